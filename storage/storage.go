@@ -1,0 +1,364 @@
+// Package storage owns a node's single Pebble engine: the key layout of its keyspaces (store identity,
+// raft state per range, meta-range data, user data), write batches, iterators, snapshots, the data
+// directory lock and engine statistics.
+//
+// It must never interpret raft or range semantics: it stores bytes under keys that the replica and kv
+// layers build with the helpers in keys.go.
+package storage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// ErrNoStore is returned by Open when the directory holds no Shoal store and CreateIfMissing is false.
+var ErrNoStore = errors.New("no shoal store")
+
+// Options configures an Engine. The zero value is valid: defaults are applied by Open.
+type Options struct {
+	// CreateIfMissing creates a new, empty store. Without it a missing store is an error: a node must
+	// never silently re-initialize (and so forget acknowledged writes).
+	CreateIfMissing bool
+	// CacheBytes is the size of the block cache (default 128 MiB).
+	CacheBytes int64
+	// MemTableBytes is the size of one memtable (default 32 MiB).
+	MemTableBytes uint64
+	// FS overrides the filesystem (tests, fault injection, emulated devices). Default: the OS.
+	FS vfs.FS
+}
+
+// Stats are the engine counters reported in heartbeats and metrics.
+type Stats struct {
+	BlockCacheHits      int64
+	BlockCacheMisses    int64
+	CompactionsRunning  int64
+	CompactionsDone     int64
+	FlushesDone         int64
+	WriteStalls         int64
+	L0Files             int64
+	MemtableBytes       uint64
+	DiskBytes           uint64
+	CompactionDebtBytes uint64
+}
+
+// Engine is one node's storage engine.
+type Engine struct {
+	dir  string
+	db   *pebble.DB
+	lock *os.File
+
+	compactionsRunning atomic.Int64
+	compactionsDone    atomic.Int64
+	flushesDone        atomic.Int64
+	writeStalls        atomic.Int64
+}
+
+const markerFile = "SHOAL_STORE"
+
+// Open opens (or with CreateIfMissing creates) the store in dir. It takes an exclusive lock on the
+// directory: a second process on the same directory is refused.
+func Open(dir string, opts Options) (*Engine, error) {
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = 128 << 20
+	}
+	if opts.MemTableBytes == 0 {
+		opts.MemTableBytes = 32 << 20
+	}
+	marker := filepath.Join(dir, markerFile)
+	_, statErr := os.Stat(marker)
+	exists := statErr == nil
+	if !exists {
+		if !opts.CreateIfMissing {
+			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+				return nil, fmt.Errorf("data directory %s is not empty but has no %s marker: it is not a Shoal store or it is corrupt; refusing to start (move it away to start fresh)", dir, markerFile)
+			}
+			return nil, fmt.Errorf("%w in %s: start with --bootstrap (new cluster) or --join (existing cluster) to create one", ErrNoStore, dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+		}
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{dir: dir, lock: lock}
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref()
+	po := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                opts.MemTableBytes,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
+		ErrorIfNotExists:            exists,
+		FS:                          opts.FS,
+		EventListener:               e.eventListener(),
+		Logger:                      quietLogger{},
+		FormatMajorVersion:          pebble.FormatNewest,
+		MemTableStopWritesThreshold: 4,
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		lock.Close()
+		if exists {
+			return nil, fmt.Errorf("store in %s cannot be opened (corrupt or missing files?): %w; refusing to start, nothing was changed", dir, err)
+		}
+		return nil, fmt.Errorf("create store in %s: %w", dir, err)
+	}
+	e.db = db
+	if !exists {
+		if err := writeMarker(marker); err != nil {
+			db.Close()
+			lock.Close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func writeMarker(path string) error {
+	b, _ := json.Marshal(map[string]int{"format": 1})
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write store marker: %w", err)
+	}
+	f, err := os.Open(tmp)
+	if err == nil {
+		f.Sync()
+		f.Close()
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write store marker: %w", err)
+	}
+	return nil
+}
+
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "shoal.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("data directory %s is in use by another shoal process (lock held on shoal.lock): stop it first or use another --data-dir", dir)
+	}
+	return f, nil
+}
+
+// Dir is the engine's data directory.
+func (e *Engine) Dir() string { return e.dir }
+
+// DB exposes the underlying Pebble database for the few callers that need engine-specific features
+// (checkpoints, manual compaction, metrics).
+func (e *Engine) DB() *pebble.DB { return e.db }
+
+// Close flushes nothing extra (every acknowledged write was synced) and releases the directory lock.
+func (e *Engine) Close() error {
+	err := e.db.Close()
+	if e.lock != nil {
+		e.lock.Close()
+	}
+	return err
+}
+
+// Get returns a copy of the value at key, or found=false.
+func (e *Engine) Get(key []byte) (value []byte, found bool, err error) {
+	return getFrom(e.db, key)
+}
+
+type getter interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+func getFrom(g getter, key []byte) ([]byte, bool, error) {
+	v, closer, err := g.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("engine get %q: %w", key, err)
+	}
+	out := append([]byte(nil), v...)
+	closer.Close()
+	return out, true, nil
+}
+
+// Batch is an atomic set of writes.
+type Batch struct{ b *pebble.Batch }
+
+// NewBatch starts a write-only batch.
+func (e *Engine) NewBatch() *Batch { return &Batch{b: e.db.NewBatch()} }
+
+// NewIndexedBatch starts a batch whose Get sees its own writes over the engine's state.
+func (e *Engine) NewIndexedBatch() *Batch { return &Batch{b: e.db.NewIndexedBatch()} }
+
+// Get reads key through an indexed batch: the batch's own writes first, then the engine.
+func (b *Batch) Get(key []byte) ([]byte, bool, error) { return getFrom(b.b, key) }
+
+// Set writes key=value in the batch.
+func (b *Batch) Set(key, value []byte) error { return b.b.Set(key, value, nil) }
+
+// Delete deletes key in the batch.
+func (b *Batch) Delete(key []byte) error { return b.b.Delete(key, nil) }
+
+// DeleteRange deletes [start, end) in the batch.
+func (b *Batch) DeleteRange(start, end []byte) error { return b.b.DeleteRange(start, end, nil) }
+
+// Empty reports whether the batch has no writes.
+func (b *Batch) Empty() bool { return b.b.Empty() }
+
+// Len is the batch's encoded size in bytes.
+func (b *Batch) Len() int { return b.b.Len() }
+
+// Commit applies the batch; with sync it is durable (fsync'd WAL) when Commit returns.
+func (b *Batch) Commit(sync bool) error {
+	o := pebble.NoSync
+	if sync {
+		o = pebble.Sync
+	}
+	if err := b.b.Commit(o); err != nil {
+		return fmt.Errorf("engine commit: %w", err)
+	}
+	return nil
+}
+
+// Close releases the batch.
+func (b *Batch) Close() { b.b.Close() }
+
+// Reader is a consistent read view: the live engine or a snapshot.
+type Reader interface {
+	Get(key []byte) (value []byte, found bool, err error)
+	NewIter(lower, upper []byte) (*Iterator, error)
+}
+
+// Iterator walks keys in [lower, upper).
+type Iterator struct{ it *pebble.Iterator }
+
+// NewIter returns an iterator over [lower, upper) of the live engine.
+func (e *Engine) NewIter(lower, upper []byte) (*Iterator, error) {
+	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("engine iterator: %w", err)
+	}
+	return &Iterator{it: it}, nil
+}
+
+// First positions at the first key; reports validity.
+func (i *Iterator) First() bool { return i.it.First() }
+
+// Last positions at the last key; reports validity.
+func (i *Iterator) Last() bool { return i.it.Last() }
+
+// Next moves forward.
+func (i *Iterator) Next() bool { return i.it.Next() }
+
+// Prev moves backward.
+func (i *Iterator) Prev() bool { return i.it.Prev() }
+
+// SeekGE positions at the first key >= k.
+func (i *Iterator) SeekGE(k []byte) bool { return i.it.SeekGE(k) }
+
+// SeekLT positions at the last key < k.
+func (i *Iterator) SeekLT(k []byte) bool { return i.it.SeekLT(k) }
+
+// Valid reports whether the iterator is positioned at a key.
+func (i *Iterator) Valid() bool { return i.it.Valid() }
+
+// Key is the current key; valid until the iterator moves.
+func (i *Iterator) Key() []byte { return i.it.Key() }
+
+// Value is the current value; valid until the iterator moves.
+func (i *Iterator) Value() []byte {
+	v, _ := i.it.ValueAndErr()
+	return v
+}
+
+// Error is the iterator's accumulated error.
+func (i *Iterator) Error() error { return i.it.Error() }
+
+// Close releases the iterator.
+func (i *Iterator) Close() error { return i.it.Close() }
+
+// Snapshot is a consistent point-in-time view of the engine.
+type Snapshot struct{ s *pebble.Snapshot }
+
+// NewSnapshot captures the engine's current state.
+func (e *Engine) NewSnapshot() *Snapshot { return &Snapshot{s: e.db.NewSnapshot()} }
+
+// Get reads key from the snapshot.
+func (s *Snapshot) Get(key []byte) ([]byte, bool, error) { return getFrom(s.s, key) }
+
+// NewIter iterates [lower, upper) of the snapshot.
+func (s *Snapshot) NewIter(lower, upper []byte) (*Iterator, error) {
+	it, err := s.s.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot iterator: %w", err)
+	}
+	return &Iterator{it: it}, nil
+}
+
+// Close releases the snapshot.
+func (s *Snapshot) Close() error { return s.s.Close() }
+
+// Stats reads the engine's counters.
+func (e *Engine) Stats() Stats {
+	m := e.db.Metrics()
+	var disk uint64
+	for _, l := range m.Levels {
+		disk += uint64(l.TablesSize)
+	}
+	return Stats{
+		BlockCacheHits:      m.BlockCache.Hits,
+		BlockCacheMisses:    m.BlockCache.Misses,
+		CompactionsRunning:  e.compactionsRunning.Load(),
+		CompactionsDone:     e.compactionsDone.Load(),
+		FlushesDone:         e.flushesDone.Load(),
+		WriteStalls:         e.writeStalls.Load(),
+		L0Files:             m.Levels[0].TablesCount,
+		MemtableBytes:       m.MemTable.Size,
+		DiskBytes:           disk + m.WAL.PhysicalSize,
+		CompactionDebtBytes: m.Compact.EstimatedDebt,
+	}
+}
+
+// ApproximateBytes estimates the on-disk size of [start, end).
+func (e *Engine) ApproximateBytes(start, end []byte) uint64 {
+	n, err := e.db.EstimateDiskUsage(start, end)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func (e *Engine) eventListener() *pebble.EventListener {
+	return &pebble.EventListener{
+		CompactionBegin: func(pebble.CompactionInfo) { e.compactionsRunning.Add(1) },
+		CompactionEnd: func(pebble.CompactionInfo) {
+			e.compactionsRunning.Add(-1)
+			e.compactionsDone.Add(1)
+		},
+		FlushEnd:        func(pebble.FlushInfo) { e.flushesDone.Add(1) },
+		WriteStallBegin: func(pebble.WriteStallBeginInfo) { e.writeStalls.Add(1) },
+	}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...interface{}) {}
+func (quietLogger) Errorf(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "pebble fatal: "+format+"\n", args...)
+	os.Exit(2)
+}
