@@ -1,0 +1,221 @@
+// Package client is Shoal's public Go client. It owns routing and retries: a cache of range
+// descriptors and their leaders (filled by RangeLookup and refreshed on NotLeader/RangeMoved), one gRPC
+// connection per node, and the rules that decide which failures are safe to retry. It never holds data
+// and never decides an outcome the server did not report: a write whose outcome is unknown is returned as
+// ErrAmbiguous or ErrTimeout, never retried behind the caller's back.
+//
+// Retry rules, per attempt (bounded by Config.MaxAttempts and the caller's context):
+//
+//   - NOT_LEADER: follow the leader hint at once if the server gave one, else re-look the range up.
+//   - RANGE_MOVED: drop the cached range and re-look it up.
+//   - UNAVAILABLE, OVERLOADED, or a transport failure before the request was sent: back off and retry.
+//     The server guarantees it did not propose the request, so this is safe for every operation.
+//   - AMBIGUOUS, TIMEOUT, or a transport failure after the request was sent: writes (Put, Delete,
+//     CompareAndSwap, CompareAndDelete, BatchWrite, Split, TransferLeader) return the typed error at once;
+//     reads (Get, Scan, Lookup, Nodes, Ranges) back off and retry.
+//   - INVALID_ARGUMENT, UNAUTHENTICATED, INTERNAL: returned at once.
+//
+// Invariant: a write is sent again only after an attempt that definitely did not apply it.
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// DefaultAddr is the gRPC address used when Config.Addrs is empty.
+const DefaultAddr = "127.0.0.1:26257"
+
+// Defaults applied by New to zero fields of Config.
+const (
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultMaxAttempts    = 10
+)
+
+// Backoff bounds between retries: the first wait is about minBackoff, doubling up to maxBackoff, each
+// with jitter.
+const (
+	minBackoff = 10 * time.Millisecond
+	maxBackoff = 500 * time.Millisecond
+)
+
+// Config configures a Client. The zero value talks to DefaultAddr without auth or TLS.
+type Config struct {
+	// Addrs are the gRPC addresses of any nodes of the cluster, used to look ranges up; the client
+	// learns the other nodes from the answers. Default: [DefaultAddr].
+	Addrs []string
+	// AuthToken, when set, is sent with every request as gRPC metadata "authorization: Bearer <token>".
+	AuthToken string
+	// DialOptions replace the default dial options (insecure transport credentials) entirely; include
+	// transport credentials when setting them.
+	DialOptions []grpc.DialOption
+	// RequestTimeout bounds each attempt (one RPC to one node). Default: DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// MaxAttempts bounds the attempts of one operation, counting range lookups that fail. Retries back
+	// off from 10ms, doubling up to 500ms, with jitter. Default: DefaultMaxAttempts.
+	MaxAttempts int
+}
+
+// withDefaults fills the zero fields and validates the rest.
+func (cfg Config) withDefaults() (Config, error) {
+	var addrs []string
+	for _, a := range cfg.Addrs {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		addrs = []string{DefaultAddr}
+	}
+	cfg.Addrs = addrs
+	if cfg.RequestTimeout < 0 {
+		return cfg, newError(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("client config: RequestTimeout %v is negative", cfg.RequestTimeout), nil)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.MaxAttempts < 0 {
+		return cfg, newError(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("client config: MaxAttempts %d is negative", cfg.MaxAttempts), nil)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if len(cfg.DialOptions) == 0 {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	return cfg, nil
+}
+
+// Client is a Shoal client. It is safe for concurrent use; create one per process and share it.
+type Client struct {
+	cfg   Config
+	cache *rangeCache
+	conns *connPool
+	sent  sentTracker
+
+	mu        sync.Mutex
+	lastGood  string               // the address that answered the last range lookup
+	suspects  map[string]time.Time // addresses whose last attempt failed in transport, and when
+	followerN uint64               // rotates follower reads over a range's replicas
+}
+
+// New returns a client for the cluster reachable at cfg.Addrs. It does not contact the cluster:
+// connections are made on first use, so New fails only on an invalid Config.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg:      cfg,
+		cache:    newRangeCache(),
+		suspects: make(map[string]time.Time),
+	}
+	opts := append([]grpc.DialOption(nil), cfg.DialOptions...)
+	opts = append(opts, grpc.WithStatsHandler(&c.sent))
+	if cfg.AuthToken != "" {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(authInterceptor(cfg.AuthToken)))
+	}
+	c.conns = newConnPool(opts)
+	return c, nil
+}
+
+// Close closes every connection. Calls made after Close return ErrClosed.
+func (c *Client) Close() error {
+	return c.conns.close()
+}
+
+// authInterceptor attaches the bearer token to every unary call.
+func authInterceptor(token string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// connPool keeps one *grpc.ClientConn per address, created on first use and reused.
+type connPool struct {
+	opts []grpc.DialOption
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+func newConnPool(opts []grpc.DialOption) *connPool {
+	return &connPool{opts: opts, conns: make(map[string]*grpc.ClientConn)}
+}
+
+// get returns the stub for addr, creating its connection if needed.
+func (p *connPool) get(addr string) (pb.ShoalClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	cc, ok := p.conns[addr]
+	if !ok {
+		var err error
+		cc, err = grpc.NewClient(addr, p.opts...)
+		if err != nil {
+			return nil, newError(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("connect to %s: %v", addr, err), err)
+		}
+		p.conns[addr] = cc
+	}
+	return pb.NewShoalClient(cc), nil
+}
+
+func (p *connPool) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	var first error
+	for addr, cc := range p.conns {
+		if err := cc.Close(); err != nil && first == nil {
+			first = fmt.Errorf("close connection to %s: %w", addr, err)
+		}
+	}
+	p.conns = nil
+	return first
+}
+
+// suspectFor is how long an address that failed in transport is avoided when another replica exists.
+const suspectFor = time.Second
+
+func (c *Client) markSuspect(addr string) {
+	c.mu.Lock()
+	c.suspects[addr] = time.Now()
+	c.mu.Unlock()
+}
+
+func (c *Client) clearSuspect(addr string) {
+	c.mu.Lock()
+	delete(c.suspects, addr)
+	c.mu.Unlock()
+}
+
+func (c *Client) isSuspect(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.suspects[addr]
+	if ok && time.Since(t) > suspectFor {
+		delete(c.suspects, addr)
+		return false
+	}
+	return ok
+}

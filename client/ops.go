@@ -1,0 +1,282 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// ReadOption modifies a read.
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	follower bool
+}
+
+// FollowerRead lets any replica of the range (voter or learner) serve the read from its local state,
+// without a linearizability check: the value may be stale, but the leader does no work.
+func FollowerRead() ReadOption {
+	return func(o *readOptions) { o.follower = true }
+}
+
+// invalid returns an INVALID_ARGUMENT error with msg.
+func invalid(msg string) error {
+	return newError(pb.ErrorCode_INVALID_ARGUMENT, msg, nil)
+}
+
+// errEmptyKey is returned for an empty key; the server would reject it too.
+func errEmptyKey() error { return invalid("key is empty") }
+
+// locator routes by key.
+func (c *Client) locator(key []byte) locateFunc {
+	return func(ctx context.Context) (rangeEntry, error) { return c.locate(ctx, key) }
+}
+
+// Get returns the value of key and whether it exists. It is linearizable unless FollowerRead is given.
+func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value []byte, found bool, err error) {
+	if len(key) == 0 {
+		return nil, false, errEmptyKey()
+	}
+	var ro readOptions
+	for _, o := range opts {
+		o(&ro)
+	}
+	var resp *pb.GetResponse
+	err = c.run(ctx, opKind{name: "get", follower: ro.follower}, c.locator(key), "",
+		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.Get(ctx, &pb.GetRequest{Header: hdr, Key: key})
+			resp = r
+			return r.GetError(), err
+		})
+	if err != nil {
+		return nil, false, err
+	}
+	return resp.GetValue(), resp.GetFound(), nil
+}
+
+// Put sets key to value. An ErrAmbiguous or ErrTimeout error means the write may or may not have been
+// applied.
+func (c *Client) Put(ctx context.Context, key, value []byte) error {
+	if len(key) == 0 {
+		return errEmptyKey()
+	}
+	return c.run(ctx, opKind{name: "put", write: true}, c.locator(key), "",
+		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.Put(ctx, &pb.PutRequest{Header: hdr, Key: key, Value: value})
+			return r.GetError(), err
+		})
+}
+
+// Delete removes key and reports whether it existed. An ErrAmbiguous or ErrTimeout error means the
+// delete may or may not have been applied.
+func (c *Client) Delete(ctx context.Context, key []byte) (found bool, err error) {
+	if len(key) == 0 {
+		return false, errEmptyKey()
+	}
+	var resp *pb.DeleteResponse
+	err = c.run(ctx, opKind{name: "delete", write: true}, c.locator(key), "",
+		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.Delete(ctx, &pb.DeleteRequest{Header: hdr, Key: key})
+			resp = r
+			return r.GetError(), err
+		})
+	if err != nil {
+		return false, err
+	}
+	return resp.GetFound(), nil
+}
+
+// CompareAndSwap sets key to value if its current value equals expected or, with expectAbsent, if
+// key does not exist. It returns whether it swapped and, if not, the current value and whether the key
+// exists. An ErrAmbiguous or ErrTimeout error means the swap may or may not have been applied.
+func (c *Client) CompareAndSwap(ctx context.Context, key, expected []byte, expectAbsent bool, value []byte) (swapped bool, current []byte, found bool, err error) {
+	if len(key) == 0 {
+		return false, nil, false, errEmptyKey()
+	}
+	if expectAbsent && len(expected) != 0 {
+		return false, nil, false, invalid("compare-and-swap: expected value given together with expect-absent")
+	}
+	return c.cas(ctx, "compare-and-swap", &pb.CompareAndSwapRequest{Key: key, Expected: expected, ExpectAbsent: expectAbsent, Value: value})
+}
+
+// CompareAndDelete deletes key if its current value equals expected, and reports whether it did. An
+// ErrAmbiguous or ErrTimeout error means the delete may or may not have been applied.
+func (c *Client) CompareAndDelete(ctx context.Context, key, expected []byte) (swapped bool, err error) {
+	if len(key) == 0 {
+		return false, errEmptyKey()
+	}
+	swapped, _, _, err = c.cas(ctx, "compare-and-delete", &pb.CompareAndSwapRequest{Key: key, Expected: expected, Delete: true})
+	return swapped, err
+}
+
+func (c *Client) cas(ctx context.Context, name string, req *pb.CompareAndSwapRequest) (swapped bool, current []byte, found bool, err error) {
+	var resp *pb.CompareAndSwapResponse
+	err = c.run(ctx, opKind{name: name, write: true}, c.locator(req.Key), "",
+		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r := &pb.CompareAndSwapRequest{Header: hdr, Key: req.Key, Expected: req.Expected,
+				ExpectAbsent: req.ExpectAbsent, Value: req.Value, Delete: req.Delete}
+			out, err := sc.CompareAndSwap(ctx, r)
+			resp = out
+			return out.GetError(), err
+		})
+	if err != nil {
+		return false, nil, false, err
+	}
+	return resp.GetSwapped(), resp.GetCurrent(), resp.GetFound(), nil
+}
+
+// BatchWrite applies muts atomically. All keys must fall in one range; otherwise it returns
+// ErrInvalidArgument without writing anything. An ErrAmbiguous or ErrTimeout error means the batch may
+// or may not have been applied (as a whole: never in part).
+func (c *Client) BatchWrite(ctx context.Context, muts []*pb.Mutation) error {
+	if len(muts) == 0 {
+		return invalid("batch write: no mutations")
+	}
+	for i, m := range muts {
+		if m == nil || len(m.GetKey()) == 0 {
+			return invalid(fmt.Sprintf("batch write: mutation %d: key is empty", i))
+		}
+	}
+	first := muts[0].GetKey()
+	locate := func(ctx context.Context) (rangeEntry, error) {
+		e, err := c.locate(ctx, first)
+		if err != nil {
+			return e, err
+		}
+		if outside := outsideKey(e.desc, muts); outside != nil {
+			// The cache may be stale (a merge): look again before refusing.
+			c.cache.evict(e.desc)
+			if _, e, err = c.lookupOnce(ctx, first); err != nil {
+				return e, err
+			}
+			if outside := outsideKey(e.desc, muts); outside != nil {
+				return e, invalid(fmt.Sprintf("batch write: keys %q and %q are in different ranges (%s holds the first); split the batch per range", first, outside, spanString(e.desc)))
+			}
+		}
+		return e, nil
+	}
+	return c.run(ctx, opKind{name: "batch write", write: true}, locate, "",
+		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.BatchWrite(ctx, &pb.BatchWriteRequest{Header: hdr, Mutations: muts})
+			return r.GetError(), err
+		})
+}
+
+// outsideKey returns the first mutation key outside d, or nil.
+func outsideKey(d *pb.RangeDescriptor, muts []*pb.Mutation) []byte {
+	for _, m := range muts {
+		if !contains(d, m.GetKey()) {
+			return m.GetKey()
+		}
+	}
+	return nil
+}
+
+// Nodes returns the status of every node in the cluster.
+func (c *Client) Nodes(ctx context.Context) ([]*pb.NodeStatus, error) {
+	var resp *pb.NodesResponse
+	err := c.run(ctx, opKind{name: "nodes"}, nil, "",
+		func(ctx context.Context, sc pb.ShoalClient, _ *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.Nodes(ctx, &pb.NodesRequest{})
+			resp = r
+			return r.GetError(), err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetNodes(), nil
+}
+
+// Ranges returns the status of every range in the cluster.
+func (c *Client) Ranges(ctx context.Context) ([]*pb.RangeStatus, error) {
+	var resp *pb.RangesResponse
+	err := c.run(ctx, opKind{name: "ranges"}, nil, "",
+		func(ctx context.Context, sc pb.ShoalClient, _ *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.Ranges(ctx, &pb.RangesRequest{})
+			resp = r
+			return r.GetError(), err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetRanges(), nil
+}
+
+// Split splits the range containing key at key, so that key starts the right-hand range, and returns
+// the two descriptors. It is sent to the range's leader. An ErrAmbiguous or ErrTimeout error means the
+// split may or may not have happened; Lookup tells.
+func (c *Client) Split(ctx context.Context, key []byte) (left, right *pb.RangeDescriptor, err error) {
+	if len(key) == 0 {
+		return nil, nil, errEmptyKey()
+	}
+	var resp *pb.SplitResponse
+	err = c.run(ctx, opKind{name: "split", write: true}, c.locator(key), "",
+		func(ctx context.Context, sc pb.ShoalClient, _ *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.Split(ctx, &pb.SplitRequest{Key: key})
+			resp = r
+			return r.GetError(), err
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	left, right = resp.GetLeft(), resp.GetRight()
+	for _, d := range []*pb.RangeDescriptor{left, right} {
+		if d != nil && d.GetRangeId() != 0 {
+			c.cache.insert(d, 0, nil)
+		}
+	}
+	return left, right, nil
+}
+
+// TransferLeader asks range rangeID to move its leadership to node nodeID. An ErrAmbiguous or
+// ErrTimeout error means the transfer may or may not have happened; Ranges tells.
+func (c *Client) TransferLeader(ctx context.Context, rangeID, nodeID uint64) error {
+	if rangeID == 0 {
+		return invalid("transfer leader: range id is 0")
+	}
+	if nodeID == 0 {
+		return invalid("transfer leader: node id is 0")
+	}
+	prefer := ""
+	if e, ok := c.cache.byID(rangeID); ok {
+		prefer = c.cache.leaderAddrOf(e)
+	}
+	err := c.run(ctx, opKind{name: "transfer leader", write: true}, nil, prefer,
+		func(ctx context.Context, sc pb.ShoalClient, _ *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.TransferLeader(ctx, &pb.TransferLeaderRequest{RangeId: rangeID, NodeId: nodeID})
+			return r.GetError(), err
+		})
+	if err != nil {
+		return err
+	}
+	c.cache.setLeader(rangeID, nodeID, "")
+	return nil
+}
+
+// Lookup asks the cluster (not the cache) which range holds key, who leads it and where its replicas
+// are, and refreshes the cache with the answer. An empty key looks up the first range.
+func (c *Client) Lookup(ctx context.Context, key []byte) (*pb.RangeLookupResponse, error) {
+	var (
+		bo   backoff
+		last error
+	)
+	op := opKind{name: "range lookup"}
+	for attempt := 0; attempt < c.cfg.MaxAttempts; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, ctxError(op, err, last)
+		}
+		resp, _, err := c.lookupOnce(ctx, key)
+		if err == nil {
+			return resp, nil
+		}
+		if isTerminal(err) {
+			return nil, err
+		}
+		last = err
+		if werr := bo.wait(ctx); werr != nil {
+			return nil, ctxError(op, werr, last)
+		}
+	}
+	return nil, last
+}
