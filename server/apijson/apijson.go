@@ -1,0 +1,107 @@
+// Package apijson owns the JSON shapes of the admin views that users and scripts read: the node list and
+// the range list. The HTTP API (/api/nodes, /api/ranges) and the CLI (`shoal admin nodes|ranges
+// --format json`) both emit them through this package, so the two can never drift apart (DESIGN.md §5).
+//
+// It only converts wire types; it must never fetch anything itself.
+package apijson
+
+import (
+	"bytes"
+	"encoding/hex"
+	"sort"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// NodeJSON is one node as shown by /api/nodes and `shoal admin nodes --format json`.
+type NodeJSON struct {
+	ID          uint64 `json:"id"`
+	Addr        string `json:"addr"`
+	HTTPAddr    string `json:"http_addr"`
+	Live        bool   `json:"live"`
+	Draining    bool   `json:"draining"`
+	State       string `json:"state"`
+	RangeCount  uint32 `json:"range_count"`
+	LeaderCount uint32 `json:"leader_count"`
+}
+
+// RangeJSON is one range as shown by /api/ranges and `shoal admin ranges --format json`. Start and End
+// are hex-encoded keys; an empty End means +infinity. Replicas are the voters' node ids, Learners the
+// non-voting replicas' node ids, Leader the leader's node id (0 if unknown).
+type RangeJSON struct {
+	ID         uint64   `json:"id"`
+	Start      string   `json:"start"`
+	End        string   `json:"end"`
+	Replicas   []uint64 `json:"replicas"`
+	Learners   []uint64 `json:"learners"`
+	Leader     uint64   `json:"leader"`
+	Generation uint64   `json:"generation"`
+}
+
+// NodesJSON converts node statuses, ordered by node id. It never returns nil (an empty list encodes as
+// [], not null).
+func NodesJSON(nodes []*pb.NodeStatus) []NodeJSON {
+	out := make([]NodeJSON, 0, len(nodes))
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		d := n.GetDesc()
+		out = append(out, NodeJSON{
+			ID:          d.GetNodeId(),
+			Addr:        d.GetAddr(),
+			HTTPAddr:    d.GetHttpAddr(),
+			Live:        n.GetLive(),
+			Draining:    n.GetDraining(),
+			State:       n.GetState(),
+			RangeCount:  n.GetRangeCount(),
+			LeaderCount: n.GetLeaderCount(),
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// RangesJSON converts range statuses, ordered by start key (then range id). It never returns nil, and
+// Replicas and Learners are never nil.
+func RangesJSON(ranges []*pb.RangeStatus) []RangeJSON {
+	type keyed struct {
+		start []byte
+		r     RangeJSON
+	}
+	ks := make([]keyed, 0, len(ranges))
+	for _, r := range ranges {
+		if r == nil {
+			continue
+		}
+		d := r.GetDesc()
+		rj := RangeJSON{
+			ID:         d.GetRangeId(),
+			Start:      hex.EncodeToString(d.GetStartKey()),
+			End:        hex.EncodeToString(d.GetEndKey()),
+			Replicas:   []uint64{},
+			Learners:   []uint64{},
+			Leader:     r.GetLeaderNodeId(),
+			Generation: d.GetGeneration(),
+		}
+		for _, rep := range d.GetReplicas() {
+			if rep.GetLearner() {
+				rj.Learners = append(rj.Learners, rep.GetNodeId())
+			} else {
+				rj.Replicas = append(rj.Replicas, rep.GetNodeId())
+			}
+		}
+		ks = append(ks, keyed{start: d.GetStartKey(), r: rj})
+	}
+	sort.SliceStable(ks, func(i, j int) bool {
+		if c := bytes.Compare(ks[i].start, ks[j].start); c != 0 {
+			return c < 0
+		}
+		return ks[i].r.ID < ks[j].r.ID
+	})
+	out := make([]RangeJSON, len(ks))
+	for i, k := range ks {
+		out[i] = k.r
+	}
+	return out
+}

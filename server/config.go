@@ -1,0 +1,240 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shoaldb/shoal/transport"
+)
+
+// Defaults of Config. They are applied by Config.WithDefaults (and so by Run) and passed to the node
+// explicitly, so that what `shoal start --print-config` prints is what the node runs with.
+const (
+	// DefaultListen is the default gRPC listen address.
+	DefaultListen = "127.0.0.1:26257"
+	// DefaultHTTP is the default HTTP listen address.
+	DefaultHTTP = "127.0.0.1:8080"
+	// HTTPOff as Config.HTTP disables the HTTP listener.
+	HTTPOff = "off"
+	// DefaultCacheBytes is the default block cache size (the storage layer's default).
+	DefaultCacheBytes int64 = 128 << 20
+	// DefaultMaxKeyBytes is the default bound on a key's size.
+	DefaultMaxKeyBytes = 4 << 10
+	// DefaultMaxValueBytes is the default bound on a value's size.
+	DefaultMaxValueBytes = 8 << 20
+	// DefaultRangeMaxBytes is the default size at which a range splits.
+	DefaultRangeMaxBytes int64 = 64 << 20
+	// DefaultTickInterval is the default raft tick.
+	DefaultTickInterval = 100 * time.Millisecond
+	// DefaultDeadNodeTimeout is how long a node may be silent before it is considered dead.
+	DefaultDeadNodeTimeout = 60 * time.Second
+	// MinGRPCMsgBytes is the lower bound of the gRPC server's message size limit for the public API; the
+	// limit is also at least transport.MaxRecvMessageBytes, for raft traffic.
+	MinGRPCMsgBytes = 16 << 20
+)
+
+// Config configures one node process: its listeners, its store and the node it runs. Zero values take
+// the defaults above (see WithDefaults).
+type Config struct {
+	// DataDir is the directory of the node's store (required).
+	DataDir string
+	// Listen is the gRPC listen address (default DefaultListen). Port 0 picks a free port.
+	Listen string
+	// Advertise is the gRPC address other nodes and clients dial. Default: the actual listen address
+	// (port 0 resolved to the real port; an unspecified host such as 0.0.0.0 replaced by the hostname).
+	Advertise string
+	// HTTP is the HTTP listen address (default DefaultHTTP); HTTPOff disables the listener.
+	HTTP string
+	// RESP is reserved for the RESP (Redis protocol) listener; it is validated and stored but nothing
+	// listens on it yet. Empty disables it.
+	RESP string
+	// Bootstrap creates a new cluster if the store has no identity yet.
+	Bootstrap bool
+	// Join lists gRPC addresses of existing nodes to join through if the store has no identity yet.
+	Join []string
+	// AuthToken, when set, is required as "authorization: Bearer <token>" on every gRPC call and on the
+	// HTTP /api/ and /debug/ endpoints; /healthz, /metrics and the dashboard page stay open.
+	AuthToken string
+	// CacheBytes is the block cache size (default DefaultCacheBytes).
+	CacheBytes int64
+	// MaxKeyBytes and MaxValueBytes bound request sizes (defaults DefaultMaxKeyBytes, DefaultMaxValueBytes).
+	MaxKeyBytes, MaxValueBytes int
+	// RangeMaxBytes triggers an automatic split (default DefaultRangeMaxBytes).
+	RangeMaxBytes int64
+	// TickInterval is the raft tick (default DefaultTickInterval).
+	TickInterval time.Duration
+	// DeadNodeTimeout: a node silent for this long is considered dead (default DefaultDeadNodeTimeout).
+	DeadNodeTimeout time.Duration
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.HTTP == "" {
+		c.HTTP = DefaultHTTP
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if c.RangeMaxBytes == 0 {
+		c.RangeMaxBytes = DefaultRangeMaxBytes
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = DefaultTickInterval
+	}
+	if c.DeadNodeTimeout == 0 {
+		c.DeadNodeTimeout = DefaultDeadNodeTimeout
+	}
+	return c
+}
+
+// Validate reports every problem of c at once. It accepts zero values (they take defaults), so it may
+// be called before or after WithDefaults.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if strings.TrimSpace(c.DataDir) == "" {
+		add("missing data directory: set --data-dir")
+	}
+	if c.Listen != "" {
+		if err := checkAddr(c.Listen); err != nil {
+			add("invalid listen address %q: %v", c.Listen, err)
+		}
+	}
+	if c.Advertise != "" {
+		if err := checkAddr(c.Advertise); err != nil {
+			add("invalid advertise address %q: %v", c.Advertise, err)
+		} else if host, port, _ := net.SplitHostPort(c.Advertise); port == "0" || isUnspecified(host) {
+			add("invalid advertise address %q: other nodes must be able to dial it (give a real host and a non-zero port)", c.Advertise)
+		}
+	}
+	if c.HTTP != "" && c.HTTP != HTTPOff {
+		if err := checkAddr(c.HTTP); err != nil {
+			add("invalid HTTP address %q (use %q to disable HTTP): %v", c.HTTP, HTTPOff, err)
+		}
+	}
+	if c.RESP != "" {
+		if err := checkAddr(c.RESP); err != nil {
+			add("invalid RESP address %q: %v", c.RESP, err)
+		}
+	}
+	for _, j := range c.Join {
+		if err := checkAddr(j); err != nil {
+			add("invalid join address %q: %v", j, err)
+		}
+	}
+	if c.Bootstrap && len(c.Join) > 0 {
+		add("--bootstrap and --join are exclusive: bootstrap the first node of a new cluster, join the others through it")
+	}
+	if c.CacheBytes < 0 {
+		add("cache size must not be negative (got %d)", c.CacheBytes)
+	}
+	if c.MaxKeyBytes < 0 {
+		add("max key bytes must not be negative (got %d)", c.MaxKeyBytes)
+	}
+	if c.MaxValueBytes < 0 {
+		add("max value bytes must not be negative (got %d)", c.MaxValueBytes)
+	}
+	if c.MaxValueBytes > 1<<30 {
+		add("max value bytes must be at most 1 GiB (got %d)", c.MaxValueBytes)
+	}
+	if c.RangeMaxBytes < 0 {
+		add("range max bytes must not be negative (got %d)", c.RangeMaxBytes)
+	}
+	if c.TickInterval < 0 {
+		add("tick interval must not be negative (got %s)", c.TickInterval)
+	}
+	if c.DeadNodeTimeout < 0 {
+		add("dead node timeout must not be negative (got %s)", c.DeadNodeTimeout)
+	}
+	if strings.ContainsAny(c.AuthToken, " \t\r\n") {
+		add("auth token must not contain whitespace")
+	}
+	return errors.Join(errs...)
+}
+
+// checkAddr accepts host:port with a numeric port in [0, 65535]; the host may be empty (all interfaces).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return nil
+}
+
+func isUnspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// grpcMaxMsgBytes is the gRPC server's message size limit: room for the largest value plus its key and
+// envelope, at least MinGRPCMsgBytes, and at least what the raft transport needs.
+func (c Config) grpcMaxMsgBytes() int {
+	return max(c.MaxValueBytes+c.MaxKeyBytes+1<<20, MinGRPCMsgBytes, transport.MaxRecvMessageBytes)
+}
+
+// MarshalJSON renders c for `shoal start --print-config`: durations as strings and the auth token
+// redacted, so that a Config can never leak its token through JSON.
+func (c Config) MarshalJSON() ([]byte, error) {
+	token := ""
+	if c.AuthToken != "" {
+		token = "<redacted>"
+	}
+	join := c.Join
+	if join == nil {
+		join = []string{}
+	}
+	return json.Marshal(struct {
+		DataDir         string   `json:"data_dir"`
+		Listen          string   `json:"listen"`
+		Advertise       string   `json:"advertise"`
+		HTTP            string   `json:"http"`
+		RESP            string   `json:"resp"`
+		Bootstrap       bool     `json:"bootstrap"`
+		Join            []string `json:"join"`
+		AuthToken       string   `json:"auth_token"`
+		CacheBytes      int64    `json:"cache_bytes"`
+		MaxKeyBytes     int      `json:"max_key_bytes"`
+		MaxValueBytes   int      `json:"max_value_bytes"`
+		RangeMaxBytes   int64    `json:"range_max_bytes"`
+		TickInterval    string   `json:"tick_interval"`
+		DeadNodeTimeout string   `json:"dead_node_timeout"`
+		GRPCMaxMsgBytes int      `json:"grpc_max_msg_bytes"`
+	}{
+		DataDir: c.DataDir, Listen: c.Listen, Advertise: c.Advertise, HTTP: c.HTTP, RESP: c.RESP,
+		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CacheBytes: c.CacheBytes,
+		MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, RangeMaxBytes: c.RangeMaxBytes,
+		TickInterval: c.TickInterval.String(), DeadNodeTimeout: c.DeadNodeTimeout.String(),
+		GRPCMaxMsgBytes: c.WithDefaults().grpcMaxMsgBytes(),
+	})
+}
+
+// String renders c as its JSON form, so that printing a Config (%v) never shows the auth token.
+func (c Config) String() string {
+	b, err := c.MarshalJSON()
+	if err != nil {
+		return fmt.Sprintf("server.Config{%v}", err)
+	}
+	return string(b)
+}

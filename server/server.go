@@ -1,0 +1,273 @@
+// Package server owns the network listeners of one node — gRPC, HTTP and later RESP — and the node
+// process's lifecycle: open the store, listen, start the node, serve, and stop everything in order.
+//
+// It never routes or stores data itself: every request is served by package kv, which registers its
+// services on the gRPC server this package runs.
+//
+// Shutdown order (Run, once its context is cancelled): node.Stop, then gRPC GracefulStop (bounded by
+// grpcStopTimeout, then Stop), then HTTP Shutdown, then the engine's Close. The engine closes last so
+// that nothing can write to it after it is closed.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/storage"
+)
+
+const (
+	// grpcStopTimeout bounds GracefulStop: long-lived raft streams from peers would otherwise hold it.
+	grpcStopTimeout = 5 * time.Second
+	// httpStopTimeout bounds HTTP Shutdown (a slow /debug/pprof/profile, a stuck dashboard).
+	httpStopTimeout = 5 * time.Second
+	// readHeaderTimeout bounds how long an HTTP client may take to send its request headers.
+	readHeaderTimeout = 10 * time.Second
+)
+
+// Run runs one node until ctx is cancelled, then stops it cleanly and returns nil; it returns early with
+// the first fatal error (invalid configuration, missing store, a port in use, a listener failing, the
+// node failing to start).
+//
+// It opens the store (creating it only when cfg.Bootstrap or cfg.Join is set), listens on the gRPC and
+// HTTP addresses, creates and starts the node, and writes one line to out once the node serves:
+//
+//	shoal node <id> ready grpc=<advertised gRPC addr> http=<HTTP addr or "off">
+//
+// Signal handling is the caller's: cancel ctx on SIGINT/SIGTERM.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	p := &process{cfg: cfg, metrics: newMetrics(), auth: newTokenChecker(cfg.AuthToken)}
+	err := p.run(ctx, out)
+	if stopErr := p.stop(); err == nil {
+		err = stopErr
+	}
+	return err
+}
+
+// process is one running node and its listeners. Fields are set as run gets further; stop undoes
+// whatever was done.
+type process struct {
+	cfg     Config
+	metrics *metrics
+	auth    tokenChecker
+	ready   atomic.Bool
+
+	engine     *storage.Engine
+	grpcLis    net.Listener
+	httpLis    net.Listener
+	grpcServer *grpc.Server
+	httpServer *http.Server
+	node       *kv.Node
+	started    bool // node.Start was called (so node.Stop is due)
+
+	fatal chan error // listener failures while serving
+}
+
+func (p *process) run(ctx context.Context, out io.Writer) error {
+	cfg := p.cfg
+	var err error
+	p.engine, err = storage.Open(cfg.DataDir, storage.Options{
+		CreateIfMissing: cfg.Bootstrap || len(cfg.Join) > 0,
+		CacheBytes:      cfg.CacheBytes,
+	})
+	if err != nil {
+		return err // storage's errors say what to do (--bootstrap/--join, directory in use, corrupt)
+	}
+
+	// Listen before creating the node, so that the advertised addresses are the real ones with port 0.
+	p.grpcLis, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen for gRPC on %s: %w (is another node using this port? pick another with --listen)", cfg.Listen, err)
+	}
+	advertise := cfg.Advertise
+	if advertise == "" {
+		advertise = advertisedAddr(p.grpcLis.Addr(), "")
+	}
+	httpAddr := HTTPOff
+	if cfg.HTTP != HTTPOff {
+		p.httpLis, err = net.Listen("tcp", cfg.HTTP)
+		if err != nil {
+			return fmt.Errorf("listen for HTTP on %s: %w (pick another port with --http, or --http %s)", cfg.HTTP, err, HTTPOff)
+		}
+		host, _, _ := net.SplitHostPort(advertise)
+		httpAddr = advertisedAddr(p.httpLis.Addr(), host)
+	}
+
+	p.node, err = kv.NewNode(kv.Config{
+		Engine:          p.engine,
+		Addr:            advertise,
+		HTTPAddr:        httpAdvertised(httpAddr),
+		RESPAddr:        "", // nothing listens on cfg.RESP yet: advertising it would send clients nowhere
+		Bootstrap:       cfg.Bootstrap,
+		Join:            cfg.Join,
+		TickInterval:    cfg.TickInterval,
+		MaxKeyBytes:     cfg.MaxKeyBytes,
+		MaxValueBytes:   cfg.MaxValueBytes,
+		RangeMaxBytes:   cfg.RangeMaxBytes,
+		DeadNodeTimeout: cfg.DeadNodeTimeout,
+		AuthToken:       cfg.AuthToken,
+	})
+	if err != nil {
+		return fmt.Errorf("create node: %w", err)
+	}
+	status, ok := any(p.node).(clusterStatus)
+	if !ok {
+		return errors.New("kv.Node does not serve Nodes/Ranges (pb.ShoalServer): the HTTP API cannot work")
+	}
+
+	p.grpcServer = grpc.NewServer(p.grpcOptions()...)
+	p.node.RegisterServices(p.grpcServer)
+	p.httpServer = &http.Server{
+		Handler: newHTTPHandler(httpDeps{
+			status:  status,
+			ready:   &p.ready,
+			metrics: p.metrics.handler(),
+			auth:    p.auth,
+		}),
+		ReadHeaderTimeout: readHeaderTimeout,
+	}
+
+	// Serve before Start: joining and the first raft elections need the gRPC server up, and /healthz
+	// answers 503 until the node is ready.
+	p.fatal = make(chan error, 2)
+	go func() {
+		if err := p.grpcServer.Serve(p.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			p.fatal <- fmt.Errorf("gRPC server on %s: %w", p.grpcLis.Addr(), err)
+		}
+	}()
+	if p.httpLis != nil {
+		go func() {
+			if err := p.httpServer.Serve(p.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				p.fatal <- fmt.Errorf("HTTP server on %s: %w", p.httpLis.Addr(), err)
+			}
+		}()
+	}
+
+	startCtx, cancelStart := context.WithCancel(ctx)
+	defer cancelStart()
+	started := make(chan error, 1)
+	p.started = true
+	go func() { started <- p.node.Start(startCtx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: not a failure
+			}
+			return fmt.Errorf("start node: %w", err)
+		}
+	case err := <-p.fatal:
+		cancelStart()
+		<-started
+		return err
+	case <-ctx.Done():
+		<-started // Start honours its context
+		return nil
+	}
+
+	p.ready.Store(true)
+	fmt.Fprintf(out, "shoal node %d ready grpc=%s http=%s\n", p.node.NodeID(), advertise, httpAddr)
+
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-p.fatal:
+		return err
+	}
+}
+
+// grpcOptions are the gRPC server's options: message limits, metrics and (with a token) authentication.
+// The metrics interceptor runs first, so refused calls are counted too.
+func (p *process) grpcOptions() []grpc.ServerOption {
+	n := p.cfg.grpcMaxMsgBytes()
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(n), grpc.MaxSendMsgSize(n)}
+	if p.auth.on {
+		opts = append(opts,
+			grpc.ChainUnaryInterceptor(p.metrics.unaryInterceptor, p.auth.unaryInterceptor),
+			grpc.ChainStreamInterceptor(p.auth.streamInterceptor))
+	} else {
+		opts = append(opts, grpc.ChainUnaryInterceptor(p.metrics.unaryInterceptor))
+	}
+	return opts
+}
+
+// stop undoes run in order: node, gRPC, HTTP, engine. It returns the first error.
+func (p *process) stop() error {
+	p.ready.Store(false)
+	var errs []error
+	if p.node != nil && p.started {
+		p.node.Stop()
+	}
+	if p.grpcServer != nil {
+		done := make(chan struct{})
+		go func() {
+			p.grpcServer.GracefulStop()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(grpcStopTimeout):
+			p.grpcServer.Stop()
+			<-done
+		}
+	} else if p.grpcLis != nil {
+		p.grpcLis.Close()
+	}
+	if p.httpServer != nil && p.httpLis != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), httpStopTimeout)
+		if err := p.httpServer.Shutdown(ctx); err != nil {
+			p.httpServer.Close()
+		}
+		cancel()
+	} else if p.httpLis != nil {
+		p.httpLis.Close()
+	}
+	if p.engine != nil {
+		if err := p.engine.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close store in %s: %w", p.cfg.DataDir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// advertisedAddr is the address to advertise for a listener: its real address, with an unspecified
+// host (0.0.0.0, ::) replaced by host, or else by the machine's hostname.
+func advertisedAddr(a net.Addr, host string) string {
+	h, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if isUnspecified(h) {
+		h = host
+		if isUnspecified(h) {
+			if name, err := os.Hostname(); err == nil && name != "" {
+				h = name
+			} else {
+				h = "127.0.0.1"
+			}
+		}
+	}
+	return net.JoinHostPort(h, port)
+}
+
+// httpAdvertised is the HTTP address put in the node's descriptor ("" when HTTP is off).
+func httpAdvertised(addr string) string {
+	if addr == HTTPOff {
+		return ""
+	}
+	return addr
+}
