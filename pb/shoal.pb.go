@@ -2227,14 +2227,17 @@ func (x *JoinResponse) GetNodes() []*NodeDescriptor {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Node          *NodeDescriptor        `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	Stats         *NodeStats             `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
-	Draining      bool                   `protobuf:"varint,4,opt,name=draining,proto3" json:"draining,omitempty"`
-	KnownNodes    []*NodeDescriptor      `protobuf:"bytes,5,rep,name=known_nodes,json=knownNodes,proto3" json:"known_nodes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId        string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Node             *NodeDescriptor        `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Stats            *NodeStats             `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
+	Draining         bool                   `protobuf:"varint,4,opt,name=draining,proto3" json:"draining,omitempty"`
+	KnownNodes       []*NodeDescriptor      `protobuf:"bytes,5,rep,name=known_nodes,json=knownNodes,proto3" json:"known_nodes,omitempty"`
+	MetaLeaderNodeId uint64                 `protobuf:"varint,6,opt,name=meta_leader_node_id,json=metaLeaderNodeId,proto3" json:"meta_leader_node_id,omitempty"` // 0 if the sender does not know
+	MetaDesc         *RangeDescriptor       `protobuf:"bytes,7,opt,name=meta_desc,json=metaDesc,proto3" json:"meta_desc,omitempty"`                              // the sender's view of the meta range, if it has a replica
+	SentUnixNanos    int64                  `protobuf:"varint,8,opt,name=sent_unix_nanos,json=sentUnixNanos,proto3" json:"sent_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -2302,6 +2305,27 @@ func (x *HeartbeatRequest) GetKnownNodes() []*NodeDescriptor {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetMetaLeaderNodeId() uint64 {
+	if x != nil {
+		return x.MetaLeaderNodeId
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetMetaDesc() *RangeDescriptor {
+	if x != nil {
+		return x.MetaDesc
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetSentUnixNanos() int64 {
+	if x != nil {
+		return x.SentUnixNanos
+	}
+	return 0
+}
+
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
@@ -2354,6 +2378,218 @@ func (x *HeartbeatResponse) GetKnownNodes() []*NodeDescriptor {
 	return nil
 }
 
+// MetaCommand runs a replicated command on the meta range (node-internal: node and range id
+// allocation, node descriptors, descriptor updates). Forwarded to the meta leader.
+type MetaCommandRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Command       *Command               `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaCommandRequest) Reset() {
+	*x = MetaCommandRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaCommandRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaCommandRequest) ProtoMessage() {}
+
+func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
+func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MetaCommandRequest) GetCommand() *Command {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type MetaCommandResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Counter       uint64                 `protobuf:"varint,2,opt,name=counter,proto3" json:"counter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaCommandResponse) Reset() {
+	*x = MetaCommandResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaCommandResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaCommandResponse) ProtoMessage() {}
+
+func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
+func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MetaCommandResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *MetaCommandResponse) GetCounter() uint64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+// RelocateReplica adds a replica on add_node_id (learner, snapshot, promotion) and/or removes the one
+// on remove_node_id, in one joint configuration change when both are given. Sent to the range leader.
+type RelocateReplicaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	AddNodeId     uint64                 `protobuf:"varint,2,opt,name=add_node_id,json=addNodeId,proto3" json:"add_node_id,omitempty"`
+	RemoveNodeId  uint64                 `protobuf:"varint,3,opt,name=remove_node_id,json=removeNodeId,proto3" json:"remove_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelocateReplicaRequest) Reset() {
+	*x = RelocateReplicaRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelocateReplicaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelocateReplicaRequest) ProtoMessage() {}
+
+func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
+func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RelocateReplicaRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *RelocateReplicaRequest) GetAddNodeId() uint64 {
+	if x != nil {
+		return x.AddNodeId
+	}
+	return 0
+}
+
+func (x *RelocateReplicaRequest) GetRemoveNodeId() uint64 {
+	if x != nil {
+		return x.RemoveNodeId
+	}
+	return 0
+}
+
+type RelocateReplicaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Range         *RangeDescriptor       `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelocateReplicaResponse) Reset() {
+	*x = RelocateReplicaResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelocateReplicaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelocateReplicaResponse) ProtoMessage() {}
+
+func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
+func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RelocateReplicaResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *RelocateReplicaResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
 type RaftMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -2366,7 +2602,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2614,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2627,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -2433,7 +2669,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2681,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2694,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -2490,7 +2726,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2738,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2751,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -2533,7 +2769,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2781,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2794,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -2605,7 +2841,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2853,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2866,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -2652,7 +2888,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2900,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2913,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -2719,7 +2955,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2967,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2980,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -2779,7 +3015,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3027,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3040,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -2828,7 +3064,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3076,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3089,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -2909,7 +3145,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3157,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3170,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -3109,7 +3345,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12+\n" +
-	"\x05nodes\x18\x04 \x03(\v2\x15.shoal.NodeDescriptorR\x05nodes\"\xd8\x01\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x15.shoal.NodeDescriptorR\x05nodes\"\xe4\x02\n" +
 	"\x10HeartbeatRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12)\n" +
@@ -3117,11 +3353,26 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x05stats\x18\x03 \x01(\v2\x10.shoal.NodeStatsR\x05stats\x12\x1a\n" +
 	"\bdraining\x18\x04 \x01(\bR\bdraining\x126\n" +
 	"\vknown_nodes\x18\x05 \x03(\v2\x15.shoal.NodeDescriptorR\n" +
-	"knownNodes\"o\n" +
+	"knownNodes\x12-\n" +
+	"\x13meta_leader_node_id\x18\x06 \x01(\x04R\x10metaLeaderNodeId\x123\n" +
+	"\tmeta_desc\x18\a \x01(\v2\x16.shoal.RangeDescriptorR\bmetaDesc\x12&\n" +
+	"\x0fsent_unix_nanos\x18\b \x01(\x03R\rsentUnixNanos\"o\n" +
 	"\x11HeartbeatResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x126\n" +
 	"\vknown_nodes\x18\x02 \x03(\v2\x15.shoal.NodeDescriptorR\n" +
-	"knownNodes\"x\n" +
+	"knownNodes\">\n" +
+	"\x12MetaCommandRequest\x12(\n" +
+	"\acommand\x18\x01 \x01(\v2\x0e.shoal.CommandR\acommand\"S\n" +
+	"\x13MetaCommandResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
+	"\acounter\x18\x02 \x01(\x04R\acounter\"y\n" +
+	"\x16RelocateReplicaRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
+	"\vadd_node_id\x18\x02 \x01(\x04R\taddNodeId\x12$\n" +
+	"\x0eremove_node_id\x18\x03 \x01(\x04R\fremoveNodeId\"k\n" +
+	"\x17RelocateReplicaResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12,\n" +
+	"\x05range\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\"x\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tfrom_node\x18\x02 \x01(\x04R\bfromNode\x12\x17\n" +
@@ -3180,7 +3431,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\aTIMEOUT\x10\x06\x12\r\n" +
 	"\tAMBIGUOUS\x10\a\x12\f\n" +
 	"\bINTERNAL\x10\b\x12\x13\n" +
-	"\x0fUNAUTHENTICATED\x10\t2\x82\x06\n" +
+	"\x0fUNAUTHENTICATED\x10\t2\x9a\a\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -3193,9 +3444,11 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x05Nodes\x12\x13.shoal.NodesRequest\x1a\x14.shoal.NodesResponse\x125\n" +
 	"\x06Ranges\x12\x14.shoal.RangesRequest\x1a\x15.shoal.RangesResponse\x122\n" +
 	"\x05Split\x12\x13.shoal.SplitRequest\x1a\x14.shoal.SplitResponse\x12M\n" +
-	"\x0eTransferLeader\x12\x1c.shoal.TransferLeaderRequest\x1a\x1d.shoal.TransferLeaderResponse\x12/\n" +
+	"\x0eTransferLeader\x12\x1c.shoal.TransferLeaderRequest\x1a\x1d.shoal.TransferLeaderResponse\x12P\n" +
+	"\x0fRelocateReplica\x12\x1d.shoal.RelocateReplicaRequest\x1a\x1e.shoal.RelocateReplicaResponse\x12/\n" +
 	"\x04Join\x12\x12.shoal.JoinRequest\x1a\x13.shoal.JoinResponse\x12>\n" +
-	"\tHeartbeat\x12\x17.shoal.HeartbeatRequest\x1a\x18.shoal.HeartbeatResponse2\x8d\x01\n" +
+	"\tHeartbeat\x12\x17.shoal.HeartbeatRequest\x1a\x18.shoal.HeartbeatResponse\x12D\n" +
+	"\vMetaCommand\x12\x19.shoal.MetaCommandRequest\x1a\x1a.shoal.MetaCommandResponse2\x8d\x01\n" +
 	"\rRaftTransport\x12?\n" +
 	"\n" +
 	"RaftStream\x12\x17.shoal.RaftMessageBatch\x1a\x14.shoal.RaftStreamAck(\x010\x01\x12;\n" +
@@ -3214,56 +3467,60 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_pb_shoal_proto_goTypes = []any{
-	(ErrorCode)(0),                 // 0: shoal.ErrorCode
-	(*ReplicaDescriptor)(nil),      // 1: shoal.ReplicaDescriptor
-	(*RangeDescriptor)(nil),        // 2: shoal.RangeDescriptor
-	(*NodeDescriptor)(nil),         // 3: shoal.NodeDescriptor
-	(*Error)(nil),                  // 4: shoal.Error
-	(*RequestHeader)(nil),          // 5: shoal.RequestHeader
-	(*KeyValue)(nil),               // 6: shoal.KeyValue
-	(*Mutation)(nil),               // 7: shoal.Mutation
-	(*GetRequest)(nil),             // 8: shoal.GetRequest
-	(*GetResponse)(nil),            // 9: shoal.GetResponse
-	(*PutRequest)(nil),             // 10: shoal.PutRequest
-	(*PutResponse)(nil),            // 11: shoal.PutResponse
-	(*DeleteRequest)(nil),          // 12: shoal.DeleteRequest
-	(*DeleteResponse)(nil),         // 13: shoal.DeleteResponse
-	(*CompareAndSwapRequest)(nil),  // 14: shoal.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil), // 15: shoal.CompareAndSwapResponse
-	(*BatchWriteRequest)(nil),      // 16: shoal.BatchWriteRequest
-	(*BatchWriteResponse)(nil),     // 17: shoal.BatchWriteResponse
-	(*ScanRequest)(nil),            // 18: shoal.ScanRequest
-	(*ScanResponse)(nil),           // 19: shoal.ScanResponse
-	(*RangeLookupRequest)(nil),     // 20: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),    // 21: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),             // 22: shoal.NodeStatus
-	(*NodeStats)(nil),              // 23: shoal.NodeStats
-	(*RangeLoad)(nil),              // 24: shoal.RangeLoad
-	(*NodesRequest)(nil),           // 25: shoal.NodesRequest
-	(*NodesResponse)(nil),          // 26: shoal.NodesResponse
-	(*RangeStatus)(nil),            // 27: shoal.RangeStatus
-	(*RangesRequest)(nil),          // 28: shoal.RangesRequest
-	(*RangesResponse)(nil),         // 29: shoal.RangesResponse
-	(*SplitRequest)(nil),           // 30: shoal.SplitRequest
-	(*SplitResponse)(nil),          // 31: shoal.SplitResponse
-	(*TransferLeaderRequest)(nil),  // 32: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 33: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),            // 34: shoal.JoinRequest
-	(*JoinResponse)(nil),           // 35: shoal.JoinResponse
-	(*HeartbeatRequest)(nil),       // 36: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 37: shoal.HeartbeatResponse
-	(*RaftMessage)(nil),            // 38: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),       // 39: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),          // 40: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),          // 41: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),       // 42: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),           // 43: shoal.SplitTrigger
-	(*Condition)(nil),              // 44: shoal.Condition
-	(*MetaUpdate)(nil),             // 45: shoal.MetaUpdate
-	(*Command)(nil),                // 46: shoal.Command
-	(*ConfChangeContext)(nil),      // 47: shoal.ConfChangeContext
+	(ErrorCode)(0),                  // 0: shoal.ErrorCode
+	(*ReplicaDescriptor)(nil),       // 1: shoal.ReplicaDescriptor
+	(*RangeDescriptor)(nil),         // 2: shoal.RangeDescriptor
+	(*NodeDescriptor)(nil),          // 3: shoal.NodeDescriptor
+	(*Error)(nil),                   // 4: shoal.Error
+	(*RequestHeader)(nil),           // 5: shoal.RequestHeader
+	(*KeyValue)(nil),                // 6: shoal.KeyValue
+	(*Mutation)(nil),                // 7: shoal.Mutation
+	(*GetRequest)(nil),              // 8: shoal.GetRequest
+	(*GetResponse)(nil),             // 9: shoal.GetResponse
+	(*PutRequest)(nil),              // 10: shoal.PutRequest
+	(*PutResponse)(nil),             // 11: shoal.PutResponse
+	(*DeleteRequest)(nil),           // 12: shoal.DeleteRequest
+	(*DeleteResponse)(nil),          // 13: shoal.DeleteResponse
+	(*CompareAndSwapRequest)(nil),   // 14: shoal.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil),  // 15: shoal.CompareAndSwapResponse
+	(*BatchWriteRequest)(nil),       // 16: shoal.BatchWriteRequest
+	(*BatchWriteResponse)(nil),      // 17: shoal.BatchWriteResponse
+	(*ScanRequest)(nil),             // 18: shoal.ScanRequest
+	(*ScanResponse)(nil),            // 19: shoal.ScanResponse
+	(*RangeLookupRequest)(nil),      // 20: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 21: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 22: shoal.NodeStatus
+	(*NodeStats)(nil),               // 23: shoal.NodeStats
+	(*RangeLoad)(nil),               // 24: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 25: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 26: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 27: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 28: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 29: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 30: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 31: shoal.SplitResponse
+	(*TransferLeaderRequest)(nil),   // 32: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 33: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 34: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 35: shoal.JoinResponse
+	(*HeartbeatRequest)(nil),        // 36: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 37: shoal.HeartbeatResponse
+	(*MetaCommandRequest)(nil),      // 38: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 39: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 40: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 41: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 42: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 43: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 44: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 45: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 46: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 47: shoal.SplitTrigger
+	(*Condition)(nil),               // 48: shoal.Condition
+	(*MetaUpdate)(nil),              // 49: shoal.MetaUpdate
+	(*Command)(nil),                 // 50: shoal.Command
+	(*ConfChangeContext)(nil),       // 51: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	1,  // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -3305,55 +3562,64 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	3,  // 36: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
 	23, // 37: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
 	3,  // 38: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	4,  // 39: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	3,  // 40: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	38, // 41: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	38, // 42: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	6,  // 43: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	4,  // 44: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	2,  // 45: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	2,  // 46: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	2,  // 47: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	7,  // 48: shoal.Command.mutations:type_name -> shoal.Mutation
-	44, // 49: shoal.Command.condition:type_name -> shoal.Condition
-	43, // 50: shoal.Command.split:type_name -> shoal.SplitTrigger
-	45, // 51: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	2,  // 52: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	8,  // 53: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	10, // 54: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	12, // 55: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	14, // 56: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	16, // 57: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	18, // 58: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	20, // 59: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	25, // 60: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	28, // 61: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	30, // 62: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	32, // 63: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	34, // 64: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	36, // 65: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	39, // 66: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	41, // 67: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	9,  // 68: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	11, // 69: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	13, // 70: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	15, // 71: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	17, // 72: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	19, // 73: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	21, // 74: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	26, // 75: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	29, // 76: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	31, // 77: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	33, // 78: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	35, // 79: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	37, // 80: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	40, // 81: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	42, // 82: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	68, // [68:83] is the sub-list for method output_type
-	53, // [53:68] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	2,  // 39: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	4,  // 40: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	3,  // 41: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	50, // 42: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	4,  // 43: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	4,  // 44: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	2,  // 45: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	42, // 46: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	42, // 47: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	6,  // 48: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	4,  // 49: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	2,  // 50: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	2,  // 51: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	2,  // 52: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	7,  // 53: shoal.Command.mutations:type_name -> shoal.Mutation
+	48, // 54: shoal.Command.condition:type_name -> shoal.Condition
+	47, // 55: shoal.Command.split:type_name -> shoal.SplitTrigger
+	49, // 56: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	2,  // 57: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	8,  // 58: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	10, // 59: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	12, // 60: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	14, // 61: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	16, // 62: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	18, // 63: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	20, // 64: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	25, // 65: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	28, // 66: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	30, // 67: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	32, // 68: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	40, // 69: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	34, // 70: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	36, // 71: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	38, // 72: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	43, // 73: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	45, // 74: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	9,  // 75: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	11, // 76: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	13, // 77: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	15, // 78: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	17, // 79: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	19, // 80: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	21, // 81: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	26, // 82: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	29, // 83: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	31, // 84: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	33, // 85: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	41, // 86: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	35, // 87: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	37, // 88: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	39, // 89: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	44, // 90: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	46, // 91: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	75, // [75:92] is the sub-list for method output_type
+	58, // [58:75] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -3367,7 +3633,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -23,19 +23,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Shoal_Get_FullMethodName            = "/shoal.Shoal/Get"
-	Shoal_Put_FullMethodName            = "/shoal.Shoal/Put"
-	Shoal_Delete_FullMethodName         = "/shoal.Shoal/Delete"
-	Shoal_CompareAndSwap_FullMethodName = "/shoal.Shoal/CompareAndSwap"
-	Shoal_BatchWrite_FullMethodName     = "/shoal.Shoal/BatchWrite"
-	Shoal_Scan_FullMethodName           = "/shoal.Shoal/Scan"
-	Shoal_RangeLookup_FullMethodName    = "/shoal.Shoal/RangeLookup"
-	Shoal_Nodes_FullMethodName          = "/shoal.Shoal/Nodes"
-	Shoal_Ranges_FullMethodName         = "/shoal.Shoal/Ranges"
-	Shoal_Split_FullMethodName          = "/shoal.Shoal/Split"
-	Shoal_TransferLeader_FullMethodName = "/shoal.Shoal/TransferLeader"
-	Shoal_Join_FullMethodName           = "/shoal.Shoal/Join"
-	Shoal_Heartbeat_FullMethodName      = "/shoal.Shoal/Heartbeat"
+	Shoal_Get_FullMethodName             = "/shoal.Shoal/Get"
+	Shoal_Put_FullMethodName             = "/shoal.Shoal/Put"
+	Shoal_Delete_FullMethodName          = "/shoal.Shoal/Delete"
+	Shoal_CompareAndSwap_FullMethodName  = "/shoal.Shoal/CompareAndSwap"
+	Shoal_BatchWrite_FullMethodName      = "/shoal.Shoal/BatchWrite"
+	Shoal_Scan_FullMethodName            = "/shoal.Shoal/Scan"
+	Shoal_RangeLookup_FullMethodName     = "/shoal.Shoal/RangeLookup"
+	Shoal_Nodes_FullMethodName           = "/shoal.Shoal/Nodes"
+	Shoal_Ranges_FullMethodName          = "/shoal.Shoal/Ranges"
+	Shoal_Split_FullMethodName           = "/shoal.Shoal/Split"
+	Shoal_TransferLeader_FullMethodName  = "/shoal.Shoal/TransferLeader"
+	Shoal_RelocateReplica_FullMethodName = "/shoal.Shoal/RelocateReplica"
+	Shoal_Join_FullMethodName            = "/shoal.Shoal/Join"
+	Shoal_Heartbeat_FullMethodName       = "/shoal.Shoal/Heartbeat"
+	Shoal_MetaCommand_FullMethodName     = "/shoal.Shoal/MetaCommand"
 )
 
 // ShoalClient is the client API for Shoal service.
@@ -53,8 +55,10 @@ type ShoalClient interface {
 	Ranges(ctx context.Context, in *RangesRequest, opts ...grpc.CallOption) (*RangesResponse, error)
 	Split(ctx context.Context, in *SplitRequest, opts ...grpc.CallOption) (*SplitResponse, error)
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
+	RelocateReplica(ctx context.Context, in *RelocateReplicaRequest, opts ...grpc.CallOption) (*RelocateReplicaResponse, error)
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	MetaCommand(ctx context.Context, in *MetaCommandRequest, opts ...grpc.CallOption) (*MetaCommandResponse, error)
 }
 
 type shoalClient struct {
@@ -175,6 +179,16 @@ func (c *shoalClient) TransferLeader(ctx context.Context, in *TransferLeaderRequ
 	return out, nil
 }
 
+func (c *shoalClient) RelocateReplica(ctx context.Context, in *RelocateReplicaRequest, opts ...grpc.CallOption) (*RelocateReplicaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RelocateReplicaResponse)
+	err := c.cc.Invoke(ctx, Shoal_RelocateReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *shoalClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(JoinResponse)
@@ -189,6 +203,16 @@ func (c *shoalClient) Heartbeat(ctx context.Context, in *HeartbeatRequest, opts 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HeartbeatResponse)
 	err := c.cc.Invoke(ctx, Shoal_Heartbeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) MetaCommand(ctx context.Context, in *MetaCommandRequest, opts ...grpc.CallOption) (*MetaCommandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetaCommandResponse)
+	err := c.cc.Invoke(ctx, Shoal_MetaCommand_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +234,10 @@ type ShoalServer interface {
 	Ranges(context.Context, *RangesRequest) (*RangesResponse, error)
 	Split(context.Context, *SplitRequest) (*SplitResponse, error)
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
+	RelocateReplica(context.Context, *RelocateReplicaRequest) (*RelocateReplicaResponse, error)
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	MetaCommand(context.Context, *MetaCommandRequest) (*MetaCommandResponse, error)
 	mustEmbedUnimplementedShoalServer()
 }
 
@@ -255,11 +281,17 @@ func (UnimplementedShoalServer) Split(context.Context, *SplitRequest) (*SplitRes
 func (UnimplementedShoalServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method TransferLeader not implemented")
 }
+func (UnimplementedShoalServer) RelocateReplica(context.Context, *RelocateReplicaRequest) (*RelocateReplicaResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RelocateReplica not implemented")
+}
 func (UnimplementedShoalServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Join not implemented")
 }
 func (UnimplementedShoalServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedShoalServer) MetaCommand(context.Context, *MetaCommandRequest) (*MetaCommandResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MetaCommand not implemented")
 }
 func (UnimplementedShoalServer) mustEmbedUnimplementedShoalServer() {}
 func (UnimplementedShoalServer) testEmbeddedByValue()               {}
@@ -480,6 +512,24 @@ func _Shoal_TransferLeader_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_RelocateReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RelocateReplicaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).RelocateReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_RelocateReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).RelocateReplica(ctx, req.(*RelocateReplicaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Shoal_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(JoinRequest)
 	if err := dec(in); err != nil {
@@ -512,6 +562,24 @@ func _Shoal_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ShoalServer).Heartbeat(ctx, req.(*HeartbeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_MetaCommand_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetaCommandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).MetaCommand(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_MetaCommand_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).MetaCommand(ctx, req.(*MetaCommandRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -568,12 +636,20 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Shoal_TransferLeader_Handler,
 		},
 		{
+			MethodName: "RelocateReplica",
+			Handler:    _Shoal_RelocateReplica_Handler,
+		},
+		{
 			MethodName: "Join",
 			Handler:    _Shoal_Join_Handler,
 		},
 		{
 			MethodName: "Heartbeat",
 			Handler:    _Shoal_Heartbeat_Handler,
+		},
+		{
+			MethodName: "MetaCommand",
+			Handler:    _Shoal_MetaCommand_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

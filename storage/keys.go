@@ -82,3 +82,21 @@ func DataSpan(meta bool, start, end []byte) (lo, hi []byte) {
 
 // StripDataPrefix turns an engine data key back into the key of its keyspace.
 func StripDataPrefix(k []byte) []byte { return k[1:] }
+
+// RangeDescKey is the key of the descriptor of the local replica of a range.
+func RangeDescKey(rangeID uint64) []byte { return append(raftPrefix(rangeID), 'd') }
+
+// ConfStateKey is the key of a replica's applied raft configuration.
+func ConfStateKey(rangeID uint64) []byte { return append(raftPrefix(rangeID), 'c') }
+
+// ReplicaTombstoneKey marks a range whose replica was removed from this node: messages addressed to
+// an older replica id are then ignored instead of resurrecting it.
+func ReplicaTombstoneKey(rangeID uint64) []byte {
+	return append(LocalKey("tombstone/"), raftPrefix(rangeID)[1:]...)
+}
+
+// RaftKeyspaceSpan is the span of every raft key of every range (used to list local replicas).
+func RaftKeyspaceSpan() (start, end []byte) { return []byte{prefixRaft}, []byte{prefixRaft + 1} }
+
+// RangeIDFromRaftKey decodes the range id of any key in the raft keyspace.
+func RangeIDFromRaftKey(k []byte) uint64 { return binary.BigEndian.Uint64(k[1:9]) }

@@ -1,0 +1,812 @@
+// Package replica owns one Raft group per range (multi-raft): the raft log and hard state on the
+// node's engine, the state machine that applies committed commands to range data, snapshots streamed
+// as key-value chunks, configuration changes (learner, promotion, removal with joint consensus),
+// leadership transfer and linearizable reads.
+//
+// A node has one Store and one loop that drives every replica's RawNode: it writes all ranges' new
+// entries and hard states of a cycle in one engine batch with one fsync (group commit), then sends
+// messages, then applies committed entries — the contract of etcd raft's doc.go.
+//
+// Reads are linearizable through raft's ReadIndex (ReadOnlySafe): a read waits for a heartbeat round
+// that confirms leadership and for the local applied index to reach the commit index. It makes no
+// assumption about clocks, so a paused or partitioned former leader can never serve a stale read.
+// Follower reads skip that check and may be stale.
+//
+// It must never route between ranges or nodes (package kv does), and never talks to the network
+// except through the Transport it is given.
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
+)
+
+// Error is a typed replica-level error; kv turns it into a pb.Error for clients.
+type Error struct {
+	Code       pb.ErrorCode
+	Msg        string
+	LeaderNode uint64
+	Desc       *pb.RangeDescriptor
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Msg) }
+
+// Result is the outcome of applying one command.
+type Result struct {
+	Swapped bool
+	Found   bool
+	Current []byte
+	Counter uint64
+	Err     *Error
+}
+
+type proposal struct {
+	done   chan struct{}
+	result Result
+	err    *Error
+}
+
+type readBatch struct {
+	ctx   []byte
+	index uint64
+	done  chan struct{}
+	err   *Error
+}
+
+type incomingSnapshot struct {
+	index uint64
+	desc  *pb.RangeDescriptor
+	kvs   []*pb.KeyValue
+}
+
+// Replica is this node's member of one range's raft group.
+type Replica struct {
+	store     *Store
+	rangeID   uint64
+	replicaID uint64
+
+	mu        sync.Mutex
+	rn        *raft.RawNode
+	log       *raftLog
+	desc      *pb.RangeDescriptor // nil while uninitialized (created by a message, waiting for a snapshot)
+	applied   uint64
+	leader    uint64 // raft replica id of the leader, 0 if unknown
+	state     raft.StateType
+	destroyed bool
+	peerNodes map[uint64]uint64 // replica id → node id, learned from messages (for uninitialized replicas)
+
+	nextProposalID uint64
+	proposals      map[uint64]*proposal
+
+	readQueue   *readBatch            // reads waiting for the next ReadIndex
+	readsSent   map[string]*readBatch // ReadIndex requests in flight
+	readsWait   []*readBatch          // read index known, waiting for apply
+	readCounter uint64
+
+	pendingSnap *incomingSnapshot
+
+	// Load counters (read by the kv layer for stats; atomics so reads need no lock).
+	Reads, Writes atomic.Uint64
+}
+
+// RangeID is the replica's range.
+func (r *Replica) RangeID() uint64 { return r.rangeID }
+
+// Desc returns a copy of the range descriptor, or nil if the replica is not initialized yet.
+func (r *Replica) Desc() *pb.RangeDescriptor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.desc == nil {
+		return nil
+	}
+	return proto.Clone(r.desc).(*pb.RangeDescriptor)
+}
+
+// IsMeta reports whether this is the meta range.
+func (r *Replica) IsMeta() bool { return r.rangeID == MetaRangeID }
+
+// Status is a snapshot of a replica's raft view.
+type Status struct {
+	Desc         *pb.RangeDescriptor
+	LeaderNode   uint64
+	IsLeader     bool
+	Applied      uint64
+	Term         uint64
+	LastIndex    uint64
+	ReplicaID    uint64
+	LaggingPeers map[uint64]uint64 // replica id → entries behind the leader's last index (leader only)
+}
+
+// Status reports the replica's raft state.
+func (r *Replica) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := Status{Applied: r.applied, ReplicaID: r.replicaID, LastIndex: r.log.lastIndex}
+	if r.desc != nil {
+		st.Desc = proto.Clone(r.desc).(*pb.RangeDescriptor)
+	}
+	st.LeaderNode = r.nodeOfLocked(r.leader)
+	st.IsLeader = r.state == raft.StateLeader
+	bs := r.rn.BasicStatus()
+	st.Term = bs.GetTerm()
+	if st.IsLeader {
+		st.LaggingPeers = make(map[uint64]uint64)
+		last := r.log.lastIndex
+		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if pr.Match < last {
+				st.LaggingPeers[id] = last - pr.Match
+			} else {
+				st.LaggingPeers[id] = 0
+			}
+		})
+	}
+	return st
+}
+
+// LeaderNode returns the node id of the leader as this replica knows it (0 if unknown).
+func (r *Replica) LeaderNode() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodeOfLocked(r.leader)
+}
+
+// IsLeader reports whether this replica is the raft leader.
+func (r *Replica) IsLeader() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state == raft.StateLeader
+}
+
+func (r *Replica) nodeOfLocked(replicaID uint64) uint64 {
+	if replicaID == 0 {
+		return 0
+	}
+	if r.desc != nil {
+		for _, rd := range r.desc.Replicas {
+			if rd.ReplicaId == replicaID {
+				return rd.NodeId
+			}
+		}
+	}
+	return r.peerNodes[replicaID]
+}
+
+func (r *Replica) notLeaderLocked() *Error {
+	return &Error{Code: pb.ErrorCode_NOT_LEADER, Msg: fmt.Sprintf("range %d: node %d is not the leader", r.rangeID, r.store.cfg.NodeID),
+		LeaderNode: r.nodeOfLocked(r.leader), Desc: r.descCopyLocked()}
+}
+
+func (r *Replica) descCopyLocked() *pb.RangeDescriptor {
+	if r.desc == nil {
+		return nil
+	}
+	return proto.Clone(r.desc).(*pb.RangeDescriptor)
+}
+
+func (r *Replica) checkUsableLocked() *Error {
+	if r.destroyed {
+		return &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: replica removed from node %d", r.rangeID, r.store.cfg.NodeID)}
+	}
+	if r.desc == nil {
+		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: replica on node %d not initialized yet", r.rangeID, r.store.cfg.NodeID)}
+	}
+	return nil
+}
+
+// Propose replicates cmd through raft and waits until it is applied on this replica. Only the leader
+// proposes. Errors: NOT_LEADER and UNAVAILABLE mean the command was NOT proposed (safe to retry);
+// AMBIGUOUS and TIMEOUT mean it may or may not be applied.
+func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) {
+	r.mu.Lock()
+	if e := r.checkUsableLocked(); e != nil {
+		r.mu.Unlock()
+		return Result{}, e
+	}
+	if r.state != raft.StateLeader {
+		e := r.notLeaderLocked()
+		r.mu.Unlock()
+		return Result{}, e
+	}
+	r.nextProposalID++
+	id := r.nextProposalID
+	cmd.ProposalId = id
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		r.mu.Unlock()
+		return Result{}, &Error{Code: pb.ErrorCode_INTERNAL, Msg: err.Error()}
+	}
+	if err := r.rn.Propose(data); err != nil {
+		r.mu.Unlock()
+		return Result{}, &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: proposal dropped: %v", r.rangeID, err)}
+	}
+	p := &proposal{done: make(chan struct{})}
+	r.proposals[id] = p
+	r.mu.Unlock()
+	r.store.markReady(r)
+	return r.waitProposal(ctx, id, p)
+}
+
+func (r *Replica) waitProposal(ctx context.Context, id uint64, p *proposal) (Result, error) {
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return Result{}, p.err
+		}
+		if p.result.Err != nil {
+			return p.result, p.result.Err
+		}
+		return p.result, nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		delete(r.proposals, id)
+		r.mu.Unlock()
+		return Result{}, &Error{Code: pb.ErrorCode_TIMEOUT, Msg: fmt.Sprintf("range %d: write outcome unknown: %v", r.rangeID, ctx.Err())}
+	case <-r.store.stopper:
+		return Result{}, &Error{Code: pb.ErrorCode_AMBIGUOUS, Msg: "node stopping"}
+	}
+}
+
+// ChangeReplicas proposes a configuration change (raft ConfChangeV2: several changes at once enter a
+// joint configuration, so a move never drops below quorum) whose result is newDesc. It waits until
+// the change is applied locally.
+func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescriptor, changes []*raftpb.ConfChangeSingle) error {
+	r.mu.Lock()
+	if e := r.checkUsableLocked(); e != nil {
+		r.mu.Unlock()
+		return e
+	}
+	if r.state != raft.StateLeader {
+		e := r.notLeaderLocked()
+		r.mu.Unlock()
+		return e
+	}
+	if newDesc.Generation != r.desc.Generation+1 {
+		r.mu.Unlock()
+		return &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: descriptor changed (generation %d, change based on %d)", r.rangeID, r.desc.Generation, newDesc.Generation-1), Desc: r.descCopyLocked()}
+	}
+	r.nextProposalID++
+	id := r.nextProposalID
+	cctx, err := proto.Marshal(&pb.ConfChangeContext{ProposalId: id, Desc: newDesc})
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	cc := &raftpb.ConfChangeV2{Changes: changes, Context: cctx}
+	if len(changes) > 1 {
+		cc.Transition = raftpb.ConfChangeTransitionJointImplicit.Enum()
+	}
+	if err := r.rn.ProposeConfChange(cc); err != nil {
+		r.mu.Unlock()
+		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: conf change dropped: %v", r.rangeID, err)}
+	}
+	p := &proposal{done: make(chan struct{})}
+	r.proposals[id] = p
+	r.mu.Unlock()
+	r.store.markReady(r)
+	_, err = r.waitProposal(ctx, id, p)
+	return err
+}
+
+// TransferLeadership asks raft to hand leadership to the replica on targetNode.
+func (r *Replica) TransferLeadership(targetNode uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.checkUsableLocked(); e != nil {
+		return e
+	}
+	if r.state != raft.StateLeader {
+		return r.notLeaderLocked()
+	}
+	var target uint64
+	for _, rd := range r.desc.Replicas {
+		if rd.NodeId == targetNode && !rd.Learner {
+			target = rd.ReplicaId
+		}
+	}
+	if target == 0 {
+		return &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: fmt.Sprintf("range %d has no voter on node %d", r.rangeID, targetNode)}
+	}
+	r.rn.TransferLeader(target)
+	r.store.markReadyLocked(r)
+	return nil
+}
+
+// Campaign makes this replica start an election (used to wake a range whose leader is gone).
+func (r *Replica) Campaign() {
+	r.mu.Lock()
+	if r.desc != nil && !r.destroyed {
+		_ = r.rn.Campaign()
+	}
+	r.mu.Unlock()
+	r.store.markReady(r)
+}
+
+// ReadBarrier waits until a read on this replica is linearizable: leadership is confirmed by a quorum
+// (ReadIndex) and the state machine has applied up to that index. Concurrent reads share one
+// ReadIndex round.
+func (r *Replica) ReadBarrier(ctx context.Context) error {
+	r.mu.Lock()
+	if e := r.checkUsableLocked(); e != nil {
+		r.mu.Unlock()
+		return e
+	}
+	if r.state != raft.StateLeader {
+		e := r.notLeaderLocked()
+		r.mu.Unlock()
+		return e
+	}
+	b := r.readQueue
+	if b == nil {
+		r.readCounter++
+		c := make([]byte, 16)
+		binary.BigEndian.PutUint64(c, r.store.cfg.NodeID)
+		binary.BigEndian.PutUint64(c[8:], r.readCounter)
+		b = &readBatch{ctx: c, done: make(chan struct{})}
+		r.readQueue = b
+	}
+	r.mu.Unlock()
+	r.store.markReady(r)
+	select {
+	case <-b.done:
+		if b.err != nil {
+			return b.err
+		}
+		return nil
+	case <-ctx.Done():
+		return &Error{Code: pb.ErrorCode_TIMEOUT, Msg: fmt.Sprintf("range %d: read barrier: %v", r.rangeID, ctx.Err())}
+	case <-r.store.stopper:
+		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: "node stopping"}
+	}
+}
+
+// CheckKey returns RANGE_MOVED if key is outside the replica's current span.
+func (r *Replica) CheckKey(key []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.checkUsableLocked(); e != nil {
+		return e
+	}
+	if !containsKey(r.desc, key) {
+		return &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("key %q is not in range %d", key, r.rangeID), Desc: r.descCopyLocked()}
+	}
+	return nil
+}
+
+func containsKey(d *pb.RangeDescriptor, key []byte) bool {
+	return bytes.Compare(key, d.StartKey) >= 0 && (len(d.EndKey) == 0 || bytes.Compare(key, d.EndKey) < 0)
+}
+
+func (r *Replica) dataKey(k []byte) []byte {
+	if r.IsMeta() {
+		return storage.MetaDataKey(k)
+	}
+	return storage.UserDataKey(k)
+}
+
+// Get reads key from the local state machine (call ReadBarrier first for a linearizable read).
+func (r *Replica) Get(key []byte) ([]byte, bool, error) {
+	if err := r.CheckKey(key); err != nil {
+		return nil, false, err
+	}
+	r.Reads.Add(1)
+	return r.store.eng.Get(r.dataKey(key))
+}
+
+// Scan reads up to limit pairs of [start, end) clamped to the range's span from the local state
+// machine. truncated reports that the limit (or maxBytes) stopped it inside the range.
+func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool) (kvs []*pb.KeyValue, desc *pb.RangeDescriptor, truncated bool, err error) {
+	r.mu.Lock()
+	if e := r.checkUsableLocked(); e != nil {
+		r.mu.Unlock()
+		return nil, nil, false, e
+	}
+	desc = r.descCopyLocked()
+	r.mu.Unlock()
+	r.Reads.Add(1)
+	lo, hi := start, end
+	if bytes.Compare(lo, desc.StartKey) < 0 {
+		lo = desc.StartKey
+	}
+	if len(desc.EndKey) > 0 && (len(hi) == 0 || bytes.Compare(hi, desc.EndKey) > 0) {
+		hi = desc.EndKey
+	}
+	if len(hi) > 0 && bytes.Compare(lo, hi) >= 0 {
+		return nil, desc, false, nil
+	}
+	elo, ehi := storage.DataSpan(r.IsMeta(), lo, hi)
+	it, err := r.store.eng.NewIter(elo, ehi)
+	if err != nil {
+		return nil, desc, false, err
+	}
+	defer it.Close()
+	size := 0
+	valid := it.First()
+	step := it.Next
+	if reverse {
+		valid = it.Last()
+		step = it.Prev
+	}
+	for ; valid; valid = step() {
+		if (limit > 0 && len(kvs) >= limit) || (maxBytes > 0 && size >= maxBytes) {
+			return kvs, desc, true, it.Error()
+		}
+		k := append([]byte(nil), storage.StripDataPrefix(it.Key())...)
+		v := append([]byte(nil), it.Value()...)
+		size += len(k) + len(v)
+		kvs = append(kvs, &pb.KeyValue{Key: k, Value: v})
+	}
+	return kvs, desc, false, it.Error()
+}
+
+// ApproximateBytes estimates the range's data size on disk.
+func (r *Replica) ApproximateBytes() uint64 {
+	d := r.Desc()
+	if d == nil {
+		return 0
+	}
+	lo, hi := storage.DataSpan(r.IsMeta(), d.StartKey, d.EndKey)
+	return r.store.eng.ApproximateBytes(lo, hi)
+}
+
+// ---- called from the store loop with r.mu held ----
+
+// applyCommittedLocked applies committed entries in one engine batch and answers waiting proposers.
+func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.RangeDescriptor, removed bool, err error) {
+	if len(ents) == 0 {
+		return nil, false, nil
+	}
+	b := r.store.eng.NewIndexedBatch()
+	defer b.Close()
+	type done struct {
+		p   *proposal
+		res Result
+	}
+	var finished []done
+	for _, e := range ents {
+		if e.GetIndex() <= r.applied {
+			continue
+		}
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.Data) == 0 {
+				break
+			}
+			cmd := &pb.Command{}
+			if err := proto.Unmarshal(e.Data, cmd); err != nil {
+				return nil, false, fmt.Errorf("range %d: decode command at %d: %w", r.rangeID, e.GetIndex(), err)
+			}
+			res, right, err := r.applyCommand(b, cmd)
+			if err != nil {
+				return nil, false, err
+			}
+			if right != nil {
+				splits = append(splits, right)
+			}
+			if p, ok := r.proposals[cmd.ProposalId]; ok && cmd.ProposalId != 0 {
+				delete(r.proposals, cmd.ProposalId)
+				finished = append(finished, done{p, res})
+			}
+		case raftpb.EntryConfChangeV2, raftpb.EntryConfChange:
+			var cc raftpb.ConfChangeI
+			var ctxData []byte
+			if e.GetType() == raftpb.EntryConfChangeV2 {
+				c := &raftpb.ConfChangeV2{}
+				if err := proto.Unmarshal(e.Data, c); err != nil {
+					return nil, false, fmt.Errorf("range %d: decode conf change: %w", r.rangeID, err)
+				}
+				cc, ctxData = c, c.Context
+			} else {
+				c := &raftpb.ConfChange{}
+				if err := proto.Unmarshal(e.Data, c); err != nil {
+					return nil, false, fmt.Errorf("range %d: decode conf change: %w", r.rangeID, err)
+				}
+				cc, ctxData = c, c.Context
+			}
+			cctx := &pb.ConfChangeContext{}
+			if len(ctxData) > 0 {
+				if err := proto.Unmarshal(ctxData, cctx); err != nil {
+					return nil, false, fmt.Errorf("range %d: decode conf change context: %w", r.rangeID, err)
+				}
+			}
+			var res Result
+			if cctx.Desc != nil && r.desc != nil && cctx.Desc.Generation == r.desc.Generation+1 {
+				cs := r.rn.ApplyConfChange(cc)
+				r.log.confState = cs
+				r.desc = cctx.Desc
+				if err := r.writeDescLocked(b); err != nil {
+					return nil, false, err
+				}
+				if !descHasReplica(r.desc, r.replicaID) {
+					removed = true
+				}
+			} else if cctx.Desc == nil && len(cc.AsV2().Changes) == 0 {
+				// Leaving a joint configuration: raft proposes an empty change itself.
+				cs := r.rn.ApplyConfChange(cc)
+				r.log.confState = cs
+				if err := r.writeDescLocked(b); err != nil {
+					return nil, false, err
+				}
+			} else {
+				// Based on a stale descriptor: apply a no-op so raft's configuration stays unchanged.
+				r.rn.ApplyConfChange(&raftpb.ConfChangeV2{})
+				res.Err = &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: conf change based on a stale descriptor", r.rangeID)}
+			}
+			if p, ok := r.proposals[cctx.ProposalId]; ok && cctx.ProposalId != 0 {
+				delete(r.proposals, cctx.ProposalId)
+				finished = append(finished, done{p, res})
+			}
+		}
+		r.applied = e.GetIndex()
+	}
+	if err := b.Set(storage.AppliedStateKey(r.rangeID), u64(r.applied)); err != nil {
+		return nil, false, err
+	}
+	if r.applied-r.log.truncIndex > r.store.cfg.LogTruncateThreshold {
+		if err := r.log.truncate(b, r.applied-r.store.cfg.LogTruncateThreshold/2); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := b.Commit(false); err != nil {
+		return nil, false, err
+	}
+	r.log.forgetApplied(r.applied)
+	for _, f := range finished {
+		f.p.result = f.res
+		close(f.p.done)
+	}
+	return splits, removed, nil
+}
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func descHasReplica(d *pb.RangeDescriptor, replicaID uint64) bool {
+	for _, rd := range d.Replicas {
+		if rd.ReplicaId == replicaID {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Replica) writeDescLocked(b *storage.Batch) error {
+	dd, err := proto.Marshal(r.desc)
+	if err != nil {
+		return err
+	}
+	if err := b.Set(storage.RangeDescKey(r.rangeID), dd); err != nil {
+		return err
+	}
+	cs, err := proto.Marshal(r.log.confState)
+	if err != nil {
+		return err
+	}
+	return b.Set(storage.ConfStateKey(r.rangeID), cs)
+}
+
+// applyCommand executes one command deterministically. A command that cannot apply (a key outside
+// the span after a split, a stale split) yields a Result error and changes nothing.
+func (r *Replica) applyCommand(b *storage.Batch, cmd *pb.Command) (Result, *pb.RangeDescriptor, error) {
+	var res Result
+	if r.desc == nil {
+		return res, nil, fmt.Errorf("range %d: apply on uninitialized replica", r.rangeID)
+	}
+	outside := func(k []byte) bool { return !containsKey(r.desc, k) }
+	moved := func(k []byte) Result {
+		return Result{Err: &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("key %q is not in range %d", k, r.rangeID), Desc: r.descCopyLocked()}}
+	}
+	for _, m := range cmd.Mutations {
+		if outside(m.Key) {
+			return moved(m.Key), nil, nil
+		}
+	}
+	if c := cmd.Condition; c != nil {
+		if outside(c.Key) {
+			return moved(c.Key), nil, nil
+		}
+		cur, found, err := b.Get(r.dataKey(c.Key))
+		if err != nil {
+			return res, nil, err
+		}
+		res.Found, res.Current = found, cur
+		if c.ExpectAbsent && found || !c.ExpectAbsent && (!found || !bytes.Equal(cur, c.Expected)) {
+			return res, nil, nil
+		}
+		res.Swapped = true
+	}
+	for _, m := range cmd.Mutations {
+		k := r.dataKey(m.Key)
+		if cmd.Condition == nil && len(cmd.Mutations) == 1 && m.Delete {
+			_, found, err := b.Get(k)
+			if err != nil {
+				return res, nil, err
+			}
+			res.Found = found
+		}
+		var err error
+		if m.Delete {
+			err = b.Delete(k)
+		} else {
+			err = b.Set(k, m.Value)
+		}
+		if err != nil {
+			return res, nil, err
+		}
+	}
+	r.Writes.Add(1)
+	if len(cmd.IncrementKey) > 0 {
+		k := r.dataKey(cmd.IncrementKey)
+		cur, found, err := b.Get(k)
+		if err != nil {
+			return res, nil, err
+		}
+		var n uint64
+		if found && len(cur) == 8 {
+			n = binary.BigEndian.Uint64(cur)
+		}
+		n++
+		if err := b.Set(k, u64(n)); err != nil {
+			return res, nil, err
+		}
+		res.Counter = n
+	}
+	if mu := cmd.MetaUpdate; mu != nil {
+		if !r.IsMeta() {
+			return Result{Err: &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: "meta update outside the meta range"}}, nil, nil
+		}
+		for _, d := range mu.Ranges {
+			if err := applyMetaDescriptor(b, d); err != nil {
+				return res, nil, err
+			}
+		}
+	}
+	if st := cmd.Split; st != nil {
+		return r.applySplit(b, st)
+	}
+	return res, nil, nil
+}
+
+// applySplit shrinks this range to the left descriptor and writes the initial raft state of the right
+// range; the store creates the right replica after the batch commits.
+func (r *Replica) applySplit(b *storage.Batch, st *pb.SplitTrigger) (Result, *pb.RangeDescriptor, error) {
+	left, right := st.Left, st.Right
+	if left.Generation != r.desc.Generation+1 || !bytes.Equal(left.StartKey, r.desc.StartKey) ||
+		!bytes.Equal(right.EndKey, r.desc.EndKey) || !containsKey(r.desc, st.SplitKey) || bytes.Equal(st.SplitKey, r.desc.StartKey) {
+		return Result{Err: &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: split based on a stale descriptor", r.rangeID), Desc: r.descCopyLocked()}}, nil, nil
+	}
+	if r.store.hasTombstone(right.RangeId) || r.store.initializedReplica(right.RangeId) {
+		// The right range already moved on without this node; its data arrives by snapshot if needed.
+		r.desc = left
+		if err := r.writeDescLocked(b); err != nil {
+			return Result{}, nil, err
+		}
+		return Result{}, nil, nil
+	}
+	r.desc = left
+	if err := r.writeDescLocked(b); err != nil {
+		return Result{}, nil, err
+	}
+	if err := writeInitialState(b, right); err != nil {
+		return Result{}, nil, err
+	}
+	return Result{}, right, nil
+}
+
+// writeInitialState writes the raft state of a range that starts at (initialIndex, initialTerm) with
+// the replicas of desc: used by bootstrap and by the right side of a split. A hard state already on
+// disk (a vote cast by a not-yet-initialized replica) is kept so it never votes twice in a term.
+func writeInitialState(b *storage.Batch, desc *pb.RangeDescriptor) error {
+	id := desc.RangeId
+	hs := &raftpb.HardState{Term: proto.Uint64(initialTerm), Commit: proto.Uint64(initialIndex)}
+	if v, ok, err := b.Get(storage.HardStateKey(id)); err != nil {
+		return err
+	} else if ok {
+		old := &raftpb.HardState{}
+		if err := proto.Unmarshal(v, old); err != nil {
+			return err
+		}
+		if old.GetTerm() > initialTerm {
+			hs.Term, hs.Vote = proto.Uint64(old.GetTerm()), proto.Uint64(old.GetVote())
+		}
+	}
+	hsData, err := proto.Marshal(hs)
+	if err != nil {
+		return err
+	}
+	cs := confStateOf(desc)
+	csData, err := proto.Marshal(cs)
+	if err != nil {
+		return err
+	}
+	dd, err := proto.Marshal(desc)
+	if err != nil {
+		return err
+	}
+	lo := storage.RaftLogPrefix(id)
+	_, hi := storage.RaftStateSpan(id)
+	for _, w := range []error{
+		b.DeleteRange(lo, hi),
+		b.Set(storage.HardStateKey(id), hsData),
+		b.Set(storage.TruncatedStateKey(id), encodeTruncated(initialIndex, initialTerm)),
+		b.Set(storage.AppliedStateKey(id), u64(initialIndex)),
+		b.Set(storage.ConfStateKey(id), csData),
+		b.Set(storage.RangeDescKey(id), dd),
+	} {
+		if w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+func confStateOf(d *pb.RangeDescriptor) *raftpb.ConfState {
+	cs := &raftpb.ConfState{}
+	for _, rd := range d.Replicas {
+		if rd.Learner {
+			cs.Learners = append(cs.Learners, rd.ReplicaId)
+		} else {
+			cs.Voters = append(cs.Voters, rd.ReplicaId)
+		}
+	}
+	return cs
+}
+
+// failPendingLocked answers every waiting proposer and reader after a leadership loss or removal.
+func (r *Replica) failPendingLocked(code pb.ErrorCode, msg string) {
+	for id, p := range r.proposals {
+		p.err = &Error{Code: code, Msg: fmt.Sprintf("range %d: %s", r.rangeID, msg), LeaderNode: r.nodeOfLocked(r.leader)}
+		close(p.done)
+		delete(r.proposals, id)
+	}
+	r.failReadsLocked()
+}
+
+func (r *Replica) failReadsLocked() {
+	fail := func(b *readBatch) {
+		b.err = r.notLeaderLocked()
+		close(b.done)
+	}
+	if r.readQueue != nil {
+		fail(r.readQueue)
+		r.readQueue = nil
+	}
+	for k, b := range r.readsSent {
+		fail(b)
+		delete(r.readsSent, k)
+	}
+	for _, b := range r.readsWait {
+		fail(b)
+	}
+	r.readsWait = nil
+}
+
+// releaseReadsLocked completes reads whose index has been applied.
+func (r *Replica) releaseReadsLocked() {
+	keep := r.readsWait[:0]
+	for _, b := range r.readsWait {
+		if b.index <= r.applied {
+			close(b.done)
+		} else {
+			keep = append(keep, b)
+		}
+	}
+	r.readsWait = keep
+}
+
+var errDestroyed = errors.New("replica destroyed")

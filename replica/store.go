@@ -1,0 +1,884 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/transport"
+)
+
+// Transport is what the store needs from the node-to-node transport.
+type Transport interface {
+	Send(msg *pb.RaftMessage) bool
+	SendSnapshot(ctx context.Context, header *pb.RaftMessage, src transport.SnapshotSource) error
+}
+
+// Config configures a Store. Zero values take the documented defaults.
+type Config struct {
+	NodeID    uint64
+	Engine    *storage.Engine
+	Transport Transport
+	// TickInterval is one raft tick (default 100ms).
+	TickInterval time.Duration
+	// ElectionTicks (default 10) and HeartbeatTicks (default 1) are in ticks.
+	ElectionTicks, HeartbeatTicks int
+	// LogTruncateThreshold: when more applied entries than this are kept, the older half is dropped
+	// (default 4096). Followers further behind catch up by snapshot.
+	LogTruncateThreshold uint64
+	// MaxConcurrentSnapshots bounds outgoing snapshots per node (default 2).
+	MaxConcurrentSnapshots int
+	// OnReplicaRemoved is called (outside locks) after a replica removed itself from this node.
+	OnReplicaRemoved func(rangeID uint64)
+	Logger           *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.LogTruncateThreshold == 0 {
+		c.LogTruncateThreshold = 4096
+	}
+	if c.MaxConcurrentSnapshots == 0 {
+		c.MaxConcurrentSnapshots = 2
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Store holds every replica of one node and runs the node's raft loop.
+type Store struct {
+	cfg Config
+	eng *storage.Engine
+
+	mu       sync.RWMutex
+	replicas map[uint64]*Replica
+
+	dirtyMu sync.Mutex
+	dirty   map[uint64]*Replica
+	wake    chan struct{}
+
+	snapSem chan struct{}
+	stopper chan struct{}
+	wg      sync.WaitGroup
+	stopped sync.Once
+}
+
+// NewStore creates a store; Load and Start make it run.
+func NewStore(cfg Config) *Store {
+	cfg.setDefaults()
+	return &Store{
+		cfg:      cfg,
+		eng:      cfg.Engine,
+		replicas: make(map[uint64]*Replica),
+		dirty:    make(map[uint64]*Replica),
+		wake:     make(chan struct{}, 1),
+		snapSem:  make(chan struct{}, cfg.MaxConcurrentSnapshots),
+		stopper:  make(chan struct{}),
+	}
+}
+
+// NodeID is the store's node.
+func (s *Store) NodeID() uint64 { return s.cfg.NodeID }
+
+// Load creates a replica for every range that has a descriptor on disk.
+func (s *Store) Load() error {
+	lo, hi := storage.RaftKeyspaceSpan()
+	it, err := s.eng.NewIter(lo, hi)
+	if err != nil {
+		return err
+	}
+	var ids []uint64
+	for ok := it.First(); ok; {
+		id := storage.RangeIDFromRaftKey(it.Key())
+		ids = append(ids, id)
+		_, next := storage.RaftStateSpan(id)
+		ok = it.SeekGE(next)
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		v, ok, err := s.eng.Get(storage.RangeDescKey(id))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue // a vote cast by a replica that never got its snapshot: recreated on demand
+		}
+		desc := &pb.RangeDescriptor{}
+		if err := proto.Unmarshal(v, desc); err != nil {
+			return fmt.Errorf("range %d: decode descriptor: %w", id, err)
+		}
+		var replicaID uint64
+		for _, rd := range desc.Replicas {
+			if rd.NodeId == s.cfg.NodeID {
+				replicaID = rd.ReplicaId
+			}
+		}
+		if replicaID == 0 {
+			continue
+		}
+		r, err := s.newReplica(id, replicaID)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.replicas[id] = r
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// newReplica builds a replica from its state on disk (or an empty, uninitialized one).
+func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
+	l, err := newRaftLog(s.eng, rangeID)
+	if err != nil {
+		return nil, err
+	}
+	r := &Replica{store: s, rangeID: rangeID, replicaID: replicaID, log: l,
+		proposals: make(map[uint64]*proposal), readsSent: make(map[string]*readBatch), peerNodes: make(map[uint64]uint64)}
+	if v, ok, err := s.eng.Get(storage.RangeDescKey(rangeID)); err != nil {
+		return nil, err
+	} else if ok {
+		r.desc = &pb.RangeDescriptor{}
+		if err := proto.Unmarshal(v, r.desc); err != nil {
+			return nil, fmt.Errorf("range %d: decode descriptor: %w", rangeID, err)
+		}
+		if v, ok, err := s.eng.Get(storage.ConfStateKey(rangeID)); err != nil {
+			return nil, err
+		} else if ok {
+			if err := proto.Unmarshal(v, l.confState); err != nil {
+				return nil, fmt.Errorf("range %d: decode conf state: %w", rangeID, err)
+			}
+		}
+		if v, ok, err := s.eng.Get(storage.AppliedStateKey(rangeID)); err != nil {
+			return nil, err
+		} else if ok && len(v) == 8 {
+			r.applied = be64(v)
+		}
+	}
+	l.snapshot = r.snapshotMetaLocked
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        replicaID,
+		ElectionTick:              s.cfg.ElectionTicks,
+		HeartbeatTick:             s.cfg.HeartbeatTicks,
+		Storage:                   l,
+		Applied:                   r.applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  16 << 20,
+		MaxUncommittedEntriesSize: 64 << 20,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		Logger:                    raftLogger{s.cfg.Logger},
+		StepDownOnRemoval:         true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("range %d: start raft: %w", rangeID, err)
+	}
+	r.rn = rn
+	return r, nil
+}
+
+func be64(b []byte) uint64 {
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+// snapshotMetaLocked answers raft's Storage.Snapshot: metadata at the applied index. The data is
+// attached when the MsgSnap leaves (see sendSnapshot).
+func (r *Replica) snapshotMetaLocked() (*raftpb.Snapshot, error) {
+	if r.desc == nil {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	term, err := r.log.Term(r.applied)
+	if err != nil {
+		return nil, err
+	}
+	data, err := proto.Marshal(r.desc)
+	if err != nil {
+		return nil, err
+	}
+	return &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
+		Index: proto.Uint64(r.applied), Term: proto.Uint64(term), ConfState: proto.Clone(r.log.confState).(*raftpb.ConfState)}}, nil
+}
+
+// Bootstrap writes the initial state of a range on a brand-new store (first node of a cluster).
+func (s *Store) Bootstrap(desc *pb.RangeDescriptor, data []*pb.KeyValue) error {
+	b := s.eng.NewIndexedBatch()
+	defer b.Close()
+	if err := writeInitialState(b, desc); err != nil {
+		return err
+	}
+	for _, kv := range data {
+		k := storage.UserDataKey(kv.Key)
+		if desc.RangeId == MetaRangeID {
+			k = storage.MetaDataKey(kv.Key)
+		}
+		if err := b.Set(k, kv.Value); err != nil {
+			return err
+		}
+	}
+	return b.Commit(true)
+}
+
+// Start runs the raft loop.
+func (s *Store) Start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.loop()
+	}()
+}
+
+// Stop stops the loop and waits for it; pending requests get UNAVAILABLE or AMBIGUOUS.
+func (s *Store) Stop() {
+	s.stopped.Do(func() { close(s.stopper) })
+	s.wg.Wait()
+}
+
+// Replica returns the local replica of rangeID, or nil.
+func (s *Store) Replica(rangeID uint64) *Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.replicas[rangeID]
+}
+
+// Replicas lists every local replica, sorted by range id.
+func (s *Store) Replicas() []*Replica {
+	s.mu.RLock()
+	out := make([]*Replica, 0, len(s.replicas))
+	for _, r := range s.replicas {
+		out = append(out, r)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].rangeID < out[j].rangeID })
+	return out
+}
+
+// ReplicaForKey returns the local initialized user-range replica whose span holds key, or nil.
+func (s *Store) ReplicaForKey(key []byte) *Replica {
+	for _, r := range s.Replicas() {
+		if r.IsMeta() {
+			continue
+		}
+		if d := r.Desc(); d != nil && containsKey(d, key) {
+			return r
+		}
+	}
+	return nil
+}
+
+func (s *Store) initializedReplica(rangeID uint64) bool {
+	s.mu.RLock()
+	r := s.replicas[rangeID]
+	s.mu.RUnlock()
+	if r == nil {
+		return false
+	}
+	// Called with another replica's lock held: r may be that one only if ids are equal, never here.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.desc != nil
+}
+
+func (s *Store) hasTombstone(rangeID uint64) bool {
+	_, ok, _ := s.eng.Get(storage.ReplicaTombstoneKey(rangeID))
+	return ok
+}
+
+func (s *Store) tombstoneReplicaID(rangeID uint64) uint64 {
+	v, ok, _ := s.eng.Get(storage.ReplicaTombstoneKey(rangeID))
+	if !ok || len(v) != 8 {
+		return 0
+	}
+	return be64(v)
+}
+
+func (s *Store) markReady(r *Replica) {
+	s.dirtyMu.Lock()
+	s.dirty[r.rangeID] = r
+	s.dirtyMu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// markReadyLocked is markReady for callers holding r.mu (the dirty set has its own lock).
+func (s *Store) markReadyLocked(r *Replica) { s.markReady(r) }
+
+// HandleRaftMessages implements transport.Handler.
+func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
+	for _, m := range msgs {
+		msg := &raftpb.Message{}
+		if err := proto.Unmarshal(m.Message, msg); err != nil {
+			s.cfg.Logger.Warn("dropping undecodable raft message", "range", m.RangeId, "from", m.FromNode, "err", err)
+			continue
+		}
+		if msg.GetType() == raftpb.MsgSnap {
+			continue // snapshots only arrive through HandleSnapshot, with their data
+		}
+		r := s.replicaForMessage(m.RangeId, msg)
+		if r == nil {
+			continue
+		}
+		r.mu.Lock()
+		if !r.destroyed {
+			r.peerNodes[msg.GetFrom()] = m.FromNode
+			_ = r.rn.Step(msg)
+		}
+		r.mu.Unlock()
+		s.markReady(r)
+	}
+}
+
+// replicaForMessage finds the addressed replica, creating an uninitialized one for a range this node
+// was just added to. Messages to a replica id at or below a tombstone are dropped.
+func (s *Store) replicaForMessage(rangeID uint64, msg *raftpb.Message) *Replica {
+	to := msg.GetTo()
+	s.mu.RLock()
+	r := s.replicas[rangeID]
+	s.mu.RUnlock()
+	if r != nil {
+		if r.replicaID == to {
+			return r
+		}
+		if to < r.replicaID {
+			return nil // addressed to an older incarnation
+		}
+		// This node was removed and re-added under a newer replica id: drop the stale replica.
+		s.destroyReplica(r, "replaced by a newer replica id")
+	}
+	if to <= s.tombstoneReplicaID(rangeID) {
+		return nil
+	}
+	// Only messages that can lead to a snapshot or an election may create a replica.
+	switch msg.GetType() {
+	case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgVote, raftpb.MsgPreVote, raftpb.MsgTimeoutNow:
+	default:
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.replicas[rangeID]; r != nil {
+		return r
+	}
+	nr, err := s.newReplica(rangeID, to)
+	if err != nil {
+		s.cfg.Logger.Error("create replica", "range", rangeID, "err", err)
+		return nil
+	}
+	s.replicas[rangeID] = nr
+	return nr
+}
+
+// HandleSnapshot implements transport.Handler: it installs a snapshot received in full.
+func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error {
+	msg := &raftpb.Message{}
+	if err := proto.Unmarshal(header.Message, msg); err != nil {
+		return fmt.Errorf("range %d: decode snapshot header: %w", header.RangeId, err)
+	}
+	snap := msg.GetSnapshot()
+	desc := &pb.RangeDescriptor{}
+	if err := proto.Unmarshal(snap.GetData(), desc); err != nil {
+		return fmt.Errorf("range %d: decode snapshot descriptor: %w", header.RangeId, err)
+	}
+	if desc.RangeId != header.RangeId {
+		return fmt.Errorf("snapshot for range %d carries descriptor of range %d", header.RangeId, desc.RangeId)
+	}
+	// Refuse a snapshot that overlaps another initialized replica: that replica must first learn of the
+	// split or removal that made the spans disjoint.
+	for _, o := range s.Replicas() {
+		if o.rangeID == desc.RangeId || o.IsMeta() != (desc.RangeId == MetaRangeID) {
+			continue
+		}
+		if od := o.Desc(); od != nil && spansOverlap(od, desc) {
+			return fmt.Errorf("range %d: snapshot overlaps local range %d; retry later", desc.RangeId, o.rangeID)
+		}
+	}
+	msg.Type = raftpb.MsgApp.Enum() // placeholder to reuse creation rules
+	r := s.replicaForMessage(header.RangeId, msg)
+	msg.Type = raftpb.MsgSnap.Enum()
+	if r == nil {
+		return fmt.Errorf("range %d: no replica %d on node %d for snapshot", header.RangeId, msg.GetTo(), s.cfg.NodeID)
+	}
+	r.mu.Lock()
+	if r.destroyed {
+		r.mu.Unlock()
+		return fmt.Errorf("range %d: replica destroyed", header.RangeId)
+	}
+	idx := snap.GetMetadata().GetIndex()
+	if r.desc != nil && r.applied >= idx {
+		r.mu.Unlock()
+		return nil
+	}
+	r.peerNodes[msg.GetFrom()] = header.FromNode
+	r.pendingSnap = &incomingSnapshot{index: idx, desc: desc, kvs: kvs}
+	err := r.rn.Step(msg)
+	r.mu.Unlock()
+	s.markReady(r)
+	if err != nil {
+		return fmt.Errorf("range %d: step snapshot: %w", header.RangeId, err)
+	}
+	return nil
+}
+
+func spansOverlap(a, b *pb.RangeDescriptor) bool {
+	aBeforeB := len(a.EndKey) > 0 && bytes.Compare(a.EndKey, b.StartKey) <= 0
+	bBeforeA := len(b.EndKey) > 0 && bytes.Compare(b.EndKey, a.StartKey) <= 0
+	return !aBeforeB && !bBeforeA
+}
+
+// ReportUnreachable tells every replica with a peer on nodeID that it is unreachable.
+func (s *Store) ReportUnreachable(nodeID uint64) {
+	for _, r := range s.Replicas() {
+		r.mu.Lock()
+		if r.desc != nil && !r.destroyed {
+			for _, rd := range r.desc.Replicas {
+				if rd.NodeId == nodeID {
+					r.rn.ReportUnreachable(rd.ReplicaId)
+				}
+			}
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (s *Store) loop() {
+	ticker := time.NewTicker(s.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-s.stopper:
+			s.failAll()
+			return
+		case <-ticker.C:
+			for _, r := range s.Replicas() {
+				r.mu.Lock()
+				if !r.destroyed {
+					r.rn.Tick()
+				}
+				r.mu.Unlock()
+				s.markReady(r)
+			}
+		case <-s.wake:
+		}
+		s.processReady()
+	}
+}
+
+func (s *Store) failAll() {
+	for _, r := range s.Replicas() {
+		r.mu.Lock()
+		r.failPendingLocked(pb.ErrorCode_AMBIGUOUS, "node stopping")
+		r.mu.Unlock()
+	}
+}
+
+type readyWork struct {
+	r  *Replica
+	rd raft.Ready
+}
+
+// processReady handles one cycle for every replica with work: persist all in one synced batch,
+// then send, apply and advance.
+func (s *Store) processReady() {
+	s.dirtyMu.Lock()
+	dirty := s.dirty
+	s.dirty = make(map[uint64]*Replica, len(dirty))
+	s.dirtyMu.Unlock()
+
+	var work []readyWork
+	batch := s.eng.NewIndexedBatch()
+	defer batch.Close()
+	mustSync := false
+	for _, r := range dirty {
+		r.mu.Lock()
+		if r.destroyed {
+			r.mu.Unlock()
+			continue
+		}
+		if r.readQueue != nil && r.state == raft.StateLeader {
+			b := r.readQueue
+			r.readQueue = nil
+			r.readsSent[string(b.ctx)] = b
+			r.rn.ReadIndex(b.ctx)
+		}
+		if !r.rn.HasReady() {
+			r.mu.Unlock()
+			continue
+		}
+		rd := r.rn.Ready()
+		if err := r.persistReadyLocked(batch, &rd); err != nil {
+			r.mu.Unlock()
+			s.fatal(fmt.Errorf("range %d: persist raft state: %w", r.rangeID, err))
+			return
+		}
+		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(rd.HardState) || !raft.IsEmptySnap(rd.Snapshot) {
+			mustSync = true
+		}
+		r.mu.Unlock()
+		work = append(work, readyWork{r, rd})
+	}
+	if len(work) == 0 {
+		return
+	}
+	if !batch.Empty() {
+		// Group commit: one fsync covers every range's entries and hard state of this cycle.
+		if err := batch.Commit(mustSync); err != nil {
+			s.fatal(fmt.Errorf("node %d: commit raft batch: %w", s.cfg.NodeID, err))
+			return
+		}
+	}
+	var removed []uint64
+	for _, w := range work {
+		r := w.r
+		r.mu.Lock()
+		if w.rd.SoftState != nil {
+			r.setSoftStateLocked(w.rd.SoftState)
+		}
+		s.sendMessagesLocked(r, w.rd.Messages)
+		if !raft.IsEmptySnap(w.rd.Snapshot) {
+			r.releaseReadsLocked()
+		}
+		splits, gone, err := r.applyCommittedLocked(w.rd.CommittedEntries)
+		if err != nil {
+			r.mu.Unlock()
+			s.fatal(fmt.Errorf("range %d: apply: %w", r.rangeID, err))
+			return
+		}
+		for _, rs := range w.rd.ReadStates {
+			if b, ok := r.readsSent[string(rs.RequestCtx)]; ok {
+				delete(r.readsSent, string(rs.RequestCtx))
+				b.index = rs.Index
+				r.readsWait = append(r.readsWait, b)
+			}
+		}
+		r.releaseReadsLocked()
+		r.rn.Advance(w.rd)
+		if r.rn.HasReady() || r.readQueue != nil {
+			s.dirtyMu.Lock()
+			s.dirty[r.rangeID] = r
+			s.dirtyMu.Unlock()
+		}
+		r.mu.Unlock()
+		for _, right := range splits {
+			s.createSplitReplica(right)
+		}
+		if gone {
+			removed = append(removed, r.rangeID)
+		}
+	}
+	for _, id := range removed {
+		if r := s.Replica(id); r != nil {
+			s.destroyReplica(r, "removed from the range")
+			if s.cfg.OnReplicaRemoved != nil {
+				s.cfg.OnReplicaRemoved(id)
+			}
+		}
+	}
+	s.dirtyMu.Lock()
+	more := len(s.dirty) > 0
+	s.dirtyMu.Unlock()
+	if more {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *Replica) setSoftStateLocked(ss *raft.SoftState) {
+	wasLeader := r.state == raft.StateLeader
+	r.leader = ss.Lead
+	r.state = ss.RaftState
+	if wasLeader && r.state != raft.StateLeader {
+		// Proposals made as leader may still commit under the new leader: their outcome is unknown.
+		r.failPendingLocked(pb.ErrorCode_AMBIGUOUS, "leadership lost before the write was applied")
+	}
+	if r.state != raft.StateLeader {
+		r.failReadsLocked()
+	}
+}
+
+// persistReadyLocked adds a Ready's snapshot, entries and hard state to the node's batch.
+func (r *Replica) persistReadyLocked(b *storage.Batch, rd *raft.Ready) error {
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := r.installSnapshotLocked(b, rd.Snapshot); err != nil {
+			return err
+		}
+	}
+	if err := r.log.append(b, rd.Entries); err != nil {
+		return err
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := r.log.setHardState(b, rd.HardState); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot) error {
+	ps := r.pendingSnap
+	r.pendingSnap = nil
+	meta := snap.GetMetadata()
+	if ps == nil || ps.index != meta.GetIndex() {
+		return fmt.Errorf("snapshot at %d has no received data", meta.GetIndex())
+	}
+	meta2 := r.IsMeta()
+	if r.desc != nil {
+		lo, hi := storage.DataSpan(meta2, r.desc.StartKey, r.desc.EndKey)
+		if err := b.DeleteRange(lo, hi); err != nil {
+			return err
+		}
+	}
+	lo, hi := storage.DataSpan(meta2, ps.desc.StartKey, ps.desc.EndKey)
+	if err := b.DeleteRange(lo, hi); err != nil {
+		return err
+	}
+	for _, kv := range ps.kvs {
+		if err := b.Set(r.dataKey(kv.Key), kv.Value); err != nil {
+			return err
+		}
+	}
+	if err := r.log.resetTo(b, meta.GetIndex(), meta.GetTerm()); err != nil {
+		return err
+	}
+	r.desc = ps.desc
+	r.log.confState = proto.Clone(meta.GetConfState()).(*raftpb.ConfState)
+	r.applied = meta.GetIndex()
+	if err := r.writeDescLocked(b); err != nil {
+		return err
+	}
+	return b.Set(storage.AppliedStateKey(r.rangeID), u64(r.applied))
+}
+
+func (s *Store) sendMessagesLocked(r *Replica, msgs []*raftpb.Message) {
+	for _, m := range msgs {
+		to := r.nodeOfLocked(m.GetTo())
+		if to == 0 {
+			continue
+		}
+		if m.GetType() == raftpb.MsgSnap {
+			s.startSnapshotLocked(r, m, to)
+			continue
+		}
+		data, err := proto.Marshal(m)
+		if err != nil {
+			continue
+		}
+		if !s.cfg.Transport.Send(&pb.RaftMessage{RangeId: r.rangeID, FromNode: s.cfg.NodeID, ToNode: to, Message: data}) {
+			r.rn.ReportUnreachable(m.GetTo())
+		}
+	}
+}
+
+// startSnapshotLocked streams the range's data at the current applied index to a follower. The raft
+// snapshot metadata is rewritten to that index so data and metadata always agree.
+func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64) {
+	select {
+	case s.snapSem <- struct{}{}:
+	default:
+		r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+		return
+	}
+	meta, err := r.snapshotMetaLocked()
+	if err != nil {
+		<-s.snapSem
+		r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+		return
+	}
+	m.Snapshot = meta
+	data, err := proto.Marshal(m)
+	if err != nil {
+		<-s.snapSem
+		r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+		return
+	}
+	engSnap := s.eng.NewSnapshot()
+	desc := proto.Clone(r.desc).(*pb.RangeDescriptor)
+	header := &pb.RaftMessage{RangeId: r.rangeID, FromNode: s.cfg.NodeID, ToNode: toNode, Message: data}
+	to := m.GetTo()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.snapSem }()
+		defer engSnap.Close()
+		lo, hi := storage.DataSpan(r.IsMeta(), desc.StartKey, desc.EndKey)
+		src, err := newSnapshotSource(engSnap, lo, hi)
+		status := raft.SnapshotFinish
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			go func() {
+				select {
+				case <-s.stopper:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			err = s.cfg.Transport.SendSnapshot(ctx, header, src)
+			cancel()
+			src.Close()
+		}
+		if err != nil {
+			status = raft.SnapshotFailure
+			s.cfg.Logger.Debug("snapshot failed", "range", r.rangeID, "to", toNode, "err", err)
+		}
+		r.mu.Lock()
+		if !r.destroyed {
+			r.rn.ReportSnapshot(to, status)
+		}
+		r.mu.Unlock()
+		s.markReady(r)
+	}()
+}
+
+type snapshotSource struct{ it *storage.Iterator }
+
+func newSnapshotSource(snap *storage.Snapshot, lo, hi []byte) (*snapshotSource, error) {
+	it, err := snap.NewIter(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	it.First()
+	return &snapshotSource{it: it}, nil
+}
+
+// Next implements transport.SnapshotSource.
+func (s *snapshotSource) Next() (*pb.KeyValue, error) {
+	if !s.it.Valid() {
+		if err := s.it.Error(); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	kv := &pb.KeyValue{Key: append([]byte(nil), storage.StripDataPrefix(s.it.Key())...), Value: append([]byte(nil), s.it.Value()...)}
+	s.it.Next()
+	return kv, nil
+}
+
+// Close implements transport.SnapshotSource.
+func (s *snapshotSource) Close() error { return s.it.Close() }
+
+// createSplitReplica starts the right-hand replica of a split that was just applied.
+func (s *Store) createSplitReplica(right *pb.RangeDescriptor) {
+	var replicaID uint64
+	for _, rd := range right.Replicas {
+		if rd.NodeId == s.cfg.NodeID {
+			replicaID = rd.ReplicaId
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.replicas[right.RangeId]; old != nil {
+		old.mu.Lock()
+		old.destroyed = true
+		old.failPendingLocked(pb.ErrorCode_UNAVAILABLE, "replica re-created by split")
+		old.mu.Unlock()
+	}
+	nr, err := s.newReplica(right.RangeId, replicaID)
+	if err != nil {
+		s.fatal(fmt.Errorf("range %d: create after split: %w", right.RangeId, err))
+		return
+	}
+	s.replicas[right.RangeId] = nr
+	s.dirtyMu.Lock()
+	s.dirty[nr.rangeID] = nr
+	s.dirtyMu.Unlock()
+}
+
+// destroyReplica removes a replica and its data from this node, leaving a tombstone.
+func (s *Store) destroyReplica(r *Replica, why string) {
+	r.mu.Lock()
+	if r.destroyed {
+		r.mu.Unlock()
+		return
+	}
+	r.destroyed = true
+	r.failPendingLocked(pb.ErrorCode_RANGE_MOVED, why)
+	desc := r.desc
+	r.mu.Unlock()
+	s.mu.Lock()
+	if s.replicas[r.rangeID] == r {
+		delete(s.replicas, r.rangeID)
+	}
+	s.mu.Unlock()
+	b := s.eng.NewBatch()
+	defer b.Close()
+	lo, hi := storage.RaftStateSpan(r.rangeID)
+	_ = b.DeleteRange(lo, hi)
+	if desc != nil {
+		// Only clear data no other local replica owns now.
+		owned := false
+		for _, o := range s.Replicas() {
+			if od := o.Desc(); od != nil && o.IsMeta() == r.IsMeta() && spansOverlap(od, desc) {
+				owned = true
+			}
+		}
+		if !owned {
+			dlo, dhi := storage.DataSpan(r.IsMeta(), desc.StartKey, desc.EndKey)
+			_ = b.DeleteRange(dlo, dhi)
+		}
+	}
+	_ = b.Set(storage.ReplicaTombstoneKey(r.rangeID), u64(r.replicaID))
+	if err := b.Commit(true); err != nil {
+		s.cfg.Logger.Error("destroy replica", "range", r.rangeID, "err", err)
+	}
+	s.cfg.Logger.Info("replica destroyed", "range", r.rangeID, "node", s.cfg.NodeID, "why", why)
+}
+
+// fatal stops the node's raft processing: continuing after a failed durable write could acknowledge
+// something that is not on disk. The process must be restarted (after the fault is fixed).
+func (s *Store) fatal(err error) {
+	s.cfg.Logger.Error("FATAL: storage failure, this node stops serving writes; restart it after fixing the cause", "err", err)
+	s.stopped.Do(func() { close(s.stopper) })
+}
+
+// Stopped is closed when the store stops (by Stop or a fatal storage error).
+func (s *Store) Stopped() <-chan struct{} { return s.stopper }
+
+
+type raftLogger struct{ l *slog.Logger }
+
+func (l raftLogger) Debug(v ...interface{})                 {}
+func (l raftLogger) Debugf(format string, v ...interface{}) {}
+func (l raftLogger) Error(v ...interface{})                 { l.l.Error(fmt.Sprint(v...)) }
+func (l raftLogger) Errorf(format string, v ...interface{}) { l.l.Error(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Info(v ...interface{})                  {}
+func (l raftLogger) Infof(format string, v ...interface{})  {}
+func (l raftLogger) Warning(v ...interface{})               { l.l.Warn(fmt.Sprint(v...)) }
+func (l raftLogger) Warningf(format string, v ...interface{}) {
+	l.l.Warn(fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Fatal(v ...interface{}) { l.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
+func (l raftLogger) Fatalf(format string, v ...interface{}) {
+	l.l.Error(fmt.Sprintf(format, v...))
+	panic(fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Panic(v ...interface{}) { panic(fmt.Sprint(v...)) }
+func (l raftLogger) Panicf(format string, v ...interface{}) {
+	panic(fmt.Sprintf(format, v...))
+}
