@@ -1,0 +1,208 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/server/apijson"
+)
+
+var adminNodesCmd = &cobra.Command{
+	Use:   "nodes",
+	Short: "List the cluster's nodes with their state and load",
+	Long: `List the cluster's nodes: id, gRPC and HTTP addresses, state (live, dead, draining, ...),
+and how many ranges each holds and leads. With --format json, print an array of objects with
+id, addr, http_addr, live, draining, state, range_count, leader_count (as /api/nodes does).`,
+	Example: `  shoal admin nodes
+  shoal admin nodes --format json`,
+	Args: args(cobra.NoArgs),
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		s, err := newSession(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		nodes, err := s.c.Nodes(s.ctx)
+		if err != nil {
+			return err
+		}
+		out := apijson.NodesJSON(nodes)
+		if jsonOutput() {
+			return writeJSON(cmd.OutOrStdout(), out)
+		}
+		return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS"},
+			len(out), func(i int) []string {
+				n := out[i]
+				return []string{u64(n.ID), n.Addr, n.HTTPAddr, n.State, strconv.FormatBool(n.Live), strconv.FormatBool(n.Draining),
+					strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10)}
+			})
+	},
+}
+
+var adminRangesCmd = &cobra.Command{
+	Use:   "ranges",
+	Short: "List the cluster's ranges with their replicas and leaders",
+	Long: `List the cluster's ranges in key order: id, span [start, end), voting replicas, learners,
+leader and generation (node ids). Text output shows keys quoted; with --format json, print an
+array of objects with id, start, end (hex; "" is -inf/+inf), replicas, learners, leader, generation
+(as /api/ranges does).`,
+	Example: `  shoal admin ranges
+  shoal admin ranges --format json`,
+	Args: args(cobra.NoArgs),
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		s, err := newSession(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		ranges, err := s.c.Ranges(s.ctx)
+		if err != nil {
+			return err
+		}
+		out := apijson.RangesJSON(ranges)
+		if jsonOutput() {
+			return writeJSON(cmd.OutOrStdout(), out)
+		}
+		descs := make(map[uint64]*pb.RangeDescriptor, len(ranges))
+		for _, r := range ranges {
+			descs[r.GetDesc().GetRangeId()] = r.GetDesc()
+		}
+		return writeTable(cmd.OutOrStdout(), []string{"ID", "START", "END", "REPLICAS", "LEARNERS", "LEADER", "GEN"},
+			len(out), func(i int) []string {
+				r := out[i]
+				d := descs[r.ID]
+				return []string{u64(r.ID), startText(d.GetStartKey()), endText(d.GetEndKey()), ids(r.Replicas), ids(r.Learners),
+					leaderText(r.Leader), u64(r.Generation)}
+			})
+	},
+}
+
+var adminSplitCmd = &cobra.Command{
+	Use:   "split KEY",
+	Short: "Split the range holding KEY so that KEY starts a new range",
+	Long: `Split the range holding KEY at KEY: the left range keeps its id and ends at KEY, a new right
+range starts at KEY. Prints both ranges (with --format json, {"left","right"} in the shape of
+"admin ranges").`,
+	Example: `  shoal admin split user5`,
+	Args:    args(cobra.ExactArgs(1)),
+	RunE: func(cmd *cobra.Command, a []string) error {
+		s, err := newSession(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		left, right, err := s.c.Split(s.ctx, []byte(a[0]))
+		if err != nil {
+			return err
+		}
+		js := apijson.RangesJSON([]*pb.RangeStatus{{Desc: left}, {Desc: right}})
+		if jsonOutput() {
+			if len(js) != 2 {
+				return fmt.Errorf("split: server returned incomplete descriptors")
+			}
+			return writeJSON(cmd.OutOrStdout(), map[string]apijson.RangeJSON{"left": js[0], "right": js[1]})
+		}
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "split at %s\n", strconv.Quote(a[0]))
+		fmt.Fprintf(w, "left:  r%d [%s, %s)\n", left.GetRangeId(), startText(left.GetStartKey()), endText(left.GetEndKey()))
+		fmt.Fprintf(w, "right: r%d [%s, %s)\n", right.GetRangeId(), startText(right.GetStartKey()), endText(right.GetEndKey()))
+		return nil
+	},
+}
+
+var adminTransferLeaderCmd = &cobra.Command{
+	Use:   "transfer-leader RANGE NODE",
+	Short: "Move the leadership of range RANGE to node NODE",
+	Long: `Ask range RANGE (its id, as shown by "admin ranges") to hand its leadership to its replica on
+node NODE (a node id, as shown by "admin nodes").`,
+	Example: `  shoal admin transfer-leader 3 2`,
+	Args:    args(cobra.ExactArgs(2)),
+	RunE: func(cmd *cobra.Command, a []string) error {
+		rangeID, err := parseID("RANGE", a[0])
+		if err != nil {
+			return err
+		}
+		nodeID, err := parseID("NODE", a[1])
+		if err != nil {
+			return err
+		}
+		s, err := newSession(cmd)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		if err := s.c.TransferLeader(s.ctx, rangeID, nodeID); err != nil {
+			return err
+		}
+		if jsonOutput() {
+			return writeJSON(cmd.OutOrStdout(), map[string]any{"ok": true, "range": rangeID, "node": nodeID})
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "range %d: leadership transferred to node %d\n", rangeID, nodeID)
+		return err
+	},
+}
+
+func init() {
+	adminCmd.AddCommand(adminNodesCmd, adminRangesCmd, adminSplitCmd, adminTransferLeaderCmd)
+}
+
+// parseID parses a positive range or node id.
+func parseID(what, s string) (uint64, error) {
+	id, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "r"), 10, 64)
+	if err != nil || id == 0 {
+		return 0, usageError{fmt.Errorf("invalid %s %q: want a positive integer id", what, s)}
+	}
+	return id, nil
+}
+
+// writeTable prints a header and n rows as aligned columns.
+func writeTable(w io.Writer, header []string, n int, row func(i int) []string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for i := range n {
+		fmt.Fprintln(tw, strings.Join(row(i), "\t"))
+	}
+	return tw.Flush()
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// ids renders node ids as "1,2,3", or "-" for none.
+func ids(v []uint64) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(v))
+	for i, id := range v {
+		parts[i] = u64(id)
+	}
+	return strings.Join(parts, ",")
+}
+
+func leaderText(id uint64) string {
+	if id == 0 {
+		return "?"
+	}
+	return u64(id)
+}
+
+// startText and endText render range bounds for humans: quoted keys, with -inf/+inf for empty bounds.
+func startText(k []byte) string {
+	if len(k) == 0 {
+		return "-inf"
+	}
+	return strconv.Quote(string(k))
+}
+
+func endText(k []byte) string {
+	if len(k) == 0 {
+		return "+inf"
+	}
+	return strconv.Quote(string(k))
+}

@@ -1,0 +1,216 @@
+// Command shoal is Shoal's one binary: it runs nodes (start, demo), talks to a cluster (put, get, del,
+// scan, cas) and administers it (admin …). The client commands hold no business logic: routing, retries
+// and error classification belong to package client; this file only parses flags, builds a client and
+// prints results. Its output formats and exit codes are a contract (DESIGN.md §5): exit 0 on success,
+// 1 on a runtime error (or a missing key for get, a failed comparison for cas), 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/client"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+// globalFlags are the root's persistent flags, shared by every client command.
+var globalFlags struct {
+	host      string
+	format    string
+	authToken string
+	timeout   time.Duration
+}
+
+// rootCmd is the `shoal` command. Other files of this package add their commands to it (or to
+// adminCmd) from their own init functions, e.g. rootCmd.AddCommand(startCmd).
+var rootCmd = &cobra.Command{
+	Use:   "shoal",
+	Short: "Shoal: a sharded, Raft-replicated key-value store with an autopilot",
+	Long: `Shoal is a range-sharded, Raft-replicated key-value store with an autopilot.
+
+Run a node with "shoal start", a local cluster with "shoal demo", read and write keys with
+put/get/del/scan/cas, and inspect or steer the cluster with "shoal admin". Client commands talk
+to any node's gRPC address (--host); the client finds each key's range and its leader by itself.
+
+Exit codes: 0 success; 1 runtime error (and "get" of a missing key, "cas" that did not swap);
+2 usage error.`,
+	Example: `  shoal put user1 alice
+  shoal get user1
+  shoal --host 10.0.0.1:26257,10.0.0.2:26257 scan user user~ --limit 10 --format json
+  shoal admin ranges`,
+	SilenceUsage:      true,
+	SilenceErrors:     true,
+	Args:              cobra.ArbitraryArgs,
+	RunE:              groupRunE,
+	PersistentPreRunE: validateGlobalFlags,
+}
+
+// adminCmd groups the cluster administration commands; other files may add theirs to it.
+var adminCmd = &cobra.Command{
+	Use:   "admin",
+	Short: "Inspect and steer the cluster: nodes, ranges, split, transfer-leader",
+	Long: `Inspect and steer the cluster. "nodes" and "ranges" show the cluster's state (as aligned
+tables, or with --format json as arrays of objects); "split" and "transfer-leader" act on one range.`,
+	Example: `  shoal admin nodes
+  shoal admin ranges --format json
+  shoal admin split user5
+  shoal admin transfer-leader 3 2`,
+	Args: cobra.ArbitraryArgs,
+	RunE: groupRunE,
+}
+
+func init() {
+	pf := rootCmd.PersistentFlags()
+	pf.StringVar(&globalFlags.host, "host", client.DefaultAddr, "gRPC address of any node; a comma-separated list is tried in turn")
+	pf.StringVar(&globalFlags.format, "format", "text", "output format: text or json")
+	pf.StringVar(&globalFlags.authToken, "auth-token", "", "auth token of the cluster, if it requires one")
+	pf.DurationVar(&globalFlags.timeout, "timeout", 10*time.Second, "give up on the command after this long")
+	rootCmd.CompletionOptions.HiddenDefaultCmd = true
+	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	rootCmd.AddCommand(adminCmd)
+}
+
+// groupRunE runs a command that only groups others: without arguments it prints its help, with an
+// unknown one it fails as a usage error.
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+	}
+	return cmd.Help()
+}
+
+// validateGlobalFlags rejects bad values of the persistent flags, for every command.
+func validateGlobalFlags(*cobra.Command, []string) error {
+	switch globalFlags.format {
+	case "text", "json":
+	default:
+		return usageError{fmt.Errorf("invalid --format %q: use text or json", globalFlags.format)}
+	}
+	if globalFlags.timeout <= 0 {
+		return usageError{fmt.Errorf("invalid --timeout %v: must be positive", globalFlags.timeout)}
+	}
+	return nil
+}
+
+// usageError marks an error in how the command was invoked (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// exitCode ends the command with a code, its message (if any) already printed.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
+
+// args wraps a cobra positional-argument validator so that its failures are usage errors that show
+// the command's usage line.
+func args(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := v(cmd, a); err != nil {
+			return usageError{fmt.Errorf("%s: %d argument(s) given; usage: %s", cmd.Name(), len(a), cmd.UseLine())}
+		}
+		return nil
+	}
+}
+
+// jsonOutput reports whether --format json was chosen.
+func jsonOutput() bool { return globalFlags.format == "json" }
+
+// session is what a client command needs: a context bounded by --timeout and a connected client.
+type session struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	c      *client.Client
+}
+
+// newSession validates the global flags (again: a command's own hooks may shadow the root's) and
+// builds a client from them.
+func newSession(cmd *cobra.Command) (*session, error) {
+	if err := validateGlobalFlags(cmd, nil); err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, a := range strings.Split(globalFlags.host, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, usageError{errors.New("--host is empty")}
+	}
+	reqTimeout := client.DefaultRequestTimeout
+	if globalFlags.timeout < reqTimeout {
+		reqTimeout = globalFlags.timeout
+	}
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, globalFlags.timeout)
+	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: globalFlags.authToken, RequestTimeout: reqTimeout})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &session{ctx: ctx, cancel: cancel, c: c}, nil
+}
+
+// close releases the session.
+func (s *session) close() {
+	_ = s.c.Close()
+	s.cancel()
+}
+
+// run executes the root command with argv and returns the process exit code. Errors are printed to
+// stderr as "Error: <message>".
+func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
+	rootCmd.SetArgs(argv)
+	rootCmd.SetOut(stdout)
+	rootCmd.SetErr(stderr)
+	cmd, err := rootCmd.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code)
+	}
+	fmt.Fprintf(stderr, "Error: %v\n", err)
+	if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrTimeout) {
+		fmt.Fprintf(stderr, "Check that a Shoal node is reachable at --host %s and that its ranges have a quorum (shoal admin nodes).\n", globalFlags.host)
+	}
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsageError(err) {
+		if cmd == nil {
+			cmd = rootCmd
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return exitUsage
+	}
+	return exitRuntime
+}
+
+// isCobraUsageError recognizes the usage errors cobra reports without a hook to type them.
+func isCobraUsageError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "required flag")
+}
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
