@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -529,9 +528,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 				if err := r.writeDescLocked(b); err != nil {
 					return nil, false, err
 				}
-				if !descHasReplica(r.desc, r.replicaID) {
-					removed = true
-				}
+				removed = !inConfState(cs, r.replicaID)
 			} else if cctx.Desc == nil && len(cc.AsV2().Changes) == 0 {
 				// Leaving a joint configuration: raft proposes an empty change itself.
 				cs := r.rn.ApplyConfChange(cc)
@@ -539,9 +536,10 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 				if err := r.writeDescLocked(b); err != nil {
 					return nil, false, err
 				}
+				removed = !inConfState(cs, r.replicaID)
 			} else {
-				// Based on a stale descriptor: apply a no-op so raft's configuration stays unchanged.
-				r.rn.ApplyConfChange(&raftpb.ConfChangeV2{})
+				// Based on a stale descriptor: a change of node 0 is raft's documented no-op.
+				r.rn.ApplyConfChange(&raftpb.ConfChange{})
 				res.Err = &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: conf change based on a stale descriptor", r.rangeID)}
 			}
 			if p, ok := r.proposals[cctx.ProposalId]; ok && cctx.ProposalId != 0 {
@@ -576,10 +574,12 @@ func u64(v uint64) []byte {
 	return b
 }
 
-func descHasReplica(d *pb.RangeDescriptor, replicaID uint64) bool {
-	for _, rd := range d.Replicas {
-		if rd.ReplicaId == replicaID {
-			return true
+func inConfState(cs *raftpb.ConfState, id uint64) bool {
+	for _, set := range [][]uint64{cs.Voters, cs.VotersOutgoing, cs.Learners, cs.LearnersNext} {
+		for _, v := range set {
+			if v == id {
+				return true
+			}
 		}
 	}
 	return false
@@ -809,4 +809,44 @@ func (r *Replica) releaseReadsLocked() {
 	r.readsWait = keep
 }
 
-var errDestroyed = errors.New("replica destroyed")
+// SplitKeyBySize returns a key near the middle of the range's data by bytes, or nil if the range
+// has fewer than two keys.
+func (r *Replica) SplitKeyBySize() ([]byte, error) {
+	d := r.Desc()
+	if d == nil {
+		return nil, nil
+	}
+	lo, hi := storage.DataSpan(r.IsMeta(), d.StartKey, d.EndKey)
+	total := 0
+	count := 0
+	it, err := r.store.eng.NewIter(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		total += len(it.Key()) + len(it.Value())
+		count++
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	if count < 2 {
+		return nil, nil
+	}
+	it, err = r.store.eng.NewIter(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	acc := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		acc += len(it.Key()) + len(it.Value())
+		if acc >= total/2 {
+			if it.Next() {
+				return append([]byte(nil), storage.StripDataPrefix(it.Key())...), nil
+			}
+			break
+		}
+	}
+	return nil, it.Error()
+}

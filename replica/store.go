@@ -882,3 +882,11 @@ func (l raftLogger) Panic(v ...interface{}) { panic(fmt.Sprint(v...)) }
 func (l raftLogger) Panicf(format string, v ...interface{}) {
 	panic(fmt.Sprintf(format, v...))
 }
+
+// RemoveReplica destroys the local replica of rangeID (garbage collection of a replica that the
+// range no longer contains).
+func (s *Store) RemoveReplica(rangeID uint64, why string) {
+	if r := s.Replica(rangeID); r != nil {
+		s.destroyReplica(r, why)
+	}
+}

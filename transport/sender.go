@@ -109,7 +109,7 @@ func (p *peer) session(first *pb.RaftMessage) (err error) {
 		<-recvDone
 	}()
 
-	batch := &pb.RaftMessageBatch{ClusterId: t.cfg.ClusterID, FromNode: t.cfg.NodeID}
+	batch := &pb.RaftMessageBatch{ClusterId: t.clusterID(), FromNode: t.nodeID()}
 	msgs := make([]*pb.RaftMessage, 0, maxBatchMessages)
 	for {
 		size := 0

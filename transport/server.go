@@ -23,11 +23,11 @@ type server struct {
 
 // checkCluster accepts an incoming cluster id if either side's is empty or they match.
 func (t *Transport) checkCluster(incoming string) error {
-	if t.cfg.ClusterID == "" || incoming == "" || incoming == t.cfg.ClusterID {
+	if t.clusterID() == "" || incoming == "" || incoming == t.clusterID() {
 		return nil
 	}
 	return status.Errorf(codes.FailedPrecondition,
-		"transport: node %d: cluster id mismatch: got %q, want %q", t.cfg.NodeID, incoming, t.cfg.ClusterID)
+		"transport: node %d: cluster id mismatch: got %q, want %q", t.nodeID(), incoming, t.clusterID())
 }
 
 // RaftStream receives batches from one sending node and hands them to the Handler.
@@ -42,16 +42,16 @@ func (s *server) RaftStream(stream pb.RaftTransport_RaftStreamServer) error {
 			return err
 		}
 		if t.ctx.Err() != nil {
-			return status.Errorf(codes.Unavailable, "transport: node %d: closed", t.cfg.NodeID)
+			return status.Errorf(codes.Unavailable, "transport: node %d: closed", t.nodeID())
 		}
 		if err := t.checkCluster(b.ClusterId); err != nil {
 			return err
 		}
-		if t.cfg.NodeID != 0 {
+		if t.nodeID() != 0 {
 			for _, m := range b.Messages {
-				if m.ToNode != t.cfg.NodeID {
+				if m.ToNode != t.nodeID() {
 					return status.Errorf(codes.FailedPrecondition,
-						"transport: node %d: misrouted message for node %d from node %d", t.cfg.NodeID, m.ToNode, b.FromNode)
+						"transport: node %d: misrouted message for node %d from node %d", t.nodeID(), m.ToNode, b.FromNode)
 				}
 			}
 		}
@@ -74,26 +74,26 @@ func (s *server) Snapshot(stream pb.RaftTransport_SnapshotServer) error {
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return status.Errorf(codes.InvalidArgument,
-					"transport: node %d: snapshot stream ended after %d chunks without a final chunk", t.cfg.NodeID, i)
+					"transport: node %d: snapshot stream ended after %d chunks without a final chunk", t.nodeID(), i)
 			}
 			return err
 		}
 		if t.ctx.Err() != nil {
-			return status.Errorf(codes.Unavailable, "transport: node %d: closed", t.cfg.NodeID)
+			return status.Errorf(codes.Unavailable, "transport: node %d: closed", t.nodeID())
 		}
 		if i == 0 {
 			if err := t.checkCluster(c.ClusterId); err != nil {
 				return err
 			}
 			if c.Header == nil {
-				return status.Errorf(codes.InvalidArgument, "transport: node %d: first snapshot chunk has no header", t.cfg.NodeID)
+				return status.Errorf(codes.InvalidArgument, "transport: node %d: first snapshot chunk has no header", t.nodeID())
 			}
 			header = c.Header
 		}
 		if err := verifyChunk(c); err != nil {
 			return stream.SendAndClose(&pb.SnapshotResponse{Error: &pb.Error{
 				Code:    pb.ErrorCode_INTERNAL,
-				Message: fmt.Sprintf("transport: node %d: snapshot from node %d, chunk %d: %v", t.cfg.NodeID, header.FromNode, i, err),
+				Message: fmt.Sprintf("transport: node %d: snapshot from node %d, chunk %d: %v", t.nodeID(), header.FromNode, i, err),
 			}})
 		}
 		for _, kv := range c.Kvs {
@@ -101,7 +101,7 @@ func (s *server) Snapshot(stream pb.RaftTransport_SnapshotServer) error {
 		}
 		if total > maxSnapshotBytes {
 			return status.Errorf(codes.ResourceExhausted,
-				"transport: node %d: snapshot from node %d exceeds %d bytes", t.cfg.NodeID, header.FromNode, maxSnapshotBytes)
+				"transport: node %d: snapshot from node %d exceeds %d bytes", t.nodeID(), header.FromNode, maxSnapshotBytes)
 		}
 		kvs = append(kvs, c.Kvs...)
 		if c.Final {
@@ -113,7 +113,7 @@ func (s *server) Snapshot(stream pb.RaftTransport_SnapshotServer) error {
 	if err := t.h.HandleSnapshot(header, kvs); err != nil {
 		resp.Error = &pb.Error{
 			Code:    pb.ErrorCode_INTERNAL,
-			Message: fmt.Sprintf("transport: node %d: applying snapshot from node %d: %v", t.cfg.NodeID, header.FromNode, err),
+			Message: fmt.Sprintf("transport: node %d: applying snapshot from node %d: %v", t.nodeID(), header.FromNode, err),
 		}
 	}
 	return stream.SendAndClose(resp)

@@ -83,7 +83,7 @@ func (t *Transport) SendSnapshot(ctx context.Context, header *pb.RaftMessage, sr
 		return fmt.Errorf("transport: snapshot to node %d at %s: open stream: %w", to, addr, err)
 	}
 
-	chunk := &pb.SnapshotChunk{Header: header, ClusterId: t.cfg.ClusterID}
+	chunk := &pb.SnapshotChunk{Header: header, ClusterId: t.clusterID()}
 	payload := 0
 	// send writes chunk; it returns done=true if the receiver already closed the stream (its answer
 	// is then read by CloseAndRecv).

@@ -92,6 +92,7 @@ type stats struct {
 
 // Transport sends and receives raft messages and snapshots between nodes. It is safe for concurrent use.
 type Transport struct {
+	ident    atomic.Pointer[identity]
 	cfg      Config
 	h        Handler
 	dialOpts []grpc.DialOption
@@ -265,4 +266,29 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+type identity struct {
+	nodeID    uint64
+	clusterID string
+}
+
+// SetIdentity sets the node and cluster id once they are known (a joining node learns them after the
+// transport is registered on its gRPC server).
+func (t *Transport) SetIdentity(nodeID uint64, clusterID string) {
+	t.ident.Store(&identity{nodeID: nodeID, clusterID: clusterID})
+}
+
+func (t *Transport) nodeID() uint64 {
+	if id := t.ident.Load(); id != nil {
+		return id.nodeID
+	}
+	return t.cfg.NodeID
+}
+
+func (t *Transport) clusterID() string {
+	if id := t.ident.Load(); id != nil {
+		return id.clusterID
+	}
+	return t.cfg.ClusterID
 }

@@ -1,0 +1,340 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+)
+
+// liveWindow is how recently a node must have been heard from to count as live.
+func (n *Node) liveWindow() time.Duration {
+	w := 4 * n.cfg.HeartbeatInterval
+	if w > n.cfg.DeadNodeTimeout {
+		w = n.cfg.DeadNodeTimeout
+	}
+	return w
+}
+
+// Join implements pb.ShoalServer: it admits a new node, giving it an id.
+func (n *Node) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
+	select {
+	case <-n.ready:
+	default:
+		return &pb.JoinResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}, nil
+	}
+	if req.Node == nil || req.Node.Addr == "" {
+		return &pb.JoinResponse{Error: invalid("join request without an address")}, nil
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	res, err := n.metaCommand(ctx, &pb.Command{IncrementKey: replica.MetaCounterKey("node-id")})
+	if err != nil {
+		return &pb.JoinResponse{Error: n.pbErr(err)}, nil
+	}
+	nd := proto.Clone(req.Node).(*pb.NodeDescriptor)
+	nd.NodeId = res.Counter
+	data, _ := marshal(nd)
+	if _, err := n.metaCommand(ctx, &pb.Command{Mutations: []*pb.Mutation{{Key: replica.MetaNodeKey(nd.NodeId), Value: data}}}); err != nil {
+		return &pb.JoinResponse{Error: n.pbErr(err)}, nil
+	}
+	n.dir.upsert(nd)
+	n.dir.heard(nd.NodeId, time.Now())
+	n.saveDirectory()
+	n.log.Info("node joined", "node", nd.NodeId, "addr", nd.Addr)
+	return &pb.JoinResponse{NodeId: nd.NodeId, ClusterId: n.ident.ClusterID, Nodes: n.dir.all()}, nil
+}
+
+// Heartbeat implements pb.ShoalServer: a peer says it is alive and reports its load.
+func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	if req.ClusterId != "" && n.ident.ClusterID != "" && req.ClusterId != n.ident.ClusterID {
+		return &pb.HeartbeatResponse{Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT,
+			Message: fmt.Sprintf("heartbeat from cluster %s, this node belongs to %s", req.ClusterId, n.ident.ClusterID)}}, nil
+	}
+	changed := false
+	if req.Node != nil {
+		changed = n.dir.upsert(req.Node)
+		n.dir.heard(req.Node.NodeId, time.Now())
+		n.dir.recordStats(req.Node.NodeId, req.Stats, req.Draining, req.MetaLeaderNodeId, req.MetaDesc)
+	}
+	for _, nd := range req.KnownNodes {
+		if n.dir.get(nd.NodeId) == nil && n.dir.upsert(nd) {
+			changed = true
+		}
+	}
+	if changed {
+		n.saveDirectory()
+	}
+	return &pb.HeartbeatResponse{KnownNodes: n.dir.all()}, nil
+}
+
+// localStats builds this node's load report.
+func (n *Node) localStats() *pb.NodeStats {
+	es := n.eng.Stats()
+	st := &pb.NodeStats{
+		DiskBytes:          es.DiskBytes,
+		BlockCacheHits:     uint64(es.BlockCacheHits),
+		BlockCacheMisses:   uint64(es.BlockCacheMisses),
+		CompactionsRunning: uint32(es.CompactionsRunning),
+		L0Files:            uint32(es.L0Files),
+		MemtableBytes:      es.MemtableBytes,
+	}
+	for _, r := range n.store.Replicas() {
+		st.Ranges = append(st.Ranges, &pb.RangeLoad{RangeId: r.RangeID(), Leader: r.IsLeader(),
+			ReadQps: float64(r.Reads.Load()), WriteQps: float64(r.Writes.Load())})
+	}
+	return st
+}
+
+func (n *Node) sendHeartbeats(ctx context.Context) {
+	st := n.localStats()
+	n.dir.recordStats(n.ident.NodeID, st, false, 0, nil)
+	n.dir.heard(n.ident.NodeID, time.Now())
+	req := &pb.HeartbeatRequest{ClusterId: n.ident.ClusterID, Node: n.selfDesc(), Stats: st, KnownNodes: n.dir.all(), SentUnixNanos: time.Now().UnixNano()}
+	if r := n.store.Replica(replica.MetaRangeID); r != nil {
+		req.MetaDesc = r.Desc()
+		req.MetaLeaderNodeId = r.LeaderNode()
+		if req.MetaLeaderNodeId != 0 {
+			n.dir.recordStats(n.ident.NodeID, nil, false, req.MetaLeaderNodeId, req.MetaDesc)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, nd := range n.dir.all() {
+		if nd.NodeId == n.ident.NodeID {
+			continue
+		}
+		wg.Add(1)
+		go func(nd *pb.NodeDescriptor) {
+			defer wg.Done()
+			c, err := n.peers.client(nd.Addr)
+			if err != nil {
+				return
+			}
+			hctx, cancel := context.WithTimeout(ctx, n.cfg.HeartbeatInterval)
+			defer cancel()
+			resp, err := c.Heartbeat(hctx, req)
+			if err != nil || resp.Error != nil {
+				return
+			}
+			n.dir.heard(nd.NodeId, time.Now())
+			for _, k := range resp.KnownNodes {
+				if n.dir.get(k.NodeId) == nil && n.dir.upsert(k) {
+					n.saveDirectory()
+				}
+			}
+		}(nd)
+	}
+	wg.Wait()
+}
+
+// refreshDirectory reloads node descriptors from the meta range (the source of truth).
+func (n *Node) refreshDirectory(ctx context.Context) {
+	start, end := replica.MetaNodeSpan()
+	kvs, err := n.metaScan(ctx, start, end, 0)
+	if err != nil {
+		return
+	}
+	changed := false
+	for _, kv := range kvs {
+		nd := &pb.NodeDescriptor{}
+		if proto.Unmarshal(kv.Value, nd) == nil && n.dir.upsert(nd) {
+			changed = true
+		}
+	}
+	if changed {
+		n.saveDirectory()
+	}
+}
+
+// Nodes implements pb.ShoalServer.
+func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse, error) {
+	select {
+	case <-n.ready:
+	default:
+		return &pb.NodesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}, nil
+	}
+	n.dir.recordStats(n.ident.NodeID, n.localStats(), false, 0, nil)
+	n.dir.heard(n.ident.NodeID, time.Now())
+	now := time.Now()
+	var out []*pb.NodeStatus
+	for _, nd := range n.dir.all() {
+		last := n.dir.lastHeard(nd.NodeId)
+		st, draining := n.dir.statsOf(nd.NodeId)
+		ns := &pb.NodeStatus{Desc: nd, Draining: draining, Stats: st}
+		if !last.IsZero() {
+			ns.LastHeartbeatUnixNanos = last.UnixNano()
+		}
+		age := now.Sub(last)
+		switch {
+		case age <= n.liveWindow():
+			ns.Live, ns.State = true, "live"
+		case age <= n.cfg.DeadNodeTimeout:
+			ns.State = "suspect"
+		default:
+			ns.State = "dead"
+		}
+		if draining && ns.Live {
+			ns.State = "draining"
+		}
+		if st != nil {
+			for _, rl := range st.Ranges {
+				ns.RangeCount++
+				if rl.Leader {
+					ns.LeaderCount++
+				}
+			}
+		}
+		out = append(out, ns)
+	}
+	return &pb.NodesResponse{Nodes: out}, nil
+}
+
+// Ranges implements pb.ShoalServer: every range (meta first) with its best known leader.
+func (n *Node) Ranges(ctx context.Context, _ *pb.RangesRequest) (*pb.RangesResponse, error) {
+	select {
+	case <-n.ready:
+	default:
+		return &pb.RangesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}, nil
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	descs, err := n.allRanges(ctx)
+	if err != nil {
+		return &pb.RangesResponse{Error: n.pbErr(err)}, nil
+	}
+	if md := n.metaDesc(); md != nil {
+		descs = append([]*pb.RangeDescriptor{md}, descs...)
+	}
+	out := make([]*pb.RangeStatus, 0, len(descs))
+	for _, d := range descs {
+		rs := &pb.RangeStatus{Desc: d, LeaderNodeId: n.leaderNodeOf(d.RangeId)}
+		if r := n.store.Replica(d.RangeId); r != nil {
+			st := r.Status()
+			rs.AppliedIndex = st.Applied
+			rs.ApproxBytes = r.ApproximateBytes()
+		}
+		out = append(out, rs)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if (out[i].Desc.RangeId == replica.MetaRangeID) != (out[j].Desc.RangeId == replica.MetaRangeID) {
+			return out[i].Desc.RangeId == replica.MetaRangeID
+		}
+		return string(out[i].Desc.StartKey) < string(out[j].Desc.StartKey)
+	})
+	return &pb.RangesResponse{Ranges: out}, nil
+}
+
+// relocateLocal changes the replicas of r (led by this node): add a learner on add, let it catch up
+// by snapshot, then promote it and drop remove in one joint change; finally record the descriptor in
+// the meta range. Each step checks what is already done, so a retried relocation resumes.
+func (n *Node) relocateLocal(ctx context.Context, r *replica.Replica, add, remove uint64) (*pb.RangeDescriptor, error) {
+	d := r.Desc()
+	if d == nil {
+		return nil, errCode(pb.ErrorCode_UNAVAILABLE, "replica not initialized")
+	}
+	if remove == n.ident.NodeID {
+		// A leader does not remove itself: hand leadership to another voter, then the caller retries.
+		for _, rd := range d.Replicas {
+			if rd.NodeId != n.ident.NodeID && !rd.Learner && rd.NodeId != add {
+				if err := r.TransferLeadership(rd.NodeId); err == nil {
+					time.Sleep(300 * time.Millisecond)
+					return nil, errCode(pb.ErrorCode_NOT_LEADER, "leadership moved away before removing the leader's replica")
+				}
+			}
+		}
+		return nil, errCode(pb.ErrorCode_UNAVAILABLE, "no other voter to take leadership")
+	}
+	find := func(d *pb.RangeDescriptor, node uint64) *pb.ReplicaDescriptor {
+		for _, rd := range d.Replicas {
+			if rd.NodeId == node {
+				return rd
+			}
+		}
+		return nil
+	}
+	var changes []*raftpb.ConfChangeSingle
+	next := proto.Clone(d).(*pb.RangeDescriptor)
+	if add != 0 {
+		existing := find(d, add)
+		if existing == nil {
+			ld := proto.Clone(d).(*pb.RangeDescriptor)
+			rid := ld.NextReplicaId
+			ld.NextReplicaId++
+			ld.Generation++
+			ld.Replicas = append(ld.Replicas, &pb.ReplicaDescriptor{NodeId: add, ReplicaId: rid, Learner: true})
+			if err := r.ChangeReplicas(ctx, ld, []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: proto.Uint64(rid)}}); err != nil {
+				return nil, fmt.Errorf("range %d: add learner on node %d: %w", d.RangeId, add, err)
+			}
+			d = r.Desc()
+			existing = find(d, add)
+			n.updateMeta(ctx, d)
+		}
+		if existing.Learner {
+			if err := n.waitCaughtUp(ctx, r, existing.ReplicaId); err != nil {
+				return nil, err
+			}
+			next = proto.Clone(d).(*pb.RangeDescriptor)
+			find(next, add).Learner = false
+			changes = append(changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(existing.ReplicaId)})
+		} else {
+			next = proto.Clone(d).(*pb.RangeDescriptor)
+		}
+	}
+	if remove != 0 {
+		if old := find(next, remove); old != nil {
+			keep := next.Replicas[:0]
+			for _, rd := range next.Replicas {
+				if rd.NodeId != remove {
+					keep = append(keep, rd)
+				}
+			}
+			next.Replicas = keep
+			changes = append(changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(old.ReplicaId)})
+		}
+	}
+	if len(changes) == 0 {
+		return d, nil
+	}
+	next.Generation = d.Generation + 1
+	if err := r.ChangeReplicas(ctx, next, changes); err != nil {
+		return nil, fmt.Errorf("range %d: change replicas: %w", d.RangeId, err)
+	}
+	d = r.Desc()
+	n.updateMeta(ctx, d)
+	n.log.Info("replicas changed", "range", d.RangeId, "added", add, "removed", remove, "generation", d.Generation)
+	return d, nil
+}
+
+func (n *Node) updateMeta(ctx context.Context, d *pb.RangeDescriptor) {
+	if d == nil || d.RangeId == replica.MetaRangeID {
+		return
+	}
+	if _, err := n.metaCommand(ctx, &pb.Command{MetaUpdate: &pb.MetaUpdate{Ranges: []*pb.RangeDescriptor{d}}}); err != nil {
+		n.log.Warn("meta update failed; repair queue will retry", "range", d.RangeId, "err", err)
+	}
+}
+
+// waitCaughtUp waits until the learner replicaID has (almost) the leader's whole log.
+func (n *Node) waitCaughtUp(ctx context.Context, r *replica.Replica, replicaID uint64) error {
+	for {
+		st := r.Status()
+		if !st.IsLeader {
+			return errCode(pb.ErrorCode_NOT_LEADER, "lost leadership while a learner caught up")
+		}
+		if lag, ok := st.LaggingPeers[replicaID]; ok && lag <= 2 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errCode(pb.ErrorCode_TIMEOUT, fmt.Sprintf("range %d: learner %d did not catch up in time", r.RangeID(), replicaID))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

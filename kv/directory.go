@@ -1,0 +1,185 @@
+package kv
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// directory is this node's view of the cluster's nodes: descriptors (from the meta range, joins and
+// heartbeats), when each was last heard from, and what each reported.
+type directory struct {
+	mu     sync.RWMutex
+	nodes  map[uint64]*pb.NodeDescriptor
+	last   map[uint64]time.Time
+	stats  map[uint64]*pb.NodeStats
+	drain  map[uint64]bool
+	leader map[uint64]uint64 // range id → leader node id, from heartbeats
+	// metaLeader is the node leading the meta range as last reported.
+	metaLeader uint64
+	// metaDescCache is the meta range descriptor as last reported by a node holding a replica.
+	metaDescCache *pb.RangeDescriptor
+}
+
+func newDirectory() *directory {
+	return &directory{nodes: map[uint64]*pb.NodeDescriptor{}, last: map[uint64]time.Time{},
+		stats: map[uint64]*pb.NodeStats{}, drain: map[uint64]bool{}, leader: map[uint64]uint64{}}
+}
+
+// upsert records d and reports whether it changed anything.
+func (d *directory) upsert(nd *pb.NodeDescriptor) bool {
+	if nd == nil || nd.NodeId == 0 || nd.Addr == "" {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old, ok := d.nodes[nd.NodeId]; ok && proto.Equal(old, nd) {
+		return false
+	}
+	d.nodes[nd.NodeId] = proto.Clone(nd).(*pb.NodeDescriptor)
+	return true
+}
+
+func (d *directory) heard(nodeID uint64, t time.Time) {
+	d.mu.Lock()
+	d.last[nodeID] = t
+	d.mu.Unlock()
+}
+
+func (d *directory) resolve(nodeID uint64) (string, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	nd, ok := d.nodes[nodeID]
+	if !ok {
+		return "", false
+	}
+	return nd.Addr, true
+}
+
+func (d *directory) get(nodeID uint64) *pb.NodeDescriptor {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.nodes[nodeID]
+}
+
+func (d *directory) all() []*pb.NodeDescriptor {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]*pb.NodeDescriptor, 0, len(d.nodes))
+	for _, nd := range d.nodes {
+		out = append(out, nd)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeId < out[j].NodeId })
+	return out
+}
+
+func (d *directory) lastHeard(nodeID uint64) time.Time {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.last[nodeID]
+}
+
+// liveNodes returns the nodes heard from within window.
+func (d *directory) liveNodes(window time.Duration) []uint64 {
+	now := time.Now()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	var out []uint64
+	for id := range d.nodes {
+		if now.Sub(d.last[id]) <= window {
+			out = append(out, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, metaLeader uint64, metaDesc *pb.RangeDescriptor) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if metaDesc != nil && (d.metaDescCache == nil || metaDesc.Generation >= d.metaDescCache.Generation) {
+		d.metaDescCache = metaDesc
+	}
+	if st != nil {
+		d.stats[nodeID] = st
+		for _, rl := range st.Ranges {
+			if rl.Leader {
+				d.leader[rl.RangeId] = nodeID
+			} else if d.leader[rl.RangeId] == nodeID {
+				delete(d.leader, rl.RangeId)
+			}
+		}
+	}
+	d.drain[nodeID] = draining
+	if metaLeader != 0 {
+		d.metaLeader = metaLeader
+	}
+}
+
+func (d *directory) leaderOf(rangeID uint64) uint64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.leader[rangeID]
+}
+
+func (d *directory) setLeader(rangeID, nodeID uint64) {
+	d.mu.Lock()
+	d.leader[rangeID] = nodeID
+	d.mu.Unlock()
+}
+
+func (d *directory) statsOf(nodeID uint64) (*pb.NodeStats, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.stats[nodeID], d.drain[nodeID]
+}
+
+// peerConns pools gRPC connections to other nodes for node-internal calls.
+type peerConns struct {
+	mu    sync.Mutex
+	opts  []grpc.DialOption
+	conns map[string]*grpc.ClientConn
+	token string
+}
+
+func newPeerConns(opts []grpc.DialOption, token string) *peerConns {
+	return &peerConns{opts: opts, conns: map[string]*grpc.ClientConn{}, token: token}
+}
+
+func (p *peerConns) client(addr string) (pb.ShoalClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return pb.NewShoalClient(c), nil
+	}
+	opts := append([]grpc.DialOption(nil), p.opts...)
+	if p.token != "" {
+		tok := p.token
+		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+			return invoker(ctx, method, req, reply, cc, o...)
+		}))
+	}
+	c, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return pb.NewShoalClient(c), nil
+}
+
+func (p *peerConns) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for a, c := range p.conns {
+		c.Close()
+		delete(p.conns, a)
+	}
+}

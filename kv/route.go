@@ -1,0 +1,223 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+)
+
+// forwardedKey marks a node-to-node call that was already forwarded once: the receiver serves it
+// locally or answers NOT_LEADER, but never forwards again (no forwarding loops).
+const forwardedKey = "x-shoal-forwarded"
+
+func isForwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(forwardedKey)) > 0
+}
+
+func markForwarded(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+}
+
+// onLeader runs local on this node's replica of rangeID if it leads the range; otherwise it calls
+// remote on the node believed to lead it, following NOT_LEADER hints, with bounded backoff until ctx
+// ends. remote returns the pb.Error of its response.
+func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica.Replica) error,
+	remote func(context.Context, pb.ShoalClient) (*pb.Error, error)) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	backoff := 20 * time.Millisecond
+	var hint uint64
+	var lastErr error
+	tried := map[uint64]int{}
+	for {
+		r := n.store.Replica(rangeID)
+		if r != nil && r.IsLeader() {
+			err := local(r)
+			if err == nil {
+				return nil
+			}
+			lastErr = err
+			pe := toPBError(err)
+			if pe.Code != pb.ErrorCode_NOT_LEADER && pe.Code != pb.ErrorCode_UNAVAILABLE {
+				return err
+			}
+			hint = pe.LeaderNodeId
+		} else {
+			target := hint
+			if target == 0 && r != nil {
+				target = r.LeaderNode()
+			}
+			if target == 0 {
+				target = n.dir.leaderOf(rangeID)
+			}
+			if target == 0 && rangeID == replica.MetaRangeID {
+				n.dir.mu.RLock()
+				target = n.dir.metaLeader
+				n.dir.mu.RUnlock()
+			}
+			if target == 0 || target == n.ident.NodeID || tried[target] > 2 {
+				target = n.pickProbeNode(tried)
+			}
+			hint = 0
+			if target != 0 && target != n.ident.NodeID {
+				tried[target]++
+				addr, ok := n.dir.resolve(target)
+				if ok {
+					c, err := n.peers.client(addr)
+					if err == nil {
+						pe, err := remote(markForwarded(ctx), c)
+						switch {
+						case err != nil:
+							lastErr = fmt.Errorf("node %d (%s): %w", target, addr, err)
+						case pe == nil:
+							if rangeID != replica.MetaRangeID {
+								n.dir.setLeader(rangeID, target)
+							}
+							return nil
+						case pe.Code == pb.ErrorCode_NOT_LEADER || pe.Code == pb.ErrorCode_UNAVAILABLE:
+							lastErr = &pbError{pe}
+							hint = pe.LeaderNodeId
+						default:
+							return &pbError{pe}
+						}
+					}
+				}
+			} else if r != nil {
+				// Nobody is known to lead: make sure this replica's group is campaigning.
+				lastErr = errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("range %d has no known leader", rangeID))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr == nil {
+				lastErr = ctx.Err()
+			}
+			return fmt.Errorf("range %d: no leader reachable: %w", rangeID, lastErr)
+		case <-n.stopper:
+			return errCode(pb.ErrorCode_UNAVAILABLE, "node stopping")
+		case <-time.After(backoff):
+		}
+		if backoff < 500*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+// pickProbeNode returns a live node other than this one, preferring those tried least.
+func (n *Node) pickProbeNode(tried map[uint64]int) uint64 {
+	best, bestN := uint64(0), 1<<30
+	for _, id := range n.dir.liveNodes(5 * n.cfg.HeartbeatInterval) {
+		if id == n.ident.NodeID {
+			continue
+		}
+		if tried[id] < bestN {
+			best, bestN = id, tried[id]
+		}
+	}
+	return best
+}
+
+// metaCommand runs cmd on the meta range's leader (locally or forwarded).
+func (n *Node) metaCommand(ctx context.Context, cmd *pb.Command) (replica.Result, error) {
+	var res replica.Result
+	err := n.onLeader(ctx, replica.MetaRangeID, func(r *replica.Replica) error {
+		var err error
+		res, err = r.Propose(ctx, proto.Clone(cmd).(*pb.Command))
+		return err
+	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {
+		resp, err := c.MetaCommand(ctx, &pb.MetaCommandRequest{Command: cmd})
+		if err != nil {
+			return nil, err
+		}
+		res.Counter = resp.Counter
+		return resp.Error, nil
+	})
+	return res, err
+}
+
+// metaScan reads [start, end) of the meta keyspace linearizably.
+func (n *Node) metaScan(ctx context.Context, start, end []byte, limit int) ([]*pb.KeyValue, error) {
+	var out []*pb.KeyValue
+	err := n.onLeader(ctx, replica.MetaRangeID, func(r *replica.Replica) error {
+		if err := r.ReadBarrier(ctx); err != nil {
+			return err
+		}
+		kvs, _, _, err := r.Scan(start, end, limit, 0, false)
+		out = kvs
+		return err
+	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {
+		resp, err := c.Scan(ctx, &pb.ScanRequest{Header: &pb.RequestHeader{RangeId: replica.MetaRangeID}, Start: start, End: end, Limit: int64(limit)})
+		if err != nil {
+			return nil, err
+		}
+		out = resp.Kvs
+		return resp.Error, nil
+	})
+	return out, err
+}
+
+// lookupRange returns the descriptor of the user range containing key, from the meta range.
+func (n *Node) lookupRange(ctx context.Context, key []byte) (*pb.RangeDescriptor, error) {
+	start := append(replica.MetaLookupKey(key), 0)
+	_, end := replica.MetaDescSpan()
+	kvs, err := n.metaScan(ctx, start, end, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(kvs) == 0 {
+		return nil, errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("meta range has no descriptor for key %q", key))
+	}
+	d := &pb.RangeDescriptor{}
+	if err := proto.Unmarshal(kvs[0].Value, d); err != nil {
+		return nil, fmt.Errorf("meta: decode descriptor: %w", err)
+	}
+	if string(d.StartKey) > string(key) {
+		// A split's meta update is in flight (or being repaired): the caller retries.
+		return nil, errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("meta range is being updated around key %q", key))
+	}
+	return d, nil
+}
+
+// allRanges returns every user range descriptor from the meta range.
+func (n *Node) allRanges(ctx context.Context) ([]*pb.RangeDescriptor, error) {
+	start, end := replica.MetaDescSpan()
+	kvs, err := n.metaScan(ctx, start, end, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*pb.RangeDescriptor, 0, len(kvs)+1)
+	for _, kv := range kvs {
+		d := &pb.RangeDescriptor{}
+		if err := proto.Unmarshal(kv.Value, d); err != nil {
+			return nil, fmt.Errorf("meta: decode descriptor: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// metaDesc returns this node's best view of the meta range descriptor.
+func (n *Node) metaDesc() *pb.RangeDescriptor {
+	if r := n.store.Replica(replica.MetaRangeID); r != nil {
+		return r.Desc()
+	}
+	n.dir.mu.RLock()
+	defer n.dir.mu.RUnlock()
+	if n.dir.metaDescCache != nil {
+		return proto.Clone(n.dir.metaDescCache).(*pb.RangeDescriptor)
+	}
+	return nil
+}
+
+var errNotReady = errors.New("node is starting")
