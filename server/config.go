@@ -199,7 +199,7 @@ func (c Config) grpcMaxMsgBytes() int {
 func (c Config) MarshalJSON() ([]byte, error) {
 	token := ""
 	if c.AuthToken != "" {
-		token = "<redacted>"
+		token = "(redacted)"
 	}
 	join := c.Join
 	if join == nil {

@@ -104,7 +104,7 @@ func TestConfigJSONRedactsToken(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["auth_token"] != "<redacted>" || m["tick_interval"] != "100ms" || m["listen"] != DefaultListen {
+	if m["auth_token"] != "(redacted)" || m["tick_interval"] != "100ms" || m["listen"] != DefaultListen {
 		t.Fatalf("unexpected JSON: %s", b)
 	}
 	b, _ = json.Marshal(Config{DataDir: "d"})

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -110,14 +111,19 @@ func apiError(err error, perr *pb.Error) (string, int) {
 	return "", 0
 }
 
-// writeJSON writes v as a JSON answer with the given status.
+// writeJSON writes v as a JSON answer with the given status, encoded as the CLI's --format json does
+// (compact, HTML characters unescaped, one trailing newline), so both print the same bytes.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"error":"encode response"}`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		code = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":"encode response"}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	w.Write(append(b, '\n'))
+	w.Write(buf.Bytes())
 }

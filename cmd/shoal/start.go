@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/server"
+)
+
+// startFlags are the flags of `shoal start`.
+var startFlags struct {
+	dataDir         string
+	listen          string
+	advertise       string
+	http            string
+	resp            string
+	join            addrList
+	bootstrap       bool
+	authToken       string
+	authTokenFile   string
+	cacheSize       byteSize
+	maxKeyBytes     byteSize
+	maxValueBytes   byteSize
+	rangeMaxBytes   byteSize
+	tickInterval    time.Duration
+	deadNodeTimeout time.Duration
+	printConfig     bool
+}
+
+var startCmd = &cobra.Command{
+	Use:   "start --data-dir DIR [flags]",
+	Short: "Run a Shoal node in the foreground",
+	Long: `Run one Shoal node in the foreground until SIGINT (Ctrl-C) or SIGTERM, then stop it cleanly.
+
+The first node of a new cluster is started with --bootstrap; every other new node with
+--join listing one or more addresses of existing nodes. A node whose data directory already holds a
+store restarts with its identity: --bootstrap and --join are then ignored, and without either of
+them a missing store is an error (a node never silently starts empty).
+
+The node serves the gRPC API on --listen and HTTP on --http: /healthz, /metrics (Prometheus),
+/api/nodes, /api/ranges and a dashboard at /. Once it serves, it prints one line:
+
+  shoal node <id> ready grpc=<addr> http=<addr>
+
+With --auth-token (or --auth-token-file, which keeps the token out of the process list) every gRPC
+call and every HTTP /api/ and /debug/ request must carry "authorization: Bearer <token>";
+/healthz, /metrics and the dashboard page stay open. Give every node of a cluster the same token.
+
+Sizes take units: plain bytes, or B, KiB, MiB, GiB, TiB (also K, M, G, T) in powers of 1024,
+and kB, MB, GB, TB in powers of 1000, e.g. 64MiB, 1.5GiB.`,
+	Example: `  # First node of a new cluster:
+  shoal start --data-dir /var/lib/shoal/n1 --listen 10.0.0.1:26257 --http 10.0.0.1:8080 --bootstrap
+
+  # Two more nodes joining it:
+  shoal start --data-dir /var/lib/shoal/n2 --listen 10.0.0.2:26257 --http 10.0.0.2:8080 --join 10.0.0.1:26257
+  shoal start --data-dir /var/lib/shoal/n3 --listen 10.0.0.3:26257 --http 10.0.0.3:8080 --join 10.0.0.1:26257,10.0.0.2:26257
+
+  # Restart a node (its store remembers the cluster):
+  shoal start --data-dir /var/lib/shoal/n2 --listen 10.0.0.2:26257 --http 10.0.0.2:8080
+
+  # Require a token and show the effective configuration:
+  shoal start --data-dir d --bootstrap --auth-token-file /etc/shoal/token --cache-size 1GiB --print-config`,
+	Args: args(cobra.NoArgs),
+	RunE: runStart,
+}
+
+func init() {
+	startFlags.cacheSize = byteSize(server.DefaultCacheBytes)
+	startFlags.maxKeyBytes = byteSize(server.DefaultMaxKeyBytes)
+	startFlags.maxValueBytes = byteSize(server.DefaultMaxValueBytes)
+	startFlags.rangeMaxBytes = byteSize(server.DefaultRangeMaxBytes)
+
+	f := startCmd.Flags()
+	f.SortFlags = false
+	f.StringVar(&startFlags.dataDir, "data-dir", "", "directory of the node's store (required)")
+	f.StringVar(&startFlags.listen, "listen", server.DefaultListen, "gRPC listen address (port 0 picks a free port)")
+	f.StringVar(&startFlags.advertise, "advertise", "", "gRPC address other nodes and clients dial (default: the listen address)")
+	f.StringVar(&startFlags.http, "http", server.DefaultHTTP, `HTTP listen address, or "off"`)
+	f.StringVar(&startFlags.resp, "resp", "", "RESP (Redis protocol) listen address (reserved: accepted, not served yet)")
+	f.Var(&startFlags.join, "join", "gRPC addresses of existing nodes to join through (comma-separated or repeated)")
+	f.BoolVar(&startFlags.bootstrap, "bootstrap", false, "create a new cluster (first node only)")
+	// Shadows the root's client --auth-token with the server meaning of the same flag.
+	f.StringVar(&startFlags.authToken, "auth-token", "", "require this token on gRPC and HTTP admin requests")
+	f.StringVar(&startFlags.authTokenFile, "auth-token-file", "", "read the required token from this file")
+	f.Var(&startFlags.cacheSize, "cache-size", "block cache size")
+	f.Var(&startFlags.maxKeyBytes, "max-key-bytes", "largest key accepted")
+	f.Var(&startFlags.maxValueBytes, "max-value-bytes", "largest value accepted")
+	f.Var(&startFlags.rangeMaxBytes, "range-max-bytes", "range size that triggers a split")
+	f.DurationVar(&startFlags.tickInterval, "tick-interval", server.DefaultTickInterval, "raft tick")
+	f.DurationVar(&startFlags.deadNodeTimeout, "dead-node-timeout", server.DefaultDeadNodeTimeout, "a node silent this long is considered dead")
+	f.BoolVar(&startFlags.printConfig, "print-config", false, "print the effective configuration as JSON (token redacted) and exit")
+	rootCmd.AddCommand(startCmd)
+}
+
+// startConfig builds the node's configuration from the flags, defaults applied and validated.
+func startConfig() (server.Config, error) {
+	token := startFlags.authToken
+	if token != "" && startFlags.authTokenFile != "" {
+		return server.Config{}, usageError{errors.New("give --auth-token or --auth-token-file, not both")}
+	}
+	if startFlags.authTokenFile != "" {
+		b, err := os.ReadFile(startFlags.authTokenFile)
+		if err != nil {
+			return server.Config{}, usageError{fmt.Errorf("read --auth-token-file: %w", err)}
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return server.Config{}, usageError{fmt.Errorf("--auth-token-file %s is empty", startFlags.authTokenFile)}
+		}
+	}
+	cfg := server.Config{
+		DataDir:         startFlags.dataDir,
+		Listen:          startFlags.listen,
+		Advertise:       startFlags.advertise,
+		HTTP:            startFlags.http,
+		RESP:            startFlags.resp,
+		Bootstrap:       startFlags.bootstrap,
+		Join:            []string(startFlags.join),
+		AuthToken:       token,
+		CacheBytes:      int64(startFlags.cacheSize),
+		RangeMaxBytes:   int64(startFlags.rangeMaxBytes),
+		TickInterval:    startFlags.tickInterval,
+		DeadNodeTimeout: startFlags.deadNodeTimeout,
+	}
+	var err error
+	if cfg.MaxKeyBytes, err = startFlags.maxKeyBytes.int("--max-key-bytes"); err != nil {
+		return cfg, err
+	}
+	if cfg.MaxValueBytes, err = startFlags.maxValueBytes.int("--max-value-bytes"); err != nil {
+		return cfg, err
+	}
+	if startFlags.http == "" {
+		return cfg, usageError{fmt.Errorf(`--http is empty: give an address, or "off" to disable HTTP`)}
+	}
+	if startFlags.listen == "" {
+		return cfg, usageError{errors.New("--listen is empty")}
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
+}
+
+func runStart(cmd *cobra.Command, _ []string) error {
+	cfg, err := startConfig()
+	if err != nil {
+		return err
+	}
+	if startFlags.printConfig {
+		b, err := json.MarshalIndent(cfg, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+		return err
+	}
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C during shutdown kills the process at once
+	}()
+	return server.Run(ctx, cfg, cmd.OutOrStdout())
+}
+
+// addrList is a flag of addresses, given comma-separated or by repeating the flag. Setting it to ""
+// clears it (so its default, "", restores it).
+type addrList []string
+
+// String joins the addresses with commas.
+func (l *addrList) String() string { return strings.Join(*l, ",") }
+
+// Set appends the comma-separated addresses of s, or clears the list when s is empty.
+func (l *addrList) Set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		*l = nil
+		return nil
+	}
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			*l = append(*l, a)
+		}
+	}
+	return nil
+}
+
+// Type names the flag's value in help output.
+func (l *addrList) Type() string { return "addrs" }
+
+// byteSize is a size flag that accepts human units (see parseSize) and prints itself with them.
+type byteSize int64
+
+// String prints the size with the largest binary unit that divides it exactly.
+func (b *byteSize) String() string { return formatSize(int64(*b)) }
+
+// Set parses a size with parseSize.
+func (b *byteSize) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+// Type names the flag's value in help output.
+func (b *byteSize) Type() string { return "size" }
+
+// int returns the size as an int, refusing what an int cannot hold.
+func (b byteSize) int(flag string) (int, error) {
+	if int64(b) > math.MaxInt {
+		return 0, usageError{fmt.Errorf("%s %s is too large", flag, formatSize(int64(b)))}
+	}
+	return int(b), nil
+}
+
+// sizeUnits are the multipliers parseSize accepts, by lower-case unit.
+var sizeUnits = map[string]float64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "ki": 1 << 10, "kib": 1 << 10,
+	"m": 1 << 20, "mi": 1 << 20, "mib": 1 << 20,
+	"g": 1 << 30, "gi": 1 << 30, "gib": 1 << 30,
+	"t": 1 << 40, "ti": 1 << 40, "tib": 1 << 40,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+}
+
+// parseSize parses a byte size: a non-negative number (decimals allowed) optionally followed by a unit,
+// case-insensitive, with optional space: B; K, Ki, KiB, M, Mi, MiB, G, Gi, GiB, T, Ti, TiB (powers of
+// 1024); kB, MB, GB, TB (powers of 1000). The result must be a whole number of bytes.
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		i = len(t)
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	mult, ok := sizeUnits[unit]
+	if num == "" || !ok {
+		return 0, fmt.Errorf("invalid size %q: use bytes or a number with a unit such as 64MiB, 1GiB, 500MB", s)
+	}
+	if !strings.Contains(num, ".") {
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || (mult > 1 && n > math.MaxInt64/int64(mult)) {
+			return 0, fmt.Errorf("invalid size %q: too large", s)
+		}
+		return n * int64(mult), nil
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid size %q: %q is not a number", s, num)
+	}
+	v := f * mult
+	if v >= math.MaxInt64 {
+		return 0, fmt.Errorf("invalid size %q: too large", s)
+	}
+	if v != math.Trunc(v) {
+		return 0, fmt.Errorf("invalid size %q: not a whole number of bytes", s)
+	}
+	return int64(v), nil
+}
+
+// formatSize prints n with the largest binary unit that divides it exactly (64MiB, 1536KiB, 100).
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
