@@ -59,7 +59,7 @@ func TestNotLeaderRedirect(t *testing.T) {
 			if err := c.Put(ctx(t), []byte("a"), []byte("1")); err != nil {
 				t.Fatal(err)
 			}
-			cl.SetLeader(1, 2)
+			cl.SetLeader(clienttest.FirstRangeID, 2)
 			cl.ResetCalls()
 			if err := c.Put(ctx(t), []byte("b"), []byte("2")); err != nil {
 				t.Fatal(err)
@@ -226,7 +226,7 @@ func TestTransportFailureBeforeSendIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.StopNode(1)
-	cl.SetLeader(1, 2)
+	cl.SetLeader(clienttest.FirstRangeID, 2)
 	if err := c.Put(ctx(t), []byte("k"), []byte("v2")); err != nil {
 		t.Fatalf("put after the leader died: %v", err)
 	}
@@ -466,7 +466,7 @@ func TestOpsEndToEnd(t *testing.T) {
 		t.Fatalf("nodes = %v %v", nodes, err)
 	}
 	ranges, err := c.Ranges(bg)
-	if err != nil || len(ranges) != 2 {
+	if err != nil || len(ranges) != 3 { // meta, left, right
 		t.Fatalf("ranges = %v %v", ranges, err)
 	}
 	lr, err := c.Lookup(bg, []byte("x"))

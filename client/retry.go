@@ -377,7 +377,7 @@ func (c *Client) classifyTransport(ctx context.Context, op opKind, t target, ger
 	}
 	switch code {
 	case codes.Unauthenticated, codes.PermissionDenied:
-		return fail, newError(pb.ErrorCode_UNAUTHENTICATED, fmt.Sprintf("%s: %s; set the auth token (--auth-token)", where, st.Message()), gerr)
+		return fail, newError(pb.ErrorCode_UNAUTHENTICATED, fmt.Sprintf("%s: %s", where, st.Message()), gerr)
 	case codes.InvalidArgument:
 		return fail, newError(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("%s: %s", where, st.Message()), gerr)
 	case codes.Unimplemented:

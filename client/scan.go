@@ -142,6 +142,9 @@ func (s *scanner) forward(ctx context.Context) ([]*pb.KeyValue, error) {
 				return nil, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s truncated its answer without returning a key", spanString(served)), nil)
 			}
 			last := kvs[len(kvs)-1].GetKey()
+			if bytes.Compare(last, from) < 0 {
+				return nil, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s returned key %q before the scan position %q", spanString(served), last, from), nil)
+			}
 			cur = append(append(make([]byte, 0, len(last)+1), last...), 0) // the key right after last
 			continue
 		}
@@ -188,7 +191,11 @@ func (s *scanner) reverse(ctx context.Context) ([]*pb.KeyValue, error) {
 			if len(kvs) == 0 {
 				return nil, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s truncated its answer without returning a key", spanString(served)), nil)
 			}
-			cur = kvs[len(kvs)-1].GetKey() // the smallest key returned; continue below it
+			smallest := kvs[len(kvs)-1].GetKey()
+			if len(upto) > 0 && bytes.Compare(smallest, upto) >= 0 {
+				return nil, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s returned key %q at or after the reverse scan position %q", spanString(served), smallest, upto), nil)
+			}
+			cur = smallest // continue below it
 			continue
 		}
 		next := maxStart(req.GetStart(), served.GetStartKey())

@@ -46,6 +46,10 @@ type Fault struct {
 	Status error
 }
 
+// FirstRangeID is the id of the user range a new Cluster starts with. Range 1 is the meta range, as in
+// a real cluster: it is listed by Ranges but never returned by RangeLookup.
+const FirstRangeID = 2
+
 // Cluster is a fake cluster of nodes with ids 1..n. Its methods are safe for concurrent use.
 type Cluster struct {
 	// OmitLeaderAddr makes NOT_LEADER errors carry no leader address, so that clients must look the
@@ -58,7 +62,8 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	nodes   []*node
-	ranges  []*rangeState // sorted by start key, covering the whole key space
+	meta    *rangeState   // the meta range: listed, never routed to
+	ranges  []*rangeState // user ranges, sorted by start key, covering the whole key space
 	data    map[string][]byte
 	nextID  uint64
 	fault   func(Call) *Fault
@@ -79,10 +84,11 @@ type node struct {
 	srv  *grpc.Server
 }
 
-// New starts a cluster of n nodes with one range [-inf, +inf) led by node 1, stopped when tb ends.
+// New starts a cluster of n nodes with one user range [-inf, +inf) (id FirstRangeID) and the meta
+// range, both led by node 1. It is stopped when tb ends.
 func New(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	c := &Cluster{data: make(map[string][]byte), calls: make(map[string]int), stopped: make(map[uint64]bool), nextID: 2}
+	c := &Cluster{data: make(map[string][]byte), calls: make(map[string]int), stopped: make(map[uint64]bool), nextID: FirstRangeID + 1}
 	var replicas []*pb.ReplicaDescriptor
 	for i := 1; i <= n; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -95,8 +101,12 @@ func New(tb testing.TB, n int) *Cluster {
 		c.nodes = append(c.nodes, nd)
 		replicas = append(replicas, &pb.ReplicaDescriptor{NodeId: uint64(i), ReplicaId: uint64(i)})
 	}
-	c.ranges = []*rangeState{{
+	c.meta = &rangeState{
 		desc:   &pb.RangeDescriptor{RangeId: 1, Replicas: replicas, NextReplicaId: uint64(n + 1), Generation: 1},
+		leader: 1,
+	}
+	c.ranges = []*rangeState{{
+		desc:   &pb.RangeDescriptor{RangeId: FirstRangeID, Replicas: replicas, NextReplicaId: uint64(n + 1), Generation: 1},
 		leader: 1,
 	}}
 	tb.Cleanup(c.Stop)
@@ -499,7 +509,7 @@ func (nd *node) Nodes(ctx context.Context, req *pb.NodesRequest) (*pb.NodesRespo
 			if c.stopped[n.id] {
 				st.State = "dead"
 			}
-			for _, rs := range c.ranges {
+			for _, rs := range append([]*rangeState{c.meta}, c.ranges...) {
 				st.RangeCount++
 				if rs.leader == n.id {
 					st.LeaderCount++
@@ -513,11 +523,11 @@ func (nd *node) Nodes(ctx context.Context, req *pb.NodesRequest) (*pb.NodesRespo
 	return resp, err
 }
 
-// Ranges implements pb.ShoalServer.
+// Ranges implements pb.ShoalServer: the meta range first, then the user ranges.
 func (nd *node) Ranges(ctx context.Context, req *pb.RangesRequest) (*pb.RangesResponse, error) {
 	resp := &pb.RangesResponse{}
 	perr, err := nd.serve(ctx, "Ranges", req, func() *pb.Error {
-		for _, rs := range nd.c.ranges {
+		for _, rs := range append([]*rangeState{nd.c.meta}, nd.c.ranges...) {
 			resp.Ranges = append(resp.Ranges, &pb.RangeStatus{Desc: proto.Clone(rs.desc).(*pb.RangeDescriptor), LeaderNodeId: rs.leader, AppliedIndex: 10})
 		}
 		return nil

@@ -49,7 +49,7 @@ var adminRangesCmd = &cobra.Command{
 	Use:   "ranges",
 	Short: "List the cluster's ranges with their replicas and leaders",
 	Long: `List the cluster's ranges in key order: id, span [start, end), voting replicas, learners,
-leader and generation (node ids). Text output shows keys quoted; with --format json, print an
+leader and generation (node ids). Text output shows keys quoted and the meta range as (meta); with --format json, print an
 array of objects with id, start, end (hex; "" is -inf/+inf), replicas, learners, leader, generation
 (as /api/ranges does).`,
 	Example: `  shoal admin ranges
@@ -77,8 +77,11 @@ array of objects with id, start, end (hex; "" is -inf/+inf), replicas, learners,
 			len(out), func(i int) []string {
 				r := out[i]
 				d := descs[r.ID]
-				return []string{u64(r.ID), startText(d.GetStartKey()), endText(d.GetEndKey()), ids(r.Replicas), ids(r.Learners),
-					leaderText(r.Leader), u64(r.Generation)}
+				start, end := startText(d.GetStartKey()), endText(d.GetEndKey())
+				if r.ID == metaRangeID {
+					start, end = "(meta)", "-" // the meta range's span is not part of the user key space
+				}
+				return []string{u64(r.ID), start, end, ids(r.Replicas), ids(r.Learners), leaderText(r.Leader), u64(r.Generation)}
 			})
 	},
 }
@@ -147,6 +150,9 @@ node NODE (a node id, as shown by "admin nodes").`,
 		return err
 	},
 }
+
+// metaRangeID is the id of the meta range (pb: "The meta range (range_id 1) is special").
+const metaRangeID = 1
 
 func init() {
 	adminCmd.AddCommand(adminNodesCmd, adminRangesCmd, adminSplitCmd, adminTransferLeaderCmd)

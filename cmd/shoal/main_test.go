@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,7 +18,16 @@ import (
 // package globals that keep state between in-process runs.
 func resetFlags(cmd *cobra.Command) {
 	reset := func(f *pflag.Flag) {
-		_ = f.Value.Set(f.DefValue)
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			// Set appends to a slice flag; put the default list back whole.
+			var def []string
+			if d := strings.Trim(f.DefValue, "[]"); d != "" {
+				def = strings.Split(d, ",")
+			}
+			_ = sv.Replace(def)
+		} else {
+			_ = f.Value.Set(f.DefValue)
+		}
 		f.Changed = false
 	}
 	cmd.Flags().VisitAll(reset)
@@ -183,26 +193,27 @@ func TestAdminJSON(t *testing.T) {
 	}
 	rightID := split["right"]["id"].(float64)
 
-	code, _, errOut = shoal(t, host, "admin", "transfer-leader", "2", "2")
+	code, _, errOut = shoal(t, host, "admin", "transfer-leader", strconv.Itoa(int(rightID)), "2")
 	if code != 0 {
 		t.Fatalf("transfer-leader: %d %q", code, errOut)
 	}
 
 	code, out, errOut = shoal(t, host, "--format", "json", "admin", "ranges")
 	var ranges []map[string]any
-	if err := json.Unmarshal([]byte(out), &ranges); err != nil || code != 0 || len(ranges) != 2 {
+	// The meta range (id 1, listed first: its start is empty too) and the two halves of the split.
+	if err := json.Unmarshal([]byte(out), &ranges); err != nil || code != 0 || len(ranges) != 3 {
 		t.Fatalf("admin ranges: code %d, %q %q: %v", code, out, errOut, err)
 	}
 	for _, field := range []string{"id", "start", "end", "replicas", "learners", "leader", "generation"} {
-		if _, ok := ranges[1][field]; !ok {
-			t.Errorf("admin ranges json lacks %q: %v", field, ranges[1])
+		if _, ok := ranges[2][field]; !ok {
+			t.Errorf("admin ranges json lacks %q: %v", field, ranges[2])
 		}
 	}
-	if ranges[1]["start"] != "6d" || ranges[1]["end"] != "" || ranges[1]["id"] != rightID || ranges[1]["leader"] != float64(2) {
-		t.Errorf("right range = %v", ranges[1])
+	if ranges[2]["start"] != "6d" || ranges[2]["end"] != "" || ranges[2]["id"] != rightID || ranges[2]["leader"] != float64(2) {
+		t.Errorf("right range = %v", ranges[2])
 	}
-	if reps, _ := ranges[0]["replicas"].([]any); len(reps) != 2 {
-		t.Errorf("replicas = %v", ranges[0]["replicas"])
+	if reps, _ := ranges[1]["replicas"].([]any); len(reps) != 2 || ranges[1]["end"] != "6d" {
+		t.Errorf("left range = %v", ranges[1])
 	}
 }
 
@@ -213,13 +224,13 @@ func TestAdminText(t *testing.T) {
 	}
 	code, out, _ := shoal(t, host, "admin", "ranges")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "ID") ||
-		!strings.Contains(lines[1], "-inf") || !strings.Contains(lines[2], "+inf") {
+	if code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[1], "(meta)") ||
+		!strings.Contains(lines[2], "-inf") || !strings.Contains(lines[3], "+inf") {
 		t.Fatalf("admin ranges text: code %d\n%s", code, out)
 	}
 	// Columns are aligned: START begins at the same offset on every line.
 	col := strings.Index(lines[0], "START")
-	if !strings.HasPrefix(lines[1][col:], "-inf") || !strings.HasPrefix(lines[2][col:], `"m"`) {
+	if !strings.HasPrefix(lines[2][col:], "-inf") || !strings.HasPrefix(lines[3][col:], `"m"`) {
 		t.Errorf("columns not aligned:\n%s", out)
 	}
 	code, out, _ = shoal(t, host, "admin", "nodes")
