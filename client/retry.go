@@ -386,6 +386,11 @@ func (c *Client) classifyTransport(ctx context.Context, op opKind, t target, ger
 	if !sent && code == codes.ResourceExhausted {
 		return fail, newError(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("%s: %s", where, st.Message()), gerr)
 	}
+	if t.routed && (code == codes.Unavailable || !sent) {
+		// The cached descriptor may predate replicas added since (a range first cached with one
+		// replica): look it up again so the next attempt can pick another replica.
+		c.cache.evict(t.entry.desc)
+	}
 	if !sent {
 		// Never written to a connection: the server cannot have seen it.
 		c.markSuspect(t.addr)
