@@ -37,8 +37,10 @@ const DefaultAddr = "127.0.0.1:26257"
 
 // Defaults applied by New to zero fields of Config.
 const (
+	// DefaultRequestTimeout bounds one attempt (one RPC to one node).
 	DefaultRequestTimeout = 5 * time.Second
-	DefaultMaxAttempts    = 10
+	// DefaultMaxAttempts bounds the attempts of one operation.
+	DefaultMaxAttempts = 10
 )
 
 // Backoff bounds between retries: the first wait is about minBackoff, doubling up to maxBackoff, each
