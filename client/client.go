@@ -40,7 +40,7 @@ const (
 	// DefaultRequestTimeout bounds one attempt (one RPC to one node).
 	DefaultRequestTimeout = 5 * time.Second
 	// DefaultMaxAttempts bounds the attempts of one operation.
-	DefaultMaxAttempts = 10
+	DefaultMaxAttempts = 30
 )
 
 // Backoff bounds between retries: the first wait is about minBackoff, doubling up to maxBackoff, each

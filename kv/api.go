@@ -308,8 +308,17 @@ func (n *Node) MetaCommand(ctx context.Context, req *pb.MetaCommandRequest) (*pb
 	if req.Command.Split != nil {
 		return &pb.MetaCommandResponse{Error: invalid("the meta range does not split")}, nil
 	}
-	res, pe := n.propose(ctx, &pb.RequestHeader{RangeId: replica.MetaRangeID}, nil, proto.Clone(req.Command).(*pb.Command))
-	return &pb.MetaCommandResponse{Error: pe, Counter: res.Counter}, nil
+	r := n.store.Replica(replica.MetaRangeID)
+	if r == nil {
+		return &pb.MetaCommandResponse{Error: &pb.Error{Code: pb.ErrorCode_NOT_LEADER, Message: "no meta replica here", LeaderNodeId: n.leaderNodeOf(replica.MetaRangeID)}}, nil
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	res, err := r.Propose(ctx, proto.Clone(req.Command).(*pb.Command))
+	if err != nil {
+		return &pb.MetaCommandResponse{Error: n.pbErr(err)}, nil
+	}
+	return &pb.MetaCommandResponse{Counter: res.Counter}, nil
 }
 
 // Split implements pb.ShoalServer: split the range containing key at key.

@@ -2591,11 +2591,13 @@ func (x *RelocateReplicaResponse) GetRange() *RangeDescriptor {
 }
 
 type RaftMessage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	FromNode      uint64                 `protobuf:"varint,2,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
-	ToNode        uint64                 `protobuf:"varint,3,opt,name=to_node,json=toNode,proto3" json:"to_node,omitempty"`
-	Message       []byte                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"` // raftpb.Message, marshalled
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RangeId  uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	FromNode uint64                 `protobuf:"varint,2,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	ToNode   uint64                 `protobuf:"varint,3,opt,name=to_node,json=toNode,proto3" json:"to_node,omitempty"`
+	Message  []byte                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"` // raftpb.Message, marshalled
+	// quiesce marks a heartbeat by which an idle leader tells a caught-up follower to stop ticking.
+	Quiesce       bool `protobuf:"varint,5,opt,name=quiesce,proto3" json:"quiesce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2656,6 +2658,13 @@ func (x *RaftMessage) GetMessage() []byte {
 		return x.Message
 	}
 	return nil
+}
+
+func (x *RaftMessage) GetQuiesce() bool {
+	if x != nil {
+		return x.Quiesce
+	}
+	return false
 }
 
 type RaftMessageBatch struct {
@@ -3372,12 +3381,13 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0eremove_node_id\x18\x03 \x01(\x04R\fremoveNodeId\"k\n" +
 	"\x17RelocateReplicaResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12,\n" +
-	"\x05range\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\"x\n" +
+	"\x05range\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\"\x92\x01\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tfrom_node\x18\x02 \x01(\x04R\bfromNode\x12\x17\n" +
 	"\ato_node\x18\x03 \x01(\x04R\x06toNode\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\fR\amessage\"~\n" +
+	"\amessage\x18\x04 \x01(\fR\amessage\x12\x18\n" +
+	"\aquiesce\x18\x05 \x01(\bR\aquiesce\"~\n" +
 	"\x10RaftMessageBatch\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1b\n" +

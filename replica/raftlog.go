@@ -65,8 +65,7 @@ func newRaftLog(eng *storage.Engine, rangeID uint64) (*raftLog, error) {
 		l.truncTerm = binary.BigEndian.Uint64(v[8:])
 	}
 	l.lastIndex, l.lastTerm = l.truncIndex, l.truncTerm
-	lo := storage.RaftLogPrefix(rangeID)
-	_, hi := storage.RaftStateSpan(rangeID)
+	lo, hi := storage.RaftLogSpan(rangeID)
 	it, err := eng.NewIter(lo, hi)
 	if err != nil {
 		return nil, err
@@ -270,8 +269,7 @@ func (l *raftLog) truncate(b *storage.Batch, index uint64) error {
 
 // resetTo empties the log and sets its start as if a snapshot at (index, term) was applied.
 func (l *raftLog) resetTo(b *storage.Batch, index, term uint64) error {
-	lo := storage.RaftLogPrefix(l.rangeID)
-	_, hi := storage.RaftStateSpan(l.rangeID)
+	lo, hi := storage.RaftLogSpan(l.rangeID)
 	if err := b.DeleteRange(lo, hi); err != nil {
 		return err
 	}

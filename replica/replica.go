@@ -97,6 +97,10 @@ type Replica struct {
 
 	pendingSnap *incomingSnapshot
 
+	// quiesced replicas are not ticked: an idle range costs no CPU and sends no heartbeats. Any
+	// request or non-heartbeat message wakes it (see quiesce.go).
+	quiesced bool
+
 	// Load counters (read by the kv layer for stats; atomics so reads need no lock).
 	Reads, Writes atomic.Uint64
 }
@@ -196,6 +200,11 @@ func (r *Replica) descCopyLocked() *pb.RangeDescriptor {
 }
 
 func (r *Replica) checkUsableLocked() *Error {
+	select {
+	case <-r.store.stopper:
+		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("node %d is stopping", r.store.cfg.NodeID)}
+	default:
+	}
 	if r.destroyed {
 		return &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: replica removed from node %d", r.rangeID, r.store.cfg.NodeID)}
 	}
@@ -219,6 +228,7 @@ func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) 
 		r.mu.Unlock()
 		return Result{}, e
 	}
+	r.unquiesceLocked()
 	r.nextProposalID++
 	id := r.nextProposalID
 	cmd.ProposalId = id
@@ -276,6 +286,7 @@ func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescripto
 		r.mu.Unlock()
 		return &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: descriptor changed (generation %d, change based on %d)", r.rangeID, r.desc.Generation, newDesc.Generation-1), Desc: r.descCopyLocked()}
 	}
+	r.unquiesceLocked()
 	r.nextProposalID++
 	id := r.nextProposalID
 	cctx, err := proto.Marshal(&pb.ConfChangeContext{ProposalId: id, Desc: newDesc})
@@ -318,6 +329,7 @@ func (r *Replica) TransferLeadership(targetNode uint64) error {
 	if target == 0 {
 		return &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: fmt.Sprintf("range %d has no voter on node %d", r.rangeID, targetNode)}
 	}
+	r.unquiesceLocked()
 	r.rn.TransferLeader(target)
 	r.store.markReadyLocked(r)
 	return nil
@@ -327,6 +339,7 @@ func (r *Replica) TransferLeadership(targetNode uint64) error {
 func (r *Replica) Campaign() {
 	r.mu.Lock()
 	if r.desc != nil && !r.destroyed {
+		r.unquiesceLocked()
 		_ = r.rn.Campaign()
 	}
 	r.mu.Unlock()
@@ -347,6 +360,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 		r.mu.Unlock()
 		return e
 	}
+	r.unquiesceLocked()
 	b := r.readQueue
 	if b == nil {
 		r.readCounter++
@@ -738,8 +752,7 @@ func writeInitialState(b *storage.Batch, desc *pb.RangeDescriptor) error {
 	if err != nil {
 		return err
 	}
-	lo := storage.RaftLogPrefix(id)
-	_, hi := storage.RaftStateSpan(id)
+	lo, hi := storage.RaftLogSpan(id)
 	for _, w := range []error{
 		b.DeleteRange(lo, hi),
 		b.Set(storage.HardStateKey(id), hsData),

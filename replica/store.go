@@ -75,6 +75,9 @@ type Store struct {
 
 	dirtyMu sync.Mutex
 	dirty   map[uint64]*Replica
+
+	activeMu sync.Mutex
+	active   map[uint64]*Replica // replicas that are ticked (not quiesced)
 	wake    chan struct{}
 
 	snapSem chan struct{}
@@ -91,6 +94,7 @@ func NewStore(cfg Config) *Store {
 		eng:      cfg.Engine,
 		replicas: make(map[uint64]*Replica),
 		dirty:    make(map[uint64]*Replica),
+		active:   make(map[uint64]*Replica),
 		wake:     make(chan struct{}, 1),
 		snapSem:  make(chan struct{}, cfg.MaxConcurrentSnapshots),
 		stopper:  make(chan struct{}),
@@ -198,6 +202,9 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		return nil, fmt.Errorf("range %d: start raft: %w", rangeID, err)
 	}
 	r.rn = rn
+	s.activeMu.Lock()
+	s.active[rangeID] = r
+	s.activeMu.Unlock()
 	return r, nil
 }
 
@@ -348,6 +355,7 @@ func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
 		if !r.destroyed {
 			r.peerNodes[msg.GetFrom()] = m.FromNode
 			_ = r.rn.Step(msg)
+			r.afterStepLocked(msg, m.Quiesce)
 		}
 		r.mu.Unlock()
 		s.markReady(r)
@@ -475,14 +483,7 @@ func (s *Store) loop() {
 			s.failAll()
 			return
 		case <-ticker.C:
-			for _, r := range s.Replicas() {
-				r.mu.Lock()
-				if !r.destroyed {
-					r.rn.Tick()
-				}
-				r.mu.Unlock()
-				s.markReady(r)
-			}
+			s.tickActive()
 		case <-s.wake:
 		}
 		s.processReady()
