@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/storage"
+)
+
+// cliChildEnv makes the test binary behave as the shoal binary: `shoal demo` runs its nodes as child
+// processes of os.Executable(), which in a test is this binary.
+const cliChildEnv = "SHOAL_TEST_RUN_AS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(cliChildEnv) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// lockedBuffer is an io.Writer safe to share between a running command and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var demoNodeLine = regexp.MustCompile(`(?m)^node (\d+)  grpc=(\S+)  http=http://(\S+)  data=(\S+)$`)
+
+// runningDemo is `shoal demo` running in process (its nodes are child processes).
+type runningDemo struct {
+	cancel      context.CancelFunc
+	code        chan int
+	out, errOut *lockedBuffer
+	grpc        []string
+	http        []string
+}
+
+func startDemo(t *testing.T, argv ...string) *runningDemo {
+	t.Helper()
+	t.Setenv(cliChildEnv, "1")
+	resetFlags(rootCmd)
+	ctx, cancel := context.WithCancel(context.Background())
+	// cobra keeps a subcommand's context from an earlier in-process run (it only fills in a nil one).
+	demoCmd.SetContext(ctx)
+	d := &runningDemo{cancel: cancel, code: make(chan int, 1), out: &lockedBuffer{}, errOut: &lockedBuffer{}}
+	go func() { d.code <- run(ctx, append([]string{"demo"}, argv...), d.out, d.errOut) }()
+	deadline := time.After(150 * time.Second)
+	for !strings.Contains(d.out.String(), "Dashboard: ") {
+		select {
+		case code := <-d.code:
+			t.Fatalf("demo exited with %d before it was ready\nstdout:\n%s\nstderr:\n%s", code, d.out, d.errOut)
+		case <-deadline:
+			cancel()
+			<-d.code
+			t.Fatalf("demo not ready after 150s\nstdout:\n%s\nstderr:\n%s", d.out, d.errOut)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for _, m := range demoNodeLine.FindAllStringSubmatch(d.out.String(), -1) {
+		d.grpc = append(d.grpc, m[2])
+		d.http = append(d.http, m[3])
+	}
+	return d
+}
+
+// stop interrupts the demo as Ctrl-C would and expects exit 0 with every node stopped.
+func (d *runningDemo) stop(t *testing.T) {
+	t.Helper()
+	d.cancel()
+	select {
+	case code := <-d.code:
+		if code != 0 {
+			t.Fatalf("demo exit code %d after interrupt; stderr:\n%s", code, d.errOut)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("demo did not exit within 30s of the interrupt; stderr:\n%s", d.errOut)
+	}
+	for _, a := range append(append([]string{}, d.grpc...), d.http...) {
+		if !portFree(a) {
+			t.Errorf("%s still in use after the demo stopped", a)
+		}
+	}
+}
+
+func TestDemoStartStopRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	d := startDemo(t, "--nodes", "3", "--data-dir", dir)
+	if len(d.grpc) != 3 {
+		t.Fatalf("want 3 node lines, got:\n%s", d.out)
+	}
+	out := d.out.String()
+	for _, want := range []string{"Dashboard: http://" + d.http[0] + "/\n", "Try: shoal --host " + d.grpc[0] + " get user/0001\n",
+		"data=" + filepath.Join(dir, "n2") + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("n%d", i), "shoal.log")); err != nil {
+			t.Errorf("node %d log: %v", i, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Addrs: d.grpc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, found, err := c.Get(ctx, []byte("user/0001"))
+	if err != nil || !found || !json.Valid(v) {
+		t.Fatalf("sample user/0001 = %q, %v, %v", v, found, err)
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("Nodes = %d, %v", len(nodes), err)
+	}
+	c.Close()
+	d.stop(t)
+
+	// A restart reuses the ports and the stores, and does not load the sample again.
+	d2 := startDemo(t, "--nodes", "3", "--data-dir", dir)
+	if strings.Join(d2.grpc, ",") != strings.Join(d.grpc, ",") || strings.Join(d2.http, ",") != strings.Join(d.http, ",") {
+		t.Errorf("restart changed addresses: %v %v -> %v %v", d.grpc, d.http, d2.grpc, d2.http)
+	}
+	if errOut := d2.errOut.String(); !strings.Contains(errOut, "Restarting") || !strings.Contains(errOut, "already loaded") {
+		t.Errorf("restart stderr:\n%s", errOut)
+	}
+	c, err = client.New(ctx, client.Config{Addrs: d2.grpc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := c.Get(ctx, []byte("city/lisbon")); err != nil || !found {
+		t.Errorf("city/lisbon after restart: %v, %v", found, err)
+	}
+	c.Close()
+	d2.stop(t)
+}
+
+func TestDemoUsage(t *testing.T) {
+	for _, argv := range [][]string{{"demo", "--nodes", "0"}, {"demo", "--nodes", "10"}, {"demo", "--data-dir", ""}, {"demo", "x"}} {
+		if code, _, errOut := shoal(t, argv...); code != 2 {
+			t.Errorf("%v: exit %d, stderr %q; want 2", argv, code, errOut)
+		}
+	}
+}
+
+func TestDemoRefusesIncompleteCluster(t *testing.T) {
+	dir := t.TempDir()
+	e, err := storage.Open(filepath.Join(dir, "n2"), storage.Options{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	code, _, errOut := shoal(t, "demo", "--data-dir", dir)
+	if code != 1 || !strings.Contains(errOut, "holds no store") || !strings.Contains(errOut, "remove "+dir) {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestHasStore(t *testing.T) {
+	dir := t.TempDir()
+	check := func(name string, want bool, wantErr string) {
+		t.Helper()
+		got, err := hasStore(filepath.Join(dir, name))
+		if got != want || (wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("hasStore(%s) = %v, %v; want %v, %q", name, got, err, want, wantErr)
+		}
+	}
+	check("missing", false, "")
+	os.MkdirAll(filepath.Join(dir, "logonly"), 0o755)
+	os.WriteFile(filepath.Join(dir, "logonly", demoLogFile), []byte("x"), 0o644)
+	check("logonly", false, "")
+	os.MkdirAll(filepath.Join(dir, "junk"), 0o755)
+	os.WriteFile(filepath.Join(dir, "junk", "file"), []byte("x"), 0o644)
+	check("junk", false, "not a Shoal store")
+	e, err := storage.Open(filepath.Join(dir, "store"), storage.Options{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("store", false, "in use")
+	e.Close()
+	check("store", true, "")
+}
+
+func TestDemoAssignPorts(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	free, err := pickFreeAddrs(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statePath := filepath.Join(t.TempDir(), demoStateFile)
+	d := &demo{dir: "D", nodes: []*demoNode{
+		{num: 1, addrs: demoAddrs{GRPC: free[0], HTTP: busy.Addr().String()}},
+		{num: 2},
+	}}
+	if err := d.assignPorts(statePath); err != nil {
+		t.Fatal(err)
+	}
+	a := d.nodes[0].addrs
+	if a.GRPC != free[0] || a.HTTP == busy.Addr().String() || a.HTTP == "" || a.RESP == "" {
+		t.Errorf("node 1 addresses %+v: want the free recorded one kept, the busy one replaced", a)
+	}
+	seen := map[string]bool{}
+	for _, n := range d.nodes {
+		for _, x := range []string{n.addrs.GRPC, n.addrs.HTTP, n.addrs.RESP} {
+			if x == "" || seen[x] {
+				t.Errorf("address %q empty or repeated: %+v", x, d.nodes)
+			}
+			seen[x] = true
+		}
+	}
+
+	// A node with a store keeps its addresses: a busy one is an error.
+	d = &demo{dir: "D", nodes: []*demoNode{{num: 1, hasStore: true, addrs: demoAddrs{GRPC: busy.Addr().String()}}}}
+	if err := d.assignPorts(statePath); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("busy recorded address of a node with a store: %v", err)
+	}
+
+	// demo.json round trip.
+	s := demoState{Nodes: []demoAddrs{{GRPC: "127.0.0.1:1", HTTP: "127.0.0.1:2", RESP: "127.0.0.1:3"}}}
+	if err := saveDemoState(statePath, s); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := loadDemoState(statePath); err != nil || len(got.Nodes) != 1 || got.Nodes[0] != s.Nodes[0] {
+		t.Errorf("loadDemoState = %+v, %v", got, err)
+	}
+	os.WriteFile(statePath, []byte("{"), 0o644)
+	if _, err := loadDemoState(statePath); err == nil || !strings.Contains(err.Error(), "fix or remove") {
+		t.Errorf("corrupt demo.json: %v", err)
+	}
+}
+
+func TestSampleData(t *testing.T) {
+	kvs := sampleData()
+	if len(kvs) != 1000 {
+		t.Fatalf("%d keys, want 1000", len(kvs))
+	}
+	keys := map[string]bool{}
+	var order []string
+	for _, kv := range kvs {
+		if keys[kv[0]] {
+			t.Errorf("duplicate key %s", kv[0])
+		}
+		keys[kv[0]] = true
+		order = append(order, kv[0])
+		if !json.Valid([]byte(kv[1])) {
+			t.Errorf("%s: value is not JSON: %s", kv[0], kv[1])
+		}
+	}
+	if !sort.StringsAreSorted(order) {
+		t.Error("sample keys are not in key order")
+	}
+	for _, k := range []string{"user/0000", "user/0001", "user/0949", "city/lisbon", "city/sao-paulo"} {
+		if !keys[k] {
+			t.Errorf("missing %s", k)
+		}
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log")
+	var b strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	os.WriteFile(p, []byte(b.String()), 0o644)
+	got := logTail(p, 3)
+	if got != "  line 27\n  line 28\n  line 29" {
+		t.Errorf("logTail = %q", got)
+	}
+	if got := logTail(p+".missing", 3); !strings.Contains(got, "cannot read") {
+		t.Errorf("logTail of a missing file = %q", got)
+	}
+}
