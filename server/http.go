@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sync/atomic"
+	"time"
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server/apijson"
@@ -22,6 +23,9 @@ type clusterStatus interface {
 	Nodes(context.Context, *pb.NodesRequest) (*pb.NodesResponse, error)
 	Ranges(context.Context, *pb.RangesRequest) (*pb.RangesResponse, error)
 }
+
+// apiTimeout bounds one /api/ call into the node (a cluster without quorum must not hang the page).
+const apiTimeout = 5 * time.Second
 
 // errorJSON is the body of every HTTP error answer.
 type errorJSON struct {
@@ -62,7 +66,9 @@ func newHTTPHandler(d httpDeps) http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "node is not serving yet"})
 			return
 		}
-		resp, err := d.status.Nodes(r.Context(), &pb.NodesRequest{})
+		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+		defer cancel()
+		resp, err := d.status.Nodes(ctx, &pb.NodesRequest{})
 		if msg, code := apiError(err, resp.GetError()); code != 0 {
 			writeJSON(w, code, errorJSON{Error: "list nodes: " + msg})
 			return
@@ -74,7 +80,9 @@ func newHTTPHandler(d httpDeps) http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "node is not serving yet"})
 			return
 		}
-		resp, err := d.status.Ranges(r.Context(), &pb.RangesRequest{})
+		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+		defer cancel()
+		resp, err := d.status.Ranges(ctx, &pb.RangesRequest{})
 		if msg, code := apiError(err, resp.GetError()); code != 0 {
 			writeJSON(w, code, errorJSON{Error: "list ranges: " + msg})
 			return

@@ -124,16 +124,11 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("create node: %w", err)
 	}
-	status, ok := any(p.node).(clusterStatus)
-	if !ok {
-		return errors.New("kv.Node does not serve Nodes/Ranges (pb.ShoalServer): the HTTP API cannot work")
-	}
-
 	p.grpcServer = grpc.NewServer(p.grpcOptions()...)
 	p.node.RegisterServices(p.grpcServer)
 	p.httpServer = &http.Server{
 		Handler: newHTTPHandler(httpDeps{
-			status:  status,
+			status:  p.node,
 			ready:   &p.ready,
 			metrics: p.metrics.handler(),
 			auth:    p.auth,
