@@ -1,0 +1,189 @@
+package ycsb
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// CompareOptions shape the Markdown document Compare writes.
+type CompareOptions struct {
+	// Title is the document's heading. Default: "Benchmarks".
+	Title string
+	// Baseline is the system the others are divided by. Default: "etcd".
+	Baseline string
+	// Notes are lines (Markdown) listed under "Setup", before the parameters the reports share.
+	Notes []string
+}
+
+// Compare renders reports as a Markdown document: one row per system and workload with the
+// throughput, the p99 latency of each operation, the errors, and the ratios of every system to the
+// baseline on the same workload (throughput ratio above 1 and p99 ratio below 1 favour the system),
+// followed by the full latency breakdown.
+func Compare(reports []*Report, opts CompareOptions) string {
+	if opts.Title == "" {
+		opts.Title = "Benchmarks"
+	}
+	if opts.Baseline == "" {
+		opts.Baseline = TargetEtcd
+	}
+	rs := append([]*Report(nil), reports...)
+	sort.SliceStable(rs, func(i, j int) bool {
+		if rs[i].Workload != rs[j].Workload {
+			return rs[i].Workload < rs[j].Workload
+		}
+		bi, bj := rs[i].System == opts.Baseline, rs[j].System == opts.Baseline
+		if bi != bj {
+			return bj // the baseline last within a workload
+		}
+		return rs[i].System < rs[j].System
+	})
+	baseline := map[string]*Report{}
+	allOps := map[string]OpStats{}
+	for _, r := range rs {
+		if r.System == opts.Baseline && baseline[r.Workload] == nil {
+			baseline[r.Workload] = r
+		}
+		for op := range r.Operations {
+			allOps[op] = OpStats{}
+		}
+	}
+	ops := opNames(allOps)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", opts.Title)
+	b.WriteString("## Setup\n\n")
+	for _, n := range opts.Notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	for _, n := range sharedParams(rs) {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	b.WriteString("\n## Results\n\n")
+	ratioHead := fmt.Sprintf("Throughput / %s", opts.Baseline)
+	header := []string{"Workload", "System", "Throughput (ops/s)"}
+	align := []string{"---", "---", "---:"}
+	for _, op := range ops {
+		header = append(header, op+" p99 (ms)")
+		align = append(align, "---:")
+	}
+	header = append(header, "Errors", ratioHead, fmt.Sprintf("p99 / %s", opts.Baseline))
+	align = append(align, "---:", "---:", "---")
+	writeRow(&b, header)
+	writeRow(&b, align)
+	for _, r := range rs {
+		row := []string{strings.ToUpper(r.Workload), systemLabel(r), fmt.Sprintf("%.0f", r.Throughput)}
+		for _, op := range ops {
+			if s, ok := r.Operations[op]; ok && s.Count > s.Errors {
+				row = append(row, fmt.Sprintf("%.2f", s.P99Ms))
+			} else {
+				row = append(row, "—")
+			}
+		}
+		row = append(row, fmt.Sprintf("%d", r.Errors))
+		base := baseline[r.Workload]
+		if base == nil || base == r || r.System == opts.Baseline {
+			row = append(row, "—", "—")
+		} else {
+			row = append(row, ratio(r.Throughput, base.Throughput), p99Ratios(r, base, ops))
+		}
+		writeRow(&b, row)
+	}
+	if len(rs) > 0 && truncatedAny(rs) {
+		b.WriteString("\nA report marked (truncated) hit its maximum duration before finishing its operations.\n")
+	}
+
+	b.WriteString("\n## Latency by operation (ms)\n\n")
+	writeRow(&b, []string{"Workload", "System", "Operation", "Count", "Errors", "p50", "p95", "p99", "p99.9", "max"})
+	writeRow(&b, []string{"---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"})
+	for _, r := range rs {
+		for _, op := range r.OpNames() {
+			s := r.Operations[op]
+			writeRow(&b, []string{strings.ToUpper(r.Workload), systemLabel(r), op, fmt.Sprint(s.Count), fmt.Sprint(s.Errors),
+				fmt.Sprintf("%.2f", s.P50Ms), fmt.Sprintf("%.2f", s.P95Ms), fmt.Sprintf("%.2f", s.P99Ms),
+				fmt.Sprintf("%.2f", s.P999Ms), fmt.Sprintf("%.2f", s.MaxMs)})
+		}
+	}
+	return b.String()
+}
+
+func writeRow(b *strings.Builder, cells []string) {
+	b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+}
+
+// systemLabel names a report's system and, for Shoal, its front end.
+func systemLabel(r *Report) string {
+	l := r.System
+	if r.System == "shoal" && r.Target != "" {
+		l = fmt.Sprintf("shoal (%s)", r.Target)
+	}
+	if r.Truncated {
+		l += " (truncated)"
+	}
+	return l
+}
+
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// p99Ratios lists, for each operation both reports measured, r's p99 over base's.
+func p99Ratios(r, base *Report, ops []string) string {
+	var parts []string
+	for _, op := range ops {
+		a, aok := r.Operations[op]
+		c, cok := base.Operations[op]
+		if !aok || !cok || a.Count == a.Errors || c.Count == c.Errors {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", op, ratio(a.P99Ms, c.P99Ms)))
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func truncatedAny(rs []*Report) bool {
+	for _, r := range rs {
+		if r.Truncated {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedParams describes the parameters every report has in common.
+func sharedParams(rs []*Report) []string {
+	if len(rs) == 0 {
+		return nil
+	}
+	same := func(f func(*Report) string) (string, bool) {
+		v := f(rs[0])
+		for _, r := range rs[1:] {
+			if f(r) != v {
+				return "", false
+			}
+		}
+		return v, true
+	}
+	var out []string
+	add := func(label string, f func(*Report) string) {
+		if v, ok := same(f); ok && v != "" {
+			out = append(out, fmt.Sprintf("%s: %s", label, v))
+		}
+	}
+	add("Records", func(r *Report) string { return fmt.Sprint(r.Records) })
+	add("Operations per run", func(r *Report) string { return fmt.Sprint(r.Ops) })
+	add("Client threads", func(r *Report) string { return fmt.Sprint(r.Threads) })
+	add("Request distribution", func(r *Report) string { return r.Distribution })
+	add("Fields per record × bytes per field", func(r *Report) string {
+		return fmt.Sprintf("%s × %s", r.Properties["fieldcount"], r.Properties["fieldlength"])
+	})
+	add("writeallfields", func(r *Report) string { return r.Properties["writeallfields"] })
+	add("readallfields", func(r *Report) string { return r.Properties["readallfields"] })
+	return out
+}

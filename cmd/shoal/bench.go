@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/bench/ycsb"
+)
+
+// benchCmd groups the benchmark commands.
+var benchCmd = &cobra.Command{
+	Use:   "bench",
+	Short: "Run benchmarks: YCSB workloads against Shoal or a peer system, and compare their reports",
+	Args:  cobra.ArbitraryArgs,
+	RunE:  groupRunE,
+}
+
+// ycsbFlags are the flags of `bench ycsb`.
+var ycsbFlags struct {
+	workload         string
+	target           string
+	hosts            string
+	records          int64
+	ops              int64
+	threads          int
+	load             bool
+	timeline         string
+	maxDuration      time.Duration
+	distribution     string
+	props            propList
+	progressInterval time.Duration
+}
+
+var benchYCSBCmd = &cobra.Command{
+	Use:   "ycsb",
+	Short: "Run a YCSB core workload (a-f): load the records, then run the operations",
+	Long: `Run one of YCSB's core workloads with go-ycsb's workload generator: a load phase that inserts
+--records records (skip it with --load=false), then a run phase of --ops operations, on --threads
+concurrent workers. Each phase stops after --max-duration at the latest.
+
+Workloads (as upstream YCSB defines them; 10 fields of 100 bytes per record):
+` + workloadHelp() + `
+Targets:
+  grpc  Shoal through its gRPC API and Go client (--hosts: node gRPC addresses; default --host)
+  etcd  an etcd cluster through go-ycsb's etcd binding (--hosts: client URLs' host:port)
+  resp  Shoal's RESP front end (not yet implemented)
+
+The report gives the throughput and, per operation, count, errors and p50/p95/p99/p99.9 latency in
+milliseconds (from HdrHistograms); --format json prints it as one JSON object, --timeline FILE
+writes per-second points (throughput, p50, p99) as JSON. Progress goes to stderr. Extra go-ycsb
+properties can be set with --prop (e.g. --prop writeallfields=true, --prop fieldlength=1000).`,
+	Example: `  shoal bench ycsb --workload a --hosts 127.0.0.1:26257 --records 10000 --ops 100000 --threads 16
+  shoal bench ycsb --workload b --target etcd --hosts 127.0.0.1:2379 --format json > etcd-b.json`,
+	Args: args(cobra.NoArgs),
+	RunE: runBenchYCSB,
+}
+
+// compareFlags are the flags of `bench compare`.
+var compareFlags struct {
+	baseline string
+	title    string
+	notes    propList
+	out      string
+}
+
+var benchCompareCmd = &cobra.Command{
+	Use:     "compare REPORT.json...",
+	Short:   "Render YCSB reports (bench ycsb --format json) as a Markdown comparison against a baseline system",
+	Example: `  shoal bench compare --baseline etcd --out docs/benchmarks.md bench-results/*.json`,
+	Args:    args(cobra.MinimumNArgs(1)),
+	RunE:    runBenchCompare,
+}
+
+func init() {
+	f := benchYCSBCmd.Flags()
+	f.StringVar(&ycsbFlags.workload, "workload", "a", "core workload: a, b, c, d, e or f")
+	f.StringVar(&ycsbFlags.target, "target", ycsb.TargetGRPC, "system to benchmark: grpc, etcd or resp")
+	f.StringVar(&ycsbFlags.hosts, "hosts", "", "comma-separated addresses of the target (default: --host for grpc, 127.0.0.1:2379 for etcd)")
+	f.Int64Var(&ycsbFlags.records, "records", 10000, "records to load and to choose keys from")
+	f.Int64Var(&ycsbFlags.ops, "ops", 100000, "operations of the run phase")
+	f.IntVar(&ycsbFlags.threads, "threads", 16, "concurrent workers")
+	f.BoolVar(&ycsbFlags.load, "load", true, "run the load phase before the run phase")
+	f.StringVar(&ycsbFlags.timeline, "timeline", "", "write a per-second timeline of both phases to this JSON file")
+	f.DurationVar(&ycsbFlags.maxDuration, "max-duration", ycsb.DefaultMaxDuration, "stop each phase after this long")
+	f.StringVar(&ycsbFlags.distribution, "distribution", "", "request distribution (uniform, zipfian, latest, hotspot, sequential, exponential); default: the workload's")
+	f.Var(&ycsbFlags.props, "prop", "go-ycsb property KEY=VALUE, overriding the workload's (repeatable)")
+	f.DurationVar(&ycsbFlags.progressInterval, "progress-interval", ycsb.DefaultProgressInterval, "how often to print progress on stderr")
+
+	c := benchCompareCmd.Flags()
+	c.StringVar(&compareFlags.baseline, "baseline", ycsb.TargetEtcd, "system the others are compared with")
+	c.StringVar(&compareFlags.title, "title", "Benchmarks", "document title")
+	c.Var(&compareFlags.notes, "note", "a line for the document's Setup section (repeatable)")
+	c.StringVar(&compareFlags.out, "out", "", "write the document to this file instead of stdout")
+
+	benchCmd.AddCommand(benchYCSBCmd, benchCompareCmd)
+	rootCmd.AddCommand(benchCmd)
+}
+
+func workloadHelp() string {
+	var b strings.Builder
+	for _, w := range ycsb.Workloads() {
+		fmt.Fprintf(&b, "  %s  %s\n", w, ycsb.DescribeWorkload(w))
+	}
+	return b.String()
+}
+
+// propList is a repeatable string flag. Its default prints as "", and setting "" empties it, so that
+// resetting a flag to its default (as tests do) clears it.
+type propList []string
+
+func (p *propList) String() string { return strings.Join(*p, ",") }
+func (p *propList) Type() string   { return "stringArray" }
+func (p *propList) Set(v string) error {
+	if v == "" {
+		*p = nil
+		return nil
+	}
+	*p = append(*p, v)
+	return nil
+}
+
+func runBenchYCSB(cmd *cobra.Command, _ []string) error {
+	if err := validateGlobalFlags(cmd, nil); err != nil {
+		return err
+	}
+	fl := ycsbFlags
+	switch fl.target {
+	case ycsb.TargetGRPC, ycsb.TargetEtcd, ycsb.TargetRESP:
+	default:
+		return usageError{fmt.Errorf("invalid --target %q: use grpc, etcd or resp", fl.target)}
+	}
+	props := map[string]string{}
+	for _, kv := range fl.props {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return usageError{fmt.Errorf("invalid --prop %q: use KEY=VALUE", kv)}
+		}
+		props[strings.TrimSpace(k)] = v
+	}
+	if fl.distribution != "" {
+		props["requestdistribution"] = fl.distribution
+	}
+	if fl.maxDuration <= 0 {
+		return usageError{fmt.Errorf("invalid --max-duration %v: must be positive", fl.maxDuration)}
+	}
+	if fl.progressInterval <= 0 {
+		return usageError{fmt.Errorf("invalid --progress-interval %v: must be positive", fl.progressInterval)}
+	}
+	hostList := fl.hosts
+	if hostList == "" && fl.target == ycsb.TargetGRPC {
+		hostList = globalFlags.host
+	}
+	var hosts []string
+	for _, h := range strings.Split(hostList, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		hosts = ycsb.DefaultHosts(fl.target)
+	}
+	cfg := ycsb.Config{
+		Workload: fl.workload, Target: fl.target, Hosts: hosts,
+		Records: fl.records, Ops: fl.ops, Threads: fl.threads, Load: fl.load,
+		MaxDuration: fl.maxDuration, Timeline: fl.timeline != "", Props: props,
+		Progress: cmd.ErrOrStderr(), ProgressInterval: fl.progressInterval,
+	}
+	p, err := cfg.Properties()
+	if err != nil {
+		return usageError{err}
+	}
+
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	db, err := ycsb.Open(fl.target, hosts, globalFlags.authToken, p)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = ycsb.Probe(pctx, db, p)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%s at %s does not answer: %w", fl.target, strings.Join(hosts, ","), err)
+	}
+
+	if fl.target == ycsb.TargetEtcd && ycsb.DescribeWorkload(fl.workload) != "" && strings.HasSuffix(strings.ToLower(fl.workload), "e") {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning: go-ycsb's etcd binding fails its scans (it compares the range's total key count with the scan limit); expect SCAN errors")
+	}
+	rep, runErr := ycsb.Run(ctx, cfg, db)
+	if rep == nil {
+		return runErr
+	}
+	if fl.timeline != "" {
+		b, err := json.MarshalIndent(rep.Timeline, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(fl.timeline, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write timeline: %w", err)
+		}
+		rep.Timeline = nil
+	}
+	out := cmd.OutOrStdout()
+	if jsonOutput() {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printReport(out, rep)
+	}
+	if rep.Errors > 0 || (rep.Load != nil && rep.Load.Errors > 0) {
+		sample := rep.ErrorSample
+		if sample == "" && rep.Load != nil {
+			sample = rep.Load.ErrorSample
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: some operations failed, e.g. %s\n", sample)
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			return errors.New("interrupted: the report covers the operations done so far")
+		}
+		return runErr
+	}
+	return nil
+}
+
+// printReport writes rep as text.
+func printReport(w io.Writer, rep *ycsb.Report) {
+	fmt.Fprintf(w, "YCSB workload %s (%s) on %s at %s\n", strings.ToUpper(rep.Workload), ycsb.DescribeWorkload(rep.Workload),
+		rep.Target, strings.Join(rep.Hosts, ","))
+	fmt.Fprintf(w, "records %d, threads %d, request distribution %s\n\n", rep.Records, rep.Threads, rep.Distribution)
+	phase := func(name string, ops, errs int64, dur, tput float64, truncated bool) {
+		t := ""
+		if truncated {
+			t = " (stopped early)"
+		}
+		fmt.Fprintf(w, "%-5s %d ops in %.2fs: %.0f ops/s, %d errors%s\n", name+":", ops, dur, tput, errs, t)
+	}
+	if rep.Load != nil {
+		phase("load", rep.Load.Ops, rep.Load.Errors, rep.Load.DurationS, rep.Load.Throughput, rep.Load.Truncated)
+	}
+	phase("run", rep.Ops, rep.Errors, rep.DurationS, rep.Throughput, rep.Truncated)
+	fmt.Fprintln(w)
+	type line struct {
+		name string
+		s    ycsb.OpStats
+	}
+	var lines []line
+	if rep.Load != nil {
+		for _, op := range (&ycsb.Report{Operations: rep.Load.Operations}).OpNames() {
+			lines = append(lines, line{"load " + op, rep.Load.Operations[op]})
+		}
+	}
+	for _, op := range rep.OpNames() {
+		lines = append(lines, line{op, rep.Operations[op]})
+	}
+	width := len("OPERATION")
+	for _, l := range lines {
+		width = max(width, len(l.name))
+	}
+	fmt.Fprintf(w, "%-*s %9s %7s %8s %8s %8s %8s %9s %8s\n", width, "OPERATION", "COUNT", "ERRORS", "AVG(ms)", "P50(ms)", "P95(ms)", "P99(ms)", "P99.9(ms)", "MAX(ms)")
+	for _, l := range lines {
+		s := l.s
+		fmt.Fprintf(w, "%-*s %9d %7d %8.2f %8.2f %8.2f %8.2f %9.2f %8.2f\n", width, l.name, s.Count, s.Errors, s.AvgMs, s.P50Ms, s.P95Ms, s.P99Ms, s.P999Ms, s.MaxMs)
+	}
+}
+
+func runBenchCompare(cmd *cobra.Command, files []string) error {
+	var reports []*ycsb.Report
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var r ycsb.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s: not a bench ycsb JSON report: %w", f, err)
+		}
+		if r.Workload == "" || r.System == "" {
+			return fmt.Errorf("%s: not a bench ycsb JSON report (no workload or system)", f)
+		}
+		reports = append(reports, &r)
+	}
+	doc := ycsb.Compare(reports, ycsb.CompareOptions{Title: compareFlags.title, Baseline: compareFlags.baseline, Notes: compareFlags.notes})
+	if compareFlags.out == "" {
+		_, err := io.WriteString(cmd.OutOrStdout(), doc)
+		return err
+	}
+	return os.WriteFile(compareFlags.out, []byte(doc), 0o644)
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/shoaldb/shoal/bench/ycsb"
+	"github.com/shoaldb/shoal/client/clienttest"
+)
+
+// benchRun runs the CLI in process with every flag back at its default and returns its exit code,
+// stdout and stderr.
+func benchRun(t *testing.T, argv ...string) (int, string, string) {
+	t.Helper()
+	var reset func(*cobra.Command)
+	reset = func(c *cobra.Command) {
+		r := func(f *pflag.Flag) {
+			_ = f.Value.Set(f.DefValue)
+			f.Changed = false
+		}
+		c.Flags().VisitAll(r)
+		c.PersistentFlags().VisitAll(r)
+		for _, sub := range c.Commands() {
+			reset(sub)
+		}
+	}
+	reset(rootCmd)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), argv, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestBenchYCSBJSON(t *testing.T) {
+	cl := clienttest.New(t, 3)
+	timeline := filepath.Join(t.TempDir(), "timeline.json")
+	code, out, errOut := benchRun(t, "bench", "ycsb", "--workload", "b", "--hosts", strings.Join(cl.Addrs(), ","),
+		"--records", "200", "--ops", "600", "--threads", "3", "--format", "json", "--timeline", timeline,
+		"--prop", "writeallfields=true", "--progress-interval", "100ms")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	var rep ycsb.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("stdout is not one JSON report: %v\n%s", err, out)
+	}
+	if rep.Workload != "b" || rep.Target != "grpc" || rep.Records != 200 || rep.Ops != 600 || rep.Threads != 3 ||
+		rep.Errors != 0 || rep.Throughput <= 0 || rep.Load == nil || rep.Load.Ops != 200 {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.Properties["writeallfields"] != "true" {
+		t.Fatalf("--prop not applied: %v", rep.Properties)
+	}
+	var n int64
+	for _, s := range rep.Operations {
+		n += s.Count
+	}
+	if n != 600 {
+		t.Fatalf("operations add up to %d", n)
+	}
+	if rep.Timeline != nil {
+		t.Fatal("timeline printed on stdout as well as to its file")
+	}
+	b, err := os.ReadFile(timeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pts []ycsb.Point
+	if err := json.Unmarshal(b, &pts); err != nil || len(pts) == 0 {
+		t.Fatalf("timeline file: %v, %d points", err, len(pts))
+	}
+	if !strings.Contains(errOut, "[grpc workload b run] done: 600/600 ops") {
+		t.Fatalf("no progress on stderr: %q", errOut)
+	}
+}
+
+func TestBenchYCSBText(t *testing.T) {
+	cl := clienttest.New(t, 1)
+	code, out, errOut := benchRun(t, "--host", cl.Addr(1), "bench", "ycsb", "--workload", "f",
+		"--records", "50", "--ops", "100", "--threads", "2")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	for _, want := range []string{"YCSB workload F", "load:", "run:", "100 ops", "READ_MODIFY_WRITE", "P99(ms)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBenchYCSBErrors(t *testing.T) {
+	cl := clienttest.New(t, 1)
+	addr := cl.Addr(1)
+	cases := []struct {
+		argv   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"bench", "ycsb", "--target", "resp"}, 1, "not yet implemented: RESP front end lands with the measurement issue"},
+		{[]string{"bench", "ycsb", "--target", "mongo"}, 2, "invalid --target"},
+		{[]string{"bench", "ycsb", "--workload", "g"}, 2, "unknown workload"},
+		{[]string{"bench", "ycsb", "--threads", "0"}, 2, "threads must be positive"},
+		{[]string{"bench", "ycsb", "--prop", "novalue"}, 2, "invalid --prop"},
+		{[]string{"bench", "ycsb", "--distribution", "pareto"}, 2, "requestdistribution"},
+		{[]string{"bench", "ycsb", "extra"}, 2, "usage"},
+		{[]string{"bench", "ycsb", "--format", "yaml"}, 2, "invalid --format"},
+	}
+	for _, c := range cases {
+		code, _, errOut := benchRun(t, append([]string{"--host", addr}, c.argv...)...)
+		if code != c.code || !strings.Contains(errOut, c.stderr) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.argv, code, errOut, c.code, c.stderr)
+		}
+	}
+	cl.Stop()
+	code, _, errOut := benchRun(t, "bench", "ycsb", "--hosts", addr, "--records", "10", "--ops", "10")
+	if code != 1 || !strings.Contains(errOut, "does not answer") {
+		t.Errorf("stopped cluster: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestBenchCompare(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name, system, target, workload string, tput, p99 float64) string {
+		r := ycsb.Report{Workload: workload, System: system, Target: target, Records: 100, Ops: 1000, Threads: 4,
+			Throughput: tput, Distribution: "zipfian",
+			Operations: map[string]ycsb.OpStats{"READ": {Count: 500, P50Ms: 1, P95Ms: 2, P99Ms: p99, P999Ms: p99, MaxMs: p99},
+				"UPDATE": {Count: 500, P50Ms: 1, P95Ms: 2, P99Ms: 2 * p99, P999Ms: 2 * p99, MaxMs: 2 * p99}}}
+		b, _ := json.Marshal(r)
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	files := []string{
+		mk("etcd-a.json", "etcd", "etcd", "a", 1000, 4),
+		mk("shoal-a.json", "shoal", "grpc", "a", 1500, 2),
+		mk("etcd-b.json", "etcd", "etcd", "b", 2000, 4),
+		mk("shoal-b.json", "shoal", "grpc", "b", 1000, 8),
+	}
+	out := filepath.Join(dir, "bench.md")
+	code, _, errOut := benchRun(t, append([]string{"bench", "compare", "--out", out, "--note", "Machine: test"}, files...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, want := range []string{
+		"- Machine: test",
+		"| A | shoal (grpc) | 1500 | 2.00 | 4.00 | 0 | 1.50× | READ 0.50×, UPDATE 0.50× |",
+		"| A | etcd | 1000 | 4.00 | 8.00 | 0 | — | — |",
+		"| B | shoal (grpc) | 1000 | 8.00 | 16.00 | 0 | 0.50× | READ 2.00×, UPDATE 2.00× |",
+		"- Client threads: 4",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("document lacks %q:\n%s", want, doc)
+		}
+	}
+	if code, _, errOut := benchRun(t, "bench", "compare", filepath.Join(dir, "missing.json")); code != 1 {
+		t.Errorf("missing file: exit %d, %s", code, errOut)
+	}
+}
