@@ -105,6 +105,12 @@ func (n *Node) sendHeartbeats(ctx context.Context) {
 			n.dir.recordStats(n.ident.NodeID, nil, false, req.MetaLeaderNodeId, req.MetaDesc)
 		}
 	}
+	// Wake quiesced replicas led from nodes that went silent, so their groups elect a new leader.
+	for _, nd := range n.dir.all() {
+		if nd.NodeId != n.ident.NodeID && time.Since(n.dir.lastHeard(nd.NodeId)) > 2*n.cfg.HeartbeatInterval+n.cfg.TickInterval*10 {
+			n.store.WakeReplicasLedBy(nd.NodeId)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, nd := range n.dir.all() {
 		if nd.NodeId == n.ident.NodeID {

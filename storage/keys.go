@@ -100,3 +100,8 @@ func RaftKeyspaceSpan() (start, end []byte) { return []byte{prefixRaft}, []byte{
 
 // RangeIDFromRaftKey decodes the range id of any key in the raft keyspace.
 func RangeIDFromRaftKey(k []byte) uint64 { return binary.BigEndian.Uint64(k[1:9]) }
+
+// RaftLogSpan is the span of a range's raft log entries (and nothing else).
+func RaftLogSpan(rangeID uint64) (start, end []byte) {
+	return append(raftPrefix(rangeID), 'l'), append(raftPrefix(rangeID), 'm')
+}
