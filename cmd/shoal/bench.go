@@ -58,7 +58,13 @@ Targets:
 The report gives the throughput and, per operation, count, errors and p50/p95/p99/p99.9 latency in
 milliseconds (from HdrHistograms); --format json prints it as one JSON object, --timeline FILE
 writes per-second points (throughput, p50, p99) as JSON. Progress goes to stderr. Extra go-ycsb
-properties can be set with --prop (e.g. --prop writeallfields=true, --prop fieldlength=1000).`,
+properties can be set with --prop (e.g. --prop writeallfields=true, --prop fieldlength=1000).
+
+Each record is one key (TABLE/KEY) holding all its fields. A YCSB update writes one field by
+default: Shoal's binding merges it into the record with a read and a compare-and-swap, while
+go-ycsb's etcd binding overwrites the record with that field alone. With --prop writeallfields=true
+every update writes the whole record, a single put on both, which is how scripts/bench-peers.sh
+compares them.`,
 	Example: `  shoal bench ycsb --workload a --hosts 127.0.0.1:26257 --records 10000 --ops 100000 --threads 16
   shoal bench ycsb --workload b --target etcd --hosts 127.0.0.1:2379 --format json > etcd-b.json`,
 	Args: args(cobra.NoArgs),
