@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -79,6 +80,9 @@ type Store struct {
 	activeMu sync.Mutex
 	active   map[uint64]*Replica // replicas that are ticked (not quiesced)
 	wake    chan struct{}
+
+	// Metrics of the raft loop (read with LoopStats).
+	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
 
 	snapSem chan struct{}
 	stopper chan struct{}
@@ -532,19 +536,28 @@ func (s *Store) processReady() {
 			continue
 		}
 		rd := r.rn.Ready()
+		prevHS := r.log.hardState
 		if err := r.persistReadyLocked(batch, &rd); err != nil {
 			r.mu.Unlock()
 			s.fatal(fmt.Errorf("range %d: persist raft state: %w", r.rangeID, err))
 			return
 		}
-		if len(rd.Entries) > 0 || !raft.IsEmptyHardState(rd.HardState) || !raft.IsEmptySnap(rd.Snapshot) {
+		// Only new entries, a new term or a vote must be durable before messages leave; a commit
+		// index alone may be lost and relearned (raft.MustSync).
+		if !raft.IsEmptySnap(rd.Snapshot) || (rd.HardState != nil && raft.MustSync(rd.HardState, prevHS, len(rd.Entries))) || len(rd.Entries) > 0 {
 			mustSync = true
 		}
+		s.entriesWritten.Add(uint64(len(rd.Entries)))
+		s.entriesApplied.Add(uint64(len(rd.CommittedEntries)))
 		r.mu.Unlock()
 		work = append(work, readyWork{r, rd})
 	}
 	if len(work) == 0 {
 		return
+	}
+	s.cycles.Add(1)
+	if mustSync {
+		s.syncs.Add(1)
 	}
 	if !batch.Empty() {
 		// Group commit: one fsync covers every range's entries and hard state of this cycle.
@@ -897,4 +910,14 @@ func (s *Store) RemoveReplica(rangeID uint64, why string) {
 	if r := s.Replica(rangeID); r != nil {
 		s.destroyReplica(r, why)
 	}
+}
+
+// LoopStats are counters of the node's raft loop.
+type LoopStats struct {
+	Cycles, Syncs, EntriesWritten, EntriesApplied uint64
+}
+
+// LoopStats reads the raft loop's counters.
+func (s *Store) LoopStats() LoopStats {
+	return LoopStats{Cycles: s.cycles.Load(), Syncs: s.syncs.Load(), EntriesWritten: s.entriesWritten.Load(), EntriesApplied: s.entriesApplied.Load()}
 }

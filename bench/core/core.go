@@ -1,0 +1,282 @@
+// Package core holds the core store's own benchmarks: durable write throughput of one node against
+// the group-commit ceiling of raw Pebble on the same disk, and the memory and CPU cost of idle ranges.
+// Benchmarks are not tests: they run real nodes and report numbers; they assert nothing.
+package core
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/transport"
+)
+
+// GroupCommitReport compares synced writes through Shoal with synced raw Pebble batches.
+type GroupCommitReport struct {
+	Threads          int     `json:"threads"`
+	ValueBytes       int     `json:"value_bytes"`
+	Seconds          float64 `json:"seconds_per_run"`
+	RawPebbleOpsSec  float64 `json:"raw_pebble_synced_ops_per_sec"`
+	InProcessOpsSec  float64 `json:"shoal_node_api_in_process_ops_per_sec"`
+	InProcessPc      float64 `json:"shoal_node_api_percent_of_ceiling"`
+	ShoalOpsSec      float64 `json:"shoal_grpc_client_ops_per_sec"`
+	ShoalOfCeilingPc float64 `json:"shoal_grpc_client_percent_of_ceiling"`
+	LoopCycles       uint64  `json:"raft_loop_cycles"`
+	LoopSyncs        uint64  `json:"raft_loop_fsyncs"`
+	EntriesWritten   uint64  `json:"raft_entries_written"`
+}
+
+// GroupCommit runs both measurements side by side in dir.
+func GroupCommit(ctx context.Context, dir string, threads, valueBytes int, d time.Duration) (GroupCommitReport, error) {
+	rep := GroupCommitReport{Threads: threads, ValueBytes: valueBytes, Seconds: d.Seconds()}
+	value := make([]byte, valueBytes)
+	// Raw Pebble: every writer commits its own synced batch; Pebble's commit pipeline groups the
+	// concurrent fsyncs, which is the best one engine can do on this disk.
+	eng, err := storage.Open(filepath.Join(dir, "raw"), storage.Options{CreateIfMissing: true})
+	if err != nil {
+		return rep, err
+	}
+	var n atomic.Int64
+	run(threads, d, func(w, i int) {
+		b := eng.NewBatch()
+		_ = b.Set(storage.UserDataKey([]byte(fmt.Sprintf("w%02d-%09d", w, i))), value)
+		if err := b.Commit(true); err == nil {
+			n.Add(1)
+		}
+		b.Close()
+	})
+	rep.RawPebbleOpsSec = float64(n.Load()) / d.Seconds()
+	eng.Close()
+
+	node, stop, err := StartNode(ctx, filepath.Join(dir, "shoal"), kv.Config{})
+	if err != nil {
+		return rep, err
+	}
+	defer stop()
+	cl, err := client.New(ctx, client.Config{Addrs: []string{node.addr}})
+	if err != nil {
+		return rep, err
+	}
+	defer cl.Close()
+	if err := waitWritable(ctx, cl); err != nil {
+		return rep, err
+	}
+	// The node's own API in process: raft log, group commit and apply without gRPC. On a 2-core
+	// machine the gRPC run below shares the cores with its load generator, so both are reported.
+	n.Store(0)
+	run(threads, d, func(w, i int) {
+		resp, err := node.Node.Put(ctx, &pb.PutRequest{Key: []byte(fmt.Sprintf("p%02d-%09d", w, i)), Value: value})
+		if err == nil && resp.Error == nil {
+			n.Add(1)
+		}
+	})
+	rep.InProcessOpsSec = float64(n.Load()) / d.Seconds()
+	rep.InProcessPc = 100 * rep.InProcessOpsSec / rep.RawPebbleOpsSec
+	n.Store(0)
+	run(threads, d, func(w, i int) {
+		if err := cl.Put(ctx, []byte(fmt.Sprintf("w%02d-%09d", w, i)), value); err == nil {
+			n.Add(1)
+		}
+	})
+	rep.ShoalOpsSec = float64(n.Load()) / d.Seconds()
+	ls := node.Node.Store().LoopStats()
+	rep.LoopCycles, rep.LoopSyncs, rep.EntriesWritten = ls.Cycles, ls.Syncs, ls.EntriesWritten
+	rep.ShoalOfCeilingPc = 100 * rep.ShoalOpsSec / rep.RawPebbleOpsSec
+	return rep, nil
+}
+
+func run(threads int, d time.Duration, op func(worker, i int)) {
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := 0; w < threads; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				op(w, i)
+			}
+		}(w)
+	}
+	wg.Wait()
+}
+
+func waitWritable(ctx context.Context, cl *client.Client) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := cl.Put(ctx, []byte("warmup"), []byte("x"))
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node not writable: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// RunningNode is a node started by StartNode.
+type RunningNode struct {
+	addr string
+	Node *kv.Node
+	Eng  *storage.Engine
+}
+
+// StartNode bootstraps a one-node cluster in dir, serving gRPC on a loopback port.
+func StartNode(ctx context.Context, dir string, cfg kv.Config) (*RunningNode, func(), error) {
+	eng, err := storage.Open(dir, storage.Options{CreateIfMissing: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		eng.Close()
+		return nil, nil, err
+	}
+	cfg.Engine, cfg.Addr, cfg.Bootstrap = eng, lis.Addr().String(), true
+	node, err := kv.NewNode(cfg)
+	if err != nil {
+		eng.Close()
+		return nil, nil, err
+	}
+	srv := grpc.NewServer(transport.ServerOptions()...)
+	node.RegisterServices(srv)
+	go srv.Serve(lis)
+	if err := node.Start(ctx); err != nil {
+		srv.Stop()
+		eng.Close()
+		return nil, nil, err
+	}
+	stop := func() {
+		node.Stop()
+		srv.Stop()
+		eng.Close()
+	}
+	return &RunningNode{addr: lis.Addr().String(), Node: node, Eng: eng}, stop, nil
+}
+
+// IdleReport is the cost of a node holding many idle ranges.
+type IdleReport struct {
+	Ranges             int     `json:"ranges"`
+	HeapBytesBefore    uint64  `json:"heap_bytes_before"`
+	HeapBytesAfter     uint64  `json:"heap_bytes_after"`
+	BytesPerRange      float64 `json:"heap_bytes_per_idle_range"`
+	ActiveReplicas     int     `json:"replicas_still_ticking"`
+	IdleSeconds        float64 `json:"idle_seconds_measured"`
+	IdleCPUPercent     float64 `json:"idle_cpu_percent_of_one_core"`
+	RaftMessagesPerSec float64 `json:"raft_messages_sent_per_sec"`
+}
+
+// IdleRanges creates a node whose store holds ranges ranges (written directly as split products
+// would be, which is much faster than 10 000 online splits), lets them quiesce, then measures heap
+// per range and the process's CPU while idle.
+func IdleRanges(ctx context.Context, dir string, ranges int, idle time.Duration) (IdleReport, error) {
+	rep := IdleReport{Ranges: ranges, IdleSeconds: idle.Seconds()}
+	node, stop, err := StartNode(ctx, dir, kv.Config{})
+	if err != nil {
+		return rep, err
+	}
+	cl, err := client.New(ctx, client.Config{Addrs: []string{node.addr}})
+	if err != nil {
+		stop()
+		return rep, err
+	}
+	if err := waitWritable(ctx, cl); err != nil {
+		stop()
+		return rep, err
+	}
+	cl.Close()
+	stop()
+	rep.HeapBytesBefore = heap()
+
+	// Write the extra ranges' initial state directly into the stopped node's engine.
+	eng, err := storage.Open(dir, storage.Options{})
+	if err != nil {
+		return rep, err
+	}
+	st := replica.NewStore(replica.Config{NodeID: 1, Engine: eng})
+	for i := 0; i < ranges; i++ {
+		id := uint64(1000 + i)
+		d := &pb.RangeDescriptor{RangeId: id, StartKey: []byte(fmt.Sprintf("\xffidle/%08d", i)), EndKey: []byte(fmt.Sprintf("\xffidle/%08d", i+1)),
+			Replicas: []*pb.ReplicaDescriptor{{NodeId: 1, ReplicaId: 1}}, NextReplicaId: 2, Generation: 1}
+		if err := st.Bootstrap(d, nil); err != nil {
+			eng.Close()
+			return rep, err
+		}
+	}
+	eng.Close()
+
+	baseHeap := heap()
+	eng, err = storage.Open(dir, storage.Options{})
+	if err != nil {
+		return rep, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return rep, err
+	}
+	tr := transport.New(transport.Config{NodeID: 1}, nil)
+	st = replica.NewStore(replica.Config{NodeID: 1, Engine: eng, Transport: tr})
+	if err := st.Load(); err != nil {
+		return rep, err
+	}
+	st.Start()
+	defer func() {
+		st.Stop()
+		tr.Close()
+		eng.Close()
+		lis.Close()
+	}()
+	for _, r := range st.Replicas() {
+		r.Campaign()
+	}
+	// Wait until elections are done and the ranges quiesce.
+	deadline := time.Now().Add(2 * time.Minute)
+	for st.ActiveReplicas() > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	rep.ActiveReplicas = st.ActiveReplicas()
+	rep.HeapBytesAfter = heap()
+	rep.HeapBytesBefore = baseHeap
+	rep.BytesPerRange = float64(rep.HeapBytesAfter-baseHeap) / float64(ranges)
+	before := tr.Stats().MessagesSent
+	c0 := cpuTime()
+	time.Sleep(idle)
+	c1 := cpuTime()
+	rep.IdleCPUPercent = 100 * (c1 - c0).Seconds() / idle.Seconds()
+	rep.RaftMessagesPerSec = float64(tr.Stats().MessagesSent-before) / idle.Seconds()
+	return rep, nil
+}
+
+func heap() uint64 {
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TempDir makes a scratch directory for a benchmark run.
+func TempDir() (string, error) { return os.MkdirTemp("", "shoal-bench-") }
