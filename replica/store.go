@@ -79,7 +79,7 @@ type Store struct {
 
 	activeMu sync.Mutex
 	active   map[uint64]*Replica // replicas that are ticked (not quiesced)
-	wake    chan struct{}
+	wake     chan struct{}
 
 	// Metrics of the raft loop (read with LoopStats).
 	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
@@ -503,8 +503,9 @@ func (s *Store) failAll() {
 }
 
 type readyWork struct {
-	r  *Replica
-	rd raft.Ready
+	r    *Replica
+	rd   raft.Ready
+	sent bool // messages already sent before the fsync
 }
 
 // processReady handles one cycle for every replica with work: persist all in one synced batch,
@@ -549,8 +550,15 @@ func (s *Store) processReady() {
 		}
 		s.entriesWritten.Add(uint64(len(rd.Entries)))
 		s.entriesApplied.Add(uint64(len(rd.CommittedEntries)))
+		// A leader may send its appends while it persists the same entries (raft thesis 10.2.1, etcd
+		// raft's doc.go), so followers' fsyncs overlap the leader's. Anything that follows a term or
+		// vote change waits for the fsync.
+		early := r.state == raft.StateLeader && (rd.HardState == nil || (rd.HardState.GetTerm() == prevHS.GetTerm() && rd.HardState.GetVote() == prevHS.GetVote()))
+		if early {
+			s.sendMessagesLocked(r, rd.Messages)
+		}
 		r.mu.Unlock()
-		work = append(work, readyWork{r, rd})
+		work = append(work, readyWork{r, rd, early})
 	}
 	if len(work) == 0 {
 		return
@@ -573,7 +581,9 @@ func (s *Store) processReady() {
 		if w.rd.SoftState != nil {
 			r.setSoftStateLocked(w.rd.SoftState)
 		}
-		s.sendMessagesLocked(r, w.rd.Messages)
+		if !w.sent {
+			s.sendMessagesLocked(r, w.rd.Messages)
+		}
 		if !raft.IsEmptySnap(w.rd.Snapshot) {
 			r.releaseReadsLocked()
 		}
@@ -759,9 +769,8 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 				case <-ctx.Done():
 				}
 			}()
-			err = s.cfg.Transport.SendSnapshot(ctx, header, src)
+			err = s.cfg.Transport.SendSnapshot(ctx, header, src) // closes src
 			cancel()
-			src.Close()
 		}
 		if err != nil {
 			status = raft.SnapshotFailure
@@ -800,8 +809,16 @@ func (s *snapshotSource) Next() (*pb.KeyValue, error) {
 	return kv, nil
 }
 
-// Close implements transport.SnapshotSource.
-func (s *snapshotSource) Close() error { return s.it.Close() }
+// Close implements transport.SnapshotSource. It is idempotent: closing a Pebble iterator twice
+// would corrupt whichever iterator reused its pooled memory.
+func (s *snapshotSource) Close() error {
+	if s.it == nil {
+		return nil
+	}
+	it := s.it
+	s.it = nil
+	return it.Close()
+}
 
 // createSplitReplica starts the right-hand replica of a split that was just applied.
 func (s *Store) createSplitReplica(right *pb.RangeDescriptor) *Replica {
@@ -842,6 +859,11 @@ func (s *Store) destroyReplica(r *Replica, why string) {
 	r.failPendingLocked(pb.ErrorCode_RANGE_MOVED, why)
 	desc := r.desc
 	r.mu.Unlock()
+	s.activeMu.Lock()
+	if s.active[r.rangeID] == r {
+		delete(s.active, r.rangeID)
+	}
+	s.activeMu.Unlock()
 	s.mu.Lock()
 	if s.replicas[r.rangeID] == r {
 		delete(s.replicas, r.rangeID)
@@ -880,7 +902,6 @@ func (s *Store) fatal(err error) {
 
 // Stopped is closed when the store stops (by Stop or a fatal storage error).
 func (s *Store) Stopped() <-chan struct{} { return s.stopper }
-
 
 type raftLogger struct{ l *slog.Logger }
 

@@ -56,6 +56,7 @@ type Engine struct {
 	db   *pebble.DB
 	lock *os.File
 
+	closed             atomic.Bool
 	compactionsRunning atomic.Int64
 	compactionsDone    atomic.Int64
 	flushesDone        atomic.Int64
@@ -163,7 +164,11 @@ func (e *Engine) Dir() string { return e.dir }
 func (e *Engine) DB() *pebble.DB { return e.db }
 
 // Close flushes nothing extra (every acknowledged write was synced) and releases the directory lock.
+// It is idempotent.
 func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
 	err := e.db.Close()
 	if e.lock != nil {
 		e.lock.Close()
