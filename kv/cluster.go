@@ -95,14 +95,15 @@ func (n *Node) localStats() *pb.NodeStats {
 
 func (n *Node) sendHeartbeats(ctx context.Context) {
 	st := n.localStats()
-	n.dir.recordStats(n.ident.NodeID, st, false, 0, nil)
+	n.dir.recordStats(n.ident.NodeID, st, n.draining.Load(), 0, nil)
 	n.dir.heard(n.ident.NodeID, time.Now())
-	req := &pb.HeartbeatRequest{ClusterId: n.ident.ClusterID, Node: n.selfDesc(), Stats: st, KnownNodes: n.dir.all(), SentUnixNanos: time.Now().UnixNano()}
+	req := &pb.HeartbeatRequest{ClusterId: n.ident.ClusterID, Node: n.selfDesc(), Stats: st, KnownNodes: n.dir.all(),
+		SentUnixNanos: time.Now().UnixNano(), Draining: n.draining.Load()}
 	if r := n.store.Replica(replica.MetaRangeID); r != nil {
 		req.MetaDesc = r.Desc()
 		req.MetaLeaderNodeId = r.LeaderNode()
 		if req.MetaLeaderNodeId != 0 {
-			n.dir.recordStats(n.ident.NodeID, nil, false, req.MetaLeaderNodeId, req.MetaDesc)
+			n.dir.recordStats(n.ident.NodeID, nil, n.draining.Load(), req.MetaLeaderNodeId, req.MetaDesc)
 		}
 	}
 	// Wake quiesced replicas led from nodes that went silent, so their groups elect a new leader.
@@ -166,7 +167,7 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 	default:
 		return &pb.NodesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}, nil
 	}
-	n.dir.recordStats(n.ident.NodeID, n.localStats(), false, 0, nil)
+	n.dir.recordStats(n.ident.NodeID, n.localStats(), n.draining.Load(), 0, nil)
 	n.dir.heard(n.ident.NodeID, time.Now())
 	now := time.Now()
 	var out []*pb.NodeStatus

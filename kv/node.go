@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -115,6 +116,8 @@ type Node struct {
 	transport *transport.Transport
 	peers     *peerConns
 	dir       *directory
+
+	draining atomic.Bool
 
 	ready   chan struct{}
 	stopper chan struct{}

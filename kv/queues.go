@@ -51,7 +51,8 @@ func (n *Node) runQueues(ctx context.Context) {
 	n.maybeSplitBySize(ctx)
 	if n.leaderNodeOf(replica.MetaRangeID) == n.ident.NodeID {
 		if md := n.metaDesc(); md != nil {
-			descs = append(descs, md)
+			// The meta range first: every other range's availability depends on it.
+			descs = append([]*pb.RangeDescriptor{md}, descs...)
 		}
 		n.replicateQueue(ctx, descs)
 	}

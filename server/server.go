@@ -27,8 +27,10 @@ import (
 )
 
 const (
+	// drainTimeout bounds the leadership handoff on shutdown.
+	drainTimeout = 5 * time.Second
 	// grpcStopTimeout bounds GracefulStop: long-lived raft streams from peers would otherwise hold it.
-	grpcStopTimeout = 5 * time.Second
+	grpcStopTimeout = time.Second
 	// httpStopTimeout bounds HTTP Shutdown (a slow /debug/pprof/profile, a stuck dashboard).
 	httpStopTimeout = 5 * time.Second
 	// readHeaderTimeout bounds how long an HTTP client may take to send its request headers.
@@ -205,6 +207,12 @@ func (p *process) stop() error {
 	p.ready.Store(false)
 	var errs []error
 	if p.node != nil && p.started {
+		// Hand leaderships to peers first so clients retry once instead of waiting for an election.
+		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		if left := p.node.DrainLeaderships(ctx); left > 0 {
+			fmt.Fprintf(os.Stderr, "shoal: %d leaderships still here after %v of draining; stopping anyway\n", left, drainTimeout)
+		}
+		cancel()
 		p.node.Stop()
 	}
 	if p.grpcServer != nil {

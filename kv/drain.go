@@ -1,0 +1,51 @@
+package kv
+
+import (
+	"context"
+	"time"
+)
+
+// DrainLeaderships hands every leadership this node holds to another voter of the same range and
+// waits until none is left here or ctx ends. The node keeps its replicas. It is what a node does on
+// SIGTERM so clients see at most a retry, not an election timeout; it reports how many leaderships
+// were still here at the end.
+func (n *Node) DrainLeaderships(ctx context.Context) int {
+	select {
+	case <-n.ready:
+	default:
+		return 0
+	}
+	n.draining.Store(true)
+	for {
+		left, movable := 0, 0
+		for _, r := range n.store.Replicas() {
+			if !r.IsLeader() {
+				continue
+			}
+			left++
+			d := r.Desc()
+			if d == nil {
+				continue
+			}
+			live := map[uint64]bool{}
+			for _, id := range n.dir.liveNodes(n.liveWindow()) {
+				live[id] = true
+			}
+			for _, rd := range d.Replicas {
+				if rd.NodeId != n.ident.NodeID && !rd.Learner && live[rd.NodeId] {
+					movable++
+					_ = r.TransferLeadership(rd.NodeId)
+					break
+				}
+			}
+		}
+		if left == 0 || movable == 0 {
+			return left
+		}
+		select {
+		case <-ctx.Done():
+			return left
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
