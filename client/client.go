@@ -126,13 +126,17 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		suspects: make(map[string]time.Time),
 	}
 	opts := append([]grpc.DialOption(nil), cfg.DialOptions...)
-	opts = append(opts, grpc.WithStatsHandler(&c.sent))
+	// Responses may carry values up to the server's limit (8 MiB by default) or a scan's budget.
+	opts = append(opts, grpc.WithStatsHandler(&c.sent), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponseBytes)))
 	if cfg.AuthToken != "" {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(authInterceptor(cfg.AuthToken)))
 	}
 	c.conns = newConnPool(opts)
 	return c, nil
 }
+
+// maxResponseBytes bounds one response the client accepts: above any value the server stores.
+const maxResponseBytes = 64 << 20
 
 // Close closes every connection. Calls made after Close return ErrClosed.
 func (c *Client) Close() error {

@@ -383,7 +383,8 @@ func (c *Client) classifyTransport(ctx context.Context, op opKind, t target, ger
 	case codes.Unimplemented:
 		return fail, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("%s: server does not implement this call: %s", where, st.Message()), gerr)
 	}
-	if !sent && code == codes.ResourceExhausted {
+	if code == codes.ResourceExhausted && (!sent || !op.write) {
+		// A message over a gRPC size limit fails the same way every time: do not retry it.
 		return fail, newError(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("%s: %s", where, st.Message()), gerr)
 	}
 	if t.routed && (code == codes.Unavailable || !sent) {

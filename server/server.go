@@ -191,7 +191,8 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 // The metrics interceptor runs first, so refused calls are counted too.
 func (p *process) grpcOptions() []grpc.ServerOption {
 	n := p.cfg.grpcMaxMsgBytes()
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(n), grpc.MaxSendMsgSize(n)}
+	// WaitForHandlers: Stop waits for running handlers, so the engine is never closed under one.
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(n), grpc.MaxSendMsgSize(n), grpc.WaitForHandlers(true)}
 	if p.auth.on {
 		opts = append(opts,
 			grpc.ChainUnaryInterceptor(p.metrics.unaryInterceptor, p.auth.unaryInterceptor),

@@ -161,7 +161,8 @@ func burstFor(cfg Config) float64 {
 // ServerOptions returns gRPC server options recommended for a server that Registers a Transport:
 // a receive limit large enough for big raft messages and snapshot chunks holding large values.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRecvMessageBytes)}
+	// WaitForHandlers: Stop waits for running handlers, so a node's engine is never closed under one.
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRecvMessageBytes), grpc.WaitForHandlers(true)}
 }
 
 // Register registers the transport's pb.RaftTransportServer on s. The caller owns s and must stop it;
