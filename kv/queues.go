@@ -156,4 +156,3 @@ func (n *Node) pickTarget(d *pb.RangeDescriptor, live []uint64, load map[uint64]
 	})
 	return cands[0]
 }
-

@@ -39,6 +39,8 @@ type pbError struct{ e *pb.Error }
 
 func (p *pbError) Error() string { return p.e.Code.String() + ": " + p.e.Message }
 
-func errCode(code pb.ErrorCode, msg string) error { return &pbError{&pb.Error{Code: code, Message: msg}} }
+func errCode(code pb.ErrorCode, msg string) error {
+	return &pbError{&pb.Error{Code: code, Message: msg}}
+}
 
 func codeOf(err error) pb.ErrorCode { return toPBError(err).Code }
