@@ -244,6 +244,7 @@ func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) 
 	p := &proposal{done: make(chan struct{})}
 	r.proposals[id] = p
 	r.mu.Unlock()
+	r.store.proposals.Add(1)
 	r.store.markReady(r)
 	return r.waitProposal(ctx, id, p)
 }

@@ -83,6 +83,7 @@ type Store struct {
 
 	// Metrics of the raft loop (read with LoopStats).
 	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
+	proposals, leaderChanges, snapshotsApplied      atomic.Uint64
 
 	snapSem chan struct{}
 	stopper chan struct{}
@@ -642,6 +643,9 @@ func (s *Store) processReady() {
 
 func (r *Replica) setSoftStateLocked(ss *raft.SoftState) {
 	wasLeader := r.state == raft.StateLeader
+	if r.leader != ss.Lead {
+		r.store.leaderChanges.Add(1)
+	}
 	r.leader = ss.Lead
 	r.state = ss.RaftState
 	if wasLeader && r.state != raft.StateLeader {
@@ -697,6 +701,7 @@ func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot)
 	if err := r.log.resetTo(b, meta.GetIndex(), meta.GetTerm()); err != nil {
 		return err
 	}
+	r.store.snapshotsApplied.Add(1)
 	r.desc = ps.desc
 	r.log.confState = proto.Clone(meta.GetConfState()).(*raftpb.ConfState)
 	r.applied = meta.GetIndex()
@@ -936,9 +941,11 @@ func (s *Store) RemoveReplica(rangeID uint64, why string) {
 // LoopStats are counters of the node's raft loop.
 type LoopStats struct {
 	Cycles, Syncs, EntriesWritten, EntriesApplied uint64
+	Proposals, LeaderChanges, SnapshotsApplied    uint64
 }
 
 // LoopStats reads the raft loop's counters.
 func (s *Store) LoopStats() LoopStats {
-	return LoopStats{Cycles: s.cycles.Load(), Syncs: s.syncs.Load(), EntriesWritten: s.entriesWritten.Load(), EntriesApplied: s.entriesApplied.Load()}
+	return LoopStats{Cycles: s.cycles.Load(), Syncs: s.syncs.Load(), EntriesWritten: s.entriesWritten.Load(), EntriesApplied: s.entriesApplied.Load(),
+		Proposals: s.proposals.Load(), LeaderChanges: s.leaderChanges.Load(), SnapshotsApplied: s.snapshotsApplied.Load()}
 }

@@ -1,0 +1,34 @@
+package kv
+
+import (
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/transport"
+)
+
+// Metrics is a point-in-time reading of a node's counters and gauges, for the metrics endpoint.
+type Metrics struct {
+	Loop      replica.LoopStats
+	Engine    storage.Stats
+	Transport transport.Stats
+	Replicas  int
+	Leaders   int
+	Active    int // replicas ticking (not quiesced)
+}
+
+// Metrics reads the node's counters; zero before Start.
+func (n *Node) Metrics() Metrics {
+	select {
+	case <-n.ready:
+	default:
+		return Metrics{}
+	}
+	m := Metrics{Loop: n.store.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: n.store.ActiveReplicas()}
+	for _, r := range n.store.Replicas() {
+		m.Replicas++
+		if r.IsLeader() {
+			m.Leaders++
+		}
+	}
+	return m
+}
