@@ -83,7 +83,7 @@ type Store struct {
 
 	// Metrics of the raft loop (read with LoopStats).
 	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
-	proposals, leaderChanges, snapshotsApplied      atomic.Uint64
+	proposals, leaderChanges, snapshotsApplied    atomic.Uint64
 
 	snapSem chan struct{}
 	stopper chan struct{}
