@@ -442,7 +442,7 @@ func (n *Node) RelocateReplica(ctx context.Context, req *pb.RelocateReplicaReque
 	}
 	resp := &pb.RelocateReplicaResponse{}
 	err := n.onLeader(ctx, req.RangeId, func(r *replica.Replica) error {
-		d, err := n.relocateLocal(ctx, r, req.AddNodeId, req.RemoveNodeId)
+		d, err := n.relocateLocal(ctx, r, req.AddNodeId, req.RemoveNodeId, req.Step)
 		resp.Range = d
 		return err
 	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {

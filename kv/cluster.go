@@ -240,13 +240,14 @@ func (n *Node) Ranges(ctx context.Context, _ *pb.RangesRequest) (*pb.RangesRespo
 
 // relocateLocal changes the replicas of r (led by this node): add a learner on add, let it catch up
 // by snapshot, then promote it and drop remove in one joint change; finally record the descriptor in
-// the meta range. Each step checks what is already done, so a retried relocation resumes.
-func (n *Node) relocateLocal(ctx context.Context, r *replica.Replica, add, remove uint64) (*pb.RangeDescriptor, error) {
+// the meta range. Each step checks what is already done, so a retried relocation resumes. step
+// limits the call to one of those steps (the autopilot's operators run them one at a time).
+func (n *Node) relocateLocal(ctx context.Context, r *replica.Replica, add, remove uint64, step pb.RelocateStep) (*pb.RangeDescriptor, error) {
 	d := r.Desc()
 	if d == nil {
 		return nil, errCode(pb.ErrorCode_UNAVAILABLE, "replica not initialized")
 	}
-	if remove == n.ident.NodeID {
+	if remove == n.ident.NodeID && step != pb.RelocateStep_RELOCATE_ADD_LEARNER {
 		// A leader does not remove itself: hand leadership to another voter, then the caller retries.
 		for _, rd := range d.Replicas {
 			if rd.NodeId != n.ident.NodeID && !rd.Learner && rd.NodeId != add {
@@ -258,44 +259,38 @@ func (n *Node) relocateLocal(ctx context.Context, r *replica.Replica, add, remov
 		}
 		return nil, errCode(pb.ErrorCode_UNAVAILABLE, "no other voter to take leadership")
 	}
-	find := func(d *pb.RangeDescriptor, node uint64) *pb.ReplicaDescriptor {
-		for _, rd := range d.Replicas {
-			if rd.NodeId == node {
-				return rd
+	all := step == pb.RelocateStep_RELOCATE_ALL
+	if add != 0 && (all || step == pb.RelocateStep_RELOCATE_ADD_LEARNER) {
+		var err error
+		if d, err = n.addLearner(ctx, r, add); err != nil {
+			return nil, err
+		}
+		if !all {
+			return d, nil
+		}
+	}
+	if step == pb.RelocateStep_RELOCATE_REMOVE {
+		add = 0
+	}
+	if step == pb.RelocateStep_RELOCATE_PROMOTE && add != 0 {
+		if rd := replicaOn(d, add); rd == nil {
+			return nil, errCode(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("range %d has no replica on node %d to promote", d.RangeId, add))
+		} else if rd.Learner {
+			if err := n.waitCaughtUp(ctx, r, rd.ReplicaId); err != nil {
+				return nil, err
 			}
 		}
-		return nil
 	}
 	var changes []*raftpb.ConfChangeSingle
 	next := proto.Clone(d).(*pb.RangeDescriptor)
 	if add != 0 {
-		existing := find(d, add)
-		if existing == nil {
-			ld := proto.Clone(d).(*pb.RangeDescriptor)
-			rid := ld.NextReplicaId
-			ld.NextReplicaId++
-			ld.Generation++
-			ld.Replicas = append(ld.Replicas, &pb.ReplicaDescriptor{NodeId: add, ReplicaId: rid, Learner: true})
-			if err := r.ChangeReplicas(ctx, ld, []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: proto.Uint64(rid)}}); err != nil {
-				return nil, fmt.Errorf("range %d: add learner on node %d: %w", d.RangeId, add, err)
-			}
-			d = r.Desc()
-			existing = find(d, add)
-			n.updateMeta(ctx, d)
-		}
-		if existing.Learner {
-			if err := n.waitCaughtUp(ctx, r, existing.ReplicaId); err != nil {
-				return nil, err
-			}
-			next = proto.Clone(d).(*pb.RangeDescriptor)
-			find(next, add).Learner = false
-			changes = append(changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(existing.ReplicaId)})
-		} else {
-			next = proto.Clone(d).(*pb.RangeDescriptor)
+		if rd := replicaOn(next, add); rd != nil && rd.Learner {
+			rd.Learner = false
+			changes = append(changes, &raftpb.ConfChangeSingle{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(rd.ReplicaId)})
 		}
 	}
 	if remove != 0 {
-		if old := find(next, remove); old != nil {
+		if old := replicaOn(next, remove); old != nil {
 			keep := next.Replicas[:0]
 			for _, rd := range next.Replicas {
 				if rd.NodeId != remove {
@@ -316,6 +311,41 @@ func (n *Node) relocateLocal(ctx context.Context, r *replica.Replica, add, remov
 	d = r.Desc()
 	n.updateMeta(ctx, d)
 	n.log.Info("replicas changed", "range", d.RangeId, "added", add, "removed", remove, "generation", d.Generation)
+	return d, nil
+}
+
+func replicaOn(d *pb.RangeDescriptor, node uint64) *pb.ReplicaDescriptor {
+	for _, rd := range d.Replicas {
+		if rd.NodeId == node {
+			return rd
+		}
+	}
+	return nil
+}
+
+// addLearner adds a learner on node (unless a replica is there already) and waits until it holds
+// (almost) the leader's whole log — normally after one snapshot.
+func (n *Node) addLearner(ctx context.Context, r *replica.Replica, node uint64) (*pb.RangeDescriptor, error) {
+	d := r.Desc()
+	existing := replicaOn(d, node)
+	if existing == nil {
+		ld := proto.Clone(d).(*pb.RangeDescriptor)
+		rid := ld.NextReplicaId
+		ld.NextReplicaId++
+		ld.Generation++
+		ld.Replicas = append(ld.Replicas, &pb.ReplicaDescriptor{NodeId: node, ReplicaId: rid, Learner: true})
+		if err := r.ChangeReplicas(ctx, ld, []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: proto.Uint64(rid)}}); err != nil {
+			return nil, fmt.Errorf("range %d: add learner on node %d: %w", d.RangeId, node, err)
+		}
+		d = r.Desc()
+		existing = replicaOn(d, node)
+		n.updateMeta(ctx, d)
+	}
+	if existing != nil && existing.Learner {
+		if err := n.waitCaughtUp(ctx, r, existing.ReplicaId); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 

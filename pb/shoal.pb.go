@@ -95,6 +95,59 @@ func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_pb_shoal_proto_rawDescGZIP(), []int{0}
 }
 
+// RelocateStep lets the autopilot run a relocation one declarative step at a time.
+type RelocateStep int32
+
+const (
+	RelocateStep_RELOCATE_ALL         RelocateStep = 0 // add learner, catch up, promote (+ remove) in one call
+	RelocateStep_RELOCATE_ADD_LEARNER RelocateStep = 1 // add a learner on add_node_id and wait until it caught up
+	RelocateStep_RELOCATE_PROMOTE     RelocateStep = 2 // promote the learner on add_node_id (and remove remove_node_id, jointly)
+	RelocateStep_RELOCATE_REMOVE      RelocateStep = 3 // remove the replica on remove_node_id
+)
+
+// Enum value maps for RelocateStep.
+var (
+	RelocateStep_name = map[int32]string{
+		0: "RELOCATE_ALL",
+		1: "RELOCATE_ADD_LEARNER",
+		2: "RELOCATE_PROMOTE",
+		3: "RELOCATE_REMOVE",
+	}
+	RelocateStep_value = map[string]int32{
+		"RELOCATE_ALL":         0,
+		"RELOCATE_ADD_LEARNER": 1,
+		"RELOCATE_PROMOTE":     2,
+		"RELOCATE_REMOVE":      3,
+	}
+)
+
+func (x RelocateStep) Enum() *RelocateStep {
+	p := new(RelocateStep)
+	*p = x
+	return p
+}
+
+func (x RelocateStep) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RelocateStep) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_shoal_proto_enumTypes[1].Descriptor()
+}
+
+func (RelocateStep) Type() protoreflect.EnumType {
+	return &file_pb_shoal_proto_enumTypes[1]
+}
+
+func (x RelocateStep) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RelocateStep.Descriptor instead.
+func (RelocateStep) EnumDescriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{1}
+}
+
 type ReplicaDescriptor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -2483,6 +2536,7 @@ type RelocateReplicaRequest struct {
 	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
 	AddNodeId     uint64                 `protobuf:"varint,2,opt,name=add_node_id,json=addNodeId,proto3" json:"add_node_id,omitempty"`
 	RemoveNodeId  uint64                 `protobuf:"varint,3,opt,name=remove_node_id,json=removeNodeId,proto3" json:"remove_node_id,omitempty"`
+	Step          RelocateStep           `protobuf:"varint,4,opt,name=step,proto3,enum=shoal.RelocateStep" json:"step,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2536,6 +2590,13 @@ func (x *RelocateReplicaRequest) GetRemoveNodeId() uint64 {
 		return x.RemoveNodeId
 	}
 	return 0
+}
+
+func (x *RelocateReplicaRequest) GetStep() RelocateStep {
+	if x != nil {
+		return x.Step
+	}
+	return RelocateStep_RELOCATE_ALL
 }
 
 type RelocateReplicaResponse struct {
@@ -3374,11 +3435,12 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\acommand\x18\x01 \x01(\v2\x0e.shoal.CommandR\acommand\"S\n" +
 	"\x13MetaCommandResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
-	"\acounter\x18\x02 \x01(\x04R\acounter\"y\n" +
+	"\acounter\x18\x02 \x01(\x04R\acounter\"\xa2\x01\n" +
 	"\x16RelocateReplicaRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1e\n" +
 	"\vadd_node_id\x18\x02 \x01(\x04R\taddNodeId\x12$\n" +
-	"\x0eremove_node_id\x18\x03 \x01(\x04R\fremoveNodeId\"k\n" +
+	"\x0eremove_node_id\x18\x03 \x01(\x04R\fremoveNodeId\x12'\n" +
+	"\x04step\x18\x04 \x01(\x0e2\x13.shoal.RelocateStepR\x04step\"k\n" +
 	"\x17RelocateReplicaResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12,\n" +
 	"\x05range\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\"\x92\x01\n" +
@@ -3441,7 +3503,12 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\aTIMEOUT\x10\x06\x12\r\n" +
 	"\tAMBIGUOUS\x10\a\x12\f\n" +
 	"\bINTERNAL\x10\b\x12\x13\n" +
-	"\x0fUNAUTHENTICATED\x10\t2\x9a\a\n" +
+	"\x0fUNAUTHENTICATED\x10\t*e\n" +
+	"\fRelocateStep\x12\x10\n" +
+	"\fRELOCATE_ALL\x10\x00\x12\x18\n" +
+	"\x14RELOCATE_ADD_LEARNER\x10\x01\x12\x14\n" +
+	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
+	"\x0fRELOCATE_REMOVE\x10\x032\x9a\a\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -3476,160 +3543,162 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 	return file_pb_shoal_proto_rawDescData
 }
 
-var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
-	(*ReplicaDescriptor)(nil),       // 1: shoal.ReplicaDescriptor
-	(*RangeDescriptor)(nil),         // 2: shoal.RangeDescriptor
-	(*NodeDescriptor)(nil),          // 3: shoal.NodeDescriptor
-	(*Error)(nil),                   // 4: shoal.Error
-	(*RequestHeader)(nil),           // 5: shoal.RequestHeader
-	(*KeyValue)(nil),                // 6: shoal.KeyValue
-	(*Mutation)(nil),                // 7: shoal.Mutation
-	(*GetRequest)(nil),              // 8: shoal.GetRequest
-	(*GetResponse)(nil),             // 9: shoal.GetResponse
-	(*PutRequest)(nil),              // 10: shoal.PutRequest
-	(*PutResponse)(nil),             // 11: shoal.PutResponse
-	(*DeleteRequest)(nil),           // 12: shoal.DeleteRequest
-	(*DeleteResponse)(nil),          // 13: shoal.DeleteResponse
-	(*CompareAndSwapRequest)(nil),   // 14: shoal.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil),  // 15: shoal.CompareAndSwapResponse
-	(*BatchWriteRequest)(nil),       // 16: shoal.BatchWriteRequest
-	(*BatchWriteResponse)(nil),      // 17: shoal.BatchWriteResponse
-	(*ScanRequest)(nil),             // 18: shoal.ScanRequest
-	(*ScanResponse)(nil),            // 19: shoal.ScanResponse
-	(*RangeLookupRequest)(nil),      // 20: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 21: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 22: shoal.NodeStatus
-	(*NodeStats)(nil),               // 23: shoal.NodeStats
-	(*RangeLoad)(nil),               // 24: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 25: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 26: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 27: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 28: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 29: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 30: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 31: shoal.SplitResponse
-	(*TransferLeaderRequest)(nil),   // 32: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 33: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 34: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 35: shoal.JoinResponse
-	(*HeartbeatRequest)(nil),        // 36: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 37: shoal.HeartbeatResponse
-	(*MetaCommandRequest)(nil),      // 38: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 39: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 40: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 41: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 42: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 43: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 44: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 45: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 46: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 47: shoal.SplitTrigger
-	(*Condition)(nil),               // 48: shoal.Condition
-	(*MetaUpdate)(nil),              // 49: shoal.MetaUpdate
-	(*Command)(nil),                 // 50: shoal.Command
-	(*ConfChangeContext)(nil),       // 51: shoal.ConfChangeContext
+	(RelocateStep)(0),               // 1: shoal.RelocateStep
+	(*ReplicaDescriptor)(nil),       // 2: shoal.ReplicaDescriptor
+	(*RangeDescriptor)(nil),         // 3: shoal.RangeDescriptor
+	(*NodeDescriptor)(nil),          // 4: shoal.NodeDescriptor
+	(*Error)(nil),                   // 5: shoal.Error
+	(*RequestHeader)(nil),           // 6: shoal.RequestHeader
+	(*KeyValue)(nil),                // 7: shoal.KeyValue
+	(*Mutation)(nil),                // 8: shoal.Mutation
+	(*GetRequest)(nil),              // 9: shoal.GetRequest
+	(*GetResponse)(nil),             // 10: shoal.GetResponse
+	(*PutRequest)(nil),              // 11: shoal.PutRequest
+	(*PutResponse)(nil),             // 12: shoal.PutResponse
+	(*DeleteRequest)(nil),           // 13: shoal.DeleteRequest
+	(*DeleteResponse)(nil),          // 14: shoal.DeleteResponse
+	(*CompareAndSwapRequest)(nil),   // 15: shoal.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil),  // 16: shoal.CompareAndSwapResponse
+	(*BatchWriteRequest)(nil),       // 17: shoal.BatchWriteRequest
+	(*BatchWriteResponse)(nil),      // 18: shoal.BatchWriteResponse
+	(*ScanRequest)(nil),             // 19: shoal.ScanRequest
+	(*ScanResponse)(nil),            // 20: shoal.ScanResponse
+	(*RangeLookupRequest)(nil),      // 21: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 22: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 23: shoal.NodeStatus
+	(*NodeStats)(nil),               // 24: shoal.NodeStats
+	(*RangeLoad)(nil),               // 25: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 26: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 27: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 28: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 29: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 30: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 31: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 32: shoal.SplitResponse
+	(*TransferLeaderRequest)(nil),   // 33: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 34: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 35: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 36: shoal.JoinResponse
+	(*HeartbeatRequest)(nil),        // 37: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 38: shoal.HeartbeatResponse
+	(*MetaCommandRequest)(nil),      // 39: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 40: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 41: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 42: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 43: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 44: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 45: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 46: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 47: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 48: shoal.SplitTrigger
+	(*Condition)(nil),               // 49: shoal.Condition
+	(*MetaUpdate)(nil),              // 50: shoal.MetaUpdate
+	(*Command)(nil),                 // 51: shoal.Command
+	(*ConfChangeContext)(nil),       // 52: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
-	1,  // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
+	2,  // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
 	0,  // 1: shoal.Error.code:type_name -> shoal.ErrorCode
-	2,  // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
-	5,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
-	4,  // 4: shoal.GetResponse.error:type_name -> shoal.Error
-	5,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
-	4,  // 6: shoal.PutResponse.error:type_name -> shoal.Error
-	5,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
-	4,  // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
-	5,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
-	4,  // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
-	5,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
-	7,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
-	4,  // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
-	5,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
-	4,  // 15: shoal.ScanResponse.error:type_name -> shoal.Error
-	6,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
-	2,  // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
-	4,  // 18: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	2,  // 19: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	3,  // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	3,  // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	23, // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	24, // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	4,  // 24: shoal.NodesResponse.error:type_name -> shoal.Error
-	22, // 25: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	2,  // 26: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	4,  // 27: shoal.RangesResponse.error:type_name -> shoal.Error
-	27, // 28: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	4,  // 29: shoal.SplitResponse.error:type_name -> shoal.Error
-	2,  // 30: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	2,  // 31: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	4,  // 32: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	3,  // 33: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	4,  // 34: shoal.JoinResponse.error:type_name -> shoal.Error
-	3,  // 35: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	3,  // 36: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	23, // 37: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	3,  // 38: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	2,  // 39: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	4,  // 40: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	3,  // 41: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	50, // 42: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	4,  // 43: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	4,  // 44: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	2,  // 45: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	42, // 46: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	42, // 47: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	6,  // 48: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	4,  // 49: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	2,  // 50: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	2,  // 51: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	2,  // 52: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	7,  // 53: shoal.Command.mutations:type_name -> shoal.Mutation
-	48, // 54: shoal.Command.condition:type_name -> shoal.Condition
-	47, // 55: shoal.Command.split:type_name -> shoal.SplitTrigger
-	49, // 56: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	2,  // 57: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	8,  // 58: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	10, // 59: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	12, // 60: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	14, // 61: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	16, // 62: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	18, // 63: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	20, // 64: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	25, // 65: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	28, // 66: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	30, // 67: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	32, // 68: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	40, // 69: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	34, // 70: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	36, // 71: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	38, // 72: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	43, // 73: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	45, // 74: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	9,  // 75: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	11, // 76: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	13, // 77: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	15, // 78: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	17, // 79: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	19, // 80: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	21, // 81: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	26, // 82: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	29, // 83: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	31, // 84: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	33, // 85: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	41, // 86: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	35, // 87: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	37, // 88: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	39, // 89: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	44, // 90: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	46, // 91: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	75, // [75:92] is the sub-list for method output_type
-	58, // [58:75] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	3,  // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
+	6,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
+	5,  // 4: shoal.GetResponse.error:type_name -> shoal.Error
+	6,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
+	5,  // 6: shoal.PutResponse.error:type_name -> shoal.Error
+	6,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
+	5,  // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
+	6,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
+	5,  // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
+	6,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
+	8,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
+	5,  // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
+	6,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
+	5,  // 15: shoal.ScanResponse.error:type_name -> shoal.Error
+	7,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
+	3,  // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
+	5,  // 18: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	3,  // 19: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	4,  // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	4,  // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	24, // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	25, // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	5,  // 24: shoal.NodesResponse.error:type_name -> shoal.Error
+	23, // 25: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	3,  // 26: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	5,  // 27: shoal.RangesResponse.error:type_name -> shoal.Error
+	28, // 28: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	5,  // 29: shoal.SplitResponse.error:type_name -> shoal.Error
+	3,  // 30: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	3,  // 31: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	5,  // 32: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	4,  // 33: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	5,  // 34: shoal.JoinResponse.error:type_name -> shoal.Error
+	4,  // 35: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	4,  // 36: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	24, // 37: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	4,  // 38: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	3,  // 39: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	5,  // 40: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	4,  // 41: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	51, // 42: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	5,  // 43: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	1,  // 44: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	5,  // 45: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	3,  // 46: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	43, // 47: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	43, // 48: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	7,  // 49: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	5,  // 50: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	3,  // 51: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	3,  // 52: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	3,  // 53: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	8,  // 54: shoal.Command.mutations:type_name -> shoal.Mutation
+	49, // 55: shoal.Command.condition:type_name -> shoal.Condition
+	48, // 56: shoal.Command.split:type_name -> shoal.SplitTrigger
+	50, // 57: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	3,  // 58: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	9,  // 59: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	11, // 60: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	13, // 61: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	15, // 62: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	17, // 63: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	19, // 64: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	21, // 65: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	26, // 66: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	29, // 67: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	31, // 68: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	33, // 69: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	41, // 70: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	35, // 71: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	37, // 72: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	39, // 73: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	44, // 74: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	46, // 75: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	10, // 76: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	12, // 77: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	14, // 78: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	16, // 79: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	18, // 80: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	20, // 81: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	22, // 82: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	27, // 83: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	30, // 84: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	32, // 85: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	34, // 86: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	42, // 87: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	36, // 88: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	38, // 89: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	40, // 90: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	45, // 91: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	47, // 92: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	76, // [76:93] is the sub-list for method output_type
+	59, // [59:76] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -3642,7 +3711,7 @@ func file_pb_shoal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   2,
