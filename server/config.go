@@ -50,8 +50,8 @@ type Config struct {
 	Advertise string
 	// HTTP is the HTTP listen address (default DefaultHTTP); HTTPOff disables the listener.
 	HTTP string
-	// RESP is reserved for the RESP (Redis protocol) listener; it is validated and stored but nothing
-	// listens on it yet. Empty disables it.
+	// RESP is the listen address of the RESP (Redis Cluster protocol) listener, package server/resp;
+	// its advertised form goes into the node's descriptor. Empty disables it.
 	RESP string
 	// Bootstrap creates a new cluster if the store has no identity yet.
 	Bootstrap bool

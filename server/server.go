@@ -1,10 +1,11 @@
-// Package server owns the network listeners of one node — gRPC, HTTP and later RESP — and the node
+// Package server owns the network listeners of one node — gRPC, HTTP and RESP — and the node
 // process's lifecycle: open the store, listen, start the node, serve, and stop everything in order.
 //
 // It never routes or stores data itself: every request is served by package kv, which registers its
 // services on the gRPC server this package runs.
 //
-// Shutdown order (Run, once its context is cancelled): node.Stop, then gRPC GracefulStop (bounded by
+// Shutdown order (Run, once its context is cancelled): the RESP listener (its connections closed,
+// in-flight commands cancelled), node.Stop, then gRPC GracefulStop (bounded by
 // grpcStopTimeout, then Stop), then HTTP Shutdown, then the engine's Close. The engine closes last so
 // that nothing can write to it after it is closed.
 package server
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/server/resp"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -71,6 +73,9 @@ type process struct {
 	engine     *storage.Engine
 	grpcLis    net.Listener
 	httpLis    net.Listener
+	respLis    net.Listener
+	respAddr   string       // advertised RESP address ("" when off)
+	resp       *resp.Server // the RESP listener, once the node serves
 	grpcServer *grpc.Server
 	httpServer *http.Server
 	node       *kv.Node
@@ -108,12 +113,20 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		host, _, _ := net.SplitHostPort(advertise)
 		httpAddr = advertisedAddr(p.httpLis.Addr(), host)
 	}
+	if cfg.RESP != "" {
+		p.respLis, err = net.Listen("tcp", cfg.RESP)
+		if err != nil {
+			return fmt.Errorf("listen for RESP on %s: %w (pick another port with --resp)", cfg.RESP, err)
+		}
+		host, _, _ := net.SplitHostPort(advertise)
+		p.respAddr = advertisedAddr(p.respLis.Addr(), host)
+	}
 
 	p.node, err = kv.NewNode(kv.Config{
 		Engine:          p.engine,
 		Addr:            advertise,
 		HTTPAddr:        httpAdvertised(httpAddr),
-		RESPAddr:        "", // nothing listens on cfg.RESP yet: advertising it would send clients nowhere
+		RESPAddr:        p.respAddr,
 		Bootstrap:       cfg.Bootstrap,
 		Join:            cfg.Join,
 		TickInterval:    cfg.TickInterval,
@@ -140,7 +153,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 
 	// Serve before Start: joining and the first raft elections need the gRPC server up, and /healthz
 	// answers 503 until the node is ready.
-	p.fatal = make(chan error, 2)
+	p.fatal = make(chan error, 3)
 	go func() {
 		if err := p.grpcServer.Serve(p.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			p.fatal <- fmt.Errorf("gRPC server on %s: %w", p.grpcLis.Addr(), err)
@@ -176,6 +189,26 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		return nil
 	}
 
+	if p.respLis != nil {
+		// RESP serves once the node does: its commands go straight to the node's API.
+		p.resp, err = resp.New(resp.Config{
+			Node:          p.node,
+			GRPCAddr:      advertise,
+			Advertise:     p.respAddr,
+			AuthToken:     cfg.AuthToken,
+			MaxKeyBytes:   cfg.MaxKeyBytes,
+			MaxValueBytes: cfg.MaxValueBytes,
+		})
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := p.resp.Serve(p.respLis); err != nil {
+				p.fatal <- fmt.Errorf("RESP server on %s: %w", p.respLis.Addr(), err)
+			}
+		}()
+	}
+
 	p.ready.Store(true)
 	fmt.Fprintf(out, "shoal node %d ready grpc=%s http=%s\n", p.node.NodeID(), advertise, httpAddr)
 
@@ -207,6 +240,13 @@ func (p *process) grpcOptions() []grpc.ServerOption {
 func (p *process) stop() error {
 	p.ready.Store(false)
 	var errs []error
+	// RESP first: its in-flight commands are cancelled and its connections closed while the node still
+	// serves, so no command runs against a stopped node.
+	if p.resp != nil {
+		p.resp.Close()
+	} else if p.respLis != nil {
+		p.respLis.Close()
+	}
 	if p.node != nil && p.started {
 		// Hand leaderships to peers first so clients retry once instead of waiting for an election.
 		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)

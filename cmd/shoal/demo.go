@@ -512,6 +512,14 @@ func (d *demo) printSummary(sample bool) {
 		fmt.Fprintf(d.stdout, "node %d  grpc=%s  http=http://%s  data=%s\n", n.num, n.addrs.GRPC, n.addrs.HTTP, n.dir)
 	}
 	fmt.Fprintf(d.stdout, "Dashboard: http://%s/\n", d.nodes[0].addrs.HTTP)
+	if a := d.nodes[0].addrs.RESP; a != "" {
+		var resp []string
+		for _, n := range d.nodes {
+			resp = append(resp, n.addrs.RESP)
+		}
+		host, port, _ := net.SplitHostPort(a)
+		fmt.Fprintf(d.stdout, "Redis (RESP): redis-cli -c -h %s -p %s   (nodes: %s)\n", host, port, strings.Join(resp, " "))
+	}
 	if sample {
 		fmt.Fprintf(d.stdout, "Try: shoal --host %s get user/0001\n", d.nodes[0].addrs.GRPC)
 	} else {

@@ -49,12 +49,15 @@ store restarts with its identity: --bootstrap and --join are then ignored, and w
 them a missing store is an error (a node never silently starts empty).
 
 The node serves the gRPC API on --listen and HTTP on --http: /healthz, /metrics (Prometheus),
-/api/nodes, /api/ranges and a dashboard at /. Once it serves, it prints one line:
+/api/nodes, /api/ranges and a dashboard at /. With --resp it also speaks the Redis Cluster protocol
+(a subset: strings, hashes, SCAN, CLUSTER SLOTS/SHARDS/NODES; see docs/design/resp.md), so redis-cli
+-c, go-redis and redis-benchmark work against any node. Once it serves, it prints one line:
 
   shoal node <id> ready grpc=<addr> http=<addr>
 
 With --auth-token (or --auth-token-file, which keeps the token out of the process list) every gRPC
-call and every HTTP /api/ and /debug/ request must carry "authorization: Bearer <token>";
+call and every HTTP /api/ and /debug/ request must carry "authorization: Bearer <token>", and RESP
+clients must send AUTH <token>;
 /healthz, /metrics and the dashboard page stay open. Give every node of a cluster the same token.
 
 Sizes take units: plain bytes, or B, KiB, MiB, GiB, TiB (also K, M, G, T) in powers of 1024,
@@ -87,7 +90,7 @@ func init() {
 	f.StringVar(&startFlags.listen, "listen", server.DefaultListen, "gRPC listen address (port 0 picks a free port)")
 	f.StringVar(&startFlags.advertise, "advertise", "", "gRPC address other nodes and clients dial (default: the listen address)")
 	f.StringVar(&startFlags.http, "http", server.DefaultHTTP, `HTTP listen address, or "off"`)
-	f.StringVar(&startFlags.resp, "resp", "", "RESP (Redis protocol) listen address (reserved: accepted, not served yet)")
+	f.StringVar(&startFlags.resp, "resp", "", "RESP (Redis Cluster protocol) listen address; empty: off")
 	f.Var(&startFlags.join, "join", "gRPC addresses of existing nodes to join through (comma-separated or repeated)")
 	f.BoolVar(&startFlags.bootstrap, "bootstrap", false, "create a new cluster (first node only)")
 	// Shadows the root's client --auth-token with the server meaning of the same flag.

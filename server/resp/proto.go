@@ -35,7 +35,7 @@ type Reader struct {
 	br *bufio.Reader
 	// MaxBulk bounds one bulk string (default DefaultMaxBulkBytes). Longer ones are protocol errors.
 	MaxBulk int
-	// MaxTotal bounds the bytes of all the arguments of one command (0: 64 × MaxBulk, at least 256 MiB).
+	// MaxTotal bounds the bytes of all the arguments of one command (0: 16 × MaxBulk, at least 64 MiB).
 	MaxTotal int
 	line     []byte // scratch for lines longer than the bufio buffer
 }
@@ -55,7 +55,7 @@ func (r *Reader) maxTotal() int {
 	if r.MaxTotal > 0 {
 		return r.MaxTotal
 	}
-	return max(64*r.MaxBulk, 256<<20)
+	return max(16*r.MaxBulk, 64<<20)
 }
 
 // ReadCommand returns the next non-empty command. Empty commands (an empty line, "*0", "*-1") are
@@ -109,11 +109,11 @@ func (r *Reader) readLine(limit int, tooLong string) ([]byte, error) {
 		}
 		b, err = r.br.ReadSlice('\n')
 		r.line = append(r.line, b...)
+		if len(r.line) > limit+2 {
+			return nil, protoErr(tooLong)
+		}
 		switch err {
 		case nil:
-			if len(r.line) > limit+2 {
-				return nil, protoErr(tooLong)
-			}
 			return trimCRLF(r.line), nil
 		case bufio.ErrBufferFull:
 		default:
