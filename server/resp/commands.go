@@ -147,8 +147,12 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	var lb [32]byte
 	name := lowerASCII(lb[:0], args[0])
 	cmd := commandTable[string(name)]
+	last := "unknown"
+	if cmd != nil {
+		last = cmd.name
+	}
 	c.mu.Lock()
-	c.lastCmd = string(name)
+	c.lastCmd = last
 	c.mu.Unlock()
 	if cmd == nil {
 		c.w.Error(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", sanitize(args[0]), argsPreview(args[1:])))
