@@ -169,7 +169,7 @@ func (c *Cluster) Client() *client.Client {
 	for _, n := range c.Nodes {
 		all = append(all, n.Addr)
 	}
-	cl, err := client.New(context.Background(), client.Config{Addrs: all, RequestTimeout: 3 * time.Second, MaxAttempts: 40})
+	cl, err := client.New(context.Background(), client.Config{Addrs: all, RequestTimeout: 10 * time.Second, MaxAttempts: 40})
 	if err != nil {
 		c.t.Fatal(err)
 	}
