@@ -122,7 +122,6 @@ func requestSeeds() []struct {
 		{"Nodes", &pb.NodesRequest{}},
 		{"Ranges", &pb.RangesRequest{}},
 		{"Split", &pb.SplitRequest{}},
-		{"TransferLeader", &pb.TransferLeaderRequest{}},
 		{"RelocateReplica", &pb.RelocateReplicaRequest{}},
 		{"RelocateReplica", &pb.RelocateReplicaRequest{RangeId: 2, AddNodeId: 9}},
 		{"Join", &pb.JoinRequest{Node: &pb.NodeDescriptor{Addr: "10.0.0.9:26257"}}},
