@@ -101,8 +101,11 @@ func (s *Store) tickActive() {
 	for _, r := range reps {
 		r.mu.Lock()
 		if !r.destroyed && !r.quiesced {
-			r.rn.Tick()
+			// Check before ticking: a leader's tick queues heartbeats, which would always look like work.
 			r.maybeQuiesceLocked()
+			if !r.quiesced {
+				r.rn.Tick()
+			}
 		}
 		r.mu.Unlock()
 		s.markReady(r)

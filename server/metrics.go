@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+
+	"github.com/shoaldb/shoal/pb"
 )
 
 // metrics is the node's Prometheus registry. It is per node (not the global default registry) so that
@@ -25,7 +27,7 @@ func newMetrics() *metrics {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_grpc_requests_total",
-			Help: "Unary gRPC requests served, by full method name and status code.",
+			Help: "Unary gRPC requests served, by full method name and outcome (a gRPC status code, or Shoal's typed error code such as NOT_LEADER).",
 		}, []string{"method", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shoal_grpc_request_duration_seconds",
@@ -48,7 +50,14 @@ func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	m.latency.WithLabelValues(info.FullMethod).Observe(time.Since(start).Seconds())
-	m.requests.WithLabelValues(info.FullMethod, status.Code(err).String()).Inc()
+	code := status.Code(err).String()
+	if r, ok := resp.(interface{ GetError() *pb.Error }); ok && err == nil {
+		if e := r.GetError(); e != nil {
+			// Shoal's typed errors travel in the response, not as gRPC status codes.
+			code = e.GetCode().String()
+		}
+	}
+	m.requests.WithLabelValues(info.FullMethod, code).Inc()
 	return resp, err
 }
 

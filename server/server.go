@@ -139,6 +139,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("create node: %w", err)
 	}
+	p.metrics.reg.MustRegister(newNodeCollector(p.node.Metrics))
 	p.grpcServer = grpc.NewServer(p.grpcOptions()...)
 	p.node.RegisterServices(p.grpcServer)
 	p.httpServer = &http.Server{
