@@ -506,7 +506,7 @@ func (s *Store) failAll() {
 type readyWork struct {
 	r    *Replica
 	rd   raft.Ready
-	sent bool // messages already sent before the fsync
+	late []*raftpb.Message // messages that must wait for the fsync (the others left before it)
 }
 
 // processReady handles one cycle for every replica with work: persist all in one synced batch,
@@ -555,11 +555,24 @@ func (s *Store) processReady() {
 		// raft's doc.go), so followers' fsyncs overlap the leader's. Anything that follows a term or
 		// vote change waits for the fsync.
 		early := r.state == raft.StateLeader && (rd.HardState == nil || (rd.HardState.GetTerm() == prevHS.GetTerm() && rd.HardState.GetVote() == prevHS.GetVote()))
+		var late []*raftpb.Message
 		if early {
 			s.sendMessagesLocked(r, rd.Messages)
+		} else {
+			// Heartbeat responses promise nothing about this node's log, so they need not wait for
+			// the fsync: a leader's ReadIndex round then does not queue behind a follower's disk.
+			var now []*raftpb.Message
+			for _, m := range rd.Messages {
+				if m.GetType() == raftpb.MsgHeartbeatResp {
+					now = append(now, m)
+				} else {
+					late = append(late, m)
+				}
+			}
+			s.sendMessagesLocked(r, now)
 		}
 		r.mu.Unlock()
-		work = append(work, readyWork{r, rd, early})
+		work = append(work, readyWork{r, rd, late})
 	}
 	if len(work) == 0 {
 		return
@@ -582,9 +595,7 @@ func (s *Store) processReady() {
 		if w.rd.SoftState != nil {
 			r.setSoftStateLocked(w.rd.SoftState)
 		}
-		if !w.sent {
-			s.sendMessagesLocked(r, w.rd.Messages)
-		}
+		s.sendMessagesLocked(r, w.late)
 		if !raft.IsEmptySnap(w.rd.Snapshot) {
 			r.releaseReadsLocked()
 		}
