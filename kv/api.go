@@ -50,6 +50,16 @@ func (n *Node) pbErr(err error) *pb.Error {
 	return pe
 }
 
+// notReady answers requests that reach a node before its store runs.
+func (n *Node) notReady() *pb.Error {
+	select {
+	case <-n.ready:
+		return nil
+	default:
+		return &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}
+	}
+}
+
 func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
@@ -302,6 +312,9 @@ func (n *Node) leaderNodeOf(rangeID uint64) uint64 {
 
 // MetaCommand implements pb.ShoalServer (node-internal).
 func (n *Node) MetaCommand(ctx context.Context, req *pb.MetaCommandRequest) (*pb.MetaCommandResponse, error) {
+	if pe := n.notReady(); pe != nil {
+		return &pb.MetaCommandResponse{Error: pe}, nil
+	}
 	if req.Command == nil {
 		return &pb.MetaCommandResponse{Error: invalid("missing command")}, nil
 	}
@@ -323,6 +336,9 @@ func (n *Node) MetaCommand(ctx context.Context, req *pb.MetaCommandRequest) (*pb
 
 // Split implements pb.ShoalServer: split the range containing key at key.
 func (n *Node) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResponse, error) {
+	if pe := n.notReady(); pe != nil {
+		return &pb.SplitResponse{Error: pe}, nil
+	}
 	if pe := n.validateKey(req.Key); pe != nil {
 		return &pb.SplitResponse{Error: pe}, nil
 	}
@@ -397,6 +413,9 @@ func (n *Node) splitLocal(ctx context.Context, r *replica.Replica, key []byte) (
 
 // TransferLeader implements pb.ShoalServer.
 func (n *Node) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest) (*pb.TransferLeaderResponse, error) {
+	if pe := n.notReady(); pe != nil {
+		return &pb.TransferLeaderResponse{Error: pe}, nil
+	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	err := n.onLeader(ctx, req.RangeId, func(r *replica.Replica) error {
@@ -429,6 +448,9 @@ func (n *Node) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest
 
 // RelocateReplica implements pb.ShoalServer.
 func (n *Node) RelocateReplica(ctx context.Context, req *pb.RelocateReplicaRequest) (*pb.RelocateReplicaResponse, error) {
+	if pe := n.notReady(); pe != nil {
+		return &pb.RelocateReplicaResponse{Error: pe}, nil
+	}
 	if req.AddNodeId == 0 && req.RemoveNodeId == 0 {
 		return &pb.RelocateReplicaResponse{Error: invalid("nothing to do: give add_node_id and/or remove_node_id")}, nil
 	}
