@@ -86,11 +86,32 @@ func (n *Node) localStats() *pb.NodeStats {
 		L0Files:            uint32(es.L0Files),
 		MemtableBytes:      es.MemtableBytes,
 	}
+	now := time.Now()
+	n.loadMu.Lock()
+	defer n.loadMu.Unlock()
+	seen := make(map[uint64]loadMark, len(n.loadPrev))
 	for _, r := range n.store.Replicas() {
-		st.Ranges = append(st.Ranges, &pb.RangeLoad{RangeId: r.RangeID(), Leader: r.IsLeader(),
-			ReadQps: float64(r.Reads.Load()), WriteQps: float64(r.Writes.Load())})
+		cur := loadMark{reads: r.Reads.Load(), writes: r.Writes.Load(), at: now}
+		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: r.IsLeader()}
+		if prev, ok := n.loadPrev[r.RangeID()]; ok {
+			if dt := now.Sub(prev.at).Seconds(); dt > 0.05 {
+				rl.ReadQps = float64(cur.reads-prev.reads) / dt
+				rl.WriteQps = float64(cur.writes-prev.writes) / dt
+			} else {
+				cur = prev // too soon after the last reading: keep the older mark for a stable rate
+			}
+		}
+		seen[r.RangeID()] = cur
+		st.Ranges = append(st.Ranges, rl)
 	}
+	n.loadPrev = seen
 	return st
+}
+
+// loadMark is a reading of a replica's request counters, to turn them into rates.
+type loadMark struct {
+	reads, writes uint64
+	at            time.Time
 }
 
 func (n *Node) sendHeartbeats(ctx context.Context) {

@@ -119,6 +119,9 @@ type Node struct {
 
 	draining atomic.Bool
 
+	loadMu   sync.Mutex
+	loadPrev map[uint64]loadMark // last counter readings per range, for QPS
+
 	ready   chan struct{}
 	stopper chan struct{}
 	wg      sync.WaitGroup
