@@ -43,3 +43,50 @@ clean:
 .PHONY: bench-peers
 bench-peers: build
 	SKIP_BUILD=1 SHOAL=./bin/shoal bash scripts/bench-peers.sh
+
+# --- deploy and fuzz targets ---
+# Container image shoal:dev (FROM scratch): the static binary is built here on the host and copied in,
+# so no base image and no registry are needed. Then a local cluster with compose (deploy/compose.yaml).
+IMAGE   ?= shoal:dev
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+.PHONY: docker compose-up compose-down compose-clean
+docker:
+	CGO_ENABLED=0 $(GO) build -trimpath -o deploy/shoal ./cmd/shoal
+	mkdir -p deploy/rootfs/data
+	docker build -t $(IMAGE) -f deploy/Dockerfile deploy
+
+# 3 nodes (add COMPOSE_PROFILES=five for 5); ports on 127.0.0.1 as listed in deploy/compose.yaml.
+compose-up: docker
+	$(COMPOSE) -f deploy/compose.yaml up -d
+
+# Stops the cluster and keeps its volumes; compose-clean deletes them too.
+compose-down:
+	$(COMPOSE) -f deploy/compose.yaml down
+
+compose-clean:
+	$(COMPOSE) -f deploy/compose.yaml down -v
+
+# Runs every fuzz target of the module (each `func FuzzXxx(f *testing.F)` in a _test.go file) for
+# FUZZTIME, one after another, and fails at the end if any failed. A failing input is written to
+# <package>/testdata/fuzz/<FuzzXxx>/ and from then on replayed by `go test` with the seed corpora.
+# `make fuzz-list` prints the targets; FUZZ=FuzzName runs only the targets of that name.
+FUZZTIME  ?= 30s
+FUZZFLAGS ?=
+FUZZ      ?=
+.PHONY: fuzz fuzz-list
+fuzz-list:
+	@grep -rE --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' . \
+		| sed -E 's#^(\./.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*).*#\1 \2#' | sort -u \
+		| awk -v only='$(FUZZ)' 'only == "" || $$2 == only'
+
+fuzz:
+	@failed=""; \
+	targets=$$($(MAKE) -s --no-print-directory fuzz-list | tr ' ' ':'); \
+	[ -n "$$targets" ] || { echo "no fuzz targets"; exit 1; }; \
+	for t in $$targets; do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test $(FUZZFLAGS) -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || failed="$$failed $$pkg:$$name"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed"; exit 1; fi; \
+	echo "fuzz: all targets passed"
