@@ -206,6 +206,9 @@ func (n *Node) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*pb.B
 
 // Scan implements pb.ShoalServer: it serves the part of [start, end) inside one range.
 func (n *Node) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse, error) {
+	if pe := n.notReady(); pe != nil {
+		return &pb.ScanResponse{Error: pe}, nil
+	}
 	if len(req.End) > 0 && bytes.Compare(req.Start, req.End) > 0 {
 		return &pb.ScanResponse{Error: invalid("scan start %q is after end %q", req.Start, req.End)}, nil
 	}

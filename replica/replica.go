@@ -500,7 +500,11 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 			}
 			cmd := &pb.Command{}
 			if err := proto.Unmarshal(e.Data, cmd); err != nil {
-				return nil, false, fmt.Errorf("range %d: decode command at %d: %w", r.rangeID, e.GetIndex(), err)
+				// Every replica sees the same bytes, so skipping is deterministic; stopping the node would
+				// make the entry fatal on every restart.
+				r.store.cfg.Logger.Error("skipping undecodable command", "range", r.rangeID, "index", e.GetIndex(), "err", err)
+				r.applied = e.GetIndex()
+				continue
 			}
 			res, right, err := r.applyCommand(b, cmd)
 			if err != nil {
@@ -536,26 +540,31 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 				}
 			}
 			var res Result
-			if cctx.Desc != nil && r.desc != nil && cctx.Desc.Generation == r.desc.Generation+1 {
-				cs := r.rn.ApplyConfChange(cc)
-				r.log.confState = cs
-				r.desc = cctx.Desc
-				if err := r.writeDescLocked(b); err != nil {
-					return nil, false, err
+			joint := len(r.log.confState.GetVotersOutgoing()) > 0
+			leaveJoint := cctx.Desc == nil && len(cc.AsV2().Changes) == 0
+			var cs *raftpb.ConfState
+			var ok bool
+			switch {
+			case cctx.Desc != nil && r.desc != nil && cctx.Desc.Generation == r.desc.Generation+1:
+				if cs, ok = r.applyConfChangeLocked(cc); ok {
+					r.desc = cctx.Desc
 				}
-				removed = !inConfState(cs, r.replicaID)
-			} else if cctx.Desc == nil && len(cc.AsV2().Changes) == 0 {
-				// Leaving a joint configuration: raft proposes an empty change itself.
-				cs := r.rn.ApplyConfChange(cc)
-				r.log.confState = cs
-				if err := r.writeDescLocked(b); err != nil {
-					return nil, false, err
-				}
-				removed = !inConfState(cs, r.replicaID)
-			} else {
+			case leaveJoint && joint:
+				// Leaving a joint configuration: raft proposes this empty change itself.
+				cs, ok = r.applyConfChangeLocked(cc)
+			default:
 				// Based on a stale descriptor: a change of node 0 is raft's documented no-op.
 				r.rn.ApplyConfChange(&raftpb.ConfChange{})
 				res.Err = &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: conf change based on a stale descriptor", r.rangeID)}
+			}
+			if ok {
+				r.log.confState = cs
+				if err := r.writeDescLocked(b); err != nil {
+					return nil, false, err
+				}
+				removed = !inConfState(cs, r.replicaID)
+			} else if res.Err == nil {
+				res.Err = &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: fmt.Sprintf("range %d: invalid configuration change", r.rangeID)}
 			}
 			if p, ok := r.proposals[cctx.ProposalId]; ok && cctx.ProposalId != 0 {
 				delete(r.proposals, cctx.ProposalId)
@@ -863,4 +872,22 @@ func (r *Replica) SplitKeyBySize() ([]byte, error) {
 		}
 	}
 	return nil, it.Error()
+}
+
+// applyConfChangeLocked applies cc, or — if raft rejects it as invalid (it panics before changing
+// anything) — applies raft's no-op change instead, so a bad entry cannot stop the node.
+func (r *Replica) applyConfChangeLocked(cc raftpb.ConfChangeI) (cs *raftpb.ConfState, ok bool) {
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				r.store.cfg.Logger.Error("invalid configuration change skipped", "range", r.rangeID, "err", p)
+			}
+		}()
+		cs = r.rn.ApplyConfChange(cc)
+		ok = true
+	}()
+	if !ok {
+		r.rn.ApplyConfChange(&raftpb.ConfChange{})
+	}
+	return cs, ok
 }

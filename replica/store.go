@@ -84,6 +84,7 @@ type Store struct {
 	// Metrics of the raft loop (read with LoopStats).
 	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
 	proposals, leaderChanges, snapshotsApplied    atomic.Uint64
+	droppedInvalid                                atomic.Uint64
 
 	snapSem chan struct{}
 	stopper chan struct{}
@@ -197,6 +198,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		MaxCommittedSizePerReady:  16 << 20,
 		MaxUncommittedEntriesSize: 64 << 20,
 		MaxInflightMsgs:           256,
+		DisableProposalForwarding: true, // proposals are made on the leader only; none cross the network
 		CheckQuorum:               true,
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
@@ -352,11 +354,20 @@ func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
 		if msg.GetType() == raftpb.MsgSnap {
 			continue // snapshots only arrive through HandleSnapshot, with their data
 		}
+		if err := checkHeader(m.RangeId, msg); err != nil {
+			s.dropped(m, err)
+			continue
+		}
 		r := s.replicaForMessage(m.RangeId, msg)
 		if r == nil {
 			continue
 		}
 		r.mu.Lock()
+		if err := r.checkAgainstLogLocked(msg); err != nil {
+			r.mu.Unlock()
+			s.dropped(m, err)
+			continue
+		}
 		if !r.destroyed {
 			r.peerNodes[msg.GetFrom()] = m.FromNode
 			_ = r.rn.Step(msg)
@@ -365,6 +376,12 @@ func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
 		r.mu.Unlock()
 		s.markReady(r)
 	}
+}
+
+// dropped logs (rarely: it means a bug or a hostile peer) a message that failed validation.
+func (s *Store) dropped(m *pb.RaftMessage, err error) {
+	s.droppedInvalid.Add(1)
+	s.cfg.Logger.Warn("dropping invalid raft message", "range", m.RangeId, "from_node", m.FromNode, "err", err)
 }
 
 // replicaForMessage finds the addressed replica, creating an uninitialized one for a range this node
@@ -420,6 +437,15 @@ func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error
 	}
 	if desc.RangeId != header.RangeId {
 		return fmt.Errorf("snapshot for range %d carries descriptor of range %d", header.RangeId, desc.RangeId)
+	}
+	if msg.GetType() != raftpb.MsgSnap {
+		return fmt.Errorf("range %d: snapshot header is a %s", header.RangeId, msg.GetType())
+	}
+	if err := checkHeader(header.RangeId, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: msg.From, To: msg.To, Term: msg.Term}); err != nil {
+		return fmt.Errorf("range %d: bad snapshot header: %w", header.RangeId, err)
+	}
+	if err := checkSnapshot(msg, desc); err != nil {
+		return fmt.Errorf("range %d: bad snapshot: %w", header.RangeId, err)
 	}
 	// Refuse a snapshot that overlaps another initialized replica: that replica must first learn of the
 	// split or removal that made the spans disjoint.

@@ -1,0 +1,142 @@
+package replica
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// Messages from the network are checked before they reach etcd raft, which panics on input no correct
+// peer sends (it trusts its caller). A message that fails a check is dropped: raft retries what a real
+// peer needs, so dropping is always safe.
+
+// fromNetwork lists the raft message types peers legitimately send (MsgSnap arrives with its data
+// through HandleSnapshot). Proposals and transfer requests are never forwarded between Shoal nodes.
+var fromNetwork = map[raftpb.MessageType]bool{
+	raftpb.MsgApp: true, raftpb.MsgAppResp: true,
+	raftpb.MsgVote: true, raftpb.MsgVoteResp: true, raftpb.MsgPreVote: true, raftpb.MsgPreVoteResp: true,
+	raftpb.MsgHeartbeat: true, raftpb.MsgHeartbeatResp: true,
+	raftpb.MsgTimeoutNow: true, raftpb.MsgReadIndex: true, raftpb.MsgReadIndexResp: true,
+}
+
+// checkHeader validates what does not depend on replica state.
+func checkHeader(rangeID uint64, m *raftpb.Message) error {
+	switch {
+	case rangeID == 0:
+		return fmt.Errorf("range id 0")
+	case m.GetFrom() == 0 || m.GetTo() == 0:
+		return fmt.Errorf("zero replica id (from %d, to %d)", m.GetFrom(), m.GetTo())
+	case m.GetFrom() == m.GetTo():
+		return fmt.Errorf("self-addressed message from replica %d", m.GetFrom())
+	case !fromNetwork[m.GetType()]:
+		return fmt.Errorf("message type %s is not accepted from the network", m.GetType())
+	case m.GetType() == raftpb.MsgReadIndex && len(m.GetEntries()) != 1:
+		return fmt.Errorf("read index request with %d entries", len(m.GetEntries()))
+	case m.GetType() != raftpb.MsgReadIndex && m.GetTerm() == 0:
+		return fmt.Errorf("%s without a term", m.GetType())
+	}
+	if m.GetType() == raftpb.MsgApp {
+		for i, e := range m.GetEntries() {
+			if e.GetIndex() != m.GetIndex()+1+uint64(i) {
+				return fmt.Errorf("append with entry %d at position %d after index %d", e.GetIndex(), i, m.GetIndex())
+			}
+			if e.GetTerm() > m.GetTerm() || (i > 0 && e.GetTerm() < m.GetEntries()[i-1].GetTerm()) || e.GetTerm() < m.GetLogTerm() {
+				return fmt.Errorf("append with out-of-order entry terms")
+			}
+		}
+	}
+	return nil
+}
+
+// checkAgainstLogLocked validates a message against the replica's log (r.mu held).
+func (r *Replica) checkAgainstLogLocked(m *raftpb.Message) error {
+	commit := r.log.hardState.GetCommit()
+	switch m.GetType() {
+	case raftpb.MsgHeartbeat:
+		if m.GetCommit() > r.log.lastIndex {
+			return fmt.Errorf("heartbeat commits %d beyond last index %d", m.GetCommit(), r.log.lastIndex)
+		}
+	case raftpb.MsgApp:
+		if m.GetCommit() > m.GetIndex()+uint64(len(m.GetEntries())) && m.GetCommit() > r.log.lastIndex {
+			return fmt.Errorf("append commits %d beyond what it carries", m.GetCommit())
+		}
+		// Entries at or below our commit index must match ours: a committed entry never changes.
+		for _, e := range m.GetEntries() {
+			if e.GetIndex() > commit {
+				break
+			}
+			if e.GetIndex() <= r.log.truncIndex {
+				continue
+			}
+			if t, err := r.log.Term(e.GetIndex()); err == nil && t != e.GetTerm() {
+				return fmt.Errorf("append rewrites committed entry %d", e.GetIndex())
+			}
+		}
+	}
+	return nil
+}
+
+// checkSnapshot validates a received snapshot header against its descriptor.
+func checkSnapshot(m *raftpb.Message, desc *pb.RangeDescriptor) error {
+	meta := m.GetSnapshot().GetMetadata()
+	if meta.GetIndex() == 0 || meta.GetIndex() == math.MaxUint64 || meta.GetTerm() == 0 {
+		return fmt.Errorf("snapshot at index %d term %d", meta.GetIndex(), meta.GetTerm())
+	}
+	if len(desc.EndKey) > 0 && bytes.Compare(desc.StartKey, desc.EndKey) >= 0 {
+		return fmt.Errorf("snapshot descriptor with start %q not before end %q", desc.StartKey, desc.EndKey)
+	}
+	mine := false
+	ids := map[uint64]bool{}
+	for _, rd := range desc.Replicas {
+		if rd.ReplicaId == 0 || rd.NodeId == 0 || ids[rd.ReplicaId] {
+			return fmt.Errorf("snapshot descriptor has a zero or repeated replica id")
+		}
+		ids[rd.ReplicaId] = true
+		if rd.ReplicaId == m.GetTo() {
+			mine = true
+		}
+	}
+	if !mine {
+		return fmt.Errorf("snapshot descriptor has no replica %d", m.GetTo())
+	}
+	cs := meta.GetConfState()
+	if len(cs.GetVoters()) == 0 {
+		return fmt.Errorf("snapshot without voters")
+	}
+	if cs.GetAutoLeave() && len(cs.GetVotersOutgoing()) == 0 {
+		return fmt.Errorf("snapshot conf state: auto-leave without a joint configuration")
+	}
+	sets := map[string]map[uint64]bool{}
+	for name, list := range map[string][]uint64{"voters": cs.GetVoters(), "learners": cs.GetLearners(),
+		"outgoing": cs.GetVotersOutgoing(), "learners-next": cs.GetLearnersNext()} {
+		set := map[uint64]bool{}
+		for _, id := range list {
+			if id == 0 || set[id] || !ids[id] {
+				return fmt.Errorf("snapshot conf state: %s has a zero, repeated or unknown id %d", name, id)
+			}
+			set[id] = true
+		}
+		sets[name] = set
+	}
+	disjoint := func(a, b string) bool {
+		for id := range sets[a] {
+			if sets[b][id] {
+				return false
+			}
+		}
+		return true
+	}
+	if !disjoint("voters", "learners") || !disjoint("voters", "learners-next") || !disjoint("learners", "learners-next") || !disjoint("learners", "outgoing") {
+		return fmt.Errorf("snapshot conf state: a replica is in two roles")
+	}
+	for id := range sets["learners-next"] {
+		if !sets["outgoing"][id] {
+			return fmt.Errorf("snapshot conf state: learner-next %d is not an outgoing voter", id)
+		}
+	}
+	return nil
+}
