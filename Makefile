@@ -26,6 +26,12 @@ test-short:
 vet:
 	$(GO) vet $(PKGS)
 
+# Core store benchmarks (not tests): group commit against raw synced Pebble, idle-range memory/CPU.
+.PHONY: bench-core
+bench-core: build
+	./$(BIN) bench group-commit --threads 64 --duration 10s
+	./$(BIN) bench idle-ranges --ranges 10000 --duration 10s
+
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')
 
