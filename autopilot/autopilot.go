@@ -1,0 +1,221 @@
+// Package autopilot ties the cluster model, the policies and the executor into the loop that keeps a
+// Shoal cluster healthy and balanced: every Interval it takes a snapshot from the Source, asks the
+// switched-on policies (in priority order) for operators, and submits them to the executor, which
+// runs them through the Actuator and records every outcome in the decision log.
+//
+// It runs in exactly one place at a time: the node leading the meta range creates an Autopilot, Starts
+// it when it gains that leadership and Stops it when it loses it. Operators are declarative, so the
+// next leader's autopilot resumes whatever was left half done.
+//
+// The package owns the loop and its lifecycle. It must never read cluster state except through
+// model.Source, never change the cluster except through the executor's Actuator (and the optional
+// Decommissioner), and never import the node's packages (kv, replica, pb): the simulator drives the
+// same code.
+package autopilot
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/decisions"
+	"github.com/shoaldb/shoal/autopilot/executor"
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+	"github.com/shoaldb/shoal/autopilot/policy"
+)
+
+// DefaultInterval is how often the autopilot runs its policies.
+const DefaultInterval = time.Second
+
+// Config configures an Autopilot; zero fields mean defaults.
+type Config struct {
+	// Interval between policy rounds. Default 1s.
+	Interval time.Duration
+	// Policies configures every policy.
+	Policies policy.Config
+	// Executor configures the executor (snapshot limits, timeouts).
+	Executor executor.Config
+	// DecisionLogSize is the number of decisions kept. Default 1024.
+	DecisionLogSize int
+	// MeasureAfter is how long after an operator finishes its benefit is measured. Default 10s.
+	MeasureAfter time.Duration
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	if c.Interval < 0 || c.MeasureAfter < 0 || c.DecisionLogSize < 0 {
+		return fmt.Errorf("autopilot: interval, measure-after and decision log size must not be negative")
+	}
+	return c.Policies.Validate()
+}
+
+// Decommissioner is implemented by an Actuator that can mark a node decommissioned once the
+// decommission policy has moved every replica off it. Without it, emptied nodes stay decommissioning.
+type Decommissioner interface {
+	MarkDecommissioned(ctx context.Context, node uint64) error
+}
+
+// Round is what one policy round did.
+type Round struct {
+	Now       time.Time
+	Proposed  []*operator.Operator
+	Submitted []*operator.Operator
+	Rejected  map[uint64]error // by range ID: why the executor refused the proposal
+	Marked    []uint64         // nodes marked decommissioned
+}
+
+// Autopilot is the policy loop plus its executor and decision log.
+type Autopilot struct {
+	cfg      Config
+	src      model.Source
+	act      executor.Actuator
+	registry *policy.Registry
+	exec     *executor.Executor
+	log      *decisions.Log
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	marking map[uint64]time.Time // node → when last marked decommissioned
+}
+
+// New returns a stopped autopilot reading src and acting through act. It panics on an invalid Config:
+// validate configuration at start-up with Config.Validate.
+func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	log := decisions.NewLog(cfg.DecisionLogSize, cfg.MeasureAfter)
+	return &Autopilot{cfg: cfg, src: src, act: act, registry: policy.Default(cfg.Policies),
+		exec: executor.New(src, act, log, cfg.Executor), log: log, marking: map[uint64]time.Time{}}
+}
+
+// Policies returns the policy registry (switches, listing).
+func (a *Autopilot) Policies() *policy.Registry { return a.registry }
+
+// Decisions returns the decision log.
+func (a *Autopilot) Decisions() *decisions.Log { return a.log }
+
+// Executor returns the executor (pending operators, debugging).
+func (a *Autopilot) Executor() *executor.Executor { return a.exec }
+
+// SetPolicy switches a policy on or off (`shoal admin policy set NAME on|off`). Switching a policy off
+// also cancels its pending operators: an operator's steps are declarative, so whatever they left
+// (e.g. a learner) is either finished by the policy when it is back on or cleaned up by replicate.
+func (a *Autopilot) SetPolicy(name string, on bool) error {
+	if err := a.registry.Set(name, on); err != nil {
+		return err
+	}
+	if !on {
+		a.exec.CancelPolicy(name, fmt.Sprintf("policy %s switched off", name))
+	}
+	return nil
+}
+
+// Start starts the executor and the policy loop. Starting a running autopilot does nothing.
+func (a *Autopilot) Start() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel, a.done = cancel, make(chan struct{})
+	a.exec.Start()
+	go a.loop(ctx, a.done)
+}
+
+// Stop stops the loop and the executor and waits for them. Operators still running are recorded as
+// stopped. Stopping a stopped autopilot does nothing.
+func (a *Autopilot) Stop() {
+	a.mu.Lock()
+	cancel, done := a.cancel, a.done
+	a.cancel, a.done = nil, nil
+	a.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	a.exec.Stop()
+}
+
+func (a *Autopilot) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(a.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c := a.src.Snapshot(); c != nil {
+			a.Tick(ctx, c)
+		}
+	}
+}
+
+// Tick runs one policy round on c: propose, submit, and mark emptied decommissioning nodes. The loop
+// calls it every Interval; the simulator and tests call it directly (with Step).
+func (a *Autopilot) Tick(ctx context.Context, c *model.Cluster) Round {
+	round := Round{Now: c.Now, Rejected: map[uint64]error{}}
+	pending := a.exec.Pending()
+	round.Proposed = a.registry.Propose(c, pending)
+	for _, op := range round.Proposed {
+		if err := a.exec.Submit(op); err != nil {
+			round.Rejected[op.RangeID] = err
+			continue
+		}
+		round.Submitted = append(round.Submitted, op)
+	}
+	round.Marked = a.markDecommissioned(ctx, c)
+	return round
+}
+
+// Step is Tick followed by one executor reconciliation on the same snapshot: a whole autopilot cycle,
+// for the simulator and tests that run the executor inline.
+func (a *Autopilot) Step(ctx context.Context, c *model.Cluster) Round {
+	r := a.Tick(ctx, c)
+	a.exec.Reconcile(c)
+	return r
+}
+
+func (a *Autopilot) markDecommissioned(ctx context.Context, c *model.Cluster) []uint64 {
+	d, ok := a.act.(Decommissioner)
+	if !ok || !a.registry.Enabled(policy.NameDecommission) {
+		return nil
+	}
+	dp, ok := a.registry.Policy(policy.NameDecommission).(*policy.Decommission)
+	if !ok {
+		return nil
+	}
+	var marked []uint64
+	for _, id := range dp.Completed(c, a.exec.Pending()) {
+		a.mu.Lock()
+		last, seen := a.marking[id]
+		a.mu.Unlock()
+		if seen && c.Now.Sub(last) < 10*a.cfg.Interval {
+			continue // asked recently; wait for the model to show it
+		}
+		a.mu.Lock()
+		a.marking[id] = c.Now
+		a.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, a.exec.Config().Timeouts.Base)
+		err := d.MarkDecommissioned(cctx, id)
+		cancel()
+		what, why := fmt.Sprintf("mark n%d decommissioned", id), fmt.Sprintf("n%d holds no replicas any more", id)
+		if err != nil {
+			a.log.Note(policy.NameDecommission, what, why, fmt.Sprintf("%s: %v", decisions.StatusFailed, err), c.Now)
+			continue
+		}
+		a.log.Note(policy.NameDecommission, what, why, decisions.StatusSucceeded, c.Now)
+		marked = append(marked, id)
+	}
+	return marked
+}

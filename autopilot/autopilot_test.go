@@ -1,0 +1,258 @@
+package autopilot
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pingcap/go-ycsb/pkg/generator"
+
+	"github.com/shoaldb/shoal/autopilot/decisions"
+	"github.com/shoaldb/shoal/autopilot/executor"
+	"github.com/shoaldb/shoal/autopilot/internal/fake"
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+	"github.com/shoaldb/shoal/autopilot/policy"
+)
+
+// hotCluster: three nodes with balanced leaderships and replicas; r2 will carry all the load.
+const hotCluster = `
+node 1
+node 2
+node 3
+range 1 [,) voters=1,2,3 leader=2 system
+range 2 [user,userz) voters=1,2,3 leader=1 bytes=8MiB
+range 3 [userz,) voters=1,2,3 leader=3 bytes=8MiB
+`
+
+func newFake(t *testing.T, text string) *fake.Cluster {
+	t.Helper()
+	f, err := fake.New(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// zipfianLoad draws YCSB zipfian keys over 100 k ordered records.
+func zipfianLoad(seed int64) func() []byte {
+	g := generator.NewZipfianWithRange(0, 99_999, generator.ZipfianConstant)
+	r := rand.New(rand.NewSource(seed))
+	return func() []byte { return fmt.Appendf(nil, "user%010d", g.Next(r)) }
+}
+
+// run drives the autopilot inline for n one-second rounds and returns every proposal.
+func run(ap *Autopilot, f *fake.Cluster, n int) []*operator.Operator {
+	var proposed []*operator.Operator
+	for i := 0; i < n; i++ {
+		f.Advance(time.Second)
+		proposed = append(proposed, ap.Step(context.Background(), f.Snapshot()).Proposed...)
+	}
+	return proposed
+}
+
+func inline() Config { return Config{Executor: executor.Config{Inline: true}} }
+
+func find(entries []decisions.Entry, policyName, kind string) (decisions.Entry, bool) {
+	for _, e := range entries {
+		if e.Policy == policyName && strings.HasPrefix(e.Operator, kind+" ") {
+			return e, true
+		}
+	}
+	return decisions.Entry{}, false
+}
+
+// TestHotRangeIsSplitAndItsHalvesSpread: a zipfian load of 3000 ops/s on one range. load_split splits it
+// at a key that balances the load (measured after the split: halves within 10 %), then rebalance moves
+// one half's leadership to another node, so the halves are served by different nodes.
+func TestHotRangeIsSplitAndItsHalvesSpread(t *testing.T) {
+	f := newFake(t, hotCluster)
+	f.SetLoad(3000, zipfianLoad(1))
+	ap := New(f, f, inline())
+	run(ap, f, 60)
+
+	f.Advance(20 * time.Second) // measure the halves over 60 k requests rather than one second's 3 k
+	c := f.Snapshot()
+	log := ap.Decisions().Entries()
+	split, ok := find(log, policy.NameLoadSplit, operator.KindSplit)
+	if !ok || split.Status != decisions.StatusSucceeded {
+		t.Fatalf("no successful load split; decisions:\n%s", dump(log))
+	}
+	user := c.UserRanges()
+	if len(user) != 3 {
+		t.Fatalf("want r2 split in two (3 user ranges), got:\n%s", c.Format())
+	}
+	left, right := user[0], user[1]
+	lq, rq := left.QPS(), right.QPS()
+	if im := operator.Imbalance(lq, rq); im > 0.10 {
+		t.Fatalf("halves serve %.0f and %.0f ops/s: %.1f%% apart, want ≤ 10%%", lq, rq, 100*im)
+	}
+	if left.Leader == right.Leader {
+		t.Fatalf("both halves led by n%d:\n%s\ndecisions:\n%s", left.Leader, c.Format(), dump(log))
+	}
+	if _, ok := find(log, policy.NameRebalance, operator.KindTransferLeader); !ok {
+		t.Fatalf("no rebalance transfer; decisions:\n%s", dump(log))
+	}
+	if split.Measured == nil || !strings.Contains(split.Measured.Detail, "apart") {
+		t.Fatalf("split not measured: %+v", split)
+	}
+	t.Logf("split %s; halves %.0f / %.0f ops/s (%.1f%% apart); measured: %s", split.Operator, lq, rq,
+		100*operator.Imbalance(lq, rq), split.Measured.Detail)
+}
+
+// TestPolicySwitchedOffProposesNothing: the same cluster and load with load_split off: no operator at
+// all is proposed (the others have nothing to fix), and the range stays whole.
+func TestPolicySwitchedOffProposesNothing(t *testing.T) {
+	f := newFake(t, hotCluster)
+	f.SetLoad(3000, zipfianLoad(1))
+	ap := New(f, f, inline())
+	if err := ap.SetPolicy(policy.NameLoadSplit, false); err != nil {
+		t.Fatal(err)
+	}
+	if proposed := run(ap, f, 60); len(proposed) != 0 {
+		t.Fatalf("proposed %d operators with load_split off, first: %s (%s)", len(proposed), proposed[0], proposed[0].Reason)
+	}
+	if n := len(f.Snapshot().UserRanges()); n != 2 {
+		t.Fatalf("%d user ranges, want 2 (no split)", n)
+	}
+	if err := ap.SetPolicy("autoscale", true); err == nil {
+		t.Fatal("unknown policy accepted")
+	}
+}
+
+// TestDeadNodeIsReplaced: n3 stops heartbeating; nothing happens while it is merely suspect, and once it
+// has been silent for 60 s each of its replicas is replaced on the node without one, in one joint change
+// (n3 leaves the descriptor as the new voter joins).
+func TestDeadNodeIsReplaced(t *testing.T) {
+	f := newFake(t, `
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,g) voters=2,3,4 leader=2 bytes=8MiB
+range 3 [g,m) voters=3,4,1 leader=3 bytes=8MiB
+range 4 [m,) voters=4,1,2 leader=4 bytes=8MiB
+`)
+	ap := New(f, f, inline())
+	f.UpdateNode(3, func(n *model.Node) { n.Live = false })
+	if proposed := run(ap, f, 59); len(proposed) != 0 {
+		t.Fatalf("proposed %s while n3 was only suspect", proposed[0])
+	}
+	run(ap, f, 10)
+	c := f.Snapshot()
+	for _, r := range c.Ranges {
+		if r.HasReplica(3) || len(r.Voters()) != 3 {
+			t.Fatalf("r%d not re-replicated: %v\ndecisions:\n%s", r.ID, r.Replicas, dump(ap.Decisions().Entries()))
+		}
+	}
+	for _, n := range []uint64{1, 2, 4} {
+		if got := c.Node(n).Replicas; got != 4 {
+			t.Errorf("n%d holds %d replicas, want 4", n, got)
+		}
+	}
+}
+
+// TestDecommissionEmptiesAndMarksTheNode: replicas move off n3, then the node is marked
+// decommissioned through the Decommissioner.
+func TestDecommissionEmptiesAndMarksTheNode(t *testing.T) {
+	f := newFake(t, `
+node 1
+node 2
+node 3 decommissioning
+node 4
+range 1 [,) voters=1,2,3 leader=3 system
+range 2 [a,m) voters=1,2,3 leader=3 bytes=8MiB
+range 3 [m,) voters=1,2,3 leader=1 bytes=8MiB
+`)
+	ap := New(f, f, inline())
+	run(ap, f, 20)
+	c := f.Snapshot()
+	if n := c.Node(3); !n.Decommissioned || n.Replicas != 0 {
+		t.Fatalf("n3 %+v\n%s\ndecisions:\n%s", *n, c.Format(), dump(ap.Decisions().Entries()))
+	}
+	if _, ok := find(ap.Decisions().Entries(), policy.NameDecommission, "mark"); !ok {
+		t.Fatal("marking not in the decision log")
+	}
+}
+
+// TestSwitchingOffCancelsPendingOperators: a policy switched off stops its running operators.
+func TestSwitchingOffCancelsPendingOperators(t *testing.T) {
+	f := newFake(t, `
+node 1
+node 2
+node 3
+range 2 [a,m) voters=1,2 leader=1 bytes=8MiB
+`)
+	f.Hook = func(ctx context.Context, c fake.Call) error { <-ctx.Done(); return ctx.Err() }
+	ap := New(f, f, Config{})
+	round := ap.Tick(context.Background(), f.Snapshot())
+	if len(round.Submitted) != 1 {
+		t.Fatalf("submitted %v, want replicate's add-replica", round.Submitted)
+	}
+	ap.Executor().Reconcile(f.Snapshot()) // issues the blocked add-learner
+	if err := ap.SetPolicy(policy.NameReplicate, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(ap.Executor().Pending()) != 0 {
+		t.Fatal("replicate's operator still pending")
+	}
+	e, _ := ap.Decisions().Get(round.Submitted[0].ID)
+	if e.Status != "canceled: policy replicate switched off" {
+		t.Fatalf("status %q", e.Status)
+	}
+	ap.Stop()
+	ap.Executor().Stop()
+}
+
+// TestStartStop runs the real goroutines: a draining node's leaderships move away while the autopilot
+// runs; Stop is idempotent and Start works again.
+func TestStartStop(t *testing.T) {
+	f := newFake(t, `
+node 1 draining
+node 2
+node 3
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,m) voters=1,2,3 leader=1
+range 3 [m,) voters=1,2,3 leader=1
+`)
+	f.Tick = 10 * time.Millisecond
+	ap := New(f, f, Config{Interval: 5 * time.Millisecond, Executor: executor.Config{Interval: 2 * time.Millisecond}})
+	ap.Start()
+	ap.Start() // no-op
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Snapshot().Node(1).Leaders > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("leaderships not drained:\n%s", dump(ap.Decisions().Entries()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ap.Stop()
+	ap.Stop() // no-op
+	ap.Start()
+	ap.Stop()
+	for _, e := range ap.Decisions().Entries() {
+		if e.Policy == policy.NameDrain && e.Status != decisions.StatusSucceeded {
+			t.Errorf("drain decision %d: %s", e.ID, e.Status)
+		}
+	}
+}
+
+func TestInvalidConfigIsRejected(t *testing.T) {
+	cfg := Config{Policies: policy.Config{Merge: policy.MergeConfig{MaxQPS: 2000}}}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "split and merged back and forth") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func dump(entries []decisions.Entry) string {
+	var b bytes.Buffer
+	for _, e := range entries {
+		fmt.Fprintf(&b, "#%d %s %s [%s] %s | %s\n", e.ID, e.Policy, e.Operator, e.Status, e.Reason, e.Predicted)
+	}
+	return b.String()
+}

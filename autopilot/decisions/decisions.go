@@ -1,0 +1,202 @@
+// Package decisions is the autopilot's decision log: every operator it submitted, with the policy that
+// proposed it, the reason, the predicted benefit, how it ended and — measured on the cluster model a
+// window after it finished — the benefit it actually had. It is how a user checks the autopilot's work
+// (shoal admin decisions, /api/decisions).
+//
+// The package owns the bounded in-memory log and the measurement of finished operators. It must never
+// propose, run or cancel operators; it only records what the executor reports and reads snapshots.
+//
+// Invariant: at most Capacity entries are kept; the oldest are dropped first. An entry's Measured is
+// set at most once, only for a succeeded operator, from the first snapshot at least Window after it
+// finished.
+package decisions
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// Defaults.
+const (
+	DefaultCapacity = 1024
+	// DefaultWindow is how long after an operator finishes its benefit is measured: long enough for
+	// a few heartbeats to report the new load.
+	DefaultWindow = 10 * time.Second
+)
+
+// Statuses. Failed, canceled, timed-out and replaced entries carry the cause after a colon, e.g.
+// "canceled: n4 is draining".
+const (
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCanceled  = "canceled"
+	StatusTimedOut  = "timed out"
+	StatusReplaced  = "replaced"
+	StatusStopped   = "stopped" // the autopilot stopped (meta leadership moved) while it ran
+)
+
+// Entry is one decision. Its JSON form is the contract of `shoal admin decisions --format json` and
+// /api/decisions: time, policy, operator, reason, predicted, measured, plus id, range and status.
+type Entry struct {
+	ID        uint64           `json:"id"`
+	Time      time.Time        `json:"time"`
+	Policy    string           `json:"policy"`
+	Operator  string           `json:"operator"`
+	Range     uint64           `json:"range"`
+	Reason    string           `json:"reason"`
+	Predicted operator.Benefit `json:"predicted"`
+	Measured  *Measurement     `json:"measured"`
+	Status    string           `json:"status"`
+}
+
+// Measurement is the realized benefit: the predicted metric before the operator and a window after it.
+type Measurement struct {
+	Metric operator.Metric `json:"metric"`
+	Before float64         `json:"before"`
+	After  float64         `json:"after"`
+	Delta  float64         `json:"delta"`
+	At     time.Time       `json:"at"`
+	Detail string          `json:"detail,omitempty"`
+}
+
+type record struct {
+	Entry
+	benefit  operator.Benefit
+	finished time.Time // zero while running
+}
+
+// Log is the bounded decision log. Safe for concurrent use.
+type Log struct {
+	mu       sync.Mutex
+	capacity int
+	window   time.Duration
+	ring     []*record // oldest first
+	byID     map[uint64]*record
+	nextID   uint64
+}
+
+// NewLog returns a log keeping capacity entries (DefaultCapacity if <= 0) and measuring window after an
+// operator finishes (DefaultWindow if <= 0).
+func NewLog(capacity int, window time.Duration) *Log {
+	if capacity <= 0 {
+		capacity = DefaultCapacity
+	}
+	if window <= 0 {
+		window = DefaultWindow
+	}
+	return &Log{capacity: capacity, window: window, byID: map[uint64]*record{}, nextID: 1}
+}
+
+// Window is how long after an operator finishes its benefit is measured.
+func (l *Log) Window() time.Duration { return l.window }
+
+func (l *Log) push(rec *record) {
+	if len(l.ring) == l.capacity {
+		delete(l.byID, l.ring[0].ID)
+		l.ring[0] = nil
+		l.ring = l.ring[1:]
+	}
+	l.ring = append(l.ring, rec)
+	l.byID[rec.ID] = rec
+}
+
+// Record logs op as running at at. If op.ID is 0 the log assigns the next ID and stores it in op.ID.
+func (l *Log) Record(op *operator.Operator, at time.Time) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if op.ID == 0 {
+		op.ID = l.nextID
+	}
+	if op.ID >= l.nextID {
+		l.nextID = op.ID + 1
+	}
+	l.push(&record{Entry: Entry{ID: op.ID, Time: at, Policy: op.Policy, Operator: op.String(), Range: op.RangeID,
+		Reason: op.Reason, Predicted: op.PredictedBenefit, Status: StatusRunning}, benefit: op.PredictedBenefit})
+	return op.ID
+}
+
+// Note logs a decision that is not a range operator (e.g. a node marked decommissioned), already over
+// with status.
+func (l *Log) Note(policy, what, reason, status string, at time.Time) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.nextID
+	l.nextID++
+	l.push(&record{Entry: Entry{ID: id, Time: at, Policy: policy, Operator: what, Reason: reason,
+		Status: status}, finished: at})
+	return id
+}
+
+// Finish sets the final status of the operator with id (a Status constant, optionally followed by ": "
+// and the cause). Unknown or already finished IDs are ignored.
+func (l *Log) Finish(id uint64, status string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec := l.byID[id]
+	if rec == nil || !rec.finished.IsZero() {
+		return
+	}
+	rec.Status, rec.finished = status, at
+}
+
+// Observe measures, on c, every succeeded operator that finished at least Window before c.Now and has
+// not been measured yet.
+func (l *Log) Observe(c *model.Cluster) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, rec := range l.ring {
+		if rec.Measured != nil || rec.finished.IsZero() || rec.Status != StatusSucceeded || rec.benefit.Metric == "" {
+			continue
+		}
+		if c.Now.Sub(rec.finished) < l.window {
+			continue
+		}
+		after, detail, ok := operator.Measure(rec.benefit, c)
+		if !ok {
+			rec.Measured = &Measurement{Metric: rec.benefit.Metric, Before: rec.benefit.Before, After: rec.benefit.Before,
+				At: c.Now, Detail: "not measurable: what it changed is no longer in the cluster"}
+			continue
+		}
+		rec.Measured = &Measurement{Metric: rec.benefit.Metric, Before: rec.benefit.Before, After: after,
+			Delta: after - rec.benefit.Before, At: c.Now, Detail: detail}
+	}
+}
+
+// Entries returns a copy of the log, oldest first.
+func (l *Log) Entries() []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Entry, len(l.ring))
+	for i, rec := range l.ring {
+		out[i] = rec.Entry
+		if rec.Measured != nil {
+			m := *rec.Measured
+			out[i].Measured = &m
+		}
+	}
+	return out
+}
+
+// Get returns the entry with id, if the log still holds it.
+func (l *Log) Get(id uint64) (Entry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec := l.byID[id]
+	if rec == nil {
+		return Entry{}, false
+	}
+	e := rec.Entry
+	if rec.Measured != nil {
+		m := *rec.Measured
+		e.Measured = &m
+	}
+	return e, true
+}
+
+// MarshalJSON renders the log as a JSON array of entries, oldest first.
+func (l *Log) MarshalJSON() ([]byte, error) { return json.Marshal(l.Entries()) }

@@ -1,0 +1,137 @@
+package decisions
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+func cluster(t *testing.T, now time.Duration, text string) *model.Cluster {
+	t.Helper()
+	c, err := model.ParseCluster("now " + now.String() + "\n" + text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const threeNodes = `
+node 1
+node 2
+node 3
+range 2 [a,m) voters=1,2,3 leader=1 reads=3000
+`
+
+func splitOp(c *model.Cluster) *operator.Operator {
+	r := c.Range(2)
+	op := operator.NewSplit("load_split", c.Now, r, []byte("g"), "r2 is hot")
+	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricSpanMaxQPS, Before: 3000, Delta: -1500,
+		Start: r.StartKey, End: r.EndKey, Key: []byte("g"), Span: r.Span()}
+	return op
+}
+
+func TestEntryJSONHasTheContractFields(t *testing.T) {
+	l := NewLog(0, 0)
+	c := cluster(t, 0, threeNodes)
+	l.Record(splitOp(c), c.Now)
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []map[string]any
+	if err := json.Unmarshal(b, &entries); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Fatalf("got %d entries", len(entries))
+	}
+	var keys []string
+	for k := range entries[0] {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	want := []string{"id", "measured", "operator", "policy", "predicted", "range", "reason", "status", "time"}
+	if !reflect.DeepEqual(keys, want) {
+		t.Fatalf("JSON fields %v, want exactly %v", keys, want)
+	}
+	if entries[0]["measured"] != nil {
+		t.Fatalf("measured %v before the operator finished, want null", entries[0]["measured"])
+	}
+	if !strings.Contains(string(b), `"operator":"split r2: split at \"g\""`) {
+		t.Fatalf("operator field in %s", b)
+	}
+}
+
+func TestMeasuredAfterTheWindow(t *testing.T) {
+	l := NewLog(0, 10*time.Second)
+	c := cluster(t, 0, threeNodes)
+	op := splitOp(c)
+	id := l.Record(op, c.Now)
+	l.Finish(id, StatusSucceeded, c.Now.Add(time.Second))
+	after := `
+node 1
+node 2
+node 3
+range 2 [a,g) voters=1,2,3 leader=1 reads=1480
+range 7 [g,m) voters=1,2,3 leader=2 reads=1520
+`
+	l.Observe(cluster(t, 5*time.Second, after))
+	if e, _ := l.Get(id); e.Measured != nil {
+		t.Fatal("measured before the window passed")
+	}
+	l.Observe(cluster(t, 11*time.Second, after))
+	e, _ := l.Get(id)
+	if e.Measured == nil {
+		t.Fatal("not measured after the window")
+	}
+	m := *e.Measured
+	if m.Before != 3000 || m.After != 1520 || m.Delta != -1480 {
+		t.Fatalf("measured %+v", m)
+	}
+	if m.Detail != "left 1480 ops/s, right 1520 ops/s, 2.6% apart" {
+		t.Fatalf("detail %q", m.Detail)
+	}
+	// Measured once only.
+	l.Observe(cluster(t, 30*time.Second, threeNodes))
+	if e2, _ := l.Get(id); e2.Measured.After != 1520 {
+		t.Fatal("measurement changed after it was taken")
+	}
+}
+
+func TestOnlySucceededOperatorsAreMeasured(t *testing.T) {
+	l := NewLog(0, time.Second)
+	c := cluster(t, 0, threeNodes)
+	id := l.Record(splitOp(c), c.Now)
+	l.Finish(id, StatusCanceled+": r2 is gone", c.Now)
+	l.Finish(id, StatusSucceeded, c.Now) // ignored: already finished
+	l.Observe(cluster(t, time.Minute, threeNodes))
+	e, _ := l.Get(id)
+	if e.Status != "canceled: r2 is gone" || e.Measured != nil {
+		t.Fatalf("entry %+v", e)
+	}
+}
+
+func TestRingKeepsTheNewest(t *testing.T) {
+	l := NewLog(3, 0)
+	c := cluster(t, 0, threeNodes)
+	for i := 0; i < 5; i++ {
+		l.Record(splitOp(c), c.Now)
+	}
+	l.Note("decommission", "mark n3 decommissioned", "n3 holds no replicas any more", StatusSucceeded, c.Now)
+	var ids []uint64
+	for _, e := range l.Entries() {
+		ids = append(ids, e.ID)
+	}
+	if !reflect.DeepEqual(ids, []uint64{4, 5, 6}) {
+		t.Fatalf("kept %v, want the 3 newest", ids)
+	}
+	if _, ok := l.Get(1); ok {
+		t.Fatal("dropped entry still reachable")
+	}
+}

@@ -1,0 +1,326 @@
+// Package model is the autopilot's picture of the cluster: nodes, ranges and the load each carries, as
+// last reported by the nodes' heartbeats. A node (package kv) or the simulator (package sim) builds a
+// Cluster and hands it to the autopilot through Source; nothing else in the autopilot reads cluster state.
+//
+// The package owns plain data types and the helpers that derive facts from them (per-node counts,
+// liveness, key samples). It must never import protobuf types, call another node, or hold a clock or a
+// goroutine: a Cluster is a value that the simulator can build as easily as a live node.
+//
+// Invariant: a Cluster is immutable once NewCluster returns it. Source returns a fresh one per call,
+// and policies, operators and the executor only read it.
+package model
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// DefaultDeadAfter is how long a node may stay silent (no heartbeat) before the autopilot treats it as
+// dead and re-replicates its ranges elsewhere.
+const DefaultDeadAfter = 60 * time.Second
+
+// Source is what the node leading the meta range (or the simulator) implements to feed the autopilot.
+type Source interface {
+	// Snapshot returns the current cluster state. It must return a new Cluster on every call (the
+	// caller may keep it) and must not block for long: the autopilot calls it every interval.
+	Snapshot() *Cluster
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func() *Cluster
+
+// Snapshot implements Source.
+func (f SourceFunc) Snapshot() *Cluster { return f() }
+
+// Node is one node as the autopilot sees it.
+type Node struct {
+	ID   uint64
+	Addr string
+
+	// Live is the node's liveness as the cluster's liveness mechanism reports it (a heartbeat within
+	// its TTL). A node that is not Live but was heard from within DeadAfter is suspect: it receives
+	// nothing new, but its replicas are not replaced yet.
+	Live bool
+	// Draining nodes hand all their leaderships to other nodes and receive none; they keep replicas.
+	Draining bool
+	// Decommissioning nodes are being emptied of replicas; once empty they are marked Decommissioned.
+	Decommissioning bool
+	// Decommissioned nodes have left the cluster for good; replicas on them count as lost.
+	Decommissioned bool
+	// LastHeartbeat is when the node was last heard from.
+	LastHeartbeat time.Time
+
+	// CPUPercent is the node's CPU use, 0–100 per core summed (as reported).
+	CPUPercent float64
+	// DiskCapacity is the size of the node's store volume in bytes; 0 means unknown.
+	DiskCapacity uint64
+	// DiskUsed is the number of bytes the node's store occupies.
+	DiskUsed uint64
+	// Engine statistics of the node's storage engine.
+	BlockCacheHits     uint64
+	BlockCacheMisses   uint64
+	CompactionsRunning uint32
+	L0Files            uint32
+	MemtableBytes      uint64
+
+	// Derived by NewCluster from the ranges; a Source need not fill them.
+	Replicas int     // replicas (voters and learners) on the node
+	Voters   int     // voting replicas on the node
+	Leaders  int     // ranges the node leads
+	Bytes    uint64  // sum of the bytes of the ranges with a replica on the node
+	QPS      float64 // sum of the QPS of the ranges the node leads (the load it serves)
+}
+
+// CacheHitRatio is the block-cache hit ratio, or 0 when the cache saw no traffic.
+func (n *Node) CacheHitRatio() float64 {
+	total := n.BlockCacheHits + n.BlockCacheMisses
+	if total == 0 {
+		return 0
+	}
+	return float64(n.BlockCacheHits) / float64(total)
+}
+
+// SilentFor is how long the node has not been heard from at now.
+func (n *Node) SilentFor(now time.Time) time.Duration {
+	switch {
+	case n.LastHeartbeat.IsZero():
+		return time.Duration(math.MaxInt64) // never heard from
+	case now.Before(n.LastHeartbeat):
+		return 0
+	default:
+		return now.Sub(n.LastHeartbeat)
+	}
+}
+
+// Dead reports whether the node's replicas should be treated as lost at now: it is decommissioned, or it
+// has been silent for longer than deadAfter (DefaultDeadAfter when deadAfter is 0).
+func (n *Node) Dead(now time.Time, deadAfter time.Duration) bool {
+	if n.Decommissioned {
+		return true
+	}
+	if deadAfter <= 0 {
+		deadAfter = DefaultDeadAfter
+	}
+	return n.SilentFor(now) > deadAfter
+}
+
+// Active reports whether the node may receive replicas and leaderships: live, and neither draining,
+// decommissioning nor decommissioned.
+func (n *Node) Active() bool {
+	return n.Live && !n.Draining && !n.Decommissioning && !n.Decommissioned
+}
+
+// DiskFull reports whether the node's disk is filled beyond fraction (e.g. 0.95) of its capacity. A node
+// of unknown capacity is never full.
+func (n *Node) DiskFull(fraction float64) bool {
+	if n.DiskCapacity == 0 {
+		return false
+	}
+	return float64(n.DiskUsed) > fraction*float64(n.DiskCapacity)
+}
+
+// String is "n3".
+func (n *Node) String() string { return fmt.Sprintf("n%d", n.ID) }
+
+// Replica is one member of a range's Raft group.
+type Replica struct {
+	Node    uint64
+	Learner bool // a non-voting member (catching up, or serving follower reads)
+}
+
+// Range is a range descriptor with the load its leader reports.
+type Range struct {
+	ID       uint64
+	StartKey []byte // inclusive; empty means the start of the key space
+	EndKey   []byte // exclusive; empty means the end of the key space
+	// Generation is bumped by every split, merge and replica change (0 if the source does not track it).
+	Generation uint64
+	// System ranges (the meta range) are replicated like any other but never split or merged.
+	System   bool
+	Replicas []Replica
+	Leader   uint64 // node id of the Raft leader, 0 if unknown
+
+	ReadQPS  float64
+	WriteQPS float64
+	Bytes    uint64
+	// Sample is a small weighted sample of the keys requested since the previous heartbeat, filled by
+	// the leader with a KeySampler; nil when not reported.
+	Sample *KeySample
+}
+
+// QPS is read plus write requests per second.
+func (r *Range) QPS() float64 { return r.ReadQPS + r.WriteQPS }
+
+// Voters are the nodes holding a voting replica, in descriptor order.
+func (r *Range) Voters() []uint64 {
+	var out []uint64
+	for _, rep := range r.Replicas {
+		if !rep.Learner {
+			out = append(out, rep.Node)
+		}
+	}
+	return out
+}
+
+// Learners are the nodes holding a non-voting replica, in descriptor order.
+func (r *Range) Learners() []uint64 {
+	var out []uint64
+	for _, rep := range r.Replicas {
+		if rep.Learner {
+			out = append(out, rep.Node)
+		}
+	}
+	return out
+}
+
+// ReplicaOn returns the replica on node, if any.
+func (r *Range) ReplicaOn(node uint64) (Replica, bool) {
+	for _, rep := range r.Replicas {
+		if rep.Node == node {
+			return rep, true
+		}
+	}
+	return Replica{}, false
+}
+
+// HasReplica reports whether node holds a replica (voter or learner) of the range.
+func (r *Range) HasReplica(node uint64) bool {
+	_, ok := r.ReplicaOn(node)
+	return ok
+}
+
+// IsVoter reports whether node holds a voting replica of the range.
+func (r *Range) IsVoter(node uint64) bool {
+	rep, ok := r.ReplicaOn(node)
+	return ok && !rep.Learner
+}
+
+// ContainsKey reports whether key lies in [StartKey, EndKey).
+func (r *Range) ContainsKey(key []byte) bool {
+	return bytes.Compare(key, r.StartKey) >= 0 && (len(r.EndKey) == 0 || bytes.Compare(key, r.EndKey) < 0)
+}
+
+// String is "r7".
+func (r *Range) String() string { return fmt.Sprintf("r%d", r.ID) }
+
+// Span renders [start, end) with keys quoted, "" for an open end.
+func (r *Range) Span() string { return FormatSpan(r.StartKey, r.EndKey) }
+
+// FormatSpan renders [start, end) with keys quoted.
+func FormatSpan(start, end []byte) string {
+	return fmt.Sprintf("[%s, %s)", FormatKey(start), FormatKey(end))
+}
+
+// FormatKey quotes a key for logs and decision entries ("" for the empty key).
+func FormatKey(k []byte) string { return fmt.Sprintf("%q", k) }
+
+// Cluster is a snapshot of the whole cluster at Now.
+type Cluster struct {
+	// Now is the time of the snapshot: the wall clock on a node, the simulated clock in the simulator.
+	// Everything time-dependent in the autopilot uses it.
+	Now time.Time
+	// Nodes sorted by ID.
+	Nodes []*Node
+	// Ranges: system ranges first (by ID), then user ranges sorted by StartKey.
+	Ranges []*Range
+
+	nodeByID  map[uint64]*Node
+	rangeByID map[uint64]*Range
+	user      []*Range // user ranges sorted by StartKey
+}
+
+// NewCluster builds a snapshot from nodes and ranges (it takes ownership of both): sorts them, indexes
+// them and derives each node's replica, leader, byte and QPS totals from the ranges.
+func NewCluster(now time.Time, nodes []*Node, ranges []*Range) *Cluster {
+	c := &Cluster{Now: now, Nodes: nodes, Ranges: ranges,
+		nodeByID: make(map[uint64]*Node, len(nodes)), rangeByID: make(map[uint64]*Range, len(ranges))}
+	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID })
+	sort.SliceStable(c.Ranges, func(i, j int) bool {
+		a, b := c.Ranges[i], c.Ranges[j]
+		if a.System != b.System {
+			return a.System
+		}
+		if a.System {
+			return a.ID < b.ID
+		}
+		if cmp := bytes.Compare(a.StartKey, b.StartKey); cmp != 0 {
+			return cmp < 0
+		}
+		return a.ID < b.ID
+	})
+	for _, n := range c.Nodes {
+		n.Replicas, n.Voters, n.Leaders, n.Bytes, n.QPS = 0, 0, 0, 0, 0
+		c.nodeByID[n.ID] = n
+	}
+	for _, r := range c.Ranges {
+		c.rangeByID[r.ID] = r
+		if !r.System {
+			c.user = append(c.user, r)
+		}
+		for _, rep := range r.Replicas {
+			if n := c.nodeByID[rep.Node]; n != nil {
+				n.Replicas++
+				if !rep.Learner {
+					n.Voters++
+				}
+				n.Bytes += r.Bytes
+			}
+		}
+		if n := c.nodeByID[r.Leader]; n != nil {
+			n.Leaders++
+			n.QPS += r.QPS()
+		}
+	}
+	return c
+}
+
+// Node returns the node with id, or nil.
+func (c *Cluster) Node(id uint64) *Node { return c.nodeByID[id] }
+
+// Range returns the range with id, or nil.
+func (c *Cluster) Range(id uint64) *Range { return c.rangeByID[id] }
+
+// RangeFor returns the user range containing key, or nil.
+func (c *Cluster) RangeFor(key []byte) *Range {
+	i := sort.Search(len(c.user), func(i int) bool { return bytes.Compare(c.user[i].StartKey, key) > 0 })
+	if i == 0 {
+		return nil
+	}
+	if r := c.user[i-1]; r.ContainsKey(key) {
+		return r
+	}
+	return nil
+}
+
+// RightNeighbor returns the user range starting where r ends, or nil (r ends the key space, or the
+// descriptors have a gap there).
+func (c *Cluster) RightNeighbor(r *Range) *Range {
+	if r.System || len(r.EndKey) == 0 {
+		return nil
+	}
+	if n := c.RangeFor(r.EndKey); n != nil && bytes.Equal(n.StartKey, r.EndKey) {
+		return n
+	}
+	return nil
+}
+
+// UserRanges returns the user ranges sorted by StartKey (the caller must not modify the slice).
+func (c *Cluster) UserRanges() []*Range { return c.user }
+
+// RangesIn returns the user ranges overlapping [start, end) (empty end: to the end of the key space).
+func (c *Cluster) RangesIn(start, end []byte) []*Range {
+	var out []*Range
+	for _, r := range c.user {
+		if len(end) > 0 && bytes.Compare(r.StartKey, end) >= 0 {
+			break
+		}
+		if len(r.EndKey) > 0 && bytes.Compare(r.EndKey, start) <= 0 {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,274 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TextEpoch is time zero of clusters written in the compact text form: "now 90s" means TextEpoch+90s.
+var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// ParseCluster reads the compact text form used by the autopilot's data-driven tests and the simulator's
+// scenario files, one item per line ('#' starts a comment):
+//
+//	now 120s
+//	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB]
+//	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system]
+//
+// A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
+// 5s, "dead" is not live and silent for 70s, silent=D sets the silence (and makes the node not live
+// when D > 10s). Spans are [start,end) with bare keys; an empty start or end is open. A range's
+// leader defaults to its first voter.
+func ParseCluster(text string) (*Cluster, error) {
+	now := TextEpoch
+	var nodes []*Node
+	var ranges []*Range
+	type silence struct {
+		node *Node
+		d    time.Duration
+	}
+	var silences []silence
+	for lineNo, line := range strings.Split(text, "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		fail := func(format string, args ...any) error {
+			return fmt.Errorf("line %d %q: %s", lineNo+1, strings.TrimSpace(line), fmt.Sprintf(format, args...))
+		}
+		switch f[0] {
+		case "now":
+			if len(f) != 2 {
+				return nil, fail("want: now DURATION")
+			}
+			d, err := time.ParseDuration(f[1])
+			if err != nil {
+				return nil, fail("%v", err)
+			}
+			now = TextEpoch.Add(d)
+		case "node":
+			if len(f) < 2 {
+				return nil, fail("want: node ID ...")
+			}
+			id, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return nil, fail("node id: %v", err)
+			}
+			n := &Node{ID: id, Addr: fmt.Sprintf("n%d:26257", id), Live: true}
+			s := silence{node: n}
+			for _, a := range f[2:] {
+				k, v, _ := strings.Cut(a, "=")
+				switch k {
+				case "down":
+					n.Live, s.d = false, 5*time.Second
+				case "dead":
+					n.Live, s.d = false, 70*time.Second
+				case "draining":
+					n.Draining = true
+				case "decommissioning":
+					n.Decommissioning = true
+				case "decommissioned":
+					n.Decommissioned, n.Live = true, false
+				case "silent":
+					if s.d, err = time.ParseDuration(v); err != nil {
+						return nil, fail("silent: %v", err)
+					}
+					n.Live = s.d <= 10*time.Second
+				case "cpu":
+					if n.CPUPercent, err = strconv.ParseFloat(v, 64); err != nil {
+						return nil, fail("cpu: %v", err)
+					}
+				case "disk":
+					used, capacity, ok := strings.Cut(v, "/")
+					if !ok {
+						return nil, fail("disk: want USED/CAPACITY")
+					}
+					if n.DiskUsed, err = ParseBytes(used); err != nil {
+						return nil, fail("disk: %v", err)
+					}
+					if n.DiskCapacity, err = ParseBytes(capacity); err != nil {
+						return nil, fail("disk: %v", err)
+					}
+				default:
+					return nil, fail("unknown node attribute %q", a)
+				}
+			}
+			nodes = append(nodes, n)
+			silences = append(silences, s)
+		case "range":
+			if len(f) < 3 {
+				return nil, fail("want: range ID [start,end) ...")
+			}
+			id, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				return nil, fail("range id: %v", err)
+			}
+			span := f[2]
+			if !strings.HasPrefix(span, "[") || !strings.HasSuffix(span, ")") || !strings.Contains(span, ",") {
+				return nil, fail("span: want [start,end)")
+			}
+			start, end, _ := strings.Cut(span[1:len(span)-1], ",")
+			r := &Range{ID: id, StartKey: []byte(start), EndKey: []byte(end)}
+			if start == "" {
+				r.StartKey = nil
+			}
+			if end == "" {
+				r.EndKey = nil
+			}
+			leaderSet := false
+			for _, a := range f[3:] {
+				k, v, _ := strings.Cut(a, "=")
+				switch k {
+				case "voters", "learners":
+					for _, s := range strings.Split(v, ",") {
+						nid, err := strconv.ParseUint(s, 10, 64)
+						if err != nil {
+							return nil, fail("%s: %v", k, err)
+						}
+						r.Replicas = append(r.Replicas, Replica{Node: nid, Learner: k == "learners"})
+					}
+				case "leader":
+					if r.Leader, err = strconv.ParseUint(v, 10, 64); err != nil {
+						return nil, fail("leader: %v", err)
+					}
+					leaderSet = true
+				case "bytes":
+					if r.Bytes, err = ParseBytes(v); err != nil {
+						return nil, fail("bytes: %v", err)
+					}
+				case "reads":
+					if r.ReadQPS, err = strconv.ParseFloat(v, 64); err != nil {
+						return nil, fail("reads: %v", err)
+					}
+				case "writes":
+					if r.WriteQPS, err = strconv.ParseFloat(v, 64); err != nil {
+						return nil, fail("writes: %v", err)
+					}
+				case "system":
+					r.System = true
+				default:
+					return nil, fail("unknown range attribute %q", a)
+				}
+			}
+			if !leaderSet {
+				if v := r.Voters(); len(v) > 0 {
+					r.Leader = v[0]
+				}
+			}
+			ranges = append(ranges, r)
+		default:
+			return nil, fail("unknown item %q (want now, node or range)", f[0])
+		}
+	}
+	for _, s := range silences {
+		s.node.LastHeartbeat = now.Add(-s.d)
+	}
+	return NewCluster(now, nodes, ranges), nil
+}
+
+// Format writes c in the compact text form ParseCluster reads, followed by one comment line per node
+// with its derived totals.
+func (c *Cluster) Format() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "now %s\n", c.Now.Sub(TextEpoch))
+	for _, n := range c.Nodes {
+		fmt.Fprintf(&b, "node %d", n.ID)
+		silent := n.SilentFor(c.Now)
+		switch {
+		case n.Decommissioned:
+			b.WriteString(" decommissioned")
+		case !n.Live || silent > 0:
+			fmt.Fprintf(&b, " silent=%s", silent)
+		}
+		if n.Draining {
+			b.WriteString(" draining")
+		}
+		if n.Decommissioning {
+			b.WriteString(" decommissioning")
+		}
+		if n.CPUPercent != 0 {
+			fmt.Fprintf(&b, " cpu=%g", n.CPUPercent)
+		}
+		if n.DiskCapacity != 0 {
+			fmt.Fprintf(&b, " disk=%s/%s", FormatBytes(n.DiskUsed), FormatBytes(n.DiskCapacity))
+		}
+		b.WriteByte('\n')
+	}
+	for _, r := range c.Ranges {
+		fmt.Fprintf(&b, "range %d [%s,%s)", r.ID, r.StartKey, r.EndKey)
+		if v := r.Voters(); len(v) > 0 {
+			fmt.Fprintf(&b, " voters=%s", joinIDs(v))
+		}
+		if l := r.Learners(); len(l) > 0 {
+			fmt.Fprintf(&b, " learners=%s", joinIDs(l))
+		}
+		fmt.Fprintf(&b, " leader=%d", r.Leader)
+		if r.Bytes != 0 {
+			fmt.Fprintf(&b, " bytes=%s", FormatBytes(r.Bytes))
+		}
+		if r.ReadQPS != 0 {
+			fmt.Fprintf(&b, " reads=%g", r.ReadQPS)
+		}
+		if r.WriteQPS != 0 {
+			fmt.Fprintf(&b, " writes=%g", r.WriteQPS)
+		}
+		if r.System {
+			b.WriteString(" system")
+		}
+		b.WriteByte('\n')
+	}
+	for _, n := range c.Nodes {
+		fmt.Fprintf(&b, "# n%d: replicas=%d leaders=%d bytes=%s qps=%g\n", n.ID, n.Replicas, n.Leaders,
+			FormatBytes(n.Bytes), n.QPS)
+	}
+	return b.String()
+}
+
+func joinIDs(ids []uint64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(s, ",")
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   uint64
+}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// ParseBytes reads a size such as 512, 64KiB, 10MiB or 1.5GiB.
+func ParseBytes(s string) (uint64, error) {
+	for _, u := range byteUnits {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, err := strconv.ParseFloat(num, 64)
+			if err != nil || f < 0 {
+				return 0, fmt.Errorf("bad size %q", s)
+			}
+			return uint64(f * float64(u.mult)), nil
+		}
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad size %q (want e.g. 512, 64KiB, 10MiB)", s)
+	}
+	return v, nil
+}
+
+// FormatBytes renders a size with the largest binary unit that keeps it at least 1, with at most two
+// decimals (e.g. "1.5GiB", "512B").
+func FormatBytes(v uint64) string {
+	for _, u := range byteUnits {
+		if v >= u.mult && u.mult > 1 {
+			num := strconv.FormatFloat(float64(v)/float64(u.mult), 'f', 2, 64)
+			num = strings.TrimRight(strings.TrimRight(num, "0"), ".")
+			return num + u.suffix
+		}
+	}
+	return strconv.FormatUint(v, 10) + "B"
+}

@@ -1,0 +1,99 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// DecommissionConfig configures the decommission policy.
+type DecommissionConfig struct {
+	// MaxPerRound bounds the replica moves proposed per round (the executor's snapshot limits pace them
+	// further). Default 16.
+	MaxPerRound int
+}
+
+func (c DecommissionConfig) withDefaults() DecommissionConfig {
+	if c.MaxPerRound <= 0 {
+		c.MaxPerRound = 16
+	}
+	return c
+}
+
+// Decommission empties decommissioning nodes: each of their replicas moves to the active node with the
+// fewest replicas (leadership moves along when the node leads the range); learners are simply removed.
+// Once a node holds nothing and no operator is pending for it, Completed lists it and the autopilot
+// marks it decommissioned. It is stateless and therefore resumable: the decommissioning flag and the
+// replicas live in the model.
+type Decommission struct {
+	cfg     DecommissionConfig
+	maxDisk float64
+}
+
+// NewDecommission returns the decommission policy.
+func NewDecommission(cfg DecommissionConfig, maxDiskUse float64) *Decommission {
+	if maxDiskUse <= 0 {
+		maxDiskUse = DefaultMaxDiskUse
+	}
+	return &Decommission{cfg: cfg.withDefaults(), maxDisk: maxDiskUse}
+}
+
+// Name implements Policy.
+func (p *Decommission) Name() string { return NameDecommission }
+
+// Propose implements Policy.
+func (p *Decommission) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	v := newView(c, pending)
+	var out []*operator.Operator
+	for _, n := range c.Nodes {
+		if !n.Decommissioning || n.Decommissioned {
+			continue
+		}
+		for _, r := range rangesOn(c, n.ID) {
+			if len(out) >= p.cfg.MaxPerRound {
+				return out
+			}
+			if v.busy[r.ID] {
+				continue
+			}
+			left := v.load[n.ID].replicas
+			var op *operator.Operator
+			if rep, _ := r.ReplicaOn(n.ID); rep.Learner {
+				op = operator.NewRemoveReplica(NameDecommission, c.Now, c, r, n.ID, 0,
+					fmt.Sprintf("n%d is decommissioning (%d replicas left): remove its learner of r%d", n.ID, left, r.ID))
+			} else {
+				to := v.targetFor(r, p.maxDisk)
+				if to == 0 {
+					continue // nowhere to go; retried every round
+				}
+				op = operator.NewMoveReplica(NameDecommission, c.Now, c, r, n.ID, to,
+					fmt.Sprintf("n%d is decommissioning (%d replicas left): move its replica of r%d to n%d (%d replicas)",
+						n.ID, left, r.ID, to, v.load[to].replicas))
+			}
+			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricNodeReplicas, From: n.ID,
+				Before: float64(left), Delta: -1}
+			v.add(op)
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// Completed returns the decommissioning nodes that hold no replica and that no pending operator still
+// touches: they can be marked decommissioned.
+func (p *Decommission) Completed(c *model.Cluster, pending []*operator.Operator) []uint64 {
+	touched := map[uint64]bool{}
+	for _, op := range pending {
+		for id := range op.Influence {
+			touched[id] = true
+		}
+	}
+	var out []uint64
+	for _, n := range c.Nodes {
+		if n.Decommissioning && !n.Decommissioned && n.Replicas == 0 && !touched[n.ID] {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}

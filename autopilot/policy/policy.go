@@ -1,0 +1,396 @@
+// Package policy holds the autopilot's policies: each looks at the cluster model and the operators
+// already pending and proposes operators for one mechanism — keep the replication factor (replicate),
+// empty a decommissioning node (decommission), move leaderships off a draining node (drain), split ranges
+// by load (load_split), merge small cold neighbours (merge), even out replicas, bytes, leaderships and
+// served load across nodes (rebalance). A Registry keeps them in priority order with an on/off switch
+// each (`shoal admin policy set NAME on|off`).
+//
+// The package owns the decisions: what to change and why, with a predicted benefit. A policy must never
+// act — it never calls the Actuator, never submits or cancels an operator and never blocks; it only
+// returns operators. A switched-off policy proposes nothing.
+//
+// Invariant: Registry.Propose never returns two operators for one range, nor one for a range that
+// already has a pending operator; every policy plans with the influence of the pending operators and
+// of the ones proposed before it in the same round.
+package policy
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// Policy is one autopilot mechanism.
+type Policy interface {
+	// Name is the policy's switch name (e.g. "load_split").
+	Name() string
+	// Propose returns operators that would improve c, given the operators already pending. It must not
+	// propose for a range that has a pending operator, must not modify c or pending, and must return
+	// quickly. Policies may keep state between calls (e.g. what they observed); they are called from
+	// one goroutine.
+	Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator
+}
+
+// Policy names, in the Registry's default priority order.
+const (
+	NameReplicate    = "replicate"
+	NameDecommission = "decommission"
+	NameDrain        = "drain"
+	NameLoadSplit    = "load_split"
+	NameMerge        = "merge"
+	NameRebalance    = "rebalance"
+)
+
+// DefaultMaxDiskUse is the share of a node's disk beyond which it receives no new replicas.
+const DefaultMaxDiskUse = 0.95
+
+// Config configures every policy; zero fields mean defaults.
+type Config struct {
+	Replicate    ReplicateConfig
+	Decommission DecommissionConfig
+	Drain        DrainConfig
+	LoadSplit    LoadSplitConfig
+	Merge        MergeConfig
+	Rebalance    RebalanceConfig
+	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
+	MaxDiskUse float64
+}
+
+// DefaultConfig returns the configuration with every default filled in.
+func DefaultConfig() Config { return Config{}.WithDefaults() }
+
+// WithDefaults fills the zero fields with their defaults.
+func (c Config) WithDefaults() Config {
+	c.Replicate = c.Replicate.withDefaults()
+	c.Decommission = c.Decommission.withDefaults()
+	c.Drain = c.Drain.withDefaults()
+	c.LoadSplit = c.LoadSplit.withDefaults()
+	c.Merge = c.Merge.withDefaults()
+	c.Rebalance = c.Rebalance.withDefaults()
+	if c.MaxDiskUse <= 0 {
+		c.MaxDiskUse = DefaultMaxDiskUse
+	}
+	return c
+}
+
+// Validate reports the first inconsistent setting, saying which field to change.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.Replicate.Factor < 1:
+		return fmt.Errorf("policy: replicate factor %d must be at least 1", c.Replicate.Factor)
+	case c.MaxDiskUse > 1:
+		return fmt.Errorf("policy: max disk use %.2f must be at most 1", c.MaxDiskUse)
+	case c.Rebalance.ReplicaLow > c.Rebalance.ReplicaHigh || c.Rebalance.LeaderLow > c.Rebalance.LeaderHigh ||
+		c.Rebalance.BytesLow > c.Rebalance.BytesHigh || c.Rebalance.QPSLow > c.Rebalance.QPSHigh:
+		return fmt.Errorf("policy: rebalance stop thresholds must not exceed start thresholds")
+	case c.Merge.MaxQPS*2 >= c.LoadSplit.QPSThreshold:
+		return fmt.Errorf("policy: merge max QPS %.0f must stay well below the load split threshold %.0f "+
+			"(at most half), or ranges would be split and merged back and forth", c.Merge.MaxQPS, c.LoadSplit.QPSThreshold)
+	}
+	return c.LoadSplit.Search.validate()
+}
+
+// Status is one policy's switch.
+type Status struct {
+	Name string `json:"name"`
+	On   bool   `json:"on"`
+}
+
+// Registry is the ordered set of policies with their switches. Safe for concurrent use; Propose calls
+// are serialized.
+type Registry struct {
+	mu       sync.Mutex
+	propose  sync.Mutex
+	policies []Policy
+	off      map[string]bool
+}
+
+// NewRegistry returns a registry running policies in the given order, all switched on.
+func NewRegistry(policies ...Policy) *Registry {
+	return &Registry{policies: policies, off: map[string]bool{}}
+}
+
+// Default returns the standard registry: replicate, decommission and drain first (availability and
+// operator requests), then load_split, merge and rebalance. load_split and merge share their memory of
+// recent load splits, so merge does not undo them.
+func Default(cfg Config) *Registry {
+	cfg = cfg.WithDefaults()
+	splits := NewSplitMemory()
+	return NewRegistry(
+		NewReplicate(cfg.Replicate, cfg.MaxDiskUse),
+		NewDecommission(cfg.Decommission, cfg.MaxDiskUse),
+		NewDrain(cfg.Drain),
+		NewLoadSplit(cfg.LoadSplit, splits),
+		NewMerge(cfg.Merge, splits),
+		NewRebalance(cfg.Rebalance, cfg.MaxDiskUse),
+	)
+}
+
+// Set switches the policy name on or off.
+func (r *Registry) Set(name string, on bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lookup(name) == nil {
+		return fmt.Errorf("unknown policy %q; known policies: %s", name, strings.Join(r.names(), ", "))
+	}
+	r.off[name] = !on
+	return nil
+}
+
+// Enabled reports whether the policy name is switched on.
+func (r *Registry) Enabled(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lookup(name) != nil && !r.off[name]
+}
+
+// Policy returns the policy called name, or nil.
+func (r *Registry) Policy(name string) Policy {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lookup(name)
+}
+
+// List returns every policy's switch, in priority order.
+func (r *Registry) List() []Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Status, len(r.policies))
+	for i, p := range r.policies {
+		out[i] = Status{Name: p.Name(), On: !r.off[p.Name()]}
+	}
+	return out
+}
+
+func (r *Registry) lookup(name string) Policy {
+	for _, p := range r.policies {
+		if p.Name() == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func (r *Registry) names() []string {
+	out := make([]string, len(r.policies))
+	for i, p := range r.policies {
+		out[i] = p.Name()
+	}
+	return out
+}
+
+// Propose asks every switched-on policy, in priority order, for operators. Each policy sees the pending
+// operators plus those proposed before it in this round.
+func (r *Registry) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	r.propose.Lock()
+	defer r.propose.Unlock()
+	all := append([]*operator.Operator(nil), pending...)
+	busy := map[uint64]bool{}
+	for _, op := range pending {
+		for _, id := range op.Ranges() {
+			busy[id] = true
+		}
+	}
+	var out []*operator.Operator
+	for _, st := range r.List() {
+		if !st.On {
+			continue
+		}
+		for _, op := range r.Policy(st.Name).Propose(c, all) {
+			if anyBusy(busy, op.Ranges()) {
+				continue // a policy bug; the invariant holds regardless
+			}
+			for _, id := range op.Ranges() {
+				busy[id] = true
+			}
+			out = append(out, op)
+			all = append(all, op)
+		}
+	}
+	return out
+}
+
+// nodeLoad is a node's load including the influence of pending operators.
+type nodeLoad struct {
+	replicas int
+	leaders  int
+	bytes    float64
+	qps      float64
+}
+
+// view is the cluster as a policy plans on it: the snapshot plus the influence of pending operators.
+type view struct {
+	c    *model.Cluster
+	busy map[uint64]bool
+	load map[uint64]*nodeLoad
+}
+
+func newView(c *model.Cluster, pending []*operator.Operator) *view {
+	v := &view{c: c, busy: map[uint64]bool{}, load: map[uint64]*nodeLoad{}}
+	for _, n := range c.Nodes {
+		v.load[n.ID] = &nodeLoad{replicas: n.Replicas, leaders: n.Leaders, bytes: float64(n.Bytes), qps: n.QPS}
+	}
+	for _, op := range pending {
+		for _, id := range op.Ranges() {
+			v.busy[id] = true
+		}
+		v.apply(op.PendingInfluence(c.Range(op.RangeID)))
+	}
+	return v
+}
+
+func (v *view) apply(inf operator.Influence) {
+	for id, d := range inf {
+		l := v.load[id]
+		if l == nil {
+			continue
+		}
+		l.replicas += d.Replicas
+		l.leaders += d.Leaders
+		l.bytes += float64(d.Bytes)
+		l.qps += d.QPS
+	}
+}
+
+// add records a newly proposed operator: its range becomes busy and its influence counts.
+func (v *view) add(op *operator.Operator) {
+	for _, id := range op.Ranges() {
+		v.busy[id] = true
+	}
+	v.apply(op.Influence)
+}
+
+// active returns the nodes that may receive replicas and leaderships.
+func (v *view) active() []*model.Node {
+	var out []*model.Node
+	for _, n := range v.c.Nodes {
+		if n.Active() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// targetFor picks the node to receive a new replica of r: active, not already holding one, not in
+// exclude, disk below maxDisk; fewest replicas (counting pending operators), then fewest bytes, then
+// lowest ID. It returns 0 when no node qualifies.
+func (v *view) targetFor(r *model.Range, maxDisk float64, exclude ...uint64) uint64 {
+	var best *model.Node
+	for _, n := range v.active() {
+		if r.HasReplica(n.ID) || n.DiskFull(maxDisk) || contains(exclude, n.ID) {
+			continue
+		}
+		if best == nil || v.lessLoaded(n, best) {
+			best = n
+		}
+	}
+	if best == nil {
+		return 0
+	}
+	return best.ID
+}
+
+func (v *view) lessLoaded(a, b *model.Node) bool {
+	la, lb := v.load[a.ID], v.load[b.ID]
+	if la.replicas != lb.replicas {
+		return la.replicas < lb.replicas
+	}
+	if la.bytes != lb.bytes {
+		return la.bytes < lb.bytes
+	}
+	return a.ID < b.ID
+}
+
+// leaderTarget picks the voter of r (other than exclude) to lead it: on an active node, fewest
+// leaderships (counting pending operators), then least served QPS, then lowest ID. 0 if none.
+func (v *view) leaderTarget(r *model.Range, exclude uint64) uint64 {
+	var best *model.Node
+	for _, id := range r.Voters() {
+		n := v.c.Node(id)
+		if id == exclude || n == nil || !n.Active() {
+			continue
+		}
+		if best == nil {
+			best = n
+			continue
+		}
+		ln, lb := v.load[n.ID], v.load[best.ID]
+		if ln.leaders != lb.leaders {
+			if ln.leaders < lb.leaders {
+				best = n
+			}
+			continue
+		}
+		if ln.qps != lb.qps {
+			if ln.qps < lb.qps {
+				best = n
+			}
+			continue
+		}
+		if n.ID < best.ID {
+			best = n
+		}
+	}
+	if best == nil {
+		return 0
+	}
+	return best.ID
+}
+
+func contains(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// rangesOn returns the ranges with a replica on node, in the cluster's order.
+func rangesOn(c *model.Cluster, node uint64) []*model.Range {
+	var out []*model.Range
+	for _, r := range c.Ranges {
+		if r.HasReplica(node) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func sortedNodes(nodes []*model.Node, less func(a, b *model.Node) bool) []*model.Node {
+	out := append([]*model.Node(nil), nodes...)
+	sort.SliceStable(out, func(i, j int) bool { return less(out[i], out[j]) })
+	return out
+}
+
+func roundDur(d time.Duration) time.Duration {
+	if d > time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+func fmtQPS(q float64) string {
+	if math.Abs(q) >= 100 {
+		return fmt.Sprintf("%.0f ops/s", q)
+	}
+	return fmt.Sprintf("%.1f ops/s", q)
+}
+
+func anyBusy(busy map[uint64]bool, ids []uint64) bool {
+	for _, id := range ids {
+		if busy[id] {
+			return true
+		}
+	}
+	return false
+}

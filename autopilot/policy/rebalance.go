@@ -1,0 +1,334 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// RebalanceConfig configures rebalance. Imbalance is (max − min) / mean over the active nodes; for each
+// dimension rebalancing starts above High and, once started, continues until below Low (hysteresis).
+type RebalanceConfig struct {
+	QPSHigh, QPSLow         float64 // served load (leaderships weighted by QPS). Default 0.25, 0.10.
+	ReplicaHigh, ReplicaLow float64 // replica counts. Default 0.10, 0.05.
+	BytesHigh, BytesLow     float64 // bytes stored. Default 0.20, 0.10.
+	LeaderHigh, LeaderLow   float64 // leadership counts. Default 0.10, 0.05.
+	// MinQPSGap and MinBytesGap: smaller differences between two nodes are noise. Defaults 100 ops/s
+	// and 64 MiB. Counts need a gap of 2 (one move changes it by 2).
+	MinQPSGap   float64
+	MinBytesGap uint64
+	// MaxPerRound bounds the operators proposed per round, over all dimensions. Default 4.
+	MaxPerRound int
+}
+
+func (c RebalanceConfig) withDefaults() RebalanceConfig {
+	def := func(v *float64, d float64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.QPSHigh, 0.25)
+	def(&c.QPSLow, 0.10)
+	def(&c.ReplicaHigh, 0.10)
+	def(&c.ReplicaLow, 0.05)
+	def(&c.BytesHigh, 0.20)
+	def(&c.BytesLow, 0.10)
+	def(&c.LeaderHigh, 0.10)
+	def(&c.LeaderLow, 0.05)
+	def(&c.MinQPSGap, 100)
+	if c.MinBytesGap == 0 {
+		c.MinBytesGap = 64 << 20
+	}
+	if c.MaxPerRound <= 0 {
+		c.MaxPerRound = 4
+	}
+	return c
+}
+
+// Rebalance is a scheduler: it evens out, across active nodes, the load they serve (by moving
+// leaderships of busy ranges), then replica counts and bytes (by moving replicas), then leadership
+// counts (by moving leaderships of quiet ranges).
+//
+// It does not thrash: a dimension starts rebalancing only above its High imbalance and stops below its
+// Low one; every move strictly narrows the gap between its two nodes (so a move can never be undone by
+// the next); leadership-count moves may not widen the served-load gap; and it plans with the influence
+// of pending operators, so it does not fix the same imbalance twice. System ranges stay where they are.
+type Rebalance struct {
+	cfg     RebalanceConfig
+	maxDisk float64
+	active  map[string]bool
+}
+
+// NewRebalance returns the rebalance policy.
+func NewRebalance(cfg RebalanceConfig, maxDiskUse float64) *Rebalance {
+	if maxDiskUse <= 0 {
+		maxDiskUse = DefaultMaxDiskUse
+	}
+	return &Rebalance{cfg: cfg.withDefaults(), maxDisk: maxDiskUse, active: map[string]bool{}}
+}
+
+// Name implements Policy.
+func (p *Rebalance) Name() string { return NameRebalance }
+
+type dimension struct {
+	name      string
+	high, low float64
+	minGap    float64
+	value     func(*nodeLoad) float64
+	format    func(float64) string
+	plan      func(p *Rebalance, v *view, d *dimension, nodes []*model.Node) *operator.Operator
+}
+
+func (p *Rebalance) dimensions() []*dimension {
+	count := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	return []*dimension{
+		{name: "qps", high: p.cfg.QPSHigh, low: p.cfg.QPSLow, minGap: p.cfg.MinQPSGap,
+			value: func(l *nodeLoad) float64 { return l.qps }, format: fmtQPS, plan: (*Rebalance).planQPS},
+		{name: "replicas", high: p.cfg.ReplicaHigh, low: p.cfg.ReplicaLow, minGap: 2,
+			value: func(l *nodeLoad) float64 { return float64(l.replicas) }, format: count, plan: (*Rebalance).planReplicas},
+		{name: "bytes", high: p.cfg.BytesHigh, low: p.cfg.BytesLow, minGap: float64(p.cfg.MinBytesGap),
+			value:  func(l *nodeLoad) float64 { return l.bytes },
+			format: func(v float64) string { return model.FormatBytes(uint64(math.Max(v, 0))) }, plan: (*Rebalance).planBytes},
+		{name: "leaders", high: p.cfg.LeaderHigh, low: p.cfg.LeaderLow, minGap: 2,
+			value: func(l *nodeLoad) float64 { return float64(l.leaders) }, format: count, plan: (*Rebalance).planLeaders},
+	}
+}
+
+// spread returns the imbalance of d over nodes, and the nodes holding the most and the least.
+func (d *dimension) spread(v *view, nodes []*model.Node) (imbalance, gap float64, hi, lo *model.Node) {
+	var sum float64
+	for _, n := range nodes {
+		x := d.value(v.load[n.ID])
+		sum += x
+		if hi == nil || x > d.value(v.load[hi.ID]) {
+			hi = n
+		}
+		if lo == nil || x < d.value(v.load[lo.ID]) {
+			lo = n
+		}
+	}
+	mean := sum / float64(len(nodes))
+	gap = d.value(v.load[hi.ID]) - d.value(v.load[lo.ID])
+	if mean <= 0 {
+		return 0, gap, hi, lo
+	}
+	return gap / mean, gap, hi, lo
+}
+
+// Propose implements Policy.
+func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	v := newView(c, pending)
+	nodes := v.active()
+	if len(nodes) < 2 {
+		clear(p.active)
+		return nil
+	}
+	var out []*operator.Operator
+	for _, d := range p.dimensions() {
+		for len(out) < p.cfg.MaxPerRound {
+			imb, gap, _, _ := d.spread(v, nodes)
+			switch {
+			case !p.active[d.name] && imb > d.high && gap >= d.minGap:
+				p.active[d.name] = true
+			case p.active[d.name] && (imb < d.low || gap < d.minGap):
+				p.active[d.name] = false
+			}
+			if !p.active[d.name] {
+				break
+			}
+			op := d.plan(p, v, d, nodes)
+			if op == nil {
+				break
+			}
+			op.Priority = operator.PriorityLow
+			v.add(op)
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// why explains a move of dimension d from hi to lo.
+func (p *Rebalance) why(v *view, d *dimension, nodes []*model.Node, from, to uint64) string {
+	imb, _, _, _ := d.spread(v, nodes)
+	return fmt.Sprintf("%s imbalance %s (n%d %s, n%d %s; acts above %s, stops below %s)", d.name, pct(imb),
+		from, d.format(d.value(v.load[from])), to, d.format(d.value(v.load[to])), pct(d.high), pct(d.low))
+}
+
+// byValue returns nodes sorted by d's value, ascending.
+func byValue(v *view, d *dimension, nodes []*model.Node) []*model.Node {
+	return sortedNodes(nodes, func(a, b *model.Node) bool {
+		x, y := d.value(v.load[a.ID]), d.value(v.load[b.ID])
+		if x != y {
+			return x < y
+		}
+		return a.ID < b.ID
+	})
+}
+
+// planQPS moves the leadership of one of the busiest node's ranges to the least busy node, choosing the
+// range whose load best evens the two out; if the least busy node has no replica of any candidate, the
+// replica moves along with the leadership.
+func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
+	asc := byValue(v, d, nodes)
+	from := asc[len(asc)-1]
+	for _, to := range asc[:len(asc)-1] {
+		gap := v.load[from.ID].qps - v.load[to.ID].qps
+		if gap < d.minGap {
+			break
+		}
+		var transfer, move *model.Range
+		for _, r := range v.c.Ranges {
+			q := r.QPS()
+			if r.Leader != from.ID || r.System || v.busy[r.ID] || q <= 0 || q >= gap {
+				continue
+			}
+			better := func(cur *model.Range) bool { return cur == nil || math.Abs(gap-2*q) < math.Abs(gap-2*cur.QPS()) }
+			switch {
+			case r.IsVoter(to.ID):
+				if better(transfer) {
+					transfer = r
+				}
+			case !r.HasReplica(to.ID) && !to.DiskFull(p.maxDisk):
+				if better(move) {
+					move = r
+				}
+			}
+		}
+		benefit := operator.Benefit{Metric: operator.MetricQPSGap, From: from.ID, To: to.ID, Before: gap}
+		why := p.why(v, d, nodes, from.ID, to.ID)
+		switch {
+		case transfer != nil:
+			op := operator.NewTransferLeader(NameRebalance, v.c.Now, transfer, to.ID,
+				fmt.Sprintf("%s: move r%d's leadership (%s) to n%d", why, transfer.ID, fmtQPS(transfer.QPS()), to.ID))
+			benefit.Delta = -2 * transfer.QPS()
+			op.PredictedBenefit = benefit
+			return op
+		case move != nil:
+			op := operator.NewMoveReplica(NameRebalance, v.c.Now, v.c, move, from.ID, to.ID,
+				fmt.Sprintf("%s: move r%d (%s) with its leadership to n%d", why, move.ID, fmtQPS(move.QPS()), to.ID))
+			benefit.Delta = -2 * move.QPS()
+			op.PredictedBenefit = benefit
+			return op
+		}
+	}
+	return nil
+}
+
+// planReplicas moves the smallest suitable replica from the node with the most replicas to the one with
+// the fewest.
+func (p *Rebalance) planReplicas(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
+	asc := byValue(v, d, nodes)
+	from := asc[len(asc)-1]
+	for _, to := range asc[:len(asc)-1] {
+		gap := v.load[from.ID].replicas - v.load[to.ID].replicas
+		if gap < 2 || to.DiskFull(p.maxDisk) {
+			continue
+		}
+		var best *model.Range
+		for _, r := range v.c.Ranges {
+			if !r.IsVoter(from.ID) || r.HasReplica(to.ID) || r.System || v.busy[r.ID] {
+				continue
+			}
+			if best == nil || r.Bytes < best.Bytes || (r.Bytes == best.Bytes && r.QPS() < best.QPS()) {
+				best = r
+			}
+		}
+		if best == nil {
+			continue
+		}
+		op := operator.NewMoveReplica(NameRebalance, v.c.Now, v.c, best, from.ID, to.ID,
+			fmt.Sprintf("%s: move r%d (%s) to n%d", p.why(v, d, nodes, from.ID, to.ID), best.ID,
+				model.FormatBytes(best.Bytes), to.ID))
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricReplicaGap, From: from.ID, To: to.ID,
+			Before: float64(gap), Delta: -2}
+		return op
+	}
+	return nil
+}
+
+// planBytes moves, from the node storing the most to the one storing the least, the replica whose size
+// best evens them out, as long as that does not unbalance replica counts.
+func (p *Rebalance) planBytes(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
+	asc := byValue(v, d, nodes)
+	from := asc[len(asc)-1]
+	for _, to := range asc[:len(asc)-1] {
+		lf, lt := v.load[from.ID], v.load[to.ID]
+		gap := lf.bytes - lt.bytes
+		countGap := lf.replicas - lt.replicas
+		if gap < d.minGap || to.DiskFull(p.maxDisk) || abs(countGap-2) > max(abs(countGap), 1) {
+			continue
+		}
+		var best *model.Range
+		for _, r := range v.c.Ranges {
+			b := float64(r.Bytes)
+			if !r.IsVoter(from.ID) || r.HasReplica(to.ID) || r.System || v.busy[r.ID] || b <= 0 || b >= gap {
+				continue
+			}
+			if best == nil || math.Abs(gap-2*b) < math.Abs(gap-2*float64(best.Bytes)) {
+				best = r
+			}
+		}
+		if best == nil {
+			continue
+		}
+		op := operator.NewMoveReplica(NameRebalance, v.c.Now, v.c, best, from.ID, to.ID,
+			fmt.Sprintf("%s: move r%d (%s) to n%d", p.why(v, d, nodes, from.ID, to.ID), best.ID,
+				model.FormatBytes(best.Bytes), to.ID))
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricBytesGap, From: from.ID, To: to.ID,
+			Before: gap, Delta: -2 * float64(best.Bytes)}
+		return op
+	}
+	return nil
+}
+
+// planLeaders moves the leadership of the quietest suitable range from the node with the most
+// leaderships to the one with the fewest, without widening the served-load gap between them beyond the
+// QPS dimension's tolerance.
+func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
+	var meanQPS float64
+	for _, n := range nodes {
+		meanQPS += v.load[n.ID].qps
+	}
+	meanQPS /= float64(len(nodes))
+	asc := byValue(v, d, nodes)
+	from := asc[len(asc)-1]
+	for _, to := range asc[:len(asc)-1] {
+		gap := v.load[from.ID].leaders - v.load[to.ID].leaders
+		if gap < 2 {
+			continue
+		}
+		qf, qt := v.load[from.ID].qps, v.load[to.ID].qps
+		tolerance := math.Max(math.Abs(qf-qt), math.Max(p.cfg.QPSLow*meanQPS, p.cfg.MinQPSGap))
+		var best *model.Range
+		for _, r := range v.c.Ranges {
+			q := r.QPS()
+			if r.Leader != from.ID || !r.IsVoter(to.ID) || r.System || v.busy[r.ID] ||
+				math.Abs((qf-q)-(qt+q)) > tolerance {
+				continue
+			}
+			if best == nil || q < best.QPS() {
+				best = r
+			}
+		}
+		if best == nil {
+			continue
+		}
+		op := operator.NewTransferLeader(NameRebalance, v.c.Now, best, to.ID,
+			fmt.Sprintf("%s: move r%d's leadership (%s) to n%d", p.why(v, d, nodes, from.ID, to.ID), best.ID,
+				fmtQPS(best.QPS()), to.ID))
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricLeaderGap, From: from.ID, To: to.ID,
+			Before: float64(gap), Delta: -2}
+		return op
+	}
+	return nil
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

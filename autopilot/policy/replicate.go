@@ -1,0 +1,213 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// ReplicateConfig configures the replicate checker.
+type ReplicateConfig struct {
+	// Factor is the number of voters every range should have. Default 3.
+	Factor int
+	// DeadAfter is how long a node may be silent before its replicas are replaced. Default 60s
+	// (model.DefaultDeadAfter).
+	DeadAfter time.Duration
+	// MaxPerRound bounds the operators proposed per round. Default 64.
+	MaxPerRound int
+}
+
+func (c ReplicateConfig) withDefaults() ReplicateConfig {
+	if c.Factor <= 0 {
+		c.Factor = 3
+	}
+	if c.DeadAfter <= 0 {
+		c.DeadAfter = model.DefaultDeadAfter
+	}
+	if c.MaxPerRound <= 0 {
+		c.MaxPerRound = 64
+	}
+	return c
+}
+
+// Replicate is a checker: it keeps every range at its replication factor. A voter on a node silent for
+// longer than DeadAfter (or decommissioned) is replaced by a new replica elsewhere, added as a learner
+// and promoted in the same change that removes the lost one. A range short of voters gets one (an
+// existing learner is promoted first); a range with too many — typically because a node thought dead
+// came back — loses the replica on the busiest node. Learners on dead nodes are removed.
+//
+// It never changes a range whose live voters are not a quorum: no configuration change could commit.
+type Replicate struct {
+	cfg     ReplicateConfig
+	maxDisk float64
+}
+
+// NewReplicate returns the replicate policy.
+func NewReplicate(cfg ReplicateConfig, maxDiskUse float64) *Replicate {
+	if maxDiskUse <= 0 {
+		maxDiskUse = DefaultMaxDiskUse
+	}
+	return &Replicate{cfg: cfg.withDefaults(), maxDisk: maxDiskUse}
+}
+
+// Name implements Policy.
+func (p *Replicate) Name() string { return NameReplicate }
+
+// Propose implements Policy.
+func (p *Replicate) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	v := newView(c, pending)
+	var out []*operator.Operator
+	for _, r := range c.Ranges {
+		if len(out) >= p.cfg.MaxPerRound {
+			break
+		}
+		if v.busy[r.ID] {
+			continue
+		}
+		if op := p.check(v, r); op != nil {
+			op.Policy = NameReplicate
+			v.add(op)
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+func (p *Replicate) lost(c *model.Cluster, node uint64) bool {
+	n := c.Node(node)
+	return n == nil || n.Dead(c.Now, p.cfg.DeadAfter)
+}
+
+func (p *Replicate) lostWhy(c *model.Cluster, node uint64) string {
+	n := c.Node(node)
+	switch {
+	case n == nil:
+		return fmt.Sprintf("n%d is not in the cluster", node)
+	case n.Decommissioned:
+		return fmt.Sprintf("n%d is decommissioned", node)
+	}
+	return fmt.Sprintf("n%d silent for %s (dead after %s)", node, roundDur(n.SilentFor(c.Now)), p.cfg.DeadAfter)
+}
+
+func (p *Replicate) check(v *view, r *model.Range) *operator.Operator {
+	c, now, factor := v.c, v.c.Now, p.cfg.Factor
+	voters := r.Voters()
+	var lost []uint64
+	liveVoters := 0
+	for _, id := range voters {
+		if p.lost(c, id) {
+			lost = append(lost, id)
+		}
+		if n := c.Node(id); n != nil && n.Live {
+			liveVoters++
+		}
+	}
+	healthy := len(voters) - len(lost)
+	if len(voters) > 0 && healthy < len(voters)/2+1 {
+		return nil // no quorum: no configuration change can commit; wait for nodes to come back
+	}
+	liveBenefit := operator.Benefit{Metric: operator.MetricLiveVoters, Range: r.ID, Before: float64(liveVoters), Delta: 1}
+	switch {
+	case len(lost) > 0 && len(voters) > factor:
+		op := operator.NewRemoveReplica(NameReplicate, now, c, r, lost[0], 0,
+			fmt.Sprintf("%s; r%d has %d voters (factor %d): remove the lost one", p.lostWhy(c, lost[0]), r.ID, len(voters), factor))
+		op.Priority = operator.PriorityHigh
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID,
+			Before: float64(len(r.Replicas)), Delta: -1}
+		return op
+	case len(lost) > 0:
+		to := v.targetFor(r, p.maxDisk)
+		if to == 0 {
+			return nil
+		}
+		op := operator.NewMoveReplica(NameReplicate, now, c, r, lost[0], to,
+			fmt.Sprintf("%s: re-replicate r%d on n%d (%d replicas)", p.lostWhy(c, lost[0]), r.ID, to, v.load[to].replicas))
+		op.Priority = operator.PriorityHigh
+		op.PredictedBenefit = liveBenefit
+		return op
+	case len(voters) < factor:
+		for _, id := range r.Learners() {
+			if n := c.Node(id); n != nil && n.Active() {
+				op := operator.NewPromoteLearner(NameReplicate, now, r, id,
+					fmt.Sprintf("r%d has %d voters (factor %d): promote the learner on n%d", r.ID, len(voters), factor, id))
+				op.Priority = operator.PriorityHigh
+				op.PredictedBenefit = liveBenefit
+				return op
+			}
+		}
+		to := v.targetFor(r, p.maxDisk)
+		if to == 0 {
+			return nil
+		}
+		op := operator.NewAddReplica(NameReplicate, now, r, to,
+			fmt.Sprintf("r%d has %d voters (factor %d): add one on n%d (%d replicas)", r.ID, len(voters), factor, to, v.load[to].replicas))
+		op.Priority = operator.PriorityHigh
+		op.PredictedBenefit = liveBenefit
+		return op
+	case len(voters) > factor:
+		victim := p.surplusVictim(v, r)
+		newLeader := v.leaderTarget(r, victim)
+		if victim == r.Leader && newLeader == 0 {
+			return nil
+		}
+		op := operator.NewRemoveReplica(NameReplicate, now, c, r, victim, newLeader,
+			fmt.Sprintf("r%d has %d voters (factor %d): remove the surplus one on n%d (%d replicas)", r.ID, len(voters),
+				factor, victim, p.replicasOf(v, victim)))
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID,
+			Before: float64(len(r.Replicas)), Delta: -1}
+		return op
+	}
+	for _, id := range r.Learners() {
+		if p.lost(c, id) {
+			op := operator.NewRemoveReplica(NameReplicate, now, c, r, id, 0,
+				fmt.Sprintf("%s: remove its learner of r%d", p.lostWhy(c, id), r.ID))
+			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID,
+				Before: float64(len(r.Replicas)), Delta: -1}
+			return op
+		}
+	}
+	return nil
+}
+
+// surplusVictim picks the voter to drop from an over-replicated range: one on a node that should not
+// hold replicas (not live, draining, decommissioning) first, then — avoiding the leader — the one on the
+// node with the most replicas, then the lowest node ID.
+func (p *Replicate) surplusVictim(v *view, r *model.Range) uint64 {
+	voters := r.Voters()
+	rank := func(id uint64) (bad, leader, replicas int) {
+		if n := v.c.Node(id); n == nil || !n.Active() {
+			bad = 1
+		}
+		if id == r.Leader {
+			leader = 1
+		}
+		if l := v.load[id]; l != nil {
+			replicas = l.replicas
+		}
+		return
+	}
+	sort.Slice(voters, func(i, j int) bool {
+		bi, li, ri := rank(voters[i])
+		bj, lj, rj := rank(voters[j])
+		switch {
+		case bi != bj:
+			return bi > bj
+		case li != lj:
+			return li < lj
+		case ri != rj:
+			return ri > rj
+		}
+		return voters[i] < voters[j]
+	})
+	return voters[0]
+}
+
+func (p *Replicate) replicasOf(v *view, id uint64) int {
+	if l := v.load[id]; l != nil {
+		return l.replicas
+	}
+	return 0
+}
