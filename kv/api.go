@@ -107,6 +107,7 @@ func (n *Node) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, er
 	if pe != nil {
 		return &pb.GetResponse{Error: pe}, nil
 	}
+	n.ap.record(r.RangeID(), req.Key)
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	if !req.GetHeader().GetFollowerRead() {
@@ -125,6 +126,9 @@ func (n *Node) propose(ctx context.Context, h *pb.RequestHeader, key []byte, cmd
 	r, pe := n.replicaFor(h, key, true)
 	if pe != nil {
 		return replica.Result{}, pe
+	}
+	if key != nil {
+		n.ap.record(r.RangeID(), key)
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -231,6 +235,7 @@ func (n *Node) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse,
 	if pe != nil {
 		return &pb.ScanResponse{Error: pe}, nil
 	}
+	n.ap.record(r.RangeID(), req.Start)
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	if !req.GetHeader().GetFollowerRead() {

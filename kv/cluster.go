@@ -102,11 +102,25 @@ func (n *Node) localStats() *pb.NodeStats {
 			}
 		}
 		seen[r.RangeID()] = cur
+		if rl.Leader {
+			rl.Bytes = r.ApproximateBytes()
+			// Every leader's window ends here; only busy ranges ship their sample (load_split's input).
+			if ks := n.ap.takeSample(r.RangeID(), now); ks != nil && rl.ReadQps+rl.WriteQps >= sampleShipQPS {
+				rl.SampleRequests, rl.SampleAtUnixNanos = ks.Requests, ks.At.UnixNano()
+				for _, kc := range ks.Keys {
+					rl.SampleKeys = append(rl.SampleKeys, kc.Key)
+					rl.SampleCounts = append(rl.SampleCounts, kc.Count)
+				}
+			}
+		}
 		st.Ranges = append(st.Ranges, rl)
 	}
 	n.loadPrev = seen
 	return st
 }
+
+// sampleShipQPS is the load above which a range's key sample travels in heartbeats.
+const sampleShipQPS = 100
 
 // loadMark is a reading of a replica's request counters, to turn them into rates.
 type loadMark struct {

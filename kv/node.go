@@ -118,6 +118,7 @@ type Node struct {
 	dir       *directory
 
 	draining atomic.Bool
+	ap       *autopilotHost
 
 	loadMu   sync.Mutex
 	loadPrev map[uint64]loadMark // last counter readings per range, for QPS
@@ -139,6 +140,7 @@ func NewNode(cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, ready: make(chan struct{}), stopper: make(chan struct{})}
 	n.peers = newPeerConns(cfg.DialOptions, cfg.AuthToken)
+	n.ap = newAutopilotHost(n)
 	n.dir = newDirectory()
 	if v, ok, err := n.eng.Get(identityKey); err != nil {
 		return nil, err
@@ -354,6 +356,7 @@ func (n *Node) Stop() {
 	n.stopOne.Do(func() {
 		close(n.stopper)
 		n.wg.Wait()
+		n.ap.stop()
 		if n.store != nil {
 			n.store.Stop()
 		}
@@ -395,4 +398,5 @@ func (n *Node) startBackground() {
 	n.every(n.cfg.HeartbeatInterval, n.sendHeartbeats)
 	n.every(n.cfg.QueueInterval, n.runQueues)
 	n.every(5*time.Second, n.refreshDirectory)
+	n.every(time.Second, n.ap.watch)
 }

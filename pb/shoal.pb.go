@@ -95,6 +95,55 @@ func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_pb_shoal_proto_rawDescGZIP(), []int{0}
 }
 
+type NodeAdminState int32
+
+const (
+	NodeAdminState_NODE_ACTIVE          NodeAdminState = 0 // clears drain/decommission
+	NodeAdminState_NODE_DRAINING        NodeAdminState = 1 // move every leadership away; keep replicas
+	NodeAdminState_NODE_DECOMMISSIONING NodeAdminState = 2 // move every replica away, then the node is marked decommissioned
+)
+
+// Enum value maps for NodeAdminState.
+var (
+	NodeAdminState_name = map[int32]string{
+		0: "NODE_ACTIVE",
+		1: "NODE_DRAINING",
+		2: "NODE_DECOMMISSIONING",
+	}
+	NodeAdminState_value = map[string]int32{
+		"NODE_ACTIVE":          0,
+		"NODE_DRAINING":        1,
+		"NODE_DECOMMISSIONING": 2,
+	}
+)
+
+func (x NodeAdminState) Enum() *NodeAdminState {
+	p := new(NodeAdminState)
+	*p = x
+	return p
+}
+
+func (x NodeAdminState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeAdminState) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_shoal_proto_enumTypes[1].Descriptor()
+}
+
+func (NodeAdminState) Type() protoreflect.EnumType {
+	return &file_pb_shoal_proto_enumTypes[1]
+}
+
+func (x NodeAdminState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeAdminState.Descriptor instead.
+func (NodeAdminState) EnumDescriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{1}
+}
+
 // RelocateStep lets the autopilot run a relocation one declarative step at a time.
 type RelocateStep int32
 
@@ -132,11 +181,11 @@ func (x RelocateStep) String() string {
 }
 
 func (RelocateStep) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_shoal_proto_enumTypes[1].Descriptor()
+	return file_pb_shoal_proto_enumTypes[2].Descriptor()
 }
 
 func (RelocateStep) Type() protoreflect.EnumType {
-	return &file_pb_shoal_proto_enumTypes[1]
+	return &file_pb_shoal_proto_enumTypes[2]
 }
 
 func (x RelocateStep) Number() protoreflect.EnumNumber {
@@ -145,7 +194,7 @@ func (x RelocateStep) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RelocateStep.Descriptor instead.
 func (RelocateStep) EnumDescriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{1}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{2}
 }
 
 type ReplicaDescriptor struct {
@@ -1648,14 +1697,20 @@ func (x *NodeStats) GetRanges() []*RangeLoad {
 }
 
 type RangeLoad struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	Leader        bool                   `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
-	ReadQps       float64                `protobuf:"fixed64,3,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
-	WriteQps      float64                `protobuf:"fixed64,4,opt,name=write_qps,json=writeQps,proto3" json:"write_qps,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RangeId  uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Leader   bool                   `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	ReadQps  float64                `protobuf:"fixed64,3,opt,name=read_qps,json=readQps,proto3" json:"read_qps,omitempty"`
+	WriteQps float64                `protobuf:"fixed64,4,opt,name=write_qps,json=writeQps,proto3" json:"write_qps,omitempty"`
+	Bytes    uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// A uniform sample of the keys the leader served in the last window (busy ranges only), for
+	// load-based splitting: distinct keys with their counts.
+	SampleKeys        [][]byte `protobuf:"bytes,6,rep,name=sample_keys,json=sampleKeys,proto3" json:"sample_keys,omitempty"`
+	SampleCounts      []uint32 `protobuf:"varint,7,rep,packed,name=sample_counts,json=sampleCounts,proto3" json:"sample_counts,omitempty"`
+	SampleRequests    uint64   `protobuf:"varint,8,opt,name=sample_requests,json=sampleRequests,proto3" json:"sample_requests,omitempty"`
+	SampleAtUnixNanos int64    `protobuf:"varint,9,opt,name=sample_at_unix_nanos,json=sampleAtUnixNanos,proto3" json:"sample_at_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -1719,6 +1774,34 @@ func (x *RangeLoad) GetWriteQps() float64 {
 func (x *RangeLoad) GetBytes() uint64 {
 	if x != nil {
 		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetSampleKeys() [][]byte {
+	if x != nil {
+		return x.SampleKeys
+	}
+	return nil
+}
+
+func (x *RangeLoad) GetSampleCounts() []uint32 {
+	if x != nil {
+		return x.SampleCounts
+	}
+	return nil
+}
+
+func (x *RangeLoad) GetSampleRequests() uint64 {
+	if x != nil {
+		return x.SampleRequests
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetSampleAtUnixNanos() int64 {
+	if x != nil {
+		return x.SampleAtUnixNanos
 	}
 	return 0
 }
@@ -2431,6 +2514,428 @@ func (x *HeartbeatResponse) GetKnownNodes() []*NodeDescriptor {
 	return nil
 }
 
+type PolicyStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	On            bool                   `protobuf:"varint,2,opt,name=on,proto3" json:"on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyStatus) Reset() {
+	*x = PolicyStatus{}
+	mi := &file_pb_shoal_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyStatus) ProtoMessage() {}
+
+func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
+func (*PolicyStatus) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *PolicyStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PolicyStatus) GetOn() bool {
+	if x != nil {
+		return x.On
+	}
+	return false
+}
+
+type PolicyListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyListRequest) Reset() {
+	*x = PolicyListRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyListRequest) ProtoMessage() {}
+
+func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
+func (*PolicyListRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+}
+
+type PolicyListResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Policies      []*PolicyStatus        `protobuf:"bytes,2,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyListResponse) Reset() {
+	*x = PolicyListResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyListResponse) ProtoMessage() {}
+
+func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
+func (*PolicyListResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PolicyListResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *PolicyListResponse) GetPolicies() []*PolicyStatus {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+type PolicySetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	On            bool                   `protobuf:"varint,2,opt,name=on,proto3" json:"on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicySetRequest) Reset() {
+	*x = PolicySetRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicySetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicySetRequest) ProtoMessage() {}
+
+func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
+func (*PolicySetRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *PolicySetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PolicySetRequest) GetOn() bool {
+	if x != nil {
+		return x.On
+	}
+	return false
+}
+
+type PolicySetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicySetResponse) Reset() {
+	*x = PolicySetResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicySetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicySetResponse) ProtoMessage() {}
+
+func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
+func (*PolicySetResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PolicySetResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type DecisionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecisionsRequest) Reset() {
+	*x = DecisionsRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecisionsRequest) ProtoMessage() {}
+
+func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
+func (*DecisionsRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+}
+
+// entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
+// measured, plus id, range, status), the same bytes /api/decisions serves.
+type DecisionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	EntriesJson   []byte                 `protobuf:"bytes,2,opt,name=entries_json,json=entriesJson,proto3" json:"entries_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecisionsResponse) Reset() {
+	*x = DecisionsResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecisionsResponse) ProtoMessage() {}
+
+func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
+func (*DecisionsResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DecisionsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DecisionsResponse) GetEntriesJson() []byte {
+	if x != nil {
+		return x.EntriesJson
+	}
+	return nil
+}
+
+type SetNodeStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	State         NodeAdminState         `protobuf:"varint,2,opt,name=state,proto3,enum=shoal.NodeAdminState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNodeStateRequest) Reset() {
+	*x = SetNodeStateRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNodeStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNodeStateRequest) ProtoMessage() {}
+
+func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
+func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *SetNodeStateRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *SetNodeStateRequest) GetState() NodeAdminState {
+	if x != nil {
+		return x.State
+	}
+	return NodeAdminState_NODE_ACTIVE
+}
+
+type SetNodeStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNodeStateResponse) Reset() {
+	*x = SetNodeStateResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNodeStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNodeStateResponse) ProtoMessage() {}
+
+func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
+func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *SetNodeStateResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // MetaCommand runs a replicated command on the meta range (node-internal: node and range id
 // allocation, node descriptors, descriptor updates). Forwarded to the meta leader.
 type MetaCommandRequest struct {
@@ -2442,7 +2947,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2959,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2972,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -2487,7 +2992,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +3004,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +3017,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -2543,7 +3048,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +3060,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +3073,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -2609,7 +3114,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +3126,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +3139,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -2665,7 +3170,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +3182,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +3195,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -2739,7 +3244,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +3256,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +3269,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -2796,7 +3301,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2808,7 +3313,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2821,7 +3326,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -2839,7 +3344,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +3356,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +3369,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -2911,7 +3416,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3428,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3441,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -2958,7 +3463,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3475,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3488,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -3025,7 +3530,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3542,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3555,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -3085,7 +3590,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3602,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3615,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -3134,7 +3639,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3651,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3664,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -3215,7 +3720,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3732,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3745,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -3377,13 +3882,18 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x13compactions_running\x18\x05 \x01(\rR\x12compactionsRunning\x12\x19\n" +
 	"\bl0_files\x18\x06 \x01(\rR\al0Files\x12%\n" +
 	"\x0ememtable_bytes\x18\a \x01(\x04R\rmemtableBytes\x12(\n" +
-	"\x06ranges\x18\b \x03(\v2\x10.shoal.RangeLoadR\x06ranges\"\x8c\x01\n" +
+	"\x06ranges\x18\b \x03(\v2\x10.shoal.RangeLoadR\x06ranges\"\xac\x02\n" +
 	"\tRangeLoad\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x19\n" +
 	"\bread_qps\x18\x03 \x01(\x01R\areadQps\x12\x1b\n" +
 	"\twrite_qps\x18\x04 \x01(\x01R\bwriteQps\x12\x14\n" +
-	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\"\x0e\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vsample_keys\x18\x06 \x03(\fR\n" +
+	"sampleKeys\x12#\n" +
+	"\rsample_counts\x18\a \x03(\rR\fsampleCounts\x12'\n" +
+	"\x0fsample_requests\x18\b \x01(\x04R\x0esampleRequests\x12/\n" +
+	"\x14sample_at_unix_nanos\x18\t \x01(\x03R\x11sampleAtUnixNanos\"\x0e\n" +
 	"\fNodesRequest\"\\\n" +
 	"\rNodesResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12'\n" +
@@ -3430,7 +3940,28 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x126\n" +
 	"\vknown_nodes\x18\x02 \x03(\v2\x15.shoal.NodeDescriptorR\n" +
-	"knownNodes\">\n" +
+	"knownNodes\"2\n" +
+	"\fPolicyStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02on\x18\x02 \x01(\bR\x02on\"\x13\n" +
+	"\x11PolicyListRequest\"i\n" +
+	"\x12PolicyListResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12/\n" +
+	"\bpolicies\x18\x02 \x03(\v2\x13.shoal.PolicyStatusR\bpolicies\"6\n" +
+	"\x10PolicySetRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02on\x18\x02 \x01(\bR\x02on\"7\n" +
+	"\x11PolicySetResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\"\x12\n" +
+	"\x10DecisionsRequest\"Z\n" +
+	"\x11DecisionsResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12!\n" +
+	"\fentries_json\x18\x02 \x01(\fR\ventriesJson\"[\n" +
+	"\x13SetNodeStateRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12+\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x15.shoal.NodeAdminStateR\x05state\":\n" +
+	"\x14SetNodeStateResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\">\n" +
 	"\x12MetaCommandRequest\x12(\n" +
 	"\acommand\x18\x01 \x01(\v2\x0e.shoal.CommandR\acommand\"S\n" +
 	"\x13MetaCommandResponse\x12\"\n" +
@@ -3503,12 +4034,16 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\aTIMEOUT\x10\x06\x12\r\n" +
 	"\tAMBIGUOUS\x10\a\x12\f\n" +
 	"\bINTERNAL\x10\b\x12\x13\n" +
-	"\x0fUNAUTHENTICATED\x10\t*e\n" +
+	"\x0fUNAUTHENTICATED\x10\t*N\n" +
+	"\x0eNodeAdminState\x12\x0f\n" +
+	"\vNODE_ACTIVE\x10\x00\x12\x11\n" +
+	"\rNODE_DRAINING\x10\x01\x12\x18\n" +
+	"\x14NODE_DECOMMISSIONING\x10\x02*e\n" +
 	"\fRelocateStep\x12\x10\n" +
 	"\fRELOCATE_ALL\x10\x00\x12\x18\n" +
 	"\x14RELOCATE_ADD_LEARNER\x10\x01\x12\x14\n" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
-	"\x0fRELOCATE_REMOVE\x10\x032\x9a\a\n" +
+	"\x0fRELOCATE_REMOVE\x10\x032\xa6\t\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -3522,7 +4057,12 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x06Ranges\x12\x14.shoal.RangesRequest\x1a\x15.shoal.RangesResponse\x122\n" +
 	"\x05Split\x12\x13.shoal.SplitRequest\x1a\x14.shoal.SplitResponse\x12M\n" +
 	"\x0eTransferLeader\x12\x1c.shoal.TransferLeaderRequest\x1a\x1d.shoal.TransferLeaderResponse\x12P\n" +
-	"\x0fRelocateReplica\x12\x1d.shoal.RelocateReplicaRequest\x1a\x1e.shoal.RelocateReplicaResponse\x12/\n" +
+	"\x0fRelocateReplica\x12\x1d.shoal.RelocateReplicaRequest\x1a\x1e.shoal.RelocateReplicaResponse\x12A\n" +
+	"\n" +
+	"PolicyList\x12\x18.shoal.PolicyListRequest\x1a\x19.shoal.PolicyListResponse\x12>\n" +
+	"\tPolicySet\x12\x17.shoal.PolicySetRequest\x1a\x18.shoal.PolicySetResponse\x12>\n" +
+	"\tDecisions\x12\x17.shoal.DecisionsRequest\x1a\x18.shoal.DecisionsResponse\x12G\n" +
+	"\fSetNodeState\x12\x1a.shoal.SetNodeStateRequest\x1a\x1b.shoal.SetNodeStateResponse\x12/\n" +
 	"\x04Join\x12\x12.shoal.JoinRequest\x1a\x13.shoal.JoinResponse\x12>\n" +
 	"\tHeartbeat\x12\x17.shoal.HeartbeatRequest\x1a\x18.shoal.HeartbeatResponse\x12D\n" +
 	"\vMetaCommand\x12\x19.shoal.MetaCommandRequest\x1a\x1a.shoal.MetaCommandResponse2\x8d\x01\n" +
@@ -3543,162 +4083,186 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 	return file_pb_shoal_proto_rawDescData
 }
 
-var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
-	(RelocateStep)(0),               // 1: shoal.RelocateStep
-	(*ReplicaDescriptor)(nil),       // 2: shoal.ReplicaDescriptor
-	(*RangeDescriptor)(nil),         // 3: shoal.RangeDescriptor
-	(*NodeDescriptor)(nil),          // 4: shoal.NodeDescriptor
-	(*Error)(nil),                   // 5: shoal.Error
-	(*RequestHeader)(nil),           // 6: shoal.RequestHeader
-	(*KeyValue)(nil),                // 7: shoal.KeyValue
-	(*Mutation)(nil),                // 8: shoal.Mutation
-	(*GetRequest)(nil),              // 9: shoal.GetRequest
-	(*GetResponse)(nil),             // 10: shoal.GetResponse
-	(*PutRequest)(nil),              // 11: shoal.PutRequest
-	(*PutResponse)(nil),             // 12: shoal.PutResponse
-	(*DeleteRequest)(nil),           // 13: shoal.DeleteRequest
-	(*DeleteResponse)(nil),          // 14: shoal.DeleteResponse
-	(*CompareAndSwapRequest)(nil),   // 15: shoal.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil),  // 16: shoal.CompareAndSwapResponse
-	(*BatchWriteRequest)(nil),       // 17: shoal.BatchWriteRequest
-	(*BatchWriteResponse)(nil),      // 18: shoal.BatchWriteResponse
-	(*ScanRequest)(nil),             // 19: shoal.ScanRequest
-	(*ScanResponse)(nil),            // 20: shoal.ScanResponse
-	(*RangeLookupRequest)(nil),      // 21: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 22: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 23: shoal.NodeStatus
-	(*NodeStats)(nil),               // 24: shoal.NodeStats
-	(*RangeLoad)(nil),               // 25: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 26: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 27: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 28: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 29: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 30: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 31: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 32: shoal.SplitResponse
-	(*TransferLeaderRequest)(nil),   // 33: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 34: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 35: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 36: shoal.JoinResponse
-	(*HeartbeatRequest)(nil),        // 37: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 38: shoal.HeartbeatResponse
-	(*MetaCommandRequest)(nil),      // 39: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 40: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 41: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 42: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 43: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 44: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 45: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 46: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 47: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 48: shoal.SplitTrigger
-	(*Condition)(nil),               // 49: shoal.Condition
-	(*MetaUpdate)(nil),              // 50: shoal.MetaUpdate
-	(*Command)(nil),                 // 51: shoal.Command
-	(*ConfChangeContext)(nil),       // 52: shoal.ConfChangeContext
+	(NodeAdminState)(0),             // 1: shoal.NodeAdminState
+	(RelocateStep)(0),               // 2: shoal.RelocateStep
+	(*ReplicaDescriptor)(nil),       // 3: shoal.ReplicaDescriptor
+	(*RangeDescriptor)(nil),         // 4: shoal.RangeDescriptor
+	(*NodeDescriptor)(nil),          // 5: shoal.NodeDescriptor
+	(*Error)(nil),                   // 6: shoal.Error
+	(*RequestHeader)(nil),           // 7: shoal.RequestHeader
+	(*KeyValue)(nil),                // 8: shoal.KeyValue
+	(*Mutation)(nil),                // 9: shoal.Mutation
+	(*GetRequest)(nil),              // 10: shoal.GetRequest
+	(*GetResponse)(nil),             // 11: shoal.GetResponse
+	(*PutRequest)(nil),              // 12: shoal.PutRequest
+	(*PutResponse)(nil),             // 13: shoal.PutResponse
+	(*DeleteRequest)(nil),           // 14: shoal.DeleteRequest
+	(*DeleteResponse)(nil),          // 15: shoal.DeleteResponse
+	(*CompareAndSwapRequest)(nil),   // 16: shoal.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil),  // 17: shoal.CompareAndSwapResponse
+	(*BatchWriteRequest)(nil),       // 18: shoal.BatchWriteRequest
+	(*BatchWriteResponse)(nil),      // 19: shoal.BatchWriteResponse
+	(*ScanRequest)(nil),             // 20: shoal.ScanRequest
+	(*ScanResponse)(nil),            // 21: shoal.ScanResponse
+	(*RangeLookupRequest)(nil),      // 22: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 23: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 24: shoal.NodeStatus
+	(*NodeStats)(nil),               // 25: shoal.NodeStats
+	(*RangeLoad)(nil),               // 26: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 27: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 28: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 29: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 30: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 31: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 32: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 33: shoal.SplitResponse
+	(*TransferLeaderRequest)(nil),   // 34: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 35: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 36: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 37: shoal.JoinResponse
+	(*HeartbeatRequest)(nil),        // 38: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 39: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 40: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 41: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 42: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 43: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 44: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 45: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 46: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 47: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 48: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 49: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 50: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 51: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 52: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 53: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 54: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 55: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 56: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 57: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 58: shoal.SplitTrigger
+	(*Condition)(nil),               // 59: shoal.Condition
+	(*MetaUpdate)(nil),              // 60: shoal.MetaUpdate
+	(*Command)(nil),                 // 61: shoal.Command
+	(*ConfChangeContext)(nil),       // 62: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
-	2,  // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
+	3,  // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
 	0,  // 1: shoal.Error.code:type_name -> shoal.ErrorCode
-	3,  // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
-	6,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
-	5,  // 4: shoal.GetResponse.error:type_name -> shoal.Error
-	6,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
-	5,  // 6: shoal.PutResponse.error:type_name -> shoal.Error
-	6,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
-	5,  // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
-	6,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
-	5,  // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
-	6,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
-	8,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
-	5,  // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
-	6,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
-	5,  // 15: shoal.ScanResponse.error:type_name -> shoal.Error
-	7,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
-	3,  // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
-	5,  // 18: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	3,  // 19: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	4,  // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	4,  // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	24, // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	25, // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	5,  // 24: shoal.NodesResponse.error:type_name -> shoal.Error
-	23, // 25: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	3,  // 26: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	5,  // 27: shoal.RangesResponse.error:type_name -> shoal.Error
-	28, // 28: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	5,  // 29: shoal.SplitResponse.error:type_name -> shoal.Error
-	3,  // 30: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	3,  // 31: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	5,  // 32: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	4,  // 33: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	5,  // 34: shoal.JoinResponse.error:type_name -> shoal.Error
-	4,  // 35: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	4,  // 36: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	24, // 37: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	4,  // 38: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	3,  // 39: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	5,  // 40: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	4,  // 41: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	51, // 42: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	5,  // 43: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	1,  // 44: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	5,  // 45: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	3,  // 46: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	43, // 47: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	43, // 48: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	7,  // 49: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	5,  // 50: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	3,  // 51: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	3,  // 52: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	3,  // 53: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	8,  // 54: shoal.Command.mutations:type_name -> shoal.Mutation
-	49, // 55: shoal.Command.condition:type_name -> shoal.Condition
-	48, // 56: shoal.Command.split:type_name -> shoal.SplitTrigger
-	50, // 57: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	3,  // 58: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	9,  // 59: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	11, // 60: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	13, // 61: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	15, // 62: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	17, // 63: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	19, // 64: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	21, // 65: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	26, // 66: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	29, // 67: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	31, // 68: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	33, // 69: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	41, // 70: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	35, // 71: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	37, // 72: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	39, // 73: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	44, // 74: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	46, // 75: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	10, // 76: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	12, // 77: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	14, // 78: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	16, // 79: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	18, // 80: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	20, // 81: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	22, // 82: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	27, // 83: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	30, // 84: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	32, // 85: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	34, // 86: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	42, // 87: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	36, // 88: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	38, // 89: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	40, // 90: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	45, // 91: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	47, // 92: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	76, // [76:93] is the sub-list for method output_type
-	59, // [59:76] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	4,  // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
+	7,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
+	6,  // 4: shoal.GetResponse.error:type_name -> shoal.Error
+	7,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
+	6,  // 6: shoal.PutResponse.error:type_name -> shoal.Error
+	7,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
+	6,  // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
+	7,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
+	6,  // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
+	7,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
+	9,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
+	6,  // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
+	7,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
+	6,  // 15: shoal.ScanResponse.error:type_name -> shoal.Error
+	8,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
+	4,  // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
+	6,  // 18: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	4,  // 19: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	5,  // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	5,  // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	25, // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	26, // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	6,  // 24: shoal.NodesResponse.error:type_name -> shoal.Error
+	24, // 25: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	4,  // 26: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	6,  // 27: shoal.RangesResponse.error:type_name -> shoal.Error
+	29, // 28: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	6,  // 29: shoal.SplitResponse.error:type_name -> shoal.Error
+	4,  // 30: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	4,  // 31: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	6,  // 32: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	5,  // 33: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	6,  // 34: shoal.JoinResponse.error:type_name -> shoal.Error
+	5,  // 35: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	5,  // 36: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	25, // 37: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	5,  // 38: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	4,  // 39: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	6,  // 40: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	5,  // 41: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	6,  // 42: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	40, // 43: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	6,  // 44: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	6,  // 45: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	1,  // 46: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	6,  // 47: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	61, // 48: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	6,  // 49: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	2,  // 50: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	6,  // 51: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	4,  // 52: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	53, // 53: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	53, // 54: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	8,  // 55: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	6,  // 56: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	4,  // 57: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	4,  // 58: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	4,  // 59: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	9,  // 60: shoal.Command.mutations:type_name -> shoal.Mutation
+	59, // 61: shoal.Command.condition:type_name -> shoal.Condition
+	58, // 62: shoal.Command.split:type_name -> shoal.SplitTrigger
+	60, // 63: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	4,  // 64: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	10, // 65: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	12, // 66: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	14, // 67: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	16, // 68: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	18, // 69: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	20, // 70: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	22, // 71: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	27, // 72: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	30, // 73: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	32, // 74: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	34, // 75: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	51, // 76: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	41, // 77: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	43, // 78: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	45, // 79: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	47, // 80: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	36, // 81: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	38, // 82: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	49, // 83: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	54, // 84: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	56, // 85: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	11, // 86: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	13, // 87: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	15, // 88: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	17, // 89: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	19, // 90: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	21, // 91: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	23, // 92: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	28, // 93: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	31, // 94: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	33, // 95: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	35, // 96: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	52, // 97: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	42, // 98: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	44, // 99: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	46, // 100: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	48, // 101: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	37, // 102: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	39, // 103: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	50, // 104: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	55, // 105: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	57, // 106: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	86, // [86:107] is the sub-list for method output_type
+	65, // [65:86] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -3711,8 +4275,8 @@ func file_pb_shoal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   51,
+			NumEnums:      3,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -35,6 +35,10 @@ const (
 	Shoal_Split_FullMethodName           = "/shoal.Shoal/Split"
 	Shoal_TransferLeader_FullMethodName  = "/shoal.Shoal/TransferLeader"
 	Shoal_RelocateReplica_FullMethodName = "/shoal.Shoal/RelocateReplica"
+	Shoal_PolicyList_FullMethodName      = "/shoal.Shoal/PolicyList"
+	Shoal_PolicySet_FullMethodName       = "/shoal.Shoal/PolicySet"
+	Shoal_Decisions_FullMethodName       = "/shoal.Shoal/Decisions"
+	Shoal_SetNodeState_FullMethodName    = "/shoal.Shoal/SetNodeState"
 	Shoal_Join_FullMethodName            = "/shoal.Shoal/Join"
 	Shoal_Heartbeat_FullMethodName       = "/shoal.Shoal/Heartbeat"
 	Shoal_MetaCommand_FullMethodName     = "/shoal.Shoal/MetaCommand"
@@ -56,6 +60,10 @@ type ShoalClient interface {
 	Split(ctx context.Context, in *SplitRequest, opts ...grpc.CallOption) (*SplitResponse, error)
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
 	RelocateReplica(ctx context.Context, in *RelocateReplicaRequest, opts ...grpc.CallOption) (*RelocateReplicaResponse, error)
+	PolicyList(ctx context.Context, in *PolicyListRequest, opts ...grpc.CallOption) (*PolicyListResponse, error)
+	PolicySet(ctx context.Context, in *PolicySetRequest, opts ...grpc.CallOption) (*PolicySetResponse, error)
+	Decisions(ctx context.Context, in *DecisionsRequest, opts ...grpc.CallOption) (*DecisionsResponse, error)
+	SetNodeState(ctx context.Context, in *SetNodeStateRequest, opts ...grpc.CallOption) (*SetNodeStateResponse, error)
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	MetaCommand(ctx context.Context, in *MetaCommandRequest, opts ...grpc.CallOption) (*MetaCommandResponse, error)
@@ -189,6 +197,46 @@ func (c *shoalClient) RelocateReplica(ctx context.Context, in *RelocateReplicaRe
 	return out, nil
 }
 
+func (c *shoalClient) PolicyList(ctx context.Context, in *PolicyListRequest, opts ...grpc.CallOption) (*PolicyListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicyListResponse)
+	err := c.cc.Invoke(ctx, Shoal_PolicyList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) PolicySet(ctx context.Context, in *PolicySetRequest, opts ...grpc.CallOption) (*PolicySetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicySetResponse)
+	err := c.cc.Invoke(ctx, Shoal_PolicySet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) Decisions(ctx context.Context, in *DecisionsRequest, opts ...grpc.CallOption) (*DecisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DecisionsResponse)
+	err := c.cc.Invoke(ctx, Shoal_Decisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) SetNodeState(ctx context.Context, in *SetNodeStateRequest, opts ...grpc.CallOption) (*SetNodeStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetNodeStateResponse)
+	err := c.cc.Invoke(ctx, Shoal_SetNodeState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *shoalClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(JoinResponse)
@@ -235,6 +283,10 @@ type ShoalServer interface {
 	Split(context.Context, *SplitRequest) (*SplitResponse, error)
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
 	RelocateReplica(context.Context, *RelocateReplicaRequest) (*RelocateReplicaResponse, error)
+	PolicyList(context.Context, *PolicyListRequest) (*PolicyListResponse, error)
+	PolicySet(context.Context, *PolicySetRequest) (*PolicySetResponse, error)
+	Decisions(context.Context, *DecisionsRequest) (*DecisionsResponse, error)
+	SetNodeState(context.Context, *SetNodeStateRequest) (*SetNodeStateResponse, error)
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	MetaCommand(context.Context, *MetaCommandRequest) (*MetaCommandResponse, error)
@@ -283,6 +335,18 @@ func (UnimplementedShoalServer) TransferLeader(context.Context, *TransferLeaderR
 }
 func (UnimplementedShoalServer) RelocateReplica(context.Context, *RelocateReplicaRequest) (*RelocateReplicaResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RelocateReplica not implemented")
+}
+func (UnimplementedShoalServer) PolicyList(context.Context, *PolicyListRequest) (*PolicyListResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PolicyList not implemented")
+}
+func (UnimplementedShoalServer) PolicySet(context.Context, *PolicySetRequest) (*PolicySetResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PolicySet not implemented")
+}
+func (UnimplementedShoalServer) Decisions(context.Context, *DecisionsRequest) (*DecisionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Decisions not implemented")
+}
+func (UnimplementedShoalServer) SetNodeState(context.Context, *SetNodeStateRequest) (*SetNodeStateResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetNodeState not implemented")
 }
 func (UnimplementedShoalServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Join not implemented")
@@ -530,6 +594,78 @@ func _Shoal_RelocateReplica_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_PolicyList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).PolicyList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_PolicyList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).PolicyList(ctx, req.(*PolicyListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_PolicySet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicySetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).PolicySet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_PolicySet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).PolicySet(ctx, req.(*PolicySetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_Decisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Decisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Decisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Decisions(ctx, req.(*DecisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_SetNodeState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetNodeStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).SetNodeState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_SetNodeState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).SetNodeState(ctx, req.(*SetNodeStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Shoal_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(JoinRequest)
 	if err := dec(in); err != nil {
@@ -638,6 +774,22 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RelocateReplica",
 			Handler:    _Shoal_RelocateReplica_Handler,
+		},
+		{
+			MethodName: "PolicyList",
+			Handler:    _Shoal_PolicyList_Handler,
+		},
+		{
+			MethodName: "PolicySet",
+			Handler:    _Shoal_PolicySet_Handler,
+		},
+		{
+			MethodName: "Decisions",
+			Handler:    _Shoal_Decisions_Handler,
+		},
+		{
+			MethodName: "SetNodeState",
+			Handler:    _Shoal_SetNodeState_Handler,
 		},
 		{
 			MethodName: "Join",
