@@ -141,15 +141,7 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 	if md := n.metaDesc(); md != nil {
 		descs = append(descs, md)
 	}
-	states := map[uint64]pb.NodeAdminState{}
-	if kvs, err := n.metaScan(ctx, []byte("s"), []byte("t"), 0); err == nil {
-		for _, kv := range kvs {
-			id, err := strconv.ParseUint(string(kv.Key[1:]), 10, 64)
-			if err == nil && len(kv.Value) == 1 {
-				states[id] = pb.NodeAdminState(kv.Value[0])
-			}
-		}
-	}
+	states := n.adminStates(ctx)
 	loads := map[uint64]*pb.RangeLoad{}
 	var nodes []*model.Node
 	for _, nd := range n.dir.all() {
@@ -196,6 +188,22 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 		ranges = append(ranges, mr)
 	}
 	return model.NewCluster(now, nodes, ranges)
+}
+
+// adminStates reads the drain/decommission marks of every node from the meta range.
+func (n *Node) adminStates(ctx context.Context) map[uint64]pb.NodeAdminState {
+	states := map[uint64]pb.NodeAdminState{}
+	kvs, err := n.metaScan(ctx, []byte("s"), []byte("t"), 0)
+	if err != nil {
+		return states
+	}
+	for _, kv := range kvs {
+		id, err := strconv.ParseUint(string(kv.Key[1:]), 10, 64)
+		if err == nil && len(kv.Value) == 1 {
+			states[id] = pb.NodeAdminState(kv.Value[0])
+		}
+	}
+	return states
 }
 
 // decommissioned is stored for a node the autopilot emptied (beyond the public enum's values).

@@ -205,6 +205,7 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 	n.dir.recordStats(n.ident.NodeID, n.localStats(), n.draining.Load(), 0, nil)
 	n.dir.heard(n.ident.NodeID, time.Now())
 	now := time.Now()
+	states := n.adminStates(ctx)
 	var out []*pb.NodeStatus
 	for _, nd := range n.dir.all() {
 		last := n.dir.lastHeard(nd.NodeId)
@@ -221,6 +222,15 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 			ns.State = "suspect"
 		default:
 			ns.State = "dead"
+		}
+		switch states[nd.NodeId] {
+		case pb.NodeAdminState_NODE_DRAINING:
+			draining = true
+			ns.Draining = true
+		case pb.NodeAdminState_NODE_DECOMMISSIONING:
+			ns.State = "decommissioning"
+		case decommissioned:
+			ns.State, ns.Decommissioned = "decommissioned", true
 		}
 		if draining && ns.Live {
 			ns.State = "draining"

@@ -22,6 +22,7 @@ var dashboardHTML []byte
 type clusterStatus interface {
 	Nodes(context.Context, *pb.NodesRequest) (*pb.NodesResponse, error)
 	Ranges(context.Context, *pb.RangesRequest) (*pb.RangesResponse, error)
+	Decisions(context.Context, *pb.DecisionsRequest) (*pb.DecisionsResponse, error)
 }
 
 // apiTimeout bounds one /api/ call into the node (a cluster without quorum must not hang the page).
@@ -46,6 +47,7 @@ type httpDeps struct {
 //	/metrics       Prometheus exposition (open)
 //	/api/nodes     node list, JSON (token)
 //	/api/ranges    range list, JSON (token)
+//	/api/decisions the autopilot's decision log, JSON (token)
 //	/debug/pprof/  Go profiling (token)
 //	/              the dashboard page (open; it sends the token, if the user gives one, to /api/)
 func newHTTPHandler(d httpDeps) http.Handler {
@@ -88,6 +90,26 @@ func newHTTPHandler(d httpDeps) http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, apijson.RangesJSON(resp.GetRanges()))
+	})
+	mux.HandleFunc("GET /api/decisions", func(w http.ResponseWriter, r *http.Request) {
+		if !d.ready.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "node is not serving yet"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+		defer cancel()
+		resp, err := d.status.Decisions(ctx, &pb.DecisionsRequest{})
+		if msg, code := apiError(err, resp.GetError()); code != 0 {
+			writeJSON(w, code, errorJSON{Error: "decision log: " + msg})
+			return
+		}
+		raw := resp.GetEntriesJson()
+		if len(raw) == 0 || string(raw) == "null" {
+			raw = []byte("[]")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(append(raw, '\n'))
 	})
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorJSON{Error: "no such API endpoint: " + r.URL.Path})

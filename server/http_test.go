@@ -20,6 +20,13 @@ type fakeStatus struct {
 	perr *pb.Error
 }
 
+func (f fakeStatus) Decisions(context.Context, *pb.DecisionsRequest) (*pb.DecisionsResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &pb.DecisionsResponse{Error: f.perr, EntriesJson: []byte(`[{"id":1,"policy":"replicate"}]`)}, nil
+}
+
 func (f fakeStatus) Nodes(context.Context, *pb.NodesRequest) (*pb.NodesResponse, error) {
 	if f.err != nil {
 		return nil, f.err
