@@ -72,7 +72,10 @@ func (h *autopilotHost) watch(ctx context.Context) {
 	h.mu.Unlock()
 	switch {
 	case leads && ap == nil:
-		ap = autopilot.New(h, h, autopilot.Config{})
+		cfg := autopilot.Config{}
+		cfg.Policies.Replicate.Factor = n.cfg.ReplicationFactor
+		cfg.Policies.Replicate.DeadAfter = n.cfg.DeadNodeTimeout
+		ap = autopilot.New(h, h, cfg)
 		h.applySwitches(ctx, ap)
 		ap.Start()
 		h.mu.Lock()
