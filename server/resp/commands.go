@@ -1093,6 +1093,22 @@ func (o *op) checkFields(k []byte, fields [][]byte) error {
 	return nil
 }
 
+// checkedHash checks the lengths of k and fields, reads hash k as readHash does, and refuses a
+// string key with errWrongType.
+func (o *op) checkedHash(k []byte, fields [][]byte, all bool) (*hashState, error) {
+	if err := o.checkFields(k, fields); err != nil {
+		return nil, err
+	}
+	st, err := o.readHash(k, fields, all)
+	if err != nil {
+		return nil, err
+	}
+	if st.isString {
+		return nil, errWrongType
+	}
+	return st, nil
+}
+
 func (o *op) hset(args [][]byte) (int64, error) {
 	if len(args)%2 != 0 {
 		return 0, replyError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(string(args[0]))))
@@ -1107,15 +1123,9 @@ func (o *op) hset(args [][]byte) (int64, error) {
 		}
 		vals[string(f)] = args[i+1] // the last value of a repeated field wins
 	}
-	if err := o.checkFields(k, fields); err != nil {
-		return 0, err
-	}
-	st, err := o.readHash(k, fields, false)
+	st, err := o.checkedHash(k, fields, false)
 	if err != nil {
 		return 0, err
-	}
-	if st.isString {
-		return 0, errWrongType
 	}
 	muts := make([]*pb.Mutation, len(fields))
 	added := int64(0)
@@ -1147,15 +1157,9 @@ func cmdHmset(o *op, args [][]byte) error {
 
 func cmdHget(o *op, args [][]byte) error {
 	k, f := args[1], args[2]
-	if err := o.checkFields(k, [][]byte{f}); err != nil {
-		return err
-	}
-	st, err := o.readHash(k, [][]byte{f}, false)
+	st, err := o.checkedHash(k, [][]byte{f}, false)
 	if err != nil {
 		return err
-	}
-	if st.isString {
-		return errWrongType
 	}
 	if v, ok := st.fields[string(f)]; ok {
 		o.c.w.Bulk(v)
@@ -1167,15 +1171,9 @@ func cmdHget(o *op, args [][]byte) error {
 
 func cmdHmget(o *op, args [][]byte) error {
 	k, fields := args[1], args[2:]
-	if err := o.checkFields(k, fields); err != nil {
-		return err
-	}
-	st, err := o.readHash(k, fields, false)
+	st, err := o.checkedHash(k, fields, false)
 	if err != nil {
 		return err
-	}
-	if st.isString {
-		return errWrongType
 	}
 	o.c.w.Array(len(fields))
 	for _, f := range fields {
@@ -1190,15 +1188,9 @@ func cmdHmget(o *op, args [][]byte) error {
 
 func cmdHgetall(o *op, args [][]byte) error {
 	k := args[1]
-	if err := o.checkKey(k, nil); err != nil {
-		return err
-	}
-	st, err := o.readHash(k, nil, true)
+	st, err := o.checkedHash(k, nil, true)
 	if err != nil {
 		return err
-	}
-	if st.isString {
-		return errWrongType
 	}
 	o.c.w.Array(2 * len(st.order))
 	for _, f := range st.order {
@@ -1210,15 +1202,9 @@ func cmdHgetall(o *op, args [][]byte) error {
 
 func cmdHlen(o *op, args [][]byte) error {
 	k := args[1]
-	if err := o.checkKey(k, nil); err != nil {
-		return err
-	}
-	st, err := o.readHash(k, nil, true)
+	st, err := o.checkedHash(k, nil, true)
 	if err != nil {
 		return err
-	}
-	if st.isString {
-		return errWrongType
 	}
 	o.c.w.Int(int64(len(st.order)))
 	return nil
@@ -1226,15 +1212,9 @@ func cmdHlen(o *op, args [][]byte) error {
 
 func cmdHexists(o *op, args [][]byte) error {
 	k, f := args[1], args[2]
-	if err := o.checkFields(k, [][]byte{f}); err != nil {
-		return err
-	}
-	st, err := o.readHash(k, [][]byte{f}, false)
+	st, err := o.checkedHash(k, [][]byte{f}, false)
 	if err != nil {
 		return err
-	}
-	if st.isString {
-		return errWrongType
 	}
 	_, ok := st.fields[string(f)]
 	o.c.w.Int(b2i(ok))
@@ -1251,15 +1231,9 @@ func cmdHdel(o *op, args [][]byte) error {
 			fields = append(fields, f)
 		}
 	}
-	if err := o.checkFields(k, fields); err != nil {
-		return err
-	}
-	st, err := o.readHash(k, fields, false)
+	st, err := o.checkedHash(k, fields, false)
 	if err != nil {
 		return err
-	}
-	if st.isString {
-		return errWrongType
 	}
 	var muts []*pb.Mutation
 	for _, f := range fields {
