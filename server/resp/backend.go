@@ -63,6 +63,24 @@ func localErr(err error) *pb.Error {
 	return &pb.Error{Code: pb.ErrorCode_INTERNAL, Message: err.Error()}
 }
 
+// callErr is how a local call failed: its own error err, else the error pe of its reply (nil: it
+// succeeded).
+func callErr(pe *pb.Error, err error) *pb.Error {
+	if err != nil {
+		return localErr(err)
+	}
+	return pe
+}
+
+// refuse decides what follows a local call that failed with pe: the error to reply with (the node's
+// own refusal, or a MOVED redirect), or nil to forward the call.
+func (o *op) refuse(canMove bool, pe *pb.Error, write bool) error {
+	if !reroutable(pe) {
+		return pbReply(pe, write)
+	}
+	return o.route(canMove, pe)
+}
+
 // route decides what to do after a local call failed with pe (reroutable): a *movedError when this is
 // the first call of a cluster-mode command and the slot's owner is another node with a RESP address;
 // nil to forward.
@@ -98,18 +116,12 @@ func (o *op) readOpts() []client.ReadOption {
 func (o *op) get(k []byte) ([]byte, bool, error) {
 	canMove := o.mayMove.Swap(false)
 	resp, err := o.s.node.Get(o.ctx, &pb.GetRequest{Header: o.header(), Key: k})
-	pe := resp.GetError()
-	if err != nil {
-		pe = localErr(err)
-	}
+	pe := callErr(resp.GetError(), err)
 	if pe == nil {
 		return resp.GetValue(), resp.GetFound(), nil
 	}
-	if !reroutable(pe) {
-		return nil, false, pbReply(pe, false)
-	}
-	if mv := o.route(canMove, pe); mv != nil {
-		return nil, false, mv
+	if err := o.refuse(canMove, pe, false); err != nil {
+		return nil, false, err
 	}
 	v, found, err := o.s.fwd.Get(o.ctx, k, o.readOpts()...)
 	return v, found, err
@@ -119,18 +131,12 @@ func (o *op) get(k []byte) ([]byte, bool, error) {
 func (o *op) put(k, v []byte) error {
 	canMove := o.mayMove.Swap(false)
 	resp, err := o.s.node.Put(o.ctx, &pb.PutRequest{Key: k, Value: v})
-	pe := resp.GetError()
-	if err != nil {
-		pe = localErr(err)
-	}
+	pe := callErr(resp.GetError(), err)
 	if pe == nil {
 		return nil
 	}
-	if !reroutable(pe) {
-		return pbReply(pe, true)
-	}
-	if mv := o.route(canMove, pe); mv != nil {
-		return mv
+	if err := o.refuse(canMove, pe, true); err != nil {
+		return err
 	}
 	return o.s.fwd.Put(o.ctx, k, v)
 }
@@ -142,18 +148,12 @@ func (o *op) cas(k, expected []byte, absent bool, v []byte) (swapped bool, err e
 		expected = nil
 	}
 	resp, err := o.s.node.CompareAndSwap(o.ctx, &pb.CompareAndSwapRequest{Key: k, Expected: expected, ExpectAbsent: absent, Value: v})
-	pe := resp.GetError()
-	if err != nil {
-		pe = localErr(err)
-	}
+	pe := callErr(resp.GetError(), err)
 	if pe == nil {
 		return resp.GetSwapped(), nil
 	}
-	if !reroutable(pe) {
-		return false, pbReply(pe, true)
-	}
-	if mv := o.route(canMove, pe); mv != nil {
-		return false, mv
+	if err := o.refuse(canMove, pe, true); err != nil {
+		return false, err
 	}
 	swapped, _, _, err = o.s.fwd.CompareAndSwap(o.ctx, k, expected, absent, v)
 	return swapped, err
@@ -211,10 +211,7 @@ func (o *op) batchOnce(muts []*pb.Mutation) error {
 		return o.put(m.Key, m.Value)
 	}
 	resp, err := o.s.node.BatchWrite(o.ctx, &pb.BatchWriteRequest{Mutations: muts})
-	pe := resp.GetError()
-	if err != nil {
-		pe = localErr(err)
-	}
+	pe := callErr(resp.GetError(), err)
 	if pe == nil {
 		return nil
 	}
@@ -222,11 +219,8 @@ func (o *op) batchOnce(muts []*pb.Mutation) error {
 		// Keys and values were checked before: the keys span ranges.
 		return errSpansRanges
 	}
-	if !reroutable(pe) {
-		return pbReply(pe, true)
-	}
-	if mv := o.route(canMove, pe); mv != nil {
-		return mv
+	if err := o.refuse(canMove, pe, true); err != nil {
+		return err
 	}
 	err = o.s.fwd.BatchWrite(o.ctx, muts)
 	if errors.Is(err, client.ErrInvalidArgument) {
@@ -237,18 +231,12 @@ func (o *op) batchOnce(muts []*pb.Mutation) error {
 
 func (o *op) del(canMove bool, k []byte) error {
 	resp, err := o.s.node.Delete(o.ctx, &pb.DeleteRequest{Key: k})
-	pe := resp.GetError()
-	if err != nil {
-		pe = localErr(err)
-	}
+	pe := callErr(resp.GetError(), err)
 	if pe == nil {
 		return nil
 	}
-	if !reroutable(pe) {
-		return pbReply(pe, true)
-	}
-	if mv := o.route(canMove, pe); mv != nil {
-		return mv
+	if err := o.refuse(canMove, pe, true); err != nil {
+		return err
 	}
 	_, err = o.s.fwd.Delete(o.ctx, k)
 	return err
@@ -265,16 +253,10 @@ func (o *op) scan(start, end []byte, limit int) (kvs []*pb.KeyValue, more bool, 
 			rem = int64(limit - len(kvs))
 		}
 		resp, err := o.s.node.Scan(o.ctx, &pb.ScanRequest{Header: o.header(), Start: cur, End: end, Limit: rem})
-		pe := resp.GetError()
-		if err != nil {
-			pe = localErr(err)
-		}
+		pe := callErr(resp.GetError(), err)
 		if pe != nil {
-			if !reroutable(pe) {
-				return nil, false, pbReply(pe, false)
-			}
-			if mv := o.route(canMove, pe); mv != nil {
-				return nil, false, mv
+			if err := o.refuse(canMove, pe, false); err != nil {
+				return nil, false, err
 			}
 			// Forward the rest; the client crosses ranges itself.
 			rest, err := o.s.fwd.Scan(o.ctx, cur, end, int(rem), false)
