@@ -327,6 +327,70 @@ func TestKVModelSanity(t *testing.T) {
 // keys from several clients while a nemesis kills and restarts the leader of the user range, then
 // checks the history (including a final read of every key) for linearizability.
 func TestLinearizableUnderLeaderKills(t *testing.T) {
+	runLinearizable(t, 3, "leader kills", killLeaders)
+}
+
+// nemesisEnv is what a nemesis gets: the cluster, an admin client, the workload's keys and clock.
+type nemesisEnv struct {
+	c        *testcluster.Cluster
+	admin    *client.Client
+	keys     []string
+	deadline time.Time
+	rng      *rand.Rand
+	logf     func(format string, args ...any)
+}
+
+// sleep waits d, or less if the deadline comes first.
+func (e *nemesisEnv) sleep(d time.Duration) {
+	if rem := time.Until(e.deadline); rem < d {
+		d = max(rem, 0)
+	}
+	time.Sleep(d)
+}
+
+// nemesisFunc disturbs the cluster until the deadline and reports how many disturbances it caused.
+type nemesisFunc func(e *nemesisEnv) (actions int, err error)
+
+// killLeaders kills the user range's leader, waits, restarts it, waits, and repeats.
+func killLeaders(e *nemesisEnv) (kills int, err error) {
+	c, admin, keys, deadline, rng, logf, sleep := e.c, e.admin, e.keys, e.deadline, e.rng, e.logf, e.sleep
+	sleep(2 * time.Second)
+	for time.Now().Before(deadline.Add(-time.Second)) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rs, err := testcluster.RangeOf(ctx, admin, []byte(keys[0]))
+		cancel()
+		if err != nil || rs.GetLeaderNodeId() == 0 {
+			logf("no leader known for the user range (%v); retrying", err)
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		idx := c.NodeIndex(rs.GetLeaderNodeId())
+		if idx < 0 || !c.Alive(idx) {
+			logf("leader n%d of r%d is not a live node; retrying", rs.GetLeaderNodeId(), rs.GetDesc().GetRangeId())
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		logf("kill n%d (leader of r%d)", idx+1, rs.GetDesc().GetRangeId())
+		if err := c.KillWait(idx); err != nil {
+			logf("kill n%d failed: %v", idx+1, err)
+			return kills, err
+		}
+		kills++
+		// Down for 1–3 s: long enough for a new election, short enough to come back often.
+		time.Sleep(time.Second + time.Duration(rng.IntN(2000))*time.Millisecond)
+		if err := c.TryRestart(idx); err != nil {
+			logf("restart n%d failed: %v", idx+1, err)
+			return kills, err
+		}
+		logf("restarted n%d", idx+1)
+		sleep(1500*time.Millisecond + time.Duration(rng.IntN(1500))*time.Millisecond)
+	}
+	return kills, nil
+}
+
+// runLinearizable runs concurrent clients over a few keys on a cluster of nodes while nemesis
+// disturbs it, then checks the whole history with porcupine.
+func runLinearizable(t *testing.T, nodes int, what string, nemesis nemesisFunc) {
 	const (
 		nKeys     = 5
 		nClients  = 6
@@ -336,7 +400,7 @@ func TestLinearizableUnderLeaderKills(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: nodes})
 	admin := c.Client()
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(admin, 3) })
 
@@ -443,7 +507,7 @@ func TestLinearizableUnderLeaderKills(t *testing.T) {
 		}(w)
 	}
 
-	// The nemesis: kill the user range's leader, wait, restart it, wait, repeat.
+	// The nemesis runs until the deadline; the workers record every operation meanwhile.
 	var (
 		nemesisLog []string
 		nemesisErr error
@@ -452,49 +516,11 @@ func TestLinearizableUnderLeaderKills(t *testing.T) {
 	nemesisDone := make(chan struct{})
 	go func() {
 		defer close(nemesisDone)
-		rng := rand.New(rand.NewPCG(seed, 1000))
-		logf := func(format string, args ...any) {
+		env := &nemesisEnv{c: c, admin: admin, keys: keys, deadline: deadline, rng: rand.New(rand.NewPCG(seed, 1000))}
+		env.logf = func(format string, args ...any) {
 			nemesisLog = append(nemesisLog, fmt.Sprintf("%6.2fs ", time.Duration(h.now()).Seconds())+fmt.Sprintf(format, args...))
 		}
-		sleep := func(d time.Duration) {
-			if rem := time.Until(deadline); rem < d {
-				d = max(rem, 0)
-			}
-			time.Sleep(d)
-		}
-		sleep(2 * time.Second)
-		for time.Now().Before(deadline.Add(-time.Second)) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			rs, err := testcluster.RangeOf(ctx, admin, []byte(keys[0]))
-			cancel()
-			if err != nil || rs.GetLeaderNodeId() == 0 {
-				logf("no leader known for the user range (%v); retrying", err)
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			idx := c.NodeIndex(rs.GetLeaderNodeId())
-			if idx < 0 || !c.Alive(idx) {
-				logf("leader n%d of r%d is not a live node; retrying", rs.GetLeaderNodeId(), rs.GetDesc().GetRangeId())
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			logf("kill n%d (leader of r%d)", idx+1, rs.GetDesc().GetRangeId())
-			if err := c.KillWait(idx); err != nil {
-				nemesisErr = err
-				logf("kill n%d failed: %v", idx+1, err)
-				return
-			}
-			kills++
-			// Down for 1–3 s: long enough for a new election, short enough to come back often.
-			time.Sleep(time.Second + time.Duration(rng.IntN(2000))*time.Millisecond)
-			if err := c.TryRestart(idx); err != nil {
-				nemesisErr = err
-				logf("restart n%d failed: %v", idx+1, err)
-				return
-			}
-			logf("restarted n%d", idx+1)
-			sleep(1500*time.Millisecond + time.Duration(rng.IntN(1500))*time.Millisecond)
-		}
+		kills, nemesisErr = nemesis(env)
 	}()
 
 	<-nemesisDone
@@ -542,12 +568,12 @@ func TestLinearizableUnderLeaderKills(t *testing.T) {
 	for _, k := range names {
 		summary = append(summary, fmt.Sprintf("%s=%d", k, h.counts[k]))
 	}
-	t.Logf("%d leader kills; history of %d operations: %s", kills, len(ops), strings.Join(summary, " "))
+	t.Logf("%d %s; history of %d operations: %s", kills, what, len(ops), strings.Join(summary, " "))
 	for _, s := range h.internal {
 		t.Logf("INTERNAL error (treated as unknown outcome): %s", s)
 	}
 	if kills < 3 {
-		t.Errorf("only %d leader kills happened; the test did not exercise failover enough", kills)
+		t.Errorf("only %d %s happened; the test did not exercise the cluster enough", kills, what)
 	}
 	if h.counts["put ok"]+h.counts["cas ok"] < 100 {
 		t.Errorf("only %d acknowledged writes; the cluster made too little progress", h.counts["put ok"]+h.counts["cas ok"])
