@@ -109,6 +109,23 @@ func (s *scanner) redo(served *pb.RangeDescriptor, redos *int) error {
 	return nil
 }
 
+// keep adds the pairs of resp to the result, up to the limit. For a truncated answer it returns the
+// key of the last pair, where the next step goes on; an answer truncated without a pair is an error.
+func (s *scanner) keep(resp *pb.ScanResponse, served *pb.RangeDescriptor) (last []byte, truncated bool, err error) {
+	kvs := resp.GetKvs()
+	if s.limit > 0 && len(kvs) > int(s.remaining()) {
+		kvs = kvs[:s.remaining()]
+	}
+	s.out = append(s.out, kvs...)
+	if !resp.GetTruncated() {
+		return nil, false, nil
+	}
+	if len(kvs) == 0 {
+		return nil, false, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s truncated its answer without returning a key", spanString(served)), nil)
+	}
+	return kvs[len(kvs)-1].GetKey(), true, nil
+}
+
 func (s *scanner) forward(ctx context.Context) ([]*pb.KeyValue, error) {
 	cur := s.start
 	redos := 0
@@ -132,16 +149,11 @@ func (s *scanner) forward(ctx context.Context) ([]*pb.KeyValue, error) {
 			}
 			continue
 		}
-		kvs := resp.GetKvs()
-		if s.limit > 0 && len(kvs) > int(s.remaining()) {
-			kvs = kvs[:s.remaining()]
+		last, truncated, err := s.keep(resp, served)
+		if err != nil {
+			return nil, err
 		}
-		s.out = append(s.out, kvs...)
-		if resp.GetTruncated() {
-			if len(kvs) == 0 {
-				return nil, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s truncated its answer without returning a key", spanString(served)), nil)
-			}
-			last := kvs[len(kvs)-1].GetKey()
+		if truncated {
 			if bytes.Compare(last, from) < 0 {
 				return nil, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s returned key %q before the scan position %q", spanString(served), last, from), nil)
 			}
@@ -182,16 +194,11 @@ func (s *scanner) reverse(ctx context.Context) ([]*pb.KeyValue, error) {
 			}
 			continue
 		}
-		kvs := resp.GetKvs()
-		if s.limit > 0 && len(kvs) > int(s.remaining()) {
-			kvs = kvs[:s.remaining()]
+		smallest, truncated, err := s.keep(resp, served)
+		if err != nil {
+			return nil, err
 		}
-		s.out = append(s.out, kvs...)
-		if resp.GetTruncated() {
-			if len(kvs) == 0 {
-				return nil, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s truncated its answer without returning a key", spanString(served)), nil)
-			}
-			smallest := kvs[len(kvs)-1].GetKey()
+		if truncated {
 			if len(upto) > 0 && bytes.Compare(smallest, upto) >= 0 {
 				return nil, newError(pb.ErrorCode_INTERNAL, fmt.Sprintf("scan: range %s returned key %q at or after the reverse scan position %q", spanString(served), smallest, upto), nil)
 			}
