@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -124,7 +125,7 @@ the same array as /api/decisions.`,
 }
 
 func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string) *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   use + " NODE",
 		Short: short,
 		Long:  long,
@@ -142,6 +143,11 @@ func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string)
 			if err := s.c.SetNodeState(s.ctx, node, state); err != nil {
 				return err
 			}
+			if wait, _ := cmd.Flags().GetBool("wait"); wait && state != pb.NodeAdminState_NODE_ACTIVE {
+				if err := waitNodeEmptied(cmd, s, node, state); err != nil {
+					return err
+				}
+			}
 			if jsonOutput() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"node": node, "state": state.String()})
 			}
@@ -149,6 +155,65 @@ func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string)
 			return err
 		},
 	}
+	if state != pb.NodeAdminState_NODE_ACTIVE {
+		c.Flags().Bool("wait", false, "show progress until the node is emptied (bounded by --timeout); the move continues if interrupted")
+	}
+	return c
+}
+
+// waitNodeEmptied shows the progress of a drain (leaderships left) or decommission (replicas left)
+// until it is done or the command's --timeout ends; the work itself goes on in the cluster either way.
+func waitNodeEmptied(cmd *cobra.Command, s *session, node uint64, state pb.NodeAdminState) error {
+	what := "leaderships"
+	if state == pb.NodeAdminState_NODE_DECOMMISSIONING {
+		what = "replicas"
+	}
+	first := -1
+	for {
+		ns, err := s.c.Nodes(s.ctx)
+		if err != nil {
+			return err
+		}
+		left := -1
+		for _, n := range ns {
+			if n.GetDesc().GetNodeId() == node {
+				left = int(n.GetLeaderCount())
+				if what == "replicas" {
+					left = int(n.GetRangeCount())
+					if n.GetDecommissioned() {
+						left = 0
+					}
+				}
+			}
+		}
+		if first < 0 {
+			first = left
+		}
+		done := first - left
+		bar := progressBar(done, first, 30)
+		fmt.Fprintf(cmd.ErrOrStderr(), "\rnode %d: %s %d/%d %s moved", node, bar, done, first, what)
+		if left <= 0 {
+			fmt.Fprintln(cmd.ErrOrStderr())
+			return nil
+		}
+		select {
+		case <-s.ctx.Done():
+			fmt.Fprintln(cmd.ErrOrStderr())
+			return fmt.Errorf("node %d still has %d %s; the autopilot keeps going (check with: shoal admin nodes)", node, left, what)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func progressBar(done, total, width int) string {
+	if total <= 0 {
+		total, done = 1, 1
+	}
+	n := done * width / total
+	if n < 0 {
+		n = 0
+	}
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
 func init() {
