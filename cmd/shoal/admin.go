@@ -23,25 +23,22 @@ id, addr, http_addr, live, draining, state, range_count, leader_count (as /api/n
   shoal admin nodes --format json`,
 	Args: args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		s, err := newSession(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		nodes, err := s.c.Nodes(s.ctx)
-		if err != nil {
-			return err
-		}
-		out := apijson.NodesJSON(nodes)
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), out)
-		}
-		return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS"},
-			len(out), func(i int) []string {
-				n := out[i]
-				return []string{u64(n.ID), n.Addr, n.HTTPAddr, n.State, strconv.FormatBool(n.Live), strconv.FormatBool(n.Draining),
-					strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10)}
-			})
+		return withSession(cmd, func(s *session) error {
+			nodes, err := s.c.Nodes(s.ctx)
+			if err != nil {
+				return err
+			}
+			out := apijson.NodesJSON(nodes)
+			if jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS"},
+				len(out), func(i int) []string {
+					n := out[i]
+					return []string{u64(n.ID), n.Addr, n.HTTPAddr, n.State, strconv.FormatBool(n.Live), strconv.FormatBool(n.Draining),
+						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10)}
+				})
+		})
 	},
 }
 
@@ -56,33 +53,30 @@ array of objects with id, start, end (hex; "" is -inf/+inf), replicas, learners,
   shoal admin ranges --format json`,
 	Args: args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		s, err := newSession(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		ranges, err := s.c.Ranges(s.ctx)
-		if err != nil {
-			return err
-		}
-		out := apijson.RangesJSON(ranges)
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), out)
-		}
-		descs := make(map[uint64]*pb.RangeDescriptor, len(ranges))
-		for _, r := range ranges {
-			descs[r.GetDesc().GetRangeId()] = r.GetDesc()
-		}
-		return writeTable(cmd.OutOrStdout(), []string{"ID", "START", "END", "REPLICAS", "LEARNERS", "LEADER", "GEN"},
-			len(out), func(i int) []string {
-				r := out[i]
-				d := descs[r.ID]
-				start, end := startText(d.GetStartKey()), endText(d.GetEndKey())
-				if r.ID == metaRangeID {
-					start, end = "(meta)", "-" // the meta range's span is not part of the user key space
-				}
-				return []string{u64(r.ID), start, end, ids(r.Replicas), ids(r.Learners), leaderText(r.Leader), u64(r.Generation)}
-			})
+		return withSession(cmd, func(s *session) error {
+			ranges, err := s.c.Ranges(s.ctx)
+			if err != nil {
+				return err
+			}
+			out := apijson.RangesJSON(ranges)
+			if jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			descs := make(map[uint64]*pb.RangeDescriptor, len(ranges))
+			for _, r := range ranges {
+				descs[r.GetDesc().GetRangeId()] = r.GetDesc()
+			}
+			return writeTable(cmd.OutOrStdout(), []string{"ID", "START", "END", "REPLICAS", "LEARNERS", "LEADER", "GEN"},
+				len(out), func(i int) []string {
+					r := out[i]
+					d := descs[r.ID]
+					start, end := startText(d.GetStartKey()), endText(d.GetEndKey())
+					if r.ID == metaRangeID {
+						start, end = "(meta)", "-" // the meta range's span is not part of the user key space
+					}
+					return []string{u64(r.ID), start, end, ids(r.Replicas), ids(r.Learners), leaderText(r.Leader), u64(r.Generation)}
+				})
+		})
 	},
 }
 
@@ -95,27 +89,24 @@ range starts at KEY. Prints both ranges (with --format json, {"left","right"} in
 	Example: `  shoal admin split user5`,
 	Args:    args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
-		s, err := newSession(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		left, right, err := s.c.Split(s.ctx, []byte(a[0]))
-		if err != nil {
-			return err
-		}
-		js := apijson.RangesJSON([]*pb.RangeStatus{{Desc: left}, {Desc: right}})
-		if jsonOutput() {
-			if len(js) != 2 {
-				return fmt.Errorf("split: server returned incomplete descriptors")
+		return withSession(cmd, func(s *session) error {
+			left, right, err := s.c.Split(s.ctx, []byte(a[0]))
+			if err != nil {
+				return err
 			}
-			return writeJSON(cmd.OutOrStdout(), map[string]apijson.RangeJSON{"left": js[0], "right": js[1]})
-		}
-		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "split at %s\n", strconv.Quote(a[0]))
-		fmt.Fprintf(w, "left:  r%d [%s, %s)\n", left.GetRangeId(), startText(left.GetStartKey()), endText(left.GetEndKey()))
-		fmt.Fprintf(w, "right: r%d [%s, %s)\n", right.GetRangeId(), startText(right.GetStartKey()), endText(right.GetEndKey()))
-		return nil
+			js := apijson.RangesJSON([]*pb.RangeStatus{{Desc: left}, {Desc: right}})
+			if jsonOutput() {
+				if len(js) != 2 {
+					return fmt.Errorf("split: server returned incomplete descriptors")
+				}
+				return writeJSON(cmd.OutOrStdout(), map[string]apijson.RangeJSON{"left": js[0], "right": js[1]})
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "split at %s\n", strconv.Quote(a[0]))
+			fmt.Fprintf(w, "left:  r%d [%s, %s)\n", left.GetRangeId(), startText(left.GetStartKey()), endText(left.GetEndKey()))
+			fmt.Fprintf(w, "right: r%d [%s, %s)\n", right.GetRangeId(), startText(right.GetStartKey()), endText(right.GetEndKey()))
+			return nil
+		})
 	},
 }
 
@@ -135,19 +126,16 @@ node NODE (a node id, as shown by "admin nodes").`,
 		if err != nil {
 			return err
 		}
-		s, err := newSession(cmd)
-		if err != nil {
+		return withSession(cmd, func(s *session) error {
+			if err := s.c.TransferLeader(s.ctx, rangeID, nodeID); err != nil {
+				return err
+			}
+			if jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"ok": true, "range": rangeID, "node": nodeID})
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "range %d: leadership transferred to node %d\n", rangeID, nodeID)
 			return err
-		}
-		defer s.close()
-		if err := s.c.TransferLeader(s.ctx, rangeID, nodeID); err != nil {
-			return err
-		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), map[string]any{"ok": true, "range": rangeID, "node": nodeID})
-		}
-		_, err = fmt.Fprintf(cmd.OutOrStdout(), "range %d: leadership transferred to node %d\n", rangeID, nodeID)
-		return err
+		})
 	},
 }
 

@@ -27,32 +27,29 @@ var adminPolicyListCmd = &cobra.Command{
 	Example: "  shoal admin policy list --format json",
 	Args:    args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		s, err := newSession(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		ps, err := s.c.Policies(s.ctx)
-		if err != nil {
-			return err
-		}
-		if jsonOutput() {
-			out := []map[string]any{}
+		return withSession(cmd, func(s *session) error {
+			ps, err := s.c.Policies(s.ctx)
+			if err != nil {
+				return err
+			}
+			if jsonOutput() {
+				out := []map[string]any{}
+				for _, p := range ps {
+					out = append(out, map[string]any{"name": p.Name, "on": p.On})
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "POLICY\tSTATE")
 			for _, p := range ps {
-				out = append(out, map[string]any{"name": p.Name, "on": p.On})
+				st := "off"
+				if p.On {
+					st = "on"
+				}
+				fmt.Fprintf(tw, "%s\t%s\n", p.Name, st)
 			}
-			return writeJSON(cmd.OutOrStdout(), out)
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "POLICY\tSTATE")
-		for _, p := range ps {
-			st := "off"
-			if p.On {
-				st = "on"
-			}
-			fmt.Fprintf(tw, "%s\t%s\n", p.Name, st)
-		}
-		return tw.Flush()
+			return tw.Flush()
+		})
 	},
 }
 
@@ -70,19 +67,16 @@ var adminPolicySetCmd = &cobra.Command{
 		default:
 			return usageError{fmt.Errorf("state must be on or off, not %q", a[1])}
 		}
-		s, err := newSession(cmd)
-		if err != nil {
+		return withSession(cmd, func(s *session) error {
+			if err := s.c.SetPolicy(s.ctx, a[0], on); err != nil {
+				return err
+			}
+			if jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"name": a[0], "on": on})
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "policy %s is %s\n", a[0], a[1])
 			return err
-		}
-		defer s.close()
-		if err := s.c.SetPolicy(s.ctx, a[0], on); err != nil {
-			return err
-		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), map[string]any{"name": a[0], "on": on})
-		}
-		_, err = fmt.Fprintf(cmd.OutOrStdout(), "policy %s is %s\n", a[0], a[1])
-		return err
+		})
 	},
 }
 
@@ -95,32 +89,29 @@ the same array as /api/decisions.`,
 	Example: "  shoal admin decisions --format json",
 	Args:    args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		s, err := newSession(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		ds, raw, err := s.c.Decisions(s.ctx)
-		if err != nil {
-			return err
-		}
-		if jsonOutput() {
-			if len(raw) == 0 || string(raw) == "null" {
-				raw = []byte("[]")
+		return withSession(cmd, func(s *session) error {
+			ds, raw, err := s.c.Decisions(s.ctx)
+			if err != nil {
+				return err
 			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), string(raw))
-			return err
-		}
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TIME\tPOLICY\tRANGE\tSTATUS\tOPERATOR\tREASON")
-		for _, d := range ds {
-			t := d.Time
-			if pt, err := time.Parse(time.RFC3339Nano, d.Time); err == nil {
-				t = pt.Local().Format("15:04:05")
+			if jsonOutput() {
+				if len(raw) == 0 || string(raw) == "null" {
+					raw = []byte("[]")
+				}
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), string(raw))
+				return err
 			}
-			fmt.Fprintf(tw, "%s\t%s\tr%d\t%s\t%s\t%s\n", t, d.Policy, d.Range, d.Status, d.Operator, d.Reason)
-		}
-		return tw.Flush()
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TIME\tPOLICY\tRANGE\tSTATUS\tOPERATOR\tREASON")
+			for _, d := range ds {
+				t := d.Time
+				if pt, err := time.Parse(time.RFC3339Nano, d.Time); err == nil {
+					t = pt.Local().Format("15:04:05")
+				}
+				fmt.Fprintf(tw, "%s\t%s\tr%d\t%s\t%s\t%s\n", t, d.Policy, d.Range, d.Status, d.Operator, d.Reason)
+			}
+			return tw.Flush()
+		})
 	},
 }
 
@@ -135,24 +126,21 @@ func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string)
 			if err != nil {
 				return err
 			}
-			s, err := newSession(cmd)
-			if err != nil {
-				return err
-			}
-			defer s.close()
-			if err := s.c.SetNodeState(s.ctx, node, state); err != nil {
-				return err
-			}
-			if wait, _ := cmd.Flags().GetBool("wait"); wait && state != pb.NodeAdminState_NODE_ACTIVE {
-				if err := waitNodeEmptied(cmd, s, node, state); err != nil {
+			return withSession(cmd, func(s *session) error {
+				if err := s.c.SetNodeState(s.ctx, node, state); err != nil {
 					return err
 				}
-			}
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"node": node, "state": state.String()})
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d: %s (watch it with: shoal admin nodes)\n", node, done)
-			return err
+				if wait, _ := cmd.Flags().GetBool("wait"); wait && state != pb.NodeAdminState_NODE_ACTIVE {
+					if err := waitNodeEmptied(cmd, s, node, state); err != nil {
+						return err
+					}
+				}
+				if jsonOutput() {
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"node": node, "state": state.String()})
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %d: %s (watch it with: shoal admin nodes)\n", node, done)
+				return err
+			})
 		},
 	}
 	if state != pb.NodeAdminState_NODE_ACTIVE {

@@ -24,19 +24,16 @@ If the outcome is unknown (the leader failed mid-write) the command fails with "
 	Example: `  shoal put user1 alice`,
 	Args:    args(cobra.ExactArgs(2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
-		s, err := newSession(cmd)
-		if err != nil {
+		return withSession(cmd, func(s *session) error {
+			if err := s.c.Put(s.ctx, []byte(a[0]), []byte(a[1])); err != nil {
+				return err
+			}
+			if jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"ok": true})
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "OK")
 			return err
-		}
-		defer s.close()
-		if err := s.c.Put(s.ctx, []byte(a[0]), []byte(a[1])); err != nil {
-			return err
-		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), map[string]any{"ok": true})
-		}
-		_, err = fmt.Fprintln(cmd.OutOrStdout(), "OK")
-		return err
+		})
 	},
 }
 
@@ -49,24 +46,21 @@ print "not found" on stderr and exit with code 1. With --format json, print {"ke
   shoal get user1 --format json`,
 	Args: args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
-		s, err := newSession(cmd)
-		if err != nil {
+		return withSession(cmd, func(s *session) error {
+			v, found, err := s.c.Get(s.ctx, []byte(a[0]))
+			if err != nil {
+				return err
+			}
+			if !found {
+				fmt.Fprintln(cmd.ErrOrStderr(), "not found")
+				return exitCode(exitRuntime)
+			}
+			if jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), kvJSON{Key: a[0], Value: string(v)})
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(v))
 			return err
-		}
-		defer s.close()
-		v, found, err := s.c.Get(s.ctx, []byte(a[0]))
-		if err != nil {
-			return err
-		}
-		if !found {
-			fmt.Fprintln(cmd.ErrOrStderr(), "not found")
-			return exitCode(exitRuntime)
-		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), kvJSON{Key: a[0], Value: string(v)})
-		}
-		_, err = fmt.Fprintln(cmd.OutOrStdout(), string(v))
-		return err
+		})
 	},
 }
 
@@ -79,24 +73,21 @@ var delCmd = &cobra.Command{
 	Example: `  shoal del user1`,
 	Args:    args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
-		s, err := newSession(cmd)
-		if err != nil {
+		return withSession(cmd, func(s *session) error {
+			found, err := s.c.Delete(s.ctx, []byte(a[0]))
+			if err != nil {
+				return err
+			}
+			if jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"key": a[0], "found": found})
+			}
+			msg := "deleted"
+			if !found {
+				msg = "not found"
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
 			return err
-		}
-		defer s.close()
-		found, err := s.c.Delete(s.ctx, []byte(a[0]))
-		if err != nil {
-			return err
-		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), map[string]any{"key": a[0], "found": found})
-		}
-		msg := "deleted"
-		if !found {
-			msg = "not found"
-		}
-		_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
-		return err
+		})
 	},
 }
 
@@ -120,29 +111,26 @@ bound. --limit N stops after N keys (0: no limit). With --format json, print an 
 		if scanFlags.limit < 0 {
 			return usageError{fmt.Errorf("invalid --limit %d: must be 0 (no limit) or more", scanFlags.limit)}
 		}
-		s, err := newSession(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		kvs, err := s.c.Scan(s.ctx, []byte(a[0]), []byte(a[1]), scanFlags.limit, scanFlags.reverse)
-		if err != nil {
-			return err
-		}
-		w := cmd.OutOrStdout()
-		if jsonOutput() {
-			out := make([]kvJSON, 0, len(kvs))
-			for _, kv := range kvs {
-				out = append(out, kvJSON{Key: string(kv.GetKey()), Value: string(kv.GetValue())})
-			}
-			return writeJSON(w, out)
-		}
-		for _, kv := range kvs {
-			if _, err := fmt.Fprintf(w, "%s\t%s\n", kv.GetKey(), kv.GetValue()); err != nil {
+		return withSession(cmd, func(s *session) error {
+			kvs, err := s.c.Scan(s.ctx, []byte(a[0]), []byte(a[1]), scanFlags.limit, scanFlags.reverse)
+			if err != nil {
 				return err
 			}
-		}
-		return nil
+			w := cmd.OutOrStdout()
+			if jsonOutput() {
+				out := make([]kvJSON, 0, len(kvs))
+				for _, kv := range kvs {
+					out = append(out, kvJSON{Key: string(kv.GetKey()), Value: string(kv.GetValue())})
+				}
+				return writeJSON(w, out)
+			}
+			for _, kv := range kvs {
+				if _, err := fmt.Fprintf(w, "%s\t%s\n", kv.GetKey(), kv.GetValue()); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	},
 }
 
@@ -180,38 +168,35 @@ says what the current value is and exits 1. With --format json, print {"swapped"
 		if casFlags.expectAbsent && expected != "" {
 			return usageError{fmt.Errorf("cas: EXPECTED must be empty with --expect-absent, got %q", expected)}
 		}
-		s, err := newSession(cmd)
-		if err != nil {
-			return err
-		}
-		defer s.close()
-		swapped, current, found, err := s.c.CompareAndSwap(s.ctx, []byte(key), []byte(expected), casFlags.expectAbsent, []byte(value))
-		if err != nil {
-			return err
-		}
-		if jsonOutput() {
-			out := casJSON{Swapped: swapped, Found: found}
-			if !swapped && found {
-				cur := string(current)
-				out.Current = &cur
-			}
-			if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
+		return withSession(cmd, func(s *session) error {
+			swapped, current, found, err := s.c.CompareAndSwap(s.ctx, []byte(key), []byte(expected), casFlags.expectAbsent, []byte(value))
+			if err != nil {
 				return err
 			}
-		} else {
-			switch {
-			case swapped:
-				fmt.Fprintln(cmd.OutOrStdout(), "swapped")
-			case found:
-				fmt.Fprintf(cmd.OutOrStdout(), "not swapped: current value is %s\n", strconv.Quote(string(current)))
-			default:
-				fmt.Fprintln(cmd.OutOrStdout(), "not swapped: key does not exist")
+			if jsonOutput() {
+				out := casJSON{Swapped: swapped, Found: found}
+				if !swapped && found {
+					cur := string(current)
+					out.Current = &cur
+				}
+				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
+					return err
+				}
+			} else {
+				switch {
+				case swapped:
+					fmt.Fprintln(cmd.OutOrStdout(), "swapped")
+				case found:
+					fmt.Fprintf(cmd.OutOrStdout(), "not swapped: current value is %s\n", strconv.Quote(string(current)))
+				default:
+					fmt.Fprintln(cmd.OutOrStdout(), "not swapped: key does not exist")
+				}
 			}
-		}
-		if !swapped {
-			return exitCode(exitRuntime)
-		}
-		return nil
+			if !swapped {
+				return exitCode(exitRuntime)
+			}
+			return nil
+		})
 	},
 }
 

@@ -169,6 +169,16 @@ func newSession(cmd *cobra.Command) (*session, error) {
 	return &session{ctx: ctx, cancel: cancel, c: c}, nil
 }
 
+// withSession runs fn with a new session, which it closes when fn returns.
+func withSession(cmd *cobra.Command, fn func(s *session) error) error {
+	s, err := newSession(cmd)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return fn(s)
+}
+
 // close releases the session.
 func (s *session) close() {
 	_ = s.c.Close()
