@@ -1161,12 +1161,17 @@ func cmdHget(o *op, args [][]byte) error {
 	if err != nil {
 		return err
 	}
+	o.writeField(st, f)
+	return nil
+}
+
+// writeField replies with the value of field f of st, or null when the hash does not have it.
+func (o *op) writeField(st *hashState, f []byte) {
 	if v, ok := st.fields[string(f)]; ok {
 		o.c.w.Bulk(v)
 	} else {
 		o.c.w.Null()
 	}
-	return nil
 }
 
 func cmdHmget(o *op, args [][]byte) error {
@@ -1177,11 +1182,7 @@ func cmdHmget(o *op, args [][]byte) error {
 	}
 	o.c.w.Array(len(fields))
 	for _, f := range fields {
-		if v, ok := st.fields[string(f)]; ok {
-			o.c.w.Bulk(v)
-		} else {
-			o.c.w.Null()
-		}
+		o.writeField(st, f)
 	}
 	return nil
 }
