@@ -1,0 +1,229 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/transport"
+)
+
+// node is one in-process node: its own Pebble engine in its own directory and its own gRPC server
+// on a loopback port, which stays its identity across a kill and restart.
+type node struct {
+	dir   string
+	addr  string
+	eng   *storage.Engine
+	kv    *kv.Node
+	srv   *grpc.Server
+	lis   net.Listener
+	alive bool
+	// last block-cache counters read, for per-second deltas (reset when the node restarts).
+	lastHits, lastMisses uint64
+}
+
+// cluster is a local cluster of in-process nodes; the first bootstraps, the others join it.
+type cluster struct {
+	mu         sync.Mutex
+	nodes      []*node
+	cacheBytes int64
+	cfg        kv.Config
+}
+
+func startCluster(ctx context.Context, dir string, n int, cacheBytes int64) (*cluster, error) {
+	c := &cluster{cacheBytes: cacheBytes, cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
+	for i := 0; i < n; i++ {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		nd := &node{dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), addr: lis.Addr().String(), lis: lis}
+		c.nodes = append(c.nodes, nd)
+		if err := c.startNode(ctx, nd, i == 0, true); err != nil {
+			c.stop()
+			return nil, fmt.Errorf("start node %d: %w", i+1, err)
+		}
+	}
+	return c, nil
+}
+
+func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool) error {
+	if create {
+		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+			return err
+		}
+	}
+	eng, err := storage.Open(n.dir, storage.Options{CreateIfMissing: create, CacheBytes: c.cacheBytes})
+	if err != nil {
+		return err
+	}
+	cfg := c.cfg
+	cfg.Engine, cfg.Addr, cfg.Bootstrap = eng, n.addr, bootstrap
+	if !bootstrap {
+		cfg.Join = []string{c.nodes[0].addr}
+		if n == c.nodes[0] {
+			cfg.Join = []string{c.nodes[1].addr}
+		}
+	}
+	kn, err := kv.NewNode(cfg)
+	if err != nil {
+		eng.Close()
+		return err
+	}
+	if n.lis == nil {
+		// Re-listen on the same port after a restart: the address is the node's identity.
+		for i := 0; i < 50; i++ {
+			if n.lis, err = net.Listen("tcp", n.addr); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			eng.Close()
+			return err
+		}
+	}
+	srv := grpc.NewServer(transport.ServerOptions()...)
+	kn.RegisterServices(srv)
+	go srv.Serve(n.lis)
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := kn.Start(sctx); err != nil {
+		srv.Stop()
+		eng.Close()
+		n.lis = nil
+		return err
+	}
+	c.mu.Lock()
+	n.eng, n.kv, n.srv, n.alive = eng, kn, srv, true
+	n.lastHits, n.lastMisses = 0, 0
+	c.mu.Unlock()
+	return nil
+}
+
+// kill stops node i abruptly: gRPC server cut, node goroutines stopped, engine closed.
+func (c *cluster) kill(i int) {
+	c.mu.Lock()
+	n := c.nodes[i]
+	if !n.alive {
+		c.mu.Unlock()
+		return
+	}
+	n.alive = false
+	c.mu.Unlock()
+	n.srv.Stop()
+	n.kv.Stop()
+	n.eng.Close()
+	n.lis = nil
+}
+
+// restart starts a killed node again from its directory.
+func (c *cluster) restart(ctx context.Context, i int) error {
+	c.mu.Lock()
+	alive := c.nodes[i].alive
+	c.mu.Unlock()
+	if alive {
+		return nil
+	}
+	return c.startNode(ctx, c.nodes[i], false, false)
+}
+
+func (c *cluster) stop() {
+	for i := range c.nodes {
+		c.kill(i)
+	}
+}
+
+func (c *cluster) addrs() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.addr)
+	}
+	return out
+}
+
+// indexOf maps a node id to the index of the local node holding it, or -1.
+func (c *cluster) indexOf(nodeID uint64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, n := range c.nodes {
+		if n.alive && n.kv.NodeID() == nodeID {
+			return i
+		}
+	}
+	return -1
+}
+
+// cacheDelta sums the block-cache hits and misses of the live nodes since the previous call.
+func (c *cluster) cacheDelta() (hits, misses uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if !n.alive {
+			continue
+		}
+		m := n.kv.Metrics().Engine
+		h, ms := uint64(m.BlockCacheHits), uint64(m.BlockCacheMisses)
+		if h >= n.lastHits {
+			hits += h - n.lastHits
+		} else {
+			hits += h
+		}
+		if ms >= n.lastMisses {
+			misses += ms - n.lastMisses
+		} else {
+			misses += ms
+		}
+		n.lastHits, n.lastMisses = h, ms
+	}
+	return hits, misses
+}
+
+// userRange returns the status of the user range (the first range that is not the meta range).
+func userRange(ctx context.Context, cl *client.Client) (*pb.RangeStatus, error) {
+	rs, err := cl.Ranges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		if r.GetDesc().GetRangeId() != replica.MetaRangeID {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("no user range")
+}
+
+// fullyReplicated reports whether every range has want voters, no learners, and a leader.
+func fullyReplicated(ctx context.Context, cl *client.Client, want int) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	rs, err := cl.Ranges(ctx)
+	if err != nil || len(rs) == 0 {
+		return false
+	}
+	for _, r := range rs {
+		voters := 0
+		for _, rd := range r.GetDesc().GetReplicas() {
+			if rd.Learner {
+				return false
+			}
+			voters++
+		}
+		if voters != want || r.LeaderNodeId == 0 {
+			return false
+		}
+	}
+	return true
+}
