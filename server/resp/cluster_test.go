@@ -847,11 +847,20 @@ func testSplitTransfer(t *testing.T, c *tcluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lk, err := c.cl.Lookup(ctx, resp.SlotStart(8192))
-	if err != nil {
-		t.Fatal(err)
+	// Right after a split the new range may still be electing (or its leader not yet reported in
+	// heartbeats): wait until a lookup names a leader that is one of the cluster's nodes.
+	var old uint64
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		lk, err := c.cl.Lookup(ctx, resp.SlotStart(8192))
+		if err == nil && c.nodeIndex(lk.LeaderNodeId) >= 0 {
+			old = lk.LeaderNodeId
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader known for the right half after the split: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	old := lk.LeaderNodeId
 	target := c.nodes[(c.nodeIndex(old)+1)%len(c.nodes)].kv.NodeID()
 	if err := c.cl.TransferLeader(ctx, right.RangeId, target); err != nil {
 		t.Fatal(err)
@@ -859,10 +868,24 @@ func testSplitTransfer(t *testing.T, c *tcluster) {
 	c.waitLeader(t, right.RangeId, target)
 	oldAddr, newAddr := c.nodes[c.nodeIndex(old)].respAddr, c.nodes[c.nodeIndex(target)].respAddr
 
-	// CLUSTER SLOTS shows the two intervals with their leaders.
-	slots, err := stale.ClusterSlots(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
+	// CLUSTER SLOTS shows the two intervals with their leaders (a node's slot map may be up to a few
+	// seconds old, so wait for the split to show).
+	var slots []redis.ClusterSlot
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		slots, err = stale.ClusterSlots(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		crossing := false
+		for _, s := range slots {
+			if s.Start <= 8191 && s.End >= 8192 {
+				crossing = true
+			}
+		}
+		if !crossing || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	owner := map[int]string{}
 	for _, s := range slots {
