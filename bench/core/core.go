@@ -15,10 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/localnode"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
@@ -137,35 +136,17 @@ type RunningNode struct {
 
 // StartNode bootstraps a one-node cluster in dir, serving gRPC on a loopback port.
 func StartNode(ctx context.Context, dir string, cfg kv.Config) (*RunningNode, func(), error) {
-	eng, err := storage.Open(dir, storage.Options{CreateIfMissing: true})
-	if err != nil {
-		return nil, nil, err
-	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		eng.Close()
 		return nil, nil, err
 	}
-	cfg.Engine, cfg.Addr, cfg.Bootstrap = eng, lis.Addr().String(), true
-	node, err := kv.NewNode(cfg)
+	cfg.Bootstrap = true
+	ln, err := localnode.Start(ctx, localnode.Options{Dir: dir, Create: true, Addr: lis.Addr().String(), Listener: lis, KV: cfg})
 	if err != nil {
-		eng.Close()
+		lis.Close()
 		return nil, nil, err
 	}
-	srv := grpc.NewServer(transport.ServerOptions()...)
-	node.RegisterServices(srv)
-	go srv.Serve(lis)
-	if err := node.Start(ctx); err != nil {
-		srv.Stop()
-		eng.Close()
-		return nil, nil, err
-	}
-	stop := func() {
-		node.Stop()
-		srv.Stop()
-		eng.Close()
-	}
-	return &RunningNode{addr: lis.Addr().String(), Node: node, Eng: eng}, stop, nil
+	return &RunningNode{addr: ln.Addr, Node: ln.KV, Eng: ln.Eng}, ln.Kill, nil
 }
 
 // IdleReport is the cost of a node holding many idle ranges.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -13,10 +12,10 @@ import (
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/localnode"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
-	"github.com/shoaldb/shoal/transport"
 )
 
 // node is one in-process node: its own Pebble engine in its own directory and its own gRPC server
@@ -60,54 +59,22 @@ func startCluster(ctx context.Context, dir string, n int, cacheBytes int64) (*cl
 }
 
 func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool) error {
-	if create {
-		if err := os.MkdirAll(n.dir, 0o755); err != nil {
-			return err
-		}
-	}
-	eng, err := storage.Open(n.dir, storage.Options{CreateIfMissing: create, CacheBytes: c.cacheBytes})
-	if err != nil {
-		return err
-	}
 	cfg := c.cfg
-	cfg.Engine, cfg.Addr, cfg.Bootstrap = eng, n.addr, bootstrap
+	cfg.Bootstrap = bootstrap
 	if !bootstrap {
 		cfg.Join = []string{c.nodes[0].addr}
 		if n == c.nodes[0] {
 			cfg.Join = []string{c.nodes[1].addr}
 		}
 	}
-	kn, err := kv.NewNode(cfg)
+	ln, err := localnode.Start(ctx, localnode.Options{Dir: n.dir, Create: create, Addr: n.addr, Listener: n.lis,
+		CacheBytes: c.cacheBytes, KV: cfg})
 	if err != nil {
-		eng.Close()
-		return err
-	}
-	if n.lis == nil {
-		// Re-listen on the same port after a restart: the address is the node's identity.
-		for i := 0; i < 50; i++ {
-			if n.lis, err = net.Listen("tcp", n.addr); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			eng.Close()
-			return err
-		}
-	}
-	srv := grpc.NewServer(transport.ServerOptions()...)
-	kn.RegisterServices(srv)
-	go srv.Serve(n.lis)
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := kn.Start(sctx); err != nil {
-		srv.Stop()
-		eng.Close()
 		n.lis = nil
 		return err
 	}
 	c.mu.Lock()
-	n.eng, n.kv, n.srv, n.alive = eng, kn, srv, true
+	n.eng, n.kv, n.srv, n.alive = ln.Eng, ln.KV, ln.Server(), true
 	n.lastHits, n.lastMisses = 0, 0
 	c.mu.Unlock()
 	return nil

@@ -15,8 +15,8 @@ import (
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/localnode"
 	"github.com/shoaldb/shoal/storage"
-	"github.com/shoaldb/shoal/transport"
 )
 
 // Node is one in-process node.
@@ -75,47 +75,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 }
 
 func (c *Cluster) startNode(n *Node, bootstrap, create bool) error {
-	eng, err := storage.Open(n.Dir, storage.Options{CreateIfMissing: create, CacheBytes: 16 << 20})
-	if err != nil {
-		return err
-	}
 	cfg := c.cfg
-	cfg.Engine = eng
-	cfg.Addr = n.Addr
 	cfg.Bootstrap = bootstrap
 	if !bootstrap {
 		cfg.Join = []string{c.Nodes[0].Addr}
 	}
-	node, err := kv.NewNode(cfg)
+	ln, err := localnode.Start(context.Background(), localnode.Options{Dir: n.Dir, Create: create, Addr: n.Addr,
+		Listener: n.lis, CacheBytes: 16 << 20, KV: cfg})
 	if err != nil {
-		eng.Close()
 		return err
 	}
-	if n.lis == nil {
-		// Re-listen on the same port after a restart (the port is the node's advertised identity).
-		for i := 0; i < 50; i++ {
-			n.lis, err = net.Listen("tcp", n.Addr)
-			if err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			eng.Close()
-			return err
-		}
-	}
-	srv := grpc.NewServer(transport.ServerOptions()...)
-	node.RegisterServices(srv)
-	go srv.Serve(n.lis)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := node.Start(ctx); err != nil {
-		srv.Stop()
-		eng.Close()
-		return err
-	}
-	n.Eng, n.KV, n.srv, n.alive = eng, node, srv, true
+	n.Eng, n.KV, n.srv, n.alive = ln.Eng, ln.KV, ln.Server(), true
 	return nil
 }
 
