@@ -543,7 +543,21 @@ func runLinearizable(t *testing.T, nodes int, what string, nemesis nemesisFunc) 
 
 	// Every node is up again: wait for the cluster to settle, then read every key linearizably. The
 	// reads are part of the history, so the checker also verifies the final values.
-	testcluster.WaitFor(t, 60*time.Second, "3 voters and a leader on every range after the nemesis", func() bool { return c.FullyReplicated(admin, 3) })
+	settled := false
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if settled = c.FullyReplicated(admin, 3); settled {
+			break
+		}
+	}
+	if !settled {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rs, err := admin.Ranges(ctx)
+		cancel()
+		for _, r := range rs {
+			t.Logf("range %d: replicas %v leader n%d", r.Desc.RangeId, r.Desc.Replicas, r.LeaderNodeId)
+		}
+		t.Fatalf("timed out after 60s waiting for 3 voters and a leader on every range after the nemesis (ranges: %v)", err)
+	}
 	finalCID := h.newClientID()
 	for _, key := range keys {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

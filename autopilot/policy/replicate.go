@@ -161,13 +161,21 @@ func (p *Replicate) check(v *view, r *model.Range) *operator.Operator {
 		return op
 	}
 	for _, id := range r.Learners() {
-		if p.lost(c, id) {
-			op := operator.NewRemoveReplica(NameReplicate, now, c, r, id, 0,
-				fmt.Sprintf("%s: remove its learner of r%d", p.lostWhy(c, id), r.ID))
-			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID,
-				Before: float64(len(r.Replicas)), Delta: -1}
-			return op
+		why := ""
+		switch {
+		case p.lost(c, id):
+			why = fmt.Sprintf("%s: remove its learner of r%d", p.lostWhy(c, id), r.ID)
+		case len(voters) >= factor:
+			// No operator works on this range (busy ranges are skipped), so the learner is left over
+			// from an interrupted move; the range already has its voters.
+			why = fmt.Sprintf("r%d has %d voters (factor %d) and a stray learner on n%d: remove it", r.ID, len(voters), factor, id)
+		default:
+			continue
 		}
+		op := operator.NewRemoveReplica(NameReplicate, now, c, r, id, 0, why)
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID,
+			Before: float64(len(r.Replicas)), Delta: -1}
+		return op
 	}
 	return nil
 }
