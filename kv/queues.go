@@ -22,8 +22,18 @@ func (n *Node) runQueues(ctx context.Context) {
 		metaByID[d.RangeId] = d
 	}
 	var stale []*pb.RangeDescriptor
+	// The meta range's descriptor is not in the meta range: take the newest one peers reported.
+	n.dir.mu.RLock()
+	if md := n.dir.metaDescCache; md != nil {
+		metaByID[md.RangeId] = md
+	}
+	n.dir.mu.RUnlock()
 	for _, r := range n.store.Replicas() {
 		if r.IsMeta() {
+			if d, md := r.Desc(), metaByID[r.RangeID()]; d != nil && md != nil && !r.IsLeader() &&
+				md.Generation > d.Generation && !hasNode(md, n.ident.NodeID) && r.LeaderNode() == 0 {
+				n.store.RemoveReplica(r.RangeID(), "no longer in the meta range's descriptor")
+			}
 			continue
 		}
 		d := r.Desc()

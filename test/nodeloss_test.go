@@ -68,4 +68,31 @@ func TestDeadNodeReplicasAreReplaced(t *testing.T) {
 			t.Fatalf("after re-replication: get loss/%04d = %q %v %v", i, v, found, err)
 		}
 	}
+
+	// The node comes back: the replicas it held were replaced, so it drops them, and the ranges stay
+	// at three voters.
+	if err := c.TryRestart(int(victim - 1)); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 60*time.Second, "the returning node drops the replicas the cluster replaced", func() bool {
+		if !c.FullyReplicated(cl, 3) {
+			return false
+		}
+		rs, err := cl.Ranges(ctx)
+		if err != nil {
+			return false
+		}
+		member := map[uint64]bool{}
+		for _, r := range rs {
+			if hasReplica(r.Desc, victim) {
+				member[r.Desc.RangeId] = true
+			}
+		}
+		for _, r := range c.Nodes[victim-1].KV.Store().Replicas() {
+			if !member[r.RangeID()] {
+				return false
+			}
+		}
+		return true
+	})
 }
