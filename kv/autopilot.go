@@ -29,36 +29,31 @@ func metaNodeStateKey(node uint64) []byte {
 type autopilotHost struct {
 	n *Node
 
-	mu       sync.Mutex
-	ap       *autopilot.Autopilot
-	samplers map[uint64]*model.KeySampler
+	mu sync.Mutex
+	ap *autopilot.Autopilot
+	// samplers maps range id → *model.KeySampler; a sync.Map keeps the per-request lookup off a
+	// node-wide lock.
+	samplers sync.Map
 }
 
-func newAutopilotHost(n *Node) *autopilotHost {
-	return &autopilotHost{n: n, samplers: map[uint64]*model.KeySampler{}}
-}
+func newAutopilotHost(n *Node) *autopilotHost { return &autopilotHost{n: n} }
 
 // record notes a request for key on rangeID for load-based splitting (leaders only report it).
 func (h *autopilotHost) record(rangeID uint64, key []byte) {
-	h.mu.Lock()
-	s := h.samplers[rangeID]
-	if s == nil {
-		s = model.NewKeySampler(0, rangeID)
-		h.samplers[rangeID] = s
+	s, ok := h.samplers.Load(rangeID)
+	if !ok {
+		s, _ = h.samplers.LoadOrStore(rangeID, model.NewKeySampler(0, rangeID))
 	}
-	h.mu.Unlock()
-	s.Record(key)
+	s.(*model.KeySampler).Record(key)
 }
 
 // takeSample ends the sampling window of rangeID.
 func (h *autopilotHost) takeSample(rangeID uint64, now time.Time) *model.KeySample {
-	h.mu.Lock()
-	s := h.samplers[rangeID]
-	h.mu.Unlock()
-	if s == nil {
+	s, ok := h.samplers.Load(rangeID)
+	if !ok {
 		return nil
 	}
-	return s.Take(now)
+	return s.(*model.KeySampler).Take(now)
 }
 
 // watch starts or stops the autopilot as this node gains or loses the meta leadership, and applies

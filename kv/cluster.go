@@ -75,7 +75,8 @@ func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.Hea
 	return &pb.HeartbeatResponse{KnownNodes: n.dir.all()}, nil
 }
 
-// localStats builds this node's load report.
+// localStats builds this node's load report for a heartbeat: it ends the QPS and key-sample windows,
+// so only the heartbeat loop may call it (see currentStats for status pages).
 func (n *Node) localStats() *pb.NodeStats {
 	es := n.eng.Stats()
 	st := &pb.NodeStats{
@@ -116,6 +117,27 @@ func (n *Node) localStats() *pb.NodeStats {
 		st.Ranges = append(st.Ranges, rl)
 	}
 	n.loadPrev = seen
+	return st
+}
+
+// currentStats is this node's report for status pages: fresh counts and engine figures, with the
+// rates of the last heartbeat, leaving the measurement windows (QPS, key samples) alone.
+func (n *Node) currentStats() *pb.NodeStats {
+	last, _ := n.dir.statsOf(n.ident.NodeID)
+	prev := map[uint64]*pb.RangeLoad{}
+	for _, rl := range last.GetRanges() {
+		prev[rl.RangeId] = rl
+	}
+	es := n.eng.Stats()
+	st := &pb.NodeStats{DiskBytes: es.DiskBytes, BlockCacheHits: uint64(es.BlockCacheHits), BlockCacheMisses: uint64(es.BlockCacheMisses),
+		CompactionsRunning: uint32(es.CompactionsRunning), L0Files: uint32(es.L0Files), MemtableBytes: es.MemtableBytes}
+	for _, r := range n.store.Replicas() {
+		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: r.IsLeader()}
+		if p := prev[r.RangeID()]; p != nil {
+			rl.ReadQps, rl.WriteQps, rl.Bytes = p.ReadQps, p.WriteQps, p.Bytes
+		}
+		st.Ranges = append(st.Ranges, rl)
+	}
 	return st
 }
 
@@ -202,7 +224,7 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 	default:
 		return &pb.NodesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}, nil
 	}
-	n.dir.recordStats(n.ident.NodeID, n.localStats(), n.draining.Load(), 0, nil)
+	n.dir.recordStats(n.ident.NodeID, n.currentStats(), n.draining.Load(), 0, nil)
 	n.dir.heard(n.ident.NodeID, time.Now())
 	now := time.Now()
 	states := n.adminStates(ctx)
