@@ -29,14 +29,6 @@ range 2 [user,userz) voters=1,2,3 leader=1 bytes=8MiB
 range 3 [userz,) voters=1,2,3 leader=3 bytes=8MiB
 `
 
-func newFake(t *testing.T, text string) *fake.Cluster {
-	t.Helper()
-	f, err := fake.New(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 // zipfianLoad draws YCSB zipfian keys over 100 k ordered records.
 func zipfianLoad(seed int64) func() []byte {
@@ -70,7 +62,7 @@ func find(entries []decisions.Entry, policyName, kind string) (decisions.Entry, 
 // at a key that balances the load (measured after the split: halves within 10 %), then rebalance moves
 // one half's leadership to another node, so the halves are served by different nodes.
 func TestHotRangeIsSplitAndItsHalvesSpread(t *testing.T) {
-	f := newFake(t, hotCluster)
+	f := fake.MustNew(t, hotCluster)
 	f.SetLoad(3000, zipfianLoad(1))
 	ap := New(f, f, inline())
 	run(ap, f, 60)
@@ -107,7 +99,7 @@ func TestHotRangeIsSplitAndItsHalvesSpread(t *testing.T) {
 // TestPolicySwitchedOffProposesNothing: the same cluster and load with load_split off: no operator at
 // all is proposed (the others have nothing to fix), and the range stays whole.
 func TestPolicySwitchedOffProposesNothing(t *testing.T) {
-	f := newFake(t, hotCluster)
+	f := fake.MustNew(t, hotCluster)
 	f.SetLoad(3000, zipfianLoad(1))
 	ap := New(f, f, inline())
 	if err := ap.SetPolicy(policy.NameLoadSplit, false); err != nil {
@@ -128,7 +120,7 @@ func TestPolicySwitchedOffProposesNothing(t *testing.T) {
 // has been silent for 60 s each of its replicas is replaced on the node without one, in one joint change
 // (n3 leaves the descriptor as the new voter joins).
 func TestDeadNodeIsReplaced(t *testing.T) {
-	f := newFake(t, `
+	f := fake.MustNew(t, `
 node 1
 node 2
 node 3
@@ -160,7 +152,7 @@ range 4 [m,) voters=4,1,2 leader=4 bytes=8MiB
 // TestDecommissionEmptiesAndMarksTheNode: replicas move off n3, then the node is marked
 // decommissioned through the Decommissioner.
 func TestDecommissionEmptiesAndMarksTheNode(t *testing.T) {
-	f := newFake(t, `
+	f := fake.MustNew(t, `
 node 1
 node 2
 node 3 decommissioning
@@ -182,7 +174,7 @@ range 3 [m,) voters=1,2,3 leader=1 bytes=8MiB
 
 // TestSwitchingOffCancelsPendingOperators: a policy switched off stops its running operators.
 func TestSwitchingOffCancelsPendingOperators(t *testing.T) {
-	f := newFake(t, `
+	f := fake.MustNew(t, `
 node 1
 node 2
 node 3
@@ -212,7 +204,7 @@ range 2 [a,m) voters=1,2 leader=1 bytes=8MiB
 // TestStartStop runs the real goroutines: a draining node's leaderships move away while the autopilot
 // runs; Stop is idempotent and Start works again.
 func TestStartStop(t *testing.T) {
-	f := newFake(t, `
+	f := fake.MustNew(t, `
 node 1 draining
 node 2
 node 3

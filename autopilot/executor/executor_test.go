@@ -26,14 +26,6 @@ range 4 [m,t) voters=1,2,3 leader=2 bytes=64MiB
 range 5 [t,) voters=1,2,3 leader=3 bytes=64MiB
 `
 
-func newFake(t *testing.T, text string) *fake.Cluster {
-	t.Helper()
-	f, err := fake.New(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 func moveOp(t *testing.T, c *model.Cluster, rangeID, from, to uint64) *operator.Operator {
 	t.Helper()
@@ -66,7 +58,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestMoveReplicaRunsStepByStepAndIsMeasured(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	e := New(f, f, nil, Config{Inline: true})
 	c := f.Snapshot()
 	op := moveOp(t, c, 3, 3, 4) // n3 does not lead r3: add n4, promote it and remove n3 in one change
@@ -101,7 +93,7 @@ func TestMoveReplicaRunsStepByStepAndIsMeasured(t *testing.T) {
 }
 
 func TestResumesFromObservedState(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	// The learner on n4 is already there (an earlier autopilot added it before moving away).
 	f.UpdateRange(3, func(r *model.Range) *model.Range {
 		r.Replicas = append(r.Replicas, model.Replica{Node: 4, Learner: true})
@@ -123,7 +115,7 @@ func TestResumesFromObservedState(t *testing.T) {
 }
 
 func TestOneOperatorPerRange(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	e := New(f, f, nil, Config{Inline: true})
 	c := f.Snapshot()
 	first := moveOp(t, c, 2, 3, 4)
@@ -157,7 +149,7 @@ func TestOneOperatorPerRange(t *testing.T) {
 }
 
 func TestSnapshotLimitPerNode(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	var inflight, peak atomic.Int32
 	release := make(chan struct{})
 	f.Hook = func(ctx context.Context, c fake.Call) error {
@@ -214,7 +206,7 @@ func TestSnapshotLimitPerNode(t *testing.T) {
 }
 
 func TestStepTimeoutScalesWithBytesAndCancelsTheCall(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	entered, canceled := make(chan struct{}), make(chan error, 1)
 	f.Hook = func(ctx context.Context, c fake.Call) error {
 		close(entered)
@@ -267,7 +259,7 @@ func (okActuator) Split(context.Context, uint64, []byte) error                { 
 func (okActuator) Merge(context.Context, uint64) error                        { return nil }
 
 func TestStepDoneOnlyWhenTheModelShowsIt(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	e := New(f, okActuator{}, nil, Config{Inline: true, Timeouts: operator.Timeouts{Base: time.Second}})
 	c := f.Snapshot()
 	op := operator.NewTransferLeader("test", c.Now, c.Range(2), 2, "never observed")
@@ -300,7 +292,7 @@ func TestCancelWhenTheModelContradicts(t *testing.T) {
 		{"range gone", func(f *fake.Cluster) { f.UpdateRange(2, func(*model.Range) *model.Range { return nil }) }, "r2 is gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t, fourNodes)
+			f := fake.MustNew(t, fourNodes)
 			var wg sync.WaitGroup
 			wg.Add(1)
 			var callErr error
@@ -339,7 +331,7 @@ func TestCancelWhenTheModelContradicts(t *testing.T) {
 }
 
 func TestFailedStepFailsTheOperator(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	f.Hook = func(ctx context.Context, c fake.Call) error { return errors.New("injected: disk full on n4") }
 	e := New(f, f, nil, Config{Inline: true})
 	c := f.Snapshot()
@@ -355,7 +347,7 @@ func TestFailedStepFailsTheOperator(t *testing.T) {
 }
 
 func TestStopRecordsRunningOperatorsAsStopped(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	started := make(chan struct{})
 	f.Hook = func(ctx context.Context, c fake.Call) error {
 		close(started)
@@ -392,7 +384,7 @@ func TestStopRecordsRunningOperatorsAsStopped(t *testing.T) {
 }
 
 func TestCancelPolicy(t *testing.T) {
-	f := newFake(t, fourNodes)
+	f := fake.MustNew(t, fourNodes)
 	e := New(f, okActuator{}, nil, Config{Inline: true})
 	c := f.Snapshot()
 	a := operator.NewTransferLeader("rebalance", c.Now, c.Range(2), 2, "a")

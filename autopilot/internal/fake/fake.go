@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/model"
@@ -62,6 +63,16 @@ type Cluster struct {
 }
 
 // New builds a fake cluster from the compact text form (model.ParseCluster).
+// MustNew is New for tests: a parse error fails t.
+func MustNew(t testing.TB, text string) *Cluster {
+	t.Helper()
+	c, err := New(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func New(text string) (*Cluster, error) {
 	c, err := model.ParseCluster(text)
 	if err != nil {
