@@ -26,7 +26,6 @@ range 4 [m,t) voters=1,2,3 leader=2 bytes=64MiB
 range 5 [t,) voters=1,2,3 leader=3 bytes=64MiB
 `
 
-
 func moveOp(t *testing.T, c *model.Cluster, rangeID, from, to uint64) *operator.Operator {
 	t.Helper()
 	r := c.Range(rangeID)
@@ -321,6 +320,11 @@ func TestCancelWhenTheModelContradicts(t *testing.T) {
 			wg.Wait()
 			if !errors.Is(callErr, context.Canceled) {
 				t.Fatalf("in-flight call ended with %v, want context.Canceled", callErr)
+			}
+			// The executor releases the slot when the canceled call returns to it, just after the
+			// hook's Done: give it a moment rather than racing it.
+			for deadline := time.Now().Add(5 * time.Second); e.SnapshotsInFlight(4) != 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
 			}
 			if n := e.SnapshotsInFlight(4); n != 0 {
 				t.Fatalf("%d snapshot slots still held after cancellation", n)
