@@ -29,7 +29,6 @@ range 2 [user,userz) voters=1,2,3 leader=1 bytes=8MiB
 range 3 [userz,) voters=1,2,3 leader=3 bytes=8MiB
 `
 
-
 // zipfianLoad draws YCSB zipfian keys over 100 k ordered records.
 func zipfianLoad(seed int64) func() []byte {
 	g := generator.NewZipfianWithRange(0, 99_999, generator.ZipfianConstant)
