@@ -267,6 +267,11 @@ type RangeDescriptor struct {
 	Replicas      []*ReplicaDescriptor   `protobuf:"bytes,4,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	NextReplicaId uint64                 `protobuf:"varint,5,opt,name=next_replica_id,json=nextReplicaId,proto3" json:"next_replica_id,omitempty"`
 	Generation    uint64                 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"` // bumped by every split, merge and replica change
+	// merging_into is set while the range is frozen for a merge into its left neighbour (that range's
+	// id): it then serves no reads and applies no command but an unfreeze, until the merge completes
+	// (and this range is gone) or is aborted. freeze_index is the log index of the freeze.
+	MergingInto   uint64 `protobuf:"varint,7,opt,name=merging_into,json=mergingInto,proto3" json:"merging_into,omitempty"`
+	FreezeIndex   uint64 `protobuf:"varint,8,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +344,20 @@ func (x *RangeDescriptor) GetNextReplicaId() uint64 {
 func (x *RangeDescriptor) GetGeneration() uint64 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *RangeDescriptor) GetMergingInto() uint64 {
+	if x != nil {
+		return x.MergingInto
+	}
+	return 0
+}
+
+func (x *RangeDescriptor) GetFreezeIndex() uint64 {
+	if x != nil {
+		return x.FreezeIndex
 	}
 	return 0
 }
@@ -2154,6 +2173,340 @@ func (x *SplitResponse) GetRight() *RangeDescriptor {
 	return nil
 }
 
+// Merge absorbs the right neighbour of a range into it. The left range is named by id or by a key in
+// it. Both ranges must have their replicas on the same nodes, all voters (the autopilot's merge
+// operator moves replicas first; by hand: admin relocate).
+type MergeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeftRangeId   uint64                 `protobuf:"varint,1,opt,name=left_range_id,json=leftRangeId,proto3" json:"left_range_id,omitempty"`
+	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeRequest) Reset() {
+	*x = MergeRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRequest) ProtoMessage() {}
+
+func (x *MergeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
+func (*MergeRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *MergeRequest) GetLeftRangeId() uint64 {
+	if x != nil {
+		return x.LeftRangeId
+	}
+	return 0
+}
+
+func (x *MergeRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+type MergeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Merged        *RangeDescriptor       `protobuf:"bytes,2,opt,name=merged,proto3" json:"merged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeResponse) Reset() {
+	*x = MergeResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeResponse) ProtoMessage() {}
+
+func (x *MergeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
+func (*MergeResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MergeResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *MergeResponse) GetMerged() *RangeDescriptor {
+	if x != nil {
+		return x.Merged
+	}
+	return nil
+}
+
+// RangeCommand (node-internal) proposes a merge-protocol command (freeze, unfreeze, merge abort) on
+// a range's leader; any other command is refused.
+type RangeCommandRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Command       *Command               `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeCommandRequest) Reset() {
+	*x = RangeCommandRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeCommandRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeCommandRequest) ProtoMessage() {}
+
+func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeCommandRequest.ProtoReflect.Descriptor instead.
+func (*RangeCommandRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RangeCommandRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *RangeCommandRequest) GetCommand() *Command {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type RangeCommandResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Desc          *RangeDescriptor       `protobuf:"bytes,3,opt,name=desc,proto3" json:"desc,omitempty"`
+	Done          bool                   `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeCommandResponse) Reset() {
+	*x = RangeCommandResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeCommandResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeCommandResponse) ProtoMessage() {}
+
+func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeCommandResponse.ProtoReflect.Descriptor instead.
+func (*RangeCommandResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RangeCommandResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *RangeCommandResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *RangeCommandResponse) GetDesc() *RangeDescriptor {
+	if x != nil {
+		return x.Desc
+	}
+	return nil
+}
+
+func (x *RangeCommandResponse) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+// WaitApplied (node-internal) answers once this node's replica of range_id has applied index.
+type WaitAppliedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitAppliedRequest) Reset() {
+	*x = WaitAppliedRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitAppliedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitAppliedRequest) ProtoMessage() {}
+
+func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
+func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *WaitAppliedRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *WaitAppliedRequest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type WaitAppliedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Applied       uint64                 `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitAppliedResponse) Reset() {
+	*x = WaitAppliedResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitAppliedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitAppliedResponse) ProtoMessage() {}
+
+func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
+func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WaitAppliedResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *WaitAppliedResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
 type TransferLeaderRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -2164,7 +2517,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2529,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2542,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -2215,7 +2568,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2580,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2593,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TransferLeaderResponse) GetError() *Error {
@@ -2259,7 +2612,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2624,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2637,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JoinRequest) GetNode() *NodeDescriptor {
@@ -2306,7 +2659,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2671,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2684,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *JoinResponse) GetError() *Error {
@@ -2378,7 +2731,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2743,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2756,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -2472,7 +2825,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2837,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2850,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -2524,7 +2877,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2889,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2902,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -2574,7 +2927,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2939,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2952,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 type PolicyListResponse struct {
@@ -2612,7 +2965,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2977,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2990,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -2664,7 +3017,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +3029,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +3042,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -2715,7 +3068,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +3080,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +3093,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -2758,7 +3111,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +3123,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +3136,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -2798,7 +3151,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3163,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3176,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -2850,7 +3203,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +3215,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +3228,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -2901,7 +3254,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3266,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3279,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -2947,7 +3300,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3312,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3325,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -2992,7 +3345,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3357,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3370,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -3048,7 +3401,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3413,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3426,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -3114,7 +3467,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3479,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3492,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -3170,7 +3523,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3535,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3548,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -3244,7 +3597,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3609,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3622,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -3301,7 +3654,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3666,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3679,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -3344,7 +3697,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3709,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3722,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -3416,7 +3769,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3781,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3794,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -3463,7 +3816,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3828,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3841,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -3530,7 +3883,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3895,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3908,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -3590,7 +3943,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3955,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3968,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -3633,13 +3986,17 @@ type Command struct {
 	Split         *SplitTrigger          `protobuf:"bytes,4,opt,name=split,proto3" json:"split,omitempty"`
 	MetaUpdate    *MetaUpdate            `protobuf:"bytes,5,opt,name=meta_update,json=metaUpdate,proto3" json:"meta_update,omitempty"`
 	IncrementKey  []byte                 `protobuf:"bytes,6,opt,name=increment_key,json=incrementKey,proto3" json:"increment_key,omitempty"` // counter in the range's keyspace, +1, result returned to the proposer
+	Freeze        *FreezeForMerge        `protobuf:"bytes,7,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	Unfreeze      *UnfreezeRange         `protobuf:"bytes,8,opt,name=unfreeze,proto3" json:"unfreeze,omitempty"`
+	Merge         *MergeTrigger          `protobuf:"bytes,9,opt,name=merge,proto3" json:"merge,omitempty"`
+	MergeAbort    *MergeAbort            `protobuf:"bytes,10,opt,name=merge_abort,json=mergeAbort,proto3" json:"merge_abort,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +4008,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +4021,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -3709,6 +4066,249 @@ func (x *Command) GetIncrementKey() []byte {
 	return nil
 }
 
+func (x *Command) GetFreeze() *FreezeForMerge {
+	if x != nil {
+		return x.Freeze
+	}
+	return nil
+}
+
+func (x *Command) GetUnfreeze() *UnfreezeRange {
+	if x != nil {
+		return x.Unfreeze
+	}
+	return nil
+}
+
+func (x *Command) GetMerge() *MergeTrigger {
+	if x != nil {
+		return x.Merge
+	}
+	return nil
+}
+
+func (x *Command) GetMergeAbort() *MergeAbort {
+	if x != nil {
+		return x.MergeAbort
+	}
+	return nil
+}
+
+// FreezeForMerge, applied on the right range, freezes it for a merge into left_range_id if its
+// descriptor is still at generation.
+type FreezeForMerge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeftRangeId   uint64                 `protobuf:"varint,1,opt,name=left_range_id,json=leftRangeId,proto3" json:"left_range_id,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeForMerge) Reset() {
+	*x = FreezeForMerge{}
+	mi := &file_pb_shoal_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeForMerge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeForMerge) ProtoMessage() {}
+
+func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
+func (*FreezeForMerge) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *FreezeForMerge) GetLeftRangeId() uint64 {
+	if x != nil {
+		return x.LeftRangeId
+	}
+	return 0
+}
+
+func (x *FreezeForMerge) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// UnfreezeRange, applied on a frozen right range, resumes it after its merge was aborted on the left.
+type UnfreezeRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeftRangeId   uint64                 `protobuf:"varint,1,opt,name=left_range_id,json=leftRangeId,proto3" json:"left_range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnfreezeRange) Reset() {
+	*x = UnfreezeRange{}
+	mi := &file_pb_shoal_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnfreezeRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnfreezeRange) ProtoMessage() {}
+
+func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
+func (*UnfreezeRange) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *UnfreezeRange) GetLeftRangeId() uint64 {
+	if x != nil {
+		return x.LeftRangeId
+	}
+	return 0
+}
+
+// MergeTrigger, applied on the left range, extends it over the frozen right range (whose replicas
+// have all applied its freeze) and retires the right range's raft state on every node.
+type MergeTrigger struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Left          *RangeDescriptor       `protobuf:"bytes,1,opt,name=left,proto3" json:"left,omitempty"`     // the left descriptor the merge was planned on
+	Right         *RangeDescriptor       `protobuf:"bytes,2,opt,name=right,proto3" json:"right,omitempty"`   // the frozen right descriptor
+	Merged        *RangeDescriptor       `protobuf:"bytes,3,opt,name=merged,proto3" json:"merged,omitempty"` // the left descriptor after the merge
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeTrigger) Reset() {
+	*x = MergeTrigger{}
+	mi := &file_pb_shoal_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeTrigger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeTrigger) ProtoMessage() {}
+
+func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
+func (*MergeTrigger) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *MergeTrigger) GetLeft() *RangeDescriptor {
+	if x != nil {
+		return x.Left
+	}
+	return nil
+}
+
+func (x *MergeTrigger) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+func (x *MergeTrigger) GetMerged() *RangeDescriptor {
+	if x != nil {
+		return x.Merged
+	}
+	return nil
+}
+
+// MergeAbort, applied on the left range, makes a later MergeTrigger for that freeze a no-op; once it
+// has applied (and no merge did first), the right range may be unfrozen.
+type MergeAbort struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RightRangeId  uint64                 `protobuf:"varint,1,opt,name=right_range_id,json=rightRangeId,proto3" json:"right_range_id,omitempty"`
+	FreezeIndex   uint64                 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeAbort) Reset() {
+	*x = MergeAbort{}
+	mi := &file_pb_shoal_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeAbort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeAbort) ProtoMessage() {}
+
+func (x *MergeAbort) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
+func (*MergeAbort) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *MergeAbort) GetRightRangeId() uint64 {
+	if x != nil {
+		return x.RightRangeId
+	}
+	return 0
+}
+
+func (x *MergeAbort) GetFreezeIndex() uint64 {
+	if x != nil {
+		return x.FreezeIndex
+	}
+	return 0
+}
+
 // ConfChangeContext rides in a raft ConfChangeV2's context: the descriptor after the change.
 type ConfChangeContext struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3720,7 +4320,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +4332,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +4345,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -3771,7 +4371,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x02 \x01(\x04R\treplicaId\x12\x18\n" +
-	"\alearner\x18\x03 \x01(\bR\alearner\"\xe0\x01\n" +
+	"\alearner\x18\x03 \x01(\bR\alearner\"\xa6\x02\n" +
 	"\x0fRangeDescriptor\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
@@ -3780,7 +4380,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0fnext_replica_id\x18\x05 \x01(\x04R\rnextReplicaId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x06 \x01(\x04R\n" +
-	"generation\"w\n" +
+	"generation\x12!\n" +
+	"\fmerging_into\x18\a \x01(\x04R\vmergingInto\x12!\n" +
+	"\ffreeze_index\x18\b \x01(\x04R\vfreezeIndex\"w\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1b\n" +
@@ -3912,7 +4514,27 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\rSplitResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12*\n" +
 	"\x04left\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x04left\x12,\n" +
-	"\x05right\x18\x03 \x01(\v2\x16.shoal.RangeDescriptorR\x05right\"K\n" +
+	"\x05right\x18\x03 \x01(\v2\x16.shoal.RangeDescriptorR\x05right\"D\n" +
+	"\fMergeRequest\x12\"\n" +
+	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"c\n" +
+	"\rMergeResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12.\n" +
+	"\x06merged\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x06merged\"Z\n" +
+	"\x13RangeCommandRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12(\n" +
+	"\acommand\x18\x02 \x01(\v2\x0e.shoal.CommandR\acommand\"\x90\x01\n" +
+	"\x14RangeCommandResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12*\n" +
+	"\x04desc\x18\x03 \x01(\v2\x16.shoal.RangeDescriptorR\x04desc\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"E\n" +
+	"\x12WaitAppliedRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"S\n" +
+	"\x13WaitAppliedResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\x04R\aapplied\"K\n" +
 	"\x15TransferLeaderRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"<\n" +
@@ -4008,7 +4630,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\rexpect_absent\x18\x03 \x01(\bR\fexpectAbsent\"<\n" +
 	"\n" +
 	"MetaUpdate\x12.\n" +
-	"\x06ranges\x18\x01 \x03(\v2\x16.shoal.RangeDescriptorR\x06ranges\"\x8d\x02\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x16.shoal.RangeDescriptorR\x06ranges\"\xcd\x03\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12-\n" +
@@ -4017,7 +4639,28 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x05split\x18\x04 \x01(\v2\x13.shoal.SplitTriggerR\x05split\x122\n" +
 	"\vmeta_update\x18\x05 \x01(\v2\x11.shoal.MetaUpdateR\n" +
 	"metaUpdate\x12#\n" +
-	"\rincrement_key\x18\x06 \x01(\fR\fincrementKey\"`\n" +
+	"\rincrement_key\x18\x06 \x01(\fR\fincrementKey\x12-\n" +
+	"\x06freeze\x18\a \x01(\v2\x15.shoal.FreezeForMergeR\x06freeze\x120\n" +
+	"\bunfreeze\x18\b \x01(\v2\x14.shoal.UnfreezeRangeR\bunfreeze\x12)\n" +
+	"\x05merge\x18\t \x01(\v2\x13.shoal.MergeTriggerR\x05merge\x122\n" +
+	"\vmerge_abort\x18\n" +
+	" \x01(\v2\x11.shoal.MergeAbortR\n" +
+	"mergeAbort\"T\n" +
+	"\x0eFreezeForMerge\x12\"\n" +
+	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\"3\n" +
+	"\rUnfreezeRange\x12\"\n" +
+	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\"\x98\x01\n" +
+	"\fMergeTrigger\x12*\n" +
+	"\x04left\x18\x01 \x01(\v2\x16.shoal.RangeDescriptorR\x04left\x12,\n" +
+	"\x05right\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05right\x12.\n" +
+	"\x06merged\x18\x03 \x01(\v2\x16.shoal.RangeDescriptorR\x06merged\"U\n" +
+	"\n" +
+	"MergeAbort\x12$\n" +
+	"\x0eright_range_id\x18\x01 \x01(\x04R\frightRangeId\x12!\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"`\n" +
 	"\x11ConfChangeContext\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12*\n" +
@@ -4043,7 +4686,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\fRELOCATE_ALL\x10\x00\x12\x18\n" +
 	"\x14RELOCATE_ADD_LEARNER\x10\x01\x12\x14\n" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
-	"\x0fRELOCATE_REMOVE\x10\x032\xa6\t\n" +
+	"\x0fRELOCATE_REMOVE\x10\x032\xe9\n" +
+	"\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -4065,7 +4709,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\fSetNodeState\x12\x1a.shoal.SetNodeStateRequest\x1a\x1b.shoal.SetNodeStateResponse\x12/\n" +
 	"\x04Join\x12\x12.shoal.JoinRequest\x1a\x13.shoal.JoinResponse\x12>\n" +
 	"\tHeartbeat\x12\x17.shoal.HeartbeatRequest\x1a\x18.shoal.HeartbeatResponse\x12D\n" +
-	"\vMetaCommand\x12\x19.shoal.MetaCommandRequest\x1a\x1a.shoal.MetaCommandResponse2\x8d\x01\n" +
+	"\vMetaCommand\x12\x19.shoal.MetaCommandRequest\x1a\x1a.shoal.MetaCommandResponse\x122\n" +
+	"\x05Merge\x12\x13.shoal.MergeRequest\x1a\x14.shoal.MergeResponse\x12G\n" +
+	"\fRangeCommand\x12\x1a.shoal.RangeCommandRequest\x1a\x1b.shoal.RangeCommandResponse\x12D\n" +
+	"\vWaitApplied\x12\x19.shoal.WaitAppliedRequest\x1a\x1a.shoal.WaitAppliedResponse2\x8d\x01\n" +
 	"\rRaftTransport\x12?\n" +
 	"\n" +
 	"RaftStream\x12\x17.shoal.RaftMessageBatch\x1a\x14.shoal.RaftStreamAck(\x010\x01\x12;\n" +
@@ -4084,7 +4731,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(NodeAdminState)(0),             // 1: shoal.NodeAdminState
@@ -4120,149 +4767,178 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*RangesResponse)(nil),          // 31: shoal.RangesResponse
 	(*SplitRequest)(nil),            // 32: shoal.SplitRequest
 	(*SplitResponse)(nil),           // 33: shoal.SplitResponse
-	(*TransferLeaderRequest)(nil),   // 34: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 35: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 36: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 37: shoal.JoinResponse
-	(*HeartbeatRequest)(nil),        // 38: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 39: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 40: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 41: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 42: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 43: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 44: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 45: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 46: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 47: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 48: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 49: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 50: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 51: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 52: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 53: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 54: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 55: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 56: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 57: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 58: shoal.SplitTrigger
-	(*Condition)(nil),               // 59: shoal.Condition
-	(*MetaUpdate)(nil),              // 60: shoal.MetaUpdate
-	(*Command)(nil),                 // 61: shoal.Command
-	(*ConfChangeContext)(nil),       // 62: shoal.ConfChangeContext
+	(*MergeRequest)(nil),            // 34: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 35: shoal.MergeResponse
+	(*RangeCommandRequest)(nil),     // 36: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 37: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 38: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 39: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 40: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 41: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 42: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 43: shoal.JoinResponse
+	(*HeartbeatRequest)(nil),        // 44: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 45: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 46: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 47: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 48: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 49: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 50: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 51: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 52: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 53: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 54: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 55: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 56: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 57: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 58: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 59: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 60: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 61: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 62: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 63: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 64: shoal.SplitTrigger
+	(*Condition)(nil),               // 65: shoal.Condition
+	(*MetaUpdate)(nil),              // 66: shoal.MetaUpdate
+	(*Command)(nil),                 // 67: shoal.Command
+	(*FreezeForMerge)(nil),          // 68: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 69: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 70: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 71: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 72: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
-	3,  // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
-	0,  // 1: shoal.Error.code:type_name -> shoal.ErrorCode
-	4,  // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
-	7,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
-	6,  // 4: shoal.GetResponse.error:type_name -> shoal.Error
-	7,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
-	6,  // 6: shoal.PutResponse.error:type_name -> shoal.Error
-	7,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
-	6,  // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
-	7,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
-	6,  // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
-	7,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
-	9,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
-	6,  // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
-	7,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
-	6,  // 15: shoal.ScanResponse.error:type_name -> shoal.Error
-	8,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
-	4,  // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
-	6,  // 18: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	4,  // 19: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	5,  // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	5,  // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	25, // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	26, // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	6,  // 24: shoal.NodesResponse.error:type_name -> shoal.Error
-	24, // 25: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	4,  // 26: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	6,  // 27: shoal.RangesResponse.error:type_name -> shoal.Error
-	29, // 28: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	6,  // 29: shoal.SplitResponse.error:type_name -> shoal.Error
-	4,  // 30: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	4,  // 31: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	6,  // 32: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	5,  // 33: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	6,  // 34: shoal.JoinResponse.error:type_name -> shoal.Error
-	5,  // 35: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	5,  // 36: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	25, // 37: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	5,  // 38: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	4,  // 39: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	6,  // 40: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	5,  // 41: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	6,  // 42: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	40, // 43: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	6,  // 44: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	6,  // 45: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	1,  // 46: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	6,  // 47: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	61, // 48: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	6,  // 49: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	2,  // 50: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	6,  // 51: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	4,  // 52: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	53, // 53: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	53, // 54: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	8,  // 55: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	6,  // 56: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	4,  // 57: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	4,  // 58: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	4,  // 59: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	9,  // 60: shoal.Command.mutations:type_name -> shoal.Mutation
-	59, // 61: shoal.Command.condition:type_name -> shoal.Condition
-	58, // 62: shoal.Command.split:type_name -> shoal.SplitTrigger
-	60, // 63: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	4,  // 64: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	10, // 65: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	12, // 66: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	14, // 67: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	16, // 68: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	18, // 69: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	20, // 70: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	22, // 71: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	27, // 72: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	30, // 73: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	32, // 74: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	34, // 75: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	51, // 76: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	41, // 77: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	43, // 78: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	45, // 79: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	47, // 80: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	36, // 81: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	38, // 82: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	49, // 83: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	54, // 84: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	56, // 85: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	11, // 86: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	13, // 87: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	15, // 88: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	17, // 89: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	19, // 90: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	21, // 91: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	23, // 92: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	28, // 93: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	31, // 94: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	33, // 95: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	35, // 96: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	52, // 97: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	42, // 98: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	44, // 99: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	46, // 100: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	48, // 101: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	37, // 102: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	39, // 103: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	50, // 104: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	55, // 105: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	57, // 106: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	86, // [86:107] is the sub-list for method output_type
-	65, // [65:86] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	3,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
+	0,   // 1: shoal.Error.code:type_name -> shoal.ErrorCode
+	4,   // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
+	7,   // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
+	6,   // 4: shoal.GetResponse.error:type_name -> shoal.Error
+	7,   // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
+	6,   // 6: shoal.PutResponse.error:type_name -> shoal.Error
+	7,   // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
+	6,   // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
+	7,   // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
+	6,   // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
+	7,   // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
+	9,   // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
+	6,   // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
+	7,   // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
+	6,   // 15: shoal.ScanResponse.error:type_name -> shoal.Error
+	8,   // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
+	4,   // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
+	6,   // 18: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	4,   // 19: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	5,   // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	5,   // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	25,  // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	26,  // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	6,   // 24: shoal.NodesResponse.error:type_name -> shoal.Error
+	24,  // 25: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	4,   // 26: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	6,   // 27: shoal.RangesResponse.error:type_name -> shoal.Error
+	29,  // 28: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	6,   // 29: shoal.SplitResponse.error:type_name -> shoal.Error
+	4,   // 30: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	4,   // 31: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	6,   // 32: shoal.MergeResponse.error:type_name -> shoal.Error
+	4,   // 33: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	67,  // 34: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	6,   // 35: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	4,   // 36: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	6,   // 37: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	6,   // 38: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	5,   // 39: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	6,   // 40: shoal.JoinResponse.error:type_name -> shoal.Error
+	5,   // 41: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	5,   // 42: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	25,  // 43: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	5,   // 44: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	4,   // 45: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	6,   // 46: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	5,   // 47: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	6,   // 48: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	46,  // 49: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	6,   // 50: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	6,   // 51: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	1,   // 52: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	6,   // 53: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	67,  // 54: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	6,   // 55: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	2,   // 56: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	6,   // 57: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	4,   // 58: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	59,  // 59: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	59,  // 60: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	8,   // 61: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	6,   // 62: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	4,   // 63: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	4,   // 64: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	4,   // 65: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	9,   // 66: shoal.Command.mutations:type_name -> shoal.Mutation
+	65,  // 67: shoal.Command.condition:type_name -> shoal.Condition
+	64,  // 68: shoal.Command.split:type_name -> shoal.SplitTrigger
+	66,  // 69: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	68,  // 70: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	69,  // 71: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	70,  // 72: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	71,  // 73: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	4,   // 74: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	4,   // 75: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	4,   // 76: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	4,   // 77: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	10,  // 78: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	12,  // 79: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	14,  // 80: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	16,  // 81: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	18,  // 82: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	20,  // 83: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	22,  // 84: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	27,  // 85: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	30,  // 86: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	32,  // 87: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	40,  // 88: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	57,  // 89: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	47,  // 90: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	49,  // 91: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	51,  // 92: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	53,  // 93: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	42,  // 94: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	44,  // 95: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	55,  // 96: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	34,  // 97: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	36,  // 98: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	38,  // 99: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	60,  // 100: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	62,  // 101: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	11,  // 102: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	13,  // 103: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	15,  // 104: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	17,  // 105: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	19,  // 106: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	21,  // 107: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	23,  // 108: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	28,  // 109: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	31,  // 110: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	33,  // 111: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	41,  // 112: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	58,  // 113: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	48,  // 114: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	50,  // 115: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	52,  // 116: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	54,  // 117: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	43,  // 118: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	45,  // 119: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	56,  // 120: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	35,  // 121: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	37,  // 122: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	39,  // 123: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	61,  // 124: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	63,  // 125: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	102, // [102:126] is the sub-list for method output_type
+	78,  // [78:102] is the sub-list for method input_type
+	78,  // [78:78] is the sub-list for extension type_name
+	78,  // [78:78] is the sub-list for extension extendee
+	0,   // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -4276,7 +4952,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   60,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -42,6 +42,9 @@ const (
 	Shoal_Join_FullMethodName            = "/shoal.Shoal/Join"
 	Shoal_Heartbeat_FullMethodName       = "/shoal.Shoal/Heartbeat"
 	Shoal_MetaCommand_FullMethodName     = "/shoal.Shoal/MetaCommand"
+	Shoal_Merge_FullMethodName           = "/shoal.Shoal/Merge"
+	Shoal_RangeCommand_FullMethodName    = "/shoal.Shoal/RangeCommand"
+	Shoal_WaitApplied_FullMethodName     = "/shoal.Shoal/WaitApplied"
 )
 
 // ShoalClient is the client API for Shoal service.
@@ -67,6 +70,9 @@ type ShoalClient interface {
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	MetaCommand(ctx context.Context, in *MetaCommandRequest, opts ...grpc.CallOption) (*MetaCommandResponse, error)
+	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
+	RangeCommand(ctx context.Context, in *RangeCommandRequest, opts ...grpc.CallOption) (*RangeCommandResponse, error)
+	WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error)
 }
 
 type shoalClient struct {
@@ -267,6 +273,36 @@ func (c *shoalClient) MetaCommand(ctx context.Context, in *MetaCommandRequest, o
 	return out, nil
 }
 
+func (c *shoalClient) Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeResponse)
+	err := c.cc.Invoke(ctx, Shoal_Merge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) RangeCommand(ctx context.Context, in *RangeCommandRequest, opts ...grpc.CallOption) (*RangeCommandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RangeCommandResponse)
+	err := c.cc.Invoke(ctx, Shoal_RangeCommand_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitAppliedResponse)
+	err := c.cc.Invoke(ctx, Shoal_WaitApplied_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShoalServer is the server API for Shoal service.
 // All implementations must embed UnimplementedShoalServer
 // for forward compatibility.
@@ -290,6 +326,9 @@ type ShoalServer interface {
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	MetaCommand(context.Context, *MetaCommandRequest) (*MetaCommandResponse, error)
+	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
+	RangeCommand(context.Context, *RangeCommandRequest) (*RangeCommandResponse, error)
+	WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error)
 	mustEmbedUnimplementedShoalServer()
 }
 
@@ -356,6 +395,15 @@ func (UnimplementedShoalServer) Heartbeat(context.Context, *HeartbeatRequest) (*
 }
 func (UnimplementedShoalServer) MetaCommand(context.Context, *MetaCommandRequest) (*MetaCommandResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method MetaCommand not implemented")
+}
+func (UnimplementedShoalServer) Merge(context.Context, *MergeRequest) (*MergeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Merge not implemented")
+}
+func (UnimplementedShoalServer) RangeCommand(context.Context, *RangeCommandRequest) (*RangeCommandResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RangeCommand not implemented")
+}
+func (UnimplementedShoalServer) WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WaitApplied not implemented")
 }
 func (UnimplementedShoalServer) mustEmbedUnimplementedShoalServer() {}
 func (UnimplementedShoalServer) testEmbeddedByValue()               {}
@@ -720,6 +768,60 @@ func _Shoal_MetaCommand_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_Merge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Merge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Merge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Merge(ctx, req.(*MergeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_RangeCommand_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RangeCommandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).RangeCommand(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_RangeCommand_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).RangeCommand(ctx, req.(*RangeCommandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_WaitApplied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitAppliedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).WaitApplied(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_WaitApplied_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).WaitApplied(ctx, req.(*WaitAppliedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shoal_ServiceDesc is the grpc.ServiceDesc for Shoal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -802,6 +904,18 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MetaCommand",
 			Handler:    _Shoal_MetaCommand_Handler,
+		},
+		{
+			MethodName: "Merge",
+			Handler:    _Shoal_Merge_Handler,
+		},
+		{
+			MethodName: "RangeCommand",
+			Handler:    _Shoal_RangeCommand_Handler,
+		},
+		{
+			MethodName: "WaitApplied",
+			Handler:    _Shoal_WaitApplied_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
