@@ -18,6 +18,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // ErrNoStore is returned by Open when the directory holds no Shoal store and CreateIfMissing is false.
@@ -34,6 +36,9 @@ type Options struct {
 	MemTableBytes uint64
 	// FS overrides the filesystem (tests, fault injection, emulated devices). Default: the OS.
 	FS vfs.FS
+	// Device, if set, puts the engine's files on an emulated device of its own (page-cache bypass, a
+	// bandwidth/IOPS budget, added latency; see package emudisk) on top of FS. Nil: off.
+	Device *emudisk.Options
 }
 
 // Stats are the engine counters reported in heartbeats and metrics.
@@ -52,9 +57,10 @@ type Stats struct {
 
 // Engine is one node's storage engine.
 type Engine struct {
-	dir  string
-	db   *pebble.DB
-	lock *os.File
+	dir    string
+	db     *pebble.DB
+	lock   *os.File
+	device *emudisk.Device // nil when Options.Device was nil
 
 	closed             atomic.Bool
 	compactionsRunning atomic.Int64
@@ -93,6 +99,14 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{dir: dir, lock: lock}
+	fs := opts.FS
+	if opts.Device != nil {
+		if fs == nil {
+			fs = vfs.Default
+		}
+		e.device = emudisk.NewDevice(*opts.Device, nil)
+		fs = e.device.Wrap(fs)
+	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
@@ -102,7 +116,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		L0StopWritesThreshold:       24,
 		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
 		ErrorIfNotExists:            exists,
-		FS:                          opts.FS,
+		FS:                          fs,
 		EventListener:               e.eventListener(),
 		Logger:                      quietLogger{},
 		FormatMajorVersion:          pebble.FormatNewest,
@@ -334,6 +348,14 @@ func (e *Engine) Stats() Stats {
 		DiskBytes:           disk + m.WAL.PhysicalSize,
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
 	}
+}
+
+// DeviceStats are the counters of the engine's emulated device (zero when it has none).
+func (e *Engine) DeviceStats() emudisk.Stats {
+	if e.device == nil {
+		return emudisk.Stats{}
+	}
+	return e.device.Stats()
 }
 
 // ApproximateBytes estimates the on-disk size of [start, end).

@@ -1,0 +1,229 @@
+// Package emudisk gives one node's storage engine its own emulated disk, so that several nodes in one
+// process (or on one small machine) behave like separate servers. It is a Pebble vfs.FS wrapper that
+// owns two things:
+//
+//   - page-cache bypass (Options.NoPageCache): every byte read from a file is dropped from the OS page
+//     cache right after the read (posix_fadvise DONTNEED on the read's pages, kernel readahead switched
+//     off with FADV_RANDOM, Pebble's Prefetch made a no-op), and written data is dropped once it is
+//     synced, so the engine's block cache is the node's only cache and a cold cache is really cold;
+//   - a per-device I/O budget: token buckets for read bytes/s, write bytes/s and operations/s (reads,
+//     writes and syncs share the IOPS bucket), plus a fixed latency added to every operation. A caller
+//     sleeps until its tokens are there, so a compaction or a backup on one node slows that node only.
+//
+// It must never change what a file holds or what an operation returns: it only delays calls and
+// drops clean cached pages, and every error comes from the wrapped filesystem. It never throttles
+// metadata operations (create, rename, link, remove, list, stat, lock). It is off unless a caller wraps
+// a filesystem with it (storage.Options.Device).
+package emudisk
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options describe one emulated device. A zero rate or latency means unlimited (no delay).
+type Options struct {
+	// NoPageCache keeps file data out of the OS page cache (see the package comment).
+	NoPageCache bool `json:"no_page_cache"`
+	// ReadBytesPerSec and WriteBytesPerSec are the device's bandwidth per direction.
+	ReadBytesPerSec  int64 `json:"read_bytes_per_sec"`
+	WriteBytesPerSec int64 `json:"write_bytes_per_sec"`
+	// IOPS is the device's operation rate: every Read/ReadAt, Write/WriteAt and sync is one operation.
+	IOPS int `json:"iops"`
+	// Latency is added to every operation (after any wait for tokens).
+	Latency time.Duration `json:"latency_ns"`
+}
+
+// Enabled reports whether the options change anything (page cache bypass, a limit or a latency).
+func (o Options) Enabled() bool {
+	return o.NoPageCache || o.ReadBytesPerSec > 0 || o.WriteBytesPerSec > 0 || o.IOPS > 0 || o.Latency > 0
+}
+
+// Stats are a device's counters since it was created.
+type Stats struct {
+	ReadBytes  int64 `json:"read_bytes"`
+	WriteBytes int64 `json:"write_bytes"`
+	ReadOps    int64 `json:"read_ops"`
+	// WriteOps counts writes and syncs; Syncs counts the syncs alone.
+	WriteOps int64 `json:"write_ops"`
+	Syncs    int64 `json:"syncs"`
+	// Throttled is the total time callers waited for bandwidth or IOPS tokens; Latency the total
+	// added latency. Both are summed over callers, so they can exceed wall-clock time.
+	Throttled time.Duration `json:"throttled_ns"`
+	Latency   time.Duration `json:"latency_ns"`
+	// Fadvises counts posix_fadvise calls made to drop or keep pages out of the page cache;
+	// FadviseErrors the ones that failed (they are otherwise ignored: the bypass is best-effort).
+	Fadvises      int64 `json:"fadvises"`
+	FadviseErrors int64 `json:"fadvise_errors"`
+}
+
+// Add returns the sum of two sets of counters (for reports over several nodes or restarts).
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		ReadBytes: s.ReadBytes + o.ReadBytes, WriteBytes: s.WriteBytes + o.WriteBytes,
+		ReadOps: s.ReadOps + o.ReadOps, WriteOps: s.WriteOps + o.WriteOps, Syncs: s.Syncs + o.Syncs,
+		Throttled: s.Throttled + o.Throttled, Latency: s.Latency + o.Latency,
+		Fadvises: s.Fadvises + o.Fadvises, FadviseErrors: s.FadviseErrors + o.FadviseErrors,
+	}
+}
+
+// Clock is the time source of a device: Now for refilling the buckets, Sleep for making callers
+// wait. Tests inject a fake one to check the requested waits without depending on wall-clock speed.
+type Clock interface {
+	Now() time.Time
+	Sleep(time.Duration)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time        { return time.Now() }
+func (realClock) Sleep(d time.Duration) { time.Sleep(d) }
+
+// burstWindow is how much idle time a bucket banks: after being idle a device serves this much
+// work (e.g. 10 ms of its bandwidth) without waiting, like a real device's queue absorbing a burst.
+const burstWindow = 10 * time.Millisecond
+
+// Device is one emulated disk: its budget, its clock and its counters. Every filesystem wrapped with
+// the same Device shares its budget.
+type Device struct {
+	opts  Options
+	clock Clock
+
+	mu                          sync.Mutex
+	readBytes, writeBytes, iops bucket
+
+	readBytesN, writeBytesN, readOps, writeOps, syncs atomic.Int64
+	throttled, latency                                atomic.Int64
+	fadvises, fadviseErrors                           atomic.Int64
+}
+
+// NewDevice returns a device with the given options; clock nil means the real clock.
+func NewDevice(o Options, clock Clock) *Device {
+	if clock == nil {
+		clock = realClock{}
+	}
+	return &Device{
+		opts:       o,
+		clock:      clock,
+		readBytes:  newBucket(float64(o.ReadBytesPerSec)),
+		writeBytes: newBucket(float64(o.WriteBytesPerSec)),
+		iops:       newBucket(float64(o.IOPS)),
+	}
+}
+
+// Options returns the device's options.
+func (d *Device) Options() Options { return d.opts }
+
+// Stats returns the device's counters.
+func (d *Device) Stats() Stats {
+	return Stats{
+		ReadBytes: d.readBytesN.Load(), WriteBytes: d.writeBytesN.Load(),
+		ReadOps: d.readOps.Load(), WriteOps: d.writeOps.Load(), Syncs: d.syncs.Load(),
+		Throttled: time.Duration(d.throttled.Load()), Latency: time.Duration(d.latency.Load()),
+		Fadvises: d.fadvises.Load(), FadviseErrors: d.fadviseErrors.Load(),
+	}
+}
+
+// Wrap returns fs with every file's I/O going through a new device with options o.
+func Wrap(fs vfs.FS, o Options) vfs.FS { return NewDevice(o, nil).Wrap(fs) }
+
+// Wrap returns fs with every file's I/O going through d.
+func (d *Device) Wrap(fs vfs.FS) vfs.FS { return &emuFS{FS: fs, d: d} }
+
+// DeviceOf returns the device of fs, or of the first emulated filesystem that fs wraps, or nil.
+func DeviceOf(fs vfs.FS) *Device {
+	for fs != nil {
+		if e, ok := fs.(*emuFS); ok {
+			return e.d
+		}
+		fs = fs.Unwrap()
+	}
+	return nil
+}
+
+// op is one operation of n bytes in one direction.
+type op int
+
+const (
+	opRead op = iota
+	opWrite
+	opSync
+)
+
+// charge takes the tokens of one operation and makes the caller wait for them plus the device's
+// latency. It returns the wait it requested.
+func (d *Device) charge(kind op, n int64) time.Duration {
+	if n < 0 {
+		n = 0
+	}
+	switch kind {
+	case opRead:
+		d.readOps.Add(1)
+		d.readBytesN.Add(n)
+	case opWrite:
+		d.writeOps.Add(1)
+		d.writeBytesN.Add(n)
+	case opSync:
+		d.writeOps.Add(1)
+		d.syncs.Add(1)
+	}
+	d.mu.Lock()
+	now := d.clock.Now()
+	wait := d.iops.take(now, 1)
+	var bw time.Duration
+	switch kind {
+	case opRead:
+		bw = d.readBytes.take(now, float64(n))
+	case opWrite:
+		bw = d.writeBytes.take(now, float64(n))
+	}
+	d.mu.Unlock()
+	// The operation is done when both its bandwidth and its IOPS share are there.
+	wait = max(wait, bw)
+	d.throttled.Add(int64(wait))
+	d.latency.Add(int64(d.opts.Latency))
+	if total := wait + d.opts.Latency; total > 0 {
+		d.clock.Sleep(total)
+		return total
+	}
+	return 0
+}
+
+// bucket is a token bucket that lends: take always succeeds and returns how long the caller must
+// wait until the tokens it took would have accrued, so concurrent callers queue in arrival order
+// and a request larger than the burst is served at the rate instead of never.
+type bucket struct {
+	rate   float64 // tokens per second; 0 = unlimited
+	burst  float64 // most tokens banked while idle
+	tokens float64 // may go negative: debt owed by callers already told to wait
+	last   time.Time
+}
+
+func newBucket(rate float64) bucket {
+	if rate <= 0 {
+		return bucket{}
+	}
+	return bucket{rate: rate, burst: max(1, rate*burstWindow.Seconds())}
+}
+
+// take takes n tokens at time now and returns the wait until they are paid for.
+func (b *bucket) take(now time.Time, n float64) time.Duration {
+	if b.rate <= 0 {
+		return 0
+	}
+	if b.last.IsZero() {
+		b.last, b.tokens = now, b.burst
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.tokens = min(b.burst, b.tokens+el.Seconds()*b.rate)
+		b.last = now
+	}
+	b.tokens -= n
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / b.rate * float64(time.Second))
+}

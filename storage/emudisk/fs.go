@@ -1,0 +1,237 @@
+package emudisk
+
+import (
+	"io"
+	"math"
+	"os"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// emuFS wraps a vfs.FS: files it opens go through its device; metadata operations pass through.
+type emuFS struct {
+	vfs.FS
+	d *Device
+}
+
+var _ vfs.FS = (*emuFS)(nil)
+
+// Unwrap returns the wrapped filesystem.
+func (fs *emuFS) Unwrap() vfs.FS { return fs.FS }
+
+func (fs *emuFS) wrap(f vfs.File, err error, dir bool) (vfs.File, error) {
+	if err != nil || f == nil {
+		return f, err
+	}
+	ef := &file{f: f, d: fs.d, fd: f.Fd(), dir: dir}
+	ef.lowDirty.Store(math.MaxInt64)
+	if !dir && fs.d.opts.NoPageCache {
+		// No kernel readahead: a read brings in only the pages it asks for, which it then drops.
+		ef.fadvise(0, 0, fadvRandom)
+	}
+	return ef, nil
+}
+
+// Create creates name through the device.
+func (fs *emuFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, category)
+	return fs.wrap(f, err, false)
+}
+
+// Open opens name through the device. With NoPageCache the readahead hints (SequentialReadsOption,
+// RandomReadsOption) are not applied: the file always reads without readahead.
+func (fs *emuFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	if fs.d.opts.NoPageCache {
+		opts = nil
+	}
+	f, err := fs.FS.Open(name, opts...)
+	return fs.wrap(f, err, false)
+}
+
+// OpenReadWrite opens name for reading and writing through the device.
+func (fs *emuFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	if fs.d.opts.NoPageCache {
+		opts = nil
+	}
+	f, err := fs.FS.OpenReadWrite(name, category, opts...)
+	return fs.wrap(f, err, false)
+}
+
+// OpenDir opens a directory (for syncing) through the device.
+func (fs *emuFS) OpenDir(name string) (vfs.File, error) {
+	f, err := fs.FS.OpenDir(name)
+	return fs.wrap(f, err, true)
+}
+
+// ReuseForWrite reuses a file for writing through the device.
+func (fs *emuFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	return fs.wrap(f, err, false)
+}
+
+// file is a vfs.File on an emulated device. Each data operation is done first and then charged (the
+// caller waits for its tokens and the device latency), so results and errors are the wrapped file's.
+type file struct {
+	f   vfs.File
+	d   *Device
+	fd  uintptr // vfs.InvalidFd when the file has no OS descriptor (e.g. vfs.MemFS)
+	dir bool
+
+	// pos is the file offset of the next Read or Write (they share it, as on an *os.File; vfs.File
+	// has no Seek, so it starts at 0). lowDirty is the lowest offset written since the written pages
+	// were last dropped (MaxInt64: none).
+	pos      atomic.Int64
+	lowDirty atomic.Int64
+}
+
+var _ vfs.File = (*file)(nil)
+
+func (f *file) bypass() bool { return f.d.opts.NoPageCache && !f.dir && f.fd != vfs.InvalidFd }
+
+// fadvise calls posix_fadvise on the file's descriptor, when it has one, and counts the call.
+func (f *file) fadvise(off, n int64, advice int) {
+	if f.fd == vfs.InvalidFd {
+		return
+	}
+	f.d.fadvises.Add(1)
+	if err := fadvise(f.fd, off, n, advice); err != nil {
+		f.d.fadviseErrors.Add(1)
+	}
+}
+
+// dropRead drops the pages of [off, off+n) from the page cache. The range is widened to whole pages:
+// the kernel keeps a partially covered page, and a block read rarely starts or ends on a page edge.
+func (f *file) dropRead(off int64, n int) {
+	if n <= 0 || !f.bypass() {
+		return
+	}
+	ps := int64(pageSize)
+	start := off &^ (ps - 1)
+	end := (off + int64(n) + ps - 1) &^ (ps - 1)
+	f.fadvise(start, end-start, fadvDontNeed)
+}
+
+// noteWrite records that [off, …) was written, to drop it once it is synced.
+func (f *file) noteWrite(off int64) {
+	for {
+		cur := f.lowDirty.Load()
+		if off >= cur || f.lowDirty.CompareAndSwap(cur, off) {
+			return
+		}
+	}
+}
+
+// dropWritten drops the pages written since the last drop, from the lowest written page to the end
+// of the file. After a full sync they are clean, so the kernel can drop them; dirty pages (after
+// Close without a sync) are queued for writeback and stay until it completes.
+func (f *file) dropWritten() {
+	if !f.bypass() {
+		return
+	}
+	low := f.lowDirty.Swap(math.MaxInt64)
+	if low == math.MaxInt64 {
+		return
+	}
+	f.fadvise(low&^(int64(pageSize)-1), 0, fadvDontNeed)
+}
+
+// Read reads sequentially, then drops the pages read and charges one read.
+func (f *file) Read(p []byte) (int, error) {
+	n, err := f.f.Read(p)
+	off := f.pos.Add(int64(n)) - int64(n)
+	f.dropRead(off, n)
+	f.d.charge(opRead, int64(n))
+	return n, err
+}
+
+// ReadAt reads at off, then drops the pages read and charges one read.
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.f.ReadAt(p, off)
+	f.dropRead(off, n)
+	f.d.charge(opRead, int64(n))
+	return n, err
+}
+
+// Write appends, then charges one write of the bytes written.
+func (f *file) Write(p []byte) (int, error) {
+	n, err := f.f.Write(p)
+	off := f.pos.Add(int64(n)) - int64(n)
+	if n > 0 {
+		f.noteWrite(off)
+	}
+	f.d.charge(opWrite, int64(n))
+	return n, err
+}
+
+// WriteAt writes at off, then charges one write of the bytes written.
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.f.WriteAt(p, off)
+	if n > 0 {
+		f.noteWrite(off)
+	}
+	f.d.charge(opWrite, int64(n))
+	return n, err
+}
+
+// Sync syncs, drops the synced pages and charges one operation.
+func (f *file) Sync() error {
+	err := f.f.Sync()
+	if err == nil {
+		f.dropWritten()
+	}
+	f.d.charge(opSync, 0)
+	return err
+}
+
+// SyncData syncs the data, drops the synced pages and charges one operation.
+func (f *file) SyncData() error {
+	err := f.f.SyncData()
+	if err == nil {
+		f.dropWritten()
+	}
+	f.d.charge(opSync, 0)
+	return err
+}
+
+// SyncTo syncs a prefix (possibly asynchronously) and charges one operation; pages are dropped only
+// when the whole file was synced.
+func (f *file) SyncTo(length int64) (bool, error) {
+	full, err := f.f.SyncTo(length)
+	if err == nil && full {
+		f.dropWritten()
+	}
+	f.d.charge(opSync, 0)
+	return full, err
+}
+
+// Prefetch is a no-op under NoPageCache (it would fill the page cache); otherwise it passes through,
+// uncharged (it is a hint, not a read the caller waits for).
+func (f *file) Prefetch(offset, length int64) error {
+	if f.d.opts.NoPageCache {
+		return nil
+	}
+	return f.f.Prefetch(offset, length)
+}
+
+// Preallocate passes through, uncharged (it allocates, it does not transfer data).
+func (f *file) Preallocate(offset, length int64) error { return f.f.Preallocate(offset, length) }
+
+// Stat passes through.
+func (f *file) Stat() (vfs.FileInfo, error) { return f.f.Stat() }
+
+// Fd is the wrapped file's descriptor (vfs.InvalidFd if it has none).
+func (f *file) Fd() uintptr { return f.fd }
+
+// Close drops whatever written pages are still cached (best-effort) and closes the file.
+func (f *file) Close() error {
+	f.dropWritten()
+	return f.f.Close()
+}
+
+var (
+	_ io.ReaderAt = (*file)(nil)
+	_ io.WriterAt = (*file)(nil)
+)
+
+var pageSize = os.Getpagesize()
