@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/emudisk"
 	"github.com/shoaldb/shoal/transport"
 )
 
@@ -29,6 +30,8 @@ type Options struct {
 	Listener net.Listener
 	// CacheBytes is the block cache size (0: the storage default).
 	CacheBytes int64
+	// Device gives the node's engine an emulated disk of its own (see storage/emudisk); nil: off.
+	Device *emudisk.Options
 	// KV is the node's configuration; Engine and Addr are filled in.
 	KV kv.Config
 	// StartTimeout bounds kv.Node.Start (bootstrap or join). Default 60s.
@@ -50,7 +53,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 			return nil, err
 		}
 	}
-	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes})
+	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, Device: o.Device})
 	if err != nil {
 		return nil, err
 	}

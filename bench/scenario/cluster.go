@@ -16,6 +16,7 @@ import (
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // node is one in-process node: its own Pebble engine in its own directory and its own gRPC server
@@ -30,6 +31,8 @@ type node struct {
 	alive bool
 	// last block-cache counters read, for per-second deltas (reset when the node restarts).
 	lastHits, lastMisses uint64
+	// devPast sums the emulated-disk counters of the node's engines closed so far (kills).
+	devPast emudisk.Stats
 }
 
 // cluster is a local cluster of in-process nodes; the first bootstraps, the others join it.
@@ -37,11 +40,12 @@ type cluster struct {
 	mu         sync.Mutex
 	nodes      []*node
 	cacheBytes int64
+	device     *emudisk.Options // each node's emulated disk; nil: none
 	cfg        kv.Config
 }
 
-func startCluster(ctx context.Context, dir string, n int, cacheBytes int64) (*cluster, error) {
-	c := &cluster{cacheBytes: cacheBytes, cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
+func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, device *emudisk.Options) (*cluster, error) {
+	c := &cluster{cacheBytes: cacheBytes, device: device, cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
 	for i := 0; i < n; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -68,7 +72,7 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 		}
 	}
 	ln, err := localnode.Start(ctx, localnode.Options{Dir: n.dir, Create: create, Addr: n.addr, Listener: n.lis,
-		CacheBytes: c.cacheBytes, KV: cfg})
+		CacheBytes: c.cacheBytes, Device: c.device, KV: cfg})
 	if err != nil {
 		n.lis = nil
 		return err
@@ -94,6 +98,23 @@ func (c *cluster) kill(i int) {
 	n.kv.Stop()
 	n.eng.Close()
 	n.lis = nil
+	c.mu.Lock()
+	n.devPast = n.devPast.Add(n.eng.DeviceStats())
+	c.mu.Unlock()
+}
+
+// deviceStats sums the emulated-disk counters of every node, live or killed, since the cluster started.
+func (c *cluster) deviceStats() emudisk.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var sum emudisk.Stats
+	for _, n := range c.nodes {
+		sum = sum.Add(n.devPast)
+		if n.alive {
+			sum = sum.Add(n.eng.DeviceStats())
+		}
+	}
+	return sum
 }
 
 // restart starts a killed node again from its directory.

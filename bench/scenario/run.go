@@ -16,6 +16,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // Options override a scenario's settings for one invocation; zero fields keep the scenario's.
@@ -29,6 +30,28 @@ type Options struct {
 	CacheBytes int64
 	// Progress receives a text progress bar, one update per second; nil for none.
 	Progress io.Writer
+	// Device overrides the scenario's emulated disk per node (nil: the scenario's, or DefaultDevice);
+	// NoEmulatedDisk turns emulated disks off (`shoal bench scenario --no-emulated-disk`).
+	Device         *emudisk.Options
+	NoEmulatedDisk bool
+}
+
+// EffectiveDevice is the emulated disk each node gets for sc under opts, or nil for none.
+func EffectiveDevice(sc Scenario, opts Options) *emudisk.Options {
+	d := &DefaultDevice
+	switch {
+	case opts.NoEmulatedDisk:
+		return nil
+	case opts.Device != nil:
+		d = opts.Device
+	case sc.Device != nil:
+		d = sc.Device
+	}
+	if !d.Enabled() {
+		return nil
+	}
+	c := *d
+	return &c
 }
 
 // Settings are the effective settings of a report.
@@ -40,6 +63,8 @@ type Settings struct {
 	ValueBytes   int     `json:"value_bytes"`
 	ReadFraction float64 `json:"read_fraction"`
 	CacheBytes   int64   `json:"cache_bytes"`
+	// Device is each node's emulated disk; null when the nodes share the machine's disk and page cache.
+	Device *emudisk.Options `json:"device"`
 }
 
 // Summary totals one run.
@@ -74,6 +99,9 @@ type RunReport struct {
 	Summary  Summary     `json:"summary"`
 	Series   []Point     `json:"series"`
 	Events   []EventMark `json:"events"`
+	// Device sums the emulated disks' counters over the nodes for the whole run (load included);
+	// absent when the nodes had none.
+	Device *emudisk.Stats `json:"device,omitempty"`
 }
 
 // Report is what report.json holds.
@@ -134,13 +162,14 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), Threads: sc.Threads,
 		ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
+		Device: EffectiveDevice(sc, opts),
 	}}
 	for i, on := range []bool{true, false} {
 		label := "off"
 		if on {
 			label = "on"
 		}
-		rr, err := runOnce(ctx, sc, opts, filepath.Join(opts.Dir, "policy-"+label), on, fmt.Sprintf("run %d/2 %s=%s", i+1, sc.Policy, label))
+		rr, err := runOnce(ctx, sc, opts, rep.Settings.Device, filepath.Join(opts.Dir, "policy-"+label), on, fmt.Sprintf("run %d/2 %s=%s", i+1, sc.Policy, label))
 		if err != nil {
 			return nil, fmt.Errorf("run with %s %s: %w", sc.Policy, label, err)
 		}
@@ -165,14 +194,14 @@ func key(i int) []byte { return fmt.Appendf(nil, "user%09d", i) }
 
 // runOnce starts a fresh cluster, waits for it to be fully replicated, loads the records, sets the
 // policy, runs the workload with the events and tears the cluster down.
-func runOnce(ctx context.Context, sc Scenario, opts Options, dir string, policyOn bool, label string) (*RunReport, error) {
+func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Options, dir string, policyOn bool, label string) (*RunReport, error) {
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {
 			fmt.Fprintf(opts.Progress, "\r\033[K%s: "+format, append([]any{label}, args...)...)
 		}
 	}
 	progress("starting %d nodes", sc.Nodes)
-	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes)
+	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, device)
 	if err != nil {
 		return nil, err
 	}
@@ -355,6 +384,10 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, dir string, policyO
 		P50Ms: usToMs(allHist.ValueAtQuantile(50)), P99Ms: usToMs(allHist.ValueAtQuantile(99))}
 	if rr.Events == nil {
 		rr.Events = []EventMark{}
+	}
+	if device != nil {
+		st := c.deviceStats()
+		rr.Device = &st
 	}
 	if opts.Progress != nil {
 		fmt.Fprintf(opts.Progress, "\r\033[K%s: %d ops, %.0f ops/s, p50 %.2fms, p99 %.2fms, %d errors\n", label,

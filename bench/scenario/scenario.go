@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // Env is what an event acts on: the running cluster and a client connected to it.
@@ -46,6 +47,21 @@ type Scenario struct {
 	// Policy is the autopilot policy switched on for the first run and off for the second.
 	Policy string
 	Events []Event
+	// Device is each node's emulated disk (storage/emudisk). Nil: DefaultDevice; a pointer to zero
+	// Options: none (the nodes share the machine's disk and page cache).
+	Device *emudisk.Options
+}
+
+// DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the
+// invocation says otherwise (docs/design/emudisk.md explains the numbers): no OS page cache, so the
+// block cache is the node's only cache; 64 MiB/s each way, 2000 IOPS and 200 µs per operation, a
+// modest network-attached SSD whose three copies fit within one small machine's real disk.
+var DefaultDevice = emudisk.Options{
+	NoPageCache:      true,
+	ReadBytesPerSec:  64 << 20,
+	WriteBytesPerSec: 64 << 20,
+	IOPS:             2000,
+	Latency:          200 * time.Microsecond,
 }
 
 var (

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // TestLeaderTransferTiny runs a tiny leader-transfer scenario end to end and checks the report's
@@ -40,8 +42,23 @@ func TestLeaderTransferTiny(t *testing.T) {
 	if rep["scenario"] != "leader-transfer" || rep["policy"] != "rebalance" {
 		t.Fatalf("scenario/policy: %v/%v", rep["scenario"], rep["policy"])
 	}
-	if _, ok := rep["settings"].(map[string]any); !ok {
+	settings, ok := rep["settings"].(map[string]any)
+	if !ok {
 		t.Fatalf("settings: %v", rep["settings"])
+	}
+	// The nodes ran on the default emulated disks, and the report says so.
+	dev, ok := settings["device"].(map[string]any)
+	if !ok {
+		t.Fatalf("settings.device: %v", settings["device"])
+	}
+	for k, want := range map[string]float64{"read_bytes_per_sec": 64 << 20, "write_bytes_per_sec": 64 << 20,
+		"iops": 2000, "latency_ns": float64(200 * time.Microsecond)} {
+		if dev[k] != want {
+			t.Errorf("settings.device.%s = %v, want %v", k, dev[k], want)
+		}
+	}
+	if dev["no_page_cache"] != true {
+		t.Errorf("settings.device.no_page_cache = %v", dev["no_page_cache"])
 	}
 	runs, _ := rep["runs"].([]any)
 	if len(runs) != 2 {
@@ -73,6 +90,13 @@ func TestLeaderTransferTiny(t *testing.T) {
 				}
 			}
 		}
+		ds, _ := run["device"].(map[string]any)
+		if w, _ := ds["write_bytes"].(float64); w <= 0 {
+			t.Fatalf("run %d: the emulated disks saw no writes: %v", i, run["device"])
+		}
+		if s, _ := ds["syncs"].(float64); s <= 0 {
+			t.Fatalf("run %d: the emulated disks saw no syncs: %v", i, run["device"])
+		}
 		events, _ := run["events"].([]any)
 		if len(events) != 1 {
 			t.Fatalf("run %d: want 1 event, got %v", i, run["events"])
@@ -96,6 +120,43 @@ func TestLeaderTransferTiny(t *testing.T) {
 	}
 	if !bytes.Contains(progress.Bytes(), []byte("#")) {
 		t.Errorf("no progress bar written: %q", progress.String())
+	}
+}
+
+// TestEffectiveDevice: the default emulated disk, a scenario's own, an invocation's override, and
+// off (by flag or by zero Options), which report.json records as null.
+func TestEffectiveDevice(t *testing.T) {
+	slow := &emudisk.Options{IOPS: 100}
+	for _, tc := range []struct {
+		name string
+		sc   Scenario
+		opts Options
+		want *emudisk.Options
+	}{
+		{"default", Scenario{}, Options{}, &DefaultDevice},
+		{"scenario's", Scenario{Device: slow}, Options{}, slow},
+		{"override", Scenario{Device: slow}, Options{Device: &emudisk.Options{Latency: time.Millisecond}}, &emudisk.Options{Latency: time.Millisecond}},
+		{"flag off", Scenario{Device: slow}, Options{NoEmulatedDisk: true}, nil},
+		{"zero off", Scenario{Device: &emudisk.Options{}}, Options{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := EffectiveDevice(tc.sc, tc.opts)
+			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+			b, err := json.Marshal(Settings{Device: got})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			json.Unmarshal(b, &m)
+			if v, ok := m["device"]; !ok || (tc.want == nil) != (v == nil) {
+				t.Fatalf("settings JSON %s", b)
+			}
+		})
+	}
+	if got := EffectiveDevice(Scenario{}, Options{}); got == &DefaultDevice {
+		t.Fatal("EffectiveDevice returned DefaultDevice itself, not a copy")
 	}
 }
 
