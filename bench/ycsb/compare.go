@@ -10,14 +10,15 @@ import (
 type CompareOptions struct {
 	// Title is the document's heading. Default: "Benchmarks".
 	Title string
-	// Baseline is the system the others are divided by. Default: "etcd".
+	// Baseline is the system the others are divided by, or several separated by commas (e.g.
+	// "etcd,redis"): each baseline that has reports gets its own ratio columns. Default: "etcd".
 	Baseline string
 	// Notes are lines (Markdown) listed under "Setup", before the parameters the reports share.
 	Notes []string
 }
 
 // Compare renders reports as a Markdown document: one row per system and workload with the
-// throughput, the p99 latency of each operation, the errors, and the ratios of every system to the
+// throughput, the p99 latency of each operation, the errors, and the ratios of every system to each
 // baseline on the same workload (throughput ratio above 1 and p99 ratio below 1 favour the system),
 // followed by the full latency breakdown.
 func Compare(reports []*Report, opts CompareOptions) string {
@@ -27,28 +28,59 @@ func Compare(reports []*Report, opts CompareOptions) string {
 	if opts.Baseline == "" {
 		opts.Baseline = TargetEtcd
 	}
+	var named []string
+	rank := map[string]int{} // baselines by position; others are absent
+	for _, b := range strings.Split(opts.Baseline, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			if _, dup := rank[b]; !dup {
+				rank[b] = len(named)
+				named = append(named, b)
+			}
+		}
+	}
 	rs := append([]*Report(nil), reports...)
 	sort.SliceStable(rs, func(i, j int) bool {
 		if rs[i].Workload != rs[j].Workload {
 			return rs[i].Workload < rs[j].Workload
 		}
-		bi, bj := rs[i].System == opts.Baseline, rs[j].System == opts.Baseline
-		if bi != bj {
-			return bj // the baseline last within a workload
+		bi, iok := rank[rs[i].System]
+		bj, jok := rank[rs[j].System]
+		switch {
+		case iok != jok:
+			return jok // the baselines last within a workload
+		case iok && bi != bj:
+			return bi < bj // in the order given
 		}
 		return rs[i].System < rs[j].System
 	})
-	baseline := map[string]*Report{}
+	// baseline[b][workload] is the first report of baseline system b on that workload.
+	baseline := map[string]map[string]*Report{}
 	allOps := map[string]OpStats{}
 	for _, r := range rs {
-		if r.System == opts.Baseline && baseline[r.Workload] == nil {
-			baseline[r.Workload] = r
+		if _, ok := rank[r.System]; ok {
+			if baseline[r.System] == nil {
+				baseline[r.System] = map[string]*Report{}
+			}
+			if baseline[r.System][r.Workload] == nil {
+				baseline[r.System][r.Workload] = r
+			}
 		}
 		for op := range r.Operations {
 			allOps[op] = OpStats{}
 		}
 	}
 	ops := opNames(allOps)
+	// The baselines with reports get ratio columns; with none, the first named one still does (its
+	// cells are "—"), as a document with a single baseline always had them.
+	var bases []string
+	for _, b := range named {
+		if baseline[b] != nil {
+			bases = append(bases, b)
+		}
+	}
+	if len(bases) == 0 && len(named) > 0 {
+		bases = named[:1]
+	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", opts.Title)
@@ -60,15 +92,18 @@ func Compare(reports []*Report, opts CompareOptions) string {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
 	b.WriteString("\n## Results\n\n")
-	ratioHead := fmt.Sprintf("Throughput / %s", opts.Baseline)
 	header := []string{"Workload", "System", "Throughput (ops/s)"}
 	align := []string{"---", "---", "---:"}
 	for _, op := range ops {
 		header = append(header, op+" p99 (ms)")
 		align = append(align, "---:")
 	}
-	header = append(header, "Errors", ratioHead, fmt.Sprintf("p99 / %s", opts.Baseline))
-	align = append(align, "---:", "---:", "---")
+	header = append(header, "Errors")
+	align = append(align, "---:")
+	for _, base := range bases {
+		header = append(header, fmt.Sprintf("Throughput / %s", base), fmt.Sprintf("p99 / %s", base))
+		align = append(align, "---:", "---")
+	}
 	writeRow(&b, header)
 	writeRow(&b, align)
 	for _, r := range rs {
@@ -81,11 +116,13 @@ func Compare(reports []*Report, opts CompareOptions) string {
 			}
 		}
 		row = append(row, fmt.Sprintf("%d", r.Errors))
-		base := baseline[r.Workload]
-		if base == nil || base == r || r.System == opts.Baseline {
-			row = append(row, "—", "—")
-		} else {
-			row = append(row, ratio(r.Throughput, base.Throughput), p99Ratios(r, base, ops))
+		for _, bs := range bases {
+			base := baseline[bs][r.Workload]
+			if base == nil || base == r || r.System == bs {
+				row = append(row, "—", "—")
+			} else {
+				row = append(row, ratio(r.Throughput, base.Throughput), p99Ratios(r, base, ops))
+			}
 		}
 		writeRow(&b, row)
 	}

@@ -4,7 +4,10 @@
 //
 // Bindings (see Open): TargetGRPC is ShoalDB, a go-ycsb DB over Shoal's Go client that stores each
 // record as one key whose value is the record's field map in EncodeRecord's format; TargetEtcd is
-// go-ycsb's own etcd binding, used unchanged as the peer; TargetRESP is not implemented yet.
+// go-ycsb's own etcd binding, used unchanged as the peer; TargetRESP is go-ycsb's own redis binding
+// (go-redis), used unchanged, in cluster mode against Shoal's RESP listeners or in plain mode
+// against one address (a redis-server as the peer), with records stored as strings. The redis
+// binding has no range scans, so workload E is refused on TargetRESP (ErrUnsupported).
 //
 // Run executes a load phase (inserting the records) and a run phase (the workload's operation mix)
 // on a number of worker goroutines, each phase bounded by an operation count and a maximum duration.

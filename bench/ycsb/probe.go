@@ -26,8 +26,10 @@ func Probe(ctx context.Context, db goycsb.DB, p *properties.Properties) error {
 	return fmt.Errorf("probe read: %w", err)
 }
 
-// isNotFound recognizes a read of a missing record: ErrNotFound from ShoalDB, or the message of
-// go-ycsb's etcd binding, which returns an untyped error.
+// isNotFound recognizes a read of a missing record: ErrNotFound from ShoalDB, the message of
+// go-ycsb's etcd binding, which returns an untyped error, or go-redis's nil reply (redis.Nil, whose
+// message is "redis: nil") from go-ycsb's redis binding.
 func isNotFound(err error) bool {
-	return errors.Is(err, ErrNotFound) || strings.Contains(err.Error(), "could not find value for key")
+	return errors.Is(err, ErrNotFound) || strings.Contains(err.Error(), "could not find value for key") ||
+		err.Error() == "redis: nil"
 }

@@ -53,6 +53,12 @@ type Config struct {
 	// Target and Hosts label the report (the DB itself is passed to Run); see Open.
 	Target string
 	Hosts  []string
+	// System names the system in the report (default: System(Target)), e.g. "redis" for TargetRESP
+	// against a redis-server.
+	System string
+	// RedisMode is TargetRESP's client mode: RedisModeCluster (default) or RedisModePlain. It must be
+	// empty for the other targets.
+	RedisMode string
 	// Records is the number of records the load phase inserts and the run phase chooses keys from.
 	Records int64
 	// Ops is the number of operations of the run phase (0: no run phase).
@@ -181,6 +187,9 @@ func Run(ctx context.Context, cfg Config, db goycsb.DB) (*Report, error) {
 	if cfg.AbortAfterFailures == 0 {
 		cfg.AbortAfterFailures = DefaultAbortAfterFailures
 	}
+	if cfg.System == "" {
+		cfg.System = System(cfg.Target)
+	}
 	p, err := cfg.Properties()
 	if err != nil {
 		return nil, err
@@ -198,7 +207,7 @@ func Run(ctx context.Context, cfg Config, db goycsb.DB) (*Report, error) {
 
 	rep := &Report{
 		Workload:     normalizeWorkload(cfg.Workload),
-		System:       System(cfg.Target),
+		System:       cfg.System,
 		Target:       cfg.Target,
 		Hosts:        cfg.Hosts,
 		Records:      cfg.Records,

@@ -385,10 +385,6 @@ func TestProperties(t *testing.T) {
 
 func TestOpenTargets(t *testing.T) {
 	p := mustProps(t, Config{Workload: "a", Records: 1, Ops: 1, Threads: 1})
-	if _, err := Open(TargetRESP, []string{"127.0.0.1:6379"}, "", p); !errors.Is(err, ErrNotImplemented) ||
-		!strings.Contains(err.Error(), "RESP front end lands with the measurement issue") {
-		t.Fatalf("resp target: %v", err)
-	}
 	if _, err := Open("mongo", nil, "", p); err == nil {
 		t.Fatal("unknown target accepted")
 	}

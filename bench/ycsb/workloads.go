@@ -54,8 +54,10 @@ func normalizeWorkload(name string) string {
 
 // Properties returns the go-ycsb properties of the benchmark cfg describes: the core workload's
 // defaults (10 fields of 100 bytes, reads of all fields, updates of one field, hashed insert order),
-// the chosen workload's mix, the record and operation counts and the thread count, and finally
-// cfg.Props, which override everything.
+// the chosen workload's mix, the record and operation counts and the thread count, the binding's
+// settings (for TargetRESP: redis.mode from cfg.RedisMode and redis.datatype=string), and finally
+// cfg.Props, which override everything. A workload the target cannot run (scans on TargetRESP) is
+// an error wrapping ErrUnsupported.
 func (cfg Config) Properties() (*properties.Properties, error) {
 	mix, ok := workloads[normalizeWorkload(cfg.Workload)]
 	if !ok {
@@ -69,6 +71,23 @@ func (cfg Config) Properties() (*properties.Properties, error) {
 	}
 	if cfg.Threads <= 0 {
 		return nil, fmt.Errorf("threads must be positive, not %d", cfg.Threads)
+	}
+	var bindingProps map[string]string
+	switch cfg.Target {
+	case TargetRESP:
+		mode := "cluster"
+		switch cfg.RedisMode {
+		case "", RedisModeCluster:
+		case RedisModePlain:
+			mode = "single"
+		default:
+			return nil, fmt.Errorf("unknown redis mode %q: use %s or %s", cfg.RedisMode, RedisModeCluster, RedisModePlain)
+		}
+		bindingProps = map[string]string{propRedisMode: mode, propRedisDatatype: "string"}
+	default:
+		if cfg.RedisMode != "" {
+			return nil, fmt.Errorf("a redis mode (%q) applies to target %s only, not %q", cfg.RedisMode, TargetRESP, cfg.Target)
+		}
 	}
 	p := properties.NewProperties()
 	set := func(k, v string) error {
@@ -92,7 +111,7 @@ func (cfg Config) Properties() (*properties.Properties, error) {
 		prop.ScanProportion:            "0",
 		prop.ReadModifyWriteProportion: "0",
 	}
-	for _, layer := range []map[string]string{base, mix, cfg.Props} {
+	for _, layer := range []map[string]string{base, mix, bindingProps, cfg.Props} {
 		keys := make([]string, 0, len(layer))
 		for k := range layer {
 			keys = append(keys, k)
@@ -117,6 +136,9 @@ func (cfg Config) Properties() (*properties.Properties, error) {
 		}
 	}
 	if err := validate(p); err != nil {
+		return nil, err
+	}
+	if err := checkSupported(cfg.Target, p); err != nil {
 		return nil, err
 	}
 	return p, nil

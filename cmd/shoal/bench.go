@@ -39,6 +39,8 @@ var ycsbFlags struct {
 	distribution     string
 	props            propList
 	progressInterval time.Duration
+	redisMode        string
+	system           string
 }
 
 var benchYCSBCmd = &cobra.Command{
@@ -52,8 +54,13 @@ Workloads (as upstream YCSB defines them; 10 fields of 100 bytes per record):
 ` + workloadHelp() + `
 Targets:
   grpc  Shoal through its gRPC API and Go client (--hosts: node gRPC addresses; default --host)
+  resp  a RESP server through go-ycsb's redis binding (go-redis): Shoal's RESP listeners with
+        --redis-mode cluster (the default; --hosts: any of the nodes' RESP addresses, the slot map
+        comes from CLUSTER SLOTS), or a single redis-server with --redis-mode plain (--hosts: one
+        address; default 127.0.0.1:6379; label the report with --system redis). Records are
+        strings (one key holding the record's JSON). Workload e cannot run: the binding has no
+        range scans.
   etcd  an etcd cluster through go-ycsb's etcd binding (--hosts: client URLs' host:port)
-  resp  Shoal's RESP front end (not yet implemented)
 
 The report gives the throughput and, per operation, count, errors and p50/p95/p99/p99.9 latency in
 milliseconds (from HdrHistograms); --format json prints it as one JSON object, --timeline FILE
@@ -64,9 +71,12 @@ Each record is one key (TABLE/KEY) holding all its fields. A YCSB update writes 
 default: Shoal's binding merges it into the record with a read and a compare-and-swap, while
 go-ycsb's etcd binding overwrites the record with that field alone. With --prop writeallfields=true
 every update writes the whole record, a single put on both, which is how scripts/bench-peers.sh
-compares them.`,
+compares them (go-ycsb's redis binding reads and rewrites the record on a partial update, and SETs
+it on a whole one).`,
 	Example: `  shoal bench ycsb --workload a --hosts 127.0.0.1:26257 --records 10000 --ops 100000 --threads 16
-  shoal bench ycsb --workload b --target etcd --hosts 127.0.0.1:2379 --format json > etcd-b.json`,
+  shoal bench ycsb --workload b --target etcd --hosts 127.0.0.1:2379 --format json > etcd-b.json
+  shoal bench ycsb --workload c --target resp --hosts 127.0.0.1:6380,127.0.0.1:6381,127.0.0.1:6382
+  shoal bench ycsb --workload c --target resp --redis-mode plain --hosts 127.0.0.1:6379 --system redis`,
 	Args: args(cobra.NoArgs),
 	RunE: runBenchYCSB,
 }
@@ -90,8 +100,10 @@ var benchCompareCmd = &cobra.Command{
 func init() {
 	f := benchYCSBCmd.Flags()
 	f.StringVar(&ycsbFlags.workload, "workload", "a", "core workload: a, b, c, d, e or f")
-	f.StringVar(&ycsbFlags.target, "target", ycsb.TargetGRPC, "system to benchmark: grpc, etcd or resp")
-	f.StringVar(&ycsbFlags.hosts, "hosts", "", "comma-separated addresses of the target (default: --host for grpc, 127.0.0.1:2379 for etcd)")
+	f.StringVar(&ycsbFlags.target, "target", ycsb.TargetGRPC, "system to benchmark: grpc, resp or etcd")
+	f.StringVar(&ycsbFlags.hosts, "hosts", "", "comma-separated addresses of the target (default: --host for grpc, 127.0.0.1:6379 for resp, 127.0.0.1:2379 for etcd)")
+	f.StringVar(&ycsbFlags.redisMode, "redis-mode", ycsb.RedisModeCluster, "client mode of --target resp: cluster (Redis Cluster client: CLUSTER SLOTS, MOVED) or plain (one connection pool to one address)")
+	f.StringVar(&ycsbFlags.system, "system", "", "system name in the report (default: shoal for grpc and resp, etcd for etcd; e.g. redis for resp against a redis-server)")
 	f.Int64Var(&ycsbFlags.records, "records", 10000, "records to load and to choose keys from")
 	f.Int64Var(&ycsbFlags.ops, "ops", 100000, "operations of the run phase")
 	f.IntVar(&ycsbFlags.threads, "threads", 16, "concurrent workers")
@@ -143,7 +155,17 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	switch fl.target {
 	case ycsb.TargetGRPC, ycsb.TargetEtcd, ycsb.TargetRESP:
 	default:
-		return usageError{fmt.Errorf("invalid --target %q: use grpc, etcd or resp", fl.target)}
+		return usageError{fmt.Errorf("invalid --target %q: use grpc, resp or etcd", fl.target)}
+	}
+	redisMode := ""
+	switch {
+	case fl.target == ycsb.TargetRESP:
+		if fl.redisMode != ycsb.RedisModeCluster && fl.redisMode != ycsb.RedisModePlain {
+			return usageError{fmt.Errorf("invalid --redis-mode %q: use cluster or plain", fl.redisMode)}
+		}
+		redisMode = fl.redisMode
+	case cmd.Flags().Changed("redis-mode"):
+		return usageError{fmt.Errorf("--redis-mode applies to --target resp only")}
 	}
 	props := map[string]string{}
 	for _, kv := range fl.props {
@@ -176,7 +198,7 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 		hosts = ycsb.DefaultHosts(fl.target)
 	}
 	cfg := ycsb.Config{
-		Workload: fl.workload, Target: fl.target, Hosts: hosts,
+		Workload: fl.workload, Target: fl.target, Hosts: hosts, System: strings.TrimSpace(fl.system), RedisMode: redisMode,
 		Records: fl.records, Ops: fl.ops, Threads: fl.threads, Load: fl.load,
 		MaxDuration: fl.maxDuration, Timeline: fl.timeline != "", Props: props,
 		Progress: cmd.ErrOrStderr(), ProgressInterval: fl.progressInterval,
@@ -195,6 +217,9 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 
 	db, err := ycsb.Open(fl.target, hosts, globalFlags.authToken, p)
 	if err != nil {
+		if fl.target == ycsb.TargetRESP { // the redis binding pings its server when it is created
+			return fmt.Errorf("%s at %s does not answer: %w", fl.target, strings.Join(hosts, ","), err)
+		}
 		return err
 	}
 	defer db.Close()
