@@ -43,9 +43,11 @@ clean:
 	rm -rf bin shoal-data
 
 # --- bench targets ---
-# YCSB A and B against a local 3-node Shoal cluster and a local 3-member etcd cluster (needs Debian's
-# etcd-server), one after the other; writes docs/benchmarks.md and bench-results/*.json. Sized for
-# 2 cores; override with e.g. `make bench-peers RECORDS=10000 OPS=50000 THREADS=32 WORKLOADS="a b"`.
+# YCSB A, B and C against a local 3-node Shoal cluster (gRPC and RESP), a local 3-member etcd cluster
+# and a redis-server (needs Debian's etcd-server and redis-server), one after the other, plus
+# redis-benchmark GET/SET on Shoal's RESP and redis; writes docs/benchmarks.md and bench-results/*.
+# About 10 minutes on 2 cores; override with e.g.
+# `make bench-peers RECORDS=10000 OPS=30000 THREADS=32 WORKLOADS="a b c" SYSTEMS="shoal-grpc etcd"`.
 .PHONY: bench-peers
 bench-peers: build
 	SKIP_BUILD=1 SHOAL=./bin/shoal bash scripts/bench-peers.sh

@@ -1,46 +1,88 @@
 #!/usr/bin/env bash
-# bench-peers.sh — YCSB workloads A and B against a local 3-node Shoal cluster and a local 3-member
-# etcd cluster, on loopback, in one run; writes docs/benchmarks.md (the comparison) and the raw
+# bench-peers.sh — the same YCSB workloads (A, B and C by default) against Shoal through gRPC and
+# through RESP, a 3-member etcd cluster and a single redis-server, all on loopback, in one run; then
+# redis-benchmark GET/SET against Shoal's RESP listener and the redis-server. Writes
+# docs/benchmarks.md (the comparison, with the ratios to etcd and to redis and the goals) and the raw
 # reports under bench-results/.
 #
-# The two systems run one after the other, never at the same time, so that neither steals the other's
-# CPU on a small machine: for each workload a fresh Shoal cluster and a fresh etcd cluster in turn
-# (the order alternating between workloads), each stopped after its run. Both get the same records,
-# operations, threads and workload properties. Every process this script starts is stopped on exit,
-# however it exits.
+# The systems run one after the other, never at the same time, so that none steals another's CPU on
+# a small machine: for each workload a fresh Shoal cluster (one for gRPC, another for RESP), a fresh
+# etcd cluster and a fresh redis-server in turn (the order rotating between workloads), each stopped
+# after its run. All get the same records, operations, threads and workload properties; the two RESP
+# targets (Shoal and redis-server) also get the same client, go-ycsb's redis binding (go-redis, one
+# pooled connection per thread, no pipelining), Shoal in cluster mode and redis-server in plain mode.
+# Every process this script starts is stopped on exit, however it exits; everything listens on
+# 127.0.0.1 on free ports, and data lives in a temporary directory.
 #
-# Needs: Go (to build bin/shoal) and etcd (Debian: apt-get install etcd-server). Benchmarks are not
-# tests: CI does not run this.
+# Needs: Go (to build bin/shoal), etcd (Debian: apt-get install etcd-server), redis-server and
+# redis-benchmark (Debian: apt-get install redis-server, which pulls in redis-tools), jq (to evaluate
+# the goals; without it the document only has the ratio columns). Benchmarks are not tests: CI does
+# not run this.
 #
-# Environment (defaults sized for a 2-core machine):
-#   RECORDS=10000 OPS=50000 THREADS=32   records loaded, operations per run, client threads
-#   WORKLOADS="a b"                      YCSB core workloads to run (a..f; etcd's binding fails e's scans)
+# Environment (defaults sized for a 2-core machine, about 10 minutes):
+#   RECORDS=10000 OPS=30000 THREADS=32   records loaded, operations per run, client threads
+#   WORKLOADS="a b c"                    YCSB core workloads (a..f; e has no RESP run: no range scans in
+#                                        the redis binding; etcd's binding fails e's scans)
+#   SYSTEMS="shoal-grpc shoal-resp etcd redis"   which systems to run
 #   WRITE_ALL_FIELDS=true                updates write whole records (see the note in the document)
-#   MAX_DURATION=10m                     bound on each phase of each run
+#   MAX_DURATION=3m                      bound on each phase of each run
+#   RB_REQUESTS=20000 RB_SIZE=1000       redis-benchmark requests per test and value size (RB_REQUESTS=0: skip)
 #   OUT_DIR=bench-results DOC=docs/benchmarks.md
 #   SHOAL=bin/shoal SKIP_BUILD=          SKIP_BUILD=1 uses an existing $SHOAL
-#   ETCD=etcd                            the etcd server binary
+#   ETCD=etcd REDIS_SERVER=redis-server REDIS_BENCHMARK=redis-benchmark   the peers' binaries
 #   KEEP_TMP=                            1 keeps the clusters' data and logs (in $TMPDIR/shoal-bench-peers.*)
+# The reports of an earlier run in $OUT_DIR are removed first.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
 RECORDS=${RECORDS:-10000}
-OPS=${OPS:-50000}
+OPS=${OPS:-30000}
 THREADS=${THREADS:-32}
-WORKLOADS=${WORKLOADS:-a b}
+WORKLOADS=${WORKLOADS:-a b c}
+SYSTEMS=${SYSTEMS:-shoal-grpc shoal-resp etcd redis}
 WRITE_ALL_FIELDS=${WRITE_ALL_FIELDS:-true}
-MAX_DURATION=${MAX_DURATION:-10m}
+MAX_DURATION=${MAX_DURATION:-3m}
+RB_REQUESTS=${RB_REQUESTS:-20000}
+RB_SIZE=${RB_SIZE:-1000}
 OUT_DIR=${OUT_DIR:-bench-results}
 DOC=${DOC:-docs/benchmarks.md}
 SHOAL=${SHOAL:-bin/shoal}
 ETCD=${ETCD:-etcd}
+REDIS_SERVER=${REDIS_SERVER:-redis-server}
+REDIS_BENCHMARK=${REDIS_BENCHMARK:-redis-benchmark}
 KEEP_TMP=${KEEP_TMP:-}
 
 log() { printf '[bench-peers] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-command -v "$ETCD" >/dev/null 2>&1 || die "etcd server not found ($ETCD): apt-get install etcd-server, or set ETCD"
+has_system() { [[ " $SYSTEMS " == *" $1 "* ]]; }
+for sys in $SYSTEMS; do
+	case $sys in
+	shoal-grpc | shoal-resp | etcd | redis) ;;
+	*) die "unknown system '$sys' in SYSTEMS: use shoal-grpc, shoal-resp, etcd, redis" ;;
+	esac
+done
+if has_system etcd; then
+	command -v "$ETCD" >/dev/null 2>&1 || die "etcd server not found ($ETCD): apt-get install etcd-server, or set ETCD, or leave etcd out of SYSTEMS"
+fi
+if has_system redis; then
+	command -v "$REDIS_SERVER" >/dev/null 2>&1 || die "redis server not found ($REDIS_SERVER): apt-get install redis-server, or set REDIS_SERVER, or leave redis out of SYSTEMS"
+fi
+RB=""
+if [[ $RB_REQUESTS -gt 0 ]]; then
+	if command -v "$REDIS_BENCHMARK" >/dev/null 2>&1; then
+		RB=$REDIS_BENCHMARK
+	else
+		log "warning: $REDIS_BENCHMARK not found (apt-get install redis-tools): no redis-benchmark comparison"
+	fi
+fi
+JQ=""
+if command -v jq >/dev/null 2>&1; then
+	JQ=jq
+else
+	log "warning: jq not found (apt-get install jq): the goals will not be evaluated in $DOC"
+fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/shoal-bench-peers.XXXXXX")
 PGIDS=() # process groups this script started (each started with setsid, so its pid is its group)
@@ -121,21 +163,24 @@ fi
 [[ -x $SHOAL ]] || die "$SHOAL is not an executable (build it, or unset SKIP_BUILD)"
 
 mkdir -p "$OUT_DIR/timelines" "$(dirname "$DOC")"
+# Reports of an earlier run must not be mistaken for this run's.
+rm -f "$OUT_DIR"/*.json "$OUT_DIR"/timelines/*.json "$OUT_DIR"/redis-benchmark-*.csv
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 REPORTS=()
 FAILED=()
 
-# bench SYSTEM TARGET HOSTS WORKLOAD: one YCSB run, its report in $OUT_DIR/SYSTEM-WORKLOAD.json.
+# bench NAME TARGET HOSTS WORKLOAD [FLAGS...]: one YCSB run, its report in $OUT_DIR/NAME-WORKLOAD.json.
 bench() {
-	local system=$1 target=$2 hosts=$3 w=$4
-	local out="$OUT_DIR/$system-$w.json"
-	log "YCSB workload $w on $system ($hosts): records=$RECORDS ops=$OPS threads=$THREADS"
+	local name=$1 target=$2 hosts=$3 w=$4
+	shift 4
+	local out="$OUT_DIR/$name-$w.json"
+	log "YCSB workload $w on $name ($hosts): records=$RECORDS ops=$OPS threads=$THREADS"
 	# In the background and waited for, so that a signal to this script is handled at once (bash
 	# defers traps while a foreground child runs).
-	"$SHOAL" bench ycsb --workload "$w" --target "$target" --hosts "$hosts" \
+	"$SHOAL" bench ycsb --workload "$w" --target "$target" --hosts "$hosts" "$@" \
 		--records "$RECORDS" --ops "$OPS" --threads "$THREADS" --max-duration "$MAX_DURATION" \
 		--prop "writeallfields=$WRITE_ALL_FIELDS" --format json \
-		--timeline "$OUT_DIR/timelines/$system-$w.json" >"$out.tmp" &
+		--timeline "$OUT_DIR/timelines/$name-$w.json" >"$out.tmp" &
 	BENCH_PID=$!
 	if wait "$BENCH_PID"; then
 		BENCH_PID=""
@@ -143,14 +188,14 @@ bench() {
 		REPORTS+=("$out")
 	else
 		BENCH_PID=""
-		log "workload $w on $system failed (see above)"
-		FAILED+=("$system-$w")
+		log "workload $w on $name failed (see above)"
+		FAILED+=("$name-$w")
 		rm -f "$out.tmp"
 	fi
 }
 
 # --- Shoal: 3 nodes through `shoal demo` ---------------------------------------------------------
-# start_shoal: a fresh cluster; sets SHOAL_PID and SHOAL_HOSTS.
+# start_shoal: a fresh cluster; sets SHOAL_PID, SHOAL_HOSTS (gRPC) and SHOAL_RESP (RESP addresses).
 start_shoal() {
 	local dir="$TMP/shoal" i live=0
 	rm -rf "$dir" "$TMP/shoal-demo.log" # the log too: the loop below must not read a previous run's
@@ -161,6 +206,8 @@ start_shoal() {
 		kill -0 "$SHOAL_PID" 2>/dev/null || { cat "$TMP/shoal-demo.log" >&2 || true; die "shoal demo exited"; }
 		if grep -qs "Press Ctrl-C" "$TMP/shoal-demo.log"; then
 			SHOAL_HOSTS=$(grep -o 'grpc=[^ ]*' "$TMP/shoal-demo.log" | cut -d= -f2 | paste -sd, -)
+			# "Redis (RESP): redis-cli ... (nodes: A B C)"
+			SHOAL_RESP=$(sed -n 's/^Redis (RESP):.*(nodes: \(.*\))$/\1/p' "$TMP/shoal-demo.log" | tr ' ' ',')
 			break
 		fi
 		sleep 0.5
@@ -173,7 +220,8 @@ start_shoal() {
 	done
 	[[ $live -ge 3 ]] || die "Shoal cluster at $SHOAL_HOSTS did not report 3 live nodes in 60s"
 	"$SHOAL" --host "$SHOAL_HOSTS" del bench-peers-probe >/dev/null 2>&1 || true
-	log "Shoal cluster up: $SHOAL_HOSTS"
+	[[ -n $SHOAL_RESP ]] || die "shoal demo did not print its RESP addresses (see $TMP/shoal-demo.log)"
+	log "Shoal cluster up: gRPC $SHOAL_HOSTS, RESP $SHOAL_RESP"
 }
 
 # --- etcd: 3 members ------------------------------------------------------------------------------
@@ -215,9 +263,42 @@ start_etcd() {
 	log "etcd cluster up: $ETCD_HOSTS"
 }
 
-run_shoal() {
+# --- redis: one redis-server ---------------------------------------------------------------------
+# start_redis: a fresh server, in memory only (no snapshots, no AOF); sets REDIS_PID and REDIS_HOST.
+start_redis() {
+	local port i
+	port=$(free_port)
+	rm -rf "$TMP/redis"
+	mkdir -p "$TMP/redis"
+	start "redis-server" "$TMP/redis.log" "$REDIS_SERVER" --bind 127.0.0.1 --port "$port" --save "" \
+		--appendonly no --dir "$TMP/redis" --daemonize no --protected-mode yes --logfile ""
+	REDIS_PID=$STARTED_PID
+	REDIS_HOST="127.0.0.1:$port"
+	for i in $(seq 1 60); do
+		kill -0 "$REDIS_PID" 2>/dev/null || { cat "$TMP/redis.log" >&2 || true; die "redis-server exited"; }
+		if grep -qs "Ready to accept connections" "$TMP/redis.log"; then
+			log "redis-server up: $REDIS_HOST"
+			return 0
+		fi
+		sleep 0.5
+	done
+	cat "$TMP/redis.log" >&2 || true
+	die "redis-server at $REDIS_HOST not ready in 30s"
+}
+
+run_shoal_grpc() {
 	start_shoal
-	bench shoal grpc "$SHOAL_HOSTS" "$1"
+	bench shoal-grpc grpc "$SHOAL_HOSTS" "$1"
+	stop "$SHOAL_PID"
+}
+
+run_shoal_resp() {
+	if [[ $1 == e ]]; then
+		log "workload e on shoal-resp: skipped (go-ycsb's redis binding has no range scans)"
+		return
+	fi
+	start_shoal
+	bench shoal-resp resp "$SHOAL_RESP" "$1" --redis-mode cluster
 	stop "$SHOAL_PID"
 }
 
@@ -230,36 +311,177 @@ run_etcd() {
 	done
 }
 
-# Each workload runs on fresh clusters, one system at a time; the order alternates between
-# workloads so that a drift in the machine's load does not always favour the same system.
-first=shoal
-for w in $WORKLOADS; do
-	if [[ $first == shoal ]]; then
-		run_shoal "$w"
-		run_etcd "$w"
-		first=etcd
-	else
-		run_etcd "$w"
-		run_shoal "$w"
-		first=shoal
+run_redis() {
+	if [[ $1 == e ]]; then
+		log "workload e on redis: skipped (go-ycsb's redis binding has no range scans)"
+		return
 	fi
+	start_redis
+	bench redis resp "$REDIS_HOST" "$1" --redis-mode plain --system redis
+	stop "$REDIS_PID"
+}
+
+# Each workload runs on fresh clusters, one system at a time; the order rotates between workloads
+# so that a drift in the machine's load does not always favour the same system.
+read -r -a order <<<"$SYSTEMS"
+rot=0
+for w in $WORKLOADS; do
+	for ((i = 0; i < ${#order[@]}; i++)); do
+		sys=${order[$(((i + rot) % ${#order[@]}))]}
+		"run_${sys//-/_}" "$w"
+	done
+	rot=$((rot + 1))
 done
+
+# --- redis-benchmark: GET and SET against Shoal's RESP listener and redis-server ---------------------
+# rb NAME HOST:PORT: redis-benchmark's CSV in $OUT_DIR/redis-benchmark-NAME.csv.
+RB_DONE=()
+rb() {
+	local name=$1 host=${2%:*} port=${2##*:} out="$OUT_DIR/redis-benchmark-$1.csv"
+	log "redis-benchmark -t set,get on $name ($2): -n $RB_REQUESTS -c $THREADS -d $RB_SIZE -r $RECORDS"
+	"$RB" -h "$host" -p "$port" -t set,get -n "$RB_REQUESTS" -c "$THREADS" -d "$RB_SIZE" -r "$RECORDS" --csv >"$out.tmp" 2>"$TMP/rb-$name.err" &
+	BENCH_PID=$!
+	if wait "$BENCH_PID" && grep -q '^"GET"' "$out.tmp"; then
+		BENCH_PID=""
+		mv "$out.tmp" "$out"
+		RB_DONE+=("$name")
+	else
+		BENCH_PID=""
+		cat "$TMP/rb-$name.err" >&2 || true
+		log "redis-benchmark on $name failed"
+		FAILED+=("redis-benchmark-$name")
+		rm -f "$out.tmp"
+	fi
+}
+
+# slot0_owner ADDR: the RESP address of the node that owns slot 0, from CLUSTER NODES (redis-cli
+# comes with redis-benchmark in redis-tools).
+# redis-benchmark's --cluster mode wants at least 3 masters with slots; a fresh Shoal cluster has
+# all slots in one range, led by one node, so redis-benchmark talks to that node directly (a
+# request to another node would be forwarded, a hop the cluster clients avoid).
+slot0_owner() {
+	local host=${1%:*} port=${1##*:}
+	redis-cli -h "$host" -p "$port" cluster nodes 2>/dev/null |
+		awk '{ for (i = 9; i <= NF; i++) if ($i == "0" || $i ~ /^0-/) { sub(/@.*/, "", $2); print $2; exit } }'
+}
+
+RB_SHOAL_ADDR=""
+if [[ -n $RB ]]; then
+	if has_system shoal-resp; then
+		start_shoal
+		first_resp=${SHOAL_RESP%%,*}
+		RB_SHOAL_ADDR=$(slot0_owner "$first_resp")
+		RB_SHOAL_ADDR=${RB_SHOAL_ADDR:-$first_resp}
+		rb shoal-resp "$RB_SHOAL_ADDR"
+		stop "$SHOAL_PID"
+	fi
+	if has_system redis; then
+		start_redis
+		rb redis "$REDIS_HOST"
+		stop "$REDIS_PID"
+	fi
+fi
 
 # --- the document ---------------------------------------------------------------------------------
 [[ ${#REPORTS[@]} -gt 0 ]] || die "no benchmark succeeded"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null || echo "?")
-etcd_version=$("$ETCD" --version 2>/dev/null | sed -n "1s/^etcd Version: //p") # sed, not head: no SIGPIPE under pipefail
-"$SHOAL" bench compare --baseline etcd --title "Benchmarks: Shoal vs etcd (YCSB)" --out "$DOC" \
+etcd_version="?"
+if has_system etcd; then
+	etcd_version=$("$ETCD" --version 2>/dev/null | sed -n "1s/^etcd Version: //p") # sed, not head: no SIGPIPE under pipefail
+fi
+redis_version="?"
+if has_system redis; then
+	redis_version=$("$REDIS_SERVER" --version 2>/dev/null | sed -n 's/.* v=\([^ ]*\).*/\1/p')
+fi
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
+"$SHOAL" bench compare --baseline etcd,redis --title "Benchmarks: Shoal vs etcd and redis (YCSB)" --out "$DOC" \
 	--note "Measured $(date -u +'%Y-%m-%d %H:%M UTC') at commit $commit by \`make bench-peers\` (scripts/bench-peers.sh); raw reports and per-second timelines in $OUT_DIR/." \
-	--note "Machine: $(nproc) cores, $mem memory, $(uname -sr); $(go version 2>/dev/null | awk '{print $3}')." \
-	--note "Shoal: 3 nodes started by \`shoal demo --no-sample\` on loopback, default settings; client: \`shoal bench ycsb --target grpc\` (package bench/ycsb: one key per record, the field map encoded by EncodeRecord)." \
+	--note "Machine: $(nproc) cores, $mem memory, $(uname -sr); $(go version 2>/dev/null | awk '{print $3}'). **Shared with other jobs while measuring**: load average (1, 5, 15 min) $LOAD_BEFORE before the run and $LOAD_AFTER after it, on $(nproc) cores. The numbers are noisy (a rerun can differ by tens of percent) and every system suffers from it; compare ratios, not absolute figures." \
+	--note "Shoal: 3 nodes started by \`shoal demo --no-sample\` on loopback, default settings (raft over 3 replicas, fsync on). **shoal (grpc)**: \`shoal bench ycsb --target grpc\` (package bench/ycsb: one key per record, the field map encoded by EncodeRecord, 1,081 bytes). **shoal (resp)**: \`--target resp --redis-mode cluster\`, go-ycsb's redis binding (go-redis v9.0.0-rc.1 ClusterClient: CLUSTER SLOTS, then each command to its slot's owner) on the 3 nodes' RESP listeners." \
 	--note "etcd: $etcd_version (Debian etcd-server), 3 members on loopback, default settings (fsync on); client: go-ycsb's own etcd binding (clientv3 v3.6, JSON values)." \
-	--note "The systems ran one after the other on the same machine, never together, each workload on fresh clusters (order alternating between workloads); clients and servers share its cores, so absolute numbers are low and the ratios are what matter. Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after it: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?") (other work on the machine shows here and skews both systems)." \
-	--note "Reads are linearizable on both: Shoal's Get goes through the range leader's ReadIndex, etcd's default Get is a linearizable read." \
-	--note "writeallfields=$WRITE_ALL_FIELDS: with true, a YCSB update writes the whole record, which both bindings do with one put (go-ycsb's etcd binding always overwrites the record with the updated fields; Shoal's binding merges, by read and compare-and-swap, only when an update carries some fields)." \
+	--note "redis: redis-server $redis_version (Debian redis-server), one process, in memory only (\`--save '' --appendonly no\`: no persistence, no replication); client: \`--target resp --redis-mode plain --system redis\`, the same go-ycsb redis binding and go-redis version as shoal (resp), in plain mode." \
+	--note "Both RESP targets store a record as one string holding its JSON (redis.datatype=string, base64 values, about 1.5 KB): a read is one GET, an insert or whole-record update one SET; one pooled connection per client thread, no pipelining. Not like for like: Shoal replicates every write to 3 nodes and fsyncs it, and serves linearizable reads; redis-server is one node in memory." \
+	--note "The systems ran one after the other on the same machine, never together, each workload on fresh clusters (order rotating between workloads); clients and servers share its cores." \
+	--note "Reads are linearizable on Shoal and etcd: Shoal's Get goes through the range leader's ReadIndex, etcd's default Get is a linearizable read." \
+	--note "writeallfields=$WRITE_ALL_FIELDS: with true, a YCSB update writes the whole record, which every binding does with one put or SET (go-ycsb's etcd binding always overwrites the record with the updated fields; Shoal's gRPC binding merges, by read and compare-and-swap, and the redis binding by GET and SET, only when an update carries some fields)." \
 	--note "Reproduce: \`make bench-peers RECORDS=$RECORDS OPS=$OPS THREADS=$THREADS WORKLOADS='$WORKLOADS'\`." \
 	"${REPORTS[@]}"
+
+# rb_field NAME TEST COLUMN: a field of redis-benchmark's CSV (2 rps, 5 p50 ms, 7 p99 ms).
+rb_field() {
+	awk -F'","' -v t="$2" -v c="$3" '{ gsub(/^"|"$/, "") } $1 == t { print $c }' "$OUT_DIR/redis-benchmark-$1.csv"
+}
+div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }'; }
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+
+if [[ ${#RB_DONE[@]} -gt 0 ]]; then
+	{
+		printf '\n## redis-benchmark\n\n'
+		printf '`redis-benchmark -t set,get -n %s -c %s -d %s -r %s` (no pipelining)' "$RB_REQUESTS" "$THREADS" "$RB_SIZE" "$RECORDS"
+		printf ' against a fresh Shoal cluster'"'"'s RESP listener on the node owning the slots (%s; redis-benchmark'"'"'s `--cluster` mode needs 3 masters with slots, and a fresh cluster has one range) and against a fresh redis-server.\n\n' "${RB_SHOAL_ADDR:-none}"
+		printf '| Test | System | Requests/s | p50 (ms) | p99 (ms) | Requests/s / redis |\n| --- | --- | ---: | ---: | ---: | ---: |\n'
+		for t in SET GET; do
+			for name in "${RB_DONE[@]}"; do
+				r=$(rb_field "$name" "$t" 2)
+				x="—"
+				if [[ $name != redis && " ${RB_DONE[*]} " == *" redis "* ]]; then
+					x="$(div "$r" "$(rb_field redis "$t" 2)")×"
+				fi
+				label=$name
+				[[ $name == shoal-resp ]] && label="shoal (resp)"
+				printf '| %s | %s | %.0f | %s | %s | %s |\n' "$t" "$label" "$r" "$(rb_field "$name" "$t" 5)" "$(rb_field "$name" "$t" 7)" "$x"
+			done
+		done
+	} >>"$DOC"
+fi
+
+# pair_ratios REPORT BASE: "THROUGHPUT_RATIO WORST_P99_RATIO WORST_OP CLEAN" — the p99 ratio is the
+# largest over the operations both reports measured; CLEAN is true when neither had errors or was cut.
+pair_ratios() {
+	"$JQ" -rn --slurpfile a "$1" --slurpfile b "$2" '
+		$a[0] as $x | $b[0] as $y
+		| [ $x.operations | to_entries[] | select(.value.count > .value.errors) | .key as $k
+		    | ($y.operations[$k] // null) as $o | select($o != null and $o.count > $o.errors and $o.p99_ms > 0)
+		    | {op: $k, r: (.value.p99_ms / $o.p99_ms)} ] as $rs
+		| (if $y.throughput_ops_s > 0 then $x.throughput_ops_s / $y.throughput_ops_s else 0 end) as $t
+		| (($x.errors + $y.errors) == 0 and ($x.truncated | not) and ($y.truncated | not)) as $clean
+		| if ($rs | length) == 0 then "\($t) 0 - \($clean)" else ($rs | max_by(.r)) as $w | "\($t) \($w.r) \($w.op) \($clean)" end'
+}
+
+if [[ -n $JQ ]]; then
+	{
+		printf '\n## Goals\n\n'
+		printf 'From the issue: Shoal at least 2× etcd'"'"'s throughput with a p99 no higher than etcd'"'"'s (every operation); Shoal RESP GET at least 50 %% of a single-node redis-server. Measured on a shared, loaded machine (see Setup).\n\n'
+		printf '| Goal | Workload | Measured | Met |\n| --- | --- | --- | --- |\n'
+		for sys in shoal-grpc shoal-resp; do
+			label="shoal (${sys#shoal-})"
+			for w in $WORKLOADS; do
+				a="$OUT_DIR/$sys-$w.json" b="$OUT_DIR/etcd-$w.json"
+				[[ -f $a && -f $b ]] || continue
+				read -r t p op clean < <(pair_ratios "$a" "$b")
+				met=no
+				if [[ $clean == true ]] && ge "$t" 2 && ge 1 "$p"; then met=yes; fi
+				[[ $clean == true ]] || met="no (errors or truncated)"
+				printf '| %s ≥ 2× etcd throughput, p99 ≤ etcd'"'"'s | %s | %s× throughput; p99 up to %s× etcd'"'"'s (%s) | %s |\n' \
+					"$label" "${w^^}" "$(div "$t" 1)" "$(div "$p" 1)" "$op" "$met"
+			done
+		done
+		a="$OUT_DIR/shoal-resp-c.json" b="$OUT_DIR/redis-c.json"
+		if [[ -f $a && -f $b ]]; then
+			read -r t p op clean < <(pair_ratios "$a" "$b")
+			met=no
+			if [[ $clean == true ]] && ge "$t" 0.5; then met=yes; fi
+			printf '| shoal (resp) GET ≥ 50 %% of redis-server (YCSB, 100%% GET) | C | %s× redis'"'"'s throughput; p99 %s× | %s |\n' "$(div "$t" 1)" "$(div "$p" 1)" "$met"
+		fi
+		if [[ " ${RB_DONE[*]} " == *" shoal-resp "* && " ${RB_DONE[*]} " == *" redis "* ]]; then
+			t=$(div "$(rb_field shoal-resp GET 2)" "$(rb_field redis GET 2)")
+			met=no
+			if ge "$t" 0.5; then met=yes; fi
+			printf '| shoal (resp) GET ≥ 50 %% of redis-server (redis-benchmark GET) | — | %s× redis'"'"'s requests/s | %s |\n' "$t" "$met"
+		fi
+	} >>"$DOC"
+fi
 log "wrote $DOC and ${#REPORTS[@]} report(s) in $OUT_DIR/"
 if [[ ${#FAILED[@]} -gt 0 ]]; then
 	die "failed runs: ${FAILED[*]}"
