@@ -229,6 +229,29 @@ func (c *Client) Split(ctx context.Context, key []byte) (left, right *pb.RangeDe
 	return left, right, nil
 }
 
+// Merge absorbs the right neighbour of the range holding key into it and returns the merged range.
+// Both ranges must have their replicas on the same nodes (ErrInvalidArgument says so otherwise). An
+// ErrAmbiguous or ErrTimeout error means the merge may or may not have happened; Lookup tells.
+func (c *Client) Merge(ctx context.Context, key []byte) (*pb.RangeDescriptor, error) {
+	if len(key) == 0 {
+		return nil, errEmptyKey()
+	}
+	var resp *pb.MergeResponse
+	err := c.run(ctx, opKind{name: "merge", write: true}, c.locator(key), "",
+		func(ctx context.Context, sc pb.ShoalClient, _ *pb.RequestHeader, _ target) (*pb.Error, error) {
+			r, err := sc.Merge(ctx, &pb.MergeRequest{Key: key})
+			resp = r
+			return r.GetError(), err
+		})
+	if err != nil {
+		return nil, err
+	}
+	if d := resp.GetMerged(); d.GetRangeId() != 0 {
+		c.cache.insert(d, 0, nil)
+	}
+	return resp.GetMerged(), nil
+}
+
 // TransferLeader asks range rangeID to move its leadership to node nodeID. An ErrAmbiguous or
 // ErrTimeout error means the transfer may or may not have happened; Ranges tells.
 func (c *Client) TransferLeader(ctx context.Context, rangeID, nodeID uint64) error {

@@ -366,7 +366,7 @@ func (n *Node) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRespon
 		return err
 	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {
 		if isForwarded(ctx) {
-			return &pb.Error{Code: pb.ErrorCode_NOT_LEADER}, nil
+			return nil, errNoForward
 		}
 		out, err := c.Split(ctx, req)
 		if err != nil {
@@ -439,7 +439,7 @@ func (n *Node) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest
 		return errCode(pb.ErrorCode_TIMEOUT, fmt.Sprintf("range %d: leadership did not move to node %d in time", req.RangeId, req.NodeId))
 	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {
 		if isForwarded(ctx) {
-			return &pb.Error{Code: pb.ErrorCode_NOT_LEADER}, nil
+			return nil, errNoForward
 		}
 		out, err := c.TransferLeader(ctx, req)
 		if err != nil {
@@ -477,7 +477,7 @@ func (n *Node) RelocateReplica(ctx context.Context, req *pb.RelocateReplicaReque
 		return err
 	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {
 		if isForwarded(ctx) {
-			return &pb.Error{Code: pb.ErrorCode_NOT_LEADER}, nil
+			return nil, errNoForward
 		}
 		out, err := c.RelocateReplica(ctx, req)
 		if err != nil {

@@ -3,7 +3,6 @@ package kv
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -67,7 +66,7 @@ func (h *autopilotHost) watch(ctx context.Context) {
 	h.mu.Unlock()
 	switch {
 	case leads && ap == nil:
-		cfg := autopilot.Config{}
+		cfg := n.cfg.Autopilot
 		cfg.Policies.Replicate.Factor = n.cfg.ReplicationFactor
 		cfg.Policies.Replicate.DeadAfter = n.cfg.DeadNodeTimeout
 		ap = autopilot.New(h, h, cfg)
@@ -104,9 +103,8 @@ func (h *autopilotHost) running() *autopilot.Autopilot {
 	return h.ap
 }
 
-// defaultOff lists policies that are off unless switched on: merge needs range merges, which the
-// store does not implement yet.
-var defaultOff = map[string]bool{"merge": true}
+// defaultOff lists policies that are off unless switched on.
+var defaultOff = map[string]bool{}
 
 func (h *autopilotHost) applySwitches(ctx context.Context, ap *autopilot.Autopilot) {
 	stored := map[string]bool{}
@@ -260,10 +258,16 @@ func (h *autopilotHost) Split(ctx context.Context, rangeID uint64, key []byte) e
 	return nil
 }
 
-// Merge implements executor.Actuator. Range merges are not implemented yet (the merge policy is off
-// by default); the executor records the failure in the decision log.
+// Merge implements executor.Actuator.
 func (h *autopilotHost) Merge(ctx context.Context, leftRangeID uint64) error {
-	return errors.New("range merges are not implemented yet")
+	resp, err := h.n.Merge(ctx, &pb.MergeRequest{LeftRangeId: leftRangeID})
+	if err != nil {
+		return err
+	}
+	if resp.Error != nil {
+		return &pbError{resp.Error}
+	}
+	return nil
 }
 
 // MarkDecommissioned implements autopilot.Decommissioner.

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
@@ -58,7 +59,10 @@ type Config struct {
 	AuthToken string
 	// SnapshotRateBytesPerSec limits snapshot bytes sent by this node (default 32 MiB/s).
 	SnapshotRateBytesPerSec int64
-	Logger                  *slog.Logger
+	// Autopilot tunes the autopilot's policies (zero values take the policies' defaults; the
+	// replication factor and dead-node timeout always come from the fields above).
+	Autopilot autopilot.Config
+	Logger    *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -123,6 +127,9 @@ type Node struct {
 	loadMu   sync.Mutex
 	loadPrev map[uint64]loadMark // last counter readings per range, for QPS
 
+	frozenMu    sync.Mutex
+	frozenSince map[uint64]time.Time // ranges this node leads that are frozen for a merge, since when
+
 	ready   chan struct{}
 	stopper chan struct{}
 	wg      sync.WaitGroup
@@ -138,7 +145,7 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, errors.New("kv: Config.Addr (advertised gRPC address) is required")
 	}
 	cfg.setDefaults()
-	n := &Node{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, ready: make(chan struct{}), stopper: make(chan struct{})}
+	n := &Node{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, ready: make(chan struct{}), stopper: make(chan struct{}), frozenSince: map[uint64]time.Time{}}
 	n.peers = newPeerConns(cfg.DialOptions, cfg.AuthToken)
 	n.ap = newAutopilotHost(n)
 	n.dir = newDirectory()
@@ -163,7 +170,7 @@ func NewNode(cfg Config) (*Node, error) {
 		NodeID:                  n.ident.NodeID,
 		ClusterID:               n.ident.ClusterID,
 		Resolver:                n.dir.resolve,
-		DialOptions:             cfg.DialOptions,
+		DialOptions:             withToken(cfg.DialOptions, cfg.AuthToken),
 		SnapshotRateBytesPerSec: cfg.SnapshotRateBytesPerSec,
 		OnUnreachable: func(nodeID uint64) {
 			if n.store != nil {

@@ -56,6 +56,7 @@ func (n *Node) runQueues(ctx context.Context) {
 			n.log.Warn("meta repair failed", "err", err)
 		}
 	}
+	n.abortStuckMerges(ctx)
 	n.maybeSplitBySize(ctx)
 }
 

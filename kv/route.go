@@ -22,6 +22,26 @@ func isForwarded(ctx context.Context) bool {
 	return ok && len(md.Get(forwardedKey)) > 0
 }
 
+// errNoForward is what a remote closure returns for a request that was itself forwarded here: it is
+// never forwarded again (no loops), and onLeader answers NOT_LEADER with a hint instead.
+var errNoForward = errors.New("request already forwarded once")
+
+// forwardedNotLeader answers a forwarded request for a range this node does not lead, with the leader
+// it knows of as a hint, so the forwarding node goes there instead of probing.
+func (n *Node) forwardedNotLeader(rangeID uint64) *pb.Error {
+	var hint uint64
+	if r := n.store.Replica(rangeID); r != nil {
+		hint = r.LeaderNode()
+	}
+	if hint == 0 {
+		hint = n.dir.leaderOf(rangeID)
+	}
+	if hint == n.ident.NodeID {
+		hint = 0
+	}
+	return &pb.Error{Code: pb.ErrorCode_NOT_LEADER, Message: fmt.Sprintf("node %d does not lead range %d", n.ident.NodeID, rangeID), LeaderNodeId: hint}
+}
+
 func markForwarded(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
 }
@@ -40,7 +60,7 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 	var hint uint64
 	var lastErr error
 	tried := map[uint64]int{}
-	for {
+	for rounds := 0; ; rounds++ {
 		r := n.store.Replica(rangeID)
 		if r != nil && r.IsLeader() {
 			err := local(r)
@@ -78,6 +98,14 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 					if err == nil {
 						pe, err := remote(markForwarded(ctx), c)
 						switch {
+						case errors.Is(err, errNoForward):
+							// This request was forwarded here already: answer it with what this node
+							// knows of the leader rather than hold the forwarding node's call (after a
+							// few short rounds when no leader is known, for a local election).
+							if !(r != nil && r.LeaderNode() == 0 && rounds < 3) {
+								return &pbError{n.forwardedNotLeader(rangeID)}
+							}
+							lastErr = &pbError{n.forwardedNotLeader(rangeID)}
 						case err != nil:
 							lastErr = fmt.Errorf("node %d (%s): %w", target, addr, err)
 						case pe == nil:
@@ -96,6 +124,12 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 			} else if r != nil {
 				// Nobody is known to lead: make sure this replica's group is campaigning.
 				lastErr = errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("range %d has no known leader", rangeID))
+			}
+			// A group whose members all lost track of the leader (e.g. a split's new range whose first
+			// leader stepped down while its peers were quiesced) would otherwise wait for a tick-driven
+			// election that quiesced members never start: campaign from here.
+			if r != nil && r.LeaderNode() == 0 && rounds >= 2 {
+				r.Campaign()
 			}
 		}
 		select {

@@ -4261,6 +4261,7 @@ type MergeAbort struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RightRangeId  uint64                 `protobuf:"varint,1,opt,name=right_range_id,json=rightRangeId,proto3" json:"right_range_id,omitempty"`
 	FreezeIndex   uint64                 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	RightStartKey []byte                 `protobuf:"bytes,3,opt,name=right_start_key,json=rightStartKey,proto3" json:"right_start_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4307,6 +4308,13 @@ func (x *MergeAbort) GetFreezeIndex() uint64 {
 		return x.FreezeIndex
 	}
 	return 0
+}
+
+func (x *MergeAbort) GetRightStartKey() []byte {
+	if x != nil {
+		return x.RightStartKey
+	}
+	return nil
 }
 
 // ConfChangeContext rides in a raft ConfChangeV2's context: the descriptor after the change.
@@ -4656,11 +4664,12 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\fMergeTrigger\x12*\n" +
 	"\x04left\x18\x01 \x01(\v2\x16.shoal.RangeDescriptorR\x04left\x12,\n" +
 	"\x05right\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05right\x12.\n" +
-	"\x06merged\x18\x03 \x01(\v2\x16.shoal.RangeDescriptorR\x06merged\"U\n" +
+	"\x06merged\x18\x03 \x01(\v2\x16.shoal.RangeDescriptorR\x06merged\"}\n" +
 	"\n" +
 	"MergeAbort\x12$\n" +
 	"\x0eright_range_id\x18\x01 \x01(\x04R\frightRangeId\x12!\n" +
-	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"`\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\x12&\n" +
+	"\x0fright_start_key\x18\x03 \x01(\fR\rrightStartKey\"`\n" +
 	"\x11ConfChangeContext\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12*\n" +

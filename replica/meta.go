@@ -61,10 +61,59 @@ func applyMetaDescriptor(b *storage.Batch, d *pb.RangeDescriptor) error {
 		if old.Generation >= d.Generation && !(old.RangeId == d.RangeId && bytes.Equal(old.StartKey, d.StartKey) && old.Generation == d.Generation) {
 			return nil
 		}
+	} else if covered, err := coveredByNewer(b, d); err != nil || covered {
+		// A stale descriptor of a range that has since been merged away must not come back.
+		return err
+	}
+	// Entries ending inside d's span describe ranges d absorbed (a merge): drop the older ones.
+	lo := storage.MetaDataKey(MetaDescKey(d.StartKey))
+	if len(d.StartKey) == 0 {
+		lo = storage.MetaDataKey([]byte{'d', 0x01})
+	}
+	it, err := b.NewIter(append(lo, 0), k)
+	if err != nil {
+		return err
+	}
+	var stale [][]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		old := &pb.RangeDescriptor{}
+		if err := proto.Unmarshal(it.Value(), old); err != nil {
+			_ = it.Close()
+			return fmt.Errorf("meta: decode descriptor: %w", err)
+		}
+		if old.Generation < d.Generation {
+			stale = append(stale, append([]byte(nil), it.Key()...))
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, sk := range stale {
+		if err := b.Delete(sk); err != nil {
+			return err
+		}
 	}
 	data, err := proto.Marshal(d)
 	if err != nil {
 		return err
 	}
 	return b.Set(k, data)
+}
+
+// coveredByNewer reports whether the meta range holds a newer descriptor whose span contains d's.
+func coveredByNewer(b *storage.Batch, d *pb.RangeDescriptor) (bool, error) {
+	_, hi := MetaDescSpan()
+	it, err := b.NewIter(append(storage.MetaDataKey(MetaDescKey(d.EndKey)), 0), storage.MetaDataKey(hi))
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	if len(d.EndKey) == 0 || !it.First() {
+		return false, nil
+	}
+	next := &pb.RangeDescriptor{}
+	if err := proto.Unmarshal(it.Value(), next); err != nil {
+		return false, fmt.Errorf("meta: decode descriptor: %w", err)
+	}
+	return next.Generation > d.Generation && bytes.Compare(next.StartKey, d.StartKey) <= 0, nil
 }

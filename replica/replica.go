@@ -50,6 +50,10 @@ type Result struct {
 	Current []byte
 	Counter uint64
 	Err     *Error
+	// Index is the log index the command applied at (set for merge-protocol commands).
+	Index uint64
+	// Merged answers a MergeAbort: the left range had already absorbed the right one.
+	Merged bool
 }
 
 type proposal struct {
@@ -228,6 +232,10 @@ func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) 
 		r.mu.Unlock()
 		return Result{}, e
 	}
+	if fe := r.frozenErrLocked(); fe != nil && !mergeProtocolCommand(cmd) {
+		r.mu.Unlock()
+		return Result{}, fe
+	}
 	r.unquiesceLocked()
 	r.nextProposalID++
 	id := r.nextProposalID
@@ -282,6 +290,10 @@ func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescripto
 		e := r.notLeaderLocked()
 		r.mu.Unlock()
 		return e
+	}
+	if fe := r.frozenErrLocked(); fe != nil {
+		r.mu.Unlock()
+		return fe
 	}
 	if newDesc.Generation != r.desc.Generation+1 {
 		r.mu.Unlock()
@@ -393,6 +405,9 @@ func (r *Replica) CheckKey(key []byte) error {
 	if e := r.checkUsableLocked(); e != nil {
 		return e
 	}
+	if fe := r.frozenErrLocked(); fe != nil {
+		return fe
+	}
 	if !containsKey(r.desc, key) {
 		return &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("key %q is not in range %d", key, r.rangeID), Desc: r.descCopyLocked()}
 	}
@@ -426,6 +441,10 @@ func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool)
 	if e := r.checkUsableLocked(); e != nil {
 		r.mu.Unlock()
 		return nil, nil, false, e
+	}
+	if fe := r.frozenErrLocked(); fe != nil {
+		r.mu.Unlock()
+		return nil, nil, false, fe
 	}
 	desc = r.descCopyLocked()
 	r.mu.Unlock()
@@ -478,9 +497,9 @@ func (r *Replica) ApproximateBytes() uint64 {
 // ---- called from the store loop with r.mu held ----
 
 // applyCommittedLocked applies committed entries in one engine batch and answers waiting proposers.
-func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.RangeDescriptor, removed bool, err error) {
+func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.RangeDescriptor, merged []uint64, removed bool, err error) {
 	if len(ents) == 0 {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	b := r.store.eng.NewIndexedBatch()
 	defer b.Close()
@@ -506,12 +525,15 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 				r.applied = e.GetIndex()
 				continue
 			}
-			res, right, err := r.applyCommand(b, cmd)
+			res, right, mergedRight, err := r.applyCommand(b, cmd, e.GetIndex())
 			if err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
 			if right != nil {
 				splits = append(splits, right)
+			}
+			if mergedRight != 0 {
+				merged = append(merged, mergedRight)
 			}
 			if p, ok := r.proposals[cmd.ProposalId]; ok && cmd.ProposalId != 0 {
 				delete(r.proposals, cmd.ProposalId)
@@ -523,20 +545,20 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 			if e.GetType() == raftpb.EntryConfChangeV2 {
 				c := &raftpb.ConfChangeV2{}
 				if err := proto.Unmarshal(e.Data, c); err != nil {
-					return nil, false, fmt.Errorf("range %d: decode conf change: %w", r.rangeID, err)
+					return nil, nil, false, fmt.Errorf("range %d: decode conf change: %w", r.rangeID, err)
 				}
 				cc, ctxData = c, c.Context
 			} else {
 				c := &raftpb.ConfChange{}
 				if err := proto.Unmarshal(e.Data, c); err != nil {
-					return nil, false, fmt.Errorf("range %d: decode conf change: %w", r.rangeID, err)
+					return nil, nil, false, fmt.Errorf("range %d: decode conf change: %w", r.rangeID, err)
 				}
 				cc, ctxData = c, c.Context
 			}
 			cctx := &pb.ConfChangeContext{}
 			if len(ctxData) > 0 {
 				if err := proto.Unmarshal(ctxData, cctx); err != nil {
-					return nil, false, fmt.Errorf("range %d: decode conf change context: %w", r.rangeID, err)
+					return nil, nil, false, fmt.Errorf("range %d: decode conf change context: %w", r.rangeID, err)
 				}
 			}
 			var res Result
@@ -545,6 +567,10 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 			var cs *raftpb.ConfState
 			var ok bool
 			switch {
+			case r.desc != nil && r.desc.MergingInto != 0 && !(leaveJoint && joint):
+				// A frozen range's membership must not change under a merge.
+				r.rn.ApplyConfChange(&raftpb.ConfChange{})
+				res.Err = r.frozenErrLocked()
 			case cctx.Desc != nil && r.desc != nil && cctx.Desc.Generation == r.desc.Generation+1:
 				if cs, ok = r.applyConfChangeLocked(cc); ok {
 					r.desc = cctx.Desc
@@ -560,7 +586,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 			if ok {
 				r.log.confState = cs
 				if err := r.writeDescLocked(b); err != nil {
-					return nil, false, err
+					return nil, nil, false, err
 				}
 				removed = !inConfState(cs, r.replicaID)
 			} else if res.Err == nil {
@@ -574,22 +600,22 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 		r.applied = e.GetIndex()
 	}
 	if err := b.Set(storage.AppliedStateKey(r.rangeID), u64(r.applied)); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if r.applied-r.log.truncIndex > r.store.cfg.LogTruncateThreshold {
 		if err := r.log.truncate(b, r.applied-r.store.cfg.LogTruncateThreshold/2); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 	}
 	if err := b.Commit(false); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	r.log.forgetApplied(r.applied)
 	for _, f := range finished {
 		f.p.result = f.res
 		close(f.p.done)
 	}
-	return splits, removed, nil
+	return splits, merged, removed, nil
 }
 
 func u64(v uint64) []byte {
@@ -626,11 +652,20 @@ func (r *Replica) writeDescLocked(b *storage.Batch) error {
 
 // applyCommand executes one command deterministically. A command that cannot apply (a key outside
 // the span after a split, a stale split) yields a Result error and changes nothing.
-func (r *Replica) applyCommand(b *storage.Batch, cmd *pb.Command) (Result, *pb.RangeDescriptor, error) {
-	var res Result
+func (r *Replica) applyCommand(b *storage.Batch, cmd *pb.Command, index uint64) (Result, *pb.RangeDescriptor, uint64, error) {
 	if r.desc == nil {
-		return res, nil, fmt.Errorf("range %d: apply on uninitialized replica", r.rangeID)
+		return Result{}, nil, 0, fmt.Errorf("range %d: apply on uninitialized replica", r.rangeID)
 	}
+	if res, mergedRight, handled, err := r.applyMergeProtocol(b, cmd, index); handled || err != nil {
+		return res, nil, mergedRight, err
+	}
+	res, right, err := r.applyDataCommand(b, cmd)
+	return res, right, 0, err
+}
+
+// applyDataCommand applies writes, conditions, counters, meta updates and splits.
+func (r *Replica) applyDataCommand(b *storage.Batch, cmd *pb.Command) (Result, *pb.RangeDescriptor, error) {
+	var res Result
 	outside := func(k []byte) bool { return !containsKey(r.desc, k) }
 	moved := func(k []byte) Result {
 		return Result{Err: &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("key %q is not in range %d", k, r.rangeID), Desc: r.descCopyLocked()}}

@@ -454,6 +454,12 @@ func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error
 			continue
 		}
 		if od := o.Desc(); od != nil && spansOverlap(od, desc) {
+			if od.MergingInto == desc.RangeId && desc.MergingInto == 0 && coversSpan(desc, od) {
+				// This node missed a merge that the snapshot carries: the frozen right replica is
+				// absorbed (the snapshot rewrites its span).
+				s.destroyReplica(o, "merged into the snapshot's range")
+				continue
+			}
 			return fmt.Errorf("range %d: snapshot overlaps local range %d; retry later", desc.RangeId, o.rangeID)
 		}
 	}
@@ -482,6 +488,11 @@ func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error
 		return fmt.Errorf("range %d: step snapshot: %w", header.RangeId, err)
 	}
 	return nil
+}
+
+// coversSpan reports whether a's span contains b's.
+func coversSpan(a, b *pb.RangeDescriptor) bool {
+	return bytes.Compare(a.StartKey, b.StartKey) <= 0 && (len(a.EndKey) == 0 || (len(b.EndKey) > 0 && bytes.Compare(b.EndKey, a.EndKey) <= 0))
 }
 
 func spansOverlap(a, b *pb.RangeDescriptor) bool {
@@ -618,6 +629,11 @@ func (s *Store) processReady() {
 	for _, w := range work {
 		r := w.r
 		r.mu.Lock()
+		if r.destroyed {
+			// Merged away earlier in this cycle: its raft state is gone, nothing more to apply.
+			r.mu.Unlock()
+			continue
+		}
 		if w.rd.SoftState != nil {
 			r.setSoftStateLocked(w.rd.SoftState)
 		}
@@ -625,7 +641,7 @@ func (s *Store) processReady() {
 		if !raft.IsEmptySnap(w.rd.Snapshot) {
 			r.releaseReadsLocked()
 		}
-		splits, gone, err := r.applyCommittedLocked(w.rd.CommittedEntries)
+		splits, merged, gone, err := r.applyCommittedLocked(w.rd.CommittedEntries)
 		if err != nil {
 			r.mu.Unlock()
 			s.fatal(fmt.Errorf("range %d: apply: %w", r.rangeID, err))
@@ -654,6 +670,9 @@ func (s *Store) processReady() {
 				// leader (on the same node, with the same cache) without waiting for an election timeout.
 				nr.Campaign()
 			}
+		}
+		for _, id := range merged {
+			s.retireMerged(id)
 		}
 		if gone {
 			removed = append(removed, r.rangeID)
@@ -901,21 +920,14 @@ func (s *Store) destroyReplica(r *Replica, why string) {
 	r.failPendingLocked(pb.ErrorCode_RANGE_MOVED, why)
 	desc := r.desc
 	r.mu.Unlock()
-	s.activeMu.Lock()
-	if s.active[r.rangeID] == r {
-		delete(s.active, r.rangeID)
-	}
-	s.activeMu.Unlock()
-	s.mu.Lock()
-	if s.replicas[r.rangeID] == r {
-		delete(s.replicas, r.rangeID)
-	}
-	s.mu.Unlock()
+	s.forget(r)
 	b := s.eng.NewBatch()
 	defer b.Close()
 	lo, hi := storage.RaftStateSpan(r.rangeID)
 	_ = b.DeleteRange(lo, hi)
-	if desc != nil {
+	// A frozen range's data belongs to the merge that froze it: the left range (once it applies the
+	// merge here, or through a snapshot that rewrites the span) owns it.
+	if desc != nil && desc.MergingInto == 0 {
 		// Only clear data no other local replica owns now.
 		owned := false
 		for _, o := range s.Replicas() {

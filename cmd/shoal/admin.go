@@ -110,6 +110,36 @@ range starts at KEY. Prints both ranges (with --format json, {"left","right"} in
 	},
 }
 
+var adminMergeCmd = &cobra.Command{
+	Use:   "merge KEY",
+	Short: "Merge the range holding KEY with its right neighbour",
+	Long: `Merge the range holding KEY with the range that follows it: the left range keeps its id and
+grows to the right range's end; the right range disappears. No data moves (every node keeps all its
+ranges in one engine), but both ranges must have replicas on the same nodes — the autopilot's merge
+policy moves replicas first; by hand, relocate them. While the merge runs (normally well under a
+second) requests for the right range are retried, never failed. Prints the merged range (with
+--format json in the shape of "admin ranges").`,
+	Example: `  shoal admin merge user1`,
+	Args:    args(cobra.ExactArgs(1)),
+	RunE: func(cmd *cobra.Command, a []string) error {
+		return withSession(cmd, func(s *session) error {
+			d, err := s.c.Merge(s.ctx, []byte(a[0]))
+			if err != nil {
+				return err
+			}
+			js := apijson.RangesJSON([]*pb.RangeStatus{{Desc: d}})
+			if jsonOutput() {
+				if len(js) != 1 {
+					return fmt.Errorf("merge: server returned no descriptor")
+				}
+				return writeJSON(cmd.OutOrStdout(), js[0])
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "merged: r%d [%s, %s)\n", d.GetRangeId(), startText(d.GetStartKey()), endText(d.GetEndKey()))
+			return nil
+		})
+	},
+}
+
 var adminTransferLeaderCmd = &cobra.Command{
 	Use:   "transfer-leader RANGE NODE",
 	Short: "Move the leadership of range RANGE to node NODE",
@@ -143,7 +173,7 @@ node NODE (a node id, as shown by "admin nodes").`,
 const metaRangeID = 1
 
 func init() {
-	adminCmd.AddCommand(adminNodesCmd, adminRangesCmd, adminSplitCmd, adminTransferLeaderCmd)
+	adminCmd.AddCommand(adminNodesCmd, adminRangesCmd, adminSplitCmd, adminMergeCmd, adminTransferLeaderCmd)
 }
 
 // parseID parses a positive range or node id.

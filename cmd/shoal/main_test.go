@@ -255,7 +255,7 @@ func TestAuthToken(t *testing.T) {
 // TestHelp checks that every client and admin command explains itself with an example.
 func TestHelp(t *testing.T) {
 	for _, c := range []*cobra.Command{rootCmd, putCmd, getCmd, delCmd, scanCmd, casCmd, adminCmd,
-		adminNodesCmd, adminRangesCmd, adminSplitCmd, adminTransferLeaderCmd} {
+		adminNodesCmd, adminRangesCmd, adminSplitCmd, adminMergeCmd, adminTransferLeaderCmd} {
 		if c.Short == "" || c.Long == "" || c.Example == "" {
 			t.Errorf("%s: Short, Long and Example must all be set", c.CommandPath())
 		}
