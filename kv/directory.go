@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
@@ -153,20 +152,33 @@ func newPeerConns(opts []grpc.DialOption, token string) *peerConns {
 	return &peerConns{opts: opts, conns: map[string]*grpc.ClientConn{}, token: token}
 }
 
+// tokenCreds attaches the cluster's auth token to every node-to-node call, unary and streaming (raft
+// messages and snapshots included). Without TLS the token travels in clear text, as it does for
+// clients; --certs-dir is the way to protect it.
+type tokenCreds string
+
+func (t tokenCreds) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+func (t tokenCreds) RequireTransportSecurity() bool { return false }
+
+// withToken returns opts plus per-call credentials carrying token (opts unchanged when token is "").
+func withToken(opts []grpc.DialOption, token string) []grpc.DialOption {
+	out := append([]grpc.DialOption(nil), opts...)
+	if token != "" {
+		out = append(out, grpc.WithPerRPCCredentials(tokenCreds(token)))
+	}
+	return out
+}
+
 func (p *peerConns) client(addr string) (pb.ShoalClient, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[addr]; ok {
 		return pb.NewShoalClient(c), nil
 	}
-	opts := append([]grpc.DialOption(nil), p.opts...)
-	if p.token != "" {
-		tok := p.token
-		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
-			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
-			return invoker(ctx, method, req, reply, cc, o...)
-		}))
-	}
+	opts := withToken(p.opts, p.token)
 	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,8 @@ var scenarioFlags struct {
 	records  int
 	threads  int
 	list     bool
+	// noEmulatedDisk runs the nodes on the shared disk and page cache instead of per-node devices.
+	noEmulatedDisk bool
 }
 
 var benchScenarioCmd = &cobra.Command{
@@ -67,6 +69,7 @@ DIR/report.json (settings, both runs' summaries, per-second series and events) a
 		rep, err := scenario.Run(cmd.Context(), sc, scenario.Options{
 			Dir: dir, Out: scenarioFlags.out, Duration: scenarioFlags.duration,
 			Records: scenarioFlags.records, Threads: scenarioFlags.threads, Progress: os.Stderr,
+			NoEmulatedDisk: scenarioFlags.noEmulatedDisk,
 		})
 		if err != nil {
 			return err
@@ -92,5 +95,6 @@ func init() {
 	f.IntVar(&scenarioFlags.records, "records", 0, "records loaded before the workload (default: the scenario's)")
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
+	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
 	benchCmd.AddCommand(benchScenarioCmd)
 }

@@ -103,7 +103,8 @@ func TestBenchYCSBErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"bench", "ycsb", "--target", "resp"}, 1, "not yet implemented: RESP front end lands with the measurement issue"},
+		{[]string{"bench", "ycsb", "--target", "resp", "--workload", "e"}, 2, "scans (workload e) are not supported"},
+		{[]string{"bench", "ycsb", "--redis-mode", "plain"}, 2, "--redis-mode applies to --target resp only"},
 		{[]string{"bench", "ycsb", "--target", "mongo"}, 2, "invalid --target"},
 		{[]string{"bench", "ycsb", "--workload", "g"}, 2, "unknown workload"},
 		{[]string{"bench", "ycsb", "--threads", "0"}, 2, "threads must be positive"},

@@ -1,0 +1,62 @@
+package server_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/server"
+)
+
+// TestAuthTokenClusterReplicates starts three nodes that require an auth token and checks that the
+// cluster still replicates: raft messages and snapshots between nodes carry the token too.
+func TestAuthTokenClusterReplicates(t *testing.T) {
+	const token = "s3cret-token"
+	base := t.TempDir()
+	first := startNode(t, server.Config{DataDir: filepath.Join(base, "n1"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Bootstrap: true, AuthToken: token})
+	nodes := []*runningNode{first}
+	for i := 2; i <= 3; i++ {
+		nodes = append(nodes, startNode(t, server.Config{DataDir: filepath.Join(base, "n"+string(rune('0'+i))), Listen: "127.0.0.1:0",
+			HTTP: "127.0.0.1:0", Join: []string{first.grpc}, AuthToken: token}))
+	}
+	defer func() {
+		for i := len(nodes) - 1; i >= 0; i-- {
+			nodes[i].stop(t)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Addrs: []string{first.grpc}, AuthToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rs, err := c.Ranges(ctx)
+		full := err == nil && len(rs) > 0
+		for _, r := range rs {
+			voters := 0
+			for _, rd := range r.GetDesc().GetReplicas() {
+				if !rd.GetLearner() {
+					voters++
+				}
+			}
+			if voters != 3 || r.GetLeaderNodeId() == 0 {
+				full = false
+			}
+		}
+		if full {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("ranges not on 3 voters with a token-protected cluster: %v (err %v)", rs, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
