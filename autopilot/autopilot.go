@@ -41,6 +41,8 @@ type Config struct {
 	DecisionLogSize int
 	// MeasureAfter is how long after an operator finishes its benefit is measured. Default 10s.
 	MeasureAfter time.Duration
+	// OnDecision, if set, is called with every decision when it reaches its final status.
+	OnDecision func(decisions.Entry)
 }
 
 // Validate reports the first invalid setting.
@@ -91,6 +93,9 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 		cfg.Interval = DefaultInterval
 	}
 	log := decisions.NewLog(cfg.DecisionLogSize, cfg.MeasureAfter)
+	if cfg.OnDecision != nil {
+		log.SetOnFinish(cfg.OnDecision)
+	}
 	return &Autopilot{cfg: cfg, src: src, act: act, registry: policy.Default(cfg.Policies),
 		exec: executor.New(src, act, log, cfg.Executor), log: log, marking: map[uint64]time.Time{}}
 }

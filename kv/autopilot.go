@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -33,6 +34,9 @@ type autopilotHost struct {
 	// samplers maps range id → *model.KeySampler; a sync.Map keeps the per-request lookup off a
 	// node-wide lock.
 	samplers sync.Map
+
+	opMu     sync.Mutex
+	opCounts map[OperatorKey]uint64 // finished decisions by policy, kind, outcome (for /metrics)
 }
 
 func newAutopilotHost(n *Node) *autopilotHost { return &autopilotHost{n: n} }
@@ -67,6 +71,7 @@ func (h *autopilotHost) watch(ctx context.Context) {
 	switch {
 	case leads && ap == nil:
 		cfg := n.cfg.Autopilot
+		cfg.OnDecision = h.countDecision
 		cfg.Policies.Replicate.Factor = n.cfg.ReplicationFactor
 		cfg.Policies.Replicate.DeadAfter = n.cfg.DeadNodeTimeout
 		ap = autopilot.New(h, h, cfg)
@@ -101,6 +106,25 @@ func (h *autopilotHost) running() *autopilot.Autopilot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.ap
+}
+
+func (h *autopilotHost) countDecision(e decisions.Entry) {
+	h.opMu.Lock()
+	defer h.opMu.Unlock()
+	if h.opCounts == nil {
+		h.opCounts = map[OperatorKey]uint64{}
+	}
+	h.opCounts[OperatorKey{Policy: e.Policy, Kind: e.Kind, Outcome: decisions.Outcome(e.Status)}]++
+}
+
+func (h *autopilotHost) operatorCounts() map[OperatorKey]uint64 {
+	h.opMu.Lock()
+	defer h.opMu.Unlock()
+	out := make(map[OperatorKey]uint64, len(h.opCounts))
+	for k, v := range h.opCounts {
+		out[k] = v
+	}
+	return out
 }
 
 // defaultOff lists policies that are off unless switched on.

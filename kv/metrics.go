@@ -14,7 +14,13 @@ type Metrics struct {
 	Replicas  int
 	Leaders   int
 	Active    int // replicas ticking (not quiesced)
+	// Operators counts the autopilot decisions that finished while this node ran the autopilot, by
+	// policy, operator kind and outcome (cumulative over the node's life).
+	Operators map[OperatorKey]uint64
 }
+
+// OperatorKey labels an autopilot operator count.
+type OperatorKey struct{ Policy, Kind, Outcome string }
 
 // Metrics reads the node's counters; zero before Start.
 func (n *Node) Metrics() Metrics {
@@ -23,7 +29,8 @@ func (n *Node) Metrics() Metrics {
 	default:
 		return Metrics{}
 	}
-	m := Metrics{Loop: n.store.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: n.store.ActiveReplicas()}
+	m := Metrics{Loop: n.store.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: n.store.ActiveReplicas(),
+		Operators: n.ap.operatorCounts()}
 	for _, r := range n.store.Replicas() {
 		m.Replicas++
 		if r.IsLeader() {

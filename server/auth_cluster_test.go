@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +54,7 @@ func TestAuthTokenClusterReplicates(t *testing.T) {
 			}
 		}
 		if full {
-			return
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -59,4 +62,33 @@ func TestAuthTokenClusterReplicates(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// The replicate policy added the joiners' replicas: the node running the autopilot counts them.
+	found := false
+	for wait := 0; !found && wait < 50; wait++ {
+		if wait > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		found = anyNodeCounts(ctx, t, nodes, token)
+	}
+	if !found {
+		t.Fatalf("no node reports shoal_autopilot_operators_total for the replicate policy's succeeded add-replica operators")
+	}
+}
+
+// anyNodeCounts reports whether some node's /metrics counts a succeeded add-replica of replicate.
+func anyNodeCounts(ctx context.Context, t *testing.T, nodes []*runningNode, token string) bool {
+	for _, n := range nodes {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.http+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), `shoal_autopilot_operators_total{kind="add-replica",outcome="succeeded",policy="replicate"}`) {
+			return true
+		}
+	}
+	return false
 }

@@ -51,6 +51,9 @@ func newNodeCollector(read func() kv.Metrics) *nodeCollector {
 	for _, d := range nodeMetricDefs {
 		c.desc[d.name] = prometheus.NewDesc(d.name, d.help, nil, nil)
 	}
+	c.desc[operatorsMetric] = prometheus.NewDesc(operatorsMetric,
+		"Autopilot decisions that finished while this node ran the autopilot, by policy, operator kind and outcome (succeeded, failed, canceled, timed out, replaced, stopped).",
+		[]string{"policy", "kind", "outcome"}, nil)
 	return c
 }
 
@@ -71,4 +74,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc[d.name], t, d.value(m))
 	}
+	for k, v := range m.Operators {
+		ch <- prometheus.MustNewConstMetric(c.desc[operatorsMetric], prometheus.CounterValue, float64(v), k.Policy, k.Kind, k.Outcome)
+	}
 }
+
+const operatorsMetric = "shoal_autopilot_operators_total"

@@ -13,6 +13,7 @@ package decisions
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,7 @@ type Entry struct {
 	Time      time.Time        `json:"time"`
 	Policy    string           `json:"policy"`
 	Operator  string           `json:"operator"`
+	Kind      string           `json:"-"` // operator kind, for metrics (not part of the JSON contract)
 	Range     uint64           `json:"range"`
 	Reason    string           `json:"reason"`
 	Predicted operator.Benefit `json:"predicted"`
@@ -78,6 +80,23 @@ type Log struct {
 	ring     []*record // oldest first
 	byID     map[uint64]*record
 	nextID   uint64
+	onFinish func(Entry) // called, outside the lock, when an entry reaches its final status
+}
+
+// SetOnFinish registers fn to be called with every entry that reaches its final status (for
+// counters by policy, kind and outcome). Call before the log is used.
+func (l *Log) SetOnFinish(fn func(Entry)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onFinish = fn
+}
+
+// Outcome is the first word of a status: "succeeded", "failed", "canceled", ...
+func Outcome(status string) string {
+	if i := strings.IndexByte(status, ':'); i >= 0 {
+		return status[:i]
+	}
+	return status
 }
 
 // NewLog returns a log keeping capacity entries (DefaultCapacity if <= 0) and measuring window after an
@@ -115,7 +134,7 @@ func (l *Log) Record(op *operator.Operator, at time.Time) uint64 {
 	if op.ID >= l.nextID {
 		l.nextID = op.ID + 1
 	}
-	l.push(&record{Entry: Entry{ID: op.ID, Time: at, Policy: op.Policy, Operator: op.String(), Range: op.RangeID,
+	l.push(&record{Entry: Entry{ID: op.ID, Time: at, Policy: op.Policy, Operator: op.String(), Kind: op.Kind, Range: op.RangeID,
 		Reason: op.Reason, Predicted: op.PredictedBenefit, Status: StatusRunning}, benefit: op.PredictedBenefit})
 	return op.ID
 }
@@ -124,11 +143,16 @@ func (l *Log) Record(op *operator.Operator, at time.Time) uint64 {
 // with status.
 func (l *Log) Note(policy, what, reason, status string, at time.Time) uint64 {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	id := l.nextID
 	l.nextID++
-	l.push(&record{Entry: Entry{ID: id, Time: at, Policy: policy, Operator: what, Reason: reason,
-		Status: status}, finished: at})
+	rec := &record{Entry: Entry{ID: id, Time: at, Policy: policy, Operator: what, Kind: "note", Reason: reason,
+		Status: status}, finished: at}
+	l.push(rec)
+	fn, e := l.onFinish, rec.Entry
+	l.mu.Unlock()
+	if fn != nil {
+		fn(e)
+	}
 	return id
 }
 
@@ -136,12 +160,17 @@ func (l *Log) Note(policy, what, reason, status string, at time.Time) uint64 {
 // and the cause). Unknown or already finished IDs are ignored.
 func (l *Log) Finish(id uint64, status string, at time.Time) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	rec := l.byID[id]
 	if rec == nil || !rec.finished.IsZero() {
+		l.mu.Unlock()
 		return
 	}
 	rec.Status, rec.finished = status, at
+	fn, e := l.onFinish, rec.Entry
+	l.mu.Unlock()
+	if fn != nil {
+		fn(e)
+	}
 }
 
 // Observe measures, on c, every succeeded operator that finished at least Window before c.Now and has

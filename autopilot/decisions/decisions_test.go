@@ -135,3 +135,26 @@ func TestRingKeepsTheNewest(t *testing.T) {
 		t.Fatal("dropped entry still reachable")
 	}
 }
+
+func TestOnFinishReportsFinalStatusOnce(t *testing.T) {
+	l := NewLog(0, 0)
+	var got []Entry
+	l.SetOnFinish(func(e Entry) { got = append(got, e) })
+	op := &operator.Operator{Kind: "split", Policy: "load_split", RangeID: 7}
+	id := l.Record(op, time.Unix(100, 0))
+	if len(got) != 0 {
+		t.Fatalf("a running operator was reported: %v", got)
+	}
+	l.Finish(id, StatusFailed+": step timed out", time.Unix(101, 0))
+	l.Finish(id, StatusSucceeded, time.Unix(102, 0)) // already final: ignored
+	l.Note("decommission", "mark n4 decommissioned", "empty", StatusSucceeded, time.Unix(103, 0))
+	if len(got) != 2 {
+		t.Fatalf("got %d finish callbacks, want 2: %v", len(got), got)
+	}
+	if got[0].Kind != "split" || got[0].Policy != "load_split" || Outcome(got[0].Status) != StatusFailed {
+		t.Errorf("first = %+v (outcome %q)", got[0], Outcome(got[0].Status))
+	}
+	if got[1].Kind != "note" || Outcome(got[1].Status) != StatusSucceeded {
+		t.Errorf("second = %+v", got[1])
+	}
+}
