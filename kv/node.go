@@ -59,6 +59,9 @@ type Config struct {
 	AuthToken string
 	// SnapshotRateBytesPerSec limits snapshot bytes sent by this node (default 32 MiB/s).
 	SnapshotRateBytesPerSec int64
+	// DisableLeaseReads makes every linearizable read run a ReadIndex round instead of using the
+	// leader lease (replica/lease.go).
+	DisableLeaseReads bool
 	// Autopilot tunes the autopilot's policies (zero values take the policies' defaults; the
 	// replication factor and dead-node timeout always come from the fields above).
 	Autopilot autopilot.Config
@@ -243,11 +246,12 @@ func (n *Node) Start(ctx context.Context) error {
 	n.dir.upsert(self)
 	n.dir.heard(self.NodeId, time.Now())
 	n.store = replica.NewStore(replica.Config{
-		NodeID:       n.ident.NodeID,
-		Engine:       n.eng,
-		Transport:    n.transport,
-		TickInterval: n.cfg.TickInterval,
-		Logger:       n.log,
+		NodeID:            n.ident.NodeID,
+		Engine:            n.eng,
+		Transport:         n.transport,
+		TickInterval:      n.cfg.TickInterval,
+		DisableLeaseReads: n.cfg.DisableLeaseReads,
+		Logger:            n.log,
 	})
 	if err := n.store.Load(); err != nil {
 		return fmt.Errorf("load replicas: %w", err)

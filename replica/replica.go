@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -63,6 +64,7 @@ type proposal struct {
 }
 
 type readBatch struct {
+	sent  time.Time // when its ReadIndex was issued (the lease it proves starts then)
 	ctx   []byte
 	index uint64
 	done  chan struct{}
@@ -104,6 +106,10 @@ type Replica struct {
 	// quiesced replicas are not ticked: an idle range costs no CPU and sends no heartbeats. Any
 	// request or non-heartbeat message wakes it (see quiesce.go).
 	quiesced bool
+
+	// Leader lease (lease.go).
+	leaseUntil, noLeaseUntil time.Time
+	leaseIndex               uint64
 
 	// Load counters (read by the kv layer for stats; atomics so reads need no lock).
 	Reads, Writes atomic.Uint64
@@ -342,6 +348,8 @@ func (r *Replica) TransferLeadership(targetNode uint64) error {
 	if target == 0 {
 		return &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: fmt.Sprintf("range %d has no voter on node %d", r.rangeID, targetNode)}
 	}
+	// The transferee's forced election ignores the followers' leases.
+	r.dropLeaseLocked(time.Now())
 	r.unquiesceLocked()
 	r.rn.TransferLeader(target)
 	r.store.markReadyLocked(r)
@@ -373,6 +381,12 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 		r.mu.Unlock()
 		return e
 	}
+	if r.leaseReadLocked(time.Now()) {
+		r.mu.Unlock()
+		r.store.leaseReads.Add(1)
+		return nil
+	}
+	r.store.readIndexReads.Add(1)
 	r.unquiesceLocked()
 	b := r.readQueue
 	if b == nil {
@@ -859,6 +873,7 @@ func (r *Replica) releaseReadsLocked() {
 	keep := r.readsWait[:0]
 	for _, b := range r.readsWait {
 		if b.index <= r.applied {
+			r.extendLeaseLocked(b.sent, b.index)
 			close(b.done)
 		} else {
 			keep = append(keep, b)

@@ -40,6 +40,8 @@ type Config struct {
 	LogTruncateThreshold uint64
 	// MaxConcurrentSnapshots bounds outgoing snapshots per node (default 2).
 	MaxConcurrentSnapshots int
+	// DisableLeaseReads makes every linearizable read run a ReadIndex round (see lease.go).
+	DisableLeaseReads bool
 	// OnReplicaRemoved is called (outside locks) after a replica removed itself from this node.
 	OnReplicaRemoved func(rangeID uint64)
 	Logger           *slog.Logger
@@ -84,6 +86,7 @@ type Store struct {
 	// Metrics of the raft loop (read with LoopStats).
 	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
 	proposals, leaderChanges, snapshotsApplied    atomic.Uint64
+	leaseReads, readIndexReads                    atomic.Uint64
 	droppedInvalid                                atomic.Uint64
 
 	snapSem chan struct{}
@@ -568,6 +571,7 @@ func (s *Store) processReady() {
 			b := r.readQueue
 			r.readQueue = nil
 			r.readsSent[string(b.ctx)] = b
+			b.sent = time.Now()
 			r.rn.ReadIndex(b.ctx)
 		}
 		if !r.rn.HasReady() {
@@ -704,6 +708,9 @@ func (r *Replica) setSoftStateLocked(ss *raft.SoftState) {
 	}
 	r.leader = ss.Lead
 	r.state = ss.RaftState
+	if r.state != raft.StateLeader {
+		r.dropLeaseLocked(time.Time{})
+	}
 	if wasLeader && r.state != raft.StateLeader {
 		// Proposals made as leader may still commit under the new leader: their outcome is unknown.
 		r.failPendingLocked(pb.ErrorCode_AMBIGUOUS, "leadership lost before the write was applied")
@@ -991,10 +998,13 @@ func (s *Store) RemoveReplica(rangeID uint64, why string) {
 type LoopStats struct {
 	Cycles, Syncs, EntriesWritten, EntriesApplied uint64
 	Proposals, LeaderChanges, SnapshotsApplied    uint64
+	// LeaseReads were served under the leader lease; ReadIndexReads waited for a ReadIndex round.
+	LeaseReads, ReadIndexReads uint64
 }
 
 // LoopStats reads the raft loop's counters.
 func (s *Store) LoopStats() LoopStats {
 	return LoopStats{Cycles: s.cycles.Load(), Syncs: s.syncs.Load(), EntriesWritten: s.entriesWritten.Load(), EntriesApplied: s.entriesApplied.Load(),
-		Proposals: s.proposals.Load(), LeaderChanges: s.leaderChanges.Load(), SnapshotsApplied: s.snapshotsApplied.Load()}
+		Proposals: s.proposals.Load(), LeaderChanges: s.leaderChanges.Load(), SnapshotsApplied: s.snapshotsApplied.Load(),
+		LeaseReads: s.leaseReads.Load(), ReadIndexReads: s.readIndexReads.Load()}
 }

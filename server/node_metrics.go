@@ -25,6 +25,8 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_raft_entries_appended_total", "Raft log entries written.", true, func(m kv.Metrics) float64 { return float64(m.Loop.EntriesWritten) }},
 	{"shoal_raft_entries_committed_total", "Committed raft entries handed to the state machine.", true, func(m kv.Metrics) float64 { return float64(m.Loop.EntriesApplied) }},
 	{"shoal_raft_proposals_total", "Commands proposed by leaders on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.Proposals) }},
+	{"shoal_reads_lease_total", "Linearizable reads served under the leader lease (no round trip).", true, func(m kv.Metrics) float64 { return float64(m.Loop.LeaseReads) }},
+	{"shoal_reads_read_index_total", "Linearizable reads that waited for a ReadIndex round (no valid lease).", true, func(m kv.Metrics) float64 { return float64(m.Loop.ReadIndexReads) }},
 	{"shoal_raft_leader_changes_total", "Leader changes observed by replicas on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.LeaderChanges) }},
 	{"shoal_raft_snapshots_applied_total", "Snapshots installed on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.SnapshotsApplied) }},
 	{"shoal_raft_messages_sent_total", "Raft messages sent to other nodes.", true, func(m kv.Metrics) float64 { return float64(m.Transport.MessagesSent) }},
