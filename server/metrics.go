@@ -20,6 +20,9 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+
+	respCommands *prometheus.CounterVec
+	respLatency  *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -35,11 +38,22 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50µs .. ~6.5s
 		}, []string{"method"}),
 	}
+	m.respCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shoal_resp_commands_total",
+		Help: "RESP commands served, by command and outcome (ok or error).",
+	}, []string{"command", "outcome"})
+	m.respLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "shoal_resp_command_duration_seconds",
+		Help:    "Latency of RESP commands, by command.",
+		Buckets: prometheus.ExponentialBuckets(20e-6, 2, 19), // 20µs .. ~5s
+	}, []string{"command"})
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests,
 		m.latency,
+		m.respCommands,
+		m.respLatency,
 	)
 	return m
 }
@@ -59,6 +73,16 @@ func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 	}
 	m.requests.WithLabelValues(info.FullMethod, code).Inc()
 	return resp, err
+}
+
+// observeRESP records one RESP command.
+func (m *metrics) observeRESP(command string, took time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.respCommands.WithLabelValues(command, outcome).Inc()
+	m.respLatency.WithLabelValues(command).Observe(took.Seconds())
 }
 
 // handler serves the registry in the Prometheus exposition format.

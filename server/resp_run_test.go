@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +20,7 @@ import (
 // real RESP address, a Redis client needs the token, and stopping the node closes the listener.
 func TestRunRESP(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "n1")
-	cfg := server.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: server.HTTPOff, RESP: "127.0.0.1:0", Bootstrap: true, AuthToken: "tok"}
+	cfg := server.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", RESP: "127.0.0.1:0", Bootstrap: true, AuthToken: "tok"}
 	n := startNode(t, cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -54,6 +56,22 @@ func TestRunRESP(t *testing.T) {
 	defer cc.Close()
 	if v, err := cc.Get(ctx, "k").Result(); err != nil || v != "v" {
 		t.Fatalf("cluster client GET = %q, %v", v, err)
+	}
+
+	// RESP commands are counted and timed in /metrics.
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.http+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`shoal_resp_commands_total{command="set",outcome="ok"} 1`, `shoal_resp_commands_total{command="get",outcome="ok"}`,
+		`shoal_resp_command_duration_seconds_count{command="get"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 
 	n.stop(t)

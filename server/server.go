@@ -199,6 +199,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 			AuthToken:     cfg.AuthToken,
 			MaxKeyBytes:   cfg.MaxKeyBytes,
 			MaxValueBytes: cfg.MaxValueBytes,
+			Observe:       p.metrics.observeRESP,
 		})
 		if err != nil {
 			return err

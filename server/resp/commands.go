@@ -181,8 +181,12 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CommandTimeout)
 	o.ctx = ctx
+	start := time.Now()
 	err := cmd.fn(o, args)
 	cancel()
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(cmd.name, time.Since(start), err)
+	}
 	if err != nil {
 		c.w.Error(errorReply(err, cmd.write))
 	}

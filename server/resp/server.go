@@ -69,7 +69,10 @@ type Config struct {
 	// DialOptions are the forwarding client's gRPC dial options (default: insecure, with message
 	// limits that fit MaxValueBytes).
 	DialOptions []grpc.DialOption
-	Logger      *slog.Logger
+	// Observe, if set, is called after every known command with its name, duration and error (for
+	// metrics).
+	Observe func(command string, took time.Duration, err error)
+	Logger  *slog.Logger
 }
 
 // Server is a RESP listener in front of one node. Create it with New, run Serve, stop it with Close.
