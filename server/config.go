@@ -31,6 +31,8 @@ const (
 	DefaultRangeMaxBytes int64 = 64 << 20
 	// DefaultTickInterval is the default raft tick.
 	DefaultTickInterval = 100 * time.Millisecond
+	// DefaultSnapshotRate is the snapshot bandwidth per node (replica moves and catch-up).
+	DefaultSnapshotRate = 32 << 20
 	// DefaultDeadNodeTimeout is how long a node may be silent before it is considered dead.
 	DefaultDeadNodeTimeout = 60 * time.Second
 	// MinGRPCMsgBytes is the lower bound of the gRPC server's message size limit for the public API; the
@@ -70,6 +72,8 @@ type Config struct {
 	TickInterval time.Duration
 	// DeadNodeTimeout: a node silent for this long is considered dead (default DefaultDeadNodeTimeout).
 	DeadNodeTimeout time.Duration
+	// SnapshotRate limits the snapshot bytes per second this node sends (default DefaultSnapshotRate).
+	SnapshotRate int64
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -97,6 +101,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DeadNodeTimeout == 0 {
 		c.DeadNodeTimeout = DefaultDeadNodeTimeout
+	}
+	if c.SnapshotRate == 0 {
+		c.SnapshotRate = DefaultSnapshotRate
 	}
 	return c
 }
@@ -161,6 +168,9 @@ func (c *Config) Validate() error {
 	if c.DeadNodeTimeout < 0 {
 		add("dead node timeout must not be negative (got %s)", c.DeadNodeTimeout)
 	}
+	if c.SnapshotRate < 0 || (c.SnapshotRate > 0 && c.SnapshotRate < 64<<10) {
+		add("snapshot rate must be at least 64KiB per second (got %d)", c.SnapshotRate)
+	}
 	if strings.ContainsAny(c.AuthToken, " \t\r\n") {
 		add("auth token must not contain whitespace")
 	}
@@ -220,12 +230,13 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		RangeMaxBytes   int64    `json:"range_max_bytes"`
 		TickInterval    string   `json:"tick_interval"`
 		DeadNodeTimeout string   `json:"dead_node_timeout"`
+		SnapshotRate    int64    `json:"snapshot_rate_bytes_per_sec"`
 		GRPCMaxMsgBytes int      `json:"grpc_max_msg_bytes"`
 	}{
 		DataDir: c.DataDir, Listen: c.Listen, Advertise: c.Advertise, HTTP: c.HTTP, RESP: c.RESP,
 		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CacheBytes: c.CacheBytes,
 		MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, RangeMaxBytes: c.RangeMaxBytes,
-		TickInterval: c.TickInterval.String(), DeadNodeTimeout: c.DeadNodeTimeout.String(),
+		TickInterval: c.TickInterval.String(), DeadNodeTimeout: c.DeadNodeTimeout.String(), SnapshotRate: c.WithDefaults().SnapshotRate,
 		GRPCMaxMsgBytes: c.WithDefaults().grpcMaxMsgBytes(),
 	})
 }

@@ -135,6 +135,8 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		RangeMaxBytes:   cfg.RangeMaxBytes,
 		DeadNodeTimeout: cfg.DeadNodeTimeout,
 		AuthToken:       cfg.AuthToken,
+
+		SnapshotRateBytesPerSec: cfg.SnapshotRate,
 	})
 	if err != nil {
 		return fmt.Errorf("create node: %w", err)

@@ -33,6 +33,7 @@ var startFlags struct {
 	maxKeyBytes     byteSize
 	maxValueBytes   byteSize
 	rangeMaxBytes   byteSize
+	snapshotRate    byteSize
 	tickInterval    time.Duration
 	deadNodeTimeout time.Duration
 	printConfig     bool
@@ -83,6 +84,7 @@ func init() {
 	startFlags.maxKeyBytes = byteSize(server.DefaultMaxKeyBytes)
 	startFlags.maxValueBytes = byteSize(server.DefaultMaxValueBytes)
 	startFlags.rangeMaxBytes = byteSize(server.DefaultRangeMaxBytes)
+	startFlags.snapshotRate = byteSize(server.DefaultSnapshotRate)
 
 	f := startCmd.Flags()
 	f.SortFlags = false
@@ -100,6 +102,7 @@ func init() {
 	f.Var(&startFlags.maxKeyBytes, "max-key-bytes", "largest key accepted")
 	f.Var(&startFlags.maxValueBytes, "max-value-bytes", "largest value accepted")
 	f.Var(&startFlags.rangeMaxBytes, "range-max-bytes", "range size that triggers a split")
+	f.Var(&startFlags.snapshotRate, "snapshot-rate", "bytes per second this node sends in snapshots (replica moves, catch-up), e.g. 32MiB")
 	f.DurationVar(&startFlags.tickInterval, "tick-interval", server.DefaultTickInterval, "raft tick")
 	f.DurationVar(&startFlags.deadNodeTimeout, "dead-node-timeout", server.DefaultDeadNodeTimeout, "a node silent this long is considered dead")
 	f.BoolVar(&startFlags.printConfig, "print-config", false, "print the effective configuration as JSON (token redacted) and exit")
@@ -132,6 +135,7 @@ func startConfig() (server.Config, error) {
 		AuthToken:       token,
 		CacheBytes:      int64(startFlags.cacheSize),
 		RangeMaxBytes:   int64(startFlags.rangeMaxBytes),
+		SnapshotRate:    int64(startFlags.snapshotRate),
 		TickInterval:    startFlags.tickInterval,
 		DeadNodeTimeout: startFlags.deadNodeTimeout,
 	}
