@@ -37,6 +37,9 @@ type autopilotHost struct {
 
 	opMu     sync.Mutex
 	opCounts map[OperatorKey]uint64 // finished decisions by policy, kind, outcome (for /metrics)
+
+	decMu          sync.Mutex
+	savedDecisions map[uint64]string // id → JSON as last written to the meta range
 }
 
 func newAutopilotHost(n *Node) *autopilotHost { return &autopilotHost{n: n} }
@@ -76,6 +79,7 @@ func (h *autopilotHost) watch(ctx context.Context) {
 		cfg.Policies.Replicate.DeadAfter = n.cfg.DeadNodeTimeout
 		ap = autopilot.New(h, h, cfg)
 		h.applySwitches(ctx, ap)
+		h.loadDecisions(ctx, ap)
 		ap.Start()
 		h.mu.Lock()
 		h.ap = ap
@@ -89,6 +93,7 @@ func (h *autopilotHost) watch(ctx context.Context) {
 		n.log.Info("autopilot stopped on this node (meta leadership moved)")
 	case leads:
 		h.applySwitches(ctx, ap)
+		h.saveDecisions(ctx, ap)
 	}
 }
 

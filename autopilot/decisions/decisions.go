@@ -196,6 +196,42 @@ func (l *Log) Observe(c *model.Cluster) {
 	}
 }
 
+// Restore loads entries saved by an earlier autopilot (it ran on another node, or before a restart),
+// oldest first, ahead of anything recorded since. An entry that was still running is closed as
+// stopped: the autopilot that ran it is gone. New IDs continue after the largest restored one.
+func (l *Log) Restore(entries []Entry, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	current := l.ring
+	l.ring = nil
+	l.byID = map[uint64]*record{}
+	for _, e := range entries {
+		if e.ID == 0 {
+			continue
+		}
+		if e.Status == StatusRunning {
+			e.Status = StatusStopped + ": the autopilot moved to another node while it ran"
+		}
+		if e.Measured != nil {
+			m := *e.Measured
+			e.Measured = &m
+		}
+		finished := e.Time
+		if finished.IsZero() {
+			finished = at
+		}
+		l.push(&record{Entry: e, finished: finished})
+		if e.ID >= l.nextID {
+			l.nextID = e.ID + 1
+		}
+	}
+	for _, rec := range current {
+		if l.byID[rec.ID] == nil {
+			l.push(rec)
+		}
+	}
+}
+
 // Entries returns a copy of the log, oldest first.
 func (l *Log) Entries() []Entry {
 	l.mu.Lock()

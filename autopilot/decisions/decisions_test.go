@@ -158,3 +158,26 @@ func TestOnFinishReportsFinalStatusOnce(t *testing.T) {
 		t.Errorf("second = %+v", got[1])
 	}
 }
+
+func TestRestoreContinuesTheLog(t *testing.T) {
+	old := NewLog(0, 0)
+	op1 := &operator.Operator{Kind: "split", Policy: "load_split", RangeID: 3}
+	id1 := old.Record(op1, time.Unix(100, 0))
+	old.Finish(id1, StatusSucceeded, time.Unix(101, 0))
+	op2 := &operator.Operator{Kind: "move-replica", Policy: "rebalance", RangeID: 4}
+	old.Record(op2, time.Unix(102, 0)) // still running when that autopilot went away
+
+	l := NewLog(0, 0)
+	l.Restore(old.Entries(), time.Unix(200, 0))
+	got := l.Entries()
+	if len(got) != 2 || got[0].ID != id1 || got[0].Status != StatusSucceeded {
+		t.Fatalf("restored %+v", got)
+	}
+	if Outcome(got[1].Status) != StatusStopped {
+		t.Fatalf("a running entry was restored as %q, want stopped", got[1].Status)
+	}
+	id3 := l.Record(&operator.Operator{Kind: "split", Policy: "load_split", RangeID: 5}, time.Unix(201, 0))
+	if id3 <= got[1].ID {
+		t.Fatalf("new id %d does not continue after the restored %d", id3, got[1].ID)
+	}
+}
