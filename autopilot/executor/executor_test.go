@@ -408,3 +408,44 @@ func TestCancelPolicy(t *testing.T) {
 		t.Fatalf("status %q", st)
 	}
 }
+
+// slowSplit applies a split to the fake cluster at once but returns only when released, so the
+// model shows the split while the call is still in flight.
+type slowSplit struct {
+	*fake.Cluster
+	release chan struct{}
+}
+
+func (s slowSplit) Split(ctx context.Context, rangeID uint64, key []byte) error {
+	if err := s.Cluster.Split(ctx, rangeID, key); err != nil {
+		return err
+	}
+	<-s.release
+	return nil
+}
+
+func TestStepSeenDoneWhileItsCallIsInFlightSucceeds(t *testing.T) {
+	f := fake.MustNew(t, fourNodes)
+	act := slowSplit{Cluster: f, release: make(chan struct{})}
+	e := New(f, act, nil, Config{Timeouts: operator.Timeouts{Base: 10 * time.Second}})
+	c := f.Snapshot()
+	op := operator.NewSplit("test", c.Now, c.Range(2), []byte("c"), "split while the model catches up")
+	if err := e.Submit(op); err != nil {
+		t.Fatal(err)
+	}
+	e.Reconcile(c) // issues the split
+	waitFor(t, "the split to show in the model", func() bool {
+		r := f.Snapshot().Range(2)
+		return r != nil && string(r.EndKey) == "c"
+	})
+	e.Reconcile(f.Snapshot()) // the split key is no longer inside r2: not a reason to cancel
+	if st := entry(t, e, op.ID).Status; st != decisions.StatusRunning {
+		t.Fatalf("status %q while the call is in flight, want running", st)
+	}
+	close(act.release)
+	waitFor(t, "the operator to succeed", func() bool {
+		e.Reconcile(f.Snapshot())
+		return entry(t, e, op.ID).Status == decisions.StatusSucceeded
+	})
+	e.Stop()
+}
