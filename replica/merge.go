@@ -89,6 +89,9 @@ func (r *Replica) applyMergeProtocol(b *storage.Batch, cmd *pb.Command, index ui
 	stale := func(what string) Result {
 		return Result{Err: &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: %s", r.rangeID, what), Desc: r.descCopyLocked()}}
 	}
+	if r.IsMeta() && (cmd.Freeze != nil || cmd.Unfreeze != nil || cmd.Merge != nil || cmd.MergeAbort != nil) {
+		return Result{Err: &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: "the meta range does not merge"}}, 0, true, nil
+	}
 	switch {
 	case cmd.Freeze != nil:
 		f := cmd.Freeze
