@@ -306,12 +306,9 @@ func nodesOf(d *pb.RangeDescriptor) []uint64 {
 	return out
 }
 
-// stuckMergeAfter is how long a range may stay frozen before its leader aborts the merge (the
-// coordinator died or lost contact); aborting a merge that is in fact completing is safe.
-const stuckMergeAfter = 30 * time.Second
-
 // abortStuckMerges runs on each node's queue tick: a frozen range this node leads that has been
-// frozen for stuckMergeAfter gets its merge aborted (or learns that it completed).
+// frozen for Config.MergeAbortAfter (the coordinator died or lost contact) gets its merge aborted, or
+// learns that it completed; aborting a merge that is in fact completing is safe.
 func (n *Node) abortStuckMerges(ctx context.Context) {
 	now := time.Now()
 	seen := map[uint64]bool{}
@@ -328,7 +325,7 @@ func (n *Node) abortStuckMerges(ctx context.Context) {
 			n.frozenSince[id] = now
 		}
 		n.frozenMu.Unlock()
-		if !ok || now.Sub(since) < stuckMergeAfter {
+		if !ok || now.Sub(since) < n.cfg.MergeAbortAfter {
 			continue
 		}
 		d := r.Desc()

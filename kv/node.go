@@ -59,6 +59,9 @@ type Config struct {
 	AuthToken string
 	// SnapshotRateBytesPerSec limits snapshot bytes sent by this node (default 32 MiB/s).
 	SnapshotRateBytesPerSec int64
+	// MergeAbortAfter is how long a range may stay frozen for a merge before its leader aborts the
+	// merge (default 30s).
+	MergeAbortAfter time.Duration
 	// DisableLeaseReads makes every linearizable read run a ReadIndex round instead of using the
 	// leader lease (replica/lease.go).
 	DisableLeaseReads bool
@@ -83,6 +86,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = 3
+	}
+	if c.MergeAbortAfter == 0 {
+		c.MergeAbortAfter = 30 * time.Second
 	}
 	if c.DeadNodeTimeout == 0 {
 		c.DeadNodeTimeout = 60 * time.Second

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
@@ -261,4 +262,53 @@ func splitsAndMerges(e *nemesisEnv) (actions int, err error) {
 		}
 	}
 	return actions, nil
+}
+
+// TestStuckMergeIsAborted freezes a range for a merge and never completes it (as if the coordinator
+// died): the frozen range's leader aborts the merge through the left range and unfreezes it, and the
+// keys it holds become writable again. Meanwhile writes to it are retried, not failed.
+func TestStuckMergeIsAborted(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{MergeAbortAfter: 2 * time.Second}})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := splitAt(ctx, cl, []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	left, err := testcluster.RangeOf(ctx, cl, []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	right, err := testcluster.RangeOf(ctx, cl, []byte("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Nodes[0].KV.RangeCommand(ctx, &pb.RangeCommandRequest{RangeId: right.GetDesc().GetRangeId(),
+		Command: &pb.Command{Freeze: &pb.FreezeForMerge{LeftRangeId: left.GetDesc().GetRangeId(), Generation: right.GetDesc().GetGeneration()}}})
+	if err != nil || resp.GetError() != nil {
+		t.Fatalf("freeze: %v %v", err, resp.GetError())
+	}
+	if resp.GetDesc().GetMergingInto() != left.GetDesc().GetRangeId() {
+		t.Fatalf("frozen descriptor %v does not name the left range", resp.GetDesc())
+	}
+	// A write to the frozen range waits (retries) until the stuck merge is aborted, then succeeds.
+	start := time.Now()
+	if err := cl.Put(ctx, []byte("z"), []byte("after")); err != nil {
+		t.Fatalf("write to the frozen range: %v", err)
+	}
+	t.Logf("write to the frozen range succeeded after %v", time.Since(start).Round(time.Millisecond))
+	testcluster.WaitFor(t, 30*time.Second, "the right range unfrozen and the left one bumped", func() bool {
+		r, err := testcluster.RangeOf(ctx, cl, []byte("m"))
+		l, lerr := testcluster.RangeOf(ctx, cl, []byte("a"))
+		return err == nil && lerr == nil && r.GetDesc().GetMergingInto() == 0 && r.GetDesc().GetRangeId() == right.GetDesc().GetRangeId() &&
+			l.GetDesc().GetGeneration() > left.GetDesc().GetGeneration() && bytes.Equal(l.GetDesc().GetEndKey(), []byte("m"))
+	})
+	if v, found, err := cl.Get(ctx, []byte("z")); err != nil || !found || string(v) != "after" {
+		t.Fatalf("get z = %q %v %v", v, found, err)
+	}
+	// The ranges still merge normally afterwards.
+	if _, err := mergeAt(ctx, cl, []byte("a"), nil); err != nil {
+		t.Fatalf("merge after the abort: %v", err)
+	}
 }
