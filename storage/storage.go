@@ -386,6 +386,6 @@ func (quietLogger) Errorf(format string, args ...interface{}) {
 	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
 }
 func (quietLogger) Fatalf(format string, args ...interface{}) {
-	fmt.Fprintf(os.Stderr, "pebble fatal: "+format+"\n", args...)
+	fmt.Fprintf(os.Stderr, "FATAL: storage engine failure (failing or full disk?): the node exits so that it acknowledges nothing that is not on disk; fix the cause and restart it: "+format+"\n", args...)
 	os.Exit(2)
 }
