@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/grpc"
 
 	"github.com/shoaldb/shoal/kv"
@@ -32,6 +33,8 @@ type Options struct {
 	CacheBytes int64
 	// Device gives the node's engine an emulated disk of its own (see storage/emudisk); nil: off.
 	Device *emudisk.Options
+	// FS is the engine's filesystem (nil: the OS); tests wrap it to inject faults (storage/faultfs).
+	FS vfs.FS
 	// KV is the node's configuration; Engine and Addr are filled in.
 	KV kv.Config
 	// StartTimeout bounds kv.Node.Start (bootstrap or join). Default 60s.
@@ -53,7 +56,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 			return nil, err
 		}
 	}
-	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, Device: o.Device})
+	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, Device: o.Device, FS: o.FS})
 	if err != nil {
 		return nil, err
 	}
