@@ -20,12 +20,14 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -58,8 +60,11 @@ type Config struct {
 	// AuthToken, when set, is sent with every request as gRPC metadata "authorization: Bearer <token>".
 	AuthToken string
 	// DialOptions replace the default dial options (insecure transport credentials) entirely; include
-	// transport credentials when setting them.
+	// transport credentials when setting them (or set TLS).
 	DialOptions []grpc.DialOption
+	// TLS, when set, makes the client dial over TLS with this configuration (see LoadTLS for a cluster
+	// started with --certs-dir). Its credentials replace any given in DialOptions.
+	TLS *tls.Config
 	// RequestTimeout bounds each attempt (one RPC to one node). Default: DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// MaxAttempts bounds the attempts of one operation, counting range lookups that fail. Retries back
@@ -90,6 +95,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.TLS != nil {
+		// Applied last, so these transport credentials win over any in DialOptions.
+		cfg.DialOptions = append(append([]grpc.DialOption(nil), cfg.DialOptions...),
+			grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS)))
 	}
 	if len(cfg.DialOptions) == 0 {
 		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
