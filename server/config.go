@@ -62,6 +62,12 @@ type Config struct {
 	// AuthToken, when set, is required as "authorization: Bearer <token>" on every gRPC call and on the
 	// HTTP /api/ and /debug/ endpoints; /healthz, /metrics and the dashboard page stay open.
 	AuthToken string
+	// CertsDir, when set, turns on TLS (see docs/design/tls.md): it holds ca.crt, node.crt and node.key
+	// (`shoal cert create-ca`, `create-node`). The gRPC listener then requires client certificates signed
+	// by the CA (mutual TLS; nodes present node.crt to each other), node-to-node dials verify the peer
+	// against the CA, HTTP is served over HTTPS and RESP over TLS (client certificates optional on both).
+	// Empty: everything in clear text.
+	CertsDir string
 	// CacheBytes is the block cache size (default DefaultCacheBytes).
 	CacheBytes int64
 	// MaxKeyBytes and MaxValueBytes bound request sizes (defaults DefaultMaxKeyBytes, DefaultMaxValueBytes).
@@ -171,6 +177,9 @@ func (c *Config) Validate() error {
 	if c.SnapshotRate < 0 || (c.SnapshotRate > 0 && c.SnapshotRate < 64<<10) {
 		add("snapshot rate must be at least 64KiB per second (got %d)", c.SnapshotRate)
 	}
+	if c.CertsDir != "" && strings.TrimSpace(c.CertsDir) == "" {
+		add("certs directory is blank")
+	}
 	if strings.ContainsAny(c.AuthToken, " \t\r\n") {
 		add("auth token must not contain whitespace")
 	}
@@ -224,6 +233,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		Bootstrap       bool     `json:"bootstrap"`
 		Join            []string `json:"join"`
 		AuthToken       string   `json:"auth_token"`
+		CertsDir        string   `json:"certs_dir"`
 		CacheBytes      int64    `json:"cache_bytes"`
 		MaxKeyBytes     int      `json:"max_key_bytes"`
 		MaxValueBytes   int      `json:"max_value_bytes"`
@@ -234,7 +244,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		GRPCMaxMsgBytes int      `json:"grpc_max_msg_bytes"`
 	}{
 		DataDir: c.DataDir, Listen: c.Listen, Advertise: c.Advertise, HTTP: c.HTTP, RESP: c.RESP,
-		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CacheBytes: c.CacheBytes,
+		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CertsDir: c.CertsDir, CacheBytes: c.CacheBytes,
 		MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, RangeMaxBytes: c.RangeMaxBytes,
 		TickInterval: c.TickInterval.String(), DeadNodeTimeout: c.DeadNodeTimeout.String(), SnapshotRate: c.WithDefaults().SnapshotRate,
 		GRPCMaxMsgBytes: c.WithDefaults().grpcMaxMsgBytes(),

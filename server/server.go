@@ -12,9 +12,11 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -48,6 +50,10 @@ const (
 //
 //	shoal node <id> ready grpc=<advertised gRPC addr> http=<HTTP addr or "off">
 //
+// With cfg.CertsDir every listener uses TLS with the node certificate (gRPC requiring client
+// certificates of the CA, HTTP as HTTPS, RESP over TLS) and node-to-node gRPC presents it and verifies
+// peers against the CA; the certificates are read once, before the store is opened.
+//
 // Signal handling is the caller's: cancel ctx on SIGINT/SIGTERM.
 func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	cfg = cfg.WithDefaults()
@@ -55,6 +61,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	p := &process{cfg: cfg, metrics: newMetrics(), auth: newTokenChecker(cfg.AuthToken)}
+	if cfg.CertsDir != "" {
+		t, err := loadNodeTLS(cfg.CertsDir)
+		if err != nil {
+			return err
+		}
+		p.tls = t
+	}
 	err := p.run(ctx, out)
 	if stopErr := p.stop(); err == nil {
 		err = stopErr
@@ -68,6 +81,7 @@ type process struct {
 	cfg     Config
 	metrics *metrics
 	auth    tokenChecker
+	tls     *nodeTLS // nil without --certs-dir
 	ready   atomic.Bool
 
 	engine     *storage.Engine
@@ -120,6 +134,13 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		}
 		host, _, _ := net.SplitHostPort(advertise)
 		p.respAddr = advertisedAddr(p.respLis.Addr(), host)
+		if p.tls != nil {
+			p.respLis = tls.NewListener(p.respLis, p.tls.serverConfig(tls.VerifyClientCertIfGiven))
+		}
+	}
+	var dialOpts []grpc.DialOption // kv's default (insecure) without TLS
+	if p.tls != nil {
+		dialOpts = []grpc.DialOption{p.tls.dialOption()}
 	}
 
 	p.node, err = kv.NewNode(kv.Config{
@@ -135,6 +156,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		RangeMaxBytes:   cfg.RangeMaxBytes,
 		DeadNodeTimeout: cfg.DeadNodeTimeout,
 		AuthToken:       cfg.AuthToken,
+		DialOptions:     dialOpts,
 
 		SnapshotRateBytesPerSec: cfg.SnapshotRate,
 	})
@@ -153,6 +175,9 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 	}
+	if p.tls != nil {
+		p.httpServer.TLSConfig = p.tls.serverConfig(tls.VerifyClientCertIfGiven)
+	}
 
 	// Serve before Start: joining and the first raft elections need the gRPC server up, and /healthz
 	// answers 503 until the node is ready.
@@ -164,7 +189,11 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	}()
 	if p.httpLis != nil {
 		go func() {
-			if err := p.httpServer.Serve(p.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := p.httpServer.Serve
+			if p.tls != nil {
+				serve = func(l net.Listener) error { return p.httpServer.ServeTLS(l, "", "") } // TLSConfig holds the certificate
+			}
+			if err := serve(p.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				p.fatal <- fmt.Errorf("HTTP server on %s: %w", p.httpLis.Addr(), err)
 			}
 		}()
@@ -201,6 +230,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 			AuthToken:     cfg.AuthToken,
 			MaxKeyBytes:   cfg.MaxKeyBytes,
 			MaxValueBytes: cfg.MaxValueBytes,
+			DialOptions:   p.respDialOptions(),
 			Observe:       p.metrics.observeRESP,
 		})
 		if err != nil {
@@ -230,6 +260,9 @@ func (p *process) grpcOptions() []grpc.ServerOption {
 	n := p.cfg.grpcMaxMsgBytes()
 	// WaitForHandlers: Stop waits for running handlers, so the engine is never closed under one.
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(n), grpc.MaxSendMsgSize(n), grpc.WaitForHandlers(true)}
+	if p.tls != nil {
+		opts = append(opts, p.tls.grpcServerOption())
+	}
 	if p.auth.on {
 		opts = append(opts,
 			grpc.ChainUnaryInterceptor(p.metrics.unaryInterceptor, p.auth.unaryInterceptor),
@@ -238,6 +271,16 @@ func (p *process) grpcOptions() []grpc.ServerOption {
 		opts = append(opts, grpc.ChainUnaryInterceptor(p.metrics.unaryInterceptor))
 	}
 	return opts
+}
+
+// respDialOptions are the dial options of the RESP listener's forwarding client: nil (resp's insecure
+// default) without TLS; with TLS the node's credentials and message limits that fit the largest value.
+func (p *process) respDialOptions() []grpc.DialOption {
+	if p.tls == nil {
+		return nil
+	}
+	n := min(p.cfg.grpcMaxMsgBytes(), math.MaxInt32)
+	return []grpc.DialOption{p.tls.dialOption(), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(n), grpc.MaxCallSendMsgSize(n))}
 }
 
 // stop undoes run in order: node, gRPC, HTTP, engine. It returns the first error.
