@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ var globalFlags struct {
 	host      string
 	format    string
 	authToken string
+	certsDir  string
 	timeout   time.Duration
 }
 
@@ -44,6 +46,8 @@ var rootCmd = &cobra.Command{
 Run a node with "shoal start", a local cluster with "shoal demo", read and write keys with
 put/get/del/scan/cas, and inspect or steer the cluster with "shoal admin". Client commands talk
 to any node's gRPC address (--host); the client finds each key's range and its leader by itself.
+A cluster started with --auth-token or --certs-dir needs the same flags on client commands
+(--certs-dir: the directory with ca.crt, client.crt and client.key; see "shoal cert").
 
 Exit codes: 0 success; 1 runtime error (and "get" of a missing key, "cas" that did not swap);
 2 usage error.`,
@@ -77,6 +81,7 @@ func init() {
 	pf.StringVar(&globalFlags.host, "host", client.DefaultAddr, "gRPC address of any node; a comma-separated list is tried in turn")
 	pf.StringVar(&globalFlags.format, "format", "text", "output format: text or json")
 	pf.StringVar(&globalFlags.authToken, "auth-token", "", "auth token of the cluster, if it requires one")
+	pf.StringVar(&globalFlags.certsDir, "certs-dir", "", "dial over mutual TLS with ca.crt, client.crt and client.key from this directory (shoal cert)")
 	pf.DurationVar(&globalFlags.timeout, "timeout", 10*time.Second, "give up on the command after this long")
 	rootCmd.CompletionOptions.HiddenDefaultCmd = true
 	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -160,8 +165,15 @@ func newSession(cmd *cobra.Command) (*session, error) {
 	if parent == nil {
 		parent = context.Background()
 	}
+	var tlsCfg *tls.Config
+	if globalFlags.certsDir != "" {
+		var err error
+		if tlsCfg, err = client.LoadTLS(globalFlags.certsDir); err != nil {
+			return nil, fmt.Errorf("--certs-dir: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(parent, globalFlags.timeout)
-	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: globalFlags.authToken, RequestTimeout: reqTimeout})
+	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: globalFlags.authToken, TLS: tlsCfg, RequestTimeout: reqTimeout})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -202,6 +214,9 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "Error: %v\n", err)
 	if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrTimeout) {
 		fmt.Fprintf(stderr, "Check that a Shoal node is reachable at --host %s and that its ranges have a quorum (shoal admin nodes).\n", globalFlags.host)
+		if globalFlags.certsDir == "" {
+			fmt.Fprintln(stderr, "If the cluster was started with --certs-dir (TLS), give --certs-dir with its ca.crt, client.crt and client.key.")
+		}
 	}
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsageError(err) {

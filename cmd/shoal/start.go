@@ -29,6 +29,7 @@ var startFlags struct {
 	bootstrap       bool
 	authToken       string
 	authTokenFile   string
+	certsDir        string
 	cacheSize       byteSize
 	maxKeyBytes     byteSize
 	maxValueBytes   byteSize
@@ -61,6 +62,13 @@ call and every HTTP /api/ and /debug/ request must carry "authorization: Bearer 
 clients must send AUTH <token>;
 /healthz, /metrics and the dashboard page stay open. Give every node of a cluster the same token.
 
+With --certs-dir DIR (ca.crt, node.crt, node.key; create them with "shoal cert") the node uses TLS:
+gRPC (clients and other nodes, one port) requires a client certificate signed by the CA (mutual
+TLS), and the node presents node.crt to the nodes it dials and verifies theirs against ca.crt; HTTP
+is served as HTTPS and RESP over TLS (redis-cli --tls), both with client certificates optional (the
+token still guards them). Client commands then need --certs-dir with client.crt and client.key.
+Without --certs-dir everything is clear text.
+
 Sizes take units: plain bytes, or B, KiB, MiB, GiB, TiB (also K, M, G, T) in powers of 1024,
 and kB, MB, GB, TB in powers of 1000, e.g. 64MiB, 1.5GiB.`,
 	Example: `  # First node of a new cluster:
@@ -74,7 +82,10 @@ and kB, MB, GB, TB in powers of 1000, e.g. 64MiB, 1.5GiB.`,
   shoal start --data-dir /var/lib/shoal/n2 --listen 10.0.0.2:26257 --http 10.0.0.2:8080
 
   # Require a token and show the effective configuration:
-  shoal start --data-dir d --bootstrap --auth-token-file /etc/shoal/token --cache-size 1GiB --print-config`,
+  shoal start --data-dir d --bootstrap --auth-token-file /etc/shoal/token --cache-size 1GiB --print-config
+
+  # Mutual TLS (see "shoal cert --help"):
+  shoal start --data-dir /var/lib/shoal/n1 --listen 10.0.0.1:26257 --bootstrap --certs-dir /etc/shoal/certs`,
 	Args: args(cobra.NoArgs),
 	RunE: runStart,
 }
@@ -98,6 +109,8 @@ func init() {
 	// Shadows the root's client --auth-token with the server meaning of the same flag.
 	f.StringVar(&startFlags.authToken, "auth-token", "", "require this token on gRPC and HTTP admin requests")
 	f.StringVar(&startFlags.authTokenFile, "auth-token-file", "", "read the required token from this file")
+	// Shadows the root's client --certs-dir with the server meaning of the same flag.
+	f.StringVar(&startFlags.certsDir, "certs-dir", "", "TLS: ca.crt, node.crt, node.key; mutual TLS on gRPC, HTTPS, RESP over TLS (empty: clear text)")
 	f.Var(&startFlags.cacheSize, "cache-size", "block cache size")
 	f.Var(&startFlags.maxKeyBytes, "max-key-bytes", "largest key accepted")
 	f.Var(&startFlags.maxValueBytes, "max-value-bytes", "largest value accepted")
@@ -133,6 +146,7 @@ func startConfig() (server.Config, error) {
 		Bootstrap:       startFlags.bootstrap,
 		Join:            []string(startFlags.join),
 		AuthToken:       token,
+		CertsDir:        startFlags.certsDir,
 		CacheBytes:      int64(startFlags.cacheSize),
 		RangeMaxBytes:   int64(startFlags.rangeMaxBytes),
 		SnapshotRate:    int64(startFlags.snapshotRate),
