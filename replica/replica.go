@@ -617,8 +617,10 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 		return nil, nil, false, err
 	}
 	if r.applied-r.log.truncIndex > r.store.cfg.LogTruncateThreshold {
-		if err := r.log.truncate(b, r.applied-r.store.cfg.LogTruncateThreshold/2); err != nil {
-			return nil, nil, false, err
+		if to := r.truncationPointLocked(); to > r.log.truncIndex {
+			if err := r.log.truncate(b, to); err != nil {
+				return nil, nil, false, err
+			}
 		}
 	}
 	if err := b.Commit(false); err != nil {

@@ -558,15 +558,16 @@ func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
 	s := env.startWith(Config{TickInterval: time.Hour, LogTruncateThreshold: 4})
 	r := s.Replica(FirstUserRangeID)
 	lead(t, r) // the learner does not vote: node 1 alone is a quorum
-	const n = 30
+	// The silent learner holds truncation back until it is maxLogKeptFactor thresholds behind.
+	const n = 4*maxLogKeptFactor + 30
 	for i := 0; i < n; i++ {
-		propose(t, r, putCmd(fmt.Sprintf("k%02d", i), fmt.Sprintf("v%02d", i)))
+		propose(t, r, putCmd(fmt.Sprintf("k%04d", i), fmt.Sprintf("v%04d", i)))
 	}
 	r.mu.Lock()
 	first, applied := r.log.truncIndex+1, r.applied
 	r.mu.Unlock()
 	if first <= initialIndex+1 {
-		t.Fatalf("log not truncated: first index %d after %d writes with threshold 4", first, n)
+		t.Fatalf("log not truncated: first index %d after %d writes with threshold 4", first, int(n))
 	}
 
 	// The learner rejects the leader's last probe and hints that its log is empty.
@@ -625,7 +626,7 @@ func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
 		t.Fatalf("snapshot carried %d pairs, want %d", len(kvs), n)
 	}
 	for i, kv := range kvs {
-		if want := fmt.Sprintf("k%02d", i); string(kv.Key) != want || string(kv.Value) != fmt.Sprintf("v%02d", i) {
+		if want := fmt.Sprintf("k%04d", i); string(kv.Key) != want || string(kv.Value) != fmt.Sprintf("v%04d", i) {
 			t.Errorf("snapshot pair %d = %q=%q, want %s", i, kv.Key, kv.Value, want)
 		}
 	}
@@ -642,7 +643,7 @@ func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
 	}
 	lead(t, r2)
 	for i := 0; i < n; i++ {
-		wantValue(t, r2, fmt.Sprintf("k%02d", i), fmt.Sprintf("v%02d", i))
+		wantValue(t, r2, fmt.Sprintf("k%04d", i), fmt.Sprintf("v%04d", i))
 	}
 	propose(t, r2, putCmd("after", "restart"))
 	wantValue(t, r2, "after", "restart")

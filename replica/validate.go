@@ -61,9 +61,9 @@ func (r *Replica) checkAgainstLogLocked(m *raftpb.Message) error {
 			return fmt.Errorf("heartbeat commits %d beyond last index %d", m.GetCommit(), r.log.lastIndex)
 		}
 	case raftpb.MsgApp:
-		if m.GetCommit() > m.GetIndex()+uint64(len(m.GetEntries())) && m.GetCommit() > r.log.lastIndex {
-			return fmt.Errorf("append commits %d beyond what it carries", m.GetCommit())
-		}
+		// A leader sends its own commit index with every append; a follower far behind gets one
+		// beyond the entries carried, and raft clamps it to the last new entry (handleAppendEntries).
+		// Refusing it would stall every lagging follower until a snapshot.
 		// Entries at or below our commit index must match ours: a committed entry never changes.
 		for _, e := range m.GetEntries() {
 			if e.GetIndex() > commit {
