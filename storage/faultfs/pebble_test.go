@@ -261,3 +261,61 @@ func TestPebbleSSTFaultRetriesFlush(t *testing.T) {
 		})
 	}
 }
+
+// TestPebbleSSTFaultStallsWrites keeps writing while sstable creates fail (a full disk for sstables
+// only): commits go on succeeding until the memtables Pebble may hold are full, and then block (a
+// write stall), neither failing nor returning, until the fault clears. A node in that state stops
+// acknowledging without exiting.
+func TestPebbleSSTFaultStallsWrites(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := Wrap(mem)
+	l := &fatalLogger{}
+	var stalls atomic.Int64
+	db, err := pebble.Open("db", &pebble.Options{FS: fs, Logger: l, MemTableSize: 256 << 10, MemTableStopWritesThreshold: 2,
+		EventListener: &pebble.EventListener{BackgroundError: func(error) {}, WriteStallBegin: func(pebble.WriteStallBeginInfo) { stalls.Add(1) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.SetFilter(SST, "")
+	fs.FillDisk(0)
+	value := make([]byte, 1<<10)
+	var written int
+	var blockedOn <-chan error
+	for i := 0; i < 10_000 && blockedOn == nil; i++ {
+		how, err, done := call(func() error { return db.Set(key(i), value, pebble.Sync) }, time.Second)
+		switch how {
+		case returned:
+			if err != nil {
+				t.Fatalf("set %d: %v", i, err)
+			}
+			written++
+		case blocked:
+			blockedOn = done
+		default:
+			t.Fatalf("set %d: Fatalf %q", i, l.Fatals())
+		}
+	}
+	if blockedOn == nil {
+		t.Fatalf("%d KiB written with no sstable flushed and no commit blocked", written)
+	}
+	t.Logf("a synced commit blocked after %d KiB were written with flushes failing (%d write stalls)", written, stalls.Load())
+	fs.Clear()
+	select {
+	case err := <-blockedOn:
+		if err != nil {
+			t.Fatalf("blocked commit after clear: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("commit still blocked 10s after the fault cleared")
+	}
+	for i := 0; i <= written; i++ {
+		v, closer, err := db.Get(key(i))
+		if err != nil || len(v) != len(value) {
+			t.Fatalf("get %s: %d bytes, %v", key(i), len(v), err)
+		}
+		closer.Close()
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
