@@ -102,9 +102,8 @@ fuzz:
 # --- bench-move ---
 # A replica move under load (a benchmark, not a test): 4 in-process nodes, a 1 GiB range, one
 # non-leader replica moved to the fourth node while a YCSB-B-like workload runs. Writes
-# bench-results/move/{report.json,timeline.png,nodes.log}; needs 5-10 GiB of disk under $TMPDIR, up to
-# 15 GiB of memory and up to ~13 minutes (the move gives up after --move-timeout, 10m; see
-# docs/benchmarks.md). Override with e.g. `make bench-move MOVE_ARGS="--size 64MiB --before 10s"`.
+# bench-results/move/{report.json,timeline.png,nodes.log}; needs ~5 GiB of disk under $TMPDIR, ~6 GiB
+# of memory and ~3 minutes (see docs/bench-move.md). Override with e.g. `make bench-move MOVE_ARGS="--size 64MiB --before 10s"`.
 MOVE_ARGS ?=
 .PHONY: bench-move
 bench-move: build
