@@ -251,6 +251,13 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		return nil
 	case err := <-p.fatal:
 		return err
+	case <-p.node.Store().Stopped():
+		// The raft loop stopped on a storage failure (replica.Store.fatal): fail-stop the process
+		// rather than keep serving with a node that can acknowledge nothing.
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("the node's raft loop stopped after a storage failure (see the FATAL line above); fix the cause and restart the node")
 	}
 }
 
