@@ -110,8 +110,9 @@ func (n *Node) mergeLocal(ctx context.Context, r *replica.Replica) (*pb.RangeDes
 	defer cancel()
 	done, aerr := n.abortMerge(actx, left.RangeId, frozen)
 	if aerr != nil {
+		// Not retryable here: the unfreeze may still be in flight. The stuck-merge queue finishes it.
 		n.log.Warn("merge abort failed; the stuck-merge queue retries", "left", left.RangeId, "right", right.RangeId, "err", aerr)
-		return nil, fmt.Errorf("merge ranges %d and %d: %w (abort failed: %v)", left.RangeId, right.RangeId, err, aerr)
+		return nil, errCode(pb.ErrorCode_AMBIGUOUS, fmt.Sprintf("merge ranges %d and %d: %v (abort failed: %v)", left.RangeId, right.RangeId, err, aerr))
 	}
 	if done {
 		// The trigger applied after all (its answer was lost): the merge happened.
@@ -119,7 +120,7 @@ func (n *Node) mergeLocal(ctx context.Context, r *replica.Replica) (*pb.RangeDes
 		n.updateMeta(ctx, d)
 		return d, nil
 	}
-	return nil, fmt.Errorf("merge ranges %d and %d aborted: %w", left.RangeId, right.RangeId, err)
+	return nil, errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("merge ranges %d and %d aborted: %v", left.RangeId, right.RangeId, err))
 }
 
 // completeMerge waits for the frozen right range's replicas and applies the trigger on r.
@@ -158,8 +159,14 @@ func (n *Node) abortMerge(ctx context.Context, leftID uint64, frozen *pb.RangeDe
 			return true, nil
 		}
 	}
-	// Without its left range (merged away itself) no trigger for this freeze can ever apply.
-	if _, _, err := n.rangeCommand(ctx, frozen.RangeId, &pb.Command{Unfreeze: &pb.UnfreezeRange{LeftRangeId: leftID}}); err != nil {
+	if !exists && !n.store.MergedAway(leftID) {
+		// Meta may lag (an unrepaired split): only proof that the left range is gone (this node,
+		// which holds the left range's replicas, retired it in a merge) allows skipping the abort.
+		return false, errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("range %d is not in the meta range yet not known to be merged away; retry", leftID))
+	}
+	// After the abort (or without a left range, merged away itself) no trigger for this freeze can
+	// ever apply.
+	if _, _, err := n.rangeCommand(ctx, frozen.RangeId, &pb.Command{Unfreeze: &pb.UnfreezeRange{LeftRangeId: leftID, FreezeIndex: frozen.FreezeIndex}}); err != nil {
 		return false, fmt.Errorf("unfreeze range %d: %w", frozen.RangeId, err)
 	}
 	n.log.Info("merge aborted; range unfrozen", "left", leftID, "right", frozen.RangeId)

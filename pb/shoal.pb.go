@@ -4152,6 +4152,7 @@ func (x *FreezeForMerge) GetGeneration() uint64 {
 type UnfreezeRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeftRangeId   uint64                 `protobuf:"varint,1,opt,name=left_range_id,json=leftRangeId,proto3" json:"left_range_id,omitempty"`
+	FreezeIndex   uint64                 `protobuf:"varint,2,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4189,6 +4190,13 @@ func (*UnfreezeRange) Descriptor() ([]byte, []int) {
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
 	if x != nil {
 		return x.LeftRangeId
+	}
+	return 0
+}
+
+func (x *UnfreezeRange) GetFreezeIndex() uint64 {
+	if x != nil {
+		return x.FreezeIndex
 	}
 	return 0
 }
@@ -4658,9 +4666,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"3\n" +
+	"generation\"V\n" +
 	"\rUnfreezeRange\x12\"\n" +
-	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\"\x98\x01\n" +
+	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12!\n" +
+	"\ffreeze_index\x18\x02 \x01(\x04R\vfreezeIndex\"\x98\x01\n" +
 	"\fMergeTrigger\x12*\n" +
 	"\x04left\x18\x01 \x01(\v2\x16.shoal.RangeDescriptorR\x04left\x12,\n" +
 	"\x05right\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05right\x12.\n" +

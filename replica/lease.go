@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // Leader leases (raft thesis §6.4.1): a read needs proof that no other leader can have committed a
@@ -13,6 +14,10 @@ import (
 // other leader can be elected (by a normal election) before sent + (ElectionTicks-1) ticks of the
 // followers' clocks. Until sent + leaseFraction of that, reads on the leader are served from its
 // applied state with no round trip.
+//
+// A follower that acknowledged a lease round and then restarts has forgotten its leader, and etcd
+// raft would let it vote at once; so a replica loaded at start neither grants votes (other than for
+// a leadership transfer) nor campaigns until one election timeout has passed (voteBlackoutLocked).
 //
 // The exceptions are handled here: a leadership transfer forces an election that ignores follower
 // leases, so starting one drops the lease and no new lease is taken for two election timeouts; a
@@ -64,4 +69,30 @@ func (r *Replica) dropLeaseLocked(now time.Time) {
 		return
 	}
 	r.noLeaseUntil = now.Add(2 * time.Duration(r.store.cfg.ElectionTicks) * r.store.cfg.TickInterval)
+}
+
+// campaignTransfer is the context etcd raft puts on the votes of a leadership transfer, which the
+// old leader started itself (and so dropped its lease for).
+const campaignTransfer = "CampaignTransfer"
+
+// voteBlackoutLocked reports whether msg is a vote request this replica must not answer yet: it was
+// loaded at start less than an election timeout ago, so it may have acknowledged a lease it forgot.
+func (r *Replica) voteBlackoutLocked(msg *raftpb.Message) bool {
+	if r.noVotesUntil.IsZero() {
+		return false
+	}
+	if !time.Now().Before(r.noVotesUntil) {
+		r.noVotesUntil = time.Time{}
+		return false
+	}
+	t := msg.GetType()
+	return (t == raftpb.MsgVote || t == raftpb.MsgPreVote) && string(msg.GetContext()) != campaignTransfer
+}
+
+// votersLocked counts the voters of the current configuration (a lone voter has no lease to fear).
+func (r *Replica) votersLocked() int {
+	if r.log == nil || r.log.confState == nil {
+		return 0
+	}
+	return len(r.log.confState.GetVoters()) + len(r.log.confState.GetVotersOutgoing())
 }

@@ -3,6 +3,8 @@ package replica
 import (
 	"testing"
 	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // readCounts returns the store's lease and ReadIndex read counters.
@@ -72,5 +74,27 @@ func TestLeaseReads(t *testing.T) {
 				t.Fatalf("%d reads used a lease right after a transfer started", l3-l2)
 			}
 		})
+	}
+}
+
+func TestVoteBlackoutAfterRestart(t *testing.T) {
+	r := &Replica{noVotesUntil: time.Now().Add(time.Hour)}
+	for _, tc := range []struct {
+		msg  *raftpb.Message
+		drop bool
+	}{
+		{&raftpb.Message{Type: raftpb.MsgVote.Enum()}, true},
+		{&raftpb.Message{Type: raftpb.MsgPreVote.Enum()}, true},
+		{&raftpb.Message{Type: raftpb.MsgVote.Enum(), Context: []byte(campaignTransfer)}, false},
+		{&raftpb.Message{Type: raftpb.MsgApp.Enum()}, false},
+		{&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum()}, false},
+	} {
+		if got := r.voteBlackoutLocked(tc.msg); got != tc.drop {
+			t.Errorf("%s (context %q): drop = %v, want %v", tc.msg.GetType(), tc.msg.GetContext(), got, tc.drop)
+		}
+	}
+	r.noVotesUntil = time.Now().Add(-time.Millisecond)
+	if r.voteBlackoutLocked(&raftpb.Message{Type: raftpb.MsgVote.Enum()}) {
+		t.Error("a vote was dropped after the blackout ended")
 	}
 }

@@ -96,11 +96,9 @@ func (r *Replica) applyMergeProtocol(b *storage.Batch, cmd *pb.Command, index ui
 	case cmd.Freeze != nil:
 		f := cmd.Freeze
 		if r.desc.MergingInto != 0 {
-			if r.desc.MergingInto != f.LeftRangeId {
-				return stale(fmt.Sprintf("already frozen for a merge into range %d", r.desc.MergingInto)), 0, true, nil
-			}
-			// A retried freeze for the same merge: report the original freeze point.
-			return Result{Index: r.desc.FreezeIndex}, 0, true, nil
+			// Never hand an existing freeze to a second coordinator: it may be being aborted, and a
+			// trigger built on it could apply after the unfreeze.
+			return stale(fmt.Sprintf("already frozen (at %d) for a merge into range %d", r.desc.FreezeIndex, r.desc.MergingInto)), 0, true, nil
 		}
 		if r.desc.Generation != f.Generation {
 			return stale(fmt.Sprintf("freeze planned on generation %d, range is at %d", f.Generation, r.desc.Generation)), 0, true, nil
@@ -118,8 +116,10 @@ func (r *Replica) applyMergeProtocol(b *storage.Batch, cmd *pb.Command, index ui
 		if r.desc.MergingInto == 0 {
 			return Result{}, 0, true, nil
 		}
-		if r.desc.MergingInto != cmd.Unfreeze.LeftRangeId {
-			return stale(fmt.Sprintf("frozen for range %d, not %d", r.desc.MergingInto, cmd.Unfreeze.LeftRangeId)), 0, true, nil
+		if r.desc.MergingInto != cmd.Unfreeze.LeftRangeId || r.desc.FreezeIndex != cmd.Unfreeze.FreezeIndex {
+			// An unfreeze undoes one freeze only: a late one must not thaw a newer freeze.
+			return stale(fmt.Sprintf("frozen at %d for range %d, not at %d for %d", r.desc.FreezeIndex, r.desc.MergingInto,
+				cmd.Unfreeze.FreezeIndex, cmd.Unfreeze.LeftRangeId)), 0, true, nil
 		}
 		d := proto.Clone(r.desc).(*pb.RangeDescriptor)
 		d.MergingInto, d.FreezeIndex = 0, 0
@@ -191,6 +191,12 @@ func (r *Replica) applyMergeProtocol(b *storage.Batch, cmd *pb.Command, index ui
 		return Result{}, 0, true, nil
 	}
 	return Result{}, 0, false, nil
+}
+
+// MergedAway reports whether this node retired its replica of rangeID in a merge (its tombstone is
+// at the largest replica id).
+func (s *Store) MergedAway(rangeID uint64) bool {
+	return s.tombstoneReplicaID(rangeID) == math.MaxUint64
 }
 
 // retireMerged removes the in-memory replica of a range that a merge just absorbed on this node. Its

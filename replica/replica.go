@@ -110,6 +110,7 @@ type Replica struct {
 	// Leader lease (lease.go).
 	leaseUntil, noLeaseUntil time.Time
 	leaseIndex               uint64
+	noVotesUntil             time.Time // set at load: no votes or campaigns before (lease.go)
 
 	// Load counters (read by the kv layer for stats; atomics so reads need no lock).
 	Reads, Writes atomic.Uint64
@@ -359,6 +360,10 @@ func (r *Replica) TransferLeadership(targetNode uint64) error {
 // Campaign makes this replica start an election (used to wake a range whose leader is gone).
 func (r *Replica) Campaign() {
 	r.mu.Lock()
+	if !r.noVotesUntil.IsZero() && time.Now().Before(r.noVotesUntil) && r.votersLocked() > 1 {
+		r.mu.Unlock()
+		return // restarted moments ago: it may have acknowledged a lease it no longer knows of
+	}
 	if r.desc != nil && !r.destroyed {
 		r.unquiesceLocked()
 		_ = r.rn.Campaign()

@@ -155,6 +155,9 @@ func (s *Store) Load() error {
 		if err != nil {
 			return err
 		}
+		// A restarted replica forgot which leader it last heard from; until an election timeout has
+		// passed it neither votes nor campaigns (lease.go).
+		r.noVotesUntil = time.Now().Add(time.Duration(s.cfg.ElectionTicks) * s.cfg.TickInterval)
 		s.mu.Lock()
 		s.replicas[id] = r
 		s.mu.Unlock()
@@ -371,6 +374,10 @@ func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
 			s.dropped(m, err)
 			continue
 		}
+		if r.voteBlackoutLocked(msg) {
+			r.mu.Unlock()
+			continue
+		}
 		if !r.destroyed {
 			r.peerNodes[msg.GetFrom()] = m.FromNode
 			_ = r.rn.Step(msg)
@@ -457,9 +464,10 @@ func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error
 			continue
 		}
 		if od := o.Desc(); od != nil && spansOverlap(od, desc) {
-			if od.MergingInto == desc.RangeId && desc.MergingInto == 0 && coversSpan(desc, od) {
-				// This node missed a merge that the snapshot carries: the frozen right replica is
-				// absorbed (the snapshot rewrites its span).
+			if od.MergingInto != 0 && desc.Generation > od.Generation && coversSpan(desc, od) {
+				// This node missed a merge that the snapshot's range (or a later range over the same
+				// keys: generations only grow over a key) carries: the frozen replica is superseded
+				// (the snapshot rewrites its span).
 				s.destroyReplica(o, "merged into the snapshot's range")
 				continue
 			}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/shoaldb/shoal/storage/emudisk"
@@ -121,6 +122,11 @@ func Open(dir string, opts Options) (*Engine, error) {
 		Logger:                      quietLogger{},
 		FormatMajorVersion:          pebble.FormatNewest,
 		MemTableStopWritesThreshold: 4,
+	}
+	// Bloom filters on every level: a point read (a GET, a raft-log lookup) then skips the tables
+	// that cannot hold its key, instead of searching each L0 file's index.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
