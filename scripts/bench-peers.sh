@@ -26,7 +26,8 @@
 #   SYSTEMS="shoal-grpc shoal-resp etcd redis"   which systems to run
 #   WRITE_ALL_FIELDS=true                updates write whole records (see the note in the document)
 #   MAX_DURATION=3m                      bound on each phase of each run
-#   RB_REQUESTS=20000 RB_SIZE=1000       redis-benchmark requests per test and value size (RB_REQUESTS=0: skip)
+#   RB_REQUESTS=200000 RB_SIZE=1000      redis-benchmark requests per test and value size (RB_REQUESTS=0: skip;
+#                                        short runs measure connection set-up more than the server)
 #   OUT_DIR=bench-results DOC=docs/benchmarks.md
 #   SHOAL=bin/shoal SKIP_BUILD=          SKIP_BUILD=1 uses an existing $SHOAL
 #   ETCD=etcd REDIS_SERVER=redis-server REDIS_BENCHMARK=redis-benchmark   the peers' binaries
@@ -43,7 +44,7 @@ WORKLOADS=${WORKLOADS:-a b c}
 SYSTEMS=${SYSTEMS:-shoal-grpc shoal-resp etcd redis}
 WRITE_ALL_FIELDS=${WRITE_ALL_FIELDS:-true}
 MAX_DURATION=${MAX_DURATION:-3m}
-RB_REQUESTS=${RB_REQUESTS:-20000}
+RB_REQUESTS=${RB_REQUESTS:-200000}
 RB_SIZE=${RB_SIZE:-1000}
 OUT_DIR=${OUT_DIR:-bench-results}
 DOC=${DOC:-docs/benchmarks.md}
