@@ -10,9 +10,10 @@ import (
 const maxLogKeptFactor = 64
 
 // truncationPointLocked is the index up to which the log may be truncated: half the threshold
-// behind the applied index, but on a leader never past what a follower still needs — the index of
-// a snapshot in flight to it (it continues from there) or its last matched entry — unless that
-// follower is more than maxLogKeptFactor thresholds behind. Truncating past a follower that is
+// behind the applied index, but on a leader never past what a live follower still needs — the index
+// of a snapshot in flight to it (it continues from there) or its last matched entry — unless that
+// follower is more than maxLogKeptFactor thresholds behind. A follower silent for an election
+// timeout (raft's RecentActive, kept by CheckQuorum) holds nothing back. Truncating past a follower that is
 // receiving a snapshot makes the snapshot useless on arrival: it would be sent again, forever,
 // for a large range under writes.
 func (r *Replica) truncationPointLocked() uint64 {
@@ -28,6 +29,9 @@ func (r *Replica) truncationPointLocked() uint64 {
 	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
 		if id == r.replicaID {
 			return
+		}
+		if !pr.RecentActive && pr.State != tracker.StateSnapshot {
+			return // silent for an election timeout: it will need a snapshot anyway
 		}
 		need := pr.Match
 		if pr.State == tracker.StateSnapshot && pr.PendingSnapshot > need {

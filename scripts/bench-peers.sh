@@ -370,6 +370,11 @@ RB_SHOAL_ADDR=""
 if [[ -n $RB ]]; then
 	if has_system shoal-resp; then
 		start_shoal
+		# redis-benchmark is not cluster-aware: keep the slots' leadership where it is for the run, so
+		# that it measures the node serving its own range rather than the forwarding hop taken when
+		# the autopilot's rebalance moves that leadership mid-run (cluster clients would follow MOVED).
+		"$SHOAL" --host "$SHOAL_HOSTS" admin policy set rebalance off >/dev/null 2>&1 || log "warning: could not switch rebalance off"
+		sleep 2
 		first_resp=${SHOAL_RESP%%,*}
 		RB_SHOAL_ADDR=$(slot0_owner "$first_resp")
 		RB_SHOAL_ADDR=${RB_SHOAL_ADDR:-$first_resp}
@@ -420,7 +425,7 @@ if [[ ${#RB_DONE[@]} -gt 0 ]]; then
 	{
 		printf '\n## redis-benchmark\n\n'
 		printf '`redis-benchmark -t set,get -n %s -c %s -d %s -r %s` (no pipelining)' "$RB_REQUESTS" "$THREADS" "$RB_SIZE" "$RECORDS"
-		printf ' against a fresh Shoal cluster'"'"'s RESP listener on the node owning the slots (%s; redis-benchmark'"'"'s `--cluster` mode needs 3 masters with slots, and a fresh cluster has one range) and against a fresh redis-server.\n\n' "${RB_SHOAL_ADDR:-none}"
+		printf ' against a fresh Shoal cluster'"'"'s RESP listener on the node owning the slots (%s; redis-benchmark'"'"'s `--cluster` mode needs 3 masters with slots, and a fresh cluster has one range; the rebalance policy is switched off for this run so that the slots stay on that node) and against a fresh redis-server.\n\n' "${RB_SHOAL_ADDR:-none}"
 		printf '| Test | System | Requests/s | p50 (ms) | p99 (ms) | Requests/s / redis |\n| --- | --- | ---: | ---: | ---: | ---: |\n'
 		for t in SET GET; do
 			for name in "${RB_DONE[@]}"; do
