@@ -39,29 +39,7 @@ func TestAuthTokenClusterReplicates(t *testing.T) {
 	if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		rs, err := c.Ranges(ctx)
-		full := err == nil && len(rs) > 0
-		for _, r := range rs {
-			voters := 0
-			for _, rd := range r.GetDesc().GetReplicas() {
-				if !rd.GetLearner() {
-					voters++
-				}
-			}
-			if voters != 3 || r.GetLeaderNodeId() == 0 {
-				full = false
-			}
-		}
-		if full {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("ranges not on 3 voters with a token-protected cluster: %v (err %v)", rs, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	waitThreeVoters(ctx, t, c, "a token-protected cluster")
 	// The replicate policy added the joiners' replicas: the node running the autopilot counts them.
 	found := false
 	for wait := 0; !found && wait < 50; wait++ {
@@ -91,4 +69,32 @@ func anyNodeCounts(ctx context.Context, t *testing.T, nodes []*runningNode, toke
 		}
 	}
 	return false
+}
+
+// waitThreeVoters waits until every range has three voters and a leader, as c reports it.
+func waitThreeVoters(ctx context.Context, t *testing.T, c *client.Client, what string) {
+	t.Helper()
+	for {
+		rs, err := c.Ranges(ctx)
+		full := err == nil && len(rs) > 0
+		for _, r := range rs {
+			voters := 0
+			for _, rd := range r.GetDesc().GetReplicas() {
+				if !rd.GetLearner() {
+					voters++
+				}
+			}
+			if voters != 3 || r.GetLeaderNodeId() == 0 {
+				full = false
+			}
+		}
+		if full {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("ranges not on 3 voters in %s: %v (err %v)", what, rs, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

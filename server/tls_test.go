@@ -230,29 +230,7 @@ func TestTLSCluster(t *testing.T) {
 	if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		rs, err := c.Ranges(ctx)
-		full := err == nil && len(rs) > 0
-		for _, r := range rs {
-			voters := 0
-			for _, rd := range r.GetDesc().GetReplicas() {
-				if !rd.GetLearner() {
-					voters++
-				}
-			}
-			if voters != 3 || r.GetLeaderNodeId() == 0 {
-				full = false
-			}
-		}
-		if full {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("ranges not on 3 voters in a TLS cluster: %v (err %v)", rs, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	waitThreeVoters(ctx, t, c, "a TLS cluster")
 	// Every node serves the client (each range's leader may be any node).
 	for i, n := range nodes {
 		ci, err := client.New(ctx, client.Config{Addrs: []string{n.grpc}, AuthToken: token, TLS: tlsCfg})
