@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/localnode"
 	"github.com/shoaldb/shoal/pb"
@@ -176,44 +175,6 @@ func (c *cluster) settled() bool {
 		}
 	}
 	return true
-}
-
-// fullyReplicated reports whether every range has want voters, no learners, and a leader.
-func fullyReplicated(ctx context.Context, cl *client.Client, want int) bool {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	rs, err := cl.Ranges(ctx)
-	if err != nil || len(rs) == 0 {
-		return false
-	}
-	for _, r := range rs {
-		voters := 0
-		for _, rd := range r.GetDesc().GetReplicas() {
-			if rd.Learner {
-				return false
-			}
-			voters++
-		}
-		if voters != want || r.LeaderNodeId == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// userRanges returns the ranges other than the meta range.
-func userRanges(ctx context.Context, cl *client.Client) ([]*pb.RangeStatus, error) {
-	rs, err := cl.Ranges(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []*pb.RangeStatus
-	for _, r := range rs {
-		if r.GetDesc().GetRangeId() != replica.MetaRangeID {
-			out = append(out, r)
-		}
-	}
-	return out, nil
 }
 
 // voters lists the voter nodes of d.

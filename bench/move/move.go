@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
@@ -390,17 +391,17 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 	progress("waiting for %d-way replication", ReplicationFactor)
-	if err := waitFor(ctx, 2*time.Minute, func() bool { return fullyReplicated(ctx, cl, ReplicationFactor) }); err != nil {
+	if err := waitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, ReplicationFactor) }); err != nil {
 		return nil, fmt.Errorf("ranges not %d-way replicated: %w", ReplicationFactor, err)
 	}
 	if err := setPolicy(ctx, cl, policy.NameReplicate, false); err != nil {
 		return nil, err
 	}
 	time.Sleep(2 * time.Second) // the autopilot applies switches every second
-	if !fullyReplicated(ctx, cl, ReplicationFactor) {
+	if !benchutil.FullyReplicated(ctx, cl, ReplicationFactor) {
 		return nil, errors.New("ranges changed while the autopilot was being switched off")
 	}
-	urs, err := userRanges(ctx, cl)
+	urs, err := benchutil.UserRanges(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -415,7 +416,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	done()
-	if urs, err = userRanges(ctx, cl); err != nil {
+	if urs, err = benchutil.UserRanges(ctx, cl); err != nil {
 		return nil, err
 	}
 	if len(urs) != 1 {
@@ -561,7 +562,7 @@ func load(ctx context.Context, cl *client.Client, opts Options, records int64, r
 			case <-t.C:
 				n := loaded.Load()
 				b := n * int64(keyBytes+opts.ValueBytes)
-				progress("loading %s", bar(float64(n)/float64(records), fmt.Sprintf("%d/%d MiB, %.1f MiB/s",
+				progress("loading %s", benchutil.Bar(float64(n)/float64(records), fmt.Sprintf("%d/%d MiB, %.1f MiB/s",
 					b>>20, opts.SizeBytes>>20, float64(b)/(1<<20)/time.Since(start).Seconds())))
 			}
 		}
@@ -621,14 +622,14 @@ func runWorkload(ctx context.Context, c *cluster, cl *client.Client, opts Option
 		mu       sync.Mutex
 		hists    [phases]*hdrhistogram.Histogram
 		errsPh   [phases]int64
-		secHist  = newHist()
+		secHist  = benchutil.NewHist()
 		secOps   int64
 		secErrs  int64
 		errTotal int64
 		errOnce  sync.Once
 	)
 	for i := range hists {
-		hists[i] = newHist()
+		hists[i] = benchutil.NewHist()
 	}
 	stats, stopStats := c.pollStats(100*time.Millisecond, rep.Move.RangeID)
 	defer stopStats()
@@ -667,7 +668,7 @@ func runWorkload(ctx context.Context, c *cluster, cl *client.Client, opts Option
 					errOnce.Do(func() { rep.ErrorSample = err.Error() })
 				} else {
 					secOps++
-					us := clampUs(lat)
+					us := benchutil.ClampUs(lat)
 					_ = secHist.RecordValue(us)
 					_ = hists[ph].RecordValue(us)
 				}
@@ -741,7 +742,7 @@ func runWorkload(ctx context.Context, c *cluster, cl *client.Client, opts Option
 				}
 				mu.Lock()
 				p := Point{T: t, Phase: phaseNames[phase.Load()], Ops: secOps, Errors: secErrs,
-					P50Ms: usToMs(secHist.ValueAtQuantile(50)), P99Ms: usToMs(secHist.ValueAtQuantile(99))}
+					P50Ms: benchutil.UsToMs(secHist.ValueAtQuantile(50)), P99Ms: benchutil.UsToMs(secHist.ValueAtQuantile(99))}
 				secOps, secErrs = 0, 0
 				secHist.Reset()
 				mu.Unlock()
@@ -863,8 +864,8 @@ func runWorkload(ctx context.Context, c *cluster, cl *client.Client, opts Option
 	phaseOf := func(ph int, dur time.Duration) Phase {
 		h := hists[ph]
 		p := Phase{DurationS: dur.Seconds(), Ops: h.TotalCount(), Errors: errsPh[ph],
-			P50Ms: usToMs(h.ValueAtQuantile(50)), P99Ms: usToMs(h.ValueAtQuantile(99)),
-			P999Ms: usToMs(h.ValueAtQuantile(99.9)), MaxMs: usToMs(h.Max())}
+			P50Ms: benchutil.UsToMs(h.ValueAtQuantile(50)), P99Ms: benchutil.UsToMs(h.ValueAtQuantile(99)),
+			P999Ms: benchutil.UsToMs(h.ValueAtQuantile(99.9)), MaxMs: benchutil.UsToMs(h.Max())}
 		if p.DurationS > 0 {
 			p.Throughput = float64(p.Ops) / p.DurationS
 		}
@@ -1004,28 +1005,6 @@ func verify(ctx context.Context, c *cluster, cl *client.Client, records int64, v
 	v.OldReplicaGone = c.replicaOn(mv.FromNode, mv.RangeID) == nil
 	v.OK = v.DigestsMatch && len(v.Replicas) == ReplicationFactor && v.LeaderMoved &&
 		v.SampleErrors == 0 && v.SampleFound == v.SampleReads && v.ReadsOnNewNode >= uint64(v.SampleReads)
-}
-
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
-
-func clampUs(d time.Duration) int64 {
-	us := d.Microseconds()
-	if us < 1 {
-		return 1
-	}
-	if us > 60_000_000 {
-		return 60_000_000
-	}
-	return us
-}
-
-func usToMs(us int64) float64 { return float64(us) / 1000 }
-
-func bar(frac float64, text string) string {
-	const width = 30
-	frac = min(max(frac, 0), 1)
-	n := int(frac * width)
-	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "] " + text
 }
 
 // WriteSummary prints the report for people.

@@ -192,26 +192,3 @@ func userRange(ctx context.Context, cl *client.Client) (*pb.RangeStatus, error) 
 	}
 	return nil, fmt.Errorf("no user range")
 }
-
-// fullyReplicated reports whether every range has want voters, no learners, and a leader.
-func fullyReplicated(ctx context.Context, cl *client.Client, want int) bool {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	rs, err := cl.Ranges(ctx)
-	if err != nil || len(rs) == 0 {
-		return false
-	}
-	for _, r := range rs {
-		voters := 0
-		for _, rd := range r.GetDesc().GetReplicas() {
-			if rd.Learner {
-				return false
-			}
-			voters++
-		}
-		if voters != want || r.LeaderNodeId == 0 {
-			return false
-		}
-	}
-	return true
-}

@@ -13,8 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
@@ -215,7 +214,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 
 	progress("waiting for %d-way replication", sc.Nodes)
 	deadline := time.Now().Add(90 * time.Second)
-	for !fullyReplicated(ctx, cl, sc.Nodes) {
+	for !benchutil.FullyReplicated(ctx, cl, sc.Nodes) {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("cluster not fully replicated after 90s")
 		}
@@ -242,7 +241,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			case <-stopLoad:
 				return
 			case <-t.C:
-				progress("loading %s", bar(float64(loaded.Load())/float64(sc.Records), fmt.Sprintf("%d/%d records", loaded.Load(), sc.Records)))
+				progress("loading %s", benchutil.Bar(float64(loaded.Load())/float64(sc.Records), fmt.Sprintf("%d/%d records", loaded.Load(), sc.Records)))
 			}
 		}
 	}()
@@ -279,8 +278,8 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	rr := &RunReport{PolicyOn: policyOn}
 	var (
 		mu       sync.Mutex
-		secHist  = newHist()
-		allHist  = newHist()
+		secHist  = benchutil.NewHist()
+		allHist  = benchutil.NewHist()
 		secOps   int64
 		secErrs  int64
 		totalOps int64
@@ -314,8 +313,8 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 					secErrs++
 				} else {
 					secOps++
-					_ = secHist.RecordValue(clampUs(lat))
-					_ = allHist.RecordValue(clampUs(lat))
+					_ = secHist.RecordValue(benchutil.ClampUs(lat))
+					_ = allHist.RecordValue(benchutil.ClampUs(lat))
 				}
 				mu.Unlock()
 			}
@@ -361,7 +360,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		}
 		mu.Lock()
 		p := Point{T: float64(s), Ops: secOps, Errors: secErrs,
-			P50Ms: usToMs(secHist.ValueAtQuantile(50)), P99Ms: usToMs(secHist.ValueAtQuantile(99))}
+			P50Ms: benchutil.UsToMs(secHist.ValueAtQuantile(50)), P99Ms: benchutil.UsToMs(secHist.ValueAtQuantile(99))}
 		totalOps += secOps
 		totalErr += secErrs
 		secOps, secErrs = 0, 0
@@ -373,7 +372,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			p.HitRatio = &r
 		}
 		rr.Series = append(rr.Series, p)
-		progress("%s", bar(float64(s)/float64(secs), fmt.Sprintf("%2ds/%ds %6d ops/s p99 %.1fms", s, secs, p.Ops, p.P99Ms)))
+		progress("%s", benchutil.Bar(float64(s)/float64(secs), fmt.Sprintf("%2ds/%ds %6d ops/s p99 %.1fms", s, secs, p.Ops, p.P99Ms)))
 	}
 	tick.Stop()
 	cancel()
@@ -381,7 +380,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	<-evDone
 	elapsed := float64(secs)
 	rr.Summary = Summary{Ops: totalOps, Throughput: float64(totalOps) / elapsed, Errors: totalErr,
-		P50Ms: usToMs(allHist.ValueAtQuantile(50)), P99Ms: usToMs(allHist.ValueAtQuantile(99))}
+		P50Ms: benchutil.UsToMs(allHist.ValueAtQuantile(50)), P99Ms: benchutil.UsToMs(allHist.ValueAtQuantile(99))}
 	if rr.Events == nil {
 		rr.Events = []EventMark{}
 	}
@@ -394,31 +393,4 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			rr.Summary.Ops, rr.Summary.Throughput, rr.Summary.P50Ms, rr.Summary.P99Ms, rr.Summary.Errors)
 	}
 	return rr, nil
-}
-
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
-
-func clampUs(d time.Duration) int64 {
-	us := d.Microseconds()
-	if us < 1 {
-		return 1
-	}
-	if us > 60_000_000 {
-		return 60_000_000
-	}
-	return us
-}
-
-func usToMs(us int64) float64 { return float64(us) / 1000 }
-
-func bar(frac float64, text string) string {
-	const width = 30
-	if frac < 0 {
-		frac = 0
-	}
-	if frac > 1 {
-		frac = 1
-	}
-	n := int(frac * width)
-	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "] " + text
 }
