@@ -856,11 +856,14 @@ func testSplitTransfer(t *testing.T, c *tcluster) {
 	}
 	// Right after a split the new range may still be electing (or its leader not yet reported in
 	// heartbeats): wait until a lookup names a leader that is one of the cluster's nodes.
+	// "old" is the left half's leader (the node a cluster-aware client asks about slots 0..8191);
+	// the right half's leadership is then moved to another node.
 	var old uint64
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		lk, err := c.cl.Lookup(ctx, resp.SlotStart(8192))
-		if err == nil && c.nodeIndex(lk.LeaderNodeId) >= 0 {
-			old = lk.LeaderNodeId
+		left, lerr := c.cl.Lookup(ctx, resp.SlotStart(0))
+		if err == nil && lerr == nil && c.nodeIndex(lk.LeaderNodeId) >= 0 && c.nodeIndex(left.LeaderNodeId) >= 0 {
+			old = left.LeaderNodeId
 			break
 		}
 		if time.Now().After(deadline) {
