@@ -85,41 +85,23 @@ func newHTTPHandler(d httpDeps) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", d.metrics)
-	mux.HandleFunc("GET /api/nodes", func(w http.ResponseWriter, r *http.Request) {
-		if !d.ready.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "node is not serving yet"})
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
-		defer cancel()
+	mux.HandleFunc("GET /api/nodes", d.api(func(ctx context.Context, w http.ResponseWriter) {
 		resp, err := d.status.Nodes(ctx, &pb.NodesRequest{})
 		if msg, code := apiError(err, resp.GetError()); code != 0 {
 			writeJSON(w, code, errorJSON{Error: "list nodes: " + msg})
 			return
 		}
 		writeJSON(w, http.StatusOK, apijson.NodesJSON(resp.GetNodes()))
-	})
-	mux.HandleFunc("GET /api/ranges", func(w http.ResponseWriter, r *http.Request) {
-		if !d.ready.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "node is not serving yet"})
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
-		defer cancel()
+	}))
+	mux.HandleFunc("GET /api/ranges", d.api(func(ctx context.Context, w http.ResponseWriter) {
 		resp, err := d.status.Ranges(ctx, &pb.RangesRequest{})
 		if msg, code := apiError(err, resp.GetError()); code != 0 {
 			writeJSON(w, code, errorJSON{Error: "list ranges: " + msg})
 			return
 		}
 		writeJSON(w, http.StatusOK, apijson.RangesJSON(resp.GetRanges()))
-	})
-	mux.HandleFunc("GET /api/decisions", func(w http.ResponseWriter, r *http.Request) {
-		if !d.ready.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "node is not serving yet"})
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
-		defer cancel()
+	}))
+	mux.HandleFunc("GET /api/decisions", d.api(func(ctx context.Context, w http.ResponseWriter) {
 		resp, err := d.status.Decisions(ctx, &pb.DecisionsRequest{})
 		if msg, code := apiError(err, resp.GetError()); code != 0 {
 			writeJSON(w, code, errorJSON{Error: "decision log: " + msg})
@@ -132,21 +114,15 @@ func newHTTPHandler(d httpDeps) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		w.Write(append(raw, '\n'))
-	})
-	mux.HandleFunc("GET /api/stats", func(w http.ResponseWriter, r *http.Request) {
-		if !d.ready.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "node is not serving yet"})
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
-		defer cancel()
+	}))
+	mux.HandleFunc("GET /api/stats", d.api(func(ctx context.Context, w http.ResponseWriter) {
 		resp, err := d.status.Nodes(ctx, &pb.NodesRequest{})
 		if msg, code := apiError(err, resp.GetError()); code != 0 {
 			writeJSON(w, code, errorJSON{Error: "node stats: " + msg})
 			return
 		}
 		writeJSON(w, http.StatusOK, buildStats(ctx, resp.GetNodes(), fetchNodeMetrics, time.Now()))
-	})
+	}))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorJSON{Error: "no such API endpoint: " + r.URL.Path})
 	})
@@ -167,6 +143,20 @@ func newHTTPHandler(d httpDeps) http.Handler {
 		serveWebFile(w, r, name)
 	})
 	return d.auth.httpMiddleware(mux, "/api/", "/debug/")
+}
+
+// api wraps a JSON API handler: it answers 503 until the node serves and bounds the call by
+// apiTimeout.
+func (d *httpDeps) api(h func(ctx context.Context, w http.ResponseWriter)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !d.ready.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "node is not serving yet"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), apiTimeout)
+		defer cancel()
+		h(ctx, w)
+	}
 }
 
 // apiError turns a failed admin call into a message and an HTTP status (0 when the call succeeded).
