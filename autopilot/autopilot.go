@@ -179,6 +179,11 @@ func (a *Autopilot) Tick(ctx context.Context, c *model.Cluster) Round {
 		}
 		round.Submitted = append(round.Submitted, op)
 	}
+	for name, notes := range a.registry.TakeNotes() {
+		for _, n := range notes {
+			a.log.Note(name, n.What, n.Why, n.Status, c.Now)
+		}
+	}
 	round.Marked = a.markDecommissioned(ctx, c)
 	return round
 }

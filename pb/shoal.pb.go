@@ -1625,8 +1625,15 @@ type NodeStats struct {
 	L0Files            uint32                 `protobuf:"varint,6,opt,name=l0_files,json=l0Files,proto3" json:"l0_files,omitempty"`
 	MemtableBytes      uint64                 `protobuf:"varint,7,opt,name=memtable_bytes,json=memtableBytes,proto3" json:"memtable_bytes,omitempty"`
 	Ranges             []*RangeLoad           `protobuf:"bytes,8,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Background work (package bgtask): pending and running tasks, the engine's compaction-debt
+	// estimate, when each kind of task last completed, and the ranges the node led when its last heavy
+	// task was requested (for the preferred-primary ranking of shed_leadership).
+	Tasks               []*BackgroundTask `protobuf:"bytes,9,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	CompactionDebtBytes uint64            `protobuf:"varint,10,opt,name=compaction_debt_bytes,json=compactionDebtBytes,proto3" json:"compaction_debt_bytes,omitempty"`
+	LastCompleted       []*TaskCompletion `protobuf:"bytes,11,rep,name=last_completed,json=lastCompleted,proto3" json:"last_completed,omitempty"`
+	LedBefore           []uint64          `protobuf:"varint,12,rep,packed,name=led_before,json=ledBefore,proto3" json:"led_before,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *NodeStats) Reset() {
@@ -1715,6 +1722,564 @@ func (x *NodeStats) GetRanges() []*RangeLoad {
 	return nil
 }
 
+func (x *NodeStats) GetTasks() []*BackgroundTask {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *NodeStats) GetCompactionDebtBytes() uint64 {
+	if x != nil {
+		return x.CompactionDebtBytes
+	}
+	return 0
+}
+
+func (x *NodeStats) GetLastCompleted() []*TaskCompletion {
+	if x != nil {
+		return x.LastCompleted
+	}
+	return nil
+}
+
+func (x *NodeStats) GetLedBefore() []uint64 {
+	if x != nil {
+		return x.LedBefore
+	}
+	return nil
+}
+
+type BackgroundTask struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind           string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"` // "compaction", "manual_compaction", "backup", "announced", "flush"
+	Name           string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Running        bool                   `protobuf:"varint,4,opt,name=running,proto3" json:"running,omitempty"` // false: pending (waiting for the node's leaderships to move)
+	Heavy          bool                   `protobuf:"varint,5,opt,name=heavy,proto3" json:"heavy,omitempty"`
+	Bytes          uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	SinceUnixNanos int64                  `protobuf:"varint,7,opt,name=since_unix_nanos,json=sinceUnixNanos,proto3" json:"since_unix_nanos,omitempty"`
+	UntilUnixNanos int64                  `protobuf:"varint,8,opt,name=until_unix_nanos,json=untilUnixNanos,proto3" json:"until_unix_nanos,omitempty"` // announced tasks: expected end
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BackgroundTask) Reset() {
+	*x = BackgroundTask{}
+	mi := &file_pb_shoal_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackgroundTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackgroundTask) ProtoMessage() {}
+
+func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackgroundTask.ProtoReflect.Descriptor instead.
+func (*BackgroundTask) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *BackgroundTask) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *BackgroundTask) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *BackgroundTask) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackgroundTask) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *BackgroundTask) GetHeavy() bool {
+	if x != nil {
+		return x.Heavy
+	}
+	return false
+}
+
+func (x *BackgroundTask) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *BackgroundTask) GetSinceUnixNanos() int64 {
+	if x != nil {
+		return x.SinceUnixNanos
+	}
+	return 0
+}
+
+func (x *BackgroundTask) GetUntilUnixNanos() int64 {
+	if x != nil {
+		return x.UntilUnixNanos
+	}
+	return 0
+}
+
+type TaskCompletion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	AtUnixNanos   int64                  `protobuf:"varint,2,opt,name=at_unix_nanos,json=atUnixNanos,proto3" json:"at_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskCompletion) Reset() {
+	*x = TaskCompletion{}
+	mi := &file_pb_shoal_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskCompletion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskCompletion) ProtoMessage() {}
+
+func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskCompletion.ProtoReflect.Descriptor instead.
+func (*TaskCompletion) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TaskCompletion) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TaskCompletion) GetAtUnixNanos() int64 {
+	if x != nil {
+		return x.AtUnixNanos
+	}
+	return 0
+}
+
+// Heavy background work on one node (node_id; 0: the node that receives the request). The call
+// returns when the task is done (compact, backup) or, for an announcement, once the node may start.
+type CompactRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactRequest) Reset() {
+	*x = CompactRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactRequest) ProtoMessage() {}
+
+func (x *CompactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
+func (*CompactRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CompactRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type CompactResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	DurationMs    int64                  `protobuf:"varint,3,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactResponse) Reset() {
+	*x = CompactResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactResponse) ProtoMessage() {}
+
+func (x *CompactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
+func (*CompactResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CompactResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *CompactResponse) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *CompactResponse) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *CompactResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type BackupRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NodeId          uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Dir             string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`                                                     // on the node's host; must not exist or be empty
+	RateBytesPerSec int64                  `protobuf:"varint,3,opt,name=rate_bytes_per_sec,json=rateBytesPerSec,proto3" json:"rate_bytes_per_sec,omitempty"` // 0: unlimited
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *BackupRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *BackupRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *BackupRequest) GetRateBytesPerSec() int64 {
+	if x != nil {
+		return x.RateBytesPerSec
+	}
+	return 0
+}
+
+type BackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"` // how the task passed the gate (shed, postponed, ran anyway)
+	ManifestJson  string                 `protobuf:"bytes,3,opt,name=manifest_json,json=manifestJson,proto3" json:"manifest_json,omitempty"`
+	DurationMs    int64                  `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *BackupResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *BackupResponse) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *BackupResponse) GetManifestJson() string {
+	if x != nil {
+		return x.ManifestJson
+	}
+	return ""
+}
+
+func (x *BackupResponse) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type MaintenanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Task          string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	DurationMs    int64                  `protobuf:"varint,3,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"` // how long the job expects to load the node
+	End           bool                   `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`                                 // the job finished early: end the announcement named task
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaintenanceRequest) Reset() {
+	*x = MaintenanceRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaintenanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaintenanceRequest) ProtoMessage() {}
+
+func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
+func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *MaintenanceRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *MaintenanceRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *MaintenanceRequest) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *MaintenanceRequest) GetEnd() bool {
+	if x != nil {
+		return x.End
+	}
+	return false
+}
+
+type MaintenanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaintenanceResponse) Reset() {
+	*x = MaintenanceResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaintenanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaintenanceResponse) ProtoMessage() {}
+
+func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
+func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *MaintenanceResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *MaintenanceResponse) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *MaintenanceResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
 type RangeLoad struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	RangeId  uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -1734,7 +2299,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_pb_shoal_proto_msgTypes[23]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2311,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[23]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2324,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{23}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RangeLoad) GetRangeId() uint64 {
@@ -1833,7 +2398,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +2410,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +2423,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
 }
 
 type NodesResponse struct {
@@ -1871,7 +2436,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2448,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2461,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodesResponse) GetError() *Error {
@@ -1925,7 +2490,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2502,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2515,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RangeStatus) GetDesc() *RangeDescriptor {
@@ -1989,7 +2554,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2566,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2579,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
 }
 
 type RangesResponse struct {
@@ -2027,7 +2592,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2604,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2617,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RangesResponse) GetError() *Error {
@@ -2078,7 +2643,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2655,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2668,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SplitRequest) GetKey() []byte {
@@ -2124,7 +2689,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2136,7 +2701,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2714,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SplitResponse) GetError() *Error {
@@ -2186,7 +2751,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2763,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2776,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -2238,7 +2803,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2815,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2828,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MergeResponse) GetError() *Error {
@@ -2292,7 +2857,7 @@ type RangeCommandRequest struct {
 
 func (x *RangeCommandRequest) Reset() {
 	*x = RangeCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2869,7 @@ func (x *RangeCommandRequest) String() string {
 func (*RangeCommandRequest) ProtoMessage() {}
 
 func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2882,7 @@ func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandRequest.ProtoReflect.Descriptor instead.
 func (*RangeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RangeCommandRequest) GetRangeId() uint64 {
@@ -2346,7 +2911,7 @@ type RangeCommandResponse struct {
 
 func (x *RangeCommandResponse) Reset() {
 	*x = RangeCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2923,7 @@ func (x *RangeCommandResponse) String() string {
 func (*RangeCommandResponse) ProtoMessage() {}
 
 func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2936,7 @@ func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandResponse.ProtoReflect.Descriptor instead.
 func (*RangeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RangeCommandResponse) GetError() *Error {
@@ -2413,7 +2978,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2990,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +3003,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WaitAppliedRequest) GetRangeId() uint64 {
@@ -2465,7 +3030,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +3042,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +3055,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WaitAppliedResponse) GetError() *Error {
@@ -2517,7 +3082,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +3094,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +3107,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -2568,7 +3133,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +3145,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +3158,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeaderResponse) GetError() *Error {
@@ -2612,7 +3177,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +3189,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +3202,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *JoinRequest) GetNode() *NodeDescriptor {
@@ -2659,7 +3224,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +3236,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +3249,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *JoinResponse) GetError() *Error {
@@ -2731,7 +3296,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +3308,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +3321,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -2825,7 +3390,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +3402,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +3415,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -2877,7 +3442,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3454,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3467,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -2927,7 +3492,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3504,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3517,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 type PolicyListResponse struct {
@@ -2965,7 +3530,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3542,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3555,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -3017,7 +3582,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3594,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3607,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -3068,7 +3633,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3645,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3093,7 +3658,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -3111,7 +3676,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3688,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3701,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -3151,7 +3716,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3728,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3741,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -3203,7 +3768,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3780,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3793,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -3254,7 +3819,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3831,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3844,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -3300,7 +3865,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3877,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3890,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -3345,7 +3910,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3922,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3935,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -3401,7 +3966,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3413,7 +3978,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3426,7 +3991,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -3467,7 +4032,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +4044,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +4057,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -3523,7 +4088,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +4100,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +4113,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -3597,7 +4162,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +4174,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +4187,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -3654,7 +4219,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +4231,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +4244,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -3697,7 +4262,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3709,7 +4274,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3722,7 +4287,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -3769,7 +4334,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +4346,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +4359,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -3816,7 +4381,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3828,7 +4393,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3841,7 +4406,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -3883,7 +4448,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +4460,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4473,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -3943,7 +4508,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3955,7 +4520,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3968,7 +4533,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -3996,7 +4561,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4573,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4586,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -4106,7 +4671,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4683,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4696,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -4159,7 +4724,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4171,7 +4736,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4184,7 +4749,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -4214,7 +4779,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4226,7 +4791,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4239,7 +4804,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -4276,7 +4841,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4853,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4866,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -4336,7 +4901,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4348,7 +4913,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4361,7 +4926,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -4489,7 +5054,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"rangeCount\x12!\n" +
 	"\fleader_count\x18\a \x01(\rR\vleaderCount\x12\x14\n" +
 	"\x05state\x18\b \x01(\tR\x05state\x12&\n" +
-	"\x05stats\x18\t \x01(\v2\x10.shoal.NodeStatsR\x05stats\"\xc0\x02\n" +
+	"\x05stats\x18\t \x01(\v2\x10.shoal.NodeStatsR\x05stats\"\xfe\x03\n" +
 	"\tNodeStats\x12\x1f\n" +
 	"\vcpu_percent\x18\x01 \x01(\x01R\n" +
 	"cpuPercent\x12\x1d\n" +
@@ -4500,7 +5065,54 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x13compactions_running\x18\x05 \x01(\rR\x12compactionsRunning\x12\x19\n" +
 	"\bl0_files\x18\x06 \x01(\rR\al0Files\x12%\n" +
 	"\x0ememtable_bytes\x18\a \x01(\x04R\rmemtableBytes\x12(\n" +
-	"\x06ranges\x18\b \x03(\v2\x10.shoal.RangeLoadR\x06ranges\"\xac\x02\n" +
+	"\x06ranges\x18\b \x03(\v2\x10.shoal.RangeLoadR\x06ranges\x12+\n" +
+	"\x05tasks\x18\t \x03(\v2\x15.shoal.BackgroundTaskR\x05tasks\x122\n" +
+	"\x15compaction_debt_bytes\x18\n" +
+	" \x01(\x04R\x13compactionDebtBytes\x12<\n" +
+	"\x0elast_completed\x18\v \x03(\v2\x15.shoal.TaskCompletionR\rlastCompleted\x12\x1d\n" +
+	"\n" +
+	"led_before\x18\f \x03(\x04R\tledBefore\"\xe2\x01\n" +
+	"\x0eBackgroundTask\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
+	"\arunning\x18\x04 \x01(\bR\arunning\x12\x14\n" +
+	"\x05heavy\x18\x05 \x01(\bR\x05heavy\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12(\n" +
+	"\x10since_unix_nanos\x18\a \x01(\x03R\x0esinceUnixNanos\x12(\n" +
+	"\x10until_unix_nanos\x18\b \x01(\x03R\x0euntilUnixNanos\"H\n" +
+	"\x0eTaskCompletion\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\"\n" +
+	"\rat_unix_nanos\x18\x02 \x01(\x03R\vatUnixNanos\")\n" +
+	"\x0eCompactRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\"\x89\x01\n" +
+	"\x0fCompactResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x1f\n" +
+	"\vduration_ms\x18\x03 \x01(\x03R\n" +
+	"durationMs\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\"g\n" +
+	"\rBackupRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\tR\x03dir\x12+\n" +
+	"\x12rate_bytes_per_sec\x18\x03 \x01(\x03R\x0frateBytesPerSec\"\xad\x01\n" +
+	"\x0eBackupResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12#\n" +
+	"\rmanifest_json\x18\x03 \x01(\tR\fmanifestJson\x12\x1f\n" +
+	"\vduration_ms\x18\x04 \x01(\x03R\n" +
+	"durationMs\x12\x17\n" +
+	"\anode_id\x18\x05 \x01(\x04R\x06nodeId\"t\n" +
+	"\x12MaintenanceRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12\x1f\n" +
+	"\vduration_ms\x18\x03 \x01(\x03R\n" +
+	"durationMs\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\bR\x03end\"l\n" +
+	"\x13MaintenanceResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xac\x02\n" +
 	"\tRangeLoad\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x19\n" +
@@ -4704,8 +5316,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\fRELOCATE_ALL\x10\x00\x12\x18\n" +
 	"\x14RELOCATE_ADD_LEARNER\x10\x01\x12\x14\n" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
-	"\x0fRELOCATE_REMOVE\x10\x032\xe9\n" +
-	"\n" +
+	"\x0fRELOCATE_REMOVE\x10\x032\xa0\f\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -4730,7 +5341,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\vMetaCommand\x12\x19.shoal.MetaCommandRequest\x1a\x1a.shoal.MetaCommandResponse\x122\n" +
 	"\x05Merge\x12\x13.shoal.MergeRequest\x1a\x14.shoal.MergeResponse\x12G\n" +
 	"\fRangeCommand\x12\x1a.shoal.RangeCommandRequest\x1a\x1b.shoal.RangeCommandResponse\x12D\n" +
-	"\vWaitApplied\x12\x19.shoal.WaitAppliedRequest\x1a\x1a.shoal.WaitAppliedResponse2\x8d\x01\n" +
+	"\vWaitApplied\x12\x19.shoal.WaitAppliedRequest\x1a\x1a.shoal.WaitAppliedResponse\x128\n" +
+	"\aCompact\x12\x15.shoal.CompactRequest\x1a\x16.shoal.CompactResponse\x125\n" +
+	"\x06Backup\x12\x14.shoal.BackupRequest\x1a\x15.shoal.BackupResponse\x12D\n" +
+	"\vMaintenance\x12\x19.shoal.MaintenanceRequest\x1a\x1a.shoal.MaintenanceResponse2\x8d\x01\n" +
 	"\rRaftTransport\x12?\n" +
 	"\n" +
 	"RaftStream\x12\x17.shoal.RaftMessageBatch\x1a\x14.shoal.RaftStreamAck(\x010\x01\x12;\n" +
@@ -4749,7 +5363,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(NodeAdminState)(0),             // 1: shoal.NodeAdminState
@@ -4777,53 +5391,61 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*RangeLookupResponse)(nil),     // 23: shoal.RangeLookupResponse
 	(*NodeStatus)(nil),              // 24: shoal.NodeStatus
 	(*NodeStats)(nil),               // 25: shoal.NodeStats
-	(*RangeLoad)(nil),               // 26: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 27: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 28: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 29: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 30: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 31: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 32: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 33: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 34: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 35: shoal.MergeResponse
-	(*RangeCommandRequest)(nil),     // 36: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 37: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 38: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 39: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 40: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 41: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 42: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 43: shoal.JoinResponse
-	(*HeartbeatRequest)(nil),        // 44: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 45: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 46: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 47: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 48: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 49: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 50: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 51: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 52: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 53: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 54: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 55: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 56: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 57: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 58: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 59: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 60: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 61: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 62: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 63: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 64: shoal.SplitTrigger
-	(*Condition)(nil),               // 65: shoal.Condition
-	(*MetaUpdate)(nil),              // 66: shoal.MetaUpdate
-	(*Command)(nil),                 // 67: shoal.Command
-	(*FreezeForMerge)(nil),          // 68: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 69: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 70: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 71: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 72: shoal.ConfChangeContext
+	(*BackgroundTask)(nil),          // 26: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 27: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 28: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 29: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 30: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 31: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 32: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 33: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 34: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 35: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 36: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 37: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 38: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 39: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 40: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 41: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 42: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 43: shoal.MergeResponse
+	(*RangeCommandRequest)(nil),     // 44: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 45: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 46: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 47: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 48: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 49: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 50: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 51: shoal.JoinResponse
+	(*HeartbeatRequest)(nil),        // 52: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 53: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 54: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 55: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 56: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 57: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 58: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 59: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 60: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 61: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 62: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 63: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 64: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 65: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 66: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 67: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 68: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 69: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 70: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 71: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 72: shoal.SplitTrigger
+	(*Condition)(nil),               // 73: shoal.Condition
+	(*MetaUpdate)(nil),              // 74: shoal.MetaUpdate
+	(*Command)(nil),                 // 75: shoal.Command
+	(*FreezeForMerge)(nil),          // 76: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 77: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 78: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 79: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 80: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	3,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -4849,114 +5471,125 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	5,   // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
 	5,   // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
 	25,  // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	26,  // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	6,   // 24: shoal.NodesResponse.error:type_name -> shoal.Error
-	24,  // 25: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	4,   // 26: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	6,   // 27: shoal.RangesResponse.error:type_name -> shoal.Error
-	29,  // 28: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	6,   // 29: shoal.SplitResponse.error:type_name -> shoal.Error
-	4,   // 30: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	4,   // 31: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	6,   // 32: shoal.MergeResponse.error:type_name -> shoal.Error
-	4,   // 33: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	67,  // 34: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	6,   // 35: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	4,   // 36: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	6,   // 37: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	6,   // 38: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	5,   // 39: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	6,   // 40: shoal.JoinResponse.error:type_name -> shoal.Error
-	5,   // 41: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	5,   // 42: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	25,  // 43: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	5,   // 44: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	4,   // 45: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	6,   // 46: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	5,   // 47: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	6,   // 48: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	46,  // 49: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	6,   // 50: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	6,   // 51: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	1,   // 52: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	6,   // 53: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	67,  // 54: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	6,   // 55: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	2,   // 56: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	6,   // 57: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	4,   // 58: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	59,  // 59: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	59,  // 60: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	8,   // 61: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	6,   // 62: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	4,   // 63: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	4,   // 64: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	4,   // 65: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	9,   // 66: shoal.Command.mutations:type_name -> shoal.Mutation
-	65,  // 67: shoal.Command.condition:type_name -> shoal.Condition
-	64,  // 68: shoal.Command.split:type_name -> shoal.SplitTrigger
-	66,  // 69: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	68,  // 70: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	69,  // 71: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	70,  // 72: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	71,  // 73: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	4,   // 74: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	4,   // 75: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	4,   // 76: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	4,   // 77: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	10,  // 78: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	12,  // 79: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	14,  // 80: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	16,  // 81: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	18,  // 82: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	20,  // 83: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	22,  // 84: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	27,  // 85: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	30,  // 86: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	32,  // 87: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	40,  // 88: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	57,  // 89: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	47,  // 90: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	49,  // 91: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	51,  // 92: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	53,  // 93: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	42,  // 94: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	44,  // 95: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	55,  // 96: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	34,  // 97: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	36,  // 98: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	38,  // 99: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	60,  // 100: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	62,  // 101: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	11,  // 102: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	13,  // 103: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	15,  // 104: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	17,  // 105: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	19,  // 106: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	21,  // 107: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	23,  // 108: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	28,  // 109: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	31,  // 110: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	33,  // 111: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	41,  // 112: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	58,  // 113: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	48,  // 114: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	50,  // 115: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	52,  // 116: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	54,  // 117: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	43,  // 118: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	45,  // 119: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	56,  // 120: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	35,  // 121: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	37,  // 122: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	39,  // 123: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	61,  // 124: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	63,  // 125: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	102, // [102:126] is the sub-list for method output_type
-	78,  // [78:102] is the sub-list for method input_type
-	78,  // [78:78] is the sub-list for extension type_name
-	78,  // [78:78] is the sub-list for extension extendee
-	0,   // [0:78] is the sub-list for field type_name
+	34,  // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	26,  // 24: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	27,  // 25: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	6,   // 26: shoal.CompactResponse.error:type_name -> shoal.Error
+	6,   // 27: shoal.BackupResponse.error:type_name -> shoal.Error
+	6,   // 28: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	6,   // 29: shoal.NodesResponse.error:type_name -> shoal.Error
+	24,  // 30: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	4,   // 31: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	6,   // 32: shoal.RangesResponse.error:type_name -> shoal.Error
+	37,  // 33: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	6,   // 34: shoal.SplitResponse.error:type_name -> shoal.Error
+	4,   // 35: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	4,   // 36: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	6,   // 37: shoal.MergeResponse.error:type_name -> shoal.Error
+	4,   // 38: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	75,  // 39: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	6,   // 40: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	4,   // 41: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	6,   // 42: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	6,   // 43: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	5,   // 44: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	6,   // 45: shoal.JoinResponse.error:type_name -> shoal.Error
+	5,   // 46: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	5,   // 47: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	25,  // 48: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	5,   // 49: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	4,   // 50: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	6,   // 51: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	5,   // 52: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	6,   // 53: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	54,  // 54: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	6,   // 55: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	6,   // 56: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	1,   // 57: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	6,   // 58: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	75,  // 59: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	6,   // 60: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	2,   // 61: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	6,   // 62: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	4,   // 63: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	67,  // 64: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	67,  // 65: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	8,   // 66: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	6,   // 67: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	4,   // 68: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	4,   // 69: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	4,   // 70: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	9,   // 71: shoal.Command.mutations:type_name -> shoal.Mutation
+	73,  // 72: shoal.Command.condition:type_name -> shoal.Condition
+	72,  // 73: shoal.Command.split:type_name -> shoal.SplitTrigger
+	74,  // 74: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	76,  // 75: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	77,  // 76: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	78,  // 77: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	79,  // 78: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	4,   // 79: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	4,   // 80: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	4,   // 81: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	4,   // 82: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	10,  // 83: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	12,  // 84: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	14,  // 85: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	16,  // 86: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	18,  // 87: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	20,  // 88: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	22,  // 89: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	35,  // 90: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	38,  // 91: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	40,  // 92: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	48,  // 93: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	65,  // 94: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	55,  // 95: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	57,  // 96: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	59,  // 97: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	61,  // 98: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	50,  // 99: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	52,  // 100: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	63,  // 101: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	42,  // 102: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	44,  // 103: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	46,  // 104: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	28,  // 105: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	30,  // 106: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	32,  // 107: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	68,  // 108: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	70,  // 109: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	11,  // 110: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	13,  // 111: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	15,  // 112: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	17,  // 113: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	19,  // 114: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	21,  // 115: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	23,  // 116: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	36,  // 117: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	39,  // 118: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	41,  // 119: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	49,  // 120: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	66,  // 121: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	56,  // 122: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	58,  // 123: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	60,  // 124: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	62,  // 125: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	51,  // 126: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	53,  // 127: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	64,  // 128: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	43,  // 129: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	45,  // 130: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	47,  // 131: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	29,  // 132: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	31,  // 133: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	33,  // 134: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	69,  // 135: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	71,  // 136: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	110, // [110:137] is the sub-list for method output_type
+	83,  // [83:110] is the sub-list for method input_type
+	83,  // [83:83] is the sub-list for extension type_name
+	83,  // [83:83] is the sub-list for extension extendee
+	0,   // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -4970,7 +5603,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   70,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -45,6 +45,9 @@ const (
 	Shoal_Merge_FullMethodName           = "/shoal.Shoal/Merge"
 	Shoal_RangeCommand_FullMethodName    = "/shoal.Shoal/RangeCommand"
 	Shoal_WaitApplied_FullMethodName     = "/shoal.Shoal/WaitApplied"
+	Shoal_Compact_FullMethodName         = "/shoal.Shoal/Compact"
+	Shoal_Backup_FullMethodName          = "/shoal.Shoal/Backup"
+	Shoal_Maintenance_FullMethodName     = "/shoal.Shoal/Maintenance"
 )
 
 // ShoalClient is the client API for Shoal service.
@@ -73,6 +76,9 @@ type ShoalClient interface {
 	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
 	RangeCommand(ctx context.Context, in *RangeCommandRequest, opts ...grpc.CallOption) (*RangeCommandResponse, error)
 	WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error)
+	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
+	Maintenance(ctx context.Context, in *MaintenanceRequest, opts ...grpc.CallOption) (*MaintenanceResponse, error)
 }
 
 type shoalClient struct {
@@ -303,6 +309,36 @@ func (c *shoalClient) WaitApplied(ctx context.Context, in *WaitAppliedRequest, o
 	return out, nil
 }
 
+func (c *shoalClient) Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompactResponse)
+	err := c.cc.Invoke(ctx, Shoal_Compact_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupResponse)
+	err := c.cc.Invoke(ctx, Shoal_Backup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) Maintenance(ctx context.Context, in *MaintenanceRequest, opts ...grpc.CallOption) (*MaintenanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MaintenanceResponse)
+	err := c.cc.Invoke(ctx, Shoal_Maintenance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShoalServer is the server API for Shoal service.
 // All implementations must embed UnimplementedShoalServer
 // for forward compatibility.
@@ -329,6 +365,9 @@ type ShoalServer interface {
 	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
 	RangeCommand(context.Context, *RangeCommandRequest) (*RangeCommandResponse, error)
 	WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error)
+	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
+	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
+	Maintenance(context.Context, *MaintenanceRequest) (*MaintenanceResponse, error)
 	mustEmbedUnimplementedShoalServer()
 }
 
@@ -404,6 +443,15 @@ func (UnimplementedShoalServer) RangeCommand(context.Context, *RangeCommandReque
 }
 func (UnimplementedShoalServer) WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method WaitApplied not implemented")
+}
+func (UnimplementedShoalServer) Compact(context.Context, *CompactRequest) (*CompactResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Compact not implemented")
+}
+func (UnimplementedShoalServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedShoalServer) Maintenance(context.Context, *MaintenanceRequest) (*MaintenanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Maintenance not implemented")
 }
 func (UnimplementedShoalServer) mustEmbedUnimplementedShoalServer() {}
 func (UnimplementedShoalServer) testEmbeddedByValue()               {}
@@ -822,6 +870,60 @@ func _Shoal_WaitApplied_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_Compact_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompactRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Compact(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Compact_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Compact(ctx, req.(*CompactRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_Backup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Backup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Backup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Backup(ctx, req.(*BackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_Maintenance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MaintenanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Maintenance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Maintenance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Maintenance(ctx, req.(*MaintenanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shoal_ServiceDesc is the grpc.ServiceDesc for Shoal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -916,6 +1018,18 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitApplied",
 			Handler:    _Shoal_WaitApplied_Handler,
+		},
+		{
+			MethodName: "Compact",
+			Handler:    _Shoal_Compact_Handler,
+		},
+		{
+			MethodName: "Backup",
+			Handler:    _Shoal_Backup_Handler,
+		},
+		{
+			MethodName: "Maintenance",
+			Handler:    _Shoal_Maintenance_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

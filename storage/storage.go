@@ -7,6 +7,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,9 @@ type Engine struct {
 	lock   *os.File
 	device *emudisk.Device // nil when Options.Device was nil
 
+	fs       vfs.FS // what the engine's files live on (device-wrapped when emulated)
+	listener atomic.Pointer[BackgroundListener]
+
 	closed             atomic.Bool
 	compactionsRunning atomic.Int64
 	compactionsDone    atomic.Int64
@@ -108,6 +112,10 @@ func Open(dir string, opts Options) (*Engine, error) {
 		e.device = emudisk.NewDevice(*opts.Device, nil)
 		fs = e.device.Wrap(fs)
 	}
+	if fs == nil {
+		fs = vfs.Default
+	}
+	e.fs = fs
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
@@ -375,14 +383,119 @@ func (e *Engine) ApproximateBytes(start, end []byte) uint64 {
 
 func (e *Engine) eventListener() *pebble.EventListener {
 	return &pebble.EventListener{
-		CompactionBegin: func(pebble.CompactionInfo) { e.compactionsRunning.Add(1) },
-		CompactionEnd: func(pebble.CompactionInfo) {
+		CompactionBegin: func(info pebble.CompactionInfo) {
+			e.compactionsRunning.Add(1)
+			if l := e.listener.Load(); l != nil {
+				var in uint64
+				for _, lvl := range info.Input {
+					for _, t := range lvl.Tables {
+						in += t.Size
+					}
+				}
+				(*l).CompactionBegin(info.JobID, in, info.Reason)
+			}
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) {
 			e.compactionsRunning.Add(-1)
 			e.compactionsDone.Add(1)
+			if l := e.listener.Load(); l != nil {
+				(*l).CompactionEnd(info.JobID)
+			}
 		},
-		FlushEnd:        func(pebble.FlushInfo) { e.flushesDone.Add(1) },
+		FlushBegin: func(info pebble.FlushInfo) {
+			if l := e.listener.Load(); l != nil {
+				(*l).FlushBegin(info.JobID, info.InputBytes)
+			}
+		},
+		FlushEnd: func(info pebble.FlushInfo) {
+			e.flushesDone.Add(1)
+			if l := e.listener.Load(); l != nil {
+				(*l).FlushEnd(info.JobID)
+			}
+		},
 		WriteStallBegin: func(pebble.WriteStallBeginInfo) { e.writeStalls.Add(1) },
 	}
+}
+
+// BackgroundListener hears about the engine's background work as it begins and ends (the node's
+// background-task tracker, package bgtask, through package kv). Calls come from Pebble's goroutines
+// and must not block.
+type BackgroundListener interface {
+	CompactionBegin(job int, inputBytes uint64, reason string)
+	CompactionEnd(job int)
+	FlushBegin(job int, bytes uint64)
+	FlushEnd(job int)
+}
+
+// SetBackgroundListener installs l (nil removes it).
+func (e *Engine) SetBackgroundListener(l BackgroundListener) {
+	if l == nil {
+		e.listener.Store(nil)
+		return
+	}
+	e.listener.Store(&l)
+}
+
+// CompactAll compacts the whole key space down to the bottom level: a manual full compaction, which
+// rewrites every table (heavy: the node should not lead while it runs).
+func (e *Engine) CompactAll(ctx context.Context) error {
+	if err := e.db.Compact(ctx, []byte{0x00}, []byte{0xff}, true); err != nil {
+		return fmt.Errorf("full compaction: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint writes a consistent point-in-time copy of the engine into dir (which must not exist),
+// hard-linking tables where it can; the WAL is flushed first so the copy holds every committed write.
+func (e *Engine) Checkpoint(dir string) error {
+	if err := e.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+		return fmt.Errorf("checkpoint into %s: %w", dir, err)
+	}
+	return nil
+}
+
+// OpenCheckpoint opens a checkpoint taken by Checkpoint read-only, on the engine's own filesystem
+// (so reading it costs the node's emulated device what reading its data costs), with a small block
+// cache of its own so that reading it does not evict the node's working set from the main cache.
+func (e *Engine) OpenCheckpoint(dir string) (*Checkpoint, error) {
+	cache := pebble.NewCache(8 << 20)
+	defer cache.Unref()
+	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, FS: e.fs, Cache: cache, Logger: quietLogger{},
+		ErrorIfNotExists: true})
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint %s: %w", dir, err)
+	}
+	return &Checkpoint{db: db, fs: e.fs, dir: dir}, nil
+}
+
+// Checkpoint is a read-only view of a checkpoint directory.
+type Checkpoint struct {
+	db  *pebble.DB
+	fs  vfs.FS
+	dir string
+}
+
+// NewIter iterates [lower, upper) of the checkpoint.
+func (c *Checkpoint) NewIter(lower, upper []byte) (*Iterator, error) {
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	return &Iterator{it: it}, nil
+}
+
+// Get reads one key of the checkpoint.
+func (c *Checkpoint) Get(key []byte) ([]byte, bool, error) { return getFrom(c.db, key) }
+
+// Close closes the checkpoint and, with remove, deletes its directory.
+func (c *Checkpoint) Close(remove bool) error {
+	err := c.db.Close()
+	if remove {
+		if rerr := c.fs.RemoveAll(c.dir); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
 }
 
 type quietLogger struct{}

@@ -66,12 +66,73 @@ type Node struct {
 	L0Files            uint32
 	MemtableBytes      uint64
 
+	// Background work the node reports (package bgtask): its pending and running tasks, the engine's
+	// compaction-debt estimate, when each kind of task last completed, and the ranges it led when its
+	// last heavy task was requested (the preferred-primary ranking gives those back).
+	Tasks          []Task
+	CompactionDebt uint64
+	LastCompleted  map[string]time.Time
+	LedBefore      []uint64
+
 	// Derived by NewCluster from the ranges; a Source need not fill them.
 	Replicas int     // replicas (voters and learners) on the node
 	Voters   int     // voting replicas on the node
 	Leaders  int     // ranges the node leads
 	Bytes    uint64  // sum of the bytes of the ranges with a replica on the node
 	QPS      float64 // sum of the QPS of the ranges the node leads (the load it serves)
+}
+
+// Task is one background task a node reports.
+type Task struct {
+	ID      uint64
+	Kind    string // "compaction", "manual_compaction", "backup", "announced", "flush"
+	Name    string
+	Running bool // false: pending, waiting for the node's leaderships to move
+	Heavy   bool
+	Bytes   uint64
+	Since   time.Time
+}
+
+// State is "pending" or "running".
+func (t Task) State() string {
+	if t.Running {
+		return "running"
+	}
+	return "pending"
+}
+
+// Busy reports whether the node has a heavy background task pending or running: it should lead
+// nothing, and no policy may choose it as a new leader.
+func (n *Node) Busy() bool { return n.HeavyTask() != nil }
+
+// HeavyTask returns the node's first heavy task (running ones before pending ones), or nil.
+func (n *Node) HeavyTask() *Task {
+	var pending *Task
+	for i := range n.Tasks {
+		t := &n.Tasks[i]
+		if !t.Heavy {
+			continue
+		}
+		if t.Running {
+			return t
+		}
+		if pending == nil {
+			pending = t
+		}
+	}
+	return pending
+}
+
+// LastHeavyCompleted is when the node last finished a background task other than a flush (zero if it
+// never reported one): the most-recently-completed ranking expects the longest quiet period there.
+func (n *Node) LastHeavyCompleted() time.Time {
+	var last time.Time
+	for kind, at := range n.LastCompleted {
+		if kind != "flush" && at.After(last) {
+			last = at
+		}
+	}
+	return last
 }
 
 // CacheHitRatio is the block-cache hit ratio, or 0 when the cache saw no traffic.

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -15,16 +16,24 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //
 //	now 120s
 //	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB]
+//	       [task=KIND:pending|running[:light]]... [done=KIND@AGO]... [led-before=2,3]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system]
 //
 // A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
 // 5s, "dead" is not live and silent for 70s, silent=D sets the silence (and makes the node not live
-// when D > 10s). Spans are [start,end) with bare keys; an empty start or end is open. A range's
+// when D > 10s). task= adds a background task (heavy unless :light), done= says a task of KIND
+// completed AGO before now, led-before= lists the ranges the node led before its last heavy task. Spans are [start,end) with bare keys; an empty start or end is open. A range's
 // leader defaults to its first voter.
 func ParseCluster(text string) (*Cluster, error) {
 	now := TextEpoch
 	var nodes []*Node
 	var ranges []*Range
+	type done struct {
+		node *Node
+		kind string
+		ago  time.Duration
+	}
+	var dones []done
 	type silence struct {
 		node *Node
 		d    time.Duration
@@ -93,6 +102,28 @@ func ParseCluster(text string) (*Cluster, error) {
 					}
 					if n.DiskCapacity, err = ParseBytes(capacity); err != nil {
 						return nil, fail("disk: %v", err)
+					}
+				case "task":
+					parts := strings.Split(v, ":")
+					if len(parts) < 2 || (parts[1] != "pending" && parts[1] != "running") {
+						return nil, fail("task: want KIND:pending|running[:light]")
+					}
+					n.Tasks = append(n.Tasks, Task{ID: uint64(len(n.Tasks) + 1), Kind: parts[0], Name: parts[0],
+						Running: parts[1] == "running", Heavy: len(parts) < 3 || parts[2] != "light"})
+				case "done":
+					kind, ago, ok := strings.Cut(v, "@")
+					d, perr := time.ParseDuration(ago)
+					if !ok || perr != nil {
+						return nil, fail("done: want KIND@AGO (e.g. compaction@30s)")
+					}
+					dones = append(dones, done{node: n, kind: kind, ago: d})
+				case "led-before":
+					for _, x := range strings.Split(v, ",") {
+						id, perr := strconv.ParseUint(x, 10, 64)
+						if perr != nil {
+							return nil, fail("led-before: %v", perr)
+						}
+						n.LedBefore = append(n.LedBefore, id)
 					}
 				default:
 					return nil, fail("unknown node attribute %q", a)
@@ -168,6 +199,12 @@ func ParseCluster(text string) (*Cluster, error) {
 	for _, s := range silences {
 		s.node.LastHeartbeat = now.Add(-s.d)
 	}
+	for _, d := range dones {
+		if d.node.LastCompleted == nil {
+			d.node.LastCompleted = map[string]time.Time{}
+		}
+		d.node.LastCompleted[d.kind] = now.Add(-d.ago)
+	}
 	return NewCluster(now, nodes, ranges), nil
 }
 
@@ -196,6 +233,23 @@ func (c *Cluster) Format() string {
 		}
 		if n.DiskCapacity != 0 {
 			fmt.Fprintf(&b, " disk=%s/%s", FormatBytes(n.DiskUsed), FormatBytes(n.DiskCapacity))
+		}
+		for _, t := range n.Tasks {
+			fmt.Fprintf(&b, " task=%s:%s", t.Kind, t.State())
+			if !t.Heavy {
+				b.WriteString(":light")
+			}
+		}
+		kinds := make([]string, 0, len(n.LastCompleted))
+		for k := range n.LastCompleted {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			fmt.Fprintf(&b, " done=%s@%s", k, c.Now.Sub(n.LastCompleted[k]))
+		}
+		if len(n.LedBefore) > 0 {
+			fmt.Fprintf(&b, " led-before=%s", joinIDs(n.LedBefore))
 		}
 		b.WriteByte('\n')
 	}

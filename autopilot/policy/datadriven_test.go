@@ -23,7 +23,7 @@ import (
 //
 // Commands:
 //
-//	new [factor=N] [qps-threshold=Q] [dead-after=D]   fresh policies (state and switches) and no pending operators
+//	new [factor=N] [qps-threshold=Q] [dead-after=D] [ranking=R]  fresh policies (state and switches) and no pending operators
 //	cluster                                            replace the cluster with the one in the input (policy state is kept)
 //	switch NAME=on|off ...                             flip policy switches
 //	propose [only=NAME] [keep]                         one round; keep adds the proposals to the pending operators
@@ -81,6 +81,8 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 				_, err = fmt.Sscan(v, &cfg.LoadSplit.QPSThreshold)
 			case "dead-after":
 				cfg.Replicate.DeadAfter, err = time.ParseDuration(v)
+			case "ranking":
+				cfg.Shed.Ranking = v
 			default:
 				return "", fmt.Errorf("unknown argument %q", a.Key)
 			}
@@ -115,7 +117,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 		if td.HasArg("keep") {
 			h.keep(ops)
 		}
-		return formatOps(ops), nil
+		return formatOps(ops) + formatNotes(h.reg.TakeNotes()), nil
 	case "pending":
 		return formatOps(h.pending), nil
 	case "finish":
@@ -352,4 +354,20 @@ func (h *harness) load(t *testing.T, td *datadriven.TestData) (string, error) {
 		fmt.Fprintf(&b, "%d windows: no operators\n", windows)
 	}
 	return b.String(), nil
+}
+
+// formatNotes prints the notes of a round (postponements and the like), by policy in priority order.
+func formatNotes(notes map[string][]Note) string {
+	names := make([]string, 0, len(notes))
+	for name := range notes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		for _, n := range notes[name] {
+			fmt.Fprintf(&b, "note %s [%s]: %s\n  reason: %s\n", name, n.Status, n.What, n.Why)
+		}
+	}
+	return b.String()
 }

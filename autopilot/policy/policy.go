@@ -45,7 +45,25 @@ const (
 	NameLoadSplit    = "load_split"
 	NameMerge        = "merge"
 	NameRebalance    = "rebalance"
+	NameShed         = "shed_leadership"
 )
+
+// Note is a decision that is not an operator (a postponement, a task that ran anyway), for the
+// decision log.
+type Note struct {
+	What, Why, Status string
+}
+
+// Statuses of notes.
+const (
+	StatusPostponed = "postponed"
+	StatusRanAnyway = "ran anyway"
+)
+
+// Noter is a policy that also reports notes; the autopilot takes them after every round.
+type Noter interface {
+	TakeNotes() []Note
+}
 
 // DefaultMaxDiskUse is the share of a node's disk beyond which it receives no new replicas.
 const DefaultMaxDiskUse = 0.95
@@ -58,6 +76,7 @@ type Config struct {
 	LoadSplit    LoadSplitConfig
 	Merge        MergeConfig
 	Rebalance    RebalanceConfig
+	Shed         ShedConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -73,6 +92,7 @@ func (c Config) WithDefaults() Config {
 	c.LoadSplit = c.LoadSplit.withDefaults()
 	c.Merge = c.Merge.withDefaults()
 	c.Rebalance = c.Rebalance.withDefaults()
+	c.Shed = c.Shed.withDefaults()
 	if c.MaxDiskUse <= 0 {
 		c.MaxDiskUse = DefaultMaxDiskUse
 	}
@@ -93,6 +113,9 @@ func (c Config) Validate() error {
 	case c.Merge.MaxQPS*2 >= c.LoadSplit.QPSThreshold:
 		return fmt.Errorf("policy: merge max QPS %.0f must stay well below the load split threshold %.0f "+
 			"(at most half), or ranges would be split and merged back and forth", c.Merge.MaxQPS, c.LoadSplit.QPSThreshold)
+	}
+	if err := c.Shed.validate(); err != nil {
+		return err
 	}
 	return c.LoadSplit.Search.validate()
 }
@@ -118,7 +141,8 @@ func NewRegistry(policies ...Policy) *Registry {
 }
 
 // Default returns the standard registry: replicate, decommission and drain first (availability and
-// operator requests), then load_split, merge and rebalance. load_split and merge share their memory of
+// operator requests), then shed_leadership (clients must not wait behind a heavy background task),
+// load_split, merge and rebalance. load_split and merge share their memory of
 // recent load splits, so merge does not undo them.
 func Default(cfg Config) *Registry {
 	cfg = cfg.WithDefaults()
@@ -127,6 +151,7 @@ func Default(cfg Config) *Registry {
 		NewReplicate(cfg.Replicate, cfg.MaxDiskUse),
 		NewDecommission(cfg.Decommission, cfg.MaxDiskUse),
 		NewDrain(cfg.Drain),
+		NewShed(cfg.Shed),
 		NewLoadSplit(cfg.LoadSplit, splits),
 		NewMerge(cfg.Merge, splits),
 		NewRebalance(cfg.Rebalance, cfg.MaxDiskUse),
@@ -182,6 +207,22 @@ func (r *Registry) names() []string {
 	out := make([]string, len(r.policies))
 	for i, p := range r.policies {
 		out[i] = p.Name()
+	}
+	return out
+}
+
+// TakeNotes collects the notes of every policy that keeps them (Noter), in priority order, each
+// prefixed with its policy's name.
+func (r *Registry) TakeNotes() map[string][]Note {
+	r.propose.Lock()
+	defer r.propose.Unlock()
+	out := map[string][]Note{}
+	for _, st := range r.List() {
+		if nt, ok := r.Policy(st.Name).(Noter); ok {
+			if notes := nt.TakeNotes(); len(notes) > 0 && st.On {
+				out[st.Name] = notes
+			}
+		}
 	}
 	return out
 }
@@ -314,8 +355,8 @@ func (v *view) leaderTarget(r *model.Range, exclude uint64) uint64 {
 	var best *model.Node
 	for _, id := range r.Voters() {
 		n := v.c.Node(id)
-		if id == exclude || n == nil || !n.Active() {
-			continue
+		if id == exclude || n == nil || !n.Active() || n.Busy() {
+			continue // a node with a heavy background task pending or running must not lead
 		}
 		if best == nil {
 			best = n

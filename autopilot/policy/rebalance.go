@@ -179,6 +179,9 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 		if gap < d.minGap {
 			break
 		}
+		if to.Busy() {
+			continue // never hand load to a node with a heavy background task
+		}
 		var transfer, move *model.Range
 		for _, r := range v.c.Ranges {
 			q := r.QPS()
@@ -297,7 +300,7 @@ func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *ope
 	from := asc[len(asc)-1]
 	for _, to := range asc[:len(asc)-1] {
 		gap := v.load[from.ID].leaders - v.load[to.ID].leaders
-		if gap < 2 {
+		if gap < 2 || to.Busy() {
 			continue
 		}
 		qf, qt := v.load[from.ID].qps, v.load[to.ID].qps
