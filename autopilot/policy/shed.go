@@ -66,8 +66,8 @@ type Shed struct {
 	lastSeen   time.Time
 	lastLeader map[uint64]uint64                   // range → leader at lastSeen
 	served     map[uint64]map[uint64]time.Duration // range → node → time led
-	noted    map[string]bool                     // postponement/ran-anyway notes already written
-	notes    []Note
+	noted      map[string]bool                     // postponement/ran-anyway notes already written
+	notes      []Note
 }
 
 // NewShed returns the shed_leadership policy.
