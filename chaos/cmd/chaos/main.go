@@ -1,0 +1,170 @@
+// Command chaos runs Shoal's chaos suite N times and prints a summary table (see package chaos and
+// docs/design/chaos.md). `make chaos` runs it; every run prints its seed first, and
+// `-seed S -runs 1` replays run S.
+//
+// Runs are numbered by seed: without -seed the first seed comes from the clock and the others follow
+// it (seed, seed+1, …). A failed run's node logs and porcupine visualization are kept under -out.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shoaldb/shoal/chaos"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		runs     = flag.Int("runs", 50, "number of runs")
+		seed     = flag.Uint64("seed", 0, "seed of the first run (0: from the clock); -seed S -runs 1 replays run S")
+		duration = flag.Duration("duration", 30*time.Second, "workload time under the nemesis, per run")
+		mode     = flag.String("mode", "auto", "auto, netns or loopback")
+		nodes    = flag.Int("nodes", 3, "nodes per cluster")
+		workers  = flag.Int("workers", 6, "concurrent clients")
+		bin      = flag.String("bin", "bin/shoal", "shoal binary the nodes run (CGO_ENABLED=0 build)")
+		out      = flag.String("out", "chaos-results", "directory for the logs and visualizations of failed runs")
+		verbose  = flag.Bool("v", false, "print every run's progress lines, not only those of failed runs")
+		failFast = flag.Bool("failfast", false, "stop after the first failed run")
+	)
+	flag.Parse()
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano()) % 1_000_000_000
+	}
+	binPath, err := filepath.Abs(*bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if _, err := os.Stat(binPath); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: %v (run make build first)\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fmt.Printf("chaos: %d runs, seeds %d..%d, %v each, %d nodes, mode %s\n", *runs, *seed, *seed+uint64(*runs)-1, *duration, *nodes, *mode)
+	start := time.Now()
+	var reports []*chaos.Report
+	failed := 0
+	for i := 0; i < *runs && ctx.Err() == nil; i++ {
+		s := *seed + uint64(i)
+		fmt.Printf("=== run %d/%d seed %d\n", i+1, *runs, s)
+		rep, err := one(ctx, s, binPath, *mode, *nodes, *workers, *duration, *out, *verbose)
+		if rep == nil {
+			rep = &chaos.Report{Seed: s}
+		}
+		if err != nil {
+			rep.Problems = append(rep.Problems, "run: "+err.Error())
+		}
+		fmt.Println(rep.Summary())
+		reports = append(reports, rep)
+		if !rep.OK() {
+			failed++
+			if *failFast {
+				break
+			}
+		}
+	}
+	printTable(reports, time.Since(start))
+	if ctx.Err() != nil {
+		fmt.Println("chaos: interrupted")
+		return 1
+	}
+	if failed > 0 {
+		fmt.Printf("chaos: %d of %d runs FAILED (logs under %s)\n", failed, len(reports), *out)
+		return 1
+	}
+	fmt.Printf("chaos: all %d runs passed\n", len(reports))
+	return 0
+}
+
+// one runs seed s in a temporary directory, keeping its logs under out if it fails.
+func one(ctx context.Context, s uint64, binPath, mode string, nodes, workers int, d time.Duration, out string, verbose bool) (*chaos.Report, error) {
+	dir, err := os.MkdirTemp("", fmt.Sprintf("shoal-chaos-%d-", s))
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var log strings.Builder
+	w := &tee{buf: &log, verbose: verbose}
+	rep, err := chaos.Run(ctx, chaos.Config{
+		Seed: s, Bin: binPath, Dir: dir, Mode: mode, Nodes: nodes, Workers: workers, Duration: d, Log: w,
+	})
+	if err != nil || rep == nil || !rep.OK() {
+		keep := filepath.Join(out, fmt.Sprintf("seed-%d", s))
+		if kerr := chaos.KeepLogs(dir, keep); kerr == nil {
+			os.WriteFile(filepath.Join(keep, "run.log"), []byte(log.String()), 0o644)
+		}
+		if !verbose {
+			fmt.Print(log.String())
+		}
+		fmt.Printf("logs kept in %s\n", keep)
+	}
+	return rep, err
+}
+
+// tee keeps a run's progress lines and prints them too with -v.
+type tee struct {
+	buf     *strings.Builder
+	verbose bool
+}
+
+func (t *tee) Write(p []byte) (int, error) {
+	if t.verbose {
+		os.Stdout.Write(p)
+	}
+	return t.buf.Write(p)
+}
+
+// printTable prints one row per run and the totals.
+func printTable(reports []*chaos.Report, wall time.Duration) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "seed\tmode\tresult\tops\tlinearizable\tacked\tlost\tactions\tproblems\trecovery\twall\t")
+	totalActs := map[string]int{}
+	var ops, acked, lost, viol int
+	for _, r := range reports {
+		acts := 0
+		for k, v := range r.Actions {
+			totalActs[k] += v
+			if !strings.HasSuffix(k, " refused") && !strings.HasSuffix(k, " failed") {
+				acts += v
+			}
+		}
+		res := "pass"
+		if !r.OK() {
+			res = "FAIL"
+			viol++
+		}
+		ops += r.HistoryOps
+		acked += r.AckedWrites
+		lost += len(r.Lost)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\t\n", r.Seed, r.Mode, res, r.HistoryOps, r.Linearizable,
+			r.AckedWrites, len(r.Lost), acts, len(r.Problems), r.Recovery.Seconds(), r.Wall.Seconds())
+	}
+	tw.Flush()
+	keys := make([]string, 0, len(totalActs))
+	for k := range totalActs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, totalActs[k]))
+	}
+	fmt.Printf("total: %d runs, %d failed, %d operations checked, %d acknowledged unique writes, %d lost, wall %v\n",
+		len(reports), viol, ops, acked, lost, wall.Round(time.Second))
+	fmt.Printf("nemesis: %s\n", strings.Join(parts, " "))
+}
