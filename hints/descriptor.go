@@ -1,0 +1,118 @@
+package hints
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"time"
+)
+
+// Descriptor is the minimal description of one read, enough for a replica to repeat it: a point read
+// of Key, or (Scan) a scan of [Key, End) of at most Limit rows, backwards from End when Reverse. Keys
+// are the range's keys as the client sent them (not engine keys); an empty End is the end of the
+// range; Limit 0 is the receiver's cap (ApplierConfig.MaxScanRows).
+type Descriptor struct {
+	Key     []byte
+	End     []byte
+	Limit   uint32
+	Scan    bool
+	Reverse bool
+}
+
+// Point describes a point read of key.
+func Point(key []byte) Descriptor { return Descriptor{Key: key} }
+
+// ScanOf describes a scan of [start, end) of at most limit rows (limit <= 0: no limit of its own).
+func ScanOf(start, end []byte, limit int, reverse bool) Descriptor {
+	return Descriptor{Key: start, End: end, Limit: clampLimit(limit), Scan: true, Reverse: reverse}
+}
+
+func clampLimit(limit int) uint32 {
+	switch {
+	case limit <= 0:
+		return 0
+	case limit > 1<<31:
+		return 1 << 31
+	}
+	return uint32(limit)
+}
+
+// Equal reports whether d and o describe the same read.
+func (d Descriptor) Equal(o Descriptor) bool {
+	return d.Scan == o.Scan && d.Reverse == o.Reverse && d.Limit == o.Limit &&
+		bytes.Equal(d.Key, o.Key) && bytes.Equal(d.End, o.End)
+}
+
+// String is a short human-readable form.
+func (d Descriptor) String() string {
+	if !d.Scan {
+		return fmt.Sprintf("get %q", d.Key)
+	}
+	dir := "scan"
+	if d.Reverse {
+		dir = "rscan"
+	}
+	return fmt.Sprintf("%s [%q, %q) limit %d", dir, d.Key, d.End, d.Limit)
+}
+
+// identity appends a byte string that is equal for two descriptors exactly when they are Equal
+// (the summarization key).
+func (d Descriptor) identity(dst []byte) []byte {
+	var flags byte
+	if d.Scan {
+		flags |= 1
+	}
+	if d.Reverse {
+		flags |= 2
+	}
+	dst = append(dst, flags, byte(d.Limit>>24), byte(d.Limit>>16), byte(d.Limit>>8), byte(d.Limit))
+	n := len(d.Key)
+	dst = append(dst, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	dst = append(dst, d.Key...)
+	return append(dst, d.End...)
+}
+
+// hash is a stable 32-bit hash of the descriptor (deterministic selection: the same read is selected
+// on every batch and every node).
+func (d Descriptor) hash() uint32 {
+	h := fnv.New32a()
+	var buf [64]byte
+	h.Write(d.identity(buf[:0]))
+	return h.Sum32()
+}
+
+// size is the descriptor's approximate memory and wire footprint in bytes.
+func (d Descriptor) size() int { return len(d.Key) + len(d.End) + 8 }
+
+func (d Descriptor) clone() Descriptor {
+	d.Key = append([]byte(nil), d.Key...)
+	if d.End != nil {
+		d.End = append([]byte(nil), d.End...)
+	}
+	return d
+}
+
+// Hint is a descriptor with the number of times the read was served in one batch's window
+// (duplicates are summarized into one hint). In a hot-key summary, Count is the decayed hotness.
+type Hint struct {
+	Descriptor
+	Count uint32
+}
+
+// RangeHints are the hints of one range from one flush.
+type RangeHints struct {
+	RangeID uint64
+	// CapturedAt is when the oldest of these hints was recorded, on this node's clock (on a receiver:
+	// the sender's age of the batch carried over to the local clock, so clocks are never compared).
+	CapturedAt time.Time
+	Hints      []Hint
+}
+
+// Reads is the number of reads the hints stand for (the sum of their counts).
+func (r RangeHints) Reads() uint64 {
+	var n uint64
+	for _, h := range r.Hints {
+		n += uint64(h.Count)
+	}
+	return n
+}

@@ -1,0 +1,36 @@
+// Package hints owns read hints (docs/design/read-hints.md; Papaioannou & Magoutis, "read hints"): a
+// range's leader records a minimal description of every read it serves (a point key, or a scan's
+// start, end and limit), ships these hints in batches to the range's other replicas, and they replay
+// them through their storage engine's normal read path, so that their block caches follow the
+// leader's and a leadership change finds the new leader warm.
+//
+// It owns the capture buffer (Buffer), the shipping loop and per-peer queues (Shipper), the
+// receiver's apply pool with selective and load-adaptive replay (Applier), per-range warmth
+// (Warmth, WaitWarm), the hot-key summary a restarted peer asks for (HotKeys), the conversions to
+// and from the wire types of pb/hints.proto, the gRPC service and client for them, and a Reader over
+// the node's storage engine (EngineReader). Module puts them together for a node.
+//
+// It must never write to the engine, never block or fail a client's read or write (capture drops
+// and counts instead of waiting; shipping and applying are asynchronous and bounded), never retry
+// or persist hints, and never take part in Raft: hints travel on their own gRPC service, outside the
+// raft log and the raft transport.
+//
+// # Consistency
+//
+// Replaying a hint cannot break linearizability or make any read return stale data:
+//
+//   - A replay is a read. The Reader reads the local engine and discards what it read; the only
+//     effect is on the engine's block cache (and the OS page cache), which are caches of the engine's
+//     files and are kept coherent with them by the engine itself.
+//   - A replay sees the newest state applied on that replica, like any local read. Hints may be
+//     reordered with respect to Raft entries, delayed, duplicated or lost; the worst outcome is a
+//     cache that holds blocks nobody asks for, or lacks some that they do — a performance
+//     difference, never a correctness one.
+//   - Hints change nothing Raft or the read protocol rely on. A replica that becomes leader serves
+//     reads only after the usual checks — its leader lease or a ReadIndex round — exactly as without
+//     hints; a warm cache only makes those reads faster.
+//
+// Invariant: every hint recorded is either shipped to the peers chosen for it or counted in exactly
+// one drop reason on this node; every hint received is applied, skipped by selection, or counted in
+// exactly one drop reason on the receiver.
+package hints

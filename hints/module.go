@@ -1,0 +1,185 @@
+package hints
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// Config configures a node's read-hints Module. Zero values take the documented defaults; Peers is
+// required.
+type Config struct {
+	// NodeID and ClusterID identify this node on the batches it ships and check the ones it receives
+	// (an empty ClusterID accepts any).
+	NodeID    uint64
+	ClusterID string
+	// Peers lists each range's other replicas (see PeersFunc).
+	Peers PeersFunc
+	// Target: ship to all other replicas (default) or one.
+	Target  Target
+	Buffer  BufferConfig
+	Shipper ShipperConfig // NodeID, ClusterID, Peers and Target are taken from above
+	Applier ApplierConfig
+	HotKeys HotKeysConfig
+	// DisableHotKeys turns the hot-key summary off (HotKeys then answers nothing).
+	DisableHotKeys bool
+}
+
+// Module is the read-hints module of one node (the paper's RHM): capture on the node's leaders,
+// shipping to peers, replay of what peers ship here, warmth and the hot-key summary. All methods are
+// safe for concurrent use.
+type Module struct {
+	cfg     Config
+	c       *counters
+	buf     *Buffer
+	shipper *Shipper
+	applier *Applier
+	hot     *HotKeys
+}
+
+// New builds a module shipping through sender and replaying through reader; Start runs it.
+func New(cfg Config, sender Sender, reader Reader) (*Module, error) {
+	c := newCounters()
+	buf, err := newBuffer(cfg.Buffer, c)
+	if err != nil {
+		return nil, err
+	}
+	sc := cfg.Shipper
+	sc.NodeID, sc.ClusterID, sc.Peers, sc.Target = cfg.NodeID, cfg.ClusterID, cfg.Peers, cfg.Target
+	shipper, err := NewShipper(buf, sender, sc)
+	if err != nil {
+		return nil, err
+	}
+	applier, err := newApplier(reader, cfg.Applier, c)
+	if err != nil {
+		return nil, err
+	}
+	m := &Module{cfg: cfg, c: c, buf: buf, shipper: shipper, applier: applier}
+	if !cfg.DisableHotKeys {
+		m.hot = NewHotKeys(cfg.HotKeys)
+		shipper.onDrain = func(rs []RangeHints) {
+			now := time.Now()
+			for _, r := range rs {
+				m.hot.Observe(r.RangeID, r.Hints, now)
+			}
+		}
+		applier.onApply = func(r RangeHints) { m.hot.Observe(r.RangeID, r.Hints, time.Now()) }
+	}
+	return m, nil
+}
+
+// Start runs the shipper and the apply workers.
+func (m *Module) Start() {
+	m.shipper.Start()
+	m.applier.Start()
+}
+
+// Close stops shipping and applying; hints in flight are dropped.
+func (m *Module) Close() {
+	m.shipper.Close()
+	m.applier.Close()
+}
+
+// Record captures a point read of key served by this node's leader replica of rangeID. It never
+// blocks; false means the hint was dropped (counted).
+func (m *Module) Record(rangeID uint64, key []byte) bool { return m.buf.Record(rangeID, key) }
+
+// RecordScan captures a scan of [start, end) (at most limit rows, limit <= 0: none) served by this
+// node's leader replica of rangeID.
+func (m *Module) RecordScan(rangeID uint64, start, end []byte, limit int, reverse bool) bool {
+	return m.buf.RecordScan(rangeID, start, end, limit, reverse)
+}
+
+// Flush ships what the buffer holds now instead of at the next interval.
+func (m *Module) Flush() { m.shipper.Flush() }
+
+// Receive takes a batch a peer shipped (the Ship RPC): it queues its ranges for replay without
+// blocking and acknowledges what it queued.
+func (m *Module) Receive(b *pb.HintBatch) *pb.HintShipAck {
+	now := time.Now()
+	ranges := BatchFromProto(b, now)
+	m.c.receivedBatches.Add(1)
+	m.c.bytesReceived.Add(uint64(proto.Size(b)))
+	if m.cfg.ClusterID != "" && b.GetClusterId() != "" && b.GetClusterId() != m.cfg.ClusterID {
+		var n uint64
+		for _, r := range ranges {
+			n += uint64(len(r.Hints))
+		}
+		m.c.received.Add(n)
+		m.c.drop(DropWrongCluster, n)
+		return &pb.HintShipAck{DroppedRanges: uint32(len(ranges))}
+	}
+	q, d := m.applier.Receive(ranges, now)
+	return &pb.HintShipAck{QueuedRanges: uint32(q), DroppedRanges: uint32(d), Overloaded: m.applier.Overloaded()}
+}
+
+// Warmth reports this node's cache warmth for rangeID.
+func (m *Module) Warmth(rangeID uint64) Warmth { return m.applier.Warmth(rangeID) }
+
+// WaitWarm waits up to maxWait for rangeID to meet crit on this node (see Applier.WaitWarm).
+func (m *Module) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria, maxWait time.Duration) (Warmth, error) {
+	return m.applier.WaitWarm(ctx, rangeID, crit, maxWait)
+}
+
+// HotKeys returns up to limit of rangeID's hottest reads as this node knows them (captured here as
+// leader, or received as hints); limit <= 0: the summary's PerRange.
+func (m *Module) HotKeys(rangeID uint64, limit int) []Hint {
+	if m.hot == nil {
+		return nil
+	}
+	if limit <= 0 || limit > m.hot.cfg.PerRange {
+		limit = m.hot.cfg.PerRange
+	}
+	return m.hot.Top(rangeID, limit, time.Now())
+}
+
+// Warm replays hs for rangeID now, in full (warm after restart; see Applier.Warm).
+func (m *Module) Warm(ctx context.Context, rangeID uint64, hs []Hint) (ReplayStats, error) {
+	return m.applier.Warm(ctx, rangeID, hs)
+}
+
+// WarmFromPeer asks a peer (through c) for rangeID's hot-key summary and replays it here: the
+// warm-after-restart step, run before the replica campaigns or accepts a leadership transfer.
+// It returns the number of hints replayed and their replay stats.
+func (m *Module) WarmFromPeer(ctx context.Context, c *Client, rangeID uint64, limit int) (int, ReplayStats, error) {
+	hs, err := c.HotKeys(ctx, rangeID, limit)
+	if err != nil {
+		return 0, ReplayStats{}, fmt.Errorf("warm range %d from peer: %w", rangeID, err)
+	}
+	st, err := m.Warm(ctx, rangeID, hs)
+	return len(hs), st, err
+}
+
+// Forget drops what the module knows of rangeID (its replica left this node).
+func (m *Module) Forget(rangeID uint64) {
+	m.applier.Forget(rangeID)
+	if m.hot != nil {
+		m.hot.Forget(rangeID)
+	}
+}
+
+// SetFraction changes the applied fraction at run time (see Applier.SetFraction).
+func (m *Module) SetFraction(f float64) { m.applier.SetFraction(f) }
+
+// Metrics is a snapshot of the module's counters.
+func (m *Module) Metrics() Metrics { return m.c.snapshot() }
+
+// Collectors returns Prometheus collectors exporting the module's metrics (shoal_hints_*), for
+// the node's registry.
+func (m *Module) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{newCollector(m.c)}
+}
+
+// Buffer, Shipper and Applier expose the parts (tests, benchmarks).
+func (m *Module) Buffer() *Buffer { return m.buf }
+
+// Shipper is the module's shipper.
+func (m *Module) Shipper() *Shipper { return m.shipper }
+
+// Applier is the module's applier.
+func (m *Module) Applier() *Applier { return m.applier }

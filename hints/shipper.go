@@ -1,0 +1,257 @@
+package hints
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// Sender delivers one batch of hints to a peer node (the node's implementation: GRPCSender over its
+// node-to-node connections). Send is called from one goroutine per peer, with a deadline; it may be
+// slow or fail — the shipper drops and counts, it never retries. It must not modify batch.
+type Sender interface {
+	Send(ctx context.Context, to uint64, batch *pb.HintBatch) error
+}
+
+// PeersFunc lists the nodes holding the other replicas of a range (never this node). With
+// TargetOne only the first is used, so the node should list its preferred successor first (e.g. the
+// most caught-up voter, or the autopilot's likely transfer target). It is called once per range per
+// flush from the shipper's goroutine and must be cheap.
+type PeersFunc func(rangeID uint64) []uint64
+
+// Target selects which replicas receive a range's hints (the paper's dissemination degree).
+type Target int
+
+const (
+	// TargetAll ships to every other replica: any of them can take over warm.
+	TargetAll Target = iota
+	// TargetOne ships to the first listed peer only: half the cost with three replicas, one warm
+	// successor.
+	TargetOne
+)
+
+// String names the target.
+func (t Target) String() string {
+	if t == TargetOne {
+		return "one"
+	}
+	return "all"
+}
+
+// ShipperConfig configures a Shipper. Zero values take the documented defaults.
+type ShipperConfig struct {
+	// NodeID and ClusterID are stamped on every batch.
+	NodeID    uint64
+	ClusterID string
+	// Peers lists each range's other replicas (required).
+	Peers PeersFunc
+	// Target: all other replicas (default) or one.
+	Target Target
+	// FlushInterval is the longest a hint waits in the buffer (default 90 ms, the paper's).
+	FlushInterval time.Duration
+	// PeerQueueLen is the number of batches queued per peer before new ones are dropped (default 8,
+	// about 0.7 s of hints at the default interval).
+	PeerQueueLen int
+	// SendTimeout bounds one Send (default 2 s).
+	SendTimeout time.Duration
+}
+
+func (c ShipperConfig) withDefaults() ShipperConfig {
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = 90 * time.Millisecond
+	}
+	if c.PeerQueueLen <= 0 {
+		c.PeerQueueLen = 8
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = 2 * time.Second
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c ShipperConfig) Validate() error {
+	if c.Peers == nil {
+		return fmt.Errorf("hints shipper: Peers is required (the node lists each range's other replicas)")
+	}
+	if c.Target != TargetAll && c.Target != TargetOne {
+		return fmt.Errorf("hints shipper: unknown Target %d (TargetAll or TargetOne)", c.Target)
+	}
+	return nil
+}
+
+// Shipper drains a Buffer every FlushInterval (or when it fills), builds one batch per peer with the
+// hints of every range that peer replicates, and sends them asynchronously through bounded per-peer
+// queues. Nothing it does blocks a reader.
+type Shipper struct {
+	cfg    ShipperConfig
+	buf    *Buffer
+	sender Sender
+	c      *counters
+	// onDrain, if set, sees every drained set of hints (the module's hot-key summary).
+	onDrain func([]RangeHints)
+
+	mu     sync.Mutex
+	peers  map[uint64]*peerQueue
+	closed bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+type queuedBatch struct {
+	batch    *pb.HintBatch
+	hints    uint64
+	bytes    int
+	enqueued time.Time
+}
+
+type peerQueue struct {
+	id uint64
+	q  chan queuedBatch
+}
+
+// NewShipper returns a shipper for buf; Start runs it.
+func NewShipper(buf *Buffer, sender Sender, cfg ShipperConfig) (*Shipper, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if sender == nil {
+		return nil, fmt.Errorf("hints shipper: a Sender is required")
+	}
+	return &Shipper{cfg: cfg.withDefaults(), buf: buf, sender: sender, c: buf.c,
+		peers: map[uint64]*peerQueue{}, stop: make(chan struct{})}, nil
+}
+
+// Start runs the flush loop until Close.
+func (s *Shipper) Start() {
+	s.wg.Add(1)
+	go s.loop()
+}
+
+func (s *Shipper) loop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		case <-s.buf.Full():
+		}
+		s.Flush()
+	}
+}
+
+// Flush drains the buffer now and queues the batches (the loop calls it; tests and shutdown may).
+func (s *Shipper) Flush() {
+	ranges := s.buf.Drain()
+	if len(ranges) == 0 {
+		return
+	}
+	if s.onDrain != nil {
+		s.onDrain(ranges)
+	}
+	now := time.Now()
+	perPeer := map[uint64][]*pb.RangeHints{}
+	hintsPerPeer := map[uint64]uint64{}
+	var order []uint64
+	for _, r := range ranges {
+		peers := s.cfg.Peers(r.RangeID)
+		if len(peers) == 0 {
+			s.c.drop(DropNoPeers, uint64(len(r.Hints)))
+			continue
+		}
+		if s.cfg.Target == TargetOne {
+			peers = peers[:1]
+		}
+		msg := rangeHintsToProto(r, now)
+		for _, p := range peers {
+			if _, ok := perPeer[p]; !ok {
+				order = append(order, p)
+			}
+			perPeer[p] = append(perPeer[p], msg)
+			hintsPerPeer[p] += uint64(len(r.Hints))
+		}
+	}
+	for _, p := range order {
+		b := &pb.HintBatch{FromNode: s.cfg.NodeID, ClusterId: s.cfg.ClusterID, Ranges: perPeer[p]}
+		s.enqueue(p, queuedBatch{batch: b, hints: hintsPerPeer[p], bytes: proto.Size(b), enqueued: now})
+	}
+}
+
+func (s *Shipper) enqueue(peer uint64, qb queuedBatch) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.c.drop(DropClosed, qb.hints)
+		return
+	}
+	pq := s.peers[peer]
+	if pq == nil {
+		pq = &peerQueue{id: peer, q: make(chan queuedBatch, s.cfg.PeerQueueLen)}
+		s.peers[peer] = pq
+		s.wg.Add(1)
+		go s.sendLoop(pq)
+	}
+	s.mu.Unlock()
+	select {
+	case pq.q <- qb:
+	default:
+		s.c.drop(DropPeerQueueFull, qb.hints)
+	}
+}
+
+func (s *Shipper) sendLoop(pq *peerQueue) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			for {
+				select {
+				case qb := <-pq.q:
+					s.c.drop(DropClosed, qb.hints)
+				default:
+					return
+				}
+			}
+		case qb := <-pq.q:
+			s.send(pq.id, qb)
+		}
+	}
+}
+
+func (s *Shipper) send(peer uint64, qb queuedBatch) {
+	// The batch is this peer's own message (its ranges are shared, read-only): stamping the queueing
+	// delay here is safe.
+	qb.batch.QueuedMicros = uint64(time.Since(qb.enqueued).Microseconds())
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SendTimeout)
+	err := s.sender.Send(ctx, peer, qb.batch)
+	cancel()
+	if err != nil {
+		s.c.drop(DropSendError, qb.hints)
+		return
+	}
+	s.c.shipped.Add(qb.hints)
+	s.c.shippedBatches.Add(1)
+	s.c.bytesSent.Add(uint64(qb.bytes))
+}
+
+// Close stops the loop and the peer senders (after the Send in progress, if any); queued batches are
+// dropped (closed). Hints still in the buffer are not shipped.
+func (s *Shipper) Close() {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+		s.wg.Wait()
+	})
+}
