@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -52,6 +53,7 @@ type nemesis struct {
 	actions []string // enabled, sorted (for a deterministic choice from the seed)
 	weights map[string]int
 	undos   []undo
+	cover   []string     // actions not done yet, to do first (in this order)
 	parted  bool         // a partition is in force
 	busy    int          // index+1 of the node a graceful restart is working on (0: none)
 	running bool         // an asynchronous action is in flight
@@ -71,6 +73,8 @@ func newNemesis(r *run, rng *rand.Rand, enabled map[string]int) *nemesis {
 		nm.actions = append(nm.actions, a)
 	}
 	sort.Strings(nm.actions)
+	nm.cover = slices.Clone(nm.actions)
+	rng.Shuffle(len(nm.cover), func(i, j int) { nm.cover[i], nm.cover[j] = nm.cover[j], nm.cover[i] })
 	return nm
 }
 
@@ -212,14 +216,28 @@ func (nm *nemesis) act() {
 	if total == 0 {
 		return
 	}
-	pick := nm.rng.IntN(total)
 	var a string
-	for _, c := range choices {
-		if pick < nm.weights[c] {
+	// First every enabled action once, in a random order (skipping those not possible now), so that
+	// even a short run exercises each kind of fault; then at random by weight.
+	for i, c := range nm.cover {
+		if slices.Contains(choices, c) {
 			a = c
+			nm.cover = slices.Delete(nm.cover, i, i+1)
 			break
 		}
-		pick -= nm.weights[c]
+	}
+	if a == "" && len(nm.cover) > 0 {
+		return // wait until the next action to cover is possible
+	}
+	if a == "" {
+		pick := nm.rng.IntN(total)
+		for _, c := range choices {
+			if pick < nm.weights[c] {
+				a = c
+				break
+			}
+			pick -= nm.weights[c]
+		}
 	}
 	var async func() error
 	switch a {

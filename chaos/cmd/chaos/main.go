@@ -35,7 +35,7 @@ func run() int {
 		nodes    = flag.Int("nodes", 3, "nodes per cluster")
 		workers  = flag.Int("workers", 6, "concurrent clients")
 		bin      = flag.String("bin", "bin/shoal", "shoal binary the nodes run (CGO_ENABLED=0 build)")
-		out      = flag.String("out", "chaos-results", "directory for the logs and visualizations of failed runs")
+		out      = flag.String("out", "bench-results/chaos", "directory for the logs and visualizations of failed runs")
 		verbose  = flag.Bool("v", false, "print every run's progress lines, not only those of failed runs")
 		failFast = flag.Bool("failfast", false, "stop after the first failed run")
 	)

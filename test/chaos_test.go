@@ -1,0 +1,131 @@
+package test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/chaos"
+)
+
+// TestChaosShort is the short run of the chaos suite inside `make test`: three `shoal start`
+// processes on separate hosts (network namespaces, or loopback behind the partitioning proxy without
+// CAP_NET_ADMIN), 20 s of workload while the nemesis does every kind of fault at least once, then
+// porcupine over the history and a final read of every acknowledged write. `make chaos` runs the
+// long version. CHAOS_SEED replays a seed, CHAOS_MODE forces netns or loopback, SHOAL_BIN names a
+// prebuilt binary (otherwise the test builds one with CGO_ENABLED=0).
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos suite: not in -short mode")
+	}
+	seed := uint64(time.Now().UnixNano()) % 1_000_000_000
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("chaos seed %d (replay: CHAOS_SEED=%d go test ./test -run TestChaosShort)", seed, seed)
+
+	bin := os.Getenv("SHOAL_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "shoal")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/shoaldb/shoal/cmd/shoal")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("build the shoal binary: %v\n%s", err, out)
+		}
+	}
+
+	dir := t.TempDir()
+	artifacts := os.Getenv("SHOAL_TEST_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = os.TempDir() // t.TempDir would be deleted at the end of the test
+	}
+	logw := &testLogWriter{t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := chaos.Run(ctx, chaos.Config{
+		Seed: seed, Bin: bin, Dir: dir, Mode: os.Getenv("CHAOS_MODE"),
+		Duration: 20 * time.Second, MinInterval: 300 * time.Millisecond, MaxInterval: time.Second,
+		Artifacts: artifacts, Log: logw,
+	})
+	logw.flush()
+	if err != nil {
+		t.Fatalf("seed %d: the run could not be carried out: %v", seed, err)
+	}
+	t.Log(rep.Summary())
+	if !rep.OK() {
+		for _, s := range rep.Lost {
+			t.Errorf("lost acknowledged write: %s", s)
+		}
+		for _, s := range append(append(append(rep.Phantom, rep.Corrupt...), rep.ScanMissed...), rep.Problems...) {
+			t.Errorf("%s", s)
+		}
+		if rep.Linearizable != "ok" {
+			t.Errorf("history linearizable: %q (visualization: %s)", rep.Linearizable, rep.Visualization)
+		}
+		logs, _ := filepath.Glob(filepath.Join(dir, "n*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			t.Logf("last lines of %s:\n%s", filepath.Base(l), strings.Join(lines[max(0, len(lines)-30):], "\n"))
+		}
+		t.Fatalf("seed %d failed (replay: CHAOS_SEED=%d)", seed, seed)
+	}
+	// The run must have exercised the cluster: every fault at least once, and enough writes.
+	for _, a := range []string{chaos.ActKill, chaos.ActPause, chaos.ActRestart, chaos.ActPartitionHalves,
+		chaos.ActPartitionLeader, chaos.ActPartitionLeaderClient, chaos.ActPartitionLink} {
+		if rep.Actions[a] == 0 {
+			t.Errorf("the nemesis never did %s (actions: %v)", a, rep.Actions)
+		}
+	}
+	for _, a := range []string{chaos.ActSplit, chaos.ActMerge, chaos.ActTransfer} {
+		if rep.Actions[a]+rep.Actions[a+" refused"] == 0 {
+			t.Errorf("the nemesis never tried %s (actions: %v)", a, rep.Actions)
+		}
+	}
+	if rep.AckedWrites < 100 {
+		t.Errorf("only %d acknowledged unique writes", rep.AckedWrites)
+	}
+}
+
+// testLogWriter passes a run's progress lines to t.Log, one line at a time.
+type testLogWriter struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			break
+		}
+		w.t.Log(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *testLogWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.t.Log(string(w.buf))
+		w.buf = nil
+	}
+}
