@@ -75,10 +75,18 @@ func (d Descriptor) identity(dst []byte) []byte {
 // hash is a stable 32-bit hash of the descriptor (deterministic selection: the same read is selected
 // on every batch and every node).
 func (d Descriptor) hash() uint32 {
-	h := fnv.New32a()
+	h := fnv.New64a()
 	var buf [64]byte
 	h.Write(d.identity(buf[:0]))
-	return h.Sum32()
+	// FNV alone spreads keys that differ in their last bytes poorly over the high bits; a
+	// finalizer (MurmurHash3's fmix64) makes the selected share match the fraction.
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return uint32(x >> 32)
 }
 
 // size is the descriptor's approximate memory and wire footprint in bytes.

@@ -1,0 +1,303 @@
+package hints
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func newTestApplier(t *testing.T, r Reader, cfg ApplierConfig) *Applier {
+	t.Helper()
+	a, err := NewApplier(r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+func rangeOf(id uint64, keys ...string) RangeHints {
+	return RangeHints{RangeID: id, CapturedAt: time.Now(), Hints: pointHints(keys...)}
+}
+
+func manyKeys(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%06d", prefix, i)
+	}
+	return out
+}
+
+func TestApplierReplaysEachHintOnceAndCounts(t *testing.T) {
+	model := newCacheModel()
+	model.fail["bad"] = true
+	model.noRange[9] = true
+	a := newTestApplier(t, model, ApplierConfig{Workers: 2, MaxScanRows: 50})
+	a.Start()
+	r := RangeHints{RangeID: 1, CapturedAt: time.Now(), Hints: []Hint{
+		{Descriptor: Point([]byte("a")), Count: 5}, // summarized: replayed once
+		{Descriptor: Point([]byte("bad")), Count: 1},
+		{Descriptor: ScanOf([]byte("s"), []byte("t"), 0, false), Count: 1},   // no limit: MaxScanRows
+		{Descriptor: ScanOf([]byte("s"), []byte("t"), 1000, true), Count: 1}, // above the cap: MaxScanRows
+		{Descriptor: ScanOf([]byte("s"), []byte("t"), 10, false), Count: 1},  // its own limit
+	}}
+	q, d := a.Receive([]RangeHints{r, rangeOf(9, "x", "y")}, time.Now())
+	if q != 2 || d != 0 {
+		t.Fatalf("queued %d dropped %d", q, d)
+	}
+	eventually(t, 5*time.Second, "replays", func() bool {
+		m := a.Metrics()
+		return m.Applied == 4 && m.Dropped[DropNoReplica] == 2
+	})
+	calls := model.callSet()
+	want := map[string]int{"a": 1, "bad": 1, "x": 1, "y": 1, "scan s-t/50/false": 1, "scan s-t/50/true": 1, "scan s-t/10/false": 1}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Fatalf("reader calls %v, want %v", calls, want)
+	}
+	m := a.Metrics()
+	if m.Received != 7 || m.Dropped[DropReplayError] != 1 || m.ReplayCacheMiss != 4 || m.AppliedBatches != 1 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
+
+// A full queue drops whole range batches, and Receive returns at once while the workers are stuck.
+func TestApplierBackPressure(t *testing.T) {
+	model := newCacheModel()
+	model.gate = make(chan struct{})
+	model.started = make(chan struct{}, 1)
+	const queueLen = 3
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1, QueueLen: queueLen})
+	a.Start()
+	if q, _ := a.Receive([]RangeHints{rangeOf(1, "first")}, time.Now()); q != 1 {
+		t.Fatal("first batch not queued")
+	}
+	<-model.started // the only worker holds "first"
+	start := time.Now()
+	var queued, dropped int
+	for i := 0; i < 10; i++ {
+		q, d := a.Receive([]RangeHints{rangeOf(uint64(10+i), "k1", "k2")}, time.Now())
+		queued += q
+		dropped += d
+	}
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Fatalf("Receive blocked %v behind a stuck worker", el)
+	}
+	if queued != queueLen || dropped != 10-queueLen {
+		t.Fatalf("queued %d dropped %d, want %d and %d", queued, dropped, queueLen, 10-queueLen)
+	}
+	m := a.Metrics()
+	if m.Dropped[DropApplyQueueFull] != 2*(10-queueLen) || m.QueueDepth != queueLen {
+		t.Fatalf("apply_queue_full %d depth %d", m.Dropped[DropApplyQueueFull], m.QueueDepth)
+	}
+	close(model.gate)
+	eventually(t, 5*time.Second, "the queue drains", func() bool { return a.Metrics().Applied == 1+2*queueLen })
+}
+
+func TestApplierCloseDropsQueued(t *testing.T) {
+	model := newCacheModel()
+	model.gate = make(chan struct{})
+	model.started = make(chan struct{}, 1)
+	a, err := NewApplier(model, ApplierConfig{Workers: 1, QueueLen: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	a.Receive([]RangeHints{rangeOf(1, "a", "b")}, time.Now())
+	<-model.started
+	a.Receive([]RangeHints{rangeOf(2, "c"), rangeOf(3, "d", "e")}, time.Now())
+	a.Close() // cancels the stuck replay
+	m := a.Metrics()
+	// "a" was cancelled (a replay error), "b" not started, the two queued batches dropped.
+	if m.Dropped[DropClosed] != 4 || m.Dropped[DropReplayError] != 1 || m.Applied != 0 {
+		t.Fatalf("after close: applied %d dropped %v", m.Applied, m.Dropped)
+	}
+}
+
+func appliedSet(t *testing.T, sel Selection, frac float64, keys []string) map[string]bool {
+	t.Helper()
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Workers: 2, QueueLen: 1024, Fraction: frac, Selection: sel})
+	a.Start()
+	for i := 0; i < len(keys); i += 500 {
+		a.Receive([]RangeHints{rangeOf(1, keys[i:min(i+500, len(keys))]...)}, time.Now())
+	}
+	eventually(t, 10*time.Second, "all hints handled", func() bool {
+		m := a.Metrics()
+		return m.Applied+m.Dropped[DropSelective] == uint64(len(keys))
+	})
+	out := map[string]bool{}
+	for k := range model.callSet() {
+		out[k] = true
+	}
+	return out
+}
+
+// Selective hints: about the configured fraction is applied; hash selection is deterministic and
+// nested (a lower fraction applies a subset of a higher one's).
+func TestApplierSelectiveFraction(t *testing.T) {
+	keys := manyKeys("user", 5000)
+	sets := map[float64]map[string]bool{}
+	for _, tc := range []struct {
+		sel  Selection
+		frac float64
+	}{
+		{SelectHash, 0.1}, {SelectHash, 0.2}, {SelectHash, 0.33}, {SelectHash, 0.5}, {SelectHash, 1},
+		{SelectRandom, 0.1}, {SelectRandom, 0.5},
+	} {
+		t.Run(fmt.Sprintf("sel%d/%v", tc.sel, tc.frac), func(t *testing.T) {
+			got := appliedSet(t, tc.sel, tc.frac, keys)
+			share := float64(len(got)) / float64(len(keys))
+			if math.Abs(share-tc.frac) > 0.03 {
+				t.Fatalf("applied %.3f of hints, want %.2f", share, tc.frac)
+			}
+			if tc.sel == SelectHash {
+				sets[tc.frac] = got
+				if again := appliedSet(t, tc.sel, tc.frac, keys); fmt.Sprint(again) != fmt.Sprint(got) {
+					t.Fatal("hash selection differs between two appliers")
+				}
+			}
+		})
+	}
+	for _, pair := range [][2]float64{{0.1, 0.2}, {0.2, 0.33}, {0.33, 0.5}, {0.5, 1}} {
+		for k := range sets[pair[0]] {
+			if !sets[pair[1]][k] {
+				t.Fatalf("%q applied at fraction %v but not at %v", k, pair[0], pair[1])
+			}
+		}
+	}
+}
+
+func TestAdaptiveFraction(t *testing.T) {
+	for _, tc := range []struct{ base, load, want float64 }{
+		{1, 0, 1}, {1, 0.7, 1}, {1, 0.8, 0.55}, {1, 0.9, 0.1}, {0.5, 0.8, 0.3}, {0.05, 0.8, 0.05},
+	} {
+		if got := adaptiveFraction(tc.base, tc.load, 0.7, 0.9, 0.1); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("adaptiveFraction(%v, %v) = %v, want %v", tc.base, tc.load, got, tc.want)
+		}
+	}
+}
+
+// The applier follows a load signal: full fraction when idle, a lower one under load, nothing while
+// overloaded (reported in metrics), and it resumes only once the load is clearly lower.
+func TestApplierAdaptsToLoad(t *testing.T) {
+	var load atomic.Uint64
+	setLoad := func(v float64) { load.Store(math.Float64bits(v)) }
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1, QueueLen: 64, Adaptive: true, LoadInterval: time.Nanosecond,
+		Load: func() float64 { return math.Float64frombits(load.Load()) }})
+	a.Start()
+	batch := 0
+	// send delivers 2000 fresh keys and returns the share applied.
+	send := func() float64 {
+		batch++
+		before := a.Metrics()
+		keys := manyKeys(fmt.Sprintf("b%d-", batch), 2000)
+		a.Receive([]RangeHints{rangeOf(1, keys...)}, time.Now())
+		eventually(t, 10*time.Second, "batch handled", func() bool {
+			m := a.Metrics()
+			handled := m.Applied + m.Dropped[DropSelective] + m.Dropped[DropOverloaded]
+			return handled-(before.Applied+before.Dropped[DropSelective]+before.Dropped[DropOverloaded]) == 2000
+		})
+		return float64(a.Metrics().Applied-before.Applied) / 2000
+	}
+	for _, step := range []struct {
+		load        float64
+		wantShare   float64
+		wantPaused  bool
+		wantPauses  uint64
+		description string
+	}{
+		{0.3, 1, false, 0, "idle: everything"},
+		{0.8, 0.55, false, 0, "busy: fraction halfway between 1 and 0.1"},
+		{0.95, 0, true, 1, "overloaded: stopped"},
+		{0.85, 0, true, 1, "still above the resume point (0.8): stays stopped"},
+		{0.75, 0.775, false, 1, "resumed at the adapted fraction"},
+		{0.92, 0, true, 2, "overloaded again"},
+		{0.1, 1, false, 2, "idle again"},
+	} {
+		setLoad(step.load)
+		share := send()
+		m := a.Metrics()
+		if math.Abs(share-step.wantShare) > 0.05 || m.Paused != step.wantPaused || m.Pauses != step.wantPauses ||
+			m.Load != step.load {
+			t.Fatalf("%s (load %v): applied %.3f (want %.3f), paused %v (want %v), pauses %d (want %d), load metric %v",
+				step.description, step.load, share, step.wantShare, m.Paused, step.wantPaused, m.Pauses, step.wantPauses, m.Load)
+		}
+		wantFrac := step.wantShare
+		if math.Abs(m.Fraction-wantFrac) > 1e-9 {
+			t.Fatalf("%s: fraction metric %v, want %v", step.description, m.Fraction, wantFrac)
+		}
+	}
+	if a.Metrics().Dropped[DropOverloaded] != 3*2000 {
+		t.Fatalf("overloaded drops %d", a.Metrics().Dropped[DropOverloaded])
+	}
+}
+
+// Batches already queued when the node becomes overloaded are dropped by the worker, not replayed.
+func TestApplierOverloadDropsQueued(t *testing.T) {
+	var overloaded atomic.Bool
+	model := newCacheModel()
+	model.gate = make(chan struct{})
+	model.started = make(chan struct{}, 1)
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1, QueueLen: 8, Adaptive: true, LoadInterval: time.Nanosecond,
+		Load: func() float64 {
+			if overloaded.Load() {
+				return 1
+			}
+			return 0
+		}})
+	a.Start()
+	a.Receive([]RangeHints{rangeOf(1, "held")}, time.Now())
+	<-model.started
+	a.Receive([]RangeHints{rangeOf(2, "q1", "q2"), rangeOf(3, "q3")}, time.Now())
+	overloaded.Store(true)
+	model.gate <- struct{}{}
+	eventually(t, 5*time.Second, "queued batches dropped", func() bool { return a.Metrics().Dropped[DropOverloaded] == 3 })
+	if calls := model.callSet(); len(calls) != 1 {
+		t.Fatalf("replayed %v while overloaded", calls)
+	}
+}
+
+func TestApplierSetFraction(t *testing.T) {
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1})
+	a.Start()
+	a.SetFraction(0)
+	a.Receive([]RangeHints{rangeOf(1, "a", "b")}, time.Now())
+	eventually(t, 5*time.Second, "selective drops", func() bool { return a.Metrics().Dropped[DropSelective] == 2 })
+	a.SetFraction(1)
+	a.Receive([]RangeHints{rangeOf(1, "a", "b")}, time.Now())
+	eventually(t, 5*time.Second, "applied", func() bool { return a.Metrics().Applied == 2 })
+}
+
+func TestApplierConfig(t *testing.T) {
+	for _, cfg := range []ApplierConfig{{Fraction: 1.5}, {StartAt: 0.9, StopAt: 0.5}, {Selection: 7}} {
+		if _, err := NewApplier(newCacheModel(), cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+	if _, err := NewApplier(nil, ApplierConfig{}); err == nil {
+		t.Error("nil Reader accepted")
+	}
+}
+
+func TestWarmFullReplay(t *testing.T) {
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Fraction: 0.1})
+	st, err := a.Warm(context.Background(), 1, pointHints(manyKeys("k", 100)...))
+	if err != nil || st.CacheMiss != 100 {
+		t.Fatalf("warm: %v %+v (a synchronous replay ignores the fraction)", err, st)
+	}
+	w := a.Warmth(1)
+	if !w.Known || w.HintsApplied != 100 || w.Replays != 0 {
+		t.Fatalf("warmth after Warm: %+v (its cold replays do not count towards the hit ratio)", w)
+	}
+	model.noRange[2] = true
+	if _, err := a.Warm(context.Background(), 2, pointHints("x")); !errors.Is(err, ErrNoReplica) {
+		t.Fatalf("warm without a replica: %v", err)
+	}
+}
