@@ -53,6 +53,7 @@ type opKind struct {
 	name     string // for messages: "get", "put", ...
 	write    bool   // an AMBIGUOUS/TIMEOUT/after-send failure is returned, not retried
 	follower bool   // follower read: any replica may serve it
+	long     bool   // a long-running admin call (compaction, backup): one attempt is bounded by ctx only
 }
 
 // target is where one attempt goes.
@@ -295,6 +296,10 @@ func (c *Client) attempt(ctx context.Context, op opKind, t target, call rpcFunc)
 		return retryBackoff, err
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	if op.long {
+		cancel()
+		actx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	actx, sent := withSentFlag(actx)
 	var hdr *pb.RequestHeader

@@ -185,6 +185,7 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 			mn.DiskUsed = st.DiskBytes
 			mn.BlockCacheHits, mn.BlockCacheMisses = st.BlockCacheHits, st.BlockCacheMisses
 			mn.CompactionsRunning, mn.L0Files, mn.MemtableBytes = st.CompactionsRunning, st.L0Files, st.MemtableBytes
+			fillModelTasks(mn, st)
 			for _, rl := range st.Ranges {
 				if rl.Leader {
 					loads[rl.RangeId] = rl
@@ -412,4 +413,20 @@ func (n *Node) SetNodeState(ctx context.Context, req *pb.SetNodeStateRequest) (*
 	}
 	_, err := n.metaCommand(ctx, &pb.Command{Mutations: []*pb.Mutation{m}})
 	return &pb.SetNodeStateResponse{Error: n.pbErr(err)}, nil
+}
+
+// fillModelTasks copies a node's background-work report into the autopilot's model.
+func fillModelTasks(mn *model.Node, st *pb.NodeStats) {
+	mn.CompactionDebt = st.CompactionDebtBytes
+	mn.LedBefore = st.LedBefore
+	for _, t := range st.Tasks {
+		mn.Tasks = append(mn.Tasks, model.Task{ID: t.Id, Kind: t.Kind, Name: t.Name, Running: t.Running, Heavy: t.Heavy,
+			Bytes: t.Bytes, Since: time.Unix(0, t.SinceUnixNanos)})
+	}
+	if len(st.LastCompleted) > 0 {
+		mn.LastCompleted = make(map[string]time.Time, len(st.LastCompleted))
+		for _, c := range st.LastCompleted {
+			mn.LastCompleted[c.Kind] = time.Unix(0, c.AtUnixNanos)
+		}
+	}
 }

@@ -63,6 +63,7 @@ func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.Hea
 		changed = n.dir.upsert(req.Node)
 		n.dir.heard(req.Node.NodeId, time.Now())
 		n.dir.recordStats(req.Node.NodeId, req.Stats, req.Draining, req.MetaLeaderNodeId, req.MetaDesc)
+		n.bg.Notify() // a peer's status changed: a postponed heavy task may now find an idle candidate
 	}
 	for _, nd := range req.KnownNodes {
 		if n.dir.get(nd.NodeId) == nil && n.dir.upsert(nd) {
@@ -117,6 +118,8 @@ func (n *Node) localStats() *pb.NodeStats {
 		st.Ranges = append(st.Ranges, rl)
 	}
 	n.loadPrev = seen
+	n.noteLeading(st)
+	n.fillBackground(st, es.CompactionDebtBytes)
 	return st
 }
 
@@ -138,6 +141,7 @@ func (n *Node) currentStats() *pb.NodeStats {
 		}
 		st.Ranges = append(st.Ranges, rl)
 	}
+	n.fillBackground(st, es.CompactionDebtBytes)
 	return st
 }
 

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/bgtask"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
@@ -65,6 +66,9 @@ type Config struct {
 	// DisableLeaseReads makes every linearizable read run a ReadIndex round instead of using the
 	// leader lease (replica/lease.go).
 	DisableLeaseReads bool
+	// Background configures background work: what is heavy, how long a heavy task may wait for the
+	// node's leaderships to move, periodic compactions and backups (background.go).
+	Background BackgroundConfig
 	// Autopilot tunes the autopilot's policies (zero values take the policies' defaults; the
 	// replication factor and dead-node timeout always come from the fields above).
 	Autopilot autopilot.Config
@@ -133,6 +137,12 @@ type Node struct {
 	draining atomic.Bool
 	ap       *autopilotHost
 
+	bg        *bgtask.Tracker
+	hbKick    chan struct{}
+	ledNow    atomic.Pointer[[]uint64] // ranges led at the last stats reading (for bg's hooks)
+	annMu     sync.Mutex
+	announced map[string]*bgtask.Handle // running maintenance announcements by task name
+
 	loadMu   sync.Mutex
 	loadPrev map[uint64]loadMark // last counter readings per range, for QPS
 
@@ -158,6 +168,8 @@ func NewNode(cfg Config) (*Node, error) {
 	n.peers = newPeerConns(cfg.DialOptions, cfg.AuthToken)
 	n.ap = newAutopilotHost(n)
 	n.dir = newDirectory()
+	n.announced = map[string]*bgtask.Handle{}
+	n.initBackground()
 	if v, ok, err := n.eng.Get(identityKey); err != nil {
 		return nil, err
 	} else if ok {
@@ -248,6 +260,7 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	}
 	n.transport.SetIdentity(n.ident.NodeID, n.ident.ClusterID)
+	n.removeStaleCheckpoints()
 	self := n.selfDesc()
 	n.dir.upsert(self)
 	n.dir.heard(self.NodeId, time.Now())
@@ -412,7 +425,8 @@ func (n *Node) every(d time.Duration, f func(ctx context.Context)) {
 }
 
 func (n *Node) startBackground() {
-	n.every(n.cfg.HeartbeatInterval, n.sendHeartbeats)
+	n.heartbeatLoop()
+	n.startPeriodicTasks()
 	n.every(n.cfg.QueueInterval, n.runQueues)
 	n.every(5*time.Second, n.refreshDirectory)
 	n.every(time.Second, n.ap.watch)

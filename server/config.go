@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/transport"
 )
 
@@ -33,6 +36,10 @@ const (
 	DefaultTickInterval = 100 * time.Millisecond
 	// DefaultSnapshotRate is the snapshot bandwidth per node (replica moves and catch-up).
 	DefaultSnapshotRate = 32 << 20
+	// DefaultHeavyCompactionBytes is the input size from which an automatic compaction is heavy.
+	DefaultHeavyCompactionBytes = 128 << 20
+	// DefaultMaxPostpone bounds how long a heavy task waits for the node's leaderships to move.
+	DefaultMaxPostpone = 5 * time.Minute
 	// DefaultDeadNodeTimeout is how long a node may be silent before it is considered dead.
 	DefaultDeadNodeTimeout = 60 * time.Second
 	// MinGRPCMsgBytes is the lower bound of the gRPC server's message size limit for the public API; the
@@ -80,6 +87,12 @@ type Config struct {
 	DeadNodeTimeout time.Duration
 	// SnapshotRate limits the snapshot bytes per second this node sends (default DefaultSnapshotRate).
 	SnapshotRate int64
+	// Background: what counts as a heavy background task, how long one may wait for the node's
+	// leaderships to move, periodic compactions and backups (docs/design/shed-leadership.md).
+	Background kv.BackgroundConfig
+	// ShedRanking picks the new leader when shed_leadership moves leaderships off a busy node: "mrc"
+	// (default), "lsp" or "preferred".
+	ShedRanking string
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -110,6 +123,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.SnapshotRate == 0 {
 		c.SnapshotRate = DefaultSnapshotRate
+	}
+	if c.Background.HeavyCompactionBytes == 0 {
+		c.Background.HeavyCompactionBytes = DefaultHeavyCompactionBytes
+	}
+	if c.Background.MaxPostpone == 0 {
+		c.Background.MaxPostpone = DefaultMaxPostpone
+	}
+	if c.ShedRanking == "" {
+		c.ShedRanking = policy.RankMRC
 	}
 	return c
 }
@@ -177,6 +199,17 @@ func (c *Config) Validate() error {
 	if c.SnapshotRate < 0 || (c.SnapshotRate > 0 && c.SnapshotRate < 64<<10) {
 		add("snapshot rate must be at least 64KiB per second (got %d)", c.SnapshotRate)
 	}
+	switch c.ShedRanking {
+	case "", policy.RankMRC, policy.RankLSP, policy.RankPreferred:
+	default:
+		add("shed ranking %q unknown: use mrc, lsp or preferred", c.ShedRanking)
+	}
+	if c.Background.MaxPostpone < 0 || c.Background.CompactInterval < 0 || c.Background.BackupInterval < 0 {
+		add("background durations must not be negative")
+	}
+	if c.Background.BackupInterval > 0 && !filepath.IsAbs(c.Background.BackupDir) {
+		add("a backup interval needs an absolute --backup-dir (got %q)", c.Background.BackupDir)
+	}
 	if c.CertsDir != "" && strings.TrimSpace(c.CertsDir) == "" {
 		add("certs directory is blank")
 	}
@@ -242,12 +275,21 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		DeadNodeTimeout string   `json:"dead_node_timeout"`
 		SnapshotRate    int64    `json:"snapshot_rate_bytes_per_sec"`
 		GRPCMaxMsgBytes int      `json:"grpc_max_msg_bytes"`
+		HeavyCompaction uint64   `json:"heavy_compaction_bytes"`
+		MaxPostpone     string   `json:"max_postpone"`
+		ShedRanking     string   `json:"shed_ranking"`
+		CompactInterval string   `json:"compact_interval"`
+		BackupInterval  string   `json:"backup_interval"`
+		BackupDir       string   `json:"backup_dir"`
 	}{
 		DataDir: c.DataDir, Listen: c.Listen, Advertise: c.Advertise, HTTP: c.HTTP, RESP: c.RESP,
 		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CertsDir: c.CertsDir, CacheBytes: c.CacheBytes,
 		MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, RangeMaxBytes: c.RangeMaxBytes,
 		TickInterval: c.TickInterval.String(), DeadNodeTimeout: c.DeadNodeTimeout.String(), SnapshotRate: c.WithDefaults().SnapshotRate,
 		GRPCMaxMsgBytes: c.WithDefaults().grpcMaxMsgBytes(),
+		HeavyCompaction: c.WithDefaults().Background.HeavyCompactionBytes, MaxPostpone: c.WithDefaults().Background.MaxPostpone.String(),
+		ShedRanking: c.WithDefaults().ShedRanking, CompactInterval: c.Background.CompactInterval.String(),
+		BackupInterval: c.Background.BackupInterval.String(), BackupDir: c.Background.BackupDir,
 	})
 }
 

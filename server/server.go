@@ -25,6 +25,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/server/resp"
 	"github.com/shoaldb/shoal/storage"
@@ -159,6 +161,8 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		DialOptions:     dialOpts,
 
 		SnapshotRateBytesPerSec: cfg.SnapshotRate,
+		Background:              cfg.Background,
+		Autopilot:               autopilot.Config{Policies: policy.Config{Shed: policy.ShedConfig{Ranking: cfg.ShedRanking}}},
 	})
 	if err != nil {
 		return fmt.Errorf("create node: %w", err)

@@ -57,6 +57,9 @@ func (c ShedConfig) validate() error {
 // anyway after its bounded wait, and that is noted too. Under RankPreferred the policy also returns
 // leaderships to a node whose task is over.
 //
+// The meta range is not shed: its load is routing lookups, which clients cache, and moving it moves
+// the autopilot itself, which would drop the in-flight operators of the very shed it is running.
+//
 // State: how long each node has led each range (for RankLSP), and which postponements were already
 // noted. Both are rebuilt from snapshots if the autopilot moves; "what to give back" is reported by the
 // nodes themselves (model.Node.LedBefore), so it survives a move of the autopilot.
@@ -133,8 +136,8 @@ func (p *Shed) Propose(c *model.Cluster, pending []*operator.Operator) []*operat
 			continue
 		}
 		for _, r := range c.Ranges {
-			if r.Leader != n.ID || v.busy[r.ID] {
-				continue
+			if r.Leader != n.ID || v.busy[r.ID] || r.System {
+				continue // the meta range stays: see the type's comment
 			}
 			if len(out) >= p.cfg.MaxPerRound {
 				return out

@@ -17,8 +17,10 @@ var adminNodesCmd = &cobra.Command{
 	Use:   "nodes",
 	Short: "List the cluster's nodes with their state and load",
 	Long: `List the cluster's nodes: id, gRPC and HTTP addresses, state (live, dead, draining, ...),
-and how many ranges each holds and leads. With --format json, print an array of objects with
-id, addr, http_addr, live, draining, state, range_count, leader_count (as /api/nodes does).`,
+how many ranges each holds and leads, and its background tasks (compactions, backups, announced
+maintenance; "pending" ones wait for the node's leaderships to move). With --format json, print an
+array of objects with id, addr, http_addr, live, draining, state, range_count, leader_count, tasks
+(as /api/nodes does).`,
 	Example: `  shoal admin nodes
   shoal admin nodes --format json`,
 	Args: args(cobra.NoArgs),
@@ -32,11 +34,15 @@ id, addr, http_addr, live, draining, state, range_count, leader_count (as /api/n
 			if jsonOutput() {
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
-			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS"},
+			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS", "TASKS"},
 				len(out), func(i int) []string {
 					n := out[i]
+					tasks := strings.Join(n.Tasks, ", ")
+					if tasks == "" {
+						tasks = "-"
+					}
 					return []string{u64(n.ID), n.Addr, n.HTTPAddr, n.State, strconv.FormatBool(n.Live), strconv.FormatBool(n.Draining),
-						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10)}
+						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10), tasks}
 				})
 		})
 	},

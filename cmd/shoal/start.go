@@ -35,6 +35,12 @@ var startFlags struct {
 	maxValueBytes   byteSize
 	rangeMaxBytes   byteSize
 	snapshotRate    byteSize
+	heavyCompaction byteSize
+	maxPostpone     time.Duration
+	shedRanking     string
+	compactInterval time.Duration
+	backupInterval  time.Duration
+	backupDir       string
 	tickInterval    time.Duration
 	deadNodeTimeout time.Duration
 	printConfig     bool
@@ -96,6 +102,7 @@ func init() {
 	startFlags.maxValueBytes = byteSize(server.DefaultMaxValueBytes)
 	startFlags.rangeMaxBytes = byteSize(server.DefaultRangeMaxBytes)
 	startFlags.snapshotRate = byteSize(server.DefaultSnapshotRate)
+	startFlags.heavyCompaction = byteSize(server.DefaultHeavyCompactionBytes)
 
 	f := startCmd.Flags()
 	f.SortFlags = false
@@ -118,6 +125,12 @@ func init() {
 	f.Var(&startFlags.snapshotRate, "snapshot-rate", "bytes per second this node sends in snapshots (replica moves, catch-up), e.g. 32MiB")
 	f.DurationVar(&startFlags.tickInterval, "tick-interval", server.DefaultTickInterval, "raft tick")
 	f.DurationVar(&startFlags.deadNodeTimeout, "dead-node-timeout", server.DefaultDeadNodeTimeout, "a node silent this long is considered dead")
+	f.Var(&startFlags.heavyCompaction, "heavy-compaction-bytes", "an automatic compaction with at least this much input counts as heavy (its node sheds its leaderships)")
+	f.DurationVar(&startFlags.maxPostpone, "max-postpone", server.DefaultMaxPostpone, "longest a heavy background task waits for this node's leaderships to move before it runs anyway")
+	f.StringVar(&startFlags.shedRanking, "shed-ranking", "mrc", "who takes over a busy node's leaderships: mrc (most recently completed task), lsp (longest served), preferred (and give them back after)")
+	f.DurationVar(&startFlags.compactInterval, "compact-interval", 0, "run a full compaction about this often, jittered per node (0: never)")
+	f.DurationVar(&startFlags.backupInterval, "backup-interval", 0, "write a backup into --backup-dir about this often, jittered per node (0: never)")
+	f.StringVar(&startFlags.backupDir, "backup-dir", "", "absolute directory for periodic backups (one subdirectory per backup)")
 	f.BoolVar(&startFlags.printConfig, "print-config", false, "print the effective configuration as JSON (token redacted) and exit")
 	rootCmd.AddCommand(startCmd)
 }
@@ -152,7 +165,13 @@ func startConfig() (server.Config, error) {
 		SnapshotRate:    int64(startFlags.snapshotRate),
 		TickInterval:    startFlags.tickInterval,
 		DeadNodeTimeout: startFlags.deadNodeTimeout,
+		ShedRanking:     startFlags.shedRanking,
 	}
+	cfg.Background.HeavyCompactionBytes = uint64(startFlags.heavyCompaction)
+	cfg.Background.MaxPostpone = startFlags.maxPostpone
+	cfg.Background.CompactInterval = startFlags.compactInterval
+	cfg.Background.BackupInterval = startFlags.backupInterval
+	cfg.Background.BackupDir = startFlags.backupDir
 	var err error
 	if cfg.MaxKeyBytes, err = startFlags.maxKeyBytes.int("--max-key-bytes"); err != nil {
 		return cfg, err

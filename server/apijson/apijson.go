@@ -23,6 +23,8 @@ type NodeJSON struct {
 	State       string `json:"state"`
 	RangeCount  uint32 `json:"range_count"`
 	LeaderCount uint32 `json:"leader_count"`
+	// Tasks are the node's pending and running background tasks, e.g. "backup running (heavy)".
+	Tasks []string `json:"tasks"`
 }
 
 // RangeJSON is one range as shown by /api/ranges and `shoal admin ranges --format json`. Start and End
@@ -56,6 +58,7 @@ func NodesJSON(nodes []*pb.NodeStatus) []NodeJSON {
 			State:       n.GetState(),
 			RangeCount:  n.GetRangeCount(),
 			LeaderCount: n.GetLeaderCount(),
+			Tasks:       TasksText(n.GetStats().GetTasks()),
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -102,6 +105,23 @@ func RangesJSON(ranges []*pb.RangeStatus) []RangeJSON {
 	out := make([]RangeJSON, len(ks))
 	for i, k := range ks {
 		out[i] = k.r
+	}
+	return out
+}
+
+// TasksText describes background tasks as "KIND STATE[ (heavy)]", never nil.
+func TasksText(tasks []*pb.BackgroundTask) []string {
+	out := []string{}
+	for _, t := range tasks {
+		state := "pending"
+		if t.GetRunning() {
+			state = "running"
+		}
+		s := t.GetKind() + " " + state
+		if t.GetHeavy() {
+			s += " (heavy)"
+		}
+		out = append(out, s)
 	}
 	return out
 }

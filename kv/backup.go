@@ -1,0 +1,188 @@
+package kv
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/backup"
+	"github.com/shoaldb/shoal/bgtask"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage"
+)
+
+// checkpointDir is where backups stage their engine checkpoint, inside the store directory (hard links
+// need the same filesystem); leftovers of a crashed backup are removed at start.
+const checkpointDir = "backup-checkpoints"
+
+// removeStaleCheckpoints deletes checkpoints left by a backup that was interrupted by a crash.
+func (n *Node) removeStaleCheckpoints() {
+	dir := filepath.Join(n.eng.Dir(), checkpointDir)
+	if _, err := os.Stat(dir); err == nil {
+		if err := os.RemoveAll(dir); err != nil {
+			n.log.Warn("could not remove stale backup checkpoints", "dir", dir, "err", err)
+		}
+	}
+}
+
+// catchUp waits, for each range with a replica here that another node leads, until this replica has
+// applied what its leader had applied when asked: then the backup holds every write acknowledged
+// before it started. It reports the ranges that could not catch up within the bound.
+func (n *Node) catchUp(ctx context.Context) map[uint64]bool {
+	lagging := map[uint64]bool{}
+	for _, r := range n.store.Replicas() {
+		id := r.RangeID()
+		leader := r.LeaderNode()
+		if leader == n.ident.NodeID || id == replica.MetaRangeID {
+			continue
+		}
+		c, pe := n.peerFor(leader)
+		if leader == 0 || pe != nil {
+			lagging[id] = true
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := c.WaitApplied(cctx, &pb.WaitAppliedRequest{RangeId: id})
+		if err == nil && resp.Error == nil {
+			_, err = n.waitAppliedLocal(cctx, id, resp.Applied)
+		} else if err == nil {
+			err = fmt.Errorf("%s", resp.Error.Message)
+		}
+		cancel()
+		if err != nil {
+			lagging[id] = true
+		}
+	}
+	return lagging
+}
+
+// writeBackup writes a backup of every user range with a replica on this node into dir: a checkpoint
+// of the engine (one consistent point in time), read range by range into backup files, then the
+// manifest. Reading every key is what makes a backup heavy; rate (bytes/s, 0: unlimited) paces it.
+func (n *Node) writeBackup(ctx context.Context, dir string, rate int64, h *bgtask.Handle) (string, error) {
+	start := time.Now()
+	lagging := n.catchUp(ctx)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("backup: %w", err)
+	}
+	stage := filepath.Join(n.eng.Dir(), checkpointDir)
+	if err := os.MkdirAll(stage, 0o755); err != nil {
+		return "", fmt.Errorf("backup: %w", err)
+	}
+	ckDir := filepath.Join(stage, fmt.Sprintf("ck-%d", time.Now().UnixNano()))
+	if err := n.eng.Checkpoint(ckDir); err != nil {
+		return "", fmt.Errorf("backup: %w", err)
+	}
+	ck, err := n.eng.OpenCheckpoint(ckDir)
+	if err != nil {
+		os.RemoveAll(ckDir)
+		return "", fmt.Errorf("backup: %w", err)
+	}
+	defer ck.Close(true)
+
+	m := &backup.Manifest{ClusterID: n.ident.ClusterID, NodeID: n.ident.NodeID, CreatedAt: start.UTC()}
+	ids := []uint64{}
+	for _, r := range n.store.Replicas() {
+		if r.RangeID() != replica.MetaRangeID {
+			ids = append(ids, r.RangeID())
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	pace := newPacer(rate)
+	var total uint64
+	for _, id := range ids {
+		dd, ok, err := ck.Get(storage.RangeDescKey(id))
+		if err != nil {
+			return "", fmt.Errorf("backup: range %d descriptor: %w", id, err)
+		}
+		if !ok {
+			continue // created after the checkpoint
+		}
+		desc := &pb.RangeDescriptor{}
+		if err := proto.Unmarshal(dd, desc); err != nil {
+			return "", fmt.Errorf("backup: range %d descriptor is corrupt: %w", id, err)
+		}
+		if desc.MergingInto != 0 {
+			// Frozen for a merge: its data is either still its own or about to belong to its left
+			// neighbour; back it up as it stands (its span is still its own in this checkpoint).
+			n.log.Info("backup: range frozen for a merge, backed up as it stands", "range", id)
+		}
+		e := backup.RangeEntry{RangeID: id, StartKey: desc.StartKey, EndKey: desc.EndKey, Generation: desc.Generation,
+			CaughtUp: !lagging[id]}
+		if v, ok, err := ck.Get(storage.AppliedStateKey(id)); err == nil && ok && len(v) == 8 {
+			e.AppliedIndex = binary.BigEndian.Uint64(v)
+		}
+		w, err := backup.Create(dir, id)
+		if err != nil {
+			return "", err
+		}
+		lo, hi := storage.DataSpan(false, desc.StartKey, desc.EndKey)
+		it, err := ck.NewIter(lo, hi)
+		if err != nil {
+			return "", fmt.Errorf("backup: range %d: %w", id, err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			if err := w.Add(storage.StripDataPrefix(it.Key()), it.Value()); err != nil {
+				it.Close()
+				return "", err
+			}
+			if err := pace.wait(ctx, total+w.Bytes()); err != nil {
+				it.Close()
+				return "", fmt.Errorf("backup: %w", err)
+			}
+			h.SetBytes(total + w.Bytes())
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return "", fmt.Errorf("backup: range %d: read: %w", id, err)
+		}
+		if err := w.Close(&e); err != nil {
+			return "", err
+		}
+		total += e.Bytes
+		m.TotalKeys += e.Keys
+		m.Ranges = append(m.Ranges, e)
+	}
+	m.TotalBytes = total
+	m.DurationMS = time.Since(start).Milliseconds()
+	if err := backup.WriteManifest(dir, m); err != nil {
+		return "", err
+	}
+	data, _ := json.Marshal(m)
+	n.log.Info("backup complete", "dir", dir, "ranges", len(m.Ranges), "keys", m.TotalKeys, "bytes", total,
+		"duration", time.Since(start).Round(time.Millisecond))
+	return string(data), nil
+}
+
+// pacer keeps a byte stream at or below a rate.
+type pacer struct {
+	rate  int64
+	start time.Time
+}
+
+func newPacer(rate int64) *pacer { return &pacer{rate: rate, start: time.Now()} }
+
+// wait sleeps until done bytes are within the rate.
+func (p *pacer) wait(ctx context.Context, done uint64) error {
+	if p.rate <= 0 {
+		return ctx.Err()
+	}
+	due := p.start.Add(time.Duration(float64(done) / float64(p.rate) * float64(time.Second)))
+	if d := time.Until(due); d > 5*time.Millisecond {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+	return nil
+}
