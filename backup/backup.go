@@ -53,10 +53,10 @@ type RangeEntry struct {
 	// CaughtUp is false when the node's replica could not confirm, before the checkpoint, that it had
 	// applied everything its leader had: writes acknowledged just before the backup may be missing.
 	CaughtUp bool   `json:"caught_up"`
-	File         string `json:"file"`
-	Keys         uint64 `json:"keys"`
-	Bytes        uint64 `json:"bytes"`
-	CRC32C       uint32 `json:"crc32c"`
+	File     string `json:"file"`
+	Keys     uint64 `json:"keys"`
+	Bytes    uint64 `json:"bytes"`
+	CRC32C   uint32 `json:"crc32c"`
 }
 
 // RangeFile is the name of a range's data file.
