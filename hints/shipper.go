@@ -108,7 +108,6 @@ type Shipper struct {
 type queuedBatch struct {
 	batch    *pb.HintBatch
 	hints    uint64
-	bytes    int
 	enqueued time.Time
 }
 
@@ -183,7 +182,7 @@ func (s *Shipper) Flush() {
 	}
 	for _, p := range order {
 		b := &pb.HintBatch{FromNode: s.cfg.NodeID, ClusterId: s.cfg.ClusterID, Ranges: perPeer[p]}
-		s.enqueue(p, queuedBatch{batch: b, hints: hintsPerPeer[p], bytes: proto.Size(b), enqueued: now})
+		s.enqueue(p, queuedBatch{batch: b, hints: hintsPerPeer[p], enqueued: now})
 	}
 }
 
@@ -232,6 +231,7 @@ func (s *Shipper) send(peer uint64, qb queuedBatch) {
 	// The batch is this peer's own message (its ranges are shared, read-only): stamping the queueing
 	// delay here is safe.
 	qb.batch.QueuedMicros = uint64(time.Since(qb.enqueued).Microseconds())
+	size := proto.Size(qb.batch)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SendTimeout)
 	err := s.sender.Send(ctx, peer, qb.batch)
 	cancel()
@@ -241,7 +241,7 @@ func (s *Shipper) send(peer uint64, qb queuedBatch) {
 	}
 	s.c.shipped.Add(qb.hints)
 	s.c.shippedBatches.Add(1)
-	s.c.bytesSent.Add(uint64(qb.bytes))
+	s.c.bytesSent.Add(uint64(size))
 }
 
 // Close stops the loop and the peer senders (after the Send in progress, if any); queued batches are

@@ -1,0 +1,284 @@
+package hints
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// testNode is one node's module served on a real gRPC server on loopback.
+type testNode struct {
+	id     uint64
+	m      *Module
+	reader *cacheModel
+	addr   string
+}
+
+type testCluster struct {
+	t     *testing.T
+	nodes map[uint64]*testNode
+	mu    sync.Mutex
+	conns map[uint64]*grpc.ClientConn
+}
+
+func (c *testCluster) conn(id uint64) (grpc.ClientConnInterface, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.conns[id]; ok {
+		return cc, nil
+	}
+	n := c.nodes[id]
+	if n == nil {
+		return nil, fmt.Errorf("unknown node %d", id)
+	}
+	cc, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	c.conns[id] = cc
+	return cc, nil
+}
+
+func (c *testCluster) client(id uint64, clusterID string) *Client {
+	cc, err := c.conn(id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return NewClient(cc, clusterID)
+}
+
+// newTestCluster starts nodes 1..n; every range is replicated on all of them.
+func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
+	c := &testCluster{t: t, nodes: map[uint64]*testNode{}, conns: map[uint64]*grpc.ClientConn{}}
+	for id := uint64(1); id <= uint64(n); id++ {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc := cfg
+		nc.NodeID = id
+		self := id
+		nc.Peers = func(uint64) []uint64 {
+			var out []uint64
+			for p := uint64(1); p <= uint64(n); p++ {
+				if p != self {
+					out = append(out, p)
+				}
+			}
+			return out
+		}
+		reader := newCacheModel()
+		m, err := New(nc, GRPCSender{Conn: c.conn}, reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		pb.RegisterHintsServer(srv, m.Service())
+		go srv.Serve(lis)
+		m.Start()
+		c.nodes[id] = &testNode{id: id, m: m, reader: reader, addr: lis.Addr().String()}
+		t.Cleanup(func() { m.Close(); srv.Stop() })
+	}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, cc := range c.conns {
+			cc.Close()
+		}
+	})
+	return c
+}
+
+func TestModuleOverGRPC(t *testing.T) {
+	c := newTestCluster(t, 3, Config{ClusterID: "c1", Shipper: ShipperConfig{FlushInterval: time.Hour},
+		Applier: ApplierConfig{WarmthWindow: 2}})
+	leader, f2, f3 := c.nodes[1].m, c.nodes[2].m, c.nodes[3].m
+	hot := manyKeys("user", 30)
+	for round := 0; round < 3; round++ {
+		for _, k := range hot {
+			leader.Record(7, []byte(k))
+			leader.Record(7, []byte(k))
+		}
+		leader.RecordScan(7, []byte("user000000"), []byte("user000010"), 10, false)
+		leader.Flush()
+		for _, f := range []*Module{f2, f3} {
+			eventually(t, 10*time.Second, "followers apply the round", func() bool {
+				return f.Metrics().Applied == uint64(31*(round+1))
+			})
+		}
+		if round == 0 {
+			// One cold round: the followers are not warm yet, and the remote check says so.
+			w, warm, err := c.client(2, "c1").WaitWarm(context.Background(), 7, WarmCriteria{MinHitRatio: 0.9, MinReplays: 20}, 100*time.Millisecond)
+			if err != nil || warm || !w.Known || w.HitRatio != 0 {
+				t.Fatalf("after one round: warm=%v %+v %v", warm, w, err)
+			}
+		}
+	}
+	w, warm, err := c.client(2, "c1").WaitWarm(context.Background(), 7, WarmCriteria{MinHitRatio: 0.9, MinReplays: 20, MaxApplyLag: time.Second}, 5*time.Second)
+	if err != nil || !warm || w.HitRatio < 0.9 || w.HintsApplied != 93 {
+		t.Fatalf("after three rounds: warm=%v %+v %v", warm, w, err)
+	}
+	lm, fm := leader.Metrics(), f2.Metrics()
+	if lm.Recorded != 3*61 || lm.Summarized != 3*30 || lm.Shipped != 2*3*31 || lm.ShippedBatches != 6 {
+		t.Fatalf("leader metrics %+v", lm)
+	}
+	if fm.Received != 3*31 || fm.ReceivedBatches != 3 || fm.BytesReceived == 0 || 2*fm.BytesReceived != lm.BytesSent {
+		t.Fatalf("follower metrics %+v (leader sent %d bytes)", fm, lm.BytesSent)
+	}
+
+	// Hot keys: the leader knows them from its captures, a follower from the hints it received.
+	for _, id := range []uint64{1, 2} {
+		hs, err := c.client(id, "c1").HotKeys(context.Background(), 7, 5)
+		if err != nil || len(hs) != 5 {
+			t.Fatalf("hot keys from n%d: %v %v", id, hs, err)
+		}
+		for _, h := range hs {
+			if h.Scan || h.Count != 6 {
+				t.Fatalf("hot keys from n%d: %+v (each hot key was read 6 times)", id, hs)
+			}
+		}
+	}
+
+	// Another cluster is refused.
+	if _, err := c.client(2, "other").HotKeys(context.Background(), 7, 5); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("hot keys from another cluster: %v", err)
+	}
+	cc, _ := c.conn(2)
+	ack, err := pb.NewHintsClient(cc).Ship(context.Background(), BatchToProto(9, "other", []RangeHints{rangeOf(7, "x")}, time.Now()))
+	if err != nil || ack.DroppedRanges != 1 || f2.Metrics().Dropped[DropWrongCluster] != 1 {
+		t.Fatalf("batch from another cluster: %+v %v", ack, err)
+	}
+}
+
+// Warm after restart: a node with an empty cache asks a peer for the range's hot keys and replays them.
+func TestWarmFromPeer(t *testing.T) {
+	c := newTestCluster(t, 2, Config{Shipper: ShipperConfig{FlushInterval: time.Hour}})
+	leader := c.nodes[1].m
+	hot := manyKeys("hot", 20)
+	for i := 0; i < 10; i++ {
+		for _, k := range hot {
+			leader.Record(3, []byte(k))
+		}
+		leader.Record(3, []byte(fmt.Sprintf("rare%d", i)))
+	}
+	leader.Flush()
+
+	restarted := newCacheModel()
+	m, err := New(Config{NodeID: 9, Peers: func(uint64) []uint64 { return nil }}, GRPCSender{Conn: c.conn}, restarted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	n, st, err := m.WarmFromPeer(context.Background(), c.client(1, ""), 3, len(hot))
+	if err != nil || n != 20 || st.CacheMiss != 20 {
+		t.Fatalf("WarmFromPeer: %d hints, %+v, %v", n, st, err)
+	}
+	var got []string
+	for k := range restarted.callSet() {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	if fmt.Sprint(got) != fmt.Sprint(hot) {
+		t.Fatalf("replayed %v, want the hot set %v", got, hot)
+	}
+	if w := m.Warmth(3); !w.Known || w.HintsApplied != 20 {
+		t.Fatalf("warmth after warm-up %+v", w)
+	}
+}
+
+func TestCollectors(t *testing.T) {
+	m, err := New(Config{Peers: func(uint64) []uint64 { return []uint64{2} }}, newRecordingSender(), newCacheModel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Record(1, []byte("a"))
+	m.Record(1, []byte("a"))
+	m.Buffer().cfg.MaxKeyBytes = 1 // not concurrent with Record here
+	m.Record(1, []byte("too long"))
+	m.Flush()
+	reg := prometheus.NewRegistry()
+	for _, col := range m.Collectors() {
+		reg.MustRegister(col)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.Metric {
+			name := mf.GetName()
+			for _, l := range mt.Label {
+				name += "{" + l.GetValue() + "}"
+			}
+			switch {
+			case mt.Counter != nil:
+				vals[name] = mt.Counter.GetValue()
+			case mt.Gauge != nil:
+				vals[name] = mt.Gauge.GetValue()
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"shoal_hints_recorded_total":                2,
+		"shoal_hints_summarized_total":              1,
+		"shoal_hints_dropped_total{too_large}":      1,
+		"shoal_hints_dropped_total{buffer_full}":    0,
+		"shoal_hints_apply_fraction":                1,
+		"shoal_hints_paused":                        0,
+		"shoal_hints_replay_cache_bytes_total{hit}": 0,
+	} {
+		if got, ok := vals[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if len(vals) != len(metricHelp)-2+int(numDropReasons)+2 {
+		t.Errorf("%d series exported", len(vals))
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	now := time.Now()
+	in := []RangeHints{{RangeID: 4, CapturedAt: now.Add(-250 * time.Millisecond), Hints: []Hint{
+		{Descriptor: Point([]byte("k")), Count: 3},
+		{Descriptor: ScanOf([]byte("a"), []byte("b"), 7, true), Count: 1},
+	}}}
+	b := BatchToProto(1, "c", in, now)
+	b.QueuedMicros = 50000
+	later := now.Add(10 * time.Second) // the receiver's clock is unrelated
+	out := BatchFromProto(b, later)
+	if len(out) != 1 || out[0].RangeID != 4 || len(out[0].Hints) != 2 {
+		t.Fatalf("round trip %+v", out)
+	}
+	for i := range in[0].Hints {
+		if !out[0].Hints[i].Equal(in[0].Hints[i].Descriptor) || out[0].Hints[i].Count != in[0].Hints[i].Count {
+			t.Fatalf("hint %d: %+v, want %+v", i, out[0].Hints[i], in[0].Hints[i])
+		}
+	}
+	if age := later.Sub(out[0].CapturedAt); age != 300*time.Millisecond {
+		t.Fatalf("age on the receiver %v, want 250ms + 50ms queued", age)
+	}
+	if h := HintFromProto(&pb.ReadHint{Key: []byte("x"), End: []byte("y")}); h.End != nil || h.Count != 1 {
+		t.Fatalf("a point hint with an end / a zero count: %+v", h)
+	}
+	crit := WarmCriteria{MaxApplyLag: time.Second, MinHitRatio: 0.8, MinReplays: 5, MaxIdle: 3 * time.Second}
+	if got := CriteriaFromProto(CriteriaToProto(crit)); got != crit {
+		t.Fatalf("criteria %+v", got)
+	}
+	w := Warmth{RangeID: 2, Known: true, ApplyLag: time.Millisecond, Idle: time.Second, HitRatio: 0.5, Replays: 9, HintsApplied: 11}
+	if got := WarmthFromProto(WarmthToProto(w)); got != w {
+		t.Fatalf("warmth %+v", got)
+	}
+}
