@@ -293,17 +293,17 @@ func (nm *nemesis) target() *node {
 	return up[nm.rng.IntN(len(up))]
 }
 
-// ranges asks the cluster for its ranges, briefly (the loop calls it too: it must not hold up the
-// end of a fault for long).
-func (nm *nemesis) ranges() ([]*pb.RangeStatus, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+// ranges asks the cluster for its ranges, for at most d (the loop calls it too: it must not hold up
+// the end of a fault for long).
+func (nm *nemesis) ranges(d time.Duration) ([]*pb.RangeStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return nm.r.admin.Ranges(ctx)
 }
 
 // leaderOfUserRange returns the index of the node leading a random user range and that range.
 func (nm *nemesis) leaderOfUserRange() (int, *pb.RangeStatus, bool) {
-	rs, err := nm.ranges()
+	rs, err := nm.ranges(1500 * time.Millisecond)
 	if err != nil {
 		return 0, nil, false
 	}
@@ -452,9 +452,9 @@ func (nm *nemesis) splitKey() string {
 // split returns the action that splits at key.
 func (nm *nemesis) split(key string) func() error {
 	return func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		left, right, err := nm.r.admin.Split(ctx, []byte(key))
+		left, right, err := nm.r.ops.Split(ctx, []byte(key))
 		if err != nil {
 			return adminErr(err)
 		}
@@ -470,7 +470,7 @@ func (nm *nemesis) merge() func() error {
 }
 
 func (nm *nemesis) mergeAt(pick uint64) error {
-	rs, err := nm.ranges()
+	rs, err := nm.ranges(5 * time.Second)
 	if err != nil {
 		return refusedError{err}
 	}
@@ -489,9 +489,9 @@ func (nm *nemesis) mergeAt(pick uint64) error {
 	if len(key) == 0 {
 		key = []byte("!") // below every key of the workload
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	merged, err := nm.r.admin.Merge(ctx, key)
+	merged, err := nm.r.ops.Merge(ctx, key)
 	if err != nil {
 		return adminErr(err)
 	}
@@ -506,7 +506,7 @@ func (nm *nemesis) transfer() func() error {
 }
 
 func (nm *nemesis) transferAt(p1, p2 uint64) error {
-	rs, err := nm.ranges()
+	rs, err := nm.ranges(5 * time.Second)
 	if err != nil {
 		return refusedError{err}
 	}
@@ -532,7 +532,7 @@ func (nm *nemesis) transferAt(p1, p2 uint64) error {
 	target := to[p2%uint64(len(to))]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := nm.r.admin.TransferLeader(ctx, r.GetDesc().GetRangeId(), target); err != nil {
+	if err := nm.r.ops.TransferLeader(ctx, r.GetDesc().GetRangeId(), target); err != nil {
 		return adminErr(err)
 	}
 	nm.r.logf("nemesis: transfer leadership of r%d from node %d to node %d", r.GetDesc().GetRangeId(), r.GetLeaderNodeId(), target)

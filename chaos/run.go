@@ -192,7 +192,8 @@ type run struct {
 	cfg    Config
 	net    Network
 	nodes  []*node
-	admin  *client.Client
+	admin  *client.Client // status and final reads: short attempts, retried
+	ops    *client.Client // the nemesis's splits, merges and transfers: attempts long enough for a merge
 	t0     time.Time
 	report *Report
 
@@ -306,10 +307,26 @@ func (r *run) startCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.ops, err = client.New(ctx, client.Config{Addrs: addrs, RequestTimeout: 8 * time.Second, MaxAttempts: 10})
+	if err != nil {
+		return err
+	}
 	if err := r.waitHealthy(ctx, 60*time.Second); err != nil {
 		return fmt.Errorf("start cluster: %w", err)
 	}
-	r.logf("cluster healthy")
+	// A few user ranges from the start, so that merges have neighbours and leaders spread.
+	for _, key := range []string{"40", "80", "c0"} {
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, _, err := r.ops.Split(sctx, []byte(key))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("start cluster: split at %q: %w", key, err)
+		}
+	}
+	if err := r.waitHealthy(ctx, 60*time.Second); err != nil {
+		return fmt.Errorf("start cluster: %w", err)
+	}
+	r.logf("cluster healthy, user ranges split at 40, 80, c0")
 	return nil
 }
 
@@ -492,8 +509,10 @@ func (r *run) logRanges(ctx context.Context) {
 // stopAll stops every node (SIGTERM, SIGKILL after a short grace period: the run is over, a slow
 // drain is not worth waiting for).
 func (r *run) stopAll() {
-	if r.admin != nil {
-		r.admin.Close()
+	for _, cl := range []*client.Client{r.admin, r.ops} {
+		if cl != nil {
+			cl.Close()
+		}
 	}
 	var wg sync.WaitGroup
 	for _, n := range r.nodes {
