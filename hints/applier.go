@@ -165,11 +165,12 @@ type Applier struct {
 	loadMu   sync.Mutex
 	lastLoad time.Time
 
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	startMu sync.Mutex
-	started bool
-	closed  bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	startMu  sync.Mutex
+	started  bool
+	closed   bool
+	stopping atomic.Bool // set by Close: Receive drops from then on
 }
 
 type applyItem struct {
@@ -227,6 +228,7 @@ func (a *Applier) Close() {
 		return
 	}
 	a.closed = true
+	a.stopping.Store(true)
 	close(a.stop)
 	a.startMu.Unlock()
 	a.wg.Wait()
@@ -264,6 +266,11 @@ func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped i
 		n := uint64(len(r.Hints))
 		a.c.received.Add(n)
 		if n == 0 {
+			continue
+		}
+		if a.stopping.Load() {
+			a.c.drop(DropClosed, n)
+			dropped++
 			continue
 		}
 		if paused {
@@ -381,7 +388,7 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 	}
 	frac := a.Fraction()
 	var stats ReplayStats
-	var applied, replays uint64
+	var applied, replays, skipped uint64
 	for i, h := range r.Hints {
 		if ctx.Err() != nil {
 			a.c.drop(DropClosed, uint64(len(r.Hints)-i))
@@ -389,6 +396,7 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 		}
 		if !a.selected(h.Descriptor, frac) {
 			a.c.drop(DropSelective, 1)
+			skipped++
 			continue
 		}
 		st, err := a.replay(ctx, r.RangeID, h.Descriptor)
@@ -409,9 +417,10 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 	a.c.applied.Add(applied)
 	a.c.replayHit.Add(stats.CacheHit)
 	a.c.replayMiss.Add(stats.CacheMiss)
-	if applied == 0 {
-		return
+	if applied == 0 && skipped == 0 {
+		return // nothing this node can replay (no replica, errors): not a sign of warmth
 	}
+	// A batch whose hints were all skipped by selection still shows that hints are flowing.
 	now := time.Now()
 	lag := max(now.Sub(r.CapturedAt), 0)
 	a.c.applyLag.Store(int64(lag))

@@ -301,3 +301,29 @@ func TestWarmFullReplay(t *testing.T) {
 		t.Fatalf("warm without a replica: %v", err)
 	}
 }
+
+func TestApplierReceiveAfterClose(t *testing.T) {
+	a, err := NewApplier(newCacheModel(), ApplierConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	a.Close()
+	if q, d := a.Receive([]RangeHints{rangeOf(1, "a", "b")}, time.Now()); q != 0 || d != 1 || a.Metrics().Dropped[DropClosed] != 2 {
+		t.Fatalf("after close: queued %d dropped %d, %v", q, d, a.Metrics().Dropped)
+	}
+}
+
+// Hints all skipped by a low fraction still show that hints flow (the idle time restarts), but add no
+// replays to the hit ratio.
+func TestApplierSkippedBatchKeepsWarmthFresh(t *testing.T) {
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1})
+	a.Start()
+	a.SetFraction(0)
+	a.Receive([]RangeHints{rangeOf(3, "a")}, time.Now())
+	eventually(t, 5*time.Second, "batch handled", func() bool { return a.Warmth(3).Known })
+	if w := a.Warmth(3); w.Replays != 0 || w.HintsApplied != 0 || w.Idle > time.Second {
+		t.Fatalf("warmth %+v", w)
+	}
+}

@@ -30,7 +30,18 @@
 //     reads only after the usual checks — its leader lease or a ReadIndex round — exactly as without
 //     hints; a warm cache only makes those reads faster.
 //
-// Invariant: every hint recorded is either shipped to the peers chosen for it or counted in exactly
-// one drop reason on this node; every hint received is applied, skipped by selection, or counted in
-// exactly one drop reason on the receiver.
+// Invariant (accounting, asserted in the tests): on the capturing node every read offered to Record
+// is recorded or dropped (buffer_full, too_large); every recorded read is shipped either as a hint
+// or folded into an identical hint of its batch (Summarized); every hint × chosen peer is shipped
+// or dropped (no_peers, peer_queue_full, send_error, closed). On the receiver every hint received is
+// applied or dropped (apply_queue_full, overloaded, selective, no_replica, replay_error, closed,
+// wrong_cluster).
+//
+// # Wiring (phase 2)
+//
+// The node builds one Module (New) with a Sender (GRPCSender over its peer connections), a Reader
+// (NewEngineReader over its engine, bounded by its replicas' spans) and Config.Peers (each range's
+// other replicas); it registers Module.Service on its gRPC server, calls Record/RecordScan after a
+// leader's read, Client.WaitWarm before an autopilot leadership transfer, Module.WarmFromPeer when
+// a replica starts, Module.Forget when one leaves, and exports Module.Collectors.
 package hints

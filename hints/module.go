@@ -30,6 +30,23 @@ type Config struct {
 	DisableHotKeys bool
 }
 
+// DefaultTransferWait is how long a warm-before-transfer check waits for the target by default
+// (issue 9: a bounded time, 5 s).
+const DefaultTransferWait = 5 * time.Second
+
+// Validate checks the configuration as New would (for start-up validation).
+func (c Config) Validate() error {
+	if err := c.Buffer.Validate(); err != nil {
+		return err
+	}
+	sc := c.Shipper
+	sc.Peers, sc.Target = c.Peers, c.Target
+	if err := sc.Validate(); err != nil {
+		return err
+	}
+	return c.Applier.Validate()
+}
+
 // Module is the read-hints module of one node (the paper's RHM): capture on the node's leaders,
 // shipping to peers, replay of what peers ship here, warmth and the hot-key summary. All methods are
 // safe for concurrent use.
@@ -44,6 +61,9 @@ type Module struct {
 
 // New builds a module shipping through sender and replaying through reader; Start runs it.
 func New(cfg Config, sender Sender, reader Reader) (*Module, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	c := newCounters()
 	buf, err := newBuffer(cfg.Buffer, c)
 	if err != nil {

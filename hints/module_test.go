@@ -164,6 +164,14 @@ func TestModuleOverGRPC(t *testing.T) {
 	if err != nil || ack.DroppedRanges != 1 || f2.Metrics().Dropped[DropWrongCluster] != 1 {
 		t.Fatalf("batch from another cluster: %+v %v", ack, err)
 	}
+	// Accounting: every hint received was applied or dropped for one reason; every read recorded on
+	// the leader was shipped as a hint or summarized into one.
+	if m := f2.Metrics(); m.Received != m.Applied+m.DroppedTotal() {
+		t.Fatalf("follower: received %d != applied %d + dropped %d", m.Received, m.Applied, m.DroppedTotal())
+	}
+	if m := leader.Metrics(); m.Shipped+m.DroppedTotal() != 2*(m.Recorded-m.Summarized) {
+		t.Fatalf("leader: shipped %d + dropped %d != 2 peers × (recorded %d - summarized %d)", m.Shipped, m.DroppedTotal(), m.Recorded, m.Summarized)
+	}
 }
 
 // Warm after restart: a node with an empty cache asks a peer for the range's hot keys and replays them.
@@ -203,13 +211,13 @@ func TestWarmFromPeer(t *testing.T) {
 }
 
 func TestCollectors(t *testing.T) {
-	m, err := New(Config{Peers: func(uint64) []uint64 { return []uint64{2} }}, newRecordingSender(), newCacheModel())
+	m, err := New(Config{Peers: func(uint64) []uint64 { return []uint64{2} }, Buffer: BufferConfig{MaxKeyBytes: 4}},
+		newRecordingSender(), newCacheModel())
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Record(1, []byte("a"))
 	m.Record(1, []byte("a"))
-	m.Buffer().cfg.MaxKeyBytes = 1 // not concurrent with Record here
 	m.Record(1, []byte("too long"))
 	m.Flush()
 	reg := prometheus.NewRegistry()
@@ -284,5 +292,17 @@ func TestWireRoundTrip(t *testing.T) {
 	w := Warmth{RangeID: 2, Known: true, ApplyLag: time.Millisecond, Idle: time.Second, HitRatio: 0.5, Replays: 9, HintsApplied: 11}
 	if got := WarmthFromProto(WarmthToProto(w)); got != w {
 		t.Fatalf("warmth %+v", got)
+	}
+}
+
+func TestModuleConfig(t *testing.T) {
+	if _, err := New(Config{}, newRecordingSender(), newCacheModel()); err == nil {
+		t.Fatal("a module without Peers accepted")
+	}
+	if err := (Config{Peers: peersOf(nil), Applier: ApplierConfig{StartAt: 0.95}}).Validate(); err == nil {
+		t.Fatal("StartAt above the default StopAt accepted")
+	}
+	if err := (Config{Peers: peersOf(nil)}).Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
