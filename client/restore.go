@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/shoaldb/shoal/backup"
@@ -46,7 +47,7 @@ func (c *Client) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 		if len(muts) == 0 {
 			return nil
 		}
-		if err := c.BatchWrite(ctx, muts); err != nil {
+		if err := c.WriteMany(ctx, muts); err != nil {
 			return fmt.Errorf("restore: write batch: %w", err)
 		}
 		res.Keys += uint64(len(muts))
@@ -94,4 +95,19 @@ func (c *Client) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	}
 	res.Verified = true
 	return m, res, nil
+}
+
+// WriteMany writes muts in as few atomic batches as the cluster's ranges allow: one batch, or, when
+// the keys straddle a range boundary, halves, recursively. It is not atomic across ranges (bulk loads
+// and restores, where that does not matter).
+func (c *Client) WriteMany(ctx context.Context, muts []*pb.Mutation) error {
+	err := c.BatchWrite(ctx, muts)
+	if err == nil || len(muts) == 1 || !errors.Is(err, ErrInvalidArgument) {
+		return err
+	}
+	half := len(muts) / 2
+	if err := c.WriteMany(ctx, muts[:half]); err != nil {
+		return err
+	}
+	return c.WriteMany(ctx, muts[half:])
 }

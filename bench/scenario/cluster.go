@@ -37,6 +37,7 @@ type node struct {
 
 // cluster is a local cluster of in-process nodes; the first bootstraps, the others join it.
 type cluster struct {
+	dir        string
 	mu         sync.Mutex
 	nodes      []*node
 	cacheBytes int64
@@ -45,7 +46,7 @@ type cluster struct {
 }
 
 func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, device *emudisk.Options) (*cluster, error) {
-	c := &cluster{cacheBytes: cacheBytes, device: device, cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
+	c := &cluster{dir: dir, cacheBytes: cacheBytes, device: device, cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
 	for i := 0; i < n; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -138,15 +138,31 @@ func panel(rep *Report, r RunReport, m metric, ymax float64) (*plot.Plot, error)
 		p.Legend.Add(l.name, ln)
 	}
 	for _, e := range r.Events {
-		v, err := plotter.NewLine(plotter.XYs{{X: e.T, Y: 0}, {X: e.T, Y: ymax}})
-		if err != nil {
-			return nil, err
+		marks := []float64{e.T}
+		if e.Task {
+			marks = append(marks, e.EndT) // the task's window: from its request to its end
 		}
-		v.Color = red
-		v.Width = vg.Points(1)
-		v.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		p.Add(v)
-		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: e.T, Y: ymax * 0.97}}, Labels: []string{" " + e.What}})
+		for _, x := range marks {
+			v, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: ymax}})
+			if err != nil {
+				return nil, err
+			}
+			v.Color = red
+			v.Width = vg.Points(1)
+			v.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(v)
+		}
+		label := e.Label
+		if label == "" {
+			label = e.What
+		}
+		if len(label) > 32 { // a long label would squeeze the plot area
+			label = label[:31] + "…"
+		}
+		if e.Task {
+			label = fmt.Sprintf("%s (%.1fs)", label, e.EndT-e.T)
+		}
+		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: e.T, Y: ymax * 0.97}}, Labels: []string{" " + label}})
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,8 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -85,11 +89,28 @@ type Point struct {
 	Errors   int64    `json:"errors"`
 }
 
-// EventMark is an event as it fired.
+// EventMark is an event as it fired; EndT is when its action returned.
 type EventMark struct {
 	T     float64 `json:"t"`
+	EndT  float64 `json:"end_t"`
 	What  string  `json:"what"`
+	Label string  `json:"label"` // the scenario's short name of the event (for plots)
 	Error string  `json:"error,omitempty"`
+	Task  bool    `json:"task,omitempty"`
+}
+
+// TaskWindow compares the workload while a background task ran (from the event's start to its end)
+// with the steady state before it (after the warm-up).
+type TaskWindow struct {
+	StartS           float64 `json:"start_s"`
+	EndS             float64 `json:"end_s"`
+	DurationS        float64 `json:"duration_s"`
+	SteadyThroughput float64 `json:"steady_throughput"`
+	TaskThroughput   float64 `json:"task_throughput"`
+	ThroughputRatio  float64 `json:"throughput_ratio"`
+	SteadyP99Ms      float64 `json:"steady_p99_ms"`
+	TaskP99Ms        float64 `json:"task_p99_ms"`
+	P99Ratio         float64 `json:"p99_ratio"`
 }
 
 // RunReport is one run: the policy on or off.
@@ -101,6 +122,8 @@ type RunReport struct {
 	// Device sums the emulated disks' counters over the nodes for the whole run (load included);
 	// absent when the nodes had none.
 	Device *emudisk.Stats `json:"device,omitempty"`
+	// Task is the window of the first event marked Task, when there is one.
+	Task *TaskWindow `json:"task,omitempty"`
 }
 
 // Report is what report.json holds.
@@ -145,6 +168,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 			evs[i] = e
 		}
 		sc.Events = evs
+		sc.Warmup = time.Duration(float64(sc.Warmup) * f)
 	}
 	if opts.Duration > 0 {
 		sc.Duration = opts.Duration
@@ -153,7 +177,13 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		sc.Duration = 10 * time.Second
 	}
 	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = sc.CacheBytes
+	}
+	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 8 << 20
+	}
+	if sc.Warmup <= 0 {
+		sc.Warmup = 5 * time.Second
 	}
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, err
@@ -245,20 +275,25 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			}
 		}
 	}()
+	const loadBatch = 64 // sequential keys per write: one range, one raft proposal
 	for w := 0; w < sc.Threads; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				i := int(next.Add(1)) - 1
-				if i >= sc.Records {
+				first := int(next.Add(loadBatch)) - loadBatch
+				if first >= sc.Records {
 					return
 				}
-				if err := cl.Put(ctx, key(i), value); err != nil {
+				muts := make([]*pb.Mutation, 0, loadBatch)
+				for i := first; i < min(first+loadBatch, sc.Records); i++ {
+					muts = append(muts, &pb.Mutation{Key: key(i), Value: value})
+				}
+				if err := cl.WriteMany(ctx, muts); err != nil {
 					loadErr.Store(err)
 					return
 				}
-				loaded.Add(1)
+				loaded.Add(int64(len(muts)))
 			}
 		}()
 	}
@@ -266,6 +301,25 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	close(stopLoad)
 	if err, _ := loadErr.Load().(error); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
+	}
+	for name, on := range sc.Pin {
+		if err := cl.SetPolicy(ctx, name, on); err != nil {
+			return nil, fmt.Errorf("pin policy %s=%v: %w", name, on, err)
+		}
+	}
+	if sc.Splits > 1 {
+		progress("splitting the key space into %d ranges", sc.Splits)
+		for i := 1; i < sc.Splits; i++ {
+			if _, _, err := cl.Split(ctx, key(i*sc.Records/sc.Splits)); err != nil {
+				return nil, fmt.Errorf("split: %w", err)
+			}
+		}
+		for !benchutil.FullyReplicated(ctx, cl, sc.Nodes) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 	if sc.Policy != "" {
 		if err := cl.SetPolicy(ctx, sc.Policy, policyOn); err != nil {
@@ -284,6 +338,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		secErrs  int64
 		totalOps int64
 		totalErr int64
+		perSec   []*hdrhistogram.Snapshot // each second's latencies, for windows
 	)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -334,7 +389,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			}
 			at := time.Since(start).Seconds()
 			desc, err := e.Do(wctx, env)
-			m := EventMark{T: at, What: strings.TrimSpace(e.What + " " + desc)}
+			m := EventMark{T: at, EndT: time.Since(start).Seconds(), What: strings.TrimSpace(e.What + " " + desc), Label: e.What, Task: e.Task}
 			if err != nil {
 				m.Error = err.Error()
 			}
@@ -364,6 +419,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		totalOps += secOps
 		totalErr += secErrs
 		secOps, secErrs = 0, 0
+		perSec = append(perSec, secHist.Export())
 		secHist.Reset()
 		mu.Unlock()
 		h, m := c.cacheDelta()
@@ -384,6 +440,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	if rr.Events == nil {
 		rr.Events = []EventMark{}
 	}
+	rr.Task = taskWindow(rr, perSec, sc.Warmup)
 	if device != nil {
 		st := c.deviceStats()
 		rr.Device = &st
@@ -391,6 +448,62 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	if opts.Progress != nil {
 		fmt.Fprintf(opts.Progress, "\r\033[K%s: %d ops, %.0f ops/s, p50 %.2fms, p99 %.2fms, %d errors\n", label,
 			rr.Summary.Ops, rr.Summary.Throughput, rr.Summary.P50Ms, rr.Summary.P99Ms, rr.Summary.Errors)
+		if w := rr.Task; w != nil {
+			fmt.Fprintf(opts.Progress, "%s: task %.1fs-%.1fs: throughput %.0f vs %.0f ops/s steady (%.1f%%), p99 %.2f vs %.2f ms (%.2fx)\n",
+				label, w.StartS, w.EndS, w.TaskThroughput, w.SteadyThroughput, 100*w.ThroughputRatio, w.TaskP99Ms, w.SteadyP99Ms, w.P99Ratio)
+		}
+		for _, e := range rr.Events {
+			fmt.Fprintf(opts.Progress, "%s: event at %.1fs: %s %s\n", label, e.T, e.What, e.Error)
+		}
 	}
 	return rr, nil
+}
+
+// taskWindow measures the first Task event's window against the steady state before it: mean
+// throughput and the p99 of all latencies in each. A second counts in a window when its midpoint lies
+// in it.
+func taskWindow(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Duration) *TaskWindow {
+	var ev *EventMark
+	for i := range rr.Events {
+		if rr.Events[i].Task && rr.Events[i].Error == "" {
+			ev = &rr.Events[i]
+			break
+		}
+	}
+	if ev == nil {
+		return nil
+	}
+	measure := func(from, to float64) (float64, float64) {
+		h := benchutil.NewHist()
+		var ops int64
+		n := 0
+		for i, p := range rr.Series {
+			if mid := p.T - 0.5; mid >= from && mid <= to && i < len(perSec) {
+				ops += p.Ops
+				n++
+				h.Merge(hdrhistogram.Import(perSec[i]))
+			}
+		}
+		if n == 0 {
+			return math.NaN(), math.NaN()
+		}
+		return float64(ops) / float64(n), benchutil.UsToMs(h.ValueAtQuantile(99))
+	}
+	end := ev.EndT
+	if end-ev.T < 1 {
+		end = ev.T + 1 // at least one second
+	}
+	w := &TaskWindow{StartS: ev.T, EndS: ev.EndT, DurationS: ev.EndT - ev.T}
+	w.SteadyThroughput, w.SteadyP99Ms = measure(warmup.Seconds(), ev.T)
+	w.TaskThroughput, w.TaskP99Ms = measure(ev.T, end)
+	if w.SteadyThroughput > 0 {
+		w.ThroughputRatio = w.TaskThroughput / w.SteadyThroughput
+	}
+	if w.SteadyP99Ms > 0 {
+		w.P99Ratio = w.TaskP99Ms / w.SteadyP99Ms
+	}
+	if math.IsNaN(w.ThroughputRatio) || math.IsNaN(w.P99Ratio) {
+		return nil
+	}
+	return w
 }

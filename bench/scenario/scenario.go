@@ -31,6 +31,9 @@ type Event struct {
 	At   time.Duration
 	What string // label for the report and the plots; the action's own description is appended
 	Do   Action
+	// Task marks an action that runs a background task and returns when it is over: the report
+	// compares the workload from its start to its end with the steady state before it.
+	Task bool
 }
 
 // Scenario is one experiment.
@@ -50,6 +53,15 @@ type Scenario struct {
 	// Device is each node's emulated disk (storage/emudisk). Nil: DefaultDevice; a pointer to zero
 	// Options: none (the nodes share the machine's disk and page cache).
 	Device *emudisk.Options
+	// CacheBytes is each node's block cache (0: Options.CacheBytes, default 8 MiB).
+	CacheBytes int64
+	// Splits pre-splits the user key space into this many equal ranges after loading (0 or 1: one).
+	Splits int
+	// Pin sets other policies for both runs (e.g. rebalance off, so that only the scenario's policy
+	// moves leaderships).
+	Pin map[string]bool
+	// Warmup is the start of the run left out of the steady state (default 5s).
+	Warmup time.Duration
 }
 
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the
