@@ -165,17 +165,19 @@ type Applier struct {
 	loadMu   sync.Mutex
 	lastLoad time.Time
 
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	startMu  sync.Mutex
-	started  bool
-	closed   bool
-	stopping atomic.Bool // set by Close: Receive drops from then on
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	startMu sync.Mutex
+	started bool
+	closed  bool
+	// recvMu orders Receive's enqueues before Close's final drain: Receive holds it shared, Close
+	// takes it to set stopping, after which nothing is enqueued.
+	recvMu   sync.RWMutex
+	stopping atomic.Bool
 }
 
 type applyItem struct {
-	r        RangeHints
-	received time.Time
+	r RangeHints
 }
 
 // NewApplier returns an applier replaying through reader; Start runs its workers.
@@ -228,7 +230,9 @@ func (a *Applier) Close() {
 		return
 	}
 	a.closed = true
+	a.recvMu.Lock()
 	a.stopping.Store(true)
+	a.recvMu.Unlock()
 	close(a.stop)
 	a.startMu.Unlock()
 	a.wg.Wait()
@@ -262,6 +266,8 @@ func (a *Applier) lastLoadReset() {
 // queued and dropped.
 func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped int) {
 	paused := a.refreshLoad(now)
+	a.recvMu.RLock()
+	defer a.recvMu.RUnlock()
 	for _, r := range ranges {
 		n := uint64(len(r.Hints))
 		a.c.received.Add(n)
@@ -279,7 +285,7 @@ func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped i
 			continue
 		}
 		select {
-		case a.queue <- applyItem{r: r, received: now}:
+		case a.queue <- applyItem{r: r}:
 			queued++
 		default:
 			a.c.drop(DropApplyQueueFull, n)
