@@ -14,7 +14,7 @@ import (
 )
 
 // Pebble reserves each memtable's size out of the block cache, so the memtable is kept small here
-// (with the storage defaults, a 32 MiB memtable would leave a cache below 32 MiB no room for blocks).
+// (with 4 MiB memtables, a 1 MiB cache kept only about a third of the hot set).
 const (
 	engineKeys     = 16384   // 1 KiB values: 16 MiB of data
 	engineCache    = 2 << 20 // 8× smaller than the data
