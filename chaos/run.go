@@ -156,6 +156,10 @@ type Report struct {
 	Actions  map[string]int // nemesis actions done (and "<action> refused")
 	Problems []string       // anything else that makes the run fail: crashes, no recovery, failed restarts
 	Recovery time.Duration  // from the final heal to a healthy cluster
+	// MaxGap is the longest time during the workload in which no operation succeeded (GapAt: when it
+	// began, on the clock of the run's log): faults make the cluster unavailable for a while, a hang
+	// shows here.
+	MaxGap, GapAt time.Duration
 }
 
 // Violations counts what makes the run fail.
@@ -182,9 +186,9 @@ func (r *Report) Summary() string {
 	if !r.OK() {
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("%s seed=%d mode=%s nodes=%d ops=%d linearizable=%s acked=%d lost=%d phantom=%d corrupt=%d problems=%d actions=%d recovery=%.1fs wall=%.1fs",
+	return fmt.Sprintf("%s seed=%d mode=%s nodes=%d ops=%d linearizable=%s acked=%d lost=%d phantom=%d corrupt=%d problems=%d actions=%d max-gap=%.1fs recovery=%.1fs wall=%.1fs",
 		verdict, r.Seed, r.Mode, r.Nodes, r.HistoryOps, r.Linearizable, r.AckedWrites, len(r.Lost), len(r.Phantom), len(r.Corrupt),
-		len(r.Problems), acts, r.Recovery.Seconds(), r.Wall.Seconds())
+		len(r.Problems), acts, r.MaxGap.Seconds(), r.Recovery.Seconds(), r.Wall.Seconds())
 }
 
 // run is the state of one run.
@@ -405,6 +409,7 @@ func (r *run) exercise(ctx context.Context) error {
 		clients = append(clients, cl)
 	}
 	h := history.New(cfg.Workers)
+	hOffset := time.Since(r.t0) // History.Now 0 on the run's clock (the log's time stamps)
 	wl := &workload{
 		h: h, clients: clients, epoch: cfg.Epoch, t0: time.Now(), uniques: map[string]*uniqueWrite{},
 		rng: func(w int) *rand.Rand { return rand.New(rand.NewPCG(cfg.Seed, uint64(100+w))) },
@@ -420,12 +425,16 @@ func (r *run) exercise(ctx context.Context) error {
 	}
 	nm := newNemesis(r, rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Actions)
 	r.logf("workload and nemesis start")
+	wlStart := h.Now()
 	nm.loop(ctx, time.Now().Add(cfg.Duration))
 	close(stop)
 	wg.Wait()
 	r.report.Duration = time.Since(wl.t0)
+	r.report.MaxGap, r.report.GapAt = wl.maxGap(wlStart, h.Now())
+	r.report.GapAt += hOffset
 	r.report.Actions = nm.counts
 	r.logf("workload stopped; nemesis actions: %s", formatCounts(nm.counts))
+	r.logf("longest time without a successful operation: %.1fs, from %.2fs", r.report.MaxGap.Seconds(), r.report.GapAt.Seconds())
 
 	// Heal everything (the nemesis ended its own faults; this covers crashes too) and wait.
 	healStart := time.Now()

@@ -55,6 +55,27 @@ type workload struct {
 	acked   []*uniqueWrite // acknowledged unique writes, in order of acknowledgement
 	epochs  int            // highest epoch used + 1
 	bad     []string       // invalid-argument answers: a test or server bug
+	okAt    []int64        // History.Now of every successful operation's return
+}
+
+// maxGap returns the longest time between from and to (History.Now values) in which no operation
+// succeeded, and when that gap began: how long the cluster was unavailable to the workload.
+func (wl *workload) maxGap(from, to int64) (gap time.Duration, at time.Duration) {
+	wl.mu.Lock()
+	ts := append([]int64(nil), wl.okAt...)
+	wl.mu.Unlock()
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	prev := from
+	for _, t := range append(ts, to) {
+		if t < from || t > to {
+			continue
+		}
+		if d := time.Duration(t - prev); d > gap {
+			gap, at = d, time.Duration(prev)
+		}
+		prev = t
+	}
+	return gap, at
 }
 
 func (wl *workload) epochNow() int {
@@ -147,6 +168,9 @@ func (wl *workload) run(w int, stop <-chan struct{}) {
 		ret := wl.h.Now()
 		cancel()
 		if err == nil {
+			wl.mu.Lock()
+			wl.okAt = append(wl.okAt, ret)
+			wl.mu.Unlock()
 			switch {
 			case in.Kind == history.Get:
 				seen[in.Key] = history.State{Found: out.Found, Value: out.Value}

@@ -38,6 +38,7 @@ func run() int {
 		out      = flag.String("out", "bench-results/chaos", "directory for the logs and visualizations of failed runs")
 		verbose  = flag.Bool("v", false, "print every run's progress lines, not only those of failed runs")
 		failFast = flag.Bool("failfast", false, "stop after the first failed run")
+		keep     = flag.Bool("keep", false, "keep the logs of every run under -out, not only those of failed runs")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -62,7 +63,7 @@ func run() int {
 	for i := 0; i < *runs && ctx.Err() == nil; i++ {
 		s := *seed + uint64(i)
 		fmt.Printf("=== run %d/%d seed %d\n", i+1, *runs, s)
-		rep, err := one(ctx, s, binPath, *mode, *nodes, *workers, *duration, *out, *verbose)
+		rep, err := one(ctx, s, binPath, *mode, *nodes, *workers, *duration, *out, *verbose, *keep)
 		if rep == nil {
 			rep = &chaos.Report{Seed: s}
 		}
@@ -92,7 +93,7 @@ func run() int {
 }
 
 // one runs seed s in a temporary directory, keeping its logs under out if it fails.
-func one(ctx context.Context, s uint64, binPath, mode string, nodes, workers int, d time.Duration, out string, verbose bool) (*chaos.Report, error) {
+func one(ctx context.Context, s uint64, binPath, mode string, nodes, workers int, d time.Duration, out string, verbose, keepAll bool) (*chaos.Report, error) {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("shoal-chaos-%d-", s))
 	if err != nil {
 		return nil, err
@@ -103,12 +104,13 @@ func one(ctx context.Context, s uint64, binPath, mode string, nodes, workers int
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Seed: s, Bin: binPath, Dir: dir, Mode: mode, Nodes: nodes, Workers: workers, Duration: d, Log: w,
 	})
-	if err != nil || rep == nil || !rep.OK() {
+	failed := err != nil || rep == nil || !rep.OK()
+	if failed || keepAll {
 		keep := filepath.Join(out, fmt.Sprintf("seed-%d", s))
 		if kerr := chaos.KeepLogs(dir, keep); kerr == nil {
 			os.WriteFile(filepath.Join(keep, "run.log"), []byte(log.String()), 0o644)
 		}
-		if !verbose {
+		if failed && !verbose {
 			fmt.Print(log.String())
 		}
 		fmt.Printf("logs kept in %s\n", keep)
@@ -132,7 +134,7 @@ func (t *tee) Write(p []byte) (int, error) {
 // printTable prints one row per run and the totals.
 func printTable(reports []*chaos.Report, wall time.Duration) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "seed\tmode\tresult\tops\tlinearizable\tacked\tlost\tactions\tproblems\trecovery\twall\t")
+	fmt.Fprintln(tw, "seed\tmode\tresult\tops\tlinearizable\tacked\tlost\tactions\tproblems\tmax-gap\trecovery\twall\t")
 	totalActs := map[string]int{}
 	var ops, acked, lost, viol int
 	for _, r := range reports {
@@ -151,8 +153,8 @@ func printTable(reports []*chaos.Report, wall time.Duration) {
 		ops += r.HistoryOps
 		acked += r.AckedWrites
 		lost += len(r.Lost)
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\t\n", r.Seed, r.Mode, res, r.HistoryOps, r.Linearizable,
-			r.AckedWrites, len(r.Lost), acts, len(r.Problems), r.Recovery.Seconds(), r.Wall.Seconds())
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\t%.1fs\t\n", r.Seed, r.Mode, res, r.HistoryOps, r.Linearizable,
+			r.AckedWrites, len(r.Lost), acts, len(r.Problems), r.MaxGap.Seconds(), r.Recovery.Seconds(), r.Wall.Seconds())
 	}
 	tw.Flush()
 	keys := make([]string, 0, len(totalActs))
