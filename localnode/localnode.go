@@ -31,6 +31,9 @@ type Options struct {
 	Listener net.Listener
 	// CacheBytes is the block cache size (0: the storage default).
 	CacheBytes int64
+	// MemTableBytes is the memtable size (0: the storage default). Pebble reserves the memtables'
+	// size out of the block cache, so a small cache needs small memtables to cache anything.
+	MemTableBytes uint64
 	// Device gives the node's engine an emulated disk of its own (see storage/emudisk); nil: off.
 	Device *emudisk.Options
 	// FS is the engine's filesystem (nil: the OS); tests wrap it to inject faults (storage/faultfs).
@@ -56,7 +59,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 			return nil, err
 		}
 	}
-	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, Device: o.Device, FS: o.FS})
+	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, MemTableBytes: o.MemTableBytes, Device: o.Device, FS: o.FS})
 	if err != nil {
 		return nil, err
 	}

@@ -74,6 +74,9 @@ type Node struct {
 	LastCompleted  map[string]time.Time
 	LedBefore      []uint64
 
+	// Join is the node's join, as the autopilot recorded it in the meta range (nil: none).
+	Join *Join
+
 	// Derived by NewCluster from the ranges; a Source need not fill them.
 	Replicas int     // replicas (voters and learners) on the node
 	Voters   int     // voting replicas on the node
@@ -81,6 +84,26 @@ type Node struct {
 	Bytes    uint64  // sum of the bytes of the ranges with a replica on the node
 	QPS      float64 // sum of the QPS of the ranges the node leads (the load it serves)
 }
+
+// Join is a node's join into the cluster (docs/design/incremental-join.md): the replicas it is to
+// receive and how far it got. It is recorded in the meta range, so a join resumes wherever the
+// autopilot runs next.
+type Join struct {
+	Strategy string    `json:"strategy"` // "incremental" or "parallel"
+	Started  time.Time `json:"started"`
+	// Target is the number of replicas the node is to hold (its share from the rebalance policy).
+	Target int `json:"target"`
+	// Done is when the last move (and, for parallel joins, the leadership hand-over) finished.
+	Done time.Time `json:"done,omitempty"`
+	// FirstServed is when the node first led a range it received (zero: not yet).
+	FirstServed time.Time `json:"first_served,omitempty"`
+}
+
+// Active reports whether the join is still under way.
+func (j *Join) Active() bool { return j != nil && j.Done.IsZero() }
+
+// Joining reports whether the node is in the middle of a join.
+func (n *Node) Joining() bool { return n.Join.Active() }
 
 // Task is one background task a node reports.
 type Task struct {

@@ -23,7 +23,8 @@ import (
 //
 // Commands:
 //
-//	new [factor=N] [qps-threshold=Q] [dead-after=D] [ranking=R]  fresh policies (state and switches) and no pending operators
+//	new [factor=N] [qps-threshold=Q] [dead-after=D] [ranking=R] [join=S] [join-order=O] [join-sender=S] [serve-at-end=B]
+//	                                                   fresh policies (state and switches) and no pending operators
 //	cluster                                            replace the cluster with the one in the input (policy state is kept)
 //	switch NAME=on|off ...                             flip policy switches
 //	propose [only=NAME] [keep]                         one round; keep adds the proposals to the pending operators
@@ -83,6 +84,14 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 				cfg.Replicate.DeadAfter, err = time.ParseDuration(v)
 			case "ranking":
 				cfg.Shed.Ranking = v
+			case "join":
+				cfg.Join.Strategy = v
+			case "join-order":
+				cfg.Join.Order = v
+			case "join-sender":
+				cfg.Join.Sender = v
+			case "serve-at-end":
+				cfg.Join.ServeAtEnd = v == "true"
 			default:
 				return "", fmt.Errorf("unknown argument %q", a.Key)
 			}
@@ -117,7 +126,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 		if td.HasArg("keep") {
 			h.keep(ops)
 		}
-		return formatOps(ops) + formatNotes(h.reg.TakeNotes()), nil
+		return formatOps(ops) + formatNotes(h.reg.TakeNotes()) + h.applyJoinMarks(), nil
 	case "pending":
 		return formatOps(h.pending), nil
 	case "finish":
@@ -369,5 +378,35 @@ func formatNotes(notes map[string][]Note) string {
 			fmt.Fprintf(&b, "note %s [%s]: %s\n  reason: %s\n", name, n.Status, n.What, n.Why)
 		}
 	}
+	return b.String()
+}
+
+// applyJoinMarks does what the autopilot does with incremental_join's marks: records each node's join
+// (in the harness's cluster, for the next rounds), and prints them.
+func (h *harness) applyJoinMarks() string {
+	jp, ok := h.reg.Policy(NameJoin).(*IncrementalJoin)
+	if !ok {
+		return ""
+	}
+	marks := jp.Marks()
+	if len(marks) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, m := range marks {
+		if n := h.c.Node(m.Node); n != nil {
+			j := m.Join
+			n.Join = &j
+		}
+		state := "joining"
+		switch {
+		case !m.Join.Done.IsZero():
+			state = "joined"
+		case !m.Join.FirstServed.IsZero():
+			state = "partially joined"
+		}
+		fmt.Fprintf(&b, "join n%d: %s (%s, target %d)\n  reason: %s\n", m.Node, state, m.Join.Strategy, m.Join.Target, m.Why)
+	}
+	h.rebuild(h.c.Now, h.cloneRanges())
 	return b.String()
 }

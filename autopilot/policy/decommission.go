@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/autopilot/operator"
@@ -12,6 +13,10 @@ type DecommissionConfig struct {
 	// MaxPerRound bounds the replica moves proposed per round (the executor's snapshot limits pace them
 	// further). Default 16.
 	MaxPerRound int
+	// Sequential empties a node with the incremental schedule of incremental_join, in reverse: one
+	// move in flight per node, hottest range first, each move handing the range's leadership to its
+	// receiver. Default() sets it when the join strategy is incremental.
+	Sequential bool
 }
 
 func (c DecommissionConfig) withDefaults() DecommissionConfig {
@@ -50,9 +55,17 @@ func (p *Decommission) Propose(c *model.Cluster, pending []*operator.Operator) [
 		if !n.Decommissioning || n.Decommissioned {
 			continue
 		}
-		for _, r := range rangesOn(c, n.ID) {
-			if len(out) >= p.cfg.MaxPerRound {
-				return out
+		rs := rangesOn(c, n.ID)
+		if p.cfg.Sequential {
+			if moves, _ := inFlight(pending, n.ID); moves > 0 {
+				continue // one at a time
+			}
+			sort.SliceStable(rs, func(i, j int) bool { return rs[i].QPS() > rs[j].QPS() })
+		}
+		proposed := 0
+		for _, r := range rs {
+			if len(out) >= p.cfg.MaxPerRound || (p.cfg.Sequential && proposed > 0) {
+				break
 			}
 			if v.busy[r.ID] {
 				continue
@@ -75,6 +88,7 @@ func (p *Decommission) Propose(c *model.Cluster, pending []*operator.Operator) [
 				Before: float64(left), Delta: -1}
 			v.add(op)
 			out = append(out, op)
+			proposed++
 		}
 	}
 	return out

@@ -46,6 +46,7 @@ const (
 	NameMerge        = "merge"
 	NameRebalance    = "rebalance"
 	NameShed         = "shed_leadership"
+	NameJoin         = "incremental_join"
 )
 
 // Note is a decision that is not an operator (a postponement, a task that ran anyway), for the
@@ -77,6 +78,7 @@ type Config struct {
 	Merge        MergeConfig
 	Rebalance    RebalanceConfig
 	Shed         ShedConfig
+	Join         JoinConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -93,6 +95,7 @@ func (c Config) WithDefaults() Config {
 	c.Merge = c.Merge.withDefaults()
 	c.Rebalance = c.Rebalance.withDefaults()
 	c.Shed = c.Shed.withDefaults()
+	c.Join = c.Join.withDefaults()
 	if c.MaxDiskUse <= 0 {
 		c.MaxDiskUse = DefaultMaxDiskUse
 	}
@@ -115,6 +118,9 @@ func (c Config) Validate() error {
 			"(at most half), or ranges would be split and merged back and forth", c.Merge.MaxQPS, c.LoadSplit.QPSThreshold)
 	}
 	if err := c.Shed.validate(); err != nil {
+		return err
+	}
+	if err := c.Join.validate(); err != nil {
 		return err
 	}
 	return c.LoadSplit.Search.validate()
@@ -142,16 +148,18 @@ func NewRegistry(policies ...Policy) *Registry {
 
 // Default returns the standard registry: replicate, decommission and drain first (availability and
 // operator requests), then shed_leadership (clients must not wait behind a heavy background task),
-// load_split, merge and rebalance. load_split and merge share their memory of
+// incremental_join (a new node's share, range by range), load_split, merge and rebalance. load_split and merge share their memory of
 // recent load splits, so merge does not undo them.
 func Default(cfg Config) *Registry {
 	cfg = cfg.WithDefaults()
+	cfg.Decommission.Sequential = cfg.Decommission.Sequential || cfg.Join.Strategy == JoinIncremental
 	splits := NewSplitMemory()
 	return NewRegistry(
 		NewReplicate(cfg.Replicate, cfg.MaxDiskUse),
 		NewDecommission(cfg.Decommission, cfg.MaxDiskUse),
 		NewDrain(cfg.Drain),
 		NewShed(cfg.Shed),
+		NewIncrementalJoin(cfg.Join, cfg.Replicate.Factor),
 		NewLoadSplit(cfg.LoadSplit, splits),
 		NewMerge(cfg.Merge, splits),
 		NewRebalance(cfg.Rebalance, cfg.MaxDiskUse),

@@ -119,6 +119,11 @@ func (d *dimension) spread(v *view, nodes []*model.Node) (imbalance, gap float64
 
 // Propose implements Policy.
 func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	for _, n := range c.Nodes {
+		if n.Joining() {
+			return nil // incremental_join owns the placement while a node joins
+		}
+	}
 	v := newView(c, pending)
 	nodes := v.active()
 	if len(nodes) < 2 {

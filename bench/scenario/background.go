@@ -18,23 +18,23 @@ import (
 func init() {
 	pin := map[string]bool{"rebalance": false, "merge": false, "load_split": false}
 	base := Scenario{
-		Nodes: 3, Records: 200000, Duration: 60 * time.Second, Threads: 8, ValueBytes: 256,
+		Nodes: 3, Records: 160000, Duration: 90 * time.Second, Threads: 8, ValueBytes: 256, CacheBytes: 16 << 20,
 		Policy: "shed_leadership", Splits: 6, Pin: pin, Warmup: 10 * time.Second,
 	}
 	compaction := func(name string, reads float64, desc string) Scenario {
 		s := base
 		s.Name, s.ReadFraction, s.Description = name, reads, desc
-		s.Events = []Event{{At: 25 * time.Second, What: "full compaction", Do: CompactBusiestNode(), Task: true}}
+		s.Events = []Event{{At: 30 * time.Second, What: "full compaction", Do: CompactBusiestNode(), Task: true}}
 		return s
 	}
 	Register(compaction("compaction", 0.9,
-		"3 nodes, 200k records (~6x the block cache), 6 ranges; at t=25s a full compaction on the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"))
+		"3 nodes, 160k records (~3x the 16 MiB block cache), 6 ranges; at t=30s a full compaction on the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"))
 	Register(compaction("compaction-50", 0.5,
 		"as compaction, with YCSB 50/50"))
 	b := base
 	b.Name, b.ReadFraction = "backup", 0.9
-	b.Description = "3 nodes, 200k records, 6 ranges; at t=25s a backup of the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"
-	b.Events = []Event{{At: 25 * time.Second, What: "backup", Do: BackupBusiestNode(), Task: true}}
+	b.Description = "3 nodes, 160k records, 6 ranges; at t=30s a backup of the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"
+	b.Events = []Event{{At: 30 * time.Second, What: "backup", Do: BackupBusiestNode(), Task: true}}
 	Register(b)
 }
 

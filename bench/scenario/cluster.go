@@ -73,7 +73,7 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 		}
 	}
 	ln, err := localnode.Start(ctx, localnode.Options{Dir: n.dir, Create: create, Addr: n.addr, Listener: n.lis,
-		CacheBytes: c.cacheBytes, Device: c.device, KV: cfg})
+		CacheBytes: c.cacheBytes, MemTableBytes: memTableFor(c.cacheBytes), Device: c.device, KV: cfg})
 	if err != nil {
 		n.lis = nil
 		return err
@@ -192,4 +192,42 @@ func userRange(ctx context.Context, cl *client.Client) (*pb.RangeStatus, error) 
 		}
 	}
 	return nil, fmt.Errorf("no user range")
+}
+
+// settle waits until no live node's engine is compacting and none owes compaction debt for two
+// seconds in a row (or limit passes): right after a bulk load the LSM is still being reshaped, and a
+// run measured then would show that, not the steady state.
+func (c *cluster) settle(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	quiet := 0
+	for quiet < 4 && time.Now().Before(deadline) {
+		busy := false
+		c.mu.Lock()
+		for _, n := range c.nodes {
+			if n.alive {
+				st := n.eng.Stats()
+				busy = busy || st.CompactionsRunning > 0 || st.CompactionDebtBytes > 0
+			}
+		}
+		c.mu.Unlock()
+		if busy {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// memTableFor sizes memtables for a block cache of cacheBytes: Pebble reserves the memtables' size
+// out of the block cache, so with the default 32 MiB memtables a small cache would hold nothing and
+// every read would miss. An eighth of the cache (at least 1 MiB, at most the 32 MiB default) leaves
+// most of it for blocks.
+func memTableFor(cacheBytes int64) uint64 {
+	return uint64(min(max(cacheBytes/8, 1<<20), 32<<20))
 }

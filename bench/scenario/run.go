@@ -321,6 +321,10 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	progress("waiting for the engines to finish compacting the load")
+	if err := c.settle(ctx, 2*time.Minute); err != nil {
+		return nil, err
+	}
 	if sc.Policy != "" {
 		if err := cl.SetPolicy(ctx, sc.Policy, policyOn); err != nil {
 			return nil, fmt.Errorf("set policy %s=%v: %w", sc.Policy, policyOn, err)

@@ -1,0 +1,377 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// Join strategies (docs/design/incremental-join.md, chapter 2 of the Papaioannou thesis).
+const (
+	// JoinIncremental moves one replica at a time, from one sender at a time, and hands each moved
+	// range's leadership to the new node as soon as its replica has caught up: capacity arrives range
+	// by range, and only the range in flight carries extra replication traffic.
+	JoinIncremental = "incremental"
+	// JoinParallel moves the new node's whole share at once from every sender (Cassandra's bootstrap);
+	// the new node leads nothing until every move is done.
+	JoinParallel = "parallel"
+)
+
+// Sender choices and range orders of the incremental schedule.
+const (
+	SenderRoundRobin  = "round-robin"
+	SenderLeastLoaded = "least-loaded"
+	OrderHottest      = "hottest" // ours: capacity arrives where it is needed first
+	OrderKey          = "key"     // the chapter's: in key (token) order
+)
+
+// JoinConfig configures the incremental_join policy.
+type JoinConfig struct {
+	// Strategy is JoinIncremental (default) or JoinParallel.
+	Strategy string
+	// Sender picks the next sender of the incremental schedule: SenderRoundRobin (default) or
+	// SenderLeastLoaded (least served load).
+	Sender string
+	// Order is the order of a sender's ranges: OrderHottest (default) or OrderKey.
+	Order string
+	// ServeAtEnd keeps the sequential schedule but gives the new node no leadership until every move
+	// is done (the chapter's "sequential but not incremental" control).
+	ServeAtEnd bool
+	// MaxParallel bounds the moves in flight of a parallel join (default 64).
+	MaxParallel int
+}
+
+func (c JoinConfig) withDefaults() JoinConfig {
+	if c.Strategy == "" {
+		c.Strategy = JoinIncremental
+	}
+	if c.Sender == "" {
+		c.Sender = SenderRoundRobin
+	}
+	if c.Order == "" {
+		c.Order = OrderHottest
+	}
+	if c.MaxParallel <= 0 {
+		c.MaxParallel = 64
+	}
+	return c
+}
+
+func (c JoinConfig) validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Strategy != JoinIncremental && c.Strategy != JoinParallel:
+		return fmt.Errorf("policy: join strategy %q unknown; use %s or %s", c.Strategy, JoinIncremental, JoinParallel)
+	case c.Sender != SenderRoundRobin && c.Sender != SenderLeastLoaded:
+		return fmt.Errorf("policy: join sender %q unknown; use %s or %s", c.Sender, SenderRoundRobin, SenderLeastLoaded)
+	case c.Order != OrderHottest && c.Order != OrderKey:
+		return fmt.Errorf("policy: join order %q unknown; use %s or %s", c.Order, OrderHottest, OrderKey)
+	}
+	return nil
+}
+
+// JoinMark is a change of a node's join record that the autopilot writes into the meta range.
+type JoinMark struct {
+	Node uint64
+	Join model.Join
+	Why  string
+}
+
+// IncrementalJoin brings a new node into the cluster. A join starts when a live node holds no
+// replica while every range is fully replicated and the node's share (total replicas / active nodes,
+// what rebalance would give it) is at least one. Its record (model.Join, kept in the meta range by
+// the autopilot through Marks) makes the join resumable and visible (`shoal admin nodes`,
+// `shoal admin join-status`). While any join is under way, rebalance proposes nothing: the join owns
+// the placement.
+//
+// Incremental: one operator in flight per joining node. Each round, first hand the node a leadership
+// (the hottest of the ranges it already holds) while it leads fewer than its share, then move the next
+// replica: the sender is the next node in round-robin order (or the least loaded) among those holding
+// a range the node lacks, the range the sender's hottest (or first in key order). While the node leads
+// fewer ranges than its share, a move from the range's leader hands the leadership over with it. Parallel: all the share's moves at once, each from
+// a non-leader voter, then, once every move is done, the leaderships at once.
+type IncrementalJoin struct {
+	cfg   JoinConfig
+	rf    int
+	next  map[uint64]int // joining node → round-robin position
+	marks []JoinMark
+}
+
+// NewIncrementalJoin returns the incremental_join policy; rf is the replication factor.
+func NewIncrementalJoin(cfg JoinConfig, rf int) *IncrementalJoin {
+	if rf <= 0 {
+		rf = 3
+	}
+	return &IncrementalJoin{cfg: cfg.withDefaults(), rf: rf, next: map[uint64]int{}}
+}
+
+// Name implements Policy.
+func (p *IncrementalJoin) Name() string { return NameJoin }
+
+// Config is the policy's configuration with defaults.
+func (p *IncrementalJoin) Config() JoinConfig { return p.cfg }
+
+// Marks returns (and forgets) the join records to write, decided in the last Propose.
+func (p *IncrementalJoin) Marks() []JoinMark {
+	out := p.marks
+	p.marks = nil
+	return out
+}
+
+// healthy: every range has rf voters, so a new node is not needed for repair.
+func (p *IncrementalJoin) healthy(c *model.Cluster) bool {
+	for _, r := range c.Ranges {
+		if len(r.Voters()) < p.rf || len(r.Learners()) > 0 || r.Leader == 0 {
+			return false
+		}
+	}
+	return len(c.Ranges) > 0
+}
+
+// share is the number of user-range replicas (resp. leaderships) a node holds when they are spread
+// evenly over the active nodes.
+func share(c *model.Cluster, leaders bool) int {
+	total, active := 0, 0
+	for _, n := range c.Nodes {
+		if n.Active() {
+			active++
+		}
+	}
+	for _, r := range c.Ranges {
+		if r.System {
+			continue
+		}
+		if leaders {
+			total++
+		} else {
+			total += len(r.Voters())
+		}
+	}
+	if active == 0 {
+		return 0
+	}
+	return int(math.Floor(float64(total) / float64(active)))
+}
+
+// Propose implements Policy.
+func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	v := newView(c, pending)
+	var out []*operator.Operator
+	for _, n := range c.Nodes {
+		j := n.Join
+		if j == nil {
+			if !n.Live || !n.Active() || n.Replicas > 0 || !p.healthy(c) {
+				continue
+			}
+			target := share(c, false)
+			if target < 1 {
+				continue
+			}
+			j = &model.Join{Strategy: p.strategy(), Started: c.Now, Target: target}
+			p.marks = append(p.marks, JoinMark{Node: n.ID, Join: *j, Why: fmt.Sprintf(
+				"n%d joined with no replica: it is to receive %d replicas (its share), %s", n.ID, target, p.describe())})
+		}
+		if !j.Active() || !n.Live {
+			continue
+		}
+		if j.FirstServed.IsZero() && n.Leaders > 0 && userLeaders(c, n.ID) > 0 {
+			rec := *j
+			rec.FirstServed = c.Now
+			j = &rec
+			p.marks = append(p.marks, JoinMark{Node: n.ID, Join: rec, Why: fmt.Sprintf("n%d serves its first range", n.ID)})
+		}
+		ops, done := p.plan(c, v, n, j, pending)
+		for _, op := range ops {
+			v.add(op)
+			out = append(out, op)
+		}
+		if done {
+			rec := *j
+			rec.Done = c.Now
+			p.marks = append(p.marks, JoinMark{Node: n.ID, Join: rec, Why: fmt.Sprintf(
+				"n%d holds %d replicas and leads %d ranges: join complete after %s", n.ID, n.Voters, n.Leaders,
+				roundDur(c.Now.Sub(j.Started)))})
+			delete(p.next, n.ID)
+		}
+	}
+	return out
+}
+
+func (p *IncrementalJoin) strategy() string {
+	return p.cfg.Strategy
+}
+
+func (p *IncrementalJoin) describe() string {
+	if p.cfg.Strategy == JoinParallel {
+		return "parallel: every move at once, leaderships at the end"
+	}
+	s := fmt.Sprintf("incremental: one move at a time, sender %s, ranges %s first", p.cfg.Sender, p.cfg.Order)
+	if p.cfg.ServeAtEnd {
+		s += ", leaderships only at the end"
+	}
+	return s
+}
+
+// userLeaders counts the user ranges node leads.
+func userLeaders(c *model.Cluster, node uint64) int {
+	n := 0
+	for _, r := range c.Ranges {
+		if !r.System && r.Leader == node {
+			n++
+		}
+	}
+	return n
+}
+
+// inFlight counts the pending operators that involve node.
+func inFlight(pending []*operator.Operator, node uint64) (moves, transfers int) {
+	for _, op := range pending {
+		if _, ok := op.Influence[node]; !ok {
+			continue
+		}
+		if op.Kind == operator.KindTransferLeader {
+			transfers++
+		} else {
+			moves++
+		}
+	}
+	return moves, transfers
+}
+
+// plan proposes the next operators of n's join and reports whether the join is complete.
+func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *model.Join, pending []*operator.Operator) ([]*operator.Operator, bool) {
+	moves, transfers := inFlight(pending, n.ID)
+	held := v.load[n.ID].replicas // includes moves in flight
+	leaderShare := share(c, true)
+	parallel := j.Strategy == JoinParallel
+	atEnd := parallel || p.cfg.ServeAtEnd
+	if !parallel && moves+transfers > 0 {
+		return nil, false // one at a time
+	}
+	// Incremental: hand over a leadership of a range the node already holds, before the next move.
+	if !atEnd && v.load[n.ID].leaders < leaderShare {
+		if op := p.transfer(c, v, n); op != nil {
+			return []*operator.Operator{op}, false
+		}
+	}
+	if held < j.Target {
+		var out []*operator.Operator
+		budget := 1
+		if parallel {
+			budget = p.cfg.MaxParallel - moves
+		}
+		for ; budget > 0 && held < j.Target; budget-- {
+			// A move from the range's leader hands the leadership over too: only while the node
+			// leads fewer ranges than its share (and never before the end for parallel joins).
+			keepLeader := atEnd || v.load[n.ID].leaders >= leaderShare
+			op := p.move(c, v, n, j.Target, keepLeader)
+			if op == nil {
+				break
+			}
+			v.add(op)
+			out = append(out, op)
+			held++
+		}
+		if len(out) > 0 || moves > 0 {
+			return out, false
+		}
+	}
+	if moves > 0 {
+		return nil, false
+	}
+	// Every move is done: serve (all at once for parallel and serve-at-end joins).
+	var out []*operator.Operator
+	for v.load[n.ID].leaders < leaderShare {
+		op := p.transfer(c, v, n)
+		if op == nil {
+			break
+		}
+		v.add(op)
+		out = append(out, op)
+		if !atEnd {
+			break
+		}
+	}
+	if len(out) > 0 || transfers > 0 {
+		return out, false
+	}
+	return nil, true
+}
+
+// ordered sorts ranges by the configured order: hottest first, or key order.
+func (p *IncrementalJoin) ordered(rs []*model.Range) []*model.Range {
+	out := append([]*model.Range(nil), rs...)
+	if p.cfg.Order == OrderHottest {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].QPS() > out[j].QPS() })
+	}
+	return out
+}
+
+// transfer hands n the leadership of the hottest user range it holds as a voter but does not lead.
+func (p *IncrementalJoin) transfer(c *model.Cluster, v *view, n *model.Node) *operator.Operator {
+	var cands []*model.Range
+	for _, r := range c.Ranges {
+		if !r.System && r.IsVoter(n.ID) && r.Leader != n.ID && r.Leader != 0 && !v.busy[r.ID] {
+			cands = append(cands, r)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	r := p.ordered(cands)[0]
+	return operator.NewTransferLeader(NameJoin, c.Now, r, n.ID, fmt.Sprintf(
+		"joining n%d holds r%d (%s): it serves it now (%d of its %d leaderships)", n.ID, r.ID, fmtQPS(r.QPS()),
+		v.load[n.ID].leaders+1, share(c, true)))
+}
+
+// move moves the next replica to n: from the next sender in the schedule (incremental) or from a
+// non-leader voter of each range (parallel and serve-at-end, so that leadership stays put).
+func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target int, keepLeader bool) *operator.Operator {
+	bySender := map[uint64][]*model.Range{}
+	for _, r := range c.Ranges {
+		if r.System || r.HasReplica(n.ID) || v.busy[r.ID] {
+			continue
+		}
+		for _, id := range r.Voters() {
+			if sn := c.Node(id); sn != nil && sn.Live && (!keepLeader || r.Leader != id) {
+				bySender[id] = append(bySender[id], r)
+			}
+		}
+	}
+	var senders []*model.Node
+	for _, sn := range c.Nodes {
+		if len(bySender[sn.ID]) > 0 {
+			senders = append(senders, sn)
+		}
+	}
+	if len(senders) == 0 {
+		return nil
+	}
+	var from *model.Node
+	switch {
+	case keepLeader:
+		// Parallel: spread the moves over the senders with the most replicas left.
+		from = sortedNodes(senders, func(a, b *model.Node) bool { return v.lessLoaded(b, a) })[0]
+	case p.cfg.Sender == SenderLeastLoaded:
+		from = sortedNodes(senders, func(a, b *model.Node) bool {
+			if v.load[a.ID].qps != v.load[b.ID].qps {
+				return v.load[a.ID].qps < v.load[b.ID].qps
+			}
+			return a.ID < b.ID
+		})[0]
+	default:
+		i := p.next[n.ID] % len(senders)
+		from = senders[i]
+		p.next[n.ID] = i + 1
+	}
+	r := p.ordered(bySender[from.ID])[0]
+	why := fmt.Sprintf("joining n%d (%d of %d replicas): move r%d (%s) from n%d", n.ID, v.load[n.ID].replicas+1,
+		target, r.ID, fmtQPS(r.QPS()), from.ID)
+	if !keepLeader && r.Leader == from.ID {
+		why += ", with its leadership"
+	}
+	return operator.NewMoveReplica(NameJoin, c.Now, c, r, from.ID, n.ID, why)
+}
