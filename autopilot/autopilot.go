@@ -59,6 +59,12 @@ type Decommissioner interface {
 	MarkDecommissioned(ctx context.Context, node uint64) error
 }
 
+// JoinRecorder is implemented by actuators that keep nodes' join records (in the meta range), so
+// that a join resumes wherever the autopilot runs next and users can follow it.
+type JoinRecorder interface {
+	RecordJoin(ctx context.Context, node uint64, j model.Join) error
+}
+
 // Round is what one policy round did.
 type Round struct {
 	Now       time.Time
@@ -179,6 +185,7 @@ func (a *Autopilot) Tick(ctx context.Context, c *model.Cluster) Round {
 		}
 		round.Submitted = append(round.Submitted, op)
 	}
+	a.recordJoins(ctx, c)
 	for name, notes := range a.registry.TakeNotes() {
 		for _, n := range notes {
 			a.log.Note(name, n.What, n.Why, n.Status, c.Now)
@@ -228,4 +235,34 @@ func (a *Autopilot) markDecommissioned(ctx context.Context, c *model.Cluster) []
 		marked = append(marked, id)
 	}
 	return marked
+}
+
+// recordJoins writes the join records incremental_join decided in this round and logs each change.
+func (a *Autopilot) recordJoins(ctx context.Context, c *model.Cluster) {
+	jp, ok := a.registry.Policy(policy.NameJoin).(*policy.IncrementalJoin)
+	if !ok {
+		return
+	}
+	marks := jp.Marks()
+	jr, ok := a.act.(JoinRecorder)
+	if !ok {
+		return
+	}
+	for _, m := range marks {
+		state := "joining"
+		switch {
+		case !m.Join.Done.IsZero():
+			state = "joined"
+		case !m.Join.FirstServed.IsZero():
+			state = "partially joined"
+		}
+		cctx, cancel := context.WithTimeout(ctx, a.exec.Config().Timeouts.Base)
+		err := jr.RecordJoin(cctx, m.Node, m.Join)
+		cancel()
+		status := decisions.StatusSucceeded
+		if err != nil {
+			status = fmt.Sprintf("%s: %v", decisions.StatusFailed, err)
+		}
+		a.log.Note(policy.NameJoin, fmt.Sprintf("n%d %s", m.Node, state), m.Why, status, c.Now)
+	}
 }

@@ -98,6 +98,9 @@ type IncrementalJoin struct {
 	rf    int
 	next  map[uint64]int // joining node → round-robin position
 	marks []JoinMark
+	// known are the records this policy decided, for the rounds before the model shows them (or if
+	// writing one failed).
+	known map[uint64]model.Join
 }
 
 // NewIncrementalJoin returns the incremental_join policy; rf is the replication factor.
@@ -105,7 +108,7 @@ func NewIncrementalJoin(cfg JoinConfig, rf int) *IncrementalJoin {
 	if rf <= 0 {
 		rf = 3
 	}
-	return &IncrementalJoin{cfg: cfg.withDefaults(), rf: rf, next: map[uint64]int{}}
+	return &IncrementalJoin{cfg: cfg.withDefaults(), rf: rf, next: map[uint64]int{}, known: map[uint64]model.Join{}}
 }
 
 // Name implements Policy.
@@ -119,6 +122,11 @@ func (p *IncrementalJoin) Marks() []JoinMark {
 	out := p.marks
 	p.marks = nil
 	return out
+}
+
+func (p *IncrementalJoin) mark(m JoinMark) {
+	p.marks = append(p.marks, m)
+	p.known[m.Node] = m.Join
 }
 
 // healthy: every range has rf voters, so a new node is not needed for repair.
@@ -162,6 +170,13 @@ func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator
 	var out []*operator.Operator
 	for _, n := range c.Nodes {
 		j := n.Join
+		if k, ok := p.known[n.ID]; ok {
+			if newerJoin(&k, j) {
+				j = &k // decided here, not yet (or not successfully) recorded
+			} else {
+				delete(p.known, n.ID) // the model has caught up
+			}
+		}
 		if j == nil {
 			if !n.Live || !n.Active() || n.Replicas > 0 || !p.healthy(c) {
 				continue
@@ -171,7 +186,7 @@ func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator
 				continue
 			}
 			j = &model.Join{Strategy: p.strategy(), Started: c.Now, Target: target}
-			p.marks = append(p.marks, JoinMark{Node: n.ID, Join: *j, Why: fmt.Sprintf(
+			p.mark(JoinMark{Node: n.ID, Join: *j, Why: fmt.Sprintf(
 				"n%d joined with no replica: it is to receive %d replicas (its share), %s", n.ID, target, p.describe())})
 		}
 		if !j.Active() || !n.Live {
@@ -181,7 +196,7 @@ func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator
 			rec := *j
 			rec.FirstServed = c.Now
 			j = &rec
-			p.marks = append(p.marks, JoinMark{Node: n.ID, Join: rec, Why: fmt.Sprintf("n%d serves its first range", n.ID)})
+			p.mark(JoinMark{Node: n.ID, Join: rec, Why: fmt.Sprintf("n%d serves its first range", n.ID)})
 		}
 		ops, done := p.plan(c, v, n, j, pending)
 		for _, op := range ops {
@@ -191,7 +206,7 @@ func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator
 		if done {
 			rec := *j
 			rec.Done = c.Now
-			p.marks = append(p.marks, JoinMark{Node: n.ID, Join: rec, Why: fmt.Sprintf(
+			p.mark(JoinMark{Node: n.ID, Join: rec, Why: fmt.Sprintf(
 				"n%d holds %d replicas and leads %d ranges: join complete after %s", n.ID, n.Voters, n.Leaders,
 				roundDur(c.Now.Sub(j.Started)))})
 			delete(p.next, n.ID)
@@ -374,4 +389,24 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 		why += ", with its leadership"
 	}
 	return operator.NewMoveReplica(NameJoin, c.Now, c, r, from.ID, n.ID, why)
+}
+
+// newerJoin reports whether record a is further along than b (nil: no record).
+func newerJoin(a, b *model.Join) bool {
+	if b == nil {
+		return true
+	}
+	if !a.Started.Equal(b.Started) {
+		return a.Started.After(b.Started)
+	}
+	stage := func(j *model.Join) int {
+		switch {
+		case !j.Done.IsZero():
+			return 2
+		case !j.FirstServed.IsZero():
+			return 1
+		}
+		return 0
+	}
+	return stage(a) > stage(b)
 }
