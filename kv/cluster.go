@@ -232,6 +232,7 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 	n.dir.heard(n.ident.NodeID, time.Now())
 	now := time.Now()
 	states := n.adminStates(ctx)
+	joins := n.joinRecords(ctx)
 	var out []*pb.NodeStatus
 	for _, nd := range n.dir.all() {
 		last := n.dir.lastHeard(nd.NodeId)
@@ -267,6 +268,12 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 				if rl.Leader {
 					ns.LeaderCount++
 				}
+			}
+		}
+		if j := joins[nd.NodeId]; j != nil {
+			ns.Join = joinStatus(j, st)
+			if s := joinState(j); s != "" && ns.Live && ns.State == "live" {
+				ns.State = s
 			}
 		}
 		out = append(out, ns)

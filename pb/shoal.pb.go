@@ -1517,6 +1517,7 @@ type NodeStatus struct {
 	LeaderCount            uint32                 `protobuf:"varint,7,opt,name=leader_count,json=leaderCount,proto3" json:"leader_count,omitempty"`
 	State                  string                 `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"` // "live", "dead", "draining", "decommissioned", "joining", "partially-joined"
 	Stats                  *NodeStats             `protobuf:"bytes,9,opt,name=stats,proto3" json:"stats,omitempty"`
+	Join                   *JoinStatus            `protobuf:"bytes,10,opt,name=join,proto3" json:"join,omitempty"` // the node's join (incremental_join policy), if it joined a running cluster
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
@@ -1614,6 +1615,106 @@ func (x *NodeStatus) GetStats() *NodeStats {
 	return nil
 }
 
+func (x *NodeStatus) GetJoin() *JoinStatus {
+	if x != nil {
+		return x.Join
+	}
+	return nil
+}
+
+// JoinStatus is a node's join as the autopilot recorded it, plus how far it got.
+type JoinStatus struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Strategy             string                 `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"` // "incremental" or "parallel"
+	StartedUnixNanos     int64                  `protobuf:"varint,2,opt,name=started_unix_nanos,json=startedUnixNanos,proto3" json:"started_unix_nanos,omitempty"`
+	Target               uint32                 `protobuf:"varint,3,opt,name=target,proto3" json:"target,omitempty"`   // replicas the node is to hold
+	Held                 uint32                 `protobuf:"varint,4,opt,name=held,proto3" json:"held,omitempty"`       // user-range replicas it holds now
+	Leading              uint32                 `protobuf:"varint,5,opt,name=leading,proto3" json:"leading,omitempty"` // user ranges it leads now
+	FirstServedUnixNanos int64                  `protobuf:"varint,6,opt,name=first_served_unix_nanos,json=firstServedUnixNanos,proto3" json:"first_served_unix_nanos,omitempty"`
+	DoneUnixNanos        int64                  `protobuf:"varint,7,opt,name=done_unix_nanos,json=doneUnixNanos,proto3" json:"done_unix_nanos,omitempty"` // 0 while the join is under way
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *JoinStatus) Reset() {
+	*x = JoinStatus{}
+	mi := &file_pb_shoal_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinStatus) ProtoMessage() {}
+
+func (x *JoinStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinStatus.ProtoReflect.Descriptor instead.
+func (*JoinStatus) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *JoinStatus) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *JoinStatus) GetStartedUnixNanos() int64 {
+	if x != nil {
+		return x.StartedUnixNanos
+	}
+	return 0
+}
+
+func (x *JoinStatus) GetTarget() uint32 {
+	if x != nil {
+		return x.Target
+	}
+	return 0
+}
+
+func (x *JoinStatus) GetHeld() uint32 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *JoinStatus) GetLeading() uint32 {
+	if x != nil {
+		return x.Leading
+	}
+	return 0
+}
+
+func (x *JoinStatus) GetFirstServedUnixNanos() int64 {
+	if x != nil {
+		return x.FirstServedUnixNanos
+	}
+	return 0
+}
+
+func (x *JoinStatus) GetDoneUnixNanos() int64 {
+	if x != nil {
+		return x.DoneUnixNanos
+	}
+	return 0
+}
+
 // NodeStats is the per-node load report carried by heartbeats (fed to the autopilot's cluster model).
 type NodeStats struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -1638,7 +1739,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_pb_shoal_proto_msgTypes[22]
+	mi := &file_pb_shoal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1751,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[22]
+	mi := &file_pb_shoal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1764,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{22}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeStats) GetCpuPercent() float64 {
@@ -1766,7 +1867,7 @@ type BackgroundTask struct {
 
 func (x *BackgroundTask) Reset() {
 	*x = BackgroundTask{}
-	mi := &file_pb_shoal_proto_msgTypes[23]
+	mi := &file_pb_shoal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1879,7 @@ func (x *BackgroundTask) String() string {
 func (*BackgroundTask) ProtoMessage() {}
 
 func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[23]
+	mi := &file_pb_shoal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1892,7 @@ func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackgroundTask.ProtoReflect.Descriptor instead.
 func (*BackgroundTask) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{23}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackgroundTask) GetId() uint64 {
@@ -1860,7 +1961,7 @@ type TaskCompletion struct {
 
 func (x *TaskCompletion) Reset() {
 	*x = TaskCompletion{}
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1973,7 @@ func (x *TaskCompletion) String() string {
 func (*TaskCompletion) ProtoMessage() {}
 
 func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1986,7 @@ func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletion.ProtoReflect.Descriptor instead.
 func (*TaskCompletion) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TaskCompletion) GetKind() string {
@@ -1913,7 +2014,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2026,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2039,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompactRequest) GetNodeId() uint64 {
@@ -1960,7 +2061,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2073,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2086,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompactResponse) GetError() *Error {
@@ -2027,7 +2128,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2140,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2153,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BackupRequest) GetNodeId() uint64 {
@@ -2089,7 +2190,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2202,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2215,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BackupResponse) GetError() *Error {
@@ -2164,7 +2265,7 @@ type MaintenanceRequest struct {
 
 func (x *MaintenanceRequest) Reset() {
 	*x = MaintenanceRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2277,7 @@ func (x *MaintenanceRequest) String() string {
 func (*MaintenanceRequest) ProtoMessage() {}
 
 func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2290,7 @@ func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MaintenanceRequest) GetNodeId() uint64 {
@@ -2231,7 +2332,7 @@ type MaintenanceResponse struct {
 
 func (x *MaintenanceResponse) Reset() {
 	*x = MaintenanceResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2344,7 @@ func (x *MaintenanceResponse) String() string {
 func (*MaintenanceResponse) ProtoMessage() {}
 
 func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2357,7 @@ func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MaintenanceResponse) GetError() *Error {
@@ -2299,7 +2400,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2412,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2425,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RangeLoad) GetRangeId() uint64 {
@@ -2398,7 +2499,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2511,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2524,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
 }
 
 type NodesResponse struct {
@@ -2436,7 +2537,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2549,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2562,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodesResponse) GetError() *Error {
@@ -2490,7 +2591,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2603,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2616,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RangeStatus) GetDesc() *RangeDescriptor {
@@ -2554,7 +2655,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2667,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2680,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
 }
 
 type RangesResponse struct {
@@ -2592,7 +2693,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +2705,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +2718,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RangesResponse) GetError() *Error {
@@ -2643,7 +2744,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2756,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2769,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SplitRequest) GetKey() []byte {
@@ -2689,7 +2790,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2802,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2815,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SplitResponse) GetError() *Error {
@@ -2751,7 +2852,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2864,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2877,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -2803,7 +2904,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2916,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2929,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MergeResponse) GetError() *Error {
@@ -2857,7 +2958,7 @@ type RangeCommandRequest struct {
 
 func (x *RangeCommandRequest) Reset() {
 	*x = RangeCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +2970,7 @@ func (x *RangeCommandRequest) String() string {
 func (*RangeCommandRequest) ProtoMessage() {}
 
 func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +2983,7 @@ func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandRequest.ProtoReflect.Descriptor instead.
 func (*RangeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RangeCommandRequest) GetRangeId() uint64 {
@@ -2911,7 +3012,7 @@ type RangeCommandResponse struct {
 
 func (x *RangeCommandResponse) Reset() {
 	*x = RangeCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3024,7 @@ func (x *RangeCommandResponse) String() string {
 func (*RangeCommandResponse) ProtoMessage() {}
 
 func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3037,7 @@ func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandResponse.ProtoReflect.Descriptor instead.
 func (*RangeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RangeCommandResponse) GetError() *Error {
@@ -2978,7 +3079,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3091,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3104,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WaitAppliedRequest) GetRangeId() uint64 {
@@ -3030,7 +3131,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3143,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3156,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WaitAppliedResponse) GetError() *Error {
@@ -3082,7 +3183,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3195,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3208,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -3133,7 +3234,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3246,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3259,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TransferLeaderResponse) GetError() *Error {
@@ -3177,7 +3278,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3290,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3303,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *JoinRequest) GetNode() *NodeDescriptor {
@@ -3224,7 +3325,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3337,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3350,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *JoinResponse) GetError() *Error {
@@ -3296,7 +3397,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3409,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3422,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -3390,7 +3491,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3503,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3415,7 +3516,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -3442,7 +3543,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +3555,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +3568,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -3492,7 +3593,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3605,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3618,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 type PolicyListResponse struct {
@@ -3530,7 +3631,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3542,7 +3643,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3555,7 +3656,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -3582,7 +3683,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3594,7 +3695,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3607,7 +3708,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -3633,7 +3734,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3746,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +3759,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -3676,7 +3777,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3688,7 +3789,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3701,7 +3802,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -3716,7 +3817,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3829,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3842,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -3768,7 +3869,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +3881,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +3894,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -3819,7 +3920,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +3932,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +3945,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -3865,7 +3966,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +3978,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +3991,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -3910,7 +4011,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3922,7 +4023,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3935,7 +4036,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -3966,7 +4067,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3978,7 +4079,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3991,7 +4092,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -4032,7 +4133,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4145,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4158,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -4088,7 +4189,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4201,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4214,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -4162,7 +4263,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4275,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4288,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -4219,7 +4320,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4332,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4345,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -4262,7 +4363,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4274,7 +4375,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4287,7 +4388,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -4334,7 +4435,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4346,7 +4447,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4359,7 +4460,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -4381,7 +4482,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4393,7 +4494,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4406,7 +4507,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -4448,7 +4549,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4460,7 +4561,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4473,7 +4574,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -4508,7 +4609,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4520,7 +4621,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4533,7 +4634,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -4561,7 +4662,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4573,7 +4674,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4586,7 +4687,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -4671,7 +4772,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4683,7 +4784,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4696,7 +4797,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -4724,7 +4825,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4736,7 +4837,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4749,7 +4850,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -4779,7 +4880,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4791,7 +4892,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4804,7 +4905,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -4841,7 +4942,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4853,7 +4954,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4866,7 +4967,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -4901,7 +5002,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4913,7 +5014,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4926,7 +5027,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -5042,7 +5143,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12,\n" +
 	"\x05range\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\x12$\n" +
 	"\x0eleader_node_id\x18\x03 \x01(\x04R\fleaderNodeId\x12+\n" +
-	"\x05nodes\x18\x04 \x03(\v2\x15.shoal.NodeDescriptorR\x05nodes\"\xcc\x02\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x15.shoal.NodeDescriptorR\x05nodes\"\xf3\x02\n" +
 	"\n" +
 	"NodeStatus\x12)\n" +
 	"\x04desc\x18\x01 \x01(\v2\x15.shoal.NodeDescriptorR\x04desc\x12\x12\n" +
@@ -5054,7 +5155,18 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"rangeCount\x12!\n" +
 	"\fleader_count\x18\a \x01(\rR\vleaderCount\x12\x14\n" +
 	"\x05state\x18\b \x01(\tR\x05state\x12&\n" +
-	"\x05stats\x18\t \x01(\v2\x10.shoal.NodeStatsR\x05stats\"\xfe\x03\n" +
+	"\x05stats\x18\t \x01(\v2\x10.shoal.NodeStatsR\x05stats\x12%\n" +
+	"\x04join\x18\n" +
+	" \x01(\v2\x11.shoal.JoinStatusR\x04join\"\xfb\x01\n" +
+	"\n" +
+	"JoinStatus\x12\x1a\n" +
+	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12,\n" +
+	"\x12started_unix_nanos\x18\x02 \x01(\x03R\x10startedUnixNanos\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\rR\x06target\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\rR\x04held\x12\x18\n" +
+	"\aleading\x18\x05 \x01(\rR\aleading\x125\n" +
+	"\x17first_served_unix_nanos\x18\x06 \x01(\x03R\x14firstServedUnixNanos\x12&\n" +
+	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xfe\x03\n" +
 	"\tNodeStats\x12\x1f\n" +
 	"\vcpu_percent\x18\x01 \x01(\x01R\n" +
 	"cpuPercent\x12\x1d\n" +
@@ -5363,7 +5475,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(NodeAdminState)(0),             // 1: shoal.NodeAdminState
@@ -5390,62 +5502,63 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*RangeLookupRequest)(nil),      // 22: shoal.RangeLookupRequest
 	(*RangeLookupResponse)(nil),     // 23: shoal.RangeLookupResponse
 	(*NodeStatus)(nil),              // 24: shoal.NodeStatus
-	(*NodeStats)(nil),               // 25: shoal.NodeStats
-	(*BackgroundTask)(nil),          // 26: shoal.BackgroundTask
-	(*TaskCompletion)(nil),          // 27: shoal.TaskCompletion
-	(*CompactRequest)(nil),          // 28: shoal.CompactRequest
-	(*CompactResponse)(nil),         // 29: shoal.CompactResponse
-	(*BackupRequest)(nil),           // 30: shoal.BackupRequest
-	(*BackupResponse)(nil),          // 31: shoal.BackupResponse
-	(*MaintenanceRequest)(nil),      // 32: shoal.MaintenanceRequest
-	(*MaintenanceResponse)(nil),     // 33: shoal.MaintenanceResponse
-	(*RangeLoad)(nil),               // 34: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 35: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 36: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 37: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 38: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 39: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 40: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 41: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 42: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 43: shoal.MergeResponse
-	(*RangeCommandRequest)(nil),     // 44: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 45: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 46: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 47: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 48: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 49: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 50: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 51: shoal.JoinResponse
-	(*HeartbeatRequest)(nil),        // 52: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 53: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 54: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 55: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 56: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 57: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 58: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 59: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 60: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 61: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 62: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 63: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 64: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 65: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 66: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 67: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 68: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 69: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 70: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 71: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 72: shoal.SplitTrigger
-	(*Condition)(nil),               // 73: shoal.Condition
-	(*MetaUpdate)(nil),              // 74: shoal.MetaUpdate
-	(*Command)(nil),                 // 75: shoal.Command
-	(*FreezeForMerge)(nil),          // 76: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 77: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 78: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 79: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 80: shoal.ConfChangeContext
+	(*JoinStatus)(nil),              // 25: shoal.JoinStatus
+	(*NodeStats)(nil),               // 26: shoal.NodeStats
+	(*BackgroundTask)(nil),          // 27: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 28: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 29: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 30: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 31: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 32: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 33: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 34: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 35: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 36: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 37: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 38: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 39: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 40: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 41: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 42: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 43: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 44: shoal.MergeResponse
+	(*RangeCommandRequest)(nil),     // 45: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 46: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 47: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 48: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 49: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 50: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 51: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 52: shoal.JoinResponse
+	(*HeartbeatRequest)(nil),        // 53: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 54: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 55: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 56: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 57: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 58: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 59: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 60: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 61: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 62: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 63: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 64: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 65: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 66: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 67: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 68: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 69: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 70: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 71: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 72: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 73: shoal.SplitTrigger
+	(*Condition)(nil),               // 74: shoal.Condition
+	(*MetaUpdate)(nil),              // 75: shoal.MetaUpdate
+	(*Command)(nil),                 // 76: shoal.Command
+	(*FreezeForMerge)(nil),          // 77: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 78: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 79: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 80: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 81: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	3,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -5470,126 +5583,127 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	4,   // 19: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
 	5,   // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
 	5,   // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	25,  // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	34,  // 23: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	26,  // 24: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
-	27,  // 25: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
-	6,   // 26: shoal.CompactResponse.error:type_name -> shoal.Error
-	6,   // 27: shoal.BackupResponse.error:type_name -> shoal.Error
-	6,   // 28: shoal.MaintenanceResponse.error:type_name -> shoal.Error
-	6,   // 29: shoal.NodesResponse.error:type_name -> shoal.Error
-	24,  // 30: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	4,   // 31: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	6,   // 32: shoal.RangesResponse.error:type_name -> shoal.Error
-	37,  // 33: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	6,   // 34: shoal.SplitResponse.error:type_name -> shoal.Error
-	4,   // 35: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	4,   // 36: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	6,   // 37: shoal.MergeResponse.error:type_name -> shoal.Error
-	4,   // 38: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	75,  // 39: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	6,   // 40: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	4,   // 41: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	6,   // 42: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	6,   // 43: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	5,   // 44: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	6,   // 45: shoal.JoinResponse.error:type_name -> shoal.Error
-	5,   // 46: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	5,   // 47: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	25,  // 48: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	5,   // 49: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	4,   // 50: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	6,   // 51: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	5,   // 52: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	6,   // 53: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	54,  // 54: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	6,   // 55: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	6,   // 56: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	1,   // 57: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	6,   // 58: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	75,  // 59: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	6,   // 60: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	2,   // 61: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	6,   // 62: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	4,   // 63: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	67,  // 64: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	67,  // 65: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	8,   // 66: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	6,   // 67: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	4,   // 68: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	4,   // 69: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	4,   // 70: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	9,   // 71: shoal.Command.mutations:type_name -> shoal.Mutation
-	73,  // 72: shoal.Command.condition:type_name -> shoal.Condition
-	72,  // 73: shoal.Command.split:type_name -> shoal.SplitTrigger
-	74,  // 74: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	76,  // 75: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	77,  // 76: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	78,  // 77: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	79,  // 78: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	4,   // 79: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	4,   // 80: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	4,   // 81: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	4,   // 82: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	10,  // 83: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	12,  // 84: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	14,  // 85: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	16,  // 86: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	18,  // 87: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	20,  // 88: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	22,  // 89: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	35,  // 90: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	38,  // 91: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	40,  // 92: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	48,  // 93: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	65,  // 94: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	55,  // 95: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	57,  // 96: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	59,  // 97: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	61,  // 98: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	50,  // 99: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	52,  // 100: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	63,  // 101: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	42,  // 102: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	44,  // 103: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	46,  // 104: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	28,  // 105: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	30,  // 106: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	32,  // 107: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	68,  // 108: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	70,  // 109: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	11,  // 110: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	13,  // 111: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	15,  // 112: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	17,  // 113: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	19,  // 114: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	21,  // 115: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	23,  // 116: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	36,  // 117: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	39,  // 118: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	41,  // 119: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	49,  // 120: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	66,  // 121: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	56,  // 122: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	58,  // 123: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	60,  // 124: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	62,  // 125: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	51,  // 126: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	53,  // 127: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	64,  // 128: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	43,  // 129: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	45,  // 130: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	47,  // 131: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	29,  // 132: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	31,  // 133: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	33,  // 134: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	69,  // 135: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	71,  // 136: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	110, // [110:137] is the sub-list for method output_type
-	83,  // [83:110] is the sub-list for method input_type
-	83,  // [83:83] is the sub-list for extension type_name
-	83,  // [83:83] is the sub-list for extension extendee
-	0,   // [0:83] is the sub-list for field type_name
+	26,  // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	25,  // 23: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
+	35,  // 24: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	27,  // 25: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	28,  // 26: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	6,   // 27: shoal.CompactResponse.error:type_name -> shoal.Error
+	6,   // 28: shoal.BackupResponse.error:type_name -> shoal.Error
+	6,   // 29: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	6,   // 30: shoal.NodesResponse.error:type_name -> shoal.Error
+	24,  // 31: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	4,   // 32: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	6,   // 33: shoal.RangesResponse.error:type_name -> shoal.Error
+	38,  // 34: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	6,   // 35: shoal.SplitResponse.error:type_name -> shoal.Error
+	4,   // 36: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	4,   // 37: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	6,   // 38: shoal.MergeResponse.error:type_name -> shoal.Error
+	4,   // 39: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	76,  // 40: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	6,   // 41: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	4,   // 42: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	6,   // 43: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	6,   // 44: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	5,   // 45: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	6,   // 46: shoal.JoinResponse.error:type_name -> shoal.Error
+	5,   // 47: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	5,   // 48: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	26,  // 49: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	5,   // 50: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	4,   // 51: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	6,   // 52: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	5,   // 53: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	6,   // 54: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	55,  // 55: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	6,   // 56: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	6,   // 57: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	1,   // 58: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	6,   // 59: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	76,  // 60: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	6,   // 61: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	2,   // 62: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	6,   // 63: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	4,   // 64: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	68,  // 65: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	68,  // 66: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	8,   // 67: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	6,   // 68: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	4,   // 69: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	4,   // 70: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	4,   // 71: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	9,   // 72: shoal.Command.mutations:type_name -> shoal.Mutation
+	74,  // 73: shoal.Command.condition:type_name -> shoal.Condition
+	73,  // 74: shoal.Command.split:type_name -> shoal.SplitTrigger
+	75,  // 75: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	77,  // 76: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	78,  // 77: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	79,  // 78: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	80,  // 79: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	4,   // 80: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	4,   // 81: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	4,   // 82: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	4,   // 83: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	10,  // 84: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	12,  // 85: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	14,  // 86: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	16,  // 87: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	18,  // 88: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	20,  // 89: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	22,  // 90: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	36,  // 91: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	39,  // 92: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	41,  // 93: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	49,  // 94: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	66,  // 95: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	56,  // 96: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	58,  // 97: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	60,  // 98: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	62,  // 99: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	51,  // 100: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	53,  // 101: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	64,  // 102: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	43,  // 103: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	45,  // 104: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	47,  // 105: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	29,  // 106: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	31,  // 107: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	33,  // 108: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	69,  // 109: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	71,  // 110: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	11,  // 111: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	13,  // 112: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	15,  // 113: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	17,  // 114: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	19,  // 115: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	21,  // 116: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	23,  // 117: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	37,  // 118: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	40,  // 119: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	42,  // 120: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	50,  // 121: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	67,  // 122: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	57,  // 123: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	59,  // 124: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	61,  // 125: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	63,  // 126: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	52,  // 127: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	54,  // 128: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	65,  // 129: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	44,  // 130: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	46,  // 131: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	48,  // 132: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	30,  // 133: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	32,  // 134: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	34,  // 135: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	70,  // 136: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	72,  // 137: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	111, // [111:138] is the sub-list for method output_type
+	84,  // [84:111] is the sub-list for method input_type
+	84,  // [84:84] is the sub-list for extension type_name
+	84,  // [84:84] is the sub-list for extension extendee
+	0,   // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -5603,7 +5717,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   78,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
