@@ -93,6 +93,9 @@ type Config struct {
 	// ShedRanking picks the new leader when shed_leadership moves leaderships off a busy node: "mrc"
 	// (default), "lsp" or "preferred".
 	ShedRanking string
+	// Joins configures how nodes join (and leave): the incremental_join policy's strategy, sender and
+	// order (docs/design/incremental-join.md).
+	Joins policy.JoinConfig
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -203,6 +206,9 @@ func (c *Config) Validate() error {
 	case "", policy.RankMRC, policy.RankLSP, policy.RankPreferred:
 	default:
 		add("shed ranking %q unknown: use mrc, lsp or preferred", c.ShedRanking)
+	}
+	if err := (policy.Config{Join: c.Joins}).Validate(); err != nil {
+		add("%v", err)
 	}
 	if c.Background.MaxPostpone < 0 || c.Background.CompactInterval < 0 || c.Background.BackupInterval < 0 {
 		add("background durations must not be negative")

@@ -162,12 +162,15 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 
 		SnapshotRateBytesPerSec: cfg.SnapshotRate,
 		Background:              cfg.Background,
-		Autopilot:               autopilot.Config{Policies: policy.Config{Shed: policy.ShedConfig{Ranking: cfg.ShedRanking}}},
+		Autopilot:               autopilot.Config{Policies: policy.Config{Shed: policy.ShedConfig{Ranking: cfg.ShedRanking}, Join: cfg.Joins}},
 	})
 	if err != nil {
 		return fmt.Errorf("create node: %w", err)
 	}
 	p.metrics.reg.MustRegister(newNodeCollector(p.node.Metrics))
+	if h := p.node.Hints(); h != nil {
+		p.metrics.reg.MustRegister(h.Collectors()...) // shoal_hints_*
+	}
 	p.grpcServer = grpc.NewServer(p.grpcOptions()...)
 	p.node.RegisterServices(p.grpcServer)
 	p.httpServer = &http.Server{

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/server"
 )
 
@@ -38,6 +39,9 @@ var startFlags struct {
 	heavyCompaction byteSize
 	maxPostpone     time.Duration
 	shedRanking     string
+	joinStrategy    string
+	joinSender      string
+	joinOrder       string
 	compactInterval time.Duration
 	backupInterval  time.Duration
 	backupDir       string
@@ -128,6 +132,9 @@ func init() {
 	f.Var(&startFlags.heavyCompaction, "heavy-compaction-bytes", "an automatic compaction with at least this much input counts as heavy (its node sheds its leaderships)")
 	f.DurationVar(&startFlags.maxPostpone, "max-postpone", server.DefaultMaxPostpone, "longest a heavy background task waits for this node's leaderships to move before it runs anyway")
 	f.StringVar(&startFlags.shedRanking, "shed-ranking", "mrc", "who takes over a busy node's leaderships: mrc (most recently completed task), lsp (longest served), preferred (and give them back after)")
+	f.StringVar(&startFlags.joinStrategy, "join-strategy", "incremental", "how a new node receives its share: incremental (one range at a time, serving each at once) or parallel (all at once, serving at the end); also how decommission empties a node")
+	f.StringVar(&startFlags.joinSender, "join-sender", "round-robin", "incremental joins: next sender round-robin or least-loaded")
+	f.StringVar(&startFlags.joinOrder, "join-order", "hottest", "incremental joins: ranges hottest first, or in key order")
 	f.DurationVar(&startFlags.compactInterval, "compact-interval", 0, "run a full compaction about this often, jittered per node (0: never)")
 	f.DurationVar(&startFlags.backupInterval, "backup-interval", 0, "write a backup into --backup-dir about this often, jittered per node (0: never)")
 	f.StringVar(&startFlags.backupDir, "backup-dir", "", "absolute directory for periodic backups (one subdirectory per backup)")
@@ -166,6 +173,7 @@ func startConfig() (server.Config, error) {
 		TickInterval:    startFlags.tickInterval,
 		DeadNodeTimeout: startFlags.deadNodeTimeout,
 		ShedRanking:     startFlags.shedRanking,
+		Joins:           policy.JoinConfig{Strategy: startFlags.joinStrategy, Sender: startFlags.joinSender, Order: startFlags.joinOrder},
 	}
 	cfg.Background.HeavyCompactionBytes = uint64(startFlags.heavyCompaction)
 	cfg.Background.MaxPostpone = startFlags.maxPostpone

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"sort"
+	"time"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -25,6 +26,36 @@ type NodeJSON struct {
 	LeaderCount uint32 `json:"leader_count"`
 	// Tasks are the node's pending and running background tasks, e.g. "backup running (heavy)".
 	Tasks []string `json:"tasks"`
+	// Join is the node's join into a running cluster (absent for nodes that never joined one).
+	Join *JoinJSON `json:"join,omitempty"`
+}
+
+// JoinJSON is a node's join: strategy, replicas to receive (target) and held, ranges led, and the
+// times it started, first served a range and finished (RFC 3339; empty while not reached).
+type JoinJSON struct {
+	Strategy    string `json:"strategy"`
+	Target      uint32 `json:"target"`
+	Held        uint32 `json:"held"`
+	Leading     uint32 `json:"leading"`
+	Started     string `json:"started"`
+	FirstServed string `json:"first_served"`
+	Done        string `json:"done"`
+}
+
+func unixText(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+}
+
+// JoinStatusJSON converts a join status (nil stays nil).
+func JoinStatusJSON(j *pb.JoinStatus) *JoinJSON {
+	if j == nil {
+		return nil
+	}
+	return &JoinJSON{Strategy: j.Strategy, Target: j.Target, Held: j.Held, Leading: j.Leading,
+		Started: unixText(j.StartedUnixNanos), FirstServed: unixText(j.FirstServedUnixNanos), Done: unixText(j.DoneUnixNanos)}
 }
 
 // RangeJSON is one range as shown by /api/ranges and `shoal admin ranges --format json`. Start and End
@@ -59,6 +90,7 @@ func NodesJSON(nodes []*pb.NodeStatus) []NodeJSON {
 			RangeCount:  n.GetRangeCount(),
 			LeaderCount: n.GetLeaderCount(),
 			Tasks:       TasksText(n.GetStats().GetTasks()),
+			Join:        JoinStatusJSON(n.GetJoin()),
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
