@@ -45,8 +45,13 @@ type cluster struct {
 	cfg        kv.Config
 }
 
-func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, device *emudisk.Options) (*cluster, error) {
+func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, device *emudisk.Options, tweak ...func(*kv.Config)) (*cluster, error) {
 	c := &cluster{dir: dir, cacheBytes: cacheBytes, device: device, cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
+	for _, t := range tweak {
+		if t != nil {
+			t(&c.cfg)
+		}
+	}
 	for i := 0; i < n; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -230,4 +235,39 @@ func (c *cluster) settle(ctx context.Context, limit time.Duration) error {
 // most of it for blocks.
 func memTableFor(cacheBytes int64) uint64 {
 	return uint64(min(max(cacheBytes/8, 1<<20), 32<<20))
+}
+
+// addNode starts one more node, which joins the cluster; it returns its index.
+func (c *cluster) addNode(ctx context.Context) (int, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	i := len(c.nodes)
+	nd := &node{dir: filepath.Join(c.dir, fmt.Sprintf("n%d", i+1)), addr: lis.Addr().String(), lis: lis}
+	c.nodes = append(c.nodes, nd)
+	c.mu.Unlock()
+	if err := c.startNode(ctx, nd, false, true); err != nil {
+		return i, err
+	}
+	return i, nil
+}
+
+// userLeaders is, per node index, the number of user ranges the node leads now (0 for dead nodes).
+func (c *cluster) userLeaders() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]int, len(c.nodes))
+	for i, n := range c.nodes {
+		if !n.alive || n.kv.Store() == nil {
+			continue
+		}
+		for _, r := range n.kv.Store().Replicas() {
+			if r.RangeID() != replica.MetaRangeID && r.IsLeader() {
+				out[i]++
+			}
+		}
+	}
+	return out
 }

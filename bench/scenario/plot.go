@@ -81,7 +81,7 @@ func writePlots(rep *Report, out string) ([]string, error) {
 			}
 			row = append(row, p)
 		}
-		const w, h = 7 * vg.Inch * 2, 4 * vg.Inch
+		w, h := 7*vg.Inch*vg.Length(max(len(row), 2)), 4*vg.Inch
 		img := vgimg.New(w, h)
 		dc := draw.New(img)
 		tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Points(12), PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(6)}
@@ -112,6 +112,9 @@ func panel(rep *Report, r RunReport, m metric, ymax float64) (*plot.Plot, error)
 		state = "on"
 	}
 	p.Title.Text = fmt.Sprintf("%s: %s — %s %s", rep.Scenario, m.title, rep.Policy, state)
+	if r.Variant != "" {
+		p.Title.Text = fmt.Sprintf("%s: %s — %s", rep.Scenario, m.title, r.Variant)
+	}
 	p.X.Label.Text = "t (s)"
 	p.Y.Label.Text = m.ylabel
 	p.X.Min, p.X.Max = 0, rep.Settings.DurationS

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
@@ -81,6 +82,8 @@ type Summary struct {
 
 // Point is one second of one run. HitRatio is null when the block cache saw no access that second.
 type Point struct {
+	// Leaders is, per node (n1 first), the user ranges it led at the end of the second.
+	Leaders  []int    `json:"leaders,omitempty"`
 	T        float64  `json:"t"`
 	Ops      int64    `json:"ops"`
 	P50Ms    float64  `json:"p50_ms"`
@@ -116,6 +119,7 @@ type TaskWindow struct {
 // RunReport is one run: the policy on or off.
 type RunReport struct {
 	PolicyOn bool        `json:"policy_on"`
+	Variant  string      `json:"variant,omitempty"`
 	Summary  Summary     `json:"summary"`
 	Series   []Point     `json:"series"`
 	Events   []EventMark `json:"events"`
@@ -124,6 +128,8 @@ type RunReport struct {
 	Device *emudisk.Stats `json:"device,omitempty"`
 	// Task is the window of the first event marked Task, when there is one.
 	Task *TaskWindow `json:"task,omitempty"`
+	// Join measures a node's join (scenarios with JoinSpareNode).
+	Join *JoinReport `json:"join,omitempty"`
 }
 
 // Report is what report.json holds.
@@ -193,12 +199,26 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
 		Device: EffectiveDevice(sc, opts),
 	}}
+	if len(sc.Variants) > 0 {
+		for i, v := range sc.Variants {
+			rr, err := runOnce(ctx, sc, opts, rep.Settings.Device, filepath.Join(opts.Dir, "variant-"+v.Name), true,
+				fmt.Sprintf("run %d/%d %s", i+1, len(sc.Variants), v.Name), v.KV)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", v.Name, err)
+			}
+			rr.Variant = v.Name
+			rep.Runs = append(rep.Runs, *rr)
+		}
+	}
 	for i, on := range []bool{true, false} {
+		if len(sc.Variants) > 0 {
+			break
+		}
 		label := "off"
 		if on {
 			label = "on"
 		}
-		rr, err := runOnce(ctx, sc, opts, rep.Settings.Device, filepath.Join(opts.Dir, "policy-"+label), on, fmt.Sprintf("run %d/2 %s=%s", i+1, sc.Policy, label))
+		rr, err := runOnce(ctx, sc, opts, rep.Settings.Device, filepath.Join(opts.Dir, "policy-"+label), on, fmt.Sprintf("run %d/2 %s=%s", i+1, sc.Policy, label), nil)
 		if err != nil {
 			return nil, fmt.Errorf("run with %s %s: %w", sc.Policy, label, err)
 		}
@@ -223,14 +243,14 @@ func key(i int) []byte { return fmt.Appendf(nil, "user%09d", i) }
 
 // runOnce starts a fresh cluster, waits for it to be fully replicated, loads the records, sets the
 // policy, runs the workload with the events and tears the cluster down.
-func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Options, dir string, policyOn bool, label string) (*RunReport, error) {
+func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Options, dir string, policyOn bool, label string, variant func(*kv.Config)) (*RunReport, error) {
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {
 			fmt.Fprintf(opts.Progress, "\r\033[K%s: "+format, append([]any{label}, args...)...)
 		}
 	}
 	progress("starting %d nodes", sc.Nodes)
-	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, device)
+	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, device, sc.KV, variant)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +309,16 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 				for i := first; i < min(first+loadBatch, sc.Records); i++ {
 					muts = append(muts, &pb.Mutation{Key: key(i), Value: value})
 				}
-				if err := cl.WriteMany(ctx, muts); err != nil {
+				// Overwrites are idempotent: an ambiguous failure (a leadership change on a
+				// loaded machine) is simply retried.
+				var err error
+				for attempt := 0; attempt < 8; attempt++ {
+					if err = cl.WriteMany(ctx, muts); err == nil || ctx.Err() != nil {
+						break
+					}
+					time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+				}
+				if err != nil {
 					loadErr.Store(err)
 					return
 				}
@@ -426,6 +455,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		perSec = append(perSec, secHist.Export())
 		secHist.Reset()
 		mu.Unlock()
+		p.Leaders = c.userLeaders()
 		h, m := c.cacheDelta()
 		if h+m > 0 {
 			r := float64(h) / float64(h+m)
@@ -445,6 +475,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		rr.Events = []EventMark{}
 	}
 	rr.Task = taskWindow(rr, perSec, sc.Warmup)
+	rr.Join = joinReport(rr, perSec, sc.Warmup, sc.Nodes)
 	if device != nil {
 		st := c.deviceStats()
 		rr.Device = &st
@@ -458,6 +489,11 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		}
 		for _, e := range rr.Events {
 			fmt.Fprintf(opts.Progress, "%s: event at %.1fs: %s %s\n", label, e.T, e.What, e.Error)
+		}
+		if j := rr.Join; j != nil {
+			fmt.Fprintf(opts.Progress, "%s: join %.1fs, first range served after %.1fs, worst %ds dip %+.1f%% of %.0f ops/s, "+
+				"%d windows over p99 %.1fms (%.1fx steady), excess %.0fms, after/before %.2f\n", label, j.JoinS, j.FirstServedS,
+				dipWindow, 100*j.WorstDip, j.PreJoinThroughput, j.ViolatingWindows, j.SLOThresholdMs, j.SLOFactor, j.ExcessMs, j.PostJoinRatio)
 		}
 	}
 	return rr, nil

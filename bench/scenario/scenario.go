@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -62,6 +63,17 @@ type Scenario struct {
 	Pin map[string]bool
 	// Warmup is the start of the run left out of the steady state (default 5s).
 	Warmup time.Duration
+	// KV adjusts every node's configuration (nil: the defaults).
+	KV func(*kv.Config)
+	// Variants, when set, replace the policy on/off pair: the scenario runs once per variant, each
+	// with its own node configuration (e.g. the join strategies), the scenario's policy on.
+	Variants []Variant
+}
+
+// Variant is one configuration a scenario is run with.
+type Variant struct {
+	Name string
+	KV   func(*kv.Config)
 }
 
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the
