@@ -271,8 +271,9 @@ func (nn *netnsNet) Close() error {
 	}
 	// The driver's veth disappears with its peer in the switch namespace; delete it in case the
 	// switch was never created.
+	// It may be on its way out when we look: "Cannot find device" is success.
 	if _, err := ipOutput("link", "show", hostVeth(nn.k)); err == nil {
-		if err := ip("link", "del", hostVeth(nn.k)); err != nil {
+		if err := ip("link", "del", hostVeth(nn.k)); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
 			errs = append(errs, err)
 		}
 	}
