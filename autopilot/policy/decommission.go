@@ -57,8 +57,8 @@ func (p *Decommission) Propose(c *model.Cluster, pending []*operator.Operator) [
 		}
 		rs := rangesOn(c, n.ID)
 		if p.cfg.Sequential {
-			if moves, _ := inFlight(pending, n.ID); moves > 0 {
-				continue // one at a time
+			if moves, _ := inFlight(pending, n.ID); moves > 0 || anyLearner(rs) {
+				continue // one at a time (a learner left by a failed move counts until it is removed)
 			}
 			sort.SliceStable(rs, func(i, j int) bool { return rs[i].QPS() > rs[j].QPS() })
 		}
@@ -110,4 +110,13 @@ func (p *Decommission) Completed(c *model.Cluster, pending []*operator.Operator)
 		}
 	}
 	return out
+}
+
+func anyLearner(rs []*model.Range) bool {
+	for _, r := range rs {
+		if len(r.Learners()) > 0 {
+			return true
+		}
+	}
+	return false
 }

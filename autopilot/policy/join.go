@@ -263,8 +263,10 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 	leaderShare := share(c, true)
 	parallel := j.Strategy == JoinParallel
 	atEnd := parallel || p.cfg.ServeAtEnd
-	if !parallel && moves+transfers > 0 {
-		return nil, false // one at a time
+	if !parallel && (moves+transfers > 0 || hasLearner(c, n.ID)) {
+		// One at a time; a learner left on the node by a failed move (say, the node restarted) is
+		// in flight too until replicate removes it.
+		return nil, false
 	}
 	// Incremental: hand over a leadership of a range the node already holds, before the next move.
 	if !atEnd && v.load[n.ID].leaders < leaderShare {
@@ -337,9 +339,12 @@ func (p *IncrementalJoin) transfer(c *model.Cluster, v *view, n *model.Node) *op
 		return nil
 	}
 	r := p.ordered(cands)[0]
-	return operator.NewTransferLeader(NameJoin, c.Now, r, n.ID, fmt.Sprintf(
+	op := operator.NewTransferLeader(NameJoin, c.Now, r, n.ID, fmt.Sprintf(
 		"joining n%d holds r%d (%s): it serves it now (%d of its %d leaderships)", n.ID, r.ID, fmtQPS(r.QPS()),
 		v.load[n.ID].leaders+1, share(c, true)))
+	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricNodeLeaders, From: r.Leader, To: n.ID,
+		Before: float64(v.load[r.Leader].leaders), Delta: -1}
+	return op
 }
 
 // move moves the next replica to n: from the next sender in the schedule (incremental) or from a
@@ -388,7 +393,10 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 	if !keepLeader && r.Leader == from.ID {
 		why += ", with its leadership"
 	}
-	return operator.NewMoveReplica(NameJoin, c.Now, c, r, from.ID, n.ID, why)
+	op := operator.NewMoveReplica(NameJoin, c.Now, c, r, from.ID, n.ID, why)
+	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricNodeReplicas, From: from.ID, To: n.ID,
+		Before: float64(v.load[from.ID].replicas), Delta: -1}
+	return op
 }
 
 // newerJoin reports whether record a is further along than b (nil: no record).
@@ -409,4 +417,14 @@ func newerJoin(a, b *model.Join) bool {
 		return 0
 	}
 	return stage(a) > stage(b)
+}
+
+// hasLearner reports whether node holds a learner of some range.
+func hasLearner(c *model.Cluster, node uint64) bool {
+	for _, r := range c.Ranges {
+		if rep, ok := r.ReplicaOn(node); ok && rep.Learner {
+			return true
+		}
+	}
+	return false
 }

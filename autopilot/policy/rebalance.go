@@ -124,6 +124,11 @@ func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 			return nil // incremental_join owns the placement while a node joins
 		}
 	}
+	for _, op := range pending {
+		if op.Policy == NameJoin {
+			return nil // a join is starting (its record is not in the model yet) or finishing
+		}
+	}
 	v := newView(c, pending)
 	nodes := v.active()
 	if len(nodes) < 2 {

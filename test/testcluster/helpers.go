@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -168,4 +170,20 @@ func (c *Cluster) LocalReplica(i int, key []byte) *replica.Replica {
 		}
 	}
 	return nil
+}
+
+// AddNode starts one more node, which joins the cluster through node 1, and returns its index. Like
+// TryRestart it returns errors instead of failing the test; it must not race with Kill or restarts.
+func (c *Cluster) AddNode() (int, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	i := len(c.Nodes)
+	n := &Node{Index: i, Dir: filepath.Join(c.t.TempDir(), fmt.Sprintf("n%d", i+1)), Addr: lis.Addr().String(), lis: lis}
+	c.Nodes = append(c.Nodes, n)
+	if err := c.startNode(n, false, true); err != nil {
+		return i, fmt.Errorf("start node %d: %w", i+1, err)
+	}
+	return i, nil
 }

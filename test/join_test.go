@@ -1,0 +1,189 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"testing"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/test/testcluster"
+)
+
+// TestIncrementalJoinUnderLoad: a fourth node joins a loaded three-node cluster with the incremental
+// strategy (the default) while clients record a history. The join moves one replica at a time (never
+// two learners on the new node at once), the node serves ranges while it still lacks others (it is
+// "partially-joined"), a restart of the new node in the middle of the join does not stop it, it ends
+// holding its share, and porcupine finds the whole history linearizable.
+func TestIncrementalJoinUnderLoad(t *testing.T) {
+	runLinearizable(t, 3, "an incremental join interrupted by a restart of the new node", joinWithRestart)
+}
+
+func joinWithRestart(e *nemesisEnv) (actions int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Until(e.deadline)+60*time.Second)
+	defer cancel()
+	// Four user ranges (the workload's keys are in the second), so the new node's share is
+	// floor(12/4) = 3 replicas.
+	for _, k := range []string{"c", "lin/", "m"} {
+		if _, _, err := e.admin.Split(ctx, []byte(k)); err != nil {
+			return actions, fmt.Errorf("split at %q: %w", k, err)
+		}
+		actions++
+	}
+	waitUntil := func(what string, limit time.Duration, cond func() bool) error {
+		end := time.Now().Add(limit)
+		for !cond() {
+			if time.Now().After(end) {
+				return fmt.Errorf("timed out after %v waiting for %s", limit, what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	}
+	if err := waitUntil("3 voters on every range", 30*time.Second, func() bool { return e.c.FullyReplicated(e.admin, 3) }); err != nil {
+		return actions, err
+	}
+	idx, err := e.c.AddNode()
+	if err != nil {
+		return actions, err
+	}
+	actions++
+	id := e.c.Nodes[idx].KV.NodeID()
+	e.logf("n%d started and joins", id)
+
+	status := func() (*pb.NodeStatus, int) {
+		nodes, err := e.admin.Nodes(ctx)
+		if err != nil {
+			return nil, -1
+		}
+		ranges, err := testcluster.UserRanges(ctx, e.admin)
+		if err != nil {
+			return nil, -1
+		}
+		learners := 0
+		for _, r := range ranges {
+			for _, rd := range r.GetDesc().GetReplicas() {
+				if rd.NodeId == id && rd.Learner {
+					learners++
+				}
+			}
+		}
+		for _, n := range nodes {
+			if n.GetDesc().GetNodeId() == id {
+				return n, learners
+			}
+		}
+		return nil, learners
+	}
+	var maxLearners int
+	var sawPartial, restarted bool
+	// The node's own view, sampled often: does it lead a range while it still lacks some of its share?
+	stopWatch := make(chan struct{})
+	watched := make(chan bool, 1)
+	go func() {
+		partial := false
+		defer func() { watched <- partial }()
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			nd := e.c.Nodes[idx]
+			if !e.c.Alive(idx) || nd.KV.Store() == nil {
+				continue
+			}
+			held, leads := 0, 0
+			for _, r := range nd.KV.Store().Replicas() {
+				if r.RangeID() == replica.MetaRangeID {
+					continue
+				}
+				held++
+				if r.IsLeader() {
+					leads++
+				}
+			}
+			if leads > 0 && held < 3 {
+				partial = true
+			}
+		}
+	}()
+	err = waitUntil("the join to complete", 90*time.Second, func() bool {
+		n, learners := status()
+		maxLearners = max(maxLearners, learners)
+		if n == nil || n.GetJoin() == nil {
+			return false
+		}
+		j := n.GetJoin()
+		if n.GetState() == "partially-joined" && j.Held < j.Target && j.Leading > 0 {
+			sawPartial = true
+		}
+		if !restarted && j.Held >= 1 && j.Held < j.Target && j.DoneUnixNanos == 0 {
+			e.logf("restart n%d in the middle of its join (%d/%d replicas)", id, j.Held, j.Target)
+			if err := e.c.KillWait(idx); err != nil {
+				e.logf("kill: %v", err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			if err := e.c.TryRestart(idx); err != nil {
+				e.logf("restart: %v", err)
+			}
+			restarted = true
+			actions++
+		}
+		return j.DoneUnixNanos != 0
+	})
+	close(stopWatch)
+	sawPartial = sawPartial || <-watched
+	if err != nil {
+		return actions, err
+	}
+	n, _ := status()
+	j := n.GetJoin()
+	e.logf("n%d joined: %d/%d replicas, leads %d, at most %d learners at once, partially joined seen %v, restarted %v",
+		id, j.Held, j.Target, j.Leading, maxLearners, sawPartial, restarted)
+	switch {
+	case j.Held < j.Target:
+		return actions, fmt.Errorf("n%d holds %d replicas after its join, want its share %d", id, j.Held, j.Target)
+	case maxLearners > 1:
+		return actions, fmt.Errorf("the incremental join had %d moves in flight at once, want one", maxLearners)
+	case !sawPartial:
+		return actions, fmt.Errorf("n%d never served a range while it still lacked others (never partially joined)", id)
+	case !restarted:
+		return actions, fmt.Errorf("the join finished before n%d could be restarted in its middle", id)
+	}
+	// Scale-in is symmetric: decommissioning the new node empties it one range at a time.
+	if err := e.admin.SetNodeState(ctx, id, pb.NodeAdminState_NODE_DECOMMISSIONING); err != nil {
+		return actions, err
+	}
+	actions++
+	maxLearners = 0
+	err = waitUntil("the decommission to empty the node", 90*time.Second, func() bool {
+		ranges, err := testcluster.UserRanges(ctx, e.admin)
+		if err != nil {
+			return false
+		}
+		held, learners := 0, 0
+		for _, r := range ranges {
+			for _, rd := range r.GetDesc().GetReplicas() {
+				if rd.Learner && rd.NodeId != id {
+					learners++
+				}
+				if rd.NodeId == id {
+					held++
+				}
+			}
+		}
+		maxLearners = max(maxLearners, learners)
+		return held == 0
+	})
+	if err != nil {
+		return actions, err
+	}
+	e.logf("n%d decommissioned, at most %d moves in flight at once", id, maxLearners)
+	if maxLearners > 1 {
+		return actions, fmt.Errorf("the sequential decommission had %d moves in flight at once, want one", maxLearners)
+	}
+	return actions, nil
+}
