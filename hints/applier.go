@@ -423,10 +423,13 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 	a.c.applied.Add(applied)
 	a.c.replayHit.Add(stats.CacheHit)
 	a.c.replayMiss.Add(stats.CacheMiss)
-	if applied == 0 && skipped == 0 {
-		return // nothing this node can replay (no replica, errors): not a sign of warmth
+	if applied == 0 && (skipped == 0 || frac <= 0) {
+		// Nothing this node can replay (no replica, errors), or applying is off (fraction 0, or
+		// paused): not a sign of warmth, and the range goes idle.
+		return
 	}
-	// A batch whose hints were all skipped by selection still shows that hints are flowing.
+	// A batch whose hints were all skipped by a fraction above 0 still shows that hints are flowing
+	// (the selected subset is the same on every batch).
 	now := time.Now()
 	lag := max(now.Sub(r.CapturedAt), 0)
 	a.c.applyLag.Store(int64(lag))

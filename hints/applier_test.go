@@ -320,10 +320,33 @@ func TestApplierSkippedBatchKeepsWarmthFresh(t *testing.T) {
 	model := newCacheModel()
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1})
 	a.Start()
-	a.SetFraction(0)
+	a.SetFraction(1e-9) // above 0, but no hash falls below it
 	a.Receive([]RangeHints{rangeOf(3, "a")}, time.Now())
 	eventually(t, 5*time.Second, "batch handled", func() bool { return a.Warmth(3).Known })
-	if w := a.Warmth(3); w.Replays != 0 || w.HintsApplied != 0 || w.Idle > time.Second {
-		t.Fatalf("warmth %+v", w)
+	if w := a.Warmth(3); w.Replays != 0 || w.HintsApplied != 0 || w.Idle > time.Second || a.Metrics().Dropped[DropSelective] != 1 {
+		t.Fatalf("warmth %+v, drops %v", w, a.Metrics().Dropped)
+	}
+}
+
+// With applying off (fraction 0) batches are dropped without refreshing the warmth: the range goes
+// idle, so a transfer's warmth check fails instead of trusting replays from before.
+func TestApplierFractionZeroLetsWarmthGoStale(t *testing.T) {
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1})
+	a.Start()
+	a.Receive([]RangeHints{rangeOf(3, "a", "b")}, time.Now())
+	eventually(t, 5*time.Second, "batch applied", func() bool { return a.Warmth(3).HintsApplied == 2 })
+	last := a.Warmth(3)
+	a.SetFraction(0)
+	time.Sleep(20 * time.Millisecond)
+	a.Receive([]RangeHints{rangeOf(3, "a", "b")}, time.Now())
+	eventually(t, 5*time.Second, "batch dropped", func() bool { return a.Metrics().Dropped[DropSelective] == 2 })
+	w := a.Warmth(3)
+	if w.HintsApplied != 2 || w.Idle < last.Idle+20*time.Millisecond {
+		t.Fatalf("warmth %+v after a batch dropped with fraction 0 (before: %+v): want it unchanged and idler", w, last)
+	}
+	crit := WarmCriteria{MaxIdle: 10 * time.Millisecond}
+	if err := crit.Check(w); !errors.Is(err, ErrNotWarm) {
+		t.Fatalf("check %v: want not warm (idle)", err)
 	}
 }

@@ -26,8 +26,8 @@ type service struct {
 }
 
 func (s *service) checkCluster(id string) error {
-	if s.m.cfg.ClusterID != "" && id != "" && id != s.m.cfg.ClusterID {
-		return status.Errorf(codes.FailedPrecondition, "hints: request from cluster %q, this node is in %q", id, s.m.cfg.ClusterID)
+	if cluster := s.m.clusterID(); cluster != "" && id != "" && id != cluster {
+		return status.Errorf(codes.FailedPrecondition, "hints: request from cluster %q, this node is in %q", id, cluster)
 	}
 	return nil
 }

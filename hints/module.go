@@ -3,6 +3,7 @@ package hints
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,7 @@ func (c Config) Validate() error {
 // safe for concurrent use.
 type Module struct {
 	cfg     Config
+	cluster atomic.Pointer[string] // the cluster id checked on received batches (see SetIdentity)
 	c       *counters
 	buf     *Buffer
 	shipper *Shipper
@@ -80,6 +82,7 @@ func New(cfg Config, sender Sender, reader Reader) (*Module, error) {
 		return nil, err
 	}
 	m := &Module{cfg: cfg, c: c, buf: buf, shipper: shipper, applier: applier}
+	m.cluster.Store(&cfg.ClusterID)
 	if !cfg.DisableHotKeys {
 		m.hot = NewHotKeys(cfg.HotKeys)
 		shipper.onDrain = func(rs []RangeHints) {
@@ -92,6 +95,16 @@ func New(cfg Config, sender Sender, reader Reader) (*Module, error) {
 	}
 	return m, nil
 }
+
+// SetIdentity sets the node's id and cluster once it knows them (a new node learns them when it joins,
+// after the module was built with zeros): batches are stamped with them from now on, and batches and
+// requests from another cluster are refused.
+func (m *Module) SetIdentity(nodeID uint64, clusterID string) {
+	m.cluster.Store(&clusterID)
+	m.shipper.SetIdentity(nodeID, clusterID)
+}
+
+func (m *Module) clusterID() string { return *m.cluster.Load() }
 
 // Start runs the shipper and the apply workers.
 func (m *Module) Start() {
@@ -125,7 +138,7 @@ func (m *Module) Receive(b *pb.HintBatch) *pb.HintShipAck {
 	ranges := BatchFromProto(b, now)
 	m.c.receivedBatches.Add(1)
 	m.c.bytesReceived.Add(uint64(proto.Size(b)))
-	if m.cfg.ClusterID != "" && b.GetClusterId() != "" && b.GetClusterId() != m.cfg.ClusterID {
+	if cluster := m.clusterID(); cluster != "" && b.GetClusterId() != "" && b.GetClusterId() != cluster {
 		var n uint64
 		for _, r := range ranges {
 			n += uint64(len(r.Hints))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -96,6 +97,9 @@ type Shipper struct {
 	// onDrain, if set, sees every drained set of hints (the module's hot-key summary).
 	onDrain func([]RangeHints)
 
+	// ident is the node and cluster stamped on batches (cfg's until SetIdentity).
+	ident atomic.Pointer[identity]
+
 	mu     sync.Mutex
 	peers  map[uint64]*peerQueue
 	closed bool
@@ -124,8 +128,22 @@ func NewShipper(buf *Buffer, sender Sender, cfg ShipperConfig) (*Shipper, error)
 	if sender == nil {
 		return nil, fmt.Errorf("hints shipper: a Sender is required")
 	}
-	return &Shipper{cfg: cfg.withDefaults(), buf: buf, sender: sender, c: buf.c,
-		peers: map[uint64]*peerQueue{}, stop: make(chan struct{})}, nil
+	s := &Shipper{cfg: cfg.withDefaults(), buf: buf, sender: sender, c: buf.c,
+		peers: map[uint64]*peerQueue{}, stop: make(chan struct{})}
+	s.ident.Store(&identity{nodeID: cfg.NodeID, clusterID: cfg.ClusterID})
+	return s, nil
+}
+
+// identity is a node's id and cluster, which a new node learns only when it joins.
+type identity struct {
+	nodeID    uint64
+	clusterID string
+}
+
+// SetIdentity changes the node and cluster stamped on the batches shipped from now on (a node that
+// joins a cluster learns its id after its module was built).
+func (s *Shipper) SetIdentity(nodeID uint64, clusterID string) {
+	s.ident.Store(&identity{nodeID: nodeID, clusterID: clusterID})
 }
 
 // Start runs the flush loop until Close.
@@ -180,8 +198,9 @@ func (s *Shipper) Flush() {
 			hintsPerPeer[p] += uint64(len(r.Hints))
 		}
 	}
+	id := s.ident.Load()
 	for _, p := range order {
-		b := &pb.HintBatch{FromNode: s.cfg.NodeID, ClusterId: s.cfg.ClusterID, Ranges: perPeer[p]}
+		b := &pb.HintBatch{FromNode: id.nodeID, ClusterId: id.clusterID, Ranges: perPeer[p]}
 		s.enqueue(p, queuedBatch{batch: b, hints: hintsPerPeer[p], enqueued: now})
 	}
 }

@@ -119,6 +119,9 @@ func (n *Node) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, er
 	if err != nil {
 		return &pb.GetResponse{Error: n.pbErr(err)}, nil
 	}
+	if !req.GetHeader().GetFollowerRead() {
+		n.recordRead(r.RangeID(), req.Key) // a leader's read: the other replicas replay it (read hints)
+	}
 	return &pb.GetResponse{Found: found, Value: v}, nil
 }
 
@@ -250,6 +253,9 @@ func (n *Node) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse,
 	kvs, desc, truncated, err := r.Scan(req.Start, req.End, limit, maxScanResponseSize, req.Reverse)
 	if err != nil {
 		return &pb.ScanResponse{Error: n.pbErr(err)}, nil
+	}
+	if !req.GetHeader().GetFollowerRead() {
+		n.recordScan(r.RangeID(), req.Start, req.End, limit, req.Reverse)
 	}
 	return &pb.ScanResponse{Kvs: kvs, Range: desc, Truncated: truncated}, nil
 }

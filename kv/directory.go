@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -25,11 +26,24 @@ type directory struct {
 	metaLeader uint64
 	// metaDescCache is the meta range descriptor as last reported by a node holding a replica.
 	metaDescCache *pb.RangeDescriptor
+	// cache holds each node's recent block-cache counter readings (oldest first), for hit ratios
+	// over a window rather than since the node started.
+	cache map[uint64][]cacheMark
 }
+
+// cacheMark is one reading of a node's cumulative block-cache counters.
+type cacheMark struct {
+	at           time.Time
+	hits, misses uint64
+}
+
+// cacheMarks is how many readings are kept per node (one per heartbeat).
+const cacheMarks = 32
 
 func newDirectory() *directory {
 	return &directory{nodes: map[uint64]*pb.NodeDescriptor{}, last: map[uint64]time.Time{},
-		stats: map[uint64]*pb.NodeStats{}, drain: map[uint64]bool{}, leader: map[uint64]uint64{}}
+		stats: map[uint64]*pb.NodeStats{}, drain: map[uint64]bool{}, leader: map[uint64]uint64{},
+		cache: map[uint64][]cacheMark{}}
 }
 
 // upsert records d and reports whether it changed anything.
@@ -108,6 +122,14 @@ func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, 
 	}
 	if st != nil {
 		d.stats[nodeID] = st
+		marks := d.cache[nodeID]
+		if n := len(marks); n > 0 && (st.BlockCacheHits < marks[n-1].hits || st.BlockCacheMisses < marks[n-1].misses) {
+			marks = marks[:0] // the node restarted: its counters began again
+		}
+		if len(marks) == cacheMarks {
+			marks = append(marks[:0], marks[1:]...)
+		}
+		d.cache[nodeID] = append(marks, cacheMark{at: time.Now(), hits: st.BlockCacheHits, misses: st.BlockCacheMisses})
 		for _, rl := range st.Ranges {
 			if rl.Leader {
 				d.leader[rl.RangeId] = nodeID
@@ -120,6 +142,28 @@ func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, 
 	if metaLeader != 0 {
 		d.metaLeader = metaLeader
 	}
+}
+
+// cacheHitRatio is node's block-cache hit ratio over about the last window (from its heartbeats:
+// the newest reading against the oldest one within window), and false when there are not two
+// readings or the cache saw no lookups in between.
+func (d *directory) cacheHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	marks := d.cache[nodeID]
+	if len(marks) < 2 {
+		return 0, false
+	}
+	last := marks[len(marks)-1]
+	first := marks[len(marks)-2]
+	for i := len(marks) - 2; i >= 0 && last.at.Sub(marks[i].at) <= window; i-- {
+		first = marks[i]
+	}
+	h, m := last.hits-first.hits, last.misses-first.misses
+	if h+m == 0 {
+		return 0, false
+	}
+	return float64(h) / float64(h+m), true
 }
 
 func (d *directory) leaderOf(rangeID uint64) uint64 {
@@ -173,10 +217,20 @@ func withToken(opts []grpc.DialOption, token string) []grpc.DialOption {
 }
 
 func (p *peerConns) client(addr string) (pb.ShoalClient, error) {
+	c, err := p.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewShoalClient(c), nil
+}
+
+// conn returns the pooled connection to addr, dialling it with the node's options (TLS, auth token)
+// the first time.
+func (p *peerConns) conn(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[addr]; ok {
-		return pb.NewShoalClient(c), nil
+		return c, nil
 	}
 	opts := withToken(p.opts, p.token)
 	c, err := grpc.NewClient(addr, opts...)
@@ -184,7 +238,17 @@ func (p *peerConns) client(addr string) (pb.ShoalClient, error) {
 		return nil, err
 	}
 	p.conns[addr] = c
-	return pb.NewShoalClient(c), nil
+	return c, nil
+}
+
+// peerConn returns the pooled node-to-node connection to node id (the address from the directory;
+// Config.DialOptions and the auth token apply), for services other than the public API (read hints).
+func (n *Node) peerConn(nodeID uint64) (*grpc.ClientConn, error) {
+	addr, ok := n.dir.resolve(nodeID)
+	if !ok {
+		return nil, fmt.Errorf("node %d is not in this node's directory", nodeID)
+	}
+	return n.peers.conn(addr)
 }
 
 func (p *peerConns) close() {

@@ -1,6 +1,9 @@
 package kv
 
 import (
+	"math"
+	"time"
+
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
@@ -14,10 +17,16 @@ type Metrics struct {
 	Replicas  int
 	Leaders   int
 	Active    int // replicas ticking (not quiesced)
+	// CacheHitRatio is the block cache's hit ratio over about the last 10 s (from this node's
+	// heartbeat readings of the engine's counters), NaN when the cache saw no lookups.
+	CacheHitRatio float64
 	// Operators counts the autopilot decisions that finished while this node ran the autopilot, by
 	// policy, operator kind and outcome (cumulative over the node's life).
 	Operators map[OperatorKey]uint64
 }
+
+// cacheRatioWindow is the window of Metrics.CacheHitRatio.
+const cacheRatioWindow = 10 * time.Second
 
 // OperatorKey labels an autopilot operator count.
 type OperatorKey struct{ Policy, Kind, Outcome string }
@@ -31,6 +40,10 @@ func (n *Node) Metrics() Metrics {
 	}
 	m := Metrics{Loop: n.store.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: n.store.ActiveReplicas(),
 		Operators: n.ap.operatorCounts()}
+	m.CacheHitRatio = math.NaN()
+	if r, ok := n.dir.cacheHitRatio(n.ident.NodeID, cacheRatioWindow); ok {
+		m.CacheHitRatio = r
+	}
 	for _, r := range n.store.Replicas() {
 		m.Replicas++
 		if r.IsLeader() {

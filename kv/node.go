@@ -72,7 +72,9 @@ type Config struct {
 	// Autopilot tunes the autopilot's policies (zero values take the policies' defaults; the
 	// replication factor and dead-node timeout always come from the fields above).
 	Autopilot autopilot.Config
-	Logger    *slog.Logger
+	// Hints configures read hints (hints.go; on by default).
+	Hints  HintsConfig
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -109,6 +111,7 @@ func (c *Config) setDefaults() {
 	if len(c.DialOptions) == 0 {
 		c.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	c.Hints.setDefaults()
 }
 
 // identity is the node's persisted identity.
@@ -130,6 +133,8 @@ type Node struct {
 	ident identity
 
 	store     *replica.Store
+	storeRef  atomic.Pointer[replica.Store] // store, for read-hint replays that may run before Start returns
+	hints     *nodeHints                    // nil when read hints are off on this node
 	transport *transport.Transport
 	peers     *peerConns
 	dir       *directory
@@ -199,6 +204,9 @@ func NewNode(cfg Config) (*Node, error) {
 			}
 		},
 	}, (*raftHandler)(n))
+	if err := n.initHints(); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -224,10 +232,14 @@ func (h *raftHandler) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue)
 	}
 }
 
-// RegisterServices registers the public Shoal API and the raft transport on s.
+// RegisterServices registers the public Shoal API, the raft transport and (unless off) the read-hints
+// service on s.
 func (n *Node) RegisterServices(s *grpc.Server) {
 	pb.RegisterShoalServer(s, n)
 	n.transport.Register(s)
+	if n.hints != nil {
+		pb.RegisterHintsServer(s, n.hints.m.Service())
+	}
 }
 
 // NodeID is the node's id (0 before Start on a new store).
@@ -270,13 +282,17 @@ func (n *Node) Start(ctx context.Context) error {
 		Transport:         n.transport,
 		TickInterval:      n.cfg.TickInterval,
 		DisableLeaseReads: n.cfg.DisableLeaseReads,
+		OnReplicaRemoved:  n.hintsForget,
 		Logger:            n.log,
 	})
+	n.storeRef.Store(n.store)
 	if err := n.store.Load(); err != nil {
 		return fmt.Errorf("load replicas: %w", err)
 	}
+	n.warmAfterRestart(ctx)
 	n.store.Start()
 	close(n.ready)
+	n.startHints()
 	n.startBackground()
 	n.log.Info("node started", "node", n.ident.NodeID, "cluster", n.ident.ClusterID, "addr", n.cfg.Addr, "replicas", len(n.store.Replicas()))
 	return nil
@@ -386,6 +402,7 @@ func (n *Node) Stop() {
 	n.stopOne.Do(func() {
 		close(n.stopper)
 		n.wg.Wait()
+		n.stopHints()
 		n.ap.stop()
 		if n.store != nil {
 			n.store.Stop()

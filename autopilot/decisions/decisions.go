@@ -54,6 +54,9 @@ type Entry struct {
 	Predicted operator.Benefit `json:"predicted"`
 	Measured  *Measurement     `json:"measured"`
 	Status    string           `json:"status"`
+	// Notes are what the executor observed while running the operator, oldest first (e.g. the
+	// warmth of a transfer's target, read hints).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Measurement is the realized benefit: the predicted metric before the operator and a window after it.
@@ -173,6 +176,19 @@ func (l *Log) Finish(id uint64, status string, at time.Time) {
 	}
 }
 
+// Annotate adds a note to the entry with id (what the executor saw while running it). Unknown IDs are
+// ignored; at most maxNotes notes are kept per entry.
+func (l *Log) Annotate(id uint64, note string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rec := l.byID[id]; rec != nil && len(rec.Notes) < maxNotes {
+		rec.Notes = append(rec.Notes, note)
+	}
+}
+
+// maxNotes bounds the notes of one entry.
+const maxNotes = 16
+
 // Observe measures, on c, every succeeded operator that finished at least Window before c.Now and has
 // not been measured yet.
 func (l *Log) Observe(c *model.Cluster) {
@@ -243,6 +259,7 @@ func (l *Log) Entries() []Entry {
 			m := *rec.Measured
 			out[i].Measured = &m
 		}
+		out[i].Notes = append([]string(nil), rec.Notes...)
 	}
 	return out
 }
@@ -260,6 +277,7 @@ func (l *Log) Get(id uint64) (Entry, bool) {
 		m := *rec.Measured
 		e.Measured = &m
 	}
+	e.Notes = append([]string(nil), rec.Notes...)
 	return e, true
 }
 

@@ -181,3 +181,24 @@ func TestRestoreContinuesTheLog(t *testing.T) {
 		t.Fatalf("new id %d does not continue after the restored %d", id3, got[1].ID)
 	}
 }
+
+func TestAnnotateKeepsNotesPerEntry(t *testing.T) {
+	l := NewLog(0, 0)
+	op := &operator.Operator{Policy: "drain", Kind: operator.KindTransferLeader, RangeID: 7, Reason: "r"}
+	id := l.Record(op, time.Unix(100, 0))
+	l.Annotate(id, "first")
+	l.Annotate(id+100, "unknown id: ignored")
+	e, _ := l.Get(id)
+	e.Notes[0] = "changed by the caller"
+	for i := 0; i < maxNotes+4; i++ {
+		l.Annotate(id, "more")
+	}
+	e, _ = l.Get(id)
+	if len(e.Notes) != maxNotes || e.Notes[0] != "first" {
+		t.Fatalf("notes %q: want %d, the first one unchanged", e.Notes, maxNotes)
+	}
+	b, err := json.Marshal(l.Entries())
+	if err != nil || !strings.Contains(string(b), `"notes":["first"`) {
+		t.Fatalf("JSON %s (%v): want the notes", b, err)
+	}
+}

@@ -46,6 +46,14 @@ type Actuator interface {
 	Merge(ctx context.Context, leftRangeID uint64) error
 }
 
+// Warmer is implemented by an Actuator that checks, before a leadership transfer, that the target's
+// cache is warm (read hints, docs/design/read-hints.md): it may wait a bounded time (within ctx) and
+// returns a note for the decision log saying what it saw ("" when it did not check). The executor
+// transfers afterwards whatever the note says.
+type Warmer interface {
+	WarmBeforeTransfer(ctx context.Context, rangeID, to uint64, readQPS float64) string
+}
+
 // Config configures an Executor. The zero value of each field means its default.
 type Config struct {
 	// Interval is how often the executor re-reads the model while operators run. Default 200ms.
@@ -437,7 +445,7 @@ func (e *Executor) issueLocked(c *model.Cluster, r *model.Range, rs *running) bo
 	rs.stepDeadline = c.Now.Add(timeout)
 	ctx, cancel := context.WithTimeout(e.ctx, timeout)
 	rs.cancel = cancel
-	rangeID := rs.op.RangeID
+	rangeID, opID, readQPS := rs.op.RangeID, rs.op.ID, r.ReadQPS
 	done := func(err error) {
 		cancel()
 		for _, n := range slotNodes {
@@ -448,13 +456,13 @@ func (e *Executor) issueLocked(c *model.Cluster, r *model.Range, rs *running) bo
 		}
 	}
 	if e.cfg.Inline {
-		done(e.call(ctx, rangeID, step))
+		done(e.call(ctx, rangeID, opID, readQPS, step))
 		return true
 	}
 	e.calls.Add(1)
 	go func() {
 		defer e.calls.Done()
-		err := e.call(ctx, rangeID, step)
+		err := e.call(ctx, rangeID, opID, readQPS, step)
 		e.mu.Lock()
 		done(err)
 		e.mu.Unlock()
@@ -463,7 +471,7 @@ func (e *Executor) issueLocked(c *model.Cluster, r *model.Range, rs *running) bo
 	return true
 }
 
-func (e *Executor) call(ctx context.Context, rangeID uint64, step operator.Step) error {
+func (e *Executor) call(ctx context.Context, rangeID, opID uint64, readQPS float64, step operator.Step) error {
 	if err := ctx.Err(); err != nil {
 		return errExecutorStopped
 	}
@@ -475,6 +483,11 @@ func (e *Executor) call(ctx context.Context, rangeID uint64, step operator.Step)
 	case operator.RemoveReplica:
 		return e.act.RemoveReplica(ctx, rangeID, s.Node)
 	case operator.TransferLeader:
+		if w, ok := e.act.(Warmer); ok {
+			if note := w.WarmBeforeTransfer(ctx, rangeID, s.To, readQPS); note != "" {
+				e.log.Annotate(opID, note)
+			}
+		}
 		return e.act.TransferLeader(ctx, rangeID, s.To)
 	case operator.Split:
 		return e.act.Split(ctx, rangeID, s.Key)

@@ -163,6 +163,7 @@ func Default(cfg Config) *Registry {
 		NewLoadSplit(cfg.LoadSplit, splits),
 		NewMerge(cfg.Merge, splits),
 		NewRebalance(cfg.Rebalance, cfg.MaxDiskUse),
+		NewReadHints(),
 	)
 }
 

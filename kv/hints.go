@@ -1,0 +1,429 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/shoaldb/shoal/hints"
+	"github.com/shoaldb/shoal/replica"
+)
+
+// Read hints (package hints, docs/design/read-hints.md) on a node: the leader of a range records every
+// read it serves, ships the descriptions to the range's other replicas, and they replay them so their
+// block caches follow the leader's. This file wires the node's hints.Module: capture in Get and Scan,
+// peers and spans from the local replicas' descriptors, shipping over the node's pooled peer
+// connections, the cluster-wide switch (the autopilot policy read_hints), warm after restart and for
+// new replicas, and forgetting ranges that left the node. Warm before transfer is in autopilot.go.
+
+// NameReadHintsPolicy is the autopilot policy whose switch turns read hints on and off cluster-wide
+// (autopilot/policy/read_hints.go): off, no node captures reads and the autopilot transfers
+// leaderships without asking the target for its warmth.
+const NameReadHintsPolicy = "read_hints"
+
+// Defaults of HintsConfig.
+const (
+	// DefaultRestartWarm bounds how long a restarting node warms its replicas from their peers'
+	// hot-key summaries before it starts raft (and so before any of its replicas can campaign).
+	DefaultRestartWarm = 2 * time.Second
+	// DefaultNewReplicaWarm bounds the warm-up of one replica that appears on a running node (a new
+	// learner, a split's right half).
+	DefaultNewReplicaWarm = 2 * time.Second
+	// hintsSwitchInterval is how often a node reads the read_hints switch from the meta range.
+	hintsSwitchInterval = 2 * time.Second
+	// minReadQPSForWarmth: below this read rate a range gets too few hints for its warmth to be
+	// measured, so a transfer does not wait for it.
+	minReadQPSForWarmth = 1.0
+)
+
+// HintsConfig configures read hints on a node. The zero value is on: hints to every other replica,
+// all applied, the applied fraction adapted to the node's CPU load.
+type HintsConfig struct {
+	// Off builds no hints module: this node records no reads, refuses hints (the service answers
+	// Unimplemented) and, when it runs the autopilot, transfers leaderships without a warmth check.
+	Off bool
+	// Target: ship each range's hints to every other replica (default) or only to the first voter.
+	Target hints.Target
+	// Fraction of received hints replayed (default 1). Lower values apply a hash-selected subset.
+	Fraction float64
+	// FixedFraction turns the load-adaptive fraction off: Fraction is applied whatever the CPU load.
+	// By default the fraction falls from Fraction at 70 % CPU to 10 % at 90 %, where applying stops.
+	FixedFraction bool
+	// TransferWait bounds how long an autopilot leadership transfer waits for the target to be warm
+	// (default hints.DefaultTransferWait; negative: do not check).
+	TransferWait time.Duration
+	// RestartWarm bounds the warm-up from peers' hot keys when a node restarts (default
+	// DefaultRestartWarm; negative: none). It delays the start of the node's raft groups by at most
+	// that long.
+	RestartWarm time.Duration
+	// Tuning sets the module's buffer, shipper, applier and hot-key parameters (zero: the hints
+	// package's defaults). NodeID, ClusterID, Peers, Target, the applied fraction and the load signal
+	// come from the node and the fields above.
+	Tuning hints.Config
+}
+
+func (c *HintsConfig) setDefaults() {
+	if c.Fraction <= 0 {
+		c.Fraction = 1
+	}
+	if c.TransferWait == 0 {
+		c.TransferWait = hints.DefaultTransferWait
+	}
+	if c.RestartWarm == 0 {
+		c.RestartWarm = DefaultRestartWarm
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c HintsConfig) Validate() error {
+	if c.Off {
+		return nil
+	}
+	if c.Fraction > 1 {
+		return fmt.Errorf("read hints: fraction %v must be in (0, 1]", c.Fraction)
+	}
+	mc := c.moduleConfig(0, "", func(uint64) []uint64 { return nil }, nil)
+	return mc.Validate()
+}
+
+func (c HintsConfig) moduleConfig(nodeID uint64, clusterID string, peers hints.PeersFunc, load hints.LoadFunc) hints.Config {
+	mc := c.Tuning
+	mc.NodeID, mc.ClusterID, mc.Peers, mc.Target = nodeID, clusterID, peers, c.Target
+	mc.Applier.Fraction = c.Fraction
+	if mc.Applier.Fraction <= 0 {
+		mc.Applier.Fraction = 1
+	}
+	mc.Applier.Adaptive = !c.FixedFraction
+	mc.Applier.Load = load
+	return mc
+}
+
+// nodeHints is the node's read-hints state.
+type nodeHints struct {
+	m *hints.Module
+	// on is the cluster-wide switch (the read_hints policy), as last read from the meta range.
+	on atomic.Bool
+	// spans caches the local replicas' spans for replays (refreshed every spanTTL).
+	spans sync.Map // range id → *hintSpan
+	cpu   cpuLoad
+
+	mu    sync.Mutex
+	known map[uint64]bool // ranges with a local replica at the last reconciliation
+}
+
+type hintSpan struct {
+	start, end []byte
+	meta, ok   bool
+	at         time.Time
+}
+
+const spanTTL = 500 * time.Millisecond
+
+// initHints builds the node's hints module (nil when off). The node's identity may still be unknown
+// (a new node learns it when it joins): Start sets it.
+func (n *Node) initHints() error {
+	if n.cfg.Hints.Off {
+		return nil
+	}
+	h := &nodeHints{known: map[uint64]bool{}}
+	h.on.Store(true)
+	h.cpu.init()
+	cfg := n.cfg.Hints.moduleConfig(n.ident.NodeID, n.ident.ClusterID, n.hintPeers, h.cpu.load)
+	m, err := hints.New(cfg, hints.GRPCSender{Conn: n.hintConn}, hints.NewEngineReader(n.eng, n.hintSpan))
+	if err != nil {
+		return fmt.Errorf("read hints: %w", err)
+	}
+	h.m = m
+	n.hints = h
+	return nil
+}
+
+// Hints is the node's read-hints module, nil when read hints are off on this node (HintsConfig.Off).
+func (n *Node) Hints() *hints.Module {
+	if n.hints == nil {
+		return nil
+	}
+	return n.hints.m
+}
+
+// HintsOn reports whether this node captures reads now: its module exists and the cluster's
+// read_hints switch is on.
+func (n *Node) HintsOn() bool { return n.hints != nil && n.hints.on.Load() }
+
+// recordRead captures a point read served by this node's leader replica of rangeID.
+func (n *Node) recordRead(rangeID uint64, key []byte) {
+	if n.HintsOn() {
+		n.hints.m.Record(rangeID, key)
+	}
+}
+
+// recordScan captures a scan served by this node's leader replica of rangeID.
+func (n *Node) recordScan(rangeID uint64, start, end []byte, limit int, reverse bool) {
+	if n.HintsOn() {
+		n.hints.m.RecordScan(rangeID, start, end, limit, reverse)
+	}
+}
+
+// localStore returns the replica store once the node has loaded it (nil before). Replays and the
+// warm-up at restart may run before the node serves requests.
+func (n *Node) localStore() *replica.Store { return n.storeRef.Load() }
+
+// hintPeers lists the nodes of rangeID's other replicas: voters first (in descriptor order), then
+// learners. With TargetOne the first voter gets the hints.
+func (n *Node) hintPeers(rangeID uint64) []uint64 {
+	st := n.localStore()
+	if st == nil {
+		return nil
+	}
+	r := st.Replica(rangeID)
+	if r == nil {
+		return nil
+	}
+	d := r.Desc()
+	if d == nil {
+		return nil
+	}
+	self := n.NodeID()
+	out := make([]uint64, 0, len(d.Replicas))
+	for _, learners := range []bool{false, true} {
+		for _, rd := range d.Replicas {
+			if rd.Learner == learners && rd.NodeId != self {
+				out = append(out, rd.NodeId)
+			}
+		}
+	}
+	return out
+}
+
+// hintSpan implements hints.SpanFunc from the local replica's descriptor (cached for spanTTL: a
+// replay with a span a split just shrank reads a key of the neighbouring range, which is harmless).
+func (n *Node) hintSpan(rangeID uint64) (start, end []byte, meta, ok bool) {
+	now := time.Now()
+	if v, found := n.hints.spans.Load(rangeID); found {
+		s := v.(*hintSpan)
+		if now.Sub(s.at) < spanTTL {
+			return s.start, s.end, s.meta, s.ok
+		}
+	}
+	s := &hintSpan{at: now}
+	if st := n.localStore(); st != nil {
+		if r := st.Replica(rangeID); r != nil {
+			if d := r.Desc(); d != nil {
+				s.start, s.end, s.meta, s.ok = d.StartKey, d.EndKey, r.IsMeta(), true
+			}
+		}
+	}
+	n.hints.spans.Store(rangeID, s)
+	return s.start, s.end, s.meta, s.ok
+}
+
+// hintConn is the node's pooled connection to a peer (the auth token and TLS options apply).
+func (n *Node) hintConn(nodeID uint64) (grpc.ClientConnInterface, error) { return n.peerConn(nodeID) }
+
+// startHints runs the module once the node has its identity and its store.
+func (n *Node) startHints() {
+	if n.hints == nil {
+		return
+	}
+	n.hints.m.SetIdentity(n.ident.NodeID, n.ident.ClusterID)
+	n.hints.m.Start()
+	n.every(hintsSwitchInterval, n.refreshHintsSwitch)
+	n.every(time.Second, n.reconcileHintRanges)
+}
+
+func (n *Node) stopHints() {
+	if n.hints != nil {
+		n.hints.m.Close()
+	}
+}
+
+// refreshHintsSwitch reads the read_hints policy switch from the meta range (no entry: on).
+func (n *Node) refreshHintsSwitch(ctx context.Context) {
+	key := metaPolicyKey(NameReadHintsPolicy)
+	kvs, err := n.metaScan(ctx, key, append(key[:len(key):len(key)], 0), 1)
+	if err != nil {
+		return // keep the last known state
+	}
+	on := len(kvs) == 0 || string(kvs[0].Value) != "off"
+	if n.hints.on.Swap(on) != on {
+		n.log.Info("read hints switched", "on", on)
+	}
+}
+
+// reconcileHintRanges forgets ranges whose replica left this node and warms replicas that appeared
+// since the last round (learners that received a snapshot, split halves), each bounded by
+// DefaultNewReplicaWarm and in the background: nothing waits for it.
+func (n *Node) reconcileHintRanges(ctx context.Context) {
+	h := n.hints
+	now := map[uint64]bool{}
+	var added []*replica.Replica
+	h.mu.Lock()
+	for _, r := range n.store.Replicas() {
+		now[r.RangeID()] = true
+		if !h.known[r.RangeID()] {
+			added = append(added, r)
+		}
+	}
+	for id := range h.known {
+		if !now[id] {
+			h.m.Forget(id)
+			h.spans.Delete(id)
+		}
+	}
+	h.known = now
+	h.mu.Unlock()
+	for _, r := range added {
+		if r.IsLeader() {
+			continue // a leader's cache is the one the others follow
+		}
+		wctx, cancel := context.WithTimeout(ctx, DefaultNewReplicaWarm)
+		res := n.warmRange(wctx, r.RangeID())
+		cancel()
+		if res.hints > 0 {
+			n.log.Debug("warmed new replica from a peer's hot keys", "range", r.RangeID(), "peer", res.peer,
+				"hints", res.hints, "hit_ratio", res.stats.HitRatio())
+		}
+	}
+}
+
+// onReplicaRemoved drops what the hints module knows of a range whose replica left this node.
+func (n *Node) hintsForget(rangeID uint64) {
+	if n.hints != nil {
+		n.hints.m.Forget(rangeID)
+		n.hints.spans.Delete(rangeID)
+	}
+}
+
+type warmResult struct {
+	peer  uint64
+	hints int
+	stats hints.ReplayStats
+}
+
+// warmRange asks rangeID's peers, in order, for their hot-key summary and replays the first
+// non-empty one here.
+func (n *Node) warmRange(ctx context.Context, rangeID uint64) warmResult {
+	for _, peer := range n.hintPeers(rangeID) {
+		if ctx.Err() != nil {
+			break
+		}
+		cc, err := n.peerConn(peer)
+		if err != nil {
+			continue
+		}
+		c := hints.NewClient(cc, n.ident.ClusterID)
+		cnt, st, err := n.hints.m.WarmFromPeer(ctx, c, rangeID, 0)
+		if err == nil && cnt > 0 {
+			return warmResult{peer: peer, hints: cnt, stats: st}
+		}
+	}
+	return warmResult{}
+}
+
+// warmAfterRestart runs before the store starts (so before any local replica can campaign or take a
+// transferred leadership): every replica with peers asks them for their hot keys and replays them,
+// a few ranges at a time, for at most HintsConfig.RestartWarm in all. Best effort: unreachable peers,
+// empty summaries and the deadline only make the node start colder.
+func (n *Node) warmAfterRestart(ctx context.Context) {
+	if n.hints == nil || n.cfg.Hints.RestartWarm < 0 {
+		return
+	}
+	var ids []uint64
+	for _, r := range n.store.Replicas() {
+		if len(n.hintPeers(r.RangeID())) > 0 {
+			ids = append(ids, r.RangeID())
+		}
+	}
+	h := n.hints
+	h.mu.Lock()
+	for _, r := range n.store.Replicas() {
+		h.known[r.RangeID()] = true
+	}
+	h.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, n.cfg.Hints.RestartWarm)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		warmed int
+		total  int
+		stats  hints.ReplayStats
+		next   atomic.Int64
+		wg     sync.WaitGroup
+	)
+	for w := 0; w < min(4, len(ids)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(ids) {
+					return
+				}
+				// Each range gets at most a share of what is left, so one slow peer does not use it all.
+				rctx, rcancel := context.WithTimeout(wctx, max(n.cfg.Hints.RestartWarm/4, 250*time.Millisecond))
+				res := n.warmRange(rctx, ids[i])
+				rcancel()
+				mu.Lock()
+				if res.hints > 0 {
+					warmed++
+					total += res.hints
+					stats = stats.Add(res.stats)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	ratio := stats.HitRatio()
+	if math.IsNaN(ratio) {
+		ratio = 0
+	}
+	n.log.Info("warmed replicas from peers' hot keys before starting raft", "ranges", len(ids), "warmed", warmed,
+		"hints", total, "cache_hit_ratio", fmt.Sprintf("%.2f", ratio), "took", time.Since(start).Round(time.Millisecond),
+		"bound", n.cfg.Hints.RestartWarm)
+}
+
+// cpuLoad is the process's CPU use as a share of the cores it may use, sampled at most every 250 ms
+// (getrusage), the read-hints applier's load signal.
+type cpuLoad struct {
+	mu      sync.Mutex
+	lastAt  time.Time
+	lastCPU time.Duration
+	value   float64
+}
+
+func (c *cpuLoad) init() {
+	c.lastAt, c.lastCPU = time.Now(), processCPU()
+}
+
+func (c *cpuLoad) load() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if dt := now.Sub(c.lastAt); dt >= 250*time.Millisecond {
+		cpu := processCPU()
+		used := float64(cpu-c.lastCPU) / float64(dt) / float64(runtime.GOMAXPROCS(0))
+		c.value = min(max(used, 0), 1)
+		c.lastAt, c.lastCPU = now, cpu
+	}
+	return c.value
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,341 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/test/testcluster"
+)
+
+// cacheCounters reads node i's cumulative block-cache lookups.
+func cacheCounters(c *testcluster.Cluster, i int) (hits, misses int64) {
+	st := c.Nodes[i].Eng.Stats()
+	return st.BlockCacheHits, st.BlockCacheMisses
+}
+
+// hitRatio is the hit ratio of the lookups between two readings (NaN without lookups).
+func hitRatio(h0, m0, h1, m1 int64) (float64, int64) {
+	n := (h1 - h0) + (m1 - m0)
+	if n == 0 {
+		return math.NaN(), 0
+	}
+	return float64(h1-h0) / float64(n), n
+}
+
+// readLoop reads keys over and over through the leader (linearizable reads) until ctx ends.
+func readLoop(ctx context.Context, cl *client.Client, keys [][]byte) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; ctx.Err() == nil; i++ {
+				_, _, _ = cl.Get(ctx, keys[i%len(keys)])
+			}
+		}(w)
+	}
+	return &wg
+}
+
+// loadAndCompact writes n keys of about 200 bytes and compacts every node's engine, so that the data
+// sits in tables that no read has touched yet (cold block caches everywhere).
+func loadAndCompact(t *testing.T, ctx context.Context, c *testcluster.Cluster, cl *client.Client, n int) {
+	t.Helper()
+	value := []byte(strings.Repeat("v", 200))
+	for first := 0; first < n; first += 100 {
+		var muts []*pb.Mutation
+		for i := first; i < min(first+100, n); i++ {
+			muts = append(muts, &pb.Mutation{Key: []byte(fmt.Sprintf("hk%06d", i)), Value: value})
+		}
+		if err := cl.WriteMany(ctx, muts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testcluster.WaitFor(t, 30*time.Second, "every replica applied the load", func() bool {
+		for i := range c.Nodes {
+			r := c.LocalReplica(i, []byte(fmt.Sprintf("hk%06d", n-1)))
+			if r == nil {
+				return false
+			}
+			if _, found, err := r.Get([]byte(fmt.Sprintf("hk%06d", n-1))); err != nil || !found {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range c.Nodes {
+		if err := c.Nodes[i].Eng.CompactAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// hotKeys is every stride-th of n keys (scattered over the key space: one data block each).
+func hotKeys(n, count int) [][]byte {
+	var out [][]byte
+	for i := 0; i < count; i++ {
+		out = append(out, []byte(fmt.Sprintf("hk%06d", i*(n/count))))
+	}
+	return out
+}
+
+// TestReadHintsWarmFollowerCache: a follower that serves no reads gets its block cache warm on the
+// leader's hot keys only through read hints. With the read_hints switch off it sees no lookups at
+// all while the leader serves the hot set; switched on, its first replays of the hot set miss on
+// the data blocks, and the later ones hit.
+func TestReadHintsWarmFollowerCache(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
+		Hints: kv.HintsConfig{FixedFraction: true}, // the shared test machine's CPU must not pause replays
+	}})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameReadHints} {
+		if err := cl.SetPolicy(ctx, p, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Little data: Pebble reserves its memtables' size out of the block cache, and the harness's
+	// memtables (32 MiB at most, doubling from 256 KiB at each rotation) would outgrow its 16 MiB
+	// cache after a few more megabytes of writes.
+	const records = 5000
+	loadAndCompact(t, ctx, c, cl, records)
+	hot := hotKeys(records, 200)
+	rs, err := testcluster.RangeOf(ctx, cl, hot[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rangeID, leader := rs.GetDesc().GetRangeId(), c.NodeIndex(rs.LeaderNodeId)
+	follower := (leader + 1) % 3
+	fm := c.Nodes[follower].KV.Hints()
+	if fm == nil {
+		t.Fatal("the follower has no hints module (hints are on by default)")
+	}
+	testcluster.WaitFor(t, 10*time.Second, "every node sees read_hints off", func() bool {
+		for _, n := range c.Nodes {
+			if n.KV.HintsOn() {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Switched off: the leader serves the hot set, the follower's cache sees nothing of it.
+	rctx, stopReads := context.WithCancel(ctx)
+	wg := readLoop(rctx, cl, hot)
+	h0, m0 := cacheCounters(c, follower)
+	received0 := fm.Metrics().Received
+	time.Sleep(2 * time.Second)
+	h1, m1 := cacheCounters(c, follower)
+	if _, lookups := hitRatio(h0, m0, h1, m1); lookups > 100 || fm.Metrics().Received != received0 {
+		t.Fatalf("read_hints off: the follower made %d block-cache lookups and received %d hints, want none", lookups, fm.Metrics().Received-received0)
+	}
+
+	// Switched on: the follower replays the hot set; the first pass misses, the later ones hit.
+	if err := cl.SetPolicy(ctx, policy.NameReadHints, true); err != nil {
+		t.Fatal(err)
+	}
+	h1, m1 = cacheCounters(c, follower)
+	applied0 := fm.Metrics().Applied
+	testcluster.WaitFor(t, 30*time.Second, "the follower replays the hot set once", func() bool {
+		return fm.Metrics().Applied >= applied0+uint64(len(hot))
+	})
+	h2, m2 := cacheCounters(c, follower)
+	mid := fm.Metrics()
+	time.Sleep(3 * time.Second)
+	h3, m3 := cacheCounters(c, follower)
+	late := fm.Metrics()
+	stopReads()
+	wg.Wait()
+
+	early, earlyN := hitRatio(h1, m1, h2, m2)
+	after, afterN := hitRatio(h2, m2, h3, m3)
+	replayLate := float64(late.ReplayCacheHit-mid.ReplayCacheHit) / float64(late.ReplayCacheHit-mid.ReplayCacheHit+late.ReplayCacheMiss-mid.ReplayCacheMiss)
+	t.Logf("follower n%d of r%d: block-cache hit ratio %.3f over %d lookups during the first pass of hints, %.3f over %d after; "+
+		"replay bytes hit ratio after %.3f; %d hints applied, %d received, %d bytes received, apply lag %v; warmth %v",
+		c.Nodes[follower].KV.NodeID(), rangeID, early, earlyN, after, afterN, replayLate, late.Applied, late.Received,
+		late.BytesReceived, late.ApplyLag, fm.Warmth(rangeID))
+	if afterN < 200 {
+		t.Fatalf("only %d block-cache lookups on the follower after the first pass: hints stopped flowing", afterN)
+	}
+	if earlyMisses := m2 - m1; earlyMisses < int64(len(hot)/4) {
+		t.Fatalf("only %d block-cache misses on the follower during the first pass of %d cold hot keys: was its cache warm already?", earlyMisses, len(hot))
+	}
+	if !(after >= 0.95) || !(after > early) {
+		t.Fatalf("follower hit ratio %.3f during the first pass, %.3f after: want ≥ 0.95 after and a clear rise", early, after)
+	}
+	if !(replayLate >= 0.95) {
+		t.Fatalf("replays' block bytes found in the cache after the first pass: %.3f, want ≥ 0.95", replayLate)
+	}
+	if w := fm.Warmth(rangeID); !w.Known || w.HitRatio < 0.95 {
+		t.Fatalf("warmth %v: want known with a hit ratio ≥ 0.95", w)
+	}
+}
+
+// transferNotes returns the notes of the autopilot's finished transfer-leader decisions on rangeID
+// with ids above after, and the largest id of the finished decisions looked at.
+func transferNotes(ctx context.Context, cl *client.Client, rangeID, after uint64) ([]string, uint64, error) {
+	_, raw, err := cl.Decisions(ctx)
+	if err != nil {
+		return nil, after, err
+	}
+	var entries []struct {
+		ID       uint64   `json:"id"`
+		Range    uint64   `json:"range"`
+		Operator string   `json:"operator"`
+		Status   string   `json:"status"`
+		Notes    []string `json:"notes"`
+	}
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return nil, after, err
+	}
+	var notes []string
+	last := after
+	for _, e := range entries {
+		if e.ID <= after || e.Status == "running" {
+			continue // a running entry is looked at again next time
+		}
+		last = max(last, e.ID)
+		if e.Range == rangeID && strings.Contains(e.Operator, "transfer-leader") {
+			notes = append(notes, e.Notes...)
+		}
+	}
+	return notes, last, nil
+}
+
+// TestWarmBeforeTransfer: the autopilot's leadership transfers (a drain here) first ask the target
+// for its warmth. A target that replays the leader's hints is warm at once, and the decision log
+// says so; a target that applies none of them (fraction 0) is not warm, and the transfer happens
+// anyway once the bounded wait (1 s here) is over, with that in the log.
+func TestWarmBeforeTransfer(t *testing.T) {
+	const wait = time.Second
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
+		Hints:     kv.HintsConfig{FixedFraction: true, TransferWait: wait},
+		Autopilot: autopilot.Config{Interval: 200 * time.Millisecond},
+	}})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
+		if err := cl.SetPolicy(ctx, p, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const records = 5000
+	loadAndCompact(t, ctx, c, cl, records)
+	hot := hotKeys(records, 100)
+	rs, err := testcluster.RangeOf(ctx, cl, hot[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rangeID := rs.GetDesc().GetRangeId()
+	// The user range is led from node 2 so that draining it leaves the meta range (and the
+	// autopilot, which keeps the decision log) where it is.
+	const serving = 1 // index of node 2
+	servingID := c.Nodes[serving].KV.NodeID()
+	if err := cl.TransferLeader(ctx, rangeID, servingID); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopReads := context.WithCancel(ctx)
+	wg := readLoop(rctx, cl, hot)
+	defer func() {
+		stopReads()
+		wg.Wait()
+	}()
+	_, lastID, err := transferNotes(ctx, cl, rangeID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warmOthers := func() {
+		testcluster.WaitFor(t, 30*time.Second, "the other nodes warm for the range", func() bool {
+			for i, n := range c.Nodes {
+				if i == serving {
+					continue
+				}
+				if w := n.KV.Hints().Warmth(rangeID); !w.Known || w.Replays < 16 || w.HitRatio < 0.95 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	drain := func() (time.Duration, []string) {
+		t.Helper()
+		start := time.Now()
+		if err := cl.SetNodeState(ctx, servingID, pb.NodeAdminState_NODE_DRAINING); err != nil {
+			t.Fatal(err)
+		}
+		var notes []string
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			notes, lastID, err = transferNotes(ctx, cl, rangeID, lastID)
+			if err == nil && len(notes) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				_, raw, _ := cl.Decisions(ctx)
+				t.Fatalf("no transfer of r%d in the decision log 30s after draining n%d (%v): %s", rangeID, servingID, err, raw)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		took := time.Since(start)
+		if err := cl.SetNodeState(ctx, servingID, pb.NodeAdminState_NODE_ACTIVE); err != nil {
+			t.Fatal(err)
+		}
+		if l := c.LocalReplica(serving, hot[0]); l != nil && l.IsLeader() {
+			t.Fatalf("node %d still leads r%d after the drain's transfer", servingID, rangeID)
+		}
+		return took, notes
+	}
+
+	// 1. Both other nodes replay the hints: the transfer finds its target warm.
+	warmOthers()
+	took, notes := drain()
+	t.Logf("warm target: transfer logged %v after the drain: %q", took.Round(time.Millisecond), notes)
+	if len(notes) != 1 || !strings.Contains(notes[0], " warm after ") {
+		t.Fatalf("notes %q: want one saying the target was warm", notes)
+	}
+
+	// 2. Give the leadership back to node 2 (once the autopilot no longer sees it draining); the
+	// others now drop every hint (fraction 0), so their warmth goes stale: the transfer waits the
+	// bounded time, then happens anyway.
+	testcluster.WaitFor(t, 30*time.Second, "node 2 leads again, undrained", func() bool {
+		if err := cl.TransferLeader(ctx, rangeID, servingID); err != nil {
+			return false
+		}
+		time.Sleep(2 * time.Second) // a drain still in force would move it away again
+		l := c.LocalReplica(serving, hot[0])
+		return l != nil && l.IsLeader()
+	})
+	_, lastID, err = transferNotes(ctx, cl, rangeID, lastID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range c.Nodes {
+		if i != serving {
+			n.KV.Hints().SetFraction(0)
+		}
+	}
+	time.Sleep(2 * time.Second) // the last replays leave the warmth window (8 batches of 90 ms)
+	took, notes = drain()
+	t.Logf("cold target: transfer logged %v after the drain: %q", took.Round(time.Millisecond), notes)
+	if len(notes) != 1 || !strings.Contains(notes[0], "not warm after") || !strings.Contains(notes[0], "transferred anyway") {
+		t.Fatalf("notes %q: want one saying the target was not warm and the transfer happened anyway", notes)
+	}
+	if took < wait {
+		t.Fatalf("transfer logged %v after the drain, before the %v wait ended", took, wait)
+	}
+}
