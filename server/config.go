@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/transport"
 )
@@ -96,6 +97,9 @@ type Config struct {
 	// Joins configures how nodes join (and leave): the incremental_join policy's strategy, sender and
 	// order (docs/design/incremental-join.md).
 	Joins policy.JoinConfig
+	// Hints configures read hints (docs/design/read-hints.md): on by default, to every other
+	// replica, the applied fraction adapted to the CPU load; Hints.Off turns them off on this node.
+	Hints kv.HintsConfig
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default.
@@ -136,7 +140,23 @@ func (c Config) WithDefaults() Config {
 	if c.ShedRanking == "" {
 		c.ShedRanking = policy.RankMRC
 	}
+	if c.Hints.Fraction == 0 {
+		c.Hints.Fraction = 1
+	}
+	if c.Hints.TransferWait == 0 {
+		c.Hints.TransferWait = hints.DefaultTransferWait
+	}
+	if c.Hints.RestartWarm == 0 {
+		c.Hints.RestartWarm = kv.DefaultRestartWarm
+	}
 	return c
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // Validate reports every problem of c at once. It accepts zero values (they take defaults), so it may
@@ -210,6 +230,11 @@ func (c *Config) Validate() error {
 	if err := (policy.Config{Join: c.Joins}).Validate(); err != nil {
 		add("%v", err)
 	}
+	if c.Hints.Fraction < 0 || c.Hints.Fraction > 1 {
+		add("read hints fraction %v must be in (0, 1]", c.Hints.Fraction)
+	} else if err := c.Hints.Validate(); err != nil {
+		add("%v", err)
+	}
 	if c.Background.MaxPostpone < 0 || c.Background.CompactInterval < 0 || c.Background.BackupInterval < 0 {
 		add("background durations must not be negative")
 	}
@@ -263,6 +288,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	if join == nil {
 		join = []string{}
 	}
+	hd := c.WithDefaults().Hints
 	return json.Marshal(struct {
 		DataDir         string   `json:"data_dir"`
 		Listen          string   `json:"listen"`
@@ -287,6 +313,12 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		CompactInterval string   `json:"compact_interval"`
 		BackupInterval  string   `json:"backup_interval"`
 		BackupDir       string   `json:"backup_dir"`
+		ReadHints       string   `json:"read_hints"`
+		HintsTarget     string   `json:"read_hints_target"`
+		HintsFraction   float64  `json:"read_hints_fraction"`
+		HintsAdaptive   string   `json:"read_hints_adaptive"`
+		HintsWait       string   `json:"read_hints_transfer_wait"`
+		HintsRestart    string   `json:"read_hints_restart_warm"`
 	}{
 		DataDir: c.DataDir, Listen: c.Listen, Advertise: c.Advertise, HTTP: c.HTTP, RESP: c.RESP,
 		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CertsDir: c.CertsDir, CacheBytes: c.CacheBytes,
@@ -296,6 +328,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		HeavyCompaction: c.WithDefaults().Background.HeavyCompactionBytes, MaxPostpone: c.WithDefaults().Background.MaxPostpone.String(),
 		ShedRanking: c.WithDefaults().ShedRanking, CompactInterval: c.Background.CompactInterval.String(),
 		BackupInterval: c.Background.BackupInterval.String(), BackupDir: c.Background.BackupDir,
+		ReadHints: onOff(!c.Hints.Off), HintsTarget: c.Hints.Target.String(), HintsFraction: hd.Fraction,
+		HintsAdaptive: onOff(!c.Hints.FixedFraction), HintsWait: hd.TransferWait.String(), HintsRestart: hd.RestartWarm.String(),
 	})
 }
 

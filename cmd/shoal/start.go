@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/server"
 )
 
@@ -47,6 +48,10 @@ var startFlags struct {
 	backupDir       string
 	tickInterval    time.Duration
 	deadNodeTimeout time.Duration
+	readHints       string
+	hintsTarget     string
+	hintsFraction   float64
+	hintsAdaptive   string
 	printConfig     bool
 }
 
@@ -138,6 +143,10 @@ func init() {
 	f.DurationVar(&startFlags.compactInterval, "compact-interval", 0, "run a full compaction about this often, jittered per node (0: never)")
 	f.DurationVar(&startFlags.backupInterval, "backup-interval", 0, "write a backup into --backup-dir about this often, jittered per node (0: never)")
 	f.StringVar(&startFlags.backupDir, "backup-dir", "", "absolute directory for periodic backups (one subdirectory per backup)")
+	f.StringVar(&startFlags.readHints, "read-hints", "on", "read hints: the leader of a range ships the reads it serves to the other replicas, which replay them to keep their caches warm for a leadership change (on|off; the cluster-wide switch is the read_hints policy)")
+	f.StringVar(&startFlags.hintsTarget, "read-hints-target", "all", "read hints go to every other replica (all) or to the first voter only (one)")
+	f.Float64Var(&startFlags.hintsFraction, "read-hints-fraction", 1, "fraction of received read hints this node replays, in (0, 1]")
+	f.StringVar(&startFlags.hintsAdaptive, "read-hints-adaptive", "on", "lower the replayed fraction as the CPU load rises from 70 % (to 10 % at 90 %, where replaying stops) (on|off)")
 	f.BoolVar(&startFlags.printConfig, "print-config", false, "print the effective configuration as JSON (token redacted) and exit")
 	rootCmd.AddCommand(startCmd)
 }
@@ -175,6 +184,9 @@ func startConfig() (server.Config, error) {
 		ShedRanking:     startFlags.shedRanking,
 		Joins:           policy.JoinConfig{Strategy: startFlags.joinStrategy, Sender: startFlags.joinSender, Order: startFlags.joinOrder},
 	}
+	if err := setHintsFlags(&cfg); err != nil {
+		return cfg, err
+	}
 	cfg.Background.HeavyCompactionBytes = uint64(startFlags.heavyCompaction)
 	cfg.Background.MaxPostpone = startFlags.maxPostpone
 	cfg.Background.CompactInterval = startFlags.compactInterval
@@ -198,6 +210,41 @@ func startConfig() (server.Config, error) {
 		return cfg, usageError{err}
 	}
 	return cfg, nil
+}
+
+// setHintsFlags copies the --read-hints* flags into cfg.
+func setHintsFlags(cfg *server.Config) error {
+	onOff := func(flag, v string) (bool, error) {
+		switch v {
+		case "on":
+			return true, nil
+		case "off":
+			return false, nil
+		}
+		return false, usageError{fmt.Errorf("%s %q: use on or off", flag, v)}
+	}
+	on, err := onOff("--read-hints", startFlags.readHints)
+	if err != nil {
+		return err
+	}
+	adaptive, err := onOff("--read-hints-adaptive", startFlags.hintsAdaptive)
+	if err != nil {
+		return err
+	}
+	cfg.Hints.Off, cfg.Hints.FixedFraction = !on, !adaptive
+	switch startFlags.hintsTarget {
+	case "all":
+		cfg.Hints.Target = hints.TargetAll
+	case "one":
+		cfg.Hints.Target = hints.TargetOne
+	default:
+		return usageError{fmt.Errorf("--read-hints-target %q: use all or one", startFlags.hintsTarget)}
+	}
+	if f := startFlags.hintsFraction; !(f > 0 && f <= 1) {
+		return usageError{fmt.Errorf("--read-hints-fraction %v: must be in (0, 1]", f)}
+	}
+	cfg.Hints.Fraction = startFlags.hintsFraction
+	return nil
 }
 
 func runStart(cmd *cobra.Command, _ []string) error {
