@@ -92,6 +92,9 @@ func run() int {
 	return 0
 }
 
+// slowAfter is the unavailability (max-gap or recovery) beyond which a passing run's logs are kept.
+const slowAfter = 15 * time.Second
+
 // one runs seed s in a temporary directory, keeping its logs under out if it fails.
 func one(ctx context.Context, s uint64, binPath, mode string, nodes, workers int, d time.Duration, out string, verbose, keepAll bool) (*chaos.Report, error) {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("shoal-chaos-%d-", s))
@@ -105,7 +108,13 @@ func one(ctx context.Context, s uint64, binPath, mode string, nodes, workers int
 		Seed: s, Bin: binPath, Dir: dir, Mode: mode, Nodes: nodes, Workers: workers, Duration: d, Log: w,
 	})
 	failed := err != nil || rep == nil || !rep.OK()
-	if failed || keepAll {
+	// A run that passed but left the workload without a successful operation, or the cluster
+	// unhealthy after the final heal, for a long time is worth a look: its logs are kept too.
+	slow := rep != nil && (rep.MaxGap > slowAfter || rep.Recovery > slowAfter)
+	if slow {
+		fmt.Printf("SLOW: max-gap %.1fs from %.1fs, recovery %.1fs\n", rep.MaxGap.Seconds(), rep.GapAt.Seconds(), rep.Recovery.Seconds())
+	}
+	if failed || slow || keepAll {
 		keep := filepath.Join(out, fmt.Sprintf("seed-%d", s))
 		if kerr := chaos.KeepLogs(dir, keep); kerr == nil {
 			os.WriteFile(filepath.Join(keep, "run.log"), []byte(log.String()), 0o644)
@@ -166,7 +175,13 @@ func printTable(reports []*chaos.Report, wall time.Duration) {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, totalActs[k]))
 	}
-	fmt.Printf("total: %d runs, %d failed, %d operations checked, %d acknowledged unique writes, %d lost, wall %v\n",
-		len(reports), viol, ops, acked, lost, wall.Round(time.Second))
+	slow := 0
+	for _, r := range reports {
+		if r.MaxGap > slowAfter || r.Recovery > slowAfter {
+			slow++
+		}
+	}
+	fmt.Printf("total: %d runs, %d failed, %d slow (over %v without a successful operation or to recover), %d operations checked, %d acknowledged unique writes, %d lost, wall %v\n",
+		len(reports), viol, slow, slowAfter, ops, acked, lost, wall.Round(time.Second))
 	fmt.Printf("nemesis: %s\n", strings.Join(parts, " "))
 }
