@@ -168,6 +168,7 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 		descs = append(descs, md)
 	}
 	states := n.adminStates(ctx)
+	joins := n.joinRecords(ctx)
 	loads := map[uint64]*pb.RangeLoad{}
 	var nodes []*model.Node
 	for _, nd := range n.dir.all() {
@@ -193,6 +194,7 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 				}
 			}
 		}
+		mn.Join = joins[nd.NodeId]
 		nodes = append(nodes, mn)
 	}
 	ranges := make([]*model.Range, 0, len(descs))
