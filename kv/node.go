@@ -60,6 +60,9 @@ type Config struct {
 	AuthToken string
 	// SnapshotRateBytesPerSec limits snapshot bytes sent by this node (default 32 MiB/s).
 	SnapshotRateBytesPerSec int64
+	// SnapshotRecvRateBytesPerSec limits snapshot bytes received by this node from all senders
+	// together (default unlimited).
+	SnapshotRecvRateBytesPerSec int64
 	// MergeAbortAfter is how long a range may stay frozen for a merge before its leader aborts the
 	// merge (default 30s).
 	MergeAbortAfter time.Duration
@@ -193,11 +196,12 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	n.transport = transport.New(transport.Config{
-		NodeID:                  n.ident.NodeID,
-		ClusterID:               n.ident.ClusterID,
-		Resolver:                n.dir.resolve,
-		DialOptions:             withToken(cfg.DialOptions, cfg.AuthToken),
-		SnapshotRateBytesPerSec: cfg.SnapshotRateBytesPerSec,
+		NodeID:                      n.ident.NodeID,
+		ClusterID:                   n.ident.ClusterID,
+		Resolver:                    n.dir.resolve,
+		DialOptions:                 withToken(cfg.DialOptions, cfg.AuthToken),
+		SnapshotRateBytesPerSec:     cfg.SnapshotRateBytesPerSec,
+		SnapshotRecvRateBytesPerSec: cfg.SnapshotRecvRateBytesPerSec,
 		OnUnreachable: func(nodeID uint64) {
 			if n.store != nil {
 				n.store.ReportUnreachable(nodeID)

@@ -88,6 +88,9 @@ type Config struct {
 	DeadNodeTimeout time.Duration
 	// SnapshotRate limits the snapshot bytes per second this node sends (default DefaultSnapshotRate).
 	SnapshotRate int64
+	// SnapshotRecvRate limits the snapshot bytes per second this node receives from all senders
+	// together (0: unlimited).
+	SnapshotRecvRate int64
 	// Background: what counts as a heavy background task, how long one may wait for the node's
 	// leaderships to move, periodic compactions and backups (docs/design/shed-leadership.md).
 	Background kv.BackgroundConfig
@@ -221,6 +224,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SnapshotRate < 0 || (c.SnapshotRate > 0 && c.SnapshotRate < 64<<10) {
 		add("snapshot rate must be at least 64KiB per second (got %d)", c.SnapshotRate)
+	}
+	if c.SnapshotRecvRate < 0 || (c.SnapshotRecvRate > 0 && c.SnapshotRecvRate < 64<<10) {
+		add("snapshot receive rate must be 0 (unlimited) or at least 64KiB per second (got %d)", c.SnapshotRecvRate)
 	}
 	switch c.ShedRanking {
 	case "", policy.RankMRC, policy.RankLSP, policy.RankPreferred:

@@ -160,10 +160,11 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		AuthToken:       cfg.AuthToken,
 		DialOptions:     dialOpts,
 
-		SnapshotRateBytesPerSec: cfg.SnapshotRate,
-		Background:              cfg.Background,
-		Autopilot:               autopilot.Config{Policies: policy.Config{Shed: policy.ShedConfig{Ranking: cfg.ShedRanking}, Join: cfg.Joins}},
-		Hints:                   cfg.Hints,
+		SnapshotRateBytesPerSec:     cfg.SnapshotRate,
+		SnapshotRecvRateBytesPerSec: cfg.SnapshotRecvRate,
+		Background:                  cfg.Background,
+		Autopilot:                   autopilot.Config{Policies: policy.Config{Shed: policy.ShedConfig{Ranking: cfg.ShedRanking}, Join: cfg.Joins}},
+		Hints:                       cfg.Hints,
 	})
 	if err != nil {
 		return fmt.Errorf("create node: %w", err)

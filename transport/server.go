@@ -96,8 +96,16 @@ func (s *server) Snapshot(stream pb.RaftTransport_SnapshotServer) error {
 				Message: fmt.Sprintf("transport: node %d: snapshot from node %d, chunk %d: %v", t.nodeID(), header.FromNode, i, err),
 			}})
 		}
+		var n int64
 		for _, kv := range c.Kvs {
-			total += int64(len(kv.Key) + len(kv.Value))
+			n += int64(len(kv.Key) + len(kv.Value))
+		}
+		total += n
+		if t.recvLim != nil {
+			// Reading slower makes gRPC's flow control slow the sender down too.
+			if err := t.recvLim.wait(stream.Context(), int(n)); err != nil {
+				return status.Errorf(codes.Canceled, "transport: node %d: snapshot receive: %v", t.nodeID(), err)
+			}
 		}
 		if total > maxSnapshotBytes {
 			return status.Errorf(codes.ResourceExhausted,

@@ -46,6 +46,10 @@ type Config struct {
 	// SnapshotRateBytesPerSec limits snapshot bytes sent by this node (all destinations together)
 	// with a token bucket. Default 32 MiB/s.
 	SnapshotRateBytesPerSec int64
+	// SnapshotRecvRateBytesPerSec limits snapshot bytes received by this node (all senders together);
+	// 0: unlimited. With it, a node joining from many senders at once takes its data no faster than
+	// from one (incremental_join's comparison of strategies, docs/design/incremental-join.md).
+	SnapshotRecvRateBytesPerSec int64
 	// SnapshotChunkBytes is the kv payload carried per snapshot chunk. Default 1 MiB.
 	SnapshotChunkBytes int
 	// QueueLen is the per-destination outbound queue length. Default 4096.
@@ -97,6 +101,7 @@ type Transport struct {
 	h        Handler
 	dialOpts []grpc.DialOption
 	limiter  *tokenBucket
+	recvLim  *tokenBucket // nil: unlimited
 
 	ctx    context.Context // canceled by Close; parent of every stream the transport opens
 	cancel context.CancelFunc
@@ -138,7 +143,7 @@ func New(cfg Config, h Handler) *Transport {
 		opts = append(opts, cfg.DialOptions...)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Transport{
+	t := &Transport{
 		cfg:      cfg,
 		h:        h,
 		dialOpts: opts,
@@ -147,6 +152,12 @@ func New(cfg Config, h Handler) *Transport {
 		cancel:   cancel,
 		peers:    make(map[uint64]*peer),
 	}
+	if r := cfg.SnapshotRecvRateBytesPerSec; r > 0 {
+		recv := cfg
+		recv.SnapshotRateBytesPerSec = r
+		t.recvLim = newTokenBucket(float64(r), burstFor(recv))
+	}
+	return t
 }
 
 // burstFor sizes the snapshot token bucket: an eighth of a second of traffic, but at least one chunk.

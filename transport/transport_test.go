@@ -637,6 +637,27 @@ func TestSnapshotRateLimit(t *testing.T) {
 	}
 }
 
+// TestSnapshotRecvRateLimit: a receiver's limit holds back a sender that may go much faster.
+func TestSnapshotRecvRateLimit(t *testing.T) {
+	checkGoroutines(t)
+	dir := newDirectory()
+	a := startNode(t, dir, Config{NodeID: 1, SnapshotRateBytesPerSec: 64 << 20, SnapshotChunkBytes: 64 << 10})
+	startNode(t, dir, Config{NodeID: 2, SnapshotRecvRateBytesPerSec: 1 << 20, SnapshotChunkBytes: 64 << 10})
+	kvs := makeKVs(1280, 1024) // 1.25 MiB at 1 MiB/s received: over a second beyond the burst
+	start := time.Now()
+	if err := a.tr.SendSnapshot(context.Background(), msg(1, 2, 0), &sliceSource{kvs: kvs}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("1.25 MiB received at 1 MiB/s took %v", took)
+	if took < time.Second {
+		t.Fatalf("snapshot took %v, receive limit not respected", took)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("snapshot took %v, receive limiter far too slow", took)
+	}
+}
+
 func TestTokenBucket(t *testing.T) {
 	b := newTokenBucket(1000, 100)
 	ctx := context.Background()

@@ -29,8 +29,9 @@ func init() {
 	}
 	Register(compaction("compaction", 0.9,
 		"3 nodes, 160k records (~3x the 16 MiB block cache), 6 ranges; at t=30s a full compaction on the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"))
-	Register(compaction("compaction-50", 0.5,
-		"as compaction, with YCSB 50/50"))
+	c50 := compaction("compaction-50", 0.5, "as compaction, with YCSB 50/50 (150 s: writes make the compaction longer)")
+	c50.Duration = 150 * time.Second
+	Register(c50)
 	b := base
 	b.Name, b.ReadFraction = "backup", 0.9
 	b.Description = "3 nodes, 160k records, 6 ranges; at t=30s a backup of the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"

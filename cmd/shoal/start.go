@@ -22,37 +22,38 @@ import (
 
 // startFlags are the flags of `shoal start`.
 var startFlags struct {
-	dataDir         string
-	listen          string
-	advertise       string
-	http            string
-	resp            string
-	join            addrList
-	bootstrap       bool
-	authToken       string
-	authTokenFile   string
-	certsDir        string
-	cacheSize       byteSize
-	maxKeyBytes     byteSize
-	maxValueBytes   byteSize
-	rangeMaxBytes   byteSize
-	snapshotRate    byteSize
-	heavyCompaction byteSize
-	maxPostpone     time.Duration
-	shedRanking     string
-	joinStrategy    string
-	joinSender      string
-	joinOrder       string
-	compactInterval time.Duration
-	backupInterval  time.Duration
-	backupDir       string
-	tickInterval    time.Duration
-	deadNodeTimeout time.Duration
-	readHints       string
-	hintsTarget     string
-	hintsFraction   float64
-	hintsAdaptive   string
-	printConfig     bool
+	dataDir          string
+	listen           string
+	advertise        string
+	http             string
+	resp             string
+	join             addrList
+	bootstrap        bool
+	authToken        string
+	authTokenFile    string
+	certsDir         string
+	cacheSize        byteSize
+	maxKeyBytes      byteSize
+	maxValueBytes    byteSize
+	rangeMaxBytes    byteSize
+	snapshotRate     byteSize
+	snapshotRecvRate byteSize
+	heavyCompaction  byteSize
+	maxPostpone      time.Duration
+	shedRanking      string
+	joinStrategy     string
+	joinSender       string
+	joinOrder        string
+	compactInterval  time.Duration
+	backupInterval   time.Duration
+	backupDir        string
+	tickInterval     time.Duration
+	deadNodeTimeout  time.Duration
+	readHints        string
+	hintsTarget      string
+	hintsFraction    float64
+	hintsAdaptive    string
+	printConfig      bool
 }
 
 var startCmd = &cobra.Command{
@@ -132,6 +133,7 @@ func init() {
 	f.Var(&startFlags.maxValueBytes, "max-value-bytes", "largest value accepted")
 	f.Var(&startFlags.rangeMaxBytes, "range-max-bytes", "range size that triggers a split")
 	f.Var(&startFlags.snapshotRate, "snapshot-rate", "bytes per second this node sends in snapshots (replica moves, catch-up), e.g. 32MiB")
+	f.Var(&startFlags.snapshotRecvRate, "snapshot-recv-rate", "bytes per second this node receives in snapshots from all senders together, e.g. 32MiB (default unlimited)")
 	f.DurationVar(&startFlags.tickInterval, "tick-interval", server.DefaultTickInterval, "raft tick")
 	f.DurationVar(&startFlags.deadNodeTimeout, "dead-node-timeout", server.DefaultDeadNodeTimeout, "a node silent this long is considered dead")
 	f.Var(&startFlags.heavyCompaction, "heavy-compaction-bytes", "an automatic compaction with at least this much input counts as heavy (its node sheds its leaderships)")
@@ -167,22 +169,23 @@ func startConfig() (server.Config, error) {
 		}
 	}
 	cfg := server.Config{
-		DataDir:         startFlags.dataDir,
-		Listen:          startFlags.listen,
-		Advertise:       startFlags.advertise,
-		HTTP:            startFlags.http,
-		RESP:            startFlags.resp,
-		Bootstrap:       startFlags.bootstrap,
-		Join:            []string(startFlags.join),
-		AuthToken:       token,
-		CertsDir:        startFlags.certsDir,
-		CacheBytes:      int64(startFlags.cacheSize),
-		RangeMaxBytes:   int64(startFlags.rangeMaxBytes),
-		SnapshotRate:    int64(startFlags.snapshotRate),
-		TickInterval:    startFlags.tickInterval,
-		DeadNodeTimeout: startFlags.deadNodeTimeout,
-		ShedRanking:     startFlags.shedRanking,
-		Joins:           policy.JoinConfig{Strategy: startFlags.joinStrategy, Sender: startFlags.joinSender, Order: startFlags.joinOrder},
+		DataDir:          startFlags.dataDir,
+		Listen:           startFlags.listen,
+		Advertise:        startFlags.advertise,
+		HTTP:             startFlags.http,
+		RESP:             startFlags.resp,
+		Bootstrap:        startFlags.bootstrap,
+		Join:             []string(startFlags.join),
+		AuthToken:        token,
+		CertsDir:         startFlags.certsDir,
+		CacheBytes:       int64(startFlags.cacheSize),
+		RangeMaxBytes:    int64(startFlags.rangeMaxBytes),
+		SnapshotRate:     int64(startFlags.snapshotRate),
+		SnapshotRecvRate: int64(startFlags.snapshotRecvRate),
+		TickInterval:     startFlags.tickInterval,
+		DeadNodeTimeout:  startFlags.deadNodeTimeout,
+		ShedRanking:      startFlags.shedRanking,
+		Joins:            policy.JoinConfig{Strategy: startFlags.joinStrategy, Sender: startFlags.joinSender, Order: startFlags.joinOrder},
 	}
 	if err := setHintsFlags(&cfg); err != nil {
 		return cfg, err
