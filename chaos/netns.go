@@ -269,12 +269,18 @@ func (nn *netnsNet) Close() error {
 	if err := ip("netns", "del", nn.sw()); err != nil && !strings.Contains(err.Error(), "No such file") {
 		errs = append(errs, err)
 	}
-	// The driver's veth disappears with its peer in the switch namespace; delete it in case the
-	// switch was never created.
-	// It may be on its way out when we look: "Cannot find device" is success.
-	if _, err := ipOutput("link", "show", hostVeth(nn.k)); err == nil {
-		if err := ip("link", "del", hostVeth(nn.k)); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
-			errs = append(errs, err)
+	// The driver's veth disappears with its peer in the switch namespace, asynchronously; delete it
+	// if it is still there after a while (the switch was never created). Gone meanwhile is success.
+	for wait := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := ipOutput("link", "show", hostVeth(nn.k)); err != nil {
+			break
+		}
+		if time.Now().After(wait) {
+			if err := ip("link", "del", hostVeth(nn.k)); err != nil && !strings.Contains(err.Error(), "Cannot find device") &&
+				!strings.Contains(err.Error(), "No such device") {
+				errs = append(errs, err)
+			}
+			break
 		}
 	}
 	return errors.Join(errs...)
