@@ -95,16 +95,26 @@ func (nm *nemesis) maxImpaired() int { return (len(nm.r.nodes) - 1) / 2 }
 // loop acts until deadline, then ends every fault it caused.
 func (nm *nemesis) loop(ctx context.Context, deadline time.Time) {
 	next := time.Now().Add(nm.interval())
+	// slow logs a step of the loop that held it up (a fault would then end late).
+	slow := func(what string, since time.Time) {
+		if d := time.Since(since); d > time.Second {
+			nm.r.logf("nemesis: %s held the loop up for %.1fs", what, d.Seconds())
+		}
+	}
 	for {
 		now := time.Now()
 		nm.runDue(now)
+		t := time.Now()
 		nm.collect(false)
 		nm.r.checkCrashes()
+		slow("checking for crashes", t)
 		if now.After(deadline) || ctx.Err() != nil {
 			break
 		}
 		if !now.Before(next) {
-			nm.act()
+			t := time.Now()
+			a := nm.act()
+			slow(a, t)
 			next = time.Now().Add(nm.interval())
 		}
 		wake := next
@@ -172,8 +182,11 @@ func (nm *nemesis) runDue(now time.Time) {
 	for len(nm.undos) > 0 && !nm.undos[0].at.After(now) {
 		u := nm.undos[0]
 		nm.undos = nm.undos[1:]
+		late := time.Since(u.at)
 		if err := u.fn(); err != nil {
 			nm.r.problem("nemesis: %s: %v", u.what, err)
+		} else if late > time.Second {
+			nm.r.logf("nemesis: %s (%.1fs late)", u.what, late.Seconds())
 		} else {
 			nm.r.logf("nemesis: %s", u.what)
 		}
@@ -186,8 +199,8 @@ func (nm *nemesis) later(lo, hi time.Duration, what string, fn func() error) tim
 	return d
 }
 
-// act performs one action chosen at random among those possible now.
-func (nm *nemesis) act() {
+// act performs one action chosen at random among those possible now and returns its name.
+func (nm *nemesis) act() string {
 	canFault := nm.impaired() < nm.maxImpaired()
 	var choices []string
 	total := 0
@@ -214,7 +227,7 @@ func (nm *nemesis) act() {
 		total += nm.weights[a]
 	}
 	if total == 0 {
-		return
+		return "choosing no action"
 	}
 	var a string
 	// First every enabled action once, in a random order (skipping those not possible now), so that
@@ -227,7 +240,7 @@ func (nm *nemesis) act() {
 		}
 	}
 	if a == "" && len(nm.cover) > 0 {
-		return // wait until the next action to cover is possible
+		return "waiting to cover an action" // until the next action to cover is possible
 	}
 	if a == "" {
 		pick := nm.rng.IntN(total)
@@ -250,7 +263,7 @@ func (nm *nemesis) act() {
 	case ActRestart:
 		n := nm.target()
 		if n == nil {
-			return
+			return a
 		}
 		nm.busy = n.idx + 1
 		async = func() error { return nm.restart(n) }
@@ -265,6 +278,7 @@ func (nm *nemesis) act() {
 		nm.running = true
 		go func() { nm.done <- actDone{a, async()} }()
 	}
+	return a
 }
 
 // refusedError is a request the cluster declined or could not serve under the current faults: part
