@@ -3,9 +3,9 @@ package test
 import (
 	"context"
 	"fmt"
-	"time"
-
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -80,6 +80,8 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 	var maxLearners int
 	var sawPartial, restarted bool
 	// The node's own view, sampled often: does it lead a range while it still lacks some of its share?
+	// life serializes the sampling with the restart below (the node's fields change then).
+	var life sync.Mutex
 	stopWatch := make(chan struct{})
 	watched := make(chan bool, 1)
 	go func() {
@@ -91,12 +93,16 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
+			life.Lock()
 			nd := e.c.Nodes[idx]
 			if !e.c.Alive(idx) || nd.KV.Store() == nil {
+				life.Unlock()
 				continue
 			}
 			held, leads := 0, 0
-			for _, r := range nd.KV.Store().Replicas() {
+			replicas := nd.KV.Store().Replicas()
+			life.Unlock()
+			for _, r := range replicas {
 				if r.RangeID() == replica.MetaRangeID {
 					continue
 				}
@@ -122,13 +128,17 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 		}
 		if !restarted && j.Held >= 1 && j.Held < j.Target && j.DoneUnixNanos == 0 {
 			e.logf("restart n%d in the middle of its join (%d/%d replicas)", id, j.Held, j.Target)
+			life.Lock()
 			if err := e.c.KillWait(idx); err != nil {
 				e.logf("kill: %v", err)
 			}
+			life.Unlock()
 			time.Sleep(500 * time.Millisecond)
+			life.Lock()
 			if err := e.c.TryRestart(idx); err != nil {
 				e.logf("restart: %v", err)
 			}
+			life.Unlock()
 			restarted = true
 			actions++
 		}
