@@ -174,14 +174,19 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 		if err != nil {
 			return false
 		}
+		// A move off the node shows as a learner in a range the node still holds (rebalance may move
+		// other ranges meanwhile; those are not the decommission's).
 		held, learners := 0, 0
 		for _, r := range ranges {
+			onNode, learner := false, false
 			for _, rd := range r.GetDesc().GetReplicas() {
-				if rd.Learner && rd.NodeId != id {
+				learner = learner || (rd.Learner && rd.NodeId != id)
+				onNode = onNode || rd.NodeId == id
+			}
+			if onNode {
+				held++
+				if learner {
 					learners++
-				}
-				if rd.NodeId == id {
-					held++
 				}
 			}
 		}
