@@ -97,12 +97,8 @@ func (n *Node) heartbeatLoop() {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := n.stopContext()
 		defer cancel()
-		go func() {
-			<-n.stopper
-			cancel()
-		}()
 		t := time.NewTimer(n.cfg.HeartbeatInterval)
 		defer t.Stop()
 		for {
@@ -421,12 +417,8 @@ func (n *Node) startPeriodicTasks() {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := n.stopContext()
 			defer cancel()
-			go func() {
-				<-n.stopper
-				cancel()
-			}()
 			rng := rand.New(rand.NewPCG(n.ident.NodeID, uint64(time.Now().UnixNano())))
 			for wait := bgtask.FirstDelay(base, rng); n.sleep(wait); wait = bgtask.Jittered(base, rng) {
 				if err := run(ctx); err != nil && ctx.Err() == nil {

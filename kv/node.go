@@ -428,17 +428,27 @@ func (n *Node) sleep(d time.Duration) bool {
 	}
 }
 
+// stopContext is a context canceled when the node stops, for one of the node's goroutines; the
+// caller must call cancel when that goroutine ends.
+func (n *Node) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.stopper:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // every runs f every d in a goroutine owned by the node until Stop.
 func (n *Node) every(d time.Duration, f func(ctx context.Context)) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := n.stopContext()
 		defer cancel()
-		go func() {
-			<-n.stopper
-			cancel()
-		}()
 		for n.sleep(d) {
 			f(ctx)
 		}

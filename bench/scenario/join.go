@@ -9,7 +9,6 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
-	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
@@ -141,21 +140,12 @@ func joinReport(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Dura
 		return nil
 	}
 	jr := &JoinReport{JoinS: ev.EndT - ev.T, SLOFactor: sloFactor, FirstServedS: -1}
-	pre := benchutil.NewHist()
-	var preOps int64
-	preN := 0
-	for i, p := range rr.Series {
-		if mid := p.T - 0.5; mid >= warmup.Seconds() && mid <= ev.T && i < len(perSec) {
-			preOps += p.Ops
-			preN++
-			pre.Merge(hdrhistogram.Import(perSec[i]))
-		}
-	}
+	pre, preP99, preN := window(rr.Series, perSec, warmup.Seconds(), ev.T)
 	if preN == 0 {
 		return nil
 	}
-	jr.PreJoinThroughput = float64(preOps) / float64(preN)
-	jr.SLOThresholdMs = sloFactor * benchutil.UsToMs(pre.ValueAtQuantile(99))
+	jr.PreJoinThroughput = pre
+	jr.SLOThresholdMs = sloFactor * preP99
 	var during []Point
 	var postOps int64
 	postN := 0

@@ -514,20 +514,11 @@ func taskWindow(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Dura
 		return nil
 	}
 	measure := func(from, to float64) (float64, float64) {
-		h := benchutil.NewHist()
-		var ops int64
-		n := 0
-		for i, p := range rr.Series {
-			if mid := p.T - 0.5; mid >= from && mid <= to && i < len(perSec) {
-				ops += p.Ops
-				n++
-				h.Merge(hdrhistogram.Import(perSec[i]))
-			}
-		}
+		tput, p99, n := window(rr.Series, perSec, from, to)
 		if n == 0 {
 			return math.NaN(), math.NaN()
 		}
-		return float64(ops) / float64(n), benchutil.UsToMs(h.ValueAtQuantile(99))
+		return tput, p99
 	}
 	end := ev.EndT
 	if end-ev.T < 1 {
@@ -546,4 +537,22 @@ func taskWindow(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Dura
 		return nil
 	}
 	return w
+}
+
+// window is the mean throughput and the p99 of all latencies of the seconds whose midpoint lies in
+// [from, to], and how many seconds those are.
+func window(series []Point, perSec []*hdrhistogram.Snapshot, from, to float64) (tput, p99Ms float64, n int) {
+	h := benchutil.NewHist()
+	var ops int64
+	for i, p := range series {
+		if mid := p.T - 0.5; mid >= from && mid <= to && i < len(perSec) {
+			ops += p.Ops
+			n++
+			h.Merge(hdrhistogram.Import(perSec[i]))
+		}
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return float64(ops) / float64(n), benchutil.UsToMs(h.ValueAtQuantile(99)), n
 }
