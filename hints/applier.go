@@ -98,6 +98,15 @@ type ApplierConfig struct {
 	// MaxRanges bounds the ranges whose warmth is tracked (default 100 000; the least recently
 	// applied is forgotten beyond it).
 	MaxRanges int
+	// RecurringOnly replays only reads that recur: a hint counted more than once in its batch, or
+	// whose read was already received within RecurWindow. A read seen once is dropped (one_off) but
+	// remembered, so its next occurrence is replayed. With data larger than the cache the one-off
+	// reads of a skewed workload's long tail are the ones that miss on the leader too, and its cache
+	// does not keep their blocks; skipping them saves most of the replays' disk reads.
+	RecurringOnly bool
+	// RecurWindow is how long a read is remembered for RecurringOnly (default 2 s; at least two
+	// windows of memory are kept).
+	RecurWindow time.Duration
 }
 
 func (c ApplierConfig) withDefaults() ApplierConfig {
@@ -131,6 +140,9 @@ func (c ApplierConfig) withDefaults() ApplierConfig {
 	if c.MaxRanges <= 0 {
 		c.MaxRanges = 100000
 	}
+	if c.RecurWindow <= 0 {
+		c.RecurWindow = 2 * time.Second
+	}
 	return c
 }
 
@@ -156,6 +168,7 @@ type Applier struct {
 	reader Reader
 	c      *counters
 	warm   *warmthTracker
+	recent recentReads
 	// onApply, if set, sees every range batch a worker takes (the module's hot-key summary).
 	onApply func(RangeHints)
 
@@ -393,6 +406,7 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 		a.onApply(r)
 	}
 	frac := a.Fraction()
+	now0 := time.Now()
 	var stats ReplayStats
 	var applied, replays, skipped uint64
 	for i, h := range r.Hints {
@@ -400,8 +414,14 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 			a.c.drop(DropClosed, uint64(len(r.Hints)-i))
 			break
 		}
-		if !a.selected(h.Descriptor, frac) {
+		hash := h.hash64()
+		if !a.selectedHash(hash, frac) {
 			a.c.drop(DropSelective, 1)
+			skipped++
+			continue
+		}
+		if a.cfg.RecurringOnly && !a.recent.recurring(hash, h.Count, now0, a.cfg.RecurWindow) {
+			a.c.drop(DropOneOff, 1)
 			skipped++
 			continue
 		}
@@ -438,7 +458,9 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 	a.warm.record(r.RangeID, now, lag, applied, replays, stats)
 }
 
-func (a *Applier) selected(d Descriptor, frac float64) bool {
+func (a *Applier) selected(d Descriptor, frac float64) bool { return a.selectedHash(d.hash64(), frac) }
+
+func (a *Applier) selectedHash(h uint64, frac float64) bool {
 	switch {
 	case frac >= 1:
 		return true
@@ -447,7 +469,38 @@ func (a *Applier) selected(d Descriptor, frac float64) bool {
 	case a.cfg.Selection == SelectRandom:
 		return rand.Float64() < frac
 	}
-	return float64(d.hash()) < frac*float64(1<<32)
+	return float64(uint32(h>>32)) < frac*float64(1<<32)
+}
+
+// maxRecentReads bounds one window's memory of reads (about 40 MiB at most); a window that fills
+// up is ended early.
+const maxRecentReads = 1 << 20
+
+// recentReads remembers the reads received in the current and the previous RecurWindow (their
+// descriptor hashes), for RecurringOnly.
+type recentReads struct {
+	mu        sync.Mutex
+	cur, prev map[uint64]struct{}
+	since     time.Time
+}
+
+// recurring records h and reports whether its read recurs: count > 1, or seen within the last one
+// to two windows.
+func (r *recentReads) recurring(h uint64, count uint32, now time.Time, window time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur == nil || now.Sub(r.since) >= window || len(r.cur) >= maxRecentReads {
+		if r.cur != nil && now.Sub(r.since) < 2*window {
+			r.prev = r.cur
+		} else {
+			r.prev = nil
+		}
+		r.cur, r.since = make(map[uint64]struct{}, len(r.prev)), now
+	}
+	_, inCur := r.cur[h]
+	_, inPrev := r.prev[h]
+	r.cur[h] = struct{}{}
+	return count > 1 || inCur || inPrev
 }
 
 func (a *Applier) replay(ctx context.Context, rangeID uint64, d Descriptor) (ReplayStats, error) {

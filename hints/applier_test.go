@@ -350,3 +350,42 @@ func TestApplierFractionZeroLetsWarmthGoStale(t *testing.T) {
 		t.Fatalf("check %v: want not warm (idle)", err)
 	}
 }
+
+// RecurringOnly replays a read only once it recurs: repeated in its batch, or received again within
+// the window; a read seen once is dropped as one_off (and remembered).
+func TestApplierRecurringOnly(t *testing.T) {
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1, RecurringOnly: true, RecurWindow: time.Hour})
+	a.Start()
+	first := rangeOf(1, "once", "again", "twice")
+	first.Hints[2].Count = 2 // "twice" was read twice in this batch
+	a.Receive([]RangeHints{first}, time.Now())
+	eventually(t, 5*time.Second, "first batch", func() bool { m := a.Metrics(); return m.Applied+m.Dropped[DropOneOff] == 3 })
+	if calls := model.callSet(); len(calls) != 1 || calls["twice"] != 1 {
+		t.Fatalf("replayed %v after the first batch: want only the read repeated in it", calls)
+	}
+	a.Receive([]RangeHints{rangeOf(1, "again", "new")}, time.Now())
+	eventually(t, 5*time.Second, "second batch", func() bool { m := a.Metrics(); return m.Applied+m.Dropped[DropOneOff] == 5 })
+	m := a.Metrics()
+	if calls := model.callSet(); m.Applied != 2 || m.Dropped[DropOneOff] != 3 || calls["again"] != 1 || calls["new"]+calls["once"] != 0 {
+		t.Fatalf("replayed %v, applied %d, one-off drops %d: want \"again\" replayed on its second read", calls, m.Applied, m.Dropped[DropOneOff])
+	}
+	if w := a.Warmth(1); !w.Known || w.HintsApplied != 2 {
+		t.Fatalf("warmth %+v", w)
+	}
+}
+
+func TestRecentReadsForgetsAfterTwoWindows(t *testing.T) {
+	var r recentReads
+	t0 := time.Unix(0, 0)
+	w := time.Second
+	if r.recurring(7, 1, t0, w) {
+		t.Fatal("first sighting counted as recurring")
+	}
+	if !r.recurring(7, 1, t0.Add(1500*time.Millisecond), w) {
+		t.Fatal("a read from the previous window not remembered")
+	}
+	if r.recurring(8, 1, t0.Add(2*time.Second), w) || r.recurring(8, 1, t0.Add(5*time.Second), w) {
+		t.Fatal("a read older than two windows remembered")
+	}
+}

@@ -74,7 +74,10 @@ func (d Descriptor) identity(dst []byte) []byte {
 
 // hash is a stable 32-bit hash of the descriptor (deterministic selection: the same read is selected
 // on every batch and every node).
-func (d Descriptor) hash() uint32 {
+func (d Descriptor) hash() uint32 { return uint32(d.hash64() >> 32) }
+
+// hash64 is the descriptor's 64-bit hash (FNV-1a with a finalizer).
+func (d Descriptor) hash64() uint64 {
 	h := fnv.New64a()
 	var buf [64]byte
 	h.Write(d.identity(buf[:0]))
@@ -86,7 +89,7 @@ func (d Descriptor) hash() uint32 {
 	x ^= x >> 33
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
-	return uint32(x >> 32)
+	return x
 }
 
 // size is the descriptor's approximate memory and wire footprint in bytes.

@@ -35,7 +35,7 @@
 // or folded into an identical hint of its batch (Summarized); every hint × chosen peer is shipped
 // or dropped (no_peers, peer_queue_full, send_error, closed). On the receiver every hint received is
 // applied or dropped (apply_queue_full, overloaded, selective, no_replica, replay_error, closed,
-// wrong_cluster).
+// wrong_cluster, one_off).
 //
 // # Wiring (phase 2)
 //

@@ -13,7 +13,7 @@ type DropReason int
 
 // Drop reasons. Capture side: BufferFull, TooLarge. Shipping side: NoPeers, PeerQueueFull,
 // SendError. Receiving side: ApplyQueueFull, Overloaded, Selective, NoReplica, ReplayError,
-// Closed, WrongCluster.
+// Closed, WrongCluster, OneOff.
 const (
 	// DropBufferFull: the active capture buffer (slots or key bytes) was full — the shipper is behind.
 	DropBufferFull DropReason = iota
@@ -39,12 +39,16 @@ const (
 	DropClosed
 	// DropWrongCluster: the batch came from another cluster.
 	DropWrongCluster
+	// DropOneOff: a read seen once (not repeated in its batch nor within ApplierConfig.RecurWindow):
+	// with ApplierConfig.RecurringOnly it is not replayed.
+	DropOneOff
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"buffer_full", "too_large", "no_peers", "peer_queue_full", "send_error",
 	"apply_queue_full", "overloaded", "selective", "no_replica", "replay_error", "closed", "wrong_cluster",
+	"one_off",
 }
 
 // String is the reason's metric label.

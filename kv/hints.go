@@ -56,6 +56,10 @@ type HintsConfig struct {
 	// FixedFraction turns the load-adaptive fraction off: Fraction is applied whatever the CPU load.
 	// By default the fraction falls from Fraction at 70 % CPU to 10 % at 90 %, where applying stops.
 	FixedFraction bool
+	// ReplayAll replays every hint, as the journal does. By default a read seen only once (not
+	// repeated within its batch nor within 2 s) is skipped: those are the long tail of the workload,
+	// which misses on the leader too and stays in no cache (hints.ApplierConfig.RecurringOnly).
+	ReplayAll bool
 	// TransferWait bounds how long an autopilot leadership transfer waits for the target to be warm
 	// (default hints.DefaultTransferWait; negative: do not check).
 	TransferWait time.Duration
@@ -101,6 +105,7 @@ func (c HintsConfig) moduleConfig(nodeID uint64, clusterID string, peers hints.P
 		mc.Applier.Fraction = 1
 	}
 	mc.Applier.Adaptive = !c.FixedFraction
+	mc.Applier.RecurringOnly = !c.ReplayAll
 	mc.Applier.Load = load
 	return mc
 }

@@ -78,6 +78,10 @@ DIR/report.json (settings, both runs' summaries, per-second series and events) a
 			fmt.Fprintf(cmd.OutOrStdout(), "%s=%v: %d ops, %.0f ops/s, p50 %.2f ms, p99 %.2f ms, %d errors\n", rep.Policy, r.PolicyOn,
 				r.Summary.Ops, r.Summary.Throughput, r.Summary.P50Ms, r.Summary.P99Ms, r.Summary.Errors)
 		}
+		// The read-hints scenarios' figures (time back to 95 %, hit ratios per node); nothing for others.
+		if _, err := scenario.ReadHintsAnalysis(rep, scenarioFlags.out, cmd.OutOrStdout()); err != nil {
+			return err
+		}
 		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s", filepath.Join(scenarioFlags.out, "report.json"))
 		for _, p := range rep.Plots {
 			fmt.Fprintf(cmd.OutOrStdout(), ", %s", p)

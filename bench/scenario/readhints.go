@@ -1,0 +1,752 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/kv"
+)
+
+// Scenarios of issue 9 (docs/design/read-hints.md, docs/bench-read-hints.md): one node serves every
+// range (the journal's single primary); at t=60s every leadership it holds moves to another node,
+// with read hints on (the read_hints switch) and off. Each run also samples every node's block
+// cache and hints counters once a second; ReadHintsAnalysis turns those and the report's series into
+// the figures the issue asks for (dip, time back to 95 % of the throughput before the change, the
+// new leader's hit ratio against the old one's, the steady-state cost of hints).
+
+// readHintsPin keeps every other policy from moving leaderships (and load_split from splitting the
+// hot ranges), so the only change is the scenario's.
+var readHintsPin = map[string]bool{
+	policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false, policy.NameShed: false,
+}
+
+// readHintsKV is the nodes' read-hints setting in these scenarios: the journal's (every hint sent
+// to every other replica and applied). The shared two-core machine runs all three nodes and the
+// clients, so the process's CPU stays above the adaptive mode's 90 % pause threshold and hints
+// would simply be switched off; "read-hints-adaptive" runs the product default instead.
+func readHintsKV(c *kv.Config) { c.Hints.FixedFraction = true }
+
+func init() {
+	base := Scenario{
+		Nodes: 3, Records: 160000, Duration: 90 * time.Second, Threads: 8, ValueBytes: 1000, CacheBytes: 32 << 20,
+		ReadFraction: 1, Policy: policy.NameReadHints, Splits: 6, Pin: readHintsPin, Warmup: 20 * time.Second,
+		KV: readHintsKV,
+		Events: []Event{
+			{At: 0, What: "gather", Do: GatherLeaderships()},
+			{At: 60 * time.Second, What: "move leaders", Do: MoveServingLeaderships()},
+		},
+	}
+	s := base
+	s.Name = "read-hints"
+	s.Description = "3 nodes, 160k 1 KB records (~5x the 32 MiB block cache), 6 ranges all led by one node; " +
+		"YCSB C (read-only, zipfian); at t=60s every leadership of that node moves to another; read hints on vs off"
+	Register(s)
+	s = base
+	s.Name, s.ReadFraction = "read-hints-80", 0.8
+	s.Description = "as read-hints with 80 % reads, 20 % overwrites of the same zipfian keys (not the journal's disjoint write keys)"
+	Register(s)
+	s = base
+	s.Name, s.KV = "read-hints-adaptive", nil
+	s.Description = "as read-hints with the product default: the applied fraction adapted to CPU load (on a saturated machine it pauses)"
+	Register(s)
+	for _, mib := range []int64{8, 16} {
+		s = base
+		s.Name, s.CacheBytes = fmt.Sprintf("read-hints-cache-%dm", mib), mib<<20
+		s.Description = fmt.Sprintf("as read-hints with a %d MiB block cache per node (cache-size sweep; same data)", mib)
+		Register(s)
+	}
+	// The steady-state cost of hints measured within one run (two clusters on one shared machine
+	// differ by more than the cost): hints switched off and on every 15 s, no leadership change;
+	// once replaying only recurring reads (the default), once replaying every hint (the journal's).
+	s = base
+	s.Name, s.Duration = "read-hints-overhead", 95*time.Second
+	s.Variants = []Variant{{Name: "recurring", KV: readHintsKV}, {Name: "replay-all", KV: func(c *kv.Config) {
+		readHintsKV(c)
+		c.Hints.ReplayAll = true
+	}}}
+	s.Events = []Event{{At: 0, What: "gather", Do: GatherLeaderships()}}
+	for i, at := range []time.Duration{20, 35, 50, 65, 80} {
+		on := i%2 == 1
+		s.Events = append(s.Events, Event{At: at * time.Second, What: "hints " + onOff(on), Do: SetPolicy(policy.NameReadHints, on)})
+	}
+	s.Description = "as read-hints without a leadership change: read hints switched off at 20s, on at 35s, and so on every 15s; " +
+		"throughput with hints on vs off within one run, replaying recurring reads (default) and every read"
+	Register(s)
+	s = base
+	s.Name = "read-hints-kill"
+	s.Events = []Event{
+		{At: 0, What: "gather", Do: GatherLeaderships()},
+		{At: 60 * time.Second, What: "kill leader", Do: KillUserLeader()},
+	}
+	s.Description = "as read-hints, but at t=60s the serving node is killed (failover instead of transfers)"
+	Register(s)
+}
+
+// GatherLeaderships moves every user range's leadership to the node leading most of them (the
+// journal's single primary), and starts sampling every node's block cache and hints counters once a
+// second for ReadHintsAnalysis.
+func GatherLeaderships() Action {
+	return func(ctx context.Context, env *Env) (string, error) {
+		startNodeSampler(ctx, env)
+		node, _, err := busiestNode(ctx, env)
+		if err != nil {
+			return "", err
+		}
+		rs, err := benchutil.UserRanges(ctx, env.Client)
+		if err != nil {
+			return "", err
+		}
+		moved := 0
+		for _, r := range rs {
+			if r.LeaderNodeId == node {
+				continue
+			}
+			if err := env.Client.TransferLeader(ctx, r.GetDesc().GetRangeId(), node); err != nil {
+				return fmt.Sprintf("n%d", node), err
+			}
+			moved++
+		}
+		return fmt.Sprintf("n%d leads %d ranges (%d moved)", node, len(rs), moved), nil
+	}
+}
+
+// MoveServingLeaderships transfers every user range led by the node leading most of them to one
+// other node (the next live node id after it), all at once, and returns when the transfers are done.
+func MoveServingLeaderships() Action {
+	return func(ctx context.Context, env *Env) (string, error) {
+		from, _, err := busiestNode(ctx, env)
+		if err != nil {
+			return "", err
+		}
+		rs, err := benchutil.UserRanges(ctx, env.Client)
+		if err != nil {
+			return "", err
+		}
+		var to uint64
+		env.c.mu.Lock()
+		var ids []uint64
+		for _, n := range env.c.nodes {
+			if n.alive {
+				ids = append(ids, n.kv.NodeID())
+			}
+		}
+		env.c.mu.Unlock()
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, id := range ids {
+			if id > from {
+				to = id
+				break
+			}
+		}
+		if to == 0 && len(ids) > 0 && ids[0] != from {
+			to = ids[0]
+		}
+		if to == 0 {
+			return "", fmt.Errorf("no node to move n%d's leaderships to", from)
+		}
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			moved int
+			errs  []string
+		)
+		for _, r := range rs {
+			if r.LeaderNodeId != from {
+				continue
+			}
+			wg.Add(1)
+			go func(id uint64) {
+				defer wg.Done()
+				err := env.Client.TransferLeader(ctx, id, to)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("r%d: %v", id, err))
+					return
+				}
+				moved++
+			}(r.GetDesc().GetRangeId())
+		}
+		wg.Wait()
+		desc := fmt.Sprintf("%d ranges n%d->n%d", moved, from, to)
+		if len(errs) > 0 {
+			return desc, fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+		return desc, nil
+	}
+}
+
+// NodeSecond is one node's counters over one second of a run (deltas, except the gauges).
+type NodeSecond struct {
+	Node    uint64 `json:"node"`
+	Alive   bool   `json:"alive"`
+	Leaders int    `json:"leaders"`
+	// Block-cache lookups of the whole engine (client reads, hint replays, raft).
+	CacheHits   uint64   `json:"cache_hits"`
+	CacheMisses uint64   `json:"cache_misses"`
+	HitRatio    *float64 `json:"hit_ratio"`
+	// Read hints: reads recorded here (as leader), hints applied here (as follower), bytes shipped
+	// and received, hints dropped for any reason, replays' block bytes found in / read into the cache.
+	Recorded      uint64  `json:"recorded"`
+	Applied       uint64  `json:"applied"`
+	BytesSent     uint64  `json:"bytes_sent"`
+	BytesReceived uint64  `json:"bytes_received"`
+	Dropped       uint64  `json:"dropped"`
+	ReplayHit     uint64  `json:"replay_hit_bytes"`
+	ReplayMiss    uint64  `json:"replay_miss_bytes"`
+	Fraction      float64 `json:"fraction"`
+	Load          float64 `json:"load"`
+	Paused        bool    `json:"paused"`
+}
+
+// NodeSample is every node's counters over one second.
+type NodeSample struct {
+	T     float64      `json:"t"`
+	Nodes []NodeSecond `json:"nodes"`
+}
+
+type nodeSampler struct {
+	mu      sync.Mutex
+	samples []NodeSample
+}
+
+var (
+	samplersMu sync.Mutex
+	samplers   []*nodeSampler // one per run, in the order the runs started
+)
+
+// startNodeSampler samples env's nodes every second until ctx (the run's workload) ends.
+func startNodeSampler(ctx context.Context, env *Env) {
+	s := &nodeSampler{}
+	samplersMu.Lock()
+	samplers = append(samplers, s)
+	samplersMu.Unlock()
+	type mark struct {
+		hits, misses                                    int64
+		rec, app, sent, recv, drop, rhit, rmiss, leader uint64
+	}
+	prev := map[int]mark{}
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			leaders := env.c.userLeaders()
+			smp := NodeSample{T: time.Since(start).Seconds()}
+			env.c.mu.Lock()
+			for i, n := range env.c.nodes {
+				ns := NodeSecond{Alive: n.alive}
+				if !n.alive {
+					smp.Nodes = append(smp.Nodes, ns)
+					delete(prev, i)
+					continue
+				}
+				ns.Node = n.kv.NodeID()
+				if i < len(leaders) {
+					ns.Leaders = leaders[i]
+				}
+				em := n.kv.Metrics().Engine
+				cur := mark{hits: em.BlockCacheHits, misses: em.BlockCacheMisses}
+				if h := n.kv.Hints(); h != nil {
+					m := h.Metrics()
+					cur.rec, cur.app, cur.sent, cur.recv = m.Recorded, m.Applied, m.BytesSent, m.BytesReceived
+					cur.drop, cur.rhit, cur.rmiss = m.DroppedTotal(), m.ReplayCacheHit, m.ReplayCacheMiss
+					ns.Fraction, ns.Load, ns.Paused = m.Fraction, m.Load, m.Paused
+				}
+				if p, ok := prev[i]; ok && cur.hits >= p.hits && cur.misses >= p.misses {
+					ns.CacheHits, ns.CacheMisses = uint64(cur.hits-p.hits), uint64(cur.misses-p.misses)
+					ns.Recorded, ns.Applied, ns.BytesSent = cur.rec-p.rec, cur.app-p.app, cur.sent-p.sent
+					ns.BytesReceived, ns.Dropped = cur.recv-p.recv, cur.drop-p.drop
+					ns.ReplayHit, ns.ReplayMiss = cur.rhit-p.rhit, cur.rmiss-p.rmiss
+					if tot := ns.CacheHits + ns.CacheMisses; tot > 0 {
+						r := float64(ns.CacheHits) / float64(tot)
+						ns.HitRatio = &r
+					}
+				}
+				prev[i] = cur
+				smp.Nodes = append(smp.Nodes, ns)
+			}
+			env.c.mu.Unlock()
+			s.mu.Lock()
+			s.samples = append(s.samples, smp)
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// takeSamplers returns the samplers of the runs so far and forgets them.
+func takeSamplers() []*nodeSampler {
+	samplersMu.Lock()
+	defer samplersMu.Unlock()
+	out := samplers
+	samplers = nil
+	return out
+}
+
+// ReadHintsRun is what one run of a read-hints scenario measured around its leadership change.
+type ReadHintsRun struct {
+	HintsOn bool    `json:"hints_on"`
+	Variant string  `json:"variant,omitempty"`
+	ChangeT float64 `json:"change_t"`
+	Change  string  `json:"change"`
+	// OldLeader served every range before the change; NewLeader served most of them after it.
+	OldLeader uint64 `json:"old_leader"`
+	NewLeader uint64 `json:"new_leader"`
+	// Throughput (ops/s) and p99 (mean of the per-second p99s) over the steady state before the
+	// change (after the warm-up).
+	SteadyThroughput float64 `json:"steady_throughput"`
+	SteadyP99Ms      float64 `json:"steady_p99_ms"`
+	// After the change: the worst second (share of the steady throughput), the mean over the
+	// first second, 5 s and 10 s, and the worst p99 of the first 5 s.
+	WorstSecond   float64 `json:"worst_second_ratio"`
+	First1sRatio  float64 `json:"first_1s_ratio"`
+	First5sRatio  float64 `json:"first_5s_ratio"`
+	First10sRatio float64 `json:"first_10s_ratio"`
+	MaxP99After   float64 `json:"max_p99_ms_first_5s"`
+	// TimeTo95S is the time from the change until the throughput of a 3 s window first averages
+	// at least 95 % of the steady throughput (nil: not within the run).
+	TimeTo95S *float64 `json:"time_to_95_s"`
+	// Block-cache hit ratios (engine lookups): the old leader over the 10 s before the change, the
+	// new leader over the same 10 s (as a follower: only hint replays and raft), and the new leader
+	// over the first 1 s and 5 s after it.
+	OldLeaderHitRatio        *float64 `json:"old_leader_hit_ratio"`
+	NewLeaderHitRatioBefore  *float64 `json:"new_leader_hit_ratio_before"`
+	NewLeaderHitRatioFirst1s *float64 `json:"new_leader_hit_ratio_first_1s"`
+	NewLeaderHitRatioFirst5s *float64 `json:"new_leader_hit_ratio_first_5s"`
+	// Steady-state read hints: reads recorded by the old leader per second, bytes it shipped per
+	// second (to both followers) and bytes per recorded read, hints the new leader applied per
+	// second, the applied fraction and load it saw, and hints dropped per second cluster-wide.
+	RecordedPerSec   float64 `json:"recorded_per_s"`
+	HintBytesPerSec  float64 `json:"hint_bytes_per_s"`
+	BytesPerRead     float64 `json:"hint_bytes_per_read"`
+	AppliedPerSec    float64 `json:"follower_applied_per_s"`
+	FollowerFraction float64 `json:"follower_fraction"`
+	FollowerLoad     float64 `json:"follower_load"`
+	DroppedPerSec    float64 `json:"dropped_per_s"`
+	// Toggled runs (read-hints-overhead): mean throughput while hints were on and off (each window
+	// from 3 s after a switch, to let every node see it, to the next switch), and the cost.
+	ToggleOnThroughput  float64 `json:"toggle_on_throughput,omitempty"`
+	ToggleOffThroughput float64 `json:"toggle_off_throughput,omitempty"`
+	ToggleOverhead      float64 `json:"toggle_overhead,omitempty"`
+	// Nodes are the per-second node samples.
+	Nodes []NodeSample `json:"nodes"`
+}
+
+// ReadHintsSummary is readhints.json: both runs and the comparison.
+type ReadHintsSummary struct {
+	Scenario string         `json:"scenario"`
+	Runs     []ReadHintsRun `json:"runs"`
+	// SteadyOverhead is 1 − steady throughput with hints / without (the cost of hints; noisy: two
+	// separate clusters on one shared machine).
+	SteadyOverhead float64 `json:"steady_overhead"`
+	Plot           string  `json:"plot,omitempty"`
+}
+
+// ReadHintsAnalysis computes the read-hints figures of rep from its series and the node samples its
+// runs collected, writes readhints.json and node_hit_ratio.png into out and a summary to w. It
+// returns nil (and does nothing) for a report without node samples (another scenario).
+func ReadHintsAnalysis(rep *Report, out string, w io.Writer) (*ReadHintsSummary, error) {
+	smps := takeSamplers()
+	if rep == nil || len(smps) != len(rep.Runs) || len(smps) == 0 {
+		return nil, nil
+	}
+	sum := &ReadHintsSummary{Scenario: rep.Scenario}
+	warmup := 0.0
+	if sc, ok := Lookup(rep.Scenario); ok {
+		warmup = sc.Warmup.Seconds() * rep.Settings.DurationS / sc.Duration.Seconds()
+	}
+	for i, r := range rep.Runs {
+		smps[i].mu.Lock()
+		nodes := append([]NodeSample(nil), smps[i].samples...)
+		smps[i].mu.Unlock()
+		sum.Runs = append(sum.Runs, analyzeRun(r, nodes, warmup))
+	}
+	if len(sum.Runs) == 2 && sum.Runs[1].SteadyThroughput > 0 {
+		sum.SteadyOverhead = 1 - sum.Runs[0].SteadyThroughput/sum.Runs[1].SteadyThroughput
+	}
+	if err := plotNodeHitRatios(rep, sum, filepath.Join(out, "node_hit_ratio.png")); err != nil {
+		return nil, err
+	}
+	sum.Plot = "node_hit_ratio.png"
+	b, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(out, "readhints.json"), append(b, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	if w != nil {
+		for _, r := range sum.Runs {
+			if r.ToggleOffThroughput > 0 {
+				fmt.Fprintf(w, "read hints toggled within one run (%s): %.0f ops/s with hints on, %.0f off: cost %.1f%%; "+
+					"%.0f reads/s recorded, %.0f B/s shipped, %.0f applied/s per follower\n",
+					r.Variant, r.ToggleOnThroughput, r.ToggleOffThroughput, 100*r.ToggleOverhead, r.RecordedPerSec, r.HintBytesPerSec, r.AppliedPerSec)
+				continue
+			}
+			fmt.Fprintf(w, "read hints %s: %s at %.0fs; steady %.0f ops/s p99 %.2f ms; worst second %.0f%%, first 1s %.0f%%, 5s %.0f%%, 10s %.0f%%; "+
+				"time to 95%% %s; p99 first 5s %.2f ms; hit ratio old leader n%d %s, new leader n%d before %s, first 1s %s, 5s %s; "+
+				"hints %.0f reads/s recorded, %.0f B/s shipped (%.1f B/read), %.0f applied/s per follower (fraction %.2f, load %.2f), %.0f dropped/s\n",
+				onOff(r.HintsOn), r.Change, r.ChangeT, r.SteadyThroughput, r.SteadyP99Ms, 100*r.WorstSecond, 100*r.First1sRatio, 100*r.First5sRatio,
+				100*r.First10sRatio, fmtSecs(r.TimeTo95S), r.MaxP99After, r.OldLeader, fmtRatio(r.OldLeaderHitRatio), r.NewLeader,
+				fmtRatio(r.NewLeaderHitRatioBefore), fmtRatio(r.NewLeaderHitRatioFirst1s), fmtRatio(r.NewLeaderHitRatioFirst5s),
+				r.RecordedPerSec, r.HintBytesPerSec, r.BytesPerRead, r.AppliedPerSec, r.FollowerFraction, r.FollowerLoad, r.DroppedPerSec)
+		}
+		if len(sum.Runs) == 2 {
+			fmt.Fprintf(w, "read hints: steady-state throughput with hints %.1f%% below without (separate clusters, same machine)\n", 100*sum.SteadyOverhead)
+		}
+	}
+	return sum, nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+func fmtSecs(s *float64) string {
+	if s == nil {
+		return "not within the run"
+	}
+	return fmt.Sprintf("%.0fs", *s)
+}
+
+func fmtRatio(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *r)
+}
+
+func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
+	out := ReadHintsRun{HintsOn: r.PolicyOn, Variant: r.Variant, Nodes: nodes, ChangeT: math.NaN()}
+	if analyzeToggles(r, &out, warmup) {
+		out.ChangeT = 0
+		return out
+	}
+	for _, e := range r.Events {
+		if e.Label != "gather" && e.Error == "" {
+			out.ChangeT, out.Change = e.T, e.What
+			break
+		}
+	}
+	if math.IsNaN(out.ChangeT) {
+		out.ChangeT = 0
+		return out
+	}
+	T := out.ChangeT
+	// Per-second throughput: second s covers (s-1, s].
+	mean := func(from, to float64, v func(Point) float64) float64 {
+		var sum float64
+		n := 0
+		for _, p := range r.Series {
+			if p.T-0.5 >= from && p.T-0.5 < to {
+				sum += v(p)
+				n++
+			}
+		}
+		if n == 0 {
+			return math.NaN()
+		}
+		return sum / float64(n)
+	}
+	ops := func(p Point) float64 { return float64(p.Ops) }
+	out.SteadyThroughput = zeroNaN(mean(warmup, T, ops))
+	out.SteadyP99Ms = zeroNaN(mean(warmup, T, func(p Point) float64 { return p.P99Ms }))
+	if out.SteadyThroughput > 0 {
+		out.First1sRatio = zeroNaN(mean(T, T+1, ops) / out.SteadyThroughput)
+		out.First5sRatio = zeroNaN(mean(T, T+5, ops) / out.SteadyThroughput)
+		out.First10sRatio = zeroNaN(mean(T, T+10, ops) / out.SteadyThroughput)
+		out.WorstSecond = math.Inf(1)
+		for _, p := range r.Series {
+			if p.T-0.5 >= T && p.T-0.5 < T+10 {
+				out.WorstSecond = min(out.WorstSecond, float64(p.Ops)/out.SteadyThroughput)
+			}
+			if p.T-0.5 >= T && p.T-0.5 < T+5 {
+				out.MaxP99After = max(out.MaxP99After, p.P99Ms)
+			}
+		}
+		if math.IsInf(out.WorstSecond, 1) {
+			out.WorstSecond = 0
+		}
+		for i, p := range r.Series {
+			if p.T-1 < T-0.5 || i+2 >= len(r.Series) {
+				continue
+			}
+			if w := float64(p.Ops+r.Series[i+1].Ops+r.Series[i+2].Ops) / 3; w >= 0.95*out.SteadyThroughput {
+				d := max(p.T-1-T, 0)
+				out.TimeTo95S = &d
+				break
+			}
+		}
+	}
+	// The old and new serving nodes, from the leader counts of the node samples.
+	servingAt := func(from, to float64) uint64 {
+		count := map[uint64]int{}
+		for _, s := range nodes {
+			if s.T-0.5 >= from && s.T-0.5 < to {
+				for _, n := range s.Nodes {
+					count[n.Node] += n.Leaders
+				}
+			}
+		}
+		var best uint64
+		for id, c := range count {
+			if id != 0 && (best == 0 || c > count[best]) {
+				best = id
+			}
+		}
+		return best
+	}
+	out.OldLeader = servingAt(T-10, T)
+	out.NewLeader = servingAt(T+1, T+11)
+	ratio := func(node uint64, from, to float64) *float64 {
+		var h, m uint64
+		for _, s := range nodes {
+			if s.T-0.5 >= from && s.T-0.5 < to {
+				for _, n := range s.Nodes {
+					if n.Node == node {
+						h += n.CacheHits
+						m += n.CacheMisses
+					}
+				}
+			}
+		}
+		if h+m == 0 {
+			return nil
+		}
+		v := float64(h) / float64(h+m)
+		return &v
+	}
+	out.OldLeaderHitRatio = ratio(out.OldLeader, T-10, T)
+	out.NewLeaderHitRatioBefore = ratio(out.NewLeader, T-10, T)
+	out.NewLeaderHitRatioFirst1s = ratio(out.NewLeader, T, T+1)
+	out.NewLeaderHitRatioFirst5s = ratio(out.NewLeader, T, T+5)
+	var secs, rec, sent, app, frac, load, drop float64
+	for _, s := range nodes {
+		if s.T-0.5 < warmup || s.T-0.5 >= T {
+			continue
+		}
+		secs++
+		for _, n := range s.Nodes {
+			drop += float64(n.Dropped)
+			switch n.Node {
+			case out.OldLeader:
+				rec += float64(n.Recorded)
+				sent += float64(n.BytesSent)
+			case out.NewLeader:
+				app += float64(n.Applied)
+				frac += n.Fraction
+				load += n.Load
+			}
+		}
+	}
+	if secs > 0 {
+		out.RecordedPerSec, out.HintBytesPerSec, out.AppliedPerSec = rec/secs, sent/secs, app/secs
+		out.FollowerFraction, out.FollowerLoad, out.DroppedPerSec = frac/secs, load/secs, drop/secs
+		if rec > 0 {
+			out.BytesPerRead = sent / rec
+		}
+	}
+	return out
+}
+
+func zeroNaN(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+// analyzeToggles fills the toggle figures of a run whose events switch hints on and off; it reports
+// whether there were any. The run starts with hints on.
+func analyzeToggles(r RunReport, out *ReadHintsRun, warmup float64) bool {
+	type window struct {
+		from float64
+		on   bool
+	}
+	wins := []window{{from: warmup, on: true}}
+	for _, e := range r.Events {
+		switch e.Label {
+		case "hints on", "hints off":
+			wins = append(wins, window{from: e.T + 3, on: e.Label == "hints on"})
+		}
+	}
+	if len(wins) == 1 {
+		return false
+	}
+	var sum [2]float64
+	var n [2]int
+	for i, w := range wins {
+		to := math.Inf(1)
+		if i+1 < len(wins) {
+			to = wins[i+1].from - 3
+		}
+		k := 0
+		if w.on {
+			k = 1
+		}
+		for _, p := range r.Series {
+			if p.T-0.5 >= w.from && p.T-0.5 < to {
+				sum[k] += float64(p.Ops)
+				n[k]++
+			}
+		}
+	}
+	if n[0] > 0 && n[1] > 0 {
+		out.ToggleOffThroughput, out.ToggleOnThroughput = sum[0]/float64(n[0]), sum[1]/float64(n[1])
+		out.ToggleOverhead = 1 - out.ToggleOnThroughput/out.ToggleOffThroughput
+	}
+	// Hints traffic while on: the serving node's recordings and bytes shipped, its followers' replays.
+	leads := map[uint64]int{}
+	for _, s := range out.Nodes {
+		for _, nd := range s.Nodes {
+			leads[nd.Node] += nd.Leaders
+		}
+	}
+	for id, c := range leads {
+		if id != 0 && (out.OldLeader == 0 || c > leads[out.OldLeader]) {
+			out.OldLeader = id
+		}
+	}
+	var secs, rec, sent, app, followers, drop float64
+	for i, w := range wins {
+		to := math.Inf(1)
+		if i+1 < len(wins) {
+			to = wins[i+1].from - 3
+		}
+		if !w.on {
+			continue
+		}
+		for _, s := range out.Nodes {
+			if s.T-0.5 < w.from || s.T-0.5 >= to {
+				continue
+			}
+			secs++
+			for _, nd := range s.Nodes {
+				drop += float64(nd.Dropped)
+				if nd.Node == out.OldLeader {
+					rec += float64(nd.Recorded)
+					sent += float64(nd.BytesSent)
+				} else if nd.Alive {
+					app += float64(nd.Applied)
+					followers++
+				}
+			}
+		}
+	}
+	if secs > 0 {
+		out.RecordedPerSec, out.HintBytesPerSec, out.DroppedPerSec = rec/secs, sent/secs, drop/secs
+		if followers > 0 {
+			out.AppliedPerSec = app / followers
+		}
+		if rec > 0 {
+			out.BytesPerRead = sent / rec
+		}
+	}
+	out.Change = fmt.Sprintf("hints toggled %d times", len(wins)-1)
+	return true
+}
+
+// plotNodeHitRatios draws each node's block-cache hit ratio per second, one panel per run, the
+// change marked.
+func plotNodeHitRatios(rep *Report, sum *ReadHintsSummary, file string) error {
+	colors := []color.Color{blue, orange, color.RGBA{R: 44, G: 160, B: 44, A: 255}, color.RGBA{R: 148, G: 103, B: 189, A: 255}}
+	var row []*plot.Plot
+	for _, run := range sum.Runs {
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("%s: block-cache hit ratio per node — read hints %s", rep.Scenario, onOff(run.HintsOn))
+		p.X.Label.Text = "t (s)"
+		p.Y.Label.Text = "hits / lookups"
+		p.X.Min, p.X.Max = 0, rep.Settings.DurationS
+		p.Y.Min, p.Y.Max = 0, 1.05
+		p.Add(plotter.NewGrid())
+		p.Legend.Top = true
+		p.Legend.Left = true
+		byNode := map[uint64]plotter.XYs{}
+		var ids []uint64
+		for _, s := range run.Nodes {
+			for _, n := range s.Nodes {
+				if n.HitRatio == nil || n.Node == 0 {
+					continue
+				}
+				if _, ok := byNode[n.Node]; !ok {
+					ids = append(ids, n.Node)
+				}
+				byNode[n.Node] = append(byNode[n.Node], plotter.XY{X: s.T, Y: *n.HitRatio})
+			}
+		}
+		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+		for j, id := range ids {
+			ln, err := plotter.NewLine(byNode[id])
+			if err != nil {
+				return err
+			}
+			ln.Color = colors[j%len(colors)]
+			ln.Width = vg.Points(1.5)
+			p.Add(ln)
+			label := fmt.Sprintf("n%d", id)
+			switch id {
+			case run.OldLeader:
+				label += " (leader before)"
+			case run.NewLeader:
+				label += " (leader after)"
+			}
+			p.Legend.Add(label, ln)
+		}
+		if run.ChangeT > 0 {
+			v, err := plotter.NewLine(plotter.XYs{{X: run.ChangeT, Y: 0}, {X: run.ChangeT, Y: 1.05}})
+			if err != nil {
+				return err
+			}
+			v.Color = red
+			v.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(v)
+		}
+		row = append(row, p)
+	}
+	if len(row) == 0 {
+		return nil
+	}
+	w, h := 7*vg.Inch*vg.Length(max(len(row), 2)), 4*vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Points(12), PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(6)}
+	canvases := plot.Align([][]*plot.Plot{row}, tiles, dc)
+	for j, p := range row {
+		p.Draw(canvases[0][j])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
