@@ -1,0 +1,89 @@
+package scenario
+
+import (
+	"math"
+	"testing"
+)
+
+// series builds a one-second series from per-second ops counts (second i+1 covers (i, i+1]).
+func series(ops ...int64) []Point {
+	out := make([]Point, len(ops))
+	for i, o := range ops {
+		out[i] = Point{T: float64(i + 1), Ops: o, P99Ms: 1}
+	}
+	return out
+}
+
+// A change at t=5 that halves the throughput for 3 s: the steady state is the seconds before it
+// after the warm-up, the worst second is 50 %, and the throughput is back to 95 % 3 s after the
+// change; the node samples name the old and the new leader and their hit ratios.
+func TestAnalyzeRunAfterAChange(t *testing.T) {
+	rr := RunReport{PolicyOn: true,
+		Series: series(100, 1000, 1000, 1000, 1000, 500, 500, 600, 990, 1000, 1000, 1000),
+		Events: []EventMark{{T: 0, Label: "gather"}, {T: 5, Label: "move leaders", What: "move leaders 6 ranges n1->n2"}}}
+	var nodes []NodeSample
+	for s := 1; s <= 12; s++ {
+		leader := uint64(1)
+		if s > 5 {
+			leader = 2
+		}
+		smp := NodeSample{T: float64(s)}
+		for id := uint64(1); id <= 2; id++ {
+			ns := NodeSecond{Node: id, Alive: true, CacheHits: 90, CacheMisses: 10, Applied: 50}
+			if id == leader {
+				ns.Leaders, ns.Recorded, ns.BytesSent = 6, 1000, 20000
+				if s > 5 && s <= 6 {
+					ns.CacheHits, ns.CacheMisses = 60, 40 // the new leader's first second: colder
+				}
+			}
+			smp.Nodes = append(smp.Nodes, ns)
+		}
+		nodes = append(nodes, smp)
+	}
+	got := analyzeRun(rr, nodes, 1)
+	if got.ChangeT != 5 || got.SteadyThroughput != 1000 || got.WorstSecond != 0.5 {
+		t.Fatalf("change %v, steady %v, worst %v: want 5, 1000, 0.5", got.ChangeT, got.SteadyThroughput, got.WorstSecond)
+	}
+	if got.TimeTo95S == nil || *got.TimeTo95S != 3 {
+		t.Fatalf("time to 95 %% %v, want 3 s (the window of seconds 9–11 averages 997)", got.TimeTo95S)
+	}
+	if got.OldLeader != 1 || got.NewLeader != 2 {
+		t.Fatalf("leaders n%d -> n%d, want n1 -> n2", got.OldLeader, got.NewLeader)
+	}
+	if r := got.NewLeaderHitRatioFirst1s; r == nil || math.Abs(*r-0.6) > 1e-9 {
+		t.Fatalf("new leader's first-second hit ratio %v, want 0.6", r)
+	}
+	if r := got.OldLeaderHitRatio; r == nil || math.Abs(*r-0.9) > 1e-9 {
+		t.Fatalf("old leader's hit ratio %v, want 0.9", r)
+	}
+	if got.RecordedPerSec != 1000 || got.HintBytesPerSec != 20000 || got.BytesPerRead != 20 {
+		t.Fatalf("recorded %v/s, %v B/s, %v B/read: want 1000, 20000, 20", got.RecordedPerSec, got.HintBytesPerSec, got.BytesPerRead)
+	}
+}
+
+// A run that never gets back to 95 % reports no time, not a made-up one.
+func TestAnalyzeRunNeverRecovers(t *testing.T) {
+	rr := RunReport{Series: series(1000, 1000, 1000, 400, 500, 600, 700, 800),
+		Events: []EventMark{{T: 3, Label: "move leaders"}}}
+	got := analyzeRun(rr, nil, 0)
+	if got.TimeTo95S != nil {
+		t.Fatalf("time to 95 %% %v, want none", *got.TimeTo95S)
+	}
+}
+
+// Toggled runs compare the seconds with hints on against those with hints off, leaving out the 3 s
+// after each switch.
+func TestAnalyzeToggles(t *testing.T) {
+	ops := make([]int64, 40)
+	for i := range ops {
+		ops[i] = 980 // hints on: 2 % less
+		if i >= 10 && i < 20 {
+			ops[i] = 1000 // hints off from t=10 (counted from t=13 to t=14)
+		}
+	}
+	rr := RunReport{Series: series(ops...), Events: []EventMark{{T: 0, Label: "gather"}, {T: 10, Label: "hints off"}, {T: 17, Label: "hints on"}}}
+	got := analyzeRun(rr, nil, 2)
+	if got.ToggleOnThroughput != 980 || got.ToggleOffThroughput != 1000 || math.Abs(got.ToggleOverhead-0.02) > 1e-9 {
+		t.Fatalf("on %v, off %v, overhead %v: want 980, 1000, 0.02", got.ToggleOnThroughput, got.ToggleOffThroughput, got.ToggleOverhead)
+	}
+}
