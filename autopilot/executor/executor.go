@@ -377,6 +377,9 @@ func (e *Executor) advanceLocked(c *model.Cluster, rs *running) {
 	}
 	for {
 		if rs.callDone {
+			if rs.callErr != nil && e.ctx.Err() != nil {
+				return // the executor is stopping and canceled the call: Stop records it as stopped
+			}
 			rs.callDone = false
 			if rs.callErr != nil && !op.Steps[rs.step].IsFinished(r) {
 				e.finishLocked(rs, fmt.Sprintf("%s: %s: %v", decisions.StatusFailed, op.Steps[rs.step], rs.callErr), c.Now)
