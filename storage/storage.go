@@ -437,9 +437,10 @@ func (e *Engine) SetBackgroundListener(l BackgroundListener) {
 }
 
 // CompactAll compacts the whole key space down to the bottom level: a manual full compaction, which
-// rewrites every table (heavy: the node should not lead while it runs).
+// rewrites every table (heavy: the node should not lead while it runs). It is not parallelized: a
+// node's full compaction should take one core, not all of the host's.
 func (e *Engine) CompactAll(ctx context.Context) error {
-	if err := e.db.Compact(ctx, []byte{0x00}, []byte{0xff}, true); err != nil {
+	if err := e.db.Compact(ctx, []byte{0x00}, []byte{0xff}, false); err != nil {
 		return fmt.Errorf("full compaction: %w", err)
 	}
 	return nil
