@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/pprof"
 	"slices"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoaldb/shoal/client"
@@ -101,7 +104,30 @@ func (nm *nemesis) loop(ctx context.Context, deadline time.Time) {
 			nm.r.logf("nemesis: %s held the loop up for %.1fs", what, d.Seconds())
 		}
 	}
+	// A watchdog dumps every goroutine's stack once if the loop makes no progress for 5 s: a fault
+	// that ends late is a bug of the driver, and the stacks say where it waited.
+	var beat atomic.Int64
+	beat.Store(time.Now().UnixNano())
+	stopDog := make(chan struct{})
+	defer close(stopDog)
+	go func() {
+		dumped := false
+		for {
+			select {
+			case <-stopDog:
+				return
+			case <-time.After(time.Second):
+			}
+			if stale := time.Since(time.Unix(0, beat.Load())); stale > 5*time.Second && !dumped {
+				dumped = true
+				var b strings.Builder
+				pprof.Lookup("goroutine").WriteTo(&b, 2)
+				nm.r.logf("nemesis: the loop has made no progress for %.1fs; goroutines:\n%s", stale.Seconds(), b.String())
+			}
+		}
+	}()
 	for {
+		beat.Store(time.Now().UnixNano())
 		now := time.Now()
 		nm.runDue(now)
 		t := time.Now()
