@@ -124,9 +124,9 @@ func TestBackupShedsLeadershipThenRestores(t *testing.T) {
 			ledWhenRunning.Load(), res.Outcome)
 	}
 	// Preferred primary: the leaderships come back once the backup is over.
-	testcluster.WaitFor(t, 30*time.Second, "node 1 leads every range again", func() bool { return leaderCount(target) == users })
+	testcluster.WaitFor(t, 60*time.Second, "node 1 leads every range again", func() bool { return leaderCount(target) == users })
 	var shed, back int
-	testcluster.WaitFor(t, 10*time.Second, "the decision log shows every shed and give-back", func() bool {
+	testcluster.WaitFor(t, 30*time.Second, "the decision log shows every shed and give-back", func() bool {
 		ds, _, err := cl.Decisions(ctx)
 		if err != nil {
 			return false
