@@ -256,11 +256,12 @@ func (nm *nemesis) act() string {
 		return "choosing no action"
 	}
 	var a string
+	fromCover := false
 	// First every enabled action once, in a random order (skipping those not possible now), so that
 	// even a short run exercises each kind of fault; then at random by weight.
 	for i, c := range nm.cover {
 		if slices.Contains(choices, c) {
-			a = c
+			a, fromCover = c, true
 			nm.cover = slices.Delete(nm.cover, i, i+1)
 			break
 		}
@@ -279,13 +280,22 @@ func (nm *nemesis) act() string {
 		}
 	}
 	var async func() error
+	// finish records a synchronous action; if the cluster refused it while it was being covered,
+	// it is tried again after the other actions to cover.
+	finish := func(err error) {
+		var refused refusedError
+		if errors.As(err, &refused) && fromCover {
+			nm.cover = append(nm.cover, a)
+		}
+		nm.record(a, err)
+	}
 	switch a {
 	case ActKill:
-		nm.record(a, nm.kill())
+		finish(nm.kill())
 	case ActPause:
-		nm.record(a, nm.pause())
+		finish(nm.pause())
 	case ActPartitionHalves, ActPartitionLeader, ActPartitionLeaderClient, ActPartitionLink:
-		nm.record(a, nm.partition(a))
+		finish(nm.partition(a))
 	case ActRestart:
 		n := nm.target()
 		if n == nil {
@@ -364,7 +374,7 @@ func (nm *nemesis) leaderOfUserRange() (int, *pb.RangeStatus, bool) {
 func (nm *nemesis) kill() error {
 	n := nm.target()
 	if n == nil {
-		return nil
+		return refusedError{errors.New("no running node")}
 	}
 	if err := n.kill(); err != nil {
 		return err
@@ -377,7 +387,7 @@ func (nm *nemesis) kill() error {
 func (nm *nemesis) pause() error {
 	n := nm.target()
 	if n == nil {
-		return nil
+		return refusedError{errors.New("no running node")}
 	}
 	if err := n.pause(); err != nil {
 		return err

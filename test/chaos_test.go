@@ -16,7 +16,7 @@ import (
 
 // TestChaosShort is the short run of the chaos suite inside `make test`: three `shoal start`
 // processes on separate hosts (network namespaces, or loopback behind the partitioning proxy without
-// CAP_NET_ADMIN), 20 s of workload while the nemesis does every kind of fault at least once, then
+// CAP_NET_ADMIN), 25 s of workload while the nemesis does every kind of fault at least once, then
 // porcupine over the history and a final read of every acknowledged write. `make chaos` runs the
 // long version. CHAOS_SEED replays a seed, CHAOS_MODE forces netns or loopback, SHOAL_BIN names a
 // prebuilt binary (otherwise the test builds one with CGO_ENABLED=0).
@@ -56,7 +56,7 @@ func TestChaosShort(t *testing.T) {
 	defer cancel()
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Seed: seed, Bin: bin, Dir: dir, Mode: os.Getenv("CHAOS_MODE"),
-		Duration: 20 * time.Second, MinInterval: 300 * time.Millisecond, MaxInterval: time.Second,
+		Duration: 25 * time.Second, MinInterval: 300 * time.Millisecond, MaxInterval: time.Second,
 		Artifacts: artifacts, Log: logw,
 	})
 	logw.flush()
