@@ -339,3 +339,59 @@ func TestWarmBeforeTransfer(t *testing.T) {
 		t.Fatalf("transfer logged %v after the drain, before the %v wait ended", took, wait)
 	}
 }
+
+// TestWarmAfterRestart: a follower that restarts replays its peers' hot-key summary before its raft
+// groups start, so it comes back with the hot set in its cache instead of empty.
+func TestWarmAfterRestart(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
+		Hints: kv.HintsConfig{FixedFraction: true},
+	}})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
+		if err := cl.SetPolicy(ctx, p, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const records = 5000
+	loadAndCompact(t, ctx, c, cl, records)
+	hot := hotKeys(records, 100)
+	rs, err := testcluster.RangeOf(ctx, cl, hot[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rangeID, leader := rs.GetDesc().GetRangeId(), c.NodeIndex(rs.LeaderNodeId)
+	follower := (leader + 1) % 3
+	rctx, stopReads := context.WithCancel(ctx)
+	wg := readLoop(rctx, cl, hot)
+	defer func() {
+		stopReads()
+		wg.Wait()
+	}()
+	testcluster.WaitFor(t, 30*time.Second, "the leader's hot-key summary holds the hot set", func() bool {
+		return len(c.Nodes[leader].KV.Hints().HotKeys(rangeID, 0)) >= len(hot)*9/10
+	})
+	if err := c.KillWait(follower); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.Restart(follower)
+	took := time.Since(start)
+	m := c.Nodes[follower].KV.Hints().Metrics()
+	w := c.Nodes[follower].KV.Hints().Warmth(rangeID)
+	t.Logf("restart of n%d took %v; right after it: %d hints applied, %d received; warmth %v", c.Nodes[follower].KV.NodeID(),
+		took.Round(time.Millisecond), m.Applied, m.Received, w)
+	// The warm-up's replays count as applied hints of the range without adding replays to its
+	// warmth window; hints received after the restart add both. So with no replays in the window,
+	// every applied hint came from the warm-up; otherwise at least those beyond what was received.
+	fromWarmUp := w.HintsApplied
+	if w.Replays > 0 {
+		fromWarmUp = m.Applied - min(m.Applied, m.Received)
+	}
+	if !w.Known || fromWarmUp < uint64(len(hot)*8/10) {
+		t.Fatalf("after the restart: warmth %v, %d hints applied, %d received: want at least %d of the hot set replayed from a peer's hot keys",
+			w, m.Applied, m.Received, len(hot)*8/10)
+	}
+}

@@ -336,6 +336,9 @@ type ReadHintsRun struct {
 	NewLeaderHitRatioBefore  *float64 `json:"new_leader_hit_ratio_before"`
 	NewLeaderHitRatioFirst1s *float64 `json:"new_leader_hit_ratio_first_1s"`
 	NewLeaderHitRatioFirst5s *float64 `json:"new_leader_hit_ratio_first_5s"`
+	// HitRatioRecoveryS is the time from the change until the new leader's hit ratio first stays,
+	// for 3 s in a row, within half a point of the old leader's (nil: not within the run).
+	HitRatioRecoveryS *float64 `json:"hit_ratio_recovery_s"`
 	// Steady-state read hints: reads recorded by the old leader per second, bytes it shipped per
 	// second (to both followers) and bytes per recorded read, hints the new leader applied per
 	// second, the applied fraction and load it saw, and hints dropped per second cluster-wide.
@@ -407,11 +410,11 @@ func ReadHintsAnalysis(rep *Report, out string, w io.Writer) (*ReadHintsSummary,
 				continue
 			}
 			fmt.Fprintf(w, "read hints %s: %s at %.0fs; steady %.0f ops/s p99 %.2f ms; worst second %.0f%%, first 1s %.0f%%, 5s %.0f%%, 10s %.0f%%; "+
-				"time to 95%% %s; p99 first 5s %.2f ms; hit ratio old leader n%d %s, new leader n%d before %s, first 1s %s, 5s %s; "+
+				"time to 95%% %s; p99 first 5s %.2f ms; hit ratio old leader n%d %s, new leader n%d before %s, first 1s %s, 5s %s, back within 0.5 point after %s; "+
 				"hints %.0f reads/s recorded, %.0f B/s shipped (%.1f B/read), %.0f applied/s per follower (fraction %.2f, load %.2f), %.0f dropped/s\n",
 				onOff(r.HintsOn), r.Change, r.ChangeT, r.SteadyThroughput, r.SteadyP99Ms, 100*r.WorstSecond, 100*r.First1sRatio, 100*r.First5sRatio,
 				100*r.First10sRatio, fmtSecs(r.TimeTo95S), r.MaxP99After, r.OldLeader, fmtRatio(r.OldLeaderHitRatio), r.NewLeader,
-				fmtRatio(r.NewLeaderHitRatioBefore), fmtRatio(r.NewLeaderHitRatioFirst1s), fmtRatio(r.NewLeaderHitRatioFirst5s),
+				fmtRatio(r.NewLeaderHitRatioBefore), fmtRatio(r.NewLeaderHitRatioFirst1s), fmtRatio(r.NewLeaderHitRatioFirst5s), fmtSecs(r.HitRatioRecoveryS),
 				r.RecordedPerSec, r.HintBytesPerSec, r.BytesPerRead, r.AppliedPerSec, r.FollowerFraction, r.FollowerLoad, r.DroppedPerSec)
 		}
 		if len(sum.Runs) == 2 {
@@ -546,6 +549,24 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 	out.NewLeaderHitRatioBefore = ratio(out.NewLeader, T-10, T)
 	out.NewLeaderHitRatioFirst1s = ratio(out.NewLeader, T, T+1)
 	out.NewLeaderHitRatioFirst5s = ratio(out.NewLeader, T, T+5)
+	if out.OldLeaderHitRatio != nil {
+		target := *out.OldLeaderHitRatio - 0.005
+		for i, s := range nodes {
+			if s.T-1 < T-0.5 {
+				continue
+			}
+			ok := i+2 < len(nodes)
+			for j := i; ok && j <= i+2; j++ {
+				r := ratio(out.NewLeader, nodes[j].T-1, nodes[j].T)
+				ok = r != nil && *r >= target
+			}
+			if ok {
+				d := max(s.T-1-T, 0)
+				out.HitRatioRecoveryS = &d
+				break
+			}
+		}
+	}
 	var secs, rec, sent, app, frac, load, drop float64
 	for _, s := range nodes {
 		if s.T-0.5 < warmup || s.T-0.5 >= T {

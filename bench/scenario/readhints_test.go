@@ -56,6 +56,9 @@ func TestAnalyzeRunAfterAChange(t *testing.T) {
 	if r := got.OldLeaderHitRatio; r == nil || math.Abs(*r-0.9) > 1e-9 {
 		t.Fatalf("old leader's hit ratio %v, want 0.9", r)
 	}
+	if r := got.HitRatioRecoveryS; r == nil || *r != 1 {
+		t.Fatalf("hit ratio back after %v, want 1 s (the new leader's second second matches the old one's)", r)
+	}
 	if got.RecordedPerSec != 1000 || got.HintBytesPerSec != 20000 || got.BytesPerRead != 20 {
 		t.Fatalf("recorded %v/s, %v B/s, %v B/read: want 1000, 20000, 20", got.RecordedPerSec, got.HintBytesPerSec, got.BytesPerRead)
 	}
