@@ -37,11 +37,12 @@
 // applied or dropped (apply_queue_full, overloaded, selective, no_replica, replay_error, closed,
 // wrong_cluster, one_off).
 //
-// # Wiring (phase 2)
+// # Wiring (kv/hints.go, kv/autopilot.go)
 //
 // The node builds one Module (New) with a Sender (GRPCSender over its peer connections), a Reader
 // (NewEngineReader over its engine, bounded by its replicas' spans) and Config.Peers (each range's
 // other replicas); it registers Module.Service on its gRPC server, calls Record/RecordScan after a
 // leader's read, Client.WaitWarm before an autopilot leadership transfer, Module.WarmFromPeer when
-// a replica starts, Module.Forget when one leaves, and exports Module.Collectors.
+// a replica starts, Module.Forget when one leaves, and exports Module.Collectors. A new node learns its
+// identity after the module is built: Module.SetIdentity.
 package hints

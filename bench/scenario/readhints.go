@@ -339,6 +339,11 @@ type ReadHintsRun struct {
 	// HitRatioRecoveryS is the time from the change until the new leader's hit ratio first stays,
 	// for 3 s in a row, within half a point of the old leader's (nil: not within the run).
 	HitRatioRecoveryS *float64 `json:"hit_ratio_recovery_s"`
+	// NewLeaderLevel is the new leader's hit ratio 15–30 s after the change (its warm level: nodes'
+	// ratios differ by a few points with their LSM shapes), and WarmUpS the time until its ratio
+	// first stays within half a point of that level for 3 s in a row.
+	NewLeaderLevel *float64 `json:"new_leader_level"`
+	WarmUpS        *float64 `json:"warm_up_s"`
 	// Steady-state read hints: reads recorded by the old leader per second, bytes it shipped per
 	// second (to both followers) and bytes per recorded read, hints the new leader applied per
 	// second, the applied fraction and load it saw, and hints dropped per second cluster-wide.
@@ -410,11 +415,13 @@ func ReadHintsAnalysis(rep *Report, out string, w io.Writer) (*ReadHintsSummary,
 				continue
 			}
 			fmt.Fprintf(w, "read hints %s: %s at %.0fs; steady %.0f ops/s p99 %.2f ms; worst second %.0f%%, first 1s %.0f%%, 5s %.0f%%, 10s %.0f%%; "+
-				"time to 95%% %s; p99 first 5s %.2f ms; hit ratio old leader n%d %s, new leader n%d before %s, first 1s %s, 5s %s, back within 0.5 point after %s; "+
+				"time to 95%% %s; p99 first 5s %.2f ms; hit ratio old leader n%d %s, new leader n%d before %s, first 1s %s, 5s %s, back within 0.5 point after %s, "+
+				"its own level %s reached after %s; "+
 				"hints %.0f reads/s recorded, %.0f B/s shipped (%.1f B/read), %.0f applied/s per follower (fraction %.2f, load %.2f), %.0f dropped/s\n",
 				onOff(r.HintsOn), r.Change, r.ChangeT, r.SteadyThroughput, r.SteadyP99Ms, 100*r.WorstSecond, 100*r.First1sRatio, 100*r.First5sRatio,
 				100*r.First10sRatio, fmtSecs(r.TimeTo95S), r.MaxP99After, r.OldLeader, fmtRatio(r.OldLeaderHitRatio), r.NewLeader,
 				fmtRatio(r.NewLeaderHitRatioBefore), fmtRatio(r.NewLeaderHitRatioFirst1s), fmtRatio(r.NewLeaderHitRatioFirst5s), fmtSecs(r.HitRatioRecoveryS),
+				fmtRatio(r.NewLeaderLevel), fmtSecs(r.WarmUpS),
 				r.RecordedPerSec, r.HintBytesPerSec, r.BytesPerRead, r.AppliedPerSec, r.FollowerFraction, r.FollowerLoad, r.DroppedPerSec)
 		}
 		if len(sum.Runs) == 2 {
@@ -549,8 +556,11 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 	out.NewLeaderHitRatioBefore = ratio(out.NewLeader, T-10, T)
 	out.NewLeaderHitRatioFirst1s = ratio(out.NewLeader, T, T+1)
 	out.NewLeaderHitRatioFirst5s = ratio(out.NewLeader, T, T+5)
-	if out.OldLeaderHitRatio != nil {
-		target := *out.OldLeaderHitRatio - 0.005
+	recovery := func(level *float64) *float64 {
+		if level == nil {
+			return nil
+		}
+		target := *level - 0.005
 		for i, s := range nodes {
 			if s.T-1 < T-0.5 {
 				continue
@@ -562,11 +572,14 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 			}
 			if ok {
 				d := max(s.T-1-T, 0)
-				out.HitRatioRecoveryS = &d
-				break
+				return &d
 			}
 		}
+		return nil
 	}
+	out.HitRatioRecoveryS = recovery(out.OldLeaderHitRatio)
+	out.NewLeaderLevel = ratio(out.NewLeader, T+15, T+30)
+	out.WarmUpS = recovery(out.NewLeaderLevel)
 	var secs, rec, sent, app, frac, load, drop float64
 	for _, s := range nodes {
 		if s.T-0.5 < warmup || s.T-0.5 >= T {
@@ -697,50 +710,77 @@ func analyzeToggles(r RunReport, out *ReadHintsRun, warmup float64) bool {
 // change marked.
 func plotNodeHitRatios(rep *Report, sum *ReadHintsSummary, file string) error {
 	colors := []color.Color{blue, orange, color.RGBA{R: 44, G: 160, B: 44, A: 255}, color.RGBA{R: 148, G: 103, B: 189, A: 255}}
+	// A shared Y axis from just below the lowest ratio: the differences that matter are a few points.
+	ymin := 1.0
+	for _, run := range sum.Runs {
+		for _, s := range run.Nodes {
+			for _, n := range s.Nodes {
+				if n.HitRatio != nil && n.CacheHits+n.CacheMisses >= 100 {
+					ymin = min(ymin, *n.HitRatio)
+				}
+			}
+		}
+	}
+	ymin = max(0, math.Floor((ymin-0.02)*20)/20)
 	var row []*plot.Plot
 	for _, run := range sum.Runs {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s: block-cache hit ratio per node — read hints %s", rep.Scenario, onOff(run.HintsOn))
+		if run.Variant != "" {
+			p.Title.Text = fmt.Sprintf("%s: block-cache hit ratio per node — %s", rep.Scenario, run.Variant)
+		}
 		p.X.Label.Text = "t (s)"
-		p.Y.Label.Text = "hits / lookups"
+		p.Y.Label.Text = "hits / lookups (nodes with ≥ 100 lookups that second)"
 		p.X.Min, p.X.Max = 0, rep.Settings.DurationS
-		p.Y.Min, p.Y.Max = 0, 1.05
+		p.Y.Min, p.Y.Max = ymin, 1
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Legend.Left = true
-		byNode := map[uint64]plotter.XYs{}
+		// Each node's seconds with enough lookups, split into segments where it had too few.
+		byNode := map[uint64][]plotter.XYs{}
+		last := map[uint64]float64{}
 		var ids []uint64
 		for _, s := range run.Nodes {
 			for _, n := range s.Nodes {
-				if n.HitRatio == nil || n.Node == 0 {
+				if n.HitRatio == nil || n.Node == 0 || n.CacheHits+n.CacheMisses < 100 {
 					continue
 				}
-				if _, ok := byNode[n.Node]; !ok {
+				segs, seen := byNode[n.Node]
+				if !seen {
 					ids = append(ids, n.Node)
 				}
-				byNode[n.Node] = append(byNode[n.Node], plotter.XY{X: s.T, Y: *n.HitRatio})
+				if !seen || s.T-last[n.Node] > 1.5 {
+					segs = append(segs, nil)
+				}
+				segs[len(segs)-1] = append(segs[len(segs)-1], plotter.XY{X: s.T, Y: *n.HitRatio})
+				byNode[n.Node], last[n.Node] = segs, s.T
 			}
 		}
 		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
 		for j, id := range ids {
-			ln, err := plotter.NewLine(byNode[id])
-			if err != nil {
-				return err
+			for k, seg := range byNode[id] {
+				ln, err := plotter.NewLine(seg)
+				if err != nil {
+					return err
+				}
+				ln.Color = colors[j%len(colors)]
+				ln.Width = vg.Points(1.5)
+				p.Add(ln)
+				if k > 0 {
+					continue
+				}
+				label := fmt.Sprintf("n%d", id)
+				switch id {
+				case run.OldLeader:
+					label += " (leader before)"
+				case run.NewLeader:
+					label += " (leader after)"
+				}
+				p.Legend.Add(label, ln)
 			}
-			ln.Color = colors[j%len(colors)]
-			ln.Width = vg.Points(1.5)
-			p.Add(ln)
-			label := fmt.Sprintf("n%d", id)
-			switch id {
-			case run.OldLeader:
-				label += " (leader before)"
-			case run.NewLeader:
-				label += " (leader after)"
-			}
-			p.Legend.Add(label, ln)
 		}
 		if run.ChangeT > 0 {
-			v, err := plotter.NewLine(plotter.XYs{{X: run.ChangeT, Y: 0}, {X: run.ChangeT, Y: 1.05}})
+			v, err := plotter.NewLine(plotter.XYs{{X: run.ChangeT, Y: ymin}, {X: run.ChangeT, Y: 1}})
 			if err != nil {
 				return err
 			}
