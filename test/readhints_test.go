@@ -102,11 +102,7 @@ func TestReadHintsWarmFollowerCache(t *testing.T) {
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameReadHints} {
-		if err := cl.SetPolicy(ctx, p, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameReadHints)
 	// Little data: Pebble reserves its memtables' size out of the block cache, and the harness's
 	// memtables (32 MiB at most, doubling from 256 KiB at each rotation) would outgrow its 16 MiB
 	// cache after a few more megabytes of writes.
@@ -229,11 +225,7 @@ func TestWarmBeforeTransfer(t *testing.T) {
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
-		if err := cl.SetPolicy(ctx, p, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit)
 	const records = 5000
 	loadAndCompact(t, ctx, c, cl, records)
 	hot := hotKeys(records, 100)
@@ -350,11 +342,7 @@ func TestWarmAfterRestart(t *testing.T) {
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
-		if err := cl.SetPolicy(ctx, p, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit)
 	const records = 5000
 	loadAndCompact(t, ctx, c, cl, records)
 	hot := hotKeys(records, 100)

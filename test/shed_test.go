@@ -46,11 +46,7 @@ func TestBackupShedsLeadershipThenRestores(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// Only shed_leadership may move leaderships in this test.
-	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
-		if err := cl.SetPolicy(ctx, p, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit)
 	want := map[string]string{}
 	for i := 0; i < 600; i++ {
 		k, v := fmt.Sprintf("key%04d", i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%50))

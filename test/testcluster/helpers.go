@@ -187,3 +187,14 @@ func (c *Cluster) AddNode() (int, error) {
 	}
 	return i, nil
 }
+
+// SwitchOff switches the named autopilot policies off (so that a test controls what moves), failing t
+// on an error. Call it from the test goroutine.
+func SwitchOff(t testing.TB, ctx context.Context, cl *client.Client, policies ...string) {
+	t.Helper()
+	for _, p := range policies {
+		if err := cl.SetPolicy(ctx, p, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
