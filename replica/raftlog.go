@@ -45,17 +45,20 @@ const (
 	initialTerm  = 5
 )
 
-func newRaftLog(eng *storage.Engine, rangeID uint64) (*raftLog, error) {
+// newRaftLog loads a range's raft state. The state is read from rd, which must be one consistent view (a snapshot) when the range's state
+// can change concurrently: a split committing between two reads would pair an old hard state (commit
+// 0) with the new applied index, which raft refuses with a panic.
+func newRaftLog(eng *storage.Engine, rd storage.Reader, rangeID uint64) (*raftLog, error) {
 	l := &raftLog{eng: eng, rangeID: rangeID, cache: make(map[uint64]*raftpb.Entry),
 		hardState: &raftpb.HardState{}, confState: &raftpb.ConfState{}}
-	if v, ok, err := eng.Get(storage.HardStateKey(rangeID)); err != nil {
+	if v, ok, err := rd.Get(storage.HardStateKey(rangeID)); err != nil {
 		return nil, err
 	} else if ok {
 		if err := proto.Unmarshal(v, l.hardState); err != nil {
 			return nil, fmt.Errorf("range %d: decode hard state: %w", rangeID, err)
 		}
 	}
-	if v, ok, err := eng.Get(storage.TruncatedStateKey(rangeID)); err != nil {
+	if v, ok, err := rd.Get(storage.TruncatedStateKey(rangeID)); err != nil {
 		return nil, err
 	} else if ok {
 		if len(v) != 16 {
@@ -66,7 +69,7 @@ func newRaftLog(eng *storage.Engine, rangeID uint64) (*raftLog, error) {
 	}
 	l.lastIndex, l.lastTerm = l.truncIndex, l.truncTerm
 	lo, hi := storage.RaftLogSpan(rangeID)
-	it, err := eng.NewIter(lo, hi)
+	it, err := rd.NewIter(lo, hi)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func (env *logEnv) initialized(rangeID uint64) *raftLog {
 
 func (env *logEnv) load(rangeID uint64) *raftLog {
 	env.t.Helper()
-	l, err := newRaftLog(env.eng, rangeID)
+	l, err := newRaftLog(env.eng, env.eng, rangeID)
 	if err != nil {
 		env.t.Fatalf("newRaftLog(%d): %v", rangeID, err)
 	}

@@ -166,28 +166,34 @@ func (s *Store) Load() error {
 }
 
 // newReplica builds a replica from its state on disk (or an empty, uninitialized one).
+//
+// Everything is read from one engine snapshot: replicaForMessage may build a replica while the
+// split that creates the range is committing, and a mix of pre- and post-split state (hard state
+// commit 0, applied index 10) makes raft panic.
 func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
-	l, err := newRaftLog(s.eng, rangeID)
+	snap := s.eng.NewSnapshot()
+	defer snap.Close()
+	l, err := newRaftLog(s.eng, snap, rangeID)
 	if err != nil {
 		return nil, err
 	}
 	r := &Replica{store: s, rangeID: rangeID, replicaID: replicaID, log: l,
 		proposals: make(map[uint64]*proposal), readsSent: make(map[string]*readBatch), peerNodes: make(map[uint64]uint64)}
-	if v, ok, err := s.eng.Get(storage.RangeDescKey(rangeID)); err != nil {
+	if v, ok, err := snap.Get(storage.RangeDescKey(rangeID)); err != nil {
 		return nil, err
 	} else if ok {
 		r.desc = &pb.RangeDescriptor{}
 		if err := proto.Unmarshal(v, r.desc); err != nil {
 			return nil, fmt.Errorf("range %d: decode descriptor: %w", rangeID, err)
 		}
-		if v, ok, err := s.eng.Get(storage.ConfStateKey(rangeID)); err != nil {
+		if v, ok, err := snap.Get(storage.ConfStateKey(rangeID)); err != nil {
 			return nil, err
 		} else if ok {
 			if err := proto.Unmarshal(v, l.confState); err != nil {
 				return nil, fmt.Errorf("range %d: decode conf state: %w", rangeID, err)
 			}
 		}
-		if v, ok, err := s.eng.Get(storage.AppliedStateKey(rangeID)); err != nil {
+		if v, ok, err := snap.Get(storage.AppliedStateKey(rangeID)); err != nil {
 			return nil, err
 		} else if ok && len(v) == 8 {
 			r.applied = be64(v)

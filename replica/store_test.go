@@ -689,3 +689,73 @@ func TestSnapshotSourceDoubleClose(t *testing.T) {
 		t.Fatalf("an unrelated iterator saw %d keys (%v) after the source was closed twice, want 3", count, other.Error())
 	}
 }
+
+// A replica can be built (for a message from a new range's leader) while the split that creates the
+// range commits on this node. Its state must come from one view: before the fix, a hard state read
+// before the split (commit 0) paired with the applied index read after it (10) made raft panic.
+func TestStoreNewReplicaDuringSplitCommit(t *testing.T) {
+	env := newStoreEnv(t)
+	s := env.start(time.Hour)
+	const rangeID = 60
+	desc := userDesc(rangeID, "m", "z")
+	stop := make(chan struct{})
+	writerDone := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				writerDone <- nil
+				return
+			default:
+			}
+			// Commit the split's initial state, then clear it again, as fast as the engine allows.
+			b := env.eng.NewIndexedBatch()
+			err := writeInitialState(b, desc)
+			if err == nil {
+				err = b.Commit(false)
+			}
+			b.Close()
+			if err == nil {
+				b = env.eng.NewIndexedBatch()
+				for _, k := range [][]byte{storage.HardStateKey(rangeID), storage.TruncatedStateKey(rangeID),
+					storage.AppliedStateKey(rangeID), storage.ConfStateKey(rangeID), storage.RangeDescKey(rangeID)} {
+					if err = b.Delete(k); err != nil {
+						break
+					}
+				}
+				if err == nil {
+					err = b.Commit(false)
+				}
+				b.Close()
+			}
+			if err != nil {
+				writerDone <- err
+				return
+			}
+		}
+	}()
+	// Stop the writer before the engine closes, even when raft panics below.
+	defer func() {
+		close(stop)
+		if err := <-writerDone; err != nil {
+			t.Error(err)
+		}
+	}()
+	var initialized, blank int
+	for i := 0; i < 2000; i++ {
+		r, err := s.newReplica(rangeID, 1)
+		if err != nil {
+			t.Fatalf("newReplica: %v", err)
+		}
+		st := r.rn.Status()
+		if r.applied > st.GetCommit() {
+			t.Errorf("replica built with applied %d > commit %d", r.applied, st.GetCommit())
+		}
+		if r.desc != nil {
+			initialized++
+		} else {
+			blank++
+		}
+	}
+	t.Logf("%d replicas built from the split's state, %d blank", initialized, blank)
+}
