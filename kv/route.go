@@ -137,7 +137,14 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 			if lastErr == nil {
 				lastErr = ctx.Err()
 			}
-			return fmt.Errorf("range %d: no leader reachable: %w", rangeID, lastErr)
+			var typed *pbError
+			var re *replica.Error
+			if errors.As(lastErr, &typed) || errors.As(lastErr, &re) {
+				return fmt.Errorf("range %d: no leader reachable: %w", rangeID, lastErr)
+			}
+			// A transport failure or our own deadline: nothing reached a leader, so the caller may retry
+			// (INTERNAL would tell it a server bug happened and a write's outcome is unknown).
+			return errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("range %d: no leader reachable: %v", rangeID, lastErr))
 		case <-n.stopper:
 			return errCode(pb.ErrorCode_UNAVAILABLE, "node stopping")
 		case <-time.After(backoff):

@@ -2,10 +2,13 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
@@ -58,4 +61,18 @@ func TestThreeNodeClusterReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 		}
 		return false
 	})
+
+	// With two of three nodes gone no range has a quorum: requests fail with a retryable code, never
+	// INTERNAL (which would claim a server bug and, for a write, an unknown outcome).
+	c.Kill(int(leader - 1))
+	c.Kill(int(leader % 3))
+	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelShort()
+	err = cl.Put(short, []byte("no"), []byte("quorum"))
+	var ce *client.Error
+	if err == nil || !errors.As(err, &ce) || ce.Code == pb.ErrorCode_INTERNAL {
+		t.Errorf("put without a quorum: %v, want a typed retryable error (unavailable or timeout)", err)
+	} else {
+		t.Logf("put without a quorum: %v", err)
+	}
 }
