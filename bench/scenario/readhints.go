@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -61,7 +62,64 @@ func init() {
 	Register(s)
 	s = base
 	s.Name, s.ReadFraction = "read-hints-80", 0.8
-	s.Description = "as read-hints with 80 % reads, 20 % overwrites of the same zipfian keys (not the journal's disjoint write keys)"
+	s.Description = "as read-hints with 80 % reads, 20 % overwrites of the same zipfian keys (not the journal's disjoint write keys: see read-hints-80-disjoint)"
+	Register(s)
+	// The issue's other workloads, each with a range aggregation (1 000 consecutive rows, ~1 MB,
+	// scanned once a second by one more client) timed before and after the change.
+	scan := Workload{ScanEvery: time.Second, ScanRows: 1000}
+	s = base
+	s.Name = "read-hints-uniform"
+	s.Description = "as read-hints with uniform keys (YCSB C uniform), plus a 1 000-row range aggregation every second"
+	Register(s)
+	w := scan
+	w.Keys = Uniform
+	SetWorkload(s.Name, w)
+	s = base
+	s.Name, s.ReadFraction = "read-hints-80-disjoint", 0.8
+	s.Description = "as read-hints with 80 % reads and 20 % writes on disjoint keys (every fifth key only written, the others only read; " +
+		"zipfian within each set), plus a 1 000-row range aggregation every second"
+	Register(s)
+	w = scan
+	w.DisjointWrites = true
+	SetWorkload(s.Name, w)
+	s = base
+	s.Name = "read-hints-zipf-scan"
+	s.Description = "as read-hints (YCSB C zipfian) plus a 1 000-row range aggregation every second"
+	Register(s)
+	SetWorkload(s.Name, scan)
+	// A past leader re-elected after the working set moved: n1 serves, its leaderships move to n2
+	// at 25 s, the hot keys change at 40 s, and at 70 s every leadership goes back to n1, whose cache
+	// holds the old working set unless hints kept it up to date.
+	s = base
+	s.Name = "read-hints-return"
+	s.Warmup = 10 * time.Second
+	s.Events = []Event{
+		{At: 0, What: "gather", Do: GatherLeaderships()},
+		{At: 25 * time.Second, What: "move leaders", Do: MoveServingLeaderships()},
+		{At: 40 * time.Second, What: "working set moves", Do: Marker("hot keys shifted")},
+		{At: 70 * time.Second, What: "return leaders", Do: ReturnLeaderships()},
+	}
+	s.Description = "as read-hints-zipf-scan, but the leaderships move n1->n2 at 25s, the hot keys change at 40s " +
+		"and the leaderships return to n1 at 70s (a past leader re-elected after the working set moved)"
+	Register(s)
+	w = scan
+	w.ShiftAt = 40 * time.Second
+	SetWorkload(s.Name, w)
+	// Table 1 of the journal: the applied fraction against the new leader's miss rate, the
+	// followers' CPU and read bytes; one run per fraction (hints on, fixed fraction) and one with no
+	// hints module at all.
+	s = base
+	s.Name = "read-hints-fraction"
+	s.Variants = nil
+	for _, f := range []float64{1, 0.5, 0.33, 0.2, 0.1} {
+		f := f
+		s.Variants = append(s.Variants, Variant{Name: fmt.Sprintf("fraction-%.2f", f), KV: func(c *kv.Config) {
+			readHintsKV(c)
+			c.Hints.Fraction = f
+		}})
+	}
+	s.Variants = append(s.Variants, Variant{Name: "no-hints", KV: func(c *kv.Config) { c.Hints.Off = true }})
+	s.Description = "as read-hints, run once per applied fraction of hints (1, 0.5, 0.33, 0.2, 0.1; fixed) and once without hints"
 	Register(s)
 	s = base
 	s.Name, s.KV = "read-hints-adaptive", nil
@@ -110,6 +168,7 @@ func GatherLeaderships() Action {
 		if err != nil {
 			return "", err
 		}
+		gathered.Store(env, node)
 		rs, err := benchutil.UserRanges(ctx, env.Client)
 		if err != nil {
 			return "", err
@@ -126,6 +185,71 @@ func GatherLeaderships() Action {
 		}
 		return fmt.Sprintf("n%d leads %d ranges (%d moved)", node, len(rs), moved), nil
 	}
+}
+
+// gathered remembers, per run (its Env), the node GatherLeaderships gathered the leaderships on.
+var gathered sync.Map // *Env -> uint64
+
+// Marker is an event that does nothing but mark the timeline (e.g. a change of the workload's keys
+// that the Workload makes at the same offset).
+func Marker(desc string) Action {
+	return func(context.Context, *Env) (string, error) { return desc, nil }
+}
+
+// ReturnLeaderships transfers every user range's leadership back to the node GatherLeaderships
+// gathered them on, all at once, and returns when the transfers are done.
+func ReturnLeaderships() Action {
+	return func(ctx context.Context, env *Env) (string, error) {
+		v, ok := gathered.Load(env)
+		if !ok {
+			return "", fmt.Errorf("no gathered node to return the leaderships to")
+		}
+		return transferAll(ctx, env, v.(uint64))
+	}
+}
+
+// transferAll moves every user range's leadership that another node holds to node to, in parallel.
+func transferAll(ctx context.Context, env *Env, to uint64) (string, error) {
+	rs, err := benchutil.UserRanges(ctx, env.Client)
+	if err != nil {
+		return "", err
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		moved int
+		errs  []string
+		from  = map[uint64]bool{}
+	)
+	for _, r := range rs {
+		if r.LeaderNodeId == to {
+			continue
+		}
+		from[r.LeaderNodeId] = true
+		wg.Add(1)
+		go func(id uint64) {
+			defer wg.Done()
+			err := env.Client.TransferLeader(ctx, id, to)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("r%d: %v", id, err))
+				return
+			}
+			moved++
+		}(r.GetDesc().GetRangeId())
+	}
+	wg.Wait()
+	var ids []string
+	for id := range from {
+		ids = append(ids, fmt.Sprintf("n%d", id))
+	}
+	sort.Strings(ids)
+	desc := fmt.Sprintf("%d ranges %s->n%d", moved, strings.Join(ids, ","), to)
+	if len(errs) > 0 {
+		return desc, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return desc, nil
 }
 
 // MoveServingLeaderships transfers every user range led by the node leading most of them to one
@@ -215,12 +339,25 @@ type NodeSecond struct {
 	Fraction      float64 `json:"fraction"`
 	Load          float64 `json:"load"`
 	Paused        bool    `json:"paused"`
+	// DiskReadBytes is what the node's engine read from its (emulated) disk this second.
+	DiskReadBytes uint64 `json:"disk_read_bytes"`
 }
 
 // NodeSample is every node's counters over one second.
 type NodeSample struct {
 	T     float64      `json:"t"`
 	Nodes []NodeSecond `json:"nodes"`
+	// CPU is the CPU time the whole process (every node and the clients) used this second, in cores.
+	CPU float64 `json:"cpu_cores"`
+}
+
+// processCPU is the CPU time the process has used so far (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 type nodeSampler struct {
@@ -242,9 +379,11 @@ func startNodeSampler(ctx context.Context, env *Env) {
 	type mark struct {
 		hits, misses                                    int64
 		rec, app, sent, recv, drop, rhit, rmiss, leader uint64
+		disk                                            int64
 	}
 	prev := map[int]mark{}
 	start := time.Now()
+	lastCPU, lastT := processCPU(), start
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -255,7 +394,12 @@ func startNodeSampler(ctx context.Context, env *Env) {
 			case <-t.C:
 			}
 			leaders := env.c.userLeaders()
-			smp := NodeSample{T: time.Since(start).Seconds()}
+			now, cpu := time.Now(), processCPU()
+			smp := NodeSample{T: now.Sub(start).Seconds()}
+			if d := now.Sub(lastT); d > 0 && cpu >= lastCPU {
+				smp.CPU = float64(cpu-lastCPU) / float64(d)
+			}
+			lastCPU, lastT = cpu, now
 			env.c.mu.Lock()
 			for i, n := range env.c.nodes {
 				ns := NodeSecond{Alive: n.alive}
@@ -269,7 +413,7 @@ func startNodeSampler(ctx context.Context, env *Env) {
 					ns.Leaders = leaders[i]
 				}
 				em := n.kv.Metrics().Engine
-				cur := mark{hits: em.BlockCacheHits, misses: em.BlockCacheMisses}
+				cur := mark{hits: em.BlockCacheHits, misses: em.BlockCacheMisses, disk: n.eng.DeviceStats().ReadBytes}
 				if h := n.kv.Hints(); h != nil {
 					m := h.Metrics()
 					cur.rec, cur.app, cur.sent, cur.recv = m.Recorded, m.Applied, m.BytesSent, m.BytesReceived
@@ -281,6 +425,9 @@ func startNodeSampler(ctx context.Context, env *Env) {
 					ns.Recorded, ns.Applied, ns.BytesSent = cur.rec-p.rec, cur.app-p.app, cur.sent-p.sent
 					ns.BytesReceived, ns.Dropped = cur.recv-p.recv, cur.drop-p.drop
 					ns.ReplayHit, ns.ReplayMiss = cur.rhit-p.rhit, cur.rmiss-p.rmiss
+					if cur.disk >= p.disk {
+						ns.DiskReadBytes = uint64(cur.disk - p.disk)
+					}
 					if tot := ns.CacheHits + ns.CacheMisses; tot > 0 {
 						r := float64(ns.CacheHits) / float64(tot)
 						ns.HitRatio = &r
@@ -359,6 +506,30 @@ type ReadHintsRun struct {
 	ToggleOnThroughput  float64 `json:"toggle_on_throughput,omitempty"`
 	ToggleOffThroughput float64 `json:"toggle_off_throughput,omitempty"`
 	ToggleOverhead      float64 `json:"toggle_overhead,omitempty"`
+	// SteadyFromS is where the steady state before the change starts: the warm-up's end, or 5 s
+	// after the end of an earlier event (read-hints-return: the first move, the working set's shift).
+	SteadyFromS float64 `json:"steady_from_s"`
+	// The issue's 1 s goal: the first second after the change (its p99 against the steady mean of
+	// the per-second p99s), and the time until three seconds in a row each have a p99 of at most
+	// 1.5× the steady one (nil: not within the run).
+	P99First1sMs    float64  `json:"p99_first_1s_ms"`
+	P99First1sRatio float64  `json:"p99_first_1s_ratio"`
+	TimeToP99S      *float64 `json:"time_to_p99_1_5x_s"`
+	// The range aggregation (Workload.Scan*), in ms: the run's first scan (cold: nothing read those
+	// rows before), the median of the per-second means over the steady state (warm, on the old
+	// leader), the first after the change (on the new leader) and the slowest of the first 5 s.
+	ScanFirstMs     *float64 `json:"scan_first_ms,omitempty"`
+	ScanSteadyMs    *float64 `json:"scan_steady_ms,omitempty"`
+	ScanAfterMs     *float64 `json:"scan_after_ms,omitempty"`
+	ScanMaxFirst5Ms *float64 `json:"scan_max_first_5s_ms,omitempty"`
+	// Steady state: the process's CPU (every node and the clients, in cores) and per operation (µs),
+	// the disk bytes read per second by the old leader and by the new one (as a follower: hint
+	// replays), and the new leader's disk reads per second over the first 5 s after the change.
+	SteadyCPU               float64 `json:"steady_cpu_cores"`
+	CPUPerOpUs              float64 `json:"cpu_per_op_us"`
+	OldLeaderDiskPerSec     float64 `json:"old_leader_disk_read_bytes_per_s"`
+	FollowerDiskPerSec      float64 `json:"follower_disk_read_bytes_per_s"`
+	NewLeaderDiskFirst5sSec float64 `json:"new_leader_disk_read_bytes_per_s_first_5s"`
 	// Nodes are the per-second node samples.
 	Nodes []NodeSample `json:"nodes"`
 }
@@ -414,15 +585,25 @@ func ReadHintsAnalysis(rep *Report, out string, w io.Writer) (*ReadHintsSummary,
 					r.Variant, r.ToggleOnThroughput, r.ToggleOffThroughput, 100*r.ToggleOverhead, r.RecordedPerSec, r.HintBytesPerSec, r.AppliedPerSec)
 				continue
 			}
+			name := onOff(r.HintsOn)
+			if r.Variant != "" {
+				name = r.Variant
+			}
 			fmt.Fprintf(w, "read hints %s: %s at %.0fs; steady %.0f ops/s p99 %.2f ms; worst second %.0f%%, first 1s %.0f%%, 5s %.0f%%, 10s %.0f%%; "+
 				"time to 95%% %s; p99 first 5s %.2f ms; hit ratio old leader n%d %s, new leader n%d before %s, first 1s %s, 5s %s, back within 0.5 point after %s, "+
 				"its own level %s reached after %s; "+
 				"hints %.0f reads/s recorded, %.0f B/s shipped (%.1f B/read), %.0f applied/s per follower (fraction %.2f, load %.2f), %.0f dropped/s\n",
-				onOff(r.HintsOn), r.Change, r.ChangeT, r.SteadyThroughput, r.SteadyP99Ms, 100*r.WorstSecond, 100*r.First1sRatio, 100*r.First5sRatio,
+				name, r.Change, r.ChangeT, r.SteadyThroughput, r.SteadyP99Ms, 100*r.WorstSecond, 100*r.First1sRatio, 100*r.First5sRatio,
 				100*r.First10sRatio, fmtSecs(r.TimeTo95S), r.MaxP99After, r.OldLeader, fmtRatio(r.OldLeaderHitRatio), r.NewLeader,
 				fmtRatio(r.NewLeaderHitRatioBefore), fmtRatio(r.NewLeaderHitRatioFirst1s), fmtRatio(r.NewLeaderHitRatioFirst5s), fmtSecs(r.HitRatioRecoveryS),
 				fmtRatio(r.NewLeaderLevel), fmtSecs(r.WarmUpS),
 				r.RecordedPerSec, r.HintBytesPerSec, r.BytesPerRead, r.AppliedPerSec, r.FollowerFraction, r.FollowerLoad, r.DroppedPerSec)
+			fmt.Fprintf(w, "  %s: first second after the change: throughput %.0f%%, p99 %.2f ms (%.2fx steady); p99 within 1.5x after %s; "+
+				"steady CPU %.2f cores (%.0f us/op), disk reads old leader %.0f kB/s, new leader before %.0f kB/s, after (5 s) %.0f kB/s; "+
+				"scan first %s ms, steady %s ms, first after the change %s ms, worst of 5 s %s ms\n",
+				name, 100*r.First1sRatio, r.P99First1sMs, r.P99First1sRatio, fmtSecs(r.TimeToP99S), r.SteadyCPU, r.CPUPerOpUs,
+				r.OldLeaderDiskPerSec/1e3, r.FollowerDiskPerSec/1e3, r.NewLeaderDiskFirst5sSec/1e3,
+				fmtMs(r.ScanFirstMs), fmtMs(r.ScanSteadyMs), fmtMs(r.ScanAfterMs), fmtMs(r.ScanMaxFirst5Ms))
 		}
 		if len(sum.Runs) == 2 {
 			fmt.Fprintf(w, "read hints: steady-state throughput with hints %.1f%% below without (separate clusters, same machine)\n", 100*sum.SteadyOverhead)
@@ -445,6 +626,13 @@ func fmtSecs(s *float64) string {
 	return fmt.Sprintf("%.0fs", *s)
 }
 
+func fmtMs(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}
+
 func fmtRatio(r *float64) string {
 	if r == nil {
 		return "-"
@@ -458,10 +646,11 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 		out.ChangeT = 0
 		return out
 	}
+	// The change is the first event after the gathering, or the return of the leaderships when the
+	// scenario has one (read-hints-return).
 	for _, e := range r.Events {
-		if e.Label != "gather" && e.Error == "" {
+		if e.Label != "gather" && e.Error == "" && math.IsNaN(out.ChangeT) || e.Label == "return leaders" && e.Error == "" {
 			out.ChangeT, out.Change = e.T, e.What
-			break
 		}
 	}
 	if math.IsNaN(out.ChangeT) {
@@ -469,6 +658,12 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 		return out
 	}
 	T := out.ChangeT
+	for _, e := range r.Events {
+		if e.Label != "gather" && e.T < T {
+			warmup = max(warmup, e.EndT+5)
+		}
+	}
+	out.SteadyFromS = warmup
 	// Per-second throughput: second s covers (s-1, s].
 	mean := func(from, to float64, v func(Point) float64) float64 {
 		var sum float64
@@ -513,6 +708,52 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 				break
 			}
 		}
+	}
+	if out.SteadyP99Ms > 0 {
+		out.P99First1sMs = zeroNaN(mean(T, T+1, func(p Point) float64 { return p.P99Ms }))
+		out.P99First1sRatio = out.P99First1sMs / out.SteadyP99Ms
+		for i, p := range r.Series {
+			if p.T-1 < T-0.5 || i+2 >= len(r.Series) {
+				continue
+			}
+			ok := true
+			for j := i; j <= i+2; j++ {
+				ok = ok && r.Series[j].Ops > 0 && r.Series[j].P99Ms <= 1.5*out.SteadyP99Ms
+			}
+			if ok {
+				d := max(p.T-1-T, 0)
+				out.TimeToP99S = &d
+				break
+			}
+		}
+	}
+	// The range aggregation's times.
+	var steadyScans []float64
+	for _, p := range r.Series {
+		if p.ScanMs == nil {
+			continue
+		}
+		v := *p.ScanMs
+		if out.ScanFirstMs == nil {
+			out.ScanFirstMs = &v
+		}
+		mid := p.T - 0.5
+		switch {
+		case mid >= warmup && mid < T:
+			steadyScans = append(steadyScans, v)
+		case mid >= T && mid < T+5:
+			if out.ScanAfterMs == nil {
+				out.ScanAfterMs = &v
+			}
+			if out.ScanMaxFirst5Ms == nil || v > *out.ScanMaxFirst5Ms {
+				out.ScanMaxFirst5Ms = &v
+			}
+		}
+	}
+	if len(steadyScans) > 0 {
+		sort.Float64s(steadyScans)
+		v := steadyScans[len(steadyScans)/2]
+		out.ScanSteadyMs = &v
 	}
 	// The old and new serving nodes, from the leader counts of the node samples.
 	servingAt := func(from, to float64) uint64 {
@@ -580,31 +821,52 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 	out.HitRatioRecoveryS = recovery(out.OldLeaderHitRatio)
 	out.NewLeaderLevel = ratio(out.NewLeader, T+15, T+30)
 	out.WarmUpS = recovery(out.NewLeaderLevel)
-	var secs, rec, sent, app, frac, load, drop float64
+	var secs, rec, sent, app, frac, load, drop, cpu, oldDisk, folDisk float64
 	for _, s := range nodes {
 		if s.T-0.5 < warmup || s.T-0.5 >= T {
 			continue
 		}
 		secs++
+		cpu += s.CPU
 		for _, n := range s.Nodes {
 			drop += float64(n.Dropped)
 			switch n.Node {
 			case out.OldLeader:
 				rec += float64(n.Recorded)
 				sent += float64(n.BytesSent)
+				oldDisk += float64(n.DiskReadBytes)
 			case out.NewLeader:
 				app += float64(n.Applied)
 				frac += n.Fraction
 				load += n.Load
+				folDisk += float64(n.DiskReadBytes)
 			}
 		}
 	}
 	if secs > 0 {
 		out.RecordedPerSec, out.HintBytesPerSec, out.AppliedPerSec = rec/secs, sent/secs, app/secs
 		out.FollowerFraction, out.FollowerLoad, out.DroppedPerSec = frac/secs, load/secs, drop/secs
+		out.SteadyCPU, out.OldLeaderDiskPerSec, out.FollowerDiskPerSec = cpu/secs, oldDisk/secs, folDisk/secs
 		if rec > 0 {
 			out.BytesPerRead = sent / rec
 		}
+		if out.SteadyThroughput > 0 {
+			out.CPUPerOpUs = 1e6 * out.SteadyCPU / out.SteadyThroughput
+		}
+	}
+	var newDisk, newSecs float64
+	for _, s := range nodes {
+		if s.T-0.5 >= T && s.T-0.5 < T+5 {
+			newSecs++
+			for _, n := range s.Nodes {
+				if n.Node == out.NewLeader {
+					newDisk += float64(n.DiskReadBytes)
+				}
+			}
+		}
+	}
+	if newSecs > 0 {
+		out.NewLeaderDiskFirst5sSec = newDisk / newSecs
 	}
 	return out
 }

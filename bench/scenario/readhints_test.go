@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -88,5 +89,74 @@ func TestAnalyzeToggles(t *testing.T) {
 	got := analyzeRun(rr, nil, 2)
 	if got.ToggleOnThroughput != 980 || got.ToggleOffThroughput != 1000 || math.Abs(got.ToggleOverhead-0.02) > 1e-9 {
 		t.Fatalf("on %v, off %v, overhead %v: want 980, 1000, 0.02", got.ToggleOnThroughput, got.ToggleOffThroughput, got.ToggleOverhead)
+	}
+}
+
+// The key chooser: the default is zipfian over every key; uniform spreads evenly; disjoint writes
+// only ever touch every fifth key and reads never do; a shift moves the hot keys elsewhere.
+func TestKeyChooser(t *testing.T) {
+	const records = 1000
+	rng := rand.New(rand.NewPCG(1, 2))
+	count := func(w Workload, read, shifted bool, n int) map[int]int {
+		k := w.chooser(rng, records)
+		c := map[int]int{}
+		for i := 0; i < n; i++ {
+			j := k.next(read, shifted)
+			if j < 0 || j >= records {
+				t.Fatalf("%+v: key index %d out of range", w, j)
+			}
+			c[j]++
+		}
+		return c
+	}
+	top := func(c map[int]int) (int, int) {
+		best := -1
+		for j, n := range c {
+			if best < 0 || n > c[best] {
+				best = j
+			}
+		}
+		return best, c[best]
+	}
+	zipf := count(Workload{}, true, false, 20000)
+	hot, n := top(zipf)
+	if n < 2000 {
+		t.Fatalf("zipfian: hottest key %d read %d times of 20000, want a skew", hot, n)
+	}
+	if _, n := top(count(Workload{Keys: Uniform}, true, false, 20000)); n > 60 {
+		t.Fatalf("uniform: hottest key read %d times of 20000 over 1000 keys, want about 20", n)
+	}
+	for _, read := range []bool{true, false} {
+		for j := range count(Workload{DisjointWrites: true}, read, false, 5000) {
+			if (j%5 == 4) == read {
+				t.Fatalf("disjoint: read=%v touched key %d", read, j)
+			}
+		}
+	}
+	if shifted, _ := top(count(Workload{}, true, true, 20000)); shifted == hot {
+		t.Fatalf("shifted: the hottest key is still %d", hot)
+	}
+}
+
+// A run with a return of the leaderships: the change is the return, not the first move, and the
+// steady state starts 5 s after the last earlier event.
+func TestAnalyzeRunReturn(t *testing.T) {
+	ops := make([]int64, 40)
+	for i := range ops {
+		ops[i] = 1000
+	}
+	one := 3.0
+	rr := RunReport{Series: series(ops...), Events: []EventMark{{T: 0, Label: "gather"},
+		{T: 10, EndT: 10.5, Label: "move leaders"}, {T: 15, EndT: 15, Label: "working set moves"}, {T: 30, EndT: 30.2, Label: "return leaders", What: "return leaders 6 ranges n2->n1"}}}
+	rr.Series[31].ScanMs = &one
+	got := analyzeRun(rr, nil, 5)
+	if got.ChangeT != 30 || got.SteadyFromS != 20 {
+		t.Fatalf("change at %v, steady from %v: want 30 and 20", got.ChangeT, got.SteadyFromS)
+	}
+	if got.TimeToP99S == nil || *got.TimeToP99S != 0 || got.P99First1sRatio != 1 {
+		t.Fatalf("p99 back after %v, first-second ratio %v: want 0 and 1", got.TimeToP99S, got.P99First1sRatio)
+	}
+	if got.ScanAfterMs == nil || *got.ScanAfterMs != 3 || got.ScanSteadyMs != nil {
+		t.Fatalf("scan after %v, steady %v: want 3 ms and none", got.ScanAfterMs, got.ScanSteadyMs)
 	}
 }

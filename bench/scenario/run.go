@@ -90,6 +90,10 @@ type Point struct {
 	P99Ms    float64  `json:"p99_ms"`
 	HitRatio *float64 `json:"hit_ratio"`
 	Errors   int64    `json:"errors"`
+	// ScanMs is the mean time of the Workload's range aggregations that ended this second (absent
+	// without one, or when none ended); ScanErrors counts the failed or short ones.
+	ScanMs     *float64 `json:"scan_ms,omitempty"`
+	ScanErrors int      `json:"scan_errors,omitempty"`
 }
 
 // EventMark is an event as it fired; EndT is when its action returned.
@@ -361,7 +365,13 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	}
 	c.cacheDelta() // start the block-cache counters from here
 
-	// The measured workload: closed loop, Threads workers, zipfian keys.
+	// The measured workload: closed loop, Threads workers, keys chosen by the scenario's Workload
+	// (zipfian over every key by default).
+	wl := WorkloadOf(sc.Name)
+	if reg, ok := Lookup(sc.Name); ok && reg.Duration > 0 && sc.Duration != reg.Duration {
+		// The working set moves at the same place in the timeline as the events (--duration).
+		wl.ShiftAt = time.Duration(float64(wl.ShiftAt) * float64(sc.Duration) / float64(reg.Duration))
+	}
 	rr := &RunReport{PolicyOn: policyOn}
 	var (
 		mu       sync.Mutex
@@ -381,13 +391,13 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		go func(w int) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w)+1, uint64(start.UnixNano())))
-			zipf := rand.NewZipf(rng, 1.1, 1, uint64(sc.Records-1))
+			keys := wl.chooser(rng, sc.Records)
 			for wctx.Err() == nil {
-				// Scatter the zipfian ranks over the key space so hot keys are not adjacent.
-				k := key(int((zipf.Uint64() * 2654435761) % uint64(sc.Records)))
 				t0 := time.Now()
+				read := rng.Float64() < sc.ReadFraction
+				k := key(keys.next(read, wl.ShiftAt > 0 && t0.Sub(start) >= wl.ShiftAt))
 				var err error
-				if rng.Float64() < sc.ReadFraction {
+				if read {
 					_, _, err = cl.Get(wctx, k)
 				} else {
 					err = cl.Put(wctx, k, value)
@@ -407,6 +417,44 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 				mu.Unlock()
 			}
 		}(w)
+	}
+
+	// The periodic range aggregation, if any: one more client scanning the same rows, timed.
+	var (
+		scanMu  sync.Mutex
+		scanSum time.Duration
+		scanN   int
+		scanErr int
+	)
+	if wl.ScanEvery > 0 && wl.ScanRows > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			from, to := wl.scanSpan(sc.Records)
+			t := time.NewTicker(wl.ScanEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-wctx.Done():
+					return
+				case <-t.C:
+				}
+				t0 := time.Now()
+				kvs, err := cl.Scan(wctx, key(from), key(to), 0, false)
+				d := time.Since(t0)
+				if wctx.Err() != nil {
+					return
+				}
+				scanMu.Lock()
+				if err != nil || len(kvs) != to-from {
+					scanErr++
+				} else {
+					scanSum += d
+					scanN++
+				}
+				scanMu.Unlock()
+			}
+		}()
 	}
 
 	// Events fire on their own goroutine so a slow one (a restart) does not stall the sampler.
@@ -455,6 +503,14 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		perSec = append(perSec, secHist.Export())
 		secHist.Reset()
 		mu.Unlock()
+		scanMu.Lock()
+		if scanN > 0 {
+			ms := benchutil.UsToMs(scanSum.Microseconds()) / float64(scanN)
+			p.ScanMs = &ms
+		}
+		p.ScanErrors = scanErr
+		scanSum, scanN, scanErr = 0, 0, 0
+		scanMu.Unlock()
 		p.Leaders = c.userLeaders()
 		h, m := c.cacheDelta()
 		if h+m > 0 {
@@ -555,4 +611,122 @@ func window(series []Point, perSec []*hdrhistogram.Snapshot, from, to float64) (
 		return 0, 0, 0
 	}
 	return float64(ops) / float64(n), benchutil.UsToMs(h.ValueAtQuantile(99)), n
+}
+
+// KeyDist is how a workload's operations pick their keys.
+type KeyDist int
+
+const (
+	// Zipfian picks key ranks with Go's rand.Zipf (s = 1.1), scattered over the key space so that
+	// hot keys are not adjacent (YCSB's hot set, the default).
+	Zipfian KeyDist = iota
+	// Uniform picks every key with the same probability.
+	Uniform
+)
+
+func (d KeyDist) String() string {
+	if d == Uniform {
+		return "uniform"
+	}
+	return "zipfian"
+}
+
+// Workload is how a scenario's measured operations choose their keys, registered by scenario name
+// with SetWorkload (a scenario without one gets the zero value: zipfian over every key, reads and
+// overwrites of the same keys).
+type Workload struct {
+	Keys KeyDist
+	// DisjointWrites splits the keys: every fifth one (index % 5 == 4) is only ever written, the
+	// others only read, each set with its own distribution of Keys (the journal's 80/20 workload
+	// with disjoint read and write keys, so that writes do not warm the cache for reads).
+	DisjointWrites bool
+	// ShiftAt, when positive, moves the working set at this offset of the run: from then on every
+	// rank maps to another key (half the key set away), so the hot keys change. It scales with
+	// --duration like the events.
+	ShiftAt time.Duration
+	// ScanEvery, with ScanRows, adds one client that scans the same ScanRows consecutive keys (in
+	// the middle of the key space: a range aggregation) every ScanEvery; each second of the series
+	// records the mean time of the scans that ended in it (Point.ScanMs).
+	ScanEvery time.Duration
+	ScanRows  int
+}
+
+var (
+	workloadMu sync.Mutex
+	workloads  = map[string]Workload{}
+)
+
+// SetWorkload sets the workload of the scenario named name (call it next to Register).
+func SetWorkload(name string, w Workload) {
+	workloadMu.Lock()
+	defer workloadMu.Unlock()
+	workloads[name] = w
+}
+
+// WorkloadOf returns the workload of the scenario named name (the zero value when none was set).
+func WorkloadOf(name string) Workload {
+	workloadMu.Lock()
+	defer workloadMu.Unlock()
+	return workloads[name]
+}
+
+// scanSpan is the rows [from, to) the aggregation scans: ScanRows keys starting 5/12 into the key
+// space (inside a range when the scenario pre-splits into 2, 3, 4 or 6 ranges).
+func (w Workload) scanSpan(records int) (from, to int) {
+	from = records * 5 / 12
+	return from, min(from+w.ScanRows, records)
+}
+
+// keyChooser picks the keys of one worker.
+type keyChooser struct {
+	w                    Workload
+	rng                  *rand.Rand
+	records              int
+	nRead, nWrite        int // sizes of the read and write key sets (both records without DisjointWrites)
+	zipfRead, zipfWrites *rand.Zipf
+}
+
+func (w Workload) chooser(rng *rand.Rand, records int) *keyChooser {
+	k := &keyChooser{w: w, rng: rng, records: records, nRead: records, nWrite: records}
+	if w.DisjointWrites {
+		k.nWrite = records / 5
+		k.nRead = records - k.nWrite
+	}
+	if w.Keys == Zipfian {
+		k.zipfRead = rand.NewZipf(rng, 1.1, 1, uint64(max(k.nRead-1, 1)))
+		k.zipfWrites = k.zipfRead
+		if w.DisjointWrites {
+			k.zipfWrites = rand.NewZipf(rng, 1.1, 1, uint64(max(k.nWrite-1, 1)))
+		}
+	}
+	return k
+}
+
+// next returns the index of the key of the next operation, a read or a write; shifted says whether
+// the working set has moved.
+func (k *keyChooser) next(read, shifted bool) int {
+	n, z := k.nRead, k.zipfRead
+	if !read {
+		n, z = k.nWrite, k.zipfWrites
+	}
+	if n <= 0 {
+		return 0
+	}
+	var i uint64
+	if z != nil {
+		// Scatter the zipfian ranks over the key set so hot keys are not adjacent.
+		i = (z.Uint64() * 2654435761) % uint64(n)
+	} else {
+		i = k.rng.Uint64N(uint64(n))
+	}
+	if shifted {
+		i = (i + uint64(n)/2) % uint64(n)
+	}
+	if !k.w.DisjointWrites {
+		return int(i)
+	}
+	if read { // the read set is every index except each fifth
+		return int(i/4*5 + i%4)
+	}
+	return min(int(i*5+4), k.records-1)
 }
