@@ -4,17 +4,20 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // Scenarios of issue 10 (docs/design/incremental-join.md): a fourth node joins a loaded three-node
-// cluster, with each join strategy (chapter 2 of the Papaioannou thesis, Figures 2.3–2.6).
+// cluster, with each join strategy (chapter 2 of the Papaioannou thesis, Figures 2.3–2.7).
 
 // joinLink models each node's network link in the join scenarios: every node sends snapshots at most
 // this fast and receives them at most this fast from all senders together. It is slow enough that
@@ -34,37 +37,41 @@ var joinDevice = emudisk.Options{
 	Latency:          500 * time.Microsecond,
 }
 
-func joinVariants() []Variant {
-	strategy := func(s string, atEnd bool, sendRate int64) func(*kv.Config) {
-		return func(c *kv.Config) {
-			c.Autopilot.Policies.Join.Strategy = s
-			c.Autopilot.Policies.Join.ServeAtEnd = atEnd
-			c.SnapshotRateBytesPerSec = sendRate
-			c.SnapshotRecvRateBytesPerSec = joinLink
-		}
-	}
-	return []Variant{
-		{Name: "incremental", KV: strategy(policy.JoinIncremental, false, joinLink)},
-		{Name: "parallel", KV: strategy(policy.JoinParallel, false, joinLink)},
-		// The chapter's controls: parallel with each sender throttled to a third of the link (the
-		// same aggregate as one incremental sender), and sequential moves that serve only at the end.
-		{Name: "parallel-throttled", KV: strategy(policy.JoinParallel, false, joinLink/3)},
-		{Name: "sequential-at-end", KV: strategy(policy.JoinIncremental, true, joinLink)},
+func joinStrategy(s string, atEnd bool, sendRate int64) func(*kv.Config) {
+	return func(c *kv.Config) {
+		c.Autopilot.Policies.Join.Strategy = s
+		c.Autopilot.Policies.Join.ServeAtEnd = atEnd
+		c.SnapshotRateBytesPerSec = sendRate
+		c.SnapshotRecvRateBytesPerSec = joinLink
 	}
 }
 
-func init() {
+func joinVariants() []Variant {
+	return []Variant{
+		{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
+		{Name: "parallel", KV: joinStrategy(policy.JoinParallel, false, joinLink)},
+		// The chapter's controls: parallel with each sender throttled to a third of the link (the
+		// same aggregate as one incremental sender), and sequential moves that serve only at the end.
+		{Name: "parallel-throttled", KV: joinStrategy(policy.JoinParallel, false, joinLink/3)},
+		{Name: "sequential-at-end", KV: joinStrategy(policy.JoinIncremental, true, joinLink)},
+	}
+}
+
+func joinBase() Scenario {
 	dev := joinDevice
-	base := Scenario{
+	return Scenario{
 		Nodes: 3, Records: 160000, Duration: 120 * time.Second, Threads: 16, ValueBytes: 256,
 		CacheBytes: 16 << 20, Splits: 12, Policy: policy.NameJoin, Warmup: 10 * time.Second, Device: &dev,
 		Pin:      map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false},
 		Variants: joinVariants(),
 	}
-	b := base
+}
+
+func init() {
+	b := joinBase()
 	b.Name, b.ReadFraction = "join", 0.95
 	b.Description = "3 nodes, 160k records (~3x the block cache), 12 ranges, YCSB B zipfian; at t=30s a 4th node joins: incremental, parallel, parallel throttled to the incremental rate, sequential serving at the end"
-	b.Events = []Event{{At: 30 * time.Second, What: "node joins", Do: JoinSpareNode(), Task: true}}
+	b.Events = []Event{{At: 30 * time.Second, What: joinLabel, Do: JoinSpareNode(), Task: true}}
 	Register(b)
 	a := b
 	a.Name, a.ReadFraction = "join-a", 0.5
@@ -72,120 +79,445 @@ func init() {
 	Register(a)
 }
 
+// joinLabel is the label of the event (or, for the surge, the mark) of the join that joinReport measures.
+const joinLabel = "node joins"
+
+// joinTrace is what the join's actions observed, for joinReport: the scenario's actions run inside
+// the runner (run.go), which hands joinReport only the series and the events, so the actions leave
+// the finer facts here. The runs of one invocation are sequential; each run's first join action
+// starts a fresh trace and joinReport takes it.
+type joinTrace struct {
+	mu sync.Mutex
+	// fired is when the trace's first action fired (its event's T in the run's clock), so that
+	// absolute times convert to the run's seconds.
+	fired      time.Time
+	firedLabel string
+	// nodeStart is when the new node was started (the join's start: what the report counts from);
+	// nodeUp when it was running.
+	nodeStart, nodeUp time.Time
+	// trigger and triggerWhy: the surge controller's decision to add the node.
+	trigger, violatedSince time.Time
+	triggerWhy             string
+	// joinEnd is when the join was done (or the run ended); done is closed when its action is over.
+	joinEnd time.Time
+	done    chan struct{}
+	// firstLead is when the new node was first seen leading a user range (polled every 50 ms).
+	firstLead time.Time
+	// rec is the join record as last seen; decisions the incremental_join decisions of the join.
+	recStarted, recFirst, recDone time.Time
+	decisions                     []JoinStep
+	// load is the extra clients of the surge (their operations join the run's series).
+	load *loadGen
+}
+
+var traces struct {
+	sync.Mutex
+	cur *joinTrace
+}
+
+func newTrace(label string) *joinTrace {
+	t := &joinTrace{fired: time.Now(), firedLabel: label, done: make(chan struct{})}
+	traces.Lock()
+	traces.cur = t
+	traces.Unlock()
+	return t
+}
+
+func takeTrace() *joinTrace {
+	traces.Lock()
+	defer traces.Unlock()
+	t := traces.cur
+	traces.cur = nil
+	return t
+}
+
 // JoinSpareNode starts one more node and returns when the autopilot has completed its join (or the
 // run ends).
 func JoinSpareNode() Action {
 	return func(ctx context.Context, env *Env) (string, error) {
-		i, err := env.c.addNode(ctx)
-		if err != nil {
-			return "", fmt.Errorf("start the new node: %w", err)
-		}
-		id := env.c.nodes[i].kv.NodeID()
-		start := time.Now()
+		tr := newTrace(joinLabel)
+		defer close(tr.done)
+		return joinNode(ctx, env, tr)
+	}
+}
+
+// joinNode starts the spare node, follows its join (first leadership, join record) until it is done
+// or ctx ends, and collects the join's decisions.
+func joinNode(ctx context.Context, env *Env, tr *joinTrace) (string, error) {
+	start := time.Now()
+	tr.mu.Lock()
+	tr.nodeStart = start
+	tr.mu.Unlock()
+	i, err := env.c.addNode(ctx)
+	if err != nil {
+		return "", fmt.Errorf("start the new node: %w", err)
+	}
+	tr.mu.Lock()
+	tr.nodeUp = time.Now()
+	tr.mu.Unlock()
+	id := env.c.nodes[i].kv.NodeID()
+	// The first leadership, seen on the node itself every 50 ms (the series samples once a second).
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
-				return fmt.Sprintf("n%d still joining after %.1fs", id, time.Since(start).Seconds()), nil
-			case <-time.After(250 * time.Millisecond):
+			case <-pollCtx.Done():
+				return
+			case <-t.C:
 			}
-			nodes, err := env.Client.Nodes(ctx)
-			if err != nil {
+			if l := env.c.userLeaders(); i < len(l) && l[i] > 0 {
+				tr.mu.Lock()
+				tr.firstLead = time.Now()
+				tr.mu.Unlock()
+				return
+			}
+		}
+	}()
+	desc := ""
+	for desc == "" {
+		select {
+		case <-ctx.Done():
+			desc = fmt.Sprintf("n%d still joining after %.1fs", id, time.Since(start).Seconds())
+		case <-time.After(250 * time.Millisecond):
+		}
+		if desc != "" {
+			break
+		}
+		nodes, err := env.Client.Nodes(ctx)
+		if err != nil {
+			continue
+		}
+		for _, n := range nodes {
+			j := n.GetJoin()
+			if n.GetDesc().GetNodeId() != id || j == nil {
 				continue
 			}
-			for _, n := range nodes {
-				if j := n.GetJoin(); n.GetDesc().GetNodeId() == id && j != nil && j.DoneUnixNanos != 0 {
-					desc := fmt.Sprintf("n%d joined (%s): %d replicas, leads %d, in %.1fs", id, j.Strategy, j.Held, j.Leading,
-						time.Unix(0, j.DoneUnixNanos).Sub(start).Seconds())
-					if j.FirstServedUnixNanos != 0 {
-						desc += fmt.Sprintf(", first range served after %.1fs", time.Unix(0, j.FirstServedUnixNanos).Sub(start).Seconds())
-					}
-					return desc, nil
+			tr.mu.Lock()
+			tr.recStarted = unixOrZero(j.StartedUnixNanos)
+			tr.recFirst = unixOrZero(j.FirstServedUnixNanos)
+			tr.recDone = unixOrZero(j.DoneUnixNanos)
+			tr.mu.Unlock()
+			if j.DoneUnixNanos != 0 {
+				desc = fmt.Sprintf("n%d joined (%s): %d replicas, leads %d, in %.1fs", id, j.Strategy, j.Held, j.Leading,
+					time.Unix(0, j.DoneUnixNanos).Sub(start).Seconds())
+				if j.FirstServedUnixNanos != 0 {
+					desc += fmt.Sprintf(", first range served after %.1fs", time.Unix(0, j.FirstServedUnixNanos).Sub(start).Seconds())
 				}
 			}
 		}
 	}
+	tr.mu.Lock()
+	tr.joinEnd = time.Now()
+	tr.mu.Unlock()
+	// The join's decisions, for the timeline (the run may be over: a short deadline of its own).
+	dctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if ds, _, err := env.Client.Decisions(dctx); err == nil {
+		var steps []JoinStep
+		for _, d := range ds {
+			at, err := time.Parse(time.RFC3339Nano, d.Time)
+			if err != nil || d.Policy != policy.NameJoin || at.Before(start) {
+				continue
+			}
+			steps = append(steps, JoinStep{AtS: round1(at.Sub(start).Seconds()), Operator: d.Operator, Range: d.Range,
+				Reason: d.Reason, Status: d.Status})
+		}
+		tr.mu.Lock()
+		tr.decisions = steps
+		tr.mu.Unlock()
+	}
+	return desc, nil
 }
 
-// JoinReport is the chapter's evaluation of one join: the worst dip of throughput against the
-// pre-join mean over 5-second windows, when the new node first served a range, how long the join
-// took, and two SLO-violation scores over 1-second windows: the count of windows whose p99 exceeds
-// the threshold (SLOFactor × the steady-state p99), and the sum of the excess in ms.
+func unixOrZero(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// JoinStep is one incremental_join decision, at its time from the join's start.
+type JoinStep struct {
+	AtS      float64 `json:"at_s"`
+	Operator string  `json:"operator"`
+	Range    uint64  `json:"range,omitempty"`
+	Reason   string  `json:"reason"`
+	Status   string  `json:"status"`
+}
+
+// JoinReport is the chapter's evaluation of one join (§2.3; docs/bench-join.md has the definitions):
+//
+//   - Dip: the chapter compares the mean throughput of consecutive 2-minute bins of the join with
+//     the mean of the 5 minutes before it, over joins of 9–26 minutes. Ours are ~1–2 minutes, so the
+//     bins are DipBinS (10 s, within the chapter's 8–22 % of a join) long, consecutive from the
+//     join's start; the pre-join mean is that of the steady state (warm-up to the join). DipNoise is
+//     the worst bin of the steady state itself against its own mean: the noise floor of the measure.
+//   - SLO (chapter, eq. 2.1–2.3): 2-second windows of the mean response time against a target;
+//     the count of windows over it and the sum of the excess, from the join's first to its last
+//     window. Our target is ChapterTargetFactor (1.25: 50 ms over the chapter's 40 ms) × the
+//     steady-state mean latency. The issue's variant: 1-second windows of p99 against SLOFactor ×
+//     the steady-state p99. Both are also summed from the join's start to the run's end (…ToEnd),
+//     which does not reward a join for being short.
 type JoinReport struct {
+	// JoinStartS is when the join started (the new node was started), in the run's seconds.
+	JoinStartS float64 `json:"join_start_s"`
+	// TriggerWhy is the surge controller's reason for adding the node (surge variants); TriggerS when
+	// it decided, ViolatedSinceS the start of the first of the violating windows it acted on.
+	TriggerWhy     string  `json:"trigger_why,omitempty"`
+	TriggerS       float64 `json:"trigger_s,omitempty"`
+	ViolatedSinceS float64 `json:"violated_since_s,omitempty"`
+	// NodeUpS, PolicyStartS: from the join's start, until the node ran and until the autopilot
+	// recorded the join's start.
+	NodeUpS      float64 `json:"node_up_s"`
+	PolicyStartS float64 `json:"policy_start_s"`
+	// FirstServedS: from the join's start until the new node first led a user range (-1: never).
+	FirstServedS float64 `json:"first_served_s"`
+	// FirstServedRecordS: the same by the join record (written by the autopilot's next round).
+	FirstServedRecordS float64 `json:"first_served_record_s"`
+	JoinS              float64 `json:"join_s"`
+	Done               bool    `json:"done"`
+
 	PreJoinThroughput float64 `json:"pre_join_throughput"`
-	WorstDip          float64 `json:"worst_dip"` // e.g. -0.13: the worst 5 s window was 13 % below the pre-join mean
-	FirstServedS      float64 `json:"first_served_s"`
-	JoinS             float64 `json:"join_s"`
-	SLOThresholdMs    float64 `json:"slo_threshold_ms"`
-	SLOFactor         float64 `json:"slo_factor"`
-	ViolatingWindows  int     `json:"violating_windows"`
-	ExcessMs          float64 `json:"excess_ms"`
-	PostJoinRatio     float64 `json:"post_join_ratio"` // throughput after the join / before
+	DipBinS           int     `json:"dip_bin_s"`
+	// WorstDip is e.g. -0.13: the worst bin of the join was 13 % below the pre-join mean.
+	WorstDip float64   `json:"worst_dip"`
+	DipBins  []float64 `json:"dip_bins"` // every bin of the join, relative to the pre-join mean
+	DipNoise float64   `json:"dip_noise"`
+	// WorstDip5sSliding is the previous definition (the worst of every 5-s window), for comparison.
+	WorstDip5sSliding float64 `json:"worst_dip_5s_sliding"`
+	ThroughputRatio   float64 `json:"throughput_ratio"` // mean throughput during the join / before
+
+	SteadyMeanMs         float64 `json:"steady_mean_ms"`
+	ChapterTargetMs      float64 `json:"chapter_target_ms"`
+	ChapterTargetFactor  float64 `json:"chapter_target_factor"`
+	ChapterWindows       int     `json:"chapter_windows"` // 2-s windows of the join
+	ChapterViolations    int     `json:"chapter_violations"`
+	ChapterExcessMs      float64 `json:"chapter_excess_ms"`
+	ChapterViolationsEnd int     `json:"chapter_violations_to_end"`
+	ChapterExcessEndMs   float64 `json:"chapter_excess_to_end_ms"`
+
+	SLOThresholdMs      float64 `json:"slo_threshold_ms"`
+	SLOFactor           float64 `json:"slo_factor"`
+	ViolatingWindows    int     `json:"violating_windows"`
+	ExcessMs            float64 `json:"excess_ms"`
+	ViolatingWindowsEnd int     `json:"violating_windows_to_end"`
+	ExcessEndMs         float64 `json:"excess_to_end_ms"`
+
+	PostJoinRatio float64 `json:"post_join_ratio"` // throughput after the join / before
+
+	Timeline []JoinStep `json:"timeline,omitempty"`
 }
 
 const (
-	dipWindow = 5
-	sloFactor = 1.5
+	dipBinS             = 10
+	dipWindow           = dipBinS // the runner prints it
+	sloFactor           = 1.5
+	chapterTargetFactor = 1.25
+	chapterWindowS      = 2
 )
 
-// joinReport measures the first Task event as a join of node index nodes (the first spare).
+// joinReport measures the join of the run's trace (or, without one, the first "node joins" event).
+// For a surge it also adds the surge clients' operations to the series, the join to the events and
+// recomputes the task window. nodes is the number of nodes before the join.
 func joinReport(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Duration, nodes int) *JoinReport {
-	var ev *EventMark
+	tr := takeTrace()
+	var fired *EventMark
 	for i := range rr.Events {
-		if rr.Events[i].Task && rr.Events[i].Label == "node joins" {
-			ev = &rr.Events[i]
+		if tr != nil && rr.Events[i].Label == tr.firedLabel {
+			fired = &rr.Events[i]
 			break
 		}
 	}
-	if ev == nil {
+	if tr == nil || fired == nil {
 		return nil
 	}
-	jr := &JoinReport{JoinS: ev.EndT - ev.T, SLOFactor: sloFactor, FirstServedS: -1}
-	pre, preP99, preN := window(rr.Series, perSec, warmup.Seconds(), ev.T)
-	if preN == 0 {
-		return nil
+	select { // the surge's controller may still be collecting the join's decisions
+	case <-tr.done:
+	case <-time.After(10 * time.Second):
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	// Absolute time → the run's seconds.
+	runS := func(t time.Time) float64 { return fired.T + t.Sub(tr.fired).Seconds() }
+	if tr.load != nil {
+		tr.load.stop()
+		tr.load.mergeInto(rr, perSec, fired.T)
+	}
+	if tr.nodeStart.IsZero() {
+		return nil // the surge never triggered a join
+	}
+	start := runS(tr.nodeStart)
+	end := fired.EndT
+	if !tr.joinEnd.IsZero() {
+		end = runS(tr.joinEnd)
+	}
+	if tr.load != nil { // the surge's action is not the join: mark the join itself
+		m := EventMark{T: start, EndT: end, What: strings.TrimSpace(joinLabel + " " + tr.triggerWhy), Label: joinLabel, Task: true}
+		rr.Events = append(rr.Events, m)
+		for i := range rr.Events {
+			if rr.Events[i].Label != joinLabel {
+				rr.Events[i].Task = false
+			}
+		}
+		rr.Task = taskWindow(rr, perSec, warmup)
+	}
+	since := func(t time.Time) float64 {
+		if t.IsZero() {
+			return -1
+		}
+		return round1(t.Sub(tr.nodeStart).Seconds())
+	}
+	jr := &JoinReport{JoinStartS: round1(start), TriggerWhy: tr.triggerWhy, NodeUpS: since(tr.nodeUp),
+		PolicyStartS: since(tr.recStarted), FirstServedS: since(tr.firstLead), FirstServedRecordS: since(tr.recFirst),
+		Done: !tr.recDone.IsZero(), DipBinS: dipBinS, SLOFactor: sloFactor, ChapterTargetFactor: chapterTargetFactor,
+		Timeline: tr.decisions}
+	if !tr.trigger.IsZero() {
+		jr.TriggerS, jr.ViolatedSinceS = round1(runS(tr.trigger)), round1(runS(tr.violatedSince))
+	}
+	jr.JoinS = round1(end - start)
+	if jr.Done {
+		jr.JoinS = round1(runS(tr.recDone) - start)
+	}
+	measureJoin(jr, rr.Series, perSec, warmup.Seconds(), start, end)
+	return jr
+}
+
+// measureJoin fills jr's throughput and SLO figures from the run's seconds: steady state from
+// warmup to start, the join from start to end, the rest after it.
+func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Snapshot, warmup, start, end float64) {
+	// A second counts in a window when its midpoint lies in it (as taskWindow does).
+	in := func(p Point, from, to float64) bool { mid := p.T - 0.5; return mid >= from && mid < to }
+	pre, preP99, preN := window(series, perSec, warmup, start)
+	if preN == 0 || pre == 0 {
+		return
 	}
 	jr.PreJoinThroughput = pre
 	jr.SLOThresholdMs = sloFactor * preP99
+	steady := benchutil.NewHist()
+	for i, p := range series {
+		if in(p, warmup, start) && i < len(perSec) {
+			steady.Merge(hdrhistogram.Import(perSec[i]))
+		}
+	}
+	jr.SteadyMeanMs = steady.Mean() / 1000
+	jr.ChapterTargetMs = chapterTargetFactor * jr.SteadyMeanMs
+
+	// Bins of the join (the last one may be partial; a bin needs at least half its seconds).
+	bins := func(from, to float64, ref float64) []float64 {
+		var out []float64
+		for b := from; b < to; b += dipBinS {
+			var ops int64
+			n := 0
+			for _, p := range series {
+				if in(p, b, math.Min(b+dipBinS, to)) {
+					ops += p.Ops
+					n++
+				}
+			}
+			if n > 0 && 2*n >= dipBinS || n > 0 && len(out) == 0 {
+				out = append(out, float64(ops)/float64(n)/ref-1)
+			}
+		}
+		return out
+	}
+	jr.DipBins = bins(start, end, pre)
+	jr.WorstDip = 0
+	for i, d := range jr.DipBins {
+		jr.DipBins[i] = math.Round(d*1000) / 1000
+		if i == 0 || d < jr.WorstDip {
+			jr.WorstDip = d
+		}
+	}
+	// Noise floor: the steady state's own bins, counted back from the join's start.
+	var noise []float64
+	for b := start - dipBinS; b >= warmup-0.5; b -= dipBinS {
+		noise = append(noise, bins(b, b+dipBinS, pre)...)
+	}
+	for _, d := range noise {
+		jr.DipNoise = math.Min(jr.DipNoise, d)
+	}
 	var during []Point
-	var postOps int64
+	var duringOps, postOps int64
 	postN := 0
-	for _, p := range rr.Series {
-		mid := p.T - 0.5
+	for _, p := range series {
 		switch {
-		case mid >= ev.T && mid <= ev.EndT:
+		case in(p, start, end):
 			during = append(during, p)
-			if jr.FirstServedS < 0 && len(p.Leaders) > nodes && p.Leaders[nodes] > 0 {
-				jr.FirstServedS = p.T - ev.T
-			}
-			if p.P99Ms > jr.SLOThresholdMs {
-				jr.ViolatingWindows++
-				jr.ExcessMs += p.P99Ms - jr.SLOThresholdMs
-			}
-		case mid > ev.EndT:
+			duringOps += p.Ops
+		case p.T-0.5 >= end:
 			postOps += p.Ops
 			postN++
 		}
 	}
-	jr.WorstDip = math.Inf(1)
-	for i := 0; i+dipWindow <= len(during); i++ {
-		var ops int64
-		for _, p := range during[i : i+dipWindow] {
-			ops += p.Ops
-		}
-		jr.WorstDip = math.Min(jr.WorstDip, float64(ops)/dipWindow/jr.PreJoinThroughput-1)
+	if len(during) > 0 {
+		jr.ThroughputRatio = float64(duringOps) / float64(len(during)) / pre
 	}
-	if math.IsInf(jr.WorstDip, 1) { // a join shorter than one window
+	jr.WorstDip5sSliding = math.Inf(1)
+	for i := 0; i+5 <= len(during); i++ {
 		var ops int64
-		for _, p := range during {
+		for _, p := range during[i : i+5] {
 			ops += p.Ops
 		}
-		jr.WorstDip = 0
-		if len(during) > 0 {
-			jr.WorstDip = float64(ops)/float64(len(during))/jr.PreJoinThroughput - 1
-		}
+		jr.WorstDip5sSliding = math.Min(jr.WorstDip5sSliding, float64(ops)/5/pre-1)
+	}
+	if math.IsInf(jr.WorstDip5sSliding, 1) {
+		jr.WorstDip5sSliding = jr.WorstDip
 	}
 	if postN > 0 {
-		jr.PostJoinRatio = float64(postOps) / float64(postN) / jr.PreJoinThroughput
+		jr.PostJoinRatio = float64(postOps) / float64(postN) / pre
 	}
-	return jr
+
+	// The issue's score: 1-s windows' p99 over the threshold.
+	for _, p := range series {
+		if p.T-0.5 < start || p.P99Ms <= jr.SLOThresholdMs {
+			continue
+		}
+		ex := p.P99Ms - jr.SLOThresholdMs
+		jr.ViolatingWindowsEnd++
+		jr.ExcessEndMs += ex
+		if in(p, start, end) {
+			jr.ViolatingWindows++
+			jr.ExcessMs += ex
+		}
+	}
+	// The chapter's score: 2-s windows' mean latency over the target, from the join's start.
+	last := 0.0
+	if len(series) > 0 {
+		last = series[len(series)-1].T
+	}
+	for w := start; w+chapterWindowS/2 <= last; w += chapterWindowS {
+		h := benchutil.NewHist()
+		for i, p := range series {
+			if in(p, w, w+chapterWindowS) && i < len(perSec) {
+				h.Merge(hdrhistogram.Import(perSec[i]))
+			}
+		}
+		if h.TotalCount() == 0 {
+			continue
+		}
+		during := w < end
+		if during {
+			jr.ChapterWindows++
+		}
+		mean := h.Mean() / 1000
+		if mean <= jr.ChapterTargetMs {
+			continue
+		}
+		jr.ChapterViolationsEnd++
+		jr.ChapterExcessEndMs += mean - jr.ChapterTargetMs
+		if during {
+			jr.ChapterViolations++
+			jr.ChapterExcessMs += mean - jr.ChapterTargetMs
+		}
+	}
+	for _, f := range []*float64{&jr.ExcessMs, &jr.ExcessEndMs, &jr.ChapterExcessMs, &jr.ChapterExcessEndMs,
+		&jr.WorstDip, &jr.WorstDip5sSliding, &jr.DipNoise, &jr.ThroughputRatio, &jr.PostJoinRatio,
+		&jr.SteadyMeanMs, &jr.ChapterTargetMs, &jr.SLOThresholdMs, &jr.PreJoinThroughput} {
+		*f = math.Round(*f*1000) / 1000
+	}
 }

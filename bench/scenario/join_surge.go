@@ -1,0 +1,274 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/client"
+)
+
+// The surge variant of the join scenario (the chapter's §2.3.3, Figure 2.7): the offered load rises
+// at t = 30 s and a simple elasticity controller, watching the response time its clients see against
+// a target, adds the fourth node when the target is violated for a sustained period; the autopilot's
+// incremental_join policy then moves the node's share with the variant's strategy.
+//
+// The controller is a client-side loop, as in the chapter (a monitor combining the response times
+// reported by client processes): it runs SensorThreads clients of the scenario's workload from the
+// warm-up on, learns their steady mean latency for LearnFor, sets its target to
+// chapterTargetFactor × that mean (the chapter: 50 ms over a 40 ms steady mean), and from then on
+// evaluates 2-second windows of the mean latency of every client it runs (sensor and surge); after
+// TriggerWindows consecutive windows over the target it starts the spare node. Nothing in it knows
+// when the surge comes. The autopilot cannot start machines, so the decision to add one sits with the
+// controller, as it would with an orchestrator; everything after the node starts is the autopilot's.
+type surgeConfig struct {
+	Records        int
+	ReadFraction   float64
+	ValueBytes     int
+	SensorThreads  int
+	SurgeThreads   int
+	LearnFor       time.Duration
+	TriggerWindows int
+}
+
+func init() {
+	for _, v := range []struct {
+		name string
+		read float64
+	}{{"join-surge", 0.95}, {"join-surge-a", 0.5}} {
+		s := joinBase()
+		s.Name, s.ReadFraction = v.name, v.read
+		// 14 + 2 sensor threads before the surge, +8 at t = 30 s: 16 → 24, the chapter's 20 → 30.
+		s.Threads = 14
+		s.Duration = 150 * time.Second
+		cfg := surgeConfig{Records: s.Records, ReadFraction: s.ReadFraction, ValueBytes: s.ValueBytes,
+			SensorThreads: 2, SurgeThreads: 8, LearnFor: 16 * time.Second, TriggerWindows: 3}
+		s.Variants = s.Variants[:2] // incremental and parallel, as in Figure 2.7
+		s.Description = fmt.Sprintf("as %s, but the offered load rises from 16 to 24 threads at t=30s and a latency controller adds the 4th node (incremental vs parallel; Figure 2.7)",
+			map[bool]string{true: "join", false: "join-a"}[v.read > 0.9])
+		ctl := &surgeController{cfg: cfg}
+		s.Events = []Event{
+			{At: 10 * time.Second, What: "controller", Do: ctl.start},
+			{At: 30 * time.Second, What: "load surge", Do: ctl.surge},
+		}
+		Register(s)
+	}
+}
+
+type surgeController struct {
+	cfg surgeConfig
+	tr  *joinTrace // the current run's
+}
+
+// start starts the sensor clients and the controller loop; it returns at once.
+func (sc *surgeController) start(ctx context.Context, env *Env) (string, error) {
+	tr := newTrace("controller")
+	sc.tr = tr
+	g := newLoadGen(ctx, env.Client, sc.cfg, tr.fired)
+	tr.mu.Lock()
+	tr.load = g
+	tr.mu.Unlock()
+	g.add(sc.cfg.SensorThreads)
+	go sc.loop(ctx, env, tr, g)
+	return fmt.Sprintf("%d sensor clients, learning for %s", sc.cfg.SensorThreads, sc.cfg.LearnFor), nil
+}
+
+// surge raises the offered load.
+func (sc *surgeController) surge(ctx context.Context, env *Env) (string, error) {
+	if sc.tr == nil || sc.tr.load == nil {
+		return "", fmt.Errorf("no controller running")
+	}
+	sc.tr.load.add(sc.cfg.SurgeThreads)
+	return fmt.Sprintf("+%d client threads", sc.cfg.SurgeThreads), nil
+}
+
+func (sc *surgeController) loop(ctx context.Context, env *Env, tr *joinTrace, g *loadGen) {
+	defer close(tr.done)
+	wait := func(until time.Time) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(until)):
+			return true
+		}
+	}
+	learnEnd := g.base.Add(sc.cfg.LearnFor)
+	if !wait(learnEnd.Add(100 * time.Millisecond)) {
+		return
+	}
+	base, n := g.mean(g.base.Add(2*time.Second), learnEnd) // the first seconds warm the clients up
+	if n == 0 {
+		return
+	}
+	target := chapterTargetFactor * base
+	over := 0
+	var firstOver time.Time
+	for w := learnEnd; ; w = w.Add(chapterWindowS * time.Second) {
+		if !wait(w.Add(chapterWindowS*time.Second + 100*time.Millisecond)) {
+			return
+		}
+		m, n := g.mean(w, w.Add(chapterWindowS*time.Second))
+		if n == 0 || m <= target {
+			over = 0
+			continue
+		}
+		if over == 0 {
+			firstOver = w
+		}
+		over++
+		if over < sc.cfg.TriggerWindows {
+			continue
+		}
+		tr.mu.Lock()
+		tr.trigger, tr.violatedSince = time.Now(), firstOver
+		tr.triggerWhy = fmt.Sprintf("controller: its clients' 2-s mean latency over the target %.1f ms (%.2f x their %.1f ms steady mean) for %d windows, last %.1f ms: add a node",
+			target, chapterTargetFactor, base, over, m)
+		tr.mu.Unlock()
+		_, _ = joinNode(ctx, env, tr)
+		return
+	}
+}
+
+// loadGen runs extra closed-loop clients of the scenario's workload and records their operations
+// per second since base, so that the report adds them to the run's series.
+type loadGen struct {
+	ctx   context.Context
+	cl    *client.Client
+	cfg   surgeConfig
+	base  time.Time
+	value []byte
+
+	mu      sync.Mutex
+	threads int
+	secs    []loadSec
+	stopped bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+type loadSec struct {
+	ops, errs int64
+	hist      *hdrhistogram.Histogram
+}
+
+func newLoadGen(ctx context.Context, cl *client.Client, cfg surgeConfig, base time.Time) *loadGen {
+	ctx, cancel := context.WithCancel(ctx)
+	value := make([]byte, cfg.ValueBytes)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	return &loadGen{ctx: ctx, cancel: cancel, cl: cl, cfg: cfg, base: base, value: value}
+}
+
+// add starts n more clients.
+func (g *loadGen) add(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	for k := 0; k < n; k++ {
+		w := g.threads
+		g.threads++
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			// The same workload as the runner's clients (run.go): zipfian ranks scattered over the keys.
+			rng := rand.New(rand.NewPCG(uint64(w)+1001, uint64(time.Now().UnixNano())))
+			zipf := rand.NewZipf(rng, 1.1, 1, uint64(g.cfg.Records-1))
+			for g.ctx.Err() == nil {
+				k := key(int((zipf.Uint64() * 2654435761) % uint64(g.cfg.Records)))
+				t0 := time.Now()
+				var err error
+				if rng.Float64() < g.cfg.ReadFraction {
+					_, _, err = g.cl.Get(g.ctx, k)
+				} else {
+					err = g.cl.Put(g.ctx, k, g.value)
+				}
+				lat := time.Since(t0)
+				if g.ctx.Err() != nil {
+					return
+				}
+				g.record(t0.Add(lat), lat, err)
+			}
+		}()
+	}
+}
+
+func (g *loadGen) record(at time.Time, lat time.Duration, err error) {
+	i := int(at.Sub(g.base) / time.Second)
+	if i < 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for len(g.secs) <= i {
+		g.secs = append(g.secs, loadSec{hist: benchutil.NewHist()})
+	}
+	if err != nil {
+		g.secs[i].errs++
+		return
+	}
+	g.secs[i].ops++
+	_ = g.secs[i].hist.RecordValue(benchutil.ClampUs(lat))
+}
+
+// mean is the mean latency (ms) of the operations completed in [from, to) (whole seconds since base)
+// and their count.
+func (g *loadGen) mean(from, to time.Time) (float64, int64) {
+	a, b := int(from.Sub(g.base)/time.Second), int(to.Sub(g.base)/time.Second)
+	h := benchutil.NewHist()
+	g.mu.Lock()
+	for i := max(a, 0); i < b && i < len(g.secs); i++ {
+		h.Merge(g.secs[i].hist)
+	}
+	g.mu.Unlock()
+	return h.Mean() / 1000, h.TotalCount()
+}
+
+func (g *loadGen) stop() {
+	g.mu.Lock()
+	g.stopped = true
+	g.mu.Unlock()
+	g.cancel()
+	g.wg.Wait()
+}
+
+// mergeInto adds the clients' operations to the run's seconds (second i since base is the run's
+// second baseT+i), recomputes those seconds' percentiles and the run's summary.
+func (g *loadGen) mergeInto(rr *RunReport, perSec []*hdrhistogram.Snapshot, baseT float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var added int64
+	for i, s := range g.secs {
+		// Run point j covers [j, j+1) s of the run (its T is j+1).
+		j := int(baseT + float64(i) + 0.5)
+		if j < 0 || j >= len(rr.Series) || j >= len(perSec) {
+			continue
+		}
+		p := &rr.Series[j]
+		p.Ops += s.ops
+		p.Errors += s.errs
+		added += s.ops
+		h := hdrhistogram.Import(perSec[j])
+		h.Merge(s.hist)
+		perSec[j] = h.Export()
+		p.P50Ms = benchutil.UsToMs(h.ValueAtQuantile(50))
+		p.P99Ms = benchutil.UsToMs(h.ValueAtQuantile(99))
+	}
+	all := benchutil.NewHist()
+	for _, s := range perSec {
+		all.Merge(hdrhistogram.Import(s))
+	}
+	rr.Summary.Ops += added
+	if n := len(rr.Series); n > 0 {
+		rr.Summary.Throughput = float64(rr.Summary.Ops) / float64(n)
+	}
+	rr.Summary.P50Ms = benchutil.UsToMs(all.ValueAtQuantile(50))
+	rr.Summary.P99Ms = benchutil.UsToMs(all.ValueAtQuantile(99))
+}
