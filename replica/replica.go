@@ -61,6 +61,24 @@ type proposal struct {
 	done   chan struct{}
 	result Result
 	err    *Error
+	// gated is the size this proposal holds in the store's proposal gate (0: not gated); given back
+	// once, under r.mu, when the proposal leaves r.proposals.
+	gated int64
+}
+
+// userWrite reports whether cmd is a client's write, the only kind the proposal gate may refuse:
+// splits, merges, meta updates and counters are the cluster's own work.
+func userWrite(cmd *pb.Command) bool {
+	return len(cmd.Mutations) > 0 && cmd.Split == nil && cmd.MetaUpdate == nil && len(cmd.IncrementKey) == 0 &&
+		cmd.Freeze == nil && cmd.Unfreeze == nil && cmd.Merge == nil && cmd.MergeAbort == nil
+}
+
+// release gives the proposal's share of the proposal gate back.
+func (p *proposal) release(s *Store) {
+	if p.gated > 0 {
+		s.proposalGate.Release(p.gated)
+		p.gated = 0
+	}
 }
 
 type readBatch struct {
@@ -252,11 +270,21 @@ func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) 
 		r.mu.Unlock()
 		return Result{}, &Error{Code: pb.ErrorCode_INTERNAL, Msg: err.Error()}
 	}
+	p := &proposal{done: make(chan struct{})}
+	if !r.IsMeta() && userWrite(cmd) {
+		// Admission: a bounded number and size of user writes in raft at once per node. Checked before
+		// raft sees the entry, so a refusal is definite (docs/design/admission.md).
+		if ref := r.store.proposalGate.TryAcquire(int64(len(data))); ref != nil {
+			r.mu.Unlock()
+			return Result{}, &Error{Code: pb.ErrorCode_OVERLOADED, Msg: fmt.Sprintf("range %d: %v", r.rangeID, ref)}
+		}
+		p.gated = int64(len(data))
+	}
 	if err := r.rn.Propose(data); err != nil {
+		p.release(r.store)
 		r.mu.Unlock()
 		return Result{}, &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: proposal dropped: %v", r.rangeID, err)}
 	}
-	p := &proposal{done: make(chan struct{})}
 	r.proposals[id] = p
 	r.mu.Unlock()
 	r.store.proposals.Add(1)
@@ -276,7 +304,14 @@ func (r *Replica) waitProposal(ctx context.Context, id uint64, p *proposal) (Res
 		return p.result, nil
 	case <-ctx.Done():
 		r.mu.Lock()
-		delete(r.proposals, id)
+		if p.gated == 0 {
+			// Ungated (system) proposals are forgotten: a conf change raft replaced by an empty entry
+			// would otherwise stay here forever and keep the range from quiescing.
+			delete(r.proposals, id)
+		}
+		// A gated user write stays (and holds its share of the proposal gate) until it applies or
+		// fails: it is still in the leader's log, and abandoned entries are what piles up under
+		// overload. Raft either appends a normal entry or refuses it at once, so it does resolve.
 		r.mu.Unlock()
 		return Result{}, &Error{Code: pb.ErrorCode_TIMEOUT, Msg: fmt.Sprintf("range %d: write outcome unknown: %v", r.rangeID, ctx.Err())}
 	case <-r.store.stopper:
@@ -556,6 +591,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 			}
 			if p, ok := r.proposals[cmd.ProposalId]; ok && cmd.ProposalId != 0 {
 				delete(r.proposals, cmd.ProposalId)
+				p.release(r.store)
 				finished = append(finished, done{p, res})
 			}
 		case raftpb.EntryConfChangeV2, raftpb.EntryConfChange:
@@ -613,6 +649,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 			}
 			if p, ok := r.proposals[cctx.ProposalId]; ok && cctx.ProposalId != 0 {
 				delete(r.proposals, cctx.ProposalId)
+				p.release(r.store)
 				finished = append(finished, done{p, res})
 			}
 		}
@@ -852,6 +889,7 @@ func (r *Replica) failPendingLocked(code pb.ErrorCode, msg string) {
 		p.err = &Error{Code: code, Msg: fmt.Sprintf("range %d: %s", r.rangeID, msg), LeaderNode: r.nodeOfLocked(r.leader)}
 		close(p.done)
 		delete(r.proposals, id)
+		p.release(r.store)
 	}
 	r.failReadsLocked()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/shoaldb/shoal/admission"
 	"io"
 	"log/slog"
 	"sort"
@@ -42,6 +43,9 @@ type Config struct {
 	MaxConcurrentSnapshots int
 	// DisableLeaseReads makes every linearizable read run a ReadIndex round (see lease.go).
 	DisableLeaseReads bool
+	// ProposalLimits bound the user writes this node's leaders hold in raft at once (proposed, not
+	// yet applied or failed); beyond them Propose refuses with OVERLOADED. Zero: unlimited.
+	ProposalLimits admission.Limits
 	// OnReplicaRemoved is called (outside locks) after a replica removed itself from this node.
 	OnReplicaRemoved func(rangeID uint64)
 	Logger           *slog.Logger
@@ -83,6 +87,8 @@ type Store struct {
 	active   map[uint64]*Replica // replicas that are ticked (not quiesced)
 	wake     chan struct{}
 
+	proposalGate *admission.Gate // see Config.ProposalLimits
+
 	// Metrics of the raft loop (read with LoopStats).
 	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
 	proposals, leaderChanges, snapshotsApplied    atomic.Uint64
@@ -107,6 +113,8 @@ func NewStore(cfg Config) *Store {
 		wake:     make(chan struct{}, 1),
 		snapSem:  make(chan struct{}, cfg.MaxConcurrentSnapshots),
 		stopper:  make(chan struct{}),
+
+		proposalGate: admission.NewGate("proposals", cfg.ProposalLimits),
 	}
 }
 
@@ -1015,6 +1023,9 @@ type LoopStats struct {
 	// LeaseReads were served under the leader lease; ReadIndexReads waited for a ReadIndex round.
 	LeaseReads, ReadIndexReads uint64
 }
+
+// ProposalAdmission reads the proposal gate (Config.ProposalLimits).
+func (s *Store) ProposalAdmission() admission.Stats { return s.proposalGate.Stats() }
 
 // LoopStats reads the raft loop's counters.
 func (s *Store) LoopStats() LoopStats {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shoaldb/shoal/admission"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -742,7 +744,7 @@ func TestStoreNewReplicaDuringSplitCommit(t *testing.T) {
 		}
 	}()
 	var initialized, blank int
-	for i := 0; i < 2000; i++ {
+	for i := 0; i < 500; i++ {
 		r, err := s.newReplica(rangeID, 1)
 		if err != nil {
 			t.Fatalf("newReplica: %v", err)
@@ -758,4 +760,58 @@ func TestStoreNewReplicaDuringSplitCommit(t *testing.T) {
 		}
 	}
 	t.Logf("%d replicas built from the split's state, %d blank", initialized, blank)
+}
+
+// The proposal gate refuses user writes beyond its limit with OVERLOADED, keeps a write whose client
+// gave up counted until raft resolves it, never refuses the cluster's own commands, and admits again
+// once the held entries fail.
+func TestStoreProposalAdmission(t *testing.T) {
+	env := newStoreEnv(t)
+	boot := NewStore(Config{NodeID: 1, Engine: env.eng, Transport: env.tr})
+	if err := boot.Bootstrap(userDesc(FirstUserRangeID, "", ""), nil); err != nil {
+		t.Fatal(err)
+	}
+	s := env.startWith(Config{TickInterval: time.Hour, ProposalLimits: admission.Limits{Count: 1}})
+	r := s.Replica(FirstUserRangeID)
+	lead(t, r)
+	propose(t, r, putCmd("a", "1")) // admitted and applied: the gate is free again
+	if st := s.ProposalAdmission(); st.InFlight != 0 || st.Admitted != 1 {
+		t.Fatalf("after one applied write: %+v", st)
+	}
+	// A second voter that never answers: nothing commits any more, and without ticks the leader keeps
+	// its leadership.
+	d := r.Desc()
+	nd := proto.Clone(d).(*pb.RangeDescriptor)
+	nd.Replicas = append(nd.Replicas, &pb.ReplicaDescriptor{NodeId: 2, ReplicaId: 2})
+	nd.NextReplicaId, nd.Generation = 3, d.Generation+1
+	if err := r.ChangeReplicas(ctxT(t), nd, []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(2)}}); err != nil {
+		t.Fatalf("add a silent voter: %v", err)
+	}
+
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.Propose(short, putCmd("b", "2")); errCode(err) != pb.ErrorCode_TIMEOUT {
+		t.Fatalf("write without a quorum: %v, want TIMEOUT", err)
+	}
+	if st := s.ProposalAdmission(); st.InFlight != 1 || st.Bytes == 0 {
+		t.Fatalf("the abandoned write is not counted: %+v", st)
+	}
+	_, err := r.Propose(ctxT(t), putCmd("c", "3"))
+	if errCode(err) != pb.ErrorCode_OVERLOADED {
+		t.Fatalf("write beyond the limit: %v, want OVERLOADED", err)
+	}
+	if !strings.Contains(err.Error(), "overloaded") {
+		t.Errorf("refusal does not say why: %v", err)
+	}
+	// The cluster's own commands pass the full gate (this one cannot commit either: it times out).
+	short2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if _, err := r.Propose(short2, &pb.Command{IncrementKey: []byte("counter")}); errCode(err) != pb.ErrorCode_TIMEOUT {
+		t.Errorf("a counter increment with the gate full: %v, want TIMEOUT (not refused)", err)
+	}
+	// The held write fails with the replica; its share of the gate comes back.
+	s.RemoveReplica(FirstUserRangeID, "test")
+	if st := s.ProposalAdmission(); st.InFlight != 0 || st.Bytes != 0 || st.Refused != 1 {
+		t.Errorf("after the replica's removal: %+v, want nothing in flight and one refusal", st)
+	}
 }
