@@ -23,6 +23,7 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/kv"
 )
 
@@ -73,6 +74,16 @@ func init() {
 	Register(s)
 	w := scan
 	w.Keys = Uniform
+	SetWorkload(s.Name, w)
+	s = base
+	s.Name = "read-hints-uniform-all"
+	s.KV = func(c *kv.Config) {
+		readHintsKV(c)
+		c.Hints.ReplayAll = true
+	}
+	s.Description = "as read-hints-uniform, replaying every hint (the journal's) instead of recurring reads only: " +
+		"a uniform workload's reads rarely recur"
+	Register(s)
 	SetWorkload(s.Name, w)
 	s = base
 	s.Name, s.ReadFraction = "read-hints-80-disjoint", 0.8
@@ -341,6 +352,8 @@ type NodeSecond struct {
 	Paused        bool    `json:"paused"`
 	// DiskReadBytes is what the node's engine read from its (emulated) disk this second.
 	DiskReadBytes uint64 `json:"disk_read_bytes"`
+	// DroppedBy splits Dropped by reason (the metric's label: one_off, selective, …).
+	DroppedBy map[string]uint64 `json:"dropped_by,omitempty"`
 }
 
 // NodeSample is every node's counters over one second.
@@ -380,6 +393,7 @@ func startNodeSampler(ctx context.Context, env *Env) {
 		hits, misses                                    int64
 		rec, app, sent, recv, drop, rhit, rmiss, leader uint64
 		disk                                            int64
+		dropBy                                          map[hints.DropReason]uint64
 	}
 	prev := map[int]mark{}
 	start := time.Now()
@@ -419,12 +433,21 @@ func startNodeSampler(ctx context.Context, env *Env) {
 					cur.rec, cur.app, cur.sent, cur.recv = m.Recorded, m.Applied, m.BytesSent, m.BytesReceived
 					cur.drop, cur.rhit, cur.rmiss = m.DroppedTotal(), m.ReplayCacheHit, m.ReplayCacheMiss
 					ns.Fraction, ns.Load, ns.Paused = m.Fraction, m.Load, m.Paused
+					cur.dropBy = m.Dropped
 				}
 				if p, ok := prev[i]; ok && cur.hits >= p.hits && cur.misses >= p.misses {
 					ns.CacheHits, ns.CacheMisses = uint64(cur.hits-p.hits), uint64(cur.misses-p.misses)
 					ns.Recorded, ns.Applied, ns.BytesSent = cur.rec-p.rec, cur.app-p.app, cur.sent-p.sent
 					ns.BytesReceived, ns.Dropped = cur.recv-p.recv, cur.drop-p.drop
 					ns.ReplayHit, ns.ReplayMiss = cur.rhit-p.rhit, cur.rmiss-p.rmiss
+					for r, v := range cur.dropBy {
+						if d := v - p.dropBy[r]; v > p.dropBy[r] {
+							if ns.DroppedBy == nil {
+								ns.DroppedBy = map[string]uint64{}
+							}
+							ns.DroppedBy[r.String()] = d
+						}
+					}
 					if cur.disk >= p.disk {
 						ns.DiskReadBytes = uint64(cur.disk - p.disk)
 					}
@@ -501,6 +524,8 @@ type ReadHintsRun struct {
 	FollowerFraction float64 `json:"follower_fraction"`
 	FollowerLoad     float64 `json:"follower_load"`
 	DroppedPerSec    float64 `json:"dropped_per_s"`
+	// DroppedByPerSec splits DroppedPerSec by reason.
+	DroppedByPerSec map[string]float64 `json:"dropped_by_per_s,omitempty"`
 	// Toggled runs (read-hints-overhead): mean throughput while hints were on and off (each window
 	// from 3 s after a switch, to let every node see it, to the next switch), and the cost.
 	ToggleOnThroughput  float64 `json:"toggle_on_throughput,omitempty"`
@@ -600,10 +625,10 @@ func ReadHintsAnalysis(rep *Report, out string, w io.Writer) (*ReadHintsSummary,
 				r.RecordedPerSec, r.HintBytesPerSec, r.BytesPerRead, r.AppliedPerSec, r.FollowerFraction, r.FollowerLoad, r.DroppedPerSec)
 			fmt.Fprintf(w, "  %s: first second after the change: throughput %.0f%%, p99 %.2f ms (%.2fx steady); p99 within 1.5x after %s; "+
 				"steady CPU %.2f cores (%.0f us/op), disk reads old leader %.0f kB/s, new leader before %.0f kB/s, after (5 s) %.0f kB/s; "+
-				"scan first %s ms, steady %s ms, first after the change %s ms, worst of 5 s %s ms\n",
+				"scan first %s ms, steady %s ms, first after the change %s ms, worst of 5 s %s ms; dropped/s by reason %v\n",
 				name, 100*r.First1sRatio, r.P99First1sMs, r.P99First1sRatio, fmtSecs(r.TimeToP99S), r.SteadyCPU, r.CPUPerOpUs,
 				r.OldLeaderDiskPerSec/1e3, r.FollowerDiskPerSec/1e3, r.NewLeaderDiskFirst5sSec/1e3,
-				fmtMs(r.ScanFirstMs), fmtMs(r.ScanSteadyMs), fmtMs(r.ScanAfterMs), fmtMs(r.ScanMaxFirst5Ms))
+				fmtMs(r.ScanFirstMs), fmtMs(r.ScanSteadyMs), fmtMs(r.ScanAfterMs), fmtMs(r.ScanMaxFirst5Ms), fmtPerSec(r.DroppedByPerSec))
 		}
 		if len(sum.Runs) == 2 {
 			fmt.Fprintf(w, "read hints: steady-state throughput with hints %.1f%% below without (separate clusters, same machine)\n", 100*sum.SteadyOverhead)
@@ -624,6 +649,18 @@ func fmtSecs(s *float64) string {
 		return "not within the run"
 	}
 	return fmt.Sprintf("%.0fs", *s)
+}
+
+func fmtPerSec(m map[string]float64) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, v))
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func fmtMs(v *float64) string {
@@ -830,6 +867,12 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 		cpu += s.CPU
 		for _, n := range s.Nodes {
 			drop += float64(n.Dropped)
+			for k, v := range n.DroppedBy {
+				if out.DroppedByPerSec == nil {
+					out.DroppedByPerSec = map[string]float64{}
+				}
+				out.DroppedByPerSec[k] += float64(v)
+			}
 			switch n.Node {
 			case out.OldLeader:
 				rec += float64(n.Recorded)
@@ -847,6 +890,9 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 		out.RecordedPerSec, out.HintBytesPerSec, out.AppliedPerSec = rec/secs, sent/secs, app/secs
 		out.FollowerFraction, out.FollowerLoad, out.DroppedPerSec = frac/secs, load/secs, drop/secs
 		out.SteadyCPU, out.OldLeaderDiskPerSec, out.FollowerDiskPerSec = cpu/secs, oldDisk/secs, folDisk/secs
+		for k := range out.DroppedByPerSec {
+			out.DroppedByPerSec[k] /= secs
+		}
 		if rec > 0 {
 			out.BytesPerRead = sent / rec
 		}
