@@ -100,6 +100,11 @@ func (n *Node) replicaFor(h *pb.RequestHeader, key []byte, write bool) (*replica
 
 // Get implements pb.ShoalServer.
 func (n *Node) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	adm, refused := n.admit(req)
+	if refused != nil {
+		return &pb.GetResponse{Error: refused}, nil
+	}
+	defer adm.done()
 	if pe := n.validateKey(req.Key); pe != nil {
 		return &pb.GetResponse{Error: pe}, nil
 	}
@@ -144,6 +149,11 @@ func (n *Node) propose(ctx context.Context, h *pb.RequestHeader, key []byte, cmd
 
 // Put implements pb.ShoalServer.
 func (n *Node) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
+	adm, refused := n.admit(req)
+	if refused != nil {
+		return &pb.PutResponse{Error: refused}, nil
+	}
+	defer adm.done()
 	if pe := n.validateKey(req.Key); pe != nil {
 		return &pb.PutResponse{Error: pe}, nil
 	}
@@ -156,6 +166,11 @@ func (n *Node) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, er
 
 // Delete implements pb.ShoalServer.
 func (n *Node) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	adm, refused := n.admit(req)
+	if refused != nil {
+		return &pb.DeleteResponse{Error: refused}, nil
+	}
+	defer adm.done()
 	if pe := n.validateKey(req.Key); pe != nil {
 		return &pb.DeleteResponse{Error: pe}, nil
 	}
@@ -165,6 +180,11 @@ func (n *Node) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteRes
 
 // CompareAndSwap implements pb.ShoalServer.
 func (n *Node) CompareAndSwap(ctx context.Context, req *pb.CompareAndSwapRequest) (*pb.CompareAndSwapResponse, error) {
+	adm, refused := n.admit(req)
+	if refused != nil {
+		return &pb.CompareAndSwapResponse{Error: refused}, nil
+	}
+	defer adm.done()
 	if pe := n.validateKey(req.Key); pe != nil {
 		return &pb.CompareAndSwapResponse{Error: pe}, nil
 	}
@@ -181,6 +201,11 @@ func (n *Node) CompareAndSwap(ctx context.Context, req *pb.CompareAndSwapRequest
 
 // BatchWrite implements pb.ShoalServer: all mutations apply atomically in one range.
 func (n *Node) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*pb.BatchWriteResponse, error) {
+	adm, refused := n.admit(req)
+	if refused != nil {
+		return &pb.BatchWriteResponse{Error: refused}, nil
+	}
+	defer adm.done()
 	if len(req.Mutations) == 0 {
 		return &pb.BatchWriteResponse{Error: invalid("batch has no mutations")}, nil
 	}
@@ -213,6 +238,11 @@ func (n *Node) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*pb.B
 
 // Scan implements pb.ShoalServer: it serves the part of [start, end) inside one range.
 func (n *Node) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse, error) {
+	adm, refused := n.admit(req)
+	if refused != nil {
+		return &pb.ScanResponse{Error: refused}, nil
+	}
+	defer adm.done()
 	if pe := n.notReady(); pe != nil {
 		return &pb.ScanResponse{Error: pe}, nil
 	}
@@ -254,6 +284,11 @@ func (n *Node) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse,
 	if err != nil {
 		return &pb.ScanResponse{Error: n.pbErr(err)}, nil
 	}
+	var resultBytes int64
+	for _, kv := range kvs {
+		resultBytes += int64(len(kv.Key) + len(kv.Value))
+	}
+	adm.grow(resultBytes)
 	if !req.GetHeader().GetFollowerRead() {
 		n.recordScan(r.RangeID(), req.Start, req.End, limit, req.Reverse)
 	}

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"github.com/shoaldb/shoal/admission"
 	"math"
 	"time"
 
@@ -23,6 +24,8 @@ type Metrics struct {
 	// Operators counts the autopilot decisions that finished while this node ran the autopilot, by
 	// policy, operator kind and outcome (cumulative over the node's life).
 	Operators map[OperatorKey]uint64
+	// AdmissionRequests and AdmissionWrites read the admission gates (admission.go).
+	AdmissionRequests, AdmissionWrites admission.Stats
 }
 
 // cacheRatioWindow is the window of Metrics.CacheHitRatio.
@@ -40,6 +43,7 @@ func (n *Node) Metrics() Metrics {
 	}
 	m := Metrics{Loop: n.store.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: n.store.ActiveReplicas(),
 		Operators: n.ap.operatorCounts()}
+	m.AdmissionRequests, m.AdmissionWrites = n.Admission()
 	m.CacheHitRatio = math.NaN()
 	if r, ok := n.dir.cacheHitRatio(n.ident.NodeID, cacheRatioWindow); ok {
 		m.CacheHitRatio = r

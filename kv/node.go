@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shoaldb/shoal/admission"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -76,8 +77,10 @@ type Config struct {
 	// replication factor and dead-node timeout always come from the fields above).
 	Autopilot autopilot.Config
 	// Hints configures read hints (hints.go; on by default).
-	Hints  HintsConfig
-	Logger *slog.Logger
+	Hints HintsConfig
+	// Admission bounds the client work the node holds (admission.go).
+	Admission AdmissionConfig
+	Logger    *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -115,6 +118,7 @@ func (c *Config) setDefaults() {
 		c.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	c.Hints.setDefaults()
+	c.Admission.SetDefaults()
 }
 
 // identity is the node's persisted identity.
@@ -137,6 +141,7 @@ type Node struct {
 
 	store     *replica.Store
 	storeRef  atomic.Pointer[replica.Store] // store, for read-hint replays that may run before Start returns
+	reqGate   *admission.Gate               // client requests being served (admission.go)
 	hints     *nodeHints                    // nil when read hints are off on this node
 	transport *transport.Transport
 	peers     *peerConns
@@ -174,6 +179,7 @@ func NewNode(cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, ready: make(chan struct{}), stopper: make(chan struct{}), frozenSince: map[uint64]time.Time{}}
 	n.peers = newPeerConns(cfg.DialOptions, cfg.AuthToken)
+	n.reqGate = admission.NewGate("requests", cfg.Admission.requestLimits())
 	n.ap = newAutopilotHost(n)
 	n.dir = newDirectory()
 	n.announced = map[string]*bgtask.Handle{}
@@ -286,6 +292,7 @@ func (n *Node) Start(ctx context.Context) error {
 		Transport:         n.transport,
 		TickInterval:      n.cfg.TickInterval,
 		DisableLeaseReads: n.cfg.DisableLeaseReads,
+		ProposalLimits:    n.cfg.Admission.proposalLimits(),
 		OnReplicaRemoved:  n.hintsForget,
 		Logger:            n.log,
 	})

@@ -103,7 +103,17 @@ type Config struct {
 	// Hints configures read hints (docs/design/read-hints.md): on by default, to every other
 	// replica, the applied fraction adapted to the CPU load; Hints.Off turns them off on this node.
 	Hints kv.HintsConfig
+	// Admission bounds the client work a node holds; beyond it clients get OVERLOADED
+	// (docs/design/admission.md). Zero limits take DefaultAdmission's.
+	Admission kv.AdmissionConfig
 }
+
+// DefaultAdmission holds the default admission limits.
+var DefaultAdmission = func() kv.AdmissionConfig {
+	var c kv.AdmissionConfig
+	c.SetDefaults()
+	return c
+}()
 
 // WithDefaults returns a copy of c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -295,6 +305,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		join = []string{}
 	}
 	hd := c.WithDefaults().Hints
+	ad := c.Admission
+	ad.SetDefaults()
 	return json.Marshal(struct {
 		DataDir         string   `json:"data_dir"`
 		Listen          string   `json:"listen"`
@@ -325,6 +337,11 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		HintsAdaptive   string   `json:"read_hints_adaptive"`
 		HintsWait       string   `json:"read_hints_transfer_wait"`
 		HintsRestart    string   `json:"read_hints_restart_warm"`
+		Admission       string   `json:"admission"`
+		MaxRequests     int64    `json:"max_inflight_requests"`
+		MaxRequestBytes int64    `json:"max_inflight_request_bytes"`
+		MaxWrites       int64    `json:"max_inflight_writes"`
+		MaxWriteBytes   int64    `json:"max_inflight_write_bytes"`
 	}{
 		DataDir: c.DataDir, Listen: c.Listen, Advertise: c.Advertise, HTTP: c.HTTP, RESP: c.RESP,
 		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CertsDir: c.CertsDir, CacheBytes: c.CacheBytes,
@@ -336,6 +353,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		BackupInterval: c.Background.BackupInterval.String(), BackupDir: c.Background.BackupDir,
 		ReadHints: onOff(!c.Hints.Off), HintsTarget: c.Hints.Target.String(), HintsFraction: hd.Fraction,
 		HintsAdaptive: onOff(!c.Hints.FixedFraction), HintsWait: hd.TransferWait.String(), HintsRestart: hd.RestartWarm.String(),
+		Admission: onOff(!c.Admission.Disabled), MaxRequests: ad.Requests.Count, MaxRequestBytes: ad.Requests.Bytes,
+		MaxWrites: ad.Proposals.Count, MaxWriteBytes: ad.Proposals.Bytes,
 	})
 }
 

@@ -47,6 +47,13 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_replicas", "Replicas on this node.", false, func(m kv.Metrics) float64 { return float64(m.Replicas) }},
 	{"shoal_range_leaders", "Ranges led by this node.", false, func(m kv.Metrics) float64 { return float64(m.Leaders) }},
 	{"shoal_replicas_awake", "Replicas ticking (not quiesced).", false, func(m kv.Metrics) float64 { return float64(m.Active) }},
+	{"shoal_admission_requests_inflight", "Client requests being served (admission control).", false, func(m kv.Metrics) float64 { return float64(m.AdmissionRequests.InFlight) }},
+	{"shoal_admission_requests_inflight_bytes", "Bytes held by client requests being served, with scan results.", false, func(m kv.Metrics) float64 { return float64(m.AdmissionRequests.Bytes) }},
+	{"shoal_admission_requests_admitted_total", "Client requests admitted.", true, func(m kv.Metrics) float64 { return float64(m.AdmissionRequests.Admitted) }},
+	{"shoal_admission_requests_refused_total", "Client requests refused with OVERLOADED.", true, func(m kv.Metrics) float64 { return float64(m.AdmissionRequests.Refused) }},
+	{"shoal_admission_writes_inflight", "Client writes held in raft by this node's leaders (proposed, not applied).", false, func(m kv.Metrics) float64 { return float64(m.AdmissionWrites.InFlight) }},
+	{"shoal_admission_writes_inflight_bytes", "Bytes of client writes held in raft by this node's leaders.", false, func(m kv.Metrics) float64 { return float64(m.AdmissionWrites.Bytes) }},
+	{"shoal_admission_writes_refused_total", "Client writes refused with OVERLOADED by the proposal gate.", true, func(m kv.Metrics) float64 { return float64(m.AdmissionWrites.Refused) }},
 }
 
 func newNodeCollector(read func() kv.Metrics) *nodeCollector {

@@ -165,6 +165,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		Background:                  cfg.Background,
 		Autopilot:                   autopilot.Config{Policies: policy.Config{Shed: policy.ShedConfig{Ranking: cfg.ShedRanking}, Join: cfg.Joins}},
 		Hints:                       cfg.Hints,
+		Admission:                   cfg.Admission,
 	})
 	if err != nil {
 		return fmt.Errorf("create node: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shoaldb/shoal/admission"
 	"math"
 	"os"
 	"os/signal"
@@ -53,6 +54,11 @@ var startFlags struct {
 	hintsTarget      string
 	hintsFraction    float64
 	hintsAdaptive    string
+	admission        string
+	maxRequests      int64
+	maxRequestBytes  byteSize
+	maxWrites        int64
+	maxWriteBytes    byteSize
 	printConfig      bool
 }
 
@@ -113,6 +119,8 @@ func init() {
 	startFlags.rangeMaxBytes = byteSize(server.DefaultRangeMaxBytes)
 	startFlags.snapshotRate = byteSize(server.DefaultSnapshotRate)
 	startFlags.heavyCompaction = byteSize(server.DefaultHeavyCompactionBytes)
+	startFlags.maxRequestBytes = byteSize(server.DefaultAdmission.Requests.Bytes)
+	startFlags.maxWriteBytes = byteSize(server.DefaultAdmission.Proposals.Bytes)
 
 	f := startCmd.Flags()
 	f.SortFlags = false
@@ -149,6 +157,11 @@ func init() {
 	f.StringVar(&startFlags.hintsTarget, "read-hints-target", "all", "read hints go to every other replica (all) or to the first voter only (one)")
 	f.Float64Var(&startFlags.hintsFraction, "read-hints-fraction", 1, "fraction of received read hints this node replays, in (0, 1]")
 	f.StringVar(&startFlags.hintsAdaptive, "read-hints-adaptive", "on", "lower the replayed fraction as the CPU load rises from 70 % (to 10 % at 90 %, where replaying stops) (on|off)")
+	f.StringVar(&startFlags.admission, "admission", "on", "admission control: beyond the in-flight limits below, clients get OVERLOADED (retryable) at once instead of the node queueing without bound (on|off; off only for comparisons)")
+	f.Int64Var(&startFlags.maxRequests, "max-inflight-requests", server.DefaultAdmission.Requests.Count, "client requests this node serves at once")
+	f.Var(&startFlags.maxRequestBytes, "max-inflight-request-bytes", "bytes of client requests (and scan results) this node holds at once")
+	f.Int64Var(&startFlags.maxWrites, "max-inflight-writes", server.DefaultAdmission.Proposals.Count, "client writes this node's leaders hold in raft at once (proposed, not yet applied)")
+	f.Var(&startFlags.maxWriteBytes, "max-inflight-write-bytes", "bytes of client writes this node's leaders hold in raft at once")
 	f.BoolVar(&startFlags.printConfig, "print-config", false, "print the effective configuration as JSON (token redacted) and exit")
 	rootCmd.AddCommand(startCmd)
 }
@@ -190,6 +203,9 @@ func startConfig() (server.Config, error) {
 	if err := setHintsFlags(&cfg); err != nil {
 		return cfg, err
 	}
+	if err := setAdmissionFlags(&cfg); err != nil {
+		return cfg, err
+	}
 	cfg.Background.HeavyCompactionBytes = uint64(startFlags.heavyCompaction)
 	cfg.Background.MaxPostpone = startFlags.maxPostpone
 	cfg.Background.CompactInterval = startFlags.compactInterval
@@ -213,6 +229,29 @@ func startConfig() (server.Config, error) {
 		return cfg, usageError{err}
 	}
 	return cfg, nil
+}
+
+// setAdmissionFlags copies the admission flags into cfg.
+func setAdmissionFlags(cfg *server.Config) error {
+	switch startFlags.admission {
+	case "on":
+	case "off":
+		cfg.Admission.Disabled = true
+	default:
+		return usageError{fmt.Errorf("--admission %q: use on or off", startFlags.admission)}
+	}
+	for _, v := range []struct {
+		flag string
+		n    int64
+	}{{"--max-inflight-requests", startFlags.maxRequests}, {"--max-inflight-request-bytes", int64(startFlags.maxRequestBytes)},
+		{"--max-inflight-writes", startFlags.maxWrites}, {"--max-inflight-write-bytes", int64(startFlags.maxWriteBytes)}} {
+		if v.n <= 0 {
+			return usageError{fmt.Errorf("%s %d: must be positive (turn admission control off with --admission off)", v.flag, v.n)}
+		}
+	}
+	cfg.Admission.Requests = admission.Limits{Count: startFlags.maxRequests, Bytes: int64(startFlags.maxRequestBytes)}
+	cfg.Admission.Proposals = admission.Limits{Count: startFlags.maxWrites, Bytes: int64(startFlags.maxWriteBytes)}
+	return nil
 }
 
 // setHintsFlags copies the --read-hints* flags into cfg.
