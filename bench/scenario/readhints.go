@@ -555,6 +555,9 @@ type ReadHintsRun struct {
 	OldLeaderDiskPerSec     float64 `json:"old_leader_disk_read_bytes_per_s"`
 	FollowerDiskPerSec      float64 `json:"follower_disk_read_bytes_per_s"`
 	NewLeaderDiskFirst5sSec float64 `json:"new_leader_disk_read_bytes_per_s_first_5s"`
+	// FirstMove, in a run whose change is the return of the leaderships (read-hints-return), is the
+	// same analysis of the first move, up to the next event (without its node samples).
+	FirstMove *ReadHintsRun `json:"first_move,omitempty"`
 	// Nodes are the per-second node samples.
 	Nodes []NodeSample `json:"nodes"`
 }
@@ -629,6 +632,12 @@ func ReadHintsAnalysis(rep *Report, out string, w io.Writer) (*ReadHintsSummary,
 				name, 100*r.First1sRatio, r.P99First1sMs, r.P99First1sRatio, fmtSecs(r.TimeToP99S), r.SteadyCPU, r.CPUPerOpUs,
 				r.OldLeaderDiskPerSec/1e3, r.FollowerDiskPerSec/1e3, r.NewLeaderDiskFirst5sSec/1e3,
 				fmtMs(r.ScanFirstMs), fmtMs(r.ScanSteadyMs), fmtMs(r.ScanAfterMs), fmtMs(r.ScanMaxFirst5Ms), fmtPerSec(r.DroppedByPerSec))
+			if f := r.FirstMove; f != nil {
+				fmt.Fprintf(w, "  %s, first move (%s at %.0fs): steady %.0f ops/s; first 1s %.0f%%, 5s %.0f%%, time to 95%% %s; p99 first 1s %.2fx; "+
+					"hit ratio old leader n%d %s, new leader n%d first 1s %s, 5s %s, back within 0.5 point after %s\n",
+					name, f.Change, f.ChangeT, f.SteadyThroughput, 100*f.First1sRatio, 100*f.First5sRatio, fmtSecs(f.TimeTo95S), f.P99First1sRatio,
+					f.OldLeader, fmtRatio(f.OldLeaderHitRatio), f.NewLeader, fmtRatio(f.NewLeaderHitRatioFirst1s), fmtRatio(f.NewLeaderHitRatioFirst5s), fmtSecs(f.HitRatioRecoveryS))
+			}
 		}
 		if len(sum.Runs) == 2 {
 			fmt.Fprintf(w, "read hints: steady-state throughput with hints %.1f%% below without (separate clusters, same machine)\n", 100*sum.SteadyOverhead)
@@ -695,6 +704,9 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 		return out
 	}
 	T := out.ChangeT
+	if strings.HasPrefix(out.Change, "return leaders") {
+		out.FirstMove = analyzeFirstMove(r, nodes, warmup)
+	}
 	for _, e := range r.Events {
 		if e.Label != "gather" && e.T < T {
 			warmup = max(warmup, e.EndT+5)
@@ -915,6 +927,36 @@ func analyzeRun(r RunReport, nodes []NodeSample, warmup float64) ReadHintsRun {
 		out.NewLeaderDiskFirst5sSec = newDisk / newSecs
 	}
 	return out
+}
+
+// analyzeFirstMove analyzes r as if it ended at the event after its first change.
+func analyzeFirstMove(r RunReport, nodes []NodeSample, warmup float64) *ReadHintsRun {
+	var evs []EventMark
+	end := math.Inf(1)
+	for _, e := range r.Events {
+		if e.Label == "gather" || len(evs) == 0 || evs[len(evs)-1].Label == "gather" {
+			evs = append(evs, e)
+			continue
+		}
+		end = e.T
+		break
+	}
+	cut := r
+	cut.Events, cut.Series = evs, nil
+	for _, p := range r.Series {
+		if p.T-0.5 < end {
+			cut.Series = append(cut.Series, p)
+		}
+	}
+	var ns []NodeSample
+	for _, s := range nodes {
+		if s.T-0.5 < end {
+			ns = append(ns, s)
+		}
+	}
+	fm := analyzeRun(cut, ns, warmup)
+	fm.Nodes = nil
+	return &fm
 }
 
 func zeroNaN(v float64) float64 {

@@ -159,4 +159,7 @@ func TestAnalyzeRunReturn(t *testing.T) {
 	if got.ScanAfterMs == nil || *got.ScanAfterMs != 3 || got.ScanSteadyMs != nil {
 		t.Fatalf("scan after %v, steady %v: want 3 ms and none", got.ScanAfterMs, got.ScanSteadyMs)
 	}
+	if f := got.FirstMove; f == nil || f.ChangeT != 10 || f.SteadyFromS != 5 || len(f.Nodes) != 0 {
+		t.Fatalf("first move %+v: want the change at 10 s, steady from 5 s", f)
+	}
 }
