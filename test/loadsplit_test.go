@@ -257,15 +257,26 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 		onQPS    []string
 		all      []client.Decision
 		polled   time.Time
+		hotSecs  int // seconds since the switch in which the range reported load above the threshold
 	)
+	// Time is counted in seconds the range was hot: on a shared machine the workload sometimes falls
+	// below the threshold for a while, and then no split is due.
 	for splitKey == nil {
-		if time.Since(on) > 2*window {
-			t.Fatalf("no load_split split %v after switching it on; r%d reported (ops/s, every second): %s; decisions:%s",
-				2*window, hot, strings.Join(onQPS, " "), formatDecisions(all))
+		if hotSecs > 2*int(window/time.Second) {
+			t.Fatalf("no load_split split after %d hot seconds (%v since switching it on); r%d reported (ops/s, every second): %s; decisions:%s",
+				hotSecs, time.Since(on).Round(time.Second), hot, strings.Join(onQPS, " "), formatDecisions(all))
+		}
+		if time.Since(on) > 6*window {
+			t.Skipf("the machine is too slow: r%d was above %.0f ops/s for only %d of %v; ops/s: %s", hot, threshold, hotSecs,
+				time.Since(on).Round(time.Second), strings.Join(onQPS, " "))
 		}
 		if time.Since(polled) >= time.Second {
 			polled = time.Now()
-			onQPS = append(onQPS, fmt.Sprintf("%.0f", leaderQPS(ctx, cl, hot)))
+			q := leaderQPS(ctx, cl, hot)
+			if q >= threshold {
+				hotSecs++
+			}
+			onQPS = append(onQPS, fmt.Sprintf("%.0f", q))
 		}
 		time.Sleep(200 * time.Millisecond)
 		ds, _, err := cl.Decisions(ctx)
@@ -286,9 +297,9 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 		}
 	}
 	took := time.Since(on)
-	t.Logf("load_split on: r%d split at %q after %v: %s (%s)", split.Range, splitKey, took.Round(100*time.Millisecond), split.Operator, split.Reason)
-	if took > window {
-		t.Errorf("the split took %v, longer than the %v window in which load_split off did not split", took, window)
+	t.Logf("load_split on: r%d split at %q after %v (%d hot seconds): %s (%s)", split.Range, splitKey, took.Round(100*time.Millisecond), hotSecs, split.Operator, split.Reason)
+	if hotSecs > int(window/time.Second) {
+		t.Errorf("the split took %d hot seconds, longer than the %v window in which load_split off did not split", hotSecs, window)
 	}
 	// The decision should end "succeeded". The executor sometimes records "canceled: split at K: split
 	// key K is no longer inside rN [S, K)" for a split that did happen: when a model snapshot shows the
