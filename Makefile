@@ -115,7 +115,9 @@ bench-move: build
 # a partitioning proxy without CAP_NET_ADMIN) under a nemesis, checked with porcupine and a final read
 # of every acknowledged write; a summary table at the end. Each run prints its seed first;
 # `make chaos CHAOS_SEED=S` replays run S alone. Logs of failed runs go to bench-results/chaos/.
-# About 40 s per run on 2 cores (50 runs: ~35 min).
+# About 40 s per run on 2 cores (50 runs: ~35 min). Then the overload benchmark (admission control on
+# vs off at 10x the sustainable write rate, peak RSS per node; ~2 min; not when replaying a seed):
+# table in bench-results/chaos/overload.txt (docs/design/admission.md).
 CHAOS_SEED     ?=
 CHAOS_RUNS     ?= $(if $(CHAOS_SEED),1,50)
 CHAOS_DURATION ?= 30s
@@ -123,4 +125,4 @@ CHAOS_MODE     ?= auto
 CHAOS_ARGS     ?=
 .PHONY: chaos
 chaos: build
-	$(GO) run ./chaos/cmd/chaos -runs $(CHAOS_RUNS) -seed $(or $(CHAOS_SEED),0) -duration $(CHAOS_DURATION) -mode $(CHAOS_MODE) -bin $(BIN) $(CHAOS_ARGS)
+	$(GO) run ./chaos/cmd/chaos -runs $(CHAOS_RUNS) -seed $(or $(CHAOS_SEED),0) -duration $(CHAOS_DURATION) -mode $(CHAOS_MODE) -bin $(BIN) $(if $(CHAOS_SEED),-overload off) $(CHAOS_ARGS)

@@ -37,7 +37,8 @@ type node struct {
 	log  string // combined output of every incarnation
 	bin  string
 	net  Network
-	join string // address to join through on the first start (empty: bootstrap)
+	join string   // address to join through on the first start (empty: bootstrap)
+	args []string // more `shoal start` flags, on every start
 
 	mu      sync.Mutex
 	state   nodeState
@@ -85,6 +86,7 @@ func (n *node) start(timeout time.Duration) error {
 	}
 	a := n.net.Addrs(n.idx)
 	args := []string{"start", "--data-dir", n.dir, "--listen", a.Listen, "--advertise", a.Advertise, "--http", a.HTTP}
+	args = append(args, n.args...)
 	if !n.started {
 		if n.join == "" {
 			args = append(args, "--bootstrap")
@@ -243,6 +245,16 @@ func (n *node) getState() nodeState {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.state
+}
+
+// pid is the current process's pid, 0 when none runs.
+func (n *node) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil || n.state == nodeDown {
+		return 0
+	}
+	return n.proc.Pid
 }
 
 func (n *node) nodeID() uint64 {

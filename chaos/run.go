@@ -69,6 +69,12 @@ type Config struct {
 	Artifacts string
 	// Log receives the run's progress lines (default: discarded).
 	Log io.Writer
+	// NodeArgs are more `shoal start` flags for every node.
+	NodeArgs []string
+
+	// net, when set, is the network to use instead of the one Mode picks (the overload benchmark's
+	// plain loopback).
+	net Network
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -292,7 +298,7 @@ func (r *run) startCluster(ctx context.Context) error {
 	first := r.net.Addrs(0).Advertise
 	var addrs []string
 	for i := 0; i < r.cfg.Nodes; i++ {
-		n := &node{idx: i, dir: nodeDir(r.cfg.Dir, i), bin: r.cfg.Bin, net: r.net}
+		n := &node{idx: i, dir: nodeDir(r.cfg.Dir, i), bin: r.cfg.Bin, net: r.net, args: r.cfg.NodeArgs}
 		n.log = n.dir + ".log"
 		if i > 0 {
 			n.join = first

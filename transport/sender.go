@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -18,6 +19,14 @@ type peer struct {
 	t  *Transport
 	id uint64
 	q  chan *pb.RaftMessage
+	// queued is the bytes (msgSize) of the messages in q, bounded by Config.QueueBytes.
+	queued atomic.Int64
+}
+
+// took accounts for m leaving the queue.
+func (p *peer) took(m *pb.RaftMessage) *pb.RaftMessage {
+	p.queued.Add(-int64(msgSize(m)))
+	return m
 }
 
 // run is the sender goroutine. It connects lazily when there is something to send, keeps the stream
@@ -32,6 +41,7 @@ func (p *peer) run() {
 		case <-ctx.Done():
 			return
 		case first = <-p.q:
+			p.took(first)
 		}
 		start := time.Now()
 		err := p.session(first)
@@ -55,7 +65,8 @@ func (p *peer) run() {
 func (p *peer) drop() {
 	for {
 		select {
-		case <-p.q:
+		case m := <-p.q:
+			p.took(m)
 			p.t.stats.messagesDropped.Add(1)
 		default:
 			return
@@ -120,7 +131,7 @@ func (p *peer) session(first *pb.RaftMessage) (err error) {
 		} else {
 			select {
 			case m := <-p.q:
-				msgs = append(msgs, m)
+				msgs = append(msgs, p.took(m))
 				size += msgSize(m)
 			case <-recvDone:
 				return fmt.Errorf("transport: node %d at %s: raft stream closed: %w", p.id, addr, streamErr(recvErr))
@@ -133,7 +144,7 @@ func (p *peer) session(first *pb.RaftMessage) (err error) {
 		for len(msgs) < maxBatchMessages && size < maxBatchBytes {
 			select {
 			case m := <-p.q:
-				msgs = append(msgs, m)
+				msgs = append(msgs, p.took(m))
 				size += msgSize(m)
 			default:
 				break fill

@@ -54,6 +54,10 @@ type Config struct {
 	SnapshotChunkBytes int
 	// QueueLen is the per-destination outbound queue length. Default 4096.
 	QueueLen int
+	// QueueBytes bounds the bytes queued for one destination (default 64 MiB): 4096 raft appends of up
+	// to 1 MiB each would otherwise be 4 GiB behind a slow peer. Beyond it messages are dropped, which
+	// raft repairs by resending.
+	QueueBytes int64
 	// OnUnreachable is called (from a transport goroutine) when sending to a node fails. It must not
 	// block for long: it runs on that destination's sender goroutine.
 	OnUnreachable func(nodeID uint64)
@@ -64,6 +68,7 @@ const (
 	DefaultSnapshotRateBytesPerSec = 32 << 20
 	DefaultSnapshotChunkBytes      = 1 << 20
 	DefaultQueueLen                = 4096
+	DefaultQueueBytes              = 64 << 20
 )
 
 const (
@@ -125,6 +130,9 @@ func New(cfg Config, h Handler) *Transport {
 	}
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = DefaultQueueLen
+	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = DefaultQueueBytes
 	}
 	opts := []grpc.DialOption{
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -198,10 +206,17 @@ func (t *Transport) Send(msg *pb.RaftMessage) bool {
 		t.stats.messagesDropped.Add(1)
 		return false
 	}
+	size := int64(msgSize(msg))
+	if q := p.queued.Add(size); q > t.cfg.QueueBytes && q > size {
+		p.queued.Add(-size)
+		t.stats.messagesDropped.Add(1)
+		return false
+	}
 	select {
 	case p.q <- msg:
 		return true
 	default:
+		p.queued.Add(-size)
 		t.stats.messagesDropped.Add(1)
 		return false
 	}

@@ -735,3 +735,30 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	}
 	// checkGoroutines verifies the rest after the servers and other transports stop.
 }
+
+// The bytes queued for one destination are bounded: large messages to a dead node are refused once
+// the bound is reached, even though the queue has room for more of them, and a message larger than
+// the bound on its own is still taken when nothing else is queued.
+func TestSendBoundedBytes(t *testing.T) {
+	checkGoroutines(t)
+	dir := newDirectory()
+	dir.set(2, deadAddr(t))
+	a := startNode(t, dir, Config{NodeID: 1, QueueLen: 1000, QueueBytes: 64 << 10})
+	big := func(i uint64) *pb.RaftMessage {
+		m := msg(1, 2, i)
+		m.Message = make([]byte, 16<<10)
+		return m
+	}
+	accepted := 0
+	for i := 0; i < 100; i++ {
+		if a.tr.Send(big(uint64(i))) {
+			accepted++
+		}
+	}
+	// The sender goroutine takes one message at a time off the queue while it tries to connect, so a
+	// few more than 64 KiB / 16 KiB may pass; never anywhere near the 100 the queue length allows.
+	if accepted < 3 || accepted > 10 {
+		t.Errorf("accepted %d messages of 16 KiB with a 64 KiB bound", accepted)
+	}
+	a.tr.Close()
+}

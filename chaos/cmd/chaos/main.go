@@ -39,6 +39,10 @@ func run() int {
 		verbose  = flag.Bool("v", false, "print every run's progress lines, not only those of failed runs")
 		failFast = flag.Bool("failfast", false, "stop after the first failed run")
 		keep     = flag.Bool("keep", false, "keep the logs of every run under -out, not only those of failed runs")
+		overload = flag.String("overload", "after", "the overload benchmark (admission control on vs off, peak RSS per node): after the runs, only (no runs), or off")
+		ovFactor = flag.Float64("overload-factor", 10, "overload: offered write rate as a multiple of the sustainable one")
+		ovDur    = flag.Duration("overload-duration", 20*time.Second, "overload: how long the overload is offered")
+		ovArgs   = flag.String("overload-node-args", "", "overload: more `shoal start` flags for every node, space-separated (e.g. \"--max-inflight-writes 512\")")
 	)
 	flag.Parse()
 	if *seed == 0 {
@@ -56,6 +60,15 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	switch *overload {
+	case "after", "only", "off":
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: -overload %q: use after, only or off\n", *overload)
+		return 2
+	}
+	if *overload == "only" {
+		*runs = 0
+	}
 	fmt.Printf("chaos: %d runs, seeds %d..%d, %v each, %d nodes, mode %s\n", *runs, *seed, *seed+uint64(*runs)-1, *duration, *nodes, *mode)
 	start := time.Now()
 	var reports []*chaos.Report
@@ -79,7 +92,13 @@ func run() int {
 			}
 		}
 	}
-	printTable(reports, time.Since(start))
+	if *runs > 0 {
+		printTable(reports, time.Since(start))
+	}
+	overloadFailed := false
+	if *overload != "off" && ctx.Err() == nil {
+		overloadFailed = !overloadBench(ctx, binPath, *out, *ovFactor, *ovDur, strings.Fields(*ovArgs))
+	}
 	if ctx.Err() != nil {
 		fmt.Println("chaos: interrupted")
 		return 1
@@ -88,8 +107,42 @@ func run() int {
 		fmt.Printf("chaos: %d of %d runs FAILED (logs under %s)\n", failed, len(reports), *out)
 		return 1
 	}
+	if overloadFailed {
+		return 1
+	}
 	fmt.Printf("chaos: all %d runs passed\n", len(reports))
 	return 0
+}
+
+// overloadBench runs the overload benchmark, prints its table and writes it to out/overload.txt;
+// false if it failed or lost an acknowledged write.
+func overloadBench(ctx context.Context, bin, out string, factor float64, d time.Duration, nodeArgs []string) bool {
+	fmt.Printf("=== overload benchmark: %.0fx the sustainable write rate for %v, admission on then off\n", factor, d)
+	dir, err := os.MkdirTemp("", "shoal-overload-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return false
+	}
+	defer os.RemoveAll(dir)
+	rep, err := chaos.RunOverload(ctx, chaos.OverloadConfig{Bin: bin, Dir: dir, Factor: factor, Duration: d, NodeArgs: nodeArgs, ProfileDir: out, Log: os.Stdout})
+	ok := err == nil
+	if rep != nil {
+		table := rep.Table()
+		fmt.Print(table)
+		if werr := os.MkdirAll(out, 0o755); werr == nil {
+			_ = os.WriteFile(filepath.Join(out, "overload.txt"), []byte(table), 0o644)
+		}
+		for _, p := range rep.Phases {
+			if p.Lost > 0 {
+				fmt.Printf("overload: admission %v lost %d acknowledged writes\n", p.Admission, p.Lost)
+				ok = false
+			}
+		}
+	}
+	if err != nil {
+		fmt.Printf("overload: %v\n", err)
+	}
+	return ok
 }
 
 // slowAfter is the unavailability (max-gap or recovery) beyond which a passing run's logs are kept.
