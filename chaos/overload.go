@@ -29,9 +29,10 @@ import (
 type OverloadConfig struct {
 	// Bin is the shoal binary; Dir holds the clusters' data and logs (the caller removes it).
 	Bin, Dir string
-	// Probe is how long the sustainable rate is measured, closed loop (default 10 s).
+	// Probe is how long the sustainable rate is measured, closed loop (default 20 s: long enough to
+	// fill the memtables and caches, so that the steady RSS includes them).
 	Probe time.Duration
-	// Duration is how long the overload is offered (default 20 s).
+	// Duration is how long the overload is offered (default 30 s).
 	Duration time.Duration
 	// Factor multiplies the sustainable rate into the offered one (default 10).
 	Factor float64
@@ -55,10 +56,10 @@ func (c OverloadConfig) withDefaults() (OverloadConfig, error) {
 		return c, errors.New("overload: Bin and Dir are required")
 	}
 	if c.Probe == 0 {
-		c.Probe = 10 * time.Second
+		c.Probe = 20 * time.Second
 	}
 	if c.Duration == 0 {
-		c.Duration = 20 * time.Second
+		c.Duration = 30 * time.Second
 	}
 	if c.Factor == 0 {
 		c.Factor = 10
@@ -103,6 +104,10 @@ type OverloadPhase struct {
 	Lost int
 	// Samples holds the first error message of each kind (timeout, other).
 	Samples map[string]string
+	// PeakHeap is each node's highest Go heap in use (go_memstats_heap_inuse_bytes, sampled from
+	// /metrics): what requests, proposals and queues occupy, without Pebble's cache and memtables,
+	// which live outside the Go heap and are bounded by configuration.
+	PeakHeap []int64
 	// RSSQuarters is the nodes' highest RSS in each quarter of the overload (bytes, summed over the
 	// nodes): flat means bounded, rising means memory grows with the backlog.
 	RSSQuarters [4]int64
@@ -120,15 +125,15 @@ type OverloadReport struct {
 func (r *OverloadReport) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "overload: %.0fx the sustainable write rate for %v, %d-byte values, open loop\n", r.Factor, r.Duration, r.ValueBytes)
-	fmt.Fprintf(&b, "%-9s %9s %9s %9s %8s %10s %8s %8s %8s %8s %8s %-26s %-26s %7s %5s\n", "admission", "sustain/s", "offered/s", "goodput/s",
-		"acked", "overloaded", "timeout", "other", "notsent", "p50ms", "p99ms", "steady RSS MiB (n1 n2 n3)", "peak RSS MiB (n1 n2 n3)", "drain", "lost")
+	fmt.Fprintf(&b, "%-9s %9s %9s %9s %8s %10s %8s %8s %8s %8s %8s %-26s %-26s %7s %5s %s\n", "admission", "sustain/s", "offered/s", "goodput/s",
+		"acked", "overloaded", "timeout", "other", "notsent", "p50ms", "p99ms", "steady RSS MiB (n1 n2 n3)", "peak RSS MiB (n1 n2 n3)", "drain", "lost", "peak Go heap MiB")
 	for _, p := range r.Phases {
 		mode := "off"
 		if p.Admission {
 			mode = "on"
 		}
-		fmt.Fprintf(&b, "%-9s %9.0f %9.0f %9.0f %8d %10d %8d %8d %8d %8.1f %8.1f %-26s %-26s %7s %5d\n", mode, p.SustainableOps, p.OfferedOps, p.GoodputOps,
-			p.Acked, p.Overloaded, p.Timeouts, p.Other, p.NotSent, p.P50Ms, p.P99Ms, mibs(p.SteadyRSS), mibs(p.PeakRSS), p.Drain.Round(100*time.Millisecond), p.Lost)
+		fmt.Fprintf(&b, "%-9s %9.0f %9.0f %9.0f %8d %10d %8d %8d %8d %8.1f %8.1f %-26s %-26s %7s %5d %s\n", mode, p.SustainableOps, p.OfferedOps, p.GoodputOps,
+			p.Acked, p.Overloaded, p.Timeouts, p.Other, p.NotSent, p.P50Ms, p.P99Ms, mibs(p.SteadyRSS), mibs(p.PeakRSS), p.Drain.Round(100*time.Millisecond), p.Lost, mibs(p.PeakHeap))
 	}
 	return b.String()
 }
@@ -239,6 +244,8 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 
 	// The overload: open loop at *offered, RSS sampled every 100 ms.
 	p.PeakRSS = make([]int64, len(r.nodes))
+	p.PeakHeap = make([]int64, len(r.nodes))
+	var lastHeap time.Time
 	start := time.Now()
 	sampleDone := make(chan struct{})
 	stopSampling := make(chan struct{})
@@ -255,6 +262,12 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 			}
 			if q := int(4 * time.Since(start) / cfg.Duration); q >= 0 && q < 4 {
 				p.RSSQuarters[q] = max(p.RSSQuarters[q], sum)
+			}
+			if time.Since(lastHeap) >= 500*time.Millisecond {
+				lastHeap = time.Now()
+				for i := range r.nodes {
+					p.PeakHeap[i] = max(p.PeakHeap[i], heapInUse(ctx, pn.Addrs(i).HTTP))
+				}
 			}
 			select {
 			case <-stopSampling:
@@ -359,9 +372,33 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 	for k, v := range p.Samples {
 		logf("first %s error: %s", k, v)
 	}
-	logf("RSS of the three nodes by quarter of the overload: %s MiB", mibs(p.RSSQuarters[:]))
+	logf("RSS of the three nodes by quarter of the overload: %s MiB; peak Go heap per node %s MiB", mibs(p.RSSQuarters[:]), mibs(p.PeakHeap))
 	logf("read back: %d acknowledged writes missing", p.Lost)
 	return p, nil
+}
+
+// heapInUse reads go_memstats_heap_inuse_bytes from a node's /metrics (0 if it does not answer in
+// time: a node starved of CPU may not).
+func heapInUse(ctx context.Context, httpAddr string) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return int64(v)
+		}
+	}
+	return 0
 }
 
 // fetchHeap saves a node's heap profile.
