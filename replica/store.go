@@ -7,6 +7,7 @@ import (
 	"github.com/shoaldb/shoal/admission"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,13 @@ type Config struct {
 	// ProposalLimits bound the user writes this node's leaders hold in raft at once (proposed, not
 	// yet applied or failed); beyond them Propose refuses with OVERLOADED. Zero: unlimited.
 	ProposalLimits admission.Limits
+	// CommitStallTimeout: a raft-loop commit blocked this long (a disk full for sstables only: the WAL
+	// takes writes until the memtables fill, then Commit blocks with no error) fails the node with a
+	// FATAL line, so that it stops rather than hang with its gRPC open. Default 60 s.
+	CommitStallTimeout time.Duration
+	// OnCommitStall is called once when a commit stalls past CommitStallTimeout. Default: print the
+	// FATAL line to stderr and exit the process with status 2, as Pebble does on a disk fault.
+	OnCommitStall func(stalled time.Duration)
 	// OnReplicaRemoved is called (outside locks) after a replica removed itself from this node.
 	OnReplicaRemoved func(rangeID uint64)
 	Logger           *slog.Logger
@@ -66,6 +74,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxConcurrentSnapshots == 0 {
 		c.MaxConcurrentSnapshots = 2
+	}
+	if c.CommitStallTimeout == 0 {
+		c.CommitStallTimeout = 60 * time.Second
+	}
+	if c.OnCommitStall == nil {
+		c.OnCommitStall = func(d time.Duration) {
+			fmt.Fprintf(os.Stderr, "FATAL: storage engine stalled: a raft commit has been blocked for %v (full or failing disk?): the node exits so that it does not hang half-alive; fix the cause and restart it\n", d.Round(time.Second))
+			os.Exit(2)
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -88,6 +105,7 @@ type Store struct {
 	wake     chan struct{}
 
 	proposalGate *admission.Gate // see Config.ProposalLimits
+	commitSince  atomic.Int64    // unix nanos when the loop's current commit began; 0 when none runs
 
 	// Metrics of the raft loop (read with LoopStats).
 	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
@@ -279,11 +297,35 @@ func (s *Store) Bootstrap(desc *pb.RangeDescriptor, data []*pb.KeyValue) error {
 
 // Start runs the raft loop.
 func (s *Store) Start() {
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.loop()
 	}()
+	go func() {
+		defer s.wg.Done()
+		s.watchCommits()
+	}()
+}
+
+// watchCommits fails the node when a raft-loop commit stays blocked past CommitStallTimeout.
+func (s *Store) watchCommits() {
+	t := time.NewTicker(min(time.Second, s.cfg.CommitStallTimeout/4))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopper:
+			return
+		case <-t.C:
+		}
+		if since := s.commitSince.Load(); since != 0 {
+			if d := time.Since(time.Unix(0, since)); d >= s.cfg.CommitStallTimeout {
+				s.cfg.Logger.Error("raft commit stalled: failing the node", "blocked", d.Round(time.Second))
+				s.cfg.OnCommitStall(d)
+				return
+			}
+		}
+	}
 }
 
 // Stop stops the loop and waits for it; pending requests get UNAVAILABLE or AMBIGUOUS.
@@ -646,7 +688,10 @@ func (s *Store) processReady() {
 	}
 	if !batch.Empty() {
 		// Group commit: one fsync covers every range's entries and hard state of this cycle.
-		if err := batch.Commit(mustSync); err != nil {
+		s.commitSince.Store(time.Now().UnixNano())
+		err := batch.Commit(mustSync)
+		s.commitSince.Store(0)
+		if err != nil {
 			s.fatal(fmt.Errorf("node %d: commit raft batch: %w", s.cfg.NodeID, err))
 			return
 		}

@@ -815,3 +815,32 @@ func TestStoreProposalAdmission(t *testing.T) {
 		t.Errorf("after the replica's removal: %+v, want nothing in flight and one refusal", st)
 	}
 }
+
+// The commit watchdog fails the node once a raft-loop commit has been blocked past the timeout, and
+// leaves a commit that finishes in time alone.
+func TestStoreCommitStallWatchdog(t *testing.T) {
+	env := newStoreEnv(t)
+	stalled := make(chan time.Duration, 1)
+	s := env.startWith(Config{TickInterval: time.Hour, CommitStallTimeout: 200 * time.Millisecond,
+		OnCommitStall: func(d time.Duration) { stalled <- d }})
+	// A commit in progress for less than the timeout: nothing happens.
+	s.commitSince.Store(time.Now().UnixNano())
+	time.Sleep(100 * time.Millisecond)
+	s.commitSince.Store(0)
+	select {
+	case d := <-stalled:
+		t.Fatalf("watchdog fired on a commit that took 100 ms: %v", d)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// One blocked for longer (as on a disk full for sstables only, where Pebble blocks without error).
+	s.commitSince.Store(time.Now().Add(-time.Second).UnixNano())
+	select {
+	case d := <-stalled:
+		if d < 200*time.Millisecond {
+			t.Errorf("stalled for %v, below the timeout", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watchdog did not fire on a commit blocked for 1 s with a 200 ms timeout")
+	}
+	s.commitSince.Store(0)
+}

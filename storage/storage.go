@@ -14,8 +14,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -501,9 +503,33 @@ func (c *Checkpoint) Close(remove bool) error {
 
 type quietLogger struct{}
 
+// errorLog rate-limits Pebble's error lines: under a disk fault Pebble retries failed flushes and
+// compactions in a loop and reports each failure, thousands of lines a second for as long as the
+// fault lasts. One line a second gets through, with the count of those suppressed since.
+var errorLog struct {
+	mu         sync.Mutex
+	out        io.Writer // nil: os.Stderr
+	last       time.Time
+	suppressed int
+}
+
 func (quietLogger) Infof(string, ...interface{}) {}
 func (quietLogger) Errorf(format string, args ...interface{}) {
-	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+	errorLog.mu.Lock()
+	defer errorLog.mu.Unlock()
+	out := errorLog.out
+	if out == nil {
+		out = os.Stderr
+	}
+	if now := time.Now(); now.Sub(errorLog.last) >= time.Second {
+		if errorLog.suppressed > 0 {
+			fmt.Fprintf(out, "pebble: (%d similar lines suppressed)\n", errorLog.suppressed)
+		}
+		errorLog.last, errorLog.suppressed = now, 0
+		fmt.Fprintf(out, "pebble: "+format+"\n", args...)
+		return
+	}
+	errorLog.suppressed++
 }
 func (quietLogger) Fatalf(format string, args ...interface{}) {
 	fmt.Fprintf(os.Stderr, "FATAL: storage engine failure (failing or full disk?): the node exits so that it acknowledges nothing that is not on disk; fix the cause and restart it: "+format+"\n", args...)
