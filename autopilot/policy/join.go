@@ -90,9 +90,12 @@ type JoinMark struct {
 // Incremental: one operator in flight per joining node. Each round, first hand the node a leadership
 // (the hottest of the ranges it already holds) while it leads fewer than its share, then move the next
 // replica: the sender is the next node in round-robin order (or the least loaded) among those holding
-// a range the node lacks, the range the sender's hottest (or first in key order). While the node leads
-// fewer ranges than its share, a move from the range's leader hands the leadership over with it. Parallel: all the share's moves at once, each from
-// a non-leader voter, then, once every move is done, the leaderships at once.
+// a range the node lacks, the range the sender's hottest (or first in key order). A range's snapshot
+// streams from its Raft leader, so while the node leads fewer ranges than its share the senders are
+// the ranges' leaders and each move hands the leadership over with it (the node serves the range the
+// moment its replica has caught up); the first move comes from the autopilot's own node, which surely
+// knows the newcomer. Parallel: all the share's moves at once, each from a non-leader voter, then,
+// once every move is done, the leaderships at once.
 type IncrementalJoin struct {
 	cfg   JoinConfig
 	rf    int
@@ -350,13 +353,16 @@ func (p *IncrementalJoin) transfer(c *model.Cluster, v *view, n *model.Node) *op
 // move moves the next replica to n: from the next sender in the schedule (incremental) or from a
 // non-leader voter of each range (parallel and serve-at-end, so that leadership stays put).
 func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target int, keepLeader bool) *operator.Operator {
+	// A range's snapshot always streams from its Raft leader. While the node is to take leaderships
+	// (incremental, under its leader share), the sender of a range is therefore its leader, whose
+	// replica leaves with the leadership: the senders that take turns are the nodes that stream.
 	bySender := map[uint64][]*model.Range{}
 	for _, r := range c.Ranges {
 		if r.System || r.HasReplica(n.ID) || v.busy[r.ID] {
 			continue
 		}
 		for _, id := range r.Voters() {
-			if sn := c.Node(id); sn != nil && sn.Live && (!keepLeader || r.Leader != id) {
+			if sn := c.Node(id); sn != nil && sn.Live && (keepLeader && r.Leader != id || !keepLeader && r.Leader == id) {
 				bySender[id] = append(bySender[id], r)
 			}
 		}
@@ -367,8 +373,23 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 			senders = append(senders, sn)
 		}
 	}
+	if len(senders) == 0 && !keepLeader {
+		return p.move(c, v, n, target, true) // no live leader to stream a range with its leadership
+	}
 	if len(senders) == 0 {
 		return nil
+	}
+	// The join's first move comes from the autopilot's own node (it leads the meta range) when it can:
+	// that node has surely heard of the newcomer, where another may not have yet and refuse the move.
+	if v.load[n.ID].replicas == 0 {
+		if self := metaLeader(c); len(bySender[self]) > 0 {
+			for _, sn := range senders {
+				if sn.ID == self {
+					senders = []*model.Node{sn}
+					break
+				}
+			}
+		}
 	}
 	var from *model.Node
 	switch {
@@ -383,7 +404,16 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 			return a.ID < b.ID
 		})[0]
 	default:
-		i := p.next[n.ID] % len(senders)
+		i, started := p.next[n.ID]
+		if !started {
+			// The turns start with the sender of the hottest range.
+			for k, sn := range senders {
+				if p.ordered(bySender[sn.ID])[0].QPS() > p.ordered(bySender[senders[i].ID])[0].QPS() {
+					i = k
+				}
+			}
+		}
+		i %= len(senders)
 		from = senders[i]
 		p.next[n.ID] = i + 1
 	}
@@ -417,6 +447,16 @@ func newerJoin(a, b *model.Join) bool {
 		return 0
 	}
 	return stage(a) > stage(b)
+}
+
+// metaLeader is the node leading the meta range (where the autopilot runs), or 0.
+func metaLeader(c *model.Cluster) uint64 {
+	for _, r := range c.Ranges {
+		if r.System {
+			return r.Leader
+		}
+	}
+	return 0
 }
 
 // hasLearner reports whether node holds a learner of some range.

@@ -27,6 +27,7 @@ import (
 // when the surge comes. The autopilot cannot start machines, so the decision to add one sits with the
 // controller, as it would with an orchestrator; everything after the node starts is the autopilot's.
 type surgeConfig struct {
+	Scenario       string // its Workload chooses the keys, as for the runner's clients
 	Records        int
 	ReadFraction   float64
 	ValueBytes     int
@@ -46,13 +47,14 @@ func init() {
 		// 14 + 2 sensor threads before the surge, +8 at t = 30 s: 16 → 24, the chapter's 20 → 30.
 		s.Threads = 14
 		s.Duration = 150 * time.Second
-		cfg := surgeConfig{Records: s.Records, ReadFraction: s.ReadFraction, ValueBytes: s.ValueBytes,
+		cfg := surgeConfig{Scenario: s.Name, Records: s.Records, ReadFraction: s.ReadFraction, ValueBytes: s.ValueBytes,
 			SensorThreads: 2, SurgeThreads: 8, LearnFor: 16 * time.Second, TriggerWindows: 3}
 		s.Variants = s.Variants[:2] // incremental and parallel, as in Figure 2.7
 		s.Description = fmt.Sprintf("as %s, but the offered load rises from 16 to 24 threads at t=30s and a latency controller adds the 4th node (incremental vs parallel; Figure 2.7)",
 			map[bool]string{true: "join", false: "join-a"}[v.read > 0.9])
 		ctl := &surgeController{cfg: cfg}
 		s.Events = []Event{
+			{At: 0, What: "balance leaders", Do: BalanceLeaders()},
 			{At: 10 * time.Second, What: "controller", Do: ctl.start},
 			{At: 30 * time.Second, What: "load surge", Do: ctl.surge},
 		}
@@ -178,14 +180,15 @@ func (g *loadGen) add(n int) {
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
-			// The same workload as the runner's clients (run.go): zipfian ranks scattered over the keys.
+			// The same workload as the runner's clients (run.go).
 			rng := rand.New(rand.NewPCG(uint64(w)+1001, uint64(time.Now().UnixNano())))
-			zipf := rand.NewZipf(rng, 1.1, 1, uint64(g.cfg.Records-1))
+			keys := WorkloadOf(g.cfg.Scenario).chooser(rng, g.cfg.Records)
 			for g.ctx.Err() == nil {
-				k := key(int((zipf.Uint64() * 2654435761) % uint64(g.cfg.Records)))
+				read := rng.Float64() < g.cfg.ReadFraction
+				k := key(keys.next(read, false))
 				t0 := time.Now()
 				var err error
-				if rng.Float64() < g.cfg.ReadFraction {
+				if read {
 					_, _, err = g.cl.Get(g.ctx, k)
 				} else {
 					err = g.cl.Put(g.ctx, k, g.value)
