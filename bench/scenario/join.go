@@ -459,13 +459,20 @@ func joinReport(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Dura
 	if jr.Done {
 		jr.JoinS = round1(runS(tr.recDone) - start)
 	}
-	measureJoin(jr, rr.Series, perSec, warmup.Seconds(), start, end)
+	// The SLO thresholds come from the steady state: up to the join, or to the surge.
+	steadyTo := start
+	for _, e := range rr.Events {
+		if e.Label == surgeLabel && e.T < steadyTo {
+			steadyTo = e.T
+		}
+	}
+	measureJoin(jr, rr.Series, perSec, warmup.Seconds(), steadyTo, start, end)
 	return jr
 }
 
 // measureJoin fills jr's throughput and SLO figures from the run's seconds: steady state from
-// warmup to start, the join from start to end, the rest after it.
-func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Snapshot, warmup, start, end float64) {
+// warmup to steadyTo (the join's start, or the surge), the join from start to end, the rest after it.
+func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Snapshot, warmup, steadyTo, start, end float64) {
 	// A second counts in a window when its midpoint lies in it (as taskWindow does).
 	in := func(p Point, from, to float64) bool { mid := p.T - 0.5; return mid >= from && mid < to }
 	// The pre-join reference is the most recent preJoinS before the join (the chapter: the last 5
@@ -473,7 +480,7 @@ func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Snapshot
 	// the join's; the SLO thresholds come from the whole steady state.
 	refFrom := math.Max(warmup, start-preJoinS)
 	pre, _, preN := window(series, perSec, refFrom, start)
-	_, preP99, _ := window(series, perSec, warmup, start)
+	_, preP99, _ := window(series, perSec, warmup, steadyTo)
 	if preN == 0 || pre == 0 {
 		return
 	}
@@ -481,7 +488,7 @@ func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Snapshot
 	jr.SLOThresholdMs = sloFactor * preP99
 	steady := benchutil.NewHist()
 	for i, p := range series {
-		if in(p, warmup, start) && i < len(perSec) {
+		if in(p, warmup, steadyTo) && i < len(perSec) {
 			steady.Merge(hdrhistogram.Import(perSec[i]))
 		}
 	}

@@ -56,11 +56,13 @@ func init() {
 		s.Events = []Event{
 			{At: 0, What: "balance leaders", Do: BalanceLeaders()},
 			{At: 10 * time.Second, What: "controller", Do: ctl.start},
-			{At: 30 * time.Second, What: "load surge", Do: ctl.surge},
+			{At: 30 * time.Second, What: surgeLabel, Do: ctl.surge},
 		}
 		Register(s)
 	}
 }
+
+const surgeLabel = "load surge"
 
 type surgeController struct {
 	cfg surgeConfig

@@ -1,0 +1,57 @@
+package scenario
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/shoaldb/shoal/bench/benchutil"
+)
+
+// A synthetic run: 1000 ops/s at 10 ms until t=30, then a join from 30 s to 50 s during which
+// throughput is 800 ops/s and latency 20 ms for the first 10 s, then back to normal.
+func TestMeasureJoin(t *testing.T) {
+	var series []Point
+	var perSec []*hdrhistogram.Snapshot
+	for s := 1; s <= 60; s++ {
+		ops, lat := int64(1000), 10*time.Millisecond
+		if s > 30 && s <= 40 {
+			ops, lat = 800, 20*time.Millisecond
+		}
+		h := benchutil.NewHist()
+		for i := int64(0); i < ops; i++ {
+			_ = h.RecordValue(benchutil.ClampUs(lat))
+		}
+		series = append(series, Point{T: float64(s), Ops: ops, P99Ms: benchutil.UsToMs(h.ValueAtQuantile(99)),
+			P50Ms: benchutil.UsToMs(h.ValueAtQuantile(50))})
+		perSec = append(perSec, h.Export())
+	}
+	jr := &JoinReport{}
+	measureJoin(jr, series, perSec, 10, 30, 30, 50)
+	near := func(got, want float64) bool { return math.Abs(got-want) < 0.02*math.Max(1, math.Abs(want)) }
+	if jr.PreJoinThroughput != 1000 {
+		t.Errorf("pre-join throughput %v, want 1000", jr.PreJoinThroughput)
+	}
+	if len(jr.DipBins) != 2 || !near(jr.DipBins[0], -0.2) || !near(jr.DipBins[1], 0) {
+		t.Errorf("dip bins %v, want [-0.2 0]", jr.DipBins)
+	}
+	if !near(jr.WorstDip, -0.2) || jr.DipNoise != 0 {
+		t.Errorf("worst dip %v noise %v, want -0.2 and 0", jr.WorstDip, jr.DipNoise)
+	}
+	// The chapter's score: 2-s windows of the mean (20 ms) over 1.25 x 10 ms: 5 windows, 7.5 ms each.
+	if !near(jr.ChapterTargetMs, 12.5) || jr.ChapterViolations != 5 || !near(jr.ChapterExcessMs, 37.5) {
+		t.Errorf("chapter target %v violations %d excess %v, want 12.5, 5, 37.5", jr.ChapterTargetMs, jr.ChapterViolations, jr.ChapterExcessMs)
+	}
+	if jr.ChapterWindows != 10 || jr.ChapterViolationsEnd != 5 {
+		t.Errorf("chapter windows %d, to the end %d; want 10 and 5", jr.ChapterWindows, jr.ChapterViolationsEnd)
+	}
+	// The score: 1-s p99 (20 ms) over 1.5 x 10 ms: 10 windows, 5 ms each.
+	if jr.ViolatingWindows != 10 || !near(jr.ExcessMs, 50) {
+		t.Errorf("violating windows %d excess %v, want 10 and 50", jr.ViolatingWindows, jr.ExcessMs)
+	}
+	if !near(jr.ThroughputRatio, 0.9) || !near(jr.PostJoinRatio, 1) {
+		t.Errorf("throughput ratio %v post %v, want 0.9 and 1", jr.ThroughputRatio, jr.PostJoinRatio)
+	}
+}
