@@ -40,6 +40,9 @@ type OverloadConfig struct {
 	Workers int
 	// ValueBytes is the size of each written value (default 1024).
 	ValueBytes int
+	// RequestTimeout is each offered write's deadline (default 10 s): the longer clients wait, the
+	// more a node without admission control holds for them.
+	RequestTimeout time.Duration
 	// MaxOutstanding caps the generator's own requests in flight, to protect the driver; arrivals
 	// beyond it are counted as not sent (default 40000).
 	MaxOutstanding int
@@ -69,6 +72,9 @@ func (c OverloadConfig) withDefaults() (OverloadConfig, error) {
 	}
 	if c.ValueBytes == 0 {
 		c.ValueBytes = 1024
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 10 * time.Second
 	}
 	if c.MaxOutstanding == 0 {
 		c.MaxOutstanding = 40000
@@ -192,7 +198,7 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 	}
 	// One attempt per write: a refusal or timeout is an outcome to count, not to retry (retries would
 	// multiply the offered load).
-	once, err := client.New(ctx, client.Config{Addrs: addrs, RequestTimeout: 2 * time.Second, MaxAttempts: 1})
+	once, err := client.New(ctx, client.Config{Addrs: addrs, RequestTimeout: cfg.RequestTimeout, MaxAttempts: 1})
 	if err != nil {
 		return nil, err
 	}

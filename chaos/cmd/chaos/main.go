@@ -43,6 +43,7 @@ func run() int {
 		ovFactor = flag.Float64("overload-factor", 10, "overload: offered write rate as a multiple of the sustainable one")
 		ovDur    = flag.Duration("overload-duration", 30*time.Second, "overload: how long the overload is offered")
 		ovValue  = flag.Int("overload-value-bytes", 1024, "overload: size of each written value")
+		ovTO     = flag.Duration("overload-timeout", 10*time.Second, "overload: each offered write's deadline")
 		ovArgs   = flag.String("overload-node-args", "", "overload: more `shoal start` flags for every node, space-separated (e.g. \"--max-inflight-writes 512\")")
 	)
 	flag.Parse()
@@ -98,7 +99,7 @@ func run() int {
 	}
 	overloadFailed := false
 	if *overload != "off" && ctx.Err() == nil {
-		overloadFailed = !overloadBench(ctx, binPath, *out, *ovFactor, *ovDur, *ovValue, strings.Fields(*ovArgs))
+		overloadFailed = !overloadBench(ctx, binPath, *out, *ovFactor, *ovDur, *ovValue, *ovTO, strings.Fields(*ovArgs))
 	}
 	if ctx.Err() != nil {
 		fmt.Println("chaos: interrupted")
@@ -117,7 +118,7 @@ func run() int {
 
 // overloadBench runs the overload benchmark, prints its table and writes it to out/overload.txt;
 // false if it failed or lost an acknowledged write.
-func overloadBench(ctx context.Context, bin, out string, factor float64, d time.Duration, valueBytes int, nodeArgs []string) bool {
+func overloadBench(ctx context.Context, bin, out string, factor float64, d time.Duration, valueBytes int, timeout time.Duration, nodeArgs []string) bool {
 	fmt.Printf("=== overload benchmark: %.0fx the sustainable write rate for %v, admission on then off\n", factor, d)
 	dir, err := os.MkdirTemp("", "shoal-overload-")
 	if err != nil {
@@ -125,7 +126,7 @@ func overloadBench(ctx context.Context, bin, out string, factor float64, d time.
 		return false
 	}
 	defer os.RemoveAll(dir)
-	rep, err := chaos.RunOverload(ctx, chaos.OverloadConfig{Bin: bin, Dir: dir, Factor: factor, Duration: d, ValueBytes: valueBytes, NodeArgs: nodeArgs, ProfileDir: out, Log: os.Stdout})
+	rep, err := chaos.RunOverload(ctx, chaos.OverloadConfig{Bin: bin, Dir: dir, Factor: factor, Duration: d, ValueBytes: valueBytes, RequestTimeout: timeout, NodeArgs: nodeArgs, ProfileDir: out, Log: os.Stdout})
 	ok := err == nil
 	if rep != nil {
 		table := rep.Table()
