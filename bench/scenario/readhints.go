@@ -570,6 +570,8 @@ type ReadHintsSummary struct {
 	// separate clusters on one shared machine).
 	SteadyOverhead float64 `json:"steady_overhead"`
 	Plot           string  `json:"plot,omitempty"`
+	// NewLeaderPlot overlays every run's new leader's hit ratio around the change (one line per run).
+	NewLeaderPlot string `json:"new_leader_plot,omitempty"`
 }
 
 // ReadHintsAnalysis computes the read-hints figures of rep from its series and the node samples its
@@ -598,6 +600,11 @@ func ReadHintsAnalysis(rep *Report, out string, w io.Writer) (*ReadHintsSummary,
 		return nil, err
 	}
 	sum.Plot = "node_hit_ratio.png"
+	if ok, err := plotNewLeaderHitRatios(rep, sum, filepath.Join(out, "new_leader_hit_ratio.png")); err != nil {
+		return nil, err
+	} else if ok {
+		sum.NewLeaderPlot = "new_leader_hit_ratio.png"
+	}
 	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return nil, err
@@ -1160,4 +1167,83 @@ func plotNodeHitRatios(rep *Report, sum *ReadHintsSummary, file string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// plotNewLeaderHitRatios draws, in one panel, each run's new leader's block-cache hit ratio per
+// second from 5 s before its change to 20 s after it (time relative to the change), and the old
+// leaders' mean over the 10 s before as a dashed line. It draws nothing (false) when no run has a
+// change.
+func plotNewLeaderHitRatios(rep *Report, sum *ReadHintsSummary, file string) (bool, error) {
+	colors := []color.Color{blue, orange, color.RGBA{R: 44, G: 160, B: 44, A: 255}, color.RGBA{R: 148, G: 103, B: 189, A: 255},
+		color.RGBA{R: 140, G: 86, B: 75, A: 255}, color.RGBA{R: 127, G: 127, B: 127, A: 255}}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: the new leader's block-cache hit ratio around the change", rep.Scenario)
+	p.X.Label.Text = "t − change (s)"
+	p.Y.Label.Text = "hits / lookups"
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.X.Min, p.X.Max = -5, 20
+	ymin, old, nOld := 1.0, 0.0, 0
+	drawn := 0
+	for i, run := range sum.Runs {
+		if run.ChangeT <= 0 || run.NewLeader == 0 || run.Change == "" || strings.HasPrefix(run.Change, "hints toggled") {
+			continue
+		}
+		var xy plotter.XYs
+		for _, s := range run.Nodes {
+			t := s.T - 1 - run.ChangeT // the second (t-1, t] starts at t-1
+			if t < -5 || t > 20 {
+				continue
+			}
+			for _, n := range s.Nodes {
+				if n.Node == run.NewLeader && n.HitRatio != nil && n.CacheHits+n.CacheMisses >= 100 {
+					xy = append(xy, plotter.XY{X: t, Y: *n.HitRatio})
+					ymin = min(ymin, *n.HitRatio)
+				}
+			}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		ln, err := plotter.NewLine(xy)
+		if err != nil {
+			return false, err
+		}
+		ln.Color = colors[i%len(colors)]
+		ln.Width = vg.Points(1.5)
+		p.Add(ln)
+		label := "hints " + onOff(run.HintsOn)
+		if run.Variant != "" {
+			label = run.Variant
+		}
+		p.Legend.Add(label, ln)
+		if run.OldLeaderHitRatio != nil {
+			old += *run.OldLeaderHitRatio
+			nOld++
+		}
+		drawn++
+	}
+	if drawn == 0 {
+		return false, nil
+	}
+	ymin = max(0, math.Floor((ymin-0.02)*20)/20)
+	p.Y.Min, p.Y.Max = ymin, 1
+	if nOld > 0 {
+		ref, err := plotter.NewLine(plotter.XYs{{X: -5, Y: old / float64(nOld)}, {X: 20, Y: old / float64(nOld)}})
+		if err != nil {
+			return false, err
+		}
+		ref.Color = color.Black
+		ref.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(ref)
+		p.Legend.Add("old leader, 10 s before (mean)", ref)
+	}
+	v, err := plotter.NewLine(plotter.XYs{{X: 0, Y: ymin}, {X: 0, Y: 1}})
+	if err != nil {
+		return false, err
+	}
+	v.Color = red
+	v.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(v)
+	return true, p.Save(8*vg.Inch, 4.5*vg.Inch, file)
 }
