@@ -3,6 +3,8 @@ package scenario
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -161,5 +163,26 @@ func TestAnalyzeRunReturn(t *testing.T) {
 	}
 	if f := got.FirstMove; f == nil || f.ChangeT != 10 || f.SteadyFromS != 5 || len(f.Nodes) != 0 {
 		t.Fatalf("first move %+v: want the change at 10 s, steady from 5 s", f)
+	}
+}
+
+// The new leaders' plot is drawn for runs with a change and skipped without one.
+func TestPlotNewLeaderHitRatios(t *testing.T) {
+	r := 0.9
+	var nodes []NodeSample
+	for s := 1; s <= 10; s++ {
+		nodes = append(nodes, NodeSample{T: float64(s), Nodes: []NodeSecond{{Node: 2, CacheHits: 900, CacheMisses: 100, HitRatio: &r}}})
+	}
+	sum := &ReadHintsSummary{Runs: []ReadHintsRun{{HintsOn: true, ChangeT: 5, Change: "move leaders", NewLeader: 2, OldLeaderHitRatio: &r, Nodes: nodes}}}
+	file := filepath.Join(t.TempDir(), "p.png")
+	if ok, err := plotNewLeaderHitRatios(&Report{Scenario: "x"}, sum, file); err != nil || !ok {
+		t.Fatalf("plot: %v %v", ok, err)
+	}
+	if st, err := os.Stat(file); err != nil || st.Size() == 0 {
+		t.Fatalf("no plot written: %v", err)
+	}
+	sum.Runs[0].ChangeT = 0
+	if ok, err := plotNewLeaderHitRatios(&Report{Scenario: "x"}, sum, file); err != nil || ok {
+		t.Fatalf("plot without a change: %v %v, want nothing drawn", ok, err)
 	}
 }
