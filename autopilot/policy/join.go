@@ -259,6 +259,21 @@ func inFlight(pending []*operator.Operator, node uint64) (moves, transfers int) 
 	return moves, transfers
 }
 
+// streaming counts the pending moves to node whose replica there is not yet a voter: their snapshot
+// is (or is about to be) in flight.
+func streaming(c *model.Cluster, pending []*operator.Operator, node uint64) int {
+	n := 0
+	for _, op := range pending {
+		if _, ok := op.Influence[node]; !ok || op.Kind == operator.KindTransferLeader {
+			continue
+		}
+		if r := c.Range(op.RangeID); r == nil || !r.IsVoter(node) {
+			n++
+		}
+	}
+	return n
+}
+
 // plan proposes the next operators of n's join and reports whether the join is complete.
 func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *model.Join, pending []*operator.Operator) ([]*operator.Operator, bool) {
 	moves, transfers := inFlight(pending, n.ID)
@@ -266,9 +281,11 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 	leaderShare := share(c, true)
 	parallel := j.Strategy == JoinParallel
 	atEnd := parallel || p.cfg.ServeAtEnd
-	if !parallel && (moves+transfers > 0 || hasLearner(c, n.ID)) {
-		// One at a time; a learner left on the node by a failed move (say, the node restarted) is
-		// in flight too until replicate removes it.
+	if !parallel && (streaming(c, pending, n.ID)+transfers > 0 || hasLearner(c, n.ID)) {
+		// One transfer at a time; a learner left on the node by a failed move (say, the node
+		// restarted) is in flight too until replicate removes it. A move whose replica on the node is
+		// already a voter has streamed its data: its tail (leadership, removal) overlaps the next
+		// move's snapshot, so the per-move overhead does not add up over the join.
 		return nil, false
 	}
 	// Incremental: hand over a leadership of a range the node already holds, before the next move.
