@@ -61,12 +61,13 @@ type admittedRequest struct {
 }
 
 // admit takes req's share of the request gate, or says OVERLOADED. The caller must call done.
-func (n *Node) admit(req proto.Message) (*admittedRequest, *pb.Error) {
+// It returns a value, not a pointer: one allocation less on every request's path.
+func (n *Node) admit(req proto.Message) (admittedRequest, *pb.Error) {
 	size := int64(proto.Size(req)) + requestOverhead
 	if ref := n.reqGate.TryAcquire(size); ref != nil {
-		return nil, &pb.Error{Code: pb.ErrorCode_OVERLOADED, Message: ref.Error()}
+		return admittedRequest{}, &pb.Error{Code: pb.ErrorCode_OVERLOADED, Message: ref.Error()}
 	}
-	return &admittedRequest{g: n.reqGate, size: size}, nil
+	return admittedRequest{g: n.reqGate, size: size}, nil
 }
 
 // grow counts memory the request came to hold after admission (a scan's result).
