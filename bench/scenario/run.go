@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,9 @@ type Options struct {
 	// NoEmulatedDisk turns emulated disks off (`shoal bench scenario --no-emulated-disk`).
 	Device         *emudisk.Options
 	NoEmulatedDisk bool
+	// Variants, when set, runs only the scenario's variants of these names, in the scenario's order
+	// (`shoal bench scenario --variants`); a name the scenario lacks is an error.
+	Variants []string
 }
 
 // EffectiveDevice is the emulated disk each node gets for sc under opts, or nil for none.
@@ -195,6 +199,11 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if sc.Warmup <= 0 {
 		sc.Warmup = 5 * time.Second
 	}
+	vs, err := selectVariants(sc.Variants, opts.Variants)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	sc.Variants = vs
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, err
 	}
@@ -247,6 +256,40 @@ func key(i int) []byte { return fmt.Appendf(nil, "user%09d", i) }
 
 // runOnce starts a fresh cluster, waits for it to be fully replicated, loads the records, sets the
 // policy, runs the workload with the events and tears the cluster down.
+// selectVariants keeps the variants named in want (all when want is empty), in the scenario's order.
+func selectVariants(all []Variant, want []string) ([]Variant, error) {
+	if len(want) == 0 {
+		return all, nil
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("--variants: the scenario has no variants (it runs its policy on and off)")
+	}
+	keep := map[string]bool{}
+	for _, w := range want {
+		keep[w] = true
+	}
+	var out []Variant
+	for _, v := range all {
+		if keep[v.Name] {
+			out = append(out, v)
+			delete(keep, v.Name)
+		}
+	}
+	if len(keep) > 0 {
+		names := make([]string, 0, len(all))
+		for _, v := range all {
+			names = append(names, v.Name)
+		}
+		unknown := make([]string, 0, len(keep))
+		for w := range keep {
+			unknown = append(unknown, w)
+		}
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("--variants: unknown %s (the scenario has %s)", strings.Join(unknown, ", "), strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
 func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Options, dir string, policyOn bool, label string, variant func(*kv.Config)) (*RunReport, error) {
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,5 +173,39 @@ func TestRegistry(t *testing.T) {
 		if !names[want] {
 			t.Errorf("scenario %s not registered", want)
 		}
+	}
+}
+
+func TestSelectVariants(t *testing.T) {
+	all := []Variant{{Name: "incremental"}, {Name: "parallel"}, {Name: "parallel-throttled"}}
+	for _, tc := range []struct {
+		want    []string
+		names   string
+		wantErr string
+	}{
+		{want: nil, names: "incremental,parallel,parallel-throttled"},
+		{want: []string{"parallel", "incremental"}, names: "incremental,parallel"},
+		{want: []string{"parallel", "nope"}, wantErr: "unknown nope"},
+	} {
+		got, err := selectVariants(all, tc.want)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("selectVariants(%v) error = %v, want %q", tc.want, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("selectVariants(%v): %v", tc.want, err)
+		}
+		var names []string
+		for _, v := range got {
+			names = append(names, v.Name)
+		}
+		if strings.Join(names, ",") != tc.names {
+			t.Errorf("selectVariants(%v) = %v, want %s", tc.want, names, tc.names)
+		}
+	}
+	if _, err := selectVariants(nil, []string{"x"}); err == nil {
+		t.Error("selectVariants on a scenario without variants: no error")
 	}
 }

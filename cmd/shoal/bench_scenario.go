@@ -22,6 +22,8 @@ var scenarioFlags struct {
 	list     bool
 	// noEmulatedDisk runs the nodes on the shared disk and page cache instead of per-node devices.
 	noEmulatedDisk bool
+	// variants restricts a scenario with variants to these.
+	variants []string
 }
 
 var benchScenarioCmd = &cobra.Command{
@@ -69,7 +71,7 @@ DIR/report.json (settings, both runs' summaries, per-second series and events) a
 		rep, err := scenario.Run(cmd.Context(), sc, scenario.Options{
 			Dir: dir, Out: scenarioFlags.out, Duration: scenarioFlags.duration,
 			Records: scenarioFlags.records, Threads: scenarioFlags.threads, Progress: os.Stderr,
-			NoEmulatedDisk: scenarioFlags.noEmulatedDisk,
+			NoEmulatedDisk: scenarioFlags.noEmulatedDisk, Variants: scenarioFlags.variants,
 		})
 		if err != nil {
 			return err
@@ -100,5 +102,6 @@ func init() {
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
+	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel)")
 	benchCmd.AddCommand(benchScenarioCmd)
 }
