@@ -35,6 +35,12 @@ type Options struct {
 	IOPS int `json:"iops"`
 	// Latency is added to every operation (after any wait for tokens).
 	Latency time.Duration `json:"latency_ns"`
+	// ReadaheadBytes models the kernel's readahead for sequential reads: a read of a file opened for
+	// sequential reads (Pebble does so for compactions, and for an iterator after a run of
+	// consecutive block reads) and a Prefetch hint fetch up to this many bytes in one operation, and
+	// later reads inside that window cost nothing more (they would hit the pages the readahead
+	// brought in). 0: off, every read is one operation of its own bytes.
+	ReadaheadBytes int64 `json:"readahead_bytes,omitempty"`
 }
 
 // Enabled reports whether the options change anything (page cache bypass, a limit or a latency).
@@ -47,6 +53,10 @@ type Stats struct {
 	ReadBytes  int64 `json:"read_bytes"`
 	WriteBytes int64 `json:"write_bytes"`
 	ReadOps    int64 `json:"read_ops"`
+	// ReadaheadOps counts the read operations that fetched a readahead window (included in ReadOps);
+	// ReadaheadHits the reads served from a window without an operation of their own.
+	ReadaheadOps  int64 `json:"readahead_ops,omitempty"`
+	ReadaheadHits int64 `json:"readahead_hits,omitempty"`
 	// WriteOps counts writes and syncs; Syncs counts the syncs alone.
 	WriteOps int64 `json:"write_ops"`
 	Syncs    int64 `json:"syncs"`
@@ -67,6 +77,7 @@ func (s Stats) Add(o Stats) Stats {
 		ReadOps: s.ReadOps + o.ReadOps, WriteOps: s.WriteOps + o.WriteOps, Syncs: s.Syncs + o.Syncs,
 		Throttled: s.Throttled + o.Throttled, Latency: s.Latency + o.Latency,
 		Fadvises: s.Fadvises + o.Fadvises, FadviseErrors: s.FadviseErrors + o.FadviseErrors,
+		ReadaheadOps: s.ReadaheadOps + o.ReadaheadOps, ReadaheadHits: s.ReadaheadHits + o.ReadaheadHits,
 	}
 }
 
@@ -98,6 +109,7 @@ type Device struct {
 	readBytesN, writeBytesN, readOps, writeOps, syncs atomic.Int64
 	throttled, latency                                atomic.Int64
 	fadvises, fadviseErrors                           atomic.Int64
+	readaheadOps, readaheadHits                       atomic.Int64
 }
 
 // NewDevice returns a device with the given options; clock nil means the real clock.
@@ -124,6 +136,7 @@ func (d *Device) Stats() Stats {
 		ReadOps: d.readOps.Load(), WriteOps: d.writeOps.Load(), Syncs: d.syncs.Load(),
 		Throttled: time.Duration(d.throttled.Load()), Latency: time.Duration(d.latency.Load()),
 		Fadvises: d.fadvises.Load(), FadviseErrors: d.fadviseErrors.Load(),
+		ReadaheadOps: d.readaheadOps.Load(), ReadaheadHits: d.readaheadHits.Load(),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -40,13 +41,24 @@ func (fs *emuFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, 
 }
 
 // Open opens name through the device. With NoPageCache the readahead hints (SequentialReadsOption,
-// RandomReadsOption) are not applied: the file always reads without readahead.
+// RandomReadsOption) are not passed to the kernel: the file always reads without kernel readahead.
+// A file opened for sequential reads gets the device's modeled readahead instead (ReadaheadBytes).
 func (fs *emuFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	seq := false
+	for _, o := range opts {
+		if o == vfs.SequentialReadsOption {
+			seq = true
+		}
+	}
 	if fs.d.opts.NoPageCache {
 		opts = nil
 	}
 	f, err := fs.FS.Open(name, opts...)
-	return fs.wrap(f, err, false)
+	ef, err := fs.wrap(f, err, false)
+	if err == nil && seq {
+		ef.(*file).seq = true
+	}
+	return ef, err
 }
 
 // OpenReadWrite opens name for reading and writing through the device.
@@ -83,6 +95,16 @@ type file struct {
 	// were last dropped (MaxInt64: none).
 	pos      atomic.Int64
 	lowDirty atomic.Int64
+
+	// seq: opened for sequential reads, so every read outside the readahead window starts a new one.
+	// ra is the window [lo, hi) the last readahead fetched (see Options.ReadaheadBytes); size is the
+	// file's size once sized (-1 if Stat failed), to clip windows at the end of the file.
+	seq bool
+	ra  struct {
+		sync.Mutex
+		lo, hi, size int64
+		sized        bool
+	}
 }
 
 var _ vfs.File = (*file)(nil)
@@ -145,12 +167,55 @@ func (f *file) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ReadAt reads at off, then drops the pages read and charges one read.
+// ReadAt reads at off, then drops the pages read and charges one read, unless the read falls in the
+// readahead window or starts a new one (see Options.ReadaheadBytes).
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	n, err := f.f.ReadAt(p, off)
 	f.dropRead(off, n)
-	f.d.charge(opRead, int64(n))
+	window := int64(0)
+	if f.seq {
+		window = max(int64(n), f.d.opts.ReadaheadBytes)
+	}
+	if !f.readahead(off, int64(n), window) {
+		f.d.charge(opRead, int64(n))
+	}
 	return n, err
+}
+
+// readahead charges [off, off+n) to the modeled readahead and reports whether it did: free when the
+// window already covers it; when it does not and window > 0, one operation fetches a new window of
+// that many bytes from off (at least n, at most to the end of the file).
+func (f *file) readahead(off, n, window int64) bool {
+	ra := f.d.opts.ReadaheadBytes
+	if ra <= 0 || f.dir {
+		return false
+	}
+	f.ra.Lock()
+	if f.ra.hi > f.ra.lo && off >= f.ra.lo && off+n <= f.ra.hi {
+		f.ra.Unlock()
+		f.d.readaheadHits.Add(1)
+		return true
+	}
+	if window <= 0 {
+		f.ra.Unlock()
+		return false
+	}
+	if !f.ra.sized {
+		f.ra.size = -1
+		if st, err := f.f.Stat(); err == nil {
+			f.ra.size = st.Size()
+		}
+		f.ra.sized = true
+	}
+	hi := off + max(n, window)
+	if f.ra.size >= 0 {
+		hi = max(min(hi, f.ra.size), off+n)
+	}
+	f.ra.lo, f.ra.hi = off, hi
+	f.ra.Unlock()
+	f.d.readaheadOps.Add(1)
+	f.d.charge(opRead, hi-off)
+	return true
 }
 
 // Write appends, then charges one write of the bytes written.
@@ -205,10 +270,16 @@ func (f *file) SyncTo(length int64) (bool, error) {
 	return full, err
 }
 
-// Prefetch is a no-op under NoPageCache (it would fill the page cache); otherwise it passes through,
-// uncharged (it is a hint, not a read the caller waits for).
+// Prefetch, under NoPageCache, is the modeled readahead when ReadaheadBytes is set (one operation
+// fetches [offset, offset+min(length, ReadaheadBytes)) and the reads inside it are then free) and a
+// no-op otherwise: passed to the kernel it would fill the page cache. Without NoPageCache it passes
+// through, uncharged (it is a hint, not a read the caller waits for).
 func (f *file) Prefetch(offset, length int64) error {
 	if f.d.opts.NoPageCache {
+		if ra := f.d.opts.ReadaheadBytes; ra > 0 && length > 0 {
+			w := min(length, ra)
+			f.readahead(offset, w, w)
+		}
 		return nil
 	}
 	return f.f.Prefetch(offset, length)
