@@ -132,6 +132,27 @@ func init() {
 	s.Variants = append(s.Variants, Variant{Name: "no-hints", KV: func(c *kv.Config) { c.Hints.Off = true }})
 	s.Description = "as read-hints, run once per applied fraction of hints (1, 0.5, 0.33, 0.2, 0.1; fixed) and once without hints"
 	Register(s)
+	// Which hints a fraction below 1 applies: the default hash of the descriptor (a stable subset of
+	// the keys, nested as the fraction falls) against each hint with probability fraction
+	// (hints.SelectRandom), which reaches every recurring hot key within a few batches.
+	s = base
+	s.Name = "read-hints-select"
+	s.Variants = nil
+	for _, f := range []float64{0.5, 0.33} {
+		for _, sel := range []struct {
+			name string
+			sel  hints.Selection
+		}{{"hash", hints.SelectHash}, {"random", hints.SelectRandom}} {
+			f, sel := f, sel
+			s.Variants = append(s.Variants, Variant{Name: fmt.Sprintf("%s-%.2f", sel.name, f), KV: func(c *kv.Config) {
+				readHintsKV(c)
+				c.Hints.Fraction = f
+				c.Hints.Tuning.Applier.Selection = sel.sel
+			}})
+		}
+	}
+	s.Description = "as read-hints-fraction at fractions 0.5 and 0.33 (fixed), hints selected by descriptor hash (default) vs at random"
+	Register(s)
 	s = base
 	s.Name, s.KV = "read-hints-adaptive", nil
 	s.Description = "as read-hints with the product default: the applied fraction adapted to CPU load (on a saturated machine it pauses)"
