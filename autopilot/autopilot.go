@@ -87,6 +87,10 @@ type Autopilot struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	marking map[uint64]time.Time // node → when last marked decommissioned
+
+	// progress is poked by the executor when an operator finishes or moves to its next step; the
+	// loop then runs a reactive round (policy.Reactive) at once.
+	progress chan struct{}
 }
 
 // New returns a stopped autopilot reading src and acting through act. It panics on an invalid Config:
@@ -102,8 +106,21 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 	if cfg.OnDecision != nil {
 		log.SetOnFinish(cfg.OnDecision)
 	}
-	return &Autopilot{cfg: cfg, src: src, act: act, registry: policy.Default(cfg.Policies),
-		exec: executor.New(src, act, log, cfg.Executor), log: log, marking: map[uint64]time.Time{}}
+	a := &Autopilot{cfg: cfg, src: src, act: act, registry: policy.Default(cfg.Policies), log: log,
+		marking: map[uint64]time.Time{}, progress: make(chan struct{}, 1)}
+	ecfg := cfg.Executor
+	onProgress := ecfg.OnProgress
+	ecfg.OnProgress = func() {
+		select {
+		case a.progress <- struct{}{}:
+		default:
+		}
+		if onProgress != nil {
+			onProgress()
+		}
+	}
+	a.exec = executor.New(src, act, log, ecfg)
+	return a
 }
 
 // Policies returns the policy registry (switches, listing).
@@ -160,13 +177,33 @@ func (a *Autopilot) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(a.cfg.Interval)
 	defer t.Stop()
+	// Reactive rounds come at most every minGap: the executor reports progress at most every time
+	// one of its calls returns, and a burst of them needs only one round.
+	minGap := min(a.cfg.Interval/10, 100*time.Millisecond)
+	var lastReactive time.Time
 	for {
+		reactive := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.progress:
+			reactive = true
+			if wait := minGap - time.Since(lastReactive); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
+			lastReactive = time.Now()
 		}
-		if c := a.src.Snapshot(); c != nil {
+		c := a.src.Snapshot()
+		switch {
+		case c == nil:
+		case reactive:
+			a.tick(ctx, c, true)
+		default:
 			a.Tick(ctx, c)
 		}
 	}
@@ -174,10 +211,18 @@ func (a *Autopilot) loop(ctx context.Context, done chan struct{}) {
 
 // Tick runs one policy round on c: propose, submit, and mark emptied decommissioning nodes. The loop
 // calls it every Interval; the simulator and tests call it directly (with Step).
-func (a *Autopilot) Tick(ctx context.Context, c *model.Cluster) Round {
+func (a *Autopilot) Tick(ctx context.Context, c *model.Cluster) Round { return a.tick(ctx, c, false) }
+
+// tick is Tick; reactive runs only the policy.Reactive policies (a round triggered by an operator's
+// progress, between the regular rounds).
+func (a *Autopilot) tick(ctx context.Context, c *model.Cluster, reactive bool) Round {
 	round := Round{Now: c.Now, Rejected: map[uint64]error{}}
 	pending := a.exec.Pending()
-	round.Proposed = a.registry.Propose(c, pending)
+	if reactive {
+		round.Proposed = a.registry.ProposeReactive(c, pending)
+	} else {
+		round.Proposed = a.registry.Propose(c, pending)
+	}
 	for _, op := range round.Proposed {
 		if err := a.exec.Submit(op); err != nil {
 			round.Rejected[op.RangeID] = err

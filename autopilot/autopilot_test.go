@@ -247,3 +247,43 @@ func dump(entries []decisions.Entry) string {
 	}
 	return b.String()
 }
+
+// TestJoinMovesFollowEachOtherWithoutWaitingForRounds: with a regular round that never comes (an
+// hour's interval), one manual round starts a join and the executor's progress reports drive the
+// rest of it: each move is planned as soon as the previous one made progress, not a round later.
+func TestJoinMovesFollowEachOtherWithoutWaitingForRounds(t *testing.T) {
+	f := fake.MustNew(t, `
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,c) voters=1,2,3 leader=1 reads=100
+range 3 [c,e) voters=1,2,3 leader=2 reads=900
+range 4 [e,g) voters=1,2,3 leader=3 reads=50
+range 5 [g,k) voters=1,2,3 leader=1 reads=400
+range 6 [k,p) voters=1,2,3 leader=2 reads=700
+range 7 [p,) voters=1,2,3 leader=3 reads=10
+`)
+	f.Tick = 10 * time.Millisecond
+	ap := New(f, f, Config{Interval: time.Hour, Executor: executor.Config{Interval: 2 * time.Millisecond}})
+	if round := ap.Tick(context.Background(), f.Snapshot()); len(round.Submitted) != 1 {
+		t.Fatalf("first round submitted %v, want the join's first move", round.Submitted)
+	}
+	ap.Start()
+	defer ap.Stop()
+	// n4's share: floor(18 user replicas / 4 nodes) = 4.
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Snapshot().Node(4).Replicas < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("n4 holds %d replicas, want 4, with no regular round:\n%s", f.Snapshot().Node(4).Replicas,
+				dump(ap.Decisions().Entries()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, e := range ap.Decisions().Entries() {
+		if e.Policy != policy.NameJoin {
+			t.Errorf("decision by %s in a reactive round (only reactive policies run there): %s", e.Policy, e.Operator)
+		}
+	}
+}

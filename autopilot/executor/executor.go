@@ -69,6 +69,10 @@ type Config struct {
 	// Inline makes Reconcile call the Actuator on the caller's goroutine instead of spawning one per
 	// step (the simulator and deterministic tests). The Actuator must then not call the Executor.
 	Inline bool
+	// OnProgress, if set, is called (without the executor's lock held) after a reconciliation in
+	// which an operator finished or moved to its next step: the autopilot uses it to plan the next
+	// step of sequential work at once instead of at its next round.
+	OnProgress func()
 }
 
 // Defaults.
@@ -361,11 +365,17 @@ func (e *Executor) sortedLocked() []*running {
 func (e *Executor) Reconcile(c *model.Cluster) {
 	e.mu.Lock()
 	e.last = c
+	progressed := false
 	for _, rs := range e.sortedLocked() {
+		step := rs.step
 		e.advanceLocked(c, rs)
+		progressed = progressed || rs.finished || rs.step != step
 	}
 	e.mu.Unlock()
 	e.log.Observe(c)
+	if progressed && e.cfg.OnProgress != nil {
+		e.cfg.OnProgress()
+	}
 }
 
 func (e *Executor) advanceLocked(c *model.Cluster, rs *running) {

@@ -449,3 +449,34 @@ func TestStepSeenDoneWhileItsCallIsInFlightSucceeds(t *testing.T) {
 	})
 	e.Stop()
 }
+
+// TestOnProgressReportsStepsAndFinishes: the executor reports a reconciliation in which an operator
+// moved to its next step or finished, and stays quiet when nothing moved.
+func TestOnProgressReportsStepsAndFinishes(t *testing.T) {
+	f := fake.MustNew(t, fourNodes)
+	var reports int
+	e := New(f, f, nil, Config{Inline: true, OnProgress: func() { reports++ }})
+	e.Reconcile(f.Snapshot())
+	if reports != 0 {
+		t.Fatalf("%d progress reports with no operator", reports)
+	}
+	op := moveOp(t, f.Snapshot(), 3, 3, 4) // two steps: add-learner, promote-voter removing n3
+	if err := e.Submit(op); err != nil {
+		t.Fatal(err)
+	}
+	var perRound []int
+	for i := 0; i < 4; i++ {
+		before := reports
+		f.Advance(time.Second)
+		e.Reconcile(f.Snapshot())
+		perRound = append(perRound, reports-before)
+	}
+	if e.Busy(3) {
+		t.Fatalf("operator still running: %+v", e.Statuses())
+	}
+	// Inline, each reconciliation issues a step whose result the next one sees: the learner step is
+	// seen done (next step) in round 2, the operator finished in round 3, nothing after.
+	if got := perRound; got[0] != 0 || got[1] != 1 || got[2] != 1 || got[3] != 0 {
+		t.Fatalf("progress reports per round %v, want [0 1 1 0]", got)
+	}
+}

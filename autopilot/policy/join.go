@@ -117,6 +117,10 @@ func NewIncrementalJoin(cfg JoinConfig, rf int) *IncrementalJoin {
 // Name implements Policy.
 func (p *IncrementalJoin) Name() string { return NameJoin }
 
+// Reactive marks the join as sequential work: its next move is planned as soon as the previous one
+// has made progress (see Reactive).
+func (p *IncrementalJoin) Reactive() {}
+
 // Config is the policy's configuration with defaults.
 func (p *IncrementalJoin) Config() JoinConfig { return p.cfg }
 

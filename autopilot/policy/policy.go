@@ -239,6 +239,25 @@ func (r *Registry) TakeNotes() map[string][]Note {
 // Propose asks every switched-on policy, in priority order, for operators. Each policy sees the pending
 // operators plus those proposed before it in this round.
 func (r *Registry) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	return r.proposeWith(c, pending, false)
+}
+
+// Reactive is implemented by a policy that schedules work one operator after another (a join, a
+// drain), so that the autopilot also runs it as soon as an operator makes progress rather than only
+// at its next round. The other policies keep the round's pace: their thresholds and hysteresis are
+// set in rounds.
+type Reactive interface {
+	Policy
+	// Reactive is a marker; it does nothing.
+	Reactive()
+}
+
+// ProposeReactive is Propose restricted to the enabled Reactive policies.
+func (r *Registry) ProposeReactive(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	return r.proposeWith(c, pending, true)
+}
+
+func (r *Registry) proposeWith(c *model.Cluster, pending []*operator.Operator, reactiveOnly bool) []*operator.Operator {
 	r.propose.Lock()
 	defer r.propose.Unlock()
 	all := append([]*operator.Operator(nil), pending...)
@@ -253,7 +272,11 @@ func (r *Registry) Propose(c *model.Cluster, pending []*operator.Operator) []*op
 		if !st.On {
 			continue
 		}
-		for _, op := range r.Policy(st.Name).Propose(c, all) {
+		p := r.Policy(st.Name)
+		if _, ok := p.(Reactive); reactiveOnly && !ok {
+			continue
+		}
+		for _, op := range p.Propose(c, all) {
 			if anyBusy(busy, op.Ranges()) {
 				continue // a policy bug; the invariant holds regardless
 			}
