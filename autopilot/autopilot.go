@@ -111,16 +111,22 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 	ecfg := cfg.Executor
 	onProgress := ecfg.OnProgress
 	ecfg.OnProgress = func() {
-		select {
-		case a.progress <- struct{}{}:
-		default:
-		}
+		a.Poke()
 		if onProgress != nil {
 			onProgress()
 		}
 	}
 	a.exec = executor.New(src, act, log, ecfg)
 	return a
+}
+
+// Poke asks the loop for a reactive round now (policy.Reactive policies only): the host calls it
+// when something a reactive policy waits for happened, e.g. a node joined the cluster.
+func (a *Autopilot) Poke() {
+	select {
+	case a.progress <- struct{}{}:
+	default:
+	}
 }
 
 // Policies returns the policy registry (switches, listing).
