@@ -44,12 +44,6 @@ func init() {
 	}{{"join-surge", 0.95}, {"join-surge-a", 0.5}} {
 		s := joinBase()
 		s.Name, s.ReadFraction = v.name, v.read
-		// The chapter's disk (250 random-read IOPS): with the leaderships balanced, 600 IOPS leave the
-		// three in-process nodes bound by the shared machine's two cores, where a fourth node adds no
-		// capacity (measured: 0.78-0.82 of the pre-join throughput after the join).
-		dev := joinDevice
-		dev.IOPS = 250
-		s.Device = &dev
 		// 14 + 2 sensor threads before the surge, +8 at t = 30 s: 16 → 24, the chapter's 20 → 30.
 		s.Threads = 14
 		s.Duration = 150 * time.Second
