@@ -47,6 +47,10 @@ func NewDecommission(cfg DecommissionConfig, maxDiskUse float64) *Decommission {
 // Name implements Policy.
 func (p *Decommission) Name() string { return NameDecommission }
 
+// Reactive marks a decommission as sequential work (one move after another when Sequential): the
+// next move is planned as soon as the previous one has made progress (see Reactive).
+func (p *Decommission) Reactive() {}
+
 // Propose implements Policy.
 func (p *Decommission) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	v := newView(c, pending)
