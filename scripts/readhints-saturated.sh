@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Issue 9: the steady-state cost of read hints on a saturated node whose followers run elsewhere.
+#
+# Three `shoal start` processes on loopback: n1 (the serving node, every leadership gathered on it)
+# pinned to one core, n2 and n3 (followers) and the YCSB client pinned to the other. The client
+# (YCSB C, zipfian, read-only) runs enough threads to saturate n1. On two cores the client cannot
+# saturate a whole core of n1 from the other one (it needs about as much CPU per read as n1, and the
+# followers' replays share its core, so a hints-on window would slow the client, not n1): n1 is
+# therefore also capped at LEADER_QUOTA cores (default 0.5) by a cgroup-v1 CPU quota, so that n1 is
+# the bottleneck and the client's core keeps headroom (LEADER_QUOTA= : no cap; the script checks). Read hints are on (product
+# defaults: every replica, fraction 1, adaptive fraction ON) and switched off and on cluster-wide
+# (the read_hints policy) every WINDOW seconds within one run, so the same cluster and cache are
+# compared with themselves. A sampler reads every node's /metrics and every process's CPU
+# (/proc/PID/stat) once a second; the analysis prints per-window and on/off figures and writes
+# OUT/result.json, OUT/samples.jsonl.
+#
+#   flock /tmp/bench.lock scripts/readhints-saturated.sh            # ~8 min; OUT=/tmp/readhints-saturated
+#   BIN=/tmp/rh/shoal OUT=/tmp/rs THREADS=64 WINDOW=20 WINDOWS=10 scripts/readhints-saturated.sh
+#
+# Needs taskset, curl, jq, python3 and at least two cores. Nodes use the real disk and the OS page
+# cache (no emulated disks: `shoal start` has none), so a block-cache miss costs a page-cache copy.
+set -euo pipefail
+
+BIN=${BIN:-bin/shoal}
+OUT=${OUT:-/tmp/readhints-saturated}
+RECORDS=${RECORDS:-250000}     # 1 KB each (10 fields of 100 B): ~250 MB, > the block cache
+CACHE=${CACHE:-96MiB}
+THREADS=${THREADS:-64}
+LOAD_THREADS=${LOAD_THREADS:-32}
+WINDOW=${WINDOW:-20}           # seconds per window
+WINDOWS=${WINDOWS:-10}         # toggled windows after a warm-up window (off, on, off, on, ...)
+SKIP=${SKIP:-4}                # seconds ignored after each switch (nodes read the switch every 2 s)
+LEADER_CPU=${LEADER_CPU:-0}
+LEADER_QUOTA=${LEADER_QUOTA-0.5}   # cores n1 may use (cgroup v1 cpu.cfs_quota_us); empty: no cap
+CGROUP=
+OTHER_CPU=${OTHER_CPU:-1}
+BASE_PORT=${BASE_PORT:-27300}
+DISTRIBUTION=${DISTRIBUTION:-zipfian}
+EXTRA_NODE_FLAGS=${EXTRA_NODE_FLAGS:-}   # e.g. "--read-hints-adaptive off"
+
+BIN=$(readlink -f "$BIN")
+rm -rf "$OUT"
+mkdir -p "$OUT/data"
+G=() H=() PIDS=()
+for i in 1 2 3; do
+  G[$i]=127.0.0.1:$((BASE_PORT + i))
+  H[$i]=127.0.0.1:$((BASE_PORT + 10 + i))
+done
+HOSTS="${G[1]},${G[2]},${G[3]}"
+adm() { "$BIN" --host "$HOSTS" --timeout 30s "$@"; }
+
+cleanup() {
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && kill -TERM "$p" 2>/dev/null || true
+  done
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && wait "$p" 2>/dev/null || true
+  done
+  [ -n "${KEEP_DATA:-}" ] || rm -rf "$OUT/data"
+  [ -z "$CGROUP" ] || rmdir "$CGROUP" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+start_node() { # i cpu cgroup extra-args...
+  local i=$1 cpu=$2 cg=$3
+  shift 3
+  CG="$cg" taskset -c "$cpu" sh -c '[ -z "$CG" ] || echo $$ >"$CG/cgroup.procs"; exec "$@"' sh "$BIN" start --data-dir "$OUT/data/n$i" --listen "${G[$i]}" --http "${H[$i]}" \
+    --cache-size "$CACHE" $EXTRA_NODE_FLAGS "$@" >"$OUT/n$i.log" 2>&1 &
+  PIDS[$i]=$!
+  for _ in $(seq 120); do
+    grep -q " ready " "$OUT/n$i.log" && return 0
+    kill -0 "${PIDS[$i]}" 2>/dev/null || { echo "n$i exited:"; tail -20 "$OUT/n$i.log"; exit 1; }
+    sleep 0.5
+  done
+  echo "n$i not ready after 60 s"; exit 1
+}
+
+echo "$(date -u +%T) binary $BIN ($("$BIN" version 2>/dev/null | head -1 || true)); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "$LEADER_QUOTA" ]; then
+  CGROUP=/sys/fs/cgroup/cpu/shoal-readhints-$$
+  mkdir "$CGROUP"
+  echo 20000 >"$CGROUP/cpu.cfs_period_us"
+  Q=$(awk -v q="$LEADER_QUOTA" 'BEGIN { printf "%d", q * 20000 }')
+  echo "$Q" >"$CGROUP/cpu.cfs_quota_us"
+fi
+start_node 1 "$LEADER_CPU" "$CGROUP" --bootstrap
+start_node 2 "$OTHER_CPU" "" --join "${G[1]}"
+start_node 3 "$OTHER_CPU" "" --join "${G[1]}"
+N1=$(grep -o "shoal node [0-9]* ready" "$OUT/n1.log" | awk '{print $3}')
+echo "$(date -u +%T) nodes up (n1 = node $N1 on cpu $LEADER_CPU, capped at ${LEADER_QUOTA:-1} cores; n2, n3 on cpu $OTHER_CPU)"
+
+for p in rebalance merge load_split shed_leadership; do adm admin policy set $p off >/dev/null; done
+adm admin policy set read_hints on >/dev/null
+# Six data ranges (keys are usertable/user<decimal 64-bit hash>; about half start with "1").
+for k in usertable/user12 usertable/user14 usertable/user16 usertable/user3 usertable/user6; do
+  for _ in $(seq 30); do adm admin split "$k" >/dev/null 2>&1 && break; sleep 1; done
+done
+for _ in $(seq 120); do
+  [ "$(adm admin ranges --format json | jq '[.[] | (.replicas | length)] | min')" = 3 ] && break
+  sleep 1
+done
+echo "$(date -u +%T) $(adm admin ranges --format json | jq length) ranges, 3 replicas each; loading $RECORDS records"
+"$BIN" bench ycsb --workload c --hosts "$HOSTS" --records "$RECORDS" --ops 1 --threads "$LOAD_THREADS" \
+  --format json >"$OUT/load.json" 2>"$OUT/load.log"
+
+gather() {
+  for _ in $(seq 60); do
+    local ids
+    ids=$(adm admin ranges --format json | jq -r --argjson n "$N1" '.[] | select(.leader != $n) | .id')
+    [ -z "$ids" ] && return 0
+    for id in $ids; do adm admin transfer-leader "$id" "$N1" >/dev/null 2>&1 || true; done
+    sleep 1
+  done
+  echo "leaderships not gathered on n1:"; adm admin ranges; exit 1
+}
+gather
+echo "$(date -u +%T) every leadership on n1; running YCSB C ($DISTRIBUTION, $THREADS threads) for $(((WINDOWS + 1) * WINDOW)) s"
+
+RUN_S=$(((WINDOWS + 1) * WINDOW))
+taskset -c "$OTHER_CPU" "$BIN" bench ycsb --workload c --load=false --hosts "$HOSTS" --records "$RECORDS" \
+  --ops 1000000000 --max-duration "${RUN_S}s" --threads "$THREADS" --distribution "$DISTRIBUTION" \
+  --timeline "$OUT/timeline.json" --format json >"$OUT/ycsb.json" 2>"$OUT/ycsb.log" &
+CLIENT=$!
+
+taskset -c "$OTHER_CPU" python3 - "$OUT" "$BIN" "$HOSTS" "$WINDOW" "$WINDOWS" "$SKIP" "$CLIENT" \
+  "${PIDS[1]},${PIDS[2]},${PIDS[3]}" "${H[1]},${H[2]},${H[3]}" <<'PY'
+import json, os, subprocess, sys, time, urllib.request
+
+out, binp, hosts, window, windows, skip, client, pids, https = sys.argv[1:]
+window, windows, skip, client = int(window), int(windows), int(skip), int(client)
+pids = [int(p) for p in pids.split(",")]
+https = https.split(",")
+tick = os.sysconf("SC_CLK_TCK")
+
+def cpu_s(pid):
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / tick
+    except OSError:
+        return float("nan")
+
+WANT = ("shoal_grpc_requests_total", "shoal_hints_apply_fraction", "shoal_hints_load", "shoal_hints_paused",
+        "shoal_hints_applied_total", "shoal_hints_recorded_total", "shoal_hints_sent_bytes_total",
+        "shoal_hints_received_total", "shoal_hints_dropped_total", "shoal_storage_block_cache_hits_total",
+        "shoal_storage_block_cache_misses_total")
+
+def metrics(h):
+    m = {}
+    try:
+        body = urllib.request.urlopen(f"http://{h}/metrics", timeout=2).read().decode()
+    except OSError:
+        return m
+    for line in body.splitlines():
+        if line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in WANT:
+            try:
+                m[name] = m.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+            except ValueError:
+                pass
+    return m
+
+t0 = time.time()
+switches = [(t0 + window * k, k % 2 == 0) for k in range(1, windows + 1)]  # window k: off if k odd
+samples = open(f"{out}/samples.jsonl", "w")
+end = t0 + window * (windows + 1)
+nxt = t0
+while time.time() < end - 0.5:
+    nxt += 1
+    while switches and time.time() >= switches[0][0]:
+        at, on = switches.pop(0)
+        subprocess.run([binp, "--host", hosts, "admin", "policy", "set", "read_hints", "on" if on else "off"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        samples.write(json.dumps({"t": round(time.time() - t0, 3), "switch": "on" if on else "off"}) + "\n")
+    s = {"t": round(time.time() - t0, 3), "loadavg": float(open("/proc/loadavg").read().split()[0]),
+         "cpu": [cpu_s(p) for p in pids] + [cpu_s(client)], "nodes": [metrics(h) for h in https]}
+    samples.write(json.dumps(s) + "\n")
+    samples.flush()
+    time.sleep(max(0, nxt - time.time()))
+samples.close()
+PY
+wait "$CLIENT" || true
+adm admin policy set read_hints on >/dev/null || true
+
+python3 - "$OUT" "$WINDOW" "$WINDOWS" "$SKIP" "${LEADER_QUOTA:-1}" <<'PY'
+import json, math, statistics as st, sys
+out, window, windows, skip = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+quota = float(sys.argv[5])
+rows = [json.loads(l) for l in open(f"{out}/samples.jsonl")]
+smp = [r for r in rows if "nodes" in r]
+def rate(a, b, f):
+    dt = b["t"] - a["t"]
+    return f(b) - f(a), dt
+wins = []
+for k in range(0, windows + 1):
+    lo, hi = k * window + (skip if k else window // 2), (k + 1) * window
+    ws = [r for r in smp if lo <= r["t"] <= hi]
+    if len(ws) < 3:
+        continue
+    a, b = ws[0], ws[-1]
+    dt = b["t"] - a["t"]
+    g = lambda r, i, n: r["nodes"][i].get(n, float("nan"))
+    reqs = (g(b, 0, "shoal_grpc_requests_total") - g(a, 0, "shoal_grpc_requests_total")) / dt
+    cpu = [(b["cpu"][i] - a["cpu"][i]) / dt for i in range(4)]
+    hits = g(b, 0, "shoal_storage_block_cache_hits_total") - g(a, 0, "shoal_storage_block_cache_hits_total")
+    miss = g(b, 0, "shoal_storage_block_cache_misses_total") - g(a, 0, "shoal_storage_block_cache_misses_total")
+    w = {"window": k, "hints": "on" if k % 2 == 0 else "off", "from_s": lo, "to_s": hi, "requests_per_s": reqs,
+         "cpu_cores": {"n1": cpu[0], "n2": cpu[1], "n3": cpu[2], "client": cpu[3]},
+         "n1_cpu_us_per_request": 1e6 * cpu[0] / reqs if reqs else float("nan"),
+         "n1_hit_ratio": hits / (hits + miss) if hits + miss else float("nan"),
+         "recorded_per_s": (g(b, 0, "shoal_hints_recorded_total") - g(a, 0, "shoal_hints_recorded_total")) / dt,
+         "sent_bytes_per_s": (g(b, 0, "shoal_hints_sent_bytes_total") - g(a, 0, "shoal_hints_sent_bytes_total")) / dt,
+         "applied_per_s": [(g(b, i, "shoal_hints_applied_total") - g(a, i, "shoal_hints_applied_total")) / dt for i in (1, 2)],
+         "follower_fraction": [[round(r["nodes"][i].get("shoal_hints_apply_fraction", float("nan")), 3) for r in ws] for i in (1, 2)],
+         "follower_load": [st.mean(r["nodes"][i].get("shoal_hints_load", float("nan")) for r in ws) for i in (1, 2)],
+         "follower_paused_s": [sum(r["nodes"][i].get("shoal_hints_paused", 0) for r in ws) for i in (1, 2)],
+         "loadavg": st.mean(r["loadavg"] for r in ws)}
+    wins.append(w)
+toggled = [w for w in wins if w["window"] > 0]
+on = [w for w in toggled if w["hints"] == "on"]
+off = [w for w in toggled if w["hints"] == "off"]
+mean = lambda ws, f: st.mean(f(w) for w in ws) if ws else float("nan")
+# Each on window against the mean of its two neighbours (off), so a drift over the run cancels.
+pairs = []
+for w in on:
+    nb = [x for x in off if abs(x["window"] - w["window"]) == 1]
+    if nb:
+        pairs.append(w["requests_per_s"] / st.mean(x["requests_per_s"] for x in nb))
+res = {"windows": wins, "on_requests_per_s": mean(on, lambda w: w["requests_per_s"]),
+       "off_requests_per_s": mean(off, lambda w: w["requests_per_s"]),
+       "on_n1_cpu_us_per_request": mean(on, lambda w: w["n1_cpu_us_per_request"]),
+       "off_n1_cpu_us_per_request": mean(off, lambda w: w["n1_cpu_us_per_request"]),
+       "pair_ratios": pairs}
+res["ratio_on_off"] = res["on_requests_per_s"] / res["off_requests_per_s"]
+json.dump(res, open(f"{out}/result.json", "w"), indent=1)
+print(f"{'win':>3} {'hints':>5} {'req/s':>8} {'n1 cpu':>6} {'n2':>5} {'n3':>5} {'client':>6} {'us/req':>6} {'n1 hit':>6} "
+      f"{'rec/s':>7} {'kB/s':>6} {'applied/s n2,n3':>16} {'fraction n2 (min-max)':>22} {'load n2,n3':>10} {'loadavg':>7}")
+for w in wins:
+    fr = w["follower_fraction"][0]
+    fr = [x for x in fr if not math.isnan(x)] or [float("nan")]
+    print(f"{w['window']:>3} {w['hints']:>5} {w['requests_per_s']:>8.0f} {w['cpu_cores']['n1']:>6.2f} {w['cpu_cores']['n2']:>5.2f} "
+          f"{w['cpu_cores']['n3']:>5.2f} {w['cpu_cores']['client']:>6.2f} {w['n1_cpu_us_per_request']:>6.1f} {w['n1_hit_ratio']:>6.3f} "
+          f"{w['recorded_per_s']:>7.0f} {w['sent_bytes_per_s'] / 1e3:>6.1f} {w['applied_per_s'][0]:>7.0f},{w['applied_per_s'][1]:>7.0f} "
+          f"{min(fr):>10.2f}-{max(fr):<10.2f} {w['follower_load'][0]:>4.2f},{w['follower_load'][1]:>4.2f} {w['loadavg']:>7.2f}")
+print(f"hints on: {res['on_requests_per_s']:.0f} req/s, off: {res['off_requests_per_s']:.0f} req/s, "
+      f"on/off = {res['ratio_on_off']:.4f} ({100 * (res['ratio_on_off'] - 1):+.2f} %); "
+      f"each on window / its off neighbours: {', '.join(f'{p:.3f}' for p in pairs)}; "
+      f"n1 CPU per request on {res['on_n1_cpu_us_per_request']:.1f} us, off {res['off_n1_cpu_us_per_request']:.1f} us")
+n1 = mean(toggled, lambda w: w["cpu_cores"]["n1"])
+other = max(w["cpu_cores"]["n2"] + w["cpu_cores"]["n3"] + w["cpu_cores"]["client"] for w in toggled)
+print(f"saturation: n1 used {n1:.2f} of its {quota:g} cores; the other core's busiest window: {other:.2f} cores "
+      f"(n2 + n3 + client; near 1 means the client's core, not n1, may be the bottleneck)")
+PY
+echo "$(date -u +%T) done; load average $(cut -d' ' -f1-3 /proc/loadavg); results in $OUT"
