@@ -57,6 +57,10 @@ type Config struct {
 	// OnReplicaRemoved is called (outside locks) after a replica removed itself from this node.
 	OnReplicaRemoved func(rangeID uint64)
 	Logger           *slog.Logger
+	// SnapshotIngestMinBytes: a snapshot of at least this many bytes that initializes a replica is
+	// written as an sstable and ingested (storage.IngestSpan) instead of through a batch. Default
+	// 64 KiB; negative: never.
+	SnapshotIngestMinBytes int64
 }
 
 func (c *Config) setDefaults() {
@@ -86,6 +90,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.SnapshotIngestMinBytes == 0 {
+		c.SnapshotIngestMinBytes = 64 << 10
 	}
 }
 
@@ -820,12 +827,14 @@ func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot)
 		}
 	}
 	lo, hi := storage.DataSpan(meta2, ps.desc.StartKey, ps.desc.EndKey)
-	if err := b.DeleteRange(lo, hi); err != nil {
-		return err
-	}
-	for _, kv := range ps.kvs {
-		if err := b.Set(r.dataKey(kv.Key), kv.Value); err != nil {
+	if r.desc != nil || meta2 || !r.ingestSnapshotLocked(lo, hi, ps.desc, ps.kvs) {
+		if err := b.DeleteRange(lo, hi); err != nil {
 			return err
+		}
+		for _, kv := range ps.kvs {
+			if err := b.Set(r.dataKey(kv.Key), kv.Value); err != nil {
+				return err
+			}
 		}
 	}
 	if err := r.log.resetTo(b, meta.GetIndex(), meta.GetTerm()); err != nil {
@@ -839,6 +848,53 @@ func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot)
 		return err
 	}
 	return b.Set(storage.AppliedStateKey(r.rangeID), u64(r.applied))
+}
+
+// ingestSnapshotLocked writes a snapshot that initializes the replica as an sstable and ingests it
+// (storage.IngestSpan), and reports whether it did; the caller writes it through its batch
+// otherwise. Ingested, the range's data goes straight to the engine's bottom level instead of
+// through the WAL, the memtable and compactions that would mix it with every other range's writes
+// and rewrite the tables other ranges' cached blocks come from: a node joining the cluster serves
+// the ranges it already leads from a cache that the ranges still arriving do not keep flushing.
+//
+// Only for an uninitialized replica (no data of its own): the ingest is durable before the batch
+// that records the snapshot's index, so a crash between the two leaves data under a replica that is
+// still uninitialized. Such a replica serves nothing, and the snapshot that initializes it later
+// clears its span again (the table carries a range deletion; a batch deletes the span too); no other
+// replica on the node can cover that span before then, as HandleSnapshot refuses overlaps.
+func (r *Replica) ingestSnapshotLocked(lo, hi []byte, desc *pb.RangeDescriptor, kvs []*pb.KeyValue) bool {
+	min := r.store.cfg.SnapshotIngestMinBytes
+	if min < 0 {
+		return false
+	}
+	var size int64
+	for i, kv := range kvs {
+		size += int64(len(kv.Key) + len(kv.Value))
+		if i > 0 && bytes.Compare(kvs[i-1].Key, kv.Key) >= 0 {
+			return false // an sstable needs ascending keys; a batch does not
+		}
+		if bytes.Compare(kv.Key, desc.StartKey) < 0 || (len(desc.EndKey) > 0 && bytes.Compare(kv.Key, desc.EndKey) >= 0) {
+			return false // not the range's: the batch path writes what it always wrote
+		}
+	}
+	if size < min {
+		return false
+	}
+	i := 0
+	next := func() ([]byte, []byte, bool) {
+		if i == len(kvs) {
+			return nil, nil, false
+		}
+		kv := kvs[i]
+		i++
+		return r.dataKey(kv.Key), kv.Value, true
+	}
+	if err := r.store.eng.IngestSpan(context.Background(), lo, hi, next); err != nil {
+		// The ingest is atomic: nothing of it is there; the batch writes the snapshot instead.
+		r.store.cfg.Logger.Warn("snapshot ingest failed; writing it through a batch", "range", r.rangeID, "err", err)
+		return false
+	}
+	return true
 }
 
 func (s *Store) sendMessagesLocked(r *Replica, msgs []*raftpb.Message) {

@@ -633,6 +633,12 @@ func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
 		}
 	}
 
+	// The learner's node installs the snapshot, ingested as an sstable or written through a batch:
+	// the same data either way.
+	for _, ingest := range []bool{true, false} {
+		installOnLearner(t, h, kvs, ingest)
+	}
+
 	// Restart on the truncated log.
 	s.Stop()
 	s2 := env.startWith(Config{TickInterval: time.Hour, LogTruncateThreshold: 4})
@@ -843,4 +849,43 @@ func TestStoreCommitStallWatchdog(t *testing.T) {
 		t.Fatal("watchdog did not fire on a commit blocked for 1 s with a 200 ms timeout")
 	}
 	s.commitSince.Store(0)
+}
+
+// installOnLearner hands a snapshot for replica 2 to a store of its own as node 2, waits for the
+// replica to be initialized and checks its data, and whether it came by ingestion.
+func installOnLearner(t *testing.T, h *pb.RaftMessage, kvs []*pb.KeyValue, ingest bool) {
+	t.Helper()
+	eng, err := storage.Open(t.TempDir(), storage.Options{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	min := int64(1)
+	if !ingest {
+		min = -1
+	}
+	s := NewStore(Config{NodeID: 2, Engine: eng, Transport: &fakeTransport{}, TickInterval: time.Hour,
+		SnapshotIngestMinBytes: min, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	defer s.Stop()
+	if err := s.HandleSnapshot(h, kvs); err != nil {
+		t.Fatalf("HandleSnapshot: %v", err)
+	}
+	waitFor(t, "the learner to install the snapshot", func() bool {
+		r := s.Replica(h.RangeId)
+		return r != nil && r.Desc() != nil
+	})
+	r := s.Replica(h.RangeId)
+	for _, kv := range kvs {
+		v, found, err := eng.Get(r.dataKey(kv.Key))
+		if err != nil || !found || !bytes.Equal(v, kv.Value) {
+			t.Fatalf("ingest=%v: %s = %q (found %v, %v), want %q", ingest, kv.Key, v, found, err, kv.Value)
+		}
+	}
+	if got := eng.IngestStats().Ingests; (got == 1) != ingest {
+		t.Fatalf("ingest=%v: %d ingests", ingest, got)
+	}
 }

@@ -67,7 +67,11 @@ type Engine struct {
 	device *emudisk.Device // nil when Options.Device was nil
 
 	fs       vfs.FS // what the engine's files live on (device-wrapped when emulated)
+	po       *pebble.Options
 	listener atomic.Pointer[BackgroundListener]
+	ingestN  atomic.Uint64 // names the sstables IngestSpan writes
+	// ingests counts IngestSpan calls; ingestedL0Bytes the bytes Pebble could not place below L0.
+	ingests, ingestedBytes, ingestedL0Bytes atomic.Int64
 
 	closed             atomic.Bool
 	compactionsRunning atomic.Int64
@@ -146,7 +150,8 @@ func Open(dir string, opts Options) (*Engine, error) {
 		}
 		return nil, fmt.Errorf("create store in %s: %w", dir, err)
 	}
-	e.db = db
+	e.db, e.po = db, po.Clone()
+	e.po.EnsureDefaults() // for MakeWriterOptions (IngestSpan)
 	if !exists {
 		if err := writeMarker(marker); err != nil {
 			db.Close()
