@@ -32,11 +32,13 @@ WINDOWS=${WINDOWS:-10}         # toggled windows after a warm-up window (off, on
 SKIP=${SKIP:-4}                # seconds ignored after each switch (nodes read the switch every 2 s)
 LEADER_CPU=${LEADER_CPU:-0}
 LEADER_QUOTA=${LEADER_QUOTA-0.5}   # cores n1 may use (cgroup v1 cpu.cfs_quota_us); empty: no cap
-CGROUP=
+FOLLOWER_QUOTA=${FOLLOWER_QUOTA:-}  # cores each follower may use (e.g. 0.1: saturated followers, to see the adaptive fraction act)
+CGROUP= FCGROUP=
 OTHER_CPU=${OTHER_CPU:-1}
 BASE_PORT=${BASE_PORT:-27300}
 DISTRIBUTION=${DISTRIBUTION:-zipfian}
 EXTRA_NODE_FLAGS=${EXTRA_NODE_FLAGS:-}   # e.g. "--read-hints-adaptive off"
+PROFILE=${PROFILE:-}           # non-empty: CPU profiles of n1 in windows 1 (off) and 2 (on): OUT/n1-hints-*.pprof
 
 BIN=$(readlink -f "$BIN")
 rm -rf "$OUT"
@@ -58,6 +60,7 @@ cleanup() {
   done
   [ -n "${KEEP_DATA:-}" ] || rm -rf "$OUT/data"
   [ -z "$CGROUP" ] || rmdir "$CGROUP" 2>/dev/null || true
+  for d in $FCGROUP; do rmdir "$d" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
@@ -84,8 +87,20 @@ if [ -n "$LEADER_QUOTA" ]; then
   echo "$Q" >"$CGROUP/cpu.cfs_quota_us"
 fi
 start_node 1 "$LEADER_CPU" "$CGROUP" --bootstrap
-start_node 2 "$OTHER_CPU" "" --join "${G[1]}"
-start_node 3 "$OTHER_CPU" "" --join "${G[1]}"
+F2= F3=
+if [ -n "$FOLLOWER_QUOTA" ]; then
+  for i in 2 3; do
+    d=/sys/fs/cgroup/cpu/shoal-readhints-$$-n$i
+    mkdir "$d"
+    FCGROUP="$FCGROUP $d"
+    echo 20000 >"$d/cpu.cfs_period_us"
+    Q=$(awk -v q="$FOLLOWER_QUOTA" 'BEGIN { printf "%d", q * 20000 }')
+    echo "$Q" >"$d/cpu.cfs_quota_us"
+    eval "F$i=$d"
+  done
+fi
+start_node 2 "$OTHER_CPU" "$F2" --join "${G[1]}"
+start_node 3 "$OTHER_CPU" "$F3" --join "${G[1]}"
 N1=$(grep -o "shoal node [0-9]* ready" "$OUT/n1.log" | awk '{print $3}')
 echo "$(date -u +%T) nodes up (n1 = node $N1 on cpu $LEADER_CPU, capped at ${LEADER_QUOTA:-1} cores; n2, n3 on cpu $OTHER_CPU)"
 
@@ -118,15 +133,15 @@ echo "$(date -u +%T) every leadership on n1; running YCSB C ($DISTRIBUTION, $THR
 
 RUN_S=$(((WINDOWS + 1) * WINDOW))
 taskset -c "$OTHER_CPU" "$BIN" bench ycsb --workload c --load=false --hosts "$HOSTS" --records "$RECORDS" \
-  --ops 1000000000 --max-duration "${RUN_S}s" --threads "$THREADS" --distribution "$DISTRIBUTION" \
+  --ops 1000000000 --max-duration "$((RUN_S + 5))s" --threads "$THREADS" --distribution "$DISTRIBUTION" \
   --timeline "$OUT/timeline.json" --format json >"$OUT/ycsb.json" 2>"$OUT/ycsb.log" &
 CLIENT=$!
 
 taskset -c "$OTHER_CPU" python3 - "$OUT" "$BIN" "$HOSTS" "$WINDOW" "$WINDOWS" "$SKIP" "$CLIENT" \
-  "${PIDS[1]},${PIDS[2]},${PIDS[3]}" "${H[1]},${H[2]},${H[3]}" <<'PY'
-import json, os, subprocess, sys, time, urllib.request
+  "${PIDS[1]},${PIDS[2]},${PIDS[3]}" "${H[1]},${H[2]},${H[3]}" "${PROFILE:-}" <<'PY'
+import json, os, subprocess, sys, threading, time, urllib.request
 
-out, binp, hosts, window, windows, skip, client, pids, https = sys.argv[1:]
+out, binp, hosts, window, windows, skip, client, pids, https, profile = sys.argv[1:]
 window, windows, skip, client = int(window), int(windows), int(skip), int(client)
 pids = [int(p) for p in pids.split(",")]
 https = https.split(",")
@@ -173,6 +188,14 @@ while time.time() < end - 0.5:
         subprocess.run([binp, "--host", hosts, "admin", "policy", "set", "read_hints", "on" if on else "off"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         samples.write(json.dumps({"t": round(time.time() - t0, 3), "switch": "on" if on else "off"}) + "\n")
+        k = round((at - t0) / window)
+        if profile and k in (1, 2):
+            # CPU profile of n1 over window 1 (hints off) and window 2 (on), after the switch has settled.
+            def prof(name=f"n1-hints-{'on' if on else 'off'}.pprof", secs=window - skip - 1):
+                time.sleep(skip)
+                data = urllib.request.urlopen(f"http://{https[0]}/debug/pprof/profile?seconds={secs}", timeout=secs + 30).read()
+                open(f"{out}/{name}", "wb").write(data)
+            threading.Thread(target=prof, daemon=True).start()
     s = {"t": round(time.time() - t0, 3), "loadavg": float(open("/proc/loadavg").read().split()[0]),
          "cpu": [cpu_s(p) for p in pids] + [cpu_s(client)], "nodes": [metrics(h) for h in https]}
     samples.write(json.dumps(s) + "\n")
