@@ -3,7 +3,10 @@ package storage
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // TestIngestSpan: an ingest replaces exactly its span (old keys inside it gone, keys outside kept),
@@ -79,5 +82,34 @@ func TestIngestSpan(t *testing.T) {
 	check(e2)
 	if v, found, err := e2.Get([]byte("x050")); err != nil || !found || string(v) != "v" {
 		t.Fatalf("x050 after reopen: %q %v %v", v, found, err)
+	}
+}
+
+// TestIngestSpanWritesInLargeChunks: an ingested table reaches the disk in a few large writes, not
+// one per block (counted on an emulated device, which charges every write call).
+func TestIngestSpanWritesInLargeChunks(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{CreateIfMissing: true, Device: &emudisk.Options{NoPageCache: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	before := e.DeviceStats()
+	i := 0
+	val := make([]byte, 1000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	if err := e.IngestSpan(context.Background(), []byte("a"), []byte("b"), func() ([]byte, []byte, bool) {
+		i++
+		for j := range val {
+			val[j] = byte(rng.Uint32()) // incompressible
+		}
+		return fmt.Appendf(nil, "a%06d", i), val, i <= 2000 // ~2 MB
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st := e.DeviceStats()
+	writes, bytes := st.WriteOps-before.WriteOps, st.WriteBytes-before.WriteBytes
+	t.Logf("ingest of %d bytes: %d write operations", bytes, writes)
+	if bytes < 2_000_000 || writes > 30 {
+		t.Fatalf("ingest wrote %d bytes in %d operations: want >= 2 MB in at most 30", bytes, writes)
 	}
 }
