@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 			if time.Now().After(end) {
 				return fmt.Errorf("timed out after %v waiting for %s", limit, what)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 		return nil
 	}
@@ -79,6 +80,11 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 	}
 	var maxLearners int
 	var sawPartial, restarted bool
+	// partialNow: the watcher below has seen the node lead a range while it lacked others; the
+	// restart waits for it, so that it interrupts a join that has started serving (a restart before
+	// that only delays the join's first leadership, and a fast join may then hand it over together
+	// with its last replica).
+	var partialNow atomic.Bool
 	// The node's own view, sampled often: does it lead a range while it still lacks some of its share?
 	// life serializes the sampling with the restart below (the node's fields change then).
 	var life sync.Mutex
@@ -113,6 +119,7 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 			}
 			if leads > 0 && held < 3 {
 				partial = true
+				partialNow.Store(true)
 			}
 		}
 	}()
@@ -126,7 +133,7 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 		if n.GetState() == "partially-joined" && j.Held < j.Target && j.Leading > 0 {
 			sawPartial = true
 		}
-		if !restarted && j.Held >= 1 && j.Held < j.Target && j.DoneUnixNanos == 0 {
+		if !restarted && partialNow.Load() && j.Held < j.Target && j.DoneUnixNanos == 0 {
 			e.logf("restart n%d in the middle of its join (%d/%d replicas)", id, j.Held, j.Target)
 			life.Lock()
 			if err := e.c.KillWait(idx); err != nil {

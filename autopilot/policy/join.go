@@ -146,6 +146,18 @@ func (p *IncrementalJoin) healthy(c *model.Cluster) bool {
 	return len(c.Ranges) > 0
 }
 
+// settled: every range has exactly rf voters and no learner. A join is complete only then: a move
+// cut short (the new node restarted between the promotion and the removal) leaves a range with a
+// surplus voter, which replicate may remove from the new node, taking it back under its share.
+func (p *IncrementalJoin) settled(c *model.Cluster) bool {
+	for _, r := range c.Ranges {
+		if len(r.Voters()) != p.rf || len(r.Learners()) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // share is the number of user-range replicas (resp. leaderships) a node holds when they are spread
 // evenly over the active nodes.
 func share(c *model.Cluster, leaders bool) int {
@@ -210,7 +222,7 @@ func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator
 			v.add(op)
 			out = append(out, op)
 		}
-		if done {
+		if done && p.settled(c) {
 			rec := *j
 			rec.Done = c.Now
 			p.mark(JoinMark{Node: n.ID, Join: rec, Why: fmt.Sprintf(

@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+)
+
+// TestProposeReactiveRunsOnlyReactivePolicies: a round triggered by an operator's progress runs the
+// policies that schedule sequential work (the join) and none of those paced by rounds.
+func TestProposeReactiveRunsOnlyReactivePolicies(t *testing.T) {
+	c, err := model.ParseCluster(`
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,c) voters=1,2 leader=1 reads=100
+range 3 [c,e) voters=1,2,3 leader=2 reads=900
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Default(DefaultConfig())
+	byPolicy := func(ops []string) map[string]bool {
+		m := map[string]bool{}
+		for _, p := range ops {
+			m[p] = true
+		}
+		return m
+	}
+	var all, reactive []string
+	for _, op := range r.Propose(c, nil) {
+		all = append(all, op.Policy)
+	}
+	for _, op := range r.ProposeReactive(c, nil) {
+		reactive = append(reactive, op.Policy)
+		if _, ok := r.Policy(op.Policy).(Reactive); !ok {
+			t.Errorf("reactive round: %s (not reactive) proposed %s", op.Policy, op)
+		}
+	}
+	if !byPolicy(all)[NameReplicate] {
+		t.Fatalf("regular round proposed %v: want replicate to re-replicate r2", all)
+	}
+	for _, name := range []string{NameJoin, NameDecommission} {
+		if _, ok := r.Policy(name).(Reactive); !ok {
+			t.Errorf("%s is not reactive", name)
+		}
+	}
+	t.Logf("regular round: %v; reactive round: %v", all, reactive)
+}
+
+// TestJoinNotDoneWithASurplusVoter: a join whose node holds its share only by counting a surplus
+// voter (a move cut short between promotion and removal) is not complete until replicate settles
+// the range, since replicate may take that voter from the new node.
+func TestJoinNotDoneWithASurplusVoter(t *testing.T) {
+	text := `
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,c) voters=1,2,4 leader=4 reads=100
+range 3 [c,e) voters=1,2,3,4 leader=2 reads=900
+range 4 [e,g) voters=1,3,4 leader=3 reads=50
+range 5 [g,k) voters=2,3,4 leader=1 reads=400
+`
+	c, err := model.ParseCluster(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewIncrementalJoin(JoinConfig{}, 3)
+	start := &model.Join{Strategy: JoinIncremental, Started: c.Now, Target: 4}
+	c.Node(4).Join = start
+	p.Propose(c, nil)
+	for _, m := range p.Marks() {
+		if !m.Join.Done.IsZero() {
+			t.Fatalf("join marked done with r3 holding 4 voters: %+v", m)
+		}
+	}
+	// Settled (r3 lost its surplus voter on n1): n4 holds its share of 4 and the join is done.
+	c2, err := model.ParseCluster(strings.Replace(text, "voters=1,2,3,4", "voters=2,3,4", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Node(4).Join = start
+	p.Propose(c2, nil)
+	done := false
+	for _, m := range p.Marks() {
+		done = done || !m.Join.Done.IsZero()
+	}
+	if !done {
+		t.Fatal("settled join with the node at its share not marked done")
+	}
+}
