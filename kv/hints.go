@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -117,7 +115,7 @@ type nodeHints struct {
 	on atomic.Bool
 	// spans caches the local replicas' spans for replays (refreshed every spanTTL).
 	spans sync.Map // range id → *hintSpan
-	cpu   cpuLoad
+	cpu   *hints.CPULoad
 
 	mu    sync.Mutex
 	known map[uint64]bool // ranges with a local replica at the last reconciliation
@@ -139,8 +137,8 @@ func (n *Node) initHints() error {
 	}
 	h := &nodeHints{known: map[uint64]bool{}}
 	h.on.Store(true)
-	h.cpu.init()
-	cfg := n.cfg.Hints.moduleConfig(n.ident.NodeID, n.ident.ClusterID, n.hintPeers, h.cpu.load)
+	h.cpu = hints.NewCPULoad()
+	cfg := n.cfg.Hints.moduleConfig(n.ident.NodeID, n.ident.ClusterID, n.hintPeers, h.cpu.Load)
 	m, err := hints.New(cfg, hints.GRPCSender{Conn: n.hintConn}, hints.NewEngineReader(n.eng, n.hintSpan))
 	if err != nil {
 		return fmt.Errorf("read hints: %w", err)
@@ -397,38 +395,4 @@ func (n *Node) warmAfterRestart(ctx context.Context) {
 	n.log.Info("warmed replicas from peers' hot keys before starting raft", "ranges", len(ids), "warmed", warmed,
 		"hints", total, "cache_hit_ratio", fmt.Sprintf("%.2f", ratio), "took", time.Since(start).Round(time.Millisecond),
 		"bound", n.cfg.Hints.RestartWarm)
-}
-
-// cpuLoad is the process's CPU use as a share of the cores it may use, sampled at most every 250 ms
-// (getrusage), the read-hints applier's load signal.
-type cpuLoad struct {
-	mu      sync.Mutex
-	lastAt  time.Time
-	lastCPU time.Duration
-	value   float64
-}
-
-func (c *cpuLoad) init() {
-	c.lastAt, c.lastCPU = time.Now(), processCPU()
-}
-
-func (c *cpuLoad) load() float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	if dt := now.Sub(c.lastAt); dt >= 250*time.Millisecond {
-		cpu := processCPU()
-		used := float64(cpu-c.lastCPU) / float64(dt) / float64(runtime.GOMAXPROCS(0))
-		c.value = min(max(used, 0), 1)
-		c.lastAt, c.lastCPU = now, cpu
-	}
-	return c.value
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
