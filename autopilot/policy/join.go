@@ -351,7 +351,21 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 	if len(out) > 0 || transfers > 0 {
 		return out, false
 	}
+	if v.load[n.ID].leaders < leaderShare && couldLead(c, n.ID) {
+		// Every range it could lead is busy (another policy's operator, an election): not done yet.
+		return nil, false
+	}
 	return nil, true
+}
+
+// couldLead reports whether node holds a voter of a user range it does not lead.
+func couldLead(c *model.Cluster, node uint64) bool {
+	for _, r := range c.Ranges {
+		if !r.System && r.IsVoter(node) && r.Leader != node {
+			return true
+		}
+	}
+	return false
 }
 
 // ordered sorts ranges by the configured order: hottest first, or key order.

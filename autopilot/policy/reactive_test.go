@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
 )
 
 // TestProposeReactiveRunsOnlyReactivePolicies: a round triggered by an operator's progress runs the
@@ -92,5 +93,42 @@ range 5 [g,k) voters=2,3,4 leader=1 reads=400
 	}
 	if !done {
 		t.Fatal("settled join with the node at its share not marked done")
+	}
+}
+
+// TestJoinNotDoneBelowItsLeaderShare: a node holding its replica share but no leadership, whose
+// ranges are all busy with other operators, is not done: it waits to take its leadership.
+func TestJoinNotDoneBelowItsLeaderShare(t *testing.T) {
+	c, err := model.ParseCluster(`
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,c) voters=1,2,4 leader=1 reads=100
+range 3 [c,e) voters=2,3,4 leader=2 reads=900
+range 4 [e,g) voters=1,3,4 leader=3 reads=50
+range 5 [g,k) voters=1,2,3 leader=1 reads=400
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Node(4).Join = &model.Join{Strategy: JoinIncremental, Started: c.Now, Target: 3}
+	var pending []*operator.Operator
+	for _, id := range []uint64{2, 3, 4} {
+		pending = append(pending, operator.NewTransferLeader("other", c.Now, c.Range(id), c.Range(id).Voters()[0], "busy"))
+	}
+	p := NewIncrementalJoin(JoinConfig{}, 3)
+	if ops := p.Propose(c, pending); len(ops) != 0 {
+		t.Fatalf("proposed %v on busy ranges", ops)
+	}
+	for _, m := range p.Marks() {
+		if !m.Join.Done.IsZero() {
+			t.Fatalf("join done with n4 leading nothing (share 1): %+v", m)
+		}
+	}
+	ops := p.Propose(c, nil)
+	if len(ops) != 1 || ops[0].Kind != operator.KindTransferLeader {
+		t.Fatalf("once the ranges are free: proposed %v, want one leadership transfer to n4", ops)
 	}
 }
