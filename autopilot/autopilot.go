@@ -120,8 +120,10 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 	return a
 }
 
-// Poke asks the loop for a reactive round now (policy.Reactive policies only): the host calls it
-// when something a reactive policy waits for happened, e.g. a node joined the cluster.
+// Poke asks the loop for a reactive round now (policy.Reactive policies only); the executor calls it
+// when an operator made progress. (Poking when a node first appears was tried and dropped: a join
+// planned before the node is fully up could finish without its leadership share; measured in
+// test/join_test.go.)
 func (a *Autopilot) Poke() {
 	select {
 	case a.progress <- struct{}{}:

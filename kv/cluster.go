@@ -49,7 +49,6 @@ func (n *Node) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse,
 	n.dir.heard(nd.NodeId, time.Now())
 	n.saveDirectory()
 	n.log.Info("node joined", "node", nd.NodeId, "addr", nd.Addr)
-	n.ap.poke() // a join starts at once if the autopilot runs here, not at its next round
 	return &pb.JoinResponse{NodeId: nd.NodeId, ClusterId: n.ident.ClusterID, Nodes: n.dir.all()}, nil
 }
 
@@ -65,9 +64,6 @@ func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.Hea
 		n.dir.heard(req.Node.NodeId, time.Now())
 		n.dir.recordStats(req.Node.NodeId, req.Stats, req.Draining, req.MetaLeaderNodeId, req.MetaDesc)
 		n.bg.Notify() // a peer's status changed: a postponed heavy task may now find an idle candidate
-		if changed {
-			n.ap.poke() // a node new to this one (or moved): a join may start at once
-		}
 	}
 	for _, nd := range req.KnownNodes {
 		if n.dir.get(nd.NodeId) == nil && n.dir.upsert(nd) {
