@@ -54,6 +54,13 @@ func (n *Node) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse,
 
 // Heartbeat implements pb.ShoalServer: a peer says it is alive and reports its load.
 func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	// Until Start has its identity (a joining node learns it from the Join RPC) n.ident is being
+	// written: answer nothing rather than read it; the peer retries at its next heartbeat.
+	select {
+	case <-n.ready:
+	default:
+		return &pb.HeartbeatResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}, nil
+	}
 	if req.ClusterId != "" && n.ident.ClusterID != "" && req.ClusterId != n.ident.ClusterID {
 		return &pb.HeartbeatResponse{Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT,
 			Message: fmt.Sprintf("heartbeat from cluster %s, this node belongs to %s", req.ClusterId, n.ident.ClusterID)}}, nil
