@@ -874,9 +874,15 @@ func installOnLearner(t *testing.T, h *pb.RaftMessage, kvs []*pb.KeyValue, inges
 	if err := s.HandleSnapshot(h, kvs); err != nil {
 		t.Fatalf("HandleSnapshot: %v", err)
 	}
+	// The replica takes its descriptor before the batch holding the snapshot commits; the applied
+	// state is written in that batch, so once it is readable the data is too.
 	waitFor(t, "the learner to install the snapshot", func() bool {
 		r := s.Replica(h.RangeId)
-		return r != nil && r.Desc() != nil
+		if r == nil || r.Desc() == nil {
+			return false
+		}
+		_, found, err := eng.Get(storage.AppliedStateKey(h.RangeId))
+		return err == nil && found
 	})
 	r := s.Replica(h.RangeId)
 	for _, kv := range kvs {
