@@ -13,6 +13,7 @@ package decisions
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,16 @@ type Entry struct {
 	// Notes are what the executor observed while running the operator, oldest first (e.g. the
 	// warmth of a transfer's target, read hints).
 	Notes []string `json:"notes,omitempty"`
+	// Steps are the operator's step calls as they returned, oldest first: the step, how long its
+	// call took and its error, if any (where an operator's time went: a snapshot, a warmth wait).
+	Steps []StepTiming `json:"steps,omitempty"`
+}
+
+// StepTiming is one step call of an operator.
+type StepTiming struct {
+	Step  string  `json:"step"`
+	TookS float64 `json:"took_s"`
+	Error string  `json:"error,omitempty"`
 }
 
 // Measurement is the realized benefit: the predicted metric before the operator and a window after it.
@@ -186,7 +197,21 @@ func (l *Log) Annotate(id uint64, note string) {
 	}
 }
 
-// maxNotes bounds the notes of one entry.
+// StepDone records that a step call of the entry with id returned after took (err: its error).
+// Unknown IDs are ignored; at most maxNotes steps are kept per entry.
+func (l *Log) StepDone(id uint64, step string, took time.Duration, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rec := l.byID[id]; rec != nil && len(rec.Steps) < maxNotes {
+		st := StepTiming{Step: step, TookS: math.Round(took.Seconds()*1000) / 1000}
+		if err != nil {
+			st.Error = err.Error()
+		}
+		rec.Steps = append(rec.Steps, st)
+	}
+}
+
+// maxNotes bounds the notes (and the step timings) of one entry.
 const maxNotes = 16
 
 // Observe measures, on c, every succeeded operator that finished at least Window before c.Now and has
@@ -260,6 +285,7 @@ func (l *Log) Entries() []Entry {
 			out[i].Measured = &m
 		}
 		out[i].Notes = append([]string(nil), rec.Notes...)
+		out[i].Steps = append([]StepTiming(nil), rec.Steps...)
 	}
 	return out
 }
@@ -278,6 +304,7 @@ func (l *Log) Get(id uint64) (Entry, bool) {
 		e.Measured = &m
 	}
 	e.Notes = append([]string(nil), rec.Notes...)
+	e.Steps = append([]StepTiming(nil), rec.Steps...)
 	return e, true
 }
 

@@ -2,6 +2,7 @@ package decisions
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"sort"
 	"strings"
@@ -200,5 +201,33 @@ func TestAnnotateKeepsNotesPerEntry(t *testing.T) {
 	b, err := json.Marshal(l.Entries())
 	if err != nil || !strings.Contains(string(b), `"notes":["first"`) {
 		t.Fatalf("JSON %s (%v): want the notes", b, err)
+	}
+}
+
+func TestStepDoneRecordsTimingsPerEntry(t *testing.T) {
+	l := NewLog(0, 0)
+	op := &operator.Operator{Policy: "join", Kind: operator.KindMoveReplica, RangeID: 7, Reason: "r"}
+	id := l.Record(op, time.Unix(100, 0))
+	l.StepDone(id, "add-learner n4", 512345*time.Microsecond, nil)
+	l.StepDone(id, "promote-voter n4", 30*time.Millisecond, errors.New("not leader"))
+	l.StepDone(id+100, "unknown id: ignored", time.Second, nil)
+	for i := 0; i < maxNotes+4; i++ {
+		l.StepDone(id, "more", time.Millisecond, nil)
+	}
+	e, _ := l.Get(id)
+	if len(e.Steps) != maxNotes {
+		t.Fatalf("%d steps kept, want %d", len(e.Steps), maxNotes)
+	}
+	want := []StepTiming{{Step: "add-learner n4", TookS: 0.512}, {Step: "promote-voter n4", TookS: 0.03, Error: "not leader"}}
+	if e.Steps[0] != want[0] || e.Steps[1] != want[1] {
+		t.Fatalf("steps %+v, want %+v first", e.Steps[:2], want)
+	}
+	e.Steps[0].Step = "changed by the caller"
+	if e, _ = l.Get(id); e.Steps[0].Step != "add-learner n4" {
+		t.Fatalf("the caller's copy changed the log: %+v", e.Steps[0])
+	}
+	b, err := json.Marshal(l.Entries())
+	if err != nil || !strings.Contains(string(b), `"steps":[{"step":"add-learner n4","took_s":0.512}`) {
+		t.Fatalf("JSON %s (%v): want the steps", b, err)
 	}
 }

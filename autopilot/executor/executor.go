@@ -469,19 +469,27 @@ func (e *Executor) issueLocked(c *model.Cluster, r *model.Range, rs *running) bo
 		}
 	}
 	if e.cfg.Inline {
-		done(e.call(ctx, rangeID, opID, readQPS, step))
+		done(e.timedCall(ctx, rangeID, opID, readQPS, step))
 		return true
 	}
 	e.calls.Add(1)
 	go func() {
 		defer e.calls.Done()
-		err := e.call(ctx, rangeID, opID, readQPS, step)
+		err := e.timedCall(ctx, rangeID, opID, readQPS, step)
 		e.mu.Lock()
 		done(err)
 		e.mu.Unlock()
 		e.poke()
 	}()
 	return true
+}
+
+// timedCall makes the step's call and records how long it took in the decision log.
+func (e *Executor) timedCall(ctx context.Context, rangeID, opID uint64, readQPS float64, step operator.Step) error {
+	start := time.Now()
+	err := e.call(ctx, rangeID, opID, readQPS, step)
+	e.log.StepDone(opID, step.String(), time.Since(start), err)
+	return err
 }
 
 func (e *Executor) call(ctx context.Context, rangeID, opID uint64, readQPS float64, step operator.Step) error {

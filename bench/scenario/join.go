@@ -13,6 +13,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/kv"
@@ -287,13 +288,14 @@ func joinNode(ctx context.Context, env *Env, tr *joinTrace) (string, error) {
 	defer cancel()
 	if _, raw, err := env.Client.Decisions(dctx); err == nil {
 		var ds []struct {
-			Time     time.Time `json:"time"`
-			Policy   string    `json:"policy"`
-			Operator string    `json:"operator"`
-			Range    uint64    `json:"range"`
-			Reason   string    `json:"reason"`
-			Status   string    `json:"status"`
-			Notes    []string  `json:"notes"`
+			Time     time.Time              `json:"time"`
+			Policy   string                 `json:"policy"`
+			Operator string                 `json:"operator"`
+			Range    uint64                 `json:"range"`
+			Reason   string                 `json:"reason"`
+			Status   string                 `json:"status"`
+			Notes    []string               `json:"notes"`
+			Steps    []decisions.StepTiming `json:"steps"`
 		}
 		_ = json.Unmarshal(raw, &ds)
 		var steps []JoinStep
@@ -302,7 +304,7 @@ func joinNode(ctx context.Context, env *Env, tr *joinTrace) (string, error) {
 				continue
 			}
 			steps = append(steps, JoinStep{AtS: round1(d.Time.Sub(start).Seconds()), Policy: d.Policy, Operator: d.Operator, Range: d.Range,
-				Reason: d.Reason, Status: d.Status, Notes: d.Notes})
+				Reason: d.Reason, Status: d.Status, Notes: d.Notes, Steps: d.Steps})
 		}
 		tr.mu.Lock()
 		tr.decisions = steps
@@ -329,6 +331,8 @@ type JoinStep struct {
 	Reason   string   `json:"reason"`
 	Status   string   `json:"status"`
 	Notes    []string `json:"notes,omitempty"`
+	// Steps: how long each step call took (the decision log's timings).
+	Steps []decisions.StepTiming `json:"steps,omitempty"`
 }
 
 // JoinReport is the chapter's evaluation of one join (§2.3; docs/bench-join.md has the definitions):
