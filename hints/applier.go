@@ -285,6 +285,12 @@ func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped i
 		n := uint64(len(r.Hints))
 		a.c.received.Add(n)
 		if n == 0 {
+			// The sender withheld this range's reads (none recurred, BufferConfig.RecurringOnly):
+			// hints flow, and a receiver applying some would have skipped them all as one-off, so the
+			// range's warmth stays fresh, as it would have then.
+			if !paused && !a.stopping.Load() && a.Fraction() > 0 {
+				a.warm.record(r.RangeID, now, max(now.Sub(r.CapturedAt), 0), 0, 0, ReplayStats{})
+			}
 			continue
 		}
 		if a.stopping.Load() {

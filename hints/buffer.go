@@ -2,10 +2,13 @@ package hints
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The capture buffer (the paper's read-hints buffer, RHB): two pre-allocated segments, one active.
@@ -32,6 +35,25 @@ type BufferConfig struct {
 	KeyBytes int
 	// MaxKeyBytes is the longest key (key + scan end) recorded (default 1 KiB); longer: too_large.
 	MaxKeyBytes int
+	// RecurringOnly ships only reads that recur on this node: a read repeated within its batch, or
+	// already recorded within RecurWindow. A read seen once is withheld (sender_one_off) and
+	// remembered; when it recurs it is shipped with its count raised by the withheld read, so a
+	// receiver with ApplierConfig.RecurringOnly replays it at once. The receivers' recurring-only
+	// replay (the default) drops those one-off reads anyway; withholding them at the sender saves
+	// their summarizing, encoding, sending and receiving. Receivers that replay everything
+	// (ApplierConfig.RecurringOnly off) then get only the recurring reads.
+	RecurringOnly bool
+	// RecurWindow is how long a withheld read is remembered (default 2 s; one to two windows).
+	RecurWindow time.Duration
+	// Load, if set, is this node's load in [0, 1] (e.g. CPULoad.Load), sampled at each drain. At
+	// SampleAt or above the node is saturated and sheds capture work: each read is recorded with
+	// probability SampleFraction (dropped ones count as sampled), until the load falls below
+	// SampleResume. Hot reads recur, so they are still captured and shipped; what is lost is
+	// mostly the tail, which recurring-only replay skips anyway.
+	Load LoadFunc
+	// SampleAt (default 0.9), SampleResume (default 0.8) and SampleFraction (default 0.5) shape
+	// the sampling under load; SampleFraction 1 turns it off.
+	SampleAt, SampleResume, SampleFraction float64
 }
 
 func (c BufferConfig) withDefaults() BufferConfig {
@@ -47,6 +69,18 @@ func (c BufferConfig) withDefaults() BufferConfig {
 	if c.MaxKeyBytes <= 0 {
 		c.MaxKeyBytes = 1024
 	}
+	if c.RecurWindow <= 0 {
+		c.RecurWindow = 2 * time.Second
+	}
+	if c.SampleAt <= 0 {
+		c.SampleAt = 0.9
+	}
+	if c.SampleResume <= 0 {
+		c.SampleResume = 0.8
+	}
+	if c.SampleFraction <= 0 {
+		c.SampleFraction = 0.5
+	}
 	return c
 }
 
@@ -55,6 +89,10 @@ func (c BufferConfig) Validate() error {
 	c = c.withDefaults()
 	if c.FlushEntries > c.Capacity {
 		return fmt.Errorf("hints buffer: FlushEntries %d exceeds Capacity %d: lower FlushEntries or raise Capacity", c.FlushEntries, c.Capacity)
+	}
+	if c.SampleFraction > 1 || c.SampleResume > c.SampleAt {
+		return fmt.Errorf("hints buffer: SampleFraction %v must be in (0, 1] and SampleResume %v at most SampleAt %v",
+			c.SampleFraction, c.SampleResume, c.SampleAt)
 	}
 	if c.Capacity > 1<<24 || c.KeyBytes > 1<<30 {
 		return fmt.Errorf("hints buffer: Capacity %d / KeyBytes %d too large (max 16Mi entries, 1 GiB)", c.Capacity, c.KeyBytes)
@@ -95,17 +133,23 @@ type Buffer struct {
 	segs   [2]segment
 	active atomic.Pointer[segment]
 	full   chan struct{}
+	// sample is the probability of recording a read, as a threshold on a random uint32; 0 records
+	// every read (the node is not saturated, or there is no load signal).
+	sample atomic.Uint32
 
 	drainMu sync.Mutex // one drainer at a time
 	// scratch state of Drain, reused across drains (guarded by drainMu).
 	byRange map[uint64]*rangeAcc
-	ident   []byte
+	ids     []uint64
+	// recent remembers the reads of the last one to two RecurWindows (RecurringOnly; drainMu).
+	recent senderRecent
 }
 
 type rangeAcc struct {
-	idx   map[string]int
-	hints []Hint
-	seen  bool
+	idx    map[uint64]int32 // descriptor hash → index in hints (collisions are checked)
+	hints  []Hint
+	hashes []uint64
+	seen   bool
 }
 
 // NewBuffer allocates both segments up front.
@@ -151,6 +195,10 @@ func (b *Buffer) RecordScan(rangeID uint64, start, end []byte, limit int, revers
 }
 
 func (b *Buffer) record(rangeID uint64, key, end []byte, limit uint32, flags uint8) bool {
+	if p := b.sample.Load(); p != 0 && rand.Uint32() >= p {
+		b.c.drop(DropSampled, 1)
+		return false
+	}
 	size := len(key) + len(end)
 	if size > b.cfg.MaxKeyBytes {
 		b.c.drop(DropTooLarge, 1)
@@ -202,6 +250,7 @@ func (b *Buffer) record(rangeID uint64, key, end []byte, limit uint32, flags uin
 func (b *Buffer) Drain() []RangeHints {
 	b.drainMu.Lock()
 	defer b.drainMu.Unlock()
+	b.refreshSampling()
 	old := b.active.Load()
 	next := &b.segs[0]
 	if old == next {
@@ -224,7 +273,7 @@ func (b *Buffer) Drain() []RangeHints {
 }
 
 func (b *Buffer) summarize(s *segment, n int, first int64) []RangeHints {
-	var recorded, distinct, keyBytes int
+	var recorded, distinct int
 	for i := 0; i < n; i++ {
 		e := &s.entries[i]
 		if e.flags&entryValid == 0 {
@@ -233,22 +282,24 @@ func (b *Buffer) summarize(s *segment, n int, first int64) []RangeHints {
 		recorded++
 		acc := b.byRange[e.rangeID]
 		if acc == nil {
-			acc = &rangeAcc{idx: map[string]int{}}
+			acc = &rangeAcc{idx: map[uint64]int32{}}
 			b.byRange[e.rangeID] = acc
 		}
 		acc.seen = true
 		d := s.descriptor(e)
-		b.ident = d.identity(b.ident[:0])
-		if j, ok := acc.idx[string(b.ident)]; ok {
+		h := descHash(d.Key, d.End, d.Limit, (e.flags&(entryScan|entryReverse))>>1)
+		if j, ok := acc.idx[h]; ok && acc.hints[j].Descriptor.Equal(d) {
 			if acc.hints[j].Count < ^uint32(0) {
 				acc.hints[j].Count++
 			}
 			continue
+		} else if !ok {
+			acc.idx[h] = int32(len(acc.hints))
 		}
-		acc.idx[string(b.ident)] = len(acc.hints)
+		// (A hash collision with another descriptor: this one is kept as its own hint, unindexed.)
 		acc.hints = append(acc.hints, Hint{Descriptor: d, Count: 1})
+		acc.hashes = append(acc.hashes, h)
 		distinct++
-		keyBytes += int(e.klen + e.elen)
 	}
 	b.c.recorded.Add(uint64(recorded))
 	b.c.summarized.Add(uint64(recorded - distinct))
@@ -256,16 +307,45 @@ func (b *Buffer) summarize(s *segment, n int, first int64) []RangeHints {
 		b.resetScratch()
 		return nil
 	}
+	if b.cfg.RecurringOnly {
+		b.recent.rotate(monoNow(), int64(b.cfg.RecurWindow))
+	}
 	captured := monoTime(first)
-	arena := make([]byte, 0, keyBytes)
-	hints := make([]Hint, 0, distinct)
-	ids := make([]uint64, 0, len(b.byRange))
+	ids := b.ids[:0]
 	for id, acc := range b.byRange {
 		if len(acc.hints) > 0 {
 			ids = append(ids, id)
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	b.ids = ids
+	// Keep the ranges' hints, withholding one-off reads when RecurringOnly, and size the copy.
+	var kept, keyBytes, withheld int
+	for _, id := range ids {
+		acc := b.byRange[id]
+		if !b.cfg.RecurringOnly {
+			kept += len(acc.hints)
+			for _, h := range acc.hints {
+				keyBytes += len(h.Key) + len(h.End)
+			}
+			continue
+		}
+		k := 0
+		for j, h := range acc.hints {
+			if !b.recent.ship(recentKey(acc.hashes[j], id), &h) {
+				withheld++
+				continue
+			}
+			acc.hints[k] = h
+			k++
+			keyBytes += len(h.Key) + len(h.End)
+		}
+		acc.hints = acc.hints[:k]
+		kept += k
+	}
+	b.c.drop(DropSenderOneOff, uint64(withheld))
+	arena := make([]byte, 0, keyBytes)
+	hints := make([]Hint, 0, kept)
 	out := make([]RangeHints, 0, len(ids))
 	for _, id := range ids {
 		acc := b.byRange[id]
@@ -282,6 +362,8 @@ func (b *Buffer) summarize(s *segment, n int, first int64) []RangeHints {
 			}
 			hints = append(hints, h)
 		}
+		// A range whose reads were all withheld still gets an (empty) entry: it tells the receivers
+		// that hints flow and nothing recurred, so its warmth does not go idle.
 		out = append(out, RangeHints{RangeID: id, CapturedAt: captured, Hints: hints[start:len(hints):len(hints)]})
 	}
 	b.resetScratch()
@@ -301,7 +383,83 @@ func (b *Buffer) resetScratch() {
 		clear(acc.idx)
 		clear(acc.hints)
 		acc.hints = acc.hints[:0]
+		acc.hashes = acc.hashes[:0]
 	}
+}
+
+// refreshSampling samples the load (BufferConfig.Load) and sets the capture probability: every
+// read below SampleAt, SampleFraction of them from SampleAt until the load falls below
+// SampleResume.
+func (b *Buffer) refreshSampling() {
+	if b.cfg.Load == nil || b.cfg.SampleFraction >= 1 {
+		return
+	}
+	load := b.cfg.Load()
+	if math.IsNaN(load) {
+		load = 0
+	}
+	b.c.captureLoad.Store(math.Float64bits(load))
+	sampling := b.sample.Load() != 0
+	switch {
+	case load >= b.cfg.SampleAt:
+		sampling = true
+	case load < b.cfg.SampleResume:
+		sampling = false
+	}
+	if !sampling {
+		b.sample.Store(0)
+		b.c.captureFraction.Store(math.Float64bits(1))
+		return
+	}
+	b.sample.Store(uint32(max(b.cfg.SampleFraction*(1<<32), 1)))
+	b.c.captureFraction.Store(math.Float64bits(b.cfg.SampleFraction))
+}
+
+// CaptureFraction is the share of reads recorded now (below 1 while the node sheds capture work
+// under load).
+func (b *Buffer) CaptureFraction() float64 { return math.Float64frombits(b.c.captureFraction.Load()) }
+
+// recentKey mixes a descriptor hash with its range (the same read in two ranges is two reads).
+func recentKey(h, rangeID uint64) uint64 { return h ^ (rangeID * 0x9e3779b97f4a7c15) }
+
+// senderRecent remembers the reads recorded in the current and the previous window, and whether
+// each was shipped (for BufferConfig.RecurringOnly). Used by the drainer alone.
+type senderRecent struct {
+	cur, prev map[uint64]bool // read → shipped
+	since     int64           // monoNow of cur's start
+}
+
+func (r *senderRecent) rotate(now, window int64) {
+	if r.cur != nil && now-r.since < window && len(r.cur) < maxRecentReads {
+		return
+	}
+	if r.cur != nil && now-r.since < 2*window {
+		r.prev = r.cur
+	} else {
+		r.prev = nil
+	}
+	r.cur, r.since = make(map[uint64]bool, len(r.prev)), now
+}
+
+// ship records read k (hint h of the current batch) and reports whether to ship it: it recurred in
+// the batch, or was recorded within the last one to two windows. A read withheld before is shipped
+// with its count raised by one (the withheld read), so that a recurring-only receiver, which never
+// saw it, replays it.
+func (r *senderRecent) ship(k uint64, h *Hint) bool {
+	shipped, seen := r.cur[k]
+	if !seen {
+		shipped, seen = r.prev[k]
+	}
+	switch {
+	case h.Count > 1:
+	case !seen:
+		r.cur[k] = false
+		return false
+	case !shipped:
+		h.Count++
+	}
+	r.cur[k] = true
+	return true
 }
 
 // descriptor views entry e's keys in the arena (valid until the segment is reset).

@@ -3,7 +3,6 @@ package hints
 import (
 	"bytes"
 	"fmt"
-	"hash/fnv"
 	"time"
 )
 
@@ -76,14 +75,49 @@ func (d Descriptor) identity(dst []byte) []byte {
 // on every batch and every node).
 func (d Descriptor) hash() uint32 { return uint32(d.hash64() >> 32) }
 
-// hash64 is the descriptor's 64-bit hash (FNV-1a with a finalizer).
+// hash64 is the descriptor's 64-bit hash: FNV-1a over its identity bytes (computed in place: no
+// allocation, the same value as hashing identity's output) with a finalizer.
 func (d Descriptor) hash64() uint64 {
-	h := fnv.New64a()
-	var buf [64]byte
-	h.Write(d.identity(buf[:0]))
+	var flags byte
+	if d.Scan {
+		flags |= 1
+	}
+	if d.Reverse {
+		flags |= 2
+	}
+	return descHash(d.Key, d.End, d.Limit, flags)
+}
+
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// descHash is hash64 of the descriptor with these keys, limit and identity flags (1: scan, 2: reverse).
+func descHash(key, end []byte, limit uint32, flags byte) uint64 {
+	h := uint64(fnvOffset64)
+	step := func(b byte) { h ^= uint64(b); h *= fnvPrime64 }
+	step(flags)
+	step(byte(limit >> 24))
+	step(byte(limit >> 16))
+	step(byte(limit >> 8))
+	step(byte(limit))
+	n := len(key)
+	step(byte(n >> 24))
+	step(byte(n >> 16))
+	step(byte(n >> 8))
+	step(byte(n))
+	for _, b := range key {
+		h ^= uint64(b)
+		h *= fnvPrime64
+	}
+	for _, b := range end {
+		h ^= uint64(b)
+		h *= fnvPrime64
+	}
 	// FNV alone spreads keys that differ in their last bytes poorly over the high bits; a
 	// finalizer (MurmurHash3's fmix64) makes the selected share match the fraction.
-	x := h.Sum64()
+	x := h
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33

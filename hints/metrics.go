@@ -11,8 +11,8 @@ import (
 // DropReason says why a hint was not shipped or not applied.
 type DropReason int
 
-// Drop reasons. Capture side: BufferFull, TooLarge. Shipping side: NoPeers, PeerQueueFull,
-// SendError. Receiving side: ApplyQueueFull, Overloaded, Selective, NoReplica, ReplayError,
+// Drop reasons. Capture side: BufferFull, TooLarge, Sampled, SenderOneOff. Shipping side: NoPeers,
+// PeerQueueFull, SendError. Receiving side: ApplyQueueFull, Overloaded, Selective, NoReplica, ReplayError,
 // Closed, WrongCluster, OneOff.
 const (
 	// DropBufferFull: the active capture buffer (slots or key bytes) was full — the shipper is behind.
@@ -42,13 +42,19 @@ const (
 	// DropOneOff: a read seen once (not repeated in its batch nor within ApplierConfig.RecurWindow):
 	// with ApplierConfig.RecurringOnly it is not replayed.
 	DropOneOff
+	// DropSampled: a read not recorded because the node is saturated and captures only
+	// BufferConfig.SampleFraction of its reads (counted in reads, not hints).
+	DropSampled
+	// DropSenderOneOff: a read seen once on the leader, withheld by BufferConfig.RecurringOnly
+	// (shipped, with this read counted, if it recurs within RecurWindow).
+	DropSenderOneOff
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"buffer_full", "too_large", "no_peers", "peer_queue_full", "send_error",
 	"apply_queue_full", "overloaded", "selective", "no_replica", "replay_error", "closed", "wrong_cluster",
-	"one_off",
+	"one_off", "sampled", "sender_one_off",
 }
 
 // String is the reason's metric label.
@@ -95,6 +101,10 @@ type Metrics struct {
 	Pauses   uint64
 	// QueueDepth is the apply queue's current length (range batches).
 	QueueDepth int
+	// CaptureLoad is the capture side's last load sample (BufferConfig.Load) and CaptureFraction
+	// the share of reads it records (below 1 while it sheds capture work under load).
+	CaptureLoad     float64
+	CaptureFraction float64
 }
 
 // ReplayHitRatio is the block-cache hit ratio of all replays (NaN before any).
@@ -124,6 +134,7 @@ type counters struct {
 	applyLag, applyLagSum                    atomic.Int64
 	appliedBatches, pauses                   atomic.Uint64
 	load, fraction                           atomic.Uint64 // float64 bits
+	captureLoad, captureFraction             atomic.Uint64 // float64 bits
 	paused                                   atomic.Bool
 	queueDepth                               func() int
 	dropped                                  [numDropReasons]atomic.Uint64
@@ -132,6 +143,7 @@ type counters struct {
 func newCounters() *counters {
 	c := &counters{}
 	c.fraction.Store(math.Float64bits(1))
+	c.captureFraction.Store(math.Float64bits(1))
 	return c
 }
 
@@ -151,6 +163,7 @@ func (c *counters) snapshot() Metrics {
 		AppliedBatches: c.appliedBatches.Load(),
 		Load:           math.Float64frombits(c.load.Load()), Fraction: math.Float64frombits(c.fraction.Load()),
 		Paused: c.paused.Load(), Pauses: c.pauses.Load(),
+		CaptureLoad: math.Float64frombits(c.captureLoad.Load()), CaptureFraction: math.Float64frombits(c.captureFraction.Load()),
 		Dropped: make(map[DropReason]uint64, numDropReasons),
 	}
 	if c.queueDepth != nil {
@@ -188,6 +201,8 @@ var metricHelp = []struct{ name, help string }{
 	{"shoal_hints_paused", "1 while applying is stopped because the node is overloaded."},
 	{"shoal_hints_pauses_total", "Times applying stopped for overload."},
 	{"shoal_hints_apply_queue_depth", "Range batches waiting in the apply queue."},
+	{"shoal_hints_capture_load", "Last load sample of the capture side (0..1)."},
+	{"shoal_hints_capture_fraction", "Fraction of served reads being recorded as hints (below 1 while the node sheds capture work under load)."},
 }
 
 func newCollector(c *counters) *collector {
@@ -247,4 +262,6 @@ func (col *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge("shoal_hints_paused", paused)
 	counter("shoal_hints_pauses_total", m.Pauses)
 	gauge("shoal_hints_apply_queue_depth", float64(m.QueueDepth))
+	gauge("shoal_hints_capture_load", m.CaptureLoad)
+	gauge("shoal_hints_capture_fraction", m.CaptureFraction)
 }

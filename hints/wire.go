@@ -26,11 +26,14 @@ func HintFromProto(p *pb.ReadHint) Hint {
 	return h
 }
 
-// HintsToProto converts a list of hints.
+// HintsToProto converts a list of hints (the messages share one allocation).
 func HintsToProto(hs []Hint) []*pb.ReadHint {
 	out := make([]*pb.ReadHint, len(hs))
+	slab := make([]pb.ReadHint, len(hs))
 	for i, h := range hs {
-		out[i] = HintToProto(h)
+		p := &slab[i]
+		p.Key, p.End, p.Limit, p.Scan, p.Reverse, p.Count = h.Key, h.End, h.Limit, h.Scan, h.Reverse, h.Count
+		out[i] = p
 	}
 	return out
 }
