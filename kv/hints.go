@@ -51,12 +51,15 @@ type HintsConfig struct {
 	Target hints.Target
 	// Fraction of received hints replayed (default 1). Lower values apply a hash-selected subset.
 	Fraction float64
-	// FixedFraction turns the load-adaptive fraction off: Fraction is applied whatever the CPU load.
-	// By default the fraction falls from Fraction at 70 % CPU to 10 % at 90 %, where applying stops.
+	// FixedFraction turns the load-adaptive behaviour off: Fraction is applied whatever the CPU load,
+	// and every read served is captured. By default the fraction falls from Fraction at 70 % CPU to
+	// 10 % at 90 %, where applying stops, and a leader at 90 % CPU or more records only half of its
+	// reads (hints.BufferConfig.Load) until its load falls below 80 %.
 	FixedFraction bool
 	// ReplayAll replays every hint, as the journal does. By default a read seen only once (not
 	// repeated within its batch nor within 2 s) is skipped: those are the long tail of the workload,
-	// which misses on the leader too and stays in no cache (hints.ApplierConfig.RecurringOnly).
+	// which misses on the leader too and stays in no cache (hints.ApplierConfig.RecurringOnly); the
+	// leader does not even ship them (hints.BufferConfig.RecurringOnly).
 	ReplayAll bool
 	// TransferWait bounds how long an autopilot leadership transfer waits for the target to be warm
 	// (default hints.DefaultTransferWait; negative: do not check).
@@ -105,6 +108,12 @@ func (c HintsConfig) moduleConfig(nodeID uint64, clusterID string, peers hints.P
 	mc.Applier.Adaptive = !c.FixedFraction
 	mc.Applier.RecurringOnly = !c.ReplayAll
 	mc.Applier.Load = load
+	// The sender withholds the one-off reads its peers' recurring-only replay would drop, and a
+	// saturated sender (adaptive mode) records only a sample of its reads.
+	mc.Buffer.RecurringOnly = !c.ReplayAll
+	if !c.FixedFraction {
+		mc.Buffer.Load = load
+	}
 	return mc
 }
 
