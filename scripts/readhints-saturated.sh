@@ -159,7 +159,8 @@ def cpu_s(pid):
 WANT = ("shoal_grpc_requests_total", "shoal_hints_apply_fraction", "shoal_hints_load", "shoal_hints_paused",
         "shoal_hints_applied_total", "shoal_hints_recorded_total", "shoal_hints_sent_bytes_total",
         "shoal_hints_received_total", "shoal_hints_dropped_total", "shoal_storage_block_cache_hits_total",
-        "shoal_storage_block_cache_misses_total")
+        "shoal_storage_block_cache_misses_total", "shoal_hints_capture_fraction", "shoal_hints_capture_load",
+        "shoal_hints_replay_cache_bytes_total")
 
 def metrics(h):
     m = {}
@@ -173,9 +174,14 @@ def metrics(h):
         name = line.split("{", 1)[0].split(" ", 1)[0]
         if name in WANT:
             try:
-                m[name] = m.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+                v = float(line.rsplit(" ", 1)[1])
             except ValueError:
-                pass
+                continue
+            m[name] = m.get(name, 0.0) + v
+            if "{" in line:  # also per label value, e.g. shoal_hints_dropped_total:sampled
+                lab = line.split("{", 1)[1].split("}", 1)[0].split('"')
+                if len(lab) >= 2:
+                    m[f"{name}:{lab[1]}"] = v
     return m
 
 t0 = time.time()
@@ -236,6 +242,13 @@ for k in range(0, windows + 1):
          "n1_hit_ratio": hits / (hits + miss) if hits + miss else float("nan"),
          "recorded_per_s": (g(b, 0, "shoal_hints_recorded_total") - g(a, 0, "shoal_hints_recorded_total")) / dt,
          "sent_bytes_per_s": (g(b, 0, "shoal_hints_sent_bytes_total") - g(a, 0, "shoal_hints_sent_bytes_total")) / dt,
+         "sampled_out_per_s": (g(b, 0, "shoal_hints_dropped_total:sampled") - g(a, 0, "shoal_hints_dropped_total:sampled")) / dt,
+         "withheld_per_s": (g(b, 0, "shoal_hints_dropped_total:sender_one_off") - g(a, 0, "shoal_hints_dropped_total:sender_one_off")) / dt,
+         "n1_capture_fraction": st.mean(r["nodes"][0].get("shoal_hints_capture_fraction", float("nan")) for r in ws),
+         "n1_capture_load": st.mean(r["nodes"][0].get("shoal_hints_capture_load", float("nan")) for r in ws),
+         "replay_hit_ratio": [(lambda h, m: h / (h + m) if h + m else float("nan"))(
+             g(b, i, "shoal_hints_replay_cache_bytes_total:hit") - g(a, i, "shoal_hints_replay_cache_bytes_total:hit"),
+             g(b, i, "shoal_hints_replay_cache_bytes_total:miss") - g(a, i, "shoal_hints_replay_cache_bytes_total:miss")) for i in (1, 2)],
          "applied_per_s": [(g(b, i, "shoal_hints_applied_total") - g(a, i, "shoal_hints_applied_total")) / dt for i in (1, 2)],
          "follower_fraction": [[round(r["nodes"][i].get("shoal_hints_apply_fraction", float("nan")), 3) for r in ws] for i in (1, 2)],
          "follower_load": [st.mean(r["nodes"][i].get("shoal_hints_load", float("nan")) for r in ws) for i in (1, 2)],
@@ -274,6 +287,16 @@ print(f"hints on: {res['on_requests_per_s']:.0f} req/s, off: {res['off_requests_
       f"n1 CPU per request on {res['on_n1_cpu_us_per_request']:.1f} us, off {res['off_n1_cpu_us_per_request']:.1f} us")
 n1 = mean(toggled, lambda w: w["cpu_cores"]["n1"])
 other = max(w["cpu_cores"]["n2"] + w["cpu_cores"]["n3"] + w["cpu_cores"]["client"] for w in toggled)
+onw = [w for w in on if w["recorded_per_s"] > 0]
+if onw:
+    print(f"hints on, n1: served {mean(onw, lambda w: w['requests_per_s']):.0f} req/s, recorded {mean(onw, lambda w: w['recorded_per_s']):.0f}/s, "
+          f"sampled out {mean(onw, lambda w: w['sampled_out_per_s']):.0f}/s (capture fraction {mean(onw, lambda w: w['n1_capture_fraction']):.2f}, "
+          f"capture load {mean(onw, lambda w: w['n1_capture_load']):.2f}), one-offs withheld {mean(onw, lambda w: w['withheld_per_s']):.0f}/s, "
+          f"sent {mean(onw, lambda w: w['sent_bytes_per_s']) / 1e3:.1f} kB/s = "
+          f"{mean(onw, lambda w: w['sent_bytes_per_s'] / w['requests_per_s']):.1f} B per served request "
+          f"({mean(onw, lambda w: w['sent_bytes_per_s'] / w['recorded_per_s']):.1f} B per recorded read); "
+          f"followers applied {mean(onw, lambda w: w['applied_per_s'][0]):.0f},{mean(onw, lambda w: w['applied_per_s'][1]):.0f}/s, "
+          f"replay hit ratio {mean(onw, lambda w: w['replay_hit_ratio'][0]):.3f},{mean(onw, lambda w: w['replay_hit_ratio'][1]):.3f}")
 print(f"saturation: n1 used {n1:.2f} of its {quota:g} cores; the other core's busiest window: {other:.2f} cores "
       f"(n2 + n3 + client; near 1 means the client's core, not n1, may be the bottleneck)")
 PY
