@@ -153,6 +153,23 @@ func init() {
 	}
 	s.Description = "as read-hints-fraction at fractions 0.5 and 0.33 (fixed), hints selected by descriptor hash (default) vs at random"
 	Register(s)
+	// A saturated leader sheds capture work: it records only half of its reads
+	// (hints.BufferConfig.Load at or above SampleAt). The shared machine's nodes are rarely that
+	// loaded, so the sampled variant forces it (a load signal that always reads 1) to show what it
+	// costs the new leader's warmth; the other variants capture every read, and run without hints.
+	s = base
+	s.Name = "read-hints-sampled"
+	s.Variants = []Variant{
+		{Name: "full-capture", KV: readHintsKV},
+		{Name: "sampled-0.50", KV: func(c *kv.Config) {
+			readHintsKV(c)
+			c.Hints.Tuning.Buffer.Load = func() float64 { return 1 }
+			c.Hints.Tuning.Buffer.SampleFraction = 0.5
+		}},
+		{Name: "no-hints", KV: func(c *kv.Config) { c.Hints.Off = true }},
+	}
+	s.Description = "as read-hints, capturing every read, capturing half of them (the saturated leader's sampling, forced), and without hints"
+	Register(s)
 	s = base
 	s.Name, s.KV = "read-hints-adaptive", nil
 	s.Description = "as read-hints with the product default: the applied fraction adapted to CPU load (on a saturated machine it pauses)"
