@@ -261,6 +261,9 @@ func (n *Node) ClusterID() string { return n.ident.ClusterID }
 // Store exposes the node's replica store (for status pages and tests).
 func (n *Node) Store() *replica.Store { return n.store }
 
+// TransportStats reads the node's transport counters (cheap: no engine or store walk, unlike Metrics).
+func (n *Node) TransportStats() transport.Stats { return n.transport.Stats() }
+
 // Ready is closed once the node serves requests.
 func (n *Node) Ready() <-chan struct{} { return n.ready }
 

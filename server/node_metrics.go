@@ -32,6 +32,7 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_raft_messages_sent_total", "Raft messages sent to other nodes.", true, func(m kv.Metrics) float64 { return float64(m.Transport.MessagesSent) }},
 	{"shoal_raft_messages_dropped_total", "Raft messages dropped (queue full, peer unreachable).", true, func(m kv.Metrics) float64 { return float64(m.Transport.MessagesDropped) }},
 	{"shoal_raft_snapshots_sent_total", "Snapshots sent and accepted.", true, func(m kv.Metrics) float64 { return float64(m.Transport.SnapshotsSent) }},
+	{"shoal_raft_snapshots_receiving", "Snapshot streams being received now.", false, func(m kv.Metrics) float64 { return float64(m.Transport.SnapshotsReceiving) }},
 	{"shoal_raft_snapshot_sent_bytes_total", "Snapshot bytes sent.", true, func(m kv.Metrics) float64 { return float64(m.Transport.SnapshotBytesSent) }},
 	{"shoal_storage_block_cache_hits_total", "Block cache hits.", true, func(m kv.Metrics) float64 { return float64(m.Engine.BlockCacheHits) }},
 	{"shoal_storage_block_cache_misses_total", "Block cache misses.", true, func(m kv.Metrics) float64 { return float64(m.Engine.BlockCacheMisses) }},

@@ -89,6 +89,7 @@ func (s *server) Snapshot(stream pb.RaftTransport_SnapshotServer) error {
 				return status.Errorf(codes.InvalidArgument, "transport: node %d: first snapshot chunk has no header", t.nodeID())
 			}
 			header = c.Header
+			defer t.stats.startReceiving()()
 		}
 		if err := verifyChunk(c); err != nil {
 			return stream.SendAndClose(&pb.SnapshotResponse{Error: &pb.Error{

@@ -92,11 +92,28 @@ type Stats struct {
 	SnapshotsSent     uint64 // snapshots the receiver accepted
 	SnapshotBytesSent uint64 // encoded snapshot chunk bytes written
 	SnapshotsReceived uint64 // snapshots fully received and CRC-verified (before the handler runs)
+	// SnapshotsReceiving is the number of snapshot streams being received now (until their handler
+	// returns); SnapshotsReceivingMax the most at once since the transport started (a join that
+	// streams from one sender at a time never has more than one).
+	SnapshotsReceiving, SnapshotsReceivingMax int64
 }
 
 type stats struct {
 	messagesSent, messagesDropped, batchesSent          atomic.Uint64
 	snapshotsSent, snapshotBytesSent, snapshotsReceived atomic.Uint64
+	receiving, receivingMax                             atomic.Int64
+}
+
+// startReceiving counts a snapshot stream in; the returned func counts it out.
+func (s *stats) startReceiving() func() {
+	n := s.receiving.Add(1)
+	for {
+		m := s.receivingMax.Load()
+		if n <= m || s.receivingMax.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return func() { s.receiving.Add(-1) }
 }
 
 // Transport sends and receives raft messages and snapshots between nodes. It is safe for concurrent use.
@@ -256,6 +273,9 @@ func (t *Transport) Stats() Stats {
 		SnapshotsSent:     t.stats.snapshotsSent.Load(),
 		SnapshotBytesSent: t.stats.snapshotBytesSent.Load(),
 		SnapshotsReceived: t.stats.snapshotsReceived.Load(),
+
+		SnapshotsReceiving:    t.stats.receiving.Load(),
+		SnapshotsReceivingMax: t.stats.receivingMax.Load(),
 	}
 }
 

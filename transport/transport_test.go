@@ -762,3 +762,44 @@ func TestSendBoundedBytes(t *testing.T) {
 	}
 	a.tr.Close()
 }
+
+// TestSnapshotsReceivingCountsStreamsAtOnce: the receiver counts the snapshot streams it is receiving
+// and remembers the most at once (what an incremental join's one-sender-at-a-time invariant is
+// checked against).
+func TestSnapshotsReceivingCountsStreamsAtOnce(t *testing.T) {
+	checkGoroutines(t)
+	dir := newDirectory()
+	a := startNode(t, dir, Config{NodeID: 1, SnapshotChunkBytes: 64 << 10})
+	b := startNode(t, dir, Config{NodeID: 2, SnapshotRecvRateBytesPerSec: 2 << 20, SnapshotChunkBytes: 64 << 10})
+	c := startNode(t, dir, Config{NodeID: 3, SnapshotChunkBytes: 64 << 10})
+	kvs := makeKVs(1024, 1024) // 1 MiB at 2 MiB/s: ~0.5 s per stream beyond the burst
+	for i := 0; i < 2; i++ {
+		if err := a.tr.SendSnapshot(context.Background(), msg(1, 2, 0), &sliceSource{kvs: kvs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.tr.Stats(); st.SnapshotsReceiving != 0 || st.SnapshotsReceivingMax != 1 {
+		t.Fatalf("after two snapshots one after the other: receiving %d, most at once %d; want 0, 1",
+			st.SnapshotsReceiving, st.SnapshotsReceivingMax)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, from := range []*testNode{a, c} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- from.tr.SendSnapshot(context.Background(), msg(from.id, 2, 0), &sliceSource{kvs: kvs})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.tr.Stats(); st.SnapshotsReceiving != 0 || st.SnapshotsReceivingMax != 2 {
+		t.Fatalf("after two snapshots at once: receiving %d, most at once %d; want 0, 2",
+			st.SnapshotsReceiving, st.SnapshotsReceivingMax)
+	}
+}

@@ -398,6 +398,7 @@ func (e *Executor) advanceLocked(c *model.Cluster, rs *running) {
 		}
 		for !rs.inflight && rs.step < len(op.Steps) && op.Steps[rs.step].IsFinished(r) {
 			rs.step++
+			op.SetStepsDone(rs.step)
 			rs.issued, rs.waiting = false, ""
 		}
 		if rs.step == len(op.Steps) {

@@ -82,6 +82,12 @@ func TestMoveReplicaRunsStepByStepAndIsMeasured(t *testing.T) {
 	if en.Status != decisions.StatusSucceeded || en.Measured != nil {
 		t.Fatalf("entry %+v: want succeeded, not yet measured", en)
 	}
+	if op.StepsDone() != len(op.Steps) {
+		t.Fatalf("operator reports %d of its %d steps done", op.StepsDone(), len(op.Steps))
+	}
+	if len(en.Steps) != 2 || en.Steps[0].Step != "add-learner n4" || en.Steps[1].Error != "" {
+		t.Fatalf("entry's step timings %+v: want the two calls", en.Steps)
+	}
 	// Measured once the window (10 s) has passed: n3 holds 3 replicas, n4 1, as predicted.
 	f.Advance(decisions.DefaultWindow)
 	e.Reconcile(f.Snapshot())

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/model"
@@ -67,7 +68,19 @@ type Operator struct {
 	PredictedBenefit Benefit
 	// Influence is what the operator, once done, adds to or takes from each node.
 	Influence Influence
+
+	// stepsDone is how many steps the executor has completed (atomic: the executor sets it while
+	// policies read it). The model alone cannot tell a learner that is still receiving its snapshot
+	// from one that has caught up (both are learners); the executor knows, as its add-learner call
+	// returns only once the learner has caught up.
+	stepsDone int32
 }
+
+// StepsDone returns how many of op's steps the executor has completed, in order (0 before it runs).
+func (op *Operator) StepsDone() int { return int(atomic.LoadInt32(&op.stepsDone)) }
+
+// SetStepsDone is for the executor: it records that the first n steps are complete.
+func (op *Operator) SetStepsDone(n int) { atomic.StoreInt32(&op.stepsDone, int32(n)) }
 
 // String is the operator's one-line description for logs and the decision log, e.g.
 // "move-replica r5: add-learner n4, promote-voter n4 (remove n1)".

@@ -87,7 +87,8 @@ type JoinMark struct {
 // `shoal admin join-status`). While any join is under way, rebalance proposes nothing: the join owns
 // the placement.
 //
-// Incremental: one operator in flight per joining node. Each round, first hand the node a leadership
+// Incremental: one snapshot in flight per joining node (a move whose learner has caught up lets the
+// next one start while it promotes, hands over and removes; see streaming). Each round, first hand the node a leadership
 // (the hottest of the ranges it already holds) while it leads fewer than its share, then move the next
 // replica: the sender is the next node in round-robin order (or the least loaded) among those holding
 // a range the node lacks, the range the sender's hottest (or first in key order). A range's snapshot
@@ -275,19 +276,53 @@ func inFlight(pending []*operator.Operator, node uint64) (moves, transfers int) 
 	return moves, transfers
 }
 
-// streaming counts the pending moves to node whose replica there is not yet a voter: their snapshot
-// is (or is about to be) in flight.
+// streaming counts the pending moves to node whose snapshot is (or is about to be) in flight: their
+// add-learner step is not complete. The executor completes that step only once the learner has
+// caught up (kv's relocation waits for it), so a move past it has streamed its data; its promotion,
+// leadership hand-over and removal overlap the next move's snapshot, and the per-move overhead of
+// those steps does not add up over the join. The model alone cannot tell: a learner that has caught
+// up is still a learner until its promotion.
 func streaming(c *model.Cluster, pending []*operator.Operator, node uint64) int {
 	n := 0
 	for _, op := range pending {
 		if _, ok := op.Influence[node]; !ok || op.Kind == operator.KindTransferLeader {
 			continue
 		}
-		if r := c.Range(op.RangeID); r == nil || !r.IsVoter(node) {
+		if r := c.Range(op.RangeID); r != nil && r.IsVoter(node) {
+			continue
+		}
+		if i := addLearnerStep(op, node); i < 0 || op.StepsDone() <= i {
 			n++
 		}
 	}
 	return n
+}
+
+// addLearnerStep returns the index of op's step that adds a learner on node (-1: none).
+func addLearnerStep(op *operator.Operator, node uint64) int {
+	for i, s := range op.Steps {
+		if al, ok := s.(operator.AddLearner); ok && al.Node == node {
+			return i
+		}
+	}
+	return -1
+}
+
+// strayLearner reports whether node holds a learner that no pending operator is moving: one left by a
+// failed move (say, the node restarted), in flight until replicate removes it.
+func strayLearner(c *model.Cluster, pending []*operator.Operator, node uint64) bool {
+	moving := map[uint64]bool{}
+	for _, op := range pending {
+		if _, ok := op.Influence[node]; ok {
+			moving[op.RangeID] = true
+		}
+	}
+	for _, r := range c.Ranges {
+		if rep, ok := r.ReplicaOn(node); ok && rep.Learner && !moving[r.ID] {
+			return true
+		}
+	}
+	return false
 }
 
 // plan proposes the next operators of n's join and reports whether the join is complete.
@@ -297,11 +332,9 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 	leaderShare := share(c, true)
 	parallel := j.Strategy == JoinParallel
 	atEnd := parallel || p.cfg.ServeAtEnd
-	if !parallel && (streaming(c, pending, n.ID)+transfers > 0 || hasLearner(c, n.ID)) {
-		// One transfer at a time; a learner left on the node by a failed move (say, the node
-		// restarted) is in flight too until replicate removes it. A move whose replica on the node is
-		// already a voter has streamed its data: its tail (leadership, removal) overlaps the next
-		// move's snapshot, so the per-move overhead does not add up over the join.
+	if !parallel && (streaming(c, pending, n.ID)+transfers > 0 || strayLearner(c, pending, n.ID)) {
+		// One snapshot at a time (see streaming: a move that has streamed its data lets the next one
+		// start); a learner left on the node by a failed move is in flight too until replicate removes it.
 		return nil, false
 	}
 	// Incremental: hand over a leadership of a range the node already holds, before the next move.
@@ -504,14 +537,4 @@ func metaLeader(c *model.Cluster) uint64 {
 		}
 	}
 	return 0
-}
-
-// hasLearner reports whether node holds a learner of some range.
-func hasLearner(c *model.Cluster, node uint64) bool {
-	for _, r := range c.Ranges {
-		if rep, ok := r.ReplicaOn(node); ok && rep.Learner {
-			return true
-		}
-	}
-	return false
 }

@@ -132,3 +132,62 @@ range 5 [g,k) voters=1,2,3 leader=1 reads=400
 		t.Fatalf("once the ranges are free: proposed %v, want one leadership transfer to n4", ops)
 	}
 }
+
+// TestJoinNextMoveStartsOnceTheSnapshotIsIn: an incremental join streams one snapshot at a time. A
+// move whose add-learner step is still running (its learner receiving the snapshot) holds the next
+// move back; once the executor has completed that step (the learner caught up), the next move starts
+// while the first one promotes its learner. A learner no operator is moving holds moves back too.
+func TestJoinNextMoveStartsOnceTheSnapshotIsIn(t *testing.T) {
+	const text = `
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,c) voters=1,2,3 learners=4 leader=1 reads=900
+range 3 [c,e) voters=1,2,3 leader=2 reads=500
+range 4 [e,g) voters=1,2,3 leader=3 reads=400
+range 5 [g,k) voters=1,2,3 leader=1 reads=300
+`
+	for _, tc := range []struct {
+		name      string
+		stepsDone int  // of the move of r2 (-1: no operator moves r2)
+		wantMove  bool // another move is proposed
+	}{
+		{"snapshot in flight", 0, false},
+		{"learner caught up, promotion pending", 1, true},
+		{"promoted, leadership hand-over pending", 2, true},
+		{"stray learner", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := model.ParseCluster(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Node(4).Join = &model.Join{Strategy: JoinIncremental, Started: c.Now, Target: 3}
+			var pending []*operator.Operator
+			if tc.stepsDone >= 0 {
+				plain, err := model.ParseCluster(strings.Replace(text, " learners=4", "", 1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				op := operator.NewMoveReplica(NameJoin, c.Now, plain, plain.Range(2), 1, 4, "test")
+				op.SetStepsDone(tc.stepsDone)
+				pending = append(pending, op)
+			}
+			p := NewIncrementalJoin(JoinConfig{}, 3)
+			var moves []string
+			for _, op := range p.Propose(c, pending) {
+				if op.Kind == operator.KindMoveReplica {
+					moves = append(moves, op.String())
+				}
+			}
+			if got := len(moves) > 0; got != tc.wantMove {
+				t.Fatalf("moves proposed: %v; want a move: %v", moves, tc.wantMove)
+			}
+			if len(moves) > 1 {
+				t.Fatalf("moves proposed: %v; want one at a time", moves)
+			}
+		})
+	}
+}
