@@ -324,14 +324,29 @@ func (r *Replica) waitProposal(ctx context.Context, id uint64, p *proposal) (Res
 // the change is applied locally.
 func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescriptor, changes []*raftpb.ConfChangeSingle) error {
 	r.mu.Lock()
-	if e := r.checkUsableLocked(); e != nil {
+	for {
+		if e := r.checkUsableLocked(); e != nil {
+			r.mu.Unlock()
+			return e
+		}
+		if r.state != raft.StateLeader {
+			e := r.notLeaderLocked()
+			r.mu.Unlock()
+			return e
+		}
+		if r.confChangeAcceptedLocked() {
+			break
+		}
 		r.mu.Unlock()
-		return e
-	}
-	if r.state != raft.StateLeader {
-		e := r.notLeaderLocked()
-		r.mu.Unlock()
-		return e
+		select {
+		case <-ctx.Done():
+			return &Error{Code: pb.ErrorCode_TIMEOUT, Msg: fmt.Sprintf(
+				"range %d: the leader was not ready for a configuration change (its first entry of the term or a joint configuration not yet applied): %v", r.rangeID, ctx.Err())}
+		case <-r.store.stopper:
+			return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: "node stopping"}
+		case <-time.After(5 * time.Millisecond):
+		}
+		r.mu.Lock()
 	}
 	if fe := r.frozenErrLocked(); fe != nil {
 		r.mu.Unlock()
@@ -363,6 +378,20 @@ func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescripto
 	r.store.markReady(r)
 	_, err = r.waitProposal(ctx, id, p)
 	return err
+}
+
+// confChangeAcceptedLocked reports whether raft would take a configuration change now. etcd raft
+// silently replaces a conf change by an empty entry while an earlier one may be unapplied — and a new
+// leader counts its whole log as such until it applies an entry of its own term — or while the
+// configuration is joint (until the automatic leave-joint change applies). The proposal would then
+// wait for an entry that never comes: a move's removal step issued right after a leadership transfer
+// hung until its 10-s timeout (measured in the join scenario).
+func (r *Replica) confChangeAcceptedLocked() bool {
+	if len(r.log.confState.GetVotersOutgoing()) > 0 {
+		return false
+	}
+	term, err := r.log.Term(r.applied)
+	return err == nil && term == r.rn.BasicStatus().GetTerm()
 }
 
 // TransferLeadership asks raft to hand leadership to the replica on targetNode.

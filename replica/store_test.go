@@ -895,3 +895,47 @@ func installOnLearner(t *testing.T, h *pb.RaftMessage, kvs []*pb.KeyValue, inges
 		t.Fatalf("ingest=%v: %d ingests", ingest, got)
 	}
 }
+
+// TestChangeReplicasWaitsUntilRaftTakesConfChanges: raft silently drops a conf change while the
+// configuration is joint or a new leader has not applied an entry of its term; ChangeReplicas waits
+// for those to pass instead of proposing a change that would never apply.
+func TestChangeReplicasWaitsUntilRaftTakesConfChanges(t *testing.T) {
+	env := newStoreEnv(t)
+	boot := NewStore(Config{NodeID: 1, Engine: env.eng, Transport: env.tr})
+	if err := boot.Bootstrap(userDesc(FirstUserRangeID, "", ""), nil); err != nil {
+		t.Fatal(err)
+	}
+	s := env.startWith(Config{TickInterval: time.Hour})
+	r := s.Replica(FirstUserRangeID)
+	lead(t, r)
+	addLearner := func(ctx context.Context, node uint64) error {
+		d := r.Desc()
+		nd := proto.Clone(d).(*pb.RangeDescriptor)
+		nd.Replicas = append(nd.Replicas, &pb.ReplicaDescriptor{NodeId: node, ReplicaId: nd.NextReplicaId, Learner: true})
+		nd.NextReplicaId, nd.Generation = nd.NextReplicaId+1, d.Generation+1
+		return r.ChangeReplicas(ctx, nd, []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: proto.Uint64(nd.NextReplicaId - 1)}})
+	}
+	// Right after the election: applies (waiting for the leader's first entry if need be).
+	if err := addLearner(ctxT(t), 2); err != nil {
+		t.Fatalf("conf change right after the election: %v", err)
+	}
+	// In a joint configuration: refused with TIMEOUT when the caller's deadline passes first.
+	r.mu.Lock()
+	saved := r.log.confState.VotersOutgoing
+	r.log.confState.VotersOutgoing = []uint64{1, 7}
+	r.mu.Unlock()
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := addLearner(short, 3); errCode(err) != pb.ErrorCode_TIMEOUT || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("conf change in a joint configuration: %v, want TIMEOUT (not ready)", err)
+	}
+	r.mu.Lock()
+	r.log.confState.VotersOutgoing = saved
+	r.mu.Unlock()
+	if err := addLearner(ctxT(t), 3); err != nil {
+		t.Fatalf("conf change once the configuration is simple again: %v", err)
+	}
+	if d := r.Desc(); len(d.Replicas) != 3 {
+		t.Fatalf("descriptor %v: want the two learners", d)
+	}
+}
