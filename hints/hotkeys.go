@@ -57,7 +57,7 @@ const renormalizeAt = 64
 type hotRange struct {
 	landmark time.Time
 	updated  time.Time
-	entries  map[string]*hotEntry
+	entries  map[uint64]*hotEntry // by descriptor hash (hash64); a colliding descriptor is not kept
 	bytes    int64
 }
 
@@ -83,7 +83,7 @@ func (h *HotKeys) Observe(rangeID uint64, hs []Hint, now time.Time) {
 	defer h.mu.Unlock()
 	r := h.ranges[rangeID]
 	if r == nil {
-		r = &hotRange{landmark: now, entries: map[string]*hotEntry{}}
+		r = &hotRange{landmark: now, entries: map[uint64]*hotEntry{}}
 		h.ranges[rangeID] = r
 	}
 	if now.After(r.updated) {
@@ -98,16 +98,18 @@ func (h *HotKeys) Observe(rangeID uint64, hs []Hint, now time.Time) {
 		r.landmark, exp = now, 0
 	}
 	w := math.Exp2(exp)
-	var ident []byte
 	for _, hint := range hs {
-		ident = hint.identity(ident[:0])
-		if e, ok := r.entries[string(ident)]; ok {
-			e.score += float64(max(hint.Count, 1)) * w
+		k := hint.hash64()
+		if e, ok := r.entries[k]; ok {
+			if e.d.Equal(hint.Descriptor) {
+				e.score += float64(max(hint.Count, 1)) * w
+			}
+			// (Another descriptor with the same 64-bit hash: not tracked; the summary is a sketch.)
 			continue
 		}
 		e := &hotEntry{d: hint.Descriptor.clone(), score: float64(max(hint.Count, 1)) * w}
-		r.entries[string(ident)] = e
-		sz := int64(e.d.size() + len(ident) + hotEntryOverhead)
+		r.entries[k] = e
+		sz := int64(e.d.size() + hotEntryOverhead)
 		r.bytes += sz
 		h.bytes += sz
 		if len(r.entries) >= 2*h.cfg.PerRange {
@@ -130,7 +132,7 @@ func (h *HotKeys) pruneLocked(r *hotRange, keep int) {
 		return
 	}
 	type kv struct {
-		k string
+		k uint64
 		e *hotEntry
 	}
 	all := make([]kv, 0, len(r.entries))
@@ -139,7 +141,7 @@ func (h *HotKeys) pruneLocked(r *hotRange, keep int) {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].e.score > all[j].e.score })
 	for _, x := range all[max(keep, 0):] {
-		sz := int64(x.e.d.size() + len(x.k) + hotEntryOverhead)
+		sz := int64(x.e.d.size() + hotEntryOverhead)
 		r.bytes -= sz
 		h.bytes -= sz
 		delete(r.entries, x.k)
