@@ -121,9 +121,10 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 }
 
 // Poke asks the loop for a reactive round now (policy.Reactive policies only); the executor calls it
-// when an operator made progress. (Poking when a node first appears was tried and dropped: a join
-// planned before the node is fully up could finish without its leadership share; measured in
-// test/join_test.go.)
+// when an operator made progress, and kv when a node's first load report arrives (the node has
+// started: a join begins then, not at the next round). (Poking when a node only registered, before
+// it had started, was tried and dropped: a join planned that early could finish without its
+// leadership share; measured in test/join_test.go.)
 func (a *Autopilot) Poke() {
 	select {
 	case a.progress <- struct{}{}:
