@@ -114,13 +114,6 @@ func (h *autopilotHost) running() *autopilot.Autopilot {
 	return h.ap
 }
 
-// poke asks the autopilot running here, if any, for a reactive round (see autopilot.Poke).
-func (h *autopilotHost) poke() {
-	if ap := h.running(); ap != nil {
-		ap.Poke()
-	}
-}
-
 func (h *autopilotHost) countDecision(e decisions.Entry) {
 	h.opMu.Lock()
 	defer h.opMu.Unlock()
