@@ -117,7 +117,15 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 				if r.RangeID() == replica.MetaRangeID {
 					continue
 				}
-				held++
+				// Held: a voter with data. A learner still receiving its snapshot (the next move
+				// streams while the previous one hands its leadership over) does not count.
+				if d := r.Desc(); d != nil {
+					for _, rd := range d.GetReplicas() {
+						if rd.NodeId == id && !rd.Learner {
+							held++
+						}
+					}
+				}
 				if r.IsLeader() {
 					leads++
 				}

@@ -136,7 +136,8 @@ range 5 [g,k) voters=1,2,3 leader=1 reads=400
 // TestJoinNextMoveStartsOnceTheSnapshotIsIn: an incremental join streams one snapshot at a time. A
 // move whose add-learner step is still running (its learner receiving the snapshot) holds the next
 // move back; once the executor has completed that step (the learner caught up), the next move starts
-// while the first one promotes its learner. A learner no operator is moving holds moves back too.
+// while the first one promotes its learner — except while the node leads no range yet: its first
+// range is served before anything else streams. A learner no operator is moving holds moves back too.
 func TestJoinNextMoveStartsOnceTheSnapshotIsIn(t *testing.T) {
 	const text = `
 node 1
@@ -148,26 +149,33 @@ range 2 [a,c) voters=1,2,3 learners=4 leader=1 reads=900
 range 3 [c,e) voters=1,2,3 leader=2 reads=500
 range 4 [e,g) voters=1,2,3 leader=3 reads=400
 range 5 [g,k) voters=1,2,3 leader=1 reads=300
+range 6 [k,m) voters=2,3,4 leader=4 reads=100
 `
 	for _, tc := range []struct {
 		name      string
 		stepsDone int  // of the move of r2 (-1: no operator moves r2)
+		leadsNone bool // n4 does not lead r6 yet: the move of r2 is its first hand-over
 		wantMove  bool // another move is proposed
 	}{
-		{"snapshot in flight", 0, false},
-		{"learner caught up, promotion pending", 1, true},
-		{"promoted, leadership hand-over pending", 2, true},
-		{"stray learner", -1, false},
+		{"snapshot in flight", 0, false, false},
+		{"learner caught up, promotion pending", 1, false, true},
+		{"promoted, leadership hand-over pending", 2, false, true},
+		{"first hand-over pending", 2, true, false},
+		{"stray learner", -1, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := model.ParseCluster(text)
+			txt := text
+			if tc.leadsNone {
+				txt = strings.Replace(txt, "voters=2,3,4 leader=4", "voters=2,3,4 leader=2", 1)
+			}
+			c, err := model.ParseCluster(txt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.Node(4).Join = &model.Join{Strategy: JoinIncremental, Started: c.Now, Target: 3}
 			var pending []*operator.Operator
 			if tc.stepsDone >= 0 {
-				plain, err := model.ParseCluster(strings.Replace(text, " learners=4", "", 1))
+				plain, err := model.ParseCluster(strings.Replace(txt, " learners=4", "", 1))
 				if err != nil {
 					t.Fatal(err)
 				}
