@@ -368,11 +368,6 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 		if len(out) > 0 || moves > 0 {
 			return out, false
 		}
-		if lacking(c, n.ID) {
-			// No move possible this round (the ranges it lacks are busy, or their senders are down,
-			// say while the new node restarts): the join is not done below its share.
-			return nil, false
-		}
 	}
 	if moves > 0 {
 		return nil, false
@@ -400,15 +395,6 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 	return nil, true
 }
 
-// lacking reports whether some user range has no replica on node.
-func lacking(c *model.Cluster, node uint64) bool {
-	for _, r := range c.Ranges {
-		if !r.System && !r.HasReplica(node) {
-			return true
-		}
-	}
-	return false
-}
 
 // couldLead reports whether node holds a voter of a user range it does not lead.
 func couldLead(c *model.Cluster, node uint64) bool {
