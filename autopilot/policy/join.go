@@ -395,7 +395,6 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 	return nil, true
 }
 
-
 // couldLead reports whether node holds a voter of a user range it does not lead.
 func couldLead(c *model.Cluster, node uint64) bool {
 	for _, r := range c.Ranges {
