@@ -325,12 +325,7 @@ func (r *Replica) waitProposal(ctx context.Context, id uint64, p *proposal) (Res
 func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescriptor, changes []*raftpb.ConfChangeSingle) error {
 	r.mu.Lock()
 	for {
-		if e := r.checkUsableLocked(); e != nil {
-			r.mu.Unlock()
-			return e
-		}
-		if r.state != raft.StateLeader {
-			e := r.notLeaderLocked()
+		if e := r.leaderErrLocked(); e != nil {
 			r.mu.Unlock()
 			return e
 		}
@@ -378,6 +373,17 @@ func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescripto
 	r.store.markReady(r)
 	_, err = r.waitProposal(ctx, id, p)
 	return err
+}
+
+// leaderErrLocked returns why this replica cannot act as the range's leader now (nil if it can).
+func (r *Replica) leaderErrLocked() error {
+	if e := r.checkUsableLocked(); e != nil {
+		return e
+	}
+	if r.state != raft.StateLeader {
+		return r.notLeaderLocked()
+	}
+	return nil
 }
 
 // confChangeAcceptedLocked reports whether raft would take a configuration change now. etcd raft
@@ -441,12 +447,7 @@ func (r *Replica) Campaign() {
 // ReadIndex round.
 func (r *Replica) ReadBarrier(ctx context.Context) error {
 	r.mu.Lock()
-	if e := r.checkUsableLocked(); e != nil {
-		r.mu.Unlock()
-		return e
-	}
-	if r.state != raft.StateLeader {
-		e := r.notLeaderLocked()
+	if e := r.leaderErrLocked(); e != nil {
 		r.mu.Unlock()
 		return e
 	}
