@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/autopilot/operator"
@@ -101,6 +102,8 @@ type IncrementalJoin struct {
 	cfg   JoinConfig
 	rf    int
 	next  map[uint64]int // joining node → round-robin position
+	// moved is when each joining node last had a move proposed or in flight (see belowShareGrace).
+	moved map[uint64]time.Time
 	marks []JoinMark
 	// known are the records this policy decided, for the rounds before the model shows them (or if
 	// writing one failed).
@@ -112,7 +115,8 @@ func NewIncrementalJoin(cfg JoinConfig, rf int) *IncrementalJoin {
 	if rf <= 0 {
 		rf = 3
 	}
-	return &IncrementalJoin{cfg: cfg.withDefaults(), rf: rf, next: map[uint64]int{}, known: map[uint64]model.Join{}}
+	return &IncrementalJoin{cfg: cfg.withDefaults(), rf: rf, next: map[uint64]int{}, known: map[uint64]model.Join{},
+		moved: map[uint64]time.Time{}}
 }
 
 // Name implements Policy.
@@ -366,7 +370,16 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 			held++
 		}
 		if len(out) > 0 || moves > 0 {
+			p.moved[n.ID] = c.Now
 			return out, false
+		}
+		if last, ok := p.moved[n.ID]; !ok || c.Now.Sub(last) < belowShareGrace {
+			// No move possible this round (the ranges it lacks are busy, say with replicate removing
+			// what a restart of the new node left): not done below its share yet.
+			if !ok {
+				p.moved[n.ID] = c.Now
+			}
+			return nil, false
 		}
 	}
 	if moves > 0 {
@@ -394,6 +407,12 @@ func (p *IncrementalJoin) plan(c *model.Cluster, v *view, n *model.Node, j *mode
 	}
 	return nil, true
 }
+
+// belowShareGrace is how long a join may find no move possible before it is done below its share:
+// ranges are busy for a while after a restart of the new node (a join once ended at 2 of 3 replicas),
+// but a join must not stay open for ever when its share cannot be reached (holding it open without
+// a bound stalled joins in tests).
+const belowShareGrace = 30 * time.Second
 
 // couldLead reports whether node holds a voter of a user range it does not lead.
 func couldLead(c *model.Cluster, node uint64) bool {

@@ -3,6 +3,7 @@ package policy
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/autopilot/operator"
@@ -197,5 +198,48 @@ range 6 [k,m) voters=2,3,4 leader=4 reads=100
 				t.Fatalf("moves proposed: %v; want one at a time", moves)
 			}
 		})
+	}
+}
+
+// TestJoinBelowShareWaitsBeforeFinishing: a join that finds no move possible (the range the node
+// lacks is busy with another policy's operator) stays open, and finishes below its share only after
+// belowShareGrace without any move.
+func TestJoinBelowShareWaitsBeforeFinishing(t *testing.T) {
+	const text = `
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,c) voters=1,2,4 leader=4 reads=900
+range 3 [c,e) voters=1,2,3 leader=2 reads=500
+`
+	c, err := model.ParseCluster(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Node(4).Join = &model.Join{Strategy: JoinIncremental, Started: c.Now, Target: 2}
+	busy := operator.NewTransferLeader("drain", c.Now, c.Range(3), 1, "busy")
+	p := NewIncrementalJoin(JoinConfig{}, 3)
+	done := func(at time.Duration) bool {
+		c.Now = c.Now.Add(at)
+		if ops := p.Propose(c, []*operator.Operator{busy}); len(ops) != 0 {
+			t.Fatalf("proposed %v with r3 busy", ops)
+		}
+		for _, m := range p.Marks() {
+			if !m.Join.Done.IsZero() {
+				return true
+			}
+		}
+		return false
+	}
+	if done(0) {
+		t.Fatal("join done at 1 of 2 replicas while r3 is busy")
+	}
+	if done(belowShareGrace / 2) {
+		t.Fatal("join done below its share before the grace passed")
+	}
+	if !done(belowShareGrace) {
+		t.Fatal("join still open after the grace without any move possible")
 	}
 }
