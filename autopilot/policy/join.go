@@ -99,9 +99,9 @@ type JoinMark struct {
 // knows the newcomer. Parallel: all the share's moves at once, each from a non-leader voter, then,
 // once every move is done, the leaderships at once.
 type IncrementalJoin struct {
-	cfg   JoinConfig
-	rf    int
-	next  map[uint64]int // joining node → round-robin position
+	cfg  JoinConfig
+	rf   int
+	next map[uint64]int // joining node → round-robin position
 	// moved is when each joining node last had a move proposed or in flight (see belowShareGrace).
 	moved map[uint64]time.Time
 	marks []JoinMark
