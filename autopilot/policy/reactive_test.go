@@ -12,12 +12,7 @@ import (
 // TestProposeReactiveRunsOnlyReactivePolicies: a round triggered by an operator's progress runs the
 // policies that schedule sequential work (the join) and none of those paced by rounds.
 func TestProposeReactiveRunsOnlyReactivePolicies(t *testing.T) {
-	c, err := model.ParseCluster(`
-node 1
-node 2
-node 3
-node 4
-range 1 [,) voters=1,2,3 leader=1 system
+	c, err := model.ParseCluster(fourNodes + `
 range 2 [a,c) voters=1,2 leader=1 reads=100
 range 3 [c,e) voters=1,2,3 leader=2 reads=900
 `)
@@ -57,12 +52,7 @@ range 3 [c,e) voters=1,2,3 leader=2 reads=900
 // voter (a move cut short between promotion and removal) is not complete until replicate settles
 // the range, since replicate may take that voter from the new node.
 func TestJoinNotDoneWithASurplusVoter(t *testing.T) {
-	text := `
-node 1
-node 2
-node 3
-node 4
-range 1 [,) voters=1,2,3 leader=1 system
+	text := fourNodes + `
 range 2 [a,c) voters=1,2,4 leader=4 reads=100
 range 3 [c,e) voters=1,2,3,4 leader=2 reads=900
 range 4 [e,g) voters=1,3,4 leader=3 reads=50
@@ -100,12 +90,7 @@ range 5 [g,k) voters=2,3,4 leader=1 reads=400
 // TestJoinNotDoneBelowItsLeaderShare: a node holding its replica share but no leadership, whose
 // ranges are all busy with other operators, is not done: it waits to take its leadership.
 func TestJoinNotDoneBelowItsLeaderShare(t *testing.T) {
-	c, err := model.ParseCluster(`
-node 1
-node 2
-node 3
-node 4
-range 1 [,) voters=1,2,3 leader=1 system
+	c, err := model.ParseCluster(fourNodes + `
 range 2 [a,c) voters=1,2,4 leader=1 reads=100
 range 3 [c,e) voters=2,3,4 leader=2 reads=900
 range 4 [e,g) voters=1,3,4 leader=3 reads=50
@@ -140,12 +125,7 @@ range 5 [g,k) voters=1,2,3 leader=1 reads=400
 // while the first one promotes its learner — except while the node leads no range yet: its first
 // range is served before anything else streams. A learner no operator is moving holds moves back too.
 func TestJoinNextMoveStartsOnceTheSnapshotIsIn(t *testing.T) {
-	const text = `
-node 1
-node 2
-node 3
-node 4
-range 1 [,) voters=1,2,3 leader=1 system
+	text := fourNodes + `
 range 2 [a,c) voters=1,2,3 learners=4 leader=1 reads=900
 range 3 [c,e) voters=1,2,3 leader=2 reads=500
 range 4 [e,g) voters=1,2,3 leader=3 reads=400
@@ -205,12 +185,7 @@ range 6 [k,m) voters=2,3,4 leader=4 reads=100
 // lacks is busy with another policy's operator) stays open, and finishes below its share only after
 // belowShareGrace without any move.
 func TestJoinBelowShareWaitsBeforeFinishing(t *testing.T) {
-	const text = `
-node 1
-node 2
-node 3
-node 4
-range 1 [,) voters=1,2,3 leader=1 system
+	text := fourNodes + `
 range 2 [a,c) voters=1,2,4 leader=4 reads=900
 range 3 [c,e) voters=1,2,3 leader=2 reads=500
 `
@@ -226,12 +201,7 @@ range 3 [c,e) voters=1,2,3 leader=2 reads=500
 		if ops := p.Propose(c, []*operator.Operator{busy}); len(ops) != 0 {
 			t.Fatalf("proposed %v with r3 busy", ops)
 		}
-		for _, m := range p.Marks() {
-			if !m.Join.Done.IsZero() {
-				return true
-			}
-		}
-		return false
+		return joinMarkedDone(p)
 	}
 	if done(0) {
 		t.Fatal("join done at 1 of 2 replicas while r3 is busy")
@@ -242,4 +212,21 @@ range 3 [c,e) voters=1,2,3 leader=2 reads=500
 	if !done(belowShareGrace) {
 		t.Fatal("join still open after the grace without any move possible")
 	}
+}
+
+// fourNodes starts the clusters of these tests: four nodes and the system range on the first three.
+const fourNodes = `
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system`
+
+// joinMarkedDone reports whether p's marks since the last call include a join done.
+func joinMarkedDone(p *IncrementalJoin) bool {
+	done := false
+	for _, m := range p.Marks() {
+		done = done || !m.Join.Done.IsZero()
+	}
+	return done
 }
