@@ -59,6 +59,14 @@ func joinStrategy(s string, atEnd bool, sendRate int64) func(*kv.Config) {
 	}
 }
 
+// noHints turns read hints off on every node of a variant.
+func noHints(f func(*kv.Config)) func(*kv.Config) {
+	return func(c *kv.Config) {
+		f(c)
+		c.Hints.Off = true
+	}
+}
+
 func joinVariants() []Variant {
 	return []Variant{
 		{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
@@ -67,6 +75,10 @@ func joinVariants() []Variant {
 		// same aggregate as one incremental sender), and sequential moves that serve only at the end.
 		{Name: "parallel-throttled", KV: joinStrategy(policy.JoinParallel, false, joinLink/3)},
 		{Name: "sequential-at-end", KV: joinStrategy(policy.JoinIncremental, true, joinLink)},
+		// Without read hints: replaying the leaders' reads keeps the followers' caches warm, but on
+		// a disk-bound node each replayed miss is a disk read too.
+		{Name: "incremental-nohints", KV: noHints(joinStrategy(policy.JoinIncremental, false, joinLink)), Optional: true},
+		{Name: "parallel-nohints", KV: noHints(joinStrategy(policy.JoinParallel, false, joinLink)), Optional: true},
 	}
 }
 

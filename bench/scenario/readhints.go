@@ -197,6 +197,17 @@ func init() {
 	s.Description = "as read-hints without a leadership change: read hints switched off at 20s, on at 35s, and so on every 15s; " +
 		"throughput with hints on vs off within one run, replaying recurring reads (default) and every read"
 	Register(s)
+	// The same cost resolved with a confidence interval: 24 pairs of 12-s windows in ABBA order
+	// (on, off | off, on | on, off | …), every window's first toggleSkipS left out; the analysis
+	// gives the mean cost over the pairs with its 95 % confidence interval and the median
+	// (readhints_stats.go). Recurring reads only (the default), fixed fraction 1 to every replica.
+	s = base
+	s.Name, s.Duration = "read-hints-overhead-abba", abbaWarmup+2*abbaPairs*abbaWindow
+	s.Variants = []Variant{{Name: "recurring", KV: readHintsKV}}
+	s.Events = append([]Event{{At: 0, What: "gather", Do: GatherLeaderships()}}, abbaEvents(abbaWarmup, abbaWindow, abbaPairs)...)
+	s.Description = fmt.Sprintf("as read-hints-overhead with %d pairs of %s windows in ABBA order (on,off | off,on | ...) after %s: "+
+		"the cost of hints (1 - on/off, recurring reads, every replica) with a 95 %% confidence interval over the pairs", abbaPairs, abbaWindow, abbaWarmup)
+	Register(s)
 	s = base
 	s.Name = "read-hints-kill"
 	s.Events = []Event{
@@ -205,6 +216,28 @@ func init() {
 	}
 	s.Description = "as read-hints, but at t=60s the serving node is killed (failover instead of transfers)"
 	Register(s)
+}
+
+// The ABBA schedule of read-hints-overhead-abba.
+const (
+	abbaWarmup = 20 * time.Second
+	abbaWindow = 12 * time.Second
+	abbaPairs  = 24
+)
+
+// abbaEvents switches hints at the start of every window from `from` on: pair k is (on, off) for
+// even k and (off, on) for odd k. A window that keeps the state still gets its (no-op) switch, so
+// every window is measured from toggleSkipS after its start.
+func abbaEvents(from, window time.Duration, pairs int) []Event {
+	var ev []Event
+	for k := 0; k < pairs; k++ {
+		for h := 0; h < 2; h++ {
+			on := (h == 0) == (k%2 == 0)
+			at := from + time.Duration(2*k+h)*window
+			ev = append(ev, Event{At: at, What: "hints " + onOff(on), Do: SetPolicy(policy.NameReadHints, on)})
+		}
+	}
+	return ev
 }
 
 // GatherLeaderships moves every user range's leadership to the node leading most of them (the
@@ -569,6 +602,11 @@ type ReadHintsRun struct {
 	ToggleOnThroughput  float64 `json:"toggle_on_throughput,omitempty"`
 	ToggleOffThroughput float64 `json:"toggle_off_throughput,omitempty"`
 	ToggleOverhead      float64 `json:"toggle_overhead,omitempty"`
+	// ToggleWindows are the toggled windows after the first switch (each from toggleSkipS after the
+	// switch that starts it to the next), and TogglePaired the cost estimated from pairs of adjacent
+	// windows (1–2, 3–4, …) with a 95 % confidence interval (read-hints-overhead-abba).
+	ToggleWindows []ToggleWindow `json:"toggle_windows,omitempty"`
+	TogglePaired  *PairedCost    `json:"toggle_paired,omitempty"`
 	// SteadyFromS is where the steady state before the change starts: the warm-up's end, or 5 s
 	// after the end of an earlier event (read-hints-return: the first move, the working set's shift).
 	SteadyFromS float64 `json:"steady_from_s"`
@@ -656,6 +694,15 @@ func ReadHintsAnalysis(rep *Report, out string, w io.Writer) (*ReadHintsSummary,
 				fmt.Fprintf(w, "read hints toggled within one run (%s): %.0f ops/s with hints on, %.0f off: cost %.1f%%; "+
 					"%.0f reads/s recorded, %.0f B/s shipped, %.0f applied/s per follower\n",
 					r.Variant, r.ToggleOnThroughput, r.ToggleOffThroughput, 100*r.ToggleOverhead, r.RecordedPerSec, r.HintBytesPerSec, r.AppliedPerSec)
+				if c := r.TogglePaired; c != nil {
+					fmt.Fprintf(w, "  %s: %d pairs of windows (%s order), cost 1 - on/off: mean %.2f%%, 95%% CI [%.2f%%, %.2f%%], median %.2f%%, sd %.2f%%\n",
+						r.Variant, c.Pairs, c.Order, 100*c.Mean, 100*c.CILow, 100*c.CIHigh, 100*c.Median, 100*c.SD)
+					fmt.Fprintf(w, "  %s: windows (on/off ops/s):", r.Variant)
+					for _, tw := range r.ToggleWindows {
+						fmt.Fprintf(w, " %s %.0f", onOff(tw.On), tw.OpsPerS)
+					}
+					fmt.Fprintln(w)
+				}
 				continue
 			}
 			name := onOff(r.HintsOn)
@@ -1011,18 +1058,24 @@ func zeroNaN(v float64) float64 {
 	return v
 }
 
+// toggleSkipS is how much of a toggled window is left out after the switch that starts it: nodes
+// read the read_hints switch every 2 s, and a sender and its receivers need 2–4 s more to learn
+// which reads recur. Every window leaves it out, also one whose "switch" kept the state (ABBA's
+// repeated halves), so that on and off windows are measured alike.
+const toggleSkipS = 5
+
 // analyzeToggles fills the toggle figures of a run whose events switch hints on and off; it reports
 // whether there were any. The run starts with hints on.
 func analyzeToggles(r RunReport, out *ReadHintsRun, warmup float64) bool {
 	type window struct {
-		from float64
-		on   bool
+		from, switchT float64
+		on            bool
 	}
-	wins := []window{{from: warmup, on: true}}
+	wins := []window{{from: warmup, switchT: warmup, on: true}}
 	for _, e := range r.Events {
 		switch e.Label {
 		case "hints on", "hints off":
-			wins = append(wins, window{from: e.T + 3, on: e.Label == "hints on"})
+			wins = append(wins, window{from: e.T + toggleSkipS, switchT: e.T, on: e.Label == "hints on"})
 		}
 	}
 	if len(wins) == 1 {
@@ -1033,23 +1086,31 @@ func analyzeToggles(r RunReport, out *ReadHintsRun, warmup float64) bool {
 	for i, w := range wins {
 		to := math.Inf(1)
 		if i+1 < len(wins) {
-			to = wins[i+1].from - 3
+			to = wins[i+1].switchT
 		}
 		k := 0
 		if w.on {
 			k = 1
 		}
+		var ws float64
+		var wn int
 		for _, p := range r.Series {
 			if p.T-0.5 >= w.from && p.T-0.5 < to {
 				sum[k] += float64(p.Ops)
 				n[k]++
+				ws += float64(p.Ops)
+				wn++
 			}
+		}
+		if i > 0 && wn > 0 {
+			out.ToggleWindows = append(out.ToggleWindows, ToggleWindow{On: w.on, FromS: w.from, ToS: math.Min(to, w.from+float64(wn)), OpsPerS: ws / float64(wn)})
 		}
 	}
 	if n[0] > 0 && n[1] > 0 {
 		out.ToggleOffThroughput, out.ToggleOnThroughput = sum[0]/float64(n[0]), sum[1]/float64(n[1])
 		out.ToggleOverhead = 1 - out.ToggleOnThroughput/out.ToggleOffThroughput
 	}
+	out.TogglePaired = pairedCost(pairWindows(out.ToggleWindows))
 	// Hints traffic while on: the serving node's recordings and bytes shipped, its followers' replays.
 	leads := map[uint64]int{}
 	for _, s := range out.Nodes {

@@ -254,12 +254,17 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 
 func key(i int) []byte { return fmt.Appendf(nil, "user%09d", i) }
 
-// runOnce starts a fresh cluster, waits for it to be fully replicated, loads the records, sets the
-// policy, runs the workload with the events and tears the cluster down.
-// selectVariants keeps the variants named in want (all when want is empty), in the scenario's order.
+// selectVariants keeps the variants named in want (all but the optional ones when want is empty), in
+// the scenario's order.
 func selectVariants(all []Variant, want []string) ([]Variant, error) {
 	if len(want) == 0 {
-		return all, nil
+		var out []Variant
+		for _, v := range all {
+			if !v.Optional {
+				out = append(out, v)
+			}
+		}
+		return out, nil
 	}
 	if len(all) == 0 {
 		return nil, fmt.Errorf("--variants: the scenario has no variants (it runs its policy on and off)")
@@ -290,6 +295,8 @@ func selectVariants(all []Variant, want []string) ([]Variant, error) {
 	return out, nil
 }
 
+// runOnce starts a fresh cluster, waits for it to be fully replicated, loads the records, sets the
+// policy, runs the workload with the events and tears the cluster down.
 func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Options, dir string, policyOn bool, label string, variant func(*kv.Config)) (*RunReport, error) {
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {

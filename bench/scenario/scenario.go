@@ -74,6 +74,8 @@ type Scenario struct {
 type Variant struct {
 	Name string
 	KV   func(*kv.Config)
+	// Optional variants run only when --variants names them.
+	Optional bool
 }
 
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the

@@ -177,7 +177,7 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestSelectVariants(t *testing.T) {
-	all := []Variant{{Name: "incremental"}, {Name: "parallel"}, {Name: "parallel-throttled"}}
+	all := []Variant{{Name: "incremental"}, {Name: "parallel"}, {Name: "parallel-throttled"}, {Name: "no-hints", Optional: true}}
 	for _, tc := range []struct {
 		want    []string
 		names   string
@@ -185,6 +185,7 @@ func TestSelectVariants(t *testing.T) {
 	}{
 		{want: nil, names: "incremental,parallel,parallel-throttled"},
 		{want: []string{"parallel", "incremental"}, names: "incremental,parallel"},
+		{want: []string{"no-hints", "parallel"}, names: "parallel,no-hints"},
 		{want: []string{"parallel", "nope"}, wantErr: "unknown nope"},
 	} {
 		got, err := selectVariants(all, tc.want)
