@@ -10,12 +10,15 @@
 # the bottleneck and the client's core keeps headroom (LEADER_QUOTA= : no cap; the script checks). Read hints are on (product
 # defaults: every replica, fraction 1, adaptive fraction ON) and switched off and on cluster-wide
 # (the read_hints policy) every WINDOW seconds within one run, so the same cluster and cache are
-# compared with themselves. A sampler reads every node's /metrics and every process's CPU
+# compared with themselves: SCHEDULE=alt (default) alternates off, on, off, …; SCHEDULE=abba runs pairs
+# of windows in ABBA order (off, on | on, off | …) and reports the cost's mean over the pairs with a 95 %
+# confidence interval and their median (scripts/readhints_stats.py). A sampler reads every node's /metrics and every process's CPU
 # (/proc/PID/stat) once a second; the analysis prints per-window and on/off figures and writes
 # OUT/result.json, OUT/samples.jsonl.
 #
 #   flock /tmp/bench.lock scripts/readhints-saturated.sh            # ~8 min; OUT=/tmp/readhints-saturated
 #   BIN=/tmp/rh/shoal OUT=/tmp/rs THREADS=64 WINDOW=20 WINDOWS=10 scripts/readhints-saturated.sh
+#   BIN=/tmp/rh/shoal OUT=/tmp/rs SCHEDULE=abba WINDOW=12 WINDOWS=60 scripts/readhints-saturated.sh   # 30 pairs
 #
 # Needs taskset, curl, jq, python3 and at least two cores. Nodes use the real disk and the OS page
 # cache (no emulated disks: `shoal start` has none), so a block-cache miss costs a page-cache copy.
@@ -29,6 +32,7 @@ THREADS=${THREADS:-64}
 LOAD_THREADS=${LOAD_THREADS:-32}
 WINDOW=${WINDOW:-20}           # seconds per window
 WINDOWS=${WINDOWS:-10}         # toggled windows after a warm-up window (off, on, off, on, ...)
+SCHEDULE=${SCHEDULE:-alt}      # alt: off, on, off, on, ...; abba: off, on | on, off | off, on | ... (WINDOWS even)
 SKIP=${SKIP:-4}                # seconds ignored after each switch (nodes read the switch every 2 s)
 LEADER_CPU=${LEADER_CPU:-0}
 LEADER_QUOTA=${LEADER_QUOTA-0.5}   # cores n1 may use (cgroup v1 cpu.cfs_quota_us); empty: no cap
@@ -41,6 +45,8 @@ EXTRA_NODE_FLAGS=${EXTRA_NODE_FLAGS:-}   # e.g. "--read-hints-adaptive off"
 PROFILE=${PROFILE:-}           # non-empty: CPU profiles of n1 in windows 1 (off) and 2 (on): OUT/n1-hints-*.pprof
 
 BIN=$(readlink -f "$BIN")
+SCRIPTS=$(dirname "$(readlink -f "$0")")
+python3 -c "import sys; sys.path.insert(0, '$SCRIPTS'); import readhints_stats as rs; rs.window_on(1, '$SCHEDULE')"
 rm -rf "$OUT"
 mkdir -p "$OUT/data"
 G=() H=() PIDS=()
@@ -140,10 +146,12 @@ taskset -c "$OTHER_CPU" "$BIN" bench ycsb --workload c --load=false --hosts "$HO
 CLIENT=$!
 
 taskset -c "$OTHER_CPU" python3 - "$OUT" "$BIN" "$HOSTS" "$WINDOW" "$WINDOWS" "$SKIP" "$CLIENT" \
-  "${PIDS[1]},${PIDS[2]},${PIDS[3]}" "${H[1]},${H[2]},${H[3]}" "${PROFILE:-}" <<'PY'
+  "${PIDS[1]},${PIDS[2]},${PIDS[3]}" "${H[1]},${H[2]},${H[3]}" "${PROFILE:-}" "$SCRIPTS" "$SCHEDULE" <<'PY'
 import json, os, subprocess, sys, threading, time, urllib.request
 
-out, binp, hosts, window, windows, skip, client, pids, https, profile = sys.argv[1:]
+out, binp, hosts, window, windows, skip, client, pids, https, profile, scripts, schedule = sys.argv[1:]
+sys.path.insert(0, scripts)
+import readhints_stats as rs
 window, windows, skip, client = int(window), int(windows), int(skip), int(client)
 pids = [int(p) for p in pids.split(",")]
 https = https.split(",")
@@ -185,7 +193,7 @@ def metrics(h):
     return m
 
 t0 = time.time()
-switches = [(t0 + window * k, k % 2 == 0) for k in range(1, windows + 1)]  # window k: off if k odd
+switches = [(t0 + window * k, rs.window_on(k, schedule)) for k in range(1, windows + 1)]
 samples = open(f"{out}/samples.jsonl", "w")
 end = t0 + window * (windows + 1)
 nxt = t0
@@ -198,7 +206,8 @@ while time.time() < end - 0.5:
         samples.write(json.dumps({"t": round(time.time() - t0, 3), "switch": "on" if on else "off"}) + "\n")
         k = round((at - t0) / window)
         if profile and k in (1, 2):
-            # CPU profile of n1 over window 1 (hints off) and window 2 (on), after the switch has settled.
+            # CPU profile of n1 over window 1 (hints off) and window 2 (on), after the switch has settled
+            # (both schedules start off, on).
             def prof(name=f"n1-hints-{'on' if on else 'off'}.pprof", secs=window - skip - 1):
                 time.sleep(skip)
                 data = urllib.request.urlopen(f"http://{https[0]}/debug/pprof/profile?seconds={secs}", timeout=secs + 30).read()
@@ -214,10 +223,13 @@ PY
 wait "$CLIENT" || true
 adm admin policy set read_hints on >/dev/null || true
 
-python3 - "$OUT" "$WINDOW" "$WINDOWS" "$SKIP" "${LEADER_QUOTA:-1}" <<'PY'
+python3 - "$OUT" "$WINDOW" "$WINDOWS" "$SKIP" "${LEADER_QUOTA:-1}" "$SCRIPTS" "$SCHEDULE" <<'PY'
 import json, math, statistics as st, sys
 out, window, windows, skip = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 quota = float(sys.argv[5])
+sys.path.insert(0, sys.argv[6])
+import readhints_stats as rs
+schedule = sys.argv[7]
 rows = [json.loads(l) for l in open(f"{out}/samples.jsonl")]
 smp = [r for r in rows if "nodes" in r]
 def rate(a, b, f):
@@ -236,7 +248,7 @@ for k in range(0, windows + 1):
     cpu = [(b["cpu"][i] - a["cpu"][i]) / dt for i in range(4)]
     hits = g(b, 0, "shoal_storage_block_cache_hits_total") - g(a, 0, "shoal_storage_block_cache_hits_total")
     miss = g(b, 0, "shoal_storage_block_cache_misses_total") - g(a, 0, "shoal_storage_block_cache_misses_total")
-    w = {"window": k, "hints": "on" if k % 2 == 0 else "off", "from_s": lo, "to_s": hi, "requests_per_s": reqs,
+    w = {"window": k, "hints": "on" if rs.window_on(k, schedule) else "off", "from_s": lo, "to_s": hi, "requests_per_s": reqs,
          "cpu_cores": {"n1": cpu[0], "n2": cpu[1], "n3": cpu[2], "client": cpu[3]},
          "n1_cpu_us_per_request": 1e6 * cpu[0] / reqs if reqs else float("nan"),
          "n1_hit_ratio": hits / (hits + miss) if hits + miss else float("nan"),
@@ -265,7 +277,8 @@ for w in on:
     nb = [x for x in off if abs(x["window"] - w["window"]) == 1]
     if nb:
         pairs.append(w["requests_per_s"] / st.mean(x["requests_per_s"] for x in nb))
-res = {"windows": wins, "on_requests_per_s": mean(on, lambda w: w["requests_per_s"]),
+paired = rs.paired_cost(*rs.pair_windows([(w["hints"] == "on", w["requests_per_s"]) for w in toggled]))
+res = {"schedule": schedule, "paired": paired, "windows": wins, "on_requests_per_s": mean(on, lambda w: w["requests_per_s"]),
        "off_requests_per_s": mean(off, lambda w: w["requests_per_s"]),
        "on_n1_cpu_us_per_request": mean(on, lambda w: w["n1_cpu_us_per_request"]),
        "off_n1_cpu_us_per_request": mean(off, lambda w: w["n1_cpu_us_per_request"]),
@@ -285,6 +298,11 @@ print(f"hints on: {res['on_requests_per_s']:.0f} req/s, off: {res['off_requests_
       f"on/off = {res['ratio_on_off']:.4f} ({100 * (res['ratio_on_off'] - 1):+.2f} %); "
       f"each on window / its off neighbours: {', '.join(f'{p:.3f}' for p in pairs)}; "
       f"n1 CPU per request on {res['on_n1_cpu_us_per_request']:.1f} us, off {res['off_n1_cpu_us_per_request']:.1f} us")
+if paired:
+    print(f"pairs of windows (1-2, 3-4, ...): {rs.describe(paired)}")
+    cpu_pairs = rs.pair_windows([(w["hints"] == "on", 1 / w["n1_cpu_us_per_request"]) for w in toggled])
+    if cpu_pairs[0]:
+        print(f"n1 CPU per request, pairs: {rs.describe(rs.paired_cost(*cpu_pairs)).replace('cost 1 - on/off', 'extra CPU per request 1 - off/on')}")
 n1 = mean(toggled, lambda w: w["cpu_cores"]["n1"])
 other = max(w["cpu_cores"]["n2"] + w["cpu_cores"]["n3"] + w["cpu_cores"]["client"] for w in toggled)
 onw = [w for w in on if w["recorded_per_s"] > 0]

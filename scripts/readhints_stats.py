@@ -1,0 +1,87 @@
+"""Statistics of scripts/readhints-saturated.sh: the cost of read hints from windows toggled on and off.
+
+The same computation as bench/scenario/readhints_stats.go (the in-process scenario
+read-hints-overhead-abba); both are tested against the same figures (readhints_stats_test.py,
+readhints_stats_test.go). Windows are numbered from 1 after a warm-up window 0 (hints on).
+
+  alt:  off, on, off, on, ...        (each on window is also compared with its two off neighbours)
+  abba: off, on | on, off | off, on | ...  pairs (1, 2), (3, 4), ...: a linear drift over the run
+        cancels within every two pairs.
+
+The cost of a pair is 1 - on/off; the estimate is the pairs' mean with a 95 % Student's t interval,
+and their median.
+"""
+import math
+import statistics
+
+# Student's t 0.975 quantile for 1-30 degrees of freedom, then knots linear in 1/df.
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+_KNOTS = [(30, 2.042), (40, 2.021), (60, 2.000), (120, 1.980), (math.inf, 1.960)]
+
+
+def t975(df):
+    """Student's t 0.975 quantile (two-sided 95 % interval) for df degrees of freedom."""
+    if df < 1:
+        return math.nan
+    if df <= len(_T975):
+        return _T975[df - 1]
+    x = 1 / df
+    for (dl, tl), (dh, th) in zip(_KNOTS, _KNOTS[1:]):
+        if df <= dh:
+            xl, xh = 1 / dl, 1 / dh
+            return tl + (th - tl) * (xl - x) / (xl - xh)
+    return 1.960
+
+
+def window_on(k, schedule):
+    """Whether hints are on in window k (0: the warm-up, on) of a schedule ("alt" or "abba")."""
+    if k == 0:
+        return True
+    if schedule == "alt":
+        return k % 2 == 0
+    if schedule == "abba":
+        p, h = (k - 1) // 2, (k - 1) % 2
+        return (h == 1) == (p % 2 == 0)
+    raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def pair_windows(wins):
+    """Pairs of windows (1, 2), (3, 4), ... of [(on, rate), ...] (window 1 first) with one on and one
+    off, as [(on_rate, off_rate)], and "abba" if the kept pairs alternate their first half, else "same"."""
+    pairs, order, prev, n = [], "abba", None, 0
+    for i in range(0, len(wins) - 1, 2):
+        (a_on, a), (b_on, b) = wins[i], wins[i + 1]
+        if a_on == b_on or not a > 0 or not b > 0:
+            continue
+        pairs.append((a, b) if a_on else (b, a))
+        if n > 0 and a_on == prev:
+            order = "same"
+        prev, n = a_on, n + 1
+    if n < 2:
+        order = "same"
+    return pairs, order
+
+
+def paired_cost(pairs, order):
+    """The cost 1 - on/off over pairs: mean, median, sd, se and 95 % t interval (None: no pairs)."""
+    if not pairs:
+        return None
+    costs = [1 - on / off for on, off in pairs]
+    mean = statistics.fmean(costs)
+    sd = statistics.stdev(costs) if len(costs) > 1 else 0.0
+    res = {"pairs": len(costs), "order": order, "costs": costs, "mean": mean,
+           "median": statistics.median(costs), "sd": sd, "se": 0.0, "ci95_low": mean, "ci95_high": mean}
+    if len(costs) > 1:
+        se = sd / math.sqrt(len(costs))
+        h = t975(len(costs) - 1) * se
+        res.update(se=se, ci95_low=mean - h, ci95_high=mean + h)
+    return res
+
+
+def describe(c):
+    """One line for a paired_cost result."""
+    return (f"{c['pairs']} pairs ({c['order']} order), cost 1 - on/off: mean {100 * c['mean']:.2f} %, "
+            f"95 % CI [{100 * c['ci95_low']:.2f} %, {100 * c['ci95_high']:.2f} %], median {100 * c['median']:.2f} %, "
+            f"sd {100 * c['sd']:.2f} %")

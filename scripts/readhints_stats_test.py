@@ -1,0 +1,63 @@
+"""Tests of readhints_stats.py: python3 scripts/readhints_stats_test.py (the figures of
+bench/scenario/readhints_stats_test.go)."""
+import math
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import readhints_stats as rs  # noqa: E402
+
+
+class TestStats(unittest.TestCase):
+    def test_abba(self):
+        wins = [(True, 980), (False, 1000), (False, 1010), (True, 990),
+                (True, 970), (False, 1000), (False, 1000), (True, 1000)]
+        pairs, order = rs.pair_windows(wins)
+        self.assertEqual(order, "abba")
+        self.assertEqual(pairs[1], (990, 1010))
+        c = rs.paired_cost(pairs, order)
+        self.assertAlmostEqual(c["mean"], 0.017450495049504966, places=12)
+        self.assertAlmostEqual(c["median"], 0.01990099009900992, places=12)
+        self.assertAlmostEqual(c["sd"], 0.012570326300081766, places=12)
+        self.assertAlmostEqual(c["ci95_low"], -0.002548894093925124, places=12)
+        self.assertAlmostEqual(c["ci95_high"], 0.03744988419293506, places=12)
+
+    def test_order_and_gaps(self):
+        wins = [(False, 1000), (True, 950), (True, 900), (True, 900), (False, 1000), (True, 990), (False, 5)]
+        pairs, order = rs.pair_windows(wins)
+        self.assertEqual((len(pairs), order), (2, "same"))
+        one = rs.paired_cost(pairs[:1], "same")
+        self.assertAlmostEqual(one["mean"], 0.05)
+        self.assertEqual(one["ci95_low"], one["mean"])
+        self.assertIsNone(rs.paired_cost([], "same"))
+
+    def test_t975(self):
+        for df, want in [(1, 12.706), (9, 2.262), (30, 2.042), (40, 2.021), (60, 2.0), (120, 1.98)]:
+            self.assertAlmostEqual(rs.t975(df), want, places=9)
+        self.assertTrue(2.0 < rs.t975(47) < 2.021)
+        self.assertTrue(1.96 <= rs.t975(100000) <= 1.961)
+        self.assertTrue(math.isnan(rs.t975(0)))
+
+    def test_schedules(self):
+        self.assertEqual([rs.window_on(k, "alt") for k in range(5)], [True, False, True, False, True])
+        self.assertEqual([rs.window_on(k, "abba") for k in range(9)],
+                         [True, False, True, True, False, False, True, True, False])
+        with self.assertRaises(ValueError):
+            rs.window_on(1, "abab")
+
+    def test_drift_cancels(self):
+        # 2 % cost, throughput drifting up 1 % per window: ABBA pairs recover the cost.
+        wins = []
+        for k in range(1, 33):
+            on = rs.window_on(k, "abba")
+            rate = 1000 * (1 + 0.01 * k) * (0.98 if on else 1)
+            wins.append((on, rate))
+        c = rs.paired_cost(*rs.pair_windows(wins))
+        self.assertEqual((c["pairs"], c["order"]), (16, "abba"))
+        self.assertAlmostEqual(c["mean"], 0.02, delta=0.0005)
+        self.assertTrue(c["ci95_low"] <= 0.02 <= c["ci95_high"])
+
+
+if __name__ == "__main__":
+    unittest.main()
