@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"sync"
@@ -33,6 +34,8 @@ type node struct {
 	lastHits, lastMisses uint64
 	// devPast sums the emulated-disk counters of the node's engines closed so far (kills).
 	devPast emudisk.Stats
+	// devLast is the node's device counters (devPast included) as last read by deviceDelta.
+	devLast emudisk.Stats
 }
 
 // cluster is a local cluster of in-process nodes; the first bootstraps, the others join it.
@@ -183,6 +186,25 @@ func (c *cluster) cacheDelta() (hits, misses uint64) {
 		n.lastHits, n.lastMisses = h, ms
 	}
 	return hits, misses
+}
+
+// deviceDelta returns, per node (n1 first), the operations its emulated disk served and the time its
+// callers waited for its budget since the last call: where a node's disk is the bottleneck, its
+// wait grows while its operations stay at the device's IOPS.
+func (c *cluster) deviceDelta() (ops []int64, waitMs []float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ops, waitMs = make([]int64, len(c.nodes)), make([]float64, len(c.nodes))
+	for i, n := range c.nodes {
+		cur := n.devPast
+		if n.alive && n.eng != nil {
+			cur = cur.Add(n.eng.DeviceStats())
+		}
+		ops[i] = cur.ReadOps + cur.WriteOps - n.devLast.ReadOps - n.devLast.WriteOps
+		waitMs[i] = math.Round(float64(cur.Throttled-n.devLast.Throttled)/float64(time.Millisecond)*10) / 10
+		n.devLast = cur
+	}
+	return ops, waitMs
 }
 
 // userRange returns the status of the user range (the first range that is not the meta range).

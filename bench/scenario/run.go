@@ -87,13 +87,17 @@ type Summary struct {
 // Point is one second of one run. HitRatio is null when the block cache saw no access that second.
 type Point struct {
 	// Leaders is, per node (n1 first), the user ranges it led at the end of the second.
-	Leaders  []int    `json:"leaders,omitempty"`
-	T        float64  `json:"t"`
-	Ops      int64    `json:"ops"`
-	P50Ms    float64  `json:"p50_ms"`
-	P99Ms    float64  `json:"p99_ms"`
-	HitRatio *float64 `json:"hit_ratio"`
-	Errors   int64    `json:"errors"`
+	Leaders []int `json:"leaders,omitempty"`
+	// DiskOps and DiskWaitMs are, per node, the operations of its emulated disk in the second and
+	// the time callers waited for its budget (summed over callers; absent without emulated disks).
+	DiskOps    []int64   `json:"disk_ops,omitempty"`
+	DiskWaitMs []float64 `json:"disk_wait_ms,omitempty"`
+	T          float64   `json:"t"`
+	Ops        int64     `json:"ops"`
+	P50Ms      float64   `json:"p50_ms"`
+	P99Ms      float64   `json:"p99_ms"`
+	HitRatio   *float64  `json:"hit_ratio"`
+	Errors     int64     `json:"errors"`
 	// ScanMs is the mean time of the Workload's range aggregations that ended this second (absent
 	// without one, or when none ended); ScanErrors counts the failed or short ones.
 	ScanMs     *float64 `json:"scan_ms,omitempty"`
@@ -562,6 +566,9 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		scanSum, scanN, scanErr = 0, 0, 0
 		scanMu.Unlock()
 		p.Leaders = c.userLeaders()
+		if c.device != nil {
+			p.DiskOps, p.DiskWaitMs = c.deviceDelta()
+		}
 		h, m := c.cacheDelta()
 		if h+m > 0 {
 			r := float64(h) / float64(h+m)
