@@ -107,6 +107,12 @@ type ApplierConfig struct {
 	// RecurWindow is how long a read is remembered for RecurringOnly (default 2 s; at least two
 	// windows of memory are kept).
 	RecurWindow time.Duration
+	// ReplayEvery, if positive, replays a read at most once per period of this length (kv sets 1 s
+	// with RecurringOnly; zero: every time it arrives): a hot read arrives in nearly every 90 ms
+	// batch, and replaying it again while its blocks were just touched warms nothing
+	// (recently_replayed drops). A batch whose reads were all replayed recently still refreshes its
+	// range's warmth.
+	ReplayEvery time.Duration
 }
 
 func (c ApplierConfig) withDefaults() ApplierConfig {
@@ -169,6 +175,8 @@ type Applier struct {
 	c      *counters
 	warm   *warmthTracker
 	recent recentReads
+	// replayed remembers the reads replayed in the current ReplayEvery period.
+	replayed recentReplays
 	// onApply, if set, sees every range batch a worker takes (the module's hot-key summary).
 	onApply func(RangeHints)
 
@@ -431,6 +439,11 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 			skipped++
 			continue
 		}
+		if a.cfg.ReplayEvery > 0 && a.replayed.seen(hash, now0, a.cfg.ReplayEvery) {
+			a.c.drop(DropRecentlyReplayed, 1)
+			skipped++
+			continue
+		}
 		st, err := a.replay(ctx, r.RangeID, h.Descriptor)
 		switch {
 		case errors.Is(err, ErrNoReplica):
@@ -507,6 +520,30 @@ func (r *recentReads) recurring(h uint64, count uint32, now time.Time, window ti
 	_, inPrev := r.prev[h]
 	r.cur[h] = struct{}{}
 	return count > 1 || inCur || inPrev
+}
+
+// recentReplays remembers the reads replayed in the current period (their descriptor hashes), for
+// ApplierConfig.ReplayEvery.
+type recentReplays struct {
+	mu    sync.Mutex
+	cur   map[uint64]struct{}
+	since time.Time
+}
+
+// seen reports whether h was already replayed in the current period of length every, and records it
+// as replayed if not (the caller replays it). A new period starts every `every` (or when the memory
+// is full), so a read arriving in every batch is replayed about once per period.
+func (r *recentReplays) seen(h uint64, now time.Time, every time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur == nil || now.Sub(r.since) >= every || len(r.cur) >= maxRecentReads {
+		r.cur, r.since = make(map[uint64]struct{}, len(r.cur)), now
+	}
+	if _, ok := r.cur[h]; ok {
+		return true
+	}
+	r.cur[h] = struct{}{}
+	return false
 }
 
 func (a *Applier) replay(ctx context.Context, rangeID uint64, d Descriptor) (ReplayStats, error) {

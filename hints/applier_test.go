@@ -389,3 +389,46 @@ func TestRecentReadsForgetsAfterTwoWindows(t *testing.T) {
 		t.Fatal("a read older than two windows remembered")
 	}
 }
+
+// ReplayEvery replays a recurring read at most once per period: the same hot read in the next
+// batches is dropped as recently_replayed (and the range's warmth still advances), and replayed
+// again once the period is over.
+func TestApplierReplayEvery(t *testing.T) {
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1, RecurringOnly: true, RecurWindow: time.Hour, ReplayEvery: 300 * time.Millisecond})
+	a.Start()
+	hot := func() RangeHints {
+		r := rangeOf(1, "hot")
+		r.Hints[0].Count = 3
+		return r
+	}
+	a.Receive([]RangeHints{hot()}, time.Now())
+	eventually(t, 5*time.Second, "first batch", func() bool { return a.Metrics().Applied == 1 })
+	before := a.Warmth(1)
+	time.Sleep(5 * time.Millisecond)
+	a.Receive([]RangeHints{hot()}, time.Now())
+	eventually(t, 5*time.Second, "second batch", func() bool { return a.Metrics().Dropped[DropRecentlyReplayed] == 1 })
+	if calls := model.callSet(); calls["hot"] != 1 || a.Metrics().Applied != 1 {
+		t.Fatalf("replayed %v, applied %d: want one replay within the period", calls, a.Metrics().Applied)
+	}
+	if w := a.Warmth(1); w.Idle >= before.Idle+5*time.Millisecond {
+		t.Fatalf("warmth %+v after a batch replayed recently (before: %+v): want it refreshed", w, before)
+	}
+	time.Sleep(350 * time.Millisecond)
+	a.Receive([]RangeHints{hot()}, time.Now())
+	eventually(t, 5*time.Second, "after the period", func() bool { return a.Metrics().Applied == 2 })
+}
+
+func TestRecentReplaysOncePerPeriod(t *testing.T) {
+	var r recentReplays
+	t0 := time.Unix(0, 0)
+	if r.seen(7, t0, time.Second) {
+		t.Fatal("first replay counted as seen")
+	}
+	if !r.seen(7, t0.Add(900*time.Millisecond), time.Second) || r.seen(8, t0.Add(900*time.Millisecond), time.Second) {
+		t.Fatal("within the period: want 7 seen, 8 new")
+	}
+	if r.seen(7, t0.Add(time.Second), time.Second) {
+		t.Fatal("a new period: want 7 replayed again")
+	}
+}

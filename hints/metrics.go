@@ -13,7 +13,7 @@ type DropReason int
 
 // Drop reasons. Capture side: BufferFull, TooLarge, Sampled, SenderOneOff. Shipping side: NoPeers,
 // PeerQueueFull, SendError. Receiving side: ApplyQueueFull, Overloaded, Selective, NoReplica, ReplayError,
-// Closed, WrongCluster, OneOff.
+// Closed, WrongCluster, OneOff, RecentlyReplayed.
 const (
 	// DropBufferFull: the active capture buffer (slots or key bytes) was full — the shipper is behind.
 	DropBufferFull DropReason = iota
@@ -48,13 +48,16 @@ const (
 	// DropSenderOneOff: a read seen once on the leader, withheld by BufferConfig.RecurringOnly
 	// (shipped, with this read counted, if it recurs within RecurWindow).
 	DropSenderOneOff
+	// DropRecentlyReplayed: the receiver replayed the same read less than ApplierConfig.ReplayEvery
+	// ago (its blocks were just touched).
+	DropRecentlyReplayed
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"buffer_full", "too_large", "no_peers", "peer_queue_full", "send_error",
 	"apply_queue_full", "overloaded", "selective", "no_replica", "replay_error", "closed", "wrong_cluster",
-	"one_off", "sampled", "sender_one_off",
+	"one_off", "sampled", "sender_one_off", "recently_replayed",
 }
 
 // String is the reason's metric label.

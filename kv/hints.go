@@ -41,6 +41,10 @@ const (
 	minReadQPSForWarmth = 1.0
 )
 
+// DefaultReplayEvery is how often a receiver replays the same recurring read at most
+// (hints.ApplierConfig.ReplayEvery), unless HintsConfig.ReplayAll or Tuning says otherwise.
+const DefaultReplayEvery = time.Second
+
 // HintsConfig configures read hints on a node. The zero value is on: hints to every other replica,
 // all applied, the applied fraction adapted to the node's CPU load.
 type HintsConfig struct {
@@ -59,7 +63,8 @@ type HintsConfig struct {
 	// ReplayAll replays every hint, as the journal does. By default a read seen only once (not
 	// repeated within its batch nor within 2 s) is skipped: those are the long tail of the workload,
 	// which misses on the leader too and stays in no cache (hints.ApplierConfig.RecurringOnly); the
-	// leader does not even ship them (hints.BufferConfig.RecurringOnly).
+	// leader does not even ship them (hints.BufferConfig.RecurringOnly); and a recurring read is
+	// replayed at most once per DefaultReplayEvery (hints.ApplierConfig.ReplayEvery).
 	ReplayAll bool
 	// TransferWait bounds how long an autopilot leadership transfer waits for the target to be warm
 	// (default hints.DefaultTransferWait; negative: do not check).
@@ -107,6 +112,10 @@ func (c HintsConfig) moduleConfig(nodeID uint64, clusterID string, peers hints.P
 	}
 	mc.Applier.Adaptive = !c.FixedFraction
 	mc.Applier.RecurringOnly = !c.ReplayAll
+	if mc.Applier.ReplayEvery == 0 && !c.ReplayAll {
+		// A hot read arrives in nearly every batch; once a second keeps its blocks warm.
+		mc.Applier.ReplayEvery = DefaultReplayEvery
+	}
 	mc.Applier.Load = load
 	// The sender withholds the one-off reads its peers' recurring-only replay would drop, and a
 	// saturated sender (adaptive mode) records only a sample of its reads.
