@@ -203,10 +203,15 @@ func init() {
 	// (readhints_stats.go). Recurring reads only (the default), fixed fraction 1 to every replica.
 	s = base
 	s.Name, s.Duration = "read-hints-overhead-abba", abbaWarmup+2*abbaPairs*abbaWindow
-	s.Variants = []Variant{{Name: "recurring", KV: readHintsKV}}
+	s.Variants = []Variant{{Name: "recurring", KV: readHintsKV}, {Name: "replay-every-batch", KV: func(c *kv.Config) {
+		// Before hints.ApplierConfig.ReplayEvery: a hot read replayed in every batch it arrives in.
+		readHintsKV(c)
+		c.Hints.Tuning.Applier.ReplayEvery = -1
+	}}}
 	s.Events = append([]Event{{At: 0, What: "gather", Do: GatherLeaderships()}}, abbaEvents(abbaWarmup, abbaWindow, abbaPairs)...)
 	s.Description = fmt.Sprintf("as read-hints-overhead with %d pairs of %s windows in ABBA order (on,off | off,on | ...) after %s: "+
-		"the cost of hints (1 - on/off, recurring reads, every replica) with a 95 %% confidence interval over the pairs", abbaPairs, abbaWindow, abbaWarmup)
+		"the cost of hints (1 - on/off, recurring reads, every replica) with a 95 %% confidence interval over the pairs; "+
+		"variants: the default, and replaying a hot read in every batch (before ReplayEvery); run one with --variants", abbaPairs, abbaWindow, abbaWarmup)
 	Register(s)
 	s = base
 	s.Name = "read-hints-kill"
