@@ -65,6 +65,7 @@ type Engine struct {
 	db     *pebble.DB
 	lock   *os.File
 	device *emudisk.Device // nil when Options.Device was nil
+	disk   diskMeter       // DiskUtilization
 
 	fs       vfs.FS // what the engine's files live on (device-wrapped when emulated)
 	po       *pebble.Options
@@ -122,6 +123,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 		fs = vfs.Default
 	}
 	e.fs = fs
+	if e.device == nil {
+		e.disk.ticks = blockDeviceTicks(dir)
+	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{

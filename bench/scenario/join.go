@@ -67,6 +67,14 @@ func noHints(f func(*kv.Config)) func(*kv.Config) {
 	}
 }
 
+// hintsFraction has the nodes of a variant replay only fraction of the hints they receive.
+func hintsFraction(f func(*kv.Config), fraction float64) func(*kv.Config) {
+	return func(c *kv.Config) {
+		f(c)
+		c.Hints.Fraction = fraction
+	}
+}
+
 func joinVariants() []Variant {
 	return []Variant{
 		{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
@@ -79,6 +87,8 @@ func joinVariants() []Variant {
 		// a disk-bound node each replayed miss is a disk read too.
 		{Name: "incremental-nohints", KV: noHints(joinStrategy(policy.JoinIncremental, false, joinLink)), Optional: true},
 		{Name: "parallel-nohints", KV: noHints(joinStrategy(policy.JoinParallel, false, joinLink)), Optional: true},
+		{Name: "incremental-hints25", KV: hintsFraction(joinStrategy(policy.JoinIncremental, false, joinLink), 0.25), Optional: true},
+		{Name: "parallel-hints25", KV: hintsFraction(joinStrategy(policy.JoinParallel, false, joinLink), 0.25), Optional: true},
 	}
 }
 
