@@ -21,6 +21,8 @@ type Metrics struct {
 	// CacheHitRatio is the block cache's hit ratio over about the last 10 s (from this node's
 	// heartbeat readings of the engine's counters), NaN when the cache saw no lookups.
 	CacheHitRatio float64
+	// DiskUtilization is how busy the node's disk was over its last sample (storage.Engine.DiskUtilization).
+	DiskUtilization float64
 	// Operators counts the autopilot decisions that finished while this node ran the autopilot, by
 	// policy, operator kind and outcome (cumulative over the node's life).
 	Operators map[OperatorKey]uint64
@@ -44,6 +46,7 @@ func (n *Node) Metrics() Metrics {
 	m := Metrics{Loop: n.store.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: n.store.ActiveReplicas(),
 		Operators: n.ap.operatorCounts()}
 	m.AdmissionRequests, m.AdmissionWrites = n.Admission()
+	m.DiskUtilization = n.eng.DiskUtilization()
 	m.CacheHitRatio = math.NaN()
 	if r, ok := n.dir.cacheHitRatio(n.ident.NodeID, cacheRatioWindow); ok {
 		m.CacheHitRatio = r

@@ -37,6 +37,7 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_storage_block_cache_hits_total", "Block cache hits.", true, func(m kv.Metrics) float64 { return float64(m.Engine.BlockCacheHits) }},
 	{"shoal_storage_block_cache_misses_total", "Block cache misses.", true, func(m kv.Metrics) float64 { return float64(m.Engine.BlockCacheMisses) }},
 	{"shoal_storage_block_cache_hit_ratio", "Block cache hit ratio over about the last 10 s (NaN without lookups).", false, func(m kv.Metrics) float64 { return m.CacheHitRatio }},
+	{"shoal_storage_disk_utilization", "Share of the disk's capacity in use over its last sample (emulated device budget, or Linux io_ticks; 0 when unknown).", false, func(m kv.Metrics) float64 { return m.DiskUtilization }},
 	{"shoal_storage_compactions_total", "Compactions completed.", true, func(m kv.Metrics) float64 { return float64(m.Engine.CompactionsDone) }},
 	{"shoal_storage_compactions_running", "Compactions running now.", false, func(m kv.Metrics) float64 { return float64(m.Engine.CompactionsRunning) }},
 	{"shoal_storage_flushes_total", "Memtable flushes completed.", true, func(m kv.Metrics) float64 { return float64(m.Engine.FlushesDone) }},
