@@ -66,6 +66,9 @@ type HintsConfig struct {
 	// leader does not even ship them (hints.BufferConfig.RecurringOnly); and a recurring read is
 	// replayed at most once per DefaultReplayEvery (hints.ApplierConfig.ReplayEvery).
 	ReplayAll bool
+	// DiskWeight is what a saturated disk counts for in the load the applied fraction adapts to, on a
+	// node that leads a range (default DefaultHintsDiskWeight; negative: the disk is not counted).
+	DiskWeight float64
 	// TransferWait bounds how long an autopilot leadership transfer waits for the target to be warm
 	// (default hints.DefaultTransferWait; negative: do not check).
 	TransferWait time.Duration
@@ -82,6 +85,9 @@ type HintsConfig struct {
 func (c *HintsConfig) setDefaults() {
 	if c.Fraction <= 0 {
 		c.Fraction = 1
+	}
+	if c.DiskWeight == 0 {
+		c.DiskWeight = DefaultHintsDiskWeight
 	}
 	if c.TransferWait == 0 {
 		c.TransferWait = hints.DefaultTransferWait
@@ -156,7 +162,8 @@ func (n *Node) initHints() error {
 	h := &nodeHints{known: map[uint64]bool{}}
 	h.on.Store(true)
 	h.cpu = hints.NewCPULoad()
-	cfg := n.cfg.Hints.moduleConfig(n.ident.NodeID, n.ident.ClusterID, n.hintPeers, h.cpu.Load)
+	load := hintLoad(h.cpu.Load, n.eng.DiskUtilization, n.leadsUserRange, n.cfg.Hints.DiskWeight)
+	cfg := n.cfg.Hints.moduleConfig(n.ident.NodeID, n.ident.ClusterID, n.hintPeers, load)
 	m, err := hints.New(cfg, hints.GRPCSender{Conn: n.hintConn}, hints.NewEngineReader(n.eng, n.hintSpan))
 	if err != nil {
 		return fmt.Errorf("read hints: %w", err)

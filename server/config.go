@@ -162,6 +162,9 @@ func (c Config) WithDefaults() Config {
 	if c.Hints.RestartWarm == 0 {
 		c.Hints.RestartWarm = kv.DefaultRestartWarm
 	}
+	if c.Hints.DiskWeight == 0 {
+		c.Hints.DiskWeight = kv.DefaultHintsDiskWeight
+	}
 	return c
 }
 
@@ -335,6 +338,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		HintsTarget     string   `json:"read_hints_target"`
 		HintsFraction   float64  `json:"read_hints_fraction"`
 		HintsAdaptive   string   `json:"read_hints_adaptive"`
+		HintsDiskWeight float64  `json:"read_hints_disk_weight"`
 		HintsWait       string   `json:"read_hints_transfer_wait"`
 		HintsRestart    string   `json:"read_hints_restart_warm"`
 		Admission       string   `json:"admission"`
@@ -352,7 +356,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		ShedRanking: c.WithDefaults().ShedRanking, CompactInterval: c.Background.CompactInterval.String(),
 		BackupInterval: c.Background.BackupInterval.String(), BackupDir: c.Background.BackupDir,
 		ReadHints: onOff(!c.Hints.Off), HintsTarget: c.Hints.Target.String(), HintsFraction: hd.Fraction,
-		HintsAdaptive: onOff(!c.Hints.FixedFraction), HintsWait: hd.TransferWait.String(), HintsRestart: hd.RestartWarm.String(),
+		HintsAdaptive: onOff(!c.Hints.FixedFraction), HintsDiskWeight: hd.DiskWeight, HintsWait: hd.TransferWait.String(), HintsRestart: hd.RestartWarm.String(),
 		Admission: onOff(!c.Admission.Disabled), MaxRequests: ad.Requests.Count, MaxRequestBytes: ad.Requests.Bytes,
 		MaxWrites: ad.Proposals.Count, MaxWriteBytes: ad.Proposals.Bytes,
 	})

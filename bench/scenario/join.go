@@ -75,6 +75,14 @@ func hintsFraction(f func(*kv.Config), fraction float64) func(*kv.Config) {
 	}
 }
 
+// hintsCPULoad has read hints adapt to the CPU load alone (a saturated disk does not count).
+func hintsCPULoad(f func(*kv.Config)) func(*kv.Config) {
+	return func(c *kv.Config) {
+		f(c)
+		c.Hints.DiskWeight = -1
+	}
+}
+
 func joinVariants() []Variant {
 	return []Variant{
 		{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
@@ -87,6 +95,10 @@ func joinVariants() []Variant {
 		// a disk-bound node each replayed miss is a disk read too.
 		{Name: "incremental-nohints", KV: noHints(joinStrategy(policy.JoinIncremental, false, joinLink)), Optional: true},
 		{Name: "parallel-nohints", KV: noHints(joinStrategy(policy.JoinParallel, false, joinLink)), Optional: true},
+		// Read hints adapted to the CPU load only (the code before session 7): every replay on
+		// saturated disks.
+		{Name: "incremental-cpuload", KV: hintsCPULoad(joinStrategy(policy.JoinIncremental, false, joinLink)), Optional: true},
+		{Name: "parallel-cpuload", KV: hintsCPULoad(joinStrategy(policy.JoinParallel, false, joinLink)), Optional: true},
 		{Name: "incremental-hints25", KV: hintsFraction(joinStrategy(policy.JoinIncremental, false, joinLink), 0.25), Optional: true},
 		{Name: "parallel-hints25", KV: hintsFraction(joinStrategy(policy.JoinParallel, false, joinLink), 0.25), Optional: true},
 	}

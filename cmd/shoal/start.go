@@ -18,6 +18,7 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/hints"
+	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/server"
 )
 
@@ -54,6 +55,7 @@ var startFlags struct {
 	hintsTarget      string
 	hintsFraction    float64
 	hintsAdaptive    string
+	hintsDiskWeight  float64
 	admission        string
 	maxRequests      int64
 	maxRequestBytes  byteSize
@@ -156,7 +158,8 @@ func init() {
 	f.StringVar(&startFlags.readHints, "read-hints", "on", "read hints: the leader of a range ships the reads it serves to the other replicas, which replay them to keep their caches warm for a leadership change (on|off; the cluster-wide switch is the read_hints policy)")
 	f.StringVar(&startFlags.hintsTarget, "read-hints-target", "all", "read hints go to every other replica (all) or to the first voter only (one)")
 	f.Float64Var(&startFlags.hintsFraction, "read-hints-fraction", 1, "fraction of received read hints this node replays, in (0, 1]")
-	f.StringVar(&startFlags.hintsAdaptive, "read-hints-adaptive", "on", "lower the replayed fraction as the CPU load rises from 70 % (to 10 % at 90 %, where replaying stops) (on|off)")
+	f.StringVar(&startFlags.hintsAdaptive, "read-hints-adaptive", "on", "lower the replayed fraction as the load rises from 70 % (to 10 % at 90 %, where replaying stops); the load is the CPU's, or on a node leading ranges its disk's utilization × --read-hints-disk-weight when higher (on|off)")
+	f.Float64Var(&startFlags.hintsDiskWeight, "read-hints-disk-weight", kv.DefaultHintsDiskWeight, "what a saturated disk counts for in the load replays adapt to, on a node leading ranges: 0.85 cuts replays to about a third and never stops them; in (0, 1], or negative to ignore the disk")
 	f.StringVar(&startFlags.admission, "admission", "on", "admission control: beyond the in-flight limits below, clients get OVERLOADED (retryable) at once instead of the node queueing without bound (on|off; off only for comparisons)")
 	f.Int64Var(&startFlags.maxRequests, "max-inflight-requests", server.DefaultAdmission.Requests.Count, "client requests this node serves at once")
 	f.Var(&startFlags.maxRequestBytes, "max-inflight-request-bytes", "bytes of client requests (and scan results) this node holds at once")
@@ -286,6 +289,10 @@ func setHintsFlags(cfg *server.Config) error {
 		return usageError{fmt.Errorf("--read-hints-fraction %v: must be in (0, 1]", f)}
 	}
 	cfg.Hints.Fraction = startFlags.hintsFraction
+	if w := startFlags.hintsDiskWeight; w == 0 || w > 1 {
+		return usageError{fmt.Errorf("--read-hints-disk-weight %v: must be in (0, 1], or negative to ignore the disk", w)}
+	}
+	cfg.Hints.DiskWeight = startFlags.hintsDiskWeight
 	return nil
 }
 

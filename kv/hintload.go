@@ -1,0 +1,46 @@
+package kv
+
+import (
+	"github.com/shoaldb/shoal/hints"
+	"github.com/shoaldb/shoal/replica"
+)
+
+// DefaultHintsDiskWeight is what a saturated disk counts for in the load read hints adapt to, on a node
+// that serves reads (HintsConfig.DiskWeight).
+//
+// Replaying hints costs the receiver's disk what the leader's misses cost the leader's. Where the
+// disk is the bottleneck, that comes straight out of the node's own clients: in the join scenario
+// (250-IOPS disks, data 3x the cache) every node's disk was saturated and hints cost ~27 % of the
+// throughput (docs/bench-join.md, session 7), while the CPU-based signal read low and applied every hint.
+// A disk that serves closed-loop clients reads 100 % busy whenever it is the bottleneck, overloaded
+// or not, so a saturated disk must not stop replays (CPU overload still does): at 0.85 the applied
+// fraction falls to about a third with the applier's default curve (full at 0.7, 10 % at 0.9), the
+// same hash-selected subset on every node. A node that leads no range is left alone: its disk serves
+// only replays and raft writes, and slowing replays there would buy nothing.
+const DefaultHintsDiskWeight = 0.85
+
+// hintLoad is the node's load signal for read hints: the larger of the CPU load and, while the node
+// leads a user range, weight × its disk's utilization.
+func hintLoad(cpu, disk func() float64, serves func() bool, weight float64) hints.LoadFunc {
+	return func() float64 {
+		l := cpu()
+		if weight > 0 && l < weight && serves() {
+			l = max(l, weight*disk())
+		}
+		return l
+	}
+}
+
+// leadsUserRange reports whether this node leads a user range (serves client reads from its disk).
+func (n *Node) leadsUserRange() bool {
+	s := n.localStore()
+	if s == nil {
+		return false
+	}
+	for _, r := range s.Replicas() {
+		if r.RangeID() != replica.MetaRangeID && r.IsLeader() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,43 @@
+package kv
+
+import "testing"
+
+func TestHintLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		cpu, disk       float64
+		serves          bool
+		weight, want    float64
+		diskMustNotRead bool
+	}{
+		{name: "idle", cpu: 0.1, disk: 0.1, serves: true, weight: 0.85, want: 0.1},
+		{name: "saturated disk of a serving node", cpu: 0.3, disk: 1, serves: true, weight: 0.85, want: 0.85},
+		{name: "half-busy disk", cpu: 0.2, disk: 0.5, serves: true, weight: 0.85, want: 0.425},
+		{name: "CPU above the disk's share", cpu: 0.95, disk: 1, serves: true, weight: 0.85, want: 0.95, diskMustNotRead: true},
+		{name: "node leads nothing", cpu: 0.3, disk: 1, serves: false, weight: 0.85, want: 0.3, diskMustNotRead: true},
+		{name: "disk not counted", cpu: 0.3, disk: 1, serves: true, weight: -1, want: 0.3, diskMustNotRead: true},
+	} {
+		read := false
+		f := hintLoad(func() float64 { return tc.cpu }, func() float64 { read = true; return tc.disk },
+			func() bool { return tc.serves }, tc.weight)
+		if got := f(); got != tc.want {
+			t.Errorf("%s: load = %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.diskMustNotRead && read {
+			t.Errorf("%s: the disk was sampled although it could not count", tc.name)
+		}
+	}
+}
+
+func TestHintsConfigDiskWeightDefault(t *testing.T) {
+	var c HintsConfig
+	c.setDefaults()
+	if c.DiskWeight != DefaultHintsDiskWeight {
+		t.Fatalf("DiskWeight default = %v, want %v", c.DiskWeight, DefaultHintsDiskWeight)
+	}
+	c = HintsConfig{DiskWeight: -1}
+	c.setDefaults()
+	if c.DiskWeight != -1 {
+		t.Fatalf("DiskWeight -1 became %v", c.DiskWeight)
+	}
+}
