@@ -434,6 +434,9 @@ func fillModelTasks(mn *model.Node, st *pb.NodeStats) {
 	}
 }
 
+// transferMinReplays is how many recent replays a transfer target's hit ratio must rest on.
+const transferMinReplays = 8
+
 // WarmBeforeTransfer implements executor.Warmer: before the autopilot moves rangeID's leadership to
 // node to, it asks the target how warm its cache is for the range (read hints) and waits for it, at
 // most HintsConfig.TransferWait (and never more than half the step's remaining time). Warm means
@@ -455,6 +458,12 @@ func (h *autopilotHost) WarmBeforeTransfer(ctx context.Context, rangeID, to uint
 		wait = min(wait, time.Until(dl)/2)
 	}
 	crit := hints.DefaultWarmCriteria()
+	// Fewer replays than the package default: a receiver now replays a recurring read at most once a
+	// second, and one whose disk is saturated applies about a third of its hints (hintLoad), so a
+	// range's last few batches hold 8–11 replays. Requiring 16 made every hand-over to a new node wait
+	// its full TransferWait with a replay hit ratio of 0.94–1.00 already measured (docs/bench-join.md,
+	// session 7).
+	crit.MinReplays = transferMinReplays
 	leader := n.leaderNodeOf(rangeID)
 	ref := "leader's hit ratio unknown"
 	if ratio, ok := n.dir.cacheHitRatio(leader, 10*time.Second); ok {
