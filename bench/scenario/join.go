@@ -59,29 +59,19 @@ func joinStrategy(s string, atEnd bool, sendRate int64) func(*kv.Config) {
 	}
 }
 
-// noHints turns read hints off on every node of a variant.
-func noHints(f func(*kv.Config)) func(*kv.Config) {
+// withHints has a variant's nodes run with tune applied to their read-hints settings.
+func withHints(f func(*kv.Config), tune func(*kv.HintsConfig)) func(*kv.Config) {
 	return func(c *kv.Config) {
 		f(c)
-		c.Hints.Off = true
+		tune(&c.Hints)
 	}
 }
 
-// hintsFraction has the nodes of a variant replay only fraction of the hints they receive.
-func hintsFraction(f func(*kv.Config), fraction float64) func(*kv.Config) {
-	return func(c *kv.Config) {
-		f(c)
-		c.Hints.Fraction = fraction
-	}
-}
-
-// hintsCPULoad has read hints adapt to the CPU load alone (a saturated disk does not count).
-func hintsCPULoad(f func(*kv.Config)) func(*kv.Config) {
-	return func(c *kv.Config) {
-		f(c)
-		c.Hints.DiskWeight = -1
-	}
-}
+var (
+	hintsOff     = func(h *kv.HintsConfig) { h.Off = true }
+	hintsQuarter = func(h *kv.HintsConfig) { h.Fraction = 0.25 }
+	hintsCPUOnly = func(h *kv.HintsConfig) { h.DiskWeight = -1 }
+)
 
 func joinVariants() []Variant {
 	return []Variant{
@@ -93,14 +83,14 @@ func joinVariants() []Variant {
 		{Name: "sequential-at-end", KV: joinStrategy(policy.JoinIncremental, true, joinLink)},
 		// Without read hints: replaying the leaders' reads keeps the followers' caches warm, but on
 		// a disk-bound node each replayed miss is a disk read too.
-		{Name: "incremental-nohints", KV: noHints(joinStrategy(policy.JoinIncremental, false, joinLink)), Optional: true},
-		{Name: "parallel-nohints", KV: noHints(joinStrategy(policy.JoinParallel, false, joinLink)), Optional: true},
+		{Name: "incremental-nohints", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsOff), Optional: true},
+		{Name: "parallel-nohints", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsOff), Optional: true},
 		// Read hints adapted to the CPU load only (the code before session 7): every replay on
 		// saturated disks.
-		{Name: "incremental-cpuload", KV: hintsCPULoad(joinStrategy(policy.JoinIncremental, false, joinLink)), Optional: true},
-		{Name: "parallel-cpuload", KV: hintsCPULoad(joinStrategy(policy.JoinParallel, false, joinLink)), Optional: true},
-		{Name: "incremental-hints25", KV: hintsFraction(joinStrategy(policy.JoinIncremental, false, joinLink), 0.25), Optional: true},
-		{Name: "parallel-hints25", KV: hintsFraction(joinStrategy(policy.JoinParallel, false, joinLink), 0.25), Optional: true},
+		{Name: "incremental-cpuload", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsCPUOnly), Optional: true},
+		{Name: "parallel-cpuload", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsCPUOnly), Optional: true},
+		{Name: "incremental-hints25", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsQuarter), Optional: true},
+		{Name: "parallel-hints25", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsQuarter), Optional: true},
 	}
 }
 
