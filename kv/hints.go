@@ -46,7 +46,8 @@ const (
 const DefaultReplayEvery = time.Second
 
 // HintsConfig configures read hints on a node. The zero value is on: hints to every other replica,
-// all applied, the applied fraction adapted to the node's CPU load.
+// all applied, the applied fraction adapted to the node's CPU load and, while it leads ranges, its
+// disk's (hintLoad).
 type HintsConfig struct {
 	// Off builds no hints module: this node records no reads, refuses hints (the service answers
 	// Unimplemented) and, when it runs the autopilot, transfers leaderships without a warmth check.
@@ -104,6 +105,9 @@ func (c HintsConfig) Validate() error {
 	}
 	if c.Fraction > 1 {
 		return fmt.Errorf("read hints: fraction %v must be in (0, 1]", c.Fraction)
+	}
+	if c.DiskWeight > 1 {
+		return fmt.Errorf("read hints: disk weight %v must be in (0, 1], or negative to ignore the disk", c.DiskWeight)
 	}
 	mc := c.moduleConfig(0, "", func(uint64) []uint64 { return nil }, nil)
 	return mc.Validate()
