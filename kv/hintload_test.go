@@ -40,4 +40,10 @@ func TestHintsConfigDiskWeightDefault(t *testing.T) {
 	if c.DiskWeight != -1 {
 		t.Fatalf("DiskWeight -1 became %v", c.DiskWeight)
 	}
+	if err := (HintsConfig{DiskWeight: 1.5}).Validate(); err == nil {
+		t.Fatal("Validate accepted a disk weight of 1.5")
+	}
+	if err := (HintsConfig{DiskWeight: -1}).Validate(); err != nil {
+		t.Fatalf("Validate refused a negative disk weight (off): %v", err)
+	}
 }
