@@ -118,12 +118,17 @@ func (c *cluster) deviceStats() emudisk.Stats {
 	defer c.mu.Unlock()
 	var sum emudisk.Stats
 	for _, n := range c.nodes {
-		sum = sum.Add(n.devPast)
-		if n.alive {
-			sum = sum.Add(n.eng.DeviceStats())
-		}
+		sum = sum.Add(n.deviceStats())
 	}
 	return sum
+}
+
+// deviceStats are the node's emulated-disk counters since the cluster started, across kills (c.mu held).
+func (n *node) deviceStats() emudisk.Stats {
+	if n.alive && n.eng != nil {
+		return n.devPast.Add(n.eng.DeviceStats())
+	}
+	return n.devPast
 }
 
 // restart starts a killed node again from its directory.
@@ -196,10 +201,7 @@ func (c *cluster) deviceDelta() (ops []int64, waitMs []float64) {
 	defer c.mu.Unlock()
 	ops, waitMs = make([]int64, len(c.nodes)), make([]float64, len(c.nodes))
 	for i, n := range c.nodes {
-		cur := n.devPast
-		if n.alive && n.eng != nil {
-			cur = cur.Add(n.eng.DeviceStats())
-		}
+		cur := n.deviceStats()
 		ops[i] = cur.ReadOps + cur.WriteOps - n.devLast.ReadOps - n.devLast.WriteOps
 		waitMs[i] = math.Round(float64(cur.Throttled-n.devLast.Throttled)/float64(time.Millisecond)*10) / 10
 		n.devLast = cur
