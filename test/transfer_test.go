@@ -1,0 +1,60 @@
+package test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/test/testcluster"
+)
+
+// TestTransferLeaderOutlastsAnAbandonedTransfer: raft abandons a leadership transfer when the
+// transferee does not answer within an election timeout. A TransferLeader call to a node that is
+// down for several election timeouts must still succeed once the node is back, within the call's
+// deadline, rather than wait for a transfer raft gave up on (CI lost a 10-s deadline to that once).
+func TestTransferLeaderOutlastsAnAbandonedTransfer(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed)
+	if err := cl.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := testcluster.RangeOf(ctx, cl, []byte("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The transferee: a node that neither leads the range nor the meta range's first node (so that
+	// the client keeps a route to the cluster while it is down).
+	to := -1
+	for i, n := range c.Nodes {
+		if i != 0 && n.KV.NodeID() != rs.LeaderNodeId {
+			to = i
+		}
+	}
+	if to < 0 {
+		t.Fatalf("no node to transfer range %d to (leader %d)", rs.Desc.RangeId, rs.LeaderNodeId)
+	}
+	target := c.Nodes[to].KV.NodeID()
+	c.Kill(to)
+	// The tick is 50 ms and an election timeout 10 ticks: a 3-s outage spans six of them.
+	restarted := make(chan error, 1)
+	back := time.AfterFunc(3*time.Second, func() { restarted <- c.TryRestart(to) })
+	defer back.Stop()
+	cl2 := c.NewClient(20*time.Second, 1)
+	start := time.Now()
+	if err := cl2.TransferLeader(ctx, rs.Desc.RangeId, target); err != nil {
+		t.Fatalf("transfer of range %d to node %d, which was down for 3 s: %v (after %s)", rs.Desc.RangeId, target, err, time.Since(start).Round(time.Millisecond))
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leadership of range %d moved to node %d after %s", rs.Desc.RangeId, target, time.Since(start).Round(time.Millisecond))
+	testcluster.WaitFor(t, 10*time.Second, "the range's status names the new leader", func() bool {
+		rs, err := testcluster.RangeOf(ctx, cl, []byte("k"))
+		return err == nil && rs.LeaderNodeId == target
+	})
+}
