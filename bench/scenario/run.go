@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,6 +43,9 @@ type Options struct {
 	// Variants, when set, runs only the scenario's variants of these names, in the scenario's order
 	// (`shoal bench scenario --variants`); a name the scenario lacks is an error.
 	Variants []string
+	// Reverse runs the variants (or the policy on/off pair) in the opposite order (RunRepeated's
+	// alternate repetitions).
+	Reverse bool
 }
 
 // EffectiveDevice is the emulated disk each node gets for sc under opts, or nil for none.
@@ -207,6 +211,10 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
+	if opts.Reverse {
+		vs = append([]Variant(nil), vs...)
+		slices.Reverse(vs)
+	}
 	sc.Variants = vs
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, err
@@ -227,7 +235,11 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 			rep.Runs = append(rep.Runs, *rr)
 		}
 	}
-	for i, on := range []bool{true, false} {
+	pair := []bool{true, false}
+	if opts.Reverse {
+		pair = []bool{false, true}
+	}
+	for i, on := range pair {
 		if len(sc.Variants) > 0 {
 			break
 		}

@@ -24,6 +24,8 @@ var scenarioFlags struct {
 	noEmulatedDisk bool
 	// variants restricts a scenario with variants to these.
 	variants []string
+	// repeat runs the whole scenario this many times and reports each figure's spread.
+	repeat int
 }
 
 var benchScenarioCmd = &cobra.Command{
@@ -34,8 +36,14 @@ scenario's scheduled events (leadership transfers, node kills and restarts, poli
 once with the scenario's autopilot policy on and once with it off, each on a fresh cluster. Writes
 DIR/report.json (settings, both runs' summaries, per-second series and events) and PNG timelines
 (throughput.png, latency.png, hit_ratio.png) with the two runs side by side and events marked.
---duration rescales the scenario's event offsets with it. --list prints the scenarios.`,
-	Example: "  shoal bench scenario node-kill --out /tmp/node-kill\n  shoal bench scenario leader-transfer --out /tmp/lt --duration 6s --records 1000\n  shoal bench scenario --list",
+--duration rescales the scenario's event offsets with it. --list prints the scenarios.
+
+--repeat N runs the whole scenario N times (DIR/rep-1 ... DIR/rep-N, the order of the runs reversed in
+every other repetition so that a drift of the machine favours neither) and writes DIR/repeat.json:
+per run, each figure's mean, standard deviation, minimum and maximum over the repetitions (the
+throughput and p99 of every run; a join's time, first range served, worst dip, noise floor and SLO
+scores). One run is one sample of a noisy machine: compare means with their spreads.`,
+	Example: "  shoal bench scenario node-kill --out /tmp/node-kill\n  shoal bench scenario join --variants incremental,parallel --repeat 5 --out /tmp/join5\n  shoal bench scenario leader-transfer --out /tmp/lt --duration 6s --records 1000\n  shoal bench scenario --list",
 	Args: func(cmd *cobra.Command, args []string) error {
 		if scenarioFlags.list {
 			return cobra.NoArgs(cmd, args)
@@ -68,11 +76,23 @@ DIR/report.json (settings, both runs' summaries, per-second series and events) a
 			dir = d
 		}
 		fmt.Fprintf(os.Stderr, "scenario %s: %s; data in %s\n", sc.Name, sc.Description, dir)
-		rep, err := scenario.Run(cmd.Context(), sc, scenario.Options{
+		opts := scenario.Options{
 			Dir: dir, Out: scenarioFlags.out, Duration: scenarioFlags.duration,
 			Records: scenarioFlags.records, Threads: scenarioFlags.threads, Progress: os.Stderr,
 			NoEmulatedDisk: scenarioFlags.noEmulatedDisk, Variants: scenarioFlags.variants,
-		})
+		}
+		if scenarioFlags.repeat != 1 {
+			rr, err := scenario.RunRepeated(cmd.Context(), sc, opts, scenarioFlags.repeat)
+			if err != nil {
+				return err
+			}
+			if err := rr.Print(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %d reports under %s/rep-*\n", filepath.Join(scenarioFlags.out, "repeat.json"), rr.Repetitions, scenarioFlags.out)
+			return nil
+		}
+		rep, err := scenario.Run(cmd.Context(), sc, opts)
 		if err != nil {
 			return err
 		}
@@ -103,5 +123,6 @@ func init() {
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
 	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (join: incremental-nohints, parallel-nohints, incremental-cpuload, parallel-cpuload, incremental-hints25, parallel-hints25)")
+	f.IntVar(&scenarioFlags.repeat, "repeat", 1, "run the whole scenario this many times (at least 2 when set) and write DIR/repeat.json with each figure's mean, sd, min and max")
 	benchCmd.AddCommand(benchScenarioCmd)
 }

@@ -1,0 +1,187 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+)
+
+// One run of a scenario is one sample of a noisy machine: the join scenario's worst 10-s bin before
+// the join already lies 8–25 % below the mean. The chapter behind issue 10 averaged ten runs; repeating
+// a scenario and reporting each figure's mean, spread and range is how a claim about a few per cent
+// becomes checkable. Repetitions alternate the order of the runs within them (ABBA...), so that a
+// drift of the machine over the invocation does not favour the variant that runs first.
+
+// Stat is one figure over the repetitions of a run.
+type Stat struct {
+	N    int     `json:"n"`
+	Mean float64 `json:"mean"`
+	SD   float64 `json:"sd"` // sample standard deviation (0 for one sample)
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+}
+
+func newStat(xs []float64) Stat {
+	s := Stat{N: len(xs), Min: math.Inf(1), Max: math.Inf(-1)}
+	if len(xs) == 0 {
+		return Stat{}
+	}
+	for _, x := range xs {
+		s.Mean += x
+		s.Min = math.Min(s.Min, x)
+		s.Max = math.Max(s.Max, x)
+	}
+	s.Mean /= float64(len(xs))
+	if len(xs) > 1 {
+		var ss float64
+		for _, x := range xs {
+			ss += (x - s.Mean) * (x - s.Mean)
+		}
+		s.SD = math.Sqrt(ss / float64(len(xs)-1))
+	}
+	return s
+}
+
+// RepeatReport is what repeat.json holds: per run label (a variant's name, or policy=on/off), every
+// figure's statistics over the repetitions, and where each repetition's report is.
+type RepeatReport struct {
+	Scenario    string                     `json:"scenario"`
+	Repetitions int                        `json:"repetitions"`
+	Reports     []string                   `json:"reports"`
+	Labels      []string                   `json:"labels"` // in the first repetition's order
+	Stats       map[string]map[string]Stat `json:"stats"`  // label → figure → statistics
+}
+
+// repeatFigures are the figures aggregated, in the order printed: every run's throughput and p99,
+// and a join's measures (JoinReport) when the run has one.
+var repeatFigures = []struct {
+	name string
+	get  func(RunReport) (float64, bool)
+}{
+	{"throughput", func(r RunReport) (float64, bool) { return r.Summary.Throughput, true }},
+	{"p99_ms", func(r RunReport) (float64, bool) { return r.Summary.P99Ms, true }},
+	{"join_s", joinFigure(func(j *JoinReport) float64 { return j.JoinS })},
+	{"first_served_s", joinFigure(func(j *JoinReport) float64 { return j.FirstServedS })},
+	{"worst_dip", joinFigure(func(j *JoinReport) float64 { return j.WorstDip })},
+	{"dip_noise", joinFigure(func(j *JoinReport) float64 { return j.DipNoise })},
+	{"throughput_ratio", joinFigure(func(j *JoinReport) float64 { return j.ThroughputRatio })},
+	{"violating_windows", joinFigure(func(j *JoinReport) float64 { return float64(j.ViolatingWindows) })},
+	{"excess_ms", joinFigure(func(j *JoinReport) float64 { return j.ExcessMs })},
+	{"violating_windows_to_end", joinFigure(func(j *JoinReport) float64 { return float64(j.ViolatingWindowsEnd) })},
+	{"excess_to_end_ms", joinFigure(func(j *JoinReport) float64 { return j.ExcessEndMs })},
+	{"post_join_ratio", joinFigure(func(j *JoinReport) float64 { return j.PostJoinRatio })},
+}
+
+func joinFigure(f func(*JoinReport) float64) func(RunReport) (float64, bool) {
+	return func(r RunReport) (float64, bool) {
+		if r.Join == nil || !r.Join.Done {
+			return 0, false // a join that did not finish has no join time, dip or score to average
+		}
+		return f(r.Join), true
+	}
+}
+
+// runLabel names a run across repetitions.
+func runLabel(r RunReport) string {
+	if r.Variant != "" {
+		return r.Variant
+	}
+	if r.PolicyOn {
+		return "policy=on"
+	}
+	return "policy=off"
+}
+
+// aggregate computes a RepeatReport from the repetitions' reports.
+func aggregate(name string, reps []*Report, paths []string) *RepeatReport {
+	out := &RepeatReport{Scenario: name, Repetitions: len(reps), Reports: paths, Stats: map[string]map[string]Stat{}}
+	samples := map[string]map[string][]float64{}
+	for _, rep := range reps {
+		for _, r := range rep.Runs {
+			l := runLabel(r)
+			if samples[l] == nil {
+				samples[l] = map[string][]float64{}
+				out.Labels = append(out.Labels, l)
+			}
+			for _, f := range repeatFigures {
+				if v, ok := f.get(r); ok {
+					samples[l][f.name] = append(samples[l][f.name], v)
+				}
+			}
+		}
+	}
+	for l, figs := range samples {
+		out.Stats[l] = map[string]Stat{}
+		for f, xs := range figs {
+			out.Stats[l][f] = newStat(xs)
+		}
+	}
+	return out
+}
+
+// RunRepeated runs sc n times, repetition k into opts.Out/rep-k (its own report.json and plots) with
+// the order of its runs reversed in every other repetition, and writes opts.Out/repeat.json.
+func RunRepeated(ctx context.Context, sc Scenario, opts Options, n int) (*RepeatReport, error) {
+	if n < 2 {
+		return nil, fmt.Errorf("repeat: %d repetitions; at least 2 make a spread", n)
+	}
+	var reps []*Report
+	var paths []string
+	for k := 1; k <= n; k++ {
+		o := opts
+		o.Out = filepath.Join(opts.Out, fmt.Sprintf("rep-%d", k))
+		o.Dir = filepath.Join(opts.Dir, fmt.Sprintf("rep-%d", k))
+		o.Reverse = k%2 == 0
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "repetition %d/%d of %s\n", k, n, sc.Name)
+		}
+		rep, err := Run(ctx, sc, o)
+		if err != nil {
+			return nil, fmt.Errorf("repetition %d/%d: %w", k, n, err)
+		}
+		// The nodes' data of a finished repetition is not needed again: keep the disk from filling.
+		if err := os.RemoveAll(o.Dir); err != nil {
+			return nil, err
+		}
+		reps = append(reps, rep)
+		paths = append(paths, filepath.Join(o.Out, "report.json"))
+	}
+	out := aggregate(sc.Name, reps, paths)
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(opts.Out, "repeat.json"), append(b, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Print writes the statistics as a table: one line per run label and figure.
+func (r *RepeatReport) Print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "run\tfigure\tn\tmean\tsd\tmin\tmax\t\n")
+	labels := append([]string(nil), r.Labels...)
+	if len(labels) == 0 {
+		for l := range r.Stats {
+			labels = append(labels, l)
+		}
+		sort.Strings(labels)
+	}
+	for _, l := range labels {
+		for _, f := range repeatFigures {
+			s, ok := r.Stats[l][f.name]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.4g\t%.3g\t%.4g\t%.4g\t\n", l, f.name, s.N, s.Mean, s.SD, s.Min, s.Max)
+		}
+	}
+	return tw.Flush()
+}
