@@ -319,6 +319,14 @@ func newView(c *model.Cluster, pending []*operator.Operator) *view {
 	return v
 }
 
+// leadersOf is how many leaderships node leads, operators in flight included (0 for an unknown node).
+func (v *view) leadersOf(node uint64) int {
+	if l := v.load[node]; l != nil {
+		return l.leaders
+	}
+	return 0
+}
+
 func (v *view) apply(inf operator.Influence) {
 	for id, d := range inf {
 		l := v.load[id]

@@ -230,3 +230,32 @@ func joinMarkedDone(p *IncrementalJoin) bool {
 	}
 	return done
 }
+
+// TestParallelJoinHandsOverFromTheBusiestLeaders: at the end of a parallel join the new node takes
+// every leadership of its share at once. It takes them from the nodes that lead the most, so the
+// donors end balanced, however hot the ranges the others lead.
+func TestParallelJoinHandsOverFromTheBusiestLeaders(t *testing.T) {
+	c, err := model.ParseCluster(fourNodes + `
+range 2 [a,b) voters=1,2,4 leader=1 reads=10
+range 3 [b,c) voters=1,3,4 leader=1 reads=10
+range 4 [c,d) voters=1,2,4 leader=1 reads=10
+range 5 [d,e) voters=1,3,4 leader=1 reads=10
+range 6 [e,f) voters=2,3,4 leader=2 reads=900
+range 7 [f,g) voters=2,1,4 leader=2 reads=850
+range 8 [g,h) voters=3,1,4 leader=3 reads=800
+range 9 [h,k) voters=3,2,4 leader=3 reads=700
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Node(4).Join = &model.Join{Strategy: JoinParallel, Started: c.Now, Target: 6}
+	ops := NewIncrementalJoin(JoinConfig{}, 3).Propose(c, nil)
+	if len(ops) != 2 {
+		t.Fatalf("proposed %v, want the two leaderships of n4's share", ops)
+	}
+	for _, op := range ops {
+		if op.Kind != operator.KindTransferLeader || c.Range(op.RangeID).Leader != 1 {
+			t.Errorf("%v: want a transfer from n1, which leads 4 ranges while n2 and n3 lead 2 each", op)
+		}
+	}
+}
