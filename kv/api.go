@@ -472,19 +472,15 @@ func (n *Node) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest
 			return err
 		}
 		// Raft abandons a transfer after an election timeout when the transferee does not catch up
-		// in time (a follower behind on its log, a dropped message): ask again while this replica
-		// still leads, rather than wait out the caller's deadline (seen once in CI: 10 s lost).
-		const reissueEvery = time.Second
-		asked := time.Now()
+		// in time (a follower behind on its log, a dropped message, a node restarting): ask again
+		// once the transferee answers, rather than wait out the caller's deadline (seen once in CI:
+		// 10 s lost).
 		for ctx.Err() == nil {
 			if l := r.LeaderNode(); l == req.NodeId {
 				return nil
 			}
-			if time.Since(asked) >= reissueEvery && r.IsLeader() {
-				if err := r.TransferLeadership(req.NodeId); err != nil {
-					return err
-				}
-				asked = time.Now()
+			if err := r.RetryTransfer(req.NodeId); err != nil {
+				return err
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

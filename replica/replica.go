@@ -404,27 +404,65 @@ func (r *Replica) confChangeAcceptedLocked() bool {
 func (r *Replica) TransferLeadership(targetNode uint64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	target, err := r.transfereeLocked(targetNode)
+	if err != nil {
+		return err
+	}
+	r.transferLocked(target)
+	return nil
+}
+
+// RetryTransfer asks raft again to hand leadership to the replica on targetNode if it abandoned an
+// earlier request (raft gives up after an election timeout when the transferee does not catch up)
+// and the transferee answers again. It does nothing while a transfer runs, when this replica no
+// longer leads, or while the transferee is unreachable or receiving a snapshot: raft drops every
+// proposal while it transfers, so retrying towards a node that cannot take over soon would keep the
+// range unwritable.
+func (r *Replica) RetryTransfer(targetNode uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != raft.StateLeader || r.rn.BasicStatus().LeadTransferee != 0 {
+		return nil
+	}
+	target, err := r.transfereeLocked(targetNode)
+	if err != nil {
+		return err
+	}
+	active := false
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == target {
+			// A transferee that needs a snapshot cannot catch up within an election timeout.
+			active = pr.RecentActive && pr.State != tracker.StateSnapshot
+		}
+	})
+	if active {
+		r.transferLocked(target)
+	}
+	return nil
+}
+
+// transfereeLocked is the replica id of the voter on targetNode, if this replica leads.
+func (r *Replica) transfereeLocked(targetNode uint64) (uint64, error) {
 	if e := r.checkUsableLocked(); e != nil {
-		return e
+		return 0, e
 	}
 	if r.state != raft.StateLeader {
-		return r.notLeaderLocked()
+		return 0, r.notLeaderLocked()
 	}
-	var target uint64
 	for _, rd := range r.desc.Replicas {
 		if rd.NodeId == targetNode && !rd.Learner {
-			target = rd.ReplicaId
+			return rd.ReplicaId, nil
 		}
 	}
-	if target == 0 {
-		return &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: fmt.Sprintf("range %d has no voter on node %d", r.rangeID, targetNode)}
-	}
+	return 0, &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: fmt.Sprintf("range %d has no voter on node %d", r.rangeID, targetNode)}
+}
+
+func (r *Replica) transferLocked(target uint64) {
 	// The transferee's forced election ignores the followers' leases.
 	r.dropLeaseLocked(time.Now())
 	r.unquiesceLocked()
 	r.rn.TransferLeader(target)
 	r.store.markReadyLocked(r)
-	return nil
 }
 
 // Campaign makes this replica start an election (used to wake a range whose leader is gone).
