@@ -1123,6 +1123,9 @@ type LoopStats struct {
 	Proposals, LeaderChanges, SnapshotsApplied    uint64
 	// LeaseReads were served under the leader lease; ReadIndexReads waited for a ReadIndex round.
 	LeaseReads, ReadIndexReads uint64
+	// DroppedInvalid counts raft messages that failed validation (validate.go). No correct peer
+	// sends one: any count is a bug or a hostile peer, and the integration tests require zero.
+	DroppedInvalid uint64
 }
 
 // ProposalAdmission reads the proposal gate (Config.ProposalLimits).
@@ -1132,5 +1135,5 @@ func (s *Store) ProposalAdmission() admission.Stats { return s.proposalGate.Stat
 func (s *Store) LoopStats() LoopStats {
 	return LoopStats{Cycles: s.cycles.Load(), Syncs: s.syncs.Load(), EntriesWritten: s.entriesWritten.Load(), EntriesApplied: s.entriesApplied.Load(),
 		Proposals: s.proposals.Load(), LeaderChanges: s.leaderChanges.Load(), SnapshotsApplied: s.snapshotsApplied.Load(),
-		LeaseReads: s.leaseReads.Load(), ReadIndexReads: s.readIndexReads.Load()}
+		LeaseReads: s.leaseReads.Load(), ReadIndexReads: s.readIndexReads.Load(), DroppedInvalid: s.droppedInvalid.Load()}
 }

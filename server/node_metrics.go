@@ -27,6 +27,7 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_raft_proposals_total", "Commands proposed by leaders on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.Proposals) }},
 	{"shoal_reads_lease_total", "Linearizable reads served under the leader lease (no round trip).", true, func(m kv.Metrics) float64 { return float64(m.Loop.LeaseReads) }},
 	{"shoal_reads_read_index_total", "Linearizable reads that waited for a ReadIndex round (no valid lease).", true, func(m kv.Metrics) float64 { return float64(m.Loop.ReadIndexReads) }},
+	{"shoal_raft_messages_dropped_invalid_total", "Raft messages from peers dropped because they failed validation (a bug or a hostile peer; zero on a healthy cluster).", true, func(m kv.Metrics) float64 { return float64(m.Loop.DroppedInvalid) }},
 	{"shoal_raft_leader_changes_total", "Leader changes observed by replicas on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.LeaderChanges) }},
 	{"shoal_raft_snapshots_applied_total", "Snapshots installed on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.SnapshotsApplied) }},
 	{"shoal_raft_messages_sent_total", "Raft messages sent to other nodes.", true, func(m kv.Metrics) float64 { return float64(m.Transport.MessagesSent) }},

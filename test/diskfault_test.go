@@ -410,8 +410,9 @@ func testDiskFault(t *testing.T, fault, errno string) {
 		t.Logf("n%d lost the leadership of r%d before the fault; injecting anyway", fn.id, rangeID)
 	}
 
-	// Inject the fault: the node must exit with status 2 and say why.
-	if _, err := fn.do(fault); err != nil {
+	// Inject the fault: the node must exit with status 2 and say why. Under load the next write can
+	// hit the fault and stop the node before it answers the command (seen once): that is no error.
+	if _, err := fn.do(fault); err != nil && !strings.Contains(err.Error(), "process ended") {
 		t.Fatalf("inject %q: %v", fault, err)
 	}
 	injected := time.Now()

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 // TestTransferLeaderOutlastsAnAbandonedTransfer: raft abandons a leadership transfer when the
 // transferee does not answer within an election timeout. A TransferLeader call to a node that is
 // down for several election timeouts must still succeed once the node is back, within the call's
-// deadline, rather than wait for a transfer raft gave up on (CI lost a 10-s deadline to that once).
+// deadline, rather than wait for a transfer raft gave up on (CI lost a 10-s deadline to that once);
+// and while the node is down, the range must stay writable.
 func TestTransferLeaderOutlastsAnAbandonedTransfer(t *testing.T) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
 	cl := c.Client()
@@ -46,7 +48,19 @@ func TestTransferLeaderOutlastsAnAbandonedTransfer(t *testing.T) {
 	defer back.Stop()
 	cl2 := c.NewClient(20*time.Second, 1)
 	start := time.Now()
-	if err := cl2.TransferLeader(ctx, rs.Desc.RangeId, target); err != nil {
+	transferred := make(chan error, 1)
+	go func() { transferred <- cl2.TransferLeader(ctx, rs.Desc.RangeId, target) }()
+	// While the transferee is down the range stays writable: raft drops proposals only during the
+	// first attempt (one election timeout), and the retries wait for the transferee to answer.
+	once := c.NewClient(5*time.Second, 1)
+	time.Sleep(time.Second)
+	for i := 0; i < 8; i++ {
+		if err := once.Put(ctx, []byte("k"), []byte(fmt.Sprint(i))); err != nil {
+			t.Errorf("write %d, %s into the transfer to a node that is down: %v", i, time.Since(start).Round(time.Millisecond), err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	if err := <-transferred; err != nil {
 		t.Fatalf("transfer of range %d to node %d, which was down for 3 s: %v (after %s)", rs.Desc.RangeId, target, err, time.Since(start).Round(time.Millisecond))
 	}
 	if err := <-restarted; err != nil {

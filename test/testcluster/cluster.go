@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,8 @@ type Cluster struct {
 	t     testing.TB
 	Nodes []*Node
 	cfg   kv.Config
+	// droppedInvalid sums, over the nodes' lives so far, the raft messages they dropped as invalid.
+	droppedInvalid atomic.Uint64
 }
 
 // Options tunes the cluster.
@@ -70,8 +73,23 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatalf("start node %d: %v", i+1, err)
 		}
 	}
-	t.Cleanup(c.Stop)
+	t.Cleanup(c.stopAndCheck)
 	return c
+}
+
+// countDropped adds node n's invalid-message count to the cluster's before n stops (a restart starts
+// a new count).
+func (c *Cluster) countDropped(n *Node) {
+	c.droppedInvalid.Add(n.KV.Store().LoopStats().DroppedInvalid)
+}
+
+// stopAndCheck stops every node and fails the test if a node dropped a raft message as invalid: no
+// correct peer sends one, so every test that starts a cluster checks the raft layer's messages too.
+func (c *Cluster) stopAndCheck() {
+	c.Stop()
+	if d := c.droppedInvalid.Load(); d > 0 {
+		c.t.Errorf("nodes dropped %d raft messages as invalid (see the 'dropping invalid raft message' log lines): a raft-layer bug", d)
+	}
 }
 
 func (c *Cluster) startNode(n *Node, bootstrap, create bool) error {
@@ -97,6 +115,7 @@ func (c *Cluster) Kill(i int) {
 		return
 	}
 	n.srv.Stop()
+	c.countDropped(n)
 	n.KV.Stop()
 	n.Eng.Close()
 	n.lis = nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/shoaldb/shoal/autopilot/policy"
 	"net"
 	"path/filepath"
 	"testing"
@@ -39,6 +40,7 @@ func (c *Cluster) KillWait(i int) error {
 		close(done)
 	}()
 	n.srv.Stop()
+	c.countDropped(n)
 	select {
 	case <-done:
 	case <-time.After(StopTimeout):
@@ -197,4 +199,24 @@ func SwitchOff(t testing.TB, ctx context.Context, cl *client.Client, policies ..
 			t.Fatal(err)
 		}
 	}
+}
+
+// Hold switches off the autopilot policies that move replicas or leaderships on their own
+// (rebalance, merge, load split, shed) and waits until no operator runs, so that a test's clients
+// see a placement that stays put. Call it from the test goroutine.
+func Hold(t testing.TB, ctx context.Context, cl *client.Client) {
+	t.Helper()
+	SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed)
+	WaitFor(t, 60*time.Second, "no autopilot operator running", func() bool {
+		ds, _, err := cl.Decisions(ctx)
+		if err != nil {
+			return false
+		}
+		for _, d := range ds {
+			if d.Status == "running" {
+				return false
+			}
+		}
+		return true
+	})
 }
