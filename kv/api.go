@@ -498,7 +498,7 @@ func (n *Node) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest
 	if err != nil {
 		return &pb.TransferLeaderResponse{Error: n.pbErr(err)}, nil
 	}
-	n.dir.setLeader(req.RangeId, req.NodeId)
+	n.dir.movedLeader(req.RangeId, req.NodeId)
 	return &pb.TransferLeaderResponse{}, nil
 }
 

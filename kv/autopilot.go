@@ -189,7 +189,9 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 			mn.CompactionsRunning, mn.L0Files, mn.MemtableBytes = st.CompactionsRunning, st.L0Files, st.MemtableBytes
 			fillModelTasks(mn, st)
 			for _, rl := range st.Ranges {
-				if rl.Leader {
+				// Two nodes may both claim a range for a heartbeat after a transfer: the later term's
+				// report is the current one.
+				if rl.Leader && (loads[rl.RangeId] == nil || rl.Term > loads[rl.RangeId].Term) {
 					loads[rl.RangeId] = rl
 				}
 			}

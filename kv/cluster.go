@@ -101,7 +101,8 @@ func (n *Node) localStats() *pb.NodeStats {
 	seen := make(map[uint64]loadMark, len(n.loadPrev))
 	for _, r := range n.store.Replicas() {
 		cur := loadMark{reads: r.Reads.Load(), writes: r.Writes.Load(), at: now}
-		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: r.IsLeader()}
+		leader, term := r.LeaderTerm()
+		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}
 		if prev, ok := n.loadPrev[r.RangeID()]; ok {
 			if dt := now.Sub(prev.at).Seconds(); dt > 0.05 {
 				rl.ReadQps = float64(cur.reads-prev.reads) / dt
@@ -142,7 +143,8 @@ func (n *Node) currentStats() *pb.NodeStats {
 	st := &pb.NodeStats{DiskBytes: es.DiskBytes, BlockCacheHits: uint64(es.BlockCacheHits), BlockCacheMisses: uint64(es.BlockCacheMisses),
 		CompactionsRunning: uint32(es.CompactionsRunning), L0Files: uint32(es.L0Files), MemtableBytes: es.MemtableBytes}
 	for _, r := range n.store.Replicas() {
-		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: r.IsLeader()}
+		leader, term := r.LeaderTerm()
+		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}
 		if p := prev[r.RangeID()]; p != nil {
 			rl.ReadQps, rl.WriteQps, rl.Bytes = p.ReadQps, p.WriteQps, p.Bytes
 		}

@@ -2394,8 +2394,11 @@ type RangeLoad struct {
 	SampleCounts      []uint32 `protobuf:"varint,7,rep,packed,name=sample_counts,json=sampleCounts,proto3" json:"sample_counts,omitempty"`
 	SampleRequests    uint64   `protobuf:"varint,8,opt,name=sample_requests,json=sampleRequests,proto3" json:"sample_requests,omitempty"`
 	SampleAtUnixNanos int64    `protobuf:"varint,9,opt,name=sample_at_unix_nanos,json=sampleAtUnixNanos,proto3" json:"sample_at_unix_nanos,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The replica's raft term when the report was made (with leader set: the term it leads in). A
+	// report reaches the meta leader after a delay; the term tells a stale "I lead" from a current one.
+	Term          uint64 `protobuf:"varint,10,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -2487,6 +2490,13 @@ func (x *RangeLoad) GetSampleRequests() uint64 {
 func (x *RangeLoad) GetSampleAtUnixNanos() int64 {
 	if x != nil {
 		return x.SampleAtUnixNanos
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
 	}
 	return 0
 }
@@ -5224,7 +5234,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x13MaintenanceResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xac\x02\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xc0\x02\n" +
 	"\tRangeLoad\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x19\n" +
@@ -5235,7 +5245,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"sampleKeys\x12#\n" +
 	"\rsample_counts\x18\a \x03(\rR\fsampleCounts\x12'\n" +
 	"\x0fsample_requests\x18\b \x01(\x04R\x0esampleRequests\x12/\n" +
-	"\x14sample_at_unix_nanos\x18\t \x01(\x03R\x11sampleAtUnixNanos\"\x0e\n" +
+	"\x14sample_at_unix_nanos\x18\t \x01(\x03R\x11sampleAtUnixNanos\x12\x12\n" +
+	"\x04term\x18\n" +
+	" \x01(\x04R\x04term\"\x0e\n" +
 	"\fNodesRequest\"\\\n" +
 	"\rNodesResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12'\n" +

@@ -195,6 +195,14 @@ func (r *Replica) LeaderNode() uint64 {
 	return r.nodeOfLocked(r.leader)
 }
 
+// LeaderTerm reports, from one view, whether this replica is the raft leader and its term (the
+// persisted one: a leader's is the term it leads in).
+func (r *Replica) LeaderTerm() (leader bool, term uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state == raft.StateLeader, r.log.hardState.GetTerm()
+}
+
 // IsLeader reports whether this replica is the raft leader.
 func (r *Replica) IsLeader() bool {
 	r.mu.Lock()

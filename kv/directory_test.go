@@ -1,0 +1,53 @@
+package kv
+
+import (
+	"testing"
+
+	"github.com/shoaldb/shoal/pb"
+)
+
+// The directory's view of a range's leader under reports that arrive late: a step is a heartbeat
+// report (node, leading?, term) or a transfer this node made ("moved").
+func TestDirectoryLeaderUnderLateReports(t *testing.T) {
+	type step struct {
+		moved  bool // movedLeader(r, node) instead of a report
+		node   uint64
+		leader bool
+		term   uint64
+	}
+	const r = 7
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  uint64
+	}{
+		{"a report", []step{{node: 2, leader: true, term: 5}}, 2},
+		{"a newer term wins", []step{{node: 2, leader: true, term: 5}, {node: 3, leader: true, term: 6}}, 3},
+		{"an older term loses", []step{{node: 3, leader: true, term: 6}, {node: 2, leader: true, term: 5}}, 3},
+		{"the old leader's report sent before a transfer, delivered after it",
+			[]step{{node: 2, leader: true, term: 5}, {moved: true, node: 4}, {node: 2, leader: true, term: 5}}, 4},
+		{"the new leader's report after a transfer",
+			[]step{{node: 2, leader: true, term: 5}, {moved: true, node: 4}, {node: 4, leader: true, term: 6}}, 4},
+		{"the transferee's report from before it took over",
+			[]step{{node: 2, leader: true, term: 5}, {moved: true, node: 4}, {node: 4, leader: false, term: 5}}, 4},
+		{"an election after the transfer",
+			[]step{{node: 2, leader: true, term: 5}, {moved: true, node: 4}, {node: 3, leader: true, term: 7}}, 3},
+		{"the transferee lost it later",
+			[]step{{node: 2, leader: true, term: 5}, {moved: true, node: 4}, {node: 4, leader: false, term: 8}}, 0},
+		{"a leader that stepped down in its term", []step{{node: 2, leader: true, term: 5}, {node: 2, leader: false, term: 5}}, 0},
+		{"a follower's report does not unset another leader", []step{{node: 2, leader: true, term: 5}, {node: 3, leader: false, term: 5}}, 2},
+		{"reports without terms", []step{{node: 2, leader: true}, {node: 3, leader: true}, {node: 3, leader: false}}, 0},
+	} {
+		d := newDirectory()
+		for _, s := range tc.steps {
+			if s.moved {
+				d.movedLeader(r, s.node)
+				continue
+			}
+			d.recordStats(s.node, &pb.NodeStats{Ranges: []*pb.RangeLoad{{RangeId: r, Leader: s.leader, Term: s.term}}}, false, 0, nil)
+		}
+		if got := d.leaderOf(r); got != tc.want {
+			t.Errorf("%s: leader %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
