@@ -67,6 +67,14 @@ func withHints(f func(*kv.Config), tune func(*kv.HintsConfig)) func(*kv.Config) 
 	}
 }
 
+// withJoinOrder has a variant's joins move ranges in the given order.
+func withJoinOrder(f func(*kv.Config), order string) func(*kv.Config) {
+	return func(c *kv.Config) {
+		f(c)
+		c.Autopilot.Policies.Join.Order = order
+	}
+}
+
 var (
 	hintsOff     = func(h *kv.HintsConfig) { h.Off = true }
 	hintsQuarter = func(h *kv.HintsConfig) { h.Fraction = 0.25 }
@@ -90,6 +98,9 @@ func joinVariants() []Variant {
 		{Name: "incremental-cpuload", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsCPUOnly), Optional: true},
 		{Name: "parallel-cpuload", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsCPUOnly), Optional: true},
 		{Name: "incremental-hints25", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsQuarter), Optional: true},
+		// The chapter's order (key order) instead of ours (hottest first): hottest first hands the
+		// newcomer, whose cache is the coldest, the busiest ranges first.
+		{Name: "incremental-keyorder", KV: withJoinOrder(joinStrategy(policy.JoinIncremental, false, joinLink), policy.OrderKey), Optional: true},
 		{Name: "parallel-hints25", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsQuarter), Optional: true},
 	}
 }

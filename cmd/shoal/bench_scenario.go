@@ -122,7 +122,7 @@ func init() {
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
-	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (join: incremental-nohints, parallel-nohints, incremental-cpuload, parallel-cpuload, incremental-hints25, parallel-hints25)")
+	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (join: incremental-nohints, parallel-nohints, incremental-cpuload, parallel-cpuload, incremental-hints25, parallel-hints25, incremental-keyorder)")
 	f.IntVar(&scenarioFlags.repeat, "repeat", 1, "run the whole scenario this many times (at least 2 when set) and write DIR/repeat.json with each figure's mean, sd, min and max")
 	benchCmd.AddCommand(benchScenarioCmd)
 }
