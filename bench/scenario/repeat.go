@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"text/tabwriter"
 )
@@ -28,23 +28,11 @@ type Stat struct {
 }
 
 func newStat(xs []float64) Stat {
-	s := Stat{N: len(xs), Min: math.Inf(1), Max: math.Inf(-1)}
 	if len(xs) == 0 {
 		return Stat{}
 	}
-	for _, x := range xs {
-		s.Mean += x
-		s.Min = math.Min(s.Min, x)
-		s.Max = math.Max(s.Max, x)
-	}
-	s.Mean /= float64(len(xs))
-	if len(xs) > 1 {
-		var ss float64
-		for _, x := range xs {
-			ss += (x - s.Mean) * (x - s.Mean)
-		}
-		s.SD = math.Sqrt(ss / float64(len(xs)-1))
-	}
+	s := Stat{N: len(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
+	s.Mean, s.SD = meanSD(xs)
 	return s
 }
 
