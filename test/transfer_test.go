@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
@@ -21,7 +20,7 @@ func TestTransferLeaderOutlastsAnAbandonedTransfer(t *testing.T) {
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed)
+	testcluster.Hold(t, ctx, cl)
 	if err := cl.Put(ctx, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}

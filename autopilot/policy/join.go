@@ -448,12 +448,12 @@ func (p *IncrementalJoin) transfer(c *model.Cluster, v *view, n *model.Node) *op
 	// hands every leadership over at once, and taking the hottest from whichever node led it left
 	// the donors unbalanced (5/8/5/6 leaderships once, measured).
 	most := -1
-	for _, r := range cands {
-		most = max(most, v.leadersOf(r.Leader))
-	}
 	var top []*model.Range
 	for _, r := range cands {
-		if v.leadersOf(r.Leader) == most {
+		switch l := v.leadersOf(r.Leader); {
+		case l > most:
+			most, top = l, []*model.Range{r}
+		case l == most:
 			top = append(top, r)
 		}
 	}
