@@ -55,29 +55,54 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 	id := e.c.Nodes[idx].KV.NodeID()
 	e.logf("n%d started and joins", id)
 
-	status := func() (*pb.NodeStatus, int) {
+	// placement is the new node's part of the range descriptors: the ground truth, where its status
+	// (Held, Leading) is its last heartbeat's report and may lag the join record by a heartbeat.
+	type placement struct{ voters, learners, leads int }
+	status := func() (*pb.NodeStatus, placement) {
+		var pl placement
 		nodes, err := e.admin.Nodes(ctx)
 		if err != nil {
-			return nil, -1
+			return nil, pl
 		}
 		ranges, err := testcluster.UserRanges(ctx, e.admin)
 		if err != nil {
-			return nil, -1
+			return nil, pl
 		}
-		learners := 0
 		for _, r := range ranges {
 			for _, rd := range r.GetDesc().GetReplicas() {
-				if rd.NodeId == id && rd.Learner {
-					learners++
+				switch {
+				case rd.NodeId != id:
+				case rd.Learner:
+					pl.learners++
+				default:
+					pl.voters++
 				}
+			}
+			if r.GetLeaderNodeId() == id {
+				pl.leads++
 			}
 		}
 		for _, n := range nodes {
 			if n.GetDesc().GetNodeId() == id {
-				return n, learners
+				return n, pl
 			}
 		}
-		return nil, learners
+		return nil, pl
+	}
+	// logDecisions logs the autopilot's decision log: which step of the join went where, the
+	// diagnosis of a join that stalled or ended short.
+	logDecisions := func() {
+		ds, _, err := e.admin.Decisions(ctx)
+		if err != nil {
+			e.logf("decision log: %v", err)
+			return
+		}
+		for _, d := range ds {
+			e.logf("decision %s %s r%d %s %s: %s", d.Time, d.Policy, d.Range, d.Status, d.Operator, d.Reason)
+		}
+		if n, pl := status(); n != nil {
+			e.logf("n%d now: state %s, join %v; descriptors: %d voters, %d learners, leads %d", id, n.GetState(), n.GetJoin(), pl.voters, pl.learners, pl.leads)
+		}
 	}
 	var maxLearners int
 	var sawPartial, restarted bool
@@ -137,8 +162,8 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 		}
 	}()
 	err = waitUntil("the join to complete", 90*time.Second, func() bool {
-		n, learners := status()
-		maxLearners = max(maxLearners, learners)
+		n, pl := status()
+		maxLearners = max(maxLearners, pl.learners)
 		if n == nil || n.GetJoin() == nil {
 			return false
 		}
@@ -167,15 +192,17 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 	close(stopWatch)
 	sawPartial = sawPartial || <-watched
 	if err != nil {
+		logDecisions()
 		return actions, err
 	}
-	n, _ := status()
+	n, pl := status()
 	j := n.GetJoin()
-	e.logf("n%d joined: %d/%d replicas, leads %d, at most %d snapshots received and %d learners at once, partially joined seen %v, restarted %v",
-		id, j.Held, j.Target, j.Leading, recvMax.Load(), maxLearners, sawPartial, restarted)
+	e.logf("n%d joined: %d/%d replicas (%d by its last report), leads %d (%d), at most %d snapshots received and %d learners at once, partially joined seen %v, restarted %v",
+		id, pl.voters, j.Target, j.Held, pl.leads, j.Leading, recvMax.Load(), maxLearners, sawPartial, restarted)
 	switch {
-	case j.Held < j.Target:
-		return actions, fmt.Errorf("n%d holds %d replicas after its join, want its share %d", id, j.Held, j.Target)
+	case pl.voters < int(j.Target):
+		logDecisions()
+		return actions, fmt.Errorf("n%d holds %d replicas after its join, want its share %d", id, pl.voters, j.Target)
 	case recvMax.Load() > 1:
 		return actions, fmt.Errorf("the new node received %d snapshots at once during an incremental join, want one at a time", recvMax.Load())
 	case maxLearners > 2:
