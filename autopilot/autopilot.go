@@ -16,6 +16,8 @@ package autopilot
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,6 +93,12 @@ type Autopilot struct {
 	// progress is poked by the executor when an operator finishes or moves to its next step; the
 	// loop then runs a reactive round (policy.Reactive) at once.
 	progress chan struct{}
+
+	// unrecorded are join records whose write failed, by node, written again at the next round
+	// unless a newer record of the node supersedes them: incremental_join decides from its own
+	// copy and does not decide a change twice, so a lost "done" left the join unfinished for ever
+	// in the meta range (rounds are serialized, like the policies' own state).
+	unrecorded map[uint64]policy.JoinMark
 }
 
 // New returns a stopped autopilot reading src and acting through act. It panics on an invalid Config:
@@ -107,7 +115,7 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 		log.SetOnFinish(cfg.OnDecision)
 	}
 	a := &Autopilot{cfg: cfg, src: src, act: act, registry: policy.Default(cfg.Policies), log: log,
-		marking: map[uint64]time.Time{}, progress: make(chan struct{}, 1)}
+		marking: map[uint64]time.Time{}, progress: make(chan struct{}, 1), unrecorded: map[uint64]policy.JoinMark{}}
 	ecfg := cfg.Executor
 	onProgress := ecfg.OnProgress
 	ecfg.OnProgress = func() {
@@ -292,6 +300,9 @@ func (a *Autopilot) markDecommissioned(ctx context.Context, c *model.Cluster) []
 }
 
 // recordJoins writes the join records incremental_join decided in this round and logs each change.
+// writtenAgain prefixes the reason of a join record written again after a failed write.
+const writtenAgain = "written again (the last write failed): "
+
 func (a *Autopilot) recordJoins(ctx context.Context, c *model.Cluster) {
 	jp, ok := a.registry.Policy(policy.NameJoin).(*policy.IncrementalJoin)
 	if !ok {
@@ -302,7 +313,22 @@ func (a *Autopilot) recordJoins(ctx context.Context, c *model.Cluster) {
 	if !ok {
 		return
 	}
+	superseded := map[uint64]bool{}
 	for _, m := range marks {
+		superseded[m.Node] = true
+	}
+	var retries []policy.JoinMark
+	for node, m := range a.unrecorded {
+		if !superseded[node] {
+			if !strings.HasPrefix(m.Why, writtenAgain) {
+				m.Why = writtenAgain + m.Why
+			}
+			retries = append(retries, m)
+		}
+		delete(a.unrecorded, node)
+	}
+	sort.Slice(retries, func(i, j int) bool { return retries[i].Node < retries[j].Node })
+	for _, m := range append(retries, marks...) {
 		state := "joining"
 		switch {
 		case !m.Join.Done.IsZero():
@@ -316,6 +342,9 @@ func (a *Autopilot) recordJoins(ctx context.Context, c *model.Cluster) {
 		status := decisions.StatusSucceeded
 		if err != nil {
 			status = fmt.Sprintf("%s: %v", decisions.StatusFailed, err)
+			a.unrecorded[m.Node] = m // marks are in order: a later one of the node replaces it
+		} else {
+			delete(a.unrecorded, m.Node)
 		}
 		a.log.Note(policy.NameJoin, fmt.Sprintf("n%d %s", m.Node, state), m.Why, status, c.Now)
 	}

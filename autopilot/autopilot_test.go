@@ -287,3 +287,63 @@ range 7 [p,) voters=1,2,3 leader=3 reads=10
 		}
 	}
 }
+
+// flakyRecorder is the fake cluster with join records whose first writes fail (say, the meta range
+// lost its leader).
+type flakyRecorder struct {
+	*fake.Cluster
+	failures int
+	written  []model.Join
+}
+
+func (r *flakyRecorder) RecordJoin(_ context.Context, _ uint64, j model.Join) error {
+	if r.failures > 0 {
+		r.failures--
+		return fmt.Errorf("meta range unavailable")
+	}
+	r.written = append(r.written, j)
+	return nil
+}
+
+// TestFailedJoinRecordIsWrittenAgain: a join record whose write failed is written at the next round
+// (the policy decides each change once, so without it a lost "done" left the join open for ever),
+// and a newer record of the node replaces a failed one instead of being preceded by it.
+func TestFailedJoinRecordIsWrittenAgain(t *testing.T) {
+	f := fake.MustNew(t, `
+node 1
+node 2
+node 3
+node 4
+range 1 [,) voters=1,2,3 leader=1 system
+range 2 [a,m) voters=1,2,3 leader=1 reads=100
+range 3 [m,) voters=1,2,3 leader=2 reads=50
+`)
+	r := &flakyRecorder{Cluster: f, failures: 2}
+	ap := New(f, r, Config{Interval: time.Hour})
+	ctx := context.Background()
+	ap.Tick(ctx, f.Snapshot()) // the join starts: its record's write fails
+	if len(r.written) != 0 || len(ap.unrecorded) != 1 {
+		t.Fatalf("after a failed write: written %v, unrecorded %v", r.written, ap.unrecorded)
+	}
+	ap.Tick(ctx, f.Snapshot()) // fails again
+	ap.Tick(ctx, f.Snapshot()) // written
+	if len(r.written) != 1 || r.written[0].Target != 1 || len(ap.unrecorded) != 0 {
+		t.Fatalf("after the third round: written %+v, unrecorded %v", r.written, ap.unrecorded)
+	}
+	notes := 0
+	for _, e := range ap.Decisions().Entries() {
+		if e.Policy == policy.NameJoin && strings.HasPrefix(e.Operator, "n4 joining") {
+			notes++
+			if notes > 1 && !strings.HasPrefix(e.Reason, writtenAgain) {
+				t.Errorf("retry logged as %q", e.Reason)
+			}
+		}
+	}
+	if notes != 3 {
+		t.Errorf("%d decision-log notes of n4's join record, want one per write (3):\n%s", notes, dump(ap.Decisions().Entries()))
+	}
+	ap.Tick(ctx, f.Snapshot())
+	if len(r.written) != 1 {
+		t.Errorf("a written record was written again: %+v", r.written)
+	}
+}
