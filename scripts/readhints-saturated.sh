@@ -12,7 +12,9 @@
 # (the read_hints policy) every WINDOW seconds within one run, so the same cluster and cache are
 # compared with themselves: SCHEDULE=alt (default) alternates off, on, off, …; SCHEDULE=abba runs pairs
 # of windows in ABBA order (off, on | on, off | …) and reports the cost's mean over the pairs with a 95 %
-# confidence interval and their median (scripts/readhints_stats.py). A sampler reads every node's /metrics and every process's CPU
+# confidence interval and their median (scripts/readhints_stats.py). The windows start once no engine
+# has compacted or flushed for SETTLE seconds after the load (compactions swung n1's throughput by
+# ±20 % between windows otherwise). A sampler reads every node's /metrics and every process's CPU
 # (/proc/PID/stat) once a second; the analysis prints per-window and on/off figures and writes
 # OUT/result.json, OUT/samples.jsonl.
 #
@@ -33,6 +35,8 @@ LOAD_THREADS=${LOAD_THREADS:-32}
 WINDOW=${WINDOW:-20}           # seconds per window
 WINDOWS=${WINDOWS:-10}         # toggled windows after a warm-up window (off, on, off, on, ...)
 SCHEDULE=${SCHEDULE:-alt}      # alt: off, on, off, on, ...; abba: off, on | on, off | off, on | ... (WINDOWS even)
+SETTLE=${SETTLE:-20}           # seconds without a compaction or flush on any node before the windows start
+SETTLE_MAX=${SETTLE_MAX:-900}  # at most this long
 SKIP=${SKIP:-4}                # seconds ignored after each switch (nodes read the switch every 2 s)
 LEADER_CPU=${LEADER_CPU:-0}
 LEADER_QUOTA=${LEADER_QUOTA-0.5}   # cores n1 may use (cgroup v1 cpu.cfs_quota_us); empty: no cap
@@ -135,6 +139,28 @@ gather() {
   echo "leaderships not gathered on n1:"; adm admin ranges; exit 1
 }
 gather
+# The load leaves every engine compacting for minutes (n1 within its quota), which swung n1's
+# throughput by ±20 % between windows in session 8's first 47 windows: wait until no node has
+# finished a compaction or flush for SETTLE seconds (at most SETTLE_MAX), so that the windows
+# compare hints on and off, not compaction and none. SETTLE=0 skips it.
+compactions() {
+  local sum=0 h v
+  for h in "${H[@]}"; do
+    v=$(curl -s "http://$h/metrics" | awk '/^shoal_storage_(compactions|flushes)_total /{s+=$2} END{printf "%d", s}')
+    sum=$((sum + v))
+  done
+  echo "$sum"
+}
+if [ "$SETTLE" -gt 0 ]; then
+  last=$(compactions) quiet=0 waited=0
+  while [ "$quiet" -lt "$SETTLE" ] && [ "$waited" -lt "$SETTLE_MAX" ]; do
+    sleep 1
+    waited=$((waited + 1))
+    now=$(compactions)
+    if [ "$now" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0 last=$now; fi
+  done
+  echo "$(date -u +%T) compactions settled after ${waited} s ($last compactions and flushes so far; quiet for ${quiet} s, want $SETTLE)"
+fi
 # Followers are capped only now: capped during the load they apply ~150 writes/s.
 [ -z "$F2" ] || { echo "${PIDS[2]}" >"$F2/cgroup.procs"; echo "${PIDS[3]}" >"$F3/cgroup.procs"; echo "n2, n3 capped at $FOLLOWER_QUOTA cores each"; }
 echo "$(date -u +%T) every leadership on n1; running YCSB C ($DISTRIBUTION, $THREADS threads) for $(((WINDOWS + 1) * WINDOW)) s"
@@ -168,7 +194,7 @@ WANT = ("shoal_grpc_requests_total", "shoal_hints_apply_fraction", "shoal_hints_
         "shoal_hints_applied_total", "shoal_hints_recorded_total", "shoal_hints_sent_bytes_total",
         "shoal_hints_received_total", "shoal_hints_dropped_total", "shoal_storage_block_cache_hits_total",
         "shoal_storage_block_cache_misses_total", "shoal_hints_capture_fraction", "shoal_hints_capture_load",
-        "shoal_hints_replay_cache_bytes_total")
+        "shoal_hints_replay_cache_bytes_total", "shoal_storage_compactions_total", "shoal_storage_flushes_total")
 
 def metrics(h):
     m = {}
@@ -265,6 +291,7 @@ for k in range(0, windows + 1):
          "follower_fraction": [[round(r["nodes"][i].get("shoal_hints_apply_fraction", float("nan")), 3) for r in ws] for i in (1, 2)],
          "follower_load": [st.mean(r["nodes"][i].get("shoal_hints_load", float("nan")) for r in ws) for i in (1, 2)],
          "follower_paused_s": [sum(r["nodes"][i].get("shoal_hints_paused", 0) for r in ws) for i in (1, 2)],
+         "compactions": [g(b, i, "shoal_storage_compactions_total") - g(a, i, "shoal_storage_compactions_total") for i in range(3)],
          "loadavg": st.mean(r["loadavg"] for r in ws)}
     wins.append(w)
 toggled = [w for w in wins if w["window"] > 0]
@@ -286,14 +313,15 @@ res = {"schedule": schedule, "paired": paired, "windows": wins, "on_requests_per
 res["ratio_on_off"] = res["on_requests_per_s"] / res["off_requests_per_s"]
 json.dump(res, open(f"{out}/result.json", "w"), indent=1)
 print(f"{'win':>3} {'hints':>5} {'req/s':>8} {'n1 cpu':>6} {'n2':>5} {'n3':>5} {'client':>6} {'us/req':>6} {'n1 hit':>6} "
-      f"{'rec/s':>7} {'kB/s':>6} {'applied/s n2,n3':>16} {'fraction n2 (min-max)':>22} {'load n2,n3':>10} {'loadavg':>7}")
+      f"{'rec/s':>7} {'kB/s':>6} {'applied/s n2,n3':>16} {'fraction n2 (min-max)':>22} {'load n2,n3':>10} {'loadavg':>7} {'compactions':>11}")
 for w in wins:
     fr = w["follower_fraction"][0]
     fr = [x for x in fr if not math.isnan(x)] or [float("nan")]
     print(f"{w['window']:>3} {w['hints']:>5} {w['requests_per_s']:>8.0f} {w['cpu_cores']['n1']:>6.2f} {w['cpu_cores']['n2']:>5.2f} "
           f"{w['cpu_cores']['n3']:>5.2f} {w['cpu_cores']['client']:>6.2f} {w['n1_cpu_us_per_request']:>6.1f} {w['n1_hit_ratio']:>6.3f} "
           f"{w['recorded_per_s']:>7.0f} {w['sent_bytes_per_s'] / 1e3:>6.1f} {w['applied_per_s'][0]:>7.0f},{w['applied_per_s'][1]:>7.0f} "
-          f"{min(fr):>10.2f}-{max(fr):<10.2f} {w['follower_load'][0]:>4.2f},{w['follower_load'][1]:>4.2f} {w['loadavg']:>7.2f}")
+          f"{min(fr):>10.2f}-{max(fr):<10.2f} {w['follower_load'][0]:>4.2f},{w['follower_load'][1]:>4.2f} {w['loadavg']:>7.2f} "
+          f"{','.join(f'{c:.0f}' for c in w['compactions']):>11}")
 print(f"hints on: {res['on_requests_per_s']:.0f} req/s, off: {res['off_requests_per_s']:.0f} req/s, "
       f"on/off = {res['ratio_on_off']:.4f} ({100 * (res['ratio_on_off'] - 1):+.2f} %); "
       f"each on window / its off neighbours: {', '.join(f'{p:.3f}' for p in pairs)}; "
