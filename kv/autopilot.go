@@ -114,6 +114,13 @@ func (h *autopilotHost) running() *autopilot.Autopilot {
 	return h.ap
 }
 
+// poke asks the autopilot running here, if any, for a reactive round (see autopilot.Poke).
+func (h *autopilotHost) poke() {
+	if ap := h.running(); ap != nil {
+		ap.Poke()
+	}
+}
+
 func (h *autopilotHost) countDecision(e decisions.Entry) {
 	h.opMu.Lock()
 	defer h.opMu.Unlock()
@@ -167,8 +174,16 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 	if md := n.metaDesc(); md != nil {
 		descs = append(descs, md)
 	}
-	states := n.adminStates(ctx)
-	joins := n.joinRecords(ctx)
+	// Without the nodes' admin states and join records the model would show a decommissioning node
+	// as active, or a joining one as idle, and rebalance would move replicas against them: no round.
+	states, err := n.adminStates(ctx)
+	if err != nil {
+		return model.NewCluster(now, nil, nil)
+	}
+	joins, err := n.joinRecords(ctx)
+	if err != nil {
+		return model.NewCluster(now, nil, nil)
+	}
 	loads := map[uint64]*pb.RangeLoad{}
 	var nodes []*model.Node
 	for _, nd := range n.dir.all() {
@@ -222,11 +237,11 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 }
 
 // adminStates reads the drain/decommission marks of every node from the meta range.
-func (n *Node) adminStates(ctx context.Context) map[uint64]pb.NodeAdminState {
+func (n *Node) adminStates(ctx context.Context) (map[uint64]pb.NodeAdminState, error) {
 	states := map[uint64]pb.NodeAdminState{}
 	kvs, err := n.metaScan(ctx, []byte("s"), []byte("t"), 0)
 	if err != nil {
-		return states
+		return nil, fmt.Errorf("read the nodes' admin states from the meta range: %w", err)
 	}
 	for _, kv := range kvs {
 		id, err := strconv.ParseUint(string(kv.Key[1:]), 10, 64)
@@ -234,7 +249,7 @@ func (n *Node) adminStates(ctx context.Context) map[uint64]pb.NodeAdminState {
 			states[id] = pb.NodeAdminState(kv.Value[0])
 		}
 	}
-	return states
+	return states, nil
 }
 
 // decommissioned is stored for a node the autopilot emptied (beyond the public enum's values).

@@ -240,8 +240,16 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 	n.dir.recordStats(n.ident.NodeID, n.currentStats(), n.draining.Load(), 0, nil)
 	n.dir.heard(n.ident.NodeID, time.Now())
 	now := time.Now()
-	states := n.adminStates(ctx)
-	joins := n.joinRecords(ctx)
+	// A status without the admin states and join records would show decommissioning nodes as live
+	// and joins as absent: the caller retries an unavailable answer instead.
+	states, err := n.adminStates(ctx)
+	if err != nil {
+		return &pb.NodesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: err.Error()}}, nil
+	}
+	joins, err := n.joinRecords(ctx)
+	if err != nil {
+		return &pb.NodesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: err.Error()}}, nil
+	}
 	var out []*pb.NodeStatus
 	for _, nd := range n.dir.all() {
 		last := n.dir.lastHeard(nd.NodeId)

@@ -32,11 +32,11 @@ func (h *autopilotHost) RecordJoin(ctx context.Context, node uint64, j model.Joi
 }
 
 // joinRecords reads every node's join record from the meta range.
-func (n *Node) joinRecords(ctx context.Context) map[uint64]*model.Join {
+func (n *Node) joinRecords(ctx context.Context) (map[uint64]*model.Join, error) {
 	out := map[uint64]*model.Join{}
 	kvs, err := n.metaScan(ctx, []byte("j"), []byte("k"), 0)
 	if err != nil {
-		return out
+		return nil, fmt.Errorf("read the join records from the meta range: %w", err)
 	}
 	for _, kv := range kvs {
 		id, err := strconv.ParseUint(string(kv.Key[1:]), 10, 64)
@@ -48,7 +48,7 @@ func (n *Node) joinRecords(ctx context.Context) map[uint64]*model.Join {
 			out[id] = j
 		}
 	}
-	return out
+	return out, nil
 }
 
 // joinStatus describes node's join for the Nodes RPC; st is the node's last reported stats.
