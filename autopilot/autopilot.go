@@ -128,11 +128,13 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 	return a
 }
 
-// Poke asks the loop for a reactive round now (policy.Reactive policies only); the executor calls it
-// when an operator made progress. (Poking when a node first appears was tried twice and dropped: at
-// its registration, a join planned that early could finish without its leadership share; at its
-// first load report, joins stalled or handed the node its leadership only at the end in 4 of 8 runs
-// of test/join_test.go. Both need a diagnosis before the join can start ahead of the next round.)
+// Poke asks the loop for a reactive round now (policy.Reactive policies only). The executor calls it
+// when an operator made progress, and kv when a node sends its first load report, so that a join
+// starts then rather than at the next round, up to an Interval later. (Poking at a node's
+// registration, before it serves, planned joins that finished without their leadership share. The
+// first-load-report poke was dropped once, when joins "handed the node its leadership only at the
+// end" in 4 of 8 runs of test/join_test.go: the cause was a first move overlapped by the next ones,
+// fixed since, and a test that read the node's holdings from a heartbeat that lagged its record.)
 func (a *Autopilot) Poke() {
 	select {
 	case a.progress <- struct{}{}:

@@ -93,13 +93,15 @@ func (n *Node) kickHeartbeat() {
 }
 
 // heartbeatLoop sends heartbeats every HeartbeatInterval, and at once when a heavy task appears or ends.
+// The first goes out at once: a started node's first load report is what makes it live to the
+// others and lets the autopilot start its join (see Heartbeat), a whole interval sooner.
 func (n *Node) heartbeatLoop() {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		ctx, cancel := n.stopContext()
 		defer cancel()
-		t := time.NewTimer(n.cfg.HeartbeatInterval)
+		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
 			select {

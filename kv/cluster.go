@@ -68,9 +68,15 @@ func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.Hea
 	changed := false
 	if req.Node != nil {
 		changed = n.dir.upsert(req.Node)
+		prev, _ := n.dir.statsOf(req.Node.NodeId)
 		n.dir.heard(req.Node.NodeId, time.Now())
 		n.dir.recordStats(req.Node.NodeId, req.Stats, req.Draining, req.MetaLeaderNodeId, req.MetaDesc)
 		n.bg.Notify() // a peer's status changed: a postponed heavy task may now find an idle candidate
+		if prev == nil && req.Stats != nil {
+			// The node's first load report: it has started and serves (a node that only registered
+			// through Join has not). A join may start now rather than at the autopilot's next round.
+			n.ap.poke()
+		}
 	}
 	for _, nd := range req.KnownNodes {
 		if n.dir.get(nd.NodeId) == nil && n.dir.upsert(nd) {
