@@ -307,7 +307,7 @@ func (r *flakyRecorder) RecordJoin(_ context.Context, _ uint64, j model.Join) er
 
 // TestFailedJoinRecordIsWrittenAgain: a join record whose write failed is written at the next round
 // (the policy decides each change once, so without it a lost "done" left the join open for ever),
-// and a newer record of the node replaces a failed one instead of being preceded by it.
+// and once written it is not written again.
 func TestFailedJoinRecordIsWrittenAgain(t *testing.T) {
 	f := fake.MustNew(t, `
 node 1
