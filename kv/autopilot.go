@@ -176,11 +176,7 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 	}
 	// Without the nodes' admin states and join records the model would show a decommissioning node
 	// as active, or a joining one as idle, and rebalance would move replicas against them: no round.
-	states, err := n.adminStates(ctx)
-	if err != nil {
-		return model.NewCluster(now, nil, nil)
-	}
-	joins, err := n.joinRecords(ctx)
+	states, joins, err := n.nodeRecords(ctx)
 	if err != nil {
 		return model.NewCluster(now, nil, nil)
 	}
@@ -234,6 +230,19 @@ func (h *autopilotHost) Snapshot() *model.Cluster {
 		ranges = append(ranges, mr)
 	}
 	return model.NewCluster(now, nodes, ranges)
+}
+
+// nodeRecords reads what the meta range keeps per node: admin states and join records.
+func (n *Node) nodeRecords(ctx context.Context) (map[uint64]pb.NodeAdminState, map[uint64]*model.Join, error) {
+	states, err := n.adminStates(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	joins, err := n.joinRecords(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return states, joins, nil
 }
 
 // adminStates reads the drain/decommission marks of every node from the meta range.

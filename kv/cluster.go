@@ -248,11 +248,7 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 	now := time.Now()
 	// A status without the admin states and join records would show decommissioning nodes as live
 	// and joins as absent: the caller retries an unavailable answer instead.
-	states, err := n.adminStates(ctx)
-	if err != nil {
-		return &pb.NodesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: err.Error()}}, nil
-	}
-	joins, err := n.joinRecords(ctx)
+	states, joins, err := n.nodeRecords(ctx)
 	if err != nil {
 		return &pb.NodesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: err.Error()}}, nil
 	}
