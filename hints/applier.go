@@ -325,6 +325,16 @@ func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped i
 // Overloaded reports whether applying is stopped for overload.
 func (a *Applier) Overloaded() bool { return a.c.paused.Load() }
 
+// Shedding reports whether the applier, with its load sampled now (at most every LoadInterval),
+// applies less than its configured fraction or nothing: the node's own work already costs its
+// replays, so optional warming should wait (Module.DeferWarm).
+func (a *Applier) Shedding(now time.Time) bool {
+	if a.refreshLoad(now) {
+		return true
+	}
+	return a.Fraction() < math.Float64frombits(a.base.Load())
+}
+
 // Fraction is the fraction of hints currently applied (adapted to load in adaptive mode).
 func (a *Applier) Fraction() float64 { return math.Float64frombits(a.c.fraction.Load()) }
 

@@ -432,3 +432,22 @@ func TestRecentReplaysOncePerPeriod(t *testing.T) {
 		t.Fatal("a new period: want 7 replayed again")
 	}
 }
+
+func TestApplierShedding(t *testing.T) {
+	var load atomic.Uint64
+	a := newTestApplier(t, newCacheModel(), ApplierConfig{Adaptive: true, LoadInterval: time.Nanosecond,
+		Load: func() float64 { return math.Float64frombits(load.Load()) }})
+	for _, tt := range []struct {
+		load float64
+		want bool
+	}{{0.2, false}, {0.69, false}, {0.75, true}, {0.95, true}, {0.5, false}} {
+		load.Store(math.Float64bits(tt.load))
+		if got := a.Shedding(time.Now()); got != tt.want {
+			t.Fatalf("load %v: Shedding %v, want %v", tt.load, got, tt.want)
+		}
+	}
+	fixed := newTestApplier(t, newCacheModel(), ApplierConfig{Fraction: 0.5, Load: func() float64 { return 1 }})
+	if fixed.Shedding(time.Now()) {
+		t.Fatal("a fixed fraction is not shedding for load")
+	}
+}

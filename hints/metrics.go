@@ -108,6 +108,9 @@ type Metrics struct {
 	// the share of reads it records (below 1 while it sheds capture work under load).
 	CaptureLoad     float64
 	CaptureFraction float64
+	// WarmsDeferred counts new replicas whose warm-up from a peer's hot keys was put off because the
+	// node was shedding replays (Module.DeferWarm).
+	WarmsDeferred uint64
 }
 
 // ReplayHitRatio is the block-cache hit ratio of all replays (NaN before any).
@@ -135,7 +138,7 @@ type counters struct {
 	received, receivedBatches, bytesReceived atomic.Uint64
 	applied, replayHit, replayMiss           atomic.Uint64
 	applyLag, applyLagSum                    atomic.Int64
-	appliedBatches, pauses                   atomic.Uint64
+	appliedBatches, pauses, warmsDeferred    atomic.Uint64
 	load, fraction                           atomic.Uint64 // float64 bits
 	captureLoad, captureFraction             atomic.Uint64 // float64 bits
 	paused                                   atomic.Bool
@@ -165,7 +168,7 @@ func (c *counters) snapshot() Metrics {
 		ApplyLag: time.Duration(c.applyLag.Load()), ApplyLagSum: time.Duration(c.applyLagSum.Load()),
 		AppliedBatches: c.appliedBatches.Load(),
 		Load:           math.Float64frombits(c.load.Load()), Fraction: math.Float64frombits(c.fraction.Load()),
-		Paused: c.paused.Load(), Pauses: c.pauses.Load(),
+		Paused: c.paused.Load(), Pauses: c.pauses.Load(), WarmsDeferred: c.warmsDeferred.Load(),
 		CaptureLoad: math.Float64frombits(c.captureLoad.Load()), CaptureFraction: math.Float64frombits(c.captureFraction.Load()),
 		Dropped: make(map[DropReason]uint64, numDropReasons),
 	}
@@ -206,6 +209,7 @@ var metricHelp = []struct{ name, help string }{
 	{"shoal_hints_apply_queue_depth", "Range batches waiting in the apply queue."},
 	{"shoal_hints_capture_load", "Last load sample of the capture side (0..1)."},
 	{"shoal_hints_capture_fraction", "Fraction of served reads being recorded as hints (below 1 while the node sheds capture work under load)."},
+	{"shoal_hints_warmups_deferred_total", "New replicas whose warm-up from a peer's hot keys waited for a leadership transfer, because the node was shedding replays."},
 }
 
 func newCollector(c *counters) *collector {
@@ -267,4 +271,5 @@ func (col *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge("shoal_hints_apply_queue_depth", float64(m.QueueDepth))
 	gauge("shoal_hints_capture_load", m.CaptureLoad)
 	gauge("shoal_hints_capture_fraction", m.CaptureFraction)
+	counter("shoal_hints_warmups_deferred_total", m.WarmsDeferred)
 }

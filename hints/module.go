@@ -3,6 +3,7 @@ package hints
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,11 @@ type Module struct {
 	shipper *Shipper
 	applier *Applier
 	hot     *HotKeys
+
+	// Warm-ups put off until a leadership is about to arrive (DeferWarm, SetWarmUp).
+	deferMu  sync.Mutex
+	deferred map[uint64]bool
+	warmUp   func(ctx context.Context, rangeID uint64)
 }
 
 // New builds a module shipping through sender and replaying through reader; Start runs it.
@@ -81,7 +87,7 @@ func New(cfg Config, sender Sender, reader Reader) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{cfg: cfg, c: c, buf: buf, shipper: shipper, applier: applier}
+	m := &Module{cfg: cfg, c: c, buf: buf, shipper: shipper, applier: applier, deferred: map[uint64]bool{}}
 	m.cluster.Store(&cfg.ClusterID)
 	if !cfg.DisableHotKeys {
 		m.hot = NewHotKeys(cfg.HotKeys)
@@ -154,9 +160,52 @@ func (m *Module) Receive(b *pb.HintBatch) *pb.HintShipAck {
 // Warmth reports this node's cache warmth for rangeID.
 func (m *Module) Warmth(rangeID uint64) Warmth { return m.applier.Warmth(rangeID) }
 
-// WaitWarm waits up to maxWait for rangeID to meet crit on this node (see Applier.WaitWarm).
+// WaitWarm waits up to maxWait for rangeID to meet crit on this node (see Applier.WaitWarm). A
+// warm-up of rangeID put off by DeferWarm runs first, within maxWait: a leadership is about to move
+// here, which is what the warm-up was kept for.
 func (m *Module) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria, maxWait time.Duration) (Warmth, error) {
+	if maxWait <= 0 {
+		return m.applier.WaitWarm(ctx, rangeID, crit, 0)
+	}
+	if fn := m.takeDeferred(rangeID); fn != nil {
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, maxWait)
+		fn(wctx, rangeID)
+		cancel()
+		maxWait = max(maxWait-time.Since(start), 0)
+	}
 	return m.applier.WaitWarm(ctx, rangeID, crit, maxWait)
+}
+
+// SetWarmUp sets how this node warms one of its replicas from its peers' hot keys (the node knows
+// the peers; the module does not). A warm-up put off by DeferWarm runs through it.
+func (m *Module) SetWarmUp(fn func(ctx context.Context, rangeID uint64)) {
+	m.deferMu.Lock()
+	defer m.deferMu.Unlock()
+	m.warmUp = fn
+}
+
+// DeferWarm puts off the warm-up of a new replica of rangeID until a leadership transfer to it
+// waits for its warmth (WaitWarm), or the replica leaves (Forget). A node whose clients already load
+// it (Applier.Shedding) does so: replaying a whole hot-key summary on a cold replica costs its disk
+// a read per miss, which its own clients' reads then queue behind, for a replica that may never lead.
+// Live hints still warm the replica meanwhile, at the applier's adapted fraction.
+func (m *Module) DeferWarm(rangeID uint64) {
+	m.deferMu.Lock()
+	defer m.deferMu.Unlock()
+	m.deferred[rangeID] = true
+	m.c.warmsDeferred.Add(1)
+}
+
+// takeDeferred returns the warm-up to run for rangeID if it was put off (once), or nil.
+func (m *Module) takeDeferred(rangeID uint64) func(ctx context.Context, rangeID uint64) {
+	m.deferMu.Lock()
+	defer m.deferMu.Unlock()
+	if !m.deferred[rangeID] || m.warmUp == nil {
+		return nil
+	}
+	delete(m.deferred, rangeID)
+	return m.warmUp
 }
 
 // HotKeys returns up to limit of rangeID's hottest reads as this node knows them (captured here as
@@ -190,6 +239,9 @@ func (m *Module) WarmFromPeer(ctx context.Context, c *Client, rangeID uint64, li
 
 // Forget drops what the module knows of rangeID (its replica left this node).
 func (m *Module) Forget(rangeID uint64) {
+	m.deferMu.Lock()
+	delete(m.deferred, rangeID)
+	m.deferMu.Unlock()
 	m.applier.Forget(rangeID)
 	if m.hot != nil {
 		m.hot.Forget(rangeID)

@@ -2,6 +2,7 @@ package hints
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -304,5 +305,44 @@ func TestModuleConfig(t *testing.T) {
 	}
 	if err := (Config{Peers: peersOf(nil)}).Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A deferred warm-up runs once, when a transfer first waits for the range's warmth, and never for a
+// range that left the node or was not deferred.
+func TestDeferredWarmUpRunsAtWaitWarm(t *testing.T) {
+	m, err := New(Config{NodeID: 1, Peers: func(uint64) []uint64 { return nil }}, newRecordingSender(), newCacheModel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var ran []uint64
+	var hadDeadline bool
+	m.SetWarmUp(func(ctx context.Context, rangeID uint64) {
+		_, hadDeadline = ctx.Deadline()
+		ran = append(ran, rangeID)
+	})
+	m.DeferWarm(1)
+	m.DeferWarm(2)
+	m.Forget(2)
+	ctx := context.Background()
+	crit := WarmCriteria{MinReplays: 1}
+	for _, id := range []uint64{1, 1, 2, 3} {
+		if _, err := m.WaitWarm(ctx, id, crit, 10*time.Millisecond); !errors.Is(err, ErrNotWarm) {
+			t.Fatalf("WaitWarm(r%d) on a node that replayed nothing: %v, want ErrNotWarm", id, err)
+		}
+	}
+	if fmt.Sprint(ran) != "[1]" || !hadDeadline {
+		t.Fatalf("warm-ups run %v (deadline %v), want [1] once, bounded by the wait", ran, hadDeadline)
+	}
+	if got := m.Metrics().WarmsDeferred; got != 2 {
+		t.Fatalf("WarmsDeferred = %d, want 2", got)
+	}
+	// A wait of 0 only checks: it does not spend the deferred warm-up.
+	m.DeferWarm(4)
+	m.WaitWarm(ctx, 4, crit, 0)
+	m.WaitWarm(ctx, 4, crit, 10*time.Millisecond)
+	if fmt.Sprint(ran) != "[1 4]" {
+		t.Fatalf("warm-ups run %v, want [1 4]", ran)
 	}
 }

@@ -174,6 +174,12 @@ func (n *Node) initHints() error {
 	}
 	h.m = m
 	n.hints = h
+	// A warm-up put off because the node was busy runs when a leadership is about to move here.
+	m.SetWarmUp(func(ctx context.Context, rangeID uint64) {
+		res := n.warmRange(ctx, rangeID)
+		n.log.Debug("warmed a replica before a leadership transfer", "range", rangeID, "peer", res.peer,
+			"hints", res.hints, "hit_ratio", res.stats.HitRatio())
+	})
 	return nil
 }
 
@@ -291,7 +297,11 @@ func (n *Node) refreshHintsSwitch(ctx context.Context) {
 
 // reconcileHintRanges forgets ranges whose replica left this node and warms replicas that appeared
 // since the last round (learners that received a snapshot, split halves), each bounded by
-// DefaultNewReplicaWarm and in the background: nothing waits for it.
+// DefaultNewReplicaWarm and in the background: nothing waits for it. On a node already shedding
+// replays for load (its clients keep its disk or CPU busy), the warm-up is put off until a leadership
+// transfer to the replica asks for its warmth (hints.Module.DeferWarm): a joining node that already
+// serves would otherwise replay a cold hot-key summary for every replica it receives, and its clients'
+// reads queue behind those misses (measured: docs/bench-join.md, session 10).
 func (n *Node) reconcileHintRanges(ctx context.Context) {
 	h := n.hints
 	now := map[uint64]bool{}
@@ -314,6 +324,10 @@ func (n *Node) reconcileHintRanges(ctx context.Context) {
 	for _, r := range added {
 		if r.IsLeader() {
 			continue // a leader's cache is the one the others follow
+		}
+		if h.m.Applier().Shedding(time.Now()) {
+			h.m.DeferWarm(r.RangeID())
+			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, DefaultNewReplicaWarm)
 		res := n.warmRange(wctx, r.RangeID())
