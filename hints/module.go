@@ -162,12 +162,16 @@ func (m *Module) Warmth(rangeID uint64) Warmth { return m.applier.Warmth(rangeID
 
 // WaitWarm waits up to maxWait for rangeID to meet crit on this node (see Applier.WaitWarm). A
 // warm-up of rangeID put off by DeferWarm runs first, within maxWait: a leadership is about to move
-// here, which is what the warm-up was kept for.
+// here, which is what the warm-up was kept for; it is skipped if live hints already made the range
+// meet crit.
 func (m *Module) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria, maxWait time.Duration) (Warmth, error) {
 	if maxWait <= 0 {
 		return m.applier.WaitWarm(ctx, rangeID, crit, 0)
 	}
 	if fn := m.takeDeferred(rangeID); fn != nil {
+		if w, err := m.applier.WaitWarm(ctx, rangeID, crit, 0); err == nil {
+			return w, nil // live hints warmed it meanwhile: the summary's misses would buy nothing
+		}
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, maxWait)
 		fn(wctx, rangeID)

@@ -345,4 +345,16 @@ func TestDeferredWarmUpRunsAtWaitWarm(t *testing.T) {
 	if fmt.Sprint(ran) != "[1 4]" {
 		t.Fatalf("warm-ups run %v, want [1 4]", ran)
 	}
+	// A range already warm by its live hints skips the warm-up, and it is not kept for later.
+	if _, err := m.Warm(ctx, 5, pointHints("a")); err != nil {
+		t.Fatal(err)
+	}
+	m.DeferWarm(5)
+	if _, err := m.WaitWarm(ctx, 5, WarmCriteria{}, 10*time.Millisecond); err != nil {
+		t.Fatalf("WaitWarm(r5) after replays: %v", err)
+	}
+	m.WaitWarm(ctx, 5, crit, 10*time.Millisecond)
+	if fmt.Sprint(ran) != "[1 4]" {
+		t.Fatalf("warm-ups run %v, want [1 4]: r5 was warm", ran)
+	}
 }
