@@ -377,7 +377,10 @@ type JoinStep struct {
 //     bins are DipBinS (10 s, within the chapter's 8–22 % of a join) long, consecutive from the
 //     join's start; the pre-join mean is that of the 15 s before the join (the chapter: the 5 minutes
 //     before it). DipNoise is the worst bin of the steady state (warm-up to the join, counted back
-//     from the join) against that mean: the noise floor of the measure.
+//     from the join) against that mean: the noise floor of the measure. DipBeyondNoise is WorstDip
+//     less DipNoise: how much worse the join's worst bin was than the steady state's worst bin of
+//     the same run (each is the worst of about two bins), the figure whose mean over repetitions
+//     estimates the join's own dip.
 //   - SLO (chapter, eq. 2.1–2.3): 2-second windows of the mean response time against a target;
 //     the count of windows over it and the sum of the excess, from the join's first to its last
 //     window. Our target is ChapterTargetFactor (1.25: 50 ms over the chapter's 40 ms) × the
@@ -409,6 +412,8 @@ type JoinReport struct {
 	WorstDip float64   `json:"worst_dip"`
 	DipBins  []float64 `json:"dip_bins"` // every bin of the join, relative to the pre-join mean
 	DipNoise float64   `json:"dip_noise"`
+	// DipBeyondNoise is WorstDip − DipNoise (negative: the join's worst bin was the worse).
+	DipBeyondNoise float64 `json:"dip_beyond_noise"`
 	// WorstDip5sSliding is the previous definition (the worst of every 5-s window), for comparison.
 	WorstDip5sSliding float64 `json:"worst_dip_5s_sliding"`
 	ThroughputRatio   float64 `json:"throughput_ratio"` // mean throughput during the join / before
@@ -649,7 +654,8 @@ func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Snapshot
 			jr.ChapterExcessMs += mean - jr.ChapterTargetMs
 		}
 	}
-	for _, f := range []*float64{&jr.ExcessMs, &jr.ExcessEndMs, &jr.ChapterExcessMs, &jr.ChapterExcessEndMs,
+	jr.DipBeyondNoise = jr.WorstDip - jr.DipNoise
+	for _, f := range []*float64{&jr.DipBeyondNoise, &jr.ExcessMs, &jr.ExcessEndMs, &jr.ChapterExcessMs, &jr.ChapterExcessEndMs,
 		&jr.WorstDip, &jr.WorstDip5sSliding, &jr.DipNoise, &jr.ThroughputRatio, &jr.PostJoinRatio,
 		&jr.SteadyMeanMs, &jr.ChapterTargetMs, &jr.SLOThresholdMs, &jr.PreJoinThroughput} {
 		*f = math.Round(*f*1000) / 1000

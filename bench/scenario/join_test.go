@@ -37,8 +37,8 @@ func TestMeasureJoin(t *testing.T) {
 	if len(jr.DipBins) != 2 || !near(jr.DipBins[0], -0.2) || !near(jr.DipBins[1], 0) {
 		t.Errorf("dip bins %v, want [-0.2 0]", jr.DipBins)
 	}
-	if !near(jr.WorstDip, -0.2) || jr.DipNoise != 0 {
-		t.Errorf("worst dip %v noise %v, want -0.2 and 0", jr.WorstDip, jr.DipNoise)
+	if !near(jr.WorstDip, -0.2) || jr.DipNoise != 0 || !near(jr.DipBeyondNoise, -0.2) {
+		t.Errorf("worst dip %v noise %v beyond noise %v, want -0.2, 0 and -0.2", jr.WorstDip, jr.DipNoise, jr.DipBeyondNoise)
 	}
 	// The chapter's score: 2-s windows of the mean (20 ms) over 1.25 x 10 ms: 5 windows, 7.5 ms each.
 	if !near(jr.ChapterTargetMs, 12.5) || jr.ChapterViolations != 5 || !near(jr.ChapterExcessMs, 37.5) {

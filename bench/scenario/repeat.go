@@ -58,6 +58,7 @@ var repeatFigures = []struct {
 	{"first_served_s", joinFigure(func(j *JoinReport) float64 { return j.FirstServedS })},
 	{"worst_dip", joinFigure(func(j *JoinReport) float64 { return j.WorstDip })},
 	{"dip_noise", joinFigure(func(j *JoinReport) float64 { return j.DipNoise })},
+	{"dip_beyond_noise", joinFigure(func(j *JoinReport) float64 { return j.DipBeyondNoise })},
 	{"throughput_ratio", joinFigure(func(j *JoinReport) float64 { return j.ThroughputRatio })},
 	{"violating_windows", joinFigure(func(j *JoinReport) float64 { return float64(j.ViolatingWindows) })},
 	{"excess_ms", joinFigure(func(j *JoinReport) float64 { return j.ExcessMs })},
