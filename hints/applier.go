@@ -326,8 +326,9 @@ func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped i
 func (a *Applier) Overloaded() bool { return a.c.paused.Load() }
 
 // Shedding reports whether the applier, with its load sampled now (at most every LoadInterval),
-// applies less than its configured fraction or nothing: the node's own work already costs its
-// replays, so optional warming should wait (Module.DeferWarm).
+// applies less than its configured fraction or nothing: its load (Config.Load, or its own queue's
+// fill) is above StartAt, so replays already cost the node's own work and optional warming should
+// wait (Module.DeferWarm).
 func (a *Applier) Shedding(now time.Time) bool {
 	if a.refreshLoad(now) {
 		return true

@@ -440,7 +440,7 @@ func TestApplierShedding(t *testing.T) {
 	for _, tt := range []struct {
 		load float64
 		want bool
-	}{{0.2, false}, {0.69, false}, {0.75, true}, {0.95, true}, {0.5, false}} {
+	}{{0.2, false}, {0.69, false}, {0.75, true}, {0.95, true}, {0.85, true}, {0.5, false}} { // 0.85: still paused (resumes below 0.8)
 		load.Store(math.Float64bits(tt.load))
 		if got := a.Shedding(time.Now()); got != tt.want {
 			t.Fatalf("load %v: Shedding %v, want %v", tt.load, got, tt.want)

@@ -109,8 +109,10 @@ type Metrics struct {
 	CaptureLoad     float64
 	CaptureFraction float64
 	// WarmsDeferred counts new replicas whose warm-up from a peer's hot keys was put off because the
-	// node was shedding replays (Module.DeferWarm).
-	WarmsDeferred uint64
+	// node was shedding replays (Module.DeferWarm); WarmsDeferredRun those of them warmed later (before
+	// a leadership transfer, or once the node had room). The others were warm from live hints by
+	// then, came to lead, or left the node.
+	WarmsDeferred, WarmsDeferredRun uint64
 }
 
 // ReplayHitRatio is the block-cache hit ratio of all replays (NaN before any).
@@ -138,7 +140,8 @@ type counters struct {
 	received, receivedBatches, bytesReceived atomic.Uint64
 	applied, replayHit, replayMiss           atomic.Uint64
 	applyLag, applyLagSum                    atomic.Int64
-	appliedBatches, pauses, warmsDeferred    atomic.Uint64
+	appliedBatches, pauses                   atomic.Uint64
+	warmsDeferred, warmsDeferredRun          atomic.Uint64
 	load, fraction                           atomic.Uint64 // float64 bits
 	captureLoad, captureFraction             atomic.Uint64 // float64 bits
 	paused                                   atomic.Bool
@@ -169,7 +172,8 @@ func (c *counters) snapshot() Metrics {
 		AppliedBatches: c.appliedBatches.Load(),
 		Load:           math.Float64frombits(c.load.Load()), Fraction: math.Float64frombits(c.fraction.Load()),
 		Paused: c.paused.Load(), Pauses: c.pauses.Load(), WarmsDeferred: c.warmsDeferred.Load(),
-		CaptureLoad: math.Float64frombits(c.captureLoad.Load()), CaptureFraction: math.Float64frombits(c.captureFraction.Load()),
+		WarmsDeferredRun: c.warmsDeferredRun.Load(),
+		CaptureLoad:      math.Float64frombits(c.captureLoad.Load()), CaptureFraction: math.Float64frombits(c.captureFraction.Load()),
 		Dropped: make(map[DropReason]uint64, numDropReasons),
 	}
 	if c.queueDepth != nil {
@@ -209,7 +213,8 @@ var metricHelp = []struct{ name, help string }{
 	{"shoal_hints_apply_queue_depth", "Range batches waiting in the apply queue."},
 	{"shoal_hints_capture_load", "Last load sample of the capture side (0..1)."},
 	{"shoal_hints_capture_fraction", "Fraction of served reads being recorded as hints (below 1 while the node sheds capture work under load)."},
-	{"shoal_hints_warmups_deferred_total", "New replicas whose warm-up from a peer's hot keys waited for a leadership transfer, because the node was shedding replays."},
+	{"shoal_hints_warmups_deferred_total", "New replicas whose warm-up from a peer's hot keys was put off because the node was shedding replays for load."},
+	{"shoal_hints_warmups_deferred_run_total", "Put-off warm-ups run later: before a leadership transfer to the replica, or once the node had room."},
 }
 
 func newCollector(c *counters) *collector {
@@ -272,4 +277,5 @@ func (col *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge("shoal_hints_capture_load", m.CaptureLoad)
 	gauge("shoal_hints_capture_fraction", m.CaptureFraction)
 	counter("shoal_hints_warmups_deferred_total", m.WarmsDeferred)
+	counter("shoal_hints_warmups_deferred_run_total", m.WarmsDeferredRun)
 }

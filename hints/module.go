@@ -160,22 +160,23 @@ func (m *Module) Receive(b *pb.HintBatch) *pb.HintShipAck {
 // Warmth reports this node's cache warmth for rangeID.
 func (m *Module) Warmth(rangeID uint64) Warmth { return m.applier.Warmth(rangeID) }
 
+// MaxDeferredWarm bounds a put-off warm-up (DeferWarm) when it finally runs, like a new replica's
+// own warm-up (kv.DefaultNewReplicaWarm): a summary's replays on a cold, busy disk must not take the
+// whole of a transfer's wait, whose replays after the warm-up are what show the replica warm.
+const MaxDeferredWarm = 2 * time.Second
+
 // WaitWarm waits up to maxWait for rangeID to meet crit on this node (see Applier.WaitWarm). A
-// warm-up of rangeID put off by DeferWarm runs first, within maxWait: a leadership is about to move
-// here, which is what the warm-up was kept for; it is skipped if live hints already made the range
-// meet crit.
+// warm-up of rangeID put off by DeferWarm runs first, for at most half of maxWait (and
+// MaxDeferredWarm): a leadership is about to move here, which is what the warm-up was kept for. It is
+// skipped if live hints already made the range meet crit. A wait of 0 only checks.
 func (m *Module) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria, maxWait time.Duration) (Warmth, error) {
-	if maxWait <= 0 {
-		return m.applier.WaitWarm(ctx, rangeID, crit, 0)
-	}
-	if fn := m.takeDeferred(rangeID); fn != nil {
+	if maxWait > 0 {
 		if w, err := m.applier.WaitWarm(ctx, rangeID, crit, 0); err == nil {
-			return w, nil // live hints warmed it meanwhile: the summary's misses would buy nothing
+			m.CancelDeferred(rangeID) // live hints warmed it meanwhile: the summary's misses would buy nothing
+			return w, nil
 		}
 		start := time.Now()
-		wctx, cancel := context.WithTimeout(ctx, maxWait)
-		fn(wctx, rangeID)
-		cancel()
+		m.RunDeferred(ctx, rangeID, min(maxWait/2, MaxDeferredWarm))
 		maxWait = max(maxWait-time.Since(start), 0)
 	}
 	return m.applier.WaitWarm(ctx, rangeID, crit, maxWait)
@@ -189,27 +190,56 @@ func (m *Module) SetWarmUp(fn func(ctx context.Context, rangeID uint64)) {
 	m.warmUp = fn
 }
 
-// DeferWarm puts off the warm-up of a new replica of rangeID until a leadership transfer to it
-// waits for its warmth (WaitWarm), or the replica leaves (Forget). A node whose clients already load
-// it (Applier.Shedding) does so: replaying a whole hot-key summary on a cold replica costs its disk
-// a read per miss, which its own clients' reads then queue behind, for a replica that may never lead.
-// Live hints still warm the replica meanwhile, at the applier's adapted fraction.
+// DeferWarm puts off the warm-up of a new replica of rangeID until RunDeferred: a leadership
+// transfer to it waits for its warmth (WaitWarm), or the node has room again (its owner's periodic
+// reconciliation). A node already shedding replays for load (Applier.Shedding) does so: replaying a
+// whole hot-key summary on a cold replica costs its disk a read per miss, which its own clients'
+// reads then queue behind, for a replica that may never lead. Live hints still warm the replica
+// meanwhile, at the applier's adapted fraction.
 func (m *Module) DeferWarm(rangeID uint64) {
 	m.deferMu.Lock()
 	defer m.deferMu.Unlock()
-	m.deferred[rangeID] = true
-	m.c.warmsDeferred.Add(1)
+	if !m.deferred[rangeID] {
+		m.deferred[rangeID] = true
+		m.c.warmsDeferred.Add(1)
+	}
 }
 
-// takeDeferred returns the warm-up to run for rangeID if it was put off (once), or nil.
-func (m *Module) takeDeferred(rangeID uint64) func(ctx context.Context, rangeID uint64) {
+// Deferred lists the ranges whose warm-up is put off.
+func (m *Module) Deferred() []uint64 {
 	m.deferMu.Lock()
 	defer m.deferMu.Unlock()
-	if !m.deferred[rangeID] || m.warmUp == nil {
-		return nil
+	out := make([]uint64, 0, len(m.deferred))
+	for id := range m.deferred {
+		out = append(out, id)
+	}
+	return out
+}
+
+// CancelDeferred drops rangeID's put-off warm-up without running it (the replica leads now, or is
+// warm from live hints).
+func (m *Module) CancelDeferred(rangeID uint64) {
+	m.deferMu.Lock()
+	defer m.deferMu.Unlock()
+	delete(m.deferred, rangeID)
+}
+
+// RunDeferred runs rangeID's put-off warm-up, if any, for at most bound, and reports whether it ran.
+// A warm-up runs once: concurrent callers find it taken.
+func (m *Module) RunDeferred(ctx context.Context, rangeID uint64, bound time.Duration) bool {
+	m.deferMu.Lock()
+	fn := m.warmUp
+	if !m.deferred[rangeID] || fn == nil || bound <= 0 {
+		m.deferMu.Unlock()
+		return false
 	}
 	delete(m.deferred, rangeID)
-	return m.warmUp
+	m.deferMu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	fn(wctx, rangeID)
+	m.c.warmsDeferredRun.Add(1)
+	return true
 }
 
 // HotKeys returns up to limit of rangeID's hottest reads as this node knows them (captured here as

@@ -308,42 +308,46 @@ func TestModuleConfig(t *testing.T) {
 	}
 }
 
-// A deferred warm-up runs once, when a transfer first waits for the range's warmth, and never for a
-// range that left the node or was not deferred.
-func TestDeferredWarmUpRunsAtWaitWarm(t *testing.T) {
+// A deferred warm-up runs once, when a transfer first waits for the range's warmth or when its owner
+// runs it, and never for a range that left the node, was cancelled or was not deferred.
+func TestDeferredWarmUp(t *testing.T) {
 	m, err := New(Config{NodeID: 1, Peers: func(uint64) []uint64 { return nil }}, newRecordingSender(), newCacheModel())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	var mu sync.Mutex
 	var ran []uint64
-	var hadDeadline bool
 	m.SetWarmUp(func(ctx context.Context, rangeID uint64) {
-		_, hadDeadline = ctx.Deadline()
+		mu.Lock()
 		ran = append(ran, rangeID)
+		mu.Unlock()
 	})
-	m.DeferWarm(1)
-	m.DeferWarm(2)
-	m.Forget(2)
+	runs := func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprint(ran) }
 	ctx := context.Background()
 	crit := WarmCriteria{MinReplays: 1}
-	for _, id := range []uint64{1, 1, 2, 3} {
+	m.DeferWarm(1)
+	m.DeferWarm(1) // counted once
+	m.DeferWarm(2)
+	m.Forget(2)
+	m.DeferWarm(3)
+	m.CancelDeferred(3)
+	for _, id := range []uint64{1, 1, 2, 3, 9} {
 		if _, err := m.WaitWarm(ctx, id, crit, 10*time.Millisecond); !errors.Is(err, ErrNotWarm) {
 			t.Fatalf("WaitWarm(r%d) on a node that replayed nothing: %v, want ErrNotWarm", id, err)
 		}
 	}
-	if fmt.Sprint(ran) != "[1]" || !hadDeadline {
-		t.Fatalf("warm-ups run %v (deadline %v), want [1] once, bounded by the wait", ran, hadDeadline)
+	if runs() != "[1]" {
+		t.Fatalf("warm-ups run %v, want [1] once", runs())
 	}
-	if got := m.Metrics().WarmsDeferred; got != 2 {
-		t.Fatalf("WarmsDeferred = %d, want 2", got)
-	}
-	// A wait of 0 only checks: it does not spend the deferred warm-up.
+	// A wait of 0 only checks: it does not spend the deferred warm-up; the owner's RunDeferred does.
 	m.DeferWarm(4)
 	m.WaitWarm(ctx, 4, crit, 0)
-	m.WaitWarm(ctx, 4, crit, 10*time.Millisecond)
-	if fmt.Sprint(ran) != "[1 4]" {
-		t.Fatalf("warm-ups run %v, want [1 4]", ran)
+	if fmt.Sprint(m.Deferred()) != "[4]" {
+		t.Fatalf("deferred %v, want [4]", m.Deferred())
+	}
+	if !m.RunDeferred(ctx, 4, time.Second) || m.RunDeferred(ctx, 4, time.Second) || runs() != "[1 4]" {
+		t.Fatalf("RunDeferred: warm-ups run %v, want [1 4], once", runs())
 	}
 	// A range already warm by its live hints skips the warm-up, and it is not kept for later.
 	if _, err := m.Warm(ctx, 5, pointHints("a")); err != nil {
@@ -353,8 +357,51 @@ func TestDeferredWarmUpRunsAtWaitWarm(t *testing.T) {
 	if _, err := m.WaitWarm(ctx, 5, WarmCriteria{}, 10*time.Millisecond); err != nil {
 		t.Fatalf("WaitWarm(r5) after replays: %v", err)
 	}
-	m.WaitWarm(ctx, 5, crit, 10*time.Millisecond)
-	if fmt.Sprint(ran) != "[1 4]" {
-		t.Fatalf("warm-ups run %v, want [1 4]: r5 was warm", ran)
+	if runs() != "[1 4]" || len(m.Deferred()) != 0 {
+		t.Fatalf("warm-ups run %v, deferred %v: r5 was warm", runs(), m.Deferred())
+	}
+	// Two transfers asking at once run it once.
+	m.DeferWarm(6)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.WaitWarm(ctx, 6, crit, 10*time.Millisecond) }()
+	}
+	wg.Wait()
+	if runs() != "[1 4 6]" {
+		t.Fatalf("warm-ups run %v, want [1 4 6]", runs())
+	}
+	if mt := m.Metrics(); mt.WarmsDeferred != 6 || mt.WarmsDeferredRun != 3 {
+		t.Fatalf("WarmsDeferred %d, WarmsDeferredRun %d; want 6 and 3", mt.WarmsDeferred, mt.WarmsDeferredRun)
+	}
+}
+
+// A put-off warm-up gets at most half of a transfer's wait, so that replays after it can show the
+// replica warm.
+func TestDeferredWarmUpBoundedByHalfTheWait(t *testing.T) {
+	m, err := New(Config{NodeID: 1, Peers: func(uint64) []uint64 { return nil }}, newRecordingSender(), newCacheModel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var warmedFor time.Duration
+	m.SetWarmUp(func(ctx context.Context, rangeID uint64) {
+		start := time.Now()
+		<-ctx.Done() // a warm-up slower than any bound
+		warmedFor = time.Since(start)
+	})
+	m.DeferWarm(1)
+	const wait = time.Second
+	start := time.Now()
+	_, err = m.WaitWarm(context.Background(), 1, WarmCriteria{MinReplays: 1}, wait)
+	took := time.Since(start)
+	if !errors.Is(err, ErrNotWarm) {
+		t.Fatalf("WaitWarm: %v, want ErrNotWarm", err)
+	}
+	if warmedFor < wait/2-20*time.Millisecond || warmedFor > wait*9/10 {
+		t.Fatalf("the warm-up ran %v, want about half the wait (%v)", warmedFor, wait/2)
+	}
+	if took < wait-20*time.Millisecond || took > 2*wait {
+		t.Fatalf("WaitWarm took %v, want about the whole wait (%v)", took, wait)
 	}
 }

@@ -176,9 +176,7 @@ func (n *Node) initHints() error {
 	n.hints = h
 	// A warm-up put off because the node was busy runs when a leadership is about to move here.
 	m.SetWarmUp(func(ctx context.Context, rangeID uint64) {
-		res := n.warmRange(ctx, rangeID)
-		n.log.Debug("warmed a replica before a leadership transfer", "range", rangeID, "peer", res.peer,
-			"hints", res.hints, "hit_ratio", res.stats.HitRatio())
+		n.logWarmUp("warmed a replica whose warm-up was put off", rangeID, n.warmRange(ctx, rangeID))
 	})
 	return nil
 }
@@ -297,11 +295,15 @@ func (n *Node) refreshHintsSwitch(ctx context.Context) {
 
 // reconcileHintRanges forgets ranges whose replica left this node and warms replicas that appeared
 // since the last round (learners that received a snapshot, split halves), each bounded by
-// DefaultNewReplicaWarm and in the background: nothing waits for it. On a node already shedding
-// replays for load (its clients keep its disk or CPU busy), the warm-up is put off until a leadership
-// transfer to the replica asks for its warmth (hints.Module.DeferWarm): a joining node that already
-// serves would otherwise replay a cold hot-key summary for every replica it receives, and its clients'
-// reads queue behind those misses (measured: docs/bench-join.md, session 10).
+// DefaultNewReplicaWarm and in the background: nothing waits for it.
+//
+// On a node already shedding replays for load, a new replica's warm-up is put off
+// (hints.Module.DeferWarm): an incremental join's new node, once it served, replayed a cold hot-key
+// summary for every replica it received, and its clients' reads queued behind those misses
+// (docs/bench-join.md, session 10). A put-off warm-up runs when an autopilot leadership transfer asks
+// for the replica's warmth (Module.WaitWarm), or here, one a round, once the node stops shedding; it
+// is dropped when the replica leads. Transfers that do not ask (drain, admin transfer-leader) and
+// elections find the replica as warm as live hints made it.
 func (n *Node) reconcileHintRanges(ctx context.Context) {
 	h := n.hints
 	now := map[uint64]bool{}
@@ -330,12 +332,26 @@ func (n *Node) reconcileHintRanges(ctx context.Context) {
 			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, DefaultNewReplicaWarm)
-		res := n.warmRange(wctx, r.RangeID())
+		n.logWarmUp("warmed new replica from a peer's hot keys", r.RangeID(), n.warmRange(wctx, r.RangeID()))
 		cancel()
-		if res.hints > 0 {
-			n.log.Debug("warmed new replica from a peer's hot keys", "range", r.RangeID(), "peer", res.peer,
-				"hints", res.hints, "hit_ratio", res.stats.HitRatio())
+	}
+	for _, id := range h.m.Deferred() {
+		if r := n.store.Replica(id); r == nil || r.IsLeader() {
+			h.m.CancelDeferred(id) // it leads (its own reads warm it) or left
+			continue
 		}
+		if h.m.Applier().Shedding(time.Now()) {
+			break
+		}
+		if h.m.RunDeferred(ctx, id, DefaultNewReplicaWarm) {
+			break // one a round: the warm-up's own replays may make the node shed again
+		}
+	}
+}
+
+func (n *Node) logWarmUp(msg string, rangeID uint64, res warmResult) {
+	if res.hints > 0 {
+		n.log.Debug(msg, "range", rangeID, "peer", res.peer, "hints", res.hints, "hit_ratio", res.stats.HitRatio())
 	}
 }
 
