@@ -43,6 +43,8 @@
 // (NewEngineReader over its engine, bounded by its replicas' spans) and Config.Peers (each range's
 // other replicas); it registers Module.Service on its gRPC server, calls Record/RecordScan after a
 // leader's read, Client.WaitWarm before an autopilot leadership transfer, Module.WarmFromPeer when
-// a replica starts, Module.Forget when one leaves, and exports Module.Collectors. A new node learns its
+// a replica starts (or, while its applier sheds replays for load, Module.DeferWarm, with
+// Module.SetWarmUp telling the module how to warm one replica from its peers; WaitWarm runs a
+// put-off warm-up first), Module.Forget when one leaves, and exports Module.Collectors. A new node learns its
 // identity after the module is built: Module.SetIdentity.
 package hints

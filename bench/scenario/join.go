@@ -377,9 +377,10 @@ type JoinStep struct {
 //     bins are DipBinS (10 s, within the chapter's 8–22 % of a join) long, consecutive from the
 //     join's start; the pre-join mean is that of the 15 s before the join (the chapter: the 5 minutes
 //     before it). DipNoise is the worst bin of the steady state (warm-up to the join, counted back
-//     from the join) against that mean: the noise floor of the measure. DipBeyondNoise is WorstDip
-//     less DipNoise: how much worse the join's worst bin was than the steady state's worst bin of
-//     the same run (each is the worst of about two bins), the figure whose mean over repetitions
+//     from the join) against that mean, and at most 0: the noise floor of the measure.
+//     DipBeyondNoise is WorstDip less DipNoise: how much worse the join's worst bin was than the
+//     steady state's worst bin of the same run (each the worst of about two bins; WorstDip itself
+//     when no steady bin fell below the reference), the figure whose mean over repetitions
 //     estimates the join's own dip.
 //   - SLO (chapter, eq. 2.1–2.3): 2-second windows of the mean response time against a target;
 //     the count of windows over it and the sum of the excess, from the join's first to its last
