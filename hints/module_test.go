@@ -308,14 +308,21 @@ func TestModuleConfig(t *testing.T) {
 	}
 }
 
-// A deferred warm-up runs once, when a transfer first waits for the range's warmth or when its owner
-// runs it, and never for a range that left the node, was cancelled or was not deferred.
-func TestDeferredWarmUp(t *testing.T) {
+// newLoneModule is a module with no peers over a cache model, closed at the test's end.
+func newLoneModule(t *testing.T) *Module {
+	t.Helper()
 	m, err := New(Config{NodeID: 1, Peers: func(uint64) []uint64 { return nil }}, newRecordingSender(), newCacheModel())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(m.Close)
+	return m
+}
+
+// A deferred warm-up runs once, when a transfer first waits for the range's warmth or when its owner
+// runs it, and never for a range that left the node, was cancelled or was not deferred.
+func TestDeferredWarmUp(t *testing.T) {
+	m := newLoneModule(t)
 	var mu sync.Mutex
 	var ran []uint64
 	m.SetWarmUp(func(ctx context.Context, rangeID uint64) {
@@ -379,11 +386,7 @@ func TestDeferredWarmUp(t *testing.T) {
 // A put-off warm-up gets at most half of a transfer's wait, so that replays after it can show the
 // replica warm.
 func TestDeferredWarmUpBoundedByHalfTheWait(t *testing.T) {
-	m, err := New(Config{NodeID: 1, Peers: func(uint64) []uint64 { return nil }}, newRecordingSender(), newCacheModel())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newLoneModule(t)
 	var warmedFor time.Duration
 	m.SetWarmUp(func(ctx context.Context, rangeID uint64) {
 		start := time.Now()
@@ -393,7 +396,7 @@ func TestDeferredWarmUpBoundedByHalfTheWait(t *testing.T) {
 	m.DeferWarm(1)
 	const wait = time.Second
 	start := time.Now()
-	_, err = m.WaitWarm(context.Background(), 1, WarmCriteria{MinReplays: 1}, wait)
+	_, err := m.WaitWarm(context.Background(), 1, WarmCriteria{MinReplays: 1}, wait)
 	took := time.Since(start)
 	if !errors.Is(err, ErrNotWarm) {
 		t.Fatalf("WaitWarm: %v, want ErrNotWarm", err)
