@@ -32,6 +32,7 @@ type node struct {
 	alive bool
 	// last block-cache counters read, for per-second deltas (reset when the node restarts).
 	lastHits, lastMisses uint64
+	lastCompactions      uint64
 	// devPast sums the emulated-disk counters of the node's engines closed so far (kills).
 	devPast emudisk.Stats
 	// devLast is the node's device counters (devPast included) as last read by deviceDelta.
@@ -88,7 +89,7 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 	}
 	c.mu.Lock()
 	n.eng, n.kv, n.srv, n.alive = ln.Eng, ln.KV, ln.Server(), true
-	n.lastHits, n.lastMisses = 0, 0
+	n.lastHits, n.lastMisses, n.lastCompactions = 0, 0, 0
 	c.mu.Unlock()
 	return nil
 }
@@ -169,28 +170,34 @@ func (c *cluster) indexOf(nodeID uint64) int {
 }
 
 // cacheDelta sums the block-cache hits and misses of the live nodes since the previous call.
-func (c *cluster) cacheDelta() (hits, misses uint64) {
+func (c *cluster) cacheDelta() (hits, misses uint64, nodeRatio []float64, compactions []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range c.nodes {
+	nodeRatio, compactions = make([]float64, len(c.nodes)), make([]int64, len(c.nodes))
+	since := func(now uint64, last *uint64) uint64 {
+		d := now
+		if now >= *last {
+			d = now - *last // a restarted node's counters start again from 0
+		}
+		*last = now
+		return d
+	}
+	for i, n := range c.nodes {
+		nodeRatio[i] = -1
 		if !n.alive {
 			continue
 		}
 		m := n.kv.Metrics().Engine
-		h, ms := uint64(m.BlockCacheHits), uint64(m.BlockCacheMisses)
-		if h >= n.lastHits {
-			hits += h - n.lastHits
-		} else {
-			hits += h
+		h := since(uint64(m.BlockCacheHits), &n.lastHits)
+		ms := since(uint64(m.BlockCacheMisses), &n.lastMisses)
+		compactions[i] = int64(since(uint64(m.CompactionsDone), &n.lastCompactions))
+		hits += h
+		misses += ms
+		if h+ms > 0 {
+			nodeRatio[i] = math.Round(float64(h)/float64(h+ms)*1000) / 1000
 		}
-		if ms >= n.lastMisses {
-			misses += ms - n.lastMisses
-		} else {
-			misses += ms
-		}
-		n.lastHits, n.lastMisses = h, ms
 	}
-	return hits, misses
+	return hits, misses, nodeRatio, compactions
 }
 
 // deviceDelta returns, per node (n1 first), the operations its emulated disk served and the time its

@@ -96,12 +96,17 @@ type Point struct {
 	// the time callers waited for its budget (summed over callers; absent without emulated disks).
 	DiskOps    []int64   `json:"disk_ops,omitempty"`
 	DiskWaitMs []float64 `json:"disk_wait_ms,omitempty"`
-	T          float64   `json:"t"`
-	Ops        int64     `json:"ops"`
-	P50Ms      float64   `json:"p50_ms"`
-	P99Ms      float64   `json:"p99_ms"`
-	HitRatio   *float64  `json:"hit_ratio"`
-	Errors     int64     `json:"errors"`
+	// NodeHitRatio is, per node, its block cache's hit ratio in the second (-1: no access, or the
+	// node was down); Compactions the compactions its engine finished in the second. HitRatio is the
+	// whole cluster's.
+	NodeHitRatio []float64 `json:"node_hit_ratio,omitempty"`
+	Compactions  []int64   `json:"compactions,omitempty"`
+	T            float64   `json:"t"`
+	Ops          int64     `json:"ops"`
+	P50Ms        float64   `json:"p50_ms"`
+	P99Ms        float64   `json:"p99_ms"`
+	HitRatio     *float64  `json:"hit_ratio"`
+	Errors       int64     `json:"errors"`
 	// ScanMs is the mean time of the Workload's range aggregations that ended this second (absent
 	// without one, or when none ended); ScanErrors counts the failed or short ones.
 	ScanMs     *float64 `json:"scan_ms,omitempty"`
@@ -581,7 +586,8 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		if c.device != nil {
 			p.DiskOps, p.DiskWaitMs = c.deviceDelta()
 		}
-		h, m := c.cacheDelta()
+		h, m, nodeRatio, compactions := c.cacheDelta()
+		p.NodeHitRatio, p.Compactions = nodeRatio, compactions
 		if h+m > 0 {
 			r := float64(h) / float64(h+m)
 			p.HitRatio = &r
