@@ -160,14 +160,15 @@ func (m *Module) Receive(b *pb.HintBatch) *pb.HintShipAck {
 // Warmth reports this node's cache warmth for rangeID.
 func (m *Module) Warmth(rangeID uint64) Warmth { return m.applier.Warmth(rangeID) }
 
-// MaxDeferredWarm bounds a put-off warm-up (DeferWarm) when it finally runs, like a new replica's
-// own warm-up (kv.DefaultNewReplicaWarm): a summary's replays on a cold, busy disk must not take the
-// whole of a transfer's wait, whose replays after the warm-up are what show the replica warm.
-const MaxDeferredWarm = 2 * time.Second
+// MaxReplicaWarm bounds one replica's warm-up from a peer's hot-key summary on a running node,
+// whether it runs when the replica appears or after being put off (DeferWarm): replaying a summary
+// on a cold, busy disk must not hold up its caller, nor take the whole of a transfer's wait, whose
+// replays after the warm-up are what show the replica warm.
+const MaxReplicaWarm = 2 * time.Second
 
 // WaitWarm waits up to maxWait for rangeID to meet crit on this node (see Applier.WaitWarm). A
 // warm-up of rangeID put off by DeferWarm runs first, for at most half of maxWait (and
-// MaxDeferredWarm): a leadership is about to move here, which is what the warm-up was kept for. It is
+// MaxReplicaWarm): a leadership is about to move here, which is what the warm-up was kept for. It is
 // skipped if live hints already made the range meet crit. A wait of 0 only checks.
 func (m *Module) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria, maxWait time.Duration) (Warmth, error) {
 	if maxWait > 0 {
@@ -176,7 +177,7 @@ func (m *Module) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria
 			return w, nil
 		}
 		start := time.Now()
-		m.RunDeferred(ctx, rangeID, min(maxWait/2, MaxDeferredWarm))
+		m.RunDeferred(ctx, rangeID, min(maxWait/2, MaxReplicaWarm))
 		maxWait = max(maxWait-time.Since(start), 0)
 	}
 	return m.applier.WaitWarm(ctx, rangeID, crit, maxWait)

@@ -31,9 +31,6 @@ const (
 	// DefaultRestartWarm bounds how long a restarting node warms its replicas from their peers'
 	// hot-key summaries before it starts raft (and so before any of its replicas can campaign).
 	DefaultRestartWarm = 2 * time.Second
-	// DefaultNewReplicaWarm bounds the warm-up of one replica that appears on a running node (a new
-	// learner, a split's right half).
-	DefaultNewReplicaWarm = 2 * time.Second
 	// hintsSwitchInterval is how often a node reads the read_hints switch from the meta range.
 	hintsSwitchInterval = 2 * time.Second
 	// minReadQPSForWarmth: below this read rate a range gets too few hints for its warmth to be
@@ -295,7 +292,7 @@ func (n *Node) refreshHintsSwitch(ctx context.Context) {
 
 // reconcileHintRanges forgets ranges whose replica left this node and warms replicas that appeared
 // since the last round (learners that received a snapshot, split halves), each bounded by
-// DefaultNewReplicaWarm and in the background: nothing waits for it.
+// hints.MaxReplicaWarm and in the background: nothing waits for it.
 //
 // On a node already shedding replays for load, a new replica's warm-up is put off
 // (hints.Module.DeferWarm): an incremental join's new node, once it served, replayed a cold hot-key
@@ -331,7 +328,7 @@ func (n *Node) reconcileHintRanges(ctx context.Context) {
 			h.m.DeferWarm(r.RangeID())
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, DefaultNewReplicaWarm)
+		wctx, cancel := context.WithTimeout(ctx, hints.MaxReplicaWarm)
 		n.logWarmUp("warmed new replica from a peer's hot keys", r.RangeID(), n.warmRange(wctx, r.RangeID()))
 		cancel()
 	}
@@ -343,7 +340,7 @@ func (n *Node) reconcileHintRanges(ctx context.Context) {
 		if h.m.Applier().Shedding(time.Now()) {
 			break
 		}
-		if h.m.RunDeferred(ctx, id, DefaultNewReplicaWarm) {
+		if h.m.RunDeferred(ctx, id, hints.MaxReplicaWarm) {
 			break // one a round: the warm-up's own replays may make the node shed again
 		}
 	}

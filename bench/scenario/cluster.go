@@ -169,8 +169,9 @@ func (c *cluster) indexOf(nodeID uint64) int {
 	return -1
 }
 
-// cacheDelta sums the block-cache hits and misses of the live nodes since the previous call.
-func (c *cluster) cacheDelta() (hits, misses uint64, nodeRatio []float64, compactions []int64) {
+// engineDelta sums the block-cache hits and misses of the live nodes since the previous call, and
+// gives each node's hit ratio (-1: no access, or down) and finished compactions over that time.
+func (c *cluster) engineDelta() (hits, misses uint64, nodeRatio []float64, compactions []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	nodeRatio, compactions = make([]float64, len(c.nodes)), make([]int64, len(c.nodes))

@@ -434,7 +434,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			return nil, fmt.Errorf("set policy %s=%v: %w", sc.Policy, policyOn, err)
 		}
 	}
-	c.cacheDelta() // start the block-cache counters from here
+	c.engineDelta() // start the engines' counters from here
 
 	// The measured workload: closed loop, Threads workers, keys chosen by the scenario's Workload
 	// (zipfian over every key by default).
@@ -586,7 +586,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		if c.device != nil {
 			p.DiskOps, p.DiskWaitMs = c.deviceDelta()
 		}
-		h, m, nodeRatio, compactions := c.cacheDelta()
+		h, m, nodeRatio, compactions := c.engineDelta()
 		p.NodeHitRatio, p.Compactions = nodeRatio, compactions
 		if h+m > 0 {
 			r := float64(h) / float64(h+m)
