@@ -33,6 +33,7 @@ type node struct {
 	// last block-cache counters read, for per-second deltas (reset when the node restarts).
 	lastHits, lastMisses uint64
 	lastCompactions      uint64
+	lastFlushes          uint64
 	// devPast sums the emulated-disk counters of the node's engines closed so far (kills).
 	devPast emudisk.Stats
 	// devLast is the node's device counters (devPast included) as last read by deviceDelta.
@@ -89,7 +90,7 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 	}
 	c.mu.Lock()
 	n.eng, n.kv, n.srv, n.alive = ln.Eng, ln.KV, ln.Server(), true
-	n.lastHits, n.lastMisses, n.lastCompactions = 0, 0, 0
+	n.lastHits, n.lastMisses, n.lastCompactions, n.lastFlushes = 0, 0, 0, 0
 	c.mu.Unlock()
 	return nil
 }
@@ -170,11 +171,12 @@ func (c *cluster) indexOf(nodeID uint64) int {
 }
 
 // engineDelta sums the block-cache hits and misses of the live nodes since the previous call, and
-// gives each node's hit ratio (-1: no access, or down) and finished compactions over that time.
-func (c *cluster) engineDelta() (hits, misses uint64, nodeRatio []float64, compactions []int64) {
+// gives each node's hit ratio (-1: no access, or down), finished compactions and flushes over that
+// time.
+func (c *cluster) engineDelta() (hits, misses uint64, nodeRatio []float64, compactions, flushes []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	nodeRatio, compactions = make([]float64, len(c.nodes)), make([]int64, len(c.nodes))
+	nodeRatio, compactions, flushes = make([]float64, len(c.nodes)), make([]int64, len(c.nodes)), make([]int64, len(c.nodes))
 	since := func(now uint64, last *uint64) uint64 {
 		d := now
 		if now >= *last {
@@ -192,29 +194,31 @@ func (c *cluster) engineDelta() (hits, misses uint64, nodeRatio []float64, compa
 		h := since(uint64(m.BlockCacheHits), &n.lastHits)
 		ms := since(uint64(m.BlockCacheMisses), &n.lastMisses)
 		compactions[i] = int64(since(uint64(m.CompactionsDone), &n.lastCompactions))
+		flushes[i] = int64(since(uint64(m.FlushesDone), &n.lastFlushes))
 		hits += h
 		misses += ms
 		if h+ms > 0 {
 			nodeRatio[i] = math.Round(float64(h)/float64(h+ms)*1000) / 1000
 		}
 	}
-	return hits, misses, nodeRatio, compactions
+	return hits, misses, nodeRatio, compactions, flushes
 }
 
 // deviceDelta returns, per node (n1 first), the operations its emulated disk served and the time its
 // callers waited for its budget since the last call: where a node's disk is the bottleneck, its
 // wait grows while its operations stay at the device's IOPS.
-func (c *cluster) deviceDelta() (ops []int64, waitMs []float64) {
+func (c *cluster) deviceDelta() (ops, readOps []int64, waitMs []float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ops, waitMs = make([]int64, len(c.nodes)), make([]float64, len(c.nodes))
+	ops, readOps, waitMs = make([]int64, len(c.nodes)), make([]int64, len(c.nodes)), make([]float64, len(c.nodes))
 	for i, n := range c.nodes {
 		cur := n.deviceStats()
 		ops[i] = cur.ReadOps + cur.WriteOps - n.devLast.ReadOps - n.devLast.WriteOps
+		readOps[i] = cur.ReadOps - n.devLast.ReadOps
 		waitMs[i] = math.Round(float64(cur.Throttled-n.devLast.Throttled)/float64(time.Millisecond)*10) / 10
 		n.devLast = cur
 	}
-	return ops, waitMs
+	return ops, readOps, waitMs
 }
 
 // userRange returns the status of the user range (the first range that is not the meta range).
@@ -288,18 +292,28 @@ func (c *cluster) addNode(ctx context.Context) (int, error) {
 
 // userLeaders is, per node index, the number of user ranges the node leads now (0 for dead nodes).
 func (c *cluster) userLeaders() []int {
+	leaders, _ := c.userReplicas()
+	return leaders
+}
+
+// userReplicas gives, per node (n1 first), the user ranges it leads and the user replicas it holds.
+func (c *cluster) userReplicas() (leaders, replicas []int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]int, len(c.nodes))
+	leaders, replicas = make([]int, len(c.nodes)), make([]int, len(c.nodes))
 	for i, n := range c.nodes {
 		if !n.alive || n.kv.Store() == nil {
 			continue
 		}
 		for _, r := range n.kv.Store().Replicas() {
-			if r.RangeID() != replica.MetaRangeID && r.IsLeader() {
-				out[i]++
+			if r.RangeID() == replica.MetaRangeID {
+				continue
+			}
+			replicas[i]++
+			if r.IsLeader() {
+				leaders[i]++
 			}
 		}
 	}
-	return out
+	return leaders, replicas
 }

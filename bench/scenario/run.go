@@ -90,17 +90,22 @@ type Summary struct {
 
 // Point is one second of one run. HitRatio is null when the block cache saw no access that second.
 type Point struct {
-	// Leaders is, per node (n1 first), the user ranges it led at the end of the second.
-	Leaders []int `json:"leaders,omitempty"`
-	// DiskOps and DiskWaitMs are, per node, the operations of its emulated disk in the second and
-	// the time callers waited for its budget (summed over callers; absent without emulated disks).
-	DiskOps    []int64   `json:"disk_ops,omitempty"`
+	// Leaders and Replicas are, per node (n1 first), the user ranges it led and held at the end of
+	// the second.
+	Leaders  []int `json:"leaders,omitempty"`
+	Replicas []int `json:"replicas,omitempty"`
+	// DiskOps and DiskWaitMs are, per node, the operations of its emulated disk in the second (of
+	// which DiskReadOps reads) and the time callers waited for its budget (summed over callers;
+	// absent without emulated disks).
+	DiskOps     []int64   `json:"disk_ops,omitempty"`
+	DiskReadOps []int64   `json:"disk_read_ops,omitempty"`
 	DiskWaitMs []float64 `json:"disk_wait_ms,omitempty"`
 	// NodeHitRatio is, per node, its block cache's hit ratio in the second (-1: no access, or the
-	// node was down); Compactions the compactions its engine finished in the second. HitRatio is the
-	// whole cluster's.
+	// node was down); Compactions and Flushes those its engine finished in the second. HitRatio is
+	// the whole cluster's.
 	NodeHitRatio []float64 `json:"node_hit_ratio,omitempty"`
 	Compactions  []int64   `json:"compactions,omitempty"`
+	Flushes      []int64   `json:"flushes,omitempty"`
 	T            float64   `json:"t"`
 	Ops          int64     `json:"ops"`
 	P50Ms        float64   `json:"p50_ms"`
@@ -582,12 +587,12 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		p.ScanErrors = scanErr
 		scanSum, scanN, scanErr = 0, 0, 0
 		scanMu.Unlock()
-		p.Leaders = c.userLeaders()
+		p.Leaders, p.Replicas = c.userReplicas()
 		if c.device != nil {
-			p.DiskOps, p.DiskWaitMs = c.deviceDelta()
+			p.DiskOps, p.DiskReadOps, p.DiskWaitMs = c.deviceDelta()
 		}
-		h, m, nodeRatio, compactions := c.engineDelta()
-		p.NodeHitRatio, p.Compactions = nodeRatio, compactions
+		h, m, nodeRatio, compactions, flushes := c.engineDelta()
+		p.NodeHitRatio, p.Compactions, p.Flushes = nodeRatio, compactions, flushes
 		if h+m > 0 {
 			r := float64(h) / float64(h+m)
 			p.HitRatio = &r
