@@ -170,13 +170,22 @@ func (c *cluster) indexOf(nodeID uint64) int {
 	return -1
 }
 
+// engineSecond is, per node (n1 first), what its engine did over one interval: its block cache's hit
+// ratio (-1: no access, or down), the compactions and flushes it finished and the compactions
+// running at the interval's end.
+type engineSecond struct {
+	hitRatio                         []float64
+	compactions, flushes, compacting []int64
+}
+
 // engineDelta sums the block-cache hits and misses of the live nodes since the previous call, and
-// gives each node's hit ratio (-1: no access, or down), finished compactions and flushes over that
-// time.
-func (c *cluster) engineDelta() (hits, misses uint64, nodeRatio []float64, compactions, flushes []int64) {
+// gives each node's engine activity over that time.
+func (c *cluster) engineDelta() (hits, misses uint64, per engineSecond) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	nodeRatio, compactions, flushes = make([]float64, len(c.nodes)), make([]int64, len(c.nodes)), make([]int64, len(c.nodes))
+	n := len(c.nodes)
+	per = engineSecond{hitRatio: make([]float64, n), compactions: make([]int64, n), flushes: make([]int64, n),
+		compacting: make([]int64, n)}
 	since := func(now uint64, last *uint64) uint64 {
 		d := now
 		if now >= *last {
@@ -186,22 +195,23 @@ func (c *cluster) engineDelta() (hits, misses uint64, nodeRatio []float64, compa
 		return d
 	}
 	for i, n := range c.nodes {
-		nodeRatio[i] = -1
+		per.hitRatio[i] = -1
 		if !n.alive {
 			continue
 		}
 		m := n.kv.Metrics().Engine
 		h := since(uint64(m.BlockCacheHits), &n.lastHits)
 		ms := since(uint64(m.BlockCacheMisses), &n.lastMisses)
-		compactions[i] = int64(since(uint64(m.CompactionsDone), &n.lastCompactions))
-		flushes[i] = int64(since(uint64(m.FlushesDone), &n.lastFlushes))
+		per.compactions[i] = int64(since(uint64(m.CompactionsDone), &n.lastCompactions))
+		per.flushes[i] = int64(since(uint64(m.FlushesDone), &n.lastFlushes))
+		per.compacting[i] = m.CompactionsRunning
 		hits += h
 		misses += ms
 		if h+ms > 0 {
-			nodeRatio[i] = math.Round(float64(h)/float64(h+ms)*1000) / 1000
+			per.hitRatio[i] = math.Round(float64(h)/float64(h+ms)*1000) / 1000
 		}
 	}
-	return hits, misses, nodeRatio, compactions, flushes
+	return hits, misses, per
 }
 
 // deviceDelta returns, per node (n1 first), the operations its emulated disk served and the time its

@@ -99,13 +99,14 @@ type Point struct {
 	// absent without emulated disks).
 	DiskOps     []int64   `json:"disk_ops,omitempty"`
 	DiskReadOps []int64   `json:"disk_read_ops,omitempty"`
-	DiskWaitMs []float64 `json:"disk_wait_ms,omitempty"`
+	DiskWaitMs  []float64 `json:"disk_wait_ms,omitempty"`
 	// NodeHitRatio is, per node, its block cache's hit ratio in the second (-1: no access, or the
-	// node was down); Compactions and Flushes those its engine finished in the second. HitRatio is
-	// the whole cluster's.
+	// node was down); Compactions and Flushes those its engine finished in the second, Compacting
+	// those running at its end. HitRatio is the whole cluster's.
 	NodeHitRatio []float64 `json:"node_hit_ratio,omitempty"`
 	Compactions  []int64   `json:"compactions,omitempty"`
 	Flushes      []int64   `json:"flushes,omitempty"`
+	Compacting   []int64   `json:"compacting,omitempty"`
 	T            float64   `json:"t"`
 	Ops          int64     `json:"ops"`
 	P50Ms        float64   `json:"p50_ms"`
@@ -591,8 +592,8 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		if c.device != nil {
 			p.DiskOps, p.DiskReadOps, p.DiskWaitMs = c.deviceDelta()
 		}
-		h, m, nodeRatio, compactions, flushes := c.engineDelta()
-		p.NodeHitRatio, p.Compactions, p.Flushes = nodeRatio, compactions, flushes
+		h, m, eng := c.engineDelta()
+		p.NodeHitRatio, p.Compactions, p.Flushes, p.Compacting = eng.hitRatio, eng.compactions, eng.flushes, eng.compacting
 		if h+m > 0 {
 			r := float64(h) / float64(h+m)
 			p.HitRatio = &r
