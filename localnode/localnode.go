@@ -34,6 +34,8 @@ type Options struct {
 	// MemTableBytes is the memtable size (0: the storage default). Pebble reserves the memtables'
 	// size out of the block cache, so a small cache needs small memtables to cache anything.
 	MemTableBytes uint64
+	// MemTableJitter is storage.Options.MemTableJitter (0: exactly MemTableBytes).
+	MemTableJitter float64
 	// Device gives the node's engine an emulated disk of its own (see storage/emudisk); nil: off.
 	Device *emudisk.Options
 	// FS is the engine's filesystem (nil: the OS); tests wrap it to inject faults (storage/faultfs).
@@ -59,7 +61,8 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 			return nil, err
 		}
 	}
-	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, MemTableBytes: o.MemTableBytes, Device: o.Device, FS: o.FS})
+	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, MemTableBytes: o.MemTableBytes,
+		MemTableJitter: o.MemTableJitter, Device: o.Device, FS: o.FS})
 	if err != nil {
 		return nil, err
 	}

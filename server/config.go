@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
 )
 
@@ -78,6 +80,10 @@ type Config struct {
 	CertsDir string
 	// CacheBytes is the block cache size (default DefaultCacheBytes).
 	CacheBytes int64
+	// MemTableJitter is the fraction by which the node's memtable is randomly smaller than the
+	// default, so that replicas do not flush in the same second (storage.Options.MemTableJitter):
+	// 0 means storage.DefaultMemTableJitter, negative means none.
+	MemTableJitter float64
 	// MaxKeyBytes and MaxValueBytes bound request sizes (defaults DefaultMaxKeyBytes, DefaultMaxValueBytes).
 	MaxKeyBytes, MaxValueBytes int
 	// RangeMaxBytes triggers an automatic split (default DefaultRangeMaxBytes).
@@ -125,6 +131,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CacheBytes == 0 {
 		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.MemTableJitter == 0 {
+		c.MemTableJitter = storage.DefaultMemTableJitter
 	}
 	if c.MaxKeyBytes == 0 {
 		c.MaxKeyBytes = DefaultMaxKeyBytes
@@ -216,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheBytes < 0 {
 		add("cache size must not be negative (got %d)", c.CacheBytes)
+	}
+	if c.MemTableJitter > storage.MaxMemTableJitter || math.IsNaN(c.MemTableJitter) {
+		add("memtable jitter must be at most %v (got %v; 0 turns it off)", storage.MaxMemTableJitter, c.MemTableJitter)
 	}
 	if c.MaxKeyBytes < 0 {
 		add("max key bytes must not be negative (got %d)", c.MaxKeyBytes)
@@ -321,6 +333,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		AuthToken       string   `json:"auth_token"`
 		CertsDir        string   `json:"certs_dir"`
 		CacheBytes      int64    `json:"cache_bytes"`
+		MemTableJitter  float64  `json:"memtable_jitter"`
 		MaxKeyBytes     int      `json:"max_key_bytes"`
 		MaxValueBytes   int      `json:"max_value_bytes"`
 		RangeMaxBytes   int64    `json:"range_max_bytes"`
@@ -349,7 +362,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	}{
 		DataDir: c.DataDir, Listen: c.Listen, Advertise: c.Advertise, HTTP: c.HTTP, RESP: c.RESP,
 		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CertsDir: c.CertsDir, CacheBytes: c.CacheBytes,
-		MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, RangeMaxBytes: c.RangeMaxBytes,
+		MemTableJitter: max(c.WithDefaults().MemTableJitter, 0),
+		MaxKeyBytes:    c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, RangeMaxBytes: c.RangeMaxBytes,
 		TickInterval: c.TickInterval.String(), DeadNodeTimeout: c.DeadNodeTimeout.String(), SnapshotRate: c.WithDefaults().SnapshotRate,
 		GRPCMaxMsgBytes: c.WithDefaults().grpcMaxMsgBytes(),
 		HeavyCompaction: c.WithDefaults().Background.HeavyCompactionBytes, MaxPostpone: c.WithDefaults().Background.MaxPostpone.String(),

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +40,11 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is the size of one memtable (default 32 MiB).
 	MemTableBytes uint64
+	// MemTableJitter is the fraction, in [0, 0.5], by which this engine's memtable is randomly smaller
+	// than MemTableBytes, drawn once at open (0: exactly MemTableBytes). Replicas receive the same
+	// writes: with equal memtables they would flush, and then compact, in the same second
+	// (docs/design/flush-desync.md).
+	MemTableJitter float64
 	// FS overrides the filesystem (tests, fault injection, emulated devices). Default: the OS.
 	FS vfs.FS
 	// Device, if set, puts the engine's files on an emulated device of its own (page-cache bypass, a
@@ -74,6 +81,8 @@ type Engine struct {
 	// ingests counts IngestSpan calls; ingestedL0Bytes the bytes Pebble could not place below L0.
 	ingests, ingestedBytes, ingestedL0Bytes atomic.Int64
 
+	memTableBytes uint64 // after jitter
+
 	closed             atomic.Bool
 	compactionsRunning atomic.Int64
 	compactionsDone    atomic.Int64
@@ -82,6 +91,20 @@ type Engine struct {
 }
 
 const markerFile = "SHOAL_STORE"
+
+// DefaultMemTableJitter is what a node runs with unless told otherwise (server, local nodes).
+const DefaultMemTableJitter = 0.25
+
+// MaxMemTableJitter bounds Options.MemTableJitter: beyond half, a node's memtable could be so much
+// smaller than its peers' that it flushes twice as often.
+const MaxMemTableJitter = 0.5
+
+// jitterMemTable returns size shrunk by jitter×u (u in [0, 1)), never below 1 MiB (a tinier memtable
+// would flush all the time) unless size itself is smaller.
+func jitterMemTable(size uint64, jitter, u float64) uint64 {
+	j := uint64(float64(size) * (1 - jitter*u))
+	return max(j, min(size, 1<<20))
+}
 
 // Open opens (or with CreateIfMissing creates) the store in dir. It takes an exclusive lock on the
 // directory: a second process on the same directory is refused.
@@ -92,6 +115,10 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if opts.MemTableBytes == 0 {
 		opts.MemTableBytes = 32 << 20
 	}
+	if opts.MemTableJitter < 0 || opts.MemTableJitter > MaxMemTableJitter || math.IsNaN(opts.MemTableJitter) {
+		return nil, fmt.Errorf("storage: memtable jitter %v must be in [0, %v]", opts.MemTableJitter, MaxMemTableJitter)
+	}
+	opts.MemTableBytes = jitterMemTable(opts.MemTableBytes, opts.MemTableJitter, rand.Float64())
 	marker := filepath.Join(dir, markerFile)
 	_, statErr := os.Stat(marker)
 	exists := statErr == nil
@@ -155,6 +182,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("create store in %s: %w", dir, err)
 	}
 	e.db, e.po = db, po.Clone()
+	e.memTableBytes = opts.MemTableBytes
 	e.po.EnsureDefaults() // for MakeWriterOptions (IngestSpan)
 	if !exists {
 		if err := writeMarker(marker); err != nil {
@@ -544,3 +572,6 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	fmt.Fprintf(os.Stderr, "FATAL: storage engine failure (failing or full disk?): the node exits so that it acknowledges nothing that is not on disk; fix the cause and restart it: "+format+"\n", args...)
 	os.Exit(2)
 }
+
+// MemTableSize is the size of one memtable as this engine drew it at open (Options.MemTableJitter).
+func (e *Engine) MemTableSize() uint64 { return e.memTableBytes }

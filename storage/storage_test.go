@@ -731,3 +731,60 @@ func TestRaftStateSpanMaxRangeID(t *testing.T) {
 		t.Skipf("BUG (edge, unreachable with counter-allocated ids): RaftStateSpan(MaxUint64) = [%x, %x) is inverted because the end wraps to range 0; Store.Load's SeekGE(end) would loop forever on such a key", lo, hi)
 	}
 }
+
+func TestJitterMemTable(t *testing.T) {
+	for _, tc := range []struct {
+		size   uint64
+		jitter float64
+		u      float64
+		want   uint64
+	}{
+		{32 << 20, 0, 0.9, 32 << 20},                // off
+		{32 << 20, 0.25, 0, 32 << 20},               // the draw's low end keeps the size
+		{32 << 20, 0.25, 0.5, 28 << 20},             // an eighth smaller
+		{32 << 20, 0.5, 0.999999, 16<<20 + 16},      // never below half
+		{3 << 19, 0.5, 0.9, 1 << 20},                // the 1 MiB floor
+		{512 << 10, 0.5, 0.999999, 512 << 10},       // a size under the floor is left alone
+		{1 << 20, MaxMemTableJitter, 0.75, 1 << 20}, // at the floor already
+	} {
+		if got := jitterMemTable(tc.size, tc.jitter, tc.u); got != tc.want {
+			t.Errorf("jitterMemTable(%d, %v, %v) = %d, want %d", tc.size, tc.jitter, tc.u, got, tc.want)
+		}
+	}
+}
+
+// TestMemTableJitterAtOpen opens engines with jitter: each draws its own size within the bounds, so
+// that replicas fed the same writes flush at different times.
+func TestMemTableJitterAtOpen(t *testing.T) {
+	const size = 8 << 20
+	seen := map[uint64]bool{}
+	for i := range 4 {
+		e, err := Open(filepath.Join(t.TempDir(), fmt.Sprint(i)), Options{CreateIfMissing: true, MemTableBytes: size, MemTableJitter: 0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := e.MemTableSize()
+		e.Close()
+		if got > size || got < size/2 {
+			t.Fatalf("memtable %d outside [%d, %d]", got, size/2, size)
+		}
+		seen[got] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("four engines drew the same memtable size %v: no jitter", seen)
+	}
+	e, err := Open(t.TempDir(), Options{CreateIfMissing: true, MemTableBytes: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if got := e.MemTableSize(); got != size {
+		t.Fatalf("without jitter memtable %d, want %d", got, size)
+	}
+	for _, bad := range []float64{-0.1, 0.6, math.NaN()} {
+		if e, err := Open(t.TempDir(), Options{CreateIfMissing: true, MemTableJitter: bad}); err == nil {
+			e.Close()
+			t.Errorf("jitter %v accepted", bad)
+		}
+	}
+}

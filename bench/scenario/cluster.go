@@ -46,12 +46,14 @@ type cluster struct {
 	mu         sync.Mutex
 	nodes      []*node
 	cacheBytes int64
-	device     *emudisk.Options // each node's emulated disk; nil: none
-	cfg        kv.Config
+	// memTableJitter is every engine's storage.Options.MemTableJitter.
+	memTableJitter float64
+	device         *emudisk.Options // each node's emulated disk; nil: none
+	cfg            kv.Config
 }
 
-func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, device *emudisk.Options, tweak ...func(*kv.Config)) (*cluster, error) {
-	c := &cluster{dir: dir, cacheBytes: cacheBytes, device: device, cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
+func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, memTableJitter float64, device *emudisk.Options, tweak ...func(*kv.Config)) (*cluster, error) {
+	c := &cluster{dir: dir, cacheBytes: cacheBytes, memTableJitter: memTableJitter, device: device, cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
 	for _, t := range tweak {
 		if t != nil {
 			t(&c.cfg)
@@ -83,7 +85,8 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 		}
 	}
 	ln, err := localnode.Start(ctx, localnode.Options{Dir: n.dir, Create: create, Addr: n.addr, Listener: n.lis,
-		CacheBytes: c.cacheBytes, MemTableBytes: memTableFor(c.cacheBytes), Device: c.device, KV: cfg})
+		CacheBytes: c.cacheBytes, MemTableBytes: memTableFor(c.cacheBytes),
+		MemTableJitter: c.memTableJitter, Device: c.device, KV: cfg})
 	if err != nil {
 		n.lis = nil
 		return err

@@ -20,8 +20,8 @@ import (
 
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -238,7 +238,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if len(sc.Variants) > 0 {
 		for i, v := range sc.Variants {
 			rr, err := runOnce(ctx, sc, opts, rep.Settings.Device, filepath.Join(opts.Dir, "variant-"+v.Name), true,
-				fmt.Sprintf("run %d/%d %s", i+1, len(sc.Variants), v.Name), v.KV)
+				fmt.Sprintf("run %d/%d %s", i+1, len(sc.Variants), v.Name), v)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: %w", v.Name, err)
 			}
@@ -258,7 +258,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		if on {
 			label = "on"
 		}
-		rr, err := runOnce(ctx, sc, opts, rep.Settings.Device, filepath.Join(opts.Dir, "policy-"+label), on, fmt.Sprintf("run %d/2 %s=%s", i+1, sc.Policy, label), nil)
+		rr, err := runOnce(ctx, sc, opts, rep.Settings.Device, filepath.Join(opts.Dir, "policy-"+label), on, fmt.Sprintf("run %d/2 %s=%s", i+1, sc.Policy, label), Variant{})
 		if err != nil {
 			return nil, fmt.Errorf("run with %s %s: %w", sc.Policy, label, err)
 		}
@@ -324,14 +324,18 @@ func selectVariants(all []Variant, want []string) ([]Variant, error) {
 
 // runOnce starts a fresh cluster, waits for it to be fully replicated, loads the records, sets the
 // policy, runs the workload with the events and tears the cluster down.
-func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Options, dir string, policyOn bool, label string, variant func(*kv.Config)) (*RunReport, error) {
+func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Options, dir string, policyOn bool, label string, variant Variant) (*RunReport, error) {
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {
 			fmt.Fprintf(opts.Progress, "\r\033[K%s: "+format, append([]any{label}, args...)...)
 		}
 	}
 	progress("starting %d nodes", sc.Nodes)
-	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, device, sc.KV, variant)
+	jitter := storage.DefaultMemTableJitter
+	if variant.SyncMemTables {
+		jitter = 0
+	}
+	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, jitter, device, sc.KV, variant.KV)
 	if err != nil {
 		return nil, err
 	}

@@ -76,6 +76,9 @@ type Variant struct {
 	KV   func(*kv.Config)
 	// Optional variants run only when --variants names them.
 	Optional bool
+	// SyncMemTables gives every engine exactly the configured memtable size, as before memtable
+	// jitter (docs/design/flush-desync.md): the control for it.
+	SyncMemTables bool
 }
 
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the
