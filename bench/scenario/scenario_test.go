@@ -210,3 +210,31 @@ func TestSelectVariants(t *testing.T) {
 		t.Error("selectVariants on a scenario without variants: no error")
 	}
 }
+
+// The surge runs Figure 2.7's two strategies by default, and the join's controls only when named.
+func TestJoinSurgeVariants(t *testing.T) {
+	s, ok := Lookup("join-surge")
+	if !ok {
+		t.Fatal("join-surge not registered")
+	}
+	names := func(vs []Variant) string {
+		var out []string
+		for _, v := range vs {
+			out = append(out, v.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	def, err := selectVariants(s.Variants, nil)
+	if err != nil || names(def) != "incremental,parallel" {
+		t.Fatalf("join-surge default variants = %q, %v; want incremental,parallel", names(def), err)
+	}
+	named, err := selectVariants(s.Variants, []string{"parallel-recv-unbounded", "incremental"})
+	if err != nil || names(named) != "incremental,parallel-recv-unbounded" {
+		t.Fatalf("join-surge named variants = %q, %v", names(named), err)
+	}
+	// The surge's copy of the variants must not make the plain join's controls optional.
+	j, _ := Lookup("join")
+	if def, _ := selectVariants(j.Variants, nil); names(def) != "incremental,parallel,parallel-throttled,sequential-at-end" {
+		t.Errorf("join default variants = %q", names(def))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -57,7 +58,16 @@ scores). One run is one sample of a noisy machine: compare means with their spre
 			for _, s := range scenario.List() {
 				fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", s.Name, s.Policy, s.Duration, s.Description)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "\nVariants (run by default; [optional]: only when --variants names them):")
+			for _, s := range scenario.List() {
+				if names := variantNames(s.Variants); names != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "  %s: %s\n", s.Name, names)
+				}
+			}
+			return nil
 		}
 		sc, ok := scenario.Lookup(args[0])
 		if !ok {
@@ -122,7 +132,19 @@ func init() {
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
-	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (join: incremental-nohints, parallel-nohints, incremental-cpuload, parallel-cpuload, incremental-hints25, parallel-hints25, incremental-keyorder)")
+	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (--list shows every scenario's variants)")
 	f.IntVar(&scenarioFlags.repeat, "repeat", 1, "run the whole scenario this many times (at least 2 when set) and write DIR/repeat.json with each figure's mean, sd, min and max")
 	benchCmd.AddCommand(benchScenarioCmd)
+}
+
+// variantNames lists a scenario's variants, the optional ones in brackets.
+func variantNames(vs []scenario.Variant) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.Name
+		if v.Optional {
+			names[i] = "[" + v.Name + "]"
+		}
+	}
+	return strings.Join(names, ", ")
 }
