@@ -92,8 +92,11 @@ type Engine struct {
 
 const markerFile = "SHOAL_STORE"
 
-// DefaultMemTableJitter is what a node runs with unless told otherwise (server, local nodes).
-const DefaultMemTableJitter = 0.25
+// DefaultMemTableJitter is what a node runs with unless told otherwise (server, local nodes): none.
+// Jitter was on by default (0.25) for one session; side by side it neither made the old nodes'
+// flushes in the join scenario less coincident nor lowered its noise floor, and it cost ~11 % more
+// flushes (docs/design/flush-desync.md, "Measured").
+const DefaultMemTableJitter = 0
 
 // MaxMemTableJitter bounds Options.MemTableJitter: beyond half, a node's memtable could be so much
 // smaller than its peers' that it flushes twice as often.

@@ -114,10 +114,10 @@ func joinVariants() []Variant {
 		// The chapter's rates: each sender at the link's rate, the receiver unbounded (3x the
 		// incremental join's aggregate). Our parallel baseline is bound by the receiver's link.
 		{Name: "parallel-recv-unbounded", KV: withoutRecvLimit(joinStrategy(policy.JoinParallel, false, joinLink)), Optional: true},
-		// Every engine with exactly the configured memtable, as before memtable jitter: the three
-		// old nodes then flush, and compact, in the same second (docs/design/flush-desync.md).
-		{Name: "incremental-sync", KV: joinStrategy(policy.JoinIncremental, false, joinLink), SyncMemTables: true, Optional: true},
-		{Name: "parallel-sync", KV: joinStrategy(policy.JoinParallel, false, joinLink), SyncMemTables: true, Optional: true},
+		// Every engine's memtable drawn up to a quarter smaller, so that replicas fed the same writes
+		// flush apart (docs/design/flush-desync.md; not shown to help, so off by default).
+		{Name: "incremental-jitter", KV: joinStrategy(policy.JoinIncremental, false, joinLink), MemTableJitter: 0.25, Optional: true},
+		{Name: "parallel-jitter", KV: joinStrategy(policy.JoinParallel, false, joinLink), MemTableJitter: 0.25, Optional: true},
 		{Name: "parallel-hints25", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsQuarter), Optional: true},
 	}
 }

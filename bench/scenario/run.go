@@ -331,9 +331,9 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		}
 	}
 	progress("starting %d nodes", sc.Nodes)
-	jitter := storage.DefaultMemTableJitter
-	if variant.SyncMemTables {
-		jitter = 0
+	jitter := float64(storage.DefaultMemTableJitter)
+	if variant.MemTableJitter > 0 {
+		jitter = variant.MemTableJitter
 	}
 	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, jitter, device, sc.KV, variant.KV)
 	if err != nil {

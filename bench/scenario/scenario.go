@@ -76,9 +76,9 @@ type Variant struct {
 	KV   func(*kv.Config)
 	// Optional variants run only when --variants names them.
 	Optional bool
-	// SyncMemTables gives every engine exactly the configured memtable size, as before memtable
-	// jitter (docs/design/flush-desync.md): the control for it.
-	SyncMemTables bool
+	// MemTableJitter, when above 0, has every engine draw its memtable up to this fraction smaller
+	// (storage.Options.MemTableJitter; docs/design/flush-desync.md); 0: the node default.
+	MemTableJitter float64
 }
 
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the

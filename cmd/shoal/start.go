@@ -142,7 +142,7 @@ func init() {
 	f.StringVar(&startFlags.certsDir, "certs-dir", "", "TLS: ca.crt, node.crt, node.key; mutual TLS on gRPC, HTTPS, RESP over TLS (empty: clear text)")
 	f.Var(&startFlags.cacheSize, "cache-size", "block cache size")
 	f.Float64Var(&startFlags.memTableJitter, "memtable-jitter", storage.DefaultMemTableJitter,
-		"fraction (at most 0.5) by which this node's memtable is randomly smaller than the default, so that replicas, which receive the same writes, do not flush and compact in the same second (0: off)")
+		"fraction (at most 0.5) by which this node's memtable is randomly smaller than the default, so that replicas, which receive the same writes, drift apart in when they flush and compact (0: off, the default; docs/design/flush-desync.md)")
 	f.Var(&startFlags.maxKeyBytes, "max-key-bytes", "largest key accepted")
 	f.Var(&startFlags.maxValueBytes, "max-value-bytes", "largest value accepted")
 	f.Var(&startFlags.rangeMaxBytes, "range-max-bytes", "range size that triggers a split")

@@ -107,12 +107,12 @@ func TestStartPrintConfig(t *testing.T) {
 	code, out, _ = shoal(t, "start", "--data-dir", "d", "--print-config")
 	if code != 0 || !strings.Contains(out, `"listen": "127.0.0.1:26257"`) || !strings.Contains(out, `"http": "127.0.0.1:8080"`) ||
 		!strings.Contains(out, `"auth_token": ""`) || !strings.Contains(out, `"cache_bytes": 134217728`) ||
-		!strings.Contains(out, `"memtable_jitter": 0.25`) {
+		!strings.Contains(out, `"memtable_jitter": 0,`) {
 		t.Fatalf("defaults: exit %d\n%s", code, out)
 	}
-	code, out, _ = shoal(t, "start", "--data-dir", "d", "--memtable-jitter", "0", "--print-config")
-	if code != 0 || !strings.Contains(out, `"memtable_jitter": 0,`) {
-		t.Fatalf("--memtable-jitter 0 (off): exit %d\n%s", code, out)
+	code, out, _ = shoal(t, "start", "--data-dir", "d", "--memtable-jitter", "0.25", "--print-config")
+	if code != 0 || !strings.Contains(out, `"memtable_jitter": 0.25`) {
+		t.Fatalf("--memtable-jitter 0.25: exit %d\n%s", code, out)
 	}
 }
 
