@@ -113,6 +113,9 @@ type ApplierConfig struct {
 	// (recently_replayed drops). A batch whose reads were all replayed recently still refreshes its
 	// range's warmth.
 	ReplayEvery time.Duration
+	// DiskBudget, when set, scales the (adaptive) fraction so that replays cause at most its Share
+	// of the engine's block-cache misses while the disk is saturated (adaptive mode only).
+	DiskBudget DiskBudget
 }
 
 func (c ApplierConfig) withDefaults() ApplierConfig {
@@ -149,6 +152,7 @@ func (c ApplierConfig) withDefaults() ApplierConfig {
 	if c.RecurWindow <= 0 {
 		c.RecurWindow = 2 * time.Second
 	}
+	c.DiskBudget = c.DiskBudget.withDefaults()
 	return c
 }
 
@@ -164,6 +168,8 @@ func (c ApplierConfig) Validate() error {
 		return fmt.Errorf("hints applier: MinFraction %v above 1", c.MinFraction)
 	case c.Selection != SelectHash && c.Selection != SelectRandom:
 		return fmt.Errorf("hints applier: unknown Selection %d", c.Selection)
+	case c.DiskBudget.Share > 1 || c.DiskBudget.MinFactor > 1:
+		return fmt.Errorf("hints applier: DiskBudget Share %v and MinFactor %v must be at most 1", c.DiskBudget.Share, c.DiskBudget.MinFactor)
 	}
 	return nil
 }
@@ -185,6 +191,7 @@ type Applier struct {
 
 	loadMu   sync.Mutex
 	lastLoad time.Time
+	budget   budgetState // guarded by loadMu
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -379,7 +386,7 @@ func (a *Applier) refreshLoad(now time.Time) bool {
 		paused = false
 	}
 	a.c.paused.Store(paused)
-	f := adaptiveFraction(base, load, a.cfg.StartAt, a.cfg.StopAt, a.cfg.MinFraction)
+	f := adaptiveFraction(base, load, a.cfg.StartAt, a.cfg.StopAt, a.cfg.MinFraction) * a.budgetFactor(now)
 	if paused {
 		f = 0
 	}
@@ -468,6 +475,9 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 		if st.CacheHit+st.CacheMiss > 0 {
 			replays++
 			stats = stats.Add(st)
+		}
+		if st.CacheMiss > 0 {
+			a.c.replayMissReads.Add(1)
 		}
 	}
 	a.c.applied.Add(applied)

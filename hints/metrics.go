@@ -108,6 +108,10 @@ type Metrics struct {
 	// the share of reads it records (below 1 while it sheds capture work under load).
 	CaptureLoad     float64
 	CaptureFraction float64
+	// ReplayMissReads counts replays that read from disk (missed the cache at least once);
+	// DiskBudgetFactor is what ApplierConfig.DiskBudget scales the fraction by (1: not limiting).
+	ReplayMissReads  uint64
+	DiskBudgetFactor float64
 	// WarmsDeferred counts new replicas whose warm-up from a peer's hot keys was put off because the
 	// node was shedding replays (Module.DeferWarm); WarmsDeferredRun those of them warmed later (before
 	// a leadership transfer, or once the node had room). The others were warm from live hints by
@@ -139,6 +143,8 @@ type counters struct {
 	shipped, shippedBatches, bytesSent       atomic.Uint64
 	received, receivedBatches, bytesReceived atomic.Uint64
 	applied, replayHit, replayMiss           atomic.Uint64
+	replayMissReads                          atomic.Uint64 // replays that read from disk
+	budgetFactor                             atomic.Uint64 // float64 bits (DiskBudget)
 	applyLag, applyLagSum                    atomic.Int64
 	appliedBatches, pauses                   atomic.Uint64
 	warmsDeferred, warmsDeferredRun          atomic.Uint64
@@ -153,6 +159,7 @@ func newCounters() *counters {
 	c := &counters{}
 	c.fraction.Store(math.Float64bits(1))
 	c.captureFraction.Store(math.Float64bits(1))
+	c.budgetFactor.Store(math.Float64bits(1))
 	return c
 }
 
@@ -174,6 +181,7 @@ func (c *counters) snapshot() Metrics {
 		Paused: c.paused.Load(), Pauses: c.pauses.Load(), WarmsDeferred: c.warmsDeferred.Load(),
 		WarmsDeferredRun: c.warmsDeferredRun.Load(),
 		CaptureLoad:      math.Float64frombits(c.captureLoad.Load()), CaptureFraction: math.Float64frombits(c.captureFraction.Load()),
+		ReplayMissReads: c.replayMissReads.Load(), DiskBudgetFactor: math.Float64frombits(c.budgetFactor.Load()),
 		Dropped: make(map[DropReason]uint64, numDropReasons),
 	}
 	if c.queueDepth != nil {
@@ -215,6 +223,8 @@ var metricHelp = []struct{ name, help string }{
 	{"shoal_hints_capture_fraction", "Fraction of served reads being recorded as hints (below 1 while the node sheds capture work under load)."},
 	{"shoal_hints_warmups_deferred_total", "New replicas whose warm-up from a peer's hot keys was put off because the node was shedding replays for load."},
 	{"shoal_hints_warmups_deferred_run_total", "Put-off warm-ups run later: before a leadership transfer to the replica, or once the node had room."},
+	{"shoal_hints_replay_disk_reads_total", "Replays that read from disk (missed the block cache at least once)."},
+	{"shoal_hints_disk_budget_factor", "What the disk budget scales the applied fraction by while the disk is saturated (1: not limiting)."},
 }
 
 func newCollector(c *counters) *collector {
@@ -278,4 +288,6 @@ func (col *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge("shoal_hints_capture_fraction", m.CaptureFraction)
 	counter("shoal_hints_warmups_deferred_total", m.WarmsDeferred)
 	counter("shoal_hints_warmups_deferred_run_total", m.WarmsDeferredRun)
+	counter("shoal_hints_replay_disk_reads_total", m.ReplayMissReads)
+	gauge("shoal_hints_disk_budget_factor", m.DiskBudgetFactor)
 }

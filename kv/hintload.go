@@ -19,6 +19,24 @@ import (
 // only replays and raft writes, and slowing replays there would buy nothing.
 const DefaultHintsDiskWeight = 0.85
 
+// DefaultHintsDiskReadShare is the most of a node's disk reads (block-cache misses) that replaying
+// hints may cause while the node serves clients from a saturated disk (HintsConfig.DiskReadShare).
+//
+// The disk weight above replays a share of the hints; what they cost is their misses, and after a
+// join most of them miss (the new node is cold; the old ones' caches hold ranges they gave away):
+// on join-surge's saturated disks hints then cost 15 % of the throughput (docs/bench-join.md,
+// session 12). A budget on the misses themselves keeps replays that hit, which cost no disk, and
+// limits the cost on a saturated disk to about this share of its reads.
+const DefaultHintsDiskReadShare = 0.05
+
+// diskSaturatedAt is the disk utilization above which a serving node's replays are budgeted.
+const diskSaturatedAt = 0.9
+
+// diskSaturated reports whether the node serves clients from a disk that is the bottleneck.
+func diskSaturated(disk func() float64, serves func() bool) func() bool {
+	return func() bool { return serves() && disk() >= diskSaturatedAt }
+}
+
 // hintLoad is the node's load signal for read hints: the larger of the CPU load and, while the node
 // leads a user range, weight × its disk's utilization.
 func hintLoad(cpu, disk func() float64, serves func() bool, weight float64) hints.LoadFunc {

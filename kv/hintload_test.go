@@ -47,3 +47,35 @@ func TestHintsConfigDiskWeightDefault(t *testing.T) {
 		t.Fatalf("Validate refused a negative disk weight (off): %v", err)
 	}
 }
+
+func TestHintsConfigDiskReadShare(t *testing.T) {
+	var c HintsConfig
+	c.setDefaults()
+	if c.DiskReadShare != DefaultHintsDiskReadShare {
+		t.Fatalf("DiskReadShare default = %v, want %v", c.DiskReadShare, DefaultHintsDiskReadShare)
+	}
+	c = HintsConfig{DiskReadShare: -1}
+	c.setDefaults()
+	if c.DiskReadShare != -1 {
+		t.Fatalf("DiskReadShare -1 (no budget) became %v", c.DiskReadShare)
+	}
+	if err := (HintsConfig{DiskReadShare: 1.5}).Validate(); err == nil {
+		t.Fatal("Validate accepted a disk read share of 1.5")
+	}
+}
+
+// Replays are budgeted only on a node that serves clients from a saturated disk.
+func TestDiskSaturated(t *testing.T) {
+	for _, tc := range []struct {
+		disk   float64
+		serves bool
+		want   bool
+	}{
+		{1, true, true}, {0.9, true, true}, {0.89, true, false}, {1, false, false},
+	} {
+		got := diskSaturated(func() float64 { return tc.disk }, func() bool { return tc.serves })()
+		if got != tc.want {
+			t.Errorf("disk %v, serves %v: saturated = %v, want %v", tc.disk, tc.serves, got, tc.want)
+		}
+	}
+}

@@ -67,6 +67,10 @@ type HintsConfig struct {
 	// DiskWeight is what a saturated disk counts for in the load the applied fraction adapts to, on a
 	// node that leads a range (default DefaultHintsDiskWeight; negative: the disk is not counted).
 	DiskWeight float64
+	// DiskReadShare is the most of the engine's block-cache misses that replays may cause while the
+	// node leads a user range and its disk is saturated (hints.DiskBudget; default
+	// DefaultHintsDiskReadShare; negative: no budget).
+	DiskReadShare float64
 	// TransferWait bounds how long an autopilot leadership transfer waits for the target to be warm
 	// (default hints.DefaultTransferWait; negative: do not check).
 	TransferWait time.Duration
@@ -87,6 +91,9 @@ func (c *HintsConfig) setDefaults() {
 	if c.DiskWeight == 0 {
 		c.DiskWeight = DefaultHintsDiskWeight
 	}
+	if c.DiskReadShare == 0 {
+		c.DiskReadShare = DefaultHintsDiskReadShare
+	}
 	if c.TransferWait == 0 {
 		c.TransferWait = hints.DefaultTransferWait
 	}
@@ -105,6 +112,9 @@ func (c HintsConfig) Validate() error {
 	}
 	if c.DiskWeight > 1 {
 		return fmt.Errorf("read hints: disk weight %v must be in (0, 1], or negative to ignore the disk", c.DiskWeight)
+	}
+	if c.DiskReadShare > 1 {
+		return fmt.Errorf("read hints: disk read share %v must be in (0, 1], or negative for no budget", c.DiskReadShare)
 	}
 	mc := c.moduleConfig(0, "", func(uint64) []uint64 { return nil }, nil)
 	return mc.Validate()
@@ -165,6 +175,11 @@ func (n *Node) initHints() error {
 	h.cpu = hints.NewCPULoad()
 	load := hintLoad(h.cpu.Load, n.eng.DiskUtilization, n.leadsUserRange, n.cfg.Hints.DiskWeight)
 	cfg := n.cfg.Hints.moduleConfig(n.ident.NodeID, n.ident.ClusterID, n.hintPeers, load)
+	if n.cfg.Hints.DiskReadShare > 0 && !n.cfg.Hints.FixedFraction {
+		cfg.Applier.DiskBudget.Share = n.cfg.Hints.DiskReadShare
+		cfg.Applier.DiskBudget.Saturated = diskSaturated(n.eng.DiskUtilization, n.leadsUserRange)
+		cfg.Applier.DiskBudget.Misses = func() uint64 { return uint64(max(n.eng.Stats().BlockCacheMisses, 0)) }
+	}
 	m, err := hints.New(cfg, hints.GRPCSender{Conn: n.hintConn}, hints.NewEngineReader(n.eng, n.hintSpan))
 	if err != nil {
 		return fmt.Errorf("read hints: %w", err)

@@ -174,6 +174,9 @@ func (c Config) WithDefaults() Config {
 	if c.Hints.DiskWeight == 0 {
 		c.Hints.DiskWeight = kv.DefaultHintsDiskWeight
 	}
+	if c.Hints.DiskReadShare == 0 {
+		c.Hints.DiskReadShare = kv.DefaultHintsDiskReadShare
+	}
 	return c
 }
 
@@ -352,6 +355,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		HintsFraction   float64  `json:"read_hints_fraction"`
 		HintsAdaptive   string   `json:"read_hints_adaptive"`
 		HintsDiskWeight float64  `json:"read_hints_disk_weight"`
+		HintsDiskShare  float64  `json:"read_hints_disk_read_share"`
 		HintsWait       string   `json:"read_hints_transfer_wait"`
 		HintsRestart    string   `json:"read_hints_restart_warm"`
 		Admission       string   `json:"admission"`
@@ -370,7 +374,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		ShedRanking: c.WithDefaults().ShedRanking, CompactInterval: c.Background.CompactInterval.String(),
 		BackupInterval: c.Background.BackupInterval.String(), BackupDir: c.Background.BackupDir,
 		ReadHints: onOff(!c.Hints.Off), HintsTarget: c.Hints.Target.String(), HintsFraction: hd.Fraction,
-		HintsAdaptive: onOff(!c.Hints.FixedFraction), HintsDiskWeight: hd.DiskWeight, HintsWait: hd.TransferWait.String(), HintsRestart: hd.RestartWarm.String(),
+		HintsAdaptive: onOff(!c.Hints.FixedFraction), HintsDiskWeight: hd.DiskWeight, HintsDiskShare: hd.DiskReadShare, HintsWait: hd.TransferWait.String(), HintsRestart: hd.RestartWarm.String(),
 		Admission: onOff(!c.Admission.Disabled), MaxRequests: ad.Requests.Count, MaxRequestBytes: ad.Requests.Bytes,
 		MaxWrites: ad.Proposals.Count, MaxWriteBytes: ad.Proposals.Bytes,
 	})

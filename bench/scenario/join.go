@@ -86,9 +86,10 @@ func withJoinOrder(f func(*kv.Config), order string) func(*kv.Config) {
 }
 
 var (
-	hintsOff     = func(h *kv.HintsConfig) { h.Off = true }
-	hintsQuarter = func(h *kv.HintsConfig) { h.Fraction = 0.25 }
-	hintsCPUOnly = func(h *kv.HintsConfig) { h.DiskWeight = -1 }
+	hintsOff      = func(h *kv.HintsConfig) { h.Off = true }
+	hintsQuarter  = func(h *kv.HintsConfig) { h.Fraction = 0.25 }
+	hintsCPUOnly  = func(h *kv.HintsConfig) { h.DiskWeight = -1 }
+	hintsNoBudget = func(h *kv.HintsConfig) { h.DiskReadShare = -1 }
 )
 
 func joinVariants() []Variant {
@@ -119,6 +120,9 @@ func joinVariants() []Variant {
 		{Name: "incremental-jitter", KV: joinStrategy(policy.JoinIncremental, false, joinLink), MemTableJitter: 0.25, Optional: true},
 		{Name: "parallel-jitter", KV: joinStrategy(policy.JoinParallel, false, joinLink), MemTableJitter: 0.25, Optional: true},
 		{Name: "parallel-hints25", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsQuarter), Optional: true},
+		// Replays without the budget on the disk reads they cause (the code before session 12).
+		{Name: "incremental-nobudget", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsNoBudget), Optional: true},
+		{Name: "parallel-nobudget", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsNoBudget), Optional: true},
 	}
 }
 
