@@ -29,38 +29,36 @@ func TestHintLoad(t *testing.T) {
 	}
 }
 
-func TestHintsConfigDiskWeightDefault(t *testing.T) {
-	var c HintsConfig
-	c.setDefaults()
-	if c.DiskWeight != DefaultHintsDiskWeight {
-		t.Fatalf("DiskWeight default = %v, want %v", c.DiskWeight, DefaultHintsDiskWeight)
-	}
-	c = HintsConfig{DiskWeight: -1}
-	c.setDefaults()
-	if c.DiskWeight != -1 {
-		t.Fatalf("DiskWeight -1 became %v", c.DiskWeight)
-	}
-	if err := (HintsConfig{DiskWeight: 1.5}).Validate(); err == nil {
-		t.Fatal("Validate accepted a disk weight of 1.5")
-	}
-	if err := (HintsConfig{DiskWeight: -1}).Validate(); err != nil {
-		t.Fatalf("Validate refused a negative disk weight (off): %v", err)
-	}
-}
-
-func TestHintsConfigDiskReadShare(t *testing.T) {
-	var c HintsConfig
-	c.setDefaults()
-	if c.DiskReadShare != DefaultHintsDiskReadShare {
-		t.Fatalf("DiskReadShare default = %v, want %v", c.DiskReadShare, DefaultHintsDiskReadShare)
-	}
-	c = HintsConfig{DiskReadShare: -1}
-	c.setDefaults()
-	if c.DiskReadShare != -1 {
-		t.Fatalf("DiskReadShare -1 (no budget) became %v", c.DiskReadShare)
-	}
-	if err := (HintsConfig{DiskReadShare: 1.5}).Validate(); err == nil {
-		t.Fatal("Validate accepted a disk read share of 1.5")
+// The disk settings of read hints: defaults, a negative value kept as "off", and out-of-range values refused.
+func TestHintsConfigDiskSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		get  func(HintsConfig) float64
+		set  func(*HintsConfig, float64)
+		def  float64
+	}{
+		{"DiskWeight", func(c HintsConfig) float64 { return c.DiskWeight }, func(c *HintsConfig, v float64) { c.DiskWeight = v }, DefaultHintsDiskWeight},
+		{"DiskReadShare", func(c HintsConfig) float64 { return c.DiskReadShare }, func(c *HintsConfig, v float64) { c.DiskReadShare = v }, DefaultHintsDiskReadShare},
+	} {
+		var c HintsConfig
+		c.setDefaults()
+		if got := tc.get(c); got != tc.def {
+			t.Errorf("%s default = %v, want %v", tc.name, got, tc.def)
+		}
+		c = HintsConfig{}
+		tc.set(&c, -1)
+		c.setDefaults()
+		if got := tc.get(c); got != -1 {
+			t.Errorf("%s -1 (off) became %v", tc.name, got)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate refused %s -1 (off): %v", tc.name, err)
+		}
+		c = HintsConfig{}
+		tc.set(&c, 1.5)
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate accepted %s 1.5", tc.name)
+		}
 	}
 }
 
