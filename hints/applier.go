@@ -334,8 +334,9 @@ func (a *Applier) Overloaded() bool { return a.c.paused.Load() }
 
 // Shedding reports whether the applier, with its load sampled now (at most every LoadInterval),
 // applies less than its configured fraction or nothing: its load (Config.Load, or its own queue's
-// fill) is above StartAt, so replays already cost the node's own work and optional warming should
-// wait (Module.DeferWarm).
+// fill) is above StartAt, or its disk budget cuts replays (and for a few seconds after, while the
+// budget's factor recovers), so replays already cost the node's own work and optional warming
+// should wait (Module.DeferWarm).
 func (a *Applier) Shedding(now time.Time) bool {
 	if a.refreshLoad(now) {
 		return true
@@ -476,9 +477,6 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 			replays++
 			stats = stats.Add(st)
 		}
-		if st.CacheMiss > 0 {
-			a.c.replayMissReads.Add(1)
-		}
 	}
 	a.c.applied.Add(applied)
 	a.c.replayHit.Add(stats.CacheHit)
@@ -567,15 +565,24 @@ func (r *recentReplays) seen(h uint64, now time.Time, every time.Duration) bool 
 	return false
 }
 
+// replay runs one read through the reader and counts the blocks it read from disk (the disk budget's
+// measure; live hints and warm-ups alike).
 func (a *Applier) replay(ctx context.Context, rangeID uint64, d Descriptor) (ReplayStats, error) {
+	var st ReplayStats
+	var err error
 	if !d.Scan {
-		return a.reader.Get(ctx, rangeID, d.Key)
+		st, err = a.reader.Get(ctx, rangeID, d.Key)
+	} else {
+		limit := a.cfg.MaxScanRows
+		if d.Limit > 0 && int(d.Limit) < limit {
+			limit = int(d.Limit)
+		}
+		st, err = a.reader.Scan(ctx, rangeID, d.Key, d.End, limit, d.Reverse)
 	}
-	limit := a.cfg.MaxScanRows
-	if d.Limit > 0 && int(d.Limit) < limit {
-		limit = int(d.Limit)
+	if n := a.cfg.DiskBudget.missedBlocks(st.CacheMiss); n > 0 {
+		a.c.replayMissBlocks.Add(n)
 	}
-	return a.reader.Scan(ctx, rangeID, d.Key, d.End, limit, d.Reverse)
+	return st, err
 }
 
 // Warm replays hints for rangeID synchronously and in full (no selection, no overload check): the

@@ -13,8 +13,10 @@ import (
 // whose caches hold ranges they gave away) most of what it replays misses, and on the
 // join-surge scenario's saturated disks hints then cost 15 % of the throughput
 // (docs/design/hints-disk-load.md). The budget measures, once per Interval, which share of the
-// engine's block-cache misses came from replays, and scales the applied fraction so that share
-// stays at most Share while Saturated reports true; replays that hit cost nothing against it.
+// engine's block-cache misses came from replays (live hints and warm-ups), and scales the applied
+// fraction so that share stays at most Share while Saturated reports true; replays that hit cost
+// nothing against it. It acts in adaptive mode only (ApplierConfig.Adaptive): a fixed fraction is
+// applied as configured.
 type DiskBudget struct {
 	// Share is the most of the engine's block-cache misses replays may cause while the disk is
 	// saturated (0: no budget).
@@ -28,6 +30,9 @@ type DiskBudget struct {
 	// MinFactor is the least the fraction is scaled by (default 0.05): a trickle of replays
 	// keeps the warmth of every range measurable.
 	MinFactor float64
+	// BlockBytes is the typical size of a block read from disk (default 4 KiB, Pebble's data
+	// block): the reader reports a replay's misses in bytes, the engine counts blocks.
+	BlockBytes uint64
 }
 
 func (b DiskBudget) enabled() bool { return b.Share > 0 && b.Saturated != nil && b.Misses != nil }
@@ -39,13 +44,25 @@ func (b DiskBudget) withDefaults() DiskBudget {
 	if b.MinFactor <= 0 {
 		b.MinFactor = 0.05
 	}
+	if b.BlockBytes == 0 {
+		b.BlockBytes = 4 << 10
+	}
 	return b
+}
+
+// missedBlocks estimates the blocks a replay read from disk: its missed bytes over BlockBytes,
+// rounded up (a replay that missed at all read at least one).
+func (b DiskBudget) missedBlocks(missBytes uint64) uint64 {
+	if missBytes == 0 || b.BlockBytes == 0 {
+		return 0
+	}
+	return (missBytes + b.BlockBytes - 1) / b.BlockBytes
 }
 
 // budgetState is the budget's controller; the applier's loadMu guards it.
 type budgetState struct {
 	at                 time.Time
-	misses, replayMiss uint64
+	misses, replayMiss uint64 // engine misses and replays' missed blocks at the interval's start
 	factor             float64
 }
 
@@ -63,17 +80,20 @@ func (a *Applier) budgetFactor(now time.Time) float64 {
 	}
 	s := &a.budget
 	if s.factor == 0 { // first call: start the interval at full fraction
-		s.at, s.misses, s.replayMiss, s.factor = now, b.Misses(), a.c.replayMissReads.Load(), 1
+		s.at, s.misses, s.replayMiss, s.factor = now, b.Misses(), a.c.replayMissBlocks.Load(), 1
 		a.c.budgetFactor.Store(math.Float64bits(1))
 		return 1
 	}
-	if now.Sub(s.at) < b.Interval && now.After(s.at) {
+	// Callers may pass a time taken a little before another caller's measurement (a worker that
+	// waited for loadMu): anything short of a whole interval since the last one, earlier included,
+	// keeps the factor, so an empty interval never undoes a cut.
+	if now.Sub(s.at) < b.Interval {
 		return s.factor
 	}
-	misses, replayMiss := b.Misses(), a.c.replayMissReads.Load()
-	dm, dr := float64(misses-s.misses), float64(replayMiss-s.replayMiss)
-	if misses < s.misses || replayMiss < s.replayMiss { // a counter restarted: measure afresh
-		dm, dr = 0, 0
+	misses, replayMiss := b.Misses(), a.c.replayMissBlocks.Load()
+	var dm, dr float64
+	if misses >= s.misses && replayMiss >= s.replayMiss { // else a counter restarted: measure afresh
+		dm, dr = float64(misses-s.misses), float64(replayMiss-s.replayMiss)
 	}
 	s.at, s.misses, s.replayMiss = now, misses, replayMiss
 	switch share := dr / max(dm, 1); {

@@ -108,9 +108,9 @@ type Metrics struct {
 	// the share of reads it records (below 1 while it sheds capture work under load).
 	CaptureLoad     float64
 	CaptureFraction float64
-	// ReplayMissReads counts replays that read from disk (missed the cache at least once);
+	// ReplayMissBlocks estimates the blocks replays read from disk (DiskBudget.BlockBytes);
 	// DiskBudgetFactor is what ApplierConfig.DiskBudget scales the fraction by (1: not limiting).
-	ReplayMissReads  uint64
+	ReplayMissBlocks uint64
 	DiskBudgetFactor float64
 	// WarmsDeferred counts new replicas whose warm-up from a peer's hot keys was put off because the
 	// node was shedding replays (Module.DeferWarm); WarmsDeferredRun those of them warmed later (before
@@ -143,7 +143,7 @@ type counters struct {
 	shipped, shippedBatches, bytesSent       atomic.Uint64
 	received, receivedBatches, bytesReceived atomic.Uint64
 	applied, replayHit, replayMiss           atomic.Uint64
-	replayMissReads                          atomic.Uint64 // replays that read from disk
+	replayMissBlocks                         atomic.Uint64 // blocks replays read from disk (estimated)
 	budgetFactor                             atomic.Uint64 // float64 bits (DiskBudget)
 	applyLag, applyLagSum                    atomic.Int64
 	appliedBatches, pauses                   atomic.Uint64
@@ -181,7 +181,7 @@ func (c *counters) snapshot() Metrics {
 		Paused: c.paused.Load(), Pauses: c.pauses.Load(), WarmsDeferred: c.warmsDeferred.Load(),
 		WarmsDeferredRun: c.warmsDeferredRun.Load(),
 		CaptureLoad:      math.Float64frombits(c.captureLoad.Load()), CaptureFraction: math.Float64frombits(c.captureFraction.Load()),
-		ReplayMissReads: c.replayMissReads.Load(), DiskBudgetFactor: math.Float64frombits(c.budgetFactor.Load()),
+		ReplayMissBlocks: c.replayMissBlocks.Load(), DiskBudgetFactor: math.Float64frombits(c.budgetFactor.Load()),
 		Dropped: make(map[DropReason]uint64, numDropReasons),
 	}
 	if c.queueDepth != nil {
@@ -223,8 +223,8 @@ var metricHelp = []struct{ name, help string }{
 	{"shoal_hints_capture_fraction", "Fraction of served reads being recorded as hints (below 1 while the node sheds capture work under load)."},
 	{"shoal_hints_warmups_deferred_total", "New replicas whose warm-up from a peer's hot keys was put off because the node was shedding replays for load."},
 	{"shoal_hints_warmups_deferred_run_total", "Put-off warm-ups run later: before a leadership transfer to the replica, or once the node had room."},
-	{"shoal_hints_replay_disk_reads_total", "Replays that read from disk (missed the block cache at least once)."},
-	{"shoal_hints_disk_budget_factor", "What the disk budget scales the applied fraction by while the disk is saturated (1: not limiting)."},
+	{"shoal_hints_replay_missed_blocks_total", "Blocks replays read from disk, estimated from their missed bytes (at least one for a replay that missed)."},
+	{"shoal_hints_disk_budget_factor", "What the disk budget scales the applied fraction by (1: not limiting); it falls while replays cause more than their share of a saturated disk's block misses and recovers by half each second after."},
 }
 
 func newCollector(c *counters) *collector {
@@ -288,6 +288,6 @@ func (col *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge("shoal_hints_capture_fraction", m.CaptureFraction)
 	counter("shoal_hints_warmups_deferred_total", m.WarmsDeferred)
 	counter("shoal_hints_warmups_deferred_run_total", m.WarmsDeferredRun)
-	counter("shoal_hints_replay_disk_reads_total", m.ReplayMissReads)
+	counter("shoal_hints_replay_missed_blocks_total", m.ReplayMissBlocks)
 	gauge("shoal_hints_disk_budget_factor", m.DiskBudgetFactor)
 }
