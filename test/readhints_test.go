@@ -153,6 +153,15 @@ func TestReadHintsWarmFollowerCache(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	h3, m3 := cacheCounters(c, follower)
 	late := fm.Metrics()
+	// Warmth covers the last few batches, which can still hold the first pass's misses when the
+	// leader ships few large batches; with the reads going on, the window slides past them.
+	warm := fm.Warmth(rangeID)
+	for deadline := time.Now().Add(20 * time.Second); !(warm.Known && warm.HitRatio >= 0.95); warm = fm.Warmth(rangeID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("warmth %v after 20 s more of reads: want known with a hit ratio ≥ 0.95", warm)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	stopReads()
 	wg.Wait()
 
@@ -162,7 +171,7 @@ func TestReadHintsWarmFollowerCache(t *testing.T) {
 	t.Logf("follower n%d of r%d: block-cache hit ratio %.3f over %d lookups during the first pass of hints, %.3f over %d after; "+
 		"replay bytes hit ratio after %.3f; %d hints applied, %d received, %d bytes received, apply lag %v; warmth %v",
 		c.Nodes[follower].KV.NodeID(), rangeID, early, earlyN, after, afterN, replayLate, late.Applied, late.Received,
-		late.BytesReceived, late.ApplyLag, fm.Warmth(rangeID))
+		late.BytesReceived, late.ApplyLag, warm)
 	if afterN < 200 {
 		t.Fatalf("only %d block-cache lookups on the follower after the first pass: hints stopped flowing", afterN)
 	}
@@ -174,9 +183,6 @@ func TestReadHintsWarmFollowerCache(t *testing.T) {
 	}
 	if !(replayLate >= 0.95) {
 		t.Fatalf("replays' block bytes found in the cache after the first pass: %.3f, want ≥ 0.95", replayLate)
-	}
-	if w := fm.Warmth(rangeID); !w.Known || w.HitRatio < 0.95 {
-		t.Fatalf("warmth %v: want known with a hit ratio ≥ 0.95", w)
 	}
 }
 
