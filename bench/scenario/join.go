@@ -90,6 +90,7 @@ var (
 	hintsQuarter  = func(h *kv.HintsConfig) { h.Fraction = 0.25 }
 	hintsCPUOnly  = func(h *kv.HintsConfig) { h.DiskWeight = -1 }
 	hintsNoBudget = func(h *kv.HintsConfig) { h.DiskReadShare = -1 }
+	hintsBudget15 = func(h *kv.HintsConfig) { h.DiskReadShare = 0.15 }
 )
 
 func joinVariants() []Variant {
@@ -123,6 +124,8 @@ func joinVariants() []Variant {
 		// Replays without the budget on the disk reads they cause (the code before session 12).
 		{Name: "incremental-nobudget", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsNoBudget), Optional: true},
 		{Name: "parallel-nobudget", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsNoBudget), Optional: true},
+		// A looser budget: replays may cause 15 % of the disk's block misses instead of the default 5 %.
+		{Name: "incremental-budget15", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsBudget15), Optional: true},
 	}
 }
 
