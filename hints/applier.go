@@ -193,6 +193,11 @@ type Applier struct {
 	lastLoad time.Time
 	budget   budgetState // guarded by loadMu
 
+	// awaited counts, per range, the warmth waits in progress on it (Await): a leadership transfer
+	// to this node is waiting for the range to be warm.
+	awaitMu sync.Mutex
+	awaited map[uint64]int
+
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	startMu sync.Mutex
@@ -222,7 +227,7 @@ func newApplier(reader Reader, cfg ApplierConfig, c *counters) (*Applier, error)
 	}
 	cfg = cfg.withDefaults()
 	a := &Applier{cfg: cfg, reader: reader, c: c, queue: make(chan applyItem, cfg.QueueLen),
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), awaited: map[uint64]int{}}
 	a.warm = newWarmthTracker(cfg.WarmthWindow, cfg.MaxRanges)
 	a.base.Store(math.Float64bits(cfg.Fraction))
 	c.fraction.Store(math.Float64bits(cfg.Fraction))
@@ -313,7 +318,7 @@ func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped i
 			dropped++
 			continue
 		}
-		if paused {
+		if paused && !a.isAwaited(r.RangeID) {
 			a.c.drop(DropOverloaded, n)
 			dropped++
 			continue
@@ -431,7 +436,8 @@ func (a *Applier) worker() {
 // apply replays the selected hints of one range batch and records its warmth.
 func (a *Applier) apply(ctx context.Context, it applyItem) {
 	r := it.r
-	if a.refreshLoad(time.Now()) {
+	awaited := a.isAwaited(r.RangeID)
+	if a.refreshLoad(time.Now()) && !awaited {
 		a.c.drop(DropOverloaded, uint64(len(r.Hints)))
 		return
 	}
@@ -439,6 +445,10 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 		a.onApply(r)
 	}
 	frac := a.Fraction()
+	if base := math.Float64frombits(a.base.Load()); awaited && frac < base {
+		frac = base
+		a.c.awaitedBatches.Add(1)
+	}
 	now0 := time.Now()
 	var stats ReplayStats
 	var applied, replays, skipped uint64
@@ -621,9 +631,43 @@ func (a *Applier) Warmth(rangeID uint64) Warmth { return a.warm.get(rangeID, tim
 
 // WaitWarm waits until range rangeID meets crit, for at most maxWait (0: check once). It returns the
 // last warmth seen, and an error wrapping ErrNotWarm (with the unmet criterion) when the wait ends
-// first, or the context's error.
+// first, or the context's error. While it waits, the range's hints are replayed as if the node had
+// room (Await).
 func (a *Applier) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria, maxWait time.Duration) (Warmth, error) {
+	if maxWait > 0 {
+		defer a.Await(rangeID)()
+	}
 	return a.warm.wait(ctx, rangeID, crit, maxWait)
+}
+
+// Await marks rangeID as awaited until the returned function is called: a leadership transfer to
+// this node waits for the range's warmth. Its batches are then replayed at the configured fraction
+// even while the node sheds replays (the adapted fraction, the disk budget, an overload pause).
+// Shedding exists so that replays do not take disk reads and CPU from the node's own clients; but
+// the range's reads come to this node within the wait either way, as client reads on a cold cache
+// if not as replays now, and a wait that times out delays the capacity the transfer brings (a
+// joining node's hand-overs each waited their full 5 s while its budget cut replays, session 13).
+// Only the awaited range is exempt, and only for the wait's bounded length.
+func (a *Applier) Await(rangeID uint64) (done func()) {
+	a.awaitMu.Lock()
+	a.awaited[rangeID]++
+	a.awaitMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.awaitMu.Lock()
+			defer a.awaitMu.Unlock()
+			if a.awaited[rangeID]--; a.awaited[rangeID] <= 0 {
+				delete(a.awaited, rangeID)
+			}
+		})
+	}
+}
+
+func (a *Applier) isAwaited(rangeID uint64) bool {
+	a.awaitMu.Lock()
+	defer a.awaitMu.Unlock()
+	return a.awaited[rangeID] > 0
 }
 
 // Forget drops what is known of range rangeID (its replica left this node).

@@ -451,3 +451,75 @@ func TestApplierShedding(t *testing.T) {
 		t.Fatal("a fixed fraction is not shedding for load")
 	}
 }
+
+// A range a leadership transfer waits on (Await) is replayed at the configured fraction whatever the
+// node sheds; the node's other ranges are shed as usual, and so is the range once the wait is over.
+func TestApplierAwaitedRangeIsNotShed(t *testing.T) {
+	var load atomic.Uint64
+	model := newCacheModel()
+	a := newTestApplier(t, model, ApplierConfig{Workers: 1, QueueLen: 64, Adaptive: true, LoadInterval: time.Nanosecond,
+		Load: func() float64 { return math.Float64frombits(load.Load()) }})
+	a.Start()
+	batch := 0
+	// send delivers 1000 fresh keys of rangeID and returns the share applied.
+	send := func(rangeID uint64) float64 {
+		batch++
+		before := a.Metrics()
+		a.Receive([]RangeHints{rangeOf(rangeID, manyKeys(fmt.Sprintf("b%d-", batch), 1000)...)}, time.Now())
+		handled := func(m Metrics) uint64 { return m.Applied + m.Dropped[DropSelective] + m.Dropped[DropOverloaded] }
+		eventually(t, 10*time.Second, "batch handled", func() bool { return handled(a.Metrics())-handled(before) == 1000 })
+		return float64(a.Metrics().Applied-before.Applied) / 1000
+	}
+	done := a.Await(7)
+	for _, step := range []struct {
+		load           float64
+		awaited, other float64 // shares applied of range 7 (awaited) and of range 8
+		wantBatches    uint64
+	}{
+		{0.3, 1, 1, 0},    // not shedding: nothing to exempt
+		{0.8, 1, 0.55, 1}, // adapted fraction: the awaited range at 1
+		{0.95, 1, 0, 2},   // paused for overload: the awaited range still replayed
+		{0.85, 1, 0, 3},   // still paused
+		{0.3, 1, 1, 3},    // room again
+		{0.95, 1, 0, 4},   // and paused once more
+	} {
+		load.Store(math.Float64bits(step.load))
+		got7, got8 := send(7), send(8)
+		if math.Abs(got7-step.awaited) > 0.05 || math.Abs(got8-step.other) > 0.05 || a.Metrics().AwaitedBatches != step.wantBatches {
+			t.Fatalf("load %v: applied %.3f of the awaited range (want %.3f), %.3f of another (want %.3f), %d awaited batches (want %d)",
+				step.load, got7, step.awaited, got8, step.other, a.Metrics().AwaitedBatches, step.wantBatches)
+		}
+	}
+	done()
+	done()                             // idempotent
+	load.Store(math.Float64bits(0.75)) // below the resume point (0.8)
+	if got := send(7); math.Abs(got-0.775) > 0.05 {
+		t.Fatalf("after the wait: applied %.3f of range 7, want the adapted 0.775", got)
+	}
+	if n := len(a.awaited); n != 0 {
+		t.Fatalf("%d ranges still awaited", n)
+	}
+}
+
+// WaitWarm marks its range awaited for as long as it waits, and only then.
+func TestWaitWarmAwaitsTheRange(t *testing.T) {
+	a := newTestApplier(t, newCacheModel(), ApplierConfig{Workers: 1})
+	if _, err := a.WaitWarm(context.Background(), 3, DefaultWarmCriteria(), 0); err == nil || a.isAwaited(3) {
+		t.Fatalf("a check (wait 0) of an unknown range: err %v, awaited %v", err, a.isAwaited(3))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := a.WaitWarm(ctx, 3, DefaultWarmCriteria(), time.Minute)
+		waited <- err
+	}()
+	eventually(t, 5*time.Second, "range 3 awaited during the wait", func() bool { return a.isAwaited(3) })
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitWarm after cancel: %v", err)
+	}
+	if a.isAwaited(3) {
+		t.Fatal("range 3 still awaited after the wait")
+	}
+}

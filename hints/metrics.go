@@ -117,6 +117,9 @@ type Metrics struct {
 	// a leadership transfer, or once the node had room). The others were warm from live hints by
 	// then, came to lead, or left the node.
 	WarmsDeferred, WarmsDeferredRun uint64
+	// AwaitedBatches counts range batches replayed at the configured fraction rather than the shed
+	// one because a leadership transfer to this node waited on the range's warmth (Applier.Await).
+	AwaitedBatches uint64
 }
 
 // ReplayHitRatio is the block-cache hit ratio of all replays (NaN before any).
@@ -148,6 +151,7 @@ type counters struct {
 	applyLag, applyLagSum                    atomic.Int64
 	appliedBatches, pauses                   atomic.Uint64
 	warmsDeferred, warmsDeferredRun          atomic.Uint64
+	awaitedBatches                           atomic.Uint64
 	load, fraction                           atomic.Uint64 // float64 bits
 	captureLoad, captureFraction             atomic.Uint64 // float64 bits
 	paused                                   atomic.Bool
@@ -182,7 +186,8 @@ func (c *counters) snapshot() Metrics {
 		WarmsDeferredRun: c.warmsDeferredRun.Load(),
 		CaptureLoad:      math.Float64frombits(c.captureLoad.Load()), CaptureFraction: math.Float64frombits(c.captureFraction.Load()),
 		ReplayMissBlocks: c.replayMissBlocks.Load(), DiskBudgetFactor: math.Float64frombits(c.budgetFactor.Load()),
-		Dropped: make(map[DropReason]uint64, numDropReasons),
+		AwaitedBatches: c.awaitedBatches.Load(),
+		Dropped:        make(map[DropReason]uint64, numDropReasons),
 	}
 	if c.queueDepth != nil {
 		m.QueueDepth = c.queueDepth()
@@ -224,6 +229,7 @@ var metricHelp = []struct{ name, help string }{
 	{"shoal_hints_warmups_deferred_total", "New replicas whose warm-up from a peer's hot keys was put off because the node was shedding replays for load."},
 	{"shoal_hints_warmups_deferred_run_total", "Put-off warm-ups run later: before a leadership transfer to the replica, or once the node had room."},
 	{"shoal_hints_replay_missed_blocks_total", "Blocks replays read from disk, estimated from their missed bytes (at least one for a replay that missed)."},
+	{"shoal_hints_awaited_batches_total", "Range batches replayed at the configured fraction, past load shedding and the disk budget, because a leadership transfer to this node waited on the range's warmth."},
 	{"shoal_hints_disk_budget_factor", "What the disk budget scales the applied fraction by (1: not limiting); it falls while replays cause more than their share of a saturated disk's block misses and recovers by half each second after."},
 }
 
@@ -290,4 +296,5 @@ func (col *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("shoal_hints_warmups_deferred_run_total", m.WarmsDeferredRun)
 	counter("shoal_hints_replay_missed_blocks_total", m.ReplayMissBlocks)
 	gauge("shoal_hints_disk_budget_factor", m.DiskBudgetFactor)
+	counter("shoal_hints_awaited_batches_total", m.AwaitedBatches)
 }

@@ -172,6 +172,7 @@ const MaxReplicaWarm = 2 * time.Second
 // skipped if live hints already made the range meet crit. A wait of 0 only checks.
 func (m *Module) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria, maxWait time.Duration) (Warmth, error) {
 	if maxWait > 0 {
+		defer m.applier.Await(rangeID)() // from the start: the deferred warm-up's time counts too
 		if w, err := m.applier.WaitWarm(ctx, rangeID, crit, 0); err == nil {
 			m.CancelDeferred(rangeID) // live hints warmed it meanwhile: the summary's misses would buy nothing
 			return w, nil

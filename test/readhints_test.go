@@ -90,6 +90,26 @@ func hotKeys(n, count int) [][]byte {
 	return out
 }
 
+// hotRange starts the usual preamble of these tests on c: three voters everywhere, the policies that
+// would move ranges or leaderships (and any extra ones) switched off, records keys loaded and
+// compacted, and the range holding the first of hotN evenly spread hot keys. The context ends with
+// the test.
+func hotRange(t *testing.T, c *testcluster.Cluster, records, hotN int, off ...string) (context.Context, *client.Client, [][]byte, *pb.RangeStatus) {
+	t.Helper()
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	testcluster.SwitchOff(t, ctx, cl, append([]string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit}, off...)...)
+	loadAndCompact(t, ctx, c, cl, records)
+	hot := hotKeys(records, hotN)
+	rs, err := testcluster.RangeOf(ctx, cl, hot[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, cl, hot, rs
+}
+
 // TestReadHintsWarmFollowerCache: a follower that serves no reads gets its block cache warm on the
 // leader's hot keys only through read hints. With the read_hints switch off it sees no lookups at
 // all while the leader serves the hot set; switched on, its first replays of the hot set miss on
@@ -98,21 +118,11 @@ func TestReadHintsWarmFollowerCache(t *testing.T) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
 		Hints: kv.HintsConfig{FixedFraction: true}, // the shared test machine's CPU must not pause replays
 	}})
-	cl := c.Client()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameReadHints)
 	// Little data: Pebble reserves its memtables' size out of the block cache, and the harness's
 	// memtables (32 MiB at most, doubling from 256 KiB at each rotation) would outgrow its 16 MiB
 	// cache after a few more megabytes of writes.
 	const records = 5000
-	loadAndCompact(t, ctx, c, cl, records)
-	hot := hotKeys(records, 200)
-	rs, err := testcluster.RangeOf(ctx, cl, hot[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl, hot, rs := hotRange(t, c, records, 200, policy.NameReadHints)
 	rangeID, leader := rs.GetDesc().GetRangeId(), c.NodeIndex(rs.LeaderNodeId)
 	follower := (leader + 1) % 3
 	fm := c.Nodes[follower].KV.Hints()
@@ -227,18 +237,7 @@ func TestWarmBeforeTransfer(t *testing.T) {
 		Hints:     kv.HintsConfig{FixedFraction: true, TransferWait: wait},
 		Autopilot: autopilot.Config{Interval: 200 * time.Millisecond},
 	}})
-	cl := c.Client()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit)
-	const records = 5000
-	loadAndCompact(t, ctx, c, cl, records)
-	hot := hotKeys(records, 100)
-	rs, err := testcluster.RangeOf(ctx, cl, hot[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl, hot, rs := hotRange(t, c, 5000, 100)
 	rangeID := rs.GetDesc().GetRangeId()
 	// The user range is led from node 2 so that draining it leaves the meta range (and the
 	// autopilot, which keeps the decision log) where it is.
@@ -344,18 +343,7 @@ func TestWarmAfterRestart(t *testing.T) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
 		Hints: kv.HintsConfig{FixedFraction: true},
 	}})
-	cl := c.Client()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	testcluster.SwitchOff(t, ctx, cl, policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit)
-	const records = 5000
-	loadAndCompact(t, ctx, c, cl, records)
-	hot := hotKeys(records, 100)
-	rs, err := testcluster.RangeOf(ctx, cl, hot[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl, hot, rs := hotRange(t, c, 5000, 100)
 	rangeID, leader := rs.GetDesc().GetRangeId(), c.NodeIndex(rs.LeaderNodeId)
 	follower := (leader + 1) % 3
 	rctx, stopReads := context.WithCancel(ctx)
