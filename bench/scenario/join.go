@@ -473,6 +473,19 @@ const (
 	preJoinS            = 15
 )
 
+// windowsOver counts the seconds from from to to (a second counts when its midpoint lies in the
+// window) whose p99 is above thresholdMs, and sums their excess over it.
+func windowsOver(series []Point, thresholdMs, from, to float64) (n int, excessMs float64) {
+	for _, p := range series {
+		if mid := p.T - 0.5; mid < from || mid >= to || p.P99Ms <= thresholdMs {
+			continue
+		}
+		n++
+		excessMs += p.P99Ms - thresholdMs
+	}
+	return n, excessMs
+}
+
 // joinReport measures the join of the run's trace (or, without one, the first "node joins" event).
 // For a surge it also adds the surge clients' operations to the series, the join to the events and
 // recomputes the task window. nodes is the number of nodes before the join.
@@ -637,18 +650,8 @@ func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Snapshot
 	}
 
 	// The score: 1-s windows' p99 over the threshold.
-	for _, p := range series {
-		if p.T-0.5 < start || p.P99Ms <= jr.SLOThresholdMs {
-			continue
-		}
-		ex := p.P99Ms - jr.SLOThresholdMs
-		jr.ViolatingWindowsEnd++
-		jr.ExcessEndMs += ex
-		if in(p, start, end) {
-			jr.ViolatingWindows++
-			jr.ExcessMs += ex
-		}
-	}
+	jr.ViolatingWindows, jr.ExcessMs = windowsOver(series, jr.SLOThresholdMs, start, end)
+	jr.ViolatingWindowsEnd, jr.ExcessEndMs = windowsOver(series, jr.SLOThresholdMs, start, math.Inf(1))
 	// The chapter's score: 2-s windows' mean latency over the target, from the join's start.
 	last := 0.0
 	if len(series) > 0 {

@@ -67,3 +67,53 @@ func TestRunRepeatedRefusesOneRepetition(t *testing.T) {
 		t.Fatal("one repetition accepted")
 	}
 }
+
+// The *_common figures recount every finished join's 1-s p99 windows against one threshold, the mean
+// of the runs' own: two runs with the same latencies score the same whatever their steady states.
+func TestAggregateCommonThreshold(t *testing.T) {
+	// Seconds at t = 1..10 (midpoints 0.5..9.5); the join runs from 2 to 6.
+	series := func(p99s ...float64) []Point {
+		out := make([]Point, len(p99s))
+		for i, v := range p99s {
+			out[i] = Point{T: float64(i + 1), P99Ms: v}
+		}
+		return out
+	}
+	lat := series(50, 50, 130, 150, 90, 200, 50, 160, 50, 50)
+	run := func(variant string, thr float64, done bool) RunReport {
+		return RunReport{Variant: variant, Series: lat,
+			Join: &JoinReport{Done: done, JoinStartS: 2, JoinS: 4, SLOThresholdMs: thr}}
+	}
+	reps := []*Report{
+		{Runs: []RunReport{run("fast", 100, true), run("slow", 140, true)}},
+		{Runs: []RunReport{run("fast", 120, true), run("slow", 1000, false)}}, // unfinished: no threshold, no score
+	}
+	agg := aggregate("join-surge", reps, []string{"a", "b"})
+	if agg.CommonSLOThresholdMs != 120 {
+		t.Fatalf("common threshold %v, want 120 (the finished runs' mean)", agg.CommonSLOThresholdMs)
+	}
+	// During the join (seconds with midpoints 2.5..5.5: 130, 150, 90, 200): 3 above 120, excess 10+30+80.
+	// To the end: also 160 (midpoint 7.5): 4, excess 160.
+	for _, tc := range []struct {
+		label, figure string
+		n             int
+		mean          float64
+	}{
+		{"fast", "violating_windows_common", 2, 3},
+		{"fast", "excess_common_ms", 2, 120},
+		{"fast", "violating_windows_to_end_common", 2, 4},
+		{"fast", "excess_to_end_common_ms", 2, 160},
+		{"slow", "violating_windows_common", 1, 3},
+	} {
+		if s := agg.Stats[tc.label][tc.figure]; s.N != tc.n || math.Abs(s.Mean-tc.mean) > 1e-9 {
+			t.Errorf("%s %s: %+v, want n %d mean %v", tc.label, tc.figure, s, tc.n, tc.mean)
+		}
+	}
+	var b strings.Builder
+	if err := agg.Print(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "violating_windows_common") || !strings.Contains(b.String(), "120.0 ms") {
+		t.Errorf("table lacks the common figures:\n%s", b.String())
+	}
+}
