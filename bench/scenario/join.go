@@ -426,6 +426,10 @@ type JoinReport struct {
 	PolicyStartS float64 `json:"policy_start_s"`
 	// FirstServedS: from the join's start until the new node first led a user range (-1: never).
 	FirstServedS float64 `json:"first_served_s"`
+	// FullShareS: from the join's start until the end of the first second in which the new node led
+	// as many user ranges as it did when the join ended (its share of leaderships: the capacity the
+	// join brings), to the second (-1: it led none).
+	FullShareS float64 `json:"full_share_s"`
 	// FirstServedRecordS: the same by the join record (written by the autopilot's next round).
 	FirstServedRecordS float64 `json:"first_served_record_s"`
 	JoinS              float64 `json:"join_s"`
@@ -556,7 +560,33 @@ func joinReport(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Dura
 		}
 	}
 	measureJoin(jr, rr.Series, perSec, warmup.Seconds(), steadyTo, start, end)
+	jr.FullShareS = fullShareS(rr.Series, nodes, start, end)
 	return jr
+}
+
+// fullShareS is JoinReport.FullShareS for the node at index node of the series' per-node leaders.
+func fullShareS(series []Point, node int, start, end float64) float64 {
+	led := func(p Point) int {
+		if node < len(p.Leaders) {
+			return p.Leaders[node]
+		}
+		return 0
+	}
+	target := 0
+	for _, p := range series { // the last second that ends by the join's end, or the first after it
+		if p.T <= end+1 {
+			target = led(p)
+		}
+	}
+	if target == 0 {
+		return -1
+	}
+	for _, p := range series {
+		if p.T > start && led(p) >= target {
+			return round1(p.T - start)
+		}
+	}
+	return -1
 }
 
 // measureJoin fills jr's throughput and SLO figures from the run's seconds: steady state from

@@ -55,3 +55,31 @@ func TestMeasureJoin(t *testing.T) {
 		t.Errorf("throughput ratio %v post %v, want 0.9 and 1", jr.ThroughputRatio, jr.PostJoinRatio)
 	}
 }
+
+func TestFullShareS(t *testing.T) {
+	// Node 3's leaderships per second; seconds end at t = 1, 2, ...; the join runs from 0.5 to 6.
+	series := func(led ...int) []Point {
+		out := make([]Point, len(led))
+		for i, l := range led {
+			out[i] = Point{T: float64(i + 1), Leaders: []int{8, 8, 8, l}}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		led  []int
+		want float64
+	}{
+		{"step by step", []int{0, 1, 1, 3, 6, 6, 6, 6}, 4.5},
+		{"all at the end", []int{0, 0, 0, 0, 0, 6, 6, 6}, 5.5},
+		{"share reached, then one lost before the end", []int{0, 2, 3, 2, 2, 2, 2, 2}, 1.5},
+		{"led nothing", []int{0, 0, 0, 0, 0, 0, 0, 0}, -1},
+	} {
+		if got := fullShareS(series(tc.led...), 3, 0.5, 6); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := fullShareS([]Point{{T: 1, Leaders: []int{1, 2}}}, 3, 0, 1); got != -1 {
+		t.Errorf("series without the node: %v, want -1", got)
+	}
+}

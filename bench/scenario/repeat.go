@@ -59,6 +59,7 @@ var repeatFigures = []struct {
 	{"p99_ms", func(r RunReport) (float64, bool) { return r.Summary.P99Ms, true }},
 	{"join_s", joinFigure(func(j *JoinReport) float64 { return j.JoinS })},
 	{"first_served_s", joinFigure(func(j *JoinReport) float64 { return j.FirstServedS })},
+	{"full_share_s", joinFigure(func(j *JoinReport) float64 { return j.FullShareS })},
 	{"worst_dip", joinFigure(func(j *JoinReport) float64 { return j.WorstDip })},
 	{"dip_noise", joinFigure(func(j *JoinReport) float64 { return j.DipNoise })},
 	{"dip_beyond_noise", joinFigure(func(j *JoinReport) float64 { return j.DipBeyondNoise })},

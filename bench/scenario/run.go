@@ -632,9 +632,9 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			fmt.Fprintf(opts.Progress, "%s: event at %.1fs: %s %s\n", label, e.T, e.What, e.Error)
 		}
 		if j := rr.Join; j != nil {
-			fmt.Fprintf(opts.Progress, "%s: join %.1fs, first range served after %.1fs, worst %ds dip %+.1f%% of %.0f ops/s, "+
+			fmt.Fprintf(opts.Progress, "%s: join %.1fs, first range served after %.1fs, full leader share after %.0fs, worst %ds dip %+.1f%% of %.0f ops/s, "+
 				"%d windows over p99 %.1fms (%.1fx steady), excess %.0fms, after/before %.2f\n", label, j.JoinS, j.FirstServedS,
-				dipWindow, 100*j.WorstDip, j.PreJoinThroughput, j.ViolatingWindows, j.SLOThresholdMs, j.SLOFactor, j.ExcessMs, j.PostJoinRatio)
+				j.FullShareS, dipWindow, 100*j.WorstDip, j.PreJoinThroughput, j.ViolatingWindows, j.SLOThresholdMs, j.SLOFactor, j.ExcessMs, j.PostJoinRatio)
 		}
 	}
 	return rr, nil
