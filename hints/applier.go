@@ -308,7 +308,8 @@ func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped i
 			// The sender withheld this range's reads (none recurred, BufferConfig.RecurringOnly):
 			// hints flow, and a receiver applying some would have skipped them all as one-off, so the
 			// range's warmth stays fresh, as it would have then.
-			if !paused && !a.stopping.Load() && a.Fraction() > 0 {
+			applying := !paused && a.Fraction() > 0 || a.isAwaited(r.RangeID) && math.Float64frombits(a.base.Load()) > 0
+			if applying && !a.stopping.Load() {
 				a.warm.record(r.RangeID, now, max(now.Sub(r.CapturedAt), 0), 0, 0, ReplayStats{})
 			}
 			continue

@@ -523,3 +523,22 @@ func TestWaitWarmAwaitsTheRange(t *testing.T) {
 		t.Fatal("range 3 still awaited after the wait")
 	}
 }
+
+// A batch the sender withheld (no recurring reads) keeps an awaited range's warmth fresh while the
+// node is paused, as it would a range the node applies; another range's stays unknown.
+func TestApplierAwaitedWithheldBatchKeepsWarmthFresh(t *testing.T) {
+	a := newTestApplier(t, newCacheModel(), ApplierConfig{Workers: 1, Adaptive: true, LoadInterval: time.Nanosecond,
+		Load: func() float64 { return 1 }})
+	a.Start()
+	defer a.Await(17)()
+	a.Receive([]RangeHints{{RangeID: 17, CapturedAt: time.Now()}, {RangeID: 18, CapturedAt: time.Now()}}, time.Now())
+	if !a.Metrics().Paused {
+		t.Fatal("not paused at load 1")
+	}
+	if w := a.Warmth(17); !w.Known || w.Idle > time.Second {
+		t.Fatalf("awaited range: warmth %v, want known and fresh", w)
+	}
+	if w := a.Warmth(18); w.Known {
+		t.Fatalf("range not awaited, node paused: warmth %v, want unknown", w)
+	}
+}
