@@ -42,8 +42,9 @@ DIR/report.json (settings, both runs' summaries, per-second series and events) a
 --repeat N runs the whole scenario N times (DIR/rep-1 ... DIR/rep-N, the order of the runs reversed in
 every other repetition so that a drift of the machine favours neither) and writes DIR/repeat.json:
 per run, each figure's mean, standard deviation, minimum and maximum over the repetitions (the
-throughput and p99 of every run; a join's time, first range served, worst dip, noise floor and SLO
-scores). One run is one sample of a noisy machine: compare means with their spreads.`,
+throughput and p99 of every run; a join's time, first range served, full leader share, worst dip,
+noise floor and SLO scores, the latter also against one threshold for every run: *_common). One run
+is one sample of a noisy machine: compare means with their spreads.`,
 	Example: "  shoal bench scenario node-kill --out /tmp/node-kill\n  shoal bench scenario join --variants incremental,parallel --repeat 5 --out /tmp/join5\n  shoal bench scenario leader-transfer --out /tmp/lt --duration 6s --records 1000\n  shoal bench scenario --list",
 	Args: func(cmd *cobra.Command, args []string) error {
 		if scenarioFlags.list {
