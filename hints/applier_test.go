@@ -183,6 +183,21 @@ func TestAdaptiveFraction(t *testing.T) {
 
 // The applier follows a load signal: full fraction when idle, a lower one under load, nothing while
 // overloaded (reported in metrics), and it resumes only once the load is clearly lower.
+// freshBatches returns a function that delivers a batch of n keys never sent before for a range,
+// waits until the applier has replayed or dropped every one, and returns the share it replayed.
+func freshBatches(t *testing.T, a *Applier, n int) func(rangeID uint64) float64 {
+	batch := 0
+	handled := func(m Metrics) uint64 { return m.Applied + m.Dropped[DropSelective] + m.Dropped[DropOverloaded] }
+	return func(rangeID uint64) float64 {
+		t.Helper()
+		batch++
+		before := a.Metrics()
+		a.Receive([]RangeHints{rangeOf(rangeID, manyKeys(fmt.Sprintf("b%d-", batch), n)...)}, time.Now())
+		eventually(t, 10*time.Second, "batch handled", func() bool { return handled(a.Metrics())-handled(before) == uint64(n) })
+		return float64(a.Metrics().Applied-before.Applied) / float64(n)
+	}
+}
+
 func TestApplierAdaptsToLoad(t *testing.T) {
 	var load atomic.Uint64
 	setLoad := func(v float64) { load.Store(math.Float64bits(v)) }
@@ -190,20 +205,7 @@ func TestApplierAdaptsToLoad(t *testing.T) {
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1, QueueLen: 64, Adaptive: true, LoadInterval: time.Nanosecond,
 		Load: func() float64 { return math.Float64frombits(load.Load()) }})
 	a.Start()
-	batch := 0
-	// send delivers 2000 fresh keys and returns the share applied.
-	send := func() float64 {
-		batch++
-		before := a.Metrics()
-		keys := manyKeys(fmt.Sprintf("b%d-", batch), 2000)
-		a.Receive([]RangeHints{rangeOf(1, keys...)}, time.Now())
-		eventually(t, 10*time.Second, "batch handled", func() bool {
-			m := a.Metrics()
-			handled := m.Applied + m.Dropped[DropSelective] + m.Dropped[DropOverloaded]
-			return handled-(before.Applied+before.Dropped[DropSelective]+before.Dropped[DropOverloaded]) == 2000
-		})
-		return float64(a.Metrics().Applied-before.Applied) / 2000
-	}
+	send := freshBatches(t, a, 2000)
 	for _, step := range []struct {
 		load        float64
 		wantShare   float64
@@ -220,7 +222,7 @@ func TestApplierAdaptsToLoad(t *testing.T) {
 		{0.1, 1, false, 2, "idle again"},
 	} {
 		setLoad(step.load)
-		share := send()
+		share := send(1)
 		m := a.Metrics()
 		if math.Abs(share-step.wantShare) > 0.05 || m.Paused != step.wantPaused || m.Pauses != step.wantPauses ||
 			m.Load != step.load {
@@ -460,16 +462,7 @@ func TestApplierAwaitedRangeIsNotShed(t *testing.T) {
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1, QueueLen: 64, Adaptive: true, LoadInterval: time.Nanosecond,
 		Load: func() float64 { return math.Float64frombits(load.Load()) }})
 	a.Start()
-	batch := 0
-	// send delivers 1000 fresh keys of rangeID and returns the share applied.
-	send := func(rangeID uint64) float64 {
-		batch++
-		before := a.Metrics()
-		a.Receive([]RangeHints{rangeOf(rangeID, manyKeys(fmt.Sprintf("b%d-", batch), 1000)...)}, time.Now())
-		handled := func(m Metrics) uint64 { return m.Applied + m.Dropped[DropSelective] + m.Dropped[DropOverloaded] }
-		eventually(t, 10*time.Second, "batch handled", func() bool { return handled(a.Metrics())-handled(before) == 1000 })
-		return float64(a.Metrics().Applied-before.Applied) / 1000
-	}
+	send := freshBatches(t, a, 1000)
 	done := a.Await(7)
 	for _, step := range []struct {
 		load           float64
