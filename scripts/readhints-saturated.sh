@@ -34,7 +34,7 @@ THREADS=${THREADS:-64}
 LOAD_THREADS=${LOAD_THREADS:-32}
 WINDOW=${WINDOW:-20}           # seconds per window
 WINDOWS=${WINDOWS:-10}         # toggled windows after a warm-up window (off, on, off, on, ...)
-SCHEDULE=${SCHEDULE:-alt}      # alt: off, on, off, on, ...; abba: off, on | on, off | off, on | ... (WINDOWS even)
+SCHEDULE=${SCHEDULE:-alt}      # alt: off, on, off, on, ...; abba: off, on | on, off | off, on | ... (WINDOWS even); alt-inverted: on, off, ...
 SETTLE=${SETTLE:-20}           # seconds without a compaction or flush on any node before the windows start
 SETTLE_MAX=${SETTLE_MAX:-900}  # at most this long
 SKIP=${SKIP:-4}                # seconds ignored after each switch (nodes read the switch every 2 s)
@@ -47,6 +47,8 @@ BASE_PORT=${BASE_PORT:-27300}
 DISTRIBUTION=${DISTRIBUTION:-zipfian}
 EXTRA_NODE_FLAGS=${EXTRA_NODE_FLAGS:-}   # e.g. "--read-hints-adaptive off"
 PROFILE=${PROFILE:-}           # non-empty: CPU profiles of n1 in windows 1 (off) and 2 (on): OUT/n1-hints-*.pprof
+BARRIER=${BARRIER:-}           # a directory shared by PEERS runs at once (scripts/readhints-sidebyside.sh): their windows start together
+PEERS=${PEERS:-2}
 
 BIN=$(readlink -f "$BIN")
 SCRIPTS=$(dirname "$(readlink -f "$0")")
@@ -165,6 +167,19 @@ fi
 [ -z "$F2" ] || { echo "${PIDS[2]}" >"$F2/cgroup.procs"; echo "${PIDS[3]}" >"$F3/cgroup.procs"; echo "n2, n3 capped at $FOLLOWER_QUOTA cores each"; }
 echo "$(date -u +%T) every leadership on n1; running YCSB C ($DISTRIBUTION, $THREADS threads) for $(((WINDOWS + 1) * WINDOW)) s"
 
+# Side by side: wait until every peer is ready, then all start their windows at the same second
+# (the latest peer's ready time + 5 s), so that window k is the same wall-clock time in each.
+START=
+if [ -n "$BARRIER" ]; then
+  mkdir -p "$BARRIER"
+  date +%s >"$BARRIER/ready.$BASE_PORT"
+  peers() { find "$BARRIER" -name 'ready.*' | wc -l; }
+  for _ in $(seq "$SETTLE_MAX"); do [ "$(peers)" -ge "$PEERS" ] && break; sleep 1; done
+  [ "$(peers)" -ge "$PEERS" ] || { echo "only $(peers) of $PEERS runs ready at $BARRIER after ${SETTLE_MAX} s"; exit 1; }
+  START=$(($(cat "$BARRIER"/ready.* | sort -n | tail -1) + 5))
+  echo "$(date -u +%T) $PEERS runs ready; windows start at $(date -u -d "@$START" +%T)"
+  while [ "$(date +%s)" -lt "$START" ]; do sleep 0.05; done
+fi
 RUN_S=$(((WINDOWS + 1) * WINDOW))
 taskset -c "$OTHER_CPU" "$BIN" bench ycsb --workload c --load=false --hosts "$HOSTS" --records "$RECORDS" \
   --ops 1000000000 --max-duration "$((RUN_S + 5))s" --threads "$THREADS" --distribution "$DISTRIBUTION" \
@@ -172,10 +187,10 @@ taskset -c "$OTHER_CPU" "$BIN" bench ycsb --workload c --load=false --hosts "$HO
 CLIENT=$!
 
 taskset -c "$OTHER_CPU" python3 - "$OUT" "$BIN" "$HOSTS" "$WINDOW" "$WINDOWS" "$SKIP" "$CLIENT" \
-  "${PIDS[1]},${PIDS[2]},${PIDS[3]}" "${H[1]},${H[2]},${H[3]}" "${PROFILE:-}" "$SCRIPTS" "$SCHEDULE" <<'PY'
+  "${PIDS[1]},${PIDS[2]},${PIDS[3]}" "${H[1]},${H[2]},${H[3]}" "${PROFILE:-}" "$SCRIPTS" "$SCHEDULE" "$START" <<'PY'
 import json, os, subprocess, sys, threading, time, urllib.request
 
-out, binp, hosts, window, windows, skip, client, pids, https, profile, scripts, schedule = sys.argv[1:]
+out, binp, hosts, window, windows, skip, client, pids, https, profile, scripts, schedule, start = sys.argv[1:]
 sys.path.insert(0, scripts)
 import readhints_stats as rs
 window, windows, skip, client = int(window), int(windows), int(skip), int(client)
@@ -218,7 +233,7 @@ def metrics(h):
                     m[f"{name}:{lab[1]}"] = v
     return m
 
-t0 = time.time()
+t0 = float(start) if start else time.time()  # side by side: the peers' common start
 switches = [(t0 + window * k, rs.window_on(k, schedule)) for k in range(1, windows + 1)]
 samples = open(f"{out}/samples.jsonl", "w")
 end = t0 + window * (windows + 1)

@@ -7,6 +7,8 @@ readhints_stats_test.go). Windows are numbered from 1 after a warm-up window 0 (
   alt:  off, on, off, on, ...        (each on window is also compared with its two off neighbours)
   abba: off, on | on, off | off, on | ...  pairs (1, 2), (3, 4), ...: a linear drift over the run
         cancels within every two pairs.
+  alt-inverted: on, off, on, off, ...  the other cluster of a side-by-side run (scripts/readhints-sidebyside.sh):
+        in every window one of two clusters has hints on and the other off.
 
 The cost of a pair is 1 - on/off; the estimate is the pairs' mean with a 95 % Student's t interval,
 and their median.
@@ -41,6 +43,8 @@ def window_on(k, schedule):
         return True
     if schedule == "alt":
         return k % 2 == 0
+    if schedule == "alt-inverted":
+        return k % 2 == 1
     if schedule == "abba":
         p, h = (k - 1) // 2, (k - 1) % 2
         return (h == 1) == (p % 2 == 0)
@@ -78,6 +82,27 @@ def paired_cost(pairs, order):
         h = t975(len(costs) - 1) * se
         res.update(se=se, ci95_low=mean - h, ci95_high=mean + h)
     return res
+
+
+def side_by_side_pairs(a, b):
+    """Pairs of a side-by-side run: a and b are [(on, rate), ...] of two clusters measured over the
+    same windows (window 1 first), one with hints on and the other off in each window, swapping.
+
+    Window k gives r_k = on rate / off rate, two clusters at the same moment: whatever the machine's
+    speed was in that window cancels. The clusters themselves may differ by a factor d (data layout,
+    cache): r_k = (1 - c) d when A is on and (1 - c) / d when B is on, so windows (1, 2), (3, 4), ...
+    combine to sqrt(r_k r_k+1) = 1 - c. Returned as [(sqrt(r_k r_k+1), 1.0)] for paired_cost, with the
+    order "side-by-side"; a pair is skipped when a window has both or neither cluster on, the two
+    windows have the same cluster on, or a rate is not positive."""
+    pairs = []
+    for i in range(0, min(len(a), len(b)) - 1, 2):
+        (a1_on, a1), (b1_on, b1), (a2_on, a2), (b2_on, b2) = a[i], b[i], a[i + 1], b[i + 1]
+        if a1_on == b1_on or a2_on == b2_on or a1_on == a2_on or not min(a1, b1, a2, b2) > 0:
+            continue
+        r1 = a1 / b1 if a1_on else b1 / a1
+        r2 = a2 / b2 if a2_on else b2 / a2
+        pairs.append((math.sqrt(r1 * r2), 1.0))
+    return pairs, "side-by-side"
 
 
 def describe(c):

@@ -32,6 +32,21 @@ class TestStats(unittest.TestCase):
         self.assertEqual(one["ci95_low"], one["mean"])
         self.assertIsNone(rs.paired_cost([], "same"))
 
+    def test_side_by_side(self):
+        self.assertEqual([rs.window_on(k, "alt-inverted") for k in range(4)], [True, True, False, True])
+        # Cluster A is 10 % faster than B; hints cost 2 %; the machine's speed halves in windows 3-4.
+        a = [(False, 1100), (True, 1078), (False, 550), (True, 539)]
+        b = [(True, 980), (False, 1000), (True, 490), (False, 500)]
+        pairs, order = rs.side_by_side_pairs(a, b)
+        self.assertEqual(order, "side-by-side")
+        c = rs.paired_cost(pairs, order)
+        self.assertEqual(c["pairs"], 2)
+        self.assertAlmostEqual(c["mean"], 0.02, places=12)
+        self.assertAlmostEqual(c["sd"], 0.0, places=12)
+        # Both on in a window, or the same cluster on in both windows of a pair: skipped.
+        self.assertEqual(rs.side_by_side_pairs([(True, 1), (True, 1)], [(True, 1), (False, 1)])[0], [])
+        self.assertEqual(rs.side_by_side_pairs([(True, 1), (True, 1)], [(False, 1), (False, 1)])[0], [])
+
     def test_t975(self):
         for df, want in [(1, 12.706), (9, 2.262), (30, 2.042), (40, 2.021), (60, 2.0), (120, 1.98)]:
             self.assertAlmostEqual(rs.t975(df), want, places=9)
