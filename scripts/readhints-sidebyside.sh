@@ -27,6 +27,7 @@ export LEADER_QUOTA=${LEADER_QUOTA-0.25}
 export WINDOW=${WINDOW:-12} WINDOWS=${WINDOWS:-60} SKIP=${SKIP:-5}
 export BARRIER=$OUT/barrier PEERS=2
 [ $((WINDOWS % 2)) -eq 0 ] || { echo "WINDOWS must be even (pairs of windows)"; exit 1; }
+[ "$SKIP" -le $((WINDOW - 3)) ] || { echo "SKIP must leave at least 3 s of each window measured"; exit 1; }
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
@@ -39,7 +40,7 @@ echo "$(date -u +%T) clusters a (hints off, on, off, ...) and b (on, off, on, ..
 rc=0
 wait "$A" || rc=$?
 wait "$B" || rc=$?
-[ "$rc" -eq 0 ] || { echo "a run failed (rc $rc):"; tail -5 "$OUT/a.log" "$OUT/b.log"; exit "$rc"; }
+[ "$rc" -eq 0 ] || { echo "a run failed (rc $rc):"; tail -n 5 "$OUT/a.log" "$OUT/b.log"; exit "$rc"; }
 
 python3 - "$OUT" "$SCRIPTS" <<'PY'
 import json, statistics as st, sys
