@@ -238,3 +238,30 @@ func TestJoinSurgeVariants(t *testing.T) {
 		t.Errorf("join default variants = %q", names(def))
 	}
 }
+
+// TestJoinLongKeepsJoinsProportions checks that join-long is join with more data: the same variants
+// and ranges, its node starting at the same fraction of the run (the steady state before it and the
+// time left after it scale with the run), under the label joinReport measures.
+func TestJoinLongKeepsJoinsProportions(t *testing.T) {
+	j, _ := Lookup("join")
+	l, ok := Lookup("join-long")
+	if !ok {
+		t.Fatal("join-long not registered")
+	}
+	if l.Records != 4*j.Records || l.Splits != j.Splits || len(l.Variants) != len(j.Variants) {
+		t.Errorf("join-long: %d records, %d splits, %d variants; want %d, %d, %d",
+			l.Records, l.Splits, len(l.Variants), 4*j.Records, j.Splits, len(j.Variants))
+	}
+	at := func(s Scenario) time.Duration {
+		for _, e := range s.Events {
+			if e.What == joinLabel {
+				return e.At
+			}
+		}
+		t.Fatalf("%s has no %q event", s.Name, joinLabel)
+		return 0
+	}
+	if got, want := float64(at(l))/float64(l.Duration), float64(at(j))/float64(j.Duration); got != want {
+		t.Errorf("join-long's node starts at %.3f of the run, join's at %.3f", got, want)
+	}
+}
