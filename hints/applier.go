@@ -308,8 +308,8 @@ func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped i
 			// The sender withheld this range's reads (none recurred, BufferConfig.RecurringOnly):
 			// hints flow, and a receiver applying some would have skipped them all as one-off, so the
 			// range's warmth stays fresh, as it would have then.
-			applying := !paused && a.Fraction() > 0 || a.isAwaited(r.RangeID) && math.Float64frombits(a.base.Load()) > 0
-			if applying && !a.stopping.Load() {
+			awaited := a.isAwaited(r.RangeID)
+			if frac, _ := a.rangeFraction(awaited); (awaited || !paused) && frac > 0 && !a.stopping.Load() {
 				a.warm.record(r.RangeID, now, max(now.Sub(r.CapturedAt), 0), 0, 0, ReplayStats{})
 			}
 			continue
@@ -445,9 +445,8 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 	if a.onApply != nil {
 		a.onApply(r)
 	}
-	frac := a.Fraction()
-	if base := math.Float64frombits(a.base.Load()); awaited && frac < base {
-		frac = base
+	frac, raised := a.rangeFraction(awaited)
+	if raised {
 		a.c.awaitedBatches.Add(1)
 	}
 	now0 := time.Now()
@@ -663,6 +662,16 @@ func (a *Applier) Await(rangeID uint64) (done func()) {
 			}
 		})
 	}
+}
+
+// rangeFraction is the fraction of a range's hints to apply: the adapted fraction, or for a range a
+// transfer waits on the configured one (raised: the adapted one was lower).
+func (a *Applier) rangeFraction(awaited bool) (frac float64, raised bool) {
+	frac = a.Fraction()
+	if base := math.Float64frombits(a.base.Load()); awaited && frac < base {
+		return base, true
+	}
+	return frac, false
 }
 
 func (a *Applier) isAwaited(rangeID uint64) bool {

@@ -181,8 +181,6 @@ func TestAdaptiveFraction(t *testing.T) {
 	}
 }
 
-// The applier follows a load signal: full fraction when idle, a lower one under load, nothing while
-// overloaded (reported in metrics), and it resumes only once the load is clearly lower.
 // freshBatches returns a function that delivers a batch of n keys never sent before for a range,
 // waits until the applier has replayed or dropped every one, and returns the share it replayed.
 func freshBatches(t *testing.T, a *Applier, n int) func(rangeID uint64) float64 {
@@ -198,6 +196,8 @@ func freshBatches(t *testing.T, a *Applier, n int) func(rangeID uint64) float64 
 	}
 }
 
+// The applier follows a load signal: full fraction when idle, a lower one under load, nothing while
+// overloaded (reported in metrics), and it resumes only once the load is clearly lower.
 func TestApplierAdaptsToLoad(t *testing.T) {
 	var load atomic.Uint64
 	setLoad := func(v float64) { load.Store(math.Float64bits(v)) }
