@@ -32,6 +32,9 @@ type Options struct {
 	Duration time.Duration
 	Records  int
 	Threads  int
+	// Splits overrides the scenario's pre-split into equal ranges (`--splits`): the unit of a move
+	// in the join scenarios, so smaller ranges for the same data.
+	Splits int
 	// CacheBytes is each node's block cache (default 8 MiB, small so the hit ratio moves).
 	CacheBytes int64
 	// Progress receives a text progress bar, one update per second; nil for none.
@@ -72,6 +75,7 @@ type Settings struct {
 	Records      int     `json:"records"`
 	DurationS    float64 `json:"duration_s"`
 	Threads      int     `json:"threads"`
+	Splits       int     `json:"splits,omitempty"`
 	ValueBytes   int     `json:"value_bytes"`
 	ReadFraction float64 `json:"read_fraction"`
 	CacheBytes   int64   `json:"cache_bytes"`
@@ -189,6 +193,9 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if opts.Records > 0 {
 		sc.Records = opts.Records
 	}
+	if opts.Splits > 0 {
+		sc.Splits = opts.Splits
+	}
 	if sc.Records <= 0 {
 		sc.Records = 1000
 	}
@@ -232,7 +239,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	}
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), Threads: sc.Threads,
-		ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
+		Splits: sc.Splits, ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
 		Device: EffectiveDevice(sc, opts),
 	}}
 	if len(sc.Variants) > 0 {
