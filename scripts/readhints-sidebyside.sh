@@ -15,6 +15,12 @@
 #   flock /tmp/bench.lock scripts/readhints-sidebyside.sh            # ~20 min; OUT=/tmp/readhints-sidebyside
 #   BIN=/tmp/shoal OUT=/tmp/rsb WINDOW=12 WINDOWS=60 scripts/readhints-sidebyside.sh
 #
+# BIN_B=other-binary compares two builds instead of hints on and off: cluster a runs BIN, cluster b
+# BIN_B, both on the same schedule (hints off, on, off, ...), and the analysis gives b's throughput and
+# n1 CPU per request over a's, window by window (scripts/readhints_stats.py: window_ratios). The two
+# clusters' own difference does not cancel within one run: run it again with the binaries swapped and
+# take the geometric mean of the two ratios (b/a, then the inverse of the swapped run's).
+#
 # Every other setting (RECORDS, CACHE, THREADS, SKIP, SETTLE, DISTRIBUTION, EXTRA_NODE_FLAGS, ...)
 # is passed through to both runs; OUT/a and OUT/b hold each run's own report (its on/off table
 # compares its windows one after the other, as the single-cluster script does).
@@ -23,6 +29,9 @@ set -euo pipefail
 SCRIPTS=$(dirname "$(readlink -f "$0")")
 OUT=${OUT:-/tmp/readhints-sidebyside}
 export BIN=$(readlink -f "${BIN:-bin/shoal}")
+BIN_B=$(readlink -f "${BIN_B:-$BIN}")
+SCHEDULE_B=alt-inverted
+[ "$BIN_B" = "$BIN" ] || SCHEDULE_B=alt
 export LEADER_QUOTA=${LEADER_QUOTA-0.25}
 export WINDOW=${WINDOW:-12} WINDOWS=${WINDOWS:-60} SKIP=${SKIP:-5}
 export BARRIER=$OUT/barrier PEERS=2
@@ -33,14 +42,41 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$OUT/a BASE_PORT=27300 SCHEDULE=alt "$SCRIPTS/readhints-saturated.sh" >"$OUT/a.log" 2>&1 &
 A=$!
-OUT=$OUT/b BASE_PORT=27400 SCHEDULE=alt-inverted "$SCRIPTS/readhints-saturated.sh" >"$OUT/b.log" 2>&1 &
+BIN=$BIN_B OUT=$OUT/b BASE_PORT=27400 SCHEDULE=$SCHEDULE_B "$SCRIPTS/readhints-saturated.sh" >"$OUT/b.log" 2>&1 &
 B=$!
 trap 'kill -TERM $A $B 2>/dev/null || true; wait $A $B 2>/dev/null || true' INT TERM
-echo "$(date -u +%T) clusters a (hints off, on, off, ...) and b (on, off, on, ...) starting; logs in $OUT/a.log, $OUT/b.log"
+if [ "$SCHEDULE_B" = alt ]; then
+  echo "$(date -u +%T) clusters a ($BIN) and b ($BIN_B), both hints off, on, off, ... starting; logs in $OUT/a.log, $OUT/b.log"
+else
+  echo "$(date -u +%T) clusters a (hints off, on, off, ...) and b (on, off, on, ...) starting; logs in $OUT/a.log, $OUT/b.log"
+fi
 rc=0
 wait "$A" || rc=$?
 wait "$B" || rc=$?
 [ "$rc" -eq 0 ] || { echo "a run failed (rc $rc):"; tail -n 5 "$OUT/a.log" "$OUT/b.log"; exit "$rc"; }
+
+if [ "$SCHEDULE_B" = alt ]; then
+  python3 - "$OUT" "$SCRIPTS" <<'PY'
+import json, sys
+out = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+import readhints_stats as rs
+a = {w["window"]: w for w in json.load(open(f"{out}/a/result.json"))["windows"] if w["window"] > 0}
+b = {w["window"]: w for w in json.load(open(f"{out}/b/result.json"))["windows"] if w["window"] > 0}
+ks = sorted(set(a) & set(b))
+res = {"windows": ks}
+for name, f in (("requests_per_s", lambda w: w["requests_per_s"]),
+                ("n1_cpu_us_per_request", lambda w: w["n1_cpu_us_per_request"])):
+    r = rs.window_ratios([f(a[k]) for k in ks], [f(b[k]) for k in ks])
+    res[name] = r
+    if r:
+        print(f"b / a, {name}: geometric mean {r['ratio']:.4f}, 95 % CI [{r['ci95_low']:.4f}, {r['ci95_high']:.4f}], "
+              f"{r['windows']} windows, sd of log ratio {r['sd_log']:.4f}")
+json.dump(res, open(f"{out}/result.json", "w"), indent=1)
+PY
+  echo "$(date -u +%T) done; results in $OUT/result.json"
+  exit 0
+fi
 
 python3 - "$OUT" "$SCRIPTS" <<'PY'
 import json, statistics as st, sys

@@ -105,6 +105,20 @@ def side_by_side_pairs(a, b):
     return pairs, "side-by-side"
 
 
+def window_ratios(a, b):
+    """Two clusters measured over the same windows (rates or costs, window 1 first): the geometric
+    mean of b_k / a_k with a 95 % t interval on the mean log ratio (None: no window with both
+    positive)."""
+    logs = [math.log(y / x) for x, y in zip(a, b) if x > 0 and y > 0]
+    if not logs:
+        return None
+    mean = statistics.fmean(logs)
+    sd = statistics.stdev(logs) if len(logs) > 1 else 0.0
+    h = t975(len(logs) - 1) * sd / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
+    return {"windows": len(logs), "ratio": math.exp(mean), "sd_log": sd,
+            "ci95_low": math.exp(mean - h), "ci95_high": math.exp(mean + h)}
+
+
 def describe(c):
     """One line for a paired_cost result."""
     return (f"{c['pairs']} pairs ({c['order']} order), cost 1 - on/off: mean {100 * c['mean']:.2f} %, "

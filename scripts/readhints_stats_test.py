@@ -73,6 +73,21 @@ class TestStats(unittest.TestCase):
         self.assertAlmostEqual(c["mean"], 0.02, delta=0.0005)
         self.assertTrue(c["ci95_low"] <= 0.02 <= c["ci95_high"])
 
+    def test_window_ratios(self):
+        # b 10 % faster than a in every window while the machine's speed swings by 2x: the ratio holds.
+        a = [1000 * (1 + (k % 3) / 2) for k in range(12)]
+        b = [x * 1.1 for x in a]
+        r = rs.window_ratios(a, b)
+        self.assertEqual(r["windows"], 12)
+        self.assertAlmostEqual(r["ratio"], 1.1, places=9)
+        self.assertAlmostEqual(r["ci95_low"], 1.1, places=9)
+        # A window with a zero rate is skipped; none left: None.
+        self.assertEqual(rs.window_ratios([0, 100], [50, 200])["windows"], 1)
+        self.assertIsNone(rs.window_ratios([0], [1]))
+        # Noisy ratios: the interval holds the mean.
+        r = rs.window_ratios([100, 100, 100, 100], [105, 95, 110, 90])
+        self.assertTrue(r["ci95_low"] < r["ratio"] < r["ci95_high"])
+
 
 if __name__ == "__main__":
     unittest.main()

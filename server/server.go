@@ -30,6 +30,7 @@ import (
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/server/resp"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/transport"
 )
 
 const (
@@ -277,7 +278,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 func (p *process) grpcOptions() []grpc.ServerOption {
 	n := p.cfg.grpcMaxMsgBytes()
 	// WaitForHandlers: Stop waits for running handlers, so the engine is never closed under one.
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(n), grpc.MaxSendMsgSize(n), grpc.WaitForHandlers(true)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(n), grpc.MaxSendMsgSize(n), grpc.WaitForHandlers(true), transport.StreamWorkers()}
 	if p.tls != nil {
 		opts = append(opts, p.tls.grpcServerOption())
 	}
