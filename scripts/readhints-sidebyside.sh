@@ -61,9 +61,7 @@ import json, sys
 out = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
 import readhints_stats as rs
-a = {w["window"]: w for w in json.load(open(f"{out}/a/result.json"))["windows"] if w["window"] > 0}
-b = {w["window"]: w for w in json.load(open(f"{out}/b/result.json"))["windows"] if w["window"] > 0}
-ks = sorted(set(a) & set(b))
+a, b, ks = rs.side_by_side_windows(out)
 res = {"windows": ks}
 for name, f in (("requests_per_s", lambda w: w["requests_per_s"]),
                 ("n1_cpu_us_per_request", lambda w: w["n1_cpu_us_per_request"])):
@@ -83,9 +81,7 @@ import json, statistics as st, sys
 out = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
 import readhints_stats as rs
-a = {w["window"]: w for w in json.load(open(f"{out}/a/result.json"))["windows"] if w["window"] > 0}
-b = {w["window"]: w for w in json.load(open(f"{out}/b/result.json"))["windows"] if w["window"] > 0}
-ks = sorted(set(a) & set(b))
+a, b, ks = rs.side_by_side_windows(out)
 print(f"{'win':>3} {'on':>2} {'a req/s':>8} {'b req/s':>8} {'on/off':>7} {'a us/req':>8} {'b us/req':>8} {'a cpu':>5} {'b cpu':>5}")
 for k in ks:
     x, y = a[k], b[k]

@@ -13,6 +13,7 @@ readhints_stats_test.go). Windows are numbered from 1 after a warm-up window 0 (
 The cost of a pair is 1 - on/off; the estimate is the pairs' mean with a 95 % Student's t interval,
 and their median.
 """
+import json
 import math
 import statistics
 
@@ -103,6 +104,17 @@ def side_by_side_pairs(a, b):
         r2 = a2 / b2 if a2_on else b2 / a2
         pairs.append((math.sqrt(r1 * r2), 1.0))
     return pairs, "side-by-side"
+
+
+def side_by_side_windows(out):
+    """The measured windows (after the warm-up window 0) of a side-by-side run's clusters a and b,
+    from OUT/a/result.json and OUT/b/result.json: ({window: figures} of a, of b, the windows both
+    have, ascending)."""
+    def load(name):
+        with open(f"{out}/{name}/result.json") as f:
+            return {w["window"]: w for w in json.load(f)["windows"] if w["window"] > 0}
+    a, b = load("a"), load("b")
+    return a, b, sorted(set(a) & set(b))
 
 
 def window_ratios(a, b):
