@@ -27,7 +27,7 @@ func TestLeaderTransferTiny(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: out, Duration: 3 * time.Second, Records: 200, Threads: 4, Progress: &progress}); err != nil {
+	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: out, Duration: 3 * time.Second, Records: 200, Threads: 4, Splits: 2, Progress: &progress}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "report.json"))
@@ -46,6 +46,13 @@ func TestLeaderTransferTiny(t *testing.T) {
 	settings, ok := rep["settings"].(map[string]any)
 	if !ok {
 		t.Fatalf("settings: %v", rep["settings"])
+	}
+	// --splits (Options.Splits) pre-split the key space, and the report says so.
+	if settings["splits"] != float64(2) {
+		t.Errorf("settings.splits = %v, want 2", settings["splits"])
+	}
+	if !strings.Contains(progress.String(), "splitting the key space into 2 ranges") {
+		t.Errorf("no split in the progress output:\n%s", progress.String())
 	}
 	// The nodes ran on the default emulated disks, and the report says so.
 	dev, ok := settings["device"].(map[string]any)

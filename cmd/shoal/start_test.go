@@ -135,6 +135,8 @@ func TestStartUsageErrors(t *testing.T) {
 		{[]string{"start", "--data-dir", "d", "--memtable-jitter", "-1"}, "--memtable-jitter -1 must be in [0, 0.5]"},
 		{[]string{"start", "--data-dir", "d", "--read-hints-disk-read-share", "1.5"}, "--read-hints-disk-read-share 1.5: must be in (0, 1]"},
 		{[]string{"start", "--data-dir", "d", "--read-hints-disk-read-share", "0"}, "--read-hints-disk-read-share 0: must be in (0, 1]"},
+		{[]string{"start", "--data-dir", "d", "--read-hints-interval", "0s"}, "--read-hints-interval 0s: must be in (0, 1m]"},
+		{[]string{"start", "--data-dir", "d", "--read-hints-interval", "2m"}, "--read-hints-interval 2m0s: must be in (0, 1m]"},
 	} {
 		code, _, errOut := shoal(t, tc.argv...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {
