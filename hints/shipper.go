@@ -55,6 +55,13 @@ type ShipperConfig struct {
 	Target Target
 	// FlushInterval is the longest a hint waits in the buffer (default 90 ms, the paper's).
 	FlushInterval time.Duration
+	// SaturatedInterval replaces FlushInterval while the leader is saturated, that is while its
+	// buffer samples its reads (BufferConfig.SampleAt): default 500 ms, negative for never. Each batch
+	// costs the sender a fixed amount (a drain, one call per peer): on a saturated serving node,
+	// 90-ms batches cost 3.8 % of its throughput and 1-s batches 0.3 % (docs/bench-read-hints.md,
+	// session 15). 500 ms keeps a receiver's apply lag under the 1 s that warm-before-transfer allows
+	// (DefaultWarmCriteria). A full buffer still ships at once.
+	SaturatedInterval time.Duration
 	// PeerQueueLen is the number of batches queued per peer before new ones are dropped (default 8,
 	// about 0.7 s of hints at the default interval).
 	PeerQueueLen int
@@ -62,9 +69,15 @@ type ShipperConfig struct {
 	SendTimeout time.Duration
 }
 
+// DefaultSaturatedInterval is ShipperConfig.SaturatedInterval's default.
+const DefaultSaturatedInterval = 500 * time.Millisecond
+
 func (c ShipperConfig) withDefaults() ShipperConfig {
 	if c.FlushInterval <= 0 {
 		c.FlushInterval = 90 * time.Millisecond
+	}
+	if c.SaturatedInterval == 0 {
+		c.SaturatedInterval = DefaultSaturatedInterval
 	}
 	if c.PeerQueueLen <= 0 {
 		c.PeerQueueLen = 8
@@ -156,15 +169,26 @@ func (s *Shipper) loop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.FlushInterval)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
+			if s.saturated() && time.Since(last) < s.cfg.SaturatedInterval {
+				continue
+			}
 		case <-s.buf.Full():
 		}
+		last = time.Now()
 		s.Flush()
 	}
+}
+
+// saturated reports whether the leader sheds capture work now (its buffer samples its reads, as of
+// the last drain), so that batches go out every SaturatedInterval instead.
+func (s *Shipper) saturated() bool {
+	return s.cfg.SaturatedInterval > 0 && s.buf.sample.Load() != 0
 }
 
 // Flush drains the buffer now and queues the batches (the loop calls it; tests and shutdown may).

@@ -175,6 +175,37 @@ func TestShipperLoopFlushTriggers(t *testing.T) {
 	})
 }
 
+// TestShipperSaturatedInterval: while the buffer samples its reads (the leader is saturated), batches
+// go out every SaturatedInterval instead of every FlushInterval; otherwise every FlushInterval.
+func TestShipperSaturatedInterval(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		load     float64
+		min, max int // batches in 600 ms at a 10-ms FlushInterval and a 200-ms SaturatedInterval
+	}{
+		{"idle", 0, 15, 61},
+		{"saturated", 0.95, 1, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snd := newRecordingSender()
+			b, s := newTestShipper(t, snd, ShipperConfig{Peers: peersOf(map[uint64][]uint64{1: {2}}),
+				FlushInterval: 10 * time.Millisecond, SaturatedInterval: 200 * time.Millisecond},
+				BufferConfig{FlushEntries: 1 << 20, Load: func() float64 { return tc.load }, SampleFraction: 0.999})
+			b.Drain() // samples the load, as the shipper's drains do
+			s.Start()
+			deadline := time.Now().Add(600 * time.Millisecond)
+			for i := 0; time.Now().Before(deadline); i++ {
+				b.Record(1, []byte(fmt.Sprintf("k%d", i%50)))
+				time.Sleep(time.Millisecond)
+			}
+			s.Close()
+			if n := len(snd.batches(2)); n < tc.min || n > tc.max {
+				t.Fatalf("%d batches in 600 ms, want %d-%d", n, tc.min, tc.max)
+			}
+		})
+	}
+}
+
 func TestShipperCloseDropsQueued(t *testing.T) {
 	snd := newRecordingSender()
 	snd.block[2] = true
