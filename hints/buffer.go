@@ -415,6 +415,10 @@ func (b *Buffer) refreshSampling() {
 	b.c.captureFraction.Store(math.Float64bits(b.cfg.SampleFraction))
 }
 
+// sampling reports whether the buffer records only a sample of the reads now (the load was at
+// SampleAt or above at the last drain, and has not fallen below SampleResume since).
+func (b *Buffer) sampling() bool { return b.sample.Load() != 0 }
+
 // CaptureFraction is the share of reads recorded now (below 1 while the node sheds capture work
 // under load).
 func (b *Buffer) CaptureFraction() float64 { return math.Float64frombits(b.c.captureFraction.Load()) }

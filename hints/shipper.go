@@ -59,8 +59,9 @@ type ShipperConfig struct {
 	// buffer samples its reads (BufferConfig.SampleAt): default 500 ms, negative for never. Each batch
 	// costs the sender a fixed amount (a drain, one call per peer): on a saturated serving node,
 	// 90-ms batches cost 3.8 % of its throughput and 1-s batches 0.3 % (docs/bench-read-hints.md,
-	// session 15). 500 ms keeps a receiver's apply lag under the 1 s that warm-before-transfer allows
-	// (DefaultWarmCriteria). A full buffer still ships at once.
+	// session 15). 500 ms is chosen to keep a receiver's apply lag under the 1 s that
+	// warm-before-transfer allows (DefaultWarmCriteria; not yet measured on a saturated leader). A
+	// full buffer still ships at once.
 	SaturatedInterval time.Duration
 	// PeerQueueLen is the number of batches queued per peer before new ones are dropped (default 8,
 	// about 0.7 s of hints at the default interval).
@@ -188,7 +189,7 @@ func (s *Shipper) loop() {
 // saturated reports whether the leader sheds capture work now (its buffer samples its reads, as of
 // the last drain), so that batches go out every SaturatedInterval instead.
 func (s *Shipper) saturated() bool {
-	return s.cfg.SaturatedInterval > 0 && s.buf.sample.Load() != 0
+	return s.cfg.SaturatedInterval > 0 && s.buf.sampling()
 }
 
 // Flush drains the buffer now and queues the batches (the loop calls it; tests and shutdown may).
