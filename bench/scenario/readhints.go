@@ -21,10 +21,12 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/pb"
 )
 
 // Scenarios of issue 9 (docs/design/read-hints.md, docs/bench-read-hints.md): one node serves every
@@ -45,6 +47,15 @@ var readHintsPin = map[string]bool{
 // clients, so the process's CPU stays above the adaptive mode's 90 % pause threshold and hints
 // would simply be switched off; "read-hints-adaptive" runs the product default instead.
 func readHintsKV(c *kv.Config) { c.Hints.FixedFraction = true }
+
+// sampledKV is readHintsKV on a leader that samples half of its reads as a saturated one does
+// (hints.BufferConfig.SampleAt), forced by a load signal that always reads 1: this machine's
+// in-process nodes are rarely that loaded.
+func sampledKV(c *kv.Config) {
+	readHintsKV(c)
+	c.Hints.Tuning.Buffer.Load = func() float64 { return 1 }
+	c.Hints.Tuning.Buffer.SampleFraction = 0.5
+}
 
 func init() {
 	base := Scenario{
@@ -161,14 +172,33 @@ func init() {
 	s.Name = "read-hints-sampled"
 	s.Variants = []Variant{
 		{Name: "full-capture", KV: readHintsKV},
-		{Name: "sampled-0.50", KV: func(c *kv.Config) {
-			readHintsKV(c)
-			c.Hints.Tuning.Buffer.Load = func() float64 { return 1 }
-			c.Hints.Tuning.Buffer.SampleFraction = 0.5
-		}},
+		{Name: "sampled-0.50", KV: sampledKV},
 		{Name: "no-hints", KV: func(c *kv.Config) { c.Hints.Off = true }},
 	}
 	s.Description = "as read-hints, capturing every read, capturing half of them (the saturated leader's sampling, forced), and without hints"
+	Register(s)
+	// A saturated leader (sampling its reads, forced as above) ships every 500 ms instead of 90 ms
+	// (hints.ShipperConfig.SaturatedInterval); the autopilot then drains it, each transfer first
+	// waiting for its target's warmth (its apply lag at most 1 s among the criteria). Does the
+	// longer interval cost the new leaders their warmth, or the transfers their wait? The 90-ms
+	// variant is the shipping before 932cd69; full capture is an unsaturated leader's.
+	s = base
+	s.Name = "read-hints-saturated-drain"
+	s.Events = []Event{
+		{At: 0, What: "gather", Do: GatherLeaderships()},
+		{At: 60 * time.Second, What: "drain serving node", Do: DrainServingNode()},
+	}
+	s.Variants = []Variant{
+		{Name: "sampled-500ms", KV: sampledKV},
+		{Name: "sampled-90ms", KV: func(c *kv.Config) {
+			sampledKV(c)
+			c.Hints.Tuning.Shipper.SaturatedInterval = -1
+		}},
+		{Name: "full-capture", KV: readHintsKV},
+		{Name: "no-hints", KV: func(c *kv.Config) { c.Hints.Off = true }},
+	}
+	s.Description = "as read-hints-sampled, but at t=60s the autopilot drains the serving node (warm before transfer); " +
+		"a saturated leader's sampling forced, shipping every 500 ms (default) or 90 ms, against full capture and no hints"
 	Register(s)
 	s = base
 	s.Name, s.KV = "read-hints-adaptive", nil
@@ -337,6 +367,79 @@ func transferAll(ctx context.Context, env *Env, to uint64) (string, error) {
 		return desc, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return desc, nil
+}
+
+// DrainServingNode drains the node leading most user ranges through the autopilot — the drain
+// policy's TransferLeader operators, each waiting first for its target's warmth (warm before
+// transfer) — and returns once that node leads none. Its description carries, per transfer, when
+// it was proposed (seconds from the drain's start), how long its steps took and the warmth the decision log recorded.
+func DrainServingNode() Action {
+	return func(ctx context.Context, env *Env) (string, error) {
+		from, led, err := busiestNode(ctx, env)
+		if err != nil {
+			return "", err
+		}
+		start := time.Now()
+		if err := env.Client.SetNodeState(ctx, from, pb.NodeAdminState_NODE_DRAINING); err != nil {
+			return fmt.Sprintf("n%d", from), fmt.Errorf("drain n%d: %w", from, err)
+		}
+		for {
+			rs, err := benchutil.UserRanges(ctx, env.Client)
+			if err != nil {
+				return fmt.Sprintf("n%d", from), err
+			}
+			left := 0
+			for _, r := range rs {
+				if r.LeaderNodeId == from {
+					left++
+				}
+			}
+			if left == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Sprintf("n%d still leads %d ranges", from, left), ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		desc := fmt.Sprintf("n%d drained of %d leaderships in %.1fs", from, led, time.Since(start).Seconds())
+		_, raw, err := env.Client.Decisions(ctx)
+		if err != nil {
+			return desc, fmt.Errorf("decision log: %w", err)
+		}
+		var ds []struct {
+			Time   time.Time              `json:"time"`
+			Policy string                 `json:"policy"`
+			Range  uint64                 `json:"range"`
+			Status string                 `json:"status"`
+			Notes  []string               `json:"notes"`
+			Steps  []decisions.StepTiming `json:"steps"`
+		}
+		if err := json.Unmarshal(raw, &ds); err != nil {
+			return desc, fmt.Errorf("decision log: %w", err)
+		}
+		for _, d := range ds {
+			if d.Policy != policy.NameDrain || d.Time.Before(start) {
+				continue
+			}
+			var warmth []string
+			for _, n := range d.Notes {
+				if strings.HasPrefix(n, "read hints:") {
+					warmth = append(warmth, n)
+				}
+			}
+			took := 0.0
+			for _, st := range d.Steps {
+				took += st.TookS
+			}
+			desc += fmt.Sprintf("; r%d %s, proposed at +%.1fs, steps took %.2fs", d.Range, d.Status, d.Time.Sub(start).Seconds(), took)
+			if len(warmth) > 0 {
+				desc += " (" + strings.Join(warmth, " | ") + ")"
+			}
+		}
+		return desc, nil
+	}
 }
 
 // MoveServingLeaderships transfers every user range led by the node leading most of them to one
