@@ -272,3 +272,49 @@ func TestJoinLongKeepsJoinsProportions(t *testing.T) {
 		t.Errorf("join-long's node starts at %.3f of the run, join's at %.3f", got, want)
 	}
 }
+
+// TestSaturatedDrainTiny: read-hints-saturated-drain's drain goes through the autopilot — every
+// leadership of the serving node moves, each transfer's decision carries the read-hints warmth it
+// saw — and the event says so.
+func TestSaturatedDrainTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	sc, ok := Lookup("read-hints-saturated-drain")
+	if !ok {
+		t.Fatal("read-hints-saturated-drain not registered")
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: out, Duration: 20 * time.Second, Records: 500, Threads: 2,
+		Variants: []string{"sampled-500ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 {
+		t.Fatalf("want 1 run, got %d", len(rep.Runs))
+	}
+	var drain *EventMark
+	for i, e := range rep.Runs[0].Events {
+		if e.Label == "drain serving node" {
+			drain = &rep.Runs[0].Events[i]
+		}
+	}
+	if drain == nil {
+		t.Fatalf("no drain event: %+v", rep.Runs[0].Events)
+	}
+	t.Logf("drain: %s", drain.What)
+	if drain.Error != "" {
+		t.Fatalf("drain failed: %s", drain.Error)
+	}
+	if !strings.Contains(drain.What, "drained of 6 leaderships") {
+		t.Errorf("the drain did not move the serving node's 6 leaderships: %s", drain.What)
+	}
+	if n := strings.Count(drain.What, " succeeded, proposed at "); n != 6 {
+		t.Errorf("%d drain transfers succeeded in the decision log, want 6: %s", n, drain.What)
+	}
+	if n := strings.Count(drain.What, "(read hints: "); n != 6 {
+		t.Errorf("%d transfers recorded the target's warmth, want 6: %s", n, drain.What)
+	}
+}
