@@ -979,7 +979,7 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 type snapshotSource struct{ it *storage.Iterator }
 
 func newSnapshotSource(snap *storage.Snapshot, lo, hi []byte) (*snapshotSource, error) {
-	it, err := snap.NewIter(lo, hi)
+	it, err := snap.NewStreamIter(lo, hi)
 	if err != nil {
 		return nil, err
 	}

@@ -788,3 +788,48 @@ func TestMemTableJitterAtOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamReadsCountApart: a snapshot streamed out with NewStreamIter loads its blocks as the
+// stream's in Stats, so the node's own reads keep a hit ratio of their own.
+func TestStreamReadsCountApart(t *testing.T) {
+	e, _ := openNew(t)
+	b := e.NewBatch()
+	for i := 0; i < 2000; i++ {
+		must(t, b.Set([]byte(fmt.Sprintf("k%05d", i)), bytes.Repeat([]byte("v"), 200)))
+	}
+	must(t, b.Commit(true))
+	must(t, e.DB().Flush()) // blocks are loaded from tables only
+	scan := func(it *Iterator, err error) {
+		t.Helper()
+		must(t, err)
+		n := 0
+		for it.First(); it.Valid(); it.Next() {
+			n++
+		}
+		must(t, it.Close())
+		if n != 2000 {
+			t.Fatalf("scanned %d keys, want 2000", n)
+		}
+	}
+	before := e.Stats()
+	snap := e.NewSnapshot()
+	scan(snap.NewStreamIter(nil, nil))
+	must(t, snap.Close())
+	streamed := e.Stats()
+	if streamed.StreamBlockBytes <= before.StreamBlockBytes {
+		t.Fatalf("the stream's blocks were not counted: %+v", streamed)
+	}
+	if streamed.ServedBlockBytes != before.ServedBlockBytes {
+		t.Fatalf("the stream's blocks counted as the node's own reads: %d -> %d bytes", before.ServedBlockBytes, streamed.ServedBlockBytes)
+	}
+	scan(e.NewIter(nil, nil))
+	served := e.Stats()
+	if served.ServedBlockBytes <= streamed.ServedBlockBytes || served.StreamBlockBytes != streamed.StreamBlockBytes {
+		t.Fatalf("an ordinary scan: served %d -> %d, stream %d -> %d bytes", streamed.ServedBlockBytes, served.ServedBlockBytes,
+			streamed.StreamBlockBytes, served.StreamBlockBytes)
+	}
+	// The stream left the blocks in the cache: the node's scan found them there.
+	if got := served.ServedBlockBytesInCache - streamed.ServedBlockBytesInCache; got == 0 {
+		t.Fatalf("the scan after the stream found none of its blocks in the cache")
+	}
+}

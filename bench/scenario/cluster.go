@@ -32,8 +32,11 @@ type node struct {
 	alive bool
 	// last block-cache counters read, for per-second deltas (reset when the node restarts).
 	lastHits, lastMisses uint64
-	lastCompactions      uint64
-	lastFlushes          uint64
+	// The engine's block bytes of its own reads (and of them in the cache) and of its streams, as last
+	// read by engineDelta.
+	lastServedBytes, lastServedInCache, lastStreamBytes uint64
+	lastCompactions                                     uint64
+	lastFlushes                                         uint64
 	// devPast sums the emulated-disk counters of the node's engines closed so far (kills).
 	devPast emudisk.Stats
 	// devLast is the node's device counters (devPast included) as last read by deviceDelta.
@@ -94,6 +97,7 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 	c.mu.Lock()
 	n.eng, n.kv, n.srv, n.alive = ln.Eng, ln.KV, ln.Server(), true
 	n.lastHits, n.lastMisses, n.lastCompactions, n.lastFlushes = 0, 0, 0, 0
+	n.lastServedBytes, n.lastServedInCache, n.lastStreamBytes = 0, 0, 0
 	c.mu.Unlock()
 	return nil
 }
@@ -178,6 +182,8 @@ func (c *cluster) indexOf(nodeID uint64) int {
 // running at the interval's end.
 type engineSecond struct {
 	hitRatio                         []float64
+	servedHitRatio                   []float64
+	streamBytes                      []int64
 	compactions, flushes, compacting []int64
 }
 
@@ -187,8 +193,8 @@ func (c *cluster) engineDelta() (hits, misses uint64, per engineSecond) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(c.nodes)
-	per = engineSecond{hitRatio: make([]float64, n), compactions: make([]int64, n), flushes: make([]int64, n),
-		compacting: make([]int64, n)}
+	per = engineSecond{hitRatio: make([]float64, n), servedHitRatio: make([]float64, n), streamBytes: make([]int64, n),
+		compactions: make([]int64, n), flushes: make([]int64, n), compacting: make([]int64, n)}
 	since := func(now uint64, last *uint64) uint64 {
 		d := now
 		if now >= *last {
@@ -198,13 +204,19 @@ func (c *cluster) engineDelta() (hits, misses uint64, per engineSecond) {
 		return d
 	}
 	for i, n := range c.nodes {
-		per.hitRatio[i] = -1
+		per.hitRatio[i], per.servedHitRatio[i] = -1, -1
 		if !n.alive {
 			continue
 		}
 		m := n.kv.Metrics().Engine
 		h := since(uint64(m.BlockCacheHits), &n.lastHits)
 		ms := since(uint64(m.BlockCacheMisses), &n.lastMisses)
+		sb := since(m.ServedBlockBytes, &n.lastServedBytes)
+		sc := since(m.ServedBlockBytesInCache, &n.lastServedInCache)
+		if sb > 0 {
+			per.servedHitRatio[i] = math.Round(float64(min(sc, sb))/float64(sb)*1000) / 1000
+		}
+		per.streamBytes[i] = int64(since(m.StreamBlockBytes, &n.lastStreamBytes))
 		per.compactions[i] = int64(since(uint64(m.CompactionsDone), &n.lastCompactions))
 		per.flushes[i] = int64(since(uint64(m.FlushesDone), &n.lastFlushes))
 		per.compacting[i] = m.CompactionsRunning

@@ -108,15 +108,20 @@ type Point struct {
 	// node was down); Compactions and Flushes those its engine finished in the second, Compacting
 	// those running at its end. HitRatio is the whole cluster's.
 	NodeHitRatio []float64 `json:"node_hit_ratio,omitempty"`
-	Compactions  []int64   `json:"compactions,omitempty"`
-	Flushes      []int64   `json:"flushes,omitempty"`
-	Compacting   []int64   `json:"compacting,omitempty"`
-	T            float64   `json:"t"`
-	Ops          int64     `json:"ops"`
-	P50Ms        float64   `json:"p50_ms"`
-	P99Ms        float64   `json:"p99_ms"`
-	HitRatio     *float64  `json:"hit_ratio"`
-	Errors       int64     `json:"errors"`
+	// NodeServedHitRatio is, per node, the share of the block bytes its own reads loaded that were in
+	// its cache (-1: none), without the ranges it streamed out (raft snapshots), whose reads
+	// NodeHitRatio counts; NodeStreamBytes the block bytes those streams read in the second.
+	NodeServedHitRatio []float64 `json:"node_served_hit_ratio,omitempty"`
+	NodeStreamBytes    []int64   `json:"node_stream_bytes,omitempty"`
+	Compactions        []int64   `json:"compactions,omitempty"`
+	Flushes            []int64   `json:"flushes,omitempty"`
+	Compacting         []int64   `json:"compacting,omitempty"`
+	T                  float64   `json:"t"`
+	Ops                int64     `json:"ops"`
+	P50Ms              float64   `json:"p50_ms"`
+	P99Ms              float64   `json:"p99_ms"`
+	HitRatio           *float64  `json:"hit_ratio"`
+	Errors             int64     `json:"errors"`
 	// ScanMs is the mean time of the Workload's range aggregations that ended this second (absent
 	// without one, or when none ended); ScanErrors counts the failed or short ones.
 	ScanMs     *float64 `json:"scan_ms,omitempty"`
@@ -605,6 +610,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		}
 		h, m, eng := c.engineDelta()
 		p.NodeHitRatio, p.Compactions, p.Flushes, p.Compacting = eng.hitRatio, eng.compactions, eng.flushes, eng.compacting
+		p.NodeServedHitRatio, p.NodeStreamBytes = eng.servedHitRatio, eng.streamBytes
 		if h+m > 0 {
 			r := float64(h) / float64(h+m)
 			p.HitRatio = &r
