@@ -67,8 +67,9 @@ type Stats struct {
 	CompactionDebtBytes uint64
 	// ServedBlockBytes is the bytes of the blocks the engine's reads loaded (Pebble's per-category
 	// stats: index, filter and point data blocks), ServedBlockBytesInCache the part found in the block
-	// cache, both without the streams' reads (NewStreamIter): their ratio is the cache's hit ratio for
-	// the node's own reads, which a range streamed out of the engine does not count into.
+	// cache, both without the streams' reads (NewStreamIter) and Pebble's compactions': their ratio is
+	// the cache's hit ratio for the node's own reads (clients', replays', raft's), which neither a
+	// range streamed out of the engine nor a compaction counts into.
 	ServedBlockBytes        uint64
 	ServedBlockBytesInCache uint64
 	// StreamBlockBytes and StreamBlockBytesInCache are the same for the streams' reads.
@@ -405,6 +406,10 @@ func (s *Snapshot) NewStreamIter(lower, upper []byte) (*Iterator, error) {
 // Close releases the snapshot.
 func (s *Snapshot) Close() error { return s.s.Close() }
 
+// pebbleBackgroundCategory names Pebble's own categories of background reads (compactions, and an
+// ingest's overlap checks), which are not the node's reads either.
+var pebbleBackgroundCategory = map[string]bool{"pebble-compaction": true, "pebble-ingest": true}
+
 // streamCategory labels the block reads of iterators that stream a range out of the engine in
 // Pebble's per-category stats.
 var streamCategory = block.RegisterCategory("stream", block.NonLatencySensitiveQoSLevel)
@@ -429,13 +434,14 @@ func (e *Engine) Stats() Stats {
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
 	}
 	for _, c := range m.CategoryStats {
-		if c.Category == streamCategory {
+		switch {
+		case c.Category == streamCategory:
 			st.StreamBlockBytes += c.CategoryStats.BlockBytes
 			st.StreamBlockBytesInCache += c.CategoryStats.BlockBytesInCache
-			continue
+		case !pebbleBackgroundCategory[c.Category.String()]:
+			st.ServedBlockBytes += c.CategoryStats.BlockBytes
+			st.ServedBlockBytesInCache += c.CategoryStats.BlockBytesInCache
 		}
-		st.ServedBlockBytes += c.CategoryStats.BlockBytes
-		st.ServedBlockBytesInCache += c.CategoryStats.BlockBytesInCache
 	}
 	return st
 }

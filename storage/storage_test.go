@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -831,5 +832,22 @@ func TestStreamReadsCountApart(t *testing.T) {
 	// The stream left the blocks in the cache: the node's scan found them there.
 	if got := served.ServedBlockBytesInCache - streamed.ServedBlockBytesInCache; got == 0 {
 		t.Fatalf("the scan after the stream found none of its blocks in the cache")
+	}
+	// A compaction's reads are not the node's either: overwrite half the keys in a second table and
+	// compact both into one.
+	b = e.NewBatch()
+	for i := 0; i < 2000; i += 2 {
+		must(t, b.Set([]byte(fmt.Sprintf("k%05d", i)), bytes.Repeat([]byte("w"), 200)))
+	}
+	must(t, b.Commit(true))
+	must(t, e.DB().Flush())
+	must(t, e.CompactAll(context.Background()))
+	compacted := e.Stats()
+	if compacted.ServedBlockBytes != served.ServedBlockBytes || compacted.StreamBlockBytes != served.StreamBlockBytes {
+		t.Fatalf("a compaction's reads counted as the node's or a stream's: served %d -> %d, stream %d -> %d bytes",
+			served.ServedBlockBytes, compacted.ServedBlockBytes, served.StreamBlockBytes, compacted.StreamBlockBytes)
+	}
+	if compacted.CompactionsDone == served.CompactionsDone {
+		t.Fatalf("no compaction ran")
 	}
 }
