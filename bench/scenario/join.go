@@ -124,6 +124,10 @@ func joinVariants() []Variant {
 		// Replays without the budget on the disk reads they cause (the code before session 12).
 		{Name: "incremental-nobudget", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsNoBudget), Optional: true},
 		{Name: "parallel-nobudget", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsNoBudget), Optional: true},
+		// A control: the fourth node starts, but the join policy is off, so it receives nothing; what
+		// the dip and SLO measures show over the join's window when no join happens (the old nodes'
+		// own flushes and compactions, the machine).
+		{Name: "no-join", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Optional: true},
 		// A looser budget: replays may cause 15 % of the disk's block misses instead of the default 5 %.
 		{Name: "incremental-budget15", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsBudget15), Optional: true},
 	}

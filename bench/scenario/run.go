@@ -451,6 +451,9 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	if err := c.settle(ctx, 2*time.Minute); err != nil {
 		return nil, err
 	}
+	if variant.PolicyOff {
+		policyOn = false
+	}
 	if sc.Policy != "" {
 		if err := cl.SetPolicy(ctx, sc.Policy, policyOn); err != nil {
 			return nil, fmt.Errorf("set policy %s=%v: %w", sc.Policy, policyOn, err)

@@ -79,6 +79,9 @@ type Variant struct {
 	// MemTableJitter, when above 0, has every engine draw its memtable up to this fraction smaller
 	// (storage.Options.MemTableJitter; docs/design/flush-desync.md); 0: the node default.
 	MemTableJitter float64
+	// PolicyOff runs the variant with the scenario's policy off: a control, the scenario's events
+	// without the policy acting on them.
+	PolicyOff bool
 }
 
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the

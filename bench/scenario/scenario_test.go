@@ -318,3 +318,29 @@ func TestSaturatedDrainTiny(t *testing.T) {
 		t.Errorf("%d transfers recorded the target's warmth, want 6: %s", n, drain.What)
 	}
 }
+
+// TestVariantPolicyOff: a variant marked PolicyOff runs with the scenario's policy switched off
+// (the join's no-join control), and its report says so.
+func TestVariantPolicyOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	sc, ok := Lookup("leader-transfer")
+	if !ok {
+		t.Fatal("leader-transfer not registered")
+	}
+	sc.Variants = []Variant{{Name: "on"}, {Name: "control", PolicyOff: true}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 3 * time.Second, Records: 200, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, r := range rep.Runs {
+		got[r.Variant] = r.PolicyOn
+	}
+	if len(got) != 2 || !got["on"] || got["control"] {
+		t.Fatalf("policy_on per variant = %v, want on: true, control: false", got)
+	}
+}
