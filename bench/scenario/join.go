@@ -477,7 +477,9 @@ type JoinReport struct {
 
 	PostJoinRatio float64 `json:"post_join_ratio"` // throughput after the join / before
 
-	Timeline []JoinStep `json:"timeline,omitempty"`
+	// OldNodes are the cache and compaction figures of the nodes that were there before the join.
+	OldNodes []OldNodeFigures `json:"old_nodes,omitempty"`
+	Timeline []JoinStep       `json:"timeline,omitempty"`
 }
 
 const (
@@ -573,8 +575,63 @@ func joinReport(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Dura
 	}
 	measureJoin(jr, rr.Series, perSec, warmup.Seconds(), steadyTo, start, end)
 	jr.FullShareS = fullShareS(rr.Series, nodes, start, end)
+	jr.OldNodes = oldNodeFigures(rr.Series, nodes, math.Max(warmup.Seconds(), start-preJoinS), start, end)
 	return jr
 }
+
+// OldNodeFigures is one node that was in the cluster before the join: its own reads' block-cache
+// hit ratio (by bytes, with the ranges it streamed out and its compactions left out:
+// Point.NodeServedHitRatio; -1 without reads) over the pre-join reference (the 15 s before the join),
+// the join, and the 20 s after it; and the seconds of the reference and of the join in which its
+// engine was compacting. A compaction rewrites tables whose blocks the cache holds, and on the
+// scenarios' 250-IOPS disks an L0 compaction runs for tens of seconds: where it falls decides much of
+// a window's throughput, join or not.
+type OldNodeFigures struct {
+	Node              int     `json:"node"`
+	ServedHitBefore   float64 `json:"served_hit_before"`
+	ServedHitDuring   float64 `json:"served_hit_during"`
+	ServedHitAfter    float64 `json:"served_hit_after"`
+	CompactingBeforeS int     `json:"compacting_before_s"`
+	CompactingDuringS int     `json:"compacting_during_s"`
+}
+
+// oldNodeFigures is JoinReport.OldNodes for the first nodes nodes of the series.
+func oldNodeFigures(series []Point, nodes int, refFrom, start, end float64) []OldNodeFigures {
+	in := func(p Point, from, to float64) bool { mid := p.T - 0.5; return mid >= from && mid < to }
+	hit := func(i int, from, to float64) float64 {
+		var sum float64
+		n := 0
+		for _, p := range series {
+			if in(p, from, to) && i < len(p.NodeServedHitRatio) && p.NodeServedHitRatio[i] >= 0 {
+				sum += p.NodeServedHitRatio[i]
+				n++
+			}
+		}
+		if n == 0 {
+			return -1
+		}
+		return math.Round(sum/float64(n)*1000) / 1000
+	}
+	compacting := func(i int, from, to float64) int {
+		n := 0
+		for _, p := range series {
+			if in(p, from, to) && i < len(p.Compacting) && p.Compacting[i] > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	out := make([]OldNodeFigures, nodes)
+	for i := range out {
+		out[i] = OldNodeFigures{Node: i + 1, ServedHitBefore: hit(i, refFrom, start), ServedHitDuring: hit(i, start, end),
+			ServedHitAfter: hit(i, end, end+postJoinS), CompactingBeforeS: compacting(i, refFrom, start),
+			CompactingDuringS: compacting(i, start, end)}
+	}
+	return out
+}
+
+// postJoinS is how long after the join OldNodeFigures.ServedHitAfter looks.
+const postJoinS = 20
 
 // fullShareS is JoinReport.FullShareS for the node at index node of the series' per-node leaders.
 func fullShareS(series []Point, node int, start, end float64) float64 {

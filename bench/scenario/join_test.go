@@ -83,3 +83,36 @@ func TestFullShareS(t *testing.T) {
 		t.Errorf("series without the node: %v, want -1", got)
 	}
 }
+
+func TestOldNodeFigures(t *testing.T) {
+	// Two old nodes over 60 s, the join from 30 to 40: n1's own reads hit 0.9, 0.6 and 0.8 before,
+	// during and after, and it compacts from 35 to 44; n2 has no reads during the join (-1).
+	var series []Point
+	for s := 1; s <= 60; s++ {
+		p := Point{T: float64(s), NodeServedHitRatio: []float64{0.9, 0.95}, Compacting: []int64{0, 0}}
+		mid := float64(s) - 0.5
+		switch {
+		case mid >= 30 && mid < 40:
+			p.NodeServedHitRatio = []float64{0.6, -1}
+		case mid >= 40:
+			p.NodeServedHitRatio[0] = 0.8
+		}
+		if mid >= 35 && mid < 44 {
+			p.Compacting[0] = 1
+		}
+		series = append(series, p)
+	}
+	got := oldNodeFigures(series, 2, 15, 30, 40)
+	want := []OldNodeFigures{
+		{Node: 1, ServedHitBefore: 0.9, ServedHitDuring: 0.6, ServedHitAfter: 0.8, CompactingBeforeS: 0, CompactingDuringS: 5},
+		{Node: 2, ServedHitBefore: 0.95, ServedHitDuring: -1, ServedHitAfter: 0.95, CompactingBeforeS: 0, CompactingDuringS: 0},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d nodes, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("n%d: got %+v, want %+v", i+1, got[i], want[i])
+		}
+	}
+}

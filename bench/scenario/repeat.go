@@ -69,6 +69,38 @@ var repeatFigures = []struct {
 	{"violating_windows_to_end", joinFigure(func(j *JoinReport) float64 { return float64(j.ViolatingWindowsEnd) })},
 	{"excess_to_end_ms", joinFigure(func(j *JoinReport) float64 { return j.ExcessEndMs })},
 	{"post_join_ratio", joinFigure(func(j *JoinReport) float64 { return j.PostJoinRatio })},
+	{"old_nodes_served_hit_drop", joinFigure(oldNodesHitDrop)},
+	{"old_nodes_compacting_share", joinFigure(oldNodesCompactingShare)},
+}
+
+// oldNodesHitDrop is the old nodes' mean fall of their own reads' hit ratio from before the join to
+// during it (NaN when no node has both).
+func oldNodesHitDrop(j *JoinReport) float64 {
+	var sum float64
+	n := 0
+	for _, o := range j.OldNodes {
+		if o.ServedHitBefore >= 0 && o.ServedHitDuring >= 0 {
+			sum += o.ServedHitBefore - o.ServedHitDuring
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+// oldNodesCompactingShare is the share of the old nodes' seconds during the join in which their
+// engine was compacting.
+func oldNodesCompactingShare(j *JoinReport) float64 {
+	if len(j.OldNodes) == 0 || j.JoinS <= 0 {
+		return math.NaN()
+	}
+	var s int
+	for _, o := range j.OldNodes {
+		s += o.CompactingDuringS
+	}
+	return float64(s) / (float64(len(j.OldNodes)) * j.JoinS)
 }
 
 // commonFigures are the SLO score recounted against one threshold for every run of the
@@ -126,7 +158,8 @@ func joinFigure(f func(*JoinReport) float64) func(RunReport) (float64, bool) {
 		if r.Join == nil || !r.Join.Done {
 			return 0, false // a join that did not finish has no join time, dip or score to average
 		}
-		return f(r.Join), true
+		v := f(r.Join)
+		return v, !math.IsNaN(v)
 	}
 }
 

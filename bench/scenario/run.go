@@ -651,6 +651,10 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			fmt.Fprintf(opts.Progress, "%s: join %.1fs, first range served after %.1fs, full leader share after %.0fs, worst %ds dip %+.1f%% of %.0f ops/s, "+
 				"%d windows over p99 %.1fms (%.1fx steady), excess %.0fms, after/before %.2f\n", label, j.JoinS, j.FirstServedS,
 				j.FullShareS, dipWindow, 100*j.WorstDip, j.PreJoinThroughput, j.ViolatingWindows, j.SLOThresholdMs, j.SLOFactor, j.ExcessMs, j.PostJoinRatio)
+			for _, o := range j.OldNodes {
+				fmt.Fprintf(opts.Progress, "%s: n%d: own reads' hit ratio %.3f before, %.3f during, %.3f after the join; compacting %d of the %d s before, %d s during\n",
+					label, o.Node, o.ServedHitBefore, o.ServedHitDuring, o.ServedHitAfter, o.CompactingBeforeS, preJoinS, o.CompactingDuringS)
+			}
 		}
 	}
 	return rr, nil
