@@ -3,7 +3,6 @@ package scenario
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -357,23 +356,9 @@ func joinNode(ctx context.Context, env *Env, tr *joinTrace) (string, error) {
 	// The autopilot's decisions during the join, for the timeline (the run may be over: a short deadline of its own).
 	dctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if _, raw, err := env.Client.Decisions(dctx); err == nil {
-		var ds []struct {
-			Time     time.Time              `json:"time"`
-			Policy   string                 `json:"policy"`
-			Operator string                 `json:"operator"`
-			Range    uint64                 `json:"range"`
-			Reason   string                 `json:"reason"`
-			Status   string                 `json:"status"`
-			Notes    []string               `json:"notes"`
-			Steps    []decisions.StepTiming `json:"steps"`
-		}
-		_ = json.Unmarshal(raw, &ds)
+	if ds, err := decisionsSince(dctx, env, start); err == nil {
 		var steps []JoinStep
 		for _, d := range ds {
-			if d.Time.Before(start) {
-				continue
-			}
 			steps = append(steps, JoinStep{AtS: round1(d.Time.Sub(start).Seconds()), Policy: d.Policy, Operator: d.Operator, Range: d.Range,
 				Reason: d.Reason, Status: d.Status, Notes: d.Notes, Steps: d.Steps})
 		}

@@ -21,7 +21,6 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/hints"
@@ -404,23 +403,12 @@ func DrainServingNode() Action {
 			}
 		}
 		desc := fmt.Sprintf("n%d drained of %d leaderships in %.1fs", from, led, time.Since(start).Seconds())
-		_, raw, err := env.Client.Decisions(ctx)
+		ds, err := decisionsSince(ctx, env, start)
 		if err != nil {
-			return desc, fmt.Errorf("decision log: %w", err)
-		}
-		var ds []struct {
-			Time   time.Time              `json:"time"`
-			Policy string                 `json:"policy"`
-			Range  uint64                 `json:"range"`
-			Status string                 `json:"status"`
-			Notes  []string               `json:"notes"`
-			Steps  []decisions.StepTiming `json:"steps"`
-		}
-		if err := json.Unmarshal(raw, &ds); err != nil {
-			return desc, fmt.Errorf("decision log: %w", err)
+			return desc, err
 		}
 		for _, d := range ds {
-			if d.Policy != policy.NameDrain || d.Time.Before(start) {
+			if d.Policy != policy.NameDrain {
 				continue
 			}
 			var warmth []string

@@ -6,12 +6,14 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/storage/emudisk"
@@ -222,4 +224,36 @@ func SetPolicy(name string, on bool) Action {
 	return func(ctx context.Context, env *Env) (string, error) {
 		return fmt.Sprintf("%s=%v", name, on), env.Client.SetPolicy(ctx, name, on)
 	}
+}
+
+// decision is one entry of the autopilot's decision log as the scenarios read it (DESIGN.md §4).
+type decision struct {
+	Time     time.Time              `json:"time"`
+	Policy   string                 `json:"policy"`
+	Operator string                 `json:"operator"`
+	Range    uint64                 `json:"range"`
+	Reason   string                 `json:"reason"`
+	Status   string                 `json:"status"`
+	Notes    []string               `json:"notes"`
+	Steps    []decisions.StepTiming `json:"steps"`
+}
+
+// decisionsSince reads the autopilot's decision log and returns the entries proposed at or after
+// start, oldest first.
+func decisionsSince(ctx context.Context, env *Env, start time.Time) ([]decision, error) {
+	_, raw, err := env.Client.Decisions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("decision log: %w", err)
+	}
+	var ds []decision
+	if err := json.Unmarshal(raw, &ds); err != nil {
+		return nil, fmt.Errorf("decision log: %w", err)
+	}
+	out := ds[:0]
+	for _, d := range ds {
+		if !d.Time.Before(start) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
