@@ -60,8 +60,10 @@ type ShipperConfig struct {
 	// costs the sender a fixed amount (a drain, one call per peer): on a saturated serving node,
 	// 90-ms batches cost 3.8 % of its throughput and 1-s batches 0.3 % (docs/bench-read-hints.md,
 	// session 15). 500 ms is chosen to keep a receiver's apply lag under the 1 s that
-	// warm-before-transfer allows (DefaultWarmCriteria; not yet measured on a saturated leader). A
-	// full buffer still ships at once.
+	// warm-before-transfer allows (DefaultWarmCriteria): drained by the autopilot, a saturated
+	// leader's targets were warm at the first check with an apply lag of 0.55 s, as warm as with
+	// 90-ms batches (bench scenario read-hints-saturated-drain, session 16). A full buffer still
+	// ships at once.
 	SaturatedInterval time.Duration
 	// PeerQueueLen is the number of batches queued per peer before new ones are dropped (default 8,
 	// about 0.7 s of hints at the default interval).
