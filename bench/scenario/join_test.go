@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -114,5 +115,18 @@ func TestOldNodeFigures(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("n%d: got %+v, want %+v", i+1, got[i], want[i])
 		}
+	}
+}
+
+// TestJoinStepJSON: a join's timeline entries keep their flat shape in report.json (the decision's
+// facts beside at_s, not nested).
+func TestJoinStepJSON(t *testing.T) {
+	b, err := json.Marshal(JoinStep{AtS: 1.5, decisionFacts: decisionFacts{Policy: "incremental_join", Operator: "move-replica", Range: 7, Status: "succeeded"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"at_s":1.5,"policy":"incremental_join","operator":"move-replica","range":7,"reason":"","status":"succeeded"}`
+	if string(b) != want {
+		t.Fatalf("JoinStep JSON = %s, want %s", b, want)
 	}
 }

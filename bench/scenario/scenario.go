@@ -228,14 +228,20 @@ func SetPolicy(name string, on bool) Action {
 
 // decision is one entry of the autopilot's decision log as the scenarios read it (DESIGN.md §4).
 type decision struct {
-	Time     time.Time              `json:"time"`
-	Policy   string                 `json:"policy"`
-	Operator string                 `json:"operator"`
-	Range    uint64                 `json:"range"`
-	Reason   string                 `json:"reason"`
-	Status   string                 `json:"status"`
-	Notes    []string               `json:"notes"`
-	Steps    []decisions.StepTiming `json:"steps"`
+	Time time.Time `json:"time"`
+	decisionFacts
+}
+
+// decisionFacts are what a decision did and how it went; reports carry them (JoinStep).
+type decisionFacts struct {
+	Policy   string   `json:"policy"`
+	Operator string   `json:"operator"`
+	Range    uint64   `json:"range,omitempty"`
+	Reason   string   `json:"reason"`
+	Status   string   `json:"status"`
+	Notes    []string `json:"notes,omitempty"`
+	// Steps: how long each step call took (the decision log's timings).
+	Steps []decisions.StepTiming `json:"steps,omitempty"`
 }
 
 // decisionsSince reads the autopilot's decision log and returns the entries proposed at or after

@@ -16,16 +16,8 @@ import (
 // TestLeaderTransferTiny runs a tiny leader-transfer scenario end to end and checks the report's
 // schema and the plots.
 func TestLeaderTransferTiny(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two 3-node clusters")
-	}
-	sc, ok := Lookup("leader-transfer")
-	if !ok {
-		t.Fatal("leader-transfer not registered")
-	}
+	sc, ctx := tinyScenario(t, "leader-transfer")
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	var progress bytes.Buffer
 	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: out, Duration: 3 * time.Second, Records: 200, Threads: 4, Splits: 2, Progress: &progress}); err != nil {
 		t.Fatal(err)
@@ -277,17 +269,8 @@ func TestJoinLongKeepsJoinsProportions(t *testing.T) {
 // leadership of the serving node moves, each transfer's decision carries the read-hints warmth it
 // saw — and the event says so.
 func TestSaturatedDrainTiny(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
-	sc, ok := Lookup("read-hints-saturated-drain")
-	if !ok {
-		t.Fatal("read-hints-saturated-drain not registered")
-	}
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: out, Duration: 20 * time.Second, Records: 500, Threads: 2,
+	sc, ctx := tinyScenario(t, "read-hints-saturated-drain")
+	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 20 * time.Second, Records: 500, Threads: 2,
 		Variants: []string{"sampled-500ms"}})
 	if err != nil {
 		t.Fatal(err)
@@ -322,16 +305,8 @@ func TestSaturatedDrainTiny(t *testing.T) {
 // TestVariantPolicyOff: a variant marked PolicyOff runs with the scenario's policy switched off
 // (the join's no-join control), and its report says so.
 func TestVariantPolicyOff(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster")
-	}
-	sc, ok := Lookup("leader-transfer")
-	if !ok {
-		t.Fatal("leader-transfer not registered")
-	}
+	sc, ctx := tinyScenario(t, "leader-transfer")
 	sc.Variants = []Variant{{Name: "on"}, {Name: "control", PolicyOff: true}}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 3 * time.Second, Records: 200, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -343,4 +318,20 @@ func TestVariantPolicyOff(t *testing.T) {
 	if len(got) != 2 || !got["on"] || got["control"] {
 		t.Fatalf("policy_on per variant = %v, want on: true, control: false", got)
 	}
+}
+
+// tinyScenario returns the registered scenario name for a tiny run on a real cluster, skipping the
+// test under -short, and a context bounding the run.
+func tinyScenario(t *testing.T, name string) (Scenario, context.Context) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real clusters")
+	}
+	sc, ok := Lookup(name)
+	if !ok {
+		t.Fatalf("%s not registered", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return sc, ctx
 }
