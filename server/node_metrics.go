@@ -37,7 +37,7 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_raft_snapshot_sent_bytes_total", "Snapshot bytes sent.", true, func(m kv.Metrics) float64 { return float64(m.Transport.SnapshotBytesSent) }},
 	{"shoal_storage_block_cache_hits_total", "Block cache hits.", true, func(m kv.Metrics) float64 { return float64(m.Engine.BlockCacheHits) }},
 	{"shoal_storage_block_cache_misses_total", "Block cache misses.", true, func(m kv.Metrics) float64 { return float64(m.Engine.BlockCacheMisses) }},
-	{"shoal_storage_served_block_bytes_total", "Bytes of the blocks this node's own reads loaded (not the ranges it streamed out).", true, func(m kv.Metrics) float64 { return float64(m.Engine.ServedBlockBytes) }},
+	{"shoal_storage_served_block_bytes_total", "Bytes of the blocks this node's own reads loaded (not those of ranges it streamed out, nor of its compactions).", true, func(m kv.Metrics) float64 { return float64(m.Engine.ServedBlockBytes) }},
 	{"shoal_storage_served_block_bytes_in_cache_total", "Of shoal_storage_served_block_bytes_total, the bytes found in the block cache.", true, func(m kv.Metrics) float64 { return float64(m.Engine.ServedBlockBytesInCache) }},
 	{"shoal_storage_stream_block_bytes_total", "Bytes of the blocks read to stream ranges out of this node (raft snapshots).", true, func(m kv.Metrics) float64 { return float64(m.Engine.StreamBlockBytes) }},
 	{"shoal_storage_block_cache_hit_ratio", "Block cache hit ratio over about the last 10 s (NaN without lookups).", false, func(m kv.Metrics) float64 { return m.CacheHitRatio }},

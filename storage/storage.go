@@ -72,9 +72,8 @@ type Stats struct {
 	// range streamed out of the engine nor a compaction counts into.
 	ServedBlockBytes        uint64
 	ServedBlockBytesInCache uint64
-	// StreamBlockBytes and StreamBlockBytesInCache are the same for the streams' reads.
-	StreamBlockBytes        uint64
-	StreamBlockBytesInCache uint64
+	// StreamBlockBytes is the bytes of the blocks the streams' reads loaded.
+	StreamBlockBytes uint64
 }
 
 // Engine is one node's storage engine.
@@ -437,7 +436,6 @@ func (e *Engine) Stats() Stats {
 		switch {
 		case c.Category == streamCategory:
 			st.StreamBlockBytes += c.CategoryStats.BlockBytes
-			st.StreamBlockBytesInCache += c.CategoryStats.BlockBytesInCache
 		case !pebbleBackgroundCategory[c.Category.String()]:
 			st.ServedBlockBytes += c.CategoryStats.BlockBytes
 			st.ServedBlockBytesInCache += c.CategoryStats.BlockBytesInCache

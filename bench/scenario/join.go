@@ -12,6 +12,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/kv"
@@ -358,7 +359,8 @@ func joinNode(ctx context.Context, env *Env, tr *joinTrace) (string, error) {
 	if ds, err := decisionsSince(dctx, env, start); err == nil {
 		var steps []JoinStep
 		for _, d := range ds {
-			steps = append(steps, JoinStep{AtS: round1(d.Time.Sub(start).Seconds()), decisionFacts: d.decisionFacts})
+			steps = append(steps, JoinStep{AtS: round1(d.Time.Sub(start).Seconds()), Policy: d.Policy, Operator: d.Operator,
+				Range: d.Range, Reason: d.Reason, Status: d.Status, Notes: d.Notes, Steps: d.Steps})
 		}
 		tr.mu.Lock()
 		tr.decisions = steps
@@ -378,8 +380,15 @@ func round1(x float64) float64 { return math.Round(x*10) / 10 }
 
 // JoinStep is one autopilot decision during the join, at its time from the join's start.
 type JoinStep struct {
-	AtS float64 `json:"at_s"`
-	decisionFacts
+	AtS      float64  `json:"at_s"`
+	Policy   string   `json:"policy"`
+	Operator string   `json:"operator"`
+	Range    uint64   `json:"range,omitempty"`
+	Reason   string   `json:"reason"`
+	Status   string   `json:"status"`
+	Notes    []string `json:"notes,omitempty"`
+	// Steps: how long each step call took (the decision log's timings).
+	Steps []decisions.StepTiming `json:"steps,omitempty"`
 }
 
 // JoinReport is the chapter's evaluation of one join (§2.3; docs/bench-join.md has the definitions):

@@ -118,10 +118,9 @@ func TestOldNodeFigures(t *testing.T) {
 	}
 }
 
-// TestJoinStepJSON: a join's timeline entries keep their flat shape in report.json (the decision's
-// facts beside at_s, not nested).
+// TestJoinStepJSON: a join's timeline entries keep their shape in report.json.
 func TestJoinStepJSON(t *testing.T) {
-	b, err := json.Marshal(JoinStep{AtS: 1.5, decisionFacts: decisionFacts{Policy: "incremental_join", Operator: "move-replica", Range: 7, Status: "succeeded"}})
+	b, err := json.Marshal(JoinStep{AtS: 1.5, Policy: "incremental_join", Operator: "move-replica", Range: 7, Status: "succeeded"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,32 +226,14 @@ func SetPolicy(name string, on bool) Action {
 	}
 }
 
-// decision is one entry of the autopilot's decision log as the scenarios read it (DESIGN.md §4).
-type decision struct {
-	Time time.Time `json:"time"`
-	decisionFacts
-}
-
-// decisionFacts are what a decision did and how it went; reports carry them (JoinStep).
-type decisionFacts struct {
-	Policy   string   `json:"policy"`
-	Operator string   `json:"operator"`
-	Range    uint64   `json:"range,omitempty"`
-	Reason   string   `json:"reason"`
-	Status   string   `json:"status"`
-	Notes    []string `json:"notes,omitempty"`
-	// Steps: how long each step call took (the decision log's timings).
-	Steps []decisions.StepTiming `json:"steps,omitempty"`
-}
-
 // decisionsSince reads the autopilot's decision log and returns the entries proposed at or after
 // start, oldest first.
-func decisionsSince(ctx context.Context, env *Env, start time.Time) ([]decision, error) {
+func decisionsSince(ctx context.Context, env *Env, start time.Time) ([]decisions.Entry, error) {
 	_, raw, err := env.Client.Decisions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("decision log: %w", err)
 	}
-	var ds []decision
+	var ds []decisions.Entry
 	if err := json.Unmarshal(raw, &ds); err != nil {
 		return nil, fmt.Errorf("decision log: %w", err)
 	}
