@@ -46,7 +46,7 @@ OTHER_CPU=${OTHER_CPU:-1}
 BASE_PORT=${BASE_PORT:-27300}
 DISTRIBUTION=${DISTRIBUTION:-zipfian}
 EXTRA_NODE_FLAGS=${EXTRA_NODE_FLAGS:-}   # e.g. "--read-hints-adaptive off"
-PROFILE=${PROFILE:-}           # non-empty: CPU profiles of n1 in windows 1 (off) and 2 (on): OUT/n1-hints-*.pprof
+PROFILE=${PROFILE:-}           # non-empty: CPU profiles of n1 and n2 in windows 1 (off) and 2 (on): OUT/n[12]-hints-*.pprof
 BARRIER=${BARRIER:-}           # a directory shared by PEERS runs at once (scripts/readhints-sidebyside.sh): their windows start together
 PEERS=${PEERS:-2}
 
@@ -247,13 +247,14 @@ while time.time() < end - 0.5:
         samples.write(json.dumps({"t": round(time.time() - t0, 3), "switch": "on" if on else "off"}) + "\n")
         k = round((at - t0) / window)
         if profile and k in (1, 2):
-            # CPU profile of n1 over window 1 (hints off) and window 2 (on), after the switch has settled
-            # (both schedules start off, on).
-            def prof(name=f"n1-hints-{'on' if on else 'off'}.pprof", secs=window - skip - 1):
+            # CPU profiles of n1 (the leader) and n2 (a follower) over window 1 (hints off) and window 2
+            # (on), after the switch has settled (both schedules start off, on).
+            def prof(node, name, secs=window - skip - 1):
                 time.sleep(skip)
-                data = urllib.request.urlopen(f"http://{https[0]}/debug/pprof/profile?seconds={secs}", timeout=secs + 30).read()
+                data = urllib.request.urlopen(f"http://{https[node]}/debug/pprof/profile?seconds={secs}", timeout=secs + 30).read()
                 open(f"{out}/{name}", "wb").write(data)
-            threading.Thread(target=prof, daemon=True).start()
+            for node in (0, 1):
+                threading.Thread(target=prof, args=(node, f"n{node + 1}-hints-{'on' if on else 'off'}.pprof"), daemon=True).start()
     s = {"t": round(time.time() - t0, 3), "loadavg": float(open("/proc/loadavg").read().split()[0]),
          "cpu": [cpu_s(p) for p in pids] + [cpu_s(client)], "nodes": [metrics(h) for h in https]}
     samples.write(json.dumps(s) + "\n")
