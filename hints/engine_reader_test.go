@@ -35,7 +35,7 @@ func engineOptions(create bool) storage.Options {
 }
 
 // loadEngine writes the data set into a new store in dir, compacts it into sstables and closes it.
-func loadEngine(t *testing.T, dir string) {
+func loadEngine(t testing.TB, dir string) {
 	t.Helper()
 	eng, err := storage.Open(dir, engineOptions(true))
 	if err != nil {
