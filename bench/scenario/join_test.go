@@ -2,7 +2,9 @@ package scenario
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +129,24 @@ func TestJoinStepJSON(t *testing.T) {
 	want := `{"at_s":1.5,"policy":"incremental_join","operator":"move-replica","range":7,"reason":"","status":"succeeded"}`
 	if string(b) != want {
 		t.Fatalf("JoinStep JSON = %s, want %s", b, want)
+	}
+}
+
+// TestBalanceLeadersTiny: the join scenarios' first event leaves every node leading its share of the
+// user ranges, and says so.
+func TestBalanceLeadersTiny(t *testing.T) {
+	sc, ctx := tinyScenario(t, "join")
+	sc.Events, sc.Splits = sc.Events[:1], 6
+	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 4 * time.Second, Records: 300, Threads: 2,
+		Variants: []string{"incremental"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Runs[0]
+	if len(r.Events) != 1 || r.Events[0].Error != "" || !strings.Contains(r.Events[0].What, "leaders per node [2 2 2]") {
+		t.Fatalf("balance event = %+v, want leaders per node [2 2 2] and no error", r.Events)
+	}
+	if last := r.Series[len(r.Series)-1].Leaders; fmt.Sprint(last) != "[2 2 2]" {
+		t.Errorf("leaders per node at the end = %v, want [2 2 2]", last)
 	}
 }
