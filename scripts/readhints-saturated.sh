@@ -21,6 +21,9 @@
 #   flock /tmp/bench.lock scripts/readhints-saturated.sh            # ~8 min; OUT=/tmp/readhints-saturated
 #   BIN=/tmp/rh/shoal OUT=/tmp/rs THREADS=64 WINDOW=20 WINDOWS=10 scripts/readhints-saturated.sh
 #   BIN=/tmp/rh/shoal OUT=/tmp/rs SCHEDULE=abba WINDOW=12 WINDOWS=60 scripts/readhints-saturated.sh   # 30 pairs
+#   LEADER_QUOTA= THREADS=1 FOLLOWER_SHARES=2 SCHEDULE=abba WINDOW=12 WINDOWS=60 scripts/readhints-saturated.sh
+#       # an unsaturated leader (uncapped, one client thread), the followers yielding their shared
+#       # core to the client as if they ran elsewhere (docs/bench-read-hints.md, session 17)
 #
 # Needs taskset, curl, jq, python3 and at least two cores. Nodes use the real disk and the OS page
 # cache (no emulated disks: `shoal start` has none), so a block-cache miss costs a page-cache copy.
