@@ -239,10 +239,12 @@ func BalanceLeaders() Action {
 		var lastErr error
 		for {
 			rounds++
-			todo, perNode, err := leaderPlan(ctx, env)
+			todo, err := leaderPlan(ctx, env)
 			if err != nil {
 				return "", err
 			}
+			// The nodes' own view, as the run's series reports it (n1 first).
+			perNode, _ := env.c.userReplicas()
 			if len(todo) == 0 {
 				return fmt.Sprintf("%d leaderships moved in %d rounds (%d transfers failed); leaders per node %v", moved, rounds, failed, perNode), nil
 			}
@@ -271,12 +273,12 @@ const balanceFor = 25 * time.Second
 
 type leaderMove struct{ rangeID, to uint64 }
 
-// leaderPlan lists the transfers that would balance the user ranges' leaderships (range i in key
-// order to its i mod n-th voter) and the leaders per node now, in node order.
-func leaderPlan(ctx context.Context, env *Env) ([]leaderMove, []int, error) {
+// leaderPlan lists the transfers that would balance the user ranges' leaderships: range i in key
+// order to its i mod n-th voter.
+func leaderPlan(ctx context.Context, env *Env) ([]leaderMove, error) {
 	rs, err := env.Client.Ranges(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var user []*pb.RangeStatus
 	for _, r := range rs {
@@ -287,18 +289,13 @@ func leaderPlan(ctx context.Context, env *Env) ([]leaderMove, []int, error) {
 	sort.Slice(user, func(i, j int) bool {
 		return bytes.Compare(user[i].GetDesc().GetStartKey(), user[j].GetDesc().GetStartKey()) < 0
 	})
-	leads := map[uint64]int{}
 	var todo []leaderMove
 	for i, r := range user {
 		var voters []uint64
 		for _, rd := range r.GetDesc().GetReplicas() {
 			if !rd.Learner {
 				voters = append(voters, rd.NodeId)
-				leads[rd.NodeId] += 0
 			}
-		}
-		if r.LeaderNodeId != 0 {
-			leads[r.LeaderNodeId]++
 		}
 		if len(voters) == 0 {
 			continue
@@ -308,16 +305,7 @@ func leaderPlan(ctx context.Context, env *Env) ([]leaderMove, []int, error) {
 			todo = append(todo, leaderMove{rangeID: r.GetDesc().GetRangeId(), to: to})
 		}
 	}
-	ids := make([]uint64, 0, len(leads))
-	for id := range leads {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	perNode := make([]int, len(ids))
-	for i, id := range ids {
-		perNode[i] = leads[id]
-	}
-	return todo, perNode, nil
+	return todo, nil
 }
 
 // JoinSpareNode starts one more node and returns when the autopilot has completed its join (or the
