@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -90,6 +91,41 @@ type Summary struct {
 	P50Ms      float64 `json:"p50_ms"`
 	P99Ms      float64 `json:"p99_ms"`
 	Errors     int64   `json:"errors"`
+	// ErrorKinds counts the failed operations by kind: the client's error code, or the error's
+	// text for an error without one (at most maxErrorKinds kinds; the rest count as "other").
+	ErrorKinds map[string]int64 `json:"error_kinds,omitempty"`
+}
+
+// maxErrorKinds bounds Summary.ErrorKinds: error texts may name keys and ranges.
+const maxErrorKinds = 8
+
+// errorKind is how Summary.ErrorKinds classifies err, given the kinds counted so far.
+func errorKind(err error, kinds map[string]int64) string {
+	var ce *client.Error
+	k := err.Error()
+	if errors.As(err, &ce) {
+		k = ce.Code.String()
+	}
+	if len(k) > 120 {
+		k = k[:120]
+	}
+	if _, ok := kinds[k]; !ok && len(kinds) >= maxErrorKinds {
+		k = "other"
+	}
+	return k
+}
+
+// errorKindsText is kinds for a progress line: " (kind: n, ...)", or nothing.
+func errorKindsText(kinds map[string]int64) string {
+	if len(kinds) == 0 {
+		return ""
+	}
+	var parts []string
+	for k, n := range kinds {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(parts)
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // Point is one second of one run. HitRatio is null when the block cache saw no access that second.
@@ -477,6 +513,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		secErrs  int64
 		totalOps int64
 		totalErr int64
+		errKinds = map[string]int64{}
 		perSec   []*hdrhistogram.Snapshot // each second's latencies, for windows
 	)
 	wctx, cancel := context.WithCancel(ctx)
@@ -505,6 +542,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 				mu.Lock()
 				if err != nil {
 					secErrs++
+					errKinds[errorKind(err, errKinds)]++
 				} else {
 					secOps++
 					_ = secHist.RecordValue(benchutil.ClampUs(lat))
@@ -626,7 +664,10 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	wg.Wait()
 	<-evDone
 	elapsed := float64(secs)
-	rr.Summary = Summary{Ops: totalOps, Throughput: float64(totalOps) / elapsed, Errors: totalErr,
+	if len(errKinds) == 0 {
+		errKinds = nil
+	}
+	rr.Summary = Summary{Ops: totalOps, Throughput: float64(totalOps) / elapsed, Errors: totalErr, ErrorKinds: errKinds,
 		P50Ms: benchutil.UsToMs(allHist.ValueAtQuantile(50)), P99Ms: benchutil.UsToMs(allHist.ValueAtQuantile(99))}
 	if rr.Events == nil {
 		rr.Events = []EventMark{}
@@ -638,8 +679,8 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		rr.Device = &st
 	}
 	if opts.Progress != nil {
-		fmt.Fprintf(opts.Progress, "\r\033[K%s: %d ops, %.0f ops/s, p50 %.2fms, p99 %.2fms, %d errors\n", label,
-			rr.Summary.Ops, rr.Summary.Throughput, rr.Summary.P50Ms, rr.Summary.P99Ms, rr.Summary.Errors)
+		fmt.Fprintf(opts.Progress, "\r\033[K%s: %d ops, %.0f ops/s, p50 %.2fms, p99 %.2fms, %d errors%s\n", label,
+			rr.Summary.Ops, rr.Summary.Throughput, rr.Summary.P50Ms, rr.Summary.P99Ms, rr.Summary.Errors, errorKindsText(errKinds))
 		if w := rr.Task; w != nil {
 			fmt.Fprintf(opts.Progress, "%s: task %.1fs-%.1fs: throughput %.0f vs %.0f ops/s steady (%.1f%%), p99 %.2f vs %.2f ms (%.2fx)\n",
 				label, w.StartS, w.EndS, w.TaskThroughput, w.SteadyThroughput, 100*w.ThroughputRatio, w.TaskP99Ms, w.SteadyP99Ms, w.P99Ratio)

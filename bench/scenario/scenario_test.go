@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -334,4 +338,36 @@ func tinyScenario(t *testing.T, name string) (Scenario, context.Context) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return sc, ctx
+}
+
+func TestErrorKind(t *testing.T) {
+	kinds := map[string]int64{}
+	long := strings.Repeat("x", 200)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("get: %w", client.ErrTimeout), "TIMEOUT"},
+		{&client.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "range 7 on n4"}, "UNAVAILABLE"},
+		{errors.New("dial tcp: refused"), "dial tcp: refused"},
+		{errors.New(long), long[:120]},
+	} {
+		got := errorKind(tc.err, kinds)
+		if got != tc.want {
+			t.Errorf("errorKind(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+		kinds[got]++
+	}
+	for i := len(kinds); i < maxErrorKinds; i++ {
+		kinds[fmt.Sprint("kind ", i)]++
+	}
+	if got := errorKind(errors.New("one too many"), kinds); got != "other" {
+		t.Errorf("a kind past maxErrorKinds = %q, want other", got)
+	}
+	if got := errorKind(client.ErrTimeout, kinds); got != "TIMEOUT" {
+		t.Errorf("a known kind past maxErrorKinds = %q, want TIMEOUT", got)
+	}
+	if got, want := errorKindsText(map[string]int64{"b": 2, "a": 1}), " (a: 1, b: 2)"; got != want {
+		t.Errorf("errorKindsText = %q, want %q", got, want)
+	}
 }
