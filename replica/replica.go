@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,13 @@ type proposal struct {
 	done   chan struct{}
 	result Result
 	err    *Error
+	// term is the leader's term the entry was proposed in: its entry, if it commits, has this term.
+	term uint64
+	// orphan: this replica lost the leadership while the proposal waited. It stays until the entry
+	// applies here (success) or an entry of a later term applies first (then it never will: terms
+	// do not decrease along the log), so a planned leadership transfer, whose target has every
+	// entry the old leader accepted, answers its writes instead of calling them ambiguous.
+	orphan bool
 	// gated is the size this proposal holds in the store's proposal gate (0: not gated); given back
 	// once, under r.mu, when the proposal leaves r.proposals.
 	gated int64
@@ -111,8 +119,14 @@ type Replica struct {
 	destroyed bool
 	peerNodes map[uint64]uint64 // replica id → node id, learned from messages (for uninitialized replicas)
 
+	// nextProposalID starts at a random value (newProposalIDs): a replica resolves whatever pending
+	// proposal an applied entry's id names, and entries proposed by another replica, or by this one
+	// before a restart, must not name one of its own.
 	nextProposalID uint64
 	proposals      map[uint64]*proposal
+	// appliedTerm is the term of the last entry applied (0 after a restart): a higher one resolves
+	// the orphaned proposals of the terms before it.
+	appliedTerm uint64
 
 	readQueue   *readBatch            // reads waiting for the next ReadIndex
 	readsSent   map[string]*readBatch // ReadIndex requests in flight
@@ -252,8 +266,9 @@ func (r *Replica) checkUsableLocked() *Error {
 }
 
 // Propose replicates cmd through raft and waits until it is applied on this replica. Only the leader
-// proposes. Errors: NOT_LEADER and UNAVAILABLE mean the command was NOT proposed (safe to retry);
-// AMBIGUOUS and TIMEOUT mean it may or may not be applied.
+// proposes. Errors: NOT_LEADER and UNAVAILABLE mean the command was not applied and never will be
+// (safe to retry): not proposed, or, if the leadership moved while it waited, overwritten by the
+// new leader's log (proposal.orphan); AMBIGUOUS and TIMEOUT mean it may or may not be applied.
 func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) {
 	r.mu.Lock()
 	if e := r.checkUsableLocked(); e != nil {
@@ -278,7 +293,7 @@ func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) 
 		r.mu.Unlock()
 		return Result{}, &Error{Code: pb.ErrorCode_INTERNAL, Msg: err.Error()}
 	}
-	p := &proposal{done: make(chan struct{})}
+	p := &proposal{done: make(chan struct{}), term: r.rn.BasicStatus().GetTerm()}
 	if !r.IsMeta() && userWrite(cmd) {
 		// Admission: a bounded number and size of user writes in raft at once per node. Checked before
 		// raft sees the entry, so a refusal is definite (docs/design/admission.md).
@@ -375,7 +390,7 @@ func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescripto
 		r.mu.Unlock()
 		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: conf change dropped: %v", r.rangeID, err)}
 	}
-	p := &proposal{done: make(chan struct{})}
+	p := &proposal{done: make(chan struct{}), term: r.rn.BasicStatus().GetTerm()}
 	r.proposals[id] = p
 	r.mu.Unlock()
 	r.store.markReady(r)
@@ -641,6 +656,10 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 	for _, e := range ents {
 		if e.GetIndex() <= r.applied {
 			continue
+		}
+		if t := e.GetTerm(); t > r.appliedTerm {
+			r.appliedTerm = t
+			r.failOrphansBeforeLocked(t)
 		}
 		switch e.GetType() {
 		case raftpb.EntryNormal:
@@ -959,15 +978,52 @@ func confStateOf(d *pb.RangeDescriptor) *raftpb.ConfState {
 	return cs
 }
 
-// failPendingLocked answers every waiting proposer and reader after a leadership loss or removal.
+// newProposalIDs returns where a replica's proposal ids start: a random point in [1, 2^62), so that
+// two replicas' (or two incarnations') sequences of ids overlap with a negligible probability.
+func newProposalIDs() uint64 {
+	return 1 + rand.Uint64N(1<<62-1)
+}
+
+// failPendingLocked answers every waiting proposer and reader after a removal, a merge or a stop.
+// An orphaned proposal (see proposal.orphan) may have committed under the new leader: it gets
+// AMBIGUOUS whatever code says.
 func (r *Replica) failPendingLocked(code pb.ErrorCode, msg string) {
 	for id, p := range r.proposals {
-		p.err = &Error{Code: code, Msg: fmt.Sprintf("range %d: %s", r.rangeID, msg), LeaderNode: r.nodeOfLocked(r.leader)}
-		close(p.done)
-		delete(r.proposals, id)
-		p.release(r.store)
+		c := code
+		if p.orphan {
+			c = pb.ErrorCode_AMBIGUOUS
+		}
+		r.finishProposalLocked(id, p, c, msg)
 	}
 	r.failReadsLocked()
+}
+
+func (r *Replica) finishProposalLocked(id uint64, p *proposal, code pb.ErrorCode, msg string) {
+	p.err = &Error{Code: code, Msg: fmt.Sprintf("range %d: %s", r.rangeID, msg), LeaderNode: r.nodeOfLocked(r.leader)}
+	close(p.done)
+	delete(r.proposals, id)
+	p.release(r.store)
+}
+
+// orphanPendingLocked keeps the proposals of a lost leadership waiting for their entries' fate
+// (proposal.orphan), and fails the reads, which are retried at once.
+func (r *Replica) orphanPendingLocked() {
+	for _, p := range r.proposals {
+		p.orphan = true
+	}
+	r.failReadsLocked()
+}
+
+// failOrphansBeforeLocked answers the orphaned proposals of terms before term, which an entry of
+// term is about to apply: theirs were not committed before it, so they never will be, and NOT_LEADER
+// (not applied, safe to retry) is exact.
+func (r *Replica) failOrphansBeforeLocked(term uint64) {
+	for id, p := range r.proposals {
+		if p.orphan && p.term < term {
+			r.finishProposalLocked(id, p, pb.ErrorCode_NOT_LEADER,
+				fmt.Sprintf("not applied: the leadership moved (term %d, then %d) before the write committed", p.term, term))
+		}
+	}
 }
 
 func (r *Replica) failReadsLocked() {

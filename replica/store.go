@@ -210,7 +210,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Replica{store: s, rangeID: rangeID, replicaID: replicaID, log: l,
+	r := &Replica{store: s, rangeID: rangeID, replicaID: replicaID, log: l, nextProposalID: newProposalIDs(),
 		proposals: make(map[uint64]*proposal), readsSent: make(map[string]*readBatch), peerNodes: make(map[uint64]uint64)}
 	if v, ok, err := snap.Get(storage.RangeDescKey(rangeID)); err != nil {
 		return nil, err
@@ -786,8 +786,8 @@ func (r *Replica) setSoftStateLocked(ss *raft.SoftState) {
 		r.dropLeaseLocked(time.Time{})
 	}
 	if wasLeader && r.state != raft.StateLeader {
-		// Proposals made as leader may still commit under the new leader: their outcome is unknown.
-		r.failPendingLocked(pb.ErrorCode_AMBIGUOUS, "leadership lost before the write was applied")
+		// Proposals made as leader may still commit under the new leader: they wait to see.
+		r.orphanPendingLocked()
 	}
 	if r.state != raft.StateLeader {
 		r.failReadsLocked()
@@ -840,6 +840,12 @@ func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot)
 	if err := r.log.resetTo(b, meta.GetIndex(), meta.GetTerm()); err != nil {
 		return err
 	}
+	// The snapshot may or may not hold an orphaned proposal's entry (a leader installs none, so every
+	// proposal here is one): its fate is unknown.
+	for id, p := range r.proposals {
+		r.finishProposalLocked(id, p, pb.ErrorCode_AMBIGUOUS, "a snapshot replaced the log before the write's fate was known")
+	}
+	r.appliedTerm = meta.GetTerm()
 	r.store.snapshotsApplied.Add(1)
 	r.desc = ps.desc
 	r.log.confState = proto.Clone(meta.GetConfState()).(*raftpb.ConfState)

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,4 +71,82 @@ func TestTransferLeaderOutlastsAnAbandonedTransfer(t *testing.T) {
 		rs, err := testcluster.RangeOf(ctx, cl, []byte("k"))
 		return err == nil && rs.LeaderNodeId == target
 	})
+}
+
+// TestWritesAcrossTransfersAreAnswered: a planned leadership transfer hands the new leader every
+// entry the old one accepted, so a write in flight across it is answered — applied, or refused as
+// not applied and retried by the client — instead of failing as AMBIGUOUS (which the client cannot
+// retry), however often the leadership moves. Every acknowledged write is then readable. (A
+// write caught exactly as the leadership moves is rare here: replica's TestOrphanedProposalIsAnswered
+// makes that case happen; this test checks the path end to end.)
+func TestWritesAcrossTransfersAreAnswered(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testcluster.Hold(t, ctx, cl)
+	if err := cl.Put(ctx, []byte("w"), []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := testcluster.RangeOf(ctx, cl, []byte("w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const writers = 16
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	acked := make([][]string, writers)
+	failed := make([][]error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("w/%d/%06d", w, i)
+				if err := cl.Put(ctx, []byte(k), []byte(k)); err != nil {
+					failed[w] = append(failed[w], fmt.Errorf("put %s: %w", k, err))
+				} else {
+					acked[w] = append(acked[w], k)
+				}
+			}
+		}()
+	}
+	transfers := 0
+	for round := 0; round < 20; round++ {
+		time.Sleep(250 * time.Millisecond)
+		to := c.Nodes[round%len(c.Nodes)].KV.NodeID()
+		if err := cl.TransferLeader(ctx, rs.Desc.RangeId, to); err != nil {
+			t.Errorf("transfer %d of range %d to node %d: %v", round, rs.Desc.RangeId, to, err)
+			continue
+		}
+		transfers++
+	}
+	time.Sleep(250 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	total := 0
+	for w := 0; w < writers; w++ {
+		for _, err := range failed[w] {
+			t.Errorf("a write across %d leadership transfers: %v", transfers, err)
+		}
+		for _, k := range acked[w] {
+			v, ok, err := cl.Get(ctx, []byte(k))
+			if err != nil || !ok || string(v) != k {
+				t.Errorf("acknowledged write %s: read %q, found %v, %v", k, v, ok, err)
+			}
+		}
+		total += len(acked[w])
+	}
+	t.Logf("%d writes acknowledged across %d leadership transfers of range %d", total, transfers, rs.Desc.RangeId)
+	if total < writers*10 {
+		t.Errorf("only %d writes in %d transfers: the writers hardly ran", total, transfers)
+	}
 }
