@@ -76,9 +76,14 @@ func TestOrphanedProposalIsAnswered(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, s, r := leadWithPeer(t)
-			r.mu.Lock()
-			term, last := r.rn.BasicStatus().GetTerm(), r.log.lastIndex
-			r.mu.Unlock()
+			var term, last uint64
+			waitFor(t, "the leader's first entry of its term in its log", func() bool {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				term, last = r.rn.BasicStatus().GetTerm(), r.log.lastIndex
+				lt, err := r.log.Term(last)
+				return err == nil && lt == term
+			})
 			errc := make(chan error, 1)
 			go func() {
 				_, err := r.Propose(ctxT(t), putCmd("a", "1"))
