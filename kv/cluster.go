@@ -94,12 +94,14 @@ func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.Hea
 func (n *Node) localStats() *pb.NodeStats {
 	es := n.eng.Stats()
 	st := &pb.NodeStats{
-		DiskBytes:          es.DiskBytes,
-		BlockCacheHits:     uint64(es.BlockCacheHits),
-		BlockCacheMisses:   uint64(es.BlockCacheMisses),
-		CompactionsRunning: uint32(es.CompactionsRunning),
-		L0Files:            uint32(es.L0Files),
-		MemtableBytes:      es.MemtableBytes,
+		DiskBytes:               es.DiskBytes,
+		BlockCacheHits:          uint64(es.BlockCacheHits),
+		BlockCacheMisses:        uint64(es.BlockCacheMisses),
+		CompactionsRunning:      uint32(es.CompactionsRunning),
+		L0Files:                 uint32(es.L0Files),
+		MemtableBytes:           es.MemtableBytes,
+		ServedBlockBytes:        es.ServedBlockBytes,
+		ServedBlockBytesInCache: es.ServedBlockBytesInCache,
 	}
 	now := time.Now()
 	n.loadMu.Lock()
@@ -147,7 +149,8 @@ func (n *Node) currentStats() *pb.NodeStats {
 	}
 	es := n.eng.Stats()
 	st := &pb.NodeStats{DiskBytes: es.DiskBytes, BlockCacheHits: uint64(es.BlockCacheHits), BlockCacheMisses: uint64(es.BlockCacheMisses),
-		CompactionsRunning: uint32(es.CompactionsRunning), L0Files: uint32(es.L0Files), MemtableBytes: es.MemtableBytes}
+		CompactionsRunning: uint32(es.CompactionsRunning), L0Files: uint32(es.L0Files), MemtableBytes: es.MemtableBytes,
+		ServedBlockBytes: es.ServedBlockBytes, ServedBlockBytesInCache: es.ServedBlockBytesInCache}
 	for _, r := range n.store.Replicas() {
 		leader, term := r.LeaderTerm()
 		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}

@@ -44,6 +44,8 @@ type leaderMark struct {
 type cacheMark struct {
 	at           time.Time
 	hits, misses uint64
+	// served and servedInCache: block bytes of the node's own reads, and the part the cache held.
+	served, servedInCache uint64
 }
 
 // cacheMarks is how many readings are kept per node (one per heartbeat).
@@ -132,13 +134,15 @@ func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, 
 	if st != nil {
 		d.stats[nodeID] = st
 		marks := d.cache[nodeID]
-		if n := len(marks); n > 0 && (st.BlockCacheHits < marks[n-1].hits || st.BlockCacheMisses < marks[n-1].misses) {
+		if n := len(marks); n > 0 && (st.BlockCacheHits < marks[n-1].hits || st.BlockCacheMisses < marks[n-1].misses ||
+			st.ServedBlockBytes < marks[n-1].served) {
 			marks = marks[:0] // the node restarted: its counters began again
 		}
 		if len(marks) == cacheMarks {
 			marks = append(marks[:0], marks[1:]...)
 		}
-		d.cache[nodeID] = append(marks, cacheMark{at: time.Now(), hits: st.BlockCacheHits, misses: st.BlockCacheMisses})
+		d.cache[nodeID] = append(marks, cacheMark{at: time.Now(), hits: st.BlockCacheHits, misses: st.BlockCacheMisses,
+			served: st.ServedBlockBytes, servedInCache: st.ServedBlockBytesInCache})
 		for _, rl := range st.Ranges {
 			d.noteLeaderLocked(nodeID, rl)
 		}
@@ -153,22 +157,42 @@ func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, 
 // the newest reading against the oldest one within window), and false when there are not two
 // readings or the cache saw no lookups in between.
 func (d *directory) cacheHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
+	first, last, ok := d.cacheWindow(nodeID, window)
+	h, m := last.hits-first.hits, last.misses-first.misses
+	if !ok || h+m == 0 {
+		return 0, false
+	}
+	return float64(h) / float64(h+m), true
+}
+
+// servedHitRatio is node's block-cache hit ratio for its own reads over about the last window, by
+// block bytes: without the snapshots it streamed out and its compactions, which miss by design (on a
+// disk-bound node in the join-long scenario they put the whole-cache ratio at 0.57–0.72 while the
+// clients' reads hit at 0.98–0.99). False as for cacheHitRatio.
+func (d *directory) servedHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
+	first, last, ok := d.cacheWindow(nodeID, window)
+	b := last.served - first.served
+	if !ok || b == 0 {
+		return 0, false
+	}
+	return float64(last.servedInCache-first.servedInCache) / float64(b), true
+}
+
+// cacheWindow returns node's newest cache reading and the oldest within window of it (at least the
+// one before it), and false when there are fewer than two.
+func (d *directory) cacheWindow(nodeID uint64, window time.Duration) (first, last cacheMark, ok bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	marks := d.cache[nodeID]
 	if len(marks) < 2 {
-		return 0, false
+		return cacheMark{}, cacheMark{}, false
 	}
-	last := marks[len(marks)-1]
-	first := marks[len(marks)-2]
+	last = marks[len(marks)-1]
+	first = marks[len(marks)-2]
 	for i := len(marks) - 2; i >= 0 && last.at.Sub(marks[i].at) <= window; i-- {
 		first = marks[i]
 	}
-	h, m := last.hits-first.hits, last.misses-first.misses
-	if h+m == 0 {
-		return 0, false
-	}
-	return float64(h) / float64(h+m), true
+	return first, last, true
 }
 
 // noteLeaderLocked takes node's report on one range (d.mu held). Reports arrive a heartbeat late:

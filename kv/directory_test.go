@@ -1,7 +1,9 @@
 package kv
 
 import (
+	"math"
 	"testing"
+	"time"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -49,5 +51,42 @@ func TestDirectoryLeaderUnderLateReports(t *testing.T) {
 		if got := d.leaderOf(r); got != tc.want {
 			t.Errorf("%s: leader %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The hit ratios a transfer's warmth check is measured against: the whole cache's (every lookup)
+// and the node's own reads' (block bytes without streams and compactions), from successive
+// heartbeats.
+func TestDirectoryHitRatios(t *testing.T) {
+	type report struct{ hits, misses, served, inCache uint64 }
+	for _, tc := range []struct {
+		name               string
+		reports            []report
+		wantCache, wantOwn float64 // -1: unknown
+	}{
+		{"one report", []report{{10, 10, 100, 90}}, -1, -1},
+		{"a stream's misses count in the cache's ratio only",
+			[]report{{0, 0, 0, 0}, {60, 40, 1000, 990}}, 0.6, 0.99},
+		{"no own reads in between", []report{{0, 0, 500, 400}, {50, 50, 500, 400}}, 0.5, -1},
+		{"a restart begins the counters again",
+			[]report{{1000, 0, 9000, 9000}, {10, 10, 100, 50}, {20, 20, 200, 150}}, 0.5, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDirectory()
+			for _, r := range tc.reports {
+				d.recordStats(2, &pb.NodeStats{BlockCacheHits: r.hits, BlockCacheMisses: r.misses,
+					ServedBlockBytes: r.served, ServedBlockBytesInCache: r.inCache}, false, 0, nil)
+			}
+			for _, c := range []struct {
+				what string
+				f    func(uint64, time.Duration) (float64, bool)
+				want float64
+			}{{"cacheHitRatio", d.cacheHitRatio, tc.wantCache}, {"servedHitRatio", d.servedHitRatio, tc.wantOwn}} {
+				got, ok := c.f(2, time.Minute)
+				if (c.want < 0) == ok || ok && math.Abs(got-c.want) > 1e-9 {
+					t.Errorf("%s = %.3f, %v; want %.3f (-1: unknown)", c.what, got, ok, c.want)
+				}
+			}
+		})
 	}
 }

@@ -1733,8 +1733,12 @@ type NodeStats struct {
 	CompactionDebtBytes uint64            `protobuf:"varint,10,opt,name=compaction_debt_bytes,json=compactionDebtBytes,proto3" json:"compaction_debt_bytes,omitempty"`
 	LastCompleted       []*TaskCompletion `protobuf:"bytes,11,rep,name=last_completed,json=lastCompleted,proto3" json:"last_completed,omitempty"`
 	LedBefore           []uint64          `protobuf:"varint,12,rep,packed,name=led_before,json=ledBefore,proto3" json:"led_before,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The bytes of the blocks the node's own reads loaded (not the snapshots it streamed out, nor its
+	// compactions) and the part found in the block cache: its cache's hit ratio as its clients see it.
+	ServedBlockBytes        uint64 `protobuf:"varint,13,opt,name=served_block_bytes,json=servedBlockBytes,proto3" json:"served_block_bytes,omitempty"`
+	ServedBlockBytesInCache uint64 `protobuf:"varint,14,opt,name=served_block_bytes_in_cache,json=servedBlockBytesInCache,proto3" json:"served_block_bytes_in_cache,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *NodeStats) Reset() {
@@ -1849,6 +1853,20 @@ func (x *NodeStats) GetLedBefore() []uint64 {
 		return x.LedBefore
 	}
 	return nil
+}
+
+func (x *NodeStats) GetServedBlockBytes() uint64 {
+	if x != nil {
+		return x.ServedBlockBytes
+	}
+	return 0
+}
+
+func (x *NodeStats) GetServedBlockBytesInCache() uint64 {
+	if x != nil {
+		return x.ServedBlockBytesInCache
+	}
+	return 0
 }
 
 type BackgroundTask struct {
@@ -5176,7 +5194,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04held\x18\x04 \x01(\rR\x04held\x12\x18\n" +
 	"\aleading\x18\x05 \x01(\rR\aleading\x125\n" +
 	"\x17first_served_unix_nanos\x18\x06 \x01(\x03R\x14firstServedUnixNanos\x12&\n" +
-	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xfe\x03\n" +
+	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xea\x04\n" +
 	"\tNodeStats\x12\x1f\n" +
 	"\vcpu_percent\x18\x01 \x01(\x01R\n" +
 	"cpuPercent\x12\x1d\n" +
@@ -5193,7 +5211,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	" \x01(\x04R\x13compactionDebtBytes\x12<\n" +
 	"\x0elast_completed\x18\v \x03(\v2\x15.shoal.TaskCompletionR\rlastCompleted\x12\x1d\n" +
 	"\n" +
-	"led_before\x18\f \x03(\x04R\tledBefore\"\xe2\x01\n" +
+	"led_before\x18\f \x03(\x04R\tledBefore\x12,\n" +
+	"\x12served_block_bytes\x18\r \x01(\x04R\x10servedBlockBytes\x12<\n" +
+	"\x1bserved_block_bytes_in_cache\x18\x0e \x01(\x04R\x17servedBlockBytesInCache\"\xe2\x01\n" +
 	"\x0eBackgroundTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
