@@ -7,8 +7,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
+
+// rangeOnThreeNodes starts a three-node cluster with its placement held still, writes key and returns
+// the status of the range holding it, with a context that ends with the test (at most 2 minutes).
+func rangeOnThreeNodes(t *testing.T, key string) (*testcluster.Cluster, *client.Client, context.Context, *pb.RangeStatus) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	testcluster.Hold(t, ctx, cl)
+	if err := cl.Put(ctx, []byte(key), []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cl, ctx, rs
+}
 
 // TestTransferLeaderOutlastsAnAbandonedTransfer: raft abandons a leadership transfer when the
 // transferee does not answer within an election timeout. A TransferLeader call to a node that is
@@ -16,19 +37,7 @@ import (
 // deadline, rather than wait for a transfer raft gave up on (CI lost a 10-s deadline to that once);
 // and while the node is down, the range must stay writable.
 func TestTransferLeaderOutlastsAnAbandonedTransfer(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
-	cl := c.Client()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	testcluster.Hold(t, ctx, cl)
-	if err := cl.Put(ctx, []byte("k"), []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := testcluster.RangeOf(ctx, cl, []byte("k"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl, ctx, rs := rangeOnThreeNodes(t, "k")
 	// The transferee: a node that neither leads the range nor the meta range's first node (so that
 	// the client keeps a route to the cluster while it is down).
 	to := -1
@@ -80,19 +89,7 @@ func TestTransferLeaderOutlastsAnAbandonedTransfer(t *testing.T) {
 // write caught exactly as the leadership moves is rare here: replica's TestOrphanedProposalIsAnswered
 // makes that case happen; this test checks the path end to end.)
 func TestWritesAcrossTransfersAreAnswered(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
-	cl := c.Client()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	testcluster.Hold(t, ctx, cl)
-	if err := cl.Put(ctx, []byte("w"), []byte("0")); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := testcluster.RangeOf(ctx, cl, []byte("w"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl, ctx, rs := rangeOnThreeNodes(t, "w")
 
 	const writers = 16
 	stop := make(chan struct{})
