@@ -246,7 +246,7 @@ func (n *Node) Nodes(ctx context.Context, _ *pb.NodesRequest) (*pb.NodesResponse
 	default:
 		return &pb.NodesResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}, nil
 	}
-	n.dir.recordStats(n.ident.NodeID, n.currentStats(), n.draining.Load(), 0, nil)
+	n.dir.showStats(n.ident.NodeID, n.currentStats(), n.draining.Load())
 	n.dir.heard(n.ident.NodeID, time.Now())
 	now := time.Now()
 	// A status without the admin states and join records would show decommissioning nodes as live

@@ -125,6 +125,21 @@ func (d *directory) liveNodes(window time.Duration) []uint64 {
 	return out
 }
 
+// showStats takes a status call's fresh report of this node: it replaces the node's stats and notes
+// its leaderships, as recordStats does, but adds no cache reading. Readings come from heartbeats alone, one loop's, in order; a report computed just
+// before a heartbeat's and recorded after it has lower counters, which recordStats takes for a
+// restart and clears the readings (a transfer's warmth check then found the leader's ratio unknown
+// 30 s into a run, docs/bench-join.md, session 18).
+func (d *directory) showStats(nodeID uint64, st *pb.NodeStats, draining bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stats[nodeID] = st
+	d.drain[nodeID] = draining
+	for _, rl := range st.GetRanges() {
+		d.noteLeaderLocked(nodeID, rl)
+	}
+}
+
 func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, metaLeader uint64, metaDesc *pb.RangeDescriptor) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

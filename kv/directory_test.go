@@ -90,3 +90,22 @@ func TestDirectoryHitRatios(t *testing.T) {
 		})
 	}
 }
+
+// A status call's report computed before a heartbeat's but recorded after it has lower counters; it
+// must not pass for a restart and clear the node's cache readings.
+func TestDirectoryStatusReportKeepsReadings(t *testing.T) {
+	d := newDirectory()
+	d.recordStats(1, &pb.NodeStats{BlockCacheHits: 10, ServedBlockBytes: 100, ServedBlockBytesInCache: 90}, false, 0, nil)
+	d.recordStats(1, &pb.NodeStats{BlockCacheHits: 30, ServedBlockBytes: 300, ServedBlockBytesInCache: 280}, false, 0, nil)
+	d.showStats(1, &pb.NodeStats{BlockCacheHits: 20, ServedBlockBytes: 200, ServedBlockBytesInCache: 185,
+		Ranges: []*pb.RangeLoad{{RangeId: 7, Leader: true, Term: 3}}}, false)
+	if got, ok := d.servedHitRatio(1, time.Minute); !ok || math.Abs(got-0.95) > 1e-9 {
+		t.Errorf("servedHitRatio after a late status report = %.3f, %v; want 0.95 from the two heartbeats", got, ok)
+	}
+	if st, _ := d.statsOf(1); st.GetServedBlockBytes() != 200 {
+		t.Errorf("the status report did not replace the node's stats: %v", st)
+	}
+	if got := d.leaderOf(7); got != 1 {
+		t.Errorf("leader of range 7 after the status report = %d, want 1", got)
+	}
+}
