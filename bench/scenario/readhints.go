@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/hints"
@@ -403,9 +405,24 @@ func DrainServingNode() Action {
 			}
 		}
 		desc := fmt.Sprintf("n%d drained of %d leaderships in %.1fs", from, led, time.Since(start).Seconds())
-		ds, err := decisionsSince(ctx, env, start)
-		if err != nil {
-			return desc, err
+		// The executor records an operator's end just after its last step: give the entries up to
+		// 10 s to leave "running", so that the description has their final statuses.
+		var ds []decisions.Entry
+		for settle := time.Now(); ; {
+			if ds, err = decisionsSince(ctx, env, start); err != nil {
+				return desc, err
+			}
+			running := slices.ContainsFunc(ds, func(d decisions.Entry) bool {
+				return d.Policy == policy.NameDrain && d.Status == decisions.StatusRunning
+			})
+			if !running || time.Since(settle) > 10*time.Second {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return desc, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 		for _, d := range ds {
 			if d.Policy != policy.NameDrain {

@@ -298,8 +298,11 @@ func TestSaturatedDrainTiny(t *testing.T) {
 	if !strings.Contains(drain.What, "drained of 6 leaderships") {
 		t.Errorf("the drain did not move the serving node's 6 leaderships: %s", drain.What)
 	}
-	if n := strings.Count(drain.What, " succeeded, proposed at "); n != 6 {
-		t.Errorf("%d drain transfers succeeded in the decision log, want 6: %s", n, drain.What)
+	// An operator of the autopilot's own node ends "stopped" when the drain (of that node) moves the
+	// autopilot away as it finishes; its transfer is done all the same (drained of 6, above).
+	if n := strings.Count(drain.What, " succeeded, proposed at ") +
+		strings.Count(drain.What, " stopped: the autopilot moved to another node while it ran, proposed at "); n != 6 {
+		t.Errorf("%d drain transfers finished in the decision log, want 6: %s", n, drain.What)
 	}
 	if n := strings.Count(drain.What, "(read hints: "); n != 6 {
 		t.Errorf("%d transfers recorded the target's warmth, want 6: %s", n, drain.What)
