@@ -133,10 +133,9 @@ func (n *Node) noteLeading(st *pb.NodeStats) {
 	n.ledNow.Store(&led)
 }
 
-// fillBackground adds the tracker's status and the compaction debt to a heartbeat's stats.
-func (n *Node) fillBackground(st *pb.NodeStats, debt uint64) {
+// fillBackground adds the tracker's status to a heartbeat's stats.
+func (n *Node) fillBackground(st *pb.NodeStats) {
 	s := n.bg.Status()
-	st.CompactionDebtBytes = debt
 	for _, t := range s.Tasks {
 		bt := &pb.BackgroundTask{Id: t.ID, Kind: string(t.Kind), Name: t.Name, Running: t.State == bgtask.Running,
 			Heavy: t.Heavy, Bytes: t.Bytes, SinceUnixNanos: t.Since.UnixNano()}

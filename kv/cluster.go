@@ -89,11 +89,10 @@ func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.Hea
 	return &pb.HeartbeatResponse{KnownNodes: n.dir.all()}, nil
 }
 
-// localStats builds this node's load report for a heartbeat: it ends the QPS and key-sample windows,
-// so only the heartbeat loop may call it (see currentStats for status pages).
-func (n *Node) localStats() *pb.NodeStats {
+// engineStats is the engine's part of this node's report (heartbeats and status pages alike).
+func (n *Node) engineStats() *pb.NodeStats {
 	es := n.eng.Stats()
-	st := &pb.NodeStats{
+	return &pb.NodeStats{
 		DiskBytes:               es.DiskBytes,
 		BlockCacheHits:          uint64(es.BlockCacheHits),
 		BlockCacheMisses:        uint64(es.BlockCacheMisses),
@@ -102,7 +101,14 @@ func (n *Node) localStats() *pb.NodeStats {
 		MemtableBytes:           es.MemtableBytes,
 		ServedBlockBytes:        es.ServedBlockBytes,
 		ServedBlockBytesInCache: es.ServedBlockBytesInCache,
+		CompactionDebtBytes:     es.CompactionDebtBytes,
 	}
+}
+
+// localStats builds this node's load report for a heartbeat: it ends the QPS and key-sample windows,
+// so only the heartbeat loop may call it (see currentStats for status pages).
+func (n *Node) localStats() *pb.NodeStats {
+	st := n.engineStats()
 	now := time.Now()
 	n.loadMu.Lock()
 	defer n.loadMu.Unlock()
@@ -135,7 +141,7 @@ func (n *Node) localStats() *pb.NodeStats {
 	}
 	n.loadPrev = seen
 	n.noteLeading(st)
-	n.fillBackground(st, es.CompactionDebtBytes)
+	n.fillBackground(st)
 	return st
 }
 
@@ -147,10 +153,7 @@ func (n *Node) currentStats() *pb.NodeStats {
 	for _, rl := range last.GetRanges() {
 		prev[rl.RangeId] = rl
 	}
-	es := n.eng.Stats()
-	st := &pb.NodeStats{DiskBytes: es.DiskBytes, BlockCacheHits: uint64(es.BlockCacheHits), BlockCacheMisses: uint64(es.BlockCacheMisses),
-		CompactionsRunning: uint32(es.CompactionsRunning), L0Files: uint32(es.L0Files), MemtableBytes: es.MemtableBytes,
-		ServedBlockBytes: es.ServedBlockBytes, ServedBlockBytesInCache: es.ServedBlockBytesInCache}
+	st := n.engineStats()
 	for _, r := range n.store.Replicas() {
 		leader, term := r.LeaderTerm()
 		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}
@@ -159,7 +162,7 @@ func (n *Node) currentStats() *pb.NodeStats {
 		}
 		st.Ranges = append(st.Ranges, rl)
 	}
-	n.fillBackground(st, es.CompactionDebtBytes)
+	n.fillBackground(st)
 	return st
 }
 

@@ -126,15 +126,20 @@ func (d *directory) liveNodes(window time.Duration) []uint64 {
 }
 
 // showStats takes a status call's fresh report of this node: it replaces the node's stats and notes
-// its leaderships, as recordStats does, but adds no cache reading. Readings come from heartbeats alone, one loop's, in order; a report computed just
-// before a heartbeat's and recorded after it has lower counters, which recordStats takes for a
-// restart and clears the readings (a transfer's warmth check then found the leader's ratio unknown
-// 30 s into a run, docs/bench-join.md, session 18).
+// its leaderships, as recordStats does, but adds no cache reading. Readings come from heartbeats
+// alone, one loop's, in order; a report computed just before a heartbeat's and recorded after it has
+// lower counters, which recordStats takes for a restart and clears the readings (a transfer's warmth
+// check then found the leader's ratio unknown 30 s into a run, docs/bench-join.md, session 18).
 func (d *directory) showStats(nodeID uint64, st *pb.NodeStats, draining bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.stats[nodeID] = st
+	d.setStatsLocked(nodeID, st)
 	d.drain[nodeID] = draining
+}
+
+// setStatsLocked replaces node's stats and notes the leaderships they report (d.mu held).
+func (d *directory) setStatsLocked(nodeID uint64, st *pb.NodeStats) {
+	d.stats[nodeID] = st
 	for _, rl := range st.GetRanges() {
 		d.noteLeaderLocked(nodeID, rl)
 	}
@@ -147,7 +152,7 @@ func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, 
 		d.metaDescCache = metaDesc
 	}
 	if st != nil {
-		d.stats[nodeID] = st
+		d.setStatsLocked(nodeID, st)
 		marks := d.cache[nodeID]
 		if n := len(marks); n > 0 && (st.BlockCacheHits < marks[n-1].hits || st.BlockCacheMisses < marks[n-1].misses ||
 			st.ServedBlockBytes < marks[n-1].served) {
@@ -158,9 +163,6 @@ func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, 
 		}
 		d.cache[nodeID] = append(marks, cacheMark{at: time.Now(), hits: st.BlockCacheHits, misses: st.BlockCacheMisses,
 			served: st.ServedBlockBytes, servedInCache: st.ServedBlockBytesInCache})
-		for _, rl := range st.Ranges {
-			d.noteLeaderLocked(nodeID, rl)
-		}
 	}
 	d.drain[nodeID] = draining
 	if metaLeader != 0 {
@@ -173,10 +175,10 @@ func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, 
 // readings or the cache saw no lookups in between.
 func (d *directory) cacheHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
 	first, last, ok := d.cacheWindow(nodeID, window)
-	h, m := last.hits-first.hits, last.misses-first.misses
-	if !ok || h+m == 0 {
+	if !ok || last.hits+last.misses == first.hits+first.misses {
 		return 0, false
 	}
+	h, m := last.hits-first.hits, last.misses-first.misses
 	return float64(h) / float64(h+m), true
 }
 
@@ -186,11 +188,10 @@ func (d *directory) cacheHitRatio(nodeID uint64, window time.Duration) (float64,
 // clients' reads hit at 0.98–0.99). False as for cacheHitRatio.
 func (d *directory) servedHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
 	first, last, ok := d.cacheWindow(nodeID, window)
-	b := last.served - first.served
-	if !ok || b == 0 {
+	if !ok || last.served == first.served {
 		return 0, false
 	}
-	return float64(last.servedInCache-first.servedInCache) / float64(b), true
+	return float64(last.servedInCache-first.servedInCache) / float64(last.served-first.served), true
 }
 
 // cacheWindow returns node's newest cache reading and the oldest within window of it (at least the
