@@ -38,28 +38,46 @@ type surgeConfig struct {
 }
 
 func init() {
+	const (
+		short = iota
+		long
+	)
 	for _, v := range []struct {
 		name string
 		read float64
-	}{{"join-surge", 0.95}, {"join-surge-a", 0.5}} {
+		size int
+	}{{"join-surge", 0.95, short}, {"join-surge-a", 0.5, short}, {"join-surge-long", 0.95, long}} {
 		s := joinBase()
 		s.Name, s.ReadFraction = v.name, v.read
-		// 14 + 2 sensor threads before the surge, +8 at t = 30 s: 16 → 24, the chapter's 20 → 30.
+		// 14 + 2 sensor threads before the surge, +8 at the surge: 16 → 24, the chapter's 20 → 30.
 		s.Threads = 14
 		s.Duration = 150 * time.Second
+		ctlAt, surgeAt, learn := 10*time.Second, 30*time.Second, 16*time.Second
+		if v.size == long {
+			// join-long's data and proportions (join.go): a join of several 10-s bins. The old
+			// nodes' compactions begin 35-50 s into such a run and then run nearly continuously,
+			// so the controller learns its target after their onset, and the surge comes where
+			// join-long's node starts.
+			s.Records, s.Duration = 4*s.Records, 360*time.Second
+			ctlAt, surgeAt, learn = 50*time.Second, 90*time.Second, 35*time.Second
+		}
 		cfg := surgeConfig{Scenario: s.Name, Records: s.Records, ReadFraction: s.ReadFraction, ValueBytes: s.ValueBytes,
-			SensorThreads: 2, SurgeThreads: 8, LearnFor: 16 * time.Second, TriggerWindows: 3}
+			SensorThreads: 2, SurgeThreads: 8, LearnFor: learn, TriggerWindows: 3}
 		// Incremental and parallel, as in Figure 2.7; the join's other variants stay available by name.
 		for i := range s.Variants[2:] {
 			s.Variants[2+i].Optional = true
 		}
-		s.Description = fmt.Sprintf("as %s, but the offered load rises from 16 to 24 threads at t=30s and a latency controller adds the 4th node (incremental vs parallel; Figure 2.7)",
-			map[bool]string{true: "join", false: "join-a"}[v.read > 0.9])
+		s.Description = fmt.Sprintf("as %s, but the offered load rises from 16 to 24 threads at t=%s and a latency controller adds the 4th node (incremental vs parallel; Figure 2.7)",
+			map[bool]string{true: "join", false: "join-a"}[v.read > 0.9], surgeAt)
+		if v.size == long {
+			s.Description = fmt.Sprintf("as join-surge with join-long's data (640k records, ranges of ~7 MB) over %s: the controller learns from t=%s, the load rises at t=%s (Figure 2.7 in the chapter's proportions: a join of several bins)",
+				s.Duration, ctlAt, surgeAt)
+		}
 		ctl := &surgeController{cfg: cfg}
 		s.Events = []Event{
 			{At: 0, What: "balance leaders", Do: BalanceLeaders()},
-			{At: 10 * time.Second, What: "controller", Do: ctl.start},
-			{At: 30 * time.Second, What: surgeLabel, Do: ctl.surge},
+			{At: ctlAt, What: "controller", Do: ctl.start},
+			{At: surgeAt, What: surgeLabel, Do: ctl.surge},
 		}
 		Register(s)
 	}

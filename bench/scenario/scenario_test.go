@@ -242,6 +242,37 @@ func TestJoinSurgeVariants(t *testing.T) {
 	}
 }
 
+// TestJoinSurgeLongIsJoinLongWithASurge checks that the long surge has join-long's data, ranges and
+// run, its load rising where join-long's node starts (after the old nodes' compactions have begun),
+// the controller started before it, and Figure 2.7's two strategies by default.
+func TestJoinSurgeLongIsJoinLongWithASurge(t *testing.T) {
+	l, _ := Lookup("join-long")
+	s, ok := Lookup("join-surge-long")
+	if !ok {
+		t.Fatal("join-surge-long not registered")
+	}
+	if s.Records != l.Records || s.Splits != l.Splits || s.Duration != l.Duration || s.ReadFraction != l.ReadFraction {
+		t.Errorf("join-surge-long: %d records, %d splits, %s, reads %.2f; join-long: %d, %d, %s, %.2f",
+			s.Records, s.Splits, s.Duration, s.ReadFraction, l.Records, l.Splits, l.Duration, l.ReadFraction)
+	}
+	at := map[string]time.Duration{}
+	for _, e := range s.Events {
+		at[e.What] = e.At
+	}
+	var nodeAt time.Duration
+	for _, e := range l.Events {
+		if e.What == joinLabel {
+			nodeAt = e.At
+		}
+	}
+	if at[surgeLabel] != nodeAt || at["controller"] <= 0 || at["controller"] >= at[surgeLabel] {
+		t.Errorf("join-surge-long events %v; want the controller before the surge at %s", at, nodeAt)
+	}
+	if def, err := selectVariants(s.Variants, nil); err != nil || len(def) != 2 || def[0].Name != "incremental" || def[1].Name != "parallel" {
+		t.Errorf("join-surge-long default variants = %v, %v", def, err)
+	}
+}
+
 // TestJoinLongKeepsJoinsProportions checks that join-long is join with more data: the same variants
 // and ranges, its node starting at the same fraction of the run (the steady state before it and the
 // time left after it scale with the run), under the label joinReport measures.
