@@ -94,7 +94,11 @@ type surgeController struct {
 func (sc *surgeController) start(ctx context.Context, env *Env) (string, error) {
 	tr := newTrace("controller")
 	sc.tr = tr
-	g := newLoadGen(ctx, env.Client, sc.cfg, tr.fired)
+	cfg := sc.cfg
+	if env.Records > 0 { // --records: the surge's clients choose among the keys the run loaded
+		cfg.Records = env.Records
+	}
+	g := newLoadGen(ctx, env.Client, cfg, tr.fired)
 	tr.mu.Lock()
 	tr.load = g
 	tr.mu.Unlock()

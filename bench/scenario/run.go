@@ -393,7 +393,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		return nil, err
 	}
 	defer cl.Close()
-	env := &Env{c: c, Client: cl}
+	env := &Env{c: c, Client: cl, Records: sc.Records}
 
 	progress("waiting for %d-way replication", sc.Nodes)
 	deadline := time.Now().Add(90 * time.Second)

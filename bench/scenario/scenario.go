@@ -23,7 +23,9 @@ import (
 type Env struct {
 	c      *cluster
 	Client *client.Client
-	killed []int
+	// Records is how many records the run loaded (the scenario's, or --records).
+	Records int
+	killed  []int
 }
 
 // Action is what an event does. It returns a short description of what it did, for the report.

@@ -405,3 +405,23 @@ func TestErrorKind(t *testing.T) {
 		t.Errorf("errorKindsText = %q, want %q", got, want)
 	}
 }
+
+// A surge run with --records: the controller's and surge's clients choose among the records the run
+// loaded, not the scenario's default count (their reads would mostly miss the data otherwise).
+func TestSurgeClientsUseTheLoadedRecords(t *testing.T) {
+	ctl := &surgeController{cfg: surgeConfig{Scenario: "join-surge", Records: 160000, SensorThreads: 2, SurgeThreads: 8, LearnFor: time.Second}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the clients and the controller loop stop at once: no cluster needed
+	env := &Env{Records: 1234}
+	if _, err := ctl.start(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.surge(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	<-ctl.tr.done
+	ctl.tr.load.wg.Wait()
+	if got := ctl.tr.load.cfg.Records; got != 1234 {
+		t.Errorf("surge clients choose among %d records, want the 1234 loaded", got)
+	}
+}
