@@ -2,7 +2,10 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -115,5 +118,58 @@ func TestAggregateCommonThreshold(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "violating_windows_common") || !strings.Contains(b.String(), "120.0 ms") {
 		t.Errorf("table lacks the common figures:\n%s", b.String())
+	}
+}
+
+// Pool reads finished runs back from their report.json files and aggregates them as a --repeat
+// would; it refuses reports of different scenarios, files that are not reports, and a single report.
+func TestPoolReadsReports(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, rep Report) string {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	run := func(variant string, windows int) RunReport {
+		return RunReport{Variant: variant, Summary: Summary{Throughput: 100, P99Ms: 10},
+			Join: &JoinReport{Done: true, JoinS: 10, ViolatingWindows: windows, SLOThresholdMs: 150}}
+	}
+	a := write("a.json", Report{Scenario: "join-long", Runs: []RunReport{run("incremental", 1), run("parallel", 4)}})
+	b := write("b.json", Report{Scenario: "join-long", Runs: []RunReport{run("parallel", 2), run("incremental", 3)}})
+	other := write("c.json", Report{Scenario: "join", Runs: []RunReport{run("incremental", 0)}})
+	notReport := write("d.json", Report{})
+
+	agg, err := Pool([]string{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if agg.Scenario != "join-long" || agg.Repetitions != 2 || agg.CommonSLOThresholdMs != 150 {
+		t.Errorf("pooled %q, %d repetitions, threshold %v", agg.Scenario, agg.Repetitions, agg.CommonSLOThresholdMs)
+	}
+	if s := agg.Stats["incremental"]["violating_windows"]; s.N != 2 || s.Mean != 2 {
+		t.Errorf("incremental windows %+v, want n 2 mean 2", s)
+	}
+	if s := agg.Stats["parallel"]["violating_windows"]; s.N != 2 || s.Mean != 3 {
+		t.Errorf("parallel windows %+v, want n 2 mean 3", s)
+	}
+	for _, tc := range []struct {
+		name  string
+		paths []string
+		want  string
+	}{
+		{"one report", []string{a}, "at least 2"},
+		{"other scenario", []string{a, other}, "different scenarios"},
+		{"not a report", []string{a, notReport}, "no runs"},
+		{"missing file", []string{a, filepath.Join(dir, "none.json")}, "no such file"},
+	} {
+		if _, err := Pool(tc.paths); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -138,6 +138,40 @@ func init() {
 	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (--list shows every scenario's variants)")
 	f.IntVar(&scenarioFlags.repeat, "repeat", 1, "run the whole scenario this many times (at least 2 when set) and write DIR/repeat.json with each figure's mean, sd, min and max")
 	benchCmd.AddCommand(benchScenarioCmd)
+	benchPoolCmd.Flags().StringVar(&poolOut, "out", "", "also write the statistics to this file (repeat.json's format)")
+	benchCmd.AddCommand(benchPoolCmd)
+}
+
+var poolOut string
+
+var benchPoolCmd = &cobra.Command{
+	Use:   "pool REPORT.json REPORT.json...",
+	Short: "Pool finished runs of one scenario: each figure's mean, sd, min and max over their reports",
+	Long: `Read the report.json of finished scenario runs and print what --repeat prints for its own
+repetitions: per run label (variant, or policy=on/off), each figure's mean, standard deviation,
+minimum and maximum, and the SLO windows recounted against one threshold for all of them
+(*_common). Use it to add repetitions to an earlier invocation, to compare runs of several
+invocations against one threshold, or to aggregate the repetitions an interrupted --repeat
+finished. All reports must be of one scenario.`,
+	Example: "  shoal bench pool /tmp/jl/rep-1/report.json /tmp/jl/rep-2/report.json /tmp/jl-more/rep-*/report.json\n" +
+		"  shoal bench pool --out /tmp/pooled.json /tmp/a/report.json /tmp/b/report.json",
+	Args: cobra.MinimumNArgs(2),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		rr, err := scenario.Pool(args)
+		if err != nil {
+			return err
+		}
+		if err := rr.Print(cmd.OutOrStdout()); err != nil {
+			return err
+		}
+		if poolOut != "" {
+			if err := rr.Write(poolOut); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", poolOut)
+		}
+		return nil
+	},
 }
 
 // variantNames lists a scenario's variants, the optional ones in brackets.

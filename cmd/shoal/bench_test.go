@@ -171,3 +171,47 @@ func TestBenchCompare(t *testing.T) {
 		t.Errorf("missing file: exit %d, %s", code, errOut)
 	}
 }
+
+// `bench pool` prints and writes the statistics of finished runs' reports, and refuses a single report.
+func TestBenchPool(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i, windows := range []int{1, 3} {
+		rep := map[string]any{"scenario": "join-long", "runs": []map[string]any{{"variant": "incremental",
+			"summary": map[string]any{"throughput": 100, "p99_ms": 10},
+			"join":    map[string]any{"done": true, "join_s": 10, "violating_windows": windows, "slo_threshold_ms": 150}}}}
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "r"+string(rune('1'+i))+".json")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	out := filepath.Join(dir, "pooled.json")
+	code, stdout, stderr := benchRun(t, append([]string{"bench", "pool", "--out", out}, paths...)...)
+	if code != 0 || !strings.Contains(stdout, "violating_windows") {
+		t.Fatalf("bench pool: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rr struct {
+		Stats map[string]map[string]struct {
+			N    int
+			Mean float64
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rr); err != nil {
+		t.Fatal(err)
+	}
+	if s := rr.Stats["incremental"]["violating_windows"]; s.N != 2 || s.Mean != 2 {
+		t.Errorf("pooled windows %+v, want n 2 mean 2", s)
+	}
+	if code, _, _ := benchRun(t, "bench", "pool", paths[0]); code == 0 {
+		t.Error("bench pool with one report: exit 0")
+	}
+}
