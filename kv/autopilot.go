@@ -292,6 +292,16 @@ func (h *autopilotHost) RemoveReplica(ctx context.Context, rangeID, node uint64)
 
 // TransferLeader implements executor.Actuator.
 func (h *autopilotHost) TransferLeader(ctx context.Context, rangeID, to uint64) error {
+	if rangeID == replica.MetaRangeID {
+		// The autopilot stops on this node once the meta leadership leaves it: save its decision
+		// log first, so that the next autopilot restores the outcomes recorded up to now.
+		h.mu.Lock()
+		ap := h.ap
+		h.mu.Unlock()
+		if ap != nil {
+			h.saveDecisions(ctx, ap)
+		}
+	}
 	resp, err := h.n.TransferLeader(ctx, &pb.TransferLeaderRequest{RangeId: rangeID, NodeId: to})
 	if err != nil {
 		return err

@@ -44,11 +44,18 @@ func (p *Drain) Propose(c *model.Cluster, pending []*operator.Operator) []*opera
 		if n.Decommissioning {
 			why = "decommissioning"
 		}
+		// A system range (the meta range: the autopilot runs where it is led) moves last, once
+		// the node leads nothing else: moving it stops this autopilot, and operators still
+		// running would end "stopped" with their outcome unrecorded.
+		leadsUser := false
+		for _, r := range c.Ranges {
+			leadsUser = leadsUser || (r.Leader == n.ID && !r.System)
+		}
 		for _, r := range c.Ranges {
 			if len(out) >= p.cfg.MaxPerRound {
 				return out
 			}
-			if r.Leader != n.ID || v.busy[r.ID] {
+			if r.Leader != n.ID || v.busy[r.ID] || (r.System && leadsUser) {
 				continue
 			}
 			to := v.leaderTarget(r, n.ID)

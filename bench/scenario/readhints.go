@@ -28,6 +28,7 @@ import (
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
 )
 
 // Scenarios of issue 9 (docs/design/read-hints.md, docs/bench-read-hints.md): one node serves every
@@ -425,7 +426,9 @@ func DrainServingNode() Action {
 			}
 		}
 		for _, d := range ds {
-			if d.Policy != policy.NameDrain {
+			// The serving node's user ranges; the meta range, when the node led it, moves last
+			// and takes the autopilot (and its log) along.
+			if d.Policy != policy.NameDrain || d.Range == replica.MetaRangeID {
 				continue
 			}
 			var warmth []string
