@@ -15,6 +15,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
@@ -375,5 +376,80 @@ func TestWarmAfterRestart(t *testing.T) {
 	if !w.Known || fromWarmUp < uint64(len(hot)*8/10) {
 		t.Fatalf("after the restart: warmth %v, %d hints applied, %d received: want at least %d of the hot set replayed from a peer's hot keys",
 			w, m.Applied, m.Received, len(hot)*8/10)
+	}
+}
+
+// TestDrainOfTheAutopilotsNode: draining the node that leads the meta range (where the autopilot runs)
+// moves its user range's leadership first, with the warmth the transfer saw (cold here: it waits its
+// bounded time), and the meta range's last; the next autopilot's decision log still holds the user transfer's outcome. Before, both
+// moved in one round, the autopilot stopped as the meta range left, and the transfer was restored as
+// "stopped" with no outcome.
+func TestDrainOfTheAutopilotsNode(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
+		Hints:     kv.HintsConfig{FixedFraction: true, TransferWait: 2 * time.Second},
+		Autopilot: autopilot.Config{Interval: 200 * time.Millisecond},
+	}})
+	ctx, cl, hot, rs := hotRange(t, c, 2000, 50)
+	rangeID := rs.GetDesc().GetRangeId()
+	metaLeader := func() int {
+		for i, n := range c.Nodes {
+			if r := n.KV.Store().Replica(replica.MetaRangeID); r != nil && r.IsLeader() {
+				return i
+			}
+		}
+		return -1
+	}
+	var serving int
+	testcluster.WaitFor(t, 30*time.Second, "the meta range's leader leads the user range too", func() bool {
+		serving = metaLeader()
+		if serving < 0 {
+			return false
+		}
+		_ = cl.TransferLeader(ctx, rangeID, c.Nodes[serving].KV.NodeID())
+		l := c.LocalReplica(serving, hot[0])
+		return l != nil && l.IsLeader() && metaLeader() == serving
+	})
+	servingID := c.Nodes[serving].KV.NodeID()
+	_, lastID, err := transferNotes(ctx, cl, rangeID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cold targets: the user range's transfer waits its full bounded time, so that a meta range
+	// moved in the same round would take the autopilot away while it waits.
+	for i, n := range c.Nodes {
+		if i != serving {
+			n.KV.Hints().SetFraction(0)
+		}
+	}
+	if err := cl.SetNodeState(ctx, servingID, pb.NodeAdminState_NODE_DRAINING); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 30*time.Second, "the drained node leads neither range", func() bool {
+		l := c.LocalReplica(serving, hot[0])
+		return (l == nil || !l.IsLeader()) && metaLeader() != serving && metaLeader() >= 0
+	})
+	var notes []string
+	testcluster.WaitFor(t, 30*time.Second, "the user range's transfer in the new autopilot's log", func() bool {
+		var n []string
+		n, _, err = transferNotes(ctx, cl, rangeID, lastID)
+		notes = append(notes, n...)
+		return err == nil && len(notes) > 0
+	})
+	_, raw, _ := cl.Decisions(ctx)
+	var entries []struct {
+		Range    uint64 `json:"range"`
+		Operator string `json:"operator"`
+		Status   string `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Range == rangeID && strings.Contains(e.Operator, "transfer-leader") && e.Status != "succeeded" {
+			t.Errorf("r%d's transfer ended %q, want succeeded", rangeID, e.Status)
+		}
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "read hints: ") {
+		t.Fatalf("r%d's transfer notes %q: want one with the warmth it saw", rangeID, notes)
 	}
 }
