@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -20,11 +21,11 @@ import (
 //
 // The controller is a client-side loop, as in the chapter (a monitor combining the response times
 // reported by client processes): it runs SensorThreads clients of the scenario's workload from the
-// warm-up on, learns their steady mean latency for LearnFor, sets its target to
-// chapterTargetFactor × that mean (the chapter: 50 ms over a 40 ms steady mean), and from then on
-// evaluates 2-second windows of the mean latency of every client it runs (sensor and surge); after
-// TriggerWindows consecutive windows over the target it starts the spare node. Nothing in it knows
-// when the surge comes. The autopilot cannot start machines, so the decision to add one sits with the
+// warm-up on, learns their steady latency for LearnFor (the median of its 2-s windows' means), sets
+// its target to chapterTargetFactor × that latency (the chapter: 50 ms over a 40 ms steady mean), and
+// from then on evaluates 2-second windows of the mean latency of every client it runs (sensor and
+// surge); after TriggerWindows consecutive windows over the target it starts the spare node. Nothing
+// in it knows when the surge comes. The autopilot cannot start machines, so the decision to add one sits with the
 // controller, as it would with an orchestrator; everything after the node starts is the autopilot's.
 type surgeConfig struct {
 	Scenario       string // its Workload chooses the keys, as for the runner's clients
@@ -130,8 +131,8 @@ func (sc *surgeController) loop(ctx context.Context, env *Env, tr *joinTrace, g 
 	if !wait(learnEnd.Add(100 * time.Millisecond)) {
 		return
 	}
-	base, n := g.mean(g.base.Add(2*time.Second), learnEnd) // the first seconds warm the clients up
-	if n == 0 {
+	base := g.steadyMean(g.base.Add(2*time.Second), learnEnd) // the first seconds warm the clients up
+	if math.IsNaN(base) {
 		return
 	}
 	target := chapterTargetFactor * base
@@ -155,7 +156,7 @@ func (sc *surgeController) loop(ctx context.Context, env *Env, tr *joinTrace, g 
 		}
 		tr.mu.Lock()
 		tr.trigger, tr.violatedSince = time.Now(), firstOver
-		tr.triggerWhy = fmt.Sprintf("controller: its clients' 2-s mean latency over the target %.1f ms (%.2f x their %.1f ms steady mean) for %d windows, last %.1f ms: add a node",
+		tr.triggerWhy = fmt.Sprintf("controller: its clients' 2-s mean latency over the target %.1f ms (%.2f x their %.1f ms steady 2-s mean, the median) for %d windows, last %.1f ms: add a node",
 			target, chapterTargetFactor, base, over, m)
 		tr.mu.Unlock()
 		_, _ = joinNode(ctx, env, tr)
@@ -259,6 +260,21 @@ func (g *loadGen) mean(from, to time.Time) (float64, int64) {
 	}
 	g.mu.Unlock()
 	return h.Mean() / 1000, h.TotalCount()
+}
+
+// steadyMean is the median of the 2-s windows' mean latencies (ms) in [from, to), NaN without any
+// operation. The trigger compares single 2-s windows with the target, so the target is set from a
+// typical window: a mean over the whole learning period followed the old nodes' compaction bursts
+// (join-surge-long learns while they compact) and once put the target so high that the controller
+// added the node 147 s after the surge (session 19).
+func (g *loadGen) steadyMean(from, to time.Time) float64 {
+	var ms []float64
+	for w := from; !w.Add(chapterWindowS * time.Second).After(to); w = w.Add(chapterWindowS * time.Second) {
+		if m, n := g.mean(w, w.Add(chapterWindowS*time.Second)); n > 0 {
+			ms = append(ms, m)
+		}
+	}
+	return median(ms)
 }
 
 func (g *loadGen) stop() {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -423,5 +424,33 @@ func TestSurgeClientsUseTheLoadedRecords(t *testing.T) {
 	ctl.tr.load.wg.Wait()
 	if got := ctl.tr.load.cfg.Records; got != 1234 {
 		t.Errorf("surge clients choose among %d records, want the 1234 loaded", got)
+	}
+}
+
+// The controller learns a typical 2-s window: a compaction burst in a few windows of its learning
+// period must not lift its target (a mean over the whole period did, and the node came 147 s late).
+func TestSurgeControllerLearnsATypicalWindow(t *testing.T) {
+	base := time.Unix(1000, 0)
+	g := &loadGen{base: base}
+	for s := 0; s < 20; s++ {
+		lat := 10 * time.Millisecond
+		if s >= 6 && s < 10 { // two windows of a burst, at 10× the latency
+			lat = 100 * time.Millisecond
+		}
+		at := base.Add(time.Duration(s)*time.Second + 500*time.Millisecond)
+		for k := 0; k < 50; k++ {
+			g.record(at, lat, nil)
+		}
+		g.record(at, time.Second, errors.New("a failed operation has no latency"))
+	}
+	mean, _ := g.mean(base, base.Add(20*time.Second))
+	if mean < 25 {
+		t.Fatalf("the burst should lift the whole period's mean: %.1f ms", mean)
+	}
+	if got := g.steadyMean(base, base.Add(20*time.Second)); math.Abs(got-10) > 0.1 {
+		t.Errorf("steadyMean = %.2f ms, want the typical window's 10 ms", got)
+	}
+	if got := g.steadyMean(base.Add(30*time.Second), base.Add(40*time.Second)); !math.IsNaN(got) {
+		t.Errorf("steadyMean without operations = %v, want NaN", got)
 	}
 }
