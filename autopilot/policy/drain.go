@@ -45,11 +45,15 @@ func (p *Drain) Propose(c *model.Cluster, pending []*operator.Operator) []*opera
 			why = "decommissioning"
 		}
 		// A system range (the meta range: the autopilot runs where it is led) moves last, once
-		// the node leads nothing else: moving it stops this autopilot, and operators still
-		// running would end "stopped" with their outcome unrecorded.
+		// the node leads no other range that is moving or can move: moving it stops this
+		// autopilot, and operators still running would end "stopped" with their outcome
+		// unrecorded. A user range no active voter can take (replicate or decommission must act
+		// first) does not hold the autopilot on a draining node.
 		leadsUser := false
 		for _, r := range c.Ranges {
-			leadsUser = leadsUser || (r.Leader == n.ID && !r.System)
+			if r.Leader == n.ID && !r.System && (v.busy[r.ID] || v.leaderTarget(r, n.ID) != 0) {
+				leadsUser = true
+			}
 		}
 		for _, r := range c.Ranges {
 			if len(out) >= p.cfg.MaxPerRound {
