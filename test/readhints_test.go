@@ -381,9 +381,9 @@ func TestWarmAfterRestart(t *testing.T) {
 
 // TestDrainOfTheAutopilotsNode: draining the node that leads the meta range (where the autopilot runs)
 // moves its user range's leadership first, with the warmth the transfer saw (cold here: it waits its
-// bounded time), and the meta range's last; the next autopilot's decision log still holds the user transfer's outcome. Before, both
-// moved in one round, the autopilot stopped as the meta range left, and the transfer was restored as
-// "stopped" with no outcome.
+// bounded time), and the meta range's last; the next autopilot's decision log still holds the user
+// transfer's outcome. Before, both moved in one round, the autopilot stopped as the meta range left,
+// and the transfer was restored as "stopped" with no outcome.
 func TestDrainOfTheAutopilotsNode(t *testing.T) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
 		Hints:     kv.HintsConfig{FixedFraction: true, TransferWait: 2 * time.Second},
@@ -405,6 +405,7 @@ func TestDrainOfTheAutopilotsNode(t *testing.T) {
 		if serving < 0 {
 			return false
 		}
+		// A refused or failed transfer is retried by the next poll; what counts is the outcome.
 		_ = cl.TransferLeader(ctx, rangeID, c.Nodes[serving].KV.NodeID())
 		l := c.LocalReplica(serving, hot[0])
 		return l != nil && l.IsLeader() && metaLeader() == serving
@@ -430,9 +431,7 @@ func TestDrainOfTheAutopilotsNode(t *testing.T) {
 	})
 	var notes []string
 	testcluster.WaitFor(t, 30*time.Second, "the user range's transfer in the new autopilot's log", func() bool {
-		var n []string
-		n, _, err = transferNotes(ctx, cl, rangeID, lastID)
-		notes = append(notes, n...)
+		notes, _, err = transferNotes(ctx, cl, rangeID, lastID)
 		return err == nil && len(notes) > 0
 	})
 	_, raw, _ := cl.Decisions(ctx)

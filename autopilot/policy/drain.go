@@ -53,6 +53,7 @@ func (p *Drain) Propose(c *model.Cluster, pending []*operator.Operator) []*opera
 		for _, r := range c.Ranges {
 			if r.Leader == n.ID && !r.System && (v.busy[r.ID] || v.leaderTarget(r, n.ID) != 0) {
 				leadsUser = true
+				break
 			}
 		}
 		for _, r := range c.Ranges {
