@@ -34,7 +34,6 @@ type surgeConfig struct {
 	ReadFraction   float64
 	ValueBytes     int
 	SensorThreads  int
-	SurgeThreads   int
 	LearnFor       time.Duration
 	TriggerWindows int
 }
@@ -52,7 +51,7 @@ func init() {
 		s := joinBase()
 		s.Name, s.ReadFraction = v.name, v.read
 		// 14 + 2 sensor threads before the surge, +8 at the surge: 16 → 24, the chapter's 20 → 30.
-		s.Threads = 14
+		s.Threads, s.SurgeThreads = 14, 8
 		s.Duration = 150 * time.Second
 		ctlAt, surgeAt, learn := 10*time.Second, 30*time.Second, 16*time.Second
 		if v.size == long {
@@ -64,7 +63,7 @@ func init() {
 			ctlAt, surgeAt, learn = 50*time.Second, 90*time.Second, 35*time.Second
 		}
 		cfg := surgeConfig{Scenario: s.Name, Records: s.Records, ReadFraction: s.ReadFraction, ValueBytes: s.ValueBytes,
-			SensorThreads: 2, SurgeThreads: 8, LearnFor: learn, TriggerWindows: 3}
+			SensorThreads: 2, LearnFor: learn, TriggerWindows: 3}
 		// Incremental and parallel, as in Figure 2.7; the join's other variants stay available by name.
 		for i := range s.Variants[2:] {
 			s.Variants[2+i].Optional = true
@@ -114,8 +113,8 @@ func (sc *surgeController) surge(ctx context.Context, env *Env) (string, error) 
 	if sc.tr == nil || sc.tr.load == nil {
 		return "", fmt.Errorf("no controller running")
 	}
-	sc.tr.load.add(sc.cfg.SurgeThreads)
-	return fmt.Sprintf("+%d client threads", sc.cfg.SurgeThreads), nil
+	sc.tr.load.add(env.SurgeThreads)
+	return fmt.Sprintf("+%d client threads", env.SurgeThreads), nil
 }
 
 func (sc *surgeController) loop(ctx context.Context, env *Env, tr *joinTrace, g *loadGen) {

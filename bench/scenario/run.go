@@ -36,6 +36,9 @@ type Options struct {
 	// Splits overrides the scenario's pre-split into equal ranges (`--splits`): the unit of a move
 	// in the join scenarios, so smaller ranges for the same data.
 	Splits int
+	// SurgeThreads overrides the client threads a surge scenario adds at its surge
+	// (`--surge-threads`); an error for a scenario without a surge.
+	SurgeThreads int
 	// CacheBytes is each node's block cache (default 8 MiB, small so the hit ratio moves).
 	CacheBytes int64
 	// Progress receives a text progress bar, one update per second; nil for none.
@@ -72,11 +75,13 @@ func EffectiveDevice(sc Scenario, opts Options) *emudisk.Options {
 
 // Settings are the effective settings of a report.
 type Settings struct {
-	Nodes        int     `json:"nodes"`
-	Records      int     `json:"records"`
-	DurationS    float64 `json:"duration_s"`
-	Threads      int     `json:"threads"`
-	Splits       int     `json:"splits,omitempty"`
+	Nodes     int     `json:"nodes"`
+	Records   int     `json:"records"`
+	DurationS float64 `json:"duration_s"`
+	Threads   int     `json:"threads"`
+	Splits    int     `json:"splits,omitempty"`
+	// SurgeThreads is the client threads a surge scenario adds at its surge.
+	SurgeThreads int     `json:"surge_threads,omitempty"`
 	ValueBytes   int     `json:"value_bytes"`
 	ReadFraction float64 `json:"read_fraction"`
 	CacheBytes   int64   `json:"cache_bytes"`
@@ -237,6 +242,12 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if opts.Splits > 0 {
 		sc.Splits = opts.Splits
 	}
+	if opts.SurgeThreads > 0 {
+		if sc.SurgeThreads == 0 {
+			return nil, fmt.Errorf("scenario %s has no load surge: --surge-threads applies to the join-surge scenarios", sc.Name)
+		}
+		sc.SurgeThreads = opts.SurgeThreads
+	}
 	if sc.Records <= 0 {
 		sc.Records = 1000
 	}
@@ -280,7 +291,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	}
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), Threads: sc.Threads,
-		Splits: sc.Splits, ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
+		Splits: sc.Splits, SurgeThreads: sc.SurgeThreads, ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
 		Device: EffectiveDevice(sc, opts),
 	}}
 	if len(sc.Variants) > 0 {
@@ -393,7 +404,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		return nil, err
 	}
 	defer cl.Close()
-	env := &Env{c: c, Client: cl, Records: sc.Records}
+	env := &Env{c: c, Client: cl, Records: sc.Records, SurgeThreads: sc.SurgeThreads}
 
 	progress("waiting for %d-way replication", sc.Nodes)
 	deadline := time.Now().Add(90 * time.Second)

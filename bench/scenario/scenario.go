@@ -25,7 +25,9 @@ type Env struct {
 	Client *client.Client
 	// Records is how many records the run loaded (the scenario's, or --records).
 	Records int
-	killed  []int
+	// SurgeThreads is how many client threads a surge adds (the scenario's, or --surge-threads).
+	SurgeThreads int
+	killed       []int
 }
 
 // Action is what an event does. It returns a short description of what it did, for the report.
@@ -62,6 +64,8 @@ type Scenario struct {
 	CacheBytes int64
 	// Splits pre-splits the user key space into this many equal ranges after loading (0 or 1: one).
 	Splits int
+	// SurgeThreads is the client threads the scenario's load surge adds (0: it has none).
+	SurgeThreads int
 	// Pin sets other policies for both runs (e.g. rebalance off, so that only the scenario's policy
 	// moves leaderships).
 	Pin map[string]bool

@@ -216,6 +216,22 @@ func TestSelectVariants(t *testing.T) {
 }
 
 // The surge runs Figure 2.7's two strategies by default, and the join's controls only when named.
+// --surge-threads on a scenario without a surge is an error, before anything starts.
+func TestSurgeThreadsNeedASurge(t *testing.T) {
+	sc, ok := Lookup("leader-transfer")
+	if !ok {
+		t.Fatal("no leader-transfer scenario")
+	}
+	dir := t.TempDir()
+	_, err := Run(context.Background(), sc, Options{Dir: dir, Out: dir, SurgeThreads: 4})
+	if err == nil || !strings.Contains(err.Error(), "no load surge") {
+		t.Fatalf("Run with SurgeThreads on leader-transfer: %v, want a no-load-surge error", err)
+	}
+	if s, _ := Lookup("join-surge-long"); s.SurgeThreads != 8 {
+		t.Errorf("join-surge-long's surge adds %d threads, want 8 (16 -> 24)", s.SurgeThreads)
+	}
+}
+
 func TestJoinSurgeVariants(t *testing.T) {
 	s, ok := Lookup("join-surge")
 	if !ok {
@@ -407,18 +423,19 @@ func TestErrorKind(t *testing.T) {
 	}
 }
 
-// A surge run with --records: the controller's and surge's clients choose among the records the run
-// loaded, not the scenario's default count (their reads would mostly miss the data otherwise).
+// A surge run with --records and --surge-threads: the controller's and surge's clients choose among
+// the records the run loaded, not the scenario's default count (their reads would mostly miss the
+// data otherwise), and the surge adds the threads the run was given.
 func TestSurgeClientsUseTheLoadedRecords(t *testing.T) {
-	ctl := &surgeController{cfg: surgeConfig{Scenario: "join-surge", Records: 160000, SensorThreads: 2, SurgeThreads: 8, LearnFor: time.Second}}
+	ctl := &surgeController{cfg: surgeConfig{Scenario: "join-surge", Records: 160000, SensorThreads: 2, LearnFor: time.Second}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the clients and the controller loop stop at once: no cluster needed
-	env := &Env{Records: 1234}
+	env := &Env{Records: 1234, SurgeThreads: 5}
 	if _, err := ctl.start(ctx, env); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ctl.surge(ctx, env); err != nil {
-		t.Fatal(err)
+	if desc, err := ctl.surge(ctx, env); err != nil || desc != "+5 client threads" {
+		t.Fatalf("surge = %q, %v; want +5 client threads", desc, err)
 	}
 	<-ctl.tr.done
 	ctl.tr.load.wg.Wait()

@@ -21,7 +21,9 @@ var scenarioFlags struct {
 	records  int
 	threads  int
 	splits   int
-	list     bool
+	// surgeThreads overrides a surge scenario's added client threads.
+	surgeThreads int
+	list         bool
 	// noEmulatedDisk runs the nodes on the shared disk and page cache instead of per-node devices.
 	noEmulatedDisk bool
 	// variants restricts a scenario with variants to these.
@@ -90,7 +92,8 @@ is one sample of a noisy machine: compare means with their spreads.`,
 		fmt.Fprintf(os.Stderr, "scenario %s: %s; data in %s\n", sc.Name, sc.Description, dir)
 		opts := scenario.Options{
 			Dir: dir, Out: scenarioFlags.out, Duration: scenarioFlags.duration,
-			Records: scenarioFlags.records, Threads: scenarioFlags.threads, Splits: scenarioFlags.splits, Progress: os.Stderr,
+			Records: scenarioFlags.records, Threads: scenarioFlags.threads, Splits: scenarioFlags.splits,
+			SurgeThreads: scenarioFlags.surgeThreads, Progress: os.Stderr,
 			NoEmulatedDisk: scenarioFlags.noEmulatedDisk, Variants: scenarioFlags.variants,
 		}
 		if scenarioFlags.repeat != 1 {
@@ -132,6 +135,7 @@ func init() {
 	f.DurationVar(&scenarioFlags.duration, "duration", 0, "measured workload per run (default: the scenario's; event offsets scale with it)")
 	f.IntVar(&scenarioFlags.records, "records", 0, "records loaded before the workload (default: the scenario's)")
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
+	f.IntVar(&scenarioFlags.surgeThreads, "surge-threads", 0, "client threads the load surge adds (join-surge scenarios only; default: the scenario's, 8: 16 -> 24)")
 	f.IntVar(&scenarioFlags.splits, "splits", 0, "pre-split the key space into this many equal ranges after loading (default: the scenario's; in the join scenarios a range is the unit of a move)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
