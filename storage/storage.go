@@ -98,6 +98,8 @@ type Engine struct {
 	compactionsDone    atomic.Int64
 	flushesDone        atomic.Int64
 	writeStalls        atomic.Int64
+
+	compLog compactionLog
 }
 
 const markerFile = "SHOAL_STORE"
@@ -478,6 +480,7 @@ func (e *Engine) eventListener() *pebble.EventListener {
 		CompactionEnd: func(info pebble.CompactionInfo) {
 			e.compactionsRunning.Add(-1)
 			e.compactionsDone.Add(1)
+			e.compLog.add(info)
 			if l := e.listener.Load(); l != nil {
 				(*l).CompactionEnd(info.JobID)
 			}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -245,6 +246,38 @@ func (c *cluster) deviceDelta() (ops, readOps []int64, waitMs []float64) {
 	}
 	return ops, readOps, waitMs
 }
+
+// CompactionMark is one compaction a node's engine finished, its times in seconds of the run.
+type CompactionMark struct {
+	Node        int     `json:"node"` // 1-based
+	BeginS      float64 `json:"begin_s"`
+	EndS        float64 `json:"end_s"`
+	Reason      string  `json:"reason"`
+	FromLevel   int     `json:"from_level"`
+	ToLevel     int     `json:"to_level"`
+	InputBytes  uint64  `json:"input_bytes"`
+	OutputBytes uint64  `json:"output_bytes"`
+}
+
+// compactions lists the compactions the live nodes' engines finished since start, by end time.
+func (c *cluster) compactions(start time.Time) []CompactionMark {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []CompactionMark
+	for i, n := range c.nodes {
+		if !n.alive {
+			continue
+		}
+		for _, r := range n.eng.CompactionsSince(start) {
+			out = append(out, CompactionMark{Node: i + 1, BeginS: secondsSince(start, r.Begin), EndS: secondsSince(start, r.End),
+				Reason: r.Reason, FromLevel: r.FromLevel, ToLevel: r.ToLevel, InputBytes: r.InputBytes, OutputBytes: r.OutputBytes})
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].EndS < out[b].EndS })
+	return out
+}
+
+func secondsSince(start, t time.Time) float64 { return math.Round(t.Sub(start).Seconds()*100) / 100 }
 
 // userRange returns the status of the user range (the first range that is not the meta range).
 func userRange(ctx context.Context, cl *client.Client) (*pb.RangeStatus, error) {

@@ -203,6 +203,9 @@ type RunReport struct {
 	// Device sums the emulated disks' counters over the nodes for the whole run (load included);
 	// absent when the nodes had none.
 	Device *emudisk.Stats `json:"device,omitempty"`
+	// Compactions are the compactions the nodes' engines finished during the measured workload, by
+	// end time (a restarted node's only from its restart on).
+	Compactions []CompactionMark `json:"compactions,omitempty"`
 	// Task is the window of the first event marked Task, when there is one.
 	Task *TaskWindow `json:"task,omitempty"`
 	// Join measures a node's join (scenarios with JoinSpareNode).
@@ -689,6 +692,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		st := c.deviceStats()
 		rr.Device = &st
 	}
+	rr.Compactions = c.compactions(start)
 	if opts.Progress != nil {
 		fmt.Fprintf(opts.Progress, "\r\033[K%s: %d ops, %.0f ops/s, p50 %.2fms, p99 %.2fms, %d errors%s\n", label,
 			rr.Summary.Ops, rr.Summary.Throughput, rr.Summary.P50Ms, rr.Summary.P99Ms, rr.Summary.Errors, errorKindsText(errKinds))

@@ -1,0 +1,77 @@
+package storage
+
+import (
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// CompactionRecord is one finished compaction: when it ran, why, and what it rewrote. A compaction's
+// outputs are new tables, so the block cache holds none of their blocks when it finishes: the
+// reads of the key span it rewrote miss until they load them again.
+type CompactionRecord struct {
+	Job    int
+	Reason string // Pebble's: "default", "read", "move", "delete-only", "elision-only", ...
+	Begin  time.Time
+	End    time.Time
+	// FromLevel is the shallowest input level, ToLevel the output level.
+	FromLevel, ToLevel int
+	InputBytes         uint64
+	OutputBytes        uint64
+	Err                string `json:",omitempty"`
+}
+
+// compactionLogSize bounds the log: a node under steady load finishes a few compactions a minute.
+const compactionLogSize = 4096
+
+// compactionLog keeps the engine's last compactionLogSize finished compactions.
+type compactionLog struct {
+	mu   sync.Mutex
+	recs []CompactionRecord
+	next int // where the next record goes once recs is full
+}
+
+func (l *compactionLog) add(info pebble.CompactionInfo) {
+	end := time.Now()
+	r := CompactionRecord{Job: info.JobID, Reason: info.Reason, Begin: end.Add(-info.TotalDuration), End: end,
+		FromLevel: -1, ToLevel: info.Output.Level}
+	for _, lvl := range info.Input {
+		if r.FromLevel < 0 || lvl.Level < r.FromLevel {
+			r.FromLevel = lvl.Level
+		}
+		for _, t := range lvl.Tables {
+			r.InputBytes += t.Size
+		}
+	}
+	for _, t := range info.Output.Tables {
+		r.OutputBytes += t.Size
+	}
+	if info.Err != nil {
+		r.Err = info.Err.Error()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.recs) < compactionLogSize {
+		l.recs = append(l.recs, r)
+		return
+	}
+	l.recs[l.next] = r
+	l.next = (l.next + 1) % compactionLogSize
+}
+
+// CompactionsSince returns the finished compactions that ended at or after since, oldest first
+// (at most the last 4096 the engine finished).
+func (e *Engine) CompactionsSince(since time.Time) []CompactionRecord {
+	l := &e.compLog
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []CompactionRecord
+	for i := range l.recs {
+		r := l.recs[(l.next+i)%len(l.recs)]
+		if !r.End.Before(since) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
