@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""A join run's hit-ratio drops and SLO-violating seconds against the old nodes' compactions.
+
+Reports written since session 21 list every compaction the nodes finished (`compactions`: node,
+begin/end second, reason, levels, bytes). For every run of the given report.json files:
+  - each old node's (n1-n3) compactions after the warm-up: the node's own reads' hit ratio over the
+    3 s before its end against the lowest over the second it ends and the 2 after ("drop");
+  - the seconds in which an old node's hit ratio is DROP or more below its median over the run after
+    30 s, and how many of them fall within 2.5 s after a compaction of that node ended;
+  - the 1-s p99 windows over the run's SLO threshold during the join, and how many fall within 2.5 s
+    after an old node's compaction ended (against how many of the join's seconds do: chance).
+A compaction writes new tables and the block cache holds none of their blocks, so the reads of the
+key span it rewrote miss until they load them again (docs/bench-join.md, session 21).
+
+    python3 scripts/join_compaction_drops.py /tmp/js/report.json [more reports...]
+"""
+import json
+import statistics as st
+import sys
+
+DROP = 0.05
+AFTER = 2.5  # seconds after a compaction's end in which a drop or a violation is counted as its
+
+
+def second(series, t):
+    """The series point of the second [t, t+1)."""
+    for p in series:
+        if t <= p["t"] - 0.5 < t + 1:
+            return p
+    return None
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    for f in sys.argv[1:]:
+        for run in json.load(open(f))["runs"]:
+            series, comps = run["series"], run.get("compactions")
+            if comps is None:
+                print(f"{f} {run.get('variant', '')}: no compactions in the report (written before session 21?)")
+                continue
+            j = run.get("join") or {}
+            t0, thr = j.get("join_start_s", 0), j.get("slo_threshold_ms", float("inf"))
+            t1 = t0 + j.get("join_s", 0)
+            old = [c for c in comps if c["node"] <= 3 and c["end_s"] >= 30]
+            print(f"{f} {run.get('variant', '')}: {len(old)} compactions on n1-n3 after 30 s "
+                  f"(join {t0:.1f}-{t1:.1f} s, SLO {thr:.1f} ms)")
+            drops = []
+            for c in old:
+                n, e = c["node"] - 1, int(c["end_s"])
+                before = [p["node_served_hit_ratio"][n] for k in (2, 3, 4) if (p := second(series, e - k))]
+                after = [p["node_served_hit_ratio"][n] for k in (0, 1, 2) if (p := second(series, e + k))]
+                before, after = [x for x in before if x >= 0], [x for x in after if x >= 0]
+                if before and after:
+                    d = st.mean(before) - min(after)
+                    drops.append(d)
+                    print(f"  n{n + 1} {c['begin_s']:6.1f}-{c['end_s']:6.1f} s {c['reason']:<12} "
+                          f"L{c['from_level']}->L{c['to_level']} {c['input_bytes'] / 1e6:5.1f} -> "
+                          f"{c['output_bytes'] / 1e6:5.1f} MB: hit ratio drop {d:+.3f}")
+            if drops:
+                print(f"  drop median {st.median(drops):.3f}; >= {DROP} after {sum(d >= DROP for d in drops)} of {len(drops)}")
+
+            def near_end(t, nodes):
+                return any(c["node"] - 1 in nodes and t - AFTER <= c["end_s"] <= t + 1 for c in old)
+
+            meds = []
+            for n in range(3):
+                xs = [p["node_served_hit_ratio"][n] for p in series if p["t"] > 30 and p["node_served_hit_ratio"][n] >= 0]
+                meds.append(st.median(xs) if xs else 0)
+            low = [(p["t"] - 0.5, n) for p in series for n in range(3)
+                   if p["t"] > 30 and 0 <= p["node_served_hit_ratio"][n] <= meds[n] - DROP]
+            print(f"  seconds with a node's hit ratio >= {DROP} below its median: {len(low)}, "
+                  f"{sum(near_end(t, {n}) for t, n in low)} within {AFTER} s after that node's compaction ended")
+            if t1 > t0:
+                during = [p["t"] - 0.5 for p in series if t0 <= p["t"] - 0.5 < t1]
+                viol = [p["t"] - 0.5 for p in series if t0 <= p["t"] - 0.5 < t1 and p["p99_ms"] > thr]
+                print(f"  violating seconds during the join: {len(viol)}, "
+                      f"{sum(near_end(t, {0, 1, 2}) for t in viol)} within {AFTER} s after an old node's compaction ended "
+                      f"(such seconds are {sum(near_end(t, {0, 1, 2}) for t in during)} of the join's {len(during)})")
+
+
+if __name__ == "__main__":
+    main()
