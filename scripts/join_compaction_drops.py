@@ -42,7 +42,7 @@ def main():
             j = run.get("join") or {}
             t0, thr = j.get("join_start_s", 0), j.get("slo_threshold_ms", float("inf"))
             t1 = t0 + j.get("join_s", 0)
-            old = [c for c in comps if c["node"] <= 3 and c["end_s"] >= 30]
+            old = [c for c in comps if c["node"] <= 3 and c["end_s"] >= 30 and not c.get("error")]
             print(f"{f} {run.get('variant', '')}: {len(old)} compactions on n1-n3 after 30 s "
                   f"(join {t0:.1f}-{t1:.1f} s, SLO {thr:.1f} ms)")
             drops = []

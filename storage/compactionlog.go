@@ -19,7 +19,7 @@ type CompactionRecord struct {
 	FromLevel, ToLevel int
 	InputBytes         uint64
 	OutputBytes        uint64
-	Err                string `json:",omitempty"`
+	Err                string // why it failed (Pebble cancels some); empty when it succeeded
 }
 
 // compactionLogSize bounds the log: a node under steady load finishes a few compactions a minute.

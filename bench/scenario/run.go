@@ -75,16 +75,16 @@ func EffectiveDevice(sc Scenario, opts Options) *emudisk.Options {
 
 // Settings are the effective settings of a report.
 type Settings struct {
-	Nodes     int     `json:"nodes"`
-	Records   int     `json:"records"`
-	DurationS float64 `json:"duration_s"`
-	Threads   int     `json:"threads"`
-	Splits    int     `json:"splits,omitempty"`
-	// SurgeThreads is the client threads a surge scenario adds at its surge.
-	SurgeThreads int     `json:"surge_threads,omitempty"`
+	Nodes        int     `json:"nodes"`
+	Records      int     `json:"records"`
+	DurationS    float64 `json:"duration_s"`
+	Threads      int     `json:"threads"`
+	Splits       int     `json:"splits,omitempty"`
 	ValueBytes   int     `json:"value_bytes"`
 	ReadFraction float64 `json:"read_fraction"`
 	CacheBytes   int64   `json:"cache_bytes"`
+	// SurgeThreads is the client threads a surge scenario adds at its surge.
+	SurgeThreads int `json:"surge_threads,omitempty"`
 	// Device is each node's emulated disk; null when the nodes share the machine's disk and page cache.
 	Device *emudisk.Options `json:"device"`
 }
@@ -244,6 +244,9 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	}
 	if opts.Splits > 0 {
 		sc.Splits = opts.Splits
+	}
+	if opts.SurgeThreads < 0 {
+		return nil, fmt.Errorf("scenario %s: --surge-threads %d: want a positive number of client threads", sc.Name, opts.SurgeThreads)
 	}
 	if opts.SurgeThreads > 0 {
 		if sc.SurgeThreads == 0 {

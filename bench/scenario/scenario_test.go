@@ -216,7 +216,7 @@ func TestSelectVariants(t *testing.T) {
 }
 
 // The surge runs Figure 2.7's two strategies by default, and the join's controls only when named.
-// --surge-threads on a scenario without a surge is an error, before anything starts.
+// --surge-threads on a scenario without a surge, or below zero, is an error before anything starts.
 func TestSurgeThreadsNeedASurge(t *testing.T) {
 	sc, ok := Lookup("leader-transfer")
 	if !ok {
@@ -226,6 +226,10 @@ func TestSurgeThreadsNeedASurge(t *testing.T) {
 	_, err := Run(context.Background(), sc, Options{Dir: dir, Out: dir, SurgeThreads: 4})
 	if err == nil || !strings.Contains(err.Error(), "no load surge") {
 		t.Fatalf("Run with SurgeThreads on leader-transfer: %v, want a no-load-surge error", err)
+	}
+	js, _ := Lookup("join-surge-long")
+	if _, err := Run(context.Background(), js, Options{Dir: dir, Out: dir, SurgeThreads: -1}); err == nil || !strings.Contains(err.Error(), "positive") {
+		t.Errorf("Run with SurgeThreads -1: %v, want an error asking for a positive number", err)
 	}
 	if s, _ := Lookup("join-surge-long"); s.SurgeThreads != 8 {
 		t.Errorf("join-surge-long's surge adds %d threads, want 8 (16 -> 24)", s.SurgeThreads)
