@@ -204,7 +204,7 @@ type RunReport struct {
 	// absent when the nodes had none.
 	Device *emudisk.Stats `json:"device,omitempty"`
 	// Compactions are the compactions the nodes' engines finished during the measured workload, by
-	// end time (a restarted node's only from its restart on).
+	// end time: a restarted node's only from its restart on, none of a node down at the end.
 	Compactions []CompactionMark `json:"compactions,omitempty"`
 	// Task is the window of the first event marked Task, when there is one.
 	Task *TaskWindow `json:"task,omitempty"`
