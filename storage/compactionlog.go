@@ -7,9 +7,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// CompactionRecord is one finished compaction: when it ran, why, and what it rewrote. A compaction's
-// outputs are new tables, so the block cache holds none of their blocks when it finishes: the
-// reads of the key span it rewrote miss until they load them again.
+// CompactionRecord is one finished compaction: when it ran, why, and what it rewrote. Its outputs
+// are new tables, and blocks are cached per table, so the reads of the key span it rewrote may
+// miss until they load them again: the log lets a benchmark set such misses against compactions.
 type CompactionRecord struct {
 	Job    int
 	Reason string // Pebble's: "default", "read", "move", "delete-only", "elision-only", ...
