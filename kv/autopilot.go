@@ -11,6 +11,7 @@ import (
 	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -141,7 +142,7 @@ func (h *autopilotHost) operatorCounts() map[OperatorKey]uint64 {
 }
 
 // defaultOff lists policies that are off unless switched on.
-var defaultOff = map[string]bool{}
+var defaultOff = map[string]bool{policy.NameMaskCompaction: true}
 
 func (h *autopilotHost) applySwitches(ctx context.Context, ap *autopilot.Autopilot) {
 	stored := map[string]bool{}
@@ -460,7 +461,7 @@ func fillModelTasks(mn *model.Node, st *pb.NodeStats) {
 	mn.LedBefore = st.LedBefore
 	for _, t := range st.Tasks {
 		mn.Tasks = append(mn.Tasks, model.Task{ID: t.Id, Kind: t.Kind, Name: t.Name, Running: t.Running, Heavy: t.Heavy,
-			Bytes: t.Bytes, Since: time.Unix(0, t.SinceUnixNanos)})
+			Bytes: t.Bytes, Since: time.Unix(0, t.SinceUnixNanos), Ranges: t.RangeIds})
 	}
 	if len(st.LastCompleted) > 0 {
 		mn.LastCompleted = make(map[string]time.Time, len(st.LastCompleted))

@@ -14,6 +14,7 @@ import (
 	"github.com/shoaldb/shoal/bgtask"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage"
 )
 
 // Background work (docs/design/shed-leadership.md). Every node tracks its compactions, flushes,
@@ -60,14 +61,24 @@ func (e *engineTasks) end(job int) {
 	h.End()
 }
 
-func (e *engineTasks) CompactionBegin(job int, inputBytes uint64, reason string) {
-	e.begin(job, e.t.Begin(bgtask.KindCompaction, fmt.Sprintf("job %d (%s)", job, reason), inputBytes))
+func (e *engineTasks) CompactionBegin(job int, inputBytes uint64, reason string, span storage.Span) {
+	if !rewritesData[reason] {
+		span = storage.Span{} // its tables keep their cached blocks: no range's reads go cold
+	}
+	e.begin(job, e.t.BeginSpan(bgtask.KindCompaction, fmt.Sprintf("job %d (%s)", job, reason), inputBytes,
+		span.Smallest, span.Largest))
 }
 func (e *engineTasks) CompactionEnd(job int) { e.end(job) }
 func (e *engineTasks) FlushBegin(job int, bytes uint64) {
 	e.begin(-job-1, e.t.Begin(bgtask.KindFlush, fmt.Sprintf("job %d", job), bytes))
 }
 func (e *engineTasks) FlushEnd(job int) { e.end(-job - 1) }
+
+// rewritesData lists the compaction reasons (Pebble's) that write new tables from old ones. A move
+// hands a table to another level as is and a delete-only compaction only drops tables: neither
+// leaves a key's blocks uncached.
+var rewritesData = map[string]bool{"default": true, "elision-only": true, "read": true, "tombstone-density": true,
+	"rewrite": true, "copy": true}
 
 // initBackground creates the tracker and hooks the engine to it.
 func (n *Node) initBackground() {
@@ -136,11 +147,18 @@ func (n *Node) noteLeading(st *pb.NodeStats) {
 // fillBackground adds the tracker's status to a heartbeat's stats.
 func (n *Node) fillBackground(st *pb.NodeStats) {
 	s := n.bg.Status()
+	var spans []replicaSpan
 	for _, t := range s.Tasks {
 		bt := &pb.BackgroundTask{Id: t.ID, Kind: string(t.Kind), Name: t.Name, Running: t.State == bgtask.Running,
 			Heavy: t.Heavy, Bytes: t.Bytes, SinceUnixNanos: t.Since.UnixNano()}
 		if !t.Until.IsZero() {
 			bt.UntilUnixNanos = t.Until.UnixNano()
+		}
+		if t.Smallest != nil {
+			if spans == nil {
+				spans = n.replicaSpans()
+			}
+			bt.RangeIds = rangesInSpan(spans, storage.Span{Smallest: t.Smallest, Largest: t.Largest})
 		}
 		st.Tasks = append(st.Tasks, bt)
 	}
@@ -153,6 +171,38 @@ func (n *Node) fillBackground(st *pb.NodeStats) {
 		st.LastCompleted = append(st.LastCompleted, &pb.TaskCompletion{Kind: k, AtUnixNanos: s.LastCompleted[bgtask.Kind(k)].UnixNano()})
 	}
 	st.LedBefore = s.LedBefore
+}
+
+// replicaSpan is the engine span of one local replica's data.
+type replicaSpan struct {
+	rangeID uint64
+	lo, hi  []byte
+}
+
+func (n *Node) replicaSpans() []replicaSpan {
+	var out []replicaSpan
+	for _, r := range n.store.Replicas() {
+		d := r.Desc()
+		if d == nil {
+			continue
+		}
+		lo, hi := storage.DataSpan(r.IsMeta(), d.StartKey, d.EndKey)
+		out = append(out, replicaSpan{rangeID: r.RangeID(), lo: lo, hi: hi})
+	}
+	return out
+}
+
+// rangesInSpan lists, in ascending order, the ranges whose data overlaps a compaction's span. A
+// compaction of raft state alone overlaps none.
+func rangesInSpan(spans []replicaSpan, s storage.Span) []uint64 {
+	var ids []uint64
+	for _, rs := range spans {
+		if s.Overlaps(rs.lo, rs.hi) {
+			ids = append(ids, rs.rangeID)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
 }
 
 // nodeBusy reports whether a node's last heartbeat shows a heavy task pending or running.

@@ -1879,8 +1879,11 @@ type BackgroundTask struct {
 	Bytes          uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	SinceUnixNanos int64                  `protobuf:"varint,7,opt,name=since_unix_nanos,json=sinceUnixNanos,proto3" json:"since_unix_nanos,omitempty"`
 	UntilUnixNanos int64                  `protobuf:"varint,8,opt,name=until_unix_nanos,json=untilUnixNanos,proto3" json:"until_unix_nanos,omitempty"` // announced tasks: expected end
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Compactions: the ranges with a replica on the node whose data the compaction rewrites (its
+	// outputs are new tables, uncached when it ends).
+	RangeIds      []uint64 `protobuf:"varint,9,rep,packed,name=range_ids,json=rangeIds,proto3" json:"range_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BackgroundTask) Reset() {
@@ -1967,6 +1970,13 @@ func (x *BackgroundTask) GetUntilUnixNanos() int64 {
 		return x.UntilUnixNanos
 	}
 	return 0
+}
+
+func (x *BackgroundTask) GetRangeIds() []uint64 {
+	if x != nil {
+		return x.RangeIds
+	}
+	return nil
 }
 
 type TaskCompletion struct {
@@ -5213,7 +5223,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\n" +
 	"led_before\x18\f \x03(\x04R\tledBefore\x12,\n" +
 	"\x12served_block_bytes\x18\r \x01(\x04R\x10servedBlockBytes\x12<\n" +
-	"\x1bserved_block_bytes_in_cache\x18\x0e \x01(\x04R\x17servedBlockBytesInCache\"\xe2\x01\n" +
+	"\x1bserved_block_bytes_in_cache\x18\x0e \x01(\x04R\x17servedBlockBytesInCache\"\xff\x01\n" +
 	"\x0eBackgroundTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
@@ -5222,7 +5232,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x05heavy\x18\x05 \x01(\bR\x05heavy\x12\x14\n" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12(\n" +
 	"\x10since_unix_nanos\x18\a \x01(\x03R\x0esinceUnixNanos\x12(\n" +
-	"\x10until_unix_nanos\x18\b \x01(\x03R\x0euntilUnixNanos\"H\n" +
+	"\x10until_unix_nanos\x18\b \x01(\x03R\x0euntilUnixNanos\x12\x1b\n" +
+	"\trange_ids\x18\t \x03(\x04R\brangeIds\"H\n" +
 	"\x0eTaskCompletion\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\"\n" +
 	"\rat_unix_nanos\x18\x02 \x01(\x03R\vatUnixNanos\")\n" +

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"sync"
 	"time"
 
@@ -19,7 +20,46 @@ type CompactionRecord struct {
 	FromLevel, ToLevel int
 	InputBytes         uint64
 	OutputBytes        uint64
-	Err                string // why it failed (Pebble cancels some); empty when it succeeded
+	// Span is the engine-key span its inputs covered: what it rewrote.
+	Span Span
+	Err  string // why it failed (Pebble cancels some); empty when it succeeded
+}
+
+// Span is an inclusive span of engine keys [Smallest, Largest] (both nil when unknown).
+type Span struct {
+	Smallest, Largest []byte
+}
+
+// Overlaps reports whether s shares a key with the half-open engine span [lo, hi) (an empty hi is
+// open).
+func (s Span) Overlaps(lo, hi []byte) bool {
+	if s.Smallest == nil && s.Largest == nil {
+		return false
+	}
+	return (len(hi) == 0 || bytes.Compare(s.Smallest, hi) < 0) && bytes.Compare(s.Largest, lo) >= 0
+}
+
+// inputSpan is the span of a compaction's input tables and their total size. The keys are copied:
+// Pebble reuses the info's buffers.
+func inputSpan(info pebble.CompactionInfo) (Span, uint64) {
+	var s Span
+	var in uint64
+	for _, lvl := range info.Input {
+		for _, t := range lvl.Tables {
+			in += t.Size
+			if s.Smallest == nil || bytes.Compare(t.Smallest.UserKey, s.Smallest) < 0 {
+				s.Smallest = t.Smallest.UserKey
+			}
+			if s.Largest == nil || bytes.Compare(t.Largest.UserKey, s.Largest) > 0 {
+				s.Largest = t.Largest.UserKey
+			}
+		}
+	}
+	if s.Smallest != nil {
+		s.Smallest = bytes.Clone(s.Smallest)
+		s.Largest = bytes.Clone(s.Largest)
+	}
+	return s, in
 }
 
 // compactionLogSize bounds the log: a node under steady load finishes a few compactions a minute.
@@ -36,12 +76,10 @@ func (l *compactionLog) add(info pebble.CompactionInfo) {
 	end := time.Now()
 	r := CompactionRecord{Job: info.JobID, Reason: info.Reason, Begin: end.Add(-info.TotalDuration), End: end,
 		FromLevel: -1, ToLevel: info.Output.Level}
+	r.Span, r.InputBytes = inputSpan(info)
 	for _, lvl := range info.Input {
 		if r.FromLevel < 0 || lvl.Level < r.FromLevel {
 			r.FromLevel = lvl.Level
-		}
-		for _, t := range lvl.Tables {
-			r.InputBytes += t.Size
 		}
 	}
 	for _, t := range info.Output.Tables {

@@ -31,7 +31,13 @@ func TestCompactionsSinceRecordsACompaction(t *testing.T) {
 		if r.End.Before(start) || r.Begin.After(r.End) || r.FromLevel < 0 || r.ToLevel < r.FromLevel {
 			t.Errorf("implausible record %+v", r)
 		}
-		rewrote = rewrote || (r.InputBytes > 0 && r.OutputBytes > 0)
+		if r.InputBytes > 0 && r.OutputBytes > 0 {
+			rewrote = true
+			// Its inputs were the two flushed tables: the span is every key written.
+			if string(r.Span.Smallest) != "k00000" || string(r.Span.Largest) != "k01999" {
+				t.Errorf("span [%q, %q], want [k00000, k01999]", r.Span.Smallest, r.Span.Largest)
+			}
+		}
 	}
 	if !rewrote {
 		t.Errorf("no record rewrote bytes: %+v", recs)
@@ -53,5 +59,28 @@ func TestCompactionLogIsBounded(t *testing.T) {
 	}
 	if recs[0].Job != 10 || recs[len(recs)-1].Job != compactionLogSize+9 {
 		t.Errorf("kept jobs %d..%d, want 10..%d", recs[0].Job, recs[len(recs)-1].Job, compactionLogSize+9)
+	}
+}
+
+func TestSpanOverlaps(t *testing.T) {
+	s := Span{Smallest: []byte("c"), Largest: []byte("f")}
+	for _, tc := range []struct {
+		lo, hi string
+		want   bool
+	}{
+		{"a", "c", false}, // [a, c) ends before c
+		{"a", "d", true},
+		{"d", "e", true},
+		{"f", "g", true}, // the largest key is in the span
+		{"g", "", false},
+		{"a", "", true}, // open end
+		{"f\x00", "", false},
+	} {
+		if got := s.Overlaps([]byte(tc.lo), []byte(tc.hi)); got != tc.want {
+			t.Errorf("[%q, %q) overlaps [c, f]: %v, want %v", tc.lo, tc.hi, got, tc.want)
+		}
+	}
+	if (Span{}).Overlaps([]byte("a"), nil) {
+		t.Error("an unknown span overlaps nothing")
 	}
 }

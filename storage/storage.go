@@ -468,13 +468,8 @@ func (e *Engine) eventListener() *pebble.EventListener {
 		CompactionBegin: func(info pebble.CompactionInfo) {
 			e.compactionsRunning.Add(1)
 			if l := e.listener.Load(); l != nil {
-				var in uint64
-				for _, lvl := range info.Input {
-					for _, t := range lvl.Tables {
-						in += t.Size
-					}
-				}
-				(*l).CompactionBegin(info.JobID, in, info.Reason)
+				span, in := inputSpan(info)
+				(*l).CompactionBegin(info.JobID, in, info.Reason, span)
 			}
 		},
 		CompactionEnd: func(info pebble.CompactionInfo) {
@@ -504,7 +499,9 @@ func (e *Engine) eventListener() *pebble.EventListener {
 // background-task tracker, package bgtask, through package kv). Calls come from Pebble's goroutines
 // and must not block.
 type BackgroundListener interface {
-	CompactionBegin(job int, inputBytes uint64, reason string)
+	// CompactionBegin gives the span of the inputs: the keys whose tables the compaction replaces
+	// (their cached blocks go cold when it ends).
+	CompactionBegin(job int, inputBytes uint64, reason string, span Span)
 	CompactionEnd(job int)
 	FlushBegin(job int, bytes uint64)
 	FlushEnd(job int)

@@ -114,6 +114,8 @@ type Task struct {
 	Heavy   bool
 	Bytes   uint64
 	Since   time.Time
+	// Ranges are, for a compaction, the ranges whose data on the node it rewrites.
+	Ranges []uint64
 }
 
 // State is "pending" or "running".

@@ -16,12 +16,14 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //
 //	now 120s
 //	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB]
-//	       [task=KIND:pending|running[:light]]... [done=KIND@AGO]... [led-before=2,3]
+//	       [task=KIND:pending|running[:light][:in=BYTES][:age=D][:ranges=2,3]]... [done=KIND@AGO]...
+//	       [led-before=2,3]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system]
 //
 // A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
 // 5s, "dead" is not live and silent for 70s, silent=D sets the silence (and makes the node not live
-// when D > 10s). task= adds a background task (heavy unless :light), done= says a task of KIND
+// when D > 10s). task= adds a background task (heavy unless :light; in= its input bytes, age= how long
+// it has run, ranges= the ranges a compaction rewrites), done= says a task of KIND
 // completed AGO before now, led-before= lists the ranges the node led before its last heavy task. Spans are [start,end) with bare keys; an empty start or end is open. A range's
 // leader defaults to its first voter.
 func ParseCluster(text string) (*Cluster, error) {
@@ -39,6 +41,7 @@ func ParseCluster(text string) (*Cluster, error) {
 		d    time.Duration
 	}
 	var silences []silence
+	var ages []taskAge
 	for lineNo, line := range strings.Split(text, "\n") {
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
@@ -104,12 +107,14 @@ func ParseCluster(text string) (*Cluster, error) {
 						return nil, fail("disk: %v", err)
 					}
 				case "task":
-					parts := strings.Split(v, ":")
-					if len(parts) < 2 || (parts[1] != "pending" && parts[1] != "running") {
-						return nil, fail("task: want KIND:pending|running[:light]")
+					t, age, err := parseTask(v, uint64(len(n.Tasks)+1))
+					if err != nil {
+						return nil, fail("%v", err)
 					}
-					n.Tasks = append(n.Tasks, Task{ID: uint64(len(n.Tasks) + 1), Kind: parts[0], Name: parts[0],
-						Running: parts[1] == "running", Heavy: len(parts) < 3 || parts[2] != "light"})
+					n.Tasks = append(n.Tasks, t)
+					if age > 0 {
+						ages = append(ages, taskAge{node: n, i: len(n.Tasks) - 1, age: age})
+					}
 				case "done":
 					kind, ago, ok := strings.Cut(v, "@")
 					d, perr := time.ParseDuration(ago)
@@ -199,6 +204,9 @@ func ParseCluster(text string) (*Cluster, error) {
 	for _, s := range silences {
 		s.node.LastHeartbeat = now.Add(-s.d)
 	}
+	for _, a := range ages {
+		a.node.Tasks[a.i].Since = now.Add(-a.age)
+	}
 	for _, d := range dones {
 		if d.node.LastCompleted == nil {
 			d.node.LastCompleted = map[string]time.Time{}
@@ -206,6 +214,51 @@ func ParseCluster(text string) (*Cluster, error) {
 		d.node.LastCompleted[d.kind] = now.Add(-d.ago)
 	}
 	return NewCluster(now, nodes, ranges), nil
+}
+
+// taskAge is a task's age, applied once "now" is known.
+type taskAge struct {
+	node *Node
+	i    int
+	age  time.Duration
+}
+
+// parseTask reads KIND:pending|running[:light][:in=BYTES][:age=DURATION][:ranges=ID,ID...].
+func parseTask(v string, id uint64) (Task, time.Duration, error) {
+	const want = "task: want KIND:pending|running[:light][:in=BYTES][:age=DURATION][:ranges=ID,...]"
+	parts := strings.Split(v, ":")
+	if len(parts) < 2 || (parts[1] != "pending" && parts[1] != "running") {
+		return Task{}, 0, fmt.Errorf(want)
+	}
+	t := Task{ID: id, Kind: parts[0], Name: parts[0], Running: parts[1] == "running", Heavy: true}
+	var age time.Duration
+	for _, p := range parts[2:] {
+		k, val, _ := strings.Cut(p, "=")
+		var err error
+		switch k {
+		case "light":
+			t.Heavy = false
+		case "in":
+			t.Bytes, err = ParseBytes(val)
+		case "age":
+			age, err = time.ParseDuration(val)
+		case "ranges":
+			for _, x := range strings.Split(val, ",") {
+				rid, perr := strconv.ParseUint(x, 10, 64)
+				if perr != nil {
+					err = perr
+					break
+				}
+				t.Ranges = append(t.Ranges, rid)
+			}
+		default:
+			err = fmt.Errorf("unknown part %q", p)
+		}
+		if err != nil {
+			return Task{}, 0, fmt.Errorf("%s: %v", want, err)
+		}
+	}
+	return t, age, nil
 }
 
 // Format writes c in the compact text form ParseCluster reads, followed by one comment line per node
@@ -238,6 +291,19 @@ func (c *Cluster) Format() string {
 			fmt.Fprintf(&b, " task=%s:%s", t.Kind, t.State())
 			if !t.Heavy {
 				b.WriteString(":light")
+			}
+			if t.Bytes > 0 {
+				fmt.Fprintf(&b, ":in=%s", FormatBytes(t.Bytes))
+			}
+			if !t.Since.IsZero() {
+				fmt.Fprintf(&b, ":age=%s", c.Now.Sub(t.Since))
+			}
+			if len(t.Ranges) > 0 {
+				ids := make([]string, len(t.Ranges))
+				for i, id := range t.Ranges {
+					ids[i] = strconv.FormatUint(id, 10)
+				}
+				fmt.Fprintf(&b, ":ranges=%s", strings.Join(ids, ","))
 			}
 		}
 		kinds := make([]string, 0, len(n.LastCompleted))

@@ -257,7 +257,9 @@ type CompactionMark struct {
 	ToLevel     int     `json:"to_level"`
 	InputBytes  uint64  `json:"input_bytes"`
 	OutputBytes uint64  `json:"output_bytes"`
-	Error       string  `json:"error,omitempty"` // a failed or cancelled compaction rewrote nothing
+	// Span is the engine keys its inputs covered, "[smallest, largest]" quoted.
+	Span  string `json:"span,omitempty"`
+	Error string `json:"error,omitempty"` // a failed or cancelled compaction rewrote nothing
 }
 
 // compactions lists the compactions the live nodes' engines finished since start, by end time.
@@ -271,7 +273,8 @@ func (c *cluster) compactions(start time.Time) []CompactionMark {
 		}
 		for _, r := range n.eng.CompactionsSince(start) {
 			out = append(out, CompactionMark{Node: i + 1, BeginS: secondsSince(start, r.Begin), EndS: secondsSince(start, r.End),
-				Reason: r.Reason, FromLevel: r.FromLevel, ToLevel: r.ToLevel, InputBytes: r.InputBytes, OutputBytes: r.OutputBytes, Error: r.Err})
+				Reason: r.Reason, FromLevel: r.FromLevel, ToLevel: r.ToLevel, InputBytes: r.InputBytes, OutputBytes: r.OutputBytes,
+				Span: fmt.Sprintf("[%q, %q]", r.Span.Smallest, r.Span.Largest), Error: r.Err})
 		}
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].EndS < out[b].EndS })

@@ -92,6 +92,8 @@ var (
 	hintsBudget15 = func(h *kv.HintsConfig) { h.DiskReadShare = 0.15 }
 )
 
+var maskOn = map[string]bool{policy.NameMaskCompaction: true}
+
 func joinVariants() []Variant {
 	return []Variant{
 		{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
@@ -127,6 +129,11 @@ func joinVariants() []Variant {
 		// the dip and SLO measures show over the join's window when no join happens (the old nodes'
 		// own flushes and compactions, the machine).
 		{Name: "no-join", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Optional: true},
+		// mask_compaction on (docs/design/compaction-end-masking.md): the old nodes' ranges lead
+		// elsewhere while a compaction rewrites their data, whose outputs are cold when it ends.
+		{Name: "incremental-mask", KV: joinStrategy(policy.JoinIncremental, false, joinLink), Pin: maskOn, Optional: true},
+		{Name: "parallel-mask", KV: joinStrategy(policy.JoinParallel, false, joinLink), Pin: maskOn, Optional: true},
+		{Name: "no-join-mask", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Pin: maskOn, Optional: true},
 		// A looser budget: replays may cause 15 % of the disk's block misses instead of the default 5 %.
 		{Name: "incremental-budget15", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsBudget15), Optional: true},
 	}
@@ -395,8 +402,7 @@ func joinNode(ctx context.Context, env *Env, tr *joinTrace) (string, error) {
 	if ds, err := decisionsSince(dctx, env, start); err == nil {
 		var steps []JoinStep
 		for _, d := range ds {
-			steps = append(steps, JoinStep{AtS: round1(d.Time.Sub(start).Seconds()), Policy: d.Policy, Operator: d.Operator,
-				Range: d.Range, Reason: d.Reason, Status: d.Status, Notes: d.Notes, Steps: d.Steps})
+			steps = append(steps, stepOf(d, start))
 		}
 		tr.mu.Lock()
 		tr.decisions = steps

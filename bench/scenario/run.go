@@ -19,6 +19,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
@@ -206,6 +207,9 @@ type RunReport struct {
 	// Compactions are the compactions the nodes' engines finished during the measured workload, by
 	// end time: a restarted node's only from its restart on, none of a node down at the end.
 	Compactions []CompactionMark `json:"compactions,omitempty"`
+	// Decisions are the decision-log entries, from the measured workload on, of the policies the
+	// variant switched on (Variant.Pin).
+	Decisions []JoinStep `json:"decisions,omitempty"`
 	// Task is the window of the first event marked Task, when there is one.
 	Task *TaskWindow `json:"task,omitempty"`
 	// Join measures a node's join (scenarios with JoinSpareNode).
@@ -481,9 +485,11 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	if err, _ := loadErr.Load().(error); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	for name, on := range sc.Pin {
-		if err := cl.SetPolicy(ctx, name, on); err != nil {
-			return nil, fmt.Errorf("pin policy %s=%v: %w", name, on, err)
+	for _, pin := range []map[string]bool{sc.Pin, variant.Pin} {
+		for name, on := range pin {
+			if err := cl.SetPolicy(ctx, name, on); err != nil {
+				return nil, fmt.Errorf("pin policy %s=%v: %w", name, on, err)
+			}
 		}
 	}
 	if sc.Splits > 1 {
@@ -696,6 +702,14 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		rr.Device = &st
 	}
 	rr.Compactions = c.compactions(start)
+	if names := pinnedOn(variant.Pin); len(names) > 0 {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rr.Decisions, err = pinnedDecisions(dctx, &Env{Client: cl}, start, names)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+	}
 	if opts.Progress != nil {
 		fmt.Fprintf(opts.Progress, "\r\033[K%s: %d ops, %.0f ops/s, p50 %.2fms, p99 %.2fms, %d errors%s\n", label,
 			rr.Summary.Ops, rr.Summary.Throughput, rr.Summary.P50Ms, rr.Summary.P99Ms, rr.Summary.Errors, errorKindsText(errKinds))
@@ -893,4 +907,37 @@ func (k *keyChooser) next(read, shifted bool) int {
 		return int(i/4*5 + i%4)
 	}
 	return min(int(i*5+4), k.records-1)
+}
+
+// pinnedOn lists the policies pin switches on, sorted.
+func pinnedOn(pin map[string]bool) []string {
+	var out []string
+	for name, on := range pin {
+		if on {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pinnedDecisions returns the decisions of the named policies since start, in seconds of the run.
+func pinnedDecisions(ctx context.Context, env *Env, start time.Time, names []string) ([]JoinStep, error) {
+	ds, err := decisionsSince(ctx, env, start)
+	if err != nil {
+		return nil, err
+	}
+	var out []JoinStep
+	for _, d := range ds {
+		if slices.Contains(names, d.Policy) {
+			out = append(out, stepOf(d, start))
+		}
+	}
+	return out, nil
+}
+
+// stepOf is a decision-log entry in seconds of the run.
+func stepOf(d decisions.Entry, start time.Time) JoinStep {
+	return JoinStep{AtS: round1(d.Time.Sub(start).Seconds()), Policy: d.Policy, Operator: d.Operator,
+		Range: d.Range, Reason: d.Reason, Status: d.Status, Notes: d.Notes, Steps: d.Steps}
 }

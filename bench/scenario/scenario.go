@@ -90,6 +90,9 @@ type Variant struct {
 	// PolicyOff runs the variant with the scenario's policy off: a control, the scenario's events
 	// without the policy acting on them.
 	PolicyOff bool
+	// Pin switches further policies for this variant after the scenario's own Pin (e.g. a mechanism
+	// on top of the scenario's).
+	Pin map[string]bool
 }
 
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the
