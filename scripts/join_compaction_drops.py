@@ -71,6 +71,19 @@ def main():
                    if p["t"] > 30 and 0 <= p["node_served_hit_ratio"][n] <= meds[n] - DROP]
             print(f"  seconds with a node's hit ratio >= {DROP} below its median: {len(low)}, "
                   f"{sum(near_end(t, {n}) for t, n in low)} within {AFTER} s after that node's compaction ended")
+            run_s = [p["t"] - 0.5 for p in series if p["t"] > 30]
+            after_end = [t for t in run_s if near_end(t, {0, 1, 2})]
+            others = [t for t in run_s if not near_end(t, {0, 1, 2})]
+            bad = {p["t"] - 0.5 for p in series if p["p99_ms"] > thr}
+            if run_s:
+                print(f"  after 30 s: {sum(t in bad for t in after_end)} of {len(after_end)} seconds within {AFTER} s after an old "
+                      f"node's compaction ended violate the SLO, {sum(t in bad for t in others)} of the other {len(others)}")
+            ds = run.get("decisions") or []
+            if ds:
+                by = {}
+                for d in ds:
+                    by[(d["policy"], d["status"])] = by.get((d["policy"], d["status"]), 0) + 1
+                print("  decisions of the variant's policies: " + ", ".join(f"{k[0]} {k[1]} {v}" for k, v in sorted(by.items())))
             if t1 > t0:
                 during = [p["t"] - 0.5 for p in series if t0 <= p["t"] - 0.5 < t1]
                 viol = [p["t"] - 0.5 for p in series if t0 <= p["t"] - 0.5 < t1 and p["p99_ms"] > thr]

@@ -10,8 +10,8 @@ import (
 
 const text = `
 now 2m
-node 1 cpu=35 disk=40GiB/500GiB
-node 2 draining
+node 1 cpu=35 disk=40GiB/500GiB task=compaction:running:light:in=16MiB:age=30s:ranges=2,4
+node 2 draining task=backup:pending
 node 3 dead
 node 4 silent=3s
 range 1 [,) voters=1,2,3 system
@@ -40,6 +40,10 @@ func TestParseDerivesNodeTotals(t *testing.T) {
 	}
 	if !c.Node(3).Dead(c.Now, 0) || c.Node(4).Dead(c.Now, 0) || c.Node(3).Dead(c.Now, 2*time.Minute) {
 		t.Fatal("Dead wrong")
+	}
+	if ts := c.Node(1).Tasks; len(ts) != 1 || ts[0].Heavy || ts[0].Bytes != 16<<20 || c.Now.Sub(ts[0].Since) != 30*time.Second ||
+		fmt.Sprint(ts[0].Ranges) != "[2 4]" || c.Node(1).Busy() || !c.Node(2).Busy() {
+		t.Fatalf("tasks n1 %+v, n2 %+v", c.Node(1).Tasks, c.Node(2).Tasks)
 	}
 	if c.Node(1).DiskFull(0.95) || !c.Node(1).DiskFull(0.05) {
 		t.Fatal("DiskFull wrong")
@@ -87,6 +91,10 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 	_, err := ParseCluster("node 1\nrange 2 a-m voters=1")
 	if err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("error %v, want one naming line 2", err)
+	}
+	_, err = ParseCluster("node 1\nnode 2 task=compaction:running:size=1")
+	if err == nil || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "size=1") {
+		t.Fatalf("error %v, want one naming line 2 and the unknown part", err)
 	}
 }
 
