@@ -36,6 +36,8 @@ type Options struct {
 	MemTableBytes uint64
 	// MemTableJitter is storage.Options.MemTableJitter (0: exactly MemTableBytes).
 	MemTableJitter float64
+	// LBaseMaxBytes is storage.Options.LBaseMaxBytes (0: Pebble's default).
+	LBaseMaxBytes int64
 	// Device gives the node's engine an emulated disk of its own (see storage/emudisk); nil: off.
 	Device *emudisk.Options
 	// FS is the engine's filesystem (nil: the OS); tests wrap it to inject faults (storage/faultfs).
@@ -62,7 +64,7 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 		}
 	}
 	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, MemTableBytes: o.MemTableBytes,
-		MemTableJitter: o.MemTableJitter, Device: o.Device, FS: o.FS})
+		MemTableJitter: o.MemTableJitter, LBaseMaxBytes: o.LBaseMaxBytes, Device: o.Device, FS: o.FS})
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,20 @@ type CompactionRecord struct {
 	OutputBytes        uint64
 	// Span is the engine-key span its inputs covered: what it rewrote.
 	Span Span
+	// Inputs are its input levels, shallowest first; OutputTables how many tables it wrote.
+	Inputs       []LevelInput
+	OutputTables int
 	Err  string // why it failed (Pebble cancels some); empty when it succeeded
+}
+
+// LevelInput is one input level of a compaction: its tables' count, bytes and span.
+type LevelInput struct {
+	Level  int
+	Tables int
+	Bytes  uint64
+	Span   Span
+	// TableSpans are the spans of its tables, in the level's order.
+	TableSpans []Span
 }
 
 // Span is an inclusive span of engine keys [Smallest, Largest] (both nil when unknown).
@@ -81,7 +94,14 @@ func (l *compactionLog) add(info pebble.CompactionInfo) {
 		if r.FromLevel < 0 || lvl.Level < r.FromLevel {
 			r.FromLevel = lvl.Level
 		}
+		span, in := inputSpan(pebble.CompactionInfo{Input: []pebble.LevelInfo{lvl}})
+		li := LevelInput{Level: lvl.Level, Tables: len(lvl.Tables), Bytes: in, Span: span}
+		for _, t := range lvl.Tables {
+			li.TableSpans = append(li.TableSpans, Span{Smallest: bytes.Clone(t.Smallest.UserKey), Largest: bytes.Clone(t.Largest.UserKey)})
+		}
+		r.Inputs = append(r.Inputs, li)
 	}
+	r.OutputTables = len(info.Output.Tables)
 	for _, t := range info.Output.Tables {
 		r.OutputBytes += t.Size
 	}

@@ -46,6 +46,12 @@ type Options struct {
 	// writes: with equal memtables they would flush, and then compact, in the same second
 	// (docs/design/flush-desync.md).
 	MemTableJitter float64
+	// LBaseMaxBytes is the target size of the LSM's base level (0: Pebble's 64 MiB). A store smaller
+	// than it keeps all its data in the bottom level, and then every compaction out of L0 rewrites
+	// the bottom-level tables its span overlaps, which, for writes spread over the key space, is most
+	// of them (docs/bench-join.md, session 22). A smaller base level gives a small store the shape of
+	// a large one: L0 compacts into a small base level, and deeper compactions rewrite narrow spans.
+	LBaseMaxBytes int64
 	// FS overrides the filesystem (tests, fault injection, emulated devices). Default: the OS.
 	FS vfs.FS
 	// Device, if set, puts the engine's files on an emulated device of its own (page-cache bypass, a
@@ -182,6 +188,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		Logger:                      quietLogger{},
 		FormatMajorVersion:          pebble.FormatNewest,
 		MemTableStopWritesThreshold: 4,
+		LBaseMaxBytes:               opts.LBaseMaxBytes,
 	}
 	// Bloom filters on every level: a point read (a GET, a raft-log lookup) then skips the tables
 	// that cannot hold its key, instead of searching each L0 file's index.

@@ -94,6 +94,8 @@ var (
 
 var maskOn = map[string]bool{policy.NameMaskCompaction: true}
 
+const smallLBase = 1 << 20
+
 func joinVariants() []Variant {
 	return []Variant{
 		{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
@@ -134,6 +136,14 @@ func joinVariants() []Variant {
 		{Name: "incremental-mask", KV: joinStrategy(policy.JoinIncremental, false, joinLink), Pin: maskOn, Optional: true},
 		{Name: "parallel-mask", KV: joinStrategy(policy.JoinParallel, false, joinLink), Pin: maskOn, Optional: true},
 		{Name: "no-join-mask", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Pin: maskOn, Optional: true},
+		// A 1 MiB base level: the scenario's stores (~22 MB of tables each) then have a large store's
+		// shape, where a compaction out of L0 rewrites a small base level and deeper ones narrow spans,
+		// instead of every compaction rewriting most of the store (docs/bench-join.md, session 22).
+		{Name: "no-join-lbase", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, LBaseMaxBytes: smallLBase, Optional: true},
+		{Name: "no-join-lbase-mask", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, LBaseMaxBytes: smallLBase,
+			Pin: maskOn, Optional: true},
+		{Name: "incremental-lbase", KV: joinStrategy(policy.JoinIncremental, false, joinLink), LBaseMaxBytes: smallLBase, Optional: true},
+		{Name: "parallel-lbase", KV: joinStrategy(policy.JoinParallel, false, joinLink), LBaseMaxBytes: smallLBase, Optional: true},
 		// A looser budget: replays may cause 15 % of the disk's block misses instead of the default 5 %.
 		{Name: "incremental-budget15", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsBudget15), Optional: true},
 	}

@@ -404,7 +404,8 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	if variant.MemTableJitter > 0 {
 		jitter = variant.MemTableJitter
 	}
-	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, jitter, device, sc.KV, variant.KV)
+	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, engineShape{memTableJitter: jitter, lbaseMaxBytes: variant.LBaseMaxBytes},
+		device, sc.KV, variant.KV)
 	if err != nil {
 		return nil, err
 	}
