@@ -25,7 +25,7 @@ type CompactionRecord struct {
 	// Inputs are its input levels, shallowest first; OutputTables how many tables it wrote.
 	Inputs       []LevelInput
 	OutputTables int
-	Err  string // why it failed (Pebble cancels some); empty when it succeeded
+	Err          string // why it failed (Pebble cancels some); empty when it succeeded
 }
 
 // LevelInput is one input level of a compaction: its tables' count, bytes and span.

@@ -271,7 +271,7 @@ type CompactionMark struct {
 	Span         string   `json:"span,omitempty"`
 	Inputs       []string `json:"inputs,omitempty"`
 	OutputTables int      `json:"output_tables,omitempty"`
-	Error string `json:"error,omitempty"` // a failed or cancelled compaction rewrote nothing
+	Error        string   `json:"error,omitempty"` // a failed or cancelled compaction rewrote nothing
 }
 
 // compactions lists the compactions the live nodes' engines finished since start, by end time.
