@@ -29,7 +29,7 @@ type MaskConfig struct {
 	// compacting) after this long (default 10 min); rebalancing then owns the leader counts.
 	GiveUpAfter time.Duration
 	// MaxShare bounds the share of the node's leaderships one compaction may move (default 0.5): a
-	// compaction whose span holds more is left alone. Moving all of a node's leaderships for each
+	// compaction whose span holds more is left alone (one leadership may always move). Moving all of a node's leaderships for each
 	// of its compactions piles its load on the others; on session 22's disk-bound nodes that made
 	// their seconds break the SLO 13 % of the time instead of 2 % (docs/bench-join.md).
 	MaxShare float64
