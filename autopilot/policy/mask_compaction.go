@@ -191,25 +191,15 @@ func (p *MaskCompaction) Propose(c *model.Cluster, pending []*operator.Operator)
 // target picks the voter of r, other than from, to lead while from compacts: live, active, not
 // busy with a heavy task and not compacting r itself; the fewest leaderships, then the lowest ID.
 func (p *MaskCompaction) target(v *view, r *model.Range, from uint64) (uint64, string) {
-	var cands []uint64
-	var states []string
-	for _, id := range r.Voters() {
-		if id == from {
-			continue
+	nodes, states := idleVoters(v, r, from, func(n *model.Node) string {
+		if p.bigCompaction(n, r.ID) != nil {
+			return fmt.Sprintf("compacting r%d too", r.ID)
 		}
-		n := v.c.Node(id)
-		switch {
-		case n == nil || !n.Live:
-			states = append(states, fmt.Sprintf("n%d not live", id))
-		case !n.Active():
-			states = append(states, fmt.Sprintf("n%d draining or leaving", id))
-		case n.Busy():
-			states = append(states, fmt.Sprintf("n%d busy (%s)", id, n.HeavyTask().Kind))
-		case p.bigCompaction(n, r.ID) != nil:
-			states = append(states, fmt.Sprintf("n%d compacting r%d too", id, r.ID))
-		default:
-			cands = append(cands, id)
-		}
+		return ""
+	})
+	cands := make([]uint64, len(nodes))
+	for i, n := range nodes {
+		cands[i] = n.ID
 	}
 	if len(cands) == 0 {
 		if len(states) == 0 {

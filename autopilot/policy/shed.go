@@ -171,25 +171,7 @@ func (p *Shed) Propose(c *model.Cluster, pending []*operator.Operator) []*operat
 // ranked by the configured ranking; ties go to the fewest leaderships, then the lowest ID. It also
 // returns the reasoning for the decision log (each voter's state).
 func (p *Shed) candidate(v *view, r *model.Range, from uint64) (uint64, string) {
-	var cands []*model.Node
-	var states []string
-	for _, id := range r.Voters() {
-		if id == from {
-			continue
-		}
-		n := v.c.Node(id)
-		switch {
-		case n == nil || !n.Live:
-			states = append(states, fmt.Sprintf("n%d not live", id))
-		case !n.Active():
-			states = append(states, fmt.Sprintf("n%d draining or leaving", id))
-		case n.Busy():
-			t := n.HeavyTask()
-			states = append(states, fmt.Sprintf("n%d busy (%s %s)", id, t.State(), t.Kind))
-		default:
-			cands = append(cands, n)
-		}
-	}
+	cands, states := idleVoters(v, r, from, nil)
 	if len(cands) == 0 {
 		if len(states) == 0 {
 			return 0, "no other voter"
@@ -275,6 +257,38 @@ func (p *Shed) giveBack(c *model.Cluster, v *view, budget int) []*operator.Opera
 		}
 	}
 	return out
+}
+
+// idleVoters splits r's voters other than from into those that may take its leadership (live,
+// active, not busy with a heavy task, and not excluded by exclude, which returns why or "") and a
+// description of why each other one may not.
+func idleVoters(v *view, r *model.Range, from uint64, exclude func(*model.Node) string) ([]*model.Node, []string) {
+	var cands []*model.Node
+	var states []string
+	for _, id := range r.Voters() {
+		if id == from {
+			continue
+		}
+		n := v.c.Node(id)
+		switch {
+		case n == nil || !n.Live:
+			states = append(states, fmt.Sprintf("n%d not live", id))
+		case !n.Active():
+			states = append(states, fmt.Sprintf("n%d draining or leaving", id))
+		case n.Busy():
+			t := n.HeavyTask()
+			states = append(states, fmt.Sprintf("n%d busy (%s %s)", id, t.State(), t.Kind))
+		default:
+			if why := ""; exclude != nil {
+				if why = exclude(n); why != "" {
+					states = append(states, fmt.Sprintf("n%d %s", id, why))
+					continue
+				}
+			}
+			cands = append(cands, n)
+		}
+	}
+	return cands, states
 }
 
 func taskName(t *model.Task) string {
