@@ -34,7 +34,8 @@ type LevelInput struct {
 	Tables int
 	Bytes  uint64
 	Span   Span
-	// TableSpans are the spans of its tables, in the level's order.
+	// TableSpans are the spans of its first maxTableSpans tables, in the level's order (the log keeps
+	// thousands of records: a deep compaction's hundreds of tables would make it tens of MB).
 	TableSpans []Span
 }
 
@@ -75,6 +76,9 @@ func inputSpan(info pebble.CompactionInfo) (Span, uint64) {
 	return s, in
 }
 
+// maxTableSpans bounds the table spans a record keeps per input level.
+const maxTableSpans = 16
+
 // compactionLogSize bounds the log: a node under steady load finishes a few compactions a minute.
 const compactionLogSize = 4096
 
@@ -96,7 +100,7 @@ func (l *compactionLog) add(info pebble.CompactionInfo) {
 		}
 		span, in := inputSpan(pebble.CompactionInfo{Input: []pebble.LevelInfo{lvl}})
 		li := LevelInput{Level: lvl.Level, Tables: len(lvl.Tables), Bytes: in, Span: span}
-		for _, t := range lvl.Tables {
+		for _, t := range lvl.Tables[:min(len(lvl.Tables), maxTableSpans)] {
 			li.TableSpans = append(li.TableSpans, Span{Smallest: bytes.Clone(t.Smallest.UserKey), Largest: bytes.Clone(t.Largest.UserKey)})
 		}
 		r.Inputs = append(r.Inputs, li)

@@ -139,6 +139,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if opts.MemTableJitter < 0 || opts.MemTableJitter > MaxMemTableJitter || math.IsNaN(opts.MemTableJitter) {
 		return nil, fmt.Errorf("storage: memtable jitter %v must be in [0, %v]", opts.MemTableJitter, MaxMemTableJitter)
 	}
+	if opts.LBaseMaxBytes < 0 {
+		return nil, fmt.Errorf("storage: base level size %d must not be negative (0: the default)", opts.LBaseMaxBytes)
+	}
 	opts.MemTableBytes = jitterMemTable(opts.MemTableBytes, opts.MemTableJitter, rand.Float64())
 	marker := filepath.Join(dir, markerFile)
 	_, statErr := os.Stat(marker)

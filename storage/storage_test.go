@@ -851,3 +851,19 @@ func TestStreamReadsCountApart(t *testing.T) {
 		t.Fatalf("no compaction ran")
 	}
 }
+
+// LBaseMaxBytes reaches Pebble's options; a negative size is refused.
+func TestLBaseMaxBytes(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{CreateIfMissing: true, LBaseMaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.po.LBaseMaxBytes != 1<<20 {
+		t.Errorf("pebble LBaseMaxBytes %d, want %d", e.po.LBaseMaxBytes, 1<<20)
+	}
+	if e, err := Open(t.TempDir(), Options{CreateIfMissing: true, LBaseMaxBytes: -1}); err == nil {
+		e.Close()
+		t.Error("a negative base level size was accepted")
+	}
+}
