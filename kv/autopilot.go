@@ -146,10 +146,12 @@ var defaultOff = map[string]bool{policy.NameMaskCompaction: true}
 
 func (h *autopilotHost) applySwitches(ctx context.Context, ap *autopilot.Autopilot) {
 	stored := map[string]bool{}
-	if kvs, err := h.n.metaScan(ctx, []byte("p"), []byte("q"), 0); err == nil {
-		for _, kv := range kvs {
-			stored[string(kv.Key[1:])] = string(kv.Value) == "on"
-		}
+	kvs, err := h.n.metaScan(ctx, []byte("p"), []byte("q"), 0)
+	if err != nil {
+		return // keep the switches as they are: the defaults would undo an operator's settings until the next read
+	}
+	for _, kv := range kvs {
+		stored[string(kv.Key[1:])] = string(kv.Value) == "on"
 	}
 	for _, st := range ap.Policies().List() {
 		on := !defaultOff[st.Name]

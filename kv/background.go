@@ -65,8 +65,7 @@ func (e *engineTasks) CompactionBegin(job int, inputBytes uint64, reason string,
 	if !rewritesData[reason] {
 		span = storage.Span{} // its tables keep their cached blocks: no range's reads go cold
 	}
-	e.begin(job, e.t.BeginSpan(bgtask.KindCompaction, fmt.Sprintf("job %d (%s)", job, reason), inputBytes,
-		span.Smallest, span.Largest))
+	e.begin(job, e.t.BeginSpan(bgtask.KindCompaction, fmt.Sprintf("job %d (%s)", job, reason), inputBytes, span))
 }
 func (e *engineTasks) CompactionEnd(job int) { e.end(job) }
 func (e *engineTasks) FlushBegin(job int, bytes uint64) {
@@ -154,11 +153,11 @@ func (n *Node) fillBackground(st *pb.NodeStats) {
 		if !t.Until.IsZero() {
 			bt.UntilUnixNanos = t.Until.UnixNano()
 		}
-		if t.Smallest != nil {
+		if t.Span.Smallest != nil {
 			if spans == nil {
 				spans = n.replicaSpans()
 			}
-			bt.RangeIds = rangesInSpan(spans, storage.Span{Smallest: t.Smallest, Largest: t.Largest})
+			bt.RangeIds = rangesInSpan(spans, t.Span)
 		}
 		st.Tasks = append(st.Tasks, bt)
 	}

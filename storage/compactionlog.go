@@ -39,9 +39,12 @@ type LevelInput struct {
 	TableSpans []Span
 }
 
-// Span is an inclusive span of engine keys [Smallest, Largest] (both nil when unknown).
+// Span is a span of engine keys [Smallest, Largest] (both nil when unknown), or [Smallest, Largest)
+// when LargestExclusive: a table that ends with a range deletion (a snapshot's ingest, a removed
+// replica) has the next range's first key as an exclusive bound.
 type Span struct {
 	Smallest, Largest []byte
+	LargestExclusive  bool
 }
 
 // Overlaps reports whether s shares a key with the half-open engine span [lo, hi) (an empty hi is
@@ -50,7 +53,8 @@ func (s Span) Overlaps(lo, hi []byte) bool {
 	if s.Smallest == nil && s.Largest == nil {
 		return false
 	}
-	return (len(hi) == 0 || bytes.Compare(s.Smallest, hi) < 0) && bytes.Compare(s.Largest, lo) >= 0
+	c := bytes.Compare(s.Largest, lo)
+	return (len(hi) == 0 || bytes.Compare(s.Smallest, hi) < 0) && (c > 0 || c == 0 && !s.LargestExclusive)
 }
 
 // inputSpan is the span of a compaction's input tables and their total size. The keys are copied:
@@ -64,8 +68,10 @@ func inputSpan(info pebble.CompactionInfo) (Span, uint64) {
 			if s.Smallest == nil || bytes.Compare(t.Smallest.UserKey, s.Smallest) < 0 {
 				s.Smallest = t.Smallest.UserKey
 			}
-			if s.Largest == nil || bytes.Compare(t.Largest.UserKey, s.Largest) > 0 {
-				s.Largest = t.Largest.UserKey
+			// Of two equal largest keys the inclusive one wins: the span then holds that key.
+			excl := t.Largest.IsExclusiveSentinel()
+			if c := bytes.Compare(t.Largest.UserKey, s.Largest); s.Largest == nil || c > 0 || c == 0 && s.LargestExclusive && !excl {
+				s.Largest, s.LargestExclusive = t.Largest.UserKey, excl
 			}
 		}
 	}
@@ -101,7 +107,8 @@ func (l *compactionLog) add(info pebble.CompactionInfo) {
 		span, in := inputSpan(pebble.CompactionInfo{Input: []pebble.LevelInfo{lvl}})
 		li := LevelInput{Level: lvl.Level, Tables: len(lvl.Tables), Bytes: in, Span: span}
 		for _, t := range lvl.Tables[:min(len(lvl.Tables), maxTableSpans)] {
-			li.TableSpans = append(li.TableSpans, Span{Smallest: bytes.Clone(t.Smallest.UserKey), Largest: bytes.Clone(t.Largest.UserKey)})
+			li.TableSpans = append(li.TableSpans, Span{Smallest: bytes.Clone(t.Smallest.UserKey), Largest: bytes.Clone(t.Largest.UserKey),
+				LargestExclusive: t.Largest.IsExclusiveSentinel()})
 		}
 		r.Inputs = append(r.Inputs, li)
 	}

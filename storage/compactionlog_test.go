@@ -63,24 +63,28 @@ func TestCompactionLogIsBounded(t *testing.T) {
 }
 
 func TestSpanOverlaps(t *testing.T) {
-	s := Span{Smallest: []byte("c"), Largest: []byte("f")}
+	in := Span{Smallest: []byte("c"), Largest: []byte("f")}
+	// Ending on a range deletion's exclusive bound, the span does not reach the range starting there.
+	ex := Span{Smallest: []byte("c"), Largest: []byte("f"), LargestExclusive: true}
 	for _, tc := range []struct {
+		s      Span
 		lo, hi string
 		want   bool
 	}{
-		{"a", "c", false}, // [a, c) ends before c
-		{"a", "d", true},
-		{"d", "e", true},
-		{"f", "g", true}, // the largest key is in the span
-		{"g", "", false},
-		{"a", "", true}, // open end
-		{"f\x00", "", false},
+		{in, "a", "c", false}, // [a, c) ends before c
+		{in, "a", "d", true},
+		{in, "d", "e", true},
+		{in, "f", "g", true}, // the largest key is in the span
+		{in, "g", "", false},
+		{in, "a", "", true}, // open end
+		{in, "f\x00", "", false},
+		{ex, "f", "g", false},
+		{ex, "e", "f", true},
+		{ex, "e\xff", "", true},
+		{Span{}, "a", "", false}, // an unknown span overlaps nothing
 	} {
-		if got := s.Overlaps([]byte(tc.lo), []byte(tc.hi)); got != tc.want {
-			t.Errorf("[%q, %q) overlaps [c, f]: %v, want %v", tc.lo, tc.hi, got, tc.want)
+		if got := tc.s.Overlaps([]byte(tc.lo), []byte(tc.hi)); got != tc.want {
+			t.Errorf("[%q, %q) overlaps %+v: %v, want %v", tc.lo, tc.hi, tc.s, got, tc.want)
 		}
-	}
-	if (Span{}).Overlaps([]byte("a"), nil) {
-		t.Error("an unknown span overlaps nothing")
 	}
 }

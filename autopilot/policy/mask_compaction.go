@@ -136,6 +136,12 @@ func (p *MaskCompaction) Propose(c *model.Cluster, pending []*operator.Operator)
 				led[r.ID] = true
 			}
 		}
+		away := 0 // leaderships this policy holds away from n: they count against MaxShare too
+		for id, m := range p.homes {
+			if r := c.Range(id); m.home == n.ID && r != nil && r.Leader != n.ID {
+				away++
+			}
+		}
 		for i := range n.Tasks {
 			t := &n.Tasks[i]
 			if t.Kind != "compaction" || !t.Running || t.Bytes < p.cfg.MinBytes || c.Now.Sub(t.Since) < p.cfg.MinAge {
@@ -147,11 +153,11 @@ func (p *MaskCompaction) Propose(c *model.Cluster, pending []*operator.Operator)
 					inSpan++
 				}
 			}
-			if inSpan > 1 && float64(inSpan) > p.cfg.MaxShare*float64(len(led)) {
+			if away+inSpan > 1 && float64(away+inSpan) > p.cfg.MaxShare*float64(len(led)+away) {
 				p.noteOnce(seen, fmt.Sprintf("%d/%d/wide", n.ID, t.ID), Note{What: fmt.Sprintf("keep n%d's leaderships", n.ID),
 					Status: StatusRanAnyway, Why: fmt.Sprintf("n%d's compaction (%s, %s) rewrites the data of %d of the %d ranges it leads, over the %.0f %% "+
-						"that may move: moving them would pile its load on the other nodes", n.ID, taskName(t), model.FormatBytes(t.Bytes),
-						inSpan, len(led), 100*p.cfg.MaxShare)})
+						"that may move (%d already led elsewhere): moving them would pile its load on the other nodes", n.ID, taskName(t),
+						model.FormatBytes(t.Bytes), inSpan, len(led), 100*p.cfg.MaxShare, away)})
 				continue
 			}
 			for _, id := range t.Ranges {
@@ -171,11 +177,11 @@ func (p *MaskCompaction) Propose(c *model.Cluster, pending []*operator.Operator)
 					Before: float64(v.leadersOf(n.ID)), Delta: -1}
 				v.add(op)
 				out = append(out, op)
-				switch m := p.homes[id]; {
-				case m == nil:
+				away++
+				// A range moved again from its home starts afresh; one moved on from a node that
+				// only held it keeps its home (giveBack forgets it once the leader is home).
+				if m := p.homes[id]; m == nil || m.home == n.ID {
 					p.homes[id] = &maskedRange{home: n.ID, movedAt: c.Now}
-				case m.home == to:
-					delete(p.homes, id) // back home early: n only held it meanwhile
 				}
 			}
 		}

@@ -93,7 +93,7 @@ type Variant struct {
 	// without the policy acting on them.
 	PolicyOff bool
 	// Pin switches further policies for this variant after the scenario's own Pin (e.g. a mechanism
-	// on top of the scenario's).
+	// on top of the scenario's). The scenario's Policy is set after it: pin others only.
 	Pin map[string]bool
 }
 
