@@ -42,9 +42,13 @@ type BackgroundConfig struct {
 
 // engineTasks turns the engine's compaction and flush events into tracked tasks.
 type engineTasks struct {
-	t    *bgtask.Tracker
-	mu   sync.Mutex
-	jobs map[int]*bgtask.Handle
+	t *bgtask.Tracker
+	// spanBytes is the input size from which a compaction's span is kept (mask_compaction's
+	// MinBytes): every heartbeat maps a kept span to ranges, and smaller compactions are none of
+	// the policy's business.
+	spanBytes uint64
+	mu        sync.Mutex
+	jobs      map[int]*bgtask.Handle
 }
 
 func (e *engineTasks) begin(job int, h *bgtask.Handle) {
@@ -62,8 +66,8 @@ func (e *engineTasks) end(job int) {
 }
 
 func (e *engineTasks) CompactionBegin(job int, inputBytes uint64, reason string, span storage.Span) {
-	if !rewritesData[reason] {
-		span = storage.Span{} // its tables keep their cached blocks: no range's reads go cold
+	if !rewritesData[reason] || inputBytes < e.spanBytes {
+		span = storage.Span{} // its tables keep their cached blocks (or too few are rewritten to matter)
 	}
 	e.begin(job, e.t.BeginSpan(bgtask.KindCompaction, fmt.Sprintf("job %d (%s)", job, reason), inputBytes, span))
 }
@@ -88,7 +92,8 @@ func (n *Node) initBackground() {
 	// The hooks run on Pebble's goroutines: they must not take replica locks, so the ranges this node
 	// leads come from the last heartbeat's reading.
 	n.bg.SetHooks(func() []uint64 { return *n.ledNow.Load() }, n.kickHeartbeat)
-	n.eng.SetBackgroundListener(&engineTasks{t: n.bg, jobs: map[int]*bgtask.Handle{}})
+	n.eng.SetBackgroundListener(&engineTasks{t: n.bg, spanBytes: n.cfg.Autopilot.Policies.WithDefaults().Mask.MinBytes,
+		jobs: map[int]*bgtask.Handle{}})
 }
 
 // Background is the node's background-task tracker (status pages and tests).
@@ -178,6 +183,7 @@ type replicaSpan struct {
 	lo, hi  []byte
 }
 
+// replicaSpans lists the local replicas' data spans by ascending range ID (Store.Replicas' order).
 func (n *Node) replicaSpans() []replicaSpan {
 	var out []replicaSpan
 	for _, r := range n.store.Replicas() {
@@ -191,8 +197,8 @@ func (n *Node) replicaSpans() []replicaSpan {
 	return out
 }
 
-// rangesInSpan lists, in ascending order, the ranges whose data overlaps a compaction's span. A
-// compaction of raft state alone overlaps none.
+// rangesInSpan lists the ranges whose data overlaps a compaction's span, in the order of spans
+// (replicaSpans': ascending range IDs). A compaction of raft state alone overlaps none.
 func rangesInSpan(spans []replicaSpan, s storage.Span) []uint64 {
 	var ids []uint64
 	for _, rs := range spans {
@@ -200,7 +206,6 @@ func rangesInSpan(spans []replicaSpan, s storage.Span) []uint64 {
 			ids = append(ids, rs.rangeID)
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
 }
 

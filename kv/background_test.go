@@ -22,10 +22,10 @@ func TestRangesInSpan(t *testing.T) {
 		lo, hi := storage.DataSpan(meta, s, e)
 		spans = append(spans, replicaSpan{rangeID: id, lo: lo, hi: hi})
 	}
-	add(1, true, "", "")
-	add(4, false, "m", "")
+	add(1, true, "", "") // by range ID, as replicaSpans lists them
 	add(2, false, "", "g")
 	add(3, false, "g", "m")
+	add(4, false, "m", "")
 	user := func(k string) []byte { return storage.UserDataKey([]byte(k)) }
 	raftLo, raftHi := storage.RaftKeyspaceSpan()
 	for _, tc := range []struct {

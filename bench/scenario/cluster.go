@@ -51,15 +51,14 @@ type cluster struct {
 	mu         sync.Mutex
 	nodes      []*node
 	cacheBytes int64
-	// memTableJitter and lbaseMaxBytes are every engine's storage.Options fields of those names.
-	memTableJitter float64
-	lbaseMaxBytes  int64
-	device         *emudisk.Options // each node's emulated disk; nil: none
-	cfg            kv.Config
+	// shape is what every engine gets of storage.Options' memtable jitter and base-level size.
+	shape  engineShape
+	device *emudisk.Options // each node's emulated disk; nil: none
+	cfg    kv.Config
 }
 
 func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, eng engineShape, device *emudisk.Options, tweak ...func(*kv.Config)) (*cluster, error) {
-	c := &cluster{dir: dir, cacheBytes: cacheBytes, memTableJitter: eng.memTableJitter, lbaseMaxBytes: eng.lbaseMaxBytes, device: device,
+	c := &cluster{dir: dir, cacheBytes: cacheBytes, shape: eng, device: device,
 		cfg: kv.Config{QueueInterval: 500 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond}}
 	for _, t := range tweak {
 		if t != nil {
@@ -99,7 +98,7 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 	}
 	ln, err := localnode.Start(ctx, localnode.Options{Dir: n.dir, Create: create, Addr: n.addr, Listener: n.lis,
 		CacheBytes: c.cacheBytes, MemTableBytes: memTableFor(c.cacheBytes),
-		MemTableJitter: c.memTableJitter, LBaseMaxBytes: c.lbaseMaxBytes, Device: c.device, KV: cfg})
+		MemTableJitter: c.shape.memTableJitter, LBaseMaxBytes: c.shape.lbaseMaxBytes, Device: c.device, KV: cfg})
 	if err != nil {
 		n.lis = nil
 		return err
