@@ -32,7 +32,6 @@ type surgeConfig struct {
 	Scenario       string // its Workload chooses the keys, as for the runner's clients
 	Records        int
 	ReadFraction   float64
-	ValueBytes     int
 	SensorThreads  int
 	LearnFor       time.Duration
 	TriggerWindows int
@@ -62,7 +61,7 @@ func init() {
 			s.Records, s.Duration = 4*s.Records, 360*time.Second
 			ctlAt, surgeAt, learn = 50*time.Second, 90*time.Second, 35*time.Second
 		}
-		cfg := surgeConfig{Scenario: s.Name, Records: s.Records, ReadFraction: s.ReadFraction, ValueBytes: s.ValueBytes,
+		cfg := surgeConfig{Scenario: s.Name, Records: s.Records, ReadFraction: s.ReadFraction,
 			SensorThreads: 2, LearnFor: learn, TriggerWindows: 3}
 		// Incremental and parallel, as in Figure 2.7; the join's other variants stay available by name.
 		for i := range s.Variants[2:] {
@@ -99,7 +98,7 @@ func (sc *surgeController) start(ctx context.Context, env *Env) (string, error) 
 	if env.Records > 0 { // --records: the surge's clients choose among the keys the run loaded
 		cfg.Records = env.Records
 	}
-	g := newLoadGen(ctx, env.Client, cfg, tr.fired)
+	g := newLoadGen(ctx, env.Client, cfg, env.Values, tr.fired)
 	tr.mu.Lock()
 	tr.load = g
 	tr.mu.Unlock()
@@ -167,11 +166,11 @@ func (sc *surgeController) loop(ctx context.Context, env *Env, tr *joinTrace, g 
 // loadGen runs extra closed-loop clients of the scenario's workload and records their operations
 // per second since base, so that the report adds them to the run's series.
 type loadGen struct {
-	ctx   context.Context
-	cl    *client.Client
-	cfg   surgeConfig
-	base  time.Time
-	value []byte
+	ctx  context.Context
+	cl   *client.Client
+	cfg  surgeConfig
+	base time.Time
+	vals values
 
 	mu      sync.Mutex
 	threads int
@@ -186,13 +185,9 @@ type loadSec struct {
 	hist      *hdrhistogram.Histogram
 }
 
-func newLoadGen(ctx context.Context, cl *client.Client, cfg surgeConfig, base time.Time) *loadGen {
+func newLoadGen(ctx context.Context, cl *client.Client, cfg surgeConfig, vals values, base time.Time) *loadGen {
 	ctx, cancel := context.WithCancel(ctx)
-	value := make([]byte, cfg.ValueBytes)
-	for i := range value {
-		value[i] = byte('a' + i%26)
-	}
-	return &loadGen{ctx: ctx, cancel: cancel, cl: cl, cfg: cfg, base: base, value: value}
+	return &loadGen{ctx: ctx, cancel: cancel, cl: cl, cfg: cfg, base: base, vals: vals}
 }
 
 // add starts n more clients.
@@ -219,7 +214,7 @@ func (g *loadGen) add(n int) {
 				if read {
 					_, _, err = g.cl.Get(g.ctx, k)
 				} else {
-					err = g.cl.Put(g.ctx, k, g.value)
+					err = g.cl.Put(g.ctx, k, g.vals.next(rng))
 				}
 				lat := time.Since(t0)
 				if g.ctx.Err() != nil {

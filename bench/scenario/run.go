@@ -51,6 +51,8 @@ type Options struct {
 	// Variants, when set, runs only the scenario's variants of these names, in the scenario's order
 	// (`shoal bench scenario --variants`); a name the scenario lacks is an error.
 	Variants []string
+	// RandomValues writes random, incompressible values (`--random-values`; Scenario.RandomValues).
+	RandomValues bool
 	// Reverse runs the variants (or the policy on/off pair) in the opposite order (RunRepeated's
 	// alternate repetitions).
 	Reverse bool
@@ -76,12 +78,14 @@ func EffectiveDevice(sc Scenario, opts Options) *emudisk.Options {
 
 // Settings are the effective settings of a report.
 type Settings struct {
-	Nodes        int     `json:"nodes"`
-	Records      int     `json:"records"`
-	DurationS    float64 `json:"duration_s"`
-	Threads      int     `json:"threads"`
-	Splits       int     `json:"splits,omitempty"`
-	ValueBytes   int     `json:"value_bytes"`
+	Nodes      int     `json:"nodes"`
+	Records    int     `json:"records"`
+	DurationS  float64 `json:"duration_s"`
+	Threads    int     `json:"threads"`
+	Splits     int     `json:"splits,omitempty"`
+	ValueBytes int     `json:"value_bytes"`
+	// RandomValues: the values written were random bytes (incompressible), not a fixed pattern.
+	RandomValues bool    `json:"random_values,omitempty"`
 	ReadFraction float64 `json:"read_fraction"`
 	CacheBytes   int64   `json:"cache_bytes"`
 	// SurgeThreads is the client threads a surge scenario adds at its surge.
@@ -249,6 +253,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if opts.Splits > 0 {
 		sc.Splits = opts.Splits
 	}
+	sc.RandomValues = sc.RandomValues || opts.RandomValues
 	if opts.SurgeThreads < 0 {
 		return nil, fmt.Errorf("scenario %s: --surge-threads %d: want a positive number of client threads", sc.Name, opts.SurgeThreads)
 	}
@@ -301,7 +306,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	}
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), Threads: sc.Threads,
-		Splits: sc.Splits, SurgeThreads: sc.SurgeThreads, ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
+		Splits: sc.Splits, SurgeThreads: sc.SurgeThreads, ValueBytes: sc.ValueBytes, RandomValues: sc.RandomValues, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
 		Device: EffectiveDevice(sc, opts),
 	}}
 	if len(sc.Variants) > 0 {
@@ -415,7 +420,8 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		return nil, err
 	}
 	defer cl.Close()
-	env := &Env{c: c, Client: cl, Records: sc.Records, SurgeThreads: sc.SurgeThreads}
+	vals := newValues(sc.ValueBytes, sc.RandomValues)
+	env := &Env{c: c, Client: cl, Records: sc.Records, SurgeThreads: sc.SurgeThreads, Values: vals}
 
 	progress("waiting for %d-way replication", sc.Nodes)
 	deadline := time.Now().Add(90 * time.Second)
@@ -429,10 +435,6 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	value := make([]byte, sc.ValueBytes)
-	for i := range value {
-		value[i] = byte('a' + i%26)
-	}
 	var loaded atomic.Int64
 	var loadErr atomic.Value
 	var wg sync.WaitGroup
@@ -451,10 +453,12 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		}
 	}()
 	const loadBatch = 64 // sequential keys per write: one range, one raft proposal
+	loadSeed := uint64(time.Now().UnixNano())
 	for w := 0; w < sc.Threads; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w)+501, loadSeed))
 			for {
 				first := int(next.Add(loadBatch)) - loadBatch
 				if first >= sc.Records {
@@ -462,7 +466,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 				}
 				muts := make([]*pb.Mutation, 0, loadBatch)
 				for i := first; i < min(first+loadBatch, sc.Records); i++ {
-					muts = append(muts, &pb.Mutation{Key: key(i), Value: value})
+					muts = append(muts, &pb.Mutation{Key: key(i), Value: vals.next(rng)})
 				}
 				// Overwrites are idempotent: an ambiguous failure (a leadership change on a
 				// loaded machine) is simply retried.
@@ -557,7 +561,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 				if read {
 					_, _, err = cl.Get(wctx, k)
 				} else {
-					err = cl.Put(wctx, k, value)
+					err = cl.Put(wctx, k, vals.next(rng))
 				}
 				lat := time.Since(t0)
 				if wctx.Err() != nil {

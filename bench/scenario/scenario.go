@@ -27,7 +27,9 @@ type Env struct {
 	Records int
 	// SurgeThreads is how many client threads a surge adds (the scenario's, or --surge-threads).
 	SurgeThreads int
-	killed       []int
+	// Values makes the values the run's clients write (fixed or random: --random-values).
+	Values values
+	killed []int
 }
 
 // Action is what an event does. It returns a short description of what it did, for the report.
@@ -52,6 +54,9 @@ type Scenario struct {
 	Duration    time.Duration
 	Threads     int
 	ValueBytes  int
+	// RandomValues writes fresh random (incompressible) values instead of one fixed pattern of
+	// letters (values.go); `--random-values` sets it for any scenario.
+	RandomValues bool
 	// ReadFraction of operations are reads of a zipfian-chosen key; the rest overwrite one.
 	ReadFraction float64
 	// Policy is the autopilot policy switched on for the first run and off for the second.
