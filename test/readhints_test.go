@@ -434,7 +434,10 @@ func TestDrainOfTheAutopilotsNode(t *testing.T) {
 		notes, _, err = transferNotes(ctx, cl, rangeID, lastID)
 		return err == nil && len(notes) > 0
 	})
-	_, raw, _ := cl.Decisions(ctx)
+	_, raw, err := cl.Decisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var entries []struct {
 		Range    uint64 `json:"range"`
 		Operator string `json:"operator"`
