@@ -50,6 +50,7 @@ LEADER_CPU=${LEADER_CPU:-0}
 LEADER_QUOTA=${LEADER_QUOTA-0.5}   # cores n1 may use (cgroup v1 cpu.cfs_quota_us); empty: no cap
 FOLLOWER_QUOTA=${FOLLOWER_QUOTA:-}  # cores each follower may use (e.g. 0.1: saturated followers, to see the adaptive fraction act)
 FOLLOWER_SHARES=${FOLLOWER_SHARES:-}  # cgroup cpu.shares of each follower (e.g. 2): the client preempts them on the core they share, as if they ran on machines of their own
+FOLLOWER_IDLE=${FOLLOWER_IDLE:-}  # 1: each follower's cgroup is cpu.idle (SCHED_IDLE): a waking client preempts a running follower at once, where low shares still let it finish its slice first
 CGROUP= FCGROUP=
 OTHER_CPU=${OTHER_CPU:-1}
 BASE_PORT=${BASE_PORT:-27300}
@@ -109,7 +110,7 @@ if [ -n "$LEADER_QUOTA" ]; then
 fi
 start_node 1 "$LEADER_CPU" "$CGROUP" --bootstrap
 F2= F3=
-if [ -n "$FOLLOWER_QUOTA$FOLLOWER_SHARES" ]; then
+if [ -n "$FOLLOWER_QUOTA$FOLLOWER_SHARES$FOLLOWER_IDLE" ]; then
   for i in 2 3; do
     d=/sys/fs/cgroup/cpu/shoal-readhints-$$-n$i
     mkdir "$d"
@@ -120,6 +121,7 @@ if [ -n "$FOLLOWER_QUOTA$FOLLOWER_SHARES" ]; then
       echo "$Q" >"$d/cpu.cfs_quota_us"
     fi
     [ -z "$FOLLOWER_SHARES" ] || echo "$FOLLOWER_SHARES" >"$d/cpu.shares"
+    [ -z "$FOLLOWER_IDLE" ] || echo 1 >"$d/cpu.idle"
     eval "F$i=$d"
   done
 fi
@@ -176,7 +178,7 @@ if [ "$SETTLE" -gt 0 ]; then
   echo "$(date -u +%T) compactions settled after ${waited} s ($last compactions and flushes so far; quiet for ${quiet} s, want $SETTLE)"
 fi
 # Followers are capped only now: capped during the load they apply ~150 writes/s.
-[ -z "$F2" ] || { echo "${PIDS[2]}" >"$F2/cgroup.procs"; echo "${PIDS[3]}" >"$F3/cgroup.procs"; echo "n2, n3 capped at ${FOLLOWER_QUOTA:-1} cores each, cpu.shares ${FOLLOWER_SHARES:-1024}"; }
+[ -z "$F2" ] || { echo "${PIDS[2]}" >"$F2/cgroup.procs"; echo "${PIDS[3]}" >"$F3/cgroup.procs"; echo "n2, n3 capped at ${FOLLOWER_QUOTA:-1} cores each, cpu.shares ${FOLLOWER_SHARES:-1024}, cpu.idle ${FOLLOWER_IDLE:-0}"; }
 echo "$(date -u +%T) every leadership on n1; running YCSB C ($DISTRIBUTION, $THREADS threads) for $(((WINDOWS + 1) * WINDOW)) s"
 
 # Side by side: wait until every peer is ready, then all start their windows at the same second
