@@ -464,6 +464,14 @@ func (e *Engine) DeviceStats() emudisk.Stats {
 	return e.device.Stats()
 }
 
+// SetDeviceUnthrottled lifts (true) or restores the budget of the engine's emulated device
+// (emudisk.Device.SetUnthrottled); a no-op without one.
+func (e *Engine) SetDeviceUnthrottled(on bool) {
+	if e.device != nil {
+		e.device.SetUnthrottled(on)
+	}
+}
+
 // ApproximateBytes estimates the on-disk size of [start, end).
 func (e *Engine) ApproximateBytes(start, end []byte) uint64 {
 	n, err := e.db.EstimateDiskUsage(start, end)

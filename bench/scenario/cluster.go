@@ -130,6 +130,18 @@ func (c *cluster) kill(i int) {
 	c.mu.Unlock()
 }
 
+// setUnthrottled lifts (true) or restores the emulated-disk budgets of every live node
+// (Options.FastLoad); a node started later gets a throttled device of its own.
+func (c *cluster) setUnthrottled(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		if n.alive {
+			n.eng.SetDeviceUnthrottled(on)
+		}
+	}
+}
+
 // deviceStats sums the emulated-disk counters of every node, live or killed, since the cluster started.
 func (c *cluster) deviceStats() emudisk.Stats {
 	c.mu.Lock()

@@ -53,6 +53,10 @@ type Options struct {
 	Variants []string
 	// RandomValues writes random, incompressible values (`--random-values`; Scenario.RandomValues).
 	RandomValues bool
+	// FastLoad loads the data (and lets the engines compact it) with the emulated disks' budgets
+	// lifted (`--fast-load`), restoring them before the workload: on a 250-IOPS disk a load of
+	// incompressible data takes most of a run's time and can stall writes long enough to fail.
+	FastLoad bool
 	// Reverse runs the variants (or the policy on/off pair) in the opposite order (RunRepeated's
 	// alternate repetitions).
 	Reverse bool
@@ -85,7 +89,9 @@ type Settings struct {
 	Splits     int     `json:"splits,omitempty"`
 	ValueBytes int     `json:"value_bytes"`
 	// RandomValues: the values written were random bytes (incompressible), not a fixed pattern.
-	RandomValues bool    `json:"random_values,omitempty"`
+	RandomValues bool `json:"random_values,omitempty"`
+	// FastLoad: the data were loaded and compacted with the emulated disks' budgets lifted.
+	FastLoad     bool    `json:"fast_load,omitempty"`
 	ReadFraction float64 `json:"read_fraction"`
 	CacheBytes   int64   `json:"cache_bytes"`
 	// SurgeThreads is the client threads a surge scenario adds at its surge.
@@ -306,7 +312,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	}
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), Threads: sc.Threads,
-		Splits: sc.Splits, SurgeThreads: sc.SurgeThreads, ValueBytes: sc.ValueBytes, RandomValues: sc.RandomValues, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
+		Splits: sc.Splits, SurgeThreads: sc.SurgeThreads, ValueBytes: sc.ValueBytes, RandomValues: sc.RandomValues, FastLoad: opts.FastLoad, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
 		Device: EffectiveDevice(sc, opts),
 	}}
 	if len(sc.Variants) > 0 {
@@ -435,6 +441,9 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	if opts.FastLoad {
+		c.setUnthrottled(true)
+	}
 	var loaded atomic.Int64
 	var loadErr atomic.Value
 	var wg sync.WaitGroup
@@ -452,7 +461,10 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 			}
 		}
 	}()
-	const loadBatch = 64 // sequential keys per write: one range, one raft proposal
+	const (
+		loadBatch    = 64 // sequential keys per write: one range, one raft proposal
+		loadRetryFor = time.Minute
+	)
 	loadSeed := uint64(time.Now().UnixNano())
 	for w := 0; w < sc.Threads; w++ {
 		wg.Add(1)
@@ -469,13 +481,14 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 					muts = append(muts, &pb.Mutation{Key: key(i), Value: vals.next(rng)})
 				}
 				// Overwrites are idempotent: an ambiguous failure (a leadership change on a
-				// loaded machine) is simply retried.
+				// loaded machine, writes stalled behind compactions on a slow disk) is simply
+				// retried, for up to loadRetryFor.
 				var err error
-				for attempt := 0; attempt < 8; attempt++ {
-					if err = cl.WriteMany(ctx, muts); err == nil || ctx.Err() != nil {
+				for attempt, first := 0, time.Now(); ; attempt++ {
+					if err = cl.WriteMany(ctx, muts); err == nil || ctx.Err() != nil || time.Since(first) > loadRetryFor {
 						break
 					}
-					time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+					time.Sleep(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second))
 				}
 				if err != nil {
 					loadErr.Store(err)
@@ -514,6 +527,9 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	progress("waiting for the engines to finish compacting the load")
 	if err := c.settle(ctx, 2*time.Minute); err != nil {
 		return nil, err
+	}
+	if opts.FastLoad {
+		c.setUnthrottled(false)
 	}
 	if variant.PolicyOff {
 		policyOn = false

@@ -475,3 +475,22 @@ func TestSurgeControllerLearnsATypicalWindow(t *testing.T) {
 		t.Errorf("steadyMean without operations = %v, want NaN", got)
 	}
 }
+
+// TestRandomValuesFastLoad runs a tiny scenario with incompressible values loaded on unthrottled
+// disks (the disks' budgets restored for the workload) and checks the report says so.
+func TestRandomValuesFastLoad(t *testing.T) {
+	sc, ctx := tinyScenario(t, "leader-transfer")
+	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 3 * time.Second, Records: 300, Threads: 2,
+		RandomValues: true, FastLoad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Settings.RandomValues || !rep.Settings.FastLoad {
+		t.Fatalf("settings %+v: want random_values and fast_load", rep.Settings)
+	}
+	for _, r := range rep.Runs {
+		if r.Summary.Ops == 0 {
+			t.Errorf("run %q served no operations", r.Variant)
+		}
+	}
+}

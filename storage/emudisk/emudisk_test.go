@@ -140,6 +140,25 @@ func TestDeviceWaits(t *testing.T) {
 			t.Fatalf("stats %+v", st)
 		}
 	})
+	t.Run("unthrottled counts but never waits, then waits again", func(t *testing.T) {
+		clk := newFakeClock(true)
+		d := NewDevice(Options{WriteBytesPerSec: 1 << 20, IOPS: 10, Latency: ms}, clk)
+		fs := d.Wrap(vfs.NewMem())
+		d.SetUnthrottled(true)
+		writeChunks(t, fs, "a", 1<<20, 64<<10)
+		if got := clk.total(); got != 0 {
+			t.Fatalf("unthrottled: slept %v (%v), want nothing", got, clk.sleeps)
+		}
+		if st := d.Stats(); st.WriteBytes != 1<<20 || st.WriteOps < 16 || st.Throttled != 0 {
+			t.Fatalf("unthrottled: stats %+v, want the 1 MiB counted, nothing throttled", st)
+		}
+		d.SetUnthrottled(false)
+		writeChunks(t, fs, "b", 1<<20, 64<<10)
+		// 16 writes at 10 IOPS (less the one banked) and 1 MiB/s: the IOPS budget dominates.
+		if got := clk.total(); got < time.Second {
+			t.Fatalf("throttled again: slept %v in total, want over a second", got)
+		}
+	})
 	t.Run("reads use their own bandwidth", func(t *testing.T) {
 		clk := newFakeClock(false)
 		d := NewDevice(Options{WriteBytesPerSec: 1000, ReadBytesPerSec: 1 << 30}, clk)
