@@ -484,8 +484,8 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 				// loaded machine, writes stalled behind compactions on a slow disk) is simply
 				// retried, for up to loadRetryFor.
 				var err error
-				for attempt, first := 0, time.Now(); ; attempt++ {
-					if err = cl.WriteMany(ctx, muts); err == nil || ctx.Err() != nil || time.Since(first) > loadRetryFor {
+				for attempt, since := 0, time.Now(); ; attempt++ {
+					if err = cl.WriteMany(ctx, muts); err == nil || ctx.Err() != nil || time.Since(since) > loadRetryFor {
 						break
 					}
 					time.Sleep(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second))
