@@ -9,8 +9,9 @@ import (
 // which Pebble's block compression shrinks about sevenfold: a store of 640 000 records of 256 B holds
 // ~22 MB of tables, all of it in the bottom level, and each compaction of it rewrites every key
 // (docs/bench-join.md, session 22). Random values are fresh random bytes per write: incompressible,
-// so the tables hold what was written, the store spreads over several levels, and a compaction
-// rewrites a part of the key space, as in a store whose data does not compress.
+// so the tables hold what was written and the store spreads over several levels, as in a store whose
+// data does not compress (in join-surge-long its L0 -> L5 compactions still span every key: the
+// flushed tables hold writes from the whole key space; docs/bench-join.md, session 23).
 type values struct {
 	fixed  []byte
 	random bool

@@ -142,7 +142,7 @@ func init() {
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
 	f.IntVar(&scenarioFlags.surgeThreads, "surge-threads", 0, "client threads the load surge adds (join-surge scenarios only; default: the scenario's, 8: 16 -> 24)")
 	f.IntVar(&scenarioFlags.splits, "splits", 0, "pre-split the key space into this many equal ranges after loading (default: the scenario's; in the join scenarios a range is the unit of a move)")
-	f.BoolVar(&scenarioFlags.randomValues, "random-values", false, "write random (incompressible) values instead of one fixed pattern of letters, which compresses ~7x: the stores then hold what was written, over several levels, and a compaction rewrites part of the key space instead of all of it")
+	f.BoolVar(&scenarioFlags.randomValues, "random-values", false, "write random (incompressible) values instead of one fixed pattern of letters, which compresses ~7x: the stores then hold what was written, over several levels (docs/bench-join.md, session 23)")
 	f.BoolVar(&scenarioFlags.fastLoad, "fast-load", false, "load the data and let the engines compact it with the emulated disks' budgets lifted, restoring them before the workload (set-up only: a 250-IOPS disk takes most of a run to load incompressible data)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
