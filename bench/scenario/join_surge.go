@@ -98,7 +98,7 @@ func (sc *surgeController) start(ctx context.Context, env *Env) (string, error) 
 	if env.Records > 0 { // --records: the surge's clients choose among the keys the run loaded
 		cfg.Records = env.Records
 	}
-	g := newLoadGen(ctx, env.Client, cfg, env.Values, tr.fired)
+	g := newLoadGen(ctx, env.Client, cfg, env.values, tr.fired)
 	tr.mu.Lock()
 	tr.load = g
 	tr.mu.Unlock()

@@ -427,7 +427,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	}
 	defer cl.Close()
 	vals := newValues(sc.ValueBytes, sc.RandomValues)
-	env := &Env{c: c, Client: cl, Records: sc.Records, SurgeThreads: sc.SurgeThreads, Values: vals}
+	env := &Env{c: c, Client: cl, Records: sc.Records, SurgeThreads: sc.SurgeThreads, values: vals}
 
 	progress("waiting for %d-way replication", sc.Nodes)
 	deadline := time.Now().Add(90 * time.Second)

@@ -27,8 +27,8 @@ type Env struct {
 	Records int
 	// SurgeThreads is how many client threads a surge adds (the scenario's, or --surge-threads).
 	SurgeThreads int
-	// Values makes the values the run's clients write (fixed or random: --random-values).
-	Values values
+	// values makes the values the run's clients write (fixed or random: --random-values).
+	values values
 	killed []int
 }
 
