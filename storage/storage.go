@@ -57,6 +57,11 @@ type Options struct {
 	// Device, if set, puts the engine's files on an emulated device of its own (page-cache bypass, a
 	// bandwidth/IOPS budget, added latency; see package emudisk) on top of FS. Nil: off.
 	Device *emudisk.Options
+	// CompactionRefillGrace, when above 0, holds the next compaction for this long after one that
+	// rewrote data ends, unless Pebble asks for more than one compaction at a time (L0 or the debt
+	// backing up), so that the misses of its cold new tables reach an idle disk
+	// (docs/design/compaction-refill-grace.md). 0: off, Pebble's own scheduler.
+	CompactionRefillGrace time.Duration
 }
 
 // Stats are the engine counters reported in heartbeats and metrics.
@@ -80,6 +85,10 @@ type Stats struct {
 	ServedBlockBytesInCache uint64
 	// StreamBlockBytes is the bytes of the blocks the streams' reads loaded.
 	StreamBlockBytes uint64
+	// CompactionGraceHolds counts the compactions held for a refill grace (Options.CompactionRefillGrace)
+	// and CompactionGraceHeld the time they waited in all.
+	CompactionGraceHolds int64
+	CompactionGraceHeld  time.Duration
 }
 
 // Engine is one node's storage engine.
@@ -106,6 +115,7 @@ type Engine struct {
 	writeStalls        atomic.Int64
 
 	compLog compactionLog
+	grace   *graceScheduler // nil unless Options.CompactionRefillGrace
 }
 
 const markerFile = "SHOAL_STORE"
@@ -141,6 +151,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	if opts.LBaseMaxBytes < 0 {
 		return nil, fmt.Errorf("storage: base level size %d must not be negative (0: the default)", opts.LBaseMaxBytes)
+	}
+	if opts.CompactionRefillGrace < 0 || opts.CompactionRefillGrace > time.Minute {
+		return nil, fmt.Errorf("storage: compaction refill grace %v must be between 0 (off) and 1m", opts.CompactionRefillGrace)
 	}
 	opts.MemTableBytes = jitterMemTable(opts.MemTableBytes, opts.MemTableJitter, rand.Float64())
 	marker := filepath.Join(dir, markerFile)
@@ -192,6 +205,10 @@ func Open(dir string, opts Options) (*Engine, error) {
 		FormatMajorVersion:          pebble.FormatNewest,
 		MemTableStopWritesThreshold: 4,
 		LBaseMaxBytes:               opts.LBaseMaxBytes,
+	}
+	if opts.CompactionRefillGrace > 0 {
+		e.grace = newGraceScheduler(opts.CompactionRefillGrace, time.Now)
+		po.Experimental.CompactionScheduler = e.grace
 	}
 	// Bloom filters on every level: a point read (a GET, a raft-log lookup) then skips the tables
 	// that cannot hold its key, instead of searching each L0 file's index.
@@ -444,6 +461,9 @@ func (e *Engine) Stats() Stats {
 		DiskBytes:           disk + m.WAL.PhysicalSize,
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
 	}
+	if e.grace != nil {
+		st.CompactionGraceHolds, st.CompactionGraceHeld = e.grace.counters()
+	}
 	for _, c := range m.CategoryStats {
 		switch {
 		case c.Category == streamCategory:
@@ -494,6 +514,9 @@ func (e *Engine) eventListener() *pebble.EventListener {
 			e.compactionsRunning.Add(-1)
 			e.compactionsDone.Add(1)
 			e.compLog.add(info)
+			if e.grace != nil {
+				e.grace.compactionEnded(info)
+			}
 			if l := e.listener.Load(); l != nil {
 				(*l).CompactionEnd(info.JobID)
 			}

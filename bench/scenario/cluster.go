@@ -85,6 +85,7 @@ func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, eng 
 type engineShape struct {
 	memTableJitter float64
 	lbaseMaxBytes  int64
+	refillGrace    time.Duration // storage.Options.CompactionRefillGrace
 }
 
 func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool) error {
@@ -98,7 +99,8 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 	}
 	ln, err := localnode.Start(ctx, localnode.Options{Dir: n.dir, Create: create, Addr: n.addr, Listener: n.lis,
 		CacheBytes: c.cacheBytes, MemTableBytes: memTableFor(c.cacheBytes),
-		MemTableJitter: c.shape.memTableJitter, LBaseMaxBytes: c.shape.lbaseMaxBytes, Device: c.device, KV: cfg})
+		MemTableJitter: c.shape.memTableJitter, LBaseMaxBytes: c.shape.lbaseMaxBytes, Device: c.device, KV: cfg,
+		CompactionRefillGrace: c.shape.refillGrace})
 	if err != nil {
 		n.lis = nil
 		return err
@@ -286,6 +288,20 @@ type CompactionMark struct {
 }
 
 // compactions lists the compactions the live nodes' engines finished since start, by end time.
+// graceCounters are the engines' refill-grace holds and held seconds, per node (0 for a node down).
+func (c *cluster) graceCounters() ([]int64, []float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	holds, held := make([]int64, len(c.nodes)), make([]float64, len(c.nodes))
+	for i, n := range c.nodes {
+		if n.alive {
+			st := n.eng.Stats()
+			holds[i], held[i] = st.CompactionGraceHolds, st.CompactionGraceHeld.Seconds()
+		}
+	}
+	return holds, held
+}
+
 func (c *cluster) compactions(start time.Time) []CompactionMark {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -57,6 +57,9 @@ type Options struct {
 	// lifted (`--fast-load`), restoring them before the workload: on a 250-IOPS disk a load of
 	// incompressible data takes most of a run's time and can stall writes long enough to fail.
 	FastLoad bool
+	// CompactionRefillGrace sets every engine's storage.Options.CompactionRefillGrace
+	// (`--compaction-refill-grace`; 0: off).
+	CompactionRefillGrace time.Duration
 	// Reverse runs the variants (or the policy on/off pair) in the opposite order (RunRepeated's
 	// alternate repetitions).
 	Reverse bool
@@ -91,9 +94,11 @@ type Settings struct {
 	// RandomValues: the values written were random bytes (incompressible), not a fixed pattern.
 	RandomValues bool `json:"random_values,omitempty"`
 	// FastLoad: the data were loaded and compacted with the emulated disks' budgets lifted.
-	FastLoad     bool    `json:"fast_load,omitempty"`
-	ReadFraction float64 `json:"read_fraction"`
-	CacheBytes   int64   `json:"cache_bytes"`
+	FastLoad bool `json:"fast_load,omitempty"`
+	// CompactionRefillGraceS is the engines' compaction refill grace in seconds (0: off).
+	CompactionRefillGraceS float64 `json:"compaction_refill_grace_s,omitempty"`
+	ReadFraction           float64 `json:"read_fraction"`
+	CacheBytes             int64   `json:"cache_bytes"`
 	// SurgeThreads is the client threads a surge scenario adds at its surge.
 	SurgeThreads int `json:"surge_threads,omitempty"`
 	// Device is each node's emulated disk; null when the nodes share the machine's disk and page cache.
@@ -220,6 +225,11 @@ type RunReport struct {
 	// Decisions are the decision-log entries, from the measured workload on, of the policies the
 	// variant switched on (Variant.Pin).
 	Decisions []JoinStep `json:"decisions,omitempty"`
+	// CompactionGraceHolds and CompactionGraceHeldS are, per node (n1 first), the compactions its
+	// engine held for a refill grace over the whole run (load included) and the seconds they waited;
+	// absent when the grace was off.
+	CompactionGraceHolds []int64   `json:"compaction_grace_holds,omitempty"`
+	CompactionGraceHeldS []float64 `json:"compaction_grace_held_s,omitempty"`
 	// Task is the window of the first event marked Task, when there is one.
 	Task *TaskWindow `json:"task,omitempty"`
 	// Join measures a node's join (scenarios with JoinSpareNode).
@@ -260,6 +270,9 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		sc.Splits = opts.Splits
 	}
 	sc.RandomValues = sc.RandomValues || opts.RandomValues
+	if opts.CompactionRefillGrace < 0 {
+		return nil, fmt.Errorf("scenario %s: --compaction-refill-grace %v: want 0 (off) or a positive duration", sc.Name, opts.CompactionRefillGrace)
+	}
 	if opts.SurgeThreads < 0 {
 		return nil, fmt.Errorf("scenario %s: --surge-threads %d: want a positive number of client threads", sc.Name, opts.SurgeThreads)
 	}
@@ -313,7 +326,8 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), Threads: sc.Threads,
 		Splits: sc.Splits, SurgeThreads: sc.SurgeThreads, ValueBytes: sc.ValueBytes, RandomValues: sc.RandomValues, FastLoad: opts.FastLoad, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
-		Device: EffectiveDevice(sc, opts),
+		CompactionRefillGraceS: opts.CompactionRefillGrace.Seconds(),
+		Device:                 EffectiveDevice(sc, opts),
 	}}
 	if len(sc.Variants) > 0 {
 		for i, v := range sc.Variants {
@@ -415,7 +429,7 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	if variant.MemTableJitter > 0 {
 		jitter = variant.MemTableJitter
 	}
-	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, engineShape{memTableJitter: jitter, lbaseMaxBytes: variant.LBaseMaxBytes},
+	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, engineShape{memTableJitter: jitter, lbaseMaxBytes: variant.LBaseMaxBytes, refillGrace: opts.CompactionRefillGrace},
 		device, sc.KV, variant.KV)
 	if err != nil {
 		return nil, err
@@ -723,6 +737,9 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		rr.Device = &st
 	}
 	rr.Compactions = c.compactions(start)
+	if opts.CompactionRefillGrace > 0 {
+		rr.CompactionGraceHolds, rr.CompactionGraceHeldS = c.graceCounters()
+	}
 	if names := pinnedOn(variant.Pin); len(names) > 0 {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var derr error

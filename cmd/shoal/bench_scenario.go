@@ -32,6 +32,8 @@ var scenarioFlags struct {
 	randomValues bool
 	// fastLoad loads with the emulated disks' budgets lifted.
 	fastLoad bool
+	// refillGrace is every engine's compaction refill grace (0: off).
+	refillGrace time.Duration
 	// repeat runs the whole scenario this many times and reports each figure's spread.
 	repeat int
 }
@@ -100,6 +102,7 @@ is one sample of a noisy machine: compare means with their spreads.`,
 			SurgeThreads: scenarioFlags.surgeThreads, Progress: os.Stderr,
 			NoEmulatedDisk: scenarioFlags.noEmulatedDisk, Variants: scenarioFlags.variants,
 			RandomValues: scenarioFlags.randomValues, FastLoad: scenarioFlags.fastLoad,
+			CompactionRefillGrace: scenarioFlags.refillGrace,
 		}
 		if scenarioFlags.repeat != 1 {
 			rr, err := scenario.RunRepeated(cmd.Context(), sc, opts, scenarioFlags.repeat)
@@ -144,6 +147,7 @@ func init() {
 	f.IntVar(&scenarioFlags.splits, "splits", 0, "pre-split the key space into this many equal ranges after loading (default: the scenario's; in the join scenarios a range is the unit of a move)")
 	f.BoolVar(&scenarioFlags.randomValues, "random-values", false, "write random (incompressible) values instead of one fixed pattern of letters, which compresses ~7x: the stores then hold what was written, over several levels (docs/bench-join.md, session 23)")
 	f.BoolVar(&scenarioFlags.fastLoad, "fast-load", false, "load the data and let the engines compact it with the emulated disks' budgets lifted, restoring them before the workload (set-up only: a 250-IOPS disk takes most of a run to load incompressible data)")
+	f.DurationVar(&scenarioFlags.refillGrace, "compaction-refill-grace", 0, "hold every engine's next compaction this long after one that rewrote data ends, unless L0 backs up, so the new tables' misses reach an idle disk (docs/design/compaction-refill-grace.md; 0: off)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
 	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (--list shows every scenario's variants)")

@@ -37,6 +37,7 @@ var startFlags struct {
 	certsDir         string
 	cacheSize        byteSize
 	memTableJitter   float64
+	refillGrace      time.Duration
 	maxKeyBytes      byteSize
 	maxValueBytes    byteSize
 	rangeMaxBytes    byteSize
@@ -145,6 +146,8 @@ func init() {
 	f.Var(&startFlags.cacheSize, "cache-size", "block cache size")
 	f.Float64Var(&startFlags.memTableJitter, "memtable-jitter", storage.DefaultMemTableJitter,
 		"fraction (at most 0.5) by which this node's memtable is randomly smaller than the default, so that replicas, which receive the same writes, drift apart in when they flush and compact (0: off, the default; docs/design/flush-desync.md)")
+	f.DurationVar(&startFlags.refillGrace, "compaction-refill-grace", 0,
+		"hold the next compaction this long after one that rewrote data ends (unless L0 backs up), so that the misses of its new, uncached tables reach an idle disk (0: off, the default; docs/design/compaction-refill-grace.md)")
 	f.Var(&startFlags.maxKeyBytes, "max-key-bytes", "largest key accepted")
 	f.Var(&startFlags.maxValueBytes, "max-value-bytes", "largest value accepted")
 	f.Var(&startFlags.rangeMaxBytes, "range-max-bytes", "range size that triggers a split")
@@ -196,24 +199,25 @@ func startConfig() (server.Config, error) {
 		return server.Config{}, usageError{fmt.Errorf("--memtable-jitter %v must be in [0, %v] (0: off)", j, storage.MaxMemTableJitter)}
 	}
 	cfg := server.Config{
-		DataDir:          startFlags.dataDir,
-		Listen:           startFlags.listen,
-		Advertise:        startFlags.advertise,
-		HTTP:             startFlags.http,
-		RESP:             startFlags.resp,
-		Bootstrap:        startFlags.bootstrap,
-		Join:             []string(startFlags.join),
-		AuthToken:        token,
-		CertsDir:         startFlags.certsDir,
-		CacheBytes:       int64(startFlags.cacheSize),
-		MemTableJitter:   memTableJitterConfig(startFlags.memTableJitter),
-		RangeMaxBytes:    int64(startFlags.rangeMaxBytes),
-		SnapshotRate:     int64(startFlags.snapshotRate),
-		SnapshotRecvRate: int64(startFlags.snapshotRecvRate),
-		TickInterval:     startFlags.tickInterval,
-		DeadNodeTimeout:  startFlags.deadNodeTimeout,
-		ShedRanking:      startFlags.shedRanking,
-		Joins:            policy.JoinConfig{Strategy: startFlags.joinStrategy, Sender: startFlags.joinSender, Order: startFlags.joinOrder},
+		DataDir:               startFlags.dataDir,
+		Listen:                startFlags.listen,
+		Advertise:             startFlags.advertise,
+		HTTP:                  startFlags.http,
+		RESP:                  startFlags.resp,
+		Bootstrap:             startFlags.bootstrap,
+		Join:                  []string(startFlags.join),
+		AuthToken:             token,
+		CertsDir:              startFlags.certsDir,
+		CacheBytes:            int64(startFlags.cacheSize),
+		MemTableJitter:        memTableJitterConfig(startFlags.memTableJitter),
+		CompactionRefillGrace: startFlags.refillGrace,
+		RangeMaxBytes:         int64(startFlags.rangeMaxBytes),
+		SnapshotRate:          int64(startFlags.snapshotRate),
+		SnapshotRecvRate:      int64(startFlags.snapshotRecvRate),
+		TickInterval:          startFlags.tickInterval,
+		DeadNodeTimeout:       startFlags.deadNodeTimeout,
+		ShedRanking:           startFlags.shedRanking,
+		Joins:                 policy.JoinConfig{Strategy: startFlags.joinStrategy, Sender: startFlags.joinSender, Order: startFlags.joinOrder},
 	}
 	if err := setHintsFlags(&cfg); err != nil {
 		return cfg, err
