@@ -481,16 +481,23 @@ func TestSurgeControllerLearnsATypicalWindow(t *testing.T) {
 func TestRandomValuesFastLoad(t *testing.T) {
 	sc, ctx := tinyScenario(t, "leader-transfer")
 	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 3 * time.Second, Records: 300, Threads: 2,
-		RandomValues: true, FastLoad: true})
+		RandomValues: true, FastLoad: true, CompactionRefillGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Settings.RandomValues || !rep.Settings.FastLoad {
-		t.Fatalf("settings %+v: want random_values and fast_load", rep.Settings)
+	if !rep.Settings.RandomValues || !rep.Settings.FastLoad || rep.Settings.CompactionRefillGraceS != 1 {
+		t.Fatalf("settings %+v: want random_values, fast_load and a 1-s compaction refill grace", rep.Settings)
 	}
 	for _, r := range rep.Runs {
 		if r.Summary.Ops == 0 {
 			t.Errorf("run %q served no operations", r.Variant)
 		}
+		// The engines ran with the grace: every node's hold counters are reported.
+		if len(r.CompactionGraceHolds) != rep.Settings.Nodes || len(r.CompactionGraceHeldS) != rep.Settings.Nodes {
+			t.Errorf("run %q: grace counters %v / %v, want one per node (%d)", r.Variant, r.CompactionGraceHolds, r.CompactionGraceHeldS, rep.Settings.Nodes)
+		}
+	}
+	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), CompactionRefillGrace: -time.Second}); err == nil {
+		t.Error("a negative compaction refill grace was accepted")
 	}
 }

@@ -111,8 +111,12 @@ func TestStartPrintConfig(t *testing.T) {
 		t.Fatalf("defaults: exit %d\n%s", code, out)
 	}
 	code, out, _ = shoal(t, "start", "--data-dir", "d", "--memtable-jitter", "0.25", "--print-config")
-	if code != 0 || !strings.Contains(out, `"memtable_jitter": 0.25`) {
+	if code != 0 || !strings.Contains(out, `"memtable_jitter": 0.25`) || !strings.Contains(out, `"compaction_refill_grace": "0s"`) {
 		t.Fatalf("--memtable-jitter 0.25: exit %d\n%s", code, out)
+	}
+	code, out, _ = shoal(t, "start", "--data-dir", "d", "--compaction-refill-grace", "3s", "--print-config")
+	if code != 0 || !strings.Contains(out, `"compaction_refill_grace": "3s"`) {
+		t.Fatalf("--compaction-refill-grace 3s: exit %d\n%s", code, out)
 	}
 }
 
