@@ -45,9 +45,11 @@ type graceScheduler struct {
 	holds     int64
 	heldFor   time.Duration
 
-	stop chan struct{}
-	poke chan struct{}
-	done chan struct{}
+	quit     chan struct{}
+	quitOnce sync.Once
+	poke     chan struct{}
+	done     chan struct{} // closed when the granter has stopped (or was never started by Register)
+	started  bool          // Register ran (guarded by mu)
 	// noGranter leaves the periodic granter off (tests grant by hand).
 	noGranter bool
 }
@@ -55,7 +57,7 @@ type graceScheduler struct {
 var _ pebble.CompactionScheduler = (*graceScheduler)(nil)
 
 func newGraceScheduler(grace time.Duration, now func() time.Time) *graceScheduler {
-	s := &graceScheduler{grace: grace, now: now, stop: make(chan struct{}), poke: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &graceScheduler{grace: grace, now: now, quit: make(chan struct{}), poke: make(chan struct{}, 1), done: make(chan struct{})}
 	s.grantingDone = sync.NewCond(&s.mu)
 	return s
 }
@@ -64,6 +66,9 @@ func newGraceScheduler(grace time.Duration, now func() time.Time) *graceSchedule
 // Unregister, which the DB calls when it closes.
 func (s *graceScheduler) Register(_ int, db pebble.DBForCompaction) {
 	s.db = db
+	s.mu.Lock()
+	s.started = true
+	s.mu.Unlock()
 	if s.noGranter {
 		close(s.done)
 		return
@@ -72,13 +77,24 @@ func (s *graceScheduler) Register(_ int, db pebble.DBForCompaction) {
 }
 
 func (s *graceScheduler) Unregister() {
-	close(s.stop)
+	s.quitOnce.Do(func() { close(s.quit) })
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unregistered = true
 	for s.granting {
 		s.grantingDone.Wait()
+	}
+}
+
+// abandon stops the granter of a DB whose Open failed after Register: Pebble then never calls
+// Unregister. A no-op when Register did not run.
+func (s *graceScheduler) abandon() {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if started {
+		s.Unregister()
 	}
 }
 
@@ -221,7 +237,7 @@ func (s *graceScheduler) granter(tick *time.Ticker) {
 		select {
 		case <-tick.C:
 		case <-s.poke:
-		case <-s.stop:
+		case <-s.quit:
 			return
 		}
 		s.mu.Lock()

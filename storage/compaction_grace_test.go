@@ -189,3 +189,21 @@ func TestEngineCompactionRefillGrace(t *testing.T) {
 		t.Error("a negative grace was accepted")
 	}
 }
+
+// A DB whose Open fails after Register never calls Unregister: abandon stops the granter, and is a
+// no-op when Register never ran.
+func TestGraceSchedulerAbandon(t *testing.T) {
+	s := newGraceScheduler(time.Second, time.Now)
+	s.abandon() // never registered: must not wait for a granter that was never started
+	s = newGraceScheduler(time.Second, time.Now)
+	s.Register(1, &fakeCompactionDB{allowed: 1})
+	s.abandon()
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("the granter still runs after abandon")
+	}
+	if ok, _ := s.TrySchedule(); ok {
+		t.Error("an abandoned scheduler granted a compaction")
+	}
+}

@@ -217,6 +217,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
+		if e.grace != nil {
+			e.grace.abandon()
+		}
 		lock.Close()
 		if exists {
 			return nil, fmt.Errorf("store in %s cannot be opened (corrupt or missing files?): %w; refusing to start, nothing was changed", dir, err)
