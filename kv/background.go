@@ -66,7 +66,7 @@ func (e *engineTasks) end(job int) {
 }
 
 func (e *engineTasks) CompactionBegin(job int, inputBytes uint64, reason string, span storage.Span) {
-	if !rewritesData[reason] || inputBytes < e.spanBytes {
+	if !storage.RewritesData(reason) || inputBytes < e.spanBytes {
 		span = storage.Span{} // its tables keep their cached blocks (or too few are rewritten to matter)
 	}
 	e.begin(job, e.t.BeginSpan(bgtask.KindCompaction, fmt.Sprintf("job %d (%s)", job, reason), inputBytes, span))
@@ -76,12 +76,6 @@ func (e *engineTasks) FlushBegin(job int, bytes uint64) {
 	e.begin(-job-1, e.t.Begin(bgtask.KindFlush, fmt.Sprintf("job %d", job), bytes))
 }
 func (e *engineTasks) FlushEnd(job int) { e.end(-job - 1) }
-
-// rewritesData lists the compaction reasons (Pebble's) that write new tables from old ones. A move
-// hands a table to another level as is and a delete-only compaction only drops tables: neither
-// leaves a key's blocks uncached.
-var rewritesData = map[string]bool{"default": true, "elision-only": true, "read": true, "tombstone-density": true,
-	"rewrite": true, "copy": true}
 
 // initBackground creates the tracker and hooks the engine to it.
 func (n *Node) initBackground() {

@@ -161,12 +161,8 @@ func (s *graceScheduler) UpdateGetAllowedWithoutPermission() {
 // compactionEnded starts a grace after a compaction that wrote new tables from at least
 // refillGraceMinBytes (called from the engine's CompactionEnd event).
 func (s *graceScheduler) compactionEnded(info pebble.CompactionInfo) {
-	if info.Err != nil {
+	if info.Err != nil || !RewritesData(info.Reason) {
 		return
-	}
-	switch info.Reason {
-	case "move", "copy", "delete-only", "flush":
-		return // no new blocks: the cache stays valid (moves and copies keep the tables' blocks)
 	}
 	var out uint64
 	for _, t := range info.Output.Tables {

@@ -80,6 +80,7 @@ func TestGraceSchedulerHoldsAfterARewrite(t *testing.T) {
 		{"read compaction", compactionOut("read", 2<<20, nil), 1, true},
 		{"small rewrite", compactionOut("default", refillGraceMinBytes-1, nil), 1, false},
 		{"move keeps the blocks", compactionOut("move", 64<<20, nil), 1, false},
+		{"copy writes a new table", compactionOut("copy", 2<<20, nil), 1, true},
 		{"delete-only", compactionOut("delete-only", 64<<20, nil), 1, false},
 		{"failed compaction", compactionOut("default", 4<<20, errors.New("cancelled")), 1, false},
 		{"L0 backing up", compactionOut("default", 4<<20, nil), 2, false},
