@@ -926,9 +926,6 @@ func (s *Store) sendMessagesLocked(r *Replica, msgs []*raftpb.Message) {
 // startSnapshotLocked streams the range's data at the current applied index to a follower. The raft
 // snapshot metadata is rewritten to that index so data and metadata always agree.
 func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64) {
-	if r.destroyed {
-		return // its data is gone: streaming the span would send an empty range
-	}
 	select {
 	case s.snapSem <- struct{}{}:
 	default:
@@ -949,11 +946,7 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 		return
 	}
 	engSnap := s.eng.NewSnapshot()
-	lo, hi := storage.DataSpan(r.IsMeta(), r.desc.StartKey, r.desc.EndKey)
-	// The iterator is opened here, under the replica's mutex: an open iterator keeps its view of the
-	// engine, while a snapshot alone would lose the span's data to the excise of a replica destroyed
-	// before the stream starts (destroyReplica), and stream an empty range as this applied index's.
-	src, err := newSnapshotSource(engSnap, lo, hi)
+	desc := proto.Clone(r.desc).(*pb.RangeDescriptor)
 	header := &pb.RaftMessage{RangeId: r.rangeID, FromNode: s.cfg.NodeID, ToNode: toNode, Message: data}
 	to := m.GetTo()
 	s.wg.Add(1)
@@ -961,6 +954,8 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 		defer s.wg.Done()
 		defer func() { <-s.snapSem }()
 		defer engSnap.Close()
+		lo, hi := storage.DataSpan(r.IsMeta(), desc.StartKey, desc.EndKey)
+		src, err := newSnapshotSource(engSnap, lo, hi)
 		status := raft.SnapshotFinish
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -987,27 +982,19 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 	}()
 }
 
-type snapshotSource struct {
-	it      *storage.Iterator
-	started bool
-}
+type snapshotSource struct{ it *storage.Iterator }
 
-// newSnapshotSource opens the stream's iterator without positioning it: the first Next reads, so a
-// caller holding a lock does no disk read under it.
 func newSnapshotSource(snap *storage.Snapshot, lo, hi []byte) (*snapshotSource, error) {
 	it, err := snap.NewStreamIter(lo, hi)
 	if err != nil {
 		return nil, err
 	}
+	it.First()
 	return &snapshotSource{it: it}, nil
 }
 
 // Next implements transport.SnapshotSource.
 func (s *snapshotSource) Next() (*pb.KeyValue, error) {
-	if !s.started {
-		s.started = true
-		s.it.First()
-	}
 	if !s.it.Valid() {
 		if err := s.it.Error(); err != nil {
 			return nil, err
@@ -1074,7 +1061,6 @@ func (s *Store) destroyReplica(r *Replica, why string) {
 	defer b.Close()
 	lo, hi := storage.RaftStateSpan(r.rangeID)
 	_ = b.DeleteRange(lo, hi)
-	var dlo, dhi []byte // the data span cleared, if any
 	// A frozen range's data belongs to the merge that froze it: the left range (once it applies the
 	// merge here, or through a snapshot that rewrites the span) owns it.
 	if desc != nil && desc.MergingInto == 0 {
@@ -1086,23 +1072,13 @@ func (s *Store) destroyReplica(r *Replica, why string) {
 			}
 		}
 		if !owned {
-			dlo, dhi = storage.DataSpan(r.IsMeta(), desc.StartKey, desc.EndKey)
+			dlo, dhi := storage.DataSpan(r.IsMeta(), desc.StartKey, desc.EndKey)
 			_ = b.DeleteRange(dlo, dhi)
 		}
 	}
 	_ = b.Set(storage.ReplicaTombstoneKey(r.rangeID), u64(r.replicaID))
 	if err := b.Commit(true); err != nil {
 		s.cfg.Logger.Error("destroy replica", "range", r.rangeID, "err", err)
-		return
-	}
-	// The batch made the removal durable; excising the span removes the bytes without the
-	// compactions that would carry the range deletion down and rewrite the tables it shares with
-	// the node's other ranges, evicting their cached blocks (docs/design/excise-removed-replicas.md).
-	// If it fails, the range deletion stays and compactions apply it as before.
-	if dlo != nil {
-		if err := s.eng.ExciseSpan(context.Background(), dlo, dhi); err != nil {
-			s.cfg.Logger.Warn("excise a destroyed replica's data; compactions will drop it", "range", r.rangeID, "err", err)
-		}
 	}
 	s.cfg.Logger.Info("replica destroyed", "range", r.rangeID, "node", s.cfg.NodeID, "why", why)
 }

@@ -106,7 +106,6 @@ type Engine struct {
 	ingestN  atomic.Uint64 // names the sstables IngestSpan writes
 	// ingests counts IngestSpan calls; ingestedL0Bytes the bytes Pebble could not place below L0.
 	ingests, ingestedBytes, ingestedL0Bytes atomic.Int64
-	excises                                 atomic.Int64 // ExciseSpan calls that succeeded
 
 	memTableBytes uint64 // after jitter
 
