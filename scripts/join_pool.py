@@ -13,6 +13,7 @@ parallel / incremental of the windows and of the excess (issue 10's goals: >= 2x
     python3 scripts/join_pool.py --threshold 190 REPORT...   # one threshold (ms) for every run
                                                            # instead of each run's own
 """
+import argparse
 import json
 import random
 import sys
@@ -60,11 +61,11 @@ def bootstrap(pairs, key, n=10000):
 
 
 def main():
-    args, common = sys.argv[1:], None
-    if args[:1] == ["--threshold"] and len(args) > 1:
-        common, args = float(args[1]), args[2:]
-    if not args:
-        sys.exit(__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threshold", type=float, help="one SLO threshold (ms) for every run instead of each run's own")
+    ap.add_argument("reports", nargs="+", metavar="REPORT.json")
+    opts = ap.parse_args()
+    args, common = opts.reports, opts.threshold
     pairs = []
     print(f"{'report':28} {'variant':12} {'join at':>7} {'thr ms':>6} {'1-s win':>7} {'excess':>7} "
           f"{'2-s win':>8} {'2-s exc':>7} {'dur/pre':>7} {'first':>5} {'full':>5} {'join':>5}")
