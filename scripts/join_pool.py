@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Pool join runs (incremental against parallel) from several reports, with the ratio's uncertainty.
 
+`shoal bench pool` already gives each variant's mean, sd, min and max of every figure, and the SLO
+windows against one common threshold (*_common); use it for those. This script adds only what it
+lacks: the runs taken as side-by-side pairs, and the goals' ratios with intervals over the pairs.
+
 Each report.json of `shoal bench scenario join… --variants incremental,parallel [--repeat N]` holds
 its runs in order; the k-th incremental run and the k-th parallel run of a report make a pair (they
 ran side by side, one after the other). For every run it prints the issue's score (1-s windows whose
