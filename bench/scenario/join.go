@@ -482,7 +482,10 @@ type JoinReport struct {
 	// FirstServedRecordS: the same by the join record (written by the autopilot's next round).
 	FirstServedRecordS float64 `json:"first_served_record_s"`
 	JoinS              float64 `json:"join_s"`
-	Done               bool    `json:"done"`
+	// WindowEndS is where the join's window ends, in the run's seconds: the join's scores (dip,
+	// SLO windows, throughput ratio) count the seconds from JoinStartS to it.
+	WindowEndS float64 `json:"window_end_s,omitempty"`
+	Done       bool    `json:"done"`
 
 	PreJoinThroughput float64 `json:"pre_join_throughput"`
 	DipBinS           int     `json:"dip_bin_s"`
@@ -600,6 +603,7 @@ func joinReport(rr *RunReport, perSec []*hdrhistogram.Snapshot, warmup time.Dura
 		jr.TriggerS, jr.ViolatedSinceS = round1(runS(tr.trigger)), round1(runS(tr.violatedSince))
 	}
 	jr.JoinS = round1(end - start)
+	jr.WindowEndS = math.Round(end*1000) / 1000
 	if jr.Done {
 		jr.JoinS = round1(runS(tr.recDone) - start)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,8 @@ var scenarioFlags struct {
 	fastLoad bool
 	// refillGrace is every engine's compaction refill grace (0: off).
 	refillGrace time.Duration
+	// pageCacheMiB is every emulated disk's modeled page cache (0: the scenario's, none).
+	pageCacheMiB int64
 	// repeat runs the whole scenario this many times and reports each figure's spread.
 	repeat int
 }
@@ -102,7 +105,7 @@ is one sample of a noisy machine: compare means with their spreads.`,
 			SurgeThreads: scenarioFlags.surgeThreads, Progress: os.Stderr,
 			NoEmulatedDisk: scenarioFlags.noEmulatedDisk, Variants: scenarioFlags.variants,
 			RandomValues: scenarioFlags.randomValues, FastLoad: scenarioFlags.fastLoad,
-			CompactionRefillGrace: scenarioFlags.refillGrace,
+			CompactionRefillGrace: scenarioFlags.refillGrace, PageCacheBytes: scenarioFlags.pageCacheMiB << 20,
 		}
 		if scenarioFlags.repeat != 1 {
 			rr, err := scenario.RunRepeated(cmd.Context(), sc, opts, scenarioFlags.repeat)
@@ -148,42 +151,88 @@ func init() {
 	f.BoolVar(&scenarioFlags.randomValues, "random-values", false, "write random (incompressible) values instead of one fixed pattern of letters, which compresses ~7x: the stores then hold what was written, over several levels (docs/bench-join.md, session 23)")
 	f.BoolVar(&scenarioFlags.fastLoad, "fast-load", false, "load the data and let the engines compact it with the emulated disks' budgets lifted, restoring them before the workload (set-up only: a 250-IOPS disk takes most of a run to load incompressible data)")
 	f.DurationVar(&scenarioFlags.refillGrace, "compaction-refill-grace", 0, "hold every engine's next compaction this long after one that rewrote data ends, unless L0 backs up, so the new tables' misses reach an idle disk (docs/design/compaction-refill-grace.md; 0: off)")
+	f.Int64Var(&scenarioFlags.pageCacheMiB, "page-cache-mib", 0, "give every node's emulated disk a page cache of this many MiB (least recently used pages evicted; what it holds is read for free) instead of none (docs/design/emudisk.md; 0: none, the scenarios' default)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
 	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (--list shows every scenario's variants)")
 	f.IntVar(&scenarioFlags.repeat, "repeat", 1, "run the whole scenario this many times (at least 2 when set) and write DIR/repeat.json with each figure's mean, sd, min and max")
 	benchCmd.AddCommand(benchScenarioCmd)
-	benchPoolCmd.Flags().StringVar(&poolOut, "out", "", "also write the statistics to this file (repeat.json's format)")
+	pf := benchPoolCmd.Flags()
+	pf.StringVar(&poolFlags.out, "out", "", "also write the statistics (or, with --compare, the comparison) to this JSON file")
+	pf.StringVar(&poolFlags.compare, "compare", "", "A,B: pair the runs of variants A and B as they ran side by side in each report and print B / A of their SLO scores with 95 % bootstrap intervals over the pairs (e.g. incremental,parallel)")
+	pf.StringVar(&poolFlags.control, "control", "", "with --compare: a variant without the mechanism (e.g. no-join) whose SLO score over A's join length is the floor; adds A / floor and B / floor")
+	pf.Float64Var(&poolFlags.thresholdMs, "threshold", 0, "with --compare: one SLO threshold in ms for every run instead of each run's own (1.5 x its steady p99)")
 	benchCmd.AddCommand(benchPoolCmd)
 }
 
-var poolOut string
+var poolFlags struct {
+	out         string
+	compare     string
+	control     string
+	thresholdMs float64
+}
 
 var benchPoolCmd = &cobra.Command{
 	Use:   "pool REPORT.json REPORT.json...",
-	Short: "Pool finished runs of one scenario: each figure's mean, sd, min and max over their reports",
+	Short: "Pool finished runs of one scenario: each figure's mean, sd, min and max; or (--compare) two variants' paired SLO ratios with intervals",
 	Long: `Read the report.json of finished scenario runs and print what --repeat prints for its own
 repetitions: per run label (variant, or policy=on/off), each figure's mean, standard deviation,
 minimum and maximum, and the SLO windows recounted against one threshold for all of them
 (*_common). Use it to add repetitions to an earlier invocation, to compare runs of several
 invocations against one threshold, or to aggregate the repetitions an interrupted --repeat
-finished. All reports must be of one scenario.`,
+finished. All reports must be of one scenario.
+
+With --compare A,B it pairs instead: the k-th run of A and the k-th run of B in each report (they
+ran side by side, one after the other) make a pair, and it prints every run's SLO score (the
+1-s p99 windows over the threshold from the join's start to its end, their summed excess, and the
+chapter's 2-s mean score) and, over all pairs, B / A of each score's mean with a 95 % bootstrap
+interval (pairs resampled, seed fixed). With --control C (a variant without the mechanism, such as
+the join scenarios' no-join) each pair also takes the k-th run of C and scores it over A's join
+length from its own node start: the floor, what the old nodes break without any join. A / floor
+near 1 says A costs nothing above it; B / floor bounds what B / A could be for any A (not in a
+surge scenario, whose control keeps the surge's load on three nodes: there the floor includes the
+overload a join relieves).
+One report is enough for --compare when it holds several pairs (--repeat writes one per
+repetition, so pass them all).`,
 	Example: "  shoal bench pool /tmp/jl/rep-1/report.json /tmp/jl/rep-2/report.json /tmp/jl-more/rep-*/report.json\n" +
-		"  shoal bench pool --out /tmp/pooled.json /tmp/a/report.json /tmp/b/report.json",
-	Args: cobra.MinimumNArgs(2),
+		"  shoal bench pool --out /tmp/pooled.json /tmp/a/report.json /tmp/b/report.json\n" +
+		"  shoal bench pool --compare incremental,parallel --control no-join /tmp/js/rep-*/report.json",
+	Args: cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		rr, err := scenario.Pool(args)
-		if err != nil {
-			return err
+		type printWriter interface {
+			Print(io.Writer) error
+			Write(string) error
 		}
-		if err := rr.Print(cmd.OutOrStdout()); err != nil {
-			return err
-		}
-		if poolOut != "" {
-			if err := rr.Write(poolOut); err != nil {
+		var out printWriter
+		switch {
+		case poolFlags.compare != "":
+			ab := strings.Split(poolFlags.compare, ",")
+			if len(ab) != 2 {
+				return fmt.Errorf("--compare takes two variants, A,B; got %q", poolFlags.compare)
+			}
+			c, err := scenario.Compare(args, scenario.CompareOptions{A: strings.TrimSpace(ab[0]), B: strings.TrimSpace(ab[1]),
+				Control: poolFlags.control, ThresholdMs: poolFlags.thresholdMs})
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", poolOut)
+			out = c
+		case poolFlags.control != "" || poolFlags.thresholdMs != 0:
+			return fmt.Errorf("--control and --threshold go with --compare")
+		default:
+			rr, err := scenario.Pool(args)
+			if err != nil {
+				return err
+			}
+			out = rr
+		}
+		if err := out.Print(cmd.OutOrStdout()); err != nil {
+			return err
+		}
+		if poolFlags.out != "" {
+			if err := out.Write(poolFlags.out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", poolFlags.out)
 		}
 		return nil
 	},

@@ -215,3 +215,47 @@ func TestBenchPool(t *testing.T) {
 		t.Error("bench pool with one report: exit 0")
 	}
 }
+
+// `bench pool --compare` pairs two variants' runs and prints and writes their ratios; it refuses a
+// malformed pair and --control without --compare.
+func TestBenchPoolCompare(t *testing.T) {
+	dir := t.TempDir()
+	run := func(variant string, p99s ...float64) map[string]any {
+		var series []map[string]any
+		for i, v := range p99s {
+			series = append(series, map[string]any{"t": i + 1, "p99_ms": v})
+		}
+		return map[string]any{"variant": variant, "series": series,
+			"join": map[string]any{"done": true, "join_start_s": 0, "join_s": 4, "window_end_s": 4, "slo_threshold_ms": 100}}
+	}
+	rep := map[string]any{"scenario": "join-surge-long", "runs": []map[string]any{
+		run("incremental", 150, 0, 0, 0), run("parallel", 150, 150, 0, 0), run("no-join", 150, 0, 0, 0)}}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "report.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "compared.json")
+	code, stdout, stderr := benchRun(t, "bench", "pool", "--compare", "incremental,parallel", "--control", "no-join", "--out", out, p)
+	if code != 0 || !strings.Contains(stdout, "parallel / incremental") || !strings.Contains(stdout, "2.00x") {
+		t.Fatalf("bench pool --compare: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var c struct{ Pairs []json.RawMessage }
+	if b, err = os.ReadFile(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil || len(c.Pairs) != 1 {
+		t.Errorf("compared.json: %v, %d pairs", err, len(c.Pairs))
+	}
+	for _, argv := range [][]string{
+		{"bench", "pool", "--compare", "incremental", p},
+		{"bench", "pool", "--control", "no-join", p, p},
+	} {
+		if code, _, _ := benchRun(t, argv...); code == 0 {
+			t.Errorf("%v: exit 0", argv)
+		}
+	}
+}

@@ -1,0 +1,299 @@
+package scenario
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"text/tabwriter"
+)
+
+// A join's SLO score is a count of a handful of seconds, and one invocation's mean moves more than
+// two strategies differ (docs/bench-join.md, sessions 19-25): a claim "B breaks the SLO twice as
+// often as A" needs the runs paired as they ran, side by side, and an interval over the pairs. And
+// when the old nodes break the SLO without any join (their compactions' ends), the ratio a strategy
+// can reach at all is bounded: a control run (the node starts, the policy is off) measures that
+// floor in the same invocations.
+
+// CompareOptions choose what Compare pairs and how it scores.
+type CompareOptions struct {
+	// A and B are the variants compared; ratios are B's figure over A's (e.g. A incremental,
+	// B parallel: issue 10's "parallel has >= 2x the violating windows").
+	A, B string
+	// Control, if set, is a variant without the mechanism (e.g. no-join): its SLO score over a
+	// window of A's join length from its own node start is the floor.
+	Control string
+	// ThresholdMs, if > 0, is one SLO threshold for every run instead of each run's own.
+	ThresholdMs float64
+	// Resamples of the bootstrap (default 10 000); the seed is fixed, so a comparison reprints the same.
+	Resamples int
+}
+
+// ComparedRun is one run's score in a comparison.
+type ComparedRun struct {
+	Report      string  `json:"report"`
+	Variant     string  `json:"variant"`
+	StartS      float64 `json:"start_s"`
+	EndS        float64 `json:"end_s"`
+	ThresholdMs float64 `json:"threshold_ms"`
+	// Windows and ExcessMs: the 1-s windows whose p99 exceeded the threshold from StartS to EndS,
+	// and their summed excess (the issue's score).
+	Windows  int     `json:"windows"`
+	ExcessMs float64 `json:"excess_ms"`
+	// The chapter's 2-s mean score and the join's figures, as the run's report has them (absent for
+	// a control, whose window is not its report's).
+	ChapterViolations int     `json:"chapter_violations"`
+	ChapterExcessMs   float64 `json:"chapter_excess_ms"`
+	ThroughputRatio   float64 `json:"throughput_ratio"`
+	FirstServedS      float64 `json:"first_served_s"`
+	JoinS             float64 `json:"join_s"`
+}
+
+// ComparedPair is the k-th run of A and of B (and of the control) of one report: runs that ran side
+// by side in one invocation.
+type ComparedPair struct {
+	A       ComparedRun  `json:"a"`
+	B       ComparedRun  `json:"b"`
+	Control *ComparedRun `json:"control,omitempty"`
+}
+
+// Ratio is a figure's mean over the pairs for two of the runs, Num / Den, with a 95 % bootstrap
+// interval (resampling the pairs). Ratio is absent when Den is 0, Hi when more than 2.5 % of the
+// resamples had a denominator of 0 (unbounded).
+type Ratio struct {
+	Figure string   `json:"figure"`
+	What   string   `json:"what"` // e.g. "parallel / incremental"
+	Num    float64  `json:"num_mean"`
+	Den    float64  `json:"den_mean"`
+	Ratio  *float64 `json:"ratio,omitempty"`
+	Lo     *float64 `json:"lo,omitempty"`
+	Hi     *float64 `json:"hi,omitempty"`
+}
+
+// finite is x, or nil when x is infinite or not a number (JSON has neither).
+func finite(x float64) *float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return nil
+	}
+	return &x
+}
+
+// text formats an optional ratio.
+func text(x *float64, format string) string {
+	if x == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, *x)
+}
+
+// Comparison is what Compare returns.
+type Comparison struct {
+	Options CompareOptions `json:"options"`
+	Pairs   []ComparedPair `json:"pairs"`
+	// Ratios: B / A of every score; with a control also A / floor (1: A costs nothing above the
+	// floor) and B / floor (the most B / A could be if A cost nothing above it). In a surge
+	// scenario the control never relieves the surge, so its floor includes the overload a join
+	// removes: there B / floor bounds nothing, and A / floor below 1 is the join's relief.
+	Ratios []Ratio `json:"ratios"`
+	// Skipped names the pairs left out (a join that did not finish, a missing control run).
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// Compare pairs the runs of opts.A and opts.B (and opts.Control) in each report, in the order they
+// ran, and computes the ratios of their SLO scores over all pairs.
+func Compare(paths []string, opts CompareOptions) (*Comparison, error) {
+	if opts.A == "" || opts.B == "" || opts.A == opts.B {
+		return nil, fmt.Errorf("compare: two different variants are needed, got %q and %q", opts.A, opts.B)
+	}
+	if opts.Resamples <= 0 {
+		opts.Resamples = 10000
+	}
+	c := &Comparison{Options: opts}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("compare: %w", err)
+		}
+		var rep Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return nil, fmt.Errorf("compare: %s: not a scenario report: %w", p, err)
+		}
+		byVariant := map[string][]RunReport{}
+		for _, r := range rep.Runs {
+			if r.Join != nil && r.Join.SLOThresholdMs > 0 {
+				byVariant[r.Variant] = append(byVariant[r.Variant], r)
+			}
+		}
+		as, bs, cs := byVariant[opts.A], byVariant[opts.B], byVariant[opts.Control]
+		for k := 0; k < len(as) && k < len(bs); k++ {
+			if !as[k].Join.Done || !bs[k].Join.Done {
+				c.Skipped = append(c.Skipped, fmt.Sprintf("%s: pair %d: a join did not finish", p, k+1))
+				continue
+			}
+			pair := ComparedPair{A: scoreRun(p, as[k], opts.ThresholdMs, 0), B: scoreRun(p, bs[k], opts.ThresholdMs, 0)}
+			if opts.Control != "" {
+				if k >= len(cs) {
+					c.Skipped = append(c.Skipped, fmt.Sprintf("%s: pair %d: no %s run", p, k+1, opts.Control))
+					continue
+				}
+				ctl := scoreRun(p, cs[k], opts.ThresholdMs, pair.A.EndS-pair.A.StartS)
+				pair.Control = &ctl
+			}
+			c.Pairs = append(c.Pairs, pair)
+		}
+	}
+	if len(c.Pairs) == 0 {
+		what := fmt.Sprintf("%s and %s", opts.A, opts.B)
+		if opts.Control != "" {
+			what += " and " + opts.Control
+		}
+		return nil, fmt.Errorf("compare: no report holds runs of %s with a join's score", what)
+	}
+	for _, s := range []struct {
+		name string
+		f    func(ComparedRun) float64
+	}{
+		{"windows", func(r ComparedRun) float64 { return float64(r.Windows) }},
+		{"excess_ms", func(r ComparedRun) float64 { return r.ExcessMs }},
+		{"chapter_violations", func(r ComparedRun) float64 { return float64(r.ChapterViolations) }},
+		{"chapter_excess_ms", func(r ComparedRun) float64 { return r.ChapterExcessMs }},
+	} {
+		a := func(p ComparedPair) float64 { return s.f(p.A) }
+		b := func(p ComparedPair) float64 { return s.f(p.B) }
+		c.Ratios = append(c.Ratios, ratioOf(c.Pairs, s.name, opts.B+" / "+opts.A, b, a, opts.Resamples))
+		if opts.Control == "" || s.name == "chapter_violations" || s.name == "chapter_excess_ms" {
+			continue
+		}
+		floor := func(p ComparedPair) float64 { return s.f(*p.Control) }
+		c.Ratios = append(c.Ratios,
+			ratioOf(c.Pairs, s.name, opts.A+" / floor", a, floor, opts.Resamples),
+			ratioOf(c.Pairs, s.name, opts.B+" / floor", b, floor, opts.Resamples))
+	}
+	return c, nil
+}
+
+// scoreRun scores r from its join's start: to the end of the join's window, or over length seconds
+// when length > 0 (a control's floor over another run's join length).
+func scoreRun(path string, r RunReport, thresholdMs, length float64) ComparedRun {
+	j := r.Join
+	start, end := j.JoinStartS, joinWindowEnd(r)
+	if length > 0 {
+		end = start + length
+	}
+	thr := j.SLOThresholdMs
+	if thresholdMs > 0 {
+		thr = thresholdMs
+	}
+	n, ex := windowsOver(r.Series, thr, start, end)
+	out := ComparedRun{Report: path, Variant: r.Variant, StartS: start, EndS: end, ThresholdMs: thr, Windows: n, ExcessMs: ex}
+	if length <= 0 {
+		out.ChapterViolations, out.ChapterExcessMs = j.ChapterViolations, j.ChapterExcessMs
+		out.ThroughputRatio, out.FirstServedS, out.JoinS = j.ThroughputRatio, j.FirstServedS, j.JoinS
+	}
+	return out
+}
+
+// joinWindowEnd is where the run's join report ended the join's window: JoinReport.WindowEndS, or
+// in reports written before it existed the join's event mark, or the join's start plus its time.
+func joinWindowEnd(r RunReport) float64 {
+	if r.Join.WindowEndS > 0 {
+		return r.Join.WindowEndS
+	}
+	for _, e := range r.Events {
+		if e.Label == joinLabel && e.Task {
+			return e.EndT
+		}
+	}
+	return r.Join.JoinStartS + r.Join.JoinS
+}
+
+// ratioOf is mean(num) / mean(den) over the pairs with its 95 % percentile bootstrap interval.
+func ratioOf(pairs []ComparedPair, figure, what string, num, den func(ComparedPair) float64, resamples int) Ratio {
+	ratio := func(ps []ComparedPair) (float64, float64, float64) {
+		var n, d float64
+		for _, p := range ps {
+			n += num(p)
+			d += den(p)
+		}
+		n, d = n/float64(len(ps)), d/float64(len(ps))
+		if d == 0 {
+			return n, d, math.Inf(1)
+		}
+		return n, d, n / d
+	}
+	out := Ratio{Figure: figure, What: what}
+	var r float64
+	out.Num, out.Den, r = ratio(pairs)
+	out.Ratio = finite(r)
+	rng := rand.New(rand.NewPCG(1, 2))
+	sample := make([]ComparedPair, len(pairs))
+	rs := make([]float64, resamples)
+	for i := range rs {
+		for k := range sample {
+			sample[k] = pairs[rng.IntN(len(pairs))]
+		}
+		_, _, rs[i] = ratio(sample)
+	}
+	slices.Sort(rs)
+	out.Lo, out.Hi = finite(rs[int(0.025*float64(resamples))]), finite(rs[int(math.Ceil(0.975*float64(resamples)))-1])
+	return out
+}
+
+// Print writes every run's score and then the ratios.
+func (c *Comparison) Print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "report\tvariant\tfrom s\tto s\tthreshold ms\t1-s windows\texcess ms\t2-s windows\t2-s excess ms\tduring/before\tfirst range s\tjoin s\t\n")
+	row := func(r ComparedRun, control bool) {
+		name := r.Report
+		if len(name) > 36 {
+			name = "…" + name[len(name)-35:]
+		}
+		if control {
+			fmt.Fprintf(tw, "%s\t%s (floor)\t%.1f\t%.1f\t%.1f\t%d\t%.0f\t\t\t\t\t\t\n", name, r.Variant, r.StartS, r.EndS, r.ThresholdMs, r.Windows, r.ExcessMs)
+			return
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%d\t%.0f\t%d\t%.1f\t%.3f\t%.1f\t%.1f\t\n", name, r.Variant, r.StartS, r.EndS, r.ThresholdMs,
+			r.Windows, r.ExcessMs, r.ChapterViolations, r.ChapterExcessMs, r.ThroughputRatio, r.FirstServedS, r.JoinS)
+	}
+	for _, p := range c.Pairs {
+		row(p.A, false)
+		row(p.B, false)
+		if p.Control != nil {
+			row(*p.Control, true)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range c.Skipped {
+		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
+	thr := "each run's own threshold"
+	if c.Options.ThresholdMs > 0 {
+		thr = fmt.Sprintf("one threshold, %.1f ms", c.Options.ThresholdMs)
+	}
+	fmt.Fprintf(w, "\n%d pairs, %s; ratios of the means over the pairs, 95 %% bootstrap interval (pairs resampled)\n", len(c.Pairs), thr)
+	if c.Options.Control != "" {
+		fmt.Fprintf(w, "floor: %s's score over %s's join length from its own node start (with a load surge the control\n"+
+			"also keeps the surge's load on the old nodes, so its floor is high and B / floor no bound)\n", c.Options.Control, c.Options.A)
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "figure\tratio\tmeans\tratio\t95 %% interval\t\n")
+	for _, r := range c.Ratios {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f / %.1f\t%s\t[%s, %s]\t\n", r.Figure, r.What, r.Num, r.Den,
+			text(r.Ratio, "%.2fx"), text(r.Lo, "%.2f"), text(r.Hi, "%.2f"))
+	}
+	return tw.Flush()
+}
+
+// Write writes the comparison as indented JSON.
+func (c *Comparison) Write(path string) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
