@@ -60,6 +60,9 @@ type Options struct {
 	// CompactionRefillGrace sets every engine's storage.Options.CompactionRefillGrace
 	// (`--compaction-refill-grace`; 0: off).
 	CompactionRefillGrace time.Duration
+	// PageCacheBytes gives every node's emulated disk a modeled page cache of this size
+	// (`--page-cache-mib`; emudisk.Options.PageCacheBytes) instead of none; 0: the scenario's.
+	PageCacheBytes int64
 	// Reverse runs the variants (or the policy on/off pair) in the opposite order (RunRepeated's
 	// alternate repetitions).
 	Reverse bool
@@ -80,6 +83,9 @@ func EffectiveDevice(sc Scenario, opts Options) *emudisk.Options {
 		return nil
 	}
 	c := *d
+	if opts.PageCacheBytes > 0 {
+		c.PageCacheBytes = opts.PageCacheBytes
+	}
 	return &c
 }
 
@@ -272,6 +278,12 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	sc.RandomValues = sc.RandomValues || opts.RandomValues
 	if opts.CompactionRefillGrace < 0 {
 		return nil, fmt.Errorf("scenario %s: --compaction-refill-grace %v: want 0 (off) or a positive duration", sc.Name, opts.CompactionRefillGrace)
+	}
+	if opts.PageCacheBytes < 0 {
+		return nil, fmt.Errorf("scenario %s: --page-cache-mib: want 0 (the scenario's) or a positive size", sc.Name)
+	}
+	if dev := EffectiveDevice(sc, opts); opts.PageCacheBytes > 0 && (dev == nil || !dev.NoPageCache) {
+		return nil, fmt.Errorf("scenario %s: --page-cache-mib models the page cache of an emulated disk that bypasses the OS's; this run has none (--no-emulated-disk, or a device without the bypass)", sc.Name)
 	}
 	if opts.SurgeThreads < 0 {
 		return nil, fmt.Errorf("scenario %s: --surge-threads %d: want a positive number of client threads", sc.Name, opts.SurgeThreads)

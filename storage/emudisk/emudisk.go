@@ -5,7 +5,9 @@
 //   - page-cache bypass (Options.NoPageCache): every byte read from a file is dropped from the OS page
 //     cache right after the read (posix_fadvise DONTNEED on the read's pages, kernel readahead switched
 //     off with FADV_RANDOM, Pebble's Prefetch made a no-op), and written data is dropped once it is
-//     synced, so the engine's block cache is the node's only cache and a cold cache is really cold;
+//     synced, so the engine's block cache is the node's only cache and a cold cache is really cold
+//     (or, with Options.PageCacheBytes, the pages a page cache of that size would hold are kept and
+//     the rest dropped: a node with a bounded page cache of its own);
 //   - a per-device I/O budget: token buckets for read bytes/s, write bytes/s and operations/s (reads,
 //     writes and syncs share the IOPS bucket), plus a fixed latency added to every operation. A caller
 //     sleeps until its tokens are there, so a compaction or a backup on one node slows that node only.
@@ -41,6 +43,12 @@ type Options struct {
 	// later reads inside that window cost nothing more (they would hit the pages the readahead
 	// brought in). 0: off, every read is one operation of its own bytes.
 	ReadaheadBytes int64 `json:"readahead_bytes,omitempty"`
+	// PageCacheBytes, with NoPageCache, gives the device a modeled page cache of this size instead
+	// of none: the pages a kernel with that much cache would hold for this node (read, read ahead or
+	// written; least recently used evicted first) stay cached for real and their reads cost the
+	// device nothing. A node of its own has a page cache bounded by its memory; NoPageCache alone
+	// models one with none. 0: none.
+	PageCacheBytes int64 `json:"page_cache_bytes,omitempty"`
 }
 
 // Enabled reports whether the options change anything (page cache bypass, a limit or a latency).
@@ -68,6 +76,10 @@ type Stats struct {
 	// FadviseErrors the ones that failed (they are otherwise ignored: the bypass is best-effort).
 	Fadvises      int64 `json:"fadvises"`
 	FadviseErrors int64 `json:"fadvise_errors"`
+	// PageCacheHits counts the reads the modeled page cache served (Options.PageCacheBytes; not in
+	// ReadOps); PageCacheMisses the reads it did not hold, which went to the device.
+	PageCacheHits   int64 `json:"page_cache_hits,omitempty"`
+	PageCacheMisses int64 `json:"page_cache_misses,omitempty"`
 }
 
 // Add returns the sum of two sets of counters (for reports over several nodes or restarts).
@@ -78,6 +90,7 @@ func (s Stats) Add(o Stats) Stats {
 		Throttled: s.Throttled + o.Throttled, Latency: s.Latency + o.Latency,
 		Fadvises: s.Fadvises + o.Fadvises, FadviseErrors: s.FadviseErrors + o.FadviseErrors,
 		ReadaheadOps: s.ReadaheadOps + o.ReadaheadOps, ReadaheadHits: s.ReadaheadHits + o.ReadaheadHits,
+		PageCacheHits: s.PageCacheHits + o.PageCacheHits, PageCacheMisses: s.PageCacheMisses + o.PageCacheMisses,
 	}
 }
 
@@ -110,7 +123,10 @@ type Device struct {
 	throttled, latency                                atomic.Int64
 	fadvises, fadviseErrors                           atomic.Int64
 	readaheadOps, readaheadHits                       atomic.Int64
+	pageCacheHits, pageCacheMisses                    atomic.Int64
 	unthrottled                                       atomic.Bool
+	// pc is the modeled page cache (Options.PageCacheBytes with NoPageCache), nil without one.
+	pc *pageCache
 }
 
 // NewDevice returns a device with the given options; clock nil means the real clock.
@@ -118,13 +134,17 @@ func NewDevice(o Options, clock Clock) *Device {
 	if clock == nil {
 		clock = realClock{}
 	}
-	return &Device{
+	d := &Device{
 		opts:       o,
 		clock:      clock,
 		readBytes:  newBucket(float64(o.ReadBytesPerSec)),
 		writeBytes: newBucket(float64(o.WriteBytesPerSec)),
 		iops:       newBucket(float64(o.IOPS)),
 	}
+	if o.NoPageCache && o.PageCacheBytes > 0 {
+		d.pc = newPageCache(o.PageCacheBytes)
+	}
+	return d
 }
 
 // SetUnthrottled lifts the device's budget and latency (true) or restores them (false). While lifted,
@@ -144,6 +164,7 @@ func (d *Device) Stats() Stats {
 		Throttled: time.Duration(d.throttled.Load()), Latency: time.Duration(d.latency.Load()),
 		Fadvises: d.fadvises.Load(), FadviseErrors: d.fadviseErrors.Load(),
 		ReadaheadOps: d.readaheadOps.Load(), ReadaheadHits: d.readaheadHits.Load(),
+		PageCacheHits: d.pageCacheHits.Load(), PageCacheMisses: d.pageCacheMisses.Load(),
 	}
 }
 

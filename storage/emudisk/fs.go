@@ -21,12 +21,15 @@ var _ vfs.FS = (*emuFS)(nil)
 // Unwrap returns the wrapped filesystem.
 func (fs *emuFS) Unwrap() vfs.FS { return fs.FS }
 
-func (fs *emuFS) wrap(f vfs.File, err error, dir bool) (vfs.File, error) {
+func (fs *emuFS) wrap(name string, f vfs.File, err error, dir bool) (vfs.File, error) {
 	if err != nil || f == nil {
 		return f, err
 	}
 	ef := &file{f: f, d: fs.d, fd: f.Fd(), dir: dir}
 	ef.lowDirty.Store(math.MaxInt64)
+	if !dir && fs.d.pc != nil {
+		ef.pc = fs.d.pc.opened(name, ef)
+	}
 	if !dir && fs.d.opts.NoPageCache {
 		// No kernel readahead: a read brings in only the pages it asks for, which it then drops.
 		ef.fadvise(0, 0, fadvRandom)
@@ -36,8 +39,11 @@ func (fs *emuFS) wrap(f vfs.File, err error, dir bool) (vfs.File, error) {
 
 // Create creates name through the device.
 func (fs *emuFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if fs.d.pc != nil {
+		fs.d.pc.remove(name) // a created file starts empty
+	}
 	f, err := fs.FS.Create(name, category)
-	return fs.wrap(f, err, false)
+	return fs.wrap(name, f, err, false)
 }
 
 // Open opens name through the device. With NoPageCache the readahead hints (SequentialReadsOption,
@@ -54,7 +60,7 @@ func (fs *emuFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 		opts = nil
 	}
 	f, err := fs.FS.Open(name, opts...)
-	ef, err := fs.wrap(f, err, false)
+	ef, err := fs.wrap(name, f, err, false)
 	if err == nil && seq {
 		ef.(*file).seq = true
 	}
@@ -67,19 +73,49 @@ func (fs *emuFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts
 		opts = nil
 	}
 	f, err := fs.FS.OpenReadWrite(name, category, opts...)
-	return fs.wrap(f, err, false)
+	return fs.wrap(name, f, err, false)
 }
 
 // OpenDir opens a directory (for syncing) through the device.
 func (fs *emuFS) OpenDir(name string) (vfs.File, error) {
 	f, err := fs.FS.OpenDir(name)
-	return fs.wrap(f, err, true)
+	return fs.wrap(name, f, err, true)
 }
 
 // ReuseForWrite reuses a file for writing through the device.
 func (fs *emuFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
-	return fs.wrap(f, err, false)
+	if err == nil && fs.d.pc != nil {
+		fs.d.pc.rename(oldname, newname)
+	}
+	return fs.wrap(newname, f, err, false)
+}
+
+// Remove removes name; the modeled page cache forgets its pages.
+func (fs *emuFS) Remove(name string) error {
+	err := fs.FS.Remove(name)
+	if err == nil && fs.d.pc != nil {
+		fs.d.pc.remove(name)
+	}
+	return err
+}
+
+// RemoveAll removes name and what it holds; the modeled page cache forgets their pages.
+func (fs *emuFS) RemoveAll(name string) error {
+	err := fs.FS.RemoveAll(name)
+	if err == nil && fs.d.pc != nil {
+		fs.d.pc.removeTree(name)
+	}
+	return err
+}
+
+// Rename renames oldname; the modeled page cache moves its pages with it.
+func (fs *emuFS) Rename(oldname, newname string) error {
+	err := fs.FS.Rename(oldname, newname)
+	if err == nil && fs.d.pc != nil {
+		fs.d.pc.rename(oldname, newname)
+	}
+	return err
 }
 
 // file is a vfs.File on an emulated device. Each data operation is done first and then charged (the
@@ -105,6 +141,8 @@ type file struct {
 		lo, hi, size int64
 		sized        bool
 	}
+	// pc is the file in the device's modeled page cache (Options.PageCacheBytes), nil without one.
+	pc *pcFile
 }
 
 var _ vfs.File = (*file)(nil)
@@ -122,6 +160,35 @@ func (f *file) fadvise(off, n int64, advice int) {
 	}
 }
 
+// cache runs [off, off+n) through the modeled page cache: it reports whether every page was
+// resident, and leaves them all resident (most recently used); the pages that makes the model
+// evict are dropped from the real page cache.
+func (f *file) cache(off, n int64) bool {
+	hit, ev := f.d.pc.access(f.pc, off, n)
+	for _, e := range ev {
+		if e.f.bypass() {
+			e.f.fadvise(e.idx*int64(pageSize), int64(pageSize), fadvDontNeed)
+		}
+	}
+	return hit
+}
+
+// cachedRead is a read of [off, off+n) through the modeled page cache, counted: true when the
+// cache held it all (the device is not charged). Without a model it drops the pages read instead
+// and is false.
+func (f *file) cachedRead(off int64, n int) bool {
+	if f.pc == nil {
+		f.dropRead(off, n)
+		return false
+	}
+	if f.cache(off, int64(n)) {
+		f.d.pageCacheHits.Add(1)
+		return true
+	}
+	f.d.pageCacheMisses.Add(1)
+	return false
+}
+
 // dropRead drops the pages of [off, off+n) from the page cache. The range is widened to whole pages:
 // the kernel keeps a partially covered page, and a block read rarely starts or ends on a page edge.
 func (f *file) dropRead(off int64, n int) {
@@ -135,7 +202,11 @@ func (f *file) dropRead(off int64, n int) {
 }
 
 // noteWrite records that [off, …) was written, to drop it once it is synced.
-func (f *file) noteWrite(off int64) {
+func (f *file) noteWrite(off, n int64) {
+	if f.pc != nil {
+		f.cache(off, n) // a kernel caches what it writes; the model drops it when it evicts it
+		return
+	}
 	for {
 		cur := f.lowDirty.Load()
 		if off >= cur || f.lowDirty.CompareAndSwap(cur, off) {
@@ -148,7 +219,7 @@ func (f *file) noteWrite(off int64) {
 // of the file. After a full sync they are clean, so the kernel can drop them; dirty pages (after
 // Close without a sync) are queued for writeback and stay until it completes.
 func (f *file) dropWritten() {
-	if !f.bypass() {
+	if !f.bypass() || f.pc != nil {
 		return
 	}
 	low := f.lowDirty.Swap(math.MaxInt64)
@@ -162,8 +233,9 @@ func (f *file) dropWritten() {
 func (f *file) Read(p []byte) (int, error) {
 	n, err := f.f.Read(p)
 	off := f.pos.Add(int64(n)) - int64(n)
-	f.dropRead(off, n)
-	f.d.charge(opRead, int64(n))
+	if !f.cachedRead(off, n) {
+		f.d.charge(opRead, int64(n))
+	}
 	return n, err
 }
 
@@ -171,7 +243,9 @@ func (f *file) Read(p []byte) (int, error) {
 // readahead window or starts a new one (see Options.ReadaheadBytes).
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	n, err := f.f.ReadAt(p, off)
-	f.dropRead(off, n)
+	if f.cachedRead(off, n) {
+		return n, err
+	}
 	window := int64(0)
 	if f.seq {
 		window = max(int64(n), f.d.opts.ReadaheadBytes)
@@ -213,6 +287,9 @@ func (f *file) readahead(off, n, window int64) bool {
 	}
 	f.ra.lo, f.ra.hi = off, hi
 	f.ra.Unlock()
+	if f.pc != nil {
+		f.cache(off, hi-off) // the window's pages are in the page cache now
+	}
 	f.d.readaheadOps.Add(1)
 	f.d.charge(opRead, hi-off)
 	return true
@@ -223,7 +300,7 @@ func (f *file) Write(p []byte) (int, error) {
 	n, err := f.f.Write(p)
 	off := f.pos.Add(int64(n)) - int64(n)
 	if n > 0 {
-		f.noteWrite(off)
+		f.noteWrite(off, int64(n))
 	}
 	f.d.charge(opWrite, int64(n))
 	return n, err
@@ -233,7 +310,7 @@ func (f *file) Write(p []byte) (int, error) {
 func (f *file) WriteAt(p []byte, off int64) (int, error) {
 	n, err := f.f.WriteAt(p, off)
 	if n > 0 {
-		f.noteWrite(off)
+		f.noteWrite(off, int64(n))
 	}
 	f.d.charge(opWrite, int64(n))
 	return n, err
@@ -297,6 +374,9 @@ func (f *file) Fd() uintptr { return f.fd }
 // Close drops whatever written pages are still cached (best-effort) and closes the file.
 func (f *file) Close() error {
 	f.dropWritten()
+	if f.pc != nil {
+		f.d.pc.closed(f.pc, f)
+	}
 	return f.f.Close()
 }
 

@@ -152,3 +152,43 @@ func TestNoPageCacheWrites(t *testing.T) {
 		t.Fatalf("%d/%d written pages still cached after Sync", n, total)
 	}
 }
+
+// TestModeledPageCacheKeepsItsPages: with a modeled page cache the real one holds what the model
+// holds: reading a file four times the model's size leaves the model's last pages resident, and the
+// rest dropped.
+func TestModeledPageCacheKeepsItsPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "000003.sst")
+	const pages = 256
+	if err := os.WriteFile(path, bytes.Repeat([]byte{7}, pages*pageSize), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := os.Open(path); err == nil { // clean, so that it can be evicted
+		w.Sync()
+		w.Close()
+	}
+	evict(t, path)
+	d := NewDevice(Options{NoPageCache: true, PageCacheBytes: pages / 4 * int64(pageSize)}, nil)
+	f, err := d.Wrap(vfs.Default).Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, pageSize)
+	for i := 0; i < pages; i++ {
+		if _, err := f.ReadAt(buf, int64(i*pageSize)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := resident(t, path); n < pages/4-8 || n > pages/4 {
+		t.Fatalf("%d pages resident, want the model's %d", n, pages/4)
+	}
+	if st := d.Stats(); st.ReadOps != pages || st.PageCacheMisses != pages || st.PageCacheHits != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, err := f.ReadAt(buf, int64((pages-1)*pageSize)); err != nil { // the last page: a hit
+		t.Fatal(err)
+	}
+	if st := d.Stats(); st.ReadOps != pages || st.PageCacheHits != 1 {
+		t.Fatalf("stats after a cached read %+v", st)
+	}
+}
