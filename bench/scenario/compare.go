@@ -113,13 +113,9 @@ func Compare(paths []string, opts CompareOptions) (*Comparison, error) {
 	}
 	c := &Comparison{Options: opts}
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		rep, err := readReport("compare", p)
 		if err != nil {
-			return nil, fmt.Errorf("compare: %w", err)
-		}
-		var rep Report
-		if err := json.Unmarshal(b, &rep); err != nil {
-			return nil, fmt.Errorf("compare: %s: not a scenario report: %w", p, err)
+			return nil, err
 		}
 		byVariant := map[string][]RunReport{}
 		for _, r := range rep.Runs {

@@ -11,9 +11,9 @@ import (
 
 // secondsP99 makes a series of seconds t = 1..n (midpoints 0.5..n-0.5) with the given p99s.
 func secondsP99(p99s ...float64) []Point {
-	out := make([]Point, len(p99s))
-	for i, v := range p99s {
-		out[i] = Point{T: float64(i + 1), P99Ms: v, Ops: 100}
+	out := series(make([]int64, len(p99s))...)
+	for i := range out {
+		out[i].P99Ms = p99s[i]
 	}
 	return out
 }

@@ -260,24 +260,33 @@ func Pool(paths []string) (*RepeatReport, error) {
 	}
 	reps := make([]*Report, 0, len(paths))
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		rep, err := readReport("pool", p)
 		if err != nil {
-			return nil, fmt.Errorf("pool: %w", err)
-		}
-		var rep Report
-		if err := json.Unmarshal(b, &rep); err != nil {
-			return nil, fmt.Errorf("pool: %s: not a scenario report: %w", p, err)
-		}
-		if len(rep.Runs) == 0 {
-			return nil, fmt.Errorf("pool: %s: not a scenario report (no runs)", p)
+			return nil, err
 		}
 		if len(reps) > 0 && rep.Scenario != reps[0].Scenario {
 			return nil, fmt.Errorf("pool: %s is a report of %q, %s of %q: reports of different scenarios do not pool",
 				p, rep.Scenario, paths[0], reps[0].Scenario)
 		}
-		reps = append(reps, &rep)
+		reps = append(reps, rep)
 	}
 	return aggregate(reps[0].Scenario, reps, paths), nil
+}
+
+// readReport reads a finished run's report.json for the command op (its errors name both).
+func readReport(op, path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %s: not a scenario report: %w", op, path, err)
+	}
+	if len(rep.Runs) == 0 {
+		return nil, fmt.Errorf("%s: %s: not a scenario report (no runs)", op, path)
+	}
+	return &rep, nil
 }
 
 // Print writes the statistics as a table: one line per run label and figure.
