@@ -173,7 +173,7 @@ var poolFlags struct {
 }
 
 var benchPoolCmd = &cobra.Command{
-	Use:   "pool REPORT.json REPORT.json...",
+	Use:   "pool REPORT.json...",
 	Short: "Pool finished runs of one scenario: each figure's mean, sd, min and max; or (--compare) two variants' paired SLO ratios with intervals",
 	Long: `Read the report.json of finished scenario runs and print what --repeat prints for its own
 repetitions: per run label (variant, or policy=on/off), each figure's mean, standard deviation,

@@ -77,7 +77,8 @@ type Stats struct {
 	Fadvises      int64 `json:"fadvises"`
 	FadviseErrors int64 `json:"fadvise_errors"`
 	// PageCacheHits counts the reads the modeled page cache served (Options.PageCacheBytes; not in
-	// ReadOps); PageCacheMisses the reads it did not hold, which went to the device.
+	// ReadOps); PageCacheMisses the reads it did not hold, charged as without it (a read of their
+	// own, or free inside a readahead window whose pages the model has since evicted).
 	PageCacheHits   int64 `json:"page_cache_hits,omitempty"`
 	PageCacheMisses int64 `json:"page_cache_misses,omitempty"`
 }
