@@ -38,6 +38,8 @@ type Options struct {
 	MemTableJitter float64
 	// LBaseMaxBytes is storage.Options.LBaseMaxBytes (0: Pebble's default).
 	LBaseMaxBytes int64
+	// TargetFileBytes is storage.Options.TargetFileBytes (0: Pebble's default).
+	TargetFileBytes int64
 	// CompactionRefillGrace is storage.Options.CompactionRefillGrace (0: off).
 	CompactionRefillGrace time.Duration
 	// Device gives the node's engine an emulated disk of its own (see storage/emudisk); nil: off.
@@ -66,7 +68,8 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 		}
 	}
 	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, MemTableBytes: o.MemTableBytes,
-		MemTableJitter: o.MemTableJitter, LBaseMaxBytes: o.LBaseMaxBytes, Device: o.Device, FS: o.FS,
+		MemTableJitter: o.MemTableJitter, LBaseMaxBytes: o.LBaseMaxBytes,
+		TargetFileBytes: o.TargetFileBytes, Device: o.Device, FS: o.FS,
 		CompactionRefillGrace: o.CompactionRefillGrace})
 	if err != nil {
 		return nil, err

@@ -53,6 +53,14 @@ type Options struct {
 	// (docs/bench-join.md, session 22). A smaller base level gives a small store more levels; in the
 	// one run measured (1 MiB), the compactions into the bottom level still spanned every key.
 	LBaseMaxBytes int64
+	// TargetFileBytes is the target size of an L0 table (0: Pebble's 2 MiB); each level from the
+	// base level down targets twice the one above it, and flushes split L0 into sublevels of about
+	// twice this. With LBaseMaxBytes it scales the LSM's shape to a small store: a store of a few
+	// tables a level has every compaction span its whole key space, so each one's end leaves the
+	// node's block cache with none of its blocks; with tables a fraction of a level, a compaction
+	// below the base level rewrites only the key span of the table it picked (docs/bench-join.md,
+	// session 27).
+	TargetFileBytes int64
 	// FS overrides the filesystem (tests, fault injection, emulated devices). Default: the OS.
 	FS vfs.FS
 	// Device, if set, puts the engine's files on an emulated device of its own (page-cache bypass, a
@@ -150,6 +158,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if opts.MemTableJitter < 0 || opts.MemTableJitter > MaxMemTableJitter || math.IsNaN(opts.MemTableJitter) {
 		return nil, fmt.Errorf("storage: memtable jitter %v must be in [0, %v]", opts.MemTableJitter, MaxMemTableJitter)
 	}
+	if opts.TargetFileBytes < 0 {
+		return nil, fmt.Errorf("storage: target file size %d must not be negative (0: the default)", opts.TargetFileBytes)
+	}
 	if opts.LBaseMaxBytes < 0 {
 		return nil, fmt.Errorf("storage: base level size %d must not be negative (0: the default)", opts.LBaseMaxBytes)
 	}
@@ -207,6 +218,8 @@ func Open(dir string, opts Options) (*Engine, error) {
 		MemTableStopWritesThreshold: 4,
 		LBaseMaxBytes:               opts.LBaseMaxBytes,
 	}
+	// Pebble fills the levels below from the first (doubling) and FlushSplitBytes from it (2×).
+	po.TargetFileSizes[0] = opts.TargetFileBytes
 	if opts.CompactionRefillGrace > 0 {
 		e.grace = newGraceScheduler(opts.CompactionRefillGrace, time.Now)
 		po.Experimental.CompactionScheduler = e.grace

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // openNew creates a fresh store in a temporary directory and closes it when the test ends.
@@ -865,5 +867,66 @@ func TestLBaseMaxBytes(t *testing.T) {
 	if e, err := Open(t.TempDir(), Options{CreateIfMissing: true, LBaseMaxBytes: -1}); err == nil {
 		e.Close()
 		t.Error("a negative base level size was accepted")
+	}
+}
+
+// TargetFileBytes reaches Pebble (doubling below), a negative size is refused, and with a small
+// base level it gives a small store of random writes compactions narrower than its key space.
+func TestTargetFileBytes(t *testing.T) {
+	if e, err := Open(t.TempDir(), Options{CreateIfMissing: true, TargetFileBytes: -1}); err == nil {
+		e.Close()
+		t.Fatal("a negative target file size was accepted")
+	}
+	// widest returns the largest share of the store's tables that one compaction out of a level
+	// below L0 rewrote, after writing ~4 MB of incompressible values over the whole key space.
+	widest := func(t *testing.T, opts Options) float64 {
+		opts.CreateIfMissing, opts.CacheBytes, opts.MemTableBytes = true, 1<<20, 256<<10
+		e, err := Open(t.TempDir(), opts)
+		must(t, err)
+		defer e.Close()
+		if opts.TargetFileBytes > 0 && (e.po.TargetFileSizes[0] != opts.TargetFileBytes || e.po.TargetFileSizes[2] != 4*opts.TargetFileBytes) {
+			t.Fatalf("pebble target file sizes %v for %d", e.po.TargetFileSizes, opts.TargetFileBytes)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		val := make([]byte, 200)
+		start := time.Now()
+		for round := 0; round < 20; round++ {
+			b := e.NewBatch()
+			for i := 0; i < 1000; i++ {
+				for j := range val {
+					val[j] = byte(rng.Uint32())
+				}
+				must(t, b.Set([]byte(fmt.Sprintf("k%06d", rng.IntN(20000))), val))
+			}
+			must(t, b.Commit(false))
+		}
+		must(t, e.DB().Flush())
+		deadline := time.Now().Add(30 * time.Second)
+		for e.Stats().CompactionsRunning > 0 || e.db.Metrics().Compact.EstimatedDebt > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("compactions did not settle within 30 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		var store uint64
+		for _, l := range e.db.Metrics().Levels {
+			store += uint64(l.TablesSize)
+		}
+		share := 0.0
+		for _, c := range e.CompactionsSince(start) {
+			if c.FromLevel > 0 && RewritesData(c.Reason) && c.Err == "" {
+				share = max(share, float64(c.InputBytes)/float64(store))
+			}
+		}
+		return share
+	}
+	narrow := widest(t, Options{TargetFileBytes: 32 << 10, LBaseMaxBytes: 128 << 10})
+	wide := widest(t, Options{LBaseMaxBytes: 128 << 10})
+	t.Logf("widest compaction below L0: %.3f of the store with 32 KiB tables, %.3f with Pebble's", narrow, wide)
+	if narrow == 0 || narrow > 0.5 {
+		t.Fatalf("with 32 KiB tables and a 128 KiB base level the widest compaction below L0 rewrote %.0f %% of the store, want some and at most half", 100*narrow)
+	}
+	if wide < 2*narrow {
+		t.Fatalf("Pebble's table sizes gave compactions as narrow (%.3f of the store) as 32 KiB tables (%.3f)", wide, narrow)
 	}
 }

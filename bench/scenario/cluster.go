@@ -83,9 +83,10 @@ func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, eng 
 
 // engineShape is what a variant changes in every node's engine.
 type engineShape struct {
-	memTableJitter float64
-	lbaseMaxBytes  int64
-	refillGrace    time.Duration // storage.Options.CompactionRefillGrace
+	memTableJitter  float64
+	lbaseMaxBytes   int64
+	targetFileBytes int64
+	refillGrace     time.Duration // storage.Options.CompactionRefillGrace
 }
 
 func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool) error {
@@ -99,7 +100,8 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 	}
 	ln, err := localnode.Start(ctx, localnode.Options{Dir: n.dir, Create: create, Addr: n.addr, Listener: n.lis,
 		CacheBytes: c.cacheBytes, MemTableBytes: memTableFor(c.cacheBytes),
-		MemTableJitter: c.shape.memTableJitter, LBaseMaxBytes: c.shape.lbaseMaxBytes, Device: c.device, KV: cfg,
+		MemTableJitter: c.shape.memTableJitter, LBaseMaxBytes: c.shape.lbaseMaxBytes,
+		TargetFileBytes: c.shape.targetFileBytes, Device: c.device, KV: cfg,
 		CompactionRefillGrace: c.shape.refillGrace})
 	if err != nil {
 		n.lis = nil

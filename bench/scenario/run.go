@@ -63,6 +63,9 @@ type Options struct {
 	// PageCacheBytes gives every node's emulated disk a modeled page cache of this size
 	// (`--page-cache-mib`; emudisk.Options.PageCacheBytes) instead of none; 0: the scenario's.
 	PageCacheBytes int64
+	// LBaseMaxBytes and TargetFileBytes shape every engine's LSM (`--lbase-kib`, `--target-file-kib`;
+	// storage.Options): a variant's own LBaseMaxBytes wins. 0: Pebble's.
+	LBaseMaxBytes, TargetFileBytes int64
 	// Reverse runs the variants (or the policy on/off pair) in the opposite order (RunRepeated's
 	// alternate repetitions).
 	Reverse bool
@@ -103,8 +106,12 @@ type Settings struct {
 	FastLoad bool `json:"fast_load,omitempty"`
 	// CompactionRefillGraceS is the engines' compaction refill grace in seconds (0: off).
 	CompactionRefillGraceS float64 `json:"compaction_refill_grace_s,omitempty"`
-	ReadFraction           float64 `json:"read_fraction"`
-	CacheBytes             int64   `json:"cache_bytes"`
+	// LBaseMaxBytes and TargetFileBytes are the engines' LSM shape when set (0: Pebble's; a
+	// variant's own base level is in its name).
+	LBaseMaxBytes   int64   `json:"lbase_max_bytes,omitempty"`
+	TargetFileBytes int64   `json:"target_file_bytes,omitempty"`
+	ReadFraction    float64 `json:"read_fraction"`
+	CacheBytes      int64   `json:"cache_bytes"`
 	// SurgeThreads is the client threads a surge scenario adds at its surge.
 	SurgeThreads int `json:"surge_threads,omitempty"`
 	// Device is each node's emulated disk; null when the nodes share the machine's disk and page cache.
@@ -279,6 +286,9 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if opts.CompactionRefillGrace < 0 {
 		return nil, fmt.Errorf("scenario %s: --compaction-refill-grace %v: want 0 (off) or a positive duration", sc.Name, opts.CompactionRefillGrace)
 	}
+	if opts.LBaseMaxBytes < 0 || opts.TargetFileBytes < 0 {
+		return nil, fmt.Errorf("scenario %s: --lbase-kib and --target-file-kib: want 0 (Pebble's) or a positive size", sc.Name)
+	}
 	if opts.PageCacheBytes < 0 {
 		return nil, fmt.Errorf("scenario %s: --page-cache-mib: want 0 (the scenario's) or a positive size", sc.Name)
 	}
@@ -339,7 +349,8 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), Threads: sc.Threads,
 		Splits: sc.Splits, SurgeThreads: sc.SurgeThreads, ValueBytes: sc.ValueBytes, RandomValues: sc.RandomValues, FastLoad: opts.FastLoad, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
 		CompactionRefillGraceS: opts.CompactionRefillGrace.Seconds(),
-		Device:                 EffectiveDevice(sc, opts),
+		LBaseMaxBytes:          opts.LBaseMaxBytes, TargetFileBytes: opts.TargetFileBytes,
+		Device: EffectiveDevice(sc, opts),
 	}}
 	if len(sc.Variants) > 0 {
 		for i, v := range sc.Variants {
@@ -441,7 +452,12 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 	if variant.MemTableJitter > 0 {
 		jitter = variant.MemTableJitter
 	}
-	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, engineShape{memTableJitter: jitter, lbaseMaxBytes: variant.LBaseMaxBytes, refillGrace: opts.CompactionRefillGrace},
+	lbase := opts.LBaseMaxBytes
+	if variant.LBaseMaxBytes > 0 {
+		lbase = variant.LBaseMaxBytes
+	}
+	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, engineShape{memTableJitter: jitter, lbaseMaxBytes: lbase,
+		targetFileBytes: opts.TargetFileBytes, refillGrace: opts.CompactionRefillGrace},
 		device, sc.KV, variant.KV)
 	if err != nil {
 		return nil, err

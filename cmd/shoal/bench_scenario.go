@@ -37,6 +37,8 @@ var scenarioFlags struct {
 	refillGrace time.Duration
 	// pageCacheMiB is every emulated disk's modeled page cache (0: the scenario's, none).
 	pageCacheMiB int64
+	// lbaseKiB and targetFileKiB shape the engines' LSM (0: Pebble's).
+	lbaseKiB, targetFileKiB int64
 	// repeat runs the whole scenario this many times and reports each figure's spread.
 	repeat int
 }
@@ -106,6 +108,7 @@ is one sample of a noisy machine: compare means with their spreads.`,
 			NoEmulatedDisk: scenarioFlags.noEmulatedDisk, Variants: scenarioFlags.variants,
 			RandomValues: scenarioFlags.randomValues, FastLoad: scenarioFlags.fastLoad,
 			CompactionRefillGrace: scenarioFlags.refillGrace, PageCacheBytes: scenarioFlags.pageCacheMiB << 20,
+			LBaseMaxBytes: scenarioFlags.lbaseKiB << 10, TargetFileBytes: scenarioFlags.targetFileKiB << 10,
 		}
 		if scenarioFlags.repeat != 1 {
 			rr, err := scenario.RunRepeated(cmd.Context(), sc, opts, scenarioFlags.repeat)
@@ -152,6 +155,8 @@ func init() {
 	f.BoolVar(&scenarioFlags.fastLoad, "fast-load", false, "load the data and let the engines compact it with the emulated disks' budgets lifted, restoring them before the workload (set-up only: a 250-IOPS disk takes most of a run to load incompressible data)")
 	f.DurationVar(&scenarioFlags.refillGrace, "compaction-refill-grace", 0, "hold every engine's next compaction this long after one that rewrote data ends, unless L0 backs up, so the new tables' misses reach an idle disk (docs/design/compaction-refill-grace.md; 0: off)")
 	f.Int64Var(&scenarioFlags.pageCacheMiB, "page-cache-mib", 0, "give every node's emulated disk a page cache of this many MiB (least recently used pages evicted; what it holds is read for free) instead of none (docs/design/emudisk.md; 0: none, the scenarios' default)")
+	f.Int64Var(&scenarioFlags.lbaseKiB, "lbase-kib", 0, "every engine's base-level target size in KiB (0: Pebble's 64 MiB, which keeps a store smaller than it all in the bottom level; a variant's own base level wins)")
+	f.Int64Var(&scenarioFlags.targetFileKiB, "target-file-kib", 0, "every engine's L0 table target size in KiB, doubling per level below the base (0: Pebble's 2 MiB); with --lbase-kib it scales the LSM to a small store, so a compaction below the base level rewrites a slice of the key space, not all of it (docs/bench-join.md, session 27)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (page-cache bypass and a disk budget per node; see docs/design/emudisk.md)")
 	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants of a scenario that has variants (e.g. join: incremental,parallel); optional variants run only when named here (--list shows every scenario's variants)")
