@@ -75,7 +75,8 @@ func (c MaskConfig) withDefaults() MaskConfig {
 //
 // State: each moved leadership's home node and when the home's compaction of it was first seen over.
 // It lives in the autopilot; if the autopilot moves, leaderships not yet given back stay where they
-// are (a rebalance's business then).
+// are (a rebalance's business then). While it holds them, rebalance counts them at home and leaves
+// them alone (Holder), so it neither fills the gap a hold leaves nor undoes the give-back.
 type MaskCompaction struct {
 	cfg   MaskConfig
 	homes map[uint64]*maskedRange // range → where its leadership belongs
@@ -96,6 +97,15 @@ func NewMaskCompaction(cfg MaskConfig) *MaskCompaction {
 
 // Name implements Policy.
 func (p *MaskCompaction) Name() string { return NameMaskCompaction }
+
+// Held implements Holder: the leaderships moved away from their home node and not yet given back.
+func (p *MaskCompaction) Held() map[uint64]uint64 {
+	out := make(map[uint64]uint64, len(p.homes))
+	for id, m := range p.homes {
+		out[id] = m.home
+	}
+	return out
+}
 
 // TakeNotes implements Noter.
 func (p *MaskCompaction) TakeNotes() []Note {

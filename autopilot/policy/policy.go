@@ -259,6 +259,34 @@ type Reactive interface {
 	Reactive()
 }
 
+// Holder is implemented by a policy that keeps leaderships away from their node for a while and
+// gives them back (mask_compaction). Held lists them: range → the node its leadership returns to.
+type Holder interface {
+	Policy
+	Held() map[uint64]uint64
+}
+
+// HoldAware is implemented by a policy that must plan with the leaderships the enabled Holders hold
+// away (rebalance: a gap a hold leaves is not an imbalance to fill, and a held leadership is not its
+// to move). The registry calls SetHeld before each of its rounds; the map is the policy's to keep.
+type HoldAware interface {
+	Policy
+	SetHeld(held map[uint64]uint64)
+}
+
+// held collects what the enabled Holders hold now.
+func (r *Registry) held() map[uint64]uint64 {
+	out := map[uint64]uint64{}
+	for _, st := range r.List() {
+		if h, ok := r.Policy(st.Name).(Holder); ok && st.On {
+			for id, home := range h.Held() {
+				out[id] = home
+			}
+		}
+	}
+	return out
+}
+
 // ProposeReactive is Propose restricted to the enabled Reactive policies.
 func (r *Registry) ProposeReactive(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	return r.proposeWith(c, pending, true)
@@ -282,6 +310,9 @@ func (r *Registry) proposeWith(c *model.Cluster, pending []*operator.Operator, r
 		p := r.Policy(st.Name)
 		if _, ok := p.(Reactive); reactiveOnly && !ok {
 			continue
+		}
+		if h, ok := p.(HoldAware); ok {
+			h.SetHeld(r.held()) // after the policies before it, whose holds of this round count
 		}
 		for _, op := range p.Propose(c, all) {
 			if anyBusy(busy, op.Ranges()) {
@@ -324,6 +355,44 @@ func newView(c *model.Cluster, pending []*operator.Operator) *view {
 		v.apply(op.PendingInfluence(c.Range(op.RangeID)))
 	}
 	return v
+}
+
+// holdAtHome counts each held leadership (range → home node; Holder) and its load at its home,
+// where it returns, rather than at the node that leads it meanwhile or is about to (a pending
+// transfer's target).
+func (v *view) holdAtHome(held map[uint64]uint64, pending []*operator.Operator) {
+	if len(held) == 0 {
+		return
+	}
+	planned := map[uint64]uint64{}
+	for _, op := range pending {
+		if _, ok := held[op.RangeID]; !ok {
+			continue
+		}
+		for id, d := range op.PendingInfluence(v.c.Range(op.RangeID)) {
+			if d.Leaders > 0 {
+				planned[op.RangeID] = id
+			}
+		}
+	}
+	for id, home := range held {
+		r := v.c.Range(id)
+		if r == nil {
+			continue
+		}
+		at, ok := planned[id]
+		if !ok {
+			at = r.Leader
+		}
+		from, to := v.load[at], v.load[home]
+		if at == home || from == nil || to == nil {
+			continue
+		}
+		from.leaders--
+		to.leaders++
+		from.qps -= r.QPS()
+		to.qps += r.QPS()
+	}
 }
 
 // leadersOf is how many leaderships node leads, operators in flight included (0 for an unknown node).
