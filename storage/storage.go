@@ -51,7 +51,8 @@ type Options struct {
 	// than it keeps all its data in the bottom level, and then every compaction out of L0 rewrites
 	// the bottom-level tables its span overlaps: for writes spread over the key space, most of them
 	// (docs/bench-join.md, session 22). A smaller base level gives a small store more levels; in the
-	// one run measured (1 MiB), the compactions into the bottom level still spanned every key.
+	// one run measured (1 MiB, Pebble's 2 MiB tables), the compactions into the bottom level still
+	// spanned every key; with small tables too (TargetFileBytes) they span a slice of it.
 	LBaseMaxBytes int64
 	// TargetFileBytes is the target size of an L0 table (0: Pebble's 2 MiB); each level from the
 	// base level down targets twice the one above it, and flushes split L0 into sublevels of about

@@ -477,16 +477,18 @@ func TestSurgeControllerLearnsATypicalWindow(t *testing.T) {
 }
 
 // TestRandomValuesFastLoad runs a tiny scenario with incompressible values loaded on unthrottled
-// disks (the disks' budgets restored for the workload) and checks the report says so.
+// disks (the disks' budgets restored for the workload), a compaction refill grace and a scaled LSM
+// shape, and checks the report says so.
 func TestRandomValuesFastLoad(t *testing.T) {
 	sc, ctx := tinyScenario(t, "leader-transfer")
 	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 3 * time.Second, Records: 300, Threads: 2,
-		RandomValues: true, FastLoad: true, CompactionRefillGrace: time.Second})
+		RandomValues: true, FastLoad: true, CompactionRefillGrace: time.Second, LBaseMaxBytes: 256 << 10, TargetFileBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Settings.RandomValues || !rep.Settings.FastLoad || rep.Settings.CompactionRefillGraceS != 1 {
-		t.Fatalf("settings %+v: want random_values, fast_load and a 1-s compaction refill grace", rep.Settings)
+	if !rep.Settings.RandomValues || !rep.Settings.FastLoad || rep.Settings.CompactionRefillGraceS != 1 ||
+		rep.Settings.LBaseMaxBytes != 256<<10 || rep.Settings.TargetFileBytes != 64<<10 {
+		t.Fatalf("settings %+v: want random_values, fast_load, a 1-s compaction refill grace and the LSM shape", rep.Settings)
 	}
 	for _, r := range rep.Runs {
 		if r.Summary.Ops == 0 {
@@ -499,5 +501,8 @@ func TestRandomValuesFastLoad(t *testing.T) {
 	}
 	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), CompactionRefillGrace: -time.Second}); err == nil {
 		t.Error("a negative compaction refill grace was accepted")
+	}
+	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), TargetFileBytes: -1}); err == nil {
+		t.Error("a negative target file size was accepted")
 	}
 }
