@@ -74,6 +74,14 @@ type Options struct {
 	CompactionRefillGrace time.Duration
 }
 
+// CompactedBetween reports whether the engine compacted between two reads of its Stats: a
+// compaction ran at either read, or one ended between them. Pebble's debt estimate
+// (CompactionDebtBytes) is no test of being done: with a small base level it can stay above zero
+// while no compaction is worth picking, and nothing runs.
+func CompactedBetween(prev, cur Stats) bool {
+	return prev.CompactionsRunning > 0 || cur.CompactionsRunning > 0 || cur.CompactionsDone != prev.CompactionsDone
+}
+
 // Stats are the engine counters reported in heartbeats and metrics.
 type Stats struct {
 	BlockCacheHits      int64
