@@ -31,8 +31,9 @@ const (
 	// DefaultRestartWarm bounds how long a restarting node warms its replicas from their peers'
 	// hot-key summaries before it starts raft (and so before any of its replicas can campaign).
 	DefaultRestartWarm = 2 * time.Second
-	// hintsSwitchInterval is how often a node reads the read_hints switch from the meta range.
-	hintsSwitchInterval = 2 * time.Second
+	// DefaultHintsSwitchInterval is how often a node reads the read_hints switch from the meta range
+	// (HintsConfig.SwitchInterval).
+	DefaultHintsSwitchInterval = 2 * time.Second
 	// minReadQPSForWarmth: below this read rate a range gets too few hints for its warmth to be
 	// measured, so a transfer does not wait for it.
 	minReadQPSForWarmth = 1.0
@@ -78,6 +79,10 @@ type HintsConfig struct {
 	// DefaultRestartWarm; negative: none). It delays the start of the node's raft groups by at most
 	// that long.
 	RestartWarm time.Duration
+	// SwitchInterval is how often the node reads the cluster-wide read_hints switch (default
+	// DefaultHintsSwitchInterval): a switch takes effect on a node within that long. Each read is one
+	// meta-range read; benchmarks that toggle hints every few seconds shorten it.
+	SwitchInterval time.Duration
 	// Tuning sets the module's buffer, shipper, applier and hot-key parameters (zero: the hints
 	// package's defaults). NodeID, ClusterID, Peers, Target, the applied fraction and the load signal
 	// come from the node and the fields above.
@@ -100,6 +105,9 @@ func (c *HintsConfig) setDefaults() {
 	if c.RestartWarm == 0 {
 		c.RestartWarm = DefaultRestartWarm
 	}
+	if c.SwitchInterval == 0 {
+		c.SwitchInterval = DefaultHintsSwitchInterval
+	}
 }
 
 // Validate reports a configuration that cannot work.
@@ -115,6 +123,9 @@ func (c HintsConfig) Validate() error {
 	}
 	if c.DiskReadShare > 1 {
 		return fmt.Errorf("read hints: disk read share %v must be in (0, 1], or negative for no budget", c.DiskReadShare)
+	}
+	if c.SwitchInterval < 0 {
+		return fmt.Errorf("read hints: switch interval %v must not be negative", c.SwitchInterval)
 	}
 	mc := c.moduleConfig(0, "", func(uint64) []uint64 { return nil }, nil)
 	return mc.Validate()
@@ -282,7 +293,7 @@ func (n *Node) startHints() {
 	}
 	n.hints.m.SetIdentity(n.ident.NodeID, n.ident.ClusterID)
 	n.hints.m.Start()
-	n.every(hintsSwitchInterval, n.refreshHintsSwitch)
+	n.every(n.cfg.Hints.SwitchInterval, n.refreshHintsSwitch)
 	n.every(time.Second, n.reconcileHintRanges)
 }
 

@@ -45,7 +45,7 @@ STEAL_MAX=${STEAL_MAX:-0.08}   # pairs with a window the host stole this share o
 SCHEDULE=${SCHEDULE:-alt}      # alt: off, on, off, on, ...; abba: off, on | on, off | off, on | ... (WINDOWS even); alt-inverted: on, off, ...
 SETTLE=${SETTLE:-20}           # seconds without a compaction or flush on any node before the windows start
 SETTLE_MAX=${SETTLE_MAX:-900}  # at most this long
-SKIP=${SKIP:-4}                # seconds ignored after each switch (nodes read the switch every 2 s)
+SKIP=${SKIP:-4}                # seconds ignored after each switch (nodes read the switch every 2 s; may be fractional)
 LEADER_CPU=${LEADER_CPU:-0}
 LEADER_QUOTA=${LEADER_QUOTA-0.5}   # cores n1 may use (cgroup v1 cpu.cfs_quota_us); empty: no cap
 FOLLOWER_QUOTA=${FOLLOWER_QUOTA:-}  # cores each follower may use (e.g. 0.1: saturated followers, to see the adaptive fraction act)
@@ -59,6 +59,8 @@ EXTRA_NODE_FLAGS=${EXTRA_NODE_FLAGS:-}   # e.g. "--read-hints-adaptive off"
 PROFILE=${PROFILE:-}           # non-empty: CPU profiles of n1 and n2 in windows 1 (off) and 2 (on): OUT/n[12]-hints-*.pprof
 BARRIER=${BARRIER:-}           # a directory shared by PEERS runs at once (scripts/readhints-sidebyside.sh): their windows start together
 PEERS=${PEERS:-2}
+SWITCH_INTERVAL=${SWITCH_INTERVAL:-}    # e.g. 100ms: how often the nodes read the read_hints switch (their default: 2s); short windows need it short
+TIMELINE_INTERVAL=${TIMELINE_INTERVAL:-}  # e.g. 100ms: the client's timeline resolution; set, each window's rate comes from the client's timeline
 
 BIN=$(readlink -f "$BIN")
 SCRIPTS=$(dirname "$(readlink -f "$0")")
@@ -90,7 +92,7 @@ start_node() { # i cpu cgroup extra-args...
   local i=$1 cpu=$2 cg=$3
   shift 3
   CG="$cg" taskset -c "$cpu" sh -c '[ -z "$CG" ] || echo $$ >"$CG/cgroup.procs"; exec "$@"' sh "$BIN" start --data-dir "$OUT/data/n$i" --listen "${G[$i]}" --http "${H[$i]}" \
-    --cache-size "$CACHE" $EXTRA_NODE_FLAGS "$@" >"$OUT/n$i.log" 2>&1 &
+    --cache-size "$CACHE" ${SWITCH_INTERVAL:+--read-hints-switch-interval "$SWITCH_INTERVAL"} $EXTRA_NODE_FLAGS "$@" >"$OUT/n$i.log" 2>&1 &
   PIDS[$i]=$!
   for _ in $(seq 120); do
     grep -q " ready " "$OUT/n$i.log" && return 0
@@ -197,7 +199,7 @@ fi
 RUN_S=$(((WINDOWS + 1) * WINDOW))
 taskset -c "$OTHER_CPU" "$BIN" bench ycsb --workload c --load=false --hosts "$HOSTS" --records "$RECORDS" \
   --ops 1000000000 --max-duration "$((RUN_S + 5))s" --threads "$THREADS" --distribution "$DISTRIBUTION" \
-  --timeline "$OUT/timeline.json" --format json >"$OUT/ycsb.json" 2>"$OUT/ycsb.log" &
+  --timeline "$OUT/timeline.json" ${TIMELINE_INTERVAL:+--timeline-interval "$TIMELINE_INTERVAL"} --format json >"$OUT/ycsb.json" 2>"$OUT/ycsb.log" &
 CLIENT=$!
 
 taskset -c "$OTHER_CPU" python3 - "$OUT" "$BIN" "$HOSTS" "$WINDOW" "$WINDOWS" "$SKIP" "$CLIENT" \
@@ -207,7 +209,7 @@ import json, os, subprocess, sys, threading, time, urllib.request
 out, binp, hosts, window, windows, skip, client, pids, https, profile, scripts, schedule, start = sys.argv[1:]
 sys.path.insert(0, scripts)
 import readhints_stats as rs
-window, windows, skip, client = int(window), int(windows), int(skip), int(client)
+window, windows, skip, client = int(window), int(windows), float(skip), int(client)
 pids = [int(p) for p in pids.split(",")]
 https = https.split(",")
 tick = os.sysconf("SC_CLK_TCK")
@@ -275,6 +277,7 @@ def metrics(h):
 t0 = float(start) if start else time.time()  # side by side: the peers' common start
 switches = [(t0 + window * k, rs.window_on(k, schedule)) for k in range(1, windows + 1)]
 samples = open(f"{out}/samples.jsonl", "w")
+samples.write(json.dumps({"t0": t0}) + "\n")  # the windows' origin in Unix seconds (the client's timeline is in Unix time)
 end = t0 + window * (windows + 1)
 nxt = t0
 while time.time() < end - 0.5:
@@ -305,16 +308,25 @@ PY
 wait "$CLIENT" || true
 adm admin policy set read_hints on >/dev/null || true
 
-python3 - "$OUT" "$WINDOW" "$WINDOWS" "$SKIP" "${LEADER_QUOTA:-1}" "$SCRIPTS" "$SCHEDULE" "$STEAL_MAX" <<'PY'
+python3 - "$OUT" "$WINDOW" "$WINDOWS" "$SKIP" "${LEADER_QUOTA:-1}" "$SCRIPTS" "$SCHEDULE" "$STEAL_MAX" "$TIMELINE_INTERVAL" <<'PY'
 import json, math, statistics as st, sys
-out, window, windows, skip = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+out, window, windows, skip = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 quota = float(sys.argv[5])
 sys.path.insert(0, sys.argv[6])
 import readhints_stats as rs
 schedule = sys.argv[7]
 steal_max = float(sys.argv[8])
+fine = sys.argv[9] != ""  # TIMELINE_INTERVAL set: window rates from the client's timeline
 rows = [json.loads(l) for l in open(f"{out}/samples.jsonl")]
 smp = [r for r in rows if "nodes" in r]
+t0 = next((r["t0"] for r in rows if "t0" in r), None)
+client_rate = {}
+if fine:
+    points = json.load(open(f"{out}/timeline.json"))
+    client_rate = {k + 1: r for k, (_, r) in enumerate(rs.timeline_windows(points, t0, window, windows, skip, schedule))}
+# The rate the cost is computed from: n1's served requests from the 1-s samples, or the client's
+# completed operations from its timeline (finer, for windows of a few seconds).
+RATE = "client_requests_per_s" if fine else "requests_per_s"
 def rate(a, b, f):
     dt = b["t"] - a["t"]
     return f(b) - f(a), dt
@@ -322,7 +334,7 @@ wins = []
 for k in range(0, windows + 1):
     lo, hi = k * window + (skip if k else window // 2), (k + 1) * window
     ws = [r for r in smp if lo <= r["t"] <= hi]
-    if len(ws) < 3:
+    if len(ws) < 2:
         continue
     a, b = ws[0], ws[-1]
     dt = b["t"] - a["t"]
@@ -332,6 +344,7 @@ for k in range(0, windows + 1):
     hits = g(b, 0, "shoal_storage_block_cache_hits_total") - g(a, 0, "shoal_storage_block_cache_hits_total")
     miss = g(b, 0, "shoal_storage_block_cache_misses_total") - g(a, 0, "shoal_storage_block_cache_misses_total")
     w = {"window": k, "hints": "on" if rs.window_on(k, schedule) else "off", "from_s": lo, "to_s": hi, "requests_per_s": reqs,
+         "client_requests_per_s": client_rate.get(k, float("nan")),
          "cpu_cores": {"n1": cpu[0], "n2": cpu[1], "n3": cpu[2], "client": cpu[3]},
          "n1_cpu_us_per_request": 1e6 * cpu[0] / reqs if reqs else float("nan"),
          "n1_hit_ratio": hits / (hits + miss) if hits + miss else float("nan"),
@@ -373,15 +386,17 @@ pairs = []
 for w in on:
     nb = [x for x in off if abs(x["window"] - w["window"]) == 1]
     if nb:
-        pairs.append(w["requests_per_s"] / st.mean(x["requests_per_s"] for x in nb))
-paired = rs.paired_cost(*rs.pair_windows([(w["hints"] == "on", w["requests_per_s"]) for w in toggled]))
+        pairs.append(w[RATE] / st.mean(x[RATE] for x in nb))
+paired = rs.paired_cost(*rs.pair_windows([(w["hints"] == "on", w[RATE]) for w in toggled]))
 # The same over the pairs in which neither window lost more than steal_max of the machine's CPU time
 # to the host (a window's rate of 0 drops its pair): session 22's outliers were the windows the host
 # stole 11-24 % of, not hints' own cost (docs/bench-read-hints.md).
-paired_low_steal = rs.paired_cost(*rs.pair_windows([(w["hints"] == "on", w["requests_per_s"] if w["steal_share"] < steal_max else 0)
+paired_low_steal = rs.paired_cost(*rs.pair_windows([(w["hints"] == "on", w[RATE] if w["steal_share"] < steal_max else 0)
                                                     for w in toggled]))
-res = {"schedule": schedule, "paired": paired, "windows": wins, "on_requests_per_s": mean(on, lambda w: w["requests_per_s"]),
+res = {"schedule": schedule, "rate": RATE, "t0": t0, "paired": paired, "windows": wins, "on_requests_per_s": mean(on, lambda w: w["requests_per_s"]),
        "off_requests_per_s": mean(off, lambda w: w["requests_per_s"]),
+       "on_client_requests_per_s": mean(on, lambda w: w["client_requests_per_s"]),
+       "off_client_requests_per_s": mean(off, lambda w: w["client_requests_per_s"]),
        "on_n1_cpu_us_per_request": mean(on, lambda w: w["n1_cpu_us_per_request"]),
        "off_n1_cpu_us_per_request": mean(off, lambda w: w["n1_cpu_us_per_request"]),
        "pair_ratios": pairs, "steal_max": steal_max, "paired_low_steal": paired_low_steal}
@@ -407,7 +422,8 @@ print(f"hints on: {res['on_requests_per_s']:.0f} req/s, off: {res['off_requests_
       f"each on window / its off neighbours: {', '.join(f'{p:.3f}' for p in pairs)}; "
       f"n1 CPU per request on {res['on_n1_cpu_us_per_request']:.1f} us, off {res['off_n1_cpu_us_per_request']:.1f} us")
 if paired:
-    print(f"pairs of windows (1-2, 3-4, ...): {rs.describe(paired)}")
+    src = "the client's timeline" if fine else "n1's served requests"
+    print(f"pairs of windows (1-2, 3-4, ...), rates from {src}: {rs.describe(paired)}")
     if paired_low_steal:
         print(f"pairs without a window whose steal reached {100 * steal_max:.0f} %: {rs.describe(paired_low_steal)}")
     cpu_pairs = rs.pair_windows([(w["hints"] == "on", 1 / w["n1_cpu_us_per_request"]) for w in toggled])

@@ -69,6 +69,31 @@ def pair_windows(wins):
     return pairs, order
 
 
+def timeline_windows(points, t0, window, windows, skip, schedule):
+    """[(on, rate)] of windows 1..windows from a client timeline (bench ycsb --timeline: points with
+    "unix_s", the end of each interval, and "ops"), for pair_windows. Window k runs from t0 + k window
+    to t0 + (k + 1) window; its rate counts the points that lie wholly between skip seconds after its
+    start and its end (a point's interval starts where the previous one ended), over the time they
+    cover. A window without such a point has rate 0 (pair_windows drops its pair)."""
+    out, prev = [], None
+    spans = []
+    for p in points:
+        if p.get("phase", "run") != "run":
+            continue
+        if prev is not None:
+            spans.append((prev, p["unix_s"], p["ops"]))
+        prev = p["unix_s"]
+    eps = 1e-3
+    for k in range(1, windows + 1):
+        lo, hi = t0 + k * window + skip, t0 + (k + 1) * window
+        ops = dur = 0.0
+        for a, b, n in spans:
+            if a >= lo - eps and b <= hi + eps:
+                ops, dur = ops + n, dur + (b - a)
+        out.append((window_on(k, schedule), ops / dur if dur > 0 else 0.0))
+    return out
+
+
 def paired_cost(pairs, order):
     """The cost 1 - on/off over pairs: mean, median, sd, se and 95 % t interval (None: no pairs)."""
     if not pairs:

@@ -89,5 +89,24 @@ class TestStats(unittest.TestCase):
         self.assertTrue(r["ci95_low"] < r["ratio"] < r["ci95_high"])
 
 
+    def test_timeline_windows(self):
+        # 100-ms points from t0 = 1000: 1 000 ops/s off, 980 on; windows of 2 s, the first 0.5 s skipped.
+        t0, window, windows, skip = 1000.0, 2, 4, 0.5
+        points = [{"phase": "load", "unix_s": 990.0, "ops": 5}]
+        for i in range(0, 10 * window * (windows + 1) + 1):
+            t = t0 + i / 10
+            k = int((t - t0 - 1e-9) // window)
+            on = rs.window_on(max(k, 0), "abba")
+            points.append({"phase": "run", "unix_s": t, "ops": 98 if on else 100})
+        wins = rs.timeline_windows(points, t0, window, windows, skip, "abba")
+        self.assertEqual([w[0] for w in wins], [False, True, True, False])
+        for on, rate in wins:
+            self.assertAlmostEqual(rate, 980 if on else 1000, delta=1e-6)
+        c = rs.paired_cost(*rs.pair_windows(wins))
+        self.assertEqual(c["pairs"], 2)
+        self.assertAlmostEqual(c["mean"], 0.02, places=9)
+        # A window the timeline does not reach has rate 0.
+        self.assertEqual(rs.timeline_windows(points, t0 + 100, window, 1, skip, "abba"), [(False, 0.0)])
+
 if __name__ == "__main__":
     unittest.main()

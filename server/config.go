@@ -174,6 +174,9 @@ func (c Config) WithDefaults() Config {
 	if c.Hints.RestartWarm == 0 {
 		c.Hints.RestartWarm = kv.DefaultRestartWarm
 	}
+	if c.Hints.SwitchInterval == 0 {
+		c.Hints.SwitchInterval = kv.DefaultHintsSwitchInterval
+	}
 	if c.Hints.DiskWeight == 0 {
 		c.Hints.DiskWeight = kv.DefaultHintsDiskWeight
 	}
@@ -365,6 +368,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		HintsDiskShare  float64  `json:"read_hints_disk_read_share"`
 		HintsWait       string   `json:"read_hints_transfer_wait"`
 		HintsRestart    string   `json:"read_hints_restart_warm"`
+		HintsSwitch     string   `json:"read_hints_switch_interval"`
 		Admission       string   `json:"admission"`
 		MaxRequests     int64    `json:"max_inflight_requests"`
 		MaxRequestBytes int64    `json:"max_inflight_request_bytes"`
@@ -382,7 +386,8 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		BackupInterval: c.Background.BackupInterval.String(), BackupDir: c.Background.BackupDir,
 		ReadHints: onOff(!c.Hints.Off), HintsTarget: c.Hints.Target.String(), HintsFraction: hd.Fraction,
 		HintsAdaptive: onOff(!c.Hints.FixedFraction), HintsDiskWeight: hd.DiskWeight, HintsDiskShare: hd.DiskReadShare, HintsWait: hd.TransferWait.String(), HintsRestart: hd.RestartWarm.String(),
-		Admission: onOff(!c.Admission.Disabled), MaxRequests: ad.Requests.Count, MaxRequestBytes: ad.Requests.Bytes,
+		HintsSwitch: hd.SwitchInterval.String(),
+		Admission:   onOff(!c.Admission.Disabled), MaxRequests: ad.Requests.Count, MaxRequestBytes: ad.Requests.Bytes,
 		MaxWrites: ad.Proposals.Count, MaxWriteBytes: ad.Proposals.Bytes,
 	})
 }

@@ -70,8 +70,10 @@ type Config struct {
 	// MaxDuration bounds each phase: a phase still running then is stopped and its report marked
 	// truncated. Default: DefaultMaxDuration.
 	MaxDuration time.Duration
-	// Timeline adds a per-second timeline of both phases to the report.
-	Timeline bool
+	// Timeline adds a timeline of both phases to the report: a point every TimelineInterval
+	// (default one second).
+	Timeline         bool
+	TimelineInterval time.Duration
 	// Props are go-ycsb properties that override the workload's (e.g. "writeallfields": "true").
 	Props map[string]string
 	// Progress, if set, receives a progress line every ProgressInterval (default
@@ -108,10 +110,14 @@ type Phase struct {
 	ErrorSample string             `json:"error_sample,omitempty"`
 }
 
-// Point is one interval (one second, the last one possibly shorter) of a phase's timeline.
+// Point is one interval (Config.TimelineInterval, the last one possibly shorter) of a phase's
+// timeline.
 type Point struct {
-	Phase      string  `json:"phase"`
-	T          float64 `json:"t"` // seconds from the start of the phase to the end of the interval
+	Phase string  `json:"phase"`
+	T     float64 `json:"t"` // seconds from the start of the phase to the end of the interval
+	// Unix is the end of the interval in seconds since the Unix epoch, to line the timeline up with
+	// events recorded elsewhere (a switch flipped by a script, a node's log).
+	Unix       float64 `json:"unix_s"`
 	Ops        int64   `json:"ops"`
 	Errors     int64   `json:"errors"`
 	Throughput float64 `json:"throughput_ops_s"`
@@ -180,6 +186,9 @@ var (
 func Run(ctx context.Context, cfg Config, db goycsb.DB) (*Report, error) {
 	if cfg.MaxDuration <= 0 {
 		cfg.MaxDuration = DefaultMaxDuration
+	}
+	if cfg.TimelineInterval <= 0 {
+		cfg.TimelineInterval = time.Second
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
@@ -304,7 +313,7 @@ func runPhase(ctx context.Context, cfg Config, name string, total int64, op func
 		}
 		progress := time.NewTicker(cfg.ProgressInterval)
 		defer progress.Stop()
-		second := time.NewTicker(time.Second)
+		second := time.NewTicker(cfg.TimelineInterval)
 		defer second.Stop()
 		last, lastT := int64(0), start
 		for {
@@ -544,7 +553,7 @@ func (m *measuredDB) Delete(ctx context.Context, table, key string) error {
 	return m.do(ctx, OpDelete, func() error { return m.db.Delete(ctx, table, key) })
 }
 
-// timeline collects per-second points. A nil *timeline collects nothing.
+// timeline collects a point per Config.TimelineInterval. A nil *timeline collects nothing.
 type timeline struct {
 	mu        sync.Mutex
 	phase     string
@@ -591,7 +600,7 @@ func (t *timeline) flush(now time.Time) {
 	if d <= 0 {
 		return
 	}
-	pt := Point{Phase: t.phase, T: now.Sub(t.start).Seconds(), Ops: t.ops, Errors: t.errs, Throughput: float64(t.ops) / d.Seconds()}
+	pt := Point{Phase: t.phase, T: now.Sub(t.start).Seconds(), Unix: float64(now.UnixNano()) / 1e9, Ops: t.ops, Errors: t.errs, Throughput: float64(t.ops) / d.Seconds()}
 	if t.hist.TotalCount() > 0 {
 		pt.P50Ms = usToMs(float64(t.hist.ValueAtQuantile(50)))
 		pt.P99Ms = usToMs(float64(t.hist.ValueAtQuantile(99)))

@@ -35,6 +35,7 @@ var ycsbFlags struct {
 	threads          int
 	load             bool
 	timeline         string
+	timelineInterval time.Duration
 	maxDuration      time.Duration
 	distribution     string
 	props            propList
@@ -64,7 +65,7 @@ Targets:
 
 The report gives the throughput and, per operation, count, errors and p50/p95/p99/p99.9 latency in
 milliseconds (from HdrHistograms); --format json prints it as one JSON object, --timeline FILE
-writes per-second points (throughput, p50, p99) as JSON. Progress goes to stderr. Extra go-ycsb
+writes points (throughput, p50, p99) as JSON, one a second or one per --timeline-interval. Progress goes to stderr. Extra go-ycsb
 properties can be set with --prop (e.g. --prop writeallfields=true, --prop fieldlength=1000).
 
 Each record is one key (TABLE/KEY) holding all its fields. A YCSB update writes one field by
@@ -108,7 +109,8 @@ func init() {
 	f.Int64Var(&ycsbFlags.ops, "ops", 100000, "operations of the run phase")
 	f.IntVar(&ycsbFlags.threads, "threads", 16, "concurrent workers")
 	f.BoolVar(&ycsbFlags.load, "load", true, "run the load phase before the run phase")
-	f.StringVar(&ycsbFlags.timeline, "timeline", "", "write a per-second timeline of both phases to this JSON file")
+	f.StringVar(&ycsbFlags.timeline, "timeline", "", "write a timeline of both phases to this JSON file (a point per --timeline-interval: operations, throughput, p50 and p99)")
+	f.DurationVar(&ycsbFlags.timelineInterval, "timeline-interval", time.Second, "the length of one point of --timeline (at least 10ms)")
 	f.DurationVar(&ycsbFlags.maxDuration, "max-duration", ycsb.DefaultMaxDuration, "stop each phase after this long")
 	f.StringVar(&ycsbFlags.distribution, "distribution", "", "request distribution (uniform, zipfian, latest, hotspot, sequential, exponential); default: the workload's")
 	f.Var(&ycsbFlags.props, "prop", "go-ycsb property KEY=VALUE, overriding the workload's (repeatable)")
@@ -178,6 +180,9 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	if fl.distribution != "" {
 		props["requestdistribution"] = fl.distribution
 	}
+	if fl.timelineInterval < 10*time.Millisecond {
+		return usageError{fmt.Errorf("invalid --timeline-interval %v: must be at least 10ms", fl.timelineInterval)}
+	}
 	if fl.maxDuration <= 0 {
 		return usageError{fmt.Errorf("invalid --max-duration %v: must be positive", fl.maxDuration)}
 	}
@@ -200,7 +205,7 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	cfg := ycsb.Config{
 		Workload: fl.workload, Target: fl.target, Hosts: hosts, System: strings.TrimSpace(fl.system), RedisMode: redisMode,
 		Records: fl.records, Ops: fl.ops, Threads: fl.threads, Load: fl.load,
-		MaxDuration: fl.maxDuration, Timeline: fl.timeline != "", Props: props,
+		MaxDuration: fl.maxDuration, Timeline: fl.timeline != "", TimelineInterval: fl.timelineInterval, Props: props,
 		Progress: cmd.ErrOrStderr(), ProgressInterval: fl.progressInterval,
 	}
 	p, err := cfg.Properties()

@@ -61,6 +61,7 @@ var startFlags struct {
 	hintsDiskWeight  float64
 	hintsDiskShare   float64
 	hintsInterval    time.Duration
+	hintsSwitch      time.Duration
 	admission        string
 	maxRequests      int64
 	maxRequestBytes  byteSize
@@ -169,6 +170,7 @@ func init() {
 	f.Float64Var(&startFlags.hintsFraction, "read-hints-fraction", 1, "fraction of received read hints this node replays, in (0, 1]")
 	f.StringVar(&startFlags.hintsAdaptive, "read-hints-adaptive", "on", "lower the replayed fraction as the load rises from 70 % (to 10 % at 90 %, where replaying stops); the load is the CPU's, or on a node leading ranges its disk's utilization × --read-hints-disk-weight when higher (on|off)")
 	f.Float64Var(&startFlags.hintsDiskWeight, "read-hints-disk-weight", kv.DefaultHintsDiskWeight, "what a saturated disk counts for in the load replays adapt to, on a node leading ranges: 0.85 cuts replays to about a third and never stops them; in (0, 1], or negative to ignore the disk")
+	f.DurationVar(&startFlags.hintsSwitch, "read-hints-switch-interval", kv.DefaultHintsSwitchInterval, "how often this node reads the cluster-wide read_hints switch (admin policy set read_hints on|off): a switch takes effect here within that long; each read is one read of the meta range")
 	f.DurationVar(&startFlags.hintsInterval, "read-hints-interval", 90*time.Millisecond, "how often a leader ships the reads it recorded to the other replicas (the journal's 90 ms; a batch also ships early at 10 000 reads); longer means fewer, larger messages")
 	f.Float64Var(&startFlags.hintsDiskShare, "read-hints-disk-read-share", kv.DefaultHintsDiskReadShare, "on a node leading ranges whose disk is saturated, the most of its disk reads (block-cache misses) that replays may cause; the applied fraction is scaled down to keep to it (with --read-hints-adaptive on; in (0, 1], or negative for no budget)")
 	f.StringVar(&startFlags.admission, "admission", "on", "admission control: beyond the in-flight limits below, clients get OVERLOADED (retryable) at once instead of the node queueing without bound (on|off; off only for comparisons)")
@@ -317,6 +319,10 @@ func setHintsFlags(cfg *server.Config) error {
 		return usageError{fmt.Errorf("--read-hints-interval %v: must be in (0, 1m]", startFlags.hintsInterval)}
 	}
 	cfg.Hints.Tuning.Shipper.FlushInterval = startFlags.hintsInterval
+	if startFlags.hintsSwitch < 10*time.Millisecond || startFlags.hintsSwitch > time.Hour {
+		return usageError{fmt.Errorf("--read-hints-switch-interval %v: must be in [10ms, 1h]", startFlags.hintsSwitch)}
+	}
+	cfg.Hints.SwitchInterval = startFlags.hintsSwitch
 	return nil
 }
 

@@ -118,6 +118,14 @@ func TestStartPrintConfig(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"compaction_refill_grace": "3s"`) {
 		t.Fatalf("--compaction-refill-grace 3s: exit %d\n%s", code, out)
 	}
+	code, out, _ = shoal(t, "start", "--data-dir", "d", "--print-config")
+	if code != 0 || !strings.Contains(out, `"read_hints_switch_interval": "2s"`) {
+		t.Fatalf("default --read-hints-switch-interval: exit %d\n%s", code, out)
+	}
+	code, out, _ = shoal(t, "start", "--data-dir", "d", "--read-hints-switch-interval", "100ms", "--print-config")
+	if code != 0 || !strings.Contains(out, `"read_hints_switch_interval": "100ms"`) {
+		t.Fatalf("--read-hints-switch-interval 100ms: exit %d\n%s", code, out)
+	}
 }
 
 func TestStartUsageErrors(t *testing.T) {
@@ -141,6 +149,7 @@ func TestStartUsageErrors(t *testing.T) {
 		{[]string{"start", "--data-dir", "d", "--read-hints-disk-read-share", "0"}, "--read-hints-disk-read-share 0: must be in (0, 1]"},
 		{[]string{"start", "--data-dir", "d", "--read-hints-interval", "0s"}, "--read-hints-interval 0s: must be in (0, 1m]"},
 		{[]string{"start", "--data-dir", "d", "--read-hints-interval", "2m"}, "--read-hints-interval 2m0s: must be in (0, 1m]"},
+		{[]string{"start", "--data-dir", "d", "--read-hints-switch-interval", "1ms"}, "--read-hints-switch-interval 1ms: must be in [10ms, 1h]"},
 	} {
 		code, _, errOut := shoal(t, tc.argv...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {
