@@ -37,7 +37,7 @@ fmt:
 
 # Regenerates pb/*.pb.go (needs protoc and protoc-gen-go / protoc-gen-go-grpc; the generated files are committed).
 proto:
-	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative pb/shoal.proto
+	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative pb/shoal.proto pb/hints.proto
 
 clean:
 	rm -rf bin shoal-data

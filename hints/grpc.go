@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/shoaldb/shoal/pb"
@@ -35,6 +38,31 @@ func (s *service) checkCluster(id string) error {
 // Ship implements pb.HintsServer: it never blocks on replay.
 func (s *service) Ship(_ context.Context, b *pb.HintBatch) (*pb.HintShipAck, error) {
 	return s.m.Receive(b), nil
+}
+
+// ShipStream implements pb.HintsServer: a peer's stream of batches, each received as Ship receives
+// one (never blocking on replay). It ends when the peer closes the stream, with the summed acks, or
+// when the stream breaks.
+func (s *service) ShipStream(stream pb.Hints_ShipStreamServer) error {
+	// Headers at once: the sender waits for them to know that this node takes streams (an older one
+	// answers Unimplemented) before it sends its first batch.
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
+	var total pb.HintShipAck
+	for {
+		b, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&total)
+		}
+		if err != nil {
+			return err
+		}
+		ack := s.m.Receive(b)
+		total.QueuedRanges += ack.GetQueuedRanges()
+		total.DroppedRanges += ack.GetDroppedRanges()
+		total.Overloaded = ack.GetOverloaded()
+	}
 }
 
 // HotKeys implements pb.HintsServer.
@@ -78,6 +106,162 @@ func (s GRPCSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) error 
 		return fmt.Errorf("hints to node %d: %w", to, err)
 	}
 	return nil
+}
+
+// StreamSender is a Sender that keeps one ShipStream open per peer and sends each batch as one message
+// on it. A unary Ship costs both sides a call's setup, headers and trailers per batch, and at the
+// journal's 90 ms (11 batches a second per peer) that cost the serving node more CPU than capturing
+// its reads did (docs/bench-read-hints.md, session 28). A stream that fails, or whose send outlives
+// the send's context, is closed and reopened on the next batch; a peer that does not know ShipStream
+// (an older node) gets unary Ship calls from then on. Close closes every stream.
+type StreamSender struct {
+	conn func(nodeID uint64) (grpc.ClientConnInterface, error)
+
+	mu     sync.Mutex
+	peers  map[uint64]*shipStream
+	closed bool
+}
+
+// shipStream is one peer's stream. mu serializes its sends (the Shipper sends to a peer from one
+// goroutine; the lock keeps other callers correct too).
+type shipStream struct {
+	mu     sync.Mutex
+	cc     grpc.ClientConnInterface // the connection the stream was opened on
+	stream pb.Hints_ShipStreamClient
+	cancel context.CancelFunc
+	unary  bool // the peer answered Unimplemented: Ship calls only
+}
+
+// NewStreamSender returns a StreamSender over conn, which returns a connection to a node (the node's
+// pooled node-to-node connection).
+func NewStreamSender(conn func(nodeID uint64) (grpc.ClientConnInterface, error)) *StreamSender {
+	return &StreamSender{conn: conn, peers: map[uint64]*shipStream{}}
+}
+
+// errSenderClosed: Send after Close.
+var errSenderClosed = errors.New("hints sender closed")
+
+// Send implements Sender: it returns once the batch is handed to the stream (flow control may hold it
+// until ctx ends), not once the peer has received it — hints are best effort either way.
+func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) error {
+	cc, err := s.conn(to)
+	if err != nil {
+		return fmt.Errorf("hints to node %d: %w", to, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("hints to node %d: %w", to, errSenderClosed)
+	}
+	ps := s.peers[to]
+	if ps == nil {
+		ps = &shipStream{}
+		s.peers[to] = ps
+	}
+	s.mu.Unlock()
+
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.unary {
+		return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
+	}
+	if ps.stream != nil && ps.cc != cc {
+		ps.close() // the node replaced its connection to the peer
+	}
+	if ps.stream == nil {
+		err := ps.open(ctx, cc)
+		if status.Code(err) == codes.Unimplemented {
+			ps.unary = true
+			return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
+		}
+		if err != nil {
+			return fmt.Errorf("hints to node %d: open stream: %w", to, err)
+		}
+		if s.isClosed() {
+			// Close ran while the stream opened: it would outlive the sender.
+			ps.close()
+			return fmt.Errorf("hints to node %d: %w", to, errSenderClosed)
+		}
+	}
+	// A send held by flow control past ctx ends with the stream (cancelled), not with a goroutine left waiting.
+	stop := context.AfterFunc(ctx, ps.cancel)
+	err = ps.stream.Send(b)
+	if !stop() {
+		ps.close()
+		return fmt.Errorf("hints to node %d: %w", to, ctx.Err())
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, io.EOF) {
+		// The peer ended the stream: its status says why.
+		_, err = ps.stream.CloseAndRecv()
+	}
+	ps.close()
+	if status.Code(err) == codes.Unimplemented {
+		ps.unary = true
+		return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
+	}
+	return fmt.Errorf("hints to node %d: %w", to, err)
+}
+
+func (s *StreamSender) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// errStreamEnded: the peer ended a new stream at once without an error.
+var errStreamEnded = errors.New("stream ended at once")
+
+// open opens the stream on cc and waits for the peer's headers (ShipStream sends them at once; a node
+// without ShipStream answers Unimplemented instead, returned here), no longer than ctx.
+func (ps *shipStream) open(ctx context.Context, cc grpc.ClientConnInterface) error {
+	sctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	stream, err := pb.NewHintsClient(cc).ShipStream(sctx)
+	if err == nil {
+		var md metadata.MD
+		if md, err = stream.Header(); err == nil && md == nil {
+			// No headers: the stream ended at once, its status comes with the response.
+			if _, err = stream.CloseAndRecv(); err == nil {
+				err = errStreamEnded
+			}
+		}
+	}
+	if !stop() || err != nil {
+		cancel()
+		if err == nil {
+			err = ctx.Err()
+		}
+		return err
+	}
+	ps.cc, ps.stream, ps.cancel = cc, stream, cancel
+	return nil
+}
+
+// close ends the stream (the peer sees it cancelled; what it received stands).
+func (ps *shipStream) close() {
+	if ps.cancel != nil {
+		ps.cancel()
+	}
+	ps.cc, ps.stream, ps.cancel = nil, nil, nil
+}
+
+// Close closes every peer's stream; later sends fail.
+func (s *StreamSender) Close() {
+	s.mu.Lock()
+	s.closed = true
+	peers := make([]*shipStream, 0, len(s.peers))
+	for _, ps := range s.peers {
+		peers = append(peers, ps)
+	}
+	s.mu.Unlock()
+	for _, ps := range peers {
+		ps.mu.Lock()
+		ps.close()
+		ps.mu.Unlock()
+	}
 }
 
 // Client calls a peer's Hints service: the transfer initiator asks the target to wait until warm;

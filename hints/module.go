@@ -58,6 +58,7 @@ type Module struct {
 	c       *counters
 	buf     *Buffer
 	shipper *Shipper
+	sender  Sender
 	applier *Applier
 	hot     *HotKeys
 
@@ -87,7 +88,7 @@ func New(cfg Config, sender Sender, reader Reader) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{cfg: cfg, c: c, buf: buf, shipper: shipper, applier: applier, deferred: map[uint64]bool{}}
+	m := &Module{cfg: cfg, c: c, buf: buf, shipper: shipper, sender: sender, applier: applier, deferred: map[uint64]bool{}}
 	m.cluster.Store(&cfg.ClusterID)
 	if !cfg.DisableHotKeys {
 		m.hot = NewHotKeys(cfg.HotKeys)
@@ -118,9 +119,13 @@ func (m *Module) Start() {
 	m.applier.Start()
 }
 
-// Close stops shipping and applying; hints in flight are dropped.
+// Close stops shipping and applying; hints in flight are dropped. A sender with a Close method (the
+// StreamSender's streams) is closed once the shipper has stopped sending.
 func (m *Module) Close() {
 	m.shipper.Close()
+	if c, ok := m.sender.(interface{ Close() }); ok {
+		c.Close()
+	}
 	m.applier.Close()
 }
 

@@ -60,8 +60,14 @@ func (c *testCluster) client(id uint64, clusterID string) *Client {
 	return NewClient(cc, clusterID)
 }
 
-// newTestCluster starts nodes 1..n; every range is replicated on all of them.
+// newTestCluster starts nodes 1..n; every range is replicated on all of them. They ship over
+// ShipStream (StreamSender, as nodes do).
 func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
+	return newTestClusterWith(t, n, cfg, true)
+}
+
+// newTestClusterWith is newTestCluster, shipping with unary Ship calls (GRPCSender) unless stream.
+func newTestClusterWith(t *testing.T, n int, cfg Config, stream bool) *testCluster {
 	c := &testCluster{t: t, nodes: map[uint64]*testNode{}, conns: map[uint64]*grpc.ClientConn{}}
 	for id := uint64(1); id <= uint64(n); id++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -81,7 +87,11 @@ func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
 			return out
 		}
 		reader := newCacheModel()
-		m, err := New(nc, GRPCSender{Conn: c.conn}, reader)
+		var sender Sender = GRPCSender{Conn: c.conn}
+		if stream {
+			sender = NewStreamSender(c.conn)
+		}
+		m, err := New(nc, sender, reader)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,8 +113,14 @@ func newTestCluster(t *testing.T, n int, cfg Config) *testCluster {
 }
 
 func TestModuleOverGRPC(t *testing.T) {
-	c := newTestCluster(t, 3, Config{ClusterID: "c1", Shipper: ShipperConfig{FlushInterval: time.Hour},
-		Applier: ApplierConfig{WarmthWindow: 2}})
+	for _, stream := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ShipStream", false: "Ship"}[stream], func(t *testing.T) { testModuleOverGRPC(t, stream) })
+	}
+}
+
+func testModuleOverGRPC(t *testing.T, stream bool) {
+	c := newTestClusterWith(t, 3, Config{ClusterID: "c1", Shipper: ShipperConfig{FlushInterval: time.Hour},
+		Applier: ApplierConfig{WarmthWindow: 2}}, stream)
 	leader, f2, f3 := c.nodes[1].m, c.nodes[2].m, c.nodes[3].m
 	hot := manyKeys("user", 30)
 	for round := 0; round < 3; round++ {

@@ -191,7 +191,7 @@ func (n *Node) initHints() error {
 		cfg.Applier.DiskBudget.Saturated = diskSaturated(n.eng.DiskUtilization, n.leadsUserRange)
 		cfg.Applier.DiskBudget.Misses = func() uint64 { return uint64(max(n.eng.Stats().BlockCacheMisses, 0)) }
 	}
-	m, err := hints.New(cfg, hints.GRPCSender{Conn: n.hintConn}, hints.NewEngineReader(n.eng, n.hintSpan))
+	m, err := hints.New(cfg, hints.NewStreamSender(n.hintConn), hints.NewEngineReader(n.eng, n.hintSpan))
 	if err != nil {
 		return fmt.Errorf("read hints: %w", err)
 	}

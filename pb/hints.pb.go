@@ -772,9 +772,11 @@ const file_pb_hints_proto_rawDesc = "" +
 	"cluster_id\x18\x04 \x01(\tR\tclusterId\"U\n" +
 	"\x14HintWaitWarmResponse\x12\x12\n" +
 	"\x04warm\x18\x01 \x01(\bR\x04warm\x12)\n" +
-	"\x06warmth\x18\x02 \x01(\v2\x11.shoal.HintWarmthR\x06warmth2\xbc\x01\n" +
+	"\x06warmth\x18\x02 \x01(\v2\x11.shoal.HintWarmthR\x06warmth2\xf2\x01\n" +
 	"\x05Hints\x12,\n" +
-	"\x04Ship\x12\x10.shoal.HintBatch\x1a\x12.shoal.HintShipAck\x12@\n" +
+	"\x04Ship\x12\x10.shoal.HintBatch\x1a\x12.shoal.HintShipAck\x124\n" +
+	"\n" +
+	"ShipStream\x12\x10.shoal.HintBatch\x1a\x12.shoal.HintShipAck(\x01\x12@\n" +
 	"\aHotKeys\x12\x19.shoal.HintHotKeysRequest\x1a\x1a.shoal.HintHotKeysResponse\x12C\n" +
 	"\bWaitWarm\x12\x1a.shoal.HintWaitWarmRequest\x1a\x1b.shoal.HintWaitWarmResponseB\x1dZ\x1bgithub.com/shoaldb/shoal/pbb\x06proto3"
 
@@ -810,13 +812,15 @@ var file_pb_hints_proto_depIdxs = []int32{
 	6, // 3: shoal.HintWaitWarmRequest.criteria:type_name -> shoal.HintWarmCriteria
 	7, // 4: shoal.HintWaitWarmResponse.warmth:type_name -> shoal.HintWarmth
 	2, // 5: shoal.Hints.Ship:input_type -> shoal.HintBatch
-	4, // 6: shoal.Hints.HotKeys:input_type -> shoal.HintHotKeysRequest
-	8, // 7: shoal.Hints.WaitWarm:input_type -> shoal.HintWaitWarmRequest
-	3, // 8: shoal.Hints.Ship:output_type -> shoal.HintShipAck
-	5, // 9: shoal.Hints.HotKeys:output_type -> shoal.HintHotKeysResponse
-	9, // 10: shoal.Hints.WaitWarm:output_type -> shoal.HintWaitWarmResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
+	2, // 6: shoal.Hints.ShipStream:input_type -> shoal.HintBatch
+	4, // 7: shoal.Hints.HotKeys:input_type -> shoal.HintHotKeysRequest
+	8, // 8: shoal.Hints.WaitWarm:input_type -> shoal.HintWaitWarmRequest
+	3, // 9: shoal.Hints.Ship:output_type -> shoal.HintShipAck
+	3, // 10: shoal.Hints.ShipStream:output_type -> shoal.HintShipAck
+	5, // 11: shoal.Hints.HotKeys:output_type -> shoal.HintHotKeysResponse
+	9, // 12: shoal.Hints.WaitWarm:output_type -> shoal.HintWaitWarmResponse
+	9, // [9:13] is the sub-list for method output_type
+	5, // [5:9] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
 	5, // [5:5] is the sub-list for extension extendee
 	0, // [0:5] is the sub-list for field type_name

@@ -25,9 +25,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Hints_Ship_FullMethodName     = "/shoal.Hints/Ship"
-	Hints_HotKeys_FullMethodName  = "/shoal.Hints/HotKeys"
-	Hints_WaitWarm_FullMethodName = "/shoal.Hints/WaitWarm"
+	Hints_Ship_FullMethodName       = "/shoal.Hints/Ship"
+	Hints_ShipStream_FullMethodName = "/shoal.Hints/ShipStream"
+	Hints_HotKeys_FullMethodName    = "/shoal.Hints/HotKeys"
+	Hints_WaitWarm_FullMethodName   = "/shoal.Hints/WaitWarm"
 )
 
 // HintsClient is the client API for Hints service.
@@ -35,6 +36,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type HintsClient interface {
 	Ship(ctx context.Context, in *HintBatch, opts ...grpc.CallOption) (*HintShipAck, error)
+	// ShipStream carries a peer's batches on one long-lived stream, each handled as Ship handles one;
+	// the ack, when the sender closes the stream, sums them. A batch on an open stream costs neither
+	// side a call's setup, headers and trailers (docs/bench-read-hints.md, session 28).
+	ShipStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[HintBatch, HintShipAck], error)
 	HotKeys(ctx context.Context, in *HintHotKeysRequest, opts ...grpc.CallOption) (*HintHotKeysResponse, error)
 	WaitWarm(ctx context.Context, in *HintWaitWarmRequest, opts ...grpc.CallOption) (*HintWaitWarmResponse, error)
 }
@@ -56,6 +61,19 @@ func (c *hintsClient) Ship(ctx context.Context, in *HintBatch, opts ...grpc.Call
 	}
 	return out, nil
 }
+
+func (c *hintsClient) ShipStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[HintBatch, HintShipAck], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Hints_ServiceDesc.Streams[0], Hints_ShipStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HintBatch, HintShipAck]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Hints_ShipStreamClient = grpc.ClientStreamingClient[HintBatch, HintShipAck]
 
 func (c *hintsClient) HotKeys(ctx context.Context, in *HintHotKeysRequest, opts ...grpc.CallOption) (*HintHotKeysResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -82,6 +100,10 @@ func (c *hintsClient) WaitWarm(ctx context.Context, in *HintWaitWarmRequest, opt
 // for forward compatibility.
 type HintsServer interface {
 	Ship(context.Context, *HintBatch) (*HintShipAck, error)
+	// ShipStream carries a peer's batches on one long-lived stream, each handled as Ship handles one;
+	// the ack, when the sender closes the stream, sums them. A batch on an open stream costs neither
+	// side a call's setup, headers and trailers (docs/bench-read-hints.md, session 28).
+	ShipStream(grpc.ClientStreamingServer[HintBatch, HintShipAck]) error
 	HotKeys(context.Context, *HintHotKeysRequest) (*HintHotKeysResponse, error)
 	WaitWarm(context.Context, *HintWaitWarmRequest) (*HintWaitWarmResponse, error)
 	mustEmbedUnimplementedHintsServer()
@@ -96,6 +118,9 @@ type UnimplementedHintsServer struct{}
 
 func (UnimplementedHintsServer) Ship(context.Context, *HintBatch) (*HintShipAck, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Ship not implemented")
+}
+func (UnimplementedHintsServer) ShipStream(grpc.ClientStreamingServer[HintBatch, HintShipAck]) error {
+	return status.Errorf(codes.Unimplemented, "method ShipStream not implemented")
 }
 func (UnimplementedHintsServer) HotKeys(context.Context, *HintHotKeysRequest) (*HintHotKeysResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method HotKeys not implemented")
@@ -141,6 +166,13 @@ func _Hints_Ship_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Hints_ShipStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(HintsServer).ShipStream(&grpc.GenericServerStream[HintBatch, HintShipAck]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Hints_ShipStreamServer = grpc.ClientStreamingServer[HintBatch, HintShipAck]
 
 func _Hints_HotKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HintHotKeysRequest)
@@ -198,6 +230,12 @@ var Hints_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Hints_WaitWarm_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ShipStream",
+			Handler:       _Hints_ShipStream_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "pb/hints.proto",
 }
