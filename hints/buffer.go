@@ -247,7 +247,13 @@ func (b *Buffer) record(rangeID uint64, key, end []byte, limit uint32, flags uin
 // Drain swaps the segments and returns the drained one's reads, grouped per range (ascending range
 // id) with duplicates summarized into one hint with a count, in order of first occurrence. The
 // returned hints own their memory. Drains are serialized; Record never waits for one.
-func (b *Buffer) Drain() []RangeHints {
+func (b *Buffer) Drain() []RangeHints { return b.drain(nil) }
+
+// drainPaceEvery is how many entries the drain summarizes between looks at its pacer's clock.
+const drainPaceEvery = 32
+
+// drain is Drain, pausing per p between slices of its work (nil: never).
+func (b *Buffer) drain(p *pacer) []RangeHints {
 	b.drainMu.Lock()
 	defer b.drainMu.Unlock()
 	b.refreshSampling()
@@ -265,16 +271,19 @@ func (b *Buffer) Drain() []RangeHints {
 		n = int64(len(old.entries))
 	}
 	first := old.first.Load()
-	out := b.summarize(old, int(n), first)
+	out := b.summarize(old, int(n), first, p)
 	old.n.Store(0)
 	old.used.Store(0)
 	old.first.Store(0)
 	return out
 }
 
-func (b *Buffer) summarize(s *segment, n int, first int64) []RangeHints {
+func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHints {
 	var recorded, distinct int
 	for i := 0; i < n; i++ {
+		if i%drainPaceEvery == drainPaceEvery-1 {
+			p.pace()
+		}
 		e := &s.entries[i]
 		if e.flags&entryValid == 0 {
 			continue

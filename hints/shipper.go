@@ -110,7 +110,7 @@ type Shipper struct {
 	buf    *Buffer
 	sender Sender
 	c      *counters
-	// onDrain, if set, sees every drained set of hints (the module's hot-key summary).
+	// onDrain, if set, sees every drained range's hints, one range a call (the module's hot-key summary).
 	onDrain func([]RangeHints)
 
 	// ident is the node and cluster stamped on batches (cfg's until SetIdentity).
@@ -194,14 +194,19 @@ func (s *Shipper) saturated() bool {
 	return s.cfg.SaturatedInterval > 0 && s.buf.sampling()
 }
 
-// Flush drains the buffer now and queues the batches (the loop calls it; tests and shutdown may).
+// Flush drains the buffer now and queues the batches (the loop calls it; tests and shutdown may). It
+// works in slices, letting requests that arrive meanwhile run between them (pacer).
 func (s *Shipper) Flush() {
-	ranges := s.buf.Drain()
+	p := newPacer()
+	ranges := s.buf.drain(p)
 	if len(ranges) == 0 {
 		return
 	}
 	if s.onDrain != nil {
-		s.onDrain(ranges)
+		for i := range ranges {
+			s.onDrain(ranges[i : i+1])
+			p.pace()
+		}
 	}
 	now := time.Now()
 	perPeer := map[uint64][]*pb.RangeHints{}
@@ -216,6 +221,7 @@ func (s *Shipper) Flush() {
 		if s.cfg.Target == TargetOne {
 			peers = peers[:1]
 		}
+		p.pace()
 		msg := rangeHintsToProto(r, now)
 		for _, p := range peers {
 			if _, ok := perPeer[p]; !ok {

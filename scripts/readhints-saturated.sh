@@ -28,6 +28,12 @@
 #   LEADER_QUOTA= THREADS=1 FOLLOWER_SHARES=2 SCHEDULE=abba WINDOW=12 WINDOWS=60 scripts/readhints-saturated.sh
 #       # an unsaturated leader (uncapped, one client thread), the followers yielding their shared
 #       # core to the client as if they ran elsewhere (docs/bench-read-hints.md, session 17)
+#   LEADER_QUOTA= THREADS=1 FOLLOWER_IDLE=1 SCHEDULE=abba WINDOW=4 WINDOWS=200 SKIP=2 SWITCH_INTERVAL=100ms \
+#     TIMELINE_INTERVAL=100ms FOLLOWER_FRACTION=0.001 scripts/readhints-saturated.sh
+#       # the serving node's own cost, as the journal measured it (its replicas on machines of their
+#       # own): short windows rated from the client's 100-ms timeline, the switch read every 100 ms,
+#       # and the followers receiving every batch but replaying 0.1 % of the hints, whose replays
+#       # would otherwise run on the leader's and client's hardware (session 28)
 #
 # Needs taskset, curl, jq, python3 and at least two cores. Nodes use the real disk and the OS page
 # cache (no emulated disks: `shoal start` has none), so a block-cache miss costs a page-cache copy.
@@ -56,6 +62,7 @@ OTHER_CPU=${OTHER_CPU:-1}
 BASE_PORT=${BASE_PORT:-27300}
 DISTRIBUTION=${DISTRIBUTION:-zipfian}
 EXTRA_NODE_FLAGS=${EXTRA_NODE_FLAGS:-}   # e.g. "--read-hints-adaptive off"
+FOLLOWER_FRACTION=${FOLLOWER_FRACTION:-}  # e.g. 0.001: n2 and n3 replay only this fraction of the hints they receive (--read-hints-fraction)
 PROFILE=${PROFILE:-}           # non-empty: CPU profiles of n1 and n2 in windows 1 (off) and 2 (on): OUT/n[12]-hints-*.pprof
 BARRIER=${BARRIER:-}           # a directory shared by PEERS runs at once (scripts/readhints-sidebyside.sh): their windows start together
 PEERS=${PEERS:-2}
@@ -127,8 +134,8 @@ if [ -n "$FOLLOWER_QUOTA$FOLLOWER_SHARES$FOLLOWER_IDLE" ]; then
     eval "F$i=$d"
   done
 fi
-start_node 2 "$OTHER_CPU" "" --join "${G[1]}"
-start_node 3 "$OTHER_CPU" "" --join "${G[1]}"
+start_node 2 "$OTHER_CPU" "" --join "${G[1]}" ${FOLLOWER_FRACTION:+--read-hints-fraction "$FOLLOWER_FRACTION"}
+start_node 3 "$OTHER_CPU" "" --join "${G[1]}" ${FOLLOWER_FRACTION:+--read-hints-fraction "$FOLLOWER_FRACTION"}
 N1=$(grep -o "shoal node [0-9]* ready" "$OUT/n1.log" | awk '{print $3}')
 echo "$(date -u +%T) nodes up (n1 = node $N1 on cpu $LEADER_CPU, capped at ${LEADER_QUOTA:-1} cores; n2, n3 on cpu $OTHER_CPU)"
 
