@@ -113,7 +113,8 @@ func (s GRPCSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) error 
 // journal's 90 ms (11 batches a second per peer) that cost the serving node more CPU than capturing
 // its reads did (docs/bench-read-hints.md, session 28). A stream that fails, or whose send outlives
 // the send's context, is closed and reopened on the next batch; a peer that does not know ShipStream
-// (an older node) gets unary Ship calls from then on. Close closes every stream.
+// (an older node) gets unary Ship calls, and a stream again after unaryRetry (it may have been
+// upgraded since). Close closes every stream.
 type StreamSender struct {
 	conn func(nodeID uint64) (grpc.ClientConnInterface, error)
 
@@ -129,8 +130,12 @@ type shipStream struct {
 	cc     grpc.ClientConnInterface // the connection the stream was opened on
 	stream pb.Hints_ShipStreamClient
 	cancel context.CancelFunc
-	unary  bool // the peer answered Unimplemented: Ship calls only
+	// unaryUntil: the peer answered Unimplemented; Ship calls until then.
+	unaryUntil time.Time
 }
+
+// unaryRetry is how long a peer that refused ShipStream gets unary calls before the next try.
+const unaryRetry = time.Minute
 
 // NewStreamSender returns a StreamSender over conn, which returns a connection to a node (the node's
 // pooled node-to-node connection).
@@ -162,7 +167,7 @@ func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) err
 
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.unary {
+	if time.Now().Before(ps.unaryUntil) {
 		return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
 	}
 	if ps.stream != nil && ps.cc != cc {
@@ -171,7 +176,7 @@ func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) err
 	if ps.stream == nil {
 		err := ps.open(ctx, cc)
 		if status.Code(err) == codes.Unimplemented {
-			ps.unary = true
+			ps.unaryUntil = time.Now().Add(unaryRetry)
 			return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
 		}
 		if err != nil {
@@ -199,7 +204,7 @@ func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) err
 	}
 	ps.close()
 	if status.Code(err) == codes.Unimplemented {
-		ps.unary = true
+		ps.unaryUntil = time.Now().Add(unaryRetry)
 		return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
 	}
 	return fmt.Errorf("hints to node %d: %w", to, err)

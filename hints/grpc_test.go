@@ -21,7 +21,8 @@ import (
 // then holds the sender); with unaryOnly it answers ShipStream Unimplemented, as an older node does.
 type recvServer struct {
 	pb.UnimplementedHintsServer
-	stall, unaryOnly bool
+	stall     bool
+	unaryOnly atomic.Bool
 
 	mu       sync.Mutex
 	unary    []uint64 // FromNode of each batch received by Ship
@@ -37,7 +38,7 @@ func (s *recvServer) Ship(_ context.Context, b *pb.HintBatch) (*pb.HintShipAck, 
 }
 
 func (s *recvServer) ShipStream(stream pb.Hints_ShipStreamServer) error {
-	if s.unaryOnly {
+	if s.unaryOnly.Load() {
 		return s.UnimplementedHintsServer.ShipStream(stream)
 	}
 	if err := stream.SendHeader(nil); err != nil { // as service.ShipStream does
@@ -164,9 +165,11 @@ func TestStreamSenderReopensBrokenStream(t *testing.T) {
 	})
 }
 
-// A peer that does not know ShipStream gets unary Ship calls, from the first batch on.
+// A peer that does not know ShipStream gets unary Ship calls, from the first batch on, and a stream
+// again once the retry time has passed (it was upgraded meanwhile).
 func TestStreamSenderFallsBackToUnary(t *testing.T) {
-	srv := &recvServer{unaryOnly: true}
+	srv := &recvServer{}
+	srv.unaryOnly.Store(true)
 	cc := serveHints(t, srv)
 	s := NewStreamSender(func(uint64) (grpc.ClientConnInterface, error) { return cc, nil })
 	defer s.Close()
@@ -178,6 +181,23 @@ func TestStreamSenderFallsBackToUnary(t *testing.T) {
 	if u, st := srv.got(); len(u) != 3 || len(st) != 0 {
 		t.Fatalf("unary %v streamed %v: want three unary calls", u, st)
 	}
+	srv.unaryOnly.Store(false)
+	if err := sendOne(s, 4); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := srv.got(); len(u) != 4 {
+		t.Fatalf("within the retry time: %d unary calls, want 4", len(u))
+	}
+	s.mu.Lock()
+	s.peers[2].unaryUntil = time.Time{} // the retry time has passed
+	s.mu.Unlock()
+	if err := sendOne(s, 5); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the batch on a stream", func() bool {
+		u, st := srv.got()
+		return len(u) == 4 && len(st) == 1 && st[0] == 5
+	})
 }
 
 // A peer that does not read: flow control holds a send, which ends with its context (and the

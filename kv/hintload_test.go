@@ -1,6 +1,9 @@
 package kv
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestHintLoad(t *testing.T) {
 	for _, tc := range []struct {
@@ -58,6 +61,24 @@ func TestHintsConfigDiskSettings(t *testing.T) {
 		tc.set(&c, 1.5)
 		if err := c.Validate(); err == nil {
 			t.Errorf("Validate accepted %s 1.5", tc.name)
+		}
+	}
+}
+
+// The switch interval: 2 s by default, at least 10 ms, never negative.
+func TestHintsConfigSwitchInterval(t *testing.T) {
+	var c HintsConfig
+	c.setDefaults()
+	if c.SwitchInterval != DefaultHintsSwitchInterval {
+		t.Fatalf("default %v, want %v", c.SwitchInterval, DefaultHintsSwitchInterval)
+	}
+	for _, tc := range []struct {
+		d  time.Duration
+		ok bool
+	}{{0, true}, {10 * time.Millisecond, true}, {time.Second, true}, {time.Millisecond, false}, {-time.Second, false}} {
+		c := HintsConfig{SwitchInterval: tc.d}
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("SwitchInterval %v: Validate %v, want ok=%v", tc.d, err, tc.ok)
 		}
 	}
 }

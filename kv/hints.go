@@ -34,6 +34,8 @@ const (
 	// DefaultHintsSwitchInterval is how often a node reads the read_hints switch from the meta range
 	// (HintsConfig.SwitchInterval).
 	DefaultHintsSwitchInterval = 2 * time.Second
+	// minHintsSwitchInterval: each read of the switch is a meta-range read on every node.
+	minHintsSwitchInterval = 10 * time.Millisecond
 	// minReadQPSForWarmth: below this read rate a range gets too few hints for its warmth to be
 	// measured, so a transfer does not wait for it.
 	minReadQPSForWarmth = 1.0
@@ -124,8 +126,8 @@ func (c HintsConfig) Validate() error {
 	if c.DiskReadShare > 1 {
 		return fmt.Errorf("read hints: disk read share %v must be in (0, 1], or negative for no budget", c.DiskReadShare)
 	}
-	if c.SwitchInterval < 0 {
-		return fmt.Errorf("read hints: switch interval %v must not be negative", c.SwitchInterval)
+	if c.SwitchInterval < 0 || (c.SwitchInterval > 0 && c.SwitchInterval < minHintsSwitchInterval) {
+		return fmt.Errorf("read hints: switch interval %v must be at least %v (0: the default)", c.SwitchInterval, minHintsSwitchInterval)
 	}
 	mc := c.moduleConfig(0, "", func(uint64) []uint64 { return nil }, nil)
 	return mc.Validate()
