@@ -39,7 +39,7 @@
 //
 // # Wiring (kv/hints.go, kv/autopilot.go)
 //
-// The node builds one Module (New) with a Sender (GRPCSender over its peer connections), a Reader
+// The node builds one Module (New) with a Sender (StreamSender over its peer connections), a Reader
 // (NewEngineReader over its engine, bounded by its replicas' spans) and Config.Peers (each range's
 // other replicas); it registers Module.Service on its gRPC server, calls Record/RecordScan after a
 // leader's read, Client.WaitWarm before an autopilot leadership transfer, Module.WarmFromPeer when

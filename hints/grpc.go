@@ -90,7 +90,8 @@ func (s *service) WaitWarm(ctx context.Context, req *pb.HintWaitWarmRequest) (*p
 	return nil, status.FromContextError(err).Err()
 }
 
-// GRPCSender is a Sender over the node's gRPC connections to its peers (the Ship RPC).
+// GRPCSender is a Sender over the node's gRPC connections to its peers: a unary Ship call per batch
+// (StreamSender's fallback for peers without ShipStream).
 type GRPCSender struct {
 	// Conn returns a connection to node id (the node's pooled node-to-node connection).
 	Conn func(nodeID uint64) (grpc.ClientConnInterface, error)

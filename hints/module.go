@@ -142,7 +142,7 @@ func (m *Module) RecordScan(rangeID uint64, start, end []byte, limit int, revers
 // Flush ships what the buffer holds now instead of at the next interval.
 func (m *Module) Flush() { m.shipper.Flush() }
 
-// Receive takes a batch a peer shipped (the Ship RPC): it queues its ranges for replay without
+// Receive takes a batch a peer shipped (a Ship call or a ShipStream message): it queues its ranges for replay without
 // blocking and acknowledges what it queued.
 func (m *Module) Receive(b *pb.HintBatch) *pb.HintShipAck {
 	now := time.Now()

@@ -12,8 +12,8 @@ import (
 	"github.com/shoaldb/shoal/pb"
 )
 
-// Sender delivers one batch of hints to a peer node (the node's implementation: GRPCSender over its
-// node-to-node connections). Send is called from one goroutine per peer, with a deadline; it may be
+// Sender delivers one batch of hints to a peer node (the node's implementation: StreamSender, one
+// ShipStream per peer over its node-to-node connections). Send is called from one goroutine per peer, with a deadline; it may be
 // slow or fail — the shipper drops and counts, it never retries. It must not modify batch.
 type Sender interface {
 	Send(ctx context.Context, to uint64, batch *pb.HintBatch) error
