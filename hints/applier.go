@@ -442,6 +442,13 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 		a.c.drop(DropOverloaded, uint64(len(r.Hints)))
 		return
 	}
+	if len(r.hashes) != len(r.Hints) {
+		// Hashed once here for both the selection below and the hot-key summary.
+		r.hashes = make([]uint64, len(r.Hints))
+		for i := range r.Hints {
+			r.hashes[i] = r.Hints[i].hash64()
+		}
+	}
 	if a.onApply != nil {
 		a.onApply(r)
 	}
@@ -457,7 +464,7 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 			a.c.drop(DropClosed, uint64(len(r.Hints)-i))
 			break
 		}
-		hash := h.hash64()
+		hash := r.hashes[i]
 		if !a.selectedHash(hash, frac) {
 			a.c.drop(DropSelective, 1)
 			skipped++

@@ -345,7 +345,7 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHint
 				withheld++
 				continue
 			}
-			acc.hints[k] = h
+			acc.hints[k], acc.hashes[k] = h, acc.hashes[j]
 			k++
 			keyBytes += len(h.Key) + len(h.End)
 		}
@@ -355,10 +355,12 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHint
 	b.c.drop(DropSenderOneOff, uint64(withheld))
 	arena := make([]byte, 0, keyBytes)
 	hints := make([]Hint, 0, kept)
+	hashes := make([]uint64, 0, kept)
 	out := make([]RangeHints, 0, len(ids))
 	for _, id := range ids {
 		acc := b.byRange[id]
 		start := len(hints)
+		hashes = append(hashes, acc.hashes[:len(acc.hints)]...)
 		for _, h := range acc.hints {
 			// Copy the keys out of the segment's arena, which the next window reuses.
 			k := len(arena)
@@ -373,7 +375,8 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHint
 		}
 		// A range whose reads were all withheld still gets an (empty) entry: it tells the receivers
 		// that hints flow and nothing recurred, so its warmth does not go idle.
-		out = append(out, RangeHints{RangeID: id, CapturedAt: captured, Hints: hints[start:len(hints):len(hints)]})
+		out = append(out, RangeHints{RangeID: id, CapturedAt: captured, Hints: hints[start:len(hints):len(hints)],
+			hashes: hashes[start:len(hashes):len(hashes)]})
 	}
 	b.resetScratch()
 	return out

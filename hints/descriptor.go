@@ -151,6 +151,9 @@ type RangeHints struct {
 	// the sender's age of the batch carried over to the local clock, so clocks are never compared).
 	CapturedAt time.Time
 	Hints      []Hint
+	// hashes, when set, holds Hints[i].hash64() at i: computed once by the drain (or the applier)
+	// and reused by the hot-key summary.
+	hashes []uint64
 }
 
 // Reads is the number of reads the hints stand for (the sum of their counts).

@@ -99,11 +99,26 @@ type GRPCSender struct {
 
 // Send implements Sender.
 func (s GRPCSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) error {
+	return s.send(ctx, to, b)
+}
+
+// sendWire implements wireSender.
+func (s GRPCSender) sendWire(ctx context.Context, to uint64, w wireBatch) error {
+	return s.send(ctx, to, w)
+}
+
+var (
+	_ wireSender = GRPCSender{}
+	_ wireSender = (*StreamSender)(nil)
+)
+
+// send ships msg, a *pb.HintBatch or its wireBatch.
+func (s GRPCSender) send(ctx context.Context, to uint64, msg any) error {
 	cc, err := s.Conn(to)
 	if err != nil {
 		return fmt.Errorf("hints to node %d: %w", to, err)
 	}
-	if _, err := pb.NewHintsClient(cc).Ship(ctx, b); err != nil {
+	if err := cc.Invoke(ctx, pb.Hints_Ship_FullMethodName, msg, new(pb.HintShipAck), rawCall); err != nil {
 		return fmt.Errorf("hints to node %d: %w", to, err)
 	}
 	return nil
@@ -150,6 +165,16 @@ var errSenderClosed = errors.New("hints sender closed")
 // Send implements Sender: it returns once the batch is handed to the stream (flow control may hold it
 // until ctx ends), not once the peer has received it — hints are best effort either way.
 func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) error {
+	return s.send(ctx, to, b)
+}
+
+// sendWire implements wireSender.
+func (s *StreamSender) sendWire(ctx context.Context, to uint64, w wireBatch) error {
+	return s.send(ctx, to, w)
+}
+
+// send is Send of msg, a *pb.HintBatch or its wireBatch.
+func (s *StreamSender) send(ctx context.Context, to uint64, msg any) error {
 	cc, err := s.conn(to)
 	if err != nil {
 		return fmt.Errorf("hints to node %d: %w", to, err)
@@ -169,7 +194,7 @@ func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) err
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if time.Now().Before(ps.unaryUntil) {
-		return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
+		return GRPCSender{Conn: s.conn}.send(ctx, to, msg)
 	}
 	if ps.stream != nil && ps.cc != cc {
 		ps.close() // the node replaced its connection to the peer
@@ -178,7 +203,7 @@ func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) err
 		err := ps.open(ctx, cc)
 		if status.Code(err) == codes.Unimplemented {
 			ps.unaryUntil = time.Now().Add(unaryRetry)
-			return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
+			return GRPCSender{Conn: s.conn}.send(ctx, to, msg)
 		}
 		if err != nil {
 			return fmt.Errorf("hints to node %d: open stream: %w", to, err)
@@ -191,7 +216,7 @@ func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) err
 	}
 	// A send held by flow control past ctx ends with the stream (cancelled), not with a goroutine left waiting.
 	stop := context.AfterFunc(ctx, ps.cancel)
-	err = ps.stream.Send(b)
+	err = ps.stream.SendMsg(msg)
 	if !stop() {
 		ps.close()
 		return fmt.Errorf("hints to node %d: %w", to, ctx.Err())
@@ -206,7 +231,7 @@ func (s *StreamSender) Send(ctx context.Context, to uint64, b *pb.HintBatch) err
 	ps.close()
 	if status.Code(err) == codes.Unimplemented {
 		ps.unaryUntil = time.Now().Add(unaryRetry)
-		return GRPCSender{Conn: s.conn}.Send(ctx, to, b)
+		return GRPCSender{Conn: s.conn}.send(ctx, to, msg)
 	}
 	return fmt.Errorf("hints to node %d: %w", to, err)
 }
@@ -225,7 +250,7 @@ var errStreamEnded = errors.New("stream ended at once")
 func (ps *shipStream) open(ctx context.Context, cc grpc.ClientConnInterface) error {
 	sctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	stream, err := pb.NewHintsClient(cc).ShipStream(sctx)
+	stream, err := pb.NewHintsClient(cc).ShipStream(sctx, rawCall)
 	if err == nil {
 		var md metadata.MD
 		if md, err = stream.Header(); err == nil && md == nil {

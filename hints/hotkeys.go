@@ -1,8 +1,9 @@
 package hints
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 )
@@ -21,9 +22,10 @@ import (
 type HotKeys struct {
 	cfg HotKeysConfig
 
-	mu     sync.Mutex
-	ranges map[uint64]*hotRange
-	bytes  int64
+	mu      sync.Mutex
+	ranges  map[uint64]*hotRange
+	bytes   int64
+	scratch []scoredKey // pruneLocked's, kept between prunes
 }
 
 // HotKeysConfig bounds a HotKeys summary. Zero values take the documented defaults.
@@ -75,7 +77,19 @@ func NewHotKeys(cfg HotKeysConfig) *HotKeys {
 func (h *HotKeys) Config() HotKeysConfig { return h.cfg }
 
 // Observe adds hints of rangeID seen at now (each with weight Count).
-func (h *HotKeys) Observe(rangeID uint64, hs []Hint, now time.Time) {
+func (h *HotKeys) Observe(rangeID uint64, hs []Hint, now time.Time) { h.observe(rangeID, hs, nil, now) }
+
+// observeRange is Observe of a drained or received range's hints, reusing their hashes when the
+// drain or the applier computed them.
+func (h *HotKeys) observeRange(r RangeHints, now time.Time) {
+	h.observe(r.RangeID, r.Hints, r.hashes, now)
+}
+
+// observe is Observe; hashes, if not nil, holds hs[i].hash64() at i.
+func (h *HotKeys) observe(rangeID uint64, hs []Hint, hashes []uint64, now time.Time) {
+	if len(hashes) != len(hs) {
+		hashes = nil
+	}
 	if len(hs) == 0 {
 		return
 	}
@@ -98,8 +112,13 @@ func (h *HotKeys) Observe(rangeID uint64, hs []Hint, now time.Time) {
 		r.landmark, exp = now, 0
 	}
 	w := math.Exp2(exp)
-	for _, hint := range hs {
-		k := hint.hash64()
+	for i, hint := range hs {
+		var k uint64
+		if hashes != nil {
+			k = hashes[i]
+		} else {
+			k = hint.hash64()
+		}
 		if e, ok := r.entries[k]; ok {
 			if e.d.Equal(hint.Descriptor) {
 				e.score += float64(max(hint.Count, 1)) * w
@@ -126,25 +145,74 @@ func (h *HotKeys) Observe(rangeID uint64, hs []Hint, now time.Time) {
 	}
 }
 
-// pruneLocked keeps r's keep hottest entries.
+// pruneLocked keeps r's keep hottest entries. It selects them (average linear time) rather than
+// sorting: a busy range reaches 2 × PerRange entries a few times a second, and a sort of them
+// was the largest single cost of a leader's capture path (BenchmarkCaptureShipAll).
 func (h *HotKeys) pruneLocked(r *hotRange, keep int) {
+	keep = max(keep, 0)
 	if len(r.entries) <= keep {
 		return
 	}
-	type kv struct {
-		k uint64
-		e *hotEntry
-	}
-	all := make([]kv, 0, len(r.entries))
+	all := h.scratch[:0]
 	for k, e := range r.entries {
-		all = append(all, kv{k, e})
+		all = append(all, scoredKey{k, e.score})
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].e.score > all[j].e.score })
-	for _, x := range all[max(keep, 0):] {
-		sz := int64(x.e.d.size() + hotEntryOverhead)
+	selectHottest(all, keep)
+	for _, x := range all[keep:] {
+		sz := int64(r.entries[x.k].d.size() + hotEntryOverhead)
 		r.bytes -= sz
 		h.bytes -= sz
 		delete(r.entries, x.k)
+	}
+	h.scratch = all[:0]
+}
+
+// scoredKey is an entry's key and score, the unit pruneLocked selects over.
+type scoredKey struct {
+	k     uint64
+	score float64
+}
+
+// selectHottest reorders all so that its first keep elements are the keep highest scores (in no
+// particular order): Hoare's quickselect with a median-of-three pivot.
+func selectHottest(all []scoredKey, keep int) {
+	lo, hi := 0, len(all)-1
+	for lo < hi && keep > lo && keep <= hi {
+		mid := lo + (hi-lo)/2
+		// Median of three into all[mid], as the pivot.
+		if all[mid].score > all[lo].score {
+			all[mid], all[lo] = all[lo], all[mid]
+		}
+		if all[hi].score > all[lo].score {
+			all[hi], all[lo] = all[lo], all[hi]
+		}
+		if all[hi].score > all[mid].score {
+			all[hi], all[mid] = all[mid], all[hi]
+		}
+		pivot := all[mid].score
+		i, j := lo, hi
+		for i <= j {
+			for all[i].score > pivot {
+				i++
+			}
+			for all[j].score < pivot {
+				j--
+			}
+			if i <= j {
+				all[i], all[j] = all[j], all[i]
+				i++
+				j--
+			}
+		}
+		// Now all[lo..j] >= pivot >= all[i..hi], and j < i.
+		switch {
+		case keep <= j:
+			hi = j
+		case keep >= i:
+			lo = i
+		default:
+			return
+		}
 	}
 }
 
@@ -180,11 +248,11 @@ func (h *HotKeys) Top(rangeID uint64, limit int, now time.Time) []Hint {
 	for _, e := range r.entries {
 		all = append(all, e)
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].score != all[j].score {
-			return all[i].score > all[j].score
+	slices.SortFunc(all, func(a, b *hotEntry) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
 		}
-		return string(all[i].d.identity(nil)) < string(all[j].d.identity(nil))
+		return slices.Compare(a.d.identity(nil), b.d.identity(nil))
 	})
 	if limit > 0 && len(all) > limit {
 		all = all[:limit]

@@ -1,7 +1,10 @@
 package hints
 
 import (
+	"cmp"
 	"fmt"
+	"math/rand"
+	"slices"
 	"testing"
 	"time"
 )
@@ -102,5 +105,84 @@ func TestHotKeysScansAndOwnership(t *testing.T) {
 	top := h.Top(1, 0, time.Now())
 	if len(top) != 2 || !top[0].Equal(ScanOf([]byte("s"), []byte("t"), 10, true)) || !top[1].Equal(Point([]byte("s"))) {
 		t.Fatalf("top %+v", top)
+	}
+}
+
+// selectHottest leaves the keep highest scores first, whatever the input's order and ties, for
+// every boundary; the rest follow.
+func TestSelectHottest(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for _, tc := range []struct {
+		name  string
+		score func(i int) float64
+	}{
+		{"distinct", func(i int) float64 { return r.Float64() }},
+		{"many ties", func(i int) float64 { return float64(r.Intn(4)) }},
+		{"all equal", func(int) float64 { return 1 }},
+		{"ascending", func(i int) float64 { return float64(i) }},
+		{"descending", func(i int) float64 { return float64(-i) }},
+	} {
+		for _, n := range []int{1, 2, 3, 17, 512} {
+			for keep := 0; keep <= n; keep += max(1, n/7) {
+				all := make([]scoredKey, n)
+				for i := range all {
+					all[i] = scoredKey{k: uint64(i), score: tc.score(i)}
+				}
+				want := slices.Clone(all)
+				slices.SortFunc(want, func(a, b scoredKey) int { return cmp.Compare(b.score, a.score) })
+				selectHottest(all, keep)
+				kept := make([]float64, 0, keep)
+				for _, x := range all[:keep] {
+					kept = append(kept, x.score)
+				}
+				slices.Sort(kept)
+				slices.Reverse(kept)
+				for i := range kept {
+					if kept[i] != want[i].score {
+						t.Fatalf("%s n=%d keep=%d: kept scores %v, want the top %d of %v", tc.name, n, keep, kept, keep, want)
+					}
+				}
+				seen := map[uint64]bool{}
+				for _, x := range all {
+					seen[x.k] = true
+				}
+				if len(seen) != n {
+					t.Fatalf("%s n=%d keep=%d: %d distinct keys after selecting, want %d", tc.name, n, keep, len(seen), n)
+				}
+			}
+		}
+	}
+}
+
+// The drain hands the hot-key summary each hint's hash (so it is computed once); it must be the
+// descriptor's own, with and without RecurringOnly's compaction.
+func TestDrainedHashesMatchHints(t *testing.T) {
+	for _, cfg := range []BufferConfig{{}, {RecurringOnly: true}} {
+		b, err := NewBuffer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := 0; round < 3; round++ {
+			for i := 0; i < 300; i++ {
+				b.Record(uint64(1+i%3), []byte(fmt.Sprintf("user%04d", (i*7+round)%90)))
+				if i%13 == 0 {
+					// Seen once: withheld under RecurringOnly, so the kept hints (and hashes) shift.
+					b.Record(uint64(1+i%3), []byte(fmt.Sprintf("once%d-%d", round, i)))
+				}
+				if i%5 == 0 {
+					b.RecordScan(uint64(1+i%3), []byte(fmt.Sprintf("s%03d", i%11)), []byte("t"), i%4, i%2 == 0)
+				}
+			}
+			for _, r := range b.Drain() {
+				if len(r.hashes) != len(r.Hints) {
+					t.Fatalf("recurring=%v: range %d: %d hashes for %d hints", cfg.RecurringOnly, r.RangeID, len(r.hashes), len(r.Hints))
+				}
+				for i, h := range r.Hints {
+					if r.hashes[i] != h.hash64() {
+						t.Fatalf("recurring=%v: range %d hint %v: hash %x, want %x", cfg.RecurringOnly, r.RangeID, h, r.hashes[i], h.hash64())
+					}
+				}
+			}
+		}
 	}
 }

@@ -95,10 +95,10 @@ func New(cfg Config, sender Sender, reader Reader) (*Module, error) {
 		shipper.onDrain = func(rs []RangeHints) {
 			now := time.Now()
 			for _, r := range rs {
-				m.hot.Observe(r.RangeID, r.Hints, now)
+				m.hot.observeRange(r, now)
 			}
 		}
-		applier.onApply = func(r RangeHints) { m.hot.Observe(r.RangeID, r.Hints, time.Now()) }
+		applier.onApply = func(r RangeHints) { m.hot.observeRange(r, time.Now()) }
 	}
 	return m, nil
 }

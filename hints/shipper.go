@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
@@ -126,9 +127,14 @@ type Shipper struct {
 }
 
 type queuedBatch struct {
-	batch    *pb.HintBatch
-	hints    uint64
-	enqueued time.Time
+	// batch is the batch, or nil if wire holds it (for a wireSender): its ranges encoded as HintBatch
+	// entries, the per-send fields appended when sent.
+	batch     *pb.HintBatch
+	wire      []byte
+	from      uint64
+	clusterID string
+	hints     uint64
+	enqueued  time.Time
 }
 
 type peerQueue struct {
@@ -209,8 +215,9 @@ func (s *Shipper) Flush() {
 		}
 	}
 	now := time.Now()
-	perPeer := map[uint64][]*pb.RangeHints{}
-	hintsPerPeer := map[uint64]uint64{}
+	// With a wireSender each range is encoded once for all its peers (wirebatch.go).
+	_, encode := s.sender.(wireSender)
+	perPeer := map[uint64]*peerBatch{}
 	var order []uint64
 	for _, r := range ranges {
 		peers := s.cfg.Peers(r.RangeID)
@@ -222,20 +229,61 @@ func (s *Shipper) Flush() {
 			peers = peers[:1]
 		}
 		p.pace()
-		msg := rangeHintsToProto(r, now)
+		var msg *pb.RangeHints
+		var enc []byte
+		if encode {
+			enc = encodeRange(r, now)
+		} else {
+			msg = rangeHintsToProto(r, now)
+		}
 		for _, p := range peers {
-			if _, ok := perPeer[p]; !ok {
+			pbat := perPeer[p]
+			if pbat == nil {
+				pbat = &peerBatch{}
+				perPeer[p] = pbat
 				order = append(order, p)
 			}
-			perPeer[p] = append(perPeer[p], msg)
-			hintsPerPeer[p] += uint64(len(r.Hints))
+			if encode {
+				pbat.encoded = append(pbat.encoded, enc)
+			} else {
+				pbat.ranges = append(pbat.ranges, msg)
+			}
+			pbat.hints += uint64(len(r.Hints))
 		}
 	}
 	id := s.ident.Load()
 	for _, p := range order {
-		b := &pb.HintBatch{FromNode: id.nodeID, ClusterId: id.clusterID, Ranges: perPeer[p]}
-		s.enqueue(p, queuedBatch{batch: b, hints: hintsPerPeer[p], enqueued: now})
+		pbat := perPeer[p]
+		qb := queuedBatch{hints: pbat.hints, enqueued: now, from: id.nodeID, clusterID: id.clusterID}
+		if encode {
+			qb.wire = pbat.wire(batchTrailerMax + len(id.clusterID))
+		} else {
+			qb.batch = &pb.HintBatch{FromNode: id.nodeID, ClusterId: id.clusterID, Ranges: pbat.ranges}
+		}
+		s.enqueue(p, qb)
 	}
+}
+
+// peerBatch is what one flush ships to one peer: its ranges as messages, or (to a wireSender)
+// encoded.
+type peerBatch struct {
+	ranges  []*pb.RangeHints
+	encoded [][]byte
+	hints   uint64
+}
+
+// wire lays out the encoded ranges as HintBatch entries, with room for trailer more bytes (the
+// per-send fields, appended when sent).
+func (b *peerBatch) wire(trailer int) []byte {
+	n := trailer
+	for _, e := range b.encoded {
+		n += protowire.SizeTag(3) + protowire.SizeBytes(len(e))
+	}
+	w := make([]byte, 0, n)
+	for _, e := range b.encoded {
+		w = appendRangeEntry(w, e)
+	}
+	return w
 }
 
 func (s *Shipper) enqueue(peer uint64, qb queuedBatch) {
@@ -280,12 +328,21 @@ func (s *Shipper) sendLoop(pq *peerQueue) {
 }
 
 func (s *Shipper) send(peer uint64, qb queuedBatch) {
-	// The batch is this peer's own message (its ranges are shared, read-only): stamping the queueing
-	// delay here is safe.
-	qb.batch.QueuedMicros = uint64(time.Since(qb.enqueued).Microseconds())
-	size := proto.Size(qb.batch)
+	queued := uint64(time.Since(qb.enqueued).Microseconds())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SendTimeout)
-	err := s.sender.Send(ctx, peer, qb.batch)
+	var size int
+	var err error
+	if qb.batch == nil {
+		w := appendBatchTrailer(qb.wire, qb.from, qb.clusterID, queued)
+		size = len(w)
+		err = s.sender.(wireSender).sendWire(ctx, peer, w)
+	} else {
+		// The batch is this peer's own message (its ranges are shared, read-only): stamping the
+		// queueing delay here is safe.
+		qb.batch.QueuedMicros = queued
+		size = proto.Size(qb.batch)
+		err = s.sender.Send(ctx, peer, qb.batch)
+	}
 	cancel()
 	if err != nil {
 		s.c.drop(DropSendError, qb.hints)

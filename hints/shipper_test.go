@@ -1,10 +1,15 @@
 package hints
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -241,5 +246,119 @@ func TestShipperConfig(t *testing.T) {
 	}
 	if s.cfg.FlushInterval != 90*time.Millisecond || s.cfg.PeerQueueLen != 8 || s.cfg.Target != TargetAll {
 		t.Fatalf("defaults %+v", s.cfg)
+	}
+}
+
+// wireRecordingSender is a recordingSender that takes encoded batches (wireSender): it decodes each
+// and records the decoded batch.
+type wireRecordingSender struct {
+	*recordingSender
+	mu        sync.Mutex
+	wires     int
+	wireBytes int
+	errs      []error
+}
+
+func (s *wireRecordingSender) sendWire(ctx context.Context, to uint64, w wireBatch) error {
+	var got pb.HintBatch
+	err := proto.Unmarshal(w, &got)
+	s.mu.Lock()
+	s.wires++
+	s.wireBytes += len(w)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("n%d: %w", to, err))
+	}
+	s.mu.Unlock()
+	return s.recordingSender.Send(ctx, to, &got)
+}
+
+// With a wireSender the shipper encodes each range once and lays it out per peer: every peer's
+// encoding decodes to what a plain sender gets for the same reads (per-send fields included), and
+// the bytes counted are the encodings'.
+func TestShipperEncodesBatchesOnce(t *testing.T) {
+	replicas := map[uint64][]uint64{1: {2, 3}, 2: {3, 4}, 3: {2}}
+	ship := func(snd Sender) *Buffer {
+		b, s := newTestShipper(t, snd, ShipperConfig{NodeID: 7, ClusterID: "c1", Peers: peersOf(replicas)},
+			BufferConfig{FlushEntries: 64})
+		for i := 0; i < 40; i++ {
+			id := uint64(1 + i%3)
+			key := fmt.Sprintf("k%02d", i%17)
+			b.Record(id, []byte(key))
+			if i%9 == 0 {
+				b.RecordScan(id, []byte(key), []byte("z"), i, i%2 == 0)
+			}
+		}
+		b.Record(1, nil) // an empty key: a field proto3 leaves out
+		s.Flush()
+		return b
+	}
+	plain := newRecordingSender()
+	ship(plain)
+	wire := &wireRecordingSender{recordingSender: newRecordingSender()}
+	b := ship(wire)
+	for peer := uint64(2); peer <= 4; peer++ {
+		for _, snd := range []*recordingSender{plain, wire.recordingSender} {
+			eventually(t, 5*time.Second, fmt.Sprintf("a batch to n%d", peer), func() bool { return len(snd.batches(peer)) == 1 })
+		}
+		got, want := wire.batches(peer)[0], plain.batches(peer)[0]
+		if got.FromNode != 7 || got.ClusterId != "c1" {
+			t.Fatalf("n%d: batch from n%d of %q", peer, got.FromNode, got.ClusterId)
+		}
+		// The ages and queueing delays are measured at each flush: compare the rest.
+		for _, m := range []*pb.HintBatch{got, want} {
+			m.QueuedMicros = 0
+			for _, r := range m.Ranges {
+				r.AgeMicros = 0
+			}
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("n%d: encoded batch decodes to %v, a plain sender got %v", peer, got, want)
+		}
+	}
+	for peer, want := range map[uint64]int{2: 2, 3: 2, 4: 1} {
+		if n := len(wire.batches(peer)[0].Ranges); n != want {
+			t.Fatalf("n%d got %d ranges, want %d", peer, n, want)
+		}
+	}
+	eventually(t, 5*time.Second, "shipped counters", func() bool { return b.Metrics().ShippedBatches == 3 })
+	wire.mu.Lock()
+	defer wire.mu.Unlock()
+	if len(wire.errs) > 0 || wire.wires != 3 {
+		t.Fatalf("%d encoded sends (want 3), decode errors %v", wire.wires, wire.errs)
+	}
+	if m := b.Metrics(); m.BytesSent != uint64(wire.wireBytes) {
+		t.Fatalf("bytes sent %d, encodings %d", m.BytesSent, wire.wireBytes)
+	}
+}
+
+// encodeRange writes what proto.Marshal writes for rangeHintsToProto, for every field's zero and
+// non-zero values.
+func TestEncodeRangeMatchesProto(t *testing.T) {
+	now := time.Now()
+	for _, r := range []RangeHints{
+		{},
+		{RangeID: 1},
+		{RangeID: 1 << 40, CapturedAt: now.Add(-1500 * time.Microsecond)},
+		{RangeID: 3, CapturedAt: now.Add(time.Second)}, // from the future: age 0
+		{RangeID: 9, Hints: []Hint{
+			{Descriptor: Point([]byte("a"))},
+			{Descriptor: Point([]byte("usertable/user6284781860667377211")), Count: 300},
+			{Descriptor: Point(nil), Count: 1},
+			{Descriptor: ScanOf([]byte("a"), []byte("zz"), 7, true), Count: ^uint32(0)},
+			{Descriptor: ScanOf([]byte("b"), nil, 0, false), Count: 2},
+			{Descriptor: ScanOf(nil, []byte("c"), 1<<31, false)},
+		}},
+	} {
+		got := encodeRange(r, now)
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(rangeHintsToProto(r, now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("range %d: encoded %x, proto.Marshal %x", r.RangeID, got, want)
+		}
+		if cap(got) != len(got) {
+			t.Errorf("range %d: %d bytes in a buffer of %d (the size pass is off)", r.RangeID, len(got), cap(got))
+		}
 	}
 }

@@ -51,11 +51,15 @@ func HintsFromProto(ps []*pb.ReadHint) []Hint {
 
 // rangeHintsToProto converts r, measuring its age at now on this node's clock.
 func rangeHintsToProto(r RangeHints, now time.Time) *pb.RangeHints {
-	var age time.Duration
-	if !r.CapturedAt.IsZero() {
-		age = max(now.Sub(r.CapturedAt), 0)
+	return &pb.RangeHints{RangeId: r.RangeID, AgeMicros: rangeAgeMicros(r, now), Hints: HintsToProto(r.Hints)}
+}
+
+// rangeAgeMicros is r's age at now on this node's clock, in whole microseconds (0 if not stamped).
+func rangeAgeMicros(r RangeHints, now time.Time) uint64 {
+	if r.CapturedAt.IsZero() {
+		return 0
 	}
-	return &pb.RangeHints{RangeId: r.RangeID, AgeMicros: uint64(age.Microseconds()), Hints: HintsToProto(r.Hints)}
+	return uint64(max(now.Sub(r.CapturedAt), 0).Microseconds())
 }
 
 // BatchToProto builds the wire batch of ranges as a node would ship it at now.
