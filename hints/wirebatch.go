@@ -12,9 +12,10 @@ import (
 )
 
 // A batch is encoded once, not once per peer. With hints to every replica each range's hints go to
-// two peers or more, and proto-encoding them per peer (a size pass and a marshal pass each, plus
-// the shipper's own size pass) was the largest share of a drain after summarizing
-// (BenchmarkCaptureShipAll). The shipper encodes each range's message once, lays the encodings out
+// two peers or more, and building protobuf messages and encoding them per peer (a size pass and a
+// marshal pass each, plus the shipper's own size pass) was about a sixth of a drain's work, next to
+// the hot-key summary and summarizing (BenchmarkCaptureShipAll's profile). The shipper encodes each
+// range once, directly with protowire, lays the encodings out
 // per peer as HintBatch.ranges entries, and at send time appends the few per-send fields
 // (from_node, cluster_id, queued_micros): protobuf fields may come in any order. rawCodec hands
 // such an encoding to gRPC as is; the receiver decodes an ordinary HintBatch.
@@ -22,7 +23,7 @@ import (
 // wireBatch is a complete HintBatch encoding.
 type wireBatch []byte
 
-// wireSender is a Sender that also sends batches already encoded (StreamSender).
+// wireSender is a Sender that also sends batches already encoded (StreamSender, GRPCSender).
 type wireSender interface {
 	Sender
 	// sendWire sends w, a HintBatch's encoding.
@@ -154,17 +155,28 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if w, ok := v.(wireBatch); ok {
 		return mem.BufferSlice{mem.SliceBuffer(w)}, nil
 	}
-	return protoCodec().Marshal(v)
+	c, err := protoCodec()
+	if err != nil {
+		return nil, err
+	}
+	return c.Marshal(v)
 }
 
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error { return protoCodec().Unmarshal(data, v) }
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	c, err := protoCodec()
+	if err != nil {
+		return err
+	}
+	return c.Unmarshal(data, v)
+}
 
-func protoCodec() encoding.CodecV2 {
+// protoCodec is gRPC's registered proto codec (gRPC registers it when it is linked in).
+func protoCodec() (encoding.CodecV2, error) {
 	c := encoding.GetCodecV2("proto")
 	if c == nil {
-		panic(fmt.Sprintf("hints: gRPC has no %q codec registered", "proto"))
+		return nil, fmt.Errorf("hints: gRPC has no %q codec registered", "proto")
 	}
-	return c
+	return c, nil
 }
 
 // rawCall makes a hint call send a wireBatch as is.
