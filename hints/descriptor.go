@@ -152,7 +152,8 @@ type RangeHints struct {
 	CapturedAt time.Time
 	Hints      []Hint
 	// hashes, when set, holds Hints[i].hash64() at i: computed once by the drain (or the applier)
-	// and reused by the hot-key summary.
+	// and reused by the hot-key summary. Only this package sets it, and no code here changes a
+	// RangeHints' Hints in place after it is set (a shorter or longer Hints is detected: rehashed).
 	hashes []uint64
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -149,7 +150,7 @@ func appendBatchTrailer(dst []byte, from uint64, clusterID string, queuedMicros 
 // encoding by not implementing wireSender).
 type rawCodec struct{}
 
-func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Name() string { return grpcproto.Name }
 
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if w, ok := v.(wireBatch); ok {
@@ -172,9 +173,9 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // protoCodec is gRPC's registered proto codec (gRPC registers it when it is linked in).
 func protoCodec() (encoding.CodecV2, error) {
-	c := encoding.GetCodecV2("proto")
+	c := encoding.GetCodecV2(grpcproto.Name)
 	if c == nil {
-		return nil, fmt.Errorf("hints: gRPC has no %q codec registered", "proto")
+		return nil, fmt.Errorf("hints: gRPC has no %q codec registered", grpcproto.Name)
 	}
 	return c, nil
 }
