@@ -203,6 +203,21 @@ func (c *Client) Ranges(ctx context.Context) ([]*pb.RangeStatus, error) {
 	return resp.GetRanges(), nil
 }
 
+// UserRanges returns the status of every range but the meta range: the ranges that hold user data.
+func (c *Client) UserRanges(ctx context.Context) ([]*pb.RangeStatus, error) {
+	rs, err := c.Ranges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := rs[:0:0]
+	for _, r := range rs {
+		if r.GetDesc().GetRangeId() != MetaRangeID {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 // Split splits the range containing key at key, so that key starts the right-hand range, and returns
 // the two descriptors. It is sent to the range's leader. An ErrAmbiguous or ErrTimeout error means the
 // split may or may not have happened; Lookup tells.
@@ -303,3 +318,7 @@ func (c *Client) Lookup(ctx context.Context, key []byte) (*pb.RangeLookupRespons
 	}
 	return nil, last
 }
+
+// MetaRangeID is the id of the meta range, which holds range descriptors and no user data. It equals
+// replica.MetaRangeID; the client does not import the replica layer.
+const MetaRangeID = 1

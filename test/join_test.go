@@ -64,7 +64,7 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 		if err != nil {
 			return nil, pl
 		}
-		ranges, err := testcluster.UserRanges(ctx, e.admin)
+		ranges, err := e.admin.UserRanges(ctx)
 		if err != nil {
 			return nil, pl
 		}
@@ -230,7 +230,7 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 			}
 			maxRunning = max(maxRunning, running)
 		}
-		ranges, err := testcluster.UserRanges(ctx, e.admin)
+		ranges, err := e.admin.UserRanges(ctx)
 		if err != nil {
 			return false
 		}

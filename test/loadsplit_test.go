@@ -212,7 +212,7 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	users, err := testcluster.UserRanges(ctx, cl)
+	users, err := cl.UserRanges(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 	var qs []float64
 	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(time.Second) {
 		qs = append(qs, leaderQPS(ctx, cl, hot))
-		if rs, err := testcluster.UserRanges(ctx, cl); err == nil && len(rs) != 1 {
+		if rs, err := cl.UserRanges(ctx); err == nil && len(rs) != 1 {
 			t.Fatalf("with load_split off the hot range was split: %d user ranges", len(rs))
 		}
 	}
@@ -243,7 +243,7 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 	if ds, err := decisionsBy(ctx, cl, policy.NameLoadSplit); err != nil || len(ds) != 0 {
 		t.Fatalf("load_split decisions while it was off (%v):%s", err, formatDecisions(ds))
 	}
-	if rs, err := testcluster.UserRanges(ctx, cl); err != nil || len(rs) != 1 {
+	if rs, err := cl.UserRanges(ctx); err != nil || len(rs) != 1 {
 		t.Fatalf("with load_split off: %d user ranges (%v), want 1", len(rs), err)
 	}
 
@@ -284,7 +284,7 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 			continue
 		}
 		all = ds
-		rs, err := testcluster.UserRanges(ctx, cl)
+		rs, err := cl.UserRanges(ctx)
 		if err != nil || len(rs) < 2 {
 			continue
 		}
@@ -338,7 +338,7 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 	// The rebalance policy gives the halves leaders on different nodes.
 	var lastL, lastR *pb.RangeStatus
 	testcluster.WaitFor(t, 30*time.Second, "the two halves led by different nodes", func() bool {
-		rs, err := testcluster.UserRanges(ctx, cl)
+		rs, err := cl.UserRanges(ctx)
 		if err != nil {
 			return false
 		}

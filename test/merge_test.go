@@ -120,7 +120,7 @@ func TestMergeUnderConcurrentWritesLosesNothing(t *testing.T) {
 
 	// Exactly one user range remains, on three voters, with nothing frozen.
 	testcluster.WaitFor(t, 60*time.Second, "one user range, fully replicated", func() bool {
-		rs, err := testcluster.UserRanges(ctx, cl)
+		rs, err := cl.UserRanges(ctx)
 		return err == nil && len(rs) == 1 && len(rs[0].GetDesc().GetStartKey()) == 0 && len(rs[0].GetDesc().GetEndKey()) == 0 &&
 			rs[0].GetDesc().GetMergingInto() == 0 && c.FullyReplicated(cl, 3)
 	})

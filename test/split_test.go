@@ -243,7 +243,7 @@ func TestSplitUnderConcurrentWritesLosesNothing(t *testing.T) {
 			continue
 		}
 		rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Second)
-		lastSeen, lastErr = testcluster.UserRanges(rctx, cl)
+		lastSeen, lastErr = cl.UserRanges(rctx)
 		rcancel()
 		if lastErr != nil || len(lastSeen) != len(want) {
 			continue

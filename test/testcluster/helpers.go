@@ -109,24 +109,9 @@ func (c *Cluster) NewClient(requestTimeout time.Duration, maxAttempts int) *clie
 	return cl
 }
 
-// UserRanges returns the status of every user (non-meta) range, in key order.
-func UserRanges(ctx context.Context, cl *client.Client) ([]*pb.RangeStatus, error) {
-	rs, err := cl.Ranges(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []*pb.RangeStatus
-	for _, r := range rs {
-		if r.GetDesc().GetRangeId() != replica.MetaRangeID {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
 // RangeOf returns the status of the user range holding key, as the cluster reports it.
 func RangeOf(ctx context.Context, cl *client.Client, key []byte) (*pb.RangeStatus, error) {
-	rs, err := UserRanges(ctx, cl)
+	rs, err := cl.UserRanges(ctx)
 	if err != nil {
 		return nil, err
 	}
