@@ -10,7 +10,6 @@ import (
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
-	"github.com/shoaldb/shoal/test/testcluster"
 )
 
 // TestIncrementalJoinUnderLoad: a fourth node joins a loaded three-node cluster with the incremental
