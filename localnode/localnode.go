@@ -34,14 +34,10 @@ type Options struct {
 	// MemTableBytes is the memtable size (0: the storage default). Pebble reserves the memtables'
 	// size out of the block cache, so a small cache needs small memtables to cache anything.
 	MemTableBytes uint64
-	// MemTableJitter is storage.Options.MemTableJitter (0: exactly MemTableBytes).
-	MemTableJitter float64
 	// LBaseMaxBytes is storage.Options.LBaseMaxBytes (0: Pebble's default).
 	LBaseMaxBytes int64
 	// TargetFileBytes is storage.Options.TargetFileBytes (0: Pebble's default).
 	TargetFileBytes int64
-	// CompactionRefillGrace is storage.Options.CompactionRefillGrace (0: off).
-	CompactionRefillGrace time.Duration
 	// Device gives the node's engine an emulated disk of its own (see storage/emudisk); nil: off.
 	Device *emudisk.Options
 	// FS is the engine's filesystem (nil: the OS); tests wrap it to inject faults (storage/faultfs).
@@ -68,9 +64,8 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 		}
 	}
 	eng, err := storage.Open(o.Dir, storage.Options{CreateIfMissing: o.Create, CacheBytes: o.CacheBytes, MemTableBytes: o.MemTableBytes,
-		MemTableJitter: o.MemTableJitter, LBaseMaxBytes: o.LBaseMaxBytes,
-		TargetFileBytes: o.TargetFileBytes, Device: o.Device, FS: o.FS,
-		CompactionRefillGrace: o.CompactionRefillGrace})
+		LBaseMaxBytes: o.LBaseMaxBytes,
+		TargetFileBytes: o.TargetFileBytes, Device: o.Device, FS: o.FS})
 	if err != nil {
 		return nil, err
 	}

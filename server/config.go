@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
 )
 
@@ -80,13 +78,6 @@ type Config struct {
 	CertsDir string
 	// CacheBytes is the block cache size (default DefaultCacheBytes).
 	CacheBytes int64
-	// MemTableJitter is the fraction by which the node's memtable is randomly smaller than the
-	// default, so that replicas do not flush in the same second (storage.Options.MemTableJitter):
-	// 0 means storage.DefaultMemTableJitter, negative means none.
-	MemTableJitter float64
-	// CompactionRefillGrace is storage.Options.CompactionRefillGrace: how long the engine holds the
-	// next compaction after one that rewrote data ends (0: off; docs/design/compaction-refill-grace.md).
-	CompactionRefillGrace time.Duration
 	// MaxKeyBytes and MaxValueBytes bound request sizes (defaults DefaultMaxKeyBytes, DefaultMaxValueBytes).
 	MaxKeyBytes, MaxValueBytes int
 	// RangeMaxBytes triggers an automatic split (default DefaultRangeMaxBytes).
@@ -134,9 +125,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CacheBytes == 0 {
 		c.CacheBytes = DefaultCacheBytes
-	}
-	if c.MemTableJitter == 0 {
-		c.MemTableJitter = storage.DefaultMemTableJitter
 	}
 	if c.MaxKeyBytes == 0 {
 		c.MaxKeyBytes = DefaultMaxKeyBytes
@@ -234,12 +222,6 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheBytes < 0 {
 		add("cache size must not be negative (got %d)", c.CacheBytes)
-	}
-	if c.MemTableJitter > storage.MaxMemTableJitter || math.IsNaN(c.MemTableJitter) {
-		add("memtable jitter must be at most %v (got %v; 0 turns it off)", storage.MaxMemTableJitter, c.MemTableJitter)
-	}
-	if c.CompactionRefillGrace < 0 || c.CompactionRefillGrace > time.Minute {
-		add("compaction refill grace must be between 0 (off) and 1m (got %v)", c.CompactionRefillGrace)
 	}
 	if c.MaxKeyBytes < 0 {
 		add("max key bytes must not be negative (got %d)", c.MaxKeyBytes)
@@ -345,8 +327,6 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		AuthToken       string   `json:"auth_token"`
 		CertsDir        string   `json:"certs_dir"`
 		CacheBytes      int64    `json:"cache_bytes"`
-		MemTableJitter  float64  `json:"memtable_jitter"`
-		RefillGrace     string   `json:"compaction_refill_grace"`
 		MaxKeyBytes     int      `json:"max_key_bytes"`
 		MaxValueBytes   int      `json:"max_value_bytes"`
 		RangeMaxBytes   int64    `json:"range_max_bytes"`
@@ -377,7 +357,6 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	}{
 		DataDir: c.DataDir, Listen: c.Listen, Advertise: c.Advertise, HTTP: c.HTTP, RESP: c.RESP,
 		Bootstrap: c.Bootstrap, Join: join, AuthToken: token, CertsDir: c.CertsDir, CacheBytes: c.CacheBytes,
-		MemTableJitter: max(c.WithDefaults().MemTableJitter, 0), RefillGrace: c.CompactionRefillGrace.String(),
 		MaxKeyBytes: c.MaxKeyBytes, MaxValueBytes: c.MaxValueBytes, RangeMaxBytes: c.RangeMaxBytes,
 		TickInterval: c.TickInterval.String(), DeadNodeTimeout: c.DeadNodeTimeout.String(), SnapshotRate: c.WithDefaults().SnapshotRate,
 		GRPCMaxMsgBytes: c.WithDefaults().grpcMaxMsgBytes(),

@@ -35,7 +35,6 @@ func TestConfigValidate(t *testing.T) {
 		{"bad join", func(c *Config) { c.Join = []string{"10.0.0.1:26257", "nope"} }, `invalid join address "nope"`},
 		{"bootstrap and join", func(c *Config) { c.Bootstrap, c.Join = true, []string{"a:1"} }, "exclusive"},
 		{"negative cache", func(c *Config) { c.CacheBytes = -1 }, "cache size must not be negative"},
-		{"refill grace too long", func(c *Config) { c.CompactionRefillGrace = 2 * time.Minute }, "compaction refill grace must be between"},
 		{"negative key", func(c *Config) { c.MaxKeyBytes = -1 }, "max key bytes"},
 		{"negative value", func(c *Config) { c.MaxValueBytes = -5 }, "max value bytes"},
 		{"huge value", func(c *Config) { c.MaxValueBytes = 2 << 30 }, "at most 1 GiB"},

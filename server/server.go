@@ -107,8 +107,6 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	p.engine, err = storage.Open(cfg.DataDir, storage.Options{
 		CreateIfMissing:       cfg.Bootstrap || len(cfg.Join) > 0,
 		CacheBytes:            cfg.CacheBytes,
-		MemTableJitter:        max(cfg.MemTableJitter, 0),
-		CompactionRefillGrace: cfg.CompactionRefillGrace,
 	})
 	if err != nil {
 		return err // storage's errors say what to do (--bootstrap/--join, directory in use, corrupt)

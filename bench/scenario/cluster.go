@@ -100,9 +100,8 @@ func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool
 	}
 	ln, err := localnode.Start(ctx, localnode.Options{Dir: n.dir, Create: create, Addr: n.addr, Listener: n.lis,
 		CacheBytes: c.cacheBytes, MemTableBytes: memTableFor(c.cacheBytes),
-		MemTableJitter: c.shape.memTableJitter, LBaseMaxBytes: c.shape.lbaseMaxBytes,
-		TargetFileBytes: c.shape.targetFileBytes, Device: c.device, KV: cfg,
-		CompactionRefillGrace: c.shape.refillGrace})
+		LBaseMaxBytes:   c.shape.lbaseMaxBytes,
+		TargetFileBytes: c.shape.targetFileBytes, Device: c.device, KV: cfg})
 	if err != nil {
 		n.lis = nil
 		return err

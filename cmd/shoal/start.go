@@ -36,8 +36,6 @@ var startFlags struct {
 	authTokenFile    string
 	certsDir         string
 	cacheSize        byteSize
-	memTableJitter   float64
-	refillGrace      time.Duration
 	maxKeyBytes      byteSize
 	maxValueBytes    byteSize
 	rangeMaxBytes    byteSize
@@ -145,10 +143,6 @@ func init() {
 	// Shadows the root's client --certs-dir with the server meaning of the same flag.
 	f.StringVar(&startFlags.certsDir, "certs-dir", "", "TLS: ca.crt, node.crt, node.key; mutual TLS on gRPC, HTTPS, RESP over TLS (empty: clear text)")
 	f.Var(&startFlags.cacheSize, "cache-size", "block cache size")
-	f.Float64Var(&startFlags.memTableJitter, "memtable-jitter", storage.DefaultMemTableJitter,
-		"fraction (at most 0.5) by which this node's memtable is randomly smaller than the default, so that replicas, which receive the same writes, drift apart in when they flush and compact (0: off, the default; docs/design/flush-desync.md)")
-	f.DurationVar(&startFlags.refillGrace, "compaction-refill-grace", 0,
-		"hold the next compaction this long after one that rewrote data ends (unless L0 backs up), so that the misses of its new, uncached tables reach an idle disk (0: off, the default; docs/design/compaction-refill-grace.md)")
 	f.Var(&startFlags.maxKeyBytes, "max-key-bytes", "largest key accepted")
 	f.Var(&startFlags.maxValueBytes, "max-value-bytes", "largest value accepted")
 	f.Var(&startFlags.rangeMaxBytes, "range-max-bytes", "range size that triggers a split")
@@ -197,9 +191,6 @@ func startConfig() (server.Config, error) {
 			return server.Config{}, usageError{fmt.Errorf("--auth-token-file %s is empty", startFlags.authTokenFile)}
 		}
 	}
-	if j := startFlags.memTableJitter; !(j >= 0 && j <= storage.MaxMemTableJitter) {
-		return server.Config{}, usageError{fmt.Errorf("--memtable-jitter %v must be in [0, %v] (0: off)", j, storage.MaxMemTableJitter)}
-	}
 	cfg := server.Config{
 		DataDir:               startFlags.dataDir,
 		Listen:                startFlags.listen,
@@ -211,8 +202,6 @@ func startConfig() (server.Config, error) {
 		AuthToken:             token,
 		CertsDir:              startFlags.certsDir,
 		CacheBytes:            int64(startFlags.cacheSize),
-		MemTableJitter:        memTableJitterConfig(startFlags.memTableJitter),
-		CompactionRefillGrace: startFlags.refillGrace,
 		RangeMaxBytes:         int64(startFlags.rangeMaxBytes),
 		SnapshotRate:          int64(startFlags.snapshotRate),
 		SnapshotRecvRate:      int64(startFlags.snapshotRecvRate),
@@ -461,10 +450,3 @@ func formatSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// memTableJitterConfig maps the flag (0: off) to server.Config's convention (0: default, negative: off).
-func memTableJitterConfig(flag float64) float64 {
-	if flag == 0 {
-		return -1
-	}
-	return flag
-}

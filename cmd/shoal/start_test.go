@@ -107,16 +107,8 @@ func TestStartPrintConfig(t *testing.T) {
 	code, out, _ = shoal(t, "start", "--data-dir", "d", "--print-config")
 	if code != 0 || !strings.Contains(out, `"listen": "127.0.0.1:26257"`) || !strings.Contains(out, `"http": "127.0.0.1:8080"`) ||
 		!strings.Contains(out, `"auth_token": ""`) || !strings.Contains(out, `"cache_bytes": 134217728`) ||
-		!strings.Contains(out, `"memtable_jitter": 0,`) || !strings.Contains(out, `"read_hints_disk_read_share": 0.05`) {
+		!strings.Contains(out, `"read_hints_disk_read_share": 0.05`) {
 		t.Fatalf("defaults: exit %d\n%s", code, out)
-	}
-	code, out, _ = shoal(t, "start", "--data-dir", "d", "--memtable-jitter", "0.25", "--print-config")
-	if code != 0 || !strings.Contains(out, `"memtable_jitter": 0.25`) || !strings.Contains(out, `"compaction_refill_grace": "0s"`) {
-		t.Fatalf("--memtable-jitter 0.25: exit %d\n%s", code, out)
-	}
-	code, out, _ = shoal(t, "start", "--data-dir", "d", "--compaction-refill-grace", "3s", "--print-config")
-	if code != 0 || !strings.Contains(out, `"compaction_refill_grace": "3s"`) {
-		t.Fatalf("--compaction-refill-grace 3s: exit %d\n%s", code, out)
 	}
 	code, out, _ = shoal(t, "start", "--data-dir", "d", "--print-config")
 	if code != 0 || !strings.Contains(out, `"read_hints_switch_interval": "2s"`) {
@@ -143,8 +135,6 @@ func TestStartUsageErrors(t *testing.T) {
 		{[]string{"start", "--data-dir", "d", "--auth-token-file", empty}, "is empty"},
 		{[]string{"start", "--data-dir", "d", "--auth-token-file", empty + ".missing"}, "read --auth-token-file"},
 		{[]string{"start", "--data-dir", "d", "extra"}, "usage"},
-		{[]string{"start", "--data-dir", "d", "--memtable-jitter", "0.6"}, "--memtable-jitter 0.6 must be in [0, 0.5]"},
-		{[]string{"start", "--data-dir", "d", "--memtable-jitter", "-1"}, "--memtable-jitter -1 must be in [0, 0.5]"},
 		{[]string{"start", "--data-dir", "d", "--read-hints-disk-read-share", "1.5"}, "--read-hints-disk-read-share 1.5: must be in (0, 1]"},
 		{[]string{"start", "--data-dir", "d", "--read-hints-disk-read-share", "0"}, "--read-hints-disk-read-share 0: must be in (0, 1]"},
 		{[]string{"start", "--data-dir", "d", "--read-hints-interval", "0s"}, "--read-hints-interval 0s: must be in (0, 1m]"},
