@@ -20,7 +20,6 @@ import (
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/server"
-	"github.com/shoaldb/shoal/storage"
 )
 
 // startFlags are the flags of `shoal start`.
