@@ -51,7 +51,7 @@ type cluster struct {
 	mu         sync.Mutex
 	nodes      []*node
 	cacheBytes int64
-	// shape is what every engine gets of storage.Options' memtable jitter and base-level size.
+	// shape is what every engine gets of storage.Options' LSM shape.
 	shape  engineShape
 	device *emudisk.Options // each node's emulated disk; nil: none
 	cfg    kv.Config
@@ -83,10 +83,8 @@ func startCluster(ctx context.Context, dir string, n int, cacheBytes int64, eng 
 
 // engineShape is what a variant changes in every node's engine.
 type engineShape struct {
-	memTableJitter  float64
 	lbaseMaxBytes   int64
 	targetFileBytes int64
-	refillGrace     time.Duration // storage.Options.CompactionRefillGrace
 }
 
 func (c *cluster) startNode(ctx context.Context, n *node, bootstrap, create bool) error {
@@ -289,20 +287,6 @@ type CompactionMark struct {
 }
 
 // compactions lists the compactions the live nodes' engines finished since start, by end time.
-// graceCounters are the engines' refill-grace holds and held seconds, per node (0 for a node down).
-func (c *cluster) graceCounters() ([]int64, []float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	holds, held := make([]int64, len(c.nodes)), make([]float64, len(c.nodes))
-	for i, n := range c.nodes {
-		if n.alive {
-			st := n.eng.Stats()
-			holds[i], held[i] = st.CompactionGraceHolds, st.CompactionGraceHeld.Seconds()
-		}
-	}
-	return holds, held
-}
-
 func (c *cluster) compactions(start time.Time) []CompactionMark {
 	c.mu.Lock()
 	defer c.mu.Unlock()

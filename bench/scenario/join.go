@@ -92,8 +92,6 @@ var (
 	hintsBudget15 = func(h *kv.HintsConfig) { h.DiskReadShare = 0.15 }
 )
 
-var maskOn = map[string]bool{policy.NameMaskCompaction: true}
-
 const smallLBase = 1 << 20
 
 func joinVariants() []Variant {
@@ -119,10 +117,6 @@ func joinVariants() []Variant {
 		// The chapter's rates: each sender at the link's rate, the receiver unbounded (3x the
 		// incremental join's aggregate). Our parallel baseline is bound by the receiver's link.
 		{Name: "parallel-recv-unbounded", KV: withoutRecvLimit(joinStrategy(policy.JoinParallel, false, joinLink)), Optional: true},
-		// Every engine's memtable drawn up to a quarter smaller, so that replicas fed the same writes
-		// flush apart (docs/design/flush-desync.md; not shown to help, so off by default).
-		{Name: "incremental-jitter", KV: joinStrategy(policy.JoinIncremental, false, joinLink), MemTableJitter: 0.25, Optional: true},
-		{Name: "parallel-jitter", KV: joinStrategy(policy.JoinParallel, false, joinLink), MemTableJitter: 0.25, Optional: true},
 		{Name: "parallel-hints25", KV: withHints(joinStrategy(policy.JoinParallel, false, joinLink), hintsQuarter), Optional: true},
 		// Replays without the budget on the disk reads they cause (the code before session 12).
 		{Name: "incremental-nobudget", KV: withHints(joinStrategy(policy.JoinIncremental, false, joinLink), hintsNoBudget), Optional: true},
@@ -131,17 +125,10 @@ func joinVariants() []Variant {
 		// the dip and SLO measures show over the join's window when no join happens (the old nodes'
 		// own flushes and compactions, the machine).
 		{Name: "no-join", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Optional: true},
-		// mask_compaction on (docs/design/compaction-end-masking.md): the old nodes' ranges lead
-		// elsewhere while a compaction rewrites their data, whose outputs are cold when it ends.
-		{Name: "incremental-mask", KV: joinStrategy(policy.JoinIncremental, false, joinLink), Pin: maskOn, Optional: true},
-		{Name: "parallel-mask", KV: joinStrategy(policy.JoinParallel, false, joinLink), Pin: maskOn, Optional: true},
-		{Name: "no-join-mask", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Pin: maskOn, Optional: true},
 		// A 1 MiB base level: the scenario's stores (~22 MB of tables each) get L4-L6 instead of L6
 		// alone. Measured once (session 22): the L4->L6 compactions still spanned every key, and
 		// that run's third node never got its leaderships (docs/bench-join.md).
 		{Name: "no-join-lbase", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, LBaseMaxBytes: smallLBase, Optional: true},
-		{Name: "no-join-lbase-mask", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, LBaseMaxBytes: smallLBase,
-			Pin: maskOn, Optional: true},
 		{Name: "incremental-lbase", KV: joinStrategy(policy.JoinIncremental, false, joinLink), LBaseMaxBytes: smallLBase, Optional: true},
 		{Name: "parallel-lbase", KV: joinStrategy(policy.JoinParallel, false, joinLink), LBaseMaxBytes: smallLBase, Optional: true},
 		// A looser budget: replays may cause 15 % of the disk's block misses instead of the default 5 %.

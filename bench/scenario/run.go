@@ -23,7 +23,6 @@ import (
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
-	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -57,9 +56,6 @@ type Options struct {
 	// lifted (`--fast-load`), restoring them before the workload: on a 250-IOPS disk a load of
 	// incompressible data takes most of a run's time and can stall writes long enough to fail.
 	FastLoad bool
-	// CompactionRefillGrace sets every engine's storage.Options.CompactionRefillGrace
-	// (`--compaction-refill-grace`; 0: off).
-	CompactionRefillGrace time.Duration
 	// PageCacheBytes gives every node's emulated disk a modeled page cache of this size
 	// (`--page-cache-mib`; emudisk.Options.PageCacheBytes) instead of none; 0: the scenario's.
 	PageCacheBytes int64
@@ -104,8 +100,6 @@ type Settings struct {
 	RandomValues bool `json:"random_values,omitempty"`
 	// FastLoad: the data were loaded and compacted with the emulated disks' budgets lifted.
 	FastLoad bool `json:"fast_load,omitempty"`
-	// CompactionRefillGraceS is the engines' compaction refill grace in seconds (0: off).
-	CompactionRefillGraceS float64 `json:"compaction_refill_grace_s,omitempty"`
 	// LBaseMaxBytes and TargetFileBytes are the engines' LSM shape when set (0: Pebble's; a
 	// variant's own base level is in its name).
 	LBaseMaxBytes   int64   `json:"lbase_max_bytes,omitempty"`
@@ -238,11 +232,6 @@ type RunReport struct {
 	// Decisions are the decision-log entries, from the measured workload on, of the policies the
 	// variant switched on (Variant.Pin).
 	Decisions []JoinStep `json:"decisions,omitempty"`
-	// CompactionGraceHolds and CompactionGraceHeldS are, per node (n1 first), the compactions its
-	// engine held for a refill grace over the whole run (load included) and the seconds they waited;
-	// absent when the grace was off.
-	CompactionGraceHolds []int64   `json:"compaction_grace_holds,omitempty"`
-	CompactionGraceHeldS []float64 `json:"compaction_grace_held_s,omitempty"`
 	// Task is the window of the first event marked Task, when there is one.
 	Task *TaskWindow `json:"task,omitempty"`
 	// Join measures a node's join (scenarios with JoinSpareNode).
@@ -283,9 +272,6 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		sc.Splits = opts.Splits
 	}
 	sc.RandomValues = sc.RandomValues || opts.RandomValues
-	if opts.CompactionRefillGrace < 0 {
-		return nil, fmt.Errorf("scenario %s: --compaction-refill-grace %v: want 0 (off) or a positive duration", sc.Name, opts.CompactionRefillGrace)
-	}
 	if opts.LBaseMaxBytes < 0 || opts.TargetFileBytes < 0 {
 		return nil, fmt.Errorf("scenario %s: --lbase-kib and --target-file-kib: want 0 (Pebble's) or a positive size", sc.Name)
 	}
@@ -348,8 +334,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), Threads: sc.Threads,
 		Splits: sc.Splits, SurgeThreads: sc.SurgeThreads, ValueBytes: sc.ValueBytes, RandomValues: sc.RandomValues, FastLoad: opts.FastLoad, ReadFraction: sc.ReadFraction, CacheBytes: opts.CacheBytes,
-		CompactionRefillGraceS: opts.CompactionRefillGrace.Seconds(),
-		LBaseMaxBytes:          opts.LBaseMaxBytes, TargetFileBytes: opts.TargetFileBytes,
+		LBaseMaxBytes: opts.LBaseMaxBytes, TargetFileBytes: opts.TargetFileBytes,
 		Device: EffectiveDevice(sc, opts),
 	}}
 	if len(sc.Variants) > 0 {
@@ -448,16 +433,12 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		}
 	}
 	progress("starting %d nodes", sc.Nodes)
-	jitter := float64(storage.DefaultMemTableJitter)
-	if variant.MemTableJitter > 0 {
-		jitter = variant.MemTableJitter
-	}
 	lbase := opts.LBaseMaxBytes
 	if variant.LBaseMaxBytes > 0 {
 		lbase = variant.LBaseMaxBytes
 	}
-	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, engineShape{memTableJitter: jitter, lbaseMaxBytes: lbase,
-		targetFileBytes: opts.TargetFileBytes, refillGrace: opts.CompactionRefillGrace},
+	c, err := startCluster(ctx, dir, sc.Nodes, opts.CacheBytes, engineShape{lbaseMaxBytes: lbase,
+		targetFileBytes: opts.TargetFileBytes},
 		device, sc.KV, variant.KV)
 	if err != nil {
 		return nil, err
@@ -765,9 +746,6 @@ func runOnce(ctx context.Context, sc Scenario, opts Options, device *emudisk.Opt
 		rr.Device = &st
 	}
 	rr.Compactions = c.compactions(start)
-	if opts.CompactionRefillGrace > 0 {
-		rr.CompactionGraceHolds, rr.CompactionGraceHeldS = c.graceCounters()
-	}
 	if names := pinnedOn(variant.Pin); len(names) > 0 {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var derr error

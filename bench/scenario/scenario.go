@@ -89,9 +89,6 @@ type Variant struct {
 	KV   func(*kv.Config)
 	// Optional variants run only when --variants names them.
 	Optional bool
-	// MemTableJitter, when above 0, has every engine draw its memtable up to this fraction smaller
-	// (storage.Options.MemTableJitter; docs/design/flush-desync.md); 0: the node default.
-	MemTableJitter float64
 	// LBaseMaxBytes, when above 0, sets every engine's base-level target (storage.Options.LBaseMaxBytes).
 	LBaseMaxBytes int64
 	// PolicyOff runs the variant with the scenario's policy off: a control, the scenario's events

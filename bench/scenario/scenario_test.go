@@ -477,30 +477,23 @@ func TestSurgeControllerLearnsATypicalWindow(t *testing.T) {
 }
 
 // TestRandomValuesFastLoad runs a tiny scenario with incompressible values loaded on unthrottled
-// disks (the disks' budgets restored for the workload), a compaction refill grace and a scaled LSM
-// shape, and checks the report says so.
+// disks (the disks' budgets restored for the workload) and a scaled LSM shape, and checks the
+// report says so.
 func TestRandomValuesFastLoad(t *testing.T) {
 	sc, ctx := tinyScenario(t, "leader-transfer")
 	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 3 * time.Second, Records: 300, Threads: 2,
-		RandomValues: true, FastLoad: true, CompactionRefillGrace: time.Second, LBaseMaxBytes: 256 << 10, TargetFileBytes: 64 << 10})
+		RandomValues: true, FastLoad: true, LBaseMaxBytes: 256 << 10, TargetFileBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Settings.RandomValues || !rep.Settings.FastLoad || rep.Settings.CompactionRefillGraceS != 1 ||
+	if !rep.Settings.RandomValues || !rep.Settings.FastLoad ||
 		rep.Settings.LBaseMaxBytes != 256<<10 || rep.Settings.TargetFileBytes != 64<<10 {
-		t.Fatalf("settings %+v: want random_values, fast_load, a 1-s compaction refill grace and the LSM shape", rep.Settings)
+		t.Fatalf("settings %+v: want random_values, fast_load and the LSM shape", rep.Settings)
 	}
 	for _, r := range rep.Runs {
 		if r.Summary.Ops == 0 {
 			t.Errorf("run %q served no operations", r.Variant)
 		}
-		// The engines ran with the grace: every node's hold counters are reported.
-		if len(r.CompactionGraceHolds) != rep.Settings.Nodes || len(r.CompactionGraceHeldS) != rep.Settings.Nodes {
-			t.Errorf("run %q: grace counters %v / %v, want one per node (%d)", r.Variant, r.CompactionGraceHolds, r.CompactionGraceHeldS, rep.Settings.Nodes)
-		}
-	}
-	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), CompactionRefillGrace: -time.Second}); err == nil {
-		t.Error("a negative compaction refill grace was accepted")
 	}
 	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), TargetFileBytes: -1}); err == nil {
 		t.Error("a negative target file size was accepted")

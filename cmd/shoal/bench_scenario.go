@@ -33,8 +33,6 @@ var scenarioFlags struct {
 	randomValues bool
 	// fastLoad loads with the emulated disks' budgets lifted.
 	fastLoad bool
-	// refillGrace is every engine's compaction refill grace (0: off).
-	refillGrace time.Duration
 	// pageCacheMiB is every emulated disk's modeled page cache (0: the scenario's, none).
 	pageCacheMiB int64
 	// lbaseKiB and targetFileKiB shape the engines' LSM (0: Pebble's).
@@ -107,8 +105,8 @@ is one sample of a noisy machine: compare means with their spreads.`,
 			SurgeThreads: scenarioFlags.surgeThreads, Progress: os.Stderr,
 			NoEmulatedDisk: scenarioFlags.noEmulatedDisk, Variants: scenarioFlags.variants,
 			RandomValues: scenarioFlags.randomValues, FastLoad: scenarioFlags.fastLoad,
-			CompactionRefillGrace: scenarioFlags.refillGrace, PageCacheBytes: scenarioFlags.pageCacheMiB << 20,
-			LBaseMaxBytes: scenarioFlags.lbaseKiB << 10, TargetFileBytes: scenarioFlags.targetFileKiB << 10,
+			PageCacheBytes: scenarioFlags.pageCacheMiB << 20,
+			LBaseMaxBytes:  scenarioFlags.lbaseKiB << 10, TargetFileBytes: scenarioFlags.targetFileKiB << 10,
 		}
 		if scenarioFlags.repeat != 1 {
 			rr, err := scenario.RunRepeated(cmd.Context(), sc, opts, scenarioFlags.repeat)
@@ -153,7 +151,6 @@ func init() {
 	f.IntVar(&scenarioFlags.splits, "splits", 0, "pre-split the key space into this many equal ranges after loading (default: the scenario's; in the join scenarios a range is the unit of a move)")
 	f.BoolVar(&scenarioFlags.randomValues, "random-values", false, "write random (incompressible) values instead of one fixed pattern of letters, which compresses ~7x: the stores then hold what was written, over several levels (docs/bench-join.md, session 23)")
 	f.BoolVar(&scenarioFlags.fastLoad, "fast-load", false, "load the data and let the engines compact it with the emulated disks' budgets lifted, restoring them before the workload (set-up only: a 250-IOPS disk takes most of a run to load incompressible data)")
-	f.DurationVar(&scenarioFlags.refillGrace, "compaction-refill-grace", 0, "hold every engine's next compaction this long after one that rewrote data ends, unless L0 backs up, so the new tables' misses reach an idle disk (docs/design/compaction-refill-grace.md; 0: off)")
 	f.Int64Var(&scenarioFlags.pageCacheMiB, "page-cache-mib", 0, "give every node's emulated disk a page cache of this many MiB (least recently used pages evicted; what it holds is read for free) instead of none (docs/design/emudisk.md; 0: none, the scenarios' default)")
 	f.Int64Var(&scenarioFlags.lbaseKiB, "lbase-kib", 0, "every engine's base-level target size in KiB (0: Pebble's 64 MiB, which keeps a store smaller than it all in the bottom level; a variant's own base level wins)")
 	f.Int64Var(&scenarioFlags.targetFileKiB, "target-file-kib", 0, "every engine's L0 table target size in KiB, doubling per level below the base (0: Pebble's 2 MiB); with --lbase-kib it scales the LSM to a small store, so a compaction below the base level rewrites a slice of the key space, not all of it (docs/bench-join.md, session 27)")
