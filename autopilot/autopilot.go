@@ -9,8 +9,8 @@
 //
 // The package owns the loop and its lifecycle. It must never read cluster state except through
 // model.Source, never change the cluster except through the executor's Actuator (and the optional
-// Decommissioner), and never import the node's packages (kv, replica, pb): the simulator drives the
-// same code.
+// Decommissioner), and never import the node's packages (kv, replica, pb): the tests drive the same
+// code on an in-memory cluster (autopilot/internal/fake).
 package autopilot
 
 import (
@@ -129,12 +129,10 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 }
 
 // Poke asks the loop for a reactive round now (policy.Reactive policies only). The executor calls it
-// when an operator made progress, and kv when a node sends its first load report, so that a join
-// starts then rather than at the next round, up to an Interval later. (Poking at a node's
-// registration, before it serves, planned joins that finished without their leadership share. The
-// first-load-report poke was dropped once over failures of test/join_test.go; back in session 9,
-// its failures were the test reading the node's holdings from a heartbeat that lagged the join
-// record (fixed in the test), and one stalled join in 28 runs that stays undiagnosed.)
+// when an operator made progress, and the node's autopilot host when a node sends its first load
+// report, so that a join starts then rather than at the next round, up to an Interval later. (Poking
+// at a node's registration, before it serves, planned joins that finished without their leadership
+// share.)
 func (a *Autopilot) Poke() {
 	select {
 	case a.progress <- struct{}{}:
@@ -229,7 +227,7 @@ func (a *Autopilot) loop(ctx context.Context, done chan struct{}) {
 }
 
 // Tick runs one policy round on c: propose, submit, and mark emptied decommissioning nodes. The loop
-// calls it every Interval; the simulator and tests call it directly (with Step).
+// calls it every Interval; tests call it directly (with Step).
 func (a *Autopilot) Tick(ctx context.Context, c *model.Cluster) Round { return a.tick(ctx, c, false) }
 
 // tick is Tick; reactive runs only the policy.Reactive policies (a round triggered by an operator's
@@ -260,7 +258,7 @@ func (a *Autopilot) tick(ctx context.Context, c *model.Cluster, reactive bool) R
 }
 
 // Step is Tick followed by one executor reconciliation on the same snapshot: a whole autopilot cycle,
-// for the simulator and tests that run the executor inline.
+// for tests that run the executor inline.
 func (a *Autopilot) Step(ctx context.Context, c *model.Cluster) Round {
 	r := a.Tick(ctx, c)
 	a.exec.Reconcile(c)

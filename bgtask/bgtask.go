@@ -17,8 +17,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/shoaldb/shoal/storage"
 )
 
 // Kind names a sort of background task; it is reported in heartbeats and the decision log.
@@ -92,9 +90,6 @@ type Task struct {
 	Since time.Time
 	// Until is when an announced task is expected to end (zero for others).
 	Until time.Time
-	// Span bounds the engine keys a compaction rewrites (empty for other tasks): the node maps it to
-	// the ranges whose cached blocks the compaction's end makes cold.
-	Span storage.Span
 }
 
 // Status is what the node reports about its background work in a heartbeat.
@@ -192,13 +187,7 @@ func (h *Handle) SetBytes(b uint64) {
 // Begin records a task that starts now, without waiting (followers' work, automatic compactions,
 // flushes). An automatic compaction is heavy when its input reaches HeavyCompactionBytes.
 func (t *Tracker) Begin(kind Kind, name string, bytes uint64) *Handle {
-	return t.BeginSpan(kind, name, bytes, storage.Span{})
-}
-
-// BeginSpan is Begin for a task that rewrites the engine keys of span (a compaction).
-func (t *Tracker) BeginSpan(kind Kind, name string, bytes uint64, span storage.Span) *Handle {
-	heavy := t.heavy(kind, bytes)
-	return t.add(Task{Kind: kind, Name: name, State: Running, Heavy: heavy, Bytes: bytes, Span: span})
+	return t.add(Task{Kind: kind, Name: name, State: Running, Heavy: t.heavy(kind, bytes), Bytes: bytes})
 }
 
 func (t *Tracker) heavy(kind Kind, bytes uint64) bool {

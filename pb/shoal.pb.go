@@ -1879,8 +1879,8 @@ type BackgroundTask struct {
 	Bytes          uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	SinceUnixNanos int64                  `protobuf:"varint,7,opt,name=since_unix_nanos,json=sinceUnixNanos,proto3" json:"since_unix_nanos,omitempty"`
 	UntilUnixNanos int64                  `protobuf:"varint,8,opt,name=until_unix_nanos,json=untilUnixNanos,proto3" json:"until_unix_nanos,omitempty"` // announced tasks: expected end
-	// Compactions of at least mask_compaction's MinBytes of input (8 MiB): the ranges with a replica
-	// on the node whose data the compaction rewrites (its outputs are new tables, uncached when it ends).
+	// Unused: nodes no longer report the ranges a compaction rewrites. The field stays so that the
+	// number is not reused.
 	RangeIds      []uint64 `protobuf:"varint,9,rep,packed,name=range_ids,json=rangeIds,proto3" json:"range_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -57,16 +57,6 @@ type Span struct {
 	LargestExclusive  bool
 }
 
-// Overlaps reports whether s shares a key with the half-open engine span [lo, hi) (an empty hi is
-// open).
-func (s Span) Overlaps(lo, hi []byte) bool {
-	if s.Smallest == nil && s.Largest == nil {
-		return false
-	}
-	c := bytes.Compare(s.Largest, lo)
-	return (len(hi) == 0 || bytes.Compare(s.Smallest, hi) < 0) && (c > 0 || c == 0 && !s.LargestExclusive)
-}
-
 // inputSpan is the span of a compaction's input tables and their total size. The keys are copied:
 // Pebble reuses the info's buffers.
 func inputSpan(info pebble.CompactionInfo) (Span, uint64) {
@@ -90,6 +80,17 @@ func inputSpan(info pebble.CompactionInfo) (Span, uint64) {
 		s.Largest = bytes.Clone(s.Largest)
 	}
 	return s, in
+}
+
+// inputBytes is the total size of a compaction's input tables.
+func inputBytes(info pebble.CompactionInfo) uint64 {
+	var in uint64
+	for _, lvl := range info.Input {
+		for _, t := range lvl.Tables {
+			in += t.Size
+		}
+	}
+	return in
 }
 
 // maxTableSpans bounds the table spans a record keeps per input level.

@@ -61,30 +61,3 @@ func TestCompactionLogIsBounded(t *testing.T) {
 		t.Errorf("kept jobs %d..%d, want 10..%d", recs[0].Job, recs[len(recs)-1].Job, compactionLogSize+9)
 	}
 }
-
-func TestSpanOverlaps(t *testing.T) {
-	in := Span{Smallest: []byte("c"), Largest: []byte("f")}
-	// Ending on a range deletion's exclusive bound, the span does not reach the range starting there.
-	ex := Span{Smallest: []byte("c"), Largest: []byte("f"), LargestExclusive: true}
-	for _, tc := range []struct {
-		s      Span
-		lo, hi string
-		want   bool
-	}{
-		{in, "a", "c", false}, // [a, c) ends before c
-		{in, "a", "d", true},
-		{in, "d", "e", true},
-		{in, "f", "g", true}, // the largest key is in the span
-		{in, "g", "", false},
-		{in, "a", "", true}, // open end
-		{in, "f\x00", "", false},
-		{ex, "f", "g", false},
-		{ex, "e", "f", true},
-		{ex, "e\xff", "", true},
-		{Span{}, "a", "", false}, // an unknown span overlaps nothing
-	} {
-		if got := tc.s.Overlaps([]byte(tc.lo), []byte(tc.hi)); got != tc.want {
-			t.Errorf("[%q, %q) overlaps %+v: %v, want %v", tc.lo, tc.hi, tc.s, got, tc.want)
-		}
-	}
-}

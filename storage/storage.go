@@ -532,8 +532,7 @@ func (e *Engine) eventListener() *pebble.EventListener {
 		CompactionBegin: func(info pebble.CompactionInfo) {
 			e.compactionsRunning.Add(1)
 			if l := e.listener.Load(); l != nil {
-				span, in := inputSpan(info)
-				(*l).CompactionBegin(info.JobID, in, info.Reason, span)
+				(*l).CompactionBegin(info.JobID, inputBytes(info), info.Reason)
 			}
 		},
 		CompactionEnd: func(info pebble.CompactionInfo) {
@@ -566,9 +565,9 @@ func (e *Engine) eventListener() *pebble.EventListener {
 // background-task tracker, package bgtask, through package kv). Calls come from Pebble's goroutines
 // and must not block.
 type BackgroundListener interface {
-	// CompactionBegin gives the span of the inputs: the keys whose tables the compaction replaces
-	// (their cached blocks go cold when it ends).
-	CompactionBegin(job int, inputBytes uint64, reason string, span Span)
+	// CompactionBegin gives the size of the compaction's input tables and its reason (Pebble's,
+	// as CompactionRecord.Reason).
+	CompactionBegin(job int, inputBytes uint64, reason string)
 	CompactionEnd(job int)
 	FlushBegin(job int, bytes uint64)
 	FlushEnd(job int)

@@ -26,10 +26,10 @@ import (
 	"github.com/shoaldb/shoal/autopilot/operator"
 )
 
-// Actuator changes the cluster; the node leading the meta range implements it (the simulator too). Each
-// call performs one step on one range and returns when the change is committed or has failed. Calls
-// must honour ctx (the step's timeout, or cancellation) and be safe to repeat: the executor may issue a
-// step whose effect the model does not show yet after an autopilot restart.
+// Actuator changes the cluster; the node leading the meta range implements it (so does the tests' fake
+// cluster). Each call performs one step on one range and returns when the change is committed or has
+// failed. Calls must honour ctx (the step's timeout, or cancellation) and be safe to repeat: the
+// executor may issue a step whose effect the model does not show yet after an autopilot restart.
 type Actuator interface {
 	// AddLearner adds a non-voting replica of rangeID on node and sends it a snapshot.
 	AddLearner(ctx context.Context, rangeID, node uint64) error
@@ -67,7 +67,7 @@ type Config struct {
 	// (32 MiB/s snapshots).
 	Timeouts operator.Timeouts
 	// Inline makes Reconcile call the Actuator on the caller's goroutine instead of spawning one per
-	// step (the simulator and deterministic tests). The Actuator must then not call the Executor.
+	// step (deterministic tests). The Actuator must then not call the Executor.
 	Inline bool
 	// OnProgress, if set, is called (without the executor's lock held) after a reconciliation in
 	// which an operator finished or moved to its next step: the autopilot uses it to plan the next

@@ -90,7 +90,7 @@ type KeySampler struct {
 }
 
 // NewKeySampler returns a sampler keeping size keys per window (DefaultKeySampleSize if size <= 0).
-// seed makes the sample reproducible (tests, the simulator); nodes may pass any value.
+// seed makes the sample reproducible (tests); nodes may pass any value.
 func NewKeySampler(size int, seed uint64) *KeySampler {
 	if size <= 0 {
 		size = DefaultKeySampleSize

@@ -1,10 +1,12 @@
 // Package model is the autopilot's picture of the cluster: nodes, ranges and the load each carries, as
-// last reported by the nodes' heartbeats. A node (package kv) or the simulator (package sim) builds a
-// Cluster and hands it to the autopilot through Source; nothing else in the autopilot reads cluster state.
+// last reported by the nodes' heartbeats. The node leading the meta range builds a Cluster from
+// heartbeats and the meta range and hands it to the autopilot through Source; the autopilot's tests
+// build one from text (ParseCluster) or from an in-memory cluster (autopilot/internal/fake). Nothing
+// else in the autopilot reads cluster state.
 //
 // The package owns plain data types and the helpers that derive facts from them (per-node counts,
 // liveness, key samples). It must never import protobuf types, call another node, or hold a clock or a
-// goroutine: a Cluster is a value that the simulator can build as easily as a live node.
+// goroutine: a Cluster is a value that a test can build as easily as a live node.
 //
 // Invariant: a Cluster is immutable once NewCluster returns it. Source returns a fresh one per call,
 // and policies, operators and the executor only read it.
@@ -22,7 +24,7 @@ import (
 // dead and re-replicates its ranges elsewhere.
 const DefaultDeadAfter = 60 * time.Second
 
-// Source is what the node leading the meta range (or the simulator) implements to feed the autopilot.
+// Source is what the node leading the meta range (or a test's cluster) implements to feed the autopilot.
 type Source interface {
 	// Snapshot returns the current cluster state. It must return a new Cluster on every call (the
 	// caller may keep it) and must not block for long: the autopilot calls it every interval.
@@ -114,8 +116,6 @@ type Task struct {
 	Heavy   bool
 	Bytes   uint64
 	Since   time.Time
-	// Ranges are, for a compaction, the ranges whose data on the node it rewrites.
-	Ranges []uint64
 }
 
 // State is "pending" or "running".
@@ -305,7 +305,7 @@ func FormatKey(k []byte) string { return fmt.Sprintf("%q", k) }
 
 // Cluster is a snapshot of the whole cluster at Now.
 type Cluster struct {
-	// Now is the time of the snapshot: the wall clock on a node, the simulated clock in the simulator.
+	// Now is the time of the snapshot: the wall clock on a node, the test's clock in a test.
 	// Everything time-dependent in the autopilot uses it.
 	Now time.Time
 	// Nodes sorted by ID.

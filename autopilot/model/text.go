@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,37 +12,22 @@ import (
 // TextEpoch is time zero of clusters written in the compact text form: "now 90s" means TextEpoch+90s.
 var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// ParseCluster reads the compact text form used by the autopilot's data-driven tests and the simulator's
-// scenario files, one item per line ('#' starts a comment):
+// ParseCluster reads the compact text form used by the autopilot's data-driven tests, one item per
+// line ('#' starts a comment):
 //
 //	now 120s
 //	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB]
-//	       [task=KIND:pending|running[:light][:in=BYTES][:age=D][:ranges=2,3]]... [done=KIND@AGO]...
-//	       [led-before=2,3]
+//	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system]
 //
 // A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
 // 5s, "dead" is not live and silent for 70s, silent=D sets the silence (and makes the node not live
 // when D > 10s). task= adds a background task (heavy unless :light; in= its input bytes, age= how long
-// it has run, ranges= the ranges a compaction rewrites), done= says a task of KIND
-// completed AGO before now, led-before= lists the ranges the node led before its last heavy task. Spans are [start,end) with bare keys; an empty start or end is open. A range's
-// leader defaults to its first voter.
+// it has run), done= says a task of KIND completed AGO before now, led-before= lists the ranges the
+// node led before its last heavy task. Spans are [start,end) with bare keys; an empty start or end is
+// open. A range's leader defaults to its first voter.
 func ParseCluster(text string) (*Cluster, error) {
-	now := TextEpoch
-	var nodes []*Node
-	var ranges []*Range
-	type done struct {
-		node *Node
-		kind string
-		ago  time.Duration
-	}
-	var dones []done
-	type silence struct {
-		node *Node
-		d    time.Duration
-	}
-	var silences []silence
-	var ages []taskAge
+	p := &textParser{now: TextEpoch}
 	for lineNo, line := range strings.Split(text, "\n") {
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
@@ -50,185 +36,238 @@ func ParseCluster(text string) (*Cluster, error) {
 		if len(f) == 0 {
 			continue
 		}
-		fail := func(format string, args ...any) error {
-			return fmt.Errorf("line %d %q: %s", lineNo+1, strings.TrimSpace(line), fmt.Sprintf(format, args...))
-		}
-		switch f[0] {
-		case "now":
-			if len(f) != 2 {
-				return nil, fail("want: now DURATION")
-			}
-			d, err := time.ParseDuration(f[1])
-			if err != nil {
-				return nil, fail("%v", err)
-			}
-			now = TextEpoch.Add(d)
-		case "node":
-			if len(f) < 2 {
-				return nil, fail("want: node ID ...")
-			}
-			id, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				return nil, fail("node id: %v", err)
-			}
-			n := &Node{ID: id, Addr: fmt.Sprintf("n%d:26257", id), Live: true}
-			s := silence{node: n}
-			for _, a := range f[2:] {
-				k, v, _ := strings.Cut(a, "=")
-				switch k {
-				case "down":
-					n.Live, s.d = false, 5*time.Second
-				case "dead":
-					n.Live, s.d = false, 70*time.Second
-				case "draining":
-					n.Draining = true
-				case "decommissioning":
-					n.Decommissioning = true
-				case "decommissioned":
-					n.Decommissioned, n.Live = true, false
-				case "silent":
-					if s.d, err = time.ParseDuration(v); err != nil {
-						return nil, fail("silent: %v", err)
-					}
-					n.Live = s.d <= 10*time.Second
-				case "cpu":
-					if n.CPUPercent, err = strconv.ParseFloat(v, 64); err != nil {
-						return nil, fail("cpu: %v", err)
-					}
-				case "disk":
-					used, capacity, ok := strings.Cut(v, "/")
-					if !ok {
-						return nil, fail("disk: want USED/CAPACITY")
-					}
-					if n.DiskUsed, err = ParseBytes(used); err != nil {
-						return nil, fail("disk: %v", err)
-					}
-					if n.DiskCapacity, err = ParseBytes(capacity); err != nil {
-						return nil, fail("disk: %v", err)
-					}
-				case "task":
-					t, age, err := parseTask(v, uint64(len(n.Tasks)+1))
-					if err != nil {
-						return nil, fail("%v", err)
-					}
-					n.Tasks = append(n.Tasks, t)
-					if age > 0 {
-						ages = append(ages, taskAge{node: n, i: len(n.Tasks) - 1, age: age})
-					}
-				case "done":
-					kind, ago, ok := strings.Cut(v, "@")
-					d, perr := time.ParseDuration(ago)
-					if !ok || perr != nil {
-						return nil, fail("done: want KIND@AGO (e.g. compaction@30s)")
-					}
-					dones = append(dones, done{node: n, kind: kind, ago: d})
-				case "led-before":
-					for _, x := range strings.Split(v, ",") {
-						id, perr := strconv.ParseUint(x, 10, 64)
-						if perr != nil {
-							return nil, fail("led-before: %v", perr)
-						}
-						n.LedBefore = append(n.LedBefore, id)
-					}
-				default:
-					return nil, fail("unknown node attribute %q", a)
-				}
-			}
-			nodes = append(nodes, n)
-			silences = append(silences, s)
-		case "range":
-			if len(f) < 3 {
-				return nil, fail("want: range ID [start,end) ...")
-			}
-			id, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				return nil, fail("range id: %v", err)
-			}
-			span := f[2]
-			if !strings.HasPrefix(span, "[") || !strings.HasSuffix(span, ")") || !strings.Contains(span, ",") {
-				return nil, fail("span: want [start,end)")
-			}
-			start, end, _ := strings.Cut(span[1:len(span)-1], ",")
-			r := &Range{ID: id, StartKey: []byte(start), EndKey: []byte(end)}
-			if start == "" {
-				r.StartKey = nil
-			}
-			if end == "" {
-				r.EndKey = nil
-			}
-			leaderSet := false
-			for _, a := range f[3:] {
-				k, v, _ := strings.Cut(a, "=")
-				switch k {
-				case "voters", "learners":
-					for _, s := range strings.Split(v, ",") {
-						nid, err := strconv.ParseUint(s, 10, 64)
-						if err != nil {
-							return nil, fail("%s: %v", k, err)
-						}
-						r.Replicas = append(r.Replicas, Replica{Node: nid, Learner: k == "learners"})
-					}
-				case "leader":
-					if r.Leader, err = strconv.ParseUint(v, 10, 64); err != nil {
-						return nil, fail("leader: %v", err)
-					}
-					leaderSet = true
-				case "bytes":
-					if r.Bytes, err = ParseBytes(v); err != nil {
-						return nil, fail("bytes: %v", err)
-					}
-				case "reads":
-					if r.ReadQPS, err = strconv.ParseFloat(v, 64); err != nil {
-						return nil, fail("reads: %v", err)
-					}
-				case "writes":
-					if r.WriteQPS, err = strconv.ParseFloat(v, 64); err != nil {
-						return nil, fail("writes: %v", err)
-					}
-				case "system":
-					r.System = true
-				default:
-					return nil, fail("unknown range attribute %q", a)
-				}
-			}
-			if !leaderSet {
-				if v := r.Voters(); len(v) > 0 {
-					r.Leader = v[0]
-				}
-			}
-			ranges = append(ranges, r)
-		default:
-			return nil, fail("unknown item %q (want now, node or range)", f[0])
+		if err := p.item(f); err != nil {
+			return nil, fmt.Errorf("line %d %q: %v", lineNo+1, strings.TrimSpace(line), err)
 		}
 	}
-	for _, s := range silences {
-		s.node.LastHeartbeat = now.Add(-s.d)
-	}
-	for _, a := range ages {
-		a.node.Tasks[a.i].Since = now.Add(-a.age)
-	}
-	for _, d := range dones {
-		if d.node.LastCompleted == nil {
-			d.node.LastCompleted = map[string]time.Time{}
-		}
-		d.node.LastCompleted[d.kind] = now.Add(-d.ago)
-	}
-	return NewCluster(now, nodes, ranges), nil
+	return p.cluster(), nil
 }
 
-// taskAge is a task's age, applied once "now" is known.
+// textParser collects the items of ParseCluster's text. Times relative to "now" (silences, task ages,
+// completions) are kept aside and applied once the whole text is read, since "now" may come last.
+type textParser struct {
+	now      time.Time
+	nodes    []*Node
+	ranges   []*Range
+	dones    []taskDone
+	silences []silence
+	ages     []taskAge
+}
+
+// taskDone is a done= item: a task of kind completed ago before now.
+type taskDone struct {
+	node *Node
+	kind string
+	ago  time.Duration
+}
+
+// silence is how long before now a node was last heard from.
+type silence struct {
+	node *Node
+	d    time.Duration
+}
+
+// taskAge is a task's age.
 type taskAge struct {
 	node *Node
 	i    int
 	age  time.Duration
 }
 
-// parseTask reads KIND:pending|running[:light][:in=BYTES][:age=DURATION][:ranges=ID,ID...].
+func (p *textParser) item(f []string) error {
+	switch f[0] {
+	case "now":
+		if len(f) != 2 {
+			return fmt.Errorf("want: now DURATION")
+		}
+		d, err := time.ParseDuration(f[1])
+		if err != nil {
+			return err
+		}
+		p.now = TextEpoch.Add(d)
+		return nil
+	case "node":
+		return p.node(f)
+	case "range":
+		return p.rangeItem(f)
+	}
+	return fmt.Errorf("unknown item %q (want now, node or range)", f[0])
+}
+
+func (p *textParser) node(f []string) error {
+	if len(f) < 2 {
+		return fmt.Errorf("want: node ID ...")
+	}
+	id, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("node id: %v", err)
+	}
+	n := &Node{ID: id, Addr: fmt.Sprintf("n%d:26257", id), Live: true}
+	s := silence{node: n}
+	for _, a := range f[2:] {
+		k, v, _ := strings.Cut(a, "=")
+		switch k {
+		case "down":
+			n.Live, s.d = false, 5*time.Second
+		case "dead":
+			n.Live, s.d = false, 70*time.Second
+		case "draining":
+			n.Draining = true
+		case "decommissioning":
+			n.Decommissioning = true
+		case "decommissioned":
+			n.Decommissioned, n.Live = true, false
+		case "silent":
+			if s.d, err = time.ParseDuration(v); err != nil {
+				return fmt.Errorf("silent: %v", err)
+			}
+			n.Live = s.d <= 10*time.Second
+		case "cpu":
+			if n.CPUPercent, err = strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("cpu: %v", err)
+			}
+		case "disk":
+			used, capacity, ok := strings.Cut(v, "/")
+			if !ok {
+				return fmt.Errorf("disk: want USED/CAPACITY")
+			}
+			if n.DiskUsed, err = ParseBytes(used); err != nil {
+				return fmt.Errorf("disk: %v", err)
+			}
+			if n.DiskCapacity, err = ParseBytes(capacity); err != nil {
+				return fmt.Errorf("disk: %v", err)
+			}
+		case "task":
+			t, age, err := parseTask(v, uint64(len(n.Tasks)+1))
+			if err != nil {
+				return err
+			}
+			n.Tasks = append(n.Tasks, t)
+			if age > 0 {
+				p.ages = append(p.ages, taskAge{node: n, i: len(n.Tasks) - 1, age: age})
+			}
+		case "done":
+			kind, ago, ok := strings.Cut(v, "@")
+			d, perr := time.ParseDuration(ago)
+			if !ok || perr != nil {
+				return fmt.Errorf("done: want KIND@AGO (e.g. compaction@30s)")
+			}
+			p.dones = append(p.dones, taskDone{node: n, kind: kind, ago: d})
+		case "led-before":
+			ids, err := parseIDs(v)
+			if err != nil {
+				return fmt.Errorf("led-before: %v", err)
+			}
+			n.LedBefore = append(n.LedBefore, ids...)
+		default:
+			return fmt.Errorf("unknown node attribute %q", a)
+		}
+	}
+	p.nodes = append(p.nodes, n)
+	p.silences = append(p.silences, s)
+	return nil
+}
+
+func (p *textParser) rangeItem(f []string) error {
+	if len(f) < 3 {
+		return fmt.Errorf("want: range ID [start,end) ...")
+	}
+	id, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("range id: %v", err)
+	}
+	span := f[2]
+	if !strings.HasPrefix(span, "[") || !strings.HasSuffix(span, ")") || !strings.Contains(span, ",") {
+		return fmt.Errorf("span: want [start,end)")
+	}
+	start, end, _ := strings.Cut(span[1:len(span)-1], ",")
+	r := &Range{ID: id, StartKey: []byte(start), EndKey: []byte(end)}
+	if start == "" {
+		r.StartKey = nil
+	}
+	if end == "" {
+		r.EndKey = nil
+	}
+	leaderSet := false
+	for _, a := range f[3:] {
+		k, v, _ := strings.Cut(a, "=")
+		switch k {
+		case "voters", "learners":
+			ids, err := parseIDs(v)
+			if err != nil {
+				return fmt.Errorf("%s: %v", k, err)
+			}
+			for _, nid := range ids {
+				r.Replicas = append(r.Replicas, Replica{Node: nid, Learner: k == "learners"})
+			}
+		case "leader":
+			if r.Leader, err = strconv.ParseUint(v, 10, 64); err != nil {
+				return fmt.Errorf("leader: %v", err)
+			}
+			leaderSet = true
+		case "bytes":
+			if r.Bytes, err = ParseBytes(v); err != nil {
+				return fmt.Errorf("bytes: %v", err)
+			}
+		case "reads":
+			if r.ReadQPS, err = strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("reads: %v", err)
+			}
+		case "writes":
+			if r.WriteQPS, err = strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("writes: %v", err)
+			}
+		case "system":
+			r.System = true
+		default:
+			return fmt.Errorf("unknown range attribute %q", a)
+		}
+	}
+	if !leaderSet {
+		if v := r.Voters(); len(v) > 0 {
+			r.Leader = v[0]
+		}
+	}
+	p.ranges = append(p.ranges, r)
+	return nil
+}
+
+// cluster applies the times relative to now and builds the snapshot.
+func (p *textParser) cluster() *Cluster {
+	for _, s := range p.silences {
+		s.node.LastHeartbeat = p.now.Add(-s.d)
+	}
+	for _, a := range p.ages {
+		a.node.Tasks[a.i].Since = p.now.Add(-a.age)
+	}
+	for _, d := range p.dones {
+		if d.node.LastCompleted == nil {
+			d.node.LastCompleted = map[string]time.Time{}
+		}
+		d.node.LastCompleted[d.kind] = p.now.Add(-d.ago)
+	}
+	return NewCluster(p.now, p.nodes, p.ranges)
+}
+
+// parseIDs reads a comma-separated list of IDs.
+func parseIDs(v string) ([]uint64, error) {
+	var out []uint64
+	for _, x := range strings.Split(v, ",") {
+		id, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// parseTask reads KIND:pending|running[:light][:in=BYTES][:age=DURATION].
 func parseTask(v string, id uint64) (Task, time.Duration, error) {
-	const want = "task: want KIND:pending|running[:light][:in=BYTES][:age=DURATION][:ranges=ID,...]"
+	const want = "task: want KIND:pending|running[:light][:in=BYTES][:age=DURATION]"
 	parts := strings.Split(v, ":")
 	if len(parts) < 2 || (parts[1] != "pending" && parts[1] != "running") {
-		return Task{}, 0, fmt.Errorf(want)
+		return Task{}, 0, errors.New(want)
 	}
 	t := Task{ID: id, Kind: parts[0], Name: parts[0], Running: parts[1] == "running", Heavy: true}
 	var age time.Duration
@@ -242,15 +281,6 @@ func parseTask(v string, id uint64) (Task, time.Duration, error) {
 			t.Bytes, err = ParseBytes(val)
 		case "age":
 			age, err = time.ParseDuration(val)
-		case "ranges":
-			for _, x := range strings.Split(val, ",") {
-				rid, perr := strconv.ParseUint(x, 10, 64)
-				if perr != nil {
-					err = perr
-					break
-				}
-				t.Ranges = append(t.Ranges, rid)
-			}
 		default:
 			err = fmt.Errorf("unknown part %q", p)
 		}
@@ -297,13 +327,6 @@ func (c *Cluster) Format() string {
 			}
 			if !t.Since.IsZero() {
 				fmt.Fprintf(&b, ":age=%s", c.Now.Sub(t.Since))
-			}
-			if len(t.Ranges) > 0 {
-				ids := make([]string, len(t.Ranges))
-				for i, id := range t.Ranges {
-					ids[i] = strconv.FormatUint(id, 10)
-				}
-				fmt.Fprintf(&b, ":ranges=%s", strings.Join(ids, ","))
 			}
 		}
 		kinds := make([]string, 0, len(n.LastCompleted))

@@ -2,8 +2,11 @@
 // already pending and proposes operators for one mechanism — keep the replication factor (replicate),
 // empty a decommissioning node (decommission), move leaderships off a draining node (drain), split ranges
 // by load (load_split), merge small cold neighbours (merge), even out replicas, bytes, leaderships and
-// served load across nodes (rebalance). A Registry keeps them in priority order with an on/off switch
-// each (`shoal admin policy set NAME on|off`).
+// served load across nodes (rebalance), move leaderships off a node before its heavy background task
+// (shed_leadership), bring a new node in range by range (incremental_join), and carry the read hints
+// switch (read_hints). A Registry keeps them in priority order with an on/off switch each
+// (`shoal admin policy set NAME on|off`); the registry alone says which switches are on by default
+// (DefaultOn).
 //
 // The package owns the decisions: what to change and why, with a predicted benefit. A policy must never
 // act — it never calls the Actuator, never submits or cancels an operator and never blocks; it only
@@ -37,16 +40,18 @@ type Policy interface {
 	Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator
 }
 
-// Policy names, in the Registry's default priority order.
+// Policy names: each is the policy's switch (`shoal admin policy set NAME on|off`) and the key of its
+// stored switch in the meta range.
 const (
 	NameReplicate    = "replicate"
 	NameDecommission = "decommission"
 	NameDrain        = "drain"
+	NameShed         = "shed_leadership"
+	NameJoin         = "incremental_join"
 	NameLoadSplit    = "load_split"
 	NameMerge        = "merge"
 	NameRebalance    = "rebalance"
-	NameShed         = "shed_leadership"
-	NameJoin         = "incremental_join"
+	NameReadHints    = "read_hints"
 )
 
 // Note is a decision that is not an operator (a postponement, a task that ran anyway), for the
@@ -78,7 +83,6 @@ type Config struct {
 	Merge        MergeConfig
 	Rebalance    RebalanceConfig
 	Shed         ShedConfig
-	Mask         MaskConfig
 	Join         JoinConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
@@ -96,7 +100,6 @@ func (c Config) WithDefaults() Config {
 	c.Merge = c.Merge.withDefaults()
 	c.Rebalance = c.Rebalance.withDefaults()
 	c.Shed = c.Shed.withDefaults()
-	c.Mask = c.Mask.withDefaults()
 	c.Join = c.Join.withDefaults()
 	if c.MaxDiskUse <= 0 {
 		c.MaxDiskUse = DefaultMaxDiskUse
@@ -148,29 +151,55 @@ func NewRegistry(policies ...Policy) *Registry {
 	return &Registry{policies: policies, off: map[string]bool{}}
 }
 
-// Default returns the standard registry: replicate, decommission and drain first (availability and
-// operator requests), then shed_leadership (clients must not wait behind a heavy background task),
-// mask_compaction (switched off unless set on: lead elsewhere while a compaction rewrites a range),
-// incremental_join (a new node's share, range by range), load_split, merge and rebalance. load_split and merge share their memory of
-// recent load splits, so merge does not undo them.
+// builtin is one policy of the standard registry: its name, its switch in a cluster whose operators
+// never set it, and how to build it.
+type builtin struct {
+	name  string
+	on    bool
+	build func(cfg Config, splits *SplitMemory) Policy
+}
+
+// builtins are the standard registry's policies in priority order: replicate, decommission and drain
+// first (availability and operator requests), then shed_leadership (clients must not wait behind a
+// heavy background task), incremental_join (a new node's share, range by range), load_split, merge
+// and rebalance, and the read_hints switch. load_split and merge share their memory of recent load
+// splits, so merge does not undo them.
+var builtins = []builtin{
+	{NameReplicate, true, func(cfg Config, _ *SplitMemory) Policy { return NewReplicate(cfg.Replicate, cfg.MaxDiskUse) }},
+	{NameDecommission, true, func(cfg Config, _ *SplitMemory) Policy { return NewDecommission(cfg.Decommission, cfg.MaxDiskUse) }},
+	{NameDrain, true, func(cfg Config, _ *SplitMemory) Policy { return NewDrain(cfg.Drain) }},
+	{NameShed, true, func(cfg Config, _ *SplitMemory) Policy { return NewShed(cfg.Shed) }},
+	{NameJoin, true, func(cfg Config, _ *SplitMemory) Policy { return NewIncrementalJoin(cfg.Join, cfg.Replicate.Factor) }},
+	{NameLoadSplit, true, func(cfg Config, s *SplitMemory) Policy { return NewLoadSplit(cfg.LoadSplit, s) }},
+	{NameMerge, true, func(cfg Config, s *SplitMemory) Policy { return NewMerge(cfg.Merge, s) }},
+	{NameRebalance, true, func(cfg Config, _ *SplitMemory) Policy { return NewRebalance(cfg.Rebalance, cfg.MaxDiskUse) }},
+	{NameReadHints, true, func(Config, *SplitMemory) Policy { return NewReadHints() }},
+}
+
+// DefaultOn reports whether the standard registry's policy name is switched on in a cluster whose
+// operators never set its switch (false for a name it does not know). Nodes that read a switch from
+// the meta range fall back to it when no switch is stored.
+func DefaultOn(name string) bool {
+	for _, b := range builtins {
+		if b.name == name {
+			return b.on
+		}
+	}
+	return false
+}
+
+// Default returns the standard registry (builtins' order), each switch at its default (DefaultOn).
 func Default(cfg Config) *Registry {
 	cfg = cfg.WithDefaults()
 	cfg.Decommission.Sequential = cfg.Decommission.Sequential || cfg.Join.Strategy == JoinIncremental
 	splits := NewSplitMemory()
-	r := NewRegistry(
-		NewReplicate(cfg.Replicate, cfg.MaxDiskUse),
-		NewDecommission(cfg.Decommission, cfg.MaxDiskUse),
-		NewDrain(cfg.Drain),
-		NewShed(cfg.Shed),
-		NewMaskCompaction(cfg.Mask),
-		NewIncrementalJoin(cfg.Join, cfg.Replicate.Factor),
-		NewLoadSplit(cfg.LoadSplit, splits),
-		NewMerge(cfg.Merge, splits),
-		NewRebalance(cfg.Rebalance, cfg.MaxDiskUse),
-		NewReadHints(),
-	)
-	// Off until measured to help on the benchmarks that motivated it (docs/design/compaction-end-masking.md).
-	r.off[NameMaskCompaction] = true
+	r := NewRegistry()
+	for _, b := range builtins {
+		r.policies = append(r.policies, b.build(cfg, splits))
+		if !b.on {
+			r.off[b.name] = true
+		}
+	}
 	return r
 }
 
@@ -259,34 +288,6 @@ type Reactive interface {
 	Reactive()
 }
 
-// Holder is implemented by a policy that keeps leaderships away from their node for a while and
-// gives them back (mask_compaction). Held lists them: range → the node its leadership returns to.
-type Holder interface {
-	Policy
-	Held() map[uint64]uint64
-}
-
-// HoldAware is implemented by a policy that must plan with the leaderships the enabled Holders hold
-// away (rebalance: a gap a hold leaves is not an imbalance to fill, and a held leadership is not its
-// to move). The registry calls SetHeld before each of its rounds; the map is the policy's to keep.
-type HoldAware interface {
-	Policy
-	SetHeld(held map[uint64]uint64)
-}
-
-// held collects what the enabled Holders hold now.
-func (r *Registry) held() map[uint64]uint64 {
-	out := map[uint64]uint64{}
-	for _, st := range r.List() {
-		if h, ok := r.Policy(st.Name).(Holder); ok && st.On {
-			for id, home := range h.Held() {
-				out[id] = home
-			}
-		}
-	}
-	return out
-}
-
 // ProposeReactive is Propose restricted to the enabled Reactive policies.
 func (r *Registry) ProposeReactive(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	return r.proposeWith(c, pending, true)
@@ -310,9 +311,6 @@ func (r *Registry) proposeWith(c *model.Cluster, pending []*operator.Operator, r
 		p := r.Policy(st.Name)
 		if _, ok := p.(Reactive); reactiveOnly && !ok {
 			continue
-		}
-		if h, ok := p.(HoldAware); ok {
-			h.SetHeld(r.held()) // after the policies before it, whose holds of this round count
 		}
 		for _, op := range p.Propose(c, all) {
 			if anyBusy(busy, op.Ranges()) {
@@ -355,44 +353,6 @@ func newView(c *model.Cluster, pending []*operator.Operator) *view {
 		v.apply(op.PendingInfluence(c.Range(op.RangeID)))
 	}
 	return v
-}
-
-// holdAtHome counts each held leadership (range → home node; Holder) and its load at its home,
-// where it returns, rather than at the node that leads it meanwhile or is about to (a pending
-// transfer's target).
-func (v *view) holdAtHome(held map[uint64]uint64, pending []*operator.Operator) {
-	if len(held) == 0 {
-		return
-	}
-	planned := map[uint64]uint64{}
-	for _, op := range pending {
-		if _, ok := held[op.RangeID]; !ok {
-			continue
-		}
-		for id, d := range op.PendingInfluence(v.c.Range(op.RangeID)) {
-			if d.Leaders > 0 {
-				planned[op.RangeID] = id
-			}
-		}
-	}
-	for id, home := range held {
-		r := v.c.Range(id)
-		if r == nil {
-			continue
-		}
-		at, ok := planned[id]
-		if !ok {
-			at = r.Leader
-		}
-		from, to := v.load[at], v.load[home]
-		if at == home || from == nil || to == nil {
-			continue
-		}
-		from.leaders--
-		to.leaders++
-		from.qps -= r.QPS()
-		to.qps += r.QPS()
-	}
 }
 
 // leadersOf is how many leaderships node leads, operators in flight included (0 for an unknown node).

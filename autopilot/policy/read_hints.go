@@ -5,9 +5,6 @@ import (
 	"github.com/shoaldb/shoal/autopilot/operator"
 )
 
-// NameReadHints is the switch of read hints (docs/design/read-hints.md, package hints).
-const NameReadHints = "read_hints"
-
 // ReadHints proposes nothing: read hints are not operators but a mechanism of every node (leaders
 // record the reads they serve, the other replicas replay them to keep their caches warm). The policy
 // exists to carry the mechanism's cluster-wide switch, `shoal admin policy set read_hints on|off`:

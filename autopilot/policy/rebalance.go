@@ -59,13 +59,7 @@ type Rebalance struct {
 	cfg     RebalanceConfig
 	maxDisk float64
 	active  map[string]bool
-	// held are the leaderships another policy holds away from their node (HoldAware): counted at
-	// home, and never moved by rebalance.
-	held map[uint64]uint64
 }
-
-// SetHeld implements HoldAware.
-func (p *Rebalance) SetHeld(held map[uint64]uint64) { p.held = held }
 
 // NewRebalance returns the rebalance policy.
 func NewRebalance(cfg RebalanceConfig, maxDiskUse float64) *Rebalance {
@@ -136,7 +130,6 @@ func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 		}
 	}
 	v := newView(c, pending)
-	v.holdAtHome(p.held, pending)
 	nodes := v.active()
 	if len(nodes) < 2 {
 		clear(p.active)
@@ -202,7 +195,7 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 		var transfer, move *model.Range
 		for _, r := range v.c.Ranges {
 			q := r.QPS()
-			if r.Leader != from.ID || r.System || v.busy[r.ID] || p.held[r.ID] != 0 || q <= 0 || q >= gap {
+			if r.Leader != from.ID || r.System || v.busy[r.ID] || q <= 0 || q >= gap {
 				continue
 			}
 			better := func(cur *model.Range) bool { return cur == nil || math.Abs(gap-2*q) < math.Abs(gap-2*cur.QPS()) }
@@ -325,7 +318,7 @@ func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *ope
 		var best *model.Range
 		for _, r := range v.c.Ranges {
 			q := r.QPS()
-			if r.Leader != from.ID || !r.IsVoter(to.ID) || r.System || v.busy[r.ID] || p.held[r.ID] != 0 ||
+			if r.Leader != from.ID || !r.IsVoter(to.ID) || r.System || v.busy[r.ID] ||
 				math.Abs((qf-q)-(qt+q)) > tolerance {
 				continue
 			}

@@ -171,7 +171,7 @@ func (p *Shed) Propose(c *model.Cluster, pending []*operator.Operator) []*operat
 // ranked by the configured ranking; ties go to the fewest leaderships, then the lowest ID. It also
 // returns the reasoning for the decision log (each voter's state).
 func (p *Shed) candidate(v *view, r *model.Range, from uint64) (uint64, string) {
-	cands, states := idleVoters(v, r, from, nil)
+	cands, states := idleVoters(v, r, from)
 	if len(cands) == 0 {
 		if len(states) == 0 {
 			return 0, "no other voter"
@@ -260,9 +260,8 @@ func (p *Shed) giveBack(c *model.Cluster, v *view, budget int) []*operator.Opera
 }
 
 // idleVoters splits r's voters other than from into those that may take its leadership (live,
-// active, not busy with a heavy task, and not excluded by exclude, which returns why or "") and a
-// description of why each other one may not.
-func idleVoters(v *view, r *model.Range, from uint64, exclude func(*model.Node) string) ([]*model.Node, []string) {
+// active, not busy with a heavy task) and a description of why each other one may not.
+func idleVoters(v *view, r *model.Range, from uint64) ([]*model.Node, []string) {
 	var cands []*model.Node
 	var states []string
 	for _, id := range r.Voters() {
@@ -279,12 +278,6 @@ func idleVoters(v *view, r *model.Range, from uint64, exclude func(*model.Node) 
 			t := n.HeavyTask()
 			states = append(states, fmt.Sprintf("n%d busy (%s %s)", id, t.State(), t.Kind))
 		default:
-			if why := ""; exclude != nil {
-				if why = exclude(n); why != "" {
-					states = append(states, fmt.Sprintf("n%d %s", id, why))
-					continue
-				}
-			}
 			cands = append(cands, n)
 		}
 	}

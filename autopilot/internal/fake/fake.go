@@ -2,8 +2,9 @@
 // executor's Actuator by editing range descriptors directly, optionally serves a synthetic workload
 // (each snapshot reports per-range QPS and key samples), and lets tests intercept every Actuator call.
 //
-// It owns nothing but test state and must never be imported by non-test code; the simulator (sim/) is
-// the real model of a cluster.
+// It owns nothing but test state and must never be imported by non-test code. It models only what the
+// autopilot sees and asks for (descriptors, leaders, load): no raft, no data, no failures beyond what a
+// test's Hook injects; the end-to-end behaviour is tested on real nodes (package test, bench/).
 package fake
 
 import (
