@@ -653,7 +653,7 @@ func (a *Applier) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteri
 // Shedding exists so that replays do not take disk reads and CPU from the node's own clients; but
 // the range's reads come to this node within the wait either way, as client reads on a cold cache
 // if not as replays now, and a wait that times out delays the capacity the transfer brings (a
-// joining node's hand-overs each waited their full 5 s while its budget cut replays, session 13).
+// joining node's hand-overs each waited their full 5 s while its budget cut replays).
 // Only the awaited range is exempt, and only for the wait's bounded length.
 func (a *Applier) Await(rangeID uint64) (done func()) {
 	a.awaitMu.Lock()

@@ -29,10 +29,10 @@ func benchEngine(b *testing.B) *storage.Engine {
 	return eng
 }
 
-// BenchmarkReplayGet: one replayed point read, all blocks cached (2.4-2.7 µs on the 2-core machine,
-// session 17). Seeking a range batch's sorted keys with one shared iterator saved ~15 % of that
+// BenchmarkReplayGet: one replayed point read, all blocks cached (2.4-2.7 µs on a 2-core machine).
+// Seeking a range batch's sorted keys with one shared iterator saved ~15 % of that
 // (2.0-2.3 µs): not kept, since a follower's replays cost ~30 µs each on average, most of it the
-// misses' reads (a profile of a follower, docs/bench-read-hints.md).
+// misses' reads (in a profile of a follower).
 func BenchmarkReplayGet(b *testing.B) {
 	r := NewEngineReader(benchEngine(b), nil)
 	rng := rand.New(rand.NewPCG(1, 2))

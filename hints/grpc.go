@@ -127,7 +127,7 @@ func (s GRPCSender) send(ctx context.Context, to uint64, msg any) error {
 // StreamSender is a Sender that keeps one ShipStream open per peer and sends each batch as one message
 // on it. A unary Ship costs both sides a call's setup, headers and trailers per batch, and at the
 // journal's 90 ms (11 batches a second per peer) that cost the serving node more CPU than capturing
-// its reads did (docs/bench-read-hints.md, session 28). A stream that fails, or whose send outlives
+// its reads did (docs/design/read-hints.md). A stream that fails, or whose send outlives
 // the send's context, is closed and reopened on the next batch; a peer that does not know ShipStream
 // (an older node) gets unary Ship calls, and a stream again after unaryRetry (it may have been
 // upgraded since). Close closes every stream.

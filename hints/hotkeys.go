@@ -147,7 +147,7 @@ func (h *HotKeys) observe(rangeID uint64, hs []Hint, hashes []uint64, now time.T
 
 // pruneLocked keeps r's keep hottest entries. It selects them (average linear time) rather than
 // sorting: a busy range reaches 2 × PerRange entries a few times a second, and selecting instead of
-// sorting cut BenchmarkCaptureShipAll by ~8 % (docs/bench-read-hints.md, session 29).
+// sorting cut BenchmarkCaptureShipAll by ~8 %.
 func (h *HotKeys) pruneLocked(r *hotRange, keep int) {
 	keep = max(keep, 0)
 	if len(r.entries) <= keep {

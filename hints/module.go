@@ -32,8 +32,8 @@ type Config struct {
 	DisableHotKeys bool
 }
 
-// DefaultTransferWait is how long a warm-before-transfer check waits for the target by default
-// (issue 9: a bounded time, 5 s).
+// DefaultTransferWait is how long a warm-before-transfer check waits for the target by default: a
+// bounded time, so that a target that stays cold delays the transfer by at most this long.
 const DefaultTransferWait = 5 * time.Second
 
 // Validate checks the configuration as New would (for start-up validation).

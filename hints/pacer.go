@@ -4,11 +4,10 @@ import "time"
 
 // The drain and the batches it feeds run on the node's scheduler threads like its requests. With one
 // thread (GOMAXPROCS=1: a node given one CPU) a request that arrives while the shipper drains a busy
-// 90-ms window waits for the whole drain, 0.5-1.7 ms in two profiles on the 2-core VM (session 28,
-// before session 29's cheaper encoding cut a drain's in-process cost by ~38 %): with hints
-// on, an unsaturated leader's p99 rose 7-9 % there and its median did not (3-6 % paced; two runs
-// each, and the gain in throughput was within the runs' noise: docs/bench-read-hints.md, session
-// 28). So the drain works in slices and, between them, parks for a moment: parked, it lets the
+// 90-ms window waits for the whole drain (0.5-1.7 ms in two profiles on a 2-core machine, before
+// the batches' hand-written wire encoding cut a drain's in-process cost by ~38 %): with hints on, an
+// unsaturated leader's p99 rose 7-9 % there and its median did not (3-6 % paced; two runs each,
+// and the gain in throughput was within the runs' noise). So the drain works in slices and, between them, parks for a moment: parked, it lets the
 // scheduler poll the network and run the requests waiting. runtime.Gosched would not do: it runs
 // the yielding goroutine again before the scheduler looks at the network.
 const (

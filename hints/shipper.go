@@ -59,11 +59,10 @@ type ShipperConfig struct {
 	// SaturatedInterval replaces FlushInterval while the leader is saturated, that is while its
 	// buffer samples its reads (BufferConfig.SampleAt): default 500 ms, negative for never. Each batch
 	// costs the sender a fixed amount (a drain, one call per peer): on a saturated serving node,
-	// 90-ms batches cost 3.8 % of its throughput and 1-s batches 0.3 % (docs/bench-read-hints.md,
-	// session 15). 500 ms is chosen to keep a receiver's apply lag under the 1 s that
-	// warm-before-transfer allows (DefaultWarmCriteria): drained by the autopilot, a saturated
-	// leader's targets were warm at the first check with an apply lag of 0.55 s, as warm as with
-	// 90-ms batches (bench scenario read-hints-saturated-drain, session 16). A full buffer still
+	// 90-ms batches cost 3.8 % of its throughput and 1-s batches 0.3 % (docs/design/read-hints.md).
+	// 500 ms is chosen to keep a receiver's apply lag under the 1 s that warm-before-transfer allows
+	// (DefaultWarmCriteria): drained by the autopilot, a saturated leader's targets were warm at the
+	// first check with an apply lag of 0.55 s, as warm as with 90-ms batches. A full buffer still
 	// ships at once.
 	SaturatedInterval time.Duration
 	// PeerQueueLen is the number of batches queued per peer before new ones are dropped (default 8,

@@ -1,4 +1,4 @@
-// Read hints (issue 9, docs/design/read-hints.md): the node-to-node service that ships descriptions of
+// Read hints (docs/design/read-hints.md): the node-to-node service that ships descriptions of
 // the reads a range's leader served to the range's other replicas, which replay them to warm their
 // block caches. Hints are advisory: a receiver may drop any of them and they never change data.
 // Separate from the raft transport on purpose: hints are soft state, best effort and never ordered

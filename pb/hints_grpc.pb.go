@@ -1,4 +1,4 @@
-// Read hints (issue 9, docs/design/read-hints.md): the node-to-node service that ships descriptions of
+// Read hints (docs/design/read-hints.md): the node-to-node service that ships descriptions of
 // the reads a range's leader served to the range's other replicas, which replay them to warm their
 // block caches. Hints are advisory: a receiver may drop any of them and they never change data.
 // Separate from the raft transport on purpose: hints are soft state, best effort and never ordered
@@ -38,7 +38,7 @@ type HintsClient interface {
 	Ship(ctx context.Context, in *HintBatch, opts ...grpc.CallOption) (*HintShipAck, error)
 	// ShipStream carries a peer's batches on one long-lived stream, each handled as Ship handles one;
 	// the ack, when the sender closes the stream, sums them. A batch on an open stream costs neither
-	// side a call's setup, headers and trailers (docs/bench-read-hints.md, session 28).
+	// side a call's setup, headers and trailers.
 	ShipStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[HintBatch, HintShipAck], error)
 	HotKeys(ctx context.Context, in *HintHotKeysRequest, opts ...grpc.CallOption) (*HintHotKeysResponse, error)
 	WaitWarm(ctx context.Context, in *HintWaitWarmRequest, opts ...grpc.CallOption) (*HintWaitWarmResponse, error)
@@ -102,7 +102,7 @@ type HintsServer interface {
 	Ship(context.Context, *HintBatch) (*HintShipAck, error)
 	// ShipStream carries a peer's batches on one long-lived stream, each handled as Ship handles one;
 	// the ack, when the sender closes the stream, sums them. A batch on an open stream costs neither
-	// side a call's setup, headers and trailers (docs/bench-read-hints.md, session 28).
+	// side a call's setup, headers and trailers.
 	ShipStream(grpc.ClientStreamingServer[HintBatch, HintShipAck]) error
 	HotKeys(context.Context, *HintHotKeysRequest) (*HintHotKeysResponse, error)
 	WaitWarm(context.Context, *HintWaitWarmRequest) (*HintWaitWarmResponse, error)

@@ -49,18 +49,17 @@ type Options struct {
 	MemTableJitter float64
 	// LBaseMaxBytes is the target size of the LSM's base level (0: Pebble's 64 MiB). A store smaller
 	// than it keeps all its data in the bottom level, and then every compaction out of L0 rewrites
-	// the bottom-level tables its span overlaps: for writes spread over the key space, most of them
-	// (docs/bench-join.md, session 22). A smaller base level gives a small store more levels; in the
-	// one run measured (1 MiB, Pebble's 2 MiB tables), the compactions into the bottom level still
-	// spanned every key; with small tables too (TargetFileBytes) they span a slice of it.
+	// the bottom-level tables its span overlaps: for writes spread over the key space, most of them.
+	// A smaller base level gives a small store more levels; in the one run measured (1 MiB,
+	// Pebble's 2 MiB tables), the compactions into the bottom level still spanned every key; with
+	// small tables too (TargetFileBytes) they span a slice of it.
 	LBaseMaxBytes int64
 	// TargetFileBytes is the target size of an L0 table (0: Pebble's 2 MiB); each level from the
 	// base level down targets twice the one above it, and flushes split L0 into sublevels of about
 	// twice this. With LBaseMaxBytes it scales the LSM's shape to a small store: a store of a few
 	// tables a level has every compaction span its whole key space, so each one's end leaves the
 	// node's block cache with none of its blocks; with tables a fraction of a level, a compaction
-	// below the base level rewrites only the key span of the table it picked (docs/bench-join.md,
-	// session 27).
+	// below the base level rewrites only the key span of the table it picked.
 	TargetFileBytes int64
 	// FS overrides the filesystem (tests, fault injection, emulated devices). Default: the OS.
 	FS vfs.FS
