@@ -9,10 +9,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
 )
 
 // Reader replays reads on the receiving node through its storage engine's normal read path, so the
-// engine's block cache loads the blocks the reads touch (the node's implementation: EngineReader).
+// engine's block cache loads the blocks the reads touch (the node's implementation: package enginereader).
 // It must only read, must see the replica's latest applied state like any local read, and must
 // discard what it reads. It is called from several worker goroutines at once.
 type Reader interface {
@@ -184,7 +186,7 @@ type Applier struct {
 	// replayed remembers the reads replayed in the current ReplayEvery period.
 	replayed recentReplays
 	// onApply, if set, sees every range batch a worker takes (the module's hot-key summary).
-	onApply func(RangeHints)
+	onApply func(hint.RangeHints)
 
 	queue chan applyItem
 	base  atomic.Uint64 // configured fraction (float64 bits); SetFraction changes it
@@ -210,7 +212,7 @@ type Applier struct {
 }
 
 type applyItem struct {
-	r RangeHints
+	r hint.RangeHints
 }
 
 // NewApplier returns an applier replaying through reader; Start runs its workers.
@@ -297,7 +299,7 @@ func (a *Applier) lastLoadReset() {
 // Receive queues a received batch for replay without blocking: each range is one work item, dropped
 // (and counted) when the queue is full or the node is overloaded. It returns how many ranges were
 // queued and dropped.
-func (a *Applier) Receive(ranges []RangeHints, now time.Time) (queued, dropped int) {
+func (a *Applier) Receive(ranges []hint.RangeHints, now time.Time) (queued, dropped int) {
 	paused := a.refreshLoad(now)
 	a.recvMu.RLock()
 	defer a.recvMu.RUnlock()
@@ -442,11 +444,11 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 		a.c.drop(DropOverloaded, uint64(len(r.Hints)))
 		return
 	}
-	if len(r.hashes) != len(r.Hints) {
+	if len(r.Hashes) != len(r.Hints) {
 		// Hashed once here for both the selection below and the hot-key summary.
-		r.hashes = make([]uint64, len(r.Hints))
+		r.Hashes = make([]uint64, len(r.Hints))
 		for i := range r.Hints {
-			r.hashes[i] = r.Hints[i].hash64()
+			r.Hashes[i] = r.Hints[i].Hash64()
 		}
 	}
 	if a.onApply != nil {
@@ -464,7 +466,7 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 			a.c.drop(DropClosed, uint64(len(r.Hints)-i))
 			break
 		}
-		hash := r.hashes[i]
+		hash := r.Hashes[i]
 		if !a.selectedHash(hash, frac) {
 			a.c.drop(DropSelective, 1)
 			skipped++
@@ -513,7 +515,9 @@ func (a *Applier) apply(ctx context.Context, it applyItem) {
 	a.warm.record(r.RangeID, now, lag, applied, replays, stats)
 }
 
-func (a *Applier) selected(d Descriptor, frac float64) bool { return a.selectedHash(d.hash64(), frac) }
+func (a *Applier) selected(d hint.Descriptor, frac float64) bool {
+	return a.selectedHash(d.Hash64(), frac)
+}
 
 func (a *Applier) selectedHash(h uint64, frac float64) bool {
 	switch {
@@ -584,7 +588,7 @@ func (r *recentReplays) seen(h uint64, now time.Time, every time.Duration) bool 
 
 // replay runs one read through the reader and counts the blocks it read from disk (the disk budget's
 // measure; live hints and warm-ups alike).
-func (a *Applier) replay(ctx context.Context, rangeID uint64, d Descriptor) (ReplayStats, error) {
+func (a *Applier) replay(ctx context.Context, rangeID uint64, d hint.Descriptor) (ReplayStats, error) {
 	var st ReplayStats
 	var err error
 	if !d.Scan {
@@ -604,7 +608,7 @@ func (a *Applier) replay(ctx context.Context, rangeID uint64, d Descriptor) (Rep
 
 // Warm replays hints for rangeID synchronously and in full (no selection, no overload check): the
 // warm-after-restart path, before the replica may lead. It returns the summed replay stats.
-func (a *Applier) Warm(ctx context.Context, rangeID uint64, hs []Hint) (ReplayStats, error) {
+func (a *Applier) Warm(ctx context.Context, rangeID uint64, hs []hint.Hint) (ReplayStats, error) {
 	var stats ReplayStats
 	var applied uint64
 	for _, h := range hs {

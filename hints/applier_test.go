@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
 )
 
 func newTestApplier(t *testing.T, r Reader, cfg ApplierConfig) *Applier {
@@ -20,8 +22,8 @@ func newTestApplier(t *testing.T, r Reader, cfg ApplierConfig) *Applier {
 	return a
 }
 
-func rangeOf(id uint64, keys ...string) RangeHints {
-	return RangeHints{RangeID: id, CapturedAt: time.Now(), Hints: pointHints(keys...)}
+func rangeOf(id uint64, keys ...string) hint.RangeHints {
+	return hint.RangeHints{RangeID: id, CapturedAt: time.Now(), Hints: pointHints(keys...)}
 }
 
 func manyKeys(prefix string, n int) []string {
@@ -38,14 +40,14 @@ func TestApplierReplaysEachHintOnceAndCounts(t *testing.T) {
 	model.noRange[9] = true
 	a := newTestApplier(t, model, ApplierConfig{Workers: 2, MaxScanRows: 50})
 	a.Start()
-	r := RangeHints{RangeID: 1, CapturedAt: time.Now(), Hints: []Hint{
-		{Descriptor: Point([]byte("a")), Count: 5}, // summarized: replayed once
-		{Descriptor: Point([]byte("bad")), Count: 1},
-		{Descriptor: ScanOf([]byte("s"), []byte("t"), 0, false), Count: 1},   // no limit: MaxScanRows
-		{Descriptor: ScanOf([]byte("s"), []byte("t"), 1000, true), Count: 1}, // above the cap: MaxScanRows
-		{Descriptor: ScanOf([]byte("s"), []byte("t"), 10, false), Count: 1},  // its own limit
+	r := hint.RangeHints{RangeID: 1, CapturedAt: time.Now(), Hints: []hint.Hint{
+		{Descriptor: hint.Point([]byte("a")), Count: 5}, // summarized: replayed once
+		{Descriptor: hint.Point([]byte("bad")), Count: 1},
+		{Descriptor: hint.ScanOf([]byte("s"), []byte("t"), 0, false), Count: 1},   // no limit: MaxScanRows
+		{Descriptor: hint.ScanOf([]byte("s"), []byte("t"), 1000, true), Count: 1}, // above the cap: MaxScanRows
+		{Descriptor: hint.ScanOf([]byte("s"), []byte("t"), 10, false), Count: 1},  // its own limit
 	}}
-	q, d := a.Receive([]RangeHints{r, rangeOf(9, "x", "y")}, time.Now())
+	q, d := a.Receive([]hint.RangeHints{r, rangeOf(9, "x", "y")}, time.Now())
 	if q != 2 || d != 0 {
 		t.Fatalf("queued %d dropped %d", q, d)
 	}
@@ -72,14 +74,14 @@ func TestApplierBackPressure(t *testing.T) {
 	const queueLen = 3
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1, QueueLen: queueLen})
 	a.Start()
-	if q, _ := a.Receive([]RangeHints{rangeOf(1, "first")}, time.Now()); q != 1 {
+	if q, _ := a.Receive([]hint.RangeHints{rangeOf(1, "first")}, time.Now()); q != 1 {
 		t.Fatal("first batch not queued")
 	}
 	<-model.started // the only worker holds "first"
 	start := time.Now()
 	var queued, dropped int
 	for i := 0; i < 10; i++ {
-		q, d := a.Receive([]RangeHints{rangeOf(uint64(10+i), "k1", "k2")}, time.Now())
+		q, d := a.Receive([]hint.RangeHints{rangeOf(uint64(10+i), "k1", "k2")}, time.Now())
 		queued += q
 		dropped += d
 	}
@@ -106,9 +108,9 @@ func TestApplierCloseDropsQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Start()
-	a.Receive([]RangeHints{rangeOf(1, "a", "b")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(1, "a", "b")}, time.Now())
 	<-model.started
-	a.Receive([]RangeHints{rangeOf(2, "c"), rangeOf(3, "d", "e")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(2, "c"), rangeOf(3, "d", "e")}, time.Now())
 	a.Close() // cancels the stuck replay
 	m := a.Metrics()
 	// "a" was cancelled (a replay error), "b" not started, the two queued batches dropped.
@@ -123,7 +125,7 @@ func appliedSet(t *testing.T, sel Selection, frac float64, keys []string) map[st
 	a := newTestApplier(t, model, ApplierConfig{Workers: 2, QueueLen: 1024, Fraction: frac, Selection: sel})
 	a.Start()
 	for i := 0; i < len(keys); i += 500 {
-		a.Receive([]RangeHints{rangeOf(1, keys[i:min(i+500, len(keys))]...)}, time.Now())
+		a.Receive([]hint.RangeHints{rangeOf(1, keys[i:min(i+500, len(keys))]...)}, time.Now())
 	}
 	eventually(t, 10*time.Second, "all hints handled", func() bool {
 		m := a.Metrics()
@@ -190,7 +192,7 @@ func freshBatches(t *testing.T, a *Applier, n int) func(rangeID uint64) float64 
 		t.Helper()
 		batch++
 		before := a.Metrics()
-		a.Receive([]RangeHints{rangeOf(rangeID, manyKeys(fmt.Sprintf("b%d-", batch), n)...)}, time.Now())
+		a.Receive([]hint.RangeHints{rangeOf(rangeID, manyKeys(fmt.Sprintf("b%d-", batch), n)...)}, time.Now())
 		eventually(t, 10*time.Second, "batch handled", func() bool { return handled(a.Metrics())-handled(before) == uint64(n) })
 		return float64(a.Metrics().Applied-before.Applied) / float64(n)
 	}
@@ -253,9 +255,9 @@ func TestApplierOverloadDropsQueued(t *testing.T) {
 			return 0
 		}})
 	a.Start()
-	a.Receive([]RangeHints{rangeOf(1, "held")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(1, "held")}, time.Now())
 	<-model.started
-	a.Receive([]RangeHints{rangeOf(2, "q1", "q2"), rangeOf(3, "q3")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(2, "q1", "q2"), rangeOf(3, "q3")}, time.Now())
 	overloaded.Store(true)
 	model.gate <- struct{}{}
 	eventually(t, 5*time.Second, "queued batches dropped", func() bool { return a.Metrics().Dropped[DropOverloaded] == 3 })
@@ -269,10 +271,10 @@ func TestApplierSetFraction(t *testing.T) {
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1})
 	a.Start()
 	a.SetFraction(0)
-	a.Receive([]RangeHints{rangeOf(1, "a", "b")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(1, "a", "b")}, time.Now())
 	eventually(t, 5*time.Second, "selective drops", func() bool { return a.Metrics().Dropped[DropSelective] == 2 })
 	a.SetFraction(1)
-	a.Receive([]RangeHints{rangeOf(1, "a", "b")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(1, "a", "b")}, time.Now())
 	eventually(t, 5*time.Second, "applied", func() bool { return a.Metrics().Applied == 2 })
 }
 
@@ -311,7 +313,7 @@ func TestApplierReceiveAfterClose(t *testing.T) {
 	}
 	a.Start()
 	a.Close()
-	if q, d := a.Receive([]RangeHints{rangeOf(1, "a", "b")}, time.Now()); q != 0 || d != 1 || a.Metrics().Dropped[DropClosed] != 2 {
+	if q, d := a.Receive([]hint.RangeHints{rangeOf(1, "a", "b")}, time.Now()); q != 0 || d != 1 || a.Metrics().Dropped[DropClosed] != 2 {
 		t.Fatalf("after close: queued %d dropped %d, %v", q, d, a.Metrics().Dropped)
 	}
 }
@@ -323,7 +325,7 @@ func TestApplierSkippedBatchKeepsWarmthFresh(t *testing.T) {
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1})
 	a.Start()
 	a.SetFraction(1e-9) // above 0, but no hash falls below it
-	a.Receive([]RangeHints{rangeOf(3, "a")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(3, "a")}, time.Now())
 	eventually(t, 5*time.Second, "batch handled", func() bool { return a.Warmth(3).Known })
 	if w := a.Warmth(3); w.Replays != 0 || w.HintsApplied != 0 || w.Idle > time.Second || a.Metrics().Dropped[DropSelective] != 1 {
 		t.Fatalf("warmth %+v, drops %v", w, a.Metrics().Dropped)
@@ -336,12 +338,12 @@ func TestApplierFractionZeroLetsWarmthGoStale(t *testing.T) {
 	model := newCacheModel()
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1})
 	a.Start()
-	a.Receive([]RangeHints{rangeOf(3, "a", "b")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(3, "a", "b")}, time.Now())
 	eventually(t, 5*time.Second, "batch applied", func() bool { return a.Warmth(3).HintsApplied == 2 })
 	last := a.Warmth(3)
 	a.SetFraction(0)
 	time.Sleep(20 * time.Millisecond)
-	a.Receive([]RangeHints{rangeOf(3, "a", "b")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(3, "a", "b")}, time.Now())
 	eventually(t, 5*time.Second, "batch dropped", func() bool { return a.Metrics().Dropped[DropSelective] == 2 })
 	w := a.Warmth(3)
 	if w.HintsApplied != 2 || w.Idle < last.Idle+20*time.Millisecond {
@@ -361,12 +363,12 @@ func TestApplierRecurringOnly(t *testing.T) {
 	a.Start()
 	first := rangeOf(1, "once", "again", "twice")
 	first.Hints[2].Count = 2 // "twice" was read twice in this batch
-	a.Receive([]RangeHints{first}, time.Now())
+	a.Receive([]hint.RangeHints{first}, time.Now())
 	eventually(t, 5*time.Second, "first batch", func() bool { m := a.Metrics(); return m.Applied+m.Dropped[DropOneOff] == 3 })
 	if calls := model.callSet(); len(calls) != 1 || calls["twice"] != 1 {
 		t.Fatalf("replayed %v after the first batch: want only the read repeated in it", calls)
 	}
-	a.Receive([]RangeHints{rangeOf(1, "again", "new")}, time.Now())
+	a.Receive([]hint.RangeHints{rangeOf(1, "again", "new")}, time.Now())
 	eventually(t, 5*time.Second, "second batch", func() bool { m := a.Metrics(); return m.Applied+m.Dropped[DropOneOff] == 5 })
 	m := a.Metrics()
 	if calls := model.callSet(); m.Applied != 2 || m.Dropped[DropOneOff] != 3 || calls["again"] != 1 || calls["new"]+calls["once"] != 0 {
@@ -399,16 +401,16 @@ func TestApplierReplayEvery(t *testing.T) {
 	model := newCacheModel()
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1, RecurringOnly: true, RecurWindow: time.Hour, ReplayEvery: 300 * time.Millisecond})
 	a.Start()
-	hot := func() RangeHints {
+	hot := func() hint.RangeHints {
 		r := rangeOf(1, "hot")
 		r.Hints[0].Count = 3
 		return r
 	}
-	a.Receive([]RangeHints{hot()}, time.Now())
+	a.Receive([]hint.RangeHints{hot()}, time.Now())
 	eventually(t, 5*time.Second, "first batch", func() bool { return a.Metrics().Applied == 1 })
 	before := a.Warmth(1)
 	time.Sleep(5 * time.Millisecond)
-	a.Receive([]RangeHints{hot()}, time.Now())
+	a.Receive([]hint.RangeHints{hot()}, time.Now())
 	eventually(t, 5*time.Second, "second batch", func() bool { return a.Metrics().Dropped[DropRecentlyReplayed] == 1 })
 	if calls := model.callSet(); calls["hot"] != 1 || a.Metrics().Applied != 1 {
 		t.Fatalf("replayed %v, applied %d: want one replay within the period", calls, a.Metrics().Applied)
@@ -417,7 +419,7 @@ func TestApplierReplayEvery(t *testing.T) {
 		t.Fatalf("warmth %+v after a batch replayed recently (before: %+v): want it refreshed", w, before)
 	}
 	time.Sleep(350 * time.Millisecond)
-	a.Receive([]RangeHints{hot()}, time.Now())
+	a.Receive([]hint.RangeHints{hot()}, time.Now())
 	eventually(t, 5*time.Second, "after the period", func() bool { return a.Metrics().Applied == 2 })
 }
 
@@ -524,7 +526,7 @@ func TestApplierAwaitedWithheldBatchKeepsWarmthFresh(t *testing.T) {
 		Load: func() float64 { return 1 }})
 	a.Start()
 	defer a.Await(17)()
-	a.Receive([]RangeHints{{RangeID: 17, CapturedAt: time.Now()}, {RangeID: 18, CapturedAt: time.Now()}}, time.Now())
+	a.Receive([]hint.RangeHints{{RangeID: 17, CapturedAt: time.Now()}, {RangeID: 18, CapturedAt: time.Now()}}, time.Now())
 	if !a.Metrics().Paused {
 		t.Fatal("not paused at load 1")
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
 )
 
 // The capture buffer (the paper's read-hints buffer, RHB): two pre-allocated segments, one active.
@@ -45,7 +47,7 @@ type BufferConfig struct {
 	RecurringOnly bool
 	// RecurWindow is how long a withheld read is remembered (default 2 s; one to two windows).
 	RecurWindow time.Duration
-	// Load, if set, is this node's load in [0, 1] (e.g. CPULoad.Load), sampled at each drain. At
+	// Load, if set, is this node's load in [0, 1] (e.g. cpuload.Meter's Load), sampled at each drain. At
 	// SampleAt or above the node is saturated and sheds capture work: each read is recorded with
 	// probability SampleFraction (dropped ones count as sampled), until the load falls below
 	// SampleResume. Hot reads recur, so they are still captured and shipped; what is lost is
@@ -147,7 +149,7 @@ type Buffer struct {
 
 type rangeAcc struct {
 	idx    map[uint64]int32 // descriptor hash → index in hints (collisions are checked)
-	hints  []Hint
+	hints  []hint.Hint
 	hashes []uint64
 	seen   bool
 }
@@ -191,7 +193,7 @@ func (b *Buffer) RecordScan(rangeID uint64, start, end []byte, limit int, revers
 	if reverse {
 		flags |= entryReverse
 	}
-	return b.record(rangeID, start, end, clampLimit(limit), flags)
+	return b.record(rangeID, start, end, hint.ClampLimit(limit), flags)
 }
 
 func (b *Buffer) record(rangeID uint64, key, end []byte, limit uint32, flags uint8) bool {
@@ -247,13 +249,13 @@ func (b *Buffer) record(rangeID uint64, key, end []byte, limit uint32, flags uin
 // Drain swaps the segments and returns the drained one's reads, grouped per range (ascending range
 // id) with duplicates summarized into one hint with a count, in order of first occurrence. The
 // returned hints own their memory. Drains are serialized; Record never waits for one.
-func (b *Buffer) Drain() []RangeHints { return b.drain(nil) }
+func (b *Buffer) Drain() []hint.RangeHints { return b.drain(nil) }
 
 // drainPaceEvery is how many entries the drain summarizes between looks at its pacer's clock.
 const drainPaceEvery = 32
 
 // drain is Drain, pausing per p between slices of its work (nil: never).
-func (b *Buffer) drain(p *pacer) []RangeHints {
+func (b *Buffer) drain(p *pacer) []hint.RangeHints {
 	b.drainMu.Lock()
 	defer b.drainMu.Unlock()
 	b.refreshSampling()
@@ -278,7 +280,7 @@ func (b *Buffer) drain(p *pacer) []RangeHints {
 	return out
 }
 
-func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHints {
+func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []hint.RangeHints {
 	var recorded, distinct int
 	for i := 0; i < n; i++ {
 		if i%drainPaceEvery == drainPaceEvery-1 {
@@ -296,7 +298,7 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHint
 		}
 		acc.seen = true
 		d := s.descriptor(e)
-		h := descHash(d.Key, d.End, d.Limit, (e.flags&(entryScan|entryReverse))>>1)
+		h := d.Hash64()
 		if j, ok := acc.idx[h]; ok && acc.hints[j].Descriptor.Equal(d) {
 			if acc.hints[j].Count < ^uint32(0) {
 				acc.hints[j].Count++
@@ -306,7 +308,7 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHint
 			acc.idx[h] = int32(len(acc.hints))
 		}
 		// (A hash collision with another descriptor: this one is kept as its own hint, unindexed.)
-		acc.hints = append(acc.hints, Hint{Descriptor: d, Count: 1})
+		acc.hints = append(acc.hints, hint.Hint{Descriptor: d, Count: 1})
 		acc.hashes = append(acc.hashes, h)
 		distinct++
 	}
@@ -354,9 +356,9 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHint
 	}
 	b.c.drop(DropSenderOneOff, uint64(withheld))
 	arena := make([]byte, 0, keyBytes)
-	hints := make([]Hint, 0, kept)
+	hints := make([]hint.Hint, 0, kept)
 	hashes := make([]uint64, 0, kept)
-	out := make([]RangeHints, 0, len(ids))
+	out := make([]hint.RangeHints, 0, len(ids))
 	for _, id := range ids {
 		acc := b.byRange[id]
 		start := len(hints)
@@ -375,8 +377,8 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []RangeHint
 		}
 		// A range whose reads were all withheld still gets an (empty) entry: it tells the receivers
 		// that hints flow and nothing recurred, so its warmth does not go idle.
-		out = append(out, RangeHints{RangeID: id, CapturedAt: captured, Hints: hints[start:len(hints):len(hints)],
-			hashes: hashes[start:len(hashes):len(hashes)]})
+		out = append(out, hint.RangeHints{RangeID: id, CapturedAt: captured, Hints: hints[start:len(hints):len(hints)],
+			Hashes: hashes[start:len(hashes):len(hashes)]})
 	}
 	b.resetScratch()
 	return out
@@ -461,7 +463,7 @@ func (r *senderRecent) rotate(now, window int64) {
 // the batch, or was recorded within the last one to two windows. A read withheld before is shipped
 // with its count raised by one (the withheld read), so that a recurring-only receiver, which never
 // saw it, replays it.
-func (r *senderRecent) ship(k uint64, h *Hint) bool {
+func (r *senderRecent) ship(k uint64, h *hint.Hint) bool {
 	shipped, seen := r.cur[k]
 	if !seen {
 		shipped, seen = r.prev[k]
@@ -479,9 +481,9 @@ func (r *senderRecent) ship(k uint64, h *Hint) bool {
 }
 
 // descriptor views entry e's keys in the arena (valid until the segment is reset).
-func (s *segment) descriptor(e *entry) Descriptor {
+func (s *segment) descriptor(e *entry) hint.Descriptor {
 	k := s.arena[e.off : e.off+e.klen : e.off+e.klen]
-	d := Descriptor{Key: k, Limit: e.limit, Scan: e.flags&entryScan != 0, Reverse: e.flags&entryReverse != 0}
+	d := hint.Descriptor{Key: k, Limit: e.limit, Scan: e.flags&entryScan != 0, Reverse: e.flags&entryReverse != 0}
 	if d.Scan {
 		end := e.off + e.klen
 		d.End = s.arena[end : end+e.elen : end+e.elen]

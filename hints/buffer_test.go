@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
 )
 
 type rec struct {
@@ -24,7 +26,7 @@ func (r rec) do(b *Buffer) bool {
 }
 
 // render prints drained hints as "r<id> <descriptor> x<count>" lines, in order.
-func render(rs []RangeHints) []string {
+func render(rs []hint.RangeHints) []string {
 	var out []string
 	for _, r := range rs {
 		for _, h := range r.Hints {
@@ -232,7 +234,7 @@ func TestBufferSwapUnderConcurrentWriters(t *testing.T) {
 	drained := map[string]int{}
 	var drains int
 	drainerDone := make(chan struct{})
-	collect := func(rs []RangeHints) {
+	collect := func(rs []hint.RangeHints) {
 		for _, r := range rs {
 			for _, h := range r.Hints {
 				if r.RangeID != uint64(h.Key[0]) {
@@ -333,4 +335,37 @@ func BenchmarkBufferRecord(b *testing.B) {
 		}
 	})
 	close(stop)
+}
+
+// The drain hands the hot-key summary each hint's hash (so it is computed once); it must be the
+// descriptor's own, with and without RecurringOnly's compaction.
+func TestDrainedHashesMatchHints(t *testing.T) {
+	for _, cfg := range []BufferConfig{{}, {RecurringOnly: true}} {
+		b, err := NewBuffer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := 0; round < 3; round++ {
+			for i := 0; i < 300; i++ {
+				b.Record(uint64(1+i%3), []byte(fmt.Sprintf("user%04d", (i*7+round)%90)))
+				if i%13 == 0 {
+					// Seen once: withheld under RecurringOnly, so the kept hints (and hashes) shift.
+					b.Record(uint64(1+i%3), []byte(fmt.Sprintf("once%d-%d", round, i)))
+				}
+				if i%5 == 0 {
+					b.RecordScan(uint64(1+i%3), []byte(fmt.Sprintf("s%03d", i%11)), []byte("t"), i%4, i%2 == 0)
+				}
+			}
+			for _, r := range b.Drain() {
+				if len(r.Hashes) != len(r.Hints) {
+					t.Fatalf("recurring=%v: range %d: %d hashes for %d hints", cfg.RecurringOnly, r.RangeID, len(r.Hashes), len(r.Hints))
+				}
+				for i, h := range r.Hints {
+					if r.Hashes[i] != h.Hash64() {
+						t.Fatalf("recurring=%v: range %d hint %v: hash %x, want %x", cfg.RecurringOnly, r.RangeID, h, r.Hashes[i], h.Hash64())
+					}
+				}
+			}
+		}
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"math/rand"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
+	"github.com/shoaldb/shoal/hints/hotkeys"
 )
 
 // A leader's capture-to-wire path at the saturated setup's shape: YCSB keys (33 bytes), zipfian (s = 1.01) over
@@ -21,7 +24,7 @@ func benchCaptureShip(b *testing.B, cfg BufferConfig) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hot := NewHotKeys(HotKeysConfig{})
+	hot := hotkeys.New(hotkeys.Config{})
 	var bytes, reads int
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -40,18 +43,18 @@ func benchCaptureShip(b *testing.B, cfg BufferConfig) {
 		out := buf.Drain()
 		now := time.Now()
 		for _, r := range out {
-			hot.observeRange(r, now)
+			hot.ObserveRange(r, now)
 		}
 		// As the shipper does for a wireSender: each range encoded once, laid out per peer.
 		var peers [2]peerBatch
 		for _, r := range out {
-			enc := encodeRange(r, now)
+			enc := hint.EncodeRange(r, now)
 			for p := range peers {
 				peers[p].encoded = append(peers[p].encoded, enc)
 			}
 		}
 		for p := range peers {
-			bytes += len(appendBatchTrailer(peers[p].wire(batchTrailerMax+1), 1, "c", 1000))
+			bytes += len(hint.AppendBatchTrailer(peers[p].wire(hint.BatchTrailerMax+1), 1, "c", 1000))
 		}
 	}
 	b.ReportMetric(float64(bytes)/float64(reads), "B/read")

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
 )
 
 // The budget's controller: each interval it scales the fraction down in proportion while replays
@@ -110,7 +112,7 @@ func TestDiskBudgetLimitsMissingReplays(t *testing.T) {
 				clientMisses.Add(2700) // the clients' own missed blocks in the interval
 				keys := manyKeys(fmt.Sprintf("b%d-", b), 500)
 				before := a.Metrics()
-				a.Receive([]RangeHints{rangeOf(1, keys...)}, time.Now())
+				a.Receive([]hint.RangeHints{rangeOf(1, keys...)}, time.Now())
 				eventually(t, 10*time.Second, "batch handled", func() bool {
 					m := a.Metrics()
 					return m.Applied+m.Dropped[DropSelective]-before.Applied-before.Dropped[DropSelective] == 500

@@ -6,9 +6,11 @@
 //
 // It owns the capture buffer (Buffer), the shipping loop and per-peer queues (Shipper), the
 // receiver's apply pool with selective and load-adaptive replay (Applier), per-range warmth
-// (Warmth, WaitWarm), the hot-key summary a restarted peer asks for (HotKeys), the conversions to
-// and from the wire types of pb/hints.proto, the gRPC service and client for them, and a Reader over
-// the node's storage engine (EngineReader). Module puts them together for a node.
+// (Warmth, WaitWarm), and the gRPC service and client (Service, StreamSender, Client). Module puts
+// them together for a node. Its sub-packages hold the parts with narrow interfaces: the hints
+// themselves and their wire encodings (hint), the hot-key summary a restarted peer asks for
+// (hotkeys), the Reader over the node's storage engine (enginereader), and the process CPU load
+// that capture and replay adapt to (cpuload).
 //
 // It must never write to the engine, never block or fail a client's read or write (capture drops
 // and counts instead of waiting; shipping and applying are asynchronous and bounded), never retry
@@ -37,14 +39,15 @@
 // applied or dropped (apply_queue_full, overloaded, selective, no_replica, replay_error, closed,
 // wrong_cluster, one_off).
 //
-// # Wiring (kv/hints.go, kv/autopilot.go)
+// # Wiring (the node's read-hints adapter and autopilot host)
 //
 // The node builds one Module (New) with a Sender (StreamSender over its peer connections), a Reader
-// (NewEngineReader over its engine, bounded by its replicas' spans) and Config.Peers (each range's
+// (enginereader.New over its engine, bounded by its replicas' spans) and Config.Peers (each range's
 // other replicas); it registers Module.Service on its gRPC server, calls Record/RecordScan after a
 // leader's read, Client.WaitWarm before an autopilot leadership transfer, Module.WarmFromPeer when
 // a replica starts (or, while its applier sheds replays for load, Module.DeferWarm, with
 // Module.SetWarmUp telling the module how to warm one replica from its peers; WaitWarm runs a
-// put-off warm-up first), Module.Forget when one leaves, and exports Module.Collectors. A new node learns its
-// identity after the module is built: Module.SetIdentity.
+// put-off warm-up first), Module.Forget when one leaves, and exports Module.Collectors. A new node
+// learns its identity after the module is built: Module.SetIdentity. Its load signal (LoadFunc) is
+// cpuload.Meter's Load, raised by its disk's utilization while it serves.
 package hints

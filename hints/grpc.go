@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/shoaldb/shoal/hints/hint"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -71,7 +72,7 @@ func (s *service) HotKeys(_ context.Context, req *pb.HintHotKeysRequest) (*pb.Hi
 		return nil, err
 	}
 	hs := s.m.HotKeys(req.GetRangeId(), int(req.GetLimit()))
-	return &pb.HintHotKeysResponse{RangeId: req.GetRangeId(), Hints: HintsToProto(hs)}, nil
+	return &pb.HintHotKeysResponse{RangeId: req.GetRangeId(), Hints: hint.HintsToProto(hs)}, nil
 }
 
 // WaitWarm implements pb.HintsServer.
@@ -322,10 +323,10 @@ func (c *Client) WaitWarm(ctx context.Context, rangeID uint64, crit WarmCriteria
 }
 
 // HotKeys fetches up to limit (0: the peer's default) of the peer's hottest reads of rangeID.
-func (c *Client) HotKeys(ctx context.Context, rangeID uint64, limit int) ([]Hint, error) {
+func (c *Client) HotKeys(ctx context.Context, rangeID uint64, limit int) ([]hint.Hint, error) {
 	resp, err := c.c.HotKeys(ctx, &pb.HintHotKeysRequest{RangeId: rangeID, Limit: uint32(max(limit, 0)), ClusterId: c.clusterID})
 	if err != nil {
 		return nil, fmt.Errorf("range %d: hot keys: %w", rangeID, err)
 	}
-	return HintsFromProto(resp.GetHints()), nil
+	return hint.HintsFromProto(resp.GetHints()), nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/hints/hint"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -135,10 +136,10 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func pointHints(keys ...string) []Hint {
-	out := make([]Hint, len(keys))
+func pointHints(keys ...string) []hint.Hint {
+	out := make([]hint.Hint, len(keys))
 	for i, k := range keys {
-		out[i] = Hint{Descriptor: Point([]byte(k)), Count: 1}
+		out[i] = hint.Hint{Descriptor: hint.Point([]byte(k)), Count: 1}
 	}
 	return out
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/shoaldb/shoal/hints/hint"
+	"github.com/shoaldb/shoal/hints/hotkeys"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -27,7 +29,7 @@ type Config struct {
 	Buffer  BufferConfig
 	Shipper ShipperConfig // NodeID, ClusterID, Peers and Target are taken from above
 	Applier ApplierConfig
-	HotKeys HotKeysConfig
+	HotKeys hotkeys.Config
 	// DisableHotKeys turns the hot-key summary off (HotKeys then answers nothing).
 	DisableHotKeys bool
 }
@@ -60,7 +62,7 @@ type Module struct {
 	shipper *Shipper
 	sender  Sender
 	applier *Applier
-	hot     *HotKeys
+	hot     *hotkeys.Summary
 
 	// Warm-ups put off until a leadership is about to arrive (DeferWarm, SetWarmUp).
 	deferMu  sync.Mutex
@@ -91,14 +93,14 @@ func New(cfg Config, sender Sender, reader Reader) (*Module, error) {
 	m := &Module{cfg: cfg, c: c, buf: buf, shipper: shipper, sender: sender, applier: applier, deferred: map[uint64]bool{}}
 	m.cluster.Store(&cfg.ClusterID)
 	if !cfg.DisableHotKeys {
-		m.hot = NewHotKeys(cfg.HotKeys)
-		shipper.onDrain = func(rs []RangeHints) {
+		m.hot = hotkeys.New(cfg.HotKeys)
+		shipper.onDrain = func(rs []hint.RangeHints) {
 			now := time.Now()
 			for _, r := range rs {
-				m.hot.observeRange(r, now)
+				m.hot.ObserveRange(r, now)
 			}
 		}
-		applier.onApply = func(r RangeHints) { m.hot.observeRange(r, time.Now()) }
+		applier.onApply = func(r hint.RangeHints) { m.hot.ObserveRange(r, time.Now()) }
 	}
 	return m, nil
 }
@@ -146,7 +148,7 @@ func (m *Module) Flush() { m.shipper.Flush() }
 // blocking and acknowledges what it queued.
 func (m *Module) Receive(b *pb.HintBatch) *pb.HintShipAck {
 	now := time.Now()
-	ranges := BatchFromProto(b, now)
+	ranges := hint.BatchFromProto(b, now)
 	m.c.receivedBatches.Add(1)
 	m.c.bytesReceived.Add(uint64(proto.Size(b)))
 	if cluster := m.clusterID(); cluster != "" && b.GetClusterId() != "" && b.GetClusterId() != cluster {
@@ -251,18 +253,18 @@ func (m *Module) RunDeferred(ctx context.Context, rangeID uint64, bound time.Dur
 
 // HotKeys returns up to limit of rangeID's hottest reads as this node knows them (captured here as
 // leader, or received as hints); limit <= 0: the summary's PerRange.
-func (m *Module) HotKeys(rangeID uint64, limit int) []Hint {
+func (m *Module) HotKeys(rangeID uint64, limit int) []hint.Hint {
 	if m.hot == nil {
 		return nil
 	}
-	if limit <= 0 || limit > m.hot.cfg.PerRange {
-		limit = m.hot.cfg.PerRange
+	if limit <= 0 || limit > m.hot.Config().PerRange {
+		limit = m.hot.Config().PerRange
 	}
 	return m.hot.Top(rangeID, limit, time.Now())
 }
 
 // Warm replays hs for rangeID now, in full (warm after restart; see Applier.Warm).
-func (m *Module) Warm(ctx context.Context, rangeID uint64, hs []Hint) (ReplayStats, error) {
+func (m *Module) Warm(ctx context.Context, rangeID uint64, hs []hint.Hint) (ReplayStats, error) {
 	return m.applier.Warm(ctx, rangeID, hs)
 }
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/shoaldb/shoal/hints/hint"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -177,7 +178,7 @@ func testModuleOverGRPC(t *testing.T, stream bool) {
 		t.Fatalf("hot keys from another cluster: %v", err)
 	}
 	cc, _ := c.conn(2)
-	ack, err := pb.NewHintsClient(cc).Ship(context.Background(), BatchToProto(9, "other", []RangeHints{rangeOf(7, "x")}, time.Now()))
+	ack, err := pb.NewHintsClient(cc).Ship(context.Background(), hint.BatchToProto(9, "other", []hint.RangeHints{rangeOf(7, "x")}, time.Now()))
 	if err != nil || ack.DroppedRanges != 1 || f2.Metrics().Dropped[DropWrongCluster] != 1 {
 		t.Fatalf("batch from another cluster: %+v %v", ack, err)
 	}
@@ -278,30 +279,7 @@ func TestCollectors(t *testing.T) {
 	}
 }
 
-func TestWireRoundTrip(t *testing.T) {
-	now := time.Now()
-	in := []RangeHints{{RangeID: 4, CapturedAt: now.Add(-250 * time.Millisecond), Hints: []Hint{
-		{Descriptor: Point([]byte("k")), Count: 3},
-		{Descriptor: ScanOf([]byte("a"), []byte("b"), 7, true), Count: 1},
-	}}}
-	b := BatchToProto(1, "c", in, now)
-	b.QueuedMicros = 50000
-	later := now.Add(10 * time.Second) // the receiver's clock is unrelated
-	out := BatchFromProto(b, later)
-	if len(out) != 1 || out[0].RangeID != 4 || len(out[0].Hints) != 2 {
-		t.Fatalf("round trip %+v", out)
-	}
-	for i := range in[0].Hints {
-		if !out[0].Hints[i].Equal(in[0].Hints[i].Descriptor) || out[0].Hints[i].Count != in[0].Hints[i].Count {
-			t.Fatalf("hint %d: %+v, want %+v", i, out[0].Hints[i], in[0].Hints[i])
-		}
-	}
-	if age := later.Sub(out[0].CapturedAt); age != 300*time.Millisecond {
-		t.Fatalf("age on the receiver %v, want 250ms + 50ms queued", age)
-	}
-	if h := HintFromProto(&pb.ReadHint{Key: []byte("x"), End: []byte("y")}); h.End != nil || h.Count != 1 {
-		t.Fatalf("a point hint with an end / a zero count: %+v", h)
-	}
+func TestWarmthWireRoundTrip(t *testing.T) {
 	crit := WarmCriteria{MaxApplyLag: time.Second, MinHitRatio: 0.8, MinReplays: 5, MaxIdle: 3 * time.Second}
 	if got := CriteriaFromProto(CriteriaToProto(crit)); got != crit {
 		t.Fatalf("criteria %+v", got)

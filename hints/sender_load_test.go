@@ -1,35 +1,12 @@
 package hints
 
 import (
-	"hash/fnv"
 	"math"
 	"testing"
 	"time"
-)
 
-// hash64 hashes identity's bytes in place: the same value as FNV-1a over identity's output (the
-// value receivers select on, so it must not change between versions).
-func TestHash64MatchesIdentity(t *testing.T) {
-	for _, d := range []Descriptor{
-		Point([]byte("usertable/user6284781860667377211")),
-		Point(nil),
-		ScanOf([]byte("a"), []byte("zz"), 7, true),
-		ScanOf([]byte("ab"), []byte("c"), 0, false),
-		ScanOf([]byte("a"), []byte("bc"), 1<<31, false),
-	} {
-		h := fnv.New64a()
-		h.Write(d.identity(nil))
-		x := h.Sum64()
-		x ^= x >> 33
-		x *= 0xff51afd7ed558ccd
-		x ^= x >> 33
-		x *= 0xc4ceb9fe1a85ec53
-		x ^= x >> 33
-		if got := d.hash64(); got != x {
-			t.Errorf("%v: hash64 %x, FNV-1a of identity %x", d, got, x)
-		}
-	}
-}
+	"github.com/shoaldb/shoal/hints/hint"
+)
 
 // With RecurringOnly the sender ships a read only once it recurs (in its batch, or within the
 // window), raising the count of a read it withheld before so that a recurring-only receiver, which
@@ -123,17 +100,17 @@ func equalStrings(a, b []string) bool {
 func TestSenderRecentForgets(t *testing.T) {
 	var r senderRecent
 	w := int64(time.Second)
-	h := Hint{Count: 1}
+	h := hint.Hint{Count: 1}
 	r.rotate(1, w)
 	if r.ship(7, &h) {
 		t.Fatal("first sighting shipped")
 	}
 	r.rotate(1+3*w/2, w)
-	if h := (Hint{Count: 1}); !r.ship(7, &h) || h.Count != 2 {
+	if h := (hint.Hint{Count: 1}); !r.ship(7, &h) || h.Count != 2 {
 		t.Fatalf("a read withheld in the previous window: shipped with count %d, want shipped with 2", h.Count)
 	}
 	r.rotate(1+5*w, w)
-	if h := (Hint{Count: 1}); r.ship(7, &h) {
+	if h := (hint.Hint{Count: 1}); r.ship(7, &h) {
 		t.Fatal("a read older than two windows remembered")
 	}
 }
@@ -149,9 +126,9 @@ func TestRecurringOnlySenderToReceiver(t *testing.T) {
 	model := newCacheModel()
 	a := newTestApplier(t, model, ApplierConfig{Workers: 1, RecurringOnly: true, RecurWindow: time.Hour})
 	a.Start()
-	ship := func() []RangeHints {
+	ship := func() []hint.RangeHints {
 		out := b.Drain()
-		a.Receive(BatchFromProto(BatchToProto(1, "", out, time.Now()), time.Now()), time.Now())
+		a.Receive(hint.BatchFromProto(hint.BatchToProto(1, "", out, time.Now()), time.Now()), time.Now())
 		return out
 	}
 	b.Record(1, []byte("k"))

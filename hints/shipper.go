@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/shoaldb/shoal/hints/hint"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -111,7 +112,7 @@ type Shipper struct {
 	sender Sender
 	c      *counters
 	// onDrain, if set, sees every drained range's hints, one range a call (the module's hot-key summary).
-	onDrain func([]RangeHints)
+	onDrain func([]hint.RangeHints)
 
 	// ident is the node and cluster stamped on batches (cfg's until SetIdentity).
 	ident atomic.Pointer[identity]
@@ -231,9 +232,9 @@ func (s *Shipper) Flush() {
 		var msg *pb.RangeHints
 		var enc []byte
 		if encode {
-			enc = encodeRange(r, now)
+			enc = hint.EncodeRange(r, now)
 		} else {
-			msg = rangeHintsToProto(r, now)
+			msg = hint.RangeToProto(r, now)
 		}
 		for _, p := range peers {
 			pbat := perPeer[p]
@@ -255,7 +256,7 @@ func (s *Shipper) Flush() {
 		pbat := perPeer[p]
 		qb := queuedBatch{hints: pbat.hints, enqueued: now, from: id.nodeID, clusterID: id.clusterID}
 		if encode {
-			qb.wire = pbat.wire(batchTrailerMax + len(id.clusterID))
+			qb.wire = pbat.wire(hint.BatchTrailerMax + len(id.clusterID))
 		} else {
 			qb.batch = &pb.HintBatch{FromNode: id.nodeID, ClusterId: id.clusterID, Ranges: pbat.ranges}
 		}
@@ -280,7 +281,7 @@ func (b *peerBatch) wire(trailer int) []byte {
 	}
 	w := make([]byte, 0, n)
 	for _, e := range b.encoded {
-		w = appendRangeEntry(w, e)
+		w = hint.AppendRangeEntry(w, e)
 	}
 	return w
 }
@@ -332,7 +333,7 @@ func (s *Shipper) send(peer uint64, qb queuedBatch) {
 	var size int
 	var err error
 	if qb.batch == nil {
-		w := appendBatchTrailer(qb.wire, qb.from, qb.clusterID, queued)
+		w := hint.AppendBatchTrailer(qb.wire, qb.from, qb.clusterID, queued)
 		size = len(w)
 		err = s.sender.(wireSender).sendWire(ctx, peer, w)
 	} else {

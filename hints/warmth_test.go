@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
 )
 
 func TestWarmCriteriaCheck(t *testing.T) {
@@ -56,8 +58,8 @@ func TestWarmthTracksReplays(t *testing.T) {
 		t.Fatalf("warmth before any hint: %+v", w)
 	}
 	keys := manyKeys("hot", 50)
-	old := RangeHints{RangeID: 5, CapturedAt: time.Now().Add(-300 * time.Millisecond), Hints: pointHints(keys...)}
-	a.Receive([]RangeHints{old}, time.Now())
+	old := hint.RangeHints{RangeID: 5, CapturedAt: time.Now().Add(-300 * time.Millisecond), Hints: pointHints(keys...)}
+	a.Receive([]hint.RangeHints{old}, time.Now())
 	eventually(t, 5*time.Second, "first batch", func() bool { return a.Warmth(5).HintsApplied == 50 })
 	w := a.Warmth(5)
 	if w.HitRatio != 0 || w.Replays != 50 || w.ApplyLag < 300*time.Millisecond {
@@ -65,7 +67,7 @@ func TestWarmthTracksReplays(t *testing.T) {
 	}
 	// The same hot set again, twice: the window (2 batches) then holds only hits.
 	for i := 0; i < 2; i++ {
-		a.Receive([]RangeHints{rangeOf(5, keys...)}, time.Now())
+		a.Receive([]hint.RangeHints{rangeOf(5, keys...)}, time.Now())
 	}
 	eventually(t, 5*time.Second, "later batches", func() bool { return a.Warmth(5).HintsApplied == 150 })
 	w = a.Warmth(5)
@@ -98,14 +100,14 @@ func TestWaitWarm(t *testing.T) {
 			done <- result{w, err, time.Since(start)}
 		}()
 		// Cold first, then the same keys again: warm.
-		a.Receive([]RangeHints{rangeOf(1, keys...)}, time.Now())
+		a.Receive([]hint.RangeHints{rangeOf(1, keys...)}, time.Now())
 		time.Sleep(50 * time.Millisecond)
 		select {
 		case r := <-done:
 			t.Fatalf("returned after a cold batch: %+v %v", r.w, r.err)
 		default:
 		}
-		a.Receive([]RangeHints{rangeOf(1, keys...)}, time.Now())
+		a.Receive([]hint.RangeHints{rangeOf(1, keys...)}, time.Now())
 		r := <-done
 		if r.err != nil || r.w.HitRatio != 1 || r.at > 5*time.Second {
 			t.Fatalf("WaitWarm: %+v %v after %v", r.w, r.err, r.at)
@@ -116,7 +118,7 @@ func TestWaitWarm(t *testing.T) {
 		model := newCacheModel()
 		a := newTestApplier(t, model, ApplierConfig{Workers: 1})
 		a.Start()
-		a.Receive([]RangeHints{rangeOf(1, keys...)}, time.Now()) // only cold replays
+		a.Receive([]hint.RangeHints{rangeOf(1, keys...)}, time.Now()) // only cold replays
 		eventually(t, 5*time.Second, "applied", func() bool { return a.Warmth(1).HintsApplied == 40 })
 		start := time.Now()
 		w, err := a.WaitWarm(context.Background(), 1, crit, 150*time.Millisecond)
@@ -150,8 +152,8 @@ func TestWaitWarm(t *testing.T) {
 	t.Run("lag too high", func(t *testing.T) {
 		a := newTestApplier(t, newCacheModel(), ApplierConfig{Workers: 1})
 		a.Start()
-		stale := RangeHints{RangeID: 1, CapturedAt: time.Now().Add(-3 * time.Second), Hints: pointHints(keys...)}
-		a.Receive([]RangeHints{stale}, time.Now())
+		stale := hint.RangeHints{RangeID: 1, CapturedAt: time.Now().Add(-3 * time.Second), Hints: pointHints(keys...)}
+		a.Receive([]hint.RangeHints{stale}, time.Now())
 		eventually(t, 5*time.Second, "applied", func() bool { return a.Warmth(1).Known })
 		_, err := a.WaitWarm(context.Background(), 1, WarmCriteria{MaxApplyLag: time.Second}, 20*time.Millisecond)
 		if !errors.Is(err, ErrNotWarm) || !strings.Contains(err.Error(), "apply lag") {

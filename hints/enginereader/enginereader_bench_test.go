@@ -1,4 +1,4 @@
-package hints
+package enginereader
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func benchEngine(b *testing.B) *storage.Engine {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { eng.Close() })
-	r := NewEngineReader(eng, nil)
+	r := New(eng, nil)
 	for i := 0; i < engineKeys; i++ {
 		if _, err := r.Get(context.Background(), 1, engineKey(i)); err != nil {
 			b.Fatal(err)
@@ -34,7 +34,7 @@ func benchEngine(b *testing.B) *storage.Engine {
 // (2.0-2.3 µs): not kept, since a follower's replays cost ~30 µs each on average, most of it the
 // misses' reads (in a profile of a follower).
 func BenchmarkReplayGet(b *testing.B) {
-	r := NewEngineReader(benchEngine(b), nil)
+	r := New(benchEngine(b), nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	b.ResetTimer()

@@ -1,4 +1,10 @@
-package hints
+// Package hint is the data of read hints (package hints): the description of one read a range's
+// leader served (Descriptor), its count in a batch (Hint), a range's hints from one window
+// (RangeHints), their stable hashes, and their encodings on the wire (pb/hints.proto): the messages,
+// and the direct encoding the shipper writes once per batch.
+//
+// It owns values and pure functions only: it must never read the engine, keep state, or send.
+package hint
 
 import (
 	"bytes"
@@ -23,10 +29,11 @@ func Point(key []byte) Descriptor { return Descriptor{Key: key} }
 
 // ScanOf describes a scan of [start, end) of at most limit rows (limit <= 0: no limit of its own).
 func ScanOf(start, end []byte, limit int, reverse bool) Descriptor {
-	return Descriptor{Key: start, End: end, Limit: clampLimit(limit), Scan: true, Reverse: reverse}
+	return Descriptor{Key: start, End: end, Limit: ClampLimit(limit), Scan: true, Reverse: reverse}
 }
 
-func clampLimit(limit int) uint32 {
+// ClampLimit is a scan's row limit as a Descriptor holds it: 0 for none (limit <= 0), at most 2^31.
+func ClampLimit(limit int) uint32 {
 	switch {
 	case limit <= 0:
 		return 0
@@ -54,6 +61,9 @@ func (d Descriptor) String() string {
 	return fmt.Sprintf("%s [%q, %q) limit %d", dir, d.Key, d.End, d.Limit)
 }
 
+// Compare orders descriptors by their identity (a total order consistent with Equal).
+func (d Descriptor) Compare(o Descriptor) int { return bytes.Compare(d.identity(nil), o.identity(nil)) }
+
 // identity appends a byte string that is equal for two descriptors exactly when they are Equal
 // (the summarization key).
 func (d Descriptor) identity(dst []byte) []byte {
@@ -71,13 +81,10 @@ func (d Descriptor) identity(dst []byte) []byte {
 	return append(dst, d.End...)
 }
 
-// hash is a stable 32-bit hash of the descriptor (deterministic selection: the same read is selected
-// on every batch and every node).
-func (d Descriptor) hash() uint32 { return uint32(d.hash64() >> 32) }
-
-// hash64 is the descriptor's 64-bit hash: FNV-1a over its identity bytes (computed in place: no
-// allocation, the same value as hashing identity's output) with a finalizer.
-func (d Descriptor) hash64() uint64 {
+// Hash64 is the descriptor's stable 64-bit hash: FNV-1a over its identity bytes (computed in place:
+// no allocation, the same value as hashing identity's output) with a finalizer. It is the same on
+// every node and in every batch, so a selection by hash picks the same reads everywhere.
+func (d Descriptor) Hash64() uint64 {
 	var flags byte
 	if d.Scan {
 		flags |= 1
@@ -93,7 +100,7 @@ const (
 	fnvPrime64  = 1099511628211
 )
 
-// descHash is hash64 of the descriptor with these keys, limit and identity flags (1: scan, 2: reverse).
+// descHash is Hash64 of the descriptor with these keys, limit and identity flags (1: scan, 2: reverse).
 func descHash(key, end []byte, limit uint32, flags byte) uint64 {
 	h := uint64(fnvOffset64)
 	step := func(b byte) { h ^= uint64(b); h *= fnvPrime64 }
@@ -126,10 +133,11 @@ func descHash(key, end []byte, limit uint32, flags byte) uint64 {
 	return x
 }
 
-// size is the descriptor's approximate memory and wire footprint in bytes.
-func (d Descriptor) size() int { return len(d.Key) + len(d.End) + 8 }
+// Size is the descriptor's approximate memory and wire footprint in bytes.
+func (d Descriptor) Size() int { return len(d.Key) + len(d.End) + 8 }
 
-func (d Descriptor) clone() Descriptor {
+// Clone returns a copy of d that shares no memory with it.
+func (d Descriptor) Clone() Descriptor {
 	d.Key = append([]byte(nil), d.Key...)
 	if d.End != nil {
 		d.End = append([]byte(nil), d.End...)
@@ -151,10 +159,11 @@ type RangeHints struct {
 	// the sender's age of the batch carried over to the local clock, so clocks are never compared).
 	CapturedAt time.Time
 	Hints      []Hint
-	// hashes, when set, holds Hints[i].hash64() at i: computed once by the drain (or the applier)
-	// and reused by the hot-key summary. Only this package sets it, and no code here changes a
-	// RangeHints' Hints in place after it is set (a shorter or longer Hints is detected: rehashed).
-	hashes []uint64
+	// Hashes, when it is as long as Hints, holds Hints[i].Hash64() at i: computed once by whoever
+	// produced the hints (the capture buffer's drain, the applier) and reused by their consumers (the
+	// hot-key summary). Whoever changes Hints in place after setting it must reset it; a Hashes of
+	// another length is ignored.
+	Hashes []uint64
 }
 
 // Reads is the number of reads the hints stand for (the sum of their counts).

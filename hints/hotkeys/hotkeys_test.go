@@ -1,4 +1,4 @@
-package hints
+package hotkeys
 
 import (
 	"cmp"
@@ -7,9 +7,27 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
 )
 
-func keysOf(hs []Hint) []string {
+func pointHints(keys ...string) []hint.Hint {
+	out := make([]hint.Hint, len(keys))
+	for i, k := range keys {
+		out[i] = hint.Hint{Descriptor: hint.Point([]byte(k)), Count: 1}
+	}
+	return out
+}
+
+func manyKeys(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%06d", prefix, i)
+	}
+	return out
+}
+
+func keysOf(hs []hint.Hint) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
 		out[i] = string(h.Key)
@@ -17,16 +35,16 @@ func keysOf(hs []Hint) []string {
 	return out
 }
 
-func TestHotKeysKeepsTheHottestWithinBounds(t *testing.T) {
+func TestKeepsTheHottestWithinBounds(t *testing.T) {
 	const perRange = 10
-	h := NewHotKeys(HotKeysConfig{PerRange: perRange})
+	h := New(Config{PerRange: perRange})
 	now := time.Now()
 	// 1000 cold keys seen once, 5 hot keys seen 50 times, interleaved over many batches.
 	for i := 0; i < 1000; i++ {
 		batch := pointHints(fmt.Sprintf("cold%04d", i))
 		if i%10 == 0 {
 			for j := 0; j < 5; j++ {
-				batch = append(batch, Hint{Descriptor: Point([]byte(fmt.Sprintf("hot%d", j))), Count: 5})
+				batch = append(batch, hint.Hint{Descriptor: hint.Point([]byte(fmt.Sprintf("hot%d", j))), Count: 5})
 			}
 		}
 		h.Observe(1, batch, now)
@@ -52,29 +70,29 @@ func TestHotKeysKeepsTheHottestWithinBounds(t *testing.T) {
 	}
 }
 
-func TestHotKeysDecay(t *testing.T) {
-	h := NewHotKeys(HotKeysConfig{PerRange: 8, HalfLife: time.Second})
+func TestDecay(t *testing.T) {
+	h := New(Config{PerRange: 8, HalfLife: time.Second})
 	t0 := time.Now()
-	h.Observe(1, []Hint{{Descriptor: Point([]byte("old")), Count: 1000}}, t0)
+	h.Observe(1, []hint.Hint{{Descriptor: hint.Point([]byte("old")), Count: 1000}}, t0)
 	// 10 half-lives later old weighs ~1; a key seen 5 times now is hotter.
 	t1 := t0.Add(10 * time.Second)
-	h.Observe(1, []Hint{{Descriptor: Point([]byte("new")), Count: 5}}, t1)
+	h.Observe(1, []hint.Hint{{Descriptor: hint.Point([]byte("new")), Count: 5}}, t1)
 	top := h.Top(1, 2, t1)
 	if len(top) != 2 || string(top[0].Key) != "new" || top[0].Count != 5 || top[1].Count != 1 {
 		t.Fatalf("top %v %+v", keysOf(top), top)
 	}
 	// Far beyond the renormalization point, scores stay finite and ordered.
 	t2 := t1.Add(500 * time.Second)
-	h.Observe(1, []Hint{{Descriptor: Point([]byte("newest")), Count: 2}}, t2)
-	h.Observe(1, []Hint{{Descriptor: Point([]byte("newest2")), Count: 3}}, t2)
+	h.Observe(1, []hint.Hint{{Descriptor: hint.Point([]byte("newest")), Count: 2}}, t2)
+	h.Observe(1, []hint.Hint{{Descriptor: hint.Point([]byte("newest2")), Count: 3}}, t2)
 	top = h.Top(1, 4, t2)
 	if string(top[0].Key) != "newest2" || top[0].Count != 3 || string(top[1].Key) != "newest" || top[1].Count != 2 {
 		t.Fatalf("after renormalization: %v %+v", keysOf(top), top)
 	}
 }
 
-func TestHotKeysByteBudget(t *testing.T) {
-	h := NewHotKeys(HotKeysConfig{PerRange: 100, MaxBytes: 20000})
+func TestByteBudget(t *testing.T) {
+	h := New(Config{PerRange: 100, MaxBytes: 20000})
 	now := time.Now()
 	for id := uint64(1); id <= 50; id++ {
 		h.Observe(id, pointHints(manyKeys(fmt.Sprintf("r%d-", id), 20)...), now.Add(time.Duration(id)*time.Millisecond))
@@ -97,13 +115,13 @@ func TestHotKeysByteBudget(t *testing.T) {
 	}
 }
 
-func TestHotKeysScansAndOwnership(t *testing.T) {
-	h := NewHotKeys(HotKeysConfig{})
+func TestScansAndOwnership(t *testing.T) {
+	h := New(Config{})
 	key := []byte("s")
-	h.Observe(1, []Hint{{Descriptor: ScanOf(key, []byte("t"), 10, true), Count: 2}, {Descriptor: Point(key), Count: 1}}, time.Now())
+	h.Observe(1, []hint.Hint{{Descriptor: hint.ScanOf(key, []byte("t"), 10, true), Count: 2}, {Descriptor: hint.Point(key), Count: 1}}, time.Now())
 	key[0] = 'X'
 	top := h.Top(1, 0, time.Now())
-	if len(top) != 2 || !top[0].Equal(ScanOf([]byte("s"), []byte("t"), 10, true)) || !top[1].Equal(Point([]byte("s"))) {
+	if len(top) != 2 || !top[0].Equal(hint.ScanOf([]byte("s"), []byte("t"), 10, true)) || !top[1].Equal(hint.Point([]byte("s"))) {
 		t.Fatalf("top %+v", top)
 	}
 }
@@ -148,39 +166,6 @@ func TestSelectHottest(t *testing.T) {
 				}
 				if len(seen) != n {
 					t.Fatalf("%s n=%d keep=%d: %d distinct keys after selecting, want %d", tc.name, n, keep, len(seen), n)
-				}
-			}
-		}
-	}
-}
-
-// The drain hands the hot-key summary each hint's hash (so it is computed once); it must be the
-// descriptor's own, with and without RecurringOnly's compaction.
-func TestDrainedHashesMatchHints(t *testing.T) {
-	for _, cfg := range []BufferConfig{{}, {RecurringOnly: true}} {
-		b, err := NewBuffer(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for round := 0; round < 3; round++ {
-			for i := 0; i < 300; i++ {
-				b.Record(uint64(1+i%3), []byte(fmt.Sprintf("user%04d", (i*7+round)%90)))
-				if i%13 == 0 {
-					// Seen once: withheld under RecurringOnly, so the kept hints (and hashes) shift.
-					b.Record(uint64(1+i%3), []byte(fmt.Sprintf("once%d-%d", round, i)))
-				}
-				if i%5 == 0 {
-					b.RecordScan(uint64(1+i%3), []byte(fmt.Sprintf("s%03d", i%11)), []byte("t"), i%4, i%2 == 0)
-				}
-			}
-			for _, r := range b.Drain() {
-				if len(r.hashes) != len(r.Hints) {
-					t.Fatalf("recurring=%v: range %d: %d hashes for %d hints", cfg.RecurringOnly, r.RangeID, len(r.hashes), len(r.Hints))
-				}
-				for i, h := range r.Hints {
-					if r.hashes[i] != h.hash64() {
-						t.Fatalf("recurring=%v: range %d hint %v: hash %x, want %x", cfg.RecurringOnly, r.RangeID, h, r.hashes[i], h.hash64())
-					}
 				}
 			}
 		}

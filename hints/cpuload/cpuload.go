@@ -1,4 +1,6 @@
-package hints
+// Package cpuload measures the share of its CPU capacity the process uses: the load signal read
+// hints adapt their replays to (hints.BufferConfig.Load, hints.ApplierConfig.Load).
+package cpuload
 
 import (
 	"bufio"
@@ -12,14 +14,14 @@ import (
 	"time"
 )
 
-// CPULoad is a LoadFunc for the adaptive fraction: the process's own CPU time (getrusage, not the
-// machine's) over wall time, as a share of the CPU the process may use. That capacity is the least
+// Meter measures the process's own CPU time (getrusage, not the machine's) over wall time, as a
+// share of the CPU the process may use; its Load is a hints.LoadFunc. That capacity is the least
 // of GOMAXPROCS, the CPUs the process may run on, and its cgroup's CPU quota (v2 cpu.max, v1
 // cpu.cfs_quota_us / cpu.cfs_period_us, the lowest along the hierarchy). The quota matters: Go
 // rounds a quota up and to at least 2 for GOMAXPROCS, so a node limited to 1 core on a larger
 // machine runs with GOMAXPROCS 2, and CPU over GOMAXPROCS would read 0.5 when it is saturated and
 // never reach the pause threshold. Sampled at most every 250 ms; the capacity is re-read every 10 s.
-type CPULoad struct {
+type Meter struct {
 	mu      sync.Mutex
 	lastAt  time.Time
 	lastCPU time.Duration
@@ -32,15 +34,15 @@ type CPULoad struct {
 	capacity func() float64
 }
 
-// NewCPULoad starts measuring from now.
-func NewCPULoad() *CPULoad {
-	c := &CPULoad{now: time.Now, cpu: processCPU, capacity: CPUCapacity}
+// New starts measuring from now.
+func New() *Meter {
+	c := &Meter{now: time.Now, cpu: processCPU, capacity: Capacity}
 	c.lastAt, c.lastCPU = c.now(), c.cpu()
 	return c
 }
 
 // Load is the share of the process's CPU capacity it used since the previous sample, in [0, 1].
-func (c *CPULoad) Load() float64 {
+func (c *Meter) Load() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -57,7 +59,7 @@ func (c *CPULoad) Load() float64 {
 }
 
 // Cores is the CPU capacity Load divides by, as last read.
-func (c *CPULoad) Cores() float64 {
+func (c *Meter) Cores() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cores
@@ -71,9 +73,9 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// CPUCapacity is the CPU the process may use, in cores: the least of GOMAXPROCS, runtime.NumCPU
+// Capacity is the CPU the process may use, in cores: the least of GOMAXPROCS, runtime.NumCPU
 // (its affinity mask at start) and its cgroup's CPU quota, if any.
-func CPUCapacity() float64 {
+func Capacity() float64 {
 	c := float64(min(runtime.GOMAXPROCS(0), runtime.NumCPU()))
 	if q, ok := cgroupCPULimit("/", readFile("/proc/self/cgroup")); ok && q < c {
 		c = q

@@ -1,4 +1,9 @@
-package hints
+// Package hotkeys keeps the hot-key summary of read hints (package hints): per range, the hottest
+// read descriptors seen recently, which a restarted node (or a new replica) asks a peer for and
+// replays before it may lead (warm after restart).
+//
+// It owns the summary's memory and nothing else: it must never read the engine or call a peer.
+package hotkeys
 
 import (
 	"cmp"
@@ -6,11 +11,12 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/shoaldb/shoal/hints/hint"
 )
 
-// HotKeys keeps, per range, a bounded summary of the hottest read descriptors seen recently, with
-// exponentially decayed counts: what a restarted node (or a new replica) asks a peer for and replays
-// before it may lead (warm after restart).
+// Summary keeps, per range, a bounded summary of the hottest read descriptors seen recently, with
+// exponentially decayed counts. Safe for concurrent use.
 //
 // Decay uses a per-range landmark ("forward decay"): an observation at time t adds
 // count × 2^((t − landmark)/HalfLife) to its entry, so comparing stored scores compares decayed
@@ -19,8 +25,8 @@ import (
 // Invariant: a range holds at most 2 × PerRange entries (pruned to the PerRange hottest when it
 // reaches that), and the summary's bytes stay at most MaxBytes (least recently updated ranges are
 // dropped whole beyond it).
-type HotKeys struct {
-	cfg HotKeysConfig
+type Summary struct {
+	cfg Config
 
 	mu      sync.Mutex
 	ranges  map[uint64]*hotRange
@@ -28,8 +34,8 @@ type HotKeys struct {
 	scratch []scoredKey // pruneLocked's, kept between prunes
 }
 
-// HotKeysConfig bounds a HotKeys summary. Zero values take the documented defaults.
-type HotKeysConfig struct {
+// Config bounds a Summary. Zero values take the documented defaults.
+type Config struct {
 	// PerRange is the number of hottest descriptors kept per range (default 256).
 	PerRange int
 	// HalfLife is the decay of an observation's weight (default 1 min).
@@ -38,7 +44,7 @@ type HotKeysConfig struct {
 	MaxBytes int64
 }
 
-func (c HotKeysConfig) withDefaults() HotKeysConfig {
+func (c Config) withDefaults() Config {
 	if c.PerRange <= 0 {
 		c.PerRange = 256
 	}
@@ -59,34 +65,36 @@ const renormalizeAt = 64
 type hotRange struct {
 	landmark time.Time
 	updated  time.Time
-	entries  map[uint64]*hotEntry // by descriptor hash (hash64); a colliding descriptor is not kept
+	entries  map[uint64]*hotEntry // by descriptor hash (Hash64); a colliding descriptor is not kept
 	bytes    int64
 }
 
 type hotEntry struct {
-	d     Descriptor
+	d     hint.Descriptor
 	score float64
 }
 
-// NewHotKeys returns an empty summary.
-func NewHotKeys(cfg HotKeysConfig) *HotKeys {
-	return &HotKeys{cfg: cfg.withDefaults(), ranges: map[uint64]*hotRange{}}
+// New returns an empty summary.
+func New(cfg Config) *Summary {
+	return &Summary{cfg: cfg.withDefaults(), ranges: map[uint64]*hotRange{}}
 }
 
 // Config is the summary's configuration with defaults applied.
-func (h *HotKeys) Config() HotKeysConfig { return h.cfg }
+func (h *Summary) Config() Config { return h.cfg }
 
 // Observe adds hints of rangeID seen at now (each with weight Count).
-func (h *HotKeys) Observe(rangeID uint64, hs []Hint, now time.Time) { h.observe(rangeID, hs, nil, now) }
-
-// observeRange is Observe of a drained or received range's hints, reusing their hashes when the
-// drain or the applier computed them.
-func (h *HotKeys) observeRange(r RangeHints, now time.Time) {
-	h.observe(r.RangeID, r.Hints, r.hashes, now)
+func (h *Summary) Observe(rangeID uint64, hs []hint.Hint, now time.Time) {
+	h.observe(rangeID, hs, nil, now)
 }
 
-// observe is Observe; hashes, if not nil, holds hs[i].hash64() at i.
-func (h *HotKeys) observe(rangeID uint64, hs []Hint, hashes []uint64, now time.Time) {
+// ObserveRange is Observe of a drained or received range's hints, reusing their hashes when the
+// drain or the applier computed them (RangeHints.Hashes).
+func (h *Summary) ObserveRange(r hint.RangeHints, now time.Time) {
+	h.observe(r.RangeID, r.Hints, r.Hashes, now)
+}
+
+// observe is Observe; hashes, if not nil, holds hs[i].Hash64() at i.
+func (h *Summary) observe(rangeID uint64, hs []hint.Hint, hashes []uint64, now time.Time) {
 	if len(hashes) != len(hs) {
 		hashes = nil
 	}
@@ -112,23 +120,23 @@ func (h *HotKeys) observe(rangeID uint64, hs []Hint, hashes []uint64, now time.T
 		r.landmark, exp = now, 0
 	}
 	w := math.Exp2(exp)
-	for i, hint := range hs {
+	for i, ht := range hs {
 		var k uint64
 		if hashes != nil {
 			k = hashes[i]
 		} else {
-			k = hint.hash64()
+			k = ht.Hash64()
 		}
 		if e, ok := r.entries[k]; ok {
-			if e.d.Equal(hint.Descriptor) {
-				e.score += float64(max(hint.Count, 1)) * w
+			if e.d.Equal(ht.Descriptor) {
+				e.score += float64(max(ht.Count, 1)) * w
 			}
 			// (Another descriptor with the same 64-bit hash: not tracked; the summary is a sketch.)
 			continue
 		}
-		e := &hotEntry{d: hint.Descriptor.clone(), score: float64(max(hint.Count, 1)) * w}
+		e := &hotEntry{d: ht.Descriptor.Clone(), score: float64(max(ht.Count, 1)) * w}
 		r.entries[k] = e
-		sz := int64(e.d.size() + hotEntryOverhead)
+		sz := int64(e.d.Size() + hotEntryOverhead)
 		r.bytes += sz
 		h.bytes += sz
 		if len(r.entries) >= 2*h.cfg.PerRange {
@@ -148,7 +156,7 @@ func (h *HotKeys) observe(rangeID uint64, hs []Hint, hashes []uint64, now time.T
 // pruneLocked keeps r's keep hottest entries. It selects them (average linear time) rather than
 // sorting: a busy range reaches 2 × PerRange entries a few times a second, and selecting instead of
 // sorting cut BenchmarkCaptureShipAll by ~8 %.
-func (h *HotKeys) pruneLocked(r *hotRange, keep int) {
+func (h *Summary) pruneLocked(r *hotRange, keep int) {
 	keep = max(keep, 0)
 	if len(r.entries) <= keep {
 		return
@@ -159,7 +167,7 @@ func (h *HotKeys) pruneLocked(r *hotRange, keep int) {
 	}
 	selectHottest(all, keep)
 	for _, x := range all[keep:] {
-		sz := int64(r.entries[x.k].d.size() + hotEntryOverhead)
+		sz := int64(r.entries[x.k].d.Size() + hotEntryOverhead)
 		r.bytes -= sz
 		h.bytes -= sz
 		delete(r.entries, x.k)
@@ -217,7 +225,7 @@ func selectHottest(all []scoredKey, keep int) {
 }
 
 // evictLRULocked drops the least recently updated range other than except.
-func (h *HotKeys) evictLRULocked(except uint64) {
+func (h *Summary) evictLRULocked(except uint64) {
 	var victim uint64
 	var at time.Time
 	found := false
@@ -237,7 +245,7 @@ func (h *HotKeys) evictLRULocked(except uint64) {
 
 // Top returns up to limit of rangeID's hottest descriptors, hottest first, each with its decayed
 // count at now (at least 1). limit <= 0: all kept. The hints own their memory.
-func (h *HotKeys) Top(rangeID uint64, limit int, now time.Time) []Hint {
+func (h *Summary) Top(rangeID uint64, limit int, now time.Time) []hint.Hint {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.ranges[rangeID]
@@ -252,23 +260,23 @@ func (h *HotKeys) Top(rangeID uint64, limit int, now time.Time) []Hint {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
-		return slices.Compare(a.d.identity(nil), b.d.identity(nil))
+		return a.d.Compare(b.d)
 	})
 	if limit > 0 && len(all) > limit {
 		all = all[:limit]
 	}
 	decay := math.Exp2(-now.Sub(r.landmark).Seconds() / h.cfg.HalfLife.Seconds())
-	out := make([]Hint, len(all))
+	out := make([]hint.Hint, len(all))
 	for i, e := range all {
 		c := math.Round(e.score * decay)
 		c = min(max(c, 1), float64(^uint32(0)))
-		out[i] = Hint{Descriptor: e.d.clone(), Count: uint32(c)}
+		out[i] = hint.Hint{Descriptor: e.d.Clone(), Count: uint32(c)}
 	}
 	return out
 }
 
 // Forget drops rangeID's summary.
-func (h *HotKeys) Forget(rangeID uint64) {
+func (h *Summary) Forget(rangeID uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if r := h.ranges[rangeID]; r != nil {
@@ -278,7 +286,7 @@ func (h *HotKeys) Forget(rangeID uint64) {
 }
 
 // Size reports the ranges, entries and bytes the summary holds.
-func (h *HotKeys) Size() (ranges, entries int, bytes int64) {
+func (h *Summary) Size() (ranges, entries int, bytes int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range h.ranges {

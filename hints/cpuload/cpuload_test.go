@@ -1,4 +1,4 @@
-package hints
+package cpuload
 
 import (
 	"math"
@@ -60,10 +60,10 @@ func TestCgroupCPULimitV1(t *testing.T) {
 
 // A process saturating its 0.5-core quota reads a load of 1, not 0.5 of its GOMAXPROCS of 1 (or
 // 0.25 of the 2 Go gives a process limited to less than 2 cores).
-func TestCPULoadUsesCapacity(t *testing.T) {
+func TestMeterUsesCapacity(t *testing.T) {
 	now := time.Unix(0, 0)
 	var used time.Duration
-	c := &CPULoad{now: func() time.Time { return now }, cpu: func() time.Duration { return used }, capacity: func() float64 { return 0.5 }}
+	c := &Meter{now: func() time.Time { return now }, cpu: func() time.Duration { return used }, capacity: func() float64 { return 0.5 }}
 	c.lastAt, c.lastCPU = now, used
 	if l := c.Load(); l != 0 {
 		t.Fatalf("first load %v", l)
@@ -87,12 +87,12 @@ func TestCPULoadUsesCapacity(t *testing.T) {
 	if c.Cores() != 0.5 {
 		t.Fatalf("cores %v", c.Cores())
 	}
-	got := CPUCapacity()
+	got := Capacity()
 	t.Logf("this process may use %.2f cores (GOMAXPROCS %d)", got, runtime.GOMAXPROCS(0))
 	if got <= 0 {
-		t.Fatalf("CPUCapacity() = %v", got)
+		t.Fatalf("Capacity() = %v", got)
 	}
-	if l := NewCPULoad().Load(); l < 0 || l > 1 {
+	if l := New().Load(); l < 0 || l > 1 {
 		t.Fatalf("real load %v", l)
 	}
 }

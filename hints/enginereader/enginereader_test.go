@@ -1,4 +1,4 @@
-package hints
+package enginereader
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
@@ -128,24 +129,23 @@ func TestHintsWarmARealEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	follower, err := New(Config{NodeID: 2, Peers: func(uint64) []uint64 { return nil }, Applier: ApplierConfig{WarmthWindow: 1}},
-		newRecordingSender(), NewEngineReader(eng, nil))
+	follower, err := hints.New(hints.Config{NodeID: 2, Peers: func(uint64) []uint64 { return nil },
+		Applier: hints.ApplierConfig{WarmthWindow: 1}}, sendFunc(nil), New(eng, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	follower.Start()
 	defer follower.Close()
-	deliver := &recordingSender{got: map[uint64][]*pb.HintBatch{}, entered: make(chan uint64, 64), gate: make(chan struct{})}
-	deliver.deliver = func(to uint64, b *pb.HintBatch) { follower.Receive(b) }
-	leader, err := New(Config{NodeID: engineLeader, Peers: func(uint64) []uint64 { return []uint64{2} },
-		Shipper: ShipperConfig{FlushInterval: time.Hour}}, deliver, newCacheModel())
+	deliver := sendFunc(func(b *pb.HintBatch) { follower.Receive(b) })
+	leader, err := hints.New(hints.Config{NodeID: engineLeader, Peers: func(uint64) []uint64 { return []uint64{2} },
+		Shipper: hints.ShipperConfig{FlushInterval: time.Hour}}, deliver, New(eng, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer leader.Close()
 	leader.Start()
 
-	round := func(n int) Warmth {
+	round := func(n int) hints.Warmth {
 		for r := 0; r < 3; r++ { // each read served three times in the window: summarized
 			for _, k := range hot.points {
 				leader.Record(engineRange, k)
@@ -180,7 +180,7 @@ func TestHintsWarmARealEngine(t *testing.T) {
 	if !(first.HitRatio < 0.6) || second.HitRatio < 0.9 {
 		t.Fatalf("replay hit ratio first %.2f second %.2f", first.HitRatio, second.HitRatio)
 	}
-	if _, err := follower.WaitWarm(context.Background(), engineRange, WarmCriteria{MinHitRatio: 0.9, MinReplays: 50, MaxApplyLag: 5 * time.Second}, time.Second); err != nil {
+	if _, err := follower.WaitWarm(context.Background(), engineRange, hints.WarmCriteria{MinHitRatio: 0.9, MinReplays: 50, MaxApplyLag: 5 * time.Second}, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if m := follower.Metrics(); m.ReplayCacheHit == 0 || m.ReplayCacheMiss == 0 {
@@ -211,7 +211,7 @@ func TestEngineReaderSpans(t *testing.T) {
 		1: {engineKey(0), engineKey(50), []byte("meta")},
 		2: {engineKey(50), nil, nil},
 	}
-	r := NewEngineReader(eng, func(id uint64) ([]byte, []byte, bool, bool) {
+	r := New(eng, func(id uint64) ([]byte, []byte, bool, bool) {
 		s, ok := spans[id]
 		return s[0], s[1], s[2] != nil, ok
 	})
@@ -219,19 +219,19 @@ func TestEngineReaderSpans(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		rangeID uint64
-		do      func(uint64) (ReplayStats, error)
+		do      func(uint64) (hints.ReplayStats, error)
 		err     error
 		touches bool
 	}{
-		{"get in span", 2, func(id uint64) (ReplayStats, error) { return r.Get(ctx, id, engineKey(60)) }, nil, true},
-		{"get in the meta keyspace", 1, func(id uint64) (ReplayStats, error) { return r.Get(ctx, id, engineKey(10)) }, nil, true},
-		{"get outside the span", 2, func(id uint64) (ReplayStats, error) { return r.Get(ctx, id, engineKey(10)) }, ErrNoReplica, false},
-		{"no replica", 3, func(id uint64) (ReplayStats, error) { return r.Get(ctx, id, engineKey(10)) }, ErrNoReplica, false},
-		{"scan clamped into the span", 1, func(id uint64) (ReplayStats, error) {
+		{"get in span", 2, func(id uint64) (hints.ReplayStats, error) { return r.Get(ctx, id, engineKey(60)) }, nil, true},
+		{"get in the meta keyspace", 1, func(id uint64) (hints.ReplayStats, error) { return r.Get(ctx, id, engineKey(10)) }, nil, true},
+		{"get outside the span", 2, func(id uint64) (hints.ReplayStats, error) { return r.Get(ctx, id, engineKey(10)) }, hints.ErrNoReplica, false},
+		{"no replica", 3, func(id uint64) (hints.ReplayStats, error) { return r.Get(ctx, id, engineKey(10)) }, hints.ErrNoReplica, false},
+		{"scan clamped into the span", 1, func(id uint64) (hints.ReplayStats, error) {
 			return r.Scan(ctx, id, nil, engineKey(99), 1000, false)
 		}, nil, true},
-		{"reverse scan", 2, func(id uint64) (ReplayStats, error) { return r.Scan(ctx, id, engineKey(50), nil, 5, true) }, nil, true},
-		{"scan entirely outside the span", 1, func(id uint64) (ReplayStats, error) {
+		{"reverse scan", 2, func(id uint64) (hints.ReplayStats, error) { return r.Scan(ctx, id, engineKey(50), nil, 5, true) }, nil, true},
+		{"scan entirely outside the span", 1, func(id uint64) (hints.ReplayStats, error) {
 			return r.Scan(ctx, id, engineKey(60), engineKey(70), 10, false)
 		}, nil, false},
 	} {
@@ -257,5 +257,27 @@ func TestEngineReaderSpans(t *testing.T) {
 	it.Close()
 	if n != 200 {
 		t.Fatalf("%d keys after replays, want 200", n)
+	}
+}
+
+// sendFunc is a hints.Sender that hands every batch to a function (nil: drops them).
+type sendFunc func(b *pb.HintBatch)
+
+func (f sendFunc) Send(_ context.Context, _ uint64, b *pb.HintBatch) error {
+	if f != nil {
+		f(b)
+	}
+	return nil
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

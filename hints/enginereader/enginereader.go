@@ -1,4 +1,6 @@
-package hints
+// Package enginereader replays read hints (package hints) on a node's storage engine: the
+// hints.Reader a node's module replays through. It must never write to the engine.
+package enginereader
 
 import (
 	"bytes"
@@ -6,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -14,29 +17,31 @@ import (
 // when this node holds no replica of it. The node implements it from its replicas' descriptors.
 type SpanFunc func(rangeID uint64) (start, end []byte, meta, ok bool)
 
-// EngineReader replays hints on a node's storage engine: a point read or a bounded scan over the same
+// Reader replays hints on a node's storage engine: a point read or a bounded scan over the same
 // Pebble database, block cache and key layout that the replica's Get and Scan use, discarding the
 // values. It never writes. It reports per-replay block-cache stats from Pebble's iterator stats:
 // the bytes of blocks the read touched that were already in the block cache (CacheHit) and that had
 // to be read from the files (CacheMiss).
-type EngineReader struct {
+type Reader struct {
 	db   *pebble.DB
 	span SpanFunc
 }
 
-// NewEngineReader returns a Reader over eng. span bounds replays to the local replica (nil: every
-// range is a user range covering the whole user keyspace — tests and tools only).
-func NewEngineReader(eng *storage.Engine, span SpanFunc) *EngineReader {
-	return &EngineReader{db: eng.DB(), span: span}
+var _ hints.Reader = (*Reader)(nil)
+
+// New returns a Reader over eng. span bounds replays to the local replica (nil: every range is a
+// user range covering the whole user keyspace — tests and tools only).
+func New(eng *storage.Engine, span SpanFunc) *Reader {
+	return &Reader{db: eng.DB(), span: span}
 }
 
-func (r *EngineReader) bounds(rangeID uint64) (start, end []byte, meta bool, err error) {
+func (r *Reader) bounds(rangeID uint64) (start, end []byte, meta bool, err error) {
 	if r.span == nil {
 		return nil, nil, false, nil
 	}
 	start, end, meta, ok := r.span(rangeID)
 	if !ok {
-		return nil, nil, false, ErrNoReplica
+		return nil, nil, false, hints.ErrNoReplica
 	}
 	return start, end, meta, nil
 }
@@ -45,21 +50,21 @@ func inSpan(key, start, end []byte) bool {
 	return bytes.Compare(key, start) >= 0 && (len(end) == 0 || bytes.Compare(key, end) < 0)
 }
 
-// Get implements Reader: it positions on key the way a point read does (bloom filters, index and data
+// Get implements hints.Reader: it positions on key the way a point read does (bloom filters, index and data
 // block) and loads the value.
-func (r *EngineReader) Get(ctx context.Context, rangeID uint64, key []byte) (ReplayStats, error) {
+func (r *Reader) Get(ctx context.Context, rangeID uint64, key []byte) (hints.ReplayStats, error) {
 	start, end, meta, err := r.bounds(rangeID)
 	if err != nil {
-		return ReplayStats{}, err
+		return hints.ReplayStats{}, err
 	}
 	if !inSpan(key, start, end) {
-		return ReplayStats{}, ErrNoReplica
+		return hints.ReplayStats{}, hints.ErrNoReplica
 	}
 	lo, hi := storage.DataSpan(meta, key, nil)
 	hi = append(lo[:len(lo):len(lo)], 0)
 	it, err := r.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return ReplayStats{}, err
+		return hints.ReplayStats{}, err
 	}
 	if it.SeekPrefixGE(lo) {
 		_, _ = it.ValueAndErr()
@@ -67,11 +72,11 @@ func (r *EngineReader) Get(ctx context.Context, rangeID uint64, key []byte) (Rep
 	return closeWithStats(it)
 }
 
-// Scan implements Reader: the replica's scan, clamped to its span, of at most limit rows.
-func (r *EngineReader) Scan(ctx context.Context, rangeID uint64, start, end []byte, limit int, reverse bool) (ReplayStats, error) {
+// Scan implements hints.Reader: the replica's scan, clamped to its span, of at most limit rows.
+func (r *Reader) Scan(ctx context.Context, rangeID uint64, start, end []byte, limit int, reverse bool) (hints.ReplayStats, error) {
 	rs, re, meta, err := r.bounds(rangeID)
 	if err != nil {
-		return ReplayStats{}, err
+		return hints.ReplayStats{}, err
 	}
 	lo, hi := start, end
 	if bytes.Compare(lo, rs) < 0 {
@@ -81,12 +86,12 @@ func (r *EngineReader) Scan(ctx context.Context, rangeID uint64, start, end []by
 		hi = re
 	}
 	if len(hi) > 0 && bytes.Compare(lo, hi) >= 0 {
-		return ReplayStats{}, nil
+		return hints.ReplayStats{}, nil
 	}
 	elo, ehi := storage.DataSpan(meta, lo, hi)
 	it, err := r.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: elo, UpperBound: ehi})
 	if err != nil {
-		return ReplayStats{}, err
+		return hints.ReplayStats{}, err
 	}
 	valid, step := it.First, it.Next
 	if reverse {
@@ -103,7 +108,7 @@ func (r *EngineReader) Scan(ctx context.Context, rangeID uint64, start, end []by
 	return closeWithStats(it)
 }
 
-func closeWithStats(it *pebble.Iterator) (ReplayStats, error) {
+func closeWithStats(it *pebble.Iterator) (hints.ReplayStats, error) {
 	st := it.Stats().InternalStats
 	err := it.Error()
 	if cerr := it.Close(); err == nil {
@@ -111,5 +116,5 @@ func closeWithStats(it *pebble.Iterator) (ReplayStats, error) {
 	}
 	hit := st.BlockBytesInCache
 	miss := st.BlockBytes - min(hit, st.BlockBytes)
-	return ReplayStats{CacheHit: hit, CacheMiss: miss}, err
+	return hints.ReplayStats{CacheHit: hit, CacheMiss: miss}, err
 }
