@@ -152,7 +152,7 @@ func (c ApplierConfig) withDefaults() ApplierConfig {
 		c.MaxRanges = 100000
 	}
 	if c.RecurWindow <= 0 {
-		c.RecurWindow = 2 * time.Second
+		c.RecurWindow = DefaultRecurWindow
 	}
 	c.DiskBudget = c.DiskBudget.withDefaults()
 	return c

@@ -58,6 +58,10 @@ type BufferConfig struct {
 	SampleAt, SampleResume, SampleFraction float64
 }
 
+// DefaultRecurWindow is how long a read is remembered to tell whether it recurs, by the sender
+// (BufferConfig.RecurWindow) and the receiver (ApplierConfig.RecurWindow) alike.
+const DefaultRecurWindow = 2 * time.Second
+
 func (c BufferConfig) withDefaults() BufferConfig {
 	if c.FlushEntries <= 0 {
 		c.FlushEntries = 10000
@@ -72,7 +76,7 @@ func (c BufferConfig) withDefaults() BufferConfig {
 		c.MaxKeyBytes = 1024
 	}
 	if c.RecurWindow <= 0 {
-		c.RecurWindow = 2 * time.Second
+		c.RecurWindow = DefaultRecurWindow
 	}
 	if c.SampleAt <= 0 {
 		c.SampleAt = 0.9

@@ -38,10 +38,7 @@ type Decommission struct {
 
 // NewDecommission returns the decommission policy.
 func NewDecommission(cfg DecommissionConfig, maxDiskUse float64) *Decommission {
-	if maxDiskUse <= 0 {
-		maxDiskUse = DefaultMaxDiskUse
-	}
-	return &Decommission{cfg: cfg.withDefaults(), maxDisk: maxDiskUse}
+	return &Decommission{cfg: cfg.withDefaults(), maxDisk: withDefaultDiskUse(maxDiskUse)}
 }
 
 // Name implements Policy.

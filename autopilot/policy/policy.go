@@ -101,10 +101,16 @@ func (c Config) WithDefaults() Config {
 	c.Rebalance = c.Rebalance.withDefaults()
 	c.Shed = c.Shed.withDefaults()
 	c.Join = c.Join.withDefaults()
-	if c.MaxDiskUse <= 0 {
-		c.MaxDiskUse = DefaultMaxDiskUse
-	}
+	c.MaxDiskUse = withDefaultDiskUse(c.MaxDiskUse)
 	return c
+}
+
+// withDefaultDiskUse is maxDiskUse, or DefaultMaxDiskUse when it is not set (0 or below).
+func withDefaultDiskUse(maxDiskUse float64) float64 {
+	if maxDiskUse <= 0 {
+		return DefaultMaxDiskUse
+	}
+	return maxDiskUse
 }
 
 // Validate reports the first inconsistent setting, saying which field to change.

@@ -63,10 +63,7 @@ type Rebalance struct {
 
 // NewRebalance returns the rebalance policy.
 func NewRebalance(cfg RebalanceConfig, maxDiskUse float64) *Rebalance {
-	if maxDiskUse <= 0 {
-		maxDiskUse = DefaultMaxDiskUse
-	}
-	return &Rebalance{cfg: cfg.withDefaults(), maxDisk: maxDiskUse, active: map[string]bool{}}
+	return &Rebalance{cfg: cfg.withDefaults(), maxDisk: withDefaultDiskUse(maxDiskUse), active: map[string]bool{}}
 }
 
 // Name implements Policy.

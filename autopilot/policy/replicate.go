@@ -47,10 +47,7 @@ type Replicate struct {
 
 // NewReplicate returns the replicate policy.
 func NewReplicate(cfg ReplicateConfig, maxDiskUse float64) *Replicate {
-	if maxDiskUse <= 0 {
-		maxDiskUse = DefaultMaxDiskUse
-	}
-	return &Replicate{cfg: cfg.withDefaults(), maxDisk: maxDiskUse}
+	return &Replicate{cfg: cfg.withDefaults(), maxDisk: withDefaultDiskUse(maxDiskUse)}
 }
 
 // Name implements Policy.
