@@ -9,7 +9,7 @@
 //
 // The package owns the loop and its lifecycle. It must never read cluster state except through
 // model.Source, never change the cluster except through the executor's Actuator (and the optional
-// Decommissioner), and never import the node's packages (kv, replica, pb): the tests drive the same
+// Decommissioner), and never import the node's packages (node, kv, replica, pb): the tests drive the same
 // code on an in-memory cluster (autopilot/internal/fake).
 package autopilot
 

@@ -6,8 +6,8 @@
 // The package owns the node's list of tasks, the time each kind last completed, the ranges the node led
 // when its last heavy task was requested, and the waiting rule. It must never move a leadership or
 // read cluster state itself: the autopilot's shed_leadership policy moves leaderships, and the node
-// (package kv) tells the gate through a Condition whether it may proceed and calls Notify when the
-// cluster's status changes.
+// tells the gate through a Condition whether it may proceed and calls Notify when the cluster's
+// status changes.
 package bgtask
 
 import (

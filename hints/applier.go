@@ -109,8 +109,8 @@ type ApplierConfig struct {
 	// RecurWindow is how long a read is remembered for RecurringOnly (default 2 s; at least two
 	// windows of memory are kept).
 	RecurWindow time.Duration
-	// ReplayEvery, if positive, replays a read at most once per period of this length (kv sets 1 s
-	// with RecurringOnly; zero: every time it arrives): a hot read arrives in nearly every 90 ms
+	// ReplayEvery, if positive, replays a read at most once per period of this length (the node sets
+	// 1 s with RecurringOnly; zero: every time it arrives): a hot read arrives in nearly every 90 ms
 	// batch, and replaying it again while its blocks were just touched warms nothing
 	// (recently_replayed drops). A batch whose reads were all replayed recently still refreshes its
 	// range's warmth.

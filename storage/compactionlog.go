@@ -8,16 +8,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// rewritingReasons are the compaction reasons (Pebble's) that write new tables from old ones: a copy
-// writes a new table too, and blocks are cached per table. A move hands a table to another level as
-// is and a delete-only compaction only drops tables: neither leaves a key's blocks uncached.
-var rewritingReasons = map[string]bool{"default": true, "elision-only": true, "read": true, "tombstone-density": true,
-	"rewrite": true, "copy": true}
-
-// RewritesData reports whether a compaction of this reason (CompactionRecord.Reason, Pebble's)
-// writes new tables, whose blocks the block cache does not hold when it ends.
-func RewritesData(reason string) bool { return rewritingReasons[reason] }
-
 // CompactionRecord is one finished compaction: when it ran, why, and what it rewrote. Its outputs
 // are new tables, and blocks are cached per table, so the reads of the key span it rewrote may
 // miss until they load them again: the log lets a benchmark set such misses against compactions.

@@ -1,7 +1,6 @@
 // Package storage owns a node's single Pebble engine: the key layout of its keyspaces (store identity,
 // raft state per range, meta-range data, user data), write batches, iterators, snapshots, the data
-// directory lock, engine statistics, and when its compactions may start (the optional refill grace,
-// compaction_grace.go).
+// directory lock and engine statistics.
 //
 // It must never interpret raft or range semantics: it stores bytes under keys that the replica and kv
 // layers build with the helpers in keys.go.
@@ -13,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -42,11 +39,6 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is the size of one memtable (default 32 MiB).
 	MemTableBytes uint64
-	// MemTableJitter is the fraction, in [0, 0.5], by which this engine's memtable is randomly smaller
-	// than MemTableBytes, drawn once at open (0: exactly MemTableBytes). Replicas receive the same
-	// writes: with equal memtables they would flush, and then compact, in the same second
-	// (docs/design/flush-desync.md).
-	MemTableJitter float64
 	// LBaseMaxBytes is the target size of the LSM's base level (0: Pebble's 64 MiB). A store smaller
 	// than it keeps all its data in the bottom level, and then every compaction out of L0 rewrites
 	// the bottom-level tables its span overlaps: for writes spread over the key space, most of them.
@@ -66,11 +58,6 @@ type Options struct {
 	// Device, if set, puts the engine's files on an emulated device of its own (page-cache bypass, a
 	// bandwidth/IOPS budget, added latency; see package emudisk) on top of FS. Nil: off.
 	Device *emudisk.Options
-	// CompactionRefillGrace, when above 0, holds the next compaction for this long after one that
-	// rewrote data ends, unless Pebble asks for more than one compaction at a time (L0 or the debt
-	// backing up), so that the misses of its cold new tables reach an idle disk
-	// (docs/design/compaction-refill-grace.md). 0: off, Pebble's own scheduler.
-	CompactionRefillGrace time.Duration
 }
 
 // CompactedBetween reports whether the engine compacted between two reads of its Stats: a
@@ -102,10 +89,6 @@ type Stats struct {
 	ServedBlockBytesInCache uint64
 	// StreamBlockBytes is the bytes of the blocks the streams' reads loaded.
 	StreamBlockBytes uint64
-	// CompactionGraceHolds counts the compactions held for a refill grace (Options.CompactionRefillGrace)
-	// and CompactionGraceHeld the time they waited in all.
-	CompactionGraceHolds int64
-	CompactionGraceHeld  time.Duration
 }
 
 // Engine is one node's storage engine.
@@ -123,8 +106,6 @@ type Engine struct {
 	// ingests counts IngestSpan calls; ingestedL0Bytes the bytes Pebble could not place below L0.
 	ingests, ingestedBytes, ingestedL0Bytes atomic.Int64
 
-	memTableBytes uint64 // after jitter
-
 	closed             atomic.Bool
 	compactionsRunning atomic.Int64
 	compactionsDone    atomic.Int64
@@ -132,27 +113,9 @@ type Engine struct {
 	writeStalls        atomic.Int64
 
 	compLog compactionLog
-	grace   *graceScheduler // nil unless Options.CompactionRefillGrace
 }
 
 const markerFile = "SHOAL_STORE"
-
-// DefaultMemTableJitter is what a node runs with unless told otherwise (server, local nodes): none.
-// Jitter was on by default (0.25) for one session; side by side it neither made the old nodes'
-// flushes in the join scenario less coincident nor lowered its noise floor, and it cost ~11 % more
-// flushes (docs/design/flush-desync.md, "Measured").
-const DefaultMemTableJitter = 0
-
-// MaxMemTableJitter bounds Options.MemTableJitter: beyond half, a node's memtable could be so much
-// smaller than its peers' that it flushes twice as often.
-const MaxMemTableJitter = 0.5
-
-// jitterMemTable returns size shrunk by jitter×u (u in [0, 1)), never below 1 MiB (a tinier memtable
-// would flush all the time) unless size itself is smaller.
-func jitterMemTable(size uint64, jitter, u float64) uint64 {
-	j := uint64(float64(size) * (1 - jitter*u))
-	return max(j, min(size, 1<<20))
-}
 
 // Open opens (or with CreateIfMissing creates) the store in dir. It takes an exclusive lock on the
 // directory: a second process on the same directory is refused.
@@ -163,19 +126,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if opts.MemTableBytes == 0 {
 		opts.MemTableBytes = 32 << 20
 	}
-	if opts.MemTableJitter < 0 || opts.MemTableJitter > MaxMemTableJitter || math.IsNaN(opts.MemTableJitter) {
-		return nil, fmt.Errorf("storage: memtable jitter %v must be in [0, %v]", opts.MemTableJitter, MaxMemTableJitter)
-	}
 	if opts.TargetFileBytes < 0 {
 		return nil, fmt.Errorf("storage: target file size %d must not be negative (0: the default)", opts.TargetFileBytes)
 	}
 	if opts.LBaseMaxBytes < 0 {
 		return nil, fmt.Errorf("storage: base level size %d must not be negative (0: the default)", opts.LBaseMaxBytes)
 	}
-	if opts.CompactionRefillGrace < 0 || opts.CompactionRefillGrace > time.Minute {
-		return nil, fmt.Errorf("storage: compaction refill grace %v must be between 0 (off) and 1m", opts.CompactionRefillGrace)
-	}
-	opts.MemTableBytes = jitterMemTable(opts.MemTableBytes, opts.MemTableJitter, rand.Float64())
 	marker := filepath.Join(dir, markerFile)
 	_, statErr := os.Stat(marker)
 	exists := statErr == nil
@@ -228,10 +184,6 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	// Pebble fills the levels below from the first (doubling) and FlushSplitBytes from it (2×).
 	po.TargetFileSizes[0] = opts.TargetFileBytes
-	if opts.CompactionRefillGrace > 0 {
-		e.grace = newGraceScheduler(opts.CompactionRefillGrace, time.Now)
-		po.Experimental.CompactionScheduler = e.grace
-	}
 	// Bloom filters on every level: a point read (a GET, a raft-log lookup) then skips the tables
 	// that cannot hold its key, instead of searching each L0 file's index.
 	for i := range po.Levels {
@@ -239,9 +191,6 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
-		if e.grace != nil {
-			e.grace.abandon()
-		}
 		lock.Close()
 		if exists {
 			return nil, fmt.Errorf("store in %s cannot be opened (corrupt or missing files?): %w; refusing to start, nothing was changed", dir, err)
@@ -249,7 +198,6 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("create store in %s: %w", dir, err)
 	}
 	e.db, e.po = db, po.Clone()
-	e.memTableBytes = opts.MemTableBytes
 	e.po.EnsureDefaults() // for MakeWriterOptions (IngestSpan)
 	if !exists {
 		if err := writeMarker(marker); err != nil {
@@ -486,9 +434,6 @@ func (e *Engine) Stats() Stats {
 		DiskBytes:           disk + m.WAL.PhysicalSize,
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
 	}
-	if e.grace != nil {
-		st.CompactionGraceHolds, st.CompactionGraceHeld = e.grace.counters()
-	}
 	for _, c := range m.CategoryStats {
 		switch {
 		case c.Category == streamCategory:
@@ -538,9 +483,6 @@ func (e *Engine) eventListener() *pebble.EventListener {
 			e.compactionsRunning.Add(-1)
 			e.compactionsDone.Add(1)
 			e.compLog.add(info)
-			if e.grace != nil {
-				e.grace.compactionEnded(info)
-			}
 			if l := e.listener.Load(); l != nil {
 				(*l).CompactionEnd(info.JobID)
 			}
@@ -561,7 +503,7 @@ func (e *Engine) eventListener() *pebble.EventListener {
 }
 
 // BackgroundListener hears about the engine's background work as it begins and ends (the node's
-// background-task tracker, package bgtask, through package kv). Calls come from Pebble's goroutines
+// background-task tracker, package bgtask, through the node). Calls come from Pebble's goroutines
 // and must not block.
 type BackgroundListener interface {
 	// CompactionBegin gives the size of the compaction's input tables and its reason (Pebble's,
@@ -678,6 +620,3 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	fmt.Fprintf(os.Stderr, "FATAL: storage engine failure (failing or full disk?): the node exits so that it acknowledges nothing that is not on disk; fix the cause and restart it: "+format+"\n", args...)
 	os.Exit(2)
 }
-
-// MemTableSize is the size of one memtable as this engine drew it at open (Options.MemTableJitter).
-func (e *Engine) MemTableSize() uint64 { return e.memTableBytes }

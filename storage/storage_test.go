@@ -735,63 +735,6 @@ func TestRaftStateSpanMaxRangeID(t *testing.T) {
 	}
 }
 
-func TestJitterMemTable(t *testing.T) {
-	for _, tc := range []struct {
-		size   uint64
-		jitter float64
-		u      float64
-		want   uint64
-	}{
-		{32 << 20, 0, 0.9, 32 << 20},                // off
-		{32 << 20, 0.25, 0, 32 << 20},               // the draw's low end keeps the size
-		{32 << 20, 0.25, 0.5, 28 << 20},             // an eighth smaller
-		{32 << 20, 0.5, 0.999999, 16<<20 + 16},      // never below half
-		{3 << 19, 0.5, 0.9, 1 << 20},                // the 1 MiB floor
-		{512 << 10, 0.5, 0.999999, 512 << 10},       // a size under the floor is left alone
-		{1 << 20, MaxMemTableJitter, 0.75, 1 << 20}, // at the floor already
-	} {
-		if got := jitterMemTable(tc.size, tc.jitter, tc.u); got != tc.want {
-			t.Errorf("jitterMemTable(%d, %v, %v) = %d, want %d", tc.size, tc.jitter, tc.u, got, tc.want)
-		}
-	}
-}
-
-// TestMemTableJitterAtOpen opens engines with jitter: each draws its own size within the bounds, so
-// that replicas fed the same writes flush at different times.
-func TestMemTableJitterAtOpen(t *testing.T) {
-	const size = 8 << 20
-	seen := map[uint64]bool{}
-	for i := range 4 {
-		e, err := Open(filepath.Join(t.TempDir(), fmt.Sprint(i)), Options{CreateIfMissing: true, MemTableBytes: size, MemTableJitter: 0.5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := e.MemTableSize()
-		e.Close()
-		if got > size || got < size/2 {
-			t.Fatalf("memtable %d outside [%d, %d]", got, size/2, size)
-		}
-		seen[got] = true
-	}
-	if len(seen) < 2 {
-		t.Fatalf("four engines drew the same memtable size %v: no jitter", seen)
-	}
-	e, err := Open(t.TempDir(), Options{CreateIfMissing: true, MemTableBytes: size})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if got := e.MemTableSize(); got != size {
-		t.Fatalf("without jitter memtable %d, want %d", got, size)
-	}
-	for _, bad := range []float64{-0.1, 0.6, math.NaN()} {
-		if e, err := Open(t.TempDir(), Options{CreateIfMissing: true, MemTableJitter: bad}); err == nil {
-			e.Close()
-			t.Errorf("jitter %v accepted", bad)
-		}
-	}
-}
-
 // TestStreamReadsCountApart: a snapshot streamed out with NewStreamIter loads its blocks as the
 // stream's in Stats, so the node's own reads keep a hit ratio of their own.
 func TestStreamReadsCountApart(t *testing.T) {
@@ -939,7 +882,7 @@ func TestTargetFileBytes(t *testing.T) {
 		}
 		share := 0.0
 		for _, c := range e.CompactionsSince(start) {
-			if c.FromLevel > 0 && RewritesData(c.Reason) && c.Err == "" {
+			if c.FromLevel > 0 && rewritesData(c.Reason) && c.Err == "" {
 				share = max(share, float64(c.InputBytes)/float64(store))
 			}
 		}
@@ -955,3 +898,13 @@ func TestTargetFileBytes(t *testing.T) {
 		t.Fatalf("Pebble's table sizes gave compactions as narrow (%.3f of the store) as 32 KiB tables (%.3f)", wide, narrow)
 	}
 }
+
+// rewritingReasons are the compaction reasons (Pebble's) that write new tables from old ones: a copy
+// writes a new table too, and blocks are cached per table. A move hands a table to another level as
+// is and a delete-only compaction only drops tables: neither leaves a key's blocks uncached.
+var rewritingReasons = map[string]bool{"default": true, "elision-only": true, "read": true, "tombstone-density": true,
+	"rewrite": true, "copy": true}
+
+// rewritesData reports whether a compaction of this reason (CompactionRecord.Reason, Pebble's)
+// writes new tables, whose blocks the block cache does not hold when it ends.
+func rewritesData(reason string) bool { return rewritingReasons[reason] }
