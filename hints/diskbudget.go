@@ -12,7 +12,7 @@ import (
 // replays a share of the hints whatever they cost, so after a join (a cold new node, old nodes
 // whose caches hold ranges they gave away) most of what it replays misses, and on the
 // join-surge scenario's saturated disks hints then cost 15 % of the throughput
-// (docs/design/hints-disk-load.md). The budget measures, once per Interval, which share of the
+// (docs/design/read-hints.md). The budget measures, once per Interval, which share of the
 // engine's block-cache misses came from replays (live hints and warm-ups), and scales the applied
 // fraction so that share stays at most Share while Saturated reports true; replays that hit cost
 // nothing against it. It acts in adaptive mode only (ApplierConfig.Adaptive): a fixed fraction is
