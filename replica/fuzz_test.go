@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica/internal/raftlog"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -98,13 +99,13 @@ func raftMsg(t raftpb.MessageType, from, to, term uint64) *raftpb.Message {
 // FuzzRaftMessage hands one arbitrary raftpb.Message (as received in a pb.RaftMessage from a peer) to
 // the store of a single node, then lets the store process whatever it caused. It must not panic.
 func FuzzRaftMessage(f *testing.F) {
-	hb := raftMsg(raftpb.MsgHeartbeat, 2, 1, initialTerm+1)
-	app := raftMsg(raftpb.MsgApp, 2, 2, initialTerm+1)
-	app.LogTerm, app.Index = proto.Uint64(initialTerm), proto.Uint64(initialIndex)
-	vote := raftMsg(raftpb.MsgPreVote, 2, 1, initialTerm+3)
-	vote.LogTerm, vote.Index = proto.Uint64(initialTerm+1), proto.Uint64(initialIndex+1)
-	appResp := raftMsg(raftpb.MsgAppResp, 2, 1, initialTerm+1)
-	appResp.Index = proto.Uint64(initialIndex + 1)
+	hb := raftMsg(raftpb.MsgHeartbeat, 2, 1, raftlog.InitialTerm+1)
+	app := raftMsg(raftpb.MsgApp, 2, 2, raftlog.InitialTerm+1)
+	app.LogTerm, app.Index = proto.Uint64(raftlog.InitialTerm), proto.Uint64(raftlog.InitialIndex)
+	vote := raftMsg(raftpb.MsgPreVote, 2, 1, raftlog.InitialTerm+3)
+	vote.LogTerm, vote.Index = proto.Uint64(raftlog.InitialTerm+1), proto.Uint64(raftlog.InitialIndex+1)
+	appResp := raftMsg(raftpb.MsgAppResp, 2, 1, raftlog.InitialTerm+1)
+	appResp.Index = proto.Uint64(raftlog.InitialIndex + 1)
 	readIndex := raftMsg(raftpb.MsgReadIndex, 2, 1, 0)
 	readIndex.Entries = []*raftpb.Entry{{Data: []byte("ctx")}}
 	seeds := []struct {
@@ -118,9 +119,9 @@ func FuzzRaftMessage(f *testing.F) {
 		{FirstUserRangeID, 2, false, marshalRaft(vote)},      // a pre-vote at a later term to the leader
 		{FirstUserRangeID, 2, false, marshalRaft(appResp)},   // a response from a replica the leader does not know
 		{FirstUserRangeID, 2, false, marshalRaft(readIndex)}, // a follower asking the leader for a read index
-		{FirstUserRangeID, 2, false, marshalRaft(raftMsg(raftpb.MsgTimeoutNow, 2, 1, initialTerm+1))},
-		{FirstUserRangeID, 2, false, marshalRaft(raftMsg(raftpb.MsgSnap, 2, 1, initialTerm+1))}, // only via HandleSnapshot
-		{FirstUserRangeID, 2, false, marshalRaft(raftMsg(raftpb.MsgHeartbeatResp, 2, 1, initialTerm+1))},
+		{FirstUserRangeID, 2, false, marshalRaft(raftMsg(raftpb.MsgTimeoutNow, 2, 1, raftlog.InitialTerm+1))},
+		{FirstUserRangeID, 2, false, marshalRaft(raftMsg(raftpb.MsgSnap, 2, 1, raftlog.InitialTerm+1))}, // only via HandleSnapshot
+		{FirstUserRangeID, 2, false, marshalRaft(raftMsg(raftpb.MsgHeartbeatResp, 2, 1, raftlog.InitialTerm+1))},
 		{FirstUserRangeID, 2, false, []byte("\xff\xff not a raft message")},
 		{FirstUserRangeID, 2, false, nil},
 	}
@@ -158,7 +159,7 @@ func FuzzSnapshotHeader(f *testing.F) {
 	f.Add(uint64(3), uint64(9), snap(2, 7, 20, overlap, 1, 2), []byte("n"), []byte("v")) // overlaps range 2
 	self := userDesc(FirstUserRangeID, "", fuzzUserEnd)
 	self.Generation = 2
-	f.Add(uint64(FirstUserRangeID), uint64(9), snap(1, initialTerm+2, 50, self, 1, 2), []byte("b"), []byte("v")) // to the leader, at a later term
+	f.Add(uint64(FirstUserRangeID), uint64(9), snap(1, raftlog.InitialTerm+2, 50, self, 1, 2), []byte("b"), []byte("v")) // to the leader, at a later term
 	f.Add(uint64(3), uint64(9), []byte("\x12\x03abc"), []byte(nil), []byte(nil))
 
 	f.Fuzz(func(t *testing.T, rangeID, fromNode uint64, header, key, value []byte) {
@@ -186,10 +187,10 @@ func FuzzRaftMessageFields(f *testing.F) {
 		reject, quiesce                   bool
 	}
 	seeds := []seed{
-		{0, uint8(raftpb.MsgHeartbeat), 2, 1, initialTerm + 1, 0, 0, initialIndex, 0, 0, 0, nil, false, true},
-		{0, uint8(raftpb.MsgApp), 2, 1, initialTerm + 1, initialTerm, initialIndex, initialIndex + 1, 0, initialIndex + 1, initialTerm + 1, nil, false, false},
-		{1, uint8(raftpb.MsgVote), 2, 1, initialTerm + 2, initialTerm + 1, initialIndex + 1, 0, 0, 0, 0, nil, false, false},
-		{1, uint8(raftpb.MsgAppResp), 2, 1, initialTerm + 1, 0, initialIndex + 1, 0, 0, 0, 0, nil, true, false},
+		{0, uint8(raftpb.MsgHeartbeat), 2, 1, raftlog.InitialTerm + 1, 0, 0, raftlog.InitialIndex, 0, 0, 0, nil, false, true},
+		{0, uint8(raftpb.MsgApp), 2, 1, raftlog.InitialTerm + 1, raftlog.InitialTerm, raftlog.InitialIndex, raftlog.InitialIndex + 1, 0, raftlog.InitialIndex + 1, raftlog.InitialTerm + 1, nil, false, false},
+		{1, uint8(raftpb.MsgVote), 2, 1, raftlog.InitialTerm + 2, raftlog.InitialTerm + 1, raftlog.InitialIndex + 1, 0, 0, 0, 0, nil, false, false},
+		{1, uint8(raftpb.MsgAppResp), 2, 1, raftlog.InitialTerm + 1, 0, raftlog.InitialIndex + 1, 0, 0, 0, 0, nil, true, false},
 		{1, uint8(raftpb.MsgReadIndex), 2, 1, 0, 0, 0, 0, 0, 0, 0, []byte("ctx"), false, false},
 		{2, uint8(raftpb.MsgApp), 9, 2, 7, 0, 0, 0, 0, 0, 0, nil, false, false},
 		{2, uint8(raftpb.MsgPreVote), 9, 2, 7, 7, 20, 0, 0, 0, 0, nil, false, false},
@@ -228,8 +229,8 @@ func FuzzSnapshotFields(f *testing.F) {
 	f.Add(uint8(2), uint64(2), uint64(7), uint64(20), []byte(fuzzUserEnd), []byte(nil), uint64(2), []byte{1, 2}, []byte(nil), []byte(nil), []byte(nil), false, []byte("n"), []byte("v"))
 	f.Add(uint8(2), uint64(2), uint64(7), uint64(20), []byte(fuzzUserEnd), []byte(nil), uint64(2), []byte{1}, []byte{2}, []byte(nil), []byte(nil), false, []byte("n"), []byte("v"))
 	f.Add(uint8(2), uint64(3), uint64(7), uint64(20), []byte("x"), []byte("y"), uint64(3), []byte{3}, []byte(nil), []byte{1, 3}, []byte(nil), true, []byte("x"), []byte("v"))
-	f.Add(uint8(1), uint64(1), uint64(initialTerm+2), uint64(50), []byte(nil), []byte(fuzzUserEnd), uint64(1), []byte{1, 2}, []byte(nil), []byte(nil), []byte(nil), false, []byte("b"), []byte("v"))
-	f.Add(uint8(0), uint64(1), uint64(initialTerm+2), uint64(50), []byte(nil), []byte(nil), uint64(1), []byte{1, 2}, []byte(nil), []byte(nil), []byte(nil), false, []byte("d"), []byte("v"))
+	f.Add(uint8(1), uint64(1), uint64(raftlog.InitialTerm+2), uint64(50), []byte(nil), []byte(fuzzUserEnd), uint64(1), []byte{1, 2}, []byte(nil), []byte(nil), []byte(nil), false, []byte("b"), []byte("v"))
+	f.Add(uint8(0), uint64(1), uint64(raftlog.InitialTerm+2), uint64(50), []byte(nil), []byte(nil), uint64(1), []byte{1, 2}, []byte(nil), []byte(nil), []byte(nil), false, []byte("d"), []byte("v"))
 	f.Fuzz(func(t *testing.T, rng uint8, to, term, index uint64, start, end []byte, replicaID uint64,
 		voters, learners, votersOut, learnersNext []byte, autoLeave bool, key, value []byte) {
 		rangeID := fuzzRanges[int(rng)%len(fuzzRanges)]

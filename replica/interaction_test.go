@@ -776,13 +776,13 @@ func (c *interaction) truncate(td *datadriven.TestData, r *Replica) error {
 	if to > r.applied {
 		return fmt.Errorf("index %d is not applied (applied %d)", to, r.applied)
 	}
-	if to <= r.log.truncIndex {
-		fmt.Fprintf(c.out, "nothing to truncate: the log starts after %d\n", r.log.truncIndex)
+	if to <= r.log.TruncatedIndex() {
+		fmt.Fprintf(c.out, "nothing to truncate: the log starts after %d\n", r.log.TruncatedIndex())
 		return nil
 	}
 	b := r.store.eng.NewBatch()
 	defer b.Close()
-	if err := r.log.truncate(b, to); err != nil {
+	if err := r.log.Truncate(b, to); err != nil {
 		return err
 	}
 	if err := b.Commit(true); err != nil {
@@ -836,12 +836,12 @@ func (c *interaction) printReplica(n *testNode, rangeID uint64, keys bool) {
 	if l := r.nodeOfLocked(r.leader); l != 0 && r.state != raft.StateLeader {
 		state += fmt.Sprintf(" of n%d", l)
 	}
-	log := fmt.Sprintf("log %d..%d", r.log.truncIndex+1, r.log.lastIndex)
-	if r.log.lastIndex == r.log.truncIndex {
-		log = fmt.Sprintf("log empty after %d", r.log.truncIndex)
+	log := fmt.Sprintf("log %d..%d", r.log.TruncatedIndex()+1, r.log.Last())
+	if r.log.Last() == r.log.TruncatedIndex() {
+		log = fmt.Sprintf("log empty after %d", r.log.TruncatedIndex())
 	}
 	fmt.Fprintf(c.out, "  n%d: replica %d, %s, term %d, applied %d, %s", n.id, r.replicaID, state,
-		r.log.hardState.GetTerm(), r.applied, log)
+		r.log.HardState().GetTerm(), r.applied, log)
 	if r.quiesced {
 		fmt.Fprint(c.out, ", quiesced")
 	}
@@ -856,7 +856,7 @@ func (c *interaction) printReplica(n *testNode, rangeID uint64, keys bool) {
 	if d.MergingInto != 0 {
 		fmt.Fprintf(c.out, "; frozen at %d for a merge into range %d", d.FreezeIndex, d.MergingInto)
 	}
-	cs := r.log.confState
+	cs := r.log.ConfState()
 	fmt.Fprintf(c.out, "\n      raft voters %v", cs.GetVoters())
 	if len(cs.GetVotersOutgoing()) > 0 {
 		fmt.Fprintf(c.out, " outgoing %v", cs.GetVotersOutgoing())

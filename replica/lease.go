@@ -91,8 +91,8 @@ func (r *Replica) voteBlackoutLocked(msg *raftpb.Message) bool {
 
 // votersLocked counts the voters of the current configuration (a lone voter has no lease to fear).
 func (r *Replica) votersLocked() int {
-	if r.log == nil || r.log.confState == nil {
+	if r.log == nil || r.log.ConfState() == nil {
 		return 0
 	}
-	return len(r.log.confState.GetVoters()) + len(r.log.confState.GetVotersOutgoing())
+	return len(r.log.ConfState().GetVoters()) + len(r.log.ConfState().GetVotersOutgoing())
 }

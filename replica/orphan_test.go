@@ -80,7 +80,7 @@ func TestOrphanedProposalIsAnswered(t *testing.T) {
 			waitFor(t, "the leader's first entry of its term in its log", func() bool {
 				r.mu.Lock()
 				defer r.mu.Unlock()
-				term, last = r.rn.BasicStatus().GetTerm(), r.log.lastIndex
+				term, last = r.rn.BasicStatus().GetTerm(), r.log.Last()
 				lt, err := r.log.Term(last)
 				return err == nil && lt == term
 			})
@@ -93,7 +93,7 @@ func TestOrphanedProposalIsAnswered(t *testing.T) {
 			waitFor(t, "the write's entry in the leader's log", func() bool {
 				r.mu.Lock()
 				defer r.mu.Unlock()
-				return r.log.lastIndex >= i
+				return r.log.Last() >= i
 			})
 			next := &raftpb.Entry{Type: raftpb.EntryNormal.Enum(), Term: proto.Uint64(term + 1)}
 			app := &raftpb.Message{Type: raftpb.MsgApp.Enum(), Term: proto.Uint64(term + 1), LogTerm: proto.Uint64(term)}

@@ -41,7 +41,7 @@ func (r *Replica) quiesceLocked() {
 func (r *Replica) afterStepLocked(msg *raftpb.Message, quiesce bool) {
 	switch {
 	case quiesce && msg.GetType() == raftpb.MsgHeartbeat:
-		if r.state == raft.StateFollower && r.leader == msg.GetFrom() && r.log.lastIndex == msg.GetCommit() && len(r.proposals) == 0 {
+		if r.state == raft.StateFollower && r.leader == msg.GetFrom() && r.log.Last() == msg.GetCommit() && len(r.proposals) == 0 {
 			r.quiesceLocked()
 		} else {
 			r.unquiesceLocked()
@@ -62,8 +62,8 @@ func (r *Replica) maybeQuiesceLocked() {
 		return
 	}
 	st := r.rn.Status()
-	last := r.log.lastIndex
-	if st.GetCommit() != last || r.applied != last || st.LeadTransferee != 0 || len(r.log.confState.VotersOutgoing) > 0 {
+	last := r.log.Last()
+	if st.GetCommit() != last || r.applied != last || st.LeadTransferee != 0 || len(r.log.ConfState().VotersOutgoing) > 0 {
 		return
 	}
 	caughtUp := true

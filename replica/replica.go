@@ -12,6 +12,9 @@
 // assumption about clocks, so a paused or partitioned former leader can never serve a stale read.
 // Follower reads skip that check and may be stale.
 //
+// Two parts live in internal packages of their own: the raft log on the engine (raftlog, etcd raft's
+// Storage) and the checks of messages from the network (validate).
+//
 // It must never route between ranges or nodes (package kv does), and never talks to the network
 // except through the Transport it is given.
 package replica
@@ -32,6 +35,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica/internal/raftlog"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -111,7 +115,7 @@ type Replica struct {
 
 	mu        sync.Mutex
 	rn        *raft.RawNode
-	log       *raftLog
+	log       *raftlog.Log
 	desc      *pb.RangeDescriptor // nil while uninitialized (created by a message, waiting for a snapshot)
 	applied   uint64
 	leader    uint64 // raft replica id of the leader, 0 if unknown
@@ -180,7 +184,7 @@ type Status struct {
 func (r *Replica) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := Status{Applied: r.applied, ReplicaID: r.replicaID, LastIndex: r.log.lastIndex}
+	st := Status{Applied: r.applied, ReplicaID: r.replicaID, LastIndex: r.log.Last()}
 	if r.desc != nil {
 		st.Desc = proto.Clone(r.desc).(*pb.RangeDescriptor)
 	}
@@ -190,7 +194,7 @@ func (r *Replica) Status() Status {
 	st.Term = bs.GetTerm()
 	if st.IsLeader {
 		st.LaggingPeers = make(map[uint64]uint64)
-		last := r.log.lastIndex
+		last := r.log.Last()
 		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
 			if pr.Match < last {
 				st.LaggingPeers[id] = last - pr.Match
@@ -214,7 +218,7 @@ func (r *Replica) LeaderNode() uint64 {
 func (r *Replica) LeaderTerm() (leader bool, term uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.state == raft.StateLeader, r.log.hardState.GetTerm()
+	return r.state == raft.StateLeader, r.log.HardState().GetTerm()
 }
 
 // IsLeader reports whether this replica is the raft leader.
@@ -416,7 +420,7 @@ func (r *Replica) leaderErrLocked() error {
 // wait for an entry that never comes: a move's removal step issued right after a leadership transfer
 // hung until its 10-s timeout (measured in the join scenario).
 func (r *Replica) confChangeAcceptedLocked() bool {
-	if len(r.log.confState.GetVotersOutgoing()) > 0 {
+	if len(r.log.ConfState().GetVotersOutgoing()) > 0 {
 		return false
 	}
 	term, err := r.log.Term(r.applied)
@@ -712,7 +716,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 				}
 			}
 			var res Result
-			joint := len(r.log.confState.GetVotersOutgoing()) > 0
+			joint := len(r.log.ConfState().GetVotersOutgoing()) > 0
 			leaveJoint := cctx.Desc == nil && len(cc.AsV2().Changes) == 0
 			var cs *raftpb.ConfState
 			var ok bool
@@ -734,7 +738,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 				res.Err = &Error{Code: pb.ErrorCode_RANGE_MOVED, Msg: fmt.Sprintf("range %d: conf change based on a stale descriptor", r.rangeID)}
 			}
 			if ok {
-				r.log.confState = cs
+				r.log.SetConfState(cs)
 				if err := r.writeDescLocked(b); err != nil {
 					return nil, nil, false, err
 				}
@@ -753,9 +757,9 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 	if err := b.Set(storage.AppliedStateKey(r.rangeID), u64(r.applied)); err != nil {
 		return nil, nil, false, err
 	}
-	if r.applied-r.log.truncIndex > r.store.cfg.LogTruncateThreshold {
-		if to := r.truncationPointLocked(); to > r.log.truncIndex {
-			if err := r.log.truncate(b, to); err != nil {
+	if r.applied-r.log.TruncatedIndex() > r.store.cfg.LogTruncateThreshold {
+		if to := r.truncationPointLocked(); to > r.log.TruncatedIndex() {
+			if err := r.log.Truncate(b, to); err != nil {
 				return nil, nil, false, err
 			}
 		}
@@ -763,7 +767,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 	if err := b.Commit(false); err != nil {
 		return nil, nil, false, err
 	}
-	r.log.forgetApplied(r.applied)
+	r.log.ForgetApplied(r.applied)
 	for _, f := range finished {
 		f.p.result = f.res
 		close(f.p.done)
@@ -796,7 +800,7 @@ func (r *Replica) writeDescLocked(b *storage.Batch) error {
 	if err := b.Set(storage.RangeDescKey(r.rangeID), dd); err != nil {
 		return err
 	}
-	cs, err := proto.Marshal(r.log.confState)
+	cs, err := proto.Marshal(r.log.ConfState())
 	if err != nil {
 		return err
 	}
@@ -920,27 +924,10 @@ func (r *Replica) applySplit(b *storage.Batch, st *pb.SplitTrigger) (Result, *pb
 	return Result{}, right, nil
 }
 
-// writeInitialState writes the raft state of a range that starts at (initialIndex, initialTerm) with
-// the replicas of desc: used by bootstrap and by the right side of a split. A hard state already on
-// disk (a vote cast by a not-yet-initialized replica) is kept so it never votes twice in a term.
+// writeInitialState writes the raft state of a range that starts at (raftlog.InitialIndex,
+// raftlog.InitialTerm) with the replicas of desc: used by bootstrap and by the right side of a split.
 func writeInitialState(b *storage.Batch, desc *pb.RangeDescriptor) error {
 	id := desc.RangeId
-	hs := &raftpb.HardState{Term: proto.Uint64(initialTerm), Commit: proto.Uint64(initialIndex)}
-	if v, ok, err := b.Get(storage.HardStateKey(id)); err != nil {
-		return err
-	} else if ok {
-		old := &raftpb.HardState{}
-		if err := proto.Unmarshal(v, old); err != nil {
-			return err
-		}
-		if old.GetTerm() > initialTerm {
-			hs.Term, hs.Vote = proto.Uint64(old.GetTerm()), proto.Uint64(old.GetVote())
-		}
-	}
-	hsData, err := proto.Marshal(hs)
-	if err != nil {
-		return err
-	}
 	cs := confStateOf(desc)
 	csData, err := proto.Marshal(cs)
 	if err != nil {
@@ -950,12 +937,11 @@ func writeInitialState(b *storage.Batch, desc *pb.RangeDescriptor) error {
 	if err != nil {
 		return err
 	}
-	lo, hi := storage.RaftLogSpan(id)
+	if err := raftlog.WriteInitialState(b, id); err != nil {
+		return err
+	}
 	for _, w := range []error{
-		b.DeleteRange(lo, hi),
-		b.Set(storage.HardStateKey(id), hsData),
-		b.Set(storage.TruncatedStateKey(id), encodeTruncated(initialIndex, initialTerm)),
-		b.Set(storage.AppliedStateKey(id), u64(initialIndex)),
+		b.Set(storage.AppliedStateKey(id), u64(raftlog.InitialIndex)),
 		b.Set(storage.ConfStateKey(id), csData),
 		b.Set(storage.RangeDescKey(id), dd),
 	} {

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica/internal/raftlog"
+	"github.com/shoaldb/shoal/replica/internal/validate"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
 )
@@ -206,7 +208,7 @@ func (s *Store) Load() error {
 func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	snap := s.eng.NewSnapshot()
 	defer snap.Close()
-	l, err := newRaftLog(s.eng, snap, rangeID)
+	l, err := raftlog.Load(s.eng, snap, rangeID)
 	if err != nil {
 		return nil, err
 	}
@@ -222,9 +224,11 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		if v, ok, err := snap.Get(storage.ConfStateKey(rangeID)); err != nil {
 			return nil, err
 		} else if ok {
-			if err := proto.Unmarshal(v, l.confState); err != nil {
+			cs := &raftpb.ConfState{}
+			if err := proto.Unmarshal(v, cs); err != nil {
 				return nil, fmt.Errorf("range %d: decode conf state: %w", rangeID, err)
 			}
+			l.SetConfState(cs)
 		}
 		if v, ok, err := snap.Get(storage.AppliedStateKey(rangeID)); err != nil {
 			return nil, err
@@ -232,7 +236,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 			r.applied = be64(v)
 		}
 	}
-	l.snapshot = r.snapshotMetaLocked
+	l.SetSnapshotFunc(r.snapshotMetaLocked)
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        replicaID,
 		ElectionTick:              s.cfg.ElectionTicks,
@@ -280,7 +284,7 @@ func (r *Replica) snapshotMetaLocked() (*raftpb.Snapshot, error) {
 		return nil, err
 	}
 	return &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{
-		Index: proto.Uint64(r.applied), Term: proto.Uint64(term), ConfState: proto.Clone(r.log.confState).(*raftpb.ConfState)}}, nil
+		Index: proto.Uint64(r.applied), Term: proto.Uint64(term), ConfState: proto.Clone(r.log.ConfState()).(*raftpb.ConfState)}}, nil
 }
 
 // Bootstrap writes the initial state of a range on a brand-new store (first node of a cluster).
@@ -423,7 +427,7 @@ func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
 		if msg.GetType() == raftpb.MsgSnap {
 			continue // snapshots only arrive through HandleSnapshot, with their data
 		}
-		if err := checkHeader(m.RangeId, msg); err != nil {
+		if err := validate.Header(m.RangeId, msg); err != nil {
 			s.dropped(m, err)
 			continue
 		}
@@ -432,7 +436,7 @@ func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
 			continue
 		}
 		r.mu.Lock()
-		if err := r.checkAgainstLogLocked(msg); err != nil {
+		if err := r.log.CheckMessage(msg); err != nil {
 			r.mu.Unlock()
 			s.dropped(m, err)
 			continue
@@ -514,10 +518,10 @@ func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error
 	if msg.GetType() != raftpb.MsgSnap {
 		return fmt.Errorf("range %d: snapshot header is a %s", header.RangeId, msg.GetType())
 	}
-	if err := checkHeader(header.RangeId, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: msg.From, To: msg.To, Term: msg.Term}); err != nil {
+	if err := validate.Header(header.RangeId, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: msg.From, To: msg.To, Term: msg.Term}); err != nil {
 		return fmt.Errorf("range %d: bad snapshot header: %w", header.RangeId, err)
 	}
-	if err := checkSnapshot(msg, desc); err != nil {
+	if err := validate.Snapshot(msg, desc); err != nil {
 		return fmt.Errorf("range %d: bad snapshot: %w", header.RangeId, err)
 	}
 	// Refuse a snapshot that overlaps another initialized replica: that replica must first learn of the
@@ -633,58 +637,15 @@ func (s *Store) processReady() {
 	defer batch.Close()
 	mustSync := false
 	for _, r := range dirty {
-		r.mu.Lock()
-		if r.destroyed {
-			r.mu.Unlock()
-			continue
-		}
-		if r.readQueue != nil && r.state == raft.StateLeader {
-			b := r.readQueue
-			r.readQueue = nil
-			r.readsSent[string(b.ctx)] = b
-			b.sent = time.Now()
-			r.rn.ReadIndex(b.ctx)
-		}
-		if !r.rn.HasReady() {
-			r.mu.Unlock()
-			continue
-		}
-		rd := r.rn.Ready()
-		prevHS := r.log.hardState
-		if err := r.persistReadyLocked(batch, &rd); err != nil {
-			r.mu.Unlock()
-			s.fatal(fmt.Errorf("range %d: persist raft state: %w", r.rangeID, err))
+		w, needSync, err := s.collectReady(r, batch)
+		if err != nil {
+			s.fatal(err)
 			return
 		}
-		// Only new entries, a new term or a vote must be durable before messages leave; a commit
-		// index alone may be lost and relearned (raft.MustSync).
-		if !raft.IsEmptySnap(rd.Snapshot) || (rd.HardState != nil && raft.MustSync(rd.HardState, prevHS, len(rd.Entries))) || len(rd.Entries) > 0 {
-			mustSync = true
+		if w != nil {
+			work = append(work, *w)
+			mustSync = mustSync || needSync
 		}
-		s.entriesWritten.Add(uint64(len(rd.Entries)))
-		s.entriesApplied.Add(uint64(len(rd.CommittedEntries)))
-		// A leader may send its appends while it persists the same entries (raft thesis 10.2.1, etcd
-		// raft's doc.go), so followers' fsyncs overlap the leader's. Anything that follows a term or
-		// vote change waits for the fsync.
-		early := r.state == raft.StateLeader && (rd.HardState == nil || (rd.HardState.GetTerm() == prevHS.GetTerm() && rd.HardState.GetVote() == prevHS.GetVote()))
-		var late []*raftpb.Message
-		if early {
-			s.sendMessagesLocked(r, rd.Messages)
-		} else {
-			// Heartbeat responses promise nothing about this node's log, so they need not wait for
-			// the fsync: a leader's ReadIndex round then does not queue behind a follower's disk.
-			var now []*raftpb.Message
-			for _, m := range rd.Messages {
-				if m.GetType() == raftpb.MsgHeartbeatResp {
-					now = append(now, m)
-				} else {
-					late = append(late, m)
-				}
-			}
-			s.sendMessagesLocked(r, now)
-		}
-		r.mu.Unlock()
-		work = append(work, readyWork{r, rd, late})
 	}
 	if len(work) == 0 {
 		return
@@ -705,55 +666,13 @@ func (s *Store) processReady() {
 	}
 	var removed []uint64
 	for _, w := range work {
-		r := w.r
-		r.mu.Lock()
-		if r.destroyed {
-			// Merged away earlier in this cycle: its raft state is gone, nothing more to apply.
-			r.mu.Unlock()
-			continue
-		}
-		if w.rd.SoftState != nil {
-			r.setSoftStateLocked(w.rd.SoftState)
-		}
-		s.sendMessagesLocked(r, w.late)
-		if !raft.IsEmptySnap(w.rd.Snapshot) {
-			r.releaseReadsLocked()
-		}
-		splits, merged, gone, err := r.applyCommittedLocked(w.rd.CommittedEntries)
+		gone, err := s.applyReady(w)
 		if err != nil {
-			r.mu.Unlock()
-			s.fatal(fmt.Errorf("range %d: apply: %w", r.rangeID, err))
+			s.fatal(err)
 			return
 		}
-		for _, rs := range w.rd.ReadStates {
-			if b, ok := r.readsSent[string(rs.RequestCtx)]; ok {
-				delete(r.readsSent, string(rs.RequestCtx))
-				b.index = rs.Index
-				r.readsWait = append(r.readsWait, b)
-			}
-		}
-		r.releaseReadsLocked()
-		r.rn.Advance(w.rd)
-		if r.rn.HasReady() || r.readQueue != nil {
-			s.dirtyMu.Lock()
-			s.dirty[r.rangeID] = r
-			s.dirtyMu.Unlock()
-		}
-		wasLeader := r.state == raft.StateLeader
-		r.mu.Unlock()
-		for _, right := range splits {
-			nr := s.createSplitReplica(right)
-			if nr != nil && wasLeader {
-				// The left side's leader campaigns at once for the right side, so the new range has a
-				// leader (on the same node, with the same cache) without waiting for an election timeout.
-				nr.Campaign()
-			}
-		}
-		for _, id := range merged {
-			s.retireMerged(id)
-		}
 		if gone {
-			removed = append(removed, r.rangeID)
+			removed = append(removed, w.r.rangeID)
 		}
 	}
 	for _, id := range removed {
@@ -773,6 +692,111 @@ func (s *Store) processReady() {
 		default:
 		}
 	}
+}
+
+// collectReady takes r's Ready, if it has one, adds its snapshot, entries and hard state to the
+// cycle's batch and sends the messages that need not wait for the fsync. needSync reports whether
+// the batch must be synced before the rest (work.late) leaves. An error is fatal to the node.
+func (s *Store) collectReady(r *Replica, batch *storage.Batch) (work *readyWork, needSync bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.destroyed {
+		return nil, false, nil
+	}
+	if r.readQueue != nil && r.state == raft.StateLeader {
+		b := r.readQueue
+		r.readQueue = nil
+		r.readsSent[string(b.ctx)] = b
+		b.sent = time.Now()
+		r.rn.ReadIndex(b.ctx)
+	}
+	if !r.rn.HasReady() {
+		return nil, false, nil
+	}
+	rd := r.rn.Ready()
+	prevHS := r.log.HardState()
+	if err := r.persistReadyLocked(batch, &rd); err != nil {
+		return nil, false, fmt.Errorf("range %d: persist raft state: %w", r.rangeID, err)
+	}
+	// Only new entries, a new term or a vote must be durable before messages leave; a commit
+	// index alone may be lost and relearned (raft.MustSync).
+	needSync = !raft.IsEmptySnap(rd.Snapshot) || (rd.HardState != nil && raft.MustSync(rd.HardState, prevHS, len(rd.Entries))) || len(rd.Entries) > 0
+	s.entriesWritten.Add(uint64(len(rd.Entries)))
+	s.entriesApplied.Add(uint64(len(rd.CommittedEntries)))
+	// A leader may send its appends while it persists the same entries (raft thesis 10.2.1, etcd
+	// raft's doc.go), so followers' fsyncs overlap the leader's. Anything that follows a term or
+	// vote change waits for the fsync.
+	early := r.state == raft.StateLeader && (rd.HardState == nil || (rd.HardState.GetTerm() == prevHS.GetTerm() && rd.HardState.GetVote() == prevHS.GetVote()))
+	var late []*raftpb.Message
+	if early {
+		s.sendMessagesLocked(r, rd.Messages)
+	} else {
+		// Heartbeat responses promise nothing about this node's log, so they need not wait for
+		// the fsync: a leader's ReadIndex round then does not queue behind a follower's disk.
+		var now []*raftpb.Message
+		for _, m := range rd.Messages {
+			if m.GetType() == raftpb.MsgHeartbeatResp {
+				now = append(now, m)
+			} else {
+				late = append(late, m)
+			}
+		}
+		s.sendMessagesLocked(r, now)
+	}
+	return &readyWork{r, rd, late}, needSync, nil
+}
+
+// applyReady finishes w once its batch is durable: it sends the messages that waited for the
+// fsync, applies the committed entries, answers reads, advances raft and starts the replicas of
+// splits. gone reports that the replica is no longer in its range. An error is fatal to the node.
+func (s *Store) applyReady(w readyWork) (gone bool, err error) {
+	r := w.r
+	r.mu.Lock()
+	if r.destroyed {
+		// Merged away earlier in this cycle: its raft state is gone, nothing more to apply.
+		r.mu.Unlock()
+		return false, nil
+	}
+	if w.rd.SoftState != nil {
+		r.setSoftStateLocked(w.rd.SoftState)
+	}
+	s.sendMessagesLocked(r, w.late)
+	if !raft.IsEmptySnap(w.rd.Snapshot) {
+		r.releaseReadsLocked()
+	}
+	splits, merged, gone, err := r.applyCommittedLocked(w.rd.CommittedEntries)
+	if err != nil {
+		r.mu.Unlock()
+		return false, fmt.Errorf("range %d: apply: %w", r.rangeID, err)
+	}
+	for _, rs := range w.rd.ReadStates {
+		if b, ok := r.readsSent[string(rs.RequestCtx)]; ok {
+			delete(r.readsSent, string(rs.RequestCtx))
+			b.index = rs.Index
+			r.readsWait = append(r.readsWait, b)
+		}
+	}
+	r.releaseReadsLocked()
+	r.rn.Advance(w.rd)
+	if r.rn.HasReady() || r.readQueue != nil {
+		s.dirtyMu.Lock()
+		s.dirty[r.rangeID] = r
+		s.dirtyMu.Unlock()
+	}
+	wasLeader := r.state == raft.StateLeader
+	r.mu.Unlock()
+	for _, right := range splits {
+		nr := s.createSplitReplica(right)
+		if nr != nil && wasLeader {
+			// The left side's leader campaigns at once for the right side, so the new range has a
+			// leader (on the same node, with the same cache) without waiting for an election timeout.
+			nr.Campaign()
+		}
+	}
+	for _, id := range merged {
+		s.retireMerged(id)
+	}
+	return gone, nil
 }
 
 func (r *Replica) setSoftStateLocked(ss *raft.SoftState) {
@@ -801,11 +825,11 @@ func (r *Replica) persistReadyLocked(b *storage.Batch, rd *raft.Ready) error {
 			return err
 		}
 	}
-	if err := r.log.append(b, rd.Entries); err != nil {
+	if err := r.log.Append(b, rd.Entries); err != nil {
 		return err
 	}
 	if !raft.IsEmptyHardState(rd.HardState) {
-		if err := r.log.setHardState(b, rd.HardState); err != nil {
+		if err := r.log.SetHardState(b, rd.HardState); err != nil {
 			return err
 		}
 	}
@@ -837,7 +861,7 @@ func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot)
 			}
 		}
 	}
-	if err := r.log.resetTo(b, meta.GetIndex(), meta.GetTerm()); err != nil {
+	if err := r.log.ResetTo(b, meta.GetIndex(), meta.GetTerm()); err != nil {
 		return err
 	}
 	// The snapshot may or may not hold an orphaned proposal's entry (a leader installs none, so every
@@ -848,7 +872,7 @@ func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot)
 	r.appliedTerm = meta.GetTerm()
 	r.store.snapshotsApplied.Add(1)
 	r.desc = ps.desc
-	r.log.confState = proto.Clone(meta.GetConfState()).(*raftpb.ConfState)
+	r.log.SetConfState(proto.Clone(meta.GetConfState()).(*raftpb.ConfState))
 	r.applied = meta.GetIndex()
 	if err := r.writeDescLocked(b); err != nil {
 		return err

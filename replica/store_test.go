@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica/internal/raftlog"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
 )
@@ -230,7 +231,7 @@ func TestStoreSingleNode(t *testing.T) {
 		t.Fatalf("no replica of range %d after Load", FirstUserRangeID)
 	}
 	lead(t, r)
-	if st := r.Status(); !st.IsLeader || st.LeaderNode != 1 || st.ReplicaID != 1 || st.Term <= initialTerm {
+	if st := r.Status(); !st.IsLeader || st.LeaderNode != 1 || st.ReplicaID != 1 || st.Term <= raftlog.InitialTerm {
 		t.Errorf("status after election: %+v", st)
 	}
 
@@ -566,9 +567,9 @@ func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
 		propose(t, r, putCmd(fmt.Sprintf("k%04d", i), fmt.Sprintf("v%04d", i)))
 	}
 	r.mu.Lock()
-	first, applied := r.log.truncIndex+1, r.applied
+	first, applied := r.log.TruncatedIndex()+1, r.applied
 	r.mu.Unlock()
-	if first <= initialIndex+1 {
+	if first <= raftlog.InitialIndex+1 {
 		t.Fatalf("log not truncated: first index %d after %d writes with threshold 4", first, int(n))
 	}
 
@@ -644,7 +645,7 @@ func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
 	s2 := env.startWith(Config{TickInterval: time.Hour, LogTruncateThreshold: 4})
 	r2 := s2.Replica(FirstUserRangeID)
 	r2.mu.Lock()
-	first2 := r2.log.truncIndex + 1
+	first2 := r2.log.TruncatedIndex() + 1
 	r2.mu.Unlock()
 	if first2 < first {
 		t.Errorf("first index after restart %d < %d before", first2, first)
@@ -921,8 +922,8 @@ func TestChangeReplicasWaitsUntilRaftTakesConfChanges(t *testing.T) {
 	}
 	// In a joint configuration: refused with TIMEOUT when the caller's deadline passes first.
 	r.mu.Lock()
-	saved := r.log.confState.VotersOutgoing
-	r.log.confState.VotersOutgoing = []uint64{1, 7}
+	saved := r.log.ConfState().VotersOutgoing
+	r.log.ConfState().VotersOutgoing = []uint64{1, 7}
 	r.mu.Unlock()
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -930,7 +931,7 @@ func TestChangeReplicasWaitsUntilRaftTakesConfChanges(t *testing.T) {
 		t.Fatalf("conf change in a joint configuration: %v, want TIMEOUT (not ready)", err)
 	}
 	r.mu.Lock()
-	r.log.confState.VotersOutgoing = saved
+	r.log.ConfState().VotersOutgoing = saved
 	r.mu.Unlock()
 	if err := addLearner(ctxT(t), 3); err != nil {
 		t.Fatalf("conf change once the configuration is simple again: %v", err)

@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/replica/internal/raftlog"
 )
 
 // A lagging follower gets appends whose commit index is past the entries they carry (the leader
@@ -25,9 +27,9 @@ func TestCheckAgainstLogCommitIndexes(t *testing.T) {
 	// initial index for a later term's append to rewrite.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		r.mu.Lock()
-		c := r.log.hardState.GetCommit()
+		c := r.log.HardState().GetCommit()
 		r.mu.Unlock()
-		if c > initialIndex {
+		if c > raftlog.InitialIndex {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -35,12 +37,12 @@ func TestCheckAgainstLogCommitIndexes(t *testing.T) {
 		}
 	}
 	r.mu.Lock()
-	last := r.log.lastIndex
-	term := r.log.hardState.GetTerm()
+	last := r.log.Last()
+	term := r.log.HardState().GetTerm()
 	r.mu.Unlock()
 	// What a deposed leader of an earlier term had at the committed indexes: different terms.
-	stale := &raftpb.Message{Type: raftpb.MsgApp.Enum(), Term: proto.Uint64(term - 1), Index: proto.Uint64(initialIndex), LogTerm: proto.Uint64(initialTerm),
-		Commit: proto.Uint64(last), Entries: []*raftpb.Entry{{Index: proto.Uint64(initialIndex + 1), Term: proto.Uint64(term - 1)}}}
+	stale := &raftpb.Message{Type: raftpb.MsgApp.Enum(), Term: proto.Uint64(term - 1), Index: proto.Uint64(raftlog.InitialIndex), LogTerm: proto.Uint64(raftlog.InitialTerm),
+		Commit: proto.Uint64(last), Entries: []*raftpb.Entry{{Index: proto.Uint64(raftlog.InitialIndex + 1), Term: proto.Uint64(term - 1)}}}
 	rewrite := proto.Clone(stale).(*raftpb.Message)
 	rewrite.Term = proto.Uint64(term + 1)
 	rewrite.Entries[0].Term = proto.Uint64(term + 1)
@@ -49,8 +51,8 @@ func TestCheckAgainstLogCommitIndexes(t *testing.T) {
 		msg  *raftpb.Message
 		ok   bool
 	}{
-		{"append committing past its entries", &raftpb.Message{Type: raftpb.MsgApp.Enum(), Term: proto.Uint64(term), Index: proto.Uint64(last), LogTerm: proto.Uint64(initialTerm),
-			Commit: proto.Uint64(last + 5000), Entries: []*raftpb.Entry{{Index: proto.Uint64(last + 1), Term: proto.Uint64(initialTerm + 1)}}}, true},
+		{"append committing past its entries", &raftpb.Message{Type: raftpb.MsgApp.Enum(), Term: proto.Uint64(term), Index: proto.Uint64(last), LogTerm: proto.Uint64(raftlog.InitialTerm),
+			Commit: proto.Uint64(last + 5000), Entries: []*raftpb.Entry{{Index: proto.Uint64(last + 1), Term: proto.Uint64(raftlog.InitialTerm + 1)}}}, true},
 		{"heartbeat committing past the log", &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), Term: proto.Uint64(term), Commit: proto.Uint64(last + 1)}, false},
 		{"heartbeat within the log", &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), Term: proto.Uint64(term), Commit: proto.Uint64(last)}, true},
 		// raft ignores a message of an earlier term: nothing in it can reach the log.
@@ -59,7 +61,7 @@ func TestCheckAgainstLogCommitIndexes(t *testing.T) {
 		{"a later term's append rewriting a committed entry", rewrite, false},
 	} {
 		r.mu.Lock()
-		err := r.checkAgainstLogLocked(tc.msg)
+		err := r.log.CheckMessage(tc.msg)
 		r.mu.Unlock()
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)

@@ -1,4 +1,10 @@
-package replica
+// Package validate checks the raft messages and snapshot headers that arrive from the network before
+// they reach etcd raft, which panics on input no correct peer sends (it trusts its caller). A message
+// that fails a check is dropped: raft retries what a real peer needs, so dropping is always safe.
+//
+// The checks here need no replica state; the checks against a replica's log are raftlog's
+// (Log.CheckMessage). It must never change anything: it only answers.
+package validate
 
 import (
 	"bytes"
@@ -10,10 +16,6 @@ import (
 	"github.com/shoaldb/shoal/pb"
 )
 
-// Messages from the network are checked before they reach etcd raft, which panics on input no correct
-// peer sends (it trusts its caller). A message that fails a check is dropped: raft retries what a real
-// peer needs, so dropping is always safe.
-
 // fromNetwork lists the raft message types peers legitimately send (MsgSnap arrives with its data
 // through HandleSnapshot). Proposals and transfer requests are never forwarded between Shoal nodes.
 var fromNetwork = map[raftpb.MessageType]bool{
@@ -23,8 +25,9 @@ var fromNetwork = map[raftpb.MessageType]bool{
 	raftpb.MsgTimeoutNow: true, raftpb.MsgReadIndex: true, raftpb.MsgReadIndexResp: true,
 }
 
-// checkHeader validates what does not depend on replica state.
-func checkHeader(rangeID uint64, m *raftpb.Message) error {
+// Header validates what does not depend on replica state: ids, type, term and the shape of an
+// append's entries.
+func Header(rangeID uint64, m *raftpb.Message) error {
 	switch {
 	case rangeID == 0:
 		return fmt.Errorf("range id 0")
@@ -52,43 +55,9 @@ func checkHeader(rangeID uint64, m *raftpb.Message) error {
 	return nil
 }
 
-// checkAgainstLogLocked validates a message against the replica's log (r.mu held).
-func (r *Replica) checkAgainstLogLocked(m *raftpb.Message) error {
-	// A message from an earlier term (a deposed leader's append or heartbeat, delayed in the network)
-	// is never applied to the log: raft answers it at most with its own term. Its entries may well
-	// differ from what a later leader committed here, which is no fault: checking them raised false
-	// alarms of a rewritten committed entry under load, when elections and slow deliveries overlap.
-	if m.GetTerm() < r.log.hardState.GetTerm() {
-		return nil
-	}
-	commit := r.log.hardState.GetCommit()
-	switch m.GetType() {
-	case raftpb.MsgHeartbeat:
-		if m.GetCommit() > r.log.lastIndex {
-			return fmt.Errorf("heartbeat commits %d beyond last index %d", m.GetCommit(), r.log.lastIndex)
-		}
-	case raftpb.MsgApp:
-		// A leader sends its own commit index with every append; a follower far behind gets one
-		// beyond the entries carried, and raft clamps it to the last new entry (handleAppendEntries).
-		// Refusing it would stall every lagging follower until a snapshot.
-		// Entries at or below our commit index must match ours: a committed entry never changes.
-		for _, e := range m.GetEntries() {
-			if e.GetIndex() > commit {
-				break
-			}
-			if e.GetIndex() <= r.log.truncIndex {
-				continue
-			}
-			if t, err := r.log.Term(e.GetIndex()); err == nil && t != e.GetTerm() {
-				return fmt.Errorf("append rewrites committed entry %d", e.GetIndex())
-			}
-		}
-	}
-	return nil
-}
-
-// checkSnapshot validates a received snapshot header against its descriptor.
-func checkSnapshot(m *raftpb.Message, desc *pb.RangeDescriptor) error {
+// Snapshot validates a received snapshot header against its descriptor: the snapshot's index and
+// term, the descriptor's span and replicas, and a configuration raft can take.
+func Snapshot(m *raftpb.Message, desc *pb.RangeDescriptor) error {
 	meta := m.GetSnapshot().GetMetadata()
 	if meta.GetIndex() == 0 || meta.GetIndex() == math.MaxUint64 || meta.GetTerm() == 0 {
 		return fmt.Errorf("snapshot at index %d term %d", meta.GetIndex(), meta.GetTerm())

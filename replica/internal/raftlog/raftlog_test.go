@@ -1,4 +1,4 @@
-package replica
+package raftlog
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -52,13 +51,12 @@ func (env *logEnv) reopen() {
 	env.eng = eng
 }
 
-// initialized writes the initial state of a one-voter range and returns its log.
-func (env *logEnv) initialized(rangeID uint64) *raftLog {
+// initialized writes the initial state of a range's log and returns the log.
+func (env *logEnv) initialized(rangeID uint64) *Log {
 	env.t.Helper()
 	b := env.eng.NewIndexedBatch()
 	defer b.Close()
-	desc := &pb.RangeDescriptor{RangeId: rangeID, Replicas: []*pb.ReplicaDescriptor{{NodeId: 1, ReplicaId: 1}}, NextReplicaId: 2, Generation: 1}
-	if err := writeInitialState(b, desc); err != nil {
+	if err := WriteInitialState(b, rangeID); err != nil {
 		env.t.Fatal(err)
 	}
 	if err := b.Commit(true); err != nil {
@@ -67,11 +65,11 @@ func (env *logEnv) initialized(rangeID uint64) *raftLog {
 	return env.load(rangeID)
 }
 
-func (env *logEnv) load(rangeID uint64) *raftLog {
+func (env *logEnv) load(rangeID uint64) *Log {
 	env.t.Helper()
-	l, err := newRaftLog(env.eng, env.eng, rangeID)
+	l, err := Load(env.eng, env.eng, rangeID)
 	if err != nil {
-		env.t.Fatalf("newRaftLog(%d): %v", rangeID, err)
+		env.t.Fatalf("Load(%d): %v", rangeID, err)
 	}
 	return l
 }
@@ -89,9 +87,9 @@ func (env *logEnv) write(fn func(b *storage.Batch) error) {
 	}
 }
 
-func (env *logEnv) appendEnts(l *raftLog, ents ...*raftpb.Entry) {
+func (env *logEnv) appendEnts(l *Log, ents ...*raftpb.Entry) {
 	env.t.Helper()
-	env.write(func(b *storage.Batch) error { return l.append(b, ents) })
+	env.write(func(b *storage.Batch) error { return l.Append(b, ents) })
 }
 
 // logIndexesOnDisk lists the indexes of every log entry of rangeID in the engine.
@@ -196,18 +194,18 @@ func TestRaftLogInitialState(t *testing.T) {
 	env := newLogEnv(t)
 	l := env.initialized(testRangeID)
 
-	wantBounds(t, l, initialIndex+1, initialIndex)
-	wantTerm(t, l, initialIndex, initialTerm, nil)
-	wantTerm(t, l, initialIndex-1, 0, raft.ErrCompacted)
+	wantBounds(t, l, InitialIndex+1, InitialIndex)
+	wantTerm(t, l, InitialIndex, InitialTerm, nil)
+	wantTerm(t, l, InitialIndex-1, 0, raft.ErrCompacted)
 	wantTerm(t, l, 0, 0, raft.ErrCompacted)
-	wantTerm(t, l, initialIndex+1, 0, raft.ErrUnavailable)
+	wantTerm(t, l, InitialIndex+1, 0, raft.ErrUnavailable)
 
 	hs, _, err := l.InitialState()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hs.GetTerm() != initialTerm || hs.GetCommit() != initialIndex || hs.GetVote() != 0 {
-		t.Errorf("initial hard state = %v, want term %d commit %d", hs, initialTerm, initialIndex)
+	if hs.GetTerm() != InitialTerm || hs.GetCommit() != InitialIndex || hs.GetVote() != 0 {
+		t.Errorf("initial hard state = %v, want term %d commit %d", hs, InitialTerm, InitialIndex)
 	}
 
 	// The empty interval at the start is fine; anything reaching past it is not there.
@@ -248,7 +246,7 @@ func TestRaftLogAppendAndRead(t *testing.T) {
 	for _, e := range all {
 		wantTerm(t, l, e.GetIndex(), 6, nil)
 	}
-	wantTerm(t, l, 10, initialTerm, nil)
+	wantTerm(t, l, 10, InitialTerm, nil)
 	wantTerm(t, l, 21, 0, raft.ErrUnavailable)
 	if got, want := env.logIndexesOnDisk(testRangeID), span(11, 20); !equalU64(got, want) {
 		t.Errorf("on disk: %v, want %v", got, want)
@@ -279,7 +277,7 @@ func TestRaftLogAppendAndRead(t *testing.T) {
 		for _, cached := range []bool{true, false} {
 			name := fmt.Sprintf("Entries(%d, %d, %d) cached=%v", tc.lo, tc.hi, tc.maxSize, cached)
 			if !cached {
-				l.forgetApplied(20)
+				l.ForgetApplied(20)
 			}
 			got, err := l.Entries(tc.lo, tc.hi, tc.maxSize)
 			if err != nil {
@@ -365,7 +363,7 @@ func TestRaftLogOverwriteConflictingSuffix(t *testing.T) {
 		}
 	}
 	check("cached")
-	l.forgetApplied(20)
+	l.ForgetApplied(20)
 	check("from the engine")
 
 	// The overwrite survives a restart.
@@ -387,10 +385,10 @@ func TestRaftLogOverwriteConflictingSuffix(t *testing.T) {
 
 	// Overwrite and re-append in one batch (two Ready cycles before one commit) is consistent too.
 	b := env.eng.NewBatch()
-	if err := l.append(b, ents(12, 22, 9)); err != nil {
+	if err := l.Append(b, ents(12, 22, 9)); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.append(b, ents(20, 21, 10)); err != nil {
+	if err := l.Append(b, ents(20, 21, 10)); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(true); err != nil {
@@ -424,7 +422,7 @@ func TestRaftLogAppendRejectsGapsAndCompactedIndexes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := env.eng.NewBatch()
 			defer b.Close()
-			err := l.append(b, tc.ents)
+			err := l.Append(b, tc.ents)
 			if err == nil {
 				t.Fatalf("append %v succeeded", indexes(tc.ents))
 			}
@@ -449,7 +447,7 @@ func TestRaftLogTruncate(t *testing.T) {
 	env.appendEnts(l, ents(11, 15, 6)...)
 	env.appendEnts(l, ents(16, 20, 7)...)
 
-	env.write(func(b *storage.Batch) error { return l.truncate(b, 14) })
+	env.write(func(b *storage.Batch) error { return l.Truncate(b, 14) })
 	check := func(when string) {
 		t.Helper()
 		wantBounds(t, l, 15, 20)
@@ -477,12 +475,12 @@ func TestRaftLogTruncate(t *testing.T) {
 		}
 	}
 	l.cacheMu.Unlock()
-	l.forgetApplied(20)
+	l.ForgetApplied(20)
 	check("cache cleared")
 
 	// Truncating at or below the current point, or past the last index, changes nothing.
 	for _, idx := range []uint64{10, 13, 14, 21, 100} {
-		env.write(func(b *storage.Batch) error { return l.truncate(b, idx) })
+		env.write(func(b *storage.Batch) error { return l.Truncate(b, idx) })
 		check(fmt.Sprintf("after no-op truncate(%d)", idx))
 	}
 
@@ -491,7 +489,7 @@ func TestRaftLogTruncate(t *testing.T) {
 	check("after restart")
 
 	// Truncate everything: the log is empty but its last index and term survive.
-	env.write(func(b *storage.Batch) error { return l.truncate(b, 20) })
+	env.write(func(b *storage.Batch) error { return l.Truncate(b, 20) })
 	for _, when := range []string{"all truncated", "all truncated, restarted"} {
 		wantBounds(t, l, 21, 20)
 		wantTerm(t, l, 20, 7, nil)
@@ -513,8 +511,8 @@ func TestRaftLogRestartRecoversState(t *testing.T) {
 	l := env.initialized(testRangeID)
 	env.appendEnts(l, ents(11, 30, 6)...)
 	hs := &raftpb.HardState{Term: proto.Uint64(6), Vote: proto.Uint64(1), Commit: proto.Uint64(25)}
-	env.write(func(b *storage.Batch) error { return l.setHardState(b, hs) })
-	env.write(func(b *storage.Batch) error { return l.truncate(b, 20) })
+	env.write(func(b *storage.Batch) error { return l.SetHardState(b, hs) })
+	env.write(func(b *storage.Batch) error { return l.Truncate(b, 20) })
 
 	// A second range on the same engine must not be disturbed by (or disturb) this one.
 	other := env.initialized(testRangeID + 1)
@@ -539,16 +537,16 @@ func TestRaftLogRestartRecoversState(t *testing.T) {
 	other = env.load(testRangeID + 1)
 	wantBounds(t, other, 11, 12)
 	wantTerm(t, other, 12, 9, nil)
-	wantTerm(t, other, 10, initialTerm, nil)
+	wantTerm(t, other, 10, InitialTerm, nil)
 }
 
 func TestRaftLogResetToSnapshot(t *testing.T) {
 	env := newLogEnv(t)
 	l := env.initialized(testRangeID)
 	env.appendEnts(l, ents(11, 20, 6)...)
-	env.write(func(b *storage.Batch) error { return l.truncate(b, 12) })
+	env.write(func(b *storage.Batch) error { return l.Truncate(b, 12) })
 
-	env.write(func(b *storage.Batch) error { return l.resetTo(b, 40, 9) })
+	env.write(func(b *storage.Batch) error { return l.ResetTo(b, 40, 9) })
 	check := func(when string) {
 		t.Helper()
 		wantBounds(t, l, 41, 40)
@@ -578,7 +576,7 @@ func TestRaftLogResetToSnapshot(t *testing.T) {
 	check("after restart")
 
 	b := env.eng.NewBatch()
-	if err := l.append(b, ents(42, 42, 9)); err == nil {
+	if err := l.Append(b, ents(42, 42, 9)); err == nil {
 		t.Errorf("append leaving a gap after the snapshot succeeded")
 	}
 	b.Close()
@@ -588,7 +586,7 @@ func TestRaftLogResetToSnapshot(t *testing.T) {
 	wantTerm(t, l, 41, 10, nil)
 
 	// A snapshot behind the current log (a follower that has more than the snapshot) also resets.
-	env.write(func(b *storage.Batch) error { return l.resetTo(b, 42, 10) })
+	env.write(func(b *storage.Batch) error { return l.ResetTo(b, 42, 10) })
 	wantBounds(t, l, 43, 42)
 	if got := env.logIndexesOnDisk(testRangeID); len(got) != 0 {
 		t.Errorf("entries left on disk after reset: %v", got)
@@ -628,7 +626,7 @@ func TestRaftLogCacheMiss(t *testing.T) {
 
 	// Applied prefix forgotten: the first entries miss the cache.
 	env.appendEnts(l, all...)
-	l.forgetApplied(14)
+	l.ForgetApplied(14)
 	readAll("prefix forgotten")
 
 	// Cached prefix, missing tail: the rest is read from the engine.
@@ -671,12 +669,12 @@ func newMemLog(t *testing.T, index, term uint64) *memLog {
 	return &memLog{ms: ms}
 }
 
-// TestRaftLogMatchesMemoryStorage runs the same operations on raftLog and raft.MemoryStorage and
+// TestRaftLogMatchesMemoryStorage runs the same operations on Log and raft.MemoryStorage and
 // compares every answer of the raft.Storage interface after each step, with and without the cache.
 func TestRaftLogMatchesMemoryStorage(t *testing.T) {
 	env := newLogEnv(t)
 	l := env.initialized(testRangeID)
-	ref := newMemLog(t, initialIndex, initialTerm)
+	ref := newMemLog(t, InitialIndex, InitialTerm)
 
 	type op struct {
 		name string
@@ -692,7 +690,7 @@ func TestRaftLogMatchesMemoryStorage(t *testing.T) {
 	}
 	compactBoth := func(i uint64) func(t *testing.T) {
 		return func(t *testing.T) {
-			env.write(func(b *storage.Batch) error { return l.truncate(b, i) })
+			env.write(func(b *storage.Batch) error { return l.Truncate(b, i) })
 			if err := ref.ms.Compact(i); err != nil {
 				t.Fatal(err)
 			}
@@ -700,7 +698,7 @@ func TestRaftLogMatchesMemoryStorage(t *testing.T) {
 	}
 	snapshotBoth := func(i, term uint64) func(t *testing.T) {
 		return func(t *testing.T) {
-			env.write(func(b *storage.Batch) error { return l.resetTo(b, i, term) })
+			env.write(func(b *storage.Batch) error { return l.ResetTo(b, i, term) })
 			if err := ref.ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: proto.Uint64(i), Term: proto.Uint64(term), ConfState: &raftpb.ConfState{}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -728,7 +726,7 @@ func TestRaftLogMatchesMemoryStorage(t *testing.T) {
 		o.do(t)
 		for _, cached := range []bool{true, false} {
 			if !cached {
-				l.forgetApplied(^uint64(0))
+				l.ForgetApplied(^uint64(0))
 			}
 			compareStorage(t, fmt.Sprintf("after %s (cached=%v)", o.name, cached), l, ref.ms)
 		}
@@ -808,7 +806,7 @@ func TestRaftLogHardState(t *testing.T) {
 		{Term: proto.Uint64(7), Vote: proto.Uint64(0), Commit: proto.Uint64(10)},
 		{Term: proto.Uint64(7), Vote: proto.Uint64(2), Commit: proto.Uint64(10)},
 	} {
-		env.write(func(b *storage.Batch) error { return l.setHardState(b, hs) })
+		env.write(func(b *storage.Batch) error { return l.SetHardState(b, hs) })
 		if got, _, _ := l.InitialState(); !proto.Equal(got, hs) {
 			t.Errorf("InitialState = %v, want %v", got, hs)
 		}
@@ -819,11 +817,10 @@ func TestRaftLogHardState(t *testing.T) {
 		}
 	}
 
-	// A vote cast before the replica was initialized survives writeInitialState (no double vote).
+	// A vote cast before the replica was initialized survives WriteInitialState (no double vote).
 	b := env.eng.NewIndexedBatch()
 	defer b.Close()
-	desc := &pb.RangeDescriptor{RangeId: testRangeID, Replicas: []*pb.ReplicaDescriptor{{NodeId: 1, ReplicaId: 1}}, Generation: 1}
-	if err := writeInitialState(b, desc); err != nil {
+	if err := WriteInitialState(b, testRangeID); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(true); err != nil {
@@ -831,6 +828,6 @@ func TestRaftLogHardState(t *testing.T) {
 	}
 	l = env.load(testRangeID)
 	if got, _, _ := l.InitialState(); got.GetTerm() != 7 || got.GetVote() != 2 {
-		t.Errorf("writeInitialState over a newer vote: hard state %v, want term 7 vote 2", got)
+		t.Errorf("WriteInitialState over a newer vote: hard state %v, want term 7 vote 2", got)
 	}
 }

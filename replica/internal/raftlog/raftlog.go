@@ -1,4 +1,11 @@
-package replica
+// Package raftlog keeps one range's raft log and hard state on the node's engine and serves them to
+// etcd raft as its raft.Storage. It owns the log's keys (entries, hard state, truncated state) under
+// the range's raft keyspace and nothing else: the range's descriptor, applied index and data belong
+// to package replica, which writes every change the log makes through the batch it passes in.
+//
+// It must never commit a batch itself: the node's Ready loop commits the log with every other
+// range's in one fsync.
+package raftlog
 
 import (
 	"encoding/binary"
@@ -12,7 +19,7 @@ import (
 	"github.com/shoaldb/shoal/storage"
 )
 
-// raftLog implements raft.Storage for one replica on the node's engine (not raft.MemoryStorage): the
+// Log implements raft.Storage for one replica on the node's engine (not raft.MemoryStorage): the
 // log, hard state and truncation point live under the range's raft keyspace.
 //
 // Invariant: truncIndex <= applied <= lastIndex once initialized; the entry at truncIndex is gone but
@@ -20,7 +27,7 @@ import (
 //
 // All methods are called with the owning replica's mutex held (raft calls them from inside RawNode),
 // except that the in-memory cache has its own lock because the store loop trims it.
-type raftLog struct {
+type Log struct {
 	eng     *storage.Engine
 	rangeID uint64
 
@@ -30,7 +37,7 @@ type raftLog struct {
 	truncIndex, truncTerm uint64
 	lastIndex, lastTerm   uint64
 
-	// snapshot builds the metadata of a snapshot at the applied index (set by the replica).
+	// snapshot builds the metadata of a snapshot at the applied index (SetSnapshotFunc).
 	snapshot func() (*raftpb.Snapshot, error)
 
 	cacheMu sync.Mutex
@@ -39,17 +46,18 @@ type raftLog struct {
 }
 
 const (
-	// initialIndex and initialTerm are where a range created by bootstrap or split starts its log, as
+	// InitialIndex and InitialTerm are where a range created by bootstrap or split starts its log, as
 	// if a snapshot at that point had been applied: every replica of the new range starts identical.
-	initialIndex = 10
-	initialTerm  = 5
+	InitialIndex = 10
+	InitialTerm  = 5
 )
 
-// newRaftLog loads a range's raft state. The state is read from rd, which must be one consistent view (a snapshot) when the range's state
-// can change concurrently: a split committing between two reads would pair an old hard state (commit
-// 0) with the new applied index, which raft refuses with a panic.
-func newRaftLog(eng *storage.Engine, rd storage.Reader, rangeID uint64) (*raftLog, error) {
-	l := &raftLog{eng: eng, rangeID: rangeID, cache: make(map[uint64]*raftpb.Entry),
+// Load loads a range's raft state. The state is read from rd, which must be one consistent view (a
+// snapshot) when the range's state can change concurrently: a split committing between two reads
+// would pair an old hard state (commit 0) with the new applied index, which raft refuses with a
+// panic. The conf state starts empty (SetConfState).
+func Load(eng *storage.Engine, rd storage.Reader, rangeID uint64) (*Log, error) {
+	l := &Log{eng: eng, rangeID: rangeID, cache: make(map[uint64]*raftpb.Entry),
 		hardState: &raftpb.HardState{}, confState: &raftpb.ConfState{}}
 	if v, ok, err := rd.Get(storage.HardStateKey(rangeID)); err != nil {
 		return nil, err
@@ -91,13 +99,63 @@ func encodeTruncated(index, term uint64) []byte {
 	return v
 }
 
+// WriteInitialState writes the log of a range that starts at (InitialIndex, InitialTerm): no
+// entries, truncated at the initial index, its hard state committed there. A hard state already on
+// disk (a vote cast by a not-yet-initialized replica) keeps its term and vote if newer, so that the
+// replica never votes twice in a term. b must be an indexed batch.
+func WriteInitialState(b *storage.Batch, rangeID uint64) error {
+	hs := &raftpb.HardState{Term: proto.Uint64(InitialTerm), Commit: proto.Uint64(InitialIndex)}
+	if v, ok, err := b.Get(storage.HardStateKey(rangeID)); err != nil {
+		return err
+	} else if ok {
+		old := &raftpb.HardState{}
+		if err := proto.Unmarshal(v, old); err != nil {
+			return err
+		}
+		if old.GetTerm() > InitialTerm {
+			hs.Term, hs.Vote = proto.Uint64(old.GetTerm()), proto.Uint64(old.GetVote())
+		}
+	}
+	hsData, err := proto.Marshal(hs)
+	if err != nil {
+		return err
+	}
+	lo, hi := storage.RaftLogSpan(rangeID)
+	if err := b.DeleteRange(lo, hi); err != nil {
+		return err
+	}
+	if err := b.Set(storage.HardStateKey(rangeID), hsData); err != nil {
+		return err
+	}
+	return b.Set(storage.TruncatedStateKey(rangeID), encodeTruncated(InitialIndex, InitialTerm))
+}
+
+// HardState is the last hard state written (SetHardState) or loaded.
+func (l *Log) HardState() *raftpb.HardState { return l.hardState }
+
+// ConfState is the configuration the replica last applied, as raft's InitialState reports it.
+func (l *Log) ConfState() *raftpb.ConfState { return l.confState }
+
+// SetConfState records the configuration the replica applied (the replica persists it).
+func (l *Log) SetConfState(cs *raftpb.ConfState) { l.confState = cs }
+
+// Last is the index of the last entry (LastIndex, which cannot fail).
+func (l *Log) Last() uint64 { return l.lastIndex }
+
+// TruncatedIndex is the index of the last entry truncated away (FirstIndex - 1); its term is kept.
+func (l *Log) TruncatedIndex() uint64 { return l.truncIndex }
+
+// SetSnapshotFunc sets what Snapshot answers: the metadata of a snapshot at the replica's applied
+// index, which only the replica knows.
+func (l *Log) SetSnapshotFunc(fn func() (*raftpb.Snapshot, error)) { l.snapshot = fn }
+
 // InitialState implements raft.Storage.
-func (l *raftLog) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+func (l *Log) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 	return l.hardState, l.confState, nil
 }
 
 // Entries implements raft.Storage.
-func (l *raftLog) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+func (l *Log) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	if lo <= l.truncIndex {
 		return nil, raft.ErrCompacted
 	}
@@ -156,7 +214,7 @@ func (l *raftLog) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 }
 
 // Term implements raft.Storage.
-func (l *raftLog) Term(i uint64) (uint64, error) {
+func (l *Log) Term(i uint64) (uint64, error) {
 	switch {
 	case i == l.truncIndex:
 		return l.truncTerm, nil
@@ -188,23 +246,23 @@ func (l *raftLog) Term(i uint64) (uint64, error) {
 }
 
 // LastIndex implements raft.Storage.
-func (l *raftLog) LastIndex() (uint64, error) { return l.lastIndex, nil }
+func (l *Log) LastIndex() (uint64, error) { return l.lastIndex, nil }
 
 // FirstIndex implements raft.Storage.
-func (l *raftLog) FirstIndex() (uint64, error) { return l.truncIndex + 1, nil }
+func (l *Log) FirstIndex() (uint64, error) { return l.truncIndex + 1, nil }
 
-// Snapshot implements raft.Storage: a snapshot at the applied index. Its data (the range's key-value
-// pairs) is streamed separately by the store when raft emits the MsgSnap.
-func (l *raftLog) Snapshot() (*raftpb.Snapshot, error) {
+// Snapshot implements raft.Storage: a snapshot at the applied index (SetSnapshotFunc). Its data (the
+// range's key-value pairs) is streamed separately by the store when raft emits the MsgSnap.
+func (l *Log) Snapshot() (*raftpb.Snapshot, error) {
 	if l.snapshot == nil {
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}
 	return l.snapshot()
 }
 
-// append writes entries to b, deleting any conflicting suffix of the old log beyond the new last
+// Append writes entries to b, deleting any conflicting suffix of the old log beyond the new last
 // entry (raft may overwrite an uncommitted tail after a leader change).
-func (l *raftLog) append(b *storage.Batch, ents []*raftpb.Entry) error {
+func (l *Log) Append(b *storage.Batch, ents []*raftpb.Entry) error {
 	if len(ents) == 0 {
 		return nil
 	}
@@ -237,7 +295,8 @@ func (l *raftLog) append(b *storage.Batch, ents []*raftpb.Entry) error {
 	return nil
 }
 
-func (l *raftLog) setHardState(b *storage.Batch, hs *raftpb.HardState) error {
+// SetHardState writes hs to b.
+func (l *Log) SetHardState(b *storage.Batch, hs *raftpb.HardState) error {
 	data, err := proto.Marshal(hs)
 	if err != nil {
 		return err
@@ -246,8 +305,8 @@ func (l *raftLog) setHardState(b *storage.Batch, hs *raftpb.HardState) error {
 	return b.Set(storage.HardStateKey(l.rangeID), data)
 }
 
-// truncate drops entries up to and including index (index must be applied).
-func (l *raftLog) truncate(b *storage.Batch, index uint64) error {
+// Truncate drops entries up to and including index (index must be applied).
+func (l *Log) Truncate(b *storage.Batch, index uint64) error {
 	if index <= l.truncIndex || index > l.lastIndex {
 		return nil
 	}
@@ -270,8 +329,8 @@ func (l *raftLog) truncate(b *storage.Batch, index uint64) error {
 	return nil
 }
 
-// resetTo empties the log and sets its start as if a snapshot at (index, term) was applied.
-func (l *raftLog) resetTo(b *storage.Batch, index, term uint64) error {
+// ResetTo empties the log and sets its start as if a snapshot at (index, term) was applied.
+func (l *Log) ResetTo(b *storage.Batch, index, term uint64) error {
 	lo, hi := storage.RaftLogSpan(l.rangeID)
 	if err := b.DeleteRange(lo, hi); err != nil {
 		return err
@@ -287,8 +346,8 @@ func (l *raftLog) resetTo(b *storage.Batch, index, term uint64) error {
 	return nil
 }
 
-// forgetApplied drops cached entries up to index: they are applied and will rarely be read again.
-func (l *raftLog) forgetApplied(index uint64) {
+// ForgetApplied drops cached entries up to index: they are applied and will rarely be read again.
+func (l *Log) ForgetApplied(index uint64) {
 	l.cacheMu.Lock()
 	for i := range l.cache {
 		if i <= index {
@@ -296,4 +355,40 @@ func (l *raftLog) forgetApplied(index uint64) {
 		}
 	}
 	l.cacheMu.Unlock()
+}
+
+// CheckMessage validates a message from the network against the log: etcd raft panics on a
+// heartbeat that commits past the log's end, and a committed entry must never change.
+func (l *Log) CheckMessage(m *raftpb.Message) error {
+	// A message from an earlier term (a deposed leader's append or heartbeat, delayed in the network)
+	// is never applied to the log: raft answers it at most with its own term. Its entries may well
+	// differ from what a later leader committed here, which is no fault: checking them raised false
+	// alarms of a rewritten committed entry under load, when elections and slow deliveries overlap.
+	if m.GetTerm() < l.hardState.GetTerm() {
+		return nil
+	}
+	commit := l.hardState.GetCommit()
+	switch m.GetType() {
+	case raftpb.MsgHeartbeat:
+		if m.GetCommit() > l.lastIndex {
+			return fmt.Errorf("heartbeat commits %d beyond last index %d", m.GetCommit(), l.lastIndex)
+		}
+	case raftpb.MsgApp:
+		// A leader sends its own commit index with every append; a follower far behind gets one
+		// beyond the entries carried, and raft clamps it to the last new entry (handleAppendEntries).
+		// Refusing it would stall every lagging follower until a snapshot.
+		// Entries at or below our commit index must match ours: a committed entry never changes.
+		for _, e := range m.GetEntries() {
+			if e.GetIndex() > commit {
+				break
+			}
+			if e.GetIndex() <= l.truncIndex {
+				continue
+			}
+			if t, err := l.Term(e.GetIndex()); err == nil && t != e.GetTerm() {
+				return fmt.Errorf("append rewrites committed entry %d", e.GetIndex())
+			}
+		}
+	}
+	return nil
 }
