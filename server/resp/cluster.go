@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/server/resp/wire"
 )
 
 // slotMapMaxAge is how old a slot map CLUSTER commands may answer from; concurrent requests share one
@@ -284,7 +285,7 @@ func splitHostPort(addr string) (string, int) {
 }
 
 // writeNode writes a CLUSTER SLOTS node entry: ip, port, id.
-func (s *Server) writeSlotsNode(w *Writer, n *nodeInfo) {
+func (s *Server) writeSlotsNode(w *wire.Writer, n *nodeInfo) {
 	host, port := splitHostPort(n.resp)
 	w.Array(3)
 	w.BulkString(host)
@@ -292,7 +293,7 @@ func (s *Server) writeSlotsNode(w *Writer, n *nodeInfo) {
 	w.BulkString(s.redisNodeID(n.id))
 }
 
-func (s *Server) clusterSlots(w *Writer, m *slotMap) {
+func (s *Server) clusterSlots(w *wire.Writer, m *slotMap) {
 	w.Array(len(m.shards))
 	for _, sh := range m.shards {
 		reps := 0
@@ -314,7 +315,7 @@ func (s *Server) clusterSlots(w *Writer, m *slotMap) {
 }
 
 // clusterShards answers CLUSTER SHARDS: slot intervals grouped by their owner and replicas.
-func (s *Server) clusterShards(w *Writer, m *slotMap) {
+func (s *Server) clusterShards(w *wire.Writer, m *slotMap) {
 	type group struct {
 		owner    uint64
 		replicas []uint64

@@ -18,24 +18,22 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/server/resp"
 	"github.com/shoaldb/shoal/storage"
-	"github.com/shoaldb/shoal/transport"
 )
 
-var _ resp.Node = (*kv.Node)(nil)
+var _ resp.Node = (*node.Node)(nil)
 
 // tnode is one in-process node with its RESP listener (the approach of test/testcluster, plus RESP).
 type tnode struct {
 	grpcAddr, respAddr string
-	eng                *storage.Engine
-	kv                 *kv.Node
-	srv                *grpc.Server
+	node               *node.Node
 	resp               *resp.Server
 }
 
@@ -58,29 +56,17 @@ func startCluster(t *testing.T, n int) *tcluster {
 			t.Fatal(err)
 		}
 		tn := &tnode{grpcAddr: glis.Addr().String(), respAddr: rlis.Addr().String()}
-		tn.eng, err = storage.Open(filepath.Join(base, fmt.Sprintf("n%d", i+1)), storage.Options{CreateIfMissing: true, CacheBytes: 16 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := kv.Config{Engine: tn.eng, Addr: tn.grpcAddr, RESPAddr: tn.respAddr, Bootstrap: i == 0,
-			HeartbeatInterval: 200 * time.Millisecond, QueueInterval: 300 * time.Millisecond, TickInterval: 50 * time.Millisecond}
+		cfg := node.Config{DataDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Addr: tn.grpcAddr, RESPAddr: tn.respAddr,
+			Bootstrap: i == 0, Storage: storage.Options{CacheBytes: 16 << 20}, HeartbeatInterval: 200 * time.Millisecond,
+			KV: kv.Config{QueueInterval: 300 * time.Millisecond}, Raft: replica.Config{TickInterval: 50 * time.Millisecond}}
 		if i > 0 {
 			cfg.Join = []string{c.nodes[0].grpcAddr}
 		}
-		tn.kv, err = kv.NewNode(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tn.srv = grpc.NewServer(transport.ServerOptions()...)
-		tn.kv.RegisterServices(tn.srv)
-		go tn.srv.Serve(glis)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		err = tn.kv.Start(ctx)
-		cancel()
+		tn.node, err = node.StartServing(context.Background(), cfg, glis)
 		if err != nil {
 			t.Fatalf("start node %d: %v", i+1, err)
 		}
-		tn.resp, err = resp.New(resp.Config{Node: tn.kv, GRPCAddr: tn.grpcAddr, Advertise: tn.respAddr})
+		tn.resp, err = resp.New(resp.Config{Node: tn.node, GRPCAddr: tn.grpcAddr, Advertise: tn.respAddr})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,9 +78,7 @@ func startCluster(t *testing.T, n int) *tcluster {
 			tn.resp.Close()
 		}
 		for _, tn := range c.nodes {
-			tn.srv.Stop()
-			tn.kv.Stop()
-			tn.eng.Close()
+			tn.node.Kill()
 		}
 	})
 	var addrs []string
@@ -682,7 +666,7 @@ func testProtocol(t *testing.T, addr string) {
 
 func testAuth(t *testing.T, c *tcluster) {
 	n := c.nodes[0]
-	srv, err := resp.New(resp.Config{Node: n.kv, GRPCAddr: n.grpcAddr, AuthToken: "s3cret"})
+	srv, err := resp.New(resp.Config{Node: n.node, GRPCAddr: n.grpcAddr, AuthToken: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -788,7 +772,7 @@ func keyInSlots(prefix string, lo, hi int) string {
 
 func (c *tcluster) nodeIndex(id uint64) int {
 	for i, n := range c.nodes {
-		if n.kv.NodeID() == id {
+		if n.node.NodeID() == id {
 			return i
 		}
 	}
@@ -799,7 +783,7 @@ func (c *tcluster) nodeIndex(id uint64) int {
 func (c *tcluster) waitLeader(t *testing.T, rangeID, leader uint64) {
 	waitFor(t, 30*time.Second, fmt.Sprintf("every node to see node %d lead range %d", leader, rangeID), func() bool {
 		for _, n := range c.nodes {
-			rs, err := n.kv.Ranges(context.Background(), &pb.RangesRequest{})
+			rs, err := n.node.Ranges(context.Background(), &pb.RangesRequest{})
 			if err != nil || rs.Error != nil {
 				return false
 			}
@@ -871,7 +855,7 @@ func testSplitTransfer(t *testing.T, c *tcluster) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	target := c.nodes[(c.nodeIndex(old)+1)%len(c.nodes)].kv.NodeID()
+	target := c.nodes[(c.nodeIndex(old)+1)%len(c.nodes)].node.NodeID()
 	if err := c.cl.TransferLeader(ctx, right.RangeId, target); err != nil {
 		t.Fatal(err)
 	}
@@ -956,7 +940,7 @@ func testSplitTransfer(t *testing.T, c *tcluster) {
 	t.Logf("cluster-aware client followed %d MOVED replies", moved.n.Load())
 
 	// Move the leadership once more: both clients keep working.
-	third := c.nodes[(c.nodeIndex(target)+1)%len(c.nodes)].kv.NodeID()
+	third := c.nodes[(c.nodeIndex(target)+1)%len(c.nodes)].node.NodeID()
 	if err := c.cl.TransferLeader(ctx, right.RangeId, third); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/server/resp/glob"
+	"github.com/shoaldb/shoal/server/resp/wire"
 )
 
 // RedisVersion is the Redis version whose command behaviour the listener follows; INFO and HELLO report it.
@@ -251,7 +253,7 @@ func cmdAuth(o *op, args [][]byte) error {
 // (v9.0.0-rc.1, used by go-ycsb, matches that prefix; later v9 releases accept any error reply).
 func cmdHello(o *op, args [][]byte) error {
 	if len(args) >= 2 {
-		v, ok := parseInt(args[1])
+		v, ok := wire.ParseInt(args[1])
 		if !ok {
 			return replyError("ERR Protocol version is not an integer or out of range")
 		}
@@ -308,7 +310,7 @@ func cmdHello(o *op, args [][]byte) error {
 }
 
 func cmdSelect(o *op, args [][]byte) error {
-	n, ok := parseInt(args[1])
+	n, ok := wire.ParseInt(args[1])
 	if !ok {
 		return errNotInt
 	}
@@ -442,7 +444,7 @@ func cmdCommand(o *op, args [][]byte) error {
 }
 
 // writeCommandInfo writes one COMMAND entry in the Redis 6 layout (7 elements).
-func writeCommandInfo(w *Writer, cmd *command) {
+func writeCommandInfo(w *wire.Writer, cmd *command) {
 	w.Array(7)
 	w.BulkString(cmd.name)
 	w.Int(int64(cmd.arity))
@@ -553,7 +555,7 @@ func cmdConfig(o *op, args [][]byte) error {
 		var out []string
 		for name, v := range params {
 			for _, pat := range args[2:] {
-				if globMatch(bytes.ToLower(pat), []byte(name)) {
+				if glob.Match(bytes.ToLower(pat), []byte(name)) {
 					out = append(out, name, v)
 					break
 				}
@@ -608,13 +610,13 @@ func cmdCluster(o *op, args [][]byte) error {
 		if (sub == "countkeysinslot" && len(args) != 3) || (sub == "getkeysinslot" && len(args) != 4) {
 			return replyError(fmt.Sprintf("ERR wrong number of arguments for 'cluster|%s' command", sub))
 		}
-		slot, ok := parseInt(args[2])
+		slot, ok := wire.ParseInt(args[2])
 		if !ok || slot < 0 || slot >= NumSlots {
 			return replyError("ERR Invalid slot")
 		}
 		limit := int64(0)
 		if sub == "getkeysinslot" {
-			if limit, ok = parseInt(args[3]); !ok || limit < 0 {
+			if limit, ok = wire.ParseInt(args[3]); !ok || limit < 0 {
 				return replyError("ERR Invalid number of keys")
 			}
 			if limit == 0 {
@@ -978,7 +980,7 @@ func (o *op) incrBy(k []byte, delta int64) error {
 		var n int64
 		if found {
 			var ok bool
-			if n, ok = parseInt(cur); !ok {
+			if n, ok = wire.ParseInt(cur); !ok {
 				return errNotInt
 			}
 		} else if h, err := o.hashExists(k); err != nil {
@@ -1006,7 +1008,7 @@ func cmdIncr(o *op, args [][]byte) error { return o.incrBy(args[1], 1) }
 func cmdDecr(o *op, args [][]byte) error { return o.incrBy(args[1], -1) }
 
 func cmdIncrby(o *op, args [][]byte) error {
-	d, ok := parseInt(args[2])
+	d, ok := wire.ParseInt(args[2])
 	if !ok {
 		return errNotInt
 	}
@@ -1014,7 +1016,7 @@ func cmdIncrby(o *op, args [][]byte) error {
 }
 
 func cmdDecrby(o *op, args [][]byte) error {
-	d, ok := parseInt(args[2])
+	d, ok := wire.ParseInt(args[2])
 	if !ok || d == -1<<63 {
 		return errNotInt
 	}
@@ -1346,7 +1348,7 @@ func cmdScan(o *op, args [][]byte) error {
 			i++
 		case eqFold(args[i], "count") && i+1 < len(args):
 			var ok bool
-			if count, ok = parseInt(args[i+1]); !ok {
+			if count, ok = wire.ParseInt(args[i+1]); !ok {
 				return errNotInt
 			}
 			if count < 1 {
@@ -1372,7 +1374,7 @@ func cmdScan(o *op, args [][]byte) error {
 		if typ != "" && !((typ == "string" && tag == tagString) || (typ == "hash" && tag == tagHashField)) {
 			return true
 		}
-		if pattern == nil || globMatch(pattern, d.key) {
+		if pattern == nil || glob.Match(pattern, d.key) {
 			keys = append(keys, append([]byte(nil), d.key...))
 		}
 		return true
@@ -1400,7 +1402,7 @@ func cmdKeys(o *op, args [][]byte) error {
 	}
 	var keys [][]byte
 	_, err = o.scanKeys(ivs, 0, 0, func(d decodedKey, _ byte) bool {
-		if globMatch(args[1], d.key) {
+		if glob.Match(args[1], d.key) {
 			keys = append(keys, append([]byte(nil), d.key...))
 		}
 		return true

@@ -53,7 +53,7 @@
 //
 // # Protocol
 //
-// The reader parses RESP2 multibulk requests and inline commands (with Redis's quoting rules) as a
+// The reader (package wire) parses RESP2 multibulk requests and inline commands (with Redis's quoting rules) as a
 // stream; pipelined commands run in order and replies are flushed when the input buffer is drained.
 // Protocol errors (a bulk string longer than the node's largest value, a bad length, unbalanced quotes,
 // an inline line over 64 KiB) get "-ERR Protocol error: ..." and the connection is closed, as Redis

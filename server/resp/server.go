@@ -20,6 +20,7 @@ import (
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/server/resp/wire"
 )
 
 // Node is what the listener needs from the node it fronts; *kv.Node implements it. The data methods are
@@ -215,8 +216,8 @@ func (s *Server) Close() error {
 type conn struct {
 	id      int64
 	nc      net.Conn
-	rd      *Reader
-	w       *Writer
+	rd      *wire.Reader
+	w       *wire.Writer
 	created time.Time
 
 	authed   bool
@@ -237,8 +238,8 @@ func (s *Server) startConn(nc net.Conn) {
 		tc.SetKeepAlive(true)
 	}
 	c := &conn{id: s.nextID.Add(1), nc: nc, created: time.Now(), authed: !s.authOn}
-	c.rd = NewReader(bufio.NewReaderSize(nc, 16<<10), s.cfg.MaxValueBytes)
-	c.w = NewWriter(bufio.NewWriterSize(nc, 16<<10))
+	c.rd = wire.NewReader(bufio.NewReaderSize(nc, 16<<10), s.cfg.MaxValueBytes)
+	c.w = wire.NewWriter(bufio.NewWriterSize(nc, 16<<10))
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -269,7 +270,7 @@ func (s *Server) serveConn(c *conn) {
 	for {
 		args, err := c.rd.ReadCommand()
 		if err != nil {
-			var pe *ProtocolError
+			var pe *wire.ProtocolError
 			if errors.As(err, &pe) {
 				c.w.Error("ERR " + pe.Error())
 				c.w.Flush()

@@ -1,8 +1,11 @@
-package resp
+// Package wire is RESP2, the Redis serialization protocol, as a Redis server speaks it: a streaming
+// reader of requests (multibulk arrays of bulk strings, and inline commands with Redis's quoting
+// rules) and a writer of replies. It knows nothing of commands or of Shoal: package resp gives the
+// requests their meaning.
+package wire
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -130,9 +133,9 @@ func trimCRLF(b []byte) []byte {
 	return b
 }
 
-// parseInt parses a decimal int64 the way Redis's string2ll does: an optional '-', then digits with no
+// ParseInt parses a decimal int64 the way Redis's string2ll does: an optional '-', then digits with no
 // leading zero (except "0" itself), nothing else, no overflow.
-func parseInt(b []byte) (int64, bool) {
+func ParseInt(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
@@ -177,7 +180,7 @@ func (r *Reader) readMultibulk() ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, ok := parseInt(line)
+	n, ok := ParseInt(line)
 	if !ok || n > MaxMultibulkLen {
 		return nil, protoErr("invalid multibulk length")
 	}
@@ -198,7 +201,7 @@ func (r *Reader) readMultibulk() ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		l, ok := parseInt(line)
+		l, ok := ParseInt(line)
 		if !ok || l < 0 || l > int64(r.MaxBulk) {
 			return nil, protoErr("invalid bulk length")
 		}
@@ -420,6 +423,3 @@ func oneLine(s string) string {
 	}
 	return s
 }
-
-// errClosed is returned by Serve after Close.
-var errClosed = errors.New("resp: server closed")

@@ -1,4 +1,4 @@
-package resp
+package wire
 
 import (
 	"bufio"
@@ -149,13 +149,13 @@ func TestReaderBuffered(t *testing.T) {
 func TestParseInt(t *testing.T) {
 	good := map[string]int64{"0": 0, "1": 1, "-1": -1, "9223372036854775807": 1<<63 - 1, "-9223372036854775808": -1 << 63}
 	for s, want := range good {
-		if got, ok := parseInt([]byte(s)); !ok || got != want {
-			t.Errorf("parseInt(%q) = %d, %v", s, got, ok)
+		if got, ok := ParseInt([]byte(s)); !ok || got != want {
+			t.Errorf("ParseInt(%q) = %d, %v", s, got, ok)
 		}
 	}
 	for _, s := range []string{"", "-", "+1", "01", "-0", " 1", "1 ", "1a", "9223372036854775808", "-9223372036854775809", "99999999999999999999"} {
-		if _, ok := parseInt([]byte(s)); ok {
-			t.Errorf("parseInt(%q) accepted", s)
+		if _, ok := ParseInt([]byte(s)); ok {
+			t.Errorf("ParseInt(%q) accepted", s)
 		}
 	}
 }

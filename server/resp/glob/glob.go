@@ -1,4 +1,6 @@
-package resp
+// Package glob matches Redis's glob-style patterns (KEYS, SCAN MATCH, CONFIG GET): * ? [abc] [^abc]
+// [a-z] and \ escapes, with the semantics of Redis's stringmatchlen.
+package glob
 
 // globToken is one element of a compiled glob pattern.
 type globToken struct {
@@ -75,9 +77,9 @@ func (t *globToken) matches(c byte) bool {
 	return false
 }
 
-// globMatch reports whether s matches the Redis glob pattern p. It runs in O(len(p)·len(s)): every
+// Match reports whether s matches the Redis glob pattern p. It runs in O(len(p)·len(s)): every
 // token other than * matches exactly one byte, so backtracking to the last * is enough.
-func globMatch(p, s []byte) bool {
+func Match(p, s []byte) bool {
 	toks := compileGlob(p)
 	ti, si := 0, 0
 	star, starS := -1, 0
