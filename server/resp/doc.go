@@ -53,8 +53,9 @@
 //
 // # Protocol
 //
-// The reader (package wire) parses RESP2 multibulk requests and inline commands (with Redis's quoting rules) as a
-// stream; pipelined commands run in order and replies are flushed when the input buffer is drained.
+// The reader (package wire) parses RESP2 multibulk requests and inline commands (with Redis's quoting
+// rules) as a stream; pipelined commands run in order and replies are flushed when the input buffer is
+// drained.
 // Protocol errors (a bulk string longer than the node's largest value, a bad length, unbalanced quotes,
 // an inline line over 64 KiB) get "-ERR Protocol error: ..." and the connection is closed, as Redis
 // does; unknown commands, wrong arity and bad arguments get an error and the connection stays. HELLO

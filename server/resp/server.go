@@ -23,7 +23,7 @@ import (
 	"github.com/shoaldb/shoal/server/resp/wire"
 )
 
-// Node is what the listener needs from the node it fronts; *kv.Node implements it. The data methods are
+// Node is what the listener needs from the node it fronts; *node.Node implements it. The data methods are
 // the node's public API (pb.ShoalServer): they serve requests for ranges this node leads and answer
 // NOT_LEADER/RANGE_MOVED otherwise.
 type Node interface {
