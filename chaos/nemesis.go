@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoaldb/shoal/chaos/netfault"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
 )
@@ -409,7 +410,7 @@ func (nm *nemesis) restart(n *node) error {
 // partition cuts links as kind says and heals them 1–5 s later.
 func (nm *nemesis) partition(kind string) error {
 	n := len(nm.r.nodes)
-	cut := LinkSet{}
+	cut := netfault.LinkSet{}
 	var desc string
 	switch kind {
 	case ActPartitionHalves:
@@ -422,14 +423,14 @@ func (nm *nemesis) partition(kind string) error {
 		for a := 0; a < n; a++ {
 			for b := a + 1; b < n; b++ {
 				if in[a] != in[b] {
-					cut[NewLink(a, b)] = true
+					cut[netfault.NewLink(a, b)] = true
 				}
 			}
 		}
 		clientSide := "clients reach both sides"
 		if nm.rng.IntN(3) == 0 {
 			for _, i := range minority {
-				cut[NewLink(Client, i)] = true
+				cut[netfault.NewLink(netfault.Client, i)] = true
 			}
 			clientSide = "clients reach the majority only"
 		}
@@ -441,11 +442,11 @@ func (nm *nemesis) partition(kind string) error {
 		}
 		for b := 0; b < n; b++ {
 			if b != idx {
-				cut[NewLink(idx, b)] = true
+				cut[netfault.NewLink(idx, b)] = true
 			}
 		}
 		if kind == ActPartitionLeaderClient {
-			cut[NewLink(Client, idx)] = true
+			cut[netfault.NewLink(netfault.Client, idx)] = true
 		}
 		desc = fmt.Sprintf("n%d, leader of r%d, isolated from the other nodes", idx+1, r.GetDesc().GetRangeId())
 		if kind == ActPartitionLeaderClient {
@@ -453,7 +454,7 @@ func (nm *nemesis) partition(kind string) error {
 		}
 	case ActPartitionLink:
 		perm := nm.rng.Perm(n)
-		cut[NewLink(perm[0], perm[1])] = true
+		cut[netfault.NewLink(perm[0], perm[1])] = true
 		desc = "one link"
 	}
 	if err := nm.r.net.Apply(cut); err != nil {
@@ -462,7 +463,7 @@ func (nm *nemesis) partition(kind string) error {
 	nm.parted = true
 	d := nm.later(time.Second, 5*time.Second, "heal "+cut.String(), func() error {
 		nm.parted = false
-		return nm.r.net.Apply(LinkSet{})
+		return nm.r.net.Apply(netfault.LinkSet{})
 	})
 	nm.r.logf("nemesis: cut %s: %s (heals in %.1fs)", cut, desc, d.Seconds())
 	return nil

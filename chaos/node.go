@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/shoaldb/shoal/chaos/netfault"
 )
 
 // nodeState is what the driver last did to a node's process.
@@ -36,7 +38,7 @@ type node struct {
 	dir  string
 	log  string // combined output of every incarnation
 	bin  string
-	net  Network
+	net  netfault.Network
 	join string   // address to join through on the first start (empty: bootstrap)
 	args []string // more `shoal start` flags, on every start
 

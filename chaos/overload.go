@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/shoaldb/shoal/chaos/netfault"
 	"github.com/shoaldb/shoal/client"
 )
 
@@ -178,110 +178,145 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(cfg.Log, "overload[admission %s] %s\n", name, fmt.Sprintf(format, args...))
 	}
+	oc, err := startOverloadCluster(ctx, cfg, name)
+	if err != nil {
+		return nil, err
+	}
+	defer oc.close()
+	p := &OverloadPhase{Admission: on, Samples: map[string]string{}}
+	w := newOverloadWrites(cfg.ValueBytes, name)
+
+	oc.probe(ctx, cfg, w, p)
+	if *offered == 0 {
+		*offered = cfg.Factor * p.SustainableOps
+	}
+	for _, n := range oc.r.nodes {
+		p.SteadyRSS = append(p.SteadyRSS, rss(n.pid()))
+	}
+	logf("sustained %.0f writes/s closed loop (%d workers); offering %.0f/s for %v", p.SustainableOps, cfg.Workers, *offered, cfg.Duration)
+
+	oc.offer(ctx, cfg, w, p, *offered, name, logf)
+	logf("offered %.0f/s: %d acknowledged (%.0f/s), %d overloaded, %d timed out, %d other, %d not sent; p99 %.1f ms; peak RSS %s MiB (steady %s); drained in %v",
+		p.OfferedOps, p.Acked, p.GoodputOps, p.Overloaded, p.Timeouts, p.Other, p.NotSent, p.P99Ms, mibs(p.PeakRSS), mibs(p.SteadyRSS), p.Drain.Round(time.Millisecond))
+
+	if err := oc.readBack(ctx, w, p); err != nil {
+		return p, err
+	}
+	for k, v := range p.Samples {
+		logf("first %s error: %s", k, v)
+	}
+	logf("RSS of the three nodes by quarter of the overload: %s MiB; peak Go heap per node %s MiB", mibs(p.RSSQuarters[:]), mibs(p.PeakHeap))
+	logf("read back: %d acknowledged writes missing", p.Lost)
+	return p, nil
+}
+
+// overloadCluster is one phase's three nodes and its two clients.
+type overloadCluster struct {
+	r  *run
+	pn netfault.Network
+	// once makes one attempt per write: a refusal or timeout is an outcome to count, not to retry
+	// (retries would multiply the offered load).
+	once *client.Client
+	// retrying serves the probe and the read-back.
+	retrying *client.Client
+}
+
+// startOverloadCluster starts three nodes with admission control on or off (name) and connects the
+// clients. On an error, what was started is stopped.
+func startOverloadCluster(ctx context.Context, cfg OverloadConfig, name string) (oc *overloadCluster, err error) {
 	dir := filepath.Join(cfg.Dir, "admission-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	pn, err := newPlainNet(3)
+	pn, err := netfault.NewPlain(3)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{cfg: Config{Bin: cfg.Bin, Dir: dir, Nodes: 3, StartTimeout: 30 * time.Second, NodeArgs: append([]string{"--admission", name}, cfg.NodeArgs...), Log: cfg.Log},
-		t0: time.Now(), report: &Report{Ops: map[string]int{}, Actions: map[string]int{}}, net: pn}
-	defer r.stopAll()
-	if err := r.startCluster(ctx); err != nil {
+	oc = &overloadCluster{pn: pn, r: &run{cfg: Config{Bin: cfg.Bin, Dir: dir, Nodes: 3, StartTimeout: 30 * time.Second, NodeArgs: append([]string{"--admission", name}, cfg.NodeArgs...), Log: cfg.Log},
+		t0: time.Now(), report: &Report{Ops: map[string]int{}, Actions: map[string]int{}}, net: pn}}
+	defer func() {
+		if err != nil {
+			oc.close()
+		}
+	}()
+	if err := oc.r.startCluster(ctx); err != nil {
 		return nil, err
 	}
 	var addrs []string
-	for i := range r.nodes {
+	for i := range oc.r.nodes {
 		addrs = append(addrs, pn.Addrs(i).Advertise)
 	}
-	// One attempt per write: a refusal or timeout is an outcome to count, not to retry (retries would
-	// multiply the offered load).
-	once, err := client.New(ctx, client.Config{Addrs: addrs, RequestTimeout: cfg.RequestTimeout, MaxAttempts: 1})
-	if err != nil {
+	if oc.once, err = client.New(ctx, client.Config{Addrs: addrs, RequestTimeout: cfg.RequestTimeout, MaxAttempts: 1}); err != nil {
 		return nil, err
 	}
-	defer once.Close()
-	p := &OverloadPhase{Admission: on, Samples: map[string]string{}}
-	value := make([]byte, cfg.ValueBytes)
-	for i := range value {
-		value[i] = byte('a' + i%26)
+	if oc.retrying, err = client.New(ctx, client.Config{Addrs: addrs, RequestTimeout: 5 * time.Second}); err != nil {
+		return nil, err
 	}
-	var acked sync.Map // key -> struct{}
-	var seq atomic.Uint64
-	nextKey := func() []byte {
-		n := seq.Add(1)
-		return fmt.Appendf(nil, "%02x/ov/%s/%010d", rand.IntN(256), name, n)
-	}
+	return oc, nil
+}
 
-	// The probe: closed loop, retrying client, to find what the cluster sustains.
-	retrying, err := client.New(ctx, client.Config{Addrs: addrs, RequestTimeout: 5 * time.Second})
-	if err != nil {
-		return nil, err
+// close closes the clients and stops the nodes.
+func (oc *overloadCluster) close() {
+	for _, cl := range []*client.Client{oc.retrying, oc.once} {
+		if cl != nil {
+			cl.Close()
+		}
 	}
-	defer retrying.Close()
+	oc.r.stopAll()
+}
+
+// overloadWrites makes the phase's keys and value and remembers which writes were acknowledged.
+type overloadWrites struct {
+	value []byte
+	name  string
+	seq   atomic.Uint64
+	acked sync.Map // key -> struct{}
+}
+
+func newOverloadWrites(valueBytes int, name string) *overloadWrites {
+	w := &overloadWrites{value: make([]byte, valueBytes), name: name}
+	for i := range w.value {
+		w.value[i] = byte('a' + i%26)
+	}
+	return w
+}
+
+// nextKey spreads the keys over 256 prefixes (and so over the ranges).
+func (w *overloadWrites) nextKey() []byte {
+	n := w.seq.Add(1)
+	return fmt.Appendf(nil, "%02x/ov/%s/%010d", rand.IntN(256), w.name, n)
+}
+
+// probe finds the rate the cluster sustains: closed loop, cfg.Workers writers with the retrying
+// client, for cfg.Probe.
+func (oc *overloadCluster) probe(ctx context.Context, cfg OverloadConfig, w *overloadWrites, p *OverloadPhase) {
 	pctx, cancel := context.WithTimeout(ctx, cfg.Probe)
+	defer cancel()
 	var probed atomic.Int64
 	var wg sync.WaitGroup
-	for w := 0; w < cfg.Workers; w++ {
+	for range cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for pctx.Err() == nil {
-				k := nextKey()
-				if err := retrying.Put(pctx, k, value); err == nil {
-					acked.Store(string(k), struct{}{})
+				k := w.nextKey()
+				if err := oc.retrying.Put(pctx, k, w.value); err == nil {
+					w.acked.Store(string(k), struct{}{})
 					probed.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	cancel()
 	p.SustainableOps = float64(probed.Load()) / cfg.Probe.Seconds()
-	if *offered == 0 {
-		*offered = cfg.Factor * p.SustainableOps
-	}
-	for _, n := range r.nodes {
-		p.SteadyRSS = append(p.SteadyRSS, rss(n.pid()))
-	}
-	logf("sustained %.0f writes/s closed loop (%d workers); offering %.0f/s for %v", p.SustainableOps, cfg.Workers, *offered, cfg.Duration)
+}
 
-	// The overload: open loop at *offered, RSS sampled every 100 ms.
-	p.PeakRSS = make([]int64, len(r.nodes))
-	p.PeakHeap = make([]int64, len(r.nodes))
-	var lastHeap time.Time
+// offer runs the overload: open loop at offered writes/s for cfg.Duration, each write one attempt,
+// with the nodes' memory sampled throughout; then it waits for every answer (the drain).
+func (oc *overloadCluster) offer(ctx context.Context, cfg OverloadConfig, w *overloadWrites, p *OverloadPhase, offered float64, name string, logf func(string, ...any)) {
 	start := time.Now()
-	sampleDone := make(chan struct{})
 	stopSampling := make(chan struct{})
-	go func() {
-		defer close(sampleDone)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			var sum int64
-			for i, n := range r.nodes {
-				v := rss(n.pid())
-				p.PeakRSS[i] = max(p.PeakRSS[i], v)
-				sum += v
-			}
-			if q := int(4 * time.Since(start) / cfg.Duration); q >= 0 && q < 4 {
-				p.RSSQuarters[q] = max(p.RSSQuarters[q], sum)
-			}
-			if time.Since(lastHeap) >= 500*time.Millisecond {
-				lastHeap = time.Now()
-				for i := range r.nodes {
-					p.PeakHeap[i] = max(p.PeakHeap[i], heapInUse(ctx, pn.Addrs(i).HTTP))
-				}
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	sampleDone := oc.sampleMemory(ctx, p, start, cfg.Duration, stopSampling)
 	hist := hdrhistogram.New(1, 60_000_000, 3) // µs
 	var mu sync.Mutex
 	sample := func(kind string, err error) {
@@ -300,7 +335,7 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 		if el >= cfg.Duration || ctx.Err() != nil {
 			break
 		}
-		due := int64(el.Seconds() * *offered)
+		due := int64(el.Seconds() * offered)
 		for ; sent < due; sent++ {
 			if outstanding.Load() >= int64(cfg.MaxOutstanding) {
 				nNotSent.Add(1)
@@ -311,12 +346,12 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 			go func() {
 				defer owg.Done()
 				defer outstanding.Add(-1)
-				k := nextKey()
+				k := w.nextKey()
 				t0 := time.Now()
-				err := once.Put(ctx, k, value)
+				err := oc.once.Put(ctx, k, w.value)
 				switch {
 				case err == nil:
-					acked.Store(string(k), struct{}{})
+					w.acked.Store(string(k), struct{}{})
 					nAcked.Add(1)
 					mu.Lock()
 					_ = hist.RecordValue(time.Since(t0).Microseconds())
@@ -336,8 +371,8 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 	}
 	arrivals := time.Since(start)
 	if cfg.ProfileDir != "" {
-		for i := range r.nodes {
-			if err := fetchHeap(ctx, pn.Addrs(i).HTTP, filepath.Join(cfg.ProfileDir, fmt.Sprintf("heap-%s-n%d.pb.gz", name, i+1))); err != nil {
+		for i := range oc.r.nodes {
+			if err := fetchHeap(ctx, oc.pn.Addrs(i).HTTP, filepath.Join(cfg.ProfileDir, fmt.Sprintf("heap-%s-n%d.pb.gz", name, i+1))); err != nil {
 				logf("heap profile of n%d: %v", i+1, err)
 			}
 		}
@@ -352,35 +387,69 @@ func overloadPhase(ctx context.Context, cfg OverloadConfig, on bool, offered *fl
 	p.Acked, p.Overloaded, p.Timeouts, p.Other, p.NotSent = int(nAcked.Load()), int(nOver.Load()), int(nTimeout.Load()), int(nOther.Load()), int(nNotSent.Load())
 	p.P50Ms = float64(hist.ValueAtQuantile(50)) / 1000
 	p.P99Ms = float64(hist.ValueAtQuantile(99)) / 1000
-	logf("offered %.0f/s: %d acknowledged (%.0f/s), %d overloaded, %d timed out, %d other, %d not sent; p99 %.1f ms; peak RSS %s MiB (steady %s); drained in %v",
-		p.OfferedOps, p.Acked, p.GoodputOps, p.Overloaded, p.Timeouts, p.Other, p.NotSent, p.P99Ms, mibs(p.PeakRSS), mibs(p.SteadyRSS), p.Drain.Round(time.Millisecond))
+}
 
-	// Every acknowledged write must be there: read everything back, one key prefix at a time.
+// sampleMemory records the nodes' peak RSS (every 100 ms, also per quarter of the overload, which
+// starts at start and lasts d) and peak Go heap (every 500 ms) in p until stop is closed; the
+// returned channel is closed when it has stopped.
+func (oc *overloadCluster) sampleMemory(ctx context.Context, p *OverloadPhase, start time.Time, d time.Duration, stop <-chan struct{}) <-chan struct{} {
+	p.PeakRSS = make([]int64, len(oc.r.nodes))
+	p.PeakHeap = make([]int64, len(oc.r.nodes))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var lastHeap time.Time
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var sum int64
+			for i, n := range oc.r.nodes {
+				v := rss(n.pid())
+				p.PeakRSS[i] = max(p.PeakRSS[i], v)
+				sum += v
+			}
+			if q := int(4 * time.Since(start) / d); q >= 0 && q < 4 {
+				p.RSSQuarters[q] = max(p.RSSQuarters[q], sum)
+			}
+			if time.Since(lastHeap) >= 500*time.Millisecond {
+				lastHeap = time.Now()
+				for i := range oc.r.nodes {
+					p.PeakHeap[i] = max(p.PeakHeap[i], heapInUse(ctx, oc.pn.Addrs(i).HTTP))
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return done
+}
+
+// readBack counts the acknowledged writes that are missing: it reads everything back, one key
+// prefix at a time.
+func (oc *overloadCluster) readBack(ctx context.Context, w *overloadWrites, p *OverloadPhase) error {
 	found := map[string]bool{}
 	for b := 0; b < 256; b++ {
 		lo, hi := fmt.Appendf(nil, "%02x/", b), fmt.Appendf(nil, "%02x0", b)
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		kvs, err := retrying.Scan(sctx, lo, hi, 0, false)
+		kvs, err := oc.retrying.Scan(sctx, lo, hi, 0, false)
 		cancel()
 		if err != nil {
-			return p, fmt.Errorf("read back prefix %02x: %w", b, err)
+			return fmt.Errorf("read back prefix %02x: %w", b, err)
 		}
 		for _, kv := range kvs {
 			found[string(kv.Key)] = true
 		}
 	}
-	acked.Range(func(k, _ any) bool {
+	w.acked.Range(func(k, _ any) bool {
 		if !found[k.(string)] {
 			p.Lost++
 		}
 		return true
 	})
-	for k, v := range p.Samples {
-		logf("first %s error: %s", k, v)
-	}
-	logf("RSS of the three nodes by quarter of the overload: %s MiB; peak Go heap per node %s MiB", mibs(p.RSSQuarters[:]), mibs(p.PeakHeap))
-	logf("read back: %d acknowledged writes missing", p.Lost)
-	return p, nil
+	return nil
 }
 
 // heapInUse reads go_memstats_heap_inuse_bytes from a node's /metrics (0 if it does not answer in
@@ -449,37 +518,3 @@ func rss(pid int) int64 {
 	}
 	return 0
 }
-
-// plainNet runs the nodes on loopback with no proxy: the overload benchmark cuts no links and
-// must not pay a proxy's copies.
-type plainNet struct{ addrs []NodeAddrs }
-
-func newPlainNet(n int) (*plainNet, error) {
-	pn := &plainNet{}
-	for i := 0; i < n; i++ {
-		listen, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		httpAddr, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		pn.addrs = append(pn.addrs, NodeAddrs{Listen: listen, Advertise: listen, HTTP: httpAddr})
-	}
-	return pn, nil
-}
-
-func (pn *plainNet) Mode() string          { return "loopback (no proxy)" }
-func (pn *plainNet) Addrs(i int) NodeAddrs { return pn.addrs[i] }
-func (pn *plainNet) Command(_ int, path string, args ...string) *exec.Cmd {
-	return exec.Command(path, args...)
-}
-func (pn *plainNet) Started(int, int) {}
-func (pn *plainNet) Apply(cut LinkSet) error {
-	if len(cut) > 0 {
-		return errors.New("plain loopback network: links cannot be cut")
-	}
-	return nil
-}
-func (pn *plainNet) Close() error { return nil }

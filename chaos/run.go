@@ -1,8 +1,8 @@
 // Package chaos is Shoal's chaos suite: it runs a cluster of real `shoal start` processes on
 // separate hosts — network namespaces joined by veth links when the driver may create them, loopback
-// ports behind a partitioning proxy otherwise — lets a nemesis kill -9, pause, restart and partition
-// the nodes and force splits, merges and leadership transfers at random, while concurrent clients
-// record every operation. Then it heals everything, reads every key back, checks the history for
+// ports behind a partitioning proxy otherwise (package netfault) — lets a nemesis kill -9, pause,
+// restart and partition the nodes and force splits, merges and leadership transfers at random, while
+// concurrent clients record every operation. Then it heals everything, reads every key back, checks the history for
 // linearizability with porcupine (chaos/history) and verifies that no acknowledged write was lost.
 //
 // A run is determined by its seed as far as the driver's choices go (keys, operations, which fault
@@ -30,6 +30,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/shoaldb/shoal/chaos/history"
+	"github.com/shoaldb/shoal/chaos/netfault"
 	"github.com/shoaldb/shoal/client"
 )
 
@@ -74,7 +75,7 @@ type Config struct {
 
 	// net, when set, is the network to use instead of the one Mode picks (the overload benchmark's
 	// plain loopback).
-	net Network
+	net netfault.Network
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -200,7 +201,7 @@ func (r *Report) Summary() string {
 // run is the state of one run.
 type run struct {
 	cfg    Config
-	net    Network
+	net    netfault.Network
 	nodes  []*node
 	admin  *client.Client // status and final reads: short attempts, retried
 	ops    *client.Client // the nemesis's splits, merges and transfers: attempts long enough for a merge
@@ -261,16 +262,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rngNet := rand.New(rand.NewPCG(cfg.Seed, 1))
 	switch cfg.Mode {
 	case "netns":
-		r.net, err = newNetnsNet(cfg.Nodes, rngNet, r.logf)
+		r.net, err = netfault.NewNetns(cfg.Nodes, rngNet, r.logf)
 	case "loopback":
-		r.net, err = newLoopbackNet(cfg.Nodes, r.logf)
+		r.net, err = netfault.NewLoopback(cfg.Nodes, r.logf)
 	default:
-		if perr := netnsAvailable(); perr != nil {
+		if perr := netfault.NetnsAvailable(); perr != nil {
 			r.logf("network namespaces unavailable (%v): loopback mode", perr)
-			r.net, err = newLoopbackNet(cfg.Nodes, r.logf)
-		} else if r.net, err = newNetnsNet(cfg.Nodes, rngNet, r.logf); err != nil {
+			r.net, err = netfault.NewLoopback(cfg.Nodes, r.logf)
+		} else if r.net, err = netfault.NewNetns(cfg.Nodes, rngNet, r.logf); err != nil {
 			r.logf("netns mode failed (%v): loopback mode", err)
-			r.net, err = newLoopbackNet(cfg.Nodes, r.logf)
+			r.net, err = netfault.NewLoopback(cfg.Nodes, r.logf)
 		}
 	}
 	if err != nil {
@@ -444,7 +445,7 @@ func (r *run) exercise(ctx context.Context) error {
 
 	// Heal everything (the nemesis ended its own faults; this covers crashes too) and wait.
 	healStart := time.Now()
-	if err := r.net.Apply(LinkSet{}); err != nil {
+	if err := r.net.Apply(netfault.LinkSet{}); err != nil {
 		r.problem("heal: %v", err)
 	}
 	for _, n := range r.nodes {

@@ -1,4 +1,4 @@
-package chaos
+package netfault
 
 import (
 	"bufio"
@@ -133,7 +133,7 @@ func TestProcAddr(t *testing.T) {
 // registered as node 2 is told apart from the driver's own (the client), and a cut link stalls only
 // its own traffic, which flows again, with nothing lost, when the link heals.
 func TestLoopbackProxyCutsLinks(t *testing.T) {
-	ln, err := newLoopbackNet(2, t.Logf)
+	ln, err := NewLoopback(2, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,10 +221,10 @@ func TestLoopbackProxyCutsLinks(t *testing.T) {
 // that the driver and node 2 reach it until their links are cut, and that Close leaves nothing
 // behind. It needs CAP_NET_ADMIN and is skipped without it.
 func TestNetnsNetwork(t *testing.T) {
-	if err := netnsAvailable(); err != nil {
+	if err := NetnsAvailable(); err != nil {
 		t.Skipf("network namespaces unavailable: %v", err)
 	}
-	nn, err := newNetnsNet(2, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)), t.Logf)
+	nn, err := NewNetns(2, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)), t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

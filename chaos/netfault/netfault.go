@@ -1,4 +1,9 @@
-package chaos
+// Package netfault places a chaos run's nodes on hosts of their own and cuts and heals the links
+// between them (and between them and the driver): with network namespaces when the driver may create
+// them (NewNetns), else behind proxies on loopback (NewLoopback); NewPlain is loopback with nothing
+// between the nodes, for runs that cut no links. It never starts or stops a node: it only tells
+// how to run one (Network.Command) and where it listens.
+package netfault
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package chaos
+package netfault
 
 import (
 	"bufio"
@@ -51,8 +51,8 @@ func (c *proxyConn) close() {
 	}
 }
 
-// newLoopbackNet reserves loopback ports for n nodes and starts their proxies.
-func newLoopbackNet(n int, logf func(string, ...any)) (*loopbackNet, error) {
+// NewLoopback reserves loopback ports for n nodes and starts their proxies.
+func NewLoopback(n int, logf func(string, ...any)) (*loopbackNet, error) {
 	ln := &loopbackNet{n: n, selfPid: os.Getpid(), logf: logf, pids: make([]int, n), cut: LinkSet{}, conns: map[*proxyConn]struct{}{}}
 	ln.wake = sync.NewCond(&ln.mu)
 	for i := 0; i < n; i++ {

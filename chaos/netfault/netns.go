@@ -1,4 +1,4 @@
-package chaos
+package netfault
 
 import (
 	"bytes"
@@ -45,9 +45,9 @@ const nsPrefix = "shoalchaos-"
 
 var nsName = regexp.MustCompile(`^` + nsPrefix + `(\d+)-(\d+)-`)
 
-// netnsAvailable reports whether this process may create network namespaces, links and routes (it
+// NetnsAvailable reports whether this process may create network namespaces, links and routes (it
 // tries: root without CAP_NET_ADMIN, a read-only /run/netns, a missing ip command all fail here).
-func netnsAvailable() error {
+func NetnsAvailable() error {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return fmt.Errorf("no ip command: %w", err)
 	}
@@ -131,8 +131,8 @@ func killNamespace(name string) {
 
 func hostVeth(k int) string { return fmt.Sprintf("shc%dh", k) }
 
-// newNetnsNet builds the namespaces, the bridge and the links of n nodes.
-func newNetnsNet(n int, rng *rand.Rand, logf func(string, ...any)) (*netnsNet, error) {
+// NewNetns builds the namespaces, the bridge and the links of n nodes.
+func NewNetns(n int, rng *rand.Rand, logf func(string, ...any)) (*netnsNet, error) {
 	if n < 1 || n > 200 {
 		return nil, fmt.Errorf("netns network: %d nodes (want 1..200)", n)
 	}
