@@ -44,7 +44,23 @@ type Config struct {
 	// MeasureAfter is how long after an operator finishes its benefit is measured. Default 10s.
 	MeasureAfter time.Duration
 	// OnDecision, if set, is called with every decision when it reaches its final status.
-	OnDecision func(decisions.Entry)
+	OnDecision func(decisions.Entry) `json:"-"`
+}
+
+// WithDefaults returns c with every zero setting, its policies' and its executor's, at its default.
+func (c Config) WithDefaults() Config {
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.DecisionLogSize == 0 {
+		c.DecisionLogSize = decisions.DefaultCapacity
+	}
+	if c.MeasureAfter == 0 {
+		c.MeasureAfter = decisions.DefaultWindow
+	}
+	c.Policies = c.Policies.WithDefaults()
+	c.Executor = c.Executor.WithDefaults()
+	return c
 }
 
 // Validate reports the first invalid setting.
@@ -107,9 +123,7 @@ func New(src model.Source, act executor.Actuator, cfg Config) *Autopilot {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	if cfg.Interval == 0 {
-		cfg.Interval = DefaultInterval
-	}
+	cfg = cfg.WithDefaults()
 	log := decisions.NewLog(cfg.DecisionLogSize, cfg.MeasureAfter)
 	if cfg.OnDecision != nil {
 		log.SetOnFinish(cfg.OnDecision)

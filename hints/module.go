@@ -20,8 +20,8 @@ import (
 type Config struct {
 	// NodeID and ClusterID identify this node on the batches it ships and check the ones it receives
 	// (an empty ClusterID accepts any).
-	NodeID    uint64
-	ClusterID string
+	NodeID    uint64 `json:"-"`
+	ClusterID string `json:"-"`
 	// Peers lists each range's other replicas (see PeersFunc).
 	Peers PeersFunc
 	// Target: ship to all other replicas (default) or one.
@@ -37,6 +37,16 @@ type Config struct {
 // DefaultTransferWait is how long a warm-before-transfer check waits for the target by default: a
 // bounded time, so that a target that stays cold delays the transfer by at most this long.
 const DefaultTransferWait = 5 * time.Second
+
+// WithDefaults returns c with the buffer's, shipper's, applier's and hot-key summary's zero settings at
+// their defaults (New applies them too).
+func (c Config) WithDefaults() Config {
+	c.Buffer = c.Buffer.withDefaults()
+	c.Shipper = c.Shipper.withDefaults()
+	c.Applier = c.Applier.withDefaults()
+	c.HotKeys = c.HotKeys.WithDefaults()
+	return c
+}
 
 // Validate checks the configuration as New would (for start-up validation).
 func (c Config) Validate() error {

@@ -49,8 +49,8 @@ func (t Target) String() string {
 // ShipperConfig configures a Shipper. Zero values take the documented defaults.
 type ShipperConfig struct {
 	// NodeID and ClusterID are stamped on every batch.
-	NodeID    uint64
-	ClusterID string
+	NodeID    uint64 `json:"-"`
+	ClusterID string `json:"-"`
 	// Peers lists each range's other replicas (required).
 	Peers PeersFunc
 	// Target: all other replicas (default) or one.

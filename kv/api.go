@@ -18,32 +18,28 @@ const (
 	defaultOpTimeout    = 10 * time.Second
 )
 
-func invalid(format string, args ...any) *pb.Error {
-	return &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Message: fmt.Sprintf(format, args...)}
-}
-
-func (n *Node) validateKey(k []byte) *pb.Error {
+func (s *Service) validateKey(k []byte) *pb.Error {
 	if len(k) == 0 {
-		return invalid("key is empty")
+		return InvalidArgument("key is empty")
 	}
-	if len(k) > n.cfg.MaxKeyBytes {
-		return invalid("key is %d bytes; the limit is %d (server flag --max-key-bytes)", len(k), n.cfg.MaxKeyBytes)
-	}
-	return nil
-}
-
-func (n *Node) validateValue(v []byte) *pb.Error {
-	if len(v) > n.cfg.MaxValueBytes {
-		return invalid("value is %d bytes; the limit is %d (server flag --max-value-bytes)", len(v), n.cfg.MaxValueBytes)
+	if len(k) > s.cfg.MaxKeyBytes {
+		return InvalidArgument("key is %d bytes; the limit is %d (server flag --max-key-bytes)", len(k), s.cfg.MaxKeyBytes)
 	}
 	return nil
 }
 
-// pbErr converts err and fills the leader's address so the client can go there directly.
-func (n *Node) pbErr(err error) *pb.Error {
-	pe := toPBError(err)
+func (s *Service) validateValue(v []byte) *pb.Error {
+	if len(v) > s.cfg.MaxValueBytes {
+		return InvalidArgument("value is %d bytes; the limit is %d (server flag --max-value-bytes)", len(v), s.cfg.MaxValueBytes)
+	}
+	return nil
+}
+
+// PBError converts err and fills the leader's address so the client can go there directly.
+func (s *Service) PBError(err error) *pb.Error {
+	pe := ToPBError(err)
 	if pe != nil && pe.LeaderNodeId != 0 && pe.LeaderAddr == "" {
-		if addr, ok := n.dir.resolve(pe.LeaderNodeId); ok {
+		if addr, ok := s.cluster.Resolve(pe.LeaderNodeId); ok {
 			pe.LeaderAddr = addr
 		}
 	}
@@ -51,46 +47,39 @@ func (n *Node) pbErr(err error) *pb.Error {
 }
 
 // notReady answers requests that reach a node before its store runs.
-func (n *Node) notReady() *pb.Error {
+func (s *Service) notReady() *pb.Error {
 	select {
-	case <-n.ready:
+	case <-s.ready:
 		return nil
 	default:
 		return &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}
 	}
 }
 
-func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, defaultOpTimeout)
-}
-
 // replicaFor finds the local replica that must serve a request for key. Writes and linearizable reads
 // need the leader; the check happens again inside the replica, this one just answers early.
-func (n *Node) replicaFor(h *pb.RequestHeader, key []byte, write bool) (*replica.Replica, *pb.Error) {
+func (s *Service) replicaFor(h *pb.RequestHeader, key []byte, write bool) (*replica.Replica, *pb.Error) {
 	select {
-	case <-n.ready:
+	case <-s.ready:
 	default:
 		return nil, &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}
 	}
 	var r *replica.Replica
 	if h != nil && h.RangeId != 0 {
 		if h.RangeId == replica.MetaRangeID && write {
-			return nil, invalid("the meta range cannot be written directly")
+			return nil, InvalidArgument("the meta range cannot be written directly")
 		}
-		r = n.store.Replica(h.RangeId)
+		r = s.store.Replica(h.RangeId)
 	} else if key != nil {
-		r = n.store.ReplicaForKey(key)
+		r = s.store.ReplicaForKey(key)
 	}
 	if r == nil {
-		pe := &pb.Error{Code: pb.ErrorCode_RANGE_MOVED, Message: fmt.Sprintf("node %d has no replica for this request; look the range up again", n.ident.NodeID)}
+		pe := &pb.Error{Code: pb.ErrorCode_RANGE_MOVED, Message: fmt.Sprintf("node %d has no replica for this request; look the range up again", s.nodeID)}
 		if h != nil && h.RangeId != 0 {
-			if l := n.dir.leaderOf(h.RangeId); l != 0 && l != n.ident.NodeID {
+			if l := s.cluster.LeaderOf(h.RangeId); l != 0 && l != s.nodeID {
 				pe.Code = pb.ErrorCode_NOT_LEADER
 				pe.LeaderNodeId = l
-				pe.LeaderAddr, _ = n.dir.resolve(l)
+				pe.LeaderAddr, _ = s.cluster.Resolve(l)
 			}
 		}
 		return nil, pe
@@ -99,181 +88,181 @@ func (n *Node) replicaFor(h *pb.RequestHeader, key []byte, write bool) (*replica
 }
 
 // Get implements pb.ShoalServer.
-func (n *Node) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
-	adm, refused := n.admit(req)
+func (s *Service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.GetResponse{Error: refused}, nil
 	}
 	defer adm.done()
-	if pe := n.validateKey(req.Key); pe != nil {
+	if pe := s.validateKey(req.Key); pe != nil {
 		return &pb.GetResponse{Error: pe}, nil
 	}
-	r, pe := n.replicaFor(req.Header, req.Key, false)
+	r, pe := s.replicaFor(req.Header, req.Key, false)
 	if pe != nil {
 		return &pb.GetResponse{Error: pe}, nil
 	}
-	n.ap.record(r.RangeID(), req.Key)
-	ctx, cancel := withTimeout(ctx)
+	s.obs.Request(r.RangeID(), req.Key)
+	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	if !req.GetHeader().GetFollowerRead() {
 		if err := r.ReadBarrier(ctx); err != nil {
-			return &pb.GetResponse{Error: n.pbErr(err)}, nil
+			return &pb.GetResponse{Error: s.PBError(err)}, nil
 		}
 	}
 	v, found, err := r.Get(req.Key)
 	if err != nil {
-		return &pb.GetResponse{Error: n.pbErr(err)}, nil
+		return &pb.GetResponse{Error: s.PBError(err)}, nil
 	}
 	if !req.GetHeader().GetFollowerRead() {
-		n.recordRead(r.RangeID(), req.Key) // a leader's read: the other replicas replay it (read hints)
+		s.obs.Read(r.RangeID(), req.Key) // a leader's read: the other replicas replay it (read hints)
 	}
 	return &pb.GetResponse{Found: found, Value: v}, nil
 }
 
-func (n *Node) propose(ctx context.Context, h *pb.RequestHeader, key []byte, cmd *pb.Command) (replica.Result, *pb.Error) {
-	r, pe := n.replicaFor(h, key, true)
+func (s *Service) propose(ctx context.Context, h *pb.RequestHeader, key []byte, cmd *pb.Command) (replica.Result, *pb.Error) {
+	r, pe := s.replicaFor(h, key, true)
 	if pe != nil {
 		return replica.Result{}, pe
 	}
 	if key != nil {
-		n.ap.record(r.RangeID(), key)
+		s.obs.Request(r.RangeID(), key)
 	}
-	ctx, cancel := withTimeout(ctx)
+	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	res, err := r.Propose(ctx, cmd)
 	if err != nil {
-		return res, n.pbErr(err)
+		return res, s.PBError(err)
 	}
 	return res, nil
 }
 
 // Put implements pb.ShoalServer.
-func (n *Node) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
-	adm, refused := n.admit(req)
+func (s *Service) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
+	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.PutResponse{Error: refused}, nil
 	}
 	defer adm.done()
-	if pe := n.validateKey(req.Key); pe != nil {
+	if pe := s.validateKey(req.Key); pe != nil {
 		return &pb.PutResponse{Error: pe}, nil
 	}
-	if pe := n.validateValue(req.Value); pe != nil {
+	if pe := s.validateValue(req.Value); pe != nil {
 		return &pb.PutResponse{Error: pe}, nil
 	}
-	_, pe := n.propose(ctx, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Value: req.Value}}})
+	_, pe := s.propose(ctx, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Value: req.Value}}})
 	return &pb.PutResponse{Error: pe}, nil
 }
 
 // Delete implements pb.ShoalServer.
-func (n *Node) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
-	adm, refused := n.admit(req)
+func (s *Service) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.DeleteResponse{Error: refused}, nil
 	}
 	defer adm.done()
-	if pe := n.validateKey(req.Key); pe != nil {
+	if pe := s.validateKey(req.Key); pe != nil {
 		return &pb.DeleteResponse{Error: pe}, nil
 	}
-	res, pe := n.propose(ctx, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Delete: true}}})
+	res, pe := s.propose(ctx, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Delete: true}}})
 	return &pb.DeleteResponse{Error: pe, Found: res.Found}, nil
 }
 
 // CompareAndSwap implements pb.ShoalServer.
-func (n *Node) CompareAndSwap(ctx context.Context, req *pb.CompareAndSwapRequest) (*pb.CompareAndSwapResponse, error) {
-	adm, refused := n.admit(req)
+func (s *Service) CompareAndSwap(ctx context.Context, req *pb.CompareAndSwapRequest) (*pb.CompareAndSwapResponse, error) {
+	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.CompareAndSwapResponse{Error: refused}, nil
 	}
 	defer adm.done()
-	if pe := n.validateKey(req.Key); pe != nil {
+	if pe := s.validateKey(req.Key); pe != nil {
 		return &pb.CompareAndSwapResponse{Error: pe}, nil
 	}
-	if pe := n.validateValue(req.Value); pe != nil {
+	if pe := s.validateValue(req.Value); pe != nil {
 		return &pb.CompareAndSwapResponse{Error: pe}, nil
 	}
 	cmd := &pb.Command{
 		Condition: &pb.Condition{Key: req.Key, Expected: req.Expected, ExpectAbsent: req.ExpectAbsent},
 		Mutations: []*pb.Mutation{{Key: req.Key, Value: req.Value, Delete: req.Delete}},
 	}
-	res, pe := n.propose(ctx, req.Header, req.Key, cmd)
+	res, pe := s.propose(ctx, req.Header, req.Key, cmd)
 	return &pb.CompareAndSwapResponse{Error: pe, Swapped: res.Swapped, Found: res.Found, Current: res.Current}, nil
 }
 
 // BatchWrite implements pb.ShoalServer: all mutations apply atomically in one range.
-func (n *Node) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*pb.BatchWriteResponse, error) {
-	adm, refused := n.admit(req)
+func (s *Service) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*pb.BatchWriteResponse, error) {
+	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.BatchWriteResponse{Error: refused}, nil
 	}
 	defer adm.done()
 	if len(req.Mutations) == 0 {
-		return &pb.BatchWriteResponse{Error: invalid("batch has no mutations")}, nil
+		return &pb.BatchWriteResponse{Error: InvalidArgument("batch has no mutations")}, nil
 	}
 	for _, m := range req.Mutations {
-		if pe := n.validateKey(m.Key); pe != nil {
+		if pe := s.validateKey(m.Key); pe != nil {
 			return &pb.BatchWriteResponse{Error: pe}, nil
 		}
-		if pe := n.validateValue(m.Value); pe != nil {
+		if pe := s.validateValue(m.Value); pe != nil {
 			return &pb.BatchWriteResponse{Error: pe}, nil
 		}
 	}
 	first := req.Mutations[0].Key
-	r, pe := n.replicaFor(req.Header, first, true)
+	r, pe := s.replicaFor(req.Header, first, true)
 	if pe != nil {
 		return &pb.BatchWriteResponse{Error: pe}, nil
 	}
 	if err := r.CheckKey(first); err != nil {
-		return &pb.BatchWriteResponse{Error: n.pbErr(err)}, nil
+		return &pb.BatchWriteResponse{Error: s.PBError(err)}, nil
 	}
 	if r.IsLeader() {
 		for _, m := range req.Mutations[1:] {
 			if err := r.CheckKey(m.Key); err != nil {
-				return &pb.BatchWriteResponse{Error: invalid("batch spans more than one range: key %q is outside range %d (batches are atomic within one range)", m.Key, r.RangeID())}, nil
+				return &pb.BatchWriteResponse{Error: InvalidArgument("batch spans more than one range: key %q is outside range %d (batches are atomic within one range)", m.Key, r.RangeID())}, nil
 			}
 		}
 	}
-	_, pe = n.propose(ctx, req.Header, first, &pb.Command{Mutations: req.Mutations})
+	_, pe = s.propose(ctx, req.Header, first, &pb.Command{Mutations: req.Mutations})
 	return &pb.BatchWriteResponse{Error: pe}, nil
 }
 
 // Scan implements pb.ShoalServer: it serves the part of [start, end) inside one range.
-func (n *Node) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse, error) {
-	adm, refused := n.admit(req)
+func (s *Service) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse, error) {
+	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.ScanResponse{Error: refused}, nil
 	}
 	defer adm.done()
-	if pe := n.notReady(); pe != nil {
+	if pe := s.notReady(); pe != nil {
 		return &pb.ScanResponse{Error: pe}, nil
 	}
 	if len(req.End) > 0 && bytes.Compare(req.Start, req.End) > 0 {
-		return &pb.ScanResponse{Error: invalid("scan start %q is after end %q", req.Start, req.End)}, nil
+		return &pb.ScanResponse{Error: InvalidArgument("scan start %q is after end %q", req.Start, req.End)}, nil
 	}
 	if req.Limit < 0 {
-		return &pb.ScanResponse{Error: invalid("scan limit %d is negative", req.Limit)}, nil
+		return &pb.ScanResponse{Error: InvalidArgument("scan limit %d is negative", req.Limit)}, nil
 	}
-	if len(req.Start) > n.cfg.MaxKeyBytes || len(req.End) > n.cfg.MaxKeyBytes {
-		return &pb.ScanResponse{Error: invalid("scan bound longer than %d bytes", n.cfg.MaxKeyBytes)}, nil
+	if len(req.Start) > s.cfg.MaxKeyBytes || len(req.End) > s.cfg.MaxKeyBytes {
+		return &pb.ScanResponse{Error: InvalidArgument("scan bound longer than %d bytes", s.cfg.MaxKeyBytes)}, nil
 	}
 	var r *replica.Replica
 	var pe *pb.Error
 	if req.GetHeader().GetRangeId() == 0 && req.Reverse {
-		r = n.replicaForReverse(req.End)
+		r = s.replicaForReverse(req.End)
 		if r == nil {
 			pe = &pb.Error{Code: pb.ErrorCode_RANGE_MOVED, Message: "no local replica for this scan"}
 		}
 	} else {
-		r, pe = n.replicaFor(req.Header, req.Start, false)
+		r, pe = s.replicaFor(req.Header, req.Start, false)
 	}
 	if pe != nil {
 		return &pb.ScanResponse{Error: pe}, nil
 	}
-	n.ap.record(r.RangeID(), req.Start)
-	ctx, cancel := withTimeout(ctx)
+	s.obs.Request(r.RangeID(), req.Start)
+	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	if !req.GetHeader().GetFollowerRead() {
 		if err := r.ReadBarrier(ctx); err != nil {
-			return &pb.ScanResponse{Error: n.pbErr(err)}, nil
+			return &pb.ScanResponse{Error: s.PBError(err)}, nil
 		}
 	}
 	limit := int(req.Limit)
@@ -282,7 +271,7 @@ func (n *Node) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse,
 	}
 	kvs, desc, truncated, err := r.Scan(req.Start, req.End, limit, maxScanResponseSize, req.Reverse)
 	if err != nil {
-		return &pb.ScanResponse{Error: n.pbErr(err)}, nil
+		return &pb.ScanResponse{Error: s.PBError(err)}, nil
 	}
 	var resultBytes int64
 	for _, kv := range kvs {
@@ -290,13 +279,13 @@ func (n *Node) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse,
 	}
 	adm.grow(resultBytes)
 	if !req.GetHeader().GetFollowerRead() {
-		n.recordScan(r.RangeID(), req.Start, req.End, limit, req.Reverse)
+		s.obs.Scan(r.RangeID(), req.Start, req.End, limit, req.Reverse)
 	}
 	return &pb.ScanResponse{Kvs: kvs, Range: desc, Truncated: truncated}, nil
 }
 
-func (n *Node) replicaForReverse(end []byte) *replica.Replica {
-	for _, r := range n.store.Replicas() {
+func (s *Service) replicaForReverse(end []byte) *replica.Replica {
+	for _, r := range s.store.Replicas() {
 		d := r.Desc()
 		if d == nil || r.IsMeta() {
 			continue
@@ -315,94 +304,92 @@ func (n *Node) replicaForReverse(end []byte) *replica.Replica {
 }
 
 // RangeLookup implements pb.ShoalServer.
-func (n *Node) RangeLookup(ctx context.Context, req *pb.RangeLookupRequest) (*pb.RangeLookupResponse, error) {
+func (s *Service) RangeLookup(ctx context.Context, req *pb.RangeLookupRequest) (*pb.RangeLookupResponse, error) {
 	select {
-	case <-n.ready:
+	case <-s.ready:
 	default:
 		return &pb.RangeLookupResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}, nil
 	}
-	ctx, cancel := withTimeout(ctx)
+	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	var d *pb.RangeDescriptor
 	if req.Meta {
-		d = n.metaDesc()
+		d = s.MetaDesc()
 		if d == nil {
 			return &pb.RangeLookupResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "meta range location not known yet"}}, nil
 		}
 	} else {
 		var err error
-		if d, err = n.lookupRange(ctx, req.Key); err != nil {
-			return &pb.RangeLookupResponse{Error: n.pbErr(err)}, nil
+		if d, err = s.LookupRange(ctx, req.Key); err != nil {
+			return &pb.RangeLookupResponse{Error: s.PBError(err)}, nil
 		}
 	}
-	resp := &pb.RangeLookupResponse{Range: d, LeaderNodeId: n.leaderNodeOf(d.RangeId)}
+	resp := &pb.RangeLookupResponse{Range: d, LeaderNodeId: s.LeaderNodeOf(d.RangeId)}
 	for _, rd := range d.Replicas {
-		if nd := n.dir.get(rd.NodeId); nd != nil {
+		if nd := s.cluster.Get(rd.NodeId); nd != nil {
 			resp.Nodes = append(resp.Nodes, nd)
 		}
 	}
 	return resp, nil
 }
 
-// leaderNodeOf is the best known leader of a range: the local replica's view, else heartbeats.
-func (n *Node) leaderNodeOf(rangeID uint64) uint64 {
-	if r := n.store.Replica(rangeID); r != nil {
+// LeaderNodeOf is the best known leader of a range: the local replica's view, else heartbeats.
+func (s *Service) LeaderNodeOf(rangeID uint64) uint64 {
+	if r := s.store.Replica(rangeID); r != nil {
 		if l := r.LeaderNode(); l != 0 {
 			return l
 		}
 	}
 	if rangeID == replica.MetaRangeID {
-		n.dir.mu.RLock()
-		defer n.dir.mu.RUnlock()
-		return n.dir.metaLeader
+		return s.cluster.MetaLeader()
 	}
-	return n.dir.leaderOf(rangeID)
+	return s.cluster.LeaderOf(rangeID)
 }
 
 // MetaCommand implements pb.ShoalServer (node-internal).
-func (n *Node) MetaCommand(ctx context.Context, req *pb.MetaCommandRequest) (*pb.MetaCommandResponse, error) {
-	if pe := n.notReady(); pe != nil {
+func (s *Service) MetaCommand(ctx context.Context, req *pb.MetaCommandRequest) (*pb.MetaCommandResponse, error) {
+	if pe := s.notReady(); pe != nil {
 		return &pb.MetaCommandResponse{Error: pe}, nil
 	}
 	if req.Command == nil {
-		return &pb.MetaCommandResponse{Error: invalid("missing command")}, nil
+		return &pb.MetaCommandResponse{Error: InvalidArgument("missing command")}, nil
 	}
 	if req.Command.Split != nil {
-		return &pb.MetaCommandResponse{Error: invalid("the meta range does not split")}, nil
+		return &pb.MetaCommandResponse{Error: InvalidArgument("the meta range does not split")}, nil
 	}
-	r := n.store.Replica(replica.MetaRangeID)
+	r := s.store.Replica(replica.MetaRangeID)
 	if r == nil {
-		return &pb.MetaCommandResponse{Error: &pb.Error{Code: pb.ErrorCode_NOT_LEADER, Message: "no meta replica here", LeaderNodeId: n.leaderNodeOf(replica.MetaRangeID)}}, nil
+		return &pb.MetaCommandResponse{Error: &pb.Error{Code: pb.ErrorCode_NOT_LEADER, Message: "no meta replica here", LeaderNodeId: s.LeaderNodeOf(replica.MetaRangeID)}}, nil
 	}
-	ctx, cancel := withTimeout(ctx)
+	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	res, err := r.Propose(ctx, proto.Clone(req.Command).(*pb.Command))
 	if err != nil {
-		return &pb.MetaCommandResponse{Error: n.pbErr(err)}, nil
+		return &pb.MetaCommandResponse{Error: s.PBError(err)}, nil
 	}
 	return &pb.MetaCommandResponse{Counter: res.Counter}, nil
 }
 
 // Split implements pb.ShoalServer: split the range containing key at key.
-func (n *Node) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResponse, error) {
-	if pe := n.notReady(); pe != nil {
+func (s *Service) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitResponse, error) {
+	if pe := s.notReady(); pe != nil {
 		return &pb.SplitResponse{Error: pe}, nil
 	}
-	if pe := n.validateKey(req.Key); pe != nil {
+	if pe := s.validateKey(req.Key); pe != nil {
 		return &pb.SplitResponse{Error: pe}, nil
 	}
-	ctx, cancel := withTimeout(ctx)
+	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
-	d, err := n.lookupRange(ctx, req.Key)
+	d, err := s.LookupRange(ctx, req.Key)
 	if err != nil {
-		return &pb.SplitResponse{Error: n.pbErr(err)}, nil
+		return &pb.SplitResponse{Error: s.PBError(err)}, nil
 	}
 	if bytes.Equal(d.StartKey, req.Key) {
-		return &pb.SplitResponse{Error: invalid("key %q is already the start of range %d", req.Key, d.RangeId)}, nil
+		return &pb.SplitResponse{Error: InvalidArgument("key %q is already the start of range %d", req.Key, d.RangeId)}, nil
 	}
 	resp := &pb.SplitResponse{}
-	err = n.onLeader(ctx, d.RangeId, func(r *replica.Replica) error {
-		l, rr, err := n.splitLocal(ctx, r, req.Key)
+	err = s.OnLeader(ctx, d.RangeId, func(r *replica.Replica) error {
+		l, rr, err := s.splitLocal(ctx, r, req.Key)
 		resp.Left, resp.Right = l, rr
 		return err
 	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {
@@ -417,13 +404,13 @@ func (n *Node) Split(ctx context.Context, req *pb.SplitRequest) (*pb.SplitRespon
 		return out.Error, nil
 	})
 	if err != nil {
-		resp.Error = n.pbErr(err)
+		resp.Error = s.PBError(err)
 	}
 	return resp, nil
 }
 
 // splitLocal splits r (this node leads it) at key and records both halves in the meta range.
-func (n *Node) splitLocal(ctx context.Context, r *replica.Replica, key []byte) (*pb.RangeDescriptor, *pb.RangeDescriptor, error) {
+func (s *Service) splitLocal(ctx context.Context, r *replica.Replica, key []byte) (*pb.RangeDescriptor, *pb.RangeDescriptor, error) {
 	d := r.Desc()
 	if d == nil {
 		return nil, nil, errCode(pb.ErrorCode_UNAVAILABLE, "replica not initialized")
@@ -437,7 +424,7 @@ func (n *Node) splitLocal(ctx context.Context, r *replica.Replica, key []byte) (
 	if err := r.CheckKey(key); err != nil {
 		return nil, nil, err
 	}
-	res, err := n.metaCommand(ctx, &pb.Command{IncrementKey: replica.MetaCounterKey("range-id")})
+	res, err := s.ProposeMeta(ctx, &pb.Command{IncrementKey: replica.MetaCounterKey("range-id")})
 	if err != nil {
 		return nil, nil, fmt.Errorf("allocate range id: %w", err)
 	}
@@ -451,23 +438,23 @@ func (n *Node) splitLocal(ctx context.Context, r *replica.Replica, key []byte) (
 	if _, err := r.Propose(ctx, &pb.Command{Split: &pb.SplitTrigger{SplitKey: key, NewRangeId: right.RangeId, Left: left, Right: right}}); err != nil {
 		return nil, nil, err
 	}
-	n.dir.setLeader(right.RangeId, n.ident.NodeID)
+	s.cluster.SetLeader(right.RangeId, s.nodeID)
 	// If this fails the meta-repair queue writes it later; clients retry meanwhile.
-	if _, err := n.metaCommand(ctx, &pb.Command{MetaUpdate: &pb.MetaUpdate{Ranges: []*pb.RangeDescriptor{left, right}}}); err != nil {
-		n.log.Warn("split applied but meta update failed; repair queue will retry", "range", d.RangeId, "err", err)
+	if _, err := s.ProposeMeta(ctx, &pb.Command{MetaUpdate: &pb.MetaUpdate{Ranges: []*pb.RangeDescriptor{left, right}}}); err != nil {
+		s.log.Warn("split applied but meta update failed; repair queue will retry", "range", d.RangeId, "err", err)
 	}
-	n.log.Info("range split", "range", d.RangeId, "new_range", right.RangeId, "key", fmt.Sprintf("%q", key))
+	s.log.Info("range split", "range", d.RangeId, "new_range", right.RangeId, "key", fmt.Sprintf("%q", key))
 	return left, right, nil
 }
 
 // TransferLeader implements pb.ShoalServer.
-func (n *Node) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest) (*pb.TransferLeaderResponse, error) {
-	if pe := n.notReady(); pe != nil {
+func (s *Service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest) (*pb.TransferLeaderResponse, error) {
+	if pe := s.notReady(); pe != nil {
 		return &pb.TransferLeaderResponse{Error: pe}, nil
 	}
-	ctx, cancel := withTimeout(ctx)
+	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
-	err := n.onLeader(ctx, req.RangeId, func(r *replica.Replica) error {
+	err := s.OnLeader(ctx, req.RangeId, func(r *replica.Replica) error {
 		if err := r.TransferLeadership(req.NodeId); err != nil {
 			return err
 		}
@@ -496,22 +483,22 @@ func (n *Node) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest
 		return out.Error, nil
 	})
 	if err != nil {
-		return &pb.TransferLeaderResponse{Error: n.pbErr(err)}, nil
+		return &pb.TransferLeaderResponse{Error: s.PBError(err)}, nil
 	}
-	n.dir.movedLeader(req.RangeId, req.NodeId)
+	s.cluster.MovedLeader(req.RangeId, req.NodeId)
 	return &pb.TransferLeaderResponse{}, nil
 }
 
 // RelocateReplica implements pb.ShoalServer.
-func (n *Node) RelocateReplica(ctx context.Context, req *pb.RelocateReplicaRequest) (*pb.RelocateReplicaResponse, error) {
-	if pe := n.notReady(); pe != nil {
+func (s *Service) RelocateReplica(ctx context.Context, req *pb.RelocateReplicaRequest) (*pb.RelocateReplicaResponse, error) {
+	if pe := s.notReady(); pe != nil {
 		return &pb.RelocateReplicaResponse{Error: pe}, nil
 	}
 	if req.AddNodeId == 0 && req.RemoveNodeId == 0 {
-		return &pb.RelocateReplicaResponse{Error: invalid("nothing to do: give add_node_id and/or remove_node_id")}, nil
+		return &pb.RelocateReplicaResponse{Error: InvalidArgument("nothing to do: give add_node_id and/or remove_node_id")}, nil
 	}
-	if req.AddNodeId != 0 && n.dir.get(req.AddNodeId) == nil {
-		return &pb.RelocateReplicaResponse{Error: invalid("unknown node %d", req.AddNodeId)}, nil
+	if req.AddNodeId != 0 && s.cluster.Get(req.AddNodeId) == nil {
+		return &pb.RelocateReplicaResponse{Error: InvalidArgument("unknown node %d", req.AddNodeId)}, nil
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -519,8 +506,8 @@ func (n *Node) RelocateReplica(ctx context.Context, req *pb.RelocateReplicaReque
 		defer cancel()
 	}
 	resp := &pb.RelocateReplicaResponse{}
-	err := n.onLeader(ctx, req.RangeId, func(r *replica.Replica) error {
-		d, err := n.relocateLocal(ctx, r, req.AddNodeId, req.RemoveNodeId, req.Step)
+	err := s.OnLeader(ctx, req.RangeId, func(r *replica.Replica) error {
+		d, err := s.relocateLocal(ctx, r, req.AddNodeId, req.RemoveNodeId, req.Step)
 		resp.Range = d
 		return err
 	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {
@@ -535,7 +522,7 @@ func (n *Node) RelocateReplica(ctx context.Context, req *pb.RelocateReplicaReque
 		return out.Error, nil
 	})
 	if err != nil {
-		resp.Error = n.pbErr(err)
+		resp.Error = s.PBError(err)
 	}
 	return resp, nil
 }

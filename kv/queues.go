@@ -10,10 +10,10 @@ import (
 // runQueues is the node's periodic maintenance: repair meta entries of ranges it leads, split ranges
 // that grew past RangeMaxBytes and garbage-collect replicas the cluster removed. Replication, moves
 // and balancing are the autopilot's (autopilot.go).
-func (n *Node) runQueues(ctx context.Context) {
+func (s *Service) runQueues(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	descs, err := n.allRanges(ctx)
+	descs, err := s.AllRanges(ctx)
 	if err != nil {
 		return
 	}
@@ -23,16 +23,14 @@ func (n *Node) runQueues(ctx context.Context) {
 	}
 	var stale []*pb.RangeDescriptor
 	// The meta range's descriptor is not in the meta range: take the newest one peers reported.
-	n.dir.mu.RLock()
-	if md := n.dir.metaDescCache; md != nil {
+	if md := s.cluster.MetaDesc(); md != nil {
 		metaByID[md.RangeId] = md
 	}
-	n.dir.mu.RUnlock()
-	for _, r := range n.store.Replicas() {
+	for _, r := range s.store.Replicas() {
 		if r.IsMeta() {
 			if d, md := r.Desc(), metaByID[r.RangeID()]; d != nil && md != nil && !r.IsLeader() &&
-				md.Generation > d.Generation && !hasNode(md, n.ident.NodeID) && r.LeaderNode() == 0 {
-				n.store.RemoveReplica(r.RangeID(), "no longer in the meta range's descriptor")
+				md.Generation > d.Generation && !hasNode(md, s.nodeID) && r.LeaderNode() == 0 {
+				s.store.RemoveReplica(r.RangeID(), "no longer in the meta range's descriptor")
 			}
 			continue
 		}
@@ -47,17 +45,17 @@ func (n *Node) runQueues(ctx context.Context) {
 			}
 			continue
 		}
-		if md != nil && md.Generation > d.Generation && !hasNode(md, n.ident.NodeID) && r.LeaderNode() == 0 {
-			n.store.RemoveReplica(d.RangeId, "no longer in the range's descriptor")
+		if md != nil && md.Generation > d.Generation && !hasNode(md, s.nodeID) && r.LeaderNode() == 0 {
+			s.store.RemoveReplica(d.RangeId, "no longer in the range's descriptor")
 		}
 	}
 	if len(stale) > 0 {
-		if _, err := n.metaCommand(ctx, &pb.Command{MetaUpdate: &pb.MetaUpdate{Ranges: stale}}); err != nil {
-			n.log.Warn("meta repair failed", "err", err)
+		if _, err := s.ProposeMeta(ctx, &pb.Command{MetaUpdate: &pb.MetaUpdate{Ranges: stale}}); err != nil {
+			s.log.Warn("meta repair failed", "err", err)
 		}
 	}
-	n.abortStuckMerges(ctx)
-	n.maybeSplitBySize(ctx)
+	s.abortStuckMerges(ctx)
+	s.maybeSplitBySize(ctx)
 }
 
 func hasNode(d *pb.RangeDescriptor, node uint64) bool {
@@ -69,20 +67,20 @@ func hasNode(d *pb.RangeDescriptor, node uint64) bool {
 	return false
 }
 
-func (n *Node) maybeSplitBySize(ctx context.Context) {
-	for _, r := range n.store.Replicas() {
+func (s *Service) maybeSplitBySize(ctx context.Context) {
+	for _, r := range s.store.Replicas() {
 		if r.IsMeta() || !r.IsLeader() {
 			continue
 		}
-		if int64(r.ApproximateBytes()) < n.cfg.RangeMaxBytes {
+		if int64(r.ApproximateBytes()) < s.cfg.RangeMaxBytes {
 			continue
 		}
 		key, err := r.SplitKeyBySize()
 		if err != nil || key == nil {
 			continue
 		}
-		if _, _, err := n.splitLocal(ctx, r, key); err != nil {
-			n.log.Warn("size split failed", "range", r.RangeID(), "err", err)
+		if _, _, err := s.splitLocal(ctx, r, key); err != nil {
+			s.log.Warn("size split failed", "range", r.RangeID(), "err", err)
 		}
 		return // one split per pass keeps the meta range and raft traffic calm
 	}

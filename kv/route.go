@@ -28,28 +28,28 @@ var errNoForward = errors.New("request already forwarded once")
 
 // forwardedNotLeader answers a forwarded request for a range this node does not lead, with the leader
 // it knows of as a hint, so the forwarding node goes there instead of probing.
-func (n *Node) forwardedNotLeader(rangeID uint64) *pb.Error {
+func (s *Service) forwardedNotLeader(rangeID uint64) *pb.Error {
 	var hint uint64
-	if r := n.store.Replica(rangeID); r != nil {
+	if r := s.store.Replica(rangeID); r != nil {
 		hint = r.LeaderNode()
 	}
 	if hint == 0 {
-		hint = n.dir.leaderOf(rangeID)
+		hint = s.cluster.LeaderOf(rangeID)
 	}
-	if hint == n.ident.NodeID {
+	if hint == s.nodeID {
 		hint = 0
 	}
-	return &pb.Error{Code: pb.ErrorCode_NOT_LEADER, Message: fmt.Sprintf("node %d does not lead range %d", n.ident.NodeID, rangeID), LeaderNodeId: hint}
+	return &pb.Error{Code: pb.ErrorCode_NOT_LEADER, Message: fmt.Sprintf("node %d does not lead range %d", s.nodeID, rangeID), LeaderNodeId: hint}
 }
 
 func markForwarded(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
 }
 
-// onLeader runs local on this node's replica of rangeID if it leads the range; otherwise it calls
+// OnLeader runs local on this node's replica of rangeID if it leads the range; otherwise it calls
 // remote on the node believed to lead it, following NOT_LEADER hints, with bounded backoff until ctx
 // ends. remote returns the pb.Error of its response.
-func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica.Replica) error,
+func (s *Service) OnLeader(ctx context.Context, rangeID uint64, local func(*replica.Replica) error,
 	remote func(context.Context, pb.ShoalClient) (*pb.Error, error)) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -61,14 +61,14 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 	var lastErr error
 	tried := map[uint64]int{}
 	for rounds := 0; ; rounds++ {
-		r := n.store.Replica(rangeID)
+		r := s.store.Replica(rangeID)
 		if r != nil && r.IsLeader() {
 			err := local(r)
 			if err == nil {
 				return nil
 			}
 			lastErr = err
-			pe := toPBError(err)
+			pe := ToPBError(err)
 			if pe.Code != pb.ErrorCode_NOT_LEADER && pe.Code != pb.ErrorCode_UNAVAILABLE {
 				return err
 			}
@@ -79,22 +79,20 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 				target = r.LeaderNode()
 			}
 			if target == 0 {
-				target = n.dir.leaderOf(rangeID)
+				target = s.cluster.LeaderOf(rangeID)
 			}
 			if target == 0 && rangeID == replica.MetaRangeID {
-				n.dir.mu.RLock()
-				target = n.dir.metaLeader
-				n.dir.mu.RUnlock()
+				target = s.cluster.MetaLeader()
 			}
-			if target == 0 || target == n.ident.NodeID || tried[target] > 2 {
-				target = n.pickProbeNode(tried)
+			if target == 0 || target == s.nodeID || tried[target] > 2 {
+				target = s.pickProbeNode(tried)
 			}
 			hint = 0
-			if target != 0 && target != n.ident.NodeID {
+			if target != 0 && target != s.nodeID {
 				tried[target]++
-				addr, ok := n.dir.resolve(target)
+				addr, ok := s.cluster.Resolve(target)
 				if ok {
-					c, err := n.peers.client(addr)
+					c, err := s.cluster.Client(addr)
 					if err == nil {
 						pe, err := remote(markForwarded(ctx), c)
 						switch {
@@ -103,14 +101,14 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 							// knows of the leader rather than hold the forwarding node's call (after a
 							// few short rounds when no leader is known, for a local election).
 							if !(r != nil && r.LeaderNode() == 0 && rounds < 3) {
-								return &pbError{n.forwardedNotLeader(rangeID)}
+								return &pbError{s.forwardedNotLeader(rangeID)}
 							}
-							lastErr = &pbError{n.forwardedNotLeader(rangeID)}
+							lastErr = &pbError{s.forwardedNotLeader(rangeID)}
 						case err != nil:
 							lastErr = fmt.Errorf("node %d (%s): %w", target, addr, err)
 						case pe == nil:
 							if rangeID != replica.MetaRangeID {
-								n.dir.setLeader(rangeID, target)
+								s.cluster.SetLeader(rangeID, target)
 							}
 							return nil
 						case pe.Code == pb.ErrorCode_NOT_LEADER || pe.Code == pb.ErrorCode_UNAVAILABLE:
@@ -145,7 +143,7 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 			// A transport failure or our own deadline: nothing reached a leader, so the caller may retry
 			// (INTERNAL would tell it a server bug happened and a write's outcome is unknown).
 			return errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("range %d: no leader reachable: %v", rangeID, lastErr))
-		case <-n.stopper:
+		case <-s.stopper:
 			return errCode(pb.ErrorCode_UNAVAILABLE, "node stopping")
 		case <-time.After(backoff):
 		}
@@ -156,10 +154,10 @@ func (n *Node) onLeader(ctx context.Context, rangeID uint64, local func(*replica
 }
 
 // pickProbeNode returns a live node other than this one, preferring those tried least.
-func (n *Node) pickProbeNode(tried map[uint64]int) uint64 {
+func (s *Service) pickProbeNode(tried map[uint64]int) uint64 {
 	best, bestN := uint64(0), 1<<30
-	for _, id := range n.dir.liveNodes(5 * n.cfg.HeartbeatInterval) {
-		if id == n.ident.NodeID {
+	for _, id := range s.cluster.ProbeNodes() {
+		if id == s.nodeID {
 			continue
 		}
 		if tried[id] < bestN {
@@ -169,10 +167,10 @@ func (n *Node) pickProbeNode(tried map[uint64]int) uint64 {
 	return best
 }
 
-// metaCommand runs cmd on the meta range's leader (locally or forwarded).
-func (n *Node) metaCommand(ctx context.Context, cmd *pb.Command) (replica.Result, error) {
+// ProposeMeta runs cmd on the meta range's leader (locally or forwarded).
+func (s *Service) ProposeMeta(ctx context.Context, cmd *pb.Command) (replica.Result, error) {
 	var res replica.Result
-	err := n.onLeader(ctx, replica.MetaRangeID, func(r *replica.Replica) error {
+	err := s.OnLeader(ctx, replica.MetaRangeID, func(r *replica.Replica) error {
 		var err error
 		res, err = r.Propose(ctx, proto.Clone(cmd).(*pb.Command))
 		return err
@@ -187,10 +185,10 @@ func (n *Node) metaCommand(ctx context.Context, cmd *pb.Command) (replica.Result
 	return res, err
 }
 
-// metaScan reads [start, end) of the meta keyspace linearizably.
-func (n *Node) metaScan(ctx context.Context, start, end []byte, limit int) ([]*pb.KeyValue, error) {
+// ScanMeta reads [start, end) of the meta keyspace linearizably.
+func (s *Service) ScanMeta(ctx context.Context, start, end []byte, limit int) ([]*pb.KeyValue, error) {
 	var out []*pb.KeyValue
-	err := n.onLeader(ctx, replica.MetaRangeID, func(r *replica.Replica) error {
+	err := s.OnLeader(ctx, replica.MetaRangeID, func(r *replica.Replica) error {
 		if err := r.ReadBarrier(ctx); err != nil {
 			return err
 		}
@@ -208,11 +206,11 @@ func (n *Node) metaScan(ctx context.Context, start, end []byte, limit int) ([]*p
 	return out, err
 }
 
-// lookupRange returns the descriptor of the user range containing key, from the meta range.
-func (n *Node) lookupRange(ctx context.Context, key []byte) (*pb.RangeDescriptor, error) {
+// LookupRange returns the descriptor of the user range containing key, from the meta range.
+func (s *Service) LookupRange(ctx context.Context, key []byte) (*pb.RangeDescriptor, error) {
 	start := append(replica.MetaLookupKey(key), 0)
 	_, end := replica.MetaDescSpan()
-	kvs, err := n.metaScan(ctx, start, end, 1)
+	kvs, err := s.ScanMeta(ctx, start, end, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -230,10 +228,10 @@ func (n *Node) lookupRange(ctx context.Context, key []byte) (*pb.RangeDescriptor
 	return d, nil
 }
 
-// allRanges returns every user range descriptor from the meta range.
-func (n *Node) allRanges(ctx context.Context) ([]*pb.RangeDescriptor, error) {
+// AllRanges returns every user range descriptor from the meta range.
+func (s *Service) AllRanges(ctx context.Context) ([]*pb.RangeDescriptor, error) {
 	start, end := replica.MetaDescSpan()
-	kvs, err := n.metaScan(ctx, start, end, 0)
+	kvs, err := s.ScanMeta(ctx, start, end, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -248,17 +246,10 @@ func (n *Node) allRanges(ctx context.Context) ([]*pb.RangeDescriptor, error) {
 	return out, nil
 }
 
-// metaDesc returns this node's best view of the meta range descriptor.
-func (n *Node) metaDesc() *pb.RangeDescriptor {
-	if r := n.store.Replica(replica.MetaRangeID); r != nil {
+// MetaDesc returns this node's best view of the meta range descriptor.
+func (s *Service) MetaDesc() *pb.RangeDescriptor {
+	if r := s.store.Replica(replica.MetaRangeID); r != nil {
 		return r.Desc()
 	}
-	n.dir.mu.RLock()
-	defer n.dir.mu.RUnlock()
-	if n.dir.metaDescCache != nil {
-		return proto.Clone(n.dir.metaDescCache).(*pb.RangeDescriptor)
-	}
-	return nil
+	return s.cluster.MetaDesc()
 }
-
-var errNotReady = errors.New("node is starting")

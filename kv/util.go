@@ -1,25 +1,17 @@
 package kv
 
 import (
-	"encoding/binary"
+	"context"
 	"errors"
-
-	"google.golang.org/protobuf/proto"
+	"fmt"
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 )
 
-func marshal(m proto.Message) ([]byte, error) { return proto.Marshal(m) }
-
-func u64(v uint64) []byte {
-	b := make([]byte, 8)
-	binary.BigEndian.PutUint64(b, v)
-	return b
-}
-
-// toPBError converts any error into the typed error clients see.
-func toPBError(err error) *pb.Error {
+// ToPBError converts any error into the typed error clients see: a replica's or a peer's typed error
+// keeps its code, anything else is INTERNAL.
+func ToPBError(err error) *pb.Error {
 	if err == nil {
 		return nil
 	}
@@ -34,6 +26,25 @@ func toPBError(err error) *pb.Error {
 	return &pb.Error{Code: pb.ErrorCode_INTERNAL, Message: err.Error()}
 }
 
+// FromPB turns a typed error received from a peer into a Go error that ToPBError gives back as it was
+// (nil for nil).
+func FromPB(e *pb.Error) error {
+	if e == nil {
+		return nil
+	}
+	return &pbError{e}
+}
+
+// Errorf returns a typed error with code.
+func Errorf(code pb.ErrorCode, format string, args ...any) error {
+	return &pbError{&pb.Error{Code: code, Message: fmt.Sprintf(format, args...)}}
+}
+
+// InvalidArgument is the typed error of a request that cannot be served as given.
+func InvalidArgument(format string, args ...any) *pb.Error {
+	return &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Message: fmt.Sprintf(format, args...)}
+}
+
 // pbError wraps a pb.Error received from a peer so it can travel as a Go error.
 type pbError struct{ e *pb.Error }
 
@@ -43,4 +54,10 @@ func errCode(code pb.ErrorCode, msg string) error {
 	return &pbError{&pb.Error{Code: code, Message: msg}}
 }
 
-func codeOf(err error) pb.ErrorCode { return toPBError(err).Code }
+// WithTimeout bounds ctx by defaultOpTimeout unless it has a deadline already.
+func WithTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, defaultOpTimeout)
+}

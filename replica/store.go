@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"github.com/shoaldb/shoal/admission"
 	"io"
@@ -32,9 +33,10 @@ type Transport interface {
 
 // Config configures a Store. Zero values take the documented defaults.
 type Config struct {
-	NodeID    uint64
-	Engine    *storage.Engine
-	Transport Transport
+	// NodeID, Engine and Transport are the node's (set by the node, not configured).
+	NodeID    uint64          `json:"-"`
+	Engine    *storage.Engine `json:"-"`
+	Transport Transport       `json:"-"`
 	// TickInterval is one raft tick (default 100ms).
 	TickInterval time.Duration
 	// ElectionTicks (default 10) and HeartbeatTicks (default 1) are in ticks.
@@ -48,24 +50,25 @@ type Config struct {
 	DisableLeaseReads bool
 	// ProposalLimits bound the user writes this node's leaders hold in raft at once (proposed, not
 	// yet applied or failed); beyond them Propose refuses with OVERLOADED. Zero: unlimited.
-	ProposalLimits admission.Limits
+	ProposalLimits admission.Limits `json:"-"`
 	// CommitStallTimeout: a raft-loop commit blocked this long (a disk full for sstables only: the WAL
 	// takes writes until the memtables fill, then Commit blocks with no error) fails the node with a
 	// FATAL line, so that it stops rather than hang with its gRPC open. Default 60 s.
 	CommitStallTimeout time.Duration
 	// OnCommitStall is called once when a commit stalls past CommitStallTimeout. Default: print the
 	// FATAL line to stderr and exit the process with status 2, as Pebble does on a disk fault.
-	OnCommitStall func(stalled time.Duration)
+	OnCommitStall func(stalled time.Duration) `json:"-"`
 	// OnReplicaRemoved is called (outside locks) after a replica removed itself from this node.
-	OnReplicaRemoved func(rangeID uint64)
-	Logger           *slog.Logger
+	OnReplicaRemoved func(rangeID uint64) `json:"-"`
+	Logger           *slog.Logger         `json:"-"`
 	// SnapshotIngestMinBytes: a snapshot of at least this many bytes that initializes a replica is
 	// written as an sstable and ingested (storage.IngestSpan) instead of through a batch. Default
 	// 64 KiB; negative: never.
 	SnapshotIngestMinBytes int64
 }
 
-func (c *Config) setDefaults() {
+// WithDefaults returns c with every zero setting at its default (callbacks and logger aside).
+func (c Config) WithDefaults() Config {
 	if c.TickInterval == 0 {
 		c.TickInterval = 100 * time.Millisecond
 	}
@@ -84,6 +87,29 @@ func (c *Config) setDefaults() {
 	if c.CommitStallTimeout == 0 {
 		c.CommitStallTimeout = 60 * time.Second
 	}
+	if c.SnapshotIngestMinBytes == 0 {
+		c.SnapshotIngestMinBytes = 64 << 10
+	}
+	return c
+}
+
+// Validate reports every setting that cannot work (zero values are fine: they take defaults).
+func (c Config) Validate() error {
+	var errs []error
+	if c.TickInterval < 0 {
+		errs = append(errs, fmt.Errorf("tick interval must not be negative (got %s)", c.TickInterval))
+	}
+	if c.ElectionTicks < 0 || c.HeartbeatTicks < 0 || c.MaxConcurrentSnapshots < 0 || c.CommitStallTimeout < 0 {
+		errs = append(errs, errors.New("raft election and heartbeat ticks, snapshot concurrency and commit stall timeout must not be negative"))
+	}
+	if d := c.WithDefaults(); d.ElectionTicks <= d.HeartbeatTicks {
+		errs = append(errs, fmt.Errorf("raft election ticks %d must exceed heartbeat ticks %d", d.ElectionTicks, d.HeartbeatTicks))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) setDefaults() {
+	*c = c.WithDefaults()
 	if c.OnCommitStall == nil {
 		c.OnCommitStall = func(d time.Duration) {
 			fmt.Fprintf(os.Stderr, "FATAL: storage engine stalled: a raft commit has been blocked for %v (full or failing disk?): the node exits so that it does not hang half-alive; fix the cause and restart it\n", d.Round(time.Second))
@@ -92,9 +118,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	if c.SnapshotIngestMinBytes == 0 {
-		c.SnapshotIngestMinBytes = 64 << 10
 	}
 }
 

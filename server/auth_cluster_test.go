@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/server"
 )
 
@@ -18,11 +19,10 @@ import (
 func TestAuthTokenClusterReplicates(t *testing.T) {
 	const token = "s3cret-token"
 	base := t.TempDir()
-	first := startNode(t, server.Config{DataDir: filepath.Join(base, "n1"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Bootstrap: true, AuthToken: token})
+	first := startNode(t, server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Node: node.Config{DataDir: filepath.Join(base, "n1"), Bootstrap: true, AuthToken: token}})
 	nodes := []*runningNode{first}
 	for i := 2; i <= 3; i++ {
-		nodes = append(nodes, startNode(t, server.Config{DataDir: filepath.Join(base, "n"+string(rune('0'+i))), Listen: "127.0.0.1:0",
-			HTTP: "127.0.0.1:0", Join: []string{first.grpc}, AuthToken: token}))
+		nodes = append(nodes, startNode(t, server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Node: node.Config{DataDir: filepath.Join(base, "n"+string(rune('0'+i))), Join: []string{first.grpc}, AuthToken: token}}))
 	}
 	defer func() {
 		for i := len(nodes) - 1; i >= 0; i-- {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -48,7 +49,7 @@ func (fakeRaft) RaftStream(s grpc.BidiStreamingServer[pb.RaftMessageBatch, pb.Ra
 // startFakeGRPC serves the fakes with the same server options Run uses, over an in-memory listener.
 func startFakeGRPC(t *testing.T, token string) (*process, *grpc.ClientConn) {
 	t.Helper()
-	p := &process{cfg: Config{AuthToken: token}.WithDefaults(), metrics: newMetrics(), auth: newTokenChecker(token)}
+	p := &process{cfg: Config{Node: node.Config{AuthToken: token}}.WithDefaults(), metrics: newMetrics(), auth: newTokenChecker(token)}
 	s := grpc.NewServer(p.grpcOptions()...)
 	pb.RegisterShoalServer(s, fakeShoal{})
 	pb.RegisterRaftTransportServer(s, fakeRaft{})

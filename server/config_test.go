@@ -5,10 +5,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/storage"
 )
 
 func TestConfigValidate(t *testing.T) {
-	ok := Config{DataDir: "/tmp/d"}
+	ok := Config{Node: node.Config{DataDir: "/tmp/d"}}
 	for _, tc := range []struct {
 		name string
 		mod  func(*Config)
@@ -18,12 +23,12 @@ func TestConfigValidate(t *testing.T) {
 		{"defaults applied", func(c *Config) { *c = c.WithDefaults() }, ""},
 		{"all set", func(c *Config) {
 			c.Listen, c.Advertise, c.HTTP, c.RESP = "0.0.0.0:26257", "db1.example:26257", "127.0.0.1:0", ":6379"
-			c.Join, c.AuthToken, c.CacheBytes = []string{"10.0.0.1:26257", "[::1]:26257"}, "s3cret", 1<<30
+			c.Node.Join, c.Node.AuthToken, c.Node.Storage.CacheBytes = []string{"10.0.0.1:26257", "[::1]:26257"}, "s3cret", 1<<30
 		}, ""},
 		{"http off", func(c *Config) { c.HTTP = HTTPOff }, ""},
 		{"ipv6 listen", func(c *Config) { c.Listen = "[::1]:0" }, ""},
-		{"missing data dir", func(c *Config) { c.DataDir = "" }, "missing data directory"},
-		{"blank data dir", func(c *Config) { c.DataDir = "  " }, "missing data directory"},
+		{"missing data dir", func(c *Config) { c.Node.DataDir = "" }, "missing data directory"},
+		{"blank data dir", func(c *Config) { c.Node.DataDir = "  " }, "missing data directory"},
 		{"listen without port", func(c *Config) { c.Listen = "127.0.0.1" }, `invalid listen address "127.0.0.1"`},
 		{"listen bad port", func(c *Config) { c.Listen = "127.0.0.1:http" }, "invalid listen address"},
 		{"listen port too big", func(c *Config) { c.Listen = "127.0.0.1:70000" }, "0..65535"},
@@ -32,16 +37,16 @@ func TestConfigValidate(t *testing.T) {
 		{"advertise garbage", func(c *Config) { c.Advertise = "db1" }, "invalid advertise address"},
 		{"bad http", func(c *Config) { c.HTTP = "8080" }, "invalid HTTP address"},
 		{"bad resp", func(c *Config) { c.RESP = "localhost" }, "invalid RESP address"},
-		{"bad join", func(c *Config) { c.Join = []string{"10.0.0.1:26257", "nope"} }, `invalid join address "nope"`},
-		{"bootstrap and join", func(c *Config) { c.Bootstrap, c.Join = true, []string{"a:1"} }, "exclusive"},
-		{"negative cache", func(c *Config) { c.CacheBytes = -1 }, "cache size must not be negative"},
-		{"negative key", func(c *Config) { c.MaxKeyBytes = -1 }, "max key bytes"},
-		{"negative value", func(c *Config) { c.MaxValueBytes = -5 }, "max value bytes"},
-		{"huge value", func(c *Config) { c.MaxValueBytes = 2 << 30 }, "at most 1 GiB"},
-		{"negative range", func(c *Config) { c.RangeMaxBytes = -1 }, "range max bytes"},
-		{"negative tick", func(c *Config) { c.TickInterval = -time.Second }, "tick interval"},
-		{"negative dead", func(c *Config) { c.DeadNodeTimeout = -time.Second }, "dead node timeout"},
-		{"token with space", func(c *Config) { c.AuthToken = "a b" }, "whitespace"},
+		{"bad join", func(c *Config) { c.Node.Join = []string{"10.0.0.1:26257", "nope"} }, `invalid join address "nope"`},
+		{"bootstrap and join", func(c *Config) { c.Node.Bootstrap, c.Node.Join = true, []string{"a:1"} }, "exclusive"},
+		{"negative cache", func(c *Config) { c.Node.Storage.CacheBytes = -1 }, "cache size must not be negative"},
+		{"negative key", func(c *Config) { c.Node.KV.MaxKeyBytes = -1 }, "max key bytes"},
+		{"negative value", func(c *Config) { c.Node.KV.MaxValueBytes = -5 }, "max value bytes"},
+		{"huge value", func(c *Config) { c.Node.KV.MaxValueBytes = 2 << 30 }, "at most 1 GiB"},
+		{"negative range", func(c *Config) { c.Node.KV.RangeMaxBytes = -1 }, "range max bytes"},
+		{"negative tick", func(c *Config) { c.Node.Raft.TickInterval = -time.Second }, "tick interval"},
+		{"negative dead", func(c *Config) { c.Node.DeadNodeTimeout = -time.Second }, "dead node timeout"},
+		{"token with space", func(c *Config) { c.Node.AuthToken = "a b" }, "whitespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
@@ -60,7 +65,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigValidateReportsEveryProblem(t *testing.T) {
-	c := Config{Listen: "x", CacheBytes: -1}
+	c := Config{Listen: "x", Node: node.Config{Storage: storage.Options{CacheBytes: -1}}}
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("want an error")
@@ -73,11 +78,14 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 }
 
 func TestConfigWithDefaults(t *testing.T) {
-	c := Config{DataDir: "d", MaxValueBytes: 100}.WithDefaults()
-	if c.Listen != DefaultListen || c.HTTP != DefaultHTTP || c.CacheBytes != DefaultCacheBytes ||
-		c.MaxKeyBytes != DefaultMaxKeyBytes || c.MaxValueBytes != 100 || c.RangeMaxBytes != DefaultRangeMaxBytes ||
-		c.TickInterval != DefaultTickInterval || c.DeadNodeTimeout != DefaultDeadNodeTimeout {
+	c := Config{Node: node.Config{DataDir: "d", KV: kv.Config{MaxValueBytes: 100}}}.WithDefaults()
+	if c.Listen != DefaultListen || c.HTTP != DefaultHTTP || c.Node.KV.MaxKeyBytes != kv.DefaultMaxKeyBytes ||
+		c.Node.KV.MaxValueBytes != 100 || c.Node.KV.RangeMaxBytes != kv.DefaultRangeMaxBytes ||
+		c.Node.DeadNodeTimeout != model.DefaultDeadAfter || c.Node.HeartbeatInterval != node.DefaultHeartbeatInterval {
 		t.Fatalf("WithDefaults() = %+v", c)
+	}
+	if c.Node.Autopilot.Policies.Replicate.DeadAfter != c.Node.DeadNodeTimeout {
+		t.Fatalf("the replicate policy's dead-node timeout %v is not the node's %v", c.Node.Autopilot.Policies.Replicate.DeadAfter, c.Node.DeadNodeTimeout)
 	}
 	if c.Advertise != "" || c.RESP != "" {
 		t.Fatalf("Advertise and RESP have no static default: %+v", c)
@@ -85,14 +93,14 @@ func TestConfigWithDefaults(t *testing.T) {
 	if n := c.grpcMaxMsgBytes(); n < MinGRPCMsgBytes {
 		t.Fatalf("grpc limit %d below %d", n, MinGRPCMsgBytes)
 	}
-	big := Config{MaxValueBytes: 512 << 20}.WithDefaults()
-	if n := big.grpcMaxMsgBytes(); n < big.MaxValueBytes+(1<<20) {
-		t.Fatalf("grpc limit %d too small for values of %d", n, big.MaxValueBytes)
+	big := Config{Node: node.Config{KV: kv.Config{MaxValueBytes: 512 << 20}}}.WithDefaults()
+	if n := big.grpcMaxMsgBytes(); n < big.Node.KV.MaxValueBytes+(1<<20) {
+		t.Fatalf("grpc limit %d too small for values of %d", n, big.Node.KV.MaxValueBytes)
 	}
 }
 
 func TestConfigJSONRedactsToken(t *testing.T) {
-	c := Config{DataDir: "d", AuthToken: "hunter2-token"}.WithDefaults()
+	c := Config{Node: node.Config{DataDir: "d", AuthToken: "hunter2-token"}}.WithDefaults()
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -104,10 +112,12 @@ func TestConfigJSONRedactsToken(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["auth_token"] != "(redacted)" || m["tick_interval"] != "100ms" || m["listen"] != DefaultListen {
+	n, _ := m["node"].(map[string]any)
+	if n["auth_token"] != "(redacted)" || n["dead_node_timeout"] != "1m0s" || m["listen"] != DefaultListen ||
+		n["kv"].(map[string]any)["max_key_bytes"] != float64(kv.DefaultMaxKeyBytes) {
 		t.Fatalf("unexpected JSON: %s", b)
 	}
-	b, _ = json.Marshal(Config{DataDir: "d"})
+	b, _ = json.Marshal(Config{Node: node.Config{DataDir: "d"}})
 	if !strings.Contains(string(b), `"auth_token":""`) || !strings.Contains(string(b), `"join":[]`) {
 		t.Fatalf("unexpected JSON without token: %s", b)
 	}

@@ -37,7 +37,7 @@ var webFS embed.FS
 const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// clusterStatus is the part of the node's public API that the HTTP endpoints read (kv.Node serves it as
+// clusterStatus is the part of the node's public API that the HTTP endpoints read (node.Node serves it as
 // part of pb.ShoalServer).
 type clusterStatus interface {
 	Nodes(context.Context, *pb.NodesRequest) (*pb.NodesResponse, error)

@@ -3,66 +3,66 @@ package server
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 )
 
 // nodeCollector exposes a node's raft, storage and transport counters, read at scrape time so the
 // hot paths only bump atomics.
 type nodeCollector struct {
-	read func() kv.Metrics
+	read func() node.Metrics
 	desc map[string]*prometheus.Desc
 }
 
 type metricDef struct {
 	name, help string
 	counter    bool
-	value      func(kv.Metrics) float64
+	value      func(node.Metrics) float64
 }
 
 var nodeMetricDefs = []metricDef{
-	{"shoal_raft_loop_cycles_total", "Raft loop cycles that had work.", true, func(m kv.Metrics) float64 { return float64(m.Loop.Cycles) }},
-	{"shoal_raft_fsyncs_total", "Synced engine commits of the raft loop (one per cycle for all ranges: group commit).", true, func(m kv.Metrics) float64 { return float64(m.Loop.Syncs) }},
-	{"shoal_raft_entries_appended_total", "Raft log entries written.", true, func(m kv.Metrics) float64 { return float64(m.Loop.EntriesWritten) }},
-	{"shoal_raft_entries_committed_total", "Committed raft entries handed to the state machine.", true, func(m kv.Metrics) float64 { return float64(m.Loop.EntriesApplied) }},
-	{"shoal_raft_proposals_total", "Commands proposed by leaders on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.Proposals) }},
-	{"shoal_reads_lease_total", "Linearizable reads served under the leader lease (no round trip).", true, func(m kv.Metrics) float64 { return float64(m.Loop.LeaseReads) }},
-	{"shoal_reads_read_index_total", "Linearizable reads that waited for a ReadIndex round (no valid lease).", true, func(m kv.Metrics) float64 { return float64(m.Loop.ReadIndexReads) }},
-	{"shoal_raft_messages_dropped_invalid_total", "Raft messages from peers dropped because they failed validation (a bug or a hostile peer; zero on a healthy cluster).", true, func(m kv.Metrics) float64 { return float64(m.Loop.DroppedInvalid) }},
-	{"shoal_raft_leader_changes_total", "Leader changes observed by replicas on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.LeaderChanges) }},
-	{"shoal_raft_snapshots_applied_total", "Snapshots installed on this node.", true, func(m kv.Metrics) float64 { return float64(m.Loop.SnapshotsApplied) }},
-	{"shoal_raft_messages_sent_total", "Raft messages sent to other nodes.", true, func(m kv.Metrics) float64 { return float64(m.Transport.MessagesSent) }},
-	{"shoal_raft_messages_dropped_total", "Raft messages dropped (queue full, peer unreachable).", true, func(m kv.Metrics) float64 { return float64(m.Transport.MessagesDropped) }},
-	{"shoal_raft_snapshots_sent_total", "Snapshots sent and accepted.", true, func(m kv.Metrics) float64 { return float64(m.Transport.SnapshotsSent) }},
-	{"shoal_raft_snapshots_receiving", "Snapshot streams being received now.", false, func(m kv.Metrics) float64 { return float64(m.Transport.SnapshotsReceiving) }},
-	{"shoal_raft_snapshot_sent_bytes_total", "Snapshot bytes sent.", true, func(m kv.Metrics) float64 { return float64(m.Transport.SnapshotBytesSent) }},
-	{"shoal_storage_block_cache_hits_total", "Block cache hits.", true, func(m kv.Metrics) float64 { return float64(m.Engine.BlockCacheHits) }},
-	{"shoal_storage_block_cache_misses_total", "Block cache misses.", true, func(m kv.Metrics) float64 { return float64(m.Engine.BlockCacheMisses) }},
-	{"shoal_storage_served_block_bytes_total", "Bytes of the blocks this node's own reads loaded (not those of ranges it streamed out, nor of its compactions).", true, func(m kv.Metrics) float64 { return float64(m.Engine.ServedBlockBytes) }},
-	{"shoal_storage_served_block_bytes_in_cache_total", "Of shoal_storage_served_block_bytes_total, the bytes found in the block cache.", true, func(m kv.Metrics) float64 { return float64(m.Engine.ServedBlockBytesInCache) }},
-	{"shoal_storage_stream_block_bytes_total", "Bytes of the blocks read to stream ranges out of this node (raft snapshots).", true, func(m kv.Metrics) float64 { return float64(m.Engine.StreamBlockBytes) }},
-	{"shoal_storage_block_cache_hit_ratio", "Block cache hit ratio over about the last 10 s (NaN without lookups).", false, func(m kv.Metrics) float64 { return m.CacheHitRatio }},
-	{"shoal_storage_disk_utilization", "Share of the disk's capacity in use over its last sample (emulated device budget, or Linux io_ticks; 0 when unknown).", false, func(m kv.Metrics) float64 { return m.DiskUtilization }},
-	{"shoal_storage_compactions_total", "Compactions completed.", true, func(m kv.Metrics) float64 { return float64(m.Engine.CompactionsDone) }},
-	{"shoal_storage_compactions_running", "Compactions running now.", false, func(m kv.Metrics) float64 { return float64(m.Engine.CompactionsRunning) }},
-	{"shoal_storage_flushes_total", "Memtable flushes completed.", true, func(m kv.Metrics) float64 { return float64(m.Engine.FlushesDone) }},
-	{"shoal_storage_write_stalls_total", "Write stalls begun.", true, func(m kv.Metrics) float64 { return float64(m.Engine.WriteStalls) }},
-	{"shoal_storage_l0_files", "Files in L0.", false, func(m kv.Metrics) float64 { return float64(m.Engine.L0Files) }},
-	{"shoal_storage_memtable_bytes", "Bytes in memtables.", false, func(m kv.Metrics) float64 { return float64(m.Engine.MemtableBytes) }},
-	{"shoal_storage_disk_bytes", "Bytes of tables and WAL on disk.", false, func(m kv.Metrics) float64 { return float64(m.Engine.DiskBytes) }},
-	{"shoal_storage_compaction_debt_bytes", "Estimated compaction debt.", false, func(m kv.Metrics) float64 { return float64(m.Engine.CompactionDebtBytes) }},
-	{"shoal_replicas", "Replicas on this node.", false, func(m kv.Metrics) float64 { return float64(m.Replicas) }},
-	{"shoal_range_leaders", "Ranges led by this node.", false, func(m kv.Metrics) float64 { return float64(m.Leaders) }},
-	{"shoal_replicas_awake", "Replicas ticking (not quiesced).", false, func(m kv.Metrics) float64 { return float64(m.Active) }},
-	{"shoal_admission_requests_inflight", "Client requests being served (admission control).", false, func(m kv.Metrics) float64 { return float64(m.AdmissionRequests.InFlight) }},
-	{"shoal_admission_requests_inflight_bytes", "Bytes held by client requests being served, with scan results.", false, func(m kv.Metrics) float64 { return float64(m.AdmissionRequests.Bytes) }},
-	{"shoal_admission_requests_admitted_total", "Client requests admitted.", true, func(m kv.Metrics) float64 { return float64(m.AdmissionRequests.Admitted) }},
-	{"shoal_admission_requests_refused_total", "Client requests refused with OVERLOADED.", true, func(m kv.Metrics) float64 { return float64(m.AdmissionRequests.Refused) }},
-	{"shoal_admission_writes_inflight", "Client writes held in raft by this node's leaders (proposed, not applied).", false, func(m kv.Metrics) float64 { return float64(m.AdmissionWrites.InFlight) }},
-	{"shoal_admission_writes_inflight_bytes", "Bytes of client writes held in raft by this node's leaders.", false, func(m kv.Metrics) float64 { return float64(m.AdmissionWrites.Bytes) }},
-	{"shoal_admission_writes_refused_total", "Client writes refused with OVERLOADED by the proposal gate.", true, func(m kv.Metrics) float64 { return float64(m.AdmissionWrites.Refused) }},
+	{"shoal_raft_loop_cycles_total", "Raft loop cycles that had work.", true, func(m node.Metrics) float64 { return float64(m.Loop.Cycles) }},
+	{"shoal_raft_fsyncs_total", "Synced engine commits of the raft loop (one per cycle for all ranges: group commit).", true, func(m node.Metrics) float64 { return float64(m.Loop.Syncs) }},
+	{"shoal_raft_entries_appended_total", "Raft log entries written.", true, func(m node.Metrics) float64 { return float64(m.Loop.EntriesWritten) }},
+	{"shoal_raft_entries_committed_total", "Committed raft entries handed to the state machine.", true, func(m node.Metrics) float64 { return float64(m.Loop.EntriesApplied) }},
+	{"shoal_raft_proposals_total", "Commands proposed by leaders on this node.", true, func(m node.Metrics) float64 { return float64(m.Loop.Proposals) }},
+	{"shoal_reads_lease_total", "Linearizable reads served under the leader lease (no round trip).", true, func(m node.Metrics) float64 { return float64(m.Loop.LeaseReads) }},
+	{"shoal_reads_read_index_total", "Linearizable reads that waited for a ReadIndex round (no valid lease).", true, func(m node.Metrics) float64 { return float64(m.Loop.ReadIndexReads) }},
+	{"shoal_raft_messages_dropped_invalid_total", "Raft messages from peers dropped because they failed validation (a bug or a hostile peer; zero on a healthy cluster).", true, func(m node.Metrics) float64 { return float64(m.Loop.DroppedInvalid) }},
+	{"shoal_raft_leader_changes_total", "Leader changes observed by replicas on this node.", true, func(m node.Metrics) float64 { return float64(m.Loop.LeaderChanges) }},
+	{"shoal_raft_snapshots_applied_total", "Snapshots installed on this node.", true, func(m node.Metrics) float64 { return float64(m.Loop.SnapshotsApplied) }},
+	{"shoal_raft_messages_sent_total", "Raft messages sent to other nodes.", true, func(m node.Metrics) float64 { return float64(m.Transport.MessagesSent) }},
+	{"shoal_raft_messages_dropped_total", "Raft messages dropped (queue full, peer unreachable).", true, func(m node.Metrics) float64 { return float64(m.Transport.MessagesDropped) }},
+	{"shoal_raft_snapshots_sent_total", "Snapshots sent and accepted.", true, func(m node.Metrics) float64 { return float64(m.Transport.SnapshotsSent) }},
+	{"shoal_raft_snapshots_receiving", "Snapshot streams being received now.", false, func(m node.Metrics) float64 { return float64(m.Transport.SnapshotsReceiving) }},
+	{"shoal_raft_snapshot_sent_bytes_total", "Snapshot bytes sent.", true, func(m node.Metrics) float64 { return float64(m.Transport.SnapshotBytesSent) }},
+	{"shoal_storage_block_cache_hits_total", "Block cache hits.", true, func(m node.Metrics) float64 { return float64(m.Engine.BlockCacheHits) }},
+	{"shoal_storage_block_cache_misses_total", "Block cache misses.", true, func(m node.Metrics) float64 { return float64(m.Engine.BlockCacheMisses) }},
+	{"shoal_storage_served_block_bytes_total", "Bytes of the blocks this node's own reads loaded (not those of ranges it streamed out, nor of its compactions).", true, func(m node.Metrics) float64 { return float64(m.Engine.ServedBlockBytes) }},
+	{"shoal_storage_served_block_bytes_in_cache_total", "Of shoal_storage_served_block_bytes_total, the bytes found in the block cache.", true, func(m node.Metrics) float64 { return float64(m.Engine.ServedBlockBytesInCache) }},
+	{"shoal_storage_stream_block_bytes_total", "Bytes of the blocks read to stream ranges out of this node (raft snapshots).", true, func(m node.Metrics) float64 { return float64(m.Engine.StreamBlockBytes) }},
+	{"shoal_storage_block_cache_hit_ratio", "Block cache hit ratio over about the last 10 s (NaN without lookups).", false, func(m node.Metrics) float64 { return m.CacheHitRatio }},
+	{"shoal_storage_disk_utilization", "Share of the disk's capacity in use over its last sample (emulated device budget, or Linux io_ticks; 0 when unknown).", false, func(m node.Metrics) float64 { return m.DiskUtilization }},
+	{"shoal_storage_compactions_total", "Compactions completed.", true, func(m node.Metrics) float64 { return float64(m.Engine.CompactionsDone) }},
+	{"shoal_storage_compactions_running", "Compactions running now.", false, func(m node.Metrics) float64 { return float64(m.Engine.CompactionsRunning) }},
+	{"shoal_storage_flushes_total", "Memtable flushes completed.", true, func(m node.Metrics) float64 { return float64(m.Engine.FlushesDone) }},
+	{"shoal_storage_write_stalls_total", "Write stalls begun.", true, func(m node.Metrics) float64 { return float64(m.Engine.WriteStalls) }},
+	{"shoal_storage_l0_files", "Files in L0.", false, func(m node.Metrics) float64 { return float64(m.Engine.L0Files) }},
+	{"shoal_storage_memtable_bytes", "Bytes in memtables.", false, func(m node.Metrics) float64 { return float64(m.Engine.MemtableBytes) }},
+	{"shoal_storage_disk_bytes", "Bytes of tables and WAL on disk.", false, func(m node.Metrics) float64 { return float64(m.Engine.DiskBytes) }},
+	{"shoal_storage_compaction_debt_bytes", "Estimated compaction debt.", false, func(m node.Metrics) float64 { return float64(m.Engine.CompactionDebtBytes) }},
+	{"shoal_replicas", "Replicas on this node.", false, func(m node.Metrics) float64 { return float64(m.Replicas) }},
+	{"shoal_range_leaders", "Ranges led by this node.", false, func(m node.Metrics) float64 { return float64(m.Leaders) }},
+	{"shoal_replicas_awake", "Replicas ticking (not quiesced).", false, func(m node.Metrics) float64 { return float64(m.Active) }},
+	{"shoal_admission_requests_inflight", "Client requests being served (admission control).", false, func(m node.Metrics) float64 { return float64(m.AdmissionRequests.InFlight) }},
+	{"shoal_admission_requests_inflight_bytes", "Bytes held by client requests being served, with scan results.", false, func(m node.Metrics) float64 { return float64(m.AdmissionRequests.Bytes) }},
+	{"shoal_admission_requests_admitted_total", "Client requests admitted.", true, func(m node.Metrics) float64 { return float64(m.AdmissionRequests.Admitted) }},
+	{"shoal_admission_requests_refused_total", "Client requests refused with OVERLOADED.", true, func(m node.Metrics) float64 { return float64(m.AdmissionRequests.Refused) }},
+	{"shoal_admission_writes_inflight", "Client writes held in raft by this node's leaders (proposed, not applied).", false, func(m node.Metrics) float64 { return float64(m.AdmissionWrites.InFlight) }},
+	{"shoal_admission_writes_inflight_bytes", "Bytes of client writes held in raft by this node's leaders.", false, func(m node.Metrics) float64 { return float64(m.AdmissionWrites.Bytes) }},
+	{"shoal_admission_writes_refused_total", "Client writes refused with OVERLOADED by the proposal gate.", true, func(m node.Metrics) float64 { return float64(m.AdmissionWrites.Refused) }},
 }
 
-func newNodeCollector(read func() kv.Metrics) *nodeCollector {
+func newNodeCollector(read func() node.Metrics) *nodeCollector {
 	c := &nodeCollector{read: read, desc: map[string]*prometheus.Desc{}}
 	for _, d := range nodeMetricDefs {
 		c.desc[d.name] = prometheus.NewDesc(d.name, d.help, nil, nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/server"
 )
 
@@ -20,7 +21,7 @@ import (
 // real RESP address, a Redis client needs the token, and stopping the node closes the listener.
 func TestRunRESP(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "n1")
-	cfg := server.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", RESP: "127.0.0.1:0", Bootstrap: true, AuthToken: "tok"}
+	cfg := server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", RESP: "127.0.0.1:0", Node: node.Config{DataDir: dir, Bootstrap: true, AuthToken: "tok"}}
 	n := startNode(t, cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/server"
 	"github.com/shoaldb/shoal/storage"
 )
@@ -101,7 +102,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 
 func TestRunOneNode(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "n1")
-	cfg := server.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Bootstrap: true}
+	cfg := server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Node: node.Config{DataDir: dir, Bootstrap: true}}
 	n := startNode(t, cfg)
 	if strings.HasSuffix(n.grpc, ":0") || strings.HasSuffix(n.http, ":0") {
 		t.Fatalf("advertised addresses must be the real ports: grpc=%s http=%s", n.grpc, n.http)
@@ -141,7 +142,7 @@ func TestRunOneNode(t *testing.T) {
 
 	// The store was closed cleanly: it reopens (the directory lock is free) and the node restarts from its
 	// identity without --bootstrap, with the write still there.
-	cfg.Bootstrap = false
+	cfg.Node.Bootstrap = false
 	n = startNode(t, cfg)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel2()
@@ -158,7 +159,7 @@ func TestRunOneNode(t *testing.T) {
 }
 
 func TestRunRefusesMissingStore(t *testing.T) {
-	err := server.Run(context.Background(), server.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: server.HTTPOff}, io.Discard)
+	err := server.Run(context.Background(), server.Config{Listen: "127.0.0.1:0", HTTP: server.HTTPOff, Node: node.Config{DataDir: t.TempDir()}}, io.Discard)
 	if !errors.Is(err, storage.ErrNoStore) || !strings.Contains(err.Error(), "--bootstrap") {
 		t.Fatalf("Run on an empty directory without --bootstrap/--join = %v, want ErrNoStore telling what to do", err)
 	}
@@ -178,7 +179,7 @@ func TestRunPortInUse(t *testing.T) {
 	}
 	defer l.Close()
 	dir := t.TempDir()
-	err = server.Run(context.Background(), server.Config{DataDir: dir, Listen: l.Addr().String(), HTTP: server.HTTPOff, Bootstrap: true}, io.Discard)
+	err = server.Run(context.Background(), server.Config{Listen: l.Addr().String(), HTTP: server.HTTPOff, Node: node.Config{DataDir: dir, Bootstrap: true}}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "listen for gRPC") {
 		t.Fatalf("Run on a busy port = %v", err)
 	}

@@ -1,8 +1,8 @@
 // Package server owns the network listeners of one node — gRPC, HTTP and RESP — and the node
 // process's lifecycle: open the store, listen, start the node, serve, and stop everything in order.
 //
-// It never routes or stores data itself: every request is served by package kv, which registers its
-// services on the gRPC server this package runs.
+// It never routes or stores data itself: every request is served by the node (package node), which
+// registers its services on the gRPC server this package runs.
 //
 // Shutdown order (Run, once its context is cancelled): the RESP listener (its connections closed,
 // in-flight commands cancelled), node.Stop, then gRPC GracefulStop (bounded by
@@ -25,11 +25,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/shoaldb/shoal/autopilot"
-	"github.com/shoaldb/shoal/autopilot/policy"
-	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/server/resp"
-	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
 )
 
@@ -63,7 +60,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
-	p := &process{cfg: cfg, metrics: newMetrics(), auth: newTokenChecker(cfg.AuthToken)}
+	p := &process{cfg: cfg, metrics: newMetrics(), auth: newTokenChecker(cfg.Node.AuthToken)}
 	if cfg.CertsDir != "" {
 		t, err := loadNodeTLS(cfg.CertsDir)
 		if err != nil {
@@ -87,7 +84,6 @@ type process struct {
 	tls     *nodeTLS // nil without --certs-dir
 	ready   atomic.Bool
 
-	engine     *storage.Engine
 	grpcLis    net.Listener
 	httpLis    net.Listener
 	respLis    net.Listener
@@ -95,7 +91,7 @@ type process struct {
 	resp       *resp.Server // the RESP listener, once the node serves
 	grpcServer *grpc.Server
 	httpServer *http.Server
-	node       *kv.Node
+	node       *node.Node
 	started    bool // node.Start was called (so node.Stop is due)
 
 	fatal chan error // listener failures while serving
@@ -103,16 +99,18 @@ type process struct {
 
 func (p *process) run(ctx context.Context, out io.Writer) error {
 	cfg := p.cfg
+	// Open the store first: a missing or locked store is refused before anything listens.
+	nc := cfg.Node
+	if p.tls != nil {
+		nc.DialOptions = []grpc.DialOption{p.tls.dialOption()}
+	}
 	var err error
-	p.engine, err = storage.Open(cfg.DataDir, storage.Options{
-		CreateIfMissing:       cfg.Bootstrap || len(cfg.Join) > 0,
-		CacheBytes:            cfg.CacheBytes,
-	})
+	p.node, err = node.New(nc)
 	if err != nil {
-		return err // storage's errors say what to do (--bootstrap/--join, directory in use, corrupt)
+		return err // the node's errors say what to do (--bootstrap/--join, directory in use, corrupt)
 	}
 
-	// Listen before creating the node, so that the advertised addresses are the real ones with port 0.
+	// The advertised addresses are the listeners' real ones (port 0 resolved).
 	p.grpcLis, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen for gRPC on %s: %w (is another node using this port? pick another with --listen)", cfg.Listen, err)
@@ -141,36 +139,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 			p.respLis = tls.NewListener(p.respLis, p.tls.serverConfig(tls.VerifyClientCertIfGiven))
 		}
 	}
-	var dialOpts []grpc.DialOption // kv's default (insecure) without TLS
-	if p.tls != nil {
-		dialOpts = []grpc.DialOption{p.tls.dialOption()}
-	}
-
-	p.node, err = kv.NewNode(kv.Config{
-		Engine:          p.engine,
-		Addr:            advertise,
-		HTTPAddr:        httpAdvertised(httpAddr),
-		RESPAddr:        p.respAddr,
-		Bootstrap:       cfg.Bootstrap,
-		Join:            cfg.Join,
-		TickInterval:    cfg.TickInterval,
-		MaxKeyBytes:     cfg.MaxKeyBytes,
-		MaxValueBytes:   cfg.MaxValueBytes,
-		RangeMaxBytes:   cfg.RangeMaxBytes,
-		DeadNodeTimeout: cfg.DeadNodeTimeout,
-		AuthToken:       cfg.AuthToken,
-		DialOptions:     dialOpts,
-
-		SnapshotRateBytesPerSec:     cfg.SnapshotRate,
-		SnapshotRecvRateBytesPerSec: cfg.SnapshotRecvRate,
-		Background:                  cfg.Background,
-		Autopilot:                   autopilot.Config{Policies: policy.Config{Shed: policy.ShedConfig{Ranking: cfg.ShedRanking}, Join: cfg.Joins}},
-		Hints:                       cfg.Hints,
-		Admission:                   cfg.Admission,
-	})
-	if err != nil {
-		return fmt.Errorf("create node: %w", err)
-	}
+	p.node.Advertise(advertise, httpAdvertised(httpAddr), p.respAddr)
 	p.metrics.reg.MustRegister(newNodeCollector(p.node.Metrics))
 	if h := p.node.Hints(); h != nil {
 		p.metrics.reg.MustRegister(h.Collectors()...) // shoal_hints_*
@@ -238,9 +207,9 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 			Node:          p.node,
 			GRPCAddr:      advertise,
 			Advertise:     p.respAddr,
-			AuthToken:     cfg.AuthToken,
-			MaxKeyBytes:   cfg.MaxKeyBytes,
-			MaxValueBytes: cfg.MaxValueBytes,
+			AuthToken:     cfg.Node.AuthToken,
+			MaxKeyBytes:   cfg.Node.KV.MaxKeyBytes,
+			MaxValueBytes: cfg.Node.KV.MaxValueBytes,
 			DialOptions:   p.respDialOptions(),
 			Observe:       p.metrics.observeRESP,
 		})
@@ -345,9 +314,9 @@ func (p *process) stop() error {
 	} else if p.httpLis != nil {
 		p.httpLis.Close()
 	}
-	if p.engine != nil {
-		if err := p.engine.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close store in %s: %w", p.cfg.DataDir, err))
+	if p.node != nil {
+		if err := p.node.Close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

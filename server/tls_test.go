@@ -18,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/server"
 )
 
@@ -156,8 +158,7 @@ func TestCertsRoundTrip(t *testing.T) {
 // certificate that its CA did not sign, saying what to do.
 func TestRunTLSBadCertsDir(t *testing.T) {
 	base := t.TempDir()
-	err := server.Run(context.Background(), server.Config{DataDir: filepath.Join(base, "d"), Listen: "127.0.0.1:0", HTTP: server.HTTPOff,
-		Bootstrap: true, CertsDir: filepath.Join(base, "missing")}, io.Discard)
+	err := server.Run(context.Background(), server.Config{Listen: "127.0.0.1:0", HTTP: server.HTTPOff, CertsDir: filepath.Join(base, "missing"), Node: node.Config{DataDir: filepath.Join(base, "d"), Bootstrap: true}}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "create-ca") {
 		t.Fatalf("Run with a missing certs dir = %v", err)
 	}
@@ -177,8 +178,7 @@ func TestRunTLSBadCertsDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = server.Run(context.Background(), server.Config{DataDir: filepath.Join(base, "d"), Listen: "127.0.0.1:0", HTTP: server.HTTPOff,
-		Bootstrap: true, CertsDir: mixed}, io.Discard)
+	err = server.Run(context.Background(), server.Config{Listen: "127.0.0.1:0", HTTP: server.HTTPOff, CertsDir: mixed, Node: node.Config{DataDir: filepath.Join(base, "d"), Bootstrap: true}}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "not a valid server certificate") {
 		t.Fatalf("Run with a node certificate of another CA = %v", err)
 	}
@@ -197,17 +197,16 @@ func TestTLSCluster(t *testing.T) {
 	makeCerts(t, other)
 
 	cfg := func(name string) server.Config {
-		return server.Config{DataDir: filepath.Join(base, name), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-			AuthToken: token, CertsDir: certs, TickInterval: 50 * time.Millisecond}
+		return server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", CertsDir: certs, Node: node.Config{DataDir: filepath.Join(base, name), AuthToken: token, Raft: replica.Config{TickInterval: 50 * time.Millisecond}}}
 	}
 	c1 := cfg("n1")
-	c1.Bootstrap = true
+	c1.Node.Bootstrap = true
 	c1.RESP = "127.0.0.1:0"
 	first := startNode(t, c1)
 	nodes := []*runningNode{first}
 	for _, name := range []string{"n2", "n3"} {
 		c := cfg(name)
-		c.Join = []string{first.grpc}
+		c.Node.Join = []string{first.grpc}
 		nodes = append(nodes, startNode(t, c))
 	}
 	defer func() {

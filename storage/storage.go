@@ -54,10 +54,42 @@ type Options struct {
 	// below the base level rewrites only the key span of the table it picked.
 	TargetFileBytes int64
 	// FS overrides the filesystem (tests, fault injection, emulated devices). Default: the OS.
-	FS vfs.FS
+	FS vfs.FS `json:"-"`
 	// Device, if set, puts the engine's files on an emulated device of its own (page-cache bypass, a
 	// bandwidth/IOPS budget, added latency; see package emudisk) on top of FS. Nil: off.
 	Device *emudisk.Options
+}
+
+// Defaults of Options.
+const (
+	DefaultCacheBytes    = 128 << 20
+	DefaultMemTableBytes = 32 << 20
+)
+
+// WithDefaults returns o with the cache and memtable sizes at their defaults when zero.
+func (o Options) WithDefaults() Options {
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.MemTableBytes == 0 {
+		o.MemTableBytes = DefaultMemTableBytes
+	}
+	return o
+}
+
+// Validate reports every setting that cannot work.
+func (o Options) Validate() error {
+	var errs []error
+	if o.CacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("storage: cache size must not be negative (got %d)", o.CacheBytes))
+	}
+	if o.TargetFileBytes < 0 {
+		errs = append(errs, fmt.Errorf("storage: target file size %d must not be negative (0: the default)", o.TargetFileBytes))
+	}
+	if o.LBaseMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("storage: base level size %d must not be negative (0: the default)", o.LBaseMaxBytes))
+	}
+	return errors.Join(errs...)
 }
 
 // CompactedBetween reports whether the engine compacted between two reads of its Stats: a
@@ -120,17 +152,9 @@ const markerFile = "SHOAL_STORE"
 // Open opens (or with CreateIfMissing creates) the store in dir. It takes an exclusive lock on the
 // directory: a second process on the same directory is refused.
 func Open(dir string, opts Options) (*Engine, error) {
-	if opts.CacheBytes == 0 {
-		opts.CacheBytes = 128 << 20
-	}
-	if opts.MemTableBytes == 0 {
-		opts.MemTableBytes = 32 << 20
-	}
-	if opts.TargetFileBytes < 0 {
-		return nil, fmt.Errorf("storage: target file size %d must not be negative (0: the default)", opts.TargetFileBytes)
-	}
-	if opts.LBaseMaxBytes < 0 {
-		return nil, fmt.Errorf("storage: base level size %d must not be negative (0: the default)", opts.LBaseMaxBytes)
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	marker := filepath.Join(dir, markerFile)
 	_, statErr := os.Stat(marker)

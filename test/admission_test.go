@@ -10,7 +10,7 @@ import (
 
 	"github.com/shoaldb/shoal/admission"
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
@@ -19,7 +19,7 @@ import (
 // never hold more than their limits, and every acknowledged write is there afterwards.
 func TestAdmissionRefusesBeyondLimitsAndLosesNothing(t *testing.T) {
 	const maxRequests, maxWrites = 4, 2
-	c := testcluster.Start(t, testcluster.Options{Nodes: 3, KV: kv.Config{Admission: kv.AdmissionConfig{
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Node: node.Config{Admission: admission.Config{
 		Requests:  admission.Limits{Count: maxRequests},
 		Proposals: admission.Limits{Count: maxWrites},
 	}}})
@@ -80,7 +80,7 @@ func TestAdmissionRefusesBeyondLimitsAndLosesNothing(t *testing.T) {
 
 	var refused uint64
 	for i, n := range c.Nodes {
-		req, wr := n.KV.Admission()
+		req, wr := n.Node.Admission()
 		t.Logf("node %d: requests %+v; writes %+v", i+1, req, wr)
 		refused += req.Refused + wr.Refused
 		if req.PeakCount > maxRequests || wr.PeakCount > maxWrites {

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
 // A range that grows past RangeMaxBytes is split by the size queue, and nothing is lost.
 func TestRangeSplitsWhenItGrowsPastMaxBytes(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Nodes: 1, KV: kv.Config{RangeMaxBytes: 256 << 10}})
+	c := testcluster.Start(t, testcluster.Options{Nodes: 1, Node: node.Config{KV: kv.Config{RangeMaxBytes: 256 << 10}}})
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

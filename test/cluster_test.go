@@ -50,7 +50,7 @@ func TestThreeNodeClusterReplicatesAndSurvivesLeaderLoss(t *testing.T) {
 	c.Restart(int(leader - 1))
 	testcluster.WaitFor(t, 30*time.Second, "restarted node catches up", func() bool {
 		n := c.Nodes[leader-1]
-		for _, r := range n.KV.Store().Replicas() {
+		for _, r := range n.Node.Store().Replicas() {
 			if r.IsMeta() {
 				continue
 			}

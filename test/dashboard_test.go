@@ -378,12 +378,12 @@ func startHTTPCluster(t *testing.T, n int, token string) []*httpNode {
 		}
 	})
 	for i := 0; i < n; i++ {
-		cfg := server.Config{DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-			AuthToken: token, CacheBytes: 16 << 20}
+		cfg := server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+		cfg.Node.DataDir, cfg.Node.AuthToken, cfg.Node.Storage.CacheBytes = filepath.Join(dir, fmt.Sprintf("n%d", i+1)), token, 16<<20
 		if i == 0 {
-			cfg.Bootstrap = true
+			cfg.Node.Bootstrap = true
 		} else {
-			cfg.Join = []string{nodes[0].grpc}
+			cfg.Node.Join = []string{nodes[0].grpc}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		nd := &httpNode{cancel: cancel, done: make(chan error, 1)}

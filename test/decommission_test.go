@@ -36,7 +36,7 @@ func TestLinearizableUnderDecommission(t *testing.T) {
 	})
 	t.Logf("n%d: %s", d.victim, last)
 	if i := d.c.NodeIndex(d.victim); i >= 0 && d.c.Alive(i) {
-		t.Logf("n%d's store still has %d replicas", d.victim, len(d.c.Nodes[i].KV.Store().Replicas()))
+		t.Logf("n%d's store still has %d replicas", d.victim, len(d.c.Nodes[i].Node.Store().Replicas()))
 	}
 	rs, err := d.admin.Ranges(ctx)
 	if err != nil {

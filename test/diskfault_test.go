@@ -25,8 +25,9 @@ import (
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/localnode"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/faultfs"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
@@ -71,16 +72,17 @@ func runFaultNode(spec string) int {
 	}
 	ffs := faultfs.Wrap(vfs.Default)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ln, err := localnode.Start(context.Background(), localnode.Options{Dir: s.Dir, Create: s.Create, Addr: s.Addr,
-		FS: ffs, CacheBytes: 16 << 20, KV: kv.Config{Join: []string{s.Join}, TickInterval: 50 * time.Millisecond,
-			HeartbeatInterval: 200 * time.Millisecond, QueueInterval: 300 * time.Millisecond, Logger: logger}})
+	ln, err := node.StartServing(context.Background(), node.Config{DataDir: s.Dir, Addr: s.Addr,
+		Storage: storage.Options{CreateIfMissing: s.Create, FS: ffs, CacheBytes: 16 << 20}, Join: []string{s.Join},
+		Raft: replica.Config{TickInterval: 50 * time.Millisecond}, HeartbeatInterval: 200 * time.Millisecond,
+		KV: kv.Config{QueueInterval: 300 * time.Millisecond}, Logger: logger}, nil)
 	if err != nil {
 		fmt.Printf("@err start: %v\n", err)
 		return 1
 	}
-	fmt.Printf("@ready %d\n", ln.KV.NodeID())
+	fmt.Printf("@ready %d\n", ln.NodeID())
 	local := func(key []byte) *replica.Replica {
-		for _, r := range ln.KV.Store().Replicas() {
+		for _, r := range ln.Store().Replicas() {
 			d := r.Desc()
 			if r.IsMeta() || d == nil {
 				continue

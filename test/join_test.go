@@ -51,7 +51,7 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 		return actions, err
 	}
 	actions++
-	id := e.c.Nodes[idx].KV.NodeID()
+	id := e.c.Nodes[idx].Node.NodeID()
 	e.logf("n%d started and joins", id)
 
 	// placement is the new node's part of the range descriptors: the ground truth, where its status
@@ -129,13 +129,13 @@ func joinWithRestart(e *nemesisEnv) (actions int, err error) {
 			}
 			life.Lock()
 			nd := e.c.Nodes[idx]
-			if !e.c.Alive(idx) || nd.KV.Store() == nil {
+			if !e.c.Alive(idx) || nd.Node.Store() == nil {
 				life.Unlock()
 				continue
 			}
 			held, leads := 0, 0
-			replicas := nd.KV.Store().Replicas()
-			recvMax.Store(max(recvMax.Load(), nd.KV.TransportStats().SnapshotsReceivingMax))
+			replicas := nd.Node.Store().Replicas()
+			recvMax.Store(max(recvMax.Load(), nd.Node.TransportStats().SnapshotsReceivingMax))
 			life.Unlock()
 			for _, r := range replicas {
 				if r.RangeID() == replica.MetaRangeID {

@@ -17,7 +17,7 @@ import (
 	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
@@ -187,7 +187,7 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 	)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{
 		HeartbeatInterval: 500 * time.Millisecond,
 		Autopilot: autopilot.Config{
 			Interval: 500 * time.Millisecond,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
@@ -162,7 +163,7 @@ func TestMergeUnderConcurrentWritesLosesNothing(t *testing.T) {
 	// Every node's local replica set agrees: one user range, its replica covering everything.
 	for _, n := range c.Nodes {
 		users := 0
-		for _, r := range n.KV.Store().Replicas() {
+		for _, r := range n.Node.Store().Replicas() {
 			if d := r.Desc(); d != nil && !r.IsMeta() {
 				users++
 				if len(d.StartKey) != 0 || len(d.EndKey) != 0 {
@@ -268,7 +269,7 @@ func splitsAndMerges(e *nemesisEnv) (actions int, err error) {
 // died): the frozen range's leader aborts the merge through the left range and unfreezes it, and the
 // keys it holds become writable again. Meanwhile writes to it are retried, not failed.
 func TestStuckMergeIsAborted(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{MergeAbortAfter: 2 * time.Second}})
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{KV: kv.Config{MergeAbortAfter: 2 * time.Second}}})
 	cl := c.Client()
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -284,7 +285,7 @@ func TestStuckMergeIsAborted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.Nodes[0].KV.RangeCommand(ctx, &pb.RangeCommandRequest{RangeId: right.GetDesc().GetRangeId(),
+	resp, err := c.Nodes[0].Node.RangeCommand(ctx, &pb.RangeCommandRequest{RangeId: right.GetDesc().GetRangeId(),
 		Command: &pb.Command{Freeze: &pb.FreezeForMerge{LeftRangeId: left.GetDesc().GetRangeId(), Generation: right.GetDesc().GetGeneration()}}})
 	if err != nil || resp.GetError() != nil {
 		t.Fatalf("freeze: %v %v", err, resp.GetError())

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
 // Kill one node of four: once it has been silent for the dead-node timeout, the autopilot's replicate
 // policy re-replicates every range it held on the remaining nodes, and nothing is lost.
 func TestDeadNodeReplicasAreReplaced(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 4, KV: kv.Config{DeadNodeTimeout: 3 * time.Second}})
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 4, Node: node.Config{DeadNodeTimeout: 3 * time.Second}})
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -88,7 +88,7 @@ func TestDeadNodeReplicasAreReplaced(t *testing.T) {
 				member[r.Desc.RangeId] = true
 			}
 		}
-		for _, r := range c.Nodes[victim-1].KV.Store().Replicas() {
+		for _, r := range c.Nodes[victim-1].Node.Store().Replicas() {
 			if !member[r.RangeID()] {
 				return false
 			}

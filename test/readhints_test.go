@@ -13,7 +13,8 @@ import (
 	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/node/readhints"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/test/testcluster"
@@ -116,8 +117,8 @@ func hotRange(t *testing.T, c *testcluster.Cluster, records, hotN int, off ...st
 // all while the leader serves the hot set; switched on, its first replays of the hot set miss on
 // the data blocks, and the later ones hit.
 func TestReadHintsWarmFollowerCache(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
-		Hints: kv.HintsConfig{FixedFraction: true}, // the shared test machine's CPU must not pause replays
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{
+		Hints: readhints.Config{FixedFraction: true}, // the shared test machine's CPU must not pause replays
 	}})
 	// Little data: Pebble reserves its memtables' size out of the block cache, and the harness's
 	// memtables (32 MiB at most, doubling from 256 KiB at each rotation) would outgrow its 16 MiB
@@ -126,13 +127,13 @@ func TestReadHintsWarmFollowerCache(t *testing.T) {
 	ctx, cl, hot, rs := hotRange(t, c, records, 200, policy.NameReadHints)
 	rangeID, leader := rs.GetDesc().GetRangeId(), c.NodeIndex(rs.LeaderNodeId)
 	follower := (leader + 1) % 3
-	fm := c.Nodes[follower].KV.Hints()
+	fm := c.Nodes[follower].Node.Hints()
 	if fm == nil {
 		t.Fatal("the follower has no hints module (hints are on by default)")
 	}
 	testcluster.WaitFor(t, 10*time.Second, "every node sees read_hints off", func() bool {
 		for _, n := range c.Nodes {
-			if n.KV.HintsOn() {
+			if n.Node.HintsOn() {
 				return false
 			}
 		}
@@ -181,7 +182,7 @@ func TestReadHintsWarmFollowerCache(t *testing.T) {
 	replayLate := float64(late.ReplayCacheHit-mid.ReplayCacheHit) / float64(late.ReplayCacheHit-mid.ReplayCacheHit+late.ReplayCacheMiss-mid.ReplayCacheMiss)
 	t.Logf("follower n%d of r%d: block-cache hit ratio %.3f over %d lookups during the first pass of hints, %.3f over %d after; "+
 		"replay bytes hit ratio after %.3f; %d hints applied, %d received, %d bytes received, apply lag %v; warmth %v",
-		c.Nodes[follower].KV.NodeID(), rangeID, early, earlyN, after, afterN, replayLate, late.Applied, late.Received,
+		c.Nodes[follower].Node.NodeID(), rangeID, early, earlyN, after, afterN, replayLate, late.Applied, late.Received,
 		late.BytesReceived, late.ApplyLag, warm)
 	if afterN < 200 {
 		t.Fatalf("only %d block-cache lookups on the follower after the first pass: hints stopped flowing", afterN)
@@ -234,8 +235,8 @@ func transferNotes(ctx context.Context, cl *client.Client, rangeID, after uint64
 // anyway once the bounded wait (1 s here) is over, with that in the log.
 func TestWarmBeforeTransfer(t *testing.T) {
 	const wait = time.Second
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
-		Hints:     kv.HintsConfig{FixedFraction: true, TransferWait: wait},
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{
+		Hints:     readhints.Config{FixedFraction: true, TransferWait: wait},
 		Autopilot: autopilot.Config{Interval: 200 * time.Millisecond},
 	}})
 	ctx, cl, hot, rs := hotRange(t, c, 5000, 100)
@@ -243,7 +244,7 @@ func TestWarmBeforeTransfer(t *testing.T) {
 	// The user range is led from node 2 so that draining it leaves the meta range (and the
 	// autopilot, which keeps the decision log) where it is.
 	const serving = 1 // index of node 2
-	servingID := c.Nodes[serving].KV.NodeID()
+	servingID := c.Nodes[serving].Node.NodeID()
 	if err := cl.TransferLeader(ctx, rangeID, servingID); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestWarmBeforeTransfer(t *testing.T) {
 				if i == serving {
 					continue
 				}
-				if w := n.KV.Hints().Warmth(rangeID); !w.Known || w.Replays < 16 || w.HitRatio < 0.95 {
+				if w := n.Node.Hints().Warmth(rangeID); !w.Known || w.Replays < 16 || w.HitRatio < 0.95 {
 					return false
 				}
 			}
@@ -324,7 +325,7 @@ func TestWarmBeforeTransfer(t *testing.T) {
 	}
 	for i, n := range c.Nodes {
 		if i != serving {
-			n.KV.Hints().SetFraction(0)
+			n.Node.Hints().SetFraction(0)
 		}
 	}
 	time.Sleep(2 * time.Second) // the last replays leave the warmth window (8 batches of 90 ms)
@@ -341,8 +342,8 @@ func TestWarmBeforeTransfer(t *testing.T) {
 // TestWarmAfterRestart: a follower that restarts replays its peers' hot-key summary before its raft
 // groups start, so it comes back with the hot set in its cache instead of empty.
 func TestWarmAfterRestart(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
-		Hints: kv.HintsConfig{FixedFraction: true},
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{
+		Hints: readhints.Config{FixedFraction: true},
 	}})
 	ctx, cl, hot, rs := hotRange(t, c, 5000, 100)
 	rangeID, leader := rs.GetDesc().GetRangeId(), c.NodeIndex(rs.LeaderNodeId)
@@ -354,7 +355,7 @@ func TestWarmAfterRestart(t *testing.T) {
 		wg.Wait()
 	}()
 	testcluster.WaitFor(t, 30*time.Second, "the leader's hot-key summary holds the hot set", func() bool {
-		return len(c.Nodes[leader].KV.Hints().HotKeys(rangeID, 0)) >= len(hot)*9/10
+		return len(c.Nodes[leader].Node.Hints().HotKeys(rangeID, 0)) >= len(hot)*9/10
 	})
 	if err := c.KillWait(follower); err != nil {
 		t.Fatal(err)
@@ -362,9 +363,9 @@ func TestWarmAfterRestart(t *testing.T) {
 	start := time.Now()
 	c.Restart(follower)
 	took := time.Since(start)
-	m := c.Nodes[follower].KV.Hints().Metrics()
-	w := c.Nodes[follower].KV.Hints().Warmth(rangeID)
-	t.Logf("restart of n%d took %v; right after it: %d hints applied, %d received; warmth %v", c.Nodes[follower].KV.NodeID(),
+	m := c.Nodes[follower].Node.Hints().Metrics()
+	w := c.Nodes[follower].Node.Hints().Warmth(rangeID)
+	t.Logf("restart of n%d took %v; right after it: %d hints applied, %d received; warmth %v", c.Nodes[follower].Node.NodeID(),
 		took.Round(time.Millisecond), m.Applied, m.Received, w)
 	// The warm-up's replays count as applied hints of the range without adding replays to its
 	// warmth window; hints received after the restart add both. So with no replays in the window,
@@ -385,15 +386,15 @@ func TestWarmAfterRestart(t *testing.T) {
 // transfer's outcome. Before, both moved in one round, the autopilot stopped as the meta range left,
 // and the transfer was restored as "stopped" with no outcome.
 func TestDrainOfTheAutopilotsNode(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
-		Hints:     kv.HintsConfig{FixedFraction: true, TransferWait: 2 * time.Second},
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{
+		Hints:     readhints.Config{FixedFraction: true, TransferWait: 2 * time.Second},
 		Autopilot: autopilot.Config{Interval: 200 * time.Millisecond},
 	}})
 	ctx, cl, hot, rs := hotRange(t, c, 2000, 50)
 	rangeID := rs.GetDesc().GetRangeId()
 	metaLeader := func() int {
 		for i, n := range c.Nodes {
-			if r := n.KV.Store().Replica(replica.MetaRangeID); r != nil && r.IsLeader() {
+			if r := n.Node.Store().Replica(replica.MetaRangeID); r != nil && r.IsLeader() {
 				return i
 			}
 		}
@@ -406,11 +407,11 @@ func TestDrainOfTheAutopilotsNode(t *testing.T) {
 			return false
 		}
 		// A refused or failed transfer is retried by the next poll; what counts is the outcome.
-		_ = cl.TransferLeader(ctx, rangeID, c.Nodes[serving].KV.NodeID())
+		_ = cl.TransferLeader(ctx, rangeID, c.Nodes[serving].Node.NodeID())
 		l := c.LocalReplica(serving, hot[0])
 		return l != nil && l.IsLeader() && metaLeader() == serving
 	})
-	servingID := c.Nodes[serving].KV.NodeID()
+	servingID := c.Nodes[serving].Node.NodeID()
 	_, lastID, err := transferNotes(ctx, cl, rangeID, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +420,7 @@ func TestDrainOfTheAutopilotsNode(t *testing.T) {
 	// moved in the same round would take the autopilot away while it waits.
 	for i, n := range c.Nodes {
 		if i != serving {
-			n.KV.Hints().SetFraction(0)
+			n.Node.Hints().SetFraction(0)
 		}
 	}
 	if err := cl.SetNodeState(ctx, servingID, pb.NodeAdminState_NODE_DRAINING); err != nil {

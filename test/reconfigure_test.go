@@ -32,7 +32,7 @@ func reconfigure(e *nemesisEnv) (actions int, err error) {
 			continue
 		}
 		d := rs.GetDesc()
-		node := e.c.Nodes[0].KV // any node forwards to the range's leader
+		node := e.c.Nodes[0].Node // any node forwards to the range's leader
 		switch p := e.rng.IntN(10); {
 		case p < 4: // move a non-leader replica to the node that has none
 			var add, remove uint64

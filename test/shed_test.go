@@ -15,14 +15,14 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bgtask"
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
 // leaderCount is how many user ranges node n leads right now (shed_leadership leaves the meta range).
-func leaderCount(n *kv.Node) int {
+func leaderCount(n *node.Node) int {
 	count := 0
 	for _, r := range n.Store().Replicas() {
 		if r.IsLeader() && r.RangeID() != replica.MetaRangeID {
@@ -37,7 +37,7 @@ func leaderCount(n *kv.Node) int {
 // back once it is over; the backup, restored into a new cluster, holds exactly the keys written
 // before it. A maintenance announcement sheds the same way and can be ended early.
 func TestBackupShedsLeadershipThenRestores(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, KV: kv.Config{
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{
 		Autopilot: autopilot.Config{Interval: 200 * time.Millisecond,
 			Policies: policy.Config{Shed: policy.ShedConfig{Ranking: policy.RankPreferred}}},
 	}})
@@ -63,7 +63,7 @@ func TestBackupShedsLeadershipThenRestores(t *testing.T) {
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
 
 	// Every range's leadership on node 1 (the meta range's too).
-	target := c.Nodes[0].KV
+	target := c.Nodes[0].Node
 	ranges, err := cl.Ranges(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestBackupShedsLeadershipThenRestores(t *testing.T) {
 	}
 
 	// Restore into a new one-node cluster and compare every key.
-	fresh := testcluster.StartSafe(t, testcluster.Options{Nodes: 1, KV: kv.Config{ReplicationFactor: 1}})
+	fresh := testcluster.StartSafe(t, testcluster.Options{Nodes: 1, Node: node.Config{Autopilot: autopilot.Config{Policies: policy.Config{Replicate: policy.ReplicateConfig{Factor: 1}}}}})
 	fcl := fresh.Client()
 	m, rres, err := fcl.Restore(ctx, dir, client.RestoreOptions{Verify: true, Batch: 64})
 	if err != nil {
@@ -169,7 +169,7 @@ func TestBackupShedsLeadershipThenRestores(t *testing.T) {
 	}
 
 	// A maintenance announcement on node 2 sheds what it leads, shows in admin nodes, and ends early.
-	second := c.Nodes[1].KV
+	second := c.Nodes[1].Node
 	r0 := ranges[len(ranges)-1].Desc.RangeId
 	if err := cl.TransferLeader(ctx, r0, second.NodeID()); err != nil {
 		t.Fatal(err)

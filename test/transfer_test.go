@@ -42,14 +42,14 @@ func TestTransferLeaderOutlastsAnAbandonedTransfer(t *testing.T) {
 	// the client keeps a route to the cluster while it is down).
 	to := -1
 	for i, n := range c.Nodes {
-		if i != 0 && n.KV.NodeID() != rs.LeaderNodeId {
+		if i != 0 && n.Node.NodeID() != rs.LeaderNodeId {
 			to = i
 		}
 	}
 	if to < 0 {
 		t.Fatalf("no node to transfer range %d to (leader %d)", rs.Desc.RangeId, rs.LeaderNodeId)
 	}
-	target := c.Nodes[to].KV.NodeID()
+	target := c.Nodes[to].Node.NodeID()
 	c.Kill(to)
 	// The tick is 50 ms and an election timeout 10 ticks: a 3-s outage spans six of them.
 	restarted := make(chan error, 1)
@@ -118,7 +118,7 @@ func TestWritesAcrossTransfersAreAnswered(t *testing.T) {
 	transfers := 0
 	for round := 0; round < 20; round++ {
 		time.Sleep(250 * time.Millisecond)
-		to := c.Nodes[round%len(c.Nodes)].KV.NodeID()
+		to := c.Nodes[round%len(c.Nodes)].Node.NodeID()
 		if err := cl.TransferLeader(ctx, rs.Desc.RangeId, to); err != nil {
 			t.Errorf("transfer %d of range %d to node %d: %v", round, rs.Desc.RangeId, to, err)
 			continue

@@ -5,6 +5,8 @@ package transport
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,14 +37,14 @@ type Resolver func(nodeID uint64) (addr string, ok bool)
 type Config struct {
 	// NodeID is this node's id; it is stamped on outgoing batches. When non-zero, incoming batches
 	// carrying messages addressed to another node are rejected (the sender resolved a stale address).
-	NodeID uint64
+	NodeID uint64 `json:"-"`
 	// ClusterID is stamped on outgoing traffic and checked on incoming traffic. Empty accepts any
 	// cluster; an empty incoming cluster id is accepted too (bootstrap).
-	ClusterID string
+	ClusterID string `json:"-"`
 	// Resolver maps node ids to gRPC addresses.
-	Resolver Resolver
+	Resolver Resolver `json:"-"`
 	// DialOptions are used for every outgoing connection, e.g. TLS credentials. Default: insecure.
-	DialOptions []grpc.DialOption
+	DialOptions []grpc.DialOption `json:"-"`
 	// SnapshotRateBytesPerSec limits snapshot bytes sent by this node (all destinations together)
 	// with a token bucket. Default 32 MiB/s.
 	SnapshotRateBytesPerSec int64
@@ -60,7 +62,7 @@ type Config struct {
 	QueueBytes int64
 	// OnUnreachable is called (from a transport goroutine) when sending to a node fails. It must not
 	// block for long: it runs on that destination's sender goroutine.
-	OnUnreachable func(nodeID uint64)
+	OnUnreachable func(nodeID uint64) `json:"-"`
 }
 
 // Defaults applied by New for zero Config fields.
@@ -137,20 +139,41 @@ type Transport struct {
 	stats     stats
 }
 
+// WithDefaults returns c with every zero setting at its default.
+func (c Config) WithDefaults() Config {
+	if c.SnapshotRateBytesPerSec <= 0 {
+		c.SnapshotRateBytesPerSec = DefaultSnapshotRateBytesPerSec
+	}
+	if c.SnapshotChunkBytes <= 0 {
+		c.SnapshotChunkBytes = DefaultSnapshotChunkBytes
+	}
+	if c.QueueLen <= 0 {
+		c.QueueLen = DefaultQueueLen
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
+	return c
+}
+
+// MinSnapshotRate is the lowest snapshot rate accepted: below it a range's snapshot would take hours.
+const MinSnapshotRate = 64 << 10
+
+// Validate reports inconsistent settings (zero values are fine: they take defaults).
+func (c Config) Validate() error {
+	var errs []error
+	if c.SnapshotRateBytesPerSec < 0 || (c.SnapshotRateBytesPerSec > 0 && c.SnapshotRateBytesPerSec < MinSnapshotRate) {
+		errs = append(errs, fmt.Errorf("snapshot rate must be at least 64KiB per second (got %d)", c.SnapshotRateBytesPerSec))
+	}
+	if c.SnapshotRecvRateBytesPerSec < 0 || (c.SnapshotRecvRateBytesPerSec > 0 && c.SnapshotRecvRateBytesPerSec < MinSnapshotRate) {
+		errs = append(errs, fmt.Errorf("snapshot receive rate must be 0 (unlimited) or at least 64KiB per second (got %d)", c.SnapshotRecvRateBytesPerSec))
+	}
+	return errors.Join(errs...)
+}
+
 // New returns a Transport delivering to h. Call Register to serve incoming traffic and Close when done.
 func New(cfg Config, h Handler) *Transport {
-	if cfg.SnapshotRateBytesPerSec <= 0 {
-		cfg.SnapshotRateBytesPerSec = DefaultSnapshotRateBytesPerSec
-	}
-	if cfg.SnapshotChunkBytes <= 0 {
-		cfg.SnapshotChunkBytes = DefaultSnapshotChunkBytes
-	}
-	if cfg.QueueLen <= 0 {
-		cfg.QueueLen = DefaultQueueLen
-	}
-	if cfg.QueueBytes <= 0 {
-		cfg.QueueBytes = DefaultQueueBytes
-	}
+	cfg = cfg.WithDefaults()
 	opts := []grpc.DialOption{
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{

@@ -72,7 +72,7 @@ type Config struct {
 	// OnProgress, if set, is called (without the executor's lock held) after a reconciliation in
 	// which an operator finished or moved to its next step: the autopilot uses it to plan the next
 	// step of sequential work at once instead of at its next round.
-	OnProgress func()
+	OnProgress func() `json:"-"`
 }
 
 // Defaults.
@@ -82,7 +82,8 @@ const (
 	DefaultMaxOperators        = 256
 )
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every zero setting at its default.
+func (c Config) WithDefaults() Config {
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
 	}
@@ -156,7 +157,7 @@ func New(src model.Source, act Actuator, log *decisions.Log, cfg Config) *Execut
 		log = decisions.NewLog(0, 0)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Executor{cfg: cfg.withDefaults(), src: src, act: act, log: log, ops: map[uint64]*running{},
+	return &Executor{cfg: cfg.WithDefaults(), src: src, act: act, log: log, ops: map[uint64]*running{},
 		slots: map[uint64]int{}, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shoaldb/shoal/admission"
 	"math"
 	"os"
 	"os/signal"
@@ -15,56 +14,20 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
-	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/hints"
-	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/server"
 )
 
-// startFlags are the flags of `shoal start`.
+// startCfg is the configuration `shoal start` runs with: its flags write straight into it, and it starts
+// from the defaults of every layer, so that --help shows them.
+var startCfg = server.Config{}.WithDefaults()
+
+// startFlags are the flags of `shoal start` that are not a configuration field.
 var startFlags struct {
-	dataDir          string
-	listen           string
-	advertise        string
-	http             string
-	resp             string
-	join             addrList
-	bootstrap        bool
-	authToken        string
-	authTokenFile    string
-	certsDir         string
-	cacheSize        byteSize
-	maxKeyBytes      byteSize
-	maxValueBytes    byteSize
-	rangeMaxBytes    byteSize
-	snapshotRate     byteSize
-	snapshotRecvRate byteSize
-	heavyCompaction  byteSize
-	maxPostpone      time.Duration
-	shedRanking      string
-	joinStrategy     string
-	joinSender       string
-	joinOrder        string
-	compactInterval  time.Duration
-	backupInterval   time.Duration
-	backupDir        string
-	tickInterval     time.Duration
-	deadNodeTimeout  time.Duration
-	readHints        string
-	hintsTarget      string
-	hintsFraction    float64
-	hintsAdaptive    string
-	hintsDiskWeight  float64
-	hintsDiskShare   float64
-	hintsInterval    time.Duration
-	hintsSwitch      time.Duration
-	admission        string
-	maxRequests      int64
-	maxRequestBytes  byteSize
-	maxWrites        int64
-	maxWriteBytes    byteSize
-	printConfig      bool
+	authTokenFile string
+	printConfig   bool
 }
 
 var startCmd = &cobra.Command{
@@ -118,120 +81,100 @@ and kB, MB, GB, TB in powers of 1000, e.g. 64MiB, 1.5GiB.`,
 }
 
 func init() {
-	startFlags.cacheSize = byteSize(server.DefaultCacheBytes)
-	startFlags.maxKeyBytes = byteSize(server.DefaultMaxKeyBytes)
-	startFlags.maxValueBytes = byteSize(server.DefaultMaxValueBytes)
-	startFlags.rangeMaxBytes = byteSize(server.DefaultRangeMaxBytes)
-	startFlags.snapshotRate = byteSize(server.DefaultSnapshotRate)
-	startFlags.heavyCompaction = byteSize(server.DefaultHeavyCompactionBytes)
-	startFlags.maxRequestBytes = byteSize(server.DefaultAdmission.Requests.Bytes)
-	startFlags.maxWriteBytes = byteSize(server.DefaultAdmission.Proposals.Bytes)
-
+	sc := &startCfg
+	c := &sc.Node
+	h := &c.Hints
 	f := startCmd.Flags()
 	f.SortFlags = false
-	f.StringVar(&startFlags.dataDir, "data-dir", "", "directory of the node's store (required)")
-	f.StringVar(&startFlags.listen, "listen", server.DefaultListen, "gRPC listen address (port 0 picks a free port)")
-	f.StringVar(&startFlags.advertise, "advertise", "", "gRPC address other nodes and clients dial (default: the listen address)")
-	f.StringVar(&startFlags.http, "http", server.DefaultHTTP, `HTTP listen address, or "off"`)
-	f.StringVar(&startFlags.resp, "resp", "", "RESP (Redis Cluster protocol) listen address; empty: off")
-	f.Var(&startFlags.join, "join", "gRPC addresses of existing nodes to join through (comma-separated or repeated)")
-	f.BoolVar(&startFlags.bootstrap, "bootstrap", false, "create a new cluster (first node only)")
+	f.StringVar(&c.DataDir, "data-dir", "", "directory of the node's store (required)")
+	f.StringVar(&sc.Listen, "listen", sc.Listen, "gRPC listen address (port 0 picks a free port)")
+	f.StringVar(&sc.Advertise, "advertise", "", "gRPC address other nodes and clients dial (default: the listen address)")
+	f.StringVar(&sc.HTTP, "http", sc.HTTP, `HTTP listen address, or "off"`)
+	f.StringVar(&sc.RESP, "resp", "", "RESP (Redis Cluster protocol) listen address; empty: off")
+	f.Var((*addrList)(&c.Join), "join", "gRPC addresses of existing nodes to join through (comma-separated or repeated)")
+	f.BoolVar(&c.Bootstrap, "bootstrap", false, "create a new cluster (first node only)")
 	// Shadows the root's client --auth-token with the server meaning of the same flag.
-	f.StringVar(&startFlags.authToken, "auth-token", "", "require this token on gRPC and HTTP admin requests")
+	f.StringVar(&c.AuthToken, "auth-token", "", "require this token on gRPC and HTTP admin requests")
 	f.StringVar(&startFlags.authTokenFile, "auth-token-file", "", "read the required token from this file")
 	// Shadows the root's client --certs-dir with the server meaning of the same flag.
-	f.StringVar(&startFlags.certsDir, "certs-dir", "", "TLS: ca.crt, node.crt, node.key; mutual TLS on gRPC, HTTPS, RESP over TLS (empty: clear text)")
-	f.Var(&startFlags.cacheSize, "cache-size", "block cache size")
-	f.Var(&startFlags.maxKeyBytes, "max-key-bytes", "largest key accepted")
-	f.Var(&startFlags.maxValueBytes, "max-value-bytes", "largest value accepted")
-	f.Var(&startFlags.rangeMaxBytes, "range-max-bytes", "range size that triggers a split")
-	f.Var(&startFlags.snapshotRate, "snapshot-rate", "bytes per second this node sends in snapshots (replica moves, catch-up), e.g. 32MiB")
-	f.Var(&startFlags.snapshotRecvRate, "snapshot-recv-rate", "bytes per second this node receives in snapshots from all senders together, e.g. 32MiB (default unlimited)")
-	f.DurationVar(&startFlags.tickInterval, "tick-interval", server.DefaultTickInterval, "raft tick")
-	f.DurationVar(&startFlags.deadNodeTimeout, "dead-node-timeout", server.DefaultDeadNodeTimeout, "a node silent this long is considered dead")
-	f.Var(&startFlags.heavyCompaction, "heavy-compaction-bytes", "an automatic compaction with at least this much input counts as heavy (its node sheds its leaderships)")
-	f.DurationVar(&startFlags.maxPostpone, "max-postpone", server.DefaultMaxPostpone, "longest a heavy background task waits for this node's leaderships to move before it runs anyway")
-	f.StringVar(&startFlags.shedRanking, "shed-ranking", "mrc", "who takes over a busy node's leaderships: mrc (most recently completed task), lsp (longest served), preferred (and give them back after)")
-	f.StringVar(&startFlags.joinStrategy, "join-strategy", "incremental", "how a new node receives its share: incremental (one range at a time, serving each at once) or parallel (all at once, serving at the end); also how decommission empties a node")
-	f.StringVar(&startFlags.joinSender, "join-sender", "round-robin", "incremental joins: next sender round-robin or least-loaded")
-	f.StringVar(&startFlags.joinOrder, "join-order", "hottest", "incremental joins: ranges hottest first, or in key order")
-	f.DurationVar(&startFlags.compactInterval, "compact-interval", 0, "run a full compaction about this often, jittered per node (0: never)")
-	f.DurationVar(&startFlags.backupInterval, "backup-interval", 0, "write a backup into --backup-dir about this often, jittered per node (0: never)")
-	f.StringVar(&startFlags.backupDir, "backup-dir", "", "absolute directory for periodic backups (one subdirectory per backup)")
-	f.StringVar(&startFlags.readHints, "read-hints", "on", "read hints: the leader of a range ships the reads it serves to the other replicas, which replay them to keep their caches warm for a leadership change (on|off; the cluster-wide switch is the read_hints policy)")
-	f.StringVar(&startFlags.hintsTarget, "read-hints-target", "all", "read hints go to every other replica (all) or to the first voter only (one)")
-	f.Float64Var(&startFlags.hintsFraction, "read-hints-fraction", 1, "fraction of received read hints this node replays, in (0, 1]")
-	f.StringVar(&startFlags.hintsAdaptive, "read-hints-adaptive", "on", "lower the replayed fraction as the load rises from 70 % (to 10 % at 90 %, where replaying stops); the load is the CPU's, or on a node leading ranges its disk's utilization × --read-hints-disk-weight when higher (on|off)")
-	f.Float64Var(&startFlags.hintsDiskWeight, "read-hints-disk-weight", kv.DefaultHintsDiskWeight, "what a saturated disk counts for in the load replays adapt to, on a node leading ranges: 0.85 cuts replays to about a third and never stops them; in (0, 1], or negative to ignore the disk")
-	f.DurationVar(&startFlags.hintsSwitch, "read-hints-switch-interval", kv.DefaultHintsSwitchInterval, "how often this node reads the cluster-wide read_hints switch (admin policy set read_hints on|off): a switch takes effect here within that long; each read is one read of the meta range")
-	f.DurationVar(&startFlags.hintsInterval, "read-hints-interval", 90*time.Millisecond, "how often a leader ships the reads it recorded to the other replicas (the journal's 90 ms; a batch also ships early at 10 000 reads); longer means fewer, larger messages")
-	f.Float64Var(&startFlags.hintsDiskShare, "read-hints-disk-read-share", kv.DefaultHintsDiskReadShare, "on a node leading ranges whose disk is saturated, the most of its disk reads (block-cache misses) that replays may cause; the applied fraction is scaled down to keep to it (with --read-hints-adaptive on; in (0, 1], or negative for no budget)")
-	f.StringVar(&startFlags.admission, "admission", "on", "admission control: beyond the in-flight limits below, clients get OVERLOADED (retryable) at once instead of the node queueing without bound (on|off; off only for comparisons)")
-	f.Int64Var(&startFlags.maxRequests, "max-inflight-requests", server.DefaultAdmission.Requests.Count, "client requests this node serves at once")
-	f.Var(&startFlags.maxRequestBytes, "max-inflight-request-bytes", "bytes of client requests (and scan results) this node holds at once")
-	f.Int64Var(&startFlags.maxWrites, "max-inflight-writes", server.DefaultAdmission.Proposals.Count, "client writes this node's leaders hold in raft at once (proposed, not yet applied)")
-	f.Var(&startFlags.maxWriteBytes, "max-inflight-write-bytes", "bytes of client writes this node's leaders hold in raft at once")
+	f.StringVar(&sc.CertsDir, "certs-dir", "", "TLS: ca.crt, node.crt, node.key; mutual TLS on gRPC, HTTPS, RESP over TLS (empty: clear text)")
+	f.Var(sizeOf(&c.Storage.CacheBytes), "cache-size", "block cache size")
+	f.Var(sizeOf(&c.KV.MaxKeyBytes), "max-key-bytes", "largest key accepted")
+	f.Var(sizeOf(&c.KV.MaxValueBytes), "max-value-bytes", "largest value accepted")
+	f.Var(sizeOf(&c.KV.RangeMaxBytes), "range-max-bytes", "range size that triggers a split")
+	f.Var(sizeOf(&c.Transport.SnapshotRateBytesPerSec), "snapshot-rate", "bytes per second this node sends in snapshots (replica moves, catch-up), e.g. 32MiB")
+	f.Var(sizeOf(&c.Transport.SnapshotRecvRateBytesPerSec), "snapshot-recv-rate", "bytes per second this node receives in snapshots from all senders together, e.g. 32MiB (0: unlimited)")
+	f.DurationVar(&c.Raft.TickInterval, "tick-interval", c.Raft.TickInterval, "raft tick")
+	f.DurationVar(&c.DeadNodeTimeout, "dead-node-timeout", c.DeadNodeTimeout, "a node silent this long is considered dead")
+	f.Var(sizeOf(&c.Background.HeavyCompactionBytes), "heavy-compaction-bytes", "an automatic compaction with at least this much input counts as heavy (its node sheds its leaderships)")
+	f.DurationVar(&c.Background.MaxPostpone, "max-postpone", c.Background.MaxPostpone, "longest a heavy background task waits for this node's leaderships to move before it runs anyway")
+	pc := &c.Autopilot.Policies
+	f.StringVar(&pc.Shed.Ranking, "shed-ranking", pc.Shed.Ranking, "who takes over a busy node's leaderships: mrc (most recently completed task), lsp (longest served), preferred (and give them back after)")
+	f.StringVar(&pc.Join.Strategy, "join-strategy", pc.Join.Strategy, "how a new node receives its share: incremental (one range at a time, serving each at once) or parallel (all at once, serving at the end); also how decommission empties a node")
+	f.StringVar(&pc.Join.Sender, "join-sender", pc.Join.Sender, "incremental joins: next sender round-robin or least-loaded")
+	f.StringVar(&pc.Join.Order, "join-order", pc.Join.Order, "incremental joins: ranges hottest first, or in key order")
+	f.DurationVar(&c.Background.CompactInterval, "compact-interval", 0, "run a full compaction about this often, jittered per node (0: never)")
+	f.DurationVar(&c.Background.BackupInterval, "backup-interval", 0, "write a backup into --backup-dir about this often, jittered per node (0: never)")
+	f.StringVar(&c.Background.BackupDir, "backup-dir", "", "absolute directory for periodic backups (one subdirectory per backup)")
+	f.Var(onOff{&h.Off, true}, "read-hints", "read hints: the leader of a range ships the reads it serves to the other replicas, which replay them to keep their caches warm for a leadership change (on|off; the cluster-wide switch is the read_hints policy)")
+	f.Var((*hintsTarget)(&h.Target), "read-hints-target", "read hints go to every other replica (all) or to the first voter only (one)")
+	f.Float64Var(&h.Fraction, "read-hints-fraction", h.Fraction, "fraction of received read hints this node replays, in (0, 1]")
+	f.Var(onOff{&h.FixedFraction, true}, "read-hints-adaptive", "lower the replayed fraction as the load rises from 70 % (to 10 % at 90 %, where replaying stops); the load is the CPU's, or on a node leading ranges its disk's utilization × --read-hints-disk-weight when higher (on|off)")
+	f.Float64Var(&h.DiskWeight, "read-hints-disk-weight", h.DiskWeight, "what a saturated disk counts for in the load replays adapt to, on a node leading ranges: 0.85 cuts replays to about a third and never stops them; in (0, 1], or negative to ignore the disk")
+	f.DurationVar(&h.SwitchInterval, "read-hints-switch-interval", h.SwitchInterval, "how often this node reads the cluster-wide read_hints switch (admin policy set read_hints on|off): a switch takes effect here within that long; each read is one read of the meta range")
+	f.DurationVar(&h.Tuning.Shipper.FlushInterval, "read-hints-interval", h.Tuning.Shipper.FlushInterval, "how often a leader ships the reads it recorded to the other replicas (the journal's 90 ms; a batch also ships early at 10 000 reads); longer means fewer, larger messages")
+	f.Float64Var(&h.DiskReadShare, "read-hints-disk-read-share", h.DiskReadShare, "on a node leading ranges whose disk is saturated, the most of its disk reads (block-cache misses) that replays may cause; the applied fraction is scaled down to keep to it (with --read-hints-adaptive on; in (0, 1], or negative for no budget)")
+	ac := &c.Admission
+	f.Var(onOff{&ac.Disabled, true}, "admission", "admission control: beyond the in-flight limits below, clients get OVERLOADED (retryable) at once instead of the node queueing without bound (on|off; off only for comparisons)")
+	f.Int64Var(&ac.Requests.Count, "max-inflight-requests", ac.Requests.Count, "client requests this node serves at once")
+	f.Var(sizeOf(&ac.Requests.Bytes), "max-inflight-request-bytes", "bytes of client requests (and scan results) this node holds at once")
+	f.Int64Var(&ac.Proposals.Count, "max-inflight-writes", ac.Proposals.Count, "client writes this node's leaders hold in raft at once (proposed, not yet applied)")
+	f.Var(sizeOf(&ac.Proposals.Bytes), "max-inflight-write-bytes", "bytes of client writes this node's leaders hold in raft at once")
 	f.BoolVar(&startFlags.printConfig, "print-config", false, "print the effective configuration as JSON (token redacted) and exit")
 	rootCmd.AddCommand(startCmd)
 }
 
-// startConfig builds the node's configuration from the flags, defaults applied and validated.
-func startConfig() (server.Config, error) {
-	token := startFlags.authToken
-	if token != "" && startFlags.authTokenFile != "" {
-		return server.Config{}, usageError{errors.New("give --auth-token or --auth-token-file, not both")}
+// startConfig checks what the flags gave and returns the configuration, defaults applied and validated.
+func startConfig(flags *pflag.FlagSet) (server.Config, error) {
+	cfg := startCfg
+	if cfg.Node.AuthToken != "" && startFlags.authTokenFile != "" {
+		return cfg, usageError{errors.New("give --auth-token or --auth-token-file, not both")}
 	}
 	if startFlags.authTokenFile != "" {
 		b, err := os.ReadFile(startFlags.authTokenFile)
 		if err != nil {
-			return server.Config{}, usageError{fmt.Errorf("read --auth-token-file: %w", err)}
+			return cfg, usageError{fmt.Errorf("read --auth-token-file: %w", err)}
 		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return server.Config{}, usageError{fmt.Errorf("--auth-token-file %s is empty", startFlags.authTokenFile)}
+		if cfg.Node.AuthToken = strings.TrimSpace(string(b)); cfg.Node.AuthToken == "" {
+			return cfg, usageError{fmt.Errorf("--auth-token-file %s is empty", startFlags.authTokenFile)}
 		}
 	}
-	cfg := server.Config{
-		DataDir:               startFlags.dataDir,
-		Listen:                startFlags.listen,
-		Advertise:             startFlags.advertise,
-		HTTP:                  startFlags.http,
-		RESP:                  startFlags.resp,
-		Bootstrap:             startFlags.bootstrap,
-		Join:                  []string(startFlags.join),
-		AuthToken:             token,
-		CertsDir:              startFlags.certsDir,
-		CacheBytes:            int64(startFlags.cacheSize),
-		RangeMaxBytes:         int64(startFlags.rangeMaxBytes),
-		SnapshotRate:          int64(startFlags.snapshotRate),
-		SnapshotRecvRate:      int64(startFlags.snapshotRecvRate),
-		TickInterval:          startFlags.tickInterval,
-		DeadNodeTimeout:       startFlags.deadNodeTimeout,
-		ShedRanking:           startFlags.shedRanking,
-		Joins:                 policy.JoinConfig{Strategy: startFlags.joinStrategy, Sender: startFlags.joinSender, Order: startFlags.joinOrder},
-	}
-	if err := setHintsFlags(&cfg); err != nil {
-		return cfg, err
-	}
-	if err := setAdmissionFlags(&cfg); err != nil {
-		return cfg, err
-	}
-	cfg.Background.HeavyCompactionBytes = uint64(startFlags.heavyCompaction)
-	cfg.Background.MaxPostpone = startFlags.maxPostpone
-	cfg.Background.CompactInterval = startFlags.compactInterval
-	cfg.Background.BackupInterval = startFlags.backupInterval
-	cfg.Background.BackupDir = startFlags.backupDir
-	var err error
-	if cfg.MaxKeyBytes, err = startFlags.maxKeyBytes.int("--max-key-bytes"); err != nil {
-		return cfg, err
-	}
-	if cfg.MaxValueBytes, err = startFlags.maxValueBytes.int("--max-value-bytes"); err != nil {
-		return cfg, err
-	}
-	if startFlags.http == "" {
+	if cfg.HTTP == "" {
 		return cfg, usageError{fmt.Errorf(`--http is empty: give an address, or "off" to disable HTTP`)}
 	}
-	if startFlags.listen == "" {
+	if cfg.Listen == "" {
 		return cfg, usageError{errors.New("--listen is empty")}
+	}
+	// Zero means "the default" in the configuration; given on the command line it is a mistake.
+	h := cfg.Node.Hints
+	for _, c := range []struct {
+		flag string
+		bad  bool
+		want string
+	}{
+		{"read-hints-fraction", !(h.Fraction > 0 && h.Fraction <= 1), "must be in (0, 1]"},
+		{"read-hints-disk-weight", h.DiskWeight == 0 || h.DiskWeight > 1, "must be in (0, 1], or negative to ignore the disk"},
+		{"read-hints-disk-read-share", h.DiskReadShare == 0 || h.DiskReadShare > 1, "must be in (0, 1], or negative for no budget"},
+		{"read-hints-interval", h.Tuning.Shipper.FlushInterval <= 0 || h.Tuning.Shipper.FlushInterval > time.Minute, "must be in (0, 1m]"},
+		{"read-hints-switch-interval", h.SwitchInterval < 10*time.Millisecond || h.SwitchInterval > time.Hour, "must be in [10ms, 1h]"},
+		{"max-inflight-requests", cfg.Node.Admission.Requests.Count <= 0, "must be positive (turn admission control off with --admission off)"},
+		{"max-inflight-request-bytes", cfg.Node.Admission.Requests.Bytes <= 0, "must be positive (turn admission control off with --admission off)"},
+		{"max-inflight-writes", cfg.Node.Admission.Proposals.Count <= 0, "must be positive (turn admission control off with --admission off)"},
+		{"max-inflight-write-bytes", cfg.Node.Admission.Proposals.Bytes <= 0, "must be positive (turn admission control off with --admission off)"},
+	} {
+		if f := flags.Lookup(c.flag); f != nil && f.Changed && c.bad {
+			return cfg, usageError{fmt.Errorf("--%s %s: %s", c.flag, f.Value, c.want)}
+		}
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -240,82 +183,8 @@ func startConfig() (server.Config, error) {
 	return cfg, nil
 }
 
-// setAdmissionFlags copies the admission flags into cfg.
-func setAdmissionFlags(cfg *server.Config) error {
-	switch startFlags.admission {
-	case "on":
-	case "off":
-		cfg.Admission.Disabled = true
-	default:
-		return usageError{fmt.Errorf("--admission %q: use on or off", startFlags.admission)}
-	}
-	for _, v := range []struct {
-		flag string
-		n    int64
-	}{{"--max-inflight-requests", startFlags.maxRequests}, {"--max-inflight-request-bytes", int64(startFlags.maxRequestBytes)},
-		{"--max-inflight-writes", startFlags.maxWrites}, {"--max-inflight-write-bytes", int64(startFlags.maxWriteBytes)}} {
-		if v.n <= 0 {
-			return usageError{fmt.Errorf("%s %d: must be positive (turn admission control off with --admission off)", v.flag, v.n)}
-		}
-	}
-	cfg.Admission.Requests = admission.Limits{Count: startFlags.maxRequests, Bytes: int64(startFlags.maxRequestBytes)}
-	cfg.Admission.Proposals = admission.Limits{Count: startFlags.maxWrites, Bytes: int64(startFlags.maxWriteBytes)}
-	return nil
-}
-
-// setHintsFlags copies the --read-hints* flags into cfg.
-func setHintsFlags(cfg *server.Config) error {
-	onOff := func(flag, v string) (bool, error) {
-		switch v {
-		case "on":
-			return true, nil
-		case "off":
-			return false, nil
-		}
-		return false, usageError{fmt.Errorf("%s %q: use on or off", flag, v)}
-	}
-	on, err := onOff("--read-hints", startFlags.readHints)
-	if err != nil {
-		return err
-	}
-	adaptive, err := onOff("--read-hints-adaptive", startFlags.hintsAdaptive)
-	if err != nil {
-		return err
-	}
-	cfg.Hints.Off, cfg.Hints.FixedFraction = !on, !adaptive
-	switch startFlags.hintsTarget {
-	case "all":
-		cfg.Hints.Target = hints.TargetAll
-	case "one":
-		cfg.Hints.Target = hints.TargetOne
-	default:
-		return usageError{fmt.Errorf("--read-hints-target %q: use all or one", startFlags.hintsTarget)}
-	}
-	if f := startFlags.hintsFraction; !(f > 0 && f <= 1) {
-		return usageError{fmt.Errorf("--read-hints-fraction %v: must be in (0, 1]", f)}
-	}
-	cfg.Hints.Fraction = startFlags.hintsFraction
-	if w := startFlags.hintsDiskWeight; w == 0 || w > 1 {
-		return usageError{fmt.Errorf("--read-hints-disk-weight %v: must be in (0, 1], or negative to ignore the disk", w)}
-	}
-	cfg.Hints.DiskWeight = startFlags.hintsDiskWeight
-	if s := startFlags.hintsDiskShare; s == 0 || s > 1 {
-		return usageError{fmt.Errorf("--read-hints-disk-read-share %v: must be in (0, 1], or negative for no budget", s)}
-	}
-	cfg.Hints.DiskReadShare = startFlags.hintsDiskShare
-	if startFlags.hintsInterval <= 0 || startFlags.hintsInterval > time.Minute {
-		return usageError{fmt.Errorf("--read-hints-interval %v: must be in (0, 1m]", startFlags.hintsInterval)}
-	}
-	cfg.Hints.Tuning.Shipper.FlushInterval = startFlags.hintsInterval
-	if startFlags.hintsSwitch < 10*time.Millisecond || startFlags.hintsSwitch > time.Hour {
-		return usageError{fmt.Errorf("--read-hints-switch-interval %v: must be in [10ms, 1h]", startFlags.hintsSwitch)}
-	}
-	cfg.Hints.SwitchInterval = startFlags.hintsSwitch
-	return nil
-}
-
 func runStart(cmd *cobra.Command, _ []string) error {
-	cfg, err := startConfig()
+	cfg, err := startConfig(cmd.Flags())
 	if err != nil {
 		return err
 	}
@@ -339,6 +208,52 @@ func runStart(cmd *cobra.Command, _ []string) error {
 	}()
 	return server.Run(ctx, cfg, cmd.OutOrStdout())
 }
+
+// onOff is an on|off flag over a bool; with negate the bool means "off" (Hints.Off, Admission.Disabled).
+type onOff struct {
+	p      *bool
+	negate bool
+}
+
+func (o onOff) String() string {
+	if o.p == nil || *o.p == o.negate {
+		return "on"
+	}
+	return "off"
+}
+
+func (o onOff) Set(s string) error {
+	switch s {
+	case "on":
+		*o.p = o.negate == false
+	case "off":
+		*o.p = o.negate
+	default:
+		return fmt.Errorf("%q: use on or off", s)
+	}
+	return nil
+}
+
+func (o onOff) Type() string { return "on|off" }
+
+// hintsTarget is the --read-hints-target flag.
+type hintsTarget hints.Target
+
+func (t *hintsTarget) String() string { return hints.Target(*t).String() }
+
+func (t *hintsTarget) Set(s string) error {
+	switch s {
+	case "all":
+		*t = hintsTarget(hints.TargetAll)
+	case "one":
+		*t = hintsTarget(hints.TargetOne)
+	default:
+		return fmt.Errorf("%q: use all or one", s)
+	}
+	return nil
+}
+
+func (t *hintsTarget) Type() string { return "all|one" }
 
 // addrList is a flag of addresses, given comma-separated or by repeating the flag. Setting it to ""
 // clears it (so its default, "", restores it).
@@ -364,32 +279,35 @@ func (l *addrList) Set(s string) error {
 // Type names the flag's value in help output.
 func (l *addrList) Type() string { return "addrs" }
 
-// byteSize is a size flag that accepts human units (see parseSize) and prints itself with them.
-type byteSize int64
+// sizeFlag is a size flag over any integer field: it accepts human units (see parseSize) and prints
+// itself with them.
+type sizeFlag[T int | int64 | uint64] struct{ p *T }
+
+func sizeOf[T int | int64 | uint64](p *T) sizeFlag[T] { return sizeFlag[T]{p} }
 
 // String prints the size with the largest binary unit that divides it exactly.
-func (b *byteSize) String() string { return formatSize(int64(*b)) }
+func (b sizeFlag[T]) String() string {
+	if b.p == nil {
+		return "0"
+	}
+	return formatSize(int64(*b.p))
+}
 
 // Set parses a size with parseSize.
-func (b *byteSize) Set(s string) error {
+func (b sizeFlag[T]) Set(s string) error {
 	n, err := parseSize(s)
 	if err != nil {
 		return err
 	}
-	*b = byteSize(n)
+	if T(n) < 0 || int64(T(n)) != n {
+		return fmt.Errorf("invalid size %q: too large", s)
+	}
+	*b.p = T(n)
 	return nil
 }
 
 // Type names the flag's value in help output.
-func (b *byteSize) Type() string { return "size" }
-
-// int returns the size as an int, refusing what an int cannot hold.
-func (b byteSize) int(flag string) (int, error) {
-	if int64(b) > math.MaxInt {
-		return 0, usageError{fmt.Errorf("%s %s is too large", flag, formatSize(int64(b)))}
-	}
-	return int(b), nil
-}
+func (b sizeFlag[T]) Type() string { return "size" }
 
 // sizeUnits are the multipliers parseSize accepts, by lower-case unit.
 var sizeUnits = map[string]float64{
@@ -448,4 +366,3 @@ func formatSize(n int64) string {
 	}
 	return strconv.FormatInt(n, 10)
 }
-

@@ -44,7 +44,8 @@ type Config struct {
 	MaxBytes int64
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every zero setting at its default.
+func (c Config) WithDefaults() Config {
 	if c.PerRange <= 0 {
 		c.PerRange = 256
 	}
@@ -76,7 +77,7 @@ type hotEntry struct {
 
 // New returns an empty summary.
 func New(cfg Config) *Summary {
-	return &Summary{cfg: cfg.withDefaults(), ranges: map[uint64]*hotRange{}}
+	return &Summary{cfg: cfg.WithDefaults(), ranges: map[uint64]*hotRange{}}
 }
 
 // Config is the summary's configuration with defaults applied.

@@ -15,8 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/localnode"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -26,7 +25,7 @@ type Node struct {
 	Dir   string
 	Addr  string
 	Eng   *storage.Engine
-	KV    *kv.Node
+	Node  *node.Node
 	srv   *grpc.Server
 	lis   net.Listener
 	alive bool
@@ -36,7 +35,7 @@ type Node struct {
 type Cluster struct {
 	t     testing.TB
 	Nodes []*Node
-	cfg   kv.Config
+	cfg   node.Config
 	// droppedInvalid sums, over the nodes' lives so far, the raft messages they dropped as invalid.
 	droppedInvalid atomic.Uint64
 }
@@ -44,23 +43,28 @@ type Cluster struct {
 // Options tunes the cluster.
 type Options struct {
 	Nodes int
-	// KV is a template for each node's kv.Config (Engine, Addr, Bootstrap and Join are filled in).
-	KV kv.Config
+	// Node is a template for each node's configuration (DataDir, Addr, Bootstrap and Join are filled
+	// in; the block cache is 16 MiB unless set).
+	Node node.Config
 }
 
 // Start starts opts.Nodes nodes: the first bootstraps, the rest join it.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if opts.KV.HeartbeatInterval == 0 {
-		opts.KV.HeartbeatInterval = 200 * time.Millisecond
+	// Faster than production: tests wait for heartbeats, queues and elections.
+	if opts.Node.HeartbeatInterval == 0 {
+		opts.Node.HeartbeatInterval = 200 * time.Millisecond
 	}
-	if opts.KV.QueueInterval == 0 {
-		opts.KV.QueueInterval = 300 * time.Millisecond
+	if opts.Node.KV.QueueInterval == 0 {
+		opts.Node.KV.QueueInterval = 300 * time.Millisecond
 	}
-	if opts.KV.TickInterval == 0 {
-		opts.KV.TickInterval = 50 * time.Millisecond
+	if opts.Node.Raft.TickInterval == 0 {
+		opts.Node.Raft.TickInterval = 50 * time.Millisecond
 	}
-	c := &Cluster{t: t, cfg: opts.KV}
+	if opts.Node.Storage.CacheBytes == 0 {
+		opts.Node.Storage.CacheBytes = 16 << 20
+	}
+	c := &Cluster{t: t, cfg: opts.Node}
 	base := t.TempDir()
 	for i := 0; i < opts.Nodes; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -80,7 +84,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 // countDropped adds node n's invalid-message count to the cluster's before n stops (a restart starts
 // a new count).
 func (c *Cluster) countDropped(n *Node) {
-	c.droppedInvalid.Add(n.KV.Store().LoopStats().DroppedInvalid)
+	c.droppedInvalid.Add(n.Node.Store().LoopStats().DroppedInvalid)
 }
 
 // stopAndCheck stops every node and fails the test if a node dropped a raft message as invalid: no
@@ -98,12 +102,13 @@ func (c *Cluster) startNode(n *Node, bootstrap, create bool) error {
 	if !bootstrap {
 		cfg.Join = []string{c.Nodes[0].Addr}
 	}
-	ln, err := localnode.Start(context.Background(), localnode.Options{Dir: n.Dir, Create: create, Addr: n.Addr,
-		Listener: n.lis, CacheBytes: 16 << 20, KV: cfg})
+	cfg.DataDir, cfg.Addr = n.Dir, n.Addr
+	cfg.Storage.CreateIfMissing = create
+	nd, err := node.StartServing(context.Background(), cfg, n.lis)
 	if err != nil {
 		return err
 	}
-	n.Eng, n.KV, n.srv, n.alive = ln.Eng, ln.KV, ln.Server(), true
+	n.Eng, n.Node, n.srv, n.alive = nd.Engine(), nd, nd.Server(), true
 	return nil
 }
 
@@ -116,7 +121,7 @@ func (c *Cluster) Kill(i int) {
 	}
 	n.srv.Stop()
 	c.countDropped(n)
-	n.KV.Stop()
+	n.Node.Stop()
 	n.Eng.Close()
 	n.lis = nil
 	n.alive = false

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/shoaldb/shoal/autopilot/policy"
 	"net"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/autopilot/policy"
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
@@ -44,11 +45,11 @@ func (c *Cluster) KillWait(i int) error {
 	select {
 	case <-done:
 	case <-time.After(StopTimeout):
-		n.KV.Stop()
+		n.Node.Stop()
 		n.lis, n.alive = nil, false
 		return fmt.Errorf("node %d: gRPC handlers still running %v after Stop; engine left open", i+1, StopTimeout)
 	}
-	n.KV.Stop()
+	n.Node.Stop()
 	n.Eng.Close()
 	n.lis = nil
 	n.alive = false
@@ -128,7 +129,7 @@ func RangeOf(ctx context.Context, cl *client.Client, key []byte) (*pb.RangeStatu
 // is c.Nodes[i]). It returns -1 if no node has that id.
 func (c *Cluster) NodeIndex(nodeID uint64) int {
 	for i, n := range c.Nodes {
-		if n.KV != nil && n.KV.NodeID() == nodeID {
+		if n.Node != nil && n.Node.NodeID() == nodeID {
 			return i
 		}
 	}
@@ -144,7 +145,7 @@ func (c *Cluster) LocalReplica(i int, key []byte) *replica.Replica {
 	if !n.alive {
 		return nil
 	}
-	for _, r := range n.KV.Store().Replicas() {
+	for _, r := range n.Node.Store().Replicas() {
 		if r.IsMeta() {
 			continue
 		}

@@ -1,4 +1,4 @@
-package kv
+package directory
 
 import (
 	"math"
@@ -40,15 +40,15 @@ func TestDirectoryLeaderUnderLateReports(t *testing.T) {
 		{"a follower's report does not unset another leader", []step{{node: 2, leader: true, term: 5}, {node: 3, leader: false, term: 5}}, 2},
 		{"reports without terms", []step{{node: 2, leader: true}, {node: 3, leader: true}, {node: 3, leader: false}}, 0},
 	} {
-		d := newDirectory()
+		d := New()
 		for _, s := range tc.steps {
 			if s.moved {
-				d.movedLeader(r, s.node)
+				d.MovedLeader(r, s.node)
 				continue
 			}
-			d.recordStats(s.node, &pb.NodeStats{Ranges: []*pb.RangeLoad{{RangeId: r, Leader: s.leader, Term: s.term}}}, false, 0, nil)
+			d.RecordStats(s.node, &pb.NodeStats{Ranges: []*pb.RangeLoad{{RangeId: r, Leader: s.leader, Term: s.term}}}, false, 0, nil)
 		}
-		if got := d.leaderOf(r); got != tc.want {
+		if got := d.LeaderOf(r); got != tc.want {
 			t.Errorf("%s: leader %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -72,16 +72,16 @@ func TestDirectoryHitRatios(t *testing.T) {
 			[]report{{1000, 0, 9000, 9000}, {10, 10, 100, 50}, {20, 20, 200, 150}}, 0.5, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newDirectory()
+			d := New()
 			for _, r := range tc.reports {
-				d.recordStats(2, &pb.NodeStats{BlockCacheHits: r.hits, BlockCacheMisses: r.misses,
+				d.RecordStats(2, &pb.NodeStats{BlockCacheHits: r.hits, BlockCacheMisses: r.misses,
 					ServedBlockBytes: r.served, ServedBlockBytesInCache: r.inCache}, false, 0, nil)
 			}
 			for _, c := range []struct {
 				what string
 				f    func(uint64, time.Duration) (float64, bool)
 				want float64
-			}{{"cacheHitRatio", d.cacheHitRatio, tc.wantCache}, {"servedHitRatio", d.servedHitRatio, tc.wantOwn}} {
+			}{{"cacheHitRatio", d.CacheHitRatio, tc.wantCache}, {"servedHitRatio", d.ServedHitRatio, tc.wantOwn}} {
 				got, ok := c.f(2, time.Minute)
 				if (c.want < 0) == ok || ok && math.Abs(got-c.want) > 1e-9 {
 					t.Errorf("%s = %.3f, %v; want %.3f (-1: unknown)", c.what, got, ok, c.want)
@@ -94,18 +94,18 @@ func TestDirectoryHitRatios(t *testing.T) {
 // A status call's report computed before a heartbeat's but recorded after it has lower counters; it
 // must not pass for a restart and clear the node's cache readings.
 func TestDirectoryStatusReportKeepsReadings(t *testing.T) {
-	d := newDirectory()
-	d.recordStats(1, &pb.NodeStats{BlockCacheHits: 10, ServedBlockBytes: 100, ServedBlockBytesInCache: 90}, false, 0, nil)
-	d.recordStats(1, &pb.NodeStats{BlockCacheHits: 30, ServedBlockBytes: 300, ServedBlockBytesInCache: 280}, false, 0, nil)
-	d.showStats(1, &pb.NodeStats{BlockCacheHits: 20, ServedBlockBytes: 200, ServedBlockBytesInCache: 185,
+	d := New()
+	d.RecordStats(1, &pb.NodeStats{BlockCacheHits: 10, ServedBlockBytes: 100, ServedBlockBytesInCache: 90}, false, 0, nil)
+	d.RecordStats(1, &pb.NodeStats{BlockCacheHits: 30, ServedBlockBytes: 300, ServedBlockBytesInCache: 280}, false, 0, nil)
+	d.ShowStats(1, &pb.NodeStats{BlockCacheHits: 20, ServedBlockBytes: 200, ServedBlockBytesInCache: 185,
 		Ranges: []*pb.RangeLoad{{RangeId: 7, Leader: true, Term: 3}}}, false)
-	if got, ok := d.servedHitRatio(1, time.Minute); !ok || math.Abs(got-0.95) > 1e-9 {
+	if got, ok := d.ServedHitRatio(1, time.Minute); !ok || math.Abs(got-0.95) > 1e-9 {
 		t.Errorf("servedHitRatio after a late status report = %.3f, %v; want 0.95 from the two heartbeats", got, ok)
 	}
-	if st, _ := d.statsOf(1); st.GetServedBlockBytes() != 200 {
+	if st, _ := d.StatsOf(1); st.GetServedBlockBytes() != 200 {
 		t.Errorf("the status report did not replace the node's stats: %v", st)
 	}
-	if got := d.leaderOf(7); got != 1 {
+	if got := d.LeaderOf(7); got != 1 {
 		t.Errorf("leader of range 7 after the status report = %d, want 1", got)
 	}
 }

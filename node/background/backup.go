@@ -1,10 +1,11 @@
-package kv
+package background
 
 import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -24,11 +25,11 @@ import (
 const checkpointDir = "backup-checkpoints"
 
 // removeStaleCheckpoints deletes checkpoints left by a backup that was interrupted by a crash.
-func (n *Node) removeStaleCheckpoints() {
-	dir := filepath.Join(n.eng.Dir(), checkpointDir)
+func removeStaleCheckpoints(eng *storage.Engine, log *slog.Logger) {
+	dir := filepath.Join(eng.Dir(), checkpointDir)
 	if _, err := os.Stat(dir); err == nil {
 		if err := os.RemoveAll(dir); err != nil {
-			n.log.Warn("could not remove stale backup checkpoints", "dir", dir, "err", err)
+			log.Warn("could not remove stale backup checkpoints", "dir", dir, "err", err)
 		}
 	}
 }
@@ -36,15 +37,15 @@ func (n *Node) removeStaleCheckpoints() {
 // catchUp waits, for each range with a replica here that another node leads, until this replica has
 // applied what its leader had applied when asked: then the backup holds every write acknowledged
 // before it started. It reports the ranges that could not catch up within the bound.
-func (n *Node) catchUp(ctx context.Context) map[uint64]bool {
+func (s *Service) catchUp(ctx context.Context) map[uint64]bool {
 	lagging := map[uint64]bool{}
-	for _, r := range n.store.Replicas() {
+	for _, r := range s.deps.Store().Replicas() {
 		id := r.RangeID()
 		leader := r.LeaderNode()
-		if leader == n.ident.NodeID || id == replica.MetaRangeID {
+		if leader == s.nodeID.Load() || id == replica.MetaRangeID {
 			continue
 		}
-		c, pe := n.peerFor(leader)
+		c, pe := s.peerFor(leader)
 		if leader == 0 || pe != nil {
 			lagging[id] = true
 			continue
@@ -52,7 +53,7 @@ func (n *Node) catchUp(ctx context.Context) map[uint64]bool {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		resp, err := c.WaitApplied(cctx, &pb.WaitAppliedRequest{RangeId: id})
 		if err == nil && resp.Error == nil {
-			_, err = n.waitAppliedLocal(cctx, id, resp.Applied)
+			_, err = s.deps.Ranges.WaitAppliedLocal(cctx, id, resp.Applied)
 		} else if err == nil {
 			err = fmt.Errorf("%s", resp.Error.Message)
 		}
@@ -67,30 +68,30 @@ func (n *Node) catchUp(ctx context.Context) map[uint64]bool {
 // writeBackup writes a backup of every user range with a replica on this node into dir: a checkpoint
 // of the engine (one consistent point in time), read range by range into backup files, then the
 // manifest. Reading every key is what makes a backup heavy; rate (bytes/s, 0: unlimited) paces it.
-func (n *Node) writeBackup(ctx context.Context, dir string, rate int64, h *bgtask.Handle) (string, error) {
+func (s *Service) writeBackup(ctx context.Context, dir string, rate int64, h *bgtask.Handle) (string, error) {
 	start := time.Now()
-	lagging := n.catchUp(ctx)
+	lagging := s.catchUp(ctx)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("backup: %w", err)
 	}
-	stage := filepath.Join(n.eng.Dir(), checkpointDir)
+	stage := filepath.Join(s.deps.Engine.Dir(), checkpointDir)
 	if err := os.MkdirAll(stage, 0o755); err != nil {
 		return "", fmt.Errorf("backup: %w", err)
 	}
 	ckDir := filepath.Join(stage, fmt.Sprintf("ck-%d", time.Now().UnixNano()))
-	if err := n.eng.Checkpoint(ckDir); err != nil {
+	if err := s.deps.Engine.Checkpoint(ckDir); err != nil {
 		return "", fmt.Errorf("backup: %w", err)
 	}
-	ck, err := n.eng.OpenCheckpoint(ckDir)
+	ck, err := s.deps.Engine.OpenCheckpoint(ckDir)
 	if err != nil {
 		os.RemoveAll(ckDir)
 		return "", fmt.Errorf("backup: %w", err)
 	}
 	defer ck.Close(true)
 
-	m := &backup.Manifest{ClusterID: n.ident.ClusterID, NodeID: n.ident.NodeID, CreatedAt: start.UTC()}
+	m := &backup.Manifest{ClusterID: *s.clusterID.Load(), NodeID: s.nodeID.Load(), CreatedAt: start.UTC()}
 	ids := []uint64{}
-	for _, r := range n.store.Replicas() {
+	for _, r := range s.deps.Store().Replicas() {
 		if r.RangeID() != replica.MetaRangeID {
 			ids = append(ids, r.RangeID())
 		}
@@ -113,7 +114,7 @@ func (n *Node) writeBackup(ctx context.Context, dir string, rate int64, h *bgtas
 		if desc.MergingInto != 0 {
 			// Frozen for a merge: its data is either still its own or about to belong to its left
 			// neighbour; back it up as it stands (its span is still its own in this checkpoint).
-			n.log.Info("backup: range frozen for a merge, backed up as it stands", "range", id)
+			s.log.Info("backup: range frozen for a merge, backed up as it stands", "range", id)
 		}
 		e := backup.RangeEntry{RangeID: id, StartKey: desc.StartKey, EndKey: desc.EndKey, Generation: desc.Generation,
 			CaughtUp: !lagging[id]}
@@ -158,7 +159,7 @@ func (n *Node) writeBackup(ctx context.Context, dir string, rate int64, h *bgtas
 		return "", err
 	}
 	data, _ := json.Marshal(m)
-	n.log.Info("backup complete", "dir", dir, "ranges", len(m.Ranges), "keys", m.TotalKeys, "bytes", total,
+	s.log.Info("backup complete", "dir", dir, "ranges", len(m.Ranges), "keys", m.TotalKeys, "bytes", total,
 		"duration", time.Since(start).Round(time.Millisecond))
 	return string(data), nil
 }

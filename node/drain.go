@@ -1,4 +1,4 @@
-package kv
+package node
 
 import (
 	"context"
@@ -10,15 +10,14 @@ import (
 // SIGTERM so clients see at most a retry, not an election timeout; it reports how many leaderships
 // were still here at the end.
 func (n *Node) DrainLeaderships(ctx context.Context) int {
-	select {
-	case <-n.ready:
-	default:
+	st := n.Store()
+	if n.notReady() != nil || st == nil {
 		return 0
 	}
 	n.draining.Store(true)
 	for {
 		left, movable := 0, 0
-		for _, r := range n.store.Replicas() {
+		for _, r := range st.Replicas() {
 			if !r.IsLeader() {
 				continue
 			}
@@ -28,11 +27,11 @@ func (n *Node) DrainLeaderships(ctx context.Context) int {
 				continue
 			}
 			live := map[uint64]bool{}
-			for _, id := range n.dir.liveNodes(n.liveWindow()) {
+			for _, id := range n.dir.LiveNodes(n.liveWindow()) {
 				live[id] = true
 			}
 			for _, rd := range d.Replicas {
-				if rd.NodeId != n.ident.NodeID && !rd.Learner && live[rd.NodeId] {
+				if rd.NodeId != n.NodeID() && !rd.Learner && live[rd.NodeId] {
 					movable++
 					_ = r.TransferLeadership(rd.NodeId)
 					break

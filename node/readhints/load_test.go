@@ -1,4 +1,4 @@
-package kv
+package readhints
 
 import (
 	"testing"
@@ -33,31 +33,31 @@ func TestHintLoad(t *testing.T) {
 }
 
 // The disk settings of read hints: defaults, a negative value kept as "off", and out-of-range values refused.
-func TestHintsConfigDiskSettings(t *testing.T) {
+func TestConfigDiskSettings(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		get  func(HintsConfig) float64
-		set  func(*HintsConfig, float64)
+		get  func(Config) float64
+		set  func(*Config, float64)
 		def  float64
 	}{
-		{"DiskWeight", func(c HintsConfig) float64 { return c.DiskWeight }, func(c *HintsConfig, v float64) { c.DiskWeight = v }, DefaultHintsDiskWeight},
-		{"DiskReadShare", func(c HintsConfig) float64 { return c.DiskReadShare }, func(c *HintsConfig, v float64) { c.DiskReadShare = v }, DefaultHintsDiskReadShare},
+		{"DiskWeight", func(c Config) float64 { return c.DiskWeight }, func(c *Config, v float64) { c.DiskWeight = v }, DefaultDiskWeight},
+		{"DiskReadShare", func(c Config) float64 { return c.DiskReadShare }, func(c *Config, v float64) { c.DiskReadShare = v }, DefaultDiskReadShare},
 	} {
-		var c HintsConfig
-		c.setDefaults()
+		var c Config
+		c = c.WithDefaults()
 		if got := tc.get(c); got != tc.def {
 			t.Errorf("%s default = %v, want %v", tc.name, got, tc.def)
 		}
-		c = HintsConfig{}
+		c = Config{}
 		tc.set(&c, -1)
-		c.setDefaults()
+		c = c.WithDefaults()
 		if got := tc.get(c); got != -1 {
 			t.Errorf("%s -1 (off) became %v", tc.name, got)
 		}
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate refused %s -1 (off): %v", tc.name, err)
 		}
-		c = HintsConfig{}
+		c = Config{}
 		tc.set(&c, 1.5)
 		if err := c.Validate(); err == nil {
 			t.Errorf("Validate accepted %s 1.5", tc.name)
@@ -66,17 +66,17 @@ func TestHintsConfigDiskSettings(t *testing.T) {
 }
 
 // The switch interval: 2 s by default, at least 10 ms, never negative.
-func TestHintsConfigSwitchInterval(t *testing.T) {
-	var c HintsConfig
-	c.setDefaults()
-	if c.SwitchInterval != DefaultHintsSwitchInterval {
-		t.Fatalf("default %v, want %v", c.SwitchInterval, DefaultHintsSwitchInterval)
+func TestConfigSwitchInterval(t *testing.T) {
+	var c Config
+	c = c.WithDefaults()
+	if c.SwitchInterval != DefaultSwitchInterval {
+		t.Fatalf("default %v, want %v", c.SwitchInterval, DefaultSwitchInterval)
 	}
 	for _, tc := range []struct {
 		d  time.Duration
 		ok bool
 	}{{0, true}, {10 * time.Millisecond, true}, {time.Second, true}, {time.Millisecond, false}, {-time.Second, false}} {
-		c := HintsConfig{SwitchInterval: tc.d}
+		c := Config{SwitchInterval: tc.d}
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("SwitchInterval %v: Validate %v, want ok=%v", tc.d, err, tc.ok)
 		}

@@ -1,10 +1,11 @@
-package kv
+package node
 
 import (
-	"github.com/shoaldb/shoal/admission"
 	"math"
 	"time"
 
+	"github.com/shoaldb/shoal/admission"
+	"github.com/shoaldb/shoal/node/autopilothost"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
@@ -25,33 +26,29 @@ type Metrics struct {
 	DiskUtilization float64
 	// Operators counts the autopilot decisions that finished while this node ran the autopilot, by
 	// policy, operator kind and outcome (cumulative over the node's life).
-	Operators map[OperatorKey]uint64
-	// AdmissionRequests and AdmissionWrites read the admission gates (admission.go).
+	Operators map[autopilothost.OperatorKey]uint64
+	// AdmissionRequests and AdmissionWrites read the admission gates (Node.Admission).
 	AdmissionRequests, AdmissionWrites admission.Stats
 }
 
 // cacheRatioWindow is the window of Metrics.CacheHitRatio.
 const cacheRatioWindow = 10 * time.Second
 
-// OperatorKey labels an autopilot operator count.
-type OperatorKey struct{ Policy, Kind, Outcome string }
-
 // Metrics reads the node's counters; zero before Start.
 func (n *Node) Metrics() Metrics {
-	select {
-	case <-n.ready:
-	default:
+	st := n.Store()
+	if n.notReady() != nil || st == nil {
 		return Metrics{}
 	}
-	m := Metrics{Loop: n.store.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: n.store.ActiveReplicas(),
-		Operators: n.ap.operatorCounts()}
+	m := Metrics{Loop: st.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: st.ActiveReplicas(),
+		Operators: n.ap.OperatorCounts()}
 	m.AdmissionRequests, m.AdmissionWrites = n.Admission()
 	m.DiskUtilization = n.eng.DiskUtilization()
 	m.CacheHitRatio = math.NaN()
-	if r, ok := n.dir.cacheHitRatio(n.ident.NodeID, cacheRatioWindow); ok {
+	if r, ok := n.dir.CacheHitRatio(n.NodeID(), cacheRatioWindow); ok {
 		m.CacheHitRatio = r
 	}
-	for _, r := range n.store.Replicas() {
+	for _, r := range st.Replicas() {
 		m.Replicas++
 		if r.IsLeader() {
 			m.Leaders++

@@ -1,21 +1,24 @@
-package kv
+// Package directory owns one node's view of the cluster's nodes: their descriptors, when each was last
+// heard from, what each last reported (stats, leaderships, block-cache readings), and pooled gRPC
+// connections to them.
+//
+// It learns only what it is told (heartbeats, joins, the meta range, this node's own transfers); it must
+// never send a heartbeat or read the meta range itself.
+package directory
 
 import (
-	"context"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
 )
 
-// directory is this node's view of the cluster's nodes: descriptors (from the meta range, joins and
+// Directory is this node's view of the cluster's nodes: descriptors (from the meta range, joins and
 // heartbeats), when each was last heard from, and what each reported.
-type directory struct {
+type Directory struct {
 	mu     sync.RWMutex
 	nodes  map[uint64]*pb.NodeDescriptor
 	last   map[uint64]time.Time
@@ -51,14 +54,15 @@ type cacheMark struct {
 // cacheMarks is how many readings are kept per node (one per heartbeat).
 const cacheMarks = 32
 
-func newDirectory() *directory {
-	return &directory{nodes: map[uint64]*pb.NodeDescriptor{}, last: map[uint64]time.Time{},
+// New returns an empty directory.
+func New() *Directory {
+	return &Directory{nodes: map[uint64]*pb.NodeDescriptor{}, last: map[uint64]time.Time{},
 		stats: map[uint64]*pb.NodeStats{}, drain: map[uint64]bool{}, leader: map[uint64]leaderMark{},
 		cache: map[uint64][]cacheMark{}}
 }
 
-// upsert records d and reports whether it changed anything.
-func (d *directory) upsert(nd *pb.NodeDescriptor) bool {
+// Upsert records d and reports whether it changed anything.
+func (d *Directory) Upsert(nd *pb.NodeDescriptor) bool {
 	if nd == nil || nd.NodeId == 0 || nd.Addr == "" {
 		return false
 	}
@@ -71,13 +75,15 @@ func (d *directory) upsert(nd *pb.NodeDescriptor) bool {
 	return true
 }
 
-func (d *directory) heard(nodeID uint64, t time.Time) {
+// Heard records that nodeID was heard from at t.
+func (d *Directory) Heard(nodeID uint64, t time.Time) {
 	d.mu.Lock()
 	d.last[nodeID] = t
 	d.mu.Unlock()
 }
 
-func (d *directory) resolve(nodeID uint64) (string, bool) {
+// Resolve returns nodeID's gRPC address.
+func (d *Directory) Resolve(nodeID uint64) (string, bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	nd, ok := d.nodes[nodeID]
@@ -87,13 +93,15 @@ func (d *directory) resolve(nodeID uint64) (string, bool) {
 	return nd.Addr, true
 }
 
-func (d *directory) get(nodeID uint64) *pb.NodeDescriptor {
+// Get returns nodeID's descriptor, nil when unknown.
+func (d *Directory) Get(nodeID uint64) *pb.NodeDescriptor {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.nodes[nodeID]
 }
 
-func (d *directory) all() []*pb.NodeDescriptor {
+// All returns every known node's descriptor by ascending id.
+func (d *Directory) All() []*pb.NodeDescriptor {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	out := make([]*pb.NodeDescriptor, 0, len(d.nodes))
@@ -104,14 +112,15 @@ func (d *directory) all() []*pb.NodeDescriptor {
 	return out
 }
 
-func (d *directory) lastHeard(nodeID uint64) time.Time {
+// LastHeard is when nodeID was last heard from (zero: never).
+func (d *Directory) LastHeard(nodeID uint64) time.Time {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.last[nodeID]
 }
 
-// liveNodes returns the nodes heard from within window.
-func (d *directory) liveNodes(window time.Duration) []uint64 {
+// LiveNodes returns the nodes heard from within window.
+func (d *Directory) LiveNodes(window time.Duration) []uint64 {
 	now := time.Now()
 	d.mu.RLock()
 	defer d.mu.RUnlock()
@@ -125,12 +134,12 @@ func (d *directory) liveNodes(window time.Duration) []uint64 {
 	return out
 }
 
-// showStats takes a status call's fresh report of this node: it replaces the node's stats and notes
-// its leaderships, as recordStats does, but adds no cache reading. Readings come from heartbeats
+// ShowStats takes a status call's fresh report of this node: it replaces the node's stats and notes
+// its leaderships, as RecordStats does, but adds no cache reading. Readings come from heartbeats
 // alone, one loop's, in order; a report computed just before a heartbeat's and recorded after it has
-// lower counters, which recordStats takes for a restart and clears the readings (a transfer's warmth
-// check then found the leader's ratio unknown 30 s into a run, docs/bench-join.md, session 18).
-func (d *directory) showStats(nodeID uint64, st *pb.NodeStats, draining bool) {
+// lower counters, which RecordStats takes for a restart and clears the readings (a transfer's warmth
+// check then found the leader's ratio unknown 30 s into a run).
+func (d *Directory) ShowStats(nodeID uint64, st *pb.NodeStats, draining bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.setStatsLocked(nodeID, st)
@@ -138,14 +147,16 @@ func (d *directory) showStats(nodeID uint64, st *pb.NodeStats, draining bool) {
 }
 
 // setStatsLocked replaces node's stats and notes the leaderships they report (d.mu held).
-func (d *directory) setStatsLocked(nodeID uint64, st *pb.NodeStats) {
+func (d *Directory) setStatsLocked(nodeID uint64, st *pb.NodeStats) {
 	d.stats[nodeID] = st
 	for _, rl := range st.GetRanges() {
 		d.noteLeaderLocked(nodeID, rl)
 	}
 }
 
-func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, metaLeader uint64, metaDesc *pb.RangeDescriptor) {
+// RecordStats takes a heartbeat's report of nodeID: its stats (nil: none), drain flag, the meta
+// leader it knows and the meta descriptor it holds; each stats report adds a cache reading.
+func (d *Directory) RecordStats(nodeID uint64, st *pb.NodeStats, draining bool, metaLeader uint64, metaDesc *pb.RangeDescriptor) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if metaDesc != nil && (d.metaDescCache == nil || metaDesc.Generation >= d.metaDescCache.Generation) {
@@ -170,10 +181,10 @@ func (d *directory) recordStats(nodeID uint64, st *pb.NodeStats, draining bool, 
 	}
 }
 
-// cacheHitRatio is node's block-cache hit ratio over about the last window (from its heartbeats:
+// CacheHitRatio is node's block-cache hit ratio over about the last window (from its heartbeats:
 // the newest reading against the oldest one within window), and false when there are not two
 // readings or the cache saw no lookups in between.
-func (d *directory) cacheHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
+func (d *Directory) CacheHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
 	first, last, ok := d.cacheWindow(nodeID, window)
 	if !ok || last.hits+last.misses == first.hits+first.misses {
 		return 0, false
@@ -182,11 +193,11 @@ func (d *directory) cacheHitRatio(nodeID uint64, window time.Duration) (float64,
 	return float64(h) / float64(h+m), true
 }
 
-// servedHitRatio is node's block-cache hit ratio for its own reads over about the last window, by
+// ServedHitRatio is node's block-cache hit ratio for its own reads over about the last window, by
 // block bytes: without the snapshots it streamed out and its compactions, which miss by design (on a
 // disk-bound node in the join-long scenario they put the whole-cache ratio at 0.57–0.72 while the
-// clients' reads hit at 0.98–0.99). False as for cacheHitRatio.
-func (d *directory) servedHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
+// clients' reads hit at 0.98–0.99). False as for CacheHitRatio.
+func (d *Directory) ServedHitRatio(nodeID uint64, window time.Duration) (float64, bool) {
 	first, last, ok := d.cacheWindow(nodeID, window)
 	if !ok || last.served == first.served {
 		return 0, false
@@ -196,7 +207,7 @@ func (d *directory) servedHitRatio(nodeID uint64, window time.Duration) (float64
 
 // cacheWindow returns node's newest cache reading and the oldest within window of it (at least the
 // one before it), and false when there are fewer than two.
-func (d *directory) cacheWindow(nodeID uint64, window time.Duration) (first, last cacheMark, ok bool) {
+func (d *Directory) cacheWindow(nodeID uint64, window time.Duration) (first, last cacheMark, ok bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	marks := d.cache[nodeID]
@@ -215,7 +226,7 @@ func (d *directory) cacheWindow(nodeID uint64, window time.Duration) (first, las
 // without the terms, a report made just before a transfer and delivered after it put the old leader
 // back, and the autopilot, seeing the new node lead one range fewer, moved one more leadership to it
 // (a parallel join ended at 7 leaderships for a share of 6, measured).
-func (d *directory) noteLeaderLocked(node uint64, rl *pb.RangeLoad) {
+func (d *Directory) noteLeaderLocked(node uint64, rl *pb.RangeLoad) {
 	m, ok := d.leader[rl.RangeId]
 	t := rl.Term // 0: a report without a term, compared with nothing
 	if rl.Leader {
@@ -239,106 +250,49 @@ func (d *directory) noteLeaderLocked(node uint64, rl *pb.RangeLoad) {
 	}
 }
 
-func (d *directory) leaderOf(rangeID uint64) uint64 {
+// LeaderOf is the node believed to lead rangeID (0: unknown).
+func (d *Directory) LeaderOf(rangeID uint64) uint64 {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.leader[rangeID].node
 }
 
-// setLeader records a leader learned without its term (a NOT_LEADER hint, a split or merge this
+// SetLeader records a leader learned without its term (a NOT_LEADER hint, a split or merge this
 // node made): the next report of any term replaces it.
-func (d *directory) setLeader(rangeID, nodeID uint64) {
+func (d *Directory) SetLeader(rangeID, nodeID uint64) {
 	d.mu.Lock()
 	d.leader[rangeID] = leaderMark{node: nodeID, term: d.leader[rangeID].term}
 	d.mu.Unlock()
 }
 
-// movedLeader records that a leadership transfer to nodeID, made by this node, happened: reports
+// MovedLeader records that a leadership transfer to nodeID, made by this node, happened: reports
 // from the previous term's leader sent before it are stale (see leaderMark).
-func (d *directory) movedLeader(rangeID, nodeID uint64) {
+func (d *Directory) MovedLeader(rangeID, nodeID uint64) {
 	d.mu.Lock()
 	d.leader[rangeID] = leaderMark{node: nodeID, term: d.leader[rangeID].term, moved: true}
 	d.mu.Unlock()
 }
 
-func (d *directory) statsOf(nodeID uint64) (*pb.NodeStats, bool) {
+// StatsOf returns nodeID's last reported stats and drain flag.
+func (d *Directory) StatsOf(nodeID uint64) (*pb.NodeStats, bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.stats[nodeID], d.drain[nodeID]
 }
 
-// peerConns pools gRPC connections to other nodes for node-internal calls.
-type peerConns struct {
-	mu    sync.Mutex
-	opts  []grpc.DialOption
-	conns map[string]*grpc.ClientConn
-	token string
+// MetaLeader is the node leading the meta range as last reported (0: unknown).
+func (d *Directory) MetaLeader() uint64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.metaLeader
 }
 
-func newPeerConns(opts []grpc.DialOption, token string) *peerConns {
-	return &peerConns{opts: opts, conns: map[string]*grpc.ClientConn{}, token: token}
-}
-
-// tokenCreds attaches the cluster's auth token to every node-to-node call, unary and streaming (raft
-// messages and snapshots included). Without TLS the token travels in clear text, as it does for
-// clients; --certs-dir is the way to protect it.
-type tokenCreds string
-
-func (t tokenCreds) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(t)}, nil
-}
-
-func (t tokenCreds) RequireTransportSecurity() bool { return false }
-
-// withToken returns opts plus per-call credentials carrying token (opts unchanged when token is "").
-func withToken(opts []grpc.DialOption, token string) []grpc.DialOption {
-	out := append([]grpc.DialOption(nil), opts...)
-	if token != "" {
-		out = append(out, grpc.WithPerRPCCredentials(tokenCreds(token)))
+// MetaDesc is a copy of the newest meta range descriptor a node holding a replica reported (nil: none).
+func (d *Directory) MetaDesc() *pb.RangeDescriptor {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.metaDescCache == nil {
+		return nil
 	}
-	return out
-}
-
-func (p *peerConns) client(addr string) (pb.ShoalClient, error) {
-	c, err := p.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	return pb.NewShoalClient(c), nil
-}
-
-// conn returns the pooled connection to addr, dialling it with the node's options (TLS, auth token)
-// the first time.
-func (p *peerConns) conn(addr string) (*grpc.ClientConn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.conns[addr]; ok {
-		return c, nil
-	}
-	opts := withToken(p.opts, p.token)
-	c, err := grpc.NewClient(addr, opts...)
-	if err != nil {
-		return nil, err
-	}
-	p.conns[addr] = c
-	return c, nil
-}
-
-// peerConn returns the pooled node-to-node connection to node id (the address from the directory;
-// Config.DialOptions and the auth token apply), for services other than the public API (read hints).
-func (n *Node) peerConn(nodeID uint64) (*grpc.ClientConn, error) {
-	addr, ok := n.dir.resolve(nodeID)
-	if !ok {
-		return nil, fmt.Errorf("node %d is not in this node's directory", nodeID)
-	}
-	return n.peers.conn(addr)
-}
-
-func (p *peerConns) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for a, c := range p.conns {
-		c.Close()
-		delete(p.conns, a)
-	}
+	return proto.Clone(d.metaDescCache).(*pb.RangeDescriptor)
 }

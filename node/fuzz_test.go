@@ -1,4 +1,4 @@
-package kv
+package node
 
 import (
 	"bytes"
@@ -137,8 +137,8 @@ func requestSeeds() []struct {
 // newUnstartedNode is a node on a fresh store that was never started: no identity, no replica store.
 func newUnstartedNode(tb testing.TB, eng *storage.Engine) *Node {
 	tb.Helper()
-	n, err := NewNode(Config{Engine: eng, Addr: "127.0.0.1:1", Join: []string{"127.0.0.1:2"},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	n, err := newNode(Config{DataDir: eng.Dir(), Addr: "127.0.0.1:1", Join: []string{"127.0.0.1:2"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.WithDefaults(), eng)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,13 +1,13 @@
-package kv
+package autopilothost
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/autopilot/decisions"
+	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -15,20 +15,12 @@ import (
 // range (keys 'D' <id:8>, values the entries' JSON) so that it survives the autopilot moving to
 // another node or a restart: the next autopilot restores it before its first round.
 
-var decisionPrefix = []byte{'D'}
-
-func decisionKey(id uint64) []byte {
-	k := make([]byte, 1+8)
-	k[0] = decisionPrefix[0]
-	binary.BigEndian.PutUint64(k[1:], id)
-	return k
-}
-
 // loadDecisions reads the saved decision log into ap's log.
-func (h *autopilotHost) loadDecisions(ctx context.Context, ap *autopilot.Autopilot) {
-	kvs, err := h.n.metaScan(ctx, decisionPrefix, []byte{decisionPrefix[0] + 1}, 0)
+func (h *Host) loadDecisions(ctx context.Context, ap *autopilot.Autopilot) {
+	start, end := records.DecisionSpan()
+	kvs, err := h.deps.Ranges.ScanMeta(ctx, start, end, 0)
 	if err != nil {
-		h.n.log.Warn("autopilot: could not load the saved decision log; starting with an empty one", "err", err)
+		h.log.Warn("autopilot: could not load the saved decision log; starting with an empty one", "err", err)
 		return
 	}
 	entries := make([]decisions.Entry, 0, len(kvs))
@@ -36,7 +28,7 @@ func (h *autopilotHost) loadDecisions(ctx context.Context, ap *autopilot.Autopil
 	for _, kv := range kvs {
 		var e decisions.Entry
 		if err := json.Unmarshal(kv.Value, &e); err != nil || e.ID == 0 {
-			h.n.log.Warn("autopilot: skipping an unreadable saved decision", "key", kv.Key, "err", err)
+			h.log.Warn("autopilot: skipping an unreadable saved decision", "key", kv.Key, "err", err)
 			continue
 		}
 		entries = append(entries, e)
@@ -50,7 +42,7 @@ func (h *autopilotHost) loadDecisions(ctx context.Context, ap *autopilot.Autopil
 
 // saveDecisions writes the entries that changed since the last save and deletes those the bounded
 // log has dropped, in one meta command.
-func (h *autopilotHost) saveDecisions(ctx context.Context, ap *autopilot.Autopilot) {
+func (h *Host) saveDecisions(ctx context.Context, ap *autopilot.Autopilot) {
 	entries := ap.Decisions().Entries()
 	h.decMu.Lock()
 	defer h.decMu.Unlock()
@@ -66,19 +58,19 @@ func (h *autopilotHost) saveDecisions(ctx context.Context, ap *autopilot.Autopil
 		}
 		now[e.ID] = string(b)
 		if h.savedDecisions[e.ID] != string(b) {
-			muts = append(muts, &pb.Mutation{Key: decisionKey(e.ID), Value: b})
+			muts = append(muts, &pb.Mutation{Key: records.DecisionKey(e.ID), Value: b})
 		}
 	}
 	for id := range h.savedDecisions {
 		if _, ok := now[id]; !ok {
-			muts = append(muts, &pb.Mutation{Key: decisionKey(id), Delete: true})
+			muts = append(muts, &pb.Mutation{Key: records.DecisionKey(id), Delete: true})
 		}
 	}
 	if len(muts) == 0 {
 		return
 	}
-	if _, err := h.n.metaCommand(ctx, &pb.Command{Mutations: muts}); err != nil {
-		h.n.log.Debug("autopilot: saving the decision log failed; will retry", "err", err)
+	if _, err := h.deps.Ranges.ProposeMeta(ctx, &pb.Command{Mutations: muts}); err != nil {
+		h.log.Debug("autopilot: saving the decision log failed; will retry", "err", err)
 		return
 	}
 	h.savedDecisions = now
