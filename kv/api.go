@@ -252,7 +252,8 @@ func (s *Service) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanRespon
 			pe = &pb.Error{Code: pb.ErrorCode_RANGE_MOVED, Message: "no local replica for this scan"}
 		}
 	} else {
-		r, pe = s.replicaFor(req.Header, req.Start, false)
+		// An empty start is the first key: the range holding it serves the scan.
+		r, pe = s.replicaFor(req.Header, append([]byte{}, req.Start...), false)
 	}
 	if pe != nil {
 		return &pb.ScanResponse{Error: pe}, nil
