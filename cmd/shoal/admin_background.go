@@ -48,7 +48,7 @@ command returns when the compaction is done and prints how it passed that gate.`
 	},
 }
 
-var backupFlags struct{ rate byteSize }
+var backupFlags struct{ rate int64 }
 
 var adminBackupCmd = &cobra.Command{
 	Use:   "backup NODE DIR",
@@ -70,7 +70,7 @@ Restore it into a new cluster with "shoal restore DIR".`,
 		if !filepath.IsAbs(a[1]) {
 			return usageError{fmt.Errorf("DIR %q must be an absolute path (it is on the node's host)", a[1])}
 		}
-		rate := int64(backupFlags.rate)
+		rate := backupFlags.rate
 		return withLongSession(cmd, func(s *session) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "node %d: backup into %s requested; waiting for it to finish...\n", node, a[1])
 			res, err := s.c.Backup(s.ctx, node, a[1], rate)
@@ -210,7 +210,7 @@ func humanBytes(b uint64) string {
 }
 
 func init() {
-	adminBackupCmd.Flags().Var(&backupFlags.rate, "rate", "limit the backup's reads to this many bytes per second, e.g. 50MiB (default unlimited)")
+	adminBackupCmd.Flags().Var(sizeOf(&backupFlags.rate), "rate", "limit the backup's reads to this many bytes per second, e.g. 50MiB (default unlimited)")
 	f := adminMaintenanceCmd.Flags()
 	f.StringVar(&maintenanceFlags.task, "task", "", "name of the job (shown in admin nodes and the decision log)")
 	f.DurationVar(&maintenanceFlags.duration, "duration", 0, "how long the job will load the node, e.g. 10m")

@@ -76,48 +76,71 @@ func TestStartPrintConfig(t *testing.T) {
 	if strings.Contains(out, "s3cr3t") {
 		t.Fatalf("--print-config leaks the token: %s", out)
 	}
-	var cfg map[string]any
-	if err := json.Unmarshal([]byte(out), &cfg); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
-	for k, want := range map[string]any{
-		"data_dir": "d", "listen": "127.0.0.1:0", "http": "off", "auth_token": "(redacted)",
-		"cache_bytes": float64(1 << 30), "max_value_bytes": float64(1 << 20), "max_key_bytes": float64(4096),
-		"range_max_bytes": float64(64 << 20), "tick_interval": "100ms", "bootstrap": false,
+	cfg := printedConfig(t, out)
+	for path, want := range map[string]any{
+		"node.data_dir": "d", "listen": "127.0.0.1:0", "http": "off", "node.auth_token": "(redacted)",
+		"node.storage.cache_bytes": float64(1 << 30), "node.kv.max_value_bytes": float64(1 << 20),
+		"node.kv.max_key_bytes": float64(4096), "node.kv.range_max_bytes": float64(64 << 20),
+		"node.raft.tick_interval": "100ms", "node.bootstrap": false,
 	} {
-		if cfg[k] != want {
-			t.Errorf("%s = %v, want %v", k, cfg[k], want)
+		if got := lookup(cfg, path); got != want {
+			t.Errorf("%s = %v, want %v", path, got, want)
 		}
 	}
-	if j, _ := cfg["join"].([]any); len(j) != 2 || j[1] != "10.0.0.2:26257" {
-		t.Errorf("join = %v", cfg["join"])
+	if j, _ := lookup(cfg, "node.join").([]any); len(j) != 2 || j[1] != "10.0.0.2:26257" {
+		t.Errorf("join = %v", lookup(cfg, "node.join"))
 	}
 
 	// --join may be repeated.
 	code, out, _ = shoal(t, "start", "--data-dir", "d", "--join", "a:1", "--join", "b:2,c:3", "--print-config")
-	if code != 0 || !strings.Contains(out, `"join": [
-    "a:1",
-    "b:2",
-    "c:3"
-  ]`) {
+	if j, _ := lookup(printedConfig(t, out), "node.join").([]any); code != 0 || len(j) != 3 || j[0] != "a:1" || j[2] != "c:3" {
 		t.Fatalf("repeated --join: exit %d\n%s", code, out)
 	}
 
-	// Defaults only.
+	// Defaults only: every layer's own.
 	code, out, _ = shoal(t, "start", "--data-dir", "d", "--print-config")
-	if code != 0 || !strings.Contains(out, `"listen": "127.0.0.1:26257"`) || !strings.Contains(out, `"http": "127.0.0.1:8080"`) ||
-		!strings.Contains(out, `"auth_token": ""`) || !strings.Contains(out, `"cache_bytes": 134217728`) ||
-		!strings.Contains(out, `"read_hints_disk_read_share": 0.05`) {
+	if code != 0 {
 		t.Fatalf("defaults: exit %d\n%s", code, out)
 	}
-	code, out, _ = shoal(t, "start", "--data-dir", "d", "--print-config")
-	if code != 0 || !strings.Contains(out, `"read_hints_switch_interval": "2s"`) {
-		t.Fatalf("default --read-hints-switch-interval: exit %d\n%s", code, out)
+	cfg = printedConfig(t, out)
+	for path, want := range map[string]any{
+		"listen": "127.0.0.1:26257", "http": "127.0.0.1:8080", "node.auth_token": "", "node.storage.cache_bytes": float64(128 << 20),
+		"node.hints.disk_read_share": 0.05, "node.hints.switch_interval": "2s", "node.hints.tuning.shipper.flush_interval": "90ms",
+		"node.autopilot.policies.shed.ranking": "mrc", "node.autopilot.policies.replicate.dead_after": "1m0s",
+		"node.transport.snapshot_rate_bytes_per_sec": float64(32 << 20), "node.admission.requests.count": float64(4096),
+	} {
+		if got := lookup(cfg, path); got != want {
+			t.Errorf("default %s = %v, want %v", path, got, want)
+		}
 	}
-	code, out, _ = shoal(t, "start", "--data-dir", "d", "--read-hints-switch-interval", "100ms", "--print-config")
-	if code != 0 || !strings.Contains(out, `"read_hints_switch_interval": "100ms"`) {
-		t.Fatalf("--read-hints-switch-interval 100ms: exit %d\n%s", code, out)
+	code, out, _ = shoal(t, "start", "--data-dir", "d", "--read-hints-switch-interval", "100ms", "--dead-node-timeout", "10s", "--print-config")
+	cfg = printedConfig(t, out)
+	if code != 0 || lookup(cfg, "node.hints.switch_interval") != "100ms" || lookup(cfg, "node.autopilot.policies.replicate.dead_after") != "10s" {
+		t.Fatalf("--read-hints-switch-interval 100ms --dead-node-timeout 10s: exit %d\n%s", code, out)
 	}
+}
+
+// printedConfig decodes --print-config's output.
+func printedConfig(t *testing.T, out string) map[string]any {
+	t.Helper()
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(out), &cfg); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	return cfg
+}
+
+// lookup follows a dotted path through decoded JSON objects (nil when absent).
+func lookup(tree map[string]any, path string) any {
+	var v any = tree
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }
 
 func TestStartUsageErrors(t *testing.T) {
