@@ -1,18 +1,20 @@
-// Package benchutil holds the small pieces the benchmark runners (bench/scenario, bench/move) share:
-// cluster-readiness checks through the client, latency histogram bounds and a text progress bar.
-// It must never start servers or hold state: runners own their clusters and reports.
+// Package benchutil holds what the benchmark runners (bench/core, bench/move, bench/scenario) share:
+// the one function that starts an in-process node, cluster-readiness checks through the client,
+// latency histograms, JSON reports, PNG figures and a text progress bar. It holds no state: runners
+// own their clusters and reports.
 package benchutil
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/pb"
-	"github.com/shoaldb/shoal/replica"
 )
 
 // FullyReplicated reports whether every range has want voters, no learners, and a leader.
@@ -38,19 +40,19 @@ func FullyReplicated(ctx context.Context, cl *client.Client, want int) bool {
 	return true
 }
 
-// UserRanges returns the ranges other than the meta range.
-func UserRanges(ctx context.Context, cl *client.Client) ([]*pb.RangeStatus, error) {
-	rs, err := cl.Ranges(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []*pb.RangeStatus
-	for _, r := range rs {
-		if r.GetDesc().GetRangeId() != replica.MetaRangeID {
-			out = append(out, r)
+// WaitFor polls cond every 200 ms until it holds, ctx ends or d passes.
+func WaitFor(ctx context.Context, d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still not done after %v", d)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return out, nil
+	return nil
 }
 
 // maxUs is the largest latency the histograms record: one minute.
@@ -65,6 +67,9 @@ func ClampUs(d time.Duration) int64 { return min(max(d.Microseconds(), 1), maxUs
 // UsToMs converts microseconds to milliseconds.
 func UsToMs(us int64) float64 { return float64(us) / 1000 }
 
+// Quantile is h's q-th percentile in milliseconds.
+func Quantile(h *hdrhistogram.Histogram, q float64) float64 { return UsToMs(h.ValueAtQuantile(q)) }
+
 // Bar draws a 30-character progress bar for frac (0..1) followed by text.
 func Bar(frac float64, text string) string {
 	const width = 30
@@ -72,3 +77,15 @@ func Bar(frac float64, text string) string {
 	n := int(frac * width)
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "] " + text
 }
+
+// WriteJSON writes v to path as indented JSON: every report a runner or an analysis writes.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// TempDir makes a scratch directory for a benchmark's data.
+func TempDir() (string, error) { return os.MkdirTemp("", "shoal-bench-") }

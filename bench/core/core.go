@@ -6,8 +6,6 @@ package core
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -15,9 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/localnode"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
@@ -61,12 +58,12 @@ func GroupCommit(ctx context.Context, dir string, threads, valueBytes int, d tim
 	rep.RawPebbleOpsSec = float64(n.Load()) / d.Seconds()
 	eng.Close()
 
-	node, stop, err := StartNode(ctx, filepath.Join(dir, "shoal"), kv.Config{})
+	node, err := startNode(ctx, filepath.Join(dir, "shoal"))
 	if err != nil {
 		return rep, err
 	}
-	defer stop()
-	cl, err := client.New(ctx, client.Config{Addrs: []string{node.addr}})
+	defer node.Kill()
+	cl, err := client.New(ctx, client.Config{Addrs: []string{node.Addr}})
 	if err != nil {
 		return rep, err
 	}
@@ -78,7 +75,7 @@ func GroupCommit(ctx context.Context, dir string, threads, valueBytes int, d tim
 	// machine the gRPC run below shares the cores with its load generator, so both are reported.
 	n.Store(0)
 	run(threads, d, func(w, i int) {
-		resp, err := node.Node.Put(ctx, &pb.PutRequest{Key: []byte(fmt.Sprintf("p%02d-%09d", w, i)), Value: value})
+		resp, err := node.KV.Put(ctx, &pb.PutRequest{Key: []byte(fmt.Sprintf("p%02d-%09d", w, i)), Value: value})
 		if err == nil && resp.Error == nil {
 			n.Add(1)
 		}
@@ -92,7 +89,7 @@ func GroupCommit(ctx context.Context, dir string, threads, valueBytes int, d tim
 		}
 	})
 	rep.ShoalOpsSec = float64(n.Load()) / d.Seconds()
-	ls := node.Node.Store().LoopStats()
+	ls := node.KV.Store().LoopStats()
 	rep.LoopCycles, rep.LoopSyncs, rep.EntriesWritten = ls.Cycles, ls.Syncs, ls.EntriesWritten
 	rep.ShoalOfCeilingPc = 100 * rep.ShoalOpsSec / rep.RawPebbleOpsSec
 	return rep, nil
@@ -127,26 +124,17 @@ func waitWritable(ctx context.Context, cl *client.Client) error {
 	}
 }
 
-// RunningNode is a node started by StartNode.
-type RunningNode struct {
-	addr string
-	Node *kv.Node
-	Eng  *storage.Engine
-}
-
-// StartNode bootstraps a one-node cluster in dir, serving gRPC on a loopback port.
-func StartNode(ctx context.Context, dir string, cfg kv.Config) (*RunningNode, func(), error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+// startNode bootstraps a one-node cluster in dir, serving gRPC on a loopback port.
+func startNode(ctx context.Context, dir string) (*benchutil.Node, error) {
+	lis, err := benchutil.Listen()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cfg.Bootstrap = true
-	ln, err := localnode.Start(ctx, localnode.Options{Dir: dir, Create: true, Addr: lis.Addr().String(), Listener: lis, KV: cfg})
+	n, err := benchutil.StartNode(ctx, benchutil.NodeSpec{Dir: dir, Create: true, Listener: lis, Config: benchutil.NodeConfig{Bootstrap: true}})
 	if err != nil {
 		lis.Close()
-		return nil, nil, err
 	}
-	return &RunningNode{addr: ln.Addr, Node: ln.KV, Eng: ln.Eng}, ln.Kill, nil
+	return n, err
 }
 
 // IdleReport is the cost of a node holding many idle ranges.
@@ -166,21 +154,19 @@ type IdleReport struct {
 // per range and the process's CPU while idle.
 func IdleRanges(ctx context.Context, dir string, ranges int, idle time.Duration) (IdleReport, error) {
 	rep := IdleReport{Ranges: ranges, IdleSeconds: idle.Seconds()}
-	node, stop, err := StartNode(ctx, dir, kv.Config{})
+	node, err := startNode(ctx, dir)
 	if err != nil {
 		return rep, err
 	}
-	cl, err := client.New(ctx, client.Config{Addrs: []string{node.addr}})
+	cl, err := client.New(ctx, client.Config{Addrs: []string{node.Addr}})
+	if err == nil {
+		err = waitWritable(ctx, cl)
+		cl.Close()
+	}
+	node.Kill()
 	if err != nil {
-		stop()
 		return rep, err
 	}
-	if err := waitWritable(ctx, cl); err != nil {
-		stop()
-		return rep, err
-	}
-	cl.Close()
-	stop()
 	rep.HeapBytesBefore = heap()
 
 	// Write the extra ranges' initial state directly into the stopped node's engine.
@@ -205,10 +191,6 @@ func IdleRanges(ctx context.Context, dir string, ranges int, idle time.Duration)
 	if err != nil {
 		return rep, err
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return rep, err
-	}
 	tr := transport.New(transport.Config{NodeID: 1}, nil)
 	st = replica.NewStore(replica.Config{NodeID: 1, Engine: eng, Transport: tr})
 	if err := st.Load(); err != nil {
@@ -219,7 +201,6 @@ func IdleRanges(ctx context.Context, dir string, ranges int, idle time.Duration)
 		st.Stop()
 		tr.Close()
 		eng.Close()
-		lis.Close()
 	}()
 	for _, r := range st.Replicas() {
 		r.Campaign()
@@ -258,6 +239,3 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// TempDir makes a scratch directory for a benchmark run.
-func TempDir() (string, error) { return os.MkdirTemp("", "shoal-bench-") }

@@ -1,89 +1,38 @@
 package move
 
 import (
-	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/crc64"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/localnode"
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 )
 
-// cluster is a local cluster of in-process nodes on loopback; the first bootstraps, the others join.
+// cluster is the benchmark's four nodes.
 type cluster struct {
-	nodes []*localnode.Node
+	*benchutil.Cluster
 }
 
-func startCluster(ctx context.Context, dir string, n int, cfg kv.Config, cacheBytes int64) (*cluster, error) {
-	c := &cluster{}
-	for i := 0; i < n; i++ {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			c.stop()
-			return nil, err
-		}
-		ncfg := cfg
-		if i == 0 {
-			ncfg.Bootstrap = true
-		} else {
-			ncfg.Join = []string{c.nodes[0].Addr}
-		}
-		ln, err := localnode.Start(ctx, localnode.Options{Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), Create: true,
-			Addr: lis.Addr().String(), Listener: lis, CacheBytes: cacheBytes, KV: ncfg})
-		if err != nil {
-			lis.Close()
-			c.stop()
-			return nil, fmt.Errorf("start node %d: %w", i+1, err)
-		}
-		c.nodes = append(c.nodes, ln)
-	}
-	return c, nil
-}
+func (c cluster) nodes() []*benchutil.Node { return c.Nodes() } // no node is killed here
 
-func (c *cluster) stop() {
-	for _, n := range c.nodes {
-		n.Kill()
-	}
-}
-
-func (c *cluster) addrs() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, n.Addr)
-	}
-	return out
-}
-
-// node returns the local node with id, or nil.
-func (c *cluster) node(id uint64) *localnode.Node {
-	for _, n := range c.nodes {
-		if n.KV.NodeID() == id {
-			return n
+// replicaOn returns node id's local replica of rangeID, or nil.
+func (c cluster) replicaOn(id, rangeID uint64) *replica.Replica {
+	for _, n := range c.nodes() {
+		if n.KV.NodeID() == id && n.KV.Store() != nil {
+			return n.KV.Store().Replica(rangeID)
 		}
 	}
 	return nil
 }
 
-// replicaOn returns node id's local replica of rangeID, or nil.
-func (c *cluster) replicaOn(id, rangeID uint64) *replica.Replica {
-	n := c.node(id)
-	if n == nil || n.KV.Store() == nil {
-		return nil
-	}
-	return n.KV.Store().Replica(rangeID)
-}
-
 // leaderOf returns the node whose local replica of rangeID is the raft leader, or 0.
-func (c *cluster) leaderOf(rangeID uint64) uint64 {
-	for _, n := range c.nodes {
+func (c cluster) leaderOf(rangeID uint64) uint64 {
+	for _, n := range c.nodes() {
 		if r := n.KV.Store().Replica(rangeID); r != nil && r.IsLeader() {
 			return n.KV.NodeID()
 		}
@@ -91,9 +40,34 @@ func (c *cluster) leaderOf(rangeID uint64) uint64 {
 	return 0
 }
 
+// caughtUp reports whether every node in nodes has applied what the range's leader has.
+func (c cluster) caughtUp(rangeID uint64, nodes []uint64) bool {
+	lr := c.replicaOn(c.leaderOf(rangeID), rangeID)
+	if lr == nil {
+		return false
+	}
+	want := lr.Status().Applied
+	for _, n := range nodes {
+		if r := c.replicaOn(n, rangeID); r == nil || r.Status().Applied < want {
+			return false
+		}
+	}
+	return true
+}
+
+// settled reports whether no node is compacting.
+func (c cluster) settled() bool {
+	for _, n := range c.nodes() {
+		if n.Eng.Stats().CompactionsRunning > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // nodeStats is the latest reading of one node's counters, refreshed by a poller of its own: a node
 // whose locks are held for long (while it applies a large snapshot, Metrics waits for the replica's
-// lock) must not stall the sampler, and how long a reading took is itself worth reporting.
+// lock) must not stall the sampler.
 type nodeStats struct {
 	id                                 uint64
 	snapBytes, snapsSent, snapsApplied atomic.Uint64
@@ -102,35 +76,28 @@ type nodeStats struct {
 	// whether it leads the range.
 	applied atomic.Uint64
 	leader  atomic.Bool
-	maxCall atomic.Int64 // longest Metrics call (ns)
 }
 
-// pollStats starts one poller per node, reading its Metrics and its replica of rangeID every interval until stop is called
-// (stop waits for them, so it must run before the nodes stop).
-func (c *cluster) pollStats(interval time.Duration, rangeID uint64) (stats []*nodeStats, stop func()) {
+// pollStats starts one poller per node, reading its Metrics and its replica of rangeID every interval
+// until stop is called (stop waits for them, so it must run before the nodes stop).
+func (c cluster) pollStats(interval time.Duration, rangeID uint64) (stats []*nodeStats, stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, n := range c.nodes {
+	for _, n := range c.nodes() {
 		st := &nodeStats{id: n.KV.NodeID()}
 		stats = append(stats, st)
 		read := func() {
-			t := time.Now()
 			m := n.KV.Metrics()
-			if d := int64(time.Since(t)); d > st.maxCall.Load() {
-				st.maxCall.Store(d)
-			}
 			st.snapBytes.Store(m.Transport.SnapshotBytesSent)
 			st.snapsSent.Store(m.Transport.SnapshotsSent)
 			st.snapsApplied.Store(m.Loop.SnapshotsApplied)
 			st.writeStalls.Store(m.Engine.WriteStalls)
+			var rs replica.Status
 			if r := n.KV.Store().Replica(rangeID); r != nil {
-				rs := r.Status()
-				st.applied.Store(rs.Applied)
-				st.leader.Store(rs.IsLeader)
-			} else {
-				st.applied.Store(0)
-				st.leader.Store(false)
+				rs = r.Status()
 			}
+			st.applied.Store(rs.Applied)
+			st.leader.Store(rs.IsLeader)
 		}
 		read()
 		wg.Add(1)
@@ -167,14 +134,24 @@ func sums(stats []*nodeStats) (bytes, snapshots uint64, stalls int64) {
 	return bytes, snapshots, stalls
 }
 
-// settled reports whether no node is compacting.
-func (c *cluster) settled() bool {
-	for _, n := range c.nodes {
-		if st := n.Eng.Stats(); st.CompactionsRunning > 0 {
-			return false
+// leaderApplied is the applied index of the range's leader (0 if none is known).
+func leaderApplied(stats []*nodeStats) uint64 {
+	for _, st := range stats {
+		if st.leader.Load() {
+			return st.applied.Load()
 		}
 	}
-	return true
+	return 0
+}
+
+// statsOf is the poller of node id.
+func statsOf(stats []*nodeStats, id uint64) *nodeStats {
+	for _, st := range stats {
+		if st.id == id {
+			return st
+		}
+	}
+	return &nodeStats{}
 }
 
 // voters lists the voter nodes of d.
@@ -188,18 +165,10 @@ func voters(d *pb.RangeDescriptor) []uint64 {
 	return out
 }
 
-func hasVoter(d *pb.RangeDescriptor, node uint64) bool {
+// holds reports whether d has a replica on node (a voter, when voter is set).
+func holds(d *pb.RangeDescriptor, node uint64, voter bool) bool {
 	for _, rd := range d.GetReplicas() {
-		if rd.NodeId == node && !rd.Learner {
-			return true
-		}
-	}
-	return false
-}
-
-func hasReplica(d *pb.RangeDescriptor, node uint64) bool {
-	for _, rd := range d.GetReplicas() {
-		if rd.NodeId == node {
+		if rd.NodeId == node && (!voter || !rd.Learner) {
 			return true
 		}
 	}
@@ -230,10 +199,7 @@ func digest(node uint64, r *replica.Replica) ReplicaDigest {
 			return d
 		}
 		for _, p := range kvs {
-			var l [8]byte
-			putU32(l[:4], uint32(len(p.Key)))
-			putU32(l[4:], uint32(len(p.Value)))
-			h.Write(l[:])
+			h.Write(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(len(p.Key))), uint32(len(p.Value))))
 			h.Write(p.Key)
 			h.Write(p.Value)
 			d.Keys++
@@ -249,13 +215,4 @@ func digest(node uint64, r *replica.Replica) ReplicaDigest {
 		d.Error = fmt.Sprintf("applied index moved from %d to %d during the scan", d.Applied, a)
 	}
 	return d
-}
-
-func putU32(b []byte, v uint32) {
-	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
-}
-
-// nodeLogger writes the nodes' logs (info and above) to w.
-func nodeLogger(w interface{ Write([]byte) (int, error) }) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }

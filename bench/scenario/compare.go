@@ -1,50 +1,44 @@
 package scenario
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
-	"os"
-	"slices"
 	"text/tabwriter"
+
+	"github.com/shoaldb/shoal/bench/benchutil"
 )
 
 // A join's SLO score is a count of a handful of seconds, and one invocation's mean moves more than
-// two strategies differ (docs/bench-join.md, sessions 19-25): a claim "B breaks the SLO twice as
-// often as A" needs the runs paired as they ran, side by side, and an interval over the pairs. And
-// when the old nodes break the SLO without any join (their compactions' ends), the ratio a strategy
-// can reach at all is bounded: a control run (the node starts, the policy is off) measures that
-// floor in the same invocations.
+// two strategies differ: a claim "B breaks the SLO twice as often as A" needs the runs paired as
+// they ran, side by side, and an interval over the pairs. When the old nodes break the SLO without
+// any join, the ratio a strategy can reach is bounded: a control run (the node starts, the policy is
+// off) measures that floor in the same invocations.
 
 // CompareOptions choose what Compare pairs and how it scores.
 type CompareOptions struct {
-	// A and B are the variants compared; ratios are B's figure over A's (e.g. A incremental,
-	// B parallel: issue 10's "parallel has >= 2x the violating windows").
+	// A and B are the variants compared; ratios are B's figure over A's.
 	A, B string
-	// Control, if set, is a variant without the mechanism (e.g. no-join): its SLO score over a
-	// window of A's join length from its own node start is the floor.
+	// Control, if set, is a variant without the mechanism (no-join): its SLO score over a window of
+	// A's join length from its own node start is the floor.
 	Control string
 	// ThresholdMs, if > 0, is one SLO threshold for every run instead of each run's own.
 	ThresholdMs float64
-	// Resamples of the bootstrap (default 10 000); the seed is fixed, so a comparison reprints the same.
+	// Resamples of the bootstrap (default 10 000).
 	Resamples int
 }
 
-// ComparedRun is one run's score in a comparison.
+// ComparedRun is one run's score: the 1-s windows whose p99 exceeded the threshold from StartS to
+// EndS and their summed excess; the chapter's 2-s score and the join's figures as its report has
+// them (not for a control, whose window is not its report's).
 type ComparedRun struct {
-	Report      string  `json:"report"`
-	Variant     string  `json:"variant"`
-	StartS      float64 `json:"start_s"`
-	EndS        float64 `json:"end_s"`
-	ThresholdMs float64 `json:"threshold_ms"`
-	// Windows and ExcessMs: the 1-s windows whose p99 exceeded the threshold from StartS to EndS,
-	// and their summed excess (the issue's score).
-	Windows  int     `json:"windows"`
-	ExcessMs float64 `json:"excess_ms"`
-	// The chapter's 2-s mean score and the join's figures, as the run's report has them (absent for
-	// a control, whose window is not its report's).
+	Report            string  `json:"report"`
+	Variant           string  `json:"variant"`
+	StartS            float64 `json:"start_s"`
+	EndS              float64 `json:"end_s"`
+	ThresholdMs       float64 `json:"threshold_ms"`
+	Windows           int     `json:"windows"`
+	ExcessMs          float64 `json:"excess_ms"`
 	ChapterViolations int     `json:"chapter_violations"`
 	ChapterExcessMs   float64 `json:"chapter_excess_ms"`
 	ThroughputRatio   float64 `json:"throughput_ratio"`
@@ -52,8 +46,7 @@ type ComparedRun struct {
 	JoinS             float64 `json:"join_s"`
 }
 
-// ComparedPair is the k-th run of A and of B (and of the control) of one report: runs that ran side
-// by side in one invocation.
+// ComparedPair is the k-th run of A and of B (and of the control) of one report.
 type ComparedPair struct {
 	A       ComparedRun  `json:"a"`
 	B       ComparedRun  `json:"b"`
@@ -61,8 +54,8 @@ type ComparedPair struct {
 }
 
 // Ratio is a figure's mean over the pairs for two of the runs, Num / Den, with a 95 % bootstrap
-// interval (resampling the pairs). Ratio is absent when Den is 0, Hi when more than 2.5 % of the
-// resamples had a denominator of 0 (unbounded).
+// interval. Ratio is absent when Den is 0, Hi when more than 2.5 % of the resamples had a
+// denominator of 0.
 type Ratio struct {
 	Figure string   `json:"figure"`
 	What   string   `json:"what"` // e.g. "parallel / incremental"
@@ -73,33 +66,14 @@ type Ratio struct {
 	Hi     *float64 `json:"hi,omitempty"`
 }
 
-// finite is x, or nil when x is infinite or not a number (JSON has neither).
-func finite(x float64) *float64 {
-	if math.IsInf(x, 0) || math.IsNaN(x) {
-		return nil
-	}
-	return &x
-}
-
-// text formats an optional ratio.
-func text(x *float64, format string) string {
-	if x == nil {
-		return "n/a"
-	}
-	return fmt.Sprintf(format, *x)
-}
-
-// Comparison is what Compare returns.
+// Comparison is what Compare returns: every pair's scores, the ratios B / A of every score and, with
+// a control, A / floor and B / floor (in a surge scenario the control never relieves the surge, so
+// its floor includes the overload a join removes); Skipped names the pairs left out.
 type Comparison struct {
 	Options CompareOptions `json:"options"`
 	Pairs   []ComparedPair `json:"pairs"`
-	// Ratios: B / A of every score; with a control also A / floor (1: A costs nothing above the
-	// floor) and B / floor (the most B / A could be if A cost nothing above it). In a surge
-	// scenario the control never relieves the surge, so its floor includes the overload a join
-	// removes: there B / floor bounds nothing, and A / floor below 1 is the join's relief.
-	Ratios []Ratio `json:"ratios"`
-	// Skipped names the pairs left out (a join that did not finish, a missing control run).
-	Skipped []string `json:"skipped,omitempty"`
+	Ratios  []Ratio        `json:"ratios"`
+	Skipped []string       `json:"skipped,omitempty"`
 }
 
 // Compare pairs the runs of opts.A and opts.B (and opts.Control) in each report, in the order they
@@ -117,13 +91,13 @@ func Compare(paths []string, opts CompareOptions) (*Comparison, error) {
 		if err != nil {
 			return nil, err
 		}
-		byVariant := map[string][]RunReport{}
+		by := map[string][]RunReport{}
 		for _, r := range rep.Runs {
 			if r.Join != nil && r.Join.SLOThresholdMs > 0 {
-				byVariant[r.Variant] = append(byVariant[r.Variant], r)
+				by[r.Variant] = append(by[r.Variant], r)
 			}
 		}
-		as, bs, cs := byVariant[opts.A], byVariant[opts.B], byVariant[opts.Control]
+		as, bs, cs := by[opts.A], by[opts.B], by[opts.Control]
 		for k := 0; k < len(as) && k < len(bs); k++ {
 			if !as[k].Join.Done || !bs[k].Join.Done {
 				c.Skipped = append(c.Skipped, fmt.Sprintf("%s: pair %d: a join did not finish", p, k+1))
@@ -142,40 +116,55 @@ func Compare(paths []string, opts CompareOptions) (*Comparison, error) {
 		}
 	}
 	if len(c.Pairs) == 0 {
-		what := fmt.Sprintf("%s and %s", opts.A, opts.B)
-		if opts.Control != "" {
-			what += " and " + opts.Control
-		}
-		return nil, fmt.Errorf("compare: no report holds runs of %s with a join's score", what)
+		return nil, fmt.Errorf("compare: no report holds runs of %s and %s (and %q) with a join's score", opts.A, opts.B, opts.Control)
 	}
 	for _, s := range []struct {
-		name string
-		f    func(ComparedRun) float64
+		name    string
+		control bool
+		f       func(ComparedRun) float64
 	}{
-		{"windows", func(r ComparedRun) float64 { return float64(r.Windows) }},
-		{"excess_ms", func(r ComparedRun) float64 { return r.ExcessMs }},
-		{"chapter_violations", func(r ComparedRun) float64 { return float64(r.ChapterViolations) }},
-		{"chapter_excess_ms", func(r ComparedRun) float64 { return r.ChapterExcessMs }},
+		{"windows", true, func(r ComparedRun) float64 { return float64(r.Windows) }},
+		{"excess_ms", true, func(r ComparedRun) float64 { return r.ExcessMs }},
+		{"chapter_violations", false, func(r ComparedRun) float64 { return float64(r.ChapterViolations) }},
+		{"chapter_excess_ms", false, func(r ComparedRun) float64 { return r.ChapterExcessMs }},
 	} {
-		a := func(p ComparedPair) float64 { return s.f(p.A) }
-		b := func(p ComparedPair) float64 { return s.f(p.B) }
-		c.Ratios = append(c.Ratios, ratioOf(c.Pairs, s.name, opts.B+" / "+opts.A, b, a, opts.Resamples))
-		if opts.Control == "" || s.name == "chapter_violations" || s.name == "chapter_excess_ms" {
-			continue
+		a := func(i int) float64 { return s.f(c.Pairs[i].A) }
+		b := func(i int) float64 { return s.f(c.Pairs[i].B) }
+		c.Ratios = append(c.Ratios, c.ratio(s.name, opts.B+" / "+opts.A, b, a))
+		if opts.Control != "" && s.control {
+			floor := func(i int) float64 { return s.f(*c.Pairs[i].Control) }
+			c.Ratios = append(c.Ratios, c.ratio(s.name, opts.A+" / floor", a, floor), c.ratio(s.name, opts.B+" / floor", b, floor))
 		}
-		floor := func(p ComparedPair) float64 { return s.f(*p.Control) }
-		c.Ratios = append(c.Ratios,
-			ratioOf(c.Pairs, s.name, opts.A+" / floor", a, floor, opts.Resamples),
-			ratioOf(c.Pairs, s.name, opts.B+" / floor", b, floor, opts.Resamples))
 	}
 	return c, nil
 }
 
-// scoreRun scores r from its join's start: to the end of the join's window, or over length seconds
+func (c *Comparison) ratio(figure, what string, num, den func(int) float64) Ratio {
+	out := Ratio{Figure: figure, What: what}
+	for i := range c.Pairs {
+		out.Num, out.Den = out.Num+num(i)/float64(len(c.Pairs)), out.Den+den(i)/float64(len(c.Pairs))
+	}
+	r, lo, hi := bootstrapRatio(len(c.Pairs), num, den, c.Options.Resamples)
+	out.Ratio, out.Lo, out.Hi = finite(r), finite(lo), finite(hi)
+	return out
+}
+
+// finite is x, or nil when x is infinite or not a number (JSON has neither).
+func finite(x float64) *float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return nil
+	}
+	return &x
+}
+
+// scoreRun scores r from its join's start to the end of its join's window, or over length seconds
 // when length > 0 (a control's floor over another run's join length).
 func scoreRun(path string, r RunReport, thresholdMs, length float64) ComparedRun {
 	j := r.Join
-	start, end := j.JoinStartS, joinWindowEnd(r)
+	start, end := j.JoinStartS, j.WindowEndS
+	if end <= 0 {
+		end = start + j.JoinS
+	}
 	if length > 0 {
 		end = start + length
 	}
@@ -189,52 +178,6 @@ func scoreRun(path string, r RunReport, thresholdMs, length float64) ComparedRun
 		out.ChapterViolations, out.ChapterExcessMs = j.ChapterViolations, j.ChapterExcessMs
 		out.ThroughputRatio, out.FirstServedS, out.JoinS = j.ThroughputRatio, j.FirstServedS, j.JoinS
 	}
-	return out
-}
-
-// joinWindowEnd is where the run's join report ended the join's window: JoinReport.WindowEndS, or
-// in reports written before it existed the join's event mark, or the join's start plus its time.
-func joinWindowEnd(r RunReport) float64 {
-	if r.Join.WindowEndS > 0 {
-		return r.Join.WindowEndS
-	}
-	for _, e := range r.Events {
-		if e.Label == joinLabel && e.Task {
-			return e.EndT
-		}
-	}
-	return r.Join.JoinStartS + r.Join.JoinS
-}
-
-// ratioOf is mean(num) / mean(den) over the pairs with its 95 % percentile bootstrap interval.
-func ratioOf(pairs []ComparedPair, figure, what string, num, den func(ComparedPair) float64, resamples int) Ratio {
-	ratio := func(ps []ComparedPair) (float64, float64, float64) {
-		var n, d float64
-		for _, p := range ps {
-			n += num(p)
-			d += den(p)
-		}
-		n, d = n/float64(len(ps)), d/float64(len(ps))
-		if d == 0 {
-			return n, d, math.Inf(1)
-		}
-		return n, d, n / d
-	}
-	out := Ratio{Figure: figure, What: what}
-	var r float64
-	out.Num, out.Den, r = ratio(pairs)
-	out.Ratio = finite(r)
-	rng := rand.New(rand.NewPCG(1, 2))
-	sample := make([]ComparedPair, len(pairs))
-	rs := make([]float64, resamples)
-	for i := range rs {
-		for k := range sample {
-			sample[k] = pairs[rng.IntN(len(pairs))]
-		}
-		_, _, rs[i] = ratio(sample)
-	}
-	slices.Sort(rs)
-	out.Lo, out.Hi = finite(rs[int(0.025*float64(resamples))]), finite(rs[int(math.Ceil(0.975*float64(resamples)))-1])
 	return out
 }
 
@@ -272,24 +215,19 @@ func (c *Comparison) Print(w io.Writer) error {
 		thr = fmt.Sprintf("one threshold, %.1f ms", c.Options.ThresholdMs)
 	}
 	fmt.Fprintf(w, "\n%d pairs, %s; ratios of the means over the pairs, 95 %% bootstrap interval (pairs resampled)\n", len(c.Pairs), thr)
-	if c.Options.Control != "" {
-		fmt.Fprintf(w, "floor: %s's score over %s's join length from its own node start (with a load surge the control\n"+
-			"also keeps the surge's load on the old nodes, so its floor is high and B / floor no bound)\n", c.Options.Control, c.Options.A)
+	text := func(x *float64, format string) string {
+		if x == nil {
+			return "n/a"
+		}
+		return fmt.Sprintf(format, *x)
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "figure\tratio\tmeans\tratio\t95 %% interval\t\n")
 	for _, r := range c.Ratios {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f / %.1f\t%s\t[%s, %s]\t\n", r.Figure, r.What, r.Num, r.Den,
-			text(r.Ratio, "%.2fx"), text(r.Lo, "%.2f"), text(r.Hi, "%.2f"))
+		fmt.Fprintf(tw, "%s\t%s\t%.1f / %.1f\t%s\t[%s, %s]\t\n", r.Figure, r.What, r.Num, r.Den, text(r.Ratio, "%.2fx"), text(r.Lo, "%.2f"), text(r.Hi, "%.2f"))
 	}
 	return tw.Flush()
 }
 
 // Write writes the comparison as indented JSON.
-func (c *Comparison) Write(path string) error {
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
+func (c *Comparison) Write(path string) error { return benchutil.WriteJSON(path, c) }

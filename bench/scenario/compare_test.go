@@ -87,7 +87,7 @@ func TestComparePairsRunsAndScoresTheFloor(t *testing.T) {
 	}
 	// A resample holds pair 1 twice (3 / 1), pair 2 twice (4 / 2) or both (3.5 / 1.5).
 	if w.Lo == nil || w.Hi == nil || *w.Lo > *w.Ratio || *w.Hi < *w.Ratio || *w.Lo < 2 || *w.Hi > 3 {
-		t.Errorf("interval [%v, %v] must hold the ratio %v within the pairs' own ratios, 2 and 3", text(w.Lo, "%g"), text(w.Hi, "%g"), *w.Ratio)
+		t.Errorf("interval [%v, %v] must hold the ratio %v within the pairs' own ratios, 2 and 3", w.Lo, w.Hi, *w.Ratio)
 	}
 	if f := ratioFor(t, c, "windows", "incremental / floor"); f.Den != 1.5 || f.Num != 1.5 || f.Ratio == nil || *f.Ratio != 1 {
 		t.Errorf("incremental / floor %+v, want 1.5 / 1.5", f)
@@ -103,7 +103,7 @@ func TestComparePairsRunsAndScoresTheFloor(t *testing.T) {
 	if r := ratioFor(t, c, "chapter_violations", "parallel / incremental"); r.Ratio == nil || *r.Ratio != 1 {
 		t.Errorf("chapter ratio %+v", r)
 	}
-	zero := ratioOf(c.Pairs, "x", "zero", func(ComparedPair) float64 { return 1 }, func(ComparedPair) float64 { return 0 }, 100)
+	zero := c.ratio("x", "zero", func(int) float64 { return 1 }, func(int) float64 { return 0 })
 	if zero.Ratio != nil || zero.Lo != nil || zero.Hi != nil {
 		t.Errorf("a ratio over 0: %+v, want none", zero)
 	}
@@ -160,22 +160,5 @@ func TestCompareRefusesWhatCannotPair(t *testing.T) {
 	}
 	if _, err := Compare([]string{filepath.Join(t.TempDir(), "missing.json")}, CompareOptions{A: "a", B: "b"}); err == nil {
 		t.Error("a missing report compared")
-	}
-}
-
-// Reports written before JoinReport.WindowEndS end the window at the join's event mark.
-func TestJoinWindowEndOfOlderReports(t *testing.T) {
-	r := RunReport{Join: &JoinReport{JoinStartS: 10, JoinS: 30},
-		Events: []EventMark{{T: 5, EndT: 6, Label: "surge"}, {T: 10, EndT: 38.5, Label: joinLabel, Task: true}}}
-	if got := joinWindowEnd(r); got != 38.5 {
-		t.Errorf("end %v, want the mark's 38.5", got)
-	}
-	r.Events = nil
-	if got := joinWindowEnd(r); got != 40 {
-		t.Errorf("end %v, want start + join time 40", got)
-	}
-	r.Join.WindowEndS = 41
-	if got := joinWindowEnd(r); got != 41 {
-		t.Errorf("end %v, want WindowEndS 41", got)
 	}
 }

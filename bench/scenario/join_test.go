@@ -17,7 +17,7 @@ import (
 // throughput is 800 ops/s and latency 20 ms for the first 10 s, then back to normal.
 func TestMeasureJoin(t *testing.T) {
 	var series []Point
-	var perSec []*hdrhistogram.Snapshot
+	var perSec []*hdrhistogram.Histogram
 	for s := 1; s <= 60; s++ {
 		ops, lat := int64(1000), 10*time.Millisecond
 		if s > 30 && s <= 40 {
@@ -29,7 +29,7 @@ func TestMeasureJoin(t *testing.T) {
 		}
 		series = append(series, Point{T: float64(s), Ops: ops, P99Ms: benchutil.UsToMs(h.ValueAtQuantile(99)),
 			P50Ms: benchutil.UsToMs(h.ValueAtQuantile(50))})
-		perSec = append(perSec, h.Export())
+		perSec = append(perSec, h)
 	}
 	jr := &JoinReport{}
 	measureJoin(jr, series, perSec, 10, 30, 30, 50)
@@ -64,7 +64,7 @@ func TestFullShareS(t *testing.T) {
 	series := func(led ...int) []Point {
 		out := make([]Point, len(led))
 		for i, l := range led {
-			out[i] = Point{T: float64(i + 1), Leaders: []int{8, 8, 8, l}}
+			out[i] = Point{T: float64(i + 1), Nodes: []NodeSecond{{Leaders: 8}, {Leaders: 8}, {Leaders: 8}, {Leaders: l}}}
 		}
 		return out
 	}
@@ -82,41 +82,8 @@ func TestFullShareS(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if got := fullShareS([]Point{{T: 1, Leaders: []int{1, 2}}}, 3, 0, 1); got != -1 {
+	if got := fullShareS([]Point{{T: 1, Nodes: []NodeSecond{{Leaders: 1}, {Leaders: 2}}}}, 3, 0, 1); got != -1 {
 		t.Errorf("series without the node: %v, want -1", got)
-	}
-}
-
-func TestOldNodeFigures(t *testing.T) {
-	// Two old nodes over 60 s, the join from 30 to 40: n1's own reads hit 0.9, 0.6 and 0.8 before,
-	// during and after, and it compacts from 35 to 44; n2 has no reads during the join (-1).
-	var series []Point
-	for s := 1; s <= 60; s++ {
-		p := Point{T: float64(s), NodeServedHitRatio: []float64{0.9, 0.95}, Compacting: []int64{0, 0}}
-		mid := float64(s) - 0.5
-		switch {
-		case mid >= 30 && mid < 40:
-			p.NodeServedHitRatio = []float64{0.6, -1}
-		case mid >= 40:
-			p.NodeServedHitRatio[0] = 0.8
-		}
-		if mid >= 35 && mid < 44 {
-			p.Compacting[0] = 1
-		}
-		series = append(series, p)
-	}
-	got := oldNodeFigures(series, 2, 15, 30, 40)
-	want := []OldNodeFigures{
-		{Node: 1, ServedHitBefore: 0.9, ServedHitDuring: 0.6, ServedHitAfter: 0.8, CompactingBeforeS: 0, CompactingDuringS: 5},
-		{Node: 2, ServedHitBefore: 0.95, ServedHitDuring: -1, ServedHitAfter: 0.95, CompactingBeforeS: 0, CompactingDuringS: 0},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("got %d nodes, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("n%d: got %+v, want %+v", i+1, got[i], want[i])
-		}
 	}
 }
 
@@ -146,7 +113,11 @@ func TestBalanceLeadersTiny(t *testing.T) {
 	if len(r.Events) != 1 || r.Events[0].Error != "" || !strings.Contains(r.Events[0].What, "leaders per node [2 2 2]") {
 		t.Fatalf("balance event = %+v, want leaders per node [2 2 2] and no error", r.Events)
 	}
-	if last := r.Series[len(r.Series)-1].Leaders; fmt.Sprint(last) != "[2 2 2]" {
+	var last []int
+	for _, n := range r.Series[len(r.Series)-1].Nodes {
+		last = append(last, n.Leaders)
+	}
+	if fmt.Sprint(last) != "[2 2 2]" {
 		t.Errorf("leaders per node at the end = %v, want [2 2 2]", last)
 	}
 }

@@ -3,23 +3,22 @@ package scenario
 import (
 	"fmt"
 	"image/color"
-	"os"
+	"math"
 	"path/filepath"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/shoaldb/shoal/bench/benchutil"
 )
 
-// metric is one timeline: one or more lines drawn from a run's series.
-type metric struct {
-	file   string
-	title  string
-	ylabel string
-	lines  []line
-	fixedY float64 // when > 0, the Y axis is [0, fixedY]
+// timeline is one PNG: one or more lines drawn from each run's series, the runs side by side.
+type timeline struct {
+	file, title, ylabel string
+	fixedY              float64 // when > 0, the Y axis is [0, fixedY]
+	lines               []line
 }
 
 type line struct {
@@ -28,148 +27,178 @@ type line struct {
 	value func(Point) (float64, bool)
 }
 
-var (
-	blue   = color.RGBA{R: 31, G: 119, B: 180, A: 255}
-	orange = color.RGBA{R: 255, G: 127, B: 14, A: 255}
-	red    = color.RGBA{R: 200, G: 30, B: 30, A: 255}
-)
-
-var metrics = []metric{
+var timelines = []timeline{
 	{file: "throughput.png", title: "throughput", ylabel: "ops/s", lines: []line{
-		{"ops/s", blue, func(p Point) (float64, bool) { return float64(p.Ops), true }},
-	}},
+		{"ops/s", benchutil.Blue, func(p Point) (float64, bool) { return float64(p.Ops), true }}}},
 	{file: "latency.png", title: "latency", ylabel: "ms", lines: []line{
-		{"p50", blue, func(p Point) (float64, bool) { return p.P50Ms, true }},
-		{"p99", orange, func(p Point) (float64, bool) { return p.P99Ms, true }},
-	}},
+		{"p50", benchutil.Blue, func(p Point) (float64, bool) { return p.P50Ms, true }},
+		{"p99", benchutil.Orange, func(p Point) (float64, bool) { return p.P99Ms, true }}}},
 	{file: "hit_ratio.png", title: "block-cache hit ratio", ylabel: "hits / accesses", fixedY: 1, lines: []line{
-		{"hit ratio", blue, func(p Point) (float64, bool) {
+		{"hit ratio", benchutil.Blue, func(p Point) (float64, bool) {
 			if p.HitRatio == nil {
 				return 0, false
 			}
 			return *p.HitRatio, true
-		}},
-	}},
+		}}}},
 }
 
-// writePlots draws one PNG per metric, the runs side by side on a shared Y axis, events marked
-// as red vertical lines. It returns the file names.
+// runTitle names a run in a panel's title.
+func runTitle(rep *Report, r RunReport, what string) string {
+	if r.Variant != "" {
+		return fmt.Sprintf("%s: %s — %s", rep.Scenario, what, r.Variant)
+	}
+	return fmt.Sprintf("%s: %s — %s %s", rep.Scenario, what, rep.Policy, onOff(r.PolicyOn))
+}
+
+// writePlots draws the timelines, events marked as red dashed lines (a task's end too), and for a
+// read-hints scenario the nodes' hit ratios. It returns the file names.
 func writePlots(rep *Report, out string) ([]string, error) {
 	var files []string
-	for _, m := range metrics {
+	for _, m := range timelines {
 		ymax := m.fixedY
-		if ymax == 0 {
-			for _, r := range rep.Runs {
-				for _, p := range r.Series {
-					for _, l := range m.lines {
-						if v, ok := l.value(p); ok && v > ymax {
-							ymax = v
-						}
+		for _, r := range rep.Runs {
+			for _, p := range r.Series {
+				for _, l := range m.lines {
+					if v, ok := l.value(p); ok && m.fixedY == 0 {
+						ymax = max(ymax, v*1.1)
 					}
 				}
 			}
-			if ymax == 0 {
-				ymax = 1
-			}
-			ymax *= 1.1
 		}
 		var row []*plot.Plot
 		for _, r := range rep.Runs {
-			p, err := panel(rep, r, m, ymax)
-			if err != nil {
+			p := benchutil.NewPlot(runTitle(rep, r, m.title), "t (s)", m.ylabel)
+			p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, rep.Settings.DurationS, 0, max(ymax, 1e-9)
+			for _, l := range m.lines {
+				var xys plotter.XYs
+				for _, pt := range r.Series {
+					if v, ok := l.value(pt); ok {
+						xys = append(xys, plotter.XY{X: pt.T, Y: v})
+					}
+				}
+				if err := benchutil.AddLine(p, l.name, l.color, xys); err != nil {
+					return nil, err
+				}
+			}
+			if err := markEvents(p, r.Events, ymax); err != nil {
 				return nil, err
 			}
 			row = append(row, p)
 		}
-		w, h := 7*vg.Inch*vg.Length(max(len(row), 2)), 4*vg.Inch
-		img := vgimg.New(w, h)
-		dc := draw.New(img)
-		tiles := draw.Tiles{Rows: 1, Cols: len(row), PadX: vg.Points(12), PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(6)}
-		canvases := plot.Align([][]*plot.Plot{row}, tiles, dc)
-		for j, p := range row {
-			p.Draw(canvases[0][j])
-		}
-		f, err := os.Create(filepath.Join(out, m.file))
-		if err != nil {
-			return nil, err
-		}
-		if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Close(); err != nil {
+		if err := benchutil.SavePNG(filepath.Join(out, m.file), [][]*plot.Plot{row}, 7*vg.Inch, 4*vg.Inch); err != nil {
 			return nil, err
 		}
 		files = append(files, m.file)
 	}
+	if len(rep.Runs) > 0 && rep.Runs[0].ReadHints != nil {
+		more, err := plotReadHints(rep, out)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, more...)
+	}
 	return files, nil
 }
 
-func panel(rep *Report, r RunReport, m metric, ymax float64) (*plot.Plot, error) {
-	p := plot.New()
-	state := "off"
-	if r.PolicyOn {
-		state = "on"
-	}
-	p.Title.Text = fmt.Sprintf("%s: %s — %s %s", rep.Scenario, m.title, rep.Policy, state)
-	if r.Variant != "" {
-		p.Title.Text = fmt.Sprintf("%s: %s — %s", rep.Scenario, m.title, r.Variant)
-	}
-	p.X.Label.Text = "t (s)"
-	p.Y.Label.Text = m.ylabel
-	p.X.Min, p.X.Max = 0, rep.Settings.DurationS
-	p.Y.Min, p.Y.Max = 0, ymax
-	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	for _, l := range m.lines {
-		var xys plotter.XYs
-		for _, pt := range r.Series {
-			if v, ok := l.value(pt); ok {
-				xys = append(xys, plotter.XY{X: pt.T, Y: v})
-			}
-		}
-		if len(xys) == 0 {
+// markEvents marks the events (the toggles' switches stay unlabelled: there are dozens).
+func markEvents(p *plot.Plot, events []EventMark, ymax float64) error {
+	for _, e := range events {
+		if e.Label == string(PolicyOn) || e.Label == string(PolicyOff) {
 			continue
 		}
-		ln, err := plotter.NewLine(xys)
-		if err != nil {
-			return nil, err
-		}
-		ln.Color = l.color
-		ln.Width = vg.Points(1.5)
-		p.Add(ln)
-		p.Legend.Add(l.name, ln)
-	}
-	for _, e := range r.Events {
 		marks := []float64{e.T}
+		label := " " + e.Label
 		if e.Task {
-			marks = append(marks, e.EndT) // the task's window: from its request to its end
+			marks = append(marks, e.EndT)
+			label = fmt.Sprintf(" %s (%.1fs)", e.Label, e.EndT-e.T)
 		}
 		for _, x := range marks {
-			v, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: ymax}})
-			if err != nil {
+			if err := benchutil.Dashed(p, benchutil.Red, x, 0, x, ymax); err != nil {
+				return err
+			}
+		}
+		if err := benchutil.Label(p, e.T, ymax*0.97, label); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// plotReadHints draws node_hit_ratio.png, each node's block-cache hit ratio per second, one panel per
+// run; and, when the runs change leaders, new_leader_hit_ratio.png: each run's new leader's hit ratio
+// from 5 s before its change to 20 s after it, against the old leaders' mean before it (dashed).
+func plotReadHints(rep *Report, out string) ([]string, error) {
+	ymin := 1.0
+	for _, r := range rep.Runs {
+		for _, p := range r.Series {
+			for _, n := range p.Nodes {
+				if v, ok := n.HitRatio(); ok {
+					ymin = min(ymin, v)
+				}
+			}
+		}
+	}
+	ymin = max(0, math.Floor((ymin-0.02)*20)/20) // a shared axis: the differences that matter are a few points
+	var row []*plot.Plot
+	over := benchutil.NewPlot(fmt.Sprintf("%s: the new leader's block-cache hit ratio around the change", rep.Scenario), "t − change (s)", "hits / lookups")
+	over.X.Min, over.X.Max, over.Y.Min, over.Y.Max = -5, 20, ymin, 1
+	var old []float64
+	for k, r := range rep.Runs {
+		h := r.ReadHints
+		p := benchutil.NewPlot(runTitle(rep, r, "block-cache hit ratio per node"), "t (s)", "hits / lookups (≥ 100 a second)")
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, rep.Settings.DurationS, ymin, 1
+		byNode := map[uint64]plotter.XYs{}
+		var ids []uint64
+		var around plotter.XYs
+		for _, pt := range r.Series {
+			for _, n := range pt.Nodes {
+				v, ok := n.HitRatio()
+				if !ok || n.Node == 0 {
+					continue
+				}
+				if _, seen := byNode[n.Node]; !seen {
+					ids = append(ids, n.Node)
+				}
+				byNode[n.Node] = append(byNode[n.Node], plotter.XY{X: pt.T, Y: v})
+				if t := pt.T - 1 - h.ChangeT; n.Node == h.NewLeader && h.Change != "" && t >= -5 && t <= 20 {
+					around = append(around, plotter.XY{X: t, Y: v})
+				}
+			}
+		}
+		slices.Sort(ids)
+		for j, id := range ids {
+			name := fmt.Sprintf("n%d", id)
+			if id == h.OldLeader {
+				name += " (leader before)"
+			} else if id == h.NewLeader {
+				name += " (leader after)"
+			}
+			if err := benchutil.AddLine(p, name, benchutil.Palette[j%len(benchutil.Palette)], byNode[id]); err != nil {
 				return nil, err
 			}
-			v.Color = red
-			v.Width = vg.Points(1)
-			v.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-			p.Add(v)
 		}
-		label := e.Label
-		if label == "" {
-			label = e.What
-		}
-		if len(label) > 32 { // a long label would squeeze the plot area
-			label = label[:31] + "…"
-		}
-		if e.Task {
-			label = fmt.Sprintf("%s (%.1fs)", label, e.EndT-e.T)
-		}
-		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: e.T, Y: ymax * 0.97}}, Labels: []string{" " + label}})
-		if err != nil {
+		if err := markEvents(p, r.Events, 1); err != nil {
 			return nil, err
 		}
-		p.Add(lb)
+		row = append(row, p)
+		if err := benchutil.AddLine(over, runLabel(r), benchutil.Palette[k%len(benchutil.Palette)], around); err != nil {
+			return nil, err
+		}
+		if h.OldLeaderHitRatio != nil {
+			old = append(old, *h.OldLeaderHitRatio)
+		}
 	}
-	return p, nil
+	files := []string{"node_hit_ratio.png"}
+	if err := benchutil.SavePNG(filepath.Join(out, files[0]), [][]*plot.Plot{row}, 7*vg.Inch, 4*vg.Inch); err != nil || len(old) == 0 {
+		return files, err
+	}
+	m, _ := meanSD(old)
+	if err := benchutil.Dashed(over, color.Black, -5, m, 20, m); err != nil {
+		return nil, err
+	}
+	if err := benchutil.Dashed(over, benchutil.Red, 0, ymin, 0, 1); err != nil {
+		return nil, err
+	}
+	return append(files, "new_leader_hit_ratio.png"), benchutil.SavePNG(filepath.Join(out, "new_leader_hit_ratio.png"),
+		[][]*plot.Plot{{over}}, 8*vg.Inch, 4.5*vg.Inch)
 }

@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -165,18 +161,31 @@ func TestEffectiveDevice(t *testing.T) {
 	}
 }
 
-func TestRegistry(t *testing.T) {
-	names := map[string]bool{}
+// The table holds the scenarios that reproduce a figure or guard a result, each complete, every
+// event an action the runner knows.
+func TestTable(t *testing.T) {
+	var names []string
 	for _, s := range List() {
-		names[s.Name] = true
-		if s.Policy == "" || s.Duration <= 0 || s.Nodes <= 0 || len(s.Events) == 0 {
+		names = append(names, s.Name)
+		if s.Policy == "" || s.Duration <= 0 || s.Nodes <= 0 || s.Records <= 0 || len(s.Events) == 0 || s.Description == "" {
 			t.Errorf("scenario %s incomplete: %+v", s.Name, s)
 		}
-	}
-	for _, want := range []string{"leader-transfer", "node-kill"} {
-		if !names[want] {
-			t.Errorf("scenario %s not registered", want)
+		for _, e := range s.Events {
+			if _, ok := actions[e.Do]; !ok {
+				t.Errorf("scenario %s: unknown action %q", s.Name, e.Do)
+			}
 		}
+		if s.Schedule() == "" {
+			t.Errorf("scenario %s: no schedule", s.Name)
+		}
+	}
+	want := "backup compaction compaction-50 join join-surge leader-transfer node-kill read-hints read-hints-cache-8m " +
+		"read-hints-fraction read-hints-kill read-hints-overhead"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("scenarios %s, want %s", got, want)
+	}
+	if j, _ := Lookup("join-surge"); j.VariantNames() != "incremental, parallel, [parallel-throttled], [sequential-at-end], [no-join]" {
+		t.Errorf("join-surge variants %s", j.VariantNames())
 	}
 }
 
@@ -227,12 +236,15 @@ func TestSurgeThreadsNeedASurge(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no load surge") {
 		t.Fatalf("Run with SurgeThreads on leader-transfer: %v, want a no-load-surge error", err)
 	}
-	js, _ := Lookup("join-surge-long")
+	js, _ := Lookup("join-surge")
 	if _, err := Run(context.Background(), js, Options{Dir: dir, Out: dir, SurgeThreads: -1}); err == nil || !strings.Contains(err.Error(), "positive") {
 		t.Errorf("Run with SurgeThreads -1: %v, want an error asking for a positive number", err)
 	}
-	if s, _ := Lookup("join-surge-long"); s.SurgeThreads != 8 {
-		t.Errorf("join-surge-long's surge adds %d threads, want 8 (16 -> 24)", s.SurgeThreads)
+	if js.Surge.Threads != 8 || js.Threads != 16 {
+		t.Errorf("join-surge's surge adds %d threads to %d, want 8 to 16", js.Surge.Threads, js.Threads)
+	}
+	if _, err := Run(context.Background(), sc, Options{Dir: dir, Out: dir, TogglePairs: 2}); err == nil || !strings.Contains(err.Error(), "toggles") {
+		t.Errorf("Run with TogglePairs on leader-transfer: %v, want an error", err)
 	}
 }
 
@@ -252,112 +264,14 @@ func TestJoinSurgeVariants(t *testing.T) {
 	if err != nil || names(def) != "incremental,parallel" {
 		t.Fatalf("join-surge default variants = %q, %v; want incremental,parallel", names(def), err)
 	}
-	named, err := selectVariants(s.Variants, []string{"parallel-recv-unbounded", "incremental"})
-	if err != nil || names(named) != "incremental,parallel-recv-unbounded" {
+	named, err := selectVariants(s.Variants, []string{"no-join", "incremental"})
+	if err != nil || names(named) != "incremental,no-join" {
 		t.Fatalf("join-surge named variants = %q, %v", names(named), err)
 	}
 	// The surge's copy of the variants must not make the plain join's controls optional.
 	j, _ := Lookup("join")
 	if def, _ := selectVariants(j.Variants, nil); names(def) != "incremental,parallel,parallel-throttled,sequential-at-end" {
 		t.Errorf("join default variants = %q", names(def))
-	}
-}
-
-// TestJoinSurgeLongIsJoinLongWithASurge checks that the long surge has join-long's data, ranges and
-// run, its load rising where join-long's node starts (after the old nodes' compactions have begun),
-// the controller started before it, and Figure 2.7's two strategies by default.
-func TestJoinSurgeLongIsJoinLongWithASurge(t *testing.T) {
-	l, _ := Lookup("join-long")
-	s, ok := Lookup("join-surge-long")
-	if !ok {
-		t.Fatal("join-surge-long not registered")
-	}
-	if s.Records != l.Records || s.Splits != l.Splits || s.Duration != l.Duration || s.ReadFraction != l.ReadFraction {
-		t.Errorf("join-surge-long: %d records, %d splits, %s, reads %.2f; join-long: %d, %d, %s, %.2f",
-			s.Records, s.Splits, s.Duration, s.ReadFraction, l.Records, l.Splits, l.Duration, l.ReadFraction)
-	}
-	at := map[string]time.Duration{}
-	for _, e := range s.Events {
-		at[e.What] = e.At
-	}
-	var nodeAt time.Duration
-	for _, e := range l.Events {
-		if e.What == joinLabel {
-			nodeAt = e.At
-		}
-	}
-	if at[surgeLabel] != nodeAt || at["controller"] <= 0 || at["controller"] >= at[surgeLabel] {
-		t.Errorf("join-surge-long events %v; want the controller before the surge at %s", at, nodeAt)
-	}
-	if def, err := selectVariants(s.Variants, nil); err != nil || len(def) != 2 || def[0].Name != "incremental" || def[1].Name != "parallel" {
-		t.Errorf("join-surge-long default variants = %v, %v", def, err)
-	}
-}
-
-// TestJoinLongKeepsJoinsProportions checks that join-long is join with more data: the same variants
-// and ranges, its node starting at the same fraction of the run (the steady state before it and the
-// time left after it scale with the run), under the label joinReport measures.
-func TestJoinLongKeepsJoinsProportions(t *testing.T) {
-	j, _ := Lookup("join")
-	l, ok := Lookup("join-long")
-	if !ok {
-		t.Fatal("join-long not registered")
-	}
-	if l.Records != 4*j.Records || l.Splits != j.Splits || len(l.Variants) != len(j.Variants) {
-		t.Errorf("join-long: %d records, %d splits, %d variants; want %d, %d, %d",
-			l.Records, l.Splits, len(l.Variants), 4*j.Records, j.Splits, len(j.Variants))
-	}
-	at := func(s Scenario) time.Duration {
-		for _, e := range s.Events {
-			if e.What == joinLabel {
-				return e.At
-			}
-		}
-		t.Fatalf("%s has no %q event", s.Name, joinLabel)
-		return 0
-	}
-	if got, want := float64(at(l))/float64(l.Duration), float64(at(j))/float64(j.Duration); got != want {
-		t.Errorf("join-long's node starts at %.3f of the run, join's at %.3f", got, want)
-	}
-}
-
-// TestSaturatedDrainTiny: read-hints-saturated-drain's drain goes through the autopilot — every
-// leadership of the serving node moves, each transfer's decision carries the read-hints warmth it
-// saw — and the event says so.
-func TestSaturatedDrainTiny(t *testing.T) {
-	sc, ctx := tinyScenario(t, "read-hints-saturated-drain")
-	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 20 * time.Second, Records: 500, Threads: 2,
-		Variants: []string{"sampled-500ms"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Runs) != 1 {
-		t.Fatalf("want 1 run, got %d", len(rep.Runs))
-	}
-	var drain *EventMark
-	for i, e := range rep.Runs[0].Events {
-		if e.Label == "drain serving node" {
-			drain = &rep.Runs[0].Events[i]
-		}
-	}
-	if drain == nil {
-		t.Fatalf("no drain event: %+v", rep.Runs[0].Events)
-	}
-	t.Logf("drain: %s", drain.What)
-	if drain.Error != "" {
-		t.Fatalf("drain failed: %s", drain.Error)
-	}
-	if !strings.Contains(drain.What, "drained of 6 leaderships") {
-		t.Errorf("the drain did not move the serving node's 6 leaderships: %s", drain.What)
-	}
-	// An operator of the autopilot's own node ends "stopped" when the drain (of that node) moves the
-	// autopilot away as it finishes; its transfer is done all the same (drained of 6, above).
-	if n := strings.Count(drain.What, " succeeded, proposed at ") +
-		strings.Count(drain.What, " stopped: the autopilot moved to another node while it ran, proposed at "); n != 6 {
-		t.Errorf("%d drain transfers finished in the decision log, want 6: %s", n, drain.What)
-	}
-	if n := strings.Count(drain.What, "(read hints: "); n != 6 {
-		t.Errorf("%d transfers recorded the target's warmth, want 6: %s", n, drain.What)
 	}
 }
 
@@ -395,87 +309,6 @@ func tinyScenario(t *testing.T, name string) (Scenario, context.Context) {
 	return sc, ctx
 }
 
-func TestErrorKind(t *testing.T) {
-	kinds := map[string]int64{}
-	long := strings.Repeat("x", 200)
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{fmt.Errorf("get: %w", client.ErrTimeout), "TIMEOUT"},
-		{&client.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "range 7 on n4"}, "UNAVAILABLE"},
-		{errors.New("dial tcp: refused"), "dial tcp: refused"},
-		{errors.New(long), long[:120]},
-	} {
-		got := errorKind(tc.err, kinds)
-		if got != tc.want {
-			t.Errorf("errorKind(%v) = %q, want %q", tc.err, got, tc.want)
-		}
-		kinds[got]++
-	}
-	for i := len(kinds); i < maxErrorKinds; i++ {
-		kinds[fmt.Sprint("kind ", i)]++
-	}
-	if got := errorKind(errors.New("one too many"), kinds); got != "other" {
-		t.Errorf("a kind past maxErrorKinds = %q, want other", got)
-	}
-	if got := errorKind(client.ErrTimeout, kinds); got != "TIMEOUT" {
-		t.Errorf("a known kind past maxErrorKinds = %q, want TIMEOUT", got)
-	}
-	if got, want := errorKindsText(map[string]int64{"b": 2, "a": 1}), " (a: 1, b: 2)"; got != want {
-		t.Errorf("errorKindsText = %q, want %q", got, want)
-	}
-}
-
-// A surge run with --records and --surge-threads: the controller's and surge's clients choose among
-// the records the run loaded, not the scenario's default count (their reads would mostly miss the
-// data otherwise), and the surge adds the threads the run was given.
-func TestSurgeClientsUseTheLoadedRecords(t *testing.T) {
-	ctl := &surgeController{cfg: surgeConfig{Scenario: "join-surge", Records: 160000, SensorThreads: 2, LearnFor: time.Second}}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // the clients and the controller loop stop at once: no cluster needed
-	env := &Env{Records: 1234, SurgeThreads: 5}
-	if _, err := ctl.start(ctx, env); err != nil {
-		t.Fatal(err)
-	}
-	if desc, err := ctl.surge(ctx, env); err != nil || desc != "+5 client threads" {
-		t.Fatalf("surge = %q, %v; want +5 client threads", desc, err)
-	}
-	<-ctl.tr.done
-	ctl.tr.load.wg.Wait()
-	if got := ctl.tr.load.cfg.Records; got != 1234 {
-		t.Errorf("surge clients choose among %d records, want the 1234 loaded", got)
-	}
-}
-
-// The controller learns a typical 2-s window: a compaction burst in a few windows of its learning
-// period must not lift its target (a mean over the whole period did, and the node came 147 s late).
-func TestSurgeControllerLearnsATypicalWindow(t *testing.T) {
-	base := time.Unix(1000, 0)
-	g := &loadGen{base: base}
-	for s := 0; s < 20; s++ {
-		lat := 10 * time.Millisecond
-		if s >= 6 && s < 10 { // two windows of a burst, at 10× the latency
-			lat = 100 * time.Millisecond
-		}
-		at := base.Add(time.Duration(s)*time.Second + 500*time.Millisecond)
-		for k := 0; k < 50; k++ {
-			g.record(at, lat, nil)
-		}
-		g.record(at, time.Second, errors.New("a failed operation has no latency"))
-	}
-	mean, _ := g.mean(base, base.Add(20*time.Second))
-	if mean < 25 {
-		t.Fatalf("the burst should lift the whole period's mean: %.1f ms", mean)
-	}
-	if got := g.steadyMean(base, base.Add(20*time.Second)); math.Abs(got-10) > 0.1 {
-		t.Errorf("steadyMean = %.2f ms, want the typical window's 10 ms", got)
-	}
-	if got := g.steadyMean(base.Add(30*time.Second), base.Add(40*time.Second)); !math.IsNaN(got) {
-		t.Errorf("steadyMean without operations = %v, want NaN", got)
-	}
-}
-
 // TestRandomValuesFastLoad runs a tiny scenario with incompressible values loaded on unthrottled
 // disks (the disks' budgets restored for the workload) and a scaled LSM shape, and checks the
 // report says so.
@@ -497,5 +330,33 @@ func TestRandomValuesFastLoad(t *testing.T) {
 	}
 	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), TargetFileBytes: -1}); err == nil {
 		t.Error("a negative target file size was accepted")
+	}
+}
+
+// TestHostsTiny runs read-hints-overhead against a cluster started apart (as the saturated driver's
+// processes are): one run, its switches applied, its windows paired.
+func TestHostsTiny(t *testing.T) {
+	sc, ctx := tinyScenario(t, "read-hints-overhead")
+	c, err := benchutil.StartCluster(ctx, t.TempDir(), 3, benchutil.NodeSpec{Config: benchutil.NodeConfig{HeartbeatInterval: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Records: 300, Threads: 2, Hosts: c.Addrs(),
+		TogglePairs: 1, ToggleWindow: 4 * time.Second, ToggleSkip: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 || rep.Settings.Device != nil || len(rep.Settings.Hosts) != 3 {
+		t.Fatalf("runs %d, settings %+v", len(rep.Runs), rep.Settings)
+	}
+	r := rep.Runs[0]
+	for _, e := range r.Events {
+		if e.Error != "" {
+			t.Errorf("event %s: %s", e.What, e.Error)
+		}
+	}
+	if h := r.ReadHints; h == nil || len(h.ToggleWindows) != 2 || h.Paired == nil || h.Paired.Pairs != 1 {
+		t.Fatalf("read hints %+v: want 2 windows, 1 pair", h)
 	}
 }

@@ -6,12 +6,10 @@ import (
 )
 
 // values makes the values a run writes. By default every value is one fixed pattern of letters,
-// which Pebble's block compression shrinks about sevenfold: a store of 640 000 records of 256 B holds
-// ~22 MB of tables, all of it in the bottom level, and each compaction of it rewrites every key
-// (docs/bench-join.md, session 22). Random values are fresh random bytes per write: incompressible,
-// so the tables hold what was written and the store spreads over several levels, as in a store whose
-// data does not compress (in join-surge-long its L0 -> L5 compactions still span every key: the
-// flushed tables hold writes from the whole key space; docs/bench-join.md, session 23).
+// which Pebble's block compression shrinks about sevenfold: 160 000 records of 256 B make ~6 MB of
+// tables, all in the bottom level. Random values (--random-values) are fresh random bytes per write:
+// incompressible, so the tables hold what was written and the store spreads over several levels, as
+// a store whose data does not compress.
 type values struct {
 	fixed  []byte
 	random bool

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/localnode"
+	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/server/resp"
 )
 
-// respCluster is a real in-process cluster (package localnode) with a RESP listener per node.
+// respCluster is a real in-process cluster (benchutil.StartNode) with a RESP listener per node.
 type respCluster struct {
 	grpcAddrs, respAddrs []string
 	cl                   *client.Client
@@ -28,7 +29,7 @@ func startRESPCluster(t *testing.T, n int) *respCluster {
 	t.Helper()
 	c := &respCluster{}
 	base := t.TempDir()
-	var nodes []*localnode.Node
+	var nodes []*benchutil.Node
 	var servers []*resp.Server
 	t.Cleanup(func() {
 		for _, s := range servers {
@@ -48,13 +49,14 @@ func startRESPCluster(t *testing.T, n int) *respCluster {
 			t.Fatal(err)
 		}
 		gaddr, raddr := glis.Addr().String(), rlis.Addr().String()
-		cfg := kv.Config{RESPAddr: raddr, Bootstrap: i == 0,
-			HeartbeatInterval: 200 * time.Millisecond, QueueInterval: 300 * time.Millisecond, TickInterval: 50 * time.Millisecond}
+		cfg := benchutil.NodeConfig{RESPAddr: raddr, Bootstrap: i == 0,
+			HeartbeatInterval: 200 * time.Millisecond, KV: kv.Config{QueueInterval: 300 * time.Millisecond},
+			Raft: replica.Config{TickInterval: 50 * time.Millisecond}}
 		if i > 0 {
 			cfg.Join = []string{c.grpcAddrs[0]}
 		}
-		ln, err := localnode.Start(context.Background(), localnode.Options{Dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			Create: true, Addr: gaddr, Listener: glis, CacheBytes: 16 << 20, KV: cfg})
+		ln, err := benchutil.StartNode(context.Background(), benchutil.NodeSpec{Dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
+			Create: true, Listener: glis, CacheBytes: 16 << 20, Config: cfg})
 		if err != nil {
 			rlis.Close()
 			t.Fatalf("start node %d: %v", i+1, err)

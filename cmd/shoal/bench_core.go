@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/core"
 )
 
@@ -29,7 +30,7 @@ use a fresh directory under $TMPDIR and last --duration each. Prints JSON.`,
 	Example: "  shoal bench group-commit --threads 64 --duration 10s",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		dir, err := core.TempDir()
+		dir, err := benchutil.TempDir()
 		if err != nil {
 			return err
 		}
@@ -63,7 +64,7 @@ process's CPU over --duration of idleness. Prints JSON.`,
 	Example: "  shoal bench idle-ranges --ranges 10000 --duration 10s",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		dir, err := core.TempDir()
+		dir, err := benchutil.TempDir()
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shoaldb/shoal/bench/core"
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/move"
 )
 
@@ -73,7 +73,7 @@ not finish gives up after --move-timeout.`,
 		}
 		dir := fl.dir
 		if dir == "" {
-			d, err := core.TempDir()
+			d, err := benchutil.TempDir()
 			if err != nil {
 				return err
 			}

@@ -173,3 +173,21 @@ func TestPoolReadsReports(t *testing.T) {
 		}
 	}
 }
+
+// Pool pools the toggled windows' pairs of every run: one interval over all their costs.
+func TestPoolPairsToggledWindows(t *testing.T) {
+	run := func(costs ...float64) RunReport {
+		return RunReport{Variant: "recurring", ReadHints: &ReadHintsRun{Paired: costOf(costs, "abba"), PairedLowSteal: costOf(costs[1:], "abba")}}
+	}
+	agg := aggregate("read-hints-overhead", []*Report{{Runs: []RunReport{run(0.01, 0.03)}}, {Runs: []RunReport{run(0.02, 0.02)}}}, nil)
+	if c := agg.Paired["recurring"]; c == nil || c.Pairs != 4 || !near(c.Mean, 0.02) || c.CILow >= 0.02 || c.CIHigh <= 0.02 {
+		t.Fatalf("pooled pairs %+v, want 4 pairs, mean 0.02 inside its interval", c)
+	}
+	if c := agg.PairedLowSteal["recurring"]; c == nil || c.Pairs != 2 || !near(c.Mean, 0.025) {
+		t.Fatalf("pooled low-steal pairs %+v, want 2 pairs, mean 0.025", c)
+	}
+	var b strings.Builder
+	if err := agg.Print(&b); err != nil || !strings.Contains(b.String(), "recurring, all pairs: 4 pairs (pooled order)") {
+		t.Errorf("print: %v\n%s", err, b.String())
+	}
+}

@@ -1,0 +1,152 @@
+package scenario
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/storage/emudisk"
+)
+
+// scenarios is every scenario: each reproduces a figure of the research a mechanism comes from, or
+// guards a result. `shoal bench scenario --list` prints it.
+var scenarios = []Scenario{
+	{
+		Name: "leader-transfer", Description: "3 nodes; at t=8s the user range's leadership moves to another node; policy rebalance",
+		Nodes: 3, Records: 20000, ValueBytes: 256, Threads: 8, ReadFraction: 0.9, Duration: 20 * time.Second,
+		Policy: policy.NameRebalance, Events: []Event{{8 * time.Second, TransferLeader}},
+	},
+	{
+		Name: "node-kill", Description: "3 nodes; at t=8s the user range's leader is killed, at t=15s restarted; policy replicate",
+		Nodes: 3, Records: 20000, ValueBytes: 256, Threads: 8, ReadFraction: 0.9, Duration: 25 * time.Second,
+		Policy: policy.NameReplicate, Events: []Event{{8 * time.Second, KillLeader}, {15 * time.Second, Restart}},
+	},
+	// Shedding leadership ahead of heavy background work (the Papaioannou thesis, chapter 3,
+	// Figures 3.3–3.5): a task on the node that leads most ranges, shed_leadership on and off.
+	shed("compaction", 0.9, 90*time.Second, CompactBusiest,
+		"3 nodes, 160k records (~3x the 16 MiB block cache), 6 ranges; at t=30s a full compaction on the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"),
+	shed("compaction-50", 0.5, 150*time.Second, CompactBusiest,
+		"as compaction, with YCSB 50/50 (150 s: writes make the compaction longer)"),
+	shed("backup", 0.9, 90*time.Second, BackupBusiest,
+		"3 nodes, 160k records, 6 ranges; at t=30s a backup of the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"),
+	// Read hints (Papaioannou & Magoutis; thesis chapter 4): one node serves every range, as the
+	// journal's single primary; its leaderships move at t=60s, with hints on and off.
+	readHints("read-hints", 32<<20, MoveLeaders, nil,
+		"3 nodes, 160k 1 KB records (~5x the 32 MiB block cache), 6 ranges all led by one node; YCSB C (read-only, zipfian); at t=60s every leadership of that node moves to another; read hints on vs off"),
+	readHints("read-hints-cache-8m", 8<<20, MoveLeaders, nil,
+		"as read-hints with an 8 MiB block cache per node (the same data: recovery should not depend on the cache's size)"),
+	readHints("read-hints-kill", 32<<20, KillLeader, nil,
+		"as read-hints, but at t=60s the serving node is killed (a failover instead of transfers)"),
+	readHints("read-hints-fraction", 32<<20, MoveLeaders, fractionVariants(1, 0.5, 0.33, 0.2, 0.1),
+		"as read-hints, once per applied fraction of hints (fixed: 1, 0.5, 0.33, 0.2, 0.1) and once without hints (the journal's Table 1)"),
+	readHintsOverhead(),
+	// A node joining a loaded cluster (the thesis, chapter 2, Figures 2.3–2.7).
+	join("join", "3 nodes, 160k records (~3x the block cache), 24 ranges (leaderships balanced at t=0), YCSB B zipfian; at t=30s a 4th node joins: "+
+		"incremental, parallel, parallel throttled to the incremental rate, sequential serving at the end", 120*time.Second, nil),
+	join("join-surge", "as join, but the offered load rises from 16 to 24 threads at t=30s and a latency controller adds the 4th node (incremental vs parallel; Figure 2.7)",
+		150*time.Second, &Surge{Threads: 8, LearnFor: 16 * time.Second, TriggerWindows: 3}),
+}
+
+// shed is a scenario of the shed_leadership policy: task at t=30s on the node leading most ranges.
+func shed(name string, reads float64, d time.Duration, task Action, desc string) Scenario {
+	return Scenario{Name: name, Description: desc,
+		Nodes: 3, CacheBytes: 16 << 20, Records: 160000, ValueBytes: 256, Splits: 6, Threads: 8, ReadFraction: reads,
+		Duration: d, Warmup: 10 * time.Second, Policy: policy.NameShed, Score: ScoreTask,
+		Pin:    map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false},
+		Events: []Event{{30 * time.Second, task}}}
+}
+
+// readHintsPin keeps every other policy from moving leaderships (and load_split from splitting the
+// hot ranges), so that the only change is the scenario's.
+var readHintsPin = map[string]bool{
+	policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false, policy.NameShed: false,
+}
+
+// readHintsKV is the journal's setting: every hint sent to every other replica and applied. The
+// shared two-core machine runs all three nodes and the clients, so the process's CPU stays above
+// the adaptive fraction's pause threshold, and adaptive hints would simply be off.
+func readHintsKV(c *benchutil.NodeConfig) { c.Hints.FixedFraction = true }
+
+func readHints(name string, cache int64, change Action, variants []Variant, desc string) Scenario {
+	return Scenario{Name: name, Description: desc,
+		Nodes: 3, CacheBytes: cache, KV: readHintsKV, Records: 160000, ValueBytes: 1000, Splits: 6, Threads: 8, ReadFraction: 1,
+		Duration: 90 * time.Second, Warmup: 20 * time.Second, Policy: policy.NameReadHints, Pin: readHintsPin, Variants: variants,
+		Events: []Event{{0, Gather}, {60 * time.Second, change}}, Score: ScoreReadHints}
+}
+
+// fractionVariants apply each fraction of the hints (fixed), and one runs without hints at all.
+func fractionVariants(fractions ...float64) []Variant {
+	var vs []Variant
+	for _, f := range fractions {
+		vs = append(vs, Variant{Name: fmt.Sprintf("fraction-%.2f", f), KV: func(c *benchutil.NodeConfig) {
+			readHintsKV(c)
+			c.Hints.Fraction = f
+		}})
+	}
+	return append(vs, Variant{Name: "no-hints", KV: func(c *benchutil.NodeConfig) { c.Hints.Off = true }})
+}
+
+// readHintsOverhead is the steady-state cost of read hints: no leadership change, hints switched in
+// ABBA pairs of windows within one run (two clusters on one shared machine differ by more than the
+// cost). Run with --hosts against nodes in processes of their own (scripts/readhints-saturated.sh),
+// it is the cost on a saturated serving node.
+func readHintsOverhead() Scenario {
+	s := readHints("read-hints-overhead", 32<<20, "", []Variant{{Name: "recurring", KV: readHintsKV}},
+		"as read-hints without a leadership change: hints switched in 24 ABBA pairs of 12-s windows (on,off | off,on | ...) after 20 s; "+
+			"the cost of hints (1 - on/off) with a 95 % confidence interval over the pairs")
+	s.Events = s.Events[:1]
+	s.Toggle = &Toggle{Window: 12 * time.Second, Pairs: 24, Skip: 5 * time.Second}
+	s.Duration = s.Warmup + 2*time.Duration(s.Toggle.Pairs)*s.Toggle.Window
+	return s
+}
+
+// joinLink models each node's network link in the join scenarios: every node sends snapshots at most
+// this fast and receives them at most this fast from all senders together. Slow enough that moving
+// the new node's share takes a while on one machine, as streaming tens of GB does on a real cluster;
+// and since the receiver's link bounds a parallel join as much as one sender at full speed bounds an
+// incremental one, the strategies differ in scheduling, not bandwidth (the chapter, §2.2).
+const joinLink = 4 << 20
+
+// joinDevice makes the nodes disk-bound, so that a fourth node adds capacity although every node
+// shares the same two cores: 250 random-read IOPS, the chapter's disk, and the kernel's default
+// readahead of 128 KiB for sequential reads (a streamed range, a compaction).
+var joinDevice = emudisk.Options{NoPageCache: true, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20, IOPS: 250,
+	Latency: 500 * time.Microsecond, ReadaheadBytes: 128 << 10}
+
+func joinStrategy(s string, atEnd bool, sendRate int64) func(*benchutil.NodeConfig) {
+	return func(c *benchutil.NodeConfig) {
+		c.Autopilot.Policies.Join.Strategy = s
+		c.Autopilot.Policies.Join.ServeAtEnd = atEnd
+		c.Transport.SnapshotRateBytesPerSec = sendRate
+		c.Transport.SnapshotRecvRateBytesPerSec = joinLink
+	}
+}
+
+// join is a scenario of a fourth node joining: at t=30s (join), or when the surge's controller
+// decides. Each of the 24 ranges (~1.7 MB) is a unit of transfer, as the chapter's token ranges are.
+func join(name, desc string, d time.Duration, surge *Surge) Scenario {
+	s := Scenario{Name: name, Description: desc,
+		Nodes: 3, CacheBytes: 16 << 20, Device: &joinDevice, Records: 160000, ValueBytes: 256, Splits: 24, Threads: 16, ReadFraction: 0.95,
+		Duration: d, Warmup: 10 * time.Second, Policy: policy.NameJoin, Score: ScoreJoin,
+		Pin: map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false},
+		Variants: []Variant{
+			{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
+			{Name: "parallel", KV: joinStrategy(policy.JoinParallel, false, joinLink)},
+			// The chapter's controls: parallel with each sender at a third of the link (the same
+			// aggregate as one incremental sender), and sequential moves that serve only at the end.
+			{Name: "parallel-throttled", KV: joinStrategy(policy.JoinParallel, false, joinLink/3)},
+			{Name: "sequential-at-end", KV: joinStrategy(policy.JoinIncremental, true, joinLink)},
+			// The floor: the node starts but the policy is off, so it receives nothing.
+			{Name: "no-join", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Optional: true},
+		},
+		Events: []Event{{0, BalanceLeaders}, {30 * time.Second, JoinNode}}}
+	if surge != nil { // Figure 2.7: incremental and parallel; the controls by name
+		s.Surge = surge
+		s.Events = []Event{{0, BalanceLeaders}, {10 * time.Second, StartController}, {30 * time.Second, LoadSurge}}
+		for i := 2; i < len(s.Variants); i++ {
+			s.Variants[i].Optional = true
+		}
+	}
+	return s
+}
