@@ -62,7 +62,8 @@ type Config struct {
 	Recheck time.Duration
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every zero setting at its default.
+func (c Config) WithDefaults() Config {
 	if c.HeavyCompactionBytes == 0 {
 		c.HeavyCompactionBytes = 128 << 20
 	}
@@ -133,7 +134,7 @@ func NewTracker(cfg Config, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{cfg: cfg.withDefaults(), now: now, tasks: map[uint64]*Task{}, lastDone: map[Kind]time.Time{},
+	return &Tracker{cfg: cfg.WithDefaults(), now: now, tasks: map[uint64]*Task{}, lastDone: map[Kind]time.Time{},
 		changed: make(chan struct{})}
 }
 

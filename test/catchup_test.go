@@ -14,7 +14,7 @@ import (
 )
 
 // raftTruncatedIndex reads the raft log truncation index of rangeID from node i's engine (the first
-// 8 bytes, big-endian, of the truncated-state key, as replica/raftlog.go encodes it).
+// 8 bytes, big-endian, of the truncated-state key, as replica/internal/raftlog/raftlog.go encodes it).
 func raftTruncatedIndex(t *testing.T, c *testcluster.Cluster, i int, rangeID uint64) uint64 {
 	t.Helper()
 	v, found, err := c.Nodes[i].Eng.Get(storage.TruncatedStateKey(rangeID))

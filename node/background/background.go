@@ -33,14 +33,6 @@ import (
 	"github.com/shoaldb/shoal/storage"
 )
 
-// Defaults of Config.
-const (
-	// DefaultHeavyCompactionBytes is the input size from which an automatic compaction is heavy.
-	DefaultHeavyCompactionBytes = 128 << 20
-	// DefaultMaxPostpone bounds how long a heavy task waits for the node's leaderships to move.
-	DefaultMaxPostpone = 5 * time.Minute
-)
-
 // Config configures background work; zero values take defaults.
 type Config struct {
 	// HeavyCompactionBytes, MaxPostpone, ReturnWindow: see bgtask.Config.
@@ -58,12 +50,7 @@ type Config struct {
 
 // WithDefaults returns c with the tracker's defaults filled in.
 func (c Config) WithDefaults() Config {
-	if c.HeavyCompactionBytes == 0 {
-		c.HeavyCompactionBytes = DefaultHeavyCompactionBytes
-	}
-	if c.MaxPostpone == 0 {
-		c.MaxPostpone = DefaultMaxPostpone
-	}
+	c.Config = c.Config.WithDefaults()
 	return c
 }
 
