@@ -636,7 +636,7 @@ func testProtocol(t *testing.T, addr string) {
 	})
 	t.Run("oversize bulk closes", func(t *testing.T) {
 		r := dialRaw(t, addr)
-		r.send("PING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + strconv.Itoa(resp.DefaultMaxValueBytes+1) + "\r\n")
+		r.send("PING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + strconv.Itoa(kv.DefaultMaxValueBytes+1) + "\r\n")
 		r.expect("+PONG")
 		r.expect("-ERR Protocol error: invalid bulk length")
 		r.expectClosed()

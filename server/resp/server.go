@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server/resp/wire"
 )
@@ -43,8 +44,6 @@ type Node interface {
 const (
 	DefaultCommandTimeout = 15 * time.Second
 	DefaultMaxClients     = 10000
-	DefaultMaxKeyBytes    = 4 << 10
-	DefaultMaxValueBytes  = 8 << 20
 )
 
 // Config configures a Server.
@@ -60,7 +59,7 @@ type Config struct {
 	// AuthToken, when set, must be given with AUTH (or HELLO ... AUTH) before any other command; it is
 	// also the token of the forwarding client's gRPC calls.
 	AuthToken string
-	// MaxKeyBytes and MaxValueBytes are the node's limits (defaults 4 KiB and 8 MiB). A bulk string
+	// MaxKeyBytes and MaxValueBytes are the node's limits (defaults kv.DefaultMaxKeyBytes and kv.DefaultMaxValueBytes). A bulk string
 	// longer than MaxValueBytes is a protocol error; an encoded key longer than MaxKeyBytes is refused.
 	MaxKeyBytes, MaxValueBytes int
 	// CommandTimeout bounds one command (default 15s).
@@ -110,10 +109,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("resp: Config.GRPCAddr is required")
 	}
 	if cfg.MaxKeyBytes <= 0 {
-		cfg.MaxKeyBytes = DefaultMaxKeyBytes
+		cfg.MaxKeyBytes = kv.DefaultMaxKeyBytes
 	}
 	if cfg.MaxValueBytes <= 0 {
-		cfg.MaxValueBytes = DefaultMaxValueBytes
+		cfg.MaxValueBytes = kv.DefaultMaxValueBytes
 	}
 	if cfg.CommandTimeout <= 0 {
 		cfg.CommandTimeout = DefaultCommandTimeout
