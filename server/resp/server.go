@@ -59,8 +59,9 @@ type Config struct {
 	// AuthToken, when set, must be given with AUTH (or HELLO ... AUTH) before any other command; it is
 	// also the token of the forwarding client's gRPC calls.
 	AuthToken string
-	// MaxKeyBytes and MaxValueBytes are the node's limits (defaults kv.DefaultMaxKeyBytes and kv.DefaultMaxValueBytes). A bulk string
-	// longer than MaxValueBytes is a protocol error; an encoded key longer than MaxKeyBytes is refused.
+	// MaxKeyBytes and MaxValueBytes are the node's limits (defaults kv.DefaultMaxKeyBytes and
+	// kv.DefaultMaxValueBytes). A bulk string longer than MaxValueBytes is a protocol error; an
+	// encoded key longer than MaxKeyBytes is refused.
 	MaxKeyBytes, MaxValueBytes int
 	// CommandTimeout bounds one command (default 15s).
 	CommandTimeout time.Duration
