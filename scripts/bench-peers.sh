@@ -458,7 +458,7 @@ pair_ratios() {
 if [[ -n $JQ ]]; then
 	{
 		printf '\n## Goals\n\n'
-		printf 'From the issue: Shoal at least 2× etcd'"'"'s throughput with a p99 no higher than etcd'"'"'s (every operation); Shoal RESP GET at least 50 %% of a single-node redis-server. Measured on a shared, loaded machine (see Setup).\n\n'
+		printf 'Goals: Shoal at least 2× etcd'"'"'s throughput with a p99 no higher than etcd'"'"'s (every operation); Shoal RESP GET at least 50 %% of a single-node redis-server. Measured on a shared, loaded machine (see Setup).\n\n'
 		printf '| Goal | Workload | Measured | Met |\n| --- | --- | --- | --- |\n'
 		for sys in shoal-grpc shoal-resp; do
 			label="shoal (${sys#shoal-})"

@@ -26,10 +26,9 @@ type NodeSpec struct {
 	Listener net.Listener
 	Addr     string
 	// CacheBytes and MemTableBytes size the engine's block cache and memtables (0: the storage
-	// defaults); LBaseMaxBytes and TargetFileBytes shape its LSM (0: Pebble's).
-	CacheBytes                     int64
-	MemTableBytes                  uint64
-	LBaseMaxBytes, TargetFileBytes int64
+	// defaults).
+	CacheBytes    int64
+	MemTableBytes uint64
 	// Device is the engine's emulated disk (nil: the machine's).
 	Device *emudisk.Options
 	Config NodeConfig
@@ -56,7 +55,7 @@ func StartNode(ctx context.Context, s NodeSpec) (*Node, error) {
 	cfg.DataDir, cfg.Addr = s.Dir, addr
 	cfg.Storage.CreateIfMissing = s.Create
 	cfg.Storage.CacheBytes, cfg.Storage.MemTableBytes = s.CacheBytes, s.MemTableBytes
-	cfg.Storage.LBaseMaxBytes, cfg.Storage.TargetFileBytes, cfg.Storage.Device = s.LBaseMaxBytes, s.TargetFileBytes, s.Device
+	cfg.Storage.Device = s.Device
 	n, err := node.StartServing(ctx, cfg, s.Listener)
 	if err != nil {
 		return nil, err

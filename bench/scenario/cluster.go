@@ -116,19 +116,6 @@ func userReplicas(n *benchutil.Node) (leaders, replicas int) {
 	return leaders, replicas
 }
 
-// setUnthrottled lifts (true) or restores the emulated-disk budgets of every live node
-// (Options.FastLoad); a node started later gets a throttled device of its own.
-func (c *cluster) setUnthrottled(on bool) {
-	if !c.local() {
-		return
-	}
-	for _, n := range c.Nodes() {
-		if n != nil {
-			n.Eng.SetDeviceUnthrottled(on)
-		}
-	}
-}
-
 // deviceStats sums the emulated-disk counters of every node since the cluster started.
 func (c *cluster) deviceStats() emudisk.Stats {
 	var sum emudisk.Stats

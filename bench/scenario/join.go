@@ -20,13 +20,12 @@ import (
 // when it first led a range (polled every 50 ms: the series samples once a second), the join record
 // and the autopilot's decisions; for a surge, the controller's decision.
 type joinTrace struct {
-	mu                                sync.Mutex
-	nodeStart, nodeUp, firstLead, end time.Time
-	recStarted, recDone               time.Time
-	trigger, violatedSince            time.Time
-	why                               string
-	decisions                         []JoinStep
-	done                              chan struct{} // closed when the join's action is over
+	mu                                 sync.Mutex
+	nodeStart, firstLead, end, recDone time.Time
+	trigger, violatedSince             time.Time
+	why                                string
+	decisions                          []JoinStep
+	done                               chan struct{} // closed when the join's action is over
 }
 
 // joinNode starts the spare node and returns once the autopilot has completed its join.
@@ -52,7 +51,6 @@ func follow(ctx context.Context, e *env, tr *joinTrace) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("start the new node: %w", err)
 	}
-	set(&tr.nodeUp, time.Now())
 	nd := e.c.Node(i)
 	id := nd.KV.NodeID()
 	pollCtx, stopPoll := context.WithCancel(ctx)
@@ -76,7 +74,6 @@ func follow(ctx context.Context, e *env, tr *joinTrace) (string, error) {
 		nodes, _ := e.cl.Nodes(ctx)
 		for _, n := range nodes {
 			if j := n.GetJoin(); n.GetDesc().GetNodeId() == id && j != nil {
-				set(&tr.recStarted, unixOrZero(j.StartedUnixNanos))
 				set(&tr.recDone, unixOrZero(j.DoneUnixNanos))
 				if j.DoneUnixNanos != 0 && desc == "" {
 					desc = fmt.Sprintf("n%d joined (%s): %d replicas, leads %d, in %.1fs", id, j.Strategy, j.Held, j.Leading,
@@ -227,7 +224,7 @@ type JoinStep struct {
 //   - SLO (eq. 2.1–2.3): 2-second windows of the mean response time over a target, ChapterTargetFactor
 //     × the steady mean (the chapter: 50 ms over 40 ms); and 1-second windows of the p99 over
 //     sloFactor × the steady p99. Each counts the windows over it and sums the excess, from the
-//     join's start to its end, and (…ToEnd) to the run's end, which does not reward a short join.
+//     join's start to its end.
 type JoinReport struct {
 	// JoinStartS is when the new node was started, in the run's seconds. TriggerWhy is the surge
 	// controller's reason for adding it, TriggerS when it decided, ViolatedSinceS the start of the
@@ -236,11 +233,9 @@ type JoinReport struct {
 	TriggerWhy     string  `json:"trigger_why,omitempty"`
 	TriggerS       float64 `json:"trigger_s,omitempty"`
 	ViolatedSinceS float64 `json:"violated_since_s,omitempty"`
-	// NodeUpS, PolicyStartS, FirstServedS: from the join's start until the node ran, the autopilot
-	// recorded the join's start, and the node first led a user range (-1: never). FullShareS: until
-	// the end of the first second in which it led as many ranges as when the join ended (-1: none).
-	NodeUpS      float64 `json:"node_up_s"`
-	PolicyStartS float64 `json:"policy_start_s"`
+	// FirstServedS: from the join's start until the node first led a user range (-1: never).
+	// FullShareS: until the end of the first second in which it led as many ranges as when the join
+	// ended (-1: none).
 	FirstServedS float64 `json:"first_served_s"`
 	FullShareS   float64 `json:"full_share_s"`
 	JoinS        float64 `json:"join_s"`
@@ -257,21 +252,17 @@ type JoinReport struct {
 	ThroughputRatio   float64   `json:"throughput_ratio"` // during the join / before
 	PostJoinRatio     float64   `json:"post_join_ratio"`  // after the join / before
 
-	SteadyMeanMs         float64 `json:"steady_mean_ms"`
-	ChapterTargetMs      float64 `json:"chapter_target_ms"`
-	ChapterTargetFactor  float64 `json:"chapter_target_factor"`
-	ChapterWindows       int     `json:"chapter_windows"`
-	ChapterViolations    int     `json:"chapter_violations"`
-	ChapterExcessMs      float64 `json:"chapter_excess_ms"`
-	ChapterViolationsEnd int     `json:"chapter_violations_to_end"`
-	ChapterExcessEndMs   float64 `json:"chapter_excess_to_end_ms"`
+	SteadyMeanMs        float64 `json:"steady_mean_ms"`
+	ChapterTargetMs     float64 `json:"chapter_target_ms"`
+	ChapterTargetFactor float64 `json:"chapter_target_factor"`
+	ChapterWindows      int     `json:"chapter_windows"`
+	ChapterViolations   int     `json:"chapter_violations"`
+	ChapterExcessMs     float64 `json:"chapter_excess_ms"`
 
-	SLOThresholdMs      float64 `json:"slo_threshold_ms"`
-	SLOFactor           float64 `json:"slo_factor"`
-	ViolatingWindows    int     `json:"violating_windows"`
-	ExcessMs            float64 `json:"excess_ms"`
-	ViolatingWindowsEnd int     `json:"violating_windows_to_end"`
-	ExcessEndMs         float64 `json:"excess_to_end_ms"`
+	SLOThresholdMs   float64 `json:"slo_threshold_ms"`
+	SLOFactor        float64 `json:"slo_factor"`
+	ViolatingWindows int     `json:"violating_windows"`
+	ExcessMs         float64 `json:"excess_ms"`
 
 	Timeline []JoinStep `json:"timeline,omitempty"`
 }
@@ -326,8 +317,7 @@ func joinReport(rr *RunReport, e *env, warmup float64) *JoinReport {
 	if !tr.trigger.IsZero() { // the surge's events do not include the join: mark it
 		rr.Events = append(rr.Events, EventMark{T: start, EndT: end, What: strings.TrimSpace(string(JoinNode) + " " + tr.why), Label: string(JoinNode), Task: true})
 	}
-	jr := &JoinReport{JoinStartS: round1(start), TriggerWhy: tr.why, NodeUpS: since(tr.nodeUp), PolicyStartS: since(tr.recStarted),
-		FirstServedS: since(tr.firstLead), Done: !tr.recDone.IsZero(), DipBinS: dipBinS, SLOFactor: sloFactor,
+	jr := &JoinReport{JoinStartS: round1(start), TriggerWhy: tr.why, FirstServedS: since(tr.firstLead), Done: !tr.recDone.IsZero(), DipBinS: dipBinS, SLOFactor: sloFactor,
 		ChapterTargetFactor: chapterTargetFactor, Timeline: tr.decisions, JoinS: round1(end - start), WindowEndS: round3(end)}
 	if !tr.trigger.IsZero() {
 		jr.TriggerS, jr.ViolatedSinceS = round1(runS(tr.trigger)), round1(runS(tr.violatedSince))
@@ -430,12 +420,7 @@ func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Histogra
 	}
 	jr.DipBeyondNoise = jr.WorstDip - jr.DipNoise
 	jr.ViolatingWindows, jr.ExcessMs = windowsOver(series, jr.SLOThresholdMs, start, end)
-	jr.ViolatingWindowsEnd, jr.ExcessEndMs = windowsOver(series, jr.SLOThresholdMs, start, math.Inf(1))
-	last := 0.0
-	if len(series) > 0 {
-		last = series[len(series)-1].T
-	}
-	for w := start; w+chapterWindowS/2 <= last; w += chapterWindowS {
+	for w := start; w < end; w += chapterWindowS {
 		h := benchutil.NewHist()
 		for i, p := range series {
 			if in(p, w, w+chapterWindowS) && i < len(perSec) {
@@ -445,19 +430,13 @@ func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Histogra
 		if h.TotalCount() == 0 {
 			continue
 		}
-		if w < end {
-			jr.ChapterWindows++
-		}
+		jr.ChapterWindows++
 		if excess := h.Mean()/1000 - jr.ChapterTargetMs; excess > 0 {
-			jr.ChapterViolationsEnd++
-			jr.ChapterExcessEndMs += excess
-			if w < end {
-				jr.ChapterViolations++
-				jr.ChapterExcessMs += excess
-			}
+			jr.ChapterViolations++
+			jr.ChapterExcessMs += excess
 		}
 	}
-	for _, f := range []*float64{&jr.DipBeyondNoise, &jr.ExcessMs, &jr.ExcessEndMs, &jr.ChapterExcessMs, &jr.ChapterExcessEndMs,
+	for _, f := range []*float64{&jr.DipBeyondNoise, &jr.ExcessMs, &jr.ChapterExcessMs,
 		&jr.WorstDip, &jr.DipNoise, &jr.ThroughputRatio, &jr.PostJoinRatio, &jr.SteadyMeanMs, &jr.ChapterTargetMs,
 		&jr.SLOThresholdMs, &jr.PreJoinThroughput} {
 		*f = round3(*f)

@@ -71,18 +71,13 @@ func joinFigure(f func(*JoinReport) float64) func(RunReport, float64) (float64, 
 	}
 }
 
-// commonScore recounts the SLO windows (or their excess) against the common threshold, during the
-// join or to the run's end.
-func commonScore(toEnd, excess bool) func(RunReport, float64) (float64, bool) {
+// commonScore recounts the SLO windows of the join (or their excess) against the common threshold.
+func commonScore(excess bool) func(RunReport, float64) (float64, bool) {
 	return func(r RunReport, thr float64) (float64, bool) {
 		if r.Join == nil || !r.Join.Done || thr <= 0 {
 			return 0, false
 		}
-		end := r.Join.JoinStartS + r.Join.JoinS
-		if toEnd {
-			end = math.Inf(1)
-		}
-		n, ex := windowsOver(r.Series, thr, r.Join.JoinStartS, end)
+		n, ex := windowsOver(r.Series, thr, r.Join.JoinStartS, r.Join.JoinStartS+r.Join.JoinS)
 		return map[bool]float64{false: float64(n), true: ex}[excess], true
 	}
 }
@@ -100,13 +95,9 @@ var figures = []figure{
 	{"throughput_ratio", joinFigure(func(j *JoinReport) float64 { return j.ThroughputRatio })},
 	{"violating_windows", joinFigure(func(j *JoinReport) float64 { return float64(j.ViolatingWindows) })},
 	{"excess_ms", joinFigure(func(j *JoinReport) float64 { return j.ExcessMs })},
-	{"violating_windows_to_end", joinFigure(func(j *JoinReport) float64 { return float64(j.ViolatingWindowsEnd) })},
-	{"excess_to_end_ms", joinFigure(func(j *JoinReport) float64 { return j.ExcessEndMs })},
 	{"post_join_ratio", joinFigure(func(j *JoinReport) float64 { return j.PostJoinRatio })},
-	{"violating_windows_common", commonScore(false, false)},
-	{"excess_common_ms", commonScore(false, true)},
-	{"violating_windows_to_end_common", commonScore(true, false)},
-	{"excess_to_end_common_ms", commonScore(true, true)},
+	{"violating_windows_common", commonScore(false)},
+	{"excess_common_ms", commonScore(true)},
 	{"read_hints_first_1s_ratio", readHintsFigure(func(h *ReadHintsRun) float64 { return h.First1sRatio })},
 	{"read_hints_first_5s_ratio", readHintsFigure(func(h *ReadHintsRun) float64 { return h.First5sRatio })},
 	{"read_hints_new_leader_hit_first_5s", readHintsFigure(func(h *ReadHintsRun) float64 { return deref(h.NewLeaderHitRatioFirst5s) })},

@@ -29,7 +29,7 @@ type ReadHintsRun struct {
 	First10sRatio float64  `json:"first_10s_ratio"`
 	MaxP99After   float64  `json:"max_p99_ms_first_5s"`
 	TimeTo95S     *float64 `json:"time_to_95_s"`
-	// The issue's 1-s goal: the first second's p99 against the steady one, and the time until three
+	// The 1-s goal: the first second's p99 against the steady one, and the time until three
 	// seconds in a row each have a p99 of at most 1.5× the steady one.
 	P99First1sMs    float64  `json:"p99_first_1s_ms"`
 	P99First1sRatio float64  `json:"p99_first_1s_ratio"`

@@ -37,20 +37,9 @@ type Options struct {
 	// Device overrides the scenario's emulated disk per node; NoEmulatedDisk turns emulated disks off.
 	Device         *emudisk.Options
 	NoEmulatedDisk bool
-	// PageCacheBytes gives every node's emulated disk a modeled page cache of this size
-	// (emudisk.Options.PageCacheBytes) instead of none.
-	PageCacheBytes int64
-	// LBaseMaxBytes and TargetFileBytes shape every engine's LSM (storage.Options; 0: Pebble's).
-	LBaseMaxBytes, TargetFileBytes int64
 	// Variants, when set, runs only the scenario's variants of these names, in the scenario's order;
 	// a name the scenario lacks is an error.
 	Variants []string
-	// RandomValues writes random, incompressible values instead of one fixed pattern of letters.
-	RandomValues bool
-	// FastLoad loads the data (and lets the engines compact it) with the emulated disks' budgets
-	// lifted, restoring them before the workload: on a 250-IOPS disk a load of incompressible data
-	// takes most of a run's time.
-	FastLoad bool
 	// TogglePairs, ToggleWindow and ToggleSkip override a Toggle's schedule; with pairs and window
 	// set the duration follows from them.
 	TogglePairs              int
@@ -79,31 +68,23 @@ func EffectiveDevice(sc Scenario, opts Options) *emudisk.Options {
 		return nil
 	}
 	c := *d
-	if opts.PageCacheBytes > 0 {
-		c.PageCacheBytes = opts.PageCacheBytes
-	}
 	return &c
 }
 
 // Settings are the effective settings of a report.
 type Settings struct {
-	Nodes        int     `json:"nodes"`
-	Records      int     `json:"records"`
-	DurationS    float64 `json:"duration_s"`
-	WarmupS      float64 `json:"warmup_s"`
-	Threads      int     `json:"threads"`
-	Splits       int     `json:"splits,omitempty"`
-	ValueBytes   int     `json:"value_bytes"`
-	RandomValues bool    `json:"random_values,omitempty"`
-	FastLoad     bool    `json:"fast_load,omitempty"`
-	// LBaseMaxBytes and TargetFileBytes are the engines' LSM shape when set (0: Pebble's).
-	LBaseMaxBytes   int64    `json:"lbase_max_bytes,omitempty"`
-	TargetFileBytes int64    `json:"target_file_bytes,omitempty"`
-	ReadFraction    float64  `json:"read_fraction"`
-	CacheBytes      int64    `json:"cache_bytes"`
-	SurgeThreads    int      `json:"surge_threads,omitempty"`
-	Toggle          *Toggle  `json:"toggle,omitempty"`
-	Hosts           []string `json:"hosts,omitempty"`
+	Nodes        int      `json:"nodes"`
+	Records      int      `json:"records"`
+	DurationS    float64  `json:"duration_s"`
+	WarmupS      float64  `json:"warmup_s"`
+	Threads      int      `json:"threads"`
+	Splits       int      `json:"splits,omitempty"`
+	ValueBytes   int      `json:"value_bytes"`
+	ReadFraction float64  `json:"read_fraction"`
+	CacheBytes   int64    `json:"cache_bytes"`
+	SurgeThreads int      `json:"surge_threads,omitempty"`
+	Toggle       *Toggle  `json:"toggle,omitempty"`
+	Hosts        []string `json:"hosts,omitempty"`
 	// Device is each node's emulated disk; null when the nodes share the machine's disk and page cache.
 	Device *emudisk.Options `json:"device"`
 }
@@ -184,8 +165,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	}
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), WarmupS: sc.Warmup.Seconds(), Threads: sc.Threads,
-		Splits: sc.Splits, ValueBytes: sc.ValueBytes, RandomValues: opts.RandomValues, FastLoad: opts.FastLoad,
-		LBaseMaxBytes: opts.LBaseMaxBytes, TargetFileBytes: opts.TargetFileBytes, ReadFraction: sc.ReadFraction, CacheBytes: cache,
+		Splits: sc.Splits, ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: cache,
 		Toggle: sc.Toggle, Hosts: opts.Hosts, Device: EffectiveDevice(sc, opts),
 	}}
 	if sc.Surge != nil {
@@ -226,10 +206,6 @@ func resolve(sc Scenario, opts Options) (Scenario, error) {
 	switch {
 	case opts.Dir == "" || opts.Out == "":
 		return sc, fmt.Errorf("Dir and Out are required")
-	case opts.LBaseMaxBytes < 0 || opts.TargetFileBytes < 0 || opts.PageCacheBytes < 0:
-		return sc, fmt.Errorf("--lbase-kib, --target-file-kib and --page-cache-mib: want 0 (the default) or a positive size")
-	case opts.PageCacheBytes > 0 && (EffectiveDevice(sc, opts) == nil || !EffectiveDevice(sc, opts).NoPageCache):
-		return sc, fmt.Errorf("--page-cache-mib models the page cache of an emulated disk that bypasses the OS's; this run has none")
 	case opts.SurgeThreads < 0:
 		return sc, fmt.Errorf("--surge-threads %d: want a positive number of client threads", opts.SurgeThreads)
 	case opts.SurgeThreads > 0 && sc.Surge == nil:
@@ -382,7 +358,7 @@ type env struct {
 	c       *cluster
 	cl      *client.Client
 	dir     string
-	vals    values
+	value   []byte // every value written: one fixed pattern of letters, which compresses well
 	clients *benchutil.Clients
 	start   time.Time
 	killed  []int
@@ -406,11 +382,14 @@ func (e *env) userReplicas() (leaders, replicas []int) {
 
 func (r *run) run(ctx context.Context) (*RunReport, error) {
 	sc := r.sc
-	e := &env{sc: sc, dir: r.dir, c: &cluster{hosts: r.opts.Hosts}, vals: newValues(sc.ValueBytes, r.opts.RandomValues)}
+	e := &env{sc: sc, dir: r.dir, c: &cluster{hosts: r.opts.Hosts}, value: make([]byte, sc.ValueBytes)}
+	for i := range e.value {
+		e.value[i] = byte('a' + i%26)
+	}
 	if len(r.opts.Hosts) == 0 {
 		r.progress("starting %d nodes", sc.Nodes)
 		spec := benchutil.NodeSpec{CacheBytes: r.settings.CacheBytes, MemTableBytes: memTableFor(r.settings.CacheBytes),
-			LBaseMaxBytes: r.opts.LBaseMaxBytes, TargetFileBytes: r.opts.TargetFileBytes, Device: r.settings.Device,
+			Device: r.settings.Device,
 			Config: benchutil.NodeConfig{KV: kv.Config{QueueInterval: 500 * time.Millisecond}, HeartbeatInterval: 500 * time.Millisecond}}
 		for _, tweak := range []func(*benchutil.NodeConfig){sc.KV, r.v.KV} {
 			if tweak != nil {
@@ -452,15 +431,8 @@ func (r *run) load(ctx context.Context, e *env) error {
 	if err := benchutil.WaitFor(ctx, 90*time.Second, func() bool { return benchutil.FullyReplicated(ctx, e.cl, sc.Nodes) }); err != nil {
 		return fmt.Errorf("cluster not fully replicated: %w", err)
 	}
-	if r.opts.FastLoad {
-		e.c.setUnthrottled(true)
-	}
-	seed := uint64(time.Now().UnixNano())
 	_, err := benchutil.Load{Records: sc.Records, Batch: 64, Writers: sc.Threads, Key: key,
-		Values: func(w int) func() []byte {
-			rng := rand.New(rand.NewPCG(uint64(w)+501, seed))
-			return func() []byte { return e.vals.next(rng) }
-		},
+		Values: func(int) func() []byte { return func() []byte { return e.value } },
 		Progress: func(n int) {
 			r.progress("loading %s", benchutil.Bar(float64(n)/float64(sc.Records), fmt.Sprintf("%d/%d records", n, sc.Records)))
 		}}.Run(ctx, e.cl)
@@ -493,9 +465,6 @@ func (r *run) prepare(ctx context.Context, e *env) error {
 	if err := e.c.settle(ctx, e.cl, 2*time.Minute); err != nil {
 		return err
 	}
-	if r.opts.FastLoad {
-		e.c.setUnthrottled(false)
-	}
 	if sc.Policy != "" {
 		if err := e.cl.SetPolicy(ctx, sc.Policy, !r.v.PolicyOff); err != nil {
 			return fmt.Errorf("set policy %s: %w", sc.Policy, err)
@@ -522,7 +491,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 				_, _, err := e.cl.Get(ctx, k)
 				return err
 			}
-			return e.cl.Put(ctx, k, e.vals.next(rng))
+			return e.cl.Put(ctx, k, e.value)
 		}
 	})
 	wctx, cancel := context.WithCancel(ctx)

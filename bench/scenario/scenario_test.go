@@ -309,30 +309,6 @@ func tinyScenario(t *testing.T, name string) (Scenario, context.Context) {
 	return sc, ctx
 }
 
-// TestRandomValuesFastLoad runs a tiny scenario with incompressible values loaded on unthrottled
-// disks (the disks' budgets restored for the workload) and a scaled LSM shape, and checks the
-// report says so.
-func TestRandomValuesFastLoad(t *testing.T) {
-	sc, ctx := tinyScenario(t, "leader-transfer")
-	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), Duration: 3 * time.Second, Records: 300, Threads: 2,
-		RandomValues: true, FastLoad: true, LBaseMaxBytes: 256 << 10, TargetFileBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Settings.RandomValues || !rep.Settings.FastLoad ||
-		rep.Settings.LBaseMaxBytes != 256<<10 || rep.Settings.TargetFileBytes != 64<<10 {
-		t.Fatalf("settings %+v: want random_values, fast_load and the LSM shape", rep.Settings)
-	}
-	for _, r := range rep.Runs {
-		if r.Summary.Ops == 0 {
-			t.Errorf("run %q served no operations", r.Variant)
-		}
-	}
-	if _, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: t.TempDir(), TargetFileBytes: -1}); err == nil {
-		t.Error("a negative target file size was accepted")
-	}
-}
-
 // TestHostsTiny runs read-hints-overhead against a cluster started apart (as the saturated driver's
 // processes are): one run, its switches applied, its windows paired.
 func TestHostsTiny(t *testing.T) {

@@ -16,18 +16,15 @@ import (
 )
 
 var scenarioFlags struct {
-	out, dir                string
-	duration                time.Duration
-	records, threads        int
-	splits, surgeThreads    int
-	list, noEmulatedDisk    bool
-	variants, hosts         []string
-	randomValues, fastLoad  bool
-	pageCacheMiB            int64
-	lbaseKiB, targetFileKiB int64
-	pairs                   int
-	window, skip            time.Duration
-	repeat                  int
+	out, dir             string
+	duration             time.Duration
+	records, threads     int
+	splits, surgeThreads int
+	list, noEmulatedDisk bool
+	variants, hosts      []string
+	pairs                int
+	window, skip         time.Duration
+	repeat               int
 }
 
 var benchScenarioCmd = &cobra.Command{
@@ -88,8 +85,6 @@ func runBenchScenario(cmd *cobra.Command, args []string) error {
 	opts := scenario.Options{
 		Dir: dir, Out: fl.out, Duration: fl.duration, Records: fl.records, Threads: fl.threads, Splits: fl.splits,
 		SurgeThreads: fl.surgeThreads, Progress: os.Stderr, NoEmulatedDisk: fl.noEmulatedDisk, Variants: fl.variants,
-		RandomValues: fl.randomValues, FastLoad: fl.fastLoad, PageCacheBytes: fl.pageCacheMiB << 20,
-		LBaseMaxBytes: fl.lbaseKiB << 10, TargetFileBytes: fl.targetFileKiB << 10,
 		TogglePairs: fl.pairs, ToggleWindow: fl.window, ToggleSkip: fl.skip, Hosts: fl.hosts,
 	}
 	out := cmd.OutOrStdout()
@@ -149,11 +144,6 @@ func init() {
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
 	f.IntVar(&scenarioFlags.surgeThreads, "surge-threads", 0, "client threads the load surge adds (join-surge; default 8: 16 -> 24)")
 	f.IntVar(&scenarioFlags.splits, "splits", 0, "pre-split the key space into this many equal ranges after loading (default: the scenario's; in the join scenarios a range is the unit of a move)")
-	f.BoolVar(&scenarioFlags.randomValues, "random-values", false, "write random (incompressible) values instead of one fixed pattern of letters, which compresses ~7x: the stores then hold what was written, over several levels")
-	f.BoolVar(&scenarioFlags.fastLoad, "fast-load", false, "load the data and let the engines compact it with the emulated disks' budgets lifted, restoring them before the workload")
-	f.Int64Var(&scenarioFlags.pageCacheMiB, "page-cache-mib", 0, "give every node's emulated disk a page cache of this many MiB instead of none (storage/emudisk)")
-	f.Int64Var(&scenarioFlags.lbaseKiB, "lbase-kib", 0, "every engine's base-level target size in KiB (0: Pebble's 64 MiB, which keeps a small store all in the bottom level)")
-	f.Int64Var(&scenarioFlags.targetFileKiB, "target-file-kib", 0, "every engine's L0 table target size in KiB, doubling per level below the base (0: Pebble's 2 MiB); with --lbase-kib it scales the LSM to a small store")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
 	f.BoolVar(&scenarioFlags.noEmulatedDisk, "no-emulated-disk", false, "run the nodes on the shared disk and OS page cache instead of per-node emulated devices (storage/emudisk)")
 	f.StringSliceVar(&scenarioFlags.variants, "variants", nil, "run only these variants (e.g. join: incremental,parallel); optional variants run only when named here")
