@@ -31,6 +31,7 @@ import (
 	"github.com/shoaldb/shoal/node/autopilothost"
 	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/node/directory"
+	"github.com/shoaldb/shoal/node/history"
 	"github.com/shoaldb/shoal/node/readhints"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -148,6 +149,7 @@ type Node struct {
 	hints     *readhints.Service // nil when read hints are off on this node
 	bg        *background.Service
 	ap        *autopilothost.Host
+	hist      *history.Recorder // the last hour of this node's stats (/api/history)
 
 	draining atomic.Bool
 	hbKick   chan struct{}
@@ -219,6 +221,13 @@ func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 		Hints: n.hints, Conn: n.peerConn, ClusterID: n.ClusterID, Logger: n.log})
 	n.bg = background.New(cfg.Background, background.Deps{Engine: eng, Store: n.Store, Ranges: n.Service, Dir: n.dir,
 		Peer: n.peerClient, LiveWindow: n.liveWindow, Kick: n.kickHeartbeat, Logger: n.log})
+	n.hist = history.New(history.Config{}, history.Deps{
+		Load:     func() *pb.NodeStats { st, _ := n.dir.StatsOf(n.ident.NodeID); return st },
+		DiskBusy: eng.DiskUtilization, DataDir: cfg.DataDir,
+		Replicas: func() ([]history.Replica, int) { return history.StoreReplicas(n.Store()) },
+		Self:     n.NodeID, Live: func() []uint64 { return n.dir.LiveNodes(n.liveWindow()) },
+		Nodes: func() int { return len(n.dir.All()) }, Factor: cfg.Autopilot.Policies.Replicate.Factor,
+	})
 	return n, nil
 }
 
@@ -270,6 +279,10 @@ func (n *Node) Hints() *hints.Module { return n.hints.Module() }
 // HintsOn reports whether this node captures reads now: read hints are on here and the cluster's
 // read_hints switch is on.
 func (n *Node) HintsOn() bool { return n.hints.On() }
+
+// History is the node's recent stats, one point every few seconds for the last hour (the dashboard's
+// charts, and the range-health gauges of /metrics).
+func (n *Node) History() *history.Recorder { return n.hist }
 
 // Background is the node's background-task tracker (status pages and tests).
 func (n *Node) Background() *bgtask.Tracker { return n.bg.Tracker() }
@@ -334,6 +347,8 @@ func (n *Node) Start(ctx context.Context) error {
 	n.heartbeatLoop()
 	n.every(5*time.Second, n.refreshDirectory)
 	n.every(time.Second, n.ap.Watch)
+	n.hist.Record(time.Now())
+	n.every(n.hist.Interval(), func(context.Context) { n.hist.Record(time.Now()) })
 	n.log.Info("node started", "node", n.ident.NodeID, "cluster", n.ident.ClusterID, "addr", n.cfg.Addr, "replicas", len(st.Replicas()))
 	return nil
 }
