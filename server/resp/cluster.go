@@ -372,8 +372,32 @@ outer:
 	}
 }
 
-// clusterNodes renders CLUSTER NODES: every node with a RESP address, as a master with the slots it
-// owns (Shoal's replicas are per range, so no node is a replica of another as a whole).
+// masterOf is the role CLUSTER NODES gives node id, consistent with CLUSTER SLOTS: a node that owns
+// slots (leads their ranges) is a master (0); a node that owns none but is listed as a replica of some
+// slot intervals is a replica of the owner whose slots it holds the most of (ties: the lower node id);
+// any other node is a master without slots. Shoal's replicas are per range, so a master may also hold
+// replicas of other masters' slots: CLUSTER SLOTS lists those, CLUSTER NODES cannot.
+func (m *slotMap) masterOf(id uint64) uint64 {
+	held := map[uint64]int{}
+	for _, sh := range m.shards {
+		if sh.owner == id {
+			return 0
+		}
+		if slices.Contains(sh.replicas, id) {
+			held[sh.owner] += sh.last - sh.first + 1
+		}
+	}
+	var master uint64
+	for owner, n := range held {
+		if n > held[master] || n == held[master] && owner < master {
+			master = owner
+		}
+	}
+	return master
+}
+
+// clusterNodes renders CLUSTER NODES: every node with a RESP address, with the role masterOf gives it
+// and, for a master, the slots it owns.
 func (s *Server) clusterNodes(m *slotMap) string {
 	ids := make([]uint64, 0, len(m.nodes))
 	for id, n := range m.nodes {
@@ -391,16 +415,19 @@ func (s *Server) clusterNodes(m *slotMap) string {
 		if cport > 65535 {
 			cport = 0
 		}
-		flags := "master"
+		flags, master, epoch := "master", "-", id
+		if mid := m.masterOf(id); mid != 0 {
+			flags, master, epoch = "slave", s.redisNodeID(mid), mid
+		}
 		if id == m.self {
-			flags = "myself,master"
+			flags = "myself," + flags
 		}
 		link := "connected"
 		if !n.live {
 			flags += ",fail"
 			link = "disconnected"
 		}
-		fmt.Fprintf(&b, "%s %s@%d %s - 0 %d %d %s", s.redisNodeID(id), net.JoinHostPort(host, strconv.Itoa(port)), cport, flags, now, id, link)
+		fmt.Fprintf(&b, "%s %s@%d %s %s 0 %d %d %s", s.redisNodeID(id), net.JoinHostPort(host, strconv.Itoa(port)), cport, flags, master, now, epoch, link)
 		for _, iv := range m.ownedBy(id) {
 			if iv[0] == iv[1] {
 				fmt.Fprintf(&b, " %d", iv[0])

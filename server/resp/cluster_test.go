@@ -464,6 +464,29 @@ func TestRESP(t *testing.T) {
 	t.Run("auth", func(t *testing.T) { testAuth(t, c) })
 	t.Run("tools", func(t *testing.T) { testTools(t, c) })
 
+	t.Run("nodes and slots agree", func(t *testing.T) { testNodesMatchSlots(t, c) })
+
+	t.Run("info keyspace", func(t *testing.T) {
+		ctx := tctx(t)
+		rc := c.plain(t, 0)
+		rc.Set(ctx, "info:a", "1", 0)
+		rc.HSet(ctx, "info:h", "f", "v", "g", "w")
+		n, err := rc.DBSize(ctx).Result()
+		if err != nil || n < 2 {
+			t.Fatalf("DBSIZE = %d, %v", n, err)
+		}
+		info, err := rc.Info(ctx, "keyspace").Result()
+		if want := fmt.Sprintf("# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", n); err != nil || info != want {
+			t.Fatalf("INFO keyspace = %q, %v; want %q", info, err, want)
+		}
+		if info, err := rc.Info(ctx).Result(); err != nil || !strings.Contains(info, fmt.Sprintf("db0:keys=%d,", n)) || !strings.Contains(info, "# Replication\r\nrole:") {
+			t.Fatalf("INFO = %q, %v", info, err)
+		}
+		if info, err := rc.Info(ctx, "server").Result(); err != nil || strings.Contains(info, "Keyspace") {
+			t.Fatalf("INFO server = %q, %v", info, err)
+		}
+	})
+
 	t.Run("flushdb", func(t *testing.T) {
 		ctx := tctx(t)
 		rc := c.plain(t, 2)
@@ -634,10 +657,28 @@ func testProtocol(t *testing.T, addr string) {
 		r.expect("[save ]")
 		r.expect("[appendonly no]")
 	})
-	t.Run("oversize bulk closes", func(t *testing.T) {
+	t.Run("oversize value", func(t *testing.T) {
+		// A value over the limit is refused with its size and the limit; the connection goes on.
+		big := strings.Repeat("v", kv.DefaultMaxValueBytes+1)
 		r := dialRaw(t, addr)
-		r.send("PING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + strconv.Itoa(kv.DefaultMaxValueBytes+1) + "\r\n")
+		r.send("PING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + strconv.Itoa(len(big)) + "\r\n" + big + "\r\nPING\r\n")
 		r.expect("+PONG")
+		r.expect("-ERR value is 8388609 bytes; the limit is 8388608 (--max-value-bytes)")
+		r.expect("+PONG")
+		rc := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 20 * time.Second, WriteTimeout: 20 * time.Second})
+		defer rc.Close()
+		ctx := tctx(t)
+		err := rc.Set(ctx, "big", big, 0).Err()
+		check(t, "SET of a large value", nil, err, errPrefix("ERR value is 8388609 bytes; the limit is 8388608 (--max-value-bytes)"))
+		if err := rc.Set(ctx, "big", big[:1<<20], 0).Err(); err != nil {
+			t.Fatalf("SET of a value under the limit on the same client: %v", err)
+		}
+	})
+	t.Run("protocol error is read before the close", func(t *testing.T) {
+		// Like redis-cli, the client writes the whole command before it reads: the server gives up
+		// early, but neither the write nor the reading of the error may meet a reset.
+		r := dialRaw(t, addr)
+		r.send("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + strconv.Itoa(1<<30) + "\r\n" + strings.Repeat("v", 4<<20))
 		r.expect("-ERR Protocol error: invalid bulk length")
 		r.expectClosed()
 	})
@@ -740,6 +781,71 @@ func testTools(t *testing.T, c *tcluster) {
 	out, err := exec.Command(bench, "-h", host, "-p", port, "-t", "set,get", "-n", "200", "-c", "4", "-q").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SET:") || !strings.Contains(string(out), "GET:") {
 		t.Errorf("redis-benchmark: %v\n%s", err, out)
+	}
+}
+
+// testNodesMatchSlots checks that every node's CLUSTER NODES gives the roles its CLUSTER SLOTS implies:
+// each slot interval's first node is a master owning those slots, and a node listed as a replica is
+// either a master itself (of other slots) or a replica of an owner it holds slots of.
+func testNodesMatchSlots(t *testing.T, c *tcluster) {
+	ctx := tctx(t)
+	for i := range c.nodes {
+		rc := c.plain(t, i)
+		var problems []string
+		for attempt := 0; attempt < 20; attempt++ {
+			problems = nil
+			slots, err := rc.ClusterSlots(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, err := rc.ClusterNodes(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			type line struct{ flags, master, slots string }
+			byAddr, byID := map[string]line{}, map[string]string{}
+			for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+				f := strings.Fields(l)
+				addr, _, _ := strings.Cut(f[1], "@")
+				flags := strings.TrimPrefix(f[2], "myself,")
+				byAddr[addr] = line{flags, f[3], strings.Join(f[8:], " ")}
+				byID[f[0]] = addr
+			}
+			owned := map[string][]string{}
+			replicaOf := map[string]map[string]bool{} // replica address -> owners whose slots it holds
+			for _, sl := range slots {
+				owner := sl.Nodes[0].Addr
+				if l := byAddr[owner]; l.flags != "master" {
+					problems = append(problems, fmt.Sprintf("slots %d-%d: owner %s is %q in CLUSTER NODES", sl.Start, sl.End, owner, l.flags))
+				}
+				owned[owner] = append(owned[owner], fmt.Sprintf("%d-%d", sl.Start, sl.End))
+				for _, r := range sl.Nodes[1:] {
+					if replicaOf[r.Addr] == nil {
+						replicaOf[r.Addr] = map[string]bool{}
+					}
+					replicaOf[r.Addr][owner] = true
+				}
+			}
+			for addr, l := range byAddr {
+				switch {
+				case len(owned[addr]) == 0 && len(replicaOf[addr]) > 0 && (l.flags != "slave" || !replicaOf[addr][byID[l.master]]):
+					problems = append(problems, fmt.Sprintf("%s holds replicas of %v only but is %q of %q", addr, replicaOf[addr], l.flags, byID[l.master]))
+				case l.flags == "slave" && len(owned[addr]) > 0:
+					problems = append(problems, fmt.Sprintf("%s owns slots but is a slave", addr))
+				case l.flags == "slave" && byAddr[byID[l.master]].flags != "master":
+					problems = append(problems, fmt.Sprintf("%s is a slave of %s, not a master", addr, l.master))
+				case l.flags == "master" && len(owned[addr]) > 0 && l.slots == "":
+					problems = append(problems, fmt.Sprintf("master %s owns %v in CLUSTER SLOTS and none in CLUSTER NODES", addr, owned[addr]))
+				}
+			}
+			if len(problems) == 0 {
+				break
+			}
+			time.Sleep(300 * time.Millisecond) // a leadership moved between the two commands
+		}
+		if len(problems) > 0 {
+			t.Errorf("node %d: %s", i+1, strings.Join(problems, "; "))
+		}
 	}
 }
 

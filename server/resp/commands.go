@@ -376,11 +376,51 @@ func cmdInfo(o *op, args [][]byte) error {
 	)
 	section("Clients", fmt.Sprintf("connected_clients:%d", s.connCount()), fmt.Sprintf("maxclients:%d", s.cfg.MaxClients))
 	section("Stats", fmt.Sprintf("total_commands_processed:%d", s.commands.Load()))
-	section("Replication", "role:master")
+	if all || want["replication"] {
+		section("Replication", o.replicationInfo()...)
+	}
 	section("Cluster", "cluster_enabled:1")
-	section("Keyspace")
+	if all || want["keyspace"] {
+		// Counted like DBSIZE (a scan of the keys the connection covers): only when asked for.
+		var lines []string
+		n, err := o.countKeys()
+		switch {
+		case err != nil && want["keyspace"]:
+			return err
+		case err == nil && n > 0:
+			lines = append(lines, fmt.Sprintf("db0:keys=%d,expires=0,avg_ttl=0", n))
+		}
+		section("Keyspace", lines...)
+	}
 	o.c.w.BulkString(b.String())
 	return nil
+}
+
+// replicationInfo is INFO's replication section, with the role CLUSTER NODES gives this node (a node
+// that leads no slots is a replica of the master it holds the most slots of).
+func (o *op) replicationInfo() []string {
+	m, err := o.s.slotMap(o.ctx, slotMapMaxAge)
+	if err != nil {
+		return []string{"role:master", "connected_slaves:0"}
+	}
+	return m.roleInfo()
+}
+
+// roleInfo is INFO's replication section for the node the map was built on.
+func (m *slotMap) roleInfo() []string {
+	if mid := m.masterOf(m.self); mid != 0 {
+		if n := m.nodes[mid]; n != nil {
+			host, port := splitHostPort(n.resp)
+			return []string{"role:slave", "master_host:" + host, fmt.Sprintf("master_port:%d", port), "master_link_status:up"}
+		}
+	}
+	slaves := 0
+	for id := range m.nodes {
+		if id != m.self && m.masterOf(id) == m.self {
+			slaves++
+		}
+	}
+	return []string{"role:master", fmt.Sprintf("connected_slaves:%d", slaves)}
 }
 
 func cmdCommand(o *op, args [][]byte) error {
@@ -1418,17 +1458,23 @@ func cmdKeys(o *op, args [][]byte) error {
 }
 
 func cmdDbsize(o *op, _ [][]byte) error {
-	ivs, err := o.slotsToVisit()
-	if err != nil {
-		return err
-	}
-	n := int64(0)
-	_, err = o.scanKeys(ivs, 0, 0, func(decodedKey, byte) bool { n++; return true })
+	n, err := o.countKeys()
 	if err != nil {
 		return err
 	}
 	o.c.w.Int(n)
 	return nil
+}
+
+// countKeys counts the Redis keys of the slots the connection covers (see slotsToVisit).
+func (o *op) countKeys() (int64, error) {
+	ivs, err := o.slotsToVisit()
+	if err != nil {
+		return 0, err
+	}
+	n := int64(0)
+	_, err = o.scanKeys(ivs, 0, 0, func(decodedKey, byte) bool { n++; return true })
+	return n, err
 }
 
 // cmdFlushdb deletes every key of the slots the connection covers (see slotsToVisit), range by range

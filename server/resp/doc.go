@@ -14,6 +14,11 @@
 // HSET of one field writes one Shoal key. Every Shoal key of a Redis key shares the group prefix (slot,
 // length, key), hence lives in one slot and normally one range.
 //
+// The rest of Shoal's key space is not visible through RESP, and a RESP key is not the Shoal key of
+// the same name: KeyFor and FieldKeyFor give the Shoal key of a Redis key (what `shoal get --redis`
+// reads), NameOf takes a Shoal key of the prefix apart, and Name.String renders it for people
+// (redis:foo, redis:profile[email]).
+//
 // Types: a key is a string if its string key exists, else a hash if it has a field, else absent. The
 // string key sorts first in the group, so one scan with limit 1 tells the type. SET writes only the
 // string key (one raft proposal, no read): hash fields left beside it are hidden by the rule "a string
@@ -30,6 +35,8 @@
 // slot interval with the RESP address of its owner's leader first and the range's other voters as
 // replicas; adjacent intervals with the same nodes are merged. A leader without a RESP address (or an
 // unknown leader) is replaced by the answering node, which then serves the slot by forwarding.
+// CLUSTER NODES gives the matching roles: a node that leads slots is a master; one that leads none but
+// is listed as a replica is a replica of the owner whose slots it holds the most of.
 //
 // # Routing
 //
@@ -48,17 +55,21 @@
 //     span slots and ranges: MSET and DEL apply one batch per range (atomic per range only).
 //
 // READONLY connections read with follower reads (any replica, possibly stale), as Redis replicas do.
-// SCAN, KEYS, DBSIZE and FLUSHDB cover every slot on a plain connection and the slots the node owns on
-// a cluster connection (as in Redis Cluster). The SCAN cursor is the next slot to visit.
+// SCAN, KEYS, DBSIZE, FLUSHDB (and FLUSHALL, the same: there is one database) and INFO keyspace cover
+// every slot on a plain connection and the slots the node owns on a cluster connection (as in Redis
+// Cluster); they never touch keys outside the RESP prefix. The SCAN cursor is the next slot to visit.
 //
 // # Protocol
 //
 // The reader (package wire) parses RESP2 multibulk requests and inline commands (with Redis's quoting
 // rules) as a stream; pipelined commands run in order and replies are flushed when the input buffer is
 // drained.
-// Protocol errors (a bulk string longer than the node's largest value, a bad length, unbalanced quotes,
-// an inline line over 64 KiB) get "-ERR Protocol error: ..." and the connection is closed, as Redis
-// does; unknown commands, wrong arity and bad arguments get an error and the connection stays. HELLO
+// A command with a bulk string longer than the node's largest value is read and dropped, and answered
+// "-ERR value is N bytes; the limit is L (--max-value-bytes)"; the connection stays. Protocol errors (a
+// bulk string over 512 MiB, a bad length, unbalanced quotes, an inline line over 64 KiB) get "-ERR
+// Protocol error: ..." and the connection is closed, as Redis does, after a short linger that lets a
+// client still sending read the error rather than a reset. Unknown commands, wrong arity and bad
+// arguments get an error and the connection stays. HELLO
 // answers in RESP2; HELLO 3 gets "-ERR unknown command", on which clients (go-redis included) fall back
 // to RESP2. With an auth token every command but AUTH, HELLO and QUIT answers NOAUTH until AUTH <token>
 // (user "default" or none).

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // NumSlots is the number of Redis Cluster hash slots.
@@ -184,4 +188,55 @@ func SlotsOf(start, end []byte) (first, last int, ok bool) {
 		return 0, 0, false
 	}
 	return first, stop - 1, true
+}
+
+// KeyFor is the Shoal key that holds the value of the Redis string key name: what GET name reads and
+// SET name writes. Written or read through gRPC (package client, `shoal put/get --redis`), it is the
+// value redis-cli sees.
+func KeyFor(name []byte) []byte { return stringKey(name) }
+
+// FieldKeyFor is the Shoal key that holds field of the Redis hash name (what HGET name field reads).
+func FieldKeyFor(name, field []byte) []byte { return fieldKey(name, field) }
+
+// Name is a Shoal key of the RESP key space taken apart.
+type Name struct {
+	// Slot is the Redis Cluster hash slot of Key, the key's place in the Shoal key space.
+	Slot int
+	// Key is the Redis key.
+	Key []byte
+	// Hash is set when the Shoal key holds a field of a hash; else it holds a string's value.
+	Hash bool
+	// Field is the hash field (Hash only).
+	Field []byte
+}
+
+// NameOf takes a Shoal key of the RESP key space apart; ok is false for every other key.
+func NameOf(key []byte) (n Name, ok bool) {
+	d, ok := decodeKey(key)
+	if !ok {
+		return Name{}, false
+	}
+	return Name{Slot: d.slot, Key: d.key, Hash: d.tag == tagHashField, Field: d.field}, true
+}
+
+// String is the name as people read it: "redis:" and the Redis key, followed by "[field]" for a hash
+// field, e.g. redis:user:1 and redis:profile[email]. A key or field with spaces, quotes, brackets or
+// bytes that are not printable UTF-8 is shown Go-quoted: redis:"a b".
+func (n Name) String() string {
+	s := "redis:" + quoteName(n.Key)
+	if n.Hash {
+		s += "[" + quoteName(n.Field) + "]"
+	}
+	return s
+}
+
+// quoteName returns b as is when it reads unambiguously, else Go-quoted.
+func quoteName(b []byte) string {
+	s := string(b)
+	if s == "" || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool {
+		return !unicode.IsPrint(r) || unicode.IsSpace(r) || strings.ContainsRune(`"[]\`, r)
+	}) {
+		return strconv.Quote(s)
+	}
+	return s
 }

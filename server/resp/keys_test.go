@@ -116,3 +116,33 @@ func TestSlotsOf(t *testing.T) {
 		}
 	}
 }
+
+// TestNames: the exported helpers give the Shoal keys the RESP commands use, and take them apart.
+func TestNames(t *testing.T) {
+	if !bytes.Equal(KeyFor([]byte("foo")), stringKey([]byte("foo"))) || !bytes.Equal(FieldKeyFor([]byte("h"), []byte("f")), fieldKey([]byte("h"), []byte("f"))) {
+		t.Fatal("KeyFor/FieldKeyFor differ from the keys GET and HGET read")
+	}
+	for _, tc := range []struct {
+		key  []byte
+		want string
+	}{
+		{KeyFor([]byte("foo")), "redis:foo"},
+		{KeyFor([]byte("user:1/name{x}")), "redis:user:1/name{x}"},
+		{FieldKeyFor([]byte("profile"), []byte("email")), "redis:profile[email]"},
+		{KeyFor([]byte("a b")), `redis:"a b"`},
+		{KeyFor([]byte("")), `redis:""`},
+		{KeyFor([]byte("x\x00\xff")), `redis:"x\x00\xff"`},
+		{FieldKeyFor([]byte("h"), []byte("a]b")), `redis:h["a]b"]`},
+	} {
+		n, ok := NameOf(tc.key)
+		if !ok || n.String() != tc.want {
+			t.Errorf("NameOf(%q) = %+v %v, String %q; want %q", tc.key, n, ok, n.String(), tc.want)
+		}
+		if ok && n.Slot != Slot(n.Key) {
+			t.Errorf("NameOf(%q).Slot = %d, want %d", tc.key, n.Slot, Slot(n.Key))
+		}
+	}
+	if n, ok := NameOf([]byte("user/0001")); ok {
+		t.Errorf("a key outside the RESP key space was named %v", n)
+	}
+}

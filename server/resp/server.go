@@ -60,8 +60,8 @@ type Config struct {
 	// also the token of the forwarding client's gRPC calls.
 	AuthToken string
 	// MaxKeyBytes and MaxValueBytes are the node's limits (defaults kv.DefaultMaxKeyBytes and
-	// kv.DefaultMaxValueBytes). A bulk string longer than MaxValueBytes is a protocol error; an
-	// encoded key longer than MaxKeyBytes is refused.
+	// kv.DefaultMaxValueBytes). A command with a bulk string longer than MaxValueBytes is refused
+	// with the value's size and the limit; an encoded key longer than MaxKeyBytes is refused.
 	MaxKeyBytes, MaxValueBytes int
 	// CommandTimeout bounds one command (default 15s).
 	CommandTimeout time.Duration
@@ -269,11 +269,24 @@ func (s *Server) serveConn(c *conn) {
 	}()
 	for {
 		args, err := c.rd.ReadCommand()
+		var te *wire.TooLargeError
+		if errors.As(err, &te) {
+			// The reader skipped the command: answer it like any refused command and go on.
+			c.w.Error(tooLargeReply(te))
+			if c.rd.Buffered() == 0 {
+				if err := c.w.Flush(); err != nil {
+					return
+				}
+			}
+			continue
+		}
 		if err != nil {
 			var pe *wire.ProtocolError
 			if errors.As(err, &pe) {
 				c.w.Error("ERR " + pe.Error())
-				c.w.Flush()
+				if c.w.Flush() == nil {
+					lingerClose(c.nc)
+				}
 			} else if err != io.EOF && !errors.Is(err, net.ErrClosed) && s.ctx.Err() == nil {
 				s.log.Debug("resp: connection read failed", "remote", c.nc.RemoteAddr(), "err", err)
 			}
@@ -290,6 +303,31 @@ func (s *Server) serveConn(c *conn) {
 			}
 		}
 	}
+}
+
+// tooLargeReply is the error for a command with a bulk string over the node's largest value, worded
+// like the node's own refusal of a large value through gRPC.
+func tooLargeReply(te *wire.TooLargeError) string {
+	return fmt.Sprintf("ERR value is %d bytes; the limit is %d (--max-value-bytes)", te.Size, te.Limit)
+}
+
+// Bounds of lingerClose.
+const (
+	lingerTimeout = 2 * time.Second
+	lingerBytes   = 64 << 20
+)
+
+// lingerClose ends a connection after a protocol error so that the client reads the error: closing
+// a socket with unread input makes the kernel answer with a reset, and the client then loses the
+// reply it has not read yet. It half-closes the connection (the client sees the end of the replies)
+// and drops what the client still sends, for a bounded time and size, before the caller closes it.
+func lingerClose(nc net.Conn) {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	io.CopyN(io.Discard, nc, lingerBytes)
 }
 
 // checkToken compares a password with the auth token in constant time (as SHA-256 digests, so the time

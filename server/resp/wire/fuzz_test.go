@@ -10,8 +10,9 @@ import (
 )
 
 // FuzzParse feeds arbitrary bytes to the reader. It must never panic or loop, every error must be
-// io.EOF, io.ErrUnexpectedEOF or a *ProtocolError, no bulk may exceed the limit, and every command it
-// returns must survive a round trip through the multibulk encoding. The seed corpus is in
+// io.EOF, io.ErrUnexpectedEOF, a *ProtocolError or a *TooLargeError (after which reading goes on), no
+// bulk may exceed the limit, and every command it returns must survive a round trip through the
+// multibulk encoding. The seed corpus is in
 // testdata/fuzz/FuzzParse (plain `go test` replays it).
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
@@ -31,6 +32,13 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("more commands (%d) than input bytes (%d)", n, len(in))
 			}
 			args, err := r.ReadCommand()
+			var te *TooLargeError
+			if errors.As(err, &te) {
+				if te.Size <= maxBulk || te.Limit != maxBulk {
+					t.Fatalf("TooLargeError %+v for a limit of %d", te, maxBulk)
+				}
+				continue // the command was consumed: the stream goes on
+			}
 			if err != nil {
 				var pe *ProtocolError
 				if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.As(err, &pe) {

@@ -20,6 +20,9 @@ const (
 	// DefaultMaxBulkBytes is the bulk string limit when the Reader is given none (the node's default
 	// largest value).
 	DefaultMaxBulkBytes = 8 << 20
+	// MaxSkipBytes bounds a bulk string the reader skips to answer TooLargeError (Redis's default
+	// proto-max-bulk-len): a longer one is a protocol error.
+	MaxSkipBytes = 512 << 20
 )
 
 // ProtocolError is malformed input. Like Redis, the server answers "-ERR Protocol error: <Msg>" and
@@ -29,6 +32,18 @@ type ProtocolError struct{ Msg string }
 func (e *ProtocolError) Error() string { return "Protocol error: " + e.Msg }
 
 func protoErr(msg string) error { return &ProtocolError{Msg: msg} }
+
+// TooLargeError is a well-formed command with a bulk string longer than the reader's MaxBulk (but at
+// most MaxSkipBytes). The reader has skipped the whole command, so the connection stays usable: the
+// server answers an error and reads the next command.
+type TooLargeError struct {
+	Size  int64 // bytes of the longest bulk string of the command
+	Limit int   // the reader's MaxBulk
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("value is %d bytes; the limit is %d", e.Size, e.Limit)
+}
 
 // Reader reads commands in the request format of RESP2: arrays of bulk strings ("multibulk"), or
 // inline commands (one line of space-separated, optionally quoted arguments) as redis-cli and telnet
@@ -63,8 +78,9 @@ func (r *Reader) maxTotal() int {
 
 // ReadCommand returns the next non-empty command. Empty commands (an empty line, "*0", "*-1") are
 // skipped, as Redis does. It returns io.EOF on a clean end of input between commands,
-// io.ErrUnexpectedEOF when the input ends inside a command, a *ProtocolError for malformed input, and
-// the connection's error otherwise.
+// io.ErrUnexpectedEOF when the input ends inside a command, a *TooLargeError for a command with a bulk
+// string over MaxBulk (the command is consumed: reading may go on), a *ProtocolError for malformed
+// input, and the connection's error otherwise.
 func (r *Reader) ReadCommand() ([][]byte, error) {
 	for {
 		c, err := r.br.ReadByte()
@@ -189,6 +205,9 @@ func (r *Reader) readMultibulk() ([][]byte, error) {
 	}
 	args := make([][]byte, 0, min(n, 64))
 	total := 0
+	// tooLarge is the longest bulk over MaxBulk seen so far; once set, the rest of the command is
+	// read and dropped so that the next command starts where the client thinks it does.
+	var tooLarge int64
 	for i := int64(0); i < n; i++ {
 		c, err := r.br.ReadByte()
 		if err != nil {
@@ -202,8 +221,15 @@ func (r *Reader) readMultibulk() ([][]byte, error) {
 			return nil, err
 		}
 		l, ok := ParseInt(line)
-		if !ok || l < 0 || l > int64(r.MaxBulk) {
+		if !ok || l < 0 || l > max(int64(r.MaxBulk), MaxSkipBytes) {
 			return nil, protoErr("invalid bulk length")
+		}
+		if l > int64(r.MaxBulk) || tooLarge > 0 {
+			if err := r.skipBulk(l); err != nil {
+				return nil, err
+			}
+			tooLarge = max(tooLarge, l)
+			continue
 		}
 		total += int(l)
 		if total > r.maxTotal() {
@@ -218,7 +244,25 @@ func (r *Reader) readMultibulk() ([][]byte, error) {
 		}
 		args = append(args, arg[:l:l])
 	}
+	if tooLarge > 0 {
+		return nil, &TooLargeError{Size: tooLarge, Limit: r.MaxBulk}
+	}
 	return args, nil
+}
+
+// skipBulk reads and drops a bulk string of l bytes and its CRLF.
+func (r *Reader) skipBulk(l int64) error {
+	if _, err := r.br.Discard(int(l)); err != nil {
+		return err
+	}
+	var crlf [2]byte
+	if _, err := io.ReadFull(r.br, crlf[:]); err != nil {
+		return err
+	}
+	if crlf != [2]byte{'\r', '\n'} {
+		return protoErr("expected CRLF after bulk string")
+	}
+	return nil
 }
 
 // printable renders c for an error message the way Redis does (the byte itself); control bytes and

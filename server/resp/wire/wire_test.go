@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -80,7 +82,9 @@ func TestReaderMalformed(t *testing.T) {
 		{"expected dollar control byte", "*1\r\n\x01\r\n", 0, `expected '$', got '\x01'`},
 		{"bad bulk length", "*1\r\n$abc\r\n", 0, "invalid bulk length"},
 		{"negative bulk length", "*1\r\n$-1\r\n", 0, "invalid bulk length"},
-		{"oversize bulk", "*2\r\n$3\r\nSET\r\n$1025\r\n", 1024, "invalid bulk length"},
+		{"bulk beyond the skip limit", "*2\r\n$3\r\nSET\r\n$" + strconv.Itoa(MaxSkipBytes+1) + "\r\n", 1024, "invalid bulk length"},
+		{"oversize bulk without CRLF", "*1\r\n$1025\r\n" + strings.Repeat("v", 1025) + "XY", 1024, "expected CRLF after bulk string"},
+		{"truncated oversize bulk", "*2\r\n$3\r\nSET\r\n$1025\r\n", 1024, ""},
 		{"huge bulk", "*1\r\n$99999999999999999999999\r\n", 0, "invalid bulk length"},
 		{"missing CRLF after bulk", "*1\r\n$3\r\nfooXY", 0, "expected CRLF after bulk string"},
 		{"unbalanced double quote", "SET k \"abc\r\n", 0, "unbalanced quotes in request"},
@@ -117,6 +121,32 @@ func TestReaderBulkLimitExact(t *testing.T) {
 	got, err := readAll(t, "*2\r\n$4\r\nECHO\r\n$1024\r\n"+val+"\r\n", 1024)
 	if err != nil || len(got) != 1 || got[0][1] != val {
 		t.Fatalf("a bulk of exactly the limit must pass: %v %d", err, len(got))
+	}
+}
+
+// TestReaderTooLarge: a command with a bulk over the limit is skipped whole and reported with its size;
+// the next command reads normally.
+func TestReaderTooLarge(t *testing.T) {
+	big := strings.Repeat("v", 5000)
+	in := "*4\r\n$4\r\nMSET\r\n$1\r\nk\r\n$5000\r\n" + big + "\r\n$4\r\nmore\r\n" + // the bulks after the big one are dropped too
+		"*3\r\n$3\r\nSET\r\n$1025\r\n" + big[:1025] + "\r\n$3000\r\n" + big[:3000] + "\r\n" + // the largest one is reported
+		"*1\r\n$4\r\nPING\r\n"
+	r := NewReader(bufio.NewReaderSize(strings.NewReader(in), 16), 1024)
+	for _, want := range []int64{5000, 3000} {
+		_, err := r.ReadCommand()
+		var te *TooLargeError
+		if !errors.As(err, &te) || te.Size != want || te.Limit != 1024 {
+			t.Fatalf("got %v, want a TooLargeError of %d bytes", err, want)
+		}
+		if got := te.Error(); got != fmt.Sprintf("value is %d bytes; the limit is 1024", want) {
+			t.Fatalf("message %q", got)
+		}
+	}
+	if args, err := r.ReadCommand(); err != nil || len(args) != 1 || string(args[0]) != "PING" {
+		t.Fatalf("after the skipped commands: %q, %v", args, err)
+	}
+	if _, err := r.ReadCommand(); err != io.EOF {
+		t.Fatalf("got %v, want io.EOF", err)
 	}
 }
 
