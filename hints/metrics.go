@@ -217,7 +217,7 @@ var metricHelp = []struct{ name, help string }{
 	{"shoal_hints_dropped_total", "Read hints dropped, by reason."},
 	{"shoal_hints_replay_cache_bytes_total", "Block bytes touched by hint replays, by result (hit: already cached)."},
 	{"shoal_hints_apply_lag_seconds", "Lag of the most recent applied batch, from capture on the leader to replay."},
-	{"shoal_hints_apply_lag_seconds_sum", "Sum of applied batches' lags."},
+	{"shoal_hints_apply_lag_seconds_total", "Lags of the applied batches, summed: over shoal_hints_applied_batches_total, the mean lag."},
 	{"shoal_hints_applied_batches_total", "Range batches of hints replayed."},
 	{"shoal_hints_load", "Last load sample seen by the hint applier (0..1)."},
 	{"shoal_hints_apply_fraction", "Fraction of received hints being applied."},
@@ -279,7 +279,7 @@ func (col *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("shoal_hints_replay_cache_bytes_total", m.ReplayCacheHit, "hit")
 	counter("shoal_hints_replay_cache_bytes_total", m.ReplayCacheMiss, "miss")
 	gauge("shoal_hints_apply_lag_seconds", m.ApplyLag.Seconds())
-	ch <- prometheus.MustNewConstMetric(col.descs["shoal_hints_apply_lag_seconds_sum"], prometheus.CounterValue, m.ApplyLagSum.Seconds())
+	ch <- prometheus.MustNewConstMetric(col.descs["shoal_hints_apply_lag_seconds_total"], prometheus.CounterValue, m.ApplyLagSum.Seconds())
 	counter("shoal_hints_applied_batches_total", m.AppliedBatches)
 	gauge("shoal_hints_load", m.Load)
 	gauge("shoal_hints_apply_fraction", m.Fraction)

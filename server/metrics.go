@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/shoaldb/shoal/node/history"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -23,20 +26,34 @@ type metrics struct {
 
 	respCommands *prometheus.CounterVec
 	respLatency  *prometheus.HistogramVec
+
+	// requestReg holds only the four request metrics above: the node's history reads them every few
+	// seconds without gathering the whole registry.
+	requestReg *prometheus.Registry
 }
+
+// Label values of shoal_grpc_requests_total.
+const (
+	noError       = "none" // error: the response carries no typed error
+	keyspaceUser  = "user" // keyspace: a request to a user range (or routed by key)
+	keyspaceMeta  = "meta" // keyspace: a read of the meta range (the cluster's own lookups)
+	keyspaceNone  = "none" // keyspace: not a range request (heartbeats, admin calls)
+	metaRangeID   = history.MetaRangeID
+	buildInfoName = "shoal_build_info"
+)
 
 func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_grpc_requests_total",
-			Help: "Unary gRPC requests served, by full method name and outcome (a gRPC status code, or Shoal's typed error code such as NOT_LEADER).",
-		}, []string{"method", "code"}),
+			Help: "Unary gRPC requests served, by full method name, gRPC status code (code), Shoal's typed error code carried in the response (error: NOT_LEADER, RANGE_MOVED, OVERLOADED, ...; none without one) and key space (keyspace: user, meta for the cluster's own reads of the meta range, none for calls that address no range).",
+		}, []string{"method", "code", "error", "keyspace"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shoal_grpc_request_duration_seconds",
-			Help:    "Latency of unary gRPC requests, by full method name.",
+			Help:    "Latency of unary gRPC requests, by full method name and key space (as shoal_grpc_requests_total).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50µs .. ~6.5s
-		}, []string{"method"}),
+		}, []string{"method", "keyspace"}),
 	}
 	m.respCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shoal_resp_commands_total",
@@ -47,6 +64,12 @@ func newMetrics() *metrics {
 		Help:    "Latency of RESP commands, by command.",
 		Buckets: prometheus.ExponentialBuckets(20e-6, 2, 19), // 20µs .. ~5s
 	}, []string{"command"})
+	version, revision := buildVersion()
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: buildInfoName,
+		Help: "Always 1; its labels say which build of Shoal this node runs (version, VCS revision, Go version).",
+	}, []string{"version", "revision", "goversion"})
+	info.WithLabelValues(version, revision, runtime.Version()).Set(1)
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -54,8 +77,37 @@ func newMetrics() *metrics {
 		m.latency,
 		m.respCommands,
 		m.respLatency,
+		info,
 	)
+	m.requestReg = prometheus.NewRegistry()
+	m.requestReg.MustRegister(m.requests, m.latency, m.respCommands, m.respLatency)
 	return m
+}
+
+// buildVersion is the module version and VCS revision the binary was built from ("devel" and
+// "unknown" when the build does not say, as with `go test` or `go run`).
+func buildVersion() (version, revision string) {
+	version, revision = "devel", "unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version, revision
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		version = v
+	}
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified && revision != "unknown" {
+		revision += "-dirty"
+	}
+	return version, revision
 }
 
 // unaryInterceptor records the count and latency of every unary call, refused ones included (it runs
@@ -63,16 +115,30 @@ func newMetrics() *metrics {
 func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
-	m.latency.WithLabelValues(info.FullMethod).Observe(time.Since(start).Seconds())
-	code := status.Code(err).String()
+	ks := requestKeyspace(req)
+	m.latency.WithLabelValues(info.FullMethod, ks).Observe(time.Since(start).Seconds())
+	errCode := noError
 	if r, ok := resp.(interface{ GetError() *pb.Error }); ok && err == nil {
-		if e := r.GetError(); e != nil {
-			// Shoal's typed errors travel in the response, not as gRPC status codes.
-			code = e.GetCode().String()
+		// Shoal's typed errors travel in the response, beside an OK gRPC status.
+		if e := r.GetError(); e != nil && e.GetCode() != pb.ErrorCode_OK {
+			errCode = e.GetCode().String()
 		}
 	}
-	m.requests.WithLabelValues(info.FullMethod, code).Inc()
+	m.requests.WithLabelValues(info.FullMethod, status.Code(err).String(), errCode, ks).Inc()
 	return resp, err
+}
+
+// requestKeyspace says whom a request serves: a user range, the meta range (nodes forwarding their
+// reads of it to its leader: internal polling, not user traffic) or no range at all.
+func requestKeyspace(req any) string {
+	h, ok := req.(interface{ GetHeader() *pb.RequestHeader })
+	if !ok {
+		return keyspaceNone
+	}
+	if h.GetHeader().GetRangeId() == metaRangeID {
+		return keyspaceMeta
+	}
+	return keyspaceUser
 }
 
 // observeRESP records one RESP command.
@@ -85,7 +151,29 @@ func (m *metrics) observeRESP(command string, took time.Duration, err error) {
 	m.respLatency.WithLabelValues(command).Observe(took.Seconds())
 }
 
-// handler serves the registry in the Prometheus exposition format.
+// handler serves the registry in the Prometheus exposition format. It also carries the registry to
+// newHTTPHandler, which adds the node's history to it (metricsHandler).
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return &metricsHandler{Handler: promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}), m: m}
+}
+
+// metricsHandler is the /metrics handler of a node's own registry.
+type metricsHandler struct {
+	http.Handler
+	m *metrics
+}
+
+// requestHistograms reads the data requests' cumulative latency histograms, gRPC and RESP (the
+// node history's latency source).
+func (m *metrics) requestHistograms() (grpc, resp history.Histogram) {
+	fams, err := m.requestReg.Gather()
+	if err != nil {
+		return grpc, resp
+	}
+	byName := map[string]*familyT{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	rs := summarizeRequests(byName)
+	return rs.GRPC.histogram(), rs.RESP.histogram()
 }

@@ -153,6 +153,9 @@ func New(cfg Config, deps Deps) *Recorder {
 // Interval is the time between points.
 func (r *Recorder) Interval() time.Duration { return r.cfg.Interval }
 
+// Factor is the replication factor the health counts check ranges against.
+func (r *Recorder) Factor() int { return r.deps.Factor }
+
 // Capacity is the number of points kept.
 func (r *Recorder) Capacity() int { return cap(r.ring) }
 
