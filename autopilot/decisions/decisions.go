@@ -6,13 +6,21 @@
 // The package owns the bounded in-memory log and the measurement of finished operators. It must never
 // propose, run or cancel operators; it only records what the executor reports and reads snapshots.
 //
+// Besides the benefit the policy predicted (a structural metric: gaps, counts, a range's QPS), every
+// range operator gets its effect in users' terms: the throughput of the key span it changed, averaged
+// over Window before it started and over Window after it finished (Throughput). Latency is not
+// measured per range (the nodes measure it per request type), so a decision's p99 is not given.
+//
 // Invariant: at most Capacity entries are kept; the oldest are dropped first. An entry's Measured is
 // set at most once, only for a succeeded operator, from the first snapshot at least Window after it
-// finished.
+// finished; its Throughput.After likewise, from the snapshots of that Window. The log keeps the
+// ranges' load of the snapshots of the last Window only (for the Throughput.Before of new operators).
 package decisions
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -61,6 +69,33 @@ type Entry struct {
 	// Steps are the operator's step calls as they returned, oldest first: the step, how long its
 	// call took and its error, if any (where an operator's time went: a snapshot, a warmth wait).
 	Steps []StepTiming `json:"steps,omitempty"`
+	// Throughput is the load of the key span the operator changed before and after it (null for
+	// decisions that change no range, and for an operator the log has seen no snapshot of yet).
+	Throughput *Throughput `json:"throughput"`
+}
+
+// Throughput is an operator's effect in users' terms: the requests per second served in the key span
+// it changed (its range's span, or the span its predicted benefit names: a merge's two ranges), over
+// Window before it started and over Window after it finished. After is null until then, and stays
+// null for an operator that did not succeed.
+type Throughput struct {
+	Span   string      `json:"span"`
+	Before *LoadWindow `json:"before"`
+	After  *LoadWindow `json:"after"`
+	// Detail says why a window is missing or thin, e.g. "no snapshot before it started".
+	Detail string `json:"detail,omitempty"`
+}
+
+// LoadWindow is the span's load averaged over the snapshots taken From..To: reads and writes per
+// second as the ranges' leaders reported them, and the number of ranges in the span at To.
+type LoadWindow struct {
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	Samples  int       `json:"samples"`
+	Ranges   int       `json:"ranges"`
+	QPS      float64   `json:"qps"`
+	ReadQPS  float64   `json:"read_qps"`
+	WriteQPS float64   `json:"write_qps"`
 }
 
 // StepTiming is one step call of an operator.
@@ -84,6 +119,75 @@ type record struct {
 	Entry
 	benefit  operator.Benefit
 	finished time.Time // zero while running
+	scope    *scope    // the key span whose throughput is measured (nil: not resolved yet, or none)
+	after    loadSum   // the span's load over the snapshots after the operator finished
+	resolved bool      // scope was looked for
+}
+
+// scope is what an operator's throughput covers: the user ranges overlapping [start, end), or one
+// system range.
+type scope struct {
+	start, end []byte
+	system     uint64 // a system range's id (0: a span of user ranges)
+}
+
+// rangeLoad is one range's load in a snapshot.
+type rangeLoad struct {
+	id                uint64
+	system            bool
+	start, end        []byte
+	readQPS, writeQPS float64
+}
+
+// loadSample is the ranges' load in one snapshot.
+type loadSample struct {
+	at     time.Time
+	ranges []rangeLoad
+}
+
+// loadSum adds up a span's load over snapshots.
+type loadSum struct {
+	from, to    time.Time
+	n, ranges   int
+	read, write float64
+}
+
+func (s *loadSum) add(at time.Time, ranges int, read, write float64) {
+	if s.n == 0 {
+		s.from = at
+	}
+	s.to, s.ranges = at, ranges
+	s.n++
+	s.read += read
+	s.write += write
+}
+
+func (s *loadSum) window() *LoadWindow {
+	if s.n == 0 {
+		return nil
+	}
+	n := float64(s.n)
+	return &LoadWindow{From: s.from, To: s.to, Samples: s.n, Ranges: s.ranges, QPS: (s.read + s.write) / n,
+		ReadQPS: s.read / n, WriteQPS: s.write / n}
+}
+
+// load is the load of sc in ranges (and the number of ranges it covers).
+func (sc *scope) load(ranges []rangeLoad) (n int, read, write float64) {
+	for _, r := range ranges {
+		if sc.system != 0 {
+			if r.id == sc.system {
+				return 1, r.readQPS, r.writeQPS
+			}
+			continue
+		}
+		if r.system || (len(sc.end) > 0 && bytes.Compare(r.start, sc.end) >= 0) || (len(r.end) > 0 && bytes.Compare(r.end, sc.start) <= 0) {
+			continue
+		}
+		n++
+		read += r.readQPS
+		write += r.writeQPS
+	}
+	return n, read, write
 }
 
 // Log is the bounded decision log. Safe for concurrent use.
@@ -94,7 +198,8 @@ type Log struct {
 	ring     []*record // oldest first
 	byID     map[uint64]*record
 	nextID   uint64
-	onFinish func(Entry) // called, outside the lock, when an entry reaches its final status
+	onFinish func(Entry)  // called, outside the lock, when an entry reaches its final status
+	samples  []loadSample // the ranges' load in the snapshots of the last window, oldest first
 }
 
 // SetOnFinish registers fn to be called with every entry that reaches its final status (for
@@ -215,11 +320,13 @@ func (l *Log) StepDone(id uint64, step string, took time.Duration, err error) {
 const maxNotes = 16
 
 // Observe measures, on c, every succeeded operator that finished at least Window before c.Now and has
-// not been measured yet.
+// not been measured yet, and adds c's load to the operators' throughput windows.
 func (l *Log) Observe(c *model.Cluster) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.sampleLocked(c)
 	for _, rec := range l.ring {
+		l.throughputLocked(rec, c)
 		if rec.Measured != nil || rec.finished.IsZero() || rec.Status != StatusSucceeded || rec.benefit.Metric == "" {
 			continue
 		}
@@ -235,6 +342,102 @@ func (l *Log) Observe(c *model.Cluster) {
 		rec.Measured = &Measurement{Metric: rec.benefit.Metric, Before: rec.benefit.Before, After: after,
 			Delta: after - rec.benefit.Before, At: c.Now, Detail: detail}
 	}
+}
+
+// sampleLocked keeps c's range loads, and drops the samples older than the window (but the newest of
+// them: it is the load as the window starts).
+func (l *Log) sampleLocked(c *model.Cluster) {
+	if n := len(l.samples); n > 0 && !c.Now.After(l.samples[n-1].at) {
+		return // the same snapshot again
+	}
+	smp := loadSample{at: c.Now, ranges: make([]rangeLoad, 0, len(c.Ranges))}
+	for _, r := range c.Ranges {
+		smp.ranges = append(smp.ranges, rangeLoad{id: r.ID, system: r.System, start: r.StartKey, end: r.EndKey,
+			readQPS: r.ReadQPS, writeQPS: r.WriteQPS})
+	}
+	l.samples = append(l.samples, smp)
+	drop := 0
+	for drop+1 < len(l.samples) && c.Now.Sub(l.samples[drop+1].at) > l.window {
+		drop++
+	}
+	if drop > 0 {
+		clear(l.samples[:drop])
+		l.samples = l.samples[drop:]
+	}
+}
+
+// throughputLocked moves rec's throughput on with snapshot c (already sampled): at the first snapshot
+// after the operator was recorded, it finds the span and averages its load over the window before;
+// after the operator succeeded, it adds c's load to the window after, and closes it a Window later.
+func (l *Log) throughputLocked(rec *record, c *model.Cluster) {
+	if !rec.resolved {
+		rec.resolved = true
+		if rec.Kind == "note" || rec.Throughput != nil {
+			return // not a range operator, or restored with its throughput
+		}
+		rec.scope = scopeOf(rec, c)
+		if rec.scope == nil {
+			return
+		}
+		tp := &Throughput{Span: rec.scope.String()}
+		var before loadSum
+		for _, smp := range l.samples {
+			if !smp.at.After(rec.Time) && rec.Time.Sub(smp.at) <= l.window {
+				n, rd, wr := rec.scope.load(smp.ranges)
+				before.add(smp.at, n, rd, wr)
+			}
+		}
+		if before.n == 0 {
+			// No snapshot from before it started (the autopilot had just started): the load as it
+			// started is the best there is.
+			smp := l.samples[len(l.samples)-1]
+			n, rd, wr := rec.scope.load(smp.ranges)
+			before.add(smp.at, n, rd, wr)
+			tp.Detail = "no snapshot before it started: the load as it started"
+		}
+		tp.Before = before.window()
+		rec.Throughput = tp
+	}
+	if rec.scope == nil || rec.Throughput == nil || rec.Throughput.After != nil || rec.finished.IsZero() || rec.Status != StatusSucceeded {
+		return
+	}
+	if c.Now.After(rec.finished) && c.Now.Sub(rec.finished) <= l.window {
+		smp := l.samples[len(l.samples)-1]
+		n, rd, wr := rec.scope.load(smp.ranges)
+		rec.after.add(smp.at, n, rd, wr)
+	}
+	if c.Now.Sub(rec.finished) >= l.window {
+		rec.Throughput.After = rec.after.window()
+		if rec.Throughput.After == nil {
+			rec.Throughput.Detail = "no snapshot in the window after it finished"
+			rec.scope = nil // nothing more to measure
+		}
+	}
+}
+
+// scopeOf is the key span rec's operator changed, on c: the span its predicted benefit names, or its
+// range's (nil when the range is not in c).
+func scopeOf(rec *record, c *model.Cluster) *scope {
+	switch rec.benefit.Metric {
+	case operator.MetricSpanMaxQPS, operator.MetricSpanRanges:
+		return &scope{start: rec.benefit.Start, end: rec.benefit.End}
+	}
+	r := c.Range(rec.Range)
+	if r == nil {
+		return nil
+	}
+	if r.System {
+		return &scope{system: r.ID}
+	}
+	return &scope{start: r.StartKey, end: r.EndKey}
+}
+
+// String renders the scope for people.
+func (sc *scope) String() string {
+	if sc.system != 0 {
+		return fmt.Sprintf("r%d (system range)", sc.system)
+	}
+	return model.FormatSpan(sc.start, sc.end)
 }
 
 // Restore loads entries saved by an earlier autopilot (it ran on another node, or before a restart),
@@ -271,6 +474,9 @@ func (l *Log) Restore(entries []Entry, at time.Time) {
 			l.push(rec)
 		}
 	}
+	for _, rec := range l.ring {
+		rec.Throughput = rec.Throughput.clone() // not shared with the caller's entries
+	}
 }
 
 // Entries returns a copy of the log, oldest first.
@@ -286,6 +492,7 @@ func (l *Log) Entries() []Entry {
 		}
 		out[i].Notes = append([]string(nil), rec.Notes...)
 		out[i].Steps = append([]StepTiming(nil), rec.Steps...)
+		out[i].Throughput = rec.Throughput.clone()
 	}
 	return out
 }
@@ -305,7 +512,25 @@ func (l *Log) Get(id uint64) (Entry, bool) {
 	}
 	e.Notes = append([]string(nil), rec.Notes...)
 	e.Steps = append([]StepTiming(nil), rec.Steps...)
+	e.Throughput = rec.Throughput.clone()
 	return e, true
+}
+
+// clone is a deep copy of t (nil stays nil).
+func (t *Throughput) clone() *Throughput {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	if t.Before != nil {
+		b := *t.Before
+		c.Before = &b
+	}
+	if t.After != nil {
+		a := *t.After
+		c.After = &a
+	}
+	return &c
 }
 
 // MarshalJSON renders the log as a JSON array of entries, oldest first.

@@ -3,6 +3,7 @@ package decisions
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -57,7 +58,7 @@ func TestEntryJSONHasTheContractFields(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"id", "measured", "operator", "policy", "predicted", "range", "reason", "status", "time"}
+	want := []string{"id", "measured", "operator", "policy", "predicted", "range", "reason", "status", "throughput", "time"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("JSON fields %v, want exactly %v", keys, want)
 	}
@@ -102,6 +103,89 @@ range 7 [g,m) voters=1,2,3 leader=2 reads=1520
 	l.Observe(cluster(t, 30*time.Second, threeNodes))
 	if e2, _ := l.Get(id); e2.Measured.After != 1520 {
 		t.Fatal("measurement changed after it was taken")
+	}
+}
+
+// TestThroughputBeforeAndAfter: a transfer's range served 100 then 300 ops/s in the window before it
+// (200 on average), 150 after it; the window after closes a Window after the operator finished.
+func TestThroughputBeforeAndAfter(t *testing.T) {
+	l := NewLog(0, 10*time.Second)
+	load := func(reads, writes int) string {
+		return fmt.Sprintf("node 1\nnode 2\nnode 3\nrange 1 [,) voters=1,2,3 system reads=999\n"+
+			"range 2 [a,m) voters=1,2,3 leader=1 reads=%d writes=%d\nrange 3 [m,) voters=1,2,3 reads=5000\n", reads, writes)
+	}
+	l.Observe(cluster(t, -30*time.Second, load(9999, 0))) // older than the window: not counted
+	l.Observe(cluster(t, -8*time.Second, load(90, 10)))
+	l.Observe(cluster(t, -2*time.Second, load(250, 50)))
+	c := cluster(t, 0, load(1000, 0))
+	op := operator.NewTransferLeader("shed_leadership", c.Now, c.Range(2), 2, "n1 compacts")
+	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricLeaderGap, From: 1, To: 2, Before: 1, Delta: -2}
+	id := l.Record(op, c.Now.Add(-time.Second))
+	l.Observe(c)
+	e, _ := l.Get(id)
+	tp := e.Throughput
+	if tp == nil || tp.Span != `["a", "m")` || tp.Before == nil || tp.After != nil {
+		t.Fatalf("throughput while running: %+v", tp)
+	}
+	if b := tp.Before; b.Samples != 2 || b.QPS != 200 || b.ReadQPS != 170 || b.WriteQPS != 30 || b.Ranges != 1 {
+		t.Fatalf("before: %+v", b)
+	}
+	l.Finish(id, StatusSucceeded, c.Now.Add(time.Second))
+	l.Observe(cluster(t, 3*time.Second, load(100, 0)))
+	l.Observe(cluster(t, 6*time.Second, load(200, 0)))
+	if e, _ := l.Get(id); e.Throughput.After != nil {
+		t.Fatal("the window after closed early")
+	}
+	l.Observe(cluster(t, 11*time.Second, load(150, 0)))
+	e, _ = l.Get(id)
+	if a := e.Throughput.After; a == nil || a.Samples != 3 || a.QPS != 150 || !a.From.Equal(c.Now.Add(3*time.Second)) {
+		t.Fatalf("after: %+v", a)
+	}
+	l.Observe(cluster(t, 15*time.Second, load(7, 0)))
+	if e, _ := l.Get(id); e.Throughput.After.QPS != 150 {
+		t.Fatal("the window after changed once closed")
+	}
+	b, _ := json.Marshal(e)
+	if !strings.Contains(string(b), `"throughput":{"span":"[\"a\", \"m\")","before":{`) {
+		t.Fatalf("JSON %s", b)
+	}
+}
+
+// TestThroughputOfASplitAndAMerge: a split is measured over its range's span (both halves after), a
+// merge over the span of both ranges; notes have none.
+func TestThroughputOfASplitAndAMerge(t *testing.T) {
+	l := NewLog(0, 5*time.Second)
+	c := cluster(t, 0, threeNodes)
+	l.Observe(c)
+	id := l.Record(splitOp(c), c.Now)
+	note := l.Note("decommission", "mark n3 decommissioned", "empty", StatusSucceeded, c.Now)
+	l.Observe(cluster(t, time.Second, threeNodes))
+	l.Finish(id, StatusSucceeded, c.Now.Add(time.Second))
+	after := "node 1\nnode 2\nnode 3\nrange 2 [a,g) voters=1,2,3 reads=1400\nrange 7 [g,m) voters=1,2,3 reads=1700\nrange 8 [m,z) voters=1,2,3 reads=10\n"
+	l.Observe(cluster(t, 2*time.Second, after))
+	l.Observe(cluster(t, 6*time.Second, after))
+	e, _ := l.Get(id)
+	if tp := e.Throughput; tp == nil || tp.Before.QPS != 3000 || tp.Before.Ranges != 1 || tp.After == nil || tp.After.QPS != 3100 || tp.After.Ranges != 2 {
+		t.Fatalf("split throughput: %+v %+v", tp, tp.After)
+	}
+	if tp := e.Throughput; tp.Detail != "" {
+		t.Fatalf("detail %q", tp.Detail)
+	}
+	if n, _ := l.Get(note); n.Throughput != nil {
+		t.Fatalf("a note has a throughput: %+v", n.Throughput)
+	}
+	// A merge of r2 and r7 is measured over [a, m).
+	c2 := cluster(t, 10*time.Second, after)
+	left, right := c2.Range(2), c2.Range(7)
+	op, err := operator.NewMerge("merge", c2.Now, left, right, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricSpanRanges, Before: 2, Delta: -1, Start: left.StartKey, End: right.EndKey}
+	mid := l.Record(op, c2.Now)
+	l.Observe(c2)
+	if m, _ := l.Get(mid); m.Throughput == nil || m.Throughput.Before.QPS != 3100 || m.Throughput.Before.Ranges != 2 {
+		t.Fatalf("merge throughput: %+v", m.Throughput)
 	}
 }
 
