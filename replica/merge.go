@@ -165,7 +165,11 @@ func (r *Replica) applyMergeProtocol(b *storage.Batch, cmd *pb.Command, index ui
 			return Result{}, 0, true, err
 		}
 		// Retire the right range's raft state on this node; its data is now the left range's. The
-		// tombstone at the largest replica id drops every later message for the right range.
+		// tombstone at the largest replica id drops every later message for the right range. The
+		// right range's appends still in the log pipeline land first.
+		if !r.store.flushLog() {
+			return Result{}, 0, true, errStopped
+		}
 		lo, hi := storage.RaftStateSpan(right.RangeId)
 		if err := b.DeleteRange(lo, hi); err != nil {
 			return Result{}, 0, true, err

@@ -918,6 +918,12 @@ func (r *Replica) applySplit(b *storage.Batch, st *pb.SplitTrigger) (Result, *pb
 	if err := r.writeDescLocked(b); err != nil {
 		return Result{}, nil, err
 	}
+	// The right range's initial state keeps a vote its uninitialized replica may have cast: that
+	// vote must be in the engine, not still in the log pipeline (where it would land after, and
+	// overwrite, the initial state).
+	if !r.store.flushLog() {
+		return Result{}, nil, errStopped
+	}
 	if err := writeInitialState(b, right); err != nil {
 		return Result{}, nil, err
 	}

@@ -137,7 +137,18 @@ type Store struct {
 	wake     chan struct{}
 
 	proposalGate *admission.Gate // see Config.ProposalLimits
-	commitSince  atomic.Int64    // unix nanos when the loop's current commit began; 0 when none runs
+	commitSince  atomic.Int64    // unix nanos when the log writer's current commit began; 0 when none runs
+
+	// The raft log pipeline (pipeline.go). logMu guards open, inflight and collecting.
+	pipelined  bool // Start ran: the log writer goroutine commits the loop's batches
+	logMu      sync.Mutex
+	collecting bool      // the loop is in its collect phase: the writer leaves the open batch alone
+	open       *logWrite // being filled by the loop
+	inflight   *logWrite // being committed by the writer
+	logKick    chan struct{}
+	stepsMu    sync.Mutex
+	steps      []localStep // committed responses for this node's replicas, stepped by the loop
+	spareSteps []localStep
 
 	// Metrics of the raft loop (read with LoopStats).
 	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
@@ -161,6 +172,7 @@ func NewStore(cfg Config) *Store {
 		dirty:    make(map[uint64]*Replica),
 		active:   make(map[uint64]*Replica),
 		wake:     make(chan struct{}, 1),
+		logKick:  make(chan struct{}, 1),
 		snapSem:  make(chan struct{}, cfg.MaxConcurrentSnapshots),
 		stopper:  make(chan struct{}),
 
@@ -259,6 +271,10 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 			r.applied = be64(v)
 		}
 	}
+	// The applied index is written when entries apply, the commit index with the next log batch: a
+	// crash between the two leaves applied above the commit index on disk, which raft refuses.
+	// Whatever applied was committed.
+	l.EnsureCommit(r.applied)
 	l.SetSnapshotFunc(r.snapshotMetaLocked)
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        replicaID,
@@ -270,6 +286,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		MaxCommittedSizePerReady:  16 << 20,
 		MaxUncommittedEntriesSize: 64 << 20,
 		MaxInflightMsgs:           256,
+		AsyncStorageWrites:        true, // the node's log pipeline (pipeline.go)
 		DisableProposalForwarding: true, // proposals are made on the leader only; none cross the network
 		CheckQuorum:               true,
 		PreVote:                   true,
@@ -329,12 +346,19 @@ func (s *Store) Bootstrap(desc *pb.RangeDescriptor, data []*pb.KeyValue) error {
 	return b.Commit(true)
 }
 
-// Start runs the raft loop.
+// Start runs the raft loop and its log writer.
 func (s *Store) Start() {
-	s.wg.Add(2)
+	s.logMu.Lock()
+	s.pipelined = true
+	s.logMu.Unlock()
+	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
 		s.loop()
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.logWriter()
 	}()
 	go func() {
 		defer s.wg.Done()
@@ -642,54 +666,54 @@ func (s *Store) failAll() {
 }
 
 type readyWork struct {
-	r    *Replica
-	rd   raft.Ready
-	late []*raftpb.Message // messages that must wait for the fsync (the others left before it)
+	r          *Replica
+	apply      []*raftpb.Message // MsgStorageApply: committed entries, durable here and on a quorum
+	readStates bool              // the Ready carried read states (reads may be released)
 }
 
-// processReady handles one cycle for every replica with work: persist all in one synced batch,
-// then send, apply and advance.
+// processReady is one cycle of the node's raft loop: step what the log writer handed back, collect
+// every replica's Ready (appends into the open log batch, messages that need no durability sent),
+// hand the batch on (pipeline.go), then apply the committed entries the Readies carried.
 func (s *Store) processReady() {
+	s.stepLocal()
 	s.dirtyMu.Lock()
 	dirty := s.dirty
 	s.dirty = make(map[uint64]*Replica, len(dirty))
 	s.dirtyMu.Unlock()
 
 	var work []readyWork
-	batch := s.eng.NewIndexedBatch()
-	defer batch.Close()
-	mustSync := false
+	snapshot := false
+	s.beginCollect()
 	for _, r := range dirty {
-		w, needSync, err := s.collectReady(r, batch)
+		w, snap, err := s.collectReady(r)
 		if err != nil {
+			s.endCollect()
 			s.fatal(err)
 			return
 		}
 		if w != nil {
 			work = append(work, *w)
-			mustSync = mustSync || needSync
+			snapshot = snapshot || snap
 		}
+	}
+	if !s.endCollect() {
+		return
 	}
 	if len(work) == 0 {
 		return
 	}
 	s.cycles.Add(1)
-	if mustSync {
-		s.syncs.Add(1)
-	}
-	if !batch.Empty() {
-		// Group commit: one fsync covers every range's entries and hard state of this cycle.
-		s.commitSince.Store(time.Now().UnixNano())
-		err := batch.Commit(mustSync)
-		s.commitSince.Store(0)
-		if err != nil {
-			s.fatal(fmt.Errorf("node %d: commit raft batch: %w", s.cfg.NodeID, err))
-			return
-		}
+	if snapshot && !s.flushLog() {
+		// A snapshot rewrites a range's data and applied state: nothing else of the range goes on
+		// before it is durable.
+		return
 	}
 	var removed []uint64
 	for _, w := range work {
 		gone, err := s.applyReady(w)
+		if errors.Is(err, errStopped) {
+			return
+		}
 		if err != nil {
 			s.fatal(err)
 			return
@@ -717,10 +741,11 @@ func (s *Store) processReady() {
 	}
 }
 
-// collectReady takes r's Ready, if it has one, adds its snapshot, entries and hard state to the
-// cycle's batch and sends the messages that need not wait for the fsync. needSync reports whether
-// the batch must be synced before the rest (work.late) leaves. An error is fatal to the node.
-func (s *Store) collectReady(r *Replica, batch *storage.Batch) (work *readyWork, needSync bool, err error) {
+// collectReady takes r's Ready, if it has one: its appends go into the open log batch with the
+// responses that wait for them, the messages that need no durability leave now (a leader's appends
+// to its followers among them: their fsyncs overlap its own), and the committed entries to apply are
+// returned. An error is fatal to the node.
+func (s *Store) collectReady(r *Replica) (work *readyWork, snapshot bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.destroyed {
@@ -737,41 +762,44 @@ func (s *Store) collectReady(r *Replica, batch *storage.Batch) (work *readyWork,
 		return nil, false, nil
 	}
 	rd := r.rn.Ready()
-	prevHS := r.log.HardState()
-	if err := r.persistReadyLocked(batch, &rd); err != nil {
-		return nil, false, fmt.Errorf("range %d: persist raft state: %w", r.rangeID, err)
+	if rd.SoftState != nil {
+		r.setSoftStateLocked(rd.SoftState)
 	}
-	// Only new entries, a new term or a vote must be durable before messages leave; a commit
-	// index alone may be lost and relearned (raft.MustSync).
-	needSync = !raft.IsEmptySnap(rd.Snapshot) || (rd.HardState != nil && raft.MustSync(rd.HardState, prevHS, len(rd.Entries))) || len(rd.Entries) > 0
-	s.entriesWritten.Add(uint64(len(rd.Entries)))
-	s.entriesApplied.Add(uint64(len(rd.CommittedEntries)))
-	// A leader may send its appends while it persists the same entries (raft thesis 10.2.1, etcd
-	// raft's doc.go), so followers' fsyncs overlap the leader's. Anything that follows a term or
-	// vote change waits for the fsync.
-	early := r.state == raft.StateLeader && (rd.HardState == nil || (rd.HardState.GetTerm() == prevHS.GetTerm() && rd.HardState.GetVote() == prevHS.GetVote()))
-	var late []*raftpb.Message
-	if early {
-		s.sendMessagesLocked(r, rd.Messages)
-	} else {
-		// Heartbeat responses promise nothing about this node's log, so they need not wait for
-		// the fsync: a leader's ReadIndex round then does not queue behind a follower's disk.
-		var now []*raftpb.Message
-		for _, m := range rd.Messages {
-			if m.GetType() == raftpb.MsgHeartbeatResp {
-				now = append(now, m)
-			} else {
-				late = append(late, m)
+	w := &readyWork{r: r}
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			snap, err := s.persistAppendLocked(r, m)
+			if err != nil {
+				return nil, false, fmt.Errorf("range %d: persist raft state: %w", r.rangeID, err)
 			}
+			snapshot = snapshot || snap
+		case raft.LocalApplyThread:
+			w.apply = append(w.apply, m)
+		case r.replicaID:
+			s.stepsMu.Lock()
+			s.steps = append(s.steps, localStep{r: r, m: m})
+			s.stepsMu.Unlock()
+			s.markReady(r)
+		default:
+			s.sendMessageLocked(r, m)
 		}
-		s.sendMessagesLocked(r, now)
 	}
-	return &readyWork{r, rd, late}, needSync, nil
+	for _, rs := range rd.ReadStates {
+		if b, ok := r.readsSent[string(rs.RequestCtx)]; ok {
+			delete(r.readsSent, string(rs.RequestCtx))
+			b.index = rs.Index
+			r.readsWait = append(r.readsWait, b)
+		}
+	}
+	w.readStates = len(rd.ReadStates) > 0
+	return w, snapshot, nil
 }
 
-// applyReady finishes w once its batch is durable: it sends the messages that waited for the
-// fsync, applies the committed entries, answers reads, advances raft and starts the replicas of
-// splits. gone reports that the replica is no longer in its range. An error is fatal to the node.
+// applyReady applies the committed entries of one Ready (durable here and on a quorum: raft hands
+// them over only then), answers their proposals and the reads they release, and starts the
+// replicas of splits. gone reports that the replica is no longer in its range. An error is fatal
+// to the node.
 func (s *Store) applyReady(w readyWork) (gone bool, err error) {
 	r := w.r
 	r.mu.Lock()
@@ -780,27 +808,21 @@ func (s *Store) applyReady(w readyWork) (gone bool, err error) {
 		r.mu.Unlock()
 		return false, nil
 	}
-	if w.rd.SoftState != nil {
-		r.setSoftStateLocked(w.rd.SoftState)
-	}
-	s.sendMessagesLocked(r, w.late)
-	if !raft.IsEmptySnap(w.rd.Snapshot) {
-		r.releaseReadsLocked()
-	}
-	splits, merged, gone, err := r.applyCommittedLocked(w.rd.CommittedEntries)
-	if err != nil {
-		r.mu.Unlock()
-		return false, fmt.Errorf("range %d: apply: %w", r.rangeID, err)
-	}
-	for _, rs := range w.rd.ReadStates {
-		if b, ok := r.readsSent[string(rs.RequestCtx)]; ok {
-			delete(r.readsSent, string(rs.RequestCtx))
-			b.index = rs.Index
-			r.readsWait = append(r.readsWait, b)
+	var splits []*pb.RangeDescriptor
+	var merged []uint64
+	for _, m := range w.apply {
+		sp, mg, g, err := r.applyCommittedLocked(m.GetEntries())
+		if err != nil {
+			r.mu.Unlock()
+			return false, fmt.Errorf("range %d: apply: %w", r.rangeID, err)
+		}
+		splits, merged, gone = append(splits, sp...), append(merged, mg...), gone || g
+		s.entriesApplied.Add(uint64(len(m.GetEntries())))
+		for _, resp := range m.GetResponses() {
+			_ = r.rn.Step(resp)
 		}
 	}
 	r.releaseReadsLocked()
-	r.rn.Advance(w.rd)
 	if r.rn.HasReady() || r.readQueue != nil {
 		s.dirtyMu.Lock()
 		s.dirty[r.rangeID] = r
@@ -839,24 +861,6 @@ func (r *Replica) setSoftStateLocked(ss *raft.SoftState) {
 	if r.state != raft.StateLeader {
 		r.failReadsLocked()
 	}
-}
-
-// persistReadyLocked adds a Ready's snapshot, entries and hard state to the node's batch.
-func (r *Replica) persistReadyLocked(b *storage.Batch, rd *raft.Ready) error {
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := r.installSnapshotLocked(b, rd.Snapshot); err != nil {
-			return err
-		}
-	}
-	if err := r.log.Append(b, rd.Entries); err != nil {
-		return err
-	}
-	if !raft.IsEmptyHardState(rd.HardState) {
-		if err := r.log.SetHardState(b, rd.HardState); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot) error {
@@ -950,23 +954,22 @@ func (r *Replica) ingestSnapshotLocked(lo, hi []byte, desc *pb.RangeDescriptor, 
 	return true
 }
 
-func (s *Store) sendMessagesLocked(r *Replica, msgs []*raftpb.Message) {
-	for _, m := range msgs {
-		to := r.nodeOfLocked(m.GetTo())
-		if to == 0 {
-			continue
-		}
-		if m.GetType() == raftpb.MsgSnap {
-			s.startSnapshotLocked(r, m, to)
-			continue
-		}
-		data, err := proto.Marshal(m)
-		if err != nil {
-			continue
-		}
-		if !s.cfg.Transport.Send(&pb.RaftMessage{RangeId: r.rangeID, FromNode: s.cfg.NodeID, ToNode: to, Message: data}) {
-			r.rn.ReportUnreachable(m.GetTo())
-		}
+// sendMessageLocked sends one message of r that needs no durability (or a snapshot).
+func (s *Store) sendMessageLocked(r *Replica, m *raftpb.Message) {
+	to := r.nodeOfLocked(m.GetTo())
+	if to == 0 {
+		return
+	}
+	if m.GetType() == raftpb.MsgSnap {
+		s.startSnapshotLocked(r, m, to)
+		return
+	}
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return
+	}
+	if !s.cfg.Transport.Send(&pb.RaftMessage{RangeId: r.rangeID, FromNode: s.cfg.NodeID, ToNode: to, Message: data}) {
+		r.rn.ReportUnreachable(m.GetTo())
 	}
 }
 
@@ -1104,6 +1107,10 @@ func (s *Store) destroyReplica(r *Replica, why string) {
 	desc := r.desc
 	r.mu.Unlock()
 	s.forget(r)
+	// Appends of r still in the log pipeline must not land after the deletion below.
+	if !s.flushLog() {
+		return
+	}
 	b := s.eng.NewBatch()
 	defer b.Close()
 	lo, hi := storage.RaftStateSpan(r.rangeID)

@@ -154,6 +154,16 @@ func (l *Log) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
 	return l.hardState, l.confState, nil
 }
 
+// EnsureCommit raises the loaded hard state's commit index to index, an index known to be committed
+// (applied): raft refuses to start with an applied index above its commit index.
+func (l *Log) EnsureCommit(index uint64) {
+	if index > l.hardState.GetCommit() {
+		hs := proto.Clone(l.hardState).(*raftpb.HardState)
+		hs.Commit = proto.Uint64(index)
+		l.hardState = hs
+	}
+}
+
 // Entries implements raft.Storage.
 func (l *Log) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	if lo <= l.truncIndex {
