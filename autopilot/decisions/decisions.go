@@ -437,7 +437,14 @@ func (sc *scope) String() string {
 	if sc.system != 0 {
 		return fmt.Sprintf("r%d (system range)", sc.system)
 	}
-	return model.FormatSpan(sc.start, sc.end)
+	start, end := "−∞", "+∞"
+	if len(sc.start) > 0 {
+		start = model.FormatKey(sc.start)
+	}
+	if len(sc.end) > 0 {
+		end = model.FormatKey(sc.end)
+	}
+	return "[" + start + ", " + end + ")"
 }
 
 // Restore loads entries saved by an earlier autopilot (it ran on another node, or before a restart),

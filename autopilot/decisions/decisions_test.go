@@ -149,6 +149,12 @@ func TestThroughputBeforeAndAfter(t *testing.T) {
 	if !strings.Contains(string(b), `"throughput":{"span":"[\"a\", \"m\")","before":{`) {
 		t.Fatalf("JSON %s", b)
 	}
+	if got := (&scope{end: []byte("k")}).String(); got != `[−∞, "k")` {
+		t.Errorf("open span %s", got)
+	}
+	if got := (&scope{system: 1}).String(); got != "r1 (system range)" {
+		t.Errorf("system range %s", got)
+	}
 }
 
 // TestThroughputOfASplitAndAMerge: a split is measured over its range's span (both halves after), a
