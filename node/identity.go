@@ -112,17 +112,32 @@ func (n *Node) bootstrap() error {
 	return n.saveIdentity()
 }
 
-// join asks an existing node for a node id and records the cluster's identity.
+// join asks an existing node of the --join list for a node id and records the cluster's identity. Until
+// one admits it, it also waits for `shoal init` (the Init RPC): then it bootstraps a new cluster
+// instead, which the other waiting nodes join.
 func (n *Node) join(ctx context.Context) error {
+	g := n.initGate
+	g.setPhase(phaseWaiting)
+	defer g.setPhase(phaseStarting) // no effect once the node has its identity
+	peers := n.joinPeers()
+	n.log.Info("new store: joining a cluster through --join; if none of these nodes belongs to a cluster yet, create one with `shoal init --host <one of them>`",
+		"join", peers)
 	backoff := 200 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		for _, addr := range n.cfg.Join {
+	for round := 0; ; round++ {
+		failures := map[string]string{}
+		for _, addr := range peers {
+			if done, ok := g.takeRequest(); ok {
+				return n.initBootstrap(done)
+			}
 			c, err := n.peers.Client(addr)
 			if err != nil {
+				failures[addr] = err.Error()
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			g.setAttempt(cancel) // an accepted Init cuts the attempt short
 			resp, err := c.Join(rctx, &pb.JoinRequest{Node: n.selfDesc()})
+			g.setAttempt(nil)
 			cancel()
 			if err == nil && resp.Error == nil {
 				n.ident = identity{ClusterID: resp.ClusterId, NodeID: resp.NodeId}
@@ -133,18 +148,22 @@ func (n *Node) join(ctx context.Context) error {
 					return err
 				}
 				n.saveDirectory()
+				g.joined(n.ident.ClusterID, n.ident.NodeID)
 				return nil
 			}
 			if err == nil {
 				err = errors.New(resp.Error.Message)
 			}
-			if attempt%10 == 0 {
-				n.log.Warn("join attempt failed; retrying", "via", addr, "err", err)
-			}
+			failures[addr] = err.Error()
+		}
+		if round%10 == 0 && len(peers) > 0 {
+			n.log.Warn("no node of --join admits this node yet; retrying (a new cluster needs `shoal init` on one node)", "errors", failures)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("could not join through %v: %w", n.cfg.Join, ctx.Err())
+		case done := <-g.requests:
+			return n.initBootstrap(done)
 		case <-time.After(backoff):
 		}
 		if backoff < 2*time.Second {

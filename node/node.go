@@ -153,6 +153,7 @@ type Node struct {
 
 	draining atomic.Bool
 	hbKick   chan struct{}
+	initGate *initGate // `shoal init` reaching a node that waits to join (init.go)
 
 	loadMu   sync.Mutex
 	loadPrev map[uint64]loadMark // last counter readings per range, for QPS
@@ -194,7 +195,7 @@ func New(cfg Config) (*Node, error) {
 
 func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n := &Node{cfg: cfg, eng: eng, log: cfg.Logger, ready: make(chan struct{}), stopper: make(chan struct{}),
-		hbKick: make(chan struct{}, 1)}
+		hbKick: make(chan struct{}, 1), initGate: newInitGate()}
 	n.dir = directory.New()
 	n.peers = directory.NewPeers(cfg.DialOptions, cfg.AuthToken)
 	n.reqGate = admission.NewGate("requests", cfg.Admission.RequestLimits())
@@ -305,7 +306,8 @@ func (n *Node) Advertise(grpcAddr, httpAddr, respAddr string) {
 	n.cfg.Addr, n.cfg.HTTPAddr, n.cfg.RESPAddr = grpcAddr, httpAddr, respAddr
 }
 
-// Start bootstraps or joins the cluster if the store is new, then starts raft, the range layer,
+// Start bootstraps or joins the cluster if the store is new (a node with --join waits until a node of
+// the list admits it, or until `shoal init` makes it bootstrap), then starts raft, the range layer,
 // heartbeats and the background loops. It returns once the node has an identity and serves requests.
 func (n *Node) Start(ctx context.Context) error {
 	if n.cfg.Addr == "" {
@@ -318,13 +320,14 @@ func (n *Node) Start(ctx context.Context) error {
 				return fmt.Errorf("bootstrap: %w", err)
 			}
 		case len(n.cfg.Join) > 0:
-			if err := n.join(ctx); err != nil {
+			if err := n.join(ctx); err != nil { // or the bootstrap `shoal init` asks for
 				return fmt.Errorf("join: %w", err)
 			}
 		default:
 			return errors.New("store has no identity: start with --bootstrap (new cluster) or --join (existing cluster)")
 		}
 	}
+	n.initGate.joined(n.ident.ClusterID, n.ident.NodeID)
 	n.transport.SetIdentity(n.ident.NodeID, n.ident.ClusterID)
 	self := n.selfDesc()
 	n.dir.Upsert(self)

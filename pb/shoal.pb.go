@@ -3419,6 +3419,125 @@ func (x *JoinResponse) GetNodes() []*NodeDescriptor {
 	return nil
 }
 
+// Init (`shoal init`) makes a node that waits to join a cluster (started with --join, its store new)
+// create one instead: the node bootstraps as the cluster's first node, and the other waiting nodes
+// join through it. It is refused when the node, or a node of its --join list, already belongs to a
+// cluster. With check_only the node only reports whether it belongs to one (a peer's check before it
+// initializes).
+type InitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CheckOnly     bool                   `protobuf:"varint,1,opt,name=check_only,json=checkOnly,proto3" json:"check_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitRequest) Reset() {
+	*x = InitRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitRequest) ProtoMessage() {}
+
+func (x *InitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
+func (*InitRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *InitRequest) GetCheckOnly() bool {
+	if x != nil {
+		return x.CheckOnly
+	}
+	return false
+}
+
+type InitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Error *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// The cluster the node belongs to (after the init, or already): its id and this node's id.
+	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	NodeId    uint64 `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The cluster existed before this request, or another init is creating it: error says where.
+	AlreadyInitialized bool `protobuf:"varint,4,opt,name=already_initialized,json=alreadyInitialized,proto3" json:"already_initialized,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *InitResponse) Reset() {
+	*x = InitResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitResponse) ProtoMessage() {}
+
+func (x *InitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
+func (*InitResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *InitResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *InitResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *InitResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *InitResponse) GetAlreadyInitialized() bool {
+	if x != nil {
+		return x.AlreadyInitialized
+	}
+	return false
+}
+
 type HeartbeatRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId        string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -3435,7 +3554,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3566,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3579,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -3529,7 +3648,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3660,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3673,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -3581,7 +3700,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3712,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3725,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -3631,7 +3750,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3762,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3775,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 type PolicyListResponse struct {
@@ -3669,7 +3788,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3681,7 +3800,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3694,7 +3813,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -3721,7 +3840,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3852,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3865,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -3772,7 +3891,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3784,7 +3903,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3797,7 +3916,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -3815,7 +3934,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3827,7 +3946,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3840,7 +3959,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -3855,7 +3974,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +3986,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +3999,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -3907,7 +4026,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3919,7 +4038,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3932,7 +4051,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -3958,7 +4077,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4089,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4102,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -4004,7 +4123,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4135,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4148,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -4049,7 +4168,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4180,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4193,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -4105,7 +4224,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4117,7 +4236,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4130,7 +4249,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -4171,7 +4290,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4183,7 +4302,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4196,7 +4315,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -4227,7 +4346,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4239,7 +4358,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4252,7 +4371,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -4301,7 +4420,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4313,7 +4432,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4326,7 +4445,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -4358,7 +4477,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4370,7 +4489,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4383,7 +4502,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -4401,7 +4520,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4413,7 +4532,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4426,7 +4545,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -4473,7 +4592,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4485,7 +4604,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4498,7 +4617,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -4520,7 +4639,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4651,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4664,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -4587,7 +4706,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4599,7 +4718,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4612,7 +4731,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -4647,7 +4766,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4659,7 +4778,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4672,7 +4791,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -4700,7 +4819,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4712,7 +4831,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4725,7 +4844,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -4810,7 +4929,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +4941,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +4954,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -4863,7 +4982,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +4994,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +5007,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -4918,7 +5037,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4930,7 +5049,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4943,7 +5062,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -4980,7 +5099,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5111,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5124,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -5040,7 +5159,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5052,7 +5171,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5065,7 +5184,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -5330,7 +5449,16 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12+\n" +
-	"\x05nodes\x18\x04 \x03(\v2\x15.shoal.NodeDescriptorR\x05nodes\"\xe4\x02\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x15.shoal.NodeDescriptorR\x05nodes\",\n" +
+	"\vInitRequest\x12\x1d\n" +
+	"\n" +
+	"check_only\x18\x01 \x01(\bR\tcheckOnly\"\x9b\x01\n" +
+	"\fInitResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\x12/\n" +
+	"\x13already_initialized\x18\x04 \x01(\bR\x12alreadyInitialized\"\xe4\x02\n" +
 	"\x10HeartbeatRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12)\n" +
@@ -5471,7 +5599,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\fRELOCATE_ALL\x10\x00\x12\x18\n" +
 	"\x14RELOCATE_ADD_LEARNER\x10\x01\x12\x14\n" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
-	"\x0fRELOCATE_REMOVE\x10\x032\xa0\f\n" +
+	"\x0fRELOCATE_REMOVE\x10\x032\xd1\f\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -5491,7 +5619,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\tPolicySet\x12\x17.shoal.PolicySetRequest\x1a\x18.shoal.PolicySetResponse\x12>\n" +
 	"\tDecisions\x12\x17.shoal.DecisionsRequest\x1a\x18.shoal.DecisionsResponse\x12G\n" +
 	"\fSetNodeState\x12\x1a.shoal.SetNodeStateRequest\x1a\x1b.shoal.SetNodeStateResponse\x12/\n" +
-	"\x04Join\x12\x12.shoal.JoinRequest\x1a\x13.shoal.JoinResponse\x12>\n" +
+	"\x04Join\x12\x12.shoal.JoinRequest\x1a\x13.shoal.JoinResponse\x12/\n" +
+	"\x04Init\x12\x12.shoal.InitRequest\x1a\x13.shoal.InitResponse\x12>\n" +
 	"\tHeartbeat\x12\x17.shoal.HeartbeatRequest\x1a\x18.shoal.HeartbeatResponse\x12D\n" +
 	"\vMetaCommand\x12\x19.shoal.MetaCommandRequest\x1a\x1a.shoal.MetaCommandResponse\x122\n" +
 	"\x05Merge\x12\x13.shoal.MergeRequest\x1a\x14.shoal.MergeResponse\x12G\n" +
@@ -5518,7 +5647,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(NodeAdminState)(0),             // 1: shoal.NodeAdminState
@@ -5573,35 +5702,37 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*TransferLeaderResponse)(nil),  // 50: shoal.TransferLeaderResponse
 	(*JoinRequest)(nil),             // 51: shoal.JoinRequest
 	(*JoinResponse)(nil),            // 52: shoal.JoinResponse
-	(*HeartbeatRequest)(nil),        // 53: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 54: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 55: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 56: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 57: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 58: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 59: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 60: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 61: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 62: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 63: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 64: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 65: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 66: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 67: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 68: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 69: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 70: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 71: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 72: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 73: shoal.SplitTrigger
-	(*Condition)(nil),               // 74: shoal.Condition
-	(*MetaUpdate)(nil),              // 75: shoal.MetaUpdate
-	(*Command)(nil),                 // 76: shoal.Command
-	(*FreezeForMerge)(nil),          // 77: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 78: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 79: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 80: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 81: shoal.ConfChangeContext
+	(*InitRequest)(nil),             // 53: shoal.InitRequest
+	(*InitResponse)(nil),            // 54: shoal.InitResponse
+	(*HeartbeatRequest)(nil),        // 55: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 56: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 57: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 58: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 59: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 60: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 61: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 62: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 63: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 64: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 65: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 66: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 67: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 68: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 69: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 70: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 71: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 72: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 73: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 74: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 75: shoal.SplitTrigger
+	(*Condition)(nil),               // 76: shoal.Condition
+	(*MetaUpdate)(nil),              // 77: shoal.MetaUpdate
+	(*Command)(nil),                 // 78: shoal.Command
+	(*FreezeForMerge)(nil),          // 79: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 80: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 81: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 82: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 83: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	3,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -5644,7 +5775,7 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	4,   // 37: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
 	6,   // 38: shoal.MergeResponse.error:type_name -> shoal.Error
 	4,   // 39: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	76,  // 40: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	78,  // 40: shoal.RangeCommandRequest.command:type_name -> shoal.Command
 	6,   // 41: shoal.RangeCommandResponse.error:type_name -> shoal.Error
 	4,   // 42: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
 	6,   // 43: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
@@ -5652,101 +5783,104 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	5,   // 45: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
 	6,   // 46: shoal.JoinResponse.error:type_name -> shoal.Error
 	5,   // 47: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	5,   // 48: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	26,  // 49: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	5,   // 50: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	4,   // 51: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	6,   // 52: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	5,   // 53: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	6,   // 54: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	55,  // 55: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	6,   // 56: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	6,   // 57: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	1,   // 58: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	6,   // 59: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	76,  // 60: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	6,   // 61: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	2,   // 62: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	6,   // 63: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	4,   // 64: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	68,  // 65: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	68,  // 66: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	8,   // 67: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	6,   // 68: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	4,   // 69: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	4,   // 70: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	4,   // 71: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	9,   // 72: shoal.Command.mutations:type_name -> shoal.Mutation
-	74,  // 73: shoal.Command.condition:type_name -> shoal.Condition
-	73,  // 74: shoal.Command.split:type_name -> shoal.SplitTrigger
-	75,  // 75: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	77,  // 76: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	78,  // 77: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	79,  // 78: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	80,  // 79: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	4,   // 80: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	4,   // 81: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	4,   // 82: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	4,   // 83: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	10,  // 84: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	12,  // 85: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	14,  // 86: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	16,  // 87: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	18,  // 88: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	20,  // 89: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	22,  // 90: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	36,  // 91: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	39,  // 92: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	41,  // 93: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	49,  // 94: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	66,  // 95: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	56,  // 96: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	58,  // 97: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	60,  // 98: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	62,  // 99: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	51,  // 100: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	53,  // 101: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	64,  // 102: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	43,  // 103: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	45,  // 104: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	47,  // 105: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	29,  // 106: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	31,  // 107: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	33,  // 108: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	69,  // 109: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	71,  // 110: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	11,  // 111: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	13,  // 112: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	15,  // 113: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	17,  // 114: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	19,  // 115: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	21,  // 116: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	23,  // 117: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	37,  // 118: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	40,  // 119: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	42,  // 120: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	50,  // 121: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	67,  // 122: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	57,  // 123: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	59,  // 124: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	61,  // 125: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	63,  // 126: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	52,  // 127: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	54,  // 128: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	65,  // 129: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	44,  // 130: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	46,  // 131: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	48,  // 132: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	30,  // 133: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	32,  // 134: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	34,  // 135: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	70,  // 136: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	72,  // 137: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	111, // [111:138] is the sub-list for method output_type
-	84,  // [84:111] is the sub-list for method input_type
-	84,  // [84:84] is the sub-list for extension type_name
-	84,  // [84:84] is the sub-list for extension extendee
-	0,   // [0:84] is the sub-list for field type_name
+	6,   // 48: shoal.InitResponse.error:type_name -> shoal.Error
+	5,   // 49: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	26,  // 50: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	5,   // 51: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	4,   // 52: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	6,   // 53: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	5,   // 54: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	6,   // 55: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	57,  // 56: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	6,   // 57: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	6,   // 58: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	1,   // 59: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	6,   // 60: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	78,  // 61: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	6,   // 62: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	2,   // 63: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	6,   // 64: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	4,   // 65: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	70,  // 66: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	70,  // 67: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	8,   // 68: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	6,   // 69: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	4,   // 70: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	4,   // 71: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	4,   // 72: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	9,   // 73: shoal.Command.mutations:type_name -> shoal.Mutation
+	76,  // 74: shoal.Command.condition:type_name -> shoal.Condition
+	75,  // 75: shoal.Command.split:type_name -> shoal.SplitTrigger
+	77,  // 76: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	79,  // 77: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	80,  // 78: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	81,  // 79: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	82,  // 80: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	4,   // 81: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	4,   // 82: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	4,   // 83: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	4,   // 84: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	10,  // 85: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	12,  // 86: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	14,  // 87: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	16,  // 88: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	18,  // 89: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	20,  // 90: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	22,  // 91: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	36,  // 92: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	39,  // 93: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	41,  // 94: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	49,  // 95: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	68,  // 96: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	58,  // 97: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	60,  // 98: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	62,  // 99: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	64,  // 100: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	51,  // 101: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	53,  // 102: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	55,  // 103: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	66,  // 104: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	43,  // 105: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	45,  // 106: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	47,  // 107: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	29,  // 108: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	31,  // 109: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	33,  // 110: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	71,  // 111: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	73,  // 112: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	11,  // 113: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	13,  // 114: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	15,  // 115: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	17,  // 116: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	19,  // 117: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	21,  // 118: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	23,  // 119: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	37,  // 120: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	40,  // 121: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	42,  // 122: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	50,  // 123: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	69,  // 124: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	59,  // 125: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	61,  // 126: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	63,  // 127: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	65,  // 128: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	52,  // 129: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	54,  // 130: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	56,  // 131: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	67,  // 132: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	44,  // 133: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	46,  // 134: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	48,  // 135: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	30,  // 136: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	32,  // 137: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	34,  // 138: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	72,  // 139: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	74,  // 140: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	113, // [113:141] is the sub-list for method output_type
+	85,  // [85:113] is the sub-list for method input_type
+	85,  // [85:85] is the sub-list for extension type_name
+	85,  // [85:85] is the sub-list for extension extendee
+	0,   // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -5760,7 +5894,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   79,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -40,6 +40,7 @@ const (
 	Shoal_Decisions_FullMethodName       = "/shoal.Shoal/Decisions"
 	Shoal_SetNodeState_FullMethodName    = "/shoal.Shoal/SetNodeState"
 	Shoal_Join_FullMethodName            = "/shoal.Shoal/Join"
+	Shoal_Init_FullMethodName            = "/shoal.Shoal/Init"
 	Shoal_Heartbeat_FullMethodName       = "/shoal.Shoal/Heartbeat"
 	Shoal_MetaCommand_FullMethodName     = "/shoal.Shoal/MetaCommand"
 	Shoal_Merge_FullMethodName           = "/shoal.Shoal/Merge"
@@ -71,6 +72,7 @@ type ShoalClient interface {
 	Decisions(ctx context.Context, in *DecisionsRequest, opts ...grpc.CallOption) (*DecisionsResponse, error)
 	SetNodeState(ctx context.Context, in *SetNodeStateRequest, opts ...grpc.CallOption) (*SetNodeStateResponse, error)
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	Init(ctx context.Context, in *InitRequest, opts ...grpc.CallOption) (*InitResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	MetaCommand(ctx context.Context, in *MetaCommandRequest, opts ...grpc.CallOption) (*MetaCommandResponse, error)
 	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
@@ -259,6 +261,16 @@ func (c *shoalClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *shoalClient) Init(ctx context.Context, in *InitRequest, opts ...grpc.CallOption) (*InitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitResponse)
+	err := c.cc.Invoke(ctx, Shoal_Init_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *shoalClient) Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HeartbeatResponse)
@@ -360,6 +372,7 @@ type ShoalServer interface {
 	Decisions(context.Context, *DecisionsRequest) (*DecisionsResponse, error)
 	SetNodeState(context.Context, *SetNodeStateRequest) (*SetNodeStateResponse, error)
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	Init(context.Context, *InitRequest) (*InitResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	MetaCommand(context.Context, *MetaCommandRequest) (*MetaCommandResponse, error)
 	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
@@ -428,6 +441,9 @@ func (UnimplementedShoalServer) SetNodeState(context.Context, *SetNodeStateReque
 }
 func (UnimplementedShoalServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedShoalServer) Init(context.Context, *InitRequest) (*InitResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Init not implemented")
 }
 func (UnimplementedShoalServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Heartbeat not implemented")
@@ -780,6 +796,24 @@ func _Shoal_Join_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_Init_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Init(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Init_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Init(ctx, req.(*InitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Shoal_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HeartbeatRequest)
 	if err := dec(in); err != nil {
@@ -998,6 +1032,10 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Join",
 			Handler:    _Shoal_Join_Handler,
+		},
+		{
+			MethodName: "Init",
+			Handler:    _Shoal_Init_Handler,
 		},
 		{
 			MethodName: "Heartbeat",
