@@ -20,20 +20,25 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/server"
 	"github.com/shoaldb/shoal/server/apijson"
 )
 
-// TestDashboard opens the dashboard of a real 3-node cluster (server.Run, as `shoal start` runs it) in
-// headless chromium and checks that what it shows matches the JSON API: every range with its replicas
-// and leader as /api/ranges has them, three live nodes, charts that have drawn data, the decision log,
-// no error banner and no script errors.
+// TestDashboard opens the dashboard of a real 3-node cluster (server.Run, as `shoal start` runs it, with
+// RESP) in headless chromium and checks that what it shows matches the JSON API: charts that start with
+// the nodes' history (/api/history) before the page's own polls, gRPC and RESP latency, every range with
+// its replicas, leader and health as /api/ranges and /api/stats have them, three live nodes with their
+// CPU and memory, one node's view, the decision log, no error banner and no script errors. Then it stops
+// a node and checks the health view: every range under-replicated, none unavailable, on the page, in
+// /api/stats and in the nodes' shoal_ranges_underreplicated gauges.
 //
 // Without a chromium binary the test is skipped, except in CI (CI=true), where it fails.
 // SHOAL_CHROMIUM names the binary; SHOAL_DASHBOARD_SCREENSHOT, if set, is where the PNG of the page
-// is copied (it is always written to the test's temporary directory).
+// is copied (it is always written to the test's temporary directory), with the node's view and the
+// health view beside it ("-node" and "-health" before the extension).
 func TestDashboard(t *testing.T) {
 	chrome := findChromium(t)
 	testStart := time.Now()
@@ -60,7 +65,9 @@ func TestDashboard(t *testing.T) {
 	waitReplicated(t, cl, 20*time.Second)
 	t.Logf("cluster up, split done after %v", time.Since(testStart).Round(time.Millisecond))
 
-	// Traffic for the charts while the page is open.
+	// Traffic for the charts, over gRPC and RESP, from before the page opens (for the history) until
+	// the end.
+	resp := respClients(t, cl)
 	stopLoad := make(chan struct{})
 	var loadWG sync.WaitGroup
 	loadWG.Add(1)
@@ -74,10 +81,15 @@ func TestDashboard(t *testing.T) {
 			}
 			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			k := []byte(fmt.Sprintf("k%03d", i%100))
-			if i%2 == 0 {
+			switch i % 4 {
+			case 0:
 				cl.Put(c, k, []byte(strconv.Itoa(i)))
-			} else {
+			case 1:
 				cl.Get(c, k)
+			case 2:
+				resp[i%len(resp)].Set(c, "r"+string(k), i, 0)
+			default:
+				resp[i%len(resp)].Get(c, "r"+string(k))
 			}
 			cancel()
 		}
@@ -87,14 +99,67 @@ func TestDashboard(t *testing.T) {
 		loadWG.Wait()
 	}()
 
-	bctx, jsErrors := newBrowser(t, chrome, 35*time.Second)
+	// Every node has kept a few points of history, with requests in them.
 	base := "http://" + nodes[0].http
+	var hist clusterHistory
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		apiGet(t, base+"/api/history", "", &hist)
+		if hist.ready(3) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no history of 3 points with gRPC and RESP requests on every node after 30s: %s", hist.summary())
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("history ready after %v: %s", time.Since(testStart).Round(time.Millisecond), hist.summary())
+
+	bctx, jsErrors := newBrowser(t, chrome, 60*time.Second)
+	opened := time.Now()
 	if err := chromedp.Run(bctx,
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(`#ranges tbody tr[data-range-id]`, chromedp.ByQuery),
 	); err != nil {
 		t.Fatalf("open the dashboard: %v", err)
 	}
+	var ok bool
+	poll := func(what, expr string) {
+		t.Helper()
+		if err := chromedp.Run(bctx, chromedp.Poll(expr, &ok, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+			var banner, state string
+			chromedp.Run(bctx, chromedp.Evaluate(`document.getElementById("error-banner").textContent`, &banner))
+			chromedp.Run(bctx, chromedp.Evaluate(`JSON.stringify({history: document.getElementById("history-status").textContent,
+				charts: [...document.querySelectorAll("svg.plot")].map(s => s.id + " " + s.dataset.points + "/" + s.dataset.historyPoints)})`, &state))
+			t.Fatalf("waiting for %s: %v (error banner: %q; page: %s)", what, err, banner, state)
+		}
+	}
+
+	// The charts start with the history: points from before the page opened, as many as the API had.
+	poll("the history", `document.getElementById("history-status").dataset.loaded === "true"`)
+	var shownHist struct {
+		Points int   `json:"points"`
+		From   int64 `json:"from"`
+	}
+	if err := chromedp.Run(bctx, chromedp.Evaluate(`({points: +document.getElementById("history-status").dataset.points,
+		from: +document.getElementById("history-status").dataset.from})`, &shownHist)); err != nil {
+		t.Fatal(err)
+	}
+	if shownHist.Points < hist.points() || shownHist.From > opened.UnixMilli()-5000 || shownHist.From != hist.from() {
+		t.Errorf("the page loaded %d history points from %d; /api/history had %d from %d before it opened at %d",
+			shownHist.Points, shownHist.From, hist.points(), hist.from(), opened.UnixMilli())
+	}
+	for _, id := range []string{"chart-throughput", "chart-latency", "chart-cpu", "chart-mem", "chart-disk", "chart-health"} {
+		poll(id+" drawn from history", `+document.getElementById("`+id+`").dataset.historyPoints >= 2`)
+	}
+	poll("the throughput chart", `+document.getElementById("chart-throughput").dataset.points >= 4 &&
+		document.querySelector("#chart-throughput path.series") !== null`)
+	poll("gRPC and RESP latency", `document.querySelector('#chart-latency path[data-series="gRPC p99"]') !== null &&
+		document.querySelector('#chart-latency path[data-series="RESP p99"]') !== null`)
+	poll("CPU and memory of three nodes", `document.querySelectorAll("#chart-cpu path.series").length === 3 &&
+		document.querySelectorAll("#chart-mem path.series").length === 3 &&
+		[...document.querySelectorAll("#nodes tbody tr")].every(tr => tr.querySelector("[data-col=cpu]").textContent.endsWith("%") &&
+			tr.querySelector("[data-col=mem]").textContent.endsWith("B") && tr.querySelector("[data-col=volume]").textContent.includes(" of "))`)
 
 	// The range table matches /api/ranges (read again if a leadership or a decision changed in between).
 	type shownRange struct {
@@ -104,11 +169,12 @@ func TestDashboard(t *testing.T) {
 		Learners     string `json:"learners"`
 		LeaderText   string `json:"leaderText"`
 		ReplicasText string `json:"replicasText"`
+		Health       string `json:"health"`
 	}
 	const readRanges = `[...document.querySelectorAll("#ranges tbody tr[data-range-id]")].map(tr => ({
 		id: +tr.dataset.rangeId, leader: +tr.dataset.leader, replicas: tr.dataset.replicas, learners: tr.dataset.learners,
 		leaderText: tr.querySelector("[data-col=leader]").textContent,
-		replicasText: tr.querySelector("[data-col=replicas]").textContent}))`
+		replicasText: tr.querySelector("[data-col=replicas]").textContent, health: tr.dataset.health}))`
 	var mismatch string
 	for attempt := 0; attempt < 8; attempt++ {
 		if attempt > 0 {
@@ -129,7 +195,7 @@ func TestDashboard(t *testing.T) {
 			for i, a := range api {
 				s := shown[i]
 				want := shownRange{ID: a.ID, Leader: a.Leader, Replicas: joinIDs(a.Replicas, ","), Learners: joinIDs(a.Learners, ","),
-					LeaderText: strconv.FormatUint(a.Leader, 10), ReplicasText: joinIDs(a.Replicas, ", ")}
+					LeaderText: strconv.FormatUint(a.Leader, 10), ReplicasText: joinIDs(a.Replicas, ", "), Health: "ok"}
 				if a.Leader == 0 {
 					want.LeaderText = "none"
 				}
@@ -149,20 +215,10 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("the range table does not match /api/ranges: %s", mismatch)
 	}
 
-	// Three live, active nodes; charts with data; the decision log as /api/decisions has it.
-	var ok bool
-	poll := func(what, expr string) {
-		t.Helper()
-		if err := chromedp.Run(bctx, chromedp.Poll(expr, &ok, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
-			var banner string
-			chromedp.Run(bctx, chromedp.Evaluate(`document.getElementById("error-banner").textContent`, &banner))
-			t.Fatalf("waiting for %s: %v (error banner: %q)", what, err, banner)
-		}
-	}
+	// Three live, active nodes, healthy ranges; the decision log as /api/decisions has it.
 	poll("3 live active nodes", `document.querySelectorAll("#nodes tbody tr[data-live=true][data-admin=active]").length === 3`)
-	poll("the throughput chart", `+document.getElementById("chart-throughput").dataset.points >= 2 &&
-		document.querySelector("#chart-throughput path.series") !== null`)
-	poll("the latency chart", `+document.getElementById("chart-latency").dataset.points >= 1`)
+	poll("healthy ranges", `document.getElementById("health").dataset.underReplicated === "0" &&
+		document.getElementById("health").dataset.unavailable === "0"`)
 	var nodeIDs []string
 	if err := chromedp.Run(bctx, chromedp.Evaluate(`[...document.querySelectorAll("#nodes tbody tr")].map(tr => tr.dataset.nodeId)`, &nodeIDs)); err != nil {
 		t.Fatal(err)
@@ -200,24 +256,204 @@ func TestDashboard(t *testing.T) {
 	}
 
 	poll("no error banner", `document.getElementById("error-banner").hidden`)
+	screenshot(t, bctx, "")
 
+	// One node's view: its figures, and its line alone in the per-node charts.
+	if err := chromedp.Run(bctx, chromedp.Click(`#nodes tbody tr[data-node-id="2"] td[data-col=id]`, chromedp.ByQuery)); err != nil {
+		t.Fatalf("click node 2: %v", err)
+	}
+	poll("node 2's view", `document.body.dataset.view === "2" && !document.getElementById("node-detail").hidden &&
+		document.getElementById("node-detail").dataset.nodeId === "2" &&
+		document.querySelector("#nd-figures [data-col=mem]").textContent.endsWith("B") &&
+		document.querySelectorAll("#chart-cpu path.series").length === 1 &&
+		document.querySelector('#chart-cpu path[data-series="n2"]') !== null &&
+		+document.getElementById("chart-throughput").dataset.historyPoints >= 2`)
+	screenshot(t, bctx, "-node")
+	if err := chromedp.Run(bctx, chromedp.Click(`#nd-close`, chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	poll("the cluster's view again", `document.body.dataset.view === "all" && document.getElementById("node-detail").hidden`)
+
+	// The health view: with node 3 gone, every range lacks a voter; none lacks a quorum.
+	n3 := nodes[2]
+	n3.cancel()
+	select {
+	case err := <-n3.done:
+		n3.done <- err // for the cluster's cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatal("node 3 did not stop")
+	}
+	var api []apijson.RangeJSON
+	apiGet(t, base+"/api/ranges", "", &api)
+	want := strconv.Itoa(len(api))
+	poll("every range under-replicated", `document.getElementById("health").dataset.underReplicated === "`+want+`" &&
+		document.getElementById("health").dataset.unavailable === "0" &&
+		document.querySelectorAll("#ranges tbody tr[data-health=under-replicated]").length === `+want+` &&
+		document.querySelector('#nodes tbody tr[data-node-id="3"]').dataset.live === "false"`)
+	var stats struct {
+		Health struct {
+			UnderReplicated []uint64 `json:"under_replicated"`
+			Unavailable     []uint64 `json:"unavailable"`
+		} `json:"health"`
+	}
+	apiGet(t, base+"/api/stats", "", &stats)
+	if len(stats.Health.UnderReplicated) != len(api) || len(stats.Health.Unavailable) != 0 {
+		t.Errorf("/api/stats health = %+v with %d ranges", stats.Health, len(api))
+	}
+	// Each range is counted by one of the two nodes left (its leader).
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		sum := metricSum(t, "http://"+nodes[0].http, "shoal_ranges_underreplicated") + metricSum(t, "http://"+nodes[1].http, "shoal_ranges_underreplicated")
+		if sum == float64(len(api)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("shoal_ranges_underreplicated sums to %v over the live nodes, want %d", sum, len(api))
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	poll("the health chart", `document.querySelector('#chart-health path[data-series="under-replicated"]') !== null`)
+	screenshot(t, bctx, "-health")
+
+	if errs := jsErrors(); len(errs) > 0 {
+		t.Errorf("script errors on the page: %v", errs)
+	}
+	t.Logf("dashboard checked after %v", time.Since(testStart).Round(time.Millisecond))
+}
+
+// clusterHistory is the part of /api/history the test reads.
+type clusterHistory struct {
+	Nodes []struct {
+		NodeID uint64 `json:"node_id"`
+		Error  string `json:"error"`
+		Points []struct {
+			T    int64 `json:"t"`
+			GRPC *struct {
+				Count uint64 `json:"count"`
+			} `json:"grpc"`
+			RESP *struct {
+				Count uint64 `json:"count"`
+			} `json:"resp"`
+		} `json:"points"`
+	} `json:"nodes"`
+}
+
+// ready reports whether every node has n points and served gRPC and RESP requests in them.
+func (h clusterHistory) ready(n int) bool {
+	if len(h.Nodes) != 3 {
+		return false
+	}
+	for _, nd := range h.Nodes {
+		var g, r uint64
+		for _, p := range nd.Points {
+			if p.GRPC != nil {
+				g += p.GRPC.Count
+			}
+			if p.RESP != nil {
+				r += p.RESP.Count
+			}
+		}
+		if len(nd.Points) < n || g == 0 || r == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (h clusterHistory) points() int {
+	n := 0
+	for _, nd := range h.Nodes {
+		n += len(nd.Points)
+	}
+	return n
+}
+
+// from is the time of the oldest point.
+func (h clusterHistory) from() int64 {
+	var t int64
+	for _, nd := range h.Nodes {
+		if len(nd.Points) > 0 && (t == 0 || nd.Points[0].T < t) {
+			t = nd.Points[0].T
+		}
+	}
+	return t
+}
+
+func (h clusterHistory) summary() string {
+	var s []string
+	for _, nd := range h.Nodes {
+		s = append(s, fmt.Sprintf("node %d: %d points %s", nd.NodeID, len(nd.Points), nd.Error))
+	}
+	return strings.Join(s, "; ")
+}
+
+// respClients returns a RESP client of every node (closed at test end).
+func respClients(t *testing.T, cl *client.Client) []*redis.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ns, err := cl.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*redis.Client
+	for _, n := range ns {
+		if a := n.GetDesc().GetRespAddr(); a != "" {
+			c := redis.NewClient(&redis.Options{Addr: a, Protocol: 2, MaxRetries: 3})
+			t.Cleanup(func() { c.Close() })
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no node serves RESP")
+	}
+	return out
+}
+
+// metricSum reads the node's /metrics and sums the series of name.
+func metricSum(t *testing.T, base, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			f := strings.Fields(rest)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// screenshot saves the page as a PNG in the test's directory and, with SHOAL_DASHBOARD_SCREENSHOT,
+// beside that path with suffix before its extension.
+func screenshot(t *testing.T, bctx context.Context, suffix string) {
+	t.Helper()
 	var png []byte
 	if err := chromedp.Run(bctx, chromedp.FullScreenshot(&png, 100)); err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	shot := filepath.Join(t.TempDir(), "dashboard"+suffix+".png")
 	if err := os.WriteFile(shot, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if dst := os.Getenv("SHOAL_DASHBOARD_SCREENSHOT"); dst != "" {
+		ext := filepath.Ext(dst)
+		dst = strings.TrimSuffix(dst, ext) + suffix + ext
 		if err := os.WriteFile(dst, png, 0o644); err != nil {
 			t.Errorf("copy the screenshot: %v", err)
 		}
+		shot = dst
 	}
-	if errs := jsErrors(); len(errs) > 0 {
-		t.Errorf("script errors on the page: %v", errs)
-	}
-	t.Logf("dashboard checked after %v; screenshot %s", time.Since(testStart).Round(time.Millisecond), shot)
+	t.Logf("screenshot %s", shot)
 }
 
 // TestDashboardToken checks the dashboard of a node that requires an auth token (a single node: the
@@ -271,6 +507,14 @@ func TestDashboardToken(t *testing.T) {
 	); err != nil {
 		t.Fatalf("reload without ?token=: %v", err)
 	}
+	poll := func(what, expr string) {
+		t.Helper()
+		if err := chromedp.Run(bctx, chromedp.Poll(expr, &ok, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	// The history travels with the token too.
+	poll("the history", `document.getElementById("history-status").dataset.loaded === "true"`)
 	if errs := jsErrors(); len(errs) > 0 {
 		t.Errorf("script errors on the page: %v", errs)
 	}
@@ -378,7 +622,7 @@ func startHTTPCluster(t *testing.T, n int, token string) []*httpNode {
 		}
 	})
 	for i := 0; i < n; i++ {
-		cfg := server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+		cfg := server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", RESP: "127.0.0.1:0"}
 		cfg.Node.DataDir, cfg.Node.AuthToken, cfg.Node.Storage.CacheBytes = filepath.Join(dir, fmt.Sprintf("n%d", i+1)), token, 16<<20
 		if i == 0 {
 			cfg.Node.Bootstrap = true
