@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -70,6 +71,12 @@ type Config struct {
 	// MaxAttempts bounds the attempts of one operation, counting range lookups that fail. Retries back
 	// off from 10ms, doubling up to 500ms, with jitter. Default: DefaultMaxAttempts.
 	MaxAttempts int
+	// FailFast makes an operation fail at once with ErrUnavailable when the client has not reached any
+	// node yet and every address of Addrs either refused the connection or is not a gRPC server (an
+	// HTTP port, say): nothing was sent, and retrying would only wait. Command-line tools set it, so
+	// that a wrong or stopped address is reported in milliseconds. Default false: a client started
+	// beside its cluster waits for the nodes to come up, within MaxAttempts and its context.
+	FailFast bool
 }
 
 // withDefaults fills the zero fields and validates the rest.
@@ -114,10 +121,13 @@ type Client struct {
 	conns *connPool
 	sent  sentTracker
 
-	mu        sync.Mutex
-	lastGood  string               // the address that answered the last range lookup
-	suspects  map[string]time.Time // addresses whose last attempt failed in transport, and when
-	followerN uint64               // rotates follower reads over a range's replicas
+	reached atomic.Bool // some node has answered (FailFast applies only before)
+
+	mu          sync.Mutex
+	lastGood    string               // the address that answered the last range lookup
+	suspects    map[string]time.Time // addresses whose last attempt failed in transport, and when
+	unreachable map[string]string    // addresses that refused the connection or are not gRPC: why
+	followerN   uint64               // rotates follower reads over a range's replicas
 }
 
 // New returns a client for the cluster reachable at cfg.Addrs. It does not contact the cluster:
@@ -131,9 +141,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		cfg:      cfg,
-		cache:    newRangeCache(),
-		suspects: make(map[string]time.Time),
+		cfg:         cfg,
+		cache:       newRangeCache(),
+		suspects:    make(map[string]time.Time),
+		unreachable: make(map[string]string),
 	}
 	opts := append([]grpc.DialOption(nil), cfg.DialOptions...)
 	// Responses may carry values up to the server's limit (8 MiB by default) or a scan's budget.
@@ -219,10 +230,39 @@ func (c *Client) markSuspect(addr string) {
 	c.mu.Unlock()
 }
 
+// clearSuspect notes that addr answered.
 func (c *Client) clearSuspect(addr string) {
+	c.reached.Store(true)
 	c.mu.Lock()
 	delete(c.suspects, addr)
+	delete(c.unreachable, addr)
 	c.mu.Unlock()
+}
+
+// markUnreachable notes why nothing could be sent to addr (FailFast).
+func (c *Client) markUnreachable(addr, why string) {
+	c.mu.Lock()
+	c.unreachable[addr] = why
+	c.mu.Unlock()
+}
+
+// failFast returns the error that ends an operation at once under FailFast: no node was ever reached
+// and every configured address is unreachable. It returns nil otherwise.
+func (c *Client) failFast() error {
+	if !c.cfg.FailFast || c.reached.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	whys := make([]string, 0, len(c.cfg.Addrs))
+	for _, a := range c.cfg.Addrs {
+		why, ok := c.unreachable[a]
+		if !ok {
+			return nil
+		}
+		whys = append(whys, a+": "+why)
+	}
+	return newError(pb.ErrorCode_UNAVAILABLE, "no Shoal node could be reached, nothing was sent ("+strings.Join(whys, "; ")+")", nil)
 }
 
 func (c *Client) isSuspect(addr string) bool {

@@ -304,6 +304,9 @@ func (c *Client) Lookup(ctx context.Context, key []byte) (*pb.RangeLookupRespons
 		if err := ctx.Err(); err != nil {
 			return nil, ctxError(op, err, last)
 		}
+		if err := c.failFast(); err != nil {
+			return nil, err
+		}
 		resp, _, err := c.lookupOnce(ctx, key)
 		if err == nil {
 			return resp, nil

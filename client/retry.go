@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -130,6 +132,9 @@ func (c *Client) run(ctx context.Context, op opKind, locate locateFunc, prefer s
 	for attempt := 0; attempt < c.cfg.MaxAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return ctxError(op, err, last)
+		}
+		if err := c.failFast(); err != nil {
+			return err
 		}
 		t, err := c.pickTarget(ctx, op, locate, prefer, attempt, hint, hintRange)
 		hint, hintRange = "", 0
@@ -400,6 +405,10 @@ func (c *Client) classifyTransport(ctx context.Context, op opKind, t target, ger
 	if !sent {
 		// Never written to a connection: the server cannot have seen it.
 		c.markSuspect(t.addr)
+		if why := unreachableWhy(st.Message()); why != "" {
+			c.markUnreachable(t.addr, why)
+			return retryBackoff, newError(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("%s: %s", where, why), gerr)
+		}
 		return retryBackoff, newError(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("%s: %s", where, st.Message()), gerr)
 	}
 	if code == codes.Unavailable || code == codes.DeadlineExceeded {
@@ -415,6 +424,19 @@ func (c *Client) classifyTransport(ctx context.Context, op opKind, t target, ger
 		return retryBackoff, newError(pb.ErrorCode_TIMEOUT, fmt.Sprintf("%s: no answer within %v", where, c.cfg.RequestTimeout), gerr)
 	}
 	return retryBackoff, newError(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("%s: %s", where, st.Message()), gerr)
+}
+
+// unreachableWhy says, from a gRPC transport error's message, why nothing at the address can serve
+// the client: nothing listens there, or what listens does not speak gRPC. It returns "" for any other
+// failure (a timeout, a reset connection, TLS), which may pass.
+func unreachableWhy(msg string) string {
+	switch {
+	case strings.Contains(msg, syscall.ECONNREFUSED.Error()):
+		return "connection refused: is a node running there?"
+	case strings.Contains(msg, "looked like an HTTP/1.1 header"):
+		return "this address answers HTTP/1.1, not gRPC: it looks like a node's --http port; give the node's gRPC address (its --listen, default port 26257)"
+	}
+	return ""
 }
 
 // lookupAddrs lists the addresses to send unrouted requests to: the last one that answered, the
