@@ -14,6 +14,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -250,16 +252,42 @@ func writeMarker(path string) error {
 	return nil
 }
 
+// lockFile is the file in a data directory whose flock marks the directory in use; it holds the PID
+// of the process holding the lock, so that a refused start can name it.
+const lockFile = "shoal.lock"
+
 func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "shoal.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	path := filepath.Join(dir, lockFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("data directory %s is in use by another shoal process (lock held on shoal.lock): stop it first or use another --data-dir", dir)
+		if pid := lockHolder(path); pid > 0 {
+			return nil, fmt.Errorf("data directory %s is in use by another shoal process, PID %d (it holds %s): stop that process first (kill %d), or use another --data-dir", dir, pid, path, pid)
+		}
+		return nil, fmt.Errorf("data directory %s is in use by another shoal process (lock held on %s): stop it first or use another --data-dir", dir, path)
+	}
+	// The PID is a message for people, not part of the lock: failing to write it is harmless.
+	if f.Truncate(0) == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// lockHolder reads the PID the holder of the lock file at path wrote (0 when unknown: the holder has
+// not written it yet, or is older than the PID in the file).
+func lockHolder(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
 }
 
 // Dir is the engine's data directory.
