@@ -9,6 +9,10 @@ import (
 // waits until none is left here or ctx ends. The node keeps its replicas. It is what a node does on
 // SIGTERM so clients see at most a retry, not an election timeout; it reports how many leaderships
 // were still here at the end.
+//
+// It returns at once when no leadership here has anywhere to go: no other voter of its range is live
+// and not draining itself (a single node, or a cluster stopping all at once). Waiting would only delay
+// the stop.
 func (n *Node) DrainLeaderships(ctx context.Context) int {
 	st := n.Store()
 	if n.notReady() != nil || st == nil {
@@ -16,6 +20,12 @@ func (n *Node) DrainLeaderships(ctx context.Context) int {
 	}
 	n.draining.Store(true)
 	for {
+		takers := map[uint64]bool{}
+		for _, id := range n.dir.LiveNodes(n.liveWindow()) {
+			if _, draining := n.dir.StatsOf(id); id != n.NodeID() && !draining {
+				takers[id] = true
+			}
+		}
 		left, movable := 0, 0
 		for _, r := range st.Replicas() {
 			if !r.IsLeader() {
@@ -26,12 +36,8 @@ func (n *Node) DrainLeaderships(ctx context.Context) int {
 			if d == nil {
 				continue
 			}
-			live := map[uint64]bool{}
-			for _, id := range n.dir.LiveNodes(n.liveWindow()) {
-				live[id] = true
-			}
 			for _, rd := range d.Replicas {
-				if rd.NodeId != n.NodeID() && !rd.Learner && live[rd.NodeId] {
+				if !rd.Learner && takers[rd.NodeId] {
 					movable++
 					_ = r.TransferLeadership(rd.NodeId)
 					break
