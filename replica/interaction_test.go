@@ -27,9 +27,10 @@ import (
 
 // TestInteraction runs the replica sequences in testdata/interaction as scripts, the way etcd raft's
 // interaction tests do: several stores, one per simulated node, each on its own engine, exchange
-// raft messages and snapshots over a network the test delivers by hand. No store runs its loop:
-// the test calls the loop's two steps itself (tickActive and processReady), so every script runs
-// the same way each time and its expected output is exact. Rewrite it after an intended change with
+// raft messages and snapshots over a network the test delivers by hand. No store runs its loop or
+// its log writer: the test calls the loop's two steps itself (tickActive and processReady, which
+// without a writer commits each cycle's log batch before it returns), so every script runs the same
+// way each time and its expected output is exact. Rewrite it after an intended change with
 //
 //	go test ./replica -run TestInteraction -rewrite
 //

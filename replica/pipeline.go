@@ -53,8 +53,8 @@ var errStopped = errors.New("node stopping")
 // logWrite is one batch of the raft log pipeline and what waits for it.
 type logWrite struct {
 	batch *storage.Batch
-	// sync: some append in the batch carries responses, new entries, a term or a vote, or a snapshot.
-	// A batch of commit indexes alone may be lost in a crash and relearned.
+	// sync: some append in the batch writes entries, a term or a vote, or a snapshot. A batch of
+	// commit indexes alone may be lost in a crash and relearned.
 	sync  bool
 	sends []durableSend // to other nodes once committed
 	steps []localStep   // back into this node's replicas once committed
@@ -265,7 +265,10 @@ func (s *Store) persistAppendLocked(r *Replica, m *raftpb.Message) (snapshot boo
 			return false, err
 		}
 	}
-	if snapshot || len(m.GetEntries()) > 0 || len(m.GetResponses()) > 0 || (hs != nil && raft.MustSync(hs, prevHS, 0)) {
+	// Responses wait for this write and every earlier one. The earlier ones are committed by the time
+	// this batch is (one writer, in order), synced when they needed it; this one needs its own sync
+	// only for what it adds that must survive a crash (raft.MustSync: entries, term, vote).
+	if snapshot || len(m.GetEntries()) > 0 || (hs != nil && raft.MustSync(hs, prevHS, 0)) {
 		w.sync = true
 	}
 	for _, resp := range m.GetResponses() {

@@ -3,9 +3,11 @@
 // as key-value chunks, configuration changes (learner, promotion, removal with joint consensus),
 // leadership transfer and linearizable reads.
 //
-// A node has one Store and one loop that drives every replica's RawNode: it writes all ranges' new
-// entries and hard states of a cycle in one engine batch with one fsync (group commit), then sends
-// messages, then applies committed entries — the contract of etcd raft's doc.go.
+// A node has one Store and one loop that drives every replica's RawNode with etcd raft's
+// asynchronous storage writes (doc.go): each cycle writes all ranges' new entries and hard states
+// into one engine batch, which a log writer commits with one fsync (group commit) while the loop
+// goes on with the next cycle; responses that promise durability leave after that fsync, and
+// committed entries are applied as soon as they are durable here and on a quorum (pipeline.go).
 //
 // Reads are linearizable through raft's ReadIndex (ReadOnlySafe): a read waits for a heartbeat round
 // that confirms leadership and for the local applied index to reach the commit index. It makes no
