@@ -296,10 +296,8 @@ func printReadHints(w io.Writer, label string, r *ReadHintsRun) {
 	if r.Paired != nil || len(r.ToggleWindows) > 0 {
 		fmt.Fprintf(w, "%s: %s; %.0f reads/s recorded, %.0f B/s shipped, %.0f applied/s per follower while on\n",
 			label, r.Change, r.RecordedPerSec, r.HintBytesPerSec, r.AppliedPerSec)
-		for _, c := range []*PairedCost{r.Paired, r.PairedLowSteal} {
-			if c != nil {
-				fmt.Fprintf(w, "%s: %s\n", label, c)
-			}
+		if r.Paired != nil {
+			fmt.Fprintf(w, "%s: all pairs: %s\n%s: pairs with steal under %.0f%%: %s\n", label, r.Paired, label, 100*lowStealMax, r.PairedLowSteal)
 		}
 		return
 	}

@@ -77,9 +77,9 @@ type Event struct {
 // within every two pairs. Each window is measured from Skip after its switch (the nodes read the
 // switch every few seconds). The score is the policy's cost, 1 − throughput on / off, over the pairs.
 type Toggle struct {
-	Window time.Duration
-	Pairs  int
-	Skip   time.Duration
+	Window time.Duration `json:"window_ns"`
+	Pairs  int           `json:"pairs"`
+	Skip   time.Duration `json:"skip_ns"`
 }
 
 // Surge is a load surge and the elasticity controller that answers it (join.go).

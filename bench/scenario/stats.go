@@ -45,6 +45,9 @@ type PairedCost struct {
 }
 
 func (c *PairedCost) String() string {
+	if c == nil {
+		return "no pairs"
+	}
 	return fmt.Sprintf("%d pairs (%s order), cost 1 - on/off: mean %.2f%%, 95%% CI [%.2f%%, %.2f%%], median %.2f%%, sd %.2f%%",
 		c.Pairs, c.Order, 100*c.Mean, 100*c.CILow, 100*c.CIHigh, 100*c.Median, 100*c.SD)
 }
