@@ -89,12 +89,14 @@ func checkConsistent(t *testing.T, name string, ops, errs int64, byOp map[string
 
 func TestRunCoreWorkloads(t *testing.T) {
 	wantOps := map[string][]string{
-		"a": {OpRead, OpUpdate},
-		"b": {OpRead, OpUpdate},
-		"c": {OpRead},
-		"d": {OpRead, OpInsert},
-		"e": {OpScan, OpInsert},
-		"f": {OpRead, OpReadModifyWrite},
+		"a":      {OpRead, OpUpdate},
+		"b":      {OpRead, OpUpdate},
+		"c":      {OpRead},
+		"d":      {OpRead, OpInsert},
+		"e":      {OpScan, OpInsert},
+		"f":      {OpRead, OpReadModifyWrite},
+		"update": {OpUpdate},
+		"insert": {OpInsert},
 	}
 	for _, w := range Workloads() {
 		t.Run(w, func(t *testing.T) {
@@ -139,8 +141,11 @@ func TestRunCoreWorkloads(t *testing.T) {
 				t.Fatalf("report header: %+v", rep)
 			}
 			wantDist := "zipfian"
-			if w == "d" {
+			switch w {
+			case "d":
 				wantDist = "latest"
+			case "insert":
+				wantDist = "uniform"
 			}
 			if rep.Distribution != wantDist {
 				t.Fatalf("distribution %q, want %q", rep.Distribution, wantDist)
