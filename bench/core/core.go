@@ -6,8 +6,12 @@ package core
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,42 +25,74 @@ import (
 	"github.com/shoaldb/shoal/transport"
 )
 
-// GroupCommitReport compares synced writes through Shoal with synced raw Pebble batches.
+// GroupCommitReport compares synced writes through Shoal with synced raw Pebble batches. Each
+// phase reports its throughput, the process's CPU time per write (clients included: they share the
+// process) and its read and write system calls per write (/proc/self/io; fsyncs, futexes and polls
+// are not among them: count those with perf, see docs/design/write-path.md).
 type GroupCommitReport struct {
-	Threads          int     `json:"threads"`
-	ValueBytes       int     `json:"value_bytes"`
-	Seconds          float64 `json:"seconds_per_run"`
-	RawPebbleOpsSec  float64 `json:"raw_pebble_synced_ops_per_sec"`
-	InProcessOpsSec  float64 `json:"shoal_node_api_in_process_ops_per_sec"`
-	InProcessPc      float64 `json:"shoal_node_api_percent_of_ceiling"`
-	ShoalOpsSec      float64 `json:"shoal_grpc_client_ops_per_sec"`
-	ShoalOfCeilingPc float64 `json:"shoal_grpc_client_percent_of_ceiling"`
-	LoopCycles       uint64  `json:"raft_loop_cycles"`
-	LoopSyncs        uint64  `json:"raft_loop_fsyncs"`
-	EntriesWritten   uint64  `json:"raft_entries_written"`
+	Threads          int        `json:"threads"`
+	ValueBytes       int        `json:"value_bytes"`
+	Seconds          float64    `json:"seconds_per_run"`
+	RawPebbleOpsSec  float64    `json:"raw_pebble_synced_ops_per_sec"`
+	InProcessOpsSec  float64    `json:"shoal_node_api_in_process_ops_per_sec"`
+	InProcessPc      float64    `json:"shoal_node_api_percent_of_ceiling"`
+	ShoalOpsSec      float64    `json:"shoal_grpc_client_ops_per_sec"`
+	ShoalOfCeilingPc float64    `json:"shoal_grpc_client_percent_of_ceiling"`
+	Raw              *PhaseCost `json:"raw_pebble,omitempty"`
+	InProcess        *PhaseCost `json:"shoal_node_api_in_process,omitempty"`
+	GRPC             *PhaseCost `json:"shoal_grpc_client,omitempty"`
+	LoopCycles       uint64     `json:"raft_loop_cycles"`
+	LoopSyncs        uint64     `json:"raft_loop_fsyncs"`
+	EntriesWritten   uint64     `json:"raft_entries_written"`
 }
 
-// GroupCommit runs both measurements side by side in dir.
-func GroupCommit(ctx context.Context, dir string, threads, valueBytes int, d time.Duration) (GroupCommitReport, error) {
+// PhaseCost is what one phase's writes cost the process.
+type PhaseCost struct {
+	Ops             int64   `json:"ops"`
+	CPUMicrosPerOp  float64 `json:"cpu_us_per_write"`
+	RWSyscallsPerOp float64 `json:"read_write_syscalls_per_write"`
+}
+
+// The phases of GroupCommit, in the order they run.
+const (
+	PhaseRaw       = "raw"
+	PhaseInProcess = "in-process"
+	PhaseGRPC      = "grpc"
+)
+
+// Phases lists every phase of GroupCommit.
+func Phases() []string { return []string{PhaseRaw, PhaseInProcess, PhaseGRPC} }
+
+// GroupCommit runs the phases in dir one after the other (all of them when phases is empty).
+func GroupCommit(ctx context.Context, dir string, threads, valueBytes int, d time.Duration, phases ...string) (GroupCommitReport, error) {
 	rep := GroupCommitReport{Threads: threads, ValueBytes: valueBytes, Seconds: d.Seconds()}
-	value := make([]byte, valueBytes)
-	// Raw Pebble: every writer commits its own synced batch; Pebble's commit pipeline groups the
-	// concurrent fsyncs, which is the best one engine can do on this disk.
-	eng, err := storage.Open(filepath.Join(dir, "raw"), storage.Options{CreateIfMissing: true})
-	if err != nil {
-		return rep, err
-	}
-	var n atomic.Int64
-	run(threads, d, func(w, i int) {
-		b := eng.NewBatch()
-		_ = b.Set(storage.UserDataKey([]byte(fmt.Sprintf("w%02d-%09d", w, i))), value)
-		if err := b.Commit(true); err == nil {
-			n.Add(1)
+	want := func(p string) bool { return len(phases) == 0 || slices.Contains(phases, p) }
+	for _, p := range phases {
+		if !slices.Contains(Phases(), p) {
+			return rep, fmt.Errorf("unknown phase %q: use %v", p, Phases())
 		}
-		b.Close()
-	})
-	rep.RawPebbleOpsSec = float64(n.Load()) / d.Seconds()
-	eng.Close()
+	}
+	value := make([]byte, valueBytes)
+	var n atomic.Int64
+	if want(PhaseRaw) {
+		// Raw Pebble: every writer commits its own synced batch; Pebble's commit pipeline groups the
+		// concurrent fsyncs, which is the best one engine can do on this disk.
+		eng, err := storage.Open(filepath.Join(dir, "raw"), storage.Options{CreateIfMissing: true})
+		if err != nil {
+			return rep, err
+		}
+		rep.Raw = measure(threads, d, &n, func(w, i int) bool {
+			b := eng.NewBatch()
+			defer b.Close()
+			_ = b.Set(storage.UserDataKey(fmt.Appendf(nil, "w%02d-%09d", w, i)), value)
+			return b.Commit(true) == nil
+		})
+		rep.RawPebbleOpsSec = float64(rep.Raw.Ops) / d.Seconds()
+		eng.Close()
+	}
+	if !want(PhaseInProcess) && !want(PhaseGRPC) {
+		return rep, nil
+	}
 
 	node, err := startNode(ctx, filepath.Join(dir, "shoal"))
 	if err != nil {
@@ -71,28 +107,73 @@ func GroupCommit(ctx context.Context, dir string, threads, valueBytes int, d tim
 	if err := waitWritable(ctx, cl); err != nil {
 		return rep, err
 	}
-	// The node's own API in process: raft log, group commit and apply without gRPC. On a 2-core
-	// machine the gRPC run below shares the cores with its load generator, so both are reported.
-	n.Store(0)
-	run(threads, d, func(w, i int) {
-		resp, err := node.KV.Put(ctx, &pb.PutRequest{Key: []byte(fmt.Sprintf("p%02d-%09d", w, i)), Value: value})
-		if err == nil && resp.Error == nil {
-			n.Add(1)
+	pc := func(ops float64) float64 {
+		if rep.RawPebbleOpsSec == 0 {
+			return 0
 		}
-	})
-	rep.InProcessOpsSec = float64(n.Load()) / d.Seconds()
-	rep.InProcessPc = 100 * rep.InProcessOpsSec / rep.RawPebbleOpsSec
-	n.Store(0)
-	run(threads, d, func(w, i int) {
-		if err := cl.Put(ctx, []byte(fmt.Sprintf("w%02d-%09d", w, i)), value); err == nil {
-			n.Add(1)
-		}
-	})
-	rep.ShoalOpsSec = float64(n.Load()) / d.Seconds()
+		return 100 * ops / rep.RawPebbleOpsSec
+	}
+	if want(PhaseInProcess) {
+		// The node's own API in process: raft log, group commit and apply without gRPC. On a 2-core
+		// machine the gRPC run below shares the cores with its load generator, so both are reported.
+		rep.InProcess = measure(threads, d, &n, func(w, i int) bool {
+			resp, err := node.KV.Put(ctx, &pb.PutRequest{Key: fmt.Appendf(nil, "p%02d-%09d", w, i), Value: value})
+			return err == nil && resp.Error == nil
+		})
+		rep.InProcessOpsSec = float64(rep.InProcess.Ops) / d.Seconds()
+		rep.InProcessPc = pc(rep.InProcessOpsSec)
+	}
+	if want(PhaseGRPC) {
+		rep.GRPC = measure(threads, d, &n, func(w, i int) bool {
+			return cl.Put(ctx, fmt.Appendf(nil, "w%02d-%09d", w, i), value) == nil
+		})
+		rep.ShoalOpsSec = float64(rep.GRPC.Ops) / d.Seconds()
+		rep.ShoalOfCeilingPc = pc(rep.ShoalOpsSec)
+	}
 	ls := node.KV.Store().LoopStats()
 	rep.LoopCycles, rep.LoopSyncs, rep.EntriesWritten = ls.Cycles, ls.Syncs, ls.EntriesWritten
-	rep.ShoalOfCeilingPc = 100 * rep.ShoalOpsSec / rep.RawPebbleOpsSec
 	return rep, nil
+}
+
+// measure runs op on threads writers for d and reports the successful writes and their cost.
+func measure(threads int, d time.Duration, n *atomic.Int64, op func(worker, i int) bool) *PhaseCost {
+	n.Store(0)
+	c0, s0 := cpuTime(), rwSyscalls()
+	run(threads, d, func(w, i int) {
+		if op(w, i) {
+			n.Add(1)
+		}
+	})
+	c1, s1 := cpuTime(), rwSyscalls()
+	pc := &PhaseCost{Ops: n.Load()}
+	if pc.Ops > 0 {
+		pc.CPUMicrosPerOp = float64((c1 - c0).Microseconds()) / float64(pc.Ops)
+		if s0 >= 0 && s1 >= 0 {
+			pc.RWSyscallsPerOp = float64(s1-s0) / float64(pc.Ops)
+		}
+	}
+	return pc
+}
+
+// rwSyscalls is the process's count of read and write system calls so far (syscr + syscw of
+// /proc/self/io), or -1 where that file does not exist.
+func rwSyscalls() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	var total int64
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && (k == "syscr" || k == "syscw") {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			total += n
+		}
+	}
+	return total
 }
 
 func run(threads int, d time.Duration, op func(worker, i int)) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ var coreBenchFlags struct {
 	value   int
 	seconds time.Duration
 	ranges  int
+	phases  []string
 }
 
 var benchGroupCommitCmd = &cobra.Command{
@@ -25,9 +27,12 @@ var benchGroupCommitCmd = &cobra.Command{
 	Short: "Durable write throughput of one node against raw synced Pebble batches on the same disk",
 	Long: `Measure the group-commit ceiling: first --threads writers each commit their own synced Pebble
 batch (Pebble groups concurrent fsyncs: the best one engine does on this disk), then the same writers
-put keys through a one-node Shoal (gRPC on loopback, raft log + apply, fsync per raft cycle). Both runs
-use a fresh directory under $TMPDIR and last --duration each. Prints JSON.`,
-	Example: "  shoal bench group-commit --threads 64 --duration 10s",
+put keys through a one-node Shoal: first through the node's API in process, then through gRPC on
+loopback (raft log, one fsync per log batch, apply). Each run uses a fresh directory under $TMPDIR
+and lasts --duration; --phases picks some of them (raw alone is the disk's synced-write ceiling at
+that concurrency). Each phase reports the process's CPU time and read/write system calls per write.
+Prints JSON.`,
+	Example: "  shoal bench group-commit --threads 64 --duration 10s\n  shoal bench group-commit --phases raw --threads 32 --value-bytes 1100",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		dir, err := benchutil.TempDir()
@@ -47,7 +52,7 @@ use a fresh directory under $TMPDIR and last --duration each. Prints JSON.`,
 			}
 			defer pprof.StopCPUProfile()
 		}
-		rep, err := core.GroupCommit(cmd.Context(), dir, coreBenchFlags.threads, coreBenchFlags.value, coreBenchFlags.seconds)
+		rep, err := core.GroupCommit(cmd.Context(), dir, coreBenchFlags.threads, coreBenchFlags.value, coreBenchFlags.seconds, coreBenchFlags.phases...)
 		if err != nil {
 			return err
 		}
@@ -93,6 +98,7 @@ func init() {
 	}
 	benchGroupCommitCmd.Flags().IntVar(&coreBenchFlags.threads, "threads", 64, "concurrent writers")
 	benchGroupCommitCmd.Flags().IntVar(&coreBenchFlags.value, "value-bytes", 100, "value size")
+	benchGroupCommitCmd.Flags().StringSliceVar(&coreBenchFlags.phases, "phases", nil, "phases to run, of "+strings.Join(core.Phases(), ",")+" (default: all)")
 	benchIdleRangesCmd.Flags().IntVar(&coreBenchFlags.ranges, "ranges", 10000, "idle ranges on the node")
 	benchCmd.AddCommand(benchGroupCommitCmd, benchIdleRangesCmd)
 }
