@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,6 +140,16 @@ func TestDemoStartStopRestart(t *testing.T) {
 	if err != nil || len(nodes) != 3 {
 		t.Fatalf("Nodes = %d, %v", len(nodes), err)
 	}
+	// The printed ids are the cluster's: admin commands given them act on the printed node.
+	printed := map[string]string{}
+	for _, m := range demoNodeLine.FindAllStringSubmatch(out, -1) {
+		printed[m[2]] = m[1]
+	}
+	for _, n := range nodes {
+		if id := fmt.Sprint(n.GetDesc().GetNodeId()); printed[n.GetDesc().GetAddr()] != id {
+			t.Errorf("node %s at %s printed as %q:\n%s", id, n.GetDesc().GetAddr(), printed[n.GetDesc().GetAddr()], out)
+		}
+	}
 	c.Close()
 	d.stop(t)
 
@@ -187,5 +200,67 @@ func portFree(addr string) bool {
 		return false
 	}
 	l.Close()
+	return true
+}
+
+// TestDemoChildrenDieWithIt: the nodes stop when the demo is killed outright (Linux: parent-death
+// signal) or gets SIGHUP (its terminal closed), so that the next demo finds its directories free.
+func TestDemoChildrenDieWithIt(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			if sig == syscall.SIGKILL && runtime.GOOS != "linux" {
+				t.Skip("the parent-death signal is Linux's")
+			}
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "demo", "--nodes", "1", "--no-sample", "--data-dir", dir)
+			cmd.Env = append(os.Environ(), cliChildEnv+"=1")
+			out := &lockedBuffer{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			defer func() {
+				if cmd.ProcessState == nil {
+					cmd.Process.Kill()
+				}
+			}()
+			for deadline := time.Now().Add(90 * time.Second); !strings.Contains(out.String(), "Dashboard: "); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("demo not ready after 90s:\n%s", out)
+				}
+			}
+			lock := filepath.Join(dir, "n1", "shoal.lock")
+			if lockFree(t, lock) {
+				t.Fatalf("%s is free while the demo runs", lock)
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			err := <-exited
+			if sig == syscall.SIGHUP && err != nil {
+				t.Errorf("demo after SIGHUP: %v, want exit 0\n%s", err, out)
+			}
+			for deadline := time.Now().Add(20 * time.Second); !lockFree(t, lock); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the node still holds %s 20s after the demo got %v\n%s", lock, sig, out)
+				}
+			}
+		})
+	}
+}
+
+// lockFree reports whether no process holds the data-directory lock at path.
+func lockFree(t *testing.T, path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return false
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return true
 }

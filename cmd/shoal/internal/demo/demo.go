@@ -1,6 +1,7 @@
 // Package demo runs a local Shoal cluster of child processes (`shoal start`) on loopback for
 // `shoal demo`: it picks and remembers ports, starts the nodes in order, loads sample data, prints
-// each node's addresses and stops every child when it ends. It never runs a node in its own process.
+// each node's cluster id and addresses and stops every child when it ends (and, on Linux, the kernel
+// stops them if the demo dies first). It never runs a node in its own process.
 package demo
 
 import (
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -52,7 +54,8 @@ type demoAddrs struct {
 
 // demoNode is one child process of the demo.
 type demoNode struct {
-	num      int // 1-based
+	num      int    // 1-based: the node's place in the demo (its directory is n<num>)
+	id       uint64 // the node's id in the cluster, once the cluster has reported it (0 before)
 	dir      string
 	addrs    demoAddrs
 	hasStore bool // DIR/n<i> held a store before this run
@@ -63,6 +66,15 @@ type demoNode struct {
 }
 
 func (n *demoNode) logPath() string { return filepath.Join(n.dir, demoLogFile) }
+
+// String names the node in messages: by its cluster id once known (the id admin commands take), by
+// its directory before.
+func (n *demoNode) String() string {
+	if n.id != 0 {
+		return fmt.Sprintf("node %d", n.id)
+	}
+	return "node " + filepath.Base(n.dir)
+}
 
 func (n *demoNode) exited() bool {
 	select {
@@ -141,7 +153,7 @@ func (d *demo) prepare(dataDir string, count int) error {
 	for i := 1; i <= count; i++ {
 		n := &demoNode{num: i, dir: filepath.Join(d.dir, fmt.Sprintf("n%d", i)), done: make(chan struct{})}
 		if n.hasStore, err = hasStore(n.dir); err != nil {
-			return fmt.Errorf("node %d: %w", i, err)
+			return fmt.Errorf("%s: %w", n, err)
 		}
 		if i <= len(state.Nodes) {
 			n.addrs = state.Nodes[i-1]
@@ -177,7 +189,7 @@ func (d *demo) assignPorts(statePath string) error {
 			switch {
 			case *a == "":
 			case !portFree(*a) && n.hasStore:
-				return fmt.Errorf("address %s of node %d (recorded in %s) is in use: stop whatever uses it (another demo?) or remove %s to start a fresh demo", *a, n.num, statePath, d.dir)
+				return fmt.Errorf("address %s of %s (recorded in %s) is in use: stop whatever uses it (another demo?) or remove %s to start a fresh demo", *a, n, statePath, d.dir)
 			case !portFree(*a):
 				*a = ""
 			}
@@ -255,15 +267,14 @@ func (d *demo) start(ctx context.Context, sample bool) error {
 }
 
 // spawn starts node n as a child process running `start`, its output appended to its log file. The
-// child gets its own process group, so that Ctrl-C in the terminal reaches only the demo, which then
-// stops the nodes in order.
+// child gets its own process group and dies with the demo (childAttr).
 func (d *demo) spawn(n *demoNode, extra []string) error {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
-		return fmt.Errorf("node %d: %w", n.num, err)
+		return fmt.Errorf("%s: %w", n, err)
 	}
 	log, err := os.OpenFile(n.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("node %d: open log: %w", n.num, err)
+		return fmt.Errorf("%s: open log: %w", n, err)
 	}
 	argv := append([]string{"start",
 		"--data-dir", n.dir,
@@ -274,10 +285,10 @@ func (d *demo) spawn(n *demoNode, extra []string) error {
 	fmt.Fprintf(log, "\n=== %s shoal demo: %s %s\n", time.Now().Format(time.RFC3339), d.exe, strings.Join(argv, " "))
 	n.cmd = exec.Command(d.exe, argv...)
 	n.cmd.Stdout, n.cmd.Stderr = log, log
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	n.cmd.SysProcAttr = childAttr()
 	if err := n.cmd.Start(); err != nil {
 		log.Close()
-		return fmt.Errorf("node %d: start %s: %w", n.num, d.exe, err)
+		return fmt.Errorf("%s: start %s: %w", n, d.exe, err)
 	}
 	go func() {
 		n.err = n.cmd.Wait()
@@ -301,10 +312,10 @@ func (d *demo) waitHealthy(ctx context.Context, phase []*demoNode) error {
 				}
 			}
 			if n.exited() {
-				return fmt.Errorf("node %d exited while starting (%v); last lines of %s:\n%s", n.num, n.err, n.logPath(), logTail(n.logPath(), demoLogTailLines))
+				return fmt.Errorf("%s exited while starting (%v); last lines of %s:\n%s", n, n.err, n.logPath(), logTail(n.logPath(), demoLogTailLines))
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("node %d did not become healthy within %s (%s); last lines of %s:\n%s", n.num, demoHealthTimeout, url, n.logPath(), logTail(n.logPath(), demoLogTailLines))
+				return fmt.Errorf("%s did not become healthy within %s (%s); last lines of %s:\n%s", n, demoHealthTimeout, url, n.logPath(), logTail(n.logPath(), demoLogTailLines))
 			}
 			select {
 			case <-ctx.Done():
@@ -316,7 +327,8 @@ func (d *demo) waitHealthy(ctx context.Context, phase []*demoNode) error {
 	return nil
 }
 
-// waitLive waits until the cluster reports at least as many live nodes as the demo runs.
+// waitLive waits until the cluster reports at least as many live nodes as the demo runs, and learns
+// each demo node's cluster id from the report (by its gRPC address).
 func (d *demo) waitLive(ctx context.Context, c *client.Client) error {
 	deadline := time.Now().Add(demoLiveTimeout)
 	last := "no answer yet"
@@ -333,7 +345,7 @@ func (d *demo) waitLive(ctx context.Context, c *client.Client) error {
 				states = append(states, fmt.Sprintf("node %d %s", n.GetDesc().GetNodeId(), n.GetState()))
 			}
 			if live >= len(d.nodes) {
-				return nil
+				return d.learnIDs(nodes)
 			}
 			last = fmt.Sprintf("%d of %d live: %s", live, len(d.nodes), strings.Join(states, ", "))
 		} else {
@@ -348,6 +360,21 @@ func (d *demo) waitLive(ctx context.Context, c *client.Client) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// learnIDs sets each demo node's cluster id from the cluster's node list. Node ids are given in the
+// order nodes joined, which need not be the demo's order, so they are matched by address.
+func (d *demo) learnIDs(nodes []*pb.NodeStatus) error {
+	byAddr := make(map[string]uint64, len(nodes))
+	for _, ns := range nodes {
+		byAddr[ns.GetDesc().GetAddr()] = ns.GetDesc().GetNodeId()
+	}
+	for _, n := range d.nodes {
+		if n.id = byAddr[n.addrs.GRPC]; n.id == 0 {
+			return fmt.Errorf("the cluster lists no node at %s, the address of %s; see %s", n.addrs.GRPC, n, n.logPath())
+		}
+	}
+	return nil
 }
 
 // loadSample writes the sample data set unless it is already there. A failure is reported but leaves
@@ -480,7 +507,7 @@ func sampleData() [][2]string {
 // printSummary prints the contract lines: one per node, the dashboard and a command to try.
 func (d *demo) printSummary(sample bool) {
 	for _, n := range d.nodes {
-		fmt.Fprintf(d.stdout, "node %d  grpc=%s  http=http://%s  data=%s\n", n.num, n.addrs.GRPC, n.addrs.HTTP, n.dir)
+		fmt.Fprintf(d.stdout, "node %d  grpc=%s  http=http://%s  data=%s\n", n.id, n.addrs.GRPC, n.addrs.HTTP, n.dir)
 	}
 	fmt.Fprintf(d.stdout, "Dashboard: http://%s/\n", d.nodes[0].addrs.HTTP)
 	if a := d.nodes[0].addrs.RESP; a != "" {
@@ -507,7 +534,7 @@ func (d *demo) watch(ctx context.Context) {
 			select {
 			case <-n.done:
 				if ctx.Err() == nil {
-					fmt.Fprintf(d.stderr, "node %d exited (%v); see %s\n", n.num, n.err, n.logPath())
+					fmt.Fprintf(d.stderr, "%s exited (%v); see %s\n", n, n.err, n.logPath())
 				}
 			case <-ctx.Done():
 			}
@@ -543,7 +570,7 @@ func (d *demo) stopAll() {
 			}
 		}
 		if !n.exited() {
-			fmt.Fprintf(d.stderr, "node %d did not stop within %s: killing it\n", n.num, demoStopTimeout)
+			fmt.Fprintf(d.stderr, "%s did not stop within %s: killing it\n", n, demoStopTimeout)
 			_ = n.cmd.Process.Kill()
 			<-n.done
 		}
