@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/shoaldb/shoal/node/history"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/version"
 )
 
 // metrics is the node's Prometheus registry. It is per node (not the global default registry) so that
@@ -64,12 +63,16 @@ func newMetrics() *metrics {
 		Help:    "Latency of RESP commands, by command.",
 		Buckets: prometheus.ExponentialBuckets(20e-6, 2, 19), // 20µs .. ~5s
 	}, []string{"command"})
-	version, revision := buildVersion()
+	build := version.Get()
+	revision := build.Revision
+	if revision == "" {
+		revision = "unknown"
+	}
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: buildInfoName,
-		Help: "Always 1; its labels say which build of Shoal this node runs (version, VCS revision, Go version).",
+		Help: "Always 1; its labels say which build of Shoal this node runs (version as `shoal version` prints it, VCS revision, Go version).",
 	}, []string{"version", "revision", "goversion"})
-	info.WithLabelValues(version, revision, runtime.Version()).Set(1)
+	info.WithLabelValues(version.String(), revision, build.GoVersion).Set(1)
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -82,32 +85,6 @@ func newMetrics() *metrics {
 	m.requestReg = prometheus.NewRegistry()
 	m.requestReg.MustRegister(m.requests, m.latency, m.respCommands, m.respLatency)
 	return m
-}
-
-// buildVersion is the module version and VCS revision the binary was built from ("devel" and
-// "unknown" when the build does not say, as with `go test` or `go run`).
-func buildVersion() (version, revision string) {
-	version, revision = "devel", "unknown"
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return version, revision
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		version = v
-	}
-	modified := false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			revision = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	if modified && revision != "unknown" {
-		revision += "-dirty"
-	}
-	return version, revision
 }
 
 // unaryInterceptor records the count and latency of every unary call, refused ones included (it runs
