@@ -260,7 +260,8 @@ func (s *Store) persistAppendLocked(r *Replica, m *raftpb.Message) (snapshot boo
 	}
 	var hs *raftpb.HardState
 	if m.Term != nil || m.Vote != nil || m.Commit != nil {
-		hs = &raftpb.HardState{Term: proto.Uint64(m.GetTerm()), Vote: proto.Uint64(m.GetVote()), Commit: proto.Uint64(m.GetCommit())}
+		// raft set the three fields together and hands the message over: nothing changes them.
+		hs = &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
 		if err := r.log.SetHardState(w.batch, hs); err != nil {
 			return false, err
 		}

@@ -131,6 +131,9 @@ type Store struct {
 
 	dirtyMu sync.Mutex
 	dirty   map[uint64]*Replica
+	// The loop's own: the dirty set it took last (emptied, for the next swap) and its work list.
+	spareDirty map[uint64]*Replica
+	work       []readyWork
 
 	activeMu sync.Mutex
 	active   map[uint64]*Replica // replicas that are ticked (not quiesced)
@@ -166,15 +169,16 @@ type Store struct {
 func NewStore(cfg Config) *Store {
 	cfg.setDefaults()
 	return &Store{
-		cfg:      cfg,
-		eng:      cfg.Engine,
-		replicas: make(map[uint64]*Replica),
-		dirty:    make(map[uint64]*Replica),
-		active:   make(map[uint64]*Replica),
-		wake:     make(chan struct{}, 1),
-		logKick:  make(chan struct{}, 1),
-		snapSem:  make(chan struct{}, cfg.MaxConcurrentSnapshots),
-		stopper:  make(chan struct{}),
+		cfg:        cfg,
+		eng:        cfg.Engine,
+		replicas:   make(map[uint64]*Replica),
+		dirty:      make(map[uint64]*Replica),
+		spareDirty: make(map[uint64]*Replica),
+		active:     make(map[uint64]*Replica),
+		wake:       make(chan struct{}, 1),
+		logKick:    make(chan struct{}, 1),
+		snapSem:    make(chan struct{}, cfg.MaxConcurrentSnapshots),
+		stopper:    make(chan struct{}),
 
 		proposalGate: admission.NewGate("proposals", cfg.ProposalLimits),
 	}
@@ -411,17 +415,31 @@ func (s *Store) Replicas() []*Replica {
 	return out
 }
 
-// ReplicaForKey returns the local initialized user-range replica whose span holds key, or nil.
+// ReplicaForKey returns the local initialized user-range replica whose span holds key, or nil (the
+// one of the lowest range id, should two spans overlap for a moment).
 func (s *Store) ReplicaForKey(key []byte) *Replica {
-	for _, r := range s.Replicas() {
-		if r.IsMeta() {
-			continue
-		}
-		if d := r.Desc(); d != nil && containsKey(d, key) {
-			return r
+	// On the path of every request that names no range: no sorting, no descriptor copies.
+	s.mu.RLock()
+	reps := make([]*Replica, 0, len(s.replicas))
+	for _, r := range s.replicas {
+		if !r.IsMeta() {
+			reps = append(reps, r)
 		}
 	}
-	return nil
+	s.mu.RUnlock()
+	var found *Replica
+	for _, r := range reps {
+		if found != nil && found.rangeID < r.rangeID {
+			continue
+		}
+		r.mu.Lock()
+		ok := r.desc != nil && containsKey(r.desc, key)
+		r.mu.Unlock()
+		if ok {
+			found = r
+		}
+	}
+	return found
 }
 
 func (s *Store) initializedReplica(rangeID uint64) bool {
@@ -666,9 +684,8 @@ func (s *Store) failAll() {
 }
 
 type readyWork struct {
-	r          *Replica
-	apply      []*raftpb.Message // MsgStorageApply: committed entries, durable here and on a quorum
-	readStates bool              // the Ready carried read states (reads may be released)
+	r     *Replica
+	apply []*raftpb.Message // MsgStorageApply: committed entries, durable here and on a quorum
 }
 
 // processReady is one cycle of the node's raft loop: step what the log writer handed back, collect
@@ -678,21 +695,27 @@ func (s *Store) processReady() {
 	s.stepLocal()
 	s.dirtyMu.Lock()
 	dirty := s.dirty
-	s.dirty = make(map[uint64]*Replica, len(dirty))
+	s.dirty = s.spareDirty
 	s.dirtyMu.Unlock()
+	work := s.work[:0]
+	defer func() {
+		clear(dirty)
+		s.spareDirty = dirty
+		clear(work)
+		s.work = work[:0]
+	}()
 
-	var work []readyWork
 	snapshot := false
 	s.beginCollect()
 	for _, r := range dirty {
-		w, snap, err := s.collectReady(r)
+		w, ok, snap, err := s.collectReady(r)
 		if err != nil {
 			s.endCollect()
 			s.fatal(err)
 			return
 		}
-		if w != nil {
-			work = append(work, *w)
+		if ok {
+			work = append(work, w)
 			snapshot = snapshot || snap
 		}
 	}
@@ -745,11 +768,11 @@ func (s *Store) processReady() {
 // responses that wait for them, the messages that need no durability leave now (a leader's appends
 // to its followers among them: their fsyncs overlap its own), and the committed entries to apply are
 // returned. An error is fatal to the node.
-func (s *Store) collectReady(r *Replica) (work *readyWork, snapshot bool, err error) {
+func (s *Store) collectReady(r *Replica) (w readyWork, ok, snapshot bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.destroyed {
-		return nil, false, nil
+		return w, false, false, nil
 	}
 	if r.readQueue != nil && r.state == raft.StateLeader {
 		b := r.readQueue
@@ -759,19 +782,19 @@ func (s *Store) collectReady(r *Replica) (work *readyWork, snapshot bool, err er
 		r.rn.ReadIndex(b.ctx)
 	}
 	if !r.rn.HasReady() {
-		return nil, false, nil
+		return w, false, false, nil
 	}
 	rd := r.rn.Ready()
 	if rd.SoftState != nil {
 		r.setSoftStateLocked(rd.SoftState)
 	}
-	w := &readyWork{r: r}
+	w.r = r
 	for _, m := range rd.Messages {
 		switch m.GetTo() {
 		case raft.LocalAppendThread:
 			snap, err := s.persistAppendLocked(r, m)
 			if err != nil {
-				return nil, false, fmt.Errorf("range %d: persist raft state: %w", r.rangeID, err)
+				return w, false, false, fmt.Errorf("range %d: persist raft state: %w", r.rangeID, err)
 			}
 			snapshot = snapshot || snap
 		case raft.LocalApplyThread:
@@ -792,8 +815,7 @@ func (s *Store) collectReady(r *Replica) (work *readyWork, snapshot bool, err er
 			r.readsWait = append(r.readsWait, b)
 		}
 	}
-	w.readStates = len(rd.ReadStates) > 0
-	return w, snapshot, nil
+	return w, true, snapshot, nil
 }
 
 // applyReady applies the committed entries of one Ready (durable here and on a quorum: raft hands

@@ -43,6 +43,8 @@ type Log struct {
 	cacheMu sync.Mutex
 	// cache holds recently appended entries so that apply rarely reads the engine.
 	cache map[uint64]*raftpb.Entry
+
+	buf []byte // Append's encoding buffer (a batch copies what it is given)
 }
 
 const (
@@ -286,10 +288,11 @@ func (l *Log) Append(b *storage.Batch, ents []*raftpb.Entry) error {
 	l.cacheMu.Lock()
 	defer l.cacheMu.Unlock()
 	for _, e := range ents {
-		data, err := proto.Marshal(e)
+		data, err := proto.MarshalOptions{}.MarshalAppend(l.buf[:0], e)
 		if err != nil {
 			return err
 		}
+		l.buf = data
 		if err := b.Set(storage.RaftLogKey(l.rangeID, e.GetIndex()), data); err != nil {
 			return err
 		}
