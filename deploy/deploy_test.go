@@ -5,6 +5,7 @@ package deploy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -86,14 +87,19 @@ func TestDockerfile(t *testing.T) {
 }
 
 type composeService struct {
-	Image     string                       `yaml:"image"`
-	Hostname  string                       `yaml:"hostname"`
-	Command   []string                     `yaml:"command"`
-	Volumes   []string                     `yaml:"volumes"`
-	Ports     []string                     `yaml:"ports"`
-	Profiles  []string                     `yaml:"profiles"`
-	DependsOn map[string]map[string]string `yaml:"depends_on"`
-	Health    any                          `yaml:"healthcheck"`
+	Image       string                       `yaml:"image"`
+	Command     []string                     `yaml:"command"`
+	Volumes     []string                     `yaml:"volumes"`
+	Ports       []string                     `yaml:"ports"`
+	NetworkMode string                       `yaml:"network_mode"`
+	Profiles    []string                     `yaml:"profiles"`
+	DependsOn   map[string]map[string]string `yaml:"depends_on"`
+	Health      any                          `yaml:"healthcheck"`
+}
+
+// composeDefaults expands ${VAR:-default} as compose does with VAR unset.
+func composeDefaults(s string) string {
+	return regexp.MustCompile(`\$\{\w+:-([^}]*)\}`).ReplaceAllString(s, "$1")
 }
 
 func TestCompose(t *testing.T) {
@@ -108,8 +114,15 @@ func TestCompose(t *testing.T) {
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
+	// One shared volume: a node's directory exists only once the node ran, so the profile's nodes
+	// create no volume of their own when the profile is off.
+	if _, ok := c.Volumes["shoal-data"]; !ok || len(c.Volumes) != 1 {
+		t.Errorf("volumes %v: want the one shared volume shoal-data", c.Volumes)
+	}
+	listens := map[string]string{} // every listening address -> its node and flag, to catch clashes
+	grpcAddr := map[int]string{}
 	for i := 1; i <= 5; i++ {
-		name := "node" + string(rune('0'+i))
+		name := "node" + strconv.Itoa(i)
 		s, ok := c.Services[name]
 		if !ok {
 			t.Errorf("service %s missing", name)
@@ -122,35 +135,50 @@ func TestCompose(t *testing.T) {
 			if wantProfile := i > 3; wantProfile != slices.Contains(s.Profiles, "five") {
 				t.Errorf("profiles %v: nodes 4 and 5 belong to profile five, nodes 1-3 to none", s.Profiles)
 			}
-			args := s.Command
+			// The advertised addresses must work from the host and between nodes alike: host network.
+			if s.NetworkMode != "host" || len(s.Ports) > 0 {
+				t.Errorf("network_mode %q, ports %v: want the host's network and no published ports", s.NetworkMode, s.Ports)
+			}
+			var args []string
+			for _, a := range s.Command {
+				args = append(args, composeDefaults(a))
+			}
 			if len(args) == 0 || args[0] != "start" {
 				t.Fatalf("command %v does not start a node", args)
 			}
-			want := map[string]string{"data-dir": "/data", "listen": "0.0.0.0:26257", "advertise": name + ":26257", "http": "0.0.0.0:8080"}
-			for f, v := range want {
-				if got, _ := flagValue(args, f); got != v {
-					t.Errorf("--%s = %q, want %q", f, got, v)
-				}
+			if d, _ := flagValue(args, "data-dir"); d != "/data/"+name {
+				t.Errorf("--data-dir %q, want /data/%s", d, name)
 			}
+			if !slices.Contains(s.Volumes, "shoal-data:/data") {
+				t.Errorf("volumes %v: want shoal-data:/data", s.Volumes)
+			}
+			for _, f := range []string{"listen", "http", "resp"} {
+				v, _ := flagValue(args, f)
+				if !strings.HasPrefix(v, "127.0.0.1:") {
+					t.Errorf("--%s %q: listen on the host's 127.0.0.1 only", f, v)
+				}
+				if prev, dup := listens[v]; dup {
+					t.Errorf("--%s %s is also %s", f, v, prev)
+				}
+				listens[v] = name + " --" + f
+			}
+			listen, _ := flagValue(args, "listen")
+			if adv, _ := flagValue(args, "advertise"); adv != listen {
+				t.Errorf("--advertise %q, --listen %q: advertise the address clients on the host dial", adv, listen)
+			}
+			grpcAddr[i] = listen
 			_, boot := flagValue(args, "bootstrap")
 			join, joins := flagValue(args, "join")
-			if i == 1 && (!boot || joins) || i > 1 && (boot || join != "node1:26257") {
-				t.Errorf("node1 bootstraps, the others join node1:26257: got %v", args)
+			if i == 1 && (!boot || joins) || i > 1 && (boot || !joins) {
+				t.Errorf("node1 bootstraps, the others join: got %v", args)
+			}
+			for _, j := range strings.Split(join, ",") {
+				if j != "" && (j == listen || !slices.Contains([]string{"127.0.0.1:26257", "127.0.0.1:26258", "127.0.0.1:26259"}, j)) {
+					t.Errorf("--join %q: list nodes 1-3 (the nodes without a profile), not the node itself", join)
+				}
 			}
 			if i > 1 && s.DependsOn["node1"]["condition"] != "service_started" {
 				t.Errorf("depends_on %v: want node1 with condition service_started", s.DependsOn)
-			}
-			vol := name + "-data"
-			if !slices.Contains(s.Volumes, vol+":/data") {
-				t.Errorf("volumes %v: want %s:/data", s.Volumes, vol)
-			}
-			if _, ok := c.Volumes[vol]; !ok {
-				t.Errorf("volume %s is not declared", vol)
-			}
-			for _, p := range s.Ports {
-				if !strings.HasPrefix(p, "127.0.0.1:") {
-					t.Errorf("port %q is published beyond 127.0.0.1", p)
-				}
 			}
 			if s.Health != nil {
 				t.Errorf("healthcheck %v: the scratch image has no shell or curl, and shoal no health subcommand", s.Health)
@@ -213,8 +241,9 @@ type meta struct {
 
 type probe struct {
 	HTTPGet struct {
-		Path string `yaml:"path"`
-		Port string `yaml:"port"`
+		Path   string `yaml:"path"`
+		Port   string `yaml:"port"`
+		Scheme string `yaml:"scheme"`
 	} `yaml:"httpGet"`
 }
 
@@ -223,12 +252,16 @@ type statefulSet struct {
 	Spec     struct {
 		ServiceName string `yaml:"serviceName"`
 		Replicas    int    `yaml:"replicas"`
+		PodPolicy   string `yaml:"podManagementPolicy"`
 		Selector    struct {
 			MatchLabels map[string]string `yaml:"matchLabels"`
 		} `yaml:"selector"`
 		Template struct {
-			Metadata meta `yaml:"metadata"`
-			Spec     struct {
+			Metadata struct {
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
+			Spec struct {
 				TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
 				Containers                    []struct {
 					Image string   `yaml:"image"`
@@ -248,6 +281,12 @@ type statefulSet struct {
 						MountPath string `yaml:"mountPath"`
 					} `yaml:"volumeMounts"`
 				} `yaml:"containers"`
+				Volumes []struct {
+					Name   string `yaml:"name"`
+					Secret struct {
+						SecretName string `yaml:"secretName"`
+					} `yaml:"secret"`
+				} `yaml:"volumes"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
 		VolumeClaimTemplates []struct {
@@ -283,10 +322,41 @@ func TestKubernetes(t *testing.T) {
 	if slices.Sort(kust.Resources); !slices.Equal(kust.Resources, files) {
 		t.Errorf("kustomization resources %v, files %v", kust.Resources, files)
 	}
+	checkManifests(t, docs, false)
+}
 
+// TestKubernetesSecure renders the overlay with the token and TLS (kubectl kustomize, when kubectl is
+// installed) and checks the wiring: flags, Secret volumes mounted where the flags point, probes and
+// scrapes over HTTPS.
+func TestKubernetesSecure(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed: the k8s-secure overlay is not rendered")
+	}
+	out, err := exec.Command(kubectl, "kustomize", "k8s-secure").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize k8s-secure: %v", err)
+	}
+	var docs []map[string]any
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	for {
+		var d map[string]any
+		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, d)
+	}
+	checkManifests(t, docs, true)
+}
+
+// checkManifests checks the Services, StatefulSet and PodDisruptionBudget of one rendering.
+func checkManifests(t *testing.T, docs []map[string]any, secure bool) {
 	var headless string
 	var sets []statefulSet
 	var pdbSelector map[string]string
+	servicePorts := map[string][]string{}
 	for _, d := range docs {
 		switch d["kind"] {
 		case "Service":
@@ -295,8 +365,14 @@ func TestKubernetes(t *testing.T) {
 				Spec     struct {
 					ClusterIP  string `yaml:"clusterIP"`
 					PublishNRA bool   `yaml:"publishNotReadyAddresses"`
+					Ports      []struct {
+						Name string `yaml:"name"`
+					} `yaml:"ports"`
 				} `yaml:"spec"`
 			}](t, d)
+			for _, p := range s.Spec.Ports {
+				servicePorts[s.Metadata.Name] = append(servicePorts[s.Metadata.Name], p.Name)
+			}
 			if s.Spec.ClusterIP == "None" {
 				headless = s.Metadata.Name
 				if !s.Spec.PublishNRA {
@@ -321,88 +397,148 @@ func TestKubernetes(t *testing.T) {
 			pdbSelector = p.Spec.Selector.MatchLabels
 		}
 	}
-	if headless == "" || len(sets) == 0 || pdbSelector == nil {
-		t.Fatalf("want a headless Service, StatefulSets and a PodDisruptionBudget; got service %q, %d sets, pdb selector %v", headless, len(sets), pdbSelector)
+	if headless == "" || len(sets) != 1 || pdbSelector == nil {
+		t.Fatalf("want a headless Service, one StatefulSet and a PodDisruptionBudget; got service %q, %d sets, pdb selector %v", headless, len(sets), pdbSelector)
+	}
+	for name, ports := range servicePorts {
+		slices.Sort(ports)
+		if !slices.Equal(ports, []string{"grpc", "http", "resp"}) {
+			t.Errorf("service %s ports %v: want grpc, http and resp", name, ports)
+		}
 	}
 
-	total, bootstrappers := 0, 0
-	for _, s := range sets {
-		t.Run(s.Metadata.Name, func(t *testing.T) {
-			total += s.Spec.Replicas
-			spec := s.Spec.Template.Spec
-			labels := s.Spec.Template.Metadata.Labels
-			if s.Spec.ServiceName != headless {
-				t.Errorf("serviceName %q, headless service %q", s.Spec.ServiceName, headless)
+	s := sets[0]
+	spec := s.Spec.Template.Spec
+	labels := s.Spec.Template.Metadata.Labels
+	if s.Spec.Replicas != 3 {
+		t.Errorf("%d replicas, want 3", s.Spec.Replicas)
+	}
+	if s.Spec.PodPolicy != "Parallel" {
+		t.Errorf("podManagementPolicy %q: the pods must start together to wait for init together", s.Spec.PodPolicy)
+	}
+	if s.Spec.ServiceName != headless {
+		t.Errorf("serviceName %q, headless service %q", s.Spec.ServiceName, headless)
+	}
+	if !subset(s.Spec.Selector.MatchLabels, labels) || !subset(pdbSelector, labels) {
+		t.Errorf("pod labels %v: not selected by the set (%v) or the PDB (%v)", labels, s.Spec.Selector.MatchLabels, pdbSelector)
+	}
+	if spec.TerminationGracePeriodSeconds < 30 {
+		t.Errorf("terminationGracePeriodSeconds %d: leave time to hand leaderships over", spec.TerminationGracePeriodSeconds)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	ports := map[string]int{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	for flag, port := range map[string]string{"listen": "grpc", "http": "http", "resp": "resp"} {
+		if v, _ := flagValue(c.Args, flag); ports[port] == 0 || !strings.HasSuffix(v, ":"+strconv.Itoa(ports[port])) {
+			t.Errorf("--%s %q does not listen on the container port named %s (%d)", flag, v, port, ports[port])
+		}
+	}
+	ann := s.Spec.Template.Metadata.Annotations
+	wantScheme := ""
+	if secure {
+		wantScheme = "https"
+	}
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(ports["http"]) || ann["prometheus.io/path"] != "/metrics" || ann["prometheus.io/scheme"] != wantScheme {
+		t.Errorf("annotations %v: want Prometheus to scrape /metrics on the http port (scheme %q)", ann, wantScheme)
+	}
+	// Ready once serving; alive while waiting for init or joining (never restarted for that).
+	for name, p := range map[string]*probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		wantPath := "/metrics"
+		if name == "readiness" {
+			wantPath = "/healthz"
+		}
+		if p == nil || p.HTTPGet.Path != wantPath || p.HTTPGet.Port != "http" || strings.ToLower(p.HTTPGet.Scheme) != wantScheme && !(wantScheme == "" && p.HTTPGet.Scheme == "http") {
+			t.Errorf("%s probe %+v: want httpGet %s on port http (scheme %q)", name, p, wantPath, wantScheme)
+		}
+	}
+	dataDir, _ := flagValue(c.Args, "data-dir")
+	mounted := func(path string, volume func(name string) bool) bool {
+		for _, vm := range c.VolumeMounts {
+			if volume(vm.Name) && strings.HasPrefix(path, vm.MountPath+"/") {
+				return true
 			}
-			if !subset(s.Spec.Selector.MatchLabels, labels) || !subset(pdbSelector, labels) {
-				t.Errorf("pod labels %v: not selected by the set (%v) or the PDB (%v)", labels, s.Spec.Selector.MatchLabels, pdbSelector)
-			}
-			if spec.TerminationGracePeriodSeconds < 30 {
-				t.Errorf("terminationGracePeriodSeconds %d: leave time to hand leaderships over", spec.TerminationGracePeriodSeconds)
-			}
-			if len(spec.Containers) != 1 {
-				t.Fatalf("%d containers", len(spec.Containers))
-			}
-			c := spec.Containers[0]
-			httpPort := 0
-			for _, p := range c.Ports {
-				if p.Name == "http" {
-					httpPort = p.ContainerPort
-				}
-			}
-			if h, _ := flagValue(c.Args, "http"); httpPort == 0 || !strings.HasSuffix(h, ":"+strconv.Itoa(httpPort)) {
-				t.Errorf("--http %q does not listen on the container port named http (%d)", h, httpPort)
-			}
-			for name, p := range map[string]*probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-				if p == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port != "http" {
-					t.Errorf("%s probe %+v: want httpGet /healthz on port http", name, p)
-				}
-			}
-			dataDir, _ := flagValue(c.Args, "data-dir")
-			mounted := false
-			for _, vm := range c.VolumeMounts {
-				for _, vct := range s.Spec.VolumeClaimTemplates {
-					if vm.Name == vct.Metadata.Name && strings.HasPrefix(dataDir, vm.MountPath) {
-						mounted = true
-					}
-				}
-			}
-			if !mounted {
-				t.Errorf("--data-dir %q is not on a volume claim template", dataDir)
-			}
-			// $(VAR) references must name env vars of the container (Kubernetes leaves others as is).
-			env := map[string]string{}
-			for _, e := range c.Env {
-				env[e.Name] = "x"
-			}
-			podName := s.Metadata.Name + "-0"
-			env["POD_NAME"], env["POD_NAMESPACE"] = podName, "default"
-			var args []string
-			for _, a := range c.Args {
-				a = regexp.MustCompile(`\$\((\w+)\)`).ReplaceAllStringFunc(a, func(m string) string {
-					v, ok := env[m[2:len(m)-1]]
-					if !ok {
-						t.Errorf("argument %q refers to an undefined variable %s", a, m)
-					}
-					return v
-				})
-				args = append(args, a)
-			}
-			if adv, _ := flagValue(args, "advertise"); !strings.HasPrefix(adv, podName+"."+headless+".") {
-				t.Errorf("--advertise %q is not the pod's stable DNS name under service %s", adv, headless)
-			}
-			if _, boot := flagValue(args, "bootstrap"); boot {
-				bootstrappers++
-				if s.Spec.Replicas != 1 {
-					t.Errorf("a set of %d pods bootstraps: each would create its own cluster", s.Spec.Replicas)
-				}
-			} else if j, _ := flagValue(args, "join"); j == "" {
-				t.Errorf("neither --bootstrap nor --join: a new pod could not start")
-			}
-			checkFlags(t, args)
+		}
+		return false
+	}
+	if !mounted(dataDir, func(n string) bool {
+		return slices.ContainsFunc(s.Spec.VolumeClaimTemplates, func(v struct {
+			Metadata meta `yaml:"metadata"`
+		}) bool {
+			return v.Metadata.Name == n
 		})
+	}) {
+		t.Errorf("--data-dir %q is not on a volume claim template", dataDir)
 	}
-	if total != 3 || bootstrappers != 1 {
-		t.Errorf("%d pods, %d bootstrapping sets: want 3 pods, one of which bootstraps", total, bootstrappers)
+	secretVolume := func(secret string) func(string) bool {
+		return func(n string) bool {
+			for _, v := range spec.Volumes {
+				if v.Name == n && v.Secret.SecretName == secret {
+					return true
+				}
+			}
+			return false
+		}
 	}
+	certs, hasCerts := flagValue(c.Args, "certs-dir")
+	tokenFile, hasToken := flagValue(c.Args, "auth-token-file")
+	if hasCerts != secure || hasToken != secure {
+		t.Errorf("--certs-dir %q, --auth-token-file %q: want both in the secure overlay only", certs, tokenFile)
+	}
+	if secure && (!mounted(certs+"/ca.crt", secretVolume("shoal-certs")) || !mounted(tokenFile, secretVolume("shoal-token"))) {
+		t.Errorf("--certs-dir %s and --auth-token-file %s must be on the Secrets shoal-certs and shoal-token (volumes %+v, mounts %+v)",
+			certs, tokenFile, spec.Volumes, c.VolumeMounts)
+	}
+
+	// $(VAR) references must name env vars of the container (Kubernetes leaves others as is).
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = "x"
+	}
+	podName := s.Metadata.Name + "-0"
+	env["POD_NAME"], env["POD_NAMESPACE"] = podName, "default"
+	var args []string
+	for _, a := range c.Args {
+		a = regexp.MustCompile(`\$\((\w+)\)`).ReplaceAllStringFunc(a, func(m string) string {
+			v, ok := env[m[2:len(m)-1]]
+			if !ok {
+				t.Errorf("argument %q refers to an undefined variable %s", a, m)
+			}
+			return v
+		})
+		args = append(args, a)
+	}
+	if adv, _ := flagValue(args, "advertise"); !strings.HasPrefix(adv, podName+"."+headless+".") {
+		t.Errorf("--advertise %q is not the pod's stable DNS name under service %s", adv, headless)
+	}
+	// One pod template for every pod: nobody bootstraps, every pod joins the first three (itself
+	// included), and `shoal init` creates the cluster.
+	if _, boot := flagValue(args, "bootstrap"); boot {
+		t.Errorf("--bootstrap in a pod template: every pod would create its own cluster; use shoal init")
+	}
+	join, _ := flagValue(args, "join")
+	var want []string
+	for i := range 3 {
+		want = append(want, fmt.Sprintf("%s-%d.%s.default.svc:%d", s.Metadata.Name, i, headless, ports["grpc"]))
+	}
+	if join != strings.Join(want, ",") {
+		t.Errorf("--join %q, want %q", join, strings.Join(want, ","))
+	}
+	if secure {
+		// The flag check reads the token file: point it at a local one.
+		dir := t.TempDir()
+		if err := os.WriteFile(dir+"/token", []byte("t"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range args {
+			if strings.HasPrefix(a, "--auth-token-file=") {
+				args[i] = "--auth-token-file=" + dir + "/token"
+			}
+		}
+	}
+	checkFlags(t, args)
 }

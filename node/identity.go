@@ -156,7 +156,7 @@ func (n *Node) join(ctx context.Context) error {
 			}
 			failures[addr] = err.Error()
 		}
-		if round%10 == 0 && len(peers) > 0 {
+		if round%10 == 9 && len(peers) > 0 {
 			n.log.Warn("no node of --join admits this node yet; retrying (a new cluster needs `shoal init` on one node)", "errors", failures)
 		}
 		select {
