@@ -324,7 +324,7 @@ func (n *Node) Start(ctx context.Context) error {
 				return fmt.Errorf("join: %w", err)
 			}
 		default:
-			return errors.New("store has no identity: start with --bootstrap (new cluster) or --join (existing cluster)")
+			return errors.New("store has no identity: start with --bootstrap (new cluster) or --join (an existing cluster, or a new one created with `shoal init`)")
 		}
 	}
 	n.initGate.joined(n.ident.ClusterID, n.ident.NodeID)
