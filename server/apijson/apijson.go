@@ -7,9 +7,13 @@ package apijson
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"sort"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -59,16 +63,68 @@ func JoinStatusJSON(j *pb.JoinStatus) *JoinJSON {
 }
 
 // RangeJSON is one range as shown by /api/ranges and `shoal admin ranges --format json`. Start and End
-// are hex-encoded keys; an empty End means +infinity. Replicas are the voters' node ids, Learners the
-// non-voting replicas' node ids, Leader the leader's node id (0 if unknown).
+// are hex-encoded keys; an empty End means +infinity. StartKey and EndKey are the same keys in the
+// convention of every key Shoal prints (see Key), with StartKeyEncoding and EndKeyEncoding set to
+// "base64" when they are not readable text. Meta marks the meta range, whose span is not part of the
+// user key space. Replicas are the voters' node ids, Learners the non-voting replicas' node ids, Leader
+// the leader's node id: 0 in Go when unknown, which encodes as null.
 type RangeJSON struct {
-	ID         uint64   `json:"id"`
-	Start      string   `json:"start"`
-	End        string   `json:"end"`
-	Replicas   []uint64 `json:"replicas"`
-	Learners   []uint64 `json:"learners"`
-	Leader     uint64   `json:"leader"`
-	Generation uint64   `json:"generation"`
+	ID               uint64   `json:"id"`
+	Start            string   `json:"start"`
+	End              string   `json:"end"`
+	StartKey         string   `json:"start_key"`
+	StartKeyEncoding string   `json:"start_key_encoding,omitempty"`
+	EndKey           string   `json:"end_key"`
+	EndKeyEncoding   string   `json:"end_key_encoding,omitempty"`
+	Meta             bool     `json:"meta"`
+	Replicas         []uint64 `json:"replicas"`
+	Learners         []uint64 `json:"learners"`
+	Generation       uint64   `json:"generation"`
+	Leader           uint64   `json:"leader"`
+}
+
+// MarshalJSON encodes an unknown leader as null rather than as node 0, which does not exist.
+func (r RangeJSON) MarshalJSON() ([]byte, error) {
+	type fields RangeJSON // without this method
+	var leader *uint64
+	if r.Leader != 0 {
+		leader = &r.Leader
+	}
+	return json.Marshal(struct {
+		fields
+		Leader *uint64 `json:"leader"`
+	}{fields(r), leader})
+}
+
+// MetaRangeID is the id of the meta range (as replica.MetaRangeID; this package imports no layer).
+const MetaRangeID = 1
+
+// Base64 is the encoding named next to a key or value that is not readable text.
+const Base64 = "base64"
+
+// Key renders a key (or a value) in the one convention of Shoal's JSON output: the text itself when
+// it is readable — valid UTF-8 without control characters other than tab, newline and carriage
+// return — with an empty encoding, else its standard base64 with encoding Base64. Either way the
+// bytes are recovered exactly.
+func Key(b []byte) (text, encoding string) {
+	if Readable(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), Base64
+}
+
+// Readable reports whether b prints as text: valid UTF-8 without control characters other than tab,
+// newline and carriage return.
+func Readable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 // NodesJSON converts node statuses, ordered by node id. It never returns nil (an empty list encodes as
@@ -114,11 +170,14 @@ func RangesJSON(ranges []*pb.RangeStatus) []RangeJSON {
 			ID:         d.GetRangeId(),
 			Start:      hex.EncodeToString(d.GetStartKey()),
 			End:        hex.EncodeToString(d.GetEndKey()),
+			Meta:       d.GetRangeId() == MetaRangeID,
 			Replicas:   []uint64{},
 			Learners:   []uint64{},
 			Leader:     r.GetLeaderNodeId(),
 			Generation: d.GetGeneration(),
 		}
+		rj.StartKey, rj.StartKeyEncoding = Key(d.GetStartKey())
+		rj.EndKey, rj.EndKeyEncoding = Key(d.GetEndKey())
 		for _, rep := range d.GetReplicas() {
 			if rep.GetLearner() {
 				rj.Learners = append(rj.Learners, rep.GetNodeId())

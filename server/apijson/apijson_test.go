@@ -2,6 +2,7 @@ package apijson
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/shoaldb/shoal/pb"
@@ -36,9 +37,9 @@ func TestRangesJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"id":1,"start":"","end":"","replicas":[],"learners":[],"leader":0,"generation":0},` +
-		`{"id":2,"start":"","end":"6d","replicas":[],"learners":[],"leader":0,"generation":0},` +
-		`{"id":5,"start":"6d","end":"ff00","replicas":[2,1],"learners":[3],"leader":2,"generation":2}]`
+	want := `[{"id":1,"start":"","end":"","start_key":"","end_key":"","meta":true,"replicas":[],"learners":[],"generation":0,"leader":null},` +
+		`{"id":2,"start":"","end":"6d","start_key":"","end_key":"m","meta":false,"replicas":[],"learners":[],"generation":0,"leader":null},` +
+		`{"id":5,"start":"6d","end":"ff00","start_key":"m","end_key":"/wA=","end_key_encoding":"base64","meta":false,"replicas":[2,1],"learners":[3],"generation":2,"leader":2}]`
 	if string(got) != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -49,5 +50,34 @@ func TestEmptyListsEncodeAsArrays(t *testing.T) {
 		if b, _ := json.Marshal(v); string(b) != "[]" {
 			t.Fatalf("empty list encodes as %s, want []", b)
 		}
+	}
+}
+
+// TestKey holds the key convention: readable text as itself, anything else as base64 with its
+// encoding named; the bytes come back exactly either way.
+func TestKey(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		text     string
+		encoding string
+	}{
+		{"", "", ""},
+		{"user/0001", "user/0001", ""},
+		{"caf\u00e9 \u6771\u4eac", "caf\u00e9 \u6771\u4eac", ""},
+		{"line\tone\nline two\r\n", "line\tone\nline two\r\n", ""},
+		{"\xfe\x52\x00\x01foo", "/lIAAWZvbw==", Base64},
+		{"a\x00b", "YQBi", Base64},
+		{"\x7f", "fw==", Base64},
+	} {
+		text, enc := Key([]byte(tc.in))
+		if text != tc.text || enc != tc.encoding {
+			t.Errorf("Key(%q) = %q, %q; want %q, %q", tc.in, text, enc, tc.text, tc.encoding)
+		}
+	}
+	// An unknown leader is null, and a null leader decodes as 0.
+	b, _ := json.Marshal(RangeJSON{ID: 7})
+	var back RangeJSON
+	if err := json.Unmarshal(b, &back); err != nil || back.ID != 7 || back.Leader != 0 || !strings.Contains(string(b), `"leader":null`) {
+		t.Errorf("RangeJSON without a leader: %s -> %+v, %v", b, back, err)
 	}
 }
