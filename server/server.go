@@ -285,12 +285,11 @@ func (p *process) stop() error {
 		// Hand leaderships to peers first so clients retry once instead of waiting for an election.
 		// DrainLeaderships returns at once when no other live node can take them (a single node).
 		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		began := time.Now()
 		if left := p.node.DrainLeaderships(ctx); left > 0 {
 			if ctx.Err() != nil {
 				fmt.Fprintf(os.Stderr, "shoal: %d leaderships still here after %v of draining; stopping anyway\n", left, drainTimeout)
 			} else {
-				fmt.Fprintf(os.Stderr, "shoal: no other live node can take this node's %d leaderships; stopping without moving them (%v)\n", left, time.Since(began).Round(time.Millisecond))
+				fmt.Fprintf(os.Stderr, "shoal: no other live node can take this node's %d leaderships; stopping without moving them\n", left)
 			}
 		}
 		cancel()
