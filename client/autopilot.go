@@ -18,6 +18,9 @@ type Decision struct {
 	Predicted json.RawMessage `json:"predicted"`
 	Measured  json.RawMessage `json:"measured"`
 	Status    string          `json:"status"`
+	// Throughput is the requests per second of the key span the operator changed, before and after it
+	// (null when it changed no range or is not measured yet).
+	Throughput json.RawMessage `json:"throughput"`
 }
 
 // admin runs an unrouted admin call on any node (it forwards to the autopilot's node).

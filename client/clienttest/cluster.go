@@ -60,15 +60,17 @@ type Cluster struct {
 	// Token, if set, is required as "authorization: Bearer <Token>" metadata on every call.
 	Token string
 
-	mu      sync.Mutex
-	nodes   []*node
-	meta    *rangeState   // the meta range: listed, never routed to
-	ranges  []*rangeState // user ranges, sorted by start key, covering the whole key space
-	data    map[string][]byte
-	nextID  uint64
-	fault   func(Call) *Fault
-	calls   map[string]int // "method" and "node/method" → count
-	stopped map[uint64]bool
+	mu        sync.Mutex
+	adminOf   map[uint64]pb.NodeAdminState // SetNodeState's marks
+	decisions []byte                       // the decision log's JSON (SetDecisions)
+	nodes     []*node
+	meta      *rangeState   // the meta range: listed, never routed to
+	ranges    []*rangeState // user ranges, sorted by start key, covering the whole key space
+	data      map[string][]byte
+	nextID    uint64
+	fault     func(Call) *Fault
+	calls     map[string]int // "method" and "node/method" → count
+	stopped   map[uint64]bool
 }
 
 type rangeState struct {
@@ -504,10 +506,20 @@ func (nd *node) Nodes(ctx context.Context, req *pb.NodesRequest) (*pb.NodesRespo
 	resp := &pb.NodesResponse{}
 	perr, err := nd.serve(ctx, "Nodes", req, func() *pb.Error {
 		c := nd.c
+		c.drainStepLocked()
 		for _, n := range c.nodes {
 			st := &pb.NodeStatus{Desc: c.nodeDesc(n.id), Live: !c.stopped[n.id], State: "live"}
 			if c.stopped[n.id] {
 				st.State = "dead"
+			}
+			switch c.adminOf[n.id] {
+			case pb.NodeAdminState_NODE_DRAINING:
+				st.Draining = true
+				if st.Live {
+					st.State = "draining"
+				}
+			case pb.NodeAdminState_NODE_DECOMMISSIONING:
+				st.State = "decommissioning"
 			}
 			for _, rs := range append([]*rangeState{c.meta}, c.ranges...) {
 				st.RangeCount++
@@ -572,6 +584,56 @@ func (nd *node) TransferLeader(ctx context.Context, req *pb.TransferLeaderReques
 		return nil
 	})
 	return &pb.TransferLeaderResponse{Error: perr}, err
+}
+
+// SetDecisions sets the JSON the Decisions call returns.
+func (c *Cluster) SetDecisions(entriesJSON string) {
+	c.mu.Lock()
+	c.decisions = []byte(entriesJSON)
+	c.mu.Unlock()
+}
+
+// Decisions implements pb.ShoalServer: the JSON given to SetDecisions.
+func (nd *node) Decisions(ctx context.Context, req *pb.DecisionsRequest) (*pb.DecisionsResponse, error) {
+	resp := &pb.DecisionsResponse{}
+	perr, err := nd.serve(ctx, "Decisions", req, func() *pb.Error {
+		resp.EntriesJson = append([]byte(nil), nd.c.decisions...)
+		return nil
+	})
+	resp.Error = perr
+	return resp, err
+}
+
+// SetNodeState implements pb.ShoalServer: it records the mark, which Nodes reports. As a stand-in
+// for the autopilot, each Nodes call then moves one leadership off a draining node.
+func (nd *node) SetNodeState(ctx context.Context, req *pb.SetNodeStateRequest) (*pb.SetNodeStateResponse, error) {
+	perr, err := nd.serve(ctx, "SetNodeState", req, func() *pb.Error {
+		c := nd.c
+		if req.GetNodeId() == 0 || int(req.GetNodeId()) > len(c.nodes) {
+			return &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Message: fmt.Sprintf("unknown node %d", req.GetNodeId())}
+		}
+		if c.adminOf == nil {
+			c.adminOf = map[uint64]pb.NodeAdminState{}
+		}
+		c.adminOf[req.GetNodeId()] = req.GetState()
+		return nil
+	})
+	return &pb.SetNodeStateResponse{Error: perr}, err
+}
+
+// drainStepLocked moves one leadership off a draining node to the lowest-numbered other live node.
+func (c *Cluster) drainStepLocked() {
+	for _, rs := range append([]*rangeState{c.meta}, c.ranges...) {
+		if c.adminOf[rs.leader] != pb.NodeAdminState_NODE_DRAINING {
+			continue
+		}
+		for _, n := range c.nodes {
+			if n.id != rs.leader && !c.stopped[n.id] && c.adminOf[n.id] != pb.NodeAdminState_NODE_DRAINING {
+				rs.leader = n.id
+				return
+			}
+		}
+	}
 }
 
 // String summarizes the ranges, for test failure messages.
