@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -163,6 +164,9 @@ node NODE (a node id, as shown by "admin nodes").`,
 			return err
 		}
 		return withSession(cmd, func(s *session) error {
+			if err := checkTransfer(s, rangeID, nodeID); err != nil {
+				return err
+			}
 			if err := s.c.TransferLeader(s.ctx, rangeID, nodeID); err != nil {
 				return err
 			}
@@ -173,6 +177,37 @@ node NODE (a node id, as shown by "admin nodes").`,
 			return err
 		})
 	},
+}
+
+// checkTransfer refuses at once a transfer that cannot happen: a range that does not exist, or a node
+// without a voter of it (a node asked would wait for it until the command's timeout).
+func checkTransfer(s *session, rangeID, nodeID uint64) error {
+	ranges, err := s.c.Ranges(s.ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range ranges {
+		d := r.GetDesc()
+		if d.GetRangeId() != rangeID {
+			continue
+		}
+		var voters, learners []uint64
+		for _, rep := range d.GetReplicas() {
+			if rep.GetLearner() {
+				learners = append(learners, rep.GetNodeId())
+			} else {
+				voters = append(voters, rep.GetNodeId())
+			}
+		}
+		switch {
+		case slices.Contains(voters, nodeID):
+			return nil
+		case slices.Contains(learners, nodeID):
+			return fmt.Errorf("node %d holds only a learner of range %d, and a learner cannot lead; its voters are on nodes %s", nodeID, rangeID, ids(voters))
+		}
+		return fmt.Errorf("node %d holds no replica of range %d, so it cannot lead it; its voters are on nodes %s", nodeID, rangeID, ids(voters))
+	}
+	return fmt.Errorf("range %d does not exist (shoal admin ranges lists the ranges)", rangeID)
 }
 
 // metaRangeID is the id of the meta range (pb: "The meta range (range_id 1) is special").

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -84,8 +88,9 @@ var adminDecisionsCmd = &cobra.Command{
 	Use:   "decisions",
 	Short: "Show the autopilot's decision log: what it did, why, what it predicted and what it measured",
 	Long: `Every operator the autopilot ran, oldest first: its policy, the operator, the reason, the
-predicted benefit and — measured after the operator finished — the realized one. --format json prints
-the same array as /api/decisions.`,
+predicted benefit ("metric before→expected") and — measured after the operator finished — the
+realized one ("metric before→after"), and the requests per second of the key span it changed, before
+→ after ("-": none yet). --format json prints the same array as /api/decisions.`,
 	Example: "  shoal admin decisions --format json",
 	Args:    args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,17 +107,66 @@ the same array as /api/decisions.`,
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TIME\tPOLICY\tRANGE\tSTATUS\tOPERATOR\tREASON")
+			fmt.Fprintln(tw, "TIME\tPOLICY\tRANGE\tSTATUS\tOPERATOR\tPREDICTED\tMEASURED\tQPS\tREASON")
 			for _, d := range ds {
 				t := d.Time
 				if pt, err := time.Parse(time.RFC3339Nano, d.Time); err == nil {
 					t = pt.Local().Format("15:04:05")
 				}
-				fmt.Fprintf(tw, "%s\t%s\tr%d\t%s\t%s\t%s\n", t, d.Policy, d.Range, d.Status, d.Operator, d.Reason)
+				fmt.Fprintf(tw, "%s\t%s\tr%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t, d.Policy, d.Range, d.Status, d.Operator,
+					benefitText(d.Predicted, false), benefitText(d.Measured, true), throughputText(d.Throughput), d.Reason)
 			}
 			return tw.Flush()
 		})
 	},
+}
+
+// benefitText renders a decision's predicted benefit ("metric before→expected") or measured one
+// ("metric before→after"), or "-" when there is none (not measured yet, or the operator failed).
+func benefitText(raw json.RawMessage, measured bool) string {
+	var b struct {
+		Metric string   `json:"metric"`
+		Before float64  `json:"before"`
+		Delta  float64  `json:"delta"`
+		After  *float64 `json:"after"`
+	}
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &b) != nil || b.Metric == "" {
+		return "-"
+	}
+	end := b.Before + b.Delta
+	if measured && b.After != nil {
+		end = *b.After
+	}
+	return fmt.Sprintf("%s %s→%s", b.Metric, number(b.Before), number(end))
+}
+
+// throughputText renders the requests per second of a decision's key span before and after it
+// ("120→240"; "120→?" until measured), or "-" when there is no reading.
+func throughputText(raw json.RawMessage) string {
+	var t struct {
+		Before *struct {
+			QPS float64 `json:"qps"`
+		} `json:"before"`
+		After *struct {
+			QPS float64 `json:"qps"`
+		} `json:"after"`
+	}
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &t) != nil || t.Before == nil {
+		return "-"
+	}
+	after := "?"
+	if t.After != nil {
+		after = strconv.FormatFloat(t.After.QPS, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(t.Before.QPS, 'f', 0, 64) + "→" + after
+}
+
+// number prints a whole number as such and anything else with one decimal.
+func number(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
 func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string) *cobra.Command {
@@ -127,6 +181,9 @@ func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string)
 				return err
 			}
 			return withSession(cmd, func(s *session) error {
+				if err := checkNodeState(s, node, state); err != nil {
+					return err
+				}
 				if err := s.c.SetNodeState(s.ctx, node, state); err != nil {
 					return err
 				}
@@ -136,7 +193,8 @@ func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string)
 					}
 				}
 				if jsonOutput() {
-					return writeJSON(cmd.OutOrStdout(), map[string]any{"node": node, "state": state.String()})
+					// The state as "admin nodes" names it, not the protobuf enum's name.
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"node": node, "state": done})
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %d: %s (watch it with: shoal admin nodes)\n", node, done)
 				return err
@@ -149,6 +207,67 @@ func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string)
 	return c
 }
 
+// checkNodeState refuses, before anything changes, a state the cluster cannot reach: a node that is not
+// a member, or a decommission with nowhere to move a replica to (the autopilot would retry forever).
+func checkNodeState(s *session, node uint64, state pb.NodeAdminState) error {
+	nodes, err := s.c.Nodes(s.ctx)
+	if err != nil {
+		return err
+	}
+	var members []uint64
+	for _, n := range nodes {
+		members = append(members, n.GetDesc().GetNodeId())
+	}
+	if !slices.Contains(members, node) {
+		return fmt.Errorf("node %d is not a member of this cluster (its nodes: %s)", node, ids(members))
+	}
+	if state != pb.NodeAdminState_NODE_DECOMMISSIONING {
+		return nil
+	}
+	ranges, err := s.c.Ranges(s.ctx)
+	if err != nil {
+		return err
+	}
+	return decommissionBlocker(nodes, ranges, node)
+}
+
+// decommissionBlocker says why node cannot be emptied, or returns nil: every range with a voter on it
+// needs another node to move that replica to — live, not draining or decommissioning, and not
+// holding a replica of the range already (the decommission policy's choice of targets).
+func decommissionBlocker(nodes []*pb.NodeStatus, ranges []*pb.RangeStatus, node uint64) error {
+	var takers []uint64
+	for _, n := range nodes {
+		id := n.GetDesc().GetNodeId()
+		if id != node && n.GetLive() && !n.GetDraining() && !n.GetDecommissioned() && n.GetState() != "decommissioning" {
+			takers = append(takers, id)
+		}
+	}
+	for _, r := range ranges {
+		d := r.GetDesc()
+		var holders []uint64
+		voter := false
+		for _, rep := range d.GetReplicas() {
+			holders = append(holders, rep.GetNodeId())
+			voter = voter || (rep.GetNodeId() == node && !rep.GetLearner())
+		}
+		if !voter {
+			continue // a learner is simply removed
+		}
+		free := slices.DeleteFunc(slices.Clone(takers), func(id uint64) bool { return slices.Contains(holders, id) })
+		if len(free) > 0 {
+			continue
+		}
+		why := "no other node is live and active (not draining or decommissioning)"
+		if len(takers) > 0 {
+			why = fmt.Sprintf("range %d already has replicas on nodes %s, every other live, active node, and a range keeps its replicas on distinct nodes",
+				d.GetRangeId(), ids(holders))
+		}
+		return fmt.Errorf("node %d cannot be decommissioned: its replicas have nowhere to go: %s. Start another node "+
+			"(shoal start --join ...) first; to move only its leaderships away, use \"shoal admin drain %d\"", node, why, node)
+	}
+	return nil
+}
+
 // waitNodeEmptied shows the progress of a drain (leaderships left) or decommission (replicas left)
 // until it is done or the command's --timeout ends; the work itself goes on in the cluster either way.
 func waitNodeEmptied(cmd *cobra.Command, s *session, node uint64, state pb.NodeAdminState) error {
@@ -156,6 +275,8 @@ func waitNodeEmptied(cmd *cobra.Command, s *session, node uint64, state pb.NodeA
 	if state == pb.NodeAdminState_NODE_DECOMMISSIONING {
 		what = "replicas"
 	}
+	p := newProgress(cmd.ErrOrStderr())
+	defer p.end()
 	first := -1
 	for {
 		ns, err := s.c.Nodes(s.ctx)
@@ -178,15 +299,13 @@ func waitNodeEmptied(cmd *cobra.Command, s *session, node uint64, state pb.NodeA
 			first = left
 		}
 		done := first - left
-		bar := progressBar(done, first, 30)
-		fmt.Fprintf(cmd.ErrOrStderr(), "\rnode %d: %s %d/%d %s moved", node, bar, done, first, what)
+		p.show(fmt.Sprintf("node %d: %s %d/%d %s moved", node, progressBar(done, first, 30), done, first, what),
+			fmt.Sprintf("node %d: %d/%d %s moved", node, done, first, what))
 		if left <= 0 {
-			fmt.Fprintln(cmd.ErrOrStderr())
 			return nil
 		}
 		select {
 		case <-s.ctx.Done():
-			fmt.Fprintln(cmd.ErrOrStderr())
 			return fmt.Errorf("node %d still has %d %s; the autopilot keeps going (check with: shoal admin nodes)", node, left, what)
 		case <-time.After(time.Second):
 		}

@@ -176,11 +176,18 @@ key is read back afterwards and compared. Keys already in the cluster are overwr
 			}
 		}
 		return withLongSession(cmd, func(s *session) error {
+			p := newProgress(cmd.ErrOrStderr())
 			_, res, err := s.c.Restore(s.ctx, dir, client.RestoreOptions{Batch: restoreFlags.batch, Verify: restoreFlags.verify,
 				Progress: func(done uint64) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "\r%s %d/%d keys", progressBar(int(done), int(m.TotalKeys), 30), done, m.TotalKeys)
+					// In a log, one line per tenth of the keys.
+					tenth := uint64(0)
+					if m.TotalKeys > 0 {
+						tenth = done * 10 / m.TotalKeys
+					}
+					p.show(fmt.Sprintf("%s %d/%d keys", progressBar(int(done), int(m.TotalKeys), 30), done, m.TotalKeys),
+						fmt.Sprintf("restored %d%% of %d keys", tenth*10, m.TotalKeys))
 				}})
-			fmt.Fprintln(cmd.ErrOrStderr())
+			p.end()
 			if err != nil {
 				return err
 			}

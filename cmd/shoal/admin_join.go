@@ -35,6 +35,8 @@ of "admin nodes --format json".`,
 			globalFlags.timeout = 24 * time.Hour
 		}
 		return withSession(cmd, func(s *session) error {
+			p := newProgress(cmd.ErrOrStderr())
+			defer p.end()
 			for {
 				nodes, err := s.c.Nodes(s.ctx)
 				if err != nil {
@@ -59,13 +61,13 @@ of "admin nodes --format json".`,
 				}
 				line := joinLine(node, ns.GetState(), j)
 				if once || j.DoneUnixNanos != 0 {
+					p.end()
 					_, err := fmt.Fprintln(cmd.OutOrStdout(), line)
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "\r\033[K%s", line)
+				p.show(line, fmt.Sprintf("node %d %s (%s): %d/%d replicas, leads %d ranges", node, ns.GetState(), j.Strategy, j.Held, j.Target, j.Leading))
 				select {
 				case <-s.ctx.Done():
-					fmt.Fprintln(cmd.ErrOrStderr())
 					return fmt.Errorf("node %d is still joining; the autopilot keeps going", node)
 				case <-time.After(time.Second):
 				}

@@ -2,30 +2,63 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/server/apijson"
 )
 
-// kvJSON is one key-value pair in JSON output; keys and values are printed as strings.
+// kvJSON is one key-value pair in JSON output. Keys and values follow the convention of every key
+// Shoal prints (apijson.Key): the text itself when readable, else base64 with key_encoding or
+// value_encoding "base64".
 type kvJSON struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
+	Key           string `json:"key"`
+	KeyEncoding   string `json:"key_encoding,omitempty"`
+	Value         string `json:"value"`
+	ValueEncoding string `json:"value_encoding,omitempty"`
 }
 
+func newKVJSON(k, v []byte) kvJSON {
+	var j kvJSON
+	j.Key, j.KeyEncoding = apijson.Key(k)
+	j.Value, j.ValueEncoding = apijson.Key(v)
+	return j
+}
+
+// keyText is a key or value in text output: itself when readable, else quoted with Go escapes.
+func keyText(b []byte) string {
+	if apijson.Readable(b) {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
+}
+
+var putFlags struct{ valueFile string }
+
 var putCmd = &cobra.Command{
-	Use:   "put KEY VALUE",
-	Short: "Set KEY to VALUE",
-	Long: `Set KEY to VALUE. The write is acknowledged once it is durable on a quorum of the key's range.
-If the outcome is unknown (the leader failed mid-write) the command fails with "ambiguous" or
+	Use:   "put KEY VALUE | put KEY - | put KEY --value-file FILE",
+	Short: "Set KEY to VALUE (or to what stdin or a file holds)",
+	Long: `Set KEY to VALUE. With "-" as VALUE the value is read from standard input, with --value-file
+from a file, byte for byte (a trailing newline included), so binary values and values too long for
+a command line go in whole. The write is acknowledged once it is durable on a quorum of the key's
+range. If the outcome is unknown (the leader failed mid-write) the command fails with "ambiguous" or
 "timeout": read the key back before retrying.`,
-	Example: `  shoal put user1 alice`,
-	Args:    args(cobra.ExactArgs(2)),
+	Example: `  shoal put user1 alice
+  echo -n '{"name":"Ada"}' | shoal put user2 -
+  shoal put logo --value-file logo.png`,
+	Args: args(cobra.RangeArgs(1, 2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
+		value, err := putValue(cmd, a)
+		if err != nil {
+			return err
+		}
 		return withSession(cmd, func(s *session) error {
-			if err := s.c.Put(s.ctx, []byte(a[0]), []byte(a[1])); err != nil {
+			if err := s.c.Put(s.ctx, []byte(a[0]), value); err != nil {
 				return err
 			}
 			if jsonOutput() {
@@ -37,15 +70,27 @@ If the outcome is unknown (the leader failed mid-write) the command fails with "
 	},
 }
 
+var getFlags struct{ prefix bool }
+
 var getCmd = &cobra.Command{
-	Use:   "get KEY",
-	Short: "Print the value of KEY",
-	Long: `Print the value of KEY (a linearizable read from the range's leader). If KEY does not exist,
-print "not found" on stderr and exit with code 1. With --format json, print {"key","value"}.`,
+	Use:   "get KEY | get --prefix PREFIX",
+	Short: "Print the value of KEY, or every key starting with PREFIX",
+	Long: `Print the value of KEY (a linearizable read from the range's leader), as it is stored. If KEY
+does not exist, print "not found" on stderr and exit with code 1. With --format json, print
+{"key","value"}: readable keys and values as text, others in base64 with "key_encoding" or
+"value_encoding": "base64".
+
+With --prefix, print every key that starts with PREFIX and its value, as "scan --prefix" does (exit 0
+even when there is none).`,
 	Example: `  shoal get user1
-  shoal get user1 --format json`,
+  shoal get user1 --format json
+  shoal get --prefix user/ --format json`,
 	Args: args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
+		if getFlags.prefix {
+			start, end := prefixSpan(a[0])
+			return scanAndPrint(cmd, start, end, 0, false)
+		}
 		return withSession(cmd, func(s *session) error {
 			v, found, err := s.c.Get(s.ctx, []byte(a[0]))
 			if err != nil {
@@ -56,7 +101,7 @@ print "not found" on stderr and exit with code 1. With --format json, print {"ke
 				return exitCode(exitRuntime)
 			}
 			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), kvJSON{Key: a[0], Value: string(v)})
+				return writeJSON(cmd.OutOrStdout(), newKVJSON([]byte(a[0]), v))
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(v))
 			return err
@@ -79,7 +124,12 @@ var delCmd = &cobra.Command{
 				return err
 			}
 			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"key": a[0], "found": found})
+				out := map[string]any{"found": found}
+				out["key"], out["key_encoding"] = apijson.Key([]byte(a[0]))
+				if out["key_encoding"] == "" {
+					delete(out, "key_encoding")
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			msg := "deleted"
 			if !found {
@@ -94,44 +144,101 @@ var delCmd = &cobra.Command{
 var scanFlags struct {
 	limit   int
 	reverse bool
+	prefix  bool
 }
 
 var scanCmd = &cobra.Command{
-	Use:   "scan START END",
-	Short: "Print the keys in [START, END) with their values",
+	Use:   "scan START END | scan --prefix PREFIX",
+	Short: "Print the keys in [START, END), or starting with PREFIX, with their values",
 	Long: `Print the keys in [START, END) and their values, in key order (descending with --reverse),
-one "key<TAB>value" per line. An empty START means the first key, an empty END ("") means no upper
-bound. --limit N stops after N keys (0: no limit). With --format json, print an array of
-{"key","value"}. The scan reads range after range; it is not a snapshot of the whole span.`,
+one "key<TAB>value" per line (a key or value that is not readable text is printed quoted, with Go
+escapes). An empty START means the first key, an empty END ("") means no upper bound; with --prefix
+the one argument is a prefix and the scan covers the keys that start with it. --limit N stops after
+N keys (0: no limit). With --format json, print an array of {"key","value"} (keys and values that
+are not readable text in base64, with "key_encoding" or "value_encoding": "base64"). The scan reads
+range after range; it is not a snapshot of the whole span.`,
 	Example: `  shoal scan user user~ --limit 10
+  shoal scan --prefix user/ --limit 10
   shoal scan "" "" --reverse --limit 1
   shoal scan a "" --format json`,
-	Args: args(cobra.ExactArgs(2)),
+	Args: args(cobra.RangeArgs(1, 2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		if scanFlags.limit < 0 {
 			return usageError{fmt.Errorf("invalid --limit %d: must be 0 (no limit) or more", scanFlags.limit)}
 		}
-		return withSession(cmd, func(s *session) error {
-			kvs, err := s.c.Scan(s.ctx, []byte(a[0]), []byte(a[1]), scanFlags.limit, scanFlags.reverse)
-			if err != nil {
+		var start, end []byte
+		switch {
+		case scanFlags.prefix && len(a) == 1:
+			start, end = prefixSpan(a[0])
+		case !scanFlags.prefix && len(a) == 2:
+			start, end = []byte(a[0]), []byte(a[1])
+		default:
+			return usageError{fmt.Errorf("scan takes START END, or one PREFIX with --prefix; usage: %s", cmd.UseLine())}
+		}
+		return scanAndPrint(cmd, start, end, scanFlags.limit, scanFlags.reverse)
+	},
+}
+
+// scanAndPrint runs a scan and prints its pairs as text lines or a JSON array.
+func scanAndPrint(cmd *cobra.Command, start, end []byte, limit int, reverse bool) error {
+	return withSession(cmd, func(s *session) error {
+		kvs, err := s.c.Scan(s.ctx, start, end, limit, reverse)
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if jsonOutput() {
+			out := make([]kvJSON, 0, len(kvs))
+			for _, kv := range kvs {
+				out = append(out, newKVJSON(kv.GetKey(), kv.GetValue()))
+			}
+			return writeJSON(w, out)
+		}
+		for _, kv := range kvs {
+			if _, err := fmt.Fprintf(w, "%s\t%s\n", keyText(kv.GetKey()), keyText(kv.GetValue())); err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if jsonOutput() {
-				out := make([]kvJSON, 0, len(kvs))
-				for _, kv := range kvs {
-					out = append(out, kvJSON{Key: string(kv.GetKey()), Value: string(kv.GetValue())})
-				}
-				return writeJSON(w, out)
-			}
-			for _, kv := range kvs {
-				if _, err := fmt.Fprintf(w, "%s\t%s\n", kv.GetKey(), kv.GetValue()); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	},
+		}
+		return nil
+	})
+}
+
+// prefixSpan is the span [start, end) of the keys that start with prefix: end is the smallest key
+// greater than every such key (empty, meaning no bound, when there is none: a prefix of 0xff bytes).
+func prefixSpan(prefix string) (start, end []byte) {
+	start = []byte(prefix)
+	end = append([]byte(nil), start...)
+	for len(end) > 0 {
+		if last := len(end) - 1; end[last] < 0xff {
+			end[last]++
+			return start, end
+		}
+		end = end[:len(end)-1]
+	}
+	return start, nil
+}
+
+// putValue is the value put writes: the VALUE argument, standard input for "-", or --value-file.
+func putValue(cmd *cobra.Command, a []string) ([]byte, error) {
+	switch {
+	case putFlags.valueFile != "" && len(a) == 2:
+		return nil, usageError{errors.New("put: give VALUE or --value-file, not both")}
+	case putFlags.valueFile != "":
+		b, err := os.ReadFile(putFlags.valueFile)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--value-file: %w", err)}
+		}
+		return b, nil
+	case len(a) == 1:
+		return nil, usageError{fmt.Errorf("put: VALUE missing: give it, \"-\" to read it from standard input, or --value-file FILE; usage: %s", cmd.UseLine())}
+	case a[1] == "-":
+		b, err := io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return nil, fmt.Errorf("put: read the value from standard input: %w", err)
+		}
+		return b, nil
+	}
+	return []byte(a[1]), nil
 }
 
 var casFlags struct {
@@ -139,11 +246,12 @@ var casFlags struct {
 }
 
 // casJSON is the JSON output of cas. Current is null when the key does not exist or the swap
-// happened.
+// happened; CurrentEncoding is "base64" when the current value is not readable text (apijson.Key).
 type casJSON struct {
-	Swapped bool    `json:"swapped"`
-	Found   bool    `json:"found"`
-	Current *string `json:"current"`
+	Swapped         bool    `json:"swapped"`
+	Found           bool    `json:"found"`
+	Current         *string `json:"current"`
+	CurrentEncoding string  `json:"current_encoding,omitempty"`
 }
 
 var casCmd = &cobra.Command{
@@ -176,8 +284,8 @@ says what the current value is and exits 1. With --format json, print {"swapped"
 			if jsonOutput() {
 				out := casJSON{Swapped: swapped, Found: found}
 				if !swapped && found {
-					cur := string(current)
-					out.Current = &cur
+					cur, enc := apijson.Key(current)
+					out.Current, out.CurrentEncoding = &cur, enc
 				}
 				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
 					return err
@@ -201,8 +309,11 @@ says what the current value is and exits 1. With --format json, print {"swapped"
 }
 
 func init() {
+	putCmd.Flags().StringVar(&putFlags.valueFile, "value-file", "", "read the value from this file (byte for byte)")
+	getCmd.Flags().BoolVar(&getFlags.prefix, "prefix", false, "print every key that starts with the argument, with its value")
 	scanCmd.Flags().IntVar(&scanFlags.limit, "limit", 0, "return at most N keys (0: no limit)")
 	scanCmd.Flags().BoolVar(&scanFlags.reverse, "reverse", false, "scan in descending key order")
+	scanCmd.Flags().BoolVar(&scanFlags.prefix, "prefix", false, "scan the keys that start with the one argument")
 	casCmd.Flags().BoolVar(&casFlags.expectAbsent, "expect-absent", false, "swap only if KEY does not exist")
 	rootCmd.AddCommand(putCmd, getCmd, delCmd, scanCmd, casCmd)
 }

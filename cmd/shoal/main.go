@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/shoaldb/shoal/client"
 )
@@ -65,13 +66,22 @@ Exit codes: 0 success; 1 runtime error (and "get" of a missing key, "cas" that d
 // adminCmd groups the cluster administration commands; other files may add theirs to it.
 var adminCmd = &cobra.Command{
 	Use:   "admin",
-	Short: "Inspect and steer the cluster: nodes, ranges, split, transfer-leader",
-	Long: `Inspect and steer the cluster. "nodes" and "ranges" show the cluster's state (as aligned
-tables, or with --format json as arrays of objects); "split" and "transfer-leader" act on one range.`,
+	Short: "Inspect and steer the cluster: nodes, ranges, the autopilot, drains, backups",
+	Long: `Inspect and steer the cluster through any node (--host). Text output is aligned tables; with
+--format json every listing is an array of objects (the same as the HTTP API's).
+
+  Cluster state     nodes, ranges, decisions (the autopilot's log), join-status NODE
+  Ranges            split KEY, merge KEY, transfer-leader RANGE NODE
+  Nodes             drain NODE, decommission NODE, activate NODE (undoes either)
+  Autopilot         policy list, policy set NAME on|off
+  Background work   compact NODE, backup NODE DIR, maintenance NODE --task T --duration D
+
+NODE is a node id and RANGE a range id, as "admin nodes" and "admin ranges" show them.`,
 	Example: `  shoal admin nodes
   shoal admin ranges --format json
   shoal admin split user5
-  shoal admin transfer-leader 3 2`,
+  shoal admin transfer-leader 3 2
+  shoal admin drain 2 --wait`,
 	Args: cobra.ArbitraryArgs,
 	RunE: groupRunE,
 }
@@ -89,12 +99,39 @@ func init() {
 }
 
 // groupRunE runs a command that only groups others: without arguments it prints its help, with an
-// unknown one it fails as a usage error.
+// unknown one it fails as a usage error that suggests the nearest commands.
 func groupRunE(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+		}
+		return usageError{errors.New(msg)}
 	}
 	return cmd.Help()
+}
+
+// clientFlagsHidden makes cmd's help leave out the root's client flags (--host, --format, --timeout,
+// ...): cmd runs a node, not a client, and takes none of them.
+func clientFlagsHidden(cmd *cobra.Command) {
+	cmd.SetHelpFunc(func(c *cobra.Command, a []string) {
+		var shown []*pflag.Flag
+		rootCmd.PersistentFlags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden {
+				f.Hidden = true
+				shown = append(shown, f)
+			}
+		})
+		defer func() {
+			for _, f := range shown {
+				f.Hidden = false
+			}
+		}()
+		rootCmd.HelpFunc()(c, a)
+	})
 }
 
 // validateGlobalFlags rejects bad values of the persistent flags, for every command.
@@ -173,7 +210,8 @@ func newSession(cmd *cobra.Command) (*session, error) {
 		}
 	}
 	ctx, cancel := context.WithTimeout(parent, globalFlags.timeout)
-	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: globalFlags.authToken, TLS: tlsCfg, RequestTimeout: reqTimeout})
+	// FailFast: a wrong or stopped --host is reported at once instead of after the retries.
+	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: globalFlags.authToken, TLS: tlsCfg, RequestTimeout: reqTimeout, FailFast: true})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -212,7 +250,8 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 		return int(code)
 	}
 	fmt.Fprintf(stderr, "Error: %v\n", err)
-	if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrTimeout) {
+	// The error of a refused connection or an HTTP port (nothing was sent) already says what to do.
+	if (errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrTimeout)) && !strings.Contains(err.Error(), "nothing was sent") {
 		fmt.Fprintf(stderr, "Check that a Shoal node is reachable at --host %s and that its ranges have a quorum (shoal admin nodes).\n", globalFlags.host)
 		if globalFlags.certsDir == "" {
 			fmt.Fprintln(stderr, "If the cluster was started with --certs-dir (TLS), give --certs-dir with its ca.crt, client.crt and client.key.")

@@ -131,6 +131,7 @@ func init() {
 	f.Int64Var(&ac.Proposals.Count, "max-inflight-writes", ac.Proposals.Count, "client writes this node's leaders hold in raft at once (proposed, not yet applied)")
 	f.Var(sizeOf(&ac.Proposals.Bytes), "max-inflight-write-bytes", "bytes of client writes this node's leaders hold in raft at once")
 	f.BoolVar(&startFlags.printConfig, "print-config", false, "print the effective configuration as JSON (token redacted) and exit")
+	clientFlagsHidden(startCmd)
 	rootCmd.AddCommand(startCmd)
 }
 
@@ -216,10 +217,13 @@ type onOff struct {
 }
 
 func (o onOff) String() string {
-	if o.p == nil || *o.p == o.negate {
-		return "on"
+	switch {
+	case o.p == nil:
+		return "" // the zero value, which help output compares the default with
+	case *o.p == o.negate:
+		return "off"
 	}
-	return "off"
+	return "on"
 }
 
 func (o onOff) Set(s string) error {
