@@ -53,9 +53,11 @@ var adminRangesCmd = &cobra.Command{
 	Use:   "ranges",
 	Short: "List the cluster's ranges with their replicas and leaders",
 	Long: `List the cluster's ranges in key order: id, span [start, end), voting replicas, learners,
-leader and generation (node ids). Text output shows keys quoted and the meta range as (meta); with --format json, print an
-array of objects with id, start, end (hex; "" is -inf/+inf), replicas, learners, leader, generation
-(as /api/ranges does).`,
+leader and generation (node ids). Text output shows keys quoted and the meta range as (meta); with
+--format json, print an array of objects (as /api/ranges does) with id, start and end (hex; "" is
+-inf/+inf), start_key and end_key (the same keys as text, or base64 with start_key_encoding or
+end_key_encoding "base64"), meta (true for the meta range, which holds no user data), replicas,
+learners, generation and leader (null while unknown).`,
 	Example: `  shoal admin ranges
   shoal admin ranges --format json`,
 	Args: args(cobra.NoArgs),
