@@ -23,12 +23,12 @@ var (
 	Palette = []color.Color{Blue, Orange, Green, Purple, Brown, Grey}
 )
 
-// NewPlot is a panel with a title, axis labels, a grid and the legend at the top left.
+// NewPlot is a panel with a title, axis labels, a grid and the legend at the top right.
 func NewPlot(title, xlabel, ylabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xlabel, ylabel
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top = true
 	return p
 }
 

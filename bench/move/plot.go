@@ -54,7 +54,7 @@ func writePlot(rep *Report, file string) error {
 	var rows [][]*plot.Plot
 	for _, pn := range panels {
 		p := benchutil.NewPlot(pn.title, "t (s)", pn.ylabel)
-		p.X.Min, p.X.Max = 0, xmax
+		p.X.Min, p.X.Max, p.Legend.Left = 0, xmax, true
 		ymax := pn.ref
 		for _, s := range pn.lines {
 			var xys plotter.XYs

@@ -142,13 +142,13 @@ func plotReadHints(rep *Report, out string) ([]string, error) {
 	var row []*plot.Plot
 	over := benchutil.NewPlot(fmt.Sprintf("%s: the new leader's block-cache hit ratio around the change", rep.Scenario), "t − change (s)", "hits / lookups")
 	over.X.Min, over.X.Max, over.Y.Min, over.Y.Max = -5, 20, ymin, 1
-	over.Legend.Top, over.Legend.Left = false, false
+	over.Legend.Top = false
 	var old []float64
 	for k, r := range rep.Runs {
 		h := r.ReadHints
 		p := benchutil.NewPlot(runTitle(rep, r, "block-cache hit ratio per node"), "t (s)", "hits / lookups (≥ 100 a second)")
 		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, rep.Settings.DurationS, ymin, 1
-		p.Legend.Top, p.Legend.Left = false, false // the events' labels are at the top left
+		p.Legend.Top = false // the events' labels are at the top
 		byNode := map[uint64]plotter.XYs{}
 		var ids []uint64
 		var around plotter.XYs
