@@ -180,6 +180,9 @@ func TestPrefix(t *testing.T) {
 	if code, out, _ := shoal(t, host, "get", "--prefix", "nobody/"); code != 0 || out != "" {
 		t.Errorf("get --prefix with no key: %d %q; want 0 and nothing", code, out)
 	}
+	if code, _, errOut := shoal(t, host, "get", "--prefix", "--redis", "user:"); code != 2 || !strings.Contains(errOut, "do not go together") {
+		t.Errorf("get --prefix --redis: %d %q", code, errOut)
+	}
 	for _, argv := range [][]string{{"scan", "--prefix", "a", "b"}, {"scan", "a"}} {
 		if code, _, errOut := shoal(t, append([]string{host}, argv...)...); code != 2 || !strings.Contains(errOut, "PREFIX") {
 			t.Errorf("shoal %q: %d %q", argv, code, errOut)

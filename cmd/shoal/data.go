@@ -88,6 +88,9 @@ even when there is none).`,
 	Args: args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		if getFlags.prefix {
+			if redisKey {
+				return usageError{errors.New("get: --prefix and --redis do not go together (a Redis key is stored under its hash slot; list them with redis-cli SCAN)")}
+			}
 			start, end := prefixSpan(a[0])
 			return scanAndPrint(cmd, start, end, 0, false)
 		}
