@@ -361,11 +361,14 @@ func (n *Node) Start(ctx context.Context) error {
 func (n *Node) Stop() {
 	n.stopOne.Do(func() {
 		close(n.stopper)
-		n.wg.Wait()
+		// The range layer first: whatever below still waits on the cluster (the autopilot's model, a
+		// meta read of a switch, a leadership hunt after the meta range lost its quorum) gives up at
+		// once instead of at its own deadline.
 		n.Service.Stop()
+		n.wg.Wait()
+		n.ap.Stop()
 		n.bg.Stop()
 		n.hints.Stop()
-		n.ap.Stop()
 		if st := n.store.Load(); st != nil {
 			st.Stop()
 		}
