@@ -9,8 +9,12 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 
 all: build
 
+# The version shoal reports (shoal version, shoal_build_info): the nearest tag and commit.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS  := -X github.com/shoaldb/shoal/version.Version=$(VERSION)
+
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/shoal
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/shoal
 
 # A local three-node cluster on loopback with data under ./shoal-data; Ctrl-C stops it.
 demo: build
@@ -59,7 +63,7 @@ IMAGE   ?= shoal:dev
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 .PHONY: docker compose-up compose-down compose-clean
 docker:
-	CGO_ENABLED=0 $(GO) build -trimpath -o deploy/shoal ./cmd/shoal
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o deploy/shoal ./cmd/shoal
 	mkdir -p deploy/rootfs/data
 	docker build -t $(IMAGE) -f deploy/Dockerfile deploy
 

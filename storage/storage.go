@@ -166,7 +166,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 				return nil, fmt.Errorf("data directory %s is not empty but has no %s marker: it is not a Shoal store or it is corrupt; refusing to start (move it away to start fresh)", dir, markerFile)
 			}
-			return nil, fmt.Errorf("%w in %s: start with --bootstrap (new cluster) or --join (existing cluster) to create one", ErrNoStore, dir)
+			return nil, fmt.Errorf("%w in %s: start with --bootstrap (new cluster) or --join (an existing cluster, or a new one that `shoal init` creates) to create one", ErrNoStore, dir)
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create data directory %s: %w", dir, err)

@@ -11,14 +11,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shoaldb/shoal/server/apijson"
+	"github.com/shoaldb/shoal/server/resp"
 )
 
 // kvJSON is one key-value pair in JSON output. Keys and values follow the convention of every key
 // Shoal prints (apijson.Key): the text itself when readable, else base64 with key_encoding or
 // value_encoding "base64".
 type kvJSON struct {
-	Key           string `json:"key"`
-	KeyEncoding   string `json:"key_encoding,omitempty"`
+	Key         string `json:"key"`
+	KeyEncoding string `json:"key_encoding,omitempty"`
+	// Redis names a key the RESP listener stored (redis:NAME, or redis:NAME[FIELD] for a hash field).
+	Redis         string `json:"redis,omitempty"`
 	Value         string `json:"value"`
 	ValueEncoding string `json:"value_encoding,omitempty"`
 }
@@ -26,12 +29,24 @@ type kvJSON struct {
 func newKVJSON(k, v []byte) kvJSON {
 	var j kvJSON
 	j.Key, j.KeyEncoding = apijson.Key(k)
+	if n, ok := resp.NameOf(k); ok {
+		j.Redis = n.String()
+	}
 	j.Value, j.ValueEncoding = apijson.Key(v)
 	return j
 }
 
-// keyText is a key or value in text output: itself when readable, else quoted with Go escapes.
+// keyText is a key in text output: a key the RESP listener stored by its Redis name (redis:NAME),
+// any other key as valueText prints it.
 func keyText(b []byte) string {
+	if n, ok := resp.NameOf(b); ok {
+		return n.String()
+	}
+	return valueText(b)
+}
+
+// valueText is a value in text output: itself when readable, else quoted with Go escapes.
+func valueText(b []byte) string {
 	if apijson.Readable(b) {
 		return string(b)
 	}
@@ -198,7 +213,7 @@ func scanAndPrint(cmd *cobra.Command, start, end []byte, limit int, reverse bool
 			return writeJSON(w, out)
 		}
 		for _, kv := range kvs {
-			if _, err := fmt.Fprintf(w, "%s\t%s\n", keyText(kv.GetKey()), keyText(kv.GetValue())); err != nil {
+			if _, err := fmt.Fprintf(w, "%s\t%s\n", keyText(kv.GetKey()), valueText(kv.GetValue())); err != nil {
 				return err
 			}
 		}

@@ -63,4 +63,16 @@ func TestRedisKeys(t *testing.T) {
 	if n, err := rc.Exists(ctx, "user:2").Result(); err != nil || n != 0 {
 		t.Fatalf("EXISTS after del --redis: %d, %v", n, err)
 	}
+	// A scan shows the keys RESP stored by their Redis names, beside plain keys.
+	if code, _, errOut := shoal(t, host, "put", "plain", "p"); code != 0 {
+		t.Fatalf("put: %d %s", code, errOut)
+	}
+	if code, out, errOut := shoal(t, host, "scan", "", ""); code != 0 || !strings.Contains(out, "redis:user:1\talice\n") ||
+		!strings.Contains(out, "plain\tp\n") {
+		t.Fatalf("scan: %d %q %q", code, out, errOut)
+	}
+	code, out, _ := shoal(t, host, "--format", "json", "scan", "", "")
+	if code != 0 || !strings.Contains(out, `"redis":"redis:user:1"`) && !strings.Contains(out, `"redis": "redis:user:1"`) {
+		t.Fatalf("scan --format json: %d %q", code, out)
+	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/server/resp"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -386,6 +387,7 @@ func (d *demo) loadSample(ctx context.Context, c *client.Client) {
 		return
 	}
 	start := time.Now()
+	all := append(kvs, redisSample(kvs)...)
 	work := make(chan [2]string)
 	var (
 		wg       sync.WaitGroup
@@ -409,18 +411,18 @@ func (d *demo) loadSample(ctx context.Context, c *client.Client) {
 			}
 		}()
 	}
-	for _, kv := range kvs {
+	for _, kv := range all {
 		work <- kv
 	}
 	close(work)
 	wg.Wait()
 	if firstErr != nil {
 		if ctx.Err() == nil {
-			fmt.Fprintf(d.stderr, "Warning: %d of %d sample keys were not written (first error: %v); the cluster keeps running.\n", failed, len(kvs), firstErr)
+			fmt.Fprintf(d.stderr, "Warning: %d of %d sample keys were not written (first error: %v); the cluster keeps running.\n", failed, len(all), firstErr)
 		}
 		return
 	}
-	fmt.Fprintf(d.stderr, "Loaded %d sample keys (user/0000..., city/...) in %s.\n", len(kvs), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(d.stderr, "Loaded %d sample keys (user/0000..., city/...; the cities also as Redis strings) in %s.\n", len(kvs), time.Since(start).Round(time.Millisecond))
 }
 
 // putWithRetry writes one sample key. A Put is idempotent, so retrying one whose outcome is unknown
@@ -484,6 +486,18 @@ var (
 		"Thompson", "Lamport", "Hamilton", "Wirth", "Perlman", "Goldwasser", "Hoare", "Gray", "Lampson", "Milner"}
 )
 
+// redisSample is the sample's cities again as Redis strings (stored where the RESP listener keeps
+// them), so that redis-cli reads them too.
+func redisSample(kvs [][2]string) [][2]string {
+	var out [][2]string
+	for _, kv := range kvs {
+		if strings.HasPrefix(kv[0], "city/") {
+			out = append(out, [2]string{string(resp.KeyFor([]byte(kv[0]))), kv[1]})
+		}
+	}
+	return out
+}
+
 // sampleData is the demo's data set: 950 users and 50 cities, 1000 keys in key order, JSON values.
 func sampleData() [][2]string {
 	var kvs [][2]string
@@ -520,6 +534,10 @@ func (d *demo) printSummary(sample bool) {
 	}
 	if sample {
 		fmt.Fprintf(d.stdout, "Try: shoal --host %s get user/0001\n", d.nodes[0].addrs.GRPC)
+		if a := d.nodes[0].addrs.RESP; a != "" {
+			host, port, _ := net.SplitHostPort(a)
+			fmt.Fprintf(d.stdout, "     redis-cli -c -h %s -p %s get city/lisbon   (or: shoal get --redis city/lisbon)\n", host, port)
+		}
 	} else {
 		fmt.Fprintf(d.stdout, "Try: shoal --host %s put hello world\n", d.nodes[0].addrs.GRPC)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shoaldb/shoal/server/resp"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -130,5 +131,18 @@ func TestLogTail(t *testing.T) {
 	}
 	if got := logTail(p+".missing", 3); !strings.Contains(got, "cannot read") {
 		t.Errorf("logTail of a missing file = %q", got)
+	}
+}
+
+func TestRedisSample(t *testing.T) {
+	kvs := redisSample(sampleData())
+	if len(kvs) != len(sampleCities) {
+		t.Fatalf("%d Redis keys, want one per city (%d)", len(kvs), len(sampleCities))
+	}
+	for _, kv := range kvs {
+		n, ok := resp.NameOf([]byte(kv[0]))
+		if !ok || !strings.HasPrefix(string(n.Key), "city/") || n.Hash {
+			t.Errorf("%q is not the Redis string of a city: %+v %v", kv[0], n, ok)
+		}
 	}
 }
