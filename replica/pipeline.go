@@ -117,6 +117,19 @@ func (s *Store) endCollect() bool {
 	return true
 }
 
+// abortCollect ends a collect phase that failed (the node is stopping): the open batch is dropped
+// uncommitted, and nothing waiting for it will see it done.
+func (s *Store) abortCollect() {
+	s.logMu.Lock()
+	s.collecting = false
+	w := s.open
+	s.open = nil
+	s.logMu.Unlock()
+	if w != nil {
+		w.batch.Close()
+	}
+}
+
 // flushLog waits until everything the loop has written to the log so far is committed. It may be
 // called with replica locks held (the writer takes none); it returns false if the node stopped.
 func (s *Store) flushLog() bool {

@@ -710,8 +710,9 @@ func (s *Store) processReady() {
 	for _, r := range dirty {
 		w, ok, snap, err := s.collectReady(r)
 		if err != nil {
-			s.endCollect()
+			// The open batch may hold part of r's Ready: it must never be committed.
 			s.fatal(err)
+			s.abortCollect()
 			return
 		}
 		if ok {
