@@ -246,13 +246,13 @@
     fill("ranges", ranges, (r, g) => {
       const s = byID.get(g.id);
       r.dataset.rangeId = g.id;
-      r.dataset.leader = g.leader;
+      r.dataset.leader = g.leader || 0; // null: no leader known
       r.dataset.replicas = g.replicas.join(",");
       r.dataset.learners = g.learners.join(",");
       const h = rangeHealth(g.id, health);
       r.dataset.health = h;
       cell(r, g.id, "num", "id");
-      const meta = g.id === 1; // the meta range: its span is not part of the user key space
+      const meta = g.meta; // the meta range: its span is not part of the user key space
       cell(r, meta ? "(meta range)" : "[" + key(g.start, "−∞") + ", " + key(g.end, "+∞") + ")", meta ? "key muted" : "key", "span");
       cell(r, g.replicas.join(", "), "", "replicas");
       cell(r, g.learners.join(", ") || "–", g.learners.length ? "" : "muted", "learners");
