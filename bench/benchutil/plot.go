@@ -6,6 +6,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -23,12 +24,18 @@ var (
 	Palette = []color.Color{Blue, Orange, Green, Purple, Brown, Grey}
 )
 
-// NewPlot is a panel with a title, axis labels, a grid and the legend at the top right.
+// A figure is FigureWidth wide at FigureDPI: 1600 pixels, whose text stays readable when the figure
+// is shown at the width of a page.
+const (
+	FigureWidth = 8 * vg.Inch
+	FigureDPI   = 200
+)
+
+// NewPlot is a panel with a title, axis labels and a grid.
 func NewPlot(title, xlabel, ylabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xlabel, ylabel
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
 	return p
 }
 
@@ -49,44 +56,65 @@ func AddLine(p *plot.Plot, name string, c color.Color, xys plotter.XYs) error {
 	return nil
 }
 
-// Dashed draws a dashed segment from (x0, y0) to (x1, y1): a mark (an event, a reference level).
-func Dashed(p *plot.Plot, c color.Color, x0, y0, x1, y1 float64) error {
+// Dashed draws a dashed segment from (x0, y0) to (x1, y1), a mark (an event, a reference level), and
+// names it in the legend (unless name is empty: a kind of mark is named once).
+func Dashed(p *plot.Plot, name string, c color.Color, x0, y0, x1, y1 float64) error {
 	l, err := plotter.NewLine(plotter.XYs{{X: x0, Y: y0}, {X: x1, Y: y1}})
 	if err != nil {
 		return err
 	}
 	l.Color, l.Width, l.Dashes = c, vg.Points(1), []vg.Length{vg.Points(4), vg.Points(3)}
 	p.Add(l)
+	if name != "" {
+		p.Legend.Add(name, l)
+	}
 	return nil
 }
 
-// Label writes text at (x, y).
-func Label(p *plot.Plot, x, y float64, text string) error {
-	lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: x, Y: y}}, Labels: []string{text}})
+// Label writes text hanging from (x, y), to its right.
+func Label(p *plot.Plot, x, y float64, s string) error {
+	lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: x, Y: y}}, Labels: []string{s}})
 	if err != nil {
 		return err
 	}
+	lb.TextStyle[0].YAlign = text.YTop
+	lb.TextStyle[0].Font.Size = vg.Points(10)
 	p.Add(lb)
 	return nil
 }
 
-// SavePNG draws the panels as a grid (rows of columns), each panel w × h, into file.
-func SavePNG(file string, rows [][]*plot.Plot, w, h vg.Length) error {
-	cols := 0
-	for _, r := range rows {
-		cols = max(cols, len(r))
-	}
-	if cols == 0 {
+// SavePNG draws the panels stacked top to bottom into file, FigureWidth wide and panelH per panel,
+// their data areas aligned, the time axis labelled once at the bottom, each panel's legend beside it
+// on the right, off the data.
+func SavePNG(file string, panels []*plot.Plot, panelH vg.Length) error {
+	if len(panels) == 0 {
 		return nil
 	}
-	img := vgimg.New(w*vg.Length(cols), h*vg.Length(len(rows)))
-	pad := vg.Points(6)
-	tiles := draw.Tiles{Rows: len(rows), Cols: cols, PadX: 2 * pad, PadY: 2 * pad, PadTop: pad, PadBottom: pad, PadLeft: pad, PadRight: pad}
-	canvases := plot.Align(rows, tiles, draw.New(img))
-	for i, r := range rows {
-		for j, p := range r {
-			p.Draw(canvases[i][j])
+	img := vgimg.NewWith(vgimg.UseWH(FigureWidth, panelH*vg.Length(len(panels))), vgimg.UseDPI(FigureDPI))
+	dc := draw.New(img)
+	pad := vg.Points(8)
+	var legendW vg.Length
+	legends := make([]plot.Legend, len(panels))
+	rows := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		legends[i] = p.Legend
+		legends[i].TextStyle.Font.Size = vg.Points(10)
+		legendW = max(legendW, legends[i].Rectangle(dc).Size().X)
+		p.Legend = plot.NewLegend() // drawn beside the panel instead
+		rows[i] = []*plot.Plot{p}
+		if i < len(panels)-1 {
+			p.X.Label.Text = ""
 		}
+	}
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: 2 * pad, PadTop: pad, PadBottom: pad, PadLeft: pad, PadRight: legendW + 2*pad}
+	for i, c := range plot.Align(rows, tiles, dc) {
+		p := panels[i]
+		p.Draw(c[0])
+		lc := c[0]
+		lc.Min.X, lc.Max.X = c[0].Max.X+pad, c[0].Max.X+pad+legendW
+		lc.Max.Y -= p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+		legends[i].Top, legends[i].Left = true, true
+		legends[i].Draw(lc)
 	}
 	f, err := os.Create(file)
 	if err != nil {

@@ -51,7 +51,7 @@ func writePlot(rep *Report, file string) error {
 	if n := len(rep.Series); n > 0 {
 		xmax = rep.Series[n-1].T
 	}
-	var rows [][]*plot.Plot
+	var rows []*plot.Plot
 	for _, pn := range panels {
 		p := benchutil.NewPlot(pn.title, "t (s)", pn.ylabel)
 		p.X.Min, p.X.Max, p.Legend.Left = 0, xmax, true
@@ -69,7 +69,7 @@ func writePlot(rep *Report, file string) error {
 		ymax = max(ymax, 1) * 1.1
 		p.Y.Min, p.Y.Max = 0, ymax
 		if pn.ref > 0 {
-			if err := benchutil.Dashed(p, benchutil.Grey, 0, pn.ref, xmax, pn.ref); err != nil {
+			if err := benchutil.Dashed(p, "", benchutil.Grey, 0, pn.ref, xmax, pn.ref); err != nil {
 				return err
 			}
 		}
@@ -78,7 +78,7 @@ func writePlot(rep *Report, file string) error {
 			marks[" move end"] = rep.Move.EndS
 		}
 		for text, t := range marks {
-			if err := benchutil.Dashed(p, benchutil.Red, t, 0, t, ymax); err != nil {
+			if err := benchutil.Dashed(p, "", benchutil.Red, t, 0, t, ymax); err != nil {
 				return err
 			}
 			if err := benchutil.Label(p, t, ymax*0.8, text); err != nil {
@@ -88,14 +88,14 @@ func writePlot(rep *Report, file string) error {
 		if pn.snap { // mark each snapshot the new node applied
 			for _, e := range rep.Move.Events {
 				if strings.Contains(e.What, fmt.Sprintf("n%d: snapshot applied", rep.Move.ToNode)) {
-					if err := benchutil.Dashed(p, benchutil.Green, e.T, 0, e.T, ymax); err != nil {
+					if err := benchutil.Dashed(p, "", benchutil.Green, e.T, 0, e.T, ymax); err != nil {
 						return err
 					}
 				}
 			}
 			p.Title.Text += "; green: snapshot applied by the new node"
 		}
-		rows = append(rows, []*plot.Plot{p})
+		rows = append(rows, p)
 	}
-	return benchutil.SavePNG(file, rows, 10*vg.Inch, 13*vg.Inch/vg.Length(len(rows)))
+	return benchutil.SavePNG(file, rows, 2.4*vg.Inch)
 }

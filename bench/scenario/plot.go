@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,81 +15,101 @@ import (
 	"github.com/shoaldb/shoal/bench/benchutil"
 )
 
-// timeline is one PNG: one or more lines drawn from each run's series, the runs side by side.
-type timeline struct {
-	file, title, ylabel string
-	fixedY              float64 // when > 0, the Y axis is [0, fixedY]
-	lines               []line
+// panel draws one value of every run's series, the runs overlaid in the palette's colours.
+type panel struct {
+	title, ylabel string
+	ratio         bool // a ratio: the axis ends at 1 and starts just below the lowest value
+	value         func(Point) (float64, bool)
 }
 
-type line struct {
-	name  string
-	color color.Color
-	value func(Point) (float64, bool)
+// chart is one PNG: its panels stacked, sharing the time axis.
+type chart struct {
+	file   string
+	panels []panel
 }
 
-var timelines = []timeline{
-	{file: "throughput.png", title: "throughput", ylabel: "ops/s", lines: []line{
-		{"ops/s", benchutil.Blue, func(p Point) (float64, bool) { return float64(p.Ops), true }}}},
-	{file: "latency.png", title: "latency", ylabel: "ms", lines: []line{
-		{"p50", benchutil.Blue, func(p Point) (float64, bool) { return p.P50Ms, true }},
-		{"p99", benchutil.Orange, func(p Point) (float64, bool) { return p.P99Ms, true }}}},
-	{file: "hit_ratio.png", title: "block-cache hit ratio", ylabel: "hits / accesses", fixedY: 1, lines: []line{
-		{"hit ratio", benchutil.Blue, func(p Point) (float64, bool) {
-			if p.HitRatio == nil {
-				return 0, false
-			}
-			return *p.HitRatio, true
-		}}}},
+func latency(q func(Point) float64) func(Point) (float64, bool) {
+	return func(p Point) (float64, bool) { return q(p), p.Ops > 0 }
 }
 
-// runTitle names a run in a panel's title.
-func runTitle(rep *Report, r RunReport, what string) string {
-	if r.Variant != "" {
-		return fmt.Sprintf("%s: %s — %s", rep.Scenario, what, r.Variant)
+var charts = []chart{
+	{"throughput.png", []panel{{title: "throughput", ylabel: "ops/s", value: func(p Point) (float64, bool) { return float64(p.Ops), true }}}},
+	// p99 and p50 differ by an order of magnitude: a panel each, so that both are readable.
+	{"latency.png", []panel{
+		{title: "p99 latency", ylabel: "ms", value: latency(func(p Point) float64 { return p.P99Ms })},
+		{title: "p50 latency", ylabel: "ms", value: latency(func(p Point) float64 { return p.P50Ms })}}},
+	{"hit_ratio.png", []panel{{title: "block-cache hit ratio, all nodes", ylabel: "hits / lookups", ratio: true, value: func(p Point) (float64, bool) {
+		if p.HitRatio == nil {
+			return 0, false
+		}
+		return *p.HitRatio, true
+	}}}},
+}
+
+// Heights of a figure's panels: one panel alone, or each of several stacked.
+const (
+	panelH   = 4.5 * vg.Inch
+	stackedH = 2.4 * vg.Inch
+)
+
+func heightOf(panels int) vg.Length {
+	if panels == 1 {
+		return panelH
 	}
-	return fmt.Sprintf("%s: %s — %s %s", rep.Scenario, what, rep.Policy, onOff(r.PolicyOn))
+	return stackedH
 }
 
-// writePlots draws the timelines, events marked as red dashed lines (a task's end too), and for a
-// read-hints scenario the nodes' hit ratios. It returns the file names.
+// runName names a run in a legend or a title.
+func runName(rep *Report, r RunReport) string {
+	if r.Variant != "" {
+		return r.Variant
+	}
+	return rep.Policy + " " + onOff(r.PolicyOn)
+}
+
+// yRange is the axis for values from lo to hi: from 0 (a ratio: just below lo) to hi with room
+// above it for three lines of the events' labels.
+func yRange(lo, hi float64, ratio bool) (float64, float64) {
+	bottom := 0.0
+	if ratio {
+		bottom, hi = max(0, math.Floor((lo-0.02)*20)/20), 1
+	}
+	hi = max(hi, bottom+1e-9)
+	return bottom, bottom + (hi-bottom)*1.25
+}
+
+// writePlots draws the figures, every run's events marked, and those of the scenario's score. It
+// returns the file names.
 func writePlots(rep *Report, out string) ([]string, error) {
 	var files []string
-	for _, m := range timelines {
-		ymax := m.fixedY
-		for _, r := range rep.Runs {
-			for _, p := range r.Series {
-				for _, l := range m.lines {
-					if v, ok := l.value(p); ok && m.fixedY == 0 {
-						ymax = max(ymax, v*1.1)
+	for _, f := range charts {
+		var panels []*plot.Plot
+		for k, pn := range f.panels {
+			lo, hi := math.Inf(1), 0.0
+			for _, r := range rep.Runs {
+				for _, pt := range r.Series {
+					if v, ok := pn.value(pt); ok {
+						lo, hi = min(lo, v), max(hi, v)
 					}
 				}
 			}
-		}
-		var row []*plot.Plot
-		for _, r := range rep.Runs {
-			p := benchutil.NewPlot(runTitle(rep, r, m.title), "t (s)", m.ylabel)
-			p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, rep.Settings.DurationS, 0, max(ymax, 1e-9)
-			for _, l := range m.lines {
-				var xys plotter.XYs
-				for _, pt := range r.Series {
-					if v, ok := l.value(pt); ok {
-						xys = append(xys, plotter.XY{X: pt.T, Y: v})
-					}
-				}
-				if err := benchutil.AddLine(p, l.name, l.color, xys); err != nil {
+			p := benchutil.NewPlot(fmt.Sprintf("%s: %s", rep.Scenario, pn.title), "t (s)", pn.ylabel)
+			p.X.Min, p.X.Max = 0, rep.Settings.DurationS
+			p.Y.Min, p.Y.Max = yRange(lo, hi, pn.ratio)
+			for i, r := range rep.Runs {
+				if err := benchutil.AddLine(p, runName(rep, r), benchutil.Palette[i%len(benchutil.Palette)], xys(r.Series, pn.value)); err != nil {
 					return nil, err
 				}
 			}
-			if err := markEvents(p, r.Events, ymax); err != nil {
+			if err := markEvents(p, rep.Runs, k == 0, nil); err != nil {
 				return nil, err
 			}
-			row = append(row, p)
+			panels = append(panels, p)
 		}
-		if err := benchutil.SavePNG(filepath.Join(out, m.file), [][]*plot.Plot{row}, 7*vg.Inch, 4*vg.Inch); err != nil {
+		if err := benchutil.SavePNG(filepath.Join(out, f.file), panels, heightOf(len(panels))); err != nil {
 			return nil, err
 		}
-		files = append(files, m.file)
+		files = append(files, f.file)
 	}
 	if len(rep.Runs) > 0 && rep.Runs[0].ReadHints != nil {
 		more, err := plotReadHints(rep, out)
@@ -100,55 +121,106 @@ func writePlots(rep *Report, out string) ([]string, error) {
 	return files, nil
 }
 
-// markEvents marks the events (the toggles' switches stay unlabelled: there are dozens).
-func markEvents(p *plot.Plot, events []EventMark, ymax float64) error {
-	for _, e := range events {
-		if e.Label == string(PolicyOn) || e.Label == string(PolicyOff) {
-			continue
+func xys(series []Point, value func(Point) (float64, bool)) plotter.XYs {
+	var out plotter.XYs
+	for _, pt := range series {
+		if v, ok := value(pt); ok {
+			out = append(out, plotter.XY{X: pt.T, Y: v})
 		}
-		marks := []float64{e.T}
-		label := " " + e.Label
-		if e.Task {
-			marks = append(marks, e.EndT)
-			label = fmt.Sprintf(" %s (%.1fs)", e.Label, e.EndT-e.T)
+	}
+	return out
+}
+
+// markEvents marks each run's events as dashed lines in the run's colour, or in one when one is given
+// (a task's end too) and, when label is set, names each kind of event once at its first start, with
+// every run's task duration. The toggles' switches stay unmarked: there are dozens.
+func markEvents(p *plot.Plot, runs []RunReport, label bool, one color.Color) error {
+	type mark struct {
+		t    float64
+		durs []string
+	}
+	marks := map[string]*mark{}
+	var order []string
+	named := false
+	for i, r := range runs {
+		c, legend := one, "events (dashed)"
+		if c == nil {
+			c, legend = benchutil.Palette[i%len(benchutil.Palette)], "events (dashed, run's colour)"
 		}
-		for _, x := range marks {
-			if err := benchutil.Dashed(p, benchutil.Red, x, 0, x, ymax); err != nil {
-				return err
+		for _, e := range r.Events {
+			if e.Label == string(PolicyOn) || e.Label == string(PolicyOff) {
+				continue
+			}
+			xs := []float64{e.T}
+			if e.Task {
+				xs = append(xs, e.EndT)
+			}
+			for _, x := range xs {
+				name := ""
+				if !named {
+					name, named = legend, true
+				}
+				if err := benchutil.Dashed(p, name, c, x, p.Y.Min, x, p.Y.Max); err != nil {
+					return err
+				}
+			}
+			m := marks[e.Label]
+			if m == nil {
+				m = &mark{t: e.T}
+				marks[e.Label] = m
+				order = append(order, e.Label)
+			}
+			if e.Task {
+				m.durs = append(m.durs, fmt.Sprintf("%.1fs", e.EndT-e.T))
 			}
 		}
-		if err := benchutil.Label(p, e.T, ymax*0.97, label); err != nil {
+	}
+	// Labels take the first of three lines at the top whose last label ends before them (a label's
+	// width estimated from its length).
+	var ends [3]float64
+	for k := range ends {
+		ends[k] = math.Inf(-1)
+	}
+	for k := 0; label && k < len(order); k++ {
+		m, text := marks[order[k]], " "+order[k]
+		if len(m.durs) > 0 {
+			text += " (" + strings.Join(m.durs, ", ") + ")"
+		}
+		line := 0
+		for line < len(ends)-1 && ends[line] > m.t {
+			line++
+		}
+		ends[line] = m.t + float64(len(text))*0.013*(p.X.Max-p.X.Min)
+		if err := benchutil.Label(p, m.t, p.Y.Max-float64(line)*0.07*(p.Y.Max-p.Y.Min), text); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// plotReadHints draws node_hit_ratio.png, each node's block-cache hit ratio per second, one panel per
+// plotReadHints draws node_hit_ratio.png, each node's block-cache hit ratio per second, a panel per
 // run; and, when the runs change leaders, new_leader_hit_ratio.png: each run's new leader's hit ratio
 // from 5 s before its change to 20 s after it, against the old leaders' mean before it (dashed).
 func plotReadHints(rep *Report, out string) ([]string, error) {
-	ymin := 1.0
+	lo := 1.0
 	for _, r := range rep.Runs {
 		for _, p := range r.Series {
 			for _, n := range p.Nodes {
 				if v, ok := n.HitRatio(); ok {
-					ymin = min(ymin, v)
+					lo = min(lo, v)
 				}
 			}
 		}
 	}
-	ymin = max(0, math.Floor((ymin-0.02)*20)/20) // a shared axis: the differences that matter are a few points
-	var row []*plot.Plot
+	ymin, ymax := yRange(lo, 1, true) // one axis for every run: the differences that matter are a few points
 	over := benchutil.NewPlot(fmt.Sprintf("%s: the new leader's block-cache hit ratio around the change", rep.Scenario), "t − change (s)", "hits / lookups")
-	over.X.Min, over.X.Max, over.Y.Min, over.Y.Max = -5, 20, ymin, 1
-	over.Legend.Top = false
+	overLo := 1.0
+	var panels []*plot.Plot
 	var old []float64
 	for k, r := range rep.Runs {
 		h := r.ReadHints
-		p := benchutil.NewPlot(runTitle(rep, r, "block-cache hit ratio per node"), "t (s)", "hits / lookups (≥ 100 a second)")
-		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, rep.Settings.DurationS, ymin, 1
-		p.Legend.Top = false // the events' labels are at the top
+		p := benchutil.NewPlot(fmt.Sprintf("%s: block-cache hit ratio per node — %s", rep.Scenario, runName(rep, r)), "t (s)", "hits / lookups")
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, rep.Settings.DurationS, ymin, ymax
 		byNode := map[uint64]plotter.XYs{}
 		var ids []uint64
 		var around plotter.XYs
@@ -163,7 +235,7 @@ func plotReadHints(rep *Report, out string) ([]string, error) {
 				}
 				byNode[n.Node] = append(byNode[n.Node], plotter.XY{X: pt.T, Y: v})
 				if t := pt.T - 1 - h.ChangeT; n.Node == h.NewLeader && h.Change != "" && t >= -5 && t <= 20 {
-					around = append(around, plotter.XY{X: t, Y: v})
+					around, overLo = append(around, plotter.XY{X: t, Y: v}), min(overLo, v)
 				}
 			}
 		}
@@ -179,28 +251,29 @@ func plotReadHints(rep *Report, out string) ([]string, error) {
 				return nil, err
 			}
 		}
-		if err := markEvents(p, r.Events, 1); err != nil {
+		if err := markEvents(p, []RunReport{{Events: r.Events}}, true, benchutil.Red); err != nil {
 			return nil, err
 		}
-		row = append(row, p)
-		if err := benchutil.AddLine(over, runLabel(r), benchutil.Palette[k%len(benchutil.Palette)], around); err != nil {
+		panels = append(panels, p)
+		if err := benchutil.AddLine(over, runName(rep, r), benchutil.Palette[k%len(benchutil.Palette)], around); err != nil {
 			return nil, err
 		}
 		if h.OldLeaderHitRatio != nil {
-			old = append(old, *h.OldLeaderHitRatio)
+			old, overLo = append(old, *h.OldLeaderHitRatio), min(overLo, *h.OldLeaderHitRatio)
 		}
 	}
 	files := []string{"node_hit_ratio.png"}
-	if err := benchutil.SavePNG(filepath.Join(out, files[0]), [][]*plot.Plot{row}, 7*vg.Inch, 4*vg.Inch); err != nil || len(old) == 0 {
+	if err := benchutil.SavePNG(filepath.Join(out, files[0]), panels, heightOf(len(panels))); err != nil || len(old) == 0 {
 		return files, err
 	}
+	over.X.Min, over.X.Max, over.Y.Min = -5, 20, max(0, math.Floor((overLo-0.02)*20)/20)
+	over.Y.Max = 1
 	m, _ := meanSD(old)
-	if err := benchutil.Dashed(over, color.Black, -5, m, 20, m); err != nil {
+	if err := benchutil.Dashed(over, "old leaders' mean before", color.Black, -5, m, 20, m); err != nil {
 		return nil, err
 	}
-	if err := benchutil.Dashed(over, benchutil.Red, 0, ymin, 0, 1); err != nil {
+	if err := benchutil.Dashed(over, "the change", benchutil.Red, 0, over.Y.Min, 0, 1); err != nil {
 		return nil, err
 	}
-	return append(files, "new_leader_hit_ratio.png"), benchutil.SavePNG(filepath.Join(out, "new_leader_hit_ratio.png"),
-		[][]*plot.Plot{{over}}, 8*vg.Inch, 4.5*vg.Inch)
+	return append(files, "new_leader_hit_ratio.png"), benchutil.SavePNG(filepath.Join(out, "new_leader_hit_ratio.png"), []*plot.Plot{over}, panelH)
 }
