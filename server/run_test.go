@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,9 @@ func (n *runningNode) stop(t *testing.T) {
 			t.Fatalf("Run after cancel = %v, want nil", err)
 		}
 	case <-time.After(20 * time.Second):
+		// Every goroutine's stack: what the stop waits on.
+		buf := make([]byte, 4<<20)
+		t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		t.Fatal("Run did not return within 20s of cancel")
 	}
 }
