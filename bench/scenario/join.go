@@ -163,7 +163,7 @@ func startController(ctx context.Context, e *env) (string, error) {
 				means = append(means, m)
 			}
 		}
-		base := median(means)
+		base := benchutil.Median(means)
 		if math.IsNaN(base) {
 			return
 		}
@@ -275,9 +275,9 @@ const (
 	preJoinS            = 15
 )
 
-// windowsOver counts the seconds from `from` to `to` (by their midpoint) whose p99 is above
+// WindowsOver counts the seconds of series from `from` to `to` (by their midpoint) whose p99 is above
 // thresholdMs, and sums their excess over it.
-func windowsOver(series []Point, thresholdMs, from, to float64) (n int, excessMs float64) {
+func WindowsOver(series []Point, thresholdMs, from, to float64) (n int, excessMs float64) {
 	for _, p := range series {
 		if mid := p.T - 0.5; mid >= from && mid < to && p.P99Ms > thresholdMs {
 			n++
@@ -419,7 +419,7 @@ func measureJoin(jr *JoinReport, series []Point, perSec []*hdrhistogram.Histogra
 		}
 	}
 	jr.DipBeyondNoise = jr.WorstDip - jr.DipNoise
-	jr.ViolatingWindows, jr.ExcessMs = windowsOver(series, jr.SLOThresholdMs, start, end)
+	jr.ViolatingWindows, jr.ExcessMs = WindowsOver(series, jr.SLOThresholdMs, start, end)
 	for w := start; w < end; w += chapterWindowS {
 		h := benchutil.NewHist()
 		for i, p := range series {

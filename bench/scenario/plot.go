@@ -268,7 +268,7 @@ func plotReadHints(rep *Report, out string) ([]string, error) {
 	}
 	over.X.Min, over.X.Max, over.Y.Min = -5, 20, max(0, math.Floor((overLo-0.02)*20)/20)
 	over.Y.Max = 1
-	m, _ := meanSD(old)
+	m, _ := benchutil.MeanSD(old)
 	if err := benchutil.Dashed(over, "old leaders' mean before", color.Black, -5, m, 20, m); err != nil {
 		return nil, err
 	}

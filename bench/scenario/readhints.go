@@ -57,7 +57,7 @@ type ReadHintsRun struct {
 	SteadyCPU       float64 `json:"steady_cpu_cores"`
 	CPUPerOpUs      float64 `json:"cpu_per_op_us"`
 	// A toggled run's windows and the cost of hints from their pairs, over all pairs and over those
-	// in which neither window lost lowStealMax of the machine's CPU to its host.
+	// in which neither window lost LowStealMax of the machine's CPU to its host.
 	ToggleWindows  []ToggleWindow `json:"toggle_windows,omitempty"`
 	Paired         *PairedCost    `json:"paired,omitempty"`
 	PairedLowSteal *PairedCost    `json:"paired_low_steal,omitempty"`
@@ -252,9 +252,9 @@ func traffic(out *ReadHintsRun, s secs, keep func(Point) bool) {
 	}
 }
 
-// lowStealMax is the share of the machine's CPU its host may take in either window of a pair that
+// LowStealMax is the share of the machine's CPU its host may take in either window of a pair that
 // PairedLowSteal keeps: a window the host stole more from measures the host.
-const lowStealMax = 0.08
+const LowStealMax = 0.08
 
 // analyzeToggles fills the toggled windows and their paired cost. Window k runs from its switch plus
 // the skip to the next switch (or the run's end).
@@ -283,7 +283,7 @@ func analyzeToggles(r RunReport, out *ReadHintsRun, t *Toggle) {
 	}
 	out.Change = fmt.Sprintf("%s toggled %d times", r.Variant, len(switches))
 	out.Paired = pairedCost(pairWindows(out.ToggleWindows, 1))
-	out.PairedLowSteal = pairedCost(pairWindows(out.ToggleWindows, lowStealMax))
+	out.PairedLowSteal = pairedCost(pairWindows(out.ToggleWindows, LowStealMax))
 	on := func(p Point) bool {
 		i := slices.IndexFunc(out.ToggleWindows, func(w ToggleWindow) bool { return p.T-0.5 >= w.FromS && p.T-0.5 < w.ToS })
 		return i >= 0 && out.ToggleWindows[i].On
@@ -297,7 +297,7 @@ func printReadHints(w io.Writer, label string, r *ReadHintsRun) {
 		fmt.Fprintf(w, "%s: %s; %.0f reads/s recorded, %.0f B/s shipped, %.0f applied/s per follower while on\n",
 			label, r.Change, r.RecordedPerSec, r.HintBytesPerSec, r.AppliedPerSec)
 		if r.Paired != nil {
-			fmt.Fprintf(w, "%s: all pairs: %s\n%s: pairs with steal under %.0f%%: %s\n", label, r.Paired, label, 100*lowStealMax, r.PairedLowSteal)
+			fmt.Fprintf(w, "%s: all pairs: %s\n%s: pairs with steal under %.0f%%: %s\n", label, r.Paired, label, 100*LowStealMax, r.PairedLowSteal)
 		}
 		return
 	}

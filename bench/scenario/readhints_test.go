@@ -97,7 +97,7 @@ func TestPairedCostABBA(t *testing.T) {
 	}
 	// A pair with a window the host stole from is left out of the low-steal pairs.
 	wins[2].Steal = 0.2
-	if pairs, _ := pairWindows(wins, lowStealMax); len(pairs) != 3 {
+	if pairs, _ := pairWindows(wins, LowStealMax); len(pairs) != 3 {
 		t.Fatalf("low-steal pairs %v, want 3", pairs)
 	}
 }

@@ -140,6 +140,14 @@ type RunReport struct {
 	ReadHints *ReadHintsRun `json:"read_hints,omitempty"`
 }
 
+// Label names the run across repetitions: its variant, or policy=on/off.
+func (r RunReport) Label() string {
+	if r.Variant != "" {
+		return r.Variant
+	}
+	return "policy=" + onOff(r.PolicyOn)
+}
+
 // Report is what report.json holds.
 type Report struct {
 	Scenario string      `json:"scenario"`
@@ -199,6 +207,34 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		return nil, err
 	}
 	return rep, benchutil.WriteJSON(filepath.Join(opts.Out, "report.json"), rep)
+}
+
+// Repeat runs sc n times, repetition k into opts.Out/rep-k (its own report.json and plots) with the
+// order of its runs reversed in every other repetition (so that a drift of the machine over the
+// invocation favours neither). It returns the reports and their paths, for package analysis.
+func Repeat(ctx context.Context, sc Scenario, opts Options, n int) ([]*Report, []string, error) {
+	if n < 2 {
+		return nil, nil, fmt.Errorf("repeat: %d repetitions; at least 2 make a spread", n)
+	}
+	var reps []*Report
+	var paths []string
+	for k := 1; k <= n; k++ {
+		o := opts
+		o.Out, o.Dir, o.Reverse = filepath.Join(opts.Out, fmt.Sprintf("rep-%d", k)), filepath.Join(opts.Dir, fmt.Sprintf("rep-%d", k)), k%2 == 0
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "repetition %d/%d of %s\n", k, n, sc.Name)
+		}
+		rep, err := Run(ctx, sc, o)
+		if err != nil {
+			return nil, nil, fmt.Errorf("repetition %d/%d: %w", k, n, err)
+		}
+		// The nodes' data of a finished repetition is not needed again: keep the disk from filling.
+		if err := os.RemoveAll(o.Dir); err != nil {
+			return nil, nil, err
+		}
+		reps, paths = append(reps, rep), append(paths, filepath.Join(o.Out, "report.json"))
+	}
+	return reps, paths, nil
 }
 
 // resolve applies opts to sc and fills in the defaults.

@@ -2,8 +2,9 @@
 // value in one table (table.go): the cluster and its disks, the data and the workload, the events
 // fired at offsets of the run, the variants it is run with and what its report scores. One runner
 // (run.go) runs any of them — each variant, or the scenario's policy on and then off, on a fresh
-// cluster — and writes report.json and PNG timelines; Pool, Compare and RunRepeated analyse finished
-// reports. The package never changes a node's code: what a scenario varies is configuration.
+// cluster — and writes report.json and PNG timelines; Repeat runs a scenario several times, and
+// package analysis states what the reports show together. The package never changes a node's code:
+// what a scenario varies is configuration.
 package scenario
 
 import (

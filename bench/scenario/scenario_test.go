@@ -336,3 +336,9 @@ func TestHostsTiny(t *testing.T) {
 		t.Fatalf("read hints %+v: want 2 windows, 1 pair", h)
 	}
 }
+
+func TestRepeatRefusesOneRepetition(t *testing.T) {
+	if _, _, err := Repeat(context.Background(), Scenario{Name: "x"}, Options{}, 1); err == nil {
+		t.Fatal("one repetition accepted")
+	}
+}

@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shoaldb/shoal/bench/benchutil"
 )
 
 // The cost of read hints is a few percent of throughput, while on a shared machine one window's
@@ -85,49 +85,23 @@ func pairedCost(pairs [][2]float64, order string) *PairedCost {
 	for _, p := range pairs {
 		costs = append(costs, 1-p[0]/p[1])
 	}
-	return costOf(costs, order)
+	return PairedCostOf(costs, order)
 }
 
-// costOf summarizes per-pair costs: mean, median, sd and a 95 % t interval (none with one pair).
-func costOf(costs []float64, order string) *PairedCost {
+// PairedCostOf summarizes per-pair costs: mean, median, sd and a 95 % t interval (none with one
+// pair).
+func PairedCostOf(costs []float64, order string) *PairedCost {
 	if len(costs) == 0 {
 		return nil
 	}
-	c := &PairedCost{Pairs: len(costs), Order: order, Costs: costs, Median: median(costs)}
-	c.Mean, c.SD = meanSD(costs)
+	c := &PairedCost{Pairs: len(costs), Order: order, Costs: costs, Median: benchutil.Median(costs)}
+	c.Mean, c.SD = benchutil.MeanSD(costs)
 	h := 0.0
 	if n := len(costs); n >= 2 {
 		h = tQuantile975(n-1) * c.SD / math.Sqrt(float64(n))
 	}
 	c.CILow, c.CIHigh = c.Mean-h, c.Mean+h
 	return c
-}
-
-// meanSD is the mean and the sample standard deviation (n − 1) of xs.
-func meanSD(xs []float64) (mean, sd float64) {
-	if len(xs) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	if len(xs) < 2 {
-		return mean, 0
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(ss / float64(len(xs)-1))
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Sorted(slices.Values(xs))
-	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
 }
 
 // tTable975 is Student's t 0.975 quantile for 1–30 degrees of freedom.
@@ -152,30 +126,6 @@ func tQuantile975(df int) float64 {
 		}
 	}
 	return 1.960
-}
-
-// bootstrapRatio is mean(num) / mean(den) over n paired samples with its 95 % percentile bootstrap
-// interval (the samples resampled; a fixed seed, so that an analysis reprints the same). A ratio
-// with a zero denominator is +Inf.
-func bootstrapRatio(n int, num, den func(i int) float64, resamples int) (ratio, lo, hi float64) {
-	of := func(idx func(k int) int) float64 {
-		var a, b float64
-		for k := 0; k < n; k++ {
-			i := idx(k)
-			a, b = a+num(i), b+den(i)
-		}
-		if b == 0 {
-			return math.Inf(1)
-		}
-		return a / b
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	rs := make([]float64, resamples)
-	for i := range rs {
-		rs[i] = of(func(int) int { return rng.IntN(n) })
-	}
-	slices.Sort(rs)
-	return of(func(k int) int { return k }), rs[int(0.025*float64(resamples))], rs[int(math.Ceil(0.975*float64(resamples)))-1]
 }
 
 // cpuMeter measures, second by second, the process's CPU time (in cores) and the share of the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/bench/analysis"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/scenario"
 )
@@ -89,8 +90,12 @@ func runBenchScenario(cmd *cobra.Command, args []string) error {
 	}
 	out := cmd.OutOrStdout()
 	if fl.repeat != 1 {
-		rr, err := scenario.RunRepeated(cmd.Context(), sc, opts, fl.repeat)
+		reps, paths, err := scenario.Repeat(cmd.Context(), sc, opts, fl.repeat)
 		if err != nil {
+			return err
+		}
+		rr := analysis.Aggregate(sc.Name, reps, paths)
+		if err := rr.Write(filepath.Join(fl.out, "repeat.json")); err != nil {
 			return err
 		}
 		if err := rr.Print(out); err != nil {
@@ -198,7 +203,7 @@ break without any join. One report is enough for --compare when it holds several
 			if len(ab) != 2 {
 				return fmt.Errorf("--compare takes two variants, A,B; got %q", poolFlags.compare)
 			}
-			c, err := scenario.Compare(args, scenario.CompareOptions{A: strings.TrimSpace(ab[0]), B: strings.TrimSpace(ab[1]),
+			c, err := analysis.Compare(args, analysis.CompareOptions{A: strings.TrimSpace(ab[0]), B: strings.TrimSpace(ab[1]),
 				Control: poolFlags.control, ThresholdMs: poolFlags.thresholdMs})
 			if err != nil {
 				return err
@@ -207,7 +212,7 @@ break without any join. One report is enough for --compare when it holds several
 		case poolFlags.control != "" || poolFlags.thresholdMs != 0:
 			return fmt.Errorf("--control and --threshold go with --compare")
 		default:
-			rr, err := scenario.Pool(args)
+			rr, err := analysis.Pool(args)
 			if err != nil {
 				return err
 			}

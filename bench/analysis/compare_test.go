@@ -1,4 +1,4 @@
-package scenario
+package analysis
 
 import (
 	"encoding/json"
@@ -7,23 +7,25 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shoaldb/shoal/bench/scenario"
 )
 
 // secondsP99 makes a series of seconds t = 1..n (midpoints 0.5..n-0.5) with the given p99s.
-func secondsP99(p99s ...float64) []Point {
-	out := series(make([]int64, len(p99s))...)
-	for i := range out {
-		out[i].P99Ms = p99s[i]
+func secondsP99(p99s ...float64) []scenario.Point {
+	out := make([]scenario.Point, len(p99s))
+	for i, v := range p99s {
+		out[i] = scenario.Point{T: float64(i + 1), P99Ms: v}
 	}
 	return out
 }
 
-func joinRun(variant string, start, end, thr float64, done bool, p99s ...float64) RunReport {
-	return RunReport{Variant: variant, Series: secondsP99(p99s...), Join: &JoinReport{JoinStartS: start, JoinS: end - start,
+func joinRun(variant string, start, end, thr float64, done bool, p99s ...float64) scenario.RunReport {
+	return scenario.RunReport{Variant: variant, Series: secondsP99(p99s...), Join: &scenario.JoinReport{JoinStartS: start, JoinS: end - start,
 		WindowEndS: end, Done: done, SLOThresholdMs: thr, ChapterViolations: 1, ChapterExcessMs: 2}}
 }
 
-func writeReports(t *testing.T, reps ...Report) []string {
+func writeReports(t *testing.T, reps ...scenario.Report) []string {
 	t.Helper()
 	dir := t.TempDir()
 	var paths []string
@@ -56,12 +58,12 @@ func ratioFor(t *testing.T, c *Comparison, figure, what string) Ratio {
 // own threshold, the control over A's join length from its own start.
 func TestComparePairsRunsAndScoresTheFloor(t *testing.T) {
 	// Join windows 2..6 (midpoints 2.5..5.5: seconds 3..6).
-	rep1 := Report{Runs: []RunReport{
+	rep1 := scenario.Report{Runs: []scenario.RunReport{
 		joinRun("incremental", 2, 6, 100, true, 0, 0, 150, 0, 0, 0, 500, 500),    // 1 window, 50 ms
 		joinRun("parallel", 2, 6, 100, true, 0, 0, 150, 150, 200, 0, 0, 0),       // 3 windows, 200 ms
 		joinRun("no-join", 3, 9, 100, false, 0, 0, 0, 120, 0, 0, 0, 900, 900, 0), // from 3 over 4 s: 1, 20 ms
 	}}
-	rep2 := Report{Runs: []RunReport{
+	rep2 := scenario.Report{Runs: []scenario.RunReport{
 		// Reversed order within the report (as --repeat's second repetition): pairing is by variant.
 		joinRun("no-join", 2, 9, 100, false, 0, 0, 110, 110, 0, 0),
 		joinRun("parallel", 2, 6, 100, true, 0, 0, 150, 150, 150, 150),   // 4, 200
@@ -120,7 +122,7 @@ func TestComparePairsRunsAndScoresTheFloor(t *testing.T) {
 
 // A pair whose join did not finish is left out and said so; one threshold recounts every run.
 func TestCompareSkipsUnfinishedJoinsAndTakesOneThreshold(t *testing.T) {
-	rep := Report{Runs: []RunReport{
+	rep := scenario.Report{Runs: []scenario.RunReport{
 		joinRun("incremental", 2, 6, 100, true, 0, 0, 150, 0, 0, 0),
 		joinRun("parallel", 2, 6, 200, true, 0, 0, 150, 150, 0, 0),
 		joinRun("incremental", 2, 6, 100, false, 0, 0, 150, 0, 0, 0),
@@ -147,7 +149,7 @@ func TestCompareSkipsUnfinishedJoinsAndTakesOneThreshold(t *testing.T) {
 }
 
 func TestCompareRefusesWhatCannotPair(t *testing.T) {
-	paths := writeReports(t, Report{Runs: []RunReport{joinRun("incremental", 2, 6, 100, true, 0, 0, 150)}})
+	paths := writeReports(t, scenario.Report{Runs: []scenario.RunReport{joinRun("incremental", 2, 6, 100, true, 0, 0, 150)}})
 	for _, o := range []CompareOptions{
 		{A: "incremental", B: "incremental"},
 		{A: "incremental"},

@@ -1,4 +1,4 @@
-package scenario
+package analysis
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/scenario"
 )
 
 // A join's SLO score is a count of a handful of seconds, and one invocation's mean moves more than
@@ -91,7 +92,7 @@ func Compare(paths []string, opts CompareOptions) (*Comparison, error) {
 		if err != nil {
 			return nil, err
 		}
-		by := map[string][]RunReport{}
+		by := map[string][]scenario.RunReport{}
 		for _, r := range rep.Runs {
 			if r.Join != nil && r.Join.SLOThresholdMs > 0 {
 				by[r.Variant] = append(by[r.Variant], r)
@@ -159,7 +160,7 @@ func finite(x float64) *float64 {
 
 // scoreRun scores r from its join's start to the end of its join's window, or over length seconds
 // when length > 0 (a control's floor over another run's join length).
-func scoreRun(path string, r RunReport, thresholdMs, length float64) ComparedRun {
+func scoreRun(path string, r scenario.RunReport, thresholdMs, length float64) ComparedRun {
 	j := r.Join
 	start, end := j.JoinStartS, j.WindowEndS
 	if end <= 0 {
@@ -172,7 +173,7 @@ func scoreRun(path string, r RunReport, thresholdMs, length float64) ComparedRun
 	if thresholdMs > 0 {
 		thr = thresholdMs
 	}
-	n, ex := windowsOver(r.Series, thr, start, end)
+	n, ex := scenario.WindowsOver(r.Series, thr, start, end)
 	out := ComparedRun{Report: path, Variant: r.Variant, StartS: start, EndS: end, ThresholdMs: thr, Windows: n, ExcessMs: ex}
 	if length <= 0 {
 		out.ChapterViolations, out.ChapterExcessMs = j.ChapterViolations, j.ChapterExcessMs

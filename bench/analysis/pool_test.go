@@ -1,13 +1,12 @@
-package scenario
+package analysis
 
 import (
-	"context"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shoaldb/shoal/bench/scenario"
 )
 
 func TestNewStat(t *testing.T) {
@@ -31,18 +30,18 @@ func TestNewStat(t *testing.T) {
 // Runs are matched across repetitions by variant (or policy on/off), whatever their order; a join
 // that did not finish adds its throughput but none of the join's figures.
 func TestAggregateMatchesRunsAcrossRepetitions(t *testing.T) {
-	run := func(variant string, tput float64, j *JoinReport) RunReport {
-		return RunReport{Variant: variant, Summary: Summary{Throughput: tput, P99Ms: 10}, Join: j}
+	run := func(variant string, tput float64, j *scenario.JoinReport) scenario.RunReport {
+		return scenario.RunReport{Variant: variant, Summary: scenario.Summary{Throughput: tput, P99Ms: 10}, Join: j}
 	}
-	done := func(dip float64, windows int) *JoinReport {
-		return &JoinReport{Done: true, JoinS: 10, WorstDip: dip, ViolatingWindows: windows}
+	done := func(dip float64, windows int) *scenario.JoinReport {
+		return &scenario.JoinReport{Done: true, JoinS: 10, WorstDip: dip, ViolatingWindows: windows}
 	}
-	reps := []*Report{
-		{Runs: []RunReport{run("incremental", 1000, done(-0.02, 2)), run("parallel", 900, done(-0.10, 6))}},
-		{Runs: []RunReport{run("parallel", 920, done(-0.12, 4)), run("incremental", 1100, done(0, 0))}},
-		{Runs: []RunReport{run("incremental", 1050, &JoinReport{Done: false, WorstDip: -0.5}), run("parallel", 910, done(-0.11, 5))}},
+	reps := []*scenario.Report{
+		{Runs: []scenario.RunReport{run("incremental", 1000, done(-0.02, 2)), run("parallel", 900, done(-0.10, 6))}},
+		{Runs: []scenario.RunReport{run("parallel", 920, done(-0.12, 4)), run("incremental", 1100, done(0, 0))}},
+		{Runs: []scenario.RunReport{run("incremental", 1050, &scenario.JoinReport{Done: false, WorstDip: -0.5}), run("parallel", 910, done(-0.11, 5))}},
 	}
-	agg := aggregate("join", reps, []string{"a", "b", "c"})
+	agg := Aggregate("join", reps, []string{"a", "b", "c"})
 	if strings.Join(agg.Labels, ",") != "incremental,parallel" {
 		t.Fatalf("labels %v", agg.Labels)
 	}
@@ -65,33 +64,20 @@ func TestAggregateMatchesRunsAcrossRepetitions(t *testing.T) {
 	}
 }
 
-func TestRunRepeatedRefusesOneRepetition(t *testing.T) {
-	if _, err := RunRepeated(context.Background(), Scenario{Name: "x"}, Options{}, 1); err == nil {
-		t.Fatal("one repetition accepted")
-	}
-}
-
 // The *_common figures recount every finished join's 1-s p99 windows against one threshold, the mean
 // of the runs' own: two runs with the same latencies score the same whatever their steady states.
 func TestAggregateCommonThreshold(t *testing.T) {
 	// Seconds at t = 1..10 (midpoints 0.5..9.5); the join runs from 2 to 6.
-	series := func(p99s ...float64) []Point {
-		out := make([]Point, len(p99s))
-		for i, v := range p99s {
-			out[i] = Point{T: float64(i + 1), P99Ms: v}
-		}
-		return out
+	lat := secondsP99(50, 50, 130, 150, 90, 200, 50, 160, 50, 50)
+	run := func(variant string, thr float64, done bool) scenario.RunReport {
+		return scenario.RunReport{Variant: variant, Series: lat,
+			Join: &scenario.JoinReport{Done: done, JoinStartS: 2, JoinS: 4, SLOThresholdMs: thr}}
 	}
-	lat := series(50, 50, 130, 150, 90, 200, 50, 160, 50, 50)
-	run := func(variant string, thr float64, done bool) RunReport {
-		return RunReport{Variant: variant, Series: lat,
-			Join: &JoinReport{Done: done, JoinStartS: 2, JoinS: 4, SLOThresholdMs: thr}}
+	reps := []*scenario.Report{
+		{Runs: []scenario.RunReport{run("fast", 100, true), run("slow", 140, true)}},
+		{Runs: []scenario.RunReport{run("fast", 120, true), run("slow", 1000, false)}}, // unfinished: no threshold, no score
 	}
-	reps := []*Report{
-		{Runs: []RunReport{run("fast", 100, true), run("slow", 140, true)}},
-		{Runs: []RunReport{run("fast", 120, true), run("slow", 1000, false)}}, // unfinished: no threshold, no score
-	}
-	agg := aggregate("join-surge", reps, []string{"a", "b"})
+	agg := Aggregate("join-surge", reps, []string{"a", "b"})
 	if agg.CommonSLOThresholdMs != 120 {
 		t.Fatalf("common threshold %v, want 120 (the finished runs' mean)", agg.CommonSLOThresholdMs)
 	}
@@ -121,26 +107,14 @@ func TestAggregateCommonThreshold(t *testing.T) {
 // Pool reads finished runs back from their report.json files and aggregates them as a --repeat
 // would; it refuses reports of different scenarios, files that are not reports, and a single report.
 func TestPoolReadsReports(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name string, rep Report) string {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	run := func(variant string, windows int) scenario.RunReport {
+		return scenario.RunReport{Variant: variant, Summary: scenario.Summary{Throughput: 100, P99Ms: 10},
+			Join: &scenario.JoinReport{Done: true, JoinS: 10, ViolatingWindows: windows, SLOThresholdMs: 150}}
 	}
-	run := func(variant string, windows int) RunReport {
-		return RunReport{Variant: variant, Summary: Summary{Throughput: 100, P99Ms: 10},
-			Join: &JoinReport{Done: true, JoinS: 10, ViolatingWindows: windows, SLOThresholdMs: 150}}
-	}
-	a := write("a.json", Report{Scenario: "join-long", Runs: []RunReport{run("incremental", 1), run("parallel", 4)}})
-	b := write("b.json", Report{Scenario: "join-long", Runs: []RunReport{run("parallel", 2), run("incremental", 3)}})
-	other := write("c.json", Report{Scenario: "join", Runs: []RunReport{run("incremental", 0)}})
-	notReport := write("d.json", Report{})
+	paths := writeReports(t, scenario.Report{Scenario: "join-long", Runs: []scenario.RunReport{run("incremental", 1), run("parallel", 4)}},
+		scenario.Report{Scenario: "join-long", Runs: []scenario.RunReport{run("parallel", 2), run("incremental", 3)}},
+		scenario.Report{Scenario: "join", Runs: []scenario.RunReport{run("incremental", 0)}}, scenario.Report{})
+	a, b, other, notReport := paths[0], paths[1], paths[2], paths[3]
 
 	agg, err := Pool([]string{a, b})
 	if err != nil {
@@ -163,7 +137,7 @@ func TestPoolReadsReports(t *testing.T) {
 		{"one report", []string{a}, "at least 2"},
 		{"other scenario", []string{a, other}, "different scenarios"},
 		{"not a report", []string{a, notReport}, "no runs"},
-		{"missing file", []string{a, filepath.Join(dir, "none.json")}, "no such file"},
+		{"missing file", []string{a, filepath.Join(filepath.Dir(a), "none.json")}, "no such file"},
 	} {
 		if _, err := Pool(tc.paths); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
@@ -173,14 +147,14 @@ func TestPoolReadsReports(t *testing.T) {
 
 // Pool pools the toggled windows' pairs of every run: one interval over all their costs.
 func TestPoolPairsToggledWindows(t *testing.T) {
-	run := func(costs ...float64) RunReport {
-		return RunReport{Variant: "recurring", ReadHints: &ReadHintsRun{Paired: costOf(costs, "abba"), PairedLowSteal: costOf(costs[1:], "abba")}}
+	run := func(costs ...float64) scenario.RunReport {
+		return scenario.RunReport{Variant: "recurring", ReadHints: &scenario.ReadHintsRun{Paired: scenario.PairedCostOf(costs, "abba"), PairedLowSteal: scenario.PairedCostOf(costs[1:], "abba")}}
 	}
-	agg := aggregate("read-hints-overhead", []*Report{{Runs: []RunReport{run(0.01, 0.03)}}, {Runs: []RunReport{run(0.02, 0.02)}}}, nil)
-	if c := agg.Paired["recurring"]; c == nil || c.Pairs != 4 || !near(c.Mean, 0.02) || c.CILow >= 0.02 || c.CIHigh <= 0.02 {
+	agg := Aggregate("read-hints-overhead", []*scenario.Report{{Runs: []scenario.RunReport{run(0.01, 0.03)}}, {Runs: []scenario.RunReport{run(0.02, 0.02)}}}, nil)
+	if c := agg.Paired["recurring"]; c == nil || c.Pairs != 4 || math.Abs(c.Mean-0.02) > 1e-9 || c.CILow >= 0.02 || c.CIHigh <= 0.02 {
 		t.Fatalf("pooled pairs %+v, want 4 pairs, mean 0.02 inside its interval", c)
 	}
-	if c := agg.PairedLowSteal["recurring"]; c == nil || c.Pairs != 2 || !near(c.Mean, 0.025) {
+	if c := agg.PairedLowSteal["recurring"]; c == nil || c.Pairs != 2 || math.Abs(c.Mean-0.025) > 1e-9 {
 		t.Fatalf("pooled low-steal pairs %+v, want 2 pairs, mean 0.025", c)
 	}
 	var b strings.Builder
