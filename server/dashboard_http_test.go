@@ -283,10 +283,12 @@ func TestHistoryAPI(t *testing.T) {
 	var r atomic.Bool
 	r.Store(true)
 	m := newMetrics()
-	srv := httptest.NewServer(newHTTPHandler(httpDeps{status: historyStatus{rec: rec}, ready: &r, metrics: m.handler(), auth: newTokenChecker(testToken)}))
+	rec.SetLatencySource(m.requestHistograms) // as server.Run wires a node's history
+	m.reg.MustRegister(rec)
+	srv := httptest.NewServer(newHTTPHandler(httpDeps{status: historyStatus{rec: rec}, ready: &r, metrics: m.handler(), auth: newTokenChecker(testToken), history: rec}))
 	t.Cleanup(srv.Close)
 
-	// The node's latencies reach its history: the handler wired the metrics in.
+	// The node's latencies reach its history.
 	t0 := time.Now().Add(-time.Minute)
 	rec.Record(t0)
 	m.unaryInterceptor(context.Background(), &pb.GetRequest{}, &grpc.UnaryServerInfo{FullMethod: "/shoal.Shoal/Get"},

@@ -5,7 +5,6 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -21,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -50,10 +48,8 @@ type clusterStatus interface {
 	Decisions(context.Context, *pb.DecisionsRequest) (*pb.DecisionsResponse, error)
 }
 
-// nodeHistory is the node whose HTTP surface this is, when it keeps a history of its stats (node.Node
-// does; the tests' fakes may not).
-type nodeHistory interface {
-	History() *history.Recorder
+// nodeIdentity is the node whose HTTP surface this is (node.Node; the tests' fakes may not be one).
+type nodeIdentity interface {
 	NodeID() uint64
 }
 
@@ -71,6 +67,8 @@ type httpDeps struct {
 	ready   *atomic.Bool
 	metrics http.Handler
 	auth    tokenChecker
+	// history is the node's recent stats (nil: none kept); the caller wires its latencies in.
+	history *history.Recorder
 }
 
 // newHTTPHandler builds the node's HTTP surface:
@@ -86,7 +84,7 @@ type httpDeps struct {
 //	/              the dashboard page (open; it sends the token, if the user gives one, to /api/)
 //	/assets/       the dashboard's script and style sheet (open)
 func newHTTPHandler(d httpDeps) http.Handler {
-	hist := attachHistory(d)
+	hist := d.history
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -161,7 +159,7 @@ func newHTTPHandler(d httpDeps) http.Handler {
 			return
 		}
 		since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
-		self := localHistory(hist, d.status.(nodeHistory).NodeID(), since)
+		self := localHistory(hist, d.status.(nodeIdentity).NodeID(), since)
 		if r.URL.Query().Get("node") == "local" {
 			writeJSON(w, http.StatusOK, self)
 			return
@@ -215,28 +213,6 @@ func (d *httpDeps) apiRequest(h func(ctx context.Context, w http.ResponseWriter,
 		defer cancel()
 		h(ctx, w, r)
 	}
-}
-
-// attachHistory returns the node's history (nil when the node keeps none) after making it read the
-// request latencies of the node's registry and adding its gauges (range health, store volume) to
-// /metrics. Both live in this package's metrics: the history is the node's, the latencies the
-// listeners'.
-func attachHistory(d httpDeps) *history.Recorder {
-	nh, ok := d.status.(nodeHistory)
-	if !ok || nh.History() == nil {
-		return nil
-	}
-	rec := nh.History()
-	if mh, ok := d.metrics.(*metricsHandler); ok {
-		rec.SetLatencySource(mh.m.requestHistograms)
-		if err := mh.m.reg.Register(rec); err != nil {
-			var dup prometheus.AlreadyRegisteredError
-			if !errors.As(err, &dup) {
-				panic(err) // a name clash: a bug of this package
-			}
-		}
-	}
-	return rec
 }
 
 // apiError turns a failed admin call into a message and an HTTP status (0 when the call succeeded).

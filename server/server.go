@@ -144,6 +144,13 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	if h := p.node.Hints(); h != nil {
 		p.metrics.reg.MustRegister(h.Collectors()...) // shoal_hints_*
 	}
+	hist := p.node.History()
+	if hist != nil {
+		// The history records the listeners' request latencies and adds its gauges (range health,
+		// store volume) to /metrics.
+		hist.SetLatencySource(p.metrics.requestHistograms)
+		p.metrics.reg.MustRegister(hist)
+	}
 	p.grpcServer = grpc.NewServer(p.grpcOptions()...)
 	p.node.RegisterServices(p.grpcServer)
 	p.httpServer = &http.Server{
@@ -152,6 +159,7 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 			ready:   &p.ready,
 			metrics: p.metrics.handler(),
 			auth:    p.auth,
+			history: hist,
 		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 	}
