@@ -171,6 +171,23 @@ func (e *rangeEnv) start(cfg Config) error {
 	return nil
 }
 
+// settle waits until every replica leads: a split's new range elects its leader just after the split
+// returns, and the script's next request must not race that election.
+func (e *rangeEnv) settle() {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		leads := true
+		for _, r := range e.store.Replicas() {
+			leads = leads && r.IsLeader()
+		}
+		if leads {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	e.t.Fatalf("a replica elected no leader within 10s")
+}
+
 func (e *rangeEnv) run(td *datadriven.TestData) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -271,9 +288,11 @@ func (e *rangeEnv) run(td *datadriven.TestData) (string, error) {
 		}
 		fmt.Fprintf(&out, "scan: %s (range %d, truncated=%v)\n", strings.Join(kvs, " "), resp.Range.GetRangeId(), resp.Truncated)
 	case "split":
+		defer e.settle()
 		resp, _ := e.s.Split(ctx, &pb.SplitRequest{Key: key("key")})
 		fmt.Fprintf(&out, "split at %s: %s\n", show(key("key")), result(resp.Error, describe(resp.Left)+" | "+describe(resp.Right)))
 	case "merge":
+		defer e.settle()
 		resp, _ := e.s.Merge(ctx, &pb.MergeRequest{Key: key("key")})
 		fmt.Fprintf(&out, "merge at %s: %s\n", show(key("key")), result(resp.Error, describe(resp.Merged)))
 	case "lookup":
@@ -303,6 +322,7 @@ func (e *rangeEnv) run(td *datadriven.TestData) (string, error) {
 			return "", err
 		}
 	case "queues":
+		defer e.settle()
 		e.s.runQueues(ctx)
 	default:
 		return "", fmt.Errorf("unknown command %q", td.Cmd)
