@@ -104,14 +104,14 @@ fuzz:
 	echo "fuzz: all targets passed"
 
 # --- bench-move ---
-# A replica move under load (a benchmark, not a test): 4 in-process nodes, a 1 GiB range, one
+# A replica move under load (a benchmark, not a test): the move scenario with a 1 GiB range, one
 # non-leader replica moved to the fourth node while a YCSB-B-like workload runs. Writes
-# bench-results/move/{report.json,timeline.png,nodes.log}; needs ~5 GiB of disk under $TMPDIR, ~6 GiB
-# of memory and ~3 minutes (see docs/bench-move.md). Override with e.g. `make bench-move MOVE_ARGS="--size 64MiB --before 10s"`.
-MOVE_ARGS ?=
+# bench-results/move/{report.json,*.png}; needs ~5 GiB of disk under $TMPDIR, ~6 GiB of memory and
+# ~5 minutes (see docs/bench-move.md). Override with e.g. `make bench-move MOVE_ARGS="--duration 20s"`.
+MOVE_ARGS ?= --records 1035000 --duration 120s
 .PHONY: bench-move
 bench-move: build
-	./$(BIN) bench move --out bench-results/move $(MOVE_ARGS)
+	./$(BIN) bench scenario move --out bench-results/move $(MOVE_ARGS)
 
 # --- chaos ---
 # The chaos suite (docs/design/chaos.md): CHAOS_RUNS randomized runs of CHAOS_DURATION each, every one

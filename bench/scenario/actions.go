@@ -43,6 +43,9 @@ const (
 	// StartController starts the surge's controller; LoadSurge adds the surge's client threads.
 	StartController Action = "controller"
 	LoadSurge       Action = "load surge"
+	// MoveReplica moves a replica of the first user range to a node without one and returns when the
+	// move is done (a task event).
+	MoveReplica Action = "move replica"
 	// PolicyOn and PolicyOff switch the scenario's policy (a Toggle's schedule).
 	PolicyOn  Action = "policy on"
 	PolicyOff Action = "policy off"
@@ -64,6 +67,7 @@ var actions = map[Action]struct {
 	JoinNode:        {do: joinNode, task: true},
 	StartController: {do: startController},
 	LoadSurge:       {do: loadSurge},
+	MoveReplica:     {do: moveReplica, task: true},
 	PolicyOn:        {do: func(ctx context.Context, e *env) (string, error) { return "", e.cl.SetPolicy(ctx, e.sc.Policy, true) }},
 	PolicyOff:       {do: func(ctx context.Context, e *env) (string, error) { return "", e.cl.SetPolicy(ctx, e.sc.Policy, false) }},
 }

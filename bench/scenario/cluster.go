@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/shoaldb/shoal/bench/benchutil"
@@ -19,18 +20,27 @@ type cluster struct {
 	*benchutil.Cluster // nil with Options.Hosts
 	hosts              []string
 	last               []nodeMark
+	track              atomic.Uint64 // a range whose applied index every node's seconds record (the move's)
 }
 
 type nodeMark struct {
-	n                             *benchutil.Node // the node the marks were read from: a restart starts them again
-	hits, misses                  int64
-	recorded, applied, sent, drop uint64
-	devOps, devWait               int64
+	n                                   *benchutil.Node // the node the marks were read from: a restart starts them again
+	hits, misses                        int64
+	recorded, applied, sent, drop, snap uint64
+	devOps, devWait                     int64
 }
 
 var errNotLocal = errors.New("this event needs in-process nodes (not with --hosts)")
 
 func (c *cluster) local() bool { return c.Cluster != nil }
+
+// nodeByID is the live node with id, or nil.
+func (c *cluster) nodeByID(id uint64) *benchutil.Node {
+	if i := c.IndexOf(id); i >= 0 {
+		return c.Node(i)
+	}
+	return nil
+}
 
 func (c *cluster) addrs() []string {
 	if !c.local() {
@@ -42,8 +52,8 @@ func (c *cluster) addrs() []string {
 // NodeSecond is one node over one second of a run: the user ranges it led and held at the end of
 // it; its block cache's hits and misses, the compactions its engine ran at its end, its emulated
 // disk's operations and the time callers waited for its budget (summed over callers); and, in a
-// read-hints scenario, the reads it recorded as leader, the hints it applied as follower, the bytes
-// it shipped and the hints it dropped. Node is 0 while the node is down.
+// read-hints scenario, the reads it recorded as leader, the hints it applied as follower, the
+// bytes it shipped and the hints it dropped. Node is 0 while the node is down.
 type NodeSecond struct {
 	Node       uint64  `json:"node"`
 	Leaders    int     `json:"leaders"`
@@ -53,10 +63,14 @@ type NodeSecond struct {
 	Compacting int64   `json:"compacting,omitempty"`
 	DiskOps    int64   `json:"disk_ops,omitempty"`
 	DiskWaitMs float64 `json:"disk_wait_ms,omitempty"`
-	Recorded   uint64  `json:"recorded,omitempty"`
-	Applied    uint64  `json:"applied,omitempty"`
-	BytesSent  uint64  `json:"bytes_sent,omitempty"`
-	Dropped    uint64  `json:"dropped,omitempty"`
+	// SnapshotBytes and RangeApplied: the snapshot bytes it sent, and the applied index of its
+	// replica of the range the move scenario moves.
+	SnapshotBytes uint64 `json:"snapshot_bytes,omitempty"`
+	RangeApplied  uint64 `json:"range_applied,omitempty"`
+	Recorded      uint64 `json:"recorded,omitempty"`
+	Applied       uint64 `json:"applied,omitempty"`
+	BytesSent     uint64 `json:"bytes_sent,omitempty"`
+	Dropped       uint64 `json:"dropped,omitempty"`
 }
 
 // HitRatio is the node's block-cache hit ratio in the second (ok: it saw at least 100 lookups).
@@ -79,8 +93,10 @@ func (c *cluster) sample(hints bool) []NodeSecond {
 		if n == nil {
 			continue
 		}
-		m, dev := n.KV.Metrics().Engine, c.DeviceStats(i)
-		cur := nodeMark{n: n, hits: m.BlockCacheHits, misses: m.BlockCacheMisses, devOps: dev.ReadOps + dev.WriteOps, devWait: int64(dev.Throttled)}
+		all, dev := n.KV.Metrics(), c.DeviceStats(i)
+		m := all.Engine
+		cur := nodeMark{n: n, hits: m.BlockCacheHits, misses: m.BlockCacheMisses, snap: all.Transport.SnapshotBytesSent,
+			devOps: dev.ReadOps + dev.WriteOps, devWait: int64(dev.Throttled)}
 		if h := n.KV.Hints(); h != nil && hints {
 			hm := h.Metrics()
 			cur.recorded, cur.applied, cur.sent, cur.drop = hm.Recorded, hm.Applied, hm.BytesSent, hm.DroppedTotal()
@@ -95,6 +111,10 @@ func (c *cluster) sample(hints bool) []NodeSecond {
 		ns.DiskWaitMs = math.Round(float64(cur.devWait-p.devWait)/float64(time.Millisecond)*10) / 10
 		ns.Recorded, ns.Applied, ns.BytesSent, ns.Dropped = cur.recorded-p.recorded, cur.applied-p.applied, cur.sent-p.sent, cur.drop-p.drop
 		ns.Leaders, ns.Replicas = userReplicas(n)
+		ns.SnapshotBytes = cur.snap - p.snap
+		if r := n.KV.Store().Replica(c.track.Load()); r != nil && c.track.Load() != 0 {
+			ns.RangeApplied = r.Status().Applied
+		}
 		c.last[i] = cur
 	}
 	return out

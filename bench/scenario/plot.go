@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -118,7 +119,56 @@ func writePlots(rep *Report, out string) ([]string, error) {
 		}
 		files = append(files, more...)
 	}
+	if len(rep.Runs) > 0 && rep.Runs[0].Move != nil {
+		if err := plotMove(rep, out); err != nil {
+			return nil, err
+		}
+		files = append(files, "snapshot.png")
+	}
 	return files, nil
+}
+
+// plotMove draws snapshot.png: the snapshot bytes the nodes sent per second against the configured
+// rate, and the new replica's lag behind the leader in raft entries against the leader's log
+// truncation threshold, every run overlaid.
+func plotMove(rep *Report, out string) error {
+	sent := benchutil.NewPlot(rep.Scenario+": snapshot bytes sent, all nodes", "t (s)", "MiB/s")
+	lag := benchutil.NewPlot(rep.Scenario+": the new replica's lag behind the leader", "t (s)", "raft entries")
+	var ref [2]float64
+	for i, r := range rep.Runs {
+		mv := r.Move
+		if mv == nil {
+			continue
+		}
+		var bs, ls plotter.XYs
+		for _, p := range r.Series {
+			var b, top, mine uint64
+			for _, n := range p.Nodes {
+				b, top = b+n.SnapshotBytes, max(top, n.RangeApplied)
+				if n.Node == mv.To {
+					mine = n.RangeApplied
+				}
+			}
+			bs = append(bs, plotter.XY{X: p.T, Y: float64(b) / (1 << 20)})
+			if mine > 0 {
+				ls = append(ls, plotter.XY{X: p.T, Y: float64(top - mine)})
+			}
+		}
+		c := benchutil.Palette[i%len(benchutil.Palette)]
+		ref = [2]float64{float64(mv.RateBytesPerSec) / (1 << 20), float64(mv.LogTruncateThreshold)}
+		if err := errors.Join(benchutil.AddLine(sent, runName(rep, r), c, bs), benchutil.AddLine(lag, runName(rep, r), c, ls)); err != nil {
+			return err
+		}
+	}
+	for k, p := range []*plot.Plot{sent, lag} {
+		p.X.Min, p.X.Max = 0, rep.Settings.DurationS
+		p.Y.Min, p.Y.Max = yRange(0, max(p.Y.Max, ref[k]), false) // the lines widened the axis to their data
+		name := [2]string{"configured rate", "log truncation threshold"}[k]
+		if err := errors.Join(benchutil.Dashed(p, name, benchutil.Grey, 0, ref[k], p.X.Max, ref[k]), markEvents(p, rep.Runs, k == 0, nil)); err != nil {
+			return err
+		}
+	}
+	return benchutil.SavePNG(filepath.Join(out, "snapshot.png"), []*plot.Plot{sent, lag}, stackedH)
 }
 
 func xys(series []Point, value func(Point) (float64, bool)) plotter.XYs {

@@ -134,10 +134,11 @@ type RunReport struct {
 	Events   []EventMark `json:"events"`
 	// Device sums the emulated disks' counters over the nodes for the whole run (load included).
 	Device *emudisk.Stats `json:"device,omitempty"`
-	// Task, Join and ReadHints are the run's scores (Scenario.Score).
+	// Task, Join, ReadHints and Move are the run's scores (Scenario.Score).
 	Task      *TaskWindow   `json:"task,omitempty"`
 	Join      *JoinReport   `json:"join,omitempty"`
 	ReadHints *ReadHintsRun `json:"read_hints,omitempty"`
+	Move      *MoveReport   `json:"move,omitempty"`
 }
 
 // Label names the run across repetitions: its variant, or policy=on/off.
@@ -394,11 +395,13 @@ type env struct {
 	c       *cluster
 	cl      *client.Client
 	dir     string
-	value   []byte // every value written: one fixed pattern of letters, which compresses well
+	cfg     benchutil.NodeConfig
+	value   []byte // every value the workload writes: one fixed pattern of letters, which compresses well
 	clients *benchutil.Clients
 	start   time.Time
 	killed  []int
 	join    *joinTrace
+	move    *MoveReport
 
 	mu     sync.Mutex
 	perSec []*hdrhistogram.Histogram // each finished second's latencies
@@ -432,6 +435,7 @@ func (r *run) run(ctx context.Context) (*RunReport, error) {
 				tweak(&spec.Config)
 			}
 		}
+		e.cfg = spec.Config
 		bc, err := benchutil.StartCluster(ctx, r.dir, sc.Nodes, spec)
 		if err != nil {
 			return nil, err
@@ -455,20 +459,40 @@ func (r *run) run(ctx context.Context) (*RunReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.score(rr, e)
+	r.score(ctx, rr, e)
 	r.print(rr)
 	return rr, nil
 }
 
-// load waits for full replication and loads the records.
+// replicationFactor is the replicate policy's default: the voters of every range once the cluster
+// has at least as many nodes.
+const replicationFactor = 3
+
+// load waits for full replication, pins the other policies and loads the records.
 func (r *run) load(ctx context.Context, e *env) error {
 	sc := r.sc
-	r.progress("waiting for %d-way replication", sc.Nodes)
-	if err := benchutil.WaitFor(ctx, 90*time.Second, func() bool { return benchutil.FullyReplicated(ctx, e.cl, sc.Nodes) }); err != nil {
+	want := min(sc.Nodes, replicationFactor)
+	r.progress("waiting for %d-way replication", want)
+	if err := benchutil.WaitFor(ctx, 90*time.Second, func() bool { return benchutil.FullyReplicated(ctx, e.cl, want) }); err != nil {
 		return fmt.Errorf("cluster not fully replicated: %w", err)
 	}
-	_, err := benchutil.Load{Records: sc.Records, Batch: 64, Writers: sc.Threads, Key: key,
-		Values: func(int) func() []byte { return func() []byte { return e.value } },
+	for name, on := range sc.Pin {
+		if err := e.cl.SetPolicy(ctx, name, on); err != nil {
+			return fmt.Errorf("pin policy %s=%v: %w", name, on, err)
+		}
+	}
+	values := func(w int) func() []byte {
+		if !sc.RandomValues {
+			return func() []byte { return e.value }
+		}
+		rng := rand.NewChaCha8([32]byte{byte(w), 'l', 'o', 'a', 'd'})
+		return func() []byte {
+			v := make([]byte, sc.ValueBytes)
+			_, _ = rng.Read(v)
+			return v
+		}
+	}
+	_, err := benchutil.Load{Records: sc.Records, Batch: 64, Writers: sc.Threads, Key: key, Values: values,
 		Progress: func(n int) {
 			r.progress("loading %s", benchutil.Bar(float64(n)/float64(sc.Records), fmt.Sprintf("%d/%d records", n, sc.Records)))
 		}}.Run(ctx, e.cl)
@@ -478,14 +502,9 @@ func (r *run) load(ctx context.Context, e *env) error {
 	return nil
 }
 
-// prepare pins the other policies, pre-splits, waits for the engines to settle and sets the policy.
+// prepare pre-splits, waits for the engines to settle and sets the policy.
 func (r *run) prepare(ctx context.Context, e *env) error {
 	sc := r.sc
-	for name, on := range sc.Pin {
-		if err := e.cl.SetPolicy(ctx, name, on); err != nil {
-			return fmt.Errorf("pin policy %s=%v: %w", name, on, err)
-		}
-	}
 	if sc.Splits > 1 {
 		r.progress("splitting the key space into %d ranges", sc.Splits)
 		for i := 1; i < sc.Splits; i++ {
@@ -493,7 +512,7 @@ func (r *run) prepare(ctx context.Context, e *env) error {
 				return fmt.Errorf("split: %w", err)
 			}
 		}
-		if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, e.cl, sc.Nodes) }); err != nil {
+		if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, e.cl, min(sc.Nodes, replicationFactor)) }); err != nil {
 			return fmt.Errorf("ranges not fully replicated after the split: %w", err)
 		}
 	}
@@ -602,11 +621,13 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 }
 
 // score computes the run's scores.
-func (r *run) score(rr *RunReport, e *env) {
+func (r *run) score(ctx context.Context, rr *RunReport, e *env) {
 	warmup := r.sc.Warmup.Seconds()
 	switch r.sc.Score {
 	case ScoreTask:
 		rr.Task = taskWindow(rr, e.perSec, warmup)
+	case ScoreMove:
+		rr.Task, rr.Move = taskWindow(rr, e.perSec, warmup), scoreMove(ctx, rr, e)
 	case ScoreJoin:
 		rr.Join = joinReport(rr, e, warmup)
 	case ScoreReadHints:
@@ -640,6 +661,11 @@ func (r *run) print(rr *RunReport) {
 	}
 	if h := rr.ReadHints; h != nil {
 		printReadHints(w, r.label, h)
+	}
+	if m := rr.Move; m != nil {
+		fmt.Fprintf(w, "%s: move %.1fs, %.2fx one snapshot of %.1f MiB at the configured %.1f MiB/s; %.1f MiB sent in %.0f s (%.2fx the rate, "+
+			"peak second %.2fx), %d snapshot(s) applied; verified %v\n", r.label, m.DurationS, m.MoveTimeRatio, float64(m.RangeBytes)/(1<<20),
+			float64(m.RateBytesPerSec)/(1<<20), float64(m.SnapshotBytes)/(1<<20), m.SendingS, m.SendRateRatio, m.PeakSendRateRatio, m.SnapshotsApplied, m.Verified)
 	}
 }
 

@@ -30,17 +30,18 @@ type Scenario struct {
 	Device     *emudisk.Options
 	KV         func(*benchutil.NodeConfig)
 
-	// The data and the workload: Records records of ValueBytes, pre-split into Splits equal ranges
-	// (0 or 1: one); Threads closed-loop clients, ReadFraction of their operations reads of a
-	// zipfian-chosen key, the rest overwrites, for Duration, the first Warmup of which (default 5 s)
-	// is left out of the steady state.
+	// The data and the workload: Records records of ValueBytes (random, incompressible, with
+	// RandomValues), pre-split into Splits equal ranges (0 or 1: one); Threads closed-loop clients,
+	// ReadFraction of their operations reads of a zipfian-chosen key, the rest overwrites, for
+	// Duration, the first Warmup of which (default 5 s) is left out of the steady state.
 	Records, ValueBytes, Splits int
+	RandomValues                bool
 	Threads                     int
 	ReadFraction                float64
 	Duration, Warmup            time.Duration
 
 	// Policy is the autopilot policy the scenario is about: switched on for one run and off for
-	// another, or on for every variant. Pin sets other policies for every run (e.g. rebalance off,
+	// another, or on for every variant; a scenario about no policy has variants. Pin sets other policies for every run (e.g. rebalance off,
 	// so that only the scenario's policy moves leaderships).
 	Policy   string
 	Pin      map[string]bool
@@ -104,6 +105,9 @@ const (
 	// ScoreReadHints measures a leadership change's cost and the nodes' caches (ReadHintsRun), or a
 	// Toggle's paired cost.
 	ScoreReadHints Score = "read-hints"
+	// ScoreMove measures a replica move against its configured snapshot rate and checks the moved
+	// copies (MoveReport), and the workload during it as a task window.
+	ScoreMove Score = "move"
 )
 
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,40 @@ func TestLeaderTransferTiny(t *testing.T) {
 	}
 }
 
+// TestMoveTiny moves the replica of a small range under a short workload: the move is done onto the
+// fourth node, its snapshot bytes flowed and are counted, the moved copies are equal and complete, the
+// workload lost nothing, and the move's figure is drawn. It asserts nothing about speed.
+func TestMoveTiny(t *testing.T) {
+	sc, ctx := tinyScenario(t, "move")
+	out := t.TempDir()
+	rep, err := Run(ctx, sc, Options{Dir: t.TempDir(), Out: out, Duration: 9 * time.Second, Records: 2000, Threads: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Variant != "rate-32MiB" {
+		t.Fatalf("runs %+v, want one of rate-32MiB", rep.Runs)
+	}
+	r := rep.Runs[0]
+	mv := r.Move
+	if mv == nil || !mv.Done || !mv.Verified || mv.From == mv.To || mv.From == mv.Leader || len(mv.Replicas) != 3 {
+		t.Fatalf("move %+v, events %+v", mv, r.Events)
+	}
+	for _, d := range mv.Replicas {
+		if d.Keys != 2000 || d.CRC64 != mv.Replicas[0].CRC64 {
+			t.Errorf("replica on n%d: %+v", d.Node, d)
+		}
+	}
+	if mv.SnapshotBytes < uint64(mv.RangeBytes) || mv.SnapshotsApplied < 1 || mv.SendingS < 1 || mv.RateBytesPerSec != 32<<20 || mv.MoveTimeRatio <= 0 {
+		t.Errorf("snapshot figures %+v", mv)
+	}
+	if r.Task == nil || r.Summary.Errors != 0 {
+		t.Errorf("task window %+v, summary %+v", r.Task, r.Summary)
+	}
+	if !slices.Contains(rep.Plots, "snapshot.png") {
+		t.Errorf("plots %v", rep.Plots)
+	}
+}
+
 // TestEffectiveDevice: the default emulated disk, a scenario's own, an invocation's override, and
 // off (by flag or by zero Options), which report.json records as null.
 func TestEffectiveDevice(t *testing.T) {
@@ -167,7 +202,7 @@ func TestTable(t *testing.T) {
 	var names []string
 	for _, s := range List() {
 		names = append(names, s.Name)
-		if s.Policy == "" || s.Duration <= 0 || s.Nodes <= 0 || s.Records <= 0 || len(s.Events) == 0 || s.Description == "" {
+		if s.Policy == "" && len(s.Variants) == 0 || s.Duration <= 0 || s.Nodes <= 0 || s.Records <= 0 || len(s.Events) == 0 || s.Description == "" {
 			t.Errorf("scenario %s incomplete: %+v", s.Name, s)
 		}
 		for _, e := range s.Events {
@@ -179,7 +214,7 @@ func TestTable(t *testing.T) {
 			t.Errorf("scenario %s: no schedule", s.Name)
 		}
 	}
-	want := "backup compaction compaction-50 join join-surge leader-transfer node-kill read-hints read-hints-cache-8m " +
+	want := "backup compaction compaction-50 join join-surge leader-transfer move node-kill read-hints read-hints-cache-8m " +
 		"read-hints-fraction read-hints-kill read-hints-overhead"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("scenarios %s, want %s", got, want)

@@ -41,6 +41,18 @@ var scenarios = []Scenario{
 	readHints("read-hints-fraction", 32<<20, MoveLeaders, fractionVariants(1, 0.5, 0.33, 0.2, 0.1),
 		"as read-hints, once per applied fraction of hints (fixed: 1, 0.5, 0.33, 0.2, 0.1) and once without hints (the journal's Table 1)"),
 	readHintsOverhead(),
+	// A replica moved under load: the move's time against one snapshot at the configured rate, the
+	// foreground during it, and the moved copies checked. The nodes share the machine's disk.
+	{
+		Name: "move", Description: "4 nodes, one range of 128k incompressible 1 KiB records (~130 MiB), RF 3; at t=20s a non-leader replica moves " +
+			"to the 4th node (learner, snapshot at the configured rate, joint promote and remove); YCSB B zipfian; autopilot pinned",
+		Nodes: 4, Device: &emudisk.Options{}, KV: func(c *benchutil.NodeConfig) { c.KV.RangeMaxBytes = 1 << 40 }, // the range stays whole
+		Records: 128 << 10, ValueBytes: 1024, RandomValues: true, Threads: 16, ReadFraction: 0.95, Duration: 60 * time.Second, Warmup: 10 * time.Second,
+		Pin: map[string]bool{policy.NameRebalance: false, policy.NameLoadSplit: false, policy.NameMerge: false, policy.NameReplicate: false,
+			policy.NameJoin: false},
+		Variants: []Variant{moveRate(32<<20, false), moveRate(8<<20, true)},
+		Events:   []Event{{20 * time.Second, MoveReplica}}, Score: ScoreMove,
+	},
 	// A node joining a loaded cluster (the thesis, chapter 2, Figures 2.3–2.7).
 	join("join", "3 nodes, 160k records (~3x the block cache), 24 ranges (leaderships balanced at t=0), YCSB B zipfian; at t=30s a 4th node joins: "+
 		"incremental, parallel, parallel throttled to the incremental rate, sequential serving at the end", 120*time.Second, nil),
@@ -55,6 +67,12 @@ func shed(name string, reads float64, d time.Duration, task Action, desc string)
 		Duration: d, Warmup: 10 * time.Second, Policy: policy.NameShed, Score: ScoreTask,
 		Pin:    map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false},
 		Events: []Event{{30 * time.Second, task}}}
+}
+
+// moveRate is the move scenario's variant of a snapshot rate for every node.
+func moveRate(rate int64, optional bool) Variant {
+	return Variant{Name: fmt.Sprintf("rate-%dMiB", rate>>20), Optional: optional,
+		KV: func(c *benchutil.NodeConfig) { c.Transport.SnapshotRateBytesPerSec = rate }}
 }
 
 // readHintsPin keeps every other policy from moving leaderships (and load_split from splitting the

@@ -33,12 +33,12 @@ var benchScenarioCmd = &cobra.Command{
 	Short: "Run a scripted experiment (each variant, or its policy on then off) and write report.json and PNG timelines",
 	Long: `Start a local cluster of in-process nodes, load data, run a closed-loop workload and fire the
 scenario's scheduled events (leadership transfers, node kills and restarts, background tasks, a node
-joining, policy switches): once per variant of the scenario, or with its autopilot policy on and then
-off, each on a fresh cluster. Writes DIR/report.json (the settings, every run's summary, per-second
-series, events and scores) and PNG timelines (throughput.png, latency.png, hit_ratio.png, and for the
-read-hints scenarios node_hit_ratio.png and new_leader_hit_ratio.png), the runs side by side.
---duration rescales the scenario's event offsets with it. "shoal bench scenario list" (or --list)
-prints the scenarios.
+joining, a replica moving, policy switches): once per variant of the scenario, or with its autopilot
+policy on and then off, each on a fresh cluster. Writes DIR/report.json (the settings, every run's
+summary, per-second series, events and scores) and PNG timelines, the runs overlaid (throughput.png,
+latency.png, hit_ratio.png; for the read-hints scenarios node_hit_ratio.png and
+new_leader_hit_ratio.png; for move snapshot.png). --duration rescales the scenario's event offsets
+with it. "shoal bench scenario list" (or --list) prints the scenarios.
 
 read-hints-overhead switches read hints in ABBA pairs of windows and scores their cost with a 95 %
 confidence interval; --pairs, --window and --skip change its schedule. With --hosts it runs against
@@ -50,6 +50,7 @@ every other repetition so that a drift of the machine favours neither) and write
 per run, each figure's mean, standard deviation, minimum and maximum over the repetitions. One run
 is one sample of a noisy machine: compare means with their spreads.`,
 	Example: "  shoal bench scenario list\n  shoal bench scenario node-kill --out /tmp/node-kill\n" +
+		"  shoal bench scenario move --records 1035000 --duration 120s --out /tmp/move-1g\n" +
 		"  shoal bench scenario join --variants incremental,parallel --repeat 5 --out /tmp/join5\n" +
 		"  shoal bench scenario read-hints-overhead --pairs 100 --window 4s --skip 2s --out /tmp/rho",
 	Args: func(cmd *cobra.Command, args []string) error {
