@@ -1,7 +1,7 @@
 // Package benchutil holds what the benchmark runners (bench/core, bench/scenario) and the analysis of
 // their reports share: the one function that starts an in-process node, cluster-readiness checks
-// through the client, latency histograms, a mean and a median, JSON reports, PNG figures and a text
-// progress bar. It holds no state: runners
+// through the client, a replica's checksum, latency histograms, the process's CPU and its host's steal, a mean and a
+// median, JSON reports, PNG figures and a text progress bar. It holds no state: runners
 // own their clusters and reports.
 package benchutil
 

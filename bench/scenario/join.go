@@ -33,12 +33,18 @@ func joinNode(ctx context.Context, e *env) (string, error) {
 	if !e.c.local() {
 		return "", errNotLocal
 	}
+	tr := e.newJoinTrace()
+	defer close(tr.done)
+	return follow(ctx, e, tr)
+}
+
+// newJoinTrace starts the run's join trace.
+func (e *env) newJoinTrace() *joinTrace {
 	tr := &joinTrace{done: make(chan struct{})}
 	e.mu.Lock()
 	e.join = tr
 	e.mu.Unlock()
-	defer close(tr.done)
-	return follow(ctx, e, tr)
+	return tr
 }
 
 // follow starts the spare node, follows its join until it is done or ctx ends, and collects the
@@ -134,10 +140,7 @@ func startController(ctx context.Context, e *env) (string, error) {
 	if !e.c.local() {
 		return "", errNotLocal
 	}
-	tr := &joinTrace{done: make(chan struct{})}
-	e.mu.Lock()
-	e.join = tr
-	e.mu.Unlock()
+	tr := e.newJoinTrace()
 	from := int(time.Since(e.start).Seconds()) + 2
 	learnEnd := from - 2 + int(e.sc.Surge.LearnFor.Seconds())
 	go func() {

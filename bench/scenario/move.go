@@ -2,9 +2,7 @@ package scenario
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc64"
 	"slices"
 	"time"
 
@@ -48,8 +46,8 @@ type MoveReport struct {
 	LogTruncateThreshold uint64 `json:"log_truncate_threshold"`
 	// Replicas are the voters' copies once all applied the same index; Verified says they are equal,
 	// each holds every record, and the old replica is gone.
-	Replicas []ReplicaDigest `json:"replicas"`
-	Verified bool            `json:"verified"`
+	Replicas []benchutil.ReplicaDigest `json:"replicas"`
+	Verified bool                      `json:"verified"`
 }
 
 // moveReplica moves a voter other than the leader of the first user range to a node without a
@@ -177,9 +175,9 @@ func verifyMove(ctx context.Context, e *env, mv *MoveReport) {
 		}
 		mv.Replicas, same = nil, true
 		for _, id := range mv.Voters {
-			d := ReplicaDigest{Node: id, Error: "no local replica"}
+			d := benchutil.ReplicaDigest{Node: id, Error: "no local replica"}
 			if r := replicaOn(id); r != nil {
-				d = digest(id, r)
+				d = benchutil.Digest(id, r)
 			}
 			mv.Replicas = append(mv.Replicas, d)
 			same = same && d.Error == "" && d.Applied == mv.Replicas[0].Applied
@@ -192,45 +190,4 @@ func verifyMove(ctx context.Context, e *env, mv *MoveReport) {
 	for _, d := range mv.Replicas {
 		mv.Verified = mv.Verified && d.Keys == int64(e.sc.Records) && d.CRC64 == mv.Replicas[0].CRC64
 	}
-}
-
-// ReplicaDigest is one replica's copy of a range, read from its local state machine.
-type ReplicaDigest struct {
-	Node    uint64 `json:"node"`
-	Applied uint64 `json:"applied_index"`
-	Keys    int64  `json:"keys"`
-	Bytes   int64  `json:"bytes"`
-	CRC64   string `json:"crc64"`
-	Error   string `json:"error,omitempty"`
-}
-
-var crcTable = crc64.MakeTable(crc64.ECMA)
-
-// digest reads every pair of the replica's local copy, page by page, and checksums keys and values.
-func digest(node uint64, r *replica.Replica) ReplicaDigest {
-	d := ReplicaDigest{Node: node, Applied: r.Status().Applied}
-	h := crc64.New(crcTable)
-	var start []byte
-	for {
-		kvs, _, truncated, err := r.Scan(start, nil, 4096, 0, false)
-		if err != nil {
-			d.Error = err.Error()
-			return d
-		}
-		for _, p := range kvs {
-			h.Write(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(len(p.Key))), uint32(len(p.Value))))
-			h.Write(p.Key)
-			h.Write(p.Value)
-			d.Keys, d.Bytes = d.Keys+1, d.Bytes+int64(len(p.Key)+len(p.Value))
-		}
-		if !truncated || len(kvs) == 0 {
-			break
-		}
-		start = append(append([]byte(nil), kvs[len(kvs)-1].Key...), 0)
-	}
-	d.CRC64 = fmt.Sprintf("%016x", h.Sum64())
-	if a := r.Status().Applied; a != d.Applied {
-		d.Error = fmt.Sprintf("applied index moved from %d to %d during the scan", d.Applied, a)
-	}
-	return d
 }

@@ -576,7 +576,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	secs := max(int(sc.Duration/time.Second), 1)
-	cpu := newCPUMeter()
+	cpu := benchutil.NewCPUMeter()
 	for s := 1; s <= secs; s++ {
 		select {
 		case <-ctx.Done():
@@ -590,7 +590,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 		e.mu.Unlock()
 		p := Point{T: float64(s), Ops: sec.Ops, Errors: sec.Errors, P50Ms: benchutil.Quantile(sec.Hist, 50), P99Ms: benchutil.Quantile(sec.Hist, 99),
 			Nodes: e.c.sample(hints)}
-		p.CPU, p.Steal = cpu.second()
+		p.CPU, p.Steal = cpu.Second()
 		var h, m int64
 		for _, n := range p.Nodes {
 			h, m = h+n.Hits, m+n.Misses
