@@ -3,6 +3,7 @@ package benchutil
 import (
 	"image/color"
 	"os"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -41,17 +42,29 @@ func NewPlot(title, xlabel, ylabel string) *plot.Plot {
 	return p
 }
 
-// plainTicks are gonum's default ticks labelled without trailing zeros (5000, not 5000.00).
-type plainTicks struct{}
+// RatioAxis marks p's Y axis as a ratio's: 1 labelled and no tick above it, where the axis only
+// makes room for the events' labels.
+func RatioAxis(p *plot.Plot) { p.Y.Tick.Marker = plainTicks{upTo: 1} }
 
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+// plainTicks are gonum's default ticks labelled without trailing zeros (5000, not 5000.00), none
+// above upTo when it is set.
+type plainTicks struct{ upTo float64 }
+
+func (t plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for _, tk := range (plot.DefaultTicks{}).Ticks(lo, hi) {
+		if t.upTo != 0 && tk.Value > t.upTo+1e-9 {
+			continue
 		}
+		if tk.Label != "" {
+			tk.Label = strconv.FormatFloat(tk.Value, 'f', -1, 64)
+		}
+		out = append(out, tk)
 	}
-	return ts
+	if t.upTo != 0 && !slices.ContainsFunc(out, func(tk plot.Tick) bool { return tk.Label != "" && tk.Value == t.upTo }) {
+		out = append(out, plot.Tick{Value: t.upTo, Label: strconv.FormatFloat(t.upTo, 'f', -1, 64)})
+	}
+	return out
 }
 
 // AddLine draws xys on p in c and names it in the legend (unless name is empty).

@@ -97,6 +97,9 @@ func writePlots(rep *Report, out string) ([]string, error) {
 			p := benchutil.NewPlot(fmt.Sprintf("%s: %s", rep.Scenario, pn.title), "t (s)", pn.ylabel)
 			p.X.Min, p.X.Max = 0, rep.Settings.DurationS
 			p.Y.Min, p.Y.Max = yRange(lo, hi, pn.ratio)
+			if pn.ratio {
+				benchutil.RatioAxis(p)
+			}
 			for i, r := range rep.Runs {
 				if err := benchutil.AddLine(p, runName(rep, r), benchutil.Palette[i%len(benchutil.Palette)], xys(r.Series, pn.value)); err != nil {
 					return nil, err
@@ -271,6 +274,7 @@ func plotReadHints(rep *Report, out string) ([]string, error) {
 		h := r.ReadHints
 		p := benchutil.NewPlot(fmt.Sprintf("%s: block-cache hit ratio per node — %s", rep.Scenario, runName(rep, r)), "t (s)", "hits / lookups")
 		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, rep.Settings.DurationS, ymin, ymax
+		benchutil.RatioAxis(p)
 		byNode := map[uint64]plotter.XYs{}
 		var ids []uint64
 		var around plotter.XYs
