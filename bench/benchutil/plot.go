@@ -2,6 +2,7 @@ package benchutil
 
 import (
 	"image/color"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -56,8 +57,8 @@ func (t plainTicks) Ticks(lo, hi float64) []plot.Tick {
 		if t.upTo != 0 && tk.Value > t.upTo+1e-9 {
 			continue
 		}
-		if tk.Label != "" {
-			tk.Label = strconv.FormatFloat(tk.Value, 'f', -1, 64)
+		if tk.Label != "" { // rounded: a tick's value may carry float noise (0.8500000000000001)
+			tk.Label = strconv.FormatFloat(math.Round(tk.Value*1e6)/1e6, 'f', -1, 64)
 		}
 		out = append(out, tk)
 	}
