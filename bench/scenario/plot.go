@@ -72,6 +72,9 @@ func runName(rep *Report, r RunReport) string {
 // above it for three lines of the events' labels.
 func yRange(lo, hi float64, ratio bool) (float64, float64) {
 	bottom := 0.0
+	if lo > hi { // no data
+		lo, hi = 0, 1
+	}
 	if ratio {
 		bottom, hi = max(0, math.Floor((lo-0.02)*20)/20), 1
 	}
