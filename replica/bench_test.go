@@ -45,6 +45,13 @@ func BenchmarkProposeOneNode(b *testing.B) {
 	b.SetParallelism(8)
 	b.ReportAllocs()
 	b.ResetTimer()
+	c0, e0 := s.LoopStats().Cycles, s.LoopStats().EntriesWritten
+	defer func() {
+		ls := s.LoopStats()
+		if n := ls.EntriesWritten - e0; n > 0 {
+			b.ReportMetric(float64(ls.Cycles-c0)/float64(n), "cycles/entry")
+		}
+	}()
 	b.RunParallel(func(pb_ *testing.PB) {
 		for pb_.Next() {
 			k := strconv.AppendInt([]byte("k"), seq.Add(1), 10)
