@@ -175,7 +175,7 @@ func (s *Service) abortMerge(ctx context.Context, leftID uint64, frozen *pb.Rang
 // abortMergeRetrying retries abortMerge until it succeeds or ctx ends. An abort is idempotent (and
 // safe against a merge that completed), and a single ambiguous attempt (the left range's leadership
 // moved under a fault) used to leave the right range frozen until the stuck-merge queue acted,
-// MergeAbortAfter plus a queue tick later (25-55 s in the chaos runs, docs/chaos.md finding 2).
+// MergeAbortAfter plus a queue tick later (25-55 s in the chaos runs).
 func (s *Service) abortMergeRetrying(ctx context.Context, leftID uint64, frozen *pb.RangeDescriptor) (bool, error) {
 	backoff := 50 * time.Millisecond
 	for {
