@@ -186,7 +186,7 @@ func (s *Service) abortMergeRetrying(ctx context.Context, leftID uint64, frozen 
 		select {
 		case <-ctx.Done():
 			return false, err
-		case <-s.stopper:
+		case <-s.loops.Stopping():
 			return false, err
 		case <-time.After(backoff):
 		}

@@ -143,7 +143,7 @@ func (s *Service) OnLeader(ctx context.Context, rangeID uint64, local func(*repl
 			// A transport failure or our own deadline: nothing reached a leader, so the caller may retry
 			// (INTERNAL would tell it a server bug happened and a write's outcome is unknown).
 			return errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("range %d: no leader reachable: %v", rangeID, lastErr))
-		case <-s.stopper:
+		case <-s.loops.Stopping():
 			return errCode(pb.ErrorCode_UNAVAILABLE, "node stopping")
 		case <-time.After(backoff):
 		}

@@ -10,7 +10,6 @@
 package kv
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/shoaldb/shoal/admission"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // Defaults of Config.
@@ -150,10 +150,8 @@ type Service struct {
 	frozenMu    sync.Mutex
 	frozenSince map[uint64]time.Time // ranges this node leads that are frozen for a merge, since when
 
-	ready    chan struct{}
-	stopper  chan struct{}
-	stopOnce sync.Once
-	wg       sync.WaitGroup
+	ready chan struct{}
+	loops *stopper.Stopper // the queues; Stop also ends every wait for a leader
 }
 
 // New prepares the range layer; it serves once Start gives it the node's identity and replicas.
@@ -168,40 +166,18 @@ func New(cfg Config, deps Deps) *Service {
 		deps.Logger = slog.Default()
 	}
 	return &Service{cfg: cfg.WithDefaults(), cluster: deps.Cluster, obs: deps.Observer, gate: deps.Requests,
-		log: deps.Logger, frozenSince: map[uint64]time.Time{}, ready: make(chan struct{}), stopper: make(chan struct{})}
+		log: deps.Logger, frozenSince: map[uint64]time.Time{}, ready: make(chan struct{}), loops: stopper.New()}
 }
 
 // Start serves requests from store's replicas as node nodeID and starts the range queues.
 func (s *Service) Start(nodeID uint64, store *replica.Store) {
 	s.nodeID, s.store = nodeID, store
 	close(s.ready)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(s.cfg.QueueInterval)
-		defer t.Stop()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			<-s.stopper
-			cancel()
-		}()
-		for {
-			select {
-			case <-s.stopper:
-				return
-			case <-t.C:
-				s.runQueues(ctx)
-			}
-		}
-	}()
+	s.loops.Every(s.cfg.QueueInterval, s.runQueues)
 }
 
 // Stop ends the queues and makes requests waiting for a leader give up.
-func (s *Service) Stop() {
-	s.stopOnce.Do(func() { close(s.stopper) })
-	s.wg.Wait()
-}
+func (s *Service) Stop() { s.loops.Stop() }
 
 // Config is the effective configuration (defaults applied).
 func (s *Service) Config() Config { return s.cfg }

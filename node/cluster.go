@@ -314,16 +314,12 @@ func (n *Node) kickHeartbeat() {
 // The first goes out at once: a started node's first load report is what makes it live to the
 // others and lets the autopilot start its join (see Heartbeat), a whole interval sooner.
 func (n *Node) heartbeatLoop() {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		ctx, cancel := n.stopContext()
-		defer cancel()
+	n.loops.Go(func(ctx context.Context) {
 		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
 			select {
-			case <-n.stopper:
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			case <-n.hbKick:
@@ -337,7 +333,7 @@ func (n *Node) heartbeatLoop() {
 			n.sendHeartbeats(ctx)
 			t.Reset(n.cfg.HeartbeatInterval)
 		}
-	}()
+	})
 }
 
 // joinStatus describes node's join for the Nodes RPC; st is the node's last reported stats.

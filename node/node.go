@@ -35,6 +35,7 @@ import (
 	"github.com/shoaldb/shoal/node/readhints"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
 )
@@ -161,8 +162,7 @@ type Node struct {
 	srv *grpc.Server // set by StartServing only
 
 	ready   chan struct{}
-	stopper chan struct{}
-	wg      sync.WaitGroup
+	loops   *stopper.Stopper // the node's own loops: heartbeats, directory refresh, autopilot watch, history
 	stopOne sync.Once
 }
 
@@ -194,7 +194,7 @@ func New(cfg Config) (*Node, error) {
 }
 
 func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
-	n := &Node{cfg: cfg, eng: eng, log: cfg.Logger, ready: make(chan struct{}), stopper: make(chan struct{}),
+	n := &Node{cfg: cfg, eng: eng, log: cfg.Logger, ready: make(chan struct{}), loops: stopper.New(),
 		hbKick: make(chan struct{}, 1), initGate: newInitGate()}
 	n.dir = directory.New()
 	n.peers = directory.NewPeers(cfg.DialOptions, cfg.AuthToken)
@@ -348,10 +348,10 @@ func (n *Node) Start(ctx context.Context) error {
 	n.hints.Start(n.ident.NodeID, n.ident.ClusterID)
 	n.bg.Start(n.ident.NodeID, n.ident.ClusterID)
 	n.heartbeatLoop()
-	n.every(5*time.Second, n.refreshDirectory)
-	n.every(time.Second, n.ap.Watch)
+	n.loops.Every(5*time.Second, n.refreshDirectory)
+	n.loops.Every(time.Second, n.ap.Watch)
 	n.hist.Record(time.Now())
-	n.every(n.hist.Interval(), func(context.Context) { n.hist.Record(time.Now()) })
+	n.loops.Every(n.hist.Interval(), func(context.Context) { n.hist.Record(time.Now()) })
 	n.log.Info("node started", "node", n.ident.NodeID, "cluster", n.ident.ClusterID, "addr", n.cfg.Addr, "replicas", len(st.Replicas()))
 	return nil
 }
@@ -360,12 +360,11 @@ func (n *Node) Start(ctx context.Context) error {
 // running in the gRPC server never meet a closed engine.
 func (n *Node) Stop() {
 	n.stopOne.Do(func() {
-		close(n.stopper)
 		// The range layer first: whatever below still waits on the cluster (the autopilot's model, a
 		// meta read of a switch, a leadership hunt after the meta range lost its quorum) gives up at
 		// once instead of at its own deadline.
 		n.Service.Stop()
-		n.wg.Wait()
+		n.loops.Stop()
 		n.ap.Stop()
 		n.bg.Stop()
 		n.hints.Stop()
@@ -384,45 +383,6 @@ func (n *Node) Close() error {
 		return fmt.Errorf("close store in %s: %w", n.cfg.DataDir, err)
 	}
 	return nil
-}
-
-// sleep waits d or until the node stops; it reports false when stopping.
-func (n *Node) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-n.stopper:
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// stopContext is a context canceled when the node stops, for one of the node's goroutines; the
-// caller must call cancel when that goroutine ends.
-func (n *Node) stopContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-n.stopper:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
-// every runs f every d in a goroutine owned by the node until Stop.
-func (n *Node) every(d time.Duration, f func(ctx context.Context)) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		ctx, cancel := n.stopContext()
-		defer cancel()
-		for n.sleep(d) {
-			f(ctx)
-		}
-	}()
 }
 
 // notReady answers requests that reach a node before its store runs.

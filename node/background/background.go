@@ -30,6 +30,7 @@ import (
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -107,8 +108,7 @@ type Service struct {
 	nodeID    atomic.Uint64
 	clusterID atomic.Pointer[string]
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	loops *stopper.Stopper // the periodic compactions and backups
 }
 
 // New creates the tracker and hooks the engine to it. Nothing runs until Start.
@@ -117,7 +117,7 @@ func New(cfg Config, deps Deps) *Service {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	s := &Service{cfg: cfg, deps: deps, log: deps.Logger, announced: map[string]*bgtask.Handle{}, stop: make(chan struct{})}
+	s := &Service{cfg: cfg, deps: deps, log: deps.Logger, announced: map[string]*bgtask.Handle{}, loops: stopper.New()}
 	s.t = bgtask.NewTracker(cfg.Config, nil)
 	empty := []uint64{}
 	s.ledNow.Store(&empty)
@@ -154,14 +154,7 @@ func (s *Service) Start(nodeID uint64, clusterID string) {
 }
 
 // Stop ends the periodic tasks (a running one is cancelled).
-func (s *Service) Stop() {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	s.wg.Wait()
-}
+func (s *Service) Stop() { s.loops.Stop() }
 
 // Notify wakes heavy tasks waiting at the gate: a peer's status changed, so an idle candidate may exist.
 func (s *Service) Notify() { s.t.Notify() }
@@ -171,36 +164,14 @@ func (s *Service) periodic(base time.Duration, what string, run func(ctx context
 	if base <= 0 {
 		return
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-s.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+	s.loops.Go(func(ctx context.Context) {
 		rng := rand.New(rand.NewPCG(s.nodeID.Load(), uint64(time.Now().UnixNano())))
-		for wait := bgtask.FirstDelay(base, rng); s.sleep(wait); wait = bgtask.Jittered(base, rng) {
+		for wait := bgtask.FirstDelay(base, rng); s.loops.Sleep(wait); wait = bgtask.Jittered(base, rng) {
 			if err := run(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("periodic background task failed", "task", what, "err", err)
 			}
 		}
-	}()
-}
-
-func (s *Service) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.stop:
-		return false
-	case <-t.C:
-		return true
-	}
+	})
 }
 
 // engineTasks turns the engine's compaction and flush events into tracked tasks.

@@ -27,6 +27,7 @@ import (
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -195,8 +196,7 @@ type Service struct {
 	nodeID    atomic.Uint64
 	clusterID atomic.Pointer[string]
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	loops *stopper.Stopper // the switch refresh and the reconciliation
 }
 
 type hintSpan struct {
@@ -217,7 +217,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	s := &Service{cfg: cfg, deps: deps, log: deps.Logger, known: map[uint64]bool{}, stop: make(chan struct{})}
+	s := &Service{cfg: cfg, deps: deps, log: deps.Logger, known: map[uint64]bool{}, loops: stopper.New()}
 	s.on.Store(true)
 	empty := ""
 	s.clusterID.Store(&empty)
@@ -364,8 +364,8 @@ func (s *Service) Start(nodeID uint64, clusterID string) {
 	s.clusterID.Store(&clusterID)
 	s.m.SetIdentity(nodeID, clusterID)
 	s.m.Start()
-	s.every(s.cfg.SwitchInterval, s.refreshSwitch)
-	s.every(time.Second, s.reconcile)
+	s.loops.Every(s.cfg.SwitchInterval, s.refreshSwitch)
+	s.loops.Every(time.Second, s.reconcile)
 }
 
 // Stop ends the loops and closes the module.
@@ -373,40 +373,8 @@ func (s *Service) Stop() {
 	if s == nil {
 		return
 	}
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
-	s.wg.Wait()
+	s.loops.Stop()
 	s.m.Close()
-}
-
-// every runs f every d until Stop, with a context Stop cancels.
-func (s *Service) every(d time.Duration, f func(context.Context)) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-s.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-				f(ctx)
-			}
-		}
-	}()
 }
 
 // refreshSwitch reads the read_hints policy switch from the meta range.
