@@ -110,34 +110,9 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		return err // the node's errors say what to do (--bootstrap/--join, directory in use, corrupt)
 	}
 
-	// The advertised addresses are the listeners' real ones (port 0 resolved).
-	p.grpcLis, err = net.Listen("tcp", cfg.Listen)
+	advertise, httpAddr, err := p.listen()
 	if err != nil {
-		return fmt.Errorf("listen for gRPC on %s: %w (is another node using this port? pick another with --listen)", cfg.Listen, err)
-	}
-	advertise := cfg.Advertise
-	if advertise == "" {
-		advertise = advertisedAddr(p.grpcLis.Addr(), "")
-	}
-	httpAddr := HTTPOff
-	if cfg.HTTP != HTTPOff {
-		p.httpLis, err = net.Listen("tcp", cfg.HTTP)
-		if err != nil {
-			return fmt.Errorf("listen for HTTP on %s: %w (pick another port with --http, or --http %s)", cfg.HTTP, err, HTTPOff)
-		}
-		host, _, _ := net.SplitHostPort(advertise)
-		httpAddr = advertisedAddr(p.httpLis.Addr(), host)
-	}
-	if cfg.RESP != "" {
-		p.respLis, err = net.Listen("tcp", cfg.RESP)
-		if err != nil {
-			return fmt.Errorf("listen for RESP on %s: %w (pick another port with --resp)", cfg.RESP, err)
-		}
-		host, _, _ := net.SplitHostPort(advertise)
-		p.respAddr = advertisedAddr(p.respLis.Addr(), host)
-		if p.tls != nil {
-			p.respLis = tls.NewListener(p.respLis, p.tls.serverConfig(tls.VerifyClientCertIfGiven))
-		}
+		return err
 	}
 	p.node.Advertise(advertise, httpAdvertised(httpAddr), p.respAddr)
 	p.metrics.reg.MustRegister(newNodeCollector(p.node.Metrics))
@@ -247,6 +222,41 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 		}
 		return errors.New("the node's raft loop stopped after a storage failure (see the FATAL line above); fix the cause and restart the node")
 	}
+}
+
+// listen opens the gRPC, HTTP and RESP listeners and returns the advertised gRPC and HTTP addresses:
+// the listeners' real ones (port 0 resolved), an unspecified host replaced.
+func (p *process) listen() (advertise, httpAddr string, err error) {
+	cfg := p.cfg
+	p.grpcLis, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return "", "", fmt.Errorf("listen for gRPC on %s: %w (is another node using this port? pick another with --listen)", cfg.Listen, err)
+	}
+	advertise = cfg.Advertise
+	if advertise == "" {
+		advertise = advertisedAddr(p.grpcLis.Addr(), "")
+	}
+	httpAddr = HTTPOff
+	if cfg.HTTP != HTTPOff {
+		p.httpLis, err = net.Listen("tcp", cfg.HTTP)
+		if err != nil {
+			return "", "", fmt.Errorf("listen for HTTP on %s: %w (pick another port with --http, or --http %s)", cfg.HTTP, err, HTTPOff)
+		}
+		host, _, _ := net.SplitHostPort(advertise)
+		httpAddr = advertisedAddr(p.httpLis.Addr(), host)
+	}
+	if cfg.RESP != "" {
+		p.respLis, err = net.Listen("tcp", cfg.RESP)
+		if err != nil {
+			return "", "", fmt.Errorf("listen for RESP on %s: %w (pick another port with --resp)", cfg.RESP, err)
+		}
+		host, _, _ := net.SplitHostPort(advertise)
+		p.respAddr = advertisedAddr(p.respLis.Addr(), host)
+		if p.tls != nil {
+			p.respLis = tls.NewListener(p.respLis, p.tls.serverConfig(tls.VerifyClientCertIfGiven))
+		}
+	}
+	return advertise, httpAddr, nil
 }
 
 // grpcOptions are the gRPC server's options: message limits, metrics and (with a token) authentication.
