@@ -2150,6 +2150,7 @@ type BackupRequest struct {
 	NodeId          uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Dir             string                 `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`                                                     // on the node's host; must not exist or be empty
 	RateBytesPerSec int64                  `protobuf:"varint,3,opt,name=rate_bytes_per_sec,json=rateBytesPerSec,proto3" json:"rate_bytes_per_sec,omitempty"` // 0: unlimited
+	IncrementalFrom string                 `protobuf:"bytes,4,opt,name=incremental_from,json=incrementalFrom,proto3" json:"incremental_from,omitempty"`      // an earlier backup on the node's host: write only the changes since it
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2203,6 +2204,13 @@ func (x *BackupRequest) GetRateBytesPerSec() int64 {
 		return x.RateBytesPerSec
 	}
 	return 0
+}
+
+func (x *BackupRequest) GetIncrementalFrom() string {
+	if x != nil {
+		return x.IncrementalFrom
+	}
+	return ""
 }
 
 type BackupResponse struct {
@@ -5363,11 +5371,12 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x1f\n" +
 	"\vduration_ms\x18\x03 \x01(\x03R\n" +
 	"durationMs\x12\x17\n" +
-	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\"g\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\"\x92\x01\n" +
 	"\rBackupRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12+\n" +
-	"\x12rate_bytes_per_sec\x18\x03 \x01(\x03R\x0frateBytesPerSec\"\xad\x01\n" +
+	"\x12rate_bytes_per_sec\x18\x03 \x01(\x03R\x0frateBytesPerSec\x12)\n" +
+	"\x10incremental_from\x18\x04 \x01(\tR\x0fincrementalFrom\"\xad\x01\n" +
 	"\x0eBackupResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12#\n" +
