@@ -244,6 +244,13 @@ func (a *Autopilot) loop(ctx context.Context, done chan struct{}) {
 // calls it every Interval; tests call it directly (with Step).
 func (a *Autopilot) Tick(ctx context.Context, c *model.Cluster) Round { return a.tick(ctx, c, false) }
 
+// TickReactive runs one reactive round on c (the policy.Reactive policies only), as the loop does
+// when the executor reports progress. A simulator drives the autopilot on a virtual clock with Tick,
+// TickReactive and the executor's Reconcile instead of Start.
+func (a *Autopilot) TickReactive(ctx context.Context, c *model.Cluster) Round {
+	return a.tick(ctx, c, true)
+}
+
 // tick is Tick; reactive runs only the policy.Reactive policies (a round triggered by an operator's
 // progress, between the regular rounds).
 func (a *Autopilot) tick(ctx context.Context, c *model.Cluster, reactive bool) Round {

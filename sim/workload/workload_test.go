@@ -1,0 +1,132 @@
+package workload
+
+import (
+	"bytes"
+	"math"
+	"math/rand"
+	randv2 "math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/pingcap/go-ycsb/pkg/generator"
+)
+
+func TestKeysSortAsRecords(t *testing.T) {
+	for _, i := range []int64{0, 1, 9, 10, 99_999, 123_456_789} {
+		if bytes.Compare(Key(i), Key(i+1)) >= 0 {
+			t.Fatalf("Key(%d)=%s does not sort before Key(%d)=%s", i, Key(i), i+1, Key(i+1))
+		}
+		if got := Index(Key(i), 1<<30); got != i {
+			t.Fatalf("Index(Key(%d)) = %d", i, got)
+		}
+	}
+	if got := Index([]byte("user"), 100); got != 0 {
+		t.Fatalf("Index of the prefix is %d, want 0", got)
+	}
+}
+
+// bins counts n draws of next over records [0, records) in equal bins.
+func bins(n, records int64, nbins int, next func() int64) []float64 {
+	out := make([]float64, nbins)
+	for i := int64(0); i < n; i++ {
+		out[next()*int64(nbins)/records]++
+	}
+	for i := range out {
+		out[i] /= float64(n)
+	}
+	return out
+}
+
+// TestSharesMatchGoYCSB: every distribution's Share over equal bins against go-ycsb's generator
+// drawing one request at a time; the shares sum to 1 and each bin agrees within sampling noise.
+func TestSharesMatchGoYCSB(t *testing.T) {
+	const records, draws, nbins = 200_000, 2_000_000, 50
+	r := rand.New(rand.NewSource(1))
+	latestBasis := generator.NewCounter(records)
+	tests := []struct {
+		dist Dist
+		gen  func() int64
+	}{
+		{Uniform{N: records}, func() int64 { return generator.NewUniform(0, records-1).Next(r) }},
+		{NewZipfian(records), func() func() int64 {
+			g := generator.NewScrambledZipfian(0, records-1, generator.ZipfianConstant)
+			return func() int64 { return g.Next(r) }
+		}()},
+		{Hotspot{N: records, Lo: 0, Hot: records / 5, Ops: 0.8}, func() func() int64 {
+			g := generator.NewHotspot(0, records-1, 0.2, 0.8)
+			return func() int64 { return g.Next(r) }
+		}()},
+		{NewLatest(records), func() func() int64 {
+			g := generator.NewSkewedLatest(latestBasis)
+			return func() int64 { return min(g.Next(r), records-1) }
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dist.Name(), func(t *testing.T) {
+			emp := bins(draws, records, nbins, tt.gen)
+			var sum, worst float64
+			for b := 0; b < nbins; b++ {
+				lo, hi := int64(b)*records/nbins, int64(b+1)*records/nbins
+				share := tt.dist.Share(lo, hi)
+				sum += share
+				// 4 standard deviations of a binomial share, plus 0.2 % for the generators' rounding.
+				tol := 4*math.Sqrt(share*(1-share)/draws) + 0.002*share + 1e-5
+				if d := math.Abs(share - emp[b]); d > tol {
+					t.Errorf("bin %d: share %.5f, go-ycsb drew %.5f (tolerance %.5f)", b, share, emp[b], tol)
+				}
+				worst = max(worst, math.Abs(share-emp[b]))
+			}
+			if math.Abs(sum-1) > 1e-6 {
+				t.Fatalf("shares sum to %v", sum)
+			}
+			t.Logf("largest bin difference %.5f", worst)
+		})
+	}
+}
+
+// TestSampleStaysInsideAndFollowsShares: draws conditioned on a span land in it, in the proportions
+// Share gives its halves.
+func TestSampleStaysInsideAndFollowsShares(t *testing.T) {
+	const records = 100_000
+	r := randv2.New(randv2.NewPCG(3, 4))
+	for _, name := range []string{"uniform", "zipfian", "hotspot", "latest"} {
+		d, err := New(name, records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, span := range [][2]int64{{0, records}, {40, 5000}, {90_000, records}} {
+			lo, hi := span[0], span[1]
+			mid := (lo + hi) / 2
+			want := d.Share(lo, mid) / d.Share(lo, hi)
+			const n = 40_000
+			below := 0
+			for i := 0; i < n; i++ {
+				x := d.Sample(r, lo, hi)
+				if x < lo || x >= hi {
+					t.Fatalf("%s: sample %d outside [%d, %d)", name, x, lo, hi)
+				}
+				if x < mid {
+					below++
+				}
+			}
+			if got := float64(below) / n; math.Abs(got-want) > 4*math.Sqrt(want*(1-want)/n)+0.01 {
+				t.Errorf("%s [%d,%d): %.3f of samples in the lower half, Share says %.3f", name, lo, hi, got, want)
+			}
+		}
+	}
+	if _, err := New("pareto", 10); err == nil {
+		t.Fatal("an unknown distribution was accepted")
+	}
+}
+
+func TestDiurnal(t *testing.T) {
+	d := Diurnal{Mean: 1000, Amplitude: 0.5, Period: time.Hour}
+	for _, tt := range []struct {
+		at   time.Duration
+		want float64
+	}{{0, 1000}, {15 * time.Minute, 1500}, {30 * time.Minute, 1000}, {45 * time.Minute, 500}} {
+		if got := d.At(tt.at); math.Abs(got-tt.want) > 1e-6 {
+			t.Errorf("at %v: %v, want %v", tt.at, got, tt.want)
+		}
+	}
+}
