@@ -154,7 +154,7 @@ func TestLogPipelineGroupsProposalsDuringFsync(t *testing.T) {
 	entries0 := s.entriesWritten.Load()
 	a := proposeAsync(r, "a")
 	waitFor(t, "the first write's fsync to start", func() bool { return g.waiting.Load() > 0 })
-	syncs0 := s.syncs.Load()
+	syncs0 := s.log.Syncs()
 	var rest []<-chan error
 	for i := 0; i < 5; i++ {
 		rest = append(rest, proposeAsync(r, fmt.Sprintf("b%d", i)))
@@ -167,7 +167,7 @@ func TestLogPipelineGroupsProposalsDuringFsync(t *testing.T) {
 		}
 	}
 	// The first write's batch is counted once its fsync returns: one more for the five others.
-	if got := s.syncs.Load() - syncs0; got != 2 {
+	if got := s.log.Syncs() - syncs0; got != 2 {
 		t.Fatalf("one write and the five that arrived during its fsync took %d fsyncs, want 2", got)
 	}
 }

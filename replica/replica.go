@@ -37,6 +37,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica/internal/eval"
 	"github.com/shoaldb/shoal/replica/internal/raftlog"
 	"github.com/shoaldb/shoal/storage"
 )
@@ -834,56 +835,18 @@ func (r *Replica) applyDataCommand(b *storage.Batch, cmd *pb.Command) (Result, *
 			return moved(m.Key), nil, nil
 		}
 	}
-	if c := cmd.Condition; c != nil {
-		if outside(c.Key) {
-			return moved(c.Key), nil, nil
-		}
-		cur, found, err := b.Get(r.dataKey(c.Key))
-		if err != nil {
-			return res, nil, err
-		}
-		res.Found, res.Current = found, cur
-		if c.ExpectAbsent && found || !c.ExpectAbsent && (!found || !bytes.Equal(cur, c.Expected)) {
-			return res, nil, nil
-		}
-		res.Swapped = true
+	if c := cmd.Condition; c != nil && outside(c.Key) {
+		return moved(c.Key), nil, nil
 	}
-	for _, m := range cmd.Mutations {
-		k := r.dataKey(m.Key)
-		if cmd.Condition == nil && len(cmd.Mutations) == 1 && m.Delete {
-			_, found, err := b.Get(k)
-			if err != nil {
-				return res, nil, err
-			}
-			res.Found = found
-		}
-		var err error
-		if m.Delete {
-			err = b.Delete(k)
-		} else {
-			err = b.Set(k, m.Value)
-		}
-		if err != nil {
-			return res, nil, err
-		}
+	out, err := eval.Apply(b, cmd, r.dataKey)
+	if err != nil {
+		return res, nil, err
+	}
+	res.Found, res.Current, res.Swapped, res.Counter = out.Found, out.Current, out.Swapped, out.Counter
+	if cmd.Condition != nil && !out.Swapped {
+		return res, nil, nil
 	}
 	r.Writes.Add(1)
-	if len(cmd.IncrementKey) > 0 {
-		k := r.dataKey(cmd.IncrementKey)
-		cur, found, err := b.Get(k)
-		if err != nil {
-			return res, nil, err
-		}
-		var n uint64
-		if found && len(cur) == 8 {
-			n = binary.BigEndian.Uint64(cur)
-		}
-		n++
-		if err := b.Set(k, u64(n)); err != nil {
-			return res, nil, err
-		}
-		res.Counter = n
-	}
 	if mu := cmd.MetaUpdate; mu != nil {
 		if !r.IsMeta() {
 			return Result{Err: &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: "meta update outside the meta range"}}, nil, nil

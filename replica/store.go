@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/shoaldb/shoal/admission"
-	"io"
 	"log/slog"
 	"os"
 	"runtime"
@@ -20,7 +19,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica/internal/logpipe"
 	"github.com/shoaldb/shoal/replica/internal/raftlog"
+	"github.com/shoaldb/shoal/replica/internal/slograft"
+	"github.com/shoaldb/shoal/replica/internal/snapstream"
 	"github.com/shoaldb/shoal/replica/internal/validate"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
@@ -143,22 +145,16 @@ type Store struct {
 	proposalGate *admission.Gate // see Config.ProposalLimits
 	commitSince  atomic.Int64    // unix nanos when the log writer's current commit began; 0 when none runs
 
-	// The raft log pipeline (pipeline.go). logMu guards open, inflight and collecting.
-	pipelined  bool // Start ran: the log writer goroutine commits the loop's batches
-	logMu      sync.Mutex
-	collecting bool      // the loop is in its collect phase: the writer leaves the open batch alone
-	open       *logWrite // being filled by the loop
-	inflight   *logWrite // being committed by the writer
-	logKick    chan struct{}
+	log        *logpipe.Pipe[logWaiters] // the raft log pipeline (pipeline.go)
 	stepsMu    sync.Mutex
 	steps      []localStep // committed responses for this node's replicas, stepped by the loop
 	spareSteps []localStep
 
 	// Metrics of the raft loop (read with LoopStats).
-	cycles, syncs, entriesWritten, entriesApplied atomic.Uint64
-	proposals, leaderChanges, snapshotsApplied    atomic.Uint64
-	leaseReads, readIndexReads                    atomic.Uint64
-	droppedInvalid                                atomic.Uint64
+	cycles, entriesWritten, entriesApplied     atomic.Uint64
+	proposals, leaderChanges, snapshotsApplied atomic.Uint64
+	leaseReads, readIndexReads                 atomic.Uint64
+	droppedInvalid                             atomic.Uint64
 
 	snapSem chan struct{}
 	stopper chan struct{}
@@ -169,7 +165,7 @@ type Store struct {
 // NewStore creates a store; Load and Start make it run.
 func NewStore(cfg Config) *Store {
 	cfg.setDefaults()
-	return &Store{
+	s := &Store{
 		cfg:        cfg,
 		eng:        cfg.Engine,
 		replicas:   make(map[uint64]*Replica),
@@ -177,12 +173,13 @@ func NewStore(cfg Config) *Store {
 		spareDirty: make(map[uint64]*Replica),
 		active:     make(map[uint64]*Replica),
 		wake:       make(chan struct{}, 1),
-		logKick:    make(chan struct{}, 1),
 		snapSem:    make(chan struct{}, cfg.MaxConcurrentSnapshots),
 		stopper:    make(chan struct{}),
 
 		proposalGate: admission.NewGate("proposals", cfg.ProposalLimits),
 	}
+	s.log = s.newLogPipe()
+	return s
 }
 
 // NodeID is the store's node.
@@ -296,7 +293,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 		CheckQuorum:               true,
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
-		Logger:                    raftLogger{s.cfg.Logger},
+		Logger:                    slograft.Logger{L: s.cfg.Logger},
 		StepDownOnRemoval:         true,
 	})
 	if err != nil {
@@ -353,9 +350,7 @@ func (s *Store) Bootstrap(desc *pb.RangeDescriptor, data []*pb.KeyValue) error {
 
 // Start runs the raft loop and its log writer.
 func (s *Store) Start() {
-	s.logMu.Lock()
-	s.pipelined = true
-	s.logMu.Unlock()
+	s.log.Start()
 	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
@@ -363,7 +358,7 @@ func (s *Store) Start() {
 	}()
 	go func() {
 		defer s.wg.Done()
-		s.logWriter()
+		s.log.Run()
 	}()
 	go func() {
 		defer s.wg.Done()
@@ -569,27 +564,11 @@ func (s *Store) replicaForMessage(rangeID uint64, msg *raftpb.Message) *Replica 
 
 // HandleSnapshot implements transport.Handler: it installs a snapshot received in full.
 func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error {
-	msg := &raftpb.Message{}
-	if err := proto.Unmarshal(header.Message, msg); err != nil {
-		return fmt.Errorf("range %d: decode snapshot header: %w", header.RangeId, err)
+	msg, desc, err := validate.SnapshotHeader(header)
+	if err != nil {
+		return err
 	}
 	snap := msg.GetSnapshot()
-	desc := &pb.RangeDescriptor{}
-	if err := proto.Unmarshal(snap.GetData(), desc); err != nil {
-		return fmt.Errorf("range %d: decode snapshot descriptor: %w", header.RangeId, err)
-	}
-	if desc.RangeId != header.RangeId {
-		return fmt.Errorf("snapshot for range %d carries descriptor of range %d", header.RangeId, desc.RangeId)
-	}
-	if msg.GetType() != raftpb.MsgSnap {
-		return fmt.Errorf("range %d: snapshot header is a %s", header.RangeId, msg.GetType())
-	}
-	if err := validate.Header(header.RangeId, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: msg.From, To: msg.To, Term: msg.Term}); err != nil {
-		return fmt.Errorf("range %d: bad snapshot header: %w", header.RangeId, err)
-	}
-	if err := validate.Snapshot(msg, desc); err != nil {
-		return fmt.Errorf("range %d: bad snapshot: %w", header.RangeId, err)
-	}
 	// Refuse a snapshot that overlaps another initialized replica: that replica must first learn of the
 	// split or removal that made the spans disjoint.
 	for _, o := range s.Replicas() {
@@ -625,7 +604,7 @@ func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error
 	}
 	r.peerNodes[msg.GetFrom()] = header.FromNode
 	r.pendingSnap = &incomingSnapshot{index: idx, desc: desc, kvs: kvs}
-	err := r.rn.Step(msg)
+	err = r.rn.Step(msg)
 	r.mu.Unlock()
 	s.markReady(r)
 	if err != nil {
@@ -712,13 +691,13 @@ func (s *Store) processReady() {
 	}()
 
 	snapshot := false
-	s.beginCollect()
+	s.log.BeginCollect()
 	for _, r := range dirty {
 		w, ok, snap, err := s.collectReady(r)
 		if err != nil {
 			// The open batch may hold part of r's Ready: it must never be committed.
 			s.fatal(err)
-			s.abortCollect()
+			s.log.AbortCollect()
 			return
 		}
 		if ok {
@@ -726,7 +705,7 @@ func (s *Store) processReady() {
 			snapshot = snapshot || snap
 		}
 	}
-	if !s.endCollect() {
+	if !s.log.EndCollect() {
 		return
 	}
 	if len(work) == 0 {
@@ -1034,7 +1013,7 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 		defer func() { <-s.snapSem }()
 		defer engSnap.Close()
 		lo, hi := storage.DataSpan(r.IsMeta(), desc.StartKey, desc.EndKey)
-		src, err := newSnapshotSource(engSnap, lo, hi)
+		src, err := snapstream.New(engSnap, lo, hi)
 		status := raft.SnapshotFinish
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -1059,41 +1038,6 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 		r.mu.Unlock()
 		s.markReady(r)
 	}()
-}
-
-type snapshotSource struct{ it *storage.Iterator }
-
-func newSnapshotSource(snap *storage.Snapshot, lo, hi []byte) (*snapshotSource, error) {
-	it, err := snap.NewStreamIter(lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	it.First()
-	return &snapshotSource{it: it}, nil
-}
-
-// Next implements transport.SnapshotSource.
-func (s *snapshotSource) Next() (*pb.KeyValue, error) {
-	if !s.it.Valid() {
-		if err := s.it.Error(); err != nil {
-			return nil, err
-		}
-		return nil, io.EOF
-	}
-	kv := &pb.KeyValue{Key: append([]byte(nil), storage.StripDataPrefix(s.it.Key())...), Value: append([]byte(nil), s.it.Value()...)}
-	s.it.Next()
-	return kv, nil
-}
-
-// Close implements transport.SnapshotSource. It is idempotent: closing a Pebble iterator twice
-// would corrupt whichever iterator reused its pooled memory.
-func (s *snapshotSource) Close() error {
-	if s.it == nil {
-		return nil
-	}
-	it := s.it
-	s.it = nil
-	return it.Close()
 }
 
 // createSplitReplica starts the right-hand replica of a split that was just applied.
@@ -1176,28 +1120,6 @@ func (s *Store) fatal(err error) {
 // Stopped is closed when the store stops (by Stop or a fatal storage error).
 func (s *Store) Stopped() <-chan struct{} { return s.stopper }
 
-type raftLogger struct{ l *slog.Logger }
-
-func (l raftLogger) Debug(v ...interface{})                 {}
-func (l raftLogger) Debugf(format string, v ...interface{}) {}
-func (l raftLogger) Error(v ...interface{})                 { l.l.Error(fmt.Sprint(v...)) }
-func (l raftLogger) Errorf(format string, v ...interface{}) { l.l.Error(fmt.Sprintf(format, v...)) }
-func (l raftLogger) Info(v ...interface{})                  {}
-func (l raftLogger) Infof(format string, v ...interface{})  {}
-func (l raftLogger) Warning(v ...interface{})               { l.l.Warn(fmt.Sprint(v...)) }
-func (l raftLogger) Warningf(format string, v ...interface{}) {
-	l.l.Warn(fmt.Sprintf(format, v...))
-}
-func (l raftLogger) Fatal(v ...interface{}) { l.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
-func (l raftLogger) Fatalf(format string, v ...interface{}) {
-	l.l.Error(fmt.Sprintf(format, v...))
-	panic(fmt.Sprintf(format, v...))
-}
-func (l raftLogger) Panic(v ...interface{}) { panic(fmt.Sprint(v...)) }
-func (l raftLogger) Panicf(format string, v ...interface{}) {
-	panic(fmt.Sprintf(format, v...))
-}
-
 // RemoveReplica destroys the local replica of rangeID (garbage collection of a replica that the
 // range no longer contains).
 func (s *Store) RemoveReplica(rangeID uint64, why string) {
@@ -1222,7 +1144,7 @@ func (s *Store) ProposalAdmission() admission.Stats { return s.proposalGate.Stat
 
 // LoopStats reads the raft loop's counters.
 func (s *Store) LoopStats() LoopStats {
-	return LoopStats{Cycles: s.cycles.Load(), Syncs: s.syncs.Load(), EntriesWritten: s.entriesWritten.Load(), EntriesApplied: s.entriesApplied.Load(),
+	return LoopStats{Cycles: s.cycles.Load(), Syncs: s.log.Syncs(), EntriesWritten: s.entriesWritten.Load(), EntriesApplied: s.entriesApplied.Load(),
 		Proposals: s.proposals.Load(), LeaderChanges: s.leaderChanges.Load(), SnapshotsApplied: s.snapshotsApplied.Load(),
 		LeaseReads: s.leaseReads.Load(), ReadIndexReads: s.readIndexReads.Load(), DroppedInvalid: s.droppedInvalid.Load()}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica/internal/raftlog"
+	"github.com/shoaldb/shoal/replica/internal/snapstream"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
 )
@@ -676,7 +677,7 @@ func TestSnapshotSourceDoubleClose(t *testing.T) {
 	snap := env.eng.NewSnapshot()
 	defer snap.Close()
 	lo, hi := storage.DataSpan(false, nil, nil)
-	src, err := newSnapshotSource(snap, lo, hi)
+	src, err := snapstream.New(snap, lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"math"
 
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -53,6 +54,33 @@ func Header(rangeID uint64, m *raftpb.Message) error {
 		}
 	}
 	return nil
+}
+
+// SnapshotHeader decodes the header of a snapshot that arrived from the network and checks it:
+// a MsgSnap whose descriptor names the header's range, with a valid header (Header) and
+// snapshot (Snapshot).
+func SnapshotHeader(header *pb.RaftMessage) (*raftpb.Message, *pb.RangeDescriptor, error) {
+	msg := &raftpb.Message{}
+	if err := proto.Unmarshal(header.Message, msg); err != nil {
+		return nil, nil, fmt.Errorf("range %d: decode snapshot header: %w", header.RangeId, err)
+	}
+	desc := &pb.RangeDescriptor{}
+	if err := proto.Unmarshal(msg.GetSnapshot().GetData(), desc); err != nil {
+		return nil, nil, fmt.Errorf("range %d: decode snapshot descriptor: %w", header.RangeId, err)
+	}
+	if desc.RangeId != header.RangeId {
+		return nil, nil, fmt.Errorf("snapshot for range %d carries descriptor of range %d", header.RangeId, desc.RangeId)
+	}
+	if msg.GetType() != raftpb.MsgSnap {
+		return nil, nil, fmt.Errorf("range %d: snapshot header is a %s", header.RangeId, msg.GetType())
+	}
+	if err := Header(header.RangeId, &raftpb.Message{Type: raftpb.MsgApp.Enum(), From: msg.From, To: msg.To, Term: msg.Term}); err != nil {
+		return nil, nil, fmt.Errorf("range %d: bad snapshot header: %w", header.RangeId, err)
+	}
+	if err := Snapshot(msg, desc); err != nil {
+		return nil, nil, fmt.Errorf("range %d: bad snapshot: %w", header.RangeId, err)
+	}
+	return msg, desc, nil
 }
 
 // Snapshot validates a received snapshot header against its descriptor: the snapshot's index and

@@ -1,0 +1,56 @@
+package eval
+
+import (
+	"testing"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
+)
+
+func TestApply(t *testing.T) {
+	key := func(k []byte) []byte { return storage.UserDataKey(k) }
+	put := func(k, v string) *pb.Mutation { return &pb.Mutation{Key: []byte(k), Value: []byte(v)} }
+	del := func(k string) *pb.Mutation { return &pb.Mutation{Key: []byte(k), Delete: true} }
+	for _, tc := range []struct {
+		name string
+		cmd  *pb.Command
+		want Outcome
+		// after: the value of "a" afterwards ("" = absent)
+		after string
+	}{
+		{"put", &pb.Command{Mutations: []*pb.Mutation{put("a", "2")}}, Outcome{}, "2"},
+		{"lone delete reports found", &pb.Command{Mutations: []*pb.Mutation{del("a")}}, Outcome{Found: true}, ""},
+		{"lone delete of a missing key", &pb.Command{Mutations: []*pb.Mutation{del("z")}}, Outcome{}, "1"},
+		{"condition holds", &pb.Command{Condition: &pb.Condition{Key: []byte("a"), Expected: []byte("1")}, Mutations: []*pb.Mutation{put("a", "3")}},
+			Outcome{Swapped: true, Found: true, Current: []byte("1")}, "3"},
+		{"condition fails: nothing written", &pb.Command{Condition: &pb.Condition{Key: []byte("a"), Expected: []byte("9")}, Mutations: []*pb.Mutation{put("a", "3")}},
+			Outcome{Found: true, Current: []byte("1")}, "1"},
+		{"expect absent fails", &pb.Command{Condition: &pb.Condition{Key: []byte("a"), ExpectAbsent: true}, Mutations: []*pb.Mutation{put("a", "3")}},
+			Outcome{Found: true, Current: []byte("1")}, "1"},
+		{"counter", &pb.Command{IncrementKey: []byte("n")}, Outcome{Counter: 1}, "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng, err := storage.Open(t.TempDir(), storage.Options{CreateIfMissing: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			b := eng.NewIndexedBatch()
+			defer b.Close()
+			if err := b.Set(key([]byte("a")), []byte("1")); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Apply(b, tc.cmd, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Swapped != tc.want.Swapped || got.Found != tc.want.Found || string(got.Current) != string(tc.want.Current) || got.Counter != tc.want.Counter {
+				t.Errorf("outcome %+v, want %+v", got, tc.want)
+			}
+			v, found, err := b.Get(key([]byte("a")))
+			if err != nil || string(v) != tc.after || found != (tc.after != "") {
+				t.Errorf("a = %q (found %v, %v) afterwards, want %q", v, found, err, tc.after)
+			}
+		})
+	}
+}
