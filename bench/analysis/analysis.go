@@ -23,21 +23,19 @@ import (
 // interval over the pairs (Compare), and pooling the pairs of toggled windows of several runs are
 // how a claim about a few per cent becomes checkable.
 
-// Stat is one figure over the repetitions of a run.
+// Stat is one figure over the repetitions of a run: its count, median and range, mean and sample
+// standard deviation (0 for one sample).
 type Stat struct {
-	N    int     `json:"n"`
+	scenario.Spread
 	Mean float64 `json:"mean"`
-	SD   float64 `json:"sd"` // sample standard deviation (0 for one sample)
-	Min  float64 `json:"min"`
-	Max  float64 `json:"max"`
+	SD   float64 `json:"sd"`
 }
 
 func newStat(xs []float64) Stat {
-	if len(xs) == 0 {
-		return Stat{}
+	s := Stat{Spread: scenario.SpreadOf(xs)}
+	if len(xs) > 0 {
+		s.Mean, s.SD = benchutil.MeanSD(xs)
 	}
-	s := Stat{N: len(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
-	s.Mean, s.SD = benchutil.MeanSD(xs)
 	return s
 }
 

@@ -58,6 +58,8 @@ func commonScore(excess bool) func(scenario.RunReport, float64) (float64, bool) 
 var figures = []figure{
 	{"throughput", func(r scenario.RunReport, _ float64) (float64, bool) { return r.Summary.Throughput, true }},
 	{"p99_ms", func(r scenario.RunReport, _ float64) (float64, bool) { return r.Summary.P99Ms, true }},
+	{"task_throughput_ratio", func(r scenario.RunReport, _ float64) (float64, bool) { return taskRatio(r.Task, false) }},
+	{"task_p99_ratio", func(r scenario.RunReport, _ float64) (float64, bool) { return taskRatio(r.Task, true) }},
 	{"join_s", joinFigure(func(j *scenario.JoinReport) float64 { return j.JoinS })},
 	{"first_served_s", joinFigure(func(j *scenario.JoinReport) float64 { return j.FirstServedS })},
 	{"full_share_s", joinFigure(func(j *scenario.JoinReport) float64 { return j.FullShareS })},
@@ -83,6 +85,17 @@ func readHintsFigure(f func(*scenario.ReadHintsRun) float64) func(scenario.RunRe
 		v := f(r.ReadHints)
 		return v, !math.IsNaN(v)
 	}
+}
+
+// taskRatio is a task window's throughput or p99 ratio, when it has one.
+func taskRatio(t *scenario.TaskWindow, p99 bool) (float64, bool) {
+	if t == nil || t.ThroughputRatio == 0 {
+		return 0, false
+	}
+	if p99 {
+		return t.P99Ratio, true
+	}
+	return t.ThroughputRatio, true
 }
 
 func deref(p *float64) float64 {
@@ -174,11 +187,11 @@ func Pool(paths []string) (*RepeatReport, error) {
 // Print writes the statistics as a table: one line per run label and figure, then the pooled pairs.
 func (r *RepeatReport) Print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "run\tfigure\tn\tmean\tsd\tmin\tmax\t\n")
+	fmt.Fprintf(tw, "run\tfigure\tn\tmedian\tmean\tsd\tmin\tmax\t\n")
 	for _, l := range r.Labels {
 		for _, f := range figures {
 			if s, ok := r.Stats[l][f.name]; ok {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.4g\t%.3g\t%.4g\t%.4g\t\n", l, f.name, s.N, s.Mean, s.SD, s.Min, s.Max)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.4g\t%.4g\t%.3g\t%.4g\t%.4g\t\n", l, f.name, s.N, s.Median, s.Mean, s.SD, s.Min, s.Max)
 			}
 		}
 	}

@@ -27,7 +27,7 @@ type nodeMark struct {
 	n                                   *benchutil.Node // the node the marks were read from: a restart starts them again
 	hits, misses                        int64
 	recorded, applied, sent, drop, snap uint64
-	devOps, devWait                     int64
+	devOps, devWait, devBytes           int64
 }
 
 var errNotLocal = errors.New("this event needs in-process nodes (not with --hosts)")
@@ -62,6 +62,7 @@ type NodeSecond struct {
 	Misses     int64   `json:"cache_misses"`
 	Compacting int64   `json:"compacting,omitempty"`
 	DiskOps    int64   `json:"disk_ops,omitempty"`
+	DiskBytes  int64   `json:"disk_bytes,omitempty"`
 	DiskWaitMs float64 `json:"disk_wait_ms,omitempty"`
 	// SnapshotBytes and RangeApplied: the snapshot bytes it sent, and the applied index of its
 	// replica of the range the move scenario moves.
@@ -96,18 +97,18 @@ func (c *cluster) sample(hints bool) []NodeSecond {
 		all, dev := n.KV.Metrics(), c.DeviceStats(i)
 		m := all.Engine
 		cur := nodeMark{n: n, hits: m.BlockCacheHits, misses: m.BlockCacheMisses, snap: all.Transport.SnapshotBytesSent,
-			devOps: dev.ReadOps + dev.WriteOps, devWait: int64(dev.Throttled)}
+			devOps: dev.ReadOps + dev.WriteOps, devWait: int64(dev.Throttled), devBytes: dev.ReadBytes + dev.WriteBytes}
 		if h := n.KV.Hints(); h != nil && hints {
 			hm := h.Metrics()
 			cur.recorded, cur.applied, cur.sent, cur.drop = hm.Recorded, hm.Applied, hm.BytesSent, hm.DroppedTotal()
 		}
 		p := c.last[i]
 		if p.n != n {
-			p = nodeMark{n: n, devOps: cur.devOps, devWait: cur.devWait}
+			p = nodeMark{n: n, devOps: cur.devOps, devWait: cur.devWait, devBytes: cur.devBytes}
 		}
 		ns := &out[i]
 		ns.Node, ns.Compacting = n.KV.NodeID(), m.CompactionsRunning
-		ns.Hits, ns.Misses, ns.DiskOps = cur.hits-p.hits, cur.misses-p.misses, cur.devOps-p.devOps
+		ns.Hits, ns.Misses, ns.DiskOps, ns.DiskBytes = cur.hits-p.hits, cur.misses-p.misses, cur.devOps-p.devOps, cur.devBytes-p.devBytes
 		ns.DiskWaitMs = math.Round(float64(cur.devWait-p.devWait)/float64(time.Millisecond)*10) / 10
 		ns.Recorded, ns.Applied, ns.BytesSent, ns.Dropped = cur.recorded-p.recorded, cur.applied-p.applied, cur.sent-p.sent, cur.drop-p.drop
 		ns.Leaders, ns.Replicas = userReplicas(n)
@@ -134,6 +135,29 @@ func userReplicas(n *benchutil.Node) (leaders, replicas int) {
 		}
 	}
 	return leaders, replicas
+}
+
+// setUnthrottled lifts (true) or restores the emulated-disk budgets of every live node: the load and
+// its compactions are set-up, not measurement, and on a disk of a few hundred IOPS they would take
+// most of a run. A node started later gets a throttled device of its own.
+func (c *cluster) setUnthrottled(on bool) {
+	for i := 0; c.local() && i < c.Len(); i++ {
+		if n := c.Node(i); n != nil {
+			n.Eng.SetDeviceUnthrottled(on)
+		}
+	}
+}
+
+// levelBytes is n1's bytes per LSM level, L0 first (nil without in-process nodes).
+func (c *cluster) levelBytes() []int64 {
+	if !c.local() || c.Node(0) == nil {
+		return nil
+	}
+	var out []int64
+	for _, l := range c.Node(0).Eng.DB().Metrics().Levels {
+		out = append(out, l.TablesSize)
+	}
+	return out
 }
 
 // deviceStats sums the emulated-disk counters of every node since the cluster started.
@@ -184,6 +208,28 @@ func (c *cluster) settle(ctx context.Context, cl *client.Client, limit time.Dura
 		}
 	}
 	return nil
+}
+
+// StoreShape is the engines' LSM shape: the memtables, the base level's target size, the L0
+// tables' target size (doubling per level below the base); whether the values are random
+// (incompressible: the store holds what was written) and the load ran with the emulated disks'
+// budgets lifted.
+type StoreShape struct {
+	MemTableBytes   uint64 `json:"memtable_bytes"`
+	LBaseMaxBytes   int64  `json:"lbase_max_bytes"`
+	TargetFileBytes int64  `json:"target_file_bytes"`
+	RandomValues    bool   `json:"random_values"`
+	FastLoad        bool   `json:"fast_load"`
+}
+
+// shapeFor scales Pebble's LSM to memtables of mem. With Pebble's defaults (a 64 MiB base level,
+// 2 MiB tables) a store of a few tens of MB lies in the bottom level in a few tables, and each
+// flush's compaction rewrites most of it, on every node at once since they receive the same writes:
+// throughput then swings with the flush period, and the announced full compaction is one
+// whole-store rewrite among many. A base level of a quarter memtable and tables of a sixteenth give
+// such a store three or four levels of many tables each; a compaction rewrites a slice of it.
+func shapeFor(mem uint64, random, fastLoad bool) StoreShape {
+	return StoreShape{MemTableBytes: mem, LBaseMaxBytes: int64(mem / 4), TargetFileBytes: int64(mem / 16), RandomValues: random, FastLoad: fastLoad}
 }
 
 // memTableFor sizes memtables for a block cache of cacheBytes: Pebble reserves the memtables' size

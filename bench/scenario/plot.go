@@ -62,10 +62,14 @@ func heightOf(panels int) vg.Length {
 
 // runName names a run in a legend or a title.
 func runName(rep *Report, r RunReport) string {
+	name := rep.Policy + " " + onOff(r.PolicyOn)
 	if r.Variant != "" {
-		return r.Variant
+		name = r.Variant
 	}
-	return rep.Policy + " " + onOff(r.PolicyOn)
+	if r.OffsetS > 0 {
+		name += fmt.Sprintf(" +%.0fs", r.OffsetS)
+	}
+	return name
 }
 
 // yRange is the axis for values from lo to hi: from 0 (a ratio: just below lo) to hi with room

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -85,6 +86,8 @@ type Settings struct {
 	SurgeThreads int      `json:"surge_threads,omitempty"`
 	Toggle       *Toggle  `json:"toggle,omitempty"`
 	Hosts        []string `json:"hosts,omitempty"`
+	// Store is the engines' LSM shape (null with Hosts: the nodes' own).
+	Store *StoreShape `json:"store"`
 	// Device is each node's emulated disk; null when the nodes share the machine's disk and page cache.
 	Device *emudisk.Options `json:"device"`
 }
@@ -123,15 +126,22 @@ type EventMark struct {
 	Label string  `json:"label"` // the action, for plots and analyses
 	Error string  `json:"error,omitempty"`
 	Task  bool    `json:"task,omitempty"`
+	// Unfinished: the run ended while the event's action still ran.
+	Unfinished bool `json:"unfinished,omitempty"`
 }
 
 // RunReport is one run: a variant, or the policy on or off.
 type RunReport struct {
-	PolicyOn bool        `json:"policy_on"`
-	Variant  string      `json:"variant,omitempty"`
-	Summary  Summary     `json:"summary"`
-	Series   []Point     `json:"series"`
-	Events   []EventMark `json:"events"`
+	PolicyOn bool   `json:"policy_on"`
+	Variant  string `json:"variant,omitempty"`
+	// OffsetS is how far the events after the warm-up were moved (Scenario.Offsets).
+	OffsetS float64 `json:"offset_s,omitempty"`
+	// LevelBytes is n1's bytes per LSM level, L0 first, once the load had settled.
+	LevelBytes []int64     `json:"level_bytes,omitempty"`
+	Validity   *Validity   `json:"validity"`
+	Summary    Summary     `json:"summary"`
+	Series     []Point     `json:"series"`
+	Events     []EventMark `json:"events"`
 	// Device sums the emulated disks' counters over the nodes for the whole run (load included).
 	Device *emudisk.Stats `json:"device,omitempty"`
 	// Task, Join, ReadHints and Move are the run's scores (Scenario.Score).
@@ -149,17 +159,29 @@ func (r RunReport) Label() string {
 	return "policy=" + onOff(r.PolicyOn)
 }
 
+// name is the label with the run's offset, for a report's lines.
+func (r RunReport) name() string {
+	if r.OffsetS > 0 {
+		return fmt.Sprintf("%s +%.0fs", r.Label(), r.OffsetS)
+	}
+	return r.Label()
+}
+
 // Report is what report.json holds.
 type Report struct {
 	Scenario string      `json:"scenario"`
 	Policy   string      `json:"policy"`
 	Settings Settings    `json:"settings"`
 	Runs     []RunReport `json:"runs"`
-	Plots    []string    `json:"plots"`
+	// Checks judge the runs together; Tasks sum up each label's task windows over its runs.
+	Checks []Check      `json:"checks"`
+	Tasks  []TaskSpread `json:"tasks,omitempty"`
+	Plots  []string     `json:"plots"`
 }
 
-// Run runs sc once per variant (or with its policy on, then off), each on a fresh cluster, and writes
-// report.json and the PNG timelines into opts.Out.
+// Run runs sc once per variant (or with its policy on, then off) and offset, each on a fresh
+// cluster, and writes report.json and the PNG timelines into opts.Out. When a validity check fails
+// it returns the report and an error that wraps ErrInvalid.
 func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	sc, err := resolve(sc, opts)
 	if err != nil {
@@ -177,6 +199,10 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 		Splits: sc.Splits, ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: cache,
 		Toggle: sc.Toggle, Hosts: opts.Hosts, Device: EffectiveDevice(sc, opts),
 	}}
+	if len(opts.Hosts) == 0 {
+		shape := shapeFor(memTableFor(cache), sc.RandomValues, rep.Settings.Device != nil)
+		rep.Settings.Store = &shape
+	}
 	if sc.Surge != nil {
 		rep.Settings.SurgeThreads = sc.Surge.Threads
 	}
@@ -191,34 +217,67 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	if len(opts.Hosts) > 0 {
 		runs = runs[:1]
 	}
-	for i, v := range runs {
-		name := v.Name
-		if name == "" {
-			name = "policy-" + onOff(!v.PolicyOff)
-		}
-		r := &run{sc: sc, opts: opts, v: v, settings: rep.Settings, dir: filepath.Join(opts.Dir, name),
-			label: fmt.Sprintf("run %d/%d %s", i+1, len(runs), name)}
-		rr, err := r.run(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("run %s: %w", name, err)
-		}
-		rep.Runs = append(rep.Runs, *rr)
+	offsets := sc.Offsets
+	if len(offsets) == 0 || len(opts.Hosts) > 0 {
+		offsets = []time.Duration{0}
 	}
+	total := len(runs) * len(offsets)
+	for _, off := range offsets {
+		for _, v := range runs {
+			name := v.Name
+			if name == "" {
+				name = "policy-" + onOff(!v.PolicyOff)
+			}
+			if off > 0 {
+				name += fmt.Sprintf("-plus%ds", int(off.Seconds()))
+			}
+			r := &run{sc: shifted(sc, off), opts: opts, v: v, settings: rep.Settings, dir: filepath.Join(opts.Dir, name),
+				label: fmt.Sprintf("run %d/%d %s", len(rep.Runs)+1, total, name)}
+			rr, err := r.run(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", name, err)
+			}
+			rr.OffsetS = off.Seconds()
+			rep.Runs = append(rep.Runs, *rr)
+		}
+		slices.Reverse(runs) // the next offset runs them in the other order: a drift favours none
+	}
+	rep.Checks, rep.Tasks = []Check{agreementCheck(rep.Runs)}, taskSpreads(rep.Runs)
 	if rep.Plots, err = writePlots(rep, opts.Out); err != nil {
 		return nil, err
 	}
-	return rep, benchutil.WriteJSON(filepath.Join(opts.Out, "report.json"), rep)
+	if err := benchutil.WriteJSON(filepath.Join(opts.Out, "report.json"), rep); err != nil {
+		return nil, err
+	}
+	printReport(opts.Progress, rep)
+	if bad := failures(rep); len(bad) > 0 {
+		return rep, fmt.Errorf("scenario %s: %w (%d): %s", sc.Name, ErrInvalid, len(bad), strings.Join(bad, "; "))
+	}
+	return rep, nil
+}
+
+// shifted is sc with its events after the warm-up moved by off.
+func shifted(sc Scenario, off time.Duration) Scenario {
+	sc.Events = slices.Clone(sc.Events)
+	for i := range sc.Events {
+		if sc.Events[i].At >= sc.Warmup && off > 0 {
+			sc.Events[i].At += off
+		}
+	}
+	return sc
 }
 
 // Repeat runs sc n times, repetition k into opts.Out/rep-k (its own report.json and plots) with the
 // order of its runs reversed in every other repetition (so that a drift of the machine over the
-// invocation favours neither). It returns the reports and their paths, for package analysis.
+// invocation favours neither). It returns the reports and their paths, for package analysis, and
+// when a repetition failed a validity check an error that wraps ErrInvalid.
 func Repeat(ctx context.Context, sc Scenario, opts Options, n int) ([]*Report, []string, error) {
 	if n < 2 {
 		return nil, nil, fmt.Errorf("repeat: %d repetitions; at least 2 make a spread", n)
 	}
 	var reps []*Report
 	var paths []string
+	var invalid []error
 	for k := 1; k <= n; k++ {
 		o := opts
 		o.Out, o.Dir, o.Reverse = filepath.Join(opts.Out, fmt.Sprintf("rep-%d", k)), filepath.Join(opts.Dir, fmt.Sprintf("rep-%d", k)), k%2 == 0
@@ -226,7 +285,9 @@ func Repeat(ctx context.Context, sc Scenario, opts Options, n int) ([]*Report, [
 			fmt.Fprintf(o.Progress, "repetition %d/%d of %s\n", k, n, sc.Name)
 		}
 		rep, err := Run(ctx, sc, o)
-		if err != nil {
+		if errors.Is(err, ErrInvalid) {
+			invalid = append(invalid, fmt.Errorf("repetition %d/%d: %w", k, n, err))
+		} else if err != nil {
 			return nil, nil, fmt.Errorf("repetition %d/%d: %w", k, n, err)
 		}
 		// The nodes' data of a finished repetition is not needed again: keep the disk from filling.
@@ -235,7 +296,7 @@ func Repeat(ctx context.Context, sc Scenario, opts Options, n int) ([]*Report, [
 		}
 		reps, paths = append(reps, rep), append(paths, filepath.Join(o.Out, "report.json"))
 	}
-	return reps, paths, nil
+	return reps, paths, errors.Join(invalid...)
 }
 
 // resolve applies opts to sc and fills in the defaults.
@@ -287,6 +348,10 @@ func resolve(sc Scenario, opts Options) (Scenario, error) {
 		sc.Events = slices.Clone(sc.Events)
 		for i := range sc.Events {
 			sc.Events[i].At = time.Duration(float64(sc.Events[i].At) * f)
+		}
+		sc.Offsets = slices.Clone(sc.Offsets)
+		for i := range sc.Offsets {
+			sc.Offsets[i] = time.Duration(float64(sc.Offsets[i]) * f)
 		}
 		sc.Warmup = time.Duration(float64(sc.Warmup) * f)
 		if sc.Surge != nil {
@@ -396,7 +461,7 @@ type env struct {
 	cl      *client.Client
 	dir     string
 	cfg     benchutil.NodeConfig
-	value   []byte // every value the workload writes: one fixed pattern of letters, which compresses well
+	value   []byte // every value written without RandomValues: one fixed pattern of letters, which compresses well
 	clients *benchutil.Clients
 	start   time.Time
 	killed  []int
@@ -427,9 +492,10 @@ func (r *run) run(ctx context.Context) (*RunReport, error) {
 	}
 	if len(r.opts.Hosts) == 0 {
 		r.progress("starting %d nodes", sc.Nodes)
-		spec := benchutil.NodeSpec{CacheBytes: r.settings.CacheBytes, MemTableBytes: memTableFor(r.settings.CacheBytes),
+		spec := benchutil.NodeSpec{CacheBytes: r.settings.CacheBytes, MemTableBytes: r.settings.Store.MemTableBytes,
 			Device: r.settings.Device,
 			Config: benchutil.NodeConfig{KV: kv.Config{QueueInterval: 500 * time.Millisecond}, HeartbeatInterval: 500 * time.Millisecond}}
+		spec.Config.Storage.LBaseMaxBytes, spec.Config.Storage.TargetFileBytes = r.settings.Store.LBaseMaxBytes, r.settings.Store.TargetFileBytes
 		for _, tweak := range []func(*benchutil.NodeConfig){sc.KV, r.v.KV} {
 			if tweak != nil {
 				tweak(&spec.Config)
@@ -442,6 +508,7 @@ func (r *run) run(ctx context.Context) (*RunReport, error) {
 		}
 		defer bc.Stop()
 		e.c.Cluster = bc
+		e.c.setUnthrottled(r.settings.Store.FastLoad)
 	}
 	cl, err := client.New(ctx, client.Config{Addrs: e.c.addrs(), RequestTimeout: 2 * time.Second, MaxAttempts: 20})
 	if err != nil {
@@ -455,10 +522,12 @@ func (r *run) run(ctx context.Context) (*RunReport, error) {
 	if err := r.prepare(ctx, e); err != nil {
 		return nil, err
 	}
+	levels := e.c.levelBytes()
 	rr, err := r.measure(ctx, e)
 	if err != nil {
 		return nil, err
 	}
+	rr.LevelBytes = levels
 	r.score(ctx, rr, e)
 	r.print(rr)
 	return rr, nil
@@ -481,18 +550,7 @@ func (r *run) load(ctx context.Context, e *env) error {
 			return fmt.Errorf("pin policy %s=%v: %w", name, on, err)
 		}
 	}
-	values := func(w int) func() []byte {
-		if !sc.RandomValues {
-			return func() []byte { return e.value }
-		}
-		rng := rand.NewChaCha8([32]byte{byte(w), 'l', 'o', 'a', 'd'})
-		return func() []byte {
-			v := make([]byte, sc.ValueBytes)
-			_, _ = rng.Read(v)
-			return v
-		}
-	}
-	_, err := benchutil.Load{Records: sc.Records, Batch: 64, Writers: sc.Threads, Key: key, Values: values,
+	_, err := benchutil.Load{Records: sc.Records, Batch: 64, Writers: sc.Threads, Key: key, Values: func(w int) func() []byte { return e.values(w, 'l') },
 		Progress: func(n int) {
 			r.progress("loading %s", benchutil.Bar(float64(n)/float64(sc.Records), fmt.Sprintf("%d/%d records", n, sc.Records)))
 		}}.Run(ctx, e.cl)
@@ -500,6 +558,20 @@ func (r *run) load(ctx context.Context, e *env) error {
 		return fmt.Errorf("load: %w", err)
 	}
 	return nil
+}
+
+// values returns worker w's source of values: e.value, or with RandomValues random ones, a stream
+// per worker and purpose.
+func (e *env) values(w int, purpose byte) func() []byte {
+	if !e.sc.RandomValues {
+		return func() []byte { return e.value }
+	}
+	rng := rand.NewChaCha8([32]byte{byte(w), byte(w >> 8), purpose})
+	return func() []byte {
+		v := make([]byte, e.sc.ValueBytes)
+		_, _ = rng.Read(v)
+		return v
+	}
 }
 
 // prepare pre-splits, waits for the engines to settle and sets the policy.
@@ -520,6 +592,7 @@ func (r *run) prepare(ctx context.Context, e *env) error {
 	if err := e.c.settle(ctx, e.cl, 2*time.Minute); err != nil {
 		return err
 	}
+	e.c.setUnthrottled(false)
 	if sc.Policy != "" {
 		if err := e.cl.SetPolicy(ctx, sc.Policy, !r.v.PolicyOff); err != nil {
 			return fmt.Errorf("set policy %s: %w", sc.Policy, err)
@@ -539,6 +612,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 	e.clients = benchutil.StartClients(ctx, sc.Threads, func(w int) func(context.Context) error {
 		rng := rand.New(rand.NewPCG(uint64(w)+1, seed))
 		zipf := rand.NewZipf(rng, 1.1, 1, uint64(max(sc.Records-1, 1)))
+		value := e.values(w, 'w')
 		return func(ctx context.Context) error {
 			// Zipfian ranks scattered over the key space, so that hot keys are not adjacent.
 			k := key(int((zipf.Uint64() * 2654435761) % uint64(sc.Records)))
@@ -546,7 +620,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 				_, _, err := e.cl.Get(ctx, k)
 				return err
 			}
-			return e.cl.Put(ctx, k, e.value)
+			return e.cl.Put(ctx, k, value())
 		}
 	})
 	wctx, cancel := context.WithCancel(ctx)
@@ -568,6 +642,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 			if err != nil {
 				m.Error = err.Error()
 			}
+			m.Unfinished = err != nil && wctx.Err() != nil
 			evMu.Lock()
 			rr.Events = append(rr.Events, m)
 			evMu.Unlock()
@@ -633,6 +708,22 @@ func (r *run) score(ctx context.Context, rr *RunReport, e *env) {
 	case ScoreReadHints:
 		rr.ReadHints = analyzeReadHints(*rr, warmup, r.sc.Toggle)
 	}
+	end, task := r.sc.Duration, false
+	for _, ev := range r.sc.Events {
+		if ev.At > r.sc.Warmup {
+			end = min(end, ev.At)
+		}
+		task = task || actions[ev.Do].task
+	}
+	v := &Validity{Steady: steadyOf(rr.Series, warmup, end.Seconds())}
+	v.Checks = steadyChecks(v.Steady)
+	if task && rr.Task == nil {
+		rr.Task = taskWindow(rr, e.perSec, warmup)
+	}
+	if task {
+		v.Checks = append(v.Checks, taskChecks(rr, warmup, r.sc.Score == ScoreTask)...)
+	}
+	rr.Validity = v
 }
 
 // print writes the run's summary and scores to the progress output.
@@ -651,9 +742,13 @@ func (r *run) print(rr *RunReport) {
 		fmt.Fprintf(w, "%s: event at %.1fs: %s %s\n", r.label, e.T, e.What, e.Error)
 	}
 	if t := rr.Task; t != nil {
-		fmt.Fprintf(w, "%s: task %.1fs-%.1fs: throughput %.0f vs %.0f ops/s steady (%.1f%%), p99 %.2f vs %.2f ms (%.2fx)\n",
-			r.label, t.StartS, t.EndS, t.TaskThroughput, t.SteadyThroughput, 100*t.ThroughputRatio, t.TaskP99Ms, t.SteadyP99Ms, t.P99Ratio)
+		fmt.Fprintf(w, "%s: task %.1fs-%.1fs: throughput %.0f vs %.0f ops/s steady (%.1f%%), p99 %.2f vs %.2f ms (%.2fx) %s\n",
+			r.label, t.StartS, t.EndS, t.TaskThroughput, t.SteadyThroughput, 100*t.ThroughputRatio, t.TaskP99Ms, t.SteadyP99Ms, t.P99Ratio, t.Missing)
 	}
+	if len(rr.LevelBytes) > 0 {
+		fmt.Fprintf(w, "%s: store of n1 after the load, MiB per level L0..: %s\n", r.label, mib(rr.LevelBytes))
+	}
+	printChecks(w, r.label, rr.Validity.checks())
 	if j := rr.Join; j != nil {
 		fmt.Fprintf(w, "%s: join %.1fs, first range served after %.1fs, full leader share after %.0fs, worst %ds bin %+.1f%% of %.0f ops/s "+
 			"(noise %+.1f%%), %d windows over p99 %.1fms, excess %.0fms, after/before %.2f\n", r.label, j.JoinS, j.FirstServedS,
@@ -681,23 +776,33 @@ type TaskWindow struct {
 	SteadyP99Ms      float64 `json:"steady_p99_ms"`
 	TaskP99Ms        float64 `json:"task_p99_ms"`
 	P99Ratio         float64 `json:"p99_ratio"`
+	// Missing says why the window is not recorded, or (with figures) not whole: the task failed,
+	// never fired, or was still running when the run ended (then the window runs to the end).
+	Missing string `json:"missing,omitempty"`
 }
 
-// taskWindow measures the first successful task event against the steady state before it: mean
-// throughput and the p99 of all latencies in each (a second counts when its midpoint lies in the
-// window; the task's window is at least a second).
+// taskWindow measures the first task event against the steady state before it: mean throughput and
+// the p99 of all latencies in each (a second counts when its midpoint lies in the window; the
+// task's window is at least a second).
 func taskWindow(rr *RunReport, perSec []*hdrhistogram.Histogram, warmup float64) *TaskWindow {
-	i := slices.IndexFunc(rr.Events, func(e EventMark) bool { return e.Task && e.Error == "" })
+	i := slices.IndexFunc(rr.Events, func(e EventMark) bool { return e.Task })
 	if i < 0 {
-		return nil
+		return &TaskWindow{Missing: "no task event fired within the run"}
 	}
 	ev := rr.Events[i]
 	w := &TaskWindow{StartS: ev.T, EndS: ev.EndT, DurationS: ev.EndT - ev.T}
+	switch {
+	case ev.Unfinished:
+		w.Missing = fmt.Sprintf("the task was still running when the run ended (%.1fs to %.1fs): a longer run is needed", ev.T, ev.EndT)
+	case ev.Error != "":
+		return &TaskWindow{StartS: ev.T, EndS: ev.EndT, Missing: "the task failed: " + ev.Error}
+	}
 	var n1, n2 int
 	w.SteadyThroughput, w.SteadyP99Ms, n1 = window(rr.Series, perSec, warmup, ev.T)
 	w.TaskThroughput, w.TaskP99Ms, n2 = window(rr.Series, perSec, ev.T, max(ev.EndT, ev.T+1))
 	if n1 == 0 || n2 == 0 || w.SteadyThroughput == 0 || w.SteadyP99Ms == 0 {
-		return nil
+		w.Missing = fmt.Sprintf("no served second before (%d) or during (%d) the task to compare", n1, n2)
+		return w
 	}
 	w.ThroughputRatio, w.P99Ratio = w.TaskThroughput/w.SteadyThroughput, w.TaskP99Ms/w.SteadyP99Ms
 	return w

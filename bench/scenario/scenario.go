@@ -48,8 +48,12 @@ type Scenario struct {
 	Variants []Variant
 
 	// Events fire at offsets of the measured workload; Toggle adds the switches of an ABBA schedule.
-	Events []Event
-	Toggle *Toggle
+	// With Offsets, every run (variant, or policy on and off) is run once per offset, the events
+	// after the warm-up moved by it and the order of the runs alternating: a comparison then rests
+	// on the events at several phases of whatever the background does, not on one lucky window.
+	Events  []Event
+	Offsets []time.Duration
+	Toggle  *Toggle
 	// Surge adds client threads at its event (LoadSurge) and a controller that adds a node when
 	// the latency its clients see stays over a target (StartController).
 	Surge *Surge
@@ -144,6 +148,9 @@ func (s Scenario) Schedule() string {
 	var parts []string
 	for _, e := range s.Events {
 		parts = append(parts, fmt.Sprintf("%v %s", e.At, e.Do))
+	}
+	if len(s.Offsets) > 1 {
+		parts = append(parts, fmt.Sprintf("moved by each of %v", s.Offsets))
 	}
 	if t := s.Toggle; t != nil {
 		parts = append(parts, fmt.Sprintf("from %v %d ABBA pairs of %v windows", s.Warmup, t.Pairs, t.Window))
