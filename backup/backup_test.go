@@ -101,3 +101,77 @@ func TestCorruptionDetected(t *testing.T) {
 		})
 	}
 }
+
+func TestDeltaAndIndexRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	w, err := CreateDelta(dir, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := [][2]string{{"a", "1"}, {"b", ""}, {"c", "\x00del"}, {"d", "4"}}
+	for _, op := range ops {
+		if op[1] == "\x00del" {
+			err = w.Delete([]byte(op[0]))
+		} else {
+			err = w.Add([]byte(op[0]), []byte(op[1]))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := RangeEntry{RangeID: 4}
+	if err := w.Close(&e); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Delta || e.Keys != 3 || e.Deletes != 1 {
+		t.Fatalf("entry %+v", e)
+	}
+	var got [][2]string
+	if err := ReadRecords(dir, e, func(k, v []byte, deleted bool) error {
+		if deleted {
+			v = []byte("\x00del")
+		}
+		got = append(got, [2]string{string(k), string(v)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ops) {
+		t.Fatalf("read %q, want %q", got, ops)
+	}
+	if err := ReadRange(dir, e, nil); err == nil {
+		t.Fatal("a delta read as a full range")
+	}
+
+	iw, err := CreateIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"user001", "user002", "user0021", "user1", "v"}
+	for i, k := range keys {
+		if err := iw.Add([]byte(k), uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := iw.Add([]byte("a"), 0); err == nil {
+		t.Fatal("an index key out of order was accepted")
+	}
+	info, err := iw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []string
+	if err := ReadIndex(dir, *info, func(k []byte, h uint64) error {
+		idx = append(idx, fmt.Sprintf("%s=%d", k, h))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(idx) != "[user001=0 user002=1 user0021=2 user1=3 v=4]" {
+		t.Fatalf("index read %v", idx)
+	}
+	info.CRC32C++
+	if err := ReadIndex(dir, *info, nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a damaged index was read: %v", err)
+	}
+}
