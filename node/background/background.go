@@ -26,6 +26,7 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bgtask"
+	"github.com/shoaldb/shoal/node/backups"
 	"github.com/shoaldb/shoal/node/directory"
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
@@ -148,7 +149,7 @@ func (s *Service) Start(nodeID uint64, clusterID string) {
 			return fmt.Errorf("backup interval set without a backup directory")
 		}
 		dir := filepath.Join(bc.BackupDir, fmt.Sprintf("backup-%d", time.Now().Unix()))
-		_, _, err := s.runBackup(ctx, dir, bc.BackupRateBytesPerSec)
+		_, _, err := s.runBackup(ctx, dir, nil, bc.BackupRateBytesPerSec)
 		return err
 	})
 }
@@ -342,12 +343,12 @@ func (s *Service) runCompaction(ctx context.Context) (string, error) {
 	return out.String(), nil
 }
 
-func (s *Service) runBackup(ctx context.Context, dir string, rate int64) (string, string, error) {
+func (s *Service) runBackup(ctx context.Context, dir string, parent *backups.Parent, rate int64) (string, string, error) {
 	h, out, err := s.acquireHeavy(ctx, bgtask.KindBackup, dir, time.Time{})
 	if err != nil {
 		return "", "", err
 	}
 	defer h.End()
-	m, err := s.writeBackup(ctx, dir, rate, h)
+	m, err := s.writeBackup(ctx, dir, parent, rate, h)
 	return out.String(), m, err
 }

@@ -2,19 +2,16 @@ package background
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/backup"
 	"github.com/shoaldb/shoal/bgtask"
+	"github.com/shoaldb/shoal/node/backups"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
@@ -66,9 +63,10 @@ func (s *Service) catchUp(ctx context.Context) map[uint64]bool {
 }
 
 // writeBackup writes a backup of every user range with a replica on this node into dir: a checkpoint
-// of the engine (one consistent point in time), read range by range into backup files, then the
-// manifest. Reading every key is what makes a backup heavy; rate (bytes/s, 0: unlimited) paces it.
-func (s *Service) writeBackup(ctx context.Context, dir string, rate int64, h *bgtask.Handle) (string, error) {
+// of the engine (one consistent point in time), read range by range into backup files (in full, or
+// only the changes since parent when it is set: node/backups), then the manifest. Reading every key is
+// what makes a backup heavy; rate (bytes/s, 0: unlimited) paces it.
+func (s *Service) writeBackup(ctx context.Context, dir string, parent *backups.Parent, rate int64, h *bgtask.Handle) (string, error) {
 	start := time.Now()
 	lagging := s.catchUp(ctx)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -89,78 +87,34 @@ func (s *Service) writeBackup(ctx context.Context, dir string, rate int64, h *bg
 	}
 	defer ck.Close(true)
 
-	m := &backup.Manifest{ClusterID: *s.clusterID.Load(), NodeID: s.nodeID.Load(), CreatedAt: start.UTC()}
 	ids := []uint64{}
 	for _, r := range s.deps.Store().Replicas() {
 		if r.RangeID() != replica.MetaRangeID {
 			ids = append(ids, r.RangeID())
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	pace := newPacer(rate)
-	var total uint64
-	for _, id := range ids {
-		dd, ok, err := ck.Get(storage.RangeDescKey(id))
-		if err != nil {
-			return "", fmt.Errorf("backup: range %d descriptor: %w", id, err)
-		}
-		if !ok {
-			continue // created after the checkpoint
-		}
-		desc := &pb.RangeDescriptor{}
-		if err := proto.Unmarshal(dd, desc); err != nil {
-			return "", fmt.Errorf("backup: range %d descriptor is corrupt: %w", id, err)
-		}
-		if desc.MergingInto != 0 {
-			// Frozen for a merge: its data is either still its own or about to belong to its left
-			// neighbour; back it up as it stands (its span is still its own in this checkpoint).
-			s.log.Info("backup: range frozen for a merge, backed up as it stands", "range", id)
-		}
-		e := backup.RangeEntry{RangeID: id, StartKey: desc.StartKey, EndKey: desc.EndKey, Generation: desc.Generation,
-			CaughtUp: !lagging[id]}
-		if v, ok, err := ck.Get(storage.AppliedStateKey(id)); err == nil && ok && len(v) == 8 {
-			e.AppliedIndex = binary.BigEndian.Uint64(v)
-		}
-		w, err := backup.Create(dir, id)
-		if err != nil {
-			return "", err
-		}
-		lo, hi := storage.DataSpan(false, desc.StartKey, desc.EndKey)
-		it, err := ck.NewIter(lo, hi)
-		if err != nil {
-			return "", fmt.Errorf("backup: range %d: %w", id, err)
-		}
-		for ok := it.First(); ok; ok = it.Next() {
-			if err := w.Add(storage.StripDataPrefix(it.Key()), it.Value()); err != nil {
-				it.Close()
-				return "", err
+	m, err := backups.Write(ctx, ck, backups.Request{Dir: dir, Parent: parent, Ranges: ids, Lagging: lagging,
+		Pace: func(read uint64) error {
+			h.SetBytes(read)
+			if err := pace.wait(ctx, read); err != nil {
+				return fmt.Errorf("backup: %w", err)
 			}
-			if err := pace.wait(ctx, total+w.Bytes()); err != nil {
-				it.Close()
-				return "", fmt.Errorf("backup: %w", err)
-			}
-			h.SetBytes(total + w.Bytes())
-		}
-		err = it.Error()
-		it.Close()
-		if err != nil {
-			return "", fmt.Errorf("backup: range %d: read: %w", id, err)
-		}
-		if err := w.Close(&e); err != nil {
-			return "", err
-		}
-		total += e.Bytes
-		m.TotalKeys += e.Keys
-		m.Ranges = append(m.Ranges, e)
+			return nil
+		},
+		OnRange: func(id uint64, what string) { s.log.Info("backup: range "+what, "range", id) },
+	})
+	if err != nil {
+		return "", err
 	}
-	m.TotalBytes = total
+	m.ClusterID, m.NodeID, m.CreatedAt = *s.clusterID.Load(), s.nodeID.Load(), start.UTC()
 	m.DurationMS = time.Since(start).Milliseconds()
 	if err := backup.WriteManifest(dir, m); err != nil {
 		return "", err
 	}
 	data, _ := json.Marshal(m)
-	s.log.Info("backup complete", "dir", dir, "ranges", len(m.Ranges), "keys", m.TotalKeys, "bytes", total,
-		"duration", time.Since(start).Round(time.Millisecond))
+	s.log.Info("backup complete", "dir", dir, "incremental", parent != nil, "ranges", len(m.Ranges), "keys", m.TotalKeys,
+		"deletes", m.TotalDeletes, "bytes", m.TotalBytes, "duration", time.Since(start).Round(time.Millisecond))
 	return string(data), nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/bgtask"
+	"github.com/shoaldb/shoal/node/backups"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -58,8 +59,20 @@ func (s *Service) Backup(ctx context.Context, req *pb.BackupRequest) (*pb.Backup
 	if err := checkEmptyDir(req.Dir); err != nil {
 		return &pb.BackupResponse{Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Message: err.Error()}}, nil
 	}
+	var parent *backups.Parent
+	if req.IncrementalFrom != "" {
+		// Checked before anything is written: a damaged or missing parent is refused.
+		if !filepath.IsAbs(req.IncrementalFrom) {
+			return &pb.BackupResponse{Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT,
+				Message: fmt.Sprintf("parent backup %q must be an absolute path on the node's host", req.IncrementalFrom)}}, nil
+		}
+		var err error
+		if parent, err = backups.OpenParent(req.IncrementalFrom); err != nil {
+			return &pb.BackupResponse{Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Message: err.Error()}}, nil
+		}
+	}
 	start := time.Now()
-	out, m, err := s.runBackup(ctx, req.Dir, req.RateBytesPerSec)
+	out, m, err := s.runBackup(ctx, req.Dir, parent, req.RateBytesPerSec)
 	resp := &pb.BackupResponse{Outcome: out, DurationMs: time.Since(start).Milliseconds(), NodeId: s.nodeID.Load(), ManifestJson: m}
 	if err != nil {
 		resp.Error = &pb.Error{Code: pb.ErrorCode_INTERNAL, Message: err.Error()}

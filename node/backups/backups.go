@@ -1,0 +1,361 @@
+// Package backups writes one node's backup from a checkpoint of its engine: every user range the node
+// holds, either in full or — against a parent backup — only the keys put and deleted since the parent,
+// found by diffing the checkpoint against the parent's key index (every key with a hash of its value).
+//
+// Why a diff and not a Pebble sequence number or a raft index: Pebble zeroes the sequence numbers of
+// keys compacted into its bottom level, so "written after sequence S" cannot be read back from the
+// engine, and sequence numbers mean nothing on another node (the parent may come from a different
+// replica after leaderships moved); raft logs are truncated, so the entries since a parent's applied
+// index are usually gone. The raft applied index still serves as a shortcut: a range whose id,
+// generation, span and applied index equal the parent's has not changed, and is not read at all.
+//
+// It owns the per-range choice (full, diff, unchanged) and the diff; package backup owns the format,
+// node/background the task around it (catch-up, checkpoint, shedding, pacing). It never writes to the
+// engine and never reads the parent's data files.
+package backups
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/backup"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
+)
+
+// Source is the checkpoint a backup reads.
+type Source interface {
+	Get(key []byte) ([]byte, bool, error)
+	NewIter(lower, upper []byte) (*storage.Iterator, error)
+}
+
+// Parent is a backup an incremental can be taken against, checked by OpenParent.
+type Parent struct {
+	Dir      string
+	Manifest *backup.Manifest
+	crc      uint32
+}
+
+// OpenParent checks that dir holds a backup an incremental can be taken against: a readable manifest
+// and a key index that matches its checksum. It does not read the parent's data files (`shoal backup
+// verify` does, for the whole chain).
+func OpenParent(dir string) (*Parent, error) {
+	m, err := backup.ReadManifest(dir)
+	if err != nil {
+		return nil, fmt.Errorf("parent backup: %w", err)
+	}
+	if m.Index == nil {
+		return nil, fmt.Errorf("parent backup %s has no key index (written by an older version): take a full backup first", dir)
+	}
+	if err := backup.ReadIndex(dir, *m.Index, nil); err != nil {
+		return nil, fmt.Errorf("parent backup %s: %w", dir, err)
+	}
+	crc, err := backup.ManifestCRC(dir)
+	if err != nil {
+		return nil, fmt.Errorf("parent backup: %w", err)
+	}
+	return &Parent{Dir: dir, Manifest: m, crc: crc}, nil
+}
+
+// Request is one backup to write.
+type Request struct {
+	Dir    string  // exists and is empty
+	Parent *Parent // nil: a full backup
+	Ranges []uint64
+	// Lagging names the ranges whose replica could not confirm it had caught up with its leader.
+	Lagging map[uint64]bool
+	// Pace is called after every key read with the bytes read so far (keys and values): the reads are
+	// what load the node, full or incremental. Its error stops the backup.
+	Pace func(read uint64) error
+	// OnRange, if set, is told of ranges backed up in a way worth a log line.
+	OnRange func(rangeID uint64, what string)
+}
+
+// rangeState is one range as the checkpoint holds it.
+type rangeState struct {
+	entry backup.RangeEntry
+	lo    []byte
+	hi    []byte
+}
+
+// Write writes the backup req describes from src into req.Dir: range files, the key index and the
+// manifest (last). It returns the manifest.
+func Write(ctx context.Context, src Source, req Request) (*backup.Manifest, error) {
+	ranges, err := readRanges(src, req)
+	if err != nil {
+		return nil, err
+	}
+	w := &writer{src: src, req: req}
+	if w.idx, err = backup.CreateIndex(req.Dir); err != nil {
+		return nil, err
+	}
+	m := &backup.Manifest{}
+	if p := req.Parent; p != nil {
+		m.Parent = &backup.Parent{ID: p.Manifest.ID, Dir: p.Dir, ManifestCRC32C: p.crc}
+		w.parentRanges = map[uint64]backup.RangeEntry{}
+		for _, e := range p.Manifest.Ranges {
+			w.parentRanges[e.RangeID] = e
+		}
+		w.cover = coverage(p.Manifest.Ranges)
+		r, err := backup.OpenIndex(p.Dir, *p.Manifest.Index)
+		if err != nil {
+			w.idx.Abort()
+			return nil, err
+		}
+		defer r.Close()
+		w.parent = &cursor{r: r}
+		w.parent.advance()
+	}
+	for _, rs := range ranges {
+		e, err := w.writeRange(ctx, rs)
+		if err != nil {
+			w.idx.Abort()
+			return nil, fmt.Errorf("backup: range %d: %w", rs.entry.RangeID, err)
+		}
+		m.Ranges = append(m.Ranges, e)
+		m.TotalKeys += e.Keys
+		m.TotalDeletes += e.Deletes
+		m.TotalBytes += e.Bytes
+	}
+	if w.parent != nil && w.parent.err != nil {
+		w.idx.Abort()
+		return nil, fmt.Errorf("backup: parent index: %w", w.parent.err)
+	}
+	if m.Index, err = w.idx.Close(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// readRanges reads the descriptors and applied indexes of req's ranges from the checkpoint, in key
+// order (the order of the key index).
+func readRanges(src Source, req Request) ([]rangeState, error) {
+	var out []rangeState
+	for _, id := range req.Ranges {
+		dd, ok, err := src.Get(storage.RangeDescKey(id))
+		if err != nil {
+			return nil, fmt.Errorf("backup: range %d descriptor: %w", id, err)
+		}
+		if !ok {
+			continue // created after the checkpoint
+		}
+		desc := &pb.RangeDescriptor{}
+		if err := proto.Unmarshal(dd, desc); err != nil {
+			return nil, fmt.Errorf("backup: range %d descriptor is corrupt: %w", id, err)
+		}
+		if desc.MergingInto != 0 && req.OnRange != nil {
+			// Frozen for a merge: its span is still its own in this checkpoint; back it up as it stands.
+			req.OnRange(id, "frozen for a merge, backed up as it stands")
+		}
+		e := backup.RangeEntry{RangeID: id, StartKey: desc.StartKey, EndKey: desc.EndKey, Generation: desc.Generation,
+			CaughtUp: !req.Lagging[id]}
+		if v, ok, err := src.Get(storage.AppliedStateKey(id)); err == nil && ok && len(v) == 8 {
+			e.AppliedIndex = binary.BigEndian.Uint64(v)
+		}
+		lo, hi := storage.DataSpan(false, desc.StartKey, desc.EndKey)
+		out = append(out, rangeState{entry: e, lo: lo, hi: hi})
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].entry.StartKey, out[j].entry.StartKey) < 0 })
+	return out, nil
+}
+
+// writer carries one backup's state across its ranges.
+type writer struct {
+	src          Source
+	req          Request
+	idx          *backup.IndexWriter
+	read         uint64 // bytes of keys and values read from the checkpoint
+	parent       *cursor
+	parentRanges map[uint64]backup.RangeEntry
+	cover        []span
+}
+
+// writeRange writes one range: unchanged since the parent (index copied, nothing read), a diff
+// against the parent's index, or in full.
+func (w *writer) writeRange(ctx context.Context, rs rangeState) (backup.RangeEntry, error) {
+	e := rs.entry
+	delta := w.parent != nil && covered(w.cover, e.StartKey, e.EndKey)
+	if w.parent != nil && !delta && w.req.OnRange != nil {
+		w.req.OnRange(e.RangeID, "not held at the parent backup: written in full")
+	}
+	create := backup.Create
+	if delta {
+		create = backup.CreateDelta
+	}
+	f, err := create(w.req.Dir, e.RangeID)
+	if err != nil {
+		return e, err
+	}
+	if delta && unchanged(w.parentRanges[e.RangeID], e) {
+		err = w.copyIndex(e)
+	} else {
+		err = w.scan(ctx, rs, f, delta)
+	}
+	if err != nil {
+		f.Abort()
+		return e, err
+	}
+	if err := f.Close(&e); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// unchanged says whether the parent's entry p shows the same replica state as e: same range, same
+// descriptor generation and span, same applied raft index — so the same data.
+func unchanged(p, e backup.RangeEntry) bool {
+	return p.RangeID == e.RangeID && p.Generation == e.Generation && p.AppliedIndex == e.AppliedIndex && e.AppliedIndex > 0 &&
+		bytes.Equal(p.StartKey, e.StartKey) && bytes.Equal(p.EndKey, e.EndKey)
+}
+
+// copyIndex copies the parent's index records of e's span into the new index.
+func (w *writer) copyIndex(e backup.RangeEntry) error {
+	if err := w.parent.skipBefore(e.StartKey, nil); err != nil {
+		return err
+	}
+	for w.parent.ok && e.Contains(w.parent.r.Key()) {
+		if err := w.idx.Add(w.parent.r.Key(), w.parent.r.Hash()); err != nil {
+			return err
+		}
+		w.parent.advance()
+	}
+	return w.parent.err
+}
+
+// scan reads the range from the checkpoint into f and the index; for a delta, only keys whose value
+// hash differs from the parent's, and deletions of the parent's keys the checkpoint no longer has.
+func (w *writer) scan(ctx context.Context, rs rangeState, f *backup.Writer, delta bool) error {
+	e := rs.entry
+	if delta {
+		if err := w.parent.skipBefore(e.StartKey, nil); err != nil {
+			return err
+		}
+	}
+	it, err := w.src.NewIter(rs.lo, rs.hi)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		key, value := storage.StripDataPrefix(it.Key()), it.Value()
+		w.read += uint64(len(key) + len(value))
+		h := backup.ValueHash(value)
+		if err := w.idx.Add(key, h); err != nil {
+			return err
+		}
+		write := true
+		if delta {
+			if err := w.parent.skipBefore(key, f.Delete); err != nil {
+				return err
+			}
+			if w.parent.ok && bytes.Equal(w.parent.r.Key(), key) {
+				write = w.parent.r.Hash() != h
+				w.parent.advance()
+			}
+		}
+		if write {
+			if err := f.Add(key, value); err != nil {
+				return err
+			}
+		}
+		if w.req.Pace != nil {
+			if err := w.req.Pace(w.read); err != nil {
+				return err
+			}
+		} else if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if delta {
+		// The parent's keys left in the span were deleted since.
+		for w.parent.ok && e.Contains(w.parent.r.Key()) {
+			if err := f.Delete(w.parent.r.Key()); err != nil {
+				return err
+			}
+			w.parent.advance()
+		}
+	}
+	return w.parent.errIfAny()
+}
+
+// cursor walks the parent's key index forward.
+type cursor struct {
+	r   *backup.IndexReader
+	ok  bool
+	err error
+}
+
+func (c *cursor) advance() {
+	if c.err == nil {
+		c.ok, c.err = c.r.Next()
+		if c.err != nil {
+			c.ok = false
+		}
+	}
+}
+
+func (c *cursor) errIfAny() error {
+	if c == nil {
+		return nil
+	}
+	return c.err
+}
+
+// skipBefore moves past the parent's keys below key, passing each to fn (nil: dropped silently).
+func (c *cursor) skipBefore(key []byte, fn func([]byte) error) error {
+	for c.ok && bytes.Compare(c.r.Key(), key) < 0 {
+		if fn != nil {
+			if err := fn(c.r.Key()); err != nil {
+				return err
+			}
+		}
+		c.advance()
+	}
+	return c.err
+}
+
+// span is a contiguous stretch of keys the parent held (end nil: to the end of the key space).
+type span struct{ start, end []byte }
+
+// coverage merges the parent's ranges into contiguous spans.
+func coverage(entries []backup.RangeEntry) []span {
+	es := append([]backup.RangeEntry(nil), entries...)
+	sort.Slice(es, func(i, j int) bool { return bytes.Compare(es[i].StartKey, es[j].StartKey) < 0 })
+	var out []span
+	for _, e := range es {
+		if n := len(out); n > 0 && out[n-1].end != nil && bytes.Equal(out[n-1].end, e.StartKey) {
+			out[n-1].end = e.EndKey
+			if len(e.EndKey) == 0 {
+				out[n-1].end = nil
+			}
+			continue
+		}
+		s := span{start: e.StartKey, end: e.EndKey}
+		if len(e.EndKey) == 0 {
+			s.end = nil
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// covered says whether [start, end) lies inside one of the spans.
+func covered(spans []span, start, end []byte) bool {
+	for _, s := range spans {
+		if bytes.Compare(start, s.start) < 0 {
+			continue
+		}
+		if s.end == nil || (len(end) > 0 && bytes.Compare(end, s.end) <= 0) {
+			return true
+		}
+	}
+	return false
+}
