@@ -1,0 +1,601 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/sim/des"
+	"github.com/shoaldb/shoal/sim/workload"
+)
+
+// metaRangeID is the system range's ID, as on a real cluster.
+const metaRangeID = 1
+
+// simNode is one simulated node.
+type simNode struct {
+	id       uint64
+	addr     string
+	up       bool // the process runs and heartbeats
+	lastHB   time.Time
+	draining bool
+	decomm   bool // decommissioning
+	gone     bool // decommissioned
+	join     *model.Join
+	tasks    []model.Task
+	taskDone map[string]time.Time
+	ledAtReq []uint64
+	reps     map[uint64]*simRange // ranges with a replica here
+	// sendFree and recvFree are when the node's snapshot links are next idle (FIFO streams at the
+	// configured rates, the transport's shared rate limiters).
+	sendFree, recvFree time.Time
+	// Load of the last heartbeat: offered and served read-equivalents per second, and the served
+	// requests per second per unit of a range's share that its led ranges last reported at.
+	offered, served float64
+	perShare        float64
+}
+
+// simRange is one simulated range: records [lo, hi) of the workload's key space.
+type simRange struct {
+	id       uint64
+	lo, hi   int64
+	start    []byte // the range's keys, [start, end): a split's key need not be a record's
+	end      []byte
+	system   bool
+	reps     []model.Replica
+	leader   uint64 // 0 while leaderless
+	bytes    uint64
+	gen      uint64
+	share    float64 // its share of the workload's requests
+	read     float64 // reported (served) reads per second
+	write    float64
+	sample   *model.KeySample
+	electing bool
+	view     *model.Range // the model's copy, shared by snapshots until the range changes
+}
+
+func (r *simRange) changed() { r.view = nil }
+
+func (r *simRange) hasReplica(n uint64) bool {
+	for _, rep := range r.reps {
+		if rep.Node == n {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *simRange) isVoter(n uint64) bool {
+	for _, rep := range r.reps {
+		if rep.Node == n && !rep.Learner {
+			return true
+		}
+	}
+	return false
+}
+
+// Cluster is the simulated cluster: nodes, ranges and their load on a virtual clock. It implements
+// model.Source and the executor's Actuator (with autopilot.Decommissioner and JoinRecorder): every
+// step it is asked for is checked at once and lands later, after the simulated delay of its
+// mechanism, as the next snapshots show. It is driven from one goroutine (the run's event loop).
+type Cluster struct {
+	p       Params
+	loop    *des.Loop
+	rnd     *rand.Rand
+	start   time.Time
+	nodes   []*simNode // by ID
+	ranges  map[uint64]*simRange
+	order   []*simRange // user ranges by key
+	meta    *simRange
+	nextRID uint64
+
+	records    int64
+	valueBytes uint64
+	dist       workload.Dist
+	rate       workload.Rate
+	readFrac   float64
+	sampleMin  float64 // ranges serving at least this much get key samples
+	onLand     func()  // called when a step lands (the run schedules a reconciliation)
+	snapshots  int
+	inflight   int // snapshots streaming
+
+	// topo counts changes of leaders and replicas; unitWork and unitReqs (load per unit of offered
+	// rate, by node) were computed at unitTopo.
+	topo, unitTopo     uint64
+	unitWork, unitReqs []float64
+	touched            map[uint64]*simRange // ranges whose leader changed since the last heartbeat
+	hot                map[uint64]*simRange // ranges serving at least sampleMin
+}
+
+// clusterSpec is what a cluster starts with.
+type clusterSpec struct {
+	nodes, ranges, rf int
+	records           int64
+	valueBytes        uint64
+	dist              workload.Dist
+	rate              workload.Rate
+	readFrac          float64
+	gatherLeaders     bool // every user range led by the first node
+}
+
+func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluster {
+	c := &Cluster{p: p, loop: loop, rnd: rand.New(rand.NewPCG(seed, seed^0x5151)), start: loop.Now(),
+		ranges: map[uint64]*simRange{}, touched: map[uint64]*simRange{}, hot: map[uint64]*simRange{}, records: spec.records, valueBytes: spec.valueBytes,
+		dist: spec.dist, rate: spec.rate, readFrac: spec.readFrac}
+	for i := 0; i < spec.nodes; i++ {
+		c.addNode()
+	}
+	rf := min(spec.rf, spec.nodes)
+	c.meta = &simRange{id: metaRangeID, system: true, leader: 1, bytes: 1 << 20}
+	for k := 0; k < rf; k++ {
+		c.meta.reps = append(c.meta.reps, model.Replica{Node: uint64(k + 1)})
+	}
+	c.ranges[metaRangeID] = c.meta
+	c.nextRID = metaRangeID
+	for i := 0; i < spec.ranges; i++ {
+		c.nextRID++
+		r := &simRange{id: c.nextRID, lo: int64(i) * spec.records / int64(spec.ranges),
+			hi: int64(i+1) * spec.records / int64(spec.ranges)}
+		if r.lo > 0 {
+			r.start = workload.Key(r.lo)
+		}
+		if r.hi < spec.records {
+			r.end = workload.Key(r.hi)
+		}
+		for k := 0; k < rf; k++ {
+			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%spec.nodes + 1)})
+		}
+		r.leader = r.reps[0].Node
+		if spec.gatherLeaders {
+			r.leader = 1
+			if !r.hasReplica(1) {
+				r.reps[0].Node, r.leader = 1, 1
+			}
+		}
+		c.initRange(r)
+		c.order = append(c.order, r)
+		c.ranges[r.id] = r
+	}
+	for _, r := range c.ranges {
+		for _, rep := range r.reps {
+			c.node(rep.Node).reps[r.id] = r
+		}
+	}
+	return c
+}
+
+func (c *Cluster) initRange(r *simRange) {
+	r.bytes = uint64(r.hi-r.lo) * c.valueBytes
+	r.share = c.dist.Share(r.lo, r.hi)
+	r.changed()
+}
+
+func (c *Cluster) addNode() *simNode {
+	id := uint64(len(c.nodes) + 1)
+	n := &simNode{id: id, addr: fmt.Sprintf("sim-n%d", id), up: true, lastHB: c.loop.Now(), reps: map[uint64]*simRange{}, taskDone: map[string]time.Time{}}
+	c.nodes = append(c.nodes, n)
+	c.topo++
+	return n
+}
+
+func (c *Cluster) now() time.Time { return c.loop.Now() }
+
+// node returns the node with id, or nil (IDs are 1..len(nodes): a slice, not a map, on the hot paths).
+func (c *Cluster) node(id uint64) *simNode {
+	if id == 0 || id > uint64(len(c.nodes)) {
+		return nil
+	}
+	return c.nodes[id-1]
+}
+
+// live is the node's liveness as a heartbeat-based liveness mechanism reports it.
+func (c *Cluster) live(n *simNode) bool {
+	return n != nil && n.up && !n.gone && c.now().Sub(n.lastHB) <= c.p.LiveWindow
+}
+
+// Snapshot implements model.Source. Ranges that did not change since the last snapshot are the same
+// *model.Range values (a Cluster is immutable, so sharing them is safe); nodes are built afresh,
+// since NewCluster derives their totals.
+func (c *Cluster) Snapshot() *model.Cluster {
+	c.snapshots++
+	now := c.now()
+	disk := make([]uint64, len(c.nodes)+1)
+	ranges := make([]*model.Range, 0, len(c.order)+1)
+	c.each(func(r *simRange) {
+		for _, rep := range r.reps {
+			disk[rep.Node] += r.bytes
+		}
+		ranges = append(ranges, c.viewOf(r))
+	})
+	nodes := make([]*model.Node, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		mn := &model.Node{ID: n.id, Addr: n.addr, Live: c.live(n), LastHeartbeat: n.lastHB,
+			Draining: n.draining, Decommissioning: n.decomm, Decommissioned: n.gone,
+			CPUPercent: 100 * c.p.Cores * min(1, n.served/c.p.mu()), DiskCapacity: c.p.DiskBytes,
+			Tasks: n.tasks, LedBefore: n.ledAtReq, Join: n.join}
+		if len(n.taskDone) > 0 {
+			mn.LastCompleted = make(map[string]time.Time, len(n.taskDone))
+			for k, v := range n.taskDone {
+				mn.LastCompleted[k] = v
+			}
+		}
+		mn.DiskUsed = disk[n.id]
+		nodes = append(nodes, mn)
+	}
+	return model.NewCluster(now, nodes, ranges)
+}
+
+func (c *Cluster) viewOf(r *simRange) *model.Range {
+	if r.view == nil {
+		r.view = &model.Range{ID: r.id, StartKey: r.start, EndKey: r.end, Generation: r.gen, System: r.system,
+			Replicas: append([]model.Replica(nil), r.reps...), Leader: r.leader, ReadQPS: r.read, WriteQPS: r.write,
+			Bytes: r.bytes, Sample: r.sample}
+	}
+	return r.view
+}
+
+// land runs fn after d, then tells the run that the cluster changed.
+func (c *Cluster) land(d time.Duration, fn func()) {
+	c.loop.After(d, func() {
+		fn()
+		c.topo++
+		if c.onLand != nil {
+			c.onLand()
+		}
+	})
+}
+
+func (c *Cluster) rangeOf(id uint64) (*simRange, error) {
+	r := c.ranges[id]
+	if r == nil {
+		return nil, fmt.Errorf("r%d not found", id)
+	}
+	return r, nil
+}
+
+func (c *Cluster) reachable(id uint64) error {
+	if n := c.node(id); n == nil || !n.up || n.gone {
+		return fmt.Errorf("n%d unreachable", id)
+	}
+	return nil
+}
+
+func (c *Cluster) leaderOf(r *simRange) error {
+	if r.leader == 0 || c.reachable(r.leader) != nil {
+		return fmt.Errorf("r%d has no leader", r.id)
+	}
+	return nil
+}
+
+// AddLearner implements executor.Actuator: the range's leader streams a snapshot to node over both
+// nodes' snapshot links (each a FIFO at the configured rate); the learner shows in the descriptor
+// once it has applied the snapshot and caught up.
+func (c *Cluster) AddLearner(ctx context.Context, rangeID, node uint64) error {
+	r, err := c.rangeOf(rangeID)
+	if err != nil {
+		return err
+	}
+	if r.hasReplica(node) {
+		return nil
+	}
+	if err := c.reachable(node); err != nil {
+		return err
+	}
+	if err := c.leaderOf(r); err != nil {
+		return err
+	}
+	from, to := c.node(r.leader), c.node(node)
+	begin := maxTime(c.now(), from.sendFree, to.recvFree)
+	stream := seconds(float64(r.bytes) / c.p.snapshotRate())
+	from.sendFree, to.recvFree = begin.Add(stream), begin.Add(stream)
+	c.inflight++
+	c.land(begin.Sub(c.now())+stream+time.Duration(c.p.ApplyFactor*float64(stream)), func() {
+		c.inflight--
+		if c.ranges[rangeID] != r || r.hasReplica(node) || c.reachable(node) != nil || c.reachable(from.id) != nil {
+			return
+		}
+		r.reps = append(r.reps, model.Replica{Node: node, Learner: true})
+		c.node(node).reps[r.id] = r
+		r.gen++
+		r.changed()
+	})
+	return nil
+}
+
+// PromoteVoter implements executor.Actuator (a joint configuration change when remove is set).
+func (c *Cluster) PromoteVoter(ctx context.Context, rangeID, node, remove uint64) error {
+	r, err := c.rangeOf(rangeID)
+	if err != nil {
+		return err
+	}
+	if !r.hasReplica(node) {
+		return fmt.Errorf("r%d has no replica on n%d", rangeID, node)
+	}
+	if err := c.leaderOf(r); err != nil {
+		return err
+	}
+	c.land(c.p.ConfChange, func() {
+		if c.ranges[rangeID] != r || !r.hasReplica(node) {
+			return
+		}
+		for i := range r.reps {
+			if r.reps[i].Node == node {
+				r.reps[i].Learner = false
+			}
+		}
+		r.gen++
+		r.changed()
+		if remove != 0 {
+			c.removeReplica(r, remove)
+		}
+	})
+	return nil
+}
+
+// RemoveReplica implements executor.Actuator.
+func (c *Cluster) RemoveReplica(ctx context.Context, rangeID, node uint64) error {
+	r, err := c.rangeOf(rangeID)
+	if err != nil {
+		return err
+	}
+	if err := c.leaderOf(r); err != nil {
+		return err
+	}
+	c.land(c.p.ConfChange, func() {
+		if c.ranges[rangeID] == r {
+			c.removeReplica(r, node)
+		}
+	})
+	return nil
+}
+
+func (c *Cluster) removeReplica(r *simRange, node uint64) {
+	out := r.reps[:0]
+	for _, rep := range r.reps {
+		if rep.Node != node {
+			out = append(out, rep)
+		}
+	}
+	r.reps = out
+	if n := c.node(node); n != nil {
+		delete(n.reps, r.id)
+	}
+	r.gen++
+	r.changed()
+	if r.leader == node {
+		r.leader = 0 // the removed leader steps down; the others elect one
+		c.touch(r)
+		c.elect(r)
+	}
+}
+
+// TransferLeader implements executor.Actuator.
+func (c *Cluster) TransferLeader(ctx context.Context, rangeID, to uint64) error {
+	r, err := c.rangeOf(rangeID)
+	if err != nil {
+		return err
+	}
+	if !r.isVoter(to) {
+		return fmt.Errorf("n%d is not a voter of r%d", to, rangeID)
+	}
+	if err := c.reachable(to); err != nil {
+		return err
+	}
+	if err := c.leaderOf(r); err != nil {
+		return err
+	}
+	c.land(c.p.Transfer, func() {
+		if c.ranges[rangeID] == r && r.isVoter(to) && c.reachable(to) == nil && r.leader != 0 {
+			r.leader = to
+			r.changed()
+			c.touch(r)
+		}
+	})
+	return nil
+}
+
+// Split implements executor.Actuator: the right half gets a new ID, the same replicas and leader.
+func (c *Cluster) Split(ctx context.Context, rangeID uint64, key []byte) error {
+	r, err := c.rangeOf(rangeID)
+	if err != nil {
+		return err
+	}
+	at := workload.Index(key, c.records)
+	if r.system || bytes.Compare(key, r.start) <= 0 || (len(r.end) > 0 && bytes.Compare(key, r.end) >= 0) {
+		return fmt.Errorf("key %q not inside r%d", key, rangeID)
+	}
+	if at <= r.lo || at >= r.hi {
+		return fmt.Errorf("key %q leaves no record on one side of r%d (the simulator splits between records)", key, rangeID)
+	}
+	if err := c.leaderOf(r); err != nil {
+		return err
+	}
+	c.land(c.p.Split, func() {
+		if c.ranges[rangeID] != r || at <= r.lo || at >= r.hi {
+			return
+		}
+		c.nextRID++
+		right := &simRange{id: c.nextRID, lo: at, hi: r.hi, start: append([]byte(nil), key...), end: r.end,
+			reps: append([]model.Replica(nil), r.reps...), leader: r.leader}
+		r.hi, r.end = at, append([]byte(nil), key...)
+		r.gen++
+		c.initRange(r)
+		c.initRange(right)
+		c.rescale(r)
+		c.rescale(right)
+		c.ranges[right.id] = right
+		for _, rep := range right.reps {
+			c.node(rep.Node).reps[right.id] = right
+		}
+		i := c.indexOf(r)
+		c.order = append(c.order, nil)
+		copy(c.order[i+2:], c.order[i+1:])
+		c.order[i+1] = right
+	})
+	return nil
+}
+
+// Merge implements executor.Actuator: the right neighbour, with its replicas on the same nodes, is
+// absorbed.
+func (c *Cluster) Merge(ctx context.Context, leftRangeID uint64) error {
+	r, err := c.rangeOf(leftRangeID)
+	if err != nil {
+		return err
+	}
+	i := c.indexOf(r)
+	if r.system || i+1 >= len(c.order) {
+		return fmt.Errorf("r%d has no right neighbour", leftRangeID)
+	}
+	right := c.order[i+1]
+	if !sameNodes(r, right) {
+		return fmt.Errorf("r%d and r%d have replicas on different nodes", r.id, right.id)
+	}
+	if err := c.leaderOf(r); err != nil {
+		return err
+	}
+	c.land(c.p.Merge, func() {
+		i := c.indexOf(r)
+		if c.ranges[r.id] != r || i+1 >= len(c.order) || c.order[i+1] != right || !sameNodes(r, right) {
+			return
+		}
+		r.hi, r.end = right.hi, right.end
+		r.gen++
+		c.initRange(r)
+		c.rescale(r)
+		delete(c.ranges, right.id)
+		for _, rep := range right.reps {
+			delete(c.node(rep.Node).reps, right.id)
+		}
+		c.order = append(c.order[:i+1], c.order[i+2:]...)
+	})
+	return nil
+}
+
+func sameNodes(a, b *simRange) bool {
+	if len(a.reps) != len(b.reps) {
+		return false
+	}
+	for _, rep := range a.reps {
+		if !b.hasReplica(rep.Node) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Cluster) indexOf(r *simRange) int {
+	i := sort.Search(len(c.order), func(i int) bool { return c.order[i].lo >= r.lo })
+	if i < len(c.order) && c.order[i] == r {
+		return i
+	}
+	return len(c.order)
+}
+
+// MarkDecommissioned implements autopilot.Decommissioner.
+func (c *Cluster) MarkDecommissioned(ctx context.Context, node uint64) error {
+	n := c.node(node)
+	if n == nil {
+		return fmt.Errorf("n%d unknown", node)
+	}
+	n.gone, n.decomm = true, false
+	return nil
+}
+
+// RecordJoin implements autopilot.JoinRecorder (the meta range's join record).
+func (c *Cluster) RecordJoin(ctx context.Context, node uint64, j model.Join) error {
+	n := c.node(node)
+	if n == nil {
+		return fmt.Errorf("n%d unknown", node)
+	}
+	n.join = &j
+	return nil
+}
+
+// elect schedules an election for a leaderless range: after a randomized election timeout a live
+// voter wins if the live voters are a quorum; otherwise the range waits for a voter to come back.
+func (c *Cluster) elect(r *simRange) {
+	if r.electing {
+		return
+	}
+	r.electing = true
+	d := c.p.ElectionMin + time.Duration(c.rnd.Int64N(int64(c.p.ElectionMax-c.p.ElectionMin)+1))
+	c.land(d, func() {
+		r.electing = false
+		if c.ranges[r.id] != r || r.leader != 0 {
+			return
+		}
+		var voters, up []uint64
+		for _, rep := range r.reps {
+			if !rep.Learner {
+				voters = append(voters, rep.Node)
+				if c.reachable(rep.Node) == nil {
+					up = append(up, rep.Node)
+				}
+			}
+		}
+		if len(up) == 0 || 2*len(up) <= len(voters) {
+			return
+		}
+		r.leader = up[c.rnd.IntN(len(up))]
+		r.changed()
+		c.touch(r)
+	})
+}
+
+// kill stops node id: it heartbeats no more, and the ranges it led elect new leaders.
+func (c *Cluster) kill(id uint64) {
+	n := c.node(id)
+	if n == nil || !n.up {
+		return
+	}
+	n.up = false
+	c.topo++
+	for _, r := range c.sortedReps(n) {
+		if r.leader == id {
+			r.leader = 0
+			r.changed()
+			c.touch(r)
+			c.elect(r)
+		}
+	}
+}
+
+// restart brings node id back; leaderless ranges it holds a vote in hold elections.
+func (c *Cluster) restart(id uint64) {
+	n := c.node(id)
+	if n == nil || n.up || n.gone {
+		return
+	}
+	n.up, n.lastHB = true, c.now()
+	c.topo++
+	for _, r := range c.sortedReps(n) {
+		if r.leader == 0 {
+			c.elect(r)
+		}
+	}
+}
+
+func (c *Cluster) sortedReps(n *simNode) []*simRange {
+	out := make([]*simRange, 0, len(n.reps))
+	for _, r := range n.reps {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func maxTime(ts ...time.Time) time.Time {
+	m := ts[0]
+	for _, t := range ts[1:] {
+		if t.After(m) {
+			m = t
+		}
+	}
+	return m
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -1,0 +1,242 @@
+package sim
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/sim/queueing"
+	"github.com/shoaldb/shoal/sim/workload"
+)
+
+// second is what one heartbeat measured: the requests served and refused, and the latency
+// percentiles of the served ones.
+type second struct {
+	ops, errors float64 // per second
+	p50, p99    time.Duration
+	cpuCores    float64
+	parts       []queueing.Part // each serving node's share of requests and sojourn rate
+}
+
+// task is a heavy background task on a node (a compaction, a backup): pending until the node leads
+// nothing or TaskWait passed, then running for its duration, taking TaskCost of the node's service.
+type task struct {
+	node    uint64
+	id      uint64
+	kind    string
+	runFor  time.Duration
+	since   time.Time
+	running bool
+}
+
+// heartbeat is one round of load reports: every live node heartbeats; the offered rate is spread
+// over ranges by their share of the key distribution and over nodes by the ranges they lead and
+// follow; each node serves what its M/M/1 server can (queueing.Server.Served); and the ranges report
+// the load they served. It costs O(nodes) when nothing moved: the load per unit of offered rate is
+// recomputed (O(ranges)) only after the topology changed, and a node's ranges report again only when
+// the node's served rate per unit share moved by more than LoadEpsilon.
+func (c *Cluster) heartbeat(tasks []*task) second {
+	now := c.now()
+	for _, n := range c.nodes {
+		if n.up && !n.gone {
+			n.lastHB = now
+		}
+	}
+	if c.unitTopo != c.topo || c.unitWork == nil {
+		c.computeUnits()
+	}
+	total := c.rate.At(now.Sub(c.start))
+	running := map[uint64]bool{}
+	for _, t := range tasks {
+		if t.running {
+			running[t.node] = true
+		}
+	}
+	var out second
+	var parts []queueing.Part
+	var offeredReqs float64
+	for _, n := range c.nodes {
+		mu := c.p.mu()
+		if running[n.id] {
+			mu *= 1 - c.p.TaskCost
+		}
+		n.offered = total * c.unitWork[n.id]
+		n.served = queueing.Server{Mu: mu}.Served(n.offered)
+		if !n.up || n.gone {
+			n.served = 0
+		}
+		f := 0.0
+		if n.offered > 0 {
+			f = n.served / n.offered
+		}
+		reqs := total * c.unitReqs[n.id]
+		offeredReqs += reqs
+		out.ops += reqs * f
+		out.cpuCores += c.p.Cores * n.served / c.p.mu()
+		if q := reqs * f; q > 0 {
+			// Follower work takes capacity but is no client's request: the mean service time of a
+			// client request here is the node's work per request.
+			meanService := n.offered / reqs / mu
+			parts = append(parts, queueing.Part{Weight: q, Rate: (1 - n.served/mu) / meanService})
+		}
+		if perShare := total * f; moved(n.perShare, perShare, c.p.LoadEpsilon) {
+			n.perShare = perShare
+			for _, r := range n.reps {
+				if r.leader == n.id {
+					c.report(r)
+				}
+			}
+		}
+	}
+	offeredReqs += total * c.unitReqs[0] // leaderless ranges: all refused
+	out.errors = offeredReqs - out.ops
+	out.parts = parts
+	out.p50 = queueing.MixtureQuantile(parts, 0.50)
+	out.p99 = queueing.MixtureQuantile(parts, 0.99)
+	for _, r := range c.sortedTouched() {
+		c.report(r)
+	}
+	c.touched = map[uint64]*simRange{}
+	c.sampleHot(now)
+	return out
+}
+
+// computeUnits is the work (in read-equivalents) and the client requests each node takes per unit
+// of offered rate: a leader does its ranges' reads and writes, a follower applies their writes.
+// Index 0 of unitReqs counts the ranges without a leader.
+func (c *Cluster) computeUnits() {
+	c.unitWork = make([]float64, len(c.nodes)+1)
+	c.unitReqs = make([]float64, len(c.nodes)+1)
+	rd, wr := c.readFrac, 1-c.readFrac
+	c.each(func(r *simRange) {
+		if r.leader == 0 {
+			c.unitReqs[0] += r.share
+		} else {
+			c.unitWork[r.leader] += r.share * (rd + wr*c.p.WriteCost)
+			c.unitReqs[r.leader] += r.share
+		}
+		for _, rep := range r.reps {
+			if rep.Node != r.leader {
+				c.unitWork[rep.Node] += r.share * wr * c.p.FollowerWriteCost
+			}
+		}
+	})
+	c.unitTopo = c.topo
+}
+
+// report sets r's reported load from its leader's served rate per unit share, if it moved by more
+// than LoadEpsilon, and keeps the set of ranges busy enough to be sampled for load_split.
+func (c *Cluster) report(r *simRange) {
+	var perShare float64
+	if l := c.node(r.leader); l != nil {
+		perShare = l.perShare
+	}
+	rd, wr := perShare*r.share*c.readFrac, perShare*r.share*(1-c.readFrac)
+	if moved(r.read, rd, c.p.LoadEpsilon) || moved(r.write, wr, c.p.LoadEpsilon) {
+		r.read, r.write = rd, wr
+		r.changed()
+	}
+	if !r.system && c.sampleMin > 0 && rd+wr >= c.sampleMin {
+		c.hot[r.id] = r
+	} else if c.hot[r.id] != nil {
+		delete(c.hot, r.id)
+		r.sample = nil
+		r.changed()
+	}
+}
+
+// touch makes r report its load at the next heartbeat (its leader changed).
+func (c *Cluster) touch(r *simRange) { c.touched[r.id] = r }
+
+func (c *Cluster) sortedTouched() []*simRange { return sortedRanges(c.touched) }
+
+// sampleHot gives every range busy enough for load_split a key sample of the last window.
+func (c *Cluster) sampleHot(now time.Time) {
+	for _, r := range sortedRanges(c.hot) {
+		if c.ranges[r.id] != r {
+			delete(c.hot, r.id)
+			continue
+		}
+		r.sample = c.keySample(r, now, (r.read+r.write)*c.p.Heartbeat.Seconds())
+		r.changed()
+	}
+}
+
+func sortedRanges(m map[uint64]*simRange) []*simRange {
+	out := make([]*simRange, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// each calls fn for the meta range and every user range in key order.
+func (c *Cluster) each(fn func(r *simRange)) {
+	fn(c.meta)
+	for _, r := range c.order {
+		fn(r)
+	}
+}
+
+// moved reports whether a reported rate should change from old to cur.
+func moved(old, cur, eps float64) bool {
+	if old == 0 || cur == 0 {
+		return old != cur
+	}
+	return math.Abs(cur-old) > eps*old
+}
+
+// keySample is what a range's leader's KeySampler would report for a window of requests: up to
+// model.DefaultKeySampleSize of them, drawn from the workload within the range.
+func (c *Cluster) keySample(r *simRange, at time.Time, requests float64) *model.KeySample {
+	n := min(int(requests), model.DefaultKeySampleSize)
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = workload.Key(c.dist.Sample(c.rnd, r.lo, r.hi))
+	}
+	return model.NewKeySample(at, uint64(requests), keys)
+}
+
+// rescale gives a range whose records changed (a split or merge) its load at once, as its leader
+// measures it from then on.
+func (c *Cluster) rescale(r *simRange) {
+	r.read, r.write, r.sample = -1, -1, nil // force the report
+	c.report(r)
+	c.topo++
+}
+
+// setTasks reports each node's heavy tasks in the model (a new slice: snapshots share the old one).
+func (c *Cluster) setTasks(tasks []*task) {
+	by := map[uint64][]model.Task{}
+	for _, t := range tasks {
+		by[t.node] = append(by[t.node], model.Task{ID: t.id, Kind: t.kind, Name: t.kind, Running: t.running, Heavy: true,
+			Since: t.since})
+	}
+	for _, n := range c.nodes {
+		n.tasks = by[n.id]
+	}
+}
+
+// leads counts the user ranges node leads.
+func (c *Cluster) leads(node uint64) int {
+	k := 0
+	for _, r := range c.node(node).reps {
+		if r.leader == node && !r.system {
+			k++
+		}
+	}
+	return k
+}
+
+// ledBy lists the user ranges node leads, by ID.
+func (c *Cluster) ledBy(node uint64) []uint64 {
+	var out []uint64
+	for _, r := range c.sortedReps(c.node(node)) {
+		if r.leader == node && !r.system {
+			out = append(out, r.id)
+		}
+	}
+	return out
+}

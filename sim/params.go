@@ -1,0 +1,98 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// Params are the simulated hardware and the delays of the cluster's mechanisms: every figure the
+// simulator does not derive from the workload, in one place. Where a figure was measured on a real
+// cluster, its comment says where; the others are stated as guesses until calibration replaces them.
+type Params struct {
+	// Cores per node and the reads per second one core serves. The service rate of a node is
+	// Cores·OpsPerCore read-equivalents per second. Guess from docs/benchmarks.md: YCSB C did
+	// 17 637 ops/s with three nodes and the clients on two cores, ~9 000 per core.
+	Cores      float64
+	OpsPerCore float64
+	// WriteCost and FollowerWriteCost are a write's service time on its leader and on each follower,
+	// in reads. From docs/benchmarks.md: YCSB A (50 % writes) did 5 371 ops/s against C's 17 637,
+	// so a write costs ~5.6 reads over its three replicas.
+	WriteCost, FollowerWriteCost float64
+	// DiskBytes is each node's store volume.
+	DiskBytes uint64
+	// SnapshotSendRate and SnapshotRecvRate bound the snapshot bytes a node sends and receives per
+	// second, over all streams (the transport's rate limits; 32 MiB/s and unlimited by default).
+	SnapshotSendRate, SnapshotRecvRate float64
+	// ApplyFactor is the time a learner takes, after its snapshot streamed, to apply it and catch up
+	// with the log, as a fraction of the streaming time: docs/bench-move.md measured moves of 130 MiB
+	// and 1 GiB at 1.71× and 1.75× one snapshot's time at the configured rate.
+	ApplyFactor float64
+	// ConfChange is a promotion's or removal's joint-consensus round; Transfer a leadership
+	// transfer; Split and Merge their raft commands. Guesses of a few raft rounds on a LAN.
+	ConfChange, Transfer, Split, Merge time.Duration
+	// ElectionMin and ElectionMax bound the randomized election timeout after a leader dies
+	// (replica.Config: 10 ticks of 100 ms, randomized up to twice that by etcd raft).
+	ElectionMin, ElectionMax time.Duration
+	// Heartbeat is how often nodes report load and liveness; LiveWindow how long a node stays live
+	// after its last heartbeat (the node's default: four heartbeats).
+	Heartbeat, LiveWindow time.Duration
+	// TaskCost is the share of a node's service rate a heavy background task takes while it runs;
+	// TaskWait is how long a pending task waits for the node's leaderships to leave (bgtask).
+	TaskCost float64
+	TaskWait time.Duration
+	// LoadEpsilon: a range's reported load changes only when the load it serves moved by more than
+	// this fraction (or crossed zero), so that the ranges a snapshot shares with the previous one
+	// stay shared (a real heartbeat's rates are as noisy).
+	LoadEpsilon float64
+	// ReconcileGap is the least time between two reconciliations of the executor triggered by steps
+	// landing (the real executor reconciles every 200 ms and when a call returns).
+	ReconcileGap time.Duration
+}
+
+// DefaultParams are the figures above.
+func DefaultParams() Params {
+	return Params{
+		Cores: 2, OpsPerCore: 9000, WriteCost: 2.5, FollowerWriteCost: 1.5,
+		DiskBytes:        512 << 30,
+		SnapshotSendRate: operator.DefaultSnapshotRate, SnapshotRecvRate: 0,
+		ApplyFactor: 0.73,
+		ConfChange:  100 * time.Millisecond, Transfer: 300 * time.Millisecond,
+		Split: 100 * time.Millisecond, Merge: 500 * time.Millisecond,
+		ElectionMin: time.Second, ElectionMax: 2 * time.Second,
+		Heartbeat: time.Second, LiveWindow: 4 * time.Second,
+		TaskCost: 0.5, TaskWait: 30 * time.Second,
+		LoadEpsilon:  0.02,
+		ReconcileGap: 200 * time.Millisecond,
+	}
+}
+
+func (p Params) validate() error {
+	switch {
+	case p.Cores <= 0 || p.OpsPerCore <= 0:
+		return fmt.Errorf("sim: cores and ops per core must be positive")
+	case p.Heartbeat <= 0 || p.ReconcileGap <= 0:
+		// A zero gap would let an operator that fails at once be proposed, fail and be proposed
+		// again at one instant for ever.
+		return fmt.Errorf("sim: heartbeat and reconcile gap must be positive")
+	case p.ElectionMax < p.ElectionMin:
+		return fmt.Errorf("sim: election max below min")
+	}
+	return nil
+}
+
+// mu is a node's service rate in read-equivalents per second.
+func (p Params) mu() float64 { return p.Cores * p.OpsPerCore }
+
+// snapshotRate is the rate of one snapshot from a sender to a receiver.
+func (p Params) snapshotRate() float64 {
+	r := p.SnapshotSendRate
+	if p.SnapshotRecvRate > 0 && (r <= 0 || p.SnapshotRecvRate < r) {
+		r = p.SnapshotRecvRate
+	}
+	if r <= 0 {
+		r = operator.DefaultSnapshotRate
+	}
+	return r
+}

@@ -1,0 +1,431 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/decisions"
+	"github.com/shoaldb/shoal/autopilot/executor"
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/sim/des"
+	"github.com/shoaldb/shoal/sim/workload"
+)
+
+// Options override a scenario's size for one invocation; zero fields keep the scenario's.
+type Options struct {
+	Nodes, Ranges int
+	Duration      time.Duration
+	Seed          uint64
+	Workload      string
+	// OnlyPolicyOn skips the policy-off run.
+	OnlyPolicyOn bool
+	// Wall, if set, reads the wall clock for the report's cost figures (nil: they stay zero, and
+	// the report is a pure function of the scenario, the options and the seed).
+	Wall func() time.Time
+}
+
+// Result is a simulation's report and the decision log of each run (Report.Runs' order).
+type Result struct {
+	Report    Report
+	Decisions [][]Decision
+}
+
+// epoch is the virtual clock's start: a fixed date, so that a run's log does not depend on when it ran.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Run simulates sc: with its policy on, then off (unless OnlyPolicyOn or it has none), each run on a
+// fresh cluster from the same seed.
+func Run(sc Scenario, opts Options) (*Result, error) {
+	sc = resolve(sc, opts)
+	p := DefaultParams()
+	if sc.Params != nil {
+		sc.Params(&p)
+	}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	records := int64(sc.Ranges) * sc.RecordsPerRange
+	res := &Result{Report: Report{Scenario: sc.Name, Policy: sc.Policy, Plots: []string{}, Settings: Settings{
+		Nodes: sc.Nodes, Records: records, DurationS: sc.Duration.Seconds(), WarmupS: sc.Warmup.Seconds(), Splits: sc.Ranges,
+		ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, Workload: sc.Workload, OpsPerSec: sc.OpsPerSec,
+		Diurnal: sc.Diurnal, Seed: opts.Seed, Params: p}}}
+	dist, err := newDist(sc, records)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	ons := []bool{true}
+	if sc.Policy != "" && !opts.OnlyPolicyOn {
+		ons = append(ons, false)
+	}
+	var wallStart time.Time
+	if opts.Wall != nil {
+		wallStart = opts.Wall()
+	}
+	for _, on := range ons {
+		r, err := newRun(sc, p, dist, opts.Seed, on)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		rep, decs := r.run()
+		res.Report.Runs = append(res.Report.Runs, rep)
+		res.Decisions = append(res.Decisions, decs)
+		res.Report.Sim.Events += r.loop.Events()
+		res.Report.Sim.Snapshots += r.c.snapshots
+		res.Report.Sim.Decisions += len(decs)
+	}
+	if opts.Wall != nil {
+		wall := opts.Wall().Sub(wallStart).Seconds()
+		res.Report.Sim.WallS = math.Round(wall*1000) / 1000
+		if wall > 0 {
+			res.Report.Sim.DecisionsPerSec = math.Round(float64(res.Report.Sim.Decisions)/wall*10) / 10
+		}
+	}
+	return res, nil
+}
+
+func resolve(sc Scenario, opts Options) Scenario {
+	if opts.Nodes > 0 {
+		sc.Nodes = opts.Nodes
+	}
+	if opts.Ranges > 0 {
+		sc.Ranges = opts.Ranges
+	}
+	if opts.Duration > 0 {
+		sc.Duration = opts.Duration
+	}
+	if opts.Workload != "" {
+		sc.Workload = opts.Workload
+	}
+	if sc.RecordsPerRange <= 0 {
+		sc.RecordsPerRange = 1000
+	}
+	if sc.ValueBytes == 0 {
+		sc.ValueBytes = 256
+	}
+	if sc.Warmup == 0 {
+		sc.Warmup = 5 * time.Second
+	}
+	return sc
+}
+
+func newDist(sc Scenario, records int64) (workload.Dist, error) {
+	if sc.Workload == "hotspot" {
+		hot, ops := sc.HotRecords, sc.HotOps
+		if hot <= 0 {
+			hot = max(1, records/1000)
+		}
+		if ops <= 0 {
+			ops = 0.9
+		}
+		return workload.Hotspot{N: records, Hot: min(hot, records), Ops: ops}, nil
+	}
+	return workload.New(sc.Workload, records)
+}
+
+// run is one simulated run: the cluster, the autopilot driven inline on the virtual clock, and what
+// it records.
+type run struct {
+	sc   Scenario
+	p    Params
+	on   bool
+	loop *des.Loop
+	c    *Cluster
+	ap   *autopilot.Autopilot
+	end  time.Time
+
+	tasks   []*task
+	killed  []uint64
+	taskSeq uint64
+
+	pending, wantReactive bool      // a wake is scheduled; it is to run a reactive round
+	last                  time.Time // the last snapshot the executor reconciled on
+
+	series   []Point
+	events   []EventMark
+	hist     latencyHist
+	ops, err float64
+	decided  []Decision
+}
+
+func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*run, error) {
+	loop := des.New(epoch)
+	var rate workload.Rate = workload.Constant(sc.OpsPerSec)
+	if sc.Diurnal > 0 {
+		rate = workload.Diurnal{Mean: sc.OpsPerSec, Amplitude: sc.Diurnal, Period: sc.Duration}
+	}
+	c := newCluster(p, loop, seed, clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3,
+		records: int64(sc.Ranges) * sc.RecordsPerRange, valueBytes: sc.ValueBytes, dist: dist, rate: rate,
+		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders})
+	r := &run{sc: sc, p: p, on: on, loop: loop, c: c, end: epoch.Add(sc.Duration), hist: latencyHist{}}
+	cfg := autopilot.Config{Executor: executor.Config{Inline: true, OnProgress: r.scheduleReactive},
+		DecisionLogSize: 1 << 16, OnDecision: r.decide}
+	if sc.Autopilot != nil {
+		sc.Autopilot(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	r.ap = autopilot.New(c, c, cfg)
+	for name, v := range sc.Pin {
+		if err := r.ap.SetPolicy(name, v); err != nil {
+			return nil, err
+		}
+	}
+	if sc.Policy != "" {
+		if err := r.ap.SetPolicy(sc.Policy, on); err != nil {
+			return nil, err
+		}
+	}
+	if r.ap.Policies().Enabled(policy.NameLoadSplit) {
+		c.sampleMin = cfg.Policies.LoadSplit.QPSThreshold / 2
+	}
+	c.onLand = r.scheduleReconcile
+	loop.Every(p.Heartbeat, func() bool { r.heartbeat(); return loop.Now().Before(r.end) })
+	loop.Every(cfg.Interval, func() bool { r.cycle(false); return loop.Now().Before(r.end) })
+	for _, e := range sc.Events {
+		loop.At(epoch.Add(e.At), func() { r.fire(e) })
+	}
+	return r, nil
+}
+
+func (r *run) run() (RunReport, []Decision) {
+	r.c.heartbeat(nil) // the load before the first report
+	r.loop.RunUntil(r.end)
+	return r.report(), r.decisions()
+}
+
+// cycle is one autopilot round on a fresh snapshot (reactive: the Reactive policies only), followed
+// by a reconciliation on the same snapshot, as Autopilot.Step does: what the round submitted is
+// issued at once, as the executor's goroutine would on its poke.
+func (r *run) cycle(reactive bool) {
+	snap := r.c.Snapshot()
+	ctx := context.Background()
+	if reactive {
+		r.ap.TickReactive(ctx, snap)
+	} else {
+		r.ap.Tick(ctx, snap)
+	}
+	r.last = snap.Now
+	r.ap.Executor().Reconcile(snap)
+}
+
+// wake asks for a reconciliation (a step landed) and, if reactive, a reactive round (an operator made
+// progress): both on one snapshot, at once or ReconcileGap after the last one, so that the steps
+// landing and the progress reported meanwhile share it. The real autopilot reconciles when a call
+// returns and runs a reactive round at most every 100 ms; the gap bounds the snapshots per second
+// the simulation pays for.
+func (r *run) wake(reactive bool) {
+	r.wantReactive = r.wantReactive || reactive
+	if r.pending {
+		return
+	}
+	r.pending = true
+	r.loop.At(r.last.Add(r.p.ReconcileGap), func() {
+		r.pending = false
+		reactive := r.wantReactive
+		r.wantReactive = false
+		if reactive {
+			r.cycle(true)
+			return
+		}
+		snap := r.c.Snapshot()
+		r.last = snap.Now
+		r.ap.Executor().Reconcile(snap)
+	})
+}
+
+func (r *run) scheduleReconcile() { r.wake(false) }
+func (r *run) scheduleReactive()  { r.wake(true) }
+
+func (r *run) decide(e decisions.Entry) {
+	r.decided = append(r.decided, Decision{Entry: e, Finished: r.loop.Now()})
+}
+
+// heartbeat moves the background tasks on, reports the load, and records the second.
+func (r *run) heartbeat() {
+	now := r.loop.Now()
+	changed := false
+	for _, t := range r.tasks {
+		if !t.running && (r.c.leads(t.node) == 0 || now.Sub(t.since) >= r.p.TaskWait) {
+			t.running, t.since, changed = true, now, true
+			r.loop.After(t.runFor, func() { r.finishTask(t) })
+		}
+	}
+	if changed {
+		r.c.setTasks(r.tasks)
+	}
+	s := r.c.heartbeat(r.tasks)
+	el := now.Sub(epoch)
+	r.series = append(r.series, Point{T: el.Seconds(), Ops: int64(math.Round(s.ops * r.p.Heartbeat.Seconds())),
+		Errors: int64(math.Round(s.errors * r.p.Heartbeat.Seconds())), P50Ms: ms(s.p50), P99Ms: ms(s.p99),
+		CPU: math.Round(s.cpuCores*100) / 100})
+	if el > r.sc.Warmup {
+		r.ops += s.ops * r.p.Heartbeat.Seconds()
+		r.err += s.errors * r.p.Heartbeat.Seconds()
+		for i := range s.parts {
+			s.parts[i].Weight *= r.p.Heartbeat.Seconds()
+		}
+		r.hist.add(s.parts)
+	}
+}
+
+func (r *run) finishTask(t *task) {
+	for i, x := range r.tasks {
+		if x == t {
+			r.tasks = append(r.tasks[:i], r.tasks[i+1:]...)
+			break
+		}
+	}
+	n := r.c.node(t.node)
+	n.taskDone[t.kind] = r.loop.Now()
+	r.c.setTasks(r.tasks)
+	for i := range r.events {
+		if r.events[i].Task && r.events[i].Label == string(Compaction) && strings.HasSuffix(r.events[i].What, fmt.Sprintf("n%d", t.node)) {
+			r.events[i].EndT = r.loop.Now().Sub(epoch).Seconds()
+		}
+	}
+}
+
+// fire runs a scenario event.
+func (r *run) fire(e Event) {
+	at := r.loop.Now().Sub(epoch).Seconds()
+	mark := EventMark{T: at, EndT: at, Label: string(e.Do)}
+	what, err := r.do(e)
+	mark.What = string(e.Do)
+	if what != "" {
+		mark.What += " " + what
+	}
+	if err != nil {
+		mark.Error = err.Error()
+	}
+	mark.Task = e.Do == Compaction
+	r.events = append(r.events, mark)
+}
+
+func (r *run) do(e Event) (string, error) {
+	c := r.c
+	switch e.Do {
+	case KillLeader:
+		if len(c.order) == 0 || c.order[0].leader == 0 {
+			return "", fmt.Errorf("the first range has no leader")
+		}
+		id := c.order[0].leader
+		c.kill(id)
+		r.killed = append(r.killed, id)
+		return fmt.Sprintf("n%d", id), nil
+	case Restart:
+		var done []string
+		for _, id := range r.killed {
+			c.restart(id)
+			done = append(done, fmt.Sprintf("n%d", id))
+		}
+		r.killed = nil
+		return strings.Join(done, ","), nil
+	case JoinNodes:
+		k := int(e.N)
+		if e.N < 1 {
+			k = int(math.Ceil(e.N * float64(len(c.nodes))))
+		}
+		first := uint64(len(c.nodes) + 1)
+		for i := 0; i < k; i++ {
+			c.addNode()
+		}
+		r.scheduleReactive() // a new node's first load report pokes the autopilot
+		return fmt.Sprintf("n%d..n%d", first, len(c.nodes)), nil
+	case Decommission:
+		n := c.nodes[len(c.nodes)-1]
+		n.decomm = true
+		return fmt.Sprintf("n%d", n.id), nil
+	case Drain:
+		id := r.busiest()
+		c.node(id).draining = true
+		return fmt.Sprintf("n%d", id), nil
+	case Compaction:
+		id := r.busiest()
+		r.taskSeq++
+		r.tasks = append(r.tasks, &task{node: id, id: r.taskSeq, kind: "compaction", runFor: seconds(e.N), since: r.loop.Now()})
+		c.node(id).ledAtReq = c.ledBy(id)
+		c.setTasks(r.tasks)
+		return fmt.Sprintf("n%d", id), nil
+	}
+	return "", fmt.Errorf("unknown action %q", e.Do)
+}
+
+// busiest is the live node leading most user ranges (lowest ID on ties).
+func (r *run) busiest() uint64 {
+	var best uint64
+	most := -1
+	for _, n := range r.c.nodes {
+		if k := r.c.leads(n.id); n.up && k > most {
+			best, most = n.id, k
+		}
+	}
+	return best
+}
+
+func (r *run) report() RunReport {
+	secs := (r.sc.Duration - r.sc.Warmup).Seconds()
+	rep := RunReport{PolicyOn: r.on, Series: r.series, Events: r.events, Summary: Summary{Ops: int64(math.Round(r.ops)),
+		Errors: int64(math.Round(r.err)), P50Ms: ms(r.hist.quantile(0.5)), P99Ms: ms(r.hist.quantile(0.99))}}
+	if r.events == nil {
+		rep.Events = []EventMark{}
+	}
+	if secs > 0 {
+		rep.Summary.Throughput = math.Round(r.ops/secs*10) / 10
+	}
+	rep.Operators = map[string]OperatorTimes{}
+	for _, d := range r.decided {
+		if d.Status != decisions.StatusSucceeded || d.Kind == "note" {
+			continue
+		}
+		s := d.Finished.Sub(d.Time).Seconds()
+		t := rep.Operators[d.Kind]
+		t.MeanS = (t.MeanS*float64(t.Count) + s) / float64(t.Count+1)
+		t.Count++
+		t.MaxS = max(t.MaxS, s)
+		rep.Operators[d.Kind] = t
+	}
+	for k, t := range rep.Operators {
+		t.MeanS, t.MaxS = math.Round(t.MeanS*1000)/1000, math.Round(t.MaxS*1000)/1000
+		rep.Operators[k] = t
+	}
+	return rep
+}
+
+// decisions is the run's decision log by ID: every finished decision with its measurement (from
+// the log, which measures a window after the end), then the operators still running.
+func (r *run) decisions() []Decision {
+	byID := map[uint64]decisions.Entry{}
+	for _, e := range r.ap.Decisions().Entries() {
+		byID[e.ID] = e
+	}
+	out := make([]Decision, 0, len(r.decided))
+	seen := map[uint64]bool{}
+	for _, d := range r.decided {
+		if e, ok := byID[d.ID]; ok {
+			d.Measured, d.Throughput, d.Notes = e.Measured, e.Throughput, e.Notes
+		}
+		seen[d.ID] = true
+		out = append(out, d)
+	}
+	for _, e := range r.ap.Decisions().Entries() {
+		if !seen[e.ID] {
+			out = append(out, Decision{Entry: e})
+		}
+	}
+	for i := range out {
+		steps := make([]decisions.StepTiming, len(out[i].Steps))
+		for j, s := range out[i].Steps {
+			steps[j] = decisions.StepTiming{Step: s.Step, Error: s.Error}
+		}
+		out[i].Steps = steps
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,154 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/policy"
+)
+
+// Scenario is one simulated experiment: a cluster, its data and workload, events at offsets of the
+// run, and the policy it is about. The names of the scenarios that bench/scenario also runs on a real
+// cluster (node-kill, join, compaction, leader-transfer's policy) are the same, with the same sizes
+// and event times; docs/design/simulator.md says why the definitions are not shared yet.
+type Scenario struct {
+	Name, Description string
+	// Nodes and Ranges (user ranges, equal key spans); RecordsPerRange records of ValueBytes each.
+	Nodes, Ranges   int
+	RecordsPerRange int64
+	ValueBytes      uint64
+	// Workload is the key distribution (uniform, zipfian, hotspot, latest); OpsPerSec the mean
+	// offered load, ReadFraction of it reads; Diurnal, if set, is the amplitude of a daily swing
+	// compressed into the run's Duration.
+	Workload     string
+	OpsPerSec    float64
+	ReadFraction float64
+	Diurnal      float64
+	// HotRecords is the hotspot workload's hot set (records from the start of the key space; 0: a
+	// thousandth), HotOps the share of requests it takes (0: 0.9).
+	HotRecords int64
+	HotOps     float64
+	Duration   time.Duration
+	Warmup     time.Duration
+	// GatherLeaders starts with every user range led by the first node.
+	GatherLeaders bool
+	// Policy is the policy the scenario is about: run on, then off. Pin switches others for both runs.
+	Policy string
+	Pin    map[string]bool
+	// Autopilot and Params adjust the autopilot's configuration and the simulated hardware.
+	Autopilot func(*autopilot.Config)
+	Params    func(*Params)
+	Events    []Event
+}
+
+// Action is what an event does.
+type Action string
+
+// The actions of events.
+const (
+	// KillLeader stops the node leading the first user range; Restart restarts the killed nodes.
+	KillLeader Action = "kill leader"
+	Restart    Action = "restart"
+	// JoinNodes adds N nodes (N < 1: that fraction of the nodes, rounded up).
+	JoinNodes Action = "nodes join"
+	// Decommission marks the last node decommissioning; Drain the node leading most ranges draining.
+	Decommission Action = "decommission"
+	Drain        Action = "drain"
+	// Compaction starts a heavy task of N seconds on the node leading most user ranges.
+	Compaction Action = "full compaction"
+)
+
+// Event is an action at an offset of the run.
+type Event struct {
+	At time.Duration
+	Do Action
+	N  float64
+}
+
+// joinLink is bench/scenario's join link: every node sends and receives snapshots at 4 MiB/s.
+const joinLink = 4 << 20
+
+var noMoves = map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false}
+
+// scenarios is the table. `shoal sim list` prints it.
+var scenarios = []Scenario{
+	{Name: "node-kill", Description: "3 nodes, one range; at t=8s the range's leader is killed, at t=15s restarted; policy replicate",
+		Nodes: 3, Ranges: 1, RecordsPerRange: 20000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
+		Duration: 25 * time.Second, Policy: policy.NameReplicate,
+		Events: []Event{{At: 8 * time.Second, Do: KillLeader}, {At: 15 * time.Second, Do: Restart}}},
+	{Name: "node-loss", Description: "4 nodes, 24 ranges; at t=10s the first range's leader is killed for good; policy replicate (replaces it after 60 s)",
+		Nodes: 4, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
+		Duration: 150 * time.Second, Policy: policy.NameReplicate, Pin: noMoves,
+		Events: []Event{{At: 10 * time.Second, Do: KillLeader}}},
+	{Name: "join", Description: "3 nodes, 24 ranges, 160k records, YCSB B zipfian; at t=30s a 4th node joins (4 MiB/s links); policy incremental_join",
+		Nodes: 3, Ranges: 24, RecordsPerRange: 160000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 8000, ReadFraction: 0.95,
+		Duration: 120 * time.Second, Warmup: 10 * time.Second, Policy: policy.NameJoin, Pin: noMoves,
+		Params: func(p *Params) { p.SnapshotSendRate, p.SnapshotRecvRate = joinLink, joinLink },
+		Events: []Event{{At: 30 * time.Second, Do: JoinNodes, N: 1}}},
+	{Name: "decommission", Description: "4 nodes, 24 ranges; at t=10s the 4th node is decommissioned; policy decommission",
+		Nodes: 4, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
+		Duration: 120 * time.Second, Policy: policy.NameDecommission, Pin: noMoves,
+		Events: []Event{{At: 10 * time.Second, Do: Decommission}}},
+	{Name: "drain", Description: "3 nodes, 24 ranges; at t=10s the node leading most ranges drains; policy drain",
+		Nodes: 3, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
+		Duration: 60 * time.Second, Policy: policy.NameDrain, Pin: noMoves,
+		Events: []Event{{At: 10 * time.Second, Do: Drain}}},
+	{Name: "compaction", Description: "3 nodes, 6 ranges, 160k records; at t=30s a 40-s full compaction on the node leading most ranges; policy shed_leadership",
+		Nodes: 3, Ranges: 6, RecordsPerRange: 160000 / 6, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 12000, ReadFraction: 0.9,
+		Duration: 90 * time.Second, Warmup: 10 * time.Second, Policy: policy.NameShed, Pin: noMoves,
+		Events: []Event{{At: 30 * time.Second, Do: Compaction, N: 40}}},
+	{Name: "hotspot", Description: "3 nodes, 4 ranges; 90 % of 9000 ops/s on 2 % of the first range's records; policy load_split",
+		Nodes: 3, Ranges: 4, RecordsPerRange: 25000, ValueBytes: 256, Workload: "hotspot", HotRecords: 500, OpsPerSec: 9000,
+		ReadFraction: 0.9, Duration: 120 * time.Second, Policy: policy.NameLoadSplit},
+	{Name: "merge", Description: "3 nodes, 48 small idle ranges; policy merge (after 5 min of idleness)",
+		Nodes: 3, Ranges: 48, RecordsPerRange: 1000, ValueBytes: 256, Workload: "uniform", OpsPerSec: 100, ReadFraction: 0.9,
+		Duration: 8 * time.Minute, Policy: policy.NameMerge},
+	{Name: "rebalance", Description: "3 nodes, 24 ranges all led by n1; policy rebalance",
+		Nodes: 3, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
+		Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameRebalance},
+	{Name: "read-hints", Description: "3 nodes, 6 ranges all led by n1, which drains at t=20s; policy read_hints (a switch: the simulator has no caches to warm)",
+		Nodes: 3, Ranges: 6, RecordsPerRange: 26000, ValueBytes: 1000, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 1,
+		Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameReadHints, Pin: noMoves,
+		Events: []Event{{At: 20 * time.Second, Do: Drain}}},
+	{Name: "scale", Description: "1000 nodes, 100 000 ranges of 64 MiB, one simulated hour of a diurnal zipfian load (400 k ops/s ±50 %); " +
+		"a node fails at 5 min, 10 % more nodes join at 20 min; every policy on",
+		Nodes: 1000, Ranges: 100_000, RecordsPerRange: 1000, ValueBytes: 64 << 10, Workload: "zipfian", OpsPerSec: 400_000,
+		ReadFraction: 0.9, Diurnal: 0.5, Duration: time.Hour, Warmup: time.Minute,
+		// A reconciliation a second, not five: each costs a snapshot and the decision log's
+		// measurement, both O(ranges) (docs/design/simulator.md, figures).
+		Params: func(p *Params) { p.ReconcileGap = time.Second },
+		Events: []Event{{At: 5 * time.Minute, Do: KillLeader}, {At: 20 * time.Minute, Do: JoinNodes, N: 0.1}}},
+}
+
+// Lookup returns the named scenario.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range scenarios {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// List returns the table sorted by name.
+func List() []Scenario {
+	out := append([]Scenario(nil), scenarios...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Schedule describes the events: "8s kill leader, 15s restart".
+func (s Scenario) Schedule() string {
+	var parts []string
+	for _, e := range s.Events {
+		p := fmt.Sprintf("%v %s", e.At, e.Do)
+		if e.N != 0 {
+			p += fmt.Sprintf(" (%g)", e.N)
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
+}
