@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -146,6 +147,18 @@ func (c *cluster) setUnthrottled(on bool) {
 			n.Eng.SetDeviceUnthrottled(on)
 		}
 	}
+}
+
+// compactAll compacts every live node's engine fully (a no-op without in-process nodes).
+func (c *cluster) compactAll(ctx context.Context) error {
+	for i := 0; c.local() && i < c.Len(); i++ {
+		if n := c.Node(i); n != nil {
+			if err := n.Eng.CompactAll(ctx); err != nil {
+				return fmt.Errorf("compact n%d after the load: %w", i+1, err)
+			}
+		}
+	}
+	return nil
 }
 
 // levelBytes is n1's bytes per LSM level, L0 first (nil without in-process nodes).
