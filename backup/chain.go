@@ -174,8 +174,8 @@ func List(dir string) ([]Listed, error) {
 	for _, d := range dirs {
 		m, err := ReadManifest(d)
 		if errors.Is(err, ErrIncomplete) {
-			if d != dir {
-				out = append(out, Listed{Dir: d, Kind: "incomplete", Err: err.Error()})
+			if hasBackupFiles(d) {
+				out = append(out, Listed{Dir: d, Kind: "incomplete", Err: "interrupted: no manifest"})
 			}
 			continue
 		}
@@ -197,4 +197,10 @@ func List(dir string) ([]Listed, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil
+}
+
+// hasBackupFiles says whether dir holds files a backup writes (an interrupted one has no manifest).
+func hasBackupFiles(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "range-*.kv"))
+	return len(files) > 0
 }
