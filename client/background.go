@@ -42,9 +42,16 @@ func (c *Client) Compact(ctx context.Context, node uint64) (TaskResult, error) {
 // Backup writes a backup of every range with a replica on node into dir, an absolute path on that
 // node's host that must not exist or be empty; rate limits its reads (bytes/s, 0: unlimited).
 func (c *Client) Backup(ctx context.Context, node uint64, dir string, rate int64) (TaskResult, error) {
+	return c.BackupIncremental(ctx, node, dir, "", rate)
+}
+
+// BackupIncremental is Backup of only the keys put and deleted since the backup in parent, a directory
+// on the node's host ("": a full backup). A damaged or missing parent is refused before anything is
+// written.
+func (c *Client) BackupIncremental(ctx context.Context, node uint64, dir, parent string, rate int64) (TaskResult, error) {
 	var res TaskResult
 	err := c.longAdmin(ctx, "backup", func(ctx context.Context, sc pb.ShoalClient) (*pb.Error, error) {
-		r, err := sc.Backup(ctx, &pb.BackupRequest{NodeId: node, Dir: dir, RateBytesPerSec: rate})
+		r, err := sc.Backup(ctx, &pb.BackupRequest{NodeId: node, Dir: dir, RateBytesPerSec: rate, IncrementalFrom: parent})
 		res = TaskResult{Node: r.GetNodeId(), Outcome: r.GetOutcome(), Duration: time.Duration(r.GetDurationMs()) * time.Millisecond,
 			Manifest: r.GetManifestJson()}
 		return r.GetError(), err

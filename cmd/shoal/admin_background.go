@@ -48,7 +48,10 @@ command returns when the compaction is done and prints how it passed that gate.`
 	},
 }
 
-var backupFlags struct{ rate int64 }
+var backupFlags struct {
+	rate            int64
+	incrementalFrom string
+}
 
 var adminBackupCmd = &cobra.Command{
 	Use:   "backup NODE DIR",
@@ -58,9 +61,15 @@ NODE's host that must not exist or be empty. Each replica first catches up with 
 write acknowledged before the backup started is in it), then the node takes a checkpoint of its engine
 (one point in time) and writes one file per range plus MANIFEST.json (spans, key counts, CRC-32C).
 A backup reads every key, so the node first moves its leaderships away (shed_leadership policy).
-Restore it into a new cluster with "shoal restore DIR".`,
+Restore it into a new cluster with "shoal restore DIR".
+
+With --incremental-from PREV (an earlier backup of the node, on its host), only the keys put and
+deleted since PREV are written, plus a key index the next incremental diffs against; the manifest
+names PREV with its checksum. A damaged or missing PREV is refused before anything is written.
+"shoal backup list|verify|compact" and "shoal restore" work on the chain.`,
 	Example: `  shoal admin backup 1 /var/backups/shoal/2026-11-23
-  shoal admin backup 1 /mnt/backup/b1 --rate 50MiB`,
+  shoal admin backup 1 /mnt/backup/b1 --rate 50MiB
+  shoal admin backup 1 /var/backups/shoal/2026-11-24 --incremental-from /var/backups/shoal/2026-11-23`,
 	Args: args(cobra.ExactArgs(2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		node, err := parseID("NODE", a[0])
@@ -70,10 +79,13 @@ Restore it into a new cluster with "shoal restore DIR".`,
 		if !filepath.IsAbs(a[1]) {
 			return usageError{fmt.Errorf("DIR %q must be an absolute path (it is on the node's host)", a[1])}
 		}
-		rate := backupFlags.rate
+		rate, parent := backupFlags.rate, backupFlags.incrementalFrom
+		if parent != "" && !filepath.IsAbs(parent) {
+			return usageError{fmt.Errorf("--incremental-from %q must be an absolute path (it is on the node's host)", parent)}
+		}
 		return withLongSession(cmd, func(s *session) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "node %d: backup into %s requested; waiting for it to finish...\n", node, a[1])
-			res, err := s.c.Backup(s.ctx, node, a[1], rate)
+			res, err := s.c.BackupIncremental(s.ctx, node, a[1], parent, rate)
 			if err != nil {
 				return err
 			}
@@ -84,6 +96,12 @@ Restore it into a new cluster with "shoal restore DIR".`,
 			var m backup.Manifest
 			if err := json.Unmarshal([]byte(res.Manifest), &m); err != nil {
 				return fmt.Errorf("backup finished but its manifest is unreadable: %w", err)
+			}
+			if m.Incremental() {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d: incremental backup of %d ranges, %d keys put and %d deleted since %s, %s into %s in %s\n  %s\n",
+					res.Node, len(m.Ranges), m.TotalKeys, m.TotalDeletes, m.Parent.ID, humanBytes(m.TotalBytes), a[1],
+					res.Duration.Round(time.Millisecond), res.Outcome)
+				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d: backup of %d ranges, %d keys, %s into %s in %s\n  %s\n",
 				res.Node, len(m.Ranges), m.TotalKeys, humanBytes(m.TotalBytes), a[1], res.Duration.Round(time.Millisecond), res.Outcome)
@@ -155,7 +173,11 @@ var restoreCmd = &cobra.Command{
 	Long: `Load the backup in DIR (written by "shoal admin backup") into the cluster reached through
 --host, through the normal replicated write path. Every range file is checked against the manifest's
 key count and CRC-32C before anything is written; a damaged backup is refused. With --verify, every
-key is read back afterwards and compared. Keys already in the cluster are overwritten.`,
+key is read back afterwards and compared. Keys already in the cluster are overwritten.
+
+DIR may be an incremental backup: then its chain back to a full backup is checked link by link and
+file by file before anything is written, and merged in the order --strategy plans, reading at most
+--fanin backups per merge.`,
 	Example: `  shoal start --bootstrap --data-dir /var/lib/shoal-new &
   shoal restore /var/backups/shoal/2026-11-23 --verify`,
 	Args: args(cobra.ExactArgs(1)),
@@ -167,6 +189,9 @@ key is read back afterwards and compared. Keys already in the cluster are overwr
 		m, err := backup.ReadManifest(dir)
 		if err != nil {
 			return err
+		}
+		if m.Incremental() {
+			return restoreChain(cmd, dir)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "restoring %d ranges (%d keys, %s) backed up from node %d at %s\n", len(m.Ranges),
 			m.TotalKeys, humanBytes(m.TotalBytes), m.NodeID, m.CreatedAt.Format(time.RFC3339))
@@ -218,6 +243,7 @@ func humanBytes(b uint64) string {
 
 func init() {
 	adminBackupCmd.Flags().Var(sizeOf(&backupFlags.rate), "rate", "limit the backup's reads to this many bytes per second, e.g. 50MiB (default unlimited)")
+	adminBackupCmd.Flags().StringVar(&backupFlags.incrementalFrom, "incremental-from", "", "write only the changes since this earlier backup (an absolute path on the node's host)")
 	f := adminMaintenanceCmd.Flags()
 	f.StringVar(&maintenanceFlags.task, "task", "", "name of the job (shown in admin nodes and the decision log)")
 	f.DurationVar(&maintenanceFlags.duration, "duration", 0, "how long the job will load the node, e.g. 10m")
