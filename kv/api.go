@@ -87,8 +87,18 @@ func (s *Service) replicaFor(h *pb.RequestHeader, key []byte, write bool) (*repl
 	return r, nil
 }
 
+// served tells the Observer how long the request that arrived at start took on r, unless its answer
+// pe sends the client elsewhere.
+func (s *Service) served(r *replica.Replica, start time.Time, pe *pb.Error) {
+	if c := pe.GetCode(); c == pb.ErrorCode_NOT_LEADER || c == pb.ErrorCode_RANGE_MOVED {
+		return
+	}
+	s.obs.Served(r.RangeID(), time.Since(start))
+}
+
 // Get implements pb.ShoalServer.
 func (s *Service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	start := time.Now()
 	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.GetResponse{Error: refused}, nil
@@ -101,25 +111,33 @@ func (s *Service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 	if pe != nil {
 		return &pb.GetResponse{Error: pe}, nil
 	}
+	resp := s.get(ctx, r, req)
+	s.served(r, start, resp.Error)
+	return resp, nil
+}
+
+// get serves req on r.
+func (s *Service) get(ctx context.Context, r *replica.Replica, req *pb.GetRequest) *pb.GetResponse {
 	s.obs.Request(r.RangeID(), req.Key)
 	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	if !req.GetHeader().GetFollowerRead() {
 		if err := r.ReadBarrier(ctx); err != nil {
-			return &pb.GetResponse{Error: s.PBError(err)}, nil
+			return &pb.GetResponse{Error: s.PBError(err)}
 		}
 	}
 	v, found, err := r.Get(req.Key)
 	if err != nil {
-		return &pb.GetResponse{Error: s.PBError(err)}, nil
+		return &pb.GetResponse{Error: s.PBError(err)}
 	}
 	if !req.GetHeader().GetFollowerRead() {
 		s.obs.Read(r.RangeID(), req.Key) // a leader's read: the other replicas replay it (read hints)
 	}
-	return &pb.GetResponse{Found: found, Value: v}, nil
+	return &pb.GetResponse{Found: found, Value: v}
 }
 
-func (s *Service) propose(ctx context.Context, h *pb.RequestHeader, key []byte, cmd *pb.Command) (replica.Result, *pb.Error) {
+// propose proposes cmd to the range of key (or of h's range) for a write request that arrived at start.
+func (s *Service) propose(ctx context.Context, start time.Time, h *pb.RequestHeader, key []byte, cmd *pb.Command) (replica.Result, *pb.Error) {
 	r, pe := s.replicaFor(h, key, true)
 	if pe != nil {
 		return replica.Result{}, pe
@@ -131,13 +149,15 @@ func (s *Service) propose(ctx context.Context, h *pb.RequestHeader, key []byte, 
 	defer cancel()
 	res, err := r.Propose(ctx, cmd)
 	if err != nil {
-		return res, s.PBError(err)
+		pe = s.PBError(err)
 	}
-	return res, nil
+	s.served(r, start, pe)
+	return res, pe
 }
 
 // Put implements pb.ShoalServer.
 func (s *Service) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
+	start := time.Now()
 	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.PutResponse{Error: refused}, nil
@@ -149,12 +169,13 @@ func (s *Service) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse,
 	if pe := s.validateValue(req.Value); pe != nil {
 		return &pb.PutResponse{Error: pe}, nil
 	}
-	_, pe := s.propose(ctx, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Value: req.Value}}})
+	_, pe := s.propose(ctx, start, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Value: req.Value}}})
 	return &pb.PutResponse{Error: pe}, nil
 }
 
 // Delete implements pb.ShoalServer.
 func (s *Service) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	start := time.Now()
 	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.DeleteResponse{Error: refused}, nil
@@ -163,12 +184,13 @@ func (s *Service) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.Delete
 	if pe := s.validateKey(req.Key); pe != nil {
 		return &pb.DeleteResponse{Error: pe}, nil
 	}
-	res, pe := s.propose(ctx, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Delete: true}}})
+	res, pe := s.propose(ctx, start, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Delete: true}}})
 	return &pb.DeleteResponse{Error: pe, Found: res.Found}, nil
 }
 
 // CompareAndSwap implements pb.ShoalServer.
 func (s *Service) CompareAndSwap(ctx context.Context, req *pb.CompareAndSwapRequest) (*pb.CompareAndSwapResponse, error) {
+	start := time.Now()
 	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.CompareAndSwapResponse{Error: refused}, nil
@@ -184,12 +206,13 @@ func (s *Service) CompareAndSwap(ctx context.Context, req *pb.CompareAndSwapRequ
 		Condition: &pb.Condition{Key: req.Key, Expected: req.Expected, ExpectAbsent: req.ExpectAbsent},
 		Mutations: []*pb.Mutation{{Key: req.Key, Value: req.Value, Delete: req.Delete}},
 	}
-	res, pe := s.propose(ctx, req.Header, req.Key, cmd)
+	res, pe := s.propose(ctx, start, req.Header, req.Key, cmd)
 	return &pb.CompareAndSwapResponse{Error: pe, Swapped: res.Swapped, Found: res.Found, Current: res.Current}, nil
 }
 
 // BatchWrite implements pb.ShoalServer: all mutations apply atomically in one range.
 func (s *Service) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*pb.BatchWriteResponse, error) {
+	start := time.Now()
 	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.BatchWriteResponse{Error: refused}, nil
@@ -221,12 +244,13 @@ func (s *Service) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*p
 			}
 		}
 	}
-	_, pe = s.propose(ctx, req.Header, first, &pb.Command{Mutations: req.Mutations})
+	_, pe = s.propose(ctx, start, req.Header, first, &pb.Command{Mutations: req.Mutations})
 	return &pb.BatchWriteResponse{Error: pe}, nil
 }
 
 // Scan implements pb.ShoalServer: it serves the part of [start, end) inside one range.
 func (s *Service) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse, error) {
+	start := time.Now()
 	adm, refused := s.admit(req)
 	if refused != nil {
 		return &pb.ScanResponse{Error: refused}, nil
@@ -258,12 +282,19 @@ func (s *Service) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanRespon
 	if pe != nil {
 		return &pb.ScanResponse{Error: pe}, nil
 	}
+	resp := s.scan(ctx, r, req, &adm)
+	s.served(r, start, resp.Error)
+	return resp, nil
+}
+
+// scan serves the part of req's span in r, growing adm by the bytes it returns.
+func (s *Service) scan(ctx context.Context, r *replica.Replica, req *pb.ScanRequest, adm *admittedRequest) *pb.ScanResponse {
 	s.obs.Request(r.RangeID(), req.Start)
 	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	if !req.GetHeader().GetFollowerRead() {
 		if err := r.ReadBarrier(ctx); err != nil {
-			return &pb.ScanResponse{Error: s.PBError(err)}, nil
+			return &pb.ScanResponse{Error: s.PBError(err)}
 		}
 	}
 	limit := int(req.Limit)
@@ -272,7 +303,7 @@ func (s *Service) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanRespon
 	}
 	kvs, desc, truncated, err := r.Scan(req.Start, req.End, limit, maxScanResponseSize, req.Reverse)
 	if err != nil {
-		return &pb.ScanResponse{Error: s.PBError(err)}, nil
+		return &pb.ScanResponse{Error: s.PBError(err)}
 	}
 	var resultBytes int64
 	for _, kv := range kvs {
@@ -282,7 +313,7 @@ func (s *Service) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanRespon
 	if !req.GetHeader().GetFollowerRead() {
 		s.obs.Scan(r.RangeID(), req.Start, req.End, limit, req.Reverse)
 	}
-	return &pb.ScanResponse{Kvs: kvs, Range: desc, Truncated: truncated}, nil
+	return &pb.ScanResponse{Kvs: kvs, Range: desc, Truncated: truncated}
 }
 
 func (s *Service) replicaForReverse(end []byte) *replica.Replica {

@@ -121,6 +121,10 @@ type Observer interface {
 	// Read and Scan note a linearizable point read or scan a leader served (read hints replay them).
 	Read(rangeID uint64, key []byte)
 	Scan(rangeID uint64, start, end []byte, limit int, reverse bool)
+	// Served notes how long a request on rangeID took, from its arrival (admission wait included) to
+	// its answer, for the range's latency in the autopilot's decision log. Requests answered with a
+	// routing error (not the leader, no replica) are not reported: they were not served here.
+	Served(rangeID uint64, took time.Duration)
 }
 
 // Deps are the node's parts the range layer uses.
@@ -187,3 +191,4 @@ type noObserver struct{}
 func (noObserver) Request(uint64, []byte)                 {}
 func (noObserver) Read(uint64, []byte)                    {}
 func (noObserver) Scan(uint64, []byte, []byte, int, bool) {}
+func (noObserver) Served(uint64, time.Duration)           {}

@@ -124,8 +124,11 @@ func (n *Node) localStats() *pb.NodeStats {
 			}
 		}
 		seen[r.RangeID()] = cur
+		// Every replica's latency window ends here; only the leader's travels (it serves the range).
+		lat := n.latency.take(r.RangeID(), now)
 		if rl.Leader {
 			rl.Bytes = r.ApproximateBytes()
+			fillLatency(rl, lat)
 			// Every leader's window ends here; only busy ranges ship their sample (load_split's input).
 			if ks := n.ap.TakeSample(r.RangeID(), now); ks != nil && rl.ReadQps+rl.WriteQps >= sampleShipQPS {
 				rl.SampleRequests, rl.SampleAtUnixNanos = ks.Requests, ks.At.UnixNano()
@@ -138,6 +141,7 @@ func (n *Node) localStats() *pb.NodeStats {
 		st.Ranges = append(st.Ranges, rl)
 	}
 	n.loadPrev = seen
+	n.latency.retain(seen)
 	n.bg.NoteLeading(st)
 	n.bg.FillStats(st)
 	return st
@@ -398,6 +402,7 @@ func (o observer) Read(rangeID uint64, key []byte)    { o.n.hints.Read(rangeID, 
 func (o observer) Scan(rangeID uint64, start, end []byte, limit int, reverse bool) {
 	o.n.hints.Scan(rangeID, start, end, limit, reverse)
 }
+func (o observer) Served(rangeID uint64, took time.Duration) { o.n.latency.record(rangeID, took) }
 
 // peerConn returns the pooled node-to-node connection to node id (for services other than the
 // public API: read hints).

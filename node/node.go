@@ -158,6 +158,7 @@ type Node struct {
 
 	loadMu   sync.Mutex
 	loadPrev map[uint64]loadMark // last counter readings per range, for QPS
+	latency  rangeLatency        // per-range request latency, for the decision log's p99
 
 	srv *grpc.Server // set by StartServing only
 

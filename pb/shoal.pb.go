@@ -2432,9 +2432,15 @@ type RangeLoad struct {
 	SampleAtUnixNanos int64    `protobuf:"varint,9,opt,name=sample_at_unix_nanos,json=sampleAtUnixNanos,proto3" json:"sample_at_unix_nanos,omitempty"`
 	// The replica's raft term when the report was made (with leader set: the term it leads in). A
 	// report reaches the meta leader after a delay; the term tells a stale "I lead" from a current one.
-	Term          uint64 `protobuf:"varint,10,opt,name=term,proto3" json:"term,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Term uint64 `protobuf:"varint,10,opt,name=term,proto3" json:"term,omitempty"`
+	// The latency of the requests the leader served since its previous report, for the decision log's
+	// p99 before and after an operator: a sparse histogram in the buckets of model.LatencyBucket
+	// (bucket indexes ascending, the requests in each), and the end of its window (empty: no request).
+	LatencyBuckets     []uint32 `protobuf:"varint,11,rep,packed,name=latency_buckets,json=latencyBuckets,proto3" json:"latency_buckets,omitempty"`
+	LatencyCounts      []uint64 `protobuf:"varint,12,rep,packed,name=latency_counts,json=latencyCounts,proto3" json:"latency_counts,omitempty"`
+	LatencyAtUnixNanos int64    `protobuf:"varint,13,opt,name=latency_at_unix_nanos,json=latencyAtUnixNanos,proto3" json:"latency_at_unix_nanos,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -2533,6 +2539,27 @@ func (x *RangeLoad) GetSampleAtUnixNanos() int64 {
 func (x *RangeLoad) GetTerm() uint64 {
 	if x != nil {
 		return x.Term
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetLatencyBuckets() []uint32 {
+	if x != nil {
+		return x.LatencyBuckets
+	}
+	return nil
+}
+
+func (x *RangeLoad) GetLatencyCounts() []uint64 {
+	if x != nil {
+		return x.LatencyCounts
+	}
+	return nil
+}
+
+func (x *RangeLoad) GetLatencyAtUnixNanos() int64 {
+	if x != nil {
+		return x.LatencyAtUnixNanos
 	}
 	return 0
 }
@@ -5393,7 +5420,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x13MaintenanceResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xc0\x02\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xc3\x03\n" +
 	"\tRangeLoad\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x19\n" +
@@ -5406,7 +5433,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0fsample_requests\x18\b \x01(\x04R\x0esampleRequests\x12/\n" +
 	"\x14sample_at_unix_nanos\x18\t \x01(\x03R\x11sampleAtUnixNanos\x12\x12\n" +
 	"\x04term\x18\n" +
-	" \x01(\x04R\x04term\"\x0e\n" +
+	" \x01(\x04R\x04term\x12'\n" +
+	"\x0flatency_buckets\x18\v \x03(\rR\x0elatencyBuckets\x12%\n" +
+	"\x0elatency_counts\x18\f \x03(\x04R\rlatencyCounts\x121\n" +
+	"\x15latency_at_unix_nanos\x18\r \x01(\x03R\x12latencyAtUnixNanos\"\x0e\n" +
 	"\fNodesRequest\"\\\n" +
 	"\rNodesResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12'\n" +

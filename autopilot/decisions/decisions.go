@@ -7,14 +7,17 @@
 // propose, run or cancel operators; it only records what the executor reports and reads snapshots.
 //
 // Besides the benefit the policy predicted (a structural metric: gaps, counts, a range's QPS), every
-// range operator gets its effect in users' terms: the throughput of the key span it changed, averaged
-// over Window before it started and over Window after it finished (Throughput). Latency is not
-// measured per range (the nodes measure it per request type), so a decision's p99 is not given.
+// range operator gets its effect in users' terms (Throughput): the requests per second of the key
+// span it changed, averaged over Window before it started and over Window after it finished, and the
+// p50 and p99 latency of the requests its ranges' leaders served in those windows (from the latency
+// histograms the leaders report with their load, added up over the span's ranges and the window's
+// snapshots).
 //
 // Invariant: at most Capacity entries are kept; the oldest are dropped first. An entry's Measured is
 // set at most once, only for a succeeded operator, from the first snapshot at least Window after it
 // finished; its Throughput.After likewise, from the snapshots of that Window. The log keeps the
 // ranges' load of the snapshots of the last Window only (for the Throughput.Before of new operators).
+// A range's latency histogram is counted once however many snapshots carry the same report.
 package decisions
 
 import (
@@ -87,7 +90,9 @@ type Throughput struct {
 }
 
 // LoadWindow is the span's load averaged over the snapshots taken From..To: reads and writes per
-// second as the ranges' leaders reported them, and the number of ranges in the span at To.
+// second as the ranges' leaders reported them, and the number of ranges in the span at To; and the
+// latency of the requests the leaders served in the reports those snapshots carried: how many
+// requests were timed, their p50 and p99 in milliseconds (null when none was timed).
 type LoadWindow struct {
 	From     time.Time `json:"from"`
 	To       time.Time `json:"to"`
@@ -96,6 +101,9 @@ type LoadWindow struct {
 	QPS      float64   `json:"qps"`
 	ReadQPS  float64   `json:"read_qps"`
 	WriteQPS float64   `json:"write_qps"`
+	Timed    uint64    `json:"timed"`
+	P50Ms    *float64  `json:"p50_ms"`
+	P99Ms    *float64  `json:"p99_ms"`
 }
 
 // StepTiming is one step call of an operator.
@@ -137,6 +145,9 @@ type rangeLoad struct {
 	system            bool
 	start, end        []byte
 	readQPS, writeQPS float64
+	// latency is the leader's latency report, nil when the snapshot carries none or one an earlier
+	// snapshot already carried.
+	latency *model.LatencyHistogram
 }
 
 // loadSample is the ranges' load in one snapshot.
@@ -150,16 +161,30 @@ type loadSum struct {
 	from, to    time.Time
 	n, ranges   int
 	read, write float64
+	latency     *model.LatencyCounts // nil until a report is added
 }
 
-func (s *loadSum) add(at time.Time, ranges int, read, write float64) {
+// add adds sc's load in smp.
+func (s *loadSum) add(sc *scope, smp loadSample) {
 	if s.n == 0 {
-		s.from = at
+		s.from = smp.at
 	}
-	s.to, s.ranges = at, ranges
+	s.to, s.ranges = smp.at, 0
 	s.n++
-	s.read += read
-	s.write += write
+	for _, r := range smp.ranges {
+		if !sc.covers(r) {
+			continue
+		}
+		s.ranges++
+		s.read += r.readQPS
+		s.write += r.writeQPS
+		if r.latency != nil {
+			if s.latency == nil {
+				s.latency = &model.LatencyCounts{}
+			}
+			s.latency.Add(r.latency)
+		}
+	}
 }
 
 func (s *loadSum) window() *LoadWindow {
@@ -167,27 +192,27 @@ func (s *loadSum) window() *LoadWindow {
 		return nil
 	}
 	n := float64(s.n)
-	return &LoadWindow{From: s.from, To: s.to, Samples: s.n, Ranges: s.ranges, QPS: (s.read + s.write) / n,
+	w := &LoadWindow{From: s.from, To: s.to, Samples: s.n, Ranges: s.ranges, QPS: (s.read + s.write) / n,
 		ReadQPS: s.read / n, WriteQPS: s.write / n}
+	if s.latency != nil && s.latency.Count() > 0 {
+		w.Timed = s.latency.Count()
+		w.P50Ms, w.P99Ms = millis(s.latency.Quantile(0.5)), millis(s.latency.Quantile(0.99))
+	}
+	return w
 }
 
-// load is the load of sc in ranges (and the number of ranges it covers).
-func (sc *scope) load(ranges []rangeLoad) (n int, read, write float64) {
-	for _, r := range ranges {
-		if sc.system != 0 {
-			if r.id == sc.system {
-				return 1, r.readQPS, r.writeQPS
-			}
-			continue
-		}
-		if r.system || (len(sc.end) > 0 && bytes.Compare(r.start, sc.end) >= 0) || (len(r.end) > 0 && bytes.Compare(r.end, sc.start) <= 0) {
-			continue
-		}
-		n++
-		read += r.readQPS
-		write += r.writeQPS
+// millis is d in milliseconds, rounded to the microsecond.
+func millis(d time.Duration) *float64 {
+	ms := math.Round(float64(d)/float64(time.Microsecond)) / 1000
+	return &ms
+}
+
+// covers reports whether r counts in sc: sc's system range, or a user range overlapping sc's span.
+func (sc *scope) covers(r rangeLoad) bool {
+	if sc.system != 0 {
+		return r.id == sc.system
 	}
-	return n, read, write
+	return !r.system && (len(sc.end) == 0 || bytes.Compare(r.start, sc.end) < 0) && (len(r.end) == 0 || bytes.Compare(r.end, sc.start) > 0)
 }
 
 // Log is the bounded decision log. Safe for concurrent use.
@@ -200,6 +225,9 @@ type Log struct {
 	nextID   uint64
 	onFinish func(Entry)  // called, outside the lock, when an entry reaches its final status
 	samples  []loadSample // the ranges' load in the snapshots of the last window, oldest first
+	// latencyAt is, per range, the end of the latency window of its last report seen: a report is
+	// counted in the first snapshot that carries it only.
+	latencyAt map[uint64]time.Time
 }
 
 // SetOnFinish registers fn to be called with every entry that reaches its final status (for
@@ -351,10 +379,18 @@ func (l *Log) sampleLocked(c *model.Cluster) {
 		return // the same snapshot again
 	}
 	smp := loadSample{at: c.Now, ranges: make([]rangeLoad, 0, len(c.Ranges))}
+	seen := make(map[uint64]time.Time, len(c.Ranges))
 	for _, r := range c.Ranges {
-		smp.ranges = append(smp.ranges, rangeLoad{id: r.ID, system: r.System, start: r.StartKey, end: r.EndKey,
-			readQPS: r.ReadQPS, writeQPS: r.WriteQPS})
+		rl := rangeLoad{id: r.ID, system: r.System, start: r.StartKey, end: r.EndKey, readQPS: r.ReadQPS, writeQPS: r.WriteQPS}
+		if h := r.Latency; h != nil {
+			seen[r.ID] = h.At
+			if prev, ok := l.latencyAt[r.ID]; !ok || !prev.Equal(h.At) {
+				rl.latency = h
+			}
+		}
+		smp.ranges = append(smp.ranges, rl)
 	}
+	l.latencyAt = seen
 	l.samples = append(l.samples, smp)
 	drop := 0
 	for drop+1 < len(l.samples) && c.Now.Sub(l.samples[drop+1].at) > l.window {
@@ -383,16 +419,13 @@ func (l *Log) throughputLocked(rec *record, c *model.Cluster) {
 		var before loadSum
 		for _, smp := range l.samples {
 			if !smp.at.After(rec.Time) && rec.Time.Sub(smp.at) <= l.window {
-				n, rd, wr := rec.scope.load(smp.ranges)
-				before.add(smp.at, n, rd, wr)
+				before.add(rec.scope, smp)
 			}
 		}
 		if before.n == 0 {
 			// No snapshot from before it started (the autopilot had just started): the load as it
 			// started is the best there is.
-			smp := l.samples[len(l.samples)-1]
-			n, rd, wr := rec.scope.load(smp.ranges)
-			before.add(smp.at, n, rd, wr)
+			before.add(rec.scope, l.samples[len(l.samples)-1])
 			tp.Detail = "no snapshot before it started: the load as it started"
 		}
 		tp.Before = before.window()
@@ -402,12 +435,11 @@ func (l *Log) throughputLocked(rec *record, c *model.Cluster) {
 		return
 	}
 	if c.Now.After(rec.finished) && c.Now.Sub(rec.finished) <= l.window {
-		smp := l.samples[len(l.samples)-1]
-		n, rd, wr := rec.scope.load(smp.ranges)
-		rec.after.add(smp.at, n, rd, wr)
+		rec.after.add(rec.scope, l.samples[len(l.samples)-1])
 	}
 	if c.Now.Sub(rec.finished) >= l.window {
 		rec.Throughput.After = rec.after.window()
+		rec.after.latency = nil // the window is closed: its counts are no longer needed
 		if rec.Throughput.After == nil {
 			rec.Throughput.Detail = "no snapshot in the window after it finished"
 			rec.scope = nil // nothing more to measure

@@ -321,3 +321,100 @@ func TestStepDoneRecordsTimingsPerEntry(t *testing.T) {
 		t.Fatalf("JSON %s (%v): want the steps", b, err)
 	}
 }
+
+// TestLatencyBeforeAndAfter: the p50 and p99 of a transfer's range, from the leaders' latency
+// reports in the window before it (one of them carried by two snapshots, counted once) and in the
+// window after it, for a split added up over both halves; a span without reports has none.
+func TestLatencyBeforeAndAfter(t *testing.T) {
+	at := func(now time.Duration, text string) *model.Cluster {
+		return cluster(t, now, "node 1\nnode 2\nnode 3\n"+text)
+	}
+	tests := []struct {
+		name           string
+		before, after  []*model.Cluster
+		timedBefore    uint64
+		p50Before      [2]float64 // bounds, in ms
+		p99Before      [2]float64
+		timedAfter     uint64
+		p50After       [2]float64
+		p99After       [2]float64
+		noLatencyAfter bool
+	}{{
+		name: "transfer: 10% slow requests before, none after",
+		before: []*model.Cluster{
+			at(-8*time.Second, "range 2 [a,m) voters=1,2,3 reads=100 latency=450@2ms,50@30ms"),
+			at(-5*time.Second, "range 2 [a,m) voters=1,2,3 reads=100 latency=450@2ms,50@30ms"),
+		},
+		after: []*model.Cluster{
+			at(3*time.Second, "range 2 [a,m) voters=1,2,3 leader=2 reads=100 latency=500@1ms"),
+			at(6*time.Second, "range 2 [a,m) voters=1,2,3 leader=2 reads=100 latency=500@1ms"),
+		},
+		timedBefore: 1000, p50Before: [2]float64{1.9, 2.1}, p99Before: [2]float64{28.6, 30.8},
+		timedAfter: 1000, p50After: [2]float64{0.95, 1.03}, p99After: [2]float64{0.95, 1.03},
+	}, {
+		name: "the ranges of the span after a split count together",
+		before: []*model.Cluster{
+			at(-4*time.Second, "range 2 [a,m) voters=1,2,3 reads=100 latency=1000@8ms"),
+		},
+		after: []*model.Cluster{
+			at(4*time.Second, "range 2 [a,g) voters=1,2,3 reads=50 latency=990@4ms\nrange 7 [g,m) voters=1,2,3 reads=50 latency=10@50ms\nrange 8 [m,) voters=1,2,3 latency=5000@900ms"),
+		},
+		timedBefore: 1000, p50Before: [2]float64{7.6, 8.2}, p99Before: [2]float64{7.6, 8.2},
+		timedAfter: 1000, p50After: [2]float64{3.8, 4.1}, p99After: [2]float64{3.8, 4.1},
+	}, {
+		name:        "no reports after: no latency",
+		before:      []*model.Cluster{at(-4*time.Second, "range 2 [a,m) voters=1,2,3 reads=10 latency=10@1ms")},
+		after:       []*model.Cluster{at(4*time.Second, "range 2 [a,m) voters=1,2,3")},
+		timedBefore: 10, p50Before: [2]float64{0.95, 1.03}, p99Before: [2]float64{0.95, 1.03},
+		noLatencyAfter: true,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLog(0, 10*time.Second)
+			for _, c := range tc.before {
+				l.Observe(c)
+			}
+			// A snapshot carrying the newest report again (the autopilot ran twice within one
+			// heartbeat): its requests count once.
+			again := at(-time.Second, "range 2 [a,m) voters=1,2,3")
+			again.Range(2).Latency = tc.before[len(tc.before)-1].Range(2).Latency
+			l.Observe(again)
+			c := at(0, "range 2 [a,m) voters=1,2,3")
+			op := operator.NewTransferLeader("rebalance", c.Now, c.Range(2), 2, "n1 leads more")
+			id := l.Record(op, c.Now)
+			l.Observe(c)
+			l.Finish(id, StatusSucceeded, c.Now.Add(time.Second))
+			for _, a := range tc.after {
+				l.Observe(a)
+			}
+			l.Observe(at(12*time.Second, "range 2 [a,m) voters=1,2,3"))
+			e, _ := l.Get(id)
+			tp := e.Throughput
+			if tp == nil || tp.Before == nil || tp.After == nil {
+				t.Fatalf("throughput %+v", tp)
+			}
+			checkLatency(t, "before", tp.Before, tc.timedBefore, tc.p50Before, tc.p99Before)
+			if tc.noLatencyAfter {
+				if tp.After.Timed != 0 || tp.After.P50Ms != nil || tp.After.P99Ms != nil {
+					t.Fatalf("after: latency %+v without reports", *tp.After)
+				}
+				b, _ := json.Marshal(tp.After)
+				if !strings.Contains(string(b), `"timed":0,"p50_ms":null,"p99_ms":null`) {
+					t.Fatalf("JSON %s", b)
+				}
+				return
+			}
+			checkLatency(t, "after", tp.After, tc.timedAfter, tc.p50After, tc.p99After)
+		})
+	}
+}
+
+func checkLatency(t *testing.T, which string, w *LoadWindow, timed uint64, p50, p99 [2]float64) {
+	t.Helper()
+	if w.Timed != timed || w.P50Ms == nil || w.P99Ms == nil {
+		t.Fatalf("%s: %d requests timed (want %d), p50 %v, p99 %v", which, w.Timed, timed, w.P50Ms, w.P99Ms)
+	}
+	if *w.P50Ms < p50[0] || *w.P50Ms > p50[1] || *w.P99Ms < p99[0] || *w.P99Ms > p99[1] {
+		t.Fatalf("%s: p50 %.3f ms (want %v), p99 %.3f ms (want %v)", which, *w.P50Ms, p50, *w.P99Ms, p99)
+	}
+}

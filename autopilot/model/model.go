@@ -235,6 +235,9 @@ type Range struct {
 	// Sample is a small weighted sample of the keys requested since the previous heartbeat, filled by
 	// the leader with a KeySampler; nil when not reported.
 	Sample *KeySample
+	// Latency is how long the leader took to serve the range's requests since its previous heartbeat
+	// (from a LatencyRecorder); nil when it served none or did not report it.
+	Latency *LatencyHistogram
 }
 
 // QPS is read plus write requests per second.

@@ -19,13 +19,15 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB]
 //	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system]
+//	        [latency=990@2ms,10@40ms]
 //
 // A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
 // 5s, "dead" is not live and silent for 70s, silent=D sets the silence (and makes the node not live
 // when D > 10s). task= adds a background task (heavy unless :light; in= its input bytes, age= how long
 // it has run), done= says a task of KIND completed AGO before now, led-before= lists the ranges the
-// node led before its last heavy task. Spans are [start,end) with bare keys; an empty start or end is
-// open. A range's leader defaults to its first voter.
+// node led before its last heavy task. latency= is the latency histogram the range's leader reported
+// at now: COUNT requests took DURATION, for each pair. Spans are [start,end) with bare keys; an empty
+// start or end is open. A range's leader defaults to its first voter.
 func ParseCluster(text string) (*Cluster, error) {
 	p := &textParser{now: TextEpoch}
 	for lineNo, line := range strings.Split(text, "\n") {
@@ -219,6 +221,10 @@ func (p *textParser) rangeItem(f []string) error {
 			}
 		case "system":
 			r.System = true
+		case "latency":
+			if r.Latency, err = parseLatency(v); err != nil {
+				return fmt.Errorf("latency: %v", err)
+			}
 		default:
 			return fmt.Errorf("unknown range attribute %q", a)
 		}
@@ -246,7 +252,34 @@ func (p *textParser) cluster() *Cluster {
 		}
 		d.node.LastCompleted[d.kind] = p.now.Add(-d.ago)
 	}
+	for _, r := range p.ranges {
+		if r.Latency != nil {
+			r.Latency.At = p.now
+		}
+	}
 	return NewCluster(p.now, p.nodes, p.ranges)
+}
+
+// parseLatency reads COUNT@DURATION pairs, comma-separated, into a histogram.
+func parseLatency(v string) (*LatencyHistogram, error) {
+	var c LatencyCounts
+	for _, x := range strings.Split(v, ",") {
+		n, d, ok := strings.Cut(x, "@")
+		if !ok {
+			return nil, fmt.Errorf("%q: want COUNT@DURATION", x)
+		}
+		count, err := strconv.ParseUint(n, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", x, err)
+		}
+		took, err := time.ParseDuration(d)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", x, err)
+		}
+		c.counts[LatencyBucket(took)] += count
+		c.total += count
+	}
+	return c.Histogram(time.Time{}), nil
 }
 
 // parseIDs reads a comma-separated list of IDs.

@@ -267,10 +267,19 @@ func (h *Host) Snapshot() *model.Cluster {
 				}
 				mr.Sample = ks
 			}
+			mr.Latency = latencyOf(rl)
 		}
 		ranges = append(ranges, mr)
 	}
 	return model.NewCluster(now, nodes, ranges)
+}
+
+// latencyOf is the latency histogram of a leader's range load (nil: none, or malformed).
+func latencyOf(rl *pb.RangeLoad) *model.LatencyHistogram {
+	if len(rl.LatencyBuckets) == 0 || len(rl.LatencyBuckets) != len(rl.LatencyCounts) {
+		return nil
+	}
+	return &model.LatencyHistogram{At: time.Unix(0, rl.LatencyAtUnixNanos), Buckets: rl.LatencyBuckets, Counts: rl.LatencyCounts}
 }
 
 // fillModelTasks copies a node's background-work report into the autopilot's model.
