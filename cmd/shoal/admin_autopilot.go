@@ -89,8 +89,11 @@ var adminDecisionsCmd = &cobra.Command{
 	Short: "Show the autopilot's decision log: what it did, why, what it predicted and what it measured",
 	Long: `Every operator the autopilot ran, oldest first: its policy, the operator, the reason, the
 predicted benefit ("metric before→expected") and — measured after the operator finished — the
-realized one ("metric before→after"), and the requests per second of the key span it changed, before
-→ after ("-": none yet). --format json prints the same array as /api/decisions.`,
+realized one ("metric before→after"), and, in a window before it and a window after it, the requests
+per second of the key span it changed (QPS) and the 99th percentile of their latency on the ranges'
+leaders, in milliseconds (P99 MS); "-": no reading, "?": the window after is not over yet.
+--format json prints the same array as /api/decisions (throughput.before and .after hold qps,
+timed, p50_ms and p99_ms).`,
 	Example: "  shoal admin decisions --format json",
 	Args:    args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -107,14 +110,15 @@ realized one ("metric before→after"), and the requests per second of the key s
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TIME\tPOLICY\tRANGE\tSTATUS\tOPERATOR\tPREDICTED\tMEASURED\tQPS\tREASON")
+			fmt.Fprintln(tw, "TIME\tPOLICY\tRANGE\tSTATUS\tOPERATOR\tPREDICTED\tMEASURED\tQPS\tP99 MS\tREASON")
 			for _, d := range ds {
 				t := d.Time
 				if pt, err := time.Parse(time.RFC3339Nano, d.Time); err == nil {
 					t = pt.Local().Format("15:04:05")
 				}
-				fmt.Fprintf(tw, "%s\t%s\tr%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t, d.Policy, d.Range, d.Status, d.Operator,
-					benefitText(d.Predicted, false), benefitText(d.Measured, true), throughputText(d.Throughput), d.Reason)
+				qps, p99 := throughputText(d.Throughput)
+				fmt.Fprintf(tw, "%s\t%s\tr%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t, d.Policy, d.Range, d.Status, d.Operator,
+					benefitText(d.Predicted, false), benefitText(d.Measured, true), qps, p99, d.Reason)
 			}
 			return tw.Flush()
 		})
@@ -141,24 +145,35 @@ func benefitText(raw json.RawMessage, measured bool) string {
 }
 
 // throughputText renders the requests per second of a decision's key span before and after it
-// ("120→240"; "120→?" until measured), or "-" when there is no reading.
-func throughputText(raw json.RawMessage) string {
+// ("120→240"; "120→?" until measured) and their p99 latency in milliseconds ("4.20→1.10"), each "-"
+// when there is no reading.
+func throughputText(raw json.RawMessage) (qps, p99 string) {
+	type window struct {
+		QPS   float64  `json:"qps"`
+		P99Ms *float64 `json:"p99_ms"`
+	}
 	var t struct {
-		Before *struct {
-			QPS float64 `json:"qps"`
-		} `json:"before"`
-		After *struct {
-			QPS float64 `json:"qps"`
-		} `json:"after"`
+		Before *window `json:"before"`
+		After  *window `json:"after"`
 	}
 	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &t) != nil || t.Before == nil {
-		return "-"
+		return "-", "-"
 	}
-	after := "?"
+	ms := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return strconv.FormatFloat(*v, 'f', 2, 64)
+	}
+	qpsAfter, p99After := "?", "?"
 	if t.After != nil {
-		after = strconv.FormatFloat(t.After.QPS, 'f', 0, 64)
+		qpsAfter, p99After = strconv.FormatFloat(t.After.QPS, 'f', 0, 64), ms(t.After.P99Ms)
 	}
-	return strconv.FormatFloat(t.Before.QPS, 'f', 0, 64) + "→" + after
+	qps = strconv.FormatFloat(t.Before.QPS, 'f', 0, 64) + "→" + qpsAfter
+	if t.Before.P99Ms == nil && (t.After == nil || t.After.P99Ms == nil) {
+		return qps, "-"
+	}
+	return qps, ms(t.Before.P99Ms) + "→" + p99After
 }
 
 // number prints a whole number as such and anything else with one decimal.

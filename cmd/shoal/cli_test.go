@@ -328,24 +328,30 @@ func TestDecommissionWithNowhereToGo(t *testing.T) {
 	}
 }
 
-// TestDecisionsText: the text table has the predicted and measured benefit and the throughput.
+// TestDecisionsText: the text table has the predicted and measured benefit, the throughput and the
+// p99 latency before and after.
 func TestDecisionsText(t *testing.T) {
 	cl, host := newCluster(t)
 	cl.SetDecisions(`[{"id":1,"time":"2026-11-29T01:00:00Z","policy":"rebalance","operator":"move r2 n1→n3","range":2,` +
 		`"reason":"n1 has 4 more replicas","predicted":{"metric":"replicas.gap","from":1,"to":3,"before":4,"delta":-2},` +
 		`"measured":{"metric":"replicas.gap","before":4,"after":2.5,"delta":-1.5},"status":"succeeded",` +
-		`"throughput":{"span":"[a, b)","before":{"qps":120},"after":{"qps":240.4}}},` +
+		`"throughput":{"span":"[a, b)","before":{"qps":120,"timed":1200,"p50_ms":1.5,"p99_ms":12.25},` +
+		`"after":{"qps":240.4,"timed":2400,"p50_ms":1.2,"p99_ms":3.5}}},` +
 		`{"id":2,"time":"2026-11-29T01:00:01Z","policy":"drain","operator":"transfer r2","range":2,"reason":"n1 drains",` +
-		`"predicted":{"metric":"node.leaders","before":3,"delta":-1},"measured":null,"status":"running","throughput":null}]`)
+		`"predicted":{"metric":"node.leaders","before":3,"delta":-1},"measured":null,"status":"running","throughput":null},` +
+		`{"id":3,"time":"2026-11-29T01:00:02Z","policy":"load_split","operator":"split r3","range":3,"reason":"r3 is hot",` +
+		`"predicted":{"metric":"span.max-qps","before":900,"delta":-450},"measured":null,"status":"succeeded",` +
+		`"throughput":{"span":"[b, c)","before":{"qps":900,"timed":9000,"p50_ms":2,"p99_ms":40},"after":null}}]`)
 	code, out, errOut := shoal(t, host, "admin", "decisions")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 3 {
+	if code != 0 || len(lines) != 4 {
 		t.Fatalf("decisions: %d %q %q", code, out, errOut)
 	}
 	for i, want := range [][]string{
-		{"PREDICTED", "MEASURED", "QPS", "REASON"},
-		{"replicas.gap 4→2", "replicas.gap 4→2.5", "120→240", "n1 has 4 more replicas"},
+		{"PREDICTED", "MEASURED", "QPS", "P99 MS", "REASON"},
+		{"replicas.gap 4→2", "replicas.gap 4→2.5", "120→240", "12.25→3.50", "n1 has 4 more replicas"},
 		{"node.leaders 3→2", "running", "n1 drains"},
+		{"900→?", "40.00→?", "r3 is hot"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i], w) {
@@ -358,7 +364,7 @@ func TestDecisionsText(t *testing.T) {
 	}
 	code, out, _ = shoal(t, host, "admin", "decisions", "--format", "json")
 	var ds []map[string]any
-	if err := json.Unmarshal([]byte(out), &ds); err != nil || code != 0 || len(ds) != 2 {
+	if err := json.Unmarshal([]byte(out), &ds); err != nil || code != 0 || len(ds) != 3 {
 		t.Errorf("decisions json: %d %q: %v", code, out, err)
 	}
 }
