@@ -223,7 +223,8 @@ func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string)
 }
 
 // checkNodeState refuses, before anything changes, a state the cluster cannot reach: a node that is not
-// a member, or a decommission with nowhere to move a replica to (the autopilot would retry forever).
+// a member, a drain with nowhere to move a leadership to, or a decommission with nowhere to move a
+// replica to (the autopilot would retry forever).
 func checkNodeState(s *session, node uint64, state pb.NodeAdminState) error {
 	nodes, err := s.c.Nodes(s.ctx)
 	if err != nil {
@@ -236,12 +237,15 @@ func checkNodeState(s *session, node uint64, state pb.NodeAdminState) error {
 	if !slices.Contains(members, node) {
 		return fmt.Errorf("node %d is not a member of this cluster (its nodes: %s)", node, ids(members))
 	}
-	if state != pb.NodeAdminState_NODE_DECOMMISSIONING {
+	if state == pb.NodeAdminState_NODE_ACTIVE {
 		return nil
 	}
 	ranges, err := s.c.Ranges(s.ctx)
 	if err != nil {
 		return err
+	}
+	if state == pb.NodeAdminState_NODE_DRAINING {
+		return drainBlocker(nodes, ranges, node)
 	}
 	return decommissionBlocker(nodes, ranges, node)
 }

@@ -388,3 +388,39 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 		t.Errorf("on a terminal: %q", b.String())
 	}
 }
+
+// A drain needs, for every range the node leads, a voter on another live, active node.
+func TestDrainBlocker(t *testing.T) {
+	node := func(id uint64, live, draining bool) *pb.NodeStatus {
+		return &pb.NodeStatus{Desc: &pb.NodeDescriptor{NodeId: id}, Live: live, Draining: draining}
+	}
+	rng := func(id, leader uint64, reps ...*pb.ReplicaDescriptor) *pb.RangeStatus {
+		return &pb.RangeStatus{Desc: &pb.RangeDescriptor{RangeId: id, Replicas: reps}, LeaderNodeId: leader}
+	}
+	voter := func(n uint64) *pb.ReplicaDescriptor { return &pb.ReplicaDescriptor{NodeId: n} }
+	learner := func(n uint64) *pb.ReplicaDescriptor { return &pb.ReplicaDescriptor{NodeId: n, Learner: true} }
+	three := []*pb.NodeStatus{node(1, true, false), node(2, true, false), node(3, true, false)}
+	for _, tc := range []struct {
+		name    string
+		nodes   []*pb.NodeStatus
+		ranges  []*pb.RangeStatus
+		blocked bool
+	}{
+		{"single node", three[:1], []*pb.RangeStatus{rng(1, 1, voter(1))}, true},
+		{"three voters", three, []*pb.RangeStatus{rng(1, 1, voter(1), voter(2), voter(3))}, false},
+		{"peers dead", []*pb.NodeStatus{node(1, true, false), node(2, false, false), node(3, false, false)},
+			[]*pb.RangeStatus{rng(1, 1, voter(1), voter(2), voter(3))}, true},
+		{"the other voter drains", []*pb.NodeStatus{node(1, true, false), node(2, true, true), node(3, true, false)},
+			[]*pb.RangeStatus{rng(1, 1, voter(1), voter(2), learner(3))}, true},
+		{"a learner cannot lead", three, []*pb.RangeStatus{rng(1, 1, voter(1), learner(2))}, true},
+		{"leads nothing", three[:1], []*pb.RangeStatus{rng(1, 2, voter(1), voter(2))}, false},
+	} {
+		err := drainBlocker(tc.nodes, tc.ranges, 1)
+		if (err != nil) != tc.blocked {
+			t.Errorf("%s: %v, want blocked %v", tc.name, err, tc.blocked)
+		}
+		if err != nil && !strings.Contains(err.Error(), "node 1 cannot be drained: range 1") {
+			t.Errorf("%s: message %q", tc.name, err)
+		}
+	}
+}
