@@ -60,7 +60,11 @@ func TestMM1AgainstSimulation(t *testing.T) {
 		{800, 1000, 0.06},
 	} {
 		s := Server{Mu: tt.mu}
-		soj := simulateMM1(tt.lambda, tt.mu, 300_000, 7)
+		n := 300_000
+		if raceEnabled {
+			n, tt.tol = 30_000, 3*tt.tol
+		}
+		soj := simulateMM1(tt.lambda, tt.mu, n, 7)
 		var sum float64
 		for _, x := range soj {
 			sum += x

@@ -7,7 +7,7 @@
 //
 // The zipfian and latest distributions are those of go-ycsb's generators (Gray et al.'s approximate
 // zipfian; ScrambledZipfian hashes ranks with FNV-64 over 10¹⁰ items, as YCSB's "zipfian" request
-// distribution does): the tests check the shares against go-ycsb drawing requests one by one.
+// distribution does): the tests check the shares, and the hash, against go-ycsb itself.
 //
 // The package owns the distributions and rate curves. It must never know about nodes, ranges'
 // replicas or the autopilot: it maps record indexes to request shares, nothing more.
@@ -20,8 +20,6 @@ import (
 	"sort"
 	"strconv"
 	"time"
-
-	"github.com/pingcap/go-ycsb/pkg/util"
 )
 
 // KeyPrefix starts every record's key; Key(i) sorts as i does.
@@ -227,7 +225,7 @@ func NewZipfian(n int64) *Zipfian {
 	prev := 0.0
 	for k := int64(0); k < top; k++ {
 		c := g.cdf(float64(k + 1))
-		hits[k] = hit{util.Hash64(k) % n, c - prev}
+		hits[k] = hit{hash64(k) % n, c - prev}
 		prev = c
 	}
 	sort.Slice(hits, func(i, j int) bool { return hits[i].idx < hits[j].idx })
@@ -237,6 +235,20 @@ func NewZipfian(n int64) *Zipfian {
 		z.cum[i+1] = z.cum[i] + h.mass
 	}
 	return z
+}
+
+// hash64 is go-ycsb's util.Hash64 (FNV-1a of the big-endian bytes, made non-negative), without its
+// allocation per call: NewZipfian hashes a million ranks.
+func hash64(n int64) int64 {
+	h := uint64(14695981039346656037)
+	for i := 56; i >= 0; i -= 8 {
+		h ^= uint64(byte(uint64(n) >> i))
+		h *= 1099511628211
+	}
+	if r := int64(h); r < 0 {
+		return -r
+	}
+	return int64(h)
 }
 
 // Name implements Dist.

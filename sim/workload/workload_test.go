@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pingcap/go-ycsb/pkg/generator"
+	"github.com/pingcap/go-ycsb/pkg/util"
 )
 
 func TestKeysSortAsRecords(t *testing.T) {
@@ -40,14 +41,21 @@ func bins(n, records int64, nbins int, next func() int64) []float64 {
 // TestSharesMatchGoYCSB: every distribution's Share over equal bins against go-ycsb's generator
 // drawing one request at a time; the shares sum to 1 and each bin agrees within sampling noise.
 func TestSharesMatchGoYCSB(t *testing.T) {
-	const records, draws, nbins = 200_000, 2_000_000, 50
+	const records, nbins = 200_000, 50
+	draws := int64(2_000_000)
+	if raceEnabled {
+		draws = 200_000
+	}
 	r := rand.New(rand.NewSource(1))
 	latestBasis := generator.NewCounter(records)
 	tests := []struct {
 		dist Dist
 		gen  func() int64
 	}{
-		{Uniform{N: records}, func() int64 { return generator.NewUniform(0, records-1).Next(r) }},
+		{Uniform{N: records}, func() func() int64 {
+			g := generator.NewUniform(0, records-1)
+			return func() int64 { return g.Next(r) }
+		}()},
 		{NewZipfian(records), func() func() int64 {
 			g := generator.NewScrambledZipfian(0, records-1, generator.ZipfianConstant)
 			return func() int64 { return g.Next(r) }
@@ -70,7 +78,7 @@ func TestSharesMatchGoYCSB(t *testing.T) {
 				share := tt.dist.Share(lo, hi)
 				sum += share
 				// 4 standard deviations of a binomial share, plus 0.2 % for the generators' rounding.
-				tol := 4*math.Sqrt(share*(1-share)/draws) + 0.002*share + 1e-5
+				tol := 4*math.Sqrt(share*(1-share)/float64(draws)) + 0.002*share + 1e-5
 				if d := math.Abs(share - emp[b]); d > tol {
 					t.Errorf("bin %d: share %.5f, go-ycsb drew %.5f (tolerance %.5f)", b, share, emp[b], tol)
 				}
@@ -98,7 +106,10 @@ func TestSampleStaysInsideAndFollowsShares(t *testing.T) {
 			lo, hi := span[0], span[1]
 			mid := (lo + hi) / 2
 			want := d.Share(lo, mid) / d.Share(lo, hi)
-			const n = 40_000
+			n := 40_000
+			if raceEnabled {
+				n = 4_000
+			}
 			below := 0
 			for i := 0; i < n; i++ {
 				x := d.Sample(r, lo, hi)
@@ -109,13 +120,21 @@ func TestSampleStaysInsideAndFollowsShares(t *testing.T) {
 					below++
 				}
 			}
-			if got := float64(below) / n; math.Abs(got-want) > 4*math.Sqrt(want*(1-want)/n)+0.01 {
+			if got := float64(below) / float64(n); math.Abs(got-want) > 4*math.Sqrt(want*(1-want)/float64(n))+0.01 {
 				t.Errorf("%s [%d,%d): %.3f of samples in the lower half, Share says %.3f", name, lo, hi, got, want)
 			}
 		}
 	}
 	if _, err := New("pareto", 10); err == nil {
 		t.Fatal("an unknown distribution was accepted")
+	}
+}
+
+func TestHashIsGoYCSBs(t *testing.T) {
+	for _, n := range []int64{0, 1, 2, 255, 256, 1 << 40, 9_999_999_999} {
+		if got, want := hash64(n), util.Hash64(n); got != want {
+			t.Fatalf("hash64(%d) = %d, go-ycsb %d", n, got, want)
+		}
 	}
 }
 

@@ -1,0 +1,7 @@
+//go:build race
+
+package queueing
+
+// raceEnabled makes the statistical tests draw fewer samples: the race detector slows them tenfold,
+// and it checks memory accesses, not statistics.
+const raceEnabled = true
