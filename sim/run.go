@@ -230,6 +230,9 @@ func (r *run) wake(reactive bool) {
 		r.pending = false
 		reactive := r.wantReactive
 		r.wantReactive = false
+		if !r.last.Before(r.loop.Now()) {
+			return // a round ran at this instant: it asked every policy and reconciled
+		}
 		if reactive {
 			r.cycle(true)
 			return
