@@ -754,6 +754,24 @@
     return [num(b) + " → " + num(a) + " ops/s" + change, span];
   }
 
+  // p99 is the 99th percentile latency of the requests the span's leaders served in the window before
+  // the operator and in the window after it (p50 and the number of requests timed below it).
+  function p99(tp, status) {
+    if (!tp || !tp.before) return ["–", ""];
+    const b = tp.before, a = tp.after;
+    const at = (w) => (w && w.p99_ms != null ? ms(w.p99_ms / 1000) : "–");
+    const p50 = (w) => (w && w.p50_ms != null ? ms(w.p50_ms / 1000) : "–");
+    if (!a) {
+      if (b.p99_ms == null) return ["–", "no request timed before"];
+      const pending = String(status || "").startsWith("succeeded") || status === "running";
+      return [at(b) + " → " + (pending ? "…" : "–"), "p50 " + p50(b) + "; " + num(b.timed) + " requests timed"];
+    }
+    if (b.p99_ms == null && a.p99_ms == null) return ["–", "no request timed"];
+    const change = b.p99_ms > 0 && a.p99_ms != null
+      ? " (" + (a.p99_ms >= b.p99_ms ? "+" : "−") + Math.abs((100 * (a.p99_ms - b.p99_ms)) / b.p99_ms).toFixed(0) + "%)" : "";
+    return [at(b) + " → " + at(a) + change, "p50 " + p50(b) + " → " + p50(a) + "; " + num(b.timed || 0) + " → " + num(a.timed || 0) + " requests timed"];
+  }
+
   function twoLine(row, [main, detail], col) {
     const td = cell(row, main, "", col);
     if (detail) {
@@ -777,6 +795,7 @@
       twoLine(r, benefit(e.predicted), "predicted");
       twoLine(r, measured(e.measured, e.status), "measured");
       twoLine(r, throughput(e.throughput, e.status), "throughput");
+      twoLine(r, p99(e.throughput, e.status), "p99");
       const td = cell(r, e.status, "", "outcome");
       td.style.color = statusColor(e.status);
     }, "no decisions yet: the autopilot has not acted");
@@ -816,9 +835,9 @@
       if (!isFinite(t)) continue;
       const c = svgEl("circle", { cx: x(t), cy: T + policies.indexOf(e.policy) * lane + lane / 2, r: 5,
         fill: statusColor(e.status), "data-decision-id": e.id }, svg);
-      const tp = throughput(e.throughput, e.status)[0];
+      const tp = throughput(e.throughput, e.status)[0], lat = p99(e.throughput, e.status)[0];
       svgEl("title", {}, c).textContent = clock(t) + " " + e.policy + ": " + e.operator + " — " + e.reason + " [" + e.status + "]" +
-        (tp !== "–" ? "; throughput " + tp : "");
+        (tp !== "–" ? "; throughput " + tp : "") + (lat !== "–" ? "; p99 " + lat : "");
     }
     svg.dataset.points = entries.length;
   }
