@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server"
 	"github.com/shoaldb/shoal/server/apijson"
 )
@@ -254,6 +255,7 @@ func TestDashboard(t *testing.T) {
 	if !decisionsOK {
 		t.Errorf("the decision list does not match /api/decisions")
 	}
+	checkDecisionLatency(t, cl, base, poll)
 
 	poll("no error banner", `document.getElementById("error-banner").hidden`)
 	screenshot(t, bctx, "")
@@ -320,6 +322,55 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("script errors on the page: %v", errs)
 	}
 	t.Logf("dashboard checked after %v", time.Since(testStart).Round(time.Millisecond))
+}
+
+// checkDecisionLatency drains the leader of k000's range under the test's load, finds the range's
+// decision that has a p99 before and after in /api/decisions, and checks that the page shows both
+// ("1.2 ms → 0.9 ms (−25%)", with p50 and the requests timed below).
+func checkDecisionLatency(t *testing.T, cl *client.Client, base string, poll func(what, expr string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rangeID, drained := leaderOffMeta(t, ctx, cl, []byte("k000"))
+	time.Sleep(2 * time.Second) // the leader reports a few latency windows before the drain
+	if err := setNodeState(cl, drained, pb.NodeAdminState_NODE_DRAINING); err != nil {
+		t.Fatalf("drain n%d: %v", drained, err)
+	}
+	defer func() {
+		if err := setNodeState(cl, drained, pb.NodeAdminState_NODE_ACTIVE); err != nil {
+			t.Errorf("activate n%d: %v", drained, err)
+		}
+	}()
+	type window struct {
+		P99Ms *float64 `json:"p99_ms"`
+	}
+	var id uint64
+	for deadline := time.Now().Add(45 * time.Second); id == 0; time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no decision on r%d with a p99 before and after in /api/decisions after 45s", rangeID)
+		}
+		var entries []struct {
+			ID         uint64 `json:"id"`
+			Range      uint64 `json:"range"`
+			Throughput *struct {
+				Before *window `json:"before"`
+				After  *window `json:"after"`
+			} `json:"throughput"`
+		}
+		apiGet(t, base+"/api/decisions", "", &entries)
+		for _, e := range entries {
+			if tp := e.Throughput; e.Range == rangeID && tp != nil && tp.Before != nil && tp.After != nil &&
+				tp.Before.P99Ms != nil && tp.After.P99Ms != nil {
+				id = e.ID
+				t.Logf("decision %d on r%d: p99 %.3f ms → %.3f ms", id, rangeID, *tp.Before.P99Ms, *tp.After.P99Ms)
+			}
+		}
+	}
+	poll(fmt.Sprintf("decision %d's p99 before and after", id), `(() => {
+		const td = document.querySelector('#decisions tr[data-decision-id="`+strconv.FormatUint(id, 10)+`"] td[data-col=p99]');
+		return td !== null && /^[0-9.]+ (µs|ms|s) → [0-9.]+ (µs|ms|s)/.test(td.firstChild.textContent) &&
+			td.querySelector(".detail").textContent.includes("requests timed");
+	})()`)
 }
 
 // clusterHistory is the part of /api/history the test reads.
@@ -624,6 +675,7 @@ func startHTTPCluster(t *testing.T, n int, token string) []*httpNode {
 	for i := 0; i < n; i++ {
 		cfg := server.Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", RESP: "127.0.0.1:0"}
 		cfg.Node.DataDir, cfg.Node.AuthToken, cfg.Node.Storage.CacheBytes = filepath.Join(dir, fmt.Sprintf("n%d", i+1)), token, 16<<20
+		cfg.Node.Autopilot.MeasureAfter = 4 * time.Second // decisions' windows after close sooner than the default 10 s
 		if i == 0 {
 			cfg.Node.Bootstrap = true
 		} else {
