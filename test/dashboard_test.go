@@ -23,7 +23,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server"
 	"github.com/shoaldb/shoal/server/apijson"
 )
@@ -331,16 +330,8 @@ func checkDecisionLatency(t *testing.T, cl *client.Client, base string, poll fun
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rangeID, drained := leaderOffMeta(t, ctx, cl, []byte("k000"))
-	time.Sleep(2 * time.Second) // the leader reports a few latency windows before the drain
-	if err := setNodeState(cl, drained, pb.NodeAdminState_NODE_DRAINING); err != nil {
-		t.Fatalf("drain n%d: %v", drained, err)
-	}
-	defer func() {
-		if err := setNodeState(cl, drained, pb.NodeAdminState_NODE_ACTIVE); err != nil {
-			t.Errorf("activate n%d: %v", drained, err)
-		}
-	}()
+	rangeID, _, activate := drainLeaderOf(t, ctx, cl, []byte("k000"))
+	defer activate()
 	type window struct {
 		P99Ms *float64 `json:"p99_ms"`
 	}

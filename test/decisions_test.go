@@ -112,16 +112,8 @@ func TestDecisionShowsLatencyBeforeAndAfter(t *testing.T) {
 	}
 	defer func() { stopLoad(); wg.Wait() }()
 
-	rangeID, drained := leaderOffMeta(t, ctx, cl, []byte("lat/000"))
-	time.Sleep(2 * time.Second) // the leader reports a few latency windows before the drain
-	if err := setNodeState(cl, drained, pb.NodeAdminState_NODE_DRAINING); err != nil {
-		t.Fatalf("drain n%d: %v", drained, err)
-	}
-	defer func() {
-		if err := setNodeState(cl, drained, pb.NodeAdminState_NODE_ACTIVE); err != nil {
-			t.Errorf("activate n%d: %v", drained, err)
-		}
-	}()
+	rangeID, drained, activate := drainLeaderOf(t, ctx, cl, []byte("lat/000"))
+	defer activate()
 	t.Logf("r%d (led by n%d) serves the workload; n%d drains", rangeID, drained, drained)
 
 	type window struct {
@@ -164,6 +156,22 @@ func TestDecisionShowsLatencyBeforeAndAfter(t *testing.T) {
 	t.Logf("%s %q on %s: %.0f ops/s, p50 %.2f ms, p99 %.2f ms (%d timed) before; %.0f ops/s, p50 %.2f ms, p99 %.2f ms (%d timed) after",
 		found.Policy, found.Operator, tp.Span, tp.Before.QPS, *tp.Before.P50Ms, *tp.Before.P99Ms, tp.Before.Timed,
 		tp.After.QPS, *tp.After.P50Ms, *tp.After.P99Ms, tp.After.Timed)
+}
+
+// drainLeaderOf drains the leader of key's range once it has led it under load for a few latency
+// windows, moving the leadership off the meta leader first (leaderOffMeta). activate undoes the drain.
+func drainLeaderOf(t *testing.T, ctx context.Context, cl *client.Client, key []byte) (rangeID, drained uint64, activate func()) {
+	t.Helper()
+	rangeID, drained = leaderOffMeta(t, ctx, cl, key)
+	time.Sleep(2 * time.Second)
+	if err := setNodeState(cl, drained, pb.NodeAdminState_NODE_DRAINING); err != nil {
+		t.Fatalf("drain n%d: %v", drained, err)
+	}
+	return rangeID, drained, func() {
+		if err := setNodeState(cl, drained, pb.NodeAdminState_NODE_ACTIVE); err != nil {
+			t.Errorf("activate n%d: %v", drained, err)
+		}
+	}
 }
 
 // leaderOffMeta returns the range of key and its leader, which it first moves off the meta range's

@@ -412,7 +412,8 @@ func TestLatencyBeforeAndAfter(t *testing.T) {
 func checkLatency(t *testing.T, which string, w *LoadWindow, timed uint64, p50, p99 [2]float64) {
 	t.Helper()
 	if w.Timed != timed || w.P50Ms == nil || w.P99Ms == nil {
-		t.Fatalf("%s: %d requests timed (want %d), p50 %v, p99 %v", which, w.Timed, timed, w.P50Ms, w.P99Ms)
+		b, _ := json.Marshal(w)
+		t.Fatalf("%s: %d requests timed, want %d with p50 and p99: %s", which, w.Timed, timed, b)
 	}
 	if *w.P50Ms < p50[0] || *w.P50Ms > p50[1] || *w.P99Ms < p99[0] || *w.P99Ms > p99[1] {
 		t.Fatalf("%s: p50 %.3f ms (want %v), p99 %.3f ms (want %v)", which, *w.P50Ms, p50, *w.P99Ms, p99)
