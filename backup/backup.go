@@ -344,7 +344,7 @@ func ReadRecords(dir string, e RangeEntry, fn func(key, value []byte, deleted bo
 	for {
 		var deleted bool
 		var ok bool
-		kbuf, vbuf, deleted, ok, err = fr.record(kbuf, vbuf, e.Delta)
+		kbuf, vbuf, deleted, ok, err = fr.record(kbuf, vbuf, e.Delta, nil)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorrupt, e.File, err)
 		}
@@ -400,9 +400,10 @@ func openFile(path string) (*fileReader, error) {
 
 func (fr *fileReader) close() { fr.f.Close() }
 
-// record reads one record (ok false at a clean end of file): a key, then a value — length-prefixed in
-// a plain file; in a tagged one 0 for a deletion, else the length plus one.
-func (fr *fileReader) record(kbuf, vbuf []byte, tagged bool) (k, v []byte, deleted, ok bool, err error) {
+// record reads one record (ok false at a clean end of file): a key; with layer set (an intermediate
+// run of a merge, always tagged) the index of the backup the record comes from; then a value —
+// length-prefixed in a plain file, in a tagged one 0 for a deletion, else the length plus one.
+func (fr *fileReader) record(kbuf, vbuf []byte, tagged bool, layer *int) (k, v []byte, deleted, ok bool, err error) {
 	klen, err := binary.ReadUvarint(fr.r)
 	if err == io.EOF {
 		return kbuf, vbuf, false, false, nil
@@ -412,6 +413,13 @@ func (fr *fileReader) record(kbuf, vbuf []byte, tagged bool) (k, v []byte, delet
 	}
 	if kbuf, err = readN(fr.r, kbuf, klen); err != nil {
 		return kbuf, vbuf, false, false, err
+	}
+	if layer != nil {
+		l, err := binary.ReadUvarint(fr.r)
+		if err != nil {
+			return kbuf, vbuf, false, false, unexpected(err)
+		}
+		*layer, tagged = int(l), true
 	}
 	vlen, err := binary.ReadUvarint(fr.r)
 	if err != nil {

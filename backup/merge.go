@@ -3,9 +3,7 @@ package backup
 import (
 	"bytes"
 	"container/heap"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -83,7 +81,7 @@ func (it *linkIter) next() (bool, error) {
 		}
 		var ok bool
 		var err error
-		it.r.key, it.r.value, it.r.deleted, ok, err = it.fr.record(it.r.key, it.r.value, e.Delta)
+		it.r.key, it.r.value, it.r.deleted, ok, err = it.fr.record(it.r.key, it.r.value, e.Delta, nil)
 		if err != nil {
 			return false, fmt.Errorf("%w: %s/%s: %v", ErrCorrupt, it.dir, e.File, err)
 		}
@@ -126,7 +124,7 @@ type runIter struct {
 func (it *runIter) next() (bool, error) {
 	var ok bool
 	var err error
-	it.r.key, it.r.value, it.r.deleted, ok, err = it.fr.layered(it.r.key, it.r.value, &it.r.layer)
+	it.r.key, it.r.value, it.r.deleted, ok, err = it.fr.record(it.r.key, it.r.value, true, &it.r.layer)
 	if err != nil {
 		return false, fmt.Errorf("%w: intermediate run %s: %v", ErrCorrupt, it.info.File, err)
 	}
@@ -142,34 +140,6 @@ func (it *runIter) next() (bool, error) {
 
 func (it *runIter) rec() *record { return &it.r }
 func (it *runIter) close()       { it.fr.close() }
-
-// layered reads a record of an intermediate run.
-func (fr *fileReader) layered(kbuf, vbuf []byte, layer *int) (k, v []byte, deleted, ok bool, err error) {
-	klen, err := binary.ReadUvarint(fr.r)
-	if err == io.EOF {
-		return kbuf, vbuf, false, false, nil
-	}
-	if err != nil {
-		return kbuf, vbuf, false, false, err
-	}
-	if kbuf, err = readN(fr.r, kbuf, klen); err != nil {
-		return kbuf, vbuf, false, false, err
-	}
-	l, err := binary.ReadUvarint(fr.r)
-	if err != nil {
-		return kbuf, vbuf, false, false, unexpected(err)
-	}
-	*layer = int(l)
-	tag, err := binary.ReadUvarint(fr.r)
-	if err != nil {
-		return kbuf, vbuf, false, false, unexpected(err)
-	}
-	if tag == 0 {
-		return kbuf, vbuf[:0], true, true, nil
-	}
-	vbuf, err = readN(fr.r, vbuf, tag-1)
-	return kbuf, vbuf, false, err == nil, err
-}
 
 func (r *run) open(c *Chain) (iter, error) {
 	if r.link >= 0 {

@@ -39,35 +39,13 @@ func (c *Client) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	if err := backup.Verify(dir, m); err != nil {
 		return m, res, fmt.Errorf("%w; nothing was written", err)
 	}
-	if opts.Batch <= 0 {
-		opts.Batch = 256
-	}
-	var muts []*pb.Mutation
-	flush := func() error {
-		if len(muts) == 0 {
-			return nil
-		}
-		if err := c.WriteMany(ctx, muts); err != nil {
-			return fmt.Errorf("restore: write batch: %w", err)
-		}
-		res.Keys += uint64(len(muts))
-		muts = muts[:0]
-		if opts.Progress != nil {
-			opts.Progress(res.Keys)
-		}
-		return nil
-	}
+	bw := newBatchWriter(c, ctx, opts)
 	for _, e := range m.Ranges {
-		err := backup.ReadRange(dir, e, func(k, v []byte) error {
-			muts = append(muts, &pb.Mutation{Key: bytes.Clone(k), Value: bytes.Clone(v)})
-			if len(muts) >= opts.Batch {
-				return flush()
-			}
-			return nil
-		})
+		err := backup.ReadRange(dir, e, bw.add)
 		if err == nil {
-			err = flush()
+			err = bw.flush()
 		}
+		res.Keys = bw.written
 		if err != nil {
 			return m, res, err
 		}
@@ -77,24 +55,66 @@ func (c *Client) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 		return m, res, nil
 	}
 	for _, e := range m.Ranges {
-		err := backup.ReadRange(dir, e, func(k, v []byte) error {
-			got, found, err := c.Get(ctx, k)
-			switch {
-			case err != nil:
-				return fmt.Errorf("restore: verify %q: %w", k, err)
-			case !found:
-				return fmt.Errorf("restore: verify: key %q is missing after the restore", k)
-			case !bytes.Equal(got, v):
-				return fmt.Errorf("restore: verify: key %q has a different value after the restore", k)
-			}
-			return nil
-		})
-		if err != nil {
+		if err := backup.ReadRange(dir, e, func(k, v []byte) error { return c.verifyRestored(ctx, k, v) }); err != nil {
 			return m, res, err
 		}
 	}
 	res.Verified = true
 	return m, res, nil
+}
+
+// batchWriter writes restored pairs through WriteMany, opts.Batch at a time, and reports progress.
+type batchWriter struct {
+	c       *Client
+	ctx     context.Context
+	opts    RestoreOptions
+	muts    []*pb.Mutation
+	written uint64
+}
+
+func newBatchWriter(c *Client, ctx context.Context, opts RestoreOptions) *batchWriter {
+	if opts.Batch <= 0 {
+		opts.Batch = 256
+	}
+	return &batchWriter{c: c, ctx: ctx, opts: opts}
+}
+
+// add queues a pair (the slices are copied) and writes the batch once it is full.
+func (b *batchWriter) add(k, v []byte) error {
+	b.muts = append(b.muts, &pb.Mutation{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+	if len(b.muts) >= b.opts.Batch {
+		return b.flush()
+	}
+	return nil
+}
+
+func (b *batchWriter) flush() error {
+	if len(b.muts) == 0 {
+		return nil
+	}
+	if err := b.c.WriteMany(b.ctx, b.muts); err != nil {
+		return fmt.Errorf("restore: write batch: %w", err)
+	}
+	b.written += uint64(len(b.muts))
+	b.muts = b.muts[:0]
+	if b.opts.Progress != nil {
+		b.opts.Progress(b.written)
+	}
+	return nil
+}
+
+// verifyRestored checks that the cluster holds v at k.
+func (c *Client) verifyRestored(ctx context.Context, k, v []byte) error {
+	got, found, err := c.Get(ctx, k)
+	switch {
+	case err != nil:
+		return fmt.Errorf("restore: verify %q: %w", k, err)
+	case !found:
+		return fmt.Errorf("restore: verify: key %q is missing after the restore", k)
+	case !bytes.Equal(got, v):
+		return fmt.Errorf("restore: verify: key %q has a different value after the restore", k)
+	}
+	return nil
 }
 
 // WriteMany writes muts in as few atomic batches as the cluster's ranges allow: one batch, or, when

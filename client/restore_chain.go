@@ -1,13 +1,11 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 
 	"github.com/shoaldb/shoal/backup"
-	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/plan/mergeplan"
 )
 
@@ -49,9 +47,6 @@ func (c *Client) RestoreChain(ctx context.Context, dir string, opts ChainRestore
 	if opts.Fanin == 0 {
 		opts.Fanin = 16
 	}
-	if opts.Batch <= 0 {
-		opts.Batch = 256
-	}
 	if res.Plan, err = mergeplan.Make(sets, opts.Strategy, mergeplan.Options{Fanin: opts.Fanin}); err != nil {
 		return res, err
 	}
@@ -60,31 +55,12 @@ func (c *Client) RestoreChain(ctx context.Context, dir string, opts ChainRestore
 		return res, fmt.Errorf("restore: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	var muts []*pb.Mutation
-	flush := func() error {
-		if len(muts) == 0 {
-			return nil
-		}
-		if err := c.WriteMany(ctx, muts); err != nil {
-			return fmt.Errorf("restore: write batch: %w", err)
-		}
-		res.Keys += uint64(len(muts))
-		muts = muts[:0]
-		if opts.Progress != nil {
-			opts.Progress(res.Keys)
-		}
-		return nil
-	}
-	res.Merges, err = ch.Merge(res.Plan, tmp, func(k, v []byte) error {
-		muts = append(muts, &pb.Mutation{Key: bytes.Clone(k), Value: bytes.Clone(v)})
-		if len(muts) >= opts.Batch {
-			return flush()
-		}
-		return nil
-	})
+	bw := newBatchWriter(c, ctx, opts.RestoreOptions)
+	res.Merges, err = ch.Merge(res.Plan, tmp, bw.add)
 	if err == nil {
-		err = flush()
+		err = bw.flush()
 	}
+	res.Keys = bw.written
 	if err != nil {
 		return res, err
 	}
@@ -101,19 +77,7 @@ func (c *Client) RestoreChain(ctx context.Context, dir string, opts ChainRestore
 		}
 		one.Merges = []mergeplan.Merge{{Inputs: all}}
 	}
-	_, err = ch.Merge(one, tmp, func(k, v []byte) error {
-		got, found, err := c.Get(ctx, k)
-		switch {
-		case err != nil:
-			return fmt.Errorf("restore: verify %q: %w", k, err)
-		case !found:
-			return fmt.Errorf("restore: verify: key %q is missing after the restore", k)
-		case !bytes.Equal(got, v):
-			return fmt.Errorf("restore: verify: key %q has a different value after the restore", k)
-		}
-		return nil
-	})
-	if err != nil {
+	if _, err = ch.Merge(one, tmp, func(k, v []byte) error { return c.verifyRestored(ctx, k, v) }); err != nil {
 		return res, err
 	}
 	res.Verified = true

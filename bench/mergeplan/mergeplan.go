@@ -156,11 +156,7 @@ func Simulate(w Workload) ([]Row, error) {
 	}
 	sketches := make([]mergeplan.Set, len(runs))
 	for i, r := range runs {
-		sk := mergeplan.NewSketch()
-		for _, h := range r.(mergeplan.KeySet) {
-			sk.Add(h)
-		}
-		sketches[i] = sk
+		sketches[i] = mergeplan.SketchOf(r.(mergeplan.KeySet))
 	}
 	if err := plan("smallest-output-hll", sketches, mergeplan.SmallestOutput); err != nil {
 		return nil, err

@@ -219,14 +219,18 @@ file by file before anything is written, and merged in the order --strategy plan
 			if jsonOutput() {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			verified := ""
-			if res.Verified {
-				verified = "; every key verified"
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %d keys of %d ranges from %s%s\n", res.Keys, res.Ranges, dir, verified)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %d keys of %d ranges from %s%s\n", res.Keys, res.Ranges, dir, verifiedNote(res.Verified))
 			return err
 		})
 	},
+}
+
+// verifiedNote ends a restore's line when every key was read back.
+func verifiedNote(verified bool) string {
+	if verified {
+		return "; every key verified"
+	}
+	return ""
 }
 
 func humanBytes(b uint64) string {

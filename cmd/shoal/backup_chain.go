@@ -218,11 +218,7 @@ func comparePlans(sets []mergeplan.Set, fanin int) ([]planRow, error) {
 	}
 	sketches := make([]mergeplan.Set, len(sets))
 	for i, s := range sets {
-		sk := mergeplan.NewSketch()
-		for _, h := range s.(mergeplan.KeySet) {
-			sk.Add(h)
-		}
-		sketches[i] = sk
+		sketches[i] = mergeplan.SketchOf(s.(mergeplan.KeySet))
 	}
 	p, err := mergeplan.Make(sketches, mergeplan.SmallestOutput, mergeplan.Options{Fanin: fanin})
 	if err != nil {
@@ -261,12 +257,8 @@ func restoreChain(cmd *cobra.Command, dir string) error {
 		if jsonOutput() {
 			return writeJSON(cmd.OutOrStdout(), res)
 		}
-		verified := ""
-		if res.Verified {
-			verified = "; every key verified"
-		}
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %d keys of %d ranges from a chain of %d backups ending in %s (%d merges, %s)%s\n",
-			res.Keys, res.Ranges, res.Links, dir, len(res.Merges), strategy, verified)
+			res.Keys, res.Ranges, res.Links, dir, len(res.Merges), strategy, verifiedNote(res.Verified))
 		return err
 	})
 }

@@ -93,6 +93,15 @@ func (s *Sketch) Add(h uint64) {
 	}
 }
 
+// SketchOf is the sketch of an exact set: what a planner with sketches instead of key sets would see.
+func SketchOf(keys KeySet) *Sketch {
+	s := NewSketch()
+	for _, h := range keys {
+		s.Add(h)
+	}
+	return s
+}
+
 // Len implements Set: the raw HyperLogLog estimate, with linear counting while registers are empty.
 func (s *Sketch) Len() float64 {
 	m := float64(len(s.reg))
