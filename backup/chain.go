@@ -157,8 +157,8 @@ type Listed struct {
 	Err   string `json:"error,omitempty"`
 }
 
-// List describes the backups in dir and its subdirectories (one level), oldest first, each with the
-// length of its chain or why it cannot be restored. It reads manifests only.
+// List describes the backups in dir and its subdirectories (one level), oldest first (interrupted ones
+// last), each with the length of its chain or why it cannot be restored. It reads manifests only.
 func List(dir string) ([]Listed, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -195,7 +195,11 @@ func List(dir string) ([]Listed, error) {
 		}
 		out = append(out, l)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	// Oldest first; interrupted backups (no time) last.
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].CreatedAt, out[j].CreatedAt
+		return !a.IsZero() && (b.IsZero() || a.Before(b))
+	})
 	return out, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -130,6 +131,7 @@ func (s *store) backup(dir, parent string) *backup.Manifest {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	m.CreatedAt = time.Now().UTC()
 	if err := backup.WriteManifest(dir, m); err != nil {
 		s.t.Fatal(err)
 	}
@@ -288,6 +290,19 @@ func TestDamagedLinksAreRefused(t *testing.T) {
 		s.put(fmt.Sprintf("k%03d", i), fmt.Sprint("changed ", i))
 		s.backup(d, parent)
 		dirs = append(dirs, d)
+	}
+	// An interrupted backup (files, no manifest) is listed as such; a directory of something else is not.
+	must(t, os.MkdirAll(filepath.Join(root, "interrupted"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "interrupted", backup.RangeFile(1)), nil, 0o644))
+	must(t, os.MkdirAll(filepath.Join(root, "other"), 0o755))
+	list, err := backup.List(root)
+	must(t, err)
+	var got []string
+	for _, l := range list {
+		got = append(got, fmt.Sprintf("%s:%s:%d", filepath.Base(l.Dir), l.Kind, l.Chain))
+	}
+	if want := "[b0:full:1 b1:incremental:2 b2:incremental:3 interrupted:incomplete:0]"; fmt.Sprint(got) != want {
+		t.Fatalf("list: %v, want %s", got, want)
 	}
 	for _, tc := range []struct {
 		name   string
