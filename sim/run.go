@@ -27,6 +27,9 @@ type Options struct {
 	// Wall, if set, reads the wall clock for the report's cost figures (nil: they stay zero, and
 	// the report is a pure function of the scenario, the options and the seed).
 	Wall func() time.Time
+	// Progress, if set, is called every simulated minute with the simulated time and the decisions
+	// so far (the CLI prints it; it changes nothing in the run).
+	Progress func(simulated time.Duration, decisions int)
 }
 
 // Result is a simulation's report and the decision log of each run (Report.Runs' order).
@@ -70,6 +73,12 @@ func Run(sc Scenario, opts Options) (*Result, error) {
 		r, err := newRun(sc, p, dist, opts.Seed, on)
 		if err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		if opts.Progress != nil {
+			r.loop.Every(time.Minute, func() bool {
+				opts.Progress(r.loop.Now().Sub(epoch), len(r.decided))
+				return r.loop.Now().Before(r.end)
+			})
 		}
 		rep, decs := r.run()
 		res.Report.Runs = append(res.Report.Runs, rep)

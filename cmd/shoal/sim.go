@@ -60,8 +60,12 @@ decision log as DIR/decisions.json (policy on) and decisions-off.json (policy of
 			}
 			defer pprof.StopCPUProfile()
 		}
+		start := time.Now()
+		progress := func(d time.Duration, decisions int) {
+			fmt.Fprintf(os.Stderr, "%s: simulated %v in %.1f s, %d decisions\n", sc.Name, d, time.Since(start).Seconds(), decisions)
+		}
 		res, err := sim.Run(sc, sim.Options{Nodes: simFlags.nodes, Ranges: simFlags.ranges, Duration: simFlags.duration,
-			Seed: simFlags.seed, Workload: simFlags.workload, OnlyPolicyOn: simFlags.onlyOn, Wall: time.Now})
+			Seed: simFlags.seed, Workload: simFlags.workload, OnlyPolicyOn: simFlags.onlyOn, Wall: time.Now, Progress: progress})
 		if err != nil {
 			return err
 		}
