@@ -17,7 +17,9 @@
 // set at most once, only for a succeeded operator, from the first snapshot at least Window after it
 // finished; its Throughput.After likewise, from the snapshots of that Window. The log keeps the
 // ranges' load of the snapshots of the last Window only (for the Throughput.Before of new operators).
-// A range's latency histogram is counted once however many snapshots carry the same report.
+// A range's latency histogram is counted once however many snapshots carry the same report. An
+// entry restored with its window after still open (its autopilot moved) gets that window anew, from
+// the restore.
 package decisions
 
 import (
@@ -130,6 +132,9 @@ type record struct {
 	scope    *scope    // the key span whose throughput is measured (nil: not resolved yet, or none)
 	after    loadSum   // the span's load over the snapshots after the operator finished
 	resolved bool      // scope was looked for
+	// reopened: restored with its window after still open (the autopilot that ran it moved away
+	// within a Window of its end); the window after is measured again from the restore.
+	reopened bool
 }
 
 // scope is what an operator's throughput covers: the user ranges overlapping [start, end), or one
@@ -407,29 +412,7 @@ func (l *Log) sampleLocked(c *model.Cluster) {
 // after the operator succeeded, it adds c's load to the window after, and closes it a Window later.
 func (l *Log) throughputLocked(rec *record, c *model.Cluster) {
 	if !rec.resolved {
-		rec.resolved = true
-		if rec.Kind == "note" || rec.Throughput != nil {
-			return // not a range operator, or restored with its throughput
-		}
-		rec.scope = scopeOf(rec, c)
-		if rec.scope == nil {
-			return
-		}
-		tp := &Throughput{Span: rec.scope.String()}
-		var before loadSum
-		for _, smp := range l.samples {
-			if !smp.at.After(rec.Time) && rec.Time.Sub(smp.at) <= l.window {
-				before.add(rec.scope, smp)
-			}
-		}
-		if before.n == 0 {
-			// No snapshot from before it started (the autopilot had just started): the load as it
-			// started is the best there is.
-			before.add(rec.scope, l.samples[len(l.samples)-1])
-			tp.Detail = "no snapshot before it started: the load as it started"
-		}
-		tp.Before = before.window()
-		rec.Throughput = tp
+		l.resolveLocked(rec, c)
 	}
 	if rec.scope == nil || rec.Throughput == nil || rec.Throughput.After != nil || rec.finished.IsZero() || rec.Status != StatusSucceeded {
 		return
@@ -445,6 +428,41 @@ func (l *Log) throughputLocked(rec *record, c *model.Cluster) {
 			rec.scope = nil // nothing more to measure
 		}
 	}
+}
+
+// resolveLocked finds the key span of rec's operator on c, the first snapshot after it was recorded,
+// and its load over the window before it started; for an entry restored with its window after open,
+// the span only (that window starts again at the restore).
+func (l *Log) resolveLocked(rec *record, c *model.Cluster) {
+	rec.resolved = true
+	if rec.reopened {
+		if rec.scope = scopeOf(rec, c); rec.scope != nil {
+			rec.Throughput.Detail = "the autopilot moved before the window after closed: that window starts when the next one took over"
+		}
+		return
+	}
+	if rec.Kind == "note" || rec.Throughput != nil {
+		return // not a range operator, or restored with its throughput
+	}
+	rec.scope = scopeOf(rec, c)
+	if rec.scope == nil {
+		return
+	}
+	tp := &Throughput{Span: rec.scope.String()}
+	var before loadSum
+	for _, smp := range l.samples {
+		if !smp.at.After(rec.Time) && rec.Time.Sub(smp.at) <= l.window {
+			before.add(rec.scope, smp)
+		}
+	}
+	if before.n == 0 {
+		// No snapshot from before it started (the autopilot had just started): the load as it
+		// started is the best there is.
+		before.add(rec.scope, l.samples[len(l.samples)-1])
+		tp.Detail = "no snapshot before it started: the load as it started"
+	}
+	tp.Before = before.window()
+	rec.Throughput = tp
 }
 
 // scopeOf is the key span rec's operator changed, on c: the span its predicted benefit names, or its
@@ -503,7 +521,11 @@ func (l *Log) Restore(entries []Entry, at time.Time) {
 		if finished.IsZero() {
 			finished = at
 		}
-		l.push(&record{Entry: e, finished: finished})
+		rec := &record{Entry: e, finished: finished}
+		if e.Status == StatusSucceeded && e.Throughput != nil && e.Throughput.Before != nil && e.Throughput.After == nil {
+			rec.finished, rec.reopened = at, true
+		}
+		l.push(rec)
 		if e.ID >= l.nextID {
 			l.nextID = e.ID + 1
 		}

@@ -419,3 +419,34 @@ func checkLatency(t *testing.T, which string, w *LoadWindow, timed uint64, p50, 
 		t.Fatalf("%s: p50 %.3f ms (want %v), p99 %.3f ms (want %v)", which, *w.P50Ms, p50, *w.P99Ms, p99)
 	}
 }
+
+// TestRestoreReopensTheWindowAfter: an operator that succeeded less than a Window before its autopilot
+// went away has no window after; the next autopilot measures one from when it took over.
+func TestRestoreReopensTheWindowAfter(t *testing.T) {
+	load := func(now time.Duration, latency string) *model.Cluster {
+		return cluster(t, now, "node 1\nnode 2\nnode 3\nrange 2 [a,m) voters=1,2,3 leader=2 reads=100 latency="+latency)
+	}
+	old := NewLog(0, 10*time.Second)
+	old.Observe(load(-3*time.Second, "100@8ms"))
+	c := load(0, "100@8ms")
+	id := old.Record(operator.NewTransferLeader("drain", c.Now, c.Range(2), 3, "n2 drains"), c.Now)
+	old.Observe(c)
+	old.Finish(id, StatusSucceeded, c.Now.Add(time.Second))
+	old.Observe(load(3*time.Second, "100@2ms"))
+
+	l := NewLog(0, 10*time.Second)
+	l.Restore(old.Entries(), c.Now.Add(5*time.Second))
+	for _, now := range []time.Duration{6 * time.Second, 9 * time.Second, 16 * time.Second} {
+		l.Observe(load(now, "100@1ms"))
+	}
+	e, _ := l.Get(id)
+	tp := e.Throughput
+	if tp == nil || tp.Before == nil || tp.After == nil {
+		t.Fatalf("throughput %+v", tp)
+	}
+	checkLatency(t, "before", tp.Before, 200, [2]float64{7.6, 8.2}, [2]float64{7.6, 8.2})
+	checkLatency(t, "after", tp.After, 200, [2]float64{0.95, 1.03}, [2]float64{0.95, 1.03})
+	if !tp.After.From.Equal(c.Now.Add(6*time.Second)) || !strings.Contains(tp.Detail, "the autopilot moved") {
+		t.Fatalf("after from %v, detail %q", tp.After.From, tp.Detail)
+	}
+}
