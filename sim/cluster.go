@@ -31,8 +31,10 @@ type simNode struct {
 	ledAtReq []uint64
 	reps     map[uint64]*simRange // ranges with a replica here
 	// sendFree and recvFree are when the node's snapshot links are next idle (FIFO streams at the
-	// configured rates, the transport's shared rate limiters).
+	// configured rates, the transport's shared rate limiters); snaps counts the snapshots it sends
+	// or receives.
 	sendFree, recvFree time.Time
+	snaps              int
 	// Load of the last heartbeat: offered and served read-equivalents per second, and the served
 	// requests per second per unit of a range's share that its led ranges last reported at.
 	offered, served float64
@@ -99,6 +101,7 @@ type Cluster struct {
 	rate       workload.Rate
 	readFrac   float64
 	sampleMin  float64 // ranges serving at least this much get key samples
+	maxSnaps   int     // the executor's snapshots in flight per node
 	onLand     func()  // called when a step lands (the run schedules a reconciliation)
 	snapshots  int
 	inflight   int // snapshots streaming
@@ -289,12 +292,27 @@ func (c *Cluster) AddLearner(ctx context.Context, rangeID, node uint64) error {
 		return err
 	}
 	from, to := c.node(r.leader), c.node(node)
-	begin := maxTime(c.now(), from.sendFree, to.recvFree)
+	for _, n := range []*simNode{from, to} {
+		if c.maxSnaps > 0 && n.snaps >= c.maxSnaps {
+			// The executor holds a step back while a node has its limit of snapshots in flight, but
+			// only while the Actuator call blocks, and a simulated call returns at once.
+			return fmt.Errorf("n%d already has %d snapshots in flight", n.id, n.snaps)
+		}
+	}
+	begin := maxTime(c.now(), from.sendFree)
+	if c.p.SnapshotRecvRate > 0 {
+		begin = maxTime(begin, to.recvFree)
+		to.recvFree = begin.Add(seconds(float64(r.bytes) / c.p.snapshotRate()))
+	}
 	stream := seconds(float64(r.bytes) / c.p.snapshotRate())
-	from.sendFree, to.recvFree = begin.Add(stream), begin.Add(stream)
+	from.sendFree = begin.Add(stream)
+	from.snaps++
+	to.snaps++
 	c.inflight++
 	c.land(begin.Sub(c.now())+stream+time.Duration(c.p.ApplyFactor*float64(stream)), func() {
 		c.inflight--
+		from.snaps--
+		to.snaps--
 		if c.ranges[rangeID] != r || r.hasReplica(node) || c.reachable(node) != nil || c.reachable(from.id) != nil {
 			return
 		}

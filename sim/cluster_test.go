@@ -171,3 +171,27 @@ func TestHeartbeatServesWhatNodesCan(t *testing.T) {
 		t.Fatalf("a leaderless range's 1000 ops/s: refused %.1f", s.errors)
 	}
 }
+
+// TestSnapshotSlots: a node takes part in at most the executor's limit of snapshots at once; a slot
+// frees when its snapshot has landed.
+func TestSnapshotSlots(t *testing.T) {
+	ctx := context.Background()
+	c := testCluster(t, 5, 10, 0)
+	c.maxSnaps = 2
+	// r2, r7 and r12... are led by n1 (user range i by node i mod 5 + 1); n5 holds none of r2, r7.
+	for _, id := range []uint64{2, 7} {
+		if err := c.AddLearner(ctx, id, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.AddLearner(ctx, 3, 5); err == nil {
+		t.Fatal("a third snapshot to n5 was accepted")
+	}
+	c.loop.RunUntil(epoch.Add(time.Minute))
+	if !c.ranges[2].hasReplica(5) || !c.ranges[7].hasReplica(5) {
+		t.Fatal("the two accepted snapshots did not land")
+	}
+	if err := c.AddLearner(ctx, 3, 5); err != nil {
+		t.Fatalf("no slot after the snapshots landed: %v", err)
+	}
+}

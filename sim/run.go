@@ -191,6 +191,7 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 			return nil, err
 		}
 	}
+	c.maxSnaps = cfg.Executor.MaxSnapshotsPerNode
 	if r.ap.Policies().Enabled(policy.NameLoadSplit) {
 		c.sampleMin = cfg.Policies.LoadSplit.QPSThreshold / 2
 	}
