@@ -361,6 +361,18 @@ func newView(c *model.Cluster, pending []*operator.Operator) *view {
 	return v
 }
 
+// candidates are the user ranges, in the model's order, that no operator in flight touches and that
+// keep says a plan may take.
+func (v *view) candidates(keep func(*model.Range) bool) []*model.Range {
+	var out []*model.Range
+	for _, r := range v.c.Ranges {
+		if !r.System && !v.busy[r.ID] && keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // leadersOf is how many leaderships node leads, operators in flight included (0 for an unknown node).
 func (v *view) leadersOf(node uint64) int {
 	if l := v.load[node]; l != nil {

@@ -181,6 +181,9 @@ func byValue(v *view, d *dimension, nodes []*model.Node) []*model.Node {
 func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
 	asc := byValue(v, d, nodes)
 	from := asc[len(asc)-1]
+	// The busiest node's candidates, once: scanning every range for every target is quadratic in a
+	// large cluster.
+	led := v.candidates(func(r *model.Range) bool { return r.Leader == from.ID && r.QPS() > 0 })
 	for _, to := range asc[:len(asc)-1] {
 		gap := v.load[from.ID].qps - v.load[to.ID].qps
 		if gap < d.minGap {
@@ -190,9 +193,9 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 			continue // never hand load to a node with a heavy background task
 		}
 		var transfer, move *model.Range
-		for _, r := range v.c.Ranges {
+		for _, r := range led {
 			q := r.QPS()
-			if r.Leader != from.ID || r.System || v.busy[r.ID] || q <= 0 || q >= gap {
+			if q >= gap {
 				continue
 			}
 			better := func(cur *model.Range) bool { return cur == nil || math.Abs(gap-2*q) < math.Abs(gap-2*cur.QPS()) }
@@ -232,14 +235,15 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 func (p *Rebalance) planReplicas(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
 	asc := byValue(v, d, nodes)
 	from := asc[len(asc)-1]
+	held := v.candidates(func(r *model.Range) bool { return r.IsVoter(from.ID) })
 	for _, to := range asc[:len(asc)-1] {
 		gap := v.load[from.ID].replicas - v.load[to.ID].replicas
 		if gap < 2 || to.DiskFull(p.maxDisk) {
 			continue
 		}
 		var best *model.Range
-		for _, r := range v.c.Ranges {
-			if !r.IsVoter(from.ID) || r.HasReplica(to.ID) || r.System || v.busy[r.ID] {
+		for _, r := range held {
+			if r.HasReplica(to.ID) {
 				continue
 			}
 			if best == nil || r.Bytes < best.Bytes || (r.Bytes == best.Bytes && r.QPS() < best.QPS()) {
@@ -264,6 +268,7 @@ func (p *Rebalance) planReplicas(v *view, d *dimension, nodes []*model.Node) *op
 func (p *Rebalance) planBytes(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
 	asc := byValue(v, d, nodes)
 	from := asc[len(asc)-1]
+	held := v.candidates(func(r *model.Range) bool { return r.IsVoter(from.ID) && r.Bytes > 0 })
 	for _, to := range asc[:len(asc)-1] {
 		lf, lt := v.load[from.ID], v.load[to.ID]
 		gap := lf.bytes - lt.bytes
@@ -272,9 +277,9 @@ func (p *Rebalance) planBytes(v *view, d *dimension, nodes []*model.Node) *opera
 			continue
 		}
 		var best *model.Range
-		for _, r := range v.c.Ranges {
+		for _, r := range held {
 			b := float64(r.Bytes)
-			if !r.IsVoter(from.ID) || r.HasReplica(to.ID) || r.System || v.busy[r.ID] || b <= 0 || b >= gap {
+			if r.HasReplica(to.ID) || b >= gap {
 				continue
 			}
 			if best == nil || math.Abs(gap-2*b) < math.Abs(gap-2*float64(best.Bytes)) {
