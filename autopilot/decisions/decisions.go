@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -176,7 +177,7 @@ func (s *loadSum) add(sc *scope, smp loadSample) {
 	}
 	s.to, s.ranges = smp.at, 0
 	s.n++
-	for _, r := range smp.ranges {
+	for _, r := range sc.candidates(smp.ranges) {
 		if !sc.covers(r) {
 			continue
 		}
@@ -210,6 +211,23 @@ func (s *loadSum) window() *LoadWindow {
 func millis(d time.Duration) *float64 {
 	ms := math.Round(float64(d)/float64(time.Microsecond)) / 1000
 	return &ms
+}
+
+// candidates is the run of rs that sc may cover. rs is in the model's order (system ranges first,
+// then user ranges by start key, disjoint), so a span's ranges are contiguous: found by binary search
+// rather than a scan of every range for every open operator.
+func (sc *scope) candidates(rs []rangeLoad) []rangeLoad {
+	u := sort.Search(len(rs), func(i int) bool { return !rs[i].system })
+	if sc.system != 0 {
+		return rs[:u]
+	}
+	user := rs[u:]
+	lo := sort.Search(len(user), func(i int) bool { return len(user[i].end) == 0 || bytes.Compare(user[i].end, sc.start) > 0 })
+	hi := len(user)
+	if len(sc.end) > 0 {
+		hi = sort.Search(len(user), func(i int) bool { return bytes.Compare(user[i].start, sc.end) >= 0 })
+	}
+	return user[lo:max(lo, hi)]
 }
 
 // covers reports whether r counts in sc: sc's system range, or a user range overlapping sc's span.
