@@ -150,6 +150,7 @@ func compactBusiest(ctx context.Context, e *env) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	e.busy = node
 	res, err := e.cl.Compact(ctx, node)
 	return fmt.Sprintf("n%d (led %d ranges) in %.1fs: %s", node, led, res.Duration.Seconds(), res.Outcome), err
 }
@@ -159,6 +160,7 @@ func backupBusiest(ctx context.Context, e *env) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	e.busy = node
 	res, err := e.cl.Backup(ctx, node, filepath.Join(e.dir, fmt.Sprintf("backup-n%d-%d", node, time.Now().UnixNano())), 0)
 	var m backup.Manifest
 	_ = json.Unmarshal([]byte(res.Manifest), &m)

@@ -466,6 +466,7 @@ type env struct {
 	start   time.Time
 	killed  []int
 	join    *joinTrace
+	busy    uint64 // the node a background task ran on (CompactBusiest, BackupBusiest)
 	move    *MoveReport
 
 	mu     sync.Mutex
@@ -730,6 +731,9 @@ func (r *run) score(ctx context.Context, rr *RunReport, e *env) {
 		rr.Task = taskWindow(rr, e.perSec, warmup)
 	}
 	if task {
+		rr.Task.Node = e.busy
+	}
+	if task {
 		v.Checks = append(v.Checks, taskChecks(rr, warmup, r.sc.Score == ScoreTask)...)
 	}
 	rr.Validity = v
@@ -785,6 +789,8 @@ type TaskWindow struct {
 	SteadyP99Ms      float64 `json:"steady_p99_ms"`
 	TaskP99Ms        float64 `json:"task_p99_ms"`
 	P99Ratio         float64 `json:"p99_ratio"`
+	// Node is the node a background task ran on (0: the event names none).
+	Node uint64 `json:"node,omitempty"`
 	// Missing says why the window is not recorded, or (with figures) not whole: the task failed,
 	// never fired, or was still running when the run ended (then the window runs to the end).
 	Missing string `json:"missing,omitempty"`

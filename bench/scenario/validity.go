@@ -137,9 +137,10 @@ func steadyChecks(st Steady) []Check {
 }
 
 // taskChecks judges a run with a task event: it recorded its task window, and (heavy: a background
-// task) the task was heavier than the background: on the node whose disk traffic rose most, bytes/s
-// in the window at least minHeavier times those of the window of the same length before it (not
-// before the warm-up).
+// task) the task was heavier than the background: on its node (or, when the event names none, the
+// node whose disk traffic rose most), bytes/s in the window at least minHeavier times those of the
+// window of the same length before it (not before the warm-up). The largest rise is no proxy for a
+// named node: with leaderships shed, the node that took them rises more than the busy one.
 func taskChecks(rr *RunReport, warmup float64, heavy bool) []Check {
 	t := rr.Task
 	switch {
@@ -153,12 +154,15 @@ func taskChecks(rr *RunReport, warmup float64, heavy bool) []Check {
 		return out
 	}
 	from := max(warmup, t.StartS-t.DurationS)
-	best, node := 0.0, 0
+	best, node := 0.0, uint64(0)
 	var during, before float64
 	for i := range nodeCount(rr.Series) {
 		d, b := diskRate(rr.Series, i, t.StartS, max(t.EndS, t.StartS+1)), diskRate(rr.Series, i, from, t.StartS)
+		if t.Node != 0 && nodeAt(rr.Series, i) != t.Node {
+			continue
+		}
 		if b > 0 && d/b > best {
-			best, during, before, node = d/b, d, b, i+1
+			best, during, before, node = d/b, d, b, nodeAt(rr.Series, i)
 		}
 	}
 	if best == 0 {
@@ -166,6 +170,16 @@ func taskChecks(rr *RunReport, warmup float64, heavy bool) []Check {
 	}
 	return append(out, check("event_heavier", best, minHeavier, best >= minHeavier,
 		fmt.Sprintf("n%d: %.1f vs %.1f MiB/s read+written", node, during/(1<<20), before/(1<<20))))
+}
+
+// nodeAt is the id of the node at index i of the series' seconds (0 while it was down).
+func nodeAt(series []Point, i int) uint64 {
+	for _, p := range slices.Backward(series) {
+		if i < len(p.Nodes) && p.Nodes[i].Node != 0 {
+			return p.Nodes[i].Node
+		}
+	}
+	return 0
 }
 
 func nodeCount(series []Point) int {

@@ -52,10 +52,11 @@ func TestSteadyChecks(t *testing.T) {
 }
 
 // A task is heavier than the background when its node's disk traffic in the task window is at least
-// twice that of the window before it; a run whose task did not finish fails with why.
+// twice that of the window before it (another node's rise does not count for it); a run whose task
+// did not finish fails with why.
 func TestTaskChecks(t *testing.T) {
-	run := func(before, during int64) *RunReport {
-		rr := &RunReport{Task: &TaskWindow{StartS: 40, EndS: 60, DurationS: 20}}
+	run := func(before, during int64, node uint64) *RunReport {
+		rr := &RunReport{Task: &TaskWindow{StartS: 40, EndS: 60, DurationS: 20, Node: node}}
 		for s := 1; s <= 80; s++ {
 			b := before
 			if s > 40 && s <= 60 {
@@ -70,8 +71,10 @@ func TestTaskChecks(t *testing.T) {
 		rr      *RunReport
 		verdict string
 	}{
-		{"heavy", run(2<<20, 9<<20), Pass},
-		{"as heavy as the background", run(2<<20, 3<<20), Fail},
+		{"heavy", run(2<<20, 9<<20, 2), Pass},
+		{"heavy, the node unnamed", run(2<<20, 9<<20, 0), Pass},
+		{"as heavy as the background", run(2<<20, 3<<20, 2), Fail},
+		{"another node rose", run(2<<20, 9<<20, 1), Fail},
 	} {
 		cs := taskChecks(tc.rr, 10, true)
 		if len(cs) != 2 || cs[0].Verdict != Pass || cs[1].Verdict != tc.verdict {
