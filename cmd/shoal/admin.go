@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server/apijson"
 )
@@ -24,7 +25,7 @@ array of objects with id, addr, http_addr, live, draining, state, range_count, l
 (as /api/nodes does).`,
 	Example: `  shoal admin nodes
   shoal admin nodes --format json`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		return withSession(cmd, func(s *session) error {
 			nodes, err := s.c.Nodes(s.ctx)
@@ -32,8 +33,8 @@ array of objects with id, addr, http_addr, live, draining, state, range_count, l
 				return err
 			}
 			out := apijson.NodesJSON(nodes)
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), out)
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
 			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS", "TASKS"},
 				len(out), func(i int) []string {
@@ -60,7 +61,7 @@ end_key_encoding "base64"), meta (true for the meta range, which holds no user d
 learners, generation and leader (null while unknown).`,
 	Example: `  shoal admin ranges
   shoal admin ranges --format json`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		return withSession(cmd, func(s *session) error {
 			ranges, err := s.c.Ranges(s.ctx)
@@ -68,8 +69,8 @@ learners, generation and leader (null while unknown).`,
 				return err
 			}
 			out := apijson.RangesJSON(ranges)
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), out)
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
 			descs := make(map[uint64]*pb.RangeDescriptor, len(ranges))
 			for _, r := range ranges {
@@ -96,7 +97,7 @@ var adminSplitCmd = &cobra.Command{
 range starts at KEY. Prints both ranges (with --format json, {"left","right"} in the shape of
 "admin ranges").`,
 	Example: `  shoal admin split user5`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		return withSession(cmd, func(s *session) error {
 			left, right, err := s.c.Split(s.ctx, []byte(a[0]))
@@ -104,11 +105,11 @@ range starts at KEY. Prints both ranges (with --format json, {"left","right"} in
 				return err
 			}
 			js := apijson.RangesJSON([]*pb.RangeStatus{{Desc: left}, {Desc: right}})
-			if jsonOutput() {
+			if cli.JSON() {
 				if len(js) != 2 {
 					return fmt.Errorf("split: server returned incomplete descriptors")
 				}
-				return writeJSON(cmd.OutOrStdout(), map[string]apijson.RangeJSON{"left": js[0], "right": js[1]})
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]apijson.RangeJSON{"left": js[0], "right": js[1]})
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "split at %s\n", strconv.Quote(a[0]))
@@ -129,7 +130,7 @@ policy moves replicas first; by hand, relocate them. While the merge runs (norma
 second) requests for the right range are retried, never failed. Prints the merged range (with
 --format json in the shape of "admin ranges").`,
 	Example: `  shoal admin merge user1`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		return withSession(cmd, func(s *session) error {
 			d, err := s.c.Merge(s.ctx, []byte(a[0]))
@@ -137,11 +138,11 @@ second) requests for the right range are retried, never failed. Prints the merge
 				return err
 			}
 			js := apijson.RangesJSON([]*pb.RangeStatus{{Desc: d}})
-			if jsonOutput() {
+			if cli.JSON() {
 				if len(js) != 1 {
 					return fmt.Errorf("merge: server returned no descriptor")
 				}
-				return writeJSON(cmd.OutOrStdout(), js[0])
+				return cli.WriteJSON(cmd.OutOrStdout(), js[0])
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "merged: r%d [%s, %s)\n", d.GetRangeId(), startText(d.GetStartKey()), endText(d.GetEndKey()))
 			return nil
@@ -155,7 +156,7 @@ var adminTransferLeaderCmd = &cobra.Command{
 	Long: `Ask range RANGE (its id, as shown by "admin ranges") to hand its leadership to its replica on
 node NODE (a node id, as shown by "admin nodes").`,
 	Example: `  shoal admin transfer-leader 3 2`,
-	Args:    args(cobra.ExactArgs(2)),
+	Args:    cli.Args(cobra.ExactArgs(2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		rangeID, err := parseID("RANGE", a[0])
 		if err != nil {
@@ -172,8 +173,8 @@ node NODE (a node id, as shown by "admin nodes").`,
 			if err := s.c.TransferLeader(s.ctx, rangeID, nodeID); err != nil {
 				return err
 			}
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"ok": true, "range": rangeID, "node": nodeID})
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"ok": true, "range": rangeID, "node": nodeID})
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "range %d: leadership transferred to node %d\n", rangeID, nodeID)
 			return err
@@ -223,7 +224,7 @@ func init() {
 func parseID(what, s string) (uint64, error) {
 	id, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "r"), 10, 64)
 	if err != nil || id == 0 {
-		return 0, usageError{fmt.Errorf("invalid %s %q: want a positive integer id", what, s)}
+		return 0, cli.Usage(fmt.Errorf("invalid %s %q: want a positive integer id", what, s))
 	}
 	return id, nil
 }

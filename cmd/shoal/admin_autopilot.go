@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -22,26 +22,26 @@ var adminPolicyCmd = &cobra.Command{
 decommission, drain, load_split, merge, rebalance, ... "policy list" shows them; "policy set NAME on|off"
 switches one, cluster-wide and persistently. A policy that is off proposes nothing.`,
 	Args: cobra.ArbitraryArgs,
-	RunE: groupRunE,
+	RunE: cli.GroupRunE,
 }
 
 var adminPolicyListCmd = &cobra.Command{
 	Use:     "list",
 	Short:   "List the autopilot's policies and whether each is on",
 	Example: "  shoal admin policy list --format json",
-	Args:    args(cobra.NoArgs),
+	Args:    cli.Args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		return withSession(cmd, func(s *session) error {
 			ps, err := s.c.Policies(s.ctx)
 			if err != nil {
 				return err
 			}
-			if jsonOutput() {
+			if cli.JSON() {
 				out := []map[string]any{}
 				for _, p := range ps {
 					out = append(out, map[string]any{"name": p.Name, "on": p.On})
 				}
-				return writeJSON(cmd.OutOrStdout(), out)
+				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "POLICY\tSTATE")
@@ -61,7 +61,7 @@ var adminPolicySetCmd = &cobra.Command{
 	Use:     "set NAME on|off",
 	Short:   "Switch an autopilot policy on or off",
 	Example: "  shoal admin policy set rebalance off",
-	Args:    args(cobra.ExactArgs(2)),
+	Args:    cli.Args(cobra.ExactArgs(2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		var on bool
 		switch a[1] {
@@ -69,14 +69,14 @@ var adminPolicySetCmd = &cobra.Command{
 			on = true
 		case "off":
 		default:
-			return usageError{fmt.Errorf("state must be on or off, not %q", a[1])}
+			return cli.Usage(fmt.Errorf("state must be on or off, not %q", a[1]))
 		}
 		return withSession(cmd, func(s *session) error {
 			if err := s.c.SetPolicy(s.ctx, a[0], on); err != nil {
 				return err
 			}
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"name": a[0], "on": on})
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"name": a[0], "on": on})
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "policy %s is %s\n", a[0], a[1])
 			return err
@@ -95,14 +95,14 @@ leaders, in milliseconds (P99 MS); "-": no reading, "?": the window after is not
 --format json prints the same array as /api/decisions (throughput.before and .after hold qps,
 timed, p50_ms and p99_ms).`,
 	Example: "  shoal admin decisions --format json",
-	Args:    args(cobra.NoArgs),
+	Args:    cli.Args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		return withSession(cmd, func(s *session) error {
 			ds, raw, err := s.c.Decisions(s.ctx)
 			if err != nil {
 				return err
 			}
-			if jsonOutput() {
+			if cli.JSON() {
 				if len(raw) == 0 || string(raw) == "null" {
 					raw = []byte("[]")
 				}
@@ -141,7 +141,7 @@ func benefitText(raw json.RawMessage, measured bool) string {
 	if measured && b.After != nil {
 		end = *b.After
 	}
-	return fmt.Sprintf("%s %s→%s", b.Metric, number(b.Before), number(end))
+	return fmt.Sprintf("%s %s→%s", b.Metric, cli.Number(b.Before), cli.Number(end))
 }
 
 // throughputText renders the requests per second of a decision's key span before and after it
@@ -176,20 +176,12 @@ func throughputText(raw json.RawMessage) (qps, p99 string) {
 	return qps, ms(t.Before.P99Ms) + "→" + p99After
 }
 
-// number prints a whole number as such and anything else with one decimal.
-func number(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 1, 64)
-}
-
 func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string) *cobra.Command {
 	c := &cobra.Command{
 		Use:   use + " NODE",
 		Short: short,
 		Long:  long,
-		Args:  args(cobra.ExactArgs(1)),
+		Args:  cli.Args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			node, err := parseID("NODE", a[0])
 			if err != nil {
@@ -207,9 +199,9 @@ func nodeStateCmd(use, short, long string, state pb.NodeAdminState, done string)
 						return err
 					}
 				}
-				if jsonOutput() {
+				if cli.JSON() {
 					// The state as "admin nodes" names it, not the protobuf enum's name.
-					return writeJSON(cmd.OutOrStdout(), map[string]any{"node": node, "state": done})
+					return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"node": node, "state": done})
 				}
 				_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %d: %s (watch it with: shoal admin nodes)\n", node, done)
 				return err

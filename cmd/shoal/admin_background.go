@@ -11,13 +11,14 @@ import (
 
 	"github.com/shoaldb/shoal/backup"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 )
 
 // withLongSession is withSession for commands that wait for heavy work: unless --timeout was given,
 // the command may run for a day (the work itself reports progress on the node).
 func withLongSession(cmd *cobra.Command, fn func(s *session) error) error {
 	if !cmd.Flags().Changed("timeout") {
-		globalFlags.timeout = 24 * time.Hour
+		cli.Global.Timeout = 24 * time.Hour
 	}
 	return withSession(cmd, fn)
 }
@@ -31,7 +32,7 @@ shed_leadership policy moves the node's leaderships to idle replicas and the com
 none is left (or after the node's maximum postponement, default 5m, if no replica is idle). The
 command returns when the compaction is done and prints how it passed that gate.`,
 	Example: `  shoal admin compact 2`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		node, err := parseID("NODE", a[0])
 		if err != nil {
@@ -70,18 +71,18 @@ names PREV with its checksum. A damaged or missing PREV is refused before anythi
 	Example: `  shoal admin backup 1 /var/backups/shoal/2026-11-23
   shoal admin backup 1 /mnt/backup/b1 --rate 50MiB
   shoal admin backup 1 /var/backups/shoal/2026-11-24 --incremental-from /var/backups/shoal/2026-11-23`,
-	Args: args(cobra.ExactArgs(2)),
+	Args: cli.Args(cobra.ExactArgs(2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		node, err := parseID("NODE", a[0])
 		if err != nil {
 			return err
 		}
 		if !filepath.IsAbs(a[1]) {
-			return usageError{fmt.Errorf("DIR %q must be an absolute path (it is on the node's host)", a[1])}
+			return cli.Usage(fmt.Errorf("DIR %q must be an absolute path (it is on the node's host)", a[1]))
 		}
 		rate, parent := backupFlags.rate, backupFlags.incrementalFrom
 		if parent != "" && !filepath.IsAbs(parent) {
-			return usageError{fmt.Errorf("--incremental-from %q must be an absolute path (it is on the node's host)", parent)}
+			return cli.Usage(fmt.Errorf("--incremental-from %q must be an absolute path (it is on the node's host)", parent))
 		}
 		return withLongSession(cmd, func(s *session) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "node %d: backup into %s requested; waiting for it to finish...\n", node, a[1])
@@ -89,8 +90,8 @@ names PREV with its checksum. A damaged or missing PREV is refused before anythi
 			if err != nil {
 				return err
 			}
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"node": res.Node, "outcome": res.Outcome,
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"node": res.Node, "outcome": res.Outcome,
 					"duration_ms": res.Duration.Milliseconds(), "manifest": json.RawMessage(res.Manifest)})
 			}
 			var m backup.Manifest
@@ -125,17 +126,17 @@ shed_leadership policy moves its leaderships to idle replicas, and the command r
 start (or after the node's maximum postponement if no replica is idle). While the announcement lasts
 the node is never chosen as a leader. End it early with --end.`,
 	Example: `  shoal admin maintenance 3 --task fsck --duration 10m && run-fsck && shoal admin maintenance 3 --task fsck --end`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		node, err := parseID("NODE", a[0])
 		if err != nil {
 			return err
 		}
 		if maintenanceFlags.task == "" {
-			return usageError{errors.New("--task NAME is required")}
+			return cli.Usage(errors.New("--task NAME is required"))
 		}
 		if !maintenanceFlags.end && maintenanceFlags.duration <= 0 {
-			return usageError{errors.New("--duration must be positive (how long the job will load the node)")}
+			return cli.Usage(errors.New("--duration must be positive (how long the job will load the node)"))
 		}
 		return withLongSession(cmd, func(s *session) error {
 			if maintenanceFlags.end {
@@ -155,8 +156,8 @@ the node is never chosen as a leader. End it early with --end.`,
 }
 
 func printTask(cmd *cobra.Command, what string, res client.TaskResult) error {
-	if jsonOutput() {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{"node": res.Node, "outcome": res.Outcome, "duration_ms": res.Duration.Milliseconds()})
+	if cli.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"node": res.Node, "outcome": res.Outcome, "duration_ms": res.Duration.Milliseconds()})
 	}
 	_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %d: %s (%s)\n  %s\n", res.Node, what, res.Duration.Round(time.Millisecond), res.Outcome)
 	return err
@@ -180,11 +181,11 @@ file by file before anything is written, and merged in the order --strategy plan
 --fanin backups per merge.`,
 	Example: `  shoal start --bootstrap --data-dir /var/lib/shoal-new &
   shoal restore /var/backups/shoal/2026-11-23 --verify`,
-	Args: args(cobra.ExactArgs(1)),
+	Args: cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		dir := a[0]
 		if restoreFlags.batch <= 0 {
-			return usageError{errors.New("--batch must be positive")}
+			return cli.Usage(errors.New("--batch must be positive"))
 		}
 		m, err := backup.ReadManifest(dir)
 		if err != nil {
@@ -216,8 +217,8 @@ file by file before anything is written, and merged in the order --strategy plan
 			if err != nil {
 				return err
 			}
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), res)
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), res)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %d keys of %d ranges from %s%s\n", res.Keys, res.Ranges, dir, verifiedNote(res.Verified))
 			return err

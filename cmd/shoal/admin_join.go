@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server/apijson"
 )
@@ -24,15 +25,15 @@ complete; --once prints the current state and returns. With --format json it pri
 of "admin nodes --format json".`,
 	Example: `  shoal admin join-status 4
   shoal admin join-status 4 --once --format json`,
-	Args: args(cobra.ExactArgs(1)),
+	Args: cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		node, err := parseID("NODE", a[0])
 		if err != nil {
 			return err
 		}
-		once := joinStatusFlags.once || jsonOutput()
+		once := joinStatusFlags.once || cli.JSON()
 		if !once && !cmd.Flags().Changed("timeout") {
-			globalFlags.timeout = 24 * time.Hour
+			cli.Global.Timeout = 24 * time.Hour
 		}
 		return withSession(cmd, func(s *session) error {
 			p := newProgress(cmd.ErrOrStderr())
@@ -52,8 +53,8 @@ of "admin nodes --format json".`,
 					return fmt.Errorf("node %d is not a member of this cluster", node)
 				}
 				j := ns.GetJoin()
-				if jsonOutput() {
-					return writeJSON(cmd.OutOrStdout(), apijson.JoinStatusJSON(j))
+				if cli.JSON() {
+					return cli.WriteJSON(cmd.OutOrStdout(), apijson.JoinStatusJSON(j))
 				}
 				if j == nil {
 					_, err := fmt.Fprintf(cmd.OutOrStdout(), "node %d has no join: it was part of the cluster from the start, or its join has not started (state %s)\n", node, ns.GetState())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoaldb/shoal/backup"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/plan/mergeplan"
 )
 
@@ -24,10 +25,10 @@ var chainFlags struct {
 func chainPlanOptions() (mergeplan.Strategy, int, error) {
 	s, err := mergeplan.ParseStrategy(chainFlags.strategy)
 	if err != nil {
-		return 0, 0, usageError{err}
+		return 0, 0, cli.Usage(err)
 	}
 	if chainFlags.fanin < 2 {
-		return 0, 0, usageError{errors.New("--fanin must be at least 2")}
+		return 0, 0, cli.Usage(errors.New("--fanin must be at least 2"))
 	}
 	return s, chainFlags.fanin, nil
 }
@@ -44,14 +45,14 @@ var backupListCmd = &cobra.Command{
 incremental), parent, keys put and deleted, bytes, and the length of its chain back to a full backup —
 or why it cannot be restored (an interrupted backup, a missing or altered parent). Reads manifests only.`,
 	Example: `  shoal backup list /var/backups/shoal`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		list, err := backup.List(a[0])
 		if err != nil {
 			return err
 		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), list)
+		if cli.JSON() {
+			return cli.WriteJSON(cmd.OutOrStdout(), list)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "DIR\tID\tKIND\tPARENT\tCREATED\tKEYS\tDELETES\tBYTES\tCHAIN")
@@ -82,7 +83,7 @@ parent is where it was (or beside its child), is the backup the child was taken 
 checksum), and every range file and key index matches its manifest (key counts, bytes, CRC-32C).
 Exits non-zero naming the first damaged or missing link.`,
 	Example: `  shoal backup verify /var/backups/shoal/2026-11-24`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		c, err := backup.OpenChain(a[0])
 		if err != nil {
@@ -95,8 +96,8 @@ Exits non-zero naming the first damaged or missing link.`,
 		for _, l := range c.Links {
 			keys, deletes, bytes = keys+l.Manifest.TotalKeys, deletes+l.Manifest.TotalDeletes, bytes+l.Manifest.TotalBytes
 		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), map[string]any{"links": len(c.Links), "keys": keys, "deletes": deletes, "bytes": bytes, "ok": true})
+		if cli.JSON() {
+			return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"links": len(c.Links), "keys": keys, "deletes": deletes, "bytes": bytes, "ok": true})
 		}
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "chain of %d backups ok: %d keys put, %d deleted, %s\n", len(c.Links), keys, deletes, humanBytes(bytes))
 		return err
@@ -112,10 +113,10 @@ incremental backups can be taken against NEW. The chain is checked first; a dama
 writes nothing. --strategy orders the merges, reading at most --fanin backups per merge; the output
 reports the keys each merge read and wrote.`,
 	Example: `  shoal backup compact /var/backups/shoal/2026-11-24 --out /var/backups/shoal/2026-11-24-full`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		if chainFlags.out == "" {
-			return usageError{errors.New("--out NEW is required")}
+			return cli.Usage(errors.New("--out NEW is required"))
 		}
 		strategy, fanin, err := chainPlanOptions()
 		if err != nil {
@@ -142,8 +143,8 @@ reports the keys each merge read and wrote.`,
 		for _, st := range res.Merges {
 			read, written = read+st.ReadKeys, written+st.WrittenKeys
 		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), map[string]any{"links": len(c.Links), "strategy": strategy.String(), "fanin": fanin,
+		if cli.JSON() {
+			return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"links": len(c.Links), "strategy": strategy.String(), "fanin": fanin,
 				"read_keys": read, "written_keys": written, "lower_bound": mergeplan.LowerBound(sets),
 				"duration_ms": time.Since(start).Milliseconds(), "merges": res.Merges, "manifest": res.Manifest})
 		}
@@ -162,10 +163,10 @@ var backupPlanCmd = &cobra.Command{
 lower bound Σ|A_i| (and to Σ|A_i| + |∪A_i|, the cost of one merge of every backup). SmallestOutput is
 also planned on HyperLogLog sketches of the backups, as a large chain would be. Nothing is written.`,
 	Example: `  shoal backup plan /var/backups/shoal/2026-11-24 --fanin 2`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		if chainFlags.fanin < 2 {
-			return usageError{errors.New("--fanin must be at least 2")}
+			return cli.Usage(errors.New("--fanin must be at least 2"))
 		}
 		c, err := backup.OpenChain(a[0])
 		if err != nil {
@@ -179,8 +180,8 @@ also planned on HyperLogLog sketches of the backups, as a large chain would be. 
 		if err != nil {
 			return err
 		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), rows)
+		if cli.JSON() {
+			return cli.WriteJSON(cmd.OutOrStdout(), rows)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "strategy\tcost\tio\tcost/LB\tcost/rootLB\t")
@@ -254,8 +255,8 @@ func restoreChain(cmd *cobra.Command, dir string) error {
 		if err != nil {
 			return err
 		}
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), res)
+		if cli.JSON() {
+			return cli.WriteJSON(cmd.OutOrStdout(), res)
 		}
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %d keys of %d ranges from a chain of %d backups ending in %s (%d merges, %s)%s\n",
 			res.Keys, res.Ranges, res.Links, dir, len(res.Merges), strategy, verifiedNote(res.Verified))

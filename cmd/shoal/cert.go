@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/server"
 )
 
@@ -41,7 +42,7 @@ only needed to sign: keep it off the nodes where you can. Existing files are nev
   shoal start --data-dir d --bootstrap --certs-dir certs
   shoal --certs-dir certs put k v`,
 	Args: cobra.ArbitraryArgs,
-	RunE: groupRunE,
+	RunE: cli.GroupRunE,
 }
 
 var certCreateCACmd = &cobra.Command{
@@ -52,7 +53,7 @@ node and client trusts, and ca.key (mode 0600), the key that signs node and clie
 Copy ca.crt to every node and client; keep ca.key safe. Refuses to replace existing files unless
 --overwrite is given (a new CA invalidates every certificate signed by the old one).`,
 	Example: `  shoal cert create-ca --certs-dir certs`,
-	Args:    args(cobra.NoArgs),
+	Args:    cli.Args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		return runCertCreate(cmd, func(o server.CertOptions) ([]string, error) { return server.CreateCA(certFlags.certsDir, o) })
 	},
@@ -68,10 +69,10 @@ A node presents it both as server (gRPC, HTTPS, RESP over TLS) and as client to 
 certificate may serve several nodes if it lists all their hosts.`,
 	Example: `  shoal cert create-node --certs-dir certs --host 127.0.0.1 --host localhost
   shoal cert create-node --certs-dir certs --host 10.0.0.1,node1.example.com --overwrite`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		if len(certFlags.hosts) == 0 {
-			return usageError{errors.New("create-node needs at least one --host (an IP address or DNS name nodes and clients dial)")}
+			return cli.Usage(errors.New("create-node needs at least one --host (an IP address or DNS name nodes and clients dial)"))
 		}
 		return runCertCreate(cmd, func(o server.CertOptions) ([]string, error) {
 			return server.CreateNodeCert(certFlags.certsDir, certFlags.hosts, o)
@@ -87,7 +88,7 @@ Client commands given --certs-dir DIR present it to nodes started with --certs-d
 on gRPC; Go programs load it with client.LoadTLS(DIR).`,
 	Example: `  shoal cert create-client --certs-dir certs
   shoal --certs-dir certs --host 10.0.0.1:26257 get k`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		return runCertCreate(cmd, func(o server.CertOptions) ([]string, error) { return server.CreateClientCert(certFlags.certsDir, o) })
 	},
@@ -117,14 +118,14 @@ func init() {
 // runCertCreate validates the common flags, runs create and prints the files written: one path a line,
 // or a JSON array with --format json.
 func runCertCreate(cmd *cobra.Command, create func(server.CertOptions) ([]string, error)) error {
-	if err := validateGlobalFlags(cmd, nil); err != nil {
+	if err := cli.ValidateGlobal(cmd, nil); err != nil {
 		return err
 	}
 	if strings.TrimSpace(certFlags.certsDir) == "" {
-		return usageError{errors.New("--certs-dir is empty")}
+		return cli.Usage(errors.New("--certs-dir is empty"))
 	}
 	if certFlags.days <= 0 {
-		return usageError{fmt.Errorf("invalid --days %d: must be positive", certFlags.days)}
+		return cli.Usage(fmt.Errorf("invalid --days %d: must be positive", certFlags.days))
 	}
 	paths, err := create(server.CertOptions{
 		Lifetime:  time.Duration(certFlags.days) * 24 * time.Hour,
@@ -137,7 +138,7 @@ func runCertCreate(cmd *cobra.Command, create func(server.CertOptions) ([]string
 }
 
 func printPaths(w io.Writer, paths []string) error {
-	if jsonOutput() {
+	if cli.JSON() {
 		b, err := json.Marshal(paths)
 		if err != nil {
 			return err

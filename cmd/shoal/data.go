@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/server/apijson"
 	"github.com/shoaldb/shoal/server/resp"
 )
@@ -66,7 +66,7 @@ range. If the outcome is unknown (the leader failed mid-write) the command fails
 	Example: `  shoal put user1 alice
   echo -n '{"name":"Ada"}' | shoal put user2 -
   shoal put logo --value-file logo.png`,
-	Args: args(cobra.RangeArgs(1, 2)),
+	Args: cli.Args(cobra.RangeArgs(1, 2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		value, err := putValue(cmd, a)
 		if err != nil {
@@ -76,8 +76,8 @@ range. If the outcome is unknown (the leader failed mid-write) the command fails
 			if err := s.c.Put(s.ctx, []byte(a[0]), value); err != nil {
 				return err
 			}
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"ok": true})
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"ok": true})
 			}
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), "OK")
 			return err
@@ -100,11 +100,11 @@ even when there is none).`,
 	Example: `  shoal get user1
   shoal get user1 --format json
   shoal get --prefix user/ --format json`,
-	Args: args(cobra.ExactArgs(1)),
+	Args: cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		if getFlags.prefix {
 			if redisKey {
-				return usageError{errors.New("get: --prefix and --redis do not go together (a Redis key is stored under its hash slot; list them with redis-cli SCAN)")}
+				return cli.Usage(errors.New("get: --prefix and --redis do not go together (a Redis key is stored under its hash slot; list them with redis-cli SCAN)"))
 			}
 			start, end := prefixSpan(a[0])
 			return scanAndPrint(cmd, start, end, 0, false)
@@ -118,8 +118,8 @@ even when there is none).`,
 				fmt.Fprintln(cmd.ErrOrStderr(), "not found")
 				return exitCode(exitRuntime)
 			}
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), newKVJSON([]byte(a[0]), v))
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), newKVJSON([]byte(a[0]), v))
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(v))
 			return err
@@ -134,20 +134,20 @@ var delCmd = &cobra.Command{
 	Long: `Delete KEY and print "deleted", or "not found" if it did not exist (both exit 0). With
 --format json, print {"key","found"}.`,
 	Example: `  shoal del user1`,
-	Args:    args(cobra.ExactArgs(1)),
+	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		return withSession(cmd, func(s *session) error {
 			found, err := s.c.Delete(s.ctx, []byte(a[0]))
 			if err != nil {
 				return err
 			}
-			if jsonOutput() {
+			if cli.JSON() {
 				out := map[string]any{"found": found}
 				out["key"], out["key_encoding"] = apijson.Key([]byte(a[0]))
 				if out["key_encoding"] == "" {
 					delete(out, "key_encoding")
 				}
-				return writeJSON(cmd.OutOrStdout(), out)
+				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
 			msg := "deleted"
 			if !found {
@@ -179,10 +179,10 @@ range after range; it is not a snapshot of the whole span.`,
   shoal scan --prefix user/ --limit 10
   shoal scan "" "" --reverse --limit 1
   shoal scan a "" --format json`,
-	Args: args(cobra.RangeArgs(1, 2)),
+	Args: cli.Args(cobra.RangeArgs(1, 2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		if scanFlags.limit < 0 {
-			return usageError{fmt.Errorf("invalid --limit %d: must be 0 (no limit) or more", scanFlags.limit)}
+			return cli.Usage(fmt.Errorf("invalid --limit %d: must be 0 (no limit) or more", scanFlags.limit))
 		}
 		var start, end []byte
 		switch {
@@ -191,7 +191,7 @@ range after range; it is not a snapshot of the whole span.`,
 		case !scanFlags.prefix && len(a) == 2:
 			start, end = []byte(a[0]), []byte(a[1])
 		default:
-			return usageError{fmt.Errorf("scan takes START END, or one PREFIX with --prefix; usage: %s", cmd.UseLine())}
+			return cli.Usage(fmt.Errorf("scan takes START END, or one PREFIX with --prefix; usage: %s", cmd.UseLine()))
 		}
 		return scanAndPrint(cmd, start, end, scanFlags.limit, scanFlags.reverse)
 	},
@@ -205,12 +205,12 @@ func scanAndPrint(cmd *cobra.Command, start, end []byte, limit int, reverse bool
 			return err
 		}
 		w := cmd.OutOrStdout()
-		if jsonOutput() {
+		if cli.JSON() {
 			out := make([]kvJSON, 0, len(kvs))
 			for _, kv := range kvs {
 				out = append(out, newKVJSON(kv.GetKey(), kv.GetValue()))
 			}
-			return writeJSON(w, out)
+			return cli.WriteJSON(w, out)
 		}
 		for _, kv := range kvs {
 			if _, err := fmt.Fprintf(w, "%s\t%s\n", keyText(kv.GetKey()), valueText(kv.GetValue())); err != nil {
@@ -240,15 +240,15 @@ func prefixSpan(prefix string) (start, end []byte) {
 func putValue(cmd *cobra.Command, a []string) ([]byte, error) {
 	switch {
 	case putFlags.valueFile != "" && len(a) == 2:
-		return nil, usageError{errors.New("put: give VALUE or --value-file, not both")}
+		return nil, cli.Usage(errors.New("put: give VALUE or --value-file, not both"))
 	case putFlags.valueFile != "":
 		b, err := os.ReadFile(putFlags.valueFile)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--value-file: %w", err)}
+			return nil, cli.Usage(fmt.Errorf("--value-file: %w", err))
 		}
 		return b, nil
 	case len(a) == 1:
-		return nil, usageError{fmt.Errorf("put: VALUE missing: give it, \"-\" to read it from standard input, or --value-file FILE; usage: %s", cmd.UseLine())}
+		return nil, cli.Usage(fmt.Errorf("put: VALUE missing: give it, \"-\" to read it from standard input, or --value-file FILE; usage: %s", cmd.UseLine()))
 	case a[1] == "-":
 		b, err := io.ReadAll(cmd.InOrStdin())
 		if err != nil {
@@ -280,7 +280,7 @@ does not exist (then EXPECTED may be omitted or given as ""). Prints "swapped" a
 says what the current value is and exits 1. With --format json, print {"swapped","found","current"}.`,
 	Example: `  shoal cas counter 41 42
   shoal cas lock "" me --expect-absent`,
-	Args: args(cobra.RangeArgs(2, 3)),
+	Args: cli.Args(cobra.RangeArgs(2, 3)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		key, expected, value := a[0], "", ""
 		switch {
@@ -289,23 +289,23 @@ says what the current value is and exits 1. With --format json, print {"swapped"
 		case casFlags.expectAbsent:
 			value = a[1]
 		default:
-			return usageError{fmt.Errorf("cas takes KEY EXPECTED NEW (EXPECTED may be omitted only with --expect-absent)")}
+			return cli.Usage(fmt.Errorf("cas takes KEY EXPECTED NEW (EXPECTED may be omitted only with --expect-absent)"))
 		}
 		if casFlags.expectAbsent && expected != "" {
-			return usageError{fmt.Errorf("cas: EXPECTED must be empty with --expect-absent, got %q", expected)}
+			return cli.Usage(fmt.Errorf("cas: EXPECTED must be empty with --expect-absent, got %q", expected))
 		}
 		return withSession(cmd, func(s *session) error {
 			swapped, current, found, err := s.c.CompareAndSwap(s.ctx, []byte(key), []byte(expected), casFlags.expectAbsent, []byte(value))
 			if err != nil {
 				return err
 			}
-			if jsonOutput() {
+			if cli.JSON() {
 				out := casJSON{Swapped: swapped, Found: found}
 				if !swapped && found {
 					cur, enc := apijson.Key(current)
 					out.Current, out.CurrentEncoding = &cur, enc
 				}
-				if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
+				if err := cli.WriteJSON(cmd.OutOrStdout(), out); err != nil {
 					return err
 				}
 			} else {
@@ -337,8 +337,3 @@ func init() {
 }
 
 // writeJSON prints v as one line of JSON.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}

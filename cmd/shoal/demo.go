@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/demo"
 )
 
@@ -39,7 +40,7 @@ start over.`,
   # then, in another terminal:
   shoal get user/0001
   shoal admin ranges`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: runDemo,
 }
 
@@ -54,10 +55,10 @@ func init() {
 
 func runDemo(cmd *cobra.Command, _ []string) error {
 	if n := demoFlags.nodes; n < 1 || n > demo.MaxNodes {
-		return usageError{fmt.Errorf("invalid --nodes %d: use 1..%d", n, demo.MaxNodes)}
+		return cli.Usage(fmt.Errorf("invalid --nodes %d: use 1..%d", n, demo.MaxNodes))
 	}
 	if demoFlags.dataDir == "" {
-		return usageError{fmt.Errorf("--data-dir is empty")}
+		return cli.Usage(fmt.Errorf("--data-dir is empty"))
 	}
 	parent := cmd.Context()
 	if parent == nil {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -35,7 +36,7 @@ A cluster whose first node was started with --bootstrap needs no init.`,
   # (the same on 10.0.0.2 and 10.0.0.3), then once:
   shoal init --host 10.0.0.1:26257
   kubectl exec shoal-0 -- /shoal init --host shoal-0.shoal:26257`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: runInit,
 }
 
@@ -47,26 +48,26 @@ func init() {
 const initRetryInterval = 250 * time.Millisecond
 
 func runInit(cmd *cobra.Command, _ []string) error {
-	if err := validateGlobalFlags(cmd, nil); err != nil {
+	if err := cli.ValidateGlobal(cmd, nil); err != nil {
 		return err
 	}
-	addr := strings.TrimSpace(globalFlags.host)
+	addr := strings.TrimSpace(cli.Global.Host)
 	if addr == "" || strings.Contains(addr, ",") {
-		return usageError{fmt.Errorf("init talks to one node: give one --host address (got %q)", globalFlags.host)}
+		return cli.Usage(fmt.Errorf("init talks to one node: give one --host address (got %q)", cli.Global.Host))
 	}
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()
 	}
-	ctx, cancel := context.WithTimeout(parent, globalFlags.timeout)
+	ctx, cancel := context.WithTimeout(parent, cli.Global.Timeout)
 	defer cancel()
 	c, closeConn, err := dialNode(addr)
 	if err != nil {
 		return err
 	}
 	defer closeConn()
-	if globalFlags.authToken != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+globalFlags.authToken)
+	if cli.Global.AuthToken != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+cli.Global.AuthToken)
 	}
 	for {
 		resp, err := c.Init(ctx, &pb.InitRequest{})
@@ -76,8 +77,8 @@ func runInit(cmd *cobra.Command, _ []string) error {
 		pe := resp.GetError()
 		switch {
 		case pe == nil:
-			if jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"cluster_id": resp.ClusterId, "node_id": resp.NodeId, "addr": addr})
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"cluster_id": resp.ClusterId, "node_id": resp.NodeId, "addr": addr})
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s initialized: %s is node %d; the nodes started with --join now join through it.\n",
 				resp.ClusterId, addr, resp.NodeId)
@@ -100,8 +101,8 @@ func runInit(cmd *cobra.Command, _ []string) error {
 // dialNode connects to one node with the client flags (TLS, not the token: the caller adds it).
 func dialNode(addr string) (pb.ShoalClient, func(), error) {
 	creds := insecure.NewCredentials()
-	if globalFlags.certsDir != "" {
-		t, err := client.LoadTLS(globalFlags.certsDir)
+	if cli.Global.CertsDir != "" {
+		t, err := client.LoadTLS(cli.Global.CertsDir)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--certs-dir: %w", err)
 		}
@@ -109,7 +110,7 @@ func dialNode(addr string) (pb.ShoalClient, func(), error) {
 	}
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
-		return nil, nil, usageError{fmt.Errorf("invalid --host %q: %w", addr, err)}
+		return nil, nil, cli.Usage(fmt.Errorf("invalid --host %q: %w", addr, err))
 	}
 	return pb.NewShoalClient(cc), func() { cc.Close() }, nil
 }

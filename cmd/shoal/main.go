@@ -19,6 +19,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/benchcmd"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 )
 
 // Exit codes.
@@ -27,15 +29,6 @@ const (
 	exitRuntime = 1
 	exitUsage   = 2
 )
-
-// globalFlags are the root's persistent flags, shared by every client command.
-var globalFlags struct {
-	host      string
-	format    string
-	authToken string
-	certsDir  string
-	timeout   time.Duration
-}
 
 // rootCmd is the `shoal` command. Other files of this package add their commands to it (or to
 // adminCmd) from their own init functions, e.g. rootCmd.AddCommand(startCmd).
@@ -59,8 +52,8 @@ Exit codes: 0 success; 1 runtime error (and "get" of a missing key, "cas" that d
 	SilenceUsage:      true,
 	SilenceErrors:     true,
 	Args:              cobra.ArbitraryArgs,
-	RunE:              groupRunE,
-	PersistentPreRunE: validateGlobalFlags,
+	RunE:              cli.GroupRunE,
+	PersistentPreRunE: cli.ValidateGlobal,
 }
 
 // adminCmd groups the cluster administration commands; other files may add theirs to it.
@@ -83,35 +76,20 @@ NODE is a node id and RANGE a range id, as "admin nodes" and "admin ranges" show
   shoal admin transfer-leader 3 2
   shoal admin drain 2 --wait`,
 	Args: cobra.ArbitraryArgs,
-	RunE: groupRunE,
+	RunE: cli.GroupRunE,
 }
 
 func init() {
 	pf := rootCmd.PersistentFlags()
-	pf.StringVar(&globalFlags.host, "host", client.DefaultAddr, "gRPC address of any node; a comma-separated list is tried in turn")
-	pf.StringVar(&globalFlags.format, "format", "text", "output format: text or json")
-	pf.StringVar(&globalFlags.authToken, "auth-token", "", "auth token of the cluster, if it requires one")
-	pf.StringVar(&globalFlags.certsDir, "certs-dir", "", "dial over mutual TLS with ca.crt, client.crt and client.key from this directory (shoal cert)")
-	pf.DurationVar(&globalFlags.timeout, "timeout", 10*time.Second, "give up on the command after this long")
+	pf.StringVar(&cli.Global.Host, "host", client.DefaultAddr, "gRPC address of any node; a comma-separated list is tried in turn")
+	pf.StringVar(&cli.Global.Format, "format", "text", "output format: text or json")
+	pf.StringVar(&cli.Global.AuthToken, "auth-token", "", "auth token of the cluster, if it requires one")
+	pf.StringVar(&cli.Global.CertsDir, "certs-dir", "", "dial over mutual TLS with ca.crt, client.crt and client.key from this directory (shoal cert)")
+	pf.DurationVar(&cli.Global.Timeout, "timeout", 10*time.Second, "give up on the command after this long")
 	rootCmd.CompletionOptions.HiddenDefaultCmd = true
-	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	rootCmd.AddCommand(adminCmd)
-}
-
-// groupRunE runs a command that only groups others: without arguments it prints its help, with an
-// unknown one it fails as a usage error that suggests the nearest commands.
-func groupRunE(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
-		if cmd.SuggestionsMinimumDistance <= 0 {
-			cmd.SuggestionsMinimumDistance = 2
-		}
-		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
-		}
-		return usageError{errors.New(msg)}
-	}
-	return cmd.Help()
+	rootCmd.AddCommand(benchcmd.Commands()...)
 }
 
 // clientFlagsHidden makes cmd's help leave out the root's client flags (--host, --format, --timeout,
@@ -134,43 +112,10 @@ func clientFlagsHidden(cmd *cobra.Command) {
 	})
 }
 
-// validateGlobalFlags rejects bad values of the persistent flags, for every command.
-func validateGlobalFlags(*cobra.Command, []string) error {
-	switch globalFlags.format {
-	case "text", "json":
-	default:
-		return usageError{fmt.Errorf("invalid --format %q: use text or json", globalFlags.format)}
-	}
-	if globalFlags.timeout <= 0 {
-		return usageError{fmt.Errorf("invalid --timeout %v: must be positive", globalFlags.timeout)}
-	}
-	return nil
-}
-
-// usageError marks an error in how the command was invoked (exit code 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
 // exitCode ends the command with a code, its message (if any) already printed.
 type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
-
-// args wraps a cobra positional-argument validator so that its failures are usage errors that show
-// the command's usage line.
-func args(v cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, a []string) error {
-		if err := v(cmd, a); err != nil {
-			return usageError{fmt.Errorf("%s: %d argument(s) given; usage: %s", cmd.Name(), len(a), cmd.UseLine())}
-		}
-		return nil
-	}
-}
-
-// jsonOutput reports whether --format json was chosen.
-func jsonOutput() bool { return globalFlags.format == "json" }
 
 // session is what a client command needs: a context bounded by --timeout and a connected client.
 type session struct {
@@ -182,36 +127,36 @@ type session struct {
 // newSession validates the global flags (again: a command's own hooks may shadow the root's) and
 // builds a client from them.
 func newSession(cmd *cobra.Command) (*session, error) {
-	if err := validateGlobalFlags(cmd, nil); err != nil {
+	if err := cli.ValidateGlobal(cmd, nil); err != nil {
 		return nil, err
 	}
 	var addrs []string
-	for _, a := range strings.Split(globalFlags.host, ",") {
+	for _, a := range strings.Split(cli.Global.Host, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			addrs = append(addrs, a)
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, usageError{errors.New("--host is empty")}
+		return nil, cli.Usage(errors.New("--host is empty"))
 	}
 	reqTimeout := client.DefaultRequestTimeout
-	if globalFlags.timeout < reqTimeout {
-		reqTimeout = globalFlags.timeout
+	if cli.Global.Timeout < reqTimeout {
+		reqTimeout = cli.Global.Timeout
 	}
 	parent := cmd.Context()
 	if parent == nil {
 		parent = context.Background()
 	}
 	var tlsCfg *tls.Config
-	if globalFlags.certsDir != "" {
+	if cli.Global.CertsDir != "" {
 		var err error
-		if tlsCfg, err = client.LoadTLS(globalFlags.certsDir); err != nil {
+		if tlsCfg, err = client.LoadTLS(cli.Global.CertsDir); err != nil {
 			return nil, fmt.Errorf("--certs-dir: %w", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(parent, globalFlags.timeout)
+	ctx, cancel := context.WithTimeout(parent, cli.Global.Timeout)
 	// FailFast: a wrong or stopped --host is reported at once instead of after the retries.
-	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: globalFlags.authToken, TLS: tlsCfg, RequestTimeout: reqTimeout, FailFast: true})
+	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: cli.Global.AuthToken, TLS: tlsCfg, RequestTimeout: reqTimeout, FailFast: true})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -252,12 +197,12 @@ func run(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "Error: %v\n", err)
 	// The error of a refused connection or an HTTP port (nothing was sent) already says what to do.
 	if (errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrTimeout)) && !strings.Contains(err.Error(), "nothing was sent") {
-		fmt.Fprintf(stderr, "Check that a Shoal node is reachable at --host %s and that its ranges have a quorum (shoal admin nodes).\n", globalFlags.host)
-		if globalFlags.certsDir == "" {
+		fmt.Fprintf(stderr, "Check that a Shoal node is reachable at --host %s and that its ranges have a quorum (shoal admin nodes).\n", cli.Global.Host)
+		if cli.Global.CertsDir == "" {
 			fmt.Fprintln(stderr, "If the cluster was started with --certs-dir (TLS), give --certs-dir with its ca.crt, client.crt and client.key.")
 		}
 	}
-	var ue usageError
+	var ue cli.UsageError
 	if errors.As(err, &ue) || isCobraUsageError(err) {
 		if cmd == nil {
 			cmd = rootCmd

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/server"
 )
@@ -76,7 +77,7 @@ and kB, MB, GB, TB in powers of 1000, e.g. 64MiB, 1.5GiB.`,
 
   # Mutual TLS (see "shoal cert --help"):
   shoal start --data-dir /var/lib/shoal/n1 --listen 10.0.0.1:26257 --bootstrap --certs-dir /etc/shoal/certs`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: runStart,
 }
 
@@ -139,22 +140,22 @@ func init() {
 func startConfig(flags *pflag.FlagSet) (server.Config, error) {
 	cfg := startCfg
 	if cfg.Node.AuthToken != "" && startFlags.authTokenFile != "" {
-		return cfg, usageError{errors.New("give --auth-token or --auth-token-file, not both")}
+		return cfg, cli.Usage(errors.New("give --auth-token or --auth-token-file, not both"))
 	}
 	if startFlags.authTokenFile != "" {
 		b, err := os.ReadFile(startFlags.authTokenFile)
 		if err != nil {
-			return cfg, usageError{fmt.Errorf("read --auth-token-file: %w", err)}
+			return cfg, cli.Usage(fmt.Errorf("read --auth-token-file: %w", err))
 		}
 		if cfg.Node.AuthToken = strings.TrimSpace(string(b)); cfg.Node.AuthToken == "" {
-			return cfg, usageError{fmt.Errorf("--auth-token-file %s is empty", startFlags.authTokenFile)}
+			return cfg, cli.Usage(fmt.Errorf("--auth-token-file %s is empty", startFlags.authTokenFile))
 		}
 	}
 	if cfg.HTTP == "" {
-		return cfg, usageError{fmt.Errorf(`--http is empty: give an address, or "off" to disable HTTP`)}
+		return cfg, cli.Usage(fmt.Errorf(`--http is empty: give an address, or "off" to disable HTTP`))
 	}
 	if cfg.Listen == "" {
-		return cfg, usageError{errors.New("--listen is empty")}
+		return cfg, cli.Usage(errors.New("--listen is empty"))
 	}
 	// Zero means "the default" in the configuration; given on the command line it is a mistake.
 	h := cfg.Node.Hints
@@ -174,12 +175,12 @@ func startConfig(flags *pflag.FlagSet) (server.Config, error) {
 		{"max-inflight-write-bytes", cfg.Node.Admission.Proposals.Bytes <= 0, "must be positive (turn admission control off with --admission off)"},
 	} {
 		if f := flags.Lookup(c.flag); f != nil && f.Changed && c.bad {
-			return cfg, usageError{fmt.Errorf("--%s %s: %s", c.flag, f.Value, c.want)}
+			return cfg, cli.Usage(fmt.Errorf("--%s %s: %s", c.flag, f.Value, c.want))
 		}
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
-		return cfg, usageError{err}
+		return cfg, cli.Usage(err)
 	}
 	return cfg, nil
 }

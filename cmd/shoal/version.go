@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/version"
 )
 
@@ -17,10 +18,10 @@ from a source tree ("-dirty" when the tree had uncommitted changes), and the Go 
 --format json, print {"version","revision","go"}. "shoal --version" prints the same line.`,
 	Example: `  shoal version
   shoal version --format json`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		if jsonOutput() {
-			return writeJSON(cmd.OutOrStdout(), version.Get())
+		if cli.JSON() {
+			return cli.WriteJSON(cmd.OutOrStdout(), version.Get())
 		}
 		_, err := fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 		return err

@@ -1,7 +1,6 @@
-package main
+package benchcmd
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/core"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 )
 
 var coreBenchFlags struct {
@@ -56,7 +56,7 @@ Prints JSON.`,
 		if err != nil {
 			return err
 		}
-		return printIndented(rep)
+		return cli.PrintIndented(rep)
 	},
 }
 
@@ -79,17 +79,8 @@ process's CPU over --duration of idleness. Prints JSON.`,
 		if err != nil {
 			return err
 		}
-		return printIndented(rep)
+		return cli.PrintIndented(rep)
 	},
-}
-
-func printIndented(v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	fmt.Println(string(b))
-	return nil
 }
 
 func init() {

@@ -1,4 +1,4 @@
-package main
+package benchcmd
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/sim"
 )
 
@@ -44,10 +45,10 @@ decision log as DIR/decisions.json (policy on) and decisions-off.json (policy of
 		}
 		sc, ok := sim.Lookup(args[0])
 		if !ok {
-			return usageError{fmt.Errorf("unknown scenario %q (shoal sim list names them)", args[0])}
+			return cli.Usage(fmt.Errorf("unknown scenario %q (shoal sim list names them)", args[0]))
 		}
 		if simFlags.out == "" {
-			return usageError{fmt.Errorf("--out DIR is required")}
+			return cli.Usage(fmt.Errorf("--out DIR is required"))
 		}
 		if simFlags.cpuProfile != "" {
 			f, err := os.Create(simFlags.cpuProfile)
@@ -94,5 +95,4 @@ func init() {
 	f.StringVar(&simFlags.out, "out", "", "directory for report.json and decisions.json (required)")
 	f.BoolVar(&simFlags.onlyOn, "policy-on-only", false, "skip the run with the scenario's policy off")
 	f.StringVar(&simFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the simulation to this file")
-	rootCmd.AddCommand(simCmd)
 }

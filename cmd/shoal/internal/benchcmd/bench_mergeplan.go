@@ -1,4 +1,4 @@
-package main
+package benchcmd
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shoaldb/shoal/bench/mergeplan"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 )
 
 var mergePlanFlags struct {
@@ -31,7 +32,7 @@ workload runs with R seeds. Prints a table, or JSON rows with --format json.`,
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		if mergePlanFlags.reps < 1 {
-			return usageError{fmt.Errorf("--reps must be at least 1")}
+			return cli.Usage(fmt.Errorf("--reps must be at least 1"))
 		}
 		var rows []mergeplan.Row
 		for _, dist := range mergePlanFlags.distributions {
@@ -43,7 +44,7 @@ workload runs with R seeds. Prints a table, or JSON rows with --format json.`,
 				case "memtable":
 					ws = mergeplan.MemtableSweep(dist, uint64(rep+1))
 				default:
-					return usageError{fmt.Errorf("--experiment %q: updates or memtable", mergePlanFlags.experiment)}
+					return cli.Usage(fmt.Errorf("--experiment %q: updates or memtable", mergePlanFlags.experiment))
 				}
 				for _, w := range ws {
 					fmt.Fprintf(os.Stderr, "merge-plan: %s, %.0f%% updates, memtable %d, seed %d\n", w.Distribution,
@@ -56,8 +57,8 @@ workload runs with R seeds. Prints a table, or JSON rows with --format json.`,
 				}
 			}
 		}
-		if jsonOutput() {
-			return printIndented(rows)
+		if cli.JSON() {
+			return cli.PrintIndented(rows)
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "dist\tupdates\tmemtable\tseed\truns\tstrategy\tcost\tio\tlower bound\tcost/LB\tplan ms\t")

@@ -1,4 +1,4 @@
-package main
+package benchcmd
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shoaldb/shoal/bench/ycsb"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 )
 
 // benchCmd groups the benchmark commands.
@@ -22,7 +23,7 @@ var benchCmd = &cobra.Command{
 	Use:   "bench",
 	Short: "Run benchmarks: YCSB workloads against Shoal or a peer system, and compare their reports",
 	Args:  cobra.ArbitraryArgs,
-	RunE:  groupRunE,
+	RunE:  cli.GroupRunE,
 }
 
 // ycsbFlags are the flags of `bench ycsb`.
@@ -78,7 +79,7 @@ it on a whole one).`,
   shoal bench ycsb --workload b --target etcd --hosts 127.0.0.1:2379 --format json > etcd-b.json
   shoal bench ycsb --workload c --target resp --hosts 127.0.0.1:6380,127.0.0.1:6381,127.0.0.1:6382
   shoal bench ycsb --workload c --target resp --redis-mode plain --hosts 127.0.0.1:6379 --system redis`,
-	Args: args(cobra.NoArgs),
+	Args: cli.Args(cobra.NoArgs),
 	RunE: runBenchYCSB,
 }
 
@@ -94,7 +95,7 @@ var benchCompareCmd = &cobra.Command{
 	Use:     "compare REPORT.json...",
 	Short:   "Render YCSB reports (bench ycsb --format json) as a Markdown comparison against a baseline system",
 	Example: `  shoal bench compare --baseline etcd --out docs/benchmarks.md bench-results/*.json`,
-	Args:    args(cobra.MinimumNArgs(1)),
+	Args:    cli.Args(cobra.MinimumNArgs(1)),
 	RunE:    runBenchCompare,
 }
 
@@ -123,7 +124,6 @@ func init() {
 	c.StringVar(&compareFlags.out, "out", "", "write the document to this file instead of stdout")
 
 	benchCmd.AddCommand(benchYCSBCmd, benchCompareCmd)
-	rootCmd.AddCommand(benchCmd)
 }
 
 func workloadHelp() string {
@@ -150,30 +150,30 @@ func (p *propList) Set(v string) error {
 }
 
 func runBenchYCSB(cmd *cobra.Command, _ []string) error {
-	if err := validateGlobalFlags(cmd, nil); err != nil {
+	if err := cli.ValidateGlobal(cmd, nil); err != nil {
 		return err
 	}
 	fl := ycsbFlags
 	switch fl.target {
 	case ycsb.TargetGRPC, ycsb.TargetEtcd, ycsb.TargetRESP:
 	default:
-		return usageError{fmt.Errorf("invalid --target %q: use grpc, resp or etcd", fl.target)}
+		return cli.Usage(fmt.Errorf("invalid --target %q: use grpc, resp or etcd", fl.target))
 	}
 	redisMode := ""
 	switch {
 	case fl.target == ycsb.TargetRESP:
 		if fl.redisMode != ycsb.RedisModeCluster && fl.redisMode != ycsb.RedisModePlain {
-			return usageError{fmt.Errorf("invalid --redis-mode %q: use cluster or plain", fl.redisMode)}
+			return cli.Usage(fmt.Errorf("invalid --redis-mode %q: use cluster or plain", fl.redisMode))
 		}
 		redisMode = fl.redisMode
 	case cmd.Flags().Changed("redis-mode"):
-		return usageError{fmt.Errorf("--redis-mode applies to --target resp only")}
+		return cli.Usage(fmt.Errorf("--redis-mode applies to --target resp only"))
 	}
 	props := map[string]string{}
 	for _, kv := range fl.props {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || strings.TrimSpace(k) == "" {
-			return usageError{fmt.Errorf("invalid --prop %q: use KEY=VALUE", kv)}
+			return cli.Usage(fmt.Errorf("invalid --prop %q: use KEY=VALUE", kv))
 		}
 		props[strings.TrimSpace(k)] = v
 	}
@@ -181,17 +181,17 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 		props["requestdistribution"] = fl.distribution
 	}
 	if fl.timelineInterval < 10*time.Millisecond {
-		return usageError{fmt.Errorf("invalid --timeline-interval %v: must be at least 10ms", fl.timelineInterval)}
+		return cli.Usage(fmt.Errorf("invalid --timeline-interval %v: must be at least 10ms", fl.timelineInterval))
 	}
 	if fl.maxDuration <= 0 {
-		return usageError{fmt.Errorf("invalid --max-duration %v: must be positive", fl.maxDuration)}
+		return cli.Usage(fmt.Errorf("invalid --max-duration %v: must be positive", fl.maxDuration))
 	}
 	if fl.progressInterval <= 0 {
-		return usageError{fmt.Errorf("invalid --progress-interval %v: must be positive", fl.progressInterval)}
+		return cli.Usage(fmt.Errorf("invalid --progress-interval %v: must be positive", fl.progressInterval))
 	}
 	hostList := fl.hosts
 	if hostList == "" && fl.target == ycsb.TargetGRPC {
-		hostList = globalFlags.host
+		hostList = cli.Global.Host
 	}
 	var hosts []string
 	for _, h := range strings.Split(hostList, ",") {
@@ -210,7 +210,7 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	}
 	p, err := cfg.Properties()
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 
 	parent := cmd.Context()
@@ -220,7 +220,7 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	db, err := ycsb.Open(fl.target, hosts, globalFlags.authToken, p)
+	db, err := ycsb.Open(fl.target, hosts, cli.Global.AuthToken, p)
 	if err != nil {
 		if fl.target == ycsb.TargetRESP { // the redis binding pings its server when it is created
 			return fmt.Errorf("%s at %s does not answer: %w", fl.target, strings.Join(hosts, ","), err)
@@ -253,7 +253,7 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 		rep.Timeline = nil
 	}
 	out := cmd.OutOrStdout()
-	if jsonOutput() {
+	if cli.JSON() {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
