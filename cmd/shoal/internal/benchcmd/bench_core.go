@@ -35,28 +35,15 @@ Prints JSON.`,
 	Example: "  shoal bench group-commit --threads 64 --duration 10s\n  shoal bench group-commit --phases raw --threads 32 --value-bytes 1100",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		dir, err := benchutil.TempDir()
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintf(os.Stderr, "group-commit: %d writers, %v per run, data in %s\n", coreBenchFlags.threads, coreBenchFlags.seconds, dir)
-		if p := os.Getenv("SHOAL_CPUPROFILE"); p != "" {
-			f, err := os.Create(p)
+		return inTempDir(func(dir string) (any, error) {
+			fmt.Fprintf(os.Stderr, "group-commit: %d writers, %v per run, data in %s\n", coreBenchFlags.threads, coreBenchFlags.seconds, dir)
+			stop, err := startCPUProfile(os.Getenv("SHOAL_CPUPROFILE"))
 			if err != nil {
-				return err
+				return nil, err
 			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer pprof.StopCPUProfile()
-		}
-		rep, err := core.GroupCommit(cmd.Context(), dir, coreBenchFlags.threads, coreBenchFlags.value, coreBenchFlags.seconds, coreBenchFlags.phases...)
-		if err != nil {
-			return err
-		}
-		return cli.PrintIndented(rep)
+			defer stop()
+			return core.GroupCommit(cmd.Context(), dir, coreBenchFlags.threads, coreBenchFlags.value, coreBenchFlags.seconds, coreBenchFlags.phases...)
+		})
 	},
 }
 
@@ -69,18 +56,45 @@ process's CPU over --duration of idleness. Prints JSON.`,
 	Example: "  shoal bench idle-ranges --ranges 10000 --duration 10s",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		dir, err := benchutil.TempDir()
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintf(os.Stderr, "idle-ranges: %d ranges, data in %s\n", coreBenchFlags.ranges, dir)
-		rep, err := core.IdleRanges(cmd.Context(), dir, coreBenchFlags.ranges, coreBenchFlags.seconds)
-		if err != nil {
-			return err
-		}
-		return cli.PrintIndented(rep)
+		return inTempDir(func(dir string) (any, error) {
+			fmt.Fprintf(os.Stderr, "idle-ranges: %d ranges, data in %s\n", coreBenchFlags.ranges, dir)
+			return core.IdleRanges(cmd.Context(), dir, coreBenchFlags.ranges, coreBenchFlags.seconds)
+		})
 	},
+}
+
+// inTempDir runs a benchmark in a fresh directory under $TMPDIR, removed afterwards, and prints its
+// report as JSON.
+func inTempDir(run func(dir string) (any, error)) error {
+	dir, err := benchutil.TempDir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	rep, err := run(dir)
+	if err != nil {
+		return err
+	}
+	return cli.PrintIndented(rep)
+}
+
+// startCPUProfile writes a CPU profile to path until stop is called; with path empty it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func init() {

@@ -3,7 +3,6 @@ package benchcmd
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"text/tabwriter"
 	"time"
 
@@ -50,17 +49,11 @@ decision log as DIR/decisions.json (policy on) and decisions-off.json (policy of
 		if simFlags.out == "" {
 			return cli.Usage(fmt.Errorf("--out DIR is required"))
 		}
-		if simFlags.cpuProfile != "" {
-			f, err := os.Create(simFlags.cpuProfile)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer pprof.StopCPUProfile()
+		stop, err := startCPUProfile(simFlags.cpuProfile)
+		if err != nil {
+			return err
 		}
+		defer stop()
 		start := time.Now()
 		progress := func(d time.Duration, decisions int) {
 			fmt.Fprintf(os.Stderr, "%s: simulated %v in %.1f s, %d decisions\n", sc.Name, d, time.Since(start).Seconds(), decisions)
