@@ -249,7 +249,7 @@ func decommissionBlocker(nodes []*pb.NodeStatus, ranges []*pb.RangeStatus, node 
 	var takers []uint64
 	for _, n := range nodes {
 		id := n.GetDesc().GetNodeId()
-		if id != node && n.GetLive() && !n.GetDraining() && !n.GetDecommissioned() && n.GetState() != "decommissioning" {
+		if id != node && canTake(n) {
 			takers = append(takers, id)
 		}
 	}

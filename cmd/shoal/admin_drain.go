@@ -12,9 +12,7 @@ import (
 func drainBlocker(nodes []*pb.NodeStatus, ranges []*pb.RangeStatus, node uint64) error {
 	active := map[uint64]bool{}
 	for _, n := range nodes {
-		if n.GetLive() && !n.GetDraining() && !n.GetDecommissioned() && n.GetState() != "decommissioning" {
-			active[n.GetDesc().GetNodeId()] = true
-		}
+		active[n.GetDesc().GetNodeId()] = canTake(n)
 	}
 	for _, r := range ranges {
 		if r.GetLeaderNodeId() != node {
@@ -30,4 +28,10 @@ func drainBlocker(nodes []*pb.NodeStatus, ranges []*pb.RangeStatus, node uint64)
 		}
 	}
 	return nil
+}
+
+// canTake reports whether n may receive replicas or leaderships the autopilot moves: live, and
+// neither draining nor decommissioning (the drain and decommission policies' choice of targets).
+func canTake(n *pb.NodeStatus) bool {
+	return n.GetLive() && !n.GetDraining() && !n.GetDecommissioned() && n.GetState() != "decommissioning"
 }
