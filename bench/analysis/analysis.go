@@ -13,7 +13,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 	"github.com/shoaldb/shoal/bench/scenario"
 )
 
@@ -26,15 +26,15 @@ import (
 // Stat is one figure over the repetitions of a run: its count, median and range, mean and sample
 // standard deviation (0 for one sample).
 type Stat struct {
-	scenario.Spread
+	report.Spread
 	Mean float64 `json:"mean"`
 	SD   float64 `json:"sd"`
 }
 
 func newStat(xs []float64) Stat {
-	s := Stat{Spread: scenario.SpreadOf(xs)}
+	s := Stat{Spread: report.SpreadOf(xs)}
 	if len(xs) > 0 {
-		s.Mean, s.SD = benchutil.MeanSD(xs)
+		s.Mean, s.SD = report.MeanSD(xs)
 	}
 	return s
 }

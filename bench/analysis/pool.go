@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 	"github.com/shoaldb/shoal/bench/scenario"
 )
 
@@ -117,7 +118,7 @@ func Aggregate(name string, reps []*scenario.Report, paths []string) *RepeatRepo
 		}
 	}
 	if len(thr) > 0 {
-		m, _ := benchutil.MeanSD(thr)
+		m, _ := report.MeanSD(thr)
 		out.CommonSLOThresholdMs = math.Round(m*1000) / 1000
 	}
 	samples := map[string]map[string][]float64{}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shoaldb/shoal/bench/report"
 	"github.com/shoaldb/shoal/bench/scenario"
 )
 
@@ -16,9 +17,9 @@ func TestNewStat(t *testing.T) {
 		want Stat
 	}{
 		{"none", nil, Stat{}},
-		{"one", []float64{3}, Stat{Spread: scenario.Spread{N: 1, Median: 3, Min: 3, Max: 3}, Mean: 3}},
+		{"one", []float64{3}, Stat{Spread: report.Spread{N: 1, Median: 3, Min: 3, Max: 3}, Mean: 3}},
 		// Sample sd of 2, 4, 4, 4, 5, 5, 7, 9: mean 5, sum of squares 32, sd sqrt(32/7).
-		{"eight", []float64{2, 4, 4, 4, 5, 5, 7, 9}, Stat{Spread: scenario.Spread{N: 8, Median: 4.5, Min: 2, Max: 9}, Mean: 5, SD: math.Sqrt(32.0 / 7)}},
+		{"eight", []float64{2, 4, 4, 4, 5, 5, 7, 9}, Stat{Spread: report.Spread{N: 8, Median: 4.5, Min: 2, Max: 9}, Mean: 5, SD: math.Sqrt(32.0 / 7)}},
 	} {
 		got := newStat(tc.xs)
 		if got.N != tc.want.N || math.Abs(got.Mean-tc.want.Mean) > 1e-12 || math.Abs(got.SD-tc.want.SD) > 1e-12 || got.N > 0 && got.Median != tc.want.Median || got.Min != tc.want.Min || got.Max != tc.want.Max {

@@ -9,9 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -72,34 +70,6 @@ func UsToMs(us int64) float64 { return float64(us) / 1000 }
 
 // Quantile is h's q-th percentile in milliseconds.
 func Quantile(h *hdrhistogram.Histogram, q float64) float64 { return UsToMs(h.ValueAtQuantile(q)) }
-
-// MeanSD is the mean and the sample standard deviation (n − 1) of xs (NaN for none, sd 0 for one).
-func MeanSD(xs []float64) (mean, sd float64) {
-	if len(xs) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	if len(xs) < 2 {
-		return mean, 0
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(ss / float64(len(xs)-1))
-}
-
-// Median is the median of xs (NaN for none).
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Sorted(slices.Values(xs))
-	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
-}
 
 // Bar draws a 30-character progress bar for frac (0..1) followed by text.
 func Bar(frac float64, text string) string {

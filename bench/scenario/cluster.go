@@ -50,39 +50,6 @@ func (c *cluster) addrs() []string {
 	return c.Addrs()
 }
 
-// NodeSecond is one node over one second of a run: the user ranges it led and held at the end of
-// it; its block cache's hits and misses, the compactions its engine ran at its end, its emulated
-// disk's operations and the time callers waited for its budget (summed over callers); and, in a
-// read-hints scenario, the reads it recorded as leader, the hints it applied as follower, the
-// bytes it shipped and the hints it dropped. Node is 0 while the node is down.
-type NodeSecond struct {
-	Node       uint64  `json:"node"`
-	Leaders    int     `json:"leaders"`
-	Replicas   int     `json:"replicas"`
-	Hits       int64   `json:"cache_hits"`
-	Misses     int64   `json:"cache_misses"`
-	Compacting int64   `json:"compacting,omitempty"`
-	DiskOps    int64   `json:"disk_ops,omitempty"`
-	DiskBytes  int64   `json:"disk_bytes,omitempty"`
-	DiskWaitMs float64 `json:"disk_wait_ms,omitempty"`
-	// SnapshotBytes and RangeApplied: the snapshot bytes it sent, and the applied index of its
-	// replica of the range the move scenario moves.
-	SnapshotBytes uint64 `json:"snapshot_bytes,omitempty"`
-	RangeApplied  uint64 `json:"range_applied,omitempty"`
-	Recorded      uint64 `json:"recorded,omitempty"`
-	Applied       uint64 `json:"applied,omitempty"`
-	BytesSent     uint64 `json:"bytes_sent,omitempty"`
-	Dropped       uint64 `json:"dropped,omitempty"`
-}
-
-// HitRatio is the node's block-cache hit ratio in the second (ok: it saw at least 100 lookups).
-func (n NodeSecond) HitRatio() (float64, bool) {
-	if n.Hits+n.Misses < 100 {
-		return 0, false
-	}
-	return float64(n.Hits) / float64(n.Hits+n.Misses), true
-}
-
 // sample reads every node's counters and returns what each did since the previous call.
 func (c *cluster) sample(hints bool) []NodeSecond {
 	if !c.local() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 )
 
 // joinTrace is what a join's actions observed, for joinReport: when the node was started and ran,
@@ -166,7 +167,7 @@ func startController(ctx context.Context, e *env) (string, error) {
 				means = append(means, m)
 			}
 		}
-		base := benchutil.Median(means)
+		base := report.Median(means)
 		if math.IsNaN(base) {
 			return
 		}

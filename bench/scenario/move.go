@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 )
@@ -149,7 +150,7 @@ func scoreMove(ctx context.Context, rr *RunReport, e *env) *MoveReport {
 		if len(sent) >= 3 {
 			sent = sent[1 : len(sent)-1] // the first and the last second are partly idle
 		}
-		m, _ := benchutil.MeanSD(sent)
+		m, _ := report.MeanSD(sent)
 		mv.SendRateRatio, mv.PeakSendRateRatio = m/rate, slices.Max(sent)/rate
 	}
 	if mv.Done {

@@ -17,6 +17,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/storage/emudisk"
@@ -92,43 +93,16 @@ type Settings struct {
 	Device *emudisk.Options `json:"device"`
 }
 
-// Summary totals one run.
-type Summary struct {
-	Ops        int64   `json:"ops"`
-	Throughput float64 `json:"throughput"`
-	P50Ms      float64 `json:"p50_ms"`
-	P99Ms      float64 `json:"p99_ms"`
-	Errors     int64   `json:"errors"`
-	// ErrorKinds counts the failed operations by kind: the client's error code, or the error's text.
-	ErrorKinds map[string]int64 `json:"error_kinds,omitempty"`
-}
-
-// Point is one second of one run. HitRatio is the whole cluster's block cache's, null when it saw no
-// access that second; CPU the process's CPU time in cores (every in-process node and the clients);
-// Steal the share of the machine's CPU time its host took (a virtual machine's steal).
-type Point struct {
-	T        float64      `json:"t"`
-	Ops      int64        `json:"ops"`
-	Errors   int64        `json:"errors"`
-	P50Ms    float64      `json:"p50_ms"`
-	P99Ms    float64      `json:"p99_ms"`
-	HitRatio *float64     `json:"hit_ratio"`
-	CPU      float64      `json:"cpu_cores"`
-	Steal    float64      `json:"steal"`
-	Nodes    []NodeSecond `json:"nodes,omitempty"`
-}
-
-// EventMark is an event as it fired; EndT is when its action returned.
-type EventMark struct {
-	T     float64 `json:"t"`
-	EndT  float64 `json:"end_t"`
-	What  string  `json:"what"`
-	Label string  `json:"label"` // the action, for plots and analyses
-	Error string  `json:"error,omitempty"`
-	Task  bool    `json:"task,omitempty"`
-	// Unfinished: the run ended while the event's action still ran.
-	Unfinished bool `json:"unfinished,omitempty"`
-}
+// A run's seconds, events and checks are the shared report format's, which the simulator writes too.
+type (
+	Summary    = report.Summary
+	Point      = report.Point
+	EventMark  = report.EventMark
+	NodeSecond = report.NodeSecond
+	Check      = report.Check
+	Steady     = report.Steady
+	Spread     = report.Spread
+)
 
 // RunReport is one run: a variant, or the policy on or off.
 type RunReport struct {
@@ -725,8 +699,8 @@ func (r *run) score(ctx context.Context, rr *RunReport, e *env) {
 		}
 		task = task || actions[ev.Do].task
 	}
-	v := &Validity{Steady: steadyOf(rr.Series, warmup, end.Seconds())}
-	v.Checks = steadyChecks(v.Steady)
+	v := &Validity{Steady: report.SteadyOf(rr.Series, warmup, end.Seconds())}
+	v.Checks = report.SteadyChecks(v.Steady)
 	if task && rr.Task == nil {
 		rr.Task = taskWindow(rr, e.perSec, warmup)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 )
 
 // The cost of read hints is a few percent of throughput, while on a shared machine one window's
@@ -88,8 +88,8 @@ func PairedCostOf(costs []float64, order string) *PairedCost {
 	if len(costs) == 0 {
 		return nil
 	}
-	c := &PairedCost{Pairs: len(costs), Order: order, Costs: costs, Median: benchutil.Median(costs)}
-	c.Mean, c.SD = benchutil.MeanSD(costs)
+	c := &PairedCost{Pairs: len(costs), Order: order, Costs: costs, Median: report.Median(costs)}
+	c.Mean, c.SD = report.MeanSD(costs)
 	h := 0.0
 	if n := len(costs); n >= 2 {
 		h = tQuantile975(n-1) * c.SD / math.Sqrt(float64(n))

@@ -1,4 +1,4 @@
-package benchutil
+package report
 
 import (
 	"image/color"
