@@ -92,6 +92,9 @@ var (
 	// ErrInternal: the server failed in a way it did not classify. Not retried; for a write the outcome
 	// is unknown.
 	ErrInternal = &Error{Code: pb.ErrorCode_INTERNAL, Message: "internal server error"}
+	// ErrCrossRange: a transaction's keys are not all in one range. Never retried; keep a
+	// transaction's keys together (for RESP keys, in one hash slot: {tag} keys).
+	ErrCrossRange = &Error{Code: pb.ErrorCode_CROSS_RANGE, Message: "transaction spans ranges"}
 )
 
 // ErrClosed is returned by calls made after Close.

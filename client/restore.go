@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shoaldb/shoal/backup"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage/stored"
 )
 
 // RestoreOptions tunes Restore.
@@ -80,8 +82,13 @@ func newBatchWriter(c *Client, ctx context.Context, opts RestoreOptions) *batchW
 }
 
 // add queues a pair (the slices are copied) and writes the batch once it is full.
+// A backup holds stored values (package stored): the value goes back with its expiry.
 func (b *batchWriter) add(k, v []byte) error {
-	b.muts = append(b.muts, &pb.Mutation{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+	sv, err := stored.Decode(v)
+	if err != nil {
+		return fmt.Errorf("restore: key %q: %w", k, err)
+	}
+	b.muts = append(b.muts, &pb.Mutation{Key: bytes.Clone(k), Value: bytes.Clone(sv.Data), ExpireAtUnixMs: sv.ExpireAtMs})
 	if len(b.muts) >= b.opts.Batch {
 		return b.flush()
 	}
@@ -105,13 +112,22 @@ func (b *batchWriter) flush() error {
 
 // verifyRestored checks that the cluster holds v at k.
 func (c *Client) verifyRestored(ctx context.Context, k, v []byte) error {
-	got, found, err := c.Get(ctx, k)
+	sv, err := stored.Decode(v)
+	if err != nil {
+		return fmt.Errorf("restore: verify: key %q: %w", k, err)
+	}
+	e, found, err := c.GetEntry(ctx, k)
+	got := e.Value
 	switch {
 	case err != nil:
 		return fmt.Errorf("restore: verify %q: %w", k, err)
+	case !found && sv.ExpireAtMs != 0 && sv.ExpireAtMs <= time.Now().UnixMilli():
+		return nil // expired since the backup
+	case found && e.ExpireAtMs != sv.ExpireAtMs:
+		return fmt.Errorf("restore: verify: key %q expires at %d after the restore, %d in the backup", k, e.ExpireAtMs, sv.ExpireAtMs)
 	case !found:
 		return fmt.Errorf("restore: verify: key %q is missing after the restore", k)
-	case !bytes.Equal(got, v):
+	case !bytes.Equal(got, sv.Data):
 		return fmt.Errorf("restore: verify: key %q has a different value after the restore", k)
 	}
 	return nil

@@ -201,7 +201,7 @@ func isTerminal(err error) bool {
 		return false
 	}
 	switch se.Code {
-	case pb.ErrorCode_INVALID_ARGUMENT, pb.ErrorCode_UNAUTHENTICATED, pb.ErrorCode_INTERNAL:
+	case pb.ErrorCode_INVALID_ARGUMENT, pb.ErrorCode_UNAUTHENTICATED, pb.ErrorCode_INTERNAL, pb.ErrorCode_CROSS_RANGE:
 		return true
 	}
 	return false

@@ -126,14 +126,17 @@ func (s *Service) get(ctx context.Context, r *replica.Replica, req *pb.GetReques
 			return &pb.GetResponse{Error: s.PBError(err)}
 		}
 	}
-	v, found, err := r.Get(req.Key)
+	v, found, err := r.GetStored(req.Key)
 	if err != nil {
 		return &pb.GetResponse{Error: s.PBError(err)}
 	}
 	if !req.GetHeader().GetFollowerRead() {
 		s.obs.Read(r.RangeID(), req.Key) // a leader's read: the other replicas replay it (read hints)
 	}
-	return &pb.GetResponse{Found: found, Value: v}
+	if !found {
+		return &pb.GetResponse{}
+	}
+	return &pb.GetResponse{Found: true, Value: v.Data, ExpireAtUnixMs: v.ExpireAtMs, Version: v.Version, ModIndex: v.ModIndex}
 }
 
 // propose proposes cmd to the range of key (or of h's range) for a write request that arrived at start.
@@ -169,7 +172,15 @@ func (s *Service) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse,
 	if pe := s.validateValue(req.Value); pe != nil {
 		return &pb.PutResponse{Error: pe}, nil
 	}
-	_, pe := s.propose(ctx, start, req.Header, req.Key, &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Value: req.Value}}})
+	cmd := &pb.Command{Mutations: []*pb.Mutation{{Key: req.Key, Value: req.Value}}}
+	switch {
+	case req.TtlMs < 0:
+		return &pb.PutResponse{Error: InvalidArgument("ttl %dms is negative", req.TtlMs)}, nil
+	case req.TtlMs > 0:
+		// Relative to the leader's clock when it proposes: resolved on apply from the command's stamp.
+		cmd = &pb.Command{Txn: &pb.TxnRequest{Success: []*pb.TxnOp{{Type: pb.TxnOp_PUT, Key: req.Key, Value: req.Value, TtlMs: req.TtlMs}}}}
+	}
+	_, pe := s.propose(ctx, start, req.Header, req.Key, cmd)
 	return &pb.PutResponse{Error: pe}, nil
 }
 
@@ -450,6 +461,11 @@ func (s *Service) splitLocal(ctx context.Context, r *replica.Replica, key []byte
 	if r.IsMeta() {
 		return nil, nil, errCode(pb.ErrorCode_INVALID_ARGUMENT, "the meta range does not split")
 	}
+	aligned, ok := slotAlignedSplitKey(key, d.StartKey, d.EndKey)
+	if !ok {
+		return nil, nil, errCode(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("range %d holds one Redis hash slot only: it does not split inside a slot", d.RangeId))
+	}
+	key = aligned
 	if bytes.Equal(d.StartKey, key) {
 		return nil, nil, errCode(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("key %q is already the start of range %d", key, d.RangeId))
 	}

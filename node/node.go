@@ -31,6 +31,7 @@ import (
 	"github.com/shoaldb/shoal/node/autopilothost"
 	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/node/directory"
+	"github.com/shoaldb/shoal/node/expiry"
 	"github.com/shoaldb/shoal/node/history"
 	"github.com/shoaldb/shoal/node/readhints"
 	"github.com/shoaldb/shoal/pb"
@@ -80,6 +81,8 @@ type Config struct {
 	Hints readhints.Config
 	// Background configures heavy background work, periodic compactions and backups.
 	Background background.Config
+	// Expiry paces the removal of expired keys.
+	Expiry expiry.Config
 	// Admission bounds the client work the node holds.
 	Admission admission.Config
 	// Autopilot tunes the autopilot's policies; its replicate policy's dead-node timeout comes from
@@ -107,6 +110,7 @@ func (c Config) WithDefaults() Config {
 	c.KV = c.KV.WithDefaults()
 	c.Hints = c.Hints.WithDefaults()
 	c.Background = c.Background.WithDefaults()
+	c.Expiry = c.Expiry.WithDefaults()
 	c.Admission = c.Admission.WithDefaults()
 	c.Storage = c.Storage.WithDefaults()
 	c.Raft = c.Raft.WithDefaults()
@@ -151,6 +155,7 @@ type Node struct {
 	bg        *background.Service
 	ap        *autopilothost.Host
 	hist      *history.Recorder // the last hour of this node's stats (/api/history)
+	sweeper   *expiry.Sweeper
 
 	draining atomic.Bool
 	hbKick   chan struct{}
@@ -198,6 +203,7 @@ func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n := &Node{cfg: cfg, eng: eng, log: cfg.Logger, ready: make(chan struct{}), loops: stopper.New(),
 		hbKick: make(chan struct{}, 1), initGate: newInitGate()}
 	n.dir = directory.New()
+	n.sweeper = expiry.New(cfg.Expiry, eng, n.Store, cfg.Logger)
 	n.peers = directory.NewPeers(cfg.DialOptions, cfg.AuthToken)
 	n.reqGate = admission.NewGate("requests", cfg.Admission.RequestLimits())
 	if err := n.loadIdentity(); err != nil {
@@ -271,6 +277,9 @@ func (n *Node) Engine() *storage.Engine { return n.eng }
 
 // Store is the node's replica store (nil before Start).
 func (n *Node) Store() *replica.Store { return n.store.Load() }
+
+// ExpiryStats is the expiry sweeper's work so far.
+func (n *Node) ExpiryStats() expiry.Stats { return n.sweeper.Stats() }
 
 // TransportStats reads the node's transport counters (cheap: no engine or store walk, unlike Metrics).
 func (n *Node) TransportStats() transport.Stats { return n.transport.Stats() }
@@ -348,6 +357,7 @@ func (n *Node) Start(ctx context.Context) error {
 	close(n.ready)
 	n.hints.Start(n.ident.NodeID, n.ident.ClusterID)
 	n.bg.Start(n.ident.NodeID, n.ident.ClusterID)
+	n.sweeper.Start()
 	n.heartbeatLoop()
 	n.loops.Every(5*time.Second, n.refreshDirectory)
 	n.loops.Every(time.Second, n.ap.Watch)
@@ -368,6 +378,7 @@ func (n *Node) Stop() {
 		n.loops.Stop()
 		n.ap.Stop()
 		n.bg.Stop()
+		n.sweeper.Stop()
 		n.hints.Stop()
 		if st := n.store.Load(); st != nil {
 			st.Stop()

@@ -38,21 +38,23 @@ const (
 	ErrorCode_AMBIGUOUS        ErrorCode = 7 // a write was proposed but its outcome is unknown (leadership lost)
 	ErrorCode_INTERNAL         ErrorCode = 8
 	ErrorCode_UNAUTHENTICATED  ErrorCode = 9
+	ErrorCode_CROSS_RANGE      ErrorCode = 10 // a transaction's keys are not all in one range: never retry as is
 )
 
 // Enum value maps for ErrorCode.
 var (
 	ErrorCode_name = map[int32]string{
-		0: "OK",
-		1: "NOT_LEADER",
-		2: "RANGE_MOVED",
-		3: "UNAVAILABLE",
-		4: "OVERLOADED",
-		5: "INVALID_ARGUMENT",
-		6: "TIMEOUT",
-		7: "AMBIGUOUS",
-		8: "INTERNAL",
-		9: "UNAUTHENTICATED",
+		0:  "OK",
+		1:  "NOT_LEADER",
+		2:  "RANGE_MOVED",
+		3:  "UNAVAILABLE",
+		4:  "OVERLOADED",
+		5:  "INVALID_ARGUMENT",
+		6:  "TIMEOUT",
+		7:  "AMBIGUOUS",
+		8:  "INTERNAL",
+		9:  "UNAUTHENTICATED",
+		10: "CROSS_RANGE",
 	}
 	ErrorCode_value = map[string]int32{
 		"OK":               0,
@@ -65,6 +67,7 @@ var (
 		"AMBIGUOUS":        7,
 		"INTERNAL":         8,
 		"UNAUTHENTICATED":  9,
+		"CROSS_RANGE":      10,
 	}
 )
 
@@ -195,6 +198,171 @@ func (x RelocateStep) Number() protoreflect.EnumNumber {
 // Deprecated: Use RelocateStep.Descriptor instead.
 func (RelocateStep) EnumDescriptor() ([]byte, []int) {
 	return file_pb_shoal_proto_rawDescGZIP(), []int{2}
+}
+
+type Compare_Target int32
+
+const (
+	Compare_VALUE     Compare_Target = 0
+	Compare_EXISTS    Compare_Target = 1
+	Compare_VERSION   Compare_Target = 2
+	Compare_MOD_INDEX Compare_Target = 3
+)
+
+// Enum value maps for Compare_Target.
+var (
+	Compare_Target_name = map[int32]string{
+		0: "VALUE",
+		1: "EXISTS",
+		2: "VERSION",
+		3: "MOD_INDEX",
+	}
+	Compare_Target_value = map[string]int32{
+		"VALUE":     0,
+		"EXISTS":    1,
+		"VERSION":   2,
+		"MOD_INDEX": 3,
+	}
+)
+
+func (x Compare_Target) Enum() *Compare_Target {
+	p := new(Compare_Target)
+	*p = x
+	return p
+}
+
+func (x Compare_Target) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Compare_Target) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_shoal_proto_enumTypes[3].Descriptor()
+}
+
+func (Compare_Target) Type() protoreflect.EnumType {
+	return &file_pb_shoal_proto_enumTypes[3]
+}
+
+func (x Compare_Target) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Compare_Target.Descriptor instead.
+func (Compare_Target) EnumDescriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{21, 0}
+}
+
+type Compare_Op int32
+
+const (
+	Compare_EQUAL     Compare_Op = 0
+	Compare_NOT_EQUAL Compare_Op = 1
+	Compare_GREATER   Compare_Op = 2
+	Compare_LESS      Compare_Op = 3
+)
+
+// Enum value maps for Compare_Op.
+var (
+	Compare_Op_name = map[int32]string{
+		0: "EQUAL",
+		1: "NOT_EQUAL",
+		2: "GREATER",
+		3: "LESS",
+	}
+	Compare_Op_value = map[string]int32{
+		"EQUAL":     0,
+		"NOT_EQUAL": 1,
+		"GREATER":   2,
+		"LESS":      3,
+	}
+)
+
+func (x Compare_Op) Enum() *Compare_Op {
+	p := new(Compare_Op)
+	*p = x
+	return p
+}
+
+func (x Compare_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Compare_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_shoal_proto_enumTypes[4].Descriptor()
+}
+
+func (Compare_Op) Type() protoreflect.EnumType {
+	return &file_pb_shoal_proto_enumTypes[4]
+}
+
+func (x Compare_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Compare_Op.Descriptor instead.
+func (Compare_Op) EnumDescriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{21, 1}
+}
+
+type TxnOp_Type int32
+
+const (
+	TxnOp_GET        TxnOp_Type = 0
+	TxnOp_PUT        TxnOp_Type = 1 // value, expiry (expire_at_unix_ms or ttl_ms; keep_ttl keeps the old one)
+	TxnOp_DELETE     TxnOp_Type = 2 // result: the deleted value
+	TxnOp_EXPIRE     TxnOp_Type = 3 // set the expiry of a live key (expire_at/ttl; both 0: remove it, i.e. PERSIST)
+	TxnOp_INCR       TxnOp_Type = 4 // add delta to a decimal integer (absent: 0); keeps the expiry
+	TxnOp_INCR_FLOAT TxnOp_Type = 5 // add delta_float to a decimal number; keeps the expiry
+	TxnOp_APPEND     TxnOp_Type = 6 // append value (absent: empty); keeps the expiry
+)
+
+// Enum value maps for TxnOp_Type.
+var (
+	TxnOp_Type_name = map[int32]string{
+		0: "GET",
+		1: "PUT",
+		2: "DELETE",
+		3: "EXPIRE",
+		4: "INCR",
+		5: "INCR_FLOAT",
+		6: "APPEND",
+	}
+	TxnOp_Type_value = map[string]int32{
+		"GET":        0,
+		"PUT":        1,
+		"DELETE":     2,
+		"EXPIRE":     3,
+		"INCR":       4,
+		"INCR_FLOAT": 5,
+		"APPEND":     6,
+	}
+)
+
+func (x TxnOp_Type) Enum() *TxnOp_Type {
+	p := new(TxnOp_Type)
+	*p = x
+	return p
+}
+
+func (x TxnOp_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnOp_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_shoal_proto_enumTypes[5].Descriptor()
+}
+
+func (TxnOp_Type) Type() protoreflect.EnumType {
+	return &file_pb_shoal_proto_enumTypes[5]
+}
+
+func (x TxnOp_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnOp_Type.Descriptor instead.
+func (TxnOp_Type) EnumDescriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -611,12 +779,13 @@ func (x *KeyValue) GetValue() []byte {
 }
 
 type Mutation struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	Delete        bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Key            []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value          []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Delete         bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
+	ExpireAtUnixMs int64                  `protobuf:"varint,4,opt,name=expire_at_unix_ms,json=expireAtUnixMs,proto3" json:"expire_at_unix_ms,omitempty"` // the key expires at this wall-clock time (0: never)
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Mutation) Reset() {
@@ -668,6 +837,13 @@ func (x *Mutation) GetDelete() bool {
 		return x.Delete
 	}
 	return false
+}
+
+func (x *Mutation) GetExpireAtUnixMs() int64 {
+	if x != nil {
+		return x.ExpireAtUnixMs
+	}
+	return 0
 }
 
 type GetRequest struct {
@@ -722,13 +898,18 @@ func (x *GetRequest) GetKey() []byte {
 	return nil
 }
 
+// A found key's expiry (0: none), version (writes since it was created) and mod_index (the raft
+// index of its last write; 0 for a key written before versions were kept).
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	Found         bool                   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Error          *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Found          bool                   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	Value          []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	ExpireAtUnixMs int64                  `protobuf:"varint,4,opt,name=expire_at_unix_ms,json=expireAtUnixMs,proto3" json:"expire_at_unix_ms,omitempty"`
+	Version        uint64                 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	ModIndex       uint64                 `protobuf:"varint,6,opt,name=mod_index,json=modIndex,proto3" json:"mod_index,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -782,11 +963,34 @@ func (x *GetResponse) GetValue() []byte {
 	return nil
 }
 
+func (x *GetResponse) GetExpireAtUnixMs() int64 {
+	if x != nil {
+		return x.ExpireAtUnixMs
+	}
+	return 0
+}
+
+func (x *GetResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *GetResponse) GetModIndex() uint64 {
+	if x != nil {
+		return x.ModIndex
+	}
+	return 0
+}
+
+// ttl_ms > 0: the key expires ttl_ms after the leader's clock when it proposes the write.
 type PutRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -840,6 +1044,13 @@ func (x *PutRequest) GetValue() []byte {
 		return x.Value
 	}
 	return nil
+}
+
+func (x *PutRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
 }
 
 type PutResponse struct {
@@ -1386,6 +1597,450 @@ func (x *ScanResponse) GetTruncated() bool {
 	return false
 }
 
+// Txn: if every compare holds, the success ops run, else the failure ops; atomically, at one raft
+// index, over keys of one range (else CROSS_RANGE). Ops see the writes of the ops before them.
+type TxnRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Compares      []*Compare             `protobuf:"bytes,2,rep,name=compares,proto3" json:"compares,omitempty"`
+	Success       []*TxnOp               `protobuf:"bytes,3,rep,name=success,proto3" json:"success,omitempty"`
+	Failure       []*TxnOp               `protobuf:"bytes,4,rep,name=failure,proto3" json:"failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnRequest) Reset() {
+	*x = TxnRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRequest) ProtoMessage() {}
+
+func (x *TxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRequest.ProtoReflect.Descriptor instead.
+func (*TxnRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TxnRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetCompares() []*Compare {
+	if x != nil {
+		return x.Compares
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetSuccess() []*TxnOp {
+	if x != nil {
+		return x.Success
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetFailure() []*TxnOp {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+type TxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Succeeded     bool                   `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Results       []*TxnOpResult         `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnResponse) Reset() {
+	*x = TxnResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnResponse) ProtoMessage() {}
+
+func (x *TxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnResponse.ProtoReflect.Descriptor instead.
+func (*TxnResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *TxnResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *TxnResponse) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *TxnResponse) GetResults() []*TxnOpResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// Compare tests one key; an expired key is absent (version 0, mod_index 0, empty value).
+type Compare struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Target        Compare_Target         `protobuf:"varint,2,opt,name=target,proto3,enum=shoal.Compare_Target" json:"target,omitempty"`
+	Op            Compare_Op             `protobuf:"varint,3,opt,name=op,proto3,enum=shoal.Compare_Op" json:"op,omitempty"`
+	Value         []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`    // VALUE
+	Number        uint64                 `protobuf:"varint,5,opt,name=number,proto3" json:"number,omitempty"` // VERSION, MOD_INDEX
+	Exists        bool                   `protobuf:"varint,6,opt,name=exists,proto3" json:"exists,omitempty"` // EXISTS (only EQUAL and NOT_EQUAL)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compare) Reset() {
+	*x = Compare{}
+	mi := &file_pb_shoal_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compare) ProtoMessage() {}
+
+func (x *Compare) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compare.ProtoReflect.Descriptor instead.
+func (*Compare) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Compare) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Compare) GetTarget() Compare_Target {
+	if x != nil {
+		return x.Target
+	}
+	return Compare_VALUE
+}
+
+func (x *Compare) GetOp() Compare_Op {
+	if x != nil {
+		return x.Op
+	}
+	return Compare_EQUAL
+}
+
+func (x *Compare) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Compare) GetNumber() uint64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *Compare) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+// TxnOp is one operation of a transaction. Times are wall-clock milliseconds; ttl_ms is relative to
+// the leader's clock when it proposes the transaction.
+type TxnOp struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Type           TxnOp_Type             `protobuf:"varint,1,opt,name=type,proto3,enum=shoal.TxnOp_Type" json:"type,omitempty"`
+	Key            []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value          []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	ExpireAtUnixMs int64                  `protobuf:"varint,4,opt,name=expire_at_unix_ms,json=expireAtUnixMs,proto3" json:"expire_at_unix_ms,omitempty"`
+	TtlMs          int64                  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	KeepTtl        bool                   `protobuf:"varint,6,opt,name=keep_ttl,json=keepTtl,proto3" json:"keep_ttl,omitempty"`
+	Delta          int64                  `protobuf:"varint,7,opt,name=delta,proto3" json:"delta,omitempty"`
+	DeltaFloat     float64                `protobuf:"fixed64,8,opt,name=delta_float,json=deltaFloat,proto3" json:"delta_float,omitempty"`
+	IfAbsent       bool                   `protobuf:"varint,9,opt,name=if_absent,json=ifAbsent,proto3" json:"if_absent,omitempty"`           // PUT only if the key is absent (SET NX)
+	IfPresent      bool                   `protobuf:"varint,10,opt,name=if_present,json=ifPresent,proto3" json:"if_present,omitempty"`       // PUT only if it exists (SET XX); EXPIRE only if it has an expiry (PERSIST)
+	OnlyExpired    bool                   `protobuf:"varint,11,opt,name=only_expired,json=onlyExpired,proto3" json:"only_expired,omitempty"` // DELETE only if expired at the proposal's clock (the expiry sweeper)
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TxnOp) Reset() {
+	*x = TxnOp{}
+	mi := &file_pb_shoal_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOp) ProtoMessage() {}
+
+func (x *TxnOp) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOp.ProtoReflect.Descriptor instead.
+func (*TxnOp) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TxnOp) GetType() TxnOp_Type {
+	if x != nil {
+		return x.Type
+	}
+	return TxnOp_GET
+}
+
+func (x *TxnOp) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *TxnOp) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *TxnOp) GetExpireAtUnixMs() int64 {
+	if x != nil {
+		return x.ExpireAtUnixMs
+	}
+	return 0
+}
+
+func (x *TxnOp) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *TxnOp) GetKeepTtl() bool {
+	if x != nil {
+		return x.KeepTtl
+	}
+	return false
+}
+
+func (x *TxnOp) GetDelta() int64 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+func (x *TxnOp) GetDeltaFloat() float64 {
+	if x != nil {
+		return x.DeltaFloat
+	}
+	return 0
+}
+
+func (x *TxnOp) GetIfAbsent() bool {
+	if x != nil {
+		return x.IfAbsent
+	}
+	return false
+}
+
+func (x *TxnOp) GetIfPresent() bool {
+	if x != nil {
+		return x.IfPresent
+	}
+	return false
+}
+
+func (x *TxnOp) GetOnlyExpired() bool {
+	if x != nil {
+		return x.OnlyExpired
+	}
+	return false
+}
+
+// TxnOpResult: found/value/expiry/version/mod_index describe the key before the op (after it for GET,
+// INCR, INCR_FLOAT and APPEND); applied says whether the op wrote; error why it did not (a value that
+// is not a number, an overflow), without failing the other ops.
+type TxnOpResult struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Found          bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value          []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	ExpireAtUnixMs int64                  `protobuf:"varint,3,opt,name=expire_at_unix_ms,json=expireAtUnixMs,proto3" json:"expire_at_unix_ms,omitempty"`
+	Version        uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	ModIndex       uint64                 `protobuf:"varint,5,opt,name=mod_index,json=modIndex,proto3" json:"mod_index,omitempty"`
+	Applied        bool                   `protobuf:"varint,6,opt,name=applied,proto3" json:"applied,omitempty"`
+	IntValue       int64                  `protobuf:"varint,7,opt,name=int_value,json=intValue,proto3" json:"int_value,omitempty"` // INCR: the new value; APPEND: the new length
+	Error          string                 `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TxnOpResult) Reset() {
+	*x = TxnOpResult{}
+	mi := &file_pb_shoal_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOpResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOpResult) ProtoMessage() {}
+
+func (x *TxnOpResult) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOpResult.ProtoReflect.Descriptor instead.
+func (*TxnOpResult) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TxnOpResult) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *TxnOpResult) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *TxnOpResult) GetExpireAtUnixMs() int64 {
+	if x != nil {
+		return x.ExpireAtUnixMs
+	}
+	return 0
+}
+
+func (x *TxnOpResult) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *TxnOpResult) GetModIndex() uint64 {
+	if x != nil {
+		return x.ModIndex
+	}
+	return 0
+}
+
+func (x *TxnOpResult) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+func (x *TxnOpResult) GetIntValue() int64 {
+	if x != nil {
+		return x.IntValue
+	}
+	return 0
+}
+
+func (x *TxnOpResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type RangeLookupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1396,7 +2051,7 @@ type RangeLookupRequest struct {
 
 func (x *RangeLookupRequest) Reset() {
 	*x = RangeLookupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[19]
+	mi := &file_pb_shoal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +2063,7 @@ func (x *RangeLookupRequest) String() string {
 func (*RangeLookupRequest) ProtoMessage() {}
 
 func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[19]
+	mi := &file_pb_shoal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +2076,7 @@ func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupRequest.ProtoReflect.Descriptor instead.
 func (*RangeLookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{19}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RangeLookupRequest) GetKey() []byte {
@@ -1450,7 +2105,7 @@ type RangeLookupResponse struct {
 
 func (x *RangeLookupResponse) Reset() {
 	*x = RangeLookupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[20]
+	mi := &file_pb_shoal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +2117,7 @@ func (x *RangeLookupResponse) String() string {
 func (*RangeLookupResponse) ProtoMessage() {}
 
 func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[20]
+	mi := &file_pb_shoal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +2130,7 @@ func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupResponse.ProtoReflect.Descriptor instead.
 func (*RangeLookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{20}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RangeLookupResponse) GetError() *Error {
@@ -1524,7 +2179,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[21]
+	mi := &file_pb_shoal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +2191,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[21]
+	mi := &file_pb_shoal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +2204,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{21}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeStatus) GetDesc() *NodeDescriptor {
@@ -1638,7 +2293,7 @@ type JoinStatus struct {
 
 func (x *JoinStatus) Reset() {
 	*x = JoinStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[22]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +2305,7 @@ func (x *JoinStatus) String() string {
 func (*JoinStatus) ProtoMessage() {}
 
 func (x *JoinStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[22]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +2318,7 @@ func (x *JoinStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinStatus.ProtoReflect.Descriptor instead.
 func (*JoinStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{22}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JoinStatus) GetStrategy() string {
@@ -1743,7 +2398,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_pb_shoal_proto_msgTypes[23]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +2410,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[23]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +2423,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{23}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeStats) GetCpuPercent() float64 {
@@ -1888,7 +2543,7 @@ type BackgroundTask struct {
 
 func (x *BackgroundTask) Reset() {
 	*x = BackgroundTask{}
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2555,7 @@ func (x *BackgroundTask) String() string {
 func (*BackgroundTask) ProtoMessage() {}
 
 func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2568,7 @@ func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackgroundTask.ProtoReflect.Descriptor instead.
 func (*BackgroundTask) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BackgroundTask) GetId() uint64 {
@@ -1989,7 +2644,7 @@ type TaskCompletion struct {
 
 func (x *TaskCompletion) Reset() {
 	*x = TaskCompletion{}
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2656,7 @@ func (x *TaskCompletion) String() string {
 func (*TaskCompletion) ProtoMessage() {}
 
 func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2669,7 @@ func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletion.ProtoReflect.Descriptor instead.
 func (*TaskCompletion) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TaskCompletion) GetKind() string {
@@ -2042,7 +2697,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2709,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2722,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CompactRequest) GetNodeId() uint64 {
@@ -2089,7 +2744,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2756,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2769,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CompactResponse) GetError() *Error {
@@ -2157,7 +2812,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2824,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2837,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BackupRequest) GetNodeId() uint64 {
@@ -2226,7 +2881,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2893,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2906,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BackupResponse) GetError() *Error {
@@ -2301,7 +2956,7 @@ type MaintenanceRequest struct {
 
 func (x *MaintenanceRequest) Reset() {
 	*x = MaintenanceRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2968,7 @@ func (x *MaintenanceRequest) String() string {
 func (*MaintenanceRequest) ProtoMessage() {}
 
 func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2981,7 @@ func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MaintenanceRequest) GetNodeId() uint64 {
@@ -2368,7 +3023,7 @@ type MaintenanceResponse struct {
 
 func (x *MaintenanceResponse) Reset() {
 	*x = MaintenanceResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +3035,7 @@ func (x *MaintenanceResponse) String() string {
 func (*MaintenanceResponse) ProtoMessage() {}
 
 func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +3048,7 @@ func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MaintenanceResponse) GetError() *Error {
@@ -2445,7 +3100,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +3112,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +3125,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RangeLoad) GetRangeId() uint64 {
@@ -2572,7 +3227,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +3239,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +3252,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
 }
 
 type NodesResponse struct {
@@ -2610,7 +3265,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +3277,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +3290,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodesResponse) GetError() *Error {
@@ -2664,7 +3319,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +3331,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +3344,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RangeStatus) GetDesc() *RangeDescriptor {
@@ -2728,7 +3383,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +3395,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +3408,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 type RangesResponse struct {
@@ -2766,7 +3421,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +3433,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +3446,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RangesResponse) GetError() *Error {
@@ -2817,7 +3472,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +3484,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +3497,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SplitRequest) GetKey() []byte {
@@ -2863,7 +3518,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3530,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3543,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SplitResponse) GetError() *Error {
@@ -2925,7 +3580,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3592,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3605,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -2977,7 +3632,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3644,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3657,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MergeResponse) GetError() *Error {
@@ -3031,7 +3686,7 @@ type RangeCommandRequest struct {
 
 func (x *RangeCommandRequest) Reset() {
 	*x = RangeCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3698,7 @@ func (x *RangeCommandRequest) String() string {
 func (*RangeCommandRequest) ProtoMessage() {}
 
 func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3711,7 @@ func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandRequest.ProtoReflect.Descriptor instead.
 func (*RangeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RangeCommandRequest) GetRangeId() uint64 {
@@ -3085,7 +3740,7 @@ type RangeCommandResponse struct {
 
 func (x *RangeCommandResponse) Reset() {
 	*x = RangeCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3752,7 @@ func (x *RangeCommandResponse) String() string {
 func (*RangeCommandResponse) ProtoMessage() {}
 
 func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3765,7 @@ func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandResponse.ProtoReflect.Descriptor instead.
 func (*RangeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RangeCommandResponse) GetError() *Error {
@@ -3152,7 +3807,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3819,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3832,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WaitAppliedRequest) GetRangeId() uint64 {
@@ -3204,7 +3859,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3216,7 +3871,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3229,7 +3884,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WaitAppliedResponse) GetError() *Error {
@@ -3256,7 +3911,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3923,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3936,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -3307,7 +3962,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3974,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3987,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TransferLeaderResponse) GetError() *Error {
@@ -3351,7 +4006,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +4018,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +4031,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *JoinRequest) GetNode() *NodeDescriptor {
@@ -3398,7 +4053,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +4065,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +4078,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *JoinResponse) GetError() *Error {
@@ -3468,7 +4123,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +4135,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +4148,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *InitRequest) GetCheckOnly() bool {
@@ -3517,7 +4172,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +4184,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +4197,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *InitResponse) GetError() *Error {
@@ -3589,7 +4244,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +4256,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +4269,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -3683,7 +4338,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +4350,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +4363,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -3735,7 +4390,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3747,7 +4402,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3760,7 +4415,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -3785,7 +4440,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +4452,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +4465,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 type PolicyListResponse struct {
@@ -3823,7 +4478,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3835,7 +4490,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +4503,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -3875,7 +4530,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3887,7 +4542,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3900,7 +4555,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -3926,7 +4581,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4593,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4606,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -3969,7 +4624,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +4636,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +4649,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -4009,7 +4664,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4676,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4689,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -4061,7 +4716,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4728,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4741,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -4112,7 +4767,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4124,7 +4779,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4137,7 +4792,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -4158,7 +4813,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4825,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4838,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -4203,7 +4858,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4215,7 +4870,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4228,7 +4883,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -4259,7 +4914,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4271,7 +4926,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4284,7 +4939,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -4325,7 +4980,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4337,7 +4992,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4350,7 +5005,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -4381,7 +5036,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4393,7 +5048,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4406,7 +5061,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -4455,7 +5110,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4467,7 +5122,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4480,7 +5135,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -4512,7 +5167,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4524,7 +5179,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4537,7 +5192,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -4555,7 +5210,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4567,7 +5222,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4580,7 +5235,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -4627,7 +5282,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4639,7 +5294,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4652,7 +5307,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -4674,7 +5329,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4686,7 +5341,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4699,7 +5354,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -4741,7 +5396,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4753,7 +5408,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4766,7 +5421,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -4801,7 +5456,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4813,7 +5468,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4826,7 +5481,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -4837,24 +5492,27 @@ func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
 }
 
 type Command struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProposalId    uint64                 `protobuf:"varint,1,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
-	Mutations     []*Mutation            `protobuf:"bytes,2,rep,name=mutations,proto3" json:"mutations,omitempty"`
-	Condition     *Condition             `protobuf:"bytes,3,opt,name=condition,proto3" json:"condition,omitempty"` // mutations apply only if it holds
-	Split         *SplitTrigger          `protobuf:"bytes,4,opt,name=split,proto3" json:"split,omitempty"`
-	MetaUpdate    *MetaUpdate            `protobuf:"bytes,5,opt,name=meta_update,json=metaUpdate,proto3" json:"meta_update,omitempty"`
-	IncrementKey  []byte                 `protobuf:"bytes,6,opt,name=increment_key,json=incrementKey,proto3" json:"increment_key,omitempty"` // counter in the range's keyspace, +1, result returned to the proposer
-	Freeze        *FreezeForMerge        `protobuf:"bytes,7,opt,name=freeze,proto3" json:"freeze,omitempty"`
-	Unfreeze      *UnfreezeRange         `protobuf:"bytes,8,opt,name=unfreeze,proto3" json:"unfreeze,omitempty"`
-	Merge         *MergeTrigger          `protobuf:"bytes,9,opt,name=merge,proto3" json:"merge,omitempty"`
-	MergeAbort    *MergeAbort            `protobuf:"bytes,10,opt,name=merge_abort,json=mergeAbort,proto3" json:"merge_abort,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ProposalId   uint64                 `protobuf:"varint,1,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
+	Mutations    []*Mutation            `protobuf:"bytes,2,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	Condition    *Condition             `protobuf:"bytes,3,opt,name=condition,proto3" json:"condition,omitempty"` // mutations apply only if it holds
+	Split        *SplitTrigger          `protobuf:"bytes,4,opt,name=split,proto3" json:"split,omitempty"`
+	MetaUpdate   *MetaUpdate            `protobuf:"bytes,5,opt,name=meta_update,json=metaUpdate,proto3" json:"meta_update,omitempty"`
+	IncrementKey []byte                 `protobuf:"bytes,6,opt,name=increment_key,json=incrementKey,proto3" json:"increment_key,omitempty"` // counter in the range's keyspace, +1, result returned to the proposer
+	Freeze       *FreezeForMerge        `protobuf:"bytes,7,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	Unfreeze     *UnfreezeRange         `protobuf:"bytes,8,opt,name=unfreeze,proto3" json:"unfreeze,omitempty"`
+	Merge        *MergeTrigger          `protobuf:"bytes,9,opt,name=merge,proto3" json:"merge,omitempty"`
+	MergeAbort   *MergeAbort            `protobuf:"bytes,10,opt,name=merge_abort,json=mergeAbort,proto3" json:"merge_abort,omitempty"`
+	// The leader's wall clock when it proposed (ms): expiry is judged at this time on every replica.
+	ClockUnixMs   int64       `protobuf:"varint,11,opt,name=clock_unix_ms,json=clockUnixMs,proto3" json:"clock_unix_ms,omitempty"`
+	Txn           *TxnRequest `protobuf:"bytes,12,opt,name=txn,proto3" json:"txn,omitempty"` // header ignored
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4866,7 +5524,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4879,7 +5537,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -4952,6 +5610,20 @@ func (x *Command) GetMergeAbort() *MergeAbort {
 	return nil
 }
 
+func (x *Command) GetClockUnixMs() int64 {
+	if x != nil {
+		return x.ClockUnixMs
+	}
+	return 0
+}
+
+func (x *Command) GetTxn() *TxnRequest {
+	if x != nil {
+		return x.Txn
+	}
+	return nil
+}
+
 // FreezeForMerge, applied on the right range, freezes it for a merge into left_range_id if its
 // descriptor is still at generation.
 type FreezeForMerge struct {
@@ -4964,7 +5636,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5648,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5661,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -5017,7 +5689,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5029,7 +5701,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5042,7 +5714,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -5072,7 +5744,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +5756,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5097,7 +5769,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -5134,7 +5806,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5146,7 +5818,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5159,7 +5831,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -5194,7 +5866,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5206,7 +5878,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5219,7 +5891,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -5274,24 +5946,29 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\rfollower_read\x18\x02 \x01(\bR\ffollowerRead\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"J\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"u\n" +
 	"\bMutation\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x16\n" +
-	"\x06delete\x18\x03 \x01(\bR\x06delete\"L\n" +
+	"\x06delete\x18\x03 \x01(\bR\x06delete\x12)\n" +
+	"\x11expire_at_unix_ms\x18\x04 \x01(\x03R\x0eexpireAtUnixMs\"L\n" +
 	"\n" +
 	"GetRequest\x12,\n" +
 	"\x06header\x18\x01 \x01(\v2\x14.shoal.RequestHeaderR\x06header\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\fR\x03key\"]\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\"\xbf\x01\n" +
 	"\vGetResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"b\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12)\n" +
+	"\x11expire_at_unix_ms\x18\x04 \x01(\x03R\x0eexpireAtUnixMs\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x04R\aversion\x12\x1b\n" +
+	"\tmod_index\x18\x06 \x01(\x04R\bmodIndex\"y\n" +
 	"\n" +
 	"PutRequest\x12,\n" +
 	"\x06header\x18\x01 \x01(\v2\x14.shoal.RequestHeaderR\x06header\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\fR\x05value\"1\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\"1\n" +
 	"\vPutResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\"O\n" +
 	"\rDeleteRequest\x12,\n" +
@@ -5327,7 +6004,71 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12!\n" +
 	"\x03kvs\x18\x02 \x03(\v2\x0f.shoal.KeyValueR\x03kvs\x12,\n" +
 	"\x05range\x18\x03 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\x12\x1c\n" +
-	"\ttruncated\x18\x04 \x01(\bR\ttruncated\":\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"\xb6\x01\n" +
+	"\n" +
+	"TxnRequest\x12,\n" +
+	"\x06header\x18\x01 \x01(\v2\x14.shoal.RequestHeaderR\x06header\x12*\n" +
+	"\bcompares\x18\x02 \x03(\v2\x0e.shoal.CompareR\bcompares\x12&\n" +
+	"\asuccess\x18\x03 \x03(\v2\f.shoal.TxnOpR\asuccess\x12&\n" +
+	"\afailure\x18\x04 \x03(\v2\f.shoal.TxnOpR\afailure\"}\n" +
+	"\vTxnResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x1c\n" +
+	"\tsucceeded\x18\x02 \x01(\bR\tsucceeded\x12,\n" +
+	"\aresults\x18\x03 \x03(\v2\x12.shoal.TxnOpResultR\aresults\"\xa7\x02\n" +
+	"\aCompare\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12-\n" +
+	"\x06target\x18\x02 \x01(\x0e2\x15.shoal.Compare.TargetR\x06target\x12!\n" +
+	"\x02op\x18\x03 \x01(\x0e2\x11.shoal.Compare.OpR\x02op\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\x12\x16\n" +
+	"\x06number\x18\x05 \x01(\x04R\x06number\x12\x16\n" +
+	"\x06exists\x18\x06 \x01(\bR\x06exists\";\n" +
+	"\x06Target\x12\t\n" +
+	"\x05VALUE\x10\x00\x12\n" +
+	"\n" +
+	"\x06EXISTS\x10\x01\x12\v\n" +
+	"\aVERSION\x10\x02\x12\r\n" +
+	"\tMOD_INDEX\x10\x03\"5\n" +
+	"\x02Op\x12\t\n" +
+	"\x05EQUAL\x10\x00\x12\r\n" +
+	"\tNOT_EQUAL\x10\x01\x12\v\n" +
+	"\aGREATER\x10\x02\x12\b\n" +
+	"\x04LESS\x10\x03\"\xa1\x03\n" +
+	"\x05TxnOp\x12%\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x11.shoal.TxnOp.TypeR\x04type\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12)\n" +
+	"\x11expire_at_unix_ms\x18\x04 \x01(\x03R\x0eexpireAtUnixMs\x12\x15\n" +
+	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x19\n" +
+	"\bkeep_ttl\x18\x06 \x01(\bR\akeepTtl\x12\x14\n" +
+	"\x05delta\x18\a \x01(\x03R\x05delta\x12\x1f\n" +
+	"\vdelta_float\x18\b \x01(\x01R\n" +
+	"deltaFloat\x12\x1b\n" +
+	"\tif_absent\x18\t \x01(\bR\bifAbsent\x12\x1d\n" +
+	"\n" +
+	"if_present\x18\n" +
+	" \x01(\bR\tifPresent\x12!\n" +
+	"\fonly_expired\x18\v \x01(\bR\vonlyExpired\"V\n" +
+	"\x04Type\x12\a\n" +
+	"\x03GET\x10\x00\x12\a\n" +
+	"\x03PUT\x10\x01\x12\n" +
+	"\n" +
+	"\x06DELETE\x10\x02\x12\n" +
+	"\n" +
+	"\x06EXPIRE\x10\x03\x12\b\n" +
+	"\x04INCR\x10\x04\x12\x0e\n" +
+	"\n" +
+	"INCR_FLOAT\x10\x05\x12\n" +
+	"\n" +
+	"\x06APPEND\x10\x06\"\xe8\x01\n" +
+	"\vTxnOpResult\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12)\n" +
+	"\x11expire_at_unix_ms\x18\x03 \x01(\x03R\x0eexpireAtUnixMs\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x1b\n" +
+	"\tmod_index\x18\x05 \x01(\x04R\bmodIndex\x12\x18\n" +
+	"\aapplied\x18\x06 \x01(\bR\aapplied\x12\x1b\n" +
+	"\tint_value\x18\a \x01(\x03R\bintValue\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\":\n" +
 	"\x12RangeLookupRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x12\n" +
 	"\x04meta\x18\x02 \x01(\bR\x04meta\"\xba\x01\n" +
@@ -5580,7 +6321,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\rexpect_absent\x18\x03 \x01(\bR\fexpectAbsent\"<\n" +
 	"\n" +
 	"MetaUpdate\x12.\n" +
-	"\x06ranges\x18\x01 \x03(\v2\x16.shoal.RangeDescriptorR\x06ranges\"\xcd\x03\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x16.shoal.RangeDescriptorR\x06ranges\"\x96\x04\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12-\n" +
@@ -5595,7 +6336,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x05merge\x18\t \x01(\v2\x13.shoal.MergeTriggerR\x05merge\x122\n" +
 	"\vmerge_abort\x18\n" +
 	" \x01(\v2\x11.shoal.MergeAbortR\n" +
-	"mergeAbort\"T\n" +
+	"mergeAbort\x12\"\n" +
+	"\rclock_unix_ms\x18\v \x01(\x03R\vclockUnixMs\x12#\n" +
+	"\x03txn\x18\f \x01(\v2\x11.shoal.TxnRequestR\x03txn\"T\n" +
 	"\x0eFreezeForMerge\x12\"\n" +
 	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12\x1e\n" +
 	"\n" +
@@ -5616,7 +6359,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x11ConfChangeContext\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12*\n" +
-	"\x04desc\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x04desc*\xaa\x01\n" +
+	"\x04desc\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x04desc*\xbb\x01\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -5629,7 +6372,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\aTIMEOUT\x10\x06\x12\r\n" +
 	"\tAMBIGUOUS\x10\a\x12\f\n" +
 	"\bINTERNAL\x10\b\x12\x13\n" +
-	"\x0fUNAUTHENTICATED\x10\t*N\n" +
+	"\x0fUNAUTHENTICATED\x10\t\x12\x0f\n" +
+	"\vCROSS_RANGE\x10\n" +
+	"*N\n" +
 	"\x0eNodeAdminState\x12\x0f\n" +
 	"\vNODE_ACTIVE\x10\x00\x12\x11\n" +
 	"\rNODE_DRAINING\x10\x01\x12\x18\n" +
@@ -5638,7 +6383,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\fRELOCATE_ALL\x10\x00\x12\x18\n" +
 	"\x14RELOCATE_ADD_LEARNER\x10\x01\x12\x14\n" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
-	"\x0fRELOCATE_REMOVE\x10\x032\xd1\f\n" +
+	"\x0fRELOCATE_REMOVE\x10\x032\xff\f\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -5646,7 +6391,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0eCompareAndSwap\x12\x1c.shoal.CompareAndSwapRequest\x1a\x1d.shoal.CompareAndSwapResponse\x12A\n" +
 	"\n" +
 	"BatchWrite\x12\x18.shoal.BatchWriteRequest\x1a\x19.shoal.BatchWriteResponse\x12/\n" +
-	"\x04Scan\x12\x12.shoal.ScanRequest\x1a\x13.shoal.ScanResponse\x12D\n" +
+	"\x04Scan\x12\x12.shoal.ScanRequest\x1a\x13.shoal.ScanResponse\x12,\n" +
+	"\x03Txn\x12\x11.shoal.TxnRequest\x1a\x12.shoal.TxnResponse\x12D\n" +
 	"\vRangeLookup\x12\x19.shoal.RangeLookupRequest\x1a\x1a.shoal.RangeLookupResponse\x122\n" +
 	"\x05Nodes\x12\x13.shoal.NodesRequest\x1a\x14.shoal.NodesResponse\x125\n" +
 	"\x06Ranges\x12\x14.shoal.RangesRequest\x1a\x15.shoal.RangesResponse\x122\n" +
@@ -5685,241 +6431,261 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 	return file_pb_shoal_proto_rawDescData
 }
 
-var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(NodeAdminState)(0),             // 1: shoal.NodeAdminState
 	(RelocateStep)(0),               // 2: shoal.RelocateStep
-	(*ReplicaDescriptor)(nil),       // 3: shoal.ReplicaDescriptor
-	(*RangeDescriptor)(nil),         // 4: shoal.RangeDescriptor
-	(*NodeDescriptor)(nil),          // 5: shoal.NodeDescriptor
-	(*Error)(nil),                   // 6: shoal.Error
-	(*RequestHeader)(nil),           // 7: shoal.RequestHeader
-	(*KeyValue)(nil),                // 8: shoal.KeyValue
-	(*Mutation)(nil),                // 9: shoal.Mutation
-	(*GetRequest)(nil),              // 10: shoal.GetRequest
-	(*GetResponse)(nil),             // 11: shoal.GetResponse
-	(*PutRequest)(nil),              // 12: shoal.PutRequest
-	(*PutResponse)(nil),             // 13: shoal.PutResponse
-	(*DeleteRequest)(nil),           // 14: shoal.DeleteRequest
-	(*DeleteResponse)(nil),          // 15: shoal.DeleteResponse
-	(*CompareAndSwapRequest)(nil),   // 16: shoal.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil),  // 17: shoal.CompareAndSwapResponse
-	(*BatchWriteRequest)(nil),       // 18: shoal.BatchWriteRequest
-	(*BatchWriteResponse)(nil),      // 19: shoal.BatchWriteResponse
-	(*ScanRequest)(nil),             // 20: shoal.ScanRequest
-	(*ScanResponse)(nil),            // 21: shoal.ScanResponse
-	(*RangeLookupRequest)(nil),      // 22: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 23: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 24: shoal.NodeStatus
-	(*JoinStatus)(nil),              // 25: shoal.JoinStatus
-	(*NodeStats)(nil),               // 26: shoal.NodeStats
-	(*BackgroundTask)(nil),          // 27: shoal.BackgroundTask
-	(*TaskCompletion)(nil),          // 28: shoal.TaskCompletion
-	(*CompactRequest)(nil),          // 29: shoal.CompactRequest
-	(*CompactResponse)(nil),         // 30: shoal.CompactResponse
-	(*BackupRequest)(nil),           // 31: shoal.BackupRequest
-	(*BackupResponse)(nil),          // 32: shoal.BackupResponse
-	(*MaintenanceRequest)(nil),      // 33: shoal.MaintenanceRequest
-	(*MaintenanceResponse)(nil),     // 34: shoal.MaintenanceResponse
-	(*RangeLoad)(nil),               // 35: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 36: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 37: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 38: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 39: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 40: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 41: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 42: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 43: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 44: shoal.MergeResponse
-	(*RangeCommandRequest)(nil),     // 45: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 46: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 47: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 48: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 49: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 50: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 51: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 52: shoal.JoinResponse
-	(*InitRequest)(nil),             // 53: shoal.InitRequest
-	(*InitResponse)(nil),            // 54: shoal.InitResponse
-	(*HeartbeatRequest)(nil),        // 55: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 56: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 57: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 58: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 59: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 60: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 61: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 62: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 63: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 64: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 65: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 66: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 67: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 68: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 69: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 70: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 71: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 72: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 73: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 74: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 75: shoal.SplitTrigger
-	(*Condition)(nil),               // 76: shoal.Condition
-	(*MetaUpdate)(nil),              // 77: shoal.MetaUpdate
-	(*Command)(nil),                 // 78: shoal.Command
-	(*FreezeForMerge)(nil),          // 79: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 80: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 81: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 82: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 83: shoal.ConfChangeContext
+	(Compare_Target)(0),             // 3: shoal.Compare.Target
+	(Compare_Op)(0),                 // 4: shoal.Compare.Op
+	(TxnOp_Type)(0),                 // 5: shoal.TxnOp.Type
+	(*ReplicaDescriptor)(nil),       // 6: shoal.ReplicaDescriptor
+	(*RangeDescriptor)(nil),         // 7: shoal.RangeDescriptor
+	(*NodeDescriptor)(nil),          // 8: shoal.NodeDescriptor
+	(*Error)(nil),                   // 9: shoal.Error
+	(*RequestHeader)(nil),           // 10: shoal.RequestHeader
+	(*KeyValue)(nil),                // 11: shoal.KeyValue
+	(*Mutation)(nil),                // 12: shoal.Mutation
+	(*GetRequest)(nil),              // 13: shoal.GetRequest
+	(*GetResponse)(nil),             // 14: shoal.GetResponse
+	(*PutRequest)(nil),              // 15: shoal.PutRequest
+	(*PutResponse)(nil),             // 16: shoal.PutResponse
+	(*DeleteRequest)(nil),           // 17: shoal.DeleteRequest
+	(*DeleteResponse)(nil),          // 18: shoal.DeleteResponse
+	(*CompareAndSwapRequest)(nil),   // 19: shoal.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil),  // 20: shoal.CompareAndSwapResponse
+	(*BatchWriteRequest)(nil),       // 21: shoal.BatchWriteRequest
+	(*BatchWriteResponse)(nil),      // 22: shoal.BatchWriteResponse
+	(*ScanRequest)(nil),             // 23: shoal.ScanRequest
+	(*ScanResponse)(nil),            // 24: shoal.ScanResponse
+	(*TxnRequest)(nil),              // 25: shoal.TxnRequest
+	(*TxnResponse)(nil),             // 26: shoal.TxnResponse
+	(*Compare)(nil),                 // 27: shoal.Compare
+	(*TxnOp)(nil),                   // 28: shoal.TxnOp
+	(*TxnOpResult)(nil),             // 29: shoal.TxnOpResult
+	(*RangeLookupRequest)(nil),      // 30: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 31: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 32: shoal.NodeStatus
+	(*JoinStatus)(nil),              // 33: shoal.JoinStatus
+	(*NodeStats)(nil),               // 34: shoal.NodeStats
+	(*BackgroundTask)(nil),          // 35: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 36: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 37: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 38: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 39: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 40: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 41: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 42: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 43: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 44: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 45: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 46: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 47: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 48: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 49: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 50: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 51: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 52: shoal.MergeResponse
+	(*RangeCommandRequest)(nil),     // 53: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 54: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 55: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 56: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 57: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 58: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 59: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 60: shoal.JoinResponse
+	(*InitRequest)(nil),             // 61: shoal.InitRequest
+	(*InitResponse)(nil),            // 62: shoal.InitResponse
+	(*HeartbeatRequest)(nil),        // 63: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 64: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 65: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 66: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 67: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 68: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 69: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 70: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 71: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 72: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 73: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 74: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 75: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 76: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 77: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 78: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 79: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 80: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 81: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 82: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 83: shoal.SplitTrigger
+	(*Condition)(nil),               // 84: shoal.Condition
+	(*MetaUpdate)(nil),              // 85: shoal.MetaUpdate
+	(*Command)(nil),                 // 86: shoal.Command
+	(*FreezeForMerge)(nil),          // 87: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 88: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 89: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 90: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 91: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
-	3,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
+	6,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
 	0,   // 1: shoal.Error.code:type_name -> shoal.ErrorCode
-	4,   // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
-	7,   // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
-	6,   // 4: shoal.GetResponse.error:type_name -> shoal.Error
-	7,   // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
-	6,   // 6: shoal.PutResponse.error:type_name -> shoal.Error
-	7,   // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
-	6,   // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
-	7,   // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
-	6,   // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
-	7,   // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
-	9,   // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
-	6,   // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
-	7,   // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
-	6,   // 15: shoal.ScanResponse.error:type_name -> shoal.Error
-	8,   // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
-	4,   // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
-	6,   // 18: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	4,   // 19: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	5,   // 20: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	5,   // 21: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	26,  // 22: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	25,  // 23: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
-	35,  // 24: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	27,  // 25: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
-	28,  // 26: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
-	6,   // 27: shoal.CompactResponse.error:type_name -> shoal.Error
-	6,   // 28: shoal.BackupResponse.error:type_name -> shoal.Error
-	6,   // 29: shoal.MaintenanceResponse.error:type_name -> shoal.Error
-	6,   // 30: shoal.NodesResponse.error:type_name -> shoal.Error
-	24,  // 31: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	4,   // 32: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	6,   // 33: shoal.RangesResponse.error:type_name -> shoal.Error
-	38,  // 34: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	6,   // 35: shoal.SplitResponse.error:type_name -> shoal.Error
-	4,   // 36: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	4,   // 37: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	6,   // 38: shoal.MergeResponse.error:type_name -> shoal.Error
-	4,   // 39: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	78,  // 40: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	6,   // 41: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	4,   // 42: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	6,   // 43: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	6,   // 44: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	5,   // 45: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	6,   // 46: shoal.JoinResponse.error:type_name -> shoal.Error
-	5,   // 47: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	6,   // 48: shoal.InitResponse.error:type_name -> shoal.Error
-	5,   // 49: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	26,  // 50: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	5,   // 51: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	4,   // 52: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	6,   // 53: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	5,   // 54: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	6,   // 55: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	57,  // 56: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	6,   // 57: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	6,   // 58: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	1,   // 59: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	6,   // 60: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	78,  // 61: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	6,   // 62: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	2,   // 63: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	6,   // 64: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	4,   // 65: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	70,  // 66: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	70,  // 67: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	8,   // 68: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	6,   // 69: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	4,   // 70: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	4,   // 71: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	4,   // 72: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	9,   // 73: shoal.Command.mutations:type_name -> shoal.Mutation
-	76,  // 74: shoal.Command.condition:type_name -> shoal.Condition
-	75,  // 75: shoal.Command.split:type_name -> shoal.SplitTrigger
-	77,  // 76: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	79,  // 77: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	80,  // 78: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	81,  // 79: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	82,  // 80: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	4,   // 81: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	4,   // 82: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	4,   // 83: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	4,   // 84: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	10,  // 85: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	12,  // 86: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	14,  // 87: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	16,  // 88: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	18,  // 89: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	20,  // 90: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	22,  // 91: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	36,  // 92: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	39,  // 93: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	41,  // 94: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	49,  // 95: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	68,  // 96: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	58,  // 97: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	60,  // 98: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	62,  // 99: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	64,  // 100: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	51,  // 101: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	53,  // 102: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	55,  // 103: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	66,  // 104: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	43,  // 105: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	45,  // 106: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	47,  // 107: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	29,  // 108: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	31,  // 109: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	33,  // 110: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	71,  // 111: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	73,  // 112: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	11,  // 113: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	13,  // 114: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	15,  // 115: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	17,  // 116: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	19,  // 117: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	21,  // 118: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	23,  // 119: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	37,  // 120: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	40,  // 121: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	42,  // 122: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	50,  // 123: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	69,  // 124: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	59,  // 125: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	61,  // 126: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	63,  // 127: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	65,  // 128: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	52,  // 129: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	54,  // 130: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	56,  // 131: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	67,  // 132: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	44,  // 133: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	46,  // 134: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	48,  // 135: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	30,  // 136: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	32,  // 137: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	34,  // 138: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	72,  // 139: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	74,  // 140: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	113, // [113:141] is the sub-list for method output_type
-	85,  // [85:113] is the sub-list for method input_type
-	85,  // [85:85] is the sub-list for extension type_name
-	85,  // [85:85] is the sub-list for extension extendee
-	0,   // [0:85] is the sub-list for field type_name
+	7,   // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
+	10,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
+	9,   // 4: shoal.GetResponse.error:type_name -> shoal.Error
+	10,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
+	9,   // 6: shoal.PutResponse.error:type_name -> shoal.Error
+	10,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
+	9,   // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
+	10,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
+	9,   // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
+	10,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
+	12,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
+	9,   // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
+	10,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
+	9,   // 15: shoal.ScanResponse.error:type_name -> shoal.Error
+	11,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
+	7,   // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
+	10,  // 18: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
+	27,  // 19: shoal.TxnRequest.compares:type_name -> shoal.Compare
+	28,  // 20: shoal.TxnRequest.success:type_name -> shoal.TxnOp
+	28,  // 21: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
+	9,   // 22: shoal.TxnResponse.error:type_name -> shoal.Error
+	29,  // 23: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
+	3,   // 24: shoal.Compare.target:type_name -> shoal.Compare.Target
+	4,   // 25: shoal.Compare.op:type_name -> shoal.Compare.Op
+	5,   // 26: shoal.TxnOp.type:type_name -> shoal.TxnOp.Type
+	9,   // 27: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	7,   // 28: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	8,   // 29: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	8,   // 30: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	34,  // 31: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	33,  // 32: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
+	43,  // 33: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	35,  // 34: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	36,  // 35: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	9,   // 36: shoal.CompactResponse.error:type_name -> shoal.Error
+	9,   // 37: shoal.BackupResponse.error:type_name -> shoal.Error
+	9,   // 38: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	9,   // 39: shoal.NodesResponse.error:type_name -> shoal.Error
+	32,  // 40: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	7,   // 41: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	9,   // 42: shoal.RangesResponse.error:type_name -> shoal.Error
+	46,  // 43: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	9,   // 44: shoal.SplitResponse.error:type_name -> shoal.Error
+	7,   // 45: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	7,   // 46: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	9,   // 47: shoal.MergeResponse.error:type_name -> shoal.Error
+	7,   // 48: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	86,  // 49: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	9,   // 50: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	7,   // 51: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	9,   // 52: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	9,   // 53: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	8,   // 54: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	9,   // 55: shoal.JoinResponse.error:type_name -> shoal.Error
+	8,   // 56: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	9,   // 57: shoal.InitResponse.error:type_name -> shoal.Error
+	8,   // 58: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	34,  // 59: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	8,   // 60: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	7,   // 61: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	9,   // 62: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	8,   // 63: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	9,   // 64: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	65,  // 65: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	9,   // 66: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	9,   // 67: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	1,   // 68: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	9,   // 69: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	86,  // 70: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	9,   // 71: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	2,   // 72: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	9,   // 73: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	7,   // 74: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	78,  // 75: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	78,  // 76: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	11,  // 77: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	9,   // 78: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	7,   // 79: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	7,   // 80: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	7,   // 81: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	12,  // 82: shoal.Command.mutations:type_name -> shoal.Mutation
+	84,  // 83: shoal.Command.condition:type_name -> shoal.Condition
+	83,  // 84: shoal.Command.split:type_name -> shoal.SplitTrigger
+	85,  // 85: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	87,  // 86: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	88,  // 87: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	89,  // 88: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	90,  // 89: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	25,  // 90: shoal.Command.txn:type_name -> shoal.TxnRequest
+	7,   // 91: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	7,   // 92: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	7,   // 93: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	7,   // 94: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	13,  // 95: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	15,  // 96: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	17,  // 97: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	19,  // 98: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	21,  // 99: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	23,  // 100: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	25,  // 101: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	30,  // 102: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	44,  // 103: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	47,  // 104: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	49,  // 105: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	57,  // 106: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	76,  // 107: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	66,  // 108: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	68,  // 109: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	70,  // 110: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	72,  // 111: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	59,  // 112: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	61,  // 113: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	63,  // 114: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	74,  // 115: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	51,  // 116: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	53,  // 117: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	55,  // 118: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	37,  // 119: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	39,  // 120: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	41,  // 121: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	79,  // 122: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	81,  // 123: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	14,  // 124: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	16,  // 125: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	18,  // 126: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	20,  // 127: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	22,  // 128: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	24,  // 129: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	26,  // 130: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	31,  // 131: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	45,  // 132: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	48,  // 133: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	50,  // 134: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	58,  // 135: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	77,  // 136: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	67,  // 137: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	69,  // 138: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	71,  // 139: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	73,  // 140: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	60,  // 141: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	62,  // 142: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	64,  // 143: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	75,  // 144: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	52,  // 145: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	54,  // 146: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	56,  // 147: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	38,  // 148: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	40,  // 149: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	42,  // 150: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	80,  // 151: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	82,  // 152: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	124, // [124:153] is the sub-list for method output_type
+	95,  // [95:124] is the sub-list for method input_type
+	95,  // [95:95] is the sub-list for extension type_name
+	95,  // [95:95] is the sub-list for extension extendee
+	0,   // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -5932,8 +6698,8 @@ func file_pb_shoal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   81,
+			NumEnums:      6,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

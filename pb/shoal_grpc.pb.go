@@ -29,6 +29,7 @@ const (
 	Shoal_CompareAndSwap_FullMethodName  = "/shoal.Shoal/CompareAndSwap"
 	Shoal_BatchWrite_FullMethodName      = "/shoal.Shoal/BatchWrite"
 	Shoal_Scan_FullMethodName            = "/shoal.Shoal/Scan"
+	Shoal_Txn_FullMethodName             = "/shoal.Shoal/Txn"
 	Shoal_RangeLookup_FullMethodName     = "/shoal.Shoal/RangeLookup"
 	Shoal_Nodes_FullMethodName           = "/shoal.Shoal/Nodes"
 	Shoal_Ranges_FullMethodName          = "/shoal.Shoal/Ranges"
@@ -61,6 +62,7 @@ type ShoalClient interface {
 	CompareAndSwap(ctx context.Context, in *CompareAndSwapRequest, opts ...grpc.CallOption) (*CompareAndSwapResponse, error)
 	BatchWrite(ctx context.Context, in *BatchWriteRequest, opts ...grpc.CallOption) (*BatchWriteResponse, error)
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (*ScanResponse, error)
+	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
 	RangeLookup(ctx context.Context, in *RangeLookupRequest, opts ...grpc.CallOption) (*RangeLookupResponse, error)
 	Nodes(ctx context.Context, in *NodesRequest, opts ...grpc.CallOption) (*NodesResponse, error)
 	Ranges(ctx context.Context, in *RangesRequest, opts ...grpc.CallOption) (*RangesResponse, error)
@@ -145,6 +147,16 @@ func (c *shoalClient) Scan(ctx context.Context, in *ScanRequest, opts ...grpc.Ca
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ScanResponse)
 	err := c.cc.Invoke(ctx, Shoal_Scan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnResponse)
+	err := c.cc.Invoke(ctx, Shoal_Txn_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -361,6 +373,7 @@ type ShoalServer interface {
 	CompareAndSwap(context.Context, *CompareAndSwapRequest) (*CompareAndSwapResponse, error)
 	BatchWrite(context.Context, *BatchWriteRequest) (*BatchWriteResponse, error)
 	Scan(context.Context, *ScanRequest) (*ScanResponse, error)
+	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
 	RangeLookup(context.Context, *RangeLookupRequest) (*RangeLookupResponse, error)
 	Nodes(context.Context, *NodesRequest) (*NodesResponse, error)
 	Ranges(context.Context, *RangesRequest) (*RangesResponse, error)
@@ -408,6 +421,9 @@ func (UnimplementedShoalServer) BatchWrite(context.Context, *BatchWriteRequest) 
 }
 func (UnimplementedShoalServer) Scan(context.Context, *ScanRequest) (*ScanResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Scan not implemented")
+}
+func (UnimplementedShoalServer) Txn(context.Context, *TxnRequest) (*TxnResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Txn not implemented")
 }
 func (UnimplementedShoalServer) RangeLookup(context.Context, *RangeLookupRequest) (*RangeLookupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RangeLookup not implemented")
@@ -594,6 +610,24 @@ func _Shoal_Scan_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ShoalServer).Scan(ctx, req.(*ScanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_Txn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Txn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Txn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Txn(ctx, req.(*TxnRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -988,6 +1022,10 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Scan",
 			Handler:    _Shoal_Scan_Handler,
+		},
+		{
+			MethodName: "Txn",
+			Handler:    _Shoal_Txn_Handler,
 		},
 		{
 			MethodName: "RangeLookup",

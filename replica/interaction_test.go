@@ -22,6 +22,7 @@ import (
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/stored"
 	"github.com/shoaldb/shoal/transport"
 )
 
@@ -874,7 +875,11 @@ func (c *interaction) printReplica(n *testNode, rangeID uint64, keys bool) {
 		}
 		var kvs []string
 		for ok := it.First(); ok; ok = it.Next() {
-			kvs = append(kvs, fmt.Sprintf("%s=%s", storage.StripDataPrefix(it.Key()), it.Value()))
+			v, err := stored.Decode(it.Value())
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			kvs = append(kvs, fmt.Sprintf("%s=%s", storage.StripDataPrefix(it.Key()), v.Data))
 		}
 		if err := it.Close(); err != nil {
 			c.t.Fatal(err)

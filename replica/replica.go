@@ -40,6 +40,7 @@ import (
 	"github.com/shoaldb/shoal/replica/internal/eval"
 	"github.com/shoaldb/shoal/replica/internal/raftlog"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/stored"
 )
 
 // Error is a typed replica-level error; kv turns it into a pb.Error for clients.
@@ -63,6 +64,8 @@ type Result struct {
 	Index uint64
 	// Merged answers a MergeAbort: the left range had already absorbed the right one.
 	Merged bool
+	// Txn is a transaction's outcome.
+	Txn *pb.TxnResponse
 }
 
 type proposal struct {
@@ -84,7 +87,7 @@ type proposal struct {
 // userWrite reports whether cmd is a client's write, the only kind the proposal gate may refuse:
 // splits, merges, meta updates and counters are the cluster's own work.
 func userWrite(cmd *pb.Command) bool {
-	return len(cmd.Mutations) > 0 && cmd.Split == nil && cmd.MetaUpdate == nil && len(cmd.IncrementKey) == 0 &&
+	return (len(cmd.Mutations) > 0 || cmd.Txn != nil) && cmd.Split == nil && cmd.MetaUpdate == nil && len(cmd.IncrementKey) == 0 &&
 		cmd.Freeze == nil && cmd.Unfreeze == nil && cmd.Merge == nil && cmd.MergeAbort == nil
 }
 
@@ -153,6 +156,10 @@ type Replica struct {
 
 	// Load counters (read by the kv layer for stats; atomics so reads need no lock).
 	Reads, Writes atomic.Uint64
+
+	// clockFloor is the latest leader clock (Unix ms) stamped on a command this replica applied:
+	// expiry is never judged at an earlier time here (clock.go).
+	clockFloor atomic.Int64
 }
 
 // RangeID is the replica's range.
@@ -295,6 +302,9 @@ func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) 
 	r.nextProposalID++
 	id := r.nextProposalID
 	cmd.ProposalId = id
+	if cmd.ClockUnixMs == 0 {
+		cmd.ClockUnixMs = r.ClockMs()
+	}
 	data, err := proto.Marshal(cmd)
 	if err != nil {
 		r.mu.Unlock()
@@ -578,12 +588,30 @@ func (r *Replica) dataKey(k []byte) []byte {
 }
 
 // Get reads key from the local state machine (call ReadBarrier first for a linearizable read).
+// An expired key is absent.
 func (r *Replica) Get(key []byte) ([]byte, bool, error) {
+	v, found, err := r.GetStored(key)
+	return v.Data, found, err
+}
+
+// GetStored reads key with its expiry, version and modification index; an expired key is absent.
+func (r *Replica) GetStored(key []byte) (stored.Value, bool, error) {
 	if err := r.CheckKey(key); err != nil {
-		return nil, false, err
+		return stored.Value{}, false, err
 	}
 	r.Reads.Add(1)
-	return r.store.eng.Get(r.dataKey(key))
+	raw, found, err := r.store.eng.Get(r.dataKey(key))
+	if err != nil || !found {
+		return stored.Value{}, false, err
+	}
+	if r.IsMeta() {
+		return stored.Value{Data: raw}, true, nil
+	}
+	v, live, err := stored.Live(raw, r.ClockMs())
+	if err != nil {
+		return stored.Value{}, false, fmt.Errorf("range %d: key %q: %w", r.rangeID, key, err)
+	}
+	return v, live, nil
 }
 
 // Scan reads up to limit pairs of [start, end) clamped to the range's span from the local state
@@ -617,6 +645,7 @@ func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool)
 		return nil, desc, false, err
 	}
 	defer it.Close()
+	plain, now := r.IsMeta(), r.ClockMs()
 	size := 0
 	valid := it.First()
 	step := it.Next
@@ -628,8 +657,19 @@ func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool)
 		if (limit > 0 && len(kvs) >= limit) || (maxBytes > 0 && size >= maxBytes) {
 			return kvs, desc, true, it.Error()
 		}
+		v := it.Value()
+		if !plain {
+			sv, live, err := stored.Live(v, now)
+			if err != nil {
+				return kvs, desc, false, fmt.Errorf("range %d: key %q: %w", r.rangeID, it.Key(), err)
+			}
+			if !live {
+				continue
+			}
+			v = sv.Data
+		}
 		k := append([]byte(nil), storage.StripDataPrefix(it.Key())...)
-		v := append([]byte(nil), it.Value()...)
+		v = append([]byte(nil), v...)
 		size += len(k) + len(v)
 		kvs = append(kvs, &pb.KeyValue{Key: k, Value: v})
 	}
@@ -819,12 +859,12 @@ func (r *Replica) applyCommand(b *storage.Batch, cmd *pb.Command, index uint64) 
 	if res, mergedRight, handled, err := r.applyMergeProtocol(b, cmd, index); handled || err != nil {
 		return res, nil, mergedRight, err
 	}
-	res, right, err := r.applyDataCommand(b, cmd)
+	res, right, err := r.applyDataCommand(b, cmd, index)
 	return res, right, 0, err
 }
 
-// applyDataCommand applies writes, conditions, counters, meta updates and splits.
-func (r *Replica) applyDataCommand(b *storage.Batch, cmd *pb.Command) (Result, *pb.RangeDescriptor, error) {
+// applyDataCommand applies writes, conditions, transactions, counters, meta updates and splits.
+func (r *Replica) applyDataCommand(b *storage.Batch, cmd *pb.Command, index uint64) (Result, *pb.RangeDescriptor, error) {
 	var res Result
 	outside := func(k []byte) bool { return !containsKey(r.desc, k) }
 	moved := func(k []byte) Result {
@@ -838,15 +878,25 @@ func (r *Replica) applyDataCommand(b *storage.Batch, cmd *pb.Command) (Result, *
 	if c := cmd.Condition; c != nil && outside(c.Key) {
 		return moved(c.Key), nil, nil
 	}
-	out, err := eval.Apply(b, cmd, r.dataKey)
+	if cmd.Txn != nil {
+		for _, k := range eval.Keys(cmd.Txn) {
+			if outside(k) {
+				return moved(k), nil, nil
+			}
+		}
+	}
+	r.observeClock(cmd.ClockUnixMs)
+	out, err := eval.Apply(b, cmd, eval.Env{DataKey: r.dataKey, Index: index, Plain: r.IsMeta()})
 	if err != nil {
 		return res, nil, err
 	}
-	res.Found, res.Current, res.Swapped, res.Counter = out.Found, out.Current, out.Swapped, out.Counter
+	res.Found, res.Current, res.Swapped, res.Counter, res.Txn = out.Found, out.Current, out.Swapped, out.Counter, out.Txn
 	if cmd.Condition != nil && !out.Swapped {
 		return res, nil, nil
 	}
-	r.Writes.Add(1)
+	if out.Wrote || len(cmd.Mutations) > 0 {
+		r.Writes.Add(1)
+	}
 	if mu := cmd.MetaUpdate; mu != nil {
 		if !r.IsMeta() {
 			return Result{Err: &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: "meta update outside the meta range"}}, nil, nil

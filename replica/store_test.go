@@ -20,6 +20,7 @@ import (
 	"github.com/shoaldb/shoal/replica/internal/raftlog"
 	"github.com/shoaldb/shoal/replica/internal/snapstream"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/stored"
 	"github.com/shoaldb/shoal/transport"
 )
 
@@ -630,7 +631,8 @@ func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
 		t.Fatalf("snapshot carried %d pairs, want %d", len(kvs), n)
 	}
 	for i, kv := range kvs {
-		if want := fmt.Sprintf("k%04d", i); string(kv.Key) != want || string(kv.Value) != fmt.Sprintf("v%04d", i) {
+		if v, _ := stored.Decode(kv.Value); string(kv.Key) != fmt.Sprintf("k%04d", i) || string(v.Data) != fmt.Sprintf("v%04d", i) || v.Version != 1 {
+			want := fmt.Sprintf("k%04d=v%04d (version 1)", i, i)
 			t.Errorf("snapshot pair %d = %q=%q, want %s", i, kv.Key, kv.Value, want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -53,7 +54,10 @@ func valueText(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
-var putFlags struct{ valueFile string }
+var putFlags struct {
+	valueFile string
+	ttl       time.Duration
+}
 
 var putCmd = &cobra.Command{
 	Use:   "put KEY VALUE | put KEY - | put KEY --value-file FILE",
@@ -62,8 +66,10 @@ var putCmd = &cobra.Command{
 from a file, byte for byte (a trailing newline included), so binary values and values too long for
 a command line go in whole. The write is acknowledged once it is durable on a quorum of the key's
 range. If the outcome is unknown (the leader failed mid-write) the command fails with "ambiguous" or
-"timeout": read the key back before retrying.`,
+"timeout": read the key back before retrying. With --ttl the key expires that long after the range's
+leader takes the write (see "shoal ttl").`,
 	Example: `  shoal put user1 alice
+  shoal put session42 token --ttl 60s
   echo -n '{"name":"Ada"}' | shoal put user2 -
   shoal put logo --value-file logo.png`,
 	Args: cli.Args(cobra.RangeArgs(1, 2)),
@@ -73,7 +79,11 @@ range. If the outcome is unknown (the leader failed mid-write) the command fails
 			return err
 		}
 		return withSession(cmd, func(s *session) error {
-			if err := s.c.Put(s.ctx, []byte(a[0]), value); err != nil {
+			put := func() error { return s.c.Put(s.ctx, []byte(a[0]), value) }
+			if putFlags.ttl != 0 {
+				put = func() error { return s.c.PutTTL(s.ctx, []byte(a[0]), value, putFlags.ttl) }
+			}
+			if err := put(); err != nil {
 				return err
 			}
 			if cli.JSON() {
@@ -122,6 +132,43 @@ even when there is none).`,
 				return cli.WriteJSON(cmd.OutOrStdout(), newKVJSON([]byte(a[0]), v))
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(v))
+			return err
+		})
+	},
+}
+
+var ttlCmd = &cobra.Command{
+	Use:   "ttl KEY",
+	Short: "Print how long KEY has left before it expires",
+	Long: `Print the time KEY has left before it expires, as the range's leader sees it (a linearizable
+read), e.g. "59.2s"; "no expiry" for a key that never expires. If KEY does not exist (or has expired),
+print "not found" on stderr and exit with code 1. With --format json, print {"key","ttl_ms",
+"expire_at_unix_ms"} (both -1 without an expiry).`,
+	Example: `  shoal put session42 token --ttl 60s
+  shoal ttl session42`,
+	Args: cli.Args(cobra.ExactArgs(1)),
+	RunE: func(cmd *cobra.Command, a []string) error {
+		return withSession(cmd, func(s *session) error {
+			e, found, err := s.c.GetEntry(s.ctx, []byte(a[0]))
+			if err != nil {
+				return err
+			}
+			if !found {
+				fmt.Fprintln(cmd.ErrOrStderr(), "not found")
+				return exitCode(exitRuntime)
+			}
+			left, at := int64(-1), int64(-1)
+			if e.ExpireAtMs != 0 {
+				at, left = e.ExpireAtMs, max(e.ExpireAtMs-time.Now().UnixMilli(), 0)
+			}
+			if cli.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"key": keyText([]byte(a[0])), "ttl_ms": left, "expire_at_unix_ms": at})
+			}
+			if left < 0 {
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), "no expiry")
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), (time.Duration(left) * time.Millisecond).String())
 			return err
 		})
 	},
@@ -328,12 +375,13 @@ says what the current value is and exits 1. With --format json, print {"swapped"
 
 func init() {
 	putCmd.Flags().StringVar(&putFlags.valueFile, "value-file", "", "read the value from this file (byte for byte)")
+	putCmd.Flags().DurationVar(&putFlags.ttl, "ttl", 0, "expire the key after this long (e.g. 60s, at least 1ms; 0: never)")
 	getCmd.Flags().BoolVar(&getFlags.prefix, "prefix", false, "print every key that starts with the argument, with its value")
 	scanCmd.Flags().IntVar(&scanFlags.limit, "limit", 0, "return at most N keys (0: no limit)")
 	scanCmd.Flags().BoolVar(&scanFlags.reverse, "reverse", false, "scan in descending key order")
 	scanCmd.Flags().BoolVar(&scanFlags.prefix, "prefix", false, "scan the keys that start with the one argument")
 	casCmd.Flags().BoolVar(&casFlags.expectAbsent, "expect-absent", false, "swap only if KEY does not exist")
-	rootCmd.AddCommand(putCmd, getCmd, delCmd, scanCmd, casCmd)
+	rootCmd.AddCommand(putCmd, getCmd, delCmd, scanCmd, casCmd, ttlCmd)
 }
 
 // writeJSON prints v as one line of JSON.

@@ -12,9 +12,9 @@ import (
 var redisKey bool
 
 func init() {
-	for _, c := range []*cobra.Command{putCmd, getCmd, delCmd} {
+	for _, c := range []*cobra.Command{putCmd, getCmd, delCmd, ttlCmd} {
 		c.Flags().BoolVar(&redisKey, "redis", false, "KEY is a Redis key: the string value redis-cli reads and writes through a node's --resp listener")
-		c.Example += "\n  shoal " + c.Name() + " --redis " + map[string]string{"put": "user:1 alice", "get": "user:1", "del": "user:1"}[c.Name()]
+		c.Example += "\n  shoal " + c.Name() + " --redis " + map[string]string{"put": "user:1 alice", "get": "user:1", "del": "user:1", "ttl": "user:1"}[c.Name()]
 		run := c.RunE
 		c.RunE = func(cmd *cobra.Command, a []string) error {
 			if redisKey && len(a) > 0 {

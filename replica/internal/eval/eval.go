@@ -1,6 +1,10 @@
 // Package eval applies the data part of a range's command (a condition, writes and deletes, a
-// counter increment) to an engine batch. It is deterministic, as raft's apply must be on every
-// replica: the outcome depends only on the command and what the batch reads.
+// transaction, a counter increment) to an engine batch. It is deterministic, as raft's apply must be
+// on every replica: the outcome depends only on the command (its raft index and the clock its leader
+// stamped on it) and what the batch reads.
+//
+// User values are stored with their expiry, version and modification index (package stored); a key
+// whose expiry is at or before the command's clock is absent for every condition and operation.
 //
 // It owns no range state. It must never decide whether a key belongs to the range (the replica
 // checks every key first) nor touch raft's keys, descriptors or the applied index.
@@ -9,9 +13,11 @@ package eval
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/stored"
 )
 
 // Outcome is what a command's data part found and did.
@@ -23,45 +29,110 @@ type Outcome struct {
 	Current []byte
 	// Counter: the incremented counter's new value.
 	Counter uint64
+	// Txn: the transaction's outcome, if the command carried one.
+	Txn *pb.TxnResponse
+	// Wrote: the command wrote something.
+	Wrote bool
 }
 
-// Apply writes cmd's mutations into b unless its condition fails, then increments its counter key.
-// dataKey maps a user key to the engine key of the range's keyspace.
-func Apply(b *storage.Batch, cmd *pb.Command, dataKey func([]byte) []byte) (Outcome, error) {
+// Env is where the command applies.
+type Env struct {
+	// DataKey maps a user key to the engine key of the range's keyspace.
+	DataKey func([]byte) []byte
+	// Index is the command's raft index (the modification index of what it writes).
+	Index uint64
+	// Plain: store values as written, with no expiry or version (the meta range's records).
+	Plain bool
+}
+
+// state is one key's current value as a command sees it.
+type state struct {
+	v     stored.Value
+	found bool
+}
+
+type applier struct {
+	b     *storage.Batch
+	env   Env
+	clock int64
+	wrote bool
+}
+
+func (a *applier) read(key []byte) (state, error) {
+	raw, found, err := a.b.Get(a.env.DataKey(key))
+	if err != nil || !found {
+		return state{}, err
+	}
+	if a.env.Plain {
+		return state{v: stored.Value{Data: raw}, found: true}, nil
+	}
+	v, live, err := stored.Live(raw, a.clock)
+	if err != nil {
+		return state{}, fmt.Errorf("key %q: %w", key, err)
+	}
+	return state{v: v, found: live}, nil
+}
+
+// write stores data under key with expireAt, one version past old's.
+func (a *applier) write(key []byte, old state, data []byte, expireAt int64) error {
+	a.wrote = true
+	if a.env.Plain {
+		return a.b.Set(a.env.DataKey(key), data)
+	}
+	ver := uint64(1)
+	if old.found {
+		ver = old.v.Version + 1
+	}
+	return a.b.Set(a.env.DataKey(key), stored.Encode(nil, stored.Value{Data: data, ExpireAtMs: expireAt, Version: ver, ModIndex: a.env.Index}))
+}
+
+func (a *applier) delete(key []byte) error {
+	a.wrote = true
+	return a.b.Delete(a.env.DataKey(key))
+}
+
+// Apply writes cmd's mutations into b unless its condition fails, runs its transaction, then
+// increments its counter key.
+func Apply(b *storage.Batch, cmd *pb.Command, env Env) (Outcome, error) {
+	a := &applier{b: b, env: env, clock: cmd.ClockUnixMs}
 	var out Outcome
 	if c := cmd.Condition; c != nil {
-		cur, found, err := b.Get(dataKey(c.Key))
+		st, err := a.read(c.Key)
 		if err != nil {
 			return out, err
 		}
-		out.Found, out.Current = found, cur
-		if c.ExpectAbsent && found || !c.ExpectAbsent && (!found || !bytes.Equal(cur, c.Expected)) {
+		out.Found, out.Current = st.found, st.v.Data
+		if c.ExpectAbsent && st.found || !c.ExpectAbsent && (!st.found || !bytes.Equal(st.v.Data, c.Expected)) {
 			return out, nil
 		}
 		out.Swapped = true
 	}
 	for _, m := range cmd.Mutations {
-		k := dataKey(m.Key)
-		if cmd.Condition == nil && len(cmd.Mutations) == 1 && m.Delete {
-			// A lone delete reports whether it deleted something (DEL's reply).
-			_, found, err := b.Get(k)
-			if err != nil {
-				return out, err
-			}
-			out.Found = found
+		st, err := a.read(m.Key)
+		if err != nil {
+			return out, err
 		}
-		var err error
+		if cmd.Condition == nil && len(cmd.Mutations) == 1 && m.Delete {
+			out.Found = st.found // a lone delete reports whether it deleted something (DEL's reply)
+		}
 		if m.Delete {
-			err = b.Delete(k)
+			err = a.delete(m.Key)
 		} else {
-			err = b.Set(k, m.Value)
+			err = a.write(m.Key, st, m.Value, m.ExpireAtUnixMs)
 		}
 		if err != nil {
 			return out, err
 		}
 	}
+	if t := cmd.Txn; t != nil {
+		resp, err := a.txn(t)
+		if err != nil {
+			return out, err
+		}
+		out.Txn = resp
+	}
 	if len(cmd.IncrementKey) > 0 {
-		k := dataKey(cmd.IncrementKey)
+		k := env.DataKey(cmd.IncrementKey)
 		cur, found, err := b.Get(k)
 		if err != nil {
 			return out, err
@@ -74,7 +145,9 @@ func Apply(b *storage.Batch, cmd *pb.Command, dataKey func([]byte) []byte) (Outc
 		if err := b.Set(k, binary.BigEndian.AppendUint64(nil, n)); err != nil {
 			return out, err
 		}
+		a.wrote = true
 		out.Counter = n
 	}
+	out.Wrote = a.wrote
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/stored"
 )
 
 func TestApply(t *testing.T) {
@@ -40,16 +41,17 @@ func TestApply(t *testing.T) {
 			if err := b.Set(key([]byte("a")), []byte("1")); err != nil {
 				t.Fatal(err)
 			}
-			got, err := Apply(b, tc.cmd, key)
+			got, err := Apply(b, tc.cmd, Env{DataKey: key, Index: 7})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got.Swapped != tc.want.Swapped || got.Found != tc.want.Found || string(got.Current) != string(tc.want.Current) || got.Counter != tc.want.Counter {
 				t.Errorf("outcome %+v, want %+v", got, tc.want)
 			}
-			v, found, err := b.Get(key([]byte("a")))
-			if err != nil || string(v) != tc.after || found != (tc.after != "") {
-				t.Errorf("a = %q (found %v, %v) afterwards, want %q", v, found, err, tc.after)
+			raw, found, err := b.Get(key([]byte("a")))
+			v, _ := stored.Decode(raw)
+			if err != nil || string(v.Data) != tc.after || found != (tc.after != "") {
+				t.Errorf("a = %q (found %v, %v) afterwards, want %q", v.Data, found, err, tc.after)
 			}
 		})
 	}

@@ -1,0 +1,193 @@
+// Package expiry removes expired keys in the background: on every range this node leads, a paced
+// pass finds the keys whose expiry has passed and deletes them through raft, so every replica,
+// snapshot and backup loses them too.
+//
+// Reads never depend on it (a replica hides an expired key itself); it only gives the space back.
+// A delete it proposes applies only if the key is still expired at the proposing leader's clock, so
+// a key rewritten after the pass looked at it is never lost. It owns its goroutine (stopped by Stop)
+// and its pacing; it must never write a key that has not expired, nor run on a range it does not
+// lead.
+package expiry
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
+	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/stored"
+)
+
+// Config paces the sweeper. Zero fields take the defaults.
+type Config struct {
+	// Interval between passes over the ranges the node leads (default 2s). A key is removed within
+	// about Interval plus a pass's duration after it expires.
+	Interval time.Duration
+	// DeletesPerSecond bounds the node's expired-key deletions (default 20 000).
+	DeletesPerSecond int
+	// ScannedPerSecond bounds the stored values a pass reads (default 2 000 000).
+	ScannedPerSecond int
+	// Batch is the number of deletions per raft proposal (default 256).
+	Batch int
+	// Off disables the sweeper (expired keys stay hidden but keep their space).
+	Off bool
+}
+
+// WithDefaults fills the zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Interval <= 0 {
+		c.Interval = 2 * time.Second
+	}
+	if c.DeletesPerSecond <= 0 {
+		c.DeletesPerSecond = 20000
+	}
+	if c.ScannedPerSecond <= 0 {
+		c.ScannedPerSecond = 2000000
+	}
+	if c.Batch <= 0 {
+		c.Batch = 256
+	}
+	return c
+}
+
+// Stats counts the sweeper's work since start.
+type Stats struct {
+	Passes, Scanned, Deleted uint64
+}
+
+// Sweeper is one node's expiry sweeper.
+type Sweeper struct {
+	cfg   Config
+	eng   *storage.Engine
+	store func() *replica.Store
+	log   *slog.Logger
+	stop  *stopper.Stopper
+
+	passes, scanned, deleted atomic.Uint64
+}
+
+// New prepares a sweeper over the node's engine and replica store; nothing runs until Start.
+func New(cfg Config, eng *storage.Engine, store func() *replica.Store, log *slog.Logger) *Sweeper {
+	return &Sweeper{cfg: cfg.WithDefaults(), eng: eng, store: store, log: log, stop: stopper.New()}
+}
+
+// Start runs the passes until Stop.
+func (s *Sweeper) Start() {
+	if s.cfg.Off {
+		return
+	}
+	s.stop.Every(s.cfg.Interval, s.pass)
+}
+
+// Stop ends the passes and waits for the one running.
+func (s *Sweeper) Stop() { s.stop.Stop() }
+
+// Stats reports the work done so far.
+func (s *Sweeper) Stats() Stats {
+	return Stats{Passes: s.passes.Load(), Scanned: s.scanned.Load(), Deleted: s.deleted.Load()}
+}
+
+func (s *Sweeper) pass(ctx context.Context) {
+	st := s.store()
+	if st == nil {
+		return
+	}
+	s.passes.Add(1)
+	for _, r := range st.Replicas() {
+		if ctx.Err() != nil {
+			return
+		}
+		if r.IsMeta() || !r.IsLeader() {
+			continue
+		}
+		if err := s.sweepRange(ctx, r); err != nil && ctx.Err() == nil {
+			// A split, a lost leadership or a full proposal queue: the next pass tries again.
+			s.log.Debug("expiry sweep of a range stopped", "range", r.RangeID(), "err", err)
+		}
+	}
+}
+
+// sweepRange deletes the expired keys of r, Batch per proposal, at the configured pace.
+func (s *Sweeper) sweepRange(ctx context.Context, r *replica.Replica) error {
+	d := r.Desc()
+	if d == nil {
+		return nil
+	}
+	lo, hi := storage.DataSpan(false, d.StartKey, d.EndKey)
+	it, err := s.eng.NewIter(lo, hi)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	now := r.ClockMs()
+	var ops []*pb.TxnOp
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n%1024 == 0 {
+			if !s.pace(ctx, 1024, s.cfg.ScannedPerSecond) {
+				return ctx.Err()
+			}
+			s.scanned.Add(1024)
+		}
+		v, err := stored.Decode(it.Value())
+		if err != nil || !v.ExpiredAt(now) {
+			continue // a corrupt value is the read path's to report, not the sweeper's to delete
+		}
+		key := append([]byte(nil), storage.StripDataPrefix(it.Key())...)
+		ops = append(ops, &pb.TxnOp{Type: pb.TxnOp_DELETE, Key: key, OnlyExpired: true})
+		if len(ops) >= s.cfg.Batch {
+			if err := s.delete(ctx, r, ops); err != nil {
+				return err
+			}
+			ops = nil
+		}
+	}
+	s.scanned.Add(uint64(n % 1024))
+	if err := it.Error(); err != nil {
+		return err
+	}
+	return s.delete(ctx, r, ops)
+}
+
+// delete proposes the deletion of ops' keys (each only if still expired) and waits its share of the
+// deletion pace.
+func (s *Sweeper) delete(ctx context.Context, r *replica.Replica, ops []*pb.TxnOp) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	if !s.pace(ctx, len(ops), s.cfg.DeletesPerSecond) {
+		return ctx.Err()
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res, err := r.Propose(pctx, &pb.Command{Txn: &pb.TxnRequest{Success: ops}})
+	if err != nil {
+		return err
+	}
+	for _, o := range res.Txn.GetResults() {
+		if o.Applied {
+			s.deleted.Add(1)
+		}
+	}
+	return nil
+}
+
+// pace sleeps the time n units take at perSecond; false when stopping.
+func (s *Sweeper) pace(ctx context.Context, n, perSecond int) bool {
+	d := time.Duration(n) * time.Second / time.Duration(perSecond)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
