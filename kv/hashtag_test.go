@@ -6,7 +6,9 @@ import (
 )
 
 func TestSlotAlignedSplitKey(t *testing.T) {
-	k := func(slot int, rest string) []byte { return append([]byte{0xFE, 'R', byte(slot >> 8), byte(slot)}, rest...) }
+	k := func(slot int, rest string) []byte {
+		return append([]byte{0xFE, 'R', byte(slot >> 8), byte(slot)}, rest...)
+	}
 	for _, tc := range []struct {
 		name            string
 		key, start, end []byte
