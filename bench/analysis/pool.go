@@ -25,8 +25,8 @@ type RepeatReport struct {
 	// one fixed target).
 	CommonSLOThresholdMs float64 `json:"common_slo_threshold_ms,omitempty"`
 	// Paired pools, per label, the toggled windows' pairs of every run (all, and the low-steal ones).
-	Paired         map[string]*scenario.PairedCost `json:"paired,omitempty"`
-	PairedLowSteal map[string]*scenario.PairedCost `json:"paired_low_steal,omitempty"`
+	Paired         map[string]*report.PairedCost `json:"paired,omitempty"`
+	PairedLowSteal map[string]*report.PairedCost `json:"paired_low_steal,omitempty"`
 }
 
 // figure is one number of a run, when it has it.
@@ -153,9 +153,9 @@ func Aggregate(name string, reps []*scenario.Report, paths []string) *RepeatRepo
 	}
 	for l, c := range costs {
 		if out.Paired == nil {
-			out.Paired, out.PairedLowSteal = map[string]*scenario.PairedCost{}, map[string]*scenario.PairedCost{}
+			out.Paired, out.PairedLowSteal = map[string]*report.PairedCost{}, map[string]*report.PairedCost{}
 		}
-		out.Paired[l], out.PairedLowSteal[l] = scenario.PairedCostOf(c[0], "pooled"), scenario.PairedCostOf(c[1], "pooled")
+		out.Paired[l], out.PairedLowSteal[l] = report.PairedCostOf(c[0], "pooled"), report.PairedCostOf(c[1], "pooled")
 	}
 	return out
 }

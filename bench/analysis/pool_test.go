@@ -149,7 +149,7 @@ func TestPoolReadsReports(t *testing.T) {
 // Pool pools the toggled windows' pairs of every run: one interval over all their costs.
 func TestPoolPairsToggledWindows(t *testing.T) {
 	run := func(costs ...float64) scenario.RunReport {
-		return scenario.RunReport{Variant: "recurring", ReadHints: &scenario.ReadHintsRun{Paired: scenario.PairedCostOf(costs, "abba"), PairedLowSteal: scenario.PairedCostOf(costs[1:], "abba")}}
+		return scenario.RunReport{Variant: "recurring", ReadHints: &scenario.ReadHintsRun{Paired: report.PairedCostOf(costs, "abba"), PairedLowSteal: report.PairedCostOf(costs[1:], "abba")}}
 	}
 	agg := Aggregate("read-hints-overhead", []*scenario.Report{{Runs: []scenario.RunReport{run(0.01, 0.03)}}, {Runs: []scenario.RunReport{run(0.02, 0.02)}}}, nil)
 	if c := agg.Paired["recurring"]; c == nil || c.Pairs != 4 || math.Abs(c.Mean-0.02) > 1e-9 || c.CILow >= 0.02 || c.CIHigh <= 0.02 {

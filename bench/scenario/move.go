@@ -133,9 +133,11 @@ func scoreMove(ctx context.Context, rr *RunReport, e *env) *MoveReport {
 	rate := float64(mv.RateBytesPerSec)
 	mv.ExpectedS = float64(mv.RangeBytes) / rate
 	mv.MoveTimeRatio = mv.DurationS / mv.ExpectedS
-	var sent []float64 // the bytes of each second in which any flowed
+	// The bytes of each second in which any flowed; a second later than the move's end too, since a
+	// loaded machine can sample a second late, and nothing else sends snapshots in this scenario.
+	var sent []float64
 	for _, p := range rr.Series {
-		if mid := p.T - 0.5; mid < ev.T-0.5 || mid > ev.EndT+0.5 {
+		if mid := p.T - 0.5; mid < ev.T-0.5 || mid > ev.EndT+1.5 {
 			continue
 		}
 		var b uint64

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"slices"
+
+	"github.com/shoaldb/shoal/bench/report"
 )
 
 // ReadHintsRun is what one run of a read-hints scenario measured: around its leadership change (the
@@ -58,9 +60,9 @@ type ReadHintsRun struct {
 	CPUPerOpUs      float64 `json:"cpu_per_op_us"`
 	// A toggled run's windows and the cost of hints from their pairs, over all pairs and over those
 	// in which neither window lost LowStealMax of the machine's CPU to its host.
-	ToggleWindows  []ToggleWindow `json:"toggle_windows,omitempty"`
-	Paired         *PairedCost    `json:"paired,omitempty"`
-	PairedLowSteal *PairedCost    `json:"paired_low_steal,omitempty"`
+	ToggleWindows  []report.ToggleWindow `json:"toggle_windows,omitempty"`
+	Paired         *report.PairedCost    `json:"paired,omitempty"`
+	PairedLowSteal *report.PairedCost    `json:"paired_low_steal,omitempty"`
 }
 
 // analyzeReadHints computes a read-hints run's figures from its series.
@@ -271,7 +273,7 @@ func analyzeToggles(r RunReport, out *ReadHintsRun, t *Toggle) {
 		if i+1 < len(switches) {
 			to = switches[i+1].T
 		}
-		w := ToggleWindow{On: e.Label == string(PolicyOn), FromS: e.T + t.Skip.Seconds(), ToS: to}
+		w := report.ToggleWindow{On: e.Label == string(PolicyOn), FromS: e.T + t.Skip.Seconds(), ToS: to}
 		ps := s.in(w.FromS, to)
 		if len(ps) == 0 {
 			continue
@@ -282,10 +284,10 @@ func analyzeToggles(r RunReport, out *ReadHintsRun, t *Toggle) {
 		out.ToggleWindows = append(out.ToggleWindows, w)
 	}
 	out.Change = fmt.Sprintf("%s toggled %d times", r.Variant, len(switches))
-	out.Paired = pairedCost(pairWindows(out.ToggleWindows, 1))
-	out.PairedLowSteal = pairedCost(pairWindows(out.ToggleWindows, LowStealMax))
+	out.Paired = report.CostOfPairs(report.PairWindows(out.ToggleWindows, 1))
+	out.PairedLowSteal = report.CostOfPairs(report.PairWindows(out.ToggleWindows, LowStealMax))
 	on := func(p Point) bool {
-		i := slices.IndexFunc(out.ToggleWindows, func(w ToggleWindow) bool { return p.T-0.5 >= w.FromS && p.T-0.5 < w.ToS })
+		i := slices.IndexFunc(out.ToggleWindows, func(w report.ToggleWindow) bool { return p.T-0.5 >= w.FromS && p.T-0.5 < w.ToS })
 		return i >= 0 && out.ToggleWindows[i].On
 	}
 	traffic(out, s, on)

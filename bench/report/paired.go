@@ -1,10 +1,8 @@
-package scenario
+package report
 
 import (
 	"fmt"
 	"math"
-
-	"github.com/shoaldb/shoal/bench/report"
 )
 
 // The cost of read hints is a few percent of throughput, while on a shared machine one window's
@@ -46,10 +44,10 @@ func (c *PairedCost) String() string {
 		c.Pairs, c.Order, 100*c.Mean, 100*c.CILow, 100*c.CIHigh, 100*c.Median, 100*c.SD)
 }
 
-// pairWindows groups windows (1, 2), (3, 4), … into pairs and keeps those with one window on and
+// PairWindows groups windows (1, 2), (3, 4), … into pairs and keeps those with one window on and
 // one off, neither of which the host stole stealMax or more from, as {on, off} throughputs; order
 // says whether the kept pairs alternate their first half (ABBA).
-func pairWindows(wins []ToggleWindow, stealMax float64) (pairs [][2]float64, order string) {
+func PairWindows(wins []ToggleWindow, stealMax float64) (pairs [][2]float64, order string) {
 	order = "abba"
 	prevOnFirst := false
 	for i := 0; i+1 < len(wins); i += 2 {
@@ -73,8 +71,8 @@ func pairWindows(wins []ToggleWindow, stealMax float64) (pairs [][2]float64, ord
 	return pairs, order
 }
 
-// pairedCost estimates the cost from {on, off} throughput pairs (nil without any).
-func pairedCost(pairs [][2]float64, order string) *PairedCost {
+// CostOfPairs estimates the cost from {on, off} throughput pairs (nil without any).
+func CostOfPairs(pairs [][2]float64, order string) *PairedCost {
 	var costs []float64
 	for _, p := range pairs {
 		costs = append(costs, 1-p[0]/p[1])
@@ -88,8 +86,8 @@ func PairedCostOf(costs []float64, order string) *PairedCost {
 	if len(costs) == 0 {
 		return nil
 	}
-	c := &PairedCost{Pairs: len(costs), Order: order, Costs: costs, Median: report.Median(costs)}
-	c.Mean, c.SD = report.MeanSD(costs)
+	c := &PairedCost{Pairs: len(costs), Order: order, Costs: costs, Median: Median(costs)}
+	c.Mean, c.SD = MeanSD(costs)
 	h := 0.0
 	if n := len(costs); n >= 2 {
 		h = tQuantile975(n-1) * c.SD / math.Sqrt(float64(n))
