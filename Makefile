@@ -20,9 +20,13 @@ build:
 demo: build
 	./$(BIN) demo --nodes 3 --data-dir ./shoal-data
 
+# test/ holds the multi-node suites: one package whose tests run one after another and take the
+# longest, so it starts at once beside the rest instead of after them; either failing fails the target.
 test:
 	$(GO) vet $(PKGS)
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test $(TESTFLAGS) ./test/ & suite=$$!; \
+	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -v '/test$$'); rest=$$?; \
+	wait $$suite; suite=$$?; [ $$rest -eq 0 ] && [ $$suite -eq 0 ]
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)
