@@ -337,6 +337,8 @@ func codeReply(code pb.ErrorCode, msg string, write bool) error {
 		return replyError("AMBIGUOUS the write may or may not have been applied: " + msg)
 	case pb.ErrorCode_INVALID_ARGUMENT:
 		return replyError("ERR " + msg)
+	case pb.ErrorCode_CROSS_RANGE:
+		return replyError("CROSSSLOT Keys in request don't hash to the same slot: " + msg)
 	default:
 		return replyError("ERR internal error: " + msg)
 	}

@@ -163,6 +163,7 @@ func tctx(t *testing.T) context.Context {
 type (
 	errPrefix string // an error reply starting with this
 	isNil     struct{}
+	between   [2]int64 // an integer in [lo, hi] (a PTTL a few milliseconds after the write)
 )
 
 type step struct {
@@ -176,6 +177,10 @@ func check(t *testing.T, label string, got any, err error, want any) {
 	case errPrefix:
 		if err == nil || !strings.HasPrefix(err.Error(), string(w)) {
 			t.Errorf("%s: got %#v, %v; want an error starting with %q", label, got, err, w)
+		}
+	case between:
+		if n, ok := got.(int64); err != nil || !ok || n < w[0] || n > w[1] {
+			t.Errorf("%s: got %#v, %v; want an integer in %v", label, got, err, w)
 		}
 	case isNil:
 		if !errors.Is(err, redis.Nil) {
@@ -213,7 +218,60 @@ func commandTable(k func(string) string) []step {
 		{a("SET", k("xx"), "v", "XX"), isNil{}},
 		{a("SET", k("nx"), "w", "XX"), "OK"},
 		{a("GET", k("nx")), "w"},
-		{a("SET", k("ttl"), "v", "EX", "10"), errPrefix("ERR Shoal does not expire keys")},
+		{a("SET", k("ttl"), "v", "EX", "100"), "OK"},
+		{a("TTL", k("ttl")), int64(100)},
+		{a("SET", k("ttl"), "w", "KEEPTTL"), "OK"},
+		{a("TTL", k("ttl")), int64(100)},
+		{a("SET", k("ttl"), "w", "EX", "0"), errPrefix("ERR invalid expire time in 'set' command")},
+		{a("SET", k("ttl"), "w", "EX", "1", "KEEPTTL"), errPrefix("ERR syntax error")},
+		{a("SET", k("ttl"), "x", "PX", "100000", "GET"), "w"},
+		{a("PTTL", k("ttl")), between{99000, 100000}},
+		{a("SET", k("ttl"), "x"), "OK"},
+		{a("TTL", k("ttl")), int64(-1)},
+		{a("TTL", k("missing")), int64(-2)},
+		{a("PTTL", k("missing")), int64(-2)},
+		{a("EXPIRE", k("ttl"), "50"), int64(1)},
+		{a("TTL", k("ttl")), int64(50)},
+		{a("EXPIRE", k("missing"), "50"), int64(0)},
+		{a("EXPIRE", k("ttl"), "50", "NX"), errPrefix("ERR Shoal does not support EXPIRE's")},
+		{a("PERSIST", k("ttl")), int64(1)},
+		{a("PERSIST", k("ttl")), int64(0)},
+		{a("TTL", k("ttl")), int64(-1)},
+		{a("PEXPIRE", k("ttl"), "70000"), int64(1)},
+		{a("PTTL", k("ttl")), between{69000, 70000}},
+		{a("EXPIREAT", k("ttl"), "4102444800"), int64(1)}, // 2100-01-01
+		{a("PEXPIREAT", k("ttl"), "4102444800000"), int64(1)},
+		{a("GETEX", k("ttl"), "PERSIST"), "x"},
+		{a("TTL", k("ttl")), int64(-1)},
+		{a("GETEX", k("ttl"), "EX", "30"), "x"},
+		{a("TTL", k("ttl")), int64(30)},
+		{a("GETEX", k("ttl")), "x"},
+		{a("GETEX", k("missing"), "EX", "30"), isNil{}},
+		{a("GETEX", k("ttl"), "EX", "0"), errPrefix("ERR invalid expire time in 'getex' command")},
+		{a("SETEX", k("ex"), "20", "v"), "OK"},
+		{a("TTL", k("ex")), int64(20)},
+		{a("SETEX", k("ex"), "-1", "v"), errPrefix("ERR invalid expire time in 'setex' command")},
+		{a("PSETEX", k("ex"), "20000", "w"), "OK"},
+		{a("PTTL", k("ex")), between{19000, 20000}},
+		{a("EXPIRE", k("ex"), "0"), int64(1)}, // a ttl of zero deletes, as in Redis
+		{a("GET", k("ex")), isNil{}},
+		{a("SET", k("gone"), "v", "PXAT", "1"), "OK"}, // an expiry in the past: gone at once
+		{a("GET", k("gone")), isNil{}},
+		{a("INCRBY", k("cnt"), "5"), int64(5)},
+		{a("EXPIRE", k("cnt"), "40"), int64(1)},
+		{a("INCR", k("cnt")), int64(6)},
+		{a("TTL", k("cnt")), int64(40)}, // INCR keeps the expiry
+		{a("INCRBYFLOAT", k("f"), "10.5"), "10.5"},
+		{a("INCRBYFLOAT", k("f"), "0.1"), "10.6"},
+		{a("INCRBYFLOAT", k("f"), "x"), errPrefix("ERR value is not a valid float")},
+		{a("GETSET", k("f"), "1"), "10.6"},
+		{a("GETSET", k("newgs"), "1"), isNil{}},
+		{a("APPEND", k("ap"), "ab"), int64(2)},
+		{a("APPEND", k("ap"), "cd"), int64(4)},
+		{a("STRLEN", k("ap")), int64(4)},
+		{a("STRLEN", k("missing")), int64(0)},
+		{a("GETDEL", k("ap")), "abcd"},
+		{a("GETDEL", k("ap")), isNil{}},
 		{a("SET", k("s"), "v", "NX", "XX"), errPrefix("ERR syntax error")},
 		{a("SETNX", k("nx"), "x"), int64(0)},
 		{a("EXISTS", k("s"), k("missing"), k("s")), int64(2)},
@@ -246,6 +304,12 @@ func commandTable(k func(string) string) []step {
 		{a("TYPE", k("missing")), "none"},
 		{a("GET", k("h")), errPrefix("WRONGTYPE")},
 		{a("INCR", k("h")), errPrefix("WRONGTYPE")},
+		{a("APPEND", k("h"), "x"), errPrefix("WRONGTYPE")},
+		{a("STRLEN", k("h")), errPrefix("WRONGTYPE")},
+		{a("GETDEL", k("h")), errPrefix("WRONGTYPE")},
+		{a("TTL", k("h")), int64(-1)},
+		{a("PERSIST", k("h")), int64(0)},
+		{a("EXPIRE", k("h"), "10"), errPrefix("ERR Shoal expires string keys only")},
 		{a("SET", k("h"), "x", "GET"), errPrefix("WRONGTYPE")},
 		{a("HGET", k("s"), "f"), errPrefix("WRONGTYPE")},
 		{a("HSET", k("s"), "f", "v"), errPrefix("WRONGTYPE")},

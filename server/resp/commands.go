@@ -58,7 +58,7 @@ func init() {
 		{name: "asking", arity: 1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"}, fn: cmdAsking},
 
 		{name: "get", arity: 2, flags: ro, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, fn: cmdGet},
-		{name: "set", arity: -3, flags: wr, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@slow"}, fn: cmdSet},
+		{name: "set", arity: -3, flags: wr, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@slow"}, fn: cmdPlanned},
 		{name: "setnx", arity: 3, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdSetnx},
 		{name: "mget", arity: -2, flags: ro, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@read", "@string", "@fast"}, fn: cmdMget},
 		{name: "mset", arity: -3, flags: wr, firstKey: 1, lastKey: -1, step: 2, write: true, acl: []string{"@write", "@string", "@slow"}, fn: cmdMset},
@@ -66,10 +66,30 @@ func init() {
 		{name: "unlink", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: -1, step: 1, write: true, acl: []string{"@keyspace", "@write", "@fast"}, fn: cmdDel},
 		{name: "exists", arity: -2, flags: ro, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, fn: cmdExists},
 		{name: "type", arity: 2, flags: ro, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, fn: cmdType},
-		{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdIncr},
-		{name: "decr", arity: 2, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdDecr},
-		{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdIncrby},
-		{name: "decrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdDecrby},
+		{name: "incr", arity: 2, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "decr", arity: 2, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "incrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "decrby", arity: 3, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "incrbyfloat", arity: 3, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "setex", arity: 4, flags: wr, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@slow"}, fn: cmdPlanned},
+		{name: "psetex", arity: 4, flags: wr, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@slow"}, fn: cmdPlanned},
+		{name: "getset", arity: 3, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "getdel", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "getex", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "append", arity: 3, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "strlen", arity: 2, flags: ro, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@string", "@fast"}, fn: cmdPlanned},
+		{name: "expire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@keyspace", "@write", "@fast"}, fn: cmdPlanned},
+		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@keyspace", "@write", "@fast"}, fn: cmdPlanned},
+		{name: "expireat", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@keyspace", "@write", "@fast"}, fn: cmdPlanned},
+		{name: "pexpireat", arity: -3, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@keyspace", "@write", "@fast"}, fn: cmdPlanned},
+		{name: "persist", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@keyspace", "@write", "@fast"}, fn: cmdPlanned},
+		{name: "ttl", arity: 2, flags: ro, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, fn: cmdPlanned},
+		{name: "pttl", arity: 2, flags: ro, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, fn: cmdPlanned},
+		{name: "multi", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@fast", "@transaction"}, fn: cmdMulti},
+		{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, acl: []string{"@slow", "@transaction"}, fn: cmdExec},
+		{name: "discard", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@fast", "@transaction"}, fn: cmdDiscard},
+		{name: "watch", arity: -2, flags: []string{"noscript", "loading", "stale", "fast"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@fast", "@transaction"}, fn: cmdWatch},
+		{name: "unwatch", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@fast", "@transaction"}, fn: cmdUnwatch},
 		{name: "hset", arity: -4, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@hash", "@fast"}, fn: cmdHset},
 		{name: "hmset", arity: -4, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1, write: true, acl: []string{"@write", "@hash", "@fast"}, fn: cmdHmset},
 		{name: "hget", arity: 3, flags: ro, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@read", "@hash", "@fast"}, fn: cmdHget},
@@ -157,6 +177,9 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 	c.lastCmd = last
 	c.mu.Unlock()
 	if cmd == nil {
+		if c.multi != nil {
+			c.multi.Aborted = true
+		}
 		c.w.Error(fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", sanitize(args[0]), argsPreview(args[1:])))
 		return
 	}
@@ -165,7 +188,14 @@ func (s *Server) dispatch(c *conn, args [][]byte) {
 		return
 	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
+		if c.multi != nil {
+			c.multi.Aborted = true
+		}
 		c.w.Error(fmt.Sprintf("ERR wrong number of arguments for '%s' command", cmd.name))
+		return
+	}
+	if c.multi != nil && !txnControl[cmd.name] {
+		s.queue(c, cmd, args)
 		return
 	}
 	o := &op{s: s, c: c, write: cmd.write, slot: -1}
@@ -742,91 +772,6 @@ func cmdGet(o *op, args [][]byte) error {
 	return nil
 }
 
-func cmdSet(o *op, args [][]byte) error {
-	k, v := args[1], args[2]
-	var nx, xx, get bool
-	for i := 3; i < len(args); i++ {
-		a := strings.ToLower(string(args[i]))
-		switch a {
-		case "nx":
-			nx = true
-		case "xx":
-			xx = true
-		case "get":
-			get = true
-		case "keepttl":
-		case "ex", "px", "exat", "pxat":
-			return replyError("ERR Shoal does not expire keys: SET " + strings.ToUpper(a) + " is not supported")
-		default:
-			return errSyntax
-		}
-	}
-	if nx && xx {
-		return errSyntax
-	}
-	if err := o.checkKey(k, nil); err != nil {
-		return err
-	}
-	sk := stringKey(k)
-	if !nx && !xx && !get {
-		if err := o.put(sk, v); err != nil {
-			return err
-		}
-		o.c.w.Simple("OK")
-		return nil
-	}
-	for attempt := 0; attempt < 100; attempt++ {
-		cur, found, err := o.get(sk)
-		if err != nil {
-			return err
-		}
-		isHash := false
-		if !found {
-			if isHash, err = o.hashExists(k); err != nil {
-				return err
-			}
-		}
-		if get && isHash {
-			return errWrongType
-		}
-		exists := found || isHash
-		reply := func() {
-			if !get {
-				o.c.w.Simple("OK")
-			} else if found {
-				o.c.w.Bulk(cur)
-			} else {
-				o.c.w.Null()
-			}
-		}
-		if (nx && exists) || (xx && !exists) {
-			if get {
-				reply()
-			} else {
-				o.c.w.Null()
-			}
-			return nil
-		}
-		if isHash {
-			// The string replaces the hash: a string hides hash fields left beside it.
-			if err := o.put(sk, v); err != nil {
-				return err
-			}
-			reply()
-			return nil
-		}
-		swapped, err := o.cas(sk, cur, !found, v)
-		if err != nil {
-			return err
-		}
-		if swapped {
-			reply()
-			return nil
-		}
-	}
-	return replyError("TRYAGAIN too much contention on the key")
-}
-
 func cmdSetnx(o *op, args [][]byte) error {
 	k := args[1]
 	if err := o.checkKey(k, nil); err != nil {
@@ -1003,64 +948,6 @@ func cmdType(o *op, args [][]byte) error {
 		o.c.w.Simple("none")
 	}
 	return nil
-}
-
-// incrBy adds delta to the integer in string k with a compare-and-swap loop, so that concurrent
-// increments are never lost.
-func (o *op) incrBy(k []byte, delta int64) error {
-	if err := o.checkKey(k, nil); err != nil {
-		return err
-	}
-	sk := stringKey(k)
-	for attempt := 0; attempt < 100; attempt++ {
-		cur, found, err := o.get(sk)
-		if err != nil {
-			return err
-		}
-		var n int64
-		if found {
-			var ok bool
-			if n, ok = wire.ParseInt(cur); !ok {
-				return errNotInt
-			}
-		} else if h, err := o.hashExists(k); err != nil {
-			return err
-		} else if h {
-			return errWrongType
-		}
-		if (delta > 0 && n > (1<<63-1)-delta) || (delta < 0 && n < (-1<<63)-delta) {
-			return replyError("ERR increment or decrement would overflow")
-		}
-		n += delta
-		swapped, err := o.cas(sk, cur, !found, strconv.AppendInt(nil, n, 10))
-		if err != nil {
-			return err
-		}
-		if swapped {
-			o.c.w.Int(n)
-			return nil
-		}
-	}
-	return replyError("TRYAGAIN too much contention on the key")
-}
-
-func cmdIncr(o *op, args [][]byte) error { return o.incrBy(args[1], 1) }
-func cmdDecr(o *op, args [][]byte) error { return o.incrBy(args[1], -1) }
-
-func cmdIncrby(o *op, args [][]byte) error {
-	d, ok := wire.ParseInt(args[2])
-	if !ok {
-		return errNotInt
-	}
-	return o.incrBy(args[1], d)
-}
-
-func cmdDecrby(o *op, args [][]byte) error {
-	d, ok := wire.ParseInt(args[2])
-	if !ok || d == -1<<63 {
-		return errNotInt
-	}
-	return o.incrBy(args[1], -d)
 }
 
 // ---------- hashes ----------

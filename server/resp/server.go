@@ -21,6 +21,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/server/resp/txn"
 	"github.com/shoaldb/shoal/server/resp/wire"
 )
 
@@ -34,6 +35,7 @@ type Node interface {
 	CompareAndSwap(context.Context, *pb.CompareAndSwapRequest) (*pb.CompareAndSwapResponse, error)
 	BatchWrite(context.Context, *pb.BatchWriteRequest) (*pb.BatchWriteResponse, error)
 	Scan(context.Context, *pb.ScanRequest) (*pb.ScanResponse, error)
+	Txn(context.Context, *pb.TxnRequest) (*pb.TxnResponse, error)
 	Ranges(context.Context, *pb.RangesRequest) (*pb.RangesResponse, error)
 	Nodes(context.Context, *pb.NodesRequest) (*pb.NodesResponse, error)
 	NodeID() uint64
@@ -224,6 +226,10 @@ type conn struct {
 	cluster  bool // issued a CLUSTER (or READONLY/READWRITE/ASKING) command: answer MOVED
 	readonly bool // READONLY: reads may be served by any replica (follower reads)
 	quit     bool
+
+	multi     *txn.Multi    // an open MULTI block (multi.go)
+	watched   []txn.Watched // WATCHed keys, until EXEC, DISCARD or UNWATCH
+	watchSlot int           // their hash slot (with watched)
 
 	mu      sync.Mutex // guards the fields below (CLIENT LIST reads them from other goroutines)
 	name    string

@@ -21,6 +21,7 @@ func FuzzParse(f *testing.F) {
 		"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n",
 		"*-1\r\n*0\r\n\r\n",
 		"*1\r\n$2000\r\n",
+		"MULTI\r\nSET {t}a 1 EX 10 GET\r\nGETEX {t}a PERSIST\r\nEXEC\r\n",
 	} {
 		f.Add([]byte(s))
 	}
