@@ -74,7 +74,7 @@ func init() {
 		"append": {3, buildAppend}, "strlen": {2, buildStrlen},
 		"incr": {2, buildIncr}, "decr": {2, buildIncr}, "incrby": {3, buildIncr}, "decrby": {3, buildIncr},
 		"incrbyfloat": {3, buildIncrFloat},
-		"expire": {-3, buildExpire}, "pexpire": {-3, buildExpire}, "expireat": {-3, buildExpire}, "pexpireat": {-3, buildExpire},
+		"expire":      {-3, buildExpire}, "pexpire": {-3, buildExpire}, "expireat": {-3, buildExpire}, "pexpireat": {-3, buildExpire},
 		"persist": {2, buildPersist}, "ttl": {2, buildTTL}, "pttl": {2, buildTTL},
 		"mget": {-2, buildMget}, "mset": {-3, buildMset}, "del": {-2, buildDel}, "unlink": {-2, buildDel}, "exists": {-2, buildExists},
 	}
