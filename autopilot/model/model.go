@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -316,18 +317,41 @@ type Cluster struct {
 	// Ranges: system ranges first (by ID), then user ranges sorted by StartKey.
 	Ranges []*Range
 
+	// The lookups by ID: slices indexed by ID when the IDs are dense (they are allocated in
+	// sequence), maps otherwise. Hashing 100 000 range IDs on every snapshot cost more than all the
+	// policies' work on a quiet cluster.
+	nodeAt    []*Node
 	nodeByID  map[uint64]*Node
+	rangeAt   []*Range
 	rangeByID map[uint64]*Range
 	user      []*Range // user ranges sorted by StartKey
+
+	// perNode is built on first use (see RangesOf): the policies ask for one node's ranges many
+	// times per round, and a scan of every range per question grows with nodes × ranges.
+	perNodeOnce sync.Once
+	perNodeAt   []nodeRanges // by node ID, when nodeAt is
+	perNode     map[uint64]*nodeRanges
+	userVoters  int
 }
+
+// nodeRanges are the ranges with a replica on one node, and those it leads, in Ranges' order.
+type nodeRanges struct {
+	held, led   []*Range
+	nheld, nled int
+}
+
+// denseLimit says whether IDs up to maxID are dense enough for n entries to index a slice by ID.
+func denseLimit(maxID uint64, n int) bool { return maxID <= uint64(4*n+1024) }
 
 // NewCluster builds a snapshot from nodes and ranges (it takes ownership of both): sorts them, indexes
 // them and derives each node's replica, leader, byte and QPS totals from the ranges.
 func NewCluster(now time.Time, nodes []*Node, ranges []*Range) *Cluster {
-	c := &Cluster{Now: now, Nodes: nodes, Ranges: ranges,
-		nodeByID: make(map[uint64]*Node, len(nodes)), rangeByID: make(map[uint64]*Range, len(ranges))}
-	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID })
-	sort.SliceStable(c.Ranges, func(i, j int) bool {
+	c := &Cluster{Now: now, Nodes: nodes, Ranges: ranges}
+	nodeLess := func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID }
+	if !sort.SliceIsSorted(c.Nodes, nodeLess) {
+		sort.Slice(c.Nodes, nodeLess)
+	}
+	rangeLess := func(i, j int) bool {
 		a, b := c.Ranges[i], c.Ranges[j]
 		if a.System != b.System {
 			return a.System
@@ -339,18 +363,54 @@ func NewCluster(now time.Time, nodes []*Node, ranges []*Range) *Cluster {
 			return cmp < 0
 		}
 		return a.ID < b.ID
-	})
+	}
+	// A source that keeps its ranges in order (the simulator) pays one pass, not a sort.
+	if !sort.SliceIsSorted(c.Ranges, rangeLess) {
+		sort.SliceStable(c.Ranges, rangeLess)
+	}
+	var maxNode, maxRange uint64
 	for _, n := range c.Nodes {
-		n.Replicas, n.Voters, n.Leaders, n.Bytes, n.QPS = 0, 0, 0, 0, 0
-		c.nodeByID[n.ID] = n
+		maxNode = max(maxNode, n.ID)
 	}
 	for _, r := range c.Ranges {
-		c.rangeByID[r.ID] = r
+		maxRange = max(maxRange, r.ID)
+	}
+	if denseLimit(maxNode, len(c.Nodes)) {
+		c.nodeAt = make([]*Node, maxNode+1)
+	} else {
+		c.nodeByID = make(map[uint64]*Node, len(c.Nodes))
+	}
+	if denseLimit(maxRange, len(c.Ranges)) {
+		c.rangeAt = make([]*Range, maxRange+1)
+	} else {
+		c.rangeByID = make(map[uint64]*Range, len(c.Ranges))
+	}
+	for _, n := range c.Nodes {
+		n.Replicas, n.Voters, n.Leaders, n.Bytes, n.QPS = 0, 0, 0, 0, 0
+		if c.nodeAt != nil {
+			c.nodeAt[n.ID] = n
+		} else {
+			c.nodeByID[n.ID] = n
+		}
+	}
+	user := 0
+	for _, r := range c.Ranges {
+		if !r.System {
+			user++
+		}
+	}
+	c.user = make([]*Range, 0, user)
+	for _, r := range c.Ranges {
+		if c.rangeAt != nil {
+			c.rangeAt[r.ID] = r
+		} else {
+			c.rangeByID[r.ID] = r
+		}
 		if !r.System {
 			c.user = append(c.user, r)
 		}
 		for _, rep := range r.Replicas {
-			if n := c.nodeByID[rep.Node]; n != nil {
+			if n := c.Node(rep.Node); n != nil {
 				n.Replicas++
 				if !rep.Learner {
 					n.Voters++
@@ -358,19 +418,129 @@ func NewCluster(now time.Time, nodes []*Node, ranges []*Range) *Cluster {
 				n.Bytes += r.Bytes
 			}
 		}
-		if n := c.nodeByID[r.Leader]; n != nil {
+		if n := c.Node(r.Leader); n != nil {
 			n.Leaders++
 			n.QPS += r.QPS()
 		}
+	}
+	if len(c.user) == 0 {
+		c.user = nil
 	}
 	return c
 }
 
 // Node returns the node with id, or nil.
-func (c *Cluster) Node(id uint64) *Node { return c.nodeByID[id] }
+func (c *Cluster) Node(id uint64) *Node {
+	if c.nodeAt != nil {
+		if id < uint64(len(c.nodeAt)) {
+			return c.nodeAt[id]
+		}
+		return nil
+	}
+	return c.nodeByID[id]
+}
 
 // Range returns the range with id, or nil.
-func (c *Cluster) Range(id uint64) *Range { return c.rangeByID[id] }
+func (c *Cluster) Range(id uint64) *Range {
+	if c.rangeAt != nil {
+		if id < uint64(len(c.rangeAt)) {
+			return c.rangeAt[id]
+		}
+		return nil
+	}
+	return c.rangeByID[id]
+}
+
+func (c *Cluster) indexNodes() {
+	c.perNodeOnce.Do(func() {
+		// Two passes: counts, then one backing array for every node's lists. Nodes are found
+		// by ID through the dense slice when there is one.
+		var dense []nodeRanges
+		if c.nodeAt != nil {
+			dense = make([]nodeRanges, len(c.nodeAt))
+		}
+		c.perNode = map[uint64]*nodeRanges{}
+		at := func(id uint64) *nodeRanges {
+			if id < uint64(len(dense)) {
+				return &dense[id]
+			}
+			nr := c.perNode[id]
+			if nr == nil {
+				nr = &nodeRanges{}
+				c.perNode[id] = nr
+			}
+			return nr
+		}
+		total := 0
+		for _, r := range c.Ranges {
+			for _, rep := range r.Replicas {
+				at(rep.Node).nheld++
+				total++
+				if !r.System && !rep.Learner {
+					c.userVoters++
+				}
+			}
+			if r.Leader != 0 {
+				at(r.Leader).nled++
+				total++
+			}
+		}
+		backing := make([]*Range, total)
+		carve := func(nr *nodeRanges) {
+			nr.held, backing = backing[:0:nr.nheld], backing[nr.nheld:]
+			nr.led, backing = backing[:0:nr.nled], backing[nr.nled:]
+		}
+		for i := range dense {
+			carve(&dense[i])
+		}
+		for _, nr := range c.perNode {
+			carve(nr)
+		}
+		for _, r := range c.Ranges {
+			for _, rep := range r.Replicas {
+				nr := at(rep.Node)
+				nr.held = append(nr.held, r)
+			}
+			if r.Leader != 0 {
+				nr := at(r.Leader)
+				nr.led = append(nr.led, r)
+			}
+		}
+		c.perNodeAt = dense
+	})
+}
+
+func (c *Cluster) rangesOfNode(node uint64) *nodeRanges {
+	c.indexNodes()
+	if node < uint64(len(c.perNodeAt)) {
+		return &c.perNodeAt[node]
+	}
+	return c.perNode[node]
+}
+
+// RangesOf returns the ranges (system ones included) with a replica, voter or learner, on node, in
+// Ranges' order. The caller must not modify the slice.
+func (c *Cluster) RangesOf(node uint64) []*Range {
+	if nr := c.rangesOfNode(node); nr != nil {
+		return nr.held
+	}
+	return nil
+}
+
+// LedBy returns the ranges (system ones included) whose leader is node, in Ranges' order. The caller
+// must not modify the slice.
+func (c *Cluster) LedBy(node uint64) []*Range {
+	if nr := c.rangesOfNode(node); nr != nil {
+		return nr.led
+	}
+	return nil
+}
+
+// UserVoters is the number of voting replicas of user ranges.
+func (c *Cluster) UserVoters() int {
+	c.indexNodes()
+	return c.userVoters
+}
 
 // RangeFor returns the user range containing key, or nil.
 func (c *Cluster) RangeFor(key []byte) *Range {
@@ -382,6 +552,23 @@ func (c *Cluster) RangeFor(key []byte) *Range {
 		return r
 	}
 	return nil
+}
+
+// RightNeighborAt is RightNeighbor(UserRanges()[i]), without a search when the next range in key
+// order starts where the range ends.
+func (c *Cluster) RightNeighborAt(i int) *Range {
+	r := c.user[i]
+	if len(r.EndKey) > 0 && i+1 < len(c.user) {
+		next := c.user[i+1]
+		if bytes.Equal(next.StartKey, r.EndKey) && (i+2 == len(c.user) || bytes.Compare(c.user[i+2].StartKey, r.EndKey) > 0) {
+			// RangeFor(r.EndKey) finds next: the last range starting at or before the key.
+			if next.ContainsKey(r.EndKey) {
+				return next
+			}
+			return nil
+		}
+	}
+	return c.RightNeighbor(r)
 }
 
 // RightNeighbor returns the user range starting where r ends, or nil (r ends the key space, or the

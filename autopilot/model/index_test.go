@@ -1,0 +1,138 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// randomCluster builds a cluster of n nodes and r ranges with IDs spaced by stride (1: dense, so
+// lookups use slices; large: sparse, so they use maps), random replicas, learners and leaders, and a
+// replica on a node the cluster does not list.
+func randomCluster(rng *rand.Rand, n, r int, stride uint64) *Cluster {
+	var nodes []*Node
+	for i := 1; i <= n; i++ {
+		nodes = append(nodes, &Node{ID: uint64(i) * stride, Live: true})
+	}
+	var ranges []*Range
+	ranges = append(ranges, &Range{ID: 1, System: true, Replicas: []Replica{{Node: stride}}, Leader: stride})
+	for i := 0; i < r; i++ {
+		rg := &Range{ID: uint64(i+2) * stride, StartKey: []byte(fmt.Sprintf("k%05d", i)), EndKey: []byte(fmt.Sprintf("k%05d", i+1))}
+		if i == r-1 {
+			rg.EndKey = nil
+		}
+		perm := rng.Perm(n)
+		for j := 0; j < min(3, n); j++ {
+			rg.Replicas = append(rg.Replicas, Replica{Node: uint64(perm[j]+1) * stride, Learner: rng.IntN(5) == 0})
+		}
+		if rng.IntN(10) > 0 {
+			rg.Leader = rg.Replicas[rng.IntN(len(rg.Replicas))].Node
+		}
+		if i == 3 {
+			rg.Replicas = append(rg.Replicas, Replica{Node: 999_999_999}) // a node not in the cluster
+		}
+		ranges = append(ranges, rg)
+	}
+	rng.Shuffle(len(ranges), func(i, j int) { ranges[i], ranges[j] = ranges[j], ranges[i] })
+	return NewCluster(time.Unix(0, 0), nodes, ranges)
+}
+
+// TestPerNodeIndex: RangesOf, LedBy, UserVoters, Node, Range and RightNeighborAt say what a scan of
+// every range says, for dense and sparse IDs.
+func TestPerNodeIndex(t *testing.T) {
+	for _, stride := range []uint64{1, 1 << 20} {
+		t.Run(fmt.Sprintf("stride=%d", stride), func(t *testing.T) {
+			c := randomCluster(rand.New(rand.NewPCG(1, stride)), 7, 200, stride)
+			if (c.rangeAt != nil) != (stride == 1) || (c.nodeAt != nil) != (stride == 1) {
+				t.Fatalf("dense lookups %v/%v for stride %d", c.nodeAt != nil, c.rangeAt != nil, stride)
+			}
+			voters := 0
+			for _, r := range c.Ranges {
+				if c.Range(r.ID) != r {
+					t.Fatalf("Range(%d) wrong", r.ID)
+				}
+				if !r.System {
+					voters += len(r.Voters())
+				}
+			}
+			if c.UserVoters() != voters {
+				t.Fatalf("UserVoters %d, want %d", c.UserVoters(), voters)
+			}
+			ids := []uint64{0, 999_999_999, 12345 * stride}
+			for _, n := range c.Nodes {
+				ids = append(ids, n.ID)
+				if c.Node(n.ID) != n {
+					t.Fatalf("Node(%d) wrong", n.ID)
+				}
+			}
+			for _, id := range ids {
+				var held, led []*Range
+				for _, r := range c.Ranges {
+					if r.HasReplica(id) {
+						held = append(held, r)
+					}
+					if r.Leader == id && id != 0 {
+						led = append(led, r)
+					}
+				}
+				if !slices.Equal(c.RangesOf(id), held) || !slices.Equal(c.LedBy(id), led) {
+					t.Fatalf("n%d: RangesOf %v LedBy %v, want %v %v", id, c.RangesOf(id), c.LedBy(id), held, led)
+				}
+			}
+			if c.Node(12345*stride) != nil || c.Range(1<<40) != nil {
+				t.Fatal("lookup of an unknown ID found something")
+			}
+			for i, r := range c.UserRanges() {
+				if got, want := c.RightNeighborAt(i), c.RightNeighbor(r); got != want {
+					t.Fatalf("RightNeighborAt(%d) = %v, want %v", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRightNeighborAtGapsAndOverlaps: where the next range does not start at the end key (a gap) or
+// two ranges start at the same key (descriptors in flux), RightNeighborAt agrees with the search.
+func TestRightNeighborAtGapsAndOverlaps(t *testing.T) {
+	c, err := ParseCluster(`
+range 2 [a,c) voters=1
+range 3 [d,f) voters=1
+range 4 [f,h) voters=1
+range 5 [f,g) voters=1
+range 6 [h,) voters=1
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range c.UserRanges() {
+		if got, want := c.RightNeighborAt(i), c.RightNeighbor(r); got != want {
+			t.Errorf("r%d: RightNeighborAt %v, RightNeighbor %v", r.ID, got, want)
+		}
+	}
+}
+
+// TestNewClusterKeepsASortedSourcesOrder: ranges given in order are not re-sorted (the check is a
+// pass), and given out of order they are sorted as before: system first, then by start key and ID.
+func TestNewClusterKeepsASortedSourcesOrder(t *testing.T) {
+	mk := func() []*Range {
+		return []*Range{{ID: 9, System: true}, {ID: 3, StartKey: []byte("a")}, {ID: 2, StartKey: []byte("b")}, {ID: 5, StartKey: []byte("b")}}
+	}
+	want := []uint64{9, 3, 2, 5}
+	for _, order := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}} {
+		src := mk()
+		var in []*Range
+		for _, i := range order {
+			in = append(in, src[i])
+		}
+		c := NewCluster(time.Unix(0, 0), nil, in)
+		var got []uint64
+		for _, r := range c.Ranges {
+			got = append(got, r.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("order %v: %v, want %v", order, got, want)
+		}
+	}
+}
