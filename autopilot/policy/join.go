@@ -172,15 +172,10 @@ func share(c *model.Cluster, leaders bool) int {
 			active++
 		}
 	}
-	for _, r := range c.Ranges {
-		if r.System {
-			continue
-		}
-		if leaders {
-			total++
-		} else {
-			total += len(r.Voters())
-		}
+	if leaders {
+		total = len(c.UserRanges())
+	} else {
+		total = c.UserVoters()
 	}
 	if active == 0 {
 		return 0
@@ -192,6 +187,16 @@ func share(c *model.Cluster, leaders bool) int {
 func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	v := newView(c, pending)
 	var out []*operator.Operator
+	healthy := 0 // 1: yes, -1: no, 0: not asked yet (a scan of every range, once per round)
+	isHealthy := func() bool {
+		if healthy == 0 {
+			healthy = -1
+			if p.healthy(c) {
+				healthy = 1
+			}
+		}
+		return healthy > 0
+	}
 	for _, n := range c.Nodes {
 		j := n.Join
 		if k, ok := p.known[n.ID]; ok {
@@ -202,7 +207,7 @@ func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator
 			}
 		}
 		if j == nil {
-			if !n.Live || !n.Active() || n.Replicas > 0 || !p.healthy(c) {
+			if !n.Live || !n.Active() || n.Replicas > 0 || !isHealthy() {
 				continue
 			}
 			target := share(c, false)
@@ -257,8 +262,8 @@ func (p *IncrementalJoin) describe() string {
 // userLeaders counts the user ranges node leads.
 func userLeaders(c *model.Cluster, node uint64) int {
 	n := 0
-	for _, r := range c.Ranges {
-		if !r.System && r.Leader == node {
+	for _, r := range c.LedBy(node) {
+		if !r.System {
 			n++
 		}
 	}
@@ -321,7 +326,7 @@ func strayLearner(c *model.Cluster, pending []*operator.Operator, node uint64) b
 			moving[op.RangeID] = true
 		}
 	}
-	for _, r := range c.Ranges {
+	for _, r := range c.RangesOf(node) {
 		if rep, ok := r.ReplicaOn(node); ok && rep.Learner && !moving[r.ID] {
 			return true
 		}
@@ -416,7 +421,7 @@ const belowShareGrace = 30 * time.Second
 
 // couldLead reports whether node holds a voter of a user range it does not lead.
 func couldLead(c *model.Cluster, node uint64) bool {
-	for _, r := range c.Ranges {
+	for _, r := range c.RangesOf(node) {
 		if !r.System && r.IsVoter(node) && r.Leader != node {
 			return true
 		}
@@ -436,7 +441,7 @@ func (p *IncrementalJoin) ordered(rs []*model.Range) []*model.Range {
 // transfer hands n the leadership of the hottest user range it holds as a voter but does not lead.
 func (p *IncrementalJoin) transfer(c *model.Cluster, v *view, n *model.Node) *operator.Operator {
 	var cands []*model.Range
-	for _, r := range c.Ranges {
+	for _, r := range c.RangesOf(n.ID) {
 		if !r.System && r.IsVoter(n.ID) && r.Leader != n.ID && r.Leader != 0 && !v.busy[r.ID] {
 			cands = append(cands, r)
 		}
@@ -472,21 +477,44 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 	// A range's snapshot always streams from its Raft leader. While the node is to take leaderships
 	// (incremental, under its leader share), the sender of a range is therefore its leader, whose
 	// replica leaves with the leadership: the senders that take turns are the nodes that stream.
-	bySender := map[uint64][]*model.Range{}
-	for _, r := range c.Ranges {
-		if r.System || r.HasReplica(n.ID) || v.busy[r.ID] {
-			continue
+	// A sender's ranges come from the model's per-node index: scanning every range for every joining
+	// node made a 10 % scale-out quadratic.
+	offers := func(sender uint64) []*model.Range {
+		if keepLeader {
+			return c.RangesOf(sender)
 		}
-		for _, id := range r.Voters() {
-			if sn := c.Node(id); sn != nil && sn.Live && (keepLeader && r.Leader != id || !keepLeader && r.Leader == id) {
-				bySender[id] = append(bySender[id], r)
+		return c.LedBy(sender)
+	}
+	eligible := func(sender uint64, r *model.Range) bool {
+		return !r.System && !r.HasReplica(n.ID) && !v.busy[r.ID] && r.IsVoter(sender) &&
+			(keepLeader && r.Leader != sender || !keepLeader && r.Leader == sender)
+	}
+	// first is the sender's range that the configured order puts first (nil: it has none to give).
+	first := func(sender uint64) *model.Range {
+		var best *model.Range
+		for _, r := range offers(sender) {
+			if !eligible(sender, r) {
+				continue
+			}
+			if p.cfg.Order != OrderHottest {
+				return r
+			}
+			if best == nil || r.QPS() > best.QPS() {
+				best = r
 			}
 		}
+		return best
 	}
 	var senders []*model.Node
 	for _, sn := range c.Nodes {
-		if len(bySender[sn.ID]) > 0 {
-			senders = append(senders, sn)
+		if !sn.Live {
+			continue
+		}
+		for _, r := range offers(sn.ID) {
+			if eligible(sn.ID, r) {
+				senders = append(senders, sn)
+				break
+			}
 		}
 	}
 	if len(senders) == 0 && !keepLeader {
@@ -498,12 +526,11 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 	// The join's first move comes from the autopilot's own node (it leads the meta range) when it can:
 	// that node has surely heard of the newcomer, where another may not have yet and refuse the move.
 	if v.load[n.ID].replicas == 0 {
-		if self := metaLeader(c); len(bySender[self]) > 0 {
-			for _, sn := range senders {
-				if sn.ID == self {
-					senders = []*model.Node{sn}
-					break
-				}
+		self := metaLeader(c)
+		for _, sn := range senders {
+			if sn.ID == self {
+				senders = []*model.Node{sn}
+				break
 			}
 		}
 	}
@@ -523,8 +550,12 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 		i, started := p.next[n.ID]
 		if !started {
 			// The turns start with the sender of the hottest range.
+			firsts := make([]*model.Range, len(senders))
 			for k, sn := range senders {
-				if p.ordered(bySender[sn.ID])[0].QPS() > p.ordered(bySender[senders[i].ID])[0].QPS() {
+				firsts[k] = first(sn.ID)
+			}
+			for k := range senders {
+				if firsts[k].QPS() > firsts[i].QPS() {
 					i = k
 				}
 			}
@@ -533,7 +564,7 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 		from = senders[i]
 		p.next[n.ID] = i + 1
 	}
-	r := p.ordered(bySender[from.ID])[0]
+	r := first(from.ID)
 	why := fmt.Sprintf("joining n%d (%d of %d replicas): move r%d (%s) from n%d", n.ID, v.load[n.ID].replicas+1,
 		target, r.ID, fmtQPS(r.QPS()), from.ID)
 	if !keepLeader && r.Leader == from.ID {

@@ -117,18 +117,18 @@ func (p *LoadSplit) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	v := newView(c, pending)
-	seen := map[uint64]bool{}
+	// Only the warm ranges have state; a map of every range seen cost more than the search.
+	warm := map[uint64]bool{}
 	var out []*operator.Operator
 	for _, r := range c.UserRanges() {
-		seen[r.ID] = true
+		q := r.QPS()
+		if q < p.cfg.QPSThreshold/2 {
+			continue // its state, if any, is dropped below
+		}
+		warm[r.ID] = true
 		st := p.ranges[r.ID]
 		if st != nil && (!bytes.Equal(st.start, r.StartKey) || !bytes.Equal(st.end, r.EndKey)) {
 			st = nil // the range split or merged: its search starts over
-		}
-		q := r.QPS()
-		if q < p.cfg.QPSThreshold/2 {
-			delete(p.ranges, r.ID)
-			continue
 		}
 		if st == nil {
 			// Searching starts at half the threshold, so a range heating up has a settled key by the
@@ -181,7 +181,7 @@ func (p *LoadSplit) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 		out = append(out, op)
 	}
 	for id := range p.ranges {
-		if !seen[id] {
+		if !warm[id] {
 			delete(p.ranges, id)
 		}
 	}

@@ -71,29 +71,32 @@ func (p *Merge) cold(r *model.Range) bool {
 // Propose implements Policy.
 func (p *Merge) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	now := c.Now
-	seen := map[uint64]bool{}
 	for _, r := range c.UserRanges() {
-		seen[r.ID] = true
 		if !p.cold(r) {
-			delete(p.coldSince, r.ID)
+			if len(p.coldSince) > 0 {
+				delete(p.coldSince, r.ID)
+			}
 		} else if _, ok := p.coldSince[r.ID]; !ok {
 			p.coldSince[r.ID] = now
 		}
 	}
 	for id := range p.coldSince {
-		if !seen[id] {
-			delete(p.coldSince, id)
+		if r := c.Range(id); r == nil || r.System {
+			delete(p.coldSince, id) // merged away
 		}
 	}
 	p.splits.Forget(now.Add(-p.cfg.AfterLoadSplit))
+	if len(p.coldSince) == 0 {
+		return nil // no range is idle: nothing to merge
+	}
 
 	v := newView(c, pending)
 	var out []*operator.Operator
-	for _, left := range c.UserRanges() {
+	for i, left := range c.UserRanges() {
 		if len(out) >= p.cfg.MaxPerRound {
 			break
 		}
-		right := c.RightNeighbor(left)
+		right := c.RightNeighborAt(i)
 		if right == nil || v.busy[left.ID] || v.busy[right.ID] || !p.idleLongEnough(left, now) ||
 			!p.idleLongEnough(right, now) || left.QPS()+right.QPS() >= p.cfg.MaxQPS {
 			continue

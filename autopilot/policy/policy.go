@@ -373,6 +373,18 @@ func (v *view) candidates(keep func(*model.Range) bool) []*model.Range {
 	return out
 }
 
+// candidatesIn is candidates restricted to rs (a subsequence of the model's ranges, such as one
+// node's): the same ranges in the same order when keep implies membership of rs.
+func (v *view) candidatesIn(rs []*model.Range, keep func(*model.Range) bool) []*model.Range {
+	var out []*model.Range
+	for _, r := range rs {
+		if !r.System && !v.busy[r.ID] && keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // leadersOf is how many leaderships node leads, operators in flight included (0 for an unknown node).
 func (v *view) leadersOf(node uint64) int {
 	if l := v.load[node]; l != nil {
@@ -491,7 +503,7 @@ func contains(ids []uint64, id uint64) bool {
 // rangesOn returns the ranges with a replica on node, in the cluster's order.
 func rangesOn(c *model.Cluster, node uint64) []*model.Range {
 	var out []*model.Range
-	for _, r := range c.Ranges {
+	for _, r := range c.RangesOf(node) {
 		if r.HasReplica(node) {
 			out = append(out, r)
 		}

@@ -183,7 +183,7 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 	from := asc[len(asc)-1]
 	// The busiest node's candidates, once: scanning every range for every target is quadratic in a
 	// large cluster.
-	led := v.candidates(func(r *model.Range) bool { return r.Leader == from.ID && r.QPS() > 0 })
+	led := v.candidatesIn(v.c.LedBy(from.ID), func(r *model.Range) bool { return r.Leader == from.ID && r.QPS() > 0 })
 	for _, to := range asc[:len(asc)-1] {
 		gap := v.load[from.ID].qps - v.load[to.ID].qps
 		if gap < d.minGap {
@@ -210,6 +210,9 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 				}
 			}
 		}
+		if transfer == nil && move == nil {
+			continue // why is a pass over every node: only for the target chosen
+		}
 		benefit := operator.Benefit{Metric: operator.MetricQPSGap, From: from.ID, To: to.ID, Before: gap}
 		why := p.why(v, d, nodes, from.ID, to.ID)
 		switch {
@@ -235,7 +238,7 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 func (p *Rebalance) planReplicas(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
 	asc := byValue(v, d, nodes)
 	from := asc[len(asc)-1]
-	held := v.candidates(func(r *model.Range) bool { return r.IsVoter(from.ID) })
+	held := v.candidatesIn(v.c.RangesOf(from.ID), func(r *model.Range) bool { return r.IsVoter(from.ID) })
 	for _, to := range asc[:len(asc)-1] {
 		gap := v.load[from.ID].replicas - v.load[to.ID].replicas
 		if gap < 2 || to.DiskFull(p.maxDisk) {
@@ -268,7 +271,7 @@ func (p *Rebalance) planReplicas(v *view, d *dimension, nodes []*model.Node) *op
 func (p *Rebalance) planBytes(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
 	asc := byValue(v, d, nodes)
 	from := asc[len(asc)-1]
-	held := v.candidates(func(r *model.Range) bool { return r.IsVoter(from.ID) && r.Bytes > 0 })
+	held := v.candidatesIn(v.c.RangesOf(from.ID), func(r *model.Range) bool { return r.IsVoter(from.ID) && r.Bytes > 0 })
 	for _, to := range asc[:len(asc)-1] {
 		lf, lt := v.load[from.ID], v.load[to.ID]
 		gap := lf.bytes - lt.bytes
@@ -318,7 +321,7 @@ func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *ope
 		qf, qt := v.load[from.ID].qps, v.load[to.ID].qps
 		tolerance := math.Max(math.Abs(qf-qt), math.Max(p.cfg.QPSLow*meanQPS, p.cfg.MinQPSGap))
 		var best *model.Range
-		for _, r := range v.c.Ranges {
+		for _, r := range v.c.LedBy(from.ID) {
 			q := r.QPS()
 			if r.Leader != from.ID || !r.IsVoter(to.ID) || r.System || v.busy[r.ID] ||
 				math.Abs((qf-q)-(qt+q)) > tolerance {

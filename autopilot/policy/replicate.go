@@ -56,12 +56,20 @@ func (p *Replicate) Name() string { return NameReplicate }
 // Propose implements Policy.
 func (p *Replicate) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	v := newView(c, pending)
+	// The nodes whose replicas count as lost, once per round: most ranges have factor voters on
+	// nodes that are all fine, and check has nothing to say about them.
+	var lostNodes []uint64
+	for _, n := range c.Nodes {
+		if p.lost(c, n.ID) {
+			lostNodes = append(lostNodes, n.ID)
+		}
+	}
 	var out []*operator.Operator
 	for _, r := range c.Ranges {
 		if len(out) >= p.cfg.MaxPerRound {
 			break
 		}
-		if v.busy[r.ID] {
+		if v.busy[r.ID] || p.fine(c, r, lostNodes) {
 			continue
 		}
 		if op := p.check(v, r); op != nil {
@@ -71,6 +79,20 @@ func (p *Replicate) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 		}
 	}
 	return out
+}
+
+// fine reports whether r has exactly factor voters, no learner, and none of them lost: check would
+// propose nothing.
+func (p *Replicate) fine(c *model.Cluster, r *model.Range, lostNodes []uint64) bool {
+	if len(r.Replicas) != p.cfg.Factor {
+		return false
+	}
+	for _, rep := range r.Replicas {
+		if rep.Learner || c.Node(rep.Node) == nil || contains(lostNodes, rep.Node) {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Replicate) lost(c *model.Cluster, node uint64) bool {
