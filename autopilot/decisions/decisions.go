@@ -145,21 +145,14 @@ type scope struct {
 	system     uint64 // a system range's id (0: a span of user ranges)
 }
 
-// rangeLoad is one range's load in a snapshot.
-type rangeLoad struct {
-	id                uint64
-	system            bool
-	start, end        []byte
-	readQPS, writeQPS float64
-	// latency is the leader's latency report, nil when the snapshot carries none or one an earlier
-	// snapshot already carried.
-	latency *model.LatencyHistogram
-}
-
 // loadSample is the ranges' load in one snapshot.
 type loadSample struct {
-	at     time.Time
-	ranges []rangeLoad
+	at time.Time
+	// ranges are the snapshot's own (a Cluster is immutable): system ranges first, then user ranges
+	// by start key. Copying 100 000 of them per snapshot cost more than the policies' work.
+	ranges []*model.Range
+	// fresh are the ranges whose latency report this snapshot is the first to carry (nil: none).
+	fresh map[uint64]bool
 }
 
 // loadSum adds up a span's load over snapshots.
@@ -182,13 +175,13 @@ func (s *loadSum) add(sc *scope, smp loadSample) {
 			continue
 		}
 		s.ranges++
-		s.read += r.readQPS
-		s.write += r.writeQPS
-		if r.latency != nil {
+		s.read += r.ReadQPS
+		s.write += r.WriteQPS
+		if smp.fresh[r.ID] {
 			if s.latency == nil {
 				s.latency = &model.LatencyCounts{}
 			}
-			s.latency.Add(r.latency)
+			s.latency.Add(r.Latency)
 		}
 	}
 }
@@ -216,26 +209,26 @@ func millis(d time.Duration) *float64 {
 // candidates is the run of rs that sc may cover. rs is in the model's order (system ranges first,
 // then user ranges by start key, disjoint), so a span's ranges are contiguous: found by binary search
 // rather than a scan of every range for every open operator.
-func (sc *scope) candidates(rs []rangeLoad) []rangeLoad {
-	u := sort.Search(len(rs), func(i int) bool { return !rs[i].system })
+func (sc *scope) candidates(rs []*model.Range) []*model.Range {
+	u := sort.Search(len(rs), func(i int) bool { return !rs[i].System })
 	if sc.system != 0 {
 		return rs[:u]
 	}
 	user := rs[u:]
-	lo := sort.Search(len(user), func(i int) bool { return len(user[i].end) == 0 || bytes.Compare(user[i].end, sc.start) > 0 })
+	lo := sort.Search(len(user), func(i int) bool { return len(user[i].EndKey) == 0 || bytes.Compare(user[i].EndKey, sc.start) > 0 })
 	hi := len(user)
 	if len(sc.end) > 0 {
-		hi = sort.Search(len(user), func(i int) bool { return bytes.Compare(user[i].start, sc.end) >= 0 })
+		hi = sort.Search(len(user), func(i int) bool { return bytes.Compare(user[i].StartKey, sc.end) >= 0 })
 	}
 	return user[lo:max(lo, hi)]
 }
 
 // covers reports whether r counts in sc: sc's system range, or a user range overlapping sc's span.
-func (sc *scope) covers(r rangeLoad) bool {
+func (sc *scope) covers(r *model.Range) bool {
 	if sc.system != 0 {
-		return r.id == sc.system
+		return r.ID == sc.system
 	}
-	return !r.system && (len(sc.end) == 0 || bytes.Compare(r.start, sc.end) < 0) && (len(r.end) == 0 || bytes.Compare(r.end, sc.start) > 0)
+	return !r.System && (len(sc.end) == 0 || bytes.Compare(r.StartKey, sc.end) < 0) && (len(r.EndKey) == 0 || bytes.Compare(r.EndKey, sc.start) > 0)
 }
 
 // Log is the bounded decision log. Safe for concurrent use.
@@ -244,6 +237,7 @@ type Log struct {
 	capacity int
 	window   time.Duration
 	ring     []*record // oldest first
+	open     []*record // the ring's records Observe still measures, oldest first
 	byID     map[uint64]*record
 	nextID   uint64
 	onFinish func(Entry)  // called, outside the lock, when an entry reaches its final status
@@ -292,6 +286,7 @@ func (l *Log) push(rec *record) {
 	}
 	l.ring = append(l.ring, rec)
 	l.byID[rec.ID] = rec
+	l.open = append(l.open, rec)
 }
 
 // Record logs op as running at at. If op.ID is 0 the log assigns the next ID and stores it in op.ID.
@@ -376,23 +371,50 @@ func (l *Log) Observe(c *model.Cluster) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sampleLocked(c)
-	for _, rec := range l.ring {
-		l.throughputLocked(rec, c)
-		if rec.Measured != nil || rec.finished.IsZero() || rec.Status != StatusSucceeded || rec.benefit.Metric == "" {
-			continue
+	// Only the records with something left to measure: walking the whole ring on every snapshot
+	// grew with decisions × snapshots.
+	keep := l.open[:0]
+	for _, rec := range l.open {
+		if l.byID[rec.ID] != rec {
+			continue // evicted from the ring
 		}
-		if c.Now.Sub(rec.finished) < l.window {
-			continue
+		l.measureLocked(rec, c)
+		if !rec.settled() {
+			keep = append(keep, rec)
 		}
-		after, detail, ok := operator.Measure(rec.benefit, c)
-		if !ok {
-			rec.Measured = &Measurement{Metric: rec.benefit.Metric, Before: rec.benefit.Before, After: rec.benefit.Before,
-				At: c.Now, Detail: "not measurable: what it changed is no longer in the cluster"}
-			continue
-		}
-		rec.Measured = &Measurement{Metric: rec.benefit.Metric, Before: rec.benefit.Before, After: after,
-			Delta: after - rec.benefit.Before, At: c.Now, Detail: detail}
 	}
+	clear(l.open[len(keep):])
+	l.open = keep
+}
+
+func (l *Log) measureLocked(rec *record, c *model.Cluster) {
+	l.throughputLocked(rec, c)
+	if rec.Measured != nil || rec.finished.IsZero() || rec.Status != StatusSucceeded || rec.benefit.Metric == "" {
+		return
+	}
+	if c.Now.Sub(rec.finished) < l.window {
+		return
+	}
+	after, detail, ok := operator.Measure(rec.benefit, c)
+	if !ok {
+		rec.Measured = &Measurement{Metric: rec.benefit.Metric, Before: rec.benefit.Before, After: rec.benefit.Before,
+			At: c.Now, Detail: "not measurable: what it changed is no longer in the cluster"}
+		return
+	}
+	rec.Measured = &Measurement{Metric: rec.benefit.Metric, Before: rec.benefit.Before, After: after,
+		Delta: after - rec.benefit.Before, At: c.Now, Detail: detail}
+}
+
+// settled reports whether Observe has nothing more to do for rec: its status is final, its benefit
+// measured (or not measurable) and its throughput windows closed (or not measured).
+func (rec *record) settled() bool {
+	if !rec.resolved || rec.finished.IsZero() {
+		return false
+	}
+	succeeded := rec.Status == StatusSucceeded
+	measured := rec.Measured != nil || !succeeded || rec.benefit.Metric == ""
+	windows := rec.scope == nil || rec.Throughput == nil || rec.Throughput.After != nil || !succeeded
+	return measured && windows
 }
 
 // sampleLocked keeps c's range loads, and drops the samples older than the window (but the newest of
@@ -401,17 +423,21 @@ func (l *Log) sampleLocked(c *model.Cluster) {
 	if n := len(l.samples); n > 0 && !c.Now.After(l.samples[n-1].at) {
 		return // the same snapshot again
 	}
-	smp := loadSample{at: c.Now, ranges: make([]rangeLoad, 0, len(c.Ranges))}
-	seen := make(map[uint64]time.Time, len(c.Ranges))
+	smp := loadSample{at: c.Now, ranges: c.Ranges}
+	var seen map[uint64]time.Time // allocated for the first latency: a source may report none
 	for _, r := range c.Ranges {
-		rl := rangeLoad{id: r.ID, system: r.System, start: r.StartKey, end: r.EndKey, readQPS: r.ReadQPS, writeQPS: r.WriteQPS}
 		if h := r.Latency; h != nil {
+			if seen == nil {
+				seen = map[uint64]time.Time{}
+			}
 			seen[r.ID] = h.At
 			if prev, ok := l.latencyAt[r.ID]; !ok || !prev.Equal(h.At) {
-				rl.latency = h
+				if smp.fresh == nil {
+					smp.fresh = map[uint64]bool{}
+				}
+				smp.fresh[r.ID] = true
 			}
 		}
-		smp.ranges = append(smp.ranges, rl)
 	}
 	l.latencyAt = seen
 	l.samples = append(l.samples, smp)
@@ -522,7 +548,7 @@ func (l *Log) Restore(entries []Entry, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	current := l.ring
-	l.ring = nil
+	l.ring, l.open = nil, nil
 	l.byID = map[uint64]*record{}
 	for _, e := range entries {
 		if e.ID == 0 {
