@@ -23,7 +23,7 @@ var simFlags struct {
 }
 
 var simCmd = &cobra.Command{
-	Use:   "sim SCENARIO | sim list",
+	Use:   "sim SCENARIO | sim list | sim calibrate",
 	Short: "Run a scenario on a simulated cluster with the real autopilot (virtual time)",
 	Long: `Simulate a scenario: a discrete-event cluster on a virtual clock runs the real autopilot
 (policies, executor, decision log) at any size, in seconds. --nodes, --ranges and --duration
@@ -78,7 +78,59 @@ decision log as DIR/decisions.json (policy on) and decisions-off.json (policy of
 	},
 }
 
+var calibrateFlags struct {
+	report, out, on, off string
+	tolerance            float64
+	seed                 uint64
+}
+
+var simCalibrateCmd = &cobra.Command{
+	Use:   "calibrate --report REAL/report.json --out DIR",
+	Short: "Simulate the scenario of a real run and compare the figures",
+	Long: `Read the report.json of a real run ("shoal bench scenario NAME"), simulate the scenario of the
+same name sized as the real run was (nodes, ranges, records, read fraction, duration and warm-up, event
+times scaled as the real runner scales them) with the offered load the real run served before its first
+event, and print each figure side by side with its relative error against --tolerance: throughput with
+the policy on and off, the worst 10-s throughput bin, the p99 ratio on/off, and for a join the decisions
+per operator kind, the join's time, the mean interval between its moves and the first 20 decisions in
+order. Writes DIR/calibration.json and the simulation's report.json, decisions.json and plots.`,
+	Example: "  shoal bench scenario join --variants incremental,no-join --duration 40s --out /tmp/join-real\n" +
+		"  shoal sim calibrate --report /tmp/join-real/report.json --out /tmp/join-cal",
+	Args: cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, args []string) error {
+		if calibrateFlags.report == "" || calibrateFlags.out == "" {
+			return cli.Usage(fmt.Errorf("--report FILE and --out DIR are required"))
+		}
+		real, err := sim.ReadRealReport(calibrateFlags.report)
+		if err != nil {
+			return err
+		}
+		cal, err := sim.Calibrate(real, sim.CalibrateOptions{Seed: calibrateFlags.seed, Tolerance: calibrateFlags.tolerance,
+			On: calibrateFlags.on, Off: calibrateFlags.off})
+		if err != nil {
+			return err
+		}
+		if err := cal.Write(calibrateFlags.out); err != nil {
+			return err
+		}
+		if err := cal.WriteText(os.Stdout); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s/calibration.json\n", calibrateFlags.out)
+		return nil
+	},
+}
+
 func init() {
+	cf := simCalibrateCmd.Flags()
+	cf.StringVar(&calibrateFlags.report, "report", "", "a real run's report.json (required)")
+	cf.StringVar(&calibrateFlags.out, "out", "", "directory for calibration.json and the simulation's files (required)")
+	cf.StringVar(&calibrateFlags.on, "on", "", "the real run compared with the policy-on simulation: a variant or policy=on (default: the first run with the policy on)")
+	cf.StringVar(&calibrateFlags.off, "off", "", "the real run compared with the policy-off simulation (default: the first run with the policy off)")
+	cf.Float64Var(&calibrateFlags.tolerance, "tolerance", sim.DefaultTolerance, "relative error allowed per figure")
+	cf.Uint64Var(&calibrateFlags.seed, "seed", 1, "random seed of the simulation")
+	simCmd.AddCommand(simCalibrateCmd)
+
 	f := simCmd.Flags()
 	f.IntVar(&simFlags.nodes, "nodes", 0, "nodes (default: the scenario's)")
 	f.IntVar(&simFlags.ranges, "ranges", 0, "user ranges (default: the scenario's)")

@@ -1,0 +1,448 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// DefaultTolerance is the relative error within which a simulated figure counts as matching the real
+// one (the simulator's goal: operator times and throughput within 15 %).
+const DefaultTolerance = 0.15
+
+// calibrationBin is the width of the throughput bins compared after the warm-up.
+const calibrationBin = 10 * time.Second
+
+// sequenceLength is how many decisions of the two logs are compared in order.
+const sequenceLength = 20
+
+// CalibrateOptions choose the real runs compared and the simulation's seed.
+type CalibrateOptions struct {
+	Seed uint64
+	// Tolerance is the relative error allowed per figure (0: DefaultTolerance).
+	Tolerance float64
+	// On and Off name the real runs (a variant, or policy=on / policy=off) compared with the
+	// simulation's policy-on and policy-off runs; empty: the first run with the policy on, resp. off.
+	On, Off string
+}
+
+// Calibration is a simulated scenario set against a real run of it: each figure's real and simulated
+// value and relative error, the throughput in 10-s bins, and the decision sequences side by side.
+type Calibration struct {
+	Scenario  string  `json:"scenario"`
+	RealOn    string  `json:"real_on"`
+	RealOff   string  `json:"real_off,omitempty"`
+	Tolerance float64 `json:"tolerance"`
+	// OfferedOpsPerS is the simulation's offered load: the real policy-on run's throughput after the
+	// warm-up and before its first event (a closed-loop client's rate, measured, not assumed).
+	OfferedOpsPerS float64  `json:"offered_ops_per_s"`
+	Figures        []Figure `json:"figures"`
+	Bins           []Bin    `json:"throughput_bins"`
+	Sequence       Sequence `json:"sequence"`
+	Settings       []string `json:"settings"`
+	Sim            *Result  `json:"-"`
+}
+
+// Figure is one compared figure. Error is (sim − real) / real; Within says whether |Error| is within
+// the tolerance.
+type Figure struct {
+	Name   string  `json:"name"`
+	Real   float64 `json:"real"`
+	Sim    float64 `json:"sim"`
+	Error  float64 `json:"error"`
+	Within bool    `json:"within"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// Bin is the policy-on runs' mean throughput over [FromS, ToS).
+type Bin struct {
+	FromS float64 `json:"from_s"`
+	ToS   float64 `json:"to_s"`
+	Real  float64 `json:"real"`
+	Sim   float64 `json:"sim"`
+	Error float64 `json:"error"`
+}
+
+// Sequence is the first decisions of the policy-on runs from the scenario's first event on, as
+// "policy kind"; FirstDifference is the index of the first that differs (-1: none).
+type Sequence struct {
+	Real            []string `json:"real"`
+	Sim             []string `json:"sim"`
+	FirstDifference int      `json:"first_difference"`
+}
+
+// Calibrate simulates the scenario of real (the same name, nodes, ranges, records, read fraction,
+// duration, warm-up and event times scaled as the real runner scaled them, offered load as measured)
+// with the policy on and, if real has a policy-off run, off, and compares the figures.
+func Calibrate(real *RealReport, opts CalibrateOptions) (*Calibration, error) {
+	sc, ok := Lookup(real.Scenario)
+	if !ok {
+		return nil, fmt.Errorf("sim: calibrate: no simulated scenario %q (shoal sim list names them)", real.Scenario)
+	}
+	on, off, err := pickRuns(real, opts)
+	if err != nil {
+		return nil, err
+	}
+	sc, offered, err := fitScenario(sc, real, on)
+	if err != nil {
+		return nil, err
+	}
+	res, err := Run(sc, Options{Seed: opts.Seed, OnlyPolicyOn: off == nil})
+	if err != nil {
+		return nil, err
+	}
+	tol := opts.Tolerance
+	if tol <= 0 {
+		tol = DefaultTolerance
+	}
+	cal := &Calibration{Scenario: sc.Name, RealOn: on.Label(), Tolerance: tol, OfferedOpsPerS: round3(offered), Sim: res,
+		Settings: []string{fmt.Sprintf("%d nodes, %d ranges, %d records, %.0f %% reads, %v (warm-up %v), events at %s",
+			sc.Nodes, sc.Ranges, int64(sc.Ranges)*sc.RecordsPerRange, 100*sc.ReadFraction, sc.Duration, sc.Warmup, sc.Schedule())}}
+	simOn := res.Report.Runs[0]
+	cal.figure("throughput, policy on (ops/s)", on.Summary.Throughput, simOn.Summary.Throughput, "")
+	if off != nil {
+		cal.RealOff = off.Label()
+		simOff := res.Report.Runs[1]
+		cal.figure("throughput, policy off (ops/s)", off.Summary.Throughput, simOff.Summary.Throughput, "")
+		cal.figure("p99 ratio on/off", ratio(on.Summary.P99Ms, off.Summary.P99Ms), ratio(simOn.Summary.P99Ms, simOff.Summary.P99Ms),
+			fmt.Sprintf("p99 real %.1f / %.1f ms, simulated %.3f / %.3f ms", on.Summary.P99Ms, off.Summary.P99Ms,
+				simOn.Summary.P99Ms, simOff.Summary.P99Ms))
+	}
+	cal.bins(on.Series, simOn.Series, sc.Warmup, sc.Duration)
+	cal.decisions(on, res, sc)
+	return cal, nil
+}
+
+// pickRuns finds the real runs to compare: by label, or the first with the policy on (off).
+func pickRuns(real *RealReport, opts CalibrateOptions) (on, off *RealRun, err error) {
+	find := func(label string, policyOn bool) *RealRun {
+		for i := range real.Runs {
+			r := &real.Runs[i]
+			if label != "" && r.Label() == label || label == "" && r.PolicyOn == policyOn {
+				return r
+			}
+		}
+		return nil
+	}
+	if on = find(opts.On, true); on == nil {
+		return nil, nil, fmt.Errorf("sim: calibrate: the real report has no run %q with the policy on", opts.On)
+	}
+	off = find(opts.Off, false)
+	if opts.Off != "" && off == nil {
+		return nil, nil, fmt.Errorf("sim: calibrate: the real report has no run %q", opts.Off)
+	}
+	return on, off, nil
+}
+
+// fitScenario sizes sc as the real run was and sets its offered load to the real run's throughput
+// before its first event after the warm-up.
+func fitScenario(sc Scenario, real *RealReport, on *RealRun) (Scenario, float64, error) {
+	st := real.Settings
+	if st.DurationS > 0 {
+		d := time.Duration(st.DurationS * float64(time.Second))
+		f := float64(d) / float64(sc.Duration)
+		sc.Events = append([]Event(nil), sc.Events...)
+		for i := range sc.Events {
+			sc.Events[i].At = time.Duration(float64(sc.Events[i].At) * f) // as the real runner scales them
+		}
+		sc.Duration = d
+	}
+	if st.WarmupS > 0 {
+		sc.Warmup = time.Duration(st.WarmupS * float64(time.Second))
+	}
+	if st.Nodes > 0 {
+		sc.Nodes = st.Nodes
+	}
+	if st.Splits > 0 {
+		sc.Ranges = st.Splits
+	}
+	if st.Records > 0 && sc.Ranges > 0 {
+		sc.RecordsPerRange = st.Records / int64(sc.Ranges)
+	}
+	if st.ReadFraction > 0 {
+		sc.ReadFraction = st.ReadFraction
+	}
+	until := sc.Duration.Seconds()
+	for _, e := range on.Events {
+		if e.T > st.WarmupS {
+			until = e.T
+			break
+		}
+	}
+	var sum float64
+	var n int
+	for _, p := range on.Series {
+		if p.T > st.WarmupS && p.T <= until+0.5 {
+			sum += float64(p.Ops)
+			n++
+		}
+	}
+	if n == 0 || sum <= 0 {
+		return sc, 0, fmt.Errorf("sim: calibrate: the real %s run served nothing between its warm-up and its first event", on.Label())
+	}
+	sc.OpsPerSec = sum / float64(n)
+	return sc, sc.OpsPerSec, nil
+}
+
+func (c *Calibration) figure(name string, real, sim float64, note string) {
+	f := Figure{Name: name, Real: round3(real), Sim: round3(sim), Note: note}
+	real, sim = f.Real, f.Sim // the error of the figures as shown
+	switch {
+	case real == 0 && sim == 0:
+		f.Within = true
+	case real == 0:
+		f.Error, f.Note = 1, strings.TrimPrefix(note+"; the real figure is 0", "; ")
+	default:
+		f.Error = round3((sim - real) / real)
+		f.Within = math.Abs(f.Error) <= c.Tolerance
+	}
+	c.Figures = append(c.Figures, f)
+}
+
+// bins compares the policy-on runs' throughput in 10-s bins after the warm-up, and adds the worst
+// bin as a figure.
+func (c *Calibration) bins(real, sim []Point, warmup, d time.Duration) {
+	mean := func(ps []Point, from, to float64) float64 {
+		var sum float64
+		var n int
+		for _, p := range ps {
+			if p.T > from && p.T <= to {
+				sum += float64(p.Ops)
+				n++
+			}
+		}
+		if n == 0 {
+			return 0
+		}
+		return sum / float64(n)
+	}
+	worst := -1
+	for from := warmup.Seconds(); from < d.Seconds(); from += calibrationBin.Seconds() {
+		to := math.Min(from+calibrationBin.Seconds(), d.Seconds())
+		b := Bin{FromS: round3(from), ToS: round3(to), Real: round3(mean(real, from, to)), Sim: round3(mean(sim, from, to))}
+		if b.Real > 0 {
+			b.Error = round3((b.Sim - b.Real) / b.Real)
+		}
+		c.Bins = append(c.Bins, b)
+		if worst < 0 || math.Abs(b.Error) > math.Abs(c.Bins[worst].Error) {
+			worst = len(c.Bins) - 1
+		}
+	}
+	if worst >= 0 {
+		b := c.Bins[worst]
+		c.figure(fmt.Sprintf("throughput, worst 10-s bin, policy on (%.0f-%.0f s)", b.FromS, b.ToS), b.Real, b.Sim, "")
+	}
+}
+
+// decisions compares what the policy-on runs decided from the scenario's first event after the
+// warm-up: counts per operator kind, the join's time and the mean interval between its moves, and
+// the sequence. A real report keeps a decision log only for joins (RealJoin.Timeline).
+func (c *Calibration) decisions(on *RealRun, res *Result, sc Scenario) {
+	if on.Join == nil {
+		c.Sequence.FirstDifference = -1
+		return
+	}
+	start := epoch.Add(sc.Warmup)
+	for _, e := range sc.Events {
+		if e.At > sc.Warmup {
+			start = epoch.Add(e.At)
+			break
+		}
+	}
+	type dec struct {
+		at         float64
+		kind, what string
+	}
+	var real, sim []dec
+	for _, s := range on.Join.Timeline {
+		real = append(real, dec{at: s.AtS, kind: kindOf(s.Operator), what: s.Policy + " " + kindOf(s.Operator) + noteOf(s.Operator)})
+	}
+	for _, d := range res.Decisions[0] {
+		if d.Time.Before(start) {
+			continue
+		}
+		sim = append(sim, dec{at: d.Time.Sub(start).Seconds(), kind: d.Kind, what: d.Policy + " " + d.Kind + noteOf(d.Operator)})
+	}
+	sort.SliceStable(real, func(i, j int) bool { return real[i].at < real[j].at })
+	count := func(ds []dec) map[string]int {
+		m := map[string]int{}
+		for _, d := range ds {
+			m[d.kind]++
+		}
+		return m
+	}
+	rc, scount := count(real), count(sim)
+	var kinds []string
+	for k := range rc {
+		kinds = append(kinds, k)
+	}
+	for k := range scount {
+		if _, ok := rc[k]; !ok {
+			kinds = append(kinds, k)
+		}
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		c.figure("decisions: "+k, float64(rc[k]), float64(scount[k]), "")
+	}
+	moveGap := func(ds []dec) float64 {
+		var at []float64
+		for _, d := range ds {
+			if d.kind == operator.KindMoveReplica {
+				at = append(at, d.at)
+			}
+		}
+		if len(at) < 2 {
+			return 0
+		}
+		return (at[len(at)-1] - at[0]) / float64(len(at)-1)
+	}
+	c.figure("join: mean interval between moves (s)", moveGap(real), moveGap(sim), "")
+	joinTime := func(ds []dec) float64 {
+		var from, to float64 = -1, -1
+		for _, d := range ds {
+			switch {
+			case strings.HasSuffix(d.what, "(joining)") && from < 0:
+				from = d.at
+			case strings.HasSuffix(d.what, "(joined)"):
+				to = d.at
+			}
+		}
+		if from < 0 || to < 0 {
+			return 0
+		}
+		return to - from
+	}
+	c.figure("join: time to complete (s)", on.Join.JoinS, joinTime(sim), "")
+	c.Sequence = Sequence{FirstDifference: -1}
+	for i := 0; i < sequenceLength && (i < len(real) || i < len(sim)); i++ {
+		var r, s string
+		if i < len(real) {
+			r = real[i].what
+			c.Sequence.Real = append(c.Sequence.Real, r)
+		}
+		if i < len(sim) {
+			s = sim[i].what
+			c.Sequence.Sim = append(c.Sequence.Sim, s)
+		}
+		if r != s && c.Sequence.FirstDifference < 0 {
+			c.Sequence.FirstDifference = i
+		}
+	}
+}
+
+// kindOf is the operator kind a decision's operator text starts with ("move-replica r2: ..."), or
+// "note" for a decision that is not a range operator ("n4 joined").
+func kindOf(op string) string {
+	first, _, _ := strings.Cut(op, " ")
+	first = strings.TrimSuffix(first, ":")
+	switch first {
+	case operator.KindAddReplica, operator.KindPromoteLearner, operator.KindMoveReplica, operator.KindRemoveReplica,
+		operator.KindTransferLeader, operator.KindSplit, operator.KindMerge:
+		return first
+	}
+	return "note"
+}
+
+// noteOf names a join note by its last word ("n4 partially joined" → " (joined)"), so that the
+// sequences compare notes by what they say, not by node.
+func noteOf(op string) string {
+	if kindOf(op) != "note" {
+		return ""
+	}
+	f := strings.Fields(op)
+	if len(f) == 0 {
+		return ""
+	}
+	if len(f) > 2 {
+		return " (" + strings.Join(f[1:], " ") + ")"
+	}
+	return " (" + f[len(f)-1] + ")"
+}
+
+// WriteText prints the comparison: settings, one line per figure, the bins and the sequences.
+func (c *Calibration) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "calibration of %s: real runs %s", c.Scenario, c.RealOn)
+	if c.RealOff != "" {
+		fmt.Fprintf(w, " / %s", c.RealOff)
+	}
+	fmt.Fprintf(w, ", tolerance %.0f %%; simulated %s, offered %.0f ops/s (the real run's before its first event)\n",
+		100*c.Tolerance, strings.Join(c.Settings, "; "), c.OfferedOpsPerS)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FIGURE\tREAL\tSIM\tERROR\tWITHIN\tNOTE")
+	for _, f := range c.Figures {
+		fmt.Fprintf(tw, "%s\t%.4g\t%.4g\t%+.1f %%\t%s\t%s\n", f.Name, f.Real, f.Sim, 100*f.Error, yesNo(f.Within), f.Note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "throughput by 10-s bin, policy on (ops/s; real / sim, error):")
+	for _, b := range c.Bins {
+		fmt.Fprintf(w, "  %3.0f-%3.0f s  %7.0f / %7.0f  %+6.1f %%\n", b.FromS, b.ToS, b.Real, b.Sim, 100*b.Error)
+	}
+	if len(c.Sequence.Real)+len(c.Sequence.Sim) > 0 {
+		fmt.Fprintf(w, "first %d decisions from the first event (real | sim):\n", sequenceLength)
+		for i := 0; i < len(c.Sequence.Real) || i < len(c.Sequence.Sim); i++ {
+			var r, s string
+			if i < len(c.Sequence.Real) {
+				r = c.Sequence.Real[i]
+			}
+			if i < len(c.Sequence.Sim) {
+				s = c.Sequence.Sim[i]
+			}
+			mark := " "
+			if r != s {
+				mark = "≠"
+			}
+			fmt.Fprintf(w, "  %2d %s %-45s | %s\n", i+1, mark, r, s)
+		}
+		if c.Sequence.FirstDifference < 0 {
+			fmt.Fprintln(w, "  the sequences are identical in kind and order")
+		} else {
+			fmt.Fprintf(w, "  the sequences first differ at decision %d\n", c.Sequence.FirstDifference+1)
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d of %d figures within %.0f %%\n", c.within(), len(c.Figures), 100*c.Tolerance)
+	return err
+}
+
+func (c *Calibration) within() int {
+	n := 0
+	for _, f := range c.Figures {
+		if f.Within {
+			n++
+		}
+	}
+	return n
+}
+
+// Write writes calibration.json and the simulation's files (report.json, decisions.json, plots) into dir.
+func (c *Calibration) Write(dir string) error {
+	if err := c.Sim.Write(dir); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, "calibration.json"), c)
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

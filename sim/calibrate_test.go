@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"bytes"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// testdata/join-real-40s.json is the report.json of one real run, `shoal bench scenario join
+// --variants incremental,no-join --duration 40s` (load average 10–13 from other builds on the 2-core
+// machine), with the fields calibration does not read (per-node seconds, device counters, scores)
+// left out.
+const realJoin = "testdata/join-real-40s.json"
+
+// TestCalibrateJoin simulates the real join run's scenario and checks what calibration must hold
+// on it: the offered load is the real run's throughput before the join, the join's decisions are the
+// same kinds in the same order, and every figure's error is (sim − real) / real.
+func TestCalibrateJoin(t *testing.T) {
+	real, err := ReadRealReport(realJoin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cal.RealOn != "incremental" || cal.RealOff != "no-join" {
+		t.Fatalf("runs compared: %s / %s, want incremental / no-join", cal.RealOn, cal.RealOff)
+	}
+	// The real run's seconds after its 3.3-s warm-up up to the join at 10 s.
+	if want := (1385.0 + 1607 + 1538 + 1738 + 1805 + 2052 + 1812) / 7; math.Abs(cal.OfferedOpsPerS-want) > 0.01 {
+		t.Fatalf("offered %.3f ops/s, want %.3f", cal.OfferedOpsPerS, want)
+	}
+	byName := map[string]Figure{}
+	for _, f := range cal.Figures {
+		byName[f.Name] = f
+		if f.Real != 0 && math.Abs(f.Error-(f.Sim-f.Real)/f.Real) > 0.001 {
+			t.Errorf("%s: error %.4f, want (sim − real) / real = %.4f", f.Name, f.Error, (f.Sim-f.Real)/f.Real)
+		}
+		if f.Within != (math.Abs(f.Error) <= cal.Tolerance) {
+			t.Errorf("%s: within %v with error %.3f and tolerance %.2f", f.Name, f.Within, f.Error, cal.Tolerance)
+		}
+	}
+	for _, name := range []string{"throughput, policy on (ops/s)", "throughput, policy off (ops/s)", "p99 ratio on/off",
+		"decisions: move-replica", "join: time to complete (s)", "join: mean interval between moves (s)"} {
+		if _, ok := byName[name]; !ok {
+			t.Errorf("no figure %q", name)
+		}
+	}
+	if f := byName["decisions: move-replica"]; f.Real != 18 || f.Sim != 18 {
+		t.Errorf("moves: real %v, sim %v; want 18 each (the new node's share of 24×3 replicas over 4 nodes)", f.Real, f.Sim)
+	}
+	if cal.Sequence.FirstDifference != -1 || len(cal.Sequence.Sim) != sequenceLength {
+		t.Errorf("decision sequences differ at %d:\nreal %q\nsim  %q", cal.Sequence.FirstDifference, cal.Sequence.Real, cal.Sequence.Sim)
+	}
+	if len(cal.Bins) != 4 {
+		t.Errorf("%d throughput bins over 3.3–40 s, want 4", len(cal.Bins))
+	}
+	var text bytes.Buffer
+	if err := cal.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "identical in kind and order") {
+		t.Errorf("text report:\n%s", text.String())
+	}
+	dir := t.TempDir()
+	if err := cal.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	readFile(t, filepath.Join(dir, "calibration.json"))
+}
+
+func TestKindOfAndNoteOf(t *testing.T) {
+	for _, tc := range []struct{ op, kind, note string }{
+		{"move-replica r2: add-learner n4, promote-voter n4 (remove n2)", "move-replica", ""},
+		{"transfer-leader r7 to n4", "transfer-leader", ""},
+		{"n4 joining", "note", " (joining)"},
+		{"n4 partially joined", "note", " (partially joined)"},
+		{"n4 joined", "note", " (joined)"},
+	} {
+		if k, n := kindOf(tc.op), noteOf(tc.op); k != tc.kind || n != tc.note {
+			t.Errorf("%q: kind %q note %q, want %q %q", tc.op, k, n, tc.kind, tc.note)
+		}
+	}
+}
+
+func TestCalibrateRefusesAnUnknownScenario(t *testing.T) {
+	real := &RealReport{Scenario: "move", Runs: []RealRun{{PolicyOn: true}}}
+	if _, err := Calibrate(real, CalibrateOptions{}); err == nil || !strings.Contains(err.Error(), "no simulated scenario") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,83 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// RealReport is what calibration reads of a real run's report.json (bench/scenario's Report): the
+// settings that size the simulated run and, per run, its summary, series, events and join record.
+// Its JSON names are bench/scenario's; the simulator declares its own copy because it must not import
+// bench (TestImportsNoNodeLayer). Once the report types live in a leaf package that imports no node
+// layer, this file is the one to replace by it.
+type RealReport struct {
+	Scenario string       `json:"scenario"`
+	Policy   string       `json:"policy"`
+	Settings RealSettings `json:"settings"`
+	Runs     []RealRun    `json:"runs"`
+}
+
+// RealSettings are the real run's effective settings.
+type RealSettings struct {
+	Nodes        int     `json:"nodes"`
+	Records      int64   `json:"records"`
+	DurationS    float64 `json:"duration_s"`
+	WarmupS      float64 `json:"warmup_s"`
+	Threads      int     `json:"threads"`
+	Splits       int     `json:"splits"`
+	ReadFraction float64 `json:"read_fraction"`
+}
+
+// RealRun is one real run: a variant, or the policy on or off.
+type RealRun struct {
+	PolicyOn bool        `json:"policy_on"`
+	Variant  string      `json:"variant"`
+	Summary  Summary     `json:"summary"`
+	Series   []Point     `json:"series"`
+	Events   []EventMark `json:"events"`
+	Join     *RealJoin   `json:"join"`
+}
+
+// Label is the run's variant, or policy=on/off.
+func (r RealRun) Label() string {
+	if r.Variant != "" {
+		return r.Variant
+	}
+	if r.PolicyOn {
+		return "policy=on"
+	}
+	return "policy=off"
+}
+
+// RealJoin is a real join's record: when it started and took, and the decisions made from its start.
+type RealJoin struct {
+	JoinStartS float64    `json:"join_start_s"`
+	JoinS      float64    `json:"join_s"`
+	Done       bool       `json:"done"`
+	Timeline   []RealStep `json:"timeline"`
+}
+
+// RealStep is one decision of a real join's timeline, AtS after the join started.
+type RealStep struct {
+	AtS      float64 `json:"at_s"`
+	Policy   string  `json:"policy"`
+	Operator string  `json:"operator"`
+	Status   string  `json:"status"`
+}
+
+// ReadRealReport reads a real run's report.json.
+func ReadRealReport(path string) (*RealReport, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("sim: real report: %w", err)
+	}
+	var r RealReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("sim: real report %s: %w", path, err)
+	}
+	if r.Scenario == "" || len(r.Runs) == 0 {
+		return nil, fmt.Errorf("sim: real report %s: no scenario or no runs (is it a `shoal bench scenario` report.json?)", path)
+	}
+	return &r, nil
+}
