@@ -9,9 +9,9 @@ import (
 )
 
 // randomCluster builds a cluster of n nodes and r ranges with IDs spaced by stride (1: dense, so
-// lookups use slices; large: sparse, so they use maps), random replicas, learners and leaders, and a
-// replica on a node the cluster does not list.
-func randomCluster(rng *rand.Rand, n, r int, stride uint64) *Cluster {
+// lookups use slices; large: sparse, so they use maps), random replicas, learners and leaders, and,
+// with stray, a replica on a node the cluster does not list.
+func randomCluster(rng *rand.Rand, n, r int, stride uint64, stray bool) *Cluster {
 	var nodes []*Node
 	for i := 1; i <= n; i++ {
 		nodes = append(nodes, &Node{ID: uint64(i) * stride, Live: true})
@@ -30,7 +30,7 @@ func randomCluster(rng *rand.Rand, n, r int, stride uint64) *Cluster {
 		if rng.IntN(10) > 0 {
 			rg.Leader = rg.Replicas[rng.IntN(len(rg.Replicas))].Node
 		}
-		if i == 3 {
+		if i == 3 && stray {
 			rg.Replicas = append(rg.Replicas, Replica{Node: 999_999_999}) // a node not in the cluster
 		}
 		ranges = append(ranges, rg)
@@ -42,9 +42,16 @@ func randomCluster(rng *rand.Rand, n, r int, stride uint64) *Cluster {
 // TestPerNodeIndex: RangesOf, LedBy, UserVoters, Node, Range and RightNeighborAt say what a scan of
 // every range says, for dense and sparse IDs.
 func TestPerNodeIndex(t *testing.T) {
-	for _, stride := range []uint64{1, 1 << 20} {
-		t.Run(fmt.Sprintf("stride=%d", stride), func(t *testing.T) {
-			c := randomCluster(rand.New(rand.NewPCG(1, stride)), 7, 200, stride)
+	for _, tc := range []struct {
+		stride uint64
+		stray  bool
+	}{{1, false}, {1, true}, {1 << 20, false}, {1 << 20, true}} {
+		stride := tc.stride
+		t.Run(fmt.Sprintf("stride=%d,stray=%v", stride, tc.stray), func(t *testing.T) {
+			c := randomCluster(rand.New(rand.NewPCG(1, stride)), 7, 200, stride, tc.stray)
+			if c.strays != tc.stray {
+				t.Fatalf("strays %v", c.strays)
+			}
 			if (c.rangeAt != nil) != (stride == 1) || (c.nodeAt != nil) != (stride == 1) {
 				t.Fatalf("dense lookups %v/%v for stride %d", c.nodeAt != nil, c.rangeAt != nil, stride)
 			}

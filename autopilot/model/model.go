@@ -332,6 +332,7 @@ type Cluster struct {
 	perNodeAt   []nodeRanges // by node ID, when nodeAt is
 	perNode     map[uint64]*nodeRanges
 	userVoters  int
+	strays      bool // a replica or leader on a node not in Nodes
 }
 
 // nodeRanges are the ranges with a replica on one node, and those it leads, in Ranges' order.
@@ -416,11 +417,18 @@ func NewCluster(now time.Time, nodes []*Node, ranges []*Range) *Cluster {
 					n.Voters++
 				}
 				n.Bytes += r.Bytes
+			} else {
+				c.strays = true
+			}
+			if !r.System && !rep.Learner {
+				c.userVoters++
 			}
 		}
 		if n := c.Node(r.Leader); n != nil {
 			n.Leaders++
 			n.QPS += r.QPS()
+		} else if r.Leader != 0 {
+			c.strays = true
 		}
 	}
 	if len(c.user) == 0 {
@@ -453,6 +461,10 @@ func (c *Cluster) Range(id uint64) *Range {
 
 func (c *Cluster) indexNodes() {
 	c.perNodeOnce.Do(func() {
+		if c.nodeAt != nil && !c.strays {
+			c.indexDense()
+			return
+		}
 		// Two passes: counts, then one backing array for every node's lists. Nodes are found
 		// by ID through the dense slice when there is one.
 		var dense []nodeRanges
@@ -476,9 +488,6 @@ func (c *Cluster) indexNodes() {
 			for _, rep := range r.Replicas {
 				at(rep.Node).nheld++
 				total++
-				if !r.System && !rep.Learner {
-					c.userVoters++
-				}
 			}
 			if r.Leader != 0 {
 				at(r.Leader).nled++
@@ -510,6 +519,33 @@ func (c *Cluster) indexNodes() {
 	})
 }
 
+// indexDense is indexNodes when every replica and leader is on a node of Nodes and nodes are found
+// by ID through a slice: NewCluster's counts (Replicas, Leaders) size the lists, one pass fills them.
+func (c *Cluster) indexDense() {
+	dense := make([]nodeRanges, len(c.nodeAt))
+	total := 0
+	for _, n := range c.Nodes {
+		total += n.Replicas + n.Leaders
+	}
+	backing := make([]*Range, total)
+	for _, n := range c.Nodes {
+		nr := &dense[n.ID]
+		nr.held, backing = backing[:0:n.Replicas], backing[n.Replicas:]
+		nr.led, backing = backing[:0:n.Leaders], backing[n.Leaders:]
+	}
+	for _, r := range c.Ranges {
+		for _, rep := range r.Replicas {
+			nr := &dense[rep.Node]
+			nr.held = append(nr.held, r)
+		}
+		if r.Leader != 0 {
+			nr := &dense[r.Leader]
+			nr.led = append(nr.led, r)
+		}
+	}
+	c.perNodeAt = dense
+}
+
 func (c *Cluster) rangesOfNode(node uint64) *nodeRanges {
 	c.indexNodes()
 	if node < uint64(len(c.perNodeAt)) {
@@ -537,10 +573,7 @@ func (c *Cluster) LedBy(node uint64) []*Range {
 }
 
 // UserVoters is the number of voting replicas of user ranges.
-func (c *Cluster) UserVoters() int {
-	c.indexNodes()
-	return c.userVoters
-}
+func (c *Cluster) UserVoters() int { return c.userVoters }
 
 // RangeFor returns the user range containing key, or nil.
 func (c *Cluster) RangeFor(key []byte) *Range {
