@@ -58,9 +58,17 @@ type simRange struct {
 	sample   *model.KeySample
 	electing bool
 	view     *model.Range // the model's copy, shared by snapshots until the range changes
+	owner    *Cluster     // told of a change, so that the next snapshot replaces this range's view only
+	dirty    bool         // in owner.changed since the last snapshot
 }
 
-func (r *simRange) changed() { r.view = nil }
+func (r *simRange) changed() {
+	r.view = nil
+	if r.owner != nil && !r.dirty {
+		r.dirty = true
+		r.owner.changed = append(r.owner.changed, r)
+	}
+}
 
 func (r *simRange) hasReplica(n uint64) bool {
 	for _, rep := range r.reps {
@@ -112,6 +120,14 @@ type Cluster struct {
 	unitWork, unitReqs []float64
 	touched            map[uint64]*simRange // ranges whose leader changed since the last heartbeat
 	hot                map[uint64]*simRange // ranges serving at least sampleMin
+
+	// views are the last snapshot's ranges (the meta range, then c.order) and disk each node's
+	// bytes in them; a snapshot replaces the views of the changed ranges only, unless a split or
+	// merge reshaped c.order. A walk over every range per snapshot was a tenth of a large run.
+	views    []*model.Range
+	disk     []uint64
+	changed  []*simRange
+	reshaped bool
 }
 
 // clusterSpec is what a cluster starts with.
@@ -133,7 +149,7 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 		c.addNode()
 	}
 	rf := min(spec.rf, spec.nodes)
-	c.meta = &simRange{id: metaRangeID, system: true, leader: 1, bytes: 1 << 20}
+	c.meta = &simRange{id: metaRangeID, system: true, leader: 1, bytes: 1 << 20, owner: c}
 	for k := 0; k < rf; k++ {
 		c.meta.reps = append(c.meta.reps, model.Replica{Node: uint64(k + 1)})
 	}
@@ -172,6 +188,7 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 }
 
 func (c *Cluster) initRange(r *simRange) {
+	r.owner = c
 	r.bytes = uint64(r.hi-r.lo) * c.valueBytes
 	r.share = c.dist.Share(r.lo, r.hi)
 	r.changed()
@@ -206,14 +223,9 @@ func (c *Cluster) live(n *simNode) bool {
 func (c *Cluster) Snapshot() *model.Cluster {
 	c.snapshots++
 	now := c.now()
-	disk := make([]uint64, len(c.nodes)+1)
-	ranges := make([]*model.Range, 0, len(c.order)+1)
-	c.each(func(r *simRange) {
-		for _, rep := range r.reps {
-			disk[rep.Node] += r.bytes
-		}
-		ranges = append(ranges, c.viewOf(r))
-	})
+	c.refreshViews()
+	disk := c.disk
+	ranges := append([]*model.Range(nil), c.views...) // NewCluster takes ownership
 	nodes := make([]*model.Node, 0, len(c.nodes))
 	for _, n := range c.nodes {
 		mn := &model.Node{ID: n.id, Addr: n.addr, Live: c.live(n), LastHeartbeat: n.lastHB,
@@ -230,6 +242,46 @@ func (c *Cluster) Snapshot() *model.Cluster {
 		nodes = append(nodes, mn)
 	}
 	return model.NewCluster(now, nodes, ranges)
+}
+
+// refreshViews brings views and disk up to date: the changed ranges' views replaced (and their
+// bytes moved between nodes' totals: integers, so the totals are exactly a full pass's), or, after a
+// split, merge or new node, everything rebuilt.
+func (c *Cluster) refreshViews() {
+	if c.views == nil || c.reshaped || len(c.disk) != len(c.nodes)+1 {
+		c.views = make([]*model.Range, 0, len(c.order)+1)
+		c.disk = make([]uint64, len(c.nodes)+1)
+		c.each(func(r *simRange) {
+			for _, rep := range r.reps {
+				c.disk[rep.Node] += r.bytes
+			}
+			c.views = append(c.views, c.viewOf(r))
+		})
+		for _, r := range c.changed {
+			r.dirty = false
+		}
+		c.changed, c.reshaped = c.changed[:0], false
+		return
+	}
+	for _, r := range c.changed {
+		r.dirty = false
+		i := 0
+		if r != c.meta {
+			if i = c.indexOf(r) + 1; i >= len(c.views) {
+				continue // merged away since it changed
+			}
+		}
+		old, v := c.views[i], c.viewOf(r)
+		for _, rep := range old.Replicas {
+			c.disk[rep.Node] -= old.Bytes
+		}
+		for _, rep := range v.Replicas {
+			c.disk[rep.Node] += v.Bytes
+		}
+		c.views[i] = v
+	}
+	clear(c.changed)
+	c.changed = c.changed[:0]
 }
 
 func (c *Cluster) viewOf(r *simRange) *model.Range {
@@ -453,6 +505,7 @@ func (c *Cluster) Split(ctx context.Context, rangeID uint64, key []byte) error {
 		c.order = append(c.order, nil)
 		copy(c.order[i+2:], c.order[i+1:])
 		c.order[i+1] = right
+		c.reshaped = true
 	})
 	return nil
 }
@@ -489,6 +542,7 @@ func (c *Cluster) Merge(ctx context.Context, leftRangeID uint64) error {
 			delete(c.node(rep.Node).reps, right.id)
 		}
 		c.order = append(c.order[:i+1], c.order[i+2:]...)
+		c.reshaped = true
 	})
 	return nil
 }
