@@ -39,6 +39,11 @@ func (e *Engine) IngestStats() IngestStats {
 // replica's snapshot; the caller orders it with its other writes (an ingest is durable once
 // IngestSpan returns).
 func (e *Engine) IngestSpan(ctx context.Context, lo, hi []byte, next func() (key, value []byte, ok bool)) error {
+	release, err := e.journalIngest(lo, hi)
+	if err != nil {
+		return fmt.Errorf("ingest [%q, %q): %w", lo, hi, err)
+	}
+	defer release()
 	path := filepath.Join(e.dir, fmt.Sprintf("ingest-%d.sst", e.ingestN.Add(1)))
 	f, err := e.fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {

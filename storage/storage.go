@@ -147,6 +147,8 @@ type Engine struct {
 	writeStalls        atomic.Int64
 
 	compLog compactionLog
+
+	journal journal // the change journal incremental backups read (journal.go)
 }
 
 const markerFile = "SHOAL_STORE"
@@ -225,6 +227,11 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	e.db, e.po = db, po.Clone()
 	e.po.EnsureDefaults() // for MakeWriterOptions (IngestSpan)
+	if err := e.loadJournal(); err != nil {
+		db.Close()
+		lock.Close()
+		return nil, fmt.Errorf("store in %s: %w", dir, err)
+	}
 	if !exists {
 		if err := writeMarker(marker); err != nil {
 			db.Close()
@@ -333,13 +340,17 @@ func getFrom(g getter, key []byte) ([]byte, bool, error) {
 }
 
 // Batch is an atomic set of writes.
-type Batch struct{ b *pebble.Batch }
+type Batch struct {
+	b         *pebble.Batch
+	e         *Engine
+	rangeDels bool // the batch holds a range deletion (the journal records its span)
+}
 
 // NewBatch starts a write-only batch.
-func (e *Engine) NewBatch() *Batch { return &Batch{b: e.db.NewBatch()} }
+func (e *Engine) NewBatch() *Batch { return &Batch{b: e.db.NewBatch(), e: e} }
 
 // NewIndexedBatch starts a batch whose Get sees its own writes over the engine's state.
-func (e *Engine) NewIndexedBatch() *Batch { return &Batch{b: e.db.NewIndexedBatch()} }
+func (e *Engine) NewIndexedBatch() *Batch { return &Batch{b: e.db.NewIndexedBatch(), e: e} }
 
 // Get reads key through an indexed batch: the batch's own writes first, then the engine.
 func (b *Batch) Get(key []byte) ([]byte, bool, error) { return getFrom(b.b, key) }
@@ -351,7 +362,10 @@ func (b *Batch) Set(key, value []byte) error { return b.b.Set(key, value, nil) }
 func (b *Batch) Delete(key []byte) error { return b.b.Delete(key, nil) }
 
 // DeleteRange deletes [start, end) in the batch.
-func (b *Batch) DeleteRange(start, end []byte) error { return b.b.DeleteRange(start, end, nil) }
+func (b *Batch) DeleteRange(start, end []byte) error {
+	b.rangeDels = true
+	return b.b.DeleteRange(start, end, nil)
+}
 
 // Empty reports whether the batch has no writes.
 func (b *Batch) Empty() bool { return b.b.Empty() }
@@ -359,13 +373,14 @@ func (b *Batch) Empty() bool { return b.b.Empty() }
 // Len is the batch's encoded size in bytes.
 func (b *Batch) Len() int { return b.b.Len() }
 
-// Commit applies the batch; with sync it is durable (fsync'd WAL) when Commit returns.
+// Commit applies the batch; with sync it is durable (fsync'd WAL) when Commit returns. Writes to user
+// keys are journaled in the same batch once the node has taken a backup (journal.go).
 func (b *Batch) Commit(sync bool) error {
 	o := pebble.NoSync
 	if sync {
 		o = pebble.Sync
 	}
-	if err := b.b.Commit(o); err != nil {
+	if err := b.e.commit(b, o); err != nil {
 		return fmt.Errorf("engine commit: %w", err)
 	}
 	return nil
