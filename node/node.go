@@ -228,7 +228,7 @@ func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n.ap = autopilothost.New(cfg.Autopilot, autopilothost.Deps{Ranges: n.Service, Dir: n.dir, Store: n.Store, LiveWindow: n.liveWindow,
 		Hints: n.hints, Conn: n.peerConn, ClusterID: n.ClusterID, Logger: n.log})
 	n.bg = background.New(cfg.Background, background.Deps{Engine: eng, Store: n.Store, Ranges: n.Service, Dir: n.dir,
-		Peer: n.peerClient, LiveWindow: n.liveWindow, Kick: n.kickHeartbeat, Logger: n.log})
+		Peer: n.peerClient, LiveWindow: n.liveWindow, Kick: n.kickHeartbeat, DrainLeaderships: n.DrainLeaderships, Logger: n.log})
 	n.hist = history.New(history.Config{}, history.Deps{
 		Load:     func() *pb.NodeStats { st, _ := n.dir.StatsOf(n.ident.NodeID); return st },
 		DiskBusy: eng.DiskUtilization, DataDir: cfg.DataDir,
@@ -297,6 +297,10 @@ func (n *Node) History() *history.Recorder { return n.hist }
 
 // Background is the node's background-task tracker (status pages and tests).
 func (n *Node) Background() *bgtask.Tracker { return n.bg.Tracker() }
+
+// Stopping reports whether the node is on its way out: it is draining its leaderships for a stop
+// (SIGTERM), or an orchestrator announced the stop (background.PreStopTask). Readiness turns false.
+func (n *Node) Stopping() bool { return n.draining.Load() || n.bg.PreStopped() }
 
 // Admission reads the node's two gates: client requests and user writes in raft.
 func (n *Node) Admission() (requests, proposals admission.Stats) {

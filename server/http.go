@@ -63,17 +63,19 @@ type errorJSON struct {
 
 // httpDeps is what the HTTP handler needs from the running node.
 type httpDeps struct {
-	status  clusterStatus
-	ready   *atomic.Bool
-	metrics http.Handler
-	auth    tokenChecker
+	status clusterStatus
+	ready  *atomic.Bool
+	// stopping reports that the node is draining for a stop (nil: never): readiness turns false first.
+	stopping func() bool
+	metrics  http.Handler
+	auth     tokenChecker
 	// history is the node's recent stats (nil: none kept); the caller wires its latencies in.
 	history *history.Recorder
 }
 
 // newHTTPHandler builds the node's HTTP surface:
 //
-//	/healthz       200 "ok" once the node serves, 503 before (open)
+//	/healthz       200 "ok" once the node serves, 503 before and once it drains for a stop (open)
 //	/metrics       Prometheus exposition (open)
 //	/api/nodes     node list, JSON (token)
 //	/api/ranges    range list, JSON (token)
@@ -92,6 +94,11 @@ func newHTTPHandler(d httpDeps) http.Handler {
 		if !d.ready.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("not ready\n"))
+			return
+		}
+		if d.stopping != nil && d.stopping() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("stopping\n"))
 			return
 		}
 		w.Write([]byte("ok\n"))

@@ -84,6 +84,15 @@ func TestHTTPHealthz(t *testing.T) {
 	if code, _, body := get(t, ready.URL+"/healthz", ""); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
 		t.Fatalf("healthz = %d %q, want 200 ok", code, body)
 	}
+	// A node draining for a stop is not ready: load balancers stop sending it clients first.
+	var r atomic.Bool
+	r.Store(true)
+	stopping := httptest.NewServer(newHTTPHandler(httpDeps{status: fakeStatus{}, ready: &r, stopping: func() bool { return true },
+		metrics: newMetrics().handler(), auth: newTokenChecker("")}))
+	defer stopping.Close()
+	if code, _, body := get(t, stopping.URL+"/healthz", ""); code != http.StatusServiceUnavailable || strings.TrimSpace(body) != "stopping" {
+		t.Fatalf("healthz while stopping = %d %q, want 503 stopping", code, body)
+	}
 }
 
 func TestHTTPAPI(t *testing.T) {

@@ -130,11 +130,12 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	p.node.RegisterServices(p.grpcServer)
 	p.httpServer = &http.Server{
 		Handler: newHTTPHandler(httpDeps{
-			status:  p.node,
-			ready:   &p.ready,
-			metrics: p.metrics.handler(),
-			auth:    p.auth,
-			history: hist,
+			status:   p.node,
+			ready:    &p.ready,
+			stopping: p.node.Stopping,
+			metrics:  p.metrics.handler(),
+			auth:     p.auth,
+			history:  hist,
 		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 	}

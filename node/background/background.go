@@ -48,6 +48,8 @@ type Config struct {
 	BackupDir      string
 	// BackupRateBytesPerSec limits periodic backups (0: unlimited).
 	BackupRateBytesPerSec int64
+	// Backup configures the backups themselves (the change journal incrementals read).
+	Backup backups.Config
 }
 
 // WithDefaults returns c with the tracker's defaults filled in.
@@ -90,8 +92,11 @@ type Deps struct {
 	// LiveWindow is how recently a node must have been heard from to count as live.
 	LiveWindow func() time.Duration
 	// Kick asks the node to send a heartbeat now (a heavy task appeared or ended).
-	Kick   func()
-	Logger *slog.Logger
+	Kick func()
+	// DrainLeaderships hands every leadership of this node to a peer and waits until none is left
+	// or ctx ends; it returns how many are left. The node stays draining until it stops (PreStopTask).
+	DrainLeaderships func(ctx context.Context) int
+	Logger           *slog.Logger
 }
 
 // Service is one node's background work.
@@ -103,8 +108,9 @@ type Service struct {
 
 	ledNow atomic.Pointer[[]uint64] // ranges led at the last stats reading (for the tracker's hooks)
 
-	annMu     sync.Mutex
-	announced map[string]*bgtask.Handle // running maintenance announcements by task name
+	annMu      sync.Mutex
+	announced  map[string]*bgtask.Handle // running maintenance announcements by task name
+	preStopped atomic.Bool               // PreStopTask was announced: the node is about to stop
 
 	nodeID    atomic.Uint64
 	clusterID atomic.Pointer[string]

@@ -128,6 +128,9 @@ func (s *Service) Maintenance(ctx context.Context, req *pb.MaintenanceRequest) (
 	if d <= 0 || d > 24*time.Hour {
 		return bad(fmt.Sprintf("maintenance: duration %s must be in (0, 24h]", d))
 	}
+	if req.Task == PreStopTask {
+		return s.preStop(ctx, d), nil
+	}
 	if exists {
 		return bad(fmt.Sprintf("maintenance: task %q is already announced on node %d", req.Task, self))
 	}
@@ -148,3 +151,37 @@ func (s *Service) Maintenance(ctx context.Context, req *pb.MaintenanceRequest) (
 	})
 	return &pb.MaintenanceResponse{Outcome: out.String(), NodeId: self}, nil
 }
+
+// PreStopTask is the announcement an orchestrator makes before it stops the node (`shoal node
+// prestop`, a Kubernetes preStop hook): unlike other maintenance it does not end. The node hands its
+// leaderships to peers at once, as on SIGTERM, stays draining until the process stops (so the
+// autopilot gives it none back), and reports not ready, so load balancers stop sending it clients.
+const PreStopTask = "prestop"
+
+// preStop drains the node's leaderships for at most d and says how it went. Running out of time is
+// not an error: the stop goes ahead, and the leaderships left are handed over on SIGTERM or lost to an
+// election.
+func (s *Service) preStop(ctx context.Context, d time.Duration) *pb.MaintenanceResponse {
+	self := s.nodeID.Load()
+	if s.deps.DrainLeaderships == nil {
+		return &pb.MaintenanceResponse{Error: &pb.Error{Code: pb.ErrorCode_INTERNAL, Message: "prestop: this node cannot drain"}}
+	}
+	s.preStopped.Store(true)
+	s.deps.Kick() // peers learn at once that the node takes no leaderships
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	left := s.deps.DrainLeaderships(ctx)
+	took := time.Since(start).Round(time.Millisecond)
+	out := fmt.Sprintf("every leadership moved to a peer in %s; the node reports not ready until it stops", took)
+	switch {
+	case left > 0 && ctx.Err() != nil:
+		out = fmt.Sprintf("%d leaderships still here after %s; stopping now costs their ranges an election", left, took)
+	case left > 0:
+		out = fmt.Sprintf("%d leaderships have no live peer to move to (a single node, or all stopping at once)", left)
+	}
+	return &pb.MaintenanceResponse{Outcome: out, NodeId: self}
+}
+
+// PreStopped reports whether an orchestrator announced that it is about to stop this node.
+func (s *Service) PreStopped() bool { return s.preStopped.Load() }
