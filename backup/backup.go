@@ -25,9 +25,9 @@ import (
 	"time"
 )
 
-// Version of the format written by this package. Version 1 (full backups without a key index) is
-// still read.
-const Version = 2
+// Version of the format written by this package. Versions 1 (full backups without a key index) and 2
+// (every backup with a full key index) are still read.
+const Version = 3
 
 // ManifestFile is the manifest's name inside a backup directory; it is written last, so a directory
 // without it is an incomplete backup.
@@ -55,6 +55,20 @@ type Manifest struct {
 	Index *FileInfo `json:"index,omitempty"`
 	// RolledUp names the backups of the chain a compaction merged into this full backup.
 	RolledUp []string `json:"rolled_up,omitempty"`
+	// Journal is the node's change journal at the checkpoint: every write the backup lacks is
+	// journaled under a later epoch, so an incremental against it on the same node reads the journal.
+	Journal *JournalMark `json:"journal,omitempty"`
+	// Method says how an incremental found its changes: "journal" (the node's change journal since
+	// the parent's mark) or "diff" (every key against the parent's key index); Fallback says why an
+	// incremental diffed.
+	Method   string `json:"method,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+}
+
+// JournalMark names a node's change journal (its id) and the epoch a backup closed.
+type JournalMark struct {
+	ID    string `json:"id"`
+	Epoch uint64 `json:"epoch"`
 }
 
 // Parent is a child's link to its parent: the parent's id, its directory when the child was taken,
@@ -70,10 +84,13 @@ func (m *Manifest) Incremental() bool { return m.Parent != nil }
 
 // FileInfo is a checked file of a backup.
 type FileInfo struct {
-	File   string `json:"file"`
-	Keys   uint64 `json:"keys"`
-	Bytes  uint64 `json:"bytes"`
-	CRC32C uint32 `json:"crc32c"`
+	File    string `json:"file"`
+	Keys    uint64 `json:"keys"`
+	Deletes uint64 `json:"deletes,omitempty"`
+	Bytes   uint64 `json:"bytes"`
+	CRC32C  uint32 `json:"crc32c"`
+	// Delta: an index of the changes since the parent (index.go), not of every key.
+	Delta bool `json:"delta,omitempty"`
 }
 
 // RangeEntry is one range of a backup: its span and descriptor generation, the raft index its replica

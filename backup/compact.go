@@ -36,7 +36,9 @@ func Compact(c *Chain, p mergeplan.Plan, out string) (res CompactResult, err err
 	newest := c.Newest().Manifest
 	ranges := append([]RangeEntry(nil), newest.Ranges...)
 	sort.Slice(ranges, func(i, j int) bool { return bytes.Compare(ranges[i].StartKey, ranges[j].StartKey) < 0 })
-	m := &Manifest{ClusterID: newest.ClusterID, NodeID: newest.NodeID, CreatedAt: newest.CreatedAt}
+	// The roll-up holds the newest link's state, so the newest link's journal mark holds for it: the
+	// node's next incremental against it can read the journal.
+	m := &Manifest{ClusterID: newest.ClusterID, NodeID: newest.NodeID, CreatedAt: newest.CreatedAt, Journal: newest.Journal}
 	idx, err := CreateIndex(out)
 	if err != nil {
 		return res, err

@@ -1,17 +1,21 @@
 // Package backups writes one node's backup from a checkpoint of its engine: every user range the node
-// holds, either in full or — against a parent backup — only the keys put and deleted since the parent,
-// found by diffing the checkpoint against the parent's key index (every key with a hash of its value).
+// holds, either in full or — against a parent backup — only the keys put and deleted since the parent.
+// An incremental finds them in the node's change journal (storage/journal.go: the user keys written
+// under each epoch, one epoch per backup) when the parent was taken on this node and the journal still
+// reaches back to it; it reads those keys only. Otherwise it diffs the checkpoint against the key
+// index the parent implies (every key with a hash of its value), reading every key.
 //
-// Why a diff and not a Pebble sequence number or a raft index: Pebble zeroes the sequence numbers of
-// keys compacted into its bottom level, so "written after sequence S" cannot be read back from the
+// Why a journal and not a Pebble sequence number or a raft index: Pebble zeroes the sequence numbers
+// of keys compacted into its bottom level, so "written after sequence S" cannot be read back from the
 // engine, and sequence numbers mean nothing on another node (the parent may come from a different
 // replica after leaderships moved); raft logs are truncated, so the entries since a parent's applied
 // index are usually gone. The raft applied index still serves as a shortcut: a range whose id,
 // generation, span and applied index equal the parent's has not changed, and is not read at all.
 //
-// It owns the per-range choice (full, diff, unchanged) and the diff; package backup owns the format,
-// node/background the task around it (catch-up, checkpoint, shedding, pacing). It never writes to the
-// engine and never reads the parent's data files.
+// It owns the per-range choice (full, journal, diff, unchanged), reading the journal and the diff;
+// package backup owns the format, node/background the task around it (catch-up, checkpoint, shedding,
+// pacing). It never writes to the engine except the journal's epoch and trim, and never reads the
+// parent's data files.
 package backups
 
 import (
@@ -19,6 +23,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -41,9 +47,11 @@ type Parent struct {
 	crc      uint32
 }
 
-// OpenParent checks that dir holds a backup an incremental can be taken against: a readable manifest
-// and a key index that matches its checksum. It does not read the parent's data files (`shoal backup
-// verify` does, for the whole chain).
+// OpenParent checks that dir holds a backup an incremental can be taken against: a readable manifest,
+// a key index, and every file the manifest names present at its size. It reads no file whole: an
+// incremental that reads the journal needs nothing of the parent but its manifest, and one that diffs
+// checks the indexes it merges before it writes anything (backup.OpenImpliedIndex); `shoal backup
+// verify` reads the whole chain.
 func OpenParent(dir string) (*Parent, error) {
 	m, err := backup.ReadManifest(dir)
 	if err != nil {
@@ -52,8 +60,18 @@ func OpenParent(dir string) (*Parent, error) {
 	if m.Index == nil {
 		return nil, fmt.Errorf("parent backup %s has no key index (written by an older version): take a full backup first", dir)
 	}
-	if err := backup.ReadIndex(dir, *m.Index, nil); err != nil {
-		return nil, fmt.Errorf("parent backup %s: %w", dir, err)
+	files := []backup.FileInfo{*m.Index}
+	for _, e := range m.Ranges {
+		files = append(files, backup.FileInfo{File: e.File, Bytes: e.Bytes})
+	}
+	for _, f := range files {
+		st, err := os.Stat(filepath.Join(dir, f.File))
+		if err != nil {
+			return nil, fmt.Errorf("parent backup %s: %w", dir, err)
+		}
+		if uint64(st.Size()) != f.Bytes {
+			return nil, fmt.Errorf("%w: parent backup %s: %s has %d bytes, its manifest says %d", backup.ErrCorrupt, dir, f.File, st.Size(), f.Bytes)
+		}
 	}
 	crc, err := backup.ManifestCRC(dir)
 	if err != nil {
@@ -74,6 +92,8 @@ type Request struct {
 	Pace func(read uint64) error
 	// OnRange, if set, is told of ranges backed up in a way worth a log line.
 	OnRange func(rangeID uint64, what string)
+	// Mark is the journal mark BeginEpoch returned before the checkpoint (nil: journaling is off).
+	Mark *storage.JournalMark
 }
 
 // rangeState is one range as the checkpoint holds it.
@@ -91,10 +111,11 @@ func Write(ctx context.Context, src Source, req Request) (*backup.Manifest, erro
 		return nil, err
 	}
 	w := &writer{src: src, req: req}
-	if w.idx, err = backup.CreateIndex(req.Dir); err != nil {
-		return nil, err
-	}
 	m := &backup.Manifest{}
+	if req.Mark != nil {
+		m.Journal = &backup.JournalMark{ID: req.Mark.ID, Epoch: req.Mark.Epoch}
+	}
+	create := backup.CreateIndex
 	if p := req.Parent; p != nil {
 		m.Parent = &backup.Parent{ID: p.Manifest.ID, Dir: p.Dir, ManifestCRC32C: p.crc}
 		w.parentRanges = map[uint64]backup.RangeEntry{}
@@ -102,14 +123,25 @@ func Write(ctx context.Context, src Source, req Request) (*backup.Manifest, erro
 			w.parentRanges[e.RangeID] = e
 		}
 		w.cover = coverage(p.Manifest.Ranges)
-		r, err := backup.OpenIndex(p.Dir, *p.Manifest.Index)
-		if err != nil {
-			w.idx.Abort()
+		var why string
+		if w.journal, why, err = openJournal(src, p.Manifest.Journal, req.Mark); err != nil {
 			return nil, err
 		}
-		defer r.Close()
-		w.parent = &cursor{r: r}
-		w.parent.advance()
+		if w.journal != nil {
+			m.Method, create = "journal", backup.CreateDeltaIndex
+		} else {
+			m.Method, m.Fallback = "diff", why
+			x, err := backup.OpenImpliedIndex(p.Dir)
+			if err != nil {
+				return nil, fmt.Errorf("parent backup %s: %w", p.Dir, err)
+			}
+			defer x.Close()
+			w.parent = &cursor{r: x}
+			w.parent.advance()
+		}
+	}
+	if w.idx, err = create(req.Dir); err != nil {
+		return nil, err
 	}
 	for _, rs := range ranges {
 		e, err := w.writeRange(ctx, rs)
@@ -173,15 +205,24 @@ type writer struct {
 	parent       *cursor
 	parentRanges map[uint64]backup.RangeEntry
 	cover        []span
+	journal      *journalReader // the journal since the parent's mark; nil: diff against parent
 }
 
 // writeRange writes one range: unchanged since the parent (index copied, nothing read), a diff
 // against the parent's index, or in full.
 func (w *writer) writeRange(ctx context.Context, rs rangeState) (backup.RangeEntry, error) {
 	e := rs.entry
-	delta := w.parent != nil && covered(w.cover, e.StartKey, e.EndKey)
-	if w.parent != nil && !delta && w.req.OnRange != nil {
+	incremental := w.req.Parent != nil
+	delta := incremental && covered(w.cover, e.StartKey, e.EndKey)
+	if incremental && !delta && w.req.OnRange != nil {
 		w.req.OnRange(e.RangeID, "not held at the parent backup: written in full")
+	}
+	if delta && w.journal != nil && w.journal.replaced(e.StartKey, e.EndKey) && !unchanged(w.parentRanges[e.RangeID], e) {
+		// A snapshot or a range deletion replaced keys the journal does not list one by one.
+		delta = false
+		if w.req.OnRange != nil {
+			w.req.OnRange(e.RangeID, "replaced since the parent backup (a snapshot or a range deletion): written in full")
+		}
 	}
 	create := backup.Create
 	if delta {
@@ -191,9 +232,14 @@ func (w *writer) writeRange(ctx context.Context, rs rangeState) (backup.RangeEnt
 	if err != nil {
 		return e, err
 	}
-	if delta && unchanged(w.parentRanges[e.RangeID], e) {
-		err = w.copyIndex(e)
-	} else {
+	switch {
+	case delta && unchanged(w.parentRanges[e.RangeID], e):
+		if w.journal == nil {
+			err = w.copyIndex(e) // a delta index lists no unchanged key
+		}
+	case delta && w.journal != nil:
+		err = w.readJournaled(ctx, rs, f)
+	default:
 		err = w.scan(ctx, rs, f, delta)
 	}
 	if err != nil {
@@ -288,14 +334,14 @@ func (w *writer) scan(ctx context.Context, rs rangeState, f *backup.Writer, delt
 
 // cursor walks the parent's key index forward.
 type cursor struct {
-	r   *backup.IndexReader
+	r   *backup.ImpliedIndex
 	ok  bool
 	err error
 }
 
 func (c *cursor) advance() {
 	if c.err == nil {
-		c.ok, c.err = c.r.Next()
+		c.ok, c.err = c.r.Next(), c.r.Err()
 		if c.err != nil {
 			c.ok = false
 		}
