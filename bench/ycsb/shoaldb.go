@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/magiconair/properties"
 	"github.com/pingcap/go-ycsb/pkg/prop"
@@ -21,6 +23,9 @@ const (
 	PropShoalAuthToken = "shoal.auth_token"
 	// PropShoalCASAttempts bounds the read-merge-compare-and-swap rounds of one partial update.
 	PropShoalCASAttempts = "shoal.cas_attempts"
+	// PropShoalTTL (a duration, e.g. 30s) makes the workload TTL-heavy: every insert and blind update
+	// expires after a random time in [ttl/2, 3ttl/2), so records keep expiring and being swept.
+	PropShoalTTL = "shoal.ttl"
 )
 
 // shoalDBName is the name the Shoal binding is registered under in go-ycsb's registry.
@@ -64,6 +69,7 @@ type ShoalDB struct {
 	c           *client.Client
 	fieldCount  int
 	casAttempts int
+	ttl         time.Duration
 }
 
 // NewShoalDB returns a ShoalDB over c, which it closes on Close. It reads fieldcount and
@@ -73,7 +79,16 @@ func NewShoalDB(c *client.Client, p *properties.Properties) *ShoalDB {
 		c:           c,
 		fieldCount:  p.GetInt(prop.FieldCount, int(prop.FieldCountDefault)),
 		casAttempts: max(1, p.GetInt(PropShoalCASAttempts, 16)),
+		ttl:         p.GetParsedDuration(PropShoalTTL, 0),
 	}
+}
+
+// put writes a whole record, with a random expiry in the TTL-heavy variant.
+func (db *ShoalDB) put(ctx context.Context, k, v []byte) error {
+	if db.ttl <= 0 {
+		return db.c.Put(ctx, k, v)
+	}
+	return db.c.PutTTL(ctx, k, v, db.ttl/2+rand.N(db.ttl))
 }
 
 // Close implements ycsb.DB.
@@ -124,7 +139,7 @@ func (db *ShoalDB) Scan(ctx context.Context, table, startKey string, count int, 
 func (db *ShoalDB) Update(ctx context.Context, table, key string, values map[string][]byte) error {
 	k := rowKey(table, key)
 	if len(values) >= db.fieldCount {
-		return db.c.Put(ctx, k, EncodeRecord(values))
+		return db.put(ctx, k, EncodeRecord(values))
 	}
 	for attempt := 0; attempt < db.casAttempts; attempt++ {
 		cur, found, err := db.c.Get(ctx, k)
@@ -153,7 +168,7 @@ func (db *ShoalDB) Update(ctx context.Context, table, key string, values map[str
 
 // Insert implements ycsb.DB.
 func (db *ShoalDB) Insert(ctx context.Context, table, key string, values map[string][]byte) error {
-	return db.c.Put(ctx, rowKey(table, key), EncodeRecord(values))
+	return db.put(ctx, rowKey(table, key), EncodeRecord(values))
 }
 
 // Delete implements ycsb.DB.
