@@ -29,6 +29,10 @@ type store struct {
 	// applied counts writes per range, standing in for the raft applied index.
 	applied map[uint64]uint64
 	data    map[string]string
+	cfg     Config
+	// last is the manifest of the newest backup; ckState the user data of its checkpoint.
+	last    *backup.Manifest
+	ckState map[string]string
 }
 
 func newStore(t *testing.T) *store {
@@ -110,6 +114,10 @@ func (s *store) held() map[string]string {
 func (s *store) backup(dir, parent string) *backup.Manifest {
 	s.t.Helper()
 	ckDir := filepath.Join(s.t.TempDir(), "ck")
+	mark, err := BeginEpoch(s.eng, s.cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	if err := s.eng.Checkpoint(ckDir); err != nil {
 		s.t.Fatal(err)
 	}
@@ -118,7 +126,8 @@ func (s *store) backup(dir, parent string) *backup.Manifest {
 		s.t.Fatal(err)
 	}
 	defer ck.Close(true)
-	req := Request{Dir: dir, Ranges: slices.Sorted(maps.Keys(s.ranges))}
+	s.ckState = userData(s.t, ck)
+	req := Request{Dir: dir, Ranges: slices.Sorted(maps.Keys(s.ranges)), Mark: mark}
 	if parent != "" {
 		if req.Parent, err = OpenParent(parent); err != nil {
 			s.t.Fatal(err)
@@ -135,7 +144,25 @@ func (s *store) backup(dir, parent string) *backup.Manifest {
 	if err := backup.WriteManifest(dir, m); err != nil {
 		s.t.Fatal(err)
 	}
+	if err := Finish(s.eng, mark); err != nil {
+		s.t.Fatal(err)
+	}
+	s.last = m
 	return m
+}
+
+// userData reads every user key of a checkpoint.
+func userData(t testing.TB, ck *storage.Checkpoint) map[string]string {
+	lo, hi := storage.DataSpan(false, nil, nil)
+	it, err := ck.NewIter(lo, hi)
+	must(t, err)
+	defer it.Close()
+	out := map[string]string{}
+	for ok := it.First(); ok; ok = it.Next() {
+		out[string(storage.StripDataPrefix(it.Key()))] = string(it.Value())
+	}
+	must(t, it.Error())
+	return out
 }
 
 // restored merges the chain ending in dir with every strategy and fan-in and checks each gives want.
@@ -170,7 +197,24 @@ func restored(t *testing.T, dir string, want map[string]string) {
 }
 
 func TestIncrementalChain(t *testing.T) {
+	for _, cfg := range []Config{{}, {NoJournal: true}} {
+		t.Run(fmt.Sprintf("journal=%v", !cfg.NoJournal), func(t *testing.T) { testIncrementalChain(t, cfg) })
+	}
+}
+
+func testIncrementalChain(t *testing.T, cfg Config) {
 	s := newStore(t)
+	s.cfg = cfg
+	wantMethod := "journal"
+	if cfg.NoJournal {
+		wantMethod = "diff"
+	}
+	method := func(m *backup.Manifest) {
+		t.Helper()
+		if m.Method != wantMethod {
+			t.Fatalf("incremental taken by %q (%s), want %q", m.Method, m.Fallback, wantMethod)
+		}
+	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	key := func() string { return fmt.Sprintf("k%04d", rng.IntN(2000)) }
 	s.setRange(1, "", "k1", 1)
@@ -201,6 +245,7 @@ func TestIncrementalChain(t *testing.T) {
 		changed[k] = true
 	}
 	m1 := s.backup(b(1), b(0))
+	method(m1)
 	if got := m1.TotalKeys + m1.TotalDeletes; got != uint64(len(changed)) {
 		t.Errorf("incremental holds %d changes, want %d", got, len(changed))
 	}
@@ -224,6 +269,7 @@ func TestIncrementalChain(t *testing.T) {
 		}
 	}
 	m2 := s.backup(b(2), b(1))
+	method(m2)
 	for _, e := range m2.Ranges {
 		if !e.Delta {
 			t.Errorf("range %d inside the parent's ranges was written in full", e.RangeID)
@@ -269,7 +315,7 @@ func TestIncrementalChain(t *testing.T) {
 	}
 	restored(t, b(5), s.held())
 	s.put("k0001", "after the roll-up")
-	s.backup(b(6), b(5))
+	method(s.backup(b(6), b(5)))
 	restored(t, b(6), s.held())
 }
 
