@@ -15,11 +15,13 @@ import (
 )
 
 var coreBenchFlags struct {
-	threads int
-	value   int
-	seconds time.Duration
-	ranges  int
-	phases  []string
+	threads   int
+	value     int
+	seconds   time.Duration
+	ranges    int
+	phases    []string
+	transfers int
+	writers   int // leader-switch's --threads (group-commit's default differs)
 }
 
 var benchGroupCommitCmd = &cobra.Command{
@@ -59,6 +61,27 @@ process's CPU over --duration of idleness. Prints JSON.`,
 		return inTempDir(func(dir string) (any, error) {
 			fmt.Fprintf(os.Stderr, "idle-ranges: %d ranges, data in %s\n", coreBenchFlags.ranges, dir)
 			return core.IdleRanges(cmd.Context(), dir, coreBenchFlags.ranges, coreBenchFlags.seconds)
+		})
+	},
+}
+
+var benchLeaderSwitchCmd = &cobra.Command{
+	Use:   "leader-switch",
+	Short: "Client-side unavailability of a range while its leadership moves to another node",
+	Long: `Start three in-process nodes, keep --threads writers on one range, and move the range's
+leadership to another voter --transfers times, 1.5 s apart (the autopilot's own moves switched off).
+For each transfer, the longest gap between two successful writes in the second after it starts is
+set against the longest gap in the second before it (the load's own jitter); the difference is the
+unavailability the switch costs its clients. Prints JSON: median, p90 and max over the transfers.`,
+	Example: "  shoal bench leader-switch --transfers 20 --threads 8",
+	Args:    cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		if coreBenchFlags.transfers < 1 || coreBenchFlags.writers < 1 {
+			return cli.Usage(fmt.Errorf("--transfers and --threads must be positive"))
+		}
+		return inTempDir(func(dir string) (any, error) {
+			fmt.Fprintf(os.Stderr, "leader-switch: %d transfers, %d writers, data in %s\n", coreBenchFlags.transfers, coreBenchFlags.writers, dir)
+			return core.LeaderSwitch(cmd.Context(), dir, coreBenchFlags.transfers, coreBenchFlags.writers)
 		})
 	},
 }
@@ -105,5 +128,7 @@ func init() {
 	benchGroupCommitCmd.Flags().IntVar(&coreBenchFlags.value, "value-bytes", 100, "value size")
 	benchGroupCommitCmd.Flags().StringSliceVar(&coreBenchFlags.phases, "phases", nil, "phases to run, of "+strings.Join(core.Phases(), ",")+" (default: all)")
 	benchIdleRangesCmd.Flags().IntVar(&coreBenchFlags.ranges, "ranges", 10000, "idle ranges on the node")
-	benchCmd.AddCommand(benchGroupCommitCmd, benchIdleRangesCmd)
+	benchLeaderSwitchCmd.Flags().IntVar(&coreBenchFlags.transfers, "transfers", 20, "leadership transfers to measure")
+	benchLeaderSwitchCmd.Flags().IntVar(&coreBenchFlags.writers, "threads", 8, "concurrent writers on the range")
+	benchCmd.AddCommand(benchGroupCommitCmd, benchIdleRangesCmd, benchLeaderSwitchCmd)
 }
