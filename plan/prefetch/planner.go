@@ -1,0 +1,383 @@
+package prefetch
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// eps absorbs rounding when rates are summed and compared with budgets.
+const eps = 1e-9
+
+// planning is one round of the chapter's Algorithm 6.1 over the jobs still in the running.
+//
+// Invariant: bw and cache hold exactly the rates and sizes of the live transfers; every live transfer
+// fits its node's budgets in every slot it covers.
+type planning struct {
+	in     *Instance
+	runs   []Run
+	items  []Item
+	active []bool // by job: still in the running this round
+
+	bw, tentative, cache [][]float64 // node → slot
+	transfers            []Transfer
+	dead                 []bool // by transfer: released
+	prefetchOf           []int  // by item: its Prefetch transfer, or -1
+	copyOf               []int  // by item: a Read that keeps a copy of it, or -1
+	serves               []Serve
+	admitted             []bool // by job
+	reason               []string
+}
+
+func plan(in *Instance, opt Options) Schedule {
+	runs, items := in.Runs(opt)
+	rounds := opt.Rounds
+	if rounds <= 0 {
+		rounds = 3
+	}
+	active := make([]bool, len(in.Jobs))
+	for j := range active {
+		active[j] = true
+	}
+	var p *planning
+	for round := 0; round < rounds; round++ {
+		p = newPlanning(in, runs, items, active)
+		p.choosePrefetches()
+		p.admitJobs()
+		// Re-plan without the rejected jobs: their prefetches no longer hold bandwidth and cache that
+		// the admitted ones could use.
+		changed := false
+		for j := range active {
+			if active[j] && !p.admitted[j] {
+				active[j], changed = false, true
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	p.releaseUnused()
+	for j := range in.Jobs {
+		if !p.admitted[j] {
+			p.fitJob(j) // a second chance on what the final plan leaves
+		}
+	}
+	return p.schedule()
+}
+
+func newPlanning(in *Instance, runs []Run, items []Item, active []bool) *planning {
+	p := &planning{in: in, runs: runs, items: items, active: active,
+		prefetchOf: make([]int, len(items)), copyOf: make([]int, len(items)), serves: make([]Serve, len(runs)),
+		admitted: make([]bool, len(in.Jobs)), reason: make([]string, len(in.Jobs))}
+	grid := func() [][]float64 {
+		g := make([][]float64, len(in.Nodes))
+		for n := range g {
+			g[n] = make([]float64, in.Horizon)
+		}
+		return g
+	}
+	p.bw, p.tentative, p.cache = grid(), grid(), grid()
+	for i := range p.prefetchOf {
+		p.prefetchOf[i], p.copyOf[i] = -1, -1
+	}
+	for r := range p.serves {
+		p.serves[r] = Serve{Transfer: -1}
+	}
+	return p
+}
+
+// aggregateRate is the most bandwidth item i's active runs take at once when each reads from disk:
+// the chapter's r_ℓ, which counts simultaneous reads of a shared span.
+func (p *planning) aggregateRate(i int) float64 {
+	load := map[int]float64{}
+	best := 0.0
+	for _, r := range p.items[i].Runs {
+		run := p.runs[r]
+		if !p.active[run.Job] {
+			continue
+		}
+		for t := run.Start; t < run.End; t++ {
+			load[t] += p.in.rate(run)
+			best = max(best, load[t])
+		}
+	}
+	return best
+}
+
+// choosePrefetches is Algorithm 6.2: items by descending r_ℓ/size; each is prefetched at the candidate
+// start time with the lowest resulting peak if that beats reading it on demand.
+func (p *planning) choosePrefetches() {
+	type cand struct {
+		item int
+		key  float64
+	}
+	var order []cand
+	for i := range p.items {
+		if r := p.aggregateRate(i); r > 0 {
+			order = append(order, cand{i, r / p.items[i].Size})
+		}
+	}
+	slices.SortStableFunc(order, func(a, b cand) int { return cmp.Compare(b.key, a.key) })
+	for _, c := range order {
+		it := p.items[c.item]
+		n := it.Node
+		reads := p.readLoad(c.item)
+		remote := p.score(n, func(t int) float64 { return reads[t] })
+		best, bestAt := peakScore{ok: false}, -1
+		for _, t := range p.candidates(c.item) {
+			if !p.cacheFits(n, t, it.Last, it.Size) {
+				continue
+			}
+			rate := it.Size / (float64(it.First-t) * p.in.seconds())
+			s := p.score(n, func(u int) float64 {
+				if u >= t && u < it.First {
+					return rate
+				}
+				return 0
+			})
+			if s.ok && (!best.ok || s.less(best)) {
+				best, bestAt = s, t
+			}
+		}
+		if best.ok && (!remote.ok || best.less(remote)) {
+			p.addPrefetch(c.item, bestAt)
+			continue
+		}
+		for t, v := range reads {
+			p.tentative[n][t] += v
+		}
+	}
+}
+
+// readLoad is the bandwidth item i's active runs take, by slot, reading from disk at their own speed.
+func (p *planning) readLoad(i int) map[int]float64 {
+	load := map[int]float64{}
+	for _, r := range p.items[i].Runs {
+		run := p.runs[r]
+		if p.active[run.Job] {
+			for t := run.Start; t < run.End; t++ {
+				load[t] += p.in.rate(run)
+			}
+		}
+	}
+	return load
+}
+
+// candidates are the start times Algorithm 6.2 tries for item i: the earliest slot it may start, and
+// every slot inside its window where a planned copy on its node is released (the only times cache
+// space frees up).
+func (p *planning) candidates(i int) []int {
+	it := p.items[i]
+	ts := []int{it.Earliest}
+	for k, tr := range p.prefetchOf {
+		if tr >= 0 && p.items[k].Node == it.Node {
+			if u := p.transfers[tr].Until; u > it.Earliest && u < it.First {
+				ts = append(ts, u)
+			}
+		}
+	}
+	slices.Sort(ts)
+	ts = slices.Compact(ts)
+	return slices.DeleteFunc(ts, func(t int) bool { return t >= it.First })
+}
+
+// peakScore ranks a placement: first by the node's peak over the whole window, then by the peak over the
+// slots the placement touches. ok is false when the placement exceeds the node's bandwidth budget.
+type peakScore struct {
+	global, local float64
+	ok            bool
+}
+
+func (a peakScore) less(b peakScore) bool {
+	if math.Abs(a.global-b.global) > eps*max(1, b.global) {
+		return a.global < b.global
+	}
+	return a.local < b.local-eps*max(1, b.local)
+}
+
+// score is node n's peak with add on top of what is planned and tentatively read on demand.
+func (p *planning) score(n int, add func(t int) float64) peakScore {
+	s := peakScore{ok: true}
+	for t := 0; t < p.in.Horizon; t++ {
+		base := p.bw[n][t] + p.tentative[n][t]
+		a := add(t)
+		s.global = max(s.global, base+a)
+		if a > 0 {
+			s.local = max(s.local, base+a)
+			if base+a > p.in.budget(n, t)*(1+eps)+eps {
+				s.ok = false
+			}
+		}
+	}
+	return s
+}
+
+func (p *planning) cacheFits(n, from, to int, size float64) bool {
+	for t := from; t < min(to, p.in.Horizon); t++ {
+		if p.cache[n][t]+size > p.in.Nodes[n].Cache*(1+eps)+eps {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *planning) bwFits(n, from, to int, rate float64) bool {
+	for t := from; t < to; t++ {
+		if p.bw[n][t]+rate > p.in.budget(n, t)*(1+eps)+eps {
+			return false
+		}
+	}
+	return true
+}
+
+// reserve adds (sign 1) or takes back (sign −1) a transfer's bandwidth and cache.
+func (p *planning) reserve(tr Transfer, sign float64) {
+	for t := tr.Start; t < tr.End; t++ {
+		p.bw[tr.Node][t] += sign * tr.Rate
+	}
+	for t := tr.Start; t < min(tr.Until, p.in.Horizon); t++ {
+		p.cache[tr.Node][t] += sign * p.items[tr.Item].Size
+	}
+}
+
+func (p *planning) add(tr Transfer) int {
+	p.reserve(tr, 1)
+	p.transfers = append(p.transfers, tr)
+	p.dead = append(p.dead, false)
+	return len(p.transfers) - 1
+}
+
+// addPrefetch plans item i's prefetch at a constant rate from slot at to its first run, held (pinned)
+// until its last run is done.
+func (p *planning) addPrefetch(i, at int) {
+	it := p.items[i]
+	rate := it.Size / (float64(it.First-at) * p.in.seconds())
+	p.prefetchOf[i] = p.add(Transfer{Kind: Prefetch, Item: i, Span: p.in.Spans[it.Span].ID, Node: it.Node, Run: -1,
+		Start: at, End: it.First, Rate: rate, Until: it.Last})
+}
+
+// admitJobs is Algorithm 6.1's loop: each job in turn is admitted if all its runs fit.
+func (p *planning) admitJobs() {
+	for j := range p.in.Jobs {
+		if p.active[j] {
+			p.fitJob(j)
+		}
+	}
+}
+
+// fitJob admits job j if every run of it is served by a planned copy or by a disk read that fits the
+// node's bandwidth: at the run's own speed if it can, else the fastest slower rate that still ends by
+// the deadline. If one run does not fit, the job's reads are taken back.
+func (p *planning) fitJob(j int) {
+	mark := len(p.transfers)
+	var served []int
+	for r, run := range p.runs {
+		if run.Job != j {
+			continue
+		}
+		if tr := p.copyFor(r); tr >= 0 {
+			p.serves[r] = Serve{Admitted: true, Source: FromCache, Transfer: tr}
+			served = append(served, r)
+			continue
+		}
+		tr, ok := p.fitRead(r)
+		if !ok {
+			for k := len(p.transfers) - 1; k >= mark; k-- {
+				p.reserve(p.transfers[k], -1)
+				if p.copyOf[p.transfers[k].Item] == k {
+					p.copyOf[p.transfers[k].Item] = -1
+				}
+			}
+			p.transfers, p.dead = p.transfers[:mark], p.dead[:mark]
+			for _, s := range served {
+				p.serves[s] = Serve{Transfer: -1}
+			}
+			p.admitted[j] = false
+			p.reason[j] = fmt.Sprintf("the run at slot %d cannot read %s from node %d's disk by slot %d within its bandwidth budget",
+				run.Start, p.in.Spans[run.Span].ID, run.Node, run.Deadline)
+			return
+		}
+		p.serves[r] = Serve{Admitted: true, Source: FromDisk, Transfer: tr}
+		served = append(served, r)
+	}
+	p.admitted[j], p.reason[j] = true, ""
+}
+
+// copyFor is the transfer whose copy serves run r: its item's prefetch, or an earlier run's read that
+// kept a copy and is done before r starts; -1 if none.
+func (p *planning) copyFor(r int) int {
+	run := p.runs[r]
+	if tr := p.prefetchOf[run.Item]; tr >= 0 {
+		return tr
+	}
+	if tr := p.copyOf[run.Item]; tr >= 0 && p.transfers[tr].End <= run.Start {
+		return tr
+	}
+	return -1
+}
+
+// fitRead plans run r's disk read. When a later run of the same item starts after the read is done and
+// the cache has room, the read keeps a copy for it: the chapter's remote read "cached for future use".
+func (p *planning) fitRead(r int) (int, bool) {
+	run := p.runs[r]
+	it := p.items[run.Item]
+	for end := run.End; end <= run.Deadline; end++ {
+		rate := it.Size / (float64(end-run.Start) * p.in.seconds())
+		if !p.bwFits(run.Node, run.Start, end, rate) {
+			continue
+		}
+		tr := Transfer{Kind: Read, Item: run.Item, Span: p.in.Spans[run.Span].ID, Node: run.Node, Run: r,
+			Start: run.Start, End: end, Rate: rate}
+		later := false
+		for _, o := range it.Runs {
+			later = later || p.runs[o].Start >= end
+		}
+		if later && p.copyOf[run.Item] < 0 && p.cacheFits(run.Node, run.Start, it.Last, it.Size) {
+			tr.Until = it.Last
+			k := p.add(tr)
+			p.copyOf[run.Item] = k
+			return k, true
+		}
+		return p.add(tr), true
+	}
+	return -1, false
+}
+
+// releaseUnused drops the prefetches no admitted run reads.
+func (p *planning) releaseUnused() {
+	for i, tr := range p.prefetchOf {
+		if tr < 0 {
+			continue
+		}
+		used := false
+		for _, r := range p.items[i].Runs {
+			used = used || p.admitted[p.runs[r].Job]
+		}
+		if !used {
+			p.reserve(p.transfers[tr], -1)
+			p.dead[tr], p.prefetchOf[i] = true, -1
+		}
+	}
+}
+
+func (p *planning) schedule() Schedule {
+	s := Schedule{Strategy: Planner, Runs: p.runs, Items: p.items, Serves: p.serves}
+	index := make([]int, len(p.transfers))
+	for k, tr := range p.transfers {
+		index[k] = -1
+		if !p.dead[k] {
+			index[k] = len(s.Transfers)
+			s.Transfers = append(s.Transfers, tr)
+		}
+	}
+	for r := range s.Serves {
+		if s.Serves[r].Admitted {
+			s.Serves[r].Transfer = index[s.Serves[r].Transfer]
+		}
+	}
+	for j, job := range p.in.Jobs {
+		s.Verdicts = append(s.Verdicts, Verdict{Job: job.Name, Admitted: p.admitted[j], Reason: p.reason[j]})
+	}
+	return s
+}

@@ -1,0 +1,356 @@
+// Package prefetch plans, for recurring scan jobs with deadlines, which spans each node reads ahead into
+// its cache and when, so that the disks' peak bandwidth stays low and every admitted job finishes on time.
+// It implements the planner of Ghosh's thesis (2018), chapter 6 (NetCachier, Algorithms 6.1 and 6.2):
+// spans taken greedily by aggregate read rate over size, a constant-rate prefetch that finishes when the
+// first run starts, candidate start times where cached copies are released, and admission of the jobs
+// whose remaining disk reads still fit. Beside it are the chapter's baselines over the same inputs —
+// DemandReads (its RemoteRead: every run reads its span from disk) and DemandPaging (copies cached on
+// first read, evicted by PACMan's LIFE) — an evaluator of any schedule, and the LP relaxation's lower
+// bound on the peak, solved with gonum's simplex.
+//
+// It is a leaf solver: it sees span sizes, job timings and per-node budgets only, never an engine, a
+// cache or a cluster, and it never reads data itself — callers carry out the schedule.
+//
+// Time is in slots of Instance.Slot; a run of a job occupies the slots [Start, Start+Duration) when it
+// reads at its own speed and must be done by the end of slot Start+Deadline-1. Sizes are bytes, rates
+// bytes per second.
+package prefetch
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Span is a unit of data a job reads: a key span held by one node.
+type Span struct {
+	ID   string
+	Node int
+	Size float64 // bytes
+}
+
+// Job is a recurring scan: it reads all of Span once per run.
+type Job struct {
+	Name string
+	Span string // a Span's ID
+	// Start is the slot of the first run.
+	Start int
+	// Duration is how many slots a run takes when it reads at its own speed: it reads at Size/Duration.
+	// 0 means Deadline.
+	Duration int
+	// Deadline is how many slots after its start a run must be done by.
+	Deadline int
+	// Period is the slots between runs; 0: the job runs once.
+	Period int
+}
+
+// Node is one node's budgets for the jobs: what the foreground load leaves them.
+type Node struct {
+	// Bandwidth is the disk bandwidth (bytes/s) left in each slot; the last value holds for later
+	// slots, and an empty slice means no limit.
+	Bandwidth []float64
+	// Cache is the bytes of cache prefetched and paged-in copies may hold at once.
+	Cache float64
+}
+
+// Instance is a planning window.
+type Instance struct {
+	Slot    time.Duration
+	Horizon int // slots planned: runs whose deadline falls after it are left to the next window
+	Nodes   []Node
+	Spans   []Span
+	Jobs    []Job
+}
+
+// Run is one run of a job inside the horizon.
+type Run struct {
+	Job      int
+	Span     int // index in Instance.Spans
+	Node     int
+	Start    int
+	End      int // Start+Duration: when it is done reading at its own speed
+	Deadline int // slot by whose start it must be done
+	Item     int // the copy of its span it shares with overlapping runs (see Items)
+}
+
+// Item is one copy of a span: the runs of the span whose windows overlap read the same data, and a run
+// that starts after every earlier run of the span is done sees data written since, so it needs a new copy.
+type Item struct {
+	Span     int
+	Node     int
+	Size     float64
+	First    int // the first run's start: a prefetch must be done by then
+	Until    int // the last run's deadline: a run starting later needs a new copy
+	Last     int // the last run's end: no run reads a copy after it, so a copy is released then
+	Earliest int // the earliest slot a prefetch may start (Options.Lead)
+	Runs     []int
+}
+
+// Options tune the planner and the baselines.
+type Options struct {
+	// Lead bounds how many slots before its first run a copy may be prefetched. 0 means one period of
+	// the first run's job (so a copy is never older than the data the job's previous run saw), or from
+	// slot 0 for jobs that run once.
+	Lead int
+	// Rounds is how many times the planner re-plans without the jobs it rejected, freeing what their
+	// prefetches held (the chapter's "repeat the algorithm a few times"); 0 means 3.
+	Rounds int
+}
+
+// Strategy names a way to serve the runs.
+type Strategy int
+
+const (
+	// Planner is the chapter's NetCachier planner (Algorithms 6.1 and 6.2).
+	Planner Strategy = iota
+	// DemandReads reads every run's span from disk at the run's speed: the chapter's RemoteRead.
+	DemandReads
+	// DemandPaging caches a span on its first read and serves later runs from the copy, evicting by
+	// PACMan's LIFE: the chapter's DemandPaging.
+	DemandPaging
+)
+
+// Strategies lists every strategy, in the order reports print them.
+var Strategies = []Strategy{Planner, DemandReads, DemandPaging}
+
+var names = map[Strategy]string{Planner: "planner", DemandReads: "demand-reads", DemandPaging: "demand-paging"}
+
+func (s Strategy) String() string {
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("strategy(%d)", int(s))
+}
+
+// ParseStrategy is the inverse of String.
+func ParseStrategy(name string) (Strategy, error) {
+	for _, s := range Strategies {
+		if s.String() == name {
+			return s, nil
+		}
+	}
+	all := make([]string, 0, len(Strategies))
+	for _, s := range Strategies {
+		all = append(all, s.String())
+	}
+	return 0, fmt.Errorf("prefetch: unknown strategy %q (one of %s)", name, strings.Join(all, ", "))
+}
+
+// Validate checks that in is well formed: every job names a span, every span a node, and times are sane.
+func (in *Instance) Validate() error {
+	if in.Slot <= 0 {
+		return fmt.Errorf("prefetch: slot %v: must be positive", in.Slot)
+	}
+	if in.Horizon <= 0 {
+		return fmt.Errorf("prefetch: horizon %d slots: must be positive", in.Horizon)
+	}
+	for n, node := range in.Nodes {
+		if node.Cache < 0 {
+			return fmt.Errorf("prefetch: node %d: cache budget %v is negative", n, node.Cache)
+		}
+		for t, b := range node.Bandwidth {
+			if b < 0 || math.IsNaN(b) {
+				return fmt.Errorf("prefetch: node %d: bandwidth %v in slot %d", n, b, t)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range in.Spans {
+		if seen[s.ID] {
+			return fmt.Errorf("prefetch: span %q listed twice", s.ID)
+		}
+		seen[s.ID] = true
+		if s.Node < 0 || s.Node >= len(in.Nodes) {
+			return fmt.Errorf("prefetch: span %q on node %d of %d", s.ID, s.Node, len(in.Nodes))
+		}
+		if !(s.Size > 0) {
+			return fmt.Errorf("prefetch: span %q: size %v must be positive", s.ID, s.Size)
+		}
+	}
+	for _, j := range in.Jobs {
+		if !seen[j.Span] {
+			return fmt.Errorf("prefetch: job %q reads unknown span %q", j.Name, j.Span)
+		}
+		if j.Start < 0 || j.Deadline < 1 || j.Duration < 0 || j.Duration > j.Deadline || j.Period < 0 {
+			return fmt.Errorf("prefetch: job %q: start %d, duration %d, deadline %d, period %d: want start ≥ 0, 1 ≤ deadline, 0 ≤ duration ≤ deadline, period ≥ 0",
+				j.Name, j.Start, j.Duration, j.Deadline, j.Period)
+		}
+	}
+	return nil
+}
+
+// budget is node n's bandwidth left in slot t.
+func (in *Instance) budget(n, t int) float64 {
+	bw := in.Nodes[n].Bandwidth
+	switch {
+	case len(bw) == 0:
+		return math.Inf(1)
+	case t < len(bw):
+		return bw[t]
+	default:
+		return bw[len(bw)-1]
+	}
+}
+
+func (in *Instance) seconds() float64 { return in.Slot.Seconds() }
+
+// rate is the bytes/s a run reads at its own speed.
+func (in *Instance) rate(r Run) float64 {
+	return in.Spans[r.Span].Size / (float64(r.End-r.Start) * in.seconds())
+}
+
+// Runs expands the jobs into their runs inside the horizon, in start order, and groups them into items.
+func (in *Instance) Runs(opt Options) ([]Run, []Item) {
+	spanIdx := make(map[string]int, len(in.Spans))
+	for i, s := range in.Spans {
+		spanIdx[s.ID] = i
+	}
+	var runs []Run
+	for j, job := range in.Jobs {
+		dur := job.Duration
+		if dur == 0 {
+			dur = job.Deadline
+		}
+		s := spanIdx[job.Span]
+		for start := job.Start; start+job.Deadline <= in.Horizon; start += job.Period {
+			runs = append(runs, Run{Job: j, Span: s, Node: in.Spans[s].Node, Start: start, End: start + dur,
+				Deadline: start + job.Deadline})
+			if job.Period == 0 {
+				break
+			}
+		}
+	}
+	sort.SliceStable(runs, func(a, b int) bool {
+		if runs[a].Start != runs[b].Start {
+			return runs[a].Start < runs[b].Start
+		}
+		return runs[a].Job < runs[b].Job
+	})
+	var items []Item
+	open := map[int]int{} // span → its latest item
+	for r := range runs {
+		run := &runs[r]
+		if i, ok := open[run.Span]; ok && run.Start < items[i].Until {
+			items[i].Runs = append(items[i].Runs, r)
+			items[i].Until = max(items[i].Until, run.Deadline)
+			items[i].Last = max(items[i].Last, run.End)
+			run.Item = i
+			continue
+		}
+		lead := opt.Lead
+		if lead == 0 {
+			lead = in.Jobs[run.Job].Period
+		}
+		earliest := 0
+		if lead > 0 {
+			earliest = max(0, run.Start-lead)
+		}
+		if i, ok := open[run.Span]; ok {
+			// The copy for this run must not be fetched before the previous copy's runs began: it would
+			// be the same data.
+			earliest = max(earliest, items[i].First)
+		}
+		s := in.Spans[run.Span]
+		items = append(items, Item{Span: run.Span, Node: s.Node, Size: s.Size, First: run.Start, Until: run.Deadline,
+			Last: run.End, Earliest: earliest, Runs: []int{r}})
+		run.Item = len(items) - 1
+		open[run.Span] = run.Item
+	}
+	return runs, items
+}
+
+// Kind says what a transfer is for.
+type Kind int
+
+const (
+	// Prefetch reads an item into the cache ahead of its first run.
+	Prefetch Kind = iota
+	// Read is a run reading its span from disk; with Until > End it also keeps a copy for later runs.
+	Read
+)
+
+func (k Kind) String() string {
+	if k == Prefetch {
+		return "prefetch"
+	}
+	return "read"
+}
+
+// Transfer is one planned disk read at a constant rate over the slots [Start, End).
+type Transfer struct {
+	Kind Kind
+	Item int
+	Span string
+	Node int
+	Run  int // the run reading, for a Read; -1 for a Prefetch
+	// Start and End bound the slots the transfer runs in; Rate·(End−Start)·slot is the span's size.
+	Start, End int
+	Rate       float64
+	// Until is the slot the cached copy is released at: a copy holds the span's size in the node's cache
+	// over [Start, Until). Until ≤ Start for a read that keeps no copy.
+	Until int
+}
+
+// Source is where a run's data comes from.
+type Source int
+
+const (
+	// FromDisk: the run's own Read.
+	FromDisk Source = iota
+	// FromCache: a copy a Prefetch or an earlier run's Read holds.
+	FromCache
+)
+
+// Serve is how the schedule serves one run.
+type Serve struct {
+	Admitted bool
+	Source   Source
+	Transfer int // index in Schedule.Transfers; -1 when not admitted
+}
+
+// Verdict is the admission of one job: admitted only if every run of it in the horizon fits.
+type Verdict struct {
+	Job      string
+	Admitted bool
+	Reason   string // why not, when rejected
+}
+
+// Schedule is a strategy's plan for a window.
+type Schedule struct {
+	Strategy  Strategy
+	Runs      []Run
+	Items     []Item
+	Transfers []Transfer
+	Serves    []Serve // by run
+	Verdicts  []Verdict
+}
+
+// Prefetches are the schedule's prefetch transfers.
+func (s *Schedule) Prefetches() []Transfer {
+	var out []Transfer
+	for _, t := range s.Transfers {
+		if t.Kind == Prefetch {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Make plans in with strategy s.
+func Make(in *Instance, s Strategy, opt Options) (Schedule, error) {
+	if err := in.Validate(); err != nil {
+		return Schedule{}, err
+	}
+	switch s {
+	case Planner:
+		return plan(in, opt), nil
+	case DemandReads:
+		return demandReads(in, opt), nil
+	case DemandPaging:
+		return demandPaging(in, opt), nil
+	default:
+		return Schedule{}, fmt.Errorf("prefetch: unknown strategy %d", int(s))
+	}
+}
