@@ -79,6 +79,11 @@ func (s *Service) maybeSplitBySize(ctx context.Context) {
 		if err != nil || key == nil {
 			continue
 		}
+		if d := r.Desc(); d == nil {
+			continue
+		} else if _, ok := slotAlignedSplitKey(key, d.StartKey, d.EndKey); !ok {
+			continue // one Redis hash slot: never split (the size alone cannot be helped)
+		}
 		if _, _, err := s.splitLocal(ctx, r, key); err != nil {
 			s.log.Warn("size split failed", "range", r.RangeID(), "err", err)
 		}

@@ -306,9 +306,9 @@ var ttlModel = porcupine.Model{
 // model with time: no read returns an expired key, and no expired key comes back.
 func TestExpiryLinearizable(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 15 s run under leader kills")
+		t.Skip("a 10 s run under leader kills")
 	}
-	const nKeys, nClients, runFor = 3, 4, 15 * time.Second
+	const nKeys, nClients, runFor = 3, 4, 10 * time.Second
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{Expiry: expiry.Config{Interval: 300 * time.Millisecond}}})

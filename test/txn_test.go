@@ -57,7 +57,7 @@ func TestTxnCrossRange(t *testing.T) {
 // range's leader; every atomic read of all accounts, and the final one, sums to the starting total.
 func TestTxnBankUnderLeaderKills(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 15 s run under leader kills")
+		t.Skip("a 10 s run under leader kills")
 	}
 	const accounts, start = 5, 100
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
@@ -91,7 +91,7 @@ func TestTxnBankUnderLeaderKills(t *testing.T) {
 		}
 		return sum, nil
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	var wg sync.WaitGroup
 	var transfers, reads atomic.Int64
 	errs := make(chan error, 8)
@@ -223,7 +223,7 @@ var txnModel = porcupine.Model{
 // the nemesis kills the range's leader.
 func TestTxnLinearizable(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 15 s run under leader kills")
+		t.Skip("a 10 s run under leader kills")
 	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -231,7 +231,7 @@ func TestTxnLinearizable(t *testing.T) {
 	admin := c.Client()
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(admin, 3) })
 	ka, kb := []byte("txn/a"), []byte("txn/b")
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	t0 := time.Now()
 	var (
 		mu  sync.Mutex

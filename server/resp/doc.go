@@ -23,9 +23,12 @@
 // string key sorts first in the group, so one scan with limit 1 tells the type. SET writes only the
 // string key (one raft proposal, no read): hash fields left beside it are hidden by the rule "a string
 // hides hash fields" and removed by the next DEL or FLUSHDB. Every hash command checks for the string
-// first and answers WRONGTYPE like Redis. Writes that depend on a read (INCR, SET NX/XX/GET, SETNX) use
-// compare-and-swap on the string key, so concurrent increments are never lost; type changes racing with
-// each other (HSET against SET on one key) resolve as if the string write came last.
+// first and answers WRONGTYPE like Redis. String commands that read and write (SET and its options,
+// the expiry commands, the INCR family, APPEND, GETSET, GETDEL …) are one Shoal transaction each
+// (package txn builds its ops; multi.go), so concurrent increments are never lost; SETNX is a
+// compare-and-swap. Type changes racing with each other (HSET against SET on one key) resolve as if the
+// string write came last. MULTI … EXEC runs a block of string commands as one transaction, with WATCH
+// as compares of modification indexes; all of a block's keys must share a hash slot.
 //
 // # Slots and ranges
 //
@@ -75,9 +78,9 @@
 // (user "default" or none).
 //
 // Shoal errors become Redis errors: NOT_LEADER, RANGE_MOVED, UNAVAILABLE and OVERLOADED left after the
-// client's retries become -TRYAGAIN (go-redis retries those), INVALID_ARGUMENT -ERR, a write whose
-// outcome is unknown (TIMEOUT, AMBIGUOUS) -AMBIGUOUS (never TRYAGAIN: it must not be retried blindly).
+// client's retries become -TRYAGAIN (go-redis retries those), INVALID_ARGUMENT -ERR, CROSS_RANGE
+// -CROSSSLOT, a write whose outcome is unknown (TIMEOUT, AMBIGUOUS) -AMBIGUOUS (never TRYAGAIN: it must not be retried blindly).
 //
-// Not supported: key expiry (SET EX/PX answer an error), other data types, transactions, scripts,
-// pub/sub, databases other than 0, RESP3.
+// Not supported: expiry of hashes, other data types, hash commands inside MULTI, scripts, pub/sub,
+// databases other than 0, RESP3.
 package resp
