@@ -65,8 +65,10 @@ A backup reads every key, so the node first moves its leaderships away (shed_lea
 Restore it into a new cluster with "shoal restore DIR".
 
 With --incremental-from PREV (an earlier backup of the node, on its host), only the keys put and
-deleted since PREV are written, plus a key index the next incremental diffs against; the manifest
-names PREV with its checksum. A damaged or missing PREV is refused before anything is written.
+deleted since PREV are written; the manifest names PREV with its checksum. When PREV is the node's
+newest backup, taken on this node, the node reads only the keys its change journal lists since PREV;
+otherwise it reads every key and diffs against PREV's key index, and says why. A damaged or missing
+PREV is refused before anything is written.
 "shoal backup list|verify|compact" and "shoal restore" work on the chain.`,
 	Example: `  shoal admin backup 1 /var/backups/shoal/2026-11-23
   shoal admin backup 1 /mnt/backup/b1 --rate 50MiB
@@ -99,9 +101,16 @@ names PREV with its checksum. A damaged or missing PREV is refused before anythi
 				return fmt.Errorf("backup finished but its manifest is unreadable: %w", err)
 			}
 			if m.Incremental() {
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d: incremental backup of %d ranges, %d keys put and %d deleted since %s, %s into %s in %s\n  %s\n",
+				how := "read from the change journal"
+				if m.Method != "journal" {
+					how = "diffed every key against the parent's index"
+					if m.Fallback != "" {
+						how += ": " + m.Fallback
+					}
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d: incremental backup of %d ranges, %d keys put and %d deleted since %s, %s into %s in %s\n  changes %s\n  %s\n",
 					res.Node, len(m.Ranges), m.TotalKeys, m.TotalDeletes, m.Parent.ID, humanBytes(m.TotalBytes), a[1],
-					res.Duration.Round(time.Millisecond), res.Outcome)
+					res.Duration.Round(time.Millisecond), how, res.Outcome)
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d: backup of %d ranges, %d keys, %s into %s in %s\n  %s\n",

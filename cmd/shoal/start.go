@@ -117,6 +117,7 @@ func init() {
 	f.DurationVar(&c.Background.CompactInterval, "compact-interval", 0, "run a full compaction about this often, jittered per node (0: never)")
 	f.DurationVar(&c.Background.BackupInterval, "backup-interval", 0, "write a backup into --backup-dir about this often, jittered per node (0: never)")
 	f.StringVar(&c.Background.BackupDir, "backup-dir", "", "absolute directory for periodic backups (one subdirectory per backup)")
+	f.Var(onOff{&c.Background.Backup.NoJournal, true}, "backup-journal", "journal written keys once the node has backed up, so an incremental reads only what changed since the node's newest backup (on|off; off deletes the journal at the next backup and every incremental reads every key)")
 	f.Var(onOff{&h.Off, true}, "read-hints", "read hints: the leader of a range ships the reads it serves to the other replicas, which replay them to keep their caches warm for a leadership change (on|off; the cluster-wide switch is the read_hints policy)")
 	f.Var((*hintsTarget)(&h.Target), "read-hints-target", "read hints go to every other replica (all) or to the first voter only (one)")
 	f.Float64Var(&h.Fraction, "read-hints-fraction", h.Fraction, "fraction of received read hints this node replays, in (0, 1]")

@@ -77,21 +77,17 @@ func (s *Service) writeBackup(ctx context.Context, dir string, parent *backups.P
 		return "", fmt.Errorf("backup: %w", err)
 	}
 	ckDir := filepath.Join(stage, fmt.Sprintf("ck-%d", time.Now().UnixNano()))
-	// The journal's epoch closes before the checkpoint: every write the checkpoint misses is journaled
-	// under a later epoch, which the next incremental reads.
+	// The journal's epoch closes before the snapshot or checkpoint is taken: every write it misses is
+	// journaled under a later epoch, which the next incremental reads.
 	mark, err := backups.BeginEpoch(s.deps.Engine, s.cfg.Backup)
 	if err != nil {
 		return "", err
 	}
-	if err := s.deps.Engine.Checkpoint(ckDir); err != nil {
-		return "", fmt.Errorf("backup: %w", err)
-	}
-	ck, err := s.deps.Engine.OpenCheckpoint(ckDir)
+	src, release, err := backups.OpenSource(s.deps.Engine, ckDir, parent, mark)
 	if err != nil {
-		os.RemoveAll(ckDir)
-		return "", fmt.Errorf("backup: %w", err)
+		return "", err
 	}
-	defer ck.Close(true)
+	defer release()
 
 	ids := []uint64{}
 	for _, r := range s.deps.Store().Replicas() {
@@ -100,7 +96,7 @@ func (s *Service) writeBackup(ctx context.Context, dir string, parent *backups.P
 		}
 	}
 	pace := newPacer(rate)
-	m, err := backups.Write(ctx, ck, backups.Request{Dir: dir, Parent: parent, Ranges: ids, Lagging: lagging,
+	m, err := backups.Write(ctx, src, backups.Request{Dir: dir, Parent: parent, Ranges: ids, Lagging: lagging,
 		Pace: func(read uint64) error {
 			h.SetBytes(read)
 			if err := pace.wait(ctx, read); err != nil {

@@ -124,7 +124,7 @@ func Write(ctx context.Context, src Source, req Request) (*backup.Manifest, erro
 		}
 		w.cover = coverage(p.Manifest.Ranges)
 		var why string
-		if w.journal, why, err = openJournal(src, p.Manifest.Journal, req.Mark); err != nil {
+		if w.journal, why, err = openJournal(src, p, req.Mark); err != nil {
 			return nil, err
 		}
 		if w.journal != nil {

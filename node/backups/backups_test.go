@@ -118,21 +118,18 @@ func (s *store) backup(dir, parent string) *backup.Manifest {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if err := s.eng.Checkpoint(ckDir); err != nil {
-		s.t.Fatal(err)
-	}
-	ck, err := s.eng.OpenCheckpoint(ckDir)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer ck.Close(true)
-	s.ckState = userData(s.t, ck)
 	req := Request{Dir: dir, Ranges: slices.Sorted(maps.Keys(s.ranges)), Mark: mark}
 	if parent != "" {
 		if req.Parent, err = OpenParent(parent); err != nil {
 			s.t.Fatal(err)
 		}
 	}
+	ck, release, err := OpenSource(s.eng, ckDir, req.Parent, mark)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer release()
+	s.ckState = userData(s.t, ck)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		s.t.Fatal(err)
 	}
@@ -152,7 +149,7 @@ func (s *store) backup(dir, parent string) *backup.Manifest {
 }
 
 // userData reads every user key of a checkpoint.
-func userData(t testing.TB, ck *storage.Checkpoint) map[string]string {
+func userData(t testing.TB, ck Source) map[string]string {
 	lo, hi := storage.DataSpan(false, nil, nil)
 	it, err := ck.NewIter(lo, hi)
 	must(t, err)

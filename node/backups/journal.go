@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/shoaldb/shoal/backup"
@@ -54,29 +55,41 @@ type journalReader struct {
 	spans    [][2][]byte // span markers (end empty: to the end of the keyspace)
 }
 
+// JournalServes says whether the journal in state st (read after mark's bump) can say what changed
+// since parent (nil: a full backup), and if not, why.
+func JournalServes(st storage.JournalState, parent *Parent, mark *storage.JournalMark) (bool, string) {
+	if parent == nil {
+		return false, ""
+	}
+	if mark == nil {
+		return false, "journaling is off on this node"
+	}
+	pm := parent.Manifest.Journal
+	switch {
+	case pm == nil:
+		return false, "the parent backup has no journal mark (taken before the node journaled, or by an older version)"
+	case !st.On || st.ID != pm.ID:
+		return false, fmt.Sprintf("the parent backup was taken on another node or store (journal %s, this node's %s)", pm.ID, st.ID)
+	case pm.Epoch < st.Start:
+		return false, fmt.Sprintf("the journal was trimmed past the parent (its epoch %d; the journal keeps epochs after %d, the newest backup's): "+
+			"an incremental reads the journal only against the node's newest backup", pm.Epoch, st.Start)
+	case pm.Epoch >= st.Epoch:
+		return false, fmt.Sprintf("the parent's journal epoch %d is unknown to this node (current %d)", pm.Epoch, st.Epoch)
+	}
+	return true, ""
+}
+
 // openJournal returns a reader of the journal since parent's mark, or nil and why the journal cannot
 // say what changed since the parent (the incremental then diffs).
-func openJournal(src Source, parent *backup.JournalMark, mark *storage.JournalMark) (*journalReader, string, error) {
-	if mark == nil {
-		return nil, "journaling is off on this node", nil
-	}
-	if parent == nil {
-		return nil, "the parent backup has no journal mark (taken before the node journaled, or by an older version)", nil
-	}
+func openJournal(src Source, parent *Parent, mark *storage.JournalMark) (*journalReader, string, error) {
 	st, err := storage.ReadJournalState(src.Get)
 	if err != nil {
 		return nil, "", fmt.Errorf("backup: journal: %w", err)
 	}
-	switch {
-	case !st.On || st.ID != parent.ID:
-		return nil, fmt.Sprintf("the parent backup was taken on another node or store (journal %s, this node's %s)", parent.ID, st.ID), nil
-	case parent.Epoch < st.Start:
-		return nil, fmt.Sprintf("the journal was trimmed past the parent (its epoch %d; the journal keeps epochs after %d, the newest backup's): "+
-			"an incremental reads the journal only against the node's newest backup", parent.Epoch, st.Start), nil
-	case parent.Epoch >= st.Epoch:
-		return nil, fmt.Sprintf("the parent's journal epoch %d is unknown to this node (current %d)", parent.Epoch, st.Epoch), nil
+	if ok, why := JournalServes(st, parent, mark); !ok {
+		return nil, why, nil
 	}
-	j := &journalReader{src: src, from: parent.Epoch + 1, to: st.Epoch}
+	j := &journalReader{src: src, from: parent.Manifest.Journal.Epoch + 1, to: st.Epoch}
 	for ep := j.from; ep <= j.to; ep++ {
 		lo, hi := storage.JournalSpanMarkers(ep)
 		it, err := src.NewIter(lo, hi)
@@ -177,4 +190,33 @@ func (w *writer) readJournaled(ctx context.Context, rs rangeState, f *backup.Wri
 		}
 	}
 	return it.Error()
+}
+
+// OpenSource opens what a backup reads once BeginEpoch returned mark: a snapshot of the live engine
+// when the journal serves the incremental, else a checkpoint taken into ckDir (on the engine's
+// filesystem; removed by release). An incremental that reads the journal reads a few keys for a
+// moment, so a snapshot costs it nothing, where a checkpoint copies the WAL and its opening replays
+// it — on a store with a full memtable, longer than the incremental itself. A backup that reads
+// every key reads from a checkpoint: it pins no version in the live engine for its whole length and
+// reads through a block cache of its own.
+func OpenSource(eng *storage.Engine, ckDir string, parent *Parent, mark *storage.JournalMark) (src Source, release func(), err error) {
+	if parent != nil && mark != nil {
+		st, err := eng.JournalState()
+		if err != nil {
+			return nil, nil, fmt.Errorf("backup: journal: %w", err)
+		}
+		if ok, _ := JournalServes(st, parent, mark); ok {
+			snap := eng.NewSnapshot()
+			return snap, func() { snap.Close() }, nil
+		}
+	}
+	if err := eng.Checkpoint(ckDir); err != nil {
+		return nil, nil, fmt.Errorf("backup: %w", err)
+	}
+	ck, err := eng.OpenCheckpoint(ckDir)
+	if err != nil {
+		os.RemoveAll(ckDir)
+		return nil, nil, fmt.Errorf("backup: %w", err)
+	}
+	return ck, func() { ck.Close(true) }, nil
 }
