@@ -118,6 +118,9 @@ func (a *applier) expiry(op *pb.TxnOp, old state) int64 {
 		}
 		return 0
 	case op.TtlMs != 0:
+		if op.TtlMs > math.MaxInt64-a.clock {
+			return math.MaxInt64 // saturate: never in practice
+		}
 		return a.clock + op.TtlMs
 	}
 	return op.ExpireAtUnixMs

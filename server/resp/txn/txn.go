@@ -111,6 +111,10 @@ func buildGet(env Env, args [][]byte) (*Plan, error) {
 	return p, nil
 }
 
+// maxExpiryMs bounds a ttl or an expiry time so that adding the clock cannot overflow (Redis
+// answers "invalid expire time" where its own sum would).
+const maxExpiryMs = math.MaxInt64 / 2
+
 // expiry is a parsed EX|PX|EXAT|PXAT option: a relative ttl or an absolute time, in ms.
 type expiry struct {
 	ttlMs, atMs int64
@@ -142,6 +146,9 @@ func parseExpiry(opt string, v []byte, cmd string) (expiry, error) {
 			return expiry{}, invalid
 		}
 		ms = n * 1000
+	}
+	if ms > maxExpiryMs {
+		return expiry{}, invalid
 	}
 	if opt == "ex" || opt == "px" {
 		return expiry{ttlMs: ms, set: true}, nil
@@ -340,6 +347,9 @@ func buildExpire(env Env, args [][]byte) (*Plan, error) {
 			return nil, Error(fmt.Sprintf("ERR invalid expire time in '%s' command", name))
 		}
 		ms = n * 1000
+	}
+	if ms > maxExpiryMs {
+		return nil, Error(fmt.Sprintf("ERR invalid expire time in '%s' command", name))
 	}
 	op := &pb.TxnOp{Type: pb.TxnOp_EXPIRE, Key: env.Key(args[1])}
 	switch {

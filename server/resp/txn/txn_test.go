@@ -53,6 +53,8 @@ func TestBuild(t *testing.T) {
 		{"SETEX k 5 v", "PUT ttl=5000"},
 		{"PSETEX k 5 v", "PUT ttl=5"},
 		{"EXPIRE k -1", "EXPIRE at=1"},
+		{"PEXPIRE k 9223372036854775807", "ERR invalid expire time in 'pexpire' command"},
+		{"SET k v PX 9223372036854775807", "ERR invalid expire time in 'set' command"},
 		{"EXPIREAT k 7", "EXPIRE at=7000"},
 		{"PEXPIRE k 7", "EXPIRE ttl=7"},
 		{"EXPIRE k 1 GT", "ERR Shoal does not support EXPIRE's NX, XX, GT and LT options"},
