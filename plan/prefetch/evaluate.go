@@ -154,7 +154,7 @@ func overload(in *Instance, s *Schedule) (bw, cache float64) {
 				rates[t] += tr.Rate
 			}
 			for t := tr.Start; t < min(tr.Until, in.Horizon); t++ {
-				held[t] += s.Items[tr.Item].Size
+				held[t] += tr.Held(s.Items[tr.Item].Size, t)
 			}
 		}
 		for t := range rates {

@@ -126,10 +126,10 @@ func (p *planning) choosePrefetches() {
 		remote := p.score(n, func(t int) float64 { return reads[t] })
 		best, bestAt := peakScore{ok: false}, -1
 		for _, t := range p.candidates(c.item) {
-			if !p.cacheFits(n, t, it.Last, it.Size) {
+			if !p.cacheFits(p.prefetch(c.item, t)) {
 				continue
 			}
-			rate := it.Size / (float64(it.First-t) * p.in.seconds())
+			rate := p.prefetch(c.item, t).Rate
 			s := p.score(n, func(u int) float64 {
 				if u >= t && u < it.First {
 					return rate
@@ -213,9 +213,11 @@ func (p *planning) score(n int, add func(t int) float64) peakScore {
 	return s
 }
 
-func (p *planning) cacheFits(n, from, to int, size float64) bool {
-	for t := from; t < min(to, p.in.Horizon); t++ {
-		if p.cache[n][t]+size > p.in.Nodes[n].Cache*(1+eps)+eps {
+// cacheFits says whether tr's copy fits its node's cache budget beside the planned ones.
+func (p *planning) cacheFits(tr Transfer) bool {
+	size := p.items[tr.Item].Size
+	for t := tr.Start; t < min(tr.Until, p.in.Horizon); t++ {
+		if p.cache[tr.Node][t]+tr.Held(size, t) > p.in.Nodes[tr.Node].Cache*(1+eps)+eps {
 			return false
 		}
 	}
@@ -237,7 +239,7 @@ func (p *planning) reserve(tr Transfer, sign float64) {
 		p.bw[tr.Node][t] += sign * tr.Rate
 	}
 	for t := tr.Start; t < min(tr.Until, p.in.Horizon); t++ {
-		p.cache[tr.Node][t] += sign * p.items[tr.Item].Size
+		p.cache[tr.Node][t] += sign * tr.Held(p.items[tr.Item].Size, t)
 	}
 }
 
@@ -251,10 +253,13 @@ func (p *planning) add(tr Transfer) int {
 // addPrefetch plans item i's prefetch at a constant rate from slot at to its first run, held (pinned)
 // until its last run is done.
 func (p *planning) addPrefetch(i, at int) {
+	p.prefetchOf[i] = p.add(p.prefetch(i, at))
+}
+
+func (p *planning) prefetch(i, at int) Transfer {
 	it := p.items[i]
-	rate := it.Size / (float64(it.First-at) * p.in.seconds())
-	p.prefetchOf[i] = p.add(Transfer{Kind: Prefetch, Item: i, Span: p.in.Spans[it.Span].ID, Node: it.Node, Run: -1,
-		Start: at, End: it.First, Rate: rate, Until: it.Last})
+	return Transfer{Kind: Prefetch, Item: i, Span: p.in.Spans[it.Span].ID, Node: it.Node, Run: -1,
+		Start: at, End: it.First, Rate: it.Size / (float64(it.First-at) * p.in.seconds()), Until: it.Last}
 }
 
 // admitJobs is Algorithm 6.1's loop: each job in turn is admitted if all its runs fit.
@@ -333,11 +338,11 @@ func (p *planning) fitRead(r int) (int, bool) {
 		for _, o := range it.Runs {
 			later = later || p.runs[o].Start >= end
 		}
-		if later && p.copyOf[run.Item] < 0 && p.cacheFits(run.Node, run.Start, it.Last, it.Size) {
-			tr.Until = it.Last
-			k := p.add(tr)
-			p.copyOf[run.Item] = k
-			return k, true
+		if kept := tr; later && p.copyOf[run.Item] < 0 {
+			if kept.Until = it.Last; p.cacheFits(kept) {
+				p.copyOf[run.Item] = p.add(kept)
+				return p.copyOf[run.Item], true
+			}
 		}
 		return p.add(tr), true
 	}

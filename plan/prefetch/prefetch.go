@@ -288,9 +288,22 @@ type Transfer struct {
 	// Start and End bound the slots the transfer runs in; Rate·(End−Start)·slot is the span's size.
 	Start, End int
 	Rate       float64
-	// Until is the slot the cached copy is released at: a copy holds the span's size in the node's cache
-	// over [Start, Until). Until ≤ Start for a read that keeps no copy.
+	// Until is the slot the cached copy is released at. A copy fills the node's cache as its bytes
+	// arrive over [Start, End) and holds all of them until Until. Until ≤ Start for a read that keeps
+	// no copy.
 	Until int
+}
+
+// Held is the bytes tr's copy holds in the cache at the end of slot t, for a span of size bytes.
+func (tr Transfer) Held(size float64, t int) float64 {
+	switch {
+	case t < tr.Start || t >= tr.Until:
+		return 0
+	case t < tr.End:
+		return size * float64(t-tr.Start+1) / float64(tr.End-tr.Start)
+	default:
+		return size
+	}
 }
 
 // Source is where a run's data comes from.
