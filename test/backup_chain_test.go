@@ -21,6 +21,7 @@ import (
 	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/plan/mergeplan"
+	"github.com/shoaldb/shoal/storage/stored"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
@@ -66,7 +67,15 @@ func chainDigest(t *testing.T, dir string) digest {
 		t.Fatal(err)
 	}
 	var d digest
-	if _, err := c.Merge(p, t.TempDir(), func(k, v []byte) error { d.add(k, v); return nil }); err != nil {
+	// A backup holds stored values (package stored); a client reads their data.
+	if _, err := c.Merge(p, t.TempDir(), func(k, v []byte) error {
+		sv, err := stored.Decode(v)
+		if err != nil {
+			return fmt.Errorf("key %q: %w", k, err)
+		}
+		d.add(k, sv.Data)
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -164,8 +173,11 @@ func TestIncrementalBackupChainRestores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("backup %d: %d keys put, %d deleted, %d bytes, %s (%s)", i, m.TotalKeys, m.TotalDeletes, m.TotalBytes,
-			res.Duration, res.Outcome)
+		t.Logf("backup %d: %d keys put, %d deleted, %d bytes, %s (%s) %s", i, m.TotalKeys, m.TotalDeletes, m.TotalBytes,
+			res.Duration, res.Outcome, m.Method)
+		if i > 0 && m.Method != "journal" {
+			t.Fatalf("backup %d against the node's newest backup did not read the journal: %s (%s)", i, m.Method, m.Fallback)
+		}
 		if strings.Contains(res.Outcome, "ran anyway") {
 			t.Fatalf("backup %d ran without shedding its node's leaderships: %s", i, res.Outcome)
 		}
@@ -178,6 +190,18 @@ func TestIncrementalBackupChainRestores(t *testing.T) {
 	src := clusterDigest(t, ctx, cl)
 	if got := chainDigest(t, dirs[3]); got != src {
 		t.Fatalf("the chain holds %d keys (digest %x), the cluster %d (%x)", got.keys, got.h[:6], src.keys, src.h[:6])
+	}
+	// Against an older backup the journal no longer reaches back (it keeps what the newest needs):
+	// the incremental diffs every key, says so, and holds the same state.
+	older := filepath.Join(root, "from-b1")
+	if _, err := cl.BackupIncremental(ctx, target, older, dirs[1], 0); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := backup.ReadManifest(older); err != nil || m.Method != "diff" || !strings.Contains(m.Fallback, "trimmed") {
+		t.Fatalf("an incremental against an older backup: %+v, %v", m, err)
+	}
+	if got := chainDigest(t, older); got != src {
+		t.Fatalf("the chain b0, b1, from-b1 holds %d keys (%x), the cluster %d (%x)", got.keys, got.h[:6], src.keys, src.h[:6])
 	}
 
 	// A missing parent is refused before anything is written.
