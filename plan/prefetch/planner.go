@@ -87,24 +87,6 @@ func newPlanning(in *Instance, runs []Run, items []Item, active []bool) *plannin
 	return p
 }
 
-// aggregateRate is the most bandwidth item i's active runs take at once when each reads from disk:
-// the chapter's r_ℓ, which counts simultaneous reads of a shared span.
-func (p *planning) aggregateRate(i int) float64 {
-	load := map[int]float64{}
-	best := 0.0
-	for _, r := range p.items[i].Runs {
-		run := p.runs[r]
-		if !p.active[run.Job] {
-			continue
-		}
-		for t := run.Start; t < run.End; t++ {
-			load[t] += p.in.rate(run)
-			best = max(best, load[t])
-		}
-	}
-	return best
-}
-
 // choosePrefetches is Algorithm 6.2: items by descending r_ℓ/size; each is prefetched at the candidate
 // start time with the lowest resulting peak if that beats reading it on demand.
 func (p *planning) choosePrefetches() {
@@ -114,7 +96,13 @@ func (p *planning) choosePrefetches() {
 	}
 	var order []cand
 	for i := range p.items {
-		if r := p.aggregateRate(i); r > 0 {
+		// r_ℓ: the most bandwidth the item's runs take at once reading on demand, so simultaneous runs
+		// of a shared span add up.
+		r := 0.0
+		for _, v := range p.readLoad(i) {
+			r = max(r, v)
+		}
+		if r > 0 {
 			order = append(order, cand{i, r / p.items[i].Size})
 		}
 	}
@@ -126,13 +114,13 @@ func (p *planning) choosePrefetches() {
 		remote := p.score(n, func(t int) float64 { return reads[t] })
 		best, bestAt := peakScore{ok: false}, -1
 		for _, t := range p.candidates(c.item) {
-			if !p.cacheFits(p.prefetch(c.item, t)) {
+			tr := p.prefetch(c.item, t)
+			if !p.cacheFits(tr) {
 				continue
 			}
-			rate := p.prefetch(c.item, t).Rate
 			s := p.score(n, func(u int) float64 {
 				if u >= t && u < it.First {
-					return rate
+					return tr.Rate
 				}
 				return 0
 			})

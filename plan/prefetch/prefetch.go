@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -122,20 +121,6 @@ func (s Strategy) String() string {
 		return n
 	}
 	return fmt.Sprintf("strategy(%d)", int(s))
-}
-
-// ParseStrategy is the inverse of String.
-func ParseStrategy(name string) (Strategy, error) {
-	for _, s := range Strategies {
-		if s.String() == name {
-			return s, nil
-		}
-	}
-	all := make([]string, 0, len(Strategies))
-	for _, s := range Strategies {
-		all = append(all, s.String())
-	}
-	return 0, fmt.Errorf("prefetch: unknown strategy %q (one of %s)", name, strings.Join(all, ", "))
 }
 
 // Validate checks that in is well formed: every job names a span, every span a node, and times are sane.

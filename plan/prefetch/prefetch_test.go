@@ -267,17 +267,6 @@ func TestTraceMix(t *testing.T) {
 	}
 }
 
-func TestParseStrategy(t *testing.T) {
-	for _, s := range Strategies {
-		if got, err := ParseStrategy(s.String()); err != nil || got != s {
-			t.Errorf("%s: %v, %v", s, got, err)
-		}
-	}
-	if _, err := ParseStrategy("lru"); err == nil {
-		t.Error("lru parsed")
-	}
-}
-
 func TestValidate(t *testing.T) {
 	good := func() *Instance {
 		return oneNode(8, nil, 10, []Span{{ID: "a", Size: 10}}, Job{Name: "x", Span: "a", Start: 1, Deadline: 2})
