@@ -30,6 +30,7 @@ import (
 	"github.com/shoaldb/shoal/node/directory"
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/plan/quorumrisk"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage"
@@ -313,6 +314,67 @@ func (s *Service) shedCondition(ctx context.Context) bgtask.Condition {
 	}
 }
 
+// majorityCondition holds a heavy task requested at since back while starting it would leave a
+// range this node holds a voter of with fewer than a majority of its voters free: the others busy
+// (a heavy task running, or requested before this one: of two tasks requested together the earlier,
+// then the lower node id, goes first) or not live. Two nodes that share ranges then never run heavy
+// tasks at once, and a node whose peer is down waits for it (or for MaxPostpone).
+func (s *Service) majorityCondition(since time.Time) bgtask.Condition {
+	self := s.nodeID.Load()
+	return func() (bool, string) {
+		if time.Since(since) < settleBeforeHeavy {
+			return false, "peers are hearing of the task"
+		}
+		live := map[uint64]bool{}
+		for _, id := range s.deps.Dir.LiveNodes(s.deps.LiveWindow()) {
+			live[id] = true
+		}
+		for _, r := range s.deps.Store().Replicas() {
+			d := r.Desc()
+			if d == nil {
+				continue
+			}
+			voters, busy := 0, 0
+			for _, rd := range d.Replicas {
+				if rd.Learner {
+					continue
+				}
+				voters++
+				if rd.NodeId == self {
+					continue
+				}
+				if st, _ := s.deps.Dir.StatsOf(rd.NodeId); !live[rd.NodeId] || busyFirst(st, since, rd.NodeId, self) {
+					busy++
+				}
+			}
+			if quorumrisk.WouldLoseMajority(voters, busy) {
+				return false, fmt.Sprintf("range %d would have %d of its %d voters busy or down (postponed)", r.RangeID(), busy+1, voters)
+			}
+		}
+		return true, ""
+	}
+}
+
+// settleBeforeHeavy is how long a heavy task waits before its first majority check: the heartbeat
+// acquireHeavy sends at once reaches the peers by then, so two tasks requested together see each
+// other and the earlier goes first.
+const settleBeforeHeavy = 500 * time.Millisecond
+
+// busyFirst reports whether peer's last heartbeat shows a heavy task running, or one requested
+// before since (at the same instant: by a lower node id than self).
+func busyFirst(st *pb.NodeStats, since time.Time, peer, self uint64) bool {
+	for _, t := range st.GetTasks() {
+		if !t.Heavy {
+			continue
+		}
+		at := t.SinceUnixNanos
+		if t.Running || at < since.UnixNano() || (at == since.UnixNano() && peer < self) {
+			return true
+		}
+	}
+	return false
+}
+
 // acquireHeavy registers a heavy task and waits at the gate (followers pass at once).
 func (s *Service) acquireHeavy(ctx context.Context, kind bgtask.Kind, name string, until time.Time) (*bgtask.Handle, bgtask.Outcome, error) {
 	// The tracker records the ranges led now as the ones to give back (preferred primary); the last
@@ -325,7 +387,13 @@ func (s *Service) acquireHeavy(ctx context.Context, kind bgtask.Kind, name strin
 	}
 	s.ledNow.Store(&led)
 	s.deps.Kick()
-	h, out, err := s.t.Acquire(ctx, kind, name, until, s.shedCondition(ctx))
+	majority, shed := s.majorityCondition(time.Now()), s.shedCondition(ctx)
+	h, out, err := s.t.Acquire(ctx, kind, name, until, func() (bool, string) {
+		if ok, why := majority(); !ok {
+			return false, why
+		}
+		return shed()
+	})
 	if err != nil {
 		return nil, out, err
 	}
