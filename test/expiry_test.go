@@ -169,7 +169,7 @@ func TestExpiryBackupRoundTrip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	long := putTTLs(t, cl, "bk/long/", 10, time.Hour)
-	short := putTTLs(t, cl, "bk/short/", 10, 1500*time.Millisecond)
+	short := putTTLs(t, cl, "bk/short/", 10, 3*time.Second)
 	plain := putTTLs(t, cl, "bk/plain/", 10, 0)
 	want := map[string]int64{}
 	for _, k := range append(append(append([][]byte(nil), long...), short...), plain...) {
@@ -190,6 +190,9 @@ func TestExpiryBackupRoundTrip(t *testing.T) {
 	}
 	for k, at := range want {
 		e, found, err := dcl.GetEntry(ctx, []byte(k))
+		if err == nil && !found && at != 0 && at <= time.Now().UnixMilli() {
+			continue // expired since (a slow machine)
+		}
 		if err != nil || !found || e.ExpireAtMs != at {
 			t.Fatalf("%s restored as %+v (found %v, %v); want expiry %d", k, e, found, err, at)
 		}
