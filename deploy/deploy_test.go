@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	yaml "go.yaml.in/yaml/v2"
 )
@@ -247,6 +248,12 @@ type probe struct {
 	} `yaml:"httpGet"`
 }
 
+type execHook struct {
+	Exec struct {
+		Command []string `yaml:"command"`
+	} `yaml:"exec"`
+}
+
 type statefulSet struct {
 	Metadata meta `yaml:"metadata"`
 	Spec     struct {
@@ -263,10 +270,17 @@ type statefulSet struct {
 			} `yaml:"metadata"`
 			Spec struct {
 				TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
-				Containers                    []struct {
-					Image string   `yaml:"image"`
-					Args  []string `yaml:"args"`
-					Env   []struct {
+				TopologySpreadConstraints     []struct {
+					TopologyKey string `yaml:"topologyKey"`
+				} `yaml:"topologySpreadConstraints"`
+				Containers []struct {
+					Image     string   `yaml:"image"`
+					Args      []string `yaml:"args"`
+					Lifecycle struct {
+						PreStop   *execHook `yaml:"preStop"`
+						PostStart *execHook `yaml:"postStart"`
+					} `yaml:"lifecycle"`
+					Env []struct {
 						Name string `yaml:"name"`
 					} `yaml:"env"`
 					Ports []struct {
@@ -494,6 +508,15 @@ func checkManifests(t *testing.T, docs []map[string]any, secure bool) {
 			certs, tokenFile, spec.Volumes, c.VolumeMounts)
 	}
 
+	checkHooks(t, c.Lifecycle.PreStop, c.Lifecycle.PostStart, spec.TerminationGracePeriodSeconds, ports["grpc"], c.Args)
+	if !slices.ContainsFunc(spec.TopologySpreadConstraints, func(c struct {
+		TopologyKey string `yaml:"topologyKey"`
+	}) bool {
+		return c.TopologyKey == "topology.kubernetes.io/zone"
+	}) {
+		t.Errorf("topologySpreadConstraints %+v: want the pods spread over zones", spec.TopologySpreadConstraints)
+	}
+
 	// $(VAR) references must name env vars of the container (Kubernetes leaves others as is).
 	env := map[string]string{}
 	for _, e := range c.Env {
@@ -541,4 +564,44 @@ func checkManifests(t *testing.T, docs []map[string]any, secure bool) {
 		}
 	}
 	checkFlags(t, args)
+}
+
+// checkHooks checks the lifecycle hooks: shoal node prestop and poststart against this node over
+// loopback, prestop's --grace within the termination grace period with room for the shutdown, and
+// the node's TLS and token flags, when it has them, on both.
+func checkHooks(t *testing.T, pre, post *execHook, graceSeconds, grpcPort int, args []string) {
+	t.Helper()
+	for _, h := range []struct {
+		name string
+		hook *execHook
+	}{{"prestop", pre}, {"poststart", post}} {
+		if h.hook == nil {
+			t.Errorf("no %s hook", h.name)
+			continue
+		}
+		cmd := h.hook.Exec.Command
+		if len(cmd) < 3 || cmd[0] != "/shoal" || cmd[1] != "node" || cmd[2] != h.name {
+			t.Errorf("%s hook %q: want /shoal node %s", h.name, cmd, h.name)
+			continue
+		}
+		if host, _ := flagValue(cmd, "host"); host != "127.0.0.1:"+strconv.Itoa(grpcPort) {
+			t.Errorf("%s hook --host %q: want this node over loopback, 127.0.0.1:%d", h.name, host, grpcPort)
+		}
+		for _, f := range []string{"certs-dir", "auth-token-file"} {
+			if want, _ := flagValue(args, f); want != "" {
+				if got, _ := flagValue(cmd, f); got != want {
+					t.Errorf("%s hook --%s %q: want the node's %q", h.name, f, got, want)
+				}
+			}
+		}
+	}
+	if pre == nil {
+		return
+	}
+	g, _ := flagValue(pre.Exec.Command, "grace")
+	grace, err := time.ParseDuration(g)
+	// The shutdown after the hook hands over what is left for up to 5 s, then closes the store.
+	if err != nil || grace <= 0 || grace+15*time.Second > time.Duration(graceSeconds)*time.Second {
+		t.Errorf("prestop --grace %q: want a duration that leaves 15s of the %ds termination grace period to the shutdown", g, graceSeconds)
+	}
 }

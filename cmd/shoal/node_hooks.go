@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -68,7 +69,11 @@ A node still waiting for shoal init, or not serving within --wait, is left alone
 	RunE:    runPostStart,
 }
 
+// hookTokenFile is where the hooks read the auth token from: an exec hook has no shell to expand one.
+var hookTokenFile string
+
 func init() {
+	nodeCmd.PersistentFlags().StringVar(&hookTokenFile, "auth-token-file", "", "read the auth token from this file (as shoal start does), instead of --auth-token")
 	preStopCmd.Flags().DurationVar(&preStopFlags.grace, "grace", 30*time.Second, "how long to move leaderships before letting the stop go ahead")
 	postStartCmd.Flags().DurationVar(&postStartFlags.wait, "wait", 2*time.Minute, "how long to wait for the node to serve")
 	nodeCmd.AddCommand(preStopCmd, postStartCmd)
@@ -79,6 +84,13 @@ func init() {
 func localNode(cmd *cobra.Command, d time.Duration) (context.Context, pb.ShoalClient, func(), error) {
 	if err := cli.ValidateGlobal(cmd, nil); err != nil {
 		return nil, nil, nil, err
+	}
+	if hookTokenFile != "" {
+		b, err := os.ReadFile(hookTokenFile)
+		if err != nil {
+			return nil, nil, nil, cli.Usage(fmt.Errorf("--auth-token-file: %w", err))
+		}
+		cli.Global.AuthToken = strings.TrimSpace(string(b))
 	}
 	addr := strings.TrimSpace(cli.Global.Host)
 	if addr == "" || strings.Contains(addr, ",") {

@@ -1,0 +1,175 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/bench/ycsb"
+)
+
+// TestRollingRestartCompose restarts every node of a 3-node compose cluster, one at a time, while a
+// YCSB B load runs from the host: first through the hooks an orchestrator runs (shoal node prestop,
+// a stop, a start, shoal node poststart), then with a plain kill. Through the hooks no request may
+// fail; the figures (each restart's worst 1-s p99 against the steady state, and seconds below half
+// the steady throughput after a kill) are logged, not asserted: they are wall-clock figures.
+//
+// It builds the image and starts real containers, so it runs only with SHOAL_DOCKER_TESTS=1:
+//
+//	SHOAL_DOCKER_TESTS=1 go test ./deploy -run TestRollingRestartCompose -v -timeout 20m
+func TestRollingRestartCompose(t *testing.T) {
+	if os.Getenv("SHOAL_DOCKER_TESTS") != "1" {
+		t.Skip("builds an image and starts containers: set SHOAL_DOCKER_TESTS=1")
+	}
+	image := "shoal:rolling-test"
+	run(t, "make", "-C", "..", "docker", "IMAGE="+image)
+	project := fmt.Sprintf("shoalroll%d", os.Getpid())
+	env := []string{"SHOAL_IMAGE=" + image}
+	var grpcs []string
+	for i := 1; i <= 3; i++ {
+		ports := freePorts(t, 3)
+		env = append(env, fmt.Sprintf("SHOAL_NODE%d_GRPC=%d", i, ports[0]), fmt.Sprintf("SHOAL_NODE%d_HTTP=%d", i, ports[1]), fmt.Sprintf("SHOAL_NODE%d_RESP=%d", i, ports[2]))
+		grpcs = append(grpcs, "127.0.0.1:"+strconv.Itoa(ports[0]))
+	}
+	compose := func(args ...string) string {
+		return runEnv(t, env, "docker", append([]string{"compose", "-p", project, "-f", "compose.yaml"}, args...)...)
+	}
+	compose("up", "-d")
+	t.Cleanup(func() { _ = exec.Command("docker", "compose", "-p", project, "-f", "compose.yaml", "down", "-v").Run() })
+	bin, _ := filepath.Abs("shoal")
+	waitFor(t, 2*time.Minute, "the cluster serves writes", func() bool {
+		return exec.Command(bin, "--host", strings.Join(grpcs, ","), "put", "rolling-probe", "x").Run() == nil
+	})
+	container := func(i int) string { return fmt.Sprintf("%s-node%d-1", project, i) }
+
+	for _, mode := range []string{"hooks", "kill"} {
+		t.Run(mode, func(t *testing.T) {
+			out := t.TempDir()
+			tl := filepath.Join(out, "timeline.json")
+			load := exec.Command(bin, "--format", "json", "bench", "ycsb", "--workload", "b", "--hosts", strings.Join(grpcs, ","),
+				"--records", "2000", "--ops", "1000000000", "--threads", "8", "--max-duration", "110s", "--timeline", tl)
+			var stdout bytes.Buffer
+			load.Stdout = &stdout
+			if err := load.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(30 * time.Second) // the load phase, then a steady run phase
+			type window struct {
+				node     int
+				from, to float64
+			}
+			var windows []window
+			for i := 1; i <= 3; i++ {
+				from := float64(time.Now().UnixMilli()) / 1000
+				host := grpcs[i-1]
+				if mode == "hooks" {
+					t.Logf("n%d: %s", i, strings.TrimSpace(run(t, "docker", "exec", container(i), "/shoal", "node", "prestop", "--host", host, "--grace", "20s")))
+					compose("stop", fmt.Sprintf("node%d", i))
+				} else {
+					run(t, "docker", "kill", container(i))
+				}
+				time.Sleep(3 * time.Second)
+				compose("start", fmt.Sprintf("node%d", i))
+				waitFor(t, time.Minute, "the node serves again", func() bool {
+					return exec.Command(bin, "--host", host, "--timeout", "2s", "get", "rolling-probe").Run() == nil
+				})
+				if mode == "hooks" {
+					t.Logf("n%d: %s", i, strings.TrimSpace(run(t, "docker", "exec", container(i), "/shoal", "node", "poststart", "--host", host)))
+				}
+				time.Sleep(10 * time.Second)
+				windows = append(windows, window{i, from, float64(time.Now().UnixMilli()) / 1000})
+			}
+			if err := load.Wait(); err != nil {
+				t.Fatalf("load: %v\n%s", err, stdout.String())
+			}
+			var rep ycsb.Report
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatalf("load report: %v\n%s", err, stdout.String())
+			}
+			var points []ycsb.Point
+			b, err := os.ReadFile(tl)
+			if err == nil {
+				err = json.Unmarshal(b, &points)
+			}
+			if err != nil {
+				t.Fatalf("timeline: %v", err)
+			}
+			var steadyP99, steadyOps []float64
+			for _, p := range points {
+				if p.Phase == "run" && p.Unix < windows[0].from {
+					steadyP99, steadyOps = append(steadyP99, p.P99Ms), append(steadyOps, p.Throughput)
+				}
+			}
+			if len(steadyP99) < 5 {
+				t.Fatalf("%d steady seconds before the first restart", len(steadyP99))
+			}
+			p99, ops := median(steadyP99), median(steadyOps)
+			t.Logf("%s: steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", mode, ops, p99, rep.Operations[ycsb.OpRead].Count+rep.Operations[ycsb.OpUpdate].Count, rep.Errors, rep.ErrorSample)
+			for _, w := range windows {
+				worst, low := 0.0, 0
+				for _, p := range points {
+					if p.Phase == "run" && p.Unix > w.from && p.Unix <= w.to {
+						worst = max(worst, p.P99Ms)
+						if p.Throughput < ops/2 {
+							low++
+						}
+					}
+				}
+				t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput", mode, w.node, worst, worst/p99, low)
+			}
+			if mode == "hooks" && rep.Errors != 0 {
+				t.Errorf("%d requests failed across the rolling restart through the hooks: %s", rep.Errors, rep.ErrorSample)
+			}
+		})
+	}
+}
+
+func run(t *testing.T, name string, args ...string) string { return runEnv(t, nil, name, args...) }
+
+func runEnv(t *testing.T, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+	}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
+}
