@@ -36,7 +36,7 @@ var benchPrefetchPlanCmd = &cobra.Command{
 traces: 3 nodes, 30 spans of 16 MiB to 1 GiB read by 90 jobs every 1 or 2 hours, 6 hours in 5-minute
 slots, disks of 400 MB/s of which the foreground takes up to 30 %. Each row is one strategy on one seed:
 runs and jobs on time, the peak disk bandwidth the jobs take on one node, that peak over the LP lower
-bound on the runs all strategies serve, and the bytes read from disk. --slowdown 80 divides the disk
+bound for the runs the strategy serves on time, and the bytes read from disk. --slowdown 80 divides the disk
 bandwidth for the high-load regime, where jobs miss deadlines; --cache-share sizes each node's cache
 as a share of the spans its jobs read. Prints a table, or JSON rows with --format json.`,
 	Example: "  shoal bench prefetch-plan --seeds 3\n  shoal bench prefetch-plan --seeds 3 --slowdown 80",
@@ -73,10 +73,10 @@ as a share of the spans its jobs read. Prints a table, or JSON rows with --forma
 	},
 }
 
-// prefetchMix plans one mix with every strategy; the LP bound is over the runs they all serve on time.
+// prefetchMix plans one mix with every strategy; each row's LP bound is over the runs its strategy
+// serves on time.
 func prefetchMix(in *prefetch.Instance, seed uint64, cfg prefetch.MixConfig) ([]prefetchRow, error) {
 	var rows []prefetchRow
-	var need []bool
 	for _, s := range prefetch.Strategies {
 		start := time.Now()
 		sc, err := prefetch.Make(in, s, prefetch.Options{})
@@ -88,21 +88,12 @@ func prefetchMix(in *prefetch.Instance, seed uint64, cfg prefetch.MixConfig) ([]
 		if err != nil {
 			return nil, err
 		}
-		if need == nil {
-			need = append([]bool(nil), res.RunOnTime...)
-		}
-		for r, ok := range res.RunOnTime {
-			need[r] = need[r] && ok
+		lb, err := prefetch.LowerBound(in, prefetch.Options{}, res.RunOnTime)
+		if err != nil {
+			return nil, fmt.Errorf("prefetch-plan: seed %d, %s: %w", seed, s, err)
 		}
 		rows = append(rows, prefetchRow{Seed: seed, CacheShare: cfg.CacheShare, Bandwidth: cfg.Bandwidth, Result: res,
-			Prefetches: len(sc.Prefetches()), PlanMS: ms})
-	}
-	lb, err := prefetch.LowerBound(in, prefetch.Options{}, need)
-	if err != nil {
-		return nil, fmt.Errorf("prefetch-plan: seed %d: %w", seed, err)
-	}
-	for i := range rows {
-		rows[i].LowerBound = lb
+			LowerBound: lb, Prefetches: len(sc.Prefetches()), PlanMS: ms})
 	}
 	return rows, nil
 }
