@@ -1,6 +1,7 @@
 package prefetch
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -8,6 +9,10 @@ import (
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/optimize/convex/lp"
 )
+
+// ErrInfeasible is returned (wrapped) by LowerBound when no schedule can fetch the needed runs' spans
+// by their deadlines within the node budgets.
+var ErrInfeasible = errors.New("prefetch: the runs cannot all be served on time within the budgets")
 
 // LowerBound is the LP relaxation's least peak disk bandwidth (bytes/s) at which every run r with
 // need[r] gets its span by its deadline; need is indexed like the runs Instance.Runs(opt) returns, and a
@@ -187,8 +192,7 @@ func (l nodeLP) solve(in *Instance, items []Item, mine []int) (float64, error) {
 	}
 	for j := l.sizeRow; j < m; j++ {
 		if x[l.vars+m+j-l.sizeRow] > 1e-7 {
-			return 0, fmt.Errorf("no schedule fetches span %s in time within the bandwidth and cache budgets",
-				in.Spans[items[mine[j-l.sizeRow]].Span].ID)
+			return 0, fmt.Errorf("span %s: %w", in.Spans[items[mine[j-l.sizeRow]].Span].ID, ErrInfeasible)
 		}
 	}
 	return math.Max(x[0], 0) * l.rateUnit, nil
