@@ -67,7 +67,8 @@ var adminCmd = &cobra.Command{
   Ranges            split KEY, merge KEY, transfer-leader RANGE NODE
   Nodes             drain NODE, decommission NODE, activate NODE (undoes either)
   Autopilot         policy list, policy set NAME on|off
-  Background work   compact NODE, backup NODE DIR, maintenance NODE --task T --duration D
+  Background work   compact NODE, backup NODE DIR, maintenance NODE --task T --duration D,
+                    quorum-risk (the chance that busy nodes leave a range without a free majority)
 
 NODE is a node id and RANGE a range id, as "admin nodes" and "admin ranges" show them.`,
 	Example: `  shoal admin nodes
