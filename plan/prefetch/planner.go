@@ -310,31 +310,43 @@ func (p *planning) copyFor(r int) int {
 	return -1
 }
 
-// fitRead plans run r's disk read. When a later run of the same item starts after the read is done and
-// the cache has room, the read keeps a copy for it: the chapter's remote read "cached for future use".
+// fitRead plans run r's disk read at the constant rate, from the run's own speed down to the slowest
+// that ends by its deadline, that fits the node's bandwidth with the lowest peak over the slots it
+// spans (the faster on a tie). When a later run of the same item starts after the read is done and the
+// cache has room, the read keeps a copy for it: the chapter's remote read "cached for future use".
 func (p *planning) fitRead(r int) (int, bool) {
 	run := p.runs[r]
 	it := p.items[run.Item]
+	best, bestPeak := -1, math.Inf(1)
 	for end := run.End; end <= run.Deadline; end++ {
 		rate := it.Size / (float64(end-run.Start) * p.in.seconds())
 		if !p.bwFits(run.Node, run.Start, end, rate) {
 			continue
 		}
-		tr := Transfer{Kind: Read, Item: run.Item, Span: p.in.Spans[run.Span].ID, Node: run.Node, Run: r,
-			Start: run.Start, End: end, Rate: rate}
-		later := false
-		for _, o := range it.Runs {
-			later = later || p.runs[o].Start >= end
+		peak := 0.0
+		for t := run.Start; t < end; t++ {
+			peak = max(peak, p.bw[run.Node][t]+rate)
 		}
-		if kept := tr; later && p.copyOf[run.Item] < 0 {
-			if kept.Until = it.Last; p.cacheFits(kept) {
-				p.copyOf[run.Item] = p.add(kept)
-				return p.copyOf[run.Item], true
-			}
+		if peak < bestPeak*(1-eps) {
+			best, bestPeak = end, peak
 		}
-		return p.add(tr), true
 	}
-	return -1, false
+	if best < 0 {
+		return -1, false
+	}
+	tr := Transfer{Kind: Read, Item: run.Item, Span: p.in.Spans[run.Span].ID, Node: run.Node, Run: r,
+		Start: run.Start, End: best, Rate: it.Size / (float64(best-run.Start) * p.in.seconds())}
+	later := false
+	for _, o := range it.Runs {
+		later = later || p.runs[o].Start >= best
+	}
+	if kept := tr; later && p.copyOf[run.Item] < 0 {
+		if kept.Until = it.Last; p.cacheFits(kept) {
+			p.copyOf[run.Item] = p.add(kept)
+			return p.copyOf[run.Item], true
+		}
+	}
+	return p.add(tr), true
 }
 
 // releaseUnused drops the prefetches no admitted run reads.

@@ -210,12 +210,17 @@ func TestLowerBoundBelowEveryPeak(t *testing.T) {
 // compares peaks and bytes, a cache sweep shows where prefetching stops paying, and a high load (disks
 // 80 times slower) compares the jobs on time.
 func TestTraceMix(t *testing.T) {
-	shares := []float64{1}
-	if !testing.Short() {
-		shares = append(shares, 0.5, 2)
+	type mix struct {
+		share float64
+		seeds uint64
 	}
-	for _, share := range shares {
-		for seed := uint64(1); seed <= 3; seed++ {
+	mixes := []mix{{1, 3}}
+	if !testing.Short() && !raceEnabled {
+		mixes = []mix{{1, 8}, {0.5, 3}, {2, 3}}
+	}
+	for _, m := range mixes {
+		share := m.share
+		for seed := uint64(1); seed <= m.seeds; seed++ {
 			cfg := DefaultMix(seed)
 			cfg.CacheShare = share
 			in, err := Mix(cfg)
