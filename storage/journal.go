@@ -232,7 +232,8 @@ func (e *Engine) commit(b *Batch, o *pebble.WriteOptions) error {
 // journalBatch adds the journal entries of b's writes to user keys to b. Points inside a span the
 // same batch deletes are covered by the span's marker and not journaled one by one.
 func journalBatch(b *Batch, epoch uint64) error {
-	var s journalScratch
+	var buf [128]byte
+	s := journalScratch{buf: buf[:0]}
 	var spans [][2][]byte
 	if b.rangeDels {
 		r := b.b.Reader()

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-func openTestEngine(t *testing.T, dir string) *Engine {
+func openTestEngine(t testing.TB, dir string) *Engine {
 	t.Helper()
 	e, err := Open(dir, Options{CreateIfMissing: true})
 	if err != nil {
