@@ -12,7 +12,7 @@ const eps = 1e-9
 
 // planning is one round of the chapter's Algorithm 6.1 over the jobs still in the running.
 //
-// Invariant: bw and cache hold exactly the rates and sizes of the live transfers; every live transfer
+// Invariant: bw and cache hold exactly the rates and held bytes of the live transfers; every live transfer
 // fits its node's budgets in every slot it covers.
 type planning struct {
 	in     *Instance
