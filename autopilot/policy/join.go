@@ -144,11 +144,24 @@ func (p *IncrementalJoin) mark(m JoinMark) {
 // healthy: every range has rf voters, so a new node is not needed for repair.
 func (p *IncrementalJoin) healthy(c *model.Cluster) bool {
 	for _, r := range c.Ranges {
-		if len(r.Voters()) < p.rf || len(r.Learners()) > 0 || r.Leader == 0 {
+		if voters, learners := members(r); voters < p.rf || learners > 0 || r.Leader == 0 {
 			return false
 		}
 	}
 	return len(c.Ranges) > 0
+}
+
+// members counts r's voters and learners (Voters and Learners allocate: this is a pass over every
+// range).
+func members(r *model.Range) (voters, learners int) {
+	for _, rep := range r.Replicas {
+		if rep.Learner {
+			learners++
+		} else {
+			voters++
+		}
+	}
+	return voters, learners
 }
 
 // settled: every range has exactly rf voters and no learner. A join is complete only then: a move
@@ -156,7 +169,7 @@ func (p *IncrementalJoin) healthy(c *model.Cluster) bool {
 // surplus voter, which replicate may remove from the new node, taking it back under its share.
 func (p *IncrementalJoin) settled(c *model.Cluster) bool {
 	for _, r := range c.Ranges {
-		if len(r.Voters()) != p.rf || len(r.Learners()) > 0 {
+		if voters, learners := members(r); voters != p.rf || learners > 0 {
 			return false
 		}
 	}
@@ -187,16 +200,9 @@ func share(c *model.Cluster, leaders bool) int {
 func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	v := newView(c, pending)
 	var out []*operator.Operator
-	healthy := 0 // 1: yes, -1: no, 0: not asked yet (a scan of every range, once per round)
-	isHealthy := func() bool {
-		if healthy == 0 {
-			healthy = -1
-			if p.healthy(c) {
-				healthy = 1
-			}
-		}
-		return healthy > 0
-	}
+	// healthy and settled are scans of every range: once per round, not once per joining node.
+	isHealthy := once(func() bool { return p.healthy(c) })
+	isSettled := once(func() bool { return p.settled(c) })
 	for _, n := range c.Nodes {
 		j := n.Join
 		if k, ok := p.known[n.ID]; ok {
@@ -232,7 +238,7 @@ func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator
 			v.add(op)
 			out = append(out, op)
 		}
-		if done && p.settled(c) {
+		if done && isSettled() {
 			rec := *j
 			rec.Done = c.Now
 			p.mark(JoinMark{Node: n.ID, Join: rec, Why: fmt.Sprintf(
@@ -242,6 +248,17 @@ func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator
 		}
 	}
 	return out
+}
+
+// once returns f's answer, asking f the first time only.
+func once(f func() bool) func() bool {
+	asked, answer := false, false
+	return func() bool {
+		if !asked {
+			asked, answer = true, f()
+		}
+		return answer
+	}
 }
 
 func (p *IncrementalJoin) strategy() string {

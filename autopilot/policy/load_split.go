@@ -406,9 +406,12 @@ type SplitKeyFinder struct {
 	mins, maxs             []byte // per byte position, the smallest and largest byte seen
 	fr                     frame
 	frameDirty             bool
-	band                   float64 // in coordinate units
-	avg                    float64 // average estimate (coordinate) since entering linear mode
-	avgValid               bool
+	// posLo and posHi are lowest's and highest's coordinates in fr (both change only with fr).
+	posLo, posHi uint64
+	posValid     bool
+	band         float64 // in coordinate units
+	avg          float64 // average estimate (coordinate) since entering linear mode
+	avgValid     bool
 
 	linear      bool
 	dir         int // last move: +1 up, -1 down, 0 none yet
@@ -485,7 +488,7 @@ func (f *SplitKeyFinder) Observe(key []byte) {
 	if f.frameDirty {
 		old := f.fr
 		f.fr = newFrame(f.lowest, f.highest, f.mins, f.maxs)
-		f.frameDirty = false
+		f.frameDirty, f.posValid = false, false
 		if f.avgValid {
 			f.avg = float64(f.fr.pos(old.key(uint64(f.avg))))
 		}
@@ -496,7 +499,10 @@ func (f *SplitKeyFinder) Observe(key []byte) {
 			}
 		}
 	}
-	lo, hi := f.fr.pos(f.lowest), f.fr.pos(f.highest)
+	if !f.posValid {
+		f.posLo, f.posHi, f.posValid = f.fr.pos(f.lowest), f.fr.pos(f.highest), true
+	}
+	lo, hi := f.posLo, f.posHi
 	if hi <= lo {
 		return
 	}
