@@ -128,6 +128,7 @@ type Cluster struct {
 	disk     []uint64
 	changed  []*simRange
 	reshaped bool
+	last     *model.Cluster // the last snapshot (NewClusterAfter)
 }
 
 // clusterSpec is what a cluster starts with.
@@ -241,7 +242,8 @@ func (c *Cluster) Snapshot() *model.Cluster {
 		mn.DiskUsed = disk[n.id]
 		nodes = append(nodes, mn)
 	}
-	return model.NewCluster(now, nodes, ranges)
+	c.last = model.NewClusterAfter(c.last, now, nodes, ranges)
+	return c.last
 }
 
 // refreshViews brings views and disk up to date: the changed ranges' views replaced (and their

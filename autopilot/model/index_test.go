@@ -143,3 +143,28 @@ func TestNewClusterKeepsASortedSourcesOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestNewClusterAfterSortsAsNewCluster: with the previous snapshot's ranges shared, in place or
+// moved out of order, NewClusterAfter orders the ranges as NewCluster does.
+func TestNewClusterAfterSortsAsNewCluster(t *testing.T) {
+	prev := randomCluster(rand.New(rand.NewPCG(5, 6)), 5, 50, 1, false)
+	for name, perturb := range map[string]func([]*Range){
+		"unchanged": func([]*Range) {},
+		"swapped":   func(rs []*Range) { rs[10], rs[30] = rs[30], rs[10] },
+		"replaced": func(rs []*Range) {
+			r := *rs[20]
+			r.StartKey = []byte("a") // now sorts before every user range
+			rs[20] = &r
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := append([]*Range(nil), prev.Ranges...)
+			perturb(in)
+			want := NewCluster(prev.Now, nil, append([]*Range(nil), in...))
+			got := NewClusterAfter(prev, prev.Now, nil, append([]*Range(nil), in...))
+			if !slices.Equal(got.Ranges, want.Ranges) {
+				t.Fatalf("order differs from NewCluster's")
+			}
+		})
+	}
+}
