@@ -145,7 +145,8 @@ func (c *Chain) Verify(collect bool) ([]mergeplan.Set, error) {
 type Listed struct {
 	Dir       string    `json:"dir"`
 	ID        string    `json:"id,omitempty"`
-	Kind      string    `json:"kind"` // full, incremental, incomplete, unreadable
+	Kind      string    `json:"kind"`             // full, incremental, incomplete, unreadable
+	Method    string    `json:"method,omitempty"` // an incremental's: journal or diff (Manifest.Method)
 	Parent    string    `json:"parent,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	Ranges    int       `json:"ranges"`
@@ -186,7 +187,7 @@ func List(dir string) ([]Listed, error) {
 		l := Listed{Dir: d, ID: m.ID, Kind: "full", CreatedAt: m.CreatedAt, Ranges: len(m.Ranges), Keys: m.TotalKeys,
 			Deletes: m.TotalDeletes, Bytes: m.TotalBytes}
 		if m.Parent != nil {
-			l.Kind, l.Parent = "incremental", m.Parent.ID
+			l.Kind, l.Parent, l.Method = "incremental", m.Parent.ID, m.Method
 		}
 		if c, err := OpenChain(d); err != nil {
 			l.Err = err.Error()

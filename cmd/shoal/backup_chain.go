@@ -42,7 +42,8 @@ var backupListCmd = &cobra.Command{
 	Use:   "list DIR",
 	Short: "List the backups in a directory and its subdirectories, with their chains",
 	Long: `List the backup in DIR and those in its subdirectories, oldest first: id, kind (full or
-incremental), parent, keys put and deleted, bytes, and the length of its chain back to a full backup —
+incremental, with how it found its changes: journal or diff), parent, keys put and deleted, bytes, and
+the length of its chain back to a full backup —
 or why it cannot be restored (an interrupted backup, a missing or altered parent). Reads manifests only.`,
 	Example: `  shoal backup list /var/backups/shoal`,
 	Args:    cli.Args(cobra.ExactArgs(1)),
@@ -64,11 +65,15 @@ or why it cannot be restored (an interrupted backup, a missing or altered parent
 			case l.Err != "":
 				chain = "broken: " + l.Err
 			}
+			kind := l.Kind
+			if l.Method != "" {
+				kind += " (" + l.Method + ")"
+			}
 			created := ""
 			if !l.CreatedAt.IsZero() {
 				created = l.CreatedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", l.Dir, l.ID, l.Kind, l.Parent, created, l.Keys, l.Deletes,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", l.Dir, l.ID, kind, l.Parent, created, l.Keys, l.Deletes,
 				humanBytes(l.Bytes), chain)
 		}
 		return tw.Flush()
