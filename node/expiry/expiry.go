@@ -31,7 +31,7 @@ type Config struct {
 	DeletesPerSecond int
 	// ScannedPerSecond bounds the stored values a pass reads (default 2 000 000).
 	ScannedPerSecond int
-	// Batch is the number of deletions per raft proposal (default 256).
+	// Batch is the number of deletions per raft proposal (default 1024).
 	Batch int
 	// Off disables the sweeper (expired keys stay hidden but keep their space).
 	Off bool
@@ -49,7 +49,7 @@ func (c Config) WithDefaults() Config {
 		c.ScannedPerSecond = 2000000
 	}
 	if c.Batch <= 0 {
-		c.Batch = 256
+		c.Batch = 1024
 	}
 	return c
 }
@@ -66,6 +66,9 @@ type Sweeper struct {
 	store func() *replica.Store
 	log   *slog.Logger
 	stop  *stopper.Stopper
+	// The pace: the earliest time the next deletions and the next scanned values may start. Only the
+	// sweeper's goroutine uses them.
+	nextDelete, nextScan time.Time
 
 	passes, scanned, deleted atomic.Uint64
 }
@@ -128,7 +131,7 @@ func (s *Sweeper) sweepRange(ctx context.Context, r *replica.Replica) error {
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		if n++; n%1024 == 0 {
-			if !s.pace(ctx, 1024, s.cfg.ScannedPerSecond) {
+			if !s.pace(ctx, &s.nextScan, 1024, s.cfg.ScannedPerSecond) {
 				return ctx.Err()
 			}
 			s.scanned.Add(1024)
@@ -159,7 +162,7 @@ func (s *Sweeper) delete(ctx context.Context, r *replica.Replica, ops []*pb.TxnO
 	if len(ops) == 0 {
 		return nil
 	}
-	if !s.pace(ctx, len(ops), s.cfg.DeletesPerSecond) {
+	if !s.pace(ctx, &s.nextDelete, len(ops), s.cfg.DeletesPerSecond) {
 		return ctx.Err()
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -176,18 +179,21 @@ func (s *Sweeper) delete(ctx context.Context, r *replica.Replica, ops []*pb.TxnO
 	return nil
 }
 
-// pace sleeps the time n units take at perSecond; false when stopping.
-func (s *Sweeper) pace(ctx context.Context, n, perSecond int) bool {
-	d := time.Duration(n) * time.Second / time.Duration(perSecond)
-	if d <= 0 {
-		return ctx.Err() == nil
+// pace waits until *next, then moves *next on by the time n units take at perSecond (from now if
+// it lies in the past: idle time is not saved up). The work between two calls counts toward the
+// budget, so a proposal's own latency is not added to the pace. It reports false when stopping.
+func (s *Sweeper) pace(ctx context.Context, next *time.Time, n, perSecond int) bool {
+	now := time.Now()
+	if wait := next.Sub(now); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		now = *next
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	*next = now.Add(time.Duration(n) * time.Second / time.Duration(perSecond))
+	return ctx.Err() == nil
 }
