@@ -32,6 +32,8 @@ type NodeSpec struct {
 	// Device is the engine's emulated disk (nil: the machine's).
 	Device *emudisk.Options
 	Config NodeConfig
+	// PerNode, when set, adjusts the spec of the cluster's node i (from 0) before it starts.
+	PerNode func(i int, s *NodeSpec)
 }
 
 // Node is a running in-process node.
@@ -116,6 +118,9 @@ func (c *Cluster) start(ctx context.Context, i int, lis net.Listener) error {
 	s := c.spec
 	s.Dir, s.Listener, s.Addr, s.Create = filepath.Join(c.dir, fmt.Sprintf("n%d", i+1)), lis, c.addrs[i], lis != nil
 	s.Config.Bootstrap = i == 0 && lis != nil
+	if s.PerNode != nil {
+		s.PerNode(i, &s)
+	}
 	if !s.Config.Bootstrap {
 		s.Config.Join = []string{c.addrs[0]}
 		if i == 0 {

@@ -44,15 +44,17 @@ type EventMark struct {
 // read-hints scenario, the reads it recorded as leader, the hints it applied as follower, the
 // bytes it shipped and the hints it dropped. Node is 0 while the node is down.
 type NodeSecond struct {
-	Node       uint64  `json:"node"`
-	Leaders    int     `json:"leaders"`
-	Replicas   int     `json:"replicas"`
-	Hits       int64   `json:"cache_hits"`
-	Misses     int64   `json:"cache_misses"`
-	Compacting int64   `json:"compacting,omitempty"`
-	DiskOps    int64   `json:"disk_ops,omitempty"`
-	DiskBytes  int64   `json:"disk_bytes,omitempty"`
-	DiskWaitMs float64 `json:"disk_wait_ms,omitempty"`
+	Node       uint64 `json:"node"`
+	Leaders    int    `json:"leaders"`
+	Replicas   int    `json:"replicas"`
+	Hits       int64  `json:"cache_hits"`
+	Misses     int64  `json:"cache_misses"`
+	Compacting int64  `json:"compacting,omitempty"`
+	DiskOps    int64  `json:"disk_ops,omitempty"`
+	DiskBytes  int64  `json:"disk_bytes,omitempty"`
+	// CompactedBytes are the bytes the engine's compactions wrote in the second.
+	CompactedBytes int64   `json:"compacted_bytes,omitempty"`
+	DiskWaitMs     float64 `json:"disk_wait_ms,omitempty"`
 	// SnapshotBytes and RangeApplied: the snapshot bytes it sent, and the applied index of its
 	// replica of the range the move scenario moves.
 	SnapshotBytes uint64 `json:"snapshot_bytes,omitempty"`

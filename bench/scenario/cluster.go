@@ -25,10 +25,10 @@ type cluster struct {
 }
 
 type nodeMark struct {
-	n                                   *benchutil.Node // the node the marks were read from: a restart starts them again
-	hits, misses                        int64
-	recorded, applied, sent, drop, snap uint64
-	devOps, devWait, devBytes           int64
+	n                                    *benchutil.Node // the node the marks were read from: a restart starts them again
+	hits, misses                         int64
+	recorded, applied, sent, drop, snap  uint64
+	devOps, devWait, devBytes, compacted int64
 }
 
 var errNotLocal = errors.New("this event needs in-process nodes (not with --hosts)")
@@ -65,18 +65,20 @@ func (c *cluster) sample(hints bool) []NodeSecond {
 		all, dev := n.KV.Metrics(), c.DeviceStats(i)
 		m := all.Engine
 		cur := nodeMark{n: n, hits: m.BlockCacheHits, misses: m.BlockCacheMisses, snap: all.Transport.SnapshotBytesSent,
-			devOps: dev.ReadOps + dev.WriteOps, devWait: int64(dev.Throttled), devBytes: dev.ReadBytes + dev.WriteBytes}
+			devOps: dev.ReadOps + dev.WriteOps, devWait: int64(dev.Throttled), devBytes: dev.ReadBytes + dev.WriteBytes,
+			compacted: compactedBytes(n)}
 		if h := n.KV.Hints(); h != nil && hints {
 			hm := h.Metrics()
 			cur.recorded, cur.applied, cur.sent, cur.drop = hm.Recorded, hm.Applied, hm.BytesSent, hm.DroppedTotal()
 		}
 		p := c.last[i]
 		if p.n != n {
-			p = nodeMark{n: n, devOps: cur.devOps, devWait: cur.devWait, devBytes: cur.devBytes}
+			p = nodeMark{n: n, devOps: cur.devOps, devWait: cur.devWait, devBytes: cur.devBytes, compacted: cur.compacted}
 		}
 		ns := &out[i]
 		ns.Node, ns.Compacting = n.KV.NodeID(), m.CompactionsRunning
 		ns.Hits, ns.Misses, ns.DiskOps, ns.DiskBytes = cur.hits-p.hits, cur.misses-p.misses, cur.devOps-p.devOps, cur.devBytes-p.devBytes
+		ns.CompactedBytes = cur.compacted - p.compacted
 		ns.DiskWaitMs = math.Round(float64(cur.devWait-p.devWait)/float64(time.Millisecond)*10) / 10
 		ns.Recorded, ns.Applied, ns.BytesSent, ns.Dropped = cur.recorded-p.recorded, cur.applied-p.applied, cur.sent-p.sent, cur.drop-p.drop
 		ns.Leaders, ns.Replicas = userReplicas(n)
@@ -126,6 +128,15 @@ func (c *cluster) compactAll(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// compactedBytes is what n's engine's compactions have written since it opened.
+func compactedBytes(n *benchutil.Node) int64 {
+	var sum uint64
+	for _, l := range n.Eng.DB().Metrics().Levels {
+		sum += l.TableBytesCompacted + l.BlobBytesCompacted
+	}
+	return int64(sum)
 }
 
 // levelBytes is n1's bytes per LSM level, L0 first (nil without in-process nodes).
@@ -195,11 +206,15 @@ func (c *cluster) settle(ctx context.Context, cl *client.Client, limit time.Dura
 // (incompressible: the store holds what was written) and the load ran with the emulated disks'
 // budgets lifted.
 type StoreShape struct {
-	MemTableBytes   uint64 `json:"memtable_bytes"`
-	LBaseMaxBytes   int64  `json:"lbase_max_bytes"`
-	TargetFileBytes int64  `json:"target_file_bytes"`
-	RandomValues    bool   `json:"random_values"`
-	FastLoad        bool   `json:"fast_load"`
+	MemTableBytes uint64 `json:"memtable_bytes"`
+	// MemTableStagger makes node i's memtables MemTableBytes × (1 + MemTableStagger·i): nodes that
+	// receive the same writes then flush, and compact, out of phase, as real nodes do, instead of all
+	// at once every few seconds (a periodic swing of the whole cluster's throughput).
+	MemTableStagger float64 `json:"memtable_stagger"`
+	LBaseMaxBytes   int64   `json:"lbase_max_bytes"`
+	TargetFileBytes int64   `json:"target_file_bytes"`
+	RandomValues    bool    `json:"random_values"`
+	FastLoad        bool    `json:"fast_load"`
 }
 
 // shapeFor scales Pebble's LSM to memtables of mem. With Pebble's defaults (a 64 MiB base level,
@@ -209,7 +224,17 @@ type StoreShape struct {
 // whole-store rewrite among many. A base level of a quarter memtable and tables of a sixteenth give
 // such a store three or four levels of many tables each; a compaction rewrites a slice of it.
 func shapeFor(mem uint64, random, fastLoad bool) StoreShape {
-	return StoreShape{MemTableBytes: mem, LBaseMaxBytes: int64(mem / 4), TargetFileBytes: int64(mem / 16), RandomValues: random, FastLoad: fastLoad}
+	return StoreShape{MemTableBytes: mem, MemTableStagger: memTableStagger, LBaseMaxBytes: int64(mem / 4), TargetFileBytes: int64(mem / 16),
+		RandomValues: random, FastLoad: fastLoad}
+}
+
+// memTableStagger spreads the nodes' memtable sizes: with three nodes 1×, 1.3× and 1.6×, whose
+// flush periods share no small common multiple.
+const memTableStagger = 0.3
+
+// memTableOf is node i's memtable size under shape.
+func (s StoreShape) memTableOf(i int) uint64 {
+	return uint64(float64(s.MemTableBytes) * (1 + s.MemTableStagger*float64(i)))
 }
 
 // memTableFor sizes memtables for a block cache of cacheBytes: Pebble reserves the memtables' size

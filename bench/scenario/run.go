@@ -471,6 +471,8 @@ func (r *run) run(ctx context.Context) (*RunReport, error) {
 			Device: r.settings.Device,
 			Config: benchutil.NodeConfig{KV: kv.Config{QueueInterval: 500 * time.Millisecond}, HeartbeatInterval: 500 * time.Millisecond}}
 		spec.Config.Storage.LBaseMaxBytes, spec.Config.Storage.TargetFileBytes = r.settings.Store.LBaseMaxBytes, r.settings.Store.TargetFileBytes
+		shape := *r.settings.Store
+		spec.PerNode = func(i int, s *benchutil.NodeSpec) { s.MemTableBytes = shape.memTableOf(i) }
 		for _, tweak := range []func(*benchutil.NodeConfig){sc.KV, r.v.KV} {
 			if tweak != nil {
 				tweak(&spec.Config)
