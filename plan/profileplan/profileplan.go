@@ -1,0 +1,369 @@
+// Package profileplan decides which engine profile each node should run and which ranges it should
+// serve, from the ranges' measured request mix: Cruz's MeT (thesis chapter 3). Ranges are classified
+// read, write, read/write or scan from their exponentially smoothed mix (§3.3); the nodes are split
+// into one group per class in proportion to the class's share of the load; each group's ranges are
+// spread over its nodes by Longest Processing Time with a per-node cap on the count (Alg. 2); and the
+// new layout is matched to the current one so that as few ranges move and as few nodes change
+// profile as the matching finds (Alg. 3). Alg. 1 sizes the cluster: nodes are added 1, 2, 4 … at a
+// time while too many are overloaded, and removed one at a time.
+//
+// It is a leaf: it sees ranges as ids with request rates and nodes as ids with a profile, and never
+// reads a cluster or moves anything; the node_profiles policy turns its plan into operators.
+package profileplan
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Class is a range's access pattern, and the engine profile that suits it.
+type Class string
+
+// The classes (§3.1.3); Default is a node's profile before any plan.
+const (
+	Read      Class = "read"
+	Write     Class = "write"
+	ReadWrite Class = "readwrite"
+	Scan      Class = "scan"
+	Default   Class = "default"
+)
+
+// Classes lists the classes a range can have, in a fixed order.
+var Classes = []Class{Read, Write, ReadWrite, Scan}
+
+// Mix is a range's requests per second by kind; Scans are also counted in Reads.
+type Mix struct {
+	Reads, Writes, Scans float64
+}
+
+// Total is the range's requests per second.
+func (m Mix) Total() float64 { return m.Reads + m.Writes }
+
+// Threshold is the share above which a kind of request decides the class (the thesis's 60 %).
+const Threshold = 0.6
+
+// Classify is m's class: scan if more than Threshold of the reads are scans and reads dominate,
+// read or write if more than Threshold of the requests are, read/write otherwise (and for no load).
+func Classify(m Mix) Class {
+	t := m.Total()
+	switch {
+	case t <= 0:
+		return ReadWrite
+	case m.Reads/t > Threshold && m.Scans/m.Reads > Threshold:
+		return Scan
+	case m.Reads/t > Threshold:
+		return Read
+	case m.Writes/t > Threshold:
+		return Write
+	}
+	return ReadWrite
+}
+
+// Smoother smooths a range's mix exponentially over its samples (the newest weighs most) and says
+// when it has seen enough of them to decide: the thesis samples every 30 s and decides after six.
+type Smoother struct {
+	Alpha   float64 // weight of the newest sample (default 0.5)
+	MinSeen int     // samples before Ready (default 6)
+	mix     Mix
+	seen    int
+}
+
+// Observe adds one sample.
+func (s *Smoother) Observe(m Mix) {
+	a := s.Alpha
+	if a <= 0 || a > 1 {
+		a = 0.5
+	}
+	if s.seen == 0 {
+		s.mix = m
+	} else {
+		s.mix = Mix{Reads: a*m.Reads + (1-a)*s.mix.Reads, Writes: a*m.Writes + (1-a)*s.mix.Writes, Scans: a*m.Scans + (1-a)*s.mix.Scans}
+	}
+	s.seen++
+}
+
+// Mix is the smoothed mix.
+func (s *Smoother) Mix() Mix { return s.mix }
+
+// Ready reports whether enough samples were seen to decide on them.
+func (s *Smoother) Ready() bool {
+	n := s.MinSeen
+	if n <= 0 {
+		n = 6
+	}
+	return s.seen >= n
+}
+
+// Range is one range as the plan sees it: its id and smoothed mix.
+type Range struct {
+	ID  uint64
+	Mix Mix
+}
+
+// Node is one node: its id, its current profile and the ranges it serves now.
+type Node struct {
+	ID      uint64
+	Profile Class
+	Ranges  []uint64
+}
+
+// Assignment is one node's part of a plan.
+type Assignment struct {
+	Node    uint64
+	Profile Class
+	Ranges  []uint64
+	Load    float64 // requests per second of its ranges
+}
+
+// Plan is the target layout and what reaching it costs.
+type Plan struct {
+	Assignments []Assignment // by node id
+	// Classes counts the ranges of each class, Shares the class's share of the load, Groups the nodes
+	// it gets.
+	Classes map[Class]int
+	Shares  map[Class]float64
+	Groups  map[Class]int
+	// Moves counts the ranges whose node changes; Reprofiled the nodes whose profile changes.
+	Moves, Reprofiled int
+}
+
+// Groups gives each class with load a number of the n nodes in proportion to its share of the load
+// (largest remainders), at least one each while there are nodes to give; classes without load get
+// none. With fewer nodes than loaded classes the heaviest classes get one each and the others
+// share theirs (Merge).
+func Groups(load map[Class]float64, n int) map[Class]int {
+	total := 0.0
+	var loaded []Class
+	for _, c := range Classes {
+		if load[c] > 0 {
+			loaded, total = append(loaded, c), total+load[c]
+		}
+	}
+	out := map[Class]int{}
+	if n <= 0 || len(loaded) == 0 {
+		return out
+	}
+	slices.SortStableFunc(loaded, func(a, b Class) int { return cmp.Compare(load[b], load[a]) })
+	if n <= len(loaded) {
+		for _, c := range loaded[:n] {
+			out[c] = 1
+		}
+		return out
+	}
+	type rem struct {
+		c Class
+		r float64
+	}
+	var rems []rem
+	given := 0
+	for _, c := range loaded {
+		exact := load[c] / total * float64(n)
+		k := max(1, int(math.Floor(exact)))
+		out[c], given = k, given+k
+		rems = append(rems, rem{c, exact - math.Floor(exact)})
+	}
+	slices.SortStableFunc(rems, func(a, b rem) int { return cmp.Compare(b.r, a.r) })
+	for i := 0; given < n; i = (i + 1) % len(rems) {
+		out[rems[i].c]++
+		given++
+	}
+	for given > n { // the floors of one raised the total above n: take from the largest groups
+		big := loaded[0]
+		for _, c := range loaded {
+			if out[c] > out[big] {
+				big = c
+			}
+		}
+		out[big]--
+		given--
+	}
+	return out
+}
+
+// Merge is the class whose group serves class c when c got no nodes of its own: the loaded class
+// with nodes whose profile is nearest (read/write serves all; scan and read are close).
+func Merge(c Class, groups map[Class]int) Class {
+	if groups[c] > 0 {
+		return c
+	}
+	near := map[Class][]Class{Read: {Scan, ReadWrite, Write}, Scan: {Read, ReadWrite, Write}, Write: {ReadWrite, Read, Scan}, ReadWrite: {Read, Write, Scan}}
+	for _, o := range near[c] {
+		if groups[o] > 0 {
+			return o
+		}
+	}
+	return c
+}
+
+// LPT spreads ranges over nodes: heaviest first, each to the least loaded node that holds fewer than
+// max ranges (Alg. 2; max = ⌈ranges/nodes⌉ balances the count as well as the load). It returns each
+// node's ranges in nodes' order.
+func LPT(ranges []Range, nodes int, max int) ([][]uint64, []float64) {
+	if nodes <= 0 {
+		return nil, nil
+	}
+	if max <= 0 {
+		max = (len(ranges) + nodes - 1) / nodes
+	}
+	rs := slices.Clone(ranges)
+	slices.SortStableFunc(rs, func(a, b Range) int {
+		if c := cmp.Compare(b.Mix.Total(), a.Mix.Total()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	out, load := make([][]uint64, nodes), make([]float64, nodes)
+	for _, r := range rs {
+		best := -1
+		for i := range nodes {
+			if len(out[i]) < max && (best < 0 || load[i] < load[best]) {
+				best = i
+			}
+		}
+		if best < 0 { // every node at the cap: a cap below ⌈ranges/nodes⌉ cannot hold them all
+			best = slices.Index(load, slices.Min(load))
+		}
+		out[best], load[best] = append(out[best], r.ID), load[best]+r.Mix.Total()
+	}
+	return out, load
+}
+
+// Make plans the layout of ranges over nodes: classify, group, assign (LPT per group), and match the
+// result to the current layout (Alg. 3: each current node, in order of the most ranges it would keep,
+// takes the target set of its own profile, else of any profile, that overlaps its ranges most).
+func Make(ranges []Range, nodes []Node) (Plan, error) {
+	if len(nodes) == 0 {
+		return Plan{}, fmt.Errorf("profileplan: no nodes")
+	}
+	p := Plan{Classes: map[Class]int{}, Shares: map[Class]float64{}}
+	byClass := map[Class][]Range{}
+	load, total := map[Class]float64{}, 0.0
+	for _, r := range ranges {
+		c := Classify(r.Mix)
+		p.Classes[c]++
+		load[c] += r.Mix.Total()
+		total += r.Mix.Total()
+		byClass[c] = append(byClass[c], r)
+	}
+	if total == 0 { // no load yet: count ranges instead, as the thesis groups by partitions
+		for c, n := range p.Classes {
+			load[c] = float64(n)
+		}
+		total = float64(len(ranges))
+	}
+	for c, l := range load {
+		p.Shares[c] = l / total
+	}
+	p.Groups = Groups(load, len(nodes))
+	served := map[Class][]Range{}
+	for _, c := range Classes {
+		m := Merge(c, p.Groups)
+		served[m] = append(served[m], byClass[c]...)
+	}
+	var target []Assignment
+	for _, c := range Classes {
+		k := p.Groups[c]
+		if k == 0 {
+			continue
+		}
+		sets, loads := LPT(served[c], k, 0)
+		for i := range sets {
+			target = append(target, Assignment{Profile: c, Ranges: sets[i], Load: loads[i]})
+		}
+	}
+	p.Assignments = match(nodes, target)
+	holder := map[uint64]uint64{}
+	for _, n := range nodes {
+		for _, r := range n.Ranges {
+			holder[r] = n.ID
+		}
+	}
+	profile := map[uint64]Class{}
+	for _, n := range nodes {
+		profile[n.ID] = n.Profile
+	}
+	for _, a := range p.Assignments {
+		if profile[a.Node] != a.Profile {
+			p.Reprofiled++
+		}
+		for _, r := range a.Ranges {
+			if h, ok := holder[r]; !ok || h != a.Node {
+				p.Moves++
+			}
+		}
+	}
+	return p, nil
+}
+
+// match gives each node one target set (Alg. 3). Nodes pick in turn, the one that would keep the
+// most of its ranges first; a node prefers the set of its own profile when it keeps as many ranges.
+func match(nodes []Node, target []Assignment) []Assignment {
+	left := slices.Clone(target)
+	for len(left) < len(nodes) {
+		left = append(left, Assignment{Profile: Default})
+	}
+	free := slices.Clone(nodes)
+	out := make([]Assignment, 0, len(nodes))
+	for len(free) > 0 {
+		bi, bj, bestKeep, bestSame := -1, -1, -1, false
+		for i, n := range free {
+			have := map[uint64]bool{}
+			for _, r := range n.Ranges {
+				have[r] = true
+			}
+			for j, t := range left {
+				keep := 0
+				for _, r := range t.Ranges {
+					if have[r] {
+						keep++
+					}
+				}
+				same := t.Profile == n.Profile
+				if keep > bestKeep || (keep == bestKeep && same && !bestSame) {
+					bi, bj, bestKeep, bestSame = i, j, keep, same
+				}
+			}
+		}
+		a := left[bj]
+		a.Node = free[bi].ID
+		out = append(out, a)
+		free = slices.Delete(free, bi, bi+1)
+		left = slices.Delete(left, bj, bj+1)
+	}
+	slices.SortFunc(out, func(a, b Assignment) int { return cmp.Compare(a.Node, b.Node) })
+	return out
+}
+
+// Resizer is Alg. 1: how many nodes to add (positive) or remove (negative) after each decision
+// round. It doubles the step while the cluster stays overloaded (1, 2, 4 …) and removes one node at
+// a time when it is underloaded.
+type Resizer struct {
+	// Threshold is the share of sub-optimal nodes above which nodes are added at once.
+	Threshold float64
+	step      int
+	started   bool
+}
+
+// Next is the change for a round: subOptimal is the share of nodes outside their acceptable load,
+// remove that the cluster is underloaded (rather than overloaded). The first round with few
+// sub-optimal nodes only reconfigures (0).
+func (r *Resizer) Next(subOptimal float64, remove bool) int {
+	if r.step == 0 {
+		r.step = 1
+	}
+	first := !r.started
+	r.started = true
+	switch {
+	case subOptimal > r.Threshold:
+	case first:
+		return 0
+	case remove:
+		r.step = 1
+		return -1
+	}
+	n := r.step
+	r.step *= 2
+	return n
+}

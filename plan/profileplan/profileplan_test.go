@@ -1,0 +1,192 @@
+package profileplan
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		m    Mix
+		want Class
+	}{
+		{Mix{Reads: 95, Writes: 5}, Read},
+		{Mix{Reads: 95, Writes: 5, Scans: 90}, Scan},
+		{Mix{Reads: 95, Writes: 5, Scans: 40}, Read},
+		{Mix{Reads: 10, Writes: 90}, Write},
+		{Mix{Reads: 50, Writes: 50}, ReadWrite},
+		{Mix{Reads: 60, Writes: 40}, ReadWrite}, // 60 % is not more than 60 %
+		{Mix{}, ReadWrite},
+	} {
+		if got := Classify(tc.m); got != tc.want {
+			t.Errorf("Classify(%+v) = %s, want %s", tc.m, got, tc.want)
+		}
+	}
+}
+
+// A spike in one sample does not flip a range's class once smoothed; six samples make it ready.
+func TestSmoother(t *testing.T) {
+	var s Smoother
+	for range 5 {
+		s.Observe(Mix{Reads: 90, Writes: 10})
+	}
+	if s.Ready() {
+		t.Fatal("ready after 5 samples")
+	}
+	s.Observe(Mix{Reads: 10, Writes: 90}) // one write-heavy spike
+	if !s.Ready() || Classify(s.Mix()) == Write {
+		t.Fatalf("after a spike: ready %v, mix %+v (%s)", s.Ready(), s.Mix(), Classify(s.Mix()))
+	}
+}
+
+func TestGroups(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		load map[Class]float64
+		n    int
+		want map[Class]int
+	}{
+		{"proportional", map[Class]float64{Read: 50, Write: 30, Scan: 20}, 10, map[Class]int{Read: 5, Write: 3, Scan: 2}},
+		{"a small class keeps one node", map[Class]float64{Read: 97, Scan: 3}, 5, map[Class]int{Read: 4, Scan: 1}},
+		{"largest remainders", map[Class]float64{Read: 1, Write: 1, ReadWrite: 1}, 5, map[Class]int{Read: 2, Write: 2, ReadWrite: 1}},
+		{"fewer nodes than classes", map[Class]float64{Read: 5, Write: 3, Scan: 1, ReadWrite: 2}, 2, map[Class]int{Read: 1, Write: 1}},
+		{"no load", map[Class]float64{}, 3, map[Class]int{}},
+	} {
+		got := Groups(tc.load, tc.n)
+		sum := 0
+		for _, k := range got {
+			sum += k
+		}
+		for _, c := range Classes {
+			if got[c] != tc.want[c] {
+				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+				break
+			}
+		}
+		if len(tc.load) > 0 && sum != tc.n {
+			t.Errorf("%s: %d nodes given of %d", tc.name, sum, tc.n)
+		}
+	}
+	if got := Merge(Write, map[Class]int{Read: 1, ReadWrite: 1}); got != ReadWrite {
+		t.Errorf("Merge(write) = %s, want readwrite", got)
+	}
+}
+
+// LPT keeps its cap and stays within Graham's 4/3 of the optimal makespan (checked by brute force on
+// small random instances).
+func TestLPT(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		n, k := 3+rng.IntN(6), 2+rng.IntN(2)
+		var rs []Range
+		for i := range n {
+			rs = append(rs, Range{ID: uint64(i + 1), Mix: Mix{Reads: float64(1 + rng.IntN(100))}})
+		}
+		sets, loads := LPT(rs, k, n) // no count cap: Graham's bound
+		got := slices.Max(loads)
+		opt := bruteMakespan(rs, k)
+		if got > opt*4/3+1e-9 {
+			t.Fatalf("trial %d: LPT makespan %v, optimum %v", trial, got, opt)
+		}
+		placed := 0
+		for _, s := range sets {
+			placed += len(s)
+		}
+		if placed != n {
+			t.Fatalf("trial %d: %d ranges assigned of %d", trial, placed, n)
+		}
+		capped, _ := LPT(rs, k, 0)
+		for _, s := range capped {
+			if len(s) > (n+k-1)/k {
+				t.Fatalf("trial %d: %d ranges on a node, cap %d", trial, len(s), (n+k-1)/k)
+			}
+		}
+	}
+}
+
+func bruteMakespan(rs []Range, k int) float64 {
+	best := -1.0
+	load := make([]float64, k)
+	var walk func(i int)
+	walk = func(i int) {
+		if i == len(rs) {
+			if m := slices.Max(load); best < 0 || m < best {
+				best = m
+			}
+			return
+		}
+		for j := range k {
+			load[j] += rs[i].Mix.Total()
+			walk(i + 1)
+			load[j] -= rs[i].Mix.Total()
+		}
+	}
+	walk(0)
+	return best
+}
+
+// A mixed cluster: every range is placed once, the groups follow the load, and planning again from
+// the planned layout moves nothing and changes no profile.
+func TestMakeIsStable(t *testing.T) {
+	var rs []Range
+	for i := range 24 {
+		m := []Mix{{Reads: 95, Writes: 5}, {Reads: 10, Writes: 90}, {Reads: 50, Writes: 50}, {Reads: 90, Writes: 10, Scans: 85}}[i%4]
+		m.Reads, m.Writes, m.Scans = m.Reads*float64(1+i%3), m.Writes*float64(1+i%3), m.Scans*float64(1+i%3)
+		rs = append(rs, Range{ID: uint64(i + 1), Mix: m})
+	}
+	var nodes []Node
+	for i := range 8 {
+		n := Node{ID: uint64(i + 1), Profile: Default}
+		for j := i; j < 24; j += 8 {
+			n.Ranges = append(n.Ranges, uint64(j+1))
+		}
+		nodes = append(nodes, n)
+	}
+	p, err := Make(rs, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("classes %v shares %v groups %v: %d moves, %d reprofiled", p.Classes, p.Shares, p.Groups, p.Moves, p.Reprofiled)
+	seen := map[uint64]bool{}
+	for _, a := range p.Assignments {
+		for _, r := range a.Ranges {
+			if seen[r] {
+				t.Fatalf("range %d placed twice", r)
+			}
+			seen[r] = true
+			if c := Classify(rs[r-1].Mix); Merge(c, p.Groups) != a.Profile {
+				t.Fatalf("range %d (%s) on a %s node", r, c, a.Profile)
+			}
+		}
+	}
+	if len(seen) != len(rs) || p.Reprofiled != 8 {
+		t.Fatalf("%d ranges placed of %d, %d nodes reprofiled of 8", len(seen), len(rs), p.Reprofiled)
+	}
+	next := make([]Node, len(p.Assignments))
+	for i, a := range p.Assignments {
+		next[i] = Node{ID: a.Node, Profile: a.Profile, Ranges: a.Ranges}
+	}
+	again, err := Make(rs, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Moves != 0 || again.Reprofiled != 0 {
+		t.Fatalf("planning again from the plan: %d moves, %d reprofiled", again.Moves, again.Reprofiled)
+	}
+}
+
+// Alg. 1: nodes are added 1, 2, 4, 8 while the cluster stays overloaded, one removed at a time when
+// it is underloaded, and the step starts again at 1.
+func TestResizer(t *testing.T) {
+	r := Resizer{Threshold: 0.5}
+	var got []int
+	got = append(got, r.Next(0.1, false)) // first round, few sub-optimal nodes: reconfigure only
+	for range 4 {
+		got = append(got, r.Next(0.8, false))
+	}
+	got = append(got, r.Next(0.1, true), r.Next(0.1, true), r.Next(0.1, false))
+	if want := []int{0, 1, 2, 4, 8, -1, -1, 1}; !slices.Equal(got, want) {
+		t.Fatalf("steps %v, want %v", got, want)
+	}
+}
