@@ -86,7 +86,7 @@ func init() {
 		{name: "ttl", arity: 2, flags: ro, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, fn: cmdPlanned},
 		{name: "pttl", arity: 2, flags: ro, firstKey: 1, lastKey: 1, step: 1, acl: []string{"@keyspace", "@read", "@fast"}, fn: cmdPlanned},
 		{name: "multi", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@fast", "@transaction"}, fn: cmdMulti},
-		{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, acl: []string{"@slow", "@transaction"}, fn: cmdExec},
+		{name: "exec", arity: 1, flags: []string{"noscript", "loading", "stale", "skip_slowlog"}, write: true, acl: []string{"@slow", "@transaction"}, fn: cmdExec},
 		{name: "discard", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@fast", "@transaction"}, fn: cmdDiscard},
 		{name: "watch", arity: -2, flags: []string{"noscript", "loading", "stale", "fast"}, firstKey: 1, lastKey: -1, step: 1, acl: []string{"@fast", "@transaction"}, fn: cmdWatch},
 		{name: "unwatch", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@fast", "@transaction"}, fn: cmdUnwatch},
