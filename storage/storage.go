@@ -55,6 +55,14 @@ type Options struct {
 	// node's block cache with none of its blocks; with tables a fraction of a level, a compaction
 	// below the base level rewrites only the key span of the table it picked.
 	TargetFileBytes int64
+	// Profile names an engine preset for a workload (read, write, readwrite, scan; default or empty:
+	// none): it sizes the block cache and the memtables from MemoryBytes and sets BlockBytes, each
+	// unless set explicitly (profile.go).
+	Profile string
+	// MemoryBytes is the engine's memory budget a profile divides (0: DefaultMemoryBytes).
+	MemoryBytes int64
+	// BlockBytes is the target size of a data block (0: Pebble's 4 KiB, or the profile's).
+	BlockBytes int
 	// FS overrides the filesystem (tests, fault injection, emulated devices). Default: the OS.
 	FS vfs.FS `json:"-"`
 	// Device, if set, puts the engine's files on an emulated device of its own (page-cache bypass, a
@@ -70,6 +78,7 @@ const (
 
 // WithDefaults returns o with the cache and memtable sizes at their defaults when zero.
 func (o Options) WithDefaults() Options {
+	o = o.withProfile()
 	if o.CacheBytes == 0 {
 		o.CacheBytes = DefaultCacheBytes
 	}
@@ -90,6 +99,9 @@ func (o Options) Validate() error {
 	}
 	if o.LBaseMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("storage: base level size %d must not be negative (0: the default)", o.LBaseMaxBytes))
+	}
+	if err := validateProfile(o); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -216,6 +228,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	// that cannot hold its key, instead of searching each L0 file's index.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		if opts.BlockBytes > 0 {
+			po.Levels[i].BlockSize = opts.BlockBytes
+		}
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/server"
+	"github.com/shoaldb/shoal/storage"
 )
 
 // startCfg is the configuration `shoal start` runs with: its flags write straight into it, and it starts
@@ -99,7 +100,10 @@ func init() {
 	f.StringVar(&startFlags.authTokenFile, "auth-token-file", "", "read the required token from this file")
 	// Shadows the root's client --certs-dir with the server meaning of the same flag.
 	f.StringVar(&sc.CertsDir, "certs-dir", "", "TLS: ca.crt, node.crt, node.key; mutual TLS on gRPC, HTTPS, RESP over TLS (empty: clear text)")
-	f.Var(sizeOf(&c.Storage.CacheBytes), "cache-size", "block cache size")
+	f.Var(sizeOf(&c.Storage.CacheBytes), "cache-size", "block cache size (default 128MiB, or the profile's share of --memory-budget)")
+	f.StringVar(&c.Storage.Profile, "profile", "", "engine preset for the node's workload: "+strings.Join(storage.Profiles(), ", ")+
+		" (read: 55% of --memory-budget to the block cache, 10% to memtables, 32KiB blocks; write: 10%, 55%, 64KiB; readwrite: 45%, 20%, 32KiB; scan: 55%, 10%, 128KiB); --cache-size wins over it")
+	f.Var(sizeOf(&c.Storage.MemoryBytes), "memory-budget", "the engine's memory a --profile divides between block cache and memtables (default 256MiB)")
 	f.Var(sizeOf(&c.KV.MaxKeyBytes), "max-key-bytes", "largest key accepted")
 	f.Var(sizeOf(&c.KV.MaxValueBytes), "max-value-bytes", "largest value accepted")
 	f.Var(sizeOf(&c.KV.RangeMaxBytes), "range-max-bytes", "range size that triggers a split")
@@ -154,6 +158,18 @@ func startConfig(flags *pflag.FlagSet) (server.Config, error) {
 	}
 	if cfg.HTTP == "" {
 		return cfg, cli.Usage(fmt.Errorf(`--http is empty: give an address, or "off" to disable HTTP`))
+	}
+	// A profile sizes the cache and memtables that were not given: the defaults filled in before the
+	// flags were parsed make way for it.
+	if st := &cfg.Node.Storage; st.Profile != "" && st.Profile != storage.ProfileDefault {
+		if err := st.Validate(); err != nil {
+			return cfg, cli.Usage(fmt.Errorf("--profile: %w", err))
+		}
+		if f := flags.Lookup("cache-size"); f == nil || !f.Changed {
+			st.CacheBytes = 0
+		}
+		st.MemTableBytes = 0
+		*st = st.WithDefaults()
 	}
 	if cfg.Listen == "" {
 		return cfg, cli.Usage(errors.New("--listen is empty"))
