@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -67,6 +68,7 @@ type Cluster struct {
 	meta      *rangeState   // the meta range: listed, never routed to
 	ranges    []*rangeState // user ranges, sorted by start key, covering the whole key space
 	data      map[string][]byte
+	expireAt  map[string]int64 // Unix ms, for keys written with a ttl
 	nextID    uint64
 	fault     func(Call) *Fault
 	calls     map[string]int // "method" and "node/method" → count
@@ -90,7 +92,7 @@ type node struct {
 // range, both led by node 1. It is stopped when tb ends.
 func New(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	c := &Cluster{data: make(map[string][]byte), calls: make(map[string]int), stopped: make(map[uint64]bool), nextID: FirstRangeID + 1}
+	c := &Cluster{data: make(map[string][]byte), expireAt: make(map[string]int64), calls: make(map[string]int), stopped: make(map[uint64]bool), nextID: FirstRangeID + 1}
 	var replicas []*pb.ReplicaDescriptor
 	for i := 1; i <= n; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -325,7 +327,13 @@ func (nd *node) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, e
 		if _, perr := nd.route(req.GetHeader(), req.GetKey(), false); perr != nil {
 			return perr
 		}
-		resp.Value, resp.Found = nd.c.data[string(req.GetKey())]
+		k := string(req.GetKey())
+		if at, ok := nd.c.expireAt[k]; ok && at <= time.Now().UnixMilli() {
+			delete(nd.c.data, k) // expired: gone, as the sweeper would make it
+			delete(nd.c.expireAt, k)
+		}
+		resp.Value, resp.Found = nd.c.data[k]
+		resp.ExpireAtUnixMs = nd.c.expireAt[k]
 		return nil
 	})
 	resp.Error = perr
@@ -339,6 +347,10 @@ func (nd *node) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, e
 			return perr
 		}
 		nd.c.data[string(req.GetKey())] = append([]byte{}, req.GetValue()...)
+		delete(nd.c.expireAt, string(req.GetKey()))
+		if req.GetTtlMs() > 0 {
+			nd.c.expireAt[string(req.GetKey())] = time.Now().UnixMilli() + req.GetTtlMs()
+		}
 		return nil
 	})
 	return &pb.PutResponse{Error: perr}, err
@@ -353,6 +365,7 @@ func (nd *node) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteRe
 		}
 		_, resp.Found = nd.c.data[string(req.GetKey())]
 		delete(nd.c.data, string(req.GetKey()))
+		delete(nd.c.expireAt, string(req.GetKey()))
 		return nil
 	})
 	resp.Error = perr
@@ -376,8 +389,10 @@ func (nd *node) CompareAndSwap(ctx context.Context, req *pb.CompareAndSwapReques
 		resp.Swapped = true
 		if req.GetDelete() {
 			delete(nd.c.data, k)
+			delete(nd.c.expireAt, k)
 		} else {
 			nd.c.data[k] = append([]byte{}, req.GetValue()...)
+			delete(nd.c.expireAt, k)
 		}
 		return nil
 	})
@@ -404,8 +419,10 @@ func (nd *node) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*pb.
 		for _, m := range muts {
 			if m.GetDelete() {
 				delete(nd.c.data, string(m.GetKey()))
+				delete(nd.c.expireAt, string(m.GetKey()))
 			} else {
 				nd.c.data[string(m.GetKey())] = append([]byte{}, m.GetValue()...)
+				delete(nd.c.expireAt, string(m.GetKey()))
 			}
 		}
 		return nil

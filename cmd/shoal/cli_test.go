@@ -424,3 +424,28 @@ func TestDrainBlocker(t *testing.T) {
 		}
 	}
 }
+
+func TestPutTTLAndTTL(t *testing.T) {
+	_, host := newCluster(t)
+	if code, _, errOut := shoal(t, host, "put", "session", "tok", "--ttl", "60s"); code != 0 {
+		t.Fatalf("put --ttl: %d %q", code, errOut)
+	}
+	if code, out, _ := shoal(t, host, "ttl", "session"); code != 0 || !strings.HasSuffix(out, "s\n") || out == "no expiry\n" {
+		t.Errorf("ttl session = %d %q, want about 1m0s", code, out)
+	}
+	if code, out, _ := shoal(t, host, "--format", "json", "ttl", "session"); code != 0 || !strings.Contains(out, `"ttl_ms":`) || strings.Contains(out, `"ttl_ms":-1`) {
+		t.Errorf("ttl --format json = %d %q", code, out)
+	}
+	shoal(t, host, "put", "plain", "v")
+	if code, out, _ := shoal(t, host, "ttl", "plain"); code != 0 || out != "no expiry\n" {
+		t.Errorf("ttl plain = %d %q, want no expiry", code, out)
+	}
+	shoal(t, host, "put", "brief", "v", "--ttl", "1ms")
+	time.Sleep(5 * time.Millisecond)
+	if code, _, errOut := shoal(t, host, "ttl", "brief"); code != 1 || errOut != "not found\n" {
+		t.Errorf("ttl of an expired key = %d %q, want 1 and not found", code, errOut)
+	}
+	if code, _, errOut := shoal(t, host, "put", "k", "v", "--ttl", "100us"); code == 0 || !strings.Contains(errOut, "under 1ms") {
+		t.Errorf("put --ttl 100us = %d %q, want an error", code, errOut)
+	}
+}
