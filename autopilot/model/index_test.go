@@ -168,3 +168,77 @@ func TestNewClusterAfterSortsAsNewCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestNewClusterAfterDerivesAsNewCluster: over a chain of snapshots in which ranges change leader,
+// load, size and replicas (a learner added, promoted, a voter removed) and nodes come and go, each
+// NewClusterAfter of the previous snapshot derives what NewCluster derives: node totals (QPS to the
+// last bit), lookups by ID, user ranges, user voters and the per-node index.
+func TestNewClusterAfterDerivesAsNewCluster(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	base := randomCluster(rng, 6, 300, 1, false)
+	ranges := base.Ranges
+	ids := []uint64{1, 2, 3, 4, 5, 6}
+	nodes := func() []*Node {
+		var out []*Node
+		for _, id := range ids {
+			out = append(out, &Node{ID: id, Live: true})
+		}
+		return out
+	}
+	prev := NewCluster(base.Now, nodes(), append([]*Range(nil), ranges...))
+	for step := 0; step < 300; step++ {
+		next := append([]*Range(nil), ranges...)
+		for k := rng.IntN(6); k > 0; k-- {
+			i := rng.IntN(len(next))
+			r := *next[i]
+			r.Replicas = append([]Replica(nil), r.Replicas...)
+			switch rng.IntN(5) {
+			case 0:
+				r.Leader = r.Replicas[rng.IntN(len(r.Replicas))].Node
+			case 1:
+				r.ReadQPS, r.WriteQPS = rng.Float64()*1000, rng.Float64()*100
+			case 2:
+				r.Bytes = uint64(rng.IntN(1 << 30))
+			case 3:
+				if n := uint64(1 + rng.IntN(len(ids))); !r.HasReplica(n) {
+					r.Replicas = append(r.Replicas, Replica{Node: ids[n-1], Learner: true})
+				}
+			case 4:
+				if len(r.Replicas) > 1 {
+					r.Replicas = r.Replicas[1:]
+					r.Replicas[0].Learner = false
+				}
+			}
+			next[i] = &r
+		}
+		switch {
+		case step == 100:
+			ids = append(ids, 7) // a node joins: shapes differ, a full pass
+		case step == 200:
+			ids = ids[:6]
+		}
+		ranges = next
+		got := NewClusterAfter(prev, base.Now, nodes(), append([]*Range(nil), ranges...))
+		want := NewCluster(base.Now, nodes(), append([]*Range(nil), ranges...))
+		for i, n := range want.Nodes {
+			g := got.Nodes[i]
+			if g.ID != n.ID || g.Replicas != n.Replicas || g.Voters != n.Voters || g.Leaders != n.Leaders ||
+				g.Bytes != n.Bytes || g.QPS != n.QPS {
+				t.Fatalf("step %d: n%d totals %+v, want %+v", step, n.ID, *g, *n)
+			}
+			if !slices.Equal(got.RangesOf(n.ID), want.RangesOf(n.ID)) || !slices.Equal(got.LedBy(n.ID), want.LedBy(n.ID)) {
+				t.Fatalf("step %d: n%d index differs", step, n.ID)
+			}
+		}
+		if !slices.Equal(got.Ranges, want.Ranges) || !slices.Equal(got.UserRanges(), want.UserRanges()) ||
+			got.UserVoters() != want.UserVoters() || got.strays != want.strays {
+			t.Fatalf("step %d: ranges, user ranges, user voters or strays differ", step)
+		}
+		for id := uint64(0); id < 400; id++ {
+			if got.Range(id) != want.Range(id) || got.Node(id) != nil && got.Node(id).ID != id {
+				t.Fatalf("step %d: lookup of %d differs", step, id)
+			}
+		}
+		prev = got
+	}
+}

@@ -333,6 +333,12 @@ type Cluster struct {
 	perNode     map[uint64]*nodeRanges
 	userVoters  int
 	strays      bool // a replica or leader on a node not in Nodes
+
+	// leaderAt and qpsAt are each range's leader and QPS by position in Ranges, for patch: the
+	// nodes' QPS totals are summed again in Ranges' order (a float sum patched by differences would
+	// differ in its last bits), over these arrays instead of every range's struct.
+	leaderAt []uint64
+	qpsAt    []float64
 }
 
 // nodeRanges are the ranges with a replica on one node, and those it leads, in Ranges' order.
@@ -383,8 +389,12 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 		}
 		if rangeLess(i, i-1) {
 			sort.SliceStable(c.Ranges, rangeLess)
+			was = nil
 			break
 		}
+	}
+	if was != nil && c.patch(prev) {
+		return c
 	}
 	var maxNode, maxRange uint64
 	for _, n := range c.Nodes {
@@ -448,10 +458,101 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 			c.strays = true
 		}
 	}
+	c.leaderAt, c.qpsAt = make([]uint64, len(c.Ranges)), make([]float64, len(c.Ranges))
+	for i, r := range c.Ranges {
+		c.leaderAt[i], c.qpsAt[i] = r.Leader, r.QPS()
+	}
 	if len(c.user) == 0 {
 		c.user = nil
 	}
 	return c
+}
+
+// patch derives c's indexes and node totals from prev, whose Ranges hold the same ranges in the same
+// places except where a range changed (c.Ranges[i] != prev.Ranges[i]): only those are looked at, and
+// every figure comes out as a full pass would make it (integer totals moved by the changed ranges,
+// QPS totals summed again in order over compact arrays). It reports false, having changed nothing,
+// when the shapes differ (other nodes, a range becoming a system range, an ID beyond the dense
+// index, a replica on an unknown node): then the full pass runs.
+func (c *Cluster) patch(prev *Cluster) bool {
+	if prev.nodeAt == nil || prev.rangeAt == nil || prev.strays || prev.leaderAt == nil ||
+		len(prev.Nodes) != len(c.Nodes) || len(prev.Ranges) != len(c.Ranges) {
+		return false
+	}
+	for i, n := range c.Nodes {
+		if prev.Nodes[i].ID != n.ID {
+			return false
+		}
+	}
+	var changed []int
+	for i, r := range c.Ranges {
+		if r == prev.Ranges[i] {
+			continue
+		}
+		old := prev.Ranges[i]
+		if r.System != old.System || r.ID >= uint64(len(prev.rangeAt)) || r.Leader >= uint64(len(prev.nodeAt)) ||
+			r.Leader != 0 && prev.nodeAt[r.Leader] == nil {
+			return false
+		}
+		for _, rep := range r.Replicas {
+			if rep.Node >= uint64(len(prev.nodeAt)) || prev.nodeAt[rep.Node] == nil {
+				return false
+			}
+		}
+		changed = append(changed, i)
+	}
+	c.nodeAt = make([]*Node, len(prev.nodeAt))
+	for _, n := range c.Nodes {
+		p := prev.nodeAt[n.ID]
+		n.Replicas, n.Voters, n.Leaders, n.Bytes, n.QPS = p.Replicas, p.Voters, 0, p.Bytes, 0
+		c.nodeAt[n.ID] = n
+	}
+	c.rangeAt = append([]*Range(nil), prev.rangeAt...)
+	c.user = append([]*Range(nil), prev.user...)
+	c.leaderAt = append([]uint64(nil), prev.leaderAt...)
+	c.qpsAt = append([]float64(nil), prev.qpsAt...)
+	c.userVoters = prev.userVoters
+	system := len(c.Ranges) - len(c.user) // system ranges come first
+	add := func(r *Range, sign int) {
+		for _, rep := range r.Replicas {
+			n := c.nodeAt[rep.Node]
+			n.Replicas += sign
+			if !rep.Learner {
+				n.Voters += sign
+				if !r.System {
+					c.userVoters += sign
+				}
+			}
+			if sign > 0 {
+				n.Bytes += r.Bytes
+			} else {
+				n.Bytes -= r.Bytes
+			}
+		}
+	}
+	for _, i := range changed {
+		old := prev.Ranges[i]
+		add(old, -1)
+		c.rangeAt[old.ID] = nil
+	}
+	for _, i := range changed {
+		r := c.Ranges[i]
+		add(r, +1)
+		c.rangeAt[r.ID] = r
+		if !r.System {
+			c.user[i-system] = r
+		}
+		c.leaderAt[i], c.qpsAt[i] = r.Leader, r.QPS()
+	}
+	for i, l := range c.leaderAt {
+		if l < uint64(len(c.nodeAt)) {
+			if n := c.nodeAt[l]; n != nil {
+				n.Leaders++
+				n.QPS += c.qpsAt[i]
+			}
+		}
+	}
+	return true
 }
 
 // Node returns the node with id, or nil.
