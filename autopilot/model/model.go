@@ -18,6 +18,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -339,6 +340,11 @@ type Cluster struct {
 	// differ in its last bits), over these arrays instead of every range's struct.
 	leaderAt []uint64
 	qpsAt    []float64
+	// base and moved, set by patch when base's per-node index was built: this snapshot's index is
+	// base's with the ranges at the moved positions replaced (both dropped once it is built).
+	base    *Cluster
+	moved   []int
+	indexed atomic.Bool // perNodeAt or perNode is built
 }
 
 // nodeRanges are the ranges with a replica on one node, and those it leads, in Ranges' order.
@@ -512,6 +518,9 @@ func (c *Cluster) patch(prev *Cluster) bool {
 	c.leaderAt = append([]uint64(nil), prev.leaderAt...)
 	c.qpsAt = append([]float64(nil), prev.qpsAt...)
 	c.userVoters = prev.userVoters
+	if prev.indexed.Load() && prev.perNodeAt != nil {
+		c.base, c.moved = prev, changed
+	}
 	system := len(c.Ranges) - len(c.user) // system ranges come first
 	add := func(r *Range, sign int) {
 		for _, rep := range r.Replicas {
@@ -579,6 +588,12 @@ func (c *Cluster) Range(id uint64) *Range {
 
 func (c *Cluster) indexNodes() {
 	c.perNodeOnce.Do(func() {
+		defer c.indexed.Store(true)
+		if c.base != nil {
+			c.indexFrom(c.base, c.moved)
+			c.base, c.moved = nil, nil
+			return
+		}
 		if c.nodeAt != nil && !c.strays {
 			c.indexDense()
 			return
@@ -662,6 +677,80 @@ func (c *Cluster) indexDense() {
 		}
 	}
 	c.perNodeAt = dense
+}
+
+// indexFrom is indexDense for a snapshot patched from base: base's lists, with the ranges at the
+// moved positions taken out of their old nodes' lists and put into their new nodes', copying a
+// node's lists before its first change (base's are shared, and immutable). Lists stay in Ranges'
+// order: a range's place is found by its sort key.
+func (c *Cluster) indexFrom(base *Cluster, moved []int) {
+	dense := append([]nodeRanges(nil), base.perNodeAt...)
+	copied := make([]bool, len(dense))
+	own := func(n uint64) *nodeRanges {
+		nr := &dense[n]
+		if !copied[n] {
+			copied[n] = true
+			nr.held = append(make([]*Range, 0, len(nr.held)+4), nr.held...)
+			nr.led = append(make([]*Range, 0, len(nr.led)+4), nr.led...)
+		}
+		return nr
+	}
+	for _, i := range moved {
+		old := base.Ranges[i]
+		for _, rep := range old.Replicas {
+			nr := own(rep.Node)
+			nr.held = without(nr.held, old)
+		}
+		if old.Leader != 0 {
+			nr := own(old.Leader)
+			nr.led = without(nr.led, old)
+		}
+	}
+	for _, i := range moved {
+		r := c.Ranges[i]
+		for _, rep := range r.Replicas {
+			nr := own(rep.Node)
+			nr.held = inserted(nr.held, r)
+		}
+		if r.Leader != 0 {
+			nr := own(r.Leader)
+			nr.led = inserted(nr.led, r)
+		}
+	}
+	c.perNodeAt = dense
+}
+
+// rangeBefore is NewCluster's order of ranges: system ranges first by ID, then by start key and ID.
+func rangeBefore(a, b *Range) bool {
+	if a.System != b.System {
+		return a.System
+	}
+	if !a.System {
+		if cmp := bytes.Compare(a.StartKey, b.StartKey); cmp != 0 {
+			return cmp < 0
+		}
+	}
+	return a.ID < b.ID
+}
+
+// without removes r from rs (sorted by rangeBefore), if there.
+func without(rs []*Range, r *Range) []*Range {
+	i := sort.Search(len(rs), func(i int) bool { return !rangeBefore(rs[i], r) })
+	for ; i < len(rs) && !rangeBefore(r, rs[i]); i++ {
+		if rs[i] == r {
+			return append(rs[:i], rs[i+1:]...)
+		}
+	}
+	return rs
+}
+
+// inserted puts r into rs (sorted by rangeBefore) at its place.
+func inserted(rs []*Range, r *Range) []*Range {
+	i := sort.Search(len(rs), func(i int) bool { return rangeBefore(r, rs[i]) })
+	rs = append(rs, nil)
+	copy(rs[i+1:], rs[i:])
+	rs[i] = r
+	return rs
 }
 
 func (c *Cluster) rangesOfNode(node uint64) *nodeRanges {
