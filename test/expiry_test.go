@@ -76,13 +76,16 @@ func TestExpiryHiddenAcrossLeaderChangeAndRestart(t *testing.T) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{Expiry: expiry.Config{Off: true}}})
 	cl := c.Client()
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	short := putTTLs(t, cl, "exp/short/", 50, 700*time.Millisecond)
+	const ttl = 3 * time.Second
+	start := time.Now()
+	short := putTTLs(t, cl, "exp/short/", 50, ttl)
+	written := time.Now()
 	long := putTTLs(t, cl, "exp/long/", 20, time.Hour)
 	plain := putTTLs(t, cl, "exp/plain/", 20, 0)
-	if n := readable(t, cl, short); n != len(short) {
+	if n := readable(t, cl, short); time.Since(start) < ttl && n != len(short) {
 		t.Fatalf("%d of %d keys readable before their expiry", n, len(short))
 	}
-	time.Sleep(800 * time.Millisecond)
+	time.Sleep(time.Until(written.Add(ttl + 100*time.Millisecond)))
 	check := func(when string) {
 		t.Helper()
 		if n := readable(t, cl, short); n != 0 {
