@@ -19,30 +19,15 @@ import (
 // window of the same length just before it (the load's own jitter). Unavailability is the switch's
 // gap minus the quiet one.
 type LeaderSwitchReport struct {
-	Transfers        int     `json:"transfers"`
-	Threads          int     `json:"threads"`
-	Writes           int64   `json:"writes"`
-	FailedWrites     int64   `json:"failed_writes"`
-	SwitchGapMs      Spread  `json:"switch_gap_ms"`
-	QuietGapMs       Spread  `json:"quiet_gap_ms"`
-	UnavailabilityMs Spread  `json:"unavailability_ms"`
-	TransferMs       Spread  `json:"transfer_ms"`
-	OpsPerSec        float64 `json:"ops_per_sec"`
-}
-
-// Spread is a figure over the transfers.
-type Spread struct {
-	Median float64 `json:"median"`
-	P90    float64 `json:"p90"`
-	Max    float64 `json:"max"`
-}
-
-func spreadOf(xs []float64) Spread {
-	if len(xs) == 0 {
-		return Spread{}
-	}
-	s := slices.Sorted(slices.Values(xs))
-	return Spread{Median: report.Median(xs), P90: s[(len(s)*9)/10], Max: s[len(s)-1]}
+	Transfers        int           `json:"transfers"`
+	Threads          int           `json:"threads"`
+	Writes           int64         `json:"writes"`
+	FailedWrites     int64         `json:"failed_writes"`
+	SwitchGapMs      report.Spread `json:"switch_gap_ms"`
+	QuietGapMs       report.Spread `json:"quiet_gap_ms"`
+	UnavailabilityMs report.Spread `json:"unavailability_ms"`
+	TransferMs       report.Spread `json:"transfer_ms"`
+	OpsPerSec        float64       `json:"ops_per_sec"`
 }
 
 // switchWindow is how long after a transfer starts a gap counts for it, and the length of the quiet
@@ -138,7 +123,7 @@ func LeaderSwitch(ctx context.Context, dir string, transfers, threads int) (Lead
 		sw, quiet, unavail = append(sw, g), append(quiet, q), append(unavail, max(0, g-q))
 	}
 	rep.Writes, rep.FailedWrites = int64(len(done)), failed.Load()
-	rep.SwitchGapMs, rep.QuietGapMs, rep.UnavailabilityMs, rep.TransferMs = spreadOf(sw), spreadOf(quiet), spreadOf(unavail), spreadOf(took)
+	rep.SwitchGapMs, rep.QuietGapMs, rep.UnavailabilityMs, rep.TransferMs = report.SpreadOf(sw), report.SpreadOf(quiet), report.SpreadOf(unavail), report.SpreadOf(took)
 	rep.OpsPerSec = float64(len(done)) / elapsed.Seconds()
 	return rep, nil
 }

@@ -127,10 +127,12 @@ func SteadyChecks(st Steady) []Check {
 	}
 }
 
-// Spread is a figure over several runs: its median and range.
+// Spread is a figure over several runs or events: its median, 90th percentile (nearest rank) and
+// range.
 type Spread struct {
 	N      int     `json:"n"`
 	Median float64 `json:"median"`
+	P90    float64 `json:"p90"`
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
 }
@@ -140,7 +142,8 @@ func SpreadOf(xs []float64) Spread {
 	if len(xs) == 0 {
 		return Spread{}
 	}
-	return Spread{N: len(xs), Median: Median(xs), Min: slices.Min(xs), Max: slices.Max(xs)}
+	s := slices.Sorted(slices.Values(xs))
+	return Spread{N: len(xs), Median: Median(xs), P90: s[(len(s)*9)/10], Min: s[0], Max: s[len(s)-1]}
 }
 
 // MeanSD is the mean and the sample standard deviation (n − 1) of xs (NaN for none, sd 0 for one).
