@@ -40,16 +40,25 @@ func TestRollingRestartCompose(t *testing.T) {
 		env = append(env, fmt.Sprintf("SHOAL_NODE%d_GRPC=%d", i, ports[0]), fmt.Sprintf("SHOAL_NODE%d_HTTP=%d", i, ports[1]), fmt.Sprintf("SHOAL_NODE%d_RESP=%d", i, ports[2]))
 		grpcs = append(grpcs, "127.0.0.1:"+strconv.Itoa(ports[0]))
 	}
+	// Compose v2 (the docker plugin) or v1 (docker-compose), as the Makefile picks.
+	composeCmd := []string{"docker", "compose"}
+	if exec.Command("docker", "compose", "version").Run() != nil {
+		composeCmd = []string{"docker-compose"}
+	}
 	compose := func(args ...string) string {
-		return runEnv(t, env, "docker", append([]string{"compose", "-p", project, "-f", "compose.yaml"}, args...)...)
+		return runEnv(t, env, composeCmd[0], append(append(composeCmd[1:], "-p", project, "-f", "compose.yaml"), args...)...)
 	}
 	compose("up", "-d")
-	t.Cleanup(func() { _ = exec.Command("docker", "compose", "-p", project, "-f", "compose.yaml", "down", "-v").Run() })
+	t.Cleanup(func() {
+		down := exec.Command(composeCmd[0], append(composeCmd[1:], "-p", project, "-f", "compose.yaml", "down", "-v")...)
+		down.Env = append(os.Environ(), env...)
+		_ = down.Run()
+	})
 	bin, _ := filepath.Abs("shoal")
 	waitFor(t, 2*time.Minute, "the cluster serves writes", func() bool {
 		return exec.Command(bin, "--host", strings.Join(grpcs, ","), "put", "rolling-probe", "x").Run() == nil
 	})
-	container := func(i int) string { return fmt.Sprintf("%s-node%d-1", project, i) }
+	container := func(i int) string { return strings.TrimSpace(compose("ps", "-q", fmt.Sprintf("node%d", i))) }
 
 	for _, mode := range []string{"hooks", "kill"} {
 		t.Run(mode, func(t *testing.T) {
