@@ -1,0 +1,302 @@
+// Package usage predicts what ranges cost the node that serves them, and packs ranges onto nodes by
+// that prediction: Cruz's resource-usage model (thesis chapters 5 and 6). A node's usage (CPU plus
+// disk busy, as a share of one node) is a function of its read rate split by the block cache's hit
+// ratio, its write rate and its scans (§5.2–5.4); the hit ratio of any set of ranges placed together
+// comes from their merged block-access histograms by Che's approximation (§6.1); and a balancer
+// places ranges, heaviest first, where the predicted usage after the move is lowest (LPT).
+//
+// It is a leaf: it sees ranges as rates and histograms and nodes as cache sizes. It never reads a
+// cluster or moves a range; a policy turns its placements into operators.
+package usage
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// Bucket is a group of blocks with the same access rate: Blocks blocks, each read Rate times a second.
+type Bucket struct {
+	Rate   float64 `json:"rate"`
+	Blocks float64 `json:"blocks"`
+}
+
+// Histogram is a range's block-access frequencies: how many of its blocks are read how often. Ranges
+// placed together share a cache, and their histograms merge by concatenation.
+type Histogram []Bucket
+
+// Merge is the histogram of hs placed together.
+func Merge(hs ...Histogram) Histogram {
+	var out Histogram
+	for _, h := range hs {
+		out = append(out, h...)
+	}
+	return out
+}
+
+// ReadRate is the block reads per second h describes.
+func (h Histogram) ReadRate() float64 {
+	s := 0.0
+	for _, b := range h {
+		s += b.Rate * b.Blocks
+	}
+	return s
+}
+
+// occupancy is the blocks an LRU cache holds after t seconds without a miss on them: Σ n(1−e^{−λt}).
+func (h Histogram) occupancy(t float64) float64 {
+	s := 0.0
+	for _, b := range h {
+		s += b.Blocks * -math.Expm1(-b.Rate*t)
+	}
+	return s
+}
+
+// HitRatio is Che's approximation of the hit ratio of an LRU cache of cacheBlocks blocks under the
+// independent reference model with h's rates: the characteristic time t_c solves
+// Σ n_i (1 − e^{−λ_i t_c}) = C, a block read λ times a second hits with probability 1 − e^{−λ t_c},
+// and the ratio weighs each by its reads. A cache that holds every block hits always.
+func HitRatio(h Histogram, cacheBlocks float64) float64 {
+	reads := h.ReadRate()
+	if reads <= 0 {
+		return 1
+	}
+	total := 0.0
+	for _, b := range h {
+		if b.Rate > 0 {
+			total += b.Blocks
+		}
+	}
+	if cacheBlocks >= total {
+		return 1
+	}
+	if cacheBlocks <= 0 {
+		return 0
+	}
+	lo, hi := 0.0, 1.0
+	for h.occupancy(hi) < cacheBlocks {
+		hi *= 2
+	}
+	for range 100 {
+		mid := (lo + hi) / 2
+		if h.occupancy(mid) < cacheBlocks {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	tc := (lo + hi) / 2
+	hits := 0.0
+	for _, b := range h {
+		hits += b.Rate * b.Blocks * -math.Expm1(-b.Rate*tc)
+	}
+	return hits / reads
+}
+
+// Load is what a set of ranges asks of a node each second.
+type Load struct {
+	Reads  float64 // point reads
+	Writes float64
+	Scans  float64 // blocks read by scans (they bypass the cache's benefit: sequential, read once)
+}
+
+// Model predicts a node's usage, as a share of the node (1: saturated), from its load and hit
+// ratio: a read that hits costs CPU, a miss costs CPU and a random disk read, a write its CPU and its
+// share of the log and compactions, a scanned block a sequential read. The thesis fits usage along
+// throughput at each hit ratio with splines; this model keeps one cost per kind of work, which the
+// same measurements fit by least squares (Fit), and extrapolates beyond them linearly.
+type Model struct {
+	Version  int     `json:"version"`
+	HitCost  float64 `json:"hit_cost"`  // usage per read/s served from the cache
+	MissCost float64 `json:"miss_cost"` // usage per read/s that missed
+	Write    float64 `json:"write_cost"`
+	Scan     float64 `json:"scan_cost"` // per scanned block/s
+	// Samples is how many measurements the model was fitted on (0: the built-in default).
+	Samples int `json:"samples"`
+}
+
+// modelVersion is the file format's version.
+const modelVersion = 1
+
+// Default is the model used when none was trained on the machine: a node saturates at about 40 000
+// cached reads, 500 random disk reads (an emulated disk of a few hundred IOPS plus the CPU), 10 000
+// writes or 4 000 scanned blocks a second.
+var Default = Model{Version: modelVersion, HitCost: 1.0 / 40000, MissCost: 1.0 / 500, Write: 1.0 / 10000, Scan: 1.0 / 4000}
+
+// Predict is the node's usage for load at hit ratio hit.
+func (m Model) Predict(l Load, hit float64) float64 {
+	return l.Reads*hit*m.HitCost + l.Reads*(1-hit)*m.MissCost + l.Writes*m.Write + l.Scans*m.Scan
+}
+
+// Sample is one measurement for training: a node's load, its measured hit ratio and its measured
+// usage.
+type Sample struct {
+	Load  Load
+	Hit   float64
+	Usage float64
+}
+
+// Fit fits a model's costs to samples by non-negative least squares over the four kinds of work (a
+// cost that comes out negative is dropped and the rest refitted). It needs at least four samples.
+func Fit(samples []Sample) (Model, error) {
+	if len(samples) < 4 {
+		return Model{}, fmt.Errorf("usage: %d samples: at least 4 are needed to fit 4 costs", len(samples))
+	}
+	feat := func(s Sample) []float64 {
+		return []float64{s.Load.Reads * s.Hit, s.Load.Reads * (1 - s.Hit), s.Load.Writes, s.Load.Scans}
+	}
+	active := []int{0, 1, 2, 3}
+	var x []float64
+	for len(active) > 0 {
+		a := mat.NewDense(len(samples), len(active), nil)
+		b := mat.NewVecDense(len(samples), nil)
+		for i, s := range samples {
+			f := feat(s)
+			for j, k := range active {
+				a.Set(i, j, f[k])
+			}
+			b.SetVec(i, s.Usage)
+		}
+		var sol mat.VecDense
+		if err := sol.SolveVec(a, b); err != nil {
+			return Model{}, fmt.Errorf("usage: fit: %w", err)
+		}
+		x = make([]float64, 4)
+		neg := -1
+		for j, k := range active {
+			x[k] = sol.AtVec(j)
+			if x[k] < 0 && (neg < 0 || x[k] < x[active[neg]]) {
+				neg = j
+			}
+		}
+		if neg < 0 {
+			break
+		}
+		active = slices.Delete(active, neg, neg+1)
+	}
+	return Model{Version: modelVersion, HitCost: x[0], MissCost: x[1], Write: x[2], Scan: x[3], Samples: len(samples)}, nil
+}
+
+// Save writes the model as a small versioned JSON file.
+func (m Model) Save(path string) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// LoadModel reads a model Save wrote; a missing file gives Default.
+func LoadModel(path string) (Model, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Default, nil
+	}
+	if err != nil {
+		return Model{}, fmt.Errorf("usage model: %w", err)
+	}
+	var m Model
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Model{}, fmt.Errorf("usage model %s: %w", path, err)
+	}
+	if m.Version != modelVersion {
+		return Model{}, fmt.Errorf("usage model %s: version %d, this binary reads %d (train it again: shoal bench usage-train)", path, m.Version, modelVersion)
+	}
+	return m, nil
+}
+
+// Range is one range as the balancer sees it.
+type Range struct {
+	ID    uint64
+	Load  Load
+	Hist  Histogram // its block-access frequencies (its point reads' blocks)
+	Bytes float64
+}
+
+// Node is one node: its cache in blocks and the ranges it must keep (pinned).
+type Node struct {
+	ID          uint64
+	CacheBlocks float64
+}
+
+// Placement is a node's ranges and their predicted usage together.
+type Placement struct {
+	Node   uint64
+	Ranges []uint64
+	Usage  float64
+	Hit    float64
+}
+
+// predictSet is the usage of ranges placed together on a node with cache blocks.
+func (m Model) predictSet(rs []Range, cache float64) (usage, hit float64) {
+	var l Load
+	hs := make([]Histogram, len(rs))
+	for i, r := range rs {
+		l.Reads, l.Writes, l.Scans = l.Reads+r.Load.Reads, l.Writes+r.Load.Writes, l.Scans+r.Load.Scans
+		hs[i] = r.Hist
+	}
+	hit = HitRatio(Merge(hs...), cache)
+	return m.Predict(l, hit), hit
+}
+
+// Pack places ranges on nodes by LPT on predicted usage: ranges by their usage alone on an average
+// node, heaviest first, each to the node whose predicted usage with it is lowest (histograms merged,
+// the hit ratio predicted again). It returns the placements in nodes' order.
+func (m Model) Pack(ranges []Range, nodes []Node) []Placement {
+	if len(nodes) == 0 {
+		return nil
+	}
+	avgCache := 0.0
+	for _, n := range nodes {
+		avgCache += n.CacheBlocks
+	}
+	avgCache /= float64(len(nodes))
+	type solo struct {
+		r Range
+		u float64
+	}
+	order := make([]solo, len(ranges))
+	for i, r := range ranges {
+		u, _ := m.predictSet([]Range{r}, avgCache)
+		order[i] = solo{r, u}
+	}
+	slices.SortStableFunc(order, func(a, b solo) int {
+		if c := cmp.Compare(b.u, a.u); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.r.ID, b.r.ID)
+	})
+	sets := make([][]Range, len(nodes))
+	out := make([]Placement, len(nodes))
+	for i, n := range nodes {
+		out[i].Node = n.ID
+	}
+	for _, s := range order {
+		best, bestU, bestHit := -1, 0.0, 0.0
+		for i, n := range nodes {
+			u, hit := m.predictSet(append(slices.Clip(sets[i]), s.r), n.CacheBlocks)
+			if best < 0 || u < bestU {
+				best, bestU, bestHit = i, u, hit
+			}
+		}
+		sets[best] = append(sets[best], s.r)
+		out[best].Ranges = append(out[best].Ranges, s.r.ID)
+		out[best].Usage, out[best].Hit = bestU, bestHit
+	}
+	return out
+}
+
+// Makespan is the largest predicted usage of a packing.
+func Makespan(ps []Placement) float64 {
+	m := 0.0
+	for _, p := range ps {
+		m = max(m, p.Usage)
+	}
+	return m
+}
