@@ -146,22 +146,24 @@ func (j *journalReader) keys(start, end []byte) ([][]byte, error) {
 // readJournaled writes the range's changes since the parent from the journal: each journaled key's
 // value in the checkpoint, or its deletion when the checkpoint lacks it. A deletion of a key the
 // parent never held (written and deleted between the two) is recorded too: it hides nothing.
+//
+// Each key is a point read, not a seek of one iterator: a key written since the last backup is most
+// likely in the memtable or an upper level, where a point read stops (bloom filters skip the tables
+// that cannot hold it), while a seek positions every level down to the bottom one.
 func (w *writer) readJournaled(ctx context.Context, rs rangeState, f *backup.Writer) error {
 	e := rs.entry
 	keys, err := w.journal.keys(e.StartKey, e.EndKey)
 	if err != nil || len(keys) == 0 {
 		return err
 	}
-	it, err := w.src.NewIter(rs.lo, rs.hi)
-	if err != nil {
-		return err
-	}
-	defer it.Close()
 	var dk []byte
 	for _, key := range keys {
 		dk = append(append(dk[:0], rs.lo[0]), key...)
-		if it.SeekGE(dk) && bytes.Equal(it.Key(), dk) {
-			value := it.Value()
+		value, found, err := w.src.Get(dk)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if found {
 			w.read += uint64(len(key) + len(value))
 			if err := f.Add(key, value); err != nil {
 				return err
@@ -170,9 +172,6 @@ func (w *writer) readJournaled(ctx context.Context, rs rangeState, f *backup.Wri
 				return err
 			}
 		} else {
-			if err := it.Error(); err != nil {
-				return fmt.Errorf("read: %w", err)
-			}
 			w.read += uint64(len(key))
 			if err := f.Delete(key); err != nil {
 				return err
@@ -189,7 +188,7 @@ func (w *writer) readJournaled(ctx context.Context, rs rangeState, f *backup.Wri
 			return err
 		}
 	}
-	return it.Error()
+	return nil
 }
 
 // OpenSource opens what a backup reads once BeginEpoch returned mark: a snapshot of the live engine
