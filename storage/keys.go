@@ -13,6 +13,7 @@ import "encoding/binary"
 //	     'l' <index:8>                raft log entry
 //	0x03 <meta key>                   data of the meta range
 //	0x04 <user key>                   user data
+//	0x06 <epoch:8> …                  the change journal of user keys written (journal.go)
 const (
 	prefixLocal = 0x01
 	prefixRaft  = 0x02

@@ -1,6 +1,6 @@
 // Package storage owns a node's single Pebble engine: the key layout of its keyspaces (store identity,
-// raft state per range, meta-range data, user data), write batches, iterators, snapshots, the data
-// directory lock and engine statistics.
+// raft state per range, meta-range data, user data, the change journal incremental backups read),
+// write batches, iterators, snapshots, the data directory lock and engine statistics.
 //
 // It must never interpret raft or range semantics: it stores bytes under keys that the replica and kv
 // layers build with the helpers in keys.go.
