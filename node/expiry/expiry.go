@@ -12,6 +12,7 @@ package expiry
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -127,6 +128,38 @@ func (s *Sweeper) sweepRange(ctx context.Context, r *replica.Replica) error {
 	}
 	defer it.Close()
 	now := r.ClockMs()
+	// Up to maxInFlight proposals wait for raft at once, so the pace, not one proposal's latency
+	// after another, sets the rate. They finish before the range's sweep returns.
+	inflight := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	propose := func(ops []*pb.TxnOp) error {
+		if len(ops) == 0 {
+			return nil
+		}
+		if !s.pace(ctx, &s.nextDelete, len(ops), s.cfg.DeletesPerSecond) {
+			return ctx.Err()
+		}
+		select {
+		case inflight <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if e := failed.Load(); e != nil {
+			<-inflight
+			return *e
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-inflight }()
+			if err := s.delete(ctx, r, ops); err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+		}()
+		return nil
+	}
+	defer wg.Wait()
 	var ops []*pb.TxnOp
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
@@ -143,7 +176,7 @@ func (s *Sweeper) sweepRange(ctx context.Context, r *replica.Replica) error {
 		key := append([]byte(nil), storage.StripDataPrefix(it.Key())...)
 		ops = append(ops, &pb.TxnOp{Type: pb.TxnOp_DELETE, Key: key, OnlyExpired: true})
 		if len(ops) >= s.cfg.Batch {
-			if err := s.delete(ctx, r, ops); err != nil {
+			if err := propose(ops); err != nil {
 				return err
 			}
 			ops = nil
@@ -153,18 +186,21 @@ func (s *Sweeper) sweepRange(ctx context.Context, r *replica.Replica) error {
 	if err := it.Error(); err != nil {
 		return err
 	}
-	return s.delete(ctx, r, ops)
+	if err := propose(ops); err != nil {
+		return err
+	}
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
-// delete proposes the deletion of ops' keys (each only if still expired) and waits its share of the
-// deletion pace.
+// maxInFlight bounds a range's sweep proposals waiting for raft at once.
+const maxInFlight = 4
+
+// delete proposes the deletion of ops' keys, each only if still expired.
 func (s *Sweeper) delete(ctx context.Context, r *replica.Replica, ops []*pb.TxnOp) error {
-	if len(ops) == 0 {
-		return nil
-	}
-	if !s.pace(ctx, &s.nextDelete, len(ops), s.cfg.DeletesPerSecond) {
-		return ctx.Err()
-	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res, err := r.Propose(pctx, &pb.Command{Txn: &pb.TxnRequest{Success: ops}})
