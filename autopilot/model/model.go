@@ -342,15 +342,19 @@ type Cluster struct {
 	qpsAt    []float64
 	// base and moved, set by patch when base's per-node index was built: this snapshot's index is
 	// base's with the ranges at the moved positions replaced (both dropped once it is built).
-	base    *Cluster
-	moved   []int
-	indexed atomic.Bool // perNodeAt or perNode is built
+	base       *Cluster
+	moved      []int
+	indexed    atomic.Bool // perNodeAt or perNode is built
+	positioned bool        // perNodeAt has positions (indexDense, indexFrom)
 }
 
 // nodeRanges are the ranges with a replica on one node, and those it leads, in Ranges' order.
 type nodeRanges struct {
 	held, led   []*Range
 	nheld, nled int
+	// heldAt and ledAt are the positions in Ranges of held and led (built by indexDense and
+	// indexFrom only), so that indexFrom finds a range's place by an integer search.
+	heldAt, ledAt []int32
 }
 
 // denseLimit says whether IDs up to maxID are dense enough for n entries to index a slice by ID.
@@ -518,7 +522,7 @@ func (c *Cluster) patch(prev *Cluster) bool {
 	c.leaderAt = append([]uint64(nil), prev.leaderAt...)
 	c.qpsAt = append([]float64(nil), prev.qpsAt...)
 	c.userVoters = prev.userVoters
-	if prev.indexed.Load() && prev.perNodeAt != nil {
+	if prev.indexed.Load() && prev.positioned {
 		c.base, c.moved = prev, changed
 	}
 	system := len(c.Ranges) - len(c.user) // system ranges come first
@@ -661,28 +665,31 @@ func (c *Cluster) indexDense() {
 		total += n.Replicas + n.Leaders
 	}
 	backing := make([]*Range, total)
+	positions := make([]int32, total)
 	for _, n := range c.Nodes {
 		nr := &dense[n.ID]
 		nr.held, backing = backing[:0:n.Replicas], backing[n.Replicas:]
 		nr.led, backing = backing[:0:n.Leaders], backing[n.Leaders:]
+		nr.heldAt, positions = positions[:0:n.Replicas], positions[n.Replicas:]
+		nr.ledAt, positions = positions[:0:n.Leaders], positions[n.Leaders:]
 	}
-	for _, r := range c.Ranges {
+	for i, r := range c.Ranges {
 		for _, rep := range r.Replicas {
 			nr := &dense[rep.Node]
-			nr.held = append(nr.held, r)
+			nr.held, nr.heldAt = append(nr.held, r), append(nr.heldAt, int32(i))
 		}
 		if r.Leader != 0 {
 			nr := &dense[r.Leader]
-			nr.led = append(nr.led, r)
+			nr.led, nr.ledAt = append(nr.led, r), append(nr.ledAt, int32(i))
 		}
 	}
-	c.perNodeAt = dense
+	c.perNodeAt, c.positioned = dense, true
 }
 
 // indexFrom is indexDense for a snapshot patched from base: base's lists, with the ranges at the
 // moved positions taken out of their old nodes' lists and put into their new nodes', copying a
-// node's lists before its first change (base's are shared, and immutable). Lists stay in Ranges'
-// order: a range's place is found by its sort key.
+// node's lists before its first change (base's are shared, and immutable). Positions are the same in
+// both snapshots, so a range's place in a list is found by its position.
 func (c *Cluster) indexFrom(base *Cluster, moved []int) {
 	dense := append([]nodeRanges(nil), base.perNodeAt...)
 	copied := make([]bool, len(dense))
@@ -692,6 +699,8 @@ func (c *Cluster) indexFrom(base *Cluster, moved []int) {
 			copied[n] = true
 			nr.held = append(make([]*Range, 0, len(nr.held)+4), nr.held...)
 			nr.led = append(make([]*Range, 0, len(nr.led)+4), nr.led...)
+			nr.heldAt = append(make([]int32, 0, len(nr.heldAt)+4), nr.heldAt...)
+			nr.ledAt = append(make([]int32, 0, len(nr.ledAt)+4), nr.ledAt...)
 		}
 		return nr
 	}
@@ -699,58 +708,44 @@ func (c *Cluster) indexFrom(base *Cluster, moved []int) {
 		old := base.Ranges[i]
 		for _, rep := range old.Replicas {
 			nr := own(rep.Node)
-			nr.held = without(nr.held, old)
+			nr.held, nr.heldAt = without(nr.held, nr.heldAt, int32(i))
 		}
 		if old.Leader != 0 {
 			nr := own(old.Leader)
-			nr.led = without(nr.led, old)
+			nr.led, nr.ledAt = without(nr.led, nr.ledAt, int32(i))
 		}
 	}
 	for _, i := range moved {
 		r := c.Ranges[i]
 		for _, rep := range r.Replicas {
 			nr := own(rep.Node)
-			nr.held = inserted(nr.held, r)
+			nr.held, nr.heldAt = inserted(nr.held, nr.heldAt, r, int32(i))
 		}
 		if r.Leader != 0 {
 			nr := own(r.Leader)
-			nr.led = inserted(nr.led, r)
+			nr.led, nr.ledAt = inserted(nr.led, nr.ledAt, r, int32(i))
 		}
 	}
-	c.perNodeAt = dense
+	c.perNodeAt, c.positioned = dense, true
 }
 
-// rangeBefore is NewCluster's order of ranges: system ranges first by ID, then by start key and ID.
-func rangeBefore(a, b *Range) bool {
-	if a.System != b.System {
-		return a.System
+// without removes the range at position i from rs (at is rs's positions, ascending), if there.
+func without(rs []*Range, at []int32, i int32) ([]*Range, []int32) {
+	k := sort.Search(len(at), func(k int) bool { return at[k] >= i })
+	if k < len(at) && at[k] == i {
+		return append(rs[:k], rs[k+1:]...), append(at[:k], at[k+1:]...)
 	}
-	if !a.System {
-		if cmp := bytes.Compare(a.StartKey, b.StartKey); cmp != 0 {
-			return cmp < 0
-		}
-	}
-	return a.ID < b.ID
+	return rs, at
 }
 
-// without removes r from rs (sorted by rangeBefore), if there.
-func without(rs []*Range, r *Range) []*Range {
-	i := sort.Search(len(rs), func(i int) bool { return !rangeBefore(rs[i], r) })
-	for ; i < len(rs) && !rangeBefore(r, rs[i]); i++ {
-		if rs[i] == r {
-			return append(rs[:i], rs[i+1:]...)
-		}
-	}
-	return rs
-}
-
-// inserted puts r into rs (sorted by rangeBefore) at its place.
-func inserted(rs []*Range, r *Range) []*Range {
-	i := sort.Search(len(rs), func(i int) bool { return rangeBefore(r, rs[i]) })
-	rs = append(rs, nil)
-	copy(rs[i+1:], rs[i:])
-	rs[i] = r
-	return rs
+// inserted puts r, at position i, into rs at its place (at is rs's positions, ascending).
+func inserted(rs []*Range, at []int32, r *Range, i int32) ([]*Range, []int32) {
+	k := sort.Search(len(at), func(k int) bool { return at[k] >= i })
+	rs, at = append(rs, nil), append(at, 0)
+	copy(rs[k+1:], rs[k:])
+	copy(at[k+1:], at[k:])
+	rs[k], at[k] = r, i
+	return rs, at
 }
 
 func (c *Cluster) rangesOfNode(node uint64) *nodeRanges {
