@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -43,6 +44,15 @@ func (c ReplicateConfig) withDefaults() ReplicateConfig {
 type Replicate struct {
 	cfg     ReplicateConfig
 	maxDisk float64
+
+	// The last round's fine verdicts by position in Ranges, with what they depend on besides the
+	// range: the nodes and the lost ones. A range that is the same *model.Range at the same place
+	// (a source sharing unchanged ranges between snapshots) is as fine as it was: no pass over every
+	// range's replicas per round.
+	lastRanges []*model.Range
+	lastFine   []bool
+	lastNodes  []uint64
+	lastLost   []uint64
 }
 
 // NewReplicate returns the replicate policy.
@@ -59,17 +69,29 @@ func (p *Replicate) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 	// The nodes whose replicas count as lost, once per round: most ranges have factor voters on
 	// nodes that are all fine, and check has nothing to say about them.
 	var lostNodes []uint64
-	for _, n := range c.Nodes {
+	nodes := make([]uint64, len(c.Nodes))
+	for i, n := range c.Nodes {
+		nodes[i] = n.ID
 		if p.lost(c, n.ID) {
 			lostNodes = append(lostNodes, n.ID)
 		}
 	}
+	reuse := len(p.lastRanges) == len(c.Ranges) && slices.Equal(nodes, p.lastNodes) && slices.Equal(lostNodes, p.lastLost)
+	fine := make([]bool, len(c.Ranges))
+	for i, r := range c.Ranges {
+		if reuse && p.lastRanges[i] == r {
+			fine[i] = p.lastFine[i]
+		} else {
+			fine[i] = p.fine(c, r, lostNodes)
+		}
+	}
+	p.lastRanges, p.lastFine, p.lastNodes, p.lastLost = append(p.lastRanges[:0], c.Ranges...), fine, nodes, lostNodes
 	var out []*operator.Operator
-	for _, r := range c.Ranges {
+	for i, r := range c.Ranges {
 		if len(out) >= p.cfg.MaxPerRound {
 			break
 		}
-		if v.busy[r.ID] || p.fine(c, r, lostNodes) {
+		if fine[i] || v.busy[r.ID] {
 			continue
 		}
 		if op := p.check(v, r); op != nil {
