@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/shoaldb/shoal/plan/assign"
 )
 
 // Decay is eq. 4.1: a range's popularity after a round with reads reads.
@@ -217,63 +219,10 @@ func MapToNodes(p Plan, current [][]uint64) ([]int, int) {
 			cost[l][ph] = float64(len(b) - keep) // replicas to create if l goes to ph
 		}
 	}
-	assign := hungarian(cost)
+	to := assign.Min(cost)
 	created := 0
-	for l, ph := range assign {
+	for l, ph := range to {
 		created += int(cost[l][ph])
 	}
-	return assign, created
-}
-
-// hungarian is the minimum-cost perfect assignment of rows to columns of a square cost matrix
-// (Kuhn–Munkres with potentials, O(n³)); it returns each row's column.
-func hungarian(cost [][]float64) []int {
-	n := len(cost)
-	u, v := make([]float64, n+1), make([]float64, n+1)
-	match, way := make([]int, n+1), make([]int, n+1) // match[col] = row, 1-based; 0: free
-	for i := 1; i <= n; i++ {
-		match[0] = i
-		j0 := 0
-		minv := make([]float64, n+1)
-		used := make([]bool, n+1)
-		for j := range minv {
-			minv[j] = math.Inf(1)
-		}
-		for match[j0] != 0 {
-			used[j0] = true
-			i0, delta, j1 := match[j0], math.Inf(1), 0
-			for j := 1; j <= n; j++ {
-				if used[j] {
-					continue
-				}
-				if cur := cost[i0-1][j-1] - u[i0] - v[j]; cur < minv[j] {
-					minv[j], way[j] = cur, j0
-				}
-				if minv[j] < delta {
-					delta, j1 = minv[j], j
-				}
-			}
-			for j := 0; j <= n; j++ {
-				if used[j] {
-					u[match[j]] += delta
-					v[j] -= delta
-				} else {
-					minv[j] -= delta
-				}
-			}
-			j0 = j1
-		}
-		for j0 != 0 {
-			j1 := way[j0]
-			match[j0] = match[j1]
-			j0 = j1
-		}
-	}
-	out := make([]int, n)
-	for j := 1; j <= n; j++ {
-		if match[j] > 0 {
-			out[match[j]-1] = j - 1
-		}
-	}
-	return out
+	return to, created
 }
