@@ -49,6 +49,11 @@ type journal struct {
 	epoch uint64
 	// trimMu serializes trims (each raises start to the highest mark seen).
 	trimMu sync.Mutex
+	// ingests counts the ingests in flight by the epoch they started under; a bump waits for those of
+	// the epochs it closes (ingestDone signals under ingestMu) without holding writers back meanwhile.
+	ingestMu   sync.Mutex
+	ingestDone *sync.Cond
+	ingests    map[uint64]int
 }
 
 // JournalMark is what a backup records of the journal at its checkpoint: the journal's identity and
@@ -108,6 +113,30 @@ func (e *Engine) JournalState() (JournalState, error) { return ReadJournalState(
 // returns the mark the backup records; it starts journaling on the first call. The new state is
 // synced before it returns: a restarted node never journals under a closed epoch.
 func (e *Engine) BeginBackupEpoch() (JournalMark, error) {
+	m, err := e.bumpEpoch()
+	if err != nil {
+		return m, err
+	}
+	// An ingest that started under a closed epoch must be in the checkpoint that follows.
+	j := &e.journal
+	j.ingestMu.Lock()
+	for j.ingestsUpTo(m.Epoch) {
+		j.ingestDone.Wait()
+	}
+	j.ingestMu.Unlock()
+	return m, nil
+}
+
+func (j *journal) ingestsUpTo(epoch uint64) bool {
+	for ep, n := range j.ingests {
+		if ep <= epoch && n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) bumpEpoch() (JournalMark, error) {
 	j := &e.journal
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -308,30 +337,41 @@ func inSpans(spans [][2][]byte, k []byte) bool {
 	return false
 }
 
-// journalIngest records an ingest of the engine span [lo, hi) before it happens and holds the
-// journal's read lock until release is called, after the ingest: a marker whose ingest is not in a
-// checkpoint carries an epoch after the checkpoint's mark. (A marker whose ingest then fails only
-// makes the next incremental read the span.)
+// journalIngest records an ingest of the engine span [lo, hi) before it happens (a synced marker
+// under the current epoch) and registers it as in flight under that epoch until release is called,
+// after the ingest: the bump that closes the epoch waits for it, so an ingest whose marker carries
+// an epoch at or before a checkpoint's mark is in the checkpoint. Ingests are registered with
+// journaling off too: the first bump must not miss one that is not journaled. (A marker whose ingest
+// then fails only makes the next incremental read the span.)
 func (e *Engine) journalIngest(lo, hi []byte) (release func(), err error) {
 	j := &e.journal
 	j.mu.RLock()
-	if !j.on {
-		return j.mu.RUnlock, nil
+	defer j.mu.RUnlock()
+	epoch := j.epoch
+	if ulo, uhi, ok := userPart(lo, hi); ok && j.on {
+		var s journalScratch
+		b := e.db.NewBatch()
+		defer b.Close()
+		err = b.Set(s.key(epoch, 's', ulo), uhi, nil)
+		if err == nil {
+			err = b.Commit(pebble.Sync)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("journal: ingest marker: %w", err)
+		}
 	}
-	ulo, uhi, ok := userPart(lo, hi)
-	if !ok {
-		return j.mu.RUnlock, nil
+	j.ingestMu.Lock()
+	if j.ingests == nil {
+		j.ingests, j.ingestDone = map[uint64]int{}, sync.NewCond(&j.ingestMu)
 	}
-	var s journalScratch
-	b := e.db.NewBatch()
-	defer b.Close()
-	err = b.Set(s.key(j.epoch, 's', ulo), uhi, nil)
-	if err == nil {
-		err = b.Commit(pebble.Sync)
-	}
-	if err != nil {
-		j.mu.RUnlock()
-		return nil, fmt.Errorf("journal: ingest marker: %w", err)
-	}
-	return j.mu.RUnlock, nil
+	j.ingests[epoch]++
+	j.ingestMu.Unlock()
+	return func() {
+		j.ingestMu.Lock()
+		if j.ingests[epoch]--; j.ingests[epoch] == 0 {
+			delete(j.ingests, epoch)
+		}
+		j.ingestDone.Broadcast()
+		j.ingestMu.Unlock()
+	}, nil
 }

@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func openTestEngine(t testing.TB, dir string) *Engine {
@@ -332,5 +334,58 @@ func TestJournalEpochSurvivesKill9(t *testing.T) {
 	m, err := e.BeginBackupEpoch()
 	if err != nil || m.Epoch != 3 || m.ID != st.ID {
 		t.Fatalf("bump after restart: %+v %v", m, err)
+	}
+}
+
+// TestJournalBumpWaitsForIngest: a bump returns only after an ingest that started under the epoch it
+// closes is done (so the checkpoint after it holds the ingest), and commits go on meanwhile.
+func TestJournalBumpWaitsForIngest(t *testing.T) {
+	e := openTestEngine(t, t.TempDir())
+	defer e.Close()
+	gate := make(chan struct{})
+	ingested := make(chan error, 1)
+	lo, hi := DataSpan(false, []byte("s"), []byte("t"))
+	sent := false
+	go func() {
+		ingested <- e.IngestSpan(context.Background(), lo, hi, func() ([]byte, []byte, bool) {
+			if sent {
+				return nil, nil, false
+			}
+			<-gate // the ingest is in flight until the gate opens
+			sent = true
+			return UserDataKey([]byte("s1")), []byte("v"), true
+		})
+	}()
+	// Wait until the ingest is registered.
+	for {
+		e.journal.ingestMu.Lock()
+		n := len(e.journal.ingests)
+		e.journal.ingestMu.Unlock()
+		if n > 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	bumped := make(chan JournalMark, 1)
+	go func() {
+		m, err := e.BeginBackupEpoch()
+		if err != nil {
+			t.Error(err)
+		}
+		bumped <- m
+	}()
+	commit(t, e, func(b *Batch) { b.Set(UserDataKey([]byte("during")), nil) }) // not held back
+	select {
+	case <-bumped:
+		t.Fatal("the bump returned while an ingest of the epoch it closed was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-ingested; err != nil {
+		t.Fatal(err)
+	}
+	<-bumped
+	if _, found, _ := e.Get(UserDataKey([]byte("s1"))); !found {
+		t.Fatal("the ingest is not there after the bump")
 	}
 }
