@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 	"github.com/shoaldb/shoal/bench/scenario"
 )
 
@@ -173,7 +174,7 @@ func scoreRun(path string, r scenario.RunReport, thresholdMs, length float64) Co
 	if thresholdMs > 0 {
 		thr = thresholdMs
 	}
-	n, ex := scenario.WindowsOver(r.Series, thr, start, end)
+	n, ex := report.WindowsOver(r.Series, thr, start, end)
 	out := ComparedRun{Report: path, Variant: r.Variant, StartS: start, EndS: end, ThresholdMs: thr, Windows: n, ExcessMs: ex}
 	if length <= 0 {
 		out.ChapterViolations, out.ChapterExcessMs = j.ChapterViolations, j.ChapterExcessMs

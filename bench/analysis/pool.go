@@ -50,7 +50,7 @@ func commonScore(excess bool) func(scenario.RunReport, float64) (float64, bool) 
 		if r.Join == nil || !r.Join.Done || thr <= 0 {
 			return 0, false
 		}
-		n, ex := scenario.WindowsOver(r.Series, thr, r.Join.JoinStartS, r.Join.JoinStartS+r.Join.JoinS)
+		n, ex := report.WindowsOver(r.Series, thr, r.Join.JoinStartS, r.Join.JoinStartS+r.Join.JoinS)
 		return map[bool]float64{false: float64(n), true: ex}[excess], true
 	}
 }

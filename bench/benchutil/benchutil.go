@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/shoaldb/shoal/client"
 )
 
@@ -55,21 +53,6 @@ func WaitFor(ctx context.Context, d time.Duration, cond func() bool) error {
 	}
 	return nil
 }
-
-// maxUs is the largest latency the histograms record: one minute.
-const maxUs = 60_000_000
-
-// NewHist returns a latency histogram in microseconds, 1 µs to one minute, 3 significant digits.
-func NewHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, maxUs, 3) }
-
-// ClampUs converts d to microseconds within the histograms' range.
-func ClampUs(d time.Duration) int64 { return min(max(d.Microseconds(), 1), maxUs) }
-
-// UsToMs converts microseconds to milliseconds.
-func UsToMs(us int64) float64 { return float64(us) / 1000 }
-
-// Quantile is h's q-th percentile in milliseconds.
-func Quantile(h *hdrhistogram.Histogram, q float64) float64 { return UsToMs(h.ValueAtQuantile(q)) }
 
 // Bar draws a 30-character progress bar for frac (0..1) followed by text.
 func Bar(frac float64, text string) string {

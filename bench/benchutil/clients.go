@@ -8,6 +8,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/shoaldb/shoal/bench/report"
 	"github.com/shoaldb/shoal/client"
 )
 
@@ -38,7 +39,7 @@ type Second struct {
 // StartClients starts n clients; newOp makes worker w's operation (its own random source, its own
 // buffers).
 func StartClients(ctx context.Context, n int, newOp func(worker int) func(context.Context) error) *Clients {
-	c := &Clients{newOp: newOp, sec: NewHist(), phase: NewHist(), kinds: map[string]int64{}}
+	c := &Clients{newOp: newOp, sec: report.NewHist(), phase: report.NewHist(), kinds: map[string]int64{}}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.Add(n)
 	return c
@@ -81,7 +82,7 @@ func (c *Clients) record(lat time.Duration, err error) {
 		return
 	}
 	c.secOps++
-	us := ClampUs(lat)
+	us := report.ClampUs(lat)
 	_ = c.sec.RecordValue(us)
 	_ = c.phase.RecordValue(us)
 }
@@ -91,7 +92,7 @@ func (c *Clients) Second() Second {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Second{Ops: c.secOps, Errors: c.secErrs, Hist: c.sec}
-	c.sec, c.secOps, c.secErrs = NewHist(), 0, 0
+	c.sec, c.secOps, c.secErrs = report.NewHist(), 0, 0
 	return s
 }
 
@@ -101,7 +102,7 @@ func (c *Clients) Phase() (*hdrhistogram.Histogram, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, e := c.phase, c.phaseErrs
-	c.phase, c.phaseErrs = NewHist(), 0
+	c.phase, c.phaseErrs = report.NewHist(), 0
 	return h, e
 }
 

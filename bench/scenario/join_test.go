@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-
-	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 )
 
 // A synthetic run: 1000 ops/s at 10 ms until t=30, then a join from 30 s to 50 s during which
@@ -23,16 +22,16 @@ func TestMeasureJoin(t *testing.T) {
 		if s > 30 && s <= 40 {
 			ops, lat = 800, 20*time.Millisecond
 		}
-		h := benchutil.NewHist()
+		h := report.NewHist()
 		for i := int64(0); i < ops; i++ {
-			_ = h.RecordValue(benchutil.ClampUs(lat))
+			_ = h.RecordValue(report.ClampUs(lat))
 		}
-		series = append(series, Point{T: float64(s), Ops: ops, P99Ms: benchutil.UsToMs(h.ValueAtQuantile(99)),
-			P50Ms: benchutil.UsToMs(h.ValueAtQuantile(50))})
+		series = append(series, Point{T: float64(s), Ops: ops, P99Ms: report.UsToMs(h.ValueAtQuantile(99)),
+			P50Ms: report.UsToMs(h.ValueAtQuantile(50))})
 		perSec = append(perSec, h)
 	}
 	jr := &JoinReport{}
-	measureJoin(jr, series, perSec, 10, 30, 30, 50)
+	report.MeasureJoin(jr, series, perSec, 10, 30, 30, 50)
 	near := func(got, want float64) bool { return math.Abs(got-want) < 0.02*math.Max(1, math.Abs(want)) }
 	if jr.PreJoinThroughput != 1000 {
 		t.Errorf("pre-join throughput %v, want 1000", jr.PreJoinThroughput)
@@ -78,11 +77,11 @@ func TestFullShareS(t *testing.T) {
 		{"share reached, then one lost before the end", []int{0, 2, 3, 2, 2, 2, 2, 2}, 1.5},
 		{"led nothing", []int{0, 0, 0, 0, 0, 0, 0, 0}, -1},
 	} {
-		if got := fullShareS(series(tc.led...), 3, 0.5, 6); got != tc.want {
+		if got := report.FullShareS(series(tc.led...), 3, 0.5, 6); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if got := fullShareS([]Point{{T: 1, Nodes: []NodeSecond{{Leaders: 1}, {Leaders: 2}}}}, 3, 0, 1); got != -1 {
+	if got := report.FullShareS([]Point{{T: 1, Nodes: []NodeSecond{{Leaders: 1}, {Leaders: 2}}}}, 3, 0, 1); got != -1 {
 		t.Errorf("series without the node: %v, want -1", got)
 	}
 }

@@ -102,6 +102,8 @@ type (
 	Check      = report.Check
 	Steady     = report.Steady
 	Spread     = report.Spread
+	JoinReport = report.JoinReport
+	JoinStep   = report.JoinStep
 )
 
 // RunReport is one run: a variant, or the policy on or off.
@@ -649,7 +651,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 		e.mu.Lock()
 		e.perSec = append(e.perSec, sec.Hist)
 		e.mu.Unlock()
-		p := Point{T: float64(s), Ops: sec.Ops, Errors: sec.Errors, P50Ms: benchutil.Quantile(sec.Hist, 50), P99Ms: benchutil.Quantile(sec.Hist, 99),
+		p := Point{T: float64(s), Ops: sec.Ops, Errors: sec.Errors, P50Ms: report.Quantile(sec.Hist, 50), P99Ms: report.Quantile(sec.Hist, 99),
 			Nodes: e.c.sample(hints)}
 		p.CPU, p.Steal = cpu.Second()
 		var h, m int64
@@ -673,7 +675,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 	}
 	errs, kinds, _ := e.clients.Errors()
 	rr.Summary = Summary{Ops: ops, Throughput: float64(ops) / float64(secs), Errors: errs, ErrorKinds: kinds,
-		P50Ms: benchutil.Quantile(all, 50), P99Ms: benchutil.Quantile(all, 99)}
+		P50Ms: report.Quantile(all, 50), P99Ms: report.Quantile(all, 99)}
 	if r.settings.Device != nil {
 		st := e.c.deviceStats()
 		rr.Device = &st
@@ -741,7 +743,7 @@ func (r *run) print(rr *RunReport) {
 	if j := rr.Join; j != nil {
 		fmt.Fprintf(w, "%s: join %.1fs, first range served after %.1fs, full leader share after %.0fs, worst %ds bin %+.1f%% of %.0f ops/s "+
 			"(noise %+.1f%%), %d windows over p99 %.1fms, excess %.0fms, after/before %.2f\n", r.label, j.JoinS, j.FirstServedS,
-			j.FullShareS, dipBinS, 100*j.WorstDip, j.PreJoinThroughput, 100*j.DipNoise, j.ViolatingWindows, j.SLOThresholdMs, j.ExcessMs, j.PostJoinRatio)
+			j.FullShareS, report.DipBinS, 100*j.WorstDip, j.PreJoinThroughput, 100*j.DipNoise, j.ViolatingWindows, j.SLOThresholdMs, j.ExcessMs, j.PostJoinRatio)
 	}
 	if h := rr.ReadHints; h != nil {
 		printReadHints(w, r.label, h)
@@ -789,32 +791,14 @@ func taskWindow(rr *RunReport, perSec []*hdrhistogram.Histogram, warmup float64)
 		return &TaskWindow{StartS: ev.T, EndS: ev.EndT, Missing: "the task failed: " + ev.Error}
 	}
 	var n1, n2 int
-	w.SteadyThroughput, w.SteadyP99Ms, n1 = window(rr.Series, perSec, warmup, ev.T)
-	w.TaskThroughput, w.TaskP99Ms, n2 = window(rr.Series, perSec, ev.T, max(ev.EndT, ev.T+1))
+	w.SteadyThroughput, w.SteadyP99Ms, n1 = report.Window(rr.Series, perSec, warmup, ev.T)
+	w.TaskThroughput, w.TaskP99Ms, n2 = report.Window(rr.Series, perSec, ev.T, max(ev.EndT, ev.T+1))
 	if n1 == 0 || n2 == 0 || w.SteadyThroughput == 0 || w.SteadyP99Ms == 0 {
 		w.Missing = fmt.Sprintf("no served second before (%d) or during (%d) the task to compare", n1, n2)
 		return w
 	}
 	w.ThroughputRatio, w.P99Ratio = w.TaskThroughput/w.SteadyThroughput, w.TaskP99Ms/w.SteadyP99Ms
 	return w
-}
-
-// window is the mean throughput and the p99 of all latencies of the seconds whose midpoint lies in
-// [from, to], and how many seconds those are.
-func window(series []Point, perSec []*hdrhistogram.Histogram, from, to float64) (tput, p99Ms float64, n int) {
-	h := benchutil.NewHist()
-	var ops int64
-	for i, p := range series {
-		if mid := p.T - 0.5; mid >= from && mid <= to && i < len(perSec) {
-			ops += p.Ops
-			n++
-			h.Merge(perSec[i])
-		}
-	}
-	if n == 0 {
-		return 0, 0, 0
-	}
-	return float64(ops) / float64(n), benchutil.Quantile(h, 99), n
 }
 
 func onOff(on bool) string {
