@@ -18,9 +18,9 @@ type CompareOptions struct {
 }
 
 // Compare renders reports as a Markdown document: one row per system and workload with the
-// throughput, the p99 latency of each operation, the errors, and the ratios of every system to each
-// baseline on the same workload (throughput ratio above 1 and p99 ratio below 1 favour the system),
-// followed by the full latency breakdown.
+// throughput, the p99 latency of each operation, the errors (a line when there were none), and each
+// system's throughput over each baseline's on the same workload. The reports themselves keep every
+// operation's full latency breakdown.
 func Compare(reports []*Report, opts CompareOptions) string {
 	if opts.Title == "" {
 		opts.Title = "Benchmarks"
@@ -92,17 +92,23 @@ func Compare(reports []*Report, opts CompareOptions) string {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
 	b.WriteString("\n## Results\n\n")
+	failed := errorsAny(rs)
+	if !failed {
+		b.WriteString("No operation failed in any run.\n\n")
+	}
 	header := []string{"Workload", "System", "Throughput (ops/s)"}
 	align := []string{"---", "---", "---:"}
 	for _, op := range ops {
 		header = append(header, op+" p99 (ms)")
 		align = append(align, "---:")
 	}
-	header = append(header, "Errors")
-	align = append(align, "---:")
+	if failed {
+		header = append(header, "Errors")
+		align = append(align, "---:")
+	}
 	for _, base := range bases {
-		header = append(header, fmt.Sprintf("Throughput / %s", base), fmt.Sprintf("p99 / %s", base))
-		align = append(align, "---:", "---")
+		header = append(header, fmt.Sprintf("Throughput / %s", base))
+		align = append(align, "---:")
 	}
 	writeRow(&b, header)
 	writeRow(&b, align)
@@ -115,31 +121,21 @@ func Compare(reports []*Report, opts CompareOptions) string {
 				row = append(row, "—")
 			}
 		}
-		row = append(row, fmt.Sprintf("%d", r.Errors))
+		if failed {
+			row = append(row, fmt.Sprintf("%d", r.Errors))
+		}
 		for _, bs := range bases {
 			base := baseline[bs][r.Workload]
 			if base == nil || base == r || r.System == bs {
-				row = append(row, "—", "—")
+				row = append(row, "—")
 			} else {
-				row = append(row, ratio(r.Throughput, base.Throughput), p99Ratios(r, base, ops))
+				row = append(row, ratio(r.Throughput, base.Throughput))
 			}
 		}
 		writeRow(&b, row)
 	}
 	if len(rs) > 0 && truncatedAny(rs) {
 		b.WriteString("\nA report marked (truncated) hit its maximum duration before finishing its operations.\n")
-	}
-
-	b.WriteString("\n## Latency by operation (ms)\n\n")
-	writeRow(&b, []string{"Workload", "System", "Operation", "Count", "Errors", "p50", "p95", "p99", "p99.9", "max"})
-	writeRow(&b, []string{"---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"})
-	for _, r := range rs {
-		for _, op := range r.OpNames() {
-			s := r.Operations[op]
-			writeRow(&b, []string{strings.ToUpper(r.Workload), systemLabel(r), op, fmt.Sprint(s.Count), fmt.Sprint(s.Errors),
-				fmt.Sprintf("%.2f", s.P50Ms), fmt.Sprintf("%.2f", s.P95Ms), fmt.Sprintf("%.2f", s.P99Ms),
-				fmt.Sprintf("%.2f", s.P999Ms), fmt.Sprintf("%.2f", s.MaxMs)})
-		}
 	}
 	return b.String()
 }
@@ -167,21 +163,13 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
-// p99Ratios lists, for each operation both reports measured, r's p99 over base's.
-func p99Ratios(r, base *Report, ops []string) string {
-	var parts []string
-	for _, op := range ops {
-		a, aok := r.Operations[op]
-		c, cok := base.Operations[op]
-		if !aok || !cok || a.Count == a.Errors || c.Count == c.Errors {
-			continue
+func errorsAny(rs []*Report) bool {
+	for _, r := range rs {
+		if r.Errors > 0 {
+			return true
 		}
-		parts = append(parts, fmt.Sprintf("%s %s", op, ratio(a.P99Ms, c.P99Ms)))
 	}
-	if len(parts) == 0 {
-		return "—"
-	}
-	return strings.Join(parts, ", ")
+	return false
 }
 
 func truncatedAny(rs []*Report) bool {
