@@ -160,10 +160,17 @@ func runPostStart(cmd *cobra.Command, _ []string) error {
 	if self == 0 {
 		return hookLine(cmd, map[string]any{"node": 0, "start": "unknown", "outcome": why}, "node at %s: %s; nothing to do\n", cli.Global.Host, why)
 	}
-	return withSession(cmd, func(s *session) error {
+	// Past this point a failure is reported, not returned: the orchestrator kills a container whose
+	// postStart hook fails, and a node that serves must not be killed because its cluster could not
+	// be asked about it.
+	unclassified := func(err error) error {
+		return hookLine(cmd, map[string]any{"node": self, "start": "unknown", "outcome": err.Error()},
+			"node %d: start not classified (%v); nothing done\n", self, err)
+	}
+	err = withSession(cmd, func(s *session) error {
 		nodes, err := s.c.Nodes(s.ctx)
 		if err != nil {
-			return err
+			return unclassified(err)
 		}
 		kind, gone := classifyStart(nodes, self, time.Now())
 		outcome := ""
@@ -172,7 +179,7 @@ func runPostStart(cmd *cobra.Command, _ []string) error {
 			var done []string
 			for _, old := range gone {
 				if err := s.c.SetNodeState(s.ctx, old, pb.NodeAdminState_NODE_DECOMMISSIONING); err != nil {
-					return fmt.Errorf("decommission node %d, which node %d replaces: %w", old, self, err)
+					return unclassified(fmt.Errorf("decommission node %d, which node %d replaces: %w", old, self, err))
 				}
 				done = append(done, fmt.Sprint(old))
 			}
@@ -184,6 +191,11 @@ func runPostStart(cmd *cobra.Command, _ []string) error {
 		}
 		return hookLine(cmd, map[string]any{"node": self, "start": kind, "replaces": gone, "outcome": outcome}, "node %d: %s\n", self, outcome)
 	})
+	var usage cli.UsageError
+	if err != nil && !errors.As(err, &usage) {
+		return unclassified(err) // the session itself (a flag's value is a usage error, exit 2)
+	}
+	return err
 }
 
 // memberID waits until the node answers as a member of a cluster and returns its id; 0 and why when
