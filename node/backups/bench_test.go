@@ -165,9 +165,14 @@ func BenchmarkBackup(b *testing.B) {
 		for i := range b.N {
 			b.StopTimer()
 			s.update(b, s.keys/100, func() int { return s.rng.IntN(s.keys) })
-			// The changes flushed to sstables, as hours of writes between backups would be: a
-			// point read of a key still in the memtable costs less.
+			// The changes flushed to sstables and compacted, as hours of writes between backups
+			// would be: a point read of a key still in the memtable costs less, and a compaction
+			// the flush starts would compete with the backup.
 			must(b, s.eng.DB().Flush())
+			time.Sleep(500 * time.Millisecond) // for the compactions the flush schedules to start
+			for deadline := time.Now().Add(time.Minute); s.eng.Stats().CompactionsRunning > 0 && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
 			dir, err := os.MkdirTemp(root, "incremental-")
 			must(b, err)
 			b.StartTimer()
