@@ -340,10 +340,9 @@ type Cluster struct {
 	// differ in its last bits), over these arrays instead of every range's struct.
 	leaderAt []uint64
 	qpsAt    []float64
-	// base and moved, set by patch when base's per-node index was built: this snapshot's index is
-	// base's with the ranges at the moved positions replaced (both dropped once it is built).
-	base       *Cluster
-	moved      []int
+	// from, set by patch, says how to build the per-node index from an earlier snapshot's (dropped
+	// once it is built, so that snapshots do not keep a chain of their predecessors).
+	from       atomic.Pointer[patchBase]
 	indexed    atomic.Bool // perNodeAt or perNode is built
 	positioned bool        // perNodeAt has positions (indexDense, indexFrom)
 }
@@ -523,7 +522,11 @@ func (c *Cluster) patch(prev *Cluster) bool {
 	c.qpsAt = append([]float64(nil), prev.qpsAt...)
 	c.userVoters = prev.userVoters
 	if prev.indexed.Load() && prev.positioned {
-		c.base, c.moved = prev, changed
+		c.from.Store(&patchBase{base: prev, moved: changed})
+	} else if pb := prev.from.Load(); pb != nil {
+		// prev's index was never asked for (a snapshot the executor only reconciled on): patch the
+		// index prev would have been patched from, at the positions changed since.
+		c.from.Store(&patchBase{base: pb.base, moved: union(pb.moved, changed)})
 	}
 	system := len(c.Ranges) - len(c.user) // system ranges come first
 	add := func(r *Range, sign int) {
@@ -593,9 +596,8 @@ func (c *Cluster) Range(id uint64) *Range {
 func (c *Cluster) indexNodes() {
 	c.perNodeOnce.Do(func() {
 		defer c.indexed.Store(true)
-		if c.base != nil {
-			c.indexFrom(c.base, c.moved)
-			c.base, c.moved = nil, nil
+		if pb := c.from.Swap(nil); pb != nil {
+			c.indexFrom(pb.base, pb.moved)
 			return
 		}
 		if c.nodeAt != nil && !c.strays {
@@ -684,6 +686,29 @@ func (c *Cluster) indexDense() {
 		}
 	}
 	c.perNodeAt, c.positioned = dense, true
+}
+
+// patchBase is a snapshot with a positioned per-node index, and the positions at which a later
+// snapshot's ranges differ from its own.
+type patchBase struct {
+	base  *Cluster
+	moved []int
+}
+
+// union merges two ascending lists of positions.
+func union(a, b []int) []int {
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return out
 }
 
 // indexFrom is indexDense for a snapshot patched from base: base's lists, with the ranges at the
