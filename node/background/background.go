@@ -145,7 +145,7 @@ func (s *Service) Tracker() *bgtask.Tracker { return s.t }
 func (s *Service) Start(nodeID uint64, clusterID string) {
 	s.nodeID.Store(nodeID)
 	s.clusterID.Store(&clusterID)
-	removeStaleCheckpoints(s.deps.Engine, s.log)
+	s.removeStaleCheckpoints(s.deps.Engine, s.log)
 	bc := s.cfg
 	s.periodic(bc.CompactInterval, "full compaction", func(ctx context.Context) error {
 		_, err := s.runCompaction(ctx)

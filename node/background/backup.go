@@ -21,8 +21,20 @@ import (
 // need the same filesystem); leftovers of a crashed backup are removed at start.
 const checkpointDir = "backup-checkpoints"
 
-// removeStaleCheckpoints deletes checkpoints left by a backup that was interrupted by a crash.
-func removeStaleCheckpoints(eng *storage.Engine, log *slog.Logger) {
+// removeStaleCheckpoints deletes checkpoints left by a backup that was interrupted by a crash, and a
+// change journal the configuration switched off (it would otherwise grow until the next backup).
+func (s *Service) removeStaleCheckpoints(eng *storage.Engine, log *slog.Logger) {
+	if s.cfg.Backup.NoJournal {
+		if st, err := eng.JournalState(); err != nil {
+			log.Warn("could not read the backup journal's state", "err", err)
+		} else if st.On {
+			if err := eng.DisableJournal(); err != nil {
+				log.Warn("could not delete the backup journal", "err", err)
+			} else {
+				log.Info("backup journal switched off and deleted: the next incremental backup reads every key")
+			}
+		}
+	}
 	dir := filepath.Join(eng.Dir(), checkpointDir)
 	if _, err := os.Stat(dir); err == nil {
 		if err := os.RemoveAll(dir); err != nil {
