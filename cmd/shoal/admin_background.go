@@ -109,12 +109,12 @@ PREV is refused before anything is written.
 					}
 				}
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d: incremental backup of %d ranges, %d keys put and %d deleted since %s, %s into %s in %s\n  changes %s\n  %s\n",
-					res.Node, len(m.Ranges), m.TotalKeys, m.TotalDeletes, m.Parent.ID, humanBytes(m.TotalBytes), a[1],
+					res.Node, len(m.Ranges), m.TotalKeys, m.TotalDeletes, m.Parent.ID, cli.HumanBytes(m.TotalBytes), a[1],
 					res.Duration.Round(time.Millisecond), how, res.Outcome)
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "node %d: backup of %d ranges, %d keys, %s into %s in %s\n  %s\n",
-				res.Node, len(m.Ranges), m.TotalKeys, humanBytes(m.TotalBytes), a[1], res.Duration.Round(time.Millisecond), res.Outcome)
+				res.Node, len(m.Ranges), m.TotalKeys, cli.HumanBytes(m.TotalBytes), a[1], res.Duration.Round(time.Millisecond), res.Outcome)
 			return err
 		})
 	},
@@ -204,7 +204,7 @@ file by file before anything is written, and merged in the order --strategy plan
 			return restoreChain(cmd, dir)
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "restoring %d ranges (%d keys, %s) backed up from node %d at %s\n", len(m.Ranges),
-			m.TotalKeys, humanBytes(m.TotalBytes), m.NodeID, m.CreatedAt.Format(time.RFC3339))
+			m.TotalKeys, cli.HumanBytes(m.TotalBytes), m.NodeID, m.CreatedAt.Format(time.RFC3339))
 		for _, e := range m.Ranges {
 			if !e.CaughtUp {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: range %d was backed up from a replica that could not confirm it had caught up with its leader\n", e.RangeID)
@@ -241,18 +241,6 @@ func verifiedNote(verified bool) string {
 		return "; every key verified"
 	}
 	return ""
-}
-
-func humanBytes(b uint64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
 }
 
 func init() {

@@ -1,37 +1,62 @@
-package main
+// Package backupcmd is `shoal backup`: the commands that inspect, check, plan and roll up backups
+// and chains of incremental backups, offline, on their directories. It never talks to a cluster
+// (restore, which does, is the root's).
+package backupcmd
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shoaldb/shoal/backup"
-	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/plan/mergeplan"
 )
 
-// chainFlags are the merge planner's flags of restore and backup compact.
-var chainFlags struct {
-	strategy string
-	fanin    int
-	out      string
+// PlanFlags are the merge planner's flags of a command that merges a chain (restore, backup
+// compact): the merge order and the most backups one merge reads.
+type PlanFlags struct {
+	Strategy string
+	Fanin    int
 }
 
-func chainPlanOptions() (mergeplan.Strategy, int, error) {
-	s, err := mergeplan.ParseStrategy(chainFlags.strategy)
+// Register adds --strategy and --fanin to c.
+func (f *PlanFlags) Register(c *cobra.Command) {
+	f.registerFanin(c)
+	// A chain is one large full backup and small incrementals: the shape on which BalanceTree
+	// carries the large run through every level (the thesis's Lemma 5.3) and SmallestInput leaves it
+	// for the last merge.
+	c.Flags().StringVar(&f.Strategy, "strategy", mergeplan.SmallestInput.String(),
+		"merge order of a chain: balance-tree-input, balance-tree-output, smallest-input, smallest-output, largest-match, random")
+}
+
+func (f *PlanFlags) registerFanin(c *cobra.Command) {
+	c.Flags().IntVar(&f.Fanin, "fanin", 16, "the most backups one merge reads")
+}
+
+// Options checks the flags and returns the strategy and fan-in they name.
+func (f PlanFlags) Options() (mergeplan.Strategy, int, error) {
+	s, err := mergeplan.ParseStrategy(f.Strategy)
 	if err != nil {
 		return 0, 0, cli.Usage(err)
 	}
-	if chainFlags.fanin < 2 {
+	if f.Fanin < 2 {
 		return 0, 0, cli.Usage(errors.New("--fanin must be at least 2"))
 	}
-	return s, chainFlags.fanin, nil
+	return s, f.Fanin, nil
 }
+
+// compactFlags are backup compact's, planFlags backup plan's.
+var (
+	compactFlags struct {
+		PlanFlags
+		out string
+	}
+	planFlags PlanFlags
+)
 
 var backupCmd = &cobra.Command{
 	Use:   "backup",
@@ -74,7 +99,7 @@ or why it cannot be restored (an interrupted backup, a missing or altered parent
 				created = l.CreatedAt.Format(time.RFC3339)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", l.Dir, l.ID, kind, l.Parent, created, l.Keys, l.Deletes,
-				humanBytes(l.Bytes), chain)
+				cli.HumanBytes(l.Bytes), chain)
 		}
 		return tw.Flush()
 	},
@@ -104,7 +129,7 @@ Exits non-zero naming the first damaged or missing link.`,
 		if cli.JSON() {
 			return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"links": len(c.Links), "keys": keys, "deletes": deletes, "bytes": bytes, "ok": true})
 		}
-		_, err = fmt.Fprintf(cmd.OutOrStdout(), "chain of %d backups ok: %d keys put, %d deleted, %s\n", len(c.Links), keys, deletes, humanBytes(bytes))
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "chain of %d backups ok: %d keys put, %d deleted, %s\n", len(c.Links), keys, deletes, cli.HumanBytes(bytes))
 		return err
 	},
 }
@@ -120,10 +145,10 @@ reports the keys each merge read and wrote.`,
 	Example: `  shoal backup compact /var/backups/shoal/2026-11-24 --out /var/backups/shoal/2026-11-24-full`,
 	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
-		if chainFlags.out == "" {
+		if compactFlags.out == "" {
 			return cli.Usage(errors.New("--out NEW is required"))
 		}
-		strategy, fanin, err := chainPlanOptions()
+		strategy, fanin, err := compactFlags.Options()
 		if err != nil {
 			return err
 		}
@@ -140,7 +165,7 @@ reports the keys each merge read and wrote.`,
 			return err
 		}
 		start := time.Now()
-		res, err := backup.Compact(c, p, chainFlags.out)
+		res, err := backup.Compact(c, p, compactFlags.out)
 		if err != nil {
 			return err
 		}
@@ -154,7 +179,7 @@ reports the keys each merge read and wrote.`,
 				"duration_ms": time.Since(start).Milliseconds(), "merges": res.Merges, "manifest": res.Manifest})
 		}
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "rolled %d backups up into %s: %d keys, %s in %d ranges; %d merges (%s, fan-in %d) read %d keys and wrote %d (lower bound %.0f) in %s\n",
-			len(c.Links), chainFlags.out, res.Manifest.TotalKeys, humanBytes(res.Manifest.TotalBytes), len(res.Manifest.Ranges), len(res.Merges),
+			len(c.Links), compactFlags.out, res.Manifest.TotalKeys, cli.HumanBytes(res.Manifest.TotalBytes), len(res.Manifest.Ranges), len(res.Merges),
 			strategy, fanin, read, written, mergeplan.LowerBound(sets), time.Since(start).Round(time.Millisecond))
 		return err
 	},
@@ -170,7 +195,7 @@ also planned on HyperLogLog sketches of the backups, as a large chain would be. 
 	Example: `  shoal backup plan /var/backups/shoal/2026-11-24 --fanin 2`,
 	Args:    cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
-		if chainFlags.fanin < 2 {
+		if planFlags.Fanin < 2 {
 			return cli.Usage(errors.New("--fanin must be at least 2"))
 		}
 		c, err := backup.OpenChain(a[0])
@@ -181,7 +206,7 @@ also planned on HyperLogLog sketches of the backups, as a large chain would be. 
 		if err != nil {
 			return err
 		}
-		rows, err := comparePlans(sets, chainFlags.fanin)
+		rows, err := comparePlans(sets, planFlags.Fanin)
 		if err != nil {
 			return err
 		}
@@ -241,46 +266,11 @@ func comparePlans(sets []mergeplan.Set, fanin int) ([]planRow, error) {
 	return rows, nil
 }
 
-// restoreChain is restore of an incremental backup: its chain, checked, then merged.
-func restoreChain(cmd *cobra.Command, dir string) error {
-	strategy, fanin, err := chainPlanOptions()
-	if err != nil {
-		return err
-	}
-	return withLongSession(cmd, func(s *session) error {
-		p := newProgress(cmd.ErrOrStderr())
-		res, err := s.c.RestoreChain(s.ctx, dir, client.ChainRestoreOptions{
-			RestoreOptions: client.RestoreOptions{Batch: restoreFlags.batch, Verify: restoreFlags.verify,
-				Progress: func(done uint64) {
-					// The chain's key count is known only once merged: a line per 10 000 keys in a log.
-					p.show(fmt.Sprintf("%d keys restored", done), fmt.Sprintf("restored %d keys", done/10_000*10_000))
-				}},
-			Strategy: strategy, Fanin: fanin, TempDir: os.TempDir()})
-		p.end()
-		if err != nil {
-			return err
-		}
-		if cli.JSON() {
-			return cli.WriteJSON(cmd.OutOrStdout(), res)
-		}
-		_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %d keys of %d ranges from a chain of %d backups ending in %s (%d merges, %s)%s\n",
-			res.Keys, res.Ranges, res.Links, dir, len(res.Merges), strategy, verifiedNote(res.Verified))
-		return err
-	})
-}
-
-func init() {
-	for _, c := range []*cobra.Command{restoreCmd, backupCompactCmd, backupPlanCmd} {
-		c.Flags().IntVar(&chainFlags.fanin, "fanin", 16, "the most backups one merge reads")
-	}
-	for _, c := range []*cobra.Command{restoreCmd, backupCompactCmd} {
-		// A chain is one large full backup and small incrementals: the shape on which BalanceTree
-		// carries the large run through every level (the thesis's Lemma 5.3) and SmallestInput leaves it
-		// for the last merge.
-		c.Flags().StringVar(&chainFlags.strategy, "strategy", mergeplan.SmallestInput.String(),
-			"merge order of a chain: balance-tree-input, balance-tree-output, smallest-input, smallest-output, largest-match, random")
-	}
-	backupCompactCmd.Flags().StringVar(&chainFlags.out, "out", "", "directory of the full backup to write (must not exist or be empty)")
+// Command is `shoal backup`: list, verify, compact and plan, on backup directories (no cluster).
+func Command() *cobra.Command {
+	compactFlags.Register(backupCompactCmd)
+	planFlags.registerFanin(backupPlanCmd)
+	backupCompactCmd.Flags().StringVar(&compactFlags.out, "out", "", "directory of the full backup to write (must not exist or be empty)")
 	backupCmd.AddCommand(backupListCmd, backupVerifyCmd, backupCompactCmd, backupPlanCmd)
-	rootCmd.AddCommand(backupCmd)
+	return backupCmd
 }
