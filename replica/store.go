@@ -131,6 +131,10 @@ type Store struct {
 
 	mu       sync.RWMutex
 	replicas map[uint64]*Replica
+	// destroyed holds, per range, the highest replica id destroyed on this node since it started. A
+	// replica leaves replicas before its tombstone reaches the engine; until then only this keeps a
+	// message to it from creating a new replica on the old one's log, which the destruction deletes.
+	destroyed map[uint64]uint64
 
 	dirtyMu sync.Mutex
 	dirty   map[uint64]*Replica
@@ -552,6 +556,9 @@ func (s *Store) replicaForMessage(rangeID uint64, msg *raftpb.Message) *Replica 
 	defer s.mu.Unlock()
 	if r := s.replicas[rangeID]; r != nil {
 		return r
+	}
+	if to <= s.destroyed[rangeID] { // destroyed, its tombstone maybe not yet written
+		return nil
 	}
 	nr, err := s.newReplica(rangeID, to)
 	if err != nil {
@@ -1079,6 +1086,12 @@ func (s *Store) destroyReplica(r *Replica, why string) {
 	r.failPendingLocked(pb.ErrorCode_RANGE_MOVED, why)
 	desc := r.desc
 	r.mu.Unlock()
+	s.mu.Lock()
+	if s.destroyed == nil {
+		s.destroyed = map[uint64]uint64{}
+	}
+	s.destroyed[r.rangeID] = max(s.destroyed[r.rangeID], r.replicaID)
+	s.mu.Unlock()
 	s.forget(r)
 	// Appends of r still in the log pipeline must not land after the deletion below.
 	if !s.flushLog() {
