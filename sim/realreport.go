@@ -4,13 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/shoaldb/shoal/bench/report"
 )
 
 // RealReport is what calibration reads of a real run's report.json (bench/scenario's Report): the
 // settings that size the simulated run and, per run, its summary, series, events and join record.
-// Its JSON names are bench/scenario's; the simulator declares its own copy because it must not import
-// bench (TestImportsNoNodeLayer). Once the report types live in a leaf package that imports no node
-// layer, this file is the one to replace by it.
+// The per-run types are the shared leaf's (bench/report); the report's envelope is declared here,
+// as bench/scenario's carries settings of the node layers (emulated disks) the simulator must not
+// import (TestImportsNoNodeLayer).
 type RealReport struct {
 	Scenario string       `json:"scenario"`
 	Policy   string       `json:"policy"`
@@ -50,21 +52,9 @@ func (r RealRun) Label() string {
 	return "policy=off"
 }
 
-// RealJoin is a real join's record: when it started and took, and the decisions made from its start.
-type RealJoin struct {
-	JoinStartS float64    `json:"join_start_s"`
-	JoinS      float64    `json:"join_s"`
-	Done       bool       `json:"done"`
-	Timeline   []RealStep `json:"timeline"`
-}
-
-// RealStep is one decision of a real join's timeline, AtS after the join started.
-type RealStep struct {
-	AtS      float64 `json:"at_s"`
-	Policy   string  `json:"policy"`
-	Operator string  `json:"operator"`
-	Status   string  `json:"status"`
-}
+// RealJoin is a real join's record (the join scenario's score): when it started and took, and the
+// decisions made from its start.
+type RealJoin = report.JoinReport
 
 // ReadRealReport reads a real run's report.json.
 func ReadRealReport(path string) (*RealReport, error) {

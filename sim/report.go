@@ -5,6 +5,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/shoaldb/shoal/bench/report"
+
 	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/sim/queueing"
 )
@@ -51,36 +53,13 @@ type SimInfo struct {
 	DecisionsPerSec float64 `json:"decisions_per_wall_s"`
 }
 
-// Summary totals a run after its warm-up.
-type Summary struct {
-	Ops        int64   `json:"ops"`
-	Throughput float64 `json:"throughput"`
-	P50Ms      float64 `json:"p50_ms"`
-	P99Ms      float64 `json:"p99_ms"`
-	Errors     int64   `json:"errors"`
-}
-
-// Point is one second of a run.
-type Point struct {
-	T        float64  `json:"t"`
-	Ops      int64    `json:"ops"`
-	Errors   int64    `json:"errors"`
-	P50Ms    float64  `json:"p50_ms"`
-	P99Ms    float64  `json:"p99_ms"`
-	HitRatio *float64 `json:"hit_ratio"`
-	CPU      float64  `json:"cpu_cores"`
-	Steal    float64  `json:"steal"`
-}
-
-// EventMark is an event as it fired.
-type EventMark struct {
-	T     float64 `json:"t"`
-	EndT  float64 `json:"end_t"`
-	What  string  `json:"what"`
-	Label string  `json:"label"`
-	Error string  `json:"error,omitempty"`
-	Task  bool    `json:"task,omitempty"`
-}
+// A run's summary, seconds and events are the shared report format's (bench/report), so that the
+// tools reading real reports read simulated ones.
+type (
+	Summary   = report.Summary
+	Point     = report.Point
+	EventMark = report.EventMark
+)
 
 // OperatorTimes is how long the succeeded operators of one kind took, submission to success.
 type OperatorTimes struct {

@@ -22,17 +22,27 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/shoaldb/shoal/bench/report"
 )
 
-// Write writes report.json, the timelines (throughput.png, latency.png) and the policy-on run's
+// Write writes report.json, the timelines (throughput.png, latency.png: p99 and p50) and the policy-on run's
 // decision log as decisions.json into dir (the policy-off run's as decisions-off.json), creating dir.
 func (res *Result) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	plots, err := res.plots(dir)
+	runs := make([]report.Timeline, len(res.Report.Runs))
+	for i, r := range res.Report.Runs {
+		name := "policy " + map[bool]string{true: "on", false: "off"}[r.PolicyOn]
+		if res.Report.Policy == "" {
+			name = "run"
+		}
+		runs[i] = report.Timeline{Name: name, Series: r.Series, Events: r.Events}
+	}
+	plots, err := report.WriteTimelines(dir, res.Report.Scenario+" (simulated)", res.Report.Settings.DurationS, runs)
 	if err != nil {
-		return err
+		return fmt.Errorf("sim: %w", err)
 	}
 	res.Report.Plots = plots
 	if err := writeJSON(filepath.Join(dir, "report.json"), res.Report); err != nil {
