@@ -35,24 +35,8 @@ func (c *Client) locator(key []byte) locateFunc {
 
 // Get returns the value of key and whether it exists. It is linearizable unless FollowerRead is given.
 func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value []byte, found bool, err error) {
-	if len(key) == 0 {
-		return nil, false, errEmptyKey()
-	}
-	var ro readOptions
-	for _, o := range opts {
-		o(&ro)
-	}
-	var resp *pb.GetResponse
-	err = c.run(ctx, opKind{name: "get", follower: ro.follower}, c.locator(key), "",
-		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, _ target) (*pb.Error, error) {
-			r, err := sc.Get(ctx, &pb.GetRequest{Header: hdr, Key: key})
-			resp = r
-			return r.GetError(), err
-		})
-	if err != nil {
-		return nil, false, err
-	}
-	return resp.GetValue(), resp.GetFound(), nil
+	e, found, err := c.GetEntry(ctx, key, opts...)
+	return e.Value, found, err
 }
 
 // Put sets key to value. An ErrAmbiguous or ErrTimeout error means the write may or may not have been

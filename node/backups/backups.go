@@ -273,6 +273,14 @@ func (w *writer) copyIndex(e backup.RangeEntry) error {
 	return w.parent.err
 }
 
+// pace waits as the backup's rate asks after each key (or only checks ctx without a rate).
+func (w *writer) pace(ctx context.Context) error {
+	if w.req.Pace != nil {
+		return w.req.Pace(w.read)
+	}
+	return ctx.Err()
+}
+
 // scan reads the range from the checkpoint into f and the index; for a delta, only keys whose value
 // hash differs from the parent's, and deletions of the parent's keys the checkpoint no longer has.
 func (w *writer) scan(ctx context.Context, rs rangeState, f *backup.Writer, delta bool) error {
@@ -309,11 +317,7 @@ func (w *writer) scan(ctx context.Context, rs rangeState, f *backup.Writer, delt
 				return err
 			}
 		}
-		if w.req.Pace != nil {
-			if err := w.req.Pace(w.read); err != nil {
-				return err
-			}
-		} else if err := ctx.Err(); err != nil {
+		if err := w.pace(ctx); err != nil {
 			return err
 		}
 	}

@@ -180,11 +180,7 @@ func (w *writer) readJournaled(ctx context.Context, rs rangeState, f *backup.Wri
 				return err
 			}
 		}
-		if w.req.Pace != nil {
-			if err := w.req.Pace(w.read); err != nil {
-				return err
-			}
-		} else if err := ctx.Err(); err != nil {
+		if err := w.pace(ctx); err != nil {
 			return err
 		}
 	}
