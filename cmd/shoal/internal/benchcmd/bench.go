@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	goycsb "github.com/pingcap/go-ycsb/pkg/ycsb"
+
 	"github.com/spf13/cobra"
 
 	"github.com/shoaldb/shoal/bench/ycsb"
@@ -28,6 +30,7 @@ var benchCmd = &cobra.Command{
 
 // ycsbFlags are the flags of `bench ycsb`.
 var ycsbFlags struct {
+	tenants          string
 	workload         string
 	target           string
 	hosts            string
@@ -113,6 +116,7 @@ func init() {
 	f.StringVar(&ycsbFlags.timeline, "timeline", "", "write a timeline of both phases to this JSON file (a point per --timeline-interval: operations, throughput, p50 and p99)")
 	f.DurationVar(&ycsbFlags.timelineInterval, "timeline-interval", time.Second, "the length of one point of --timeline (at least 10ms)")
 	f.DurationVar(&ycsbFlags.maxDuration, "max-duration", ycsb.DefaultMaxDuration, "stop each phase after this long")
+	f.StringVar(&ycsbFlags.tenants, "tenants", "", "run several workloads at once, each on its own key prefix (a tenant), reported apart: WORKLOAD[:DISTRIBUTION],... e.g. a:zipfian,e:uniform,c:hotspot (replaces --workload and --distribution)")
 	f.StringVar(&ycsbFlags.distribution, "distribution", "", "request distribution (uniform, zipfian, latest, hotspot, sequential, exponential); default: the workload's")
 	f.Var(&ycsbFlags.props, "prop", "go-ycsb property KEY=VALUE, overriding the workload's (repeatable)")
 	f.DurationVar(&ycsbFlags.progressInterval, "progress-interval", ycsb.DefaultProgressInterval, "how often to print progress on stderr")
@@ -238,6 +242,9 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	if fl.target == ycsb.TargetEtcd && ycsb.IsScanWorkload(fl.workload) {
 		fmt.Fprintln(cmd.ErrOrStderr(), "warning: go-ycsb's etcd binding fails its scans (it compares the range's total key count with the scan limit); expect SCAN errors")
 	}
+	if fl.tenants != "" {
+		return runTenants(cmd, ctx, fl.tenants, cfg, db)
+	}
 	rep, runErr := ycsb.Run(ctx, cfg, db)
 	if rep == nil {
 		return runErr
@@ -341,4 +348,34 @@ func runBenchCompare(cmd *cobra.Command, files []string) error {
 		return err
 	}
 	return os.WriteFile(compareFlags.out, []byte(doc), 0o644)
+}
+
+// runTenants is bench ycsb --tenants: the tenants' workloads at once, a report each.
+func runTenants(cmd *cobra.Command, ctx context.Context, spec string, base ycsb.Config, db goycsb.DB) error {
+	if base.Timeline {
+		return cli.Usage(errors.New("--timeline is for one workload; drop it with --tenants"))
+	}
+	base.Progress = nil // one progress line per tenant would interleave
+	tenants, err := ycsb.ParseTenants(spec, base)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--tenants: %w", err))
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "running %d tenants at once...\n", len(tenants))
+	reps, runErr := ycsb.RunTenants(ctx, tenants, db)
+	out := cmd.OutOrStdout()
+	if cli.JSON() {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(reps); err != nil {
+			return err
+		}
+	} else {
+		for i, rep := range reps {
+			if rep != nil {
+				fmt.Fprintf(out, "== tenant %s\n", tenants[i].Name)
+				printReport(out, rep)
+			}
+		}
+	}
+	return runErr
 }
