@@ -126,6 +126,8 @@ type Stats struct {
 	MemtableBytes       uint64
 	DiskBytes           uint64
 	CompactionDebtBytes uint64
+	// CompactedBytes are the bytes compactions have written since the engine opened.
+	CompactedBytes uint64
 	// ServedBlockBytes is the bytes of the blocks the engine's reads loaded (Pebble's per-category
 	// stats: index, filter and point data blocks), ServedBlockBytesInCache the part found in the block
 	// cache, both without the streams' reads (NewStreamIter) and Pebble's compactions': their ratio is
@@ -500,9 +502,10 @@ var streamCategory = block.RegisterCategory("stream", block.NonLatencySensitiveQ
 // Stats reads the engine's counters.
 func (e *Engine) Stats() Stats {
 	m := e.db.Metrics()
-	var disk uint64
+	var disk, compacted uint64
 	for _, l := range m.Levels {
 		disk += uint64(l.TablesSize)
+		compacted += l.TableBytesCompacted + l.BlobBytesCompacted
 	}
 	st := Stats{
 		BlockCacheHits:      m.BlockCache.Hits,
@@ -515,6 +518,7 @@ func (e *Engine) Stats() Stats {
 		MemtableBytes:       m.MemTable.Size,
 		DiskBytes:           disk + m.WAL.PhysicalSize,
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
+		CompactedBytes:      compacted,
 	}
 	for _, c := range m.CategoryStats {
 		switch {

@@ -66,7 +66,7 @@ func (c *cluster) sample(hints bool) []NodeSecond {
 		m := all.Engine
 		cur := nodeMark{n: n, hits: m.BlockCacheHits, misses: m.BlockCacheMisses, snap: all.Transport.SnapshotBytesSent,
 			devOps: dev.ReadOps + dev.WriteOps, devWait: int64(dev.Throttled), devBytes: dev.ReadBytes + dev.WriteBytes,
-			compacted: compactedBytes(n)}
+			compacted: int64(m.CompactedBytes)}
 		if h := n.KV.Hints(); h != nil && hints {
 			hm := h.Metrics()
 			cur.recorded, cur.applied, cur.sent, cur.drop = hm.Recorded, hm.Applied, hm.BytesSent, hm.DroppedTotal()
@@ -128,15 +128,6 @@ func (c *cluster) compactAll(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// compactedBytes is what n's engine's compactions have written since it opened.
-func compactedBytes(n *benchutil.Node) int64 {
-	var sum uint64
-	for _, l := range n.Eng.DB().Metrics().Levels {
-		sum += l.TableBytesCompacted + l.BlobBytesCompacted
-	}
-	return int64(sum)
 }
 
 // levelBytes is n1's bytes per LSM level, L0 first (nil without in-process nodes).
