@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -48,27 +49,12 @@ func init() {
 const initRetryInterval = 250 * time.Millisecond
 
 func runInit(cmd *cobra.Command, _ []string) error {
-	if err := cli.ValidateGlobal(cmd, nil); err != nil {
-		return err
-	}
-	addr := strings.TrimSpace(cli.Global.Host)
-	if addr == "" || strings.Contains(addr, ",") {
-		return cli.Usage(fmt.Errorf("init talks to one node: give one --host address (got %q)", cli.Global.Host))
-	}
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(parent, cli.Global.Timeout)
-	defer cancel()
-	c, closeConn, err := dialNode(addr)
+	ctx, c, done, err := oneNode(cmd, "init", cli.Global.Timeout)
 	if err != nil {
 		return err
 	}
-	defer closeConn()
-	if cli.Global.AuthToken != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+cli.Global.AuthToken)
-	}
+	defer done()
+	addr := strings.TrimSpace(cli.Global.Host)
 	for {
 		resp, err := c.Init(ctx, &pb.InitRequest{})
 		if err != nil {
@@ -96,6 +82,44 @@ func runInit(cmd *cobra.Command, _ []string) error {
 			return &client.Error{Code: pe.Code, Message: pe.Message}
 		}
 	}
+}
+
+// oneNode checks --host names one node (what names the command in the error), dials it and returns a
+// context bounded by d that carries the auth token.
+func oneNode(cmd *cobra.Command, what string, d time.Duration) (context.Context, pb.ShoalClient, func(), error) {
+	if err := cli.ValidateGlobal(cmd, nil); err != nil {
+		return nil, nil, nil, err
+	}
+	addr := strings.TrimSpace(cli.Global.Host)
+	if addr == "" || strings.Contains(addr, ",") {
+		return nil, nil, nil, cli.Usage(fmt.Errorf("%s talks to one node: give one --host address (got %q)", what, cli.Global.Host))
+	}
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	c, closeConn, err := dialNode(addr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(parent, d)
+	if cli.Global.AuthToken != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+cli.Global.AuthToken)
+	}
+	return ctx, c, func() { closeConn(); cancel() }, nil
+}
+
+// readTokenFile reads an auth token from path (--auth-token-file); an empty file is a usage error.
+func readTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", cli.Usage(fmt.Errorf("read --auth-token-file: %w", err))
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", cli.Usage(fmt.Errorf("--auth-token-file %s is empty", path))
+	}
+	return tok, nil
 }
 
 // dialNode connects to one node with the client flags (TLS, not the token: the caller adds it).

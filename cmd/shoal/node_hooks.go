@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
@@ -80,36 +78,16 @@ func init() {
 	rootCmd.AddCommand(nodeCmd)
 }
 
-// localNode checks --host names one node and dials it, with the auth token in ctx.
+// localNode is oneNode for a hook, with the token read from --auth-token-file when given.
 func localNode(cmd *cobra.Command, d time.Duration) (context.Context, pb.ShoalClient, func(), error) {
-	if err := cli.ValidateGlobal(cmd, nil); err != nil {
-		return nil, nil, nil, err
-	}
 	if hookTokenFile != "" {
-		b, err := os.ReadFile(hookTokenFile)
+		tok, err := readTokenFile(hookTokenFile)
 		if err != nil {
-			return nil, nil, nil, cli.Usage(fmt.Errorf("--auth-token-file: %w", err))
+			return nil, nil, nil, err
 		}
-		cli.Global.AuthToken = strings.TrimSpace(string(b))
+		cli.Global.AuthToken = tok
 	}
-	addr := strings.TrimSpace(cli.Global.Host)
-	if addr == "" || strings.Contains(addr, ",") {
-		return nil, nil, nil, cli.Usage(fmt.Errorf("node hooks talk to one node: give one --host address (got %q)", cli.Global.Host))
-	}
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(parent, d)
-	c, closeConn, err := dialNode(addr)
-	if err != nil {
-		cancel()
-		return nil, nil, nil, err
-	}
-	if cli.Global.AuthToken != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+cli.Global.AuthToken)
-	}
-	return ctx, c, func() { closeConn(); cancel() }, nil
+	return oneNode(cmd, "node hooks", d)
 }
 
 func runPreStop(cmd *cobra.Command, _ []string) error {

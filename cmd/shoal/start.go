@@ -148,13 +148,11 @@ func startConfig(flags *pflag.FlagSet) (server.Config, error) {
 		return cfg, cli.Usage(errors.New("give --auth-token or --auth-token-file, not both"))
 	}
 	if startFlags.authTokenFile != "" {
-		b, err := os.ReadFile(startFlags.authTokenFile)
+		tok, err := readTokenFile(startFlags.authTokenFile)
 		if err != nil {
-			return cfg, cli.Usage(fmt.Errorf("read --auth-token-file: %w", err))
+			return cfg, err
 		}
-		if cfg.Node.AuthToken = strings.TrimSpace(string(b)); cfg.Node.AuthToken == "" {
-			return cfg, cli.Usage(fmt.Errorf("--auth-token-file %s is empty", startFlags.authTokenFile))
-		}
+		cfg.Node.AuthToken = tok
 	}
 	if cfg.HTTP == "" {
 		return cfg, cli.Usage(fmt.Errorf(`--http is empty: give an address, or "off" to disable HTTP`))
