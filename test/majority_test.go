@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/shoaldb/shoal/bgtask"
+	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
@@ -61,18 +59,13 @@ func TestConcurrentTasksNeverTakeAMajority(t *testing.T) {
 		err     error
 	}
 	results := make(chan result, 2)
+	stubs := rawStubs(t, c)
 	begin := time.Now()
 	for _, i := range []int{1, 2} {
 		go func() {
-			cc, err := grpc.NewClient(c.Nodes[i].Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				results <- result{node: i, err: err}
-				return
-			}
-			defer cc.Close()
-			resp, err := pb.NewShoalClient(cc).Maintenance(ctx, &pb.MaintenanceRequest{Task: "scrub", DurationMs: d.Milliseconds()})
+			resp, err := stubs[i].Maintenance(ctx, &pb.MaintenanceRequest{Task: "scrub", DurationMs: d.Milliseconds()})
 			if err == nil && resp.GetError() != nil {
-				err = &pbError{resp.GetError()}
+				err = &client.Error{Code: resp.GetError().GetCode(), Message: resp.GetError().GetMessage()}
 			}
 			results <- result{node: i, started: time.Now(), outcome: resp.GetOutcome(), err: err}
 		}()
@@ -95,7 +88,3 @@ func TestConcurrentTasksNeverTakeAMajority(t *testing.T) {
 		t.Fatalf("the second task started %v after the first, whose announcement lasts %v", second.started.Sub(first.started), d)
 	}
 }
-
-type pbError struct{ e *pb.Error }
-
-func (e *pbError) Error() string { return e.e.GetCode().String() + ": " + e.e.GetMessage() }

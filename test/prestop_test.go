@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
@@ -71,12 +68,7 @@ func TestPreStopHandsOverLeadershipsWithoutFailedRequests(t *testing.T) {
 		})
 	}
 	time.Sleep(500 * time.Millisecond)
-	cc, err := grpc.NewClient(c.Nodes[0].Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	resp, err := pb.NewShoalClient(cc).Maintenance(ctx, &pb.MaintenanceRequest{Task: background.PreStopTask, DurationMs: 20_000})
+	resp, err := rawStubs(t, c)[0].Maintenance(ctx, &pb.MaintenanceRequest{Task: background.PreStopTask, DurationMs: 20_000})
 	if err != nil || resp.GetError() != nil {
 		t.Fatalf("prestop: %v %v", err, resp.GetError())
 	}
