@@ -14,6 +14,7 @@ package replicaplan
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -100,17 +101,10 @@ func ModifiedBestFit(segs []Segment, n int, capacities []float64) (Plan, error) 
 	for b := range p.Bins {
 		p.Bins[b] = map[uint64]int{}
 	}
-	queue := slices.Clone(segs)
-	for len(queue) > 0 {
-		// The most popular left (ties: the lower id), as a max-heap would give it.
-		head := 0
-		for i, s := range queue {
-			if s.Count > queue[head].Count || (s.Count == queue[head].Count && s.ID < queue[head].ID) {
-				head = i
-			}
-		}
-		s := queue[head]
-		queue = slices.Delete(queue, head, head+1)
+	queue := segHeap(slices.Clone(segs))
+	heap.Init(&queue)
+	for queue.Len() > 0 {
+		s := heap.Pop(&queue).(Segment) // the most popular left (ties: the lower id)
 		if s.Count == 0 {
 			continue
 		}
@@ -135,10 +129,26 @@ func ModifiedBestFit(segs []Segment, n int, capacities []float64) (Plan, error) 
 		p.Bins[bin][s.ID] += take
 		room[bin] -= take
 		if left := s.Count - take; left > 0 {
-			queue = append(queue, Segment{ID: s.ID, Count: left})
+			heap.Push(&queue, Segment{ID: s.ID, Count: left})
 		}
 	}
 	return p, nil
+}
+
+// segHeap is a max-heap of segments by count, then by lower id: Alg. 4.1's priority queue.
+type segHeap []Segment
+
+func (h segHeap) Len() int { return len(h) }
+func (h segHeap) Less(i, j int) bool {
+	return h[i].Count > h[j].Count || (h[i].Count == h[j].Count && h[i].ID < h[j].ID)
+}
+func (h segHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *segHeap) Push(x any)   { *h = append(*h, x.(Segment)) }
+func (h *segHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Uniform is the baseline of k replicas of every range on consecutive nodes (round robin), each
@@ -201,10 +211,10 @@ func Proportional(segs []Segment, n int) Plan {
 // length) so that the most replicas stay where they are: current[i] is the ranges node i holds now.
 // It returns, for each logical node, the index of its physical node, and the replicas that must be
 // created (snapshots). The assignment is optimal (Hungarian algorithm over the overlap).
-func MapToNodes(p Plan, current [][]uint64) ([]int, int) {
+func MapToNodes(p Plan, current [][]uint64) ([]int, int, error) {
 	n := len(p.Bins)
 	if len(current) != n {
-		panic(fmt.Sprintf("replicaplan: %d current nodes for %d logical ones", len(current), n))
+		return nil, 0, fmt.Errorf("replicaplan: %d current nodes for %d logical ones", len(current), n)
 	}
 	cost := make([][]float64, n)
 	for l, b := range p.Bins {
@@ -224,5 +234,5 @@ func MapToNodes(p Plan, current [][]uint64) ([]int, int) {
 	for l, ph := range to {
 		created += int(cost[l][ph])
 	}
-	return to, created
+	return to, created, nil
 }

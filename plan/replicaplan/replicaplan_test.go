@@ -147,7 +147,8 @@ func load(p Plan, b int) int {
 	return s
 }
 
-// A plan mapped onto nodes that already hold it (in another order) needs no new replica.
+// A plan mapped onto nodes that already hold it (in another order) needs no new replica; a current
+// layout of another size is refused.
 func TestMapToNodes(t *testing.T) {
 	p, _ := ModifiedBestFit([]Segment{{1, 6}, {2, 3}, {3, 2}, {4, 1}}, 3, nil)
 	current := make([][]uint64, 3)
@@ -156,8 +157,11 @@ func TestMapToNodes(t *testing.T) {
 			current[(l+1)%3] = append(current[(l+1)%3], id)
 		}
 	}
-	assign, created := MapToNodes(p, current)
-	if created != 0 || assign[0] != 1 || assign[1] != 2 || assign[2] != 0 {
-		t.Fatalf("assignment %v with %d new replicas, want a rotation and none", assign, created)
+	assign, created, err := MapToNodes(p, current)
+	if err != nil || created != 0 || assign[0] != 1 || assign[1] != 2 || assign[2] != 0 {
+		t.Fatalf("assignment %v with %d new replicas (%v), want a rotation and none", assign, created, err)
+	}
+	if _, _, err := MapToNodes(p, current[:2]); err == nil {
+		t.Fatal("2 current nodes for 3 logical ones accepted")
 	}
 }
