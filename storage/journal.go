@@ -247,6 +247,9 @@ func (s *journalScratch) key(epoch uint64, kind byte, userKey []byte) []byte {
 
 // commit commits b, with its journal entries when journaling is on.
 func (e *Engine) commit(b *Batch, o *pebble.WriteOptions) error {
+	if !b.user {
+		return b.b.Commit(o) // nothing to journal, nothing a backup's epoch bump must order
+	}
 	j := &e.journal
 	j.mu.RLock()
 	defer j.mu.RUnlock()

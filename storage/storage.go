@@ -361,6 +361,9 @@ type Batch struct {
 	b         *pebble.Batch
 	e         *Engine
 	rangeDels bool // the batch holds a range deletion (the journal records its span)
+	// user: the batch writes a user key or deletes a span. Only such a batch is journaled and ordered
+	// against a backup's epoch bump; the rest (raft log appends above all) commit without the lock.
+	user bool
 }
 
 // NewBatch starts a write-only batch.
@@ -373,14 +376,22 @@ func (e *Engine) NewIndexedBatch() *Batch { return &Batch{b: e.db.NewIndexedBatc
 func (b *Batch) Get(key []byte) ([]byte, bool, error) { return getFrom(b.b, key) }
 
 // Set writes key=value in the batch.
-func (b *Batch) Set(key, value []byte) error { return b.b.Set(key, value, nil) }
+func (b *Batch) Set(key, value []byte) error {
+	b.user = b.user || isUserKey(key)
+	return b.b.Set(key, value, nil)
+}
 
 // Delete deletes key in the batch.
-func (b *Batch) Delete(key []byte) error { return b.b.Delete(key, nil) }
+func (b *Batch) Delete(key []byte) error {
+	b.user = b.user || isUserKey(key)
+	return b.b.Delete(key, nil)
+}
+
+func isUserKey(key []byte) bool { return len(key) > 0 && key[0] == prefixUser }
 
 // DeleteRange deletes [start, end) in the batch.
 func (b *Batch) DeleteRange(start, end []byte) error {
-	b.rangeDels = true
+	b.rangeDels, b.user = true, true
 	return b.b.DeleteRange(start, end, nil)
 }
 

@@ -96,7 +96,7 @@ func (a *applier) compare(c *pb.Compare) (bool, error) {
 	case pb.Compare_LESS:
 		return cmp < 0, nil
 	}
-	return false, fmt.Errorf("compare on key %q: unknown operator %v", c.Op, c.Key)
+	return false, fmt.Errorf("compare on key %q: unknown operator %v", c.Key, c.Op)
 }
 
 func compareU64(a, b uint64) int {
