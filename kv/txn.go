@@ -15,6 +15,9 @@ const maxTxnOps = 10000
 // Txn implements pb.ShoalServer: compares and ops over keys of one range, atomically at one raft
 // index. Keys in more than one range get CROSS_RANGE (the client must not retry it as is).
 func (s *Service) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if len(req.Compares) == 0 && len(req.Success) == 1 && req.Success[0].GetType() == pb.TxnOp_GET {
+		return s.txnGet(ctx, req)
+	}
 	start := time.Now()
 	adm, refused := s.admit(req)
 	if refused != nil {
@@ -91,4 +94,18 @@ func crossRange(r *replica.Replica, keys [][]byte) *pb.Error {
 		}
 	}
 	return nil
+}
+
+// txnGet serves a transaction that only reads one key (RESP's TTL, PTTL, STRLEN) as a linearizable Get:
+// its result is the same, and it needs no raft entry.
+func (s *Service) txnGet(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	g, err := s.Get(ctx, &pb.GetRequest{Header: req.Header, Key: req.Success[0].GetKey()})
+	if err != nil || g.GetError() != nil {
+		return &pb.TxnResponse{Error: g.GetError()}, err
+	}
+	r := &pb.TxnOpResult{Found: g.GetFound()}
+	if g.GetFound() {
+		r.Value, r.ExpireAtUnixMs, r.Version, r.ModIndex = g.GetValue(), g.GetExpireAtUnixMs(), g.GetVersion(), g.GetModIndex()
+	}
+	return &pb.TxnResponse{Succeeded: true, Results: []*pb.TxnOpResult{r}}, nil
 }
