@@ -365,6 +365,67 @@ func (TxnOp_Type) EnumDescriptor() ([]byte, []int) {
 	return file_pb_shoal_proto_rawDescGZIP(), []int{22, 0}
 }
 
+type RangeFeedEvent_Kind int32
+
+const (
+	RangeFeedEvent_PUT        RangeFeedEvent_Kind = 0
+	RangeFeedEvent_DELETE     RangeFeedEvent_Kind = 1 // a live key deleted
+	RangeFeedEvent_EXPIRE     RangeFeedEvent_Kind = 2 // an expired key removed (the sweeper, a delete or an overwrite of an expired key)
+	RangeFeedEvent_CHECKPOINT RangeFeedEvent_Kind = 3 // nothing new up to index: a reader may advance its position (sent when idle)
+	RangeFeedEvent_SPLIT      RangeFeedEvent_Kind = 4 // desc: the range after the split (left); right: the new range
+	RangeFeedEvent_MERGE      RangeFeedEvent_Kind = 5 // desc: the range after it absorbed right
+	RangeFeedEvent_REMOVED    RangeFeedEvent_Kind = 6 // this replica left the node or its range was merged away: read another replica
+)
+
+// Enum value maps for RangeFeedEvent_Kind.
+var (
+	RangeFeedEvent_Kind_name = map[int32]string{
+		0: "PUT",
+		1: "DELETE",
+		2: "EXPIRE",
+		3: "CHECKPOINT",
+		4: "SPLIT",
+		5: "MERGE",
+		6: "REMOVED",
+	}
+	RangeFeedEvent_Kind_value = map[string]int32{
+		"PUT":        0,
+		"DELETE":     1,
+		"EXPIRE":     2,
+		"CHECKPOINT": 3,
+		"SPLIT":      4,
+		"MERGE":      5,
+		"REMOVED":    6,
+	}
+)
+
+func (x RangeFeedEvent_Kind) Enum() *RangeFeedEvent_Kind {
+	p := new(RangeFeedEvent_Kind)
+	*p = x
+	return p
+}
+
+func (x RangeFeedEvent_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RangeFeedEvent_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_shoal_proto_enumTypes[6].Descriptor()
+}
+
+func (RangeFeedEvent_Kind) Type() protoreflect.EnumType {
+	return &file_pb_shoal_proto_enumTypes[6]
+}
+
+func (x RangeFeedEvent_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RangeFeedEvent_Kind.Descriptor instead.
+func (RangeFeedEvent_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{25, 0}
+}
+
 type ReplicaDescriptor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -2041,6 +2102,191 @@ func (x *TxnOpResult) GetError() string {
 	return ""
 }
 
+// RangeFeedRequest asks a replica of range_id for the writes it applied after from_index, limited to
+// [start_key, end_key) (empty end_key: to the range's end). from_index 0: from the replica's current
+// applied index. Any replica may serve (a follower delivers what it has applied). A position the
+// replica no longer holds fails with FAILED_PRECONDITION ("position not held": try another replica, or
+// re-read the span and watch from now); a range this node has no replica of fails with NOT_FOUND.
+type RangeFeedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	StartKey      []byte                 `protobuf:"bytes,2,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey        []byte                 `protobuf:"bytes,3,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	FromIndex     uint64                 `protobuf:"varint,4,opt,name=from_index,json=fromIndex,proto3" json:"from_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeFeedRequest) Reset() {
+	*x = RangeFeedRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeFeedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeFeedRequest) ProtoMessage() {}
+
+func (x *RangeFeedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeFeedRequest.ProtoReflect.Descriptor instead.
+func (*RangeFeedRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RangeFeedRequest) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *RangeFeedRequest) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *RangeFeedRequest) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
+}
+
+func (x *RangeFeedRequest) GetFromIndex() uint64 {
+	if x != nil {
+		return x.FromIndex
+	}
+	return 0
+}
+
+// RangeFeedEvent is one applied change. index is the range's raft index: with range_id it is the
+// event's position, increasing within a range, so a reader drops an event at or below the position it
+// has seen. A SPLIT, MERGE or REMOVED event ends the stream: the reader continues on the ranges it
+// names (a SPLIT's right range from its first index, the left or merged range from this index).
+type RangeFeedEvent struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Kind           RangeFeedEvent_Kind    `protobuf:"varint,1,opt,name=kind,proto3,enum=shoal.RangeFeedEvent_Kind" json:"kind,omitempty"`
+	RangeId        uint64                 `protobuf:"varint,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Index          uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Key            []byte                 `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	Value          []byte                 `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	ExpireAtUnixMs int64                  `protobuf:"varint,6,opt,name=expire_at_unix_ms,json=expireAtUnixMs,proto3" json:"expire_at_unix_ms,omitempty"`
+	Version        uint64                 `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
+	Desc           *RangeDescriptor       `protobuf:"bytes,8,opt,name=desc,proto3" json:"desc,omitempty"`
+	Right          *RangeDescriptor       `protobuf:"bytes,9,opt,name=right,proto3" json:"right,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RangeFeedEvent) Reset() {
+	*x = RangeFeedEvent{}
+	mi := &file_pb_shoal_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeFeedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeFeedEvent) ProtoMessage() {}
+
+func (x *RangeFeedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeFeedEvent.ProtoReflect.Descriptor instead.
+func (*RangeFeedEvent) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RangeFeedEvent) GetKind() RangeFeedEvent_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return RangeFeedEvent_PUT
+}
+
+func (x *RangeFeedEvent) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *RangeFeedEvent) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *RangeFeedEvent) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RangeFeedEvent) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *RangeFeedEvent) GetExpireAtUnixMs() int64 {
+	if x != nil {
+		return x.ExpireAtUnixMs
+	}
+	return 0
+}
+
+func (x *RangeFeedEvent) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RangeFeedEvent) GetDesc() *RangeDescriptor {
+	if x != nil {
+		return x.Desc
+	}
+	return nil
+}
+
+func (x *RangeFeedEvent) GetRight() *RangeDescriptor {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
 type RangeLookupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -2051,7 +2297,7 @@ type RangeLookupRequest struct {
 
 func (x *RangeLookupRequest) Reset() {
 	*x = RangeLookupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2309,7 @@ func (x *RangeLookupRequest) String() string {
 func (*RangeLookupRequest) ProtoMessage() {}
 
 func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2322,7 @@ func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupRequest.ProtoReflect.Descriptor instead.
 func (*RangeLookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RangeLookupRequest) GetKey() []byte {
@@ -2105,7 +2351,7 @@ type RangeLookupResponse struct {
 
 func (x *RangeLookupResponse) Reset() {
 	*x = RangeLookupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2363,7 @@ func (x *RangeLookupResponse) String() string {
 func (*RangeLookupResponse) ProtoMessage() {}
 
 func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2376,7 @@ func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupResponse.ProtoReflect.Descriptor instead.
 func (*RangeLookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RangeLookupResponse) GetError() *Error {
@@ -2179,7 +2425,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2437,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2450,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeStatus) GetDesc() *NodeDescriptor {
@@ -2293,7 +2539,7 @@ type JoinStatus struct {
 
 func (x *JoinStatus) Reset() {
 	*x = JoinStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2551,7 @@ func (x *JoinStatus) String() string {
 func (*JoinStatus) ProtoMessage() {}
 
 func (x *JoinStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2564,7 @@ func (x *JoinStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinStatus.ProtoReflect.Descriptor instead.
 func (*JoinStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JoinStatus) GetStrategy() string {
@@ -2398,7 +2644,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2656,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2669,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeStats) GetCpuPercent() float64 {
@@ -2543,7 +2789,7 @@ type BackgroundTask struct {
 
 func (x *BackgroundTask) Reset() {
 	*x = BackgroundTask{}
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2801,7 @@ func (x *BackgroundTask) String() string {
 func (*BackgroundTask) ProtoMessage() {}
 
 func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2814,7 @@ func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackgroundTask.ProtoReflect.Descriptor instead.
 func (*BackgroundTask) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BackgroundTask) GetId() uint64 {
@@ -2644,7 +2890,7 @@ type TaskCompletion struct {
 
 func (x *TaskCompletion) Reset() {
 	*x = TaskCompletion{}
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2902,7 @@ func (x *TaskCompletion) String() string {
 func (*TaskCompletion) ProtoMessage() {}
 
 func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2915,7 @@ func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletion.ProtoReflect.Descriptor instead.
 func (*TaskCompletion) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TaskCompletion) GetKind() string {
@@ -2697,7 +2943,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2955,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2968,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CompactRequest) GetNodeId() uint64 {
@@ -2744,7 +2990,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +3002,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +3015,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CompactResponse) GetError() *Error {
@@ -2812,7 +3058,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +3070,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +3083,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BackupRequest) GetNodeId() uint64 {
@@ -2881,7 +3127,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +3139,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3152,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BackupResponse) GetError() *Error {
@@ -2956,7 +3202,7 @@ type MaintenanceRequest struct {
 
 func (x *MaintenanceRequest) Reset() {
 	*x = MaintenanceRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3214,7 @@ func (x *MaintenanceRequest) String() string {
 func (*MaintenanceRequest) ProtoMessage() {}
 
 func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3227,7 @@ func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MaintenanceRequest) GetNodeId() uint64 {
@@ -3023,7 +3269,7 @@ type MaintenanceResponse struct {
 
 func (x *MaintenanceResponse) Reset() {
 	*x = MaintenanceResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3281,7 @@ func (x *MaintenanceResponse) String() string {
 func (*MaintenanceResponse) ProtoMessage() {}
 
 func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3294,7 @@ func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MaintenanceResponse) GetError() *Error {
@@ -3100,7 +3346,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3358,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3371,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RangeLoad) GetRangeId() uint64 {
@@ -3227,7 +3473,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3239,7 +3485,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3252,7 +3498,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
 }
 
 type NodesResponse struct {
@@ -3265,7 +3511,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3523,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3536,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodesResponse) GetError() *Error {
@@ -3319,7 +3565,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3577,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3590,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RangeStatus) GetDesc() *RangeDescriptor {
@@ -3383,7 +3629,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3641,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3654,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 type RangesResponse struct {
@@ -3421,7 +3667,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3433,7 +3679,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3446,7 +3692,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RangesResponse) GetError() *Error {
@@ -3472,7 +3718,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3730,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3743,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SplitRequest) GetKey() []byte {
@@ -3518,7 +3764,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3530,7 +3776,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3543,7 +3789,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SplitResponse) GetError() *Error {
@@ -3580,7 +3826,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3838,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,7 +3851,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -3632,7 +3878,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3644,7 +3890,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3657,7 +3903,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MergeResponse) GetError() *Error {
@@ -3686,7 +3932,7 @@ type RangeCommandRequest struct {
 
 func (x *RangeCommandRequest) Reset() {
 	*x = RangeCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3698,7 +3944,7 @@ func (x *RangeCommandRequest) String() string {
 func (*RangeCommandRequest) ProtoMessage() {}
 
 func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3711,7 +3957,7 @@ func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandRequest.ProtoReflect.Descriptor instead.
 func (*RangeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RangeCommandRequest) GetRangeId() uint64 {
@@ -3740,7 +3986,7 @@ type RangeCommandResponse struct {
 
 func (x *RangeCommandResponse) Reset() {
 	*x = RangeCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3752,7 +3998,7 @@ func (x *RangeCommandResponse) String() string {
 func (*RangeCommandResponse) ProtoMessage() {}
 
 func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,7 +4011,7 @@ func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandResponse.ProtoReflect.Descriptor instead.
 func (*RangeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RangeCommandResponse) GetError() *Error {
@@ -3807,7 +4053,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3819,7 +4065,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3832,7 +4078,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WaitAppliedRequest) GetRangeId() uint64 {
@@ -3859,7 +4105,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +4117,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +4130,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WaitAppliedResponse) GetError() *Error {
@@ -3911,7 +4157,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3923,7 +4169,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,7 +4182,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -3962,7 +4208,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4220,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4233,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TransferLeaderResponse) GetError() *Error {
@@ -4006,7 +4252,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4018,7 +4264,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4031,7 +4277,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *JoinRequest) GetNode() *NodeDescriptor {
@@ -4053,7 +4299,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4065,7 +4311,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4078,7 +4324,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *JoinResponse) GetError() *Error {
@@ -4123,7 +4369,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4135,7 +4381,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4148,7 +4394,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *InitRequest) GetCheckOnly() bool {
@@ -4172,7 +4418,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4184,7 +4430,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4197,7 +4443,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *InitResponse) GetError() *Error {
@@ -4244,7 +4490,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4502,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4515,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -4338,7 +4584,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4350,7 +4596,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4363,7 +4609,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -4390,7 +4636,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4402,7 +4648,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4661,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -4440,7 +4686,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4452,7 +4698,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4465,7 +4711,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 type PolicyListResponse struct {
@@ -4478,7 +4724,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4490,7 +4736,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4503,7 +4749,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -4530,7 +4776,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4542,7 +4788,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4555,7 +4801,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -4581,7 +4827,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +4839,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +4852,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -4624,7 +4870,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +4882,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +4895,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -4664,7 +4910,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4676,7 +4922,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4689,7 +4935,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -4716,7 +4962,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4728,7 +4974,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4741,7 +4987,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -4767,7 +5013,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4779,7 +5025,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4792,7 +5038,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -4813,7 +5059,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +5071,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +5084,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -4858,7 +5104,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4870,7 +5116,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4883,7 +5129,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -4914,7 +5160,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4926,7 +5172,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4939,7 +5185,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -4980,7 +5226,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5238,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5251,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -5036,7 +5282,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5048,7 +5294,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5061,7 +5307,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5110,7 +5356,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5122,7 +5368,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5135,7 +5381,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -5167,7 +5413,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5179,7 +5425,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5192,7 +5438,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -5210,7 +5456,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5222,7 +5468,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5235,7 +5481,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -5282,7 +5528,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5294,7 +5540,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5307,7 +5553,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -5329,7 +5575,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5341,7 +5587,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5354,7 +5600,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -5396,7 +5642,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5408,7 +5654,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5421,7 +5667,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -5456,7 +5702,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5468,7 +5714,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5481,7 +5727,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -5512,7 +5758,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5524,7 +5770,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5537,7 +5783,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -5636,7 +5882,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5648,7 +5894,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5661,7 +5907,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -5689,7 +5935,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5701,7 +5947,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5714,7 +5960,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -5744,7 +5990,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5756,7 +6002,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5769,7 +6015,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -5806,7 +6052,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5818,7 +6064,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5831,7 +6077,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -5866,7 +6112,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5878,7 +6124,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5891,7 +6137,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -6068,7 +6314,34 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\tmod_index\x18\x05 \x01(\x04R\bmodIndex\x12\x18\n" +
 	"\aapplied\x18\x06 \x01(\bR\aapplied\x12\x1b\n" +
 	"\tint_value\x18\a \x01(\x03R\bintValue\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\":\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\x82\x01\n" +
+	"\x10RangeFeedRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
+	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x03 \x01(\fR\x06endKey\x12\x1d\n" +
+	"\n" +
+	"from_index\x18\x04 \x01(\x04R\tfromIndex\"\x94\x03\n" +
+	"\x0eRangeFeedEvent\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.shoal.RangeFeedEvent.KindR\x04kind\x12\x19\n" +
+	"\brange_id\x18\x02 \x01(\x04R\arangeId\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\fR\x05value\x12)\n" +
+	"\x11expire_at_unix_ms\x18\x06 \x01(\x03R\x0eexpireAtUnixMs\x12\x18\n" +
+	"\aversion\x18\a \x01(\x04R\aversion\x12*\n" +
+	"\x04desc\x18\b \x01(\v2\x16.shoal.RangeDescriptorR\x04desc\x12,\n" +
+	"\x05right\x18\t \x01(\v2\x16.shoal.RangeDescriptorR\x05right\"Z\n" +
+	"\x04Kind\x12\a\n" +
+	"\x03PUT\x10\x00\x12\n" +
+	"\n" +
+	"\x06DELETE\x10\x01\x12\n" +
+	"\n" +
+	"\x06EXPIRE\x10\x02\x12\x0e\n" +
+	"\n" +
+	"CHECKPOINT\x10\x03\x12\t\n" +
+	"\x05SPLIT\x10\x04\x12\t\n" +
+	"\x05MERGE\x10\x05\x12\v\n" +
+	"\aREMOVED\x10\x06\":\n" +
 	"\x12RangeLookupRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x12\n" +
 	"\x04meta\x18\x02 \x01(\bR\x04meta\"\xba\x01\n" +
@@ -6383,7 +6656,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\fRELOCATE_ALL\x10\x00\x12\x18\n" +
 	"\x14RELOCATE_ADD_LEARNER\x10\x01\x12\x14\n" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
-	"\x0fRELOCATE_REMOVE\x10\x032\xff\f\n" +
+	"\x0fRELOCATE_REMOVE\x10\x032\xbe\r\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -6392,7 +6665,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\n" +
 	"BatchWrite\x12\x18.shoal.BatchWriteRequest\x1a\x19.shoal.BatchWriteResponse\x12/\n" +
 	"\x04Scan\x12\x12.shoal.ScanRequest\x1a\x13.shoal.ScanResponse\x12,\n" +
-	"\x03Txn\x12\x11.shoal.TxnRequest\x1a\x12.shoal.TxnResponse\x12D\n" +
+	"\x03Txn\x12\x11.shoal.TxnRequest\x1a\x12.shoal.TxnResponse\x12=\n" +
+	"\tRangeFeed\x12\x17.shoal.RangeFeedRequest\x1a\x15.shoal.RangeFeedEvent0\x01\x12D\n" +
 	"\vRangeLookup\x12\x19.shoal.RangeLookupRequest\x1a\x1a.shoal.RangeLookupResponse\x122\n" +
 	"\x05Nodes\x12\x13.shoal.NodesRequest\x1a\x14.shoal.NodesResponse\x125\n" +
 	"\x06Ranges\x12\x14.shoal.RangesRequest\x1a\x15.shoal.RangesResponse\x122\n" +
@@ -6431,8 +6705,8 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 	return file_pb_shoal_proto_rawDescData
 }
 
-var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(NodeAdminState)(0),             // 1: shoal.NodeAdminState
@@ -6440,252 +6714,260 @@ var file_pb_shoal_proto_goTypes = []any{
 	(Compare_Target)(0),             // 3: shoal.Compare.Target
 	(Compare_Op)(0),                 // 4: shoal.Compare.Op
 	(TxnOp_Type)(0),                 // 5: shoal.TxnOp.Type
-	(*ReplicaDescriptor)(nil),       // 6: shoal.ReplicaDescriptor
-	(*RangeDescriptor)(nil),         // 7: shoal.RangeDescriptor
-	(*NodeDescriptor)(nil),          // 8: shoal.NodeDescriptor
-	(*Error)(nil),                   // 9: shoal.Error
-	(*RequestHeader)(nil),           // 10: shoal.RequestHeader
-	(*KeyValue)(nil),                // 11: shoal.KeyValue
-	(*Mutation)(nil),                // 12: shoal.Mutation
-	(*GetRequest)(nil),              // 13: shoal.GetRequest
-	(*GetResponse)(nil),             // 14: shoal.GetResponse
-	(*PutRequest)(nil),              // 15: shoal.PutRequest
-	(*PutResponse)(nil),             // 16: shoal.PutResponse
-	(*DeleteRequest)(nil),           // 17: shoal.DeleteRequest
-	(*DeleteResponse)(nil),          // 18: shoal.DeleteResponse
-	(*CompareAndSwapRequest)(nil),   // 19: shoal.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil),  // 20: shoal.CompareAndSwapResponse
-	(*BatchWriteRequest)(nil),       // 21: shoal.BatchWriteRequest
-	(*BatchWriteResponse)(nil),      // 22: shoal.BatchWriteResponse
-	(*ScanRequest)(nil),             // 23: shoal.ScanRequest
-	(*ScanResponse)(nil),            // 24: shoal.ScanResponse
-	(*TxnRequest)(nil),              // 25: shoal.TxnRequest
-	(*TxnResponse)(nil),             // 26: shoal.TxnResponse
-	(*Compare)(nil),                 // 27: shoal.Compare
-	(*TxnOp)(nil),                   // 28: shoal.TxnOp
-	(*TxnOpResult)(nil),             // 29: shoal.TxnOpResult
-	(*RangeLookupRequest)(nil),      // 30: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 31: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 32: shoal.NodeStatus
-	(*JoinStatus)(nil),              // 33: shoal.JoinStatus
-	(*NodeStats)(nil),               // 34: shoal.NodeStats
-	(*BackgroundTask)(nil),          // 35: shoal.BackgroundTask
-	(*TaskCompletion)(nil),          // 36: shoal.TaskCompletion
-	(*CompactRequest)(nil),          // 37: shoal.CompactRequest
-	(*CompactResponse)(nil),         // 38: shoal.CompactResponse
-	(*BackupRequest)(nil),           // 39: shoal.BackupRequest
-	(*BackupResponse)(nil),          // 40: shoal.BackupResponse
-	(*MaintenanceRequest)(nil),      // 41: shoal.MaintenanceRequest
-	(*MaintenanceResponse)(nil),     // 42: shoal.MaintenanceResponse
-	(*RangeLoad)(nil),               // 43: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 44: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 45: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 46: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 47: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 48: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 49: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 50: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 51: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 52: shoal.MergeResponse
-	(*RangeCommandRequest)(nil),     // 53: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 54: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 55: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 56: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 57: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 58: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 59: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 60: shoal.JoinResponse
-	(*InitRequest)(nil),             // 61: shoal.InitRequest
-	(*InitResponse)(nil),            // 62: shoal.InitResponse
-	(*HeartbeatRequest)(nil),        // 63: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 64: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 65: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 66: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 67: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 68: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 69: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 70: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 71: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 72: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 73: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 74: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 75: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 76: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 77: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 78: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 79: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 80: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 81: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 82: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 83: shoal.SplitTrigger
-	(*Condition)(nil),               // 84: shoal.Condition
-	(*MetaUpdate)(nil),              // 85: shoal.MetaUpdate
-	(*Command)(nil),                 // 86: shoal.Command
-	(*FreezeForMerge)(nil),          // 87: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 88: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 89: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 90: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 91: shoal.ConfChangeContext
+	(RangeFeedEvent_Kind)(0),        // 6: shoal.RangeFeedEvent.Kind
+	(*ReplicaDescriptor)(nil),       // 7: shoal.ReplicaDescriptor
+	(*RangeDescriptor)(nil),         // 8: shoal.RangeDescriptor
+	(*NodeDescriptor)(nil),          // 9: shoal.NodeDescriptor
+	(*Error)(nil),                   // 10: shoal.Error
+	(*RequestHeader)(nil),           // 11: shoal.RequestHeader
+	(*KeyValue)(nil),                // 12: shoal.KeyValue
+	(*Mutation)(nil),                // 13: shoal.Mutation
+	(*GetRequest)(nil),              // 14: shoal.GetRequest
+	(*GetResponse)(nil),             // 15: shoal.GetResponse
+	(*PutRequest)(nil),              // 16: shoal.PutRequest
+	(*PutResponse)(nil),             // 17: shoal.PutResponse
+	(*DeleteRequest)(nil),           // 18: shoal.DeleteRequest
+	(*DeleteResponse)(nil),          // 19: shoal.DeleteResponse
+	(*CompareAndSwapRequest)(nil),   // 20: shoal.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil),  // 21: shoal.CompareAndSwapResponse
+	(*BatchWriteRequest)(nil),       // 22: shoal.BatchWriteRequest
+	(*BatchWriteResponse)(nil),      // 23: shoal.BatchWriteResponse
+	(*ScanRequest)(nil),             // 24: shoal.ScanRequest
+	(*ScanResponse)(nil),            // 25: shoal.ScanResponse
+	(*TxnRequest)(nil),              // 26: shoal.TxnRequest
+	(*TxnResponse)(nil),             // 27: shoal.TxnResponse
+	(*Compare)(nil),                 // 28: shoal.Compare
+	(*TxnOp)(nil),                   // 29: shoal.TxnOp
+	(*TxnOpResult)(nil),             // 30: shoal.TxnOpResult
+	(*RangeFeedRequest)(nil),        // 31: shoal.RangeFeedRequest
+	(*RangeFeedEvent)(nil),          // 32: shoal.RangeFeedEvent
+	(*RangeLookupRequest)(nil),      // 33: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 34: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 35: shoal.NodeStatus
+	(*JoinStatus)(nil),              // 36: shoal.JoinStatus
+	(*NodeStats)(nil),               // 37: shoal.NodeStats
+	(*BackgroundTask)(nil),          // 38: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 39: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 40: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 41: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 42: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 43: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 44: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 45: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 46: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 47: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 48: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 49: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 50: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 51: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 52: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 53: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 54: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 55: shoal.MergeResponse
+	(*RangeCommandRequest)(nil),     // 56: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 57: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 58: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 59: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 60: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 61: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 62: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 63: shoal.JoinResponse
+	(*InitRequest)(nil),             // 64: shoal.InitRequest
+	(*InitResponse)(nil),            // 65: shoal.InitResponse
+	(*HeartbeatRequest)(nil),        // 66: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 67: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 68: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 69: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 70: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 71: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 72: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 73: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 74: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 75: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 76: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 77: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 78: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 79: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 80: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 81: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 82: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 83: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 84: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 85: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 86: shoal.SplitTrigger
+	(*Condition)(nil),               // 87: shoal.Condition
+	(*MetaUpdate)(nil),              // 88: shoal.MetaUpdate
+	(*Command)(nil),                 // 89: shoal.Command
+	(*FreezeForMerge)(nil),          // 90: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 91: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 92: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 93: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 94: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
-	6,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
+	7,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
 	0,   // 1: shoal.Error.code:type_name -> shoal.ErrorCode
-	7,   // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
-	10,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
-	9,   // 4: shoal.GetResponse.error:type_name -> shoal.Error
-	10,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
-	9,   // 6: shoal.PutResponse.error:type_name -> shoal.Error
-	10,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
-	9,   // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
-	10,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
-	9,   // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
-	10,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
-	12,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
-	9,   // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
-	10,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
-	9,   // 15: shoal.ScanResponse.error:type_name -> shoal.Error
-	11,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
-	7,   // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
-	10,  // 18: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
-	27,  // 19: shoal.TxnRequest.compares:type_name -> shoal.Compare
-	28,  // 20: shoal.TxnRequest.success:type_name -> shoal.TxnOp
-	28,  // 21: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
-	9,   // 22: shoal.TxnResponse.error:type_name -> shoal.Error
-	29,  // 23: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
+	8,   // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
+	11,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
+	10,  // 4: shoal.GetResponse.error:type_name -> shoal.Error
+	11,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
+	10,  // 6: shoal.PutResponse.error:type_name -> shoal.Error
+	11,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
+	10,  // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
+	11,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
+	10,  // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
+	11,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
+	13,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
+	10,  // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
+	11,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
+	10,  // 15: shoal.ScanResponse.error:type_name -> shoal.Error
+	12,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
+	8,   // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
+	11,  // 18: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
+	28,  // 19: shoal.TxnRequest.compares:type_name -> shoal.Compare
+	29,  // 20: shoal.TxnRequest.success:type_name -> shoal.TxnOp
+	29,  // 21: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
+	10,  // 22: shoal.TxnResponse.error:type_name -> shoal.Error
+	30,  // 23: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
 	3,   // 24: shoal.Compare.target:type_name -> shoal.Compare.Target
 	4,   // 25: shoal.Compare.op:type_name -> shoal.Compare.Op
 	5,   // 26: shoal.TxnOp.type:type_name -> shoal.TxnOp.Type
-	9,   // 27: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	7,   // 28: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	8,   // 29: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	8,   // 30: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	34,  // 31: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	33,  // 32: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
-	43,  // 33: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	35,  // 34: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
-	36,  // 35: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
-	9,   // 36: shoal.CompactResponse.error:type_name -> shoal.Error
-	9,   // 37: shoal.BackupResponse.error:type_name -> shoal.Error
-	9,   // 38: shoal.MaintenanceResponse.error:type_name -> shoal.Error
-	9,   // 39: shoal.NodesResponse.error:type_name -> shoal.Error
-	32,  // 40: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	7,   // 41: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	9,   // 42: shoal.RangesResponse.error:type_name -> shoal.Error
-	46,  // 43: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	9,   // 44: shoal.SplitResponse.error:type_name -> shoal.Error
-	7,   // 45: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	7,   // 46: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	9,   // 47: shoal.MergeResponse.error:type_name -> shoal.Error
-	7,   // 48: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	86,  // 49: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	9,   // 50: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	7,   // 51: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	9,   // 52: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	9,   // 53: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	8,   // 54: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	9,   // 55: shoal.JoinResponse.error:type_name -> shoal.Error
-	8,   // 56: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	9,   // 57: shoal.InitResponse.error:type_name -> shoal.Error
-	8,   // 58: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	34,  // 59: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	8,   // 60: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	7,   // 61: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	9,   // 62: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	8,   // 63: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	9,   // 64: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	65,  // 65: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	9,   // 66: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	9,   // 67: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	1,   // 68: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	9,   // 69: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	86,  // 70: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	9,   // 71: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	2,   // 72: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	9,   // 73: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	7,   // 74: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	78,  // 75: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	78,  // 76: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	11,  // 77: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	9,   // 78: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	7,   // 79: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	7,   // 80: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	7,   // 81: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	12,  // 82: shoal.Command.mutations:type_name -> shoal.Mutation
-	84,  // 83: shoal.Command.condition:type_name -> shoal.Condition
-	83,  // 84: shoal.Command.split:type_name -> shoal.SplitTrigger
-	85,  // 85: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	87,  // 86: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	88,  // 87: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	89,  // 88: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	90,  // 89: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	25,  // 90: shoal.Command.txn:type_name -> shoal.TxnRequest
-	7,   // 91: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	7,   // 92: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	7,   // 93: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	7,   // 94: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	13,  // 95: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	15,  // 96: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	17,  // 97: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	19,  // 98: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	21,  // 99: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	23,  // 100: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	25,  // 101: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	30,  // 102: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	44,  // 103: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	47,  // 104: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	49,  // 105: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	57,  // 106: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	76,  // 107: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	66,  // 108: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	68,  // 109: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	70,  // 110: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	72,  // 111: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	59,  // 112: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	61,  // 113: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	63,  // 114: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	74,  // 115: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	51,  // 116: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	53,  // 117: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	55,  // 118: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	37,  // 119: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	39,  // 120: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	41,  // 121: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	79,  // 122: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	81,  // 123: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	14,  // 124: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	16,  // 125: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	18,  // 126: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	20,  // 127: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	22,  // 128: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	24,  // 129: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	26,  // 130: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	31,  // 131: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	45,  // 132: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	48,  // 133: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	50,  // 134: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	58,  // 135: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	77,  // 136: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	67,  // 137: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	69,  // 138: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	71,  // 139: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	73,  // 140: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	60,  // 141: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	62,  // 142: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	64,  // 143: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	75,  // 144: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	52,  // 145: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	54,  // 146: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	56,  // 147: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	38,  // 148: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	40,  // 149: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	42,  // 150: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	80,  // 151: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	82,  // 152: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	124, // [124:153] is the sub-list for method output_type
-	95,  // [95:124] is the sub-list for method input_type
-	95,  // [95:95] is the sub-list for extension type_name
-	95,  // [95:95] is the sub-list for extension extendee
-	0,   // [0:95] is the sub-list for field type_name
+	6,   // 27: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
+	8,   // 28: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
+	8,   // 29: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
+	10,  // 30: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	8,   // 31: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	9,   // 32: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	9,   // 33: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	37,  // 34: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	36,  // 35: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
+	46,  // 36: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	38,  // 37: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	39,  // 38: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	10,  // 39: shoal.CompactResponse.error:type_name -> shoal.Error
+	10,  // 40: shoal.BackupResponse.error:type_name -> shoal.Error
+	10,  // 41: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	10,  // 42: shoal.NodesResponse.error:type_name -> shoal.Error
+	35,  // 43: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	8,   // 44: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	10,  // 45: shoal.RangesResponse.error:type_name -> shoal.Error
+	49,  // 46: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	10,  // 47: shoal.SplitResponse.error:type_name -> shoal.Error
+	8,   // 48: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	8,   // 49: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	10,  // 50: shoal.MergeResponse.error:type_name -> shoal.Error
+	8,   // 51: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	89,  // 52: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	10,  // 53: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	8,   // 54: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	10,  // 55: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	10,  // 56: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	9,   // 57: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	10,  // 58: shoal.JoinResponse.error:type_name -> shoal.Error
+	9,   // 59: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	10,  // 60: shoal.InitResponse.error:type_name -> shoal.Error
+	9,   // 61: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	37,  // 62: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	9,   // 63: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	8,   // 64: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	10,  // 65: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	9,   // 66: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	10,  // 67: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	68,  // 68: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	10,  // 69: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	10,  // 70: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	1,   // 71: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	10,  // 72: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	89,  // 73: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	10,  // 74: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	2,   // 75: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	10,  // 76: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	8,   // 77: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	81,  // 78: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	81,  // 79: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	12,  // 80: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	10,  // 81: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	8,   // 82: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	8,   // 83: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	8,   // 84: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	13,  // 85: shoal.Command.mutations:type_name -> shoal.Mutation
+	87,  // 86: shoal.Command.condition:type_name -> shoal.Condition
+	86,  // 87: shoal.Command.split:type_name -> shoal.SplitTrigger
+	88,  // 88: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	90,  // 89: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	91,  // 90: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	92,  // 91: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	93,  // 92: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	26,  // 93: shoal.Command.txn:type_name -> shoal.TxnRequest
+	8,   // 94: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	8,   // 95: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	8,   // 96: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	8,   // 97: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	14,  // 98: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	16,  // 99: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	18,  // 100: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	20,  // 101: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	22,  // 102: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	24,  // 103: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	26,  // 104: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	31,  // 105: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	33,  // 106: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	47,  // 107: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	50,  // 108: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	52,  // 109: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	60,  // 110: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	79,  // 111: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	69,  // 112: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	71,  // 113: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	73,  // 114: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	75,  // 115: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	62,  // 116: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	64,  // 117: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	66,  // 118: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	77,  // 119: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	54,  // 120: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	56,  // 121: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	58,  // 122: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	40,  // 123: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	42,  // 124: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	44,  // 125: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	82,  // 126: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	84,  // 127: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	15,  // 128: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	17,  // 129: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	19,  // 130: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	21,  // 131: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	23,  // 132: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	25,  // 133: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	27,  // 134: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	32,  // 135: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedEvent
+	34,  // 136: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	48,  // 137: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	51,  // 138: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	53,  // 139: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	61,  // 140: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	80,  // 141: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	70,  // 142: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	72,  // 143: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	74,  // 144: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	76,  // 145: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	63,  // 146: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	65,  // 147: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	67,  // 148: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	78,  // 149: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	55,  // 150: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	57,  // 151: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	59,  // 152: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	41,  // 153: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	43,  // 154: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	45,  // 155: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	83,  // 156: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	85,  // 157: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	128, // [128:158] is the sub-list for method output_type
+	98,  // [98:128] is the sub-list for method input_type
+	98,  // [98:98] is the sub-list for extension type_name
+	98,  // [98:98] is the sub-list for extension extendee
+	0,   // [0:98] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -6698,8 +6980,8 @@ func file_pb_shoal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   86,
+			NumEnums:      7,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -30,6 +30,7 @@ const (
 	Shoal_BatchWrite_FullMethodName      = "/shoal.Shoal/BatchWrite"
 	Shoal_Scan_FullMethodName            = "/shoal.Shoal/Scan"
 	Shoal_Txn_FullMethodName             = "/shoal.Shoal/Txn"
+	Shoal_RangeFeed_FullMethodName       = "/shoal.Shoal/RangeFeed"
 	Shoal_RangeLookup_FullMethodName     = "/shoal.Shoal/RangeLookup"
 	Shoal_Nodes_FullMethodName           = "/shoal.Shoal/Nodes"
 	Shoal_Ranges_FullMethodName          = "/shoal.Shoal/Ranges"
@@ -63,6 +64,9 @@ type ShoalClient interface {
 	BatchWrite(ctx context.Context, in *BatchWriteRequest, opts ...grpc.CallOption) (*BatchWriteResponse, error)
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (*ScanResponse, error)
 	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
+	// RangeFeed streams one range's applied writes (its change stream); client.Watch follows a span's
+	// ranges through splits, merges and moves on top of it.
+	RangeFeed(ctx context.Context, in *RangeFeedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RangeFeedEvent], error)
 	RangeLookup(ctx context.Context, in *RangeLookupRequest, opts ...grpc.CallOption) (*RangeLookupResponse, error)
 	Nodes(ctx context.Context, in *NodesRequest, opts ...grpc.CallOption) (*NodesResponse, error)
 	Ranges(ctx context.Context, in *RangesRequest, opts ...grpc.CallOption) (*RangesResponse, error)
@@ -162,6 +166,25 @@ func (c *shoalClient) Txn(ctx context.Context, in *TxnRequest, opts ...grpc.Call
 	}
 	return out, nil
 }
+
+func (c *shoalClient) RangeFeed(ctx context.Context, in *RangeFeedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RangeFeedEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Shoal_ServiceDesc.Streams[0], Shoal_RangeFeed_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RangeFeedRequest, RangeFeedEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shoal_RangeFeedClient = grpc.ServerStreamingClient[RangeFeedEvent]
 
 func (c *shoalClient) RangeLookup(ctx context.Context, in *RangeLookupRequest, opts ...grpc.CallOption) (*RangeLookupResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -374,6 +397,9 @@ type ShoalServer interface {
 	BatchWrite(context.Context, *BatchWriteRequest) (*BatchWriteResponse, error)
 	Scan(context.Context, *ScanRequest) (*ScanResponse, error)
 	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
+	// RangeFeed streams one range's applied writes (its change stream); client.Watch follows a span's
+	// ranges through splits, merges and moves on top of it.
+	RangeFeed(*RangeFeedRequest, grpc.ServerStreamingServer[RangeFeedEvent]) error
 	RangeLookup(context.Context, *RangeLookupRequest) (*RangeLookupResponse, error)
 	Nodes(context.Context, *NodesRequest) (*NodesResponse, error)
 	Ranges(context.Context, *RangesRequest) (*RangesResponse, error)
@@ -424,6 +450,9 @@ func (UnimplementedShoalServer) Scan(context.Context, *ScanRequest) (*ScanRespon
 }
 func (UnimplementedShoalServer) Txn(context.Context, *TxnRequest) (*TxnResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Txn not implemented")
+}
+func (UnimplementedShoalServer) RangeFeed(*RangeFeedRequest, grpc.ServerStreamingServer[RangeFeedEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method RangeFeed not implemented")
 }
 func (UnimplementedShoalServer) RangeLookup(context.Context, *RangeLookupRequest) (*RangeLookupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RangeLookup not implemented")
@@ -631,6 +660,17 @@ func _Shoal_Txn_Handler(srv interface{}, ctx context.Context, dec func(interface
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Shoal_RangeFeed_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RangeFeedRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ShoalServer).RangeFeed(m, &grpc.GenericServerStream[RangeFeedRequest, RangeFeedEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shoal_RangeFeedServer = grpc.ServerStreamingServer[RangeFeedEvent]
 
 func _Shoal_RangeLookup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RangeLookupRequest)
@@ -1108,7 +1148,13 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Shoal_Maintenance_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "RangeFeed",
+			Handler:       _Shoal_RangeFeed_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "pb/shoal.proto",
 }
 
