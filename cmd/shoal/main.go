@@ -21,6 +21,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/benchcmd"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/tablecmd"
 )
 
 // Exit codes.
@@ -91,6 +92,7 @@ func init() {
 	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.Usage(err) })
 	rootCmd.AddCommand(adminCmd)
 	rootCmd.AddCommand(benchcmd.Commands()...)
+	rootCmd.AddCommand(tablecmd.Commands()...)
 }
 
 // clientFlagsHidden makes cmd's help leave out the root's client flags (--host, --format, --timeout,

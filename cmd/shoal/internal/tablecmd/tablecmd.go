@@ -1,0 +1,89 @@
+// Package tablecmd is `shoal table` and `shoal row`: the commands that create, describe, list and
+// drop tables and put, get, delete and scan their rows. It only parses arguments, dials a client
+// and prints; the encoding, validation and catalog belong to package table. Its command shapes
+// and output formats are a contract that scripts rely on.
+package tablecmd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
+	"github.com/shoaldb/shoal/table"
+)
+
+// Commands returns the root's `table` and `row` commands.
+func Commands() []*cobra.Command { return []*cobra.Command{tableCmd, rowCmd} }
+
+// withCatalog dials the cluster named by the root's flags (as every client command does) and runs
+// fn with the catalog, under a context bounded by --timeout.
+func withCatalog(cmd *cobra.Command, fn func(ctx context.Context, cat *table.Catalog) error) error {
+	if err := cli.ValidateGlobal(cmd, nil); err != nil {
+		return err
+	}
+	var addrs []string
+	for _, a := range strings.Split(cli.Global.Host, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return cli.Usage(errors.New("--host is empty"))
+	}
+	var tlsCfg *tls.Config
+	if cli.Global.CertsDir != "" {
+		var err error
+		if tlsCfg, err = client.LoadTLS(cli.Global.CertsDir); err != nil {
+			return fmt.Errorf("--certs-dir: %w", err)
+		}
+	}
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, cli.Global.Timeout)
+	defer cancel()
+	reqTimeout := min(client.DefaultRequestTimeout, cli.Global.Timeout)
+	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: cli.Global.AuthToken, TLS: tlsCfg, RequestTimeout: reqTimeout, FailFast: true})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, table.NewCatalog(c))
+}
+
+// withTable is withCatalog with the table named name opened.
+func withTable(cmd *cobra.Command, name string, fn func(ctx context.Context, t *table.Table) error) error {
+	return withCatalog(cmd, func(ctx context.Context, cat *table.Catalog) error {
+		t, err := cat.Open(ctx, name)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, t)
+	})
+}
+
+// keyArgs reads a primary key from the arguments after the table's name; a wrong count is a usage
+// error, a value that does not parse an invalid argument.
+func keyArgs(cmd *cobra.Command, t *table.Table, args []string) ([]any, error) {
+	if len(args) != len(t.Desc.PrimaryKey) {
+		return nil, cli.Usage(fmt.Errorf("%s: table %q has the primary key (%s): give %d value(s) in that order, %d given",
+			cmd.Name(), t.Desc.Name, strings.Join(t.Desc.PrimaryKey, ", "), len(t.Desc.PrimaryKey), len(args)))
+	}
+	return table.ParseKey(&t.Desc, args)
+}
+
+// ok prints a command's success: OK, or {"ok":true}.
+func ok(cmd *cobra.Command) error {
+	if cli.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"ok": true})
+	}
+	_, err := fmt.Fprintln(cmd.OutOrStdout(), "OK")
+	return err
+}
