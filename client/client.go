@@ -150,7 +150,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	// Responses may carry values up to the server's limit (8 MiB by default) or a scan's budget.
 	opts = append(opts, grpc.WithStatsHandler(&c.sent), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponseBytes)))
 	if cfg.AuthToken != "" {
-		opts = append(opts, grpc.WithChainUnaryInterceptor(authInterceptor(cfg.AuthToken)))
+		opts = append(opts, grpc.WithChainUnaryInterceptor(authInterceptor(cfg.AuthToken)),
+			grpc.WithChainStreamInterceptor(authStreamInterceptor(cfg.AuthToken)))
 	}
 	c.conns = newConnPool(opts)
 	return c, nil
@@ -169,6 +170,13 @@ func authInterceptor(token string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+func authStreamInterceptor(token string) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		return streamer(ctx, desc, cc, method, opts...)
 	}
 }
 

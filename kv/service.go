@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/admission"
+	"github.com/shoaldb/shoal/kv/rangefeed"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/stopper"
@@ -49,6 +50,8 @@ type Config struct {
 	// MergeAbortAfter is how long a range may stay frozen for a merge before its leader aborts the
 	// merge.
 	MergeAbortAfter time.Duration `json:"merge_abort_after"`
+	// ChangeStreams bounds the changes each replica keeps for RangeFeed readers.
+	ChangeStreams rangefeed.Config `json:"change_streams"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -68,6 +71,7 @@ func (c Config) WithDefaults() Config {
 	if c.MergeAbortAfter == 0 {
 		c.MergeAbortAfter = DefaultMergeAbortAfter
 	}
+	c.ChangeStreams = c.ChangeStreams.WithDefaults()
 	return c
 }
 
@@ -88,6 +92,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueueInterval < 0 || c.MergeAbortAfter < 0 {
 		errs = append(errs, errors.New("queue interval and merge abort timeout must not be negative"))
+	}
+	if err := c.ChangeStreams.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -151,6 +158,9 @@ type Service struct {
 	nodeID uint64
 	store  *replica.Store
 
+	// feeds holds the replicas' change streams (the store's replica.ChangeSink).
+	feeds *rangefeed.Registry
+
 	frozenMu    sync.Mutex
 	frozenSince map[uint64]time.Time // ranges this node leads that are frozen for a merge, since when
 
@@ -169,7 +179,8 @@ func New(cfg Config, deps Deps) *Service {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg.WithDefaults(), cluster: deps.Cluster, obs: deps.Observer, gate: deps.Requests,
+	cfg = cfg.WithDefaults()
+	return &Service{cfg: cfg, cluster: deps.Cluster, obs: deps.Observer, gate: deps.Requests, feeds: rangefeed.New(cfg.ChangeStreams),
 		log: deps.Logger, frozenSince: map[uint64]time.Time{}, ready: make(chan struct{}), loops: stopper.New()}
 }
 

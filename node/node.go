@@ -350,6 +350,7 @@ func (n *Node) Start(ctx context.Context) error {
 	rc.NodeID, rc.Engine, rc.Transport, rc.Logger = n.ident.NodeID, n.eng, n.transport, n.log
 	rc.ProposalLimits = n.cfg.Admission.ProposalLimits()
 	rc.OnReplicaRemoved = n.hints.Forget
+	rc.Changes = n.Service.Changes()
 	st := replica.NewStore(rc)
 	n.store.Store(st)
 	if err := st.Load(); err != nil {

@@ -2108,11 +2108,14 @@ func (x *TxnOpResult) GetError() string {
 // replica no longer holds fails with FAILED_PRECONDITION ("position not held": try another replica, or
 // re-read the span and watch from now); a range this node has no replica of fails with NOT_FOUND.
 type RangeFeedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	StartKey      []byte                 `protobuf:"bytes,2,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
-	EndKey        []byte                 `protobuf:"bytes,3,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
-	FromIndex     uint64                 `protobuf:"varint,4,opt,name=from_index,json=fromIndex,proto3" json:"from_index,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RangeId   uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	StartKey  []byte                 `protobuf:"bytes,2,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey    []byte                 `protobuf:"bytes,3,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	FromIndex uint64                 `protobuf:"varint,4,opt,name=from_index,json=fromIndex,proto3" json:"from_index,omitempty"`
+	// after_merge_of, instead of from_index: start right after the merge that absorbed that range (for
+	// a reader of the absorbed range's span that did not read this one).
+	AfterMergeOf  uint64 `protobuf:"varint,5,opt,name=after_merge_of,json=afterMergeOf,proto3" json:"after_merge_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2175,7 +2178,15 @@ func (x *RangeFeedRequest) GetFromIndex() uint64 {
 	return 0
 }
 
-// RangeFeedEvent is one applied change. index is the range's raft index: with range_id it is the
+func (x *RangeFeedRequest) GetAfterMergeOf() uint64 {
+	if x != nil {
+		return x.AfterMergeOf
+	}
+	return 0
+}
+
+// RangeFeedEvent is one applied change. The stream's first event is a CHECKPOINT at the position it
+// starts from. index is the range's raft index: with range_id it is the
 // event's position, increasing within a range, so a reader drops an event at or below the position it
 // has seen. A SPLIT, MERGE or REMOVED event ends the stream: the reader continues on the ranges it
 // names (a SPLIT's right range from its first index, the left or merged range from this index).
@@ -6314,13 +6325,14 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\tmod_index\x18\x05 \x01(\x04R\bmodIndex\x12\x18\n" +
 	"\aapplied\x18\x06 \x01(\bR\aapplied\x12\x1b\n" +
 	"\tint_value\x18\a \x01(\x03R\bintValue\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\x82\x01\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\xa8\x01\n" +
 	"\x10RangeFeedRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x03 \x01(\fR\x06endKey\x12\x1d\n" +
 	"\n" +
-	"from_index\x18\x04 \x01(\x04R\tfromIndex\"\x94\x03\n" +
+	"from_index\x18\x04 \x01(\x04R\tfromIndex\x12$\n" +
+	"\x0eafter_merge_of\x18\x05 \x01(\x04R\fafterMergeOf\"\x94\x03\n" +
 	"\x0eRangeFeedEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.shoal.RangeFeedEvent.KindR\x04kind\x12\x19\n" +
 	"\brange_id\x18\x02 \x01(\x04R\arangeId\x12\x14\n" +

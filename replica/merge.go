@@ -177,6 +177,7 @@ func (r *Replica) applyMergeProtocol(b *storage.Batch, cmd *pb.Command, index ui
 		if err := b.Set(storage.ReplicaTombstoneKey(right.RangeId), u64(math.MaxUint64)); err != nil {
 			return Result{}, 0, true, err
 		}
+		r.recordSpan(pb.RangeFeedEvent_MERGE, r.desc, right)
 		return Result{}, right.RangeId, true, nil
 
 	case cmd.MergeAbort != nil:
@@ -214,8 +215,10 @@ func (s *Store) retireMerged(rangeID uint64) {
 	r.mu.Lock()
 	r.destroyed = true
 	r.failPendingLocked(pb.ErrorCode_RANGE_MOVED, "range merged into its left neighbour")
+	desc := r.desc
 	r.mu.Unlock()
 	s.forget(r)
+	s.removedChanges(r, desc)
 	s.cfg.Logger.Info("replica merged away", "range", rangeID, "node", s.cfg.NodeID)
 	if s.cfg.OnReplicaRemoved != nil {
 		s.cfg.OnReplicaRemoved(rangeID)

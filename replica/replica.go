@@ -137,6 +137,10 @@ type Replica struct {
 	// appliedTerm is the term of the last entry applied (0 after a restart): a higher one resolves
 	// the orphaned proposals of the terms before it.
 	appliedTerm uint64
+	// changes collects the change-stream events of the batch being applied (ChangeSink), each at
+	// applyingIndex, the index of the entry being applied.
+	changes       []*pb.RangeFeedEvent
+	applyingIndex uint64
 
 	readQueue   *readBatch            // reads waiting for the next ReadIndex
 	readsSent   map[string]*readBatch // ReadIndex requests in flight
@@ -695,6 +699,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 	}
 	b := r.store.eng.NewIndexedBatch()
 	defer b.Close()
+	r.changes = r.changes[:0]
 	type done struct {
 		p   *proposal
 		res Result
@@ -721,6 +726,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 				r.applied = e.GetIndex()
 				continue
 			}
+			r.applyingIndex = e.GetIndex()
 			res, right, mergedRight, err := r.applyCommand(b, cmd, e.GetIndex())
 			if err != nil {
 				return nil, nil, false, err
@@ -811,6 +817,7 @@ func (r *Replica) applyCommittedLocked(ents []*raftpb.Entry) (splits []*pb.Range
 		return nil, nil, false, err
 	}
 	r.log.ForgetApplied(r.applied)
+	r.publishChangesLocked()
 	for _, f := range finished {
 		f.p.result = f.res
 		close(f.p.done)
@@ -886,7 +893,11 @@ func (r *Replica) applyDataCommand(b *storage.Batch, cmd *pb.Command, index uint
 		}
 	}
 	r.observeClock(cmd.ClockUnixMs)
-	out, err := eval.Apply(b, cmd, eval.Env{DataKey: r.dataKey, Index: index, Plain: r.IsMeta()})
+	env := eval.Env{DataKey: r.dataKey, Index: index, Plain: r.IsMeta()}
+	if r.store.cfg.Changes != nil && !env.Plain {
+		env.Record = r.recordChange
+	}
+	out, err := eval.Apply(b, cmd, env)
 	if err != nil {
 		return res, nil, err
 	}
@@ -927,6 +938,7 @@ func (r *Replica) applySplit(b *storage.Batch, st *pb.SplitTrigger) (Result, *pb
 		if err := r.writeDescLocked(b); err != nil {
 			return Result{}, nil, err
 		}
+		r.recordSpan(pb.RangeFeedEvent_SPLIT, left, right)
 		return Result{}, nil, nil
 	}
 	r.desc = left
@@ -942,6 +954,7 @@ func (r *Replica) applySplit(b *storage.Batch, st *pb.SplitTrigger) (Result, *pb
 	if err := writeInitialState(b, right); err != nil {
 		return Result{}, nil, err
 	}
+	r.recordSpan(pb.RangeFeedEvent_SPLIT, left, right)
 	return Result{}, right, nil
 }
 

@@ -61,6 +61,8 @@ type Config struct {
 	// OnCommitStall is called once when a commit stalls past CommitStallTimeout. Default: print the
 	// FATAL line to stderr and exit the process with status 2, as Pebble does on a disk fault.
 	OnCommitStall func(stalled time.Duration) `json:"-"`
+	// Changes, if set, receives every user range's applied changes (the change streams' source).
+	Changes ChangeSink `json:"-"`
 	// OnReplicaRemoved is called (outside locks) after a replica removed itself from this node.
 	OnReplicaRemoved func(rangeID uint64) `json:"-"`
 	Logger           *slog.Logger         `json:"-"`
@@ -307,6 +309,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	s.activeMu.Lock()
 	s.active[rangeID] = r
 	s.activeMu.Unlock()
+	s.resetChanges(r, r.desc, r.applied, r.applied)
 	return r, nil
 }
 
@@ -919,6 +922,7 @@ func (r *Replica) installSnapshotLocked(b *storage.Batch, snap *raftpb.Snapshot)
 	if err := r.writeDescLocked(b); err != nil {
 		return err
 	}
+	r.store.resetChanges(r, r.desc, r.applied, r.applied)
 	return b.Set(storage.AppliedStateKey(r.rangeID), u64(r.applied))
 }
 
@@ -1069,6 +1073,7 @@ func (s *Store) createSplitReplica(right *pb.RangeDescriptor) *Replica {
 		return nil
 	}
 	s.replicas[right.RangeId] = nr
+	s.resetChanges(nr, right, nr.applied, 0)
 	s.dirtyMu.Lock()
 	s.dirty[nr.rangeID] = nr
 	s.dirtyMu.Unlock()
@@ -1086,6 +1091,7 @@ func (s *Store) destroyReplica(r *Replica, why string) {
 	r.failPendingLocked(pb.ErrorCode_RANGE_MOVED, why)
 	desc := r.desc
 	r.mu.Unlock()
+	s.removedChanges(r, desc)
 	s.mu.Lock()
 	if s.destroyed == nil {
 		s.destroyed = map[uint64]uint64{}

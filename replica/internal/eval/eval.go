@@ -43,12 +43,17 @@ type Env struct {
 	Index uint64
 	// Plain: store values as written, with no expiry or version (the meta range's records).
 	Plain bool
+	// Record, if set, is told every change the command makes to a user key, in order: a PUT with the
+	// value as stored, a DELETE of a live key, an EXPIRE when an expired key is removed or overwritten.
+	Record func(kind pb.RangeFeedEvent_Kind, key []byte, v stored.Value)
 }
 
 // state is one key's current value as a command sees it.
 type state struct {
 	v     stored.Value
 	found bool
+	// present: the engine holds the key, live or expired.
+	present bool
 }
 
 type applier struct {
@@ -64,13 +69,20 @@ func (a *applier) read(key []byte) (state, error) {
 		return state{}, err
 	}
 	if a.env.Plain {
-		return state{v: stored.Value{Data: raw}, found: true}, nil
+		return state{v: stored.Value{Data: raw}, found: true, present: true}, nil
 	}
 	v, live, err := stored.Live(raw, a.clock)
 	if err != nil {
 		return state{}, fmt.Errorf("key %q: %w", key, err)
 	}
-	return state{v: v, found: live}, nil
+	return state{v: v, found: live, present: true}, nil
+}
+
+// record tells env.Record that key's old value expired, if it did.
+func (a *applier) recordExpired(key []byte, old state) {
+	if a.env.Record != nil && old.present && !old.found {
+		a.env.Record(pb.RangeFeedEvent_EXPIRE, key, stored.Value{})
+	}
 }
 
 // write stores data under key with expireAt, one version past old's.
@@ -83,11 +95,23 @@ func (a *applier) write(key []byte, old state, data []byte, expireAt int64) erro
 	if old.found {
 		ver = old.v.Version + 1
 	}
-	return a.b.Set(a.env.DataKey(key), stored.Encode(nil, stored.Value{Data: data, ExpireAtMs: expireAt, Version: ver, ModIndex: a.env.Index}))
+	nv := stored.Value{Data: data, ExpireAtMs: expireAt, Version: ver, ModIndex: a.env.Index}
+	if a.env.Record != nil {
+		a.recordExpired(key, old)
+		a.env.Record(pb.RangeFeedEvent_PUT, key, nv)
+	}
+	return a.b.Set(a.env.DataKey(key), stored.Encode(nil, nv))
 }
 
-func (a *applier) delete(key []byte) error {
+// delete removes key, whose value was old.
+func (a *applier) delete(key []byte, old state) error {
 	a.wrote = true
+	if a.env.Record != nil {
+		a.recordExpired(key, old)
+		if old.found {
+			a.env.Record(pb.RangeFeedEvent_DELETE, key, stored.Value{})
+		}
+	}
 	return a.b.Delete(a.env.DataKey(key))
 }
 
@@ -116,7 +140,7 @@ func Apply(b *storage.Batch, cmd *pb.Command, env Env) (Outcome, error) {
 			out.Found = st.found // a lone delete reports whether it deleted something (DEL's reply)
 		}
 		if m.Delete {
-			err = a.delete(m.Key)
+			err = a.delete(m.Key, st)
 		} else {
 			err = a.write(m.Key, st, m.Value, m.ExpireAtUnixMs)
 		}

@@ -146,7 +146,7 @@ func (a *applier) op(op *pb.TxnOp) (*pb.TxnOpResult, error) {
 		if exp != 0 && exp <= a.clock {
 			// Already expired (SET … PXAT in the past): the key is gone, as Redis deletes it.
 			r.Applied = true
-			return r, a.delete(op.Key)
+			return r, a.delete(op.Key, st)
 		}
 		r.Applied = true
 		return r, a.write(op.Key, st, op.Value, exp)
@@ -160,7 +160,7 @@ func (a *applier) op(op *pb.TxnOp) (*pb.TxnOpResult, error) {
 			return r, nil
 		}
 		r.Applied = true
-		return r, a.delete(op.Key)
+		return r, a.delete(op.Key, st)
 	case pb.TxnOp_EXPIRE:
 		if !st.found || op.IfPresent && st.v.ExpireAtMs == 0 {
 			return r, nil
@@ -168,7 +168,7 @@ func (a *applier) op(op *pb.TxnOp) (*pb.TxnOpResult, error) {
 		exp := a.expiry(op, st)
 		r.Applied = true
 		if exp != 0 && exp <= a.clock {
-			return r, a.delete(op.Key)
+			return r, a.delete(op.Key, st)
 		}
 		st.v.Version-- // an expiry change is not a new version of the value
 		return r, a.write(op.Key, st, st.v.Data, exp)
