@@ -250,8 +250,9 @@ func (c *Catalog) deleteRows(ctx context.Context, d Descriptor, progress DropPro
 }
 
 // deleteKeys deletes keys (sorted) with batch writes. A batch must lie in one range and the
-// package does not see range boundaries, so a batch the store refuses as spanning ranges is halved
-// until each half fits; a page crossing one boundary costs about log2(page) extra requests.
+// package does not see range boundaries, so a batch the store refuses as spanning ranges (the
+// client says INVALID_ARGUMENT, or CROSS_RANGE as for a transaction) is halved until each half
+// fits; a page crossing one boundary costs about 2·log2(page) extra requests.
 func (c *Catalog) deleteKeys(ctx context.Context, keys [][]byte) error {
 	if len(keys) == 1 {
 		_, err := c.kv.Delete(ctx, keys[0])
@@ -262,7 +263,7 @@ func (c *Catalog) deleteKeys(ctx context.Context, keys [][]byte) error {
 		muts[i] = &pb.Mutation{Key: k, Delete: true}
 	}
 	err := c.kv.BatchWrite(ctx, muts)
-	if err == nil || !errors.Is(err, client.ErrInvalidArgument) {
+	if err == nil || !errors.Is(err, client.ErrInvalidArgument) && !errors.Is(err, client.ErrCrossRange) {
 		return err
 	}
 	h := len(keys) / 2
