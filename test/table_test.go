@@ -118,9 +118,9 @@ func TestTable(t *testing.T) {
 	t.Run("bad rows write nothing", func(t *testing.T) {
 		before := rawRows(users)
 		for _, js := range []string{
-			`{"id":5000,"nope":1}`,          // unknown column
-			`{"id":"5000"}`,                 // wrong type
-			`{"name":"x"}`,                  // missing key column
+			`{"id":5000,"nope":1}`, // unknown column
+			`{"id":"5000"}`,        // wrong type
+			`{"name":"x"}`,         // missing key column
 			`{"id":5000,"name":` + fmt.Sprintf("%q", string(make([]byte, table.MaxRowBytes))) + `}`, // oversized
 		} {
 			row, err := table.ParseRowJSON(&users.Desc, []byte(js))
