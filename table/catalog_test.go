@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/table/tabletest"
 )
 
 func usersDesc(t *testing.T) Descriptor {
@@ -24,7 +25,7 @@ func usersDesc(t *testing.T) Descriptor {
 
 func TestCreateDescribeList(t *testing.T) {
 	ctx := context.Background()
-	cat := NewCatalog(newFakeKV())
+	cat := NewCatalog(tabletest.New())
 	d, err := cat.Create(ctx, usersDesc(t))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestCreateDescribeList(t *testing.T) {
 // descriptor stored is the winner's.
 func TestConcurrentCreateOneWins(t *testing.T) {
 	ctx := context.Background()
-	cat := NewCatalog(newFakeKV())
+	cat := NewCatalog(tabletest.New())
 	var wins atomic.Int32
 	var winner atomic.Value
 	var wg sync.WaitGroup
@@ -112,13 +113,13 @@ func TestBadDescriptors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kv := newFakeKV()
+		kv := tabletest.New()
 		_, err = NewCatalog(kv).Create(context.Background(), NewDescriptor(tc.name, cols, ParseKeyList(tc.pk)))
 		if !errors.Is(err, client.ErrInvalidArgument) {
 			t.Errorf("create %q %q %q: %v, want InvalidArgument", tc.name, tc.cols, tc.pk, err)
 		}
-		if kv.writes != 0 {
-			t.Errorf("create %q %q %q: %d writes", tc.name, tc.cols, tc.pk, kv.writes)
+		if kv.Writes != 0 {
+			t.Errorf("create %q %q %q: %d writes", tc.name, tc.cols, tc.pk, kv.Writes)
 		}
 	}
 	if _, err := ParseColumns("id:int32"); err == nil {
@@ -130,7 +131,7 @@ func TestBadDescriptors(t *testing.T) {
 // sees a write.
 func TestBadRowsWriteNothing(t *testing.T) {
 	ctx := context.Background()
-	kv := newFakeKV()
+	kv := tabletest.New()
 	cat := NewCatalog(kv)
 	if _, err := cat.Create(ctx, usersDesc(t)); err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestBadRowsWriteNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, writes := kv.snapshot(), kv.writes
+	before, writes := kv.Snapshot(), kv.Writes
 	big := strings.Repeat("x", MaxRowBytes)
 	for _, js := range []string{
 		`{"id":1,"nope":2}`,                      // unknown column
@@ -176,14 +177,14 @@ func TestBadRowsWriteNothing(t *testing.T) {
 			t.Errorf("key %q: %v, want InvalidArgument", key, err)
 		}
 	}
-	if kv.writes != writes || !reflect.DeepEqual(kv.snapshot(), before) {
+	if kv.Writes != writes || !reflect.DeepEqual(kv.Snapshot(), before) {
 		t.Fatalf("refused rows wrote to the store")
 	}
 }
 
 func TestRowsJSONRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	cat := NewCatalog(newFakeKV())
+	cat := NewCatalog(tabletest.New())
 	if _, err := cat.Create(ctx, usersDesc(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestScanAndDropAcrossRanges(t *testing.T) {
 	// Boundaries inside the table's span (id 1): rows around k=-5 and k=40 lie in other ranges.
 	probe := d
 	probe.ID = 1
-	kv := newFakeKV(string(EncodeKey(&probe, []any{int64(-5)})), string(EncodeKey(&probe, []any{int64(40)})))
+	kv := tabletest.New(string(EncodeKey(&probe, []any{int64(-5)})), string(EncodeKey(&probe, []any{int64(40)})))
 	cat := NewCatalog(kv)
 	cat.Page = 7
 	d, err := cat.Create(ctx, d)
@@ -257,7 +258,7 @@ func TestScanAndDropAcrossRanges(t *testing.T) {
 	if err != nil || n != len(want) || last != n {
 		t.Fatalf("drop: %d rows (progress %d), %v; want %d", n, last, err, len(want))
 	}
-	if left := kv.snapshot(); len(left) != 1 { // the id counter
+	if left := kv.Snapshot(); len(left) != 1 { // the id counter
 		t.Fatalf("after drop the store holds %v", left)
 	}
 	d2, err := cat.Create(ctx, NewDescriptor("ev", d.Columns, d.PrimaryKey))
@@ -273,7 +274,7 @@ func TestScanAndDropAcrossRanges(t *testing.T) {
 // FinishDrops, and its record with them.
 func TestFinishDrops(t *testing.T) {
 	ctx := context.Background()
-	kv := newFakeKV()
+	kv := tabletest.New()
 	cat := NewCatalog(kv)
 	d, _ := cat.Create(ctx, NewDescriptor("x", []Column{{Name: "k", Type: String}}, []string{"k"}))
 	tb, _ := cat.Open(ctx, "x")
@@ -289,7 +290,7 @@ func TestFinishDrops(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("finish drops: %d, %v", n, err)
 	}
-	if left := kv.snapshot(); len(left) != 1 {
+	if left := kv.Snapshot(); len(left) != 1 {
 		t.Fatalf("after FinishDrops the store holds %v", left)
 	}
 }

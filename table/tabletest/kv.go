@@ -1,4 +1,8 @@
-package table
+// Package tabletest is an in-memory store for tests of code built on package table: one sorted map
+// behind a lock that offers what table.KV asks of the client, with range boundaries a test sets so
+// that batches and transactions across them are refused as the store refuses them. It is not a
+// database and must never be used outside tests.
+package tabletest
 
 import (
 	"bytes"
@@ -11,24 +15,25 @@ import (
 	"github.com/shoaldb/shoal/pb"
 )
 
-// fakeKV is an in-memory KV for unit tests: one sorted map behind a lock. splits are range
-// boundaries: a batch write or transaction whose keys straddle one is refused as the store would.
-type fakeKV struct {
+// KV is the in-memory store. Writes counts the write requests it served.
+type KV struct {
 	mu     sync.Mutex
 	m      map[string][]byte
 	splits [][]byte
-	writes int // successful write requests
+	Writes int
 }
 
-func newFakeKV(splits ...string) *fakeKV {
-	f := &fakeKV{m: map[string][]byte{}}
+// New returns an empty store whose ranges are split at splits.
+func New(splits ...string) *KV {
+	f := &KV{m: map[string][]byte{}}
 	for _, s := range splits {
 		f.splits = append(f.splits, []byte(s))
 	}
 	return f
 }
 
-func (f *fakeKV) rangeOf(k []byte) int {
+// rangeOf is the index of the range holding k.
+func (f *KV) rangeOf(k []byte) int {
 	i := 0
 	for _, s := range f.splits {
 		if bytes.Compare(k, s) >= 0 {
@@ -38,31 +43,36 @@ func (f *fakeKV) rangeOf(k []byte) int {
 	return i
 }
 
-func (f *fakeKV) Get(_ context.Context, key []byte, _ ...client.ReadOption) ([]byte, bool, error) {
+// Get returns key's value, as (*client.Client).Get does.
+func (f *KV) Get(_ context.Context, key []byte, _ ...client.ReadOption) ([]byte, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.m[string(key)]
 	return bytes.Clone(v), ok, nil
 }
 
-func (f *fakeKV) Put(_ context.Context, key, value []byte) error {
+// Put sets key to value.
+func (f *KV) Put(_ context.Context, key, value []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.m[string(key)] = bytes.Clone(value)
-	f.writes++
+	f.Writes++
 	return nil
 }
 
-func (f *fakeKV) Delete(_ context.Context, key []byte) (bool, error) {
+// Delete removes key and reports whether it existed.
+func (f *KV) Delete(_ context.Context, key []byte) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	_, ok := f.m[string(key)]
 	delete(f.m, string(key))
-	f.writes++
+	f.Writes++
 	return ok, nil
 }
 
-func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int, reverse bool) ([]*pb.KeyValue, error) {
+// Scan returns the pairs with start <= key < end in key order (descending with reverse), at most
+// limit of them (0: all).
+func (f *KV) Scan(_ context.Context, start, end []byte, limit int, reverse bool) ([]*pb.KeyValue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var keys []string
@@ -85,7 +95,9 @@ func (f *fakeKV) Scan(_ context.Context, start, end []byte, limit int, reverse b
 	return out, nil
 }
 
-func (f *fakeKV) Txn(_ context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+// Txn runs a transaction of EXISTS and VALUE compares and GET, PUT, DELETE and INCR ops (others
+// panic), refusing one whose keys span ranges with client.ErrCrossRange.
+func (f *KV) Txn(_ context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	keys := txnKeysOf(req)
@@ -103,7 +115,7 @@ func (f *fakeKV) Txn(_ context.Context, req *pb.TxnRequest) (*pb.TxnResponse, er
 		case pb.Compare_VALUE:
 			ok = ok && found && bytes.Equal(v, c.Value) == (c.Op == pb.Compare_EQUAL)
 		default:
-			panic("fakeKV: compare target not faked")
+			panic("tabletest: compare target not faked")
 		}
 	}
 	ops := req.Success
@@ -127,11 +139,11 @@ func (f *fakeKV) Txn(_ context.Context, req *pb.TxnRequest) (*pb.TxnResponse, er
 			f.m[string(op.Key)] = strconv.AppendInt(nil, n, 10)
 		case pb.TxnOp_GET:
 		default:
-			panic("fakeKV: txn op not faked")
+			panic("tabletest: txn op not faked")
 		}
 		resp.Results = append(resp.Results, r)
 	}
-	f.writes++
+	f.Writes++
 	return resp, nil
 }
 
@@ -146,7 +158,9 @@ func txnKeysOf(req *pb.TxnRequest) [][]byte {
 	return ks
 }
 
-func (f *fakeKV) BatchWrite(_ context.Context, muts []*pb.Mutation) error {
+// BatchWrite applies muts atomically, refusing a batch whose keys span ranges with
+// INVALID_ARGUMENT, as the client does.
+func (f *KV) BatchWrite(_ context.Context, muts []*pb.Mutation) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, m := range muts[1:] {
@@ -161,12 +175,12 @@ func (f *fakeKV) BatchWrite(_ context.Context, muts []*pb.Mutation) error {
 			f.m[string(m.Key)] = bytes.Clone(m.Value)
 		}
 	}
-	f.writes++
+	f.Writes++
 	return nil
 }
 
-// snapshot copies the map, to check that a refused request wrote nothing.
-func (f *fakeKV) snapshot() map[string]string {
+// Snapshot copies the store's contents, to check that a refused request wrote nothing.
+func (f *KV) Snapshot() map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]string{}
