@@ -21,12 +21,9 @@ import (
 // Commands returns the root's `table` and `row` commands.
 func Commands() []*cobra.Command { return []*cobra.Command{tableCmd, rowCmd} }
 
-// withCatalog dials the cluster named by the root's flags (as every client command does) and runs
-// fn with the catalog, under a context bounded by --timeout.
-func withCatalog(cmd *cobra.Command, fn func(ctx context.Context, cat *table.Catalog) error) error {
-	if err := cli.ValidateGlobal(cmd, nil); err != nil {
-		return err
-	}
+// dial connects to the cluster the root's flags name, as every client command does; ctx bounds
+// the dialing. Tests replace it.
+var dial = func(ctx context.Context) (table.KV, func() error, error) {
 	var addrs []string
 	for _, a := range strings.Split(cli.Global.Host, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -34,14 +31,28 @@ func withCatalog(cmd *cobra.Command, fn func(ctx context.Context, cat *table.Cat
 		}
 	}
 	if len(addrs) == 0 {
-		return cli.Usage(errors.New("--host is empty"))
+		return nil, nil, cli.Usage(errors.New("--host is empty"))
 	}
 	var tlsCfg *tls.Config
 	if cli.Global.CertsDir != "" {
 		var err error
 		if tlsCfg, err = client.LoadTLS(cli.Global.CertsDir); err != nil {
-			return fmt.Errorf("--certs-dir: %w", err)
+			return nil, nil, fmt.Errorf("--certs-dir: %w", err)
 		}
+	}
+	reqTimeout := min(client.DefaultRequestTimeout, cli.Global.Timeout)
+	// FailFast: a wrong or stopped --host is reported at once instead of after the retries.
+	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: cli.Global.AuthToken, TLS: tlsCfg, RequestTimeout: reqTimeout, FailFast: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.Close, nil
+}
+
+// withCatalog dials the cluster and runs fn with its catalog, under a context bounded by --timeout.
+func withCatalog(cmd *cobra.Command, fn func(ctx context.Context, cat *table.Catalog) error) error {
+	if err := cli.ValidateGlobal(cmd, nil); err != nil {
+		return err
 	}
 	parent := cmd.Context()
 	if parent == nil {
@@ -49,13 +60,13 @@ func withCatalog(cmd *cobra.Command, fn func(ctx context.Context, cat *table.Cat
 	}
 	ctx, cancel := context.WithTimeout(parent, cli.Global.Timeout)
 	defer cancel()
-	reqTimeout := min(client.DefaultRequestTimeout, cli.Global.Timeout)
-	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: cli.Global.AuthToken, TLS: tlsCfg, RequestTimeout: reqTimeout, FailFast: true})
+	kv, closeKV, err := dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	return fn(ctx, table.NewCatalog(c))
+	// Closing only drops the connections; every request of the command has returned by then.
+	defer func() { _ = closeKV() }()
+	return fn(ctx, table.NewCatalog(kv))
 }
 
 // withTable is withCatalog with the table named name opened.
