@@ -189,7 +189,7 @@ func TestRowsJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb, _ := cat.Open(ctx, "users")
-	in := `{"id":-7,"name":"ann","city":null,"score":2.5,"pic":"AAEC","seen":"2024-05-06T07:08:09.123456789Z"}`
+	in := `{"id":-7,"name":"a<b>&\"c\"","city":null,"score":2.5,"pic":"AAEC","seen":"2024-05-06T07:08:09.123456789Z"}`
 	row, err := ParseRowJSON(&tb.Desc, []byte(in))
 	if err != nil {
 		t.Fatal(err)

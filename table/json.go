@@ -188,19 +188,28 @@ func RowJSON(d *Descriptor, row Row) json.RawMessage {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		name, _ := json.Marshal(c.Name)
-		b.Write(name)
+		writeJSON(&b, c.Name)
 		b.WriteByte(':')
 		v := row[c.Name]
 		if t, ok := v.(time.Time); ok {
 			v = t.UTC().Format(time.RFC3339Nano)
 		}
-		enc, err := json.Marshal(v)
-		if err != nil {
-			enc = []byte("null") // only finite numbers, strings and bytes reach here
-		}
-		b.Write(enc)
+		writeJSON(&b, v)
 	}
 	b.WriteByte('}')
 	return b.Bytes()
+}
+
+// writeJSON appends v's JSON to b, leaving <, > and & as they are (as the CLI prints every string).
+// Only names, finite numbers, strings and bytes reach it, so encoding cannot fail; if it did, the
+// value is written as null rather than a broken document.
+func writeJSON(b *bytes.Buffer, v any) {
+	var one bytes.Buffer
+	enc := json.NewEncoder(&one)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		b.WriteString("null")
+		return
+	}
+	b.Write(bytes.TrimSuffix(one.Bytes(), []byte("\n")))
 }

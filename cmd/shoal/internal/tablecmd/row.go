@@ -75,11 +75,7 @@ json as one JSON object, else as COLUMN VALUE lines. If there is no such row, fa
   shoal row get visits oslo 2024-05-06T07:08:09Z`,
 	Args: cli.Args(cobra.MinimumNArgs(2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
-		return withTable(cmd, a[0], func(ctx context.Context, t *table.Table) error {
-			key, err := keyArgs(cmd, t, a[1:])
-			if err != nil {
-				return err
-			}
+		return withRow(cmd, a, func(ctx context.Context, t *table.Table, key []any) error {
 			row, found, err := t.Get(ctx, key...)
 			if err != nil {
 				return err
@@ -108,11 +104,7 @@ var rowDelCmd = &cobra.Command{
   shoal row del visits oslo 2024-05-06T07:08:09Z`,
 	Args: cli.Args(cobra.MinimumNArgs(2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
-		return withTable(cmd, a[0], func(ctx context.Context, t *table.Table) error {
-			key, err := keyArgs(cmd, t, a[1:])
-			if err != nil {
-				return err
-			}
+		return withRow(cmd, a, func(ctx context.Context, t *table.Table, key []any) error {
 			found, err := t.Delete(ctx, key...)
 			if err != nil {
 				return err

@@ -80,14 +80,21 @@ func withTable(cmd *cobra.Command, name string, fn func(ctx context.Context, t *
 	})
 }
 
-// keyArgs reads a primary key from the arguments after the table's name; a wrong count is a usage
-// error, a value that does not parse an invalid argument.
-func keyArgs(cmd *cobra.Command, t *table.Table, args []string) ([]any, error) {
-	if len(args) != len(t.Desc.PrimaryKey) {
-		return nil, cli.Usage(fmt.Errorf("%s: table %q has the primary key (%s): give %d value(s) in that order, %d given",
-			cmd.Name(), t.Desc.Name, strings.Join(t.Desc.PrimaryKey, ", "), len(t.Desc.PrimaryKey), len(args)))
-	}
-	return table.ParseKey(&t.Desc, args)
+// withRow is withTable for a command on one row, `CMD TABLE KEY…`: fn gets the primary key. A wrong
+// count of key values is a usage error, a value that does not parse an invalid argument.
+func withRow(cmd *cobra.Command, a []string, fn func(ctx context.Context, t *table.Table, key []any) error) error {
+	return withTable(cmd, a[0], func(ctx context.Context, t *table.Table) error {
+		args := a[1:]
+		if len(args) != len(t.Desc.PrimaryKey) {
+			return cli.Usage(fmt.Errorf("%s: table %q has the primary key (%s): give %d value(s) in that order, %d given",
+				cmd.Name(), t.Desc.Name, strings.Join(t.Desc.PrimaryKey, ", "), len(t.Desc.PrimaryKey), len(args)))
+		}
+		key, err := table.ParseKey(&t.Desc, args)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, t, key)
+	})
 }
 
 // ok prints a command's success: OK, or {"ok":true}.
