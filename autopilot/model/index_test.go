@@ -84,8 +84,9 @@ func TestPerNodeIndex(t *testing.T) {
 						led = append(led, r)
 					}
 				}
-				if !slices.Equal(c.RangesOf(id), held) || !slices.Equal(c.LedBy(id), led) {
-					t.Fatalf("n%d: RangesOf %v LedBy %v, want %v %v", id, c.RangesOf(id), c.LedBy(id), held, led)
+				if !slices.Equal(slices.Collect(c.RangesOf(id)), held) || !slices.Equal(slices.Collect(c.LedBy(id)), led) {
+					t.Fatalf("n%d: RangesOf %v LedBy %v, want %v %v", id, slices.Collect(c.RangesOf(id)),
+						slices.Collect(c.LedBy(id)), held, led)
 				}
 			}
 			if c.Node(12345*stride) != nil || c.Range(1<<40) != nil {
@@ -230,7 +231,8 @@ func TestNewClusterAfterDerivesAsNewCluster(t *testing.T) {
 			if step%3 == 1 {
 				continue // an index never asked for: the next snapshot patches the one before
 			}
-			if !slices.Equal(got.RangesOf(n.ID), want.RangesOf(n.ID)) || !slices.Equal(got.LedBy(n.ID), want.LedBy(n.ID)) {
+			if !slices.Equal(slices.Collect(got.RangesOf(n.ID)), slices.Collect(want.RangesOf(n.ID))) ||
+				!slices.Equal(slices.Collect(got.LedBy(n.ID)), slices.Collect(want.LedBy(n.ID))) {
 				t.Fatalf("step %d: n%d index differs", step, n.ID)
 			}
 		}

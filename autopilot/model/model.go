@@ -15,10 +15,10 @@ package model
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"math"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -320,40 +320,31 @@ type Cluster struct {
 
 	// The lookups by ID: slices indexed by ID when the IDs are dense (they are allocated in
 	// sequence), maps otherwise. Hashing 100 000 range IDs on every snapshot cost more than all the
-	// policies' work on a quiet cluster.
+	// policies' work on a quiet cluster. rangeAt holds positions in Ranges (-1: no such range), not
+	// the ranges, so that snapshots whose ranges changed in place share it.
 	nodeAt    []*Node
 	nodeByID  map[uint64]*Node
-	rangeAt   []*Range
+	rangeAt   []int32
 	rangeByID map[uint64]*Range
-	user      []*Range // user ranges sorted by StartKey
+	system    int // system ranges: Ranges[:system]; the user ranges are Ranges[system:]
+	// latencies counts the ranges reporting a Latency (the decision log skips its pass without any).
+	latencies  int
+	userVoters int
+	strays     bool // a replica or leader on a node not in Nodes
 
-	// perNode is built on first use (see RangesOf): the policies ask for one node's ranges many
-	// times per round, and a scan of every range per question grows with nodes × ranges.
+	// The per-node index, of positions in Ranges: built on first use (see RangesOf) by NewCluster's
+	// snapshots, at once by a patched one (from its predecessor's, which it needs for the nodes'
+	// QPS totals). Positions, not ranges: a range whose load changed keeps its place, so the lists
+	// of its nodes stay shared with the predecessor's.
 	perNodeOnce sync.Once
 	perNodeAt   []nodeRanges // by node ID, when nodeAt is
 	perNode     map[uint64]*nodeRanges
-	userVoters  int
-	strays      bool // a replica or leader on a node not in Nodes
-
-	// leaderAt and qpsAt are each range's leader and QPS by position in Ranges, for patch: the
-	// nodes' QPS totals are summed again in Ranges' order (a float sum patched by differences would
-	// differ in its last bits), over these arrays instead of every range's struct.
-	leaderAt []uint64
-	qpsAt    []float64
-	// from, set by patch, says how to build the per-node index from an earlier snapshot's (dropped
-	// once it is built, so that snapshots do not keep a chain of their predecessors).
-	from       atomic.Pointer[patchBase]
-	indexed    atomic.Bool // perNodeAt or perNode is built
-	positioned bool        // perNodeAt has positions (indexDense, indexFrom)
 }
 
-// nodeRanges are the ranges with a replica on one node, and those it leads, in Ranges' order.
+// nodeRanges are the positions in Ranges, ascending, of the ranges with a replica on one node and
+// of those it leads.
 type nodeRanges struct {
-	held, led   []*Range
-	nheld, nled int
-	// heldAt and ledAt are the positions in Ranges of held and led (built by indexDense and
-	// indexFrom only), so that indexFrom finds a range's place by an integer search.
-	heldAt, ledAt []int32
+	held, led []int32
 }
 
 // denseLimit says whether IDs up to maxID are dense enough for n entries to index a slice by ID.
@@ -367,7 +358,9 @@ func NewCluster(now time.Time, nodes []*Node, ranges []*Range) *Cluster {
 
 // NewClusterAfter is NewCluster for a source that shares the *Range values of unchanged ranges
 // between snapshots (the simulator): two neighbours that prev held at the same places are in order
-// without a comparison of their keys. The snapshot is the same as NewCluster's.
+// without a comparison of their keys, and when the ranges are prev's except in place (same count,
+// same order), the lookups, totals and index are prev's patched where ranges differ. The snapshot is
+// the same as NewCluster's.
 func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Range) *Cluster {
 	c := &Cluster{Now: now, Nodes: nodes, Ranges: ranges}
 	nodeLess := func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID }
@@ -417,8 +410,11 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 	} else {
 		c.nodeByID = make(map[uint64]*Node, len(c.Nodes))
 	}
-	if denseLimit(maxRange, len(c.Ranges)) {
-		c.rangeAt = make([]*Range, maxRange+1)
+	if denseLimit(maxRange, len(c.Ranges)) && len(c.Ranges) < math.MaxInt32 {
+		c.rangeAt = make([]int32, maxRange+1)
+		for i := range c.rangeAt {
+			c.rangeAt[i] = -1
+		}
 	} else {
 		c.rangeByID = make(map[uint64]*Range, len(c.Ranges))
 	}
@@ -430,21 +426,17 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 			c.nodeByID[n.ID] = n
 		}
 	}
-	user := 0
-	for _, r := range c.Ranges {
-		if !r.System {
-			user++
-		}
-	}
-	c.user = make([]*Range, 0, user)
-	for _, r := range c.Ranges {
+	for i, r := range c.Ranges {
 		if c.rangeAt != nil {
-			c.rangeAt[r.ID] = r
+			c.rangeAt[r.ID] = int32(i)
 		} else {
 			c.rangeByID[r.ID] = r
 		}
-		if !r.System {
-			c.user = append(c.user, r)
+		if r.System {
+			c.system++
+		}
+		if r.Latency != nil {
+			c.latencies++
 		}
 		for _, rep := range r.Replicas {
 			if n := c.Node(rep.Node); n != nil {
@@ -467,25 +459,19 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 			c.strays = true
 		}
 	}
-	c.leaderAt, c.qpsAt = make([]uint64, len(c.Ranges)), make([]float64, len(c.Ranges))
-	for i, r := range c.Ranges {
-		c.leaderAt[i], c.qpsAt[i] = r.Leader, r.QPS()
-	}
-	if len(c.user) == 0 {
-		c.user = nil
-	}
 	return c
 }
 
-// patch derives c's indexes and node totals from prev, whose Ranges hold the same ranges in the same
-// places except where a range changed (c.Ranges[i] != prev.Ranges[i]): only those are looked at, and
-// every figure comes out as a full pass would make it (integer totals moved by the changed ranges,
-// QPS totals summed again in order over compact arrays). It reports false, having changed nothing,
-// when the shapes differ (other nodes, a range becoming a system range, an ID beyond the dense
-// index, a replica on an unknown node): then the full pass runs.
+// patch derives c's lookups, node totals and index from prev, whose Ranges hold the same ranges in
+// the same places except where a range changed (c.Ranges[i] != prev.Ranges[i]): only those are
+// looked at, and every figure comes out as a full pass would make it (integer totals moved by the
+// changed ranges; a node's QPS summed again, in Ranges' order, over its led ranges when one of them
+// changed, else prev's). It reports false, having changed nothing, when the shapes differ (other
+// nodes, a range becoming a system range, an ID beyond the dense index, a replica on an unknown
+// node): then the full pass runs.
 func (c *Cluster) patch(prev *Cluster) bool {
-	if prev.nodeAt == nil || prev.rangeAt == nil || prev.strays || prev.leaderAt == nil ||
-		len(prev.Nodes) != len(c.Nodes) || len(prev.Ranges) != len(c.Ranges) {
+	if prev.nodeAt == nil || prev.rangeAt == nil || prev.strays || len(prev.Nodes) != len(c.Nodes) ||
+		len(prev.Ranges) != len(c.Ranges) {
 		return false
 	}
 	for i, n := range c.Nodes {
@@ -494,6 +480,7 @@ func (c *Cluster) patch(prev *Cluster) bool {
 		}
 	}
 	var changed []int
+	renamed := false // a range of another ID took a place: rangeAt changes
 	for i, r := range c.Ranges {
 		if r == prev.Ranges[i] {
 			continue
@@ -508,66 +495,115 @@ func (c *Cluster) patch(prev *Cluster) bool {
 				return false
 			}
 		}
+		renamed = renamed || r.ID != old.ID
 		changed = append(changed, i)
 	}
+	prev.indexNodes()
 	c.nodeAt = make([]*Node, len(prev.nodeAt))
 	for _, n := range c.Nodes {
 		p := prev.nodeAt[n.ID]
-		n.Replicas, n.Voters, n.Leaders, n.Bytes, n.QPS = p.Replicas, p.Voters, 0, p.Bytes, 0
+		n.Replicas, n.Voters, n.Leaders, n.Bytes, n.QPS = p.Replicas, p.Voters, p.Leaders, p.Bytes, p.QPS
 		c.nodeAt[n.ID] = n
 	}
-	c.rangeAt = append([]*Range(nil), prev.rangeAt...)
-	c.user = append([]*Range(nil), prev.user...)
-	c.leaderAt = append([]uint64(nil), prev.leaderAt...)
-	c.qpsAt = append([]float64(nil), prev.qpsAt...)
-	c.userVoters = prev.userVoters
-	if prev.indexed.Load() && prev.positioned {
-		c.from.Store(&patchBase{base: prev, moved: changed})
-	} else if pb := prev.from.Load(); pb != nil {
-		// prev's index was never asked for (a snapshot the executor only reconciled on): patch the
-		// index prev would have been patched from, at the positions changed since.
-		c.from.Store(&patchBase{base: pb.base, moved: union(pb.moved, changed)})
+	c.rangeAt, c.system, c.latencies, c.userVoters = prev.rangeAt, prev.system, prev.latencies, prev.userVoters
+	if renamed {
+		c.rangeAt = append([]int32(nil), prev.rangeAt...)
+		for _, i := range changed {
+			c.rangeAt[prev.Ranges[i].ID] = -1
+		}
+		for _, i := range changed {
+			c.rangeAt[c.Ranges[i].ID] = int32(i)
+		}
 	}
-	system := len(c.Ranges) - len(c.user) // system ranges come first
-	add := func(r *Range, sign int) {
-		for _, rep := range r.Replicas {
+	// The index: prev's lists, a node's copied before its first change.
+	dense := prev.perNodeAt
+	var copied []bool
+	own := func(n uint64) *nodeRanges {
+		if copied == nil {
+			dense = append([]nodeRanges(nil), prev.perNodeAt...)
+			copied = make([]bool, len(dense))
+		}
+		nr := &dense[n]
+		if !copied[n] {
+			copied[n] = true
+			nr.held = append(make([]int32, 0, len(nr.held)+4), nr.held...)
+			nr.led = append(make([]int32, 0, len(nr.led)+4), nr.led...)
+		}
+		return nr
+	}
+	var resum []uint64 // nodes whose QPS is summed again, once each
+	queued := make([]bool, len(c.nodeAt))
+	again := func(n uint64) {
+		if !queued[n] {
+			queued[n] = true
+			resum = append(resum, n)
+		}
+	}
+	for _, i := range changed {
+		old, r := prev.Ranges[i], c.Ranges[i]
+		pos := int32(i)
+		if old.Latency != nil {
+			c.latencies--
+		}
+		if r.Latency != nil {
+			c.latencies++
+		}
+		for _, rep := range old.Replicas {
 			n := c.nodeAt[rep.Node]
-			n.Replicas += sign
+			n.Replicas--
+			n.Bytes -= old.Bytes
 			if !rep.Learner {
-				n.Voters += sign
-				if !r.System {
-					c.userVoters += sign
+				n.Voters--
+				if !old.System {
+					c.userVoters--
 				}
 			}
-			if sign > 0 {
-				n.Bytes += r.Bytes
-			} else {
-				n.Bytes -= r.Bytes
+			if !r.HasReplica(rep.Node) {
+				nr := own(rep.Node)
+				nr.held = without(nr.held, pos)
 			}
 		}
-	}
-	for _, i := range changed {
-		old := prev.Ranges[i]
-		add(old, -1)
-		c.rangeAt[old.ID] = nil
-	}
-	for _, i := range changed {
-		r := c.Ranges[i]
-		add(r, +1)
-		c.rangeAt[r.ID] = r
-		if !r.System {
-			c.user[i-system] = r
-		}
-		c.leaderAt[i], c.qpsAt[i] = r.Leader, r.QPS()
-	}
-	for i, l := range c.leaderAt {
-		if l < uint64(len(c.nodeAt)) {
-			if n := c.nodeAt[l]; n != nil {
-				n.Leaders++
-				n.QPS += c.qpsAt[i]
+		for _, rep := range r.Replicas {
+			n := c.nodeAt[rep.Node]
+			n.Replicas++
+			n.Bytes += r.Bytes
+			if !rep.Learner {
+				n.Voters++
+				if !r.System {
+					c.userVoters++
+				}
+			}
+			if !old.HasReplica(rep.Node) {
+				nr := own(rep.Node)
+				nr.held = inserted(nr.held, pos)
 			}
 		}
+		switch {
+		case old.Leader != r.Leader:
+			if old.Leader != 0 {
+				nr := own(old.Leader)
+				nr.led = without(nr.led, pos)
+				c.nodeAt[old.Leader].Leaders--
+				again(old.Leader)
+			}
+			if r.Leader != 0 {
+				nr := own(r.Leader)
+				nr.led = inserted(nr.led, pos)
+				c.nodeAt[r.Leader].Leaders++
+				again(r.Leader)
+			}
+		case r.Leader != 0 && old.QPS() != r.QPS():
+			again(r.Leader)
+		}
 	}
+	for _, id := range resum {
+		n := c.nodeAt[id]
+		n.QPS = 0
+		for _, p := range dense[id].led {
+			n.QPS += c.Ranges[p].QPS()
+		}
+	}
+	c.perNodeOnce.Do(func() { c.perNodeAt = dense })
 	return true
 }
 
@@ -586,26 +622,23 @@ func (c *Cluster) Node(id uint64) *Node {
 func (c *Cluster) Range(id uint64) *Range {
 	if c.rangeAt != nil {
 		if id < uint64(len(c.rangeAt)) {
-			return c.rangeAt[id]
+			if i := c.rangeAt[id]; i >= 0 {
+				return c.Ranges[i]
+			}
 		}
 		return nil
 	}
 	return c.rangeByID[id]
 }
 
+// Latencies is the number of ranges that report a Latency.
+func (c *Cluster) Latencies() int { return c.latencies }
+
+// indexNodes builds the per-node index, once: two passes, counts then one backing array for every
+// node's lists. Nodes are found by ID through the dense slice when there is one, and NewCluster's
+// counts size the lists when every replica and leader is on a node of Nodes.
 func (c *Cluster) indexNodes() {
 	c.perNodeOnce.Do(func() {
-		defer c.indexed.Store(true)
-		if pb := c.from.Swap(nil); pb != nil {
-			c.indexFrom(pb.base, pb.moved)
-			return
-		}
-		if c.nodeAt != nil && !c.strays {
-			c.indexDense()
-			return
-		}
-		// Two passes: counts, then one backing array for every node's lists. Nodes are found
-		// by ID through the dense slice when there is one.
 		var dense []nodeRanges
 		if c.nodeAt != nil {
 			dense = make([]nodeRanges, len(c.nodeAt))
@@ -622,155 +655,57 @@ func (c *Cluster) indexNodes() {
 			}
 			return nr
 		}
-		total := 0
-		for _, r := range c.Ranges {
-			for _, rep := range r.Replicas {
-				at(rep.Node).nheld++
-				total++
+		if c.nodeAt != nil && !c.strays {
+			for _, n := range c.Nodes {
+				dense[n.ID].held, dense[n.ID].led = make([]int32, 0, n.Replicas), make([]int32, 0, n.Leaders)
 			}
-			if r.Leader != 0 {
-				at(r.Leader).nled++
-				total++
+		} else {
+			nheld, nled := map[*nodeRanges]int{}, map[*nodeRanges]int{}
+			for _, r := range c.Ranges {
+				for _, rep := range r.Replicas {
+					nheld[at(rep.Node)]++
+				}
+				if r.Leader != 0 {
+					nled[at(r.Leader)]++
+				}
+			}
+			for nr, k := range nheld {
+				nr.held = make([]int32, 0, k)
+			}
+			for nr, k := range nled {
+				nr.led = make([]int32, 0, k)
 			}
 		}
-		backing := make([]*Range, total)
-		carve := func(nr *nodeRanges) {
-			nr.held, backing = backing[:0:nr.nheld], backing[nr.nheld:]
-			nr.led, backing = backing[:0:nr.nled], backing[nr.nled:]
-		}
-		for i := range dense {
-			carve(&dense[i])
-		}
-		for _, nr := range c.perNode {
-			carve(nr)
-		}
-		for _, r := range c.Ranges {
+		for i, r := range c.Ranges {
 			for _, rep := range r.Replicas {
 				nr := at(rep.Node)
-				nr.held = append(nr.held, r)
+				nr.held = append(nr.held, int32(i))
 			}
 			if r.Leader != 0 {
 				nr := at(r.Leader)
-				nr.led = append(nr.led, r)
+				nr.led = append(nr.led, int32(i))
 			}
 		}
 		c.perNodeAt = dense
 	})
 }
 
-// indexDense is indexNodes when every replica and leader is on a node of Nodes and nodes are found
-// by ID through a slice: NewCluster's counts (Replicas, Leaders) size the lists, one pass fills them.
-func (c *Cluster) indexDense() {
-	dense := make([]nodeRanges, len(c.nodeAt))
-	total := 0
-	for _, n := range c.Nodes {
-		total += n.Replicas + n.Leaders
-	}
-	backing := make([]*Range, total)
-	positions := make([]int32, total)
-	for _, n := range c.Nodes {
-		nr := &dense[n.ID]
-		nr.held, backing = backing[:0:n.Replicas], backing[n.Replicas:]
-		nr.led, backing = backing[:0:n.Leaders], backing[n.Leaders:]
-		nr.heldAt, positions = positions[:0:n.Replicas], positions[n.Replicas:]
-		nr.ledAt, positions = positions[:0:n.Leaders], positions[n.Leaders:]
-	}
-	for i, r := range c.Ranges {
-		for _, rep := range r.Replicas {
-			nr := &dense[rep.Node]
-			nr.held, nr.heldAt = append(nr.held, r), append(nr.heldAt, int32(i))
-		}
-		if r.Leader != 0 {
-			nr := &dense[r.Leader]
-			nr.led, nr.ledAt = append(nr.led, r), append(nr.ledAt, int32(i))
-		}
-	}
-	c.perNodeAt, c.positioned = dense, true
-}
-
-// patchBase is a snapshot with a positioned per-node index, and the positions at which a later
-// snapshot's ranges differ from its own.
-type patchBase struct {
-	base  *Cluster
-	moved []int
-}
-
-// union merges two ascending lists of positions.
-func union(a, b []int) []int {
-	out := make([]int, 0, len(a)+len(b))
-	for len(a) > 0 || len(b) > 0 {
-		switch {
-		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
-			out, a = append(out, a[0]), a[1:]
-		case len(a) == 0 || b[0] < a[0]:
-			out, b = append(out, b[0]), b[1:]
-		default:
-			out, a, b = append(out, a[0]), a[1:], b[1:]
-		}
-	}
-	return out
-}
-
-// indexFrom is indexDense for a snapshot patched from base: base's lists, with the ranges at the
-// moved positions taken out of their old nodes' lists and put into their new nodes', copying a
-// node's lists before its first change (base's are shared, and immutable). Positions are the same in
-// both snapshots, so a range's place in a list is found by its position.
-func (c *Cluster) indexFrom(base *Cluster, moved []int) {
-	dense := append([]nodeRanges(nil), base.perNodeAt...)
-	copied := make([]bool, len(dense))
-	own := func(n uint64) *nodeRanges {
-		nr := &dense[n]
-		if !copied[n] {
-			copied[n] = true
-			nr.held = append(make([]*Range, 0, len(nr.held)+4), nr.held...)
-			nr.led = append(make([]*Range, 0, len(nr.led)+4), nr.led...)
-			nr.heldAt = append(make([]int32, 0, len(nr.heldAt)+4), nr.heldAt...)
-			nr.ledAt = append(make([]int32, 0, len(nr.ledAt)+4), nr.ledAt...)
-		}
-		return nr
-	}
-	for _, i := range moved {
-		old := base.Ranges[i]
-		for _, rep := range old.Replicas {
-			nr := own(rep.Node)
-			nr.held, nr.heldAt = without(nr.held, nr.heldAt, int32(i))
-		}
-		if old.Leader != 0 {
-			nr := own(old.Leader)
-			nr.led, nr.ledAt = without(nr.led, nr.ledAt, int32(i))
-		}
-	}
-	for _, i := range moved {
-		r := c.Ranges[i]
-		for _, rep := range r.Replicas {
-			nr := own(rep.Node)
-			nr.held, nr.heldAt = inserted(nr.held, nr.heldAt, r, int32(i))
-		}
-		if r.Leader != 0 {
-			nr := own(r.Leader)
-			nr.led, nr.ledAt = inserted(nr.led, nr.ledAt, r, int32(i))
-		}
-	}
-	c.perNodeAt, c.positioned = dense, true
-}
-
-// without removes the range at position i from rs (at is rs's positions, ascending), if there.
-func without(rs []*Range, at []int32, i int32) ([]*Range, []int32) {
+// without removes position i from at (ascending), if there.
+func without(at []int32, i int32) []int32 {
 	k := sort.Search(len(at), func(k int) bool { return at[k] >= i })
 	if k < len(at) && at[k] == i {
-		return append(rs[:k], rs[k+1:]...), append(at[:k], at[k+1:]...)
+		return append(at[:k], at[k+1:]...)
 	}
-	return rs, at
+	return at
 }
 
-// inserted puts r, at position i, into rs at its place (at is rs's positions, ascending).
-func inserted(rs []*Range, at []int32, r *Range, i int32) ([]*Range, []int32) {
+// inserted puts position i into at (ascending) at its place.
+func inserted(at []int32, i int32) []int32 {
 	k := sort.Search(len(at), func(k int) bool { return at[k] >= i })
-	rs, at = append(rs, nil), append(at, 0)
-	copy(rs[k+1:], rs[k:])
+	at = append(at, 0)
 	copy(at[k+1:], at[k:])
-	rs[k], at[k] = r, i
-	return rs, at
+	at[k] = i
+	return at
 }
 
 func (c *Cluster) rangesOfNode(node uint64) *nodeRanges {
@@ -782,21 +717,33 @@ func (c *Cluster) rangesOfNode(node uint64) *nodeRanges {
 }
 
 // RangesOf returns the ranges (system ones included) with a replica, voter or learner, on node, in
-// Ranges' order. The caller must not modify the slice.
-func (c *Cluster) RangesOf(node uint64) []*Range {
+// Ranges' order.
+func (c *Cluster) RangesOf(node uint64) iter.Seq[*Range] {
+	var at []int32
 	if nr := c.rangesOfNode(node); nr != nil {
-		return nr.held
+		at = nr.held
 	}
-	return nil
+	return c.at(at)
 }
 
-// LedBy returns the ranges (system ones included) whose leader is node, in Ranges' order. The caller
-// must not modify the slice.
-func (c *Cluster) LedBy(node uint64) []*Range {
+// LedBy returns the ranges (system ones included) whose leader is node, in Ranges' order.
+func (c *Cluster) LedBy(node uint64) iter.Seq[*Range] {
+	var at []int32
 	if nr := c.rangesOfNode(node); nr != nil {
-		return nr.led
+		at = nr.led
 	}
-	return nil
+	return c.at(at)
+}
+
+// at yields the ranges at positions at.
+func (c *Cluster) at(at []int32) iter.Seq[*Range] {
+	return func(yield func(*Range) bool) {
+		for _, i := range at {
+			if !yield(c.Ranges[i]) {
+				return
+			}
+		}
+	}
 }
 
 // UserVoters is the number of voting replicas of user ranges.
@@ -804,11 +751,12 @@ func (c *Cluster) UserVoters() int { return c.userVoters }
 
 // RangeFor returns the user range containing key, or nil.
 func (c *Cluster) RangeFor(key []byte) *Range {
-	i := sort.Search(len(c.user), func(i int) bool { return bytes.Compare(c.user[i].StartKey, key) > 0 })
+	user := c.UserRanges()
+	i := sort.Search(len(user), func(i int) bool { return bytes.Compare(user[i].StartKey, key) > 0 })
 	if i == 0 {
 		return nil
 	}
-	if r := c.user[i-1]; r.ContainsKey(key) {
+	if r := user[i-1]; r.ContainsKey(key) {
 		return r
 	}
 	return nil
@@ -817,10 +765,11 @@ func (c *Cluster) RangeFor(key []byte) *Range {
 // RightNeighborAt is RightNeighbor(UserRanges()[i]), without a search when the next range in key
 // order starts where the range ends.
 func (c *Cluster) RightNeighborAt(i int) *Range {
-	r := c.user[i]
-	if len(r.EndKey) > 0 && i+1 < len(c.user) {
-		next := c.user[i+1]
-		if bytes.Equal(next.StartKey, r.EndKey) && (i+2 == len(c.user) || bytes.Compare(c.user[i+2].StartKey, r.EndKey) > 0) {
+	user := c.UserRanges()
+	r := user[i]
+	if len(r.EndKey) > 0 && i+1 < len(user) {
+		next := user[i+1]
+		if bytes.Equal(next.StartKey, r.EndKey) && (i+2 == len(user) || bytes.Compare(user[i+2].StartKey, r.EndKey) > 0) {
 			// RangeFor(r.EndKey) finds next: the last range starting at or before the key.
 			if next.ContainsKey(r.EndKey) {
 				return next
@@ -844,12 +793,17 @@ func (c *Cluster) RightNeighbor(r *Range) *Range {
 }
 
 // UserRanges returns the user ranges sorted by StartKey (the caller must not modify the slice).
-func (c *Cluster) UserRanges() []*Range { return c.user }
+func (c *Cluster) UserRanges() []*Range {
+	if c.system == len(c.Ranges) {
+		return nil
+	}
+	return c.Ranges[c.system:]
+}
 
 // RangesIn returns the user ranges overlapping [start, end) (empty end: to the end of the key space).
 func (c *Cluster) RangesIn(start, end []byte) []*Range {
 	var out []*Range
-	for _, r := range c.user {
+	for _, r := range c.UserRanges() {
 		if len(end) > 0 && bytes.Compare(r.StartKey, end) >= 0 {
 			break
 		}

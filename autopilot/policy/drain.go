@@ -50,13 +50,13 @@ func (p *Drain) Propose(c *model.Cluster, pending []*operator.Operator) []*opera
 		// unrecorded. A user range no active voter can take (replicate or decommission must act
 		// first) does not hold the autopilot on a draining node.
 		leadsUser := false
-		for _, r := range c.LedBy(n.ID) {
+		for r := range c.LedBy(n.ID) {
 			if r.Leader == n.ID && !r.System && (v.busy[r.ID] || v.leaderTarget(r, n.ID) != 0) {
 				leadsUser = true
 				break
 			}
 		}
-		for _, r := range c.LedBy(n.ID) {
+		for r := range c.LedBy(n.ID) {
 			if len(out) >= p.cfg.MaxPerRound {
 				return out
 			}

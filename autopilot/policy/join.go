@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"sort"
 	"time"
@@ -279,7 +280,7 @@ func (p *IncrementalJoin) describe() string {
 // userLeaders counts the user ranges node leads.
 func userLeaders(c *model.Cluster, node uint64) int {
 	n := 0
-	for _, r := range c.LedBy(node) {
+	for r := range c.LedBy(node) {
 		if !r.System {
 			n++
 		}
@@ -343,7 +344,7 @@ func strayLearner(c *model.Cluster, pending []*operator.Operator, node uint64) b
 			moving[op.RangeID] = true
 		}
 	}
-	for _, r := range c.RangesOf(node) {
+	for r := range c.RangesOf(node) {
 		if rep, ok := r.ReplicaOn(node); ok && rep.Learner && !moving[r.ID] {
 			return true
 		}
@@ -438,7 +439,7 @@ const belowShareGrace = 30 * time.Second
 
 // couldLead reports whether node holds a voter of a user range it does not lead.
 func couldLead(c *model.Cluster, node uint64) bool {
-	for _, r := range c.RangesOf(node) {
+	for r := range c.RangesOf(node) {
 		if !r.System && r.IsVoter(node) && r.Leader != node {
 			return true
 		}
@@ -458,7 +459,7 @@ func (p *IncrementalJoin) ordered(rs []*model.Range) []*model.Range {
 // transfer hands n the leadership of the hottest user range it holds as a voter but does not lead.
 func (p *IncrementalJoin) transfer(c *model.Cluster, v *view, n *model.Node) *operator.Operator {
 	var cands []*model.Range
-	for _, r := range c.RangesOf(n.ID) {
+	for r := range c.RangesOf(n.ID) {
 		if !r.System && r.IsVoter(n.ID) && r.Leader != n.ID && r.Leader != 0 && !v.busy[r.ID] {
 			cands = append(cands, r)
 		}
@@ -496,7 +497,7 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 	// replica leaves with the leadership: the senders that take turns are the nodes that stream.
 	// A sender's ranges come from the model's per-node index: scanning every range for every joining
 	// node made a 10 % scale-out quadratic.
-	offers := func(sender uint64) []*model.Range {
+	offers := func(sender uint64) iter.Seq[*model.Range] {
 		if keepLeader {
 			return c.RangesOf(sender)
 		}
@@ -509,7 +510,7 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 	// first is the sender's range that the configured order puts first (nil: it has none to give).
 	first := func(sender uint64) *model.Range {
 		var best *model.Range
-		for _, r := range offers(sender) {
+		for r := range offers(sender) {
 			if !eligible(sender, r) {
 				continue
 			}
@@ -527,7 +528,7 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 		if !sn.Live {
 			continue
 		}
-		for _, r := range offers(sn.ID) {
+		for r := range offers(sn.ID) {
 			if eligible(sn.ID, r) {
 				senders = append(senders, sn)
 				break

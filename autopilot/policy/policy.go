@@ -19,6 +19,7 @@ package policy
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"sort"
 	"strings"
@@ -375,9 +376,9 @@ func (v *view) candidates(keep func(*model.Range) bool) []*model.Range {
 
 // candidatesIn is candidates restricted to rs (a subsequence of the model's ranges, such as one
 // node's): the same ranges in the same order when keep implies membership of rs.
-func (v *view) candidatesIn(rs []*model.Range, keep func(*model.Range) bool) []*model.Range {
+func (v *view) candidatesIn(rs iter.Seq[*model.Range], keep func(*model.Range) bool) []*model.Range {
 	var out []*model.Range
-	for _, r := range rs {
+	for r := range rs {
 		if !r.System && !v.busy[r.ID] && keep(r) {
 			out = append(out, r)
 		}
@@ -503,7 +504,7 @@ func contains(ids []uint64, id uint64) bool {
 // rangesOn returns the ranges with a replica on node, in the cluster's order.
 func rangesOn(c *model.Cluster, node uint64) []*model.Range {
 	var out []*model.Range
-	for _, r := range c.RangesOf(node) {
+	for r := range c.RangesOf(node) {
 		if r.HasReplica(node) {
 			out = append(out, r)
 		}

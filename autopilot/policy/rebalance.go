@@ -321,7 +321,7 @@ func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *ope
 		qf, qt := v.load[from.ID].qps, v.load[to.ID].qps
 		tolerance := math.Max(math.Abs(qf-qt), math.Max(p.cfg.QPSLow*meanQPS, p.cfg.MinQPSGap))
 		var best *model.Range
-		for _, r := range v.c.LedBy(from.ID) {
+		for r := range v.c.LedBy(from.ID) {
 			q := r.QPS()
 			if r.Leader != from.ID || !r.IsVoter(to.ID) || r.System || v.busy[r.ID] ||
 				math.Abs((qf-q)-(qt+q)) > tolerance {

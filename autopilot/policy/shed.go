@@ -199,7 +199,7 @@ func (p *Shed) Propose(c *model.Cluster, pending []*operator.Operator) []*operat
 		if task == nil || !n.Live || n.Decommissioned {
 			continue
 		}
-		for _, r := range c.LedBy(n.ID) {
+		for r := range c.LedBy(n.ID) {
 			if r.Leader != n.ID || v.busy[r.ID] || r.System {
 				continue // the meta range stays: see the type's comment
 			}
