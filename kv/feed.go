@@ -8,10 +8,17 @@ import (
 
 	"github.com/shoaldb/shoal/kv/rangefeed"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
 )
 
-// Changes is the sink the node's replica store reports applied changes to.
-func (s *Service) Changes() *rangefeed.Registry { return s.feeds }
+// Changes is the sink the node's replica store reports applied changes to, nil when change streams
+// are off.
+func (s *Service) Changes() replica.ChangeSink {
+	if s.cfg.ChangeStreams.Off {
+		return nil
+	}
+	return s.feeds
+}
 
 // RangeFeed streams a range's applied changes from this node's replica (any replica serves: a
 // follower sends what it has applied). Errors carry gRPC codes: NOT_FOUND (no replica here),

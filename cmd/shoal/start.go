@@ -107,6 +107,8 @@ func init() {
 	f.Var(sizeOf(&c.KV.MaxKeyBytes), "max-key-bytes", "largest key accepted")
 	f.Var(sizeOf(&c.KV.MaxValueBytes), "max-value-bytes", "largest value accepted")
 	f.Var(sizeOf(&c.KV.RangeMaxBytes), "range-max-bytes", "range size that triggers a split")
+	f.Var(onOff{&c.KV.ChangeStreams.Off, true}, "change-streams", "keep each replica's recent changes for watches (shoal watch, RangeFeed) (on|off; off: watches of this node's ranges fail over to other replicas or fail)")
+	f.Var(sizeOf(&c.KV.ChangeStreams.RangeBufferBytes), "change-stream-buffer", "recent changes each replica keeps for watches that resume (a watch further behind must re-read)")
 	f.Var(sizeOf(&c.Transport.SnapshotRateBytesPerSec), "snapshot-rate", "bytes per second this node sends in snapshots (replica moves, catch-up), e.g. 32MiB")
 	f.Var(sizeOf(&c.Transport.SnapshotRecvRateBytesPerSec), "snapshot-recv-rate", "bytes per second this node receives in snapshots from all senders together, e.g. 32MiB (0: unlimited)")
 	f.DurationVar(&c.Raft.TickInterval, "tick-interval", c.Raft.TickInterval, "raft tick")

@@ -34,6 +34,9 @@ const (
 
 // Config bounds the buffers. Zero values take the defaults above.
 type Config struct {
+	// Off: replicas report nothing and RangeFeed answers NOT_FOUND (the cost of change streams is
+	// an event per change on every replica's apply, and the buffers' memory).
+	Off bool `json:"off"`
 	// RangeBufferBytes bounds one replica's buffered changes; NodeBufferBytes all of the node's: a
 	// replica over either drops its oldest changes.
 	RangeBufferBytes int64 `json:"range_buffer_bytes"`

@@ -56,3 +56,41 @@ func TestApply(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordedChanges checks what a change stream is told: a put over an expired key is an EXPIRE
+// then a PUT, a delete of a live key a DELETE, the sweeper's delete of an expired key an EXPIRE, and
+// a delete of an absent key nothing.
+func TestRecordedChanges(t *testing.T) {
+	key := func(k []byte) []byte { return storage.UserDataKey(k) }
+	eng, err := storage.Open(t.TempDir(), storage.Options{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	b := eng.NewIndexedBatch()
+	defer b.Close()
+	var got []string
+	env := Env{DataKey: key, Index: 7, Record: func(kind pb.RangeFeedEvent_Kind, k []byte, v stored.Value) {
+		got = append(got, kind.String()+" "+string(k)+" "+string(v.Data))
+	}}
+	const now = 1000
+	for _, cmd := range []*pb.Command{
+		{ClockUnixMs: now, Mutations: []*pb.Mutation{{Key: []byte("a"), Value: []byte("1"), ExpireAtUnixMs: now + 10}, {Key: []byte("b"), Value: []byte("2"), ExpireAtUnixMs: now + 10}}},
+		{ClockUnixMs: now + 20, Mutations: []*pb.Mutation{{Key: []byte("a"), Value: []byte("3")}}},
+		{ClockUnixMs: now + 20, Mutations: []*pb.Mutation{{Key: []byte("a"), Delete: true}, {Key: []byte("z"), Delete: true}}},
+		{ClockUnixMs: now + 20, Txn: &pb.TxnRequest{Success: []*pb.TxnOp{{Type: pb.TxnOp_DELETE, Key: []byte("b"), OnlyExpired: true}}}},
+	} {
+		if _, err := Apply(b, cmd, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"PUT a 1", "PUT b 2", "EXPIRE a ", "PUT a 3", "DELETE a ", "EXPIRE b "}
+	if len(got) != len(want) {
+		t.Fatalf("recorded %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("recorded %q, want %q", got, want)
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/server/apijson"
+)
+
+var watchFlags struct {
+	span        bool
+	from        string
+	duration    time.Duration
+	checkpoints bool
+}
+
+// watchJSON is one line of watch's JSON output.
+type watchJSON struct {
+	Kind          string `json:"kind"`
+	Key           string `json:"key,omitempty"`
+	KeyEncoding   string `json:"key_encoding,omitempty"`
+	Value         string `json:"value,omitempty"`
+	ValueEncoding string `json:"value_encoding,omitempty"`
+	ExpireAtMs    int64  `json:"expire_at_unix_ms,omitempty"`
+	Version       uint64 `json:"version,omitempty"`
+	RangeID       uint64 `json:"range_id,omitempty"`
+	Index         uint64 `json:"index,omitempty"`
+	Cursor        string `json:"cursor,omitempty"`
+}
+
+var watchCmd = &cobra.Command{
+	Use:     "watch PREFIX | watch --span START END",
+	Aliases: []string{"changefeed"},
+	Short:   "Print every change to the keys under PREFIX (or in [START, END)) as it is applied",
+	Long: `Print every put, delete and expiration of the keys that start with PREFIX (with --span: the keys in
+[START, END), an empty END meaning no bound) from now on, or from --from CURSOR, until interrupted
+(Ctrl-C) or --for has passed. Changes of one key come in the order they were applied, each at
+least once; the watch follows the span's ranges through splits, merges, replica moves and leader
+changes. Text output: "PUT key value", "DELETE key", "EXPIRE key" lines. With --format json, one
+JSON object per line: kind, key, value (base64 with key_encoding/value_encoding when not text),
+version, expire_at_unix_ms, and range_id and index, the change's position (a reader that sees a
+position it has seen already drops the change).
+
+A cursor resumes a watch where it stopped: it is printed to standard error when the watch ends,
+and with --checkpoints also as it advances (JSON: {"kind":"CHECKPOINT","cursor":...} lines). Each
+replica keeps its recent changes in a bounded, in-memory window: a watch that stopped too long ago
+fails with "watch lost its position"; re-read the span (shoal scan) and watch from now.`,
+	Example: `  shoal watch user/
+  shoal watch --span a m --format json --checkpoints
+  shoal changefeed user/ --from "$CURSOR" --for 1m`,
+	Args: cli.Args(cobra.RangeArgs(1, 2)),
+	RunE: func(cmd *cobra.Command, a []string) error {
+		var start, end []byte
+		switch {
+		case watchFlags.span && len(a) == 2:
+			start, end = []byte(a[0]), []byte(a[1])
+		case !watchFlags.span && len(a) == 1:
+			start, end = prefixSpan(a[0])
+		default:
+			return cli.Usage(fmt.Errorf("watch takes one PREFIX, or START END with --span; usage: %s", cmd.UseLine()))
+		}
+		if watchFlags.duration < 0 {
+			return cli.Usage(fmt.Errorf("invalid --for %s: must be positive (0: until interrupted)", watchFlags.duration))
+		}
+		return withSession(cmd, func(s *session) error { return runWatch(cmd, s.c, start, end) })
+	},
+}
+
+// runWatch prints the span's changes until interrupted or --for passes, then the cursor to resume.
+func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte) error {
+	// The session's --timeout bounds connecting; the watch itself runs until stopped.
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if watchFlags.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, watchFlags.duration)
+		defer cancel()
+	}
+	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	var cursor string
+	err := c.Watch(ctx, start, end, watchFlags.from, func(ev client.WatchEvent) error {
+		if ev.Kind == pb.RangeFeedEvent_CHECKPOINT {
+			if cursor == "" {
+				fmt.Fprintf(errw, "watching [%s, %s)\n", valueText(start), valueText(end))
+			}
+			cursor = ev.Cursor
+			if !watchFlags.checkpoints {
+				return nil
+			}
+		}
+		return printWatchEvent(w, ev)
+	})
+	if cursor != "" {
+		fmt.Fprintf(errw, "resume with: --from %s\n", cursor)
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return nil // interrupted or --for passed: the normal end of a watch
+	}
+	return err
+}
+
+func printWatchEvent(w interface{ Write([]byte) (int, error) }, ev client.WatchEvent) error {
+	if cli.JSON() {
+		j := watchJSON{Kind: ev.Kind.String(), ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index, Cursor: ev.Cursor}
+		if ev.Kind != pb.RangeFeedEvent_CHECKPOINT {
+			j.Key, j.KeyEncoding = apijson.Key(ev.Key)
+		}
+		if ev.Kind == pb.RangeFeedEvent_PUT {
+			j.Value, j.ValueEncoding = apijson.Key(ev.Value)
+		}
+		return cli.WriteJSON(w, j)
+	}
+	var err error
+	switch ev.Kind {
+	case pb.RangeFeedEvent_PUT:
+		_, err = fmt.Fprintf(w, "PUT\t%s\t%s\n", keyText(ev.Key), valueText(ev.Value))
+	case pb.RangeFeedEvent_CHECKPOINT:
+		_, err = fmt.Fprintf(w, "CHECKPOINT\t%s\n", ev.Cursor)
+	default:
+		_, err = fmt.Fprintf(w, "%s\t%s\n", ev.Kind, keyText(ev.Key))
+	}
+	return err
+}
+
+func init() {
+	watchCmd.Flags().BoolVar(&watchFlags.span, "span", false, "watch [START, END) instead of a prefix")
+	watchCmd.Flags().StringVar(&watchFlags.from, "from", "", "resume from a cursor an earlier watch printed")
+	watchCmd.Flags().DurationVar(&watchFlags.duration, "for", 0, "stop after this long (0: until interrupted)")
+	watchCmd.Flags().BoolVar(&watchFlags.checkpoints, "checkpoints", false, "also print a cursor as the watch advances (at most once a second)")
+	rootCmd.AddCommand(watchCmd)
+}
