@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -30,7 +31,17 @@ type WatchEvent struct {
 	RangeID, Index uint64
 	// Cursor, on a CHECKPOINT, resumes the watch after everything delivered so far (Watch's from).
 	Cursor string
+	// Initial: a PUT of the initial scan (WithInitialScan): the key's value when the watch started.
+	Initial bool
 }
+
+// WatchOption tunes a watch.
+type WatchOption func(*watch)
+
+// WithInitialScan makes a watch from now first deliver every live key of the span as it is when the
+// watch starts (PUT events with Initial set, each range's at one consistent index), then the changes
+// after it, so that the caller needs no separate scan. A watch resumed from a cursor ignores it.
+func WithInitialScan() WatchOption { return func(w *watch) { w.initial = true } }
 
 // ErrWatchLost: a watch cannot continue without a gap: no replica holds the changes after its
 // position any more (they keep a bounded, in-memory window). Re-read the span and watch from now.
@@ -46,7 +57,7 @@ const watchCheckpointEvery = time.Second
 //
 // It follows the span's ranges through splits, merges, replica moves and leader changes, reading
 // each range's change stream (RangeFeed) from any replica, the leader first.
-func (c *Client) Watch(ctx context.Context, start, end []byte, from string, fn func(WatchEvent) error) error {
+func (c *Client) Watch(ctx context.Context, start, end []byte, from string, fn func(WatchEvent) error, opts ...WatchOption) error {
 	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
 		return newError(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("watch: empty span [%q, %q)", start, end), nil)
 	}
@@ -54,7 +65,11 @@ func (c *Client) Watch(ctx context.Context, start, end []byte, from string, fn f
 	defer cancel()
 	w := &watch{c: c, ctx: ctx, start: start, end: end, fn: fn, feeds: map[uint64]*feed{}, msgs: make(chan feedMsg, 64)}
 	defer w.stopAll()
+	for _, o := range opts {
+		o(w)
+	}
 	if from != "" {
+		w.initial = false
 		cur, err := decodeCursor(from)
 		if err != nil {
 			return err
@@ -103,6 +118,7 @@ type watch struct {
 	msgs       chan feedMsg
 	gens       int
 	lastCursor time.Time
+	initial    bool // from-now feeds start with an initial scan
 }
 
 // clip returns the part of [s, e) that is watched, ok false if none.
@@ -136,7 +152,8 @@ func (w *watch) startWorker(f *feed) {
 	if !f.complete && from > 0 {
 		from-- // the last index again: its changes not yet delivered come with it
 	}
-	req := &pb.RangeFeedRequest{RangeId: f.id, StartKey: f.start, EndKey: f.end, FromIndex: from, AfterMergeOf: f.afterMerge}
+	req := &pb.RangeFeedRequest{RangeId: f.id, StartKey: f.start, EndKey: f.end, FromIndex: from, AfterMergeOf: f.afterMerge,
+		InitialScan: w.initial && from == 0 && f.afterMerge == 0}
 	go w.c.feedWorker(ctx, req, f.gen, w.msgs)
 }
 
@@ -236,6 +253,10 @@ func (w *watch) step() error {
 		return m.err
 	}
 	ev := m.ev
+	if ev.Initial {
+		return w.fn(WatchEvent{Kind: ev.Kind, Key: ev.Key, Value: ev.Value, ExpireAtUnixMs: ev.ExpireAtUnixMs, Version: ev.Version,
+			RangeID: ev.RangeId, Index: ev.Index, Initial: true})
+	}
 	if !f.opened {
 		f.opened = true
 		if f.pos == 0 || f.afterMerge != 0 {
@@ -402,7 +423,7 @@ func (c *Client) spanRanges(ctx context.Context, start, end []byte) ([]*pb.Range
 // reads fails or leaves, until ctx ends. It gives up (ErrWatchLost) only when, twice in a row,
 // every replica it could reach answered that it holds no such position or range.
 func (c *Client) feedWorker(ctx context.Context, req *pb.RangeFeedRequest, gen int, msgs chan<- feedMsg) {
-	req = &pb.RangeFeedRequest{RangeId: req.RangeId, StartKey: req.StartKey, EndKey: req.EndKey, FromIndex: req.FromIndex, AfterMergeOf: req.AfterMergeOf}
+	req = proto.Clone(req).(*pb.RangeFeedRequest)
 	send := func(m feedMsg) bool {
 		select {
 		case msgs <- m:
@@ -470,6 +491,14 @@ func (c *Client) readFeed(ctx context.Context, addr string, req *pb.RangeFeedReq
 			return progressed, err
 		}
 		progressed = true
+		if ev.Initial {
+			// The position stays: a stream broken during its scan scans again.
+			if !deliver(ev) {
+				return progressed, ctx.Err()
+			}
+			continue
+		}
+		req.InitialScan = false
 		if ev.Kind == pb.RangeFeedEvent_REMOVED && ev.Desc.GetMergingInto() == 0 {
 			// This replica moved away: read another one from where it stopped.
 			return progressed, status.Error(codes.NotFound, "replica removed")

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -9,6 +10,7 @@ import (
 	"github.com/shoaldb/shoal/kv/rangefeed"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage/stored"
 )
 
 // Changes is the sink the node's replica store reports applied changes to, nil when change streams
@@ -29,7 +31,13 @@ func (s *Service) RangeFeed(req *pb.RangeFeedRequest, stream pb.Shoal_RangeFeedS
 	default:
 		return status.Error(codes.Unavailable, "node is starting")
 	}
-	err := s.feeds.Serve(stream.Context(), req, stream.Send)
+	var err error
+	if req.InitialScan && req.FromIndex == 0 && req.AfterMergeOf == 0 {
+		err = s.initialScan(req, stream)
+	} else {
+		err = s.feeds.Serve(stream.Context(), req, stream.Send)
+	}
+	var re *replica.Error
 	switch {
 	case err == nil:
 		return nil
@@ -37,6 +45,31 @@ func (s *Service) RangeFeed(req *pb.RangeFeedRequest, stream pb.Shoal_RangeFeedS
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, rangefeed.ErrNotHeld):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.As(err, &re):
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	return err
+}
+
+// initialScan sends the span's live keys as they are at the replica's applied index, then the
+// changes after that index.
+func (s *Service) initialScan(req *pb.RangeFeedRequest, stream pb.Shoal_RangeFeedServer) error {
+	r := s.store.Replica(req.RangeId)
+	if r == nil {
+		return fmt.Errorf("range %d: %w", req.RangeId, rangefeed.ErrNoReplica)
+	}
+	snap, err := r.SnapshotSpan(req.StartKey, req.EndKey)
+	if err != nil {
+		return err
+	}
+	defer snap.Close()
+	err = snap.Each(func(key []byte, v stored.Value) error {
+		return stream.Send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_PUT, Initial: true, RangeId: req.RangeId, Index: snap.Index,
+			Key: key, Value: v.Data, ExpireAtUnixMs: v.ExpireAtMs, Version: v.Version})
+	})
+	if err != nil {
+		return err
+	}
+	next := &pb.RangeFeedRequest{RangeId: req.RangeId, StartKey: req.StartKey, EndKey: req.EndKey, FromIndex: snap.Index}
+	return s.feeds.Serve(stream.Context(), next, stream.Send)
 }

@@ -2115,7 +2115,10 @@ type RangeFeedRequest struct {
 	FromIndex uint64                 `protobuf:"varint,4,opt,name=from_index,json=fromIndex,proto3" json:"from_index,omitempty"`
 	// after_merge_of, instead of from_index: start right after the merge that absorbed that range (for
 	// a reader of the absorbed range's span that did not read this one).
-	AfterMergeOf  uint64 `protobuf:"varint,5,opt,name=after_merge_of,json=afterMergeOf,proto3" json:"after_merge_of,omitempty"`
+	AfterMergeOf uint64 `protobuf:"varint,5,opt,name=after_merge_of,json=afterMergeOf,proto3" json:"after_merge_of,omitempty"`
+	// initial_scan, with from_index 0: first every live key of the span as it is at the starting
+	// position (PUT events with initial set), then the changes after it.
+	InitialScan   bool `protobuf:"varint,6,opt,name=initial_scan,json=initialScan,proto3" json:"initial_scan,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2185,6 +2188,13 @@ func (x *RangeFeedRequest) GetAfterMergeOf() uint64 {
 	return 0
 }
 
+func (x *RangeFeedRequest) GetInitialScan() bool {
+	if x != nil {
+		return x.InitialScan
+	}
+	return false
+}
+
 // RangeFeedEvent is one applied change. The stream's first event is a CHECKPOINT at the position it
 // starts from. index is the range's raft index: with range_id it is the
 // event's position, increasing within a range, so a reader drops an event at or below the position it
@@ -2201,6 +2211,7 @@ type RangeFeedEvent struct {
 	Version        uint64                 `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
 	Desc           *RangeDescriptor       `protobuf:"bytes,8,opt,name=desc,proto3" json:"desc,omitempty"`
 	Right          *RangeDescriptor       `protobuf:"bytes,9,opt,name=right,proto3" json:"right,omitempty"`
+	Initial        bool                   `protobuf:"varint,10,opt,name=initial,proto3" json:"initial,omitempty"` // a key's value at index, from the initial scan (not a change)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2296,6 +2307,13 @@ func (x *RangeFeedEvent) GetRight() *RangeDescriptor {
 		return x.Right
 	}
 	return nil
+}
+
+func (x *RangeFeedEvent) GetInitial() bool {
+	if x != nil {
+		return x.Initial
+	}
+	return false
 }
 
 type RangeLookupRequest struct {
@@ -6325,14 +6343,15 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\tmod_index\x18\x05 \x01(\x04R\bmodIndex\x12\x18\n" +
 	"\aapplied\x18\x06 \x01(\bR\aapplied\x12\x1b\n" +
 	"\tint_value\x18\a \x01(\x03R\bintValue\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\xa8\x01\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\xcb\x01\n" +
 	"\x10RangeFeedRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x03 \x01(\fR\x06endKey\x12\x1d\n" +
 	"\n" +
 	"from_index\x18\x04 \x01(\x04R\tfromIndex\x12$\n" +
-	"\x0eafter_merge_of\x18\x05 \x01(\x04R\fafterMergeOf\"\x94\x03\n" +
+	"\x0eafter_merge_of\x18\x05 \x01(\x04R\fafterMergeOf\x12!\n" +
+	"\finitial_scan\x18\x06 \x01(\bR\vinitialScan\"\xae\x03\n" +
 	"\x0eRangeFeedEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.shoal.RangeFeedEvent.KindR\x04kind\x12\x19\n" +
 	"\brange_id\x18\x02 \x01(\x04R\arangeId\x12\x14\n" +
@@ -6342,7 +6361,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x11expire_at_unix_ms\x18\x06 \x01(\x03R\x0eexpireAtUnixMs\x12\x18\n" +
 	"\aversion\x18\a \x01(\x04R\aversion\x12*\n" +
 	"\x04desc\x18\b \x01(\v2\x16.shoal.RangeDescriptorR\x04desc\x12,\n" +
-	"\x05right\x18\t \x01(\v2\x16.shoal.RangeDescriptorR\x05right\"Z\n" +
+	"\x05right\x18\t \x01(\v2\x16.shoal.RangeDescriptorR\x05right\x12\x18\n" +
+	"\ainitial\x18\n" +
+	" \x01(\bR\ainitial\"Z\n" +
 	"\x04Kind\x12\a\n" +
 	"\x03PUT\x10\x00\x12\n" +
 	"\n" +

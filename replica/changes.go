@@ -1,7 +1,11 @@
 package replica
 
 import (
+	"bytes"
+	"fmt"
+
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/stored"
 )
 
@@ -63,3 +67,63 @@ func (s *Store) removedChanges(r *Replica, desc *pb.RangeDescriptor) {
 		s.cfg.Changes.Removed(r.rangeID, desc)
 	}
 }
+
+// SpanSnapshot is part of a range's data as it was at one applied index: the initial scan of a
+// change stream, which goes on from that index.
+type SpanSnapshot struct {
+	Index  uint64
+	snap   *storage.Snapshot
+	lo, hi []byte
+	clock  int64
+}
+
+// SnapshotSpan captures [start, end) ∩ the range's span at the replica's applied index (taken
+// between two applies, so the data and the index agree). Close it when done.
+func (r *Replica) SnapshotSpan(start, end []byte) (*SpanSnapshot, error) {
+	if r.IsMeta() {
+		return nil, &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: "the meta range has no change stream"}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.checkUsableLocked(); e != nil {
+		return nil, e
+	}
+	d := r.desc
+	lo, hi := start, end
+	if bytes.Compare(lo, d.StartKey) < 0 {
+		lo = d.StartKey
+	}
+	if len(d.EndKey) > 0 && (len(hi) == 0 || bytes.Compare(hi, d.EndKey) > 0) {
+		hi = d.EndKey
+	}
+	elo, ehi := storage.DataSpan(false, lo, hi)
+	return &SpanSnapshot{Index: r.applied, snap: r.store.eng.NewSnapshot(), lo: elo, hi: ehi, clock: r.ClockMs()}, nil
+}
+
+// Each calls fn with every key live at the snapshot's index (judged at the replica's clock when it
+// was taken) and its value; key and value are fn's.
+func (s *SpanSnapshot) Each(fn func(key []byte, v stored.Value) error) error {
+	if bytes.Compare(s.lo, s.hi) >= 0 {
+		return nil
+	}
+	it, err := s.snap.NewIter(s.lo, s.hi)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, live, err := stored.Live(append([]byte(nil), it.Value()...), s.clock)
+		if err != nil {
+			return fmt.Errorf("key %q: %w", it.Key(), err)
+		}
+		if live {
+			if err := fn(append([]byte(nil), storage.StripDataPrefix(it.Key())...), v); err != nil {
+				return err
+			}
+		}
+	}
+	return it.Error()
+}
+
+// Close releases the snapshot.
+func (s *SpanSnapshot) Close() error { return s.snap.Close() }

@@ -174,7 +174,12 @@ func TestWatchDeliversEveryAcknowledgedWriteInOrderUnderChaos(t *testing.T) {
 		case "transfer":
 			transfer(sctx)
 		case "kill":
+			// The leader of a watched range, so that its watchers must move (node 0 stays: the
+			// moves go through it).
 			killed = 1 + rng.IntN(3)
+			if rs, err := testcluster.RangeOf(sctx, cl, []byte(key(rng.IntN(nKeys)))); err == nil && rs.GetLeaderNodeId() > 1 {
+				killed = c.NodeIndex(rs.GetLeaderNodeId())
+			}
 			t.Logf("kill node index %d", killed)
 			c.Kill(killed)
 		case "restart":
@@ -253,5 +258,74 @@ func TestWatchDeliversEveryAcknowledgedWriteInOrderUnderChaos(t *testing.T) {
 	t.Logf("%d events delivered for %d acknowledged writes over %d keys", log.events, total, nKeys)
 	if total == 0 {
 		t.Fatal("no write was acknowledged")
+	}
+}
+
+// TestWatchInitialScanThenChanges watches a span of two ranges with an initial scan: every key
+// written before comes first with its value, each once, then a write made after the watch started.
+func TestWatchInitialScanThenChanges(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 300
+	for i := range n {
+		if err := cl.Put(ctx, []byte(fmt.Sprintf("i/%03d", i)), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := splitAt(ctx, cl, []byte("i/150")); err != nil {
+		t.Fatal(err)
+	}
+	initial := map[string]string{}
+	established := make(chan struct{})
+	var once sync.Once
+	got := make(chan client.WatchEvent, 16)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go func() {
+		_ = cl.Watch(wctx, []byte("i/"), []byte("i0"), "", func(ev client.WatchEvent) error {
+			switch {
+			case ev.Initial:
+				select {
+				case <-established:
+					t.Errorf("initial event %s after the watch was established", ev.Key)
+				default:
+				}
+				if _, dup := initial[string(ev.Key)]; dup {
+					t.Errorf("key %s scanned twice", ev.Key)
+				}
+				initial[string(ev.Key)] = string(ev.Value)
+			case ev.Kind == pb.RangeFeedEvent_CHECKPOINT:
+				once.Do(func() { close(established) })
+			default:
+				got <- ev
+			}
+			return nil
+		}, client.WithInitialScan())
+	}()
+	select {
+	case <-established:
+	case <-ctx.Done():
+		t.Fatal("watch not established")
+	}
+	if len(initial) != n {
+		t.Fatalf("initial scan gave %d keys, want %d", len(initial), n)
+	}
+	for i := range n {
+		if v := initial[fmt.Sprintf("i/%03d", i)]; v != strconv.Itoa(i) {
+			t.Fatalf("initial i/%03d = %q", i, v)
+		}
+	}
+	if err := cl.Put(ctx, []byte("i/200"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-got:
+		if ev.Kind != pb.RangeFeedEvent_PUT || string(ev.Key) != "i/200" || string(ev.Value) != "new" || ev.Initial {
+			t.Fatalf("change after the scan: %+v", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("the write after the scan never arrived")
 	}
 }

@@ -22,11 +22,13 @@ var watchFlags struct {
 	from        string
 	duration    time.Duration
 	checkpoints bool
+	initial     bool
 }
 
 // watchJSON is one line of watch's JSON output.
 type watchJSON struct {
 	Kind          string `json:"kind"`
+	Initial       bool   `json:"initial,omitempty"`
 	Key           string `json:"key,omitempty"`
 	KeyEncoding   string `json:"key_encoding,omitempty"`
 	Value         string `json:"value,omitempty"`
@@ -46,7 +48,8 @@ var watchCmd = &cobra.Command{
 [START, END), an empty END meaning no bound) from now on, or from --from CURSOR, until interrupted
 (Ctrl-C) or --for has passed. Changes of one key come in the order they were applied, each at
 least once; the watch follows the span's ranges through splits, merges, replica moves and leader
-changes. Text output: "PUT key value", "DELETE key", "EXPIRE key" lines. With --format json, one
+changes. With --initial it first prints the span's keys as they are when it starts. Text output:
+"PUT key value", "DELETE key", "EXPIRE key" (and "INITIAL key value") lines. With --format json, one
 JSON object per line: kind, key, value (base64 with key_encoding/value_encoding when not text),
 version, expire_at_unix_ms, and range_id and index, the change's position (a reader that sees a
 position it has seen already drops the change).
@@ -92,6 +95,10 @@ func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte) error {
 	}
 	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	var cursor string
+	var opts []client.WatchOption
+	if watchFlags.initial {
+		opts = append(opts, client.WithInitialScan())
+	}
 	err := c.Watch(ctx, start, end, watchFlags.from, func(ev client.WatchEvent) error {
 		if ev.Kind == pb.RangeFeedEvent_CHECKPOINT {
 			if cursor == "" {
@@ -103,7 +110,7 @@ func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte) error {
 			}
 		}
 		return printWatchEvent(w, ev)
-	})
+	}, opts...)
 	if cursor != "" {
 		fmt.Fprintf(errw, "resume with: --from %s\n", cursor)
 	}
@@ -115,7 +122,7 @@ func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte) error {
 
 func printWatchEvent(w interface{ Write([]byte) (int, error) }, ev client.WatchEvent) error {
 	if cli.JSON() {
-		j := watchJSON{Kind: ev.Kind.String(), ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index, Cursor: ev.Cursor}
+		j := watchJSON{Kind: ev.Kind.String(), Initial: ev.Initial, ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index, Cursor: ev.Cursor}
 		if ev.Kind != pb.RangeFeedEvent_CHECKPOINT {
 			j.Key, j.KeyEncoding = apijson.Key(ev.Key)
 		}
@@ -127,7 +134,11 @@ func printWatchEvent(w interface{ Write([]byte) (int, error) }, ev client.WatchE
 	var err error
 	switch ev.Kind {
 	case pb.RangeFeedEvent_PUT:
-		_, err = fmt.Fprintf(w, "PUT\t%s\t%s\n", keyText(ev.Key), valueText(ev.Value))
+		kind := "PUT"
+		if ev.Initial {
+			kind = "INITIAL"
+		}
+		_, err = fmt.Fprintf(w, "%s\t%s\t%s\n", kind, keyText(ev.Key), valueText(ev.Value))
 	case pb.RangeFeedEvent_CHECKPOINT:
 		_, err = fmt.Fprintf(w, "CHECKPOINT\t%s\n", ev.Cursor)
 	default:
@@ -140,6 +151,7 @@ func init() {
 	watchCmd.Flags().BoolVar(&watchFlags.span, "span", false, "watch [START, END) instead of a prefix")
 	watchCmd.Flags().StringVar(&watchFlags.from, "from", "", "resume from a cursor an earlier watch printed")
 	watchCmd.Flags().DurationVar(&watchFlags.duration, "for", 0, "stop after this long (0: until interrupted)")
+	watchCmd.Flags().BoolVar(&watchFlags.initial, "initial", false, "first print every key of the span with its value as the watch starts (INITIAL lines; JSON: \"initial\": true), then the changes")
 	watchCmd.Flags().BoolVar(&watchFlags.checkpoints, "checkpoints", false, "also print a cursor as the watch advances (at most once a second)")
 	rootCmd.AddCommand(watchCmd)
 }
