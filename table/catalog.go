@@ -154,8 +154,8 @@ type DropProgress func(deleted int)
 // finished by FinishDrops. It returns the number of rows deleted.
 //
 // Row writes are not fenced: a put by a client that read the descriptor before the drop may land
-// after the drop's scan passed its key. Such a row is invisible (its table id is never reused) and
-// FinishDrops of a later run deletes it if the record is still there; see docs/design/tables.md.
+// after the drop's scan passed its key. Such a row is invisible (its table id is never reused) but
+// stays in the store; see docs/design/tables.md.
 func (c *Catalog) Drop(ctx context.Context, name string, progress DropProgress) (int, error) {
 	key := descKey(name)
 	if err := validName("table", name); err != nil {
