@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -142,7 +143,7 @@ var tableDropCmd = &cobra.Command{
 	Use:   "drop NAME",
 	Short: "Drop a table: its descriptor, then its rows",
 	Long: `Drop the table: remove its descriptor (from then on no command finds it), then delete its rows a
-page at a time, printing progress on stderr. A drop that is interrupted (a timeout: raise --timeout
+page at a time, printing progress on stderr (at most a line a second). A drop that is interrupted (a timeout: raise --timeout
 for a large table) leaves a record; the next drop of any table finishes it. Table ids are never
 reused, so rows left behind never appear in a new table of the same name.`,
 	Example: `  shoal table drop users
@@ -150,7 +151,14 @@ reused, so rows left behind never appear in a new table of the same name.`,
 	Args: cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		return withCatalog(cmd, func(ctx context.Context, cat *table.Catalog) error {
-			progress := func(n int) { fmt.Fprintf(cmd.ErrOrStderr(), "deleted %d rows\n", n) }
+			// One progress line a second at most: a page is 500 rows, a large table many pages.
+			var last time.Time
+			progress := func(n int) {
+				if time.Since(last) >= time.Second {
+					last = time.Now()
+					fmt.Fprintf(cmd.ErrOrStderr(), "deleted %d rows\n", n)
+				}
+			}
 			n, err := cat.Drop(ctx, a[0], progress)
 			if err != nil {
 				return err
