@@ -143,9 +143,9 @@ var tableDropCmd = &cobra.Command{
 	Use:   "drop NAME",
 	Short: "Drop a table: its descriptor, then its rows",
 	Long: `Drop the table: remove its descriptor (from then on no command finds it), then delete its rows a
-page at a time, printing progress on stderr (at most a line a second). A drop that is interrupted (a timeout: raise --timeout
-for a large table) leaves a record; the next drop of any table finishes it. Table ids are never
-reused, so rows left behind never appear in a new table of the same name.`,
+page at a time, printing progress on stderr (at most a line a second). A drop that is interrupted
+(a timeout: raise --timeout for a large table) leaves a record; the next drop of any table finishes
+it. Table ids are never reused, so rows left behind never appear in a new table of the same name.`,
 	Example: `  shoal table drop users
   shoal table drop events --timeout 10m`,
 	Args: cli.Args(cobra.ExactArgs(1)),
