@@ -8,10 +8,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/table"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
@@ -177,9 +179,15 @@ func TestTable(t *testing.T) {
 		if _, _, err := cl.Split(ctx, mid); err != nil {
 			t.Fatal(err)
 		}
-		n, err := cat.Drop(ctx, "users", nil)
+		ckv := &refusalCountingKV{KV: cl}
+		dropper := table.NewCatalog(ckv)
+		dropper.Page = 16
+		n, err := dropper.Drop(ctx, "users", nil)
 		if err != nil || n != len(ids) {
 			t.Fatalf("drop: %d rows, %v; want %d", n, err, len(ids))
+		}
+		if ckv.refused.Load() == 0 {
+			t.Fatal("no batch of the drop crossed the split: the test did not exercise the halving")
 		}
 		if left := rawRows(users); len(left) != 0 {
 			t.Fatalf("%d rows left after the drop", len(left))
@@ -202,4 +210,18 @@ func TestTable(t *testing.T) {
 			t.Fatalf("tables after the drop: %v", names)
 		}
 	})
+}
+
+// refusalCountingKV counts the batch writes the store refused.
+type refusalCountingKV struct {
+	table.KV
+	refused atomic.Int32
+}
+
+func (k *refusalCountingKV) BatchWrite(ctx context.Context, muts []*pb.Mutation) error {
+	err := k.KV.BatchWrite(ctx, muts)
+	if err != nil {
+		k.refused.Add(1)
+	}
+	return err
 }
