@@ -53,7 +53,8 @@ const watchCheckpointEvery = time.Second
 // Watch delivers every change applied to [start, end) (empty end: no bound) to fn, in order per key,
 // at least once, until ctx ends, fn fails or the watch is lost (ErrWatchLost). from is a cursor a
 // CHECKPOINT event carried ("": from now). The first call to fn is a CHECKPOINT once the watch is
-// established: a write acknowledged after it is delivered. fn runs on one goroutine.
+// established: a write acknowledged after it is delivered; when ctx ends, a last CHECKPOINT carries
+// the cursor past everything delivered. fn runs on one goroutine.
 //
 // It follows the span's ranges through splits, merges, replica moves and leader changes, reading
 // each range's change stream (RangeFeed) from any replica, the leader first.
@@ -220,6 +221,10 @@ func (w *watch) run(resumed bool) error {
 	}
 	for {
 		if err := w.step(); err != nil {
+			if w.ctx.Err() != nil {
+				// Stopped: a last cursor, past everything delivered.
+				_ = w.checkpoint(true)
+			}
 			return err
 		}
 		if err := w.checkpoint(false); err != nil {

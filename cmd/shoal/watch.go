@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server/apijson"
+	"github.com/shoaldb/shoal/table"
 )
 
 var watchFlags struct {
@@ -23,6 +26,7 @@ var watchFlags struct {
 	duration    time.Duration
 	checkpoints bool
 	initial     bool
+	table       string
 }
 
 // watchJSON is one line of watch's JSON output.
@@ -38,10 +42,13 @@ type watchJSON struct {
 	RangeID       uint64 `json:"range_id,omitempty"`
 	Index         uint64 `json:"index,omitempty"`
 	Cursor        string `json:"cursor,omitempty"`
+	// Row (a table's PUT) and PrimaryKey (its DELETE or EXPIRE), with --table.
+	Row        json.RawMessage `json:"row,omitempty"`
+	PrimaryKey json.RawMessage `json:"primary_key,omitempty"`
 }
 
 var watchCmd = &cobra.Command{
-	Use:     "watch PREFIX | watch --span START END",
+	Use:     "watch PREFIX | watch --span START END | watch --table TABLE",
 	Aliases: []string{"changefeed"},
 	Short:   "Print every change to the keys under PREFIX (or in [START, END)) as it is applied",
 	Long: `Print every put, delete and expiration of the keys that start with PREFIX (with --span: the keys in
@@ -52,7 +59,8 @@ changes. With --initial it first prints the span's keys as they are when it star
 "PUT key value", "DELETE key", "EXPIRE key" (and "INITIAL key value") lines. With --format json, one
 JSON object per line: kind, key, value (base64 with key_encoding/value_encoding when not text),
 version, expire_at_unix_ms, and range_id and index, the change's position (a reader that sees a
-position it has seen already drops the change).
+position it has seen already drops the change). With --table, the changes of a table's rows: a
+PUT's "row" and a DELETE's or EXPIRE's "primary_key" as JSON objects (text: one per line).
 
 A cursor resumes a watch where it stopped: it is printed to standard error when the watch ends,
 and with --checkpoints also as it advances (JSON: {"kind":"CHECKPOINT","cursor":...} lines). Each
@@ -60,11 +68,23 @@ replica keeps its recent changes in a bounded, in-memory window: a watch that st
 fails with "watch lost its position"; re-read the span (shoal scan) and watch from now.`,
 	Example: `  shoal watch user/
   shoal watch --span a m --format json --checkpoints
-  shoal changefeed user/ --from "$CURSOR" --for 1m`,
-	Args: cli.Args(cobra.RangeArgs(1, 2)),
+  shoal changefeed user/ --from "$CURSOR" --for 1m
+  shoal changefeed --table users --initial --format json`,
+	Args: cli.Args(cobra.RangeArgs(0, 2)),
 	RunE: func(cmd *cobra.Command, a []string) error {
 		var start, end []byte
 		switch {
+		case watchFlags.table != "" && len(a) == 0 && !watchFlags.span:
+			return withSession(cmd, func(s *session) error {
+				d, err := table.NewCatalog(s.c).Describe(s.ctx, watchFlags.table)
+				if err != nil {
+					return err
+				}
+				start, end = table.TableSpan(d.ID)
+				return runWatch(cmd, s.c, start, end, &d)
+			})
+		case watchFlags.table != "":
+			return cli.Usage(fmt.Errorf("watch --table TABLE takes no other argument; usage: %s", cmd.UseLine()))
 		case watchFlags.span && len(a) == 2:
 			start, end = []byte(a[0]), []byte(a[1])
 		case !watchFlags.span && len(a) == 1:
@@ -75,12 +95,13 @@ fails with "watch lost its position"; re-read the span (shoal scan) and watch fr
 		if watchFlags.duration < 0 {
 			return cli.Usage(fmt.Errorf("invalid --for %s: must be positive (0: until interrupted)", watchFlags.duration))
 		}
-		return withSession(cmd, func(s *session) error { return runWatch(cmd, s.c, start, end) })
+		return withSession(cmd, func(s *session) error { return runWatch(cmd, s.c, start, end, nil) })
 	},
 }
 
-// runWatch prints the span's changes until interrupted or --for passes, then the cursor to resume.
-func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte) error {
+// runWatch prints the span's changes (as rows of d if not nil) until interrupted or --for passes,
+// then the cursor to resume.
+func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte, d *table.Descriptor) error {
 	// The session's --timeout bounds connecting; the watch itself runs until stopped.
 	parent := cmd.Context()
 	if parent == nil {
@@ -109,6 +130,9 @@ func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte) error {
 				return nil
 			}
 		}
+		if d != nil && ev.Kind != pb.RangeFeedEvent_CHECKPOINT {
+			return printRowEvent(w, d, ev)
+		}
 		return printWatchEvent(w, ev)
 	}, opts...)
 	if cursor != "" {
@@ -120,7 +144,7 @@ func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte) error {
 	return err
 }
 
-func printWatchEvent(w interface{ Write([]byte) (int, error) }, ev client.WatchEvent) error {
+func printWatchEvent(w io.Writer, ev client.WatchEvent) error {
 	if cli.JSON() {
 		j := watchJSON{Kind: ev.Kind.String(), Initial: ev.Initial, ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index, Cursor: ev.Cursor}
 		if ev.Kind != pb.RangeFeedEvent_CHECKPOINT {
@@ -147,7 +171,44 @@ func printWatchEvent(w interface{ Write([]byte) (int, error) }, ev client.WatchE
 	return err
 }
 
+// printRowEvent prints a change of table d's rows.
+func printRowEvent(w io.Writer, d *table.Descriptor, ev client.WatchEvent) error {
+	j := watchJSON{Kind: ev.Kind.String(), Initial: ev.Initial, ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index}
+	if ev.Kind == pb.RangeFeedEvent_PUT {
+		row, err := d.DecodeRow(ev.Key, ev.Value)
+		if err != nil {
+			return fmt.Errorf("table %q: change at range %d index %d: %w", d.Name, ev.RangeID, ev.Index, err)
+		}
+		j.Row = table.RowJSON(d, row)
+	} else {
+		key, err := table.DecodeKey(d, ev.Key)
+		if err != nil {
+			return fmt.Errorf("table %q: change at range %d index %d: %w", d.Name, ev.RangeID, ev.Index, err)
+		}
+		kd := *d
+		kd.Columns = d.KeyColumns()
+		row := table.Row{}
+		for i, c := range kd.Columns {
+			row[c.Name] = key[i]
+		}
+		j.PrimaryKey = table.RowJSON(&kd, row)
+	}
+	if cli.JSON() {
+		return cli.WriteJSON(w, j)
+	}
+	kind, obj := j.Kind, j.Row
+	if ev.Initial {
+		kind = "INITIAL"
+	}
+	if obj == nil {
+		obj = j.PrimaryKey
+	}
+	_, err := fmt.Fprintf(w, "%s\t%s\n", kind, obj)
+	return err
+}
+
 func init() {
+	watchCmd.Flags().StringVar(&watchFlags.table, "table", "", "watch the rows of this table (shoal table create)")
 	watchCmd.Flags().BoolVar(&watchFlags.span, "span", false, "watch [START, END) instead of a prefix")
 	watchCmd.Flags().StringVar(&watchFlags.from, "from", "", "resume from a cursor an earlier watch printed")
 	watchCmd.Flags().DurationVar(&watchFlags.duration, "for", 0, "stop after this long (0: until interrupted)")
