@@ -71,7 +71,7 @@ func (p *Decommission) Propose(c *model.Cluster, pending []*operator.Operator) [
 			if v.busy[r.ID] {
 				continue
 			}
-			left := v.load[n.ID].replicas
+			left := v.at(n.ID).replicas
 			var op *operator.Operator
 			if rep, _ := r.ReplicaOn(n.ID); rep.Learner {
 				op = operator.NewRemoveReplica(NameDecommission, c.Now, c, r, n.ID, 0,
@@ -83,7 +83,7 @@ func (p *Decommission) Propose(c *model.Cluster, pending []*operator.Operator) [
 				}
 				op = operator.NewMoveReplica(NameDecommission, c.Now, c, r, n.ID, to,
 					fmt.Sprintf("n%d is decommissioning (%d replicas left): move its replica of r%d to n%d (%d replicas)",
-						n.ID, left, r.ID, to, v.load[to].replicas))
+						n.ID, left, r.ID, to, v.at(to).replicas))
 			}
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricNodeReplicas, From: n.ID,
 				Before: float64(left), Delta: -1}

@@ -67,10 +67,10 @@ func (p *Drain) Propose(c *model.Cluster, pending []*operator.Operator) []*opera
 			if to == 0 {
 				continue // no other voter on an active node; replicate or decommission must act first
 			}
-			left := v.load[n.ID].leaders
+			left := v.at(n.ID).leaders
 			op := operator.NewTransferLeader(NameDrain, c.Now, r, to,
 				fmt.Sprintf("n%d is %s (%d leaderships left): move r%d's leadership to n%d (%d leaderships)",
-					n.ID, why, left, r.ID, to, v.load[to].leaders))
+					n.ID, why, left, r.ID, to, v.at(to).leaders))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricNodeLeaders, From: n.ID,
 				Before: float64(left), Delta: -1}
 			v.add(op)

@@ -97,17 +97,17 @@ func (p *Rebalance) dimensions() []*dimension {
 func (d *dimension) spread(v *view, nodes []*model.Node) (imbalance, gap float64, hi, lo *model.Node) {
 	var sum float64
 	for _, n := range nodes {
-		x := d.value(v.load[n.ID])
+		x := d.value(v.at(n.ID))
 		sum += x
-		if hi == nil || x > d.value(v.load[hi.ID]) {
+		if hi == nil || x > d.value(v.at(hi.ID)) {
 			hi = n
 		}
-		if lo == nil || x < d.value(v.load[lo.ID]) {
+		if lo == nil || x < d.value(v.at(lo.ID)) {
 			lo = n
 		}
 	}
 	mean := sum / float64(len(nodes))
-	gap = d.value(v.load[hi.ID]) - d.value(v.load[lo.ID])
+	gap = d.value(v.at(hi.ID)) - d.value(v.at(lo.ID))
 	if mean <= 0 {
 		return 0, gap, hi, lo
 	}
@@ -161,13 +161,13 @@ func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 func (p *Rebalance) why(v *view, d *dimension, nodes []*model.Node, from, to uint64) string {
 	imb, _, _, _ := d.spread(v, nodes)
 	return fmt.Sprintf("%s imbalance %s (n%d %s, n%d %s; acts above %s, stops below %s)", d.name, pct(imb),
-		from, d.format(d.value(v.load[from])), to, d.format(d.value(v.load[to])), pct(d.high), pct(d.low))
+		from, d.format(d.value(v.at(from))), to, d.format(d.value(v.at(to))), pct(d.high), pct(d.low))
 }
 
 // byValue returns nodes sorted by d's value, ascending.
 func byValue(v *view, d *dimension, nodes []*model.Node) []*model.Node {
 	return sortedNodes(nodes, func(a, b *model.Node) bool {
-		x, y := d.value(v.load[a.ID]), d.value(v.load[b.ID])
+		x, y := d.value(v.at(a.ID)), d.value(v.at(b.ID))
 		if x != y {
 			return x < y
 		}
@@ -185,7 +185,7 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 	// large cluster.
 	led := v.candidatesIn(v.c.LedBy(from.ID), func(r *model.Range) bool { return r.Leader == from.ID && r.QPS() > 0 })
 	for _, to := range asc[:len(asc)-1] {
-		gap := v.load[from.ID].qps - v.load[to.ID].qps
+		gap := v.at(from.ID).qps - v.at(to.ID).qps
 		if gap < d.minGap {
 			break
 		}
@@ -240,7 +240,7 @@ func (p *Rebalance) planReplicas(v *view, d *dimension, nodes []*model.Node) *op
 	from := asc[len(asc)-1]
 	held := v.candidatesIn(v.c.RangesOf(from.ID), func(r *model.Range) bool { return r.IsVoter(from.ID) })
 	for _, to := range asc[:len(asc)-1] {
-		gap := v.load[from.ID].replicas - v.load[to.ID].replicas
+		gap := v.at(from.ID).replicas - v.at(to.ID).replicas
 		if gap < 2 || to.DiskFull(p.maxDisk) {
 			continue
 		}
@@ -273,7 +273,7 @@ func (p *Rebalance) planBytes(v *view, d *dimension, nodes []*model.Node) *opera
 	from := asc[len(asc)-1]
 	held := v.candidatesIn(v.c.RangesOf(from.ID), func(r *model.Range) bool { return r.IsVoter(from.ID) && r.Bytes > 0 })
 	for _, to := range asc[:len(asc)-1] {
-		lf, lt := v.load[from.ID], v.load[to.ID]
+		lf, lt := v.at(from.ID), v.at(to.ID)
 		gap := lf.bytes - lt.bytes
 		countGap := lf.replicas - lt.replicas
 		if gap < d.minGap || to.DiskFull(p.maxDisk) || abs(countGap-2) > max(abs(countGap), 1) {
@@ -308,17 +308,17 @@ func (p *Rebalance) planBytes(v *view, d *dimension, nodes []*model.Node) *opera
 func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *operator.Operator {
 	var meanQPS float64
 	for _, n := range nodes {
-		meanQPS += v.load[n.ID].qps
+		meanQPS += v.at(n.ID).qps
 	}
 	meanQPS /= float64(len(nodes))
 	asc := byValue(v, d, nodes)
 	from := asc[len(asc)-1]
 	for _, to := range asc[:len(asc)-1] {
-		gap := v.load[from.ID].leaders - v.load[to.ID].leaders
+		gap := v.at(from.ID).leaders - v.at(to.ID).leaders
 		if gap < 2 || to.Busy() {
 			continue
 		}
-		qf, qt := v.load[from.ID].qps, v.load[to.ID].qps
+		qf, qt := v.at(from.ID).qps, v.at(to.ID).qps
 		tolerance := math.Max(math.Abs(qf-qt), math.Max(p.cfg.QPSLow*meanQPS, p.cfg.MinQPSGap))
 		var best *model.Range
 		for r := range v.c.LedBy(from.ID) {

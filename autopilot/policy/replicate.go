@@ -165,7 +165,7 @@ func (p *Replicate) check(v *view, r *model.Range) *operator.Operator {
 			return nil
 		}
 		op := operator.NewMoveReplica(NameReplicate, now, c, r, lost[0], to,
-			fmt.Sprintf("%s: re-replicate r%d on n%d (%d replicas)", p.lostWhy(c, lost[0]), r.ID, to, v.load[to].replicas))
+			fmt.Sprintf("%s: re-replicate r%d on n%d (%d replicas)", p.lostWhy(c, lost[0]), r.ID, to, v.at(to).replicas))
 		op.Priority = operator.PriorityHigh
 		op.PredictedBenefit = liveBenefit
 		return op
@@ -184,7 +184,7 @@ func (p *Replicate) check(v *view, r *model.Range) *operator.Operator {
 			return nil
 		}
 		op := operator.NewAddReplica(NameReplicate, now, r, to,
-			fmt.Sprintf("r%d has %d voters (factor %d): add one on n%d (%d replicas)", r.ID, len(voters), factor, to, v.load[to].replicas))
+			fmt.Sprintf("r%d has %d voters (factor %d): add one on n%d (%d replicas)", r.ID, len(voters), factor, to, v.at(to).replicas))
 		op.Priority = operator.PriorityHigh
 		op.PredictedBenefit = liveBenefit
 		return op
@@ -233,7 +233,7 @@ func (p *Replicate) surplusVictim(v *view, r *model.Range) uint64 {
 		if id == r.Leader {
 			leader = 1
 		}
-		if l := v.load[id]; l != nil {
+		if l := v.at(id); l != nil {
 			replicas = l.replicas
 		}
 		return
@@ -255,7 +255,7 @@ func (p *Replicate) surplusVictim(v *view, r *model.Range) uint64 {
 }
 
 func (p *Replicate) replicasOf(v *view, id uint64) int {
-	if l := v.load[id]; l != nil {
+	if l := v.at(id); l != nil {
 		return l.replicas
 	}
 	return 0

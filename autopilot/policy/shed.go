@@ -215,7 +215,7 @@ func (p *Shed) Propose(c *model.Cluster, pending []*operator.Operator) []*operat
 				fmt.Sprintf("n%d has a heavy %s %s (%s): move r%d's leadership to n%d, %s",
 					n.ID, task.State(), task.Kind, taskName(task), r.ID, to, why))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricNodeLeaders, From: n.ID,
-				Before: float64(v.load[n.ID].leaders), Delta: -1}
+				Before: float64(v.at(n.ID).leaders), Delta: -1}
 			v.add(op)
 			out = append(out, op)
 		}
@@ -256,7 +256,7 @@ func (p *Shed) candidate(v *view, r *model.Range, from uint64) (uint64, string) 
 		if sa, sb := score(a), score(b); sa != sb {
 			return sa > sb
 		}
-		if la, lb := v.load[a.ID].leaders, v.load[b.ID].leaders; la != lb {
+		if la, lb := v.at(a.ID).leaders, v.at(b.ID).leaders; la != lb {
 			return la < lb
 		}
 		return a.ID < b.ID
@@ -315,7 +315,7 @@ func (p *Shed) giveBack(c *model.Cluster, v *view, budget int) []*operator.Opera
 				fmt.Sprintf("ranking preferred: n%d, which led r%d before its background task, is idle again: give the leadership back from n%d",
 					n.ID, r.ID, r.Leader))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricNodeLeaders, From: r.Leader, To: n.ID,
-				Before: float64(v.load[r.Leader].leaders), Delta: -1}
+				Before: float64(v.at(r.Leader).leaders), Delta: -1}
 			v.add(op)
 			out = append(out, op)
 		}
