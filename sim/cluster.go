@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -30,6 +31,7 @@ type simNode struct {
 	taskDone map[string]time.Time
 	ledAtReq []uint64
 	reps     map[uint64]*simRange // ranges with a replica here
+	ordered  []*simRange          // the same, in key order (as Cluster.each visits them)
 	// sendFree and recvFree are when the node's snapshot links are next idle (FIFO streams at the
 	// configured rates, the transport's shared rate limiters); snaps counts the snapshots it sends
 	// or receives.
@@ -57,9 +59,17 @@ type simRange struct {
 	write    float64
 	sample   *model.KeySample
 	electing bool
-	view     *model.Range // the model's copy, shared by snapshots until the range changes
-	owner    *Cluster     // told of a change, so that the next snapshot replaces this range's view only
-	dirty    bool         // in owner.changed since the last snapshot
+	view     *model.Range    // the model's copy, shared by snapshots until the range changes
+	pos      int             // the view's place in Cluster.views (set when they are rebuilt)
+	shown    []model.Replica // the last view's replicas, shared by the next view if reps is the same
+	owner    *Cluster        // told of a change, so that the next snapshot replaces this range's view only
+	dirty    bool            // in owner.changed since the last snapshot
+	// The leader, replicas and share the load per unit of offered rate last counted (computeUnits),
+	// and whether the range is in owner.unitDirty.
+	uLeader   uint64
+	uReps     []model.Replica
+	uShare    float64
+	unitDirty bool
 }
 
 func (r *simRange) changed() {
@@ -67,6 +77,33 @@ func (r *simRange) changed() {
 	if r.owner != nil && !r.dirty {
 		r.dirty = true
 		r.owner.changed = append(r.owner.changed, r)
+	}
+	if r.owner != nil && !r.unitDirty {
+		r.unitDirty = true
+		r.owner.unitDirty = append(r.owner.unitDirty, r)
+	}
+}
+
+// before is key order as Cluster.each visits ranges: the meta range, then user ranges by record.
+func before(a, b *simRange) bool {
+	if a.system != b.system {
+		return a.system
+	}
+	return a.lo < b.lo
+}
+
+// attach records a replica of r on n.
+func (n *simNode) attach(r *simRange) {
+	n.reps[r.id] = r
+	k := sort.Search(len(n.ordered), func(k int) bool { return before(r, n.ordered[k]) })
+	n.ordered = slices.Insert(n.ordered, k, r)
+}
+
+// detach forgets n's replica of r, if it has one.
+func (n *simNode) detach(r *simRange) {
+	delete(n.reps, r.id)
+	if k := slices.Index(n.ordered, r); k >= 0 {
+		n.ordered = slices.Delete(n.ordered, k, k+1)
 	}
 }
 
@@ -119,6 +156,7 @@ type Cluster struct {
 	topo, unitTopo     uint64
 	unitWork, unitReqs []float64
 	touched            map[uint64]*simRange // ranges whose leader changed since the last heartbeat
+	unitDirty          []*simRange          // ranges changed since computeUnits (see simRange.uLeader)
 	hot                map[uint64]*simRange // ranges serving at least sampleMin
 
 	// views are the last snapshot's ranges (the meta range, then c.order) and disk each node's
@@ -182,7 +220,7 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 	}
 	for _, r := range c.ranges {
 		for _, rep := range r.reps {
-			c.node(rep.Node).reps[r.id] = r
+			c.node(rep.Node).attach(r)
 		}
 	}
 	return c
@@ -228,8 +266,10 @@ func (c *Cluster) Snapshot() *model.Cluster {
 	disk := c.disk
 	ranges := append([]*model.Range(nil), c.views...) // NewCluster takes ownership
 	nodes := make([]*model.Node, 0, len(c.nodes))
-	for _, n := range c.nodes {
-		mn := &model.Node{ID: n.id, Addr: n.addr, Live: c.live(n), LastHeartbeat: n.lastHB,
+	slab := make([]model.Node, len(c.nodes)) // one allocation, not one per node
+	for i, n := range c.nodes {
+		mn := &slab[i]
+		*mn = model.Node{ID: n.id, Addr: n.addr, Live: c.live(n), LastHeartbeat: n.lastHB,
 			Draining: n.draining, Decommissioning: n.decomm, Decommissioned: n.gone,
 			CPUPercent: 100 * c.p.Cores * min(1, n.served/c.p.mu()), DiskCapacity: c.p.DiskBytes,
 			Tasks: n.tasks, LedBefore: n.ledAtReq, Join: n.join}
@@ -257,6 +297,7 @@ func (c *Cluster) refreshViews() {
 			for _, rep := range r.reps {
 				c.disk[rep.Node] += r.bytes
 			}
+			r.pos = len(c.views)
 			c.views = append(c.views, c.viewOf(r))
 		})
 		for _, r := range c.changed {
@@ -267,11 +308,9 @@ func (c *Cluster) refreshViews() {
 	}
 	for _, r := range c.changed {
 		r.dirty = false
-		i := 0
-		if r != c.meta {
-			if i = c.indexOf(r) + 1; i >= len(c.views) {
-				continue // merged away since it changed
-			}
+		i := r.pos // no split or merge since the views were rebuilt: the places are the same
+		if i >= len(c.views) || c.views[i].ID != r.id {
+			continue // merged away since it changed
 		}
 		old, v := c.views[i], c.viewOf(r)
 		for _, rep := range old.Replicas {
@@ -288,8 +327,11 @@ func (c *Cluster) refreshViews() {
 
 func (c *Cluster) viewOf(r *simRange) *model.Range {
 	if r.view == nil {
+		if !slices.Equal(r.shown, r.reps) {
+			r.shown = append([]model.Replica(nil), r.reps...) // a view is immutable: r.reps is not
+		}
 		r.view = &model.Range{ID: r.id, StartKey: r.start, EndKey: r.end, Generation: r.gen, System: r.system,
-			Replicas: append([]model.Replica(nil), r.reps...), Leader: r.leader, ReadQPS: r.read, WriteQPS: r.write,
+			Replicas: r.shown, Leader: r.leader, ReadQPS: r.read, WriteQPS: r.write,
 			Bytes: r.bytes, Sample: r.sample}
 	}
 	return r.view
@@ -371,7 +413,7 @@ func (c *Cluster) AddLearner(ctx context.Context, rangeID, node uint64) error {
 			return
 		}
 		r.reps = append(r.reps, model.Replica{Node: node, Learner: true})
-		c.node(node).reps[r.id] = r
+		c.node(node).attach(r)
 		r.gen++
 		r.changed()
 	})
@@ -434,7 +476,7 @@ func (c *Cluster) removeReplica(r *simRange, node uint64) {
 	}
 	r.reps = out
 	if n := c.node(node); n != nil {
-		delete(n.reps, r.id)
+		n.detach(r)
 	}
 	r.gen++
 	r.changed()
@@ -501,13 +543,14 @@ func (c *Cluster) Split(ctx context.Context, rangeID uint64, key []byte) error {
 		c.rescale(right)
 		c.ranges[right.id] = right
 		for _, rep := range right.reps {
-			c.node(rep.Node).reps[right.id] = right
+			c.node(rep.Node).attach(right)
 		}
 		i := c.indexOf(r)
 		c.order = append(c.order, nil)
 		copy(c.order[i+2:], c.order[i+1:])
 		c.order[i+1] = right
 		c.reshaped = true
+		c.unitWork = nil // shares changed: count every range again
 	})
 	return nil
 }
@@ -541,10 +584,11 @@ func (c *Cluster) Merge(ctx context.Context, leftRangeID uint64) error {
 		c.rescale(r)
 		delete(c.ranges, right.id)
 		for _, rep := range right.reps {
-			delete(c.node(rep.Node).reps, right.id)
+			c.node(rep.Node).detach(right)
 		}
 		c.order = append(c.order[:i+1], c.order[i+2:]...)
 		c.reshaped = true
+		c.unitWork = nil // shares changed: count every range again
 	})
 	return nil
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -104,25 +105,100 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 
 // computeUnits is the work (in read-equivalents) and the client requests each node takes per unit
 // of offered rate: a leader does its ranges' reads and writes, a follower applies their writes.
-// Index 0 of unitReqs counts the ranges without a leader.
+// Index 0 of unitReqs counts the ranges without a leader. Only the nodes of ranges whose leader or
+// replicas changed since the last count are counted again, each over its ranges in key order, so
+// that every sum is the one a pass over every range makes, to the last bit; a pass over every range
+// runs after a split, merge or new node, and when a range lost or found its leader.
 func (c *Cluster) computeUnits() {
-	c.unitWork = make([]float64, len(c.nodes)+1)
-	c.unitReqs = make([]float64, len(c.nodes)+1)
+	defer func() { c.unitTopo = c.topo }()
+	if c.unitWork == nil || len(c.unitWork) != len(c.nodes)+1 {
+		c.unitWork, c.unitReqs = c.countUnits(true)
+		return
+	}
+	queued := make([]bool, len(c.nodes)+1)
+	var again []uint64
+	mark := func(id uint64) {
+		if id != 0 && !queued[id] {
+			queued[id] = true
+			again = append(again, id)
+		}
+	}
+	full := false
+	for _, r := range c.unitDirty {
+		r.unitDirty = false
+		if r.uLeader == r.leader && r.uShare == r.share && slices.Equal(r.uReps, r.reps) {
+			continue // its load moved, or a learner became a voter: nothing counted here changed
+		}
+		full = full || r.uLeader == 0 || r.leader == 0 || c.ranges[r.id] != r
+		mark(r.uLeader)
+		mark(r.leader)
+		for _, rep := range r.uReps {
+			mark(rep.Node)
+		}
+		for _, rep := range r.reps {
+			mark(rep.Node)
+		}
+		r.uLeader, r.uShare, r.uReps = r.leader, r.share, append(r.uReps[:0], r.reps...)
+	}
+	clear(c.unitDirty)
+	c.unitDirty = c.unitDirty[:0]
+	if full {
+		c.unitWork, c.unitReqs = c.countUnits(true)
+		return
+	}
+	rd, wr := c.readFrac, 1-c.readFrac
+	for _, id := range again {
+		var work, reqs float64
+		for _, r := range c.node(id).ordered {
+			if r.leader == id {
+				work += r.share * (rd + wr*c.p.WriteCost)
+				reqs += r.share
+			} else {
+				work += r.share * wr * c.p.FollowerWriteCost
+			}
+		}
+		c.unitWork[id], c.unitReqs[id] = work, reqs
+	}
+	if verifyUnits {
+		work, reqs := c.countUnits(false)
+		if !slices.Equal(work, c.unitWork) || !slices.Equal(reqs, c.unitReqs) {
+			panic("sim: the load per unit counted again differs from a full count")
+		}
+	}
+}
+
+// verifyUnits makes computeUnits check every partial count against a full one (tests).
+var verifyUnits = false
+
+// countUnits is computeUnits' pass over every range; with note, it notes what it counted of each.
+func (c *Cluster) countUnits(note bool) (work, reqs []float64) {
+	work = make([]float64, len(c.nodes)+1)
+	reqs = make([]float64, len(c.nodes)+1)
 	rd, wr := c.readFrac, 1-c.readFrac
 	c.each(func(r *simRange) {
 		if r.leader == 0 {
-			c.unitReqs[0] += r.share
+			reqs[0] += r.share
 		} else {
-			c.unitWork[r.leader] += r.share * (rd + wr*c.p.WriteCost)
-			c.unitReqs[r.leader] += r.share
+			work[r.leader] += r.share * (rd + wr*c.p.WriteCost)
+			reqs[r.leader] += r.share
 		}
 		for _, rep := range r.reps {
 			if rep.Node != r.leader {
-				c.unitWork[rep.Node] += r.share * wr * c.p.FollowerWriteCost
+				work[rep.Node] += r.share * wr * c.p.FollowerWriteCost
 			}
 		}
+		if note {
+			r.uLeader, r.uShare, r.uReps = r.leader, r.share, append(r.uReps[:0], r.reps...)
+		}
 	})
-	c.unitTopo = c.topo
+	if note {
+		for _, r := range c.unitDirty {
+			r.unitDirty = false
+		}
+		clear(c.unitDirty)
+		c.unitDirty = c.unitDirty[:0]
+	}
+	return work, reqs
 }
 
 // report sets r's reported load from its leader's served rate per unit share, if it moved by more
