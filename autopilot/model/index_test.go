@@ -188,6 +188,8 @@ func TestNewClusterAfterDerivesAsNewCluster(t *testing.T) {
 		return out
 	}
 	prev := NewCluster(base.Now, nodes(), append([]*Range(nil), ranges...))
+	var back []*Cluster // the last snapshots, for ChangedSince
+	told := 0
 	for step := 0; step < 300; step++ {
 		next := append([]*Range(nil), ranges...)
 		for k := rng.IntN(6); k > 0; k-- {
@@ -245,6 +247,22 @@ func TestNewClusterAfterDerivesAsNewCluster(t *testing.T) {
 				t.Fatalf("step %d: lookup of %d differs", step, id)
 			}
 		}
+		back = append(back, prev)
+		for k, since := range back[max(0, len(back)-4):] {
+			changed, ok := got.ChangedSince(since)
+			if !ok {
+				continue
+			}
+			told++
+			for i, r := range got.Ranges {
+				if r != since.Ranges[i] && !slices.Contains(changed, i) {
+					t.Fatalf("step %d: position %d changed since %d snapshots back, not in %v", step, i, k, changed)
+				}
+			}
+		}
 		prev = got
+	}
+	if told < 600 {
+		t.Fatalf("ChangedSince told what changed %d times in 300 snapshots of 4 predecessors each", told)
 	}
 }

@@ -339,6 +339,90 @@ type Cluster struct {
 	perNodeOnce sync.Once
 	perNodeAt   []nodeRanges // by node ID, when nodeAt is
 	perNode     map[uint64]*nodeRanges
+
+	// hist and seq place the snapshot in its chain of patched snapshots (see ChangedSince).
+	hist *history
+	seq  uint64
+}
+
+// history is what a chain of snapshots, each patched from the one before, changed: the positions in
+// Ranges at which each differs from its predecessor. It is shared by the chain and only appended to.
+type history struct {
+	mu    sync.Mutex
+	first uint64  // seq of the snapshot whose changes are at[0]
+	at    [][]int // at[k]: the positions changed by snapshot first+k, ascending
+}
+
+// historyLength bounds the snapshots a history remembers: a policy that last looked further back
+// than that compares every range.
+const historyLength = 256
+
+// ChangedSince returns the positions in Ranges, ascending, at which c's range may differ from
+// since's (every other position holds the same *Range in both), and true; or false when the model
+// cannot tell (since is not an earlier snapshot of c's chain, or too old), and then every position
+// may differ. The caller must not modify the slice. Policies that keep what they derived from each
+// range use it to look at the changed ranges only.
+func (c *Cluster) ChangedSince(since *Cluster) ([]int, bool) {
+	if since == nil || c.hist == nil || since.hist != c.hist || since.seq > c.seq {
+		return nil, false
+	}
+	if since.seq == c.seq {
+		return nil, since == c
+	}
+	h := c.hist
+	h.mu.Lock()
+	if since.seq+1 < h.first {
+		h.mu.Unlock()
+		return nil, false
+	}
+	entries := h.at[since.seq+1-h.first : c.seq+1-h.first]
+	h.mu.Unlock()
+	if len(entries) == 1 {
+		return entries[0], true
+	}
+	var out []int
+	for _, e := range entries {
+		out = union(out, e)
+	}
+	return out, true
+}
+
+// union merges two ascending lists of positions.
+func union(a, b []int) []int {
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case len(a) == 0 || b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return out
+}
+
+// follow makes c the successor of prev in prev's history, with changed its changed positions (a
+// new history if prev already has one: two snapshots patched from the same one).
+func (c *Cluster) follow(prev *Cluster, changed []int) {
+	h := prev.hist
+	if h == nil {
+		c.hist, c.seq = &history{first: 1}, 0
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.first+uint64(len(h.at)) != prev.seq+1 {
+		c.hist, c.seq = &history{first: prev.seq + 2, at: nil}, prev.seq+1
+		return
+	}
+	h.at = append(h.at, changed)
+	if len(h.at) > historyLength {
+		h.at = append([][]int(nil), h.at[len(h.at)-historyLength/2:]...)
+		h.first = prev.seq + 2 - uint64(len(h.at))
+	}
+	c.hist, c.seq = h, prev.seq+1
 }
 
 // nodeRanges are the positions in Ranges, ascending, of the ranges with a replica on one node and
@@ -398,6 +482,7 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 	if was != nil && c.patch(prev) {
 		return c
 	}
+	c.hist = &history{first: 1}
 	var maxNode, maxRange uint64
 	for _, n := range c.Nodes {
 		maxNode = max(maxNode, n.ID)
@@ -604,6 +689,7 @@ func (c *Cluster) patch(prev *Cluster) bool {
 		}
 	}
 	c.perNodeOnce.Do(func() { c.perNodeAt = dense })
+	c.follow(prev, changed)
 	return true
 }
 

@@ -71,6 +71,10 @@ type LoadSplit struct {
 	cfg    LoadSplitConfig
 	splits *SplitMemory
 	ranges map[uint64]*hotRange
+	// warm are the positions in seen's Ranges of the user ranges at or above half the threshold:
+	// only the ranges that changed since are looked at again (ChangedSince), not every range.
+	seen *model.Cluster
+	warm []int
 }
 
 type hotRange struct {
@@ -117,14 +121,13 @@ func (p *LoadSplit) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	v := newView(c, pending)
+	p.findWarm(c)
 	// Only the warm ranges have state; a map of every range seen cost more than the search.
-	warm := map[uint64]bool{}
+	warm := make(map[uint64]bool, len(p.warm))
 	var out []*operator.Operator
-	for _, r := range c.UserRanges() {
+	for _, i := range p.warm {
+		r := c.Ranges[i]
 		q := r.QPS()
-		if q < p.cfg.QPSThreshold/2 {
-			continue // its state, if any, is dropped below
-		}
 		warm[r.ID] = true
 		st := p.ranges[r.ID]
 		if st != nil && (!bytes.Equal(st.start, r.StartKey) || !bytes.Equal(st.end, r.EndKey)) {
@@ -186,6 +189,37 @@ func (p *LoadSplit) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 		}
 	}
 	return out
+}
+
+// findWarm brings warm up to date for c: the warm ranges of the last snapshot seen that did not
+// change, and the changed ones that are warm now (every range when c does not say what changed).
+func (p *LoadSplit) findWarm(c *model.Cluster) {
+	isWarm := func(r *model.Range) bool { return !r.System && r.QPS() >= p.cfg.QPSThreshold/2 }
+	changed, ok := c.ChangedSince(p.seen)
+	p.seen = c
+	if !ok {
+		p.warm = p.warm[:0]
+		for i, r := range c.Ranges {
+			if isWarm(r) {
+				p.warm = append(p.warm, i)
+			}
+		}
+		return
+	}
+	warm := make([]int, 0, len(p.warm)+8)
+	kept := p.warm
+	for _, i := range changed {
+		for len(kept) > 0 && kept[0] < i {
+			warm, kept = append(warm, kept[0]), kept[1:]
+		}
+		if len(kept) > 0 && kept[0] == i {
+			kept = kept[1:]
+		}
+		if isWarm(c.Ranges[i]) {
+			warm = append(warm, i)
+		}
+	}
+	p.warm = append(warm, kept...)
 }
 
 // feed replays a window's sample into the search in a random (but reproducible) order: the sample is

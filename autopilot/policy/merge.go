@@ -51,6 +51,7 @@ type Merge struct {
 	cfg       MergeConfig
 	splits    *SplitMemory
 	coldSince map[uint64]time.Time
+	seen      *model.Cluster // the last snapshot coldSince was brought up to date with
 }
 
 // NewMerge returns the merge policy consulting splits (may be nil) for recent load splits.
@@ -71,7 +72,19 @@ func (p *Merge) cold(r *model.Range) bool {
 // Propose implements Policy.
 func (p *Merge) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	now := c.Now
-	for _, r := range c.UserRanges() {
+	// A range unchanged since the last snapshot seen is as cold as it was: only the changed ones are
+	// looked at again, when the model says which they are.
+	look := c.UserRanges()
+	if changed, ok := c.ChangedSince(p.seen); ok {
+		look = make([]*model.Range, 0, len(changed))
+		for _, i := range changed {
+			if r := c.Ranges[i]; !r.System {
+				look = append(look, r)
+			}
+		}
+	}
+	p.seen = c
+	for _, r := range look {
 		if !p.cold(r) {
 			if len(p.coldSince) > 0 {
 				delete(p.coldSince, r.ID)

@@ -45,14 +45,14 @@ type Replicate struct {
 	cfg     ReplicateConfig
 	maxDisk float64
 
-	// The last round's fine verdicts by position in Ranges, with what they depend on besides the
-	// range: the nodes and the lost ones. A range that is the same *model.Range at the same place
-	// (a source sharing unchanged ranges between snapshots) is as fine as it was: no pass over every
-	// range's replicas per round.
-	lastRanges []*model.Range
-	lastFine   []bool
-	lastNodes  []uint64
-	lastLost   []uint64
+	// The last round's fine verdicts by position in Ranges (of snapshot seen), with what they depend
+	// on besides the range: the nodes and the lost ones. A range that is the same *model.Range at the
+	// same place (a source sharing unchanged ranges between snapshots) is as fine as it was: only the
+	// ranges that changed since (ChangedSince) are checked again, not every range's replicas.
+	seen      *model.Cluster
+	lastFine  []bool
+	lastNodes []uint64
+	lastLost  []uint64
 }
 
 // NewReplicate returns the replicate policy.
@@ -76,22 +76,30 @@ func (p *Replicate) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 			lostNodes = append(lostNodes, n.ID)
 		}
 	}
-	reuse := len(p.lastRanges) == len(c.Ranges) && slices.Equal(nodes, p.lastNodes) && slices.Equal(lostNodes, p.lastLost)
-	fine := make([]bool, len(c.Ranges))
-	for i, r := range c.Ranges {
-		if reuse && p.lastRanges[i] == r {
-			fine[i] = p.lastFine[i]
-		} else {
+	changed, reuse := c.ChangedSince(p.seen)
+	reuse = reuse && len(p.lastFine) == len(c.Ranges) && slices.Equal(nodes, p.lastNodes) && slices.Equal(lostNodes, p.lastLost)
+	fine := p.lastFine
+	if reuse {
+		for _, i := range changed {
+			fine[i] = p.fine(c, c.Ranges[i], lostNodes)
+		}
+	} else {
+		fine = make([]bool, len(c.Ranges))
+		for i, r := range c.Ranges {
 			fine[i] = p.fine(c, r, lostNodes)
 		}
 	}
-	p.lastRanges, p.lastFine, p.lastNodes, p.lastLost = append(p.lastRanges[:0], c.Ranges...), fine, nodes, lostNodes
+	p.seen, p.lastFine, p.lastNodes, p.lastLost = c, fine, nodes, lostNodes
 	var out []*operator.Operator
-	for i, r := range c.Ranges {
+	for i, f := range fine {
 		if len(out) >= p.cfg.MaxPerRound {
 			break
 		}
-		if fine[i] || v.busy[r.ID] {
+		if f {
+			continue
+		}
+		r := c.Ranges[i]
+		if v.busy[r.ID] {
 			continue
 		}
 		if op := p.check(v, r); op != nil {
