@@ -265,14 +265,26 @@ func moved(old, cur, eps float64) bool {
 }
 
 // keySample is what a range's leader's KeySampler would report for a window of requests: up to
-// model.DefaultKeySampleSize of them, drawn from the workload within the range.
+// model.DefaultKeySampleSize of them, drawn from the workload within the range. It is what
+// model.NewKeySample makes of the drawn keys, built from the records drawn: record keys have one
+// width, so their order is the records' (sorting and comparing integers, not keys, and one key per
+// record drawn, was a tenth of a large run's heartbeats).
 func (c *Cluster) keySample(r *simRange, at time.Time, requests float64) *model.KeySample {
 	n := min(int(requests), model.DefaultKeySampleSize)
-	keys := make([][]byte, n)
-	for i := range keys {
-		keys[i] = workload.Key(c.dist.Sample(c.rnd, r.lo, r.hi))
+	drawn := make([]int64, n)
+	for i := range drawn {
+		drawn[i] = c.dist.Sample(c.rnd, r.lo, r.hi)
 	}
-	return model.NewKeySample(at, uint64(requests), keys)
+	slices.Sort(drawn)
+	s := &model.KeySample{At: at, Requests: uint64(requests)}
+	for i, rec := range drawn {
+		if i > 0 && rec == drawn[i-1] {
+			s.Keys[len(s.Keys)-1].Count++
+			continue
+		}
+		s.Keys = append(s.Keys, model.KeyCount{Key: workload.Key(rec), Count: 1})
+	}
+	return s
 }
 
 // rescale gives a range whose records changed (a split or merge) its load at once, as its leader

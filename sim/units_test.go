@@ -1,8 +1,13 @@
 package sim
 
 import (
+	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/sim/workload"
 )
 
 // TestUnitsCountedAgainAsAFullCount: in scenarios that kill, join, split, merge and move replicas
@@ -29,5 +34,28 @@ func TestUnitsCountedAgainAsAFullCount(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestKeySampleAsTheSampler: a simulated key sample is what model.NewKeySample makes of the same
+// draws, for zipfian and hotspot loads and windows smaller and larger than a sample.
+func TestKeySampleAsTheSampler(t *testing.T) {
+	const records = 100_000
+	for _, dist := range []workload.Dist{workload.NewZipfian(records), workload.Hotspot{N: records, Hot: 100, Ops: 0.9}} {
+		for _, requests := range []float64{0, 1, 37.5, 5000} {
+			c := testCluster(t, 3, 100, 0)
+			c.dist = dist
+			r := c.order[0]
+			drawer := rand.New(rand.NewPCG(9, 9))
+			c.rnd = rand.New(rand.NewPCG(9, 9))
+			got := c.keySample(r, epoch, requests)
+			var keys [][]byte
+			for range min(int(requests), model.DefaultKeySampleSize) {
+				keys = append(keys, workload.Key(dist.Sample(drawer, r.lo, r.hi)))
+			}
+			if want := model.NewKeySample(epoch, uint64(requests), keys); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s, %.1f requests: %+v, want %+v", dist.Name(), requests, got, want)
+			}
+		}
 	}
 }
