@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -11,13 +12,41 @@ import (
 type ReadOption func(*readOptions)
 
 type readOptions struct {
-	follower bool
+	follower     bool
+	consistency  pb.ReadConsistency
+	maxStaleness time.Duration
+}
+
+// op is a read's opKind with its options.
+func (o readOptions) op(name string) opKind {
+	return opKind{name: name, follower: o.follower, consistency: o.consistency, maxStalenessMs: o.maxStaleness.Milliseconds()}
 }
 
 // FollowerRead lets any replica of the range (voter or learner) serve the read from its local state,
 // without a linearizability check: the value may be stale, but the leader does no work.
 func FollowerRead() ReadOption {
 	return func(o *readOptions) { o.follower = true }
+}
+
+// ReplicaRead lets any replica of the range, a learner too, serve the read linearizably: one that
+// does not lead asks the leader for its commit index (raft's ReadIndex) and serves once it has
+// applied that far, so the leader sends an index instead of the data.
+func ReplicaRead() ReadOption {
+	return func(o *readOptions) { o.consistency = pb.ReadConsistency_READ_REPLICA }
+}
+
+// DefaultMaxStaleness is BoundedStaleness's bound when it is given none (and RESP's READONLY's).
+const DefaultMaxStaleness = 2 * time.Second
+
+// BoundedStaleness lets any replica of the range serve the read if its state holds every write
+// acknowledged more than maxStaleness ago (≤ 0: DefaultMaxStaleness); one that cannot tell first
+// asks the leader for its commit index, as ReplicaRead does. Resolution: milliseconds.
+func BoundedStaleness(maxStaleness time.Duration) ReadOption {
+	if maxStaleness <= 0 {
+		maxStaleness = DefaultMaxStaleness
+	}
+	maxStaleness = max(maxStaleness, time.Millisecond)
+	return func(o *readOptions) { o.consistency, o.maxStaleness = pb.ReadConsistency_READ_BOUNDED, maxStaleness }
 }
 
 // invalid returns an INVALID_ARGUMENT error with msg.

@@ -55,7 +55,16 @@ type opKind struct {
 	name     string // for messages: "get", "put", ...
 	write    bool   // an AMBIGUOUS/TIMEOUT/after-send failure is returned, not retried
 	follower bool   // follower read: any replica may serve it
-	long     bool   // a long-running admin call (compaction, backup): one attempt is bounded by ctx only
+	// consistency and maxStalenessMs: a read any replica may serve linearizably or within a bound
+	// (pb.RequestHeader); READ_LEADER (zero) for everything else.
+	consistency    pb.ReadConsistency
+	maxStalenessMs int64
+	long           bool // a long-running admin call (compaction, backup): one attempt is bounded by ctx only
+}
+
+// anyReplica reports whether any replica of the range may serve op.
+func (op opKind) anyReplica() bool {
+	return op.follower || op.consistency != pb.ReadConsistency_READ_LEADER
 }
 
 // target is where one attempt goes.
@@ -228,7 +237,7 @@ func (c *Client) pickTarget(ctx context.Context, op opKind, locate locateFunc, p
 		t.addr = hint
 		return t, nil
 	}
-	t.addr = c.replicaAddr(e, op.follower, attempt)
+	t.addr = c.replicaAddr(e, op.anyReplica(), attempt)
 	if t.addr == "" {
 		// No replica's address is known (the lookup did not say); any node can redirect us.
 		c.cache.evict(e.desc)
@@ -309,7 +318,7 @@ func (c *Client) attempt(ctx context.Context, op opKind, t target, call rpcFunc)
 	actx, sent := withSentFlag(actx)
 	var hdr *pb.RequestHeader
 	if t.routed {
-		hdr = &pb.RequestHeader{RangeId: t.entry.desc.GetRangeId(), FollowerRead: op.follower}
+		hdr = &pb.RequestHeader{RangeId: t.entry.desc.GetRangeId(), FollowerRead: op.follower, Consistency: op.consistency, MaxStalenessMs: op.maxStalenessMs}
 	}
 	perr, gerr := call(actx, sc, hdr, t)
 	if gerr != nil {

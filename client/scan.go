@@ -13,6 +13,12 @@ import (
 // range boundaries: each range is read linearizably on its own, one after another, so the result is not
 // a snapshot of the whole span.
 func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, reverse bool) ([]*pb.KeyValue, error) {
+	return c.ScanWith(ctx, start, end, limit, reverse)
+}
+
+// ScanWith is Scan with read options (ReplicaRead, BoundedStaleness, FollowerRead), which choose
+// the replicas that may serve each range as for Get.
+func (c *Client) ScanWith(ctx context.Context, start, end []byte, limit int, reverse bool, opts ...ReadOption) ([]*pb.KeyValue, error) {
 	if limit < 0 {
 		return nil, invalid(fmt.Sprintf("scan: limit %d is negative", limit))
 	}
@@ -24,7 +30,11 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, reverse
 			return []*pb.KeyValue{}, nil
 		}
 	}
-	s := &scanner{c: c, start: start, end: end, limit: limit, out: []*pb.KeyValue{}}
+	var ro readOptions
+	for _, o := range opts {
+		o(&ro)
+	}
+	s := &scanner{c: c, start: start, end: end, limit: limit, out: []*pb.KeyValue{}, op: ro.op("scan")}
 	if reverse {
 		return s.reverse(ctx)
 	}
@@ -37,6 +47,7 @@ type scanner struct {
 	start, end []byte
 	limit      int
 	out        []*pb.KeyValue
+	op         opKind
 }
 
 // remaining is the limit to send with the next request (0: none).
@@ -79,7 +90,7 @@ func (s *scanner) step(ctx context.Context, locate locateFunc, build func(e rang
 		req    *pb.ScanRequest
 		routed *pb.RangeDescriptor
 	)
-	err := s.c.run(ctx, opKind{name: "scan"}, locate, "",
+	err := s.c.run(ctx, s.op, locate, "",
 		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, t target) (*pb.Error, error) {
 			req = build(t.entry)
 			req.Header = hdr

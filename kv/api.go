@@ -96,6 +96,23 @@ func (s *Service) served(r *replica.Replica, start time.Time, pe *pb.Error) {
 	s.obs.Served(r.RangeID(), time.Since(start))
 }
 
+// readBarrier waits until r may serve a read with h's consistency (pb.RequestHeader) and reports
+// whether it is a leader's linearizable read (read hints replay those on the other replicas).
+func readBarrier(ctx context.Context, r *replica.Replica, h *pb.RequestHeader) (leaderRead bool, err error) {
+	switch {
+	case h.GetFollowerRead():
+		return false, nil
+	case h.GetConsistency() == pb.ReadConsistency_READ_REPLICA:
+		return r.IsLeader(), r.ReplicaReadBarrier(ctx)
+	case h.GetConsistency() == pb.ReadConsistency_READ_BOUNDED:
+		if h.GetMaxStalenessMs() <= 0 {
+			return false, errCode(pb.ErrorCode_INVALID_ARGUMENT, "a bounded-staleness read needs a positive max_staleness_ms")
+		}
+		return r.IsLeader(), r.BoundedReadBarrier(ctx, time.Duration(h.GetMaxStalenessMs())*time.Millisecond)
+	}
+	return true, r.ReadBarrier(ctx)
+}
+
 // Get implements pb.ShoalServer.
 func (s *Service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
 	start := time.Now()
@@ -121,16 +138,15 @@ func (s *Service) get(ctx context.Context, r *replica.Replica, req *pb.GetReques
 	s.obs.Request(r.RangeID(), req.Key)
 	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
-	if !req.GetHeader().GetFollowerRead() {
-		if err := r.ReadBarrier(ctx); err != nil {
-			return &pb.GetResponse{Error: s.PBError(err)}
-		}
+	leaderRead, err := readBarrier(ctx, r, req.GetHeader())
+	if err != nil {
+		return &pb.GetResponse{Error: s.PBError(err)}
 	}
 	v, found, err := r.GetStored(req.Key)
 	if err != nil {
 		return &pb.GetResponse{Error: s.PBError(err)}
 	}
-	if !req.GetHeader().GetFollowerRead() {
+	if leaderRead {
 		s.obs.Read(r.RangeID(), req.Key) // a leader's read: the other replicas replay it (read hints)
 	}
 	if !found {
@@ -303,10 +319,9 @@ func (s *Service) scan(ctx context.Context, r *replica.Replica, req *pb.ScanRequ
 	s.obs.Request(r.RangeID(), req.Start)
 	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
-	if !req.GetHeader().GetFollowerRead() {
-		if err := r.ReadBarrier(ctx); err != nil {
-			return &pb.ScanResponse{Error: s.PBError(err)}
-		}
+	leaderRead, err := readBarrier(ctx, r, req.GetHeader())
+	if err != nil {
+		return &pb.ScanResponse{Error: s.PBError(err)}
 	}
 	limit := int(req.Limit)
 	if limit == 0 {
@@ -321,7 +336,7 @@ func (s *Service) scan(ctx context.Context, r *replica.Replica, req *pb.ScanRequ
 		resultBytes += int64(len(kv.Key) + len(kv.Value))
 	}
 	adm.grow(resultBytes)
-	if !req.GetHeader().GetFollowerRead() {
+	if leaderRead {
 		s.obs.Scan(r.RangeID(), req.Start, req.End, limit, req.Reverse)
 	}
 	return &pb.ScanResponse{Kvs: kvs, Range: desc, Truncated: truncated}

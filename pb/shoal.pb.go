@@ -98,6 +98,55 @@ func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_pb_shoal_proto_rawDescGZIP(), []int{0}
 }
 
+type ReadConsistency int32
+
+const (
+	ReadConsistency_READ_LEADER  ReadConsistency = 0
+	ReadConsistency_READ_REPLICA ReadConsistency = 1
+	ReadConsistency_READ_BOUNDED ReadConsistency = 2
+)
+
+// Enum value maps for ReadConsistency.
+var (
+	ReadConsistency_name = map[int32]string{
+		0: "READ_LEADER",
+		1: "READ_REPLICA",
+		2: "READ_BOUNDED",
+	}
+	ReadConsistency_value = map[string]int32{
+		"READ_LEADER":  0,
+		"READ_REPLICA": 1,
+		"READ_BOUNDED": 2,
+	}
+)
+
+func (x ReadConsistency) Enum() *ReadConsistency {
+	p := new(ReadConsistency)
+	*p = x
+	return p
+}
+
+func (x ReadConsistency) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReadConsistency) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_shoal_proto_enumTypes[1].Descriptor()
+}
+
+func (ReadConsistency) Type() protoreflect.EnumType {
+	return &file_pb_shoal_proto_enumTypes[1]
+}
+
+func (x ReadConsistency) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReadConsistency.Descriptor instead.
+func (ReadConsistency) EnumDescriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{1}
+}
+
 type NodeAdminState int32
 
 const (
@@ -131,11 +180,11 @@ func (x NodeAdminState) String() string {
 }
 
 func (NodeAdminState) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_shoal_proto_enumTypes[1].Descriptor()
+	return file_pb_shoal_proto_enumTypes[2].Descriptor()
 }
 
 func (NodeAdminState) Type() protoreflect.EnumType {
-	return &file_pb_shoal_proto_enumTypes[1]
+	return &file_pb_shoal_proto_enumTypes[2]
 }
 
 func (x NodeAdminState) Number() protoreflect.EnumNumber {
@@ -144,7 +193,7 @@ func (x NodeAdminState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeAdminState.Descriptor instead.
 func (NodeAdminState) EnumDescriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{1}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{2}
 }
 
 // RelocateStep lets the autopilot run a relocation one declarative step at a time.
@@ -184,11 +233,11 @@ func (x RelocateStep) String() string {
 }
 
 func (RelocateStep) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_shoal_proto_enumTypes[2].Descriptor()
+	return file_pb_shoal_proto_enumTypes[3].Descriptor()
 }
 
 func (RelocateStep) Type() protoreflect.EnumType {
-	return &file_pb_shoal_proto_enumTypes[2]
+	return &file_pb_shoal_proto_enumTypes[3]
 }
 
 func (x RelocateStep) Number() protoreflect.EnumNumber {
@@ -197,7 +246,7 @@ func (x RelocateStep) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RelocateStep.Descriptor instead.
 func (RelocateStep) EnumDescriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{2}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{3}
 }
 
 type Compare_Target int32
@@ -236,11 +285,11 @@ func (x Compare_Target) String() string {
 }
 
 func (Compare_Target) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_shoal_proto_enumTypes[3].Descriptor()
+	return file_pb_shoal_proto_enumTypes[4].Descriptor()
 }
 
 func (Compare_Target) Type() protoreflect.EnumType {
-	return &file_pb_shoal_proto_enumTypes[3]
+	return &file_pb_shoal_proto_enumTypes[4]
 }
 
 func (x Compare_Target) Number() protoreflect.EnumNumber {
@@ -288,11 +337,11 @@ func (x Compare_Op) String() string {
 }
 
 func (Compare_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_shoal_proto_enumTypes[4].Descriptor()
+	return file_pb_shoal_proto_enumTypes[5].Descriptor()
 }
 
 func (Compare_Op) Type() protoreflect.EnumType {
-	return &file_pb_shoal_proto_enumTypes[4]
+	return &file_pb_shoal_proto_enumTypes[5]
 }
 
 func (x Compare_Op) Number() protoreflect.EnumNumber {
@@ -349,11 +398,11 @@ func (x TxnOp_Type) String() string {
 }
 
 func (TxnOp_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_shoal_proto_enumTypes[5].Descriptor()
+	return file_pb_shoal_proto_enumTypes[6].Descriptor()
 }
 
 func (TxnOp_Type) Type() protoreflect.EnumType {
-	return &file_pb_shoal_proto_enumTypes[5]
+	return &file_pb_shoal_proto_enumTypes[6]
 }
 
 func (x TxnOp_Type) Number() protoreflect.EnumNumber {
@@ -410,11 +459,11 @@ func (x RangeFeedEvent_Kind) String() string {
 }
 
 func (RangeFeedEvent_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_shoal_proto_enumTypes[6].Descriptor()
+	return file_pb_shoal_proto_enumTypes[7].Descriptor()
 }
 
 func (RangeFeedEvent_Kind) Type() protoreflect.EnumType {
-	return &file_pb_shoal_proto_enumTypes[6]
+	return &file_pb_shoal_proto_enumTypes[7]
 }
 
 func (x RangeFeedEvent_Kind) Number() protoreflect.EnumNumber {
@@ -736,11 +785,17 @@ func (x *Error) GetRange() *RangeDescriptor {
 }
 
 type RequestHeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`                // 0: the server routes by key
-	FollowerRead  bool                   `protobuf:"varint,2,opt,name=follower_read,json=followerRead,proto3" json:"follower_read,omitempty"` // serve from the local replica without a linearizability check
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RangeId      uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`                // 0: the server routes by key
+	FollowerRead bool                   `protobuf:"varint,2,opt,name=follower_read,json=followerRead,proto3" json:"follower_read,omitempty"` // serve from the local replica without a linearizability check
+	// A read's consistency when served by a replica that may not lead (follower_read off): LEADER
+	// (the default) serves only at the leader; REPLICA serves linearizably at any replica, a learner
+	// too (raft's ReadIndex from the leader, then wait until applied that far); BOUNDED serves at any
+	// replica whose state is known current as of at most max_staleness_ms ago, else after a ReadIndex.
+	Consistency    ReadConsistency `protobuf:"varint,3,opt,name=consistency,proto3,enum=shoal.ReadConsistency" json:"consistency,omitempty"`
+	MaxStalenessMs int64           `protobuf:"varint,4,opt,name=max_staleness_ms,json=maxStalenessMs,proto3" json:"max_staleness_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RequestHeader) Reset() {
@@ -785,6 +840,20 @@ func (x *RequestHeader) GetFollowerRead() bool {
 		return x.FollowerRead
 	}
 	return false
+}
+
+func (x *RequestHeader) GetConsistency() ReadConsistency {
+	if x != nil {
+		return x.Consistency
+	}
+	return ReadConsistency_READ_LEADER
+}
+
+func (x *RequestHeader) GetMaxStalenessMs() int64 {
+	if x != nil {
+		return x.MaxStalenessMs
+	}
+	return 0
 }
 
 type KeyValue struct {
@@ -6215,10 +6284,12 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0eleader_node_id\x18\x03 \x01(\x04R\fleaderNodeId\x12\x1f\n" +
 	"\vleader_addr\x18\x04 \x01(\tR\n" +
 	"leaderAddr\x12,\n" +
-	"\x05range\x18\x05 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\"O\n" +
+	"\x05range\x18\x05 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\"\xb3\x01\n" +
 	"\rRequestHeader\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12#\n" +
-	"\rfollower_read\x18\x02 \x01(\bR\ffollowerRead\"2\n" +
+	"\rfollower_read\x18\x02 \x01(\bR\ffollowerRead\x128\n" +
+	"\vconsistency\x18\x03 \x01(\x0e2\x16.shoal.ReadConsistencyR\vconsistency\x12(\n" +
+	"\x10max_staleness_ms\x18\x04 \x01(\x03R\x0emaxStalenessMs\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"u\n" +
@@ -6680,7 +6751,11 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\bINTERNAL\x10\b\x12\x13\n" +
 	"\x0fUNAUTHENTICATED\x10\t\x12\x0f\n" +
 	"\vCROSS_RANGE\x10\n" +
-	"*N\n" +
+	"*F\n" +
+	"\x0fReadConsistency\x12\x0f\n" +
+	"\vREAD_LEADER\x10\x00\x12\x10\n" +
+	"\fREAD_REPLICA\x10\x01\x12\x10\n" +
+	"\fREAD_BOUNDED\x10\x02*N\n" +
 	"\x0eNodeAdminState\x12\x0f\n" +
 	"\vNODE_ACTIVE\x10\x00\x12\x11\n" +
 	"\rNODE_DRAINING\x10\x01\x12\x18\n" +
@@ -6738,269 +6813,271 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 	return file_pb_shoal_proto_rawDescData
 }
 
-var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
-	(NodeAdminState)(0),             // 1: shoal.NodeAdminState
-	(RelocateStep)(0),               // 2: shoal.RelocateStep
-	(Compare_Target)(0),             // 3: shoal.Compare.Target
-	(Compare_Op)(0),                 // 4: shoal.Compare.Op
-	(TxnOp_Type)(0),                 // 5: shoal.TxnOp.Type
-	(RangeFeedEvent_Kind)(0),        // 6: shoal.RangeFeedEvent.Kind
-	(*ReplicaDescriptor)(nil),       // 7: shoal.ReplicaDescriptor
-	(*RangeDescriptor)(nil),         // 8: shoal.RangeDescriptor
-	(*NodeDescriptor)(nil),          // 9: shoal.NodeDescriptor
-	(*Error)(nil),                   // 10: shoal.Error
-	(*RequestHeader)(nil),           // 11: shoal.RequestHeader
-	(*KeyValue)(nil),                // 12: shoal.KeyValue
-	(*Mutation)(nil),                // 13: shoal.Mutation
-	(*GetRequest)(nil),              // 14: shoal.GetRequest
-	(*GetResponse)(nil),             // 15: shoal.GetResponse
-	(*PutRequest)(nil),              // 16: shoal.PutRequest
-	(*PutResponse)(nil),             // 17: shoal.PutResponse
-	(*DeleteRequest)(nil),           // 18: shoal.DeleteRequest
-	(*DeleteResponse)(nil),          // 19: shoal.DeleteResponse
-	(*CompareAndSwapRequest)(nil),   // 20: shoal.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil),  // 21: shoal.CompareAndSwapResponse
-	(*BatchWriteRequest)(nil),       // 22: shoal.BatchWriteRequest
-	(*BatchWriteResponse)(nil),      // 23: shoal.BatchWriteResponse
-	(*ScanRequest)(nil),             // 24: shoal.ScanRequest
-	(*ScanResponse)(nil),            // 25: shoal.ScanResponse
-	(*TxnRequest)(nil),              // 26: shoal.TxnRequest
-	(*TxnResponse)(nil),             // 27: shoal.TxnResponse
-	(*Compare)(nil),                 // 28: shoal.Compare
-	(*TxnOp)(nil),                   // 29: shoal.TxnOp
-	(*TxnOpResult)(nil),             // 30: shoal.TxnOpResult
-	(*RangeFeedRequest)(nil),        // 31: shoal.RangeFeedRequest
-	(*RangeFeedEvent)(nil),          // 32: shoal.RangeFeedEvent
-	(*RangeLookupRequest)(nil),      // 33: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 34: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 35: shoal.NodeStatus
-	(*JoinStatus)(nil),              // 36: shoal.JoinStatus
-	(*NodeStats)(nil),               // 37: shoal.NodeStats
-	(*BackgroundTask)(nil),          // 38: shoal.BackgroundTask
-	(*TaskCompletion)(nil),          // 39: shoal.TaskCompletion
-	(*CompactRequest)(nil),          // 40: shoal.CompactRequest
-	(*CompactResponse)(nil),         // 41: shoal.CompactResponse
-	(*BackupRequest)(nil),           // 42: shoal.BackupRequest
-	(*BackupResponse)(nil),          // 43: shoal.BackupResponse
-	(*MaintenanceRequest)(nil),      // 44: shoal.MaintenanceRequest
-	(*MaintenanceResponse)(nil),     // 45: shoal.MaintenanceResponse
-	(*RangeLoad)(nil),               // 46: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 47: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 48: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 49: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 50: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 51: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 52: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 53: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 54: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 55: shoal.MergeResponse
-	(*RangeCommandRequest)(nil),     // 56: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 57: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 58: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 59: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 60: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 61: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 62: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 63: shoal.JoinResponse
-	(*InitRequest)(nil),             // 64: shoal.InitRequest
-	(*InitResponse)(nil),            // 65: shoal.InitResponse
-	(*HeartbeatRequest)(nil),        // 66: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 67: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 68: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 69: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 70: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 71: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 72: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 73: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 74: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 75: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 76: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 77: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 78: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 79: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 80: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 81: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 82: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 83: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 84: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 85: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 86: shoal.SplitTrigger
-	(*Condition)(nil),               // 87: shoal.Condition
-	(*MetaUpdate)(nil),              // 88: shoal.MetaUpdate
-	(*Command)(nil),                 // 89: shoal.Command
-	(*FreezeForMerge)(nil),          // 90: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 91: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 92: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 93: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 94: shoal.ConfChangeContext
+	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
+	(NodeAdminState)(0),             // 2: shoal.NodeAdminState
+	(RelocateStep)(0),               // 3: shoal.RelocateStep
+	(Compare_Target)(0),             // 4: shoal.Compare.Target
+	(Compare_Op)(0),                 // 5: shoal.Compare.Op
+	(TxnOp_Type)(0),                 // 6: shoal.TxnOp.Type
+	(RangeFeedEvent_Kind)(0),        // 7: shoal.RangeFeedEvent.Kind
+	(*ReplicaDescriptor)(nil),       // 8: shoal.ReplicaDescriptor
+	(*RangeDescriptor)(nil),         // 9: shoal.RangeDescriptor
+	(*NodeDescriptor)(nil),          // 10: shoal.NodeDescriptor
+	(*Error)(nil),                   // 11: shoal.Error
+	(*RequestHeader)(nil),           // 12: shoal.RequestHeader
+	(*KeyValue)(nil),                // 13: shoal.KeyValue
+	(*Mutation)(nil),                // 14: shoal.Mutation
+	(*GetRequest)(nil),              // 15: shoal.GetRequest
+	(*GetResponse)(nil),             // 16: shoal.GetResponse
+	(*PutRequest)(nil),              // 17: shoal.PutRequest
+	(*PutResponse)(nil),             // 18: shoal.PutResponse
+	(*DeleteRequest)(nil),           // 19: shoal.DeleteRequest
+	(*DeleteResponse)(nil),          // 20: shoal.DeleteResponse
+	(*CompareAndSwapRequest)(nil),   // 21: shoal.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil),  // 22: shoal.CompareAndSwapResponse
+	(*BatchWriteRequest)(nil),       // 23: shoal.BatchWriteRequest
+	(*BatchWriteResponse)(nil),      // 24: shoal.BatchWriteResponse
+	(*ScanRequest)(nil),             // 25: shoal.ScanRequest
+	(*ScanResponse)(nil),            // 26: shoal.ScanResponse
+	(*TxnRequest)(nil),              // 27: shoal.TxnRequest
+	(*TxnResponse)(nil),             // 28: shoal.TxnResponse
+	(*Compare)(nil),                 // 29: shoal.Compare
+	(*TxnOp)(nil),                   // 30: shoal.TxnOp
+	(*TxnOpResult)(nil),             // 31: shoal.TxnOpResult
+	(*RangeFeedRequest)(nil),        // 32: shoal.RangeFeedRequest
+	(*RangeFeedEvent)(nil),          // 33: shoal.RangeFeedEvent
+	(*RangeLookupRequest)(nil),      // 34: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 35: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 36: shoal.NodeStatus
+	(*JoinStatus)(nil),              // 37: shoal.JoinStatus
+	(*NodeStats)(nil),               // 38: shoal.NodeStats
+	(*BackgroundTask)(nil),          // 39: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 40: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 41: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 42: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 43: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 44: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 45: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 46: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 47: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 48: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 49: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 50: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 51: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 52: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 53: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 54: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 55: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 56: shoal.MergeResponse
+	(*RangeCommandRequest)(nil),     // 57: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 58: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 59: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 60: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 61: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 62: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 63: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 64: shoal.JoinResponse
+	(*InitRequest)(nil),             // 65: shoal.InitRequest
+	(*InitResponse)(nil),            // 66: shoal.InitResponse
+	(*HeartbeatRequest)(nil),        // 67: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 68: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 69: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 70: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 71: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 72: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 73: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 74: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 75: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 76: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 77: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 78: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 79: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 80: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 81: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 82: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 83: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 84: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 85: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 86: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 87: shoal.SplitTrigger
+	(*Condition)(nil),               // 88: shoal.Condition
+	(*MetaUpdate)(nil),              // 89: shoal.MetaUpdate
+	(*Command)(nil),                 // 90: shoal.Command
+	(*FreezeForMerge)(nil),          // 91: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 92: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 93: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 94: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 95: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
-	7,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
+	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
 	0,   // 1: shoal.Error.code:type_name -> shoal.ErrorCode
-	8,   // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
-	11,  // 3: shoal.GetRequest.header:type_name -> shoal.RequestHeader
-	10,  // 4: shoal.GetResponse.error:type_name -> shoal.Error
-	11,  // 5: shoal.PutRequest.header:type_name -> shoal.RequestHeader
-	10,  // 6: shoal.PutResponse.error:type_name -> shoal.Error
-	11,  // 7: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
-	10,  // 8: shoal.DeleteResponse.error:type_name -> shoal.Error
-	11,  // 9: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
-	10,  // 10: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
-	11,  // 11: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
-	13,  // 12: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
-	10,  // 13: shoal.BatchWriteResponse.error:type_name -> shoal.Error
-	11,  // 14: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
-	10,  // 15: shoal.ScanResponse.error:type_name -> shoal.Error
-	12,  // 16: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
-	8,   // 17: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
-	11,  // 18: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
-	28,  // 19: shoal.TxnRequest.compares:type_name -> shoal.Compare
-	29,  // 20: shoal.TxnRequest.success:type_name -> shoal.TxnOp
-	29,  // 21: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
-	10,  // 22: shoal.TxnResponse.error:type_name -> shoal.Error
-	30,  // 23: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
-	3,   // 24: shoal.Compare.target:type_name -> shoal.Compare.Target
-	4,   // 25: shoal.Compare.op:type_name -> shoal.Compare.Op
-	5,   // 26: shoal.TxnOp.type:type_name -> shoal.TxnOp.Type
-	6,   // 27: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
-	8,   // 28: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
-	8,   // 29: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
-	10,  // 30: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	8,   // 31: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	9,   // 32: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	9,   // 33: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	37,  // 34: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	36,  // 35: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
-	46,  // 36: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	38,  // 37: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
-	39,  // 38: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
-	10,  // 39: shoal.CompactResponse.error:type_name -> shoal.Error
-	10,  // 40: shoal.BackupResponse.error:type_name -> shoal.Error
-	10,  // 41: shoal.MaintenanceResponse.error:type_name -> shoal.Error
-	10,  // 42: shoal.NodesResponse.error:type_name -> shoal.Error
-	35,  // 43: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	8,   // 44: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	10,  // 45: shoal.RangesResponse.error:type_name -> shoal.Error
-	49,  // 46: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	10,  // 47: shoal.SplitResponse.error:type_name -> shoal.Error
-	8,   // 48: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	8,   // 49: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	10,  // 50: shoal.MergeResponse.error:type_name -> shoal.Error
-	8,   // 51: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	89,  // 52: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	10,  // 53: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	8,   // 54: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	10,  // 55: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	10,  // 56: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	9,   // 57: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	10,  // 58: shoal.JoinResponse.error:type_name -> shoal.Error
-	9,   // 59: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	10,  // 60: shoal.InitResponse.error:type_name -> shoal.Error
-	9,   // 61: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	37,  // 62: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	9,   // 63: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	8,   // 64: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	10,  // 65: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	9,   // 66: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	10,  // 67: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	68,  // 68: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	10,  // 69: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	10,  // 70: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	1,   // 71: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	10,  // 72: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	89,  // 73: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	10,  // 74: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	2,   // 75: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	10,  // 76: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	8,   // 77: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	81,  // 78: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	81,  // 79: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	12,  // 80: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	10,  // 81: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	8,   // 82: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	8,   // 83: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	8,   // 84: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	13,  // 85: shoal.Command.mutations:type_name -> shoal.Mutation
-	87,  // 86: shoal.Command.condition:type_name -> shoal.Condition
-	86,  // 87: shoal.Command.split:type_name -> shoal.SplitTrigger
-	88,  // 88: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	90,  // 89: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	91,  // 90: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	92,  // 91: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	93,  // 92: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	26,  // 93: shoal.Command.txn:type_name -> shoal.TxnRequest
-	8,   // 94: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	8,   // 95: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	8,   // 96: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	8,   // 97: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	14,  // 98: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	16,  // 99: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	18,  // 100: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	20,  // 101: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	22,  // 102: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	24,  // 103: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	26,  // 104: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	31,  // 105: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	33,  // 106: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	47,  // 107: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	50,  // 108: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	52,  // 109: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	60,  // 110: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	79,  // 111: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	69,  // 112: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	71,  // 113: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	73,  // 114: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	75,  // 115: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	62,  // 116: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	64,  // 117: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	66,  // 118: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	77,  // 119: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	54,  // 120: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	56,  // 121: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	58,  // 122: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	40,  // 123: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	42,  // 124: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	44,  // 125: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	82,  // 126: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	84,  // 127: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	15,  // 128: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	17,  // 129: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	19,  // 130: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	21,  // 131: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	23,  // 132: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	25,  // 133: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	27,  // 134: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	32,  // 135: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedEvent
-	34,  // 136: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	48,  // 137: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	51,  // 138: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	53,  // 139: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	61,  // 140: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	80,  // 141: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	70,  // 142: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	72,  // 143: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	74,  // 144: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	76,  // 145: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	63,  // 146: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	65,  // 147: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	67,  // 148: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	78,  // 149: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	55,  // 150: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	57,  // 151: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	59,  // 152: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	41,  // 153: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	43,  // 154: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	45,  // 155: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	83,  // 156: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	85,  // 157: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	128, // [128:158] is the sub-list for method output_type
-	98,  // [98:128] is the sub-list for method input_type
-	98,  // [98:98] is the sub-list for extension type_name
-	98,  // [98:98] is the sub-list for extension extendee
-	0,   // [0:98] is the sub-list for field type_name
+	9,   // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
+	1,   // 3: shoal.RequestHeader.consistency:type_name -> shoal.ReadConsistency
+	12,  // 4: shoal.GetRequest.header:type_name -> shoal.RequestHeader
+	11,  // 5: shoal.GetResponse.error:type_name -> shoal.Error
+	12,  // 6: shoal.PutRequest.header:type_name -> shoal.RequestHeader
+	11,  // 7: shoal.PutResponse.error:type_name -> shoal.Error
+	12,  // 8: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
+	11,  // 9: shoal.DeleteResponse.error:type_name -> shoal.Error
+	12,  // 10: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
+	11,  // 11: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
+	12,  // 12: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
+	14,  // 13: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
+	11,  // 14: shoal.BatchWriteResponse.error:type_name -> shoal.Error
+	12,  // 15: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
+	11,  // 16: shoal.ScanResponse.error:type_name -> shoal.Error
+	13,  // 17: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
+	9,   // 18: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
+	12,  // 19: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
+	29,  // 20: shoal.TxnRequest.compares:type_name -> shoal.Compare
+	30,  // 21: shoal.TxnRequest.success:type_name -> shoal.TxnOp
+	30,  // 22: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
+	11,  // 23: shoal.TxnResponse.error:type_name -> shoal.Error
+	31,  // 24: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
+	4,   // 25: shoal.Compare.target:type_name -> shoal.Compare.Target
+	5,   // 26: shoal.Compare.op:type_name -> shoal.Compare.Op
+	6,   // 27: shoal.TxnOp.type:type_name -> shoal.TxnOp.Type
+	7,   // 28: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
+	9,   // 29: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
+	9,   // 30: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
+	11,  // 31: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	9,   // 32: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	10,  // 33: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	10,  // 34: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	38,  // 35: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	37,  // 36: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
+	47,  // 37: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	39,  // 38: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	40,  // 39: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	11,  // 40: shoal.CompactResponse.error:type_name -> shoal.Error
+	11,  // 41: shoal.BackupResponse.error:type_name -> shoal.Error
+	11,  // 42: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	11,  // 43: shoal.NodesResponse.error:type_name -> shoal.Error
+	36,  // 44: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	9,   // 45: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	11,  // 46: shoal.RangesResponse.error:type_name -> shoal.Error
+	50,  // 47: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	11,  // 48: shoal.SplitResponse.error:type_name -> shoal.Error
+	9,   // 49: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	9,   // 50: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	11,  // 51: shoal.MergeResponse.error:type_name -> shoal.Error
+	9,   // 52: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	90,  // 53: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	11,  // 54: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	9,   // 55: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	11,  // 56: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	11,  // 57: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	10,  // 58: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	11,  // 59: shoal.JoinResponse.error:type_name -> shoal.Error
+	10,  // 60: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	11,  // 61: shoal.InitResponse.error:type_name -> shoal.Error
+	10,  // 62: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	38,  // 63: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	10,  // 64: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	9,   // 65: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	11,  // 66: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	10,  // 67: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	11,  // 68: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	69,  // 69: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	11,  // 70: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	11,  // 71: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	2,   // 72: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	11,  // 73: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	90,  // 74: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	11,  // 75: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	3,   // 76: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	11,  // 77: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	9,   // 78: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	82,  // 79: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	82,  // 80: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	13,  // 81: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	11,  // 82: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	9,   // 83: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 84: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 85: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	14,  // 86: shoal.Command.mutations:type_name -> shoal.Mutation
+	88,  // 87: shoal.Command.condition:type_name -> shoal.Condition
+	87,  // 88: shoal.Command.split:type_name -> shoal.SplitTrigger
+	89,  // 89: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	91,  // 90: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	92,  // 91: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	93,  // 92: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	94,  // 93: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	27,  // 94: shoal.Command.txn:type_name -> shoal.TxnRequest
+	9,   // 95: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 96: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 97: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	9,   // 98: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	15,  // 99: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	17,  // 100: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	19,  // 101: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	21,  // 102: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	23,  // 103: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	25,  // 104: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	27,  // 105: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	32,  // 106: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	34,  // 107: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	48,  // 108: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	51,  // 109: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	53,  // 110: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	61,  // 111: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	80,  // 112: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	70,  // 113: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	72,  // 114: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	74,  // 115: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	76,  // 116: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	63,  // 117: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	65,  // 118: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	67,  // 119: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	78,  // 120: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	55,  // 121: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	57,  // 122: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	59,  // 123: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	41,  // 124: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	43,  // 125: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	45,  // 126: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	83,  // 127: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	85,  // 128: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	16,  // 129: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	18,  // 130: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	20,  // 131: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	22,  // 132: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	24,  // 133: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	26,  // 134: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	28,  // 135: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	33,  // 136: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedEvent
+	35,  // 137: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	49,  // 138: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	52,  // 139: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	54,  // 140: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	62,  // 141: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	81,  // 142: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	71,  // 143: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	73,  // 144: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	75,  // 145: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	77,  // 146: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	64,  // 147: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	66,  // 148: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	68,  // 149: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	79,  // 150: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	56,  // 151: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	58,  // 152: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	60,  // 153: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	42,  // 154: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	44,  // 155: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	46,  // 156: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	84,  // 157: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	86,  // 158: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	129, // [129:159] is the sub-list for method output_type
+	99,  // [99:129] is the sub-list for method input_type
+	99,  // [99:99] is the sub-list for extension type_name
+	99,  // [99:99] is the sub-list for extension extendee
+	0,   // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -7013,7 +7090,7 @@ func file_pb_shoal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
-			NumEnums:      7,
+			NumEnums:      8,
 			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   2,

@@ -155,8 +155,11 @@ type Replica struct {
 
 	// Leader lease (lease.go).
 	leaseUntil, noLeaseUntil time.Time
-	leaseIndex               uint64
-	noVotesUntil             time.Time // set at load: no votes or campaigns before (lease.go)
+	// currentAt: this replica's state holds every write acknowledged before it (the sending time of
+	// the last read index it applied; replicaread.go).
+	currentAt    time.Time
+	leaseIndex   uint64
+	noVotesUntil time.Time // set at load: no votes or campaigns before (lease.go)
 
 	// Load counters (read by the kv layer for stats; atomics so reads need no lock).
 	Reads, Writes atomic.Uint64

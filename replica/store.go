@@ -160,6 +160,7 @@ type Store struct {
 	cycles, entriesWritten, entriesApplied     atomic.Uint64
 	proposals, leaderChanges, snapshotsApplied atomic.Uint64
 	leaseReads, readIndexReads                 atomic.Uint64
+	replicaReads, boundedLocalReads            atomic.Uint64
 	droppedInvalid                             atomic.Uint64
 
 	snapSem chan struct{}
@@ -770,7 +771,9 @@ func (s *Store) collectReady(r *Replica) (w readyWork, ok, snapshot bool, err er
 	if r.destroyed {
 		return w, false, false, nil
 	}
-	if r.readQueue != nil && r.state == raft.StateLeader {
+	if r.readQueue != nil && (r.state == raft.StateLeader || r.leader != 0 && r.state == raft.StateFollower) {
+		// A follower's (or learner's) ReadIndex goes to the leader, whose answer is a ReadState here.
+		// Once applied that far (releaseReadsLocked) its readers are released; no lease is extended.
 		b := r.readQueue
 		r.readQueue = nil
 		r.readsSent[string(b.ctx)] = b
@@ -1153,6 +1156,9 @@ type LoopStats struct {
 	Proposals, LeaderChanges, SnapshotsApplied    uint64
 	// LeaseReads were served under the leader lease; ReadIndexReads waited for a ReadIndex round.
 	LeaseReads, ReadIndexReads uint64
+	// ReplicaReads waited for a read index from the leader at a replica that does not lead;
+	// BoundedLocalReads were served at once, within their staleness bound.
+	ReplicaReads, BoundedLocalReads uint64
 	// DroppedInvalid counts raft messages that failed validation (validate.go). No correct peer
 	// sends one: any count is a bug or a hostile peer, and the integration tests require zero.
 	DroppedInvalid uint64
@@ -1165,5 +1171,6 @@ func (s *Store) ProposalAdmission() admission.Stats { return s.proposalGate.Stat
 func (s *Store) LoopStats() LoopStats {
 	return LoopStats{Cycles: s.cycles.Load(), Syncs: s.log.Syncs(), EntriesWritten: s.entriesWritten.Load(), EntriesApplied: s.entriesApplied.Load(),
 		Proposals: s.proposals.Load(), LeaderChanges: s.leaderChanges.Load(), SnapshotsApplied: s.snapshotsApplied.Load(),
-		LeaseReads: s.leaseReads.Load(), ReadIndexReads: s.readIndexReads.Load(), DroppedInvalid: s.droppedInvalid.Load()}
+		LeaseReads: s.leaseReads.Load(), ReadIndexReads: s.readIndexReads.Load(), DroppedInvalid: s.droppedInvalid.Load(),
+		ReplicaReads: s.replicaReads.Load(), BoundedLocalReads: s.boundedLocalReads.Load()}
 }

@@ -120,8 +120,8 @@ func killLeaders(e *nemesisEnv) (kills int, err error) {
 }
 
 // runLinearizable runs concurrent clients over a few keys on a cluster of nodes while nemesis
-// disturbs it, then checks the whole history with porcupine.
-func runLinearizable(t *testing.T, nodes int, what string, nemesis nemesisFunc) {
+// disturbs it, then checks the whole history with porcupine. The workers' gets use reads.
+func runLinearizable(t *testing.T, nodes int, what string, nemesis nemesisFunc, reads ...client.ReadOption) {
 	const (
 		nKeys     = 5
 		nClients  = 6
@@ -182,7 +182,7 @@ func runLinearizable(t *testing.T, nodes int, what string, nemesis nemesisFunc) 
 				case p < 40:
 					in.Kind = history.Get
 					var v []byte
-					v, out.Found, err = cl.Get(ctx, []byte(key))
+					v, out.Found, err = cl.Get(ctx, []byte(key), reads...)
 					out.Value = string(v)
 					if err == nil {
 						seen[ki] = history.State{Found: out.Found, Value: out.Value}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/server/apijson"
 	"github.com/shoaldb/shoal/server/resp"
@@ -100,8 +101,9 @@ var getFlags struct{ prefix bool }
 var getCmd = &cobra.Command{
 	Use:   "get KEY | get --prefix PREFIX",
 	Short: "Print the value of KEY, or every key starting with PREFIX",
-	Long: `Print the value of KEY (a linearizable read from the range's leader), as it is stored. If KEY
-does not exist, print "not found" on stderr and exit with code 1. With --format json, print
+	Long: `Print the value of KEY (a linearizable read from the range's leader; --consistency replica or
+bounded lets other replicas serve it), as it is stored. If KEY does not exist, print "not found" on
+stderr and exit with code 1. With --format json, print
 {"key","value"}: readable keys and values as text, others in base64 with "key_encoding" or
 "value_encoding": "base64".
 
@@ -119,8 +121,12 @@ even when there is none).`,
 			start, end := prefixSpan(a[0])
 			return scanAndPrint(cmd, start, end, 0, false)
 		}
+		ro, err := readOpts()
+		if err != nil {
+			return err
+		}
 		return withSession(cmd, func(s *session) error {
-			v, found, err := s.c.Get(s.ctx, []byte(a[0]))
+			v, found, err := s.c.Get(s.ctx, []byte(a[0]), ro...)
 			if err != nil {
 				return err
 			}
@@ -206,6 +212,27 @@ var delCmd = &cobra.Command{
 	},
 }
 
+var readFlags struct {
+	consistency  string
+	maxStaleness time.Duration
+}
+
+// readOpts turns --consistency and --max-staleness into the client's read options.
+func readOpts() ([]client.ReadOption, error) {
+	switch readFlags.consistency {
+	case "strong":
+		return nil, nil
+	case "replica":
+		return []client.ReadOption{client.ReplicaRead()}, nil
+	case "bounded":
+		if readFlags.maxStaleness < time.Millisecond {
+			return nil, cli.Usage(fmt.Errorf("invalid --max-staleness %s: at least 1ms", readFlags.maxStaleness))
+		}
+		return []client.ReadOption{client.BoundedStaleness(readFlags.maxStaleness)}, nil
+	}
+	return nil, cli.Usage(fmt.Errorf("invalid --consistency %q: strong, replica or bounded", readFlags.consistency))
+}
+
 var scanFlags struct {
 	limit   int
 	reverse bool
@@ -246,8 +273,12 @@ range after range; it is not a snapshot of the whole span.`,
 
 // scanAndPrint runs a scan and prints its pairs as text lines or a JSON array.
 func scanAndPrint(cmd *cobra.Command, start, end []byte, limit int, reverse bool) error {
+	ro, err := readOpts()
+	if err != nil {
+		return err
+	}
 	return withSession(cmd, func(s *session) error {
-		kvs, err := s.c.Scan(s.ctx, start, end, limit, reverse)
+		kvs, err := s.c.ScanWith(s.ctx, start, end, limit, reverse, ro...)
 		if err != nil {
 			return err
 		}
@@ -377,6 +408,10 @@ func init() {
 	putCmd.Flags().StringVar(&putFlags.valueFile, "value-file", "", "read the value from this file (byte for byte)")
 	putCmd.Flags().DurationVar(&putFlags.ttl, "ttl", 0, "expire the key after this long (e.g. 60s, at least 1ms; 0: never)")
 	getCmd.Flags().BoolVar(&getFlags.prefix, "prefix", false, "print every key that starts with the argument, with its value")
+	for _, c := range []*cobra.Command{getCmd, scanCmd} {
+		c.Flags().StringVar(&readFlags.consistency, "consistency", "strong", "strong: linearizable, at the range's leader; replica: linearizable at any replica, a learner too (it asks the leader for its commit index, not the data); bounded: any replica whose state is at most --max-staleness old")
+		c.Flags().DurationVar(&readFlags.maxStaleness, "max-staleness", client.DefaultMaxStaleness, "with --consistency bounded: how old the state read may be")
+	}
 	scanCmd.Flags().IntVar(&scanFlags.limit, "limit", 0, "return at most N keys (0: no limit)")
 	scanCmd.Flags().BoolVar(&scanFlags.reverse, "reverse", false, "scan in descending key order")
 	scanCmd.Flags().BoolVar(&scanFlags.prefix, "prefix", false, "scan the keys that start with the one argument")

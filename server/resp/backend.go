@@ -94,20 +94,22 @@ func (o *op) route(canMove bool, pe *pb.Error) error {
 	return nil
 }
 
-// header is the request header of a read: a follower read for read-only commands of a READONLY
-// connection (never for the reads of a write, which must see the latest value).
+// header is the request header of a read: for read-only commands of a READONLY connection, a
+// bounded-staleness read any replica may serve (client.DefaultMaxStaleness, as Redis Cluster's
+// replicas serve READONLY clients what they have); never for the reads of a write, which must see
+// the latest value.
 func (o *op) header() *pb.RequestHeader {
-	if o.followerRead() {
-		return &pb.RequestHeader{FollowerRead: true}
+	if o.replicaRead() {
+		return &pb.RequestHeader{Consistency: pb.ReadConsistency_READ_BOUNDED, MaxStalenessMs: client.DefaultMaxStaleness.Milliseconds()}
 	}
 	return nil
 }
 
-func (o *op) followerRead() bool { return !o.write && o.c != nil && o.c.readonly }
+func (o *op) replicaRead() bool { return !o.write && o.c != nil && o.c.readonly }
 
 func (o *op) readOpts() []client.ReadOption {
-	if o.followerRead() {
-		return []client.ReadOption{client.FollowerRead()}
+	if o.replicaRead() {
+		return []client.ReadOption{client.BoundedStaleness(client.DefaultMaxStaleness)}
 	}
 	return nil
 }

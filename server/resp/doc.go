@@ -57,7 +57,8 @@
 //     listener, starting at the local node), which finds the leader itself. Multi-key commands may
 //     span slots and ranges: MSET and DEL apply one batch per range (atomic per range only).
 //
-// READONLY connections read with follower reads (any replica, possibly stale), as Redis replicas do.
+// READONLY connections read with bounded staleness (any replica whose state is at most
+// client.DefaultMaxStaleness old), as Redis replicas serve them what they have.
 // SCAN, KEYS, DBSIZE, FLUSHDB (and FLUSHALL, the same: there is one database) and INFO keyspace cover
 // every slot on a plain connection and the slots the node owns on a cluster connection (as in Redis
 // Cluster); they never touch keys outside the RESP prefix. The SCAN cursor is the next slot to visit.

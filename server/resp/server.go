@@ -224,7 +224,7 @@ type conn struct {
 
 	authed   bool
 	cluster  bool // issued a CLUSTER (or READONLY/READWRITE/ASKING) command: answer MOVED
-	readonly bool // READONLY: reads may be served by any replica (follower reads)
+	readonly bool // READONLY: reads may be served by any replica, within client.DefaultMaxStaleness
 	quit     bool
 
 	multi     *txn.Multi    // an open MULTI block (multi.go)
