@@ -128,3 +128,36 @@ func TestLiveEventsAndCheckpoints(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+func TestAfterMergeStartsAtTheMerge(t *testing.T) {
+	g := New(Config{CheckpointInterval: time.Hour})
+	g.Reset(7, desc, 10, 10)
+	merged := &pb.RangeDescriptor{RangeId: 7, EndKey: []byte("z")}
+	right := &pb.RangeDescriptor{RangeId: 8, StartKey: []byte("m")}
+	g.Applied(7, []*pb.RangeFeedEvent{put(11, "a"), {Kind: pb.RangeFeedEvent_MERGE, RangeId: 7, Index: 12, Desc: merged, Right: right}, put(13, "n")}, 13)
+	got, err := serveUntil(t, g, &pb.RangeFeedRequest{RangeId: 7, AfterMergeOf: 8, StartKey: []byte("m")}, 1)
+	if !errors.Is(err, context.Canceled) || len(got) != 1 || string(got[0].Key) != "n" {
+		t.Fatalf("after the merge of range 8: %v %v", got, err)
+	}
+	if _, err := serveUntil(t, g, &pb.RangeFeedRequest{RangeId: 7, AfterMergeOf: 9}, 1); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("after a merge the buffer does not hold: %v", err)
+	}
+}
+
+func TestNodeBudgetAndRemovedBuffersAreBounded(t *testing.T) {
+	g := New(Config{NodeBufferBytes: 4 * (eventOverhead + 1), RetainRemoved: time.Millisecond, CheckpointInterval: time.Hour})
+	for id := uint64(1); id <= 3; id++ {
+		g.Reset(id, desc, 10, 10)
+		g.Applied(id, []*pb.RangeFeedEvent{put(11, "a"), put(12, "b")}, 12)
+	}
+	if st := g.Stats(); st.Bytes > 4*(eventOverhead+1) {
+		t.Fatalf("node budget exceeded: %+v", st)
+	}
+	g.Removed(1, desc)
+	time.Sleep(2 * time.Millisecond)
+	g.swept = time.Time{}
+	g.Applied(2, []*pb.RangeFeedEvent{put(13, "c")}, 13) // a later apply sweeps
+	if st := g.Stats(); st.Buffers != 2 {
+		t.Fatalf("the removed replica's buffer outlived its retention: %+v", st)
+	}
+}
