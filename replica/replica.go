@@ -542,16 +542,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 		return nil
 	}
 	r.store.readIndexReads.Add(1)
-	r.unquiesceLocked()
-	b := r.readQueue
-	if b == nil {
-		r.readCounter++
-		c := make([]byte, 16)
-		binary.BigEndian.PutUint64(c, r.store.cfg.NodeID)
-		binary.BigEndian.PutUint64(c[8:], r.readCounter)
-		b = &readBatch{ctx: c, done: make(chan struct{})}
-		r.readQueue = b
-	}
+	b := r.queueReadLocked()
 	r.mu.Unlock()
 	r.store.markReady(r)
 	select {
@@ -565,6 +556,20 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	case <-r.store.stopper:
 		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: "node stopping"}
 	}
+}
+
+// queueReadLocked returns the batch of reads waiting for the next ReadIndex round, which the raft
+// loop sends (collectReady).
+func (r *Replica) queueReadLocked() *readBatch {
+	r.unquiesceLocked()
+	if r.readQueue == nil {
+		r.readCounter++
+		c := make([]byte, 16)
+		binary.BigEndian.PutUint64(c, r.store.cfg.NodeID)
+		binary.BigEndian.PutUint64(c[8:], r.readCounter)
+		r.readQueue = &readBatch{ctx: c, done: make(chan struct{})}
+	}
+	return r.readQueue
 }
 
 // CheckKey returns RANGE_MOVED if key is outside the replica's current span.

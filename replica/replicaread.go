@@ -2,7 +2,6 @@ package replica
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -34,16 +33,7 @@ func (r *Replica) ReplicaReadBarrier(ctx context.Context) error {
 		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: no leader known to replica on node %d", r.rangeID, r.store.cfg.NodeID)}
 	}
 	r.store.replicaReads.Add(1)
-	r.unquiesceLocked()
-	b := r.readQueue
-	if b == nil {
-		r.readCounter++
-		c := make([]byte, 16)
-		binary.BigEndian.PutUint64(c, r.store.cfg.NodeID)
-		binary.BigEndian.PutUint64(c[8:], r.readCounter)
-		b = &readBatch{ctx: c, done: make(chan struct{})}
-		r.readQueue = b
-	}
+	b := r.queueReadLocked()
 	r.mu.Unlock()
 	r.store.markReady(r)
 	// The leader drops a ReadIndex it cannot answer (it lost the leadership on the way): give up
