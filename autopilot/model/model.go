@@ -19,6 +19,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -343,6 +344,13 @@ type Cluster struct {
 	// hist and seq place the snapshot in its chain of patched snapshots (see ChangedSince).
 	hist *history
 	seq  uint64
+	// since is ChangedSince's last union, for the policies that ask it after the first.
+	since atomic.Pointer[changedSince]
+}
+
+type changedSince struct {
+	seq uint64
+	at  []int
 }
 
 // history is what a chain of snapshots, each patched from the one before, changed: the positions in
@@ -380,10 +388,14 @@ func (c *Cluster) ChangedSince(since *Cluster) ([]int, bool) {
 	if len(entries) == 1 {
 		return entries[0], true
 	}
+	if cs := c.since.Load(); cs != nil && cs.seq == since.seq {
+		return cs.at, true
+	}
 	var out []int
 	for _, e := range entries {
 		out = union(out, e)
 	}
+	c.since.Store(&changedSince{seq: since.seq, at: out})
 	return out, true
 }
 

@@ -74,6 +74,14 @@ type Operator struct {
 	// from one that has caught up (both are learners); the executor knows, as its add-learner call
 	// returns only once the learner has caught up.
 	stepsDone int32
+	// pending is the last PendingInfluence and the range it was for: every policy asks it of every
+	// pending operator every round, mostly of the same (immutable) range.
+	pending atomic.Pointer[pendingInfluence]
+}
+
+type pendingInfluence struct {
+	r   *model.Range
+	inf Influence
 }
 
 // StepsDone returns how many of op's steps the executor has completed, in order (0 before it runs).
@@ -118,12 +126,18 @@ func (op *Operator) FirstUnfinished(r *model.Range) int {
 func (op *Operator) IsFinished(r *model.Range) bool { return op.FirstUnfinished(r) == len(op.Steps) }
 
 // PendingInfluence is the influence of the steps r does not show as finished yet: what the operator
-// will still change. With r nil (the range is gone), it is the whole influence.
+// will still change. With r nil (the range is gone), it is the whole influence. The caller must not
+// modify it: it is kept for the next caller with the same r (a *model.Range is immutable).
 func (op *Operator) PendingInfluence(r *model.Range) Influence {
 	if r == nil {
 		return op.Influence
 	}
-	return stepsInfluence(op.Steps[op.FirstUnfinished(r):], r)
+	if p := op.pending.Load(); p != nil && p.r == r {
+		return p.inf
+	}
+	inf := stepsInfluence(op.Steps[op.FirstUnfinished(r):], r)
+	op.pending.Store(&pendingInfluence{r: r, inf: inf})
+	return inf
 }
 
 func stepsInfluence(steps []Step, r *model.Range) Influence {

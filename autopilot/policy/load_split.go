@@ -75,6 +75,8 @@ type LoadSplit struct {
 	// only the ranges that changed since are looked at again (ChangedSince), not every range.
 	seen *model.Cluster
 	warm []int
+	// scratch is feed's buffer.
+	scratch [][]byte
 }
 
 type hotRange struct {
@@ -141,7 +143,7 @@ func (p *LoadSplit) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 		}
 		if s := r.Sample; s != nil && !s.At.Equal(st.lastSample) {
 			st.lastSample = s.At
-			feed(st.finder, s, r.ID)
+			p.scratch = feed(st.finder, s, r.ID, p.scratch)
 			st.recent = append(st.recent, s)
 			if len(st.recent) > p.cfg.RecentWindows {
 				st.recent = st.recent[len(st.recent)-p.cfg.RecentWindows:]
@@ -224,8 +226,9 @@ func (p *LoadSplit) findWarm(c *model.Cluster) {
 
 // feed replays a window's sample into the search in a random (but reproducible) order: the sample is
 // uniform over the window's requests, so any order of it is as good a request stream as another.
-func feed(f *SplitKeyFinder, s *model.KeySample, rangeID uint64) {
-	keys := make([][]byte, 0, s.Size())
+// The order is shuffled in keys (reused: its capacity is returned).
+func feed(f *SplitKeyFinder, s *model.KeySample, rangeID uint64, keys [][]byte) [][]byte {
+	keys = keys[:0]
 	for _, kc := range s.Keys {
 		for i := uint32(0); i < kc.Count; i++ {
 			keys = append(keys, kc.Key)
@@ -236,6 +239,8 @@ func feed(f *SplitKeyFinder, s *model.KeySample, rangeID uint64) {
 	for _, k := range keys {
 		f.Observe(k)
 	}
+	clear(keys)
+	return keys[:0]
 }
 
 // roundSplitKey replaces the search's estimate, which is usually a synthetic key between two real ones,

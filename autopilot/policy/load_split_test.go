@@ -35,7 +35,7 @@ func splitRun(gen keyGen, r *rand.Rand, cfg SearchConfig, perWindow, maxWindows 
 		}
 		at = at.Add(time.Second)
 		s := sampler.Take(at)
-		feed(f, s, 2)
+		feed(f, s, 2, nil)
 		samples = append(samples, s)
 		if len(samples) > recent {
 			samples = samples[1:]
