@@ -2385,6 +2385,131 @@ func (x *RangeFeedEvent) GetInitial() bool {
 	return false
 }
 
+// WatchRequest: [start_key, end_key) (empty end_key: no bound), from a cursor a CHECKPOINT gave
+// (empty: from now), with the span's current keys first if initial_scan.
+type WatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartKey      []byte                 `protobuf:"bytes,1,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey        []byte                 `protobuf:"bytes,2,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	Cursor        string                 `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	InitialScan   bool                   `protobuf:"varint,4,opt,name=initial_scan,json=initialScan,proto3" json:"initial_scan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *WatchRequest) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetInitialScan() bool {
+	if x != nil {
+		return x.InitialScan
+	}
+	return false
+}
+
+// WatchResponse is a change (PUT, DELETE, EXPIRE; initial set for the initial scan's PUTs) or a
+// CHECKPOINT whose cursor resumes the watch after everything sent before it. The first message is
+// a CHECKPOINT once the watch is established (after the initial scan).
+type WatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *RangeFeedEvent        `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	Cursor        string                 `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *WatchResponse) GetEvent() *RangeFeedEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
 type RangeLookupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -2395,7 +2520,7 @@ type RangeLookupRequest struct {
 
 func (x *RangeLookupRequest) Reset() {
 	*x = RangeLookupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2532,7 @@ func (x *RangeLookupRequest) String() string {
 func (*RangeLookupRequest) ProtoMessage() {}
 
 func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2545,7 @@ func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupRequest.ProtoReflect.Descriptor instead.
 func (*RangeLookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RangeLookupRequest) GetKey() []byte {
@@ -2449,7 +2574,7 @@ type RangeLookupResponse struct {
 
 func (x *RangeLookupResponse) Reset() {
 	*x = RangeLookupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2586,7 @@ func (x *RangeLookupResponse) String() string {
 func (*RangeLookupResponse) ProtoMessage() {}
 
 func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2599,7 @@ func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupResponse.ProtoReflect.Descriptor instead.
 func (*RangeLookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RangeLookupResponse) GetError() *Error {
@@ -2523,7 +2648,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2660,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2673,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeStatus) GetDesc() *NodeDescriptor {
@@ -2637,7 +2762,7 @@ type JoinStatus struct {
 
 func (x *JoinStatus) Reset() {
 	*x = JoinStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2774,7 @@ func (x *JoinStatus) String() string {
 func (*JoinStatus) ProtoMessage() {}
 
 func (x *JoinStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2787,7 @@ func (x *JoinStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinStatus.ProtoReflect.Descriptor instead.
 func (*JoinStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JoinStatus) GetStrategy() string {
@@ -2742,7 +2867,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2879,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2892,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeStats) GetCpuPercent() float64 {
@@ -2887,7 +3012,7 @@ type BackgroundTask struct {
 
 func (x *BackgroundTask) Reset() {
 	*x = BackgroundTask{}
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3024,7 @@ func (x *BackgroundTask) String() string {
 func (*BackgroundTask) ProtoMessage() {}
 
 func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3037,7 @@ func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackgroundTask.ProtoReflect.Descriptor instead.
 func (*BackgroundTask) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BackgroundTask) GetId() uint64 {
@@ -2988,7 +3113,7 @@ type TaskCompletion struct {
 
 func (x *TaskCompletion) Reset() {
 	*x = TaskCompletion{}
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3125,7 @@ func (x *TaskCompletion) String() string {
 func (*TaskCompletion) ProtoMessage() {}
 
 func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3138,7 @@ func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletion.ProtoReflect.Descriptor instead.
 func (*TaskCompletion) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskCompletion) GetKind() string {
@@ -3041,7 +3166,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3178,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3191,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CompactRequest) GetNodeId() uint64 {
@@ -3088,7 +3213,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3225,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3238,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CompactResponse) GetError() *Error {
@@ -3156,7 +3281,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3293,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3306,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BackupRequest) GetNodeId() uint64 {
@@ -3225,7 +3350,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3362,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3375,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BackupResponse) GetError() *Error {
@@ -3300,7 +3425,7 @@ type MaintenanceRequest struct {
 
 func (x *MaintenanceRequest) Reset() {
 	*x = MaintenanceRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3437,7 @@ func (x *MaintenanceRequest) String() string {
 func (*MaintenanceRequest) ProtoMessage() {}
 
 func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3450,7 @@ func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MaintenanceRequest) GetNodeId() uint64 {
@@ -3367,7 +3492,7 @@ type MaintenanceResponse struct {
 
 func (x *MaintenanceResponse) Reset() {
 	*x = MaintenanceResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3504,7 @@ func (x *MaintenanceResponse) String() string {
 func (*MaintenanceResponse) ProtoMessage() {}
 
 func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3517,7 @@ func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MaintenanceResponse) GetError() *Error {
@@ -3444,7 +3569,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3456,7 +3581,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3469,7 +3594,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RangeLoad) GetRangeId() uint64 {
@@ -3571,7 +3696,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3583,7 +3708,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,7 +3721,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 type NodesResponse struct {
@@ -3609,7 +3734,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3746,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3759,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodesResponse) GetError() *Error {
@@ -3663,7 +3788,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3675,7 +3800,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3688,7 +3813,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RangeStatus) GetDesc() *RangeDescriptor {
@@ -3727,7 +3852,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3739,7 +3864,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3752,7 +3877,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 type RangesResponse struct {
@@ -3765,7 +3890,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3777,7 +3902,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3790,7 +3915,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RangesResponse) GetError() *Error {
@@ -3816,7 +3941,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3828,7 +3953,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3841,7 +3966,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SplitRequest) GetKey() []byte {
@@ -3862,7 +3987,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +3999,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +4012,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SplitResponse) GetError() *Error {
@@ -3924,7 +4049,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3936,7 +4061,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3949,7 +4074,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -3976,7 +4101,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3988,7 +4113,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4001,7 +4126,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MergeResponse) GetError() *Error {
@@ -4030,7 +4155,7 @@ type RangeCommandRequest struct {
 
 func (x *RangeCommandRequest) Reset() {
 	*x = RangeCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4167,7 @@ func (x *RangeCommandRequest) String() string {
 func (*RangeCommandRequest) ProtoMessage() {}
 
 func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4180,7 @@ func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandRequest.ProtoReflect.Descriptor instead.
 func (*RangeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RangeCommandRequest) GetRangeId() uint64 {
@@ -4084,7 +4209,7 @@ type RangeCommandResponse struct {
 
 func (x *RangeCommandResponse) Reset() {
 	*x = RangeCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4096,7 +4221,7 @@ func (x *RangeCommandResponse) String() string {
 func (*RangeCommandResponse) ProtoMessage() {}
 
 func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4109,7 +4234,7 @@ func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandResponse.ProtoReflect.Descriptor instead.
 func (*RangeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RangeCommandResponse) GetError() *Error {
@@ -4151,7 +4276,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4163,7 +4288,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4176,7 +4301,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WaitAppliedRequest) GetRangeId() uint64 {
@@ -4203,7 +4328,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4215,7 +4340,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4228,7 +4353,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WaitAppliedResponse) GetError() *Error {
@@ -4255,7 +4380,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4267,7 +4392,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4280,7 +4405,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -4306,7 +4431,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4318,7 +4443,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4331,7 +4456,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TransferLeaderResponse) GetError() *Error {
@@ -4350,7 +4475,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4362,7 +4487,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4375,7 +4500,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *JoinRequest) GetNode() *NodeDescriptor {
@@ -4397,7 +4522,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4409,7 +4534,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4422,7 +4547,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JoinResponse) GetError() *Error {
@@ -4467,7 +4592,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4479,7 +4604,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4492,7 +4617,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *InitRequest) GetCheckOnly() bool {
@@ -4516,7 +4641,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4528,7 +4653,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4541,7 +4666,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *InitResponse) GetError() *Error {
@@ -4588,7 +4713,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4600,7 +4725,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4613,7 +4738,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -4682,7 +4807,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4694,7 +4819,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4707,7 +4832,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -4734,7 +4859,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4746,7 +4871,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4759,7 +4884,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -4784,7 +4909,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4796,7 +4921,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4809,7 +4934,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 type PolicyListResponse struct {
@@ -4822,7 +4947,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4834,7 +4959,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4847,7 +4972,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -4874,7 +4999,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4886,7 +5011,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4899,7 +5024,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -4925,7 +5050,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5062,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5075,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -4968,7 +5093,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4980,7 +5105,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4993,7 +5118,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -5008,7 +5133,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5020,7 +5145,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5033,7 +5158,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -5060,7 +5185,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5072,7 +5197,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5085,7 +5210,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -5111,7 +5236,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5123,7 +5248,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5136,7 +5261,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -5157,7 +5282,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5169,7 +5294,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5182,7 +5307,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -5202,7 +5327,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5214,7 +5339,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5227,7 +5352,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -5258,7 +5383,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5270,7 +5395,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5283,7 +5408,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -5324,7 +5449,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5336,7 +5461,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5349,7 +5474,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -5380,7 +5505,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5392,7 +5517,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5405,7 +5530,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5454,7 +5579,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5466,7 +5591,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5479,7 +5604,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -5511,7 +5636,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5523,7 +5648,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5536,7 +5661,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -5554,7 +5679,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5566,7 +5691,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5579,7 +5704,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -5626,7 +5751,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5638,7 +5763,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5651,7 +5776,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -5673,7 +5798,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5685,7 +5810,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5698,7 +5823,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -5740,7 +5865,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5752,7 +5877,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5765,7 +5890,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -5800,7 +5925,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5812,7 +5937,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5825,7 +5950,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -5856,7 +5981,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5868,7 +5993,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5881,7 +6006,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -5980,7 +6105,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5992,7 +6117,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6005,7 +6130,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -6033,7 +6158,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6045,7 +6170,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6058,7 +6183,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -6088,7 +6213,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6100,7 +6225,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6113,7 +6238,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -6150,7 +6275,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6162,7 +6287,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6175,7 +6300,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -6210,7 +6335,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6222,7 +6347,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6235,7 +6360,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -6445,7 +6570,15 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"CHECKPOINT\x10\x03\x12\t\n" +
 	"\x05SPLIT\x10\x04\x12\t\n" +
 	"\x05MERGE\x10\x05\x12\v\n" +
-	"\aREMOVED\x10\x06\":\n" +
+	"\aREMOVED\x10\x06\"\x7f\n" +
+	"\fWatchRequest\x12\x1b\n" +
+	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x12!\n" +
+	"\finitial_scan\x18\x04 \x01(\bR\vinitialScan\"T\n" +
+	"\rWatchResponse\x12+\n" +
+	"\x05event\x18\x01 \x01(\v2\x15.shoal.RangeFeedEventR\x05event\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\":\n" +
 	"\x12RangeLookupRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x12\n" +
 	"\x04meta\x18\x02 \x01(\bR\x04meta\"\xba\x01\n" +
@@ -6764,7 +6897,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\fRELOCATE_ALL\x10\x00\x12\x18\n" +
 	"\x14RELOCATE_ADD_LEARNER\x10\x01\x12\x14\n" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
-	"\x0fRELOCATE_REMOVE\x10\x032\xbe\r\n" +
+	"\x0fRELOCATE_REMOVE\x10\x032?\n" +
+	"\aWatcher\x124\n" +
+	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xbe\r\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -6814,7 +6949,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
@@ -6850,68 +6985,70 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*TxnOpResult)(nil),             // 31: shoal.TxnOpResult
 	(*RangeFeedRequest)(nil),        // 32: shoal.RangeFeedRequest
 	(*RangeFeedEvent)(nil),          // 33: shoal.RangeFeedEvent
-	(*RangeLookupRequest)(nil),      // 34: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 35: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 36: shoal.NodeStatus
-	(*JoinStatus)(nil),              // 37: shoal.JoinStatus
-	(*NodeStats)(nil),               // 38: shoal.NodeStats
-	(*BackgroundTask)(nil),          // 39: shoal.BackgroundTask
-	(*TaskCompletion)(nil),          // 40: shoal.TaskCompletion
-	(*CompactRequest)(nil),          // 41: shoal.CompactRequest
-	(*CompactResponse)(nil),         // 42: shoal.CompactResponse
-	(*BackupRequest)(nil),           // 43: shoal.BackupRequest
-	(*BackupResponse)(nil),          // 44: shoal.BackupResponse
-	(*MaintenanceRequest)(nil),      // 45: shoal.MaintenanceRequest
-	(*MaintenanceResponse)(nil),     // 46: shoal.MaintenanceResponse
-	(*RangeLoad)(nil),               // 47: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 48: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 49: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 50: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 51: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 52: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 53: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 54: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 55: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 56: shoal.MergeResponse
-	(*RangeCommandRequest)(nil),     // 57: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 58: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 59: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 60: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 61: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 62: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 63: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 64: shoal.JoinResponse
-	(*InitRequest)(nil),             // 65: shoal.InitRequest
-	(*InitResponse)(nil),            // 66: shoal.InitResponse
-	(*HeartbeatRequest)(nil),        // 67: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 68: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 69: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 70: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 71: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 72: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 73: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 74: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 75: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 76: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 77: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 78: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 79: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 80: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 81: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 82: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 83: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 84: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 85: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 86: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 87: shoal.SplitTrigger
-	(*Condition)(nil),               // 88: shoal.Condition
-	(*MetaUpdate)(nil),              // 89: shoal.MetaUpdate
-	(*Command)(nil),                 // 90: shoal.Command
-	(*FreezeForMerge)(nil),          // 91: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 92: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 93: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 94: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 95: shoal.ConfChangeContext
+	(*WatchRequest)(nil),            // 34: shoal.WatchRequest
+	(*WatchResponse)(nil),           // 35: shoal.WatchResponse
+	(*RangeLookupRequest)(nil),      // 36: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 37: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 38: shoal.NodeStatus
+	(*JoinStatus)(nil),              // 39: shoal.JoinStatus
+	(*NodeStats)(nil),               // 40: shoal.NodeStats
+	(*BackgroundTask)(nil),          // 41: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 42: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 43: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 44: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 45: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 46: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 47: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 48: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 49: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 50: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 51: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 52: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 53: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 54: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 55: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 56: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 57: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 58: shoal.MergeResponse
+	(*RangeCommandRequest)(nil),     // 59: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 60: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 61: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 62: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 63: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 64: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 65: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 66: shoal.JoinResponse
+	(*InitRequest)(nil),             // 67: shoal.InitRequest
+	(*InitResponse)(nil),            // 68: shoal.InitResponse
+	(*HeartbeatRequest)(nil),        // 69: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 70: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 71: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 72: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 73: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 74: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 75: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 76: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 77: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 78: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 79: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 80: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 81: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 82: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 83: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 84: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 85: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 86: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 87: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 88: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 89: shoal.SplitTrigger
+	(*Condition)(nil),               // 90: shoal.Condition
+	(*MetaUpdate)(nil),              // 91: shoal.MetaUpdate
+	(*Command)(nil),                 // 92: shoal.Command
+	(*FreezeForMerge)(nil),          // 93: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 94: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 95: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 96: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 97: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -6945,139 +7082,142 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	7,   // 28: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
 	9,   // 29: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
 	9,   // 30: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
-	11,  // 31: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	9,   // 32: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	10,  // 33: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	10,  // 34: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	38,  // 35: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	37,  // 36: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
-	47,  // 37: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	39,  // 38: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
-	40,  // 39: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
-	11,  // 40: shoal.CompactResponse.error:type_name -> shoal.Error
-	11,  // 41: shoal.BackupResponse.error:type_name -> shoal.Error
-	11,  // 42: shoal.MaintenanceResponse.error:type_name -> shoal.Error
-	11,  // 43: shoal.NodesResponse.error:type_name -> shoal.Error
-	36,  // 44: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	9,   // 45: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	11,  // 46: shoal.RangesResponse.error:type_name -> shoal.Error
-	50,  // 47: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	11,  // 48: shoal.SplitResponse.error:type_name -> shoal.Error
-	9,   // 49: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	9,   // 50: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	11,  // 51: shoal.MergeResponse.error:type_name -> shoal.Error
-	9,   // 52: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	90,  // 53: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	11,  // 54: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	9,   // 55: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	11,  // 56: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	11,  // 57: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	10,  // 58: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	11,  // 59: shoal.JoinResponse.error:type_name -> shoal.Error
-	10,  // 60: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	11,  // 61: shoal.InitResponse.error:type_name -> shoal.Error
-	10,  // 62: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	38,  // 63: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	10,  // 64: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	9,   // 65: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	11,  // 66: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	10,  // 67: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	11,  // 68: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	69,  // 69: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	11,  // 70: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	11,  // 71: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	2,   // 72: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	11,  // 73: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	90,  // 74: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	11,  // 75: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	3,   // 76: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	11,  // 77: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	9,   // 78: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	82,  // 79: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	82,  // 80: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	13,  // 81: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	11,  // 82: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	9,   // 83: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 84: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 85: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	14,  // 86: shoal.Command.mutations:type_name -> shoal.Mutation
-	88,  // 87: shoal.Command.condition:type_name -> shoal.Condition
-	87,  // 88: shoal.Command.split:type_name -> shoal.SplitTrigger
-	89,  // 89: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	91,  // 90: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	92,  // 91: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	93,  // 92: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	94,  // 93: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	27,  // 94: shoal.Command.txn:type_name -> shoal.TxnRequest
-	9,   // 95: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 96: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 97: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	9,   // 98: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	15,  // 99: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	17,  // 100: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	19,  // 101: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	21,  // 102: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	23,  // 103: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	25,  // 104: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	27,  // 105: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	32,  // 106: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	34,  // 107: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	48,  // 108: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	51,  // 109: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	53,  // 110: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	61,  // 111: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	80,  // 112: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	70,  // 113: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	72,  // 114: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	74,  // 115: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	76,  // 116: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	63,  // 117: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	65,  // 118: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	67,  // 119: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	78,  // 120: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	55,  // 121: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	57,  // 122: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	59,  // 123: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	41,  // 124: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	43,  // 125: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	45,  // 126: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	83,  // 127: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	85,  // 128: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	16,  // 129: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	18,  // 130: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	20,  // 131: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	22,  // 132: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	24,  // 133: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	26,  // 134: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	28,  // 135: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	33,  // 136: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedEvent
-	35,  // 137: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	49,  // 138: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	52,  // 139: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	54,  // 140: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	62,  // 141: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	81,  // 142: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	71,  // 143: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	73,  // 144: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	75,  // 145: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	77,  // 146: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	64,  // 147: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	66,  // 148: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	68,  // 149: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	79,  // 150: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	56,  // 151: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	58,  // 152: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	60,  // 153: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	42,  // 154: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	44,  // 155: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	46,  // 156: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	84,  // 157: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	86,  // 158: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	129, // [129:159] is the sub-list for method output_type
-	99,  // [99:129] is the sub-list for method input_type
-	99,  // [99:99] is the sub-list for extension type_name
-	99,  // [99:99] is the sub-list for extension extendee
-	0,   // [0:99] is the sub-list for field type_name
+	33,  // 31: shoal.WatchResponse.event:type_name -> shoal.RangeFeedEvent
+	11,  // 32: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	9,   // 33: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	10,  // 34: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	10,  // 35: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	40,  // 36: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	39,  // 37: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
+	49,  // 38: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	41,  // 39: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	42,  // 40: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	11,  // 41: shoal.CompactResponse.error:type_name -> shoal.Error
+	11,  // 42: shoal.BackupResponse.error:type_name -> shoal.Error
+	11,  // 43: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	11,  // 44: shoal.NodesResponse.error:type_name -> shoal.Error
+	38,  // 45: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	9,   // 46: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	11,  // 47: shoal.RangesResponse.error:type_name -> shoal.Error
+	52,  // 48: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	11,  // 49: shoal.SplitResponse.error:type_name -> shoal.Error
+	9,   // 50: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	9,   // 51: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	11,  // 52: shoal.MergeResponse.error:type_name -> shoal.Error
+	9,   // 53: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	92,  // 54: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	11,  // 55: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	9,   // 56: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	11,  // 57: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	11,  // 58: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	10,  // 59: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	11,  // 60: shoal.JoinResponse.error:type_name -> shoal.Error
+	10,  // 61: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	11,  // 62: shoal.InitResponse.error:type_name -> shoal.Error
+	10,  // 63: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	40,  // 64: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	10,  // 65: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	9,   // 66: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	11,  // 67: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	10,  // 68: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	11,  // 69: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	71,  // 70: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	11,  // 71: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	11,  // 72: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	2,   // 73: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	11,  // 74: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	92,  // 75: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	11,  // 76: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	3,   // 77: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	11,  // 78: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	9,   // 79: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	84,  // 80: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	84,  // 81: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	13,  // 82: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	11,  // 83: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	9,   // 84: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 85: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 86: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	14,  // 87: shoal.Command.mutations:type_name -> shoal.Mutation
+	90,  // 88: shoal.Command.condition:type_name -> shoal.Condition
+	89,  // 89: shoal.Command.split:type_name -> shoal.SplitTrigger
+	91,  // 90: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	93,  // 91: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	94,  // 92: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	95,  // 93: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	96,  // 94: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	27,  // 95: shoal.Command.txn:type_name -> shoal.TxnRequest
+	9,   // 96: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 97: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 98: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	9,   // 99: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	34,  // 100: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
+	15,  // 101: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	17,  // 102: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	19,  // 103: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	21,  // 104: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	23,  // 105: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	25,  // 106: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	27,  // 107: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	32,  // 108: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	36,  // 109: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	50,  // 110: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	53,  // 111: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	55,  // 112: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	63,  // 113: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	82,  // 114: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	72,  // 115: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	74,  // 116: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	76,  // 117: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	78,  // 118: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	65,  // 119: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	67,  // 120: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	69,  // 121: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	80,  // 122: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	57,  // 123: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	59,  // 124: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	61,  // 125: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	43,  // 126: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	45,  // 127: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	47,  // 128: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	85,  // 129: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	87,  // 130: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	35,  // 131: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
+	16,  // 132: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	18,  // 133: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	20,  // 134: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	22,  // 135: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	24,  // 136: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	26,  // 137: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	28,  // 138: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	33,  // 139: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedEvent
+	37,  // 140: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	51,  // 141: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	54,  // 142: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	56,  // 143: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	64,  // 144: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	83,  // 145: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	73,  // 146: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	75,  // 147: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	77,  // 148: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	79,  // 149: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	66,  // 150: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	68,  // 151: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	70,  // 152: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	81,  // 153: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	58,  // 154: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	60,  // 155: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	62,  // 156: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	44,  // 157: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	46,  // 158: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	48,  // 159: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	86,  // 160: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	88,  // 161: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	131, // [131:162] is the sub-list for method output_type
+	100, // [100:131] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -7091,9 +7231,9 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   88,
+			NumMessages:   90,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_pb_shoal_proto_goTypes,
 		DependencyIndexes: file_pb_shoal_proto_depIdxs,

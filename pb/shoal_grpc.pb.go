@@ -23,6 +23,117 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
+	Watcher_Watch_FullMethodName = "/shoal.Watcher/Watch"
+)
+
+// WatcherClient is the client API for Watcher service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Watcher follows a span's changes across its ranges for any gRPC client, as the Go client's
+// Watch does (served by every node's listener; each stream reads the ranges' RangeFeeds).
+type WatcherClient interface {
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+}
+
+type watcherClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewWatcherClient(cc grpc.ClientConnInterface) WatcherClient {
+	return &watcherClient{cc}
+}
+
+func (c *watcherClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Watcher_ServiceDesc.Streams[0], Watcher_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Watcher_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
+// WatcherServer is the server API for Watcher service.
+// All implementations must embed UnimplementedWatcherServer
+// for forward compatibility.
+//
+// Watcher follows a span's changes across its ranges for any gRPC client, as the Go client's
+// Watch does (served by every node's listener; each stream reads the ranges' RangeFeeds).
+type WatcherServer interface {
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	mustEmbedUnimplementedWatcherServer()
+}
+
+// UnimplementedWatcherServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedWatcherServer struct{}
+
+func (UnimplementedWatcherServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedWatcherServer) mustEmbedUnimplementedWatcherServer() {}
+func (UnimplementedWatcherServer) testEmbeddedByValue()                 {}
+
+// UnsafeWatcherServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to WatcherServer will
+// result in compilation errors.
+type UnsafeWatcherServer interface {
+	mustEmbedUnimplementedWatcherServer()
+}
+
+func RegisterWatcherServer(s grpc.ServiceRegistrar, srv WatcherServer) {
+	// If the following call pancis, it indicates UnimplementedWatcherServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Watcher_ServiceDesc, srv)
+}
+
+func _Watcher_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WatcherServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Watcher_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
+// Watcher_ServiceDesc is the grpc.ServiceDesc for Watcher service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Watcher_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "shoal.Watcher",
+	HandlerType: (*WatcherServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _Watcher_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "pb/shoal.proto",
+}
+
+const (
 	Shoal_Get_FullMethodName             = "/shoal.Shoal/Get"
 	Shoal_Put_FullMethodName             = "/shoal.Shoal/Put"
 	Shoal_Delete_FullMethodName          = "/shoal.Shoal/Delete"

@@ -25,7 +25,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server/resp"
 	"github.com/shoaldb/shoal/transport"
 )
@@ -89,6 +91,7 @@ type process struct {
 	respLis    net.Listener
 	respAddr   string       // advertised RESP address ("" when off)
 	resp       *resp.Server // the RESP listener, once the node serves
+	watch      *watchService
 	grpcServer *grpc.Server
 	httpServer *http.Server
 	node       *node.Node
@@ -128,6 +131,10 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	}
 	p.grpcServer = grpc.NewServer(p.grpcOptions()...)
 	p.node.RegisterServices(p.grpcServer)
+	p.watch = &watchService{newClient: func() (*client.Client, error) {
+		return client.New(context.Background(), client.Config{Addrs: []string{advertise}, AuthToken: cfg.Node.AuthToken, DialOptions: p.respDialOptions()})
+	}}
+	pb.RegisterWatcherServer(p.grpcServer, p.watch)
 	p.httpServer = &http.Server{
 		Handler: newHTTPHandler(httpDeps{
 			status:   p.node,
@@ -313,6 +320,9 @@ func (p *process) stop() error {
 		}
 		cancel()
 		p.node.Stop()
+	}
+	if p.watch != nil {
+		p.watch.close() // ends the watch streams, which GracefulStop would wait for
 	}
 	if p.grpcServer != nil {
 		done := make(chan struct{})
