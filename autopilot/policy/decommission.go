@@ -51,6 +51,7 @@ func (p *Decommission) Reactive() {}
 // Propose implements Policy.
 func (p *Decommission) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	v := newView(c, pending)
+	defer v.release()
 	var out []*operator.Operator
 	for _, n := range c.Nodes {
 		if !n.Decommissioning || n.Decommissioned {

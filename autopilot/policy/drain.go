@@ -35,6 +35,7 @@ func (p *Drain) Name() string { return NameDrain }
 // Propose implements Policy.
 func (p *Drain) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	v := newView(c, pending)
+	defer v.release()
 	var out []*operator.Operator
 	for _, n := range c.Nodes {
 		if !(n.Draining || n.Decommissioning) || n.Decommissioned || !n.Live {

@@ -200,6 +200,7 @@ func share(c *model.Cluster, leaders bool) int {
 // Propose implements Policy.
 func (p *IncrementalJoin) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	v := newView(c, pending)
+	defer v.release()
 	var out []*operator.Operator
 	// healthy and settled are scans of every range: once per round, not once per joining node.
 	isHealthy := once(func() bool { return p.healthy(c) })

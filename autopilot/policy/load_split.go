@@ -123,6 +123,7 @@ func (p *LoadSplit) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	v := newView(c, pending)
+	defer v.release()
 	p.findWarm(c)
 	// Only the warm ranges have state; a map of every range seen cost more than the search.
 	warm := make(map[uint64]bool, len(p.warm))
@@ -459,12 +460,15 @@ type SplitKeyFinder struct {
 	observed    uint64
 	sinceLinear uint64
 	switches    int
+	// shrink and grow are the band's factors (exp of the configured gain), once, not per request.
+	shrink, grow float64
 }
 
 // NewSplitKeyFinder returns an empty search.
 func NewSplitKeyFinder(cfg SearchConfig) *SplitKeyFinder {
 	cfg = cfg.withDefaults()
-	return &SplitKeyFinder{cfg: cfg, linear: cfg.Strategy == SearchLinear}
+	return &SplitKeyFinder{cfg: cfg, linear: cfg.Strategy == SearchLinear,
+		shrink: math.Exp(-cfg.BandGain * (1 - cfg.BandShare)), grow: math.Exp(cfg.BandGain * cfg.BandShare)}
 }
 
 // Observed is the number of requests seen.
@@ -550,11 +554,10 @@ func (f *SplitKeyFinder) Observe(key []byte) {
 	if f.band <= 0 {
 		f.band = span / 4
 	}
-	share := f.cfg.BandShare
 	if math.Abs(float64(k)-float64(s)) <= f.band {
-		f.band *= math.Exp(-f.cfg.BandGain * (1 - share))
+		f.band *= f.shrink
 	} else {
-		f.band *= math.Exp(f.cfg.BandGain * share)
+		f.band *= f.grow
 	}
 	f.band = math.Min(math.Max(f.band, 1), span)
 
@@ -571,11 +574,11 @@ func (f *SplitKeyFinder) Observe(key []byte) {
 	case dir > 0 && (s >= hi || hi-s <= d):
 		f.split = append(f.split[:0], f.highest...)
 	case dir > 0:
-		f.split = f.fr.key(s + d)
+		f.split = f.fr.keyInto(f.split, s+d)
 	case s <= lo || s-lo <= d:
 		f.split = append(f.split[:0], f.lowest...)
 	default:
-		f.split = f.fr.key(s - d)
+		f.split = f.fr.keyInto(f.split, s-d)
 	}
 	if f.linear && f.cfg.AverageOver > 0 {
 		x := float64(f.fr.pos(f.split))
@@ -685,8 +688,11 @@ func (fr frame) pos(k []byte) uint64 {
 
 // key returns a key whose coordinate is v: the skeleton with each digit position set, without
 // trailing zero fractional bytes.
-func (fr frame) key(v uint64) []byte {
-	out := append([]byte(nil), fr.base...)
+func (fr frame) key(v uint64) []byte { return fr.keyInto(nil, v) }
+
+// keyInto is key, made in buf's storage (the search's estimate changes with every request).
+func (fr frame) keyInto(buf []byte, v uint64) []byte {
+	out := append(buf[:0], fr.base...)
 	for j := len(fr.digits) - 1; j >= 0; j-- {
 		d := fr.digits[j]
 		out[d.at] = d.min + byte(v%d.radix)

@@ -104,6 +104,7 @@ func (p *Merge) Propose(c *model.Cluster, pending []*operator.Operator) []*opera
 	}
 
 	v := newView(c, pending)
+	defer v.release()
 	var out []*operator.Operator
 	for i, left := range c.UserRanges() {
 		if len(out) >= p.cfg.MaxPerRound {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -349,22 +350,31 @@ type view struct {
 	// policy builds a view every round: a map of a thousand loads was a tenth of what they allocated.
 	loadAt []*nodeLoad
 	loadBy map[uint64]*nodeLoad
+	loads  []nodeLoad
 }
 
+// views keeps released views' storage: every policy builds a view every round.
+var views = sync.Pool{New: func() any { return new(view) }}
+
 func newView(c *model.Cluster, pending []*operator.Operator) *view {
-	v := &view{c: c, busy: map[uint64]bool{}}
+	v := views.Get().(*view)
+	v.c = c
+	if v.busy == nil {
+		v.busy = map[uint64]bool{}
+	}
 	var maxID uint64
 	for _, n := range c.Nodes {
 		maxID = max(maxID, n.ID)
 	}
 	if maxID <= uint64(4*len(c.Nodes)+1024) {
-		v.loadAt = make([]*nodeLoad, maxID+1)
+		v.loadAt = slices.Grow(v.loadAt[:0], int(maxID)+1)[:maxID+1]
+		clear(v.loadAt)
 	} else {
 		v.loadBy = make(map[uint64]*nodeLoad, len(c.Nodes))
 	}
-	loads := make([]nodeLoad, len(c.Nodes))
+	v.loads = slices.Grow(v.loads[:0], len(c.Nodes))[:len(c.Nodes)]
 	for i, n := range c.Nodes {
-		l := &loads[i]
+		l := &v.loads[i]
 		*l = nodeLoad{replicas: n.Replicas, leaders: n.Leaders, bytes: float64(n.Bytes), qps: n.QPS}
 		if v.loadAt != nil {
 			v.loadAt[n.ID] = l
@@ -403,6 +413,13 @@ func (v *view) candidatesIn(rs iter.Seq[*model.Range], keep func(*model.Range) b
 		}
 	}
 	return out
+}
+
+// release gives v's storage to the next view: v must not be used after.
+func (v *view) release() {
+	clear(v.busy)
+	v.c, v.loadBy = nil, nil
+	views.Put(v)
 }
 
 // at is node's load, operators in flight included (nil for an unknown node).

@@ -127,6 +127,7 @@ func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 		}
 	}
 	v := newView(c, pending)
+	defer v.release()
 	nodes := v.active()
 	if len(nodes) < 2 {
 		clear(p.active)

@@ -66,6 +66,7 @@ func (p *Replicate) Name() string { return NameReplicate }
 // Propose implements Policy.
 func (p *Replicate) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	v := newView(c, pending)
+	defer v.release()
 	// The nodes whose replicas count as lost, once per round: most ranges have factor voters on
 	// nodes that are all fine, and check has nothing to say about them.
 	var lostNodes []uint64

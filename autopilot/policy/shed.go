@@ -206,6 +206,7 @@ func (p *Shed) servedBy(id, node uint64) time.Duration {
 func (p *Shed) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	p.observe(c)
 	v := newView(c, pending)
+	defer v.release()
 	var out []*operator.Operator
 	busyNow := map[string]bool{}
 	for _, n := range c.Nodes {
