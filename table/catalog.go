@@ -81,6 +81,13 @@ func (c *Catalog) Create(ctx context.Context, d Descriptor) (Descriptor, error) 
 		Success:  []*pb.TxnOp{{Type: pb.TxnOp_PUT, Key: key, Value: b}},
 	})
 	if err != nil {
+		// An unknown outcome is settled by reading the descriptor back: it carries our id if our
+		// write took effect, and ids are never handed out twice.
+		if unknownOutcome(err) {
+			if got, derr := c.Describe(ctx, d.Name); derr == nil && got.ID == d.ID {
+				return got, nil
+			}
+		}
 		return d, fmt.Errorf("create table %q: writing its descriptor: %w", d.Name, err)
 	}
 	if !resp.GetSucceeded() {
@@ -138,6 +145,12 @@ func (c *Catalog) List(ctx context.Context) ([]Descriptor, error) {
 	}
 }
 
+// unknownOutcome reports whether err leaves a write's outcome unknown (client.ErrAmbiguous,
+// client.ErrTimeout).
+func unknownOutcome(err error) bool {
+	return errors.Is(err, client.ErrAmbiguous) || errors.Is(err, client.ErrTimeout)
+}
+
 // prefixEnd is the first key after every key starting with p (p never ends in 0xFF here).
 func prefixEnd(p []byte) []byte {
 	e := bytes.Clone(p)
@@ -182,7 +195,16 @@ func (c *Catalog) Drop(ctx context.Context, name string, progress DropProgress) 
 		Success:  []*pb.TxnOp{{Type: pb.TxnOp_DELETE, Key: key}},
 	})
 	if err != nil {
-		return 0, fmt.Errorf("drop table %q: removing its descriptor: %w", name, err)
+		if !unknownOutcome(err) {
+			return 0, fmt.Errorf("drop table %q: removing its descriptor: %w", name, err)
+		}
+		// Settle an unknown outcome by reading the descriptor back: gone or replaced, the rows of
+		// d.ID are no table's any more.
+		cur, found, gerr := c.kv.Get(ctx, key)
+		if gerr != nil || found && bytes.Equal(cur, b) {
+			return 0, fmt.Errorf("drop table %q: removing its descriptor: %w", name, err)
+		}
+		resp = &pb.TxnResponse{Succeeded: true}
 	}
 	n, err := c.deleteRows(ctx, d, progress)
 	if err != nil {

@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/table/tabletest"
 )
 
@@ -292,5 +294,46 @@ func TestFinishDrops(t *testing.T) {
 	}
 	if left := kv.Snapshot(); len(left) != 1 {
 		t.Fatalf("after FinishDrops the store holds %v", left)
+	}
+}
+
+// TestUnknownOutcomes: a create or a drop whose descriptor write took effect but answered
+// AMBIGUOUS succeeds, as a read-back shows; one that did not take effect still fails.
+func TestUnknownOutcomes(t *testing.T) {
+	ctx := context.Background()
+	kv := tabletest.New()
+	cat := NewCatalog(kv)
+	kv.AfterTxn = func(req *pb.TxnRequest) error {
+		if len(req.Compares) > 0 { // the descriptor's write, not the id counter's
+			return client.ErrAmbiguous
+		}
+		return nil
+	}
+	d, err := cat.Create(ctx, usersDesc(t))
+	if err != nil || d.ID == 0 {
+		t.Fatalf("create answered ambiguous but applied: %v", err)
+	}
+	// A create that loses to a concurrent one (which wins between its check and its write) and
+	// answers ambiguous still fails.
+	other := NewDescriptor("orders", []Column{{Name: "id", Type: Int64}}, []string{"id"})
+	kv.AfterTxn = func(req *pb.TxnRequest) error {
+		if len(req.Compares) == 0 { // the id counter: the rival writes its descriptor now
+			winner := other
+			winner.ID = 999
+			b, _ := json.Marshal(winner)
+			_ = kv.Put(ctx, descKey("orders"), b)
+			return nil
+		}
+		return client.ErrAmbiguous
+	}
+	if _, err := cat.Create(ctx, other); !errors.Is(err, client.ErrAmbiguous) {
+		t.Fatalf("create answered ambiguous and not applied: %v, want the ambiguous error", err)
+	}
+	kv.AfterTxn = func(req *pb.TxnRequest) error { return client.ErrAmbiguous }
+	if _, err := cat.Drop(ctx, "users", nil); err != nil {
+		t.Fatalf("drop answered ambiguous but applied: %v", err)
+	}
+	if _, err := cat.Describe(ctx, "users"); !errors.Is(err, ErrNoTable) {
+		t.Fatalf("after the drop: %v", err)
 	}
 }

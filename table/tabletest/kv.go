@@ -21,6 +21,9 @@ type KV struct {
 	m      map[string][]byte
 	splits [][]byte
 	Writes int
+	// AfterTxn, if set, is called after a transaction is applied; an error it returns is the
+	// transaction's answer (ErrAmbiguous, say: applied, but the caller cannot know).
+	AfterTxn func(req *pb.TxnRequest) error
 }
 
 // New returns an empty store whose ranges are split at splits.
@@ -98,6 +101,16 @@ func (f *KV) Scan(_ context.Context, start, end []byte, limit int, reverse bool)
 // Txn runs a transaction of EXISTS and VALUE compares and GET, PUT, DELETE and INCR ops (others
 // panic), refusing one whose keys span ranges with client.ErrCrossRange.
 func (f *KV) Txn(_ context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	resp, err := f.txn(req)
+	if err == nil && f.AfterTxn != nil { // outside the lock: the hook may write to the store
+		if err := f.AfterTxn(req); err != nil {
+			return nil, err
+		}
+	}
+	return resp, err
+}
+
+func (f *KV) txn(req *pb.TxnRequest) (*pb.TxnResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	keys := txnKeysOf(req)
