@@ -95,6 +95,9 @@ var (
 	// ErrCrossRange: a transaction's keys are not all in one range. Never retried; keep a
 	// transaction's keys together (for RESP keys, in one hash slot: {tag} keys).
 	ErrCrossRange = &Error{Code: pb.ErrorCode_CROSS_RANGE, Message: "transaction spans ranges"}
+	// ErrSpanRetired: the key's span moved for good (a re-keyed table's old keys). Never retried;
+	// reload what maps to the key (a table's descriptor) and write where it says. Definite: not applied.
+	ErrSpanRetired = &Error{Code: pb.ErrorCode_SPAN_RETIRED, Message: "the key's span moved for good"}
 )
 
 // ErrClosed is returned by calls made after Close.

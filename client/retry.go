@@ -347,7 +347,7 @@ func (c *Client) attempt(ctx context.Context, op opKind, t target, call rpcFunc)
 			return retryNow, se
 		}
 		return retryBackoff, se
-	case pb.ErrorCode_UNAVAILABLE, pb.ErrorCode_OVERLOADED:
+	case pb.ErrorCode_UNAVAILABLE, pb.ErrorCode_OVERLOADED, pb.ErrorCode_FENCED:
 		return retryBackoff, se
 	case pb.ErrorCode_AMBIGUOUS, pb.ErrorCode_TIMEOUT:
 		if op.write {

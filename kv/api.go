@@ -166,9 +166,22 @@ func (s *Service) propose(ctx context.Context, start time.Time, h *pb.RequestHea
 	}
 	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
-	res, err := r.Propose(ctx, cmd)
-	if err != nil {
-		pe = s.PBError(err)
+	var res replica.Result
+	for {
+		// A fenced write waits for its fence to lift rather than fail (fence.go); one that a fence
+		// applied before it refused was not applied, and is proposed again.
+		if pe = holdWhileFenced(ctx, r, cmd); pe != nil {
+			return replica.Result{}, pe
+		}
+		var err error
+		res, err = r.Propose(ctx, cmd)
+		if isFenced(err) {
+			continue
+		}
+		if err != nil {
+			pe = s.PBError(err)
+		}
+		break
 	}
 	s.served(r, start, pe)
 	return res, pe

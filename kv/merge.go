@@ -89,6 +89,9 @@ func (s *Service) mergeLocal(ctx context.Context, r *replica.Replica) (*pb.Range
 			return nil, errCode(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("ranges %d and %d must have only voters to merge (learner on node %d)", left.RangeId, right.RangeId, rd.NodeId))
 		}
 	}
+	if len(left.Fences) > 0 || len(right.Fences) > 0 {
+		return nil, errCode(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("ranges %d and %d: a range with a span fence (a table being re-keyed) does not merge", left.RangeId, right.RangeId))
+	}
 	if !replica.SameNodes(left, right) {
 		return nil, errCode(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("ranges %d (nodes %v) and %d (nodes %v) must have replicas on the same nodes to merge; relocate first",
 			left.RangeId, nodesOf(left), right.RangeId, nodesOf(right)))

@@ -39,6 +39,8 @@ const (
 	ErrorCode_INTERNAL         ErrorCode = 8
 	ErrorCode_UNAUTHENTICATED  ErrorCode = 9
 	ErrorCode_CROSS_RANGE      ErrorCode = 10 // a transaction's keys are not all in one range: never retry as is
+	ErrorCode_FENCED           ErrorCode = 11 // the key's span is fenced (SpanFence): not applied; retry after a while
+	ErrorCode_SPAN_RETIRED     ErrorCode = 12 // the key's span moved for good (SpanFence.retired): not applied; never retry as is
 )
 
 // Enum value maps for ErrorCode.
@@ -55,6 +57,8 @@ var (
 		8:  "INTERNAL",
 		9:  "UNAUTHENTICATED",
 		10: "CROSS_RANGE",
+		11: "FENCED",
+		12: "SPAN_RETIRED",
 	}
 	ErrorCode_value = map[string]int32{
 		"OK":               0,
@@ -68,6 +72,8 @@ var (
 		"INTERNAL":         8,
 		"UNAUTHENTICATED":  9,
 		"CROSS_RANGE":      10,
+		"FENCED":           11,
+		"SPAN_RETIRED":     12,
 	}
 )
 
@@ -298,7 +304,7 @@ func (x Compare_Target) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Compare_Target.Descriptor instead.
 func (Compare_Target) EnumDescriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{21, 0}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type Compare_Op int32
@@ -350,7 +356,7 @@ func (x Compare_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Compare_Op.Descriptor instead.
 func (Compare_Op) EnumDescriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{21, 1}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{22, 1}
 }
 
 type TxnOp_Type int32
@@ -411,7 +417,7 @@ func (x TxnOp_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TxnOp_Type.Descriptor instead.
 func (TxnOp_Type) EnumDescriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{22, 0}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{23, 0}
 }
 
 type RangeFeedEvent_Kind int32
@@ -472,7 +478,7 @@ func (x RangeFeedEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RangeFeedEvent_Kind.Descriptor instead.
 func (RangeFeedEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{25, 0}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -548,8 +554,11 @@ type RangeDescriptor struct {
 	// merging_into is set while the range is frozen for a merge into its left neighbour (that range's
 	// id): it then serves no reads and applies no command but an unfreeze, until the merge completes
 	// (and this range is gone) or is aborted. freeze_index is the log index of the freeze.
-	MergingInto   uint64 `protobuf:"varint,7,opt,name=merging_into,json=mergingInto,proto3" json:"merging_into,omitempty"`
-	FreezeIndex   uint64 `protobuf:"varint,8,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	MergingInto uint64 `protobuf:"varint,7,opt,name=merging_into,json=mergingInto,proto3" json:"merging_into,omitempty"`
+	FreezeIndex uint64 `protobuf:"varint,8,opt,name=freeze_index,json=freezeIndex,proto3" json:"freeze_index,omitempty"`
+	// fences hold the writes to parts of the range (a table being re-keyed): see SpanFence. A range
+	// with a fence does not merge.
+	Fences        []*SpanFence `protobuf:"bytes,9,rep,name=fences,proto3" json:"fences,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +649,86 @@ func (x *RangeDescriptor) GetFreezeIndex() uint64 {
 	return 0
 }
 
+func (x *RangeDescriptor) GetFences() []*SpanFence {
+	if x != nil {
+		return x.Fences
+	}
+	return nil
+}
+
+// SpanFence holds the writes to [start_key, end_key): a write that would apply after the fence
+// fails there with FENCED, and the node that proposed it waits for the fence to lift and proposes
+// it again (the client sees a slower write, not an error). A retired fence is a span whose data
+// moved for good (a re-keyed table's old keys): writes to it fail with SPAN_RETIRED. Writes that
+// carry the fence's id in Command.fence_owner (its owner's, e.g. the cleanup of the old keys) pass.
+type SpanFence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartKey      []byte                 `protobuf:"bytes,1,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey        []byte                 `protobuf:"bytes,2,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"` // empty: to the range's end
+	Id            uint64                 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	Retired       bool                   `protobuf:"varint,4,opt,name=retired,proto3" json:"retired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpanFence) Reset() {
+	*x = SpanFence{}
+	mi := &file_pb_shoal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpanFence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpanFence) ProtoMessage() {}
+
+func (x *SpanFence) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpanFence.ProtoReflect.Descriptor instead.
+func (*SpanFence) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SpanFence) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *SpanFence) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
+}
+
+func (x *SpanFence) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SpanFence) GetRetired() bool {
+	if x != nil {
+		return x.Retired
+	}
+	return false
+}
+
 type NodeDescriptor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -652,7 +741,7 @@ type NodeDescriptor struct {
 
 func (x *NodeDescriptor) Reset() {
 	*x = NodeDescriptor{}
-	mi := &file_pb_shoal_proto_msgTypes[2]
+	mi := &file_pb_shoal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +753,7 @@ func (x *NodeDescriptor) String() string {
 func (*NodeDescriptor) ProtoMessage() {}
 
 func (x *NodeDescriptor) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[2]
+	mi := &file_pb_shoal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +766,7 @@ func (x *NodeDescriptor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDescriptor.ProtoReflect.Descriptor instead.
 func (*NodeDescriptor) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{2}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodeDescriptor) GetNodeId() uint64 {
@@ -721,7 +810,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_pb_shoal_proto_msgTypes[3]
+	mi := &file_pb_shoal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +822,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[3]
+	mi := &file_pb_shoal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +835,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{3}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -800,7 +889,7 @@ type RequestHeader struct {
 
 func (x *RequestHeader) Reset() {
 	*x = RequestHeader{}
-	mi := &file_pb_shoal_proto_msgTypes[4]
+	mi := &file_pb_shoal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +901,7 @@ func (x *RequestHeader) String() string {
 func (*RequestHeader) ProtoMessage() {}
 
 func (x *RequestHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[4]
+	mi := &file_pb_shoal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +914,7 @@ func (x *RequestHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestHeader.ProtoReflect.Descriptor instead.
 func (*RequestHeader) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{4}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RequestHeader) GetRangeId() uint64 {
@@ -866,7 +955,7 @@ type KeyValue struct {
 
 func (x *KeyValue) Reset() {
 	*x = KeyValue{}
-	mi := &file_pb_shoal_proto_msgTypes[5]
+	mi := &file_pb_shoal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +967,7 @@ func (x *KeyValue) String() string {
 func (*KeyValue) ProtoMessage() {}
 
 func (x *KeyValue) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[5]
+	mi := &file_pb_shoal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +980,7 @@ func (x *KeyValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
 func (*KeyValue) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{5}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KeyValue) GetKey() []byte {
@@ -920,7 +1009,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_pb_shoal_proto_msgTypes[6]
+	mi := &file_pb_shoal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1021,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[6]
+	mi := &file_pb_shoal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1034,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{6}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Mutation) GetKey() []byte {
@@ -986,7 +1075,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[7]
+	mi := &file_pb_shoal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1087,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[7]
+	mi := &file_pb_shoal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1100,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{7}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRequest) GetHeader() *RequestHeader {
@@ -1044,7 +1133,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[8]
+	mi := &file_pb_shoal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1145,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[8]
+	mi := &file_pb_shoal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1158,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{8}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetResponse) GetError() *Error {
@@ -1127,7 +1216,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[9]
+	mi := &file_pb_shoal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1228,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[9]
+	mi := &file_pb_shoal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1241,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{9}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PutRequest) GetHeader() *RequestHeader {
@@ -1192,7 +1281,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[10]
+	mi := &file_pb_shoal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1293,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[10]
+	mi := &file_pb_shoal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1306,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{10}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PutResponse) GetError() *Error {
@@ -1237,7 +1326,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[11]
+	mi := &file_pb_shoal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1338,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[11]
+	mi := &file_pb_shoal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1351,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{11}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteRequest) GetHeader() *RequestHeader {
@@ -1289,7 +1378,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[12]
+	mi := &file_pb_shoal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1390,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[12]
+	mi := &file_pb_shoal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1403,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{12}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteResponse) GetError() *Error {
@@ -1347,7 +1436,7 @@ type CompareAndSwapRequest struct {
 
 func (x *CompareAndSwapRequest) Reset() {
 	*x = CompareAndSwapRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[13]
+	mi := &file_pb_shoal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1448,7 @@ func (x *CompareAndSwapRequest) String() string {
 func (*CompareAndSwapRequest) ProtoMessage() {}
 
 func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[13]
+	mi := &file_pb_shoal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1461,7 @@ func (x *CompareAndSwapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapRequest.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{13}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompareAndSwapRequest) GetHeader() *RequestHeader {
@@ -1429,7 +1518,7 @@ type CompareAndSwapResponse struct {
 
 func (x *CompareAndSwapResponse) Reset() {
 	*x = CompareAndSwapResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[14]
+	mi := &file_pb_shoal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1530,7 @@ func (x *CompareAndSwapResponse) String() string {
 func (*CompareAndSwapResponse) ProtoMessage() {}
 
 func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[14]
+	mi := &file_pb_shoal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1543,7 @@ func (x *CompareAndSwapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareAndSwapResponse.ProtoReflect.Descriptor instead.
 func (*CompareAndSwapResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{14}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompareAndSwapResponse) GetError() *Error {
@@ -1496,7 +1585,7 @@ type BatchWriteRequest struct {
 
 func (x *BatchWriteRequest) Reset() {
 	*x = BatchWriteRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[15]
+	mi := &file_pb_shoal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1597,7 @@ func (x *BatchWriteRequest) String() string {
 func (*BatchWriteRequest) ProtoMessage() {}
 
 func (x *BatchWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[15]
+	mi := &file_pb_shoal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1610,7 @@ func (x *BatchWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchWriteRequest.ProtoReflect.Descriptor instead.
 func (*BatchWriteRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{15}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BatchWriteRequest) GetHeader() *RequestHeader {
@@ -1547,7 +1636,7 @@ type BatchWriteResponse struct {
 
 func (x *BatchWriteResponse) Reset() {
 	*x = BatchWriteResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[16]
+	mi := &file_pb_shoal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1648,7 @@ func (x *BatchWriteResponse) String() string {
 func (*BatchWriteResponse) ProtoMessage() {}
 
 func (x *BatchWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[16]
+	mi := &file_pb_shoal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1661,7 @@ func (x *BatchWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchWriteResponse.ProtoReflect.Descriptor instead.
 func (*BatchWriteResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{16}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BatchWriteResponse) GetError() *Error {
@@ -1596,7 +1685,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[17]
+	mi := &file_pb_shoal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1697,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[17]
+	mi := &file_pb_shoal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1710,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{17}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ScanRequest) GetHeader() *RequestHeader {
@@ -1671,7 +1760,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[18]
+	mi := &file_pb_shoal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1772,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[18]
+	mi := &file_pb_shoal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1785,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{18}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScanResponse) GetError() *Error {
@@ -1741,7 +1830,7 @@ type TxnRequest struct {
 
 func (x *TxnRequest) Reset() {
 	*x = TxnRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[19]
+	mi := &file_pb_shoal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1842,7 @@ func (x *TxnRequest) String() string {
 func (*TxnRequest) ProtoMessage() {}
 
 func (x *TxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[19]
+	mi := &file_pb_shoal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1855,7 @@ func (x *TxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnRequest.ProtoReflect.Descriptor instead.
 func (*TxnRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{19}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TxnRequest) GetHeader() *RequestHeader {
@@ -1808,7 +1897,7 @@ type TxnResponse struct {
 
 func (x *TxnResponse) Reset() {
 	*x = TxnResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[20]
+	mi := &file_pb_shoal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1909,7 @@ func (x *TxnResponse) String() string {
 func (*TxnResponse) ProtoMessage() {}
 
 func (x *TxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[20]
+	mi := &file_pb_shoal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1922,7 @@ func (x *TxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResponse.ProtoReflect.Descriptor instead.
 func (*TxnResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{20}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TxnResponse) GetError() *Error {
@@ -1872,7 +1961,7 @@ type Compare struct {
 
 func (x *Compare) Reset() {
 	*x = Compare{}
-	mi := &file_pb_shoal_proto_msgTypes[21]
+	mi := &file_pb_shoal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1973,7 @@ func (x *Compare) String() string {
 func (*Compare) ProtoMessage() {}
 
 func (x *Compare) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[21]
+	mi := &file_pb_shoal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +1986,7 @@ func (x *Compare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Compare.ProtoReflect.Descriptor instead.
 func (*Compare) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{21}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Compare) GetKey() []byte {
@@ -1963,7 +2052,7 @@ type TxnOp struct {
 
 func (x *TxnOp) Reset() {
 	*x = TxnOp{}
-	mi := &file_pb_shoal_proto_msgTypes[22]
+	mi := &file_pb_shoal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2064,7 @@ func (x *TxnOp) String() string {
 func (*TxnOp) ProtoMessage() {}
 
 func (x *TxnOp) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[22]
+	mi := &file_pb_shoal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2077,7 @@ func (x *TxnOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOp.ProtoReflect.Descriptor instead.
 func (*TxnOp) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{22}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TxnOp) GetType() TxnOp_Type {
@@ -2087,7 +2176,7 @@ type TxnOpResult struct {
 
 func (x *TxnOpResult) Reset() {
 	*x = TxnOpResult{}
-	mi := &file_pb_shoal_proto_msgTypes[23]
+	mi := &file_pb_shoal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2188,7 @@ func (x *TxnOpResult) String() string {
 func (*TxnOpResult) ProtoMessage() {}
 
 func (x *TxnOpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[23]
+	mi := &file_pb_shoal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2201,7 @@ func (x *TxnOpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOpResult.ProtoReflect.Descriptor instead.
 func (*TxnOpResult) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{23}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TxnOpResult) GetFound() bool {
@@ -2194,7 +2283,7 @@ type RangeFeedRequest struct {
 
 func (x *RangeFeedRequest) Reset() {
 	*x = RangeFeedRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2295,7 @@ func (x *RangeFeedRequest) String() string {
 func (*RangeFeedRequest) ProtoMessage() {}
 
 func (x *RangeFeedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[24]
+	mi := &file_pb_shoal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2308,7 @@ func (x *RangeFeedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeFeedRequest.ProtoReflect.Descriptor instead.
 func (*RangeFeedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{24}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RangeFeedRequest) GetRangeId() uint64 {
@@ -2287,7 +2376,7 @@ type RangeFeedEvent struct {
 
 func (x *RangeFeedEvent) Reset() {
 	*x = RangeFeedEvent{}
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2388,7 @@ func (x *RangeFeedEvent) String() string {
 func (*RangeFeedEvent) ProtoMessage() {}
 
 func (x *RangeFeedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[25]
+	mi := &file_pb_shoal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2401,7 @@ func (x *RangeFeedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeFeedEvent.ProtoReflect.Descriptor instead.
 func (*RangeFeedEvent) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{25}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RangeFeedEvent) GetKind() RangeFeedEvent_Kind {
@@ -2399,7 +2488,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2500,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2513,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchRequest) GetStartKey() []byte {
@@ -2468,7 +2557,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2569,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2582,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchResponse) GetEvent() *RangeFeedEvent {
@@ -2520,7 +2609,7 @@ type RangeLookupRequest struct {
 
 func (x *RangeLookupRequest) Reset() {
 	*x = RangeLookupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2621,7 @@ func (x *RangeLookupRequest) String() string {
 func (*RangeLookupRequest) ProtoMessage() {}
 
 func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2634,7 @@ func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupRequest.ProtoReflect.Descriptor instead.
 func (*RangeLookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RangeLookupRequest) GetKey() []byte {
@@ -2574,7 +2663,7 @@ type RangeLookupResponse struct {
 
 func (x *RangeLookupResponse) Reset() {
 	*x = RangeLookupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2675,7 @@ func (x *RangeLookupResponse) String() string {
 func (*RangeLookupResponse) ProtoMessage() {}
 
 func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2688,7 @@ func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupResponse.ProtoReflect.Descriptor instead.
 func (*RangeLookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RangeLookupResponse) GetError() *Error {
@@ -2648,7 +2737,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2749,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2762,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeStatus) GetDesc() *NodeDescriptor {
@@ -2762,7 +2851,7 @@ type JoinStatus struct {
 
 func (x *JoinStatus) Reset() {
 	*x = JoinStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2863,7 @@ func (x *JoinStatus) String() string {
 func (*JoinStatus) ProtoMessage() {}
 
 func (x *JoinStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2876,7 @@ func (x *JoinStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinStatus.ProtoReflect.Descriptor instead.
 func (*JoinStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *JoinStatus) GetStrategy() string {
@@ -2867,7 +2956,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +2968,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +2981,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeStats) GetCpuPercent() float64 {
@@ -3012,7 +3101,7 @@ type BackgroundTask struct {
 
 func (x *BackgroundTask) Reset() {
 	*x = BackgroundTask{}
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3113,7 @@ func (x *BackgroundTask) String() string {
 func (*BackgroundTask) ProtoMessage() {}
 
 func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3126,7 @@ func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackgroundTask.ProtoReflect.Descriptor instead.
 func (*BackgroundTask) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BackgroundTask) GetId() uint64 {
@@ -3113,7 +3202,7 @@ type TaskCompletion struct {
 
 func (x *TaskCompletion) Reset() {
 	*x = TaskCompletion{}
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3214,7 @@ func (x *TaskCompletion) String() string {
 func (*TaskCompletion) ProtoMessage() {}
 
 func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3227,7 @@ func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletion.ProtoReflect.Descriptor instead.
 func (*TaskCompletion) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TaskCompletion) GetKind() string {
@@ -3166,7 +3255,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3267,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3280,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CompactRequest) GetNodeId() uint64 {
@@ -3213,7 +3302,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3314,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3327,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CompactResponse) GetError() *Error {
@@ -3281,7 +3370,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3293,7 +3382,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3306,7 +3395,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BackupRequest) GetNodeId() uint64 {
@@ -3350,7 +3439,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3451,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3464,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BackupResponse) GetError() *Error {
@@ -3425,7 +3514,7 @@ type MaintenanceRequest struct {
 
 func (x *MaintenanceRequest) Reset() {
 	*x = MaintenanceRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3526,7 @@ func (x *MaintenanceRequest) String() string {
 func (*MaintenanceRequest) ProtoMessage() {}
 
 func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3539,7 @@ func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MaintenanceRequest) GetNodeId() uint64 {
@@ -3492,7 +3581,7 @@ type MaintenanceResponse struct {
 
 func (x *MaintenanceResponse) Reset() {
 	*x = MaintenanceResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3593,7 @@ func (x *MaintenanceResponse) String() string {
 func (*MaintenanceResponse) ProtoMessage() {}
 
 func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3606,7 @@ func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MaintenanceResponse) GetError() *Error {
@@ -3569,7 +3658,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3670,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3683,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RangeLoad) GetRangeId() uint64 {
@@ -3696,7 +3785,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3708,7 +3797,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3721,7 +3810,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 type NodesResponse struct {
@@ -3734,7 +3823,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +3835,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +3848,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodesResponse) GetError() *Error {
@@ -3788,7 +3877,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3800,7 +3889,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3813,7 +3902,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RangeStatus) GetDesc() *RangeDescriptor {
@@ -3852,7 +3941,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3864,7 +3953,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3877,7 +3966,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 type RangesResponse struct {
@@ -3890,7 +3979,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3902,7 +3991,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3915,7 +4004,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RangesResponse) GetError() *Error {
@@ -3941,7 +4030,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4042,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4055,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SplitRequest) GetKey() []byte {
@@ -3987,7 +4076,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4088,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4101,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SplitResponse) GetError() *Error {
@@ -4049,7 +4138,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4150,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4163,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -4101,7 +4190,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4113,7 +4202,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4126,7 +4215,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MergeResponse) GetError() *Error {
@@ -4143,6 +4232,129 @@ func (x *MergeResponse) GetMerged() *RangeDescriptor {
 	return nil
 }
 
+// FenceRequest: fence (its span clipped to the range holding key) set or replaced by id, or lifted.
+type FenceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Fence         *SpanFence             `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	Lift          bool                   `protobuf:"varint,3,opt,name=lift,proto3" json:"lift,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceRequest) Reset() {
+	*x = FenceRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceRequest) ProtoMessage() {}
+
+func (x *FenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
+func (*FenceRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *FenceRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *FenceRequest) GetFence() *SpanFence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+func (x *FenceRequest) GetLift() bool {
+	if x != nil {
+		return x.Lift
+	}
+	return false
+}
+
+// FenceResponse: the range's descriptor after the change and the raft index it applied at (every
+// write applied after it honours the fence).
+type FenceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Range         *RangeDescriptor       `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
+	Index         uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceResponse) Reset() {
+	*x = FenceResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceResponse) ProtoMessage() {}
+
+func (x *FenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
+func (*FenceResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *FenceResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *FenceResponse) GetRange() *RangeDescriptor {
+	if x != nil {
+		return x.Range
+	}
+	return nil
+}
+
+func (x *FenceResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 // RangeCommand (node-internal) proposes a merge-protocol command (freeze, unfreeze, merge abort) on
 // a range's leader; any other command is refused.
 type RangeCommandRequest struct {
@@ -4155,7 +4367,7 @@ type RangeCommandRequest struct {
 
 func (x *RangeCommandRequest) Reset() {
 	*x = RangeCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4167,7 +4379,7 @@ func (x *RangeCommandRequest) String() string {
 func (*RangeCommandRequest) ProtoMessage() {}
 
 func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4180,7 +4392,7 @@ func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandRequest.ProtoReflect.Descriptor instead.
 func (*RangeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RangeCommandRequest) GetRangeId() uint64 {
@@ -4209,7 +4421,7 @@ type RangeCommandResponse struct {
 
 func (x *RangeCommandResponse) Reset() {
 	*x = RangeCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4221,7 +4433,7 @@ func (x *RangeCommandResponse) String() string {
 func (*RangeCommandResponse) ProtoMessage() {}
 
 func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4234,7 +4446,7 @@ func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandResponse.ProtoReflect.Descriptor instead.
 func (*RangeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RangeCommandResponse) GetError() *Error {
@@ -4276,7 +4488,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4500,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4513,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WaitAppliedRequest) GetRangeId() uint64 {
@@ -4328,7 +4540,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4340,7 +4552,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4353,7 +4565,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WaitAppliedResponse) GetError() *Error {
@@ -4380,7 +4592,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4392,7 +4604,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4405,7 +4617,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -4431,7 +4643,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4443,7 +4655,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4456,7 +4668,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TransferLeaderResponse) GetError() *Error {
@@ -4475,7 +4687,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4487,7 +4699,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4500,7 +4712,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JoinRequest) GetNode() *NodeDescriptor {
@@ -4522,7 +4734,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4534,7 +4746,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4547,7 +4759,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JoinResponse) GetError() *Error {
@@ -4592,7 +4804,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4604,7 +4816,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4617,7 +4829,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *InitRequest) GetCheckOnly() bool {
@@ -4641,7 +4853,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4653,7 +4865,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4666,7 +4878,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *InitResponse) GetError() *Error {
@@ -4713,7 +4925,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4725,7 +4937,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4738,7 +4950,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -4807,7 +5019,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4819,7 +5031,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4832,7 +5044,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -4859,7 +5071,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +5083,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +5096,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -4909,7 +5121,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4921,7 +5133,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4934,7 +5146,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
 }
 
 type PolicyListResponse struct {
@@ -4947,7 +5159,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5171,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5184,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -4999,7 +5211,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5011,7 +5223,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5024,7 +5236,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -5050,7 +5262,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5062,7 +5274,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5075,7 +5287,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -5093,7 +5305,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5105,7 +5317,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5118,7 +5330,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -5133,7 +5345,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5145,7 +5357,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5158,7 +5370,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -5185,7 +5397,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5197,7 +5409,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5210,7 +5422,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -5236,7 +5448,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5248,7 +5460,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5261,7 +5473,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -5282,7 +5494,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5294,7 +5506,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5307,7 +5519,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -5327,7 +5539,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5339,7 +5551,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5352,7 +5564,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -5383,7 +5595,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5395,7 +5607,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5408,7 +5620,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -5449,7 +5661,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5461,7 +5673,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5474,7 +5686,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -5505,7 +5717,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5517,7 +5729,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5530,7 +5742,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5579,7 +5791,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5591,7 +5803,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5604,7 +5816,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -5636,7 +5848,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5648,7 +5860,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5661,7 +5873,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -5679,7 +5891,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5691,7 +5903,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5704,7 +5916,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -5751,7 +5963,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5763,7 +5975,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5776,7 +5988,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -5798,7 +6010,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5810,7 +6022,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5823,7 +6035,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -5865,7 +6077,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5877,7 +6089,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5890,7 +6102,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -5925,7 +6137,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5937,7 +6149,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5950,7 +6162,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -5973,15 +6185,20 @@ type Command struct {
 	Merge        *MergeTrigger          `protobuf:"bytes,9,opt,name=merge,proto3" json:"merge,omitempty"`
 	MergeAbort   *MergeAbort            `protobuf:"bytes,10,opt,name=merge_abort,json=mergeAbort,proto3" json:"merge_abort,omitempty"`
 	// The leader's wall clock when it proposed (ms): expiry is judged at this time on every replica.
-	ClockUnixMs   int64       `protobuf:"varint,11,opt,name=clock_unix_ms,json=clockUnixMs,proto3" json:"clock_unix_ms,omitempty"`
-	Txn           *TxnRequest `protobuf:"bytes,12,opt,name=txn,proto3" json:"txn,omitempty"` // header ignored
+	ClockUnixMs int64       `protobuf:"varint,11,opt,name=clock_unix_ms,json=clockUnixMs,proto3" json:"clock_unix_ms,omitempty"`
+	Txn         *TxnRequest `protobuf:"bytes,12,opt,name=txn,proto3" json:"txn,omitempty"` // header ignored
+	// set_fence adds (or replaces, by id) a fence on the range; lift_fence removes the fence with that
+	// id. fence_owner: this command's writes pass the fence with that id.
+	SetFence      *SpanFence `protobuf:"bytes,13,opt,name=set_fence,json=setFence,proto3" json:"set_fence,omitempty"`
+	LiftFence     uint64     `protobuf:"varint,14,opt,name=lift_fence,json=liftFence,proto3" json:"lift_fence,omitempty"`
+	FenceOwner    uint64     `protobuf:"varint,15,opt,name=fence_owner,json=fenceOwner,proto3" json:"fence_owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5993,7 +6210,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6006,7 +6223,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -6093,6 +6310,27 @@ func (x *Command) GetTxn() *TxnRequest {
 	return nil
 }
 
+func (x *Command) GetSetFence() *SpanFence {
+	if x != nil {
+		return x.SetFence
+	}
+	return nil
+}
+
+func (x *Command) GetLiftFence() uint64 {
+	if x != nil {
+		return x.LiftFence
+	}
+	return 0
+}
+
+func (x *Command) GetFenceOwner() uint64 {
+	if x != nil {
+		return x.FenceOwner
+	}
+	return 0
+}
+
 // FreezeForMerge, applied on the right range, freezes it for a merge into left_range_id if its
 // descriptor is still at generation.
 type FreezeForMerge struct {
@@ -6105,7 +6343,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6117,7 +6355,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6130,7 +6368,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -6158,7 +6396,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6170,7 +6408,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6183,7 +6421,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -6213,7 +6451,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6225,7 +6463,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6238,7 +6476,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -6275,7 +6513,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6287,7 +6525,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6300,7 +6538,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -6335,7 +6573,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6347,7 +6585,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6360,7 +6598,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -6386,7 +6624,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x02 \x01(\x04R\treplicaId\x12\x18\n" +
-	"\alearner\x18\x03 \x01(\bR\alearner\"\xa6\x02\n" +
+	"\alearner\x18\x03 \x01(\bR\alearner\"\xd0\x02\n" +
 	"\x0fRangeDescriptor\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tstart_key\x18\x02 \x01(\fR\bstartKey\x12\x17\n" +
@@ -6397,7 +6635,13 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"generation\x18\x06 \x01(\x04R\n" +
 	"generation\x12!\n" +
 	"\fmerging_into\x18\a \x01(\x04R\vmergingInto\x12!\n" +
-	"\ffreeze_index\x18\b \x01(\x04R\vfreezeIndex\"w\n" +
+	"\ffreeze_index\x18\b \x01(\x04R\vfreezeIndex\x12(\n" +
+	"\x06fences\x18\t \x03(\v2\x10.shoal.SpanFenceR\x06fences\"k\n" +
+	"\tSpanFence\x12\x1b\n" +
+	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\x12\x18\n" +
+	"\aretired\x18\x04 \x01(\bR\aretired\"w\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1b\n" +
@@ -6712,7 +6956,15 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\fR\x03key\"c\n" +
 	"\rMergeResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12.\n" +
-	"\x06merged\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x06merged\"Z\n" +
+	"\x06merged\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x06merged\"\\\n" +
+	"\fFenceRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12&\n" +
+	"\x05fence\x18\x02 \x01(\v2\x10.shoal.SpanFenceR\x05fence\x12\x12\n" +
+	"\x04lift\x18\x03 \x01(\bR\x04lift\"w\n" +
+	"\rFenceResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12,\n" +
+	"\x05range\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"Z\n" +
 	"\x13RangeCommandRequest\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12(\n" +
 	"\acommand\x18\x02 \x01(\v2\x0e.shoal.CommandR\acommand\"\x90\x01\n" +
@@ -6831,7 +7083,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\rexpect_absent\x18\x03 \x01(\bR\fexpectAbsent\"<\n" +
 	"\n" +
 	"MetaUpdate\x12.\n" +
-	"\x06ranges\x18\x01 \x03(\v2\x16.shoal.RangeDescriptorR\x06ranges\"\x96\x04\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x16.shoal.RangeDescriptorR\x06ranges\"\x85\x05\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12-\n" +
@@ -6848,7 +7100,12 @@ const file_pb_shoal_proto_rawDesc = "" +
 	" \x01(\v2\x11.shoal.MergeAbortR\n" +
 	"mergeAbort\x12\"\n" +
 	"\rclock_unix_ms\x18\v \x01(\x03R\vclockUnixMs\x12#\n" +
-	"\x03txn\x18\f \x01(\v2\x11.shoal.TxnRequestR\x03txn\"T\n" +
+	"\x03txn\x18\f \x01(\v2\x11.shoal.TxnRequestR\x03txn\x12-\n" +
+	"\tset_fence\x18\r \x01(\v2\x10.shoal.SpanFenceR\bsetFence\x12\x1d\n" +
+	"\n" +
+	"lift_fence\x18\x0e \x01(\x04R\tliftFence\x12\x1f\n" +
+	"\vfence_owner\x18\x0f \x01(\x04R\n" +
+	"fenceOwner\"T\n" +
 	"\x0eFreezeForMerge\x12\"\n" +
 	"\rleft_range_id\x18\x01 \x01(\x04R\vleftRangeId\x12\x1e\n" +
 	"\n" +
@@ -6869,7 +7126,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x11ConfChangeContext\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12*\n" +
-	"\x04desc\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x04desc*\xbb\x01\n" +
+	"\x04desc\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x04desc*\xd9\x01\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -6884,7 +7141,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\bINTERNAL\x10\b\x12\x13\n" +
 	"\x0fUNAUTHENTICATED\x10\t\x12\x0f\n" +
 	"\vCROSS_RANGE\x10\n" +
-	"*F\n" +
+	"\x12\n" +
+	"\n" +
+	"\x06FENCED\x10\v\x12\x10\n" +
+	"\fSPAN_RETIRED\x10\f*F\n" +
 	"\x0fReadConsistency\x12\x0f\n" +
 	"\vREAD_LEADER\x10\x00\x12\x10\n" +
 	"\fREAD_REPLICA\x10\x01\x12\x10\n" +
@@ -6899,7 +7159,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
 	"\x0fRELOCATE_REMOVE\x10\x032?\n" +
 	"\aWatcher\x124\n" +
-	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xbe\r\n" +
+	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xf2\r\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -6926,7 +7186,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x17.shoal.HeartbeatRequest\x1a\x18.shoal.HeartbeatResponse\x12D\n" +
 	"\vMetaCommand\x12\x19.shoal.MetaCommandRequest\x1a\x1a.shoal.MetaCommandResponse\x122\n" +
 	"\x05Merge\x12\x13.shoal.MergeRequest\x1a\x14.shoal.MergeResponse\x12G\n" +
-	"\fRangeCommand\x12\x1a.shoal.RangeCommandRequest\x1a\x1b.shoal.RangeCommandResponse\x12D\n" +
+	"\fRangeCommand\x12\x1a.shoal.RangeCommandRequest\x1a\x1b.shoal.RangeCommandResponse\x122\n" +
+	"\x05Fence\x12\x13.shoal.FenceRequest\x1a\x14.shoal.FenceResponse\x12D\n" +
 	"\vWaitApplied\x12\x19.shoal.WaitAppliedRequest\x1a\x1a.shoal.WaitAppliedResponse\x128\n" +
 	"\aCompact\x12\x15.shoal.CompactRequest\x1a\x16.shoal.CompactResponse\x125\n" +
 	"\x06Backup\x12\x14.shoal.BackupRequest\x1a\x15.shoal.BackupResponse\x12D\n" +
@@ -6949,7 +7210,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
@@ -6961,263 +7222,273 @@ var file_pb_shoal_proto_goTypes = []any{
 	(RangeFeedEvent_Kind)(0),        // 7: shoal.RangeFeedEvent.Kind
 	(*ReplicaDescriptor)(nil),       // 8: shoal.ReplicaDescriptor
 	(*RangeDescriptor)(nil),         // 9: shoal.RangeDescriptor
-	(*NodeDescriptor)(nil),          // 10: shoal.NodeDescriptor
-	(*Error)(nil),                   // 11: shoal.Error
-	(*RequestHeader)(nil),           // 12: shoal.RequestHeader
-	(*KeyValue)(nil),                // 13: shoal.KeyValue
-	(*Mutation)(nil),                // 14: shoal.Mutation
-	(*GetRequest)(nil),              // 15: shoal.GetRequest
-	(*GetResponse)(nil),             // 16: shoal.GetResponse
-	(*PutRequest)(nil),              // 17: shoal.PutRequest
-	(*PutResponse)(nil),             // 18: shoal.PutResponse
-	(*DeleteRequest)(nil),           // 19: shoal.DeleteRequest
-	(*DeleteResponse)(nil),          // 20: shoal.DeleteResponse
-	(*CompareAndSwapRequest)(nil),   // 21: shoal.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil),  // 22: shoal.CompareAndSwapResponse
-	(*BatchWriteRequest)(nil),       // 23: shoal.BatchWriteRequest
-	(*BatchWriteResponse)(nil),      // 24: shoal.BatchWriteResponse
-	(*ScanRequest)(nil),             // 25: shoal.ScanRequest
-	(*ScanResponse)(nil),            // 26: shoal.ScanResponse
-	(*TxnRequest)(nil),              // 27: shoal.TxnRequest
-	(*TxnResponse)(nil),             // 28: shoal.TxnResponse
-	(*Compare)(nil),                 // 29: shoal.Compare
-	(*TxnOp)(nil),                   // 30: shoal.TxnOp
-	(*TxnOpResult)(nil),             // 31: shoal.TxnOpResult
-	(*RangeFeedRequest)(nil),        // 32: shoal.RangeFeedRequest
-	(*RangeFeedEvent)(nil),          // 33: shoal.RangeFeedEvent
-	(*WatchRequest)(nil),            // 34: shoal.WatchRequest
-	(*WatchResponse)(nil),           // 35: shoal.WatchResponse
-	(*RangeLookupRequest)(nil),      // 36: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 37: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 38: shoal.NodeStatus
-	(*JoinStatus)(nil),              // 39: shoal.JoinStatus
-	(*NodeStats)(nil),               // 40: shoal.NodeStats
-	(*BackgroundTask)(nil),          // 41: shoal.BackgroundTask
-	(*TaskCompletion)(nil),          // 42: shoal.TaskCompletion
-	(*CompactRequest)(nil),          // 43: shoal.CompactRequest
-	(*CompactResponse)(nil),         // 44: shoal.CompactResponse
-	(*BackupRequest)(nil),           // 45: shoal.BackupRequest
-	(*BackupResponse)(nil),          // 46: shoal.BackupResponse
-	(*MaintenanceRequest)(nil),      // 47: shoal.MaintenanceRequest
-	(*MaintenanceResponse)(nil),     // 48: shoal.MaintenanceResponse
-	(*RangeLoad)(nil),               // 49: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 50: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 51: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 52: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 53: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 54: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 55: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 56: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 57: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 58: shoal.MergeResponse
-	(*RangeCommandRequest)(nil),     // 59: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 60: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 61: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 62: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 63: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 64: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 65: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 66: shoal.JoinResponse
-	(*InitRequest)(nil),             // 67: shoal.InitRequest
-	(*InitResponse)(nil),            // 68: shoal.InitResponse
-	(*HeartbeatRequest)(nil),        // 69: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 70: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 71: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 72: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 73: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 74: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 75: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 76: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 77: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 78: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 79: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 80: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 81: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 82: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 83: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 84: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 85: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 86: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 87: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 88: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 89: shoal.SplitTrigger
-	(*Condition)(nil),               // 90: shoal.Condition
-	(*MetaUpdate)(nil),              // 91: shoal.MetaUpdate
-	(*Command)(nil),                 // 92: shoal.Command
-	(*FreezeForMerge)(nil),          // 93: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 94: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 95: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 96: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 97: shoal.ConfChangeContext
+	(*SpanFence)(nil),               // 10: shoal.SpanFence
+	(*NodeDescriptor)(nil),          // 11: shoal.NodeDescriptor
+	(*Error)(nil),                   // 12: shoal.Error
+	(*RequestHeader)(nil),           // 13: shoal.RequestHeader
+	(*KeyValue)(nil),                // 14: shoal.KeyValue
+	(*Mutation)(nil),                // 15: shoal.Mutation
+	(*GetRequest)(nil),              // 16: shoal.GetRequest
+	(*GetResponse)(nil),             // 17: shoal.GetResponse
+	(*PutRequest)(nil),              // 18: shoal.PutRequest
+	(*PutResponse)(nil),             // 19: shoal.PutResponse
+	(*DeleteRequest)(nil),           // 20: shoal.DeleteRequest
+	(*DeleteResponse)(nil),          // 21: shoal.DeleteResponse
+	(*CompareAndSwapRequest)(nil),   // 22: shoal.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil),  // 23: shoal.CompareAndSwapResponse
+	(*BatchWriteRequest)(nil),       // 24: shoal.BatchWriteRequest
+	(*BatchWriteResponse)(nil),      // 25: shoal.BatchWriteResponse
+	(*ScanRequest)(nil),             // 26: shoal.ScanRequest
+	(*ScanResponse)(nil),            // 27: shoal.ScanResponse
+	(*TxnRequest)(nil),              // 28: shoal.TxnRequest
+	(*TxnResponse)(nil),             // 29: shoal.TxnResponse
+	(*Compare)(nil),                 // 30: shoal.Compare
+	(*TxnOp)(nil),                   // 31: shoal.TxnOp
+	(*TxnOpResult)(nil),             // 32: shoal.TxnOpResult
+	(*RangeFeedRequest)(nil),        // 33: shoal.RangeFeedRequest
+	(*RangeFeedEvent)(nil),          // 34: shoal.RangeFeedEvent
+	(*WatchRequest)(nil),            // 35: shoal.WatchRequest
+	(*WatchResponse)(nil),           // 36: shoal.WatchResponse
+	(*RangeLookupRequest)(nil),      // 37: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 38: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 39: shoal.NodeStatus
+	(*JoinStatus)(nil),              // 40: shoal.JoinStatus
+	(*NodeStats)(nil),               // 41: shoal.NodeStats
+	(*BackgroundTask)(nil),          // 42: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 43: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 44: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 45: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 46: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 47: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 48: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 49: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 50: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 51: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 52: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 53: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 54: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 55: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 56: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 57: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 58: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 59: shoal.MergeResponse
+	(*FenceRequest)(nil),            // 60: shoal.FenceRequest
+	(*FenceResponse)(nil),           // 61: shoal.FenceResponse
+	(*RangeCommandRequest)(nil),     // 62: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 63: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 64: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 65: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 66: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 67: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 68: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 69: shoal.JoinResponse
+	(*InitRequest)(nil),             // 70: shoal.InitRequest
+	(*InitResponse)(nil),            // 71: shoal.InitResponse
+	(*HeartbeatRequest)(nil),        // 72: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 73: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 74: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 75: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 76: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 77: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 78: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 79: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 80: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 81: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 82: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 83: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 84: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 85: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 86: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 87: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 88: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 89: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 90: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 91: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 92: shoal.SplitTrigger
+	(*Condition)(nil),               // 93: shoal.Condition
+	(*MetaUpdate)(nil),              // 94: shoal.MetaUpdate
+	(*Command)(nil),                 // 95: shoal.Command
+	(*FreezeForMerge)(nil),          // 96: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 97: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 98: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 99: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 100: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
-	0,   // 1: shoal.Error.code:type_name -> shoal.ErrorCode
-	9,   // 2: shoal.Error.range:type_name -> shoal.RangeDescriptor
-	1,   // 3: shoal.RequestHeader.consistency:type_name -> shoal.ReadConsistency
-	12,  // 4: shoal.GetRequest.header:type_name -> shoal.RequestHeader
-	11,  // 5: shoal.GetResponse.error:type_name -> shoal.Error
-	12,  // 6: shoal.PutRequest.header:type_name -> shoal.RequestHeader
-	11,  // 7: shoal.PutResponse.error:type_name -> shoal.Error
-	12,  // 8: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
-	11,  // 9: shoal.DeleteResponse.error:type_name -> shoal.Error
-	12,  // 10: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
-	11,  // 11: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
-	12,  // 12: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
-	14,  // 13: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
-	11,  // 14: shoal.BatchWriteResponse.error:type_name -> shoal.Error
-	12,  // 15: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
-	11,  // 16: shoal.ScanResponse.error:type_name -> shoal.Error
-	13,  // 17: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
-	9,   // 18: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
-	12,  // 19: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
-	29,  // 20: shoal.TxnRequest.compares:type_name -> shoal.Compare
-	30,  // 21: shoal.TxnRequest.success:type_name -> shoal.TxnOp
-	30,  // 22: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
-	11,  // 23: shoal.TxnResponse.error:type_name -> shoal.Error
-	31,  // 24: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
-	4,   // 25: shoal.Compare.target:type_name -> shoal.Compare.Target
-	5,   // 26: shoal.Compare.op:type_name -> shoal.Compare.Op
-	6,   // 27: shoal.TxnOp.type:type_name -> shoal.TxnOp.Type
-	7,   // 28: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
-	9,   // 29: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
-	9,   // 30: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
-	33,  // 31: shoal.WatchResponse.event:type_name -> shoal.RangeFeedEvent
-	11,  // 32: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	9,   // 33: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	10,  // 34: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	10,  // 35: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	40,  // 36: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	39,  // 37: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
-	49,  // 38: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	41,  // 39: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
-	42,  // 40: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
-	11,  // 41: shoal.CompactResponse.error:type_name -> shoal.Error
-	11,  // 42: shoal.BackupResponse.error:type_name -> shoal.Error
-	11,  // 43: shoal.MaintenanceResponse.error:type_name -> shoal.Error
-	11,  // 44: shoal.NodesResponse.error:type_name -> shoal.Error
-	38,  // 45: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	9,   // 46: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	11,  // 47: shoal.RangesResponse.error:type_name -> shoal.Error
-	52,  // 48: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	11,  // 49: shoal.SplitResponse.error:type_name -> shoal.Error
-	9,   // 50: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	9,   // 51: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	11,  // 52: shoal.MergeResponse.error:type_name -> shoal.Error
-	9,   // 53: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	92,  // 54: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	11,  // 55: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	9,   // 56: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	11,  // 57: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	11,  // 58: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	10,  // 59: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	11,  // 60: shoal.JoinResponse.error:type_name -> shoal.Error
-	10,  // 61: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	11,  // 62: shoal.InitResponse.error:type_name -> shoal.Error
-	10,  // 63: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	40,  // 64: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	10,  // 65: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	9,   // 66: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	11,  // 67: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	10,  // 68: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	11,  // 69: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	71,  // 70: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	11,  // 71: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	11,  // 72: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	2,   // 73: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	11,  // 74: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	92,  // 75: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	11,  // 76: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	3,   // 77: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	11,  // 78: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	9,   // 79: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	84,  // 80: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	84,  // 81: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	13,  // 82: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	11,  // 83: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	9,   // 84: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 85: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 86: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	14,  // 87: shoal.Command.mutations:type_name -> shoal.Mutation
-	90,  // 88: shoal.Command.condition:type_name -> shoal.Condition
-	89,  // 89: shoal.Command.split:type_name -> shoal.SplitTrigger
-	91,  // 90: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	93,  // 91: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	94,  // 92: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	95,  // 93: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	96,  // 94: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	27,  // 95: shoal.Command.txn:type_name -> shoal.TxnRequest
-	9,   // 96: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 97: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 98: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	9,   // 99: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	34,  // 100: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
-	15,  // 101: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	17,  // 102: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	19,  // 103: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	21,  // 104: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	23,  // 105: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	25,  // 106: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	27,  // 107: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	32,  // 108: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	36,  // 109: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	50,  // 110: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	53,  // 111: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	55,  // 112: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	63,  // 113: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	82,  // 114: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	72,  // 115: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	74,  // 116: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	76,  // 117: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	78,  // 118: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	65,  // 119: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	67,  // 120: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	69,  // 121: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	80,  // 122: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	57,  // 123: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	59,  // 124: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	61,  // 125: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	43,  // 126: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	45,  // 127: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	47,  // 128: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	85,  // 129: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	87,  // 130: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	35,  // 131: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
-	16,  // 132: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	18,  // 133: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	20,  // 134: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	22,  // 135: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	24,  // 136: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	26,  // 137: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	28,  // 138: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	33,  // 139: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedEvent
-	37,  // 140: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	51,  // 141: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	54,  // 142: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	56,  // 143: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	64,  // 144: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	83,  // 145: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	73,  // 146: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	75,  // 147: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	77,  // 148: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	79,  // 149: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	66,  // 150: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	68,  // 151: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	70,  // 152: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	81,  // 153: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	58,  // 154: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	60,  // 155: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	62,  // 156: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	44,  // 157: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	46,  // 158: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	48,  // 159: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	86,  // 160: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	88,  // 161: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	131, // [131:162] is the sub-list for method output_type
-	100, // [100:131] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	10,  // 1: shoal.RangeDescriptor.fences:type_name -> shoal.SpanFence
+	0,   // 2: shoal.Error.code:type_name -> shoal.ErrorCode
+	9,   // 3: shoal.Error.range:type_name -> shoal.RangeDescriptor
+	1,   // 4: shoal.RequestHeader.consistency:type_name -> shoal.ReadConsistency
+	13,  // 5: shoal.GetRequest.header:type_name -> shoal.RequestHeader
+	12,  // 6: shoal.GetResponse.error:type_name -> shoal.Error
+	13,  // 7: shoal.PutRequest.header:type_name -> shoal.RequestHeader
+	12,  // 8: shoal.PutResponse.error:type_name -> shoal.Error
+	13,  // 9: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
+	12,  // 10: shoal.DeleteResponse.error:type_name -> shoal.Error
+	13,  // 11: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
+	12,  // 12: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
+	13,  // 13: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
+	15,  // 14: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
+	12,  // 15: shoal.BatchWriteResponse.error:type_name -> shoal.Error
+	13,  // 16: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
+	12,  // 17: shoal.ScanResponse.error:type_name -> shoal.Error
+	14,  // 18: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
+	9,   // 19: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
+	13,  // 20: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
+	30,  // 21: shoal.TxnRequest.compares:type_name -> shoal.Compare
+	31,  // 22: shoal.TxnRequest.success:type_name -> shoal.TxnOp
+	31,  // 23: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
+	12,  // 24: shoal.TxnResponse.error:type_name -> shoal.Error
+	32,  // 25: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
+	4,   // 26: shoal.Compare.target:type_name -> shoal.Compare.Target
+	5,   // 27: shoal.Compare.op:type_name -> shoal.Compare.Op
+	6,   // 28: shoal.TxnOp.type:type_name -> shoal.TxnOp.Type
+	7,   // 29: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
+	9,   // 30: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
+	9,   // 31: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
+	34,  // 32: shoal.WatchResponse.event:type_name -> shoal.RangeFeedEvent
+	12,  // 33: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	9,   // 34: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	11,  // 35: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	11,  // 36: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	41,  // 37: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	40,  // 38: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
+	50,  // 39: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	42,  // 40: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	43,  // 41: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	12,  // 42: shoal.CompactResponse.error:type_name -> shoal.Error
+	12,  // 43: shoal.BackupResponse.error:type_name -> shoal.Error
+	12,  // 44: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	12,  // 45: shoal.NodesResponse.error:type_name -> shoal.Error
+	39,  // 46: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	9,   // 47: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	12,  // 48: shoal.RangesResponse.error:type_name -> shoal.Error
+	53,  // 49: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	12,  // 50: shoal.SplitResponse.error:type_name -> shoal.Error
+	9,   // 51: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	9,   // 52: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	12,  // 53: shoal.MergeResponse.error:type_name -> shoal.Error
+	9,   // 54: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	10,  // 55: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
+	12,  // 56: shoal.FenceResponse.error:type_name -> shoal.Error
+	9,   // 57: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
+	95,  // 58: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	12,  // 59: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	9,   // 60: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	12,  // 61: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	12,  // 62: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	11,  // 63: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	12,  // 64: shoal.JoinResponse.error:type_name -> shoal.Error
+	11,  // 65: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	12,  // 66: shoal.InitResponse.error:type_name -> shoal.Error
+	11,  // 67: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	41,  // 68: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	11,  // 69: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	9,   // 70: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	12,  // 71: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	11,  // 72: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	12,  // 73: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	74,  // 74: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	12,  // 75: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	12,  // 76: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	2,   // 77: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	12,  // 78: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	95,  // 79: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	12,  // 80: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	3,   // 81: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	12,  // 82: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	9,   // 83: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	87,  // 84: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	87,  // 85: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	14,  // 86: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	12,  // 87: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	9,   // 88: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 89: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 90: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	15,  // 91: shoal.Command.mutations:type_name -> shoal.Mutation
+	93,  // 92: shoal.Command.condition:type_name -> shoal.Condition
+	92,  // 93: shoal.Command.split:type_name -> shoal.SplitTrigger
+	94,  // 94: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	96,  // 95: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	97,  // 96: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	98,  // 97: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	99,  // 98: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	28,  // 99: shoal.Command.txn:type_name -> shoal.TxnRequest
+	10,  // 100: shoal.Command.set_fence:type_name -> shoal.SpanFence
+	9,   // 101: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 102: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 103: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	9,   // 104: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	35,  // 105: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
+	16,  // 106: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	18,  // 107: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	20,  // 108: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	22,  // 109: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	24,  // 110: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	26,  // 111: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	28,  // 112: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	33,  // 113: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	37,  // 114: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	51,  // 115: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	54,  // 116: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	56,  // 117: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	66,  // 118: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	85,  // 119: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	75,  // 120: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	77,  // 121: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	79,  // 122: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	81,  // 123: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	68,  // 124: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	70,  // 125: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	72,  // 126: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	83,  // 127: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	58,  // 128: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	62,  // 129: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	60,  // 130: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
+	64,  // 131: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	44,  // 132: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	46,  // 133: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	48,  // 134: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	88,  // 135: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	90,  // 136: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	36,  // 137: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
+	17,  // 138: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	19,  // 139: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	21,  // 140: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	23,  // 141: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	25,  // 142: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	27,  // 143: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	29,  // 144: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	34,  // 145: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedEvent
+	38,  // 146: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	52,  // 147: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	55,  // 148: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	57,  // 149: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	67,  // 150: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	86,  // 151: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	76,  // 152: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	78,  // 153: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	80,  // 154: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	82,  // 155: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	69,  // 156: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	71,  // 157: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	73,  // 158: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	84,  // 159: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	59,  // 160: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	63,  // 161: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	61,  // 162: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
+	65,  // 163: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	45,  // 164: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	47,  // 165: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	49,  // 166: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	89,  // 167: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	91,  // 168: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	137, // [137:169] is the sub-list for method output_type
+	105, // [105:137] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -7231,7 +7502,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   90,
+			NumMessages:   93,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -158,6 +158,7 @@ const (
 	Shoal_MetaCommand_FullMethodName     = "/shoal.Shoal/MetaCommand"
 	Shoal_Merge_FullMethodName           = "/shoal.Shoal/Merge"
 	Shoal_RangeCommand_FullMethodName    = "/shoal.Shoal/RangeCommand"
+	Shoal_Fence_FullMethodName           = "/shoal.Shoal/Fence"
 	Shoal_WaitApplied_FullMethodName     = "/shoal.Shoal/WaitApplied"
 	Shoal_Compact_FullMethodName         = "/shoal.Shoal/Compact"
 	Shoal_Backup_FullMethodName          = "/shoal.Shoal/Backup"
@@ -194,6 +195,8 @@ type ShoalClient interface {
 	MetaCommand(ctx context.Context, in *MetaCommandRequest, opts ...grpc.CallOption) (*MetaCommandResponse, error)
 	Merge(ctx context.Context, in *MergeRequest, opts ...grpc.CallOption) (*MergeResponse, error)
 	RangeCommand(ctx context.Context, in *RangeCommandRequest, opts ...grpc.CallOption) (*RangeCommandResponse, error)
+	// Fence sets, retires or lifts a SpanFence on the range holding key (the span is clipped to it).
+	Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error)
 	WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error)
 	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
@@ -457,6 +460,16 @@ func (c *shoalClient) RangeCommand(ctx context.Context, in *RangeCommandRequest,
 	return out, nil
 }
 
+func (c *shoalClient) Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FenceResponse)
+	err := c.cc.Invoke(ctx, Shoal_Fence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *shoalClient) WaitApplied(ctx context.Context, in *WaitAppliedRequest, opts ...grpc.CallOption) (*WaitAppliedResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WaitAppliedResponse)
@@ -527,6 +540,8 @@ type ShoalServer interface {
 	MetaCommand(context.Context, *MetaCommandRequest) (*MetaCommandResponse, error)
 	Merge(context.Context, *MergeRequest) (*MergeResponse, error)
 	RangeCommand(context.Context, *RangeCommandRequest) (*RangeCommandResponse, error)
+	// Fence sets, retires or lifts a SpanFence on the range holding key (the span is clipped to it).
+	Fence(context.Context, *FenceRequest) (*FenceResponse, error)
 	WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error)
 	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
 	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
@@ -612,6 +627,9 @@ func (UnimplementedShoalServer) Merge(context.Context, *MergeRequest) (*MergeRes
 }
 func (UnimplementedShoalServer) RangeCommand(context.Context, *RangeCommandRequest) (*RangeCommandResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RangeCommand not implemented")
+}
+func (UnimplementedShoalServer) Fence(context.Context, *FenceRequest) (*FenceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Fence not implemented")
 }
 func (UnimplementedShoalServer) WaitApplied(context.Context, *WaitAppliedRequest) (*WaitAppliedResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method WaitApplied not implemented")
@@ -1071,6 +1089,24 @@ func _Shoal_RangeCommand_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_Fence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Fence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Fence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Fence(ctx, req.(*FenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Shoal_WaitApplied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WaitAppliedRequest)
 	if err := dec(in); err != nil {
@@ -1241,6 +1277,10 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RangeCommand",
 			Handler:    _Shoal_RangeCommand_Handler,
+		},
+		{
+			MethodName: "Fence",
+			Handler:    _Shoal_Fence_Handler,
 		},
 		{
 			MethodName: "WaitApplied",

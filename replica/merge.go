@@ -145,6 +145,9 @@ func (r *Replica) applyMergeProtocol(b *storage.Batch, cmd *pb.Command, index ui
 		if r.desc.Generation != left.Generation || !bytes.Equal(r.desc.EndKey, right.StartKey) || len(r.desc.EndKey) == 0 {
 			return stale("merge planned on a stale descriptor"), 0, true, nil
 		}
+		if len(r.desc.Fences) > 0 || len(right.Fences) > 0 {
+			return stale("a range with a span fence does not merge"), 0, true, nil
+		}
 		if right.MergingInto != r.rangeID || right.FreezeIndex == 0 || !sameNodes(r.desc, right) {
 			return stale("right range not frozen for this merge or not co-located"), 0, true, nil
 		}

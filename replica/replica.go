@@ -900,6 +900,13 @@ func (r *Replica) applyDataCommand(b *storage.Batch, cmd *pb.Command, index uint
 			}
 		}
 	}
+	if cmd.SetFence != nil || cmd.LiftFence != 0 {
+		res, err := r.applyFenceLocked(b, cmd, index)
+		return res, nil, err
+	}
+	if e := r.fencedErrLocked(cmd); e != nil {
+		return Result{Err: e}, nil, nil
+	}
 	r.observeClock(cmd.ClockUnixMs)
 	env := eval.Env{DataKey: r.dataKey, Index: index, Plain: r.IsMeta()}
 	if r.store.cfg.Changes != nil && !env.Plain {
