@@ -266,3 +266,30 @@ func TestNewClusterAfterDerivesAsNewCluster(t *testing.T) {
 		t.Fatalf("ChangedSince told what changed %d times in 300 snapshots of 4 predecessors each", told)
 	}
 }
+
+// TestNewClusterAfterWithPrevsOwnRanges: a source that hands the previous snapshot's own Ranges
+// again (nothing changed) gets the same totals and index as from a copy, and nothing changed.
+func TestNewClusterAfterWithPrevsOwnRanges(t *testing.T) {
+	prev := randomCluster(rand.New(rand.NewPCG(3, 4)), 5, 100, 1, false)
+	nodes := func() []*Node {
+		var out []*Node
+		for _, n := range prev.Nodes {
+			out = append(out, &Node{ID: n.ID, Live: true})
+		}
+		return out
+	}
+	got := NewClusterAfter(prev, prev.Now, nodes(), prev.Ranges)
+	want := NewCluster(prev.Now, nodes(), append([]*Range(nil), prev.Ranges...))
+	for i, n := range want.Nodes {
+		g := got.Nodes[i]
+		if g.Replicas != n.Replicas || g.Voters != n.Voters || g.Leaders != n.Leaders || g.Bytes != n.Bytes || g.QPS != n.QPS {
+			t.Fatalf("n%d totals %+v, want %+v", n.ID, *g, *n)
+		}
+		if !slices.Equal(slices.Collect(got.RangesOf(n.ID)), slices.Collect(want.RangesOf(n.ID))) {
+			t.Fatalf("n%d index differs", n.ID)
+		}
+	}
+	if changed, ok := got.ChangedSince(prev); !ok || len(changed) != 0 {
+		t.Fatalf("ChangedSince = %v, %v; want none, true", changed, ok)
+	}
+}

@@ -476,12 +476,14 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 		}
 		return a.ID < b.ID
 	}
-	// A source that keeps its ranges in order (the simulator) pays one pass, not a sort.
+	// A source that keeps its ranges in order (the simulator) pays one pass, not a sort; none when it
+	// hands prev's own ranges again (nothing changed).
 	var was []*Range
 	if prev != nil && len(prev.Ranges) == len(c.Ranges) {
 		was = prev.Ranges // sorted: a pair in the same places is in order
 	}
-	for i := len(c.Ranges) - 1; i > 0; i-- {
+	same := was != nil && (len(was) == 0 || &was[0] == &c.Ranges[0])
+	for i := len(c.Ranges) - 1; i > 0 && !same; i-- {
 		if was != nil && c.Ranges[i] == was[i] && c.Ranges[i-1] == was[i-1] {
 			continue
 		}
@@ -491,7 +493,7 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 			break
 		}
 	}
-	if was != nil && c.patch(prev) {
+	if was != nil && c.patch(prev, same) {
 		return c
 	}
 	c.hist = &history{first: 1}
@@ -566,7 +568,7 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 // changed, else prev's). It reports false, having changed nothing, when the shapes differ (other
 // nodes, a range becoming a system range, an ID beyond the dense index, a replica on an unknown
 // node): then the full pass runs.
-func (c *Cluster) patch(prev *Cluster) bool {
+func (c *Cluster) patch(prev *Cluster, same bool) bool {
 	if prev.nodeAt == nil || prev.rangeAt == nil || prev.strays || len(prev.Nodes) != len(c.Nodes) ||
 		len(prev.Ranges) != len(c.Ranges) {
 		return false
@@ -579,6 +581,9 @@ func (c *Cluster) patch(prev *Cluster) bool {
 	var changed []int
 	renamed := false // a range of another ID took a place: rangeAt changes
 	for i, r := range c.Ranges {
+		if same {
+			break // prev's own ranges: none changed
+		}
 		if r == prev.Ranges[i] {
 			continue
 		}
