@@ -61,6 +61,9 @@ type simRange struct {
 	electing bool
 	view     *model.Range    // the model's copy, shared by snapshots until the range changes
 	pos      int             // the view's place in Cluster.views (set when they are rebuilt)
+	placed   *model.Range    // the view at pos, and its replicas and bytes (not read from it: a
+	placedAt []model.Replica // cache miss per changed range)
+	placedB  uint64
 	shown    []model.Replica // the last view's replicas, shared by the next view if reps is the same
 	owner    *Cluster        // told of a change, so that the next snapshot replaces this range's view only
 	dirty    bool            // in owner.changed since the last snapshot
@@ -262,9 +265,13 @@ func (c *Cluster) live(n *simNode) bool {
 func (c *Cluster) Snapshot() *model.Cluster {
 	c.snapshots++
 	now := c.now()
-	c.refreshViews()
+	ranges := c.views
+	if c.refreshViews() || c.last == nil {
+		ranges = append([]*model.Range(nil), c.views...) // NewCluster takes ownership
+	} else {
+		ranges = c.last.Ranges // nothing changed: share the last snapshot's (immutable) ranges
+	}
 	disk := c.disk
-	ranges := append([]*model.Range(nil), c.views...) // NewCluster takes ownership
 	nodes := make([]*model.Node, 0, len(c.nodes))
 	slab := make([]model.Node, len(c.nodes)) // one allocation, not one per node
 	for i, n := range c.nodes {
@@ -288,8 +295,9 @@ func (c *Cluster) Snapshot() *model.Cluster {
 
 // refreshViews brings views and disk up to date: the changed ranges' views replaced (and their
 // bytes moved between nodes' totals: integers, so the totals are exactly a full pass's), or, after a
-// split, merge or new node, everything rebuilt.
-func (c *Cluster) refreshViews() {
+// split, merge or new node, everything rebuilt. It reports whether a view may have changed (nearly
+// half the snapshots of a large run come between two changes).
+func (c *Cluster) refreshViews() bool {
 	if c.views == nil || c.reshaped || len(c.disk) != len(c.nodes)+1 {
 		c.views = make([]*model.Range, 0, len(c.order)+1)
 		c.disk = make([]uint64, len(c.nodes)+1)
@@ -298,31 +306,48 @@ func (c *Cluster) refreshViews() {
 				c.disk[rep.Node] += r.bytes
 			}
 			r.pos = len(c.views)
-			c.views = append(c.views, c.viewOf(r))
+			c.views = append(c.views, c.place(r))
 		})
 		for _, r := range c.changed {
 			r.dirty = false
 		}
 		c.changed, c.reshaped = c.changed[:0], false
-		return
+		return true
 	}
+	changed := len(c.changed) > 0
 	for _, r := range c.changed {
 		r.dirty = false
 		i := r.pos // no split or merge since the views were rebuilt: the places are the same
-		if i >= len(c.views) || c.views[i].ID != r.id {
+		if i >= len(c.views) || c.views[i] != r.placed {
 			continue // merged away since it changed
 		}
-		old, v := c.views[i], c.viewOf(r)
-		for _, rep := range old.Replicas {
-			c.disk[rep.Node] -= old.Bytes
-		}
-		for _, rep := range v.Replicas {
-			c.disk[rep.Node] += v.Bytes
+		oldReps, oldBytes := r.placedAt, r.placedB
+		v := c.place(r)
+		if oldBytes != v.Bytes || !sameSlice(oldReps, v.Replicas) {
+			for _, rep := range oldReps {
+				c.disk[rep.Node] -= oldBytes
+			}
+			for _, rep := range v.Replicas {
+				c.disk[rep.Node] += v.Bytes
+			}
 		}
 		c.views[i] = v
 	}
 	clear(c.changed)
 	c.changed = c.changed[:0]
+	return changed
+}
+
+// place is r's view, noted as the one in views.
+func (c *Cluster) place(r *simRange) *model.Range {
+	v := c.viewOf(r)
+	r.placed, r.placedAt, r.placedB = v, v.Replicas, v.Bytes
+	return v
+}
+
+// sameSlice reports whether a and b are the same slice (the same elements in the same storage).
+func sameSlice(a, b []model.Replica) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func (c *Cluster) viewOf(r *simRange) *model.Range {

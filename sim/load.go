@@ -83,7 +83,7 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 		}
 		if perShare := total * f; moved(n.perShare, perShare, c.p.LoadEpsilon) {
 			n.perShare = perShare
-			for _, r := range n.reps {
+			for _, r := range n.ordered { // a slice, not the map: the order does not matter
 				if r.leader == n.id {
 					c.report(r)
 				}
