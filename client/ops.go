@@ -143,6 +143,16 @@ func (c *Client) cas(ctx context.Context, name string, req *pb.CompareAndSwapReq
 // ErrInvalidArgument without writing anything. An ErrAmbiguous or ErrTimeout error means the batch may
 // or may not have been applied (as a whole: never in part).
 func (c *Client) BatchWrite(ctx context.Context, muts []*pb.Mutation) error {
+	return c.batchWrite(ctx, muts, 0)
+}
+
+// BatchWriteAsFenceOwner is BatchWrite for the owner of span fence id (FenceSpan): its writes
+// pass that fence, retired or not.
+func (c *Client) BatchWriteAsFenceOwner(ctx context.Context, muts []*pb.Mutation, id uint64) error {
+	return c.batchWrite(ctx, muts, id)
+}
+
+func (c *Client) batchWrite(ctx context.Context, muts []*pb.Mutation, fenceOwner uint64) error {
 	if len(muts) == 0 {
 		return invalid("batch write: no mutations")
 	}
@@ -171,7 +181,7 @@ func (c *Client) BatchWrite(ctx context.Context, muts []*pb.Mutation) error {
 	}
 	return c.run(ctx, opKind{name: "batch write", write: true}, locate, "",
 		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, _ target) (*pb.Error, error) {
-			r, err := sc.BatchWrite(ctx, &pb.BatchWriteRequest{Header: hdr, Mutations: muts})
+			r, err := sc.BatchWrite(ctx, &pb.BatchWriteRequest{Header: hdr, Mutations: muts, FenceOwner: fenceOwner})
 			return r.GetError(), err
 		})
 }

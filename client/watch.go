@@ -31,12 +31,20 @@ type WatchEvent struct {
 	RangeID, Index uint64
 	// Cursor, on a CHECKPOINT, resumes the watch after everything delivered so far (Watch's from).
 	Cursor string
+	// Frontier, on a CHECKPOINT: for each range read, the raft index through which its changes in
+	// the span were all delivered.
+	Frontier map[uint64]uint64
 	// Initial: a PUT of the initial scan (WithInitialScan): the key's value when the watch started.
 	Initial bool
 }
 
 // WatchOption tunes a watch.
 type WatchOption func(*watch)
+
+// WithCheckpointEvery hands fn a CHECKPOINT at most every d (default one second).
+func WithCheckpointEvery(d time.Duration) WatchOption {
+	return func(w *watch) { w.checkpointEvery = d }
+}
 
 // WithInitialScan makes a watch from now first deliver every live key of the span as it is when the
 // watch starts (PUT events with Initial set, each range's at one consistent index), then the changes
@@ -120,6 +128,8 @@ type watch struct {
 	gens       int
 	lastCursor time.Time
 	initial    bool // from-now feeds start with an initial scan
+	// checkpointEvery spaces the CHECKPOINTs fn gets (watchCheckpointEvery if 0).
+	checkpointEvery time.Duration
 }
 
 // clip returns the part of [s, e) that is watched, ok false if none.
@@ -235,11 +245,23 @@ func (w *watch) run(resumed bool) error {
 
 // checkpoint hands fn a cursor, at most every watchCheckpointEvery unless now.
 func (w *watch) checkpoint(now bool) error {
-	if !now && time.Since(w.lastCursor) < watchCheckpointEvery {
+	every := w.checkpointEvery
+	if every <= 0 {
+		every = watchCheckpointEvery
+	}
+	if !now && time.Since(w.lastCursor) < every {
 		return nil
 	}
 	w.lastCursor = time.Now()
-	return w.fn(WatchEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, Cursor: w.cursor()})
+	frontier := make(map[uint64]uint64, len(w.feeds))
+	for _, f := range w.feeds {
+		pos := f.pos
+		if !f.complete || f.waitFor != 0 {
+			pos-- // its last index may have more changes to come (or the merge is not through)
+		}
+		frontier[f.id] = pos
+	}
+	return w.fn(WatchEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, Cursor: w.cursor(), Frontier: frontier})
 }
 
 // step handles one message from a feed's worker.

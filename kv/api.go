@@ -142,6 +142,10 @@ func (s *Service) get(ctx context.Context, r *replica.Replica, req *pb.GetReques
 	if err != nil {
 		return &pb.GetResponse{Error: s.PBError(err)}
 	}
+	// After the barrier: the state read includes every fence applied before the read began.
+	if pe := retiredRead(r, req.Key, append(append([]byte(nil), req.Key...), 0)); pe != nil {
+		return &pb.GetResponse{Error: pe}
+	}
 	v, found, err := r.GetStored(req.Key)
 	if err != nil {
 		return &pb.GetResponse{Error: s.PBError(err)}
@@ -284,7 +288,7 @@ func (s *Service) BatchWrite(ctx context.Context, req *pb.BatchWriteRequest) (*p
 			}
 		}
 	}
-	_, pe = s.propose(ctx, start, req.Header, first, &pb.Command{Mutations: req.Mutations})
+	_, pe = s.propose(ctx, start, req.Header, first, &pb.Command{Mutations: req.Mutations, FenceOwner: req.FenceOwner})
 	return &pb.BatchWriteResponse{Error: pe}, nil
 }
 
@@ -335,6 +339,10 @@ func (s *Service) scan(ctx context.Context, r *replica.Replica, req *pb.ScanRequ
 	leaderRead, err := readBarrier(ctx, r, req.GetHeader())
 	if err != nil {
 		return &pb.ScanResponse{Error: s.PBError(err)}
+	}
+	// After the barrier: the state read includes every fence applied before the read began.
+	if pe := retiredRead(r, req.Start, req.End); pe != nil {
+		return &pb.ScanResponse{Error: pe}
 	}
 	limit := int(req.Limit)
 	if limit == 0 {

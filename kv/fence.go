@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -67,4 +68,15 @@ func holdWhileFenced(ctx context.Context, r *replica.Replica, cmd *pb.Command) *
 func isFenced(err error) bool {
 	var re *replica.Error
 	return errors.As(err, &re) && re.Code == pb.ErrorCode_FENCED
+}
+
+// retiredRead refuses a read of [start, end) (empty end: to the range's end) that overlaps a
+// retired fence of r: the data there is the old copy of what moved, and a reader must follow it.
+func retiredRead(r *replica.Replica, start, end []byte) *pb.Error {
+	for _, f := range r.Desc().GetFences() {
+		if f.Retired && (len(end) == 0 || bytes.Compare(f.StartKey, end) < 0) && (len(f.EndKey) == 0 || bytes.Compare(start, f.EndKey) < 0) {
+			return &pb.Error{Code: pb.ErrorCode_SPAN_RETIRED, Message: fmt.Sprintf("[%.64q, %.64q) overlaps a span that moved for good (fence %d): reload what maps to it", start, end, f.Id)}
+		}
+	}
+	return nil
 }

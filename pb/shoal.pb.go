@@ -1575,10 +1575,12 @@ func (x *CompareAndSwapResponse) GetCurrent() []byte {
 }
 
 // BatchWrite applies all mutations atomically; they must all fall in one range.
+// fence_owner: the batch passes the span fence with that id (its owner's writes, e.g. a re-key's).
 type BatchWriteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Mutations     []*Mutation            `protobuf:"bytes,2,rep,name=mutations,proto3" json:"mutations,omitempty"`
+	FenceOwner    uint64                 `protobuf:"varint,3,opt,name=fence_owner,json=fenceOwner,proto3" json:"fence_owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1625,6 +1627,13 @@ func (x *BatchWriteRequest) GetMutations() []*Mutation {
 		return x.Mutations
 	}
 	return nil
+}
+
+func (x *BatchWriteRequest) GetFenceOwner() uint64 {
+	if x != nil {
+		return x.FenceOwner
+	}
+	return 0
 }
 
 type BatchWriteResponse struct {
@@ -6703,10 +6712,12 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
 	"\aswapped\x18\x02 \x01(\bR\aswapped\x12\x14\n" +
 	"\x05found\x18\x03 \x01(\bR\x05found\x12\x18\n" +
-	"\acurrent\x18\x04 \x01(\fR\acurrent\"p\n" +
+	"\acurrent\x18\x04 \x01(\fR\acurrent\"\x91\x01\n" +
 	"\x11BatchWriteRequest\x12,\n" +
 	"\x06header\x18\x01 \x01(\v2\x14.shoal.RequestHeaderR\x06header\x12-\n" +
-	"\tmutations\x18\x02 \x03(\v2\x0f.shoal.MutationR\tmutations\"8\n" +
+	"\tmutations\x18\x02 \x03(\v2\x0f.shoal.MutationR\tmutations\x12\x1f\n" +
+	"\vfence_owner\x18\x03 \x01(\x04R\n" +
+	"fenceOwner\"8\n" +
 	"\x12BatchWriteResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\"\x93\x01\n" +
 	"\vScanRequest\x12,\n" +

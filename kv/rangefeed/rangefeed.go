@@ -84,6 +84,9 @@ var (
 // eventOverhead is what an event costs beside its key and value, for the buffers' budgets.
 const eventOverhead = 96
 
+// minCheckpointGap spaces the checkpoints a stream sends as entries apply without changes for it.
+const minCheckpointGap = 100 * time.Millisecond
+
 // batchEvents bounds the events one wake-up of a stream sends.
 const batchEvents = 256
 
@@ -271,7 +274,7 @@ func (g *Registry) Serve(ctx context.Context, req *pb.RangeFeedRequest, send fun
 	}
 	tick := time.NewTicker(g.cfg.CheckpointInterval)
 	defer tick.Stop()
-	sentPos := pos
+	sentPos, lastCheckpoint := pos, time.Now()
 	for {
 		g.mu.Lock()
 		if g.buffers[req.RangeId] != b {
@@ -307,17 +310,32 @@ func (g *Registry) Serve(ctx context.Context, req *pb.RangeFeedRequest, send fun
 		if removed {
 			return send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_REMOVED, RangeId: req.RangeId, Index: pos, Desc: desc})
 		}
+		var soon <-chan time.Time // the checkpoint owed once the gap since the last has passed
+		if applied > sentPos && time.Since(lastCheckpoint) < minCheckpointGap {
+			soon = time.After(minCheckpointGap - time.Since(lastCheckpoint))
+		}
+		if applied > sentPos && soon == nil {
+			// Entries applied with nothing for this reader (a fence, another span's writes), and
+			// every change up to applied was collected above: say so now, not at the next tick,
+			// so that a reader waiting for an index sees it pass.
+			pos = max(pos, applied)
+			if err := send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, RangeId: req.RangeId, Index: pos}); err != nil {
+				return err
+			}
+			sentPos, lastCheckpoint = pos, time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wake:
+		case <-soon:
 		case <-tick.C:
 			if applied > sentPos {
 				pos = max(pos, applied)
 				if err := send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, RangeId: req.RangeId, Index: pos}); err != nil {
 					return err
 				}
-				sentPos = pos
+				sentPos, lastCheckpoint = pos, time.Now()
 			}
 		}
 	}
