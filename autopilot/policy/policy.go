@@ -22,7 +22,6 @@ import (
 	"iter"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -561,7 +560,16 @@ func rangesOn(c *model.Cluster, node uint64) []*model.Range {
 
 func sortedNodes(nodes []*model.Node, less func(a, b *model.Node) bool) []*model.Node {
 	out := append([]*model.Node(nil), nodes...)
-	sort.SliceStable(out, func(i, j int) bool { return less(out[i], out[j]) })
+	// sort.SliceStable's algorithm, generic (no reflection): it asks cmp(a, b) < 0 where that asks less.
+	slices.SortStableFunc(out, func(a, b *model.Node) int {
+		switch {
+		case less(a, b):
+			return -1
+		case less(b, a):
+			return 1
+		}
+		return 0
+	})
 	return out
 }
 
