@@ -60,14 +60,11 @@ func (c *Catalog) Create(ctx context.Context, d Descriptor) (Descriptor, error) 
 	} else if !errors.Is(err, ErrNoTable) {
 		return d, err
 	}
-	resp, err := c.kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.TxnOp{{Type: pb.TxnOp_INCR, Key: sysSeqKey, Delta: 1}}})
+	id, err := c.AllocateID(ctx)
 	if err != nil {
-		return d, fmt.Errorf("create table %q: allocating an id: %w", d.Name, err)
+		return d, fmt.Errorf("create table %q: %w", d.Name, err)
 	}
-	if r := resp.GetResults(); len(r) != 1 || r[0].GetError() != "" {
-		return d, fmt.Errorf("create table %q: allocating an id: the counter %q answered %v", d.Name, sysSeqKey, r)
-	}
-	d.ID = uint64(resp.GetResults()[0].GetIntValue())
+	d.ID = id
 	if d.CreatedUnixMs == 0 {
 		d.CreatedUnixMs = time.Now().UnixMilli()
 	}
@@ -76,7 +73,7 @@ func (c *Catalog) Create(ctx context.Context, d Descriptor) (Descriptor, error) 
 		return d, err
 	}
 	key := descKey(d.Name)
-	resp, err = c.kv.Txn(ctx, &pb.TxnRequest{
+	resp, err := c.kv.Txn(ctx, &pb.TxnRequest{
 		Compares: []*pb.Compare{{Key: key, Target: pb.Compare_EXISTS, Op: pb.Compare_EQUAL, Exists: false}},
 		Success:  []*pb.TxnOp{{Type: pb.TxnOp_PUT, Key: key, Value: b}},
 	})
@@ -92,6 +89,68 @@ func (c *Catalog) Create(ctx context.Context, d Descriptor) (Descriptor, error) 
 	}
 	if !resp.GetSucceeded() {
 		return d, fmt.Errorf("create table %q: %w", d.Name, ErrTableExists)
+	}
+	return d, nil
+}
+
+// AllocateID hands out a table id never handed out before (an INCR of the id counter).
+func (c *Catalog) AllocateID(ctx context.Context) (uint64, error) {
+	resp, err := c.kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.TxnOp{{Type: pb.TxnOp_INCR, Key: sysSeqKey, Delta: 1}}})
+	if err != nil {
+		return 0, fmt.Errorf("allocating a table id: %w", err)
+	}
+	if r := resp.GetResults(); len(r) != 1 || r[0].GetError() != "" {
+		return 0, fmt.Errorf("allocating a table id: the counter %q answered %v", sysSeqKey, r)
+	}
+	return uint64(resp.GetResults()[0].GetIntValue()), nil
+}
+
+// ErrDescriptorChanged: Update found the descriptor changed by someone else since it read it.
+var ErrDescriptorChanged = errors.New("the table's descriptor changed meanwhile")
+
+// Update rewrites table name's descriptor with fn's changes, atomically: the write applies only if
+// the stored descriptor is still the one fn saw (else ErrDescriptorChanged, nothing written). The
+// name and version may not change.
+func (c *Catalog) Update(ctx context.Context, name string, fn func(d *Descriptor) error) (Descriptor, error) {
+	key := descKey(name)
+	old, found, err := c.kv.Get(ctx, key)
+	if err != nil {
+		return Descriptor{}, fmt.Errorf("table %q: reading its descriptor: %w", name, err)
+	}
+	if !found {
+		return Descriptor{}, fmt.Errorf("table %q: %w", name, ErrNoTable)
+	}
+	d, err := decodeDescriptor(name, old)
+	if err != nil {
+		return d, err
+	}
+	if err := fn(&d); err != nil {
+		return d, err
+	}
+	if d.Name != name || d.Version != DescriptorVersion {
+		return d, invalidf("table %q: an update may not change the name or the version", name)
+	}
+	if err := d.Validate(); err != nil {
+		return d, err
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return d, err
+	}
+	resp, err := c.kv.Txn(ctx, &pb.TxnRequest{
+		Compares: []*pb.Compare{{Key: key, Target: pb.Compare_VALUE, Op: pb.Compare_EQUAL, Value: old}},
+		Success:  []*pb.TxnOp{{Type: pb.TxnOp_PUT, Key: key, Value: b}},
+	})
+	if err != nil {
+		if unknownOutcome(err) {
+			if cur, _, gerr := c.kv.Get(ctx, key); gerr == nil && bytes.Equal(cur, b) {
+				return d, nil
+			}
+		}
+		return d, fmt.Errorf("table %q: writing its descriptor: %w", name, err)
+	}
+	if !resp.GetSucceeded() {
+		return d, fmt.Errorf("table %q: %w", name, ErrDescriptorChanged)
 	}
 	return d, nil
 }

@@ -77,6 +77,19 @@ type Descriptor struct {
 	PrimaryKey []string `json:"primary_key"`
 	// CreatedUnixMs is when the table was created (the creating client's clock).
 	CreatedUnixMs int64 `json:"created_unix_ms,omitempty"`
+	// Rekey is the change of primary key under way (package table/rekey), nil when none is.
+	Rekey *RekeyState `json:"rekey,omitempty"`
+	// RetiredIDs are earlier ids of the table whose rows a re-key left behind, being deleted.
+	RetiredIDs []uint64 `json:"retired_ids,omitempty"`
+}
+
+// RekeyState is a re-key under way: the rows are being copied to NewID in the order of PrimaryKey.
+type RekeyState struct {
+	NewID      uint64   `json:"new_id"`
+	PrimaryKey []string `json:"primary_key"`
+	// FenceID is the span fence that holds the old rows' writes at the end of the copy.
+	FenceID       uint64 `json:"fence_id"`
+	StartedUnixMs int64  `json:"started_unix_ms"`
 }
 
 // Limits of a table's shape. Names are kept short and plain so that they print and type well.

@@ -1,0 +1,227 @@
+package rekey
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/table"
+)
+
+// checkpointEvery is how often the copy's watch reports its frontier: while the old keyspace is
+// fenced, how soon the copy sees that it has applied the last changes.
+const checkpointEvery = 20 * time.Millisecond
+
+// errCutOver ends the copy's watch once the descriptor has switched.
+var errCutOver = errors.New("cut over")
+
+// copier copies the old keyspace into the new one and follows its changes until the cutover.
+type copier struct {
+	c        *client.Client
+	old, new table.Descriptor
+	batch    int
+	progress func(Progress)
+	start    time.Time
+
+	// moved maps each live old row's key to its key in the new keyspace: a change that moves a
+	// row under the new key (or deletes it) deletes what the copy wrote for it before.
+	moved   map[string][]byte
+	pending []*pb.Mutation
+
+	phase          string
+	rows, changes  int64
+	sinceCheck     int64 // changes since the last checkpoint
+	fenceIdx       map[uint64]uint64
+	fencedAt       time.Time
+	held           time.Duration
+	lastReport     time.Time
+	reported       string // the phase last reported
+	cleaned        int64
+	cutoverApplied bool
+}
+
+func (cp *copier) run(ctx context.Context) error {
+	ostart, oend := table.TableSpan(cp.old.ID)
+	cp.phase = "copy"
+	err := cp.c.Watch(ctx, ostart, oend, "", func(ev client.WatchEvent) error { return cp.apply(ctx, ev) },
+		client.WithInitialScan(), client.WithCheckpointEvery(checkpointEvery))
+	if errors.Is(err, errCutOver) {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("the copy's watch ended")
+	}
+	if cp.fenceIdx != nil && !cp.cutoverApplied {
+		// Writers must not wait on a re-key that stopped: lift its fence, even if ctx is done.
+		lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if lerr := cp.c.LiftFence(lctx, ostart, oend, cp.old.Rekey.FenceID); lerr != nil {
+			return fmt.Errorf("%w (and lifting its fence failed: %v; `shoal table rekey-cancel` lifts it)", err, lerr)
+		}
+	}
+	return err
+}
+
+// apply handles one event of the old keyspace's watch.
+func (cp *copier) apply(ctx context.Context, ev client.WatchEvent) error {
+	switch ev.Kind {
+	case pb.RangeFeedEvent_PUT:
+		row, err := cp.old.DecodeRow(ev.Key, ev.Value)
+		if err != nil {
+			return err
+		}
+		nk, nv, err := cp.new.EncodeRow(row)
+		if err != nil {
+			return fmt.Errorf("row %q under the new key: %w", ev.Key, err)
+		}
+		if prev := cp.moved[string(ev.Key)]; prev != nil && !bytes.Equal(prev, nk) {
+			cp.pending = append(cp.pending, &pb.Mutation{Key: prev, Delete: true})
+		}
+		cp.moved[string(ev.Key)] = nk
+		cp.pending = append(cp.pending, &pb.Mutation{Key: nk, Value: nv})
+		cp.count(ev.Initial)
+	case pb.RangeFeedEvent_DELETE, pb.RangeFeedEvent_EXPIRE:
+		if prev := cp.moved[string(ev.Key)]; prev != nil {
+			cp.pending = append(cp.pending, &pb.Mutation{Key: prev, Delete: true})
+			delete(cp.moved, string(ev.Key))
+		}
+		cp.count(false)
+	case pb.RangeFeedEvent_CHECKPOINT:
+		if err := cp.flush(ctx); err != nil {
+			return err
+		}
+		return cp.checkpoint(ctx, ev.Frontier)
+	}
+	if len(cp.pending) >= cp.batch {
+		return cp.flush(ctx)
+	}
+	return nil
+}
+
+func (cp *copier) count(initial bool) {
+	if initial {
+		cp.rows++
+	} else {
+		cp.changes++
+		cp.sinceCheck++
+	}
+	cp.report(cp.phase)
+}
+
+// checkpoint moves the re-key on: the first checkpoint ends the initial copy; one with little to
+// catch up fences the old keyspace; once every fenced range's frontier passed its fence index,
+// the last change is applied and the re-key cuts over.
+func (cp *copier) checkpoint(ctx context.Context, frontier map[uint64]uint64) error {
+	ostart, oend := table.TableSpan(cp.old.ID)
+	fence := cp.old.Rekey.FenceID
+	switch cp.phase {
+	case "copy":
+		cp.phase = "catch-up"
+	case "catch-up":
+		if cp.sinceCheck > int64(cp.batch) {
+			break // still behind: fence once a checkpoint comes with little new
+		}
+		idx, err := cp.c.FenceSpan(ctx, ostart, oend, fence, false)
+		if err != nil {
+			return fmt.Errorf("fence the old keyspace: %w", err)
+		}
+		cp.fenceIdx, cp.fencedAt, cp.phase = idx, time.Now(), "fenced"
+	case "fenced":
+		for r, i := range cp.fenceIdx {
+			if f, ok := frontier[r]; !ok || f < i {
+				cp.sinceCheck = 0
+				return nil
+			}
+		}
+		// Every change the old keyspace will ever have is applied: retire it, then switch.
+		if _, err := cp.c.FenceSpan(ctx, ostart, oend, fence, true); err != nil {
+			return fmt.Errorf("retire the old keyspace: %w", err)
+		}
+		cp.phase = "cutover"
+		_, err := table.NewCatalog(cp.c).Update(ctx, cp.old.Name, func(cur *table.Descriptor) error {
+			if cur.ID != cp.old.ID || cur.Rekey == nil || cur.Rekey.NewID != cp.new.ID {
+				return fmt.Errorf("the descriptor changed under the re-key (cancelled?): %w", table.ErrDescriptorChanged)
+			}
+			cur.ID, cur.PrimaryKey, cur.Rekey = cp.new.ID, cp.new.PrimaryKey, nil
+			cur.RetiredIDs = append(cur.RetiredIDs, cp.old.ID)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("cut over: %w", err)
+		}
+		cp.cutoverApplied = true
+		cp.held = time.Since(cp.fencedAt)
+		cp.report("cutover")
+		return errCutOver
+	}
+	cp.sinceCheck = 0
+	cp.report(cp.phase)
+	return nil
+}
+
+// flush writes the pending row writes to the new keyspace.
+func (cp *copier) flush(ctx context.Context) error {
+	if len(cp.pending) == 0 {
+		return nil
+	}
+	if err := cp.c.WriteMany(ctx, cp.pending); err != nil {
+		return fmt.Errorf("write %d rows under the new key: %w", len(cp.pending), err)
+	}
+	cp.pending = cp.pending[:0]
+	return nil
+}
+
+// cleanup deletes the old rows, as the owner of the retired fence (no one else may write there).
+func (cp *copier) cleanup(ctx context.Context) (int64, error) {
+	keys := make([]string, 0, len(cp.moved))
+	for k := range cp.moved {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fence := cp.old.Rekey.FenceID
+	cp.phase = "cleanup"
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		muts := make([]*pb.Mutation, n)
+		for i, k := range keys[:n] {
+			muts[i] = &pb.Mutation{Key: []byte(k), Delete: true}
+		}
+		if err := ownedWriteMany(ctx, cp.c, muts, fence); err != nil {
+			return cp.cleaned, err
+		}
+		cp.cleaned += int64(n)
+		keys = keys[n:]
+		cp.report("cleanup")
+	}
+	return cp.cleaned, nil
+}
+
+// ownedWriteMany writes muts as the fence's owner, halving a batch that spans ranges.
+func ownedWriteMany(ctx context.Context, c *client.Client, muts []*pb.Mutation, fence uint64) error {
+	err := c.BatchWriteAsFenceOwner(ctx, muts, fence)
+	if err == nil || len(muts) == 1 || !errors.Is(err, client.ErrInvalidArgument) {
+		return err
+	}
+	half := len(muts) / 2
+	if err := ownedWriteMany(ctx, c, muts[:half], fence); err != nil {
+		return err
+	}
+	return ownedWriteMany(ctx, c, muts[half:], fence)
+}
+
+// report tells Progress, at most every 200 ms unless the phase is new.
+func (cp *copier) report(phase string) {
+	if cp.progress == nil {
+		return
+	}
+	if phase == cp.reported && time.Since(cp.lastReport) < 200*time.Millisecond {
+		return
+	}
+	cp.lastReport, cp.reported = time.Now(), phase
+	cp.progress(Progress{Phase: phase, Rows: cp.rows, Changes: cp.changes, Cleaned: cp.cleaned, Elapsed: time.Since(cp.start)})
+}

@@ -1,0 +1,206 @@
+// Package rekey changes a table's primary key online (Ghosh's Morphus and Parqua, chapters 2–3 of
+// ../shared/research/ghosh-2018-data-reconfiguration-phd.txt), without refusing a write and without
+// a stale read:
+//
+//  1. the descriptor records the re-key (a new table id, the new key, a fence id);
+//  2. a watch with an initial scan copies every row of the old keyspace into the new one (the rows
+//     re-encoded under the new key), then keeps applying the old keyspace's changes;
+//  3. once the copy has caught up, a span fence over the old keyspace holds its writes (they wait
+//     in the store, they are not refused); the copy applies the changes up to each range's fence
+//     index, the last ones there can be;
+//  4. the fence is retired (writes and reads of the old keyspace now fail with SPAN_RETIRED) and the
+//     descriptor switches to the new id and key in one compare-and-swap: the cutover. Table clients
+//     that meet the retired span reload the descriptor and go on under the new key;
+//  5. the old rows are deleted (by the fence's owner, whose writes pass it).
+//
+// A restarted coordinator lifts a fence it may have left, clears the new keyspace and copies again.
+// It owns the protocol only: rows and descriptors are package table's, fences and watches the
+// store's (client, kv). It must never write the old keyspace except to delete it after the cutover.
+package rekey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/table"
+)
+
+// Options tune a re-key.
+type Options struct {
+	// PrimaryKey is the new primary key (columns of the table, in key order).
+	PrimaryKey []string
+	// BatchRows is how many row writes the copy sends per batch (default 256).
+	BatchRows int
+	// Progress, if set, is told how the re-key goes (from the coordinator's goroutine).
+	Progress func(Progress)
+}
+
+// Progress is where a re-key is.
+type Progress struct {
+	Phase string // "copy", "catch-up", "fenced", "cutover", "cleanup", "done"
+	// Rows copied by the initial scan, changes applied since, old rows deleted by the cleanup.
+	Rows, Changes, Cleaned int64
+	Elapsed                time.Duration
+}
+
+// Result is what a finished re-key did.
+type Result struct {
+	OldID, NewID         uint64
+	Rows, Changes, Moved int64
+	Cleaned              int64
+	FenceHeld, CutoverAt time.Duration // how long writes were held; when the cutover happened
+	Total                time.Duration
+	PrimaryKey, OldKey   []string
+	FenceIndexes         map[uint64]uint64
+	// Resumed: an interrupted re-key to the same key was taken over.
+	Resumed bool
+}
+
+// ErrBusy: another re-key of the table is under way (or was interrupted with another key: cancel
+// it first).
+var ErrBusy = errors.New("another re-key of the table is under way")
+
+// Run re-keys table name to opts.PrimaryKey and returns once it has cut over and deleted the old
+// rows. An interrupted re-key to the same key is taken over (its copy starts again).
+func Run(ctx context.Context, c *client.Client, name string, opts Options) (Result, error) {
+	if opts.BatchRows <= 0 {
+		opts.BatchRows = 256
+	}
+	cat := table.NewCatalog(c)
+	start := time.Now()
+	d, err := cat.Describe(ctx, name)
+	if err != nil {
+		return Result{}, err
+	}
+	nd := d
+	nd.PrimaryKey = opts.PrimaryKey
+	nd.Rekey, nd.RetiredIDs = nil, nil
+	if err := nd.Validate(); err != nil {
+		return Result{}, err
+	}
+	if equal(d.PrimaryKey, opts.PrimaryKey) && d.Rekey == nil {
+		return Result{}, fmt.Errorf("re-key table %q: the primary key is already (%v): %w", name, d.PrimaryKey, client.ErrInvalidArgument)
+	}
+	res := Result{OldID: d.ID, OldKey: d.PrimaryKey, PrimaryKey: opts.PrimaryKey}
+	if st := d.Rekey; st != nil {
+		if !equal(st.PrimaryKey, opts.PrimaryKey) {
+			return res, fmt.Errorf("re-key table %q to (%v): %w (to (%v), since %s; cancel it first)", name, opts.PrimaryKey, ErrBusy,
+				st.PrimaryKey, time.UnixMilli(st.StartedUnixMs).Format(time.RFC3339))
+		}
+		// Taken over: release writes a fence of the interrupted run may still hold, and copy again.
+		if err := undo(ctx, c, d); err != nil {
+			return res, err
+		}
+		res.Resumed = true
+	} else {
+		id, err := cat.AllocateID(ctx)
+		if err != nil {
+			return res, err
+		}
+		d, err = cat.Update(ctx, name, func(cur *table.Descriptor) error {
+			if cur.ID != d.ID || cur.Rekey != nil {
+				return fmt.Errorf("re-key table %q: %w", name, ErrBusy)
+			}
+			cur.Rekey = &table.RekeyState{NewID: id, PrimaryKey: opts.PrimaryKey, FenceID: id, StartedUnixMs: time.Now().UnixMilli()}
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	nd.ID = d.Rekey.NewID
+	res.NewID = nd.ID
+	cp := &copier{c: c, old: d, new: nd, batch: opts.BatchRows, progress: opts.Progress, start: start, moved: map[string][]byte{}}
+	if err := cp.run(ctx); err != nil {
+		return res, fmt.Errorf("re-key table %q: %w (the table still serves under its old key; run the re-key again or cancel it)", name, err)
+	}
+	res.Rows, res.Changes, res.FenceHeld, res.FenceIndexes = cp.rows, cp.changes, cp.held, cp.fenceIdx
+	res.Moved = int64(len(cp.moved))
+	res.CutoverAt = time.Since(start)
+	cleaned, err := cp.cleanup(ctx)
+	res.Cleaned = cleaned
+	if err != nil {
+		return res, fmt.Errorf("re-key table %q: cut over; deleting the old rows: %w", name, err)
+	}
+	if _, err := cat.Update(ctx, name, func(cur *table.Descriptor) error {
+		cur.RetiredIDs = without(cur.RetiredIDs, d.ID)
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("re-key table %q: cut over and cleaned; recording it: %w", name, err)
+	}
+	res.Total = time.Since(start)
+	cp.report("done")
+	return res, nil
+}
+
+// Cancel stops a re-key that has not cut over: it lifts its fence, deletes the rows copied so far
+// and clears the descriptor's record of it. A re-key still running elsewhere fails at its cutover.
+func Cancel(ctx context.Context, c *client.Client, name string) error {
+	cat := table.NewCatalog(c)
+	d, err := cat.Describe(ctx, name)
+	if err != nil {
+		return err
+	}
+	if d.Rekey == nil {
+		return fmt.Errorf("table %q: no re-key to cancel: %w", name, client.ErrInvalidArgument)
+	}
+	if err := undo(ctx, c, d); err != nil {
+		return err
+	}
+	_, err = cat.Update(ctx, name, func(cur *table.Descriptor) error {
+		cur.Rekey = nil
+		return nil
+	})
+	return err
+}
+
+// undo lifts the re-key's fence from the old keyspace and deletes what was copied.
+func undo(ctx context.Context, c *client.Client, d table.Descriptor) error {
+	ostart, oend := table.TableSpan(d.ID)
+	if err := c.LiftFence(ctx, ostart, oend, d.Rekey.FenceID); err != nil {
+		return fmt.Errorf("lift the re-key's fence: %w", err)
+	}
+	nstart, nend := table.TableSpan(d.Rekey.NewID)
+	for {
+		kvs, err := c.Scan(ctx, nstart, nend, 1000, false)
+		if err != nil {
+			return fmt.Errorf("delete the copied rows: %w", err)
+		}
+		if len(kvs) == 0 {
+			return nil
+		}
+		muts := make([]*pb.Mutation, 0, len(kvs))
+		for _, kv := range kvs {
+			muts = append(muts, &pb.Mutation{Key: kv.Key, Delete: true})
+		}
+		if err := c.WriteMany(ctx, muts); err != nil {
+			return fmt.Errorf("delete the copied rows: %w", err)
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func without(ids []uint64, id uint64) []uint64 {
+	var out []uint64
+	for _, x := range ids {
+		if x != id {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/table"
+	"github.com/shoaldb/shoal/table/rekey"
+	"github.com/shoaldb/shoal/test/testcluster"
+)
+
+// TestRekeyUnderWritesRefusesNothingAndLosesNothing changes a table's primary key from id to
+// (city, id) while writers keep moving rows between cities and reading back what they wrote. No
+// write or read fails, every read sees the write before it, and afterwards the table holds every
+// row once, with its last acknowledged value, in (city, id) order; the old keyspace is retired.
+func TestRekeyUnderWritesRefusesNothingAndLosesNothing(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	testcluster.Hold(t, ctx, cl)
+
+	cat := table.NewCatalog(cl)
+	cols, err := table.ParseColumns("id:int64,name:string,city:string")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := cat.Create(ctx, table.NewDescriptor("users", cols, table.ParseKeyList("id")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cities := []string{"oslo", "rome", "lima", "kyiv", "pune", "baku", "nice", "bern"}
+	const nRows, writers = 1200, 4
+	last := make([]table.Row, nRows) // each row's last acknowledged value (row i written by writer i%writers)
+	setup, _ := cat.Open(ctx, "users")
+	for i := range nRows {
+		row := table.Row{"id": int64(i), "name": fmt.Sprintf("n%d.0", i), "city": cities[i%len(cities)]}
+		if err := setup.Put(ctx, row); err != nil {
+			t.Fatal(err)
+		}
+		last[i] = row
+	}
+	ostart, oend := table.TableSpan(d.ID)
+	if err := splitAt(ctx, cl, append(append([]byte(nil), ostart...), 0x80)); err != nil { // two ranges: a split under the copy
+		t.Fatal(err)
+	}
+
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	fail := func(err error) {
+		if failed.Add(1) == 1 {
+			firstErr.Store(err)
+		}
+	}
+	var writes, reads atomic.Int64
+	var moving atomic.Bool
+	moving.Store(true)
+	var inFlight sync.RWMutex // writers hold it shared around a write; the re-key's callback takes it to stop moves
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tb, err := cat.Open(ctx, "users") // opened before the re-key: it must follow the cutover
+			if err != nil {
+				fail(err)
+				return
+			}
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for n := 1; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := w + writers*rng.IntN(nRows/writers)
+				city := last[i]["city"]
+				if moving.Load() {
+					// Until the copy has caught up, rows also change city: the copy must move them
+					// under the new key. Later, a city change would be a new row under (city, id).
+					city = cities[rng.IntN(len(cities))]
+				}
+				row := table.Row{"id": int64(i), "name": fmt.Sprintf("n%d.%d", i, n), "city": city}
+				inFlight.RLock()
+				err := tb.Put(ctx, row)
+				inFlight.RUnlock()
+				if err != nil {
+					fail(fmt.Errorf("put %v: %w", row, err))
+					return
+				}
+				last[i] = row
+				writes.Add(1)
+				got, found, err := tb.GetRow(ctx, row)
+				if err != nil || !found || got["name"] != row["name"] {
+					fail(fmt.Errorf("read back %v: %v %v %v", row, got, found, err))
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	var phases []string
+	res, err := rekey.Run(ctx, cl, "users", rekey.Options{PrimaryKey: []string{"city", "id"}, Progress: func(p rekey.Progress) {
+		if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+			phases = append(phases, p.Phase)
+		}
+		if p.Phase != "copy" && moving.Load() {
+			inFlight.Lock() // no city change is in flight when the fence can come
+			moving.Store(false)
+			inFlight.Unlock()
+		}
+	}})
+	if err != nil {
+		t.Fatalf("rekey: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond) // writers go on under the new key
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d writer failures; first: %v", n, firstErr.Load())
+	}
+	t.Logf("re-key: %d rows copied, %d changes followed, writes held %v, cut over at %v, %d old rows deleted, total %v; phases %v; %d writes and %d reads by the writers",
+		res.Rows, res.Changes, res.FenceHeld.Round(time.Millisecond), res.CutoverAt.Round(time.Millisecond), res.Cleaned, res.Total.Round(time.Millisecond), phases, writes.Load(), reads.Load())
+
+	nd, err := cat.Describe(ctx, "users")
+	if err != nil || nd.ID != res.NewID || fmt.Sprint(nd.PrimaryKey) != "[city id]" || nd.Rekey != nil || len(nd.RetiredIDs) != 0 {
+		t.Fatalf("descriptor after the re-key: %+v %v", nd, err)
+	}
+	tb, _ := cat.Open(ctx, "users")
+	var got []table.Row
+	if err := tb.Scan(ctx, 0, func(r table.Row) bool { got = append(got, r); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != nRows {
+		t.Fatalf("%d rows after the re-key, want %d", len(got), nRows)
+	}
+	if !sort.SliceIsSorted(got, func(a, b int) bool {
+		ca, cb := got[a]["city"].(string), got[b]["city"].(string)
+		return ca < cb || ca == cb && got[a]["id"].(int64) < got[b]["id"].(int64)
+	}) {
+		t.Fatal("rows are not in (city, id) order")
+	}
+	for _, r := range got {
+		want := last[r["id"].(int64)]
+		if r["name"] != want["name"] || r["city"] != want["city"] {
+			t.Fatalf("row %v, last acknowledged %v", r, want)
+		}
+	}
+	if _, err := cl.Scan(ctx, ostart, oend, 1, false); !errors.Is(err, client.ErrSpanRetired) {
+		t.Fatalf("a read of the old keyspace: %v, want ErrSpanRetired", err)
+	}
+}
