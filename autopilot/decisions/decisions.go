@@ -151,6 +151,8 @@ type loadSample struct {
 	// ranges are the snapshot's own (a Cluster is immutable): system ranges first, then user ranges
 	// by start key. Copying 100 000 of them per snapshot cost more than the policies' work.
 	ranges []*model.Range
+	// user are the user ranges among them (the snapshot's UserRanges: its last ones).
+	user []*model.Range
 	// fresh are the ranges whose latency report this snapshot is the first to carry (nil: none).
 	fresh map[uint64]bool
 }
@@ -170,7 +172,7 @@ func (s *loadSum) add(sc *scope, smp loadSample) {
 	}
 	s.to, s.ranges = smp.at, 0
 	s.n++
-	for _, r := range sc.candidates(smp.ranges) {
+	for _, r := range sc.candidates(smp.ranges, smp.user) {
 		if !sc.covers(r) {
 			continue
 		}
@@ -207,14 +209,12 @@ func millis(d time.Duration) *float64 {
 }
 
 // candidates is the run of rs that sc may cover. rs is in the model's order (system ranges first,
-// then user ranges by start key, disjoint), so a span's ranges are contiguous: found by binary search
-// rather than a scan of every range for every open operator.
-func (sc *scope) candidates(rs []*model.Range) []*model.Range {
-	u := sort.Search(len(rs), func(i int) bool { return !rs[i].System })
+// then user ranges by start key, disjoint; user is their tail of user ranges), so a span's ranges
+// are contiguous: found by binary search rather than a scan of every range for every open operator.
+func (sc *scope) candidates(rs, user []*model.Range) []*model.Range {
 	if sc.system != 0 {
-		return rs[:u]
+		return rs[:len(rs)-len(user)]
 	}
-	user := rs[u:]
 	lo := sort.Search(len(user), func(i int) bool { return len(user[i].EndKey) == 0 || bytes.Compare(user[i].EndKey, sc.start) > 0 })
 	hi := len(user)
 	if len(sc.end) > 0 {
@@ -423,7 +423,7 @@ func (l *Log) sampleLocked(c *model.Cluster) {
 	if n := len(l.samples); n > 0 && !c.Now.After(l.samples[n-1].at) {
 		return // the same snapshot again
 	}
-	smp := loadSample{at: c.Now, ranges: c.Ranges}
+	smp := loadSample{at: c.Now, ranges: c.Ranges, user: c.UserRanges()}
 	var seen map[uint64]time.Time // allocated for the first latency: a source may report none
 	ranges := c.Ranges
 	if c.Latencies() == 0 {
