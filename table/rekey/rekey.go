@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shoaldb/shoal/client"
@@ -83,13 +84,13 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 		return Result{}, err
 	}
 	if equal(d.PrimaryKey, opts.PrimaryKey) && d.Rekey == nil {
-		return Result{}, fmt.Errorf("re-key table %q: the primary key is already (%v): %w", name, d.PrimaryKey, client.ErrInvalidArgument)
+		return Result{}, fmt.Errorf("re-key table %q: the primary key is already (%s): %w", name, strings.Join(d.PrimaryKey, ", "), client.ErrInvalidArgument)
 	}
 	res := Result{OldID: d.ID, OldKey: d.PrimaryKey, PrimaryKey: opts.PrimaryKey}
 	if st := d.Rekey; st != nil {
 		if !equal(st.PrimaryKey, opts.PrimaryKey) {
-			return res, fmt.Errorf("re-key table %q to (%v): %w (to (%v), since %s; cancel it first)", name, opts.PrimaryKey, ErrBusy,
-				st.PrimaryKey, time.UnixMilli(st.StartedUnixMs).Format(time.RFC3339))
+			return res, fmt.Errorf("re-key table %q to (%s): %w (to (%s), since %s; cancel it first)", name, strings.Join(opts.PrimaryKey, ", "), ErrBusy,
+				strings.Join(st.PrimaryKey, ", "), time.UnixMilli(st.StartedUnixMs).Format(time.RFC3339))
 		}
 		// Taken over: release writes a fence of the interrupted run may still hold, and copy again.
 		if err := undo(ctx, c, d); err != nil {
