@@ -14,7 +14,8 @@ import (
 // TestSpanFenceHoldsWritesUntilLiftedAndRetiresSpans fences a span while a writer hammers it: no
 // write applies after the fence's index, a write to the span waits (it is not refused) and goes
 // through once the fence lifts, writes elsewhere are not held, a split keeps the fence on both
-// sides, a fenced range does not merge, and a retired span refuses writes with ErrSpanRetired.
+// sides, a fenced range does not merge, and a retired span refuses writes and reads with
+// ErrSpanRetired.
 func TestSpanFenceHoldsWritesUntilLiftedAndRetiresSpans(t *testing.T) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
 	cl := c.Client()
@@ -105,11 +106,14 @@ func TestSpanFenceHoldsWritesUntilLiftedAndRetiresSpans(t *testing.T) {
 	if err := cl.Put(ctx, []byte("f/a"), []byte("x")); !errors.Is(err, client.ErrSpanRetired) {
 		t.Fatalf("a write to a retired span: %v, want ErrSpanRetired", err)
 	}
-	if v, found, err := cl.Get(ctx, []byte("f/z")); err != nil || !found || string(v) != "after the split" {
-		t.Fatalf("reads of a retired span go on: %q %v %v", v, found, err)
+	if _, _, err := cl.Get(ctx, []byte("f/z")); !errors.Is(err, client.ErrSpanRetired) {
+		t.Fatalf("a read of a retired span: %v, want ErrSpanRetired (its data is a stale copy)", err)
 	}
 	if err := cl.LiftFence(ctx, start, end, 8); err != nil {
 		t.Fatal(err)
+	}
+	if v, found, err := cl.Get(ctx, []byte("f/z")); err != nil || !found || string(v) != "after the split" {
+		t.Fatalf("a read after the retired fence lifted: %q %v %v", v, found, err)
 	}
 	if err := cl.Put(ctx, []byte("f/a"), []byte("x")); err != nil {
 		t.Fatalf("a write after the retired fence lifted: %v", err)
