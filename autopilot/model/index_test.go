@@ -293,3 +293,43 @@ func TestNewClusterAfterWithPrevsOwnRanges(t *testing.T) {
 		t.Fatalf("ChangedSince = %v, %v; want none, true", changed, ok)
 	}
 }
+
+// TestChangedSinceForgetsOldAndForkedSnapshots: a snapshot further back than the history keeps, or
+// one patched twice (a fork), or one of another chain gets "cannot tell"; a recent one gets the
+// places changed since, each once.
+func TestChangedSinceForgetsOldAndForkedSnapshots(t *testing.T) {
+	base := randomCluster(rand.New(rand.NewPCG(5, 5)), 4, 50, 1, false)
+	nodes := func() []*Node {
+		var out []*Node
+		for _, n := range base.Nodes {
+			out = append(out, &Node{ID: n.ID, Live: true})
+		}
+		return out
+	}
+	chain := []*Cluster{NewCluster(base.Now, nodes(), append([]*Range(nil), base.Ranges...))}
+	for step := 0; step < historyLength+10; step++ {
+		prev := chain[len(chain)-1]
+		next := append([]*Range(nil), prev.Ranges...)
+		i := 1 + step%(len(next)-1)
+		r := *next[i]
+		r.ReadQPS++
+		next[i] = &r
+		chain = append(chain, NewClusterAfter(prev, base.Now, nodes(), next))
+	}
+	last := chain[len(chain)-1]
+	if _, ok := last.ChangedSince(chain[0]); ok {
+		t.Error("told what changed since a snapshot older than the history")
+	}
+	changed, ok := last.ChangedSince(chain[len(chain)-4])
+	if !ok || len(changed) != 3 || !slices.IsSorted(changed) {
+		t.Errorf("since 3 back: %v, %v; want 3 ascending places", changed, ok)
+	}
+	fork := NewClusterAfter(chain[len(chain)-2], base.Now, nodes(), append([]*Range(nil), last.Ranges...))
+	if _, ok := fork.ChangedSince(chain[len(chain)-2]); ok {
+		t.Error("a second successor of a snapshot shares its history")
+	}
+	other := NewCluster(base.Now, nodes(), append([]*Range(nil), last.Ranges...))
+	if _, ok := last.ChangedSince(other); ok {
+		t.Error("told what changed since a snapshot of another chain")
+	}
+}
