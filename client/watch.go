@@ -128,8 +128,10 @@ type watch struct {
 	gens       int
 	lastCursor time.Time
 	initial    bool // from-now feeds start with an initial scan
-	// checkpointEvery spaces the CHECKPOINTs fn gets (watchCheckpointEvery if 0).
+	// checkpointEvery spaces the CHECKPOINTs fn gets (watchCheckpointEvery if 0); moved: a message
+	// arrived since the last one.
 	checkpointEvery time.Duration
+	moved           bool
 }
 
 // clip returns the part of [s, e) that is watched, ok false if none.
@@ -252,7 +254,7 @@ func (w *watch) checkpoint(now bool) error {
 	if !now && time.Since(w.lastCursor) < every {
 		return nil
 	}
-	w.lastCursor = time.Now()
+	w.lastCursor, w.moved = time.Now(), false
 	frontier := make(map[uint64]uint64, len(w.feeds))
 	for _, f := range w.feeds {
 		pos := f.pos
@@ -267,11 +269,22 @@ func (w *watch) checkpoint(now bool) error {
 // step handles one message from a feed's worker.
 func (w *watch) step() error {
 	var m feedMsg
+	var due <-chan time.Time // a checkpoint owed once its interval has passed, with no message to wake for
+	if w.moved {
+		every := w.checkpointEvery
+		if every <= 0 {
+			every = watchCheckpointEvery
+		}
+		due = time.After(every - time.Since(w.lastCursor))
+	}
 	select {
 	case <-w.ctx.Done():
 		return w.ctx.Err()
+	case <-due:
+		return nil
 	case m = <-w.msgs:
 	}
+	w.moved = true
 	f := w.feeds[m.id]
 	if f == nil || f.gen != m.gen {
 		return nil // a worker already replaced
@@ -517,7 +530,6 @@ func (c *Client) readFeed(ctx context.Context, addr string, req *pb.RangeFeedReq
 		if err != nil {
 			return progressed, err
 		}
-		progressed = true
 		if ev.Initial {
 			// The position stays: a stream broken during its scan scans again.
 			if !deliver(ev) {
@@ -525,6 +537,8 @@ func (c *Client) readFeed(ctx context.Context, addr string, req *pb.RangeFeedReq
 			}
 			continue
 		}
+		// Progress is a position reached: an initial scan that fails before its end reached none.
+		progressed = true
 		req.InitialScan = false
 		if ev.Kind == pb.RangeFeedEvent_REMOVED && ev.Desc.GetMergingInto() == 0 {
 			// This replica moved away: read another one from where it stopped.

@@ -58,7 +58,13 @@ func (s *Service) initialScan(req *pb.RangeFeedRequest, stream pb.Shoal_RangeFee
 	if r == nil {
 		return fmt.Errorf("range %d: %w", req.RangeId, rangefeed.ErrNoReplica)
 	}
-	snap, err := r.SnapshotSpan(req.StartKey, req.EndKey)
+	// The stream's position is pinned where the snapshot is taken: what applies during a long scan
+	// stays in the buffer for the stream that follows it.
+	var pin *rangefeed.Pin
+	snap, err := r.SnapshotSpan(req.StartKey, req.EndKey, func(index uint64) (err error) {
+		pin, err = s.feeds.PinAt(req.RangeId, index)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -68,8 +74,9 @@ func (s *Service) initialScan(req *pb.RangeFeedRequest, stream pb.Shoal_RangeFee
 			Key: key, Value: v.Data, ExpireAtUnixMs: v.ExpireAtMs, Version: v.Version})
 	})
 	if err != nil {
+		pin.Release()
 		return err
 	}
 	next := &pb.RangeFeedRequest{RangeId: req.RangeId, StartKey: req.StartKey, EndKey: req.EndKey, FromIndex: snap.Index}
-	return s.feeds.Serve(stream.Context(), next, stream.Send)
+	return s.feeds.ServePinned(stream.Context(), pin, next, stream.Send)
 }

@@ -78,8 +78,10 @@ type SpanSnapshot struct {
 }
 
 // SnapshotSpan captures [start, end) ∩ the range's span at the replica's applied index (taken
-// between two applies, so the data and the index agree). Close it when done.
-func (r *Replica) SnapshotSpan(start, end []byte) (*SpanSnapshot, error) {
+// between two applies, so the data and the index agree). atIndex, if set, runs with the index
+// before the next apply (to pin the change stream there); its error is SnapshotSpan's. Close the
+// snapshot when done.
+func (r *Replica) SnapshotSpan(start, end []byte, atIndex func(index uint64) error) (*SpanSnapshot, error) {
 	if r.IsMeta() {
 		return nil, &Error{Code: pb.ErrorCode_INVALID_ARGUMENT, Msg: "the meta range has no change stream"}
 	}
@@ -95,6 +97,11 @@ func (r *Replica) SnapshotSpan(start, end []byte) (*SpanSnapshot, error) {
 	}
 	if len(d.EndKey) > 0 && (len(hi) == 0 || bytes.Compare(hi, d.EndKey) > 0) {
 		hi = d.EndKey
+	}
+	if atIndex != nil {
+		if err := atIndex(r.applied); err != nil {
+			return nil, err
+		}
 	}
 	elo, ehi := storage.DataSpan(false, lo, hi)
 	return &SpanSnapshot{Index: r.applied, snap: r.store.eng.NewSnapshot(), lo: elo, hi: ehi, clock: r.ClockMs()}, nil

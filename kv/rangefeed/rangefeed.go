@@ -103,6 +103,63 @@ type buffer struct {
 	// wake is closed when anything changes, for the streams that wait on it.
 	wake   chan struct{}
 	waited bool
+	// pins are the positions of the readers of this buffer (streams, initial scans): what they
+	// have not read yet stays, up to pinnedLimit times the budgets.
+	pins map[*Pin]struct{}
+}
+
+// pinnedLimit: a buffer keeps what its readers still need up to this many times its budgets; past
+// that its oldest changes go anyway and a reader that needed them fails with ErrNotHeld.
+const pinnedLimit = 8
+
+// Pin holds a reader's position in a replica's buffer: changes after it are not evicted while the
+// buffers are within pinnedLimit times their budgets.
+type Pin struct {
+	g       *Registry
+	rangeID uint64
+	b       *buffer
+	pos     uint64
+}
+
+// Release lets the buffer drop what the pin held.
+func (p *Pin) Release() {
+	if p == nil {
+		return
+	}
+	p.g.mu.Lock()
+	delete(p.b.pins, p)
+	p.g.mu.Unlock()
+}
+
+// PinAt pins range rangeID's buffer at index, the position of a reader that will read the changes
+// after it (an initial scan at that index). The caller must hold off the replica's applies (call it
+// where the index was read, under the replica's lock), so that nothing after index is evicted first.
+func (g *Registry) PinAt(rangeID, index uint64) (*Pin, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := g.buffers[rangeID]
+	if b == nil || b.desc == nil {
+		return nil, fmt.Errorf("range %d: %w", rangeID, ErrNoReplica)
+	}
+	if index < b.heldFrom {
+		return nil, fmt.Errorf("range %d: changes after index %d asked for, this replica holds them after %d: %w", rangeID, index, b.heldFrom, ErrNotHeld)
+	}
+	p := &Pin{g: g, rangeID: rangeID, b: b, pos: index}
+	if b.pins == nil {
+		b.pins = map[*Pin]struct{}{}
+	}
+	b.pins[p] = struct{}{}
+	return p, nil
+}
+
+// pinnedLocked reports whether a reader still needs the changes at index.
+func (b *buffer) pinnedLocked(index uint64) bool {
+	for p := range b.pins {
+		if p.pos < index {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *buffer) notify() {
@@ -158,6 +215,10 @@ func (g *Registry) Applied(rangeID uint64, events []*pb.RangeFeedEvent, applied 
 	}
 	b.applied = max(b.applied, applied)
 	for len(b.events) > 0 && (b.bytes > g.cfg.RangeBufferBytes || g.total > g.cfg.NodeBufferBytes) {
+		overHard := b.bytes > pinnedLimit*g.cfg.RangeBufferBytes || g.total > pinnedLimit*g.cfg.NodeBufferBytes
+		if !overHard && b.pinnedLocked(b.events[0].Index) {
+			break
+		}
 		g.evictOldestLocked(b)
 	}
 	b.notify()
@@ -250,6 +311,12 @@ func inSpan(key, start, end []byte) bool {
 // Changes of the whole index are sent or none; when idle, a CHECKPOINT says how far the replica
 // applied.
 func (g *Registry) Serve(ctx context.Context, req *pb.RangeFeedRequest, send func(*pb.RangeFeedEvent) error) error {
+	return g.ServePinned(ctx, nil, req, send)
+}
+
+// ServePinned is Serve for a reader pinned at req.FromIndex already (PinAt); it releases the pin.
+func (g *Registry) ServePinned(ctx context.Context, pin *Pin, req *pb.RangeFeedRequest, send func(*pb.RangeFeedEvent) error) error {
+	defer func() { pin.Release() }() // the pin made below, if none was given
 	pos := req.FromIndex
 	g.mu.Lock()
 	b := g.buffers[req.RangeId]
@@ -267,6 +334,17 @@ func (g *Registry) Serve(ctx context.Context, req *pb.RangeFeedRequest, send fun
 		pos = at
 	case pos == 0:
 		pos = b.applied
+	}
+	if pin == nil {
+		if pos < b.heldFrom {
+			g.mu.Unlock()
+			return fmt.Errorf("range %d: changes after index %d asked for, this replica holds them after %d: %w", req.RangeId, pos, b.heldFrom, ErrNotHeld)
+		}
+		pin = &Pin{g: g, rangeID: req.RangeId, b: b, pos: pos}
+		if b.pins == nil {
+			b.pins = map[*Pin]struct{}{}
+		}
+		b.pins[pin] = struct{}{}
 	}
 	g.mu.Unlock()
 	if err := send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, RangeId: req.RangeId, Index: pos}); err != nil {
@@ -286,6 +364,7 @@ func (g *Registry) Serve(ctx context.Context, req *pb.RangeFeedRequest, send fun
 			g.mu.Unlock()
 			return fmt.Errorf("range %d: changes after index %d asked for, this replica holds them after %d: %w", req.RangeId, pos, held, ErrNotHeld)
 		}
+		pin.pos = pos // what this reader has read: the buffer may drop it
 		batch, last, ends := collect(b.events, pos, req.StartKey, req.EndKey)
 		applied, removed, desc, wake := b.applied, !b.removedAt.IsZero(), b.desc, b.wake
 		if len(batch) == 0 && last == pos {

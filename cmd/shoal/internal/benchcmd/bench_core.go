@@ -86,6 +86,28 @@ unavailability the switch costs its clients. Prints JSON: median, p90 and max ov
 	},
 }
 
+var benchRekeyCmd = &cobra.Command{
+	Use:   "rekey",
+	Short: "Online re-key of a table under load, against a plain copy of the table",
+	Long: `Start three in-process nodes, load a table of --rows rows (id, grp, three 64-byte strings), and
+time a plain copy of it (scan, then write into a new table). Then re-key it from (id) to (grp, id)
+under --rate operations a second (40 % reads, 40 % updates, 20 % inserts, open loop), and back to
+(id) under 20 × --rate. Prints JSON: each re-key's time, how long writes were held, the reads and
+writes tried and succeeded while it ran, p99 overall and while writes were held, the ratio of the
+first re-key's time to the copy's and of the second's to the first's.`,
+	Example: "  shoal bench rekey --rows 100000 --rate 100",
+	Args:    cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		if coreBenchFlags.ranges < 1 || coreBenchFlags.threads < 1 {
+			return cli.Usage(fmt.Errorf("--rows and --rate must be positive"))
+		}
+		return inTempDir(func(dir string) (any, error) {
+			fmt.Fprintf(os.Stderr, "rekey: %d rows, %d ops/s, data in %s\n", coreBenchFlags.ranges, coreBenchFlags.threads, dir)
+			return core.Rekey(cmd.Context(), dir, coreBenchFlags.ranges, coreBenchFlags.threads, func(s string) { fmt.Fprintln(os.Stderr, "rekey: "+s) })
+		})
+	},
+}
+
 // inTempDir runs a benchmark in a fresh directory under $TMPDIR, removed afterwards, and prints its
 // report as JSON.
 func inTempDir(run func(dir string) (any, error)) error {
@@ -130,5 +152,7 @@ func init() {
 	benchIdleRangesCmd.Flags().IntVar(&coreBenchFlags.ranges, "ranges", 10000, "idle ranges on the node")
 	benchLeaderSwitchCmd.Flags().IntVar(&coreBenchFlags.transfers, "transfers", 20, "leadership transfers to measure")
 	benchLeaderSwitchCmd.Flags().IntVar(&coreBenchFlags.writers, "threads", 8, "concurrent writers on the range")
-	benchCmd.AddCommand(benchGroupCommitCmd, benchIdleRangesCmd, benchLeaderSwitchCmd)
+	benchRekeyCmd.Flags().IntVar(&coreBenchFlags.ranges, "rows", 100000, "rows in the table")
+	benchRekeyCmd.Flags().IntVar(&coreBenchFlags.threads, "rate", 100, "foreground operations a second during the first re-key (20× during the second)")
+	benchCmd.AddCommand(benchGroupCommitCmd, benchIdleRangesCmd, benchLeaderSwitchCmd, benchRekeyCmd)
 }
