@@ -161,3 +161,50 @@ func TestNodeBudgetAndRemovedBuffersAreBounded(t *testing.T) {
 		t.Fatalf("the removed replica's buffer outlived its retention: %+v", st)
 	}
 }
+
+func TestPinKeepsWhatAReaderNeedsUpToTheHardLimit(t *testing.T) {
+	g := New(Config{RangeBufferBytes: 2 * (eventOverhead + 1), CheckpointInterval: time.Hour})
+	g.Reset(7, desc, 10, 10)
+	pin, err := g.PinAt(7, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(11); i <= 20; i++ { // five times the budget: kept for the pinned reader
+		g.Applied(7, []*pb.RangeFeedEvent{put(i, "k")}, i)
+	}
+	got, err := serveUntilPinned(t, g, pin, &pb.RangeFeedRequest{RangeId: 7, FromIndex: 10}, 10)
+	if !errors.Is(err, context.Canceled) || len(got) != 10 {
+		t.Fatalf("a pinned reader lost changes: %d events, %v", len(got), err)
+	}
+	for i := uint64(21); i <= 40; i++ { // unpinned now: back to the budget
+		g.Applied(7, []*pb.RangeFeedEvent{put(i, "k")}, i)
+	}
+	if st := g.Stats(); st.Events > 2 {
+		t.Fatalf("after the reader left, the buffer holds %d events", st.Events)
+	}
+	pin, _ = g.PinAt(7, 38)
+	for i := uint64(41); i <= 80; i++ { // past 8× the budget: the pin gives way
+		g.Applied(7, []*pb.RangeFeedEvent{put(i, "k")}, i)
+	}
+	if _, err := serveUntilPinned(t, g, pin, &pb.RangeFeedRequest{RangeId: 7, FromIndex: 38}, 1); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("a reader beyond the hard limit: %v, want ErrNotHeld", err)
+	}
+}
+
+func serveUntilPinned(t *testing.T, g *Registry, pin *Pin, req *pb.RangeFeedRequest, n int) ([]*pb.RangeFeedEvent, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var got []*pb.RangeFeedEvent
+	err := g.ServePinned(ctx, pin, req, func(ev *pb.RangeFeedEvent) error {
+		if ev.Kind == pb.RangeFeedEvent_CHECKPOINT {
+			return nil
+		}
+		got = append(got, ev)
+		if len(got) == n {
+			cancel()
+		}
+		return nil
+	})
+	return got, err
+}
