@@ -19,6 +19,7 @@
 package rekey
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -115,6 +116,15 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 	}
 	nd.ID = d.Rekey.NewID
 	res.NewID = nd.ID
+	// The old and the new keyspace in ranges of their own: the copy's writes and other tables'
+	// must not crowd the old keyspace's change buffers (they hold a range's changes, all keys).
+	ostart, oend := table.TableSpan(d.ID)
+	nstart, nend := table.TableSpan(nd.ID)
+	for _, k := range [][]byte{ostart, oend, nstart, nend} {
+		if err := rangeBoundary(ctx, c, k); err != nil {
+			return res, fmt.Errorf("re-key table %q: %w", name, err)
+		}
+	}
 	cp := &copier{c: c, old: d, new: nd, batch: opts.BatchRows, progress: opts.Progress, start: start, moved: map[string][]byte{}}
 	if err := cp.run(ctx); err != nil {
 		return res, fmt.Errorf("re-key table %q: %w (the table still serves under its old key; run the re-key again or cancel it)", name, err)
@@ -182,6 +192,21 @@ func undo(ctx context.Context, c *client.Client, d table.Descriptor) error {
 			return fmt.Errorf("delete the copied rows: %w", err)
 		}
 	}
+}
+
+// rangeBoundary makes key the first key of a range (a split, unless it is one already).
+func rangeBoundary(ctx context.Context, c *client.Client, key []byte) error {
+	var last error
+	for attempt := 0; attempt < 5; attempt++ {
+		if lr, err := c.Lookup(ctx, key); err == nil && bytes.Equal(lr.GetRange().GetStartKey(), key) {
+			return nil
+		}
+		if _, _, last = c.Split(ctx, key); last == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("split at %q: %w", key, last)
 }
 
 func equal(a, b []string) bool {
