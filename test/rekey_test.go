@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/chaos/history"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/table"
 	"github.com/shoaldb/shoal/table/rekey"
@@ -162,4 +163,105 @@ func TestRekeyUnderWritesRefusesNothingAndLosesNothing(t *testing.T) {
 	if _, err := cl.Scan(ctx, ostart, oend, 1, false); !errors.Is(err, client.ErrSpanRetired) {
 		t.Fatalf("a read of the old keyspace: %v, want ErrSpanRetired", err)
 	}
+}
+
+// TestRekeyLinearizableAcrossTheCutover records concurrent reads and writes of a few rows from
+// several table clients while the table is re-keyed, and checks the history with porcupine: no
+// stale read and no lost write across the copy, the fence and the cutover.
+func TestRekeyLinearizableAcrossTheCutover(t *testing.T) {
+	const nRows, nClients = 5, 6
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	testcluster.Hold(t, ctx, cl)
+	cat := table.NewCatalog(cl)
+	cols, _ := table.ParseColumns("id:int64,name:string,city:string")
+	if _, err := cat.Create(ctx, table.NewDescriptor("lin", cols, table.ParseKeyList("id"))); err != nil {
+		t.Fatal(err)
+	}
+	city := func(id int64) string { return fmt.Sprintf("c%d", id%3) } // a row never changes city
+	key := func(id int64) string { return fmt.Sprintf("row%d", id) }
+	h := history.New(nClients + 1)
+	setup, _ := cat.Open(ctx, "lin")
+	for id := range int64(nRows) {
+		call := h.Now()
+		err := setup.Put(ctx, table.Row{"id": id, "name": "init", "city": city(id)})
+		if _, bad := h.Add(nClients, history.Input{Kind: history.Put, Key: key(id), Value: "init"}, history.Output{}, call, h.Now(), err); err != nil || bad != nil {
+			t.Fatal(err, bad)
+		}
+	}
+	deadline := time.Now().Add(6 * time.Second)
+	var wg sync.WaitGroup
+	var badMu sync.Mutex
+	var bad []error
+	for w := range nClients {
+		wg.Go(func() {
+			tb, err := cat.Open(ctx, "lin")
+			if err != nil {
+				badMu.Lock()
+				bad = append(bad, err)
+				badMu.Unlock()
+				return
+			}
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			cid := w
+			for seq := 0; time.Now().Before(deadline); seq++ {
+				id := rng.Int64N(nRows)
+				in := history.Input{Key: key(id)}
+				var out history.Output
+				octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
+				call := h.Now()
+				if rng.IntN(2) == 0 {
+					in.Kind = history.Get
+					var row table.Row
+					row, out.Found, err = tb.GetRow(octx, table.Row{"id": id, "city": city(id)})
+					if out.Found {
+						out.Value = row["name"].(string)
+					}
+				} else {
+					in.Kind, in.Value = history.Put, fmt.Sprintf("w%d.%d", w, seq)
+					err = tb.Put(octx, table.Row{"id": id, "name": in.Value, "city": city(id)})
+				}
+				ret := h.Now()
+				ocancel()
+				pending, berr := h.Add(cid, in, out, call, ret, err)
+				if berr != nil {
+					badMu.Lock()
+					bad = append(bad, berr)
+					badMu.Unlock()
+					return
+				}
+				if pending {
+					cid = h.NewClientID()
+				}
+			}
+		})
+	}
+	time.Sleep(2 * time.Second)
+	res, err := rekey.Run(ctx, cl, "lin", rekey.Options{PrimaryKey: []string{"city", "id"}})
+	if err != nil {
+		t.Fatalf("rekey: %v", err)
+	}
+	wg.Wait()
+	for _, b := range bad {
+		t.Error(b)
+	}
+	tb, _ := cat.Open(ctx, "lin")
+	fin := h.NewClientID()
+	for id := range int64(nRows) {
+		call := h.Now()
+		row, found, err := tb.GetRow(ctx, table.Row{"id": id, "city": city(id)})
+		var out history.Output
+		if found {
+			out = history.Output{Found: true, Value: row["name"].(string)}
+		}
+		h.Add(fin, history.Input{Kind: history.Get, Key: key(id)}, out, call, h.Now(), err)
+	}
+	ops := h.Finish()
+	t.Logf("re-key held writes %v; %v", res.FenceHeld.Round(time.Millisecond), h.Counts())
+	checkLinearizable(t, ops, 60*time.Second)
 }

@@ -32,6 +32,11 @@ type copier struct {
 	// row under the new key (or deletes it) deletes what the copy wrote for it before.
 	moved   map[string][]byte
 	pending []*pb.Mutation
+	// pendingChanges: pending holds a change, not only initial rows; inFlight and flying are the
+	// initial copy's batches under way (flush).
+	pendingChanges bool
+	inFlight       chan error
+	flying         int
 
 	phase          string
 	rows, changes  int64
@@ -84,15 +89,21 @@ func (cp *copier) apply(ctx context.Context, ev client.WatchEvent) error {
 		}
 		cp.moved[string(ev.Key)] = nk
 		cp.pending = append(cp.pending, &pb.Mutation{Key: nk, Value: nv})
+		cp.pendingChanges = cp.pendingChanges || !ev.Initial
 		cp.count(ev.Initial)
 	case pb.RangeFeedEvent_DELETE, pb.RangeFeedEvent_EXPIRE:
 		if prev := cp.moved[string(ev.Key)]; prev != nil {
 			cp.pending = append(cp.pending, &pb.Mutation{Key: prev, Delete: true})
+			cp.pendingChanges = true
 			delete(cp.moved, string(ev.Key))
 		}
 		cp.count(false)
 	case pb.RangeFeedEvent_CHECKPOINT:
+		cp.pendingChanges = true // everything up to the frontier must be written before a fence or cutover
 		if err := cp.flush(ctx); err != nil {
+			return err
+		}
+		if err := cp.drain(); err != nil {
 			return err
 		}
 		return cp.checkpoint(ctx, ev.Frontier)
@@ -164,15 +175,54 @@ func (cp *copier) checkpoint(ctx context.Context, frontier map[uint64]uint64) er
 	return nil
 }
 
-// flush writes the pending row writes to the new keyspace.
+// flushesInFlight bounds the initial copy's concurrent batches.
+const flushesInFlight = 4
+
+// flush writes the pending row writes to the new keyspace. Batches of the initial scan alone (each
+// row once, in no batch twice) go out concurrently; a batch with a change waits for those first,
+// so that the writes of one key stay in order.
 func (cp *copier) flush(ctx context.Context) error {
 	if len(cp.pending) == 0 {
 		return nil
 	}
-	if err := cp.c.WriteMany(ctx, cp.pending); err != nil {
-		return fmt.Errorf("write %d rows under the new key: %w", len(cp.pending), err)
+	muts := cp.pending
+	cp.pending = nil
+	if !cp.pendingChanges {
+		if cp.inFlight == nil {
+			cp.inFlight = make(chan error, flushesInFlight)
+		}
+		if cp.flying == flushesInFlight {
+			if err := <-cp.inFlight; err != nil {
+				return err
+			}
+			cp.flying--
+		}
+		cp.flying++
+		go func() { cp.inFlight <- cp.write(ctx, muts) }()
+		return nil
 	}
-	cp.pending = cp.pending[:0]
+	cp.pendingChanges = false
+	if err := cp.drain(); err != nil {
+		return err
+	}
+	return cp.write(ctx, muts)
+}
+
+// drain waits for the initial copy's batches in flight.
+func (cp *copier) drain() error {
+	var first error
+	for ; cp.flying > 0; cp.flying-- {
+		if err := <-cp.inFlight; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (cp *copier) write(ctx context.Context, muts []*pb.Mutation) error {
+	if err := cp.c.WriteMany(ctx, muts); err != nil {
+		return fmt.Errorf("write %d rows under the new key: %w", len(muts), err)
+	}
 	return nil
 }
 
@@ -185,20 +235,31 @@ func (cp *copier) cleanup(ctx context.Context) (int64, error) {
 	sort.Strings(keys)
 	fence := cp.old.Rekey.FenceID
 	cp.phase = "cleanup"
-	for len(keys) > 0 {
+	done := make(chan error, flushesInFlight) // batches of distinct keys: any order will do
+	flying := 0
+	var first error
+	for len(keys) > 0 && first == nil {
 		n := min(len(keys), 500)
 		muts := make([]*pb.Mutation, n)
 		for i, k := range keys[:n] {
 			muts[i] = &pb.Mutation{Key: []byte(k), Delete: true}
 		}
-		if err := ownedWriteMany(ctx, cp.c, muts, fence); err != nil {
-			return cp.cleaned, err
-		}
-		cp.cleaned += int64(n)
 		keys = keys[n:]
+		if flying == flushesInFlight {
+			first = <-done
+			flying--
+		}
+		flying++
+		go func() { done <- ownedWriteMany(ctx, cp.c, muts, fence) }()
+		cp.cleaned += int64(n)
 		cp.report("cleanup")
 	}
-	return cp.cleaned, nil
+	for ; flying > 0; flying-- {
+		if err := <-done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return cp.cleaned, first
 }
 
 // ownedWriteMany writes muts as the fence's owner, halving a batch that spans ranges.

@@ -35,7 +35,7 @@ import (
 type Options struct {
 	// PrimaryKey is the new primary key (columns of the table, in key order).
 	PrimaryKey []string
-	// BatchRows is how many row writes the copy sends per batch (default 256).
+	// BatchRows is how many row writes the copy sends per batch (default 512).
 	BatchRows int
 	// Progress, if set, is told how the re-key goes (from the coordinator's goroutine).
 	Progress func(Progress)
@@ -70,7 +70,7 @@ var ErrBusy = errors.New("another re-key of the table is under way")
 // rows. An interrupted re-key to the same key is taken over (its copy starts again).
 func Run(ctx context.Context, c *client.Client, name string, opts Options) (Result, error) {
 	if opts.BatchRows <= 0 {
-		opts.BatchRows = 256
+		opts.BatchRows = 512
 	}
 	cat := table.NewCatalog(c)
 	start := time.Now()
