@@ -523,44 +523,56 @@ func (c *Client) readFeed(ctx context.Context, addr string, req *pb.RangeFeedReq
 	}
 	progressed := false
 	for {
-		ev, err := stream.Recv()
+		batch, err := stream.Recv()
 		if err == io.EOF {
 			return progressed, errors.New("stream ended without a reason")
 		}
 		if err != nil {
 			return progressed, err
 		}
-		if ev.Initial {
-			// The position stays: a stream broken during its scan scans again.
-			if !deliver(ev) {
-				return progressed, ctx.Err()
+		for _, ev := range batch.Events {
+			ended, err := readEvent(ctx, req, ev, deliver, &progressed)
+			if ended || err != nil {
+				return progressed, err
 			}
-			continue
-		}
-		// Progress is a position reached: an initial scan that fails before its end reached none.
-		progressed = true
-		req.InitialScan = false
-		if ev.Kind == pb.RangeFeedEvent_REMOVED && ev.Desc.GetMergingInto() == 0 {
-			// This replica moved away: read another one from where it stopped.
-			return progressed, status.Error(codes.NotFound, "replica removed")
-		}
-		if !deliver(ev) {
-			return progressed, ctx.Err()
-		}
-		switch ev.Kind {
-		case pb.RangeFeedEvent_SPLIT, pb.RangeFeedEvent_MERGE, pb.RangeFeedEvent_REMOVED:
-			return progressed, nil
-		}
-		if req.AfterMergeOf != 0 {
-			req.AfterMergeOf, req.FromIndex = 0, ev.Index
-		}
-		// An index is whole once a later one (or a checkpoint) arrives: resume just before the last.
-		if ev.Kind == pb.RangeFeedEvent_CHECKPOINT {
-			req.FromIndex = max(req.FromIndex, ev.Index)
-		} else if ev.Index > 0 {
-			req.FromIndex = max(req.FromIndex, ev.Index-1)
 		}
 	}
+}
+
+// readEvent delivers one event of a stream and advances req's position; ended: the stream ended
+// (with err nil: a SPLIT, a MERGE, a merged-away range's REMOVED).
+func readEvent(ctx context.Context, req *pb.RangeFeedRequest, ev *pb.RangeFeedEvent, deliver func(*pb.RangeFeedEvent) bool, progressed *bool) (ended bool, err error) {
+	if ev.Initial {
+		// The position stays: a stream broken during its scan scans again.
+		if !deliver(ev) {
+			return true, ctx.Err()
+		}
+		return false, nil
+	}
+	// Progress is a position reached: an initial scan that fails before its end reached none.
+	*progressed = true
+	req.InitialScan = false
+	if ev.Kind == pb.RangeFeedEvent_REMOVED && ev.Desc.GetMergingInto() == 0 {
+		// This replica moved away: read another one from where it stopped.
+		return true, status.Error(codes.NotFound, "replica removed")
+	}
+	if !deliver(ev) {
+		return true, ctx.Err()
+	}
+	switch ev.Kind {
+	case pb.RangeFeedEvent_SPLIT, pb.RangeFeedEvent_MERGE, pb.RangeFeedEvent_REMOVED:
+		return true, nil
+	}
+	if req.AfterMergeOf != 0 {
+		req.AfterMergeOf, req.FromIndex = 0, ev.Index
+	}
+	// An index is whole once a later one (or a checkpoint) arrives: resume just before the last.
+	if ev.Kind == pb.RangeFeedEvent_CHECKPOINT {
+		req.FromIndex = max(req.FromIndex, ev.Index)
+	} else if ev.Index > 0 {
+		req.FromIndex = max(req.FromIndex, ev.Index-1)
+	}
+	return false, nil
 }
 
 // feedAddrs lists the addresses to read range feeds of the range holding key from: its leader's

@@ -35,7 +35,7 @@ func (s *Service) RangeFeed(req *pb.RangeFeedRequest, stream pb.Shoal_RangeFeedS
 	if req.InitialScan && req.FromIndex == 0 && req.AfterMergeOf == 0 {
 		err = s.initialScan(req, stream)
 	} else {
-		err = s.feeds.Serve(stream.Context(), req, stream.Send)
+		err = s.feeds.ServePinned(stream.Context(), nil, req, &batcher{stream: stream})
 	}
 	var re *replica.Error
 	switch {
@@ -69,8 +69,9 @@ func (s *Service) initialScan(req *pb.RangeFeedRequest, stream pb.Shoal_RangeFee
 		return err
 	}
 	defer snap.Close()
+	out := &batcher{stream: stream}
 	err = snap.Each(func(key []byte, v stored.Value) error {
-		return stream.Send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_PUT, Initial: true, RangeId: req.RangeId, Index: snap.Index,
+		return out.Send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_PUT, Initial: true, RangeId: req.RangeId, Index: snap.Index,
 			Key: key, Value: v.Data, ExpireAtUnixMs: v.ExpireAtMs, Version: v.Version})
 	})
 	if err != nil {
@@ -78,5 +79,32 @@ func (s *Service) initialScan(req *pb.RangeFeedRequest, stream pb.Shoal_RangeFee
 		return err
 	}
 	next := &pb.RangeFeedRequest{RangeId: req.RangeId, StartKey: req.StartKey, EndKey: req.EndKey, FromIndex: snap.Index}
-	return s.feeds.ServePinned(stream.Context(), pin, next, stream.Send)
+	return s.feeds.ServePinned(stream.Context(), pin, next, out)
+}
+
+// batcher sends a stream's events several a message (a message each costs more than the event).
+type batcher struct {
+	stream pb.Shoal_RangeFeedServer
+	events []*pb.RangeFeedEvent
+	bytes  int
+}
+
+// Send keeps ev, sending the batch once it is large.
+func (b *batcher) Send(ev *pb.RangeFeedEvent) error {
+	b.events = append(b.events, ev)
+	b.bytes += len(ev.Key) + len(ev.Value)
+	if len(b.events) >= 512 || b.bytes >= 1<<20 {
+		return b.Flush()
+	}
+	return nil
+}
+
+// Flush sends what Send kept.
+func (b *batcher) Flush() error {
+	if len(b.events) == 0 {
+		return nil
+	}
+	err := b.stream.Send(&pb.RangeFeedBatch{Events: b.events})
+	b.events, b.bytes = nil, 0
+	return err
 }

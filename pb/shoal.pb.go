@@ -478,7 +478,7 @@ func (x RangeFeedEvent_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RangeFeedEvent_Kind.Descriptor instead.
 func (RangeFeedEvent_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{26, 0}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type ReplicaDescriptor struct {
@@ -2362,6 +2362,51 @@ func (x *RangeFeedRequest) GetInitialScan() bool {
 	return false
 }
 
+// RangeFeedBatch carries a stream's events in order, several a message.
+type RangeFeedBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*RangeFeedEvent      `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeFeedBatch) Reset() {
+	*x = RangeFeedBatch{}
+	mi := &file_pb_shoal_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeFeedBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeFeedBatch) ProtoMessage() {}
+
+func (x *RangeFeedBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeFeedBatch.ProtoReflect.Descriptor instead.
+func (*RangeFeedBatch) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RangeFeedBatch) GetEvents() []*RangeFeedEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // RangeFeedEvent is one applied change. The stream's first event is a CHECKPOINT at the position it
 // starts from. index is the range's raft index: with range_id it is the
 // event's position, increasing within a range, so a reader drops an event at or below the position it
@@ -2385,7 +2430,7 @@ type RangeFeedEvent struct {
 
 func (x *RangeFeedEvent) Reset() {
 	*x = RangeFeedEvent{}
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2442,7 @@ func (x *RangeFeedEvent) String() string {
 func (*RangeFeedEvent) ProtoMessage() {}
 
 func (x *RangeFeedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[26]
+	mi := &file_pb_shoal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2455,7 @@ func (x *RangeFeedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeFeedEvent.ProtoReflect.Descriptor instead.
 func (*RangeFeedEvent) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{26}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RangeFeedEvent) GetKind() RangeFeedEvent_Kind {
@@ -2497,7 +2542,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2554,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[27]
+	mi := &file_pb_shoal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2567,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{27}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchRequest) GetStartKey() []byte {
@@ -2566,7 +2611,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2623,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[28]
+	mi := &file_pb_shoal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2636,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{28}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchResponse) GetEvent() *RangeFeedEvent {
@@ -2618,7 +2663,7 @@ type RangeLookupRequest struct {
 
 func (x *RangeLookupRequest) Reset() {
 	*x = RangeLookupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2675,7 @@ func (x *RangeLookupRequest) String() string {
 func (*RangeLookupRequest) ProtoMessage() {}
 
 func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[29]
+	mi := &file_pb_shoal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2688,7 @@ func (x *RangeLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupRequest.ProtoReflect.Descriptor instead.
 func (*RangeLookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{29}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RangeLookupRequest) GetKey() []byte {
@@ -2672,7 +2717,7 @@ type RangeLookupResponse struct {
 
 func (x *RangeLookupResponse) Reset() {
 	*x = RangeLookupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2729,7 @@ func (x *RangeLookupResponse) String() string {
 func (*RangeLookupResponse) ProtoMessage() {}
 
 func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[30]
+	mi := &file_pb_shoal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2742,7 @@ func (x *RangeLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLookupResponse.ProtoReflect.Descriptor instead.
 func (*RangeLookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{30}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RangeLookupResponse) GetError() *Error {
@@ -2746,7 +2791,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2803,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[31]
+	mi := &file_pb_shoal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +2816,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{31}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeStatus) GetDesc() *NodeDescriptor {
@@ -2860,7 +2905,7 @@ type JoinStatus struct {
 
 func (x *JoinStatus) Reset() {
 	*x = JoinStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2917,7 @@ func (x *JoinStatus) String() string {
 func (*JoinStatus) ProtoMessage() {}
 
 func (x *JoinStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[32]
+	mi := &file_pb_shoal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2930,7 @@ func (x *JoinStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinStatus.ProtoReflect.Descriptor instead.
 func (*JoinStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{32}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JoinStatus) GetStrategy() string {
@@ -2965,7 +3010,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3022,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[33]
+	mi := &file_pb_shoal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3035,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{33}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeStats) GetCpuPercent() float64 {
@@ -3110,7 +3155,7 @@ type BackgroundTask struct {
 
 func (x *BackgroundTask) Reset() {
 	*x = BackgroundTask{}
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3122,7 +3167,7 @@ func (x *BackgroundTask) String() string {
 func (*BackgroundTask) ProtoMessage() {}
 
 func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[34]
+	mi := &file_pb_shoal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3135,7 +3180,7 @@ func (x *BackgroundTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackgroundTask.ProtoReflect.Descriptor instead.
 func (*BackgroundTask) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{34}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BackgroundTask) GetId() uint64 {
@@ -3211,7 +3256,7 @@ type TaskCompletion struct {
 
 func (x *TaskCompletion) Reset() {
 	*x = TaskCompletion{}
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3268,7 @@ func (x *TaskCompletion) String() string {
 func (*TaskCompletion) ProtoMessage() {}
 
 func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[35]
+	mi := &file_pb_shoal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3281,7 @@ func (x *TaskCompletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskCompletion.ProtoReflect.Descriptor instead.
 func (*TaskCompletion) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{35}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskCompletion) GetKind() string {
@@ -3264,7 +3309,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3321,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[36]
+	mi := &file_pb_shoal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3289,7 +3334,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{36}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CompactRequest) GetNodeId() uint64 {
@@ -3311,7 +3356,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3368,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[37]
+	mi := &file_pb_shoal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3381,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{37}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CompactResponse) GetError() *Error {
@@ -3379,7 +3424,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3436,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[38]
+	mi := &file_pb_shoal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3449,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{38}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BackupRequest) GetNodeId() uint64 {
@@ -3448,7 +3493,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3460,7 +3505,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[39]
+	mi := &file_pb_shoal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3473,7 +3518,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{39}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BackupResponse) GetError() *Error {
@@ -3523,7 +3568,7 @@ type MaintenanceRequest struct {
 
 func (x *MaintenanceRequest) Reset() {
 	*x = MaintenanceRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +3580,7 @@ func (x *MaintenanceRequest) String() string {
 func (*MaintenanceRequest) ProtoMessage() {}
 
 func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[40]
+	mi := &file_pb_shoal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +3593,7 @@ func (x *MaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{40}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MaintenanceRequest) GetNodeId() uint64 {
@@ -3590,7 +3635,7 @@ type MaintenanceResponse struct {
 
 func (x *MaintenanceResponse) Reset() {
 	*x = MaintenanceResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3647,7 @@ func (x *MaintenanceResponse) String() string {
 func (*MaintenanceResponse) ProtoMessage() {}
 
 func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[41]
+	mi := &file_pb_shoal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3660,7 @@ func (x *MaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{41}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MaintenanceResponse) GetError() *Error {
@@ -3667,7 +3712,7 @@ type RangeLoad struct {
 
 func (x *RangeLoad) Reset() {
 	*x = RangeLoad{}
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +3724,7 @@ func (x *RangeLoad) String() string {
 func (*RangeLoad) ProtoMessage() {}
 
 func (x *RangeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[42]
+	mi := &file_pb_shoal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +3737,7 @@ func (x *RangeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeLoad.ProtoReflect.Descriptor instead.
 func (*RangeLoad) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{42}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RangeLoad) GetRangeId() uint64 {
@@ -3794,7 +3839,7 @@ type NodesRequest struct {
 
 func (x *NodesRequest) Reset() {
 	*x = NodesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +3851,7 @@ func (x *NodesRequest) String() string {
 func (*NodesRequest) ProtoMessage() {}
 
 func (x *NodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[43]
+	mi := &file_pb_shoal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3819,7 +3864,7 @@ func (x *NodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesRequest.ProtoReflect.Descriptor instead.
 func (*NodesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{43}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
 }
 
 type NodesResponse struct {
@@ -3832,7 +3877,7 @@ type NodesResponse struct {
 
 func (x *NodesResponse) Reset() {
 	*x = NodesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +3889,7 @@ func (x *NodesResponse) String() string {
 func (*NodesResponse) ProtoMessage() {}
 
 func (x *NodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[44]
+	mi := &file_pb_shoal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +3902,7 @@ func (x *NodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodesResponse.ProtoReflect.Descriptor instead.
 func (*NodesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{44}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodesResponse) GetError() *Error {
@@ -3886,7 +3931,7 @@ type RangeStatus struct {
 
 func (x *RangeStatus) Reset() {
 	*x = RangeStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +3943,7 @@ func (x *RangeStatus) String() string {
 func (*RangeStatus) ProtoMessage() {}
 
 func (x *RangeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[45]
+	mi := &file_pb_shoal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +3956,7 @@ func (x *RangeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeStatus.ProtoReflect.Descriptor instead.
 func (*RangeStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{45}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RangeStatus) GetDesc() *RangeDescriptor {
@@ -3950,7 +3995,7 @@ type RangesRequest struct {
 
 func (x *RangesRequest) Reset() {
 	*x = RangesRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4007,7 @@ func (x *RangesRequest) String() string {
 func (*RangesRequest) ProtoMessage() {}
 
 func (x *RangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[46]
+	mi := &file_pb_shoal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4020,7 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{46}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
 }
 
 type RangesResponse struct {
@@ -3988,7 +4033,7 @@ type RangesResponse struct {
 
 func (x *RangesResponse) Reset() {
 	*x = RangesResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4000,7 +4045,7 @@ func (x *RangesResponse) String() string {
 func (*RangesResponse) ProtoMessage() {}
 
 func (x *RangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[47]
+	mi := &file_pb_shoal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4013,7 +4058,7 @@ func (x *RangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangesResponse.ProtoReflect.Descriptor instead.
 func (*RangesResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RangesResponse) GetError() *Error {
@@ -4039,7 +4084,7 @@ type SplitRequest struct {
 
 func (x *SplitRequest) Reset() {
 	*x = SplitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4096,7 @@ func (x *SplitRequest) String() string {
 func (*SplitRequest) ProtoMessage() {}
 
 func (x *SplitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[48]
+	mi := &file_pb_shoal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4109,7 @@ func (x *SplitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
 func (*SplitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{48}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SplitRequest) GetKey() []byte {
@@ -4085,7 +4130,7 @@ type SplitResponse struct {
 
 func (x *SplitResponse) Reset() {
 	*x = SplitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4097,7 +4142,7 @@ func (x *SplitResponse) String() string {
 func (*SplitResponse) ProtoMessage() {}
 
 func (x *SplitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[49]
+	mi := &file_pb_shoal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +4155,7 @@ func (x *SplitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResponse.ProtoReflect.Descriptor instead.
 func (*SplitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{49}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SplitResponse) GetError() *Error {
@@ -4147,7 +4192,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4159,7 +4204,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[50]
+	mi := &file_pb_shoal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4172,7 +4217,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{50}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MergeRequest) GetLeftRangeId() uint64 {
@@ -4199,7 +4244,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4211,7 +4256,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[51]
+	mi := &file_pb_shoal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4224,7 +4269,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{51}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MergeResponse) GetError() *Error {
@@ -4253,7 +4298,7 @@ type FenceRequest struct {
 
 func (x *FenceRequest) Reset() {
 	*x = FenceRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4265,7 +4310,7 @@ func (x *FenceRequest) String() string {
 func (*FenceRequest) ProtoMessage() {}
 
 func (x *FenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[52]
+	mi := &file_pb_shoal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4278,7 +4323,7 @@ func (x *FenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
 func (*FenceRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{52}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *FenceRequest) GetKey() []byte {
@@ -4315,7 +4360,7 @@ type FenceResponse struct {
 
 func (x *FenceResponse) Reset() {
 	*x = FenceResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4327,7 +4372,7 @@ func (x *FenceResponse) String() string {
 func (*FenceResponse) ProtoMessage() {}
 
 func (x *FenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[53]
+	mi := &file_pb_shoal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4340,7 +4385,7 @@ func (x *FenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
 func (*FenceResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{53}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FenceResponse) GetError() *Error {
@@ -4376,7 +4421,7 @@ type RangeCommandRequest struct {
 
 func (x *RangeCommandRequest) Reset() {
 	*x = RangeCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4388,7 +4433,7 @@ func (x *RangeCommandRequest) String() string {
 func (*RangeCommandRequest) ProtoMessage() {}
 
 func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[54]
+	mi := &file_pb_shoal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4401,7 +4446,7 @@ func (x *RangeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandRequest.ProtoReflect.Descriptor instead.
 func (*RangeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{54}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RangeCommandRequest) GetRangeId() uint64 {
@@ -4430,7 +4475,7 @@ type RangeCommandResponse struct {
 
 func (x *RangeCommandResponse) Reset() {
 	*x = RangeCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4442,7 +4487,7 @@ func (x *RangeCommandResponse) String() string {
 func (*RangeCommandResponse) ProtoMessage() {}
 
 func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[55]
+	mi := &file_pb_shoal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4455,7 +4500,7 @@ func (x *RangeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RangeCommandResponse.ProtoReflect.Descriptor instead.
 func (*RangeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{55}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RangeCommandResponse) GetError() *Error {
@@ -4497,7 +4542,7 @@ type WaitAppliedRequest struct {
 
 func (x *WaitAppliedRequest) Reset() {
 	*x = WaitAppliedRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4509,7 +4554,7 @@ func (x *WaitAppliedRequest) String() string {
 func (*WaitAppliedRequest) ProtoMessage() {}
 
 func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[56]
+	mi := &file_pb_shoal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4522,7 +4567,7 @@ func (x *WaitAppliedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedRequest.ProtoReflect.Descriptor instead.
 func (*WaitAppliedRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{56}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WaitAppliedRequest) GetRangeId() uint64 {
@@ -4549,7 +4594,7 @@ type WaitAppliedResponse struct {
 
 func (x *WaitAppliedResponse) Reset() {
 	*x = WaitAppliedResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4561,7 +4606,7 @@ func (x *WaitAppliedResponse) String() string {
 func (*WaitAppliedResponse) ProtoMessage() {}
 
 func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[57]
+	mi := &file_pb_shoal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4574,7 +4619,7 @@ func (x *WaitAppliedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitAppliedResponse.ProtoReflect.Descriptor instead.
 func (*WaitAppliedResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{57}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WaitAppliedResponse) GetError() *Error {
@@ -4601,7 +4646,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4613,7 +4658,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[58]
+	mi := &file_pb_shoal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4626,7 +4671,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{58}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TransferLeaderRequest) GetRangeId() uint64 {
@@ -4652,7 +4697,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4664,7 +4709,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[59]
+	mi := &file_pb_shoal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4677,7 +4722,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{59}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TransferLeaderResponse) GetError() *Error {
@@ -4696,7 +4741,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4708,7 +4753,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[60]
+	mi := &file_pb_shoal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4721,7 +4766,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{60}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JoinRequest) GetNode() *NodeDescriptor {
@@ -4743,7 +4788,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4755,7 +4800,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[61]
+	mi := &file_pb_shoal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4768,7 +4813,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{61}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JoinResponse) GetError() *Error {
@@ -4813,7 +4858,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +4870,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[62]
+	mi := &file_pb_shoal_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +4883,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{62}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *InitRequest) GetCheckOnly() bool {
@@ -4862,7 +4907,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4874,7 +4919,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[63]
+	mi := &file_pb_shoal_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4887,7 +4932,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{63}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *InitResponse) GetError() *Error {
@@ -4934,7 +4979,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4946,7 +4991,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[64]
+	mi := &file_pb_shoal_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4959,7 +5004,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{64}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *HeartbeatRequest) GetClusterId() string {
@@ -5028,7 +5073,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5040,7 +5085,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[65]
+	mi := &file_pb_shoal_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5053,7 +5098,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{65}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *HeartbeatResponse) GetError() *Error {
@@ -5080,7 +5125,7 @@ type PolicyStatus struct {
 
 func (x *PolicyStatus) Reset() {
 	*x = PolicyStatus{}
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5092,7 +5137,7 @@ func (x *PolicyStatus) String() string {
 func (*PolicyStatus) ProtoMessage() {}
 
 func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[66]
+	mi := &file_pb_shoal_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5105,7 +5150,7 @@ func (x *PolicyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyStatus.ProtoReflect.Descriptor instead.
 func (*PolicyStatus) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{66}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PolicyStatus) GetName() string {
@@ -5130,7 +5175,7 @@ type PolicyListRequest struct {
 
 func (x *PolicyListRequest) Reset() {
 	*x = PolicyListRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5142,7 +5187,7 @@ func (x *PolicyListRequest) String() string {
 func (*PolicyListRequest) ProtoMessage() {}
 
 func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[67]
+	mi := &file_pb_shoal_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5155,7 +5200,7 @@ func (x *PolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListRequest.ProtoReflect.Descriptor instead.
 func (*PolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{67}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
 }
 
 type PolicyListResponse struct {
@@ -5168,7 +5213,7 @@ type PolicyListResponse struct {
 
 func (x *PolicyListResponse) Reset() {
 	*x = PolicyListResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5180,7 +5225,7 @@ func (x *PolicyListResponse) String() string {
 func (*PolicyListResponse) ProtoMessage() {}
 
 func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[68]
+	mi := &file_pb_shoal_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5193,7 +5238,7 @@ func (x *PolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyListResponse.ProtoReflect.Descriptor instead.
 func (*PolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{68}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PolicyListResponse) GetError() *Error {
@@ -5220,7 +5265,7 @@ type PolicySetRequest struct {
 
 func (x *PolicySetRequest) Reset() {
 	*x = PolicySetRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5232,7 +5277,7 @@ func (x *PolicySetRequest) String() string {
 func (*PolicySetRequest) ProtoMessage() {}
 
 func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[69]
+	mi := &file_pb_shoal_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5245,7 +5290,7 @@ func (x *PolicySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetRequest.ProtoReflect.Descriptor instead.
 func (*PolicySetRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{69}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PolicySetRequest) GetName() string {
@@ -5271,7 +5316,7 @@ type PolicySetResponse struct {
 
 func (x *PolicySetResponse) Reset() {
 	*x = PolicySetResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5283,7 +5328,7 @@ func (x *PolicySetResponse) String() string {
 func (*PolicySetResponse) ProtoMessage() {}
 
 func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[70]
+	mi := &file_pb_shoal_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5296,7 +5341,7 @@ func (x *PolicySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicySetResponse.ProtoReflect.Descriptor instead.
 func (*PolicySetResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{70}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *PolicySetResponse) GetError() *Error {
@@ -5314,7 +5359,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5326,7 +5371,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[71]
+	mi := &file_pb_shoal_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5339,7 +5384,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{71}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -5354,7 +5399,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5366,7 +5411,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5379,7 +5424,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -5406,7 +5451,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5418,7 +5463,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5431,7 +5476,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -5457,7 +5502,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5469,7 +5514,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5482,7 +5527,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -5503,7 +5548,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5515,7 +5560,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5528,7 +5573,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -5548,7 +5593,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5560,7 +5605,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5573,7 +5618,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -5604,7 +5649,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5616,7 +5661,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5629,7 +5674,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -5670,7 +5715,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5682,7 +5727,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5695,7 +5740,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -5726,7 +5771,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5738,7 +5783,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5751,7 +5796,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5800,7 +5845,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5812,7 +5857,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5825,7 +5870,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -5857,7 +5902,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5869,7 +5914,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5882,7 +5927,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -5900,7 +5945,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5912,7 +5957,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5925,7 +5970,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -5972,7 +6017,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5984,7 +6029,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5997,7 +6042,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -6019,7 +6064,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6031,7 +6076,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6044,7 +6089,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -6086,7 +6131,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6098,7 +6143,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6111,7 +6156,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -6146,7 +6191,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6158,7 +6203,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6171,7 +6216,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -6207,7 +6252,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6219,7 +6264,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6232,7 +6277,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -6352,7 +6397,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6364,7 +6409,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6377,7 +6422,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -6405,7 +6450,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6417,7 +6462,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6430,7 +6475,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -6460,7 +6505,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6472,7 +6517,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6485,7 +6530,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -6522,7 +6567,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6534,7 +6579,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6547,7 +6592,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -6582,7 +6627,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6594,7 +6639,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6607,7 +6652,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -6802,7 +6847,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\n" +
 	"from_index\x18\x04 \x01(\x04R\tfromIndex\x12$\n" +
 	"\x0eafter_merge_of\x18\x05 \x01(\x04R\fafterMergeOf\x12!\n" +
-	"\finitial_scan\x18\x06 \x01(\bR\vinitialScan\"\xae\x03\n" +
+	"\finitial_scan\x18\x06 \x01(\bR\vinitialScan\"?\n" +
+	"\x0eRangeFeedBatch\x12-\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.shoal.RangeFeedEventR\x06events\"\xae\x03\n" +
 	"\x0eRangeFeedEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.shoal.RangeFeedEvent.KindR\x04kind\x12\x19\n" +
 	"\brange_id\x18\x02 \x01(\x04R\arangeId\x12\x14\n" +
@@ -7180,7 +7227,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"BatchWrite\x12\x18.shoal.BatchWriteRequest\x1a\x19.shoal.BatchWriteResponse\x12/\n" +
 	"\x04Scan\x12\x12.shoal.ScanRequest\x1a\x13.shoal.ScanResponse\x12,\n" +
 	"\x03Txn\x12\x11.shoal.TxnRequest\x1a\x12.shoal.TxnResponse\x12=\n" +
-	"\tRangeFeed\x12\x17.shoal.RangeFeedRequest\x1a\x15.shoal.RangeFeedEvent0\x01\x12D\n" +
+	"\tRangeFeed\x12\x17.shoal.RangeFeedRequest\x1a\x15.shoal.RangeFeedBatch0\x01\x12D\n" +
 	"\vRangeLookup\x12\x19.shoal.RangeLookupRequest\x1a\x1a.shoal.RangeLookupResponse\x122\n" +
 	"\x05Nodes\x12\x13.shoal.NodesRequest\x1a\x14.shoal.NodesResponse\x125\n" +
 	"\x06Ranges\x12\x14.shoal.RangesRequest\x1a\x15.shoal.RangesResponse\x122\n" +
@@ -7221,7 +7268,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
@@ -7257,73 +7304,74 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*TxnOp)(nil),                   // 31: shoal.TxnOp
 	(*TxnOpResult)(nil),             // 32: shoal.TxnOpResult
 	(*RangeFeedRequest)(nil),        // 33: shoal.RangeFeedRequest
-	(*RangeFeedEvent)(nil),          // 34: shoal.RangeFeedEvent
-	(*WatchRequest)(nil),            // 35: shoal.WatchRequest
-	(*WatchResponse)(nil),           // 36: shoal.WatchResponse
-	(*RangeLookupRequest)(nil),      // 37: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 38: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 39: shoal.NodeStatus
-	(*JoinStatus)(nil),              // 40: shoal.JoinStatus
-	(*NodeStats)(nil),               // 41: shoal.NodeStats
-	(*BackgroundTask)(nil),          // 42: shoal.BackgroundTask
-	(*TaskCompletion)(nil),          // 43: shoal.TaskCompletion
-	(*CompactRequest)(nil),          // 44: shoal.CompactRequest
-	(*CompactResponse)(nil),         // 45: shoal.CompactResponse
-	(*BackupRequest)(nil),           // 46: shoal.BackupRequest
-	(*BackupResponse)(nil),          // 47: shoal.BackupResponse
-	(*MaintenanceRequest)(nil),      // 48: shoal.MaintenanceRequest
-	(*MaintenanceResponse)(nil),     // 49: shoal.MaintenanceResponse
-	(*RangeLoad)(nil),               // 50: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 51: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 52: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 53: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 54: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 55: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 56: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 57: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 58: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 59: shoal.MergeResponse
-	(*FenceRequest)(nil),            // 60: shoal.FenceRequest
-	(*FenceResponse)(nil),           // 61: shoal.FenceResponse
-	(*RangeCommandRequest)(nil),     // 62: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 63: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 64: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 65: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 66: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 67: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 68: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 69: shoal.JoinResponse
-	(*InitRequest)(nil),             // 70: shoal.InitRequest
-	(*InitResponse)(nil),            // 71: shoal.InitResponse
-	(*HeartbeatRequest)(nil),        // 72: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 73: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 74: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 75: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 76: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 77: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 78: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 79: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 80: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 81: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 82: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 83: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 84: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 85: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 86: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 87: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 88: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 89: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 90: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 91: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 92: shoal.SplitTrigger
-	(*Condition)(nil),               // 93: shoal.Condition
-	(*MetaUpdate)(nil),              // 94: shoal.MetaUpdate
-	(*Command)(nil),                 // 95: shoal.Command
-	(*FreezeForMerge)(nil),          // 96: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 97: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 98: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 99: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 100: shoal.ConfChangeContext
+	(*RangeFeedBatch)(nil),          // 34: shoal.RangeFeedBatch
+	(*RangeFeedEvent)(nil),          // 35: shoal.RangeFeedEvent
+	(*WatchRequest)(nil),            // 36: shoal.WatchRequest
+	(*WatchResponse)(nil),           // 37: shoal.WatchResponse
+	(*RangeLookupRequest)(nil),      // 38: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 39: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 40: shoal.NodeStatus
+	(*JoinStatus)(nil),              // 41: shoal.JoinStatus
+	(*NodeStats)(nil),               // 42: shoal.NodeStats
+	(*BackgroundTask)(nil),          // 43: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 44: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 45: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 46: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 47: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 48: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 49: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 50: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 51: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 52: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 53: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 54: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 55: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 56: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 57: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 58: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 59: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 60: shoal.MergeResponse
+	(*FenceRequest)(nil),            // 61: shoal.FenceRequest
+	(*FenceResponse)(nil),           // 62: shoal.FenceResponse
+	(*RangeCommandRequest)(nil),     // 63: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 64: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 65: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 66: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 67: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 68: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 69: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 70: shoal.JoinResponse
+	(*InitRequest)(nil),             // 71: shoal.InitRequest
+	(*InitResponse)(nil),            // 72: shoal.InitResponse
+	(*HeartbeatRequest)(nil),        // 73: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 74: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 75: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 76: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 77: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 78: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 79: shoal.PolicySetResponse
+	(*DecisionsRequest)(nil),        // 80: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 81: shoal.DecisionsResponse
+	(*SetNodeStateRequest)(nil),     // 82: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 83: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 84: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 85: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 86: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 87: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 88: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 89: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 90: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 91: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 92: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 93: shoal.SplitTrigger
+	(*Condition)(nil),               // 94: shoal.Condition
+	(*MetaUpdate)(nil),              // 95: shoal.MetaUpdate
+	(*Command)(nil),                 // 96: shoal.Command
+	(*FreezeForMerge)(nil),          // 97: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 98: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 99: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 100: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 101: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -7355,151 +7403,152 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	4,   // 26: shoal.Compare.target:type_name -> shoal.Compare.Target
 	5,   // 27: shoal.Compare.op:type_name -> shoal.Compare.Op
 	6,   // 28: shoal.TxnOp.type:type_name -> shoal.TxnOp.Type
-	7,   // 29: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
-	9,   // 30: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
-	9,   // 31: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
-	34,  // 32: shoal.WatchResponse.event:type_name -> shoal.RangeFeedEvent
-	12,  // 33: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	9,   // 34: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	11,  // 35: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	11,  // 36: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	41,  // 37: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	40,  // 38: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
-	50,  // 39: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	42,  // 40: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
-	43,  // 41: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
-	12,  // 42: shoal.CompactResponse.error:type_name -> shoal.Error
-	12,  // 43: shoal.BackupResponse.error:type_name -> shoal.Error
-	12,  // 44: shoal.MaintenanceResponse.error:type_name -> shoal.Error
-	12,  // 45: shoal.NodesResponse.error:type_name -> shoal.Error
-	39,  // 46: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	9,   // 47: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	12,  // 48: shoal.RangesResponse.error:type_name -> shoal.Error
-	53,  // 49: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	12,  // 50: shoal.SplitResponse.error:type_name -> shoal.Error
-	9,   // 51: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	9,   // 52: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	12,  // 53: shoal.MergeResponse.error:type_name -> shoal.Error
-	9,   // 54: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	10,  // 55: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
-	12,  // 56: shoal.FenceResponse.error:type_name -> shoal.Error
-	9,   // 57: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
-	95,  // 58: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	12,  // 59: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	9,   // 60: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	12,  // 61: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	12,  // 62: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	11,  // 63: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	12,  // 64: shoal.JoinResponse.error:type_name -> shoal.Error
-	11,  // 65: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	12,  // 66: shoal.InitResponse.error:type_name -> shoal.Error
-	11,  // 67: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	41,  // 68: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	11,  // 69: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	9,   // 70: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	12,  // 71: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	11,  // 72: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	12,  // 73: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	74,  // 74: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	12,  // 75: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	12,  // 76: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	2,   // 77: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	12,  // 78: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	95,  // 79: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	12,  // 80: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	3,   // 81: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	12,  // 82: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	9,   // 83: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	87,  // 84: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	87,  // 85: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	14,  // 86: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	12,  // 87: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	9,   // 88: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 89: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 90: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	15,  // 91: shoal.Command.mutations:type_name -> shoal.Mutation
-	93,  // 92: shoal.Command.condition:type_name -> shoal.Condition
-	92,  // 93: shoal.Command.split:type_name -> shoal.SplitTrigger
-	94,  // 94: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	96,  // 95: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	97,  // 96: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	98,  // 97: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	99,  // 98: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	28,  // 99: shoal.Command.txn:type_name -> shoal.TxnRequest
-	10,  // 100: shoal.Command.set_fence:type_name -> shoal.SpanFence
-	9,   // 101: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 102: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 103: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	9,   // 104: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	35,  // 105: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
-	16,  // 106: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	18,  // 107: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	20,  // 108: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	22,  // 109: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	24,  // 110: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	26,  // 111: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	28,  // 112: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	33,  // 113: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	37,  // 114: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	51,  // 115: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	54,  // 116: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	56,  // 117: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	66,  // 118: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	85,  // 119: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	75,  // 120: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	77,  // 121: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	79,  // 122: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	81,  // 123: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	68,  // 124: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	70,  // 125: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	72,  // 126: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	83,  // 127: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	58,  // 128: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	62,  // 129: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	60,  // 130: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
-	64,  // 131: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	44,  // 132: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	46,  // 133: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	48,  // 134: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	88,  // 135: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	90,  // 136: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	36,  // 137: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
-	17,  // 138: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	19,  // 139: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	21,  // 140: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	23,  // 141: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	25,  // 142: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	27,  // 143: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	29,  // 144: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	34,  // 145: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedEvent
-	38,  // 146: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	52,  // 147: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	55,  // 148: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	57,  // 149: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	67,  // 150: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	86,  // 151: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	76,  // 152: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	78,  // 153: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	80,  // 154: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	82,  // 155: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	69,  // 156: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	71,  // 157: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	73,  // 158: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	84,  // 159: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	59,  // 160: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	63,  // 161: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	61,  // 162: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
-	65,  // 163: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	45,  // 164: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	47,  // 165: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	49,  // 166: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	89,  // 167: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	91,  // 168: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	137, // [137:169] is the sub-list for method output_type
-	105, // [105:137] is the sub-list for method input_type
-	105, // [105:105] is the sub-list for extension type_name
-	105, // [105:105] is the sub-list for extension extendee
-	0,   // [0:105] is the sub-list for field type_name
+	35,  // 29: shoal.RangeFeedBatch.events:type_name -> shoal.RangeFeedEvent
+	7,   // 30: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
+	9,   // 31: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
+	9,   // 32: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
+	35,  // 33: shoal.WatchResponse.event:type_name -> shoal.RangeFeedEvent
+	12,  // 34: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	9,   // 35: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	11,  // 36: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	11,  // 37: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	42,  // 38: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	41,  // 39: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
+	51,  // 40: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	43,  // 41: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	44,  // 42: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	12,  // 43: shoal.CompactResponse.error:type_name -> shoal.Error
+	12,  // 44: shoal.BackupResponse.error:type_name -> shoal.Error
+	12,  // 45: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	12,  // 46: shoal.NodesResponse.error:type_name -> shoal.Error
+	40,  // 47: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	9,   // 48: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	12,  // 49: shoal.RangesResponse.error:type_name -> shoal.Error
+	54,  // 50: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	12,  // 51: shoal.SplitResponse.error:type_name -> shoal.Error
+	9,   // 52: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	9,   // 53: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	12,  // 54: shoal.MergeResponse.error:type_name -> shoal.Error
+	9,   // 55: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	10,  // 56: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
+	12,  // 57: shoal.FenceResponse.error:type_name -> shoal.Error
+	9,   // 58: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
+	96,  // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	12,  // 60: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	9,   // 61: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	12,  // 62: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	12,  // 63: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	11,  // 64: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	12,  // 65: shoal.JoinResponse.error:type_name -> shoal.Error
+	11,  // 66: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	12,  // 67: shoal.InitResponse.error:type_name -> shoal.Error
+	11,  // 68: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	42,  // 69: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	11,  // 70: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	9,   // 71: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	12,  // 72: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	11,  // 73: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	12,  // 74: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	75,  // 75: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	12,  // 76: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	12,  // 77: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	2,   // 78: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	12,  // 79: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	96,  // 80: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	12,  // 81: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	3,   // 82: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	12,  // 83: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	9,   // 84: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	88,  // 85: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	88,  // 86: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	14,  // 87: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	12,  // 88: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	9,   // 89: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 90: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 91: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	15,  // 92: shoal.Command.mutations:type_name -> shoal.Mutation
+	94,  // 93: shoal.Command.condition:type_name -> shoal.Condition
+	93,  // 94: shoal.Command.split:type_name -> shoal.SplitTrigger
+	95,  // 95: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	97,  // 96: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	98,  // 97: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	99,  // 98: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	100, // 99: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	28,  // 100: shoal.Command.txn:type_name -> shoal.TxnRequest
+	10,  // 101: shoal.Command.set_fence:type_name -> shoal.SpanFence
+	9,   // 102: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 103: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 104: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	9,   // 105: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	36,  // 106: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
+	16,  // 107: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	18,  // 108: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	20,  // 109: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	22,  // 110: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	24,  // 111: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	26,  // 112: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	28,  // 113: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	33,  // 114: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	38,  // 115: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	52,  // 116: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	55,  // 117: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	57,  // 118: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	67,  // 119: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	86,  // 120: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	76,  // 121: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	78,  // 122: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	80,  // 123: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	82,  // 124: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	69,  // 125: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	71,  // 126: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	73,  // 127: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	84,  // 128: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	59,  // 129: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	63,  // 130: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	61,  // 131: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
+	65,  // 132: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	45,  // 133: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	47,  // 134: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	49,  // 135: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	89,  // 136: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	91,  // 137: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	37,  // 138: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
+	17,  // 139: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	19,  // 140: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	21,  // 141: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	23,  // 142: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	25,  // 143: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	27,  // 144: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	29,  // 145: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	34,  // 146: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
+	39,  // 147: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	53,  // 148: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	56,  // 149: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	58,  // 150: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	68,  // 151: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	87,  // 152: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	77,  // 153: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	79,  // 154: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	81,  // 155: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	83,  // 156: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	70,  // 157: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	72,  // 158: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	74,  // 159: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	85,  // 160: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	60,  // 161: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	64,  // 162: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	62,  // 163: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
+	66,  // 164: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	46,  // 165: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	48,  // 166: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	50,  // 167: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	90,  // 168: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	92,  // 169: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	138, // [138:170] is the sub-list for method output_type
+	106, // [106:138] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -7513,7 +7562,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   93,
+			NumMessages:   94,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

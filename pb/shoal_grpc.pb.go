@@ -178,7 +178,7 @@ type ShoalClient interface {
 	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
 	// RangeFeed streams one range's applied writes (its change stream); client.Watch follows a span's
 	// ranges through splits, merges and moves on top of it.
-	RangeFeed(ctx context.Context, in *RangeFeedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RangeFeedEvent], error)
+	RangeFeed(ctx context.Context, in *RangeFeedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RangeFeedBatch], error)
 	RangeLookup(ctx context.Context, in *RangeLookupRequest, opts ...grpc.CallOption) (*RangeLookupResponse, error)
 	Nodes(ctx context.Context, in *NodesRequest, opts ...grpc.CallOption) (*NodesResponse, error)
 	Ranges(ctx context.Context, in *RangesRequest, opts ...grpc.CallOption) (*RangesResponse, error)
@@ -281,13 +281,13 @@ func (c *shoalClient) Txn(ctx context.Context, in *TxnRequest, opts ...grpc.Call
 	return out, nil
 }
 
-func (c *shoalClient) RangeFeed(ctx context.Context, in *RangeFeedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RangeFeedEvent], error) {
+func (c *shoalClient) RangeFeed(ctx context.Context, in *RangeFeedRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RangeFeedBatch], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Shoal_ServiceDesc.Streams[0], Shoal_RangeFeed_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[RangeFeedRequest, RangeFeedEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[RangeFeedRequest, RangeFeedBatch]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -298,7 +298,7 @@ func (c *shoalClient) RangeFeed(ctx context.Context, in *RangeFeedRequest, opts 
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Shoal_RangeFeedClient = grpc.ServerStreamingClient[RangeFeedEvent]
+type Shoal_RangeFeedClient = grpc.ServerStreamingClient[RangeFeedBatch]
 
 func (c *shoalClient) RangeLookup(ctx context.Context, in *RangeLookupRequest, opts ...grpc.CallOption) (*RangeLookupResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -523,7 +523,7 @@ type ShoalServer interface {
 	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
 	// RangeFeed streams one range's applied writes (its change stream); client.Watch follows a span's
 	// ranges through splits, merges and moves on top of it.
-	RangeFeed(*RangeFeedRequest, grpc.ServerStreamingServer[RangeFeedEvent]) error
+	RangeFeed(*RangeFeedRequest, grpc.ServerStreamingServer[RangeFeedBatch]) error
 	RangeLookup(context.Context, *RangeLookupRequest) (*RangeLookupResponse, error)
 	Nodes(context.Context, *NodesRequest) (*NodesResponse, error)
 	Ranges(context.Context, *RangesRequest) (*RangesResponse, error)
@@ -577,7 +577,7 @@ func (UnimplementedShoalServer) Scan(context.Context, *ScanRequest) (*ScanRespon
 func (UnimplementedShoalServer) Txn(context.Context, *TxnRequest) (*TxnResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Txn not implemented")
 }
-func (UnimplementedShoalServer) RangeFeed(*RangeFeedRequest, grpc.ServerStreamingServer[RangeFeedEvent]) error {
+func (UnimplementedShoalServer) RangeFeed(*RangeFeedRequest, grpc.ServerStreamingServer[RangeFeedBatch]) error {
 	return status.Errorf(codes.Unimplemented, "method RangeFeed not implemented")
 }
 func (UnimplementedShoalServer) RangeLookup(context.Context, *RangeLookupRequest) (*RangeLookupResponse, error) {
@@ -795,11 +795,11 @@ func _Shoal_RangeFeed_Handler(srv interface{}, stream grpc.ServerStream) error {
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(ShoalServer).RangeFeed(m, &grpc.GenericServerStream[RangeFeedRequest, RangeFeedEvent]{ServerStream: stream})
+	return srv.(ShoalServer).RangeFeed(m, &grpc.GenericServerStream[RangeFeedRequest, RangeFeedBatch]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Shoal_RangeFeedServer = grpc.ServerStreamingServer[RangeFeedEvent]
+type Shoal_RangeFeedServer = grpc.ServerStreamingServer[RangeFeedBatch]
 
 func _Shoal_RangeLookup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RangeLookupRequest)

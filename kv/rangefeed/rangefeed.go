@@ -311,11 +311,34 @@ func inSpan(key, start, end []byte) bool {
 // Changes of the whole index are sent or none; when idle, a CHECKPOINT says how far the replica
 // applied.
 func (g *Registry) Serve(ctx context.Context, req *pb.RangeFeedRequest, send func(*pb.RangeFeedEvent) error) error {
-	return g.ServePinned(ctx, nil, req, send)
+	return g.ServePinned(ctx, nil, req, SendFunc(send))
 }
 
-// ServePinned is Serve for a reader pinned at req.FromIndex already (PinAt); it releases the pin.
-func (g *Registry) ServePinned(ctx context.Context, pin *Pin, req *pb.RangeFeedRequest, send func(*pb.RangeFeedEvent) error) error {
+// Sink is where a stream's events go: Send may keep them, Flush (called before the stream waits or
+// ends) must send what it kept.
+type Sink interface {
+	Send(*pb.RangeFeedEvent) error
+	Flush() error
+}
+
+// SendFunc is a Sink that sends each event at once.
+type SendFunc func(*pb.RangeFeedEvent) error
+
+// Send implements Sink.
+func (f SendFunc) Send(ev *pb.RangeFeedEvent) error { return f(ev) }
+
+// Flush implements Sink.
+func (SendFunc) Flush() error { return nil }
+
+// ServePinned is Serve for a reader pinned at req.FromIndex already (PinAt, nil for none), into out;
+// it releases the pin.
+func (g *Registry) ServePinned(ctx context.Context, pin *Pin, req *pb.RangeFeedRequest, out Sink) (err error) {
+	send := out.Send
+	defer func() {
+		if ferr := out.Flush(); err == nil {
+			err = ferr
+		}
+	}()
 	defer func() { pin.Release() }() // the pin made below, if none was given
 	pos := req.FromIndex
 	g.mu.Lock()
@@ -402,6 +425,9 @@ func (g *Registry) ServePinned(ctx context.Context, pin *Pin, req *pb.RangeFeedR
 				return err
 			}
 			sentPos, lastCheckpoint = pos, time.Now()
+		}
+		if err := out.Flush(); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():

@@ -196,7 +196,7 @@ func serveUntilPinned(t *testing.T, g *Registry, pin *Pin, req *pb.RangeFeedRequ
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var got []*pb.RangeFeedEvent
-	err := g.ServePinned(ctx, pin, req, func(ev *pb.RangeFeedEvent) error {
+	err := g.ServePinned(ctx, pin, req, SendFunc(func(ev *pb.RangeFeedEvent) error {
 		if ev.Kind == pb.RangeFeedEvent_CHECKPOINT {
 			return nil
 		}
@@ -205,6 +205,6 @@ func serveUntilPinned(t *testing.T, g *Registry, pin *Pin, req *pb.RangeFeedRequ
 			cancel()
 		}
 		return nil
-	})
+	}))
 	return got, err
 }
