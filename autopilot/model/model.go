@@ -228,7 +228,10 @@ type Range struct {
 	// Generation is bumped by every split, merge and replica change (0 if the source does not track it).
 	Generation uint64
 	// System ranges (the meta range) are replicated like any other but never split or merged.
-	System   bool
+	System bool
+	// Fenced: a span fence holds part of the range (a table being re-keyed, or its retired old
+	// keys); the store refuses to merge it.
+	Fenced   bool
 	Replicas []Replica
 	Leader   uint64 // node id of the Raft leader, 0 if unknown
 

@@ -18,7 +18,7 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	now 120s
 //	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB]
 //	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
-//	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system]
+//	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system] [fenced]
 //	        [latency=990@2ms,10@40ms]
 //
 // A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
@@ -221,6 +221,8 @@ func (p *textParser) rangeItem(f []string) error {
 			}
 		case "system":
 			r.System = true
+		case "fenced":
+			r.Fenced = true
 		case "latency":
 			if r.Latency, err = parseLatency(v); err != nil {
 				return fmt.Errorf("latency: %v", err)
@@ -395,6 +397,9 @@ func (c *Cluster) Format() string {
 		}
 		if r.System {
 			b.WriteString(" system")
+		}
+		if r.Fenced {
+			b.WriteString(" fenced")
 		}
 		b.WriteByte('\n')
 	}

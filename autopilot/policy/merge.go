@@ -66,7 +66,7 @@ func NewMerge(cfg MergeConfig, splits *SplitMemory) *Merge {
 func (p *Merge) Name() string { return NameMerge }
 
 func (p *Merge) cold(r *model.Range) bool {
-	return !r.System && r.Bytes < p.cfg.MaxBytes && r.QPS() < p.cfg.MaxQPS
+	return !r.System && !r.Fenced && r.Bytes < p.cfg.MaxBytes && r.QPS() < p.cfg.MaxQPS
 }
 
 // Propose implements Policy.

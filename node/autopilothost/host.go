@@ -254,7 +254,7 @@ func (h *Host) Snapshot() *model.Cluster {
 	ranges := make([]*model.Range, 0, len(descs))
 	for _, d := range descs {
 		mr := &model.Range{ID: d.RangeId, StartKey: d.StartKey, EndKey: d.EndKey, Generation: d.Generation,
-			System: d.RangeId == replica.MetaRangeID, Leader: h.deps.Ranges.LeaderNodeOf(d.RangeId)}
+			System: d.RangeId == replica.MetaRangeID, Fenced: len(d.Fences) > 0, Leader: h.deps.Ranges.LeaderNodeOf(d.RangeId)}
 		for _, rd := range d.Replicas {
 			mr.Replicas = append(mr.Replicas, model.Replica{Node: rd.NodeId, Learner: rd.Learner})
 		}
