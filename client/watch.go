@@ -74,6 +74,11 @@ func (c *Client) Watch(ctx context.Context, start, end []byte, from string, fn f
 	defer cancel()
 	w := &watch{c: c, ctx: ctx, start: start, end: end, fn: fn, feeds: map[uint64]*feed{}, msgs: make(chan feedMsg, 64)}
 	defer w.stopAll()
+	defer func() {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+	}()
 	for _, o := range opts {
 		o(w)
 	}
@@ -114,8 +119,8 @@ type feed struct {
 type feedMsg struct {
 	id  uint64
 	gen int
-	ev  *pb.RangeFeedEvent
-	err error // the worker gave up
+	evs []*pb.RangeFeedEvent // in order; a SPLIT, MERGE or REMOVED only last
+	err error                // the worker gave up
 }
 
 type watch struct {
@@ -132,6 +137,7 @@ type watch struct {
 	// arrived since the last one.
 	checkpointEvery time.Duration
 	moved           bool
+	timer           *time.Timer // step's, reused
 }
 
 // clip returns the part of [s, e) that is watched, ok false if none.
@@ -269,20 +275,29 @@ func (w *watch) checkpoint(now bool) error {
 // step handles one message from a feed's worker.
 func (w *watch) step() error {
 	var m feedMsg
-	var due <-chan time.Time // a checkpoint owed once its interval has passed, with no message to wake for
-	if w.moved {
-		every := w.checkpointEvery
-		if every <= 0 {
-			every = watchCheckpointEvery
-		}
-		due = time.After(every - time.Since(w.lastCursor))
-	}
 	select {
-	case <-w.ctx.Done():
-		return w.ctx.Err()
-	case <-due:
-		return nil
-	case m = <-w.msgs:
+	case m = <-w.msgs: // the common case under load: no timer needed
+	default:
+		var due <-chan time.Time // a checkpoint owed once its interval has passed, with no message to wake for
+		if w.moved {
+			every := w.checkpointEvery
+			if every <= 0 {
+				every = watchCheckpointEvery
+			}
+			if w.timer == nil {
+				w.timer = time.NewTimer(every - time.Since(w.lastCursor))
+			} else {
+				w.timer.Reset(every - time.Since(w.lastCursor)) // a value it may hold is dropped (Go ≥ 1.23)
+			}
+			due = w.timer.C
+		}
+		select {
+		case <-w.ctx.Done():
+			return w.ctx.Err()
+		case <-due:
+			return nil
+		case m = <-w.msgs:
+		}
 	}
 	w.moved = true
 	f := w.feeds[m.id]
@@ -292,7 +307,16 @@ func (w *watch) step() error {
 	if m.err != nil {
 		return m.err
 	}
-	ev := m.ev
+	for _, ev := range m.evs {
+		if err := w.handle(f, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle applies one event of feed f.
+func (w *watch) handle(f *feed, ev *pb.RangeFeedEvent) error {
 	if ev.Initial {
 		return w.fn(WatchEvent{Kind: ev.Kind, Key: ev.Key, Value: ev.Value, ExpireAtUnixMs: ev.ExpireAtUnixMs, Version: ev.Version,
 			RangeID: ev.RangeId, Index: ev.Index, Initial: true})
@@ -479,8 +503,8 @@ func (c *Client) feedWorker(ctx context.Context, req *pb.RangeFeedRequest, gen i
 		addrs := c.feedAddrs(ctx, req.StartKey)
 		lost := len(addrs) > 0
 		for _, addr := range addrs {
-			progressed, err := c.readFeed(ctx, addr, req, func(ev *pb.RangeFeedEvent) bool {
-				return send(feedMsg{id: req.RangeId, gen: gen, ev: ev})
+			progressed, err := c.readFeed(ctx, addr, req, func(evs []*pb.RangeFeedEvent) bool {
+				return send(feedMsg{id: req.RangeId, gen: gen, evs: evs})
 			})
 			if err == nil || ctx.Err() != nil {
 				return // the stream ended (a split, a merge) or the watch stopped
@@ -510,7 +534,7 @@ func (c *Client) feedWorker(ctx context.Context, req *pb.RangeFeedRequest, gen i
 // readFeed reads one stream from addr, advancing req's position as whole indexes arrive; it returns
 // nil when the server ended the stream (a SPLIT or MERGE, or a merged-away range's REMOVED), and
 // whether anything arrived.
-func (c *Client) readFeed(ctx context.Context, addr string, req *pb.RangeFeedRequest, deliver func(*pb.RangeFeedEvent) bool) (bool, error) {
+func (c *Client) readFeed(ctx context.Context, addr string, req *pb.RangeFeedRequest, deliver func([]*pb.RangeFeedEvent) bool) (bool, error) {
 	sc, err := c.conns.get(addr)
 	if err != nil {
 		return false, err
@@ -530,38 +554,43 @@ func (c *Client) readFeed(ctx context.Context, addr string, req *pb.RangeFeedReq
 		if err != nil {
 			return progressed, err
 		}
+		// The batch goes to the watch as one message: a handoff per event costs more than the event.
+		out := batch.Events[:0:0]
 		for _, ev := range batch.Events {
-			ended, err := readEvent(ctx, req, ev, deliver, &progressed)
+			keep, ended, err := readEvent(req, ev, &progressed)
+			if keep {
+				out = append(out, ev)
+			}
 			if ended || err != nil {
+				if len(out) > 0 && !deliver(out) {
+					return progressed, ctx.Err()
+				}
 				return progressed, err
 			}
+		}
+		if len(out) > 0 && !deliver(out) {
+			return progressed, ctx.Err()
 		}
 	}
 }
 
-// readEvent delivers one event of a stream and advances req's position; ended: the stream ended
-// (with err nil: a SPLIT, a MERGE, a merged-away range's REMOVED).
-func readEvent(ctx context.Context, req *pb.RangeFeedRequest, ev *pb.RangeFeedEvent, deliver func(*pb.RangeFeedEvent) bool, progressed *bool) (ended bool, err error) {
+// readEvent takes one event of a stream and advances req's position: keep says whether the watch
+// gets it, ended whether the stream ended (with err nil: a SPLIT, a MERGE, a merged-away range's
+// REMOVED; with an error: this replica moved away).
+func readEvent(req *pb.RangeFeedRequest, ev *pb.RangeFeedEvent, progressed *bool) (keep, ended bool, err error) {
 	if ev.Initial {
-		// The position stays: a stream broken during its scan scans again.
-		if !deliver(ev) {
-			return true, ctx.Err()
-		}
-		return false, nil
+		return true, false, nil // the position stays: a stream broken during its scan scans again
 	}
 	// Progress is a position reached: an initial scan that fails before its end reached none.
 	*progressed = true
 	req.InitialScan = false
 	if ev.Kind == pb.RangeFeedEvent_REMOVED && ev.Desc.GetMergingInto() == 0 {
 		// This replica moved away: read another one from where it stopped.
-		return true, status.Error(codes.NotFound, "replica removed")
-	}
-	if !deliver(ev) {
-		return true, ctx.Err()
+		return false, true, status.Error(codes.NotFound, "replica removed")
 	}
 	switch ev.Kind {
 	case pb.RangeFeedEvent_SPLIT, pb.RangeFeedEvent_MERGE, pb.RangeFeedEvent_REMOVED:
-		return true, nil
+		return true, true, nil
 	}
 	if req.AfterMergeOf != 0 {
 		req.AfterMergeOf, req.FromIndex = 0, ev.Index
@@ -572,7 +601,7 @@ func readEvent(ctx context.Context, req *pb.RangeFeedRequest, ev *pb.RangeFeedEv
 	} else if ev.Index > 0 {
 		req.FromIndex = max(req.FromIndex, ev.Index-1)
 	}
-	return false, nil
+	return true, false, nil
 }
 
 // feedAddrs lists the addresses to read range feeds of the range holding key from: its leader's

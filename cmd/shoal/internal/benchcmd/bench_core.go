@@ -15,13 +15,14 @@ import (
 )
 
 var coreBenchFlags struct {
-	threads   int
-	value     int
-	seconds   time.Duration
-	ranges    int
-	phases    []string
-	transfers int
-	writers   int // leader-switch's --threads (group-commit's default differs)
+	threads    int
+	value      int
+	seconds    time.Duration
+	ranges     int
+	phases     []string
+	transfers  int
+	writers    int // leader-switch's --threads (group-commit's default differs)
+	cpuProfile string
 }
 
 var benchGroupCommitCmd = &cobra.Command{
@@ -101,6 +102,11 @@ first re-key's time to the copy's and of the second's to the first's.`,
 		if coreBenchFlags.ranges < 1 || coreBenchFlags.threads < 1 {
 			return cli.Usage(fmt.Errorf("--rows and --rate must be positive"))
 		}
+		stop, err := startCPUProfile(coreBenchFlags.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 		return inTempDir(func(dir string) (any, error) {
 			fmt.Fprintf(os.Stderr, "rekey: %d rows, %d ops/s, data in %s\n", coreBenchFlags.ranges, coreBenchFlags.threads, dir)
 			return core.Rekey(cmd.Context(), dir, coreBenchFlags.ranges, coreBenchFlags.threads, func(s string) { fmt.Fprintln(os.Stderr, "rekey: "+s) })
@@ -153,6 +159,7 @@ func init() {
 	benchLeaderSwitchCmd.Flags().IntVar(&coreBenchFlags.transfers, "transfers", 20, "leadership transfers to measure")
 	benchLeaderSwitchCmd.Flags().IntVar(&coreBenchFlags.writers, "threads", 8, "concurrent writers on the range")
 	benchRekeyCmd.Flags().IntVar(&coreBenchFlags.ranges, "rows", 100000, "rows in the table")
+	benchRekeyCmd.Flags().StringVar(&coreBenchFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (cluster, load and re-keys) to this file")
 	benchRekeyCmd.Flags().IntVar(&coreBenchFlags.threads, "rate", 100, "foreground operations a second during the first re-key (20× during the second)")
 	benchCmd.AddCommand(benchGroupCommitCmd, benchIdleRangesCmd, benchLeaderSwitchCmd, benchRekeyCmd)
 }
