@@ -23,6 +23,7 @@ var policyScenarios = map[string]struct {
 	policy.NameMerge:        {"merge", operator.KindMerge},
 	policy.NameRebalance:    {"rebalance", operator.KindTransferLeader},
 	policy.NameReadHints:    {"read-hints", ""},
+	policy.NameReadReplicas: {"read-replicas", operator.KindAddLearner},
 }
 
 // TestEveryPolicyRunsInTheSimulator: each registered policy, on, carries out at least one operator of

@@ -16,6 +16,7 @@ const (
 	KindTransferLeader = "transfer-leader"
 	KindSplit          = "split"
 	KindMerge          = "merge"
+	KindAddLearner     = "add-learner"
 )
 
 // New builds an operator of kind on r from steps, created at now, with its timeout (DefaultTimeouts)
@@ -37,6 +38,11 @@ func New(kind, policy string, now time.Time, r *model.Range, reason string, step
 // NewAddReplica adds a voter on to: a learner first (it receives a snapshot), then promoted.
 func NewAddReplica(policy string, now time.Time, r *model.Range, to uint64, reason string) *Operator {
 	return New(KindAddReplica, policy, now, r, reason, AddLearner{Node: to}, PromoteVoter{Node: to})
+}
+
+// NewAddLearner adds a learner (a read replica) on to, and leaves it one.
+func NewAddLearner(policy string, now time.Time, r *model.Range, to uint64, reason string) *Operator {
+	return New(KindAddLearner, policy, now, r, reason, AddLearner{Node: to})
 }
 
 // NewPromoteLearner promotes the existing learner on node to a voter.

@@ -53,6 +53,7 @@ const (
 	NameMerge        = "merge"
 	NameRebalance    = "rebalance"
 	NameReadHints    = "read_hints"
+	NameReadReplicas = "read_replicas"
 )
 
 // Note is a decision that is not an operator (a postponement, a task that ran anyway), for the
@@ -85,6 +86,7 @@ type Config struct {
 	Rebalance    RebalanceConfig
 	Shed         ShedConfig
 	Join         JoinConfig
+	ReadReplicas ReadReplicasConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -102,6 +104,7 @@ func (c Config) WithDefaults() Config {
 	c.Rebalance = c.Rebalance.withDefaults()
 	c.Shed = c.Shed.withDefaults()
 	c.Join = c.Join.withDefaults()
+	c.ReadReplicas = c.ReadReplicas.withDefaults()
 	c.MaxDiskUse = withDefaultDiskUse(c.MaxDiskUse)
 	return c
 }
@@ -181,6 +184,8 @@ var builtins = []builtin{
 	{NameMerge, true, func(cfg Config, s *SplitMemory) Policy { return NewMerge(cfg.Merge, s) }},
 	{NameRebalance, true, func(cfg Config, _ *SplitMemory) Policy { return NewRebalance(cfg.Rebalance, cfg.MaxDiskUse) }},
 	{NameReadHints, true, func(Config, *SplitMemory) Policy { return NewReadHints() }},
+	// Off until a cluster experiment shows what it buys here (docs/design/read-replicas.md).
+	{NameReadReplicas, false, func(cfg Config, _ *SplitMemory) Policy { return NewReadReplicas(cfg.ReadReplicas) }},
 }
 
 // DefaultOn reports whether the standard registry's policy name is switched on in a cluster whose
@@ -206,6 +211,12 @@ func Default(cfg Config) *Registry {
 		if !b.on {
 			r.off[b.name] = true
 		}
+	}
+	// replicate leaves the learners read_replicas keeps (they are read replicas, not stray).
+	rep, _ := r.lookup(NameReplicate).(*Replicate)
+	rr, _ := r.lookup(NameReadReplicas).(*ReadReplicas)
+	if rep != nil && rr != nil {
+		rep.keep = rr.Keeps
 	}
 	return r
 }

@@ -44,6 +44,8 @@ func (c ReplicateConfig) withDefaults() ReplicateConfig {
 type Replicate struct {
 	cfg     ReplicateConfig
 	maxDisk float64
+	// keep, if set, names learners that are read replicas (read_replicas), not strays.
+	keep func(rangeID, node uint64) bool
 
 	// The last round's fine verdicts by position in Ranges (of snapshot seen), with what they depend
 	// on besides the range: the nodes and the lost ones. A range that is the same *model.Range at the
@@ -215,6 +217,8 @@ func (p *Replicate) check(v *view, r *model.Range) *operator.Operator {
 		switch {
 		case p.lost(c, id):
 			why = fmt.Sprintf("%s: remove its learner of r%d", p.lostWhy(c, id), r.ID)
+		case p.keep != nil && p.keep(r.ID, id):
+			continue // a read replica
 		case len(voters) >= factor:
 			// No operator works on this range (busy ranges are skipped), so the learner is left over
 			// from an interrupted move; the range already has its voters.
