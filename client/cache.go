@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -12,8 +13,9 @@ import (
 // Descriptors are shared and never modified.
 type rangeEntry struct {
 	desc       *pb.RangeDescriptor
-	leaderID   uint64 // 0: unknown
-	leaderAddr string // set by a NOT_LEADER hint; overrides the node table for leaderID
+	at         time.Time // when the descriptor was looked up
+	leaderID   uint64    // 0: unknown
+	leaderAddr string    // set by a NOT_LEADER hint; overrides the node table for leaderID
 }
 
 // contains reports whether key is in [start, end) of d (an empty end is +inf).
@@ -89,7 +91,7 @@ func (rc *rangeCache) insert(d *pb.RangeDescriptor, leaderID uint64, nodes []*pb
 			rc.nodes[n.GetNodeId()] = n.GetAddr()
 		}
 	}
-	ne := &rangeEntry{desc: d, leaderID: leaderID}
+	ne := &rangeEntry{desc: d, leaderID: leaderID, at: time.Now()}
 	kept := rc.entries[:0:0]
 	for _, e := range rc.entries {
 		if !overlaps(e.desc, d) {

@@ -62,6 +62,25 @@ func (c *Client) locator(key []byte) locateFunc {
 	return func(ctx context.Context) (rangeEntry, error) { return c.locate(ctx, key) }
 }
 
+// replicaRefresh is how old a cached descriptor may be for a read any replica may serve: the
+// autopilot adds and removes read replicas (learners) that no error would tell the client about.
+const replicaRefresh = 5 * time.Second
+
+// readLocator routes a read by key: for one any replica may serve, on a descriptor at most
+// replicaRefresh old, so that new read replicas get their share.
+func (c *Client) readLocator(key []byte, op opKind) locateFunc {
+	if !op.anyReplica() {
+		return c.locator(key)
+	}
+	return func(ctx context.Context) (rangeEntry, error) {
+		if e, ok := c.cache.get(key); ok && time.Since(e.at) < replicaRefresh {
+			return e, nil
+		}
+		_, e, err := c.lookupOnce(ctx, key)
+		return e, err
+	}
+}
+
 // Get returns the value of key and whether it exists. It is linearizable unless FollowerRead is given.
 func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value []byte, found bool, err error) {
 	e, found, err := c.GetEntry(ctx, key, opts...)

@@ -27,7 +27,8 @@ func (c *Client) GetEntry(ctx context.Context, key []byte, opts ...ReadOption) (
 		o(&ro)
 	}
 	var resp *pb.GetResponse
-	err = c.run(ctx, ro.op("get"), c.locator(key), "",
+	op := ro.op("get")
+	err = c.run(ctx, op, c.readLocator(key, op), "",
 		func(ctx context.Context, sc pb.ShoalClient, hdr *pb.RequestHeader, _ target) (*pb.Error, error) {
 			r, err := sc.Get(ctx, &pb.GetRequest{Header: hdr, Key: key})
 			resp = r

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
@@ -216,4 +219,62 @@ func TestLearnerServesLinearizableReads(t *testing.T) {
 	if n := learner.Store().LoopStats().ReplicaReads - before; n < 50 {
 		t.Fatalf("the learner asked the leader %d times for 50 reads", n)
 	}
+}
+
+// TestReadReplicasPolicyAddsLearnersWhereTheReadsAre switches read_replicas on in a 5-node cluster
+// and reads one range hard at any replica: the policy gives the range learners on the nodes without
+// a replica, replicate leaves them, and they serve reads.
+func TestReadReplicasPolicyAddsLearnersWhereTheReadsAre(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 5, Node: node.Config{Autopilot: autopilot.Config{
+		Interval: 200 * time.Millisecond, Policies: policy.Config{ReadReplicas: policy.ReadReplicasConfig{WarmUp: time.Second, MinReads: 50}}}}})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	testcluster.Hold(t, ctx, cl)
+	key := []byte("rr/hot")
+	if err := splitAt(ctx, cl, []byte("rr/")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Put(ctx, key, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.SetPolicy(ctx, policy.NameReadReplicas, true); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for rctx.Err() == nil {
+				_, _, _ = cl.Get(rctx, key, client.ReplicaRead())
+			}
+		})
+	}
+	learners := func() []uint64 {
+		rs, err := testcluster.RangeOf(ctx, cl, key)
+		if err != nil {
+			return nil
+		}
+		var out []uint64
+		for _, rd := range rs.GetDesc().GetReplicas() {
+			if rd.Learner {
+				out = append(out, rd.NodeId)
+			}
+		}
+		return out
+	}
+	testcluster.WaitFor(t, 60*time.Second, "a read replica of the hot range", func() bool { return len(learners()) > 0 })
+	got := learners()
+	time.Sleep(3 * time.Second) // replicate runs every round meanwhile
+	if now := learners(); len(now) < len(got) {
+		t.Fatalf("read replicas %v went away (now %v)", got, now)
+	}
+	n := c.Nodes[c.NodeIndex(got[0])].Node
+	before := n.Store().LoopStats().ReplicaReads
+	testcluster.WaitFor(t, 20*time.Second, "the learner serving reads", func() bool { return n.Store().LoopStats().ReplicaReads > before+10 })
+	stop()
+	wg.Wait()
+	t.Logf("read replicas of the hot range on %v", learners())
 }

@@ -237,7 +237,10 @@ type Range struct {
 
 	ReadQPS  float64
 	WriteQPS float64
-	Bytes    uint64
+	// ReplicaReadQPS are the reads other replicas than the leader served (replica, bounded-staleness
+	// and follower reads); ReadQPS is the leader's.
+	ReplicaReadQPS float64
+	Bytes          uint64
 	// Sample is a small weighted sample of the keys requested since the previous heartbeat, filled by
 	// the leader with a KeySampler; nil when not reported.
 	Sample *KeySample

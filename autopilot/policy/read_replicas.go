@@ -78,7 +78,7 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 	live := map[uint64]bool{}
 	for _, r := range ranges {
 		live[r.ID] = true
-		p.pop[r.ID] = replicaplan.Decay(p.pop[r.ID], r.ReadQPS*dt)
+		p.pop[r.ID] = replicaplan.Decay(p.pop[r.ID], (r.ReadQPS+r.ReplicaReadQPS)*dt)
 	}
 	for id := range p.pop {
 		if !live[id] {
@@ -121,7 +121,7 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 		for _, n := range want[r.ID] {
 			if !r.HasReplica(n) {
 				op := operator.NewAddLearner(NameReadReplicas, now, r, n,
-					fmt.Sprintf("r%d is read %.0f/s (popularity %.0f): a read replica on n%d", r.ID, r.ReadQPS, p.pop[r.ID], n))
+					fmt.Sprintf("r%d is read %.0f/s (popularity %.0f): a read replica on n%d", r.ID, r.ReadQPS+r.ReplicaReadQPS, p.pop[r.ID], n))
 				op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
 				ops = append(ops, op)
 				p.keep(r.ID, n)
@@ -139,7 +139,7 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 				continue
 			}
 			op := operator.NewRemoveReplica(NameReadReplicas, now, c, r, n, 0,
-				fmt.Sprintf("r%d is read %.0f/s (popularity %.0f): its read replica on n%d is not needed", r.ID, r.ReadQPS, p.pop[r.ID], n))
+				fmt.Sprintf("r%d is read %.0f/s (popularity %.0f): its read replica on n%d is not needed", r.ID, r.ReadQPS+r.ReplicaReadQPS, p.pop[r.ID], n))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: -1}
 			ops = append(ops, op)
 			delete(p.kept[r.ID], n)

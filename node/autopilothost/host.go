@@ -222,6 +222,7 @@ func (h *Host) Snapshot() *model.Cluster {
 		return model.NewCluster(now, nil, nil)
 	}
 	loads := map[uint64]*pb.RangeLoad{}
+	replicaReads := map[uint64]float64{} // reads served by replicas that do not lead
 	var nodes []*model.Node
 	for _, nd := range h.deps.Dir.All() {
 		st, draining := h.deps.Dir.StatsOf(nd.NodeId)
@@ -245,6 +246,8 @@ func (h *Host) Snapshot() *model.Cluster {
 				// report is the current one.
 				if rl.Leader && (loads[rl.RangeId] == nil || rl.Term > loads[rl.RangeId].Term) {
 					loads[rl.RangeId] = rl
+				} else if !rl.Leader {
+					replicaReads[rl.RangeId] += rl.ReadQps
 				}
 			}
 		}
@@ -258,6 +261,7 @@ func (h *Host) Snapshot() *model.Cluster {
 		for _, rd := range d.Replicas {
 			mr.Replicas = append(mr.Replicas, model.Replica{Node: rd.NodeId, Learner: rd.Learner})
 		}
+		mr.ReplicaReadQPS = replicaReads[d.RangeId]
 		if rl := loads[d.RangeId]; rl != nil {
 			mr.ReadQPS, mr.WriteQPS, mr.Bytes = rl.ReadQps, rl.WriteQps, rl.Bytes
 			if len(rl.SampleKeys) > 0 && len(rl.SampleKeys) == len(rl.SampleCounts) {
