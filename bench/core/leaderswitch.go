@@ -38,19 +38,12 @@ const switchWindow = time.Second
 // range's leadership to the next voter transfers times, a second and a half apart.
 func LeaderSwitch(ctx context.Context, dir string, transfers, threads int) (LeaderSwitchReport, error) {
 	rep := LeaderSwitchReport{Transfers: transfers, Threads: threads}
-	c, err := benchutil.StartCluster(ctx, dir, 3, benchutil.NodeSpec{Config: benchutil.NodeConfig{HeartbeatInterval: 200 * time.Millisecond}})
+	c, cl, err := startThree(ctx, dir)
 	if err != nil {
 		return rep, err
 	}
 	defer c.Stop()
-	cl, err := client.New(ctx, client.Config{Addrs: c.Addrs()})
-	if err != nil {
-		return rep, err
-	}
 	defer cl.Close()
-	if err := benchutil.WaitFor(ctx, time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, 3) }); err != nil {
-		return rep, fmt.Errorf("waiting for 3 voters on every range: %w", err)
-	}
 	// Only this benchmark moves leaderships.
 	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed} {
 		if err := cl.SetPolicy(ctx, p, false); err != nil {
@@ -126,6 +119,26 @@ func LeaderSwitch(ctx context.Context, dir string, transfers, threads int) (Lead
 	rep.SwitchGapMs, rep.QuietGapMs, rep.UnavailabilityMs, rep.TransferMs = report.SpreadOf(sw), report.SpreadOf(quiet), report.SpreadOf(unavail), report.SpreadOf(took)
 	rep.OpsPerSec = float64(len(done)) / elapsed.Seconds()
 	return rep, nil
+}
+
+// startThree starts three in-process nodes in dir and a client of them, and waits until every
+// range has three voters.
+func startThree(ctx context.Context, dir string) (*benchutil.Cluster, *client.Client, error) {
+	c, err := benchutil.StartCluster(ctx, dir, 3, benchutil.NodeSpec{Config: benchutil.NodeConfig{HeartbeatInterval: 200 * time.Millisecond}})
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := client.New(ctx, client.Config{Addrs: c.Addrs()})
+	if err != nil {
+		c.Stop()
+		return nil, nil, err
+	}
+	if err := benchutil.WaitFor(ctx, time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, 3) }); err != nil {
+		cl.Close()
+		c.Stop()
+		return nil, nil, fmt.Errorf("waiting for 3 voters on every range: %w", err)
+	}
+	return c, cl, nil
 }
 
 // maxGap is the longest time between consecutive completions in [from, to] (sorted ns), in ms,

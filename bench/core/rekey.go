@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
-	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/table"
@@ -64,19 +63,12 @@ const rekeyGroups = 16
 func Rekey(ctx context.Context, dir string, rows, opsPerSec int, progress func(string)) (RekeyReport, error) {
 	rep := RekeyReport{Rows: rows, Started: time.Now(), Workload: "40 % reads (by the current key's columns), 40 % updates, 20 % inserts, uniform, open loop",
 		Note: "rows of 5 columns (id, grp, 3 strings of 64 bytes); the bulk copy scans the table and writes it into a new table, in batches of 500"}
-	c, err := benchutil.StartCluster(ctx, dir, 3, benchutil.NodeSpec{Config: benchutil.NodeConfig{HeartbeatInterval: 200 * time.Millisecond}})
+	c, cl, err := startThree(ctx, dir)
 	if err != nil {
 		return rep, err
 	}
 	defer c.Stop()
-	cl, err := client.New(ctx, client.Config{Addrs: c.Addrs()})
-	if err != nil {
-		return rep, err
-	}
 	defer cl.Close()
-	if err := benchutil.WaitFor(ctx, time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, 3) }); err != nil {
-		return rep, fmt.Errorf("waiting for 3 voters on every range: %w", err)
-	}
 	for _, p := range []string{policy.NameMerge, policy.NameRebalance} {
 		if err := cl.SetPolicy(ctx, p, false); err != nil {
 			return rep, err
