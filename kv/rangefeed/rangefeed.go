@@ -333,98 +333,41 @@ func (SendFunc) Flush() error { return nil }
 // ServePinned is Serve for a reader pinned at req.FromIndex already (PinAt, nil for none), into out;
 // it releases the pin.
 func (g *Registry) ServePinned(ctx context.Context, pin *Pin, req *pb.RangeFeedRequest, out Sink) (err error) {
-	send := out.Send
 	defer func() {
 		if ferr := out.Flush(); err == nil {
 			err = ferr
 		}
 	}()
-	defer func() { pin.Release() }() // the pin made below, if none was given
-	pos := req.FromIndex
-	g.mu.Lock()
-	b := g.buffers[req.RangeId]
-	if b == nil || b.desc == nil {
-		g.mu.Unlock()
-		return fmt.Errorf("range %d: %w", req.RangeId, ErrNoReplica)
+	b, pos, pin, err := g.start(pin, req)
+	defer func() { pin.Release() }() // nil-safe: start failed before it pinned
+	if err != nil {
+		return err
 	}
-	switch {
-	case req.AfterMergeOf != 0:
-		at := mergeIndex(b.events, req.AfterMergeOf)
-		if at == 0 {
-			g.mu.Unlock()
-			return fmt.Errorf("range %d: no merge of range %d among its buffered changes: %w", req.RangeId, req.AfterMergeOf, ErrNotHeld)
-		}
-		pos = at
-	case pos == 0:
-		pos = b.applied
-	}
-	if pin == nil {
-		if pos < b.heldFrom {
-			g.mu.Unlock()
-			return fmt.Errorf("range %d: changes after index %d asked for, this replica holds them after %d: %w", req.RangeId, pos, b.heldFrom, ErrNotHeld)
-		}
-		pin = &Pin{g: g, rangeID: req.RangeId, b: b, pos: pos}
-		if b.pins == nil {
-			b.pins = map[*Pin]struct{}{}
-		}
-		b.pins[pin] = struct{}{}
-	}
-	g.mu.Unlock()
-	if err := send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, RangeId: req.RangeId, Index: pos}); err != nil {
+	st := &stream{g: g, req: req, out: out, b: b, pin: pin, pos: pos, sentPos: pos, lastCheckpoint: time.Now()}
+	if err := st.checkpoint(pos); err != nil {
 		return err
 	}
 	tick := time.NewTicker(g.cfg.CheckpointInterval)
 	defer tick.Stop()
-	sentPos, lastCheckpoint := pos, time.Now()
 	for {
-		g.mu.Lock()
-		if g.buffers[req.RangeId] != b {
-			g.mu.Unlock()
-			return fmt.Errorf("range %d: the replica's buffer was dropped (removed %s ago): %w", req.RangeId, g.cfg.RetainRemoved, ErrNotHeld)
+		wait, applied, done, err := st.sendNext()
+		if done || err != nil {
+			return err
 		}
-		if pos < b.heldFrom {
-			held := b.heldFrom
-			g.mu.Unlock()
-			return fmt.Errorf("range %d: changes after index %d asked for, this replica holds them after %d: %w", req.RangeId, pos, held, ErrNotHeld)
-		}
-		pin.pos = pos // what this reader has read: the buffer may drop it
-		batch, last, ends := collect(b.events, pos, req.StartKey, req.EndKey)
-		applied, removed, desc, wake := b.applied, !b.removedAt.IsZero(), b.desc, b.wake
-		if len(batch) == 0 && last == pos {
-			b.waited = true
-		}
-		g.mu.Unlock()
-		for _, ev := range batch {
-			if err := send(ev); err != nil {
-				return err
-			}
-		}
-		if ends {
-			return nil
-		}
-		if last > pos {
-			pos = last
-			if len(batch) > 0 {
-				sentPos = pos
-			}
+		if !wait {
 			continue
 		}
-		if removed {
-			return send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_REMOVED, RangeId: req.RangeId, Index: pos, Desc: desc})
-		}
 		var soon <-chan time.Time // the checkpoint owed once the gap since the last has passed
-		if applied > sentPos && time.Since(lastCheckpoint) < minCheckpointGap {
-			soon = time.After(minCheckpointGap - time.Since(lastCheckpoint))
+		if applied > st.sentPos && time.Since(st.lastCheckpoint) < minCheckpointGap {
+			soon = time.After(minCheckpointGap - time.Since(st.lastCheckpoint))
 		}
-		if applied > sentPos && soon == nil {
+		if applied > st.sentPos && soon == nil {
 			// Entries applied with nothing for this reader (a fence, another span's writes), and
-			// every change up to applied was collected above: say so now, not at the next tick,
-			// so that a reader waiting for an index sees it pass.
-			pos = max(pos, applied)
-			if err := send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, RangeId: req.RangeId, Index: pos}); err != nil {
+			// every change up to applied was collected: say so now, not at the next tick, so that a
+			// reader waiting for an index sees it pass.
+			if err := st.checkpoint(applied); err != nil {
 				return err
 			}
-			sentPos, lastCheckpoint = pos, time.Now()
 		}
 		if err := out.Flush(); err != nil {
 			return err
@@ -432,18 +375,113 @@ func (g *Registry) ServePinned(ctx context.Context, pin *Pin, req *pb.RangeFeedR
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-wake:
+		case <-st.wake:
 		case <-soon:
 		case <-tick.C:
-			if applied > sentPos {
-				pos = max(pos, applied)
-				if err := send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, RangeId: req.RangeId, Index: pos}); err != nil {
+			if applied > st.sentPos {
+				if err := st.checkpoint(applied); err != nil {
 					return err
 				}
-				sentPos, lastCheckpoint = pos, time.Now()
 			}
 		}
 	}
+}
+
+// start finds req's buffer and starting position, and pins the position unless pin does already.
+func (g *Registry) start(pin *Pin, req *pb.RangeFeedRequest) (*buffer, uint64, *Pin, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	pos := req.FromIndex
+	b := g.buffers[req.RangeId]
+	if b == nil || b.desc == nil {
+		return nil, 0, pin, fmt.Errorf("range %d: %w", req.RangeId, ErrNoReplica)
+	}
+	switch {
+	case req.AfterMergeOf != 0:
+		at := mergeIndex(b.events, req.AfterMergeOf)
+		if at == 0 {
+			return nil, 0, pin, fmt.Errorf("range %d: no merge of range %d among its buffered changes: %w", req.RangeId, req.AfterMergeOf, ErrNotHeld)
+		}
+		pos = at
+	case pos == 0:
+		pos = b.applied
+	}
+	if pin == nil {
+		if pos < b.heldFrom {
+			return nil, 0, nil, fmt.Errorf("range %d: changes after index %d asked for, this replica holds them after %d: %w", req.RangeId, pos, b.heldFrom, ErrNotHeld)
+		}
+		pin = &Pin{g: g, rangeID: req.RangeId, b: b, pos: pos}
+		if b.pins == nil {
+			b.pins = map[*Pin]struct{}{}
+		}
+		b.pins[pin] = struct{}{}
+	}
+	return b, pos, pin, nil
+}
+
+// stream is one RangeFeed reader's state.
+type stream struct {
+	g              *Registry
+	req            *pb.RangeFeedRequest
+	out            Sink
+	b              *buffer
+	pin            *Pin
+	pos, sentPos   uint64 // read through; told the reader through
+	lastCheckpoint time.Time
+	wake           chan struct{}
+}
+
+// checkpoint tells the reader that everything through index (≥ its position) was sent.
+func (st *stream) checkpoint(index uint64) error {
+	st.pos = max(st.pos, index)
+	if err := st.out.Send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, RangeId: st.req.RangeId, Index: st.pos}); err != nil {
+		return err
+	}
+	st.sentPos, st.lastCheckpoint = st.pos, time.Now()
+	return nil
+}
+
+// sendNext sends the buffered changes after the reader's position. wait: there is nothing more
+// now (applied is how far the replica applied when that was seen, st.wake what to wait on); done:
+// the stream ended (a SPLIT or MERGE was sent, or the replica left).
+func (st *stream) sendNext() (wait bool, applied uint64, done bool, err error) {
+	g, b, req := st.g, st.b, st.req
+	g.mu.Lock()
+	if g.buffers[req.RangeId] != b {
+		g.mu.Unlock()
+		return false, 0, true, fmt.Errorf("range %d: the replica's buffer was dropped (removed %s ago): %w", req.RangeId, g.cfg.RetainRemoved, ErrNotHeld)
+	}
+	if st.pos < b.heldFrom {
+		held := b.heldFrom
+		g.mu.Unlock()
+		return false, 0, true, fmt.Errorf("range %d: changes after index %d asked for, this replica holds them after %d: %w", req.RangeId, st.pos, held, ErrNotHeld)
+	}
+	st.pin.pos = st.pos // what this reader has read: the buffer may drop it
+	batch, last, ends := collect(b.events, st.pos, req.StartKey, req.EndKey)
+	applied, removed, desc := b.applied, !b.removedAt.IsZero(), b.desc
+	st.wake = b.wake
+	if len(batch) == 0 && last == st.pos {
+		b.waited = true
+	}
+	g.mu.Unlock()
+	for _, ev := range batch {
+		if err := st.out.Send(ev); err != nil {
+			return false, 0, true, err
+		}
+	}
+	switch {
+	case ends:
+		return false, 0, true, nil
+	case last > st.pos:
+		st.pos = last
+		if len(batch) > 0 {
+			st.sentPos = last
+		}
+		return false, 0, false, nil
+	case removed:
+		return false, 0, true, st.out.Send(&pb.RangeFeedEvent{Kind: pb.RangeFeedEvent_REMOVED, RangeId: req.RangeId, Index: st.pos, Desc: desc})
+	}
+	return true, applied, false, nil
 }
 
 // mergeIndex is the index of the MERGE event that absorbed range right, 0 if events hold none.
