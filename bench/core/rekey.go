@@ -180,64 +180,20 @@ func rekeyUnderLoad(ctx context.Context, cl *client.Client, cat *table.Catalog, 
 	}
 	run.From = tb.Desc.PrimaryKey
 	var fencedFrom, fencedTo atomic.Int64 // ns since start, while writes were held
-	type sample struct {
-		at, took time.Duration
-		read, ok bool
-	}
-	var mu sync.Mutex
-	var samples []sample
-	start := time.Now()
-	lctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	sem := make(chan struct{}, 256)
-	wg.Go(func() {
-		rng := rand.New(rand.NewPCG(uint64(rate), 7))
-		for gen := 1; ; gen++ {
-			select {
-			case <-lctx.Done():
-				return
-			case <-tick.C:
-			}
-			p, id := rng.IntN(100), rng.Int64N(next.Load())
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				t0 := time.Now()
-				var err error
-				read := p < 40
-				switch {
-				case read:
-					_, _, err = tb.GetRow(lctx, mkRow(id, 0))
-				case p < 80:
-					err = tb.Put(lctx, mkRow(id, gen))
-				default:
-					err = tb.Put(lctx, mkRow(next.Add(1)-1, gen))
-				}
-				if lctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				samples = append(samples, sample{at: t0.Sub(start), took: time.Since(t0), read: read, ok: err == nil})
-				mu.Unlock()
-			})
-		}
-	})
+	load := startLoad(ctx, tb, rate, next, mkRow)
 	time.Sleep(time.Second)
 	t0 := time.Now()
 	res, err := rekey.Run(ctx, cl, "usertable", rekey.Options{PrimaryKey: key, Progress: func(p rekey.Progress) {
 		switch p.Phase {
 		case "fenced":
-			fencedFrom.Store(int64(time.Since(start)))
+			fencedFrom.Store(int64(time.Since(load.start)))
 		case "cutover":
-			fencedTo.Store(int64(time.Since(start)))
+			fencedTo.Store(int64(time.Since(load.start)))
 		}
 	}})
 	rekeyTook := time.Since(t0)
 	time.Sleep(time.Second)
-	stop()
-	wg.Wait()
+	samples := load.stop()
 	if err != nil {
 		return run, err
 	}
@@ -246,7 +202,7 @@ func rekeyUnderLoad(ctx context.Context, cl *client.Client, cat *table.Catalog, 
 	var all, fenced []float64
 	from, to := time.Duration(fencedFrom.Load()), time.Duration(fencedTo.Load())
 	for _, s := range samples {
-		if s.at < t0.Sub(start) || s.at > t0.Sub(start)+rekeyTook {
+		if s.at < t0.Sub(load.start) || s.at > t0.Sub(load.start)+rekeyTook {
 			continue
 		}
 		c := &run.Writes
@@ -273,6 +229,71 @@ func rekeyUnderLoad(ctx context.Context, cl *client.Client, cat *table.Catalog, 
 		run.MaxFencedMs = slices.Max(fenced)
 	}
 	return run, nil
+}
+
+// opSample is one operation of the load: when it started (since the load's start), how long it
+// took, whether it read, whether it succeeded.
+type opSample struct {
+	at, took time.Duration
+	read, ok bool
+}
+
+// tableLoad is an open-loop load on a table: 40 % reads, 40 % updates, 20 % inserts.
+type tableLoad struct {
+	start   time.Time
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	samples []opSample
+}
+
+func startLoad(ctx context.Context, tb *table.Table, rate int, next *atomic.Int64, mkRow func(int64, int) table.Row) *tableLoad {
+	l := &tableLoad{start: time.Now()}
+	lctx, cancel := context.WithCancel(ctx)
+	l.cancel = cancel
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	sem := make(chan struct{}, 256)
+	l.wg.Go(func() {
+		defer tick.Stop()
+		rng := rand.New(rand.NewPCG(uint64(rate), 7))
+		for gen := 1; ; gen++ {
+			select {
+			case <-lctx.Done():
+				return
+			case <-tick.C:
+			}
+			p, id := rng.IntN(100), rng.Int64N(next.Load())
+			sem <- struct{}{}
+			l.wg.Go(func() {
+				defer func() { <-sem }()
+				t0 := time.Now()
+				var err error
+				read := p < 40
+				switch {
+				case read:
+					_, _, err = tb.GetRow(lctx, mkRow(id, 0))
+				case p < 80:
+					err = tb.Put(lctx, mkRow(id, gen))
+				default:
+					err = tb.Put(lctx, mkRow(next.Add(1)-1, gen))
+				}
+				if lctx.Err() != nil {
+					return
+				}
+				l.mu.Lock()
+				l.samples = append(l.samples, opSample{at: t0.Sub(l.start), took: time.Since(t0), read: read, ok: err == nil})
+				l.mu.Unlock()
+			})
+		}
+	})
+	return l
+}
+
+// stop ends the load and returns its samples.
+func (l *tableLoad) stop() []opSample {
+	l.cancel()
+	l.wg.Wait()
+	return l.samples
 }
 
 func pct(xs []float64, q float64) float64 {
