@@ -76,7 +76,7 @@ learners, generation and leader (null while unknown).`,
 			for _, r := range ranges {
 				descs[r.GetDesc().GetRangeId()] = r.GetDesc()
 			}
-			return writeTable(cmd.OutOrStdout(), []string{"ID", "START", "END", "REPLICAS", "LEARNERS", "LEADER", "GEN"},
+			return writeTable(cmd.OutOrStdout(), []string{"ID", "START", "END", "REPLICAS", "LEARNERS", "LEADER", "GEN", "FENCES"},
 				len(out), func(i int) []string {
 					r := out[i]
 					d := descs[r.ID]
@@ -84,7 +84,7 @@ learners, generation and leader (null while unknown).`,
 					if r.ID == metaRangeID {
 						start, end = "(meta)", "-" // the meta range's span is not part of the user key space
 					}
-					return []string{u64(r.ID), start, end, ids(r.Replicas), ids(r.Learners), leaderText(r.Leader), u64(r.Generation)}
+					return []string{u64(r.ID), start, end, ids(r.Replicas), ids(r.Learners), leaderText(r.Leader), u64(r.Generation), fencesText(r.Fences)}
 				})
 		})
 	},
@@ -273,4 +273,21 @@ func endText(k []byte) string {
 		return "+inf"
 	}
 	return strconv.Quote(string(k))
+}
+
+// fencesText lists a range's span fences: "7" holds writes, "7 retired" refuses them for good;
+// "-" for none.
+func fencesText(fs []apijson.FenceJSON) string {
+	if len(fs) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, f := range fs {
+		t := fmt.Sprint(f.ID)
+		if f.Retired {
+			t += " retired"
+		}
+		parts = append(parts, t)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -81,6 +81,16 @@ type RangeJSON struct {
 	Learners         []uint64 `json:"learners"`
 	Generation       uint64   `json:"generation"`
 	Leader           uint64   `json:"leader"`
+	// Fences are the range's span fences (a table being re-keyed; retired: its old keys).
+	Fences []FenceJSON `json:"fences,omitempty"`
+}
+
+// FenceJSON is one span fence of a range.
+type FenceJSON struct {
+	ID      uint64 `json:"id"`
+	Start   string `json:"start"`
+	End     string `json:"end"`
+	Retired bool   `json:"retired,omitempty"`
 }
 
 // MarshalJSON encodes an unknown leader as null rather than as node 0, which does not exist.
@@ -184,6 +194,9 @@ func RangesJSON(ranges []*pb.RangeStatus) []RangeJSON {
 			} else {
 				rj.Replicas = append(rj.Replicas, rep.GetNodeId())
 			}
+		}
+		for _, f := range d.GetFences() {
+			rj.Fences = append(rj.Fences, FenceJSON{ID: f.GetId(), Start: hex.EncodeToString(f.GetStartKey()), End: hex.EncodeToString(f.GetEndKey()), Retired: f.GetRetired()})
 		}
 		ks = append(ks, keyed{start: d.GetStartKey(), r: rj})
 	}
