@@ -20,6 +20,8 @@ const (
 	TargetGRPC = "grpc" // Shoal through its gRPC API and Go client (ShoalDB)
 	TargetRESP = "resp" // a RESP server (Shoal's RESP front end, or a redis-server) through go-ycsb's redis binding
 	TargetEtcd = "etcd" // an etcd cluster through go-ycsb's etcd binding, as a peer to compare with
+	// TargetTable is Shoal's table layer (TableDB): a YCSB table is a Shoal table, a record a row.
+	TargetTable = "table"
 )
 
 // Redis modes of TargetRESP (Config.RedisMode).
@@ -59,7 +61,7 @@ func DefaultHosts(target string) []string {
 // overrides it, e.g. "redis" for TargetRESP against a redis-server).
 func System(target string) string {
 	switch target {
-	case TargetGRPC, TargetRESP:
+	case TargetGRPC, TargetRESP, TargetTable:
 		return "shoal"
 	default:
 		return target
@@ -92,8 +94,11 @@ func Open(target string, hosts []string, authToken string, p *properties.Propert
 	}
 	name := ""
 	switch target {
-	case TargetGRPC:
+	case TargetGRPC, TargetTable:
 		name = shoalDBName
+		if target == TargetTable {
+			name = tableDBName
+		}
 		mustSet(p, PropShoalHosts, strings.Join(hosts, ","))
 		if authToken != "" {
 			mustSet(p, PropShoalAuthToken, authToken)
@@ -119,7 +124,7 @@ func Open(target string, hosts []string, authToken string, p *properties.Propert
 			mustSet(p, propRedisPassword, authToken)
 		}
 	default:
-		return nil, fmt.Errorf("unknown target %q: use %s, %s or %s", target, TargetGRPC, TargetRESP, TargetEtcd)
+		return nil, fmt.Errorf("unknown target %q: use %s, %s, %s or %s", target, TargetGRPC, TargetTable, TargetRESP, TargetEtcd)
 	}
 	creator := goycsb.GetDBCreator(name)
 	if creator == nil {

@@ -59,6 +59,8 @@ Workloads (a-f as upstream YCSB defines them; 10 fields of 100 bytes per record)
 ` + workloadHelp() + `
 Targets:
   grpc  Shoal through its gRPC API and Go client (--hosts: node gRPC addresses; default --host)
+  table Shoal's tables (shoal table): a YCSB table is a table with a string primary key and bytes
+        columns field0…, created on first use; a record is a row (same --hosts as grpc)
   resp  a RESP server through go-ycsb's redis binding (go-redis): Shoal's RESP listeners with
         --redis-mode cluster (the default; --hosts: any of the nodes' RESP addresses, the slot map
         comes from CLUSTER SLOTS), or a single redis-server with --redis-mode plain (--hosts: one
@@ -105,7 +107,7 @@ var benchCompareCmd = &cobra.Command{
 func init() {
 	f := benchYCSBCmd.Flags()
 	f.StringVar(&ycsbFlags.workload, "workload", "a", "workload: a, b, c, d, e, f (YCSB's core), update or insert (write-heavy)")
-	f.StringVar(&ycsbFlags.target, "target", ycsb.TargetGRPC, "system to benchmark: grpc, resp or etcd")
+	f.StringVar(&ycsbFlags.target, "target", ycsb.TargetGRPC, "system to benchmark: grpc, table, resp or etcd")
 	f.StringVar(&ycsbFlags.hosts, "hosts", "", "comma-separated addresses of the target (default: --host for grpc, 127.0.0.1:6379 for resp, 127.0.0.1:2379 for etcd)")
 	f.StringVar(&ycsbFlags.redisMode, "redis-mode", ycsb.RedisModeCluster, "client mode of --target resp: cluster (Redis Cluster client: CLUSTER SLOTS, MOVED) or plain (one connection pool to one address)")
 	f.StringVar(&ycsbFlags.system, "system", "", "system name in the report (default: shoal for grpc and resp, etcd for etcd; e.g. redis for resp against a redis-server)")
@@ -159,9 +161,9 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	}
 	fl := ycsbFlags
 	switch fl.target {
-	case ycsb.TargetGRPC, ycsb.TargetEtcd, ycsb.TargetRESP:
+	case ycsb.TargetGRPC, ycsb.TargetTable, ycsb.TargetEtcd, ycsb.TargetRESP:
 	default:
-		return cli.Usage(fmt.Errorf("invalid --target %q: use grpc, resp or etcd", fl.target))
+		return cli.Usage(fmt.Errorf("invalid --target %q: use grpc, table, resp or etcd", fl.target))
 	}
 	redisMode := ""
 	switch {
