@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -90,7 +91,7 @@ func (n *Node) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.Hea
 // engineStats is the engine's part of this node's report (heartbeats and status pages alike).
 func (n *Node) engineStats() *pb.NodeStats {
 	es := n.eng.Stats()
-	return &pb.NodeStats{
+	st := &pb.NodeStats{
 		DiskBytes:               es.DiskBytes,
 		BlockCacheHits:          uint64(es.BlockCacheHits),
 		BlockCacheMisses:        uint64(es.BlockCacheMisses),
@@ -100,7 +101,12 @@ func (n *Node) engineStats() *pb.NodeStats {
 		ServedBlockBytes:        es.ServedBlockBytes,
 		ServedBlockBytesInCache: es.ServedBlockBytesInCache,
 		CompactionDebtBytes:     es.CompactionDebtBytes,
+		CpuCores:                float64(runtime.NumCPU()),
 	}
+	if p, ok := n.hist.Latest(); ok {
+		st.CpuPercent, st.DiskBusy = p.CPUPercent, p.DiskBusy
+	}
+	return st
 }
 
 // localStats builds this node's load report for a heartbeat: it ends the QPS and key-sample windows,

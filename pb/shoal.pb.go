@@ -3004,8 +3004,12 @@ type NodeStats struct {
 	// compactions) and the part found in the block cache: its cache's hit ratio as its clients see it.
 	ServedBlockBytes        uint64 `protobuf:"varint,13,opt,name=served_block_bytes,json=servedBlockBytes,proto3" json:"served_block_bytes,omitempty"`
 	ServedBlockBytesInCache uint64 `protobuf:"varint,14,opt,name=served_block_bytes_in_cache,json=servedBlockBytesInCache,proto3" json:"served_block_bytes_in_cache,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// cpu_percent (above) is the process's CPU over the last history interval, in % of one core, of
+	// cpu_cores; disk_busy the share of that interval the store's disk was busy (0..1).
+	CpuCores      float64 `protobuf:"fixed64,15,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
+	DiskBusy      float64 `protobuf:"fixed64,16,opt,name=disk_busy,json=diskBusy,proto3" json:"disk_busy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStats) Reset() {
@@ -3132,6 +3136,20 @@ func (x *NodeStats) GetServedBlockBytes() uint64 {
 func (x *NodeStats) GetServedBlockBytesInCache() uint64 {
 	if x != nil {
 		return x.ServedBlockBytesInCache
+	}
+	return 0
+}
+
+func (x *NodeStats) GetCpuCores() float64 {
+	if x != nil {
+		return x.CpuCores
+	}
+	return 0
+}
+
+func (x *NodeStats) GetDiskBusy() float64 {
+	if x != nil {
+		return x.DiskBusy
 	}
 	return 0
 }
@@ -6911,7 +6929,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04held\x18\x04 \x01(\rR\x04held\x12\x18\n" +
 	"\aleading\x18\x05 \x01(\rR\aleading\x125\n" +
 	"\x17first_served_unix_nanos\x18\x06 \x01(\x03R\x14firstServedUnixNanos\x12&\n" +
-	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xea\x04\n" +
+	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xa4\x05\n" +
 	"\tNodeStats\x12\x1f\n" +
 	"\vcpu_percent\x18\x01 \x01(\x01R\n" +
 	"cpuPercent\x12\x1d\n" +
@@ -6930,7 +6948,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\n" +
 	"led_before\x18\f \x03(\x04R\tledBefore\x12,\n" +
 	"\x12served_block_bytes\x18\r \x01(\x04R\x10servedBlockBytes\x12<\n" +
-	"\x1bserved_block_bytes_in_cache\x18\x0e \x01(\x04R\x17servedBlockBytesInCache\"\xff\x01\n" +
+	"\x1bserved_block_bytes_in_cache\x18\x0e \x01(\x04R\x17servedBlockBytesInCache\x12\x1b\n" +
+	"\tcpu_cores\x18\x0f \x01(\x01R\bcpuCores\x12\x1b\n" +
+	"\tdisk_busy\x18\x10 \x01(\x01R\bdiskBusy\"\xff\x01\n" +
 	"\x0eBackgroundTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +

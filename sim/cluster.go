@@ -278,7 +278,7 @@ func (c *Cluster) Snapshot() *model.Cluster {
 		mn := &slab[i]
 		*mn = model.Node{ID: n.id, Addr: n.addr, Live: c.live(n), LastHeartbeat: n.lastHB,
 			Draining: n.draining, Decommissioning: n.decomm, Decommissioned: n.gone,
-			CPUPercent: 100 * c.p.Cores * min(1, n.served/c.p.mu()), DiskCapacity: c.p.DiskBytes,
+			CPUPercent: 100 * c.p.Cores * min(1, n.served/c.p.mu()), CPUCores: c.p.Cores, DiskCapacity: c.p.DiskBytes,
 			Tasks: n.tasks, LedBefore: n.ledAtReq, Join: n.join}
 		if len(n.taskDone) > 0 {
 			mn.LastCompleted = make(map[string]time.Time, len(n.taskDone))

@@ -24,6 +24,7 @@ var policyScenarios = map[string]struct {
 	policy.NameRebalance:    {"rebalance", operator.KindTransferLeader},
 	policy.NameReadHints:    {"read-hints", ""},
 	policy.NameReadReplicas: {"read-replicas", operator.KindAddLearner},
+	policy.NameHotspot:      {"hotspot-offload", operator.KindTransferLeader},
 }
 
 // TestEveryPolicyRunsInTheSimulator: each registered policy, on, carries out at least one operator of

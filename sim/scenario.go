@@ -116,6 +116,9 @@ var scenarios = []Scenario{
 	{Name: "read-replicas", Description: "5 nodes, 8 ranges; 90 % of 9000 reads/s on 3000 records of the first range; policy read_replicas",
 		Nodes: 5, Ranges: 8, RecordsPerRange: 6000, ValueBytes: 256, Workload: "hotspot", HotRecords: 3000, OpsPerSec: 9000,
 		ReadFraction: 1, Duration: 90 * time.Second, Policy: policy.NameReadReplicas, Pin: noMoves},
+	{Name: "hotspot-offload", Description: "4 nodes, 12 ranges all led by n1, 20000 ops/s zipfian; policy hotspot_offload (rebalance, merge and load_split off)",
+		Nodes: 4, Ranges: 12, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 20000,
+		ReadFraction: 0.9, Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameHotspot, Pin: noMoves},
 	{Name: "scale", Description: "1000 nodes, 100 000 ranges of 64 MiB, one simulated hour of a diurnal zipfian load (400 k ops/s ±50 %); " +
 		"a node fails at 5 min, 10 % more nodes join at 20 min; every policy on",
 		Nodes: 1000, Ranges: 100_000, RecordsPerRange: 1000, ValueBytes: 64 << 10, Workload: "zipfian", OpsPerSec: 400_000,

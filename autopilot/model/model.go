@@ -58,8 +58,11 @@ type Node struct {
 	// LastHeartbeat is when the node was last heard from.
 	LastHeartbeat time.Time
 
-	// CPUPercent is the node's CPU use, 0–100 per core summed (as reported).
+	// CPUPercent is the node's CPU use, 0–100 per core summed (as reported), of CPUCores cores;
+	// DiskBusy the share of time its store's disk was busy (0..1).
 	CPUPercent float64
+	CPUCores   float64
+	DiskBusy   float64
 	// DiskCapacity is the size of the node's store volume in bytes; 0 means unknown.
 	DiskCapacity uint64
 	// DiskUsed is the number of bytes the node's store occupies.
@@ -194,6 +197,16 @@ func (n *Node) Dead(now time.Time, deadAfter time.Duration) bool {
 		deadAfter = DefaultDeadAfter
 	}
 	return n.SilentFor(now) > deadAfter
+}
+
+// Utilization is how busy the node is, 0..1: the busier of its CPU (over its cores) and its disk
+// (Bekas's utilization, CPU and disk busy). 0 when it reports neither.
+func (n *Node) Utilization() float64 {
+	u := n.DiskBusy
+	if n.CPUCores > 0 {
+		u = max(u, n.CPUPercent/(100*n.CPUCores))
+	}
+	return min(max(u, 0), 1)
 }
 
 // Active reports whether the node may receive replicas and leaderships: live, and neither draining,

@@ -128,6 +128,7 @@ func (p *textParser) node(f []string) error {
 			if n.CPUPercent, err = strconv.ParseFloat(v, 64); err != nil {
 				return fmt.Errorf("cpu: %v", err)
 			}
+			n.CPUCores = 1 // cpu= is the share of a one-core node
 		case "disk":
 			used, capacity, ok := strings.Cut(v, "/")
 			if !ok {

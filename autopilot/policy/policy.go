@@ -54,6 +54,7 @@ const (
 	NameRebalance    = "rebalance"
 	NameReadHints    = "read_hints"
 	NameReadReplicas = "read_replicas"
+	NameHotspot      = "hotspot_offload"
 )
 
 // Note is a decision that is not an operator (a postponement, a task that ran anyway), for the
@@ -87,6 +88,7 @@ type Config struct {
 	Shed         ShedConfig
 	Join         JoinConfig
 	ReadReplicas ReadReplicasConfig
+	Hotspot      HotspotOffloadConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -105,6 +107,7 @@ func (c Config) WithDefaults() Config {
 	c.Shed = c.Shed.withDefaults()
 	c.Join = c.Join.withDefaults()
 	c.ReadReplicas = c.ReadReplicas.withDefaults()
+	c.Hotspot = c.Hotspot.withDefaults()
 	c.MaxDiskUse = withDefaultDiskUse(c.MaxDiskUse)
 	return c
 }
@@ -186,6 +189,8 @@ var builtins = []builtin{
 	{NameReadHints, true, func(Config, *SplitMemory) Policy { return NewReadHints() }},
 	// Off until a cluster experiment shows what it buys here (docs/design/read-replicas.md).
 	{NameReadReplicas, false, func(cfg Config, _ *SplitMemory) Policy { return NewReadReplicas(cfg.ReadReplicas) }},
+	// Off until the hot-spot experiment (docs/design/cross-layer.md) shows where it pays.
+	{NameHotspot, false, func(cfg Config, _ *SplitMemory) Policy { return NewHotspotOffload(cfg.Hotspot) }},
 }
 
 // DefaultOn reports whether the standard registry's policy name is switched on in a cluster whose

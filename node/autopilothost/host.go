@@ -236,7 +236,7 @@ func (h *Host) Snapshot() *model.Cluster {
 			mn.Decommissioned = true
 		}
 		if st != nil {
-			mn.CPUPercent = st.CpuPercent
+			mn.CPUPercent, mn.CPUCores, mn.DiskBusy = st.CpuPercent, st.CpuCores, st.DiskBusy
 			mn.DiskUsed = st.DiskBytes
 			mn.BlockCacheHits, mn.BlockCacheMisses = st.BlockCacheHits, st.BlockCacheMisses
 			mn.CompactionsRunning, mn.L0Files, mn.MemtableBytes = st.CompactionsRunning, st.L0Files, st.MemtableBytes
