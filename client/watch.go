@@ -26,9 +26,11 @@ type WatchEvent struct {
 	// ExpireAtUnixMs is a PUT's expiry (0: none); Version counts the key's writes since it was created.
 	ExpireAtUnixMs int64
 	Version        uint64
-	// RangeID and Index are the change's position: the raft index of its range. A reader that sees a
-	// position at or below one it has seen for that range has seen the change.
+	// RangeID, Index and Seq are the change's position: the raft index of its range, and its place
+	// among that index's changes. A reader that sees a position at or below one it has seen for that
+	// range has seen the change.
 	RangeID, Index uint64
+	Seq            uint32
 	// Cursor, on a CHECKPOINT, resumes the watch after everything delivered so far (Watch's from).
 	Cursor string
 	// Frontier, on a CHECKPOINT: for each range read, the raft index through which its changes in
@@ -54,6 +56,11 @@ func WithInitialScan() WatchOption { return func(w *watch) { w.initial = true } 
 // ErrWatchLost: a watch cannot continue without a gap: no replica holds the changes after its
 // position any more (they keep a bounded, in-memory window). Re-read the span and watch from now.
 var ErrWatchLost = errors.New("watch lost its position: no replica holds the changes after it; re-read the span and watch from now")
+
+// ErrScanInterrupted: a watch's initial scan broke off (its node failed or left) after it had
+// delivered part of the span. Another scan would be of another moment, with no DELETE for what was
+// removed in between, so the watch stops: start it again (with its initial scan).
+var ErrScanInterrupted = errors.New("watch: the initial scan was interrupted; start the watch again")
 
 // watchCheckpointEvery bounds how often a watch hands its caller a cursor.
 const watchCheckpointEvery = time.Second
@@ -89,7 +96,7 @@ func (c *Client) Watch(ctx context.Context, start, end []byte, from string, fn f
 			return err
 		}
 		for _, f := range cur {
-			w.open(f.RangeID, f.Start, f.End, f.Pos, f.Complete, 0)
+			w.open(f.RangeID, f.Start, f.End, f.Pos, f.Complete, f.AfterMerge)
 		}
 		return w.run(true)
 	}
@@ -104,10 +111,10 @@ type feed struct {
 	id         uint64
 	start, end []byte // the watched part of the range
 	// pos is the last index delivered; complete: all of its changes were (else a reconnect starts at
-	// pos again and seen drops what was delivered).
+	// pos again, and the changes of pos below nextSeq were delivered already).
 	pos      uint64
 	complete bool
-	seen     map[string]bool
+	nextSeq  uint32
 	opened   bool
 	cancel   context.CancelFunc
 	gen      int // which worker's messages count (a restarted feed ignores its old worker)
@@ -158,7 +165,7 @@ func (w *watch) open(id uint64, s, e []byte, pos uint64, complete bool, afterMer
 		old.cancel()
 	}
 	w.gens++
-	f := &feed{id: id, start: s, end: e, pos: pos, complete: complete, gen: w.gens, afterMerge: afterMerge, seen: map[string]bool{}}
+	f := &feed{id: id, start: s, end: e, pos: pos, complete: complete, gen: w.gens, afterMerge: afterMerge}
 	w.feeds[id] = f
 	w.startWorker(f)
 	return f
@@ -330,8 +337,7 @@ func (w *watch) handle(f *feed, ev *pb.RangeFeedEvent) error {
 	switch ev.Kind {
 	case pb.RangeFeedEvent_CHECKPOINT:
 		if ev.Index >= f.pos {
-			f.pos, f.complete = ev.Index, true
-			clear(f.seen)
+			f.pos, f.complete, f.nextSeq = ev.Index, true, 0
 		}
 		return w.mergeProgress(f)
 	case pb.RangeFeedEvent_SPLIT:
@@ -342,15 +348,14 @@ func (w *watch) handle(f *feed, ev *pb.RangeFeedEvent) error {
 		return w.mergedAway(f, ev)
 	}
 	switch {
-	case ev.Index < f.pos || ev.Index == f.pos && (f.complete || f.seen[string(ev.Key)]):
+	case ev.Index < f.pos || ev.Index == f.pos && (f.complete || ev.Seq < f.nextSeq):
 		return nil // delivered before a reconnect
 	case ev.Index > f.pos:
 		f.pos, f.complete = ev.Index, false
-		clear(f.seen)
 	}
-	f.seen[string(ev.Key)] = true
+	f.nextSeq = ev.Seq + 1
 	if err := w.fn(WatchEvent{Kind: ev.Kind, Key: ev.Key, Value: ev.Value, ExpireAtUnixMs: ev.ExpireAtUnixMs, Version: ev.Version,
-		RangeID: ev.RangeId, Index: ev.Index}); err != nil {
+		RangeID: ev.RangeId, Index: ev.Index, Seq: ev.Seq}); err != nil {
 		return err
 	}
 	return w.mergeProgress(f)
@@ -388,13 +393,16 @@ func (w *watch) merged(f *feed, ev *pb.RangeFeedEvent) error {
 		return nil
 	}
 	right := ev.Right
-	nf := &feed{id: f.id, start: s, end: e, pos: ev.Index, complete: true, seen: map[string]bool{}}
+	nf := &feed{id: f.id, start: s, end: e, pos: ev.Index, complete: true}
 	w.gens++
 	nf.gen = w.gens
 	w.feeds[f.id] = nf
 	if r := w.feeds[right.RangeId]; r != nil && r.pos < right.FreezeIndex {
 		nf.waitFor, nf.waitIndex = right.RangeId, right.FreezeIndex
 		return nil
+	}
+	if r := w.feeds[right.RangeId]; r != nil && r.cancel != nil {
+		r.cancel()
 	}
 	delete(w.feeds, right.RangeId)
 	w.startWorker(nf)
@@ -437,6 +445,8 @@ type cursorFeed struct {
 	End      []byte `json:"e,omitempty"`
 	Pos      uint64 `json:"p"`
 	Complete bool   `json:"c,omitempty"`
+	// AfterMerge: the feed starts after the merge that absorbed this range (not opened yet).
+	AfterMerge uint64 `json:"m,omitempty"`
 }
 
 // cursor encodes the feeds' positions. A feed waiting for a merge resumes from before the merge.
@@ -447,7 +457,7 @@ func (w *watch) cursor() string {
 		if f.waitFor != 0 {
 			pos, complete = pos-1, true
 		}
-		cur = append(cur, cursorFeed{RangeID: f.id, Start: f.start, End: f.end, Pos: pos, Complete: complete})
+		cur = append(cur, cursorFeed{RangeID: f.id, Start: f.start, End: f.end, Pos: pos, Complete: complete, AfterMerge: f.afterMerge})
 	}
 	b, _ := json.Marshal(cur) // plain structs: cannot fail
 	return base64.RawURLEncoding.EncodeToString(b)
@@ -509,6 +519,10 @@ func (c *Client) feedWorker(ctx context.Context, req *pb.RangeFeedRequest, gen i
 			if err == nil || ctx.Err() != nil {
 				return // the stream ended (a split, a merge) or the watch stopped
 			}
+			if errors.Is(err, ErrScanInterrupted) {
+				send(feedMsg{id: req.RangeId, gen: gen, err: fmt.Errorf("range %d: %w", req.RangeId, err)})
+				return
+			}
 			lastErr = err
 			if progressed {
 				lostPasses, backoff, lost = 0, 50*time.Millisecond, false
@@ -545,15 +559,19 @@ func (c *Client) readFeed(ctx context.Context, addr string, req *pb.RangeFeedReq
 	if err != nil {
 		return false, err
 	}
-	progressed := false
+	progressed, scanned := false, false
 	for {
 		batch, err := stream.Recv()
 		if err == io.EOF {
-			return progressed, errors.New("stream ended without a reason")
+			err = errors.New("stream ended without a reason")
 		}
 		if err != nil {
+			if req.InitialScan && scanned {
+				return progressed, fmt.Errorf("%w (%v)", ErrScanInterrupted, err)
+			}
 			return progressed, err
 		}
+		scanned = scanned || len(batch.Events) > 0 && batch.Events[0].Initial
 		// The batch goes to the watch as one message: a handoff per event costs more than the event.
 		out := batch.Events[:0:0]
 		for _, ev := range batch.Events {

@@ -180,6 +180,9 @@ func (s *Service) propose(ctx context.Context, start time.Time, h *pb.RequestHea
 		var err error
 		res, err = r.Propose(ctx, cmd)
 		if isFenced(err) {
+			// Not applied: propose it again after the hold, stamped with the leader's clock then
+			// (a relative TTL, NX/XX and expiry are judged when it applies, not when first tried).
+			cmd.ClockUnixMs = 0
 			continue
 		}
 		if err != nil {

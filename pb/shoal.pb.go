@@ -2424,8 +2424,10 @@ type RangeFeedEvent struct {
 	Desc           *RangeDescriptor       `protobuf:"bytes,8,opt,name=desc,proto3" json:"desc,omitempty"`
 	Right          *RangeDescriptor       `protobuf:"bytes,9,opt,name=right,proto3" json:"right,omitempty"`
 	Initial        bool                   `protobuf:"varint,10,opt,name=initial,proto3" json:"initial,omitempty"` // a key's value at index, from the initial scan (not a change)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// seq numbers the changes of one index (0, 1, …): (range_id, index, seq) is a change's position.
+	Seq           uint32 `protobuf:"varint,11,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeFeedEvent) Reset() {
@@ -2526,6 +2528,13 @@ func (x *RangeFeedEvent) GetInitial() bool {
 		return x.Initial
 	}
 	return false
+}
+
+func (x *RangeFeedEvent) GetSeq() uint32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 // WatchRequest: [start_key, end_key) (empty end_key: no bound), from a cursor a CHECKPOINT gave
@@ -6867,7 +6876,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0eafter_merge_of\x18\x05 \x01(\x04R\fafterMergeOf\x12!\n" +
 	"\finitial_scan\x18\x06 \x01(\bR\vinitialScan\"?\n" +
 	"\x0eRangeFeedBatch\x12-\n" +
-	"\x06events\x18\x01 \x03(\v2\x15.shoal.RangeFeedEventR\x06events\"\xae\x03\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.shoal.RangeFeedEventR\x06events\"\xc0\x03\n" +
 	"\x0eRangeFeedEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.shoal.RangeFeedEvent.KindR\x04kind\x12\x19\n" +
 	"\brange_id\x18\x02 \x01(\x04R\arangeId\x12\x14\n" +
@@ -6879,7 +6888,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04desc\x18\b \x01(\v2\x16.shoal.RangeDescriptorR\x04desc\x12,\n" +
 	"\x05right\x18\t \x01(\v2\x16.shoal.RangeDescriptorR\x05right\x12\x18\n" +
 	"\ainitial\x18\n" +
-	" \x01(\bR\ainitial\"Z\n" +
+	" \x01(\bR\ainitial\x12\x10\n" +
+	"\x03seq\x18\v \x01(\rR\x03seq\"Z\n" +
 	"\x04Kind\x12\a\n" +
 	"\x03PUT\x10\x00\x12\n" +
 	"\n" +

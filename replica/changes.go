@@ -31,8 +31,17 @@ type ChangeSink interface {
 
 // recordChange is eval's Record for this replica: one event of the entry being applied.
 func (r *Replica) recordChange(kind pb.RangeFeedEvent_Kind, key []byte, v stored.Value) {
-	r.changes = append(r.changes, &pb.RangeFeedEvent{Kind: kind, RangeId: r.rangeID, Index: r.applyingIndex,
+	r.changes = append(r.changes, &pb.RangeFeedEvent{Kind: kind, RangeId: r.rangeID, Index: r.applyingIndex, Seq: r.nextSeq(),
 		Key: key, Value: v.Data, ExpireAtUnixMs: v.ExpireAtMs, Version: v.Version})
+}
+
+// nextSeq numbers the changes of the entry being applied: one key may change twice in one entry
+// (an EXPIRE then a PUT, a delete then a put in one batch), and a reader needs both.
+func (r *Replica) nextSeq() uint32 {
+	if n := len(r.changes); n > 0 && r.changes[n-1].Index == r.applyingIndex {
+		return r.changes[n-1].Seq + 1
+	}
+	return 0
 }
 
 // recordSpan records a split or merge at the entry being applied.
@@ -40,7 +49,7 @@ func (r *Replica) recordSpan(kind pb.RangeFeedEvent_Kind, desc, right *pb.RangeD
 	if r.store.cfg.Changes == nil || r.IsMeta() {
 		return
 	}
-	r.changes = append(r.changes, &pb.RangeFeedEvent{Kind: kind, RangeId: r.rangeID, Index: r.applyingIndex, Desc: desc, Right: right})
+	r.changes = append(r.changes, &pb.RangeFeedEvent{Kind: kind, RangeId: r.rangeID, Index: r.applyingIndex, Seq: r.nextSeq(), Desc: desc, Right: right})
 }
 
 // publishChangesLocked hands the batch's changes to the sink once the batch has committed.

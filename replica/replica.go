@@ -100,11 +100,14 @@ func (p *proposal) release(s *Store) {
 }
 
 type readBatch struct {
-	sent  time.Time // when its ReadIndex was issued (the lease it proves starts then)
-	ctx   []byte
-	index uint64
-	done  chan struct{}
-	err   *Error
+	sent time.Time // when its ReadIndex was issued (the lease it proves starts then)
+	// leaderTerm: the term it was sent in as leader (0: sent as a follower or learner). Only a
+	// leader's own round in its current term proves a lease.
+	leaderTerm uint64
+	ctx        []byte
+	index      uint64
+	done       chan struct{}
+	err        *Error
 }
 
 type incomingSnapshot struct {
@@ -1085,7 +1088,9 @@ func (r *Replica) releaseReadsLocked() {
 	keep := r.readsWait[:0]
 	for _, b := range r.readsWait {
 		if b.index <= r.applied {
-			r.extendLeaseLocked(b.sent, b.index)
+			if b.leaderTerm != 0 && b.leaderTerm == r.rn.BasicStatus().GetTerm() {
+				r.extendLeaseLocked(b.sent, b.index)
+			}
 			close(b.done)
 		} else {
 			keep = append(keep, b)

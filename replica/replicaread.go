@@ -52,7 +52,17 @@ func (r *Replica) ReplicaReadBarrier(ctx context.Context) error {
 		r.mu.Unlock()
 		return nil
 	case <-wait.C:
-		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: no answer from the leader to a read index in %s", r.rangeID, r.store.cfg.TickInterval*time.Duration(r.store.cfg.ElectionTicks))}
+		e := &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: no answer from the leader to a read index in %s", r.rangeID, r.store.cfg.TickInterval*time.Duration(r.store.cfg.ElectionTicks))}
+		// The request is lost: forget it (its other readers get the same answer), or it would keep
+		// the range from quiescing until the next change of leader.
+		r.mu.Lock()
+		if r.readsSent[string(b.ctx)] == b {
+			delete(r.readsSent, string(b.ctx))
+			b.err = e
+			close(b.done)
+		}
+		r.mu.Unlock()
+		return e
 	case <-ctx.Done():
 		return &Error{Code: pb.ErrorCode_TIMEOUT, Msg: fmt.Sprintf("range %d: replica read barrier: %v", r.rangeID, ctx.Err())}
 	case <-r.store.stopper:

@@ -778,6 +778,9 @@ func (s *Store) collectReady(r *Replica) (w readyWork, ok, snapshot bool, err er
 		r.readQueue = nil
 		r.readsSent[string(b.ctx)] = b
 		b.sent = time.Now()
+		if r.state == raft.StateLeader {
+			b.leaderTerm = r.rn.BasicStatus().GetTerm()
+		}
 		r.rn.ReadIndex(b.ctx)
 	}
 	if !r.rn.HasReady() {

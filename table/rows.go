@@ -41,31 +41,35 @@ func (t *Table) desc() Descriptor {
 }
 
 // followRekey runs op with the current descriptor; when the store answers that op's span moved for
-// good, it waits for a descriptor with another id and runs op again with it.
+// good, it waits for a descriptor with another id (or with no re-key under way) and runs op again
+// with it, backing off, until ctx ends.
 func (t *Table) followRekey(ctx context.Context, op func(d *Descriptor) error) error {
+	backoff := 5 * time.Millisecond
 	for {
 		d := t.desc()
 		err := op(&d)
 		if !errors.Is(err, client.ErrSpanRetired) {
 			return err
 		}
-		for {
-			nd, derr := NewCatalog(t.kv).Describe(ctx, d.Name)
-			if derr != nil {
-				return derr
-			}
-			if nd.ID != d.ID {
-				t.mu.Lock()
-				t.Desc = nd
-				t.mu.Unlock()
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("table %q: waiting for a re-key's cutover: %w (%v)", d.Name, ctx.Err(), err)
-			case <-time.After(10 * time.Millisecond):
-			}
+		// A cutover gives the table a new id; a re-key that stopped lifts its fence: either way
+		// the operation is tried again, after a pause that grows while neither has happened.
+		nd, derr := NewCatalog(t.kv).Describe(ctx, d.Name)
+		if derr != nil {
+			return derr
 		}
+		if nd.ID != d.ID {
+			t.mu.Lock()
+			t.Desc = nd
+			t.mu.Unlock()
+			backoff = 5 * time.Millisecond
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("table %q: waiting for a re-key's cutover: %w (%v)", d.Name, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
 	}
 }
 

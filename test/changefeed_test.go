@@ -32,7 +32,7 @@ func (l *watchLog) add(ev client.WatchEvent) error {
 		l.cursor = ev.Cursor
 		return nil
 	}
-	pos := fmt.Sprintf("%d/%d/%s", ev.RangeID, ev.Index, ev.Key)
+	pos := fmt.Sprintf("%d/%d/%d", ev.RangeID, ev.Index, ev.Seq)
 	if l.dups[pos] {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,4 +265,42 @@ func TestRekeyLinearizableAcrossTheCutover(t *testing.T) {
 	ops := h.Finish()
 	t.Logf("re-key held writes %v; %v", res.FenceHeld.Round(time.Millisecond), h.Counts())
 	checkLinearizable(t, ops, 60*time.Second)
+}
+
+// TestRekeyToANonUniqueKeyFailsAndCancels: a new key two rows share stops the re-key with an error
+// (no row merged into another), and cancelling it leaves the table as it was.
+func TestRekeyToANonUniqueKeyFailsAndCancels(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	cat := table.NewCatalog(cl)
+	cols, _ := table.ParseColumns("id:int64,city:string")
+	if _, err := cat.Create(ctx, table.NewDescriptor("dup", cols, table.ParseKeyList("id"))); err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := cat.Open(ctx, "dup")
+	for id, city := range []string{"oslo", "rome", "oslo"} {
+		if err := tb.Put(ctx, table.Row{"id": int64(id), "city": city}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rekey.Run(ctx, cl, "dup", rekey.Options{PrimaryKey: []string{"city"}}); err == nil || !strings.Contains(err.Error(), "not unique") {
+		t.Fatalf("re-key to a shared key: %v, want an error saying it is not unique", err)
+	}
+	if err := rekey.Cancel(ctx, cl, "dup"); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	d, err := cat.Describe(ctx, "dup")
+	if err != nil || d.Rekey != nil || fmt.Sprint(d.PrimaryKey) != "[id]" {
+		t.Fatalf("after the cancel: %+v %v", d, err)
+	}
+	n := 0
+	if err := tb.Scan(ctx, 0, func(table.Row) bool { n++; return true }); err != nil || n != 3 {
+		t.Fatalf("after the cancel: %d rows, %v", n, err)
+	}
+	if err := tb.Put(ctx, table.Row{"id": int64(9), "city": "lima"}); err != nil {
+		t.Fatalf("a write after the cancel: %v", err)
+	}
 }

@@ -31,6 +31,7 @@ type copier struct {
 	// moved maps each live old row's key to its key in the new keyspace: a change that moves a
 	// row under the new key (or deletes it) deletes what the copy wrote for it before.
 	moved   map[string][]byte
+	owner   map[string]string // the other way: new key → old key (a new key must stay unique)
 	pending []*pb.Mutation
 	// pendingChanges: pending holds a change, not only initial rows; inFlight and flying are the
 	// initial copy's batches under way (flush).
@@ -62,14 +63,37 @@ func (cp *copier) run(ctx context.Context) error {
 		err = errors.New("the copy's watch ended")
 	}
 	if cp.fenceIdx != nil && !cp.cutoverApplied {
-		// Writers must not wait on a re-key that stopped: lift its fence, even if ctx is done.
+		// Writers must not wait on a re-key that stopped: lift its fence, even if ctx is done —
+		// unless the cutover did apply (an answer lost on the way): then the fence must stay.
 		lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		switch cut, cerr := cp.cutOver(lctx); {
+		case cerr != nil:
+			return fmt.Errorf("%w (and whether it cut over is unknown: %v; `shoal table rekey-status` tells, rekey-cancel lifts its fence)", err, cerr)
+		case cut:
+			cp.cutoverApplied = true
+			return nil
+		}
 		if lerr := cp.c.LiftFence(lctx, ostart, oend, cp.old.Rekey.FenceID); lerr != nil {
 			return fmt.Errorf("%w (and lifting its fence failed: %v; `shoal table rekey-cancel` lifts it)", err, lerr)
 		}
 	}
 	return err
+}
+
+// cutOver reads the descriptor until it can tell whether this re-key's cutover applied.
+func (cp *copier) cutOver(ctx context.Context) (bool, error) {
+	for {
+		cur, err := table.NewCatalog(cp.c).Describe(ctx, cp.old.Name)
+		if err == nil {
+			return cur.ID == cp.new.ID, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // apply handles one event of the old keyspace's watch.
@@ -84,10 +108,15 @@ func (cp *copier) apply(ctx context.Context, ev client.WatchEvent) error {
 		if err != nil {
 			return fmt.Errorf("row %q under the new key: %w", ev.Key, err)
 		}
+		if o, taken := cp.owner[string(nk)]; taken && o != string(ev.Key) {
+			return fmt.Errorf("the new primary key is not unique: rows %q and %q both map to %q", o, ev.Key, nk)
+		}
 		if prev := cp.moved[string(ev.Key)]; prev != nil && !bytes.Equal(prev, nk) {
 			cp.pending = append(cp.pending, &pb.Mutation{Key: prev, Delete: true})
+			delete(cp.owner, string(prev))
 		}
 		cp.moved[string(ev.Key)] = nk
+		cp.owner[string(nk)] = string(ev.Key)
 		cp.pending = append(cp.pending, &pb.Mutation{Key: nk, Value: nv})
 		cp.pendingChanges = cp.pendingChanges || !ev.Initial
 		cp.count(ev.Initial)
@@ -96,6 +125,7 @@ func (cp *copier) apply(ctx context.Context, ev client.WatchEvent) error {
 			cp.pending = append(cp.pending, &pb.Mutation{Key: prev, Delete: true})
 			cp.pendingChanges = true
 			delete(cp.moved, string(ev.Key))
+			delete(cp.owner, string(prev))
 		}
 		cp.count(false)
 	case pb.RangeFeedEvent_CHECKPOINT:

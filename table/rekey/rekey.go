@@ -88,31 +88,33 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 		return Result{}, fmt.Errorf("re-key table %q: the primary key is already (%s): %w", name, strings.Join(d.PrimaryKey, ", "), client.ErrInvalidArgument)
 	}
 	res := Result{OldID: d.ID, OldKey: d.PrimaryKey, PrimaryKey: opts.PrimaryKey}
-	if st := d.Rekey; st != nil {
-		if !equal(st.PrimaryKey, opts.PrimaryKey) {
-			return res, fmt.Errorf("re-key table %q to (%s): %w (to (%s), since %s; cancel it first)", name, strings.Join(opts.PrimaryKey, ", "), ErrBusy,
-				strings.Join(st.PrimaryKey, ", "), time.UnixMilli(st.StartedUnixMs).Format(time.RFC3339))
+	prev := d.Rekey
+	if prev != nil && !equal(prev.PrimaryKey, opts.PrimaryKey) {
+		return res, fmt.Errorf("re-key table %q to (%s): %w (to (%s), since %s; cancel it first)", name, strings.Join(opts.PrimaryKey, ", "), ErrBusy,
+			strings.Join(prev.PrimaryKey, ", "), time.UnixMilli(prev.StartedUnixMs).Format(time.RFC3339))
+	}
+	// A new id and fence for this run, claimed in the descriptor first: a run it takes over (or
+	// one still going somewhere) then fails its cutover, which names the id it copied to.
+	id, err := cat.AllocateID(ctx)
+	if err != nil {
+		return res, err
+	}
+	d, err = cat.Update(ctx, name, func(cur *table.Descriptor) error {
+		if cur.ID != d.ID || !sameRekey(cur.Rekey, prev) {
+			return fmt.Errorf("re-key table %q: %w", name, ErrBusy)
 		}
-		// Taken over: release writes a fence of the interrupted run may still hold, and copy again.
-		if err := undo(ctx, c, d); err != nil {
+		cur.Rekey = &table.RekeyState{NewID: id, PrimaryKey: opts.PrimaryKey, FenceID: id, StartedUnixMs: time.Now().UnixMilli()}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	if prev != nil {
+		// Taken over: release the writes the interrupted run's fence may hold, drop its copy.
+		if err := undo(ctx, c, d.ID, prev); err != nil {
 			return res, err
 		}
 		res.Resumed = true
-	} else {
-		id, err := cat.AllocateID(ctx)
-		if err != nil {
-			return res, err
-		}
-		d, err = cat.Update(ctx, name, func(cur *table.Descriptor) error {
-			if cur.ID != d.ID || cur.Rekey != nil {
-				return fmt.Errorf("re-key table %q: %w", name, ErrBusy)
-			}
-			cur.Rekey = &table.RekeyState{NewID: id, PrimaryKey: opts.PrimaryKey, FenceID: id, StartedUnixMs: time.Now().UnixMilli()}
-			return nil
-		})
-		if err != nil {
-			return res, err
-		}
 	}
 	nd.ID = d.Rekey.NewID
 	res.NewID = nd.ID
@@ -125,7 +127,7 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 			return res, fmt.Errorf("re-key table %q: %w", name, err)
 		}
 	}
-	cp := &copier{c: c, old: d, new: nd, batch: opts.BatchRows, progress: opts.Progress, start: start, moved: map[string][]byte{}}
+	cp := &copier{c: c, old: d, new: nd, batch: opts.BatchRows, progress: opts.Progress, start: start, moved: map[string][]byte{}, owner: map[string]string{}}
 	if err := cp.run(ctx); err != nil {
 		return res, fmt.Errorf("re-key table %q: %w (the table still serves under its old key; run the re-key again or cancel it)", name, err)
 	}
@@ -156,26 +158,39 @@ func Cancel(ctx context.Context, c *client.Client, name string) error {
 	if err != nil {
 		return err
 	}
-	if d.Rekey == nil {
+	st := d.Rekey
+	if st == nil {
 		return fmt.Errorf("table %q: no re-key to cancel: %w", name, client.ErrInvalidArgument)
 	}
-	if err := undo(ctx, c, d); err != nil {
-		return err
-	}
-	_, err = cat.Update(ctx, name, func(cur *table.Descriptor) error {
+	// Cleared first: a run still going fails its cutover (which names this re-key), so the copy
+	// is never the table when it is deleted below.
+	if _, err := cat.Update(ctx, name, func(cur *table.Descriptor) error {
+		if cur.ID != d.ID || !sameRekey(cur.Rekey, st) {
+			return fmt.Errorf("table %q: the re-key to cancel cut over or changed meanwhile: %w", name, table.ErrDescriptorChanged)
+		}
 		cur.Rekey = nil
 		return nil
-	})
-	return err
+	}); err != nil {
+		return err
+	}
+	return undo(ctx, c, d.ID, st)
 }
 
-// undo lifts the re-key's fence from the old keyspace and deletes what was copied.
-func undo(ctx context.Context, c *client.Client, d table.Descriptor) error {
-	ostart, oend := table.TableSpan(d.ID)
-	if err := c.LiftFence(ctx, ostart, oend, d.Rekey.FenceID); err != nil {
+// sameRekey reports whether a and b are the same re-key (both none, or the same new id).
+func sameRekey(a, b *table.RekeyState) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.NewID == b.NewID && a.FenceID == b.FenceID
+}
+
+// undo lifts re-key st's fence from table id's keyspace and deletes what st copied.
+func undo(ctx context.Context, c *client.Client, id uint64, st *table.RekeyState) error {
+	ostart, oend := table.TableSpan(id)
+	if err := c.LiftFence(ctx, ostart, oend, st.FenceID); err != nil {
 		return fmt.Errorf("lift the re-key's fence: %w", err)
 	}
-	nstart, nend := table.TableSpan(d.Rekey.NewID)
+	nstart, nend := table.TableSpan(st.NewID)
 	for {
 		kvs, err := c.Scan(ctx, nstart, nend, 1000, false)
 		if err != nil {
