@@ -61,7 +61,7 @@ func (w *watchService) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingSe
 	}
 	err = c.Watch(stream.Context(), req.StartKey, req.EndKey, req.Cursor, func(ev client.WatchEvent) error {
 		return stream.Send(&pb.WatchResponse{Cursor: ev.Cursor, Event: &pb.RangeFeedEvent{Kind: ev.Kind, RangeId: ev.RangeID, Index: ev.Index,
-			Key: ev.Key, Value: ev.Value, ExpireAtUnixMs: ev.ExpireAtUnixMs, Version: ev.Version, Initial: ev.Initial}})
+			Seq: ev.Seq, Key: ev.Key, Value: ev.Value, ExpireAtUnixMs: ev.ExpireAtUnixMs, Version: ev.Version, Initial: ev.Initial}})
 	}, opts...)
 	var ce *client.Error
 	switch {

@@ -41,6 +41,7 @@ type watchJSON struct {
 	Version       uint64 `json:"version,omitempty"`
 	RangeID       uint64 `json:"range_id,omitempty"`
 	Index         uint64 `json:"index,omitempty"`
+	Seq           uint32 `json:"seq,omitempty"`
 	Cursor        string `json:"cursor,omitempty"`
 	// Row (a table's PUT) and PrimaryKey (its DELETE or EXPIRE), with --table.
 	Row        json.RawMessage `json:"row,omitempty"`
@@ -58,8 +59,8 @@ least once; the watch follows the span's ranges through splits, merges, replica 
 changes. With --initial it first prints the span's keys as they are when it starts. Text output:
 "PUT key value", "DELETE key", "EXPIRE key" (and "INITIAL key value") lines. With --format json, one
 JSON object per line: kind, key, value (base64 with key_encoding/value_encoding when not text),
-version, expire_at_unix_ms, and range_id and index, the change's position (a reader that sees a
-position it has seen already drops the change). With --table, the changes of a table's rows: a
+version, expire_at_unix_ms, and range_id, index and seq, the change's position (a reader that sees
+a position it has seen already drops the change). With --table, the changes of a table's rows: a
 PUT's "row" and a DELETE's or EXPIRE's "primary_key" as JSON objects (text: one per line).
 
 A cursor resumes a watch where it stopped: it is printed to standard error when the watch ends,
@@ -146,7 +147,7 @@ func runWatch(cmd *cobra.Command, c *client.Client, start, end []byte, d *table.
 
 func printWatchEvent(w io.Writer, ev client.WatchEvent) error {
 	if cli.JSON() {
-		j := watchJSON{Kind: ev.Kind.String(), Initial: ev.Initial, ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index, Cursor: ev.Cursor}
+		j := watchJSON{Kind: ev.Kind.String(), Initial: ev.Initial, ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index, Seq: ev.Seq, Cursor: ev.Cursor}
 		if ev.Kind != pb.RangeFeedEvent_CHECKPOINT {
 			j.Key, j.KeyEncoding = apijson.Key(ev.Key)
 		}
@@ -173,7 +174,7 @@ func printWatchEvent(w io.Writer, ev client.WatchEvent) error {
 
 // printRowEvent prints a change of table d's rows.
 func printRowEvent(w io.Writer, d *table.Descriptor, ev client.WatchEvent) error {
-	j := watchJSON{Kind: ev.Kind.String(), Initial: ev.Initial, ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index}
+	j := watchJSON{Kind: ev.Kind.String(), Initial: ev.Initial, ExpireAtMs: ev.ExpireAtUnixMs, Version: ev.Version, RangeID: ev.RangeID, Index: ev.Index, Seq: ev.Seq}
 	if ev.Kind == pb.RangeFeedEvent_PUT {
 		row, err := d.DecodeRow(ev.Key, ev.Value)
 		if err != nil {
