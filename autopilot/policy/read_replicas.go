@@ -43,7 +43,8 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 // the plan's logical nodes on the physical ones where most of those replicas already are. A range
 // gets a learner on each planned node that holds none of its replicas, and loses a learner it placed
 // on a node the plan no longer names (coldest first). The voters are the floor: they are never
-// added or removed here. The learners it keeps are what replicate must leave alone (Keeps).
+// added or removed here. It manages every learner of a range no operator works on, and those are
+// what replicate must leave alone (Keeps).
 type ReadReplicas struct {
 	cfg     ReadReplicasConfig
 	pop     map[uint64]float64
@@ -86,14 +87,19 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 			delete(p.kept, id)
 		}
 	}
-	if now.Sub(p.started) < p.cfg.WarmUp {
-		// Too early to judge: keep every learner of a range with its voters (an earlier autopilot's).
-		for _, r := range ranges {
+	v := newView(c, pending)
+	defer v.release()
+	// Every learner of an idle range is a read replica it manages: an earlier autopilot's, one a
+	// split gave a new range, one an interrupted move left. The plan below keeps or removes it.
+	for _, r := range ranges {
+		if !v.busy[r.ID] {
 			for _, id := range r.Learners() {
 				p.keep(r.ID, id)
 			}
 		}
-		return nil
+	}
+	if now.Sub(p.started) < p.cfg.WarmUp {
+		return nil // too early to judge popularity
 	}
 	var nodes []uint64
 	for _, n := range c.Nodes {
@@ -105,8 +111,6 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 		return nil
 	}
 	want := p.plan(ranges, nodes)
-	v := newView(c, pending)
-	defer v.release()
 	var ops []*operator.Operator
 	// Coldest first for removals, hottest first for additions.
 	order := slices.Clone(ranges)

@@ -214,15 +214,35 @@ func (g *Registry) Applied(rangeID uint64, events []*pb.RangeFeedEvent, applied 
 		}
 	}
 	b.applied = max(b.applied, applied)
-	for len(b.events) > 0 && (b.bytes > g.cfg.RangeBufferBytes || g.total > g.cfg.NodeBufferBytes) {
-		overHard := b.bytes > pinnedLimit*g.cfg.RangeBufferBytes || g.total > pinnedLimit*g.cfg.NodeBufferBytes
-		if !overHard && b.pinnedLocked(b.events[0].Index) {
+	for len(b.events) > 0 && b.bytes > g.cfg.RangeBufferBytes {
+		if b.bytes <= pinnedLimit*g.cfg.RangeBufferBytes && b.pinnedLocked(b.events[0].Index) {
 			break
 		}
 		g.evictOldestLocked(b)
 	}
+	if g.total > g.cfg.NodeBufferBytes {
+		g.shrinkLocked()
+	}
 	b.notify()
 	g.sweepLocked(time.Now())
+}
+
+// shrinkLocked brings the node's buffers back within NodeBufferBytes, taking from the largest
+// first (not the one that grew last: a busy range would lose its window while idle ones keep theirs).
+func (g *Registry) shrinkLocked() {
+	overHard := g.total > pinnedLimit*g.cfg.NodeBufferBytes
+	for g.total > g.cfg.NodeBufferBytes {
+		var largest *buffer
+		for _, b := range g.buffers {
+			if len(b.events) > 0 && (overHard || !b.pinnedLocked(b.events[0].Index)) && (largest == nil || b.bytes > largest.bytes) {
+				largest = b
+			}
+		}
+		if largest == nil {
+			return // what is left, readers still need
+		}
+		g.evictOldestLocked(largest)
+	}
 }
 
 // evictOldestLocked drops b's oldest index, all its events at once: a position is an index, so an
