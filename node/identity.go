@@ -55,7 +55,7 @@ func u64(v uint64) []byte {
 }
 
 func (n *Node) selfDesc() *pb.NodeDescriptor {
-	return &pb.NodeDescriptor{NodeId: n.ident.NodeID, Addr: n.cfg.Addr, HttpAddr: n.cfg.HTTPAddr, RespAddr: n.cfg.RESPAddr}
+	return &pb.NodeDescriptor{NodeId: n.ident.NodeID, Addr: n.cfg.Addr, HttpAddr: n.cfg.HTTPAddr, RespAddr: n.cfg.RESPAddr, Locality: n.cfg.Locality}
 }
 
 func (n *Node) saveIdentity() error {

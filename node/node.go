@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,9 @@ type Config struct {
 	Addr string
 	// HTTPAddr and RESPAddr are advertised to clients through the node's descriptor.
 	HTTPAddr, RESPAddr string
+	// Locality is where the node runs, "region=r1,zone=z1": tiers key=value from the most general,
+	// comma-separated. The autopilot spreads each range's replicas over the last tier's values.
+	Locality string
 	// Bootstrap creates a new cluster if the store has no identity yet.
 	Bootstrap bool
 	// Join lists gRPC addresses of existing nodes to join through if the store has no identity yet.
@@ -127,6 +131,14 @@ func (c Config) Validate() error {
 	}
 	if c.HeartbeatInterval < 0 || c.DeadNodeTimeout < 0 {
 		errs = append(errs, errors.New("heartbeat interval and dead node timeout must not be negative"))
+	}
+	if c.Locality != "" {
+		for _, tier := range strings.Split(c.Locality, ",") {
+			if k, v, ok := strings.Cut(tier, "="); !ok || k == "" || v == "" {
+				errs = append(errs, fmt.Errorf("locality %q: want tiers key=value separated by commas, e.g. region=eu,zone=eu-1a", c.Locality))
+				break
+			}
+		}
 	}
 	for _, err := range []error{c.Storage.Validate(), c.Raft.Validate(), c.Transport.Validate(), c.KV.Validate(), c.Hints.Validate(),
 		c.Background.Validate(), c.Autopilot.Validate()} {

@@ -730,11 +730,14 @@ func (x *SpanFence) GetRetired() bool {
 }
 
 type NodeDescriptor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"` // gRPC
-	HttpAddr      string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
-	RespAddr      string                 `protobuf:"bytes,4,opt,name=resp_addr,json=respAddr,proto3" json:"resp_addr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Addr     string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"` // gRPC
+	HttpAddr string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	RespAddr string                 `protobuf:"bytes,4,opt,name=resp_addr,json=respAddr,proto3" json:"resp_addr,omitempty"`
+	// locality: "region=r1,zone=z1", tiers from the most general; placement spreads a range's
+	// replicas over the last tier's values.
+	Locality      string `protobuf:"bytes,5,opt,name=locality,proto3" json:"locality,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -793,6 +796,13 @@ func (x *NodeDescriptor) GetHttpAddr() string {
 func (x *NodeDescriptor) GetRespAddr() string {
 	if x != nil {
 		return x.RespAddr
+	}
+	return ""
+}
+
+func (x *NodeDescriptor) GetLocality() string {
+	if x != nil {
+		return x.Locality
 	}
 	return ""
 }
@@ -6722,12 +6732,13 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
 	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\x04R\x02id\x12\x18\n" +
-	"\aretired\x18\x04 \x01(\bR\aretired\"w\n" +
+	"\aretired\x18\x04 \x01(\bR\aretired\"\x93\x01\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1b\n" +
 	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\x12\x1b\n" +
-	"\tresp_addr\x18\x04 \x01(\tR\brespAddr\"\xbc\x01\n" +
+	"\tresp_addr\x18\x04 \x01(\tR\brespAddr\x12\x1a\n" +
+	"\blocality\x18\x05 \x01(\tR\blocality\"\xbc\x01\n" +
 	"\x05Error\x12$\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x10.shoal.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +

@@ -18,6 +18,7 @@ import (
 	"iter"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,8 @@ type Node struct {
 	Decommissioned bool
 	// LastHeartbeat is when the node was last heard from.
 	LastHeartbeat time.Time
+	// Locality is where the node runs, "region=r1,zone=z1" (tiers from the most general; "": unknown).
+	Locality string
 
 	// CPUPercent is the node's CPU use, 0–100 per core summed (as reported), of CPUCores cores;
 	// DiskBusy the share of time its store's disk was busy (0..1).
@@ -197,6 +200,17 @@ func (n *Node) Dead(now time.Time, deadAfter time.Duration) bool {
 		deadAfter = DefaultDeadAfter
 	}
 	return n.SilentFor(now) > deadAfter
+}
+
+// Zone is the value of the node's most specific locality tier ("" when it has none): a range's
+// replicas are spread over zones.
+func (n *Node) Zone() string {
+	l := n.Locality
+	if i := strings.LastIndexByte(l, ','); i >= 0 {
+		l = l[i+1:]
+	}
+	_, v, _ := strings.Cut(l, "=")
+	return v
 }
 
 // Utilization is how busy the node is, 0..1: the busier of its CPU (over its cores) and its disk

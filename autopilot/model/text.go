@@ -16,7 +16,7 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // line ('#' starts a comment):
 //
 //	now 120s
-//	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB]
+//	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB] [locality=zone=a]
 //	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system] [fenced]
 //	        [latency=990@2ms,10@40ms]
@@ -115,6 +115,8 @@ func (p *textParser) node(f []string) error {
 			n.Live, s.d = false, 70*time.Second
 		case "draining":
 			n.Draining = true
+		case "locality":
+			n.Locality = v
 		case "decommissioning":
 			n.Decommissioning = true
 		case "decommissioned":

@@ -492,12 +492,20 @@ func (v *view) active() []*model.Node {
 // exclude, disk below maxDisk; fewest replicas (counting pending operators), then fewest bytes, then
 // lowest ID. It returns 0 when no node qualifies.
 func (v *view) targetFor(r *model.Range, maxDisk float64, exclude ...uint64) uint64 {
+	// Zones already holding the range's replicas (not those leaving): a new replica goes to the
+	// least used zone first, so one zone's loss takes as few replicas of a range as it can.
+	zones := map[string]int{}
+	for _, rep := range r.Replicas {
+		if n := v.c.Node(rep.Node); n != nil && !contains(exclude, rep.Node) {
+			zones[n.Zone()]++
+		}
+	}
 	var best *model.Node
 	for _, n := range v.active() {
 		if r.HasReplica(n.ID) || n.DiskFull(maxDisk) || contains(exclude, n.ID) {
 			continue
 		}
-		if best == nil || v.lessLoaded(n, best) {
+		if best == nil || zones[n.Zone()] < zones[best.Zone()] || zones[n.Zone()] == zones[best.Zone()] && v.lessLoaded(n, best) {
 			best = n
 		}
 	}

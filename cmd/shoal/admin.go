@@ -36,15 +36,19 @@ array of objects with id, addr, http_addr, live, draining, state, range_count, l
 			if cli.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
-			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS", "TASKS"},
+			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS", "LOCALITY", "TASKS"},
 				len(out), func(i int) []string {
 					n := out[i]
 					tasks := strings.Join(n.Tasks, ", ")
 					if tasks == "" {
 						tasks = "-"
 					}
+					loc := n.Locality
+					if loc == "" {
+						loc = "-"
+					}
 					return []string{u64(n.ID), n.Addr, n.HTTPAddr, n.State, strconv.FormatBool(n.Live), strconv.FormatBool(n.Draining),
-						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10), tasks}
+						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10), loc, tasks}
 				})
 		})
 	},

@@ -95,6 +95,7 @@ func init() {
 	f.StringVar(&sc.RESP, "resp", "", "RESP (Redis Cluster protocol) listen address; empty: off")
 	f.Var((*addrList)(&c.Join), "join", "gRPC addresses of existing nodes to join through (comma-separated or repeated)")
 	f.BoolVar(&c.Bootstrap, "bootstrap", false, "create a new cluster (first node only)")
+	f.StringVar(&c.Locality, "locality", "", "where this node runs, e.g. region=eu,zone=eu-1a (tiers from the most general): each range's replicas are spread over the last tier's values")
 	// Shadows the root's client --auth-token with the server meaning of the same flag.
 	f.StringVar(&c.AuthToken, "auth-token", "", "require this token on gRPC and HTTP admin requests")
 	f.StringVar(&startFlags.authTokenFile, "auth-token-file", "", "read the required token from this file")

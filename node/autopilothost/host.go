@@ -227,7 +227,7 @@ func (h *Host) Snapshot() *model.Cluster {
 	for _, nd := range h.deps.Dir.All() {
 		st, draining := h.deps.Dir.StatsOf(nd.NodeId)
 		last := h.deps.Dir.LastHeard(nd.NodeId)
-		mn := &model.Node{ID: nd.NodeId, Addr: nd.Addr, Live: now.Sub(last) <= h.deps.LiveWindow(), LastHeartbeat: last,
+		mn := &model.Node{ID: nd.NodeId, Addr: nd.Addr, Locality: nd.Locality, Live: now.Sub(last) <= h.deps.LiveWindow(), LastHeartbeat: last,
 			Draining: draining || states[nd.NodeId] == pb.NodeAdminState_NODE_DRAINING}
 		switch states[nd.NodeId] {
 		case pb.NodeAdminState_NODE_DECOMMISSIONING:

@@ -23,6 +23,7 @@ type NodeJSON struct {
 	ID          uint64 `json:"id"`
 	Addr        string `json:"addr"`
 	HTTPAddr    string `json:"http_addr"`
+	Locality    string `json:"locality,omitempty"`
 	Live        bool   `json:"live"`
 	Draining    bool   `json:"draining"`
 	State       string `json:"state"`
@@ -150,6 +151,7 @@ func NodesJSON(nodes []*pb.NodeStatus) []NodeJSON {
 			ID:          d.GetNodeId(),
 			Addr:        d.GetAddr(),
 			HTTPAddr:    d.GetHttpAddr(),
+			Locality:    d.GetLocality(),
 			Live:        n.GetLive(),
 			Draining:    n.GetDraining(),
 			State:       n.GetState(),
