@@ -205,7 +205,7 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 				if better(transfer) {
 					transfer = r
 				}
-			case !r.HasReplica(to.ID) && !to.DiskFull(p.maxDisk):
+			case !r.HasReplica(to.ID) && !to.DiskFull(p.maxDisk) && !narrowsZones(v.c, r, from.ID, to.ID):
 				if better(move) {
 					move = r
 				}
@@ -247,7 +247,7 @@ func (p *Rebalance) planReplicas(v *view, d *dimension, nodes []*model.Node) *op
 		}
 		var best *model.Range
 		for _, r := range held {
-			if r.HasReplica(to.ID) {
+			if r.HasReplica(to.ID) || narrowsZones(v.c, r, from.ID, to.ID) {
 				continue
 			}
 			if best == nil || r.Bytes < best.Bytes || (r.Bytes == best.Bytes && r.QPS() < best.QPS()) {
@@ -283,7 +283,7 @@ func (p *Rebalance) planBytes(v *view, d *dimension, nodes []*model.Node) *opera
 		var best *model.Range
 		for _, r := range held {
 			b := float64(r.Bytes)
-			if r.HasReplica(to.ID) || b >= gap {
+			if r.HasReplica(to.ID) || b >= gap || narrowsZones(v.c, r, from.ID, to.ID) {
 				continue
 			}
 			if best == nil || math.Abs(gap-2*b) < math.Abs(gap-2*float64(best.Bytes)) {
@@ -350,4 +350,19 @@ func abs(x int) int {
 		return -x
 	}
 	return x
+}
+
+// narrowsZones reports whether moving r's replica from one node to another would leave r in fewer
+// zones (localities): the target's zone holds another of its replicas and the source's does not.
+func narrowsZones(c *model.Cluster, r *model.Range, from, to uint64) bool {
+	fn, tn := c.Node(from), c.Node(to)
+	if fn == nil || tn == nil || fn.Zone() == tn.Zone() {
+		return false
+	}
+	for _, rep := range r.Replicas {
+		if n := c.Node(rep.Node); rep.Node != from && n != nil && n.Zone() == tn.Zone() {
+			return true
+		}
+	}
+	return false
 }
