@@ -36,12 +36,18 @@ const (
 	// TargetOne ships to the first listed peer only: half the cost with three replicas, one warm
 	// successor.
 	TargetOne
+	// TargetRegionOne ships to the peers listed, which the node chooses as one replica in each
+	// other region (the journal paper's region-one: a warm successor wherever a region fails over).
+	TargetRegionOne
 )
 
 // String names the target.
 func (t Target) String() string {
-	if t == TargetOne {
+	switch t {
+	case TargetOne:
 		return "one"
+	case TargetRegionOne:
+		return "region-one"
 	}
 	return "all"
 }
@@ -97,8 +103,8 @@ func (c ShipperConfig) Validate() error {
 	if c.Peers == nil {
 		return fmt.Errorf("hints shipper: Peers is required (the node lists each range's other replicas)")
 	}
-	if c.Target != TargetAll && c.Target != TargetOne {
-		return fmt.Errorf("hints shipper: unknown Target %d (TargetAll or TargetOne)", c.Target)
+	if c.Target != TargetAll && c.Target != TargetOne && c.Target != TargetRegionOne {
+		return fmt.Errorf("hints shipper: unknown Target %d (TargetAll, TargetOne or TargetRegionOne)", c.Target)
 	}
 	return nil
 }

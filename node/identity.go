@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -170,4 +171,15 @@ func (n *Node) join(ctx context.Context) error {
 			backoff *= 2
 		}
 	}
+}
+
+// regionOf is a node's region: its locality's first tier value ("" when unknown).
+func (n *Node) regionOf(nodeID uint64) string {
+	loc := n.cfg.Locality
+	if nodeID != n.ident.NodeID {
+		loc = n.dir.Get(nodeID).GetLocality()
+	}
+	first, _, _ := strings.Cut(loc, ",")
+	_, v, _ := strings.Cut(first, "=")
+	return v
 }

@@ -233,7 +233,7 @@ func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	// The observer reads n.hints and n.ap at each request, so the range layer may come first.
 	n.Service = kv.New(cfg.KV, kv.Deps{Cluster: clusterView{n}, Observer: observer{n}, Requests: n.reqGate, Logger: n.log})
 	var err error
-	n.hints, err = readhints.New(cfg.Hints, readhints.Deps{Engine: eng, Store: n.Store, Conn: n.peerConn, Meta: n.Service, Logger: n.log})
+	n.hints, err = readhints.New(cfg.Hints, readhints.Deps{Engine: eng, Store: n.Store, Conn: n.peerConn, Meta: n.Service, Region: n.regionOf, Logger: n.log})
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func init() {
 	f.StringVar(&c.Background.BackupDir, "backup-dir", "", "absolute directory for periodic backups (one subdirectory per backup)")
 	f.Var(onOff{&c.Background.Backup.NoJournal, true}, "backup-journal", "journal written keys once the node has backed up, so an incremental reads only what changed since the node's newest backup (on|off; off deletes the journal at the next backup and every incremental reads every key)")
 	f.Var(onOff{&h.Off, true}, "read-hints", "read hints: the leader of a range ships the reads it serves to the other replicas, which replay them to keep their caches warm for a leadership change (on|off; the cluster-wide switch is the read_hints policy)")
-	f.Var((*hintsTarget)(&h.Target), "read-hints-target", "read hints go to every other replica (all) or to the first voter only (one)")
+	f.Var((*hintsTarget)(&h.Target), "read-hints-target", "read hints go to every other replica (all), to the first voter only (one), or to one replica in each other region (region-one, by --locality's region tier)")
 	f.Float64Var(&h.Fraction, "read-hints-fraction", h.Fraction, "fraction of received read hints this node replays, in (0, 1]")
 	f.Var(onOff{&h.FixedFraction, true}, "read-hints-adaptive", "lower the replayed fraction as the load rises from 70 % (to 10 % at 90 %, where replaying stops); the load is the CPU's, or on a node leading ranges its disk's utilization × --read-hints-disk-weight when higher (on|off)")
 	f.Float64Var(&h.DiskWeight, "read-hints-disk-weight", h.DiskWeight, "what a saturated disk counts for in the load replays adapt to, on a node leading ranges: 0.85 cuts replays to about a third and never stops them; in (0, 1], or negative to ignore the disk")
@@ -270,13 +270,15 @@ func (t *hintsTarget) Set(s string) error {
 		*t = hintsTarget(hints.TargetAll)
 	case "one":
 		*t = hintsTarget(hints.TargetOne)
+	case "region-one":
+		*t = hintsTarget(hints.TargetRegionOne)
 	default:
-		return fmt.Errorf("%q: use all or one", s)
+		return fmt.Errorf("%q: use all, one or region-one", s)
 	}
 	return nil
 }
 
-func (t *hintsTarget) Type() string { return "all|one" }
+func (t *hintsTarget) Type() string { return "all|one|region-one" }
 
 // addrList is a flag of addresses, given comma-separated or by repeating the flag. Setting it to ""
 // clears it (so its default, "", restores it).

@@ -173,7 +173,10 @@ type Deps struct {
 	// Conn returns the pooled connection to a peer (the cluster's credentials apply).
 	Conn func(nodeID uint64) (*grpc.ClientConn, error)
 	// Meta reads the cluster-wide switch.
-	Meta   records.MetaStore
+	Meta records.MetaStore
+	// Region is a node's region (its locality's first tier value; "" unknown), for the region-one
+	// target. Nil: every node in one region.
+	Region func(nodeID uint64) string
 	Logger *slog.Logger
 }
 
@@ -328,6 +331,30 @@ func (s *Service) peers(rangeID uint64) []uint64 {
 				out = append(out, rd.NodeId)
 			}
 		}
+	}
+	if s.cfg.Target == hints.TargetRegionOne {
+		region := func(uint64) string { return "" }
+		if s.deps.Region != nil {
+			region = s.deps.Region
+		}
+		return regionOne(out, region, region(self))
+	}
+	return out
+}
+
+// regionOne keeps, of peers (in preference order), the first in each region other than own, or
+// the first peer when every peer is in own region (one warm successor there).
+func regionOne(peers []uint64, region func(uint64) string, own string) []uint64 {
+	var out []uint64
+	seen := map[string]bool{own: true}
+	for _, p := range peers {
+		if r := region(p); !seen[r] {
+			seen[r] = true
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 && len(peers) > 0 {
+		out = peers[:1]
 	}
 	return out
 }
