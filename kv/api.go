@@ -143,7 +143,7 @@ func (s *Service) get(ctx context.Context, r *replica.Replica, req *pb.GetReques
 		return &pb.GetResponse{Error: s.PBError(err)}
 	}
 	// After the barrier: the state read includes every fence applied before the read began.
-	if pe := retiredRead(r, req.Key, append(append([]byte(nil), req.Key...), 0)); pe != nil {
+	if pe := retiredKey(r, req.Key); pe != nil {
 		return &pb.GetResponse{Error: pe}
 	}
 	v, found, err := r.GetStored(req.Key)

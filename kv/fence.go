@@ -40,7 +40,7 @@ func (s *Service) Fence(ctx context.Context, req *pb.FenceRequest) (*pb.FenceRes
 // holdWhileFenced waits while a fence of r holds a key cmd writes: until it lifts (nil: propose
 // now), it retires (SPAN_RETIRED), ctx ends or fenceHoldMax passes (UNAVAILABLE, not applied).
 func holdWhileFenced(ctx context.Context, r *replica.Replica, cmd *pb.Command) *pb.Error {
-	if f, _ := replica.CommandFence(r.Desc(), cmd); f == nil {
+	if f, _ := r.WriteFence(cmd); f == nil {
 		return nil // the common case: no fence, no timer
 	}
 	deadline := time.Now().Add(fenceHoldMax)
@@ -50,7 +50,7 @@ func holdWhileFenced(ctx context.Context, r *replica.Replica, cmd *pb.Command) *
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		f, k := replica.CommandFence(r.Desc(), cmd)
+		f, k := r.WriteFence(cmd)
 		switch {
 		case f == nil:
 			return nil
@@ -76,10 +76,26 @@ func isFenced(err error) bool {
 // retiredRead refuses a read of [start, end) (empty end: to the range's end) that overlaps a
 // retired fence of r: the data there is the old copy of what moved, and a reader must follow it.
 func retiredRead(r *replica.Replica, start, end []byte) *pb.Error {
-	for _, f := range r.Desc().GetFences() {
+	for _, f := range r.Fences() {
 		if f.Retired && (len(end) == 0 || bytes.Compare(f.StartKey, end) < 0) && (len(f.EndKey) == 0 || bytes.Compare(start, f.EndKey) < 0) {
-			return &pb.Error{Code: pb.ErrorCode_SPAN_RETIRED, Message: fmt.Sprintf("[%.64q, %.64q) overlaps a span that moved for good (fence %d): reload what maps to it", start, end, f.Id)}
+			return retiredErr(start, f)
 		}
 	}
 	return nil
+}
+
+// retiredKey is retiredRead for one key.
+func retiredKey(r *replica.Replica, key []byte) *pb.Error {
+	fs := r.Fences()
+	if len(fs) == 0 {
+		return nil
+	}
+	if f := replica.FenceFor(&pb.RangeDescriptor{Fences: fs}, key); f != nil && f.Retired {
+		return retiredErr(key, f)
+	}
+	return nil
+}
+
+func retiredErr(key []byte, f *pb.SpanFence) *pb.Error {
+	return &pb.Error{Code: pb.ErrorCode_SPAN_RETIRED, Message: fmt.Sprintf("%.64q is in a span that moved for good (fence %d): reload what maps to it", key, f.Id)}
 }

@@ -105,3 +105,21 @@ func (r *Replica) applyFenceLocked(b *storage.Batch, cmd *pb.Command, index uint
 	}
 	return Result{Index: index}, nil
 }
+
+// Fences are the range's span fences now, without a copy of the descriptor (fences and descriptors
+// are replaced, never changed in place): every write and read looks at them, and most ranges have
+// none.
+func (r *Replica) Fences() []*pb.SpanFence {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.desc.GetFences()
+}
+
+// WriteFence is CommandFence on the range's current fences.
+func (r *Replica) WriteFence(cmd *pb.Command) (*pb.SpanFence, []byte) {
+	fs := r.Fences()
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	return CommandFence(&pb.RangeDescriptor{Fences: fs}, cmd)
+}

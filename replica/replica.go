@@ -144,6 +144,7 @@ type Replica struct {
 	// applyingIndex, the index of the entry being applied.
 	changes       []*pb.RangeFeedEvent
 	applyingIndex uint64
+	record        func(pb.RangeFeedEvent_Kind, []byte, stored.Value)
 
 	readQueue   *readBatch            // reads waiting for the next ReadIndex
 	readsSent   map[string]*readBatch // ReadIndex requests in flight
@@ -913,7 +914,10 @@ func (r *Replica) applyDataCommand(b *storage.Batch, cmd *pb.Command, index uint
 	r.observeClock(cmd.ClockUnixMs)
 	env := eval.Env{DataKey: r.dataKey, Index: index, Plain: r.IsMeta()}
 	if r.store.cfg.Changes != nil && !env.Plain {
-		env.Record = r.recordChange
+		if r.record == nil {
+			r.record = r.recordChange // once: a method value allocates each time it is taken
+		}
+		env.Record = r.record
 	}
 	out, err := eval.Apply(b, cmd, env)
 	if err != nil {

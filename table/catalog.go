@@ -304,6 +304,11 @@ func (c *Catalog) FinishDrops(ctx context.Context, progress DropProgress) (int, 
 }
 
 // deleteRows deletes every row of table d.ID, a page at a time.
+// DeleteRowsOf deletes every row stored under table id (a re-key's abandoned copy), in pages.
+func (c *Catalog) DeleteRowsOf(ctx context.Context, id uint64) (int, error) {
+	return c.deleteRows(ctx, Descriptor{ID: id}, nil)
+}
+
 func (c *Catalog) deleteRows(ctx context.Context, d Descriptor, progress DropProgress) (int, error) {
 	start, end := TableSpan(d.ID)
 	deleted := 0

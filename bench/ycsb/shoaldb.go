@@ -43,17 +43,23 @@ type shoalCreator struct{}
 // Create implements ycsb.DBCreator: it builds a client for the hosts in PropShoalHosts. It does not
 // contact the cluster.
 func (shoalCreator) Create(p *properties.Properties) (goycsb.DB, error) {
+	c, err := newClient(p)
+	if err != nil {
+		return nil, err
+	}
+	return NewShoalDB(c, p), nil
+}
+
+// newClient is a client for the hosts in PropShoalHosts with PropShoalAuthToken (the Shoal
+// bindings'). It does not contact the cluster.
+func newClient(p *properties.Properties) (*client.Client, error) {
 	var addrs []string
 	for _, a := range strings.Split(p.GetString(PropShoalHosts, client.DefaultAddr), ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			addrs = append(addrs, a)
 		}
 	}
-	c, err := client.New(context.Background(), client.Config{Addrs: addrs, AuthToken: p.GetString(PropShoalAuthToken, "")})
-	if err != nil {
-		return nil, err
-	}
-	return NewShoalDB(c, p), nil
+	return client.New(context.Background(), client.Config{Addrs: addrs, AuthToken: p.GetString(PropShoalAuthToken, "")})
 }
 
 // ShoalDB is a go-ycsb DB over Shoal's Go client.

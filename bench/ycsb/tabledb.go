@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/magiconair/properties"
@@ -28,13 +27,7 @@ type tableCreator struct{}
 // Create implements ycsb.DBCreator: a client for the hosts in PropShoalHosts; tables are created on
 // first use.
 func (tableCreator) Create(p *properties.Properties) (goycsb.DB, error) {
-	var addrs []string
-	for _, a := range strings.Split(p.GetString(PropShoalHosts, client.DefaultAddr), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	c, err := client.New(context.Background(), client.Config{Addrs: addrs, AuthToken: p.GetString(PropShoalAuthToken, "")})
+	c, err := newClient(p)
 	if err != nil {
 		return nil, err
 	}

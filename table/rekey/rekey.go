@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/table"
 )
 
@@ -190,23 +189,10 @@ func undo(ctx context.Context, c *client.Client, id uint64, st *table.RekeyState
 	if err := c.LiftFence(ctx, ostart, oend, st.FenceID); err != nil {
 		return fmt.Errorf("lift the re-key's fence: %w", err)
 	}
-	nstart, nend := table.TableSpan(st.NewID)
-	for {
-		kvs, err := c.Scan(ctx, nstart, nend, 1000, false)
-		if err != nil {
-			return fmt.Errorf("delete the copied rows: %w", err)
-		}
-		if len(kvs) == 0 {
-			return nil
-		}
-		muts := make([]*pb.Mutation, 0, len(kvs))
-		for _, kv := range kvs {
-			muts = append(muts, &pb.Mutation{Key: kv.Key, Delete: true})
-		}
-		if err := c.WriteMany(ctx, muts); err != nil {
-			return fmt.Errorf("delete the copied rows: %w", err)
-		}
+	if _, err := table.NewCatalog(c).DeleteRowsOf(ctx, st.NewID); err != nil {
+		return fmt.Errorf("delete the copied rows: %w", err)
 	}
+	return nil
 }
 
 // rangeBoundary makes key the first key of a range (a split, unless it is one already).

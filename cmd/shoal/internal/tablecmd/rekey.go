@@ -115,24 +115,16 @@ var tableRekeyCancelCmd = &cobra.Command{
 	},
 }
 
-// withStore dials the cluster (bounded by --timeout) and runs fn with the Go client, which the
-// re-key needs beyond the catalog's operations (watches, fences).
+// withStore is withKV for the re-key commands, which need the Go client itself (watches, fences),
+// not only the catalog's operations. The re-key runs under its own context, not --timeout's.
 func withStore(cmd *cobra.Command, fn func(c *client.Client) error) error {
-	if err := cli.ValidateGlobal(cmd, nil); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(parentContext(cmd), cli.Global.Timeout)
-	defer cancel()
-	kv, closeKV, err := dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = closeKV() }()
-	c, isClient := kv.(*client.Client)
-	if !isClient {
-		return errors.New("re-key: needs a connection to a cluster")
-	}
-	return fn(c)
+	return withKV(cmd, func(_ context.Context, kv table.KV) error {
+		c, isClient := kv.(*client.Client)
+		if !isClient {
+			return errors.New("re-key: needs a connection to a cluster")
+		}
+		return fn(c)
+	})
 }
 
 func parentContext(cmd *cobra.Command) context.Context {

@@ -51,14 +51,15 @@ var dial = func(ctx context.Context) (table.KV, func() error, error) {
 
 // withCatalog dials the cluster and runs fn with its catalog, under a context bounded by --timeout.
 func withCatalog(cmd *cobra.Command, fn func(ctx context.Context, cat *table.Catalog) error) error {
+	return withKV(cmd, func(ctx context.Context, kv table.KV) error { return fn(ctx, table.NewCatalog(kv)) })
+}
+
+// withKV dials the cluster and runs fn with the connection, under a context bounded by --timeout.
+func withKV(cmd *cobra.Command, fn func(ctx context.Context, kv table.KV) error) error {
 	if err := cli.ValidateGlobal(cmd, nil); err != nil {
 		return err
 	}
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(parent, cli.Global.Timeout)
+	ctx, cancel := context.WithTimeout(parentContext(cmd), cli.Global.Timeout)
 	defer cancel()
 	kv, closeKV, err := dial(ctx)
 	if err != nil {
@@ -66,7 +67,7 @@ func withCatalog(cmd *cobra.Command, fn func(ctx context.Context, cat *table.Cat
 	}
 	// Closing only drops the connections; every request of the command has returned by then.
 	defer func() { _ = closeKV() }()
-	return fn(ctx, table.NewCatalog(kv))
+	return fn(ctx, kv)
 }
 
 // withTable is withCatalog with the table named name opened.
