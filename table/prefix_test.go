@@ -91,3 +91,64 @@ func TestScanPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareAndPut checks that a compare-and-put writes only over the row it was given (or over no
+// row when given nil), and that concurrent increments of a counter row that retry lose none.
+func TestCompareAndPut(t *testing.T) {
+	ctx := context.Background()
+	cat := NewCatalog(tabletest.New())
+	cols, _ := ParseColumns("id:int64,n:int64,note:string")
+	if _, err := cat.Create(ctx, NewDescriptor("c", cols, []string{"id"})); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := cat.Open(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := Row{"id": int64(1), "n": int64(0), "note": "x"}
+	if ok, err := tb.CompareAndPut(ctx, nil, first); !ok || err != nil {
+		t.Fatalf("create: %v %v", ok, err)
+	}
+	if ok, err := tb.CompareAndPut(ctx, nil, first); ok || err != nil {
+		t.Fatalf("create over an existing row: %v %v, want false", ok, err)
+	}
+	if ok, err := tb.CompareAndPut(ctx, Row{"id": int64(1), "n": int64(5), "note": "x"}, first); ok || err != nil {
+		t.Fatalf("put over a row that differs: %v %v, want false", ok, err)
+	}
+	if _, err := tb.CompareAndPut(ctx, Row{"id": int64(2), "n": int64(0)}, first); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("old row of another key: %v, want INVALID_ARGUMENT", err)
+	}
+	const workers, each = 8, 50
+	done := make(chan error, workers)
+	for range workers {
+		go func() {
+			for range each {
+				for {
+					cur, _, err := tb.Get(ctx, int64(1))
+					if err != nil {
+						done <- err
+						return
+					}
+					next := Row{"id": int64(1), "n": cur["n"].(int64) + 1, "note": cur["note"]}
+					ok, err := tb.CompareAndPut(ctx, cur, next)
+					if err != nil {
+						done <- err
+						return
+					}
+					if ok {
+						break
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range workers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cur, _, _ := tb.Get(ctx, int64(1)); cur["n"] != int64(workers*each) {
+		t.Fatalf("counter %v after %d increments", cur["n"], workers*each)
+	}
+}
