@@ -3025,8 +3025,10 @@ type NodeStats struct {
 	ServedBlockBytesInCache uint64 `protobuf:"varint,14,opt,name=served_block_bytes_in_cache,json=servedBlockBytesInCache,proto3" json:"served_block_bytes_in_cache,omitempty"`
 	// cpu_percent (above) is the process's CPU over the last history interval, in % of one core, of
 	// cpu_cores; disk_busy the share of that interval the store's disk was busy (0..1).
-	CpuCores      float64 `protobuf:"fixed64,15,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
-	DiskBusy      float64 `protobuf:"fixed64,16,opt,name=disk_busy,json=diskBusy,proto3" json:"disk_busy,omitempty"`
+	CpuCores float64 `protobuf:"fixed64,15,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
+	DiskBusy float64 `protobuf:"fixed64,16,opt,name=disk_busy,json=diskBusy,proto3" json:"disk_busy,omitempty"`
+	// The engine profile the node runs (storage presets: read, write, readwrite, scan, default).
+	Profile       string `protobuf:"bytes,17,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3171,6 +3173,13 @@ func (x *NodeStats) GetDiskBusy() float64 {
 		return x.DiskBusy
 	}
 	return 0
+}
+
+func (x *NodeStats) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
 }
 
 type BackgroundTask struct {
@@ -3743,8 +3752,10 @@ type RangeLoad struct {
 	LatencyBuckets     []uint32 `protobuf:"varint,11,rep,packed,name=latency_buckets,json=latencyBuckets,proto3" json:"latency_buckets,omitempty"`
 	LatencyCounts      []uint64 `protobuf:"varint,12,rep,packed,name=latency_counts,json=latencyCounts,proto3" json:"latency_counts,omitempty"`
 	LatencyAtUnixNanos int64    `protobuf:"varint,13,opt,name=latency_at_unix_nanos,json=latencyAtUnixNanos,proto3" json:"latency_at_unix_nanos,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The scans among the reads (read_qps counts them too): the range's mix for node profiles.
+	ScanQps       float64 `protobuf:"fixed64,14,opt,name=scan_qps,json=scanQps,proto3" json:"scan_qps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -3864,6 +3875,13 @@ func (x *RangeLoad) GetLatencyCounts() []uint64 {
 func (x *RangeLoad) GetLatencyAtUnixNanos() int64 {
 	if x != nil {
 		return x.LatencyAtUnixNanos
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetScanQps() float64 {
+	if x != nil {
+		return x.ScanQps
 	}
 	return 0
 }
@@ -6950,7 +6968,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04held\x18\x04 \x01(\rR\x04held\x12\x18\n" +
 	"\aleading\x18\x05 \x01(\rR\aleading\x125\n" +
 	"\x17first_served_unix_nanos\x18\x06 \x01(\x03R\x14firstServedUnixNanos\x12&\n" +
-	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xa4\x05\n" +
+	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xbe\x05\n" +
 	"\tNodeStats\x12\x1f\n" +
 	"\vcpu_percent\x18\x01 \x01(\x01R\n" +
 	"cpuPercent\x12\x1d\n" +
@@ -6971,7 +6989,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x12served_block_bytes\x18\r \x01(\x04R\x10servedBlockBytes\x12<\n" +
 	"\x1bserved_block_bytes_in_cache\x18\x0e \x01(\x04R\x17servedBlockBytesInCache\x12\x1b\n" +
 	"\tcpu_cores\x18\x0f \x01(\x01R\bcpuCores\x12\x1b\n" +
-	"\tdisk_busy\x18\x10 \x01(\x01R\bdiskBusy\"\xff\x01\n" +
+	"\tdisk_busy\x18\x10 \x01(\x01R\bdiskBusy\x12\x18\n" +
+	"\aprofile\x18\x11 \x01(\tR\aprofile\"\xff\x01\n" +
 	"\x0eBackgroundTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
@@ -7014,7 +7033,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x13MaintenanceResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xc3\x03\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xde\x03\n" +
 	"\tRangeLoad\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x19\n" +
@@ -7030,7 +7049,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	" \x01(\x04R\x04term\x12'\n" +
 	"\x0flatency_buckets\x18\v \x03(\rR\x0elatencyBuckets\x12%\n" +
 	"\x0elatency_counts\x18\f \x03(\x04R\rlatencyCounts\x121\n" +
-	"\x15latency_at_unix_nanos\x18\r \x01(\x03R\x12latencyAtUnixNanos\"\x0e\n" +
+	"\x15latency_at_unix_nanos\x18\r \x01(\x03R\x12latencyAtUnixNanos\x12\x19\n" +
+	"\bscan_qps\x18\x0e \x01(\x01R\ascanQps\"\x0e\n" +
 	"\fNodesRequest\"\\\n" +
 	"\rNodesResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12'\n" +
