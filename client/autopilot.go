@@ -76,3 +76,20 @@ func (c *Client) SetNodeState(ctx context.Context, node uint64, state pb.NodeAdm
 		return r.GetError(), err
 	})
 }
+
+// PlaceLeaders asks the autopilot to move each range's leadership to its planned node
+// (leaders[range] = node), as TransferLeader operators logged under policy with reason. It returns
+// the response, whose counts and reasons say what was queued, already in place or refused.
+func (c *Client) PlaceLeaders(ctx context.Context, policy, reason string, leaders map[uint64]uint64) (*pb.PlaceLeadersResponse, error) {
+	req := &pb.PlaceLeadersRequest{Policy: policy, Reason: reason}
+	for r, n := range leaders {
+		req.Leaders = append(req.Leaders, &pb.LeaderPlacement{RangeId: r, NodeId: n})
+	}
+	var out *pb.PlaceLeadersResponse
+	err := c.admin(ctx, "place leaders", func(ctx context.Context, sc pb.ShoalClient) (*pb.Error, error) {
+		r, err := sc.PlaceLeaders(ctx, req)
+		out = r
+		return r.GetError(), err
+	})
+	return out, err
+}

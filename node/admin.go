@@ -51,6 +51,14 @@ func (n *Node) PolicySet(ctx context.Context, req *pb.PolicySetRequest) (*pb.Pol
 	return n.ap.PolicySet(ctx, req)
 }
 
+// PlaceLeaders implements pb.ShoalServer (package autopilothost).
+func (n *Node) PlaceLeaders(ctx context.Context, req *pb.PlaceLeadersRequest) (*pb.PlaceLeadersResponse, error) {
+	if pe := n.notReady(); pe != nil {
+		return &pb.PlaceLeadersResponse{Error: pe}, nil
+	}
+	return n.ap.PlaceLeaders(ctx, req)
+}
+
 // Decisions implements pb.ShoalServer (package autopilothost).
 func (n *Node) Decisions(ctx context.Context, req *pb.DecisionsRequest) (*pb.DecisionsResponse, error) {
 	if pe := n.notReady(); pe != nil {

@@ -5496,6 +5496,200 @@ func (x *DecisionsResponse) GetEntriesJson() []byte {
 	return nil
 }
 
+// PlaceLeadersRequest hands the autopilot leaderships planned outside its policies (a re-key's
+// placement of its new ranges): each becomes a TransferLeader operator of the executor, in the
+// decision log under policy with reason, unless its range already has an operator of the same or
+// higher priority.
+type PlaceLeadersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        string                 `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Leaders       []*LeaderPlacement     `protobuf:"bytes,3,rep,name=leaders,proto3" json:"leaders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceLeadersRequest) Reset() {
+	*x = PlaceLeadersRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceLeadersRequest) ProtoMessage() {}
+
+func (x *PlaceLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceLeadersRequest.ProtoReflect.Descriptor instead.
+func (*PlaceLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *PlaceLeadersRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *PlaceLeadersRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PlaceLeadersRequest) GetLeaders() []*LeaderPlacement {
+	if x != nil {
+		return x.Leaders
+	}
+	return nil
+}
+
+type LeaderPlacement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	NodeId        uint64                 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderPlacement) Reset() {
+	*x = LeaderPlacement{}
+	mi := &file_pb_shoal_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderPlacement) ProtoMessage() {}
+
+func (x *LeaderPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderPlacement.ProtoReflect.Descriptor instead.
+func (*LeaderPlacement) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *LeaderPlacement) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *LeaderPlacement) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+// submitted: operators queued; in_place: ranges already led there; refused: ranges unknown, busy
+// or whose planned node holds no voter of them (each with why in reasons).
+type PlaceLeadersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Submitted     uint32                 `protobuf:"varint,2,opt,name=submitted,proto3" json:"submitted,omitempty"`
+	InPlace       uint32                 `protobuf:"varint,3,opt,name=in_place,json=inPlace,proto3" json:"in_place,omitempty"`
+	Refused       uint32                 `protobuf:"varint,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	Reasons       []string               `protobuf:"bytes,5,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlaceLeadersResponse) Reset() {
+	*x = PlaceLeadersResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceLeadersResponse) ProtoMessage() {}
+
+func (x *PlaceLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceLeadersResponse.ProtoReflect.Descriptor instead.
+func (*PlaceLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *PlaceLeadersResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *PlaceLeadersResponse) GetSubmitted() uint32 {
+	if x != nil {
+		return x.Submitted
+	}
+	return 0
+}
+
+func (x *PlaceLeadersResponse) GetInPlace() uint32 {
+	if x != nil {
+		return x.InPlace
+	}
+	return 0
+}
+
+func (x *PlaceLeadersResponse) GetRefused() uint32 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *PlaceLeadersResponse) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
 type SetNodeStateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -5506,7 +5700,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5518,7 +5712,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5531,7 +5725,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -5557,7 +5751,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5569,7 +5763,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5582,7 +5776,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -5603,7 +5797,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5615,7 +5809,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5628,7 +5822,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -5648,7 +5842,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5660,7 +5854,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5673,7 +5867,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -5704,7 +5898,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5716,7 +5910,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5729,7 +5923,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -5770,7 +5964,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5782,7 +5976,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5795,7 +5989,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -5826,7 +6020,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5838,7 +6032,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5851,7 +6045,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -5900,7 +6094,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5912,7 +6106,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5925,7 +6119,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -5957,7 +6151,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5969,7 +6163,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5982,7 +6176,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -6000,7 +6194,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6012,7 +6206,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6025,7 +6219,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -6072,7 +6266,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6084,7 +6278,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6097,7 +6291,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -6119,7 +6313,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6131,7 +6325,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6144,7 +6338,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -6186,7 +6380,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6198,7 +6392,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6211,7 +6405,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -6246,7 +6440,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6258,7 +6452,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6271,7 +6465,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -6307,7 +6501,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6319,7 +6513,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6332,7 +6526,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -6452,7 +6646,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6464,7 +6658,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6477,7 +6671,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -6505,7 +6699,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6517,7 +6711,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6530,7 +6724,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -6560,7 +6754,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6572,7 +6766,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6585,7 +6779,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -6622,7 +6816,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6634,7 +6828,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6647,7 +6841,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -6682,7 +6876,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[93]
+	mi := &file_pb_shoal_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6694,7 +6888,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[93]
+	mi := &file_pb_shoal_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6707,7 +6901,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -7150,7 +7344,20 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x10DecisionsRequest\"Z\n" +
 	"\x11DecisionsResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12!\n" +
-	"\fentries_json\x18\x02 \x01(\fR\ventriesJson\"[\n" +
+	"\fentries_json\x18\x02 \x01(\fR\ventriesJson\"w\n" +
+	"\x13PlaceLeadersRequest\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
+	"\aleaders\x18\x03 \x03(\v2\x16.shoal.LeaderPlacementR\aleaders\"E\n" +
+	"\x0fLeaderPlacement\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\x04R\x06nodeId\"\xa7\x01\n" +
+	"\x14PlaceLeadersResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x1c\n" +
+	"\tsubmitted\x18\x02 \x01(\rR\tsubmitted\x12\x19\n" +
+	"\bin_place\x18\x03 \x01(\rR\ainPlace\x12\x18\n" +
+	"\arefused\x18\x04 \x01(\rR\arefused\x12\x18\n" +
+	"\areasons\x18\x05 \x03(\tR\areasons\"[\n" +
 	"\x13SetNodeStateRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12+\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x15.shoal.NodeAdminStateR\x05state\":\n" +
@@ -7278,7 +7485,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
 	"\x0fRELOCATE_REMOVE\x10\x032?\n" +
 	"\aWatcher\x124\n" +
-	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xf2\r\n" +
+	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xbb\x0e\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -7299,6 +7506,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"PolicyList\x12\x18.shoal.PolicyListRequest\x1a\x19.shoal.PolicyListResponse\x12>\n" +
 	"\tPolicySet\x12\x17.shoal.PolicySetRequest\x1a\x18.shoal.PolicySetResponse\x12>\n" +
 	"\tDecisions\x12\x17.shoal.DecisionsRequest\x1a\x18.shoal.DecisionsResponse\x12G\n" +
+	"\fPlaceLeaders\x12\x1a.shoal.PlaceLeadersRequest\x1a\x1b.shoal.PlaceLeadersResponse\x12G\n" +
 	"\fSetNodeState\x12\x1a.shoal.SetNodeStateRequest\x1a\x1b.shoal.SetNodeStateResponse\x12/\n" +
 	"\x04Join\x12\x12.shoal.JoinRequest\x1a\x13.shoal.JoinResponse\x12/\n" +
 	"\x04Init\x12\x12.shoal.InitRequest\x1a\x13.shoal.InitResponse\x12>\n" +
@@ -7329,7 +7537,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
@@ -7413,26 +7621,29 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*PolicySetResponse)(nil),       // 79: shoal.PolicySetResponse
 	(*DecisionsRequest)(nil),        // 80: shoal.DecisionsRequest
 	(*DecisionsResponse)(nil),       // 81: shoal.DecisionsResponse
-	(*SetNodeStateRequest)(nil),     // 82: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 83: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 84: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 85: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 86: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 87: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 88: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 89: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 90: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 91: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 92: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 93: shoal.SplitTrigger
-	(*Condition)(nil),               // 94: shoal.Condition
-	(*MetaUpdate)(nil),              // 95: shoal.MetaUpdate
-	(*Command)(nil),                 // 96: shoal.Command
-	(*FreezeForMerge)(nil),          // 97: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 98: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 99: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 100: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 101: shoal.ConfChangeContext
+	(*PlaceLeadersRequest)(nil),     // 82: shoal.PlaceLeadersRequest
+	(*LeaderPlacement)(nil),         // 83: shoal.LeaderPlacement
+	(*PlaceLeadersResponse)(nil),    // 84: shoal.PlaceLeadersResponse
+	(*SetNodeStateRequest)(nil),     // 85: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 86: shoal.SetNodeStateResponse
+	(*MetaCommandRequest)(nil),      // 87: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 88: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 89: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 90: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 91: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 92: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 93: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 94: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 95: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 96: shoal.SplitTrigger
+	(*Condition)(nil),               // 97: shoal.Condition
+	(*MetaUpdate)(nil),              // 98: shoal.MetaUpdate
+	(*Command)(nil),                 // 99: shoal.Command
+	(*FreezeForMerge)(nil),          // 100: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 101: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 102: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 103: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 104: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -7494,7 +7705,7 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	10,  // 56: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
 	12,  // 57: shoal.FenceResponse.error:type_name -> shoal.Error
 	9,   // 58: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
-	96,  // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	99,  // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
 	12,  // 60: shoal.RangeCommandResponse.error:type_name -> shoal.Error
 	9,   // 61: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
 	12,  // 62: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
@@ -7513,103 +7724,107 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	75,  // 75: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
 	12,  // 76: shoal.PolicySetResponse.error:type_name -> shoal.Error
 	12,  // 77: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	2,   // 78: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	12,  // 79: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	96,  // 80: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	12,  // 81: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	3,   // 82: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	12,  // 83: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	9,   // 84: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	88,  // 85: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	88,  // 86: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	14,  // 87: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	12,  // 88: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	9,   // 89: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 90: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 91: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	15,  // 92: shoal.Command.mutations:type_name -> shoal.Mutation
-	94,  // 93: shoal.Command.condition:type_name -> shoal.Condition
-	93,  // 94: shoal.Command.split:type_name -> shoal.SplitTrigger
-	95,  // 95: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	97,  // 96: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	98,  // 97: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	99,  // 98: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	100, // 99: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	28,  // 100: shoal.Command.txn:type_name -> shoal.TxnRequest
-	10,  // 101: shoal.Command.set_fence:type_name -> shoal.SpanFence
-	9,   // 102: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 103: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 104: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	9,   // 105: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	36,  // 106: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
-	16,  // 107: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	18,  // 108: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	20,  // 109: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	22,  // 110: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	24,  // 111: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	26,  // 112: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	28,  // 113: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	33,  // 114: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	38,  // 115: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	52,  // 116: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	55,  // 117: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	57,  // 118: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	67,  // 119: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	86,  // 120: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	76,  // 121: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	78,  // 122: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	80,  // 123: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	82,  // 124: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	69,  // 125: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	71,  // 126: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	73,  // 127: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	84,  // 128: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	59,  // 129: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	63,  // 130: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	61,  // 131: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
-	65,  // 132: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	45,  // 133: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	47,  // 134: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	49,  // 135: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	89,  // 136: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	91,  // 137: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	37,  // 138: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
-	17,  // 139: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	19,  // 140: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	21,  // 141: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	23,  // 142: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	25,  // 143: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	27,  // 144: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	29,  // 145: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	34,  // 146: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
-	39,  // 147: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	53,  // 148: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	56,  // 149: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	58,  // 150: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	68,  // 151: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	87,  // 152: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	77,  // 153: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	79,  // 154: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	81,  // 155: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	83,  // 156: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	70,  // 157: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	72,  // 158: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	74,  // 159: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	85,  // 160: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	60,  // 161: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	64,  // 162: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	62,  // 163: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
-	66,  // 164: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	46,  // 165: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	48,  // 166: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	50,  // 167: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	90,  // 168: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	92,  // 169: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	138, // [138:170] is the sub-list for method output_type
-	106, // [106:138] is the sub-list for method input_type
-	106, // [106:106] is the sub-list for extension type_name
-	106, // [106:106] is the sub-list for extension extendee
-	0,   // [0:106] is the sub-list for field type_name
+	83,  // 78: shoal.PlaceLeadersRequest.leaders:type_name -> shoal.LeaderPlacement
+	12,  // 79: shoal.PlaceLeadersResponse.error:type_name -> shoal.Error
+	2,   // 80: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	12,  // 81: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	99,  // 82: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	12,  // 83: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	3,   // 84: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	12,  // 85: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	9,   // 86: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	91,  // 87: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	91,  // 88: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	14,  // 89: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	12,  // 90: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	9,   // 91: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 92: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 93: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	15,  // 94: shoal.Command.mutations:type_name -> shoal.Mutation
+	97,  // 95: shoal.Command.condition:type_name -> shoal.Condition
+	96,  // 96: shoal.Command.split:type_name -> shoal.SplitTrigger
+	98,  // 97: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	100, // 98: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	101, // 99: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	102, // 100: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	103, // 101: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	28,  // 102: shoal.Command.txn:type_name -> shoal.TxnRequest
+	10,  // 103: shoal.Command.set_fence:type_name -> shoal.SpanFence
+	9,   // 104: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 105: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 106: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	9,   // 107: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	36,  // 108: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
+	16,  // 109: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	18,  // 110: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	20,  // 111: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	22,  // 112: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	24,  // 113: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	26,  // 114: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	28,  // 115: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	33,  // 116: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	38,  // 117: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	52,  // 118: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	55,  // 119: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	57,  // 120: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	67,  // 121: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	89,  // 122: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	76,  // 123: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	78,  // 124: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	80,  // 125: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	82,  // 126: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
+	85,  // 127: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	69,  // 128: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	71,  // 129: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	73,  // 130: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	87,  // 131: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	59,  // 132: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	63,  // 133: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	61,  // 134: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
+	65,  // 135: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	45,  // 136: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	47,  // 137: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	49,  // 138: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	92,  // 139: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	94,  // 140: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	37,  // 141: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
+	17,  // 142: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	19,  // 143: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	21,  // 144: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	23,  // 145: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	25,  // 146: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	27,  // 147: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	29,  // 148: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	34,  // 149: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
+	39,  // 150: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	53,  // 151: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	56,  // 152: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	58,  // 153: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	68,  // 154: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	90,  // 155: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	77,  // 156: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	79,  // 157: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	81,  // 158: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	84,  // 159: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
+	86,  // 160: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	70,  // 161: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	72,  // 162: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	74,  // 163: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	88,  // 164: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	60,  // 165: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	64,  // 166: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	62,  // 167: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
+	66,  // 168: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	46,  // 169: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	48,  // 170: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	50,  // 171: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	93,  // 172: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	95,  // 173: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	141, // [141:174] is the sub-list for method output_type
+	108, // [108:141] is the sub-list for method input_type
+	108, // [108:108] is the sub-list for extension type_name
+	108, // [108:108] is the sub-list for extension extendee
+	0,   // [0:108] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -7623,7 +7838,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   94,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

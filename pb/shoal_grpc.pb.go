@@ -151,6 +151,7 @@ const (
 	Shoal_PolicyList_FullMethodName      = "/shoal.Shoal/PolicyList"
 	Shoal_PolicySet_FullMethodName       = "/shoal.Shoal/PolicySet"
 	Shoal_Decisions_FullMethodName       = "/shoal.Shoal/Decisions"
+	Shoal_PlaceLeaders_FullMethodName    = "/shoal.Shoal/PlaceLeaders"
 	Shoal_SetNodeState_FullMethodName    = "/shoal.Shoal/SetNodeState"
 	Shoal_Join_FullMethodName            = "/shoal.Shoal/Join"
 	Shoal_Init_FullMethodName            = "/shoal.Shoal/Init"
@@ -188,6 +189,7 @@ type ShoalClient interface {
 	PolicyList(ctx context.Context, in *PolicyListRequest, opts ...grpc.CallOption) (*PolicyListResponse, error)
 	PolicySet(ctx context.Context, in *PolicySetRequest, opts ...grpc.CallOption) (*PolicySetResponse, error)
 	Decisions(ctx context.Context, in *DecisionsRequest, opts ...grpc.CallOption) (*DecisionsResponse, error)
+	PlaceLeaders(ctx context.Context, in *PlaceLeadersRequest, opts ...grpc.CallOption) (*PlaceLeadersResponse, error)
 	SetNodeState(ctx context.Context, in *SetNodeStateRequest, opts ...grpc.CallOption) (*SetNodeStateResponse, error)
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	Init(ctx context.Context, in *InitRequest, opts ...grpc.CallOption) (*InitResponse, error)
@@ -390,6 +392,16 @@ func (c *shoalClient) Decisions(ctx context.Context, in *DecisionsRequest, opts 
 	return out, nil
 }
 
+func (c *shoalClient) PlaceLeaders(ctx context.Context, in *PlaceLeadersRequest, opts ...grpc.CallOption) (*PlaceLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlaceLeadersResponse)
+	err := c.cc.Invoke(ctx, Shoal_PlaceLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *shoalClient) SetNodeState(ctx context.Context, in *SetNodeStateRequest, opts ...grpc.CallOption) (*SetNodeStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetNodeStateResponse)
@@ -533,6 +545,7 @@ type ShoalServer interface {
 	PolicyList(context.Context, *PolicyListRequest) (*PolicyListResponse, error)
 	PolicySet(context.Context, *PolicySetRequest) (*PolicySetResponse, error)
 	Decisions(context.Context, *DecisionsRequest) (*DecisionsResponse, error)
+	PlaceLeaders(context.Context, *PlaceLeadersRequest) (*PlaceLeadersResponse, error)
 	SetNodeState(context.Context, *SetNodeStateRequest) (*SetNodeStateResponse, error)
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	Init(context.Context, *InitRequest) (*InitResponse, error)
@@ -606,6 +619,9 @@ func (UnimplementedShoalServer) PolicySet(context.Context, *PolicySetRequest) (*
 }
 func (UnimplementedShoalServer) Decisions(context.Context, *DecisionsRequest) (*DecisionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Decisions not implemented")
+}
+func (UnimplementedShoalServer) PlaceLeaders(context.Context, *PlaceLeadersRequest) (*PlaceLeadersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PlaceLeaders not implemented")
 }
 func (UnimplementedShoalServer) SetNodeState(context.Context, *SetNodeStateRequest) (*SetNodeStateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetNodeState not implemented")
@@ -963,6 +979,24 @@ func _Shoal_Decisions_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_PlaceLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlaceLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).PlaceLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_PlaceLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).PlaceLeaders(ctx, req.(*PlaceLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Shoal_SetNodeState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetNodeStateRequest)
 	if err := dec(in); err != nil {
@@ -1249,6 +1283,10 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Decisions",
 			Handler:    _Shoal_Decisions_Handler,
+		},
+		{
+			MethodName: "PlaceLeaders",
+			Handler:    _Shoal_PlaceLeaders_Handler,
 		},
 		{
 			MethodName: "SetNodeState",

@@ -14,6 +14,7 @@ package rekeyplan
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/shoaldb/shoal/plan/assign"
@@ -91,6 +92,25 @@ func Balanced(in Input) ([]int, error) {
 		to[i] /= slots
 	}
 	return to, nil
+}
+
+// Random places at most ⌈m/N⌉ new ranges on each server at random (the thesis's baseline, Fig.
+// 2.7): the ranges dealt into a shuffled list of the servers' slots. The same seed gives the same
+// placement.
+func Random(in Input, seed uint64) ([]int, error) {
+	m, n, err := in.check()
+	if err != nil || m == 0 {
+		return nil, err
+	}
+	slots := (m + n - 1) / n
+	all := make([]int, 0, n*slots)
+	for j := range n {
+		for range slots {
+			all = append(all, j)
+		}
+	}
+	rand.New(rand.NewPCG(seed, uint64(m))).Shuffle(len(all), func(a, b int) { all[a], all[b] = all[b], all[a] })
+	return all[:m], nil
 }
 
 // Streams shares k concurrent streams among the transfers (eq. 2.1 and the socket split after it):

@@ -106,9 +106,18 @@ func TestGreedyPilesBalancedSpreads(t *testing.T) {
 		}
 	}
 	bal, _ := Balanced(big)
-	random := make([]int, 30)
-	for i, p := range rng.Perm(30) {
-		random[i] = p / 3
+	random, err := Random(big, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[int]int{}
+	for _, j := range random {
+		per[j]++
+	}
+	for j, k := range per {
+		if k > 3 {
+			t.Fatalf("random put %d ranges on server %d, over the cap of 3", k, j)
+		}
 	}
 	t.Logf("30 ranges on 10 servers: balanced moves %.0f, a random balanced placement %.0f (%.1fx)", big.Moved(bal), big.Moved(random), big.Moved(random)/big.Moved(bal))
 	if big.Moved(random) < 2*big.Moved(bal) {
