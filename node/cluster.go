@@ -102,6 +102,7 @@ func (n *Node) engineStats() *pb.NodeStats {
 		ServedBlockBytesInCache: es.ServedBlockBytesInCache,
 		CompactionDebtBytes:     es.CompactionDebtBytes,
 		CpuCores:                float64(runtime.NumCPU()),
+		Profile:                 n.eng.Profile(),
 	}
 	if p, ok := n.hist.Latest(); ok {
 		st.CpuPercent, st.DiskBusy = p.CPUPercent, p.DiskBusy
@@ -118,13 +119,14 @@ func (n *Node) localStats() *pb.NodeStats {
 	defer n.loadMu.Unlock()
 	seen := make(map[uint64]loadMark, len(n.loadPrev))
 	for _, r := range n.Store().Replicas() {
-		cur := loadMark{reads: r.Reads.Load(), writes: r.Writes.Load(), at: now}
+		cur := loadMark{reads: r.Reads.Load(), writes: r.Writes.Load(), scans: r.Scans.Load(), at: now}
 		leader, term := r.LeaderTerm()
 		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}
 		if prev, ok := n.loadPrev[r.RangeID()]; ok {
 			if dt := now.Sub(prev.at).Seconds(); dt > 0.05 {
 				rl.ReadQps = float64(cur.reads-prev.reads) / dt
 				rl.WriteQps = float64(cur.writes-prev.writes) / dt
+				rl.ScanQps = float64(cur.scans-prev.scans) / dt
 			} else {
 				cur = prev // too soon after the last reading: keep the older mark for a stable rate
 			}
@@ -166,7 +168,7 @@ func (n *Node) currentStats() *pb.NodeStats {
 		leader, term := r.LeaderTerm()
 		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}
 		if p := prev[r.RangeID()]; p != nil {
-			rl.ReadQps, rl.WriteQps, rl.Bytes = p.ReadQps, p.WriteQps, p.Bytes
+			rl.ReadQps, rl.WriteQps, rl.ScanQps, rl.Bytes = p.ReadQps, p.WriteQps, p.ScanQps, p.Bytes
 		}
 		st.Ranges = append(st.Ranges, rl)
 	}
@@ -179,8 +181,8 @@ const sampleShipQPS = 100
 
 // loadMark is a reading of a replica's request counters, to turn them into rates.
 type loadMark struct {
-	reads, writes uint64
-	at            time.Time
+	reads, writes, scans uint64
+	at                   time.Time
 }
 
 func (n *Node) sendHeartbeats(ctx context.Context) {

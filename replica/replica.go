@@ -165,8 +165,9 @@ type Replica struct {
 	leaseIndex   uint64
 	noVotesUntil time.Time // set at load: no votes or campaigns before (lease.go)
 
-	// Load counters (read by the kv layer for stats; atomics so reads need no lock).
-	Reads, Writes atomic.Uint64
+	// Load counters (read by the kv layer for stats; atomics so reads need no lock). Scans are
+	// also counted in Reads: the share of scans among the reads classifies a range (node profiles).
+	Reads, Writes, Scans atomic.Uint64
 
 	// clockFloor is the latest leader clock (Unix ms) stamped on a command this replica applied:
 	// expiry is never judged at an earlier time here (clock.go).
@@ -645,6 +646,7 @@ func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool)
 	desc = r.descCopyLocked()
 	r.mu.Unlock()
 	r.Reads.Add(1)
+	r.Scans.Add(1)
 	lo, hi := start, end
 	if bytes.Compare(lo, desc.StartKey) < 0 {
 		lo = desc.StartKey

@@ -149,6 +149,7 @@ type Engine struct {
 
 	fs       vfs.FS // what the engine's files live on (device-wrapped when emulated)
 	po       *pebble.Options
+	profile  string // Options.Profile
 	listener atomic.Pointer[BackgroundListener]
 	ingestN  atomic.Uint64 // names the sstables IngestSpan writes
 	// ingests counts IngestSpan calls; ingestedL0Bytes the bytes Pebble could not place below L0.
@@ -242,7 +243,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		}
 		return nil, fmt.Errorf("create store in %s: %w", dir, err)
 	}
-	e.db, e.po = db, po.Clone()
+	e.db, e.po, e.profile = db, po.Clone(), opts.Profile
 	e.po.EnsureDefaults() // for MakeWriterOptions (IngestSpan)
 	if err := e.loadJournal(); err != nil {
 		db.Close()
@@ -316,6 +317,14 @@ func lockHolder(path string) int {
 
 // Dir is the engine's data directory.
 func (e *Engine) Dir() string { return e.dir }
+
+// Profile is the engine profile the engine was opened with (ProfileDefault when none).
+func (e *Engine) Profile() string {
+	if e.profile == "" {
+		return ProfileDefault
+	}
+	return e.profile
+}
 
 // DB exposes the underlying Pebble database for the few callers that need engine-specific features
 // (checkpoints, manual compaction, metrics).

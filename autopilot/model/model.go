@@ -60,6 +60,9 @@ type Node struct {
 	LastHeartbeat time.Time
 	// Locality is where the node runs, "region=r1,zone=z1" (tiers from the most general; "": unknown).
 	Locality string
+	// Profile is the engine profile the node runs ("read", "write", "readwrite", "scan", "default";
+	// "": not reported).
+	Profile string
 
 	// CPUPercent is the node's CPU use, 0–100 per core summed (as reported), of CPUCores cores;
 	// DiskBusy the share of time its store's disk was busy (0..1).
@@ -264,6 +267,8 @@ type Range struct {
 
 	ReadQPS  float64
 	WriteQPS float64
+	// ScanQPS are the scans among the leader's reads (ReadQPS counts them too).
+	ScanQPS float64
 	// ReplicaReadQPS are the reads other replicas than the leader served (replica, bounded-staleness
 	// and follower reads); ReadQPS is the leader's.
 	ReplicaReadQPS float64

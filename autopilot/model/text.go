@@ -117,6 +117,8 @@ func (p *textParser) node(f []string) error {
 			n.Draining = true
 		case "locality":
 			n.Locality = v
+		case "profile":
+			n.Profile = v
 		case "decommissioning":
 			n.Decommissioning = true
 		case "decommissioned":
@@ -221,6 +223,10 @@ func (p *textParser) rangeItem(f []string) error {
 		case "writes":
 			if r.WriteQPS, err = strconv.ParseFloat(v, 64); err != nil {
 				return fmt.Errorf("writes: %v", err)
+			}
+		case "scans":
+			if r.ScanQPS, err = strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("scans: %v", err)
 			}
 		case "system":
 			r.System = true
@@ -349,6 +355,9 @@ func (c *Cluster) Format() string {
 		if n.Decommissioning {
 			b.WriteString(" decommissioning")
 		}
+		if n.Profile != "" {
+			fmt.Fprintf(&b, " profile=%s", n.Profile)
+		}
 		if n.CPUPercent != 0 {
 			fmt.Fprintf(&b, " cpu=%g", n.CPUPercent)
 		}
@@ -397,6 +406,9 @@ func (c *Cluster) Format() string {
 		}
 		if r.WriteQPS != 0 {
 			fmt.Fprintf(&b, " writes=%g", r.WriteQPS)
+		}
+		if r.ScanQPS != 0 {
+			fmt.Fprintf(&b, " scans=%g", r.ScanQPS)
 		}
 		if r.System {
 			b.WriteString(" system")

@@ -21,8 +21,8 @@ var adminNodesCmd = &cobra.Command{
 	Long: `List the cluster's nodes: id, gRPC and HTTP addresses, state (live, dead, draining, ...),
 how many ranges each holds and leads, and its background tasks (compactions, backups, announced
 maintenance; "pending" ones wait for the node's leaderships to move). With --format json, print an
-array of objects with id, addr, http_addr, live, draining, state, range_count, leader_count, tasks
-(as /api/nodes does).`,
+array of objects with id, addr, http_addr, live, draining, state, range_count, leader_count,
+profile (the engine profile the node runs), tasks (as /api/nodes does).`,
 	Example: `  shoal admin nodes
   shoal admin nodes --format json`,
 	Args: cli.Args(cobra.NoArgs),
@@ -36,7 +36,7 @@ array of objects with id, addr, http_addr, live, draining, state, range_count, l
 			if cli.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
-			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS", "LOCALITY", "TASKS"},
+			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS", "LOCALITY", "PROFILE", "TASKS"},
 				len(out), func(i int) []string {
 					n := out[i]
 					tasks := strings.Join(n.Tasks, ", ")
@@ -47,8 +47,12 @@ array of objects with id, addr, http_addr, live, draining, state, range_count, l
 					if loc == "" {
 						loc = "-"
 					}
+					profile := n.Profile
+					if profile == "" {
+						profile = "-"
+					}
 					return []string{u64(n.ID), n.Addr, n.HTTPAddr, n.State, strconv.FormatBool(n.Live), strconv.FormatBool(n.Draining),
-						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10), loc, tasks}
+						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10), loc, profile, tasks}
 				})
 		})
 	},

@@ -237,7 +237,7 @@ func (h *Host) Snapshot() *model.Cluster {
 		}
 		if st != nil {
 			mn.CPUPercent, mn.CPUCores, mn.DiskBusy = st.CpuPercent, st.CpuCores, st.DiskBusy
-			mn.DiskUsed = st.DiskBytes
+			mn.DiskUsed, mn.Profile = st.DiskBytes, st.Profile
 			mn.BlockCacheHits, mn.BlockCacheMisses = st.BlockCacheHits, st.BlockCacheMisses
 			mn.CompactionsRunning, mn.L0Files, mn.MemtableBytes = st.CompactionsRunning, st.L0Files, st.MemtableBytes
 			fillModelTasks(mn, st)
@@ -263,7 +263,7 @@ func (h *Host) Snapshot() *model.Cluster {
 		}
 		mr.ReplicaReadQPS = replicaReads[d.RangeId]
 		if rl := loads[d.RangeId]; rl != nil {
-			mr.ReadQPS, mr.WriteQPS, mr.Bytes = rl.ReadQps, rl.WriteQps, rl.Bytes
+			mr.ReadQPS, mr.WriteQPS, mr.ScanQPS, mr.Bytes = rl.ReadQps, rl.WriteQps, rl.ScanQps, rl.Bytes
 			if len(rl.SampleKeys) > 0 && len(rl.SampleKeys) == len(rl.SampleCounts) {
 				ks := &model.KeySample{At: time.Unix(0, rl.SampleAtUnixNanos), Requests: rl.SampleRequests}
 				for i, k := range rl.SampleKeys {

@@ -20,10 +20,13 @@ import (
 
 // NodeJSON is one node as shown by /api/nodes and `shoal admin nodes --format json`.
 type NodeJSON struct {
-	ID          uint64 `json:"id"`
-	Addr        string `json:"addr"`
-	HTTPAddr    string `json:"http_addr"`
-	Locality    string `json:"locality,omitempty"`
+	ID       uint64 `json:"id"`
+	Addr     string `json:"addr"`
+	HTTPAddr string `json:"http_addr"`
+	Locality string `json:"locality,omitempty"`
+	// Profile is the engine profile the node runs (read, write, readwrite, scan, default; absent
+	// before its first heartbeat).
+	Profile     string `json:"profile,omitempty"`
 	Live        bool   `json:"live"`
 	Draining    bool   `json:"draining"`
 	State       string `json:"state"`
@@ -152,6 +155,7 @@ func NodesJSON(nodes []*pb.NodeStatus) []NodeJSON {
 			Addr:        d.GetAddr(),
 			HTTPAddr:    d.GetHttpAddr(),
 			Locality:    d.GetLocality(),
+			Profile:     n.GetStats().GetProfile(),
 			Live:        n.GetLive(),
 			Draining:    n.GetDraining(),
 			State:       n.GetState(),

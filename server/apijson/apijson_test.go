@@ -13,12 +13,12 @@ func TestNodesJSON(t *testing.T) {
 		{Desc: &pb.NodeDescriptor{NodeId: 3, Addr: "h:3", HttpAddr: "h:83", RespAddr: "h:63"}, Draining: true, State: "draining", RangeCount: 7},
 		nil,
 		{Desc: &pb.NodeDescriptor{NodeId: 1, Addr: "h:1"}, Live: true, State: "live", RangeCount: 5, LeaderCount: 4,
-			Stats: &pb.NodeStats{Tasks: []*pb.BackgroundTask{{Kind: "backup", Heavy: true}, {Kind: "compaction", Running: true}}}},
+			Stats: &pb.NodeStats{Profile: "scan", Tasks: []*pb.BackgroundTask{{Kind: "backup", Heavy: true}, {Kind: "compaction", Running: true}}}},
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"id":1,"addr":"h:1","http_addr":"","live":true,"draining":false,"state":"live","range_count":5,"leader_count":4,` +
+	want := `[{"id":1,"addr":"h:1","http_addr":"","profile":"scan","live":true,"draining":false,"state":"live","range_count":5,"leader_count":4,` +
 		`"tasks":["backup pending (heavy)","compaction running"]},` +
 		`{"id":3,"addr":"h:3","http_addr":"h:83","live":false,"draining":true,"state":"draining","range_count":7,"leader_count":0,"tasks":[]}]`
 	if string(got) != want {

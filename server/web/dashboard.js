@@ -216,6 +216,7 @@
       }
       pill(r, live, live === "live" ? "ok" : "bad", "liveness");
       pill(r, admin, admin === "active" ? "muted" : "warn", "admin");
+      cell(r, n.profile || "–", "", "profile");
       cell(r, n.range_count, "num", "ranges");
       cell(r, n.leader_count, "num", "leaders");
       cell(r, s ? num(s.read_qps + s.write_qps) : "–", "num", "qps");
