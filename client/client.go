@@ -77,6 +77,12 @@ type Config struct {
 	// that a wrong or stopped address is reported in milliseconds. Default false: a client started
 	// beside its cluster waits for the nodes to come up, within MaxAttempts and its context.
 	FailFast bool
+	// ReadImbalance is γ for reads any replica may serve: the read stays on the replica with the
+	// lowest recent latency unless 1 − (least load)/(its load) exceeds γ, where a node's load is the
+	// client's outstanding requests there plus one, times their recent latency (see chooseReplica).
+	// 1 always reads at the lowest-latency replica; negative always at the least loaded. Default (0):
+	// DefaultReadImbalance.
+	ReadImbalance float64
 }
 
 // withDefaults fills the zero fields and validates the rest.
@@ -103,6 +109,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
+	if cfg.ReadImbalance > 1 {
+		return cfg, newError(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("client config: ReadImbalance %v is above 1", cfg.ReadImbalance), nil)
+	}
+	if cfg.ReadImbalance == 0 {
+		cfg.ReadImbalance = DefaultReadImbalance
+	}
 	if cfg.TLS != nil {
 		// Applied last, so these transport credentials win over any in DialOptions.
 		cfg.DialOptions = append(append([]grpc.DialOption(nil), cfg.DialOptions...),
@@ -120,6 +132,7 @@ type Client struct {
 	cache *rangeCache
 	conns *connPool
 	sent  sentTracker
+	loads *loadTracker // outstanding replica reads and their latency, per node
 
 	reached atomic.Bool // some node has answered (FailFast applies only before)
 
@@ -127,7 +140,7 @@ type Client struct {
 	lastGood    string               // the address that answered the last range lookup
 	suspects    map[string]time.Time // addresses whose last attempt failed in transport, and when
 	unreachable map[string]string    // addresses that refused the connection or are not gRPC: why
-	followerN   uint64               // rotates follower reads over a range's replicas
+	followerN   uint64               // where ties between replicas start, rotating
 }
 
 // New returns a client for the cluster reachable at cfg.Addrs. It does not contact the cluster:
@@ -143,6 +156,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
 		cfg:         cfg,
 		cache:       newRangeCache(),
+		loads:       newLoadTracker(),
 		suspects:    make(map[string]time.Time),
 		unreachable: make(map[string]string),
 	}

@@ -247,9 +247,10 @@ func (c *Client) pickTarget(ctx context.Context, op opKind, locate locateFunc, p
 }
 
 // replicaAddr picks the node for a routed attempt: the leader if known and not suspect, otherwise the
-// replicas in turn (voters first); for follower reads, the replicas in turn.
-func (c *Client) replicaAddr(e rangeEntry, follower bool, attempt int) string {
-	if !follower {
+// voters in turn; for a read any replica may serve, the replica (voter or learner) chooseReplica
+// picks by the client's load figures among those not suspect.
+func (c *Client) replicaAddr(e rangeEntry, anyReplica bool, attempt int) string {
+	if !anyReplica {
 		if a := c.cache.leaderAddrOf(e); a != "" && !c.isSuspect(a) {
 			return a
 		}
@@ -266,22 +267,40 @@ func (c *Client) replicaAddr(e rangeEntry, follower bool, attempt int) string {
 			voters = append(voters, a)
 		}
 	}
-	cands := voters
-	n := attempt
-	if follower {
-		cands = append(voters, learners...)
-		c.mu.Lock()
-		c.followerN++
-		n = int(c.followerN)
-		c.mu.Unlock()
+	if anyReplica {
+		if a := c.leastLoaded(append(voters, learners...)); a != "" {
+			return a
+		}
 	}
-	if len(cands) == 0 {
-		cands = learners
+	if len(voters) == 0 {
+		voters = learners
 	}
-	if len(cands) == 0 {
+	if len(voters) == 0 {
 		return c.cache.leaderAddrOf(e)
 	}
-	return c.firstHealthy(cands, n)
+	return c.firstHealthy(voters, attempt)
+}
+
+// leastLoaded picks among addrs by chooseReplica, skipping suspect addresses unless all are.
+func (c *Client) leastLoaded(addrs []string) string {
+	if len(addrs) == 0 {
+		return ""
+	}
+	c.mu.Lock()
+	c.followerN++
+	n := int(c.followerN % uint64(len(addrs)))
+	c.mu.Unlock()
+	healthy := addrs[:0:0]
+	for _, a := range addrs {
+		if !c.isSuspect(a) {
+			healthy = append(healthy, a)
+		}
+	}
+	if len(healthy) == 0 {
+		return addrs[n]
+	}
+	cands := c.loads.loads(healthy, time.Now())
+	return cands[chooseReplica(cands, c.cfg.ReadImbalance, n)].addr
 }
 
 // firstHealthy returns the first non-suspect address of addrs starting at index n (mod len), or
@@ -316,6 +335,9 @@ func (c *Client) attempt(ctx context.Context, op opKind, t target, call rpcFunc)
 	}
 	defer cancel()
 	actx, sent := withSentFlag(actx)
+	if t.routed && op.anyReplica() {
+		defer c.loads.begin(t.addr)()
+	}
 	var hdr *pb.RequestHeader
 	if t.routed {
 		hdr = &pb.RequestHeader{RangeId: t.entry.desc.GetRangeId(), FollowerRead: op.follower, Consistency: op.consistency, MaxStalenessMs: op.maxStalenessMs}
