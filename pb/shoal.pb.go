@@ -5786,6 +5786,123 @@ func (x *SetNodeStateResponse) GetError() *Error {
 	return nil
 }
 
+// SetProfile (sent to the node itself, node_id its id) changes the node's engine profile (read,
+// write, readwrite, scan, default) by a rolling restart in process: the node sheds its leaderships,
+// reopens its engine with the profile on the same data, warms its cache from peers' read hints and
+// takes its leaderships back. The call returns once the restart is under way (accepted) or refused;
+// the node's heartbeats show the profile once it runs with it.
+type SetProfileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Profile       string                 `protobuf:"bytes,2,opt,name=profile,proto3" json:"profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetProfileRequest) Reset() {
+	*x = SetProfileRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetProfileRequest) ProtoMessage() {}
+
+func (x *SetProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetProfileRequest.ProtoReflect.Descriptor instead.
+func (*SetProfileRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *SetProfileRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *SetProfileRequest) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+type SetProfileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Accepted      bool                   `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Current       string                 `protobuf:"bytes,3,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetProfileResponse) Reset() {
+	*x = SetProfileResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetProfileResponse) ProtoMessage() {}
+
+func (x *SetProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetProfileResponse.ProtoReflect.Descriptor instead.
+func (*SetProfileResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *SetProfileResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *SetProfileResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *SetProfileResponse) GetCurrent() string {
+	if x != nil {
+		return x.Current
+	}
+	return ""
+}
+
 // MetaCommand runs a replicated command on the meta range (node-internal: node and range id
 // allocation, node descriptors, descriptor updates). Forwarded to the meta leader.
 type MetaCommandRequest struct {
@@ -5797,7 +5914,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5809,7 +5926,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5822,7 +5939,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -5842,7 +5959,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5854,7 +5971,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5867,7 +5984,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -5898,7 +6015,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5910,7 +6027,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5923,7 +6040,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -5964,7 +6081,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5976,7 +6093,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5989,7 +6106,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -6020,7 +6137,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6032,7 +6149,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6045,7 +6162,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -6094,7 +6211,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6106,7 +6223,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6119,7 +6236,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -6151,7 +6268,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6163,7 +6280,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6176,7 +6293,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -6194,7 +6311,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6206,7 +6323,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6219,7 +6336,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -6266,7 +6383,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6278,7 +6395,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6291,7 +6408,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -6313,7 +6430,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6325,7 +6442,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6338,7 +6455,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -6380,7 +6497,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6392,7 +6509,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6405,7 +6522,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -6440,7 +6557,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6452,7 +6569,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6465,7 +6582,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -6501,7 +6618,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6513,7 +6630,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6526,7 +6643,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -6646,7 +6763,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6658,7 +6775,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6671,7 +6788,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -6699,7 +6816,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[93]
+	mi := &file_pb_shoal_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6711,7 +6828,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[93]
+	mi := &file_pb_shoal_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6724,7 +6841,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -6754,7 +6871,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[94]
+	mi := &file_pb_shoal_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6766,7 +6883,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[94]
+	mi := &file_pb_shoal_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6779,7 +6896,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{94}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -6816,7 +6933,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[95]
+	mi := &file_pb_shoal_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6828,7 +6945,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[95]
+	mi := &file_pb_shoal_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6841,7 +6958,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{95}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -6876,7 +6993,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[96]
+	mi := &file_pb_shoal_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6888,7 +7005,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[96]
+	mi := &file_pb_shoal_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6901,7 +7018,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{96}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -7362,7 +7479,14 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12+\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x15.shoal.NodeAdminStateR\x05state\":\n" +
 	"\x14SetNodeStateResponse\x12\"\n" +
-	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\">\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\"F\n" +
+	"\x11SetProfileRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
+	"\aprofile\x18\x02 \x01(\tR\aprofile\"n\n" +
+	"\x12SetProfileResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x18\n" +
+	"\acurrent\x18\x03 \x01(\tR\acurrent\">\n" +
 	"\x12MetaCommandRequest\x12(\n" +
 	"\acommand\x18\x01 \x01(\v2\x0e.shoal.CommandR\acommand\"S\n" +
 	"\x13MetaCommandResponse\x12\"\n" +
@@ -7485,7 +7609,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
 	"\x0fRELOCATE_REMOVE\x10\x032?\n" +
 	"\aWatcher\x124\n" +
-	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xbb\x0e\n" +
+	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xfe\x0e\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -7507,7 +7631,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\tPolicySet\x12\x17.shoal.PolicySetRequest\x1a\x18.shoal.PolicySetResponse\x12>\n" +
 	"\tDecisions\x12\x17.shoal.DecisionsRequest\x1a\x18.shoal.DecisionsResponse\x12G\n" +
 	"\fPlaceLeaders\x12\x1a.shoal.PlaceLeadersRequest\x1a\x1b.shoal.PlaceLeadersResponse\x12G\n" +
-	"\fSetNodeState\x12\x1a.shoal.SetNodeStateRequest\x1a\x1b.shoal.SetNodeStateResponse\x12/\n" +
+	"\fSetNodeState\x12\x1a.shoal.SetNodeStateRequest\x1a\x1b.shoal.SetNodeStateResponse\x12A\n" +
+	"\n" +
+	"SetProfile\x12\x18.shoal.SetProfileRequest\x1a\x19.shoal.SetProfileResponse\x12/\n" +
 	"\x04Join\x12\x12.shoal.JoinRequest\x1a\x13.shoal.JoinResponse\x12/\n" +
 	"\x04Init\x12\x12.shoal.InitRequest\x1a\x13.shoal.InitResponse\x12>\n" +
 	"\tHeartbeat\x12\x17.shoal.HeartbeatRequest\x1a\x18.shoal.HeartbeatResponse\x12D\n" +
@@ -7537,7 +7663,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
@@ -7626,24 +7752,26 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*PlaceLeadersResponse)(nil),    // 84: shoal.PlaceLeadersResponse
 	(*SetNodeStateRequest)(nil),     // 85: shoal.SetNodeStateRequest
 	(*SetNodeStateResponse)(nil),    // 86: shoal.SetNodeStateResponse
-	(*MetaCommandRequest)(nil),      // 87: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 88: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 89: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 90: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 91: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 92: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 93: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 94: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 95: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 96: shoal.SplitTrigger
-	(*Condition)(nil),               // 97: shoal.Condition
-	(*MetaUpdate)(nil),              // 98: shoal.MetaUpdate
-	(*Command)(nil),                 // 99: shoal.Command
-	(*FreezeForMerge)(nil),          // 100: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 101: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 102: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 103: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 104: shoal.ConfChangeContext
+	(*SetProfileRequest)(nil),       // 87: shoal.SetProfileRequest
+	(*SetProfileResponse)(nil),      // 88: shoal.SetProfileResponse
+	(*MetaCommandRequest)(nil),      // 89: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 90: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 91: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 92: shoal.RelocateReplicaResponse
+	(*RaftMessage)(nil),             // 93: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 94: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 95: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 96: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 97: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 98: shoal.SplitTrigger
+	(*Condition)(nil),               // 99: shoal.Condition
+	(*MetaUpdate)(nil),              // 100: shoal.MetaUpdate
+	(*Command)(nil),                 // 101: shoal.Command
+	(*FreezeForMerge)(nil),          // 102: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 103: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 104: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 105: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 106: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -7705,7 +7833,7 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	10,  // 56: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
 	12,  // 57: shoal.FenceResponse.error:type_name -> shoal.Error
 	9,   // 58: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
-	99,  // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	101, // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
 	12,  // 60: shoal.RangeCommandResponse.error:type_name -> shoal.Error
 	9,   // 61: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
 	12,  // 62: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
@@ -7728,103 +7856,106 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	12,  // 79: shoal.PlaceLeadersResponse.error:type_name -> shoal.Error
 	2,   // 80: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
 	12,  // 81: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	99,  // 82: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	12,  // 83: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	3,   // 84: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	12,  // 85: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	9,   // 86: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	91,  // 87: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	91,  // 88: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	14,  // 89: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	12,  // 90: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	9,   // 91: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 92: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 93: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	15,  // 94: shoal.Command.mutations:type_name -> shoal.Mutation
-	97,  // 95: shoal.Command.condition:type_name -> shoal.Condition
-	96,  // 96: shoal.Command.split:type_name -> shoal.SplitTrigger
-	98,  // 97: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	100, // 98: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	101, // 99: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	102, // 100: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	103, // 101: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	28,  // 102: shoal.Command.txn:type_name -> shoal.TxnRequest
-	10,  // 103: shoal.Command.set_fence:type_name -> shoal.SpanFence
-	9,   // 104: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 105: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 106: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	9,   // 107: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	36,  // 108: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
-	16,  // 109: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	18,  // 110: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	20,  // 111: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	22,  // 112: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	24,  // 113: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	26,  // 114: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	28,  // 115: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	33,  // 116: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	38,  // 117: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	52,  // 118: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	55,  // 119: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	57,  // 120: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	67,  // 121: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	89,  // 122: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	76,  // 123: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	78,  // 124: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	80,  // 125: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	82,  // 126: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
-	85,  // 127: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	69,  // 128: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	71,  // 129: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	73,  // 130: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	87,  // 131: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	59,  // 132: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	63,  // 133: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	61,  // 134: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
-	65,  // 135: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	45,  // 136: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	47,  // 137: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	49,  // 138: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	92,  // 139: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	94,  // 140: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	37,  // 141: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
-	17,  // 142: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	19,  // 143: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	21,  // 144: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	23,  // 145: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	25,  // 146: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	27,  // 147: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	29,  // 148: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	34,  // 149: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
-	39,  // 150: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	53,  // 151: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	56,  // 152: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	58,  // 153: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	68,  // 154: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	90,  // 155: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	77,  // 156: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	79,  // 157: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	81,  // 158: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	84,  // 159: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
-	86,  // 160: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	70,  // 161: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	72,  // 162: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	74,  // 163: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	88,  // 164: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	60,  // 165: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	64,  // 166: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	62,  // 167: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
-	66,  // 168: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	46,  // 169: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	48,  // 170: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	50,  // 171: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	93,  // 172: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	95,  // 173: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	141, // [141:174] is the sub-list for method output_type
-	108, // [108:141] is the sub-list for method input_type
-	108, // [108:108] is the sub-list for extension type_name
-	108, // [108:108] is the sub-list for extension extendee
-	0,   // [0:108] is the sub-list for field type_name
+	12,  // 82: shoal.SetProfileResponse.error:type_name -> shoal.Error
+	101, // 83: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	12,  // 84: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	3,   // 85: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	12,  // 86: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	9,   // 87: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	93,  // 88: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	93,  // 89: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	14,  // 90: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	12,  // 91: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	9,   // 92: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 93: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 94: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	15,  // 95: shoal.Command.mutations:type_name -> shoal.Mutation
+	99,  // 96: shoal.Command.condition:type_name -> shoal.Condition
+	98,  // 97: shoal.Command.split:type_name -> shoal.SplitTrigger
+	100, // 98: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	102, // 99: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	103, // 100: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	104, // 101: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	105, // 102: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	28,  // 103: shoal.Command.txn:type_name -> shoal.TxnRequest
+	10,  // 104: shoal.Command.set_fence:type_name -> shoal.SpanFence
+	9,   // 105: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 106: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 107: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	9,   // 108: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	36,  // 109: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
+	16,  // 110: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	18,  // 111: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	20,  // 112: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	22,  // 113: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	24,  // 114: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	26,  // 115: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	28,  // 116: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	33,  // 117: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	38,  // 118: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	52,  // 119: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	55,  // 120: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	57,  // 121: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	67,  // 122: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	91,  // 123: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	76,  // 124: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	78,  // 125: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	80,  // 126: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	82,  // 127: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
+	85,  // 128: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	87,  // 129: shoal.Shoal.SetProfile:input_type -> shoal.SetProfileRequest
+	69,  // 130: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	71,  // 131: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	73,  // 132: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	89,  // 133: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	59,  // 134: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	63,  // 135: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	61,  // 136: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
+	65,  // 137: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	45,  // 138: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	47,  // 139: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	49,  // 140: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	94,  // 141: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	96,  // 142: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	37,  // 143: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
+	17,  // 144: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	19,  // 145: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	21,  // 146: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	23,  // 147: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	25,  // 148: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	27,  // 149: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	29,  // 150: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	34,  // 151: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
+	39,  // 152: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	53,  // 153: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	56,  // 154: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	58,  // 155: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	68,  // 156: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	92,  // 157: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	77,  // 158: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	79,  // 159: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	81,  // 160: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	84,  // 161: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
+	86,  // 162: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	88,  // 163: shoal.Shoal.SetProfile:output_type -> shoal.SetProfileResponse
+	70,  // 164: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	72,  // 165: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	74,  // 166: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	90,  // 167: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	60,  // 168: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	64,  // 169: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	62,  // 170: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
+	66,  // 171: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	46,  // 172: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	48,  // 173: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	50,  // 174: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	95,  // 175: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	97,  // 176: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	143, // [143:177] is the sub-list for method output_type
+	109, // [109:143] is the sub-list for method input_type
+	109, // [109:109] is the sub-list for extension type_name
+	109, // [109:109] is the sub-list for extension extendee
+	0,   // [0:109] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -7838,7 +7969,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   97,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -153,6 +153,7 @@ const (
 	Shoal_Decisions_FullMethodName       = "/shoal.Shoal/Decisions"
 	Shoal_PlaceLeaders_FullMethodName    = "/shoal.Shoal/PlaceLeaders"
 	Shoal_SetNodeState_FullMethodName    = "/shoal.Shoal/SetNodeState"
+	Shoal_SetProfile_FullMethodName      = "/shoal.Shoal/SetProfile"
 	Shoal_Join_FullMethodName            = "/shoal.Shoal/Join"
 	Shoal_Init_FullMethodName            = "/shoal.Shoal/Init"
 	Shoal_Heartbeat_FullMethodName       = "/shoal.Shoal/Heartbeat"
@@ -191,6 +192,7 @@ type ShoalClient interface {
 	Decisions(ctx context.Context, in *DecisionsRequest, opts ...grpc.CallOption) (*DecisionsResponse, error)
 	PlaceLeaders(ctx context.Context, in *PlaceLeadersRequest, opts ...grpc.CallOption) (*PlaceLeadersResponse, error)
 	SetNodeState(ctx context.Context, in *SetNodeStateRequest, opts ...grpc.CallOption) (*SetNodeStateResponse, error)
+	SetProfile(ctx context.Context, in *SetProfileRequest, opts ...grpc.CallOption) (*SetProfileResponse, error)
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	Init(ctx context.Context, in *InitRequest, opts ...grpc.CallOption) (*InitResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
@@ -412,6 +414,16 @@ func (c *shoalClient) SetNodeState(ctx context.Context, in *SetNodeStateRequest,
 	return out, nil
 }
 
+func (c *shoalClient) SetProfile(ctx context.Context, in *SetProfileRequest, opts ...grpc.CallOption) (*SetProfileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetProfileResponse)
+	err := c.cc.Invoke(ctx, Shoal_SetProfile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *shoalClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(JoinResponse)
@@ -547,6 +559,7 @@ type ShoalServer interface {
 	Decisions(context.Context, *DecisionsRequest) (*DecisionsResponse, error)
 	PlaceLeaders(context.Context, *PlaceLeadersRequest) (*PlaceLeadersResponse, error)
 	SetNodeState(context.Context, *SetNodeStateRequest) (*SetNodeStateResponse, error)
+	SetProfile(context.Context, *SetProfileRequest) (*SetProfileResponse, error)
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	Init(context.Context, *InitRequest) (*InitResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
@@ -625,6 +638,9 @@ func (UnimplementedShoalServer) PlaceLeaders(context.Context, *PlaceLeadersReque
 }
 func (UnimplementedShoalServer) SetNodeState(context.Context, *SetNodeStateRequest) (*SetNodeStateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetNodeState not implemented")
+}
+func (UnimplementedShoalServer) SetProfile(context.Context, *SetProfileRequest) (*SetProfileResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetProfile not implemented")
 }
 func (UnimplementedShoalServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Join not implemented")
@@ -1015,6 +1031,24 @@ func _Shoal_SetNodeState_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_SetProfile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetProfileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).SetProfile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_SetProfile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).SetProfile(ctx, req.(*SetProfileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Shoal_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(JoinRequest)
 	if err := dec(in); err != nil {
@@ -1291,6 +1325,10 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetNodeState",
 			Handler:    _Shoal_SetNodeState_Handler,
+		},
+		{
+			MethodName: "SetProfile",
+			Handler:    _Shoal_SetProfile_Handler,
 		},
 		{
 			MethodName: "Join",
