@@ -46,6 +46,13 @@ type Actuator interface {
 	Merge(ctx context.Context, leftRangeID uint64) error
 }
 
+// ProfileSetter is implemented by an Actuator that can change a node's engine profile (the
+// SetProfile step). The call may return once the change is under way: the step is done when the
+// model shows the node running the profile.
+type ProfileSetter interface {
+	SetProfile(ctx context.Context, node uint64, profile string) error
+}
+
 // Warmer is implemented by an Actuator that checks, before a leadership transfer, that the target's
 // cache is warm (read hints, docs/design/read-hints.md): it may wait a bounded time (within ctx) and
 // returns a note for the decision log saying what it saw ("" when it did not check). The executor
@@ -392,12 +399,12 @@ func (e *Executor) advanceLocked(c *model.Cluster, rs *running) {
 				return // the executor is stopping and canceled the call: Stop records it as stopped
 			}
 			rs.callDone = false
-			if rs.callErr != nil && !op.Steps[rs.step].IsFinished(r) {
+			if rs.callErr != nil && !operator.Finished(op.Steps[rs.step], c, r) {
 				e.finishLocked(rs, fmt.Sprintf("%s: %s: %v", decisions.StatusFailed, op.Steps[rs.step], rs.callErr), c.Now)
 				return
 			}
 		}
-		for !rs.inflight && rs.step < len(op.Steps) && op.Steps[rs.step].IsFinished(r) {
+		for !rs.inflight && rs.step < len(op.Steps) && operator.Finished(op.Steps[rs.step], c, r) {
 			rs.step++
 			op.SetStepsDone(rs.step)
 			rs.issued, rs.waiting = false, ""
@@ -407,7 +414,7 @@ func (e *Executor) advanceLocked(c *model.Cluster, rs *running) {
 			return
 		}
 		step := op.Steps[rs.step]
-		if rs.inflight && step.IsFinished(r) {
+		if rs.inflight && operator.Finished(step, c, r) {
 			// The model already shows the step done while its call is still returning: wait for the
 			// call rather than check the step's preconditions against its own result (a done split's
 			// key is no longer inside the range; a done merge's right range is gone).
@@ -516,6 +523,10 @@ func (e *Executor) call(ctx context.Context, rangeID, opID uint64, readQPS float
 		return e.act.Split(ctx, rangeID, s.Key)
 	case operator.Merge:
 		return e.act.Merge(ctx, rangeID)
+	case operator.SetProfile:
+		if ps, ok := e.act.(ProfileSetter); ok {
+			return ps.SetProfile(ctx, s.Node, s.Profile)
+		}
 	}
 	return fmt.Errorf("%w: %s", errUnknownStepForAct, step.Kind())
 }

@@ -486,3 +486,50 @@ func TestOnProgressReportsStepsAndFinishes(t *testing.T) {
 		t.Fatalf("progress reports per round %v, want [0 1 1 0]", got)
 	}
 }
+
+func TestSetProfileFinishesWhenTheNodeReportsIt(t *testing.T) {
+	f := fake.MustNew(t, fourNodes)
+	// The change is accepted but the node restarts before it reports the profile.
+	var accepted atomic.Bool
+	f.Hook = func(ctx context.Context, c fake.Call) error {
+		if c.Kind == "set-profile" {
+			accepted.Store(true)
+			return errors.New("stop here: the node reports the profile later")
+		}
+		return nil
+	}
+	e := New(f, f, nil, Config{Inline: true})
+	c := f.Snapshot()
+	op := operator.NewSetProfile("test", c.Now, c.Range(2), 4, "scan", "n4 serves scans")
+	if err := e.Submit(op); err != nil {
+		t.Fatal(err)
+	}
+	e.Reconcile(f.Snapshot())
+	if !accepted.Load() {
+		t.Fatal("SetProfile was not called")
+	}
+	if e.Busy(2) {
+		t.Fatal("a failed call with the profile not reported should end the operator")
+	}
+	if en := entry(t, e, op.ID); !strings.HasPrefix(en.Status, decisions.StatusFailed) {
+		t.Fatalf("status %q, want failed", en.Status)
+	}
+
+	// Accepted: the operator runs until the node reports the profile, then succeeds.
+	f.Hook = nil
+	op = operator.NewSetProfile("test", c.Now, c.Range(2), 4, "scan", "n4 serves scans")
+	if err := e.Submit(op); err != nil {
+		t.Fatal(err)
+	}
+	e.Reconcile(f.Snapshot())
+	e.Reconcile(f.Snapshot())
+	if e.Busy(2) {
+		t.Fatalf("operator still running with n4 reporting scan: %+v", e.Statuses())
+	}
+	if en := entry(t, e, op.ID); en.Status != decisions.StatusSucceeded {
+		t.Fatalf("status %q, want succeeded", en.Status)
+	}
+	if n := f.Snapshot().Node(4); n.Profile != "scan" {
+		t.Fatalf("n4 runs %q", n.Profile)
+	}
+}

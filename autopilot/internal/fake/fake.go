@@ -26,6 +26,8 @@ type Call struct {
 	Node   uint64 // target node (AddLearner, PromoteVoter, RemoveReplica, TransferLeader)
 	Remove uint64 // PromoteVoter's removed node
 	Key    []byte // Split's key
+	// Profile is SetProfile's engine profile.
+	Profile string
 }
 
 // String describes the call, e.g. "add-learner r2 n4".
@@ -35,6 +37,8 @@ func (c Call) String() string {
 		return fmt.Sprintf("split r%d at %q", c.Range, c.Key)
 	case "merge":
 		return fmt.Sprintf("merge r%d", c.Range)
+	case "set-profile":
+		return fmt.Sprintf("set-profile n%d %s", c.Node, c.Profile)
 	case "promote-voter":
 		if c.Remove != 0 {
 			return fmt.Sprintf("promote-voter r%d n%d remove n%d", c.Range, c.Node, c.Remove)
@@ -336,5 +340,21 @@ func (f *Cluster) MarkDecommissioned(ctx context.Context, node uint64) error {
 			n.Decommissioned, n.Decommissioning, n.Live = true, false, false
 		}
 	}
+	return nil
+}
+
+// SetProfile implements executor.ProfileSetter: the node runs profile at once.
+func (f *Cluster) SetProfile(ctx context.Context, node uint64, profile string) error {
+	c := Call{Kind: "set-profile", Node: node, Profile: profile}
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	hook := f.Hook
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, c); err != nil {
+			return err
+		}
+	}
+	f.UpdateNode(node, func(n *model.Node) { n.Profile = profile })
 	return nil
 }
