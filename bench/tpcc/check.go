@@ -13,8 +13,8 @@ import (
 // exactly 1 … d_next_o_id − 1; each has o_ol_cnt lines and no lines belong to a missing order; the
 // new_order rows are a suffix of the orders (none delivered: no carrier, lines without a delivery
 // date) and every order before them is delivered (a carrier, dated lines); each order is in the
-// customer index under its customer. (TPC-C's conditions on w_ytd and d_ytd do not hold: payments
-// lose updates without transactions.) It returns every violation found, joined.
+// customer index under its customer. (TPC-C's w_ytd = Σ d_ytd does not hold: payments lose
+// updates of w_ytd without transactions.) It returns every violation found, joined.
 func Check(ctx context.Context, t *Tables, s Sizes) error {
 	var errs []error
 	for w := int64(1); w <= int64(s.Warehouses); w++ {

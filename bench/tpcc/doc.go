@@ -8,12 +8,12 @@
 // It is NOT transactional, like PyTPCC's HBase driver: a transaction is a sequence of row gets,
 // puts, deletes and prefix scans (package table), each atomic on its own, with no isolation and no
 // atomicity across them. Two single-row atomic steps keep the data meaningful under concurrency:
-// a new order takes its id from the district row by a compare-and-put (so order ids are unique and
-// dense), and a delivery claims a new_order row by deleting it (only the deleter delivers it), and
+// every write of a district row is a compare-and-put (the row holds the order id counter, so order
+// ids are unique and dense), and a delivery claims a new_order row by deleting it (only the deleter delivers it), and
 // only once the order before it is delivered (so deliveries keep to order id order even when new
 // orders finish out of order).
-// Everything else may interleave: payments lose updates of w_ytd and d_ytd, stock counts race,
-// a reader may see an order half written. The figures are therefore not TPC-C results and must
+// Everything else may interleave: payments lose updates of w_ytd and of customers' balances,
+// stock counts race, a stock-level may count the lines of an order half written. The figures are therefore not TPC-C results and must
 // never be reported as such.
 //
 // Sizes per warehouse: 10 districts; Customers customers per district (spec: 3 000), each with

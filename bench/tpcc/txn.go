@@ -140,26 +140,33 @@ func (wk *Worker) NewOrder(ctx context.Context) (rolledBack bool, err error) {
 	return false, wk.t.OrderByCustomer.Put(ctx, table.Row{"o_w_id": w, "o_d_id": d, "o_c_id": c, "o_id": o})
 }
 
-// takeOrderID returns district (w, d)'s next order id and advances it, by a compare-and-put of the
-// district row retried until it applies.
+// takeOrderID returns district (w, d)'s next order id and advances it.
 func (wk *Worker) takeOrderID(ctx context.Context, w, d int64) (int64, error) {
+	var o int64
+	err := updateDistrict(ctx, wk.t.District, w, d, func(r table.Row) {
+		o = r["d_next_o_id"].(int64)
+		r["d_next_o_id"] = o + 1
+	})
+	return o, err
+}
+
+// updateDistrict changes district (w, d)'s row with change by a compare-and-put, read again and
+// retried until it applies. Every write of a district row goes this way: the row holds the order
+// id counter, which a plain write-back of a row read before another's increment would roll back.
+func updateDistrict(ctx context.Context, t *table.Table, w, d int64, change func(table.Row)) error {
 	for {
-		row, err := get(ctx, wk.t.District, w, d)
+		row, err := get(ctx, t, w, d)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		o := row["d_next_o_id"].(int64)
 		next := maps.Clone(row)
-		next["d_next_o_id"] = o + 1
-		ok, err := wk.t.District.CompareAndPut(ctx, row, next)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			return o, nil
+		change(next)
+		ok, err := t.CompareAndPut(ctx, row, next)
+		if err != nil || ok {
+			return err
 		}
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return err
 		}
 	}
 }
@@ -187,8 +194,9 @@ func (wk *Worker) customer(ctx context.Context, w, d int64) (table.Row, error) {
 
 // Payment is TPC-C's payment (clause 2.5): a payment of 1–5 000 to the home warehouse and a random
 // district, by a customer of that district or, with 15 % chance when there are several
-// warehouses, of a random district of another. Warehouse, district and customer are each read and
-// written back: concurrent payments lose each other's updates of w_ytd and d_ytd.
+// warehouses, of a random district of another. Warehouse and customer are each read and written
+// back (concurrent payments lose each other's updates of w_ytd and of a customer's balance); the
+// district is updated by a compare-and-put (updateDistrict).
 func (wk *Worker) Payment(ctx context.Context) error {
 	in, w := wk.in, wk.w
 	d := in.Uniform(1, Districts)
@@ -206,13 +214,11 @@ func (wk *Worker) Payment(ctx context.Context) error {
 	if err := wk.t.Warehouse.Put(ctx, wr); err != nil {
 		return err
 	}
-	dr, err := get(ctx, wk.t.District, w, d)
-	if err != nil {
-		return err
-	}
-	dr = maps.Clone(dr)
-	dr["d_ytd"] = dr["d_ytd"].(float64) + amount
-	if err := wk.t.District.Put(ctx, dr); err != nil {
+	var dName string
+	if err := updateDistrict(ctx, wk.t.District, w, d, func(r table.Row) {
+		r["d_ytd"] = r["d_ytd"].(float64) + amount
+		dName = r["d_name"].(string)
+	}); err != nil {
 		return err
 	}
 	cr, err := wk.customer(ctx, cw, cd)
@@ -231,7 +237,7 @@ func (wk *Worker) Payment(ctx context.Context) error {
 		return err
 	}
 	return wk.t.History.Put(ctx, table.Row{"h_c_w_id": cw, "h_c_d_id": cd, "h_c_id": cr["c_id"], "h_id": in.Int63(), "h_d_id": d, "h_w_id": w,
-		"h_date": time.Now().UTC(), "h_amount": amount, "h_data": wr["w_name"].(string) + "    " + dr["d_name"].(string)})
+		"h_date": time.Now().UTC(), "h_amount": amount, "h_data": wr["w_name"].(string) + "    " + dName})
 }
 
 // OrderStatus is TPC-C's order-status (clause 2.6): a customer of a random district (60 % by last

@@ -88,7 +88,9 @@ func TestTransactionsKeepConsistency(t *testing.T) {
 		t.Errorf("district 1 took no new order: next id %v", dr["d_next_o_id"])
 	}
 
-	rep, err := Run(ctx, kv, s, RunOptions{Threads: 4, Duration: 300 * time.Millisecond, Seed: 3})
+	// The mix on a store slowed down so that concurrent transactions overlap on the districts'
+	// rows: a payment's write of a district must not roll back a new order's id.
+	rep, err := Run(ctx, slowKV{kv}, s, RunOptions{Threads: 16, Duration: time.Second, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,4 +137,13 @@ func TestTransactionsKeepConsistency(t *testing.T) {
 			t.Errorf("%s: Check says %v, want %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// slowKV makes every write take a little longer, widening the window between a transaction's read
+// of a row and its write back.
+type slowKV struct{ *tabletest.KV }
+
+func (s slowKV) Put(ctx context.Context, key, value []byte) error {
+	time.Sleep(300 * time.Microsecond)
+	return s.KV.Put(ctx, key, value)
 }
