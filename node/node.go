@@ -92,7 +92,11 @@ type Config struct {
 	// Autopilot tunes the autopilot's policies; its replicate policy's dead-node timeout comes from
 	// DeadNodeTimeout.
 	Autopilot autopilot.Config
-	Logger    *slog.Logger `json:"-"`
+	// Reprofile, set by a supervisor that can restart the node in process (node/supervisor), starts
+	// a change of the node's engine profile (the SetProfile RPC) and returns once it is under way.
+	// Nil: SetProfile is refused.
+	Reprofile func(profile string) error `json:"-"`
+	Logger    *slog.Logger               `json:"-"`
 }
 
 // WithDefaults returns c with every zero field of the node's own and of each layer's part set to its
@@ -268,8 +272,8 @@ func (h *raftHandler) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue)
 }
 
 // RegisterServices registers the public Shoal API, the raft transport and (unless off) the read-hints
-// service on s.
-func (n *Node) RegisterServices(s *grpc.Server) {
+// service on s (a gRPC server, or a supervisor that forwards a server's calls to the node it runs).
+func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
 	pb.RegisterShoalServer(s, n)
 	n.transport.Register(s)
 	n.hints.Register(s)

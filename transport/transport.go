@@ -238,7 +238,7 @@ const streamWorkers = 256
 
 // Register registers the transport's pb.RaftTransportServer on s. The caller owns s and must stop it;
 // Close does not interrupt server-side streams, but after Close incoming traffic is refused.
-func (t *Transport) Register(s *grpc.Server) {
+func (t *Transport) Register(s grpc.ServiceRegistrar) {
 	pb.RegisterRaftTransportServer(s, &server{t: t})
 }
 

@@ -77,6 +77,21 @@ func (h *Host) Merge(ctx context.Context, leftRangeID uint64) error {
 	return kv.FromPB(resp.Error)
 }
 
+// SetProfile implements executor.ProfileSetter: it asks node to change its engine profile (a
+// rolling restart in process, package node/supervisor) and returns once the node accepted; the step
+// is done when the node's heartbeats report the profile.
+func (h *Host) SetProfile(ctx context.Context, node uint64, profile string) error {
+	cc, err := h.deps.Conn(node)
+	if err != nil {
+		return fmt.Errorf("set profile on n%d: %w", node, err)
+	}
+	resp, err := pb.NewShoalClient(cc).SetProfile(ctx, &pb.SetProfileRequest{NodeId: node, Profile: profile})
+	if err != nil {
+		return fmt.Errorf("set profile on n%d: %w", node, err)
+	}
+	return kv.FromPB(resp.Error)
+}
+
 // MarkDecommissioned implements autopilot.Decommissioner.
 func (h *Host) MarkDecommissioned(ctx context.Context, node uint64) error {
 	return records.SetNodeState(ctx, h.deps.Ranges, node, records.Decommissioned)

@@ -281,7 +281,7 @@ func (s *Service) Scan(rangeID uint64, start, end []byte, limit int, reverse boo
 }
 
 // Register adds the hints service to a gRPC server (nothing when off: peers get Unimplemented).
-func (s *Service) Register(srv *grpc.Server) {
+func (s *Service) Register(srv grpc.ServiceRegistrar) {
 	if s != nil {
 		pb.RegisterHintsServer(srv, s.m.Service())
 	}

@@ -1,0 +1,370 @@
+// Package supervisor runs one node in process and restarts it in process with new engine options:
+// the change of a node's engine profile (docs/design/profiles.md). Pebble fixes a store's block
+// cache, memtable size and block size when it opens, so a node changes profile by closing its
+// engine and opening it again on the same data; the supervisor makes that a rolling restart that
+// clients and peers see as a short absence of one follower:
+//
+//  1. the node sheds its leaderships (DrainLeaderships), so no range loses its leader;
+//  2. the supervisor retires the node: new calls are answered UNAVAILABLE (clients and peers retry),
+//     the node stops, the calls it was serving end, and its engine closes;
+//  3. a new node opens the same data directory with the profile, behind the same gRPC server and
+//     listener (the supervisor forwards the server's calls to whichever node runs), warms its cache
+//     from its peers' read hints as every restarted node does, and serves;
+//  4. it takes back the leaderships it shed.
+//
+// The package owns the node's incarnations and the forwarding of gRPC calls to the current one. It
+// must never read or write the node's data itself, and runs one restart at a time.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/transport"
+)
+
+// Timeouts of a restart's phases.
+const (
+	// ShedTimeout bounds the wait for the node's leaderships to move away.
+	ShedTimeout = 15 * time.Second
+	// RetireTimeout bounds the wait for the calls the retired node was serving.
+	RetireTimeout = 15 * time.Second
+	// ReturnTimeout bounds the hand-back of each leadership.
+	ReturnTimeout = 10 * time.Second
+)
+
+// errRestarting answers calls that arrive while no node runs.
+var errRestarting = status.Error(codes.Unavailable, "node is restarting with a new engine profile")
+
+// Supervisor runs a node and restarts it in process.
+type Supervisor struct {
+	srv *grpc.Server
+	log *slog.Logger
+
+	cur   atomic.Pointer[incarnation]
+	first map[string]any // service name → the first node's implementation (the server's type check)
+
+	mu  sync.Mutex  // serializes restarts; guards cfg
+	cfg node.Config // as the caller gave it, with the profile of the running node
+
+	ctx     context.Context // canceled by Stop: ends a restart under way
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the restarts Reprofile started
+	pending atomic.Bool    // a restart Reprofile started has not finished
+	// Restarts counts the completed profile changes; LastError is the last failed one's ("" none).
+	restarts atomic.Int64
+	lastErr  atomic.Pointer[string]
+}
+
+// incarnation is one node and the calls it serves.
+type incarnation struct {
+	n        *node.Node
+	impls    map[string]any
+	inflight atomic.Int64
+	retiring atomic.Bool
+	retired  chan struct{} // closed when the node is retired: ends the streams forwarded to it
+}
+
+// enter counts a call to the current node and returns it with the service's implementation, or nil
+// while none runs.
+func (s *Supervisor) enter(service string) (*incarnation, any) {
+	inc := s.cur.Load()
+	if inc == nil {
+		return nil, nil
+	}
+	inc.inflight.Add(1)
+	if inc.retiring.Load() { // retire saw no call of ours: leave it alone
+		inc.inflight.Add(-1)
+		return nil, nil
+	}
+	impl := inc.impls[service]
+	if impl == nil {
+		inc.inflight.Add(-1)
+		return nil, nil
+	}
+	return inc, impl
+}
+
+// capture records the services a node registers.
+type capture struct {
+	descs map[string]*grpc.ServiceDesc
+	impls map[string]any
+}
+
+// RegisterService implements grpc.ServiceRegistrar.
+func (c *capture) RegisterService(d *grpc.ServiceDesc, impl any) {
+	c.descs[d.ServiceName], c.impls[d.ServiceName] = d, impl
+}
+
+// Start opens the node of cfg and serves it on lis (nil: a listener on cfg.Addr), as
+// node.StartServing does, with the server's calls forwarded to the node the supervisor runs.
+func Start(ctx context.Context, cfg node.Config, lis net.Listener) (*Supervisor, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Supervisor{cfg: cfg, log: cfg.Logger, srv: grpc.NewServer(transport.ServerOptions()...)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	inc, descs, err := s.open(s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.first = inc.impls
+	for name, d := range descs {
+		s.srv.RegisterService(s.forward(d), inc.impls[name])
+	}
+	if lis == nil {
+		if lis, err = net.Listen("tcp", cfg.Addr); err != nil {
+			inc.n.Close()
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
+	}
+	s.cur.Store(inc)
+	go s.srv.Serve(lis) // ends when Stop or Kill stops the server
+	sctx, cancel := context.WithTimeout(ctx, node.DefaultStartTimeout)
+	defer cancel()
+	if err := inc.n.Start(sctx); err != nil {
+		s.srv.Stop()
+		inc.n.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// open opens a node of cfg with the supervisor's restart hook and captures its services.
+func (s *Supervisor) open(cfg node.Config) (*incarnation, map[string]*grpc.ServiceDesc, error) {
+	cfg.Reprofile = s.Reprofile
+	n, err := node.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &capture{descs: map[string]*grpc.ServiceDesc{}, impls: map[string]any{}}
+	n.RegisterServices(c)
+	return &incarnation{n: n, impls: c.impls, retired: make(chan struct{})}, c.descs, nil
+}
+
+// forward is d with every handler calling the current node's implementation instead of the one
+// registered.
+func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
+	fd := *d
+	fd.Methods = make([]grpc.MethodDesc, len(d.Methods))
+	for i, m := range d.Methods {
+		h := m.Handler
+		fd.Methods[i] = grpc.MethodDesc{MethodName: m.MethodName,
+			Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+				inc, impl := s.enter(d.ServiceName)
+				if inc == nil {
+					return nil, errRestarting
+				}
+				defer inc.inflight.Add(-1)
+				return h(impl, ctx, dec, ic)
+			}}
+	}
+	fd.Streams = make([]grpc.StreamDesc, len(d.Streams))
+	for i, sd := range d.Streams {
+		h := sd.Handler
+		fs := sd
+		fs.Handler = func(_ any, stream grpc.ServerStream) error {
+			inc, impl := s.enter(d.ServiceName)
+			if inc == nil {
+				return errRestarting
+			}
+			// A stream may wait in Recv for as long as its peer is quiet: when the node retires, the
+			// forwarded call returns, gRPC ends the stream, and the handler's Recv fails.
+			done := make(chan error, 1)
+			go func() {
+				defer inc.inflight.Add(-1)
+				done <- h(impl, stream)
+			}()
+			select {
+			case err := <-done:
+				return err
+			case <-inc.retired:
+				return errRestarting
+			}
+		}
+		fd.Streams[i] = fs
+	}
+	return &fd
+}
+
+// Node is the node running now (nil while a restart has none running).
+func (s *Supervisor) Node() *node.Node {
+	if inc := s.cur.Load(); inc != nil {
+		return inc.n
+	}
+	return nil
+}
+
+// Server is the gRPC server the supervisor serves its nodes on.
+func (s *Supervisor) Server() *grpc.Server { return s.srv }
+
+// Restarts is how many profile changes completed.
+func (s *Supervisor) Restarts() int64 { return s.restarts.Load() }
+
+// LastError is the last failed profile change's error ("" when none failed).
+func (s *Supervisor) LastError() string {
+	if p := s.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Reprofile starts a change of the node's profile in the background (node.Config.Reprofile, what
+// the SetProfile RPC calls); it refuses while another change is under way.
+func (s *Supervisor) Reprofile(profile string) error {
+	if !s.pending.CompareAndSwap(false, true) {
+		return errors.New("a profile change is already under way")
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.pending.Store(false)
+		if err := s.SetProfile(s.ctx, profile); err != nil {
+			msg := err.Error()
+			s.lastErr.Store(&msg)
+			s.log.Error("profile change failed", "profile", profile, "err", err)
+		}
+	}()
+	return nil
+}
+
+// SetProfile restarts the node with profile and returns when it serves again with its leaderships
+// back (or when that failed: then the node runs with its previous options if they open).
+func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cur.Load()
+	if old == nil {
+		return errors.New("no node runs")
+	}
+	if old.n.Engine().Profile() == profile {
+		return nil
+	}
+	start := time.Now()
+	id := old.n.NodeID()
+	led := old.n.LedRanges()
+	sctx, cancel := context.WithTimeout(ctx, ShedTimeout)
+	left := old.n.DrainLeaderships(sctx)
+	cancel()
+	s.retire(old)
+	cfg := s.cfg
+	cfg.Storage.Profile = profile
+	inc, err := s.restart(ctx, cfg)
+	if err != nil {
+		// Back with the options that opened before, so the node is not lost to a bad profile.
+		prev, perr := s.restart(ctx, s.cfg)
+		if perr != nil {
+			return fmt.Errorf("n%d: profile %s: %w; reopening with the previous options: %v", id, profile, err, perr)
+		}
+		s.takeBack(ctx, prev.n, led)
+		return fmt.Errorf("n%d: profile %s: %w (running with the previous options)", id, profile, err)
+	}
+	s.cfg = cfg
+	back := s.takeBack(ctx, inc.n, led)
+	s.restarts.Add(1)
+	s.log.Info("engine profile changed", "node", id, "profile", profile, "took", time.Since(start).Round(time.Millisecond),
+		"led", len(led), "not_shed", left, "taken_back", back)
+	return nil
+}
+
+// retire stops old from taking calls, waits (bounded) for those it serves, and closes it.
+func (s *Supervisor) retire(old *incarnation) {
+	old.retiring.Store(true)
+	s.cur.CompareAndSwap(old, nil)
+	close(old.retired)
+	old.n.Stop()
+	deadline := time.Now().Add(RetireTimeout)
+	for old.inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if k := old.inflight.Load(); k > 0 {
+		s.log.Warn("closing the engine with calls still running", "node", old.n.NodeID(), "calls", k)
+	}
+	if err := old.n.Close(); err != nil {
+		s.log.Warn("close before restart", "node", old.n.NodeID(), "err", err)
+	}
+}
+
+// restart opens and starts a node of cfg behind the server.
+func (s *Supervisor) restart(ctx context.Context, cfg node.Config) (*incarnation, error) {
+	inc, descs, err := s.open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for name := range descs {
+		if s.first[name] == nil {
+			s.log.Warn("a restarted node registers a service the first did not; its calls are not served", "service", name)
+		}
+	}
+	inc.n.Advertise(cfg.Addr, cfg.HTTPAddr, cfg.RESPAddr)
+	s.cur.Store(inc) // calls before Start are answered "node is starting" by the node itself
+	sctx, cancel := context.WithTimeout(ctx, node.DefaultStartTimeout)
+	defer cancel()
+	if err := inc.n.Start(sctx); err != nil {
+		s.retire(inc)
+		return nil, err
+	}
+	return inc, nil
+}
+
+// takeBack moves the leaderships of ranges back to n, one at a time, and returns how many it leads
+// again. A range whose voters no longer include n is skipped.
+func (s *Supervisor) takeBack(ctx context.Context, n *node.Node, ranges []uint64) int {
+	back := 0
+	for _, id := range ranges {
+		if ctx.Err() != nil {
+			break
+		}
+		if slices.Contains(n.LedRanges(), id) {
+			back++
+			continue
+		}
+		if r := n.Store().Replica(id); r == nil || !isVoter(r.Desc(), n.NodeID()) {
+			continue
+		}
+		tctx, cancel := context.WithTimeout(ctx, ReturnTimeout)
+		resp, err := n.TransferLeader(tctx, &pb.TransferLeaderRequest{RangeId: id, NodeId: n.NodeID()})
+		cancel()
+		if err == nil && resp.GetError() == nil {
+			back++
+		}
+	}
+	return back
+}
+
+func isVoter(d *pb.RangeDescriptor, node uint64) bool {
+	for _, rd := range d.GetReplicas() {
+		if rd.NodeId == node && !rd.Learner {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop ends a restart under way, stops the server and the node, and closes its engine.
+func (s *Supervisor) Stop() {
+	s.cancel()
+	s.wg.Wait()
+	s.srv.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inc := s.cur.Swap(nil); inc != nil {
+		inc.n.Stop()
+		if err := inc.n.Close(); err != nil {
+			s.log.Warn("close", "err", err)
+		}
+	}
+}
