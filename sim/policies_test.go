@@ -25,6 +25,7 @@ var policyScenarios = map[string]struct {
 	policy.NameReadHints:    {"read-hints", ""},
 	policy.NameReadReplicas: {"read-replicas", operator.KindAddLearner},
 	policy.NameHotspot:      {"hotspot-offload", operator.KindTransferLeader},
+	policy.NameNodeProfiles: {"node-profiles", operator.KindSetProfile},
 }
 
 // TestEveryPolicyRunsInTheSimulator: each registered policy, on, carries out at least one operator of

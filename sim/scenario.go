@@ -119,6 +119,14 @@ var scenarios = []Scenario{
 	{Name: "hotspot-offload", Description: "4 nodes, 12 ranges all led by n1, 20000 ops/s zipfian; policy hotspot_offload (rebalance, merge and load_split off)",
 		Nodes: 4, Ranges: 12, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 20000,
 		ReadFraction: 0.9, Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameHotspot, Pin: noMoves},
+	{Name: "node-profiles", Description: "5 nodes, 10 ranges, 6000 ops/s zipfian, 95 % reads (every range reads): policy node_profiles " +
+		"(mix sampled every 5 s, a class after 3 samples) gives the nodes that lead them the read profile, one node at a time " +
+		"(the simulator models no engine: it shows the decisions, not their gain)",
+		Nodes: 5, Ranges: 10, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000,
+		ReadFraction: 0.95, Duration: 60 * time.Second, Policy: policy.NameNodeProfiles, Pin: noMoves,
+		Autopilot: func(c *autopilot.Config) {
+			c.Policies.NodeProfiles.SampleEvery, c.Policies.NodeProfiles.Samples = 5*time.Second, 3
+		}},
 	{Name: "scale", Description: "1000 nodes, 100 000 ranges of 64 MiB, one simulated hour of a diurnal zipfian load (400 k ops/s ±50 %); " +
 		"a node fails at 5 min, 10 % more nodes join at 20 min; every policy on",
 		Nodes: 1000, Ranges: 100_000, RecordsPerRange: 1000, ValueBytes: 64 << 10, Workload: "zipfian", OpsPerSec: 400_000,

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/plan/profileplan"
 )
 
 // Metric names a quantity of the cluster model that an operator is meant to change. Each is computed by
@@ -24,6 +25,9 @@ const (
 	MetricNodeReplicas  Metric = "node.replicas"     // replicas on From
 	MetricSpanMaxQPS    Metric = "span.max-qps"      // highest QPS of a range in [Start, End)
 	MetricSpanRanges    Metric = "span.ranges"       // number of ranges in [Start, End)
+	// MetricProfileMatched is the share of the served load (leaders' QPS) whose range's class, from
+	// its mix now, is the engine profile of its leader's node (node profiles).
+	MetricProfileMatched Metric = "profile.matched"
 )
 
 // Benefit is a prediction: Metric, scoped by the fields it uses, is Before now and should change by
@@ -63,6 +67,9 @@ func formatValue(m Metric, v float64) string {
 			return "-" + model.FormatBytes(uint64(-v))
 		}
 		return model.FormatBytes(uint64(v))
+	}
+	if m == MetricProfileMatched {
+		return fmt.Sprintf("%.0f%%", 100*v)
 	}
 	if v == math.Trunc(v) || m == MetricSpanMaxQPS || m == MetricQPSGap {
 		return fmt.Sprintf("%.0f", v)
@@ -141,6 +148,12 @@ func Measure(b Benefit, c *model.Cluster) (value float64, detail string, ok bool
 			100*Imbalance(left, right)), true
 	case MetricSpanRanges:
 		return float64(len(c.RangesIn(b.Start, b.End))), "", true
+	case MetricProfileMatched:
+		matched, total := ProfileMatched(c)
+		if total <= 0 {
+			return 0, "", false
+		}
+		return matched / total, fmt.Sprintf("%.0f of %.0f ops/s on a node of their class", matched, total), true
 	}
 	return 0, "", false
 }
@@ -151,4 +164,27 @@ func spanQPS(ranges []*model.Range) float64 {
 		q += r.QPS()
 	}
 	return q
+}
+
+// ProfileMatched is the load (QPS) of the user ranges led from a node whose engine profile is the
+// range's class as its mix is now (profileplan.Classify), and the load of all led user ranges.
+func ProfileMatched(c *model.Cluster) (matched, total float64) {
+	for _, r := range c.Ranges {
+		n := c.Node(r.Leader)
+		if r.System || n == nil {
+			continue
+		}
+		q := r.QPS() + r.ReplicaReadQPS
+		total += q
+		if string(profileplan.Classify(MixOf(r))) == n.Profile {
+			matched += q
+		}
+	}
+	return matched, total
+}
+
+// MixOf is r's request mix as profileplan classifies it: every read (the leader's and its
+// replicas'), the writes, and the scans among the reads.
+func MixOf(r *model.Range) profileplan.Mix {
+	return profileplan.Mix{Reads: r.ReadQPS + r.ReplicaReadQPS, Writes: r.WriteQPS, Scans: r.ScanQPS}
 }

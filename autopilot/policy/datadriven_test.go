@@ -24,12 +24,14 @@ import (
 // Commands:
 //
 //	new [factor=N] [qps-threshold=Q] [dead-after=D] [ranking=R] [join=S] [join-order=O] [join-sender=S] [serve-at-end=B]
+//	    [profile-sample=D] [profile-samples=N]
 //	                                                   fresh policies (state and switches) and no pending operators
 //	cluster                                            replace the cluster with the one in the input (policy state is kept)
 //	switch NAME=on|off ...                             flip policy switches
 //	propose [only=NAME] [keep]                         one round; keep adds the proposals to the pending operators
 //	pending                                            list the pending operators
-//	finish                                             complete every pending operator on the cluster
+//	finish                                             complete every pending operator on the cluster (a
+//	                                                   SetProfile: the node runs the profile)
 //	advance DURATION                                   move the clock; live nodes keep heartbeating
 //	load dist=D qps=Q windows=W [records=N] [seed=S] [only=NAME] [keep]
 //	                                                   W one-second windows of Q requests with YCSB distribution D over
@@ -92,6 +94,10 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 				cfg.Join.Sender = v
 			case "serve-at-end":
 				cfg.Join.ServeAtEnd = v == "true"
+			case "profile-sample":
+				cfg.NodeProfiles.SampleEvery, err = time.ParseDuration(v)
+			case "profile-samples":
+				_, err = fmt.Sscan(v, &cfg.NodeProfiles.Samples)
 			default:
 				return "", fmt.Errorf("unknown argument %q", a.Key)
 			}
@@ -214,6 +220,9 @@ func loads(c *model.Cluster) string {
 		if n.Decommissioning {
 			state += ", decommissioning"
 		}
+		if n.Profile != "" {
+			state += ", profile " + n.Profile
+		}
 		fmt.Fprintf(&b, "n%d (%s): %d replicas, %d leaders, %s, %s\n", n.ID, state, n.Replicas, n.Leaders,
 			model.FormatBytes(n.Bytes), fmtQPS(n.QPS))
 	}
@@ -262,6 +271,7 @@ func (h *harness) finish() {
 		byID[r.ID] = r
 		maxID = max(maxID, r.ID)
 	}
+	profiles := map[uint64]string{}
 	for _, op := range h.pending {
 		r := byID[op.RangeID]
 		if r == nil {
@@ -269,6 +279,8 @@ func (h *harness) finish() {
 		}
 		for _, s := range op.Steps {
 			switch s := s.(type) {
+			case operator.SetProfile:
+				profiles[s.Node] = s.Profile
 			case operator.Split:
 				maxID++
 				left := 0.5
@@ -301,6 +313,11 @@ func (h *harness) finish() {
 	}
 	h.pending = nil
 	h.rebuild(h.c.Now, ranges)
+	for _, n := range h.c.Nodes {
+		if p, ok := profiles[n.ID]; ok {
+			n.Profile = p
+		}
+	}
 }
 
 func (h *harness) load(t *testing.T, td *datadriven.TestData) (string, error) {

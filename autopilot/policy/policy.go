@@ -3,8 +3,9 @@
 // empty a decommissioning node (decommission), move leaderships off a draining node (drain), split ranges
 // by load (load_split), merge small cold neighbours (merge), even out replicas, bytes, leaderships and
 // served load across nodes (rebalance), move leaderships off a node before its heavy background task
-// (shed_leadership), bring a new node in range by range (incremental_join), and carry the read hints
-// switch (read_hints). A Registry keeps them in priority order with an on/off switch each
+// (shed_leadership), bring a new node in range by range (incremental_join), carry the read hints
+// switch (read_hints), and (off by default) add read replicas (read_replicas), offload hot spots
+// (hotspot_offload) and give node groups engine profiles that suit their ranges (node_profiles). A Registry keeps them in priority order with an on/off switch each
 // (`shoal admin policy set NAME on|off`); the registry alone says which switches are on by default
 // (DefaultOn).
 //
@@ -89,6 +90,7 @@ type Config struct {
 	Join         JoinConfig
 	ReadReplicas ReadReplicasConfig
 	Hotspot      HotspotOffloadConfig
+	NodeProfiles NodeProfilesConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -108,6 +110,7 @@ func (c Config) WithDefaults() Config {
 	c.Join = c.Join.withDefaults()
 	c.ReadReplicas = c.ReadReplicas.withDefaults()
 	c.Hotspot = c.Hotspot.withDefaults()
+	c.NodeProfiles = c.NodeProfiles.withDefaults()
 	c.MaxDiskUse = withDefaultDiskUse(c.MaxDiskUse)
 	return c
 }
@@ -191,6 +194,9 @@ var builtins = []builtin{
 	{NameReadReplicas, false, func(cfg Config, _ *SplitMemory) Policy { return NewReadReplicas(cfg.ReadReplicas) }},
 	// Off until the hot-spot experiment (docs/design/cross-layer.md) shows where it pays.
 	{NameHotspot, false, func(cfg Config, _ *SplitMemory) Policy { return NewHotspotOffload(cfg.Hotspot) }},
+	// Off until the profiles experiment (docs/design/profiles.md) shows where it pays; a node changes
+	// profile only under an in-process supervisor (node/supervisor).
+	{NameNodeProfiles, false, func(cfg Config, _ *SplitMemory) Policy { return NewNodeProfiles(cfg.NodeProfiles) }},
 }
 
 // DefaultOn reports whether the standard registry's policy name is switched on in a cluster whose

@@ -96,10 +96,12 @@ func (s *Smoother) Ready() bool {
 	return s.seen >= n
 }
 
-// Range is one range as the plan sees it: its id and smoothed mix.
+// Range is one range as the plan sees it: its id and smoothed mix, and its class when the caller
+// decided it (with hysteresis); "" classifies the mix.
 type Range struct {
-	ID  uint64
-	Mix Mix
+	ID    uint64
+	Mix   Mix
+	Class Class
 }
 
 // Node is one node: its id, its current profile and the ranges it serves now.
@@ -241,7 +243,10 @@ func Make(ranges []Range, nodes []Node) (Plan, error) {
 	byClass := map[Class][]Range{}
 	load, total := map[Class]float64{}, 0.0
 	for _, r := range ranges {
-		c := Classify(r.Mix)
+		c := r.Class
+		if c == "" {
+			c = Classify(r.Mix)
+		}
 		p.Classes[c]++
 		load[c] += r.Mix.Total()
 		total += r.Mix.Total()

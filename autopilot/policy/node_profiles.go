@@ -1,0 +1,479 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+	"github.com/shoaldb/shoal/plan/profileplan"
+)
+
+// NameNodeProfiles is the node_profiles policy's switch.
+const NameNodeProfiles = "node_profiles"
+
+// NodeProfilesConfig configures node_profiles.
+type NodeProfilesConfig struct {
+	// SampleEvery is how often each range's request mix is sampled into its smoothed mix. Default
+	// 30 s, the thesis's monitoring interval.
+	SampleEvery time.Duration
+	// Samples is how many samples a range needs before its class counts. Default 6 (the thesis's).
+	Samples int
+	// Alpha is the weight of the newest sample in the exponential smoothing. Default 0.5.
+	Alpha float64
+	// MaxMoves bounds the replica moves and leadership transfers of this policy in flight. Default 2.
+	MaxMoves int
+	// RetryAfter: a node that was asked for a profile and does not report it is not asked for it
+	// again before this. Default 5 min.
+	RetryAfter time.Duration
+	// Overloaded and Underloaded are the utilizations (the busier of CPU and disk) above and below
+	// which a node is sub-optimal (Alg. 1's input). Defaults 0.8 and 0.2.
+	Overloaded, Underloaded float64
+	// GrowThreshold is Alg. 1's SubOptimalNodesThreshold: with more than this share of the nodes
+	// overloaded, nodes are asked for at once. Default 0.5 (the thesis's).
+	GrowThreshold float64
+}
+
+func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
+	if c.SampleEvery <= 0 {
+		c.SampleEvery = 30 * time.Second
+	}
+	if c.Samples <= 0 {
+		c.Samples = 6
+	}
+	if c.Alpha <= 0 || c.Alpha > 1 {
+		c.Alpha = 0.5
+	}
+	if c.MaxMoves <= 0 {
+		c.MaxMoves = 2
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = 5 * time.Minute
+	}
+	if c.Overloaded <= 0 {
+		c.Overloaded = 0.8
+	}
+	if c.Underloaded <= 0 {
+		c.Underloaded = 0.2
+	}
+	if c.GrowThreshold <= 0 {
+		c.GrowThreshold = 0.5
+	}
+	return c
+}
+
+// NodeProfiles gives groups of nodes engine profiles that suit the ranges they lead (Cruz's MeT,
+// thesis chapter 3; plan/profileplan): every SampleEvery it samples each user range's request mix
+// into an exponentially smoothed one and classifies the range read, write, read/write or scan; when
+// the classes (or the active nodes) change it plans again: nodes per class in proportion to the
+// class's share of the load, each class's ranges spread over its nodes by LPT with a count cap,
+// matched to the current layout with the fewest moves. It then proposes, a round at a time:
+//
+//   - a SetProfile operator for one node whose profile differs from the plan's (one node at a time
+//     in the cluster: the node restarts in process, masked by shedding its leaderships and warming
+//     its cache);
+//   - leadership transfers (to a voter) and replica moves (that carry the leadership) that put each
+//     range's leader on its planned node, once that node runs its planned profile, at most MaxMoves
+//     in flight.
+//
+// The plan holds until a class or the set of active nodes changes, so a steady workload converges
+// and then proposes nothing. Followers stay where they are: the leader serves the range's requests.
+// Alg. 1's cluster sizing is advice only (a note in the decision log: how many nodes MeT would add
+// or remove); nodes are never started or stopped here.
+type NodeProfiles struct {
+	cfg NodeProfilesConfig
+
+	smooth     map[uint64]*profileplan.Smoother
+	lastSample time.Time
+
+	// A range's class changes only after its smoothed mix has shown the new one for Samples/2
+	// samples in a row (at least 2): one burst does not move a range.
+	switching map[uint64]switching
+
+	// The plan in force and what it was made from.
+	classes  map[uint64]profileplan.Class
+	nodesKey string
+	plan     *profileplan.Plan
+	leadOn   map[uint64]uint64            // range → node planned to lead it
+	profile  map[uint64]profileplan.Class // node → planned profile
+	asked    map[uint64]asked             // node → the profile last asked for, and when
+
+	resizer profileplan.Resizer
+	advice  string // the last cluster-size advice noted
+	notes   []Note
+}
+
+type switching struct {
+	to   profileplan.Class
+	seen int
+}
+
+type asked struct {
+	profile profileplan.Class
+	at      time.Time
+}
+
+// NewNodeProfiles returns the node_profiles policy.
+func NewNodeProfiles(cfg NodeProfilesConfig) *NodeProfiles {
+	cfg = cfg.withDefaults()
+	return &NodeProfiles{cfg: cfg, smooth: map[uint64]*profileplan.Smoother{}, asked: map[uint64]asked{}, switching: map[uint64]switching{},
+		resizer: profileplan.Resizer{Threshold: cfg.GrowThreshold}}
+}
+
+// Name implements Policy.
+func (p *NodeProfiles) Name() string { return NameNodeProfiles }
+
+// TakeNotes implements Noter: the plans made and the cluster-size advice.
+func (p *NodeProfiles) TakeNotes() []Note {
+	out := p.notes
+	p.notes = nil
+	return out
+}
+
+// profileOf is a node's profile as a class ("" reported: the default).
+func profileOf(n *model.Node) profileplan.Class {
+	if n.Profile == "" {
+		return profileplan.Default
+	}
+	return profileplan.Class(n.Profile)
+}
+
+// Propose implements Policy.
+func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	if p.lastSample.IsZero() || c.Now.Sub(p.lastSample) >= p.cfg.SampleEvery {
+		p.sample(c)
+		p.replan(c)
+	}
+	if p.plan == nil {
+		return nil
+	}
+	v := newView(c, pending)
+	defer v.release()
+	restarting := map[uint64]bool{}
+	moves := 0
+	for _, op := range pending {
+		for _, s := range op.Steps {
+			if sp, ok := s.(operator.SetProfile); ok {
+				restarting[sp.Node] = true
+			}
+		}
+		if op.Policy == NameNodeProfiles && op.Kind != operator.KindSetProfile {
+			moves++
+		}
+	}
+	var ops []*operator.Operator
+	if len(restarting) == 0 {
+		if op := p.reprofile(c, v); op != nil {
+			ops = append(ops, op)
+			v.add(op)
+			restarting[op.Steps[0].(operator.SetProfile).Node] = true
+		}
+	}
+	for _, op := range p.place(c, v, restarting, p.cfg.MaxMoves-moves) {
+		ops = append(ops, op)
+		v.add(op)
+	}
+	return ops
+}
+
+// sample adds each user range's mix now to its smoothed mix and forgets ranges that are gone.
+func (p *NodeProfiles) sample(c *model.Cluster) {
+	p.lastSample = c.Now
+	seen := map[uint64]bool{}
+	for _, r := range c.UserRanges() {
+		s := p.smooth[r.ID]
+		if s == nil {
+			s = &profileplan.Smoother{Alpha: p.cfg.Alpha, MinSeen: p.cfg.Samples}
+			p.smooth[r.ID] = s
+		}
+		s.Observe(operator.MixOf(r))
+		seen[r.ID] = true
+	}
+	for id := range p.smooth {
+		if !seen[id] {
+			delete(p.smooth, id)
+			delete(p.switching, id)
+		}
+	}
+}
+
+// classOf is the class range id is planned with: its smoothed class once that has held for
+// Samples/2 samples in a row (at least 2), else the class it had.
+func (p *NodeProfiles) classOf(id uint64, now profileplan.Class) profileplan.Class {
+	had, ok := p.classes[id]
+	if !ok || had == now {
+		delete(p.switching, id)
+		return now
+	}
+	sw := p.switching[id]
+	if sw.to != now {
+		sw = switching{to: now}
+	}
+	sw.seen++
+	if sw.seen >= max(2, p.cfg.Samples/2) {
+		delete(p.switching, id)
+		return now
+	}
+	p.switching[id] = sw
+	return had
+}
+
+// replan makes a new plan when the ranges' classes or the active nodes changed since the last one.
+func (p *NodeProfiles) replan(c *model.Cluster) {
+	var ranges []profileplan.Range
+	classes := map[uint64]profileplan.Class{}
+	for _, r := range c.UserRanges() {
+		if s := p.smooth[r.ID]; s != nil && s.Ready() {
+			classes[r.ID] = p.classOf(r.ID, profileplan.Classify(s.Mix()))
+			ranges = append(ranges, profileplan.Range{ID: r.ID, Mix: s.Mix(), Class: classes[r.ID]})
+		}
+	}
+	var nodes []profileplan.Node
+	var ids []string
+	for _, n := range c.Nodes {
+		if !n.Active() {
+			continue
+		}
+		pn := profileplan.Node{ID: n.ID, Profile: profileOf(n)}
+		for r := range c.LedBy(n.ID) {
+			if _, ok := classes[r.ID]; ok {
+				pn.Ranges = append(pn.Ranges, r.ID)
+			}
+		}
+		nodes = append(nodes, pn)
+		ids = append(ids, fmt.Sprint(n.ID))
+	}
+	p.advise(c)
+	key := strings.Join(ids, ",")
+	if len(ranges) == 0 || len(nodes) == 0 || (p.plan != nil && key == p.nodesKey && maps.Equal(classes, p.classes)) {
+		return
+	}
+	plan, err := profileplan.Make(ranges, nodes)
+	if err != nil {
+		return
+	}
+	p.plan, p.classes, p.nodesKey = &plan, classes, key
+	p.leadOn, p.profile = map[uint64]uint64{}, map[uint64]profileplan.Class{}
+	for _, a := range plan.Assignments {
+		if len(a.Ranges) > 0 { // a node planned to lead nothing keeps the profile it has
+			p.profile[a.Node] = a.Profile
+		}
+		for _, r := range a.Ranges {
+			p.leadOn[r] = a.Node
+		}
+	}
+	reprofiled := 0
+	for _, n := range nodes {
+		if want, ok := p.profile[n.ID]; ok && want != n.Profile {
+			reprofiled++
+		}
+	}
+	p.notes = append(p.notes, Note{What: "plan", Status: "planned", Why: describePlan(plan, reprofiled)})
+}
+
+// describePlan is a plan in words: class shares, groups, each node's profile and load, and its
+// cost (reprofiled: the nodes to restart with another profile).
+func describePlan(plan profileplan.Plan, reprofiled int) string {
+	var parts []string
+	for _, cl := range profileplan.Classes {
+		if plan.Classes[cl] == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s → %s", cl, plural(plan.Classes[cl], "range"), pct(plan.Shares[cl]), plural(plan.Groups[cl], "node")))
+	}
+	var nodes []string
+	for _, a := range plan.Assignments {
+		if len(a.Ranges) == 0 {
+			nodes = append(nodes, fmt.Sprintf("n%d leads nothing (keeps its profile)", a.Node))
+			continue
+		}
+		nodes = append(nodes, fmt.Sprintf("n%d %s (%s, %s)", a.Node, a.Profile, plural(len(a.Ranges), "range"), fmtQPS(a.Load)))
+	}
+	return fmt.Sprintf("classes: %s; nodes: %s; %s to move, %s to change profile",
+		strings.Join(parts, ", "), strings.Join(nodes, ", "), plural(plan.Moves, "leadership"), plural(reprofiled, "node"))
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// advise is Alg. 1 as advice: the share of overloaded nodes decides whether nodes would be added
+// (1, 2, 4 … a round while it stays above the threshold) or one removed (every node underloaded).
+func (p *NodeProfiles) advise(c *model.Cluster) {
+	active, over, under := 0, 0, 0
+	for _, n := range c.Nodes {
+		if !n.Active() || (n.CPUCores == 0 && n.DiskBusy == 0) {
+			continue // utilization unknown
+		}
+		active++
+		switch u := n.Utilization(); {
+		case u > p.cfg.Overloaded:
+			over++
+		case u < p.cfg.Underloaded:
+			under++
+		}
+	}
+	if active == 0 || (over == 0 && under < active) {
+		p.advice = ""
+		return // healthy (or unknown): Alg. 1 does not run
+	}
+	var why string
+	switch k := p.resizer.Next(float64(over)/float64(active), over == 0); {
+	case k > 0:
+		why = fmt.Sprintf("%d of %d nodes above %s busy: add %d node(s)", over, active, pct(p.cfg.Overloaded), k)
+	case k < 0:
+		why = fmt.Sprintf("every node below %s busy: one node could leave", pct(p.cfg.Underloaded))
+	}
+	if why != "" && why != p.advice {
+		p.notes = append(p.notes, Note{What: "cluster size", Status: "advice", Why: why})
+	}
+	p.advice = why
+}
+
+// reprofile proposes the profile change of the first node (by id) whose profile differs from its
+// planned one, carried by one of its ranges that no operator holds.
+func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) *operator.Operator {
+	for _, n := range c.Nodes {
+		want, ok := p.profile[n.ID]
+		if !ok || !n.Active() || profileOf(n) == want {
+			continue
+		}
+		if a := p.asked[n.ID]; a.profile == want && c.Now.Sub(a.at) < p.cfg.RetryAfter {
+			continue // asked already: it is restarting, or it cannot (no supervisor)
+		}
+		carriers := v.candidatesIn(c.RangesOf(n.ID), func(r *model.Range) bool { return r.HasReplica(n.ID) })
+		if len(carriers) == 0 {
+			continue
+		}
+		var served []string
+		load := 0.0
+		for r, node := range p.leadOn {
+			if node == n.ID {
+				served = append(served, fmt.Sprintf("r%d", r))
+				if rr := c.Range(r); rr != nil {
+					load += rr.QPS() + rr.ReplicaReadQPS
+				}
+			}
+		}
+		slices.Sort(served)
+		op := operator.NewSetProfile(NameNodeProfiles, c.Now, carriers[0], n.ID, string(want),
+			fmt.Sprintf("n%d is to lead %s ranges %s (%s) but runs profile %s: restart it with %s",
+				n.ID, want, strings.Join(served, ","), fmtQPS(load), profileOf(n), want))
+		op.Priority = operator.PriorityLow
+		before, total := operator.ProfileMatched(c)
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, From: n.ID,
+			Before: fraction(before, total), Delta: fraction(p.gain(c, n.ID, want), total)}
+		p.asked[n.ID] = asked{profile: want, at: c.Now}
+		return op
+	}
+	return nil
+}
+
+// gain is the load that becomes matched when node runs profile, among the ranges it leads now.
+func (p *NodeProfiles) gain(c *model.Cluster, node uint64, profile profileplan.Class) float64 {
+	n := c.Node(node)
+	g := 0.0
+	for r := range c.LedBy(node) {
+		if r.System {
+			continue
+		}
+		cl := profileplan.Classify(operator.MixOf(r))
+		q := r.QPS() + r.ReplicaReadQPS
+		switch {
+		case cl == profile && profileOf(n) != cl:
+			g += q
+		case cl != profile && profileOf(n) == cl:
+			g -= q
+		}
+	}
+	return g
+}
+
+func fraction(x, total float64) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return x / total
+}
+
+// place proposes up to budget operators that move leaderships to their planned nodes, busiest
+// ranges first, each to a node that already runs its planned profile and is not restarting.
+func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bool, budget int) []*operator.Operator {
+	if budget <= 0 {
+		return nil
+	}
+	var todo []*model.Range
+	for id, to := range p.leadOn {
+		r := c.Range(id)
+		if r == nil || r.Leader == to || c.Node(r.Leader) == nil || v.busy[id] || restarting[to] || restarting[r.Leader] {
+			continue
+		}
+		if n := c.Node(to); n == nil || !n.Active() || n.Busy() || profileOf(n) != p.profile[to] {
+			continue
+		}
+		todo = append(todo, r)
+	}
+	slices.SortFunc(todo, func(a, b *model.Range) int {
+		if x := cmp.Compare(b.QPS(), a.QPS()); x != 0 {
+			return x
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	before, total := operator.ProfileMatched(c)
+	var ops []*operator.Operator
+	for _, r := range todo {
+		if len(ops) == budget {
+			break
+		}
+		to := p.leadOn[r.ID]
+		cl := p.classes[r.ID]
+		why := fmt.Sprintf("r%d is %s (%s): lead it on n%d (profile %s) rather than n%d (profile %s)",
+			r.ID, cl, mixText(p.smooth[r.ID].Mix()), to, p.profile[to], r.Leader, profileOf(c.Node(r.Leader)))
+		var op *operator.Operator
+		if r.IsVoter(to) {
+			op = operator.NewTransferLeader(NameNodeProfiles, c.Now, r, to, why)
+		} else {
+			op = operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, r.Leader, to, why+"; move its leader's replica there")
+		}
+		op.Priority = operator.PriorityLow
+		q, now := r.QPS()+r.ReplicaReadQPS, profileplan.Classify(operator.MixOf(r))
+		if from := v.at(r.Leader); p.profile[to] == p.profile[r.Leader] && from != nil {
+			// Within a group: LPT evens the group's load, so that is what the move changes.
+			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricQPSGap, From: r.Leader, To: to,
+				Before: from.qps - v.at(to).qps, Delta: -2 * r.QPS()}
+			ops = append(ops, op)
+			continue
+		}
+		delta := 0.0
+		if string(now) == c.Node(to).Profile {
+			delta += q
+		}
+		if string(now) == c.Node(r.Leader).Profile {
+			delta -= q
+		}
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, Range: r.ID, From: r.Leader, To: to,
+			Before: fraction(before, total), Delta: fraction(delta, total)}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// mixText is a mix in words: "80% reads, 90% of them scans".
+func mixText(m profileplan.Mix) string {
+	t := m.Total()
+	if t <= 0 {
+		return "idle"
+	}
+	s := fmt.Sprintf("%s reads", pct(m.Reads/t))
+	if m.Reads > 0 && m.Scans > 0 {
+		s += fmt.Sprintf(", %s of them scans", pct(m.Scans/m.Reads))
+	}
+	return s + ", " + fmtQPS(t)
+}
