@@ -29,39 +29,46 @@ func (t *Table) ScanPrefix(ctx context.Context, prefix Row, limit int, reverse b
 		if err != nil {
 			return err
 		}
-		for {
-			n := t.page
-			if limit > 0 && limit-delivered < n {
-				n = limit - delivered
-			}
-			kvs, err := t.kv.Scan(ctx, start, end, n, reverse)
+		err = t.scanSpan(ctx, d, start, end, limit, reverse, &delivered, fn)
+		if delivered > 0 && errors.Is(err, client.ErrSpanRetired) {
+			return fmt.Errorf("table %q: re-keyed after %d rows of a prefix scan: %v", d.Name, delivered, err)
+		}
+		return err
+	})
+}
+
+// scanSpan calls fn with the rows of d in [start, end), in key order (descending with reverse), a
+// page at a time, until limit rows (0: all) counted in *seen were delivered or fn returns false.
+func (t *Table) scanSpan(ctx context.Context, d *Descriptor, start, end []byte, limit int, reverse bool, seen *int, fn func(Row) bool) error {
+	for {
+		n := t.page
+		if limit > 0 && limit-*seen < n {
+			n = limit - *seen
+		}
+		kvs, err := t.kv.Scan(ctx, start, end, n, reverse)
+		if err != nil {
+			return fmt.Errorf("table %q: scan: %w", d.Name, err)
+		}
+		for _, e := range kvs {
+			row, err := d.DecodeRow(e.Key, e.Value)
 			if err != nil {
-				if delivered > 0 && errors.Is(err, client.ErrSpanRetired) {
-					return fmt.Errorf("table %q: prefix scan: re-keyed after %d rows: %v", d.Name, delivered, err)
-				}
-				return fmt.Errorf("table %q: prefix scan: %w", d.Name, err)
+				return err
 			}
-			for _, e := range kvs {
-				row, err := d.DecodeRow(e.Key, e.Value)
-				if err != nil {
-					return err
-				}
-				delivered++
-				if !fn(row) {
-					return nil
-				}
-			}
-			if len(kvs) < n || limit > 0 && delivered >= limit {
+			*seen++
+			if !fn(row) {
 				return nil
 			}
-			last := kvs[len(kvs)-1].Key
-			if reverse {
-				end = bytes.Clone(last) // the end is exclusive
-			} else {
-				start = append(bytes.Clone(last), 0)
-			}
 		}
-	})
+		if len(kvs) < n || limit > 0 && *seen >= limit {
+			return nil
+		}
+		last := kvs[len(kvs)-1].Key
+		if reverse {
+			end = bytes.Clone(last) // the end is exclusive
+		} else {
+			start = append(bytes.Clone(last), 0)
+		}
+	}
 }
 
 // prefixSpan is the span of the rows of d whose first key columns hold prefix's values.

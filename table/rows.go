@@ -1,7 +1,6 @@
 package table
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -153,28 +152,5 @@ func (t *Table) Scan(ctx context.Context, limit int, fn func(Row) bool) error {
 	}
 	start, end := TableSpan(d.ID)
 	seen := 0
-	for {
-		n := t.page
-		if limit > 0 && limit-seen < n {
-			n = limit - seen
-		}
-		kvs, err := t.kv.Scan(ctx, start, end, n, false)
-		if err != nil {
-			return fmt.Errorf("table %q: scan: %w", d.Name, err)
-		}
-		for _, e := range kvs {
-			row, err := d.DecodeRow(e.Key, e.Value)
-			if err != nil {
-				return err
-			}
-			seen++
-			if !fn(row) {
-				return nil
-			}
-		}
-		if len(kvs) < n || limit > 0 && seen >= limit {
-			return nil
-		}
-		start = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
-	}
+	return t.scanSpan(ctx, &d, start, end, limit, false, &seen, fn)
 }

@@ -185,11 +185,25 @@ type loader struct {
 	rows  atomic.Int64
 }
 
-// progress prints the rows written every interval until stop is called.
+// progress prints the rows written every interval, and a last line when stop is called.
 func (l *loader) progress(w io.Writer, every time.Duration, total int64) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
+	start, last, lastT := time.Now(), int64(0), time.Now()
+	return everyInterval(every, func(now time.Time) {
+		n := l.rows.Load()
+		fmt.Fprintf(w, "load: %d of ~%d rows (%.0f%%), %.0f rows/s\n", n, total, 100*float64(n)/float64(max(total, 1)), float64(n-last)/now.Sub(lastT).Seconds())
+		last, lastT = n, now
+	}, func() {
+		n := l.rows.Load()
+		fmt.Fprintf(w, "load: %d rows in %.1fs (%.0f rows/s)\n", n, time.Since(start).Seconds(), float64(n)/time.Since(start).Seconds())
+	})
+}
+
+// everyInterval calls tick every interval from a goroutine of its own, until stop is called; stop
+// then calls final (if set) and returns once the goroutine is gone.
+func everyInterval(every time.Duration, tick func(now time.Time), final func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -197,17 +211,15 @@ func (l *loader) progress(w io.Writer, every time.Duration, total int64) (stop f
 		defer wg.Done()
 		t := time.NewTicker(every)
 		defer t.Stop()
-		start, last, lastT := time.Now(), int64(0), time.Now()
 		for {
 			select {
 			case <-done:
-				n := l.rows.Load()
-				fmt.Fprintf(w, "load: %d rows in %.1fs (%.0f rows/s)\n", n, time.Since(start).Seconds(), float64(n)/time.Since(start).Seconds())
+				if final != nil {
+					final()
+				}
 				return
 			case now := <-t.C:
-				n := l.rows.Load()
-				fmt.Fprintf(w, "load: %d of ~%d rows (%.0f%%), %.0f rows/s\n", n, total, 100*float64(n)/float64(max(total, 1)), float64(n-last)/now.Sub(lastT).Seconds())
-				last, lastT = n, now
+				tick(now)
 			}
 		}
 	}()

@@ -219,24 +219,10 @@ func runProgress(w io.Writer, every time.Duration, start time.Time, total, errs,
 	if w == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				el := now.Sub(start).Seconds()
-				fmt.Fprintf(w, "run: %.0fs, %d transactions (%.0f/s), %d errors, tpmC %.0f\n", el, total.Load(), float64(total.Load())/el, errs.Load(), float64(newOrders.Load())*60/el)
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	return everyInterval(every, func(now time.Time) {
+		el := now.Sub(start).Seconds()
+		fmt.Fprintf(w, "run: %.0fs, %d transactions (%.0f/s), %d errors, tpmC %.0f\n", el, total.Load(), float64(total.Load())/el, errs.Load(), float64(newOrders.Load())*60/el)
+	}, nil)
 }
 
 func summarize(s Sizes, o RunOptions, stats []*terminalStats, seconds float64) *Report {

@@ -147,3 +147,15 @@ func (s slowKV) Put(ctx context.Context, key, value []byte) error {
 	time.Sleep(300 * time.Microsecond)
 	return s.KV.Put(ctx, key, value)
 }
+
+func TestLoadProgress(t *testing.T) {
+	var out strings.Builder
+	s := Sizes{Warehouses: 1, Items: 20, Customers: 10}
+	rep, err := Load(context.Background(), tabletest.New(), s, LoadOptions{Progress: &out, ProgressInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("load: %d rows in ", rep.Rows); !strings.Contains(out.String(), want) {
+		t.Fatalf("progress %q lacks the final line %q", out.String(), want)
+	}
+}
