@@ -197,17 +197,18 @@ func runBenchTPCC(cmd *cobra.Command, _ []string) error {
 			rep.Check = checkErr.Error()
 		}
 	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
 	if fl.out != "" {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(fl.out, append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(fl.out, b, 0o644); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
 	if cli.JSON() {
-		err = cli.PrintIndented(rep)
+		_, err = cmd.OutOrStdout().Write(b)
 	} else {
 		err = writeTPCCText(cmd.OutOrStdout(), rep, fl.duration > 0)
 	}
