@@ -334,7 +334,7 @@ func (l *loader) warehouse(ctx context.Context, in *Input, w int64) error {
 	return flushAll(ctx, wb, db)
 }
 
-// distInfo fills s_dist_01 … s_dist_10.
+// distColumns are the stock columns s_dist_01 … s_dist_10, one per district.
 var distColumns = func() (out [Districts]string) {
 	for i := range out {
 		out[i] = fmt.Sprintf("s_dist_%02d", i+1)
