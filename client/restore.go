@@ -133,11 +133,27 @@ func (c *Client) verifyRestored(ctx context.Context, k, v []byte) error {
 	return nil
 }
 
-// WriteMany writes muts in as few atomic batches as the cluster's ranges allow: one batch, or, when
-// the keys straddle a range boundary, halves, recursively. It is not atomic across ranges (bulk loads
-// and restores, where that does not matter).
+// WriteMany writes muts in as few atomic batches as the cluster's ranges allow: one batch per range
+// the client knows the keys to be in (each key's writes stay in their order), and, when a range
+// split since, halves of a batch that straddles the new boundary, recursively. It is not atomic
+// across ranges (bulk loads, restores and copies, where that does not matter).
 func (c *Client) WriteMany(ctx context.Context, muts []*pb.Mutation) error {
-	err := c.BatchWrite(ctx, muts)
+	if len(muts) == 0 {
+		return nil
+	}
+	groups, err := c.byRange(ctx, muts)
+	if err != nil {
+		return err
+	}
+	if len(groups) > 1 {
+		for _, g := range groups {
+			if err := c.WriteMany(ctx, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err = c.BatchWrite(ctx, muts)
 	if err == nil || len(muts) == 1 || !errors.Is(err, ErrInvalidArgument) {
 		return err
 	}
@@ -146,4 +162,26 @@ func (c *Client) WriteMany(ctx context.Context, muts []*pb.Mutation) error {
 		return err
 	}
 	return c.WriteMany(ctx, muts[half:])
+}
+
+// byRange groups muts by the range the client's cache (or a lookup) places each key in, keeping
+// their order within a group.
+func (c *Client) byRange(ctx context.Context, muts []*pb.Mutation) ([][]*pb.Mutation, error) {
+	var groups [][]*pb.Mutation
+	index := map[uint64]int{}
+	for _, m := range muts {
+		e, err := c.locate(ctx, m.Key)
+		if err != nil {
+			return nil, fmt.Errorf("locate %q: %w", m.Key, err)
+		}
+		id := e.desc.GetRangeId()
+		g, ok := index[id]
+		if !ok {
+			g = len(groups)
+			index[id] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], m)
+	}
+	return groups, nil
 }

@@ -36,6 +36,9 @@ type WatchEvent struct {
 	// Frontier, on a CHECKPOINT: for each range read, the raft index through which its changes in
 	// the span were all delivered.
 	Frontier map[uint64]uint64
+	// Scanning, on a CHECKPOINT of a watch WithInitialScan: how many ranges have not delivered their
+	// whole initial scan yet (0: every live key of the span was delivered).
+	Scanning int
 	// Initial: a PUT of the initial scan (WithInitialScan): the key's value when the watch started.
 	Initial bool
 }
@@ -43,7 +46,9 @@ type WatchEvent struct {
 // WatchOption tunes a watch.
 type WatchOption func(*watch)
 
-// WithCheckpointEvery hands fn a CHECKPOINT at most every d (default one second).
+// WithCheckpointEvery hands fn a CHECKPOINT every d (default: at most every second, and only after
+// a change), also while the span is idle, so that a reader waiting for a state of the watch (its
+// scan done, a position passed) is called again.
 func WithCheckpointEvery(d time.Duration) WatchOption {
 	return func(w *watch) { w.checkpointEvery = d }
 }
@@ -269,14 +274,18 @@ func (w *watch) checkpoint(now bool) error {
 	}
 	w.lastCursor, w.moved = time.Now(), false
 	frontier := make(map[uint64]uint64, len(w.feeds))
+	scanning := 0
 	for _, f := range w.feeds {
+		if w.initial && !f.opened {
+			scanning++
+		}
 		pos := f.pos
 		if !f.complete || f.waitFor != 0 {
 			pos-- // its last index may have more changes to come (or the merge is not through)
 		}
 		frontier[f.id] = pos
 	}
-	return w.fn(WatchEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, Cursor: w.cursor(), Frontier: frontier})
+	return w.fn(WatchEvent{Kind: pb.RangeFeedEvent_CHECKPOINT, Cursor: w.cursor(), Frontier: frontier, Scanning: scanning})
 }
 
 // step handles one message from a feed's worker.
@@ -286,7 +295,7 @@ func (w *watch) step() error {
 	case m = <-w.msgs: // the common case under load: no timer needed
 	default:
 		var due <-chan time.Time // a checkpoint owed once its interval has passed, with no message to wake for
-		if w.moved {
+		if w.moved || w.checkpointEvery > 0 {
 			every := w.checkpointEvery
 			if every <= 0 {
 				every = watchCheckpointEvery

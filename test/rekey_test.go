@@ -137,6 +137,7 @@ func TestRekeyUnderWritesRefusesNothingAndLosesNothing(t *testing.T) {
 	t.Logf("re-key: %d rows copied, %d changes followed, writes held %v, cut over at %v, %d old rows deleted, total %v; phases %v; %d writes and %d reads by the writers",
 		res.Rows, res.Changes, res.FenceHeld.Round(time.Millisecond), res.CutoverAt.Round(time.Millisecond), res.Cleaned, res.Total.Round(time.Millisecond), phases, writes.Load(), reads.Load())
 
+	checkPlacement(ctx, t, cl, res.Placement)
 	nd, err := cat.Describe(ctx, "users")
 	if err != nil || nd.ID != res.NewID || fmt.Sprint(nd.PrimaryKey) != "[city id]" || nd.Rekey != nil || len(nd.RetiredIDs) != 0 {
 		t.Fatalf("descriptor after the re-key: %+v %v", nd, err)
@@ -195,7 +196,8 @@ func TestRekeyLinearizableAcrossTheCutover(t *testing.T) {
 			t.Fatal(err, bad)
 		}
 	}
-	deadline := time.Now().Add(6 * time.Second)
+	// The clients run until a second after the re-key returned (placement, copy, fence, cutover).
+	var done atomic.Bool
 	var wg sync.WaitGroup
 	var badMu sync.Mutex
 	var bad []error
@@ -210,7 +212,7 @@ func TestRekeyLinearizableAcrossTheCutover(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			cid := w
-			for seq := 0; time.Now().Before(deadline); seq++ {
+			for seq := 0; !done.Load(); seq++ {
 				id := rng.Int64N(nRows)
 				in := history.Input{Key: key(id)}
 				var out history.Output
@@ -244,10 +246,12 @@ func TestRekeyLinearizableAcrossTheCutover(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	res, err := rekey.Run(ctx, cl, "lin", rekey.Options{PrimaryKey: []string{"city", "id"}})
+	time.Sleep(time.Second)
+	done.Store(true)
+	wg.Wait()
 	if err != nil {
 		t.Fatalf("rekey: %v", err)
 	}
-	wg.Wait()
 	for _, b := range bad {
 		t.Error(b)
 	}
@@ -302,5 +306,39 @@ func TestRekeyToANonUniqueKeyFailsAndCancels(t *testing.T) {
 	}
 	if err := tb.Put(ctx, table.Row{"id": int64(9), "city": "lima"}); err != nil {
 		t.Fatalf("a write after the cancel: %v", err)
+	}
+}
+
+// checkPlacement checks a re-key's placement of its new keyspace: one new range per old range (at
+// least one per node), Greedy ≤ Balanced ≤ Random in predicted bytes (each optimal in its class),
+// every planned leadership queued or in place, and each queued one in the decision log.
+func checkPlacement(ctx context.Context, t *testing.T, cl *client.Client, p *rekey.PlacementReport) {
+	t.Helper()
+	if p == nil {
+		t.Fatal("no placement report")
+	}
+	t.Logf("placement: %d new ranges from %d sampled rows (%.0f bytes), predicted bytes moved %v; %d leaderships queued, %d in place, %d refused, %d placed at the copy's start, in %v",
+		p.NewRanges, p.SampledRows, p.TableBytes, p.Predicted, p.Submitted, p.InPlace, p.Refused, p.Placed, p.Took.Round(time.Millisecond))
+	if p.NewRanges < 3 || len(p.Leaders) != p.NewRanges || p.SampledRows == 0 {
+		t.Fatalf("placement %+v: want at least 3 new ranges, each planned", p)
+	}
+	if g, b, r := p.Predicted[rekey.PlaceGreedy], p.Predicted[rekey.PlaceBalanced], p.Predicted[rekey.PlaceRandom]; g > b+1e-6 || b > r+1e-6 {
+		t.Fatalf("predicted bytes moved greedy %.0f, balanced %.0f, random %.0f: want greedy ≤ balanced ≤ random", g, b, r)
+	}
+	if p.Refused != 0 || p.Submitted+p.InPlace != len(p.Leaders) {
+		t.Fatalf("placement %+v: every leadership should be queued or in place", p)
+	}
+	ds, _, err := cl.Decisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := 0
+	for _, d := range ds {
+		if d.Policy == rekey.PolicyName && strings.Contains(d.Reason, "placement of") {
+			logged++
+		}
+	}
+	if logged < p.Submitted {
+		t.Fatalf("%d re-key operators in the decision log, %d queued", logged, p.Submitted)
 	}
 }

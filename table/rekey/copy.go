@@ -136,7 +136,7 @@ func (cp *copier) apply(ctx context.Context, ev client.WatchEvent) error {
 		if err := cp.drain(); err != nil {
 			return err
 		}
-		return cp.checkpoint(ctx, ev.Frontier)
+		return cp.checkpoint(ctx, ev)
 	}
 	if len(cp.pending) >= cp.batch {
 		return cp.flush(ctx)
@@ -154,14 +154,18 @@ func (cp *copier) count(initial bool) {
 	cp.report(cp.phase)
 }
 
-// checkpoint moves the re-key on: the first checkpoint ends the initial copy; one with little to
+// checkpoint moves the re-key on: the first checkpoint after the initial scan ends the initial copy; one with little to
 // catch up fences the old keyspace; once every fenced range's frontier passed its fence index,
 // the last change is applied and the re-key cuts over.
-func (cp *copier) checkpoint(ctx context.Context, frontier map[uint64]uint64) error {
+func (cp *copier) checkpoint(ctx context.Context, ev client.WatchEvent) error {
+	frontier := ev.Frontier
 	ostart, oend := table.TableSpan(cp.old.ID)
 	fence := cp.old.Rekey.FenceID
 	switch cp.phase {
 	case "copy":
+		if ev.Scanning > 0 {
+			return nil // the initial scan goes on
+		}
 		cp.phase = "catch-up"
 	case "catch-up":
 		if cp.sinceCheck > int64(cp.batch) {

@@ -36,13 +36,17 @@ type Options struct {
 	PrimaryKey []string
 	// BatchRows is how many row writes the copy sends per batch (default 512).
 	BatchRows int
+	// Placement is how the new keyspace's ranges are cut and led (Placements; default balanced).
+	Placement string
+	// Seed makes the random placement repeatable.
+	Seed uint64
 	// Progress, if set, is told how the re-key goes (from the coordinator's goroutine).
 	Progress func(Progress)
 }
 
 // Progress is where a re-key is.
 type Progress struct {
-	Phase string // "copy", "catch-up", "fenced", "cutover", "cleanup", "done"
+	Phase string // "placement", "copy", "catch-up", "fenced", "cutover", "cleanup", "done"
 	// Rows copied by the initial scan, changes applied since, old rows deleted by the cleanup.
 	Rows, Changes, Cleaned int64
 	Elapsed                time.Duration
@@ -59,6 +63,8 @@ type Result struct {
 	FenceIndexes         map[uint64]uint64
 	// Resumed: an interrupted re-key to the same key was taken over.
 	Resumed bool
+	// Placement is how the new keyspace was split and led (nil with PlaceNone).
+	Placement *PlacementReport
 }
 
 // ErrBusy: another re-key of the table is under way (or was interrupted with another key: cancel
@@ -70,6 +76,12 @@ var ErrBusy = errors.New("another re-key of the table is under way")
 func Run(ctx context.Context, c *client.Client, name string, opts Options) (Result, error) {
 	if opts.BatchRows <= 0 {
 		opts.BatchRows = 512
+	}
+	if opts.Placement == "" {
+		opts.Placement = PlaceBalanced
+	}
+	if err := checkPlacement(opts.Placement); err != nil {
+		return Result{}, err
 	}
 	cat := table.NewCatalog(c)
 	start := time.Now()
@@ -124,6 +136,14 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 	for _, k := range [][]byte{ostart, oend, nstart, nend} {
 		if err := rangeBoundary(ctx, c, k); err != nil {
 			return res, fmt.Errorf("re-key table %q: %w", name, err)
+		}
+	}
+	if opts.Placement != PlaceNone {
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: "placement", Elapsed: time.Since(start)})
+		}
+		if res.Placement, err = place(ctx, c, d, nd, opts.Placement, opts.Seed); err != nil {
+			return res, fmt.Errorf("re-key table %q: %w (the table still serves under its old key; run the re-key again or cancel it)", name, err)
 		}
 	}
 	cp := &copier{c: c, old: d, new: nd, batch: opts.BatchRows, progress: opts.Progress, start: start, moved: map[string][]byte{}, owner: map[string]string{}}

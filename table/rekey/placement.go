@@ -1,0 +1,336 @@
+package rekey
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/plan/rekeyplan"
+	"github.com/shoaldb/shoal/table"
+)
+
+// Placement strategies for the new keyspace's ranges (Morphus §2.3).
+const (
+	// PlaceBalanced caps every node at ⌈m/N⌉ new ranges and moves the fewest bytes under the cap
+	// (Hungarian matching, Lemma 2.2): the default.
+	PlaceBalanced = "balanced"
+	// PlaceGreedy leads each new range from the node that leads most of its rows now (fewest
+	// bytes, Lemma 2.1), however many ranges that piles on one node.
+	PlaceGreedy = "greedy"
+	// PlaceRandom deals the new ranges to the nodes' ⌈m/N⌉ slots at random (the thesis's baseline).
+	PlaceRandom = "random"
+	// PlaceNone neither splits nor places the new keyspace: it grows by size-based splits.
+	PlaceNone = "none"
+)
+
+// Placements are the strategies a re-key accepts.
+func Placements() []string { return []string{PlaceBalanced, PlaceGreedy, PlaceRandom, PlaceNone} }
+
+// PolicyName is the name re-key operators carry in the autopilot's decision log.
+const PolicyName = "rekey"
+
+// PlacementReport is what the placement of the new keyspace planned and asked for.
+type PlacementReport struct {
+	Strategy    string  `json:"strategy"`
+	NewRanges   int     `json:"new_ranges"`
+	SampledRows int     `json:"sampled_rows"`
+	TableBytes  float64 `json:"table_bytes"` // estimated from the old ranges' sizes
+	// Predicted is the bytes each strategy would move (rows whose old range's leader is not their
+	// new range's leader), and "unplaced" where the leaders stand after the splits, on one sample.
+	Predicted map[string]float64 `json:"predicted_bytes_moved"`
+	// Leaders is the plan: new range → node; Submitted, InPlace, Refused what the autopilot did with it.
+	Leaders                     map[uint64]uint64 `json:"leaders"`
+	Submitted, InPlace, Refused int
+	Placed                      int           `json:"placed"` // leaderships where planned when the copy started
+	Took                        time.Duration `json:"took_ns"`
+}
+
+// sampleProbes is how many points of each old range the sample reads from, and sampleRows about
+// how many rows it reads in all: enough for quantiles of a few hundred ranges.
+const (
+	sampleProbes = 8
+	sampleRows   = 8192
+)
+
+// oldRange is an old keyspace's range: its span, its leader, its estimated bytes.
+type oldRange struct {
+	id         uint64
+	start, end []byte
+	leader     uint64
+	bytes      float64
+}
+
+// sampled is one row of the sample: its key in the new keyspace, the old range it is in, and the
+// bytes it stands for.
+type sampled struct {
+	newKey []byte
+	old    int
+	weight float64
+}
+
+// place splits the new keyspace where a sample of the table says it will hold equal bytes, one
+// range per old range (at least one per node), and asks the autopilot to lead each new range from
+// the node strategy chooses. The copy then writes each row where the plan put its range.
+func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, strategy string, seed uint64) (*PlacementReport, error) {
+	t0 := time.Now()
+	rep := &PlacementReport{Strategy: strategy, Predicted: map[string]float64{}}
+	ostart, oend := table.TableSpan(old.ID)
+	olds, nodes, err := spanRanges(ctx, c, ostart, oend)
+	if err != nil {
+		return nil, err
+	}
+	sample, err := takeSample(ctx, c, old, nd, olds)
+	if err != nil {
+		return nil, err
+	}
+	rep.SampledRows = len(sample)
+	for _, r := range olds {
+		rep.TableBytes += r.bytes
+	}
+	if len(sample) == 0 {
+		rep.Took = time.Since(t0)
+		return rep, nil // an empty table: nothing to place
+	}
+	for _, key := range boundaries(sample, max(len(olds), len(nodes))) {
+		if err := rangeBoundary(ctx, c, key); err != nil {
+			return nil, fmt.Errorf("split the new keyspace: %w", err)
+		}
+	}
+	nstart, nend := table.TableSpan(nd.ID)
+	news, _, err := spanRanges(ctx, c, nstart, nend)
+	if err != nil {
+		return nil, err
+	}
+	rep.NewRanges = len(news)
+	in, current := placementInput(sample, olds, news, nodes)
+	plans := map[string][]int{"unplaced": current}
+	if plans[PlaceGreedy], err = rekeyplan.Greedy(in); err != nil {
+		return nil, err
+	}
+	if plans[PlaceBalanced], err = rekeyplan.Balanced(in); err != nil {
+		return nil, err
+	}
+	if plans[PlaceRandom], err = rekeyplan.Random(in, seed); err != nil {
+		return nil, err
+	}
+	for name, p := range plans {
+		rep.Predicted[name] = in.Moved(p)
+	}
+	rep.Leaders = map[uint64]uint64{}
+	for i, j := range plans[strategy] {
+		rep.Leaders[news[i].id] = nodes[j]
+	}
+	reason := fmt.Sprintf("re-key %s: %s placement of %d new ranges, predicted %s moved (greedy %s, balanced %s, random %s, unplaced %s)",
+		old.Name, strategy, len(news), mib(rep.Predicted[strategy]), mib(rep.Predicted[PlaceGreedy]),
+		mib(rep.Predicted[PlaceBalanced]), mib(rep.Predicted[PlaceRandom]), mib(rep.Predicted["unplaced"]))
+	resp, err := c.PlaceLeaders(ctx, PolicyName, reason, rep.Leaders)
+	if err != nil {
+		return nil, fmt.Errorf("place the new ranges' leaders: %w", err)
+	}
+	rep.Submitted, rep.InPlace, rep.Refused = int(resp.GetSubmitted()), int(resp.GetInPlace()), int(resp.GetRefused())
+	rep.Placed = waitPlaced(ctx, c, rep.Leaders, 15*time.Second)
+	rep.Took = time.Since(t0)
+	return rep, nil
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+// spanRanges returns the ranges within [start, end) in key order, and the nodes holding their
+// voters (sorted).
+func spanRanges(ctx context.Context, c *client.Client, start, end []byte) ([]oldRange, []uint64, error) {
+	all, err := c.Ranges(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list ranges: %w", err)
+	}
+	var out []oldRange
+	seen := map[uint64]bool{}
+	var nodes []uint64
+	for _, rs := range all {
+		d := rs.GetDesc()
+		s, e := d.GetStartKey(), d.GetEndKey()
+		if (len(e) > 0 && bytes.Compare(e, start) <= 0) || bytes.Compare(s, end) >= 0 {
+			continue
+		}
+		s = maxKey(s, start)
+		if len(e) == 0 || bytes.Compare(e, end) > 0 {
+			e = end
+		}
+		out = append(out, oldRange{id: d.GetRangeId(), start: s, end: e, leader: rs.GetLeaderNodeId(), bytes: float64(rs.GetApproxBytes())})
+		for _, r := range d.GetReplicas() {
+			if !r.GetLearner() && !seen[r.GetNodeId()] {
+				seen[r.GetNodeId()] = true
+				nodes = append(nodes, r.GetNodeId())
+			}
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return bytes.Compare(out[a].start, out[b].start) < 0 })
+	slices.Sort(nodes)
+	return out, nodes, nil
+}
+
+func maxKey(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}
+
+// takeSample reads a few rows at sampleProbes evenly spread points of every old range and maps
+// each to its key under the new primary key; each row stands for its range's bytes over the
+// range's sample.
+func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor, olds []oldRange) ([]sampled, error) {
+	per := max(8, sampleRows/max(1, len(olds))/sampleProbes)
+	var out []sampled
+	for i, r := range olds {
+		seen := map[string]bool{}
+		var rows []sampled
+		size := 0.0
+		for p := range sampleProbes {
+			kvs, err := c.Scan(ctx, between(r.start, r.end, float64(p)/sampleProbes), r.end, per, false)
+			if err != nil {
+				return nil, fmt.Errorf("sample the table: %w", err)
+			}
+			for _, kv := range kvs {
+				if seen[string(kv.Key)] {
+					continue
+				}
+				seen[string(kv.Key)] = true
+				row, err := old.DecodeRow(kv.Key, kv.Value)
+				if err != nil {
+					return nil, err
+				}
+				nk, _, err := nd.EncodeRow(row)
+				if err != nil {
+					return nil, fmt.Errorf("row %q under the new key: %w", kv.Key, err)
+				}
+				rows = append(rows, sampled{newKey: nk, old: i, weight: float64(len(kv.Key) + len(kv.Value))})
+				size += float64(len(kv.Key) + len(kv.Value))
+			}
+		}
+		// The range's size spread over its sample; a range too young for a size counts its sample.
+		for k := range rows {
+			if r.bytes > 0 && size > 0 {
+				rows[k].weight *= r.bytes / size
+			}
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// between is a key about a fraction f of the way from a to b: the 8 bytes after their common
+// prefix read as a number (b empty: the end of the keyspace).
+func between(a, b []byte, f float64) []byte {
+	if f <= 0 {
+		return a
+	}
+	p := 0
+	for p < len(a) && p < len(b) && a[p] == b[p] {
+		p++
+	}
+	word := func(k []byte, pad byte) uint64 {
+		var w [8]byte
+		for i := range w {
+			w[i] = pad
+		}
+		copy(w[:], k[min(p, len(k)):])
+		return binary.BigEndian.Uint64(w[:])
+	}
+	lo, hi := word(a, 0), uint64(math.MaxUint64)
+	if len(b) > 0 {
+		hi = word(b, 0)
+	}
+	if hi <= lo {
+		return a
+	}
+	x := lo + uint64(f*float64(hi-lo))
+	out := append(bytes.Clone(a[:p]), binary.BigEndian.AppendUint64(nil, x)...)
+	if bytes.Compare(out, a) < 0 {
+		return a
+	}
+	return out
+}
+
+// boundaries are the m−1 new keys that cut the sample into m parts of equal bytes.
+func boundaries(sample []sampled, m int) [][]byte {
+	s := slices.Clone(sample)
+	slices.SortFunc(s, func(a, b sampled) int { return bytes.Compare(a.newKey, b.newKey) })
+	total := 0.0
+	for _, x := range s {
+		total += x.weight
+	}
+	var out [][]byte
+	acc, next := 0.0, 1
+	for _, x := range s {
+		if next >= m {
+			break
+		}
+		if acc >= total*float64(next)/float64(m) && (len(out) == 0 || bytes.Compare(x.newKey, out[len(out)-1]) > 0) {
+			out = append(out, x.newKey)
+			next++
+		}
+		acc += x.weight
+	}
+	return out
+}
+
+// placementInput is the placement problem of the sample: Local[i][j] the bytes of new range i whose
+// old range node j leads; and where each new range's leader is now (the "unplaced" plan).
+func placementInput(sample []sampled, olds, news []oldRange, nodes []uint64) (rekeyplan.Input, []int) {
+	in := rekeyplan.Input{Local: make([][]float64, len(news)), Size: make([]float64, len(news))}
+	for i := range in.Local {
+		in.Local[i] = make([]float64, len(nodes))
+	}
+	col := map[uint64]int{}
+	for j, n := range nodes {
+		col[n] = j
+	}
+	for _, x := range sample {
+		i := sort.Search(len(news), func(k int) bool { return bytes.Compare(news[k].start, x.newKey) > 0 }) - 1
+		if i < 0 {
+			continue
+		}
+		in.Size[i] += x.weight
+		if j, ok := col[olds[x.old].leader]; ok {
+			in.Local[i][j] += x.weight
+		}
+	}
+	current := make([]int, len(news))
+	for i, r := range news {
+		current[i] = col[r.leader]
+	}
+	return in, current
+}
+
+// waitPlaced waits up to d for the planned leaderships and returns how many are in place.
+func waitPlaced(ctx context.Context, c *client.Client, plan map[uint64]uint64, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		placed := 0
+		if all, err := c.Ranges(ctx); err == nil {
+			for _, rs := range all {
+				if n, ok := plan[rs.GetDesc().GetRangeId()]; ok && rs.GetLeaderNodeId() == n {
+					placed++
+				}
+			}
+		}
+		if placed == len(plan) || time.Now().After(deadline) || ctx.Err() != nil {
+			return placed
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// checkPlacement reports a strategy Run does not know as a bad argument.
+func checkPlacement(s string) error {
+	if slices.Contains(Placements(), s) {
+		return nil
+	}
+	return fmt.Errorf("placement %q: want one of %v: %w", s, Placements(), client.ErrInvalidArgument)
+}
