@@ -28,7 +28,7 @@ type NodeProfilesConfig struct {
 	// MaxMoves bounds the replica moves and leadership transfers of this policy in flight. Default 2.
 	MaxMoves int
 	// RetryAfter: a node that was asked for a profile and does not report it is not asked for it
-	// again before this. Default 5 min.
+	// again before this. Default 1 min.
 	RetryAfter time.Duration
 	// Overloaded and Underloaded are the utilizations (the busier of CPU and disk) above and below
 	// which a node is sub-optimal (Alg. 1's input). Defaults 0.8 and 0.2.
@@ -52,7 +52,7 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 		c.MaxMoves = 2
 	}
 	if c.RetryAfter <= 0 {
-		c.RetryAfter = 5 * time.Minute
+		c.RetryAfter = time.Minute
 	}
 	if c.Overloaded <= 0 {
 		c.Overloaded = 0.8
@@ -338,9 +338,18 @@ func (p *NodeProfiles) advise(c *model.Cluster) {
 }
 
 // reprofile proposes the profile change of the first node (by id) whose profile differs from its
-// planned one, carried by one of its ranges that no operator holds.
+// planned one, carried by one of its ranges that no operator holds. The node leading the meta range
+// goes last: the autopilot runs there, and its restart moves the autopilot to another node, which
+// starts without this policy's samples.
 func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) *operator.Operator {
-	for _, n := range c.Nodes {
+	var meta uint64
+	for _, r := range c.Ranges {
+		if r.System {
+			meta = r.Leader
+		}
+	}
+	nodes := sortedNodes(c.Nodes, func(a, b *model.Node) bool { return a.ID != meta && b.ID == meta })
+	for _, n := range nodes {
 		want, ok := p.profile[n.ID]
 		if !ok || !n.Active() || profileOf(n) == want {
 			continue

@@ -1,0 +1,618 @@
+// Package profiles is the cluster experiment of workload-aware node profiles (Cruz's MeT, thesis
+// chapter 3, §3.1 and §3.3.1): several YCSB tenants (A–F, each on its own key prefix, split into
+// ranges) run at once on in-process nodes with emulated disks, all through one run, while the
+// cluster goes through the arms:
+//
+//  1. random-homogeneous: every node the readwrite profile (the thesis's 60/40 split of the same
+//     memory, the nearest preset), each range led by a voter drawn at random;
+//  2. homogeneous-PROFILE for each preset: every node that profile, the leaders spread by hand
+//     (each range, busiest first, to its least loaded voter), as the thesis's Manual-Homogeneous;
+//     the best of them is the "best homogeneous";
+//  3. node_profiles: back to random-homogeneous, then the policy switched on; the 10-s bins from
+//     the switch until it converged are checked against the level just before it (reconfiguration
+//     cost), then the converged cluster is measured.
+//
+// Nodes change profile by the in-process rolling restart (node/supervisor), in every arm. It owns
+// nothing but its workload, orchestration and report: it acts through the client, the nodes'
+// supervisors and the policy switches, and asserts nothing.
+package profiles
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	goycsb "github.com/pingcap/go-ycsb/pkg/ycsb"
+
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/scenario"
+	"github.com/shoaldb/shoal/bench/ycsb"
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/node/supervisor"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
+)
+
+// Options shapes the experiment. Zero fields take the defaults of withDefaults.
+type Options struct {
+	Nodes int // default 5
+	// Tenants is ycsb.ParseTenants's spec; default "a:hotspot,b:hotspot,c:hotspot,d:latest,e:hotspot,f:hotspot".
+	Tenants string
+	// Records per tenant (default 20000) of YCSB's ten 100-byte fields; SplitsPerTenant ranges each
+	// (default 2).
+	Records         int64
+	SplitsPerTenant int
+	// Threads per tenant (closed loop). Default 4.
+	Threads int
+	// MemoryBytes is each node's engine memory budget the profiles divide. Default 32 MiB.
+	MemoryBytes int64
+	// Settle is the pause after a reconfiguration before an arm's window; Measure the window.
+	// Defaults 10 s and 30 s.
+	Settle, Measure time.Duration
+	// Converge bounds the node_profiles arm's reconfiguration. Default 4 min.
+	Converge time.Duration
+	Seed     uint64 // default 1
+	// Progress, if set, gets a line now and then.
+	Progress func(string) `json:"-"`
+}
+
+func (o Options) withDefaults() Options {
+	if o.Nodes <= 0 {
+		o.Nodes = 5
+	}
+	if o.Tenants == "" {
+		o.Tenants = "a:hotspot,b:hotspot,c:hotspot,d:latest,e:hotspot,f:hotspot"
+	}
+	if o.Records <= 0 {
+		o.Records = 20000
+	}
+	if o.SplitsPerTenant <= 0 {
+		o.SplitsPerTenant = 2
+	}
+	if o.Threads <= 0 {
+		o.Threads = 4
+	}
+	if o.MemoryBytes <= 0 {
+		o.MemoryBytes = 32 << 20
+	}
+	if o.Settle <= 0 {
+		o.Settle = 10 * time.Second
+	}
+	if o.Measure <= 0 {
+		o.Measure = 30 * time.Second
+	}
+	if o.Converge <= 0 {
+		o.Converge = 4 * time.Minute
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	return o
+}
+
+// Arm is one configuration's measured window.
+type Arm struct {
+	Name     string            `json:"name"`
+	Profiles map[uint64]string `json:"profiles"` // node → profile during the window
+	// Throughput is the operations per second of all tenants over the window; PerTenant each
+	// tenant's; Errors the failed operations.
+	Throughput float64            `json:"throughput_ops_s"`
+	PerTenant  map[string]float64 `json:"per_tenant_ops_s"`
+	Errors     int64              `json:"errors"`
+	From, To   float64            `json:"-"`
+}
+
+// Reconfiguration is the node_profiles arm's transition: the level before the switch, its 10-s bins
+// until converged, the lowest bin's share of the level, and the failed operations.
+type Reconfiguration struct {
+	BeforeOpsS float64   `json:"before_ops_s"`
+	BinsOpsS   []float64 `json:"bins_ops_s"`
+	MinShare   float64   `json:"min_share"`
+	Errors     int64     `json:"errors"`
+	TookS      float64   `json:"took_s"`
+	Converged  bool      `json:"converged"`
+	// Operators counts node_profiles' operators by kind and outcome.
+	Operators map[string]int `json:"operators"`
+}
+
+// Report is the experiment's result.
+type Report struct {
+	Options         Options         `json:"options"`
+	Arms            []Arm           `json:"arms"`
+	BestHomogeneous string          `json:"best_homogeneous"`
+	Reconfiguration Reconfiguration `json:"reconfiguration"`
+	// Gains are node_profiles' throughput over the best homogeneous arm's and the random-homogeneous
+	// one's (1.35: +35 %), and the scan tenant's (E) over the best homogeneous.
+	Gains map[string]float64 `json:"gains"`
+}
+
+type experiment struct {
+	o       Options
+	sups    []*supervisor.Supervisor
+	addrs   []string
+	cl      *client.Client
+	tenants []ycsb.Tenant
+	rng     *rand.Rand
+}
+
+// Run runs the experiment on a fresh cluster under dir.
+func Run(ctx context.Context, dir string, o Options) (Report, error) {
+	o = o.withDefaults()
+	rep := Report{Options: o, Gains: map[string]float64{}}
+	rep.Options.Progress = nil
+	e := &experiment{o: o, rng: rand.New(rand.NewPCG(o.Seed, 0))}
+	if err := e.start(ctx, dir); err != nil {
+		return rep, err
+	}
+	defer e.stop()
+	if err := e.load(ctx); err != nil {
+		return rep, err
+	}
+	// The tenants run from here to the end; the arms are windows of their timelines.
+	wctx, stopWork := context.WithCancel(ctx)
+	var reports []*ycsb.Report
+	var runErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { reports, runErr = e.work(wctx) })
+	arms, reconf, err := e.arms(ctx)
+	stopWork()
+	wg.Wait()
+	if err != nil {
+		return rep, err
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return rep, fmt.Errorf("workload: %w", runErr)
+	}
+	e.score(reports, arms, &reconf)
+	rep.Arms, rep.Reconfiguration = arms, reconf
+	e.compare(&rep)
+	return rep, nil
+}
+
+func (e *experiment) start(ctx context.Context, dir string) error {
+	dev := scenario.DefaultDevice
+	for i := range e.o.Nodes {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		cfg := node.Config{DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), Addr: lis.Addr().String(), Bootstrap: i == 0}
+		cfg.Storage = storage.Options{Profile: "readwrite", MemoryBytes: e.o.MemoryBytes, Device: &dev}
+		// Samples every 3 s (the thesis: 30 s), a class after 3: the run's load is steady.
+		cfg.Autopilot.Policies.NodeProfiles.SampleEvery, cfg.Autopilot.Policies.NodeProfiles.Samples = 3*time.Second, 3
+		if i > 0 {
+			cfg.Join = []string{e.addrs[0]}
+		}
+		s, err := supervisor.Start(ctx, cfg, lis)
+		if err != nil {
+			return fmt.Errorf("start node %d: %w", i+1, err)
+		}
+		e.sups, e.addrs = append(e.sups, s), append(e.addrs, cfg.Addr)
+	}
+	var err error
+	e.cl, err = client.New(ctx, client.Config{Addrs: e.addrs, RequestTimeout: 10 * time.Second, MaxAttempts: 40})
+	return err
+}
+
+func (e *experiment) stop() {
+	if e.cl != nil {
+		e.cl.Close()
+	}
+	for _, s := range e.sups {
+		s.Stop()
+	}
+}
+
+// load creates the tenants' ranges (SplitsPerTenant a tenant) and inserts their records.
+func (e *experiment) load(ctx context.Context) error {
+	base := ycsb.Config{Target: ycsb.TargetGRPC, Hosts: e.addrs, Records: e.o.Records, Threads: e.o.Threads,
+		MaxDuration: 30 * time.Minute, AbortAfterFailures: -1}
+	var err error
+	if e.tenants, err = ycsb.ParseTenants(e.o.Tenants, base); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 2*time.Minute, func() bool { return e.replicated(ctx) }); err != nil {
+		return fmt.Errorf("cluster never fully replicated: %w", err)
+	}
+	for _, t := range e.tenants {
+		for k := range e.o.SplitsPerTenant {
+			key := t.Name + "/"
+			if k > 0 { // YCSB keys are "user" and digits: split on the first digit
+				key += fmt.Sprintf("user%d", 10*k/e.o.SplitsPerTenant)
+			}
+			if _, _, err := e.cl.Split(ctx, []byte(key)); err != nil {
+				return fmt.Errorf("split at %s: %w", key, err)
+			}
+		}
+	}
+	if err := waitFor(ctx, 3*time.Minute, func() bool { return e.replicated(ctx) }); err != nil {
+		return fmt.Errorf("ranges never fully replicated after the splits: %w", err)
+	}
+	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
+		if err := e.cl.SetPolicy(ctx, p, false); err != nil {
+			return err
+		}
+	}
+	e.o.Progress(fmt.Sprintf("loading %d tenants × %d records", len(e.tenants), e.o.Records))
+	loads := make([]ycsb.Tenant, len(e.tenants))
+	for i, t := range e.tenants {
+		loads[i] = t
+		loads[i].Config.Load, loads[i].Config.Ops = true, 0
+	}
+	db, err := e.openDB()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = ycsb.RunTenants(ctx, loads, db)
+	return err
+}
+
+// openDB is a go-ycsb database on the cluster (every tenant's properties are the same but for
+// their table, which each operation names).
+func (e *experiment) openDB() (goycsb.DB, error) {
+	p, err := e.tenants[0].Config.Properties()
+	if err != nil {
+		return nil, err
+	}
+	return ycsb.Open(ycsb.TargetGRPC, e.addrs, "", p)
+}
+
+// work runs every tenant's run phase until ctx ends, with a timeline a second.
+func (e *experiment) work(ctx context.Context) ([]*ycsb.Report, error) {
+	runs := make([]ycsb.Tenant, len(e.tenants))
+	for i, t := range e.tenants {
+		runs[i] = t
+		runs[i].Config.Ops, runs[i].Config.MaxDuration = 1<<40, 2*time.Hour
+		runs[i].Config.Timeline, runs[i].Config.TimelineInterval = true, time.Second
+	}
+	db, err := e.openDB()
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return ycsb.RunTenants(ctx, runs, db)
+}
+
+// arms runs the arms' reconfigurations and returns their windows (times only) and the
+// node_profiles transition's window.
+func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
+	var arms []Arm
+	var reconf Reconfiguration
+	window := func(name string) error {
+		if err := sleep(ctx, e.o.Settle); err != nil {
+			return err
+		}
+		a := Arm{Name: name, Profiles: e.profiles(), From: now()}
+		e.o.Progress("measuring " + name)
+		if err := sleep(ctx, e.o.Measure); err != nil {
+			return err
+		}
+		a.To = now()
+		arms = append(arms, a)
+		return nil
+	}
+	if err := sleep(ctx, e.o.Settle); err != nil { // the tenants' first seconds
+		return nil, reconf, err
+	}
+	random, err := e.randomLeaders(ctx)
+	if err != nil {
+		return nil, reconf, err
+	}
+	if err := window("random-homogeneous"); err != nil {
+		return nil, reconf, err
+	}
+	if err := e.balanceLeaders(ctx); err != nil {
+		return nil, reconf, err
+	}
+	for _, p := range []string{"readwrite", "read", "write", "scan"} {
+		if err := e.setAll(ctx, p); err != nil {
+			return nil, reconf, err
+		}
+		if err := window("homogeneous-" + p); err != nil {
+			return nil, reconf, err
+		}
+	}
+	// Back to random-homogeneous, then node_profiles.
+	if err := e.setAll(ctx, "readwrite"); err != nil {
+		return nil, reconf, err
+	}
+	if err := e.placeLeaders(ctx, random); err != nil {
+		return nil, reconf, err
+	}
+	if err := window("before-node_profiles"); err != nil {
+		return nil, reconf, err
+	}
+	e.o.Progress("node_profiles on")
+	if err := e.cl.SetPolicy(ctx, policy.NameNodeProfiles, true); err != nil {
+		return nil, reconf, err
+	}
+	start := now()
+	reconf.Converged, reconf.Operators = e.converge(ctx)
+	reconf.TookS = now() - start
+	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
+	if err := window("node_profiles"); err != nil {
+		return nil, reconf, err
+	}
+	return arms, reconf, nil
+}
+
+// converge waits until node_profiles has changed at least one profile and then proposed nothing new
+// for 20 s with no operator of its running (at most Converge), and counts its operators.
+func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
+	deadline := time.Now().Add(e.o.Converge)
+	var last int
+	quietSince := time.Now()
+	count := map[string]int{}
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ds, _, err := e.cl.Decisions(ctx)
+		if err == nil {
+			clear(count)
+			running, setDone := 0, 0
+			for _, d := range ds {
+				kind, _, _ := cutKind(d.Operator)
+				if d.Policy != policy.NameNodeProfiles || !slices.Contains([]string{"set-profile", "transfer-leader", "move-replica"}, kind) {
+					continue // notes (plans, advice) are no operators
+				}
+				count[kind+" "+d.Status]++
+				if d.Status == "running" || d.Status == "pending" {
+					running++
+				}
+				if kind == "set-profile" && d.Status == "succeeded" {
+					setDone++
+				}
+			}
+			if n := opCount(count); n != last || running > 0 {
+				last, quietSince = n, time.Now()
+			}
+			if setDone > 0 && running == 0 && time.Since(quietSince) > 20*time.Second {
+				return true, maps.Clone(count)
+			}
+		}
+		if sleep(ctx, time.Second) != nil {
+			break
+		}
+	}
+	return false, maps.Clone(count)
+}
+
+func opCount(count map[string]int) int {
+	n := 0
+	for _, v := range count {
+		n += v
+	}
+	return n
+}
+
+// cutKind is an operator's kind: the text before its first space ("set-profile r2: …").
+func cutKind(op string) (string, string, bool) {
+	for i := range len(op) {
+		if op[i] == ' ' || op[i] == ':' {
+			return op[:i], op[i:], true
+		}
+	}
+	return op, "", false
+}
+
+// setAll gives every node profile, one node at a time (the rolling restart).
+func (e *experiment) setAll(ctx context.Context, profile string) error {
+	e.o.Progress("every node to " + profile)
+	for i, s := range e.sups {
+		if err := s.SetProfile(ctx, profile); err != nil {
+			return fmt.Errorf("n%d to %s: %w", i+1, profile, err)
+		}
+	}
+	return nil
+}
+
+func (e *experiment) profiles() map[uint64]string {
+	out := map[uint64]string{}
+	for _, s := range e.sups {
+		if n := s.Node(); n != nil {
+			out[n.NodeID()] = n.Engine().Profile()
+		}
+	}
+	return out
+}
+
+// userRanges are the user ranges with their voters and leader.
+func (e *experiment) userRanges(ctx context.Context) ([]*pb.RangeStatus, error) {
+	rs, err := e.cl.Ranges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(rs, func(r *pb.RangeStatus) bool { return r.Desc.RangeId == 1 }), nil
+}
+
+func voters(r *pb.RangeStatus) []uint64 {
+	var out []uint64
+	for _, rd := range r.Desc.Replicas {
+		if !rd.Learner {
+			out = append(out, rd.NodeId)
+		}
+	}
+	return out
+}
+
+// randomLeaders gives each user range a leader drawn at random among its voters, and returns the
+// placement.
+func (e *experiment) randomLeaders(ctx context.Context) (map[uint64]uint64, error) {
+	rs, err := e.userRanges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	place := map[uint64]uint64{}
+	for _, r := range rs {
+		v := voters(r)
+		place[r.Desc.RangeId] = v[e.rng.IntN(len(v))]
+	}
+	return place, e.placeLeaders(ctx, place)
+}
+
+// balanceLeaders spreads the leaderships by load: each range, busiest first (its leader's last
+// report), to the voter leading the least load so far.
+func (e *experiment) balanceLeaders(ctx context.Context) error {
+	rs, err := e.userRanges(ctx)
+	if err != nil {
+		return err
+	}
+	ns, err := e.cl.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	qps := map[uint64]float64{}
+	for _, n := range ns {
+		for _, rl := range n.GetStats().GetRanges() {
+			if rl.Leader {
+				qps[rl.RangeId] = rl.ReadQps + rl.WriteQps
+			}
+		}
+	}
+	slices.SortFunc(rs, func(a, b *pb.RangeStatus) int { return cmp.Compare(qps[b.Desc.RangeId], qps[a.Desc.RangeId]) })
+	load := map[uint64]float64{}
+	place := map[uint64]uint64{}
+	for _, r := range rs {
+		v := voters(r)
+		best := v[0]
+		for _, id := range v[1:] {
+			if load[id] < load[best] {
+				best = id
+			}
+		}
+		place[r.Desc.RangeId] = best
+		load[best] += qps[r.Desc.RangeId]
+	}
+	e.o.Progress(fmt.Sprintf("leaders balanced by load: %v", load))
+	return e.placeLeaders(ctx, place)
+}
+
+func (e *experiment) placeLeaders(ctx context.Context, place map[uint64]uint64) error {
+	for id, to := range place {
+		if err := e.cl.TransferLeader(ctx, id, to); err != nil {
+			return fmt.Errorf("r%d to n%d: %w", id, to, err)
+		}
+	}
+	return nil
+}
+
+func (e *experiment) replicated(ctx context.Context) bool {
+	rs, err := e.cl.Ranges(ctx)
+	if err != nil || len(rs) == 0 {
+		return false
+	}
+	for _, r := range rs {
+		if len(voters(r)) != min(3, e.o.Nodes) || len(r.Desc.Replicas) != len(voters(r)) || r.LeaderNodeId == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// score fills each arm's figures from the tenants' timelines, and the transition's bins.
+func (e *experiment) score(reports []*ycsb.Report, arms []Arm, reconf *Reconfiguration) {
+	sum := func(from, to float64) (ops, errs int64, per map[string]int64) {
+		per = map[string]int64{}
+		for i, r := range reports {
+			if r == nil {
+				continue
+			}
+			for _, p := range r.Timeline {
+				if p.Phase == "run" && p.Unix > from && p.Unix <= to {
+					ops += p.Ops - p.Errors
+					errs += p.Errors
+					per[e.tenants[i].Name] += p.Ops - p.Errors
+				}
+			}
+		}
+		return ops, errs, per
+	}
+	for i := range arms {
+		a := &arms[i]
+		ops, errs, per := sum(a.From, a.To)
+		d := a.To - a.From
+		a.Throughput, a.Errors, a.PerTenant = float64(ops)/d, errs, map[string]float64{}
+		for k, v := range per {
+			a.PerTenant[k] = float64(v) / d
+		}
+		if a.Name == "before-node_profiles" {
+			reconf.BeforeOpsS = a.Throughput
+		}
+		if a.Name == "reconfiguring" {
+			reconf.Errors = errs
+			reconf.MinShare = 1
+			for t := a.From; t < a.To; t += 10 {
+				end := min(t+10, a.To)
+				ops, _, _ := sum(t, end)
+				bin := float64(ops) / (end - t)
+				reconf.BinsOpsS = append(reconf.BinsOpsS, bin)
+				if reconf.BeforeOpsS > 0 && end-t >= 5 {
+					reconf.MinShare = min(reconf.MinShare, bin/reconf.BeforeOpsS)
+				}
+			}
+		}
+	}
+}
+
+// compare names the best homogeneous arm and node_profiles' gains.
+func (e *experiment) compare(rep *Report) {
+	byName := map[string]*Arm{}
+	for i := range rep.Arms {
+		byName[rep.Arms[i].Name] = &rep.Arms[i]
+	}
+	var best *Arm
+	for _, p := range []string{"readwrite", "read", "write", "scan"} {
+		if a := byName["homogeneous-"+p]; a != nil && (best == nil || a.Throughput > best.Throughput) {
+			best = a
+		}
+	}
+	np, rnd := byName["node_profiles"], byName["random-homogeneous"]
+	if best == nil || np == nil || rnd == nil {
+		return
+	}
+	rep.BestHomogeneous = best.Name
+	rep.Gains["over_best_homogeneous"] = np.Throughput / best.Throughput
+	rep.Gains["over_random_homogeneous"] = np.Throughput / rnd.Throughput
+	for _, t := range e.tenants {
+		if t.Config.Workload == "e" && best.PerTenant[t.Name] > 0 {
+			rep.Gains["scan_tenant_over_best_homogeneous"] = np.PerTenant[t.Name] / best.PerTenant[t.Name]
+		}
+	}
+}
+
+func now() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", d)
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
