@@ -149,11 +149,13 @@ type Cluster struct {
 	dist       workload.Dist
 	rate       workload.Rate
 	readFrac   float64
-	sampleMin  float64 // ranges serving at least this much get key samples
-	maxSnaps   int     // the executor's snapshots in flight per node
-	onLand     func()  // called when a step lands (the run schedules a reconciliation)
-	snapshots  int
-	inflight   int // snapshots streaming
+	// replicaReads: every replica, a learner too, serves an equal part of its range's reads.
+	replicaReads bool
+	sampleMin    float64 // ranges serving at least this much get key samples
+	maxSnaps     int     // the executor's snapshots in flight per node
+	onLand       func()  // called when a step lands (the run schedules a reconciliation)
+	snapshots    int
+	inflight     int // snapshots streaming
 
 	// topo counts changes of leaders and replicas; unitWork and unitReqs (load per unit of offered
 	// rate, by node) were computed at unitTopo.
@@ -182,12 +184,14 @@ type clusterSpec struct {
 	rate              workload.Rate
 	readFrac          float64
 	gatherLeaders     bool // every user range led by the first node
+	replicaReads      bool // reads served at every replica (Cluster.replicaReads)
+	learners          int  // learners every user range starts with (uniform read replicas)
 }
 
 func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluster {
 	c := &Cluster{p: p, loop: loop, rnd: rand.New(rand.NewPCG(seed, seed^0x5151)), start: loop.Now(),
 		ranges: map[uint64]*simRange{}, touched: map[uint64]*simRange{}, hot: map[uint64]*simRange{}, records: spec.records, valueBytes: spec.valueBytes,
-		dist: spec.dist, rate: spec.rate, readFrac: spec.readFrac}
+		dist: spec.dist, rate: spec.rate, readFrac: spec.readFrac, replicaReads: spec.replicaReads}
 	for i := 0; i < spec.nodes; i++ {
 		c.addNode()
 	}
@@ -210,6 +214,9 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 		}
 		for k := 0; k < rf; k++ {
 			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%spec.nodes + 1)})
+		}
+		for k := rf; k < min(rf+spec.learners, spec.nodes); k++ {
+			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%spec.nodes + 1), Learner: true})
 		}
 		r.leader = r.reps[0].Node
 		if spec.gatherLeaders {

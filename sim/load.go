@@ -146,16 +146,12 @@ func (c *Cluster) computeUnits() {
 		c.unitWork, c.unitReqs = c.countUnits(true)
 		return
 	}
-	rd, wr := c.readFrac, 1-c.readFrac
 	for _, id := range again {
 		var work, reqs float64
 		for _, r := range c.node(id).ordered {
-			if r.leader == id {
-				work += r.share * (rd + wr*c.p.WriteCost)
-				reqs += r.share
-			} else {
-				work += r.share * wr * c.p.FollowerWriteCost
-			}
+			w, q := c.unitsAt(r, id)
+			work += w
+			reqs += q
 		}
 		c.unitWork[id], c.unitReqs[id] = work, reqs
 	}
@@ -167,6 +163,95 @@ func (c *Cluster) computeUnits() {
 	}
 }
 
+// unitsAt is the work (read-equivalents) and the client requests node takes per unit of offered
+// rate for range r, one of whose replicas it holds: its leader serves the reads and writes, a
+// follower or learner applies the writes; with replica reads, every replica serves an equal part of
+// the reads (the clients' load-based routing, all replicas alike), and a range without a leader
+// serves none (its requests count as refused in computeUnits).
+func (c *Cluster) unitsAt(r *simRange, node uint64) (work, reqs float64) {
+	rd, wr := c.readFrac, 1-c.readFrac
+	if c.replicaReads {
+		if r.leader == 0 {
+			return r.share * wr * c.p.FollowerWriteCost, 0
+		}
+		reads := r.share * rd / float64(len(r.reps))
+		if node == r.leader {
+			return reads + r.share*wr*c.p.WriteCost, reads + r.share*wr
+		}
+		return reads + r.share*wr*c.p.FollowerWriteCost, reads
+	}
+	if node == r.leader {
+		return r.share * (rd + wr*c.p.WriteCost), r.share
+	}
+	return r.share * wr * c.p.FollowerWriteCost, 0
+}
+
+// nodeReads is the reads per second each node is offered now (index: node id), from the load per
+// unit of offered rate: with replica reads, its equal part of each of its ranges' reads; else its
+// led ranges' reads.
+func (c *Cluster) nodeReads() []float64 {
+	out := make([]float64, len(c.nodes)+1)
+	total := c.rate.At(c.now().Sub(c.start)) * c.readFrac
+	c.each(func(r *simRange) {
+		if r.leader == 0 {
+			return
+		}
+		if !c.replicaReads {
+			out[r.leader] += total * r.share
+			return
+		}
+		for _, rep := range r.reps {
+			out[rep.Node] += total * r.share / float64(len(r.reps))
+		}
+	})
+	return out
+}
+
+// readReport measures the read replicas and the nodes' read load now.
+func (c *Cluster) readReport() *ReadReport {
+	if c.unitTopo != c.topo || c.unitWork == nil {
+		c.computeUnits()
+	}
+	rep := &ReadReport{}
+	for _, r := range c.order {
+		n := 0
+		for _, x := range r.reps {
+			if x.Learner {
+				n++
+			}
+		}
+		rep.Learners += n
+		rep.LearnerBytes += uint64(n) * r.bytes
+		rep.ReplicasPerRange += float64(len(r.reps))
+		if n > 0 {
+			rep.RangesWithLearner++
+		}
+	}
+	if len(c.order) > 0 {
+		rep.ReplicasPerRange = math.Round(rep.ReplicasPerRange/float64(len(c.order))*1000) / 1000
+	}
+	reads := c.nodeReads()
+	live := 0
+	for _, n := range c.nodes {
+		if !n.up || n.gone {
+			continue
+		}
+		live++
+		rep.MeanNodeReads += reads[n.id]
+		rep.HottestNodeReads = max(rep.HottestNodeReads, reads[n.id])
+		if c.unitWork != nil {
+			rep.HottestNodeUtil = max(rep.HottestNodeUtil, c.rate.At(c.now().Sub(c.start))*c.unitWork[n.id]/c.p.mu())
+		}
+	}
+	if live > 0 {
+		rep.MeanNodeReads /= float64(live)
+	}
+	rep.HottestNodeReads = math.Round(rep.HottestNodeReads)
+	rep.MeanNodeReads = math.Round(rep.MeanNodeReads)
+	rep.HottestNodeUtil = math.Round(rep.HottestNodeUtil*1000) / 1000
+	return rep
+}
+
 // verifyUnits makes computeUnits check every partial count against a full one (tests).
 var verifyUnits = false
 
@@ -174,18 +259,14 @@ var verifyUnits = false
 func (c *Cluster) countUnits(note bool) (work, reqs []float64) {
 	work = make([]float64, len(c.nodes)+1)
 	reqs = make([]float64, len(c.nodes)+1)
-	rd, wr := c.readFrac, 1-c.readFrac
 	c.each(func(r *simRange) {
 		if r.leader == 0 {
 			reqs[0] += r.share
-		} else {
-			work[r.leader] += r.share * (rd + wr*c.p.WriteCost)
-			reqs[r.leader] += r.share
 		}
 		for _, rep := range r.reps {
-			if rep.Node != r.leader {
-				work[rep.Node] += r.share * wr * c.p.FollowerWriteCost
-			}
+			w, q := c.unitsAt(r, rep.Node)
+			work[rep.Node] += w
+			reqs[rep.Node] += q
 		}
 		if note {
 			r.uLeader, r.uShare, r.uReps = r.leader, r.share, append(r.uReps[:0], r.reps...)

@@ -76,6 +76,21 @@ type RunReport struct {
 	Series    []Point                  `json:"series"`
 	Events    []EventMark              `json:"events"`
 	Operators map[string]OperatorTimes `json:"operators,omitempty"`
+	// Reads is where the reads were served at the end of the run (scenarios with replica reads).
+	Reads *ReadReport `json:"reads,omitempty"`
+}
+
+// ReadReport is how a run's read replicas were placed and loaded at its end: Getafix's memory
+// (replicas, and the bytes learners hold) against its makespan (the hottest node's read load,
+// against the mean).
+type ReadReport struct {
+	Learners          int     `json:"learners"`
+	LearnerBytes      uint64  `json:"learner_bytes"`
+	ReplicasPerRange  float64 `json:"replicas_per_range"` // voters and learners: the effective replication
+	HottestNodeReads  float64 `json:"hottest_node_reads_per_s"`
+	MeanNodeReads     float64 `json:"mean_node_reads_per_s"`
+	HottestNodeUtil   float64 `json:"hottest_node_utilization"` // its offered work over its service rate
+	RangesWithLearner int     `json:"ranges_with_learners"`
 }
 
 // Decision is a decision-log entry with when it reached its final status (zero: still running at

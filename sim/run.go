@@ -167,9 +167,13 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 	if sc.Diurnal > 0 {
 		rate = workload.Diurnal{Mean: sc.OpsPerSec, Amplitude: sc.Diurnal, Period: sc.Duration}
 	}
-	c := newCluster(p, loop, seed, clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3,
+	spec := clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3,
 		records: int64(sc.Ranges) * sc.RecordsPerRange, valueBytes: sc.ValueBytes, dist: dist, rate: rate,
-		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders})
+		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders, replicaReads: sc.ReplicaReads}
+	if !on {
+		spec.learners = sc.OffLearners
+	}
+	c := newCluster(p, loop, seed, spec)
 	r := &run{sc: sc, p: p, on: on, loop: loop, c: c, end: epoch.Add(sc.Duration), hist: latencyHist{}}
 	cfg := autopilot.Config{Executor: executor.Config{Inline: true, OnProgress: r.scheduleReactive},
 		DecisionLogSize: 1 << 16, OnDecision: r.decide}
@@ -388,6 +392,9 @@ func (r *run) report() RunReport {
 		Errors: int64(math.Round(r.err)), P50Ms: ms(r.hist.quantile(0.5)), P99Ms: ms(r.hist.quantile(0.99))}}
 	if r.events == nil {
 		rep.Events = []EventMark{}
+	}
+	if r.sc.ReplicaReads {
+		rep.Reads = r.c.readReport()
 	}
 	if secs > 0 {
 		rep.Summary.Throughput = math.Round(r.ops/secs*10) / 10

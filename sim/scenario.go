@@ -35,6 +35,11 @@ type Scenario struct {
 	Warmup     time.Duration
 	// GatherLeaders starts with every user range led by the first node.
 	GatherLeaders bool
+	// ReplicaReads: clients read at any replica, a learner too (client.ReplicaRead), each replica
+	// taking an equal part of its range's reads. OffLearners is the learners every user range starts
+	// with in the policy-off run: uniform read replicas, the baseline of read_replicas.
+	ReplicaReads bool
+	OffLearners  int
 	// Policy is the policy the scenario is about: run on, then off. Pin switches others for both runs.
 	Policy string
 	Pin    map[string]bool
@@ -72,6 +77,10 @@ type Event struct {
 const joinLink = 4 << 20
 
 var noMoves = map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false}
+
+// pinLearners is noMoves with replicate off too: it would remove the uniform learners as strays.
+var pinLearners = map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false,
+	policy.NameReplicate: false}
 
 // scenarios is the table. `shoal sim list` prints it.
 var scenarios = []Scenario{
@@ -116,6 +125,12 @@ var scenarios = []Scenario{
 	{Name: "read-replicas", Description: "5 nodes, 8 ranges; 90 % of 9000 reads/s on 3000 records of the first range; policy read_replicas",
 		Nodes: 5, Ranges: 8, RecordsPerRange: 6000, ValueBytes: 256, Workload: "hotspot", HotRecords: 3000, OpsPerSec: 9000,
 		ReadFraction: 1, Duration: 90 * time.Second, Policy: policy.NameReadReplicas, Pin: noMoves},
+	{Name: "read-replicas-scale", Description: "200 nodes, 20 000 ranges of 1 MB, 1.2 M reads/s zipfian at any replica; policy read_replicas " +
+		"(learners by popularity) against 2 learners on every range (policy off); replicate, rebalance, merge and load_split off",
+		Nodes: 200, Ranges: 20_000, RecordsPerRange: 1000, ValueBytes: 1000, Workload: "zipfian", OpsPerSec: 1_200_000,
+		ReadFraction: 1, Duration: 10 * time.Minute, Warmup: time.Minute, Policy: policy.NameReadReplicas,
+		ReplicaReads: true, OffLearners: 2, Pin: pinLearners,
+		Autopilot: func(c *autopilot.Config) { c.Policies.ReadReplicas.MaxPerRound = 50 }},
 	{Name: "hotspot-offload", Description: "4 nodes, 12 ranges all led by n1, 20000 ops/s zipfian; policy hotspot_offload (rebalance, merge and load_split off)",
 		Nodes: 4, Ranges: 12, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 20000,
 		ReadFraction: 0.9, Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameHotspot, Pin: noMoves},

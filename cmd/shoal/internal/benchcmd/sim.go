@@ -70,6 +70,10 @@ decision log as DIR/decisions.json (policy on) and decisions-off.json (policy of
 		for _, r := range rep.Runs {
 			fmt.Printf("%s policy_on=%v: %.0f ops/s, p50 %.2f ms, p99 %.2f ms, %d errors\n", rep.Scenario, r.PolicyOn,
 				r.Summary.Throughput, r.Summary.P50Ms, r.Summary.P99Ms, r.Summary.Errors)
+			if x := r.Reads; x != nil {
+				fmt.Printf("  %d learners (%.1f GB, %.3f replicas a range), hottest node %.0f reads/s (mean %.0f, utilization %.2f)\n",
+					x.Learners, float64(x.LearnerBytes)/1e9, x.ReplicasPerRange, x.HottestNodeReads, x.MeanNodeReads, x.HottestNodeUtil)
+			}
 		}
 		fmt.Printf("simulated %v in %.1f s: %d events, %d snapshots, %d decisions (%.0f per second); wrote %s\n",
 			time.Duration(rep.Settings.DurationS*float64(time.Second)), rep.Sim.WallS, rep.Sim.Events, rep.Sim.Snapshots,
