@@ -124,7 +124,12 @@ func LeaderSwitch(ctx context.Context, dir string, transfers, threads int) (Lead
 // startThree starts three in-process nodes in dir and a client of them, and waits until every
 // range has three voters.
 func startThree(ctx context.Context, dir string) (*benchutil.Cluster, *client.Client, error) {
-	c, err := benchutil.StartCluster(ctx, dir, 3, benchutil.NodeSpec{Config: benchutil.NodeConfig{HeartbeatInterval: 200 * time.Millisecond}})
+	return startThreeWith(ctx, dir, benchutil.NodeSpec{Config: benchutil.NodeConfig{HeartbeatInterval: 200 * time.Millisecond}})
+}
+
+// startThreeWith starts three nodes of spec and waits for three voters on every range.
+func startThreeWith(ctx context.Context, dir string, spec benchutil.NodeSpec) (*benchutil.Cluster, *client.Client, error) {
+	c, err := benchutil.StartCluster(ctx, dir, 3, spec)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,6 +32,9 @@ const (
 // Placements are the strategies a re-key accepts.
 func Placements() []string { return []string{PlaceBalanced, PlaceGreedy, PlaceRandom, PlaceNone} }
 
+// metaRangeID is the meta range's id (pb: range 1 is special): its span is not user keys.
+const metaRangeID = 1
+
 // PolicyName is the name re-key operators carry in the autopilot's decision log.
 const PolicyName = "rekey"
 
@@ -153,6 +156,9 @@ func spanRanges(ctx context.Context, c *client.Client, start, end []byte) ([]old
 	var nodes []uint64
 	for _, rs := range all {
 		d := rs.GetDesc()
+		if d.GetRangeId() == metaRangeID {
+			continue
+		}
 		s, e := d.GetStartKey(), d.GetEndKey()
 		if (len(e) > 0 && bytes.Compare(e, start) <= 0) || bytes.Compare(s, end) >= 0 {
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,17 +13,17 @@ import (
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/core"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
+	"github.com/shoaldb/shoal/table/rekey"
 )
 
 var coreBenchFlags struct {
-	threads    int
-	value      int
-	seconds    time.Duration
-	ranges     int
-	phases     []string
-	transfers  int
-	writers    int // leader-switch's --threads (group-commit's default differs)
-	cpuProfile string
+	threads   int
+	value     int
+	seconds   time.Duration
+	ranges    int
+	phases    []string
+	transfers int
+	writers   int // leader-switch's --threads (group-commit's default differs)
 }
 
 var benchGroupCommitCmd = &cobra.Command{
@@ -87,29 +88,50 @@ unavailability the switch costs its clients. Prints JSON: median, p90 and max ov
 	},
 }
 
+var rekeyBenchFlags struct {
+	cfg        core.RekeyConfig
+	cpuProfile string
+}
+
 var benchRekeyCmd = &cobra.Command{
 	Use:   "rekey",
 	Short: "Online re-key of a table under load, against a plain copy of the table",
-	Long: `Start three in-process nodes, load a table of --rows rows (id, grp, three 64-byte strings), and
-time a plain copy of it (scan, then write into a new table). Then re-key it from (id) to (grp, id)
-under --rate operations a second (40 % reads, 40 % updates, 20 % inserts, open loop), and back to
-(id) under 20 × --rate. Prints JSON: each re-key's time, how long writes were held, the reads and
-writes tried and succeeded while it ran, p99 overall and while writes were held, the ratio of the
-first re-key's time to the copy's and of the second's to the first's.`,
-	Example: "  shoal bench rekey --rows 100000 --rate 100",
-	Args:    cobra.NoArgs,
+	Long: `Start three in-process nodes (on emulated disks with --emulated-disk), load a table of --rows rows
+of about --row-bytes bytes (id, grp, a 64-byte string and two fillers), and time a plain copy of it
+(scan, then write into a new table, four batches in flight). Then re-key it from (id) to (grp, id)
+under --rate operations a second (40 % reads, 40 % updates, 20 % inserts, open loop, rows chosen by
+--distribution), and back to (id) under 20 × --rate, each re-key placing its new keyspace by
+--placement. With --check-rows N, four more clients read and write N rows the load leaves alone, and
+porcupine checks their history across both cutovers. Prints JSON: each re-key's time, its placement
+(every plan's predicted bytes moved), how long writes were held, the reads and writes tried and
+succeeded while it ran, p99 overall and while writes were held, porcupine's verdict, the ratio of
+the first re-key's time to the copy's and of the second's to the first's.`,
+	Example: `  shoal bench rekey --rows 100000 --rate 100
+  shoal bench rekey --rows 1000000 --row-bytes 1100 --emulated-disk --distribution zipfian --check-rows 16`,
+	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		if coreBenchFlags.ranges < 1 || coreBenchFlags.threads < 1 {
+		cfg := rekeyBenchFlags.cfg
+		switch {
+		case cfg.Rows < 1 || cfg.Rate < 1:
 			return cli.Usage(fmt.Errorf("--rows and --rate must be positive"))
+		case cfg.RowBytes < 120:
+			return cli.Usage(fmt.Errorf("--row-bytes %d: a row takes at least 120 bytes", cfg.RowBytes))
+		case cfg.CheckRows < 0 || cfg.CheckRows > cfg.Rows/2:
+			return cli.Usage(fmt.Errorf("--check-rows %d: between 0 and half the rows", cfg.CheckRows))
+		case !slices.Contains(rekey.Placements(), cfg.Placement):
+			return cli.Usage(fmt.Errorf("--placement %q: want one of %s", cfg.Placement, strings.Join(rekey.Placements(), ", ")))
+		case !slices.Contains([]string{core.DistUniform, core.DistZipfian, core.DistLatest}, cfg.Dist):
+			return cli.Usage(fmt.Errorf("--distribution %q: want uniform, zipfian or latest", cfg.Dist))
 		}
-		stop, err := startCPUProfile(coreBenchFlags.cpuProfile)
+		stop, err := startCPUProfile(rekeyBenchFlags.cpuProfile)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		cfg.Progress = func(s string) { fmt.Fprintln(os.Stderr, "rekey: "+s) }
 		return inTempDir(func(dir string) (any, error) {
-			fmt.Fprintf(os.Stderr, "rekey: %d rows, %d ops/s, data in %s\n", coreBenchFlags.ranges, coreBenchFlags.threads, dir)
-			return core.Rekey(cmd.Context(), dir, coreBenchFlags.ranges, coreBenchFlags.threads, func(s string) { fmt.Fprintln(os.Stderr, "rekey: "+s) })
+			fmt.Fprintf(os.Stderr, "rekey: %d rows of ~%d bytes, %d ops/s %s, placement %s, data in %s\n", cfg.Rows, cfg.RowBytes, cfg.Rate, cfg.Dist, cfg.Placement, dir)
+			return core.Rekey(cmd.Context(), dir, cfg)
 		})
 	},
 }
@@ -158,8 +180,14 @@ func init() {
 	benchIdleRangesCmd.Flags().IntVar(&coreBenchFlags.ranges, "ranges", 10000, "idle ranges on the node")
 	benchLeaderSwitchCmd.Flags().IntVar(&coreBenchFlags.transfers, "transfers", 20, "leadership transfers to measure")
 	benchLeaderSwitchCmd.Flags().IntVar(&coreBenchFlags.writers, "threads", 8, "concurrent writers on the range")
-	benchRekeyCmd.Flags().IntVar(&coreBenchFlags.ranges, "rows", 100000, "rows in the table")
-	benchRekeyCmd.Flags().StringVar(&coreBenchFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (cluster, load and re-keys) to this file")
-	benchRekeyCmd.Flags().IntVar(&coreBenchFlags.threads, "rate", 100, "foreground operations a second during the first re-key (20× during the second)")
+	rf := benchRekeyCmd.Flags()
+	rf.IntVar(&rekeyBenchFlags.cfg.Rows, "rows", 100000, "rows in the table")
+	rf.IntVar(&rekeyBenchFlags.cfg.RowBytes, "row-bytes", 218, "about how many bytes a row takes, key and value")
+	rf.IntVar(&rekeyBenchFlags.cfg.Rate, "rate", 100, "foreground operations a second during the first re-key (20× during the second)")
+	rf.StringVar(&rekeyBenchFlags.cfg.Dist, "distribution", core.DistUniform, "rows the foreground reads and updates: uniform, zipfian or latest")
+	rf.StringVar(&rekeyBenchFlags.cfg.Placement, "placement", rekey.PlaceBalanced, "the re-keys' placement of the new keyspace: "+strings.Join(rekey.Placements(), ", "))
+	rf.BoolVar(&rekeyBenchFlags.cfg.Disk, "emulated-disk", false, "each node on an emulated disk (no page cache, 64 MiB/s, 2 000 IOPS)")
+	rf.IntVar(&rekeyBenchFlags.cfg.CheckRows, "check-rows", 0, "rows a porcupine-checked client reads and writes across the cutovers (0: none)")
+	rf.StringVar(&rekeyBenchFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (cluster, load and re-keys) to this file")
 	benchCmd.AddCommand(benchGroupCommitCmd, benchIdleRangesCmd, benchLeaderSwitchCmd, benchRekeyCmd)
 }

@@ -21,6 +21,7 @@ import (
 var rekeyFlags struct {
 	primaryKey string
 	wait       bool
+	placement  string
 }
 
 var tableRekeyCmd = &cobra.Command{
@@ -36,7 +37,15 @@ its old key: run the same rekey again to take it over, or rekey-cancel to drop i
 
 After the cutover, rows are identified by the new key: shoal row get takes its columns, and a write
 held across the cutover is applied under the new key (to change a column of the new key, delete
-the row and put it again). Clients of the Go table package follow the cutover by themselves.`,
+the row and put it again). Clients of the Go table package follow the cutover by themselves.
+
+Before copying, the new keyspace is split where a sample of the rows says it will hold equal
+bytes (one range per range of the table now, at least one per node), and the autopilot moves each
+new range's leadership where --placement says: balanced (the default) caps every node at
+ceil(ranges/nodes) new ranges and among such plans moves the fewest bytes (rows whose old and new
+ranges are led from different nodes); greedy moves the fewest bytes however unevenly; random is
+the baseline; none leaves the new keyspace to grow by size-based splits. Every plan's predicted
+bytes are in the decision log (shoal admin decisions, policy rekey).`,
 	Example: `  shoal table rekey users --primary-key city,id --wait
   shoal table rekey-status users
   shoal table rekey-cancel users`,
@@ -50,7 +59,7 @@ the row and put it again). Clients of the Go table package follow the cutover by
 		defer stop()
 		return withStore(cmd, func(c *client.Client) error {
 			errw := cmd.ErrOrStderr()
-			res, err := rekey.Run(ctx, c, a[0], rekey.Options{PrimaryKey: pk, Progress: func(p rekey.Progress) {
+			res, err := rekey.Run(ctx, c, a[0], rekey.Options{PrimaryKey: pk, Placement: rekeyFlags.placement, Progress: func(p rekey.Progress) {
 				fmt.Fprintf(errw, "%6.1fs %-8s copied %d rows, %d changes followed, %d old rows deleted\n",
 					p.Elapsed.Seconds(), p.Phase, p.Rows, p.Changes, p.Cleaned)
 			}})
@@ -60,7 +69,12 @@ the row and put it again). Clients of the Go table package follow the cutover by
 			if cli.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), map[string]any{"table": a[0], "old_id": res.OldID, "new_id": res.NewID,
 					"primary_key": res.PrimaryKey, "rows": res.Rows, "changes": res.Changes, "writes_held_ms": res.FenceHeld.Milliseconds(),
-					"cutover_ms": res.CutoverAt.Milliseconds(), "total_ms": res.Total.Milliseconds(), "resumed": res.Resumed})
+					"cutover_ms": res.CutoverAt.Milliseconds(), "total_ms": res.Total.Milliseconds(), "resumed": res.Resumed, "placement": res.Placement})
+			}
+			if p := res.Placement; p != nil {
+				fmt.Fprintf(errw, "placement %s: %d new ranges, predicted bytes moved %s (greedy %s, balanced %s, random %s); %d leaderships moved by the autopilot, %d in place, %d refused\n",
+					p.Strategy, p.NewRanges, mib(p.Predicted[p.Strategy]), mib(p.Predicted[rekey.PlaceGreedy]), mib(p.Predicted[rekey.PlaceBalanced]),
+					mib(p.Predicted[rekey.PlaceRandom]), p.Submitted, p.InPlace, p.Refused)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "table %s re-keyed to (%s): %d rows copied, %d changes followed, writes held %v, cut over after %v, done in %v\n",
 				a[0], strings.Join(res.PrimaryKey, ", "), res.Rows, res.Changes, res.FenceHeld.Round(time.Millisecond),
@@ -127,6 +141,8 @@ func withStore(cmd *cobra.Command, fn func(c *client.Client) error) error {
 	})
 }
 
+func mib(b float64) string { return cli.HumanBytes(uint64(b)) }
+
 func parentContext(cmd *cobra.Command) context.Context {
 	if ctx := cmd.Context(); ctx != nil {
 		return ctx
@@ -136,6 +152,7 @@ func parentContext(cmd *cobra.Command) context.Context {
 
 func init() {
 	tableRekeyCmd.Flags().StringVar(&rekeyFlags.primaryKey, "primary-key", "", "the new primary key's columns in key order: C[,C…]")
+	tableRekeyCmd.Flags().StringVar(&rekeyFlags.placement, "placement", rekey.PlaceBalanced, "how the new keyspace is split and led: "+strings.Join(rekey.Placements(), ", "))
 	tableRekeyCmd.Flags().BoolVar(&rekeyFlags.wait, "wait", true, "return once the table has cut over and the old rows are deleted (the only mode)")
 	tableCmd.AddCommand(tableRekeyCmd, tableRekeyStatusCmd, tableRekeyCancelCmd)
 }
