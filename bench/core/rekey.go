@@ -43,22 +43,22 @@ type RekeyConfig struct {
 // a new table), at a steady foreground rate and at 20× that rate (Morphus's experiment, thesis
 // §2.5, at this machine's scale).
 type RekeyReport struct {
-	Rows        int        `json:"rows"`
-	RowBytes    int        `json:"row_bytes"`
-	TableMiB    float64    `json:"table_mib"`
-	LoadS       float64    `json:"load_s"`
-	BulkCopyS   float64    `json:"bulk_copy_s"`
-	Runs        []RekeyRun `json:"runs"`
+	Rows      int        `json:"rows"`
+	RowBytes  int        `json:"row_bytes"`
+	TableMiB  float64    `json:"table_mib"`
+	LoadS     float64    `json:"load_s"`
+	BulkCopyS float64    `json:"bulk_copy_s"`
+	Runs      []RekeyRun `json:"runs"`
 	// RatioToBulk is the first re-key's time to its cutover over the bulk copy's, Slowdown20x the
 	// second's over the first's: the old rows are deleted after the cutover, in the background of
 	// a table already serving under its new key (rekey_s includes it).
-	RatioToBulk float64 `json:"rekey_over_bulk_copy"`
-	Slowdown20x float64 `json:"slowdown_at_20x"`
-	Workload    string     `json:"workload"`
-	Dist        string     `json:"distribution"`
-	Disk        string     `json:"disk"`
-	Note        string     `json:"note"`
-	Started     time.Time  `json:"started"`
+	RatioToBulk float64   `json:"rekey_over_bulk_copy"`
+	Slowdown20x float64   `json:"slowdown_at_20x"`
+	Workload    string    `json:"workload"`
+	Dist        string    `json:"distribution"`
+	Disk        string    `json:"disk"`
+	Note        string    `json:"note"`
+	Started     time.Time `json:"started"`
 }
 
 // RekeyRun is one re-key under a foreground load.
