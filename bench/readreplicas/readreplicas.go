@@ -1,0 +1,518 @@
+// Package readreplicas is the cluster experiment of read replicas where the reads are (Ghosh 2018,
+// chapter 4, §4.5.2 "Comparison vs. Uniform"): on in-process nodes with emulated disks, one zipfian
+// replica-read workload at one fixed rate, served once with the read_replicas policy placing learners
+// by popularity and once with every range given the same number of learners, side by side; each arm
+// reports the bytes its learners hold and the reads' latency. It owns nothing but its workload and
+// its report: it acts on the cluster only through the client and the nodes' admin API, and asserts
+// nothing.
+package readreplicas
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
+	"github.com/shoaldb/shoal/bench/scenario"
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+)
+
+// Options shapes the experiment. Zero fields take the defaults of withDefaults.
+type Options struct {
+	Nodes        int   // default 5
+	Ranges       int   // user ranges the keys are split into; default 16
+	KeysPerRange int   // default 2000
+	ValueBytes   int   // default 1024
+	CacheBytes   int64 // each node's block cache; default 2 MiB, so reads reach the disk
+	// IOPS bounds each node's emulated disk (scenario.DefaultDevice otherwise): a node's service
+	// capacity for reads that miss its cache. Default 500.
+	IOPS    int
+	Rate    int           // replica reads per second, the same in every arm; default 700
+	Zipf    float64       // skew of the ranges' popularity (s > 1); default 1.1
+	Settle  time.Duration // the most the policy gets to place its learners; default 60s
+	Measure time.Duration // the measured window of each arm; default 20s
+	Uniform []int         // learners per range of the uniform arms; default {0, 1, 2}
+	Seed    uint64        // default 1
+	// Progress, if set, gets a line now and then.
+	Progress func(string) `json:"-"`
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Nodes, 5)
+	def(&o.Ranges, 16)
+	def(&o.KeysPerRange, 2000)
+	def(&o.ValueBytes, 1024)
+	def(&o.Rate, 700)
+	def(&o.IOPS, 500)
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 2 << 20
+	}
+	if o.Zipf <= 1 {
+		o.Zipf = 1.1
+	}
+	if o.Settle <= 0 {
+		o.Settle = 60 * time.Second
+	}
+	if o.Measure <= 0 {
+		o.Measure = 20 * time.Second
+	}
+	if len(o.Uniform) == 0 {
+		o.Uniform = []int{0, 1, 2}
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	return o
+}
+
+// Arm is one configuration's result.
+type Arm struct {
+	Name string `json:"name"` // "popularity" or "uniform-k"
+	// Learners, LearnerBytes and LearnerLogicalBytes: the learners at the end of the measured window,
+	// the bytes they hold on disk (each learner's engine's estimate of its range's span) and the keys
+	// and values in them.
+	Learners            int    `json:"learners"`
+	LearnerBytes        uint64 `json:"learner_bytes"`
+	LearnerLogicalBytes uint64 `json:"learner_logical_bytes"`
+	// PerRange lists each range's learners, hottest range first.
+	PerRange []int `json:"learners_per_range_hottest_first"`
+	// Reads, ReadsPerSec, Errors: what the measured window served.
+	Reads       int64   `json:"reads"`
+	ReadsPerSec float64 `json:"reads_per_sec"`
+	Errors      int64   `json:"errors"`
+	// Latencies in milliseconds, each from the read's scheduled start (an open loop: a read that
+	// waits for a worker counts its wait).
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	SettleS float64 `json:"settle_s"` // how long the learners took to settle (popularity)
+	// DataBytes sums every replica's bytes on disk (voters and learners) of the workload's ranges.
+	DataBytes uint64 `json:"replica_bytes"`
+}
+
+// Report is the experiment's result.
+type Report struct {
+	Options Options `json:"options"`
+	Arms    []Arm   `json:"arms"`
+}
+
+// Run runs the popularity arm, then each uniform arm, each on a fresh cluster under dir.
+func Run(ctx context.Context, dir string, o Options) (Report, error) {
+	o = o.withDefaults()
+	rep := Report{Options: o}
+	rep.Options.Progress = nil
+	arms := []int{-1}
+	arms = append(arms, o.Uniform...)
+	for i, k := range arms {
+		a, err := runArm(ctx, filepath.Join(dir, fmt.Sprintf("arm%d", i)), o, k)
+		if err != nil {
+			return rep, fmt.Errorf("arm %s: %w", a.Name, err)
+		}
+		rep.Arms = append(rep.Arms, a)
+	}
+	return rep, nil
+}
+
+// rangeKey is key i of range r; range r starts at rangeStart(r).
+func rangeKey(r, i int) []byte { return fmt.Appendf(nil, "rr/%03d/%06d", r, i) }
+func rangeStart(r int) []byte  { return fmt.Appendf(nil, "rr/%03d/", r) }
+
+// armName names the arm of uniform learners per range (< 0: the read_replicas policy).
+func armName(uniform int) string {
+	if uniform < 0 {
+		return "popularity"
+	}
+	return fmt.Sprintf("uniform-%d", uniform)
+}
+
+// runArm starts a cluster, loads it and measures one arm: uniform < 0 is the read_replicas policy,
+// else that many learners on every range.
+func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error) {
+	a := Arm{Name: armName(uniform)}
+	dev := scenario.DefaultDevice
+	dev.IOPS = o.IOPS
+	cfg := benchutil.NodeConfig{Autopilot: autopilot.Config{Policies: policy.Config{
+		ReadReplicas: policy.ReadReplicasConfig{WarmUp: 3 * time.Second, MaxPerRound: 4}}}}
+	// Small memtables: the data goes to tables on the emulated disk, past the small block cache.
+	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20, Device: &dev, Config: cfg})
+	if err != nil {
+		return a, err
+	}
+	defer c.Stop()
+	cl, err := client.New(ctx, client.Config{Addrs: c.Addrs()})
+	if err != nil {
+		return a, err
+	}
+	defer cl.Close()
+	o.Progress(a.Name + ": waiting for 3 voters on every range")
+	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, 3) }); err != nil {
+		return a, fmt.Errorf("3 voters on every range: %w", err)
+	}
+	// Nothing but the arm's learners may change the placement while it is measured.
+	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed, policy.NameHotspot} {
+		if err := cl.SetPolicy(ctx, p, false); err != nil {
+			return a, fmt.Errorf("switch %s off: %w", p, err)
+		}
+	}
+	for r := 0; r < o.Ranges; r++ {
+		if _, _, err := cl.Split(ctx, rangeStart(r)); err != nil {
+			return a, fmt.Errorf("split at %q: %w", rangeStart(r), err)
+		}
+	}
+	// The load, its compactions and the uniform learners' snapshots are set-up, not measurement:
+	// on a disk of a few hundred IOPS they would take most of a run.
+	unthrottled(c, true)
+	o.Progress(fmt.Sprintf("%s: loading %d ranges of %d keys", a.Name, o.Ranges, o.KeysPerRange))
+	total := o.Ranges * o.KeysPerRange
+	if _, err := (benchutil.Load{Records: total, Batch: 100, Writers: 4,
+		Key: func(i int) []byte { return rangeKey(i/o.KeysPerRange, i%o.KeysPerRange) },
+		Values: func(w int) func() []byte {
+			// Random, so that the bytes a replica holds are the bytes written (no compression).
+			rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
+			return func() []byte {
+				v := make([]byte, o.ValueBytes)
+				for i := range v {
+					v[i] = byte(rng.Uint32())
+				}
+				return v
+			}
+		}}).Run(ctx, cl); err != nil {
+		return a, err
+	}
+	if uniform >= 0 {
+		// replicate would remove learners no read_replicas keeps.
+		if err := cl.SetPolicy(ctx, policy.NameReplicate, false); err != nil {
+			return a, err
+		}
+		if err := addUniform(ctx, c, cl, o, uniform); err != nil {
+			return a, err
+		}
+		if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return caughtUp(c) }); err != nil {
+			return a, fmt.Errorf("learners catching up: %w", err)
+		}
+	}
+	for _, n := range c.Nodes() {
+		if err := n.Eng.CompactAll(ctx); err != nil {
+			return a, err
+		}
+	}
+	unthrottled(c, false)
+
+	w := startWorkload(ctx, cl, o)
+	defer w.stop()
+	if uniform < 0 {
+		if err := cl.SetPolicy(ctx, policy.NameReadReplicas, true); err != nil {
+			return a, err
+		}
+		o.Progress(a.Name + ": read_replicas on, waiting for its learners to settle")
+		settled, err := settle(ctx, cl, o.Settle)
+		if err != nil {
+			return a, err
+		}
+		a.SettleS = settled.Seconds()
+	} else {
+		time.Sleep(5 * time.Second) // clients refresh their descriptors and see the learners
+	}
+	w.rebase()
+	w.take()
+	o.Progress(fmt.Sprintf("%s: measuring %v at %d reads/s", a.Name, o.Measure, o.Rate))
+	t0 := time.Now()
+	select {
+	case <-ctx.Done():
+		return a, ctx.Err()
+	case <-time.After(o.Measure):
+	}
+	h, errs := w.take()
+	el := time.Since(t0).Seconds()
+	w.stop()
+	a.Reads, a.Errors, a.ReadsPerSec = h.TotalCount(), errs, float64(h.TotalCount())/el
+	a.P50Ms, a.P99Ms, a.MaxMs = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000
+	return a, a.fillLearners(ctx, c, cl, o)
+}
+
+// caughtUp reports whether every replica of every user range exists and has applied as far as its
+// leader.
+func caughtUp(c *benchutil.Cluster) bool {
+	applied := map[uint64][]uint64{} // range → applied index of each local replica
+	leader := map[uint64]replica.Status{}
+	for _, n := range c.Nodes() {
+		for _, r := range n.KV.Store().Replicas() {
+			if r.IsMeta() {
+				continue
+			}
+			st := r.Status()
+			id := r.Desc().GetRangeId()
+			applied[id] = append(applied[id], st.Applied)
+			if st.IsLeader {
+				leader[id] = st
+			}
+		}
+	}
+	for id, a := range applied {
+		l, ok := leader[id]
+		if !ok || len(a) < len(l.Desc.GetReplicas()) || slices.Min(a) < l.Applied {
+			return false
+		}
+	}
+	return true
+}
+
+// unthrottled lifts (true) or restores every node's emulated-disk budget.
+func unthrottled(c *benchutil.Cluster, on bool) {
+	for _, n := range c.Nodes() {
+		n.Eng.SetDeviceUnthrottled(on)
+	}
+}
+
+// addUniform gives each of the workload's ranges k learners, on the nodes without its replicas that
+// hold the fewest learners so far.
+func addUniform(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options, k int) error {
+	rs, err := cl.UserRanges(ctx)
+	if err != nil {
+		return err
+	}
+	held := map[uint64]int{}
+	for _, r := range rs {
+		d := r.GetDesc()
+		if !slices.ContainsFunc(ranks(o), func(rg int) bool { return string(rangeStart(rg)) == string(d.GetStartKey()) }) {
+			continue
+		}
+		for range k {
+			var best uint64
+			for i := range c.Len() {
+				id := uint64(i + 1)
+				if hasReplica(d, id) {
+					continue
+				}
+				if best == 0 || held[id] < held[best] {
+					best = id
+				}
+			}
+			if best == 0 {
+				return fmt.Errorf("r%d: no node left for a learner (%d nodes)", d.GetRangeId(), c.Len())
+			}
+			resp, err := c.Node(0).KV.RelocateReplica(ctx, &pb.RelocateReplicaRequest{RangeId: d.GetRangeId(), AddNodeId: best, Step: pb.RelocateStep_RELOCATE_ADD_LEARNER})
+			if err == nil && resp.GetError() != nil {
+				err = fmt.Errorf("%s", resp.GetError().GetMessage())
+			}
+			if err != nil {
+				return fmt.Errorf("add a learner of r%d on n%d: %w", d.GetRangeId(), best, err)
+			}
+			held[best]++
+			d = resp.GetRange()
+			if d == nil {
+				return fmt.Errorf("add a learner of r%d on n%d: no descriptor returned", r.GetDesc().GetRangeId(), best)
+			}
+		}
+	}
+	return nil
+}
+
+func hasReplica(d *pb.RangeDescriptor, node uint64) bool {
+	for _, r := range d.GetReplicas() {
+		if r.GetNodeId() == node {
+			return true
+		}
+	}
+	return false
+}
+
+// settle waits until the cluster's learners stay the same for 10 s, at most max; it returns how long
+// it waited.
+func settle(ctx context.Context, cl *client.Client, max time.Duration) (time.Duration, error) {
+	t0 := time.Now()
+	last, since := "", time.Now()
+	for time.Since(t0) < max {
+		rs, err := cl.UserRanges(ctx)
+		if err != nil {
+			return 0, err
+		}
+		now := fmt.Sprint(learnerSets(rs))
+		if now != last {
+			last, since = now, time.Now()
+		} else if time.Since(since) >= 10*time.Second && now != "[]" {
+			return since.Sub(t0), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return time.Since(t0), nil
+}
+
+func learnerSets(rs []*pb.RangeStatus) []string {
+	var out []string
+	for _, r := range rs {
+		for _, n := range learnerNodes(r.GetDesc()) {
+			out = append(out, fmt.Sprintf("r%d@n%d", r.GetDesc().GetRangeId(), n))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fillLearners counts the learners of the workload's ranges and the bytes they hold: on each
+// learner's disk (its engine's estimate of the range's span) and as keys and values.
+func (a *Arm) fillLearners(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options) error {
+	rs, err := cl.UserRanges(ctx)
+	if err != nil {
+		return err
+	}
+	rank := map[string]int{}
+	for i, rg := range ranks(o) {
+		rank[string(rangeStart(rg))] = i
+	}
+	a.PerRange = make([]int, o.Ranges)
+	for _, r := range rs {
+		if i, ok := rank[string(r.GetDesc().GetStartKey())]; ok {
+			a.PerRange[i] = len(learnerNodes(r.GetDesc()))
+			a.Learners += a.PerRange[i]
+		}
+	}
+	for _, n := range c.Nodes() {
+		if n == nil {
+			continue
+		}
+		id := n.KV.NodeID()
+		for _, r := range n.KV.Store().Replicas() {
+			d := r.Desc()
+			if r.IsMeta() || d == nil {
+				continue
+			}
+			if _, ok := rank[string(d.GetStartKey())]; !ok {
+				continue
+			}
+			b := r.ApproximateBytes()
+			a.DataBytes += b
+			if slices.Contains(learnerNodes(d), id) {
+				a.LearnerBytes += b
+			}
+		}
+	}
+	a.LearnerLogicalBytes = uint64(a.Learners) * uint64(o.KeysPerRange) * uint64(len(rangeKey(0, 0))+o.ValueBytes)
+	return nil
+}
+
+// learnerNodes lists the nodes of d's learners.
+func learnerNodes(d *pb.RangeDescriptor) []uint64 {
+	var out []uint64
+	for _, rd := range d.GetReplicas() {
+		if rd.GetLearner() {
+			out = append(out, rd.GetNodeId())
+		}
+	}
+	return out
+}
+
+// ranks maps each popularity rank (0: hottest) to its range: shuffled by the seed, so that the hot
+// ranges are not neighbours.
+func ranks(o Options) []int {
+	return rand.New(rand.NewPCG(o.Seed, 7)).Perm(o.Ranges)
+}
+
+// workload issues o.Rate replica reads a second, zipfian over the ranges by rank and uniform over a
+// range's keys, from workers on a fixed schedule.
+type workload struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// rebased is when the schedule last started again (unix nanoseconds): reads a worker is behind
+	// on are dropped, so that a backlog from before (an overloaded warm-up) does not count.
+	rebased atomic.Int64
+	mu      sync.Mutex
+	hist    *hdrhistogram.Histogram
+	errs    int64
+}
+
+const workers = 64
+
+func startWorkload(ctx context.Context, cl *client.Client, o Options) *workload {
+	w := &workload{hist: report.NewHist()}
+	ctx, w.cancel = context.WithCancel(ctx)
+	perm := ranks(o)
+	interval := time.Duration(float64(time.Second) * workers / float64(o.Rate))
+	w.rebased.Store(time.Now().UnixNano())
+	for k := range workers {
+		w.wg.Go(func() {
+			rng := rand.New(rand.NewPCG(o.Seed, uint64(k)+100))
+			zipf := rand.NewZipf(rng, o.Zipf, 1, uint64(o.Ranges-1))
+			var seen int64
+			var next time.Time
+			for {
+				if r := w.rebased.Load(); r != seen {
+					seen, next = r, time.Unix(0, r).Add(interval*time.Duration(k)/workers)
+				}
+				if d := time.Until(next); d > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(d):
+					}
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				key := rangeKey(perm[zipf.Uint64()], rng.IntN(o.KeysPerRange))
+				_, _, err := cl.Get(ctx, key, client.ReplicaRead())
+				lat := time.Since(next)
+				if ctx.Err() != nil {
+					return
+				}
+				if w.rebased.Load() == seen { // scheduled before a rebase: not this window's
+					w.record(lat, err)
+				}
+				next = next.Add(interval)
+			}
+		})
+	}
+	return w
+}
+
+func (w *workload) record(lat time.Duration, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.errs++
+		return
+	}
+	_ = w.hist.RecordValue(report.ClampUs(lat))
+}
+
+// rebase starts the schedule again now (see workload.rebased).
+func (w *workload) rebase() { w.rebased.Store(time.Now().UnixNano()) }
+
+// take returns the latencies and errors since the last take.
+func (w *workload) take() (*hdrhistogram.Histogram, int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, e := w.hist, w.errs
+	w.hist, w.errs = report.NewHist(), 0
+	return h, e
+}
+
+func (w *workload) stop() {
+	w.cancel()
+	w.wg.Wait()
+}

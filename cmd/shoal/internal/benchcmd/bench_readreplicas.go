@@ -1,0 +1,53 @@
+package benchcmd
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/bench/readreplicas"
+)
+
+var readReplicasFlags readreplicas.Options
+
+var benchReadReplicasCmd = &cobra.Command{
+	Use:   "read-replicas",
+	Short: "Learners placed by popularity (read_replicas) against the same learners on every range: learner bytes and read p99",
+	Long: `Reproduce Getafix's comparison with uniform replication (Ghosh 2018, §4.5.2) on in-process
+nodes with emulated disks (no page cache, a small block cache, so reads reach the disk): --ranges
+ranges of --keys keys, read at any replica (client.ReplicaRead, routed by load) at a fixed --rate,
+zipfian over the ranges (--zipf) and uniform within one. Arms, each on a fresh cluster: popularity
+(the read_replicas policy switched on; measured once its learners stay put for 10 s, at most
+--settle) and uniform-k for each --uniform k (k learners on every range, the policy off). Each arm
+reports its learners, the bytes they hold, and the p50/p99 of the reads over --measure, timed from
+each read's scheduled start. Prints JSON.`,
+	Example: "  flock /tmp/bench.lock shoal bench read-replicas --nodes 5 --rate 700 --measure 20s",
+	Args:    cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		return inTempDir(func(dir string) (any, error) {
+			o := readReplicasFlags
+			o.Progress = func(s string) { fmt.Fprintf(os.Stderr, "%s read-replicas: %s\n", time.Now().Format(time.TimeOnly), s) }
+			return readreplicas.Run(cmd.Context(), dir, o)
+		})
+	},
+}
+
+func init() {
+	f := benchReadReplicasCmd.Flags()
+	o := &readReplicasFlags
+	f.IntVar(&o.Nodes, "nodes", 5, "in-process nodes")
+	f.IntVar(&o.Ranges, "ranges", 16, "user ranges")
+	f.IntVar(&o.KeysPerRange, "keys", 2000, "keys per range")
+	f.IntVar(&o.ValueBytes, "value-bytes", 1024, "bytes per value")
+	f.Int64Var(&o.CacheBytes, "cache-bytes", 2<<20, "each node's block cache")
+	f.IntVar(&o.IOPS, "iops", 500, "each node's emulated disk operations per second (its read capacity past the cache)")
+	f.IntVar(&o.Rate, "rate", 700, "replica reads per second, in every arm")
+	f.Float64Var(&o.Zipf, "zipf", 1.1, "skew of the ranges' popularity (> 1)")
+	f.DurationVar(&o.Settle, "settle", time.Minute, "the most the policy gets to place its learners")
+	f.DurationVar(&o.Measure, "measure", 20*time.Second, "the measured window of each arm")
+	f.IntSliceVar(&o.Uniform, "uniform", []int{0, 1, 2}, "learners per range of the uniform arms (0: the voters alone)")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed of the ranks and the keys")
+	benchCmd.AddCommand(benchReadReplicasCmd)
+}
