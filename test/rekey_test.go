@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/shoaldb/shoal/chaos/history"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/table"
 	"github.com/shoaldb/shoal/table/rekey"
 	"github.com/shoaldb/shoal/test/testcluster"
@@ -307,6 +309,73 @@ func TestRekeyToANonUniqueKeyFailsAndCancels(t *testing.T) {
 	if err := tb.Put(ctx, table.Row{"id": int64(9), "city": "lima"}); err != nil {
 		t.Fatalf("a write after the cancel: %v", err)
 	}
+}
+
+// TestRekeyWhileANodeDrains re-keys a table while a node drains: the placement plans no leadership
+// on the draining node (the autopilot would refuse it), the drain goes on meanwhile, and at the end
+// the node leads none of the table's new ranges and every row is there under the new key.
+func TestRekeyWhileANodeDrains(t *testing.T) {
+	const nRows = 900
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	testcluster.Hold(t, ctx, cl)
+	cat := table.NewCatalog(cl)
+	cols, _ := table.ParseColumns("id:int64,city:string")
+	if _, err := cat.Create(ctx, table.NewDescriptor("drained", cols, table.ParseKeyList("id"))); err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := cat.Open(ctx, "drained")
+	for id := range int64(nRows) {
+		if err := tb.Put(ctx, table.Row{"id": id, "city": fmt.Sprintf("c%d", id%7)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes, err := cl.Nodes(ctx)
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("nodes: %v %v", nodes, err)
+	}
+	drained := nodes[2].GetDesc().GetNodeId()
+	if err := cl.SetNodeState(ctx, drained, pb.NodeAdminState_NODE_DRAINING); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rekey.Run(ctx, cl, "drained", rekey.Options{PrimaryKey: []string{"city", "id"}})
+	if err != nil {
+		t.Fatalf("rekey: %v", err)
+	}
+	p := res.Placement
+	if p == nil || p.NewRanges < 2 || p.Refused != 0 {
+		t.Fatalf("placement %+v: want new ranges, none refused", p)
+	}
+	for r, n := range p.Leaders {
+		if n == drained {
+			t.Fatalf("the plan leads r%d from the draining node n%d", r, n)
+		}
+	}
+	nstart, nend := table.TableSpan(res.NewID)
+	testcluster.WaitFor(t, 60*time.Second, "the draining node leads none of the new ranges", func() bool {
+		all, err := cl.Ranges(ctx)
+		if err != nil {
+			return false
+		}
+		for _, rs := range all {
+			d := rs.GetDesc()
+			if bytes.Compare(d.GetStartKey(), nend) < 0 && (len(d.GetEndKey()) == 0 || bytes.Compare(d.GetEndKey(), nstart) > 0) &&
+				d.GetRangeId() != 1 && rs.GetLeaderNodeId() == drained {
+				return false
+			}
+		}
+		return true
+	})
+	tb, _ = cat.Open(ctx, "drained")
+	n := 0
+	if err := tb.Scan(ctx, 0, func(table.Row) bool { n++; return true }); err != nil || n != nRows {
+		t.Fatalf("after the re-key: %d rows, %v", n, err)
+	}
+	t.Logf("re-key with n%d draining: %d new ranges led by %v, writes held %v, cut over at %v",
+		drained, p.NewRanges, p.Leaders, res.FenceHeld.Round(time.Millisecond), res.CutoverAt.Round(time.Millisecond))
 }
 
 // checkPlacement checks a re-key's placement of its new keyspace: one new range per old range (at

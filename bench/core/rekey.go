@@ -201,7 +201,7 @@ func loadRows(ctx context.Context, cl *client.Client, d table.Descriptor, rows i
 					}
 					muts = append(muts, &pb.Mutation{Key: k, Value: v})
 				}
-				if err := cl.WriteMany(ctx, muts); err != nil {
+				if err := retry(ctx, func() error { return cl.WriteMany(ctx, muts) }); err != nil {
 					return fmt.Errorf("load: %w", err)
 				}
 				done.Add(int64(len(muts)))
@@ -620,4 +620,17 @@ func (g *group) Err() error {
 func (g *group) Wait() error {
 	g.wg.Wait()
 	return g.Err()
+}
+
+// retry runs f up to five times, a second apart, until it succeeds: a bulk load's idempotent
+// batches ride out an election on a loaded machine.
+func retry(ctx context.Context, f func() error) error {
+	var err error
+	for range 5 {
+		if err = f(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+	return err
 }

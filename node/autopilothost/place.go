@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/autopilot/operator"
 	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/pb"
@@ -36,6 +37,9 @@ func (h *Host) PlaceLeaders(ctx context.Context, req *pb.PlaceLeadersRequest) (*
 				continue
 			case !r.IsVoter(p.NodeId):
 				refuse = fmt.Sprintf("r%d: n%d holds no voter of it", p.RangeId, p.NodeId)
+			case !canLead(c.Node(p.NodeId)):
+				// The drain and decommission policies would take it away again.
+				refuse = fmt.Sprintf("r%d: n%d is not live, or is draining or leaving", p.RangeId, p.NodeId)
 			default:
 				if err := ap.Executor().Submit(operator.NewTransferLeader(req.Policy, now, r, p.NodeId, req.Reason)); err != nil {
 					refuse = fmt.Sprintf("r%d: %v", p.RangeId, err)
@@ -59,4 +63,9 @@ func (h *Host) PlaceLeaders(ctx context.Context, req *pb.PlaceLeadersRequest) (*
 	})
 	resp.Error = h.deps.Ranges.PBError(err)
 	return resp, nil
+}
+
+// canLead reports whether n may receive a leadership: live, neither draining nor leaving.
+func canLead(n *model.Node) bool {
+	return n != nil && n.Live && !n.Draining && !n.Decommissioning && !n.Decommissioned
 }

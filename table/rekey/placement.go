@@ -88,6 +88,9 @@ func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, stra
 	if err != nil {
 		return nil, err
 	}
+	if nodes, err = leaders(ctx, c, nodes); err != nil {
+		return nil, err
+	}
 	sample, err := takeSample(ctx, c, old, nd, olds)
 	if err != nil {
 		return nil, err
@@ -96,7 +99,7 @@ func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, stra
 	for _, r := range olds {
 		rep.TableBytes += r.bytes
 	}
-	if len(sample) == 0 {
+	if len(sample) == 0 || len(nodes) == 0 {
 		rep.Took = time.Since(t0)
 		return rep, nil // an empty table: nothing to place
 	}
@@ -185,6 +188,20 @@ func maxKey(a, b []byte) []byte {
 		return a
 	}
 	return b
+}
+
+// leaders are the nodes of nodes that may lead a range: live, neither draining nor leaving (the
+// drain and decommission policies would move a leadership placed there away again).
+func leaders(ctx context.Context, c *client.Client, nodes []uint64) ([]uint64, error) {
+	st, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	ok := map[uint64]bool{}
+	for _, n := range st {
+		ok[n.GetDesc().GetNodeId()] = n.GetLive() && !n.GetDraining() && !n.GetDecommissioned() && n.GetState() != "decommissioning"
+	}
+	return slices.DeleteFunc(nodes, func(n uint64) bool { return !ok[n] }), nil
 }
 
 // takeSample reads a few rows at sampleProbes evenly spread points of every old range and maps
