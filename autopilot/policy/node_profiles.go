@@ -25,6 +25,9 @@ type NodeProfilesConfig struct {
 	Samples int
 	// Alpha is the weight of the newest sample in the exponential smoothing. Default 0.5.
 	Alpha float64
+	// MinQPS: a range whose smoothed load is below it is left out of the plan (it stays where it
+	// is): an idle range would claim a node for its class. Default 1 request a second.
+	MinQPS float64
 	// MaxMoves bounds the replica moves and leadership transfers of this policy in flight. Default 2.
 	MaxMoves int
 	// RetryAfter: a node that was asked for a profile and does not report it is not asked for it
@@ -47,6 +50,9 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 	}
 	if c.Alpha <= 0 || c.Alpha > 1 {
 		c.Alpha = 0.5
+	}
+	if c.MinQPS <= 0 {
+		c.MinQPS = 1
 	}
 	if c.MaxMoves <= 0 {
 		c.MaxMoves = 2
@@ -227,7 +233,7 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 	var ranges []profileplan.Range
 	classes := map[uint64]profileplan.Class{}
 	for _, r := range c.UserRanges() {
-		if s := p.smooth[r.ID]; s != nil && s.Ready() {
+		if s := p.smooth[r.ID]; s != nil && s.Ready() && s.Mix().Total() >= p.cfg.MinQPS {
 			classes[r.ID] = p.classOf(r.ID, profileplan.Classify(s.Mix()))
 			ranges = append(ranges, profileplan.Range{ID: r.ID, Mix: s.Mix(), Class: classes[r.ID]})
 		}

@@ -27,12 +27,14 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	goycsb "github.com/pingcap/go-ycsb/pkg/ycsb"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/scenario"
 	"github.com/shoaldb/shoal/bench/ycsb"
 	"github.com/shoaldb/shoal/client"
@@ -58,9 +60,10 @@ type Options struct {
 	// Settle is the pause after a reconfiguration before an arm's window; Measure the window.
 	// Defaults 10 s and 30 s.
 	Settle, Measure time.Duration
-	// Converge bounds the node_profiles arm's reconfiguration. Default 4 min.
-	Converge time.Duration
-	Seed     uint64 // default 1
+	// Converge bounds the node_profiles arm's reconfiguration. Default 4 min. Warmup is the run of
+	// the tenants before the first arm. Default 60 s.
+	Converge, Warmup time.Duration
+	Seed             uint64 // default 1
 	// Progress, if set, gets a line now and then.
 	Progress func(string) `json:"-"`
 }
@@ -93,6 +96,9 @@ func (o Options) withDefaults() Options {
 	if o.Converge <= 0 {
 		o.Converge = 4 * time.Minute
 	}
+	if o.Warmup <= 0 {
+		o.Warmup = time.Minute
+	}
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
@@ -123,8 +129,10 @@ type Reconfiguration struct {
 	Errors     int64     `json:"errors"`
 	TookS      float64   `json:"took_s"`
 	Converged  bool      `json:"converged"`
-	// Operators counts node_profiles' operators by kind and outcome.
+	// Operators counts node_profiles' operators by kind and outcome; Plans are its plans as the
+	// decision log states them (class shares, groups, nodes).
 	Operators map[string]int `json:"operators"`
+	Plans     []string       `json:"plans"`
 }
 
 // Report is the experiment's result.
@@ -223,7 +231,7 @@ func (e *experiment) load(ctx context.Context) error {
 	if e.tenants, err = ycsb.ParseTenants(e.o.Tenants, base); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 2*time.Minute, func() bool { return e.replicated(ctx) }); err != nil {
+	if err := benchutil.WaitFor(ctx, 2*time.Minute, e.replicated); err != nil {
 		return fmt.Errorf("cluster never fully replicated: %w", err)
 	}
 	for _, t := range e.tenants {
@@ -237,7 +245,7 @@ func (e *experiment) load(ctx context.Context) error {
 			}
 		}
 	}
-	if err := waitFor(ctx, 3*time.Minute, func() bool { return e.replicated(ctx) }); err != nil {
+	if err := benchutil.WaitFor(ctx, 3*time.Minute, e.replicated); err != nil {
 		return fmt.Errorf("ranges never fully replicated after the splits: %w", err)
 	}
 	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
@@ -256,8 +264,18 @@ func (e *experiment) load(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
-	_, err = ycsb.RunTenants(ctx, loads, db)
-	return err
+	if _, err = ycsb.RunTenants(ctx, loads, db); err != nil {
+		return err
+	}
+	// The loaded LSM compacted, as the profile changes will leave it: no arm inherits the load's
+	// compaction debt.
+	e.o.Progress("compacting every node")
+	for _, s := range e.sups {
+		if err := s.Node().Engine().CompactAll(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // openDB is a go-ycsb database on the cluster (every tenant's properties are the same but for
@@ -304,7 +322,7 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 		arms = append(arms, a)
 		return nil
 	}
-	if err := sleep(ctx, e.o.Settle); err != nil { // the tenants' first seconds
+	if err := sleep(ctx, e.o.Warmup); err != nil { // the tenants' first seconds: caches fill
 		return nil, reconf, err
 	}
 	random, err := e.randomLeaders(ctx)
@@ -341,6 +359,13 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	}
 	start := now()
 	reconf.Converged, reconf.Operators = e.converge(ctx)
+	if ds, _, err := e.cl.Decisions(ctx); err == nil {
+		for _, d := range ds {
+			if d.Policy == policy.NameNodeProfiles && (d.Operator == "plan" || strings.HasPrefix(d.Operator, "set-profile")) {
+				reconf.Plans = append(reconf.Plans, d.Operator+": "+d.Reason)
+			}
+		}
+	}
 	reconf.TookS = now() - start
 	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
 	if err := window("node_profiles"); err != nil {
@@ -507,17 +532,9 @@ func (e *experiment) placeLeaders(ctx context.Context, place map[uint64]uint64) 
 	return nil
 }
 
-func (e *experiment) replicated(ctx context.Context) bool {
-	rs, err := e.cl.Ranges(ctx)
-	if err != nil || len(rs) == 0 {
-		return false
-	}
-	for _, r := range rs {
-		if len(voters(r)) != min(3, e.o.Nodes) || len(r.Desc.Replicas) != len(voters(r)) || r.LeaderNodeId == 0 {
-			return false
-		}
-	}
-	return true
+// replicated reports whether every range has its voters (three, or one a node) and a leader.
+func (e *experiment) replicated() bool {
+	return benchutil.FullyReplicated(context.Background(), e.cl, min(3, e.o.Nodes))
 }
 
 // score fills each arm's figures from the tenants' timelines, and the transition's bins.
@@ -602,17 +619,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-func waitFor(ctx context.Context, d time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", d)
-		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -10,7 +10,11 @@
 //  3. a new node opens the same data directory with the profile, behind the same gRPC server and
 //     listener (the supervisor forwards the server's calls to whichever node runs), warms its cache
 //     from its peers' read hints as every restarted node does, and serves;
-//  4. it takes back the leaderships it shed.
+//  4. when the profile's block size differs, it compacts its store, so that every table is written
+//     with it (Pebble applies a block size to the tables it writes; the thesis runs a major
+//     compaction after each reconfiguration) — as a follower, its leaderships still elsewhere;
+//  5. it takes back the leaderships it shed, but the meta range's: the autopilot runs on its
+//     leader, and taking it back would move the autopilot (and its policies' memory) once more.
 //
 // The package owns the node's incarnations and the forwarding of gRPC calls to the current one. It
 // must never read or write the node's data itself, and runs one restart at a time.
@@ -33,6 +37,7 @@ import (
 
 	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/transport"
 )
 
@@ -42,6 +47,8 @@ const (
 	ShedTimeout = 15 * time.Second
 	// RetireTimeout bounds the wait for the calls the retired node was serving.
 	RetireTimeout = 15 * time.Second
+	// CompactTimeout bounds the full compaction that rewrites the store with a new block size.
+	CompactTimeout = 5 * time.Minute
 	// ReturnTimeout bounds the hand-back of each leadership.
 	ReturnTimeout = 10 * time.Second
 )
@@ -255,6 +262,7 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	}
 	start := time.Now()
 	id := old.n.NodeID()
+	oldBlock := old.n.Config().Storage.BlockBytes
 	led := old.n.LedRanges()
 	sctx, cancel := context.WithTimeout(ctx, ShedTimeout)
 	left := old.n.DrainLeaderships(sctx)
@@ -273,10 +281,20 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 		return fmt.Errorf("n%d: profile %s: %w (running with the previous options)", id, profile, err)
 	}
 	s.cfg = cfg
+	compacted := time.Duration(0)
+	if inc.n.Config().Storage.BlockBytes != oldBlock {
+		cstart := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, CompactTimeout)
+		if err := inc.n.Engine().CompactAll(cctx); err != nil {
+			s.log.Warn("compaction after a profile change", "node", id, "err", err) // the new tables get the block size anyway
+		}
+		cancel()
+		compacted = time.Since(cstart)
+	}
 	back := s.takeBack(ctx, inc.n, led)
 	s.restarts.Add(1)
 	s.log.Info("engine profile changed", "node", id, "profile", profile, "took", time.Since(start).Round(time.Millisecond),
-		"led", len(led), "not_shed", left, "taken_back", back)
+		"compaction", compacted.Round(time.Millisecond), "led", len(led), "not_shed", left, "taken_back", back)
 	return nil
 }
 
@@ -321,12 +339,15 @@ func (s *Supervisor) restart(ctx context.Context, cfg node.Config) (*incarnation
 }
 
 // takeBack moves the leaderships of ranges back to n, one at a time, and returns how many it leads
-// again. A range whose voters no longer include n is skipped.
+// again. A range whose voters no longer include n is skipped, and so is the meta range.
 func (s *Supervisor) takeBack(ctx context.Context, n *node.Node, ranges []uint64) int {
 	back := 0
 	for _, id := range ranges {
 		if ctx.Err() != nil {
 			break
+		}
+		if id == replica.MetaRangeID {
+			continue
 		}
 		if slices.Contains(n.LedRanges(), id) {
 			back++

@@ -207,7 +207,8 @@ func (f *Cluster) Calls() []Call {
 	return append([]Call(nil), f.calls...)
 }
 
-func (f *Cluster) do(ctx context.Context, c Call, apply func(r *model.Range) error) error {
+// record notes call c and runs the Hook on it.
+func (f *Cluster) record(ctx context.Context, c Call) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
 	hook := f.Hook
@@ -217,7 +218,11 @@ func (f *Cluster) do(ctx context.Context, c Call, apply func(r *model.Range) err
 			return err
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	return ctx.Err()
+}
+
+func (f *Cluster) do(ctx context.Context, c Call, apply func(r *model.Range) error) error {
+	if err := f.record(ctx, c); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -345,15 +350,8 @@ func (f *Cluster) MarkDecommissioned(ctx context.Context, node uint64) error {
 
 // SetProfile implements executor.ProfileSetter: the node runs profile at once.
 func (f *Cluster) SetProfile(ctx context.Context, node uint64, profile string) error {
-	c := Call{Kind: "set-profile", Node: node, Profile: profile}
-	f.mu.Lock()
-	f.calls = append(f.calls, c)
-	hook := f.Hook
-	f.mu.Unlock()
-	if hook != nil {
-		if err := hook(ctx, c); err != nil {
-			return err
-		}
+	if err := f.record(ctx, Call{Kind: "set-profile", Node: node, Profile: profile}); err != nil {
+		return err
 	}
 	f.UpdateNode(node, func(n *model.Node) { n.Profile = profile })
 	return nil

@@ -46,6 +46,7 @@ func init() {
 	f.DurationVar(&o.Settle, "settle", 10*time.Second, "pause after a reconfiguration before an arm's window")
 	f.DurationVar(&o.Measure, "measure", 30*time.Second, "each arm's measured window")
 	f.DurationVar(&o.Converge, "converge", 4*time.Minute, "the most node_profiles gets to reconfigure")
+	f.DurationVar(&o.Warmup, "warmup", time.Minute, "the tenants' run before the first arm")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the random leaders")
 	benchCmd.AddCommand(benchProfilesCmd)
 }
