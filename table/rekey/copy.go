@@ -49,6 +49,9 @@ type copier struct {
 	reported       string // the phase last reported
 	cleaned        int64
 	cutoverApplied bool
+	// catchUpFrom is when the catch-up began, lagChecked when caughtUp last asked for the ranges'
+	// applied indexes.
+	catchUpFrom, lagChecked time.Time
 }
 
 func (cp *copier) run(ctx context.Context) error {
@@ -166,10 +169,10 @@ func (cp *copier) checkpoint(ctx context.Context, ev client.WatchEvent) error {
 		if ev.Scanning > 0 {
 			return nil // the initial scan goes on
 		}
-		cp.phase = "catch-up"
+		cp.phase, cp.catchUpFrom = "catch-up", time.Now()
 	case "catch-up":
-		if cp.sinceCheck > int64(cp.batch) {
-			break // still behind: fence once a checkpoint comes with little new
+		if cp.sinceCheck > int64(cp.batch) || !cp.caughtUp(ctx, frontier) {
+			break // still behind: fence once a checkpoint comes with little new and little left
 		}
 		idx, err := cp.c.FenceSpan(ctx, ostart, oend, fence, false)
 		if err != nil {
@@ -207,6 +210,41 @@ func (cp *copier) checkpoint(ctx context.Context, ev client.WatchEvent) error {
 	cp.sinceCheck = 0
 	cp.report(cp.phase)
 	return nil
+}
+
+// fenceLag is how many raft entries a range's delivered changes may trail its applied index when
+// the copy fences it: the writes the fence holds wait for the copy to apply that many entries.
+// maxCatchUp bounds the catch-up: past it the copy fences whatever the lag.
+const (
+	fenceLag   = 64
+	maxCatchUp = 30 * time.Second
+)
+
+// caughtUp reports whether every range's frontier is within fenceLag entries of its applied index
+// (asked at most every 100 ms; an answer it cannot get counts as not caught up, until maxCatchUp).
+func (cp *copier) caughtUp(ctx context.Context, frontier map[uint64]uint64) bool {
+	if time.Since(cp.catchUpFrom) > maxCatchUp {
+		return true
+	}
+	if time.Since(cp.lagChecked) < 100*time.Millisecond {
+		return false
+	}
+	cp.lagChecked = time.Now()
+	all, err := cp.c.Ranges(ctx)
+	if err != nil {
+		return false
+	}
+	applied := make(map[uint64]uint64, len(all))
+	for _, rs := range all {
+		applied[rs.GetDesc().GetRangeId()] = rs.GetAppliedIndex()
+	}
+	for r, f := range frontier {
+		a, ok := applied[r]
+		if !ok || a > f+fenceLag {
+			return false
+		}
+	}
+	return true
 }
 
 // flushesInFlight bounds the initial copy's concurrent batches.
