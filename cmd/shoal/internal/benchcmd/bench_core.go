@@ -100,12 +100,12 @@ var benchRekeyCmd = &cobra.Command{
 of about --row-bytes bytes (id, grp, a 64-byte string and two fillers), and time a plain copy of it
 (scan, then write into a new table, four batches in flight). Then re-key it from (id) to (grp, id)
 under --rate operations a second (40 % reads, 40 % updates, 20 % inserts, open loop, rows chosen by
---distribution), and back to (id) under 20 × --rate, each re-key placing its new keyspace by
+--distribution), back to (id), and to (grp, id) again under 20 × --rate, each re-key placing its new keyspace by
 --placement. With --check-rows N, four more clients read and write N rows the load leaves alone, and
 porcupine checks their history across both cutovers. Prints JSON: each re-key's time, its placement
 (every plan's predicted bytes moved), how long writes were held, the reads and writes tried and
 succeeded while it ran, p99 overall and while writes were held, porcupine's verdict, the ratio of
-the first re-key's time to the copy's and of the second's to the first's.`,
+the first re-key's time to its cutover to the copy's and of the third's to the first's.`,
 	Example: `  shoal bench rekey --rows 100000 --rate 100
   shoal bench rekey --rows 1000000 --row-bytes 1100 --emulated-disk --distribution zipfian --check-rows 16`,
 	Args: cobra.NoArgs,
