@@ -90,6 +90,13 @@ type RekeyState struct {
 	// FenceID is the span fence that holds the old rows' writes at the end of the copy.
 	FenceID       uint64 `json:"fence_id"`
 	StartedUnixMs int64  `json:"started_unix_ms"`
+	// Progress, as its coordinator last recorded it (every few seconds until the fence): the
+	// phase, rows copied, changes followed, the rows the table was estimated to hold (0: unknown).
+	Phase         string `json:"phase,omitempty"`
+	Rows          int64  `json:"rows,omitempty"`
+	Changes       int64  `json:"changes,omitempty"`
+	EstimatedRows int64  `json:"estimated_rows,omitempty"`
+	UpdatedUnixMs int64  `json:"updated_unix_ms,omitempty"`
 }
 
 // Limits of a table's shape. Names are kept short and plain so that they print and type well.

@@ -341,9 +341,19 @@ func TestRekeyWhileANodeDrains(t *testing.T) {
 	if err := cl.SetNodeState(ctx, drained, pb.NodeAdminState_NODE_DRAINING); err != nil {
 		t.Fatal(err)
 	}
-	res, err := rekey.Run(ctx, cl, "drained", rekey.Options{PrimaryKey: []string{"city", "id"}})
+	var recorded *table.RekeyState // the progress rekey-status would show, read once the copy ended
+	res, err := rekey.Run(ctx, cl, "drained", rekey.Options{PrimaryKey: []string{"city", "id"}, Progress: func(p rekey.Progress) {
+		if p.Phase == "catch-up" && recorded == nil {
+			if d, err := cat.Describe(ctx, "drained"); err == nil {
+				recorded = d.Rekey
+			}
+		}
+	}})
 	if err != nil {
 		t.Fatalf("rekey: %v", err)
+	}
+	if recorded == nil || recorded.Phase != "catch-up" || recorded.Rows != nRows || recorded.UpdatedUnixMs == 0 {
+		t.Fatalf("progress recorded in the descriptor at the catch-up: %+v, want phase catch-up and %d rows", recorded, nRows)
 	}
 	p := res.Placement
 	if p == nil || p.NewRanges < 2 || p.Refused != 0 {

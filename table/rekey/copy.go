@@ -26,7 +26,11 @@ type copier struct {
 	old, new table.Descriptor
 	batch    int
 	progress func(Progress)
-	start    time.Time
+	// record writes the progress into the descriptor (rekey-status reads it), every recordEvery
+	// until the fence; lastRecord is when it last did.
+	record     func(Progress)
+	lastRecord time.Time
+	start      time.Time
 
 	// moved maps each live old row's key to its key in the new keyspace: a change that moves a
 	// row under the new key (or deletes it) deletes what the copy wrote for it before.
@@ -247,6 +251,9 @@ func (cp *copier) caughtUp(ctx context.Context, frontier map[uint64]uint64) bool
 	return true
 }
 
+// recordEvery is how often the coordinator records its progress in the descriptor.
+const recordEvery = 2 * time.Second
+
 // flushesInFlight bounds the initial copy's concurrent batches.
 const flushesInFlight = 4
 
@@ -349,6 +356,10 @@ func ownedWriteMany(ctx context.Context, c *client.Client, muts []*pb.Mutation, 
 
 // report tells Progress, at most every 200 ms unless the phase is new.
 func (cp *copier) report(phase string) {
+	if cp.record != nil && (phase == "copy" || phase == "catch-up") && (time.Since(cp.lastRecord) >= recordEvery || phase != cp.reported) {
+		cp.lastRecord = time.Now()
+		cp.record(Progress{Phase: phase, Rows: cp.rows, Changes: cp.changes, Elapsed: time.Since(cp.start)})
+	}
 	if cp.progress == nil {
 		return
 	}

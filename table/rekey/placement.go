@@ -44,6 +44,8 @@ type PlacementReport struct {
 	NewRanges   int     `json:"new_ranges"`
 	SampledRows int     `json:"sampled_rows"`
 	TableBytes  float64 `json:"table_bytes"` // estimated from the old ranges' sizes
+	// EstimatedRows is TableBytes over the sample's mean row size (0: the ranges' sizes are unknown).
+	EstimatedRows int64 `json:"estimated_rows"`
 	// Predicted is the bytes each strategy would move (rows whose old range's leader is not their
 	// new range's leader), and "unplaced" where the leaders stand after the splits, on one sample.
 	Predicted map[string]float64 `json:"predicted_bytes_moved"`
@@ -75,6 +77,7 @@ type sampled struct {
 	newKey []byte
 	old    int
 	weight float64
+	raw    float64 // the row's own bytes
 }
 
 // place splits the new keyspace where a sample of the table says it will hold equal bytes, one
@@ -98,6 +101,9 @@ func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, stra
 	rep.SampledRows = len(sample)
 	for _, r := range olds {
 		rep.TableBytes += r.bytes
+	}
+	if raw := sampleRowBytes(sample); raw > 0 && rep.TableBytes > 0 {
+		rep.EstimatedRows = int64(rep.TableBytes / raw)
 	}
 	if len(sample) == 0 || len(nodes) == 0 {
 		rep.Took = time.Since(t0)
@@ -232,8 +238,9 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 				if err != nil {
 					return nil, fmt.Errorf("row %q under the new key: %w", kv.Key, err)
 				}
-				rows = append(rows, sampled{newKey: nk, old: i, weight: float64(len(kv.Key) + len(kv.Value))})
-				size += float64(len(kv.Key) + len(kv.Value))
+				n := float64(len(kv.Key) + len(kv.Value))
+				rows = append(rows, sampled{newKey: nk, old: i, weight: n, raw: n})
+				size += n
 			}
 		}
 		// The range's size spread over its sample; a range too young for a size counts its sample.
@@ -245,6 +252,18 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 		out = append(out, rows...)
 	}
 	return out, nil
+}
+
+// sampleRowBytes is the sample's mean row size (key and value, as read).
+func sampleRowBytes(sample []sampled) float64 {
+	if len(sample) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, x := range sample {
+		sum += x.raw
+	}
+	return sum / float64(len(sample))
 }
 
 // between is a key about a fraction f of the way from a to b: the 8 bytes after their common

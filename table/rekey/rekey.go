@@ -147,6 +147,11 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 		}
 	}
 	cp := &copier{c: c, old: d, new: nd, batch: opts.BatchRows, progress: opts.Progress, start: start, moved: map[string][]byte{}, owner: map[string]string{}}
+	var est int64
+	if res.Placement != nil {
+		est = res.Placement.EstimatedRows
+	}
+	cp.record = recorder(ctx, cat, name, nd.ID, est)
 	if err := cp.run(ctx); err != nil {
 		return res, fmt.Errorf("re-key table %q: %w (the table still serves under its old key; run the re-key again or cancel it)", name, err)
 	}
@@ -168,6 +173,24 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 	cp.report("done")
 	return res, nil
 }
+
+// recorder writes a re-key's progress into the table's descriptor for rekey-status. The record is
+// advisory: one that fails (a busy catalog, a re-key cancelled meanwhile) is replaced by the next.
+func recorder(ctx context.Context, cat *table.Catalog, name string, newID uint64, est int64) func(Progress) {
+	return func(p Progress) {
+		_, _ = cat.Update(ctx, name, func(cur *table.Descriptor) error {
+			if cur.Rekey == nil || cur.Rekey.NewID != newID {
+				return errNotOurs
+			}
+			cur.Rekey.Phase, cur.Rekey.Rows, cur.Rekey.Changes = p.Phase, p.Rows, p.Changes
+			cur.Rekey.EstimatedRows, cur.Rekey.UpdatedUnixMs = est, time.Now().UnixMilli()
+			return nil
+		})
+	}
+}
+
+// errNotOurs: the descriptor records another re-key (or none): leave it be.
+var errNotOurs = errors.New("the descriptor records another re-key")
 
 // Cancel stops a re-key that has not cut over: it lifts its fence, deletes the rows copied so far
 // and clears the descriptor's record of it. A re-key still running elsewhere fails at its cutover.

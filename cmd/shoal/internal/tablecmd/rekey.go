@@ -102,6 +102,9 @@ var tableRekeyStatusCmd = &cobra.Command{
 			if st := d.Rekey; st != nil {
 				fmt.Fprintf(w, "table %s: re-key to (%s) since %s (new id %d); rerun `shoal table rekey` to take it over, or rekey-cancel\n",
 					d.Name, strings.Join(st.PrimaryKey, ", "), time.UnixMilli(st.StartedUnixMs).Format(time.RFC3339), st.NewID)
+				if st.UpdatedUnixMs > 0 {
+					fmt.Fprintln(w, progressLine(st, time.Now()))
+				}
 			} else {
 				fmt.Fprintf(w, "table %s: no re-key under way; primary key (%s)\n", d.Name, strings.Join(d.PrimaryKey, ", "))
 			}
@@ -139,6 +142,20 @@ func withStore(cmd *cobra.Command, fn func(c *client.Client) error) error {
 		}
 		return fn(c)
 	})
+}
+
+// progressLine is a re-key's recorded progress: its phase, a bar of rows copied against the
+// estimate when there is one, the changes followed, and how old the record is.
+func progressLine(st *table.RekeyState, now time.Time) string {
+	age := now.Sub(time.UnixMilli(st.UpdatedUnixMs)).Round(time.Second)
+	rows := fmt.Sprintf("%d rows copied", st.Rows)
+	if st.EstimatedRows > 0 {
+		f := min(1, float64(st.Rows)/float64(st.EstimatedRows))
+		const width = 30
+		done := int(f * width)
+		rows = fmt.Sprintf("[%s%s] %3.0f%%  %d of ~%d rows copied", strings.Repeat("#", done), strings.Repeat(".", width-done), 100*f, st.Rows, st.EstimatedRows)
+	}
+	return fmt.Sprintf("  %s: %s, %d changes followed (recorded %v ago; the fence and cutover take moments after the copy)", st.Phase, rows, st.Changes, age)
 }
 
 func mib(b float64) string { return cli.HumanBytes(uint64(b)) }

@@ -112,3 +112,25 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("create --format json: %q, %v", out, err)
 	}
 }
+
+func TestProgressLine(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	for _, tc := range []struct {
+		st   table.RekeyState
+		want []string
+	}{
+		{table.RekeyState{Phase: "copy", Rows: 250, EstimatedRows: 1000, Changes: 7, UpdatedUnixMs: 998_000},
+			[]string{"copy: [#######.......................]  25%", "250 of ~1000 rows copied", "7 changes followed", "recorded 2s ago"}},
+		{table.RekeyState{Phase: "catch-up", Rows: 1200, EstimatedRows: 1000, UpdatedUnixMs: 1_000_000},
+			[]string{"[##############################] 100%"}},
+		{table.RekeyState{Phase: "copy", Rows: 42, UpdatedUnixMs: 999_000},
+			[]string{"copy: 42 rows copied, 0 changes followed"}},
+	} {
+		got := progressLine(&tc.st, now)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("progressLine(%+v) = %q, want it to contain %q", tc.st, got, w)
+			}
+		}
+	}
+}
