@@ -6123,6 +6123,655 @@ func (x *RelocateReplicaResponse) GetRange() *RangeDescriptor {
 	return nil
 }
 
+// ScanJob is a recurring read of a span: every `every_ms` a run reads [start, end) range by range and
+// counts its rows or exports them to files under output_dir on the node that runs it; each run must be
+// done deadline_ms after it was due.
+type ScanJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Start         []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End           []byte                 `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	Table         string                 `protobuf:"bytes,4,opt,name=table,proto3" json:"table,omitempty"` // set when the span is a table's rows
+	EveryMs       int64                  `protobuf:"varint,5,opt,name=every_ms,json=everyMs,proto3" json:"every_ms,omitempty"`
+	DeadlineMs    int64                  `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
+	Count         bool                   `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	OutputDir     string                 `protobuf:"bytes,8,opt,name=output_dir,json=outputDir,proto3" json:"output_dir,omitempty"`
+	CreatedUnixMs int64                  `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"` // runs are due at created + k*every
+	RateBytes     int64                  `protobuf:"varint,10,opt,name=rate_bytes,json=rateBytes,proto3" json:"rate_bytes,omitempty"`              // read pace (bytes/s); 0: the node's default
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScanJob) Reset() {
+	*x = ScanJob{}
+	mi := &file_pb_shoal_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScanJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScanJob) ProtoMessage() {}
+
+func (x *ScanJob) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScanJob.ProtoReflect.Descriptor instead.
+func (*ScanJob) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *ScanJob) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScanJob) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *ScanJob) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *ScanJob) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ScanJob) GetEveryMs() int64 {
+	if x != nil {
+		return x.EveryMs
+	}
+	return 0
+}
+
+func (x *ScanJob) GetDeadlineMs() int64 {
+	if x != nil {
+		return x.DeadlineMs
+	}
+	return 0
+}
+
+func (x *ScanJob) GetCount() bool {
+	if x != nil {
+		return x.Count
+	}
+	return false
+}
+
+func (x *ScanJob) GetOutputDir() string {
+	if x != nil {
+		return x.OutputDir
+	}
+	return ""
+}
+
+func (x *ScanJob) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *ScanJob) GetRateBytes() int64 {
+	if x != nil {
+		return x.RateBytes
+	}
+	return 0
+}
+
+// JobRun is one run of a scan job: in progress while finished_unix_ms is 0.
+type JobRun struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	DueUnixMs      int64                  `protobuf:"varint,1,opt,name=due_unix_ms,json=dueUnixMs,proto3" json:"due_unix_ms,omitempty"`
+	StartedUnixMs  int64                  `protobuf:"varint,2,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	FinishedUnixMs int64                  `protobuf:"varint,3,opt,name=finished_unix_ms,json=finishedUnixMs,proto3" json:"finished_unix_ms,omitempty"`
+	NodeId         uint64                 `protobuf:"varint,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Rows           int64                  `protobuf:"varint,5,opt,name=rows,proto3" json:"rows,omitempty"`
+	Bytes          int64                  `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	RangesDone     int64                  `protobuf:"varint,7,opt,name=ranges_done,json=rangesDone,proto3" json:"ranges_done,omitempty"`
+	RangesTotal    int64                  `protobuf:"varint,8,opt,name=ranges_total,json=rangesTotal,proto3" json:"ranges_total,omitempty"`
+	OnTime         bool                   `protobuf:"varint,9,opt,name=on_time,json=onTime,proto3" json:"on_time,omitempty"`
+	LateMs         int64                  `protobuf:"varint,10,opt,name=late_ms,json=lateMs,proto3" json:"late_ms,omitempty"` // finished after due + deadline by this much (0 when on time)
+	Error          string                 `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	Output         string                 `protobuf:"bytes,12,opt,name=output,proto3" json:"output,omitempty"`                                          // the export file
+	ProgressUnixMs int64                  `protobuf:"varint,13,opt,name=progress_unix_ms,json=progressUnixMs,proto3" json:"progress_unix_ms,omitempty"` // the last progress the running node recorded
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *JobRun) Reset() {
+	*x = JobRun{}
+	mi := &file_pb_shoal_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRun) ProtoMessage() {}
+
+func (x *JobRun) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
+func (*JobRun) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *JobRun) GetDueUnixMs() int64 {
+	if x != nil {
+		return x.DueUnixMs
+	}
+	return 0
+}
+
+func (x *JobRun) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *JobRun) GetFinishedUnixMs() int64 {
+	if x != nil {
+		return x.FinishedUnixMs
+	}
+	return 0
+}
+
+func (x *JobRun) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *JobRun) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *JobRun) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *JobRun) GetRangesDone() int64 {
+	if x != nil {
+		return x.RangesDone
+	}
+	return 0
+}
+
+func (x *JobRun) GetRangesTotal() int64 {
+	if x != nil {
+		return x.RangesTotal
+	}
+	return 0
+}
+
+func (x *JobRun) GetOnTime() bool {
+	if x != nil {
+		return x.OnTime
+	}
+	return false
+}
+
+func (x *JobRun) GetLateMs() int64 {
+	if x != nil {
+		return x.LateMs
+	}
+	return 0
+}
+
+func (x *JobRun) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *JobRun) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *JobRun) GetProgressUnixMs() int64 {
+	if x != nil {
+		return x.ProgressUnixMs
+	}
+	return 0
+}
+
+// JobState is what the cluster knows of a job: its spec, the run in progress, the last runs.
+type JobState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *ScanJob               `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Running       *JobRun                `protobuf:"bytes,2,opt,name=running,proto3" json:"running,omitempty"`
+	Last          []*JobRun              `protobuf:"bytes,3,rep,name=last,proto3" json:"last,omitempty"` // newest first
+	NextDueUnixMs int64                  `protobuf:"varint,4,opt,name=next_due_unix_ms,json=nextDueUnixMs,proto3" json:"next_due_unix_ms,omitempty"`
+	Runs          int64                  `protobuf:"varint,5,opt,name=runs,proto3" json:"runs,omitempty"`
+	Late          int64                  `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
+	Skipped       int64                  `protobuf:"varint,7,opt,name=skipped,proto3" json:"skipped,omitempty"` // due times passed while a run was still going
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobState) Reset() {
+	*x = JobState{}
+	mi := &file_pb_shoal_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobState) ProtoMessage() {}
+
+func (x *JobState) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobState.ProtoReflect.Descriptor instead.
+func (*JobState) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *JobState) GetJob() *ScanJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *JobState) GetRunning() *JobRun {
+	if x != nil {
+		return x.Running
+	}
+	return nil
+}
+
+func (x *JobState) GetLast() []*JobRun {
+	if x != nil {
+		return x.Last
+	}
+	return nil
+}
+
+func (x *JobState) GetNextDueUnixMs() int64 {
+	if x != nil {
+		return x.NextDueUnixMs
+	}
+	return 0
+}
+
+func (x *JobState) GetRuns() int64 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+func (x *JobState) GetLate() int64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *JobState) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+type AddJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *ScanJob               `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddJobRequest) Reset() {
+	*x = AddJobRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddJobRequest) ProtoMessage() {}
+
+func (x *AddJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddJobRequest.ProtoReflect.Descriptor instead.
+func (*AddJobRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *AddJobRequest) GetJob() *ScanJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+type AddJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Job           *ScanJob               `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	Warning       string                 `protobuf:"bytes,3,opt,name=warning,proto3" json:"warning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddJobResponse) Reset() {
+	*x = AddJobResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddJobResponse) ProtoMessage() {}
+
+func (x *AddJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddJobResponse.ProtoReflect.Descriptor instead.
+func (*AddJobResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *AddJobResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AddJobResponse) GetJob() *ScanJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *AddJobResponse) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
+}
+
+type RemoveJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveJobRequest) Reset() {
+	*x = RemoveJobRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveJobRequest) ProtoMessage() {}
+
+func (x *RemoveJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveJobRequest.ProtoReflect.Descriptor instead.
+func (*RemoveJobRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *RemoveJobRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RemoveJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Found         bool                   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveJobResponse) Reset() {
+	*x = RemoveJobResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveJobResponse) ProtoMessage() {}
+
+func (x *RemoveJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveJobResponse.ProtoReflect.Descriptor instead.
+func (*RemoveJobResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *RemoveJobResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *RemoveJobResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+type JobsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobsRequest) Reset() {
+	*x = JobsRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobsRequest) ProtoMessage() {}
+
+func (x *JobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobsRequest.ProtoReflect.Descriptor instead.
+func (*JobsRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *JobsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type JobsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Jobs          []*JobState            `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobsResponse) Reset() {
+	*x = JobsResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobsResponse) ProtoMessage() {}
+
+func (x *JobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobsResponse.ProtoReflect.Descriptor instead.
+func (*JobsResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *JobsResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *JobsResponse) GetJobs() []*JobState {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
 type RaftMessage struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	RangeId  uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -6137,7 +6786,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6149,7 +6798,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6162,7 +6811,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -6211,7 +6860,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6223,7 +6872,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6236,7 +6885,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -6268,7 +6917,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6280,7 +6929,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6293,7 +6942,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{96}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -6311,7 +6960,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6323,7 +6972,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6336,7 +6985,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -6383,7 +7032,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6395,7 +7044,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6408,7 +7057,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -6430,7 +7079,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6442,7 +7091,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6455,7 +7104,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -6497,7 +7146,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6509,7 +7158,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6522,7 +7171,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -6557,7 +7206,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6569,7 +7218,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6582,7 +7231,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -6618,7 +7267,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[93]
+	mi := &file_pb_shoal_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6630,7 +7279,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[93]
+	mi := &file_pb_shoal_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6643,7 +7292,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -6763,7 +7412,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[94]
+	mi := &file_pb_shoal_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6775,7 +7424,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[94]
+	mi := &file_pb_shoal_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6788,7 +7437,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{94}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -6816,7 +7465,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[95]
+	mi := &file_pb_shoal_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6828,7 +7477,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[95]
+	mi := &file_pb_shoal_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6841,7 +7490,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{95}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -6871,7 +7520,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[96]
+	mi := &file_pb_shoal_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6883,7 +7532,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[96]
+	mi := &file_pb_shoal_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6896,7 +7545,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{96}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -6933,7 +7582,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[97]
+	mi := &file_pb_shoal_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6945,7 +7594,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[97]
+	mi := &file_pb_shoal_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6958,7 +7607,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{97}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -6993,7 +7642,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[98]
+	mi := &file_pb_shoal_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7005,7 +7654,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[98]
+	mi := &file_pb_shoal_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7018,7 +7667,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{98}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -7499,7 +8148,62 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04step\x18\x04 \x01(\x0e2\x13.shoal.RelocateStepR\x04step\"k\n" +
 	"\x17RelocateReplicaResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12,\n" +
-	"\x05range\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\"\x92\x01\n" +
+	"\x05range\x18\x02 \x01(\v2\x16.shoal.RangeDescriptorR\x05range\"\x93\x02\n" +
+	"\aScanJob\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
+	"\x05table\x18\x04 \x01(\tR\x05table\x12\x19\n" +
+	"\bevery_ms\x18\x05 \x01(\x03R\aeveryMs\x12\x1f\n" +
+	"\vdeadline_ms\x18\x06 \x01(\x03R\n" +
+	"deadlineMs\x12\x14\n" +
+	"\x05count\x18\a \x01(\bR\x05count\x12\x1d\n" +
+	"\n" +
+	"output_dir\x18\b \x01(\tR\toutputDir\x12&\n" +
+	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\x12\x1d\n" +
+	"\n" +
+	"rate_bytes\x18\n" +
+	" \x01(\x03R\trateBytes\"\x8b\x03\n" +
+	"\x06JobRun\x12\x1e\n" +
+	"\vdue_unix_ms\x18\x01 \x01(\x03R\tdueUnixMs\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x02 \x01(\x03R\rstartedUnixMs\x12(\n" +
+	"\x10finished_unix_ms\x18\x03 \x01(\x03R\x0efinishedUnixMs\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\x04R\x06nodeId\x12\x12\n" +
+	"\x04rows\x18\x05 \x01(\x03R\x04rows\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\x12\x1f\n" +
+	"\vranges_done\x18\a \x01(\x03R\n" +
+	"rangesDone\x12!\n" +
+	"\franges_total\x18\b \x01(\x03R\vrangesTotal\x12\x17\n" +
+	"\aon_time\x18\t \x01(\bR\x06onTime\x12\x17\n" +
+	"\alate_ms\x18\n" +
+	" \x01(\x03R\x06lateMs\x12\x14\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x12\x16\n" +
+	"\x06output\x18\f \x01(\tR\x06output\x12(\n" +
+	"\x10progress_unix_ms\x18\r \x01(\x03R\x0eprogressUnixMs\"\xe3\x01\n" +
+	"\bJobState\x12 \n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.shoal.ScanJobR\x03job\x12'\n" +
+	"\arunning\x18\x02 \x01(\v2\r.shoal.JobRunR\arunning\x12!\n" +
+	"\x04last\x18\x03 \x03(\v2\r.shoal.JobRunR\x04last\x12'\n" +
+	"\x10next_due_unix_ms\x18\x04 \x01(\x03R\rnextDueUnixMs\x12\x12\n" +
+	"\x04runs\x18\x05 \x01(\x03R\x04runs\x12\x12\n" +
+	"\x04late\x18\x06 \x01(\x03R\x04late\x12\x18\n" +
+	"\askipped\x18\a \x01(\x03R\askipped\"1\n" +
+	"\rAddJobRequest\x12 \n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.shoal.ScanJobR\x03job\"p\n" +
+	"\x0eAddJobResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12 \n" +
+	"\x03job\x18\x02 \x01(\v2\x0e.shoal.ScanJobR\x03job\x12\x18\n" +
+	"\awarning\x18\x03 \x01(\tR\awarning\"&\n" +
+	"\x10RemoveJobRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"M\n" +
+	"\x11RemoveJobResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x14\n" +
+	"\x05found\x18\x02 \x01(\bR\x05found\"!\n" +
+	"\vJobsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"W\n" +
+	"\fJobsResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12#\n" +
+	"\x04jobs\x18\x02 \x03(\v2\x0f.shoal.JobStateR\x04jobs\"\x92\x01\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tfrom_node\x18\x02 \x01(\x04R\bfromNode\x12\x17\n" +
@@ -7609,7 +8313,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
 	"\x0fRELOCATE_REMOVE\x10\x032?\n" +
 	"\aWatcher\x124\n" +
-	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xfe\x0e\n" +
+	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xa6\x10\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -7644,7 +8348,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\vWaitApplied\x12\x19.shoal.WaitAppliedRequest\x1a\x1a.shoal.WaitAppliedResponse\x128\n" +
 	"\aCompact\x12\x15.shoal.CompactRequest\x1a\x16.shoal.CompactResponse\x125\n" +
 	"\x06Backup\x12\x14.shoal.BackupRequest\x1a\x15.shoal.BackupResponse\x12D\n" +
-	"\vMaintenance\x12\x19.shoal.MaintenanceRequest\x1a\x1a.shoal.MaintenanceResponse2\x8d\x01\n" +
+	"\vMaintenance\x12\x19.shoal.MaintenanceRequest\x1a\x1a.shoal.MaintenanceResponse\x125\n" +
+	"\x06AddJob\x12\x14.shoal.AddJobRequest\x1a\x15.shoal.AddJobResponse\x12>\n" +
+	"\tRemoveJob\x12\x17.shoal.RemoveJobRequest\x1a\x18.shoal.RemoveJobResponse\x12/\n" +
+	"\x04Jobs\x12\x12.shoal.JobsRequest\x1a\x13.shoal.JobsResponse2\x8d\x01\n" +
 	"\rRaftTransport\x12?\n" +
 	"\n" +
 	"RaftStream\x12\x17.shoal.RaftMessageBatch\x1a\x14.shoal.RaftStreamAck(\x010\x01\x12;\n" +
@@ -7663,7 +8370,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
@@ -7758,20 +8465,29 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*MetaCommandResponse)(nil),     // 90: shoal.MetaCommandResponse
 	(*RelocateReplicaRequest)(nil),  // 91: shoal.RelocateReplicaRequest
 	(*RelocateReplicaResponse)(nil), // 92: shoal.RelocateReplicaResponse
-	(*RaftMessage)(nil),             // 93: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 94: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 95: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 96: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 97: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 98: shoal.SplitTrigger
-	(*Condition)(nil),               // 99: shoal.Condition
-	(*MetaUpdate)(nil),              // 100: shoal.MetaUpdate
-	(*Command)(nil),                 // 101: shoal.Command
-	(*FreezeForMerge)(nil),          // 102: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 103: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 104: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 105: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 106: shoal.ConfChangeContext
+	(*ScanJob)(nil),                 // 93: shoal.ScanJob
+	(*JobRun)(nil),                  // 94: shoal.JobRun
+	(*JobState)(nil),                // 95: shoal.JobState
+	(*AddJobRequest)(nil),           // 96: shoal.AddJobRequest
+	(*AddJobResponse)(nil),          // 97: shoal.AddJobResponse
+	(*RemoveJobRequest)(nil),        // 98: shoal.RemoveJobRequest
+	(*RemoveJobResponse)(nil),       // 99: shoal.RemoveJobResponse
+	(*JobsRequest)(nil),             // 100: shoal.JobsRequest
+	(*JobsResponse)(nil),            // 101: shoal.JobsResponse
+	(*RaftMessage)(nil),             // 102: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 103: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 104: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 105: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 106: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 107: shoal.SplitTrigger
+	(*Condition)(nil),               // 108: shoal.Condition
+	(*MetaUpdate)(nil),              // 109: shoal.MetaUpdate
+	(*Command)(nil),                 // 110: shoal.Command
+	(*FreezeForMerge)(nil),          // 111: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 112: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 113: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 114: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 115: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -7833,7 +8549,7 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	10,  // 56: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
 	12,  // 57: shoal.FenceResponse.error:type_name -> shoal.Error
 	9,   // 58: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
-	101, // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	110, // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
 	12,  // 60: shoal.RangeCommandResponse.error:type_name -> shoal.Error
 	9,   // 61: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
 	12,  // 62: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
@@ -7857,105 +8573,120 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	2,   // 80: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
 	12,  // 81: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
 	12,  // 82: shoal.SetProfileResponse.error:type_name -> shoal.Error
-	101, // 83: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	110, // 83: shoal.MetaCommandRequest.command:type_name -> shoal.Command
 	12,  // 84: shoal.MetaCommandResponse.error:type_name -> shoal.Error
 	3,   // 85: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
 	12,  // 86: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
 	9,   // 87: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	93,  // 88: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	93,  // 89: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	14,  // 90: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	12,  // 91: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	9,   // 92: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 93: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 94: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	15,  // 95: shoal.Command.mutations:type_name -> shoal.Mutation
-	99,  // 96: shoal.Command.condition:type_name -> shoal.Condition
-	98,  // 97: shoal.Command.split:type_name -> shoal.SplitTrigger
-	100, // 98: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	102, // 99: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	103, // 100: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	104, // 101: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	105, // 102: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	28,  // 103: shoal.Command.txn:type_name -> shoal.TxnRequest
-	10,  // 104: shoal.Command.set_fence:type_name -> shoal.SpanFence
-	9,   // 105: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 106: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 107: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	9,   // 108: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	36,  // 109: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
-	16,  // 110: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	18,  // 111: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	20,  // 112: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	22,  // 113: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	24,  // 114: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	26,  // 115: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	28,  // 116: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	33,  // 117: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	38,  // 118: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	52,  // 119: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	55,  // 120: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	57,  // 121: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	67,  // 122: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	91,  // 123: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	76,  // 124: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	78,  // 125: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	80,  // 126: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	82,  // 127: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
-	85,  // 128: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	87,  // 129: shoal.Shoal.SetProfile:input_type -> shoal.SetProfileRequest
-	69,  // 130: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	71,  // 131: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	73,  // 132: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	89,  // 133: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	59,  // 134: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	63,  // 135: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	61,  // 136: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
-	65,  // 137: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	45,  // 138: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	47,  // 139: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	49,  // 140: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	94,  // 141: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	96,  // 142: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	37,  // 143: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
-	17,  // 144: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	19,  // 145: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	21,  // 146: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	23,  // 147: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	25,  // 148: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	27,  // 149: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	29,  // 150: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	34,  // 151: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
-	39,  // 152: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	53,  // 153: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	56,  // 154: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	58,  // 155: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	68,  // 156: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	92,  // 157: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	77,  // 158: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	79,  // 159: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	81,  // 160: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	84,  // 161: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
-	86,  // 162: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	88,  // 163: shoal.Shoal.SetProfile:output_type -> shoal.SetProfileResponse
-	70,  // 164: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	72,  // 165: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	74,  // 166: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	90,  // 167: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	60,  // 168: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	64,  // 169: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	62,  // 170: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
-	66,  // 171: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	46,  // 172: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	48,  // 173: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	50,  // 174: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	95,  // 175: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	97,  // 176: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	143, // [143:177] is the sub-list for method output_type
-	109, // [109:143] is the sub-list for method input_type
-	109, // [109:109] is the sub-list for extension type_name
-	109, // [109:109] is the sub-list for extension extendee
-	0,   // [0:109] is the sub-list for field type_name
+	93,  // 88: shoal.JobState.job:type_name -> shoal.ScanJob
+	94,  // 89: shoal.JobState.running:type_name -> shoal.JobRun
+	94,  // 90: shoal.JobState.last:type_name -> shoal.JobRun
+	93,  // 91: shoal.AddJobRequest.job:type_name -> shoal.ScanJob
+	12,  // 92: shoal.AddJobResponse.error:type_name -> shoal.Error
+	93,  // 93: shoal.AddJobResponse.job:type_name -> shoal.ScanJob
+	12,  // 94: shoal.RemoveJobResponse.error:type_name -> shoal.Error
+	12,  // 95: shoal.JobsResponse.error:type_name -> shoal.Error
+	95,  // 96: shoal.JobsResponse.jobs:type_name -> shoal.JobState
+	102, // 97: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	102, // 98: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	14,  // 99: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	12,  // 100: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	9,   // 101: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 102: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 103: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	15,  // 104: shoal.Command.mutations:type_name -> shoal.Mutation
+	108, // 105: shoal.Command.condition:type_name -> shoal.Condition
+	107, // 106: shoal.Command.split:type_name -> shoal.SplitTrigger
+	109, // 107: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	111, // 108: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	112, // 109: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	113, // 110: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	114, // 111: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	28,  // 112: shoal.Command.txn:type_name -> shoal.TxnRequest
+	10,  // 113: shoal.Command.set_fence:type_name -> shoal.SpanFence
+	9,   // 114: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 115: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 116: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	9,   // 117: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	36,  // 118: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
+	16,  // 119: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	18,  // 120: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	20,  // 121: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	22,  // 122: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	24,  // 123: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	26,  // 124: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	28,  // 125: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	33,  // 126: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	38,  // 127: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	52,  // 128: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	55,  // 129: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	57,  // 130: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	67,  // 131: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	91,  // 132: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	76,  // 133: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	78,  // 134: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	80,  // 135: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	82,  // 136: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
+	85,  // 137: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	87,  // 138: shoal.Shoal.SetProfile:input_type -> shoal.SetProfileRequest
+	69,  // 139: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	71,  // 140: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	73,  // 141: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	89,  // 142: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	59,  // 143: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	63,  // 144: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	61,  // 145: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
+	65,  // 146: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	45,  // 147: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	47,  // 148: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	49,  // 149: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	96,  // 150: shoal.Shoal.AddJob:input_type -> shoal.AddJobRequest
+	98,  // 151: shoal.Shoal.RemoveJob:input_type -> shoal.RemoveJobRequest
+	100, // 152: shoal.Shoal.Jobs:input_type -> shoal.JobsRequest
+	103, // 153: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	105, // 154: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	37,  // 155: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
+	17,  // 156: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	19,  // 157: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	21,  // 158: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	23,  // 159: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	25,  // 160: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	27,  // 161: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	29,  // 162: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	34,  // 163: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
+	39,  // 164: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	53,  // 165: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	56,  // 166: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	58,  // 167: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	68,  // 168: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	92,  // 169: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	77,  // 170: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	79,  // 171: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	81,  // 172: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	84,  // 173: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
+	86,  // 174: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	88,  // 175: shoal.Shoal.SetProfile:output_type -> shoal.SetProfileResponse
+	70,  // 176: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	72,  // 177: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	74,  // 178: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	90,  // 179: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	60,  // 180: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	64,  // 181: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	62,  // 182: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
+	66,  // 183: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	46,  // 184: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	48,  // 185: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	50,  // 186: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	97,  // 187: shoal.Shoal.AddJob:output_type -> shoal.AddJobResponse
+	99,  // 188: shoal.Shoal.RemoveJob:output_type -> shoal.RemoveJobResponse
+	101, // 189: shoal.Shoal.Jobs:output_type -> shoal.JobsResponse
+	104, // 190: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	106, // 191: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	155, // [155:192] is the sub-list for method output_type
+	118, // [118:155] is the sub-list for method input_type
+	118, // [118:118] is the sub-list for extension type_name
+	118, // [118:118] is the sub-list for extension extendee
+	0,   // [0:118] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -7969,7 +8700,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   99,
+			NumMessages:   108,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -165,6 +165,9 @@ const (
 	Shoal_Compact_FullMethodName         = "/shoal.Shoal/Compact"
 	Shoal_Backup_FullMethodName          = "/shoal.Shoal/Backup"
 	Shoal_Maintenance_FullMethodName     = "/shoal.Shoal/Maintenance"
+	Shoal_AddJob_FullMethodName          = "/shoal.Shoal/AddJob"
+	Shoal_RemoveJob_FullMethodName       = "/shoal.Shoal/RemoveJob"
+	Shoal_Jobs_FullMethodName            = "/shoal.Shoal/Jobs"
 )
 
 // ShoalClient is the client API for Shoal service.
@@ -205,6 +208,9 @@ type ShoalClient interface {
 	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
 	Maintenance(ctx context.Context, in *MaintenanceRequest, opts ...grpc.CallOption) (*MaintenanceResponse, error)
+	AddJob(ctx context.Context, in *AddJobRequest, opts ...grpc.CallOption) (*AddJobResponse, error)
+	RemoveJob(ctx context.Context, in *RemoveJobRequest, opts ...grpc.CallOption) (*RemoveJobResponse, error)
+	Jobs(ctx context.Context, in *JobsRequest, opts ...grpc.CallOption) (*JobsResponse, error)
 }
 
 type shoalClient struct {
@@ -534,6 +540,36 @@ func (c *shoalClient) Maintenance(ctx context.Context, in *MaintenanceRequest, o
 	return out, nil
 }
 
+func (c *shoalClient) AddJob(ctx context.Context, in *AddJobRequest, opts ...grpc.CallOption) (*AddJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddJobResponse)
+	err := c.cc.Invoke(ctx, Shoal_AddJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) RemoveJob(ctx context.Context, in *RemoveJobRequest, opts ...grpc.CallOption) (*RemoveJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveJobResponse)
+	err := c.cc.Invoke(ctx, Shoal_RemoveJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) Jobs(ctx context.Context, in *JobsRequest, opts ...grpc.CallOption) (*JobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JobsResponse)
+	err := c.cc.Invoke(ctx, Shoal_Jobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShoalServer is the server API for Shoal service.
 // All implementations must embed UnimplementedShoalServer
 // for forward compatibility.
@@ -572,6 +608,9 @@ type ShoalServer interface {
 	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
 	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
 	Maintenance(context.Context, *MaintenanceRequest) (*MaintenanceResponse, error)
+	AddJob(context.Context, *AddJobRequest) (*AddJobResponse, error)
+	RemoveJob(context.Context, *RemoveJobRequest) (*RemoveJobResponse, error)
+	Jobs(context.Context, *JobsRequest) (*JobsResponse, error)
 	mustEmbedUnimplementedShoalServer()
 }
 
@@ -674,6 +713,15 @@ func (UnimplementedShoalServer) Backup(context.Context, *BackupRequest) (*Backup
 }
 func (UnimplementedShoalServer) Maintenance(context.Context, *MaintenanceRequest) (*MaintenanceResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Maintenance not implemented")
+}
+func (UnimplementedShoalServer) AddJob(context.Context, *AddJobRequest) (*AddJobResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddJob not implemented")
+}
+func (UnimplementedShoalServer) RemoveJob(context.Context, *RemoveJobRequest) (*RemoveJobResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RemoveJob not implemented")
+}
+func (UnimplementedShoalServer) Jobs(context.Context, *JobsRequest) (*JobsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Jobs not implemented")
 }
 func (UnimplementedShoalServer) mustEmbedUnimplementedShoalServer() {}
 func (UnimplementedShoalServer) testEmbeddedByValue()               {}
@@ -1247,6 +1295,60 @@ func _Shoal_Maintenance_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shoal_AddJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).AddJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_AddJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).AddJob(ctx, req.(*AddJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_RemoveJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).RemoveJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_RemoveJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).RemoveJob(ctx, req.(*RemoveJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_Jobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).Jobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_Jobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).Jobs(ctx, req.(*JobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shoal_ServiceDesc is the grpc.ServiceDesc for Shoal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1373,6 +1475,18 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Maintenance",
 			Handler:    _Shoal_Maintenance_Handler,
+		},
+		{
+			MethodName: "AddJob",
+			Handler:    _Shoal_AddJob_Handler,
+		},
+		{
+			MethodName: "RemoveJob",
+			Handler:    _Shoal_RemoveJob_Handler,
+		},
+		{
+			MethodName: "Jobs",
+			Handler:    _Shoal_Jobs_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
