@@ -6,6 +6,7 @@ import (
 
 	"github.com/shoaldb/shoal/admission"
 	"github.com/shoaldb/shoal/node/autopilothost"
+	"github.com/shoaldb/shoal/node/jobs"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
@@ -29,6 +30,8 @@ type Metrics struct {
 	Operators map[autopilothost.OperatorKey]uint64
 	// AdmissionRequests and AdmissionWrites read the admission gates (Node.Admission).
 	AdmissionRequests, AdmissionWrites admission.Stats
+	// Jobs counts the scan-job runs this node carried out (node/jobs).
+	Jobs jobs.Stats
 }
 
 // cacheRatioWindow is the window of Metrics.CacheHitRatio.
@@ -41,7 +44,7 @@ func (n *Node) Metrics() Metrics {
 		return Metrics{}
 	}
 	m := Metrics{Loop: st.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: st.ActiveReplicas(),
-		Operators: n.ap.OperatorCounts()}
+		Operators: n.ap.OperatorCounts(), Jobs: n.scanJobs.Stats()}
 	m.AdmissionRequests, m.AdmissionWrites = n.Admission()
 	m.DiskUtilization = n.eng.DiskUtilization()
 	m.CacheHitRatio = math.NaN()

@@ -34,6 +34,7 @@ import (
 	"github.com/shoaldb/shoal/node/directory"
 	"github.com/shoaldb/shoal/node/expiry"
 	"github.com/shoaldb/shoal/node/history"
+	"github.com/shoaldb/shoal/node/jobs"
 	"github.com/shoaldb/shoal/node/readhints"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -87,6 +88,8 @@ type Config struct {
 	Background background.Config
 	// Expiry paces the removal of expired keys.
 	Expiry expiry.Config
+	// Jobs paces the scan jobs this node runs when it leads the meta range.
+	Jobs jobs.Config
 	// Admission bounds the client work the node holds.
 	Admission admission.Config
 	// Autopilot tunes the autopilot's policies; its replicate policy's dead-node timeout comes from
@@ -119,6 +122,7 @@ func (c Config) WithDefaults() Config {
 	c.Hints = c.Hints.WithDefaults()
 	c.Background = c.Background.WithDefaults()
 	c.Expiry = c.Expiry.WithDefaults()
+	c.Jobs = c.Jobs.WithDefaults()
 	c.Admission = c.Admission.WithDefaults()
 	c.Storage = c.Storage.WithDefaults()
 	c.Raft = c.Raft.WithDefaults()
@@ -145,7 +149,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, err := range []error{c.Storage.Validate(), c.Raft.Validate(), c.Transport.Validate(), c.KV.Validate(), c.Hints.Validate(),
-		c.Background.Validate(), c.Autopilot.Validate()} {
+		c.Background.Validate(), c.Autopilot.Validate(), c.Jobs.Validate()} {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -172,6 +176,7 @@ type Node struct {
 	ap        *autopilothost.Host
 	hist      *history.Recorder // the last hour of this node's stats (/api/history)
 	sweeper   *expiry.Sweeper
+	scanJobs  *jobs.Service
 
 	draining atomic.Bool
 	hbKick   chan struct{}
@@ -236,6 +241,7 @@ func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n.transport = transport.New(tc, (*raftHandler)(n))
 	// The observer reads n.hints and n.ap at each request, so the range layer may come first.
 	n.Service = kv.New(cfg.KV, kv.Deps{Cluster: clusterView{n}, Observer: observer{n}, Requests: n.reqGate, Logger: n.log})
+	n.scanJobs = jobs.New(cfg.Jobs, jobs.Deps{Ranges: n.Service, Store: n.Store, Logger: n.log})
 	var err error
 	n.hints, err = readhints.New(cfg.Hints, readhints.Deps{Engine: eng, Store: n.Store, Conn: n.peerConn, Meta: n.Service, Region: n.regionOf, Logger: n.log})
 	if err != nil {
@@ -379,6 +385,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.hints.Start(n.ident.NodeID, n.ident.ClusterID)
 	n.bg.Start(n.ident.NodeID, n.ident.ClusterID)
 	n.sweeper.Start()
+	n.scanJobs.Start()
 	n.heartbeatLoop()
 	n.loops.Every(5*time.Second, n.refreshDirectory)
 	n.loops.Every(time.Second, n.ap.Watch)
@@ -400,6 +407,7 @@ func (n *Node) Stop() {
 		n.ap.Stop()
 		n.bg.Stop()
 		n.sweeper.Stop()
+		n.scanJobs.Stop()
 		n.hints.Stop()
 		if st := n.store.Load(); st != nil {
 			st.Stop()

@@ -60,6 +60,13 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_admission_writes_inflight", "Client writes held in raft by this node's leaders (proposed, not applied).", false, func(m node.Metrics) float64 { return float64(m.AdmissionWrites.InFlight) }},
 	{"shoal_admission_writes_inflight_bytes", "Bytes of client writes held in raft by this node's leaders.", false, func(m node.Metrics) float64 { return float64(m.AdmissionWrites.Bytes) }},
 	{"shoal_admission_writes_refused_total", "Client writes refused with OVERLOADED by the proposal gate.", true, func(m node.Metrics) float64 { return float64(m.AdmissionWrites.Refused) }},
+	{"shoal_jobs_runs_on_time_total", "Scan-job runs this node finished by their deadline.", true, func(m node.Metrics) float64 { return float64(m.Jobs.OnTime) }},
+	{"shoal_jobs_runs_late_total", "Scan-job runs this node finished after their deadline.", true, func(m node.Metrics) float64 { return float64(m.Jobs.Late) }},
+	{"shoal_jobs_runs_failed_total", "Scan-job runs this node gave up (an error, a lost meta leadership, a removed job).", true, func(m node.Metrics) float64 { return float64(m.Jobs.Failed) }},
+	{"shoal_jobs_runs_abandoned_total", "Scan-job runs of other nodes (or of this node before a restart) this node found silent and replaced.", true, func(m node.Metrics) float64 { return float64(m.Jobs.Abandoned) }},
+	{"shoal_jobs_runs_running", "Scan-job runs going on this node now.", false, func(m node.Metrics) float64 { return float64(m.Jobs.Running) }},
+	{"shoal_jobs_read_rows_total", "Rows read by this node's scan-job runs.", true, func(m node.Metrics) float64 { return float64(m.Jobs.Rows) }},
+	{"shoal_jobs_read_bytes_total", "Bytes of keys and values read by this node's scan-job runs.", true, func(m node.Metrics) float64 { return float64(m.Jobs.Bytes) }},
 }
 
 func newNodeCollector(read func() node.Metrics) *nodeCollector {

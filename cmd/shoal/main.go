@@ -21,6 +21,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/benchcmd"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
+	"github.com/shoaldb/shoal/cmd/shoal/internal/jobcmd"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/tablecmd"
 )
 
@@ -93,6 +94,7 @@ func init() {
 	rootCmd.AddCommand(adminCmd)
 	rootCmd.AddCommand(benchcmd.Commands()...)
 	rootCmd.AddCommand(tablecmd.Commands()...)
+	rootCmd.AddCommand(jobcmd.Commands()...)
 }
 
 // clientFlagsHidden makes cmd's help leave out the root's client flags (--host, --format, --timeout,

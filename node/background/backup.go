@@ -107,11 +107,11 @@ func (s *Service) writeBackup(ctx context.Context, dir string, parent *backups.P
 			ids = append(ids, r.RangeID())
 		}
 	}
-	pace := newPacer(rate)
+	pace := NewPacer(rate)
 	m, err := backups.Write(ctx, src, backups.Request{Dir: dir, Parent: parent, Ranges: ids, Lagging: lagging,
 		Pace: func(read uint64) error {
 			h.SetBytes(read)
-			if err := pace.wait(ctx, read); err != nil {
+			if err := pace.Wait(ctx, read); err != nil {
 				return fmt.Errorf("backup: %w", err)
 			}
 			return nil
@@ -139,16 +139,18 @@ func (s *Service) writeBackup(ctx context.Context, dir string, parent *backups.P
 	return string(data), nil
 }
 
-// pacer keeps a byte stream at or below a rate.
-type pacer struct {
+// Pacer keeps a byte stream at or below a rate: backups and scan jobs read at it. Not safe for
+// concurrent use: each stream has its own.
+type Pacer struct {
 	rate  int64
 	start time.Time
 }
 
-func newPacer(rate int64) *pacer { return &pacer{rate: rate, start: time.Now()} }
+// NewPacer starts a stream paced at rate bytes/s from now; rate <= 0 does not pace.
+func NewPacer(rate int64) *Pacer { return &Pacer{rate: rate, start: time.Now()} }
 
-// wait sleeps until done bytes are within the rate.
-func (p *pacer) wait(ctx context.Context, done uint64) error {
+// Wait sleeps until done bytes (read since NewPacer) are within the rate.
+func (p *Pacer) Wait(ctx context.Context, done uint64) error {
 	if p.rate <= 0 {
 		return ctx.Err()
 	}

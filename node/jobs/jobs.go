@@ -1,0 +1,311 @@
+// Package jobs runs the cluster's scan jobs: recurring reads of a key span or a table's rows that must
+// be done a deadline after each due time, each run counting the rows or exporting them to a file. It
+// owns the jobs' records in the meta range (under node/records' job keys: the spec, and the state its
+// runs leave — the run in progress with its progress, the last outcomes, the next due time), the
+// schedule (schedule.go: which run is due, on time or late, never two at once), and the runs this node
+// carries out.
+//
+// Only the node leading the meta range schedules, as the autopilot's host does: a new leader picks the
+// jobs up from the meta range, and a run whose node stopped recording progress is abandoned and the
+// job runs again. A run reads its span range by range through the range layer's ordinary reads (each
+// page served by the range's leader, with its admission and read barrier), paced at a rate.
+//
+// It must never write user data, never read the engine directly, never start a run of a job while
+// another run of it is going, and never run a job on a node that does not lead the meta range. It owns
+// its goroutines (the ticker and one per running run), all stopped by Stop.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/node/records"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
+)
+
+// Config tunes the scheduler and the runs. Zero fields take the defaults.
+type Config struct {
+	// Tick is how often the meta range's leader looks for due runs (default 250ms): a run starts up to
+	// a tick after its due time.
+	Tick time.Duration
+	// RateBytes paces a run's reads, in bytes of keys and values per second, unless the job sets its
+	// own (default 32 MiB/s).
+	RateBytes int64
+	// PageRows is the rows a run reads per request (default 1000).
+	PageRows int
+	// ProgressEvery is how often a running run records its progress in the meta range (default 1s).
+	ProgressEvery time.Duration
+	// StaleAfter: a run whose node recorded no progress for this long is abandoned, and the job runs
+	// again from the meta range's leader (default 5s).
+	StaleAfter time.Duration
+	// KeepRuns is how many finished runs a job's state keeps (default 10).
+	KeepRuns int
+	// Off stops this node from running jobs (the jobs stay stored; another node leading the meta
+	// range runs them).
+	Off bool
+}
+
+// WithDefaults fills the zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Tick == 0 {
+		c.Tick = 250 * time.Millisecond
+	}
+	if c.RateBytes == 0 {
+		c.RateBytes = 32 << 20
+	}
+	if c.PageRows == 0 {
+		c.PageRows = 1000
+	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = time.Second
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = 5 * time.Second
+	}
+	if c.KeepRuns == 0 {
+		c.KeepRuns = 10
+	}
+	return c
+}
+
+// Validate rejects negative settings, and a staleness shorter than the progress interval (every run
+// would look abandoned).
+func (c Config) Validate() error {
+	if c.Tick < 0 || c.RateBytes < 0 || c.PageRows < 0 || c.ProgressEvery < 0 || c.StaleAfter < 0 || c.KeepRuns < 0 {
+		return errors.New("jobs: tick, rate, page rows, progress interval, staleness and kept runs must not be negative")
+	}
+	if c.StaleAfter > 0 && c.ProgressEvery > 0 && c.StaleAfter <= 2*c.ProgressEvery {
+		return fmt.Errorf("jobs: stale-after %v must exceed twice the progress interval %v", c.StaleAfter, c.ProgressEvery)
+	}
+	return nil
+}
+
+// Ranges is what the jobs need of the range layer (kv.Service implements it): the meta range, the
+// routing of a key to its range, and the ordinary scan of one range on its leader.
+type Ranges interface {
+	records.MetaStore
+	LookupRange(ctx context.Context, key []byte) (*pb.RangeDescriptor, error)
+	AllRanges(ctx context.Context) ([]*pb.RangeDescriptor, error)
+	OnLeader(ctx context.Context, rangeID uint64, local func(*replica.Replica) error,
+		remote func(context.Context, pb.ShoalClient) (*pb.Error, error)) error
+	Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse, error)
+}
+
+// Deps are the node's parts the jobs use.
+type Deps struct {
+	Ranges Ranges
+	// Store is the node's replica store (nil before the node starts): whether it leads the meta range,
+	// and its id.
+	Store  func() *replica.Store
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Stats counts this node's runs since it started (the metrics endpoint).
+type Stats struct {
+	OnTime, Late, Failed, Abandoned uint64
+	Rows, Bytes                     uint64
+	Running                         int
+}
+
+// Service is one node's part of the scan jobs: the RPCs on any node, the scheduler and runs on the
+// meta range's leader.
+type Service struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	stop *stopper.Stopper
+
+	mu      sync.Mutex
+	running map[string]context.CancelFunc // runs going on this node, by job
+
+	onTime, late, failed, abandoned, rows, bytes atomic.Uint64
+}
+
+// New prepares the jobs of a node; nothing runs until Start.
+func New(cfg Config, deps Deps) *Service {
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	return &Service{cfg: cfg.WithDefaults(), deps: deps, log: deps.Logger, stop: stopper.New(), running: map[string]context.CancelFunc{}}
+}
+
+// Start runs the scheduler until Stop.
+func (s *Service) Start() {
+	if s.cfg.Off {
+		return
+	}
+	s.stop.Every(s.cfg.Tick, s.tick)
+}
+
+// Stop ends the scheduler and the runs going on this node, and waits for them. A stopped run's
+// record stays "running" until another node finds it abandoned and runs the job again.
+func (s *Service) Stop() { s.stop.Stop() }
+
+// Stats reads the counters.
+func (s *Service) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.running)
+	s.mu.Unlock()
+	return Stats{OnTime: s.onTime.Load(), Late: s.late.Load(), Failed: s.failed.Load(), Abandoned: s.abandoned.Load(),
+		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n}
+}
+
+func (s *Service) self() (uint64, bool) {
+	st := s.deps.Store()
+	if st == nil {
+		return 0, false
+	}
+	r := st.Replica(replica.MetaRangeID)
+	return st.NodeID(), r != nil && r.IsLeader()
+}
+
+// tick starts the runs that are due, on the meta range's leader only.
+func (s *Service) tick(ctx context.Context) {
+	self, leads := s.self()
+	if !leads {
+		return
+	}
+	jobs, err := s.load(ctx, "")
+	if err != nil {
+		s.log.Debug("jobs: read the jobs from the meta range", "err", err)
+		return
+	}
+	now := s.deps.Now()
+	s.mu.Lock()
+	for name, cancel := range s.running {
+		if _, ok := jobs[name]; !ok {
+			cancel() // removed while it ran
+		}
+	}
+	s.mu.Unlock()
+	for name, st := range jobs {
+		s.mu.Lock()
+		_, mine := s.running[name]
+		s.mu.Unlock()
+		busy := mine || heldElsewhere(st.Running, self, now, s.cfg.StaleAfter)
+		var next time.Time
+		if st.NextDueUnixMs > 0 {
+			next = time.UnixMilli(st.NextDueUnixMs)
+		}
+		d := Decide(st.Job, next, busy, now)
+		if !d.Start {
+			continue
+		}
+		s.start(ctx, self, st, d, now)
+	}
+}
+
+// start records a run of st's job as running on this node and starts it.
+func (s *Service) start(ctx context.Context, self uint64, st *pb.JobState, d Decision, now time.Time) {
+	name := st.Job.Name
+	if old := st.Running; old != nil {
+		old.Error = fmt.Sprintf("abandoned: node %d recorded no progress after %s", old.NodeId, time.UnixMilli(old.ProgressUnixMs).UTC().Format(time.RFC3339))
+		old.FinishedUnixMs = now.UnixMilli()
+		s.finish(st, old)
+		s.abandoned.Add(1)
+	}
+	st.Running = &pb.JobRun{DueUnixMs: d.Due.UnixMilli(), StartedUnixMs: now.UnixMilli(), ProgressUnixMs: now.UnixMilli(), NodeId: self}
+	st.NextDueUnixMs = d.Next.UnixMilli()
+	st.Skipped += d.Skipped
+	if err := s.saveState(ctx, st); err != nil {
+		s.log.Warn("jobs: could not record the start of a run", "job", name, "err", err)
+		return
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.running[name] = cancel
+	s.mu.Unlock()
+	st = proto.Clone(st).(*pb.JobState)
+	// runCtx comes from the scheduler's context, which Stop cancels.
+	s.stop.Go(func(context.Context) {
+		defer cancel()
+		s.run(runCtx, st)
+		s.mu.Lock()
+		delete(s.running, name)
+		s.mu.Unlock()
+	})
+}
+
+// finish moves run into st's last outcomes.
+func (s *Service) finish(st *pb.JobState, run *pb.JobRun) {
+	st.Runs++
+	if !run.OnTime {
+		st.Late++
+	}
+	st.Last = append([]*pb.JobRun{run}, st.Last...)
+	if len(st.Last) > s.cfg.KeepRuns {
+		st.Last = st.Last[:s.cfg.KeepRuns]
+	}
+}
+
+// load reads the jobs (one when name is set) with their states from the meta range.
+func (s *Service) load(ctx context.Context, name string) (map[string]*pb.JobState, error) {
+	start, end := records.JobSpan()
+	sStart, sEnd := records.JobStateSpan()
+	if name != "" {
+		start, end = records.JobKey(name), append(records.JobKey(name), 0)
+		sStart, sEnd = records.JobStateKey(name), append(records.JobStateKey(name), 0)
+	}
+	specs, err := s.deps.Ranges.ScanMeta(ctx, start, end, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read the scan jobs from the meta range: %w", err)
+	}
+	out := make(map[string]*pb.JobState, len(specs))
+	if len(specs) == 0 {
+		return out, nil
+	}
+	states, err := s.deps.Ranges.ScanMeta(ctx, sStart, sEnd, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read the scan jobs' states from the meta range: %w", err)
+	}
+	for _, kv := range specs {
+		job := &pb.ScanJob{}
+		if err := proto.Unmarshal(kv.Value, job); err != nil {
+			return nil, fmt.Errorf("decode scan job %q: %w", records.JobName(kv.Key), err)
+		}
+		out[job.Name] = &pb.JobState{Job: job}
+	}
+	for _, kv := range states {
+		st := out[records.JobName(kv.Key)]
+		if st == nil {
+			continue // a removed job's leftover
+		}
+		saved := &pb.JobState{}
+		if err := proto.Unmarshal(kv.Value, saved); err != nil {
+			return nil, fmt.Errorf("decode the state of scan job %q: %w", st.Job.Name, err)
+		}
+		if saved.Job.GetCreatedUnixMs() != st.Job.CreatedUnixMs {
+			continue // left by an earlier job of the same name
+		}
+		saved.Job = st.Job
+		out[st.Job.Name] = saved
+	}
+	return out, nil
+}
+
+// saveState writes st (its spec included, so that a state outliving a removal and re-add of its name
+// is recognised by the spec's creation time).
+func (s *Service) saveState(ctx context.Context, st *pb.JobState) error {
+	b, err := proto.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if _, err := s.deps.Ranges.ProposeMeta(ctx, &pb.Command{Mutations: []*pb.Mutation{{Key: records.JobStateKey(st.Job.Name), Value: b}}}); err != nil {
+		return fmt.Errorf("record the state of scan job %q: %w", st.Job.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package jobs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node/background"
+	"github.com/shoaldb/shoal/node/records"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+)
+
+// pageAttempts bounds the tries of one page through range moves and elections.
+const pageAttempts = 20
+
+// run carries out one run of st's job (st.Running) and records its outcome.
+func (s *Service) run(ctx context.Context, st *pb.JobState) {
+	job, r := st.Job, st.Running
+	var sink rowSink = &counter{}
+	var export *exporter
+	if job.OutputDir != "" {
+		export = &exporter{dir: job.OutputDir, name: fmt.Sprintf("%s-%s.jsonl", job.Name, time.UnixMilli(r.DueUnixMs).UTC().Format("20060102T150405.000Z"))}
+		sink = export
+	}
+	err := sink.open()
+	if err == nil {
+		err = s.read(ctx, st, sink)
+	}
+	if export != nil {
+		if cerr := export.close(err == nil); err == nil {
+			err = cerr
+		}
+		r.Output = export.path()
+	}
+	now := s.deps.Now()
+	r.FinishedUnixMs, r.ProgressUnixMs = now.UnixMilli(), now.UnixMilli()
+	if err != nil {
+		r.Error = err.Error()
+		s.failed.Add(1)
+	} else {
+		var late time.Duration
+		r.OnTime, late = Lateness(time.UnixMilli(r.DueUnixMs), time.Duration(job.DeadlineMs)*time.Millisecond, now)
+		r.LateMs = late.Milliseconds()
+		if r.OnTime {
+			s.onTime.Add(1)
+		} else {
+			s.late.Add(1)
+		}
+	}
+	st.Running = nil
+	s.finish(st, r)
+	// The node may be stopping: the outcome still gets its own short deadline.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if ok, cerr := s.current(rctx, job); cerr != nil || !ok {
+		return // removed (or unreadable): nothing to record
+	}
+	if serr := s.saveState(rctx, st); serr != nil {
+		s.log.Warn("jobs: could not record a run's outcome", "job", job.Name, "err", serr)
+	}
+	s.log.Info("scan job run finished", "job", job.Name, "rows", r.Rows, "bytes", r.Bytes, "on_time", r.OnTime, "late_ms", r.LateMs, "err", r.Error)
+}
+
+// current reports whether job is still the stored job of its name (not removed, not replaced).
+func (s *Service) current(ctx context.Context, job *pb.ScanJob) (bool, error) {
+	key := records.JobKey(job.Name)
+	kvs, err := s.deps.Ranges.ScanMeta(ctx, key, append(key[:len(key):len(key)], 0), 1)
+	if err != nil || len(kvs) == 0 {
+		return false, err
+	}
+	stored := &pb.ScanJob{}
+	if err := proto.Unmarshal(kvs[0].Value, stored); err != nil {
+		return false, err
+	}
+	return stored.CreatedUnixMs == job.CreatedUnixMs, nil
+}
+
+// read reads the job's span range by range, hands every row to sink, and records progress.
+func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink) error {
+	job, r := st.Job, st.Running
+	start, end := job.Start, job.End
+	if job.Table != "" {
+		var err error
+		// Resolved at every run: a re-key moves a table's rows to a new id.
+		if start, end, err = s.tableSpan(ctx, job.Table); err != nil {
+			return err
+		}
+	}
+	rate := job.RateBytes
+	if rate == 0 {
+		rate = s.cfg.RateBytes
+	}
+	if all, err := s.deps.Ranges.AllRanges(ctx); err == nil {
+		r.RangesTotal = int64(overlapping(all, start, end)) // progress only: splits may change it
+	}
+	pace := background.NewPacer(rate)
+	lastProgress := s.deps.Now()
+	cursor := bytes.Clone(start)
+	for {
+		if _, leads := s.self(); !leads {
+			return fmt.Errorf("this node no longer leads the meta range: the next leader runs the job")
+		}
+		resp, desc, err := s.page(ctx, cursor, end, s.cfg.PageRows)
+		if err != nil {
+			return err
+		}
+		var read int64
+		for _, p := range resp.Kvs {
+			if err := sink.row(p); err != nil {
+				return err
+			}
+			read += int64(len(p.Key) + len(p.Value))
+		}
+		r.Rows += int64(len(resp.Kvs))
+		r.Bytes += read
+		s.rows.Add(uint64(len(resp.Kvs)))
+		s.bytes.Add(uint64(read))
+		if err := pace.Wait(ctx, uint64(r.Bytes)); err != nil {
+			return fmt.Errorf("scan job %q: %w", job.Name, err)
+		}
+		switch {
+		case resp.Truncated && len(resp.Kvs) > 0:
+			cursor = append(bytes.Clone(resp.Kvs[len(resp.Kvs)-1].Key), 0)
+		case resp.Truncated:
+			return fmt.Errorf("range %d truncated a page without returning a row", desc.RangeId)
+		default:
+			r.RangesDone++
+			if len(desc.EndKey) == 0 || (len(end) > 0 && bytes.Compare(desc.EndKey, end) >= 0) {
+				return nil
+			}
+			cursor = bytes.Clone(desc.EndKey)
+		}
+		if now := s.deps.Now(); now.Sub(lastProgress) >= s.cfg.ProgressEvery {
+			lastProgress = now
+			r.ProgressUnixMs = now.UnixMilli()
+			if ok, err := s.current(ctx, job); err == nil && !ok {
+				return fmt.Errorf("scan job %q was removed", job.Name)
+			}
+			if err := s.saveState(ctx, st); err != nil {
+				s.log.Debug("jobs: could not record progress", "job", job.Name, "err", err)
+			}
+		}
+	}
+}
+
+// page reads up to limit rows of [cursor, end) from the range holding cursor, on its leader, through
+// the range layer's ordinary scan; it returns the answer and the range that served it.
+func (s *Service) page(ctx context.Context, cursor, end []byte, limit int) (*pb.ScanResponse, *pb.RangeDescriptor, error) {
+	var lastErr error
+	backoff := 50 * time.Millisecond
+	for attempt := 0; attempt < pageAttempts; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+		desc, err := s.deps.Ranges.LookupRange(ctx, cursor)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		req := &pb.ScanRequest{Header: &pb.RequestHeader{RangeId: desc.RangeId}, Start: cursor, End: minEnd(desc.EndKey, end), Limit: int64(limit)}
+		var resp *pb.ScanResponse
+		err = s.deps.Ranges.OnLeader(ctx, desc.RangeId, func(*replica.Replica) error {
+			r, err := s.deps.Ranges.Scan(ctx, req)
+			if err != nil {
+				return err
+			}
+			resp = r
+			return kv.FromPB(r.Error)
+		}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {
+			r, err := c.Scan(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			resp = r
+			return r.Error, nil
+		})
+		if err != nil {
+			lastErr = err
+			if code := kv.ToPBError(err).Code; code == pb.ErrorCode_INVALID_ARGUMENT || ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		served := resp.Range
+		if served == nil || served.RangeId == 0 {
+			served = desc
+		}
+		if len(served.EndKey) > 0 && bytes.Compare(served.EndKey, cursor) <= 0 {
+			lastErr = fmt.Errorf("range %d answered for a span that ends before %q", served.RangeId, cursor)
+			continue
+		}
+		return resp, served, nil
+	}
+	return nil, nil, fmt.Errorf("read at %q: %w", cursor, lastErr)
+}
+
+// overlapping counts the ranges that hold part of [start, end).
+func overlapping(ranges []*pb.RangeDescriptor, start, end []byte) int {
+	n := 0
+	for _, d := range ranges {
+		if (len(d.EndKey) == 0 || bytes.Compare(d.EndKey, start) > 0) && (len(end) == 0 || bytes.Compare(d.StartKey, end) < 0) {
+			n++
+		}
+	}
+	return n
+}
+
+// minEnd returns the smaller of two exclusive end keys, where empty is +inf.
+func minEnd(a, b []byte) []byte {
+	switch {
+	case len(a) == 0:
+		return b
+	case len(b) == 0 || bytes.Compare(a, b) <= 0:
+		return a
+	default:
+		return b
+	}
+}
+
+// rowSink is what a run does with the rows: count them, or export them.
+type rowSink interface {
+	open() error
+	row(*pb.KeyValue) error
+}
+
+type counter struct{}
+
+func (*counter) open() error            { return nil }
+func (*counter) row(*pb.KeyValue) error { return nil }
+
+// exporter writes a run's rows as JSON lines ({"key","value"}: UTF-8 text as is, anything else in
+// base64 with "key_encoding"/"value_encoding": "base64") to a temporary file, renamed into place once
+// the run is done so that a reader never sees half an export.
+type exporter struct {
+	dir, name string
+	f         *os.File
+	w         *bufio.Writer
+	enc       *json.Encoder
+}
+
+func (e *exporter) path() string { return filepath.Join(e.dir, e.name) }
+
+func (e *exporter) open() error {
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return fmt.Errorf("export directory: %w", err)
+	}
+	f, err := os.CreateTemp(e.dir, "."+e.name+".*")
+	if err != nil {
+		return fmt.Errorf("export file: %w", err)
+	}
+	e.f, e.w = f, bufio.NewWriterSize(f, 1<<20)
+	e.enc = json.NewEncoder(e.w)
+	return nil
+}
+
+type exportRow struct {
+	Key           string `json:"key"`
+	KeyEncoding   string `json:"key_encoding,omitempty"`
+	Value         string `json:"value"`
+	ValueEncoding string `json:"value_encoding,omitempty"`
+}
+
+func text(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+func (e *exporter) row(p *pb.KeyValue) error {
+	var r exportRow
+	r.Key, r.KeyEncoding = text(p.Key)
+	r.Value, r.ValueEncoding = text(p.Value)
+	if err := e.enc.Encode(r); err != nil {
+		return fmt.Errorf("export to %s: %w", e.path(), err)
+	}
+	return nil
+}
+
+// close finishes the export: renamed into place when keep, else removed.
+func (e *exporter) close(keep bool) error {
+	if e.f == nil {
+		return nil
+	}
+	tmp := e.f.Name()
+	err := e.w.Flush()
+	if err == nil && keep {
+		err = e.f.Sync()
+	}
+	if cerr := e.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && keep {
+		err = os.Rename(tmp, e.path())
+	}
+	if err != nil || !keep {
+		os.Remove(tmp)
+	}
+	if err != nil {
+		return fmt.Errorf("export to %s: %w", e.path(), err)
+	}
+	return nil
+}
