@@ -126,6 +126,9 @@ type Service struct {
 	log  *slog.Logger
 	stop *stopper.Stopper
 
+	// whoami says which node this is and whether it leads the meta range (tests replace it).
+	whoami func() (node uint64, leadsMeta bool)
+
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // runs going on this node, by job
 
@@ -140,7 +143,9 @@ func New(cfg Config, deps Deps) *Service {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg.WithDefaults(), deps: deps, log: deps.Logger, stop: stopper.New(), running: map[string]context.CancelFunc{}}
+	s := &Service{cfg: cfg.WithDefaults(), deps: deps, log: deps.Logger, stop: stopper.New(), running: map[string]context.CancelFunc{}}
+	s.whoami = s.fromStore
+	return s
 }
 
 // Start runs the scheduler until Stop.
@@ -164,7 +169,7 @@ func (s *Service) Stats() Stats {
 		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n}
 }
 
-func (s *Service) self() (uint64, bool) {
+func (s *Service) fromStore() (uint64, bool) {
 	st := s.deps.Store()
 	if st == nil {
 		return 0, false
@@ -175,7 +180,7 @@ func (s *Service) self() (uint64, bool) {
 
 // tick starts the runs that are due, on the meta range's leader only.
 func (s *Service) tick(ctx context.Context) {
-	self, leads := s.self()
+	self, leads := s.whoami()
 	if !leads {
 		return
 	}

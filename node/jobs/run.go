@@ -108,7 +108,7 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink) error
 	lastProgress := s.deps.Now()
 	cursor := bytes.Clone(start)
 	for {
-		if _, leads := s.self(); !leads {
+		if _, leads := s.whoami(); !leads {
 			return fmt.Errorf("this node no longer leads the meta range: the next leader runs the job")
 		}
 		resp, desc, err := s.page(ctx, cursor, end, s.cfg.PageRows)
