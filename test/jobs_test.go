@@ -12,11 +12,12 @@ import (
 	"github.com/shoaldb/shoal/node/jobs"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/table"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
-// TestScanJobs runs a count job on a 3-node cluster: runs every 2 s count the rows of a prefix on
-// time; bad jobs are refused with InvalidArgument; when the node leading the meta range dies the job
+// TestScanJobs runs count jobs on a 3-node cluster: a table's rows are counted; runs every 2 s count
+// the rows of a prefix on time; bad jobs are refused with InvalidArgument; when the node leading the meta range dies the job
 // runs again from another node; once removed it runs no more.
 func TestScanJobs(t *testing.T) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{
@@ -51,6 +52,41 @@ func TestScanJobs(t *testing.T) {
 		if _, _, err := cl.AddJob(ctx, bad); !errors.Is(err, client.ErrInvalidArgument) {
 			t.Fatalf("AddJob(%v) = %v, want INVALID_ARGUMENT", bad, err)
 		}
+	}
+
+	// A table's rows: the span comes from its descriptor.
+	cat := table.NewCatalog(cl)
+	cols, err := table.ParseColumns("id:int64,name:string")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Create(ctx, table.NewDescriptor("jobrows", cols, table.ParseKeyList("id"))); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := cat.Open(ctx, "jobrows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(0); i < 9; i++ {
+		if err := tb.Put(ctx, table.Row{"id": i, "name": "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := cl.AddJob(ctx, &pb.ScanJob{Name: "table-rows", Table: "jobrows", EveryMs: 1000, DeadlineMs: 500, Count: true}); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 10*time.Second, "a run of the table job", func() bool {
+		jobs, err := cl.Jobs(ctx, "table-rows")
+		if err != nil || len(jobs) != 1 || len(jobs[0].Last) == 0 {
+			return false
+		}
+		if r := jobs[0].Last[0]; r.Error != "" || r.Rows != 9 {
+			t.Fatalf("table job run: %v, want 9 rows", r)
+		}
+		return true
+	})
+	if found, err := cl.RemoveJob(ctx, "table-rows"); err != nil || !found {
+		t.Fatalf("RemoveJob = %v, %v", found, err)
 	}
 
 	job := &pb.ScanJob{Name: "count-jobs", Start: []byte("jobs/"), End: []byte("jobs0"), EveryMs: 2000, DeadlineMs: 1000, Count: true}
