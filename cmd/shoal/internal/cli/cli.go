@@ -1,6 +1,7 @@
 // Package cli holds what every `shoal` command shares: the root's persistent flags, the usage-error
 // type that makes the process exit with code 2, argument validation that says so, and the output
-// helpers (JSON or text). It owns no command and must never dial a node: commands do that.
+// helpers (JSON or text), and the client configuration those flags give. It owns no command and must
+// never dial a node: commands do that.
 package cli
 
 import (

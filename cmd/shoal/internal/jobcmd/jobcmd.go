@@ -6,8 +6,6 @@ package jobcmd
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -33,24 +31,11 @@ type Jobs interface {
 
 // dial connects to the cluster the root's flags name; ctx bounds the dialing.
 var dial = func(ctx context.Context) (Jobs, func() error, error) {
-	var addrs []string
-	for _, a := range strings.Split(cli.Global.Host, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
+	cfg, err := cli.ClientConfig()
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(addrs) == 0 {
-		return nil, nil, cli.Usage(errors.New("--host is empty"))
-	}
-	var tlsCfg *tls.Config
-	if cli.Global.CertsDir != "" {
-		var err error
-		if tlsCfg, err = client.LoadTLS(cli.Global.CertsDir); err != nil {
-			return nil, nil, fmt.Errorf("--certs-dir: %w", err)
-		}
-	}
-	c, err := client.New(ctx, client.Config{Addrs: addrs, AuthToken: cli.Global.AuthToken, TLS: tlsCfg,
-		RequestTimeout: min(client.DefaultRequestTimeout, cli.Global.Timeout), FailFast: true})
+	c, err := client.New(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
