@@ -165,59 +165,9 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 		return a, err
 	}
 	defer cl.Close()
-	o.Progress(a.Name + ": waiting for 3 voters on every range")
-	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, 3) }); err != nil {
-		return a, fmt.Errorf("3 voters on every range: %w", err)
-	}
-	// Nothing but the arm's learners may change the placement while it is measured.
-	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed, policy.NameHotspot} {
-		if err := cl.SetPolicy(ctx, p, false); err != nil {
-			return a, fmt.Errorf("switch %s off: %w", p, err)
-		}
-	}
-	for r := 0; r < o.Ranges; r++ {
-		if _, _, err := cl.Split(ctx, rangeStart(r)); err != nil {
-			return a, fmt.Errorf("split at %q: %w", rangeStart(r), err)
-		}
-	}
-	// The load, its compactions and the uniform learners' snapshots are set-up, not measurement:
-	// on a disk of a few hundred IOPS they would take most of a run.
-	unthrottled(c, true)
-	o.Progress(fmt.Sprintf("%s: loading %d ranges of %d keys", a.Name, o.Ranges, o.KeysPerRange))
-	total := o.Ranges * o.KeysPerRange
-	if _, err := (benchutil.Load{Records: total, Batch: 100, Writers: 4,
-		Key: func(i int) []byte { return rangeKey(i/o.KeysPerRange, i%o.KeysPerRange) },
-		Values: func(w int) func() []byte {
-			// Random, so that the bytes a replica holds are the bytes written (no compression).
-			rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
-			return func() []byte {
-				v := make([]byte, o.ValueBytes)
-				for i := range v {
-					v[i] = byte(rng.Uint32())
-				}
-				return v
-			}
-		}}).Run(ctx, cl); err != nil {
+	if err := setUp(ctx, c, cl, o, a.Name, uniform); err != nil {
 		return a, err
 	}
-	if uniform >= 0 {
-		// replicate would remove learners no read_replicas keeps.
-		if err := cl.SetPolicy(ctx, policy.NameReplicate, false); err != nil {
-			return a, err
-		}
-		if err := addUniform(ctx, c, cl, o, uniform); err != nil {
-			return a, err
-		}
-		if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return caughtUp(c) }); err != nil {
-			return a, fmt.Errorf("learners catching up: %w", err)
-		}
-	}
-	for _, n := range c.Nodes() {
-		if err := n.Eng.CompactAll(ctx); err != nil {
-			return a, err
-		}
-	}
-	unthrottled(c, false)
 
 	w := startWorkload(ctx, cl, o)
 	defer w.stop()
@@ -249,6 +199,67 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	a.Reads, a.Errors, a.ReadsPerSec = h.TotalCount(), errs, float64(h.TotalCount())/el
 	a.P50Ms, a.P99Ms, a.MaxMs = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000
 	return a, a.fillLearners(ctx, c, cl, o)
+}
+
+// setUp readies a started cluster for an arm: the placement held still, the workload's ranges split
+// and loaded, the uniform learners added (uniform ≥ 0), everything compacted, the disks throttled.
+func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options, name string, uniform int) error {
+	o.Progress(name + ": waiting for 3 voters on every range")
+	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, 3) }); err != nil {
+		return fmt.Errorf("3 voters on every range: %w", err)
+	}
+	// Nothing but the arm's learners may change the placement while it is measured.
+	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed, policy.NameHotspot} {
+		if err := cl.SetPolicy(ctx, p, false); err != nil {
+			return fmt.Errorf("switch %s off: %w", p, err)
+		}
+	}
+	for r := 0; r < o.Ranges; r++ {
+		if _, _, err := cl.Split(ctx, rangeStart(r)); err != nil {
+			return fmt.Errorf("split at %q: %w", rangeStart(r), err)
+		}
+	}
+	// The load, its compactions and the uniform learners' snapshots are set-up, not measurement:
+	// on a disk of a few hundred IOPS they would take most of a run.
+	unthrottled(c, true)
+	o.Progress(fmt.Sprintf("%s: loading %d ranges of %d keys", name, o.Ranges, o.KeysPerRange))
+	if _, err := (benchutil.Load{Records: o.Ranges * o.KeysPerRange, Batch: 100, Writers: 4,
+		Key:    func(i int) []byte { return rangeKey(i/o.KeysPerRange, i%o.KeysPerRange) },
+		Values: func(w int) func() []byte { return randomValues(o, w) }}).Run(ctx, cl); err != nil {
+		return err
+	}
+	if uniform >= 0 {
+		// replicate would remove learners no read_replicas keeps.
+		if err := cl.SetPolicy(ctx, policy.NameReplicate, false); err != nil {
+			return err
+		}
+		if err := addUniform(ctx, c, cl, o, uniform); err != nil {
+			return err
+		}
+		if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return caughtUp(c) }); err != nil {
+			return fmt.Errorf("learners catching up: %w", err)
+		}
+	}
+	for _, n := range c.Nodes() {
+		if err := n.Eng.CompactAll(ctx); err != nil {
+			return err
+		}
+	}
+	unthrottled(c, false)
+	return nil
+}
+
+// randomValues makes writer w's values: random, so that the bytes a replica holds are the bytes
+// written (nothing compresses).
+func randomValues(o Options, w int) func() []byte {
+	rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
+	return func() []byte {
+		v := make([]byte, o.ValueBytes)
+		for i := range v {
+			v[i] = byte(rng.Uint32())
+		}
+		return v
+	}
 }
 
 // caughtUp reports whether every replica of every user range exists and has applied as far as its
