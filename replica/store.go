@@ -256,7 +256,7 @@ func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Replica{store: s, rangeID: rangeID, replicaID: replicaID, log: l, nextProposalID: newProposalIDs(),
+	r := &Replica{store: s, rangeID: rangeID, replicaID: replicaID, log: l, nextProposalID: newProposalIDs(), readCounter: newProposalIDs(),
 		proposals: make(map[uint64]*proposal), readsSent: make(map[string]*readBatch), peerNodes: make(map[uint64]uint64)}
 	if v, ok, err := snap.Get(storage.RangeDescKey(rangeID)); err != nil {
 		return nil, err
