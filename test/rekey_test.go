@@ -139,7 +139,7 @@ func TestRekeyUnderWritesRefusesNothingAndLosesNothing(t *testing.T) {
 	t.Logf("re-key: %d rows copied, %d changes followed, writes held %v, cut over at %v, %d old rows deleted, total %v; phases %v; %d writes and %d reads by the writers",
 		res.Rows, res.Changes, res.FenceHeld.Round(time.Millisecond), res.CutoverAt.Round(time.Millisecond), res.Cleaned, res.Total.Round(time.Millisecond), phases, writes.Load(), reads.Load())
 
-	checkPlacement(ctx, t, cl, res.Placement)
+	checkPlacement(ctx, t, cl, res.Placement, nRows)
 	nd, err := cat.Describe(ctx, "users")
 	if err != nil || nd.ID != res.NewID || fmt.Sprint(nd.PrimaryKey) != "[city id]" || nd.Rekey != nil || len(nd.RetiredIDs) != 0 {
 		t.Fatalf("descriptor after the re-key: %+v %v", nd, err)
@@ -389,9 +389,10 @@ func TestRekeyWhileANodeDrains(t *testing.T) {
 }
 
 // checkPlacement checks a re-key's placement of its new keyspace: one new range per old range (at
-// least one per node), Greedy ≤ Balanced ≤ Random in predicted bytes (each optimal in its class),
+// least one per node), the table's rows estimated within 2×, Greedy ≤ Balanced ≤ Random in
+// predicted bytes (each optimal in its class),
 // every planned leadership queued or in place, and each queued one in the decision log.
-func checkPlacement(ctx context.Context, t *testing.T, cl *client.Client, p *rekey.PlacementReport) {
+func checkPlacement(ctx context.Context, t *testing.T, cl *client.Client, p *rekey.PlacementReport, rows int) {
 	t.Helper()
 	if p == nil {
 		t.Fatal("no placement report")
@@ -400,6 +401,9 @@ func checkPlacement(ctx context.Context, t *testing.T, cl *client.Client, p *rek
 		p.NewRanges, p.SampledRows, p.TableBytes, p.Predicted, p.Submitted, p.InPlace, p.Refused, p.Placed, p.Took.Round(time.Millisecond))
 	if p.NewRanges < 3 || len(p.Leaders) != p.NewRanges || p.SampledRows == 0 {
 		t.Fatalf("placement %+v: want at least 3 new ranges, each planned", p)
+	}
+	if p.EstimatedRows < int64(rows)/2 || p.EstimatedRows > 2*int64(rows) {
+		t.Fatalf("placement estimated %d rows, the table holds %d", p.EstimatedRows, rows)
 	}
 	if g, b, r := p.Predicted[rekey.PlaceGreedy], p.Predicted[rekey.PlaceBalanced], p.Predicted[rekey.PlaceRandom]; g > b+1e-6 || b > r+1e-6 {
 		t.Fatalf("predicted bytes moved greedy %.0f, balanced %.0f, random %.0f: want greedy ≤ balanced ≤ random", g, b, r)

@@ -40,12 +40,14 @@ const PolicyName = "rekey"
 
 // PlacementReport is what the placement of the new keyspace planned and asked for.
 type PlacementReport struct {
-	Strategy    string  `json:"strategy"`
-	NewRanges   int     `json:"new_ranges"`
-	SampledRows int     `json:"sampled_rows"`
-	TableBytes  float64 `json:"table_bytes"` // estimated from the old ranges' sizes
-	// EstimatedRows is TableBytes over the sample's mean row size (0: the ranges' sizes are unknown).
-	EstimatedRows int64 `json:"estimated_rows"`
+	Strategy    string `json:"strategy"`
+	NewRanges   int    `json:"new_ranges"`
+	SampledRows int    `json:"sampled_rows"`
+	// TableBytes and EstimatedRows are the table's rows and their bytes (keys and values, as the
+	// copy moves them) estimated from the sample: how many rows each probe read over how much of
+	// its range's key space they cover.
+	TableBytes    float64 `json:"table_bytes"`
+	EstimatedRows int64   `json:"estimated_rows"`
 	// Predicted is the bytes each strategy would move (rows whose old range's leader is not their
 	// new range's leader), and "unplaced" where the leaders stand after the splits, on one sample.
 	Predicted map[string]float64 `json:"predicted_bytes_moved"`
@@ -68,7 +70,8 @@ type oldRange struct {
 	id         uint64
 	start, end []byte
 	leader     uint64
-	bytes      float64
+	bytes      float64 // the engine's estimate of its size on disk, then the sample's of its rows
+	rows       float64 // estimated by the sample
 }
 
 // sampled is one row of the sample: its key in the new keyspace, the old range it is in, and the
@@ -77,7 +80,6 @@ type sampled struct {
 	newKey []byte
 	old    int
 	weight float64
-	raw    float64 // the row's own bytes
 }
 
 // place splits the new keyspace where a sample of the table says it will hold equal bytes, one
@@ -99,12 +101,12 @@ func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, stra
 		return nil, err
 	}
 	rep.SampledRows = len(sample)
+	rows := 0.0
 	for _, r := range olds {
 		rep.TableBytes += r.bytes
+		rows += r.rows
 	}
-	if raw := sampleRowBytes(sample); raw > 0 && rep.TableBytes > 0 {
-		rep.EstimatedRows = int64(rep.TableBytes / raw)
-	}
+	rep.EstimatedRows = int64(rows)
 	if len(sample) == 0 || len(nodes) == 0 {
 		rep.Took = time.Since(t0)
 		return rep, nil // an empty table: nothing to place
@@ -216,14 +218,36 @@ func leaders(ctx context.Context, c *client.Client, nodes []uint64) ([]uint64, e
 func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor, olds []oldRange) ([]sampled, error) {
 	per := max(8, sampleRows/max(1, len(olds))/sampleProbes)
 	var out []sampled
-	for i, r := range olds {
+	for i := range olds {
+		r := &olds[i]
+		// Probes spread over the keys the range holds, not its bounds: a table's last range ends
+		// at the next table's prefix, far beyond its last row.
+		lo, hi, err := dataBounds(ctx, c, r.start, r.end)
+		if err != nil {
+			return nil, err
+		}
+		if lo == nil {
+			continue // no rows
+		}
+		ks := newKeySpace(lo, hi)
 		seen := map[string]bool{}
 		var rows []sampled
-		size := 0.0
+		size, rowsEst, probes := 0.0, 0.0, 0
 		for p := range sampleProbes {
-			kvs, err := c.Scan(ctx, between(r.start, r.end, float64(p)/sampleProbes), r.end, per, false)
+			from := ks.at(float64(p) / sampleProbes)
+			kvs, err := c.Scan(ctx, from, hi, per, false)
 			if err != nil {
 				return nil, fmt.Errorf("sample the table: %w", err)
+			}
+			// The rows a probe read over the part of the range they cover estimate its rows: up to
+			// the last key read, or to the range's last row when the probe reached it.
+			to := hi
+			if len(kvs) == per {
+				to = kvs[len(kvs)-1].Key
+			}
+			if f := ks.fraction(from, to); f > 0 {
+				rowsEst += float64(len(kvs)) / f
+				probes++
 			}
 			for _, kv := range kvs {
 				if seen[string(kv.Key)] {
@@ -239,13 +263,16 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 					return nil, fmt.Errorf("row %q under the new key: %w", kv.Key, err)
 				}
 				n := float64(len(kv.Key) + len(kv.Value))
-				rows = append(rows, sampled{newKey: nk, old: i, weight: n, raw: n})
+				rows = append(rows, sampled{newKey: nk, old: i, weight: n})
 				size += n
 			}
 		}
-		// The range's size spread over its sample; a range too young for a size counts its sample.
-		for k := range rows {
-			if r.bytes > 0 && size > 0 {
+		// The range's rows (estimated) times its sample's mean row: its bytes as the copy moves
+		// them (the engine's size on disk is compressed). Each sampled row stands for its share.
+		if probes > 0 && len(rows) > 0 {
+			r.rows = max(float64(len(rows)), rowsEst/float64(probes))
+			r.bytes = r.rows * size / float64(len(rows))
+			for k := range rows {
 				rows[k].weight *= r.bytes / size
 			}
 		}
@@ -254,50 +281,83 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 	return out, nil
 }
 
-// sampleRowBytes is the sample's mean row size (key and value, as read).
-func sampleRowBytes(sample []sampled) float64 {
-	if len(sample) == 0 {
-		return 0
+// dataBounds are the first key in [start, end) and the key just after its last (nil: no key).
+func dataBounds(ctx context.Context, c *client.Client, start, end []byte) (lo, hi []byte, err error) {
+	first, err := c.Scan(ctx, start, end, 1, false)
+	if err != nil || len(first) == 0 {
+		return nil, nil, wrapSample(err)
 	}
-	sum := 0.0
-	for _, x := range sample {
-		sum += x.raw
+	last, err := c.Scan(ctx, start, end, 1, true)
+	if err != nil || len(last) == 0 {
+		return nil, nil, wrapSample(err)
 	}
-	return sum / float64(len(sample))
+	return first[0].Key, append(bytes.Clone(last[0].Key), 0), nil
 }
 
-// between is a key about a fraction f of the way from a to b: the 8 bytes after their common
-// prefix read as a number (b empty: the end of the keyspace).
-func between(a, b []byte, f float64) []byte {
-	if f <= 0 {
-		return a
+func wrapSample(err error) error {
+	if err == nil {
+		return nil
 	}
+	return fmt.Errorf("sample the table: %w", err)
+}
+
+// keySpace reads keys between a and b as numbers: the 8 bytes after their common prefix (b
+// empty: the end of the keyspace), so that a span can be cut in fractions and a scan's keys tell
+// what fraction of it they cover.
+type keySpace struct {
+	a      []byte
+	p      int
+	lo, hi uint64
+}
+
+func newKeySpace(a, b []byte) keySpace {
 	p := 0
 	for p < len(a) && p < len(b) && a[p] == b[p] {
 		p++
 	}
-	word := func(k []byte, pad byte) uint64 {
-		var w [8]byte
-		for i := range w {
-			w[i] = pad
-		}
-		copy(w[:], k[min(p, len(k)):])
-		return binary.BigEndian.Uint64(w[:])
-	}
-	lo, hi := word(a, 0), uint64(math.MaxUint64)
+	ks := keySpace{a: a, p: p, hi: math.MaxUint64}
+	ks.lo = ks.word(a)
 	if len(b) > 0 {
-		hi = word(b, 0)
+		ks.hi = ks.word(b)
 	}
-	if hi <= lo {
-		return a
+	return ks
+}
+
+func (ks keySpace) word(k []byte) uint64 {
+	var w [8]byte
+	if len(k) > ks.p {
+		copy(w[:], k[ks.p:])
 	}
-	x := lo + uint64(f*float64(hi-lo))
-	out := append(bytes.Clone(a[:p]), binary.BigEndian.AppendUint64(nil, x)...)
-	if bytes.Compare(out, a) < 0 {
-		return a
+	return binary.BigEndian.Uint64(w[:])
+}
+
+// at is a key about a fraction f of the way from a to b.
+func (ks keySpace) at(f float64) []byte {
+	if f <= 0 || ks.hi <= ks.lo {
+		return ks.a
+	}
+	x := ks.lo + uint64(f*float64(ks.hi-ks.lo))
+	out := append(bytes.Clone(ks.a[:ks.p]), binary.BigEndian.AppendUint64(nil, x)...)
+	if bytes.Compare(out, ks.a) < 0 {
+		return ks.a
 	}
 	return out
 }
+
+// fraction is how much of the span lies between keys from and to (0 when it cannot tell).
+func (ks keySpace) fraction(from, to []byte) float64 {
+	if ks.hi <= ks.lo {
+		return 0
+	}
+	x, y := ks.word(from), ks.word(to)
+	if y <= x {
+		return 0
+	}
+	return float64(y-x) / float64(ks.hi-ks.lo)
+}
+
+// between is a key about a fraction f of the way from a to b.
+func between(a, b []byte, f float64) []byte { return newKeySpace(a, b).at(f) }
 
 // boundaries are the m−1 new keys that cut the sample into m parts of equal bytes.
 func boundaries(sample []sampled, m int) [][]byte {

@@ -2,7 +2,9 @@ package rekey
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -86,5 +88,24 @@ func TestPlacementInput(t *testing.T) {
 	}
 	if m := in.Moved(cur); m != 10+7 {
 		t.Fatalf("unplaced moves %v, want 17", m)
+	}
+}
+
+// The rows a probe reads over the fraction of the key space they cover estimate the range's rows.
+func TestKeySpaceFraction(t *testing.T) {
+	key := func(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte("/t/9/"), i) }
+	// 10 000 rows with ids 0, 7, 14, …: a range [key(0), key(70 000)).
+	ks := newKeySpace(key(0), key(70000))
+	for _, f := range []float64{0, 0.25, 0.5, 0.9} {
+		from := ks.at(f)
+		first := uint64(math.Ceil(f*70000/7)) * 7 // the first id at or after the probe
+		last := first + 7*99                      // a probe of 100 rows
+		got := 100 / ks.fraction(from, key(last))
+		if got < 9000 || got > 11000 {
+			t.Errorf("probe at %.2f: %.0f rows estimated, want about 10 000", f, got)
+		}
+	}
+	if f := ks.fraction(key(10), key(5)); f != 0 {
+		t.Errorf("a reversed span covers %v, want 0", f)
 	}
 }
