@@ -248,6 +248,14 @@ func (e *experiment) load(ctx context.Context) error {
 	if err := benchutil.WaitFor(ctx, 3*time.Minute, e.replicated); err != nil {
 		return fmt.Errorf("ranges never fully replicated after the splits: %w", err)
 	}
+	// A split's ranges keep its parent's nodes: rebalance spreads the replicas over every node
+	// before it is switched off, so that every arm has all the nodes to lead from.
+	if err := benchutil.WaitFor(ctx, 3*time.Minute, e.spread); err != nil {
+		return fmt.Errorf("replicas never spread over the nodes: %w", err)
+	}
+	if err := sleep(ctx, 5*time.Second); err != nil { // the last moves finish
+		return err
+	}
 	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
 		if err := e.cl.SetPolicy(ctx, p, false); err != nil {
 			return err
@@ -535,6 +543,29 @@ func (e *experiment) placeLeaders(ctx context.Context, place map[uint64]uint64) 
 // replicated reports whether every range has its voters (three, or one a node) and a leader.
 func (e *experiment) replicated() bool {
 	return benchutil.FullyReplicated(context.Background(), e.cl, min(3, e.o.Nodes))
+}
+
+// spread reports whether every node holds at least ⌊replicas/nodes⌋ − 1 of the user ranges'
+// replicas (rebalance stops within its thresholds) and all are fully replicated.
+func (e *experiment) spread() bool {
+	rs, err := e.userRanges(context.Background())
+	if err != nil || !e.replicated() {
+		return false
+	}
+	held := map[uint64]int{}
+	total := 0
+	for _, r := range rs {
+		for _, id := range voters(r) {
+			held[id]++
+			total++
+		}
+	}
+	for _, s := range e.sups {
+		if n := s.Node(); n == nil || held[n.NodeID()] < max(1, total/len(e.sups)-1) {
+			return false
+		}
+	}
+	return true
 }
 
 // score fills each arm's figures from the tenants' timelines, and the transition's bins.
