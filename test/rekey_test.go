@@ -176,17 +176,9 @@ func TestRekeyLinearizableAcrossTheCutover(t *testing.T) {
 	const nRows, nClients = 5, 6
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
-	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	testcluster.Hold(t, ctx, cl)
-	cat := table.NewCatalog(cl)
-	cols, _ := table.ParseColumns("id:int64,name:string,city:string")
-	if _, err := cat.Create(ctx, table.NewDescriptor("lin", cols, table.ParseKeyList("id"))); err != nil {
-		t.Fatal(err)
-	}
+	cl, cat := heldTableCluster(ctx, t, "lin", "id:int64,name:string,city:string")
 	city := func(id int64) string { return fmt.Sprintf("c%d", id%3) } // a row never changes city
 	key := func(id int64) string { return fmt.Sprintf("row%d", id) }
 	h := history.New(nClients + 1)
@@ -316,17 +308,9 @@ func TestRekeyToANonUniqueKeyFailsAndCancels(t *testing.T) {
 // the node leads none of the table's new ranges and every row is there under the new key.
 func TestRekeyWhileANodeDrains(t *testing.T) {
 	const nRows = 900
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
-	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	testcluster.Hold(t, ctx, cl)
-	cat := table.NewCatalog(cl)
-	cols, _ := table.ParseColumns("id:int64,city:string")
-	if _, err := cat.Create(ctx, table.NewDescriptor("drained", cols, table.ParseKeyList("id"))); err != nil {
-		t.Fatal(err)
-	}
+	cl, cat := heldTableCluster(ctx, t, "drained", "id:int64,city:string")
 	tb, _ := cat.Open(ctx, "drained")
 	for id := range int64(nRows) {
 		if err := tb.Put(ctx, table.Row{"id": id, "city": fmt.Sprintf("c%d", id%7)}); err != nil {
@@ -386,6 +370,25 @@ func TestRekeyWhileANodeDrains(t *testing.T) {
 	}
 	t.Logf("re-key with n%d draining: %d new ranges led by %v, writes held %v, cut over at %v",
 		drained, p.NewRanges, p.Leaders, res.FenceHeld.Round(time.Millisecond), res.CutoverAt.Round(time.Millisecond))
+}
+
+// heldTableCluster starts three nodes, waits for three voters on every range, holds the autopilot's
+// load-driven policies, and creates table name of columns cols keyed by id.
+func heldTableCluster(ctx context.Context, t *testing.T, name, cols string) (*client.Client, *table.Catalog) {
+	t.Helper()
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	testcluster.Hold(t, ctx, cl)
+	cat := table.NewCatalog(cl)
+	cs, err := table.ParseColumns(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.Create(ctx, table.NewDescriptor(name, cs, table.ParseKeyList("id"))); err != nil {
+		t.Fatal(err)
+	}
+	return cl, cat
 }
 
 // checkPlacement checks a re-key's placement of its new keyspace: one new range per old range (at
