@@ -413,6 +413,43 @@ func TestBatchWriteAcrossRanges(t *testing.T) {
 	}
 }
 
+// WriteMany sends one batch per range, keeps each key's writes in their order, and still writes
+// everything when the client learns of a split only from the refused batch.
+func TestWriteManyGroupsByRange(t *testing.T) {
+	cl := clienttest.New(t, 1)
+	c := newClient(t, cl, client.Config{})
+	bg := ctx(t)
+	if err := c.Put(bg, []byte("a"), []byte("0")); err != nil { // the cache knows one range
+		t.Fatal(err)
+	}
+	for _, k := range []string{"g", "m", "t"} {
+		if _, _, err := cl.Split(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var muts []*pb.Mutation
+	for i := range 40 {
+		k := []byte{byte('a' + i%26)}
+		muts = append(muts, &pb.Mutation{Key: k, Value: []byte(fmt.Sprint(i))})
+	}
+	if err := c.WriteMany(bg, muts); err != nil {
+		t.Fatal(err)
+	}
+	for i := 14; i < 40; i++ { // the last write of each key wins
+		k := []byte{byte('a' + i%26)}
+		if v, ok, err := c.Get(bg, k); err != nil || !ok || string(v) != fmt.Sprint(i) {
+			t.Fatalf("%s = %q %v %v, want %d", k, v, ok, err, i)
+		}
+	}
+	before := cl.Calls("BatchWrite")
+	if err := c.WriteMany(bg, muts); err != nil { // the cache knows the four ranges now
+		t.Fatal(err)
+	}
+	if got := cl.Calls("BatchWrite") - before; got != 4 {
+		t.Errorf("%d batches for keys in 4 ranges, want 4", got)
+	}
+}
+
 func TestOpsEndToEnd(t *testing.T) {
 	cl := clienttest.New(t, 3)
 	c := newClient(t, cl, client.Config{})

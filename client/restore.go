@@ -141,11 +141,7 @@ func (c *Client) WriteMany(ctx context.Context, muts []*pb.Mutation) error {
 	if len(muts) == 0 {
 		return nil
 	}
-	groups, err := c.byRange(ctx, muts)
-	if err != nil {
-		return err
-	}
-	if len(groups) > 1 {
+	if groups := c.byRange(ctx, muts); len(groups) > 1 {
 		for _, g := range groups {
 			if err := c.WriteMany(ctx, g); err != nil {
 				return err
@@ -153,7 +149,7 @@ func (c *Client) WriteMany(ctx context.Context, muts []*pb.Mutation) error {
 		}
 		return nil
 	}
-	err = c.BatchWrite(ctx, muts)
+	err := c.BatchWrite(ctx, muts)
 	if err == nil || len(muts) == 1 || !errors.Is(err, ErrInvalidArgument) {
 		return err
 	}
@@ -165,23 +161,30 @@ func (c *Client) WriteMany(ctx context.Context, muts []*pb.Mutation) error {
 }
 
 // byRange groups muts by the range the client's cache (or a lookup) places each key in, keeping
-// their order within a group.
-func (c *Client) byRange(ctx context.Context, muts []*pb.Mutation) ([][]*pb.Mutation, error) {
+// their order within a group. A key stays in the group of its first write even if the cache
+// changed meanwhile (its writes must not be reordered across groups); a key the client cannot
+// place leaves everything in one group, for BatchWrite's retries and the halving to sort out.
+func (c *Client) byRange(ctx context.Context, muts []*pb.Mutation) [][]*pb.Mutation {
 	var groups [][]*pb.Mutation
 	index := map[uint64]int{}
+	keyGroup := map[string]int{}
 	for _, m := range muts {
-		e, err := c.locate(ctx, m.Key)
-		if err != nil {
-			return nil, fmt.Errorf("locate %q: %w", m.Key, err)
-		}
-		id := e.desc.GetRangeId()
-		g, ok := index[id]
-		if !ok {
-			g = len(groups)
-			index[id] = g
-			groups = append(groups, nil)
+		g, seen := keyGroup[string(m.Key)]
+		if !seen {
+			e, err := c.locate(ctx, m.Key)
+			if err != nil {
+				return [][]*pb.Mutation{muts}
+			}
+			id := e.desc.GetRangeId()
+			var ok bool
+			if g, ok = index[id]; !ok {
+				g = len(groups)
+				index[id] = g
+				groups = append(groups, nil)
+			}
+			keyGroup[string(m.Key)] = g
 		}
 		groups[g] = append(groups[g], m)
 	}
-	return groups, nil
+	return groups
 }

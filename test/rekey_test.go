@@ -121,7 +121,7 @@ func TestRekeyUnderWritesRefusesNothingAndLosesNothing(t *testing.T) {
 		if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
 			phases = append(phases, p.Phase)
 		}
-		if p.Phase != "copy" && moving.Load() {
+		if p.Phase != "placement" && p.Phase != "copy" && moving.Load() {
 			inFlight.Lock() // no city change is in flight when the fence can come
 			moving.Store(false)
 			inFlight.Unlock()

@@ -64,19 +64,21 @@ type RekeyReport struct {
 
 // RekeyRun is one re-key under a foreground load.
 type RekeyRun struct {
-	From          []string               `json:"from_key"`
-	To            []string               `json:"to_key"`
-	OpsPerSec     int                    `json:"ops_per_sec"`
-	RekeyS        float64                `json:"rekey_s"`
-	CutoverS      float64                `json:"cutover_s"`
-	WritesHeldMs  float64                `json:"writes_held_ms"`
-	Reads         OpCount                `json:"reads"`
-	Writes        OpCount                `json:"writes"`
-	P99Ms         float64                `json:"p99_ms"`        // every operation during the re-key
-	P99FencedMs   float64                `json:"p99_fenced_ms"` // operations that started while writes were held
-	MaxFencedMs   float64                `json:"max_fenced_ms"` // the slowest of those
-	ChangesCopied int64                  `json:"changes_followed"`
-	Placement     *rekey.PlacementReport `json:"placement,omitempty"`
+	From      []string `json:"from_key"`
+	To        []string `json:"to_key"`
+	OpsPerSec int      `json:"ops_per_sec"`
+	// AchievedOpsPerSec is the load that ran: operations started during the re-key over its time.
+	AchievedOpsPerSec float64                `json:"achieved_ops_per_sec"`
+	RekeyS            float64                `json:"rekey_s"`
+	CutoverS          float64                `json:"cutover_s"`
+	WritesHeldMs      float64                `json:"writes_held_ms"`
+	Reads             OpCount                `json:"reads"`
+	Writes            OpCount                `json:"writes"`
+	P99Ms             float64                `json:"p99_ms"`        // every operation during the re-key
+	P99FencedMs       float64                `json:"p99_fenced_ms"` // operations that ran while writes were held
+	MaxFencedMs       float64                `json:"max_fenced_ms"` // the slowest of those
+	ChangesCopied     int64                  `json:"changes_followed"`
+	Placement         *rekey.PlacementReport `json:"placement,omitempty"`
 	// Checked is porcupine's verdict on the checked rows' history ("" without CheckRows).
 	Checked string `json:"porcupine,omitempty"`
 }
@@ -113,6 +115,9 @@ func Rekey(ctx context.Context, dir string, cfg RekeyConfig) (RekeyReport, error
 		Note:     "rows of 5 columns (id, grp, a 64-byte string, two fillers); the bulk copy scans the table and writes it into a new table, 4 batches of 500 in flight, as the re-key's copy"}
 	if cfg.Disk {
 		rep.Disk = "emulated: no page cache, 64 MiB/s each way, 2 000 IOPS, 200 µs"
+	}
+	if cfg.CheckRows < 0 || cfg.CheckRows > cfg.Rows/2 {
+		return rep, fmt.Errorf("check rows %d: between 0 and half the rows (%d)", cfg.CheckRows, cfg.Rows/2)
 	}
 	c, cl, err := startThreeOn(ctx, dir, cfg.Disk)
 	if err != nil {
@@ -307,7 +312,7 @@ func rekeyUnderLoad(ctx context.Context, cl *client.Client, cat *table.Catalog, 
 	t0 := time.Now()
 	res, err := rekey.Run(ctx, cl, "usertable", rekey.Options{PrimaryKey: key, Placement: cfg.Placement, Progress: func(p rekey.Progress) {
 		switch p.Phase {
-		case "fenced":
+		case "fencing": // about to fence: operations from here on may be held
 			fencedFrom.Store(int64(time.Since(load.start)))
 		case "cutover":
 			fencedTo.Store(int64(time.Since(load.start)))
@@ -339,7 +344,7 @@ func rekeyUnderLoad(ctx context.Context, cl *client.Client, cat *table.Catalog, 
 		}
 		ms := float64(s.took.Microseconds()) / 1000
 		all = append(all, ms)
-		if s.at >= from && s.at <= to {
+		if s.at <= to && s.at+s.took >= from { // ran while writes were held
 			fenced = append(fenced, ms)
 		}
 	}
@@ -348,6 +353,7 @@ func rekeyUnderLoad(ctx context.Context, cl *client.Client, cat *table.Catalog, 
 			c.Percent = 100 * float64(c.Succeeded) / float64(c.Tried)
 		}
 	}
+	run.AchievedOpsPerSec = float64(run.Reads.Tried+run.Writes.Tried) / rekeyTook.Seconds()
 	run.P99Ms, run.P99FencedMs = pct(all, 0.99), pct(fenced, 0.99)
 	if len(fenced) > 0 {
 		run.MaxFencedMs = slices.Max(fenced)

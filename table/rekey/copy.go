@@ -28,8 +28,9 @@ type copier struct {
 	progress func(Progress)
 	// record writes the progress into the descriptor (rekey-status reads it), every recordEvery
 	// until the fence; lastRecord is when it last did.
-	record     func(Progress)
-	lastRecord time.Time
+	record        func(Progress)
+	lastRecord    time.Time
+	recordedPhase string
 	start      time.Time
 
 	// moved maps each live old row's key to its key in the new keyspace: a change that moves a
@@ -175,9 +176,11 @@ func (cp *copier) checkpoint(ctx context.Context, ev client.WatchEvent) error {
 		}
 		cp.phase, cp.catchUpFrom = "catch-up", time.Now()
 	case "catch-up":
-		if cp.sinceCheck > int64(cp.batch) || !cp.caughtUp(ctx, frontier) {
+		late := time.Since(cp.catchUpFrom) > maxCatchUp
+		if !late && (cp.sinceCheck > int64(cp.batch) || !cp.caughtUp(ctx, frontier)) {
 			break // still behind: fence once a checkpoint comes with little new and little left
 		}
+		cp.report("fencing")
 		idx, err := cp.c.FenceSpan(ctx, ostart, oend, fence, false)
 		if err != nil {
 			return fmt.Errorf("fence the old keyspace: %w", err)
@@ -225,11 +228,9 @@ const (
 )
 
 // caughtUp reports whether every range's frontier is within fenceLag entries of its applied index
-// (asked at most every 100 ms; an answer it cannot get counts as not caught up, until maxCatchUp).
+// (asked at most every 100 ms; an answer it cannot get counts as not caught up; past maxCatchUp
+// the caller fences without asking).
 func (cp *copier) caughtUp(ctx context.Context, frontier map[uint64]uint64) bool {
-	if time.Since(cp.catchUpFrom) > maxCatchUp {
-		return true
-	}
 	if time.Since(cp.lagChecked) < 100*time.Millisecond {
 		return false
 	}
@@ -243,8 +244,8 @@ func (cp *copier) caughtUp(ctx context.Context, frontier map[uint64]uint64) bool
 		applied[rs.GetDesc().GetRangeId()] = rs.GetAppliedIndex()
 	}
 	for r, f := range frontier {
-		a, ok := applied[r]
-		if !ok || a > f+fenceLag {
+		// 0: the answering node holds no replica of r; it cannot tell.
+		if a := applied[r]; a == 0 || a > f+fenceLag {
 			return false
 		}
 	}
@@ -356,8 +357,8 @@ func ownedWriteMany(ctx context.Context, c *client.Client, muts []*pb.Mutation, 
 
 // report tells Progress, at most every 200 ms unless the phase is new.
 func (cp *copier) report(phase string) {
-	if cp.record != nil && (phase == "copy" || phase == "catch-up") && (time.Since(cp.lastRecord) >= recordEvery || phase != cp.reported) {
-		cp.lastRecord = time.Now()
+	if cp.record != nil && (phase == "copy" || phase == "catch-up") && (time.Since(cp.lastRecord) >= recordEvery || phase != cp.recordedPhase) {
+		cp.lastRecord, cp.recordedPhase = time.Now(), phase
 		cp.record(Progress{Phase: phase, Rows: cp.rows, Changes: cp.changes, Elapsed: time.Since(cp.start)})
 	}
 	if cp.progress == nil {

@@ -54,7 +54,8 @@ type PlacementReport struct {
 	// Leaders is the plan: new range → node; Submitted, InPlace, Refused what the autopilot did with it.
 	Leaders                     map[uint64]uint64 `json:"leaders"`
 	Submitted, InPlace, Refused int
-	Placed                      int           `json:"placed"` // leaderships where planned when the copy started
+	Refusals                    []string      `json:"refusals,omitempty"` // why, for each refused
+	Placed                      int           `json:"placed"`             // leaderships where planned when the copy started
 	Took                        time.Duration `json:"took_ns"`
 }
 
@@ -148,7 +149,8 @@ func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, stra
 		return nil, fmt.Errorf("place the new ranges' leaders: %w", err)
 	}
 	rep.Submitted, rep.InPlace, rep.Refused = int(resp.GetSubmitted()), int(resp.GetInPlace()), int(resp.GetRefused())
-	rep.Placed = waitPlaced(ctx, c, rep.Leaders, 15*time.Second)
+	rep.Refusals = resp.GetReasons()
+	rep.Placed = waitPlaced(ctx, c, rep.Leaders, rep.Submitted+rep.InPlace, 15*time.Second)
 	rep.Took = time.Since(t0)
 	return rep, nil
 }
@@ -269,12 +271,15 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 		}
 		// The range's rows (estimated) times its sample's mean row: its bytes as the copy moves
 		// them (the engine's size on disk is compressed). Each sampled row stands for its share.
-		if probes > 0 && len(rows) > 0 {
+		switch {
+		case probes > 0 && len(rows) > 0:
 			r.rows = max(float64(len(rows)), rowsEst/float64(probes))
 			r.bytes = r.rows * size / float64(len(rows))
 			for k := range rows {
 				rows[k].weight *= r.bytes / size
 			}
+		default: // too few keys to tell a density: the sample is the range
+			r.rows, r.bytes = float64(len(rows)), size
 		}
 		out = append(out, rows...)
 	}
@@ -410,8 +415,9 @@ func placementInput(sample []sampled, olds, news []oldRange, nodes []uint64) (re
 	return in, current
 }
 
-// waitPlaced waits up to d for the planned leaderships and returns how many are in place.
-func waitPlaced(ctx context.Context, c *client.Client, plan map[uint64]uint64, d time.Duration) int {
+// waitPlaced waits up to d for want of the planned leaderships (those not refused) and returns how
+// many are in place.
+func waitPlaced(ctx context.Context, c *client.Client, plan map[uint64]uint64, want int, d time.Duration) int {
 	deadline := time.Now().Add(d)
 	for {
 		placed := 0
@@ -422,7 +428,7 @@ func waitPlaced(ctx context.Context, c *client.Client, plan map[uint64]uint64, d
 				}
 			}
 		}
-		if placed == len(plan) || time.Now().After(deadline) || ctx.Err() != nil {
+		if placed >= want || time.Now().After(deadline) || ctx.Err() != nil {
 			return placed
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -46,7 +46,7 @@ type Options struct {
 
 // Progress is where a re-key is.
 type Progress struct {
-	Phase string // "placement", "copy", "catch-up", "fenced", "cutover", "cleanup", "done"
+	Phase string // "placement", "copy", "catch-up", "fencing", "fenced", "cutover", "cleanup", "done"
 	// Rows copied by the initial scan, changes applied since, old rows deleted by the cleanup.
 	Rows, Changes, Cleaned int64
 	Elapsed                time.Duration
