@@ -144,6 +144,8 @@ type Report struct {
 	// Gains are node_profiles' throughput over the best homogeneous arm's and the random-homogeneous
 	// one's (1.35: +35 %), and the scan tenant's (E) over the best homogeneous.
 	Gains map[string]float64 `json:"gains"`
+	// Errors are each tenant's failed operations over the whole run, with one error's text.
+	Errors map[string]string `json:"errors,omitempty"`
 }
 
 type experiment struct {
@@ -184,6 +186,14 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 		return rep, fmt.Errorf("workload: %w", runErr)
 	}
 	e.score(reports, arms, &reconf)
+	for i, r := range reports {
+		if r != nil && r.Errors > 0 {
+			if rep.Errors == nil {
+				rep.Errors = map[string]string{}
+			}
+			rep.Errors[e.tenants[i].Name] = fmt.Sprintf("%d: %s", r.Errors, r.ErrorSample)
+		}
+	}
 	rep.Arms, rep.Reconfiguration = arms, reconf
 	e.compare(&rep)
 	return rep, nil
