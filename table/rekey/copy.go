@@ -31,7 +31,7 @@ type copier struct {
 	record        func(Progress)
 	lastRecord    time.Time
 	recordedPhase string
-	start      time.Time
+	start         time.Time
 
 	// moved maps each live old row's key to its key in the new keyspace: a change that moves a
 	// row under the new key (or deletes it) deletes what the copy wrote for it before.
