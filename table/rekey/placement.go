@@ -3,9 +3,8 @@ package rekey
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
+	"math/big"
 	"slices"
 	"sort"
 	"time"
@@ -45,7 +44,8 @@ type PlacementReport struct {
 	SampledRows int    `json:"sampled_rows"`
 	// TableBytes and EstimatedRows are the table's rows and their bytes (keys and values, as the
 	// copy moves them) estimated from the sample: how many rows each probe read over how much of
-	// its range's key space they cover.
+	// its range's key space they cover. When the key space is too uneven to tell, EstimatedRows is
+	// 0 and TableBytes the engine's compressed size on disk.
 	TableBytes    float64 `json:"table_bytes"`
 	EstimatedRows int64   `json:"estimated_rows"`
 	// Predicted is the bytes each strategy would move (rows whose old range's leader is not their
@@ -72,7 +72,10 @@ type oldRange struct {
 	start, end []byte
 	leader     uint64
 	bytes      float64 // the engine's estimate of its size on disk, then the sample's of its rows
-	rows       float64 // estimated by the sample
+	rows       float64 // estimated by the sample (0: it cannot tell)
+	// sampleRows and sampleBytes are what the sample read of it.
+	sampleRows  int
+	sampleBytes float64
 }
 
 // sampled is one row of the sample: its key in the new keyspace, the old range it is in, and the
@@ -219,7 +222,7 @@ func leaders(ctx context.Context, c *client.Client, nodes []uint64) ([]uint64, e
 // range's sample.
 func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor, olds []oldRange) ([]sampled, error) {
 	per := max(8, sampleRows/max(1, len(olds))/sampleProbes)
-	var out []sampled
+	var perRange [][]sampled
 	for i := range olds {
 		r := &olds[i]
 		// Probes spread over the keys the range holds, not its bounds: a table's last range ends
@@ -234,7 +237,8 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 		ks := newKeySpace(lo, hi)
 		seen := map[string]bool{}
 		var rows []sampled
-		size, rowsEst, probes := 0.0, 0.0, 0
+		size := 0.0
+		var estimates []float64 // the range's rows as each probe sees them
 		for p := range sampleProbes {
 			from := ks.at(float64(p) / sampleProbes)
 			kvs, err := c.Scan(ctx, from, hi, per, false)
@@ -248,8 +252,7 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 				to = kvs[len(kvs)-1].Key
 			}
 			if f := ks.fraction(from, to); f > 0 {
-				rowsEst += float64(len(kvs)) / f
-				probes++
+				estimates = append(estimates, float64(len(kvs))/f)
 			}
 			for _, kv := range kvs {
 				if seen[string(kv.Key)] {
@@ -269,22 +272,52 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 				size += n
 			}
 		}
-		// The range's rows (estimated) times its sample's mean row: its bytes as the copy moves
-		// them (the engine's size on disk is compressed). Each sampled row stands for its share.
+		r.sampleRows, r.sampleBytes = len(rows), size
+		r.rows = float64(len(rows)) // too few keys to tell a density: the sample is the range
+		if len(estimates) > 0 {
+			// The median: a probe whose rows sit in a sliver of the key space would make the
+			// mean absurd.
+			slices.Sort(estimates)
+			r.rows = max(r.rows, estimates[len(estimates)/2])
+		}
+		perRange = append(perRange, rows)
+	}
+	// The ranges' rows times their sample's mean row: their bytes as the copy moves them. A key
+	// space the rows fill unevenly (a composite key: (grp, id) leaves a gap of 2^64 between groups)
+	// makes the density meaningless; then no count is claimed, and the ranges weigh by the engine's
+	// (compressed) size on disk, which at least orders them right.
+	plausible := true
+	for _, r := range olds {
+		if r.sampleRows > 0 && r.bytes > 0 && r.rows*r.sampleBytes/float64(r.sampleRows) > maxCompression*r.bytes {
+			plausible = false
+		}
+	}
+	var out []sampled
+	for _, rows := range perRange {
+		if len(rows) == 0 {
+			continue
+		}
+		r := &olds[rows[0].old]
 		switch {
-		case probes > 0 && len(rows) > 0:
-			r.rows = max(float64(len(rows)), rowsEst/float64(probes))
-			r.bytes = r.rows * size / float64(len(rows))
-			for k := range rows {
-				rows[k].weight *= r.bytes / size
+		case plausible:
+			r.bytes = r.rows * r.sampleBytes / float64(r.sampleRows)
+		default:
+			r.rows = 0
+			if r.bytes == 0 {
+				r.bytes = r.sampleBytes
 			}
-		default: // too few keys to tell a density: the sample is the range
-			r.rows, r.bytes = float64(len(rows)), size
+		}
+		for k := range rows {
+			rows[k].weight *= r.bytes / r.sampleBytes
 		}
 		out = append(out, rows...)
 	}
 	return out, nil
 }
+
+// maxCompression bounds how much smaller than its rows a range can be on disk: a row estimate
+// beyond it is the key space's shape, not the data.
+const maxCompression = 50
 
 // dataBounds are the first key in [start, end) and the key just after its last (nil: no key).
 func dataBounds(ctx context.Context, c *client.Client, start, end []byte) (lo, hi []byte, err error) {
@@ -306,43 +339,61 @@ func wrapSample(err error) error {
 	return fmt.Errorf("sample the table: %w", err)
 }
 
-// keySpace reads keys between a and b as numbers: the 8 bytes after their common prefix (b
+// keySpace reads keys between a and b as numbers: the 16 bytes after their common prefix (b
 // empty: the end of the keyspace), so that a span can be cut in fractions and a scan's keys tell
-// what fraction of it they cover.
+// what fraction of it they cover. Sixteen bytes resolve a composite key's second column (8 bytes of
+// an integer column after 8 of the first).
 type keySpace struct {
 	a      []byte
 	p      int
-	lo, hi uint64
+	lo, hi *big.Int
 }
+
+const keySpaceBytes = 16
 
 func newKeySpace(a, b []byte) keySpace {
 	p := 0
 	for p < len(a) && p < len(b) && a[p] == b[p] {
 		p++
 	}
-	ks := keySpace{a: a, p: p, hi: math.MaxUint64}
+	ks := keySpace{a: a, p: p}
 	ks.lo = ks.word(a)
 	if len(b) > 0 {
 		ks.hi = ks.word(b)
+	} else {
+		ks.hi = new(big.Int).Lsh(big.NewInt(1), 8*keySpaceBytes)
 	}
 	return ks
 }
 
-func (ks keySpace) word(k []byte) uint64 {
-	var w [8]byte
+func (ks keySpace) word(k []byte) *big.Int {
+	var w [keySpaceBytes]byte
 	if len(k) > ks.p {
 		copy(w[:], k[ks.p:])
 	}
-	return binary.BigEndian.Uint64(w[:])
+	return new(big.Int).SetBytes(w[:])
+}
+
+// width is hi − lo, nil when the span is empty.
+func (ks keySpace) width() *big.Int {
+	d := new(big.Int).Sub(ks.hi, ks.lo)
+	if d.Sign() <= 0 {
+		return nil
+	}
+	return d
 }
 
 // at is a key about a fraction f of the way from a to b.
 func (ks keySpace) at(f float64) []byte {
-	if f <= 0 || ks.hi <= ks.lo {
+	d := ks.width()
+	if f <= 0 || d == nil {
 		return ks.a
 	}
-	x := ks.lo + uint64(f*float64(ks.hi-ks.lo))
-	out := append(bytes.Clone(ks.a[:ks.p]), binary.BigEndian.AppendUint64(nil, x)...)
+	off, _ := new(big.Float).Mul(new(big.Float).SetInt(d), big.NewFloat(f)).Int(nil)
+	x := new(big.Int).Add(ks.lo, off)
+	var w [keySpaceBytes]byte
+	x.FillBytes(w[:])
+	out := append(bytes.Clone(ks.a[:ks.p]), w[:]...)
 	if bytes.Compare(out, ks.a) < 0 {
 		return ks.a
 	}
@@ -351,14 +402,16 @@ func (ks keySpace) at(f float64) []byte {
 
 // fraction is how much of the span lies between keys from and to (0 when it cannot tell).
 func (ks keySpace) fraction(from, to []byte) float64 {
-	if ks.hi <= ks.lo {
+	d := ks.width()
+	if d == nil {
 		return 0
 	}
-	x, y := ks.word(from), ks.word(to)
-	if y <= x {
+	span := new(big.Int).Sub(ks.word(to), ks.word(from))
+	if span.Sign() <= 0 {
 		return 0
 	}
-	return float64(y-x) / float64(ks.hi-ks.lo)
+	f, _ := new(big.Float).Quo(new(big.Float).SetInt(span), new(big.Float).SetInt(d)).Float64()
+	return f
 }
 
 // between is a key about a fraction f of the way from a to b.
