@@ -5,8 +5,8 @@
 // clients and peers see as a short absence of one follower:
 //
 //  1. the node sheds its leaderships (DrainLeaderships), so no range loses its leader;
-//  2. the supervisor retires the node: new calls are answered UNAVAILABLE (clients and peers retry),
-//     the node stops, the calls it was serving end, and its engine closes;
+//  2. the supervisor retires the node: new calls wait for the next node (at most AwaitTimeout, then
+//     UNAVAILABLE), the node stops, the calls it was serving end, and its engine closes;
 //  3. a new node opens the same data directory with the profile, behind the same gRPC server and
 //     listener (the supervisor forwards the server's calls to whichever node runs), warms its cache
 //     from its peers' read hints as every restarted node does, and serves;
@@ -83,6 +83,22 @@ type incarnation struct {
 	inflight atomic.Int64
 	retiring atomic.Bool
 	retired  chan struct{} // closed when the node is retired: ends the streams forwarded to it
+}
+
+// AwaitTimeout bounds how long a call that arrives between two nodes waits for the next one.
+const AwaitTimeout = 10 * time.Second
+
+// await is enter, waiting (within ctx, at most AwaitTimeout) while no node runs: a call that meets
+// the restart is served by the next node instead of failing. The client cannot tell a transport
+// error after sending a write from a write that failed half-way, so it would report it ambiguous.
+func (s *Supervisor) await(ctx context.Context, service string) (*incarnation, any) {
+	deadline := time.Now().Add(AwaitTimeout)
+	for {
+		if inc, impl := s.enter(service); inc != nil || ctx.Err() != nil || time.Now().After(deadline) || s.ctx.Err() != nil {
+			return inc, impl
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // enter counts a call to the current node and returns it with the service's implementation, or nil
@@ -171,7 +187,7 @@ func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
 		h := m.Handler
 		fd.Methods[i] = grpc.MethodDesc{MethodName: m.MethodName,
 			Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-				inc, impl := s.enter(d.ServiceName)
+				inc, impl := s.await(ctx, d.ServiceName)
 				if inc == nil {
 					return nil, errRestarting
 				}
@@ -184,7 +200,7 @@ func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
 		h := sd.Handler
 		fs := sd
 		fs.Handler = func(_ any, stream grpc.ServerStream) error {
-			inc, impl := s.enter(d.ServiceName)
+			inc, impl := s.await(stream.Context(), d.ServiceName)
 			if inc == nil {
 				return errRestarting
 			}
