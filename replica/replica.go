@@ -146,9 +146,9 @@ type Replica struct {
 	applyingIndex uint64
 	record        func(pb.RangeFeedEvent_Kind, []byte, stored.Value)
 
-	readQueue   *readBatch            // reads waiting for the next ReadIndex
-	readsSent   map[string]*readBatch // ReadIndex requests in flight
-	readsWait   []*readBatch          // read index known, waiting for apply
+	readQueue *readBatch            // reads waiting for the next ReadIndex
+	readsSent map[string]*readBatch // ReadIndex requests in flight
+	readsWait []*readBatch          // read index known, waiting for apply
 	// readCounter numbers this replica's ReadIndex requests from a random start: answers are
 	// matched by context, and a late answer to an earlier incarnation's request (before a restart,
 	// or a replica removed and re-created here) must never release a new read at its older index.
