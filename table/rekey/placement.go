@@ -284,11 +284,16 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 	}
 	// The ranges' rows times their sample's mean row: their bytes as the copy moves them. A key
 	// space the rows fill unevenly (a composite key: (grp, id) leaves a gap of 2^64 between groups)
-	// makes the density meaningless; then no count is claimed, and the ranges weigh by the engine's
+	// makes the density meaningless, off either way; then no count is claimed, and the ranges weigh by the engine's
 	// (compressed) size on disk, which at least orders them right.
 	plausible := true
 	for _, r := range olds {
-		if r.sampleRows > 0 && r.bytes > 0 && r.rows*r.sampleBytes/float64(r.sampleRows) > maxCompression*r.bytes {
+		if r.sampleRows == 0 || r.bytes == 0 {
+			continue
+		}
+		// Rows take between half (the engine's overhead on incompressible data) and
+		// maxCompression times their size on disk.
+		if raw := r.rows * r.sampleBytes / float64(r.sampleRows); raw > maxCompression*r.bytes || raw < r.bytes/2 {
 			plausible = false
 		}
 	}
