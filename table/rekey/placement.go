@@ -224,68 +224,18 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 	per := max(8, sampleRows/max(1, len(olds))/sampleProbes)
 	var perRange [][]sampled
 	for i := range olds {
-		r := &olds[i]
-		// Probes spread over the keys the range holds, not its bounds: a table's last range ends
-		// at the next table's prefix, far beyond its last row.
-		lo, hi, err := dataBounds(ctx, c, r.start, r.end)
+		rows, err := sampleRange(ctx, c, old, nd, &olds[i], i, per)
 		if err != nil {
 			return nil, err
 		}
-		if lo == nil {
-			continue // no rows
+		if len(rows) > 0 {
+			perRange = append(perRange, rows)
 		}
-		ks := newKeySpace(lo, hi)
-		seen := map[string]bool{}
-		var rows []sampled
-		size := 0.0
-		var estimates []float64 // the range's rows as each probe sees them
-		for p := range sampleProbes {
-			from := ks.at(float64(p) / sampleProbes)
-			kvs, err := c.Scan(ctx, from, hi, per, false)
-			if err != nil {
-				return nil, fmt.Errorf("sample the table: %w", err)
-			}
-			// The rows a probe read over the part of the range they cover estimate its rows: up to
-			// the last key read, or to the range's last row when the probe reached it.
-			to := hi
-			if len(kvs) == per {
-				to = kvs[len(kvs)-1].Key
-			}
-			if f := ks.fraction(from, to); f > 0 {
-				estimates = append(estimates, float64(len(kvs))/f)
-			}
-			for _, kv := range kvs {
-				if seen[string(kv.Key)] {
-					continue
-				}
-				seen[string(kv.Key)] = true
-				row, err := old.DecodeRow(kv.Key, kv.Value)
-				if err != nil {
-					return nil, err
-				}
-				nk, _, err := nd.EncodeRow(row)
-				if err != nil {
-					return nil, fmt.Errorf("row %q under the new key: %w", kv.Key, err)
-				}
-				n := float64(len(kv.Key) + len(kv.Value))
-				rows = append(rows, sampled{newKey: nk, old: i, weight: n})
-				size += n
-			}
-		}
-		r.sampleRows, r.sampleBytes = len(rows), size
-		r.rows = float64(len(rows)) // too few keys to tell a density: the sample is the range
-		if len(estimates) > 0 {
-			// The median: a probe whose rows sit in a sliver of the key space would make the
-			// mean absurd.
-			slices.Sort(estimates)
-			r.rows = max(r.rows, estimates[len(estimates)/2])
-		}
-		perRange = append(perRange, rows)
 	}
 	// The ranges' rows times their sample's mean row: their bytes as the copy moves them. A key
 	// space the rows fill unevenly (a composite key: (grp, id) leaves a gap of 2^64 between groups)
-	// makes the density meaningless, off either way; then no count is claimed, and the ranges weigh by the engine's
-	// (compressed) size on disk, which at least orders them right.
+	// makes the density meaningless, off either way; then no count is claimed, and the ranges
+	// weigh by the engine's (compressed) size on disk, which at least orders them right.
 	plausible := true
 	for _, r := range olds {
 		if r.sampleRows == 0 || r.bytes == 0 {
@@ -323,6 +273,64 @@ func takeSample(ctx context.Context, c *client.Client, old, nd table.Descriptor,
 // maxCompression bounds how much smaller than its rows a range can be on disk: a row estimate
 // beyond it is the key space's shape, not the data.
 const maxCompression = 50
+
+// sampleRange reads range r (the i-th old range) at sampleProbes points, per rows each, maps the
+// rows to the new key, and sets r's sample size and estimated rows.
+func sampleRange(ctx context.Context, c *client.Client, old, nd table.Descriptor, r *oldRange, i, per int) ([]sampled, error) {
+	// Probes spread over the keys the range holds, not its bounds: a table's last range ends at
+	// the next table's prefix, far beyond its last row.
+	lo, hi, err := dataBounds(ctx, c, r.start, r.end)
+	if err != nil || lo == nil {
+		return nil, err // nil, nil: no rows
+	}
+	ks := newKeySpace(lo, hi)
+	seen := map[string]bool{}
+	var rows []sampled
+	size := 0.0
+	var estimates []float64 // the range's rows as each probe sees them
+	for p := range sampleProbes {
+		from := ks.at(float64(p) / sampleProbes)
+		kvs, err := c.Scan(ctx, from, hi, per, false)
+		if err != nil {
+			return nil, fmt.Errorf("sample the table: %w", err)
+		}
+		// The rows a probe read over the part of the range they cover estimate its rows: up to the
+		// last key read, or to the range's last row when the probe reached it.
+		to := hi
+		if len(kvs) == per {
+			to = kvs[len(kvs)-1].Key
+		}
+		if f := ks.fraction(from, to); f > 0 {
+			estimates = append(estimates, float64(len(kvs))/f)
+		}
+		for _, kv := range kvs {
+			if seen[string(kv.Key)] {
+				continue
+			}
+			seen[string(kv.Key)] = true
+			row, err := old.DecodeRow(kv.Key, kv.Value)
+			if err != nil {
+				return nil, err
+			}
+			nk, _, err := nd.EncodeRow(row)
+			if err != nil {
+				return nil, fmt.Errorf("row %q under the new key: %w", kv.Key, err)
+			}
+			n := float64(len(kv.Key) + len(kv.Value))
+			rows = append(rows, sampled{newKey: nk, old: i, weight: n})
+			size += n
+		}
+	}
+	r.sampleRows, r.sampleBytes = len(rows), size
+	r.rows = float64(len(rows)) // too few keys to tell a density: the sample is the range
+	if len(estimates) > 0 {
+		// The median: a probe whose rows sit in a sliver of the key space would make the mean
+		// absurd.
+		slices.Sort(estimates)
+		r.rows = max(r.rows, estimates[len(estimates)/2])
+	}
+	return rows, nil
+}
 
 // dataBounds are the first key in [start, end) and the key just after its last (nil: no key).
 func dataBounds(ctx context.Context, c *client.Client, start, end []byte) (lo, hi []byte, err error) {

@@ -104,29 +104,10 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 		return res, fmt.Errorf("re-key table %q to (%s): %w (to (%s), since %s; cancel it first)", name, strings.Join(opts.PrimaryKey, ", "), ErrBusy,
 			strings.Join(prev.PrimaryKey, ", "), time.UnixMilli(prev.StartedUnixMs).Format(time.RFC3339))
 	}
-	// A new id and fence for this run, claimed in the descriptor first: a run it takes over (or
-	// one still going somewhere) then fails its cutover, which names the id it copied to.
-	id, err := cat.AllocateID(ctx)
-	if err != nil {
+	if d, err = claim(ctx, c, cat, d, opts.PrimaryKey); err != nil {
 		return res, err
 	}
-	d, err = cat.Update(ctx, name, func(cur *table.Descriptor) error {
-		if cur.ID != d.ID || !sameRekey(cur.Rekey, prev) {
-			return fmt.Errorf("re-key table %q: %w", name, ErrBusy)
-		}
-		cur.Rekey = &table.RekeyState{NewID: id, PrimaryKey: opts.PrimaryKey, FenceID: id, StartedUnixMs: time.Now().UnixMilli()}
-		return nil
-	})
-	if err != nil {
-		return res, err
-	}
-	if prev != nil {
-		// Taken over: release the writes the interrupted run's fence may hold, drop its copy.
-		if err := undo(ctx, c, d.ID, prev); err != nil {
-			return res, err
-		}
-		res.Resumed = true
-	}
+	res.Resumed = prev != nil
 	nd.ID = d.Rekey.NewID
 	res.NewID = nd.ID
 	// The old and the new keyspace in ranges of their own: the copy's writes and other tables'
@@ -172,6 +153,33 @@ func Run(ctx context.Context, c *client.Client, name string, opts Options) (Resu
 	res.Total = time.Since(start)
 	cp.report("done")
 	return res, nil
+}
+
+// claim records this run's re-key of d (a new id and fence) in the descriptor, first: a run it
+// takes over (or one still going somewhere) then fails its cutover, which names the id it copied
+// to. A run taken over has its fence lifted (the writes it may hold go on) and its copy dropped.
+func claim(ctx context.Context, c *client.Client, cat *table.Catalog, d table.Descriptor, key []string) (table.Descriptor, error) {
+	prev := d.Rekey
+	id, err := cat.AllocateID(ctx)
+	if err != nil {
+		return d, err
+	}
+	nd, err := cat.Update(ctx, d.Name, func(cur *table.Descriptor) error {
+		if cur.ID != d.ID || !sameRekey(cur.Rekey, prev) {
+			return fmt.Errorf("re-key table %q: %w", d.Name, ErrBusy)
+		}
+		cur.Rekey = &table.RekeyState{NewID: id, PrimaryKey: key, FenceID: id, StartedUnixMs: time.Now().UnixMilli()}
+		return nil
+	})
+	if err != nil {
+		return d, err
+	}
+	if prev != nil {
+		if err := undo(ctx, c, nd.ID, prev); err != nil {
+			return nd, err
+		}
+	}
+	return nd, nil
 }
 
 // recorder writes a re-key's progress into the table's descriptor for rekey-status. The record is
