@@ -199,12 +199,7 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	if hostList == "" && fl.target == ycsb.TargetGRPC {
 		hostList = cli.Global.Host
 	}
-	var hosts []string
-	for _, h := range strings.Split(hostList, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hosts = append(hosts, h)
-		}
-	}
+	hosts := splitHosts(hostList)
 	if len(hosts) == 0 {
 		hosts = ycsb.DefaultHosts(fl.target)
 	}
@@ -380,4 +375,15 @@ func runTenants(cmd *cobra.Command, ctx context.Context, spec string, base ycsb.
 		}
 	}
 	return runErr
+}
+
+// splitHosts is a comma-separated list of addresses, blanks dropped.
+func splitHosts(list string) []string {
+	var out []string
+	for _, h := range strings.Split(list, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -130,12 +129,7 @@ func runBenchTPCC(cmd *cobra.Command, _ []string) error {
 	if hosts == "" {
 		hosts = cli.Global.Host
 	}
-	var addrs []string
-	for _, h := range strings.Split(hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			addrs = append(addrs, h)
-		}
-	}
+	addrs := splitHosts(hosts)
 	if len(addrs) == 0 {
 		return cli.Usage(errors.New("--hosts is empty"))
 	}
