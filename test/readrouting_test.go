@@ -139,11 +139,13 @@ func TestReplicaReadsSpreadByLoad(t *testing.T) {
 	read(4 * time.Second)
 	slowed := link.take("")
 	t.Logf("reads per node, %s slowed by %v: %v", favourite, link.delay, slowed)
-	if s := share(slowed, favourite); s > 0.05 {
+	// Half its fair share at most (a loaded machine slows every node, and the client keeps probing
+	// the slowed one to learn when it recovers), and less than any other node.
+	if s := share(slowed, favourite); s > 0.5/float64(len(c.Nodes)) {
 		t.Fatalf("the slowed node %s still served %.1f%% of the reads: %v", favourite, 100*s, slowed)
 	}
 	for _, n := range c.Nodes {
-		if s := share(slowed, n.Addr); n.Addr != favourite && s < 0.1 {
+		if s := share(slowed, n.Addr); n.Addr != favourite && (s < 0.1 || slowed[n.Addr] <= slowed[favourite]) {
 			t.Fatalf("node %s served %.1f%% of the reads while %s was slowed: %v", n.Addr, 100*s, favourite, slowed)
 		}
 	}
