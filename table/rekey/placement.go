@@ -158,7 +158,15 @@ func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, stra
 	return rep, nil
 }
 
-func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+func mib(b float64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", b/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", b/(1<<10))
+}
 
 // spanRanges returns the ranges within [start, end) in key order, and the nodes holding their
 // voters (sorted).
