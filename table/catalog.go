@@ -348,13 +348,21 @@ func (c *Catalog) deleteKeys(ctx context.Context, keys [][]byte) error {
 	for i, k := range keys {
 		muts[i] = &pb.Mutation{Key: k, Delete: true}
 	}
-	err := c.kv.BatchWrite(ctx, muts)
-	if err == nil || !errors.Is(err, client.ErrInvalidArgument) && !errors.Is(err, client.ErrCrossRange) {
+	return WriteSplitting(ctx, c.kv, muts)
+}
+
+// WriteSplitting writes muts in one batch or, while the store refuses a batch as crossing a range
+// boundary, in halves (in order, so a key's writes keep theirs). It is not atomic across ranges:
+// for bulk loads and deletes through any KV (a *client.Client's WriteMany also groups by range
+// first).
+func WriteSplitting(ctx context.Context, kv KV, muts []*pb.Mutation) error {
+	err := kv.BatchWrite(ctx, muts)
+	if err == nil || len(muts) == 1 || !errors.Is(err, client.ErrInvalidArgument) && !errors.Is(err, client.ErrCrossRange) {
 		return err
 	}
-	h := len(keys) / 2
-	if err := c.deleteKeys(ctx, keys[:h]); err != nil {
+	h := len(muts) / 2
+	if err := WriteSplitting(ctx, kv, muts[:h]); err != nil {
 		return err
 	}
-	return c.deleteKeys(ctx, keys[h:])
+	return WriteSplitting(ctx, kv, muts[h:])
 }

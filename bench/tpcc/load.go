@@ -3,7 +3,6 @@ package tpcc
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/table"
 )
@@ -82,7 +80,7 @@ type LoadReport struct {
 // then per warehouse its row, districts, stock, and per district customers (with their name index
 // and one history row each) and the initial orders (lines, new_order rows, index). Rows go out as
 // batch writes of consecutive keys of one table; a batch the store refuses as crossing a range
-// boundary is halved until each half fits.
+// boundary is halved until each half fits (table.WriteSplitting).
 func Load(ctx context.Context, kv table.KV, s Sizes, o LoadOptions) (LoadReport, error) {
 	if err := s.Validate(); err != nil {
 		return LoadReport{}, err
@@ -251,26 +249,12 @@ func (b *batcher) flush(ctx context.Context) error {
 	if len(b.muts) == 0 {
 		return nil
 	}
-	if err := b.l.write(ctx, b.muts); err != nil {
+	if err := table.WriteSplitting(ctx, b.l.kv, b.muts); err != nil {
 		return fmt.Errorf("table %s: batch of %d rows: %w", b.t.Desc.Name, len(b.muts), err)
 	}
 	b.l.rows.Add(int64(len(b.muts)))
 	b.muts = b.muts[:0]
 	return nil
-}
-
-// write writes muts (keys in order) in one batch, or halves it while the store refuses it as
-// crossing a range boundary.
-func (l *loader) write(ctx context.Context, muts []*pb.Mutation) error {
-	err := l.kv.BatchWrite(ctx, muts)
-	if err == nil || len(muts) == 1 || !errors.Is(err, client.ErrInvalidArgument) && !errors.Is(err, client.ErrCrossRange) {
-		return err
-	}
-	h := len(muts) / 2
-	if err := l.write(ctx, muts[:h]); err != nil {
-		return err
-	}
-	return l.write(ctx, muts[h:])
 }
 
 // sortRows sorts rows of t into t's key order (a row that does not encode sorts first; the batcher
