@@ -31,6 +31,9 @@ const (
 // Placements are the strategies a re-key accepts.
 func Placements() []string { return []string{PlaceBalanced, PlaceGreedy, PlaceRandom, PlaceNone} }
 
+// maxCompared is how many new ranges Balanced's plan is still computed for beside another strategy.
+const maxCompared = 300
+
 // metaRangeID is the meta range's id (pb: range 1 is special): its span is not user keys.
 const metaRangeID = 1
 
@@ -131,8 +134,12 @@ func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, stra
 	if plans[PlaceGreedy], err = rekeyplan.Greedy(in); err != nil {
 		return nil, err
 	}
-	if plans[PlaceBalanced], err = rekeyplan.Balanced(in); err != nil {
-		return nil, err
+	// Balanced is a Hungarian assignment, cubic in the new ranges: beside another strategy it is
+	// computed for the comparison only while that stays cheap.
+	if strategy == PlaceBalanced || len(news) <= maxCompared {
+		if plans[PlaceBalanced], err = rekeyplan.Balanced(in); err != nil {
+			return nil, err
+		}
 	}
 	if plans[PlaceRandom], err = rekeyplan.Random(in, seed); err != nil {
 		return nil, err
@@ -144,9 +151,14 @@ func place(ctx context.Context, c *client.Client, old, nd table.Descriptor, stra
 	for i, j := range plans[strategy] {
 		rep.Leaders[news[i].id] = nodes[j]
 	}
-	reason := fmt.Sprintf("re-key %s: %s placement of %d new ranges, predicted %s moved (greedy %s, balanced %s, random %s, unplaced %s)",
-		old.Name, strategy, len(news), mib(rep.Predicted[strategy]), mib(rep.Predicted[PlaceGreedy]),
-		mib(rep.Predicted[PlaceBalanced]), mib(rep.Predicted[PlaceRandom]), mib(rep.Predicted["unplaced"]))
+	others := ""
+	for _, name := range []string{PlaceGreedy, PlaceBalanced, PlaceRandom, "unplaced"} {
+		if b, ok := rep.Predicted[name]; ok {
+			others += fmt.Sprintf(", %s %s", name, mib(b))
+		}
+	}
+	reason := fmt.Sprintf("re-key %s: %s placement of %d new ranges, predicted %s moved (%s)",
+		old.Name, strategy, len(news), mib(rep.Predicted[strategy]), others[2:])
 	resp, err := c.PlaceLeaders(ctx, PolicyName, reason, rep.Leaders)
 	if err != nil {
 		return nil, fmt.Errorf("place the new ranges' leaders: %w", err)

@@ -72,9 +72,14 @@ bytes are in the decision log (shoal admin decisions, policy rekey).`,
 					"cutover_ms": res.CutoverAt.Milliseconds(), "total_ms": res.Total.Milliseconds(), "resumed": res.Resumed, "placement": res.Placement})
 			}
 			if p := res.Placement; p != nil {
-				fmt.Fprintf(errw, "placement %s: %d new ranges, predicted bytes moved %s (greedy %s, balanced %s, random %s); %d leaderships moved by the autopilot, %d in place, %d refused\n",
-					p.Strategy, p.NewRanges, mib(p.Predicted[p.Strategy]), mib(p.Predicted[rekey.PlaceGreedy]), mib(p.Predicted[rekey.PlaceBalanced]),
-					mib(p.Predicted[rekey.PlaceRandom]), p.Submitted, p.InPlace, p.Refused)
+				var others []string
+				for _, name := range []string{rekey.PlaceGreedy, rekey.PlaceBalanced, rekey.PlaceRandom} {
+					if b, ok := p.Predicted[name]; ok {
+						others = append(others, name+" "+mib(b))
+					}
+				}
+				fmt.Fprintf(errw, "placement %s: %d new ranges, predicted bytes moved %s (%s); %d leaderships moved by the autopilot, %d in place, %d refused\n",
+					p.Strategy, p.NewRanges, mib(p.Predicted[p.Strategy]), strings.Join(others, ", "), p.Submitted, p.InPlace, p.Refused)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "table %s re-keyed to (%s): %d rows copied, %d changes followed, writes held %v, cut over after %v, done in %v\n",
 				a[0], strings.Join(res.PrimaryKey, ", "), res.Rows, res.Changes, res.FenceHeld.Round(time.Millisecond),
