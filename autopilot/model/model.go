@@ -356,6 +356,9 @@ type Cluster struct {
 	Nodes []*Node
 	// Ranges: system ranges first (by ID), then user ranges sorted by StartKey.
 	Ranges []*Range
+	// LeadZones are the operators' preferences for where spans are led (see LeadZoneOf); a Source
+	// sets them before it hands the snapshot out.
+	LeadZones []LeadZone
 
 	// The lookups by ID: slices indexed by ID when the IDs are dense (they are allocated in
 	// sequence), maps otherwise. Hashing 100 000 range IDs on every snapshot cost more than all the

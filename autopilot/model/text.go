@@ -20,6 +20,7 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system] [fenced]
 //	        [latency=990@2ms,10@40ms]
+//	lead-zone [[a,m)] ZONE
 //
 // A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
 // 5s, "dead" is not live and silent for 70s, silent=D sets the silence (and makes the node not live
@@ -27,7 +28,8 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // it has run), done= says a task of KIND completed AGO before now, led-before= lists the ranges the
 // node led before its last heavy task. latency= is the latency histogram the range's leader reported
 // at now: COUNT requests took DURATION, for each pair. Spans are [start,end) with bare keys; an empty
-// start or end is open. A range's leader defaults to its first voter.
+// start or end is open. A range's leader defaults to its first voter. lead-zone asks that the ranges
+// of the span (without one: every range) be led in ZONE.
 func ParseCluster(text string) (*Cluster, error) {
 	p := &textParser{now: TextEpoch}
 	for lineNo, line := range strings.Split(text, "\n") {
@@ -54,6 +56,8 @@ type textParser struct {
 	dones    []taskDone
 	silences []silence
 	ages     []taskAge
+	// leadZones are the lead-zone items.
+	leadZones []LeadZone
 }
 
 // taskDone is a done= item: a task of kind completed ago before now.
@@ -92,8 +96,28 @@ func (p *textParser) item(f []string) error {
 		return p.node(f)
 	case "range":
 		return p.rangeItem(f)
+	case "lead-zone":
+		return p.leadZone(f)
 	}
-	return fmt.Errorf("unknown item %q (want now, node or range)", f[0])
+	return fmt.Errorf("unknown item %q (want now, node, range or lead-zone)", f[0])
+}
+
+// leadZone reads "lead-zone [start,end) ZONE" or "lead-zone ZONE" (the whole key space).
+func (p *textParser) leadZone(f []string) error {
+	switch len(f) {
+	case 2:
+		p.leadZones = append(p.leadZones, LeadZone{Zone: f[1]})
+		return nil
+	case 3:
+		span := f[1]
+		if !strings.HasPrefix(span, "[") || !strings.HasSuffix(span, ")") || !strings.Contains(span, ",") {
+			return fmt.Errorf("span: want [start,end)")
+		}
+		start, end, _ := strings.Cut(span[1:len(span)-1], ",")
+		p.leadZones = append(p.leadZones, LeadZone{Start: []byte(start), End: []byte(end), Zone: f[2]})
+		return nil
+	}
+	return fmt.Errorf("want: lead-zone [[start,end)] ZONE")
 }
 
 func (p *textParser) node(f []string) error {
@@ -268,7 +292,9 @@ func (p *textParser) cluster() *Cluster {
 			r.Latency.At = p.now
 		}
 	}
-	return NewCluster(p.now, p.nodes, p.ranges)
+	c := NewCluster(p.now, p.nodes, p.ranges)
+	c.LeadZones = p.leadZones
+	return c
 }
 
 // parseLatency reads COUNT@DURATION pairs, comma-separated, into a histogram.
