@@ -6258,6 +6258,7 @@ type JobRun struct {
 	Error          string                 `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
 	Output         string                 `protobuf:"bytes,12,opt,name=output,proto3" json:"output,omitempty"`                                          // the export file
 	ProgressUnixMs int64                  `protobuf:"varint,13,opt,name=progress_unix_ms,json=progressUnixMs,proto3" json:"progress_unix_ms,omitempty"` // the last progress the running node recorded
+	CacheBytes     int64                  `protobuf:"varint,14,opt,name=cache_bytes,json=cacheBytes,proto3" json:"cache_bytes,omitempty"`               // bytes served from a prefetched or kept copy rather than the disk
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -6383,6 +6384,13 @@ func (x *JobRun) GetProgressUnixMs() int64 {
 	return 0
 }
 
+func (x *JobRun) GetCacheBytes() int64 {
+	if x != nil {
+		return x.CacheBytes
+	}
+	return 0
+}
+
 // JobState is what the cluster knows of a job: its spec, the run in progress, the last runs.
 type JobState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -6393,6 +6401,10 @@ type JobState struct {
 	Runs          int64                  `protobuf:"varint,5,opt,name=runs,proto3" json:"runs,omitempty"`
 	Late          int64                  `protobuf:"varint,6,opt,name=late,proto3" json:"late,omitempty"`
 	Skipped       int64                  `protobuf:"varint,7,opt,name=skipped,proto3" json:"skipped,omitempty"` // due times passed while a run was still going
+	// The prefetch plan's verdict (planner and demand-caching strategies): empty or "admitted", else
+	// why the job's reads no longer fit; a refused job's due times pass without a run.
+	Admission     string `protobuf:"bytes,8,opt,name=admission,proto3" json:"admission,omitempty"`
+	Refused       int64  `protobuf:"varint,9,opt,name=refused,proto3" json:"refused,omitempty"` // due times refused by the plan
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6472,6 +6484,20 @@ func (x *JobState) GetLate() int64 {
 func (x *JobState) GetSkipped() int64 {
 	if x != nil {
 		return x.Skipped
+	}
+	return 0
+}
+
+func (x *JobState) GetAdmission() string {
+	if x != nil {
+		return x.Admission
+	}
+	return ""
+}
+
+func (x *JobState) GetRefused() int64 {
+	if x != nil {
+		return x.Refused
 	}
 	return 0
 }
@@ -8163,7 +8189,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\x12\x1d\n" +
 	"\n" +
 	"rate_bytes\x18\n" +
-	" \x01(\x03R\trateBytes\"\x8b\x03\n" +
+	" \x01(\x03R\trateBytes\"\xac\x03\n" +
 	"\x06JobRun\x12\x1e\n" +
 	"\vdue_unix_ms\x18\x01 \x01(\x03R\tdueUnixMs\x12&\n" +
 	"\x0fstarted_unix_ms\x18\x02 \x01(\x03R\rstartedUnixMs\x12(\n" +
@@ -8179,7 +8205,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	" \x01(\x03R\x06lateMs\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12\x16\n" +
 	"\x06output\x18\f \x01(\tR\x06output\x12(\n" +
-	"\x10progress_unix_ms\x18\r \x01(\x03R\x0eprogressUnixMs\"\xe3\x01\n" +
+	"\x10progress_unix_ms\x18\r \x01(\x03R\x0eprogressUnixMs\x12\x1f\n" +
+	"\vcache_bytes\x18\x0e \x01(\x03R\n" +
+	"cacheBytes\"\x9b\x02\n" +
 	"\bJobState\x12 \n" +
 	"\x03job\x18\x01 \x01(\v2\x0e.shoal.ScanJobR\x03job\x12'\n" +
 	"\arunning\x18\x02 \x01(\v2\r.shoal.JobRunR\arunning\x12!\n" +
@@ -8187,7 +8215,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x10next_due_unix_ms\x18\x04 \x01(\x03R\rnextDueUnixMs\x12\x12\n" +
 	"\x04runs\x18\x05 \x01(\x03R\x04runs\x12\x12\n" +
 	"\x04late\x18\x06 \x01(\x03R\x04late\x12\x18\n" +
-	"\askipped\x18\a \x01(\x03R\askipped\"1\n" +
+	"\askipped\x18\a \x01(\x03R\askipped\x12\x1c\n" +
+	"\tadmission\x18\b \x01(\tR\tadmission\x12\x18\n" +
+	"\arefused\x18\t \x01(\x03R\arefused\"1\n" +
 	"\rAddJobRequest\x12 \n" +
 	"\x03job\x18\x01 \x01(\v2\x0e.shoal.ScanJobR\x03job\"p\n" +
 	"\x0eAddJobResponse\x12\"\n" +
