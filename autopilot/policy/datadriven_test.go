@@ -236,7 +236,9 @@ func (h *harness) rebuild(now time.Time, ranges []*model.Range) {
 		cp := *n
 		nodes[i] = &cp
 	}
+	zones := h.c.LeadZones
 	h.c = model.NewCluster(now, nodes, ranges)
+	h.c.LeadZones = zones
 }
 
 func (h *harness) cloneRanges() []*model.Range {

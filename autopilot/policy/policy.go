@@ -90,7 +90,9 @@ type Config struct {
 	Join         JoinConfig
 	ReadReplicas ReadReplicasConfig
 	Hotspot      HotspotOffloadConfig
-	NodeProfiles NodeProfilesConfig
+	// LeasePreference configures lease_preference.
+	LeasePreference LeasePreferenceConfig
+	NodeProfiles    NodeProfilesConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -110,6 +112,7 @@ func (c Config) WithDefaults() Config {
 	c.Join = c.Join.withDefaults()
 	c.ReadReplicas = c.ReadReplicas.withDefaults()
 	c.Hotspot = c.Hotspot.withDefaults()
+	c.LeasePreference = c.LeasePreference.withDefaults()
 	c.NodeProfiles = c.NodeProfiles.withDefaults()
 	c.MaxDiskUse = withDefaultDiskUse(c.MaxDiskUse)
 	return c
@@ -188,6 +191,8 @@ var builtins = []builtin{
 	{NameJoin, true, func(cfg Config, _ *SplitMemory) Policy { return NewIncrementalJoin(cfg.Join, cfg.Replicate.Factor) }},
 	{NameLoadSplit, true, func(cfg Config, s *SplitMemory) Policy { return NewLoadSplit(cfg.LoadSplit, s) }},
 	{NameMerge, true, func(cfg Config, s *SplitMemory) Policy { return NewMerge(cfg.Merge, s) }},
+	// Inert until an operator sets a zone preference (`shoal admin zone-config`).
+	{NameLeasePreference, true, func(cfg Config, _ *SplitMemory) Policy { return NewLeasePreference(cfg.LeasePreference) }},
 	{NameRebalance, true, func(cfg Config, _ *SplitMemory) Policy { return NewRebalance(cfg.Rebalance, cfg.MaxDiskUse) }},
 	{NameReadHints, true, func(Config, *SplitMemory) Policy { return NewReadHints() }},
 	// Off until a cluster experiment shows what it buys here (docs/design/read-replicas.md).

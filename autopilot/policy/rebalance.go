@@ -201,6 +201,8 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 			}
 			better := func(cur *model.Range) bool { return cur == nil || math.Abs(gap-2*q) < math.Abs(gap-2*cur.QPS()) }
 			switch {
+			case v.c.LeadsOutsideZone(r, from.ID, to.ID):
+				continue // lease_preference keeps it in its zone
 			case r.IsVoter(to.ID):
 				if better(transfer) {
 					transfer = r
@@ -325,7 +327,7 @@ func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *ope
 		for r := range v.c.LedBy(from.ID) {
 			q := r.QPS()
 			if r.Leader != from.ID || !r.IsVoter(to.ID) || r.System || v.busy[r.ID] ||
-				math.Abs((qf-q)-(qt+q)) > tolerance {
+				math.Abs((qf-q)-(qt+q)) > tolerance || v.c.LeadsOutsideZone(r, from.ID, to.ID) {
 				continue
 			}
 			if best == nil || q < best.QPS() {
