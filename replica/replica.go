@@ -619,8 +619,18 @@ func (r *Replica) GetStored(key []byte) (stored.Value, bool, error) {
 	if err := r.CheckKey(key); err != nil {
 		return stored.Value{}, false, err
 	}
-	r.Reads.Add(1)
-	raw, found, err := r.store.eng.Get(r.dataKey(key))
+	n := r.Reads.Add(1)
+	var raw []byte
+	var found bool
+	var err error
+	if a := r.store.cfg.Access; a != nil && !r.IsMeta() && a.SampleRead(r.rangeID, n) {
+		var st storage.BlockStats
+		if raw, found, st, err = r.store.eng.GetWithStats(r.dataKey(key)); err == nil {
+			a.PointRead(r.rangeID, key, st)
+		}
+	} else {
+		raw, found, err = r.store.eng.Get(r.dataKey(key))
+	}
 	if err != nil || !found {
 		return stored.Value{}, false, err
 	}
@@ -666,6 +676,9 @@ func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool)
 		return nil, desc, false, err
 	}
 	defer it.Close()
+	if a := r.store.cfg.Access; a != nil && !r.IsMeta() {
+		defer func() { a.Scanned(r.rangeID, len(kvs), it.BlockStats()) }() // before Close: deferred later
+	}
 	plain, now := r.IsMeta(), r.ClockMs()
 	size := 0
 	valid := it.First()

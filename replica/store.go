@@ -63,6 +63,9 @@ type Config struct {
 	OnCommitStall func(stalled time.Duration) `json:"-"`
 	// Changes, if set, receives every user range's applied changes (the change streams' source).
 	Changes ChangeSink `json:"-"`
+	// Access, if set, receives per-range access statistics: a sample of the point reads measured by
+	// the blocks they loaded, and every scan's rows and blocks (node/accessstats keeps them).
+	Access AccessRecorder `json:"-"`
 	// OnReplicaRemoved is called (outside locks) after a replica removed itself from this node.
 	OnReplicaRemoved func(rangeID uint64) `json:"-"`
 	Logger           *slog.Logger         `json:"-"`
@@ -70,6 +73,17 @@ type Config struct {
 	// written as an sstable and ingested (storage.IngestSpan) instead of through a batch. Default
 	// 64 KiB; negative: never.
 	SnapshotIngestMinBytes int64
+}
+
+// AccessRecorder receives the reads of user ranges as they happen; it must be cheap and never block.
+type AccessRecorder interface {
+	// SampleRead reports whether the n-th point read of the range is to be measured (GetWithStats
+	// costs an iterator more than a plain Get).
+	SampleRead(rangeID, n uint64) bool
+	// PointRead is a measured point read of key (the user key) and the blocks it loaded.
+	PointRead(rangeID uint64, key []byte, st storage.BlockStats)
+	// Scanned is a scan that returned rows and loaded st's blocks.
+	Scanned(rangeID uint64, rows int, st storage.BlockStats)
 }
 
 // WithDefaults returns c with every zero setting at its default (callbacks and logger aside).
