@@ -8,6 +8,9 @@
 // (Hungarian matching: fewest snapshots). Uniform and proportional (Scarlett-like) rules are here as
 // the baselines to compare against.
 //
+// ModifiedBestFitPlaced is the variant over replicas that exist already (a range's voters): only the
+// reads they cannot take within the rooms get new replicas.
+//
 // It is a leaf: ranges are ids with read counts, nodes are ids with capacities. It never reads a
 // cluster or adds a replica; the read_replicas policy turns its plan into operators.
 package replicaplan
