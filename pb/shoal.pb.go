@@ -5406,6 +5406,174 @@ func (x *PolicySetResponse) GetError() *Error {
 	return nil
 }
 
+// LeadZone asks that the ranges within [start_key, end_key) (both empty: the whole key space) be led by
+// a replica in zone (a node's most specific locality tier) whenever one of their voters is there.
+type LeadZone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartKey      []byte                 `protobuf:"bytes,1,opt,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey        []byte                 `protobuf:"bytes,2,opt,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	Zone          string                 `protobuf:"bytes,3,opt,name=zone,proto3" json:"zone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeadZone) Reset() {
+	*x = LeadZone{}
+	mi := &file_pb_shoal_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeadZone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeadZone) ProtoMessage() {}
+
+func (x *LeadZone) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeadZone.ProtoReflect.Descriptor instead.
+func (*LeadZone) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *LeadZone) GetStartKey() []byte {
+	if x != nil {
+		return x.StartKey
+	}
+	return nil
+}
+
+func (x *LeadZone) GetEndKey() []byte {
+	if x != nil {
+		return x.EndKey
+	}
+	return nil
+}
+
+func (x *LeadZone) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+// ZoneConfigRequest lists the leadership zone preferences; with set, it first stores lead (an empty
+// zone clears the preference of that span).
+type ZoneConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Set           bool                   `protobuf:"varint,1,opt,name=set,proto3" json:"set,omitempty"`
+	Lead          *LeadZone              `protobuf:"bytes,2,opt,name=lead,proto3" json:"lead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ZoneConfigRequest) Reset() {
+	*x = ZoneConfigRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ZoneConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ZoneConfigRequest) ProtoMessage() {}
+
+func (x *ZoneConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ZoneConfigRequest.ProtoReflect.Descriptor instead.
+func (*ZoneConfigRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ZoneConfigRequest) GetSet() bool {
+	if x != nil {
+		return x.Set
+	}
+	return false
+}
+
+func (x *ZoneConfigRequest) GetLead() *LeadZone {
+	if x != nil {
+		return x.Lead
+	}
+	return nil
+}
+
+type ZoneConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Leads         []*LeadZone            `protobuf:"bytes,2,rep,name=leads,proto3" json:"leads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ZoneConfigResponse) Reset() {
+	*x = ZoneConfigResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ZoneConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ZoneConfigResponse) ProtoMessage() {}
+
+func (x *ZoneConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ZoneConfigResponse.ProtoReflect.Descriptor instead.
+func (*ZoneConfigResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ZoneConfigResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ZoneConfigResponse) GetLeads() []*LeadZone {
+	if x != nil {
+		return x.Leads
+	}
+	return nil
+}
+
 type DecisionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -5414,7 +5582,7 @@ type DecisionsRequest struct {
 
 func (x *DecisionsRequest) Reset() {
 	*x = DecisionsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5426,7 +5594,7 @@ func (x *DecisionsRequest) String() string {
 func (*DecisionsRequest) ProtoMessage() {}
 
 func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[72]
+	mi := &file_pb_shoal_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5439,7 +5607,7 @@ func (x *DecisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsRequest.ProtoReflect.Descriptor instead.
 func (*DecisionsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{72}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
 }
 
 // entries_json is the decision log as a JSON array (fields: time, policy, operator, reason, predicted,
@@ -5454,7 +5622,7 @@ type DecisionsResponse struct {
 
 func (x *DecisionsResponse) Reset() {
 	*x = DecisionsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5466,7 +5634,7 @@ func (x *DecisionsResponse) String() string {
 func (*DecisionsResponse) ProtoMessage() {}
 
 func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[73]
+	mi := &file_pb_shoal_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5479,7 +5647,7 @@ func (x *DecisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionsResponse.ProtoReflect.Descriptor instead.
 func (*DecisionsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{73}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DecisionsResponse) GetError() *Error {
@@ -5511,7 +5679,7 @@ type PlaceLeadersRequest struct {
 
 func (x *PlaceLeadersRequest) Reset() {
 	*x = PlaceLeadersRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5523,7 +5691,7 @@ func (x *PlaceLeadersRequest) String() string {
 func (*PlaceLeadersRequest) ProtoMessage() {}
 
 func (x *PlaceLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[74]
+	mi := &file_pb_shoal_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5536,7 +5704,7 @@ func (x *PlaceLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceLeadersRequest.ProtoReflect.Descriptor instead.
 func (*PlaceLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{74}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *PlaceLeadersRequest) GetPolicy() string {
@@ -5570,7 +5738,7 @@ type LeaderPlacement struct {
 
 func (x *LeaderPlacement) Reset() {
 	*x = LeaderPlacement{}
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5582,7 +5750,7 @@ func (x *LeaderPlacement) String() string {
 func (*LeaderPlacement) ProtoMessage() {}
 
 func (x *LeaderPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[75]
+	mi := &file_pb_shoal_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5595,7 +5763,7 @@ func (x *LeaderPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderPlacement.ProtoReflect.Descriptor instead.
 func (*LeaderPlacement) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{75}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *LeaderPlacement) GetRangeId() uint64 {
@@ -5627,7 +5795,7 @@ type PlaceLeadersResponse struct {
 
 func (x *PlaceLeadersResponse) Reset() {
 	*x = PlaceLeadersResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5639,7 +5807,7 @@ func (x *PlaceLeadersResponse) String() string {
 func (*PlaceLeadersResponse) ProtoMessage() {}
 
 func (x *PlaceLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[76]
+	mi := &file_pb_shoal_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5652,7 +5820,7 @@ func (x *PlaceLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceLeadersResponse.ProtoReflect.Descriptor instead.
 func (*PlaceLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{76}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *PlaceLeadersResponse) GetError() *Error {
@@ -5700,7 +5868,7 @@ type SetNodeStateRequest struct {
 
 func (x *SetNodeStateRequest) Reset() {
 	*x = SetNodeStateRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5712,7 +5880,7 @@ func (x *SetNodeStateRequest) String() string {
 func (*SetNodeStateRequest) ProtoMessage() {}
 
 func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[77]
+	mi := &file_pb_shoal_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5725,7 +5893,7 @@ func (x *SetNodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateRequest.ProtoReflect.Descriptor instead.
 func (*SetNodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{77}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SetNodeStateRequest) GetNodeId() uint64 {
@@ -5751,7 +5919,7 @@ type SetNodeStateResponse struct {
 
 func (x *SetNodeStateResponse) Reset() {
 	*x = SetNodeStateResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5763,7 +5931,7 @@ func (x *SetNodeStateResponse) String() string {
 func (*SetNodeStateResponse) ProtoMessage() {}
 
 func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[78]
+	mi := &file_pb_shoal_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5776,7 +5944,7 @@ func (x *SetNodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeStateResponse.ProtoReflect.Descriptor instead.
 func (*SetNodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{78}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *SetNodeStateResponse) GetError() *Error {
@@ -5801,7 +5969,7 @@ type SetProfileRequest struct {
 
 func (x *SetProfileRequest) Reset() {
 	*x = SetProfileRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5813,7 +5981,7 @@ func (x *SetProfileRequest) String() string {
 func (*SetProfileRequest) ProtoMessage() {}
 
 func (x *SetProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[79]
+	mi := &file_pb_shoal_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5826,7 +5994,7 @@ func (x *SetProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProfileRequest.ProtoReflect.Descriptor instead.
 func (*SetProfileRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{79}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *SetProfileRequest) GetNodeId() uint64 {
@@ -5854,7 +6022,7 @@ type SetProfileResponse struct {
 
 func (x *SetProfileResponse) Reset() {
 	*x = SetProfileResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5866,7 +6034,7 @@ func (x *SetProfileResponse) String() string {
 func (*SetProfileResponse) ProtoMessage() {}
 
 func (x *SetProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[80]
+	mi := &file_pb_shoal_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5879,7 +6047,7 @@ func (x *SetProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProfileResponse.ProtoReflect.Descriptor instead.
 func (*SetProfileResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{80}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *SetProfileResponse) GetError() *Error {
@@ -5914,7 +6082,7 @@ type MetaCommandRequest struct {
 
 func (x *MetaCommandRequest) Reset() {
 	*x = MetaCommandRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5926,7 +6094,7 @@ func (x *MetaCommandRequest) String() string {
 func (*MetaCommandRequest) ProtoMessage() {}
 
 func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[81]
+	mi := &file_pb_shoal_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5939,7 +6107,7 @@ func (x *MetaCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandRequest.ProtoReflect.Descriptor instead.
 func (*MetaCommandRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{81}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *MetaCommandRequest) GetCommand() *Command {
@@ -5959,7 +6127,7 @@ type MetaCommandResponse struct {
 
 func (x *MetaCommandResponse) Reset() {
 	*x = MetaCommandResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5971,7 +6139,7 @@ func (x *MetaCommandResponse) String() string {
 func (*MetaCommandResponse) ProtoMessage() {}
 
 func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[82]
+	mi := &file_pb_shoal_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5984,7 +6152,7 @@ func (x *MetaCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommandResponse.ProtoReflect.Descriptor instead.
 func (*MetaCommandResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{82}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *MetaCommandResponse) GetError() *Error {
@@ -6015,7 +6183,7 @@ type RelocateReplicaRequest struct {
 
 func (x *RelocateReplicaRequest) Reset() {
 	*x = RelocateReplicaRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6027,7 +6195,7 @@ func (x *RelocateReplicaRequest) String() string {
 func (*RelocateReplicaRequest) ProtoMessage() {}
 
 func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[83]
+	mi := &file_pb_shoal_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6040,7 +6208,7 @@ func (x *RelocateReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaRequest.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{83}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *RelocateReplicaRequest) GetRangeId() uint64 {
@@ -6081,7 +6249,7 @@ type RelocateReplicaResponse struct {
 
 func (x *RelocateReplicaResponse) Reset() {
 	*x = RelocateReplicaResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6093,7 +6261,7 @@ func (x *RelocateReplicaResponse) String() string {
 func (*RelocateReplicaResponse) ProtoMessage() {}
 
 func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[84]
+	mi := &file_pb_shoal_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6106,7 +6274,7 @@ func (x *RelocateReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateReplicaResponse.ProtoReflect.Descriptor instead.
 func (*RelocateReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{84}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *RelocateReplicaResponse) GetError() *Error {
@@ -6144,7 +6312,7 @@ type ScanJob struct {
 
 func (x *ScanJob) Reset() {
 	*x = ScanJob{}
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6156,7 +6324,7 @@ func (x *ScanJob) String() string {
 func (*ScanJob) ProtoMessage() {}
 
 func (x *ScanJob) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[85]
+	mi := &file_pb_shoal_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6169,7 +6337,7 @@ func (x *ScanJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanJob.ProtoReflect.Descriptor instead.
 func (*ScanJob) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{85}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ScanJob) GetName() string {
@@ -6265,7 +6433,7 @@ type JobRun struct {
 
 func (x *JobRun) Reset() {
 	*x = JobRun{}
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6277,7 +6445,7 @@ func (x *JobRun) String() string {
 func (*JobRun) ProtoMessage() {}
 
 func (x *JobRun) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[86]
+	mi := &file_pb_shoal_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6290,7 +6458,7 @@ func (x *JobRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRun.ProtoReflect.Descriptor instead.
 func (*JobRun) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{86}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *JobRun) GetDueUnixMs() int64 {
@@ -6411,7 +6579,7 @@ type JobState struct {
 
 func (x *JobState) Reset() {
 	*x = JobState{}
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6423,7 +6591,7 @@ func (x *JobState) String() string {
 func (*JobState) ProtoMessage() {}
 
 func (x *JobState) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[87]
+	mi := &file_pb_shoal_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6436,7 +6604,7 @@ func (x *JobState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobState.ProtoReflect.Descriptor instead.
 func (*JobState) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{87}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *JobState) GetJob() *ScanJob {
@@ -6511,7 +6679,7 @@ type AddJobRequest struct {
 
 func (x *AddJobRequest) Reset() {
 	*x = AddJobRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6523,7 +6691,7 @@ func (x *AddJobRequest) String() string {
 func (*AddJobRequest) ProtoMessage() {}
 
 func (x *AddJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[88]
+	mi := &file_pb_shoal_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6536,7 +6704,7 @@ func (x *AddJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddJobRequest.ProtoReflect.Descriptor instead.
 func (*AddJobRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{88}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *AddJobRequest) GetJob() *ScanJob {
@@ -6557,7 +6725,7 @@ type AddJobResponse struct {
 
 func (x *AddJobResponse) Reset() {
 	*x = AddJobResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6569,7 +6737,7 @@ func (x *AddJobResponse) String() string {
 func (*AddJobResponse) ProtoMessage() {}
 
 func (x *AddJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[89]
+	mi := &file_pb_shoal_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6582,7 +6750,7 @@ func (x *AddJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddJobResponse.ProtoReflect.Descriptor instead.
 func (*AddJobResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{89}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *AddJobResponse) GetError() *Error {
@@ -6615,7 +6783,7 @@ type RemoveJobRequest struct {
 
 func (x *RemoveJobRequest) Reset() {
 	*x = RemoveJobRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6627,7 +6795,7 @@ func (x *RemoveJobRequest) String() string {
 func (*RemoveJobRequest) ProtoMessage() {}
 
 func (x *RemoveJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[90]
+	mi := &file_pb_shoal_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6640,7 +6808,7 @@ func (x *RemoveJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveJobRequest.ProtoReflect.Descriptor instead.
 func (*RemoveJobRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{90}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *RemoveJobRequest) GetName() string {
@@ -6660,7 +6828,7 @@ type RemoveJobResponse struct {
 
 func (x *RemoveJobResponse) Reset() {
 	*x = RemoveJobResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6672,7 +6840,7 @@ func (x *RemoveJobResponse) String() string {
 func (*RemoveJobResponse) ProtoMessage() {}
 
 func (x *RemoveJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[91]
+	mi := &file_pb_shoal_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6685,7 +6853,7 @@ func (x *RemoveJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveJobResponse.ProtoReflect.Descriptor instead.
 func (*RemoveJobResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{91}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *RemoveJobResponse) GetError() *Error {
@@ -6711,7 +6879,7 @@ type JobsRequest struct {
 
 func (x *JobsRequest) Reset() {
 	*x = JobsRequest{}
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6723,7 +6891,7 @@ func (x *JobsRequest) String() string {
 func (*JobsRequest) ProtoMessage() {}
 
 func (x *JobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[92]
+	mi := &file_pb_shoal_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6736,7 +6904,7 @@ func (x *JobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobsRequest.ProtoReflect.Descriptor instead.
 func (*JobsRequest) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{92}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *JobsRequest) GetName() string {
@@ -6756,7 +6924,7 @@ type JobsResponse struct {
 
 func (x *JobsResponse) Reset() {
 	*x = JobsResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[93]
+	mi := &file_pb_shoal_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6768,7 +6936,7 @@ func (x *JobsResponse) String() string {
 func (*JobsResponse) ProtoMessage() {}
 
 func (x *JobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[93]
+	mi := &file_pb_shoal_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6781,7 +6949,7 @@ func (x *JobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobsResponse.ProtoReflect.Descriptor instead.
 func (*JobsResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{93}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *JobsResponse) GetError() *Error {
@@ -6812,7 +6980,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[94]
+	mi := &file_pb_shoal_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6824,7 +6992,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[94]
+	mi := &file_pb_shoal_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6837,7 +7005,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{94}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -6886,7 +7054,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[95]
+	mi := &file_pb_shoal_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6898,7 +7066,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[95]
+	mi := &file_pb_shoal_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6911,7 +7079,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{95}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -6943,7 +7111,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[96]
+	mi := &file_pb_shoal_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6955,7 +7123,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[96]
+	mi := &file_pb_shoal_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6968,7 +7136,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{96}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{99}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -6986,7 +7154,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[97]
+	mi := &file_pb_shoal_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6998,7 +7166,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[97]
+	mi := &file_pb_shoal_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7011,7 +7179,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{97}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -7058,7 +7226,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[98]
+	mi := &file_pb_shoal_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7070,7 +7238,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[98]
+	mi := &file_pb_shoal_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7083,7 +7251,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{98}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -7105,7 +7273,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[99]
+	mi := &file_pb_shoal_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7117,7 +7285,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[99]
+	mi := &file_pb_shoal_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7130,7 +7298,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{99}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -7172,7 +7340,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[100]
+	mi := &file_pb_shoal_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7184,7 +7352,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[100]
+	mi := &file_pb_shoal_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7197,7 +7365,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{100}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -7232,7 +7400,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[101]
+	mi := &file_pb_shoal_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7244,7 +7412,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[101]
+	mi := &file_pb_shoal_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7257,7 +7425,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{101}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -7293,7 +7461,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[102]
+	mi := &file_pb_shoal_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7305,7 +7473,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[102]
+	mi := &file_pb_shoal_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7318,7 +7486,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{102}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -7438,7 +7606,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[103]
+	mi := &file_pb_shoal_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7450,7 +7618,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[103]
+	mi := &file_pb_shoal_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7463,7 +7631,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{103}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -7491,7 +7659,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[104]
+	mi := &file_pb_shoal_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7503,7 +7671,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[104]
+	mi := &file_pb_shoal_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7516,7 +7684,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{104}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -7546,7 +7714,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[105]
+	mi := &file_pb_shoal_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7558,7 +7726,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[105]
+	mi := &file_pb_shoal_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7571,7 +7739,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{105}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -7608,7 +7776,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[106]
+	mi := &file_pb_shoal_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7620,7 +7788,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[106]
+	mi := &file_pb_shoal_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7633,7 +7801,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{106}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -7668,7 +7836,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[107]
+	mi := &file_pb_shoal_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7680,7 +7848,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[107]
+	mi := &file_pb_shoal_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7693,7 +7861,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{107}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -8132,7 +8300,17 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02on\x18\x02 \x01(\bR\x02on\"7\n" +
 	"\x11PolicySetResponse\x12\"\n" +
-	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\"\x12\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\"T\n" +
+	"\bLeadZone\x12\x1b\n" +
+	"\tstart_key\x18\x01 \x01(\fR\bstartKey\x12\x17\n" +
+	"\aend_key\x18\x02 \x01(\fR\x06endKey\x12\x12\n" +
+	"\x04zone\x18\x03 \x01(\tR\x04zone\"J\n" +
+	"\x11ZoneConfigRequest\x12\x10\n" +
+	"\x03set\x18\x01 \x01(\bR\x03set\x12#\n" +
+	"\x04lead\x18\x02 \x01(\v2\x0f.shoal.LeadZoneR\x04lead\"_\n" +
+	"\x12ZoneConfigResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12%\n" +
+	"\x05leads\x18\x02 \x03(\v2\x0f.shoal.LeadZoneR\x05leads\"\x12\n" +
 	"\x10DecisionsRequest\"Z\n" +
 	"\x11DecisionsResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12!\n" +
@@ -8343,7 +8521,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x10RELOCATE_PROMOTE\x10\x02\x12\x13\n" +
 	"\x0fRELOCATE_REMOVE\x10\x032?\n" +
 	"\aWatcher\x124\n" +
-	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xa6\x10\n" +
+	"\x05Watch\x12\x13.shoal.WatchRequest\x1a\x14.shoal.WatchResponse0\x012\xe9\x10\n" +
 	"\x05Shoal\x12,\n" +
 	"\x03Get\x12\x11.shoal.GetRequest\x1a\x12.shoal.GetResponse\x12,\n" +
 	"\x03Put\x12\x11.shoal.PutRequest\x1a\x12.shoal.PutResponse\x125\n" +
@@ -8362,7 +8540,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0fRelocateReplica\x12\x1d.shoal.RelocateReplicaRequest\x1a\x1e.shoal.RelocateReplicaResponse\x12A\n" +
 	"\n" +
 	"PolicyList\x12\x18.shoal.PolicyListRequest\x1a\x19.shoal.PolicyListResponse\x12>\n" +
-	"\tPolicySet\x12\x17.shoal.PolicySetRequest\x1a\x18.shoal.PolicySetResponse\x12>\n" +
+	"\tPolicySet\x12\x17.shoal.PolicySetRequest\x1a\x18.shoal.PolicySetResponse\x12A\n" +
+	"\n" +
+	"ZoneConfig\x12\x18.shoal.ZoneConfigRequest\x1a\x19.shoal.ZoneConfigResponse\x12>\n" +
 	"\tDecisions\x12\x17.shoal.DecisionsRequest\x1a\x18.shoal.DecisionsResponse\x12G\n" +
 	"\fPlaceLeaders\x12\x1a.shoal.PlaceLeadersRequest\x1a\x1b.shoal.PlaceLeadersResponse\x12G\n" +
 	"\fSetNodeState\x12\x1a.shoal.SetNodeStateRequest\x1a\x1b.shoal.SetNodeStateResponse\x12A\n" +
@@ -8400,7 +8580,7 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
@@ -8482,42 +8662,45 @@ var file_pb_shoal_proto_goTypes = []any{
 	(*PolicyListResponse)(nil),      // 77: shoal.PolicyListResponse
 	(*PolicySetRequest)(nil),        // 78: shoal.PolicySetRequest
 	(*PolicySetResponse)(nil),       // 79: shoal.PolicySetResponse
-	(*DecisionsRequest)(nil),        // 80: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 81: shoal.DecisionsResponse
-	(*PlaceLeadersRequest)(nil),     // 82: shoal.PlaceLeadersRequest
-	(*LeaderPlacement)(nil),         // 83: shoal.LeaderPlacement
-	(*PlaceLeadersResponse)(nil),    // 84: shoal.PlaceLeadersResponse
-	(*SetNodeStateRequest)(nil),     // 85: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 86: shoal.SetNodeStateResponse
-	(*SetProfileRequest)(nil),       // 87: shoal.SetProfileRequest
-	(*SetProfileResponse)(nil),      // 88: shoal.SetProfileResponse
-	(*MetaCommandRequest)(nil),      // 89: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 90: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 91: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 92: shoal.RelocateReplicaResponse
-	(*ScanJob)(nil),                 // 93: shoal.ScanJob
-	(*JobRun)(nil),                  // 94: shoal.JobRun
-	(*JobState)(nil),                // 95: shoal.JobState
-	(*AddJobRequest)(nil),           // 96: shoal.AddJobRequest
-	(*AddJobResponse)(nil),          // 97: shoal.AddJobResponse
-	(*RemoveJobRequest)(nil),        // 98: shoal.RemoveJobRequest
-	(*RemoveJobResponse)(nil),       // 99: shoal.RemoveJobResponse
-	(*JobsRequest)(nil),             // 100: shoal.JobsRequest
-	(*JobsResponse)(nil),            // 101: shoal.JobsResponse
-	(*RaftMessage)(nil),             // 102: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 103: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 104: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 105: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 106: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 107: shoal.SplitTrigger
-	(*Condition)(nil),               // 108: shoal.Condition
-	(*MetaUpdate)(nil),              // 109: shoal.MetaUpdate
-	(*Command)(nil),                 // 110: shoal.Command
-	(*FreezeForMerge)(nil),          // 111: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 112: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 113: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 114: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 115: shoal.ConfChangeContext
+	(*LeadZone)(nil),                // 80: shoal.LeadZone
+	(*ZoneConfigRequest)(nil),       // 81: shoal.ZoneConfigRequest
+	(*ZoneConfigResponse)(nil),      // 82: shoal.ZoneConfigResponse
+	(*DecisionsRequest)(nil),        // 83: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 84: shoal.DecisionsResponse
+	(*PlaceLeadersRequest)(nil),     // 85: shoal.PlaceLeadersRequest
+	(*LeaderPlacement)(nil),         // 86: shoal.LeaderPlacement
+	(*PlaceLeadersResponse)(nil),    // 87: shoal.PlaceLeadersResponse
+	(*SetNodeStateRequest)(nil),     // 88: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 89: shoal.SetNodeStateResponse
+	(*SetProfileRequest)(nil),       // 90: shoal.SetProfileRequest
+	(*SetProfileResponse)(nil),      // 91: shoal.SetProfileResponse
+	(*MetaCommandRequest)(nil),      // 92: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 93: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 94: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 95: shoal.RelocateReplicaResponse
+	(*ScanJob)(nil),                 // 96: shoal.ScanJob
+	(*JobRun)(nil),                  // 97: shoal.JobRun
+	(*JobState)(nil),                // 98: shoal.JobState
+	(*AddJobRequest)(nil),           // 99: shoal.AddJobRequest
+	(*AddJobResponse)(nil),          // 100: shoal.AddJobResponse
+	(*RemoveJobRequest)(nil),        // 101: shoal.RemoveJobRequest
+	(*RemoveJobResponse)(nil),       // 102: shoal.RemoveJobResponse
+	(*JobsRequest)(nil),             // 103: shoal.JobsRequest
+	(*JobsResponse)(nil),            // 104: shoal.JobsResponse
+	(*RaftMessage)(nil),             // 105: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 106: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 107: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 108: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 109: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 110: shoal.SplitTrigger
+	(*Condition)(nil),               // 111: shoal.Condition
+	(*MetaUpdate)(nil),              // 112: shoal.MetaUpdate
+	(*Command)(nil),                 // 113: shoal.Command
+	(*FreezeForMerge)(nil),          // 114: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 115: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 116: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 117: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 118: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
 	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
@@ -8579,7 +8762,7 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	10,  // 56: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
 	12,  // 57: shoal.FenceResponse.error:type_name -> shoal.Error
 	9,   // 58: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
-	110, // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	113, // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
 	12,  // 60: shoal.RangeCommandResponse.error:type_name -> shoal.Error
 	9,   // 61: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
 	12,  // 62: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
@@ -8597,126 +8780,131 @@ var file_pb_shoal_proto_depIdxs = []int32{
 	12,  // 74: shoal.PolicyListResponse.error:type_name -> shoal.Error
 	75,  // 75: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
 	12,  // 76: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	12,  // 77: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	83,  // 78: shoal.PlaceLeadersRequest.leaders:type_name -> shoal.LeaderPlacement
-	12,  // 79: shoal.PlaceLeadersResponse.error:type_name -> shoal.Error
-	2,   // 80: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	12,  // 81: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	12,  // 82: shoal.SetProfileResponse.error:type_name -> shoal.Error
-	110, // 83: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	12,  // 84: shoal.MetaCommandResponse.error:type_name -> shoal.Error
-	3,   // 85: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	12,  // 86: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	9,   // 87: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	93,  // 88: shoal.JobState.job:type_name -> shoal.ScanJob
-	94,  // 89: shoal.JobState.running:type_name -> shoal.JobRun
-	94,  // 90: shoal.JobState.last:type_name -> shoal.JobRun
-	93,  // 91: shoal.AddJobRequest.job:type_name -> shoal.ScanJob
-	12,  // 92: shoal.AddJobResponse.error:type_name -> shoal.Error
-	93,  // 93: shoal.AddJobResponse.job:type_name -> shoal.ScanJob
-	12,  // 94: shoal.RemoveJobResponse.error:type_name -> shoal.Error
-	12,  // 95: shoal.JobsResponse.error:type_name -> shoal.Error
-	95,  // 96: shoal.JobsResponse.jobs:type_name -> shoal.JobState
-	102, // 97: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	102, // 98: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	14,  // 99: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	12,  // 100: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	9,   // 101: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 102: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 103: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	15,  // 104: shoal.Command.mutations:type_name -> shoal.Mutation
-	108, // 105: shoal.Command.condition:type_name -> shoal.Condition
-	107, // 106: shoal.Command.split:type_name -> shoal.SplitTrigger
-	109, // 107: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	111, // 108: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	112, // 109: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	113, // 110: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	114, // 111: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	28,  // 112: shoal.Command.txn:type_name -> shoal.TxnRequest
-	10,  // 113: shoal.Command.set_fence:type_name -> shoal.SpanFence
-	9,   // 114: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 115: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 116: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	9,   // 117: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	36,  // 118: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
-	16,  // 119: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	18,  // 120: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	20,  // 121: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	22,  // 122: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	24,  // 123: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	26,  // 124: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	28,  // 125: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	33,  // 126: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	38,  // 127: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	52,  // 128: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	55,  // 129: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	57,  // 130: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	67,  // 131: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	91,  // 132: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	76,  // 133: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	78,  // 134: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	80,  // 135: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	82,  // 136: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
-	85,  // 137: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	87,  // 138: shoal.Shoal.SetProfile:input_type -> shoal.SetProfileRequest
-	69,  // 139: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	71,  // 140: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	73,  // 141: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	89,  // 142: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	59,  // 143: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	63,  // 144: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	61,  // 145: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
-	65,  // 146: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	45,  // 147: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	47,  // 148: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	49,  // 149: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	96,  // 150: shoal.Shoal.AddJob:input_type -> shoal.AddJobRequest
-	98,  // 151: shoal.Shoal.RemoveJob:input_type -> shoal.RemoveJobRequest
-	100, // 152: shoal.Shoal.Jobs:input_type -> shoal.JobsRequest
-	103, // 153: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	105, // 154: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	37,  // 155: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
-	17,  // 156: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	19,  // 157: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	21,  // 158: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	23,  // 159: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	25,  // 160: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	27,  // 161: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	29,  // 162: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	34,  // 163: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
-	39,  // 164: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	53,  // 165: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	56,  // 166: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	58,  // 167: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	68,  // 168: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	92,  // 169: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	77,  // 170: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	79,  // 171: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	81,  // 172: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	84,  // 173: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
-	86,  // 174: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	88,  // 175: shoal.Shoal.SetProfile:output_type -> shoal.SetProfileResponse
-	70,  // 176: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	72,  // 177: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	74,  // 178: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	90,  // 179: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	60,  // 180: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	64,  // 181: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	62,  // 182: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
-	66,  // 183: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	46,  // 184: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	48,  // 185: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	50,  // 186: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	97,  // 187: shoal.Shoal.AddJob:output_type -> shoal.AddJobResponse
-	99,  // 188: shoal.Shoal.RemoveJob:output_type -> shoal.RemoveJobResponse
-	101, // 189: shoal.Shoal.Jobs:output_type -> shoal.JobsResponse
-	104, // 190: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	106, // 191: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	155, // [155:192] is the sub-list for method output_type
-	118, // [118:155] is the sub-list for method input_type
-	118, // [118:118] is the sub-list for extension type_name
-	118, // [118:118] is the sub-list for extension extendee
-	0,   // [0:118] is the sub-list for field type_name
+	80,  // 77: shoal.ZoneConfigRequest.lead:type_name -> shoal.LeadZone
+	12,  // 78: shoal.ZoneConfigResponse.error:type_name -> shoal.Error
+	80,  // 79: shoal.ZoneConfigResponse.leads:type_name -> shoal.LeadZone
+	12,  // 80: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	86,  // 81: shoal.PlaceLeadersRequest.leaders:type_name -> shoal.LeaderPlacement
+	12,  // 82: shoal.PlaceLeadersResponse.error:type_name -> shoal.Error
+	2,   // 83: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
+	12,  // 84: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	12,  // 85: shoal.SetProfileResponse.error:type_name -> shoal.Error
+	113, // 86: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	12,  // 87: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	3,   // 88: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
+	12,  // 89: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	9,   // 90: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	96,  // 91: shoal.JobState.job:type_name -> shoal.ScanJob
+	97,  // 92: shoal.JobState.running:type_name -> shoal.JobRun
+	97,  // 93: shoal.JobState.last:type_name -> shoal.JobRun
+	96,  // 94: shoal.AddJobRequest.job:type_name -> shoal.ScanJob
+	12,  // 95: shoal.AddJobResponse.error:type_name -> shoal.Error
+	96,  // 96: shoal.AddJobResponse.job:type_name -> shoal.ScanJob
+	12,  // 97: shoal.RemoveJobResponse.error:type_name -> shoal.Error
+	12,  // 98: shoal.JobsResponse.error:type_name -> shoal.Error
+	98,  // 99: shoal.JobsResponse.jobs:type_name -> shoal.JobState
+	105, // 100: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	105, // 101: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	14,  // 102: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	12,  // 103: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	9,   // 104: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 105: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 106: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	15,  // 107: shoal.Command.mutations:type_name -> shoal.Mutation
+	111, // 108: shoal.Command.condition:type_name -> shoal.Condition
+	110, // 109: shoal.Command.split:type_name -> shoal.SplitTrigger
+	112, // 110: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	114, // 111: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	115, // 112: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	116, // 113: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	117, // 114: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	28,  // 115: shoal.Command.txn:type_name -> shoal.TxnRequest
+	10,  // 116: shoal.Command.set_fence:type_name -> shoal.SpanFence
+	9,   // 117: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	9,   // 118: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	9,   // 119: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	9,   // 120: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	36,  // 121: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
+	16,  // 122: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	18,  // 123: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	20,  // 124: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	22,  // 125: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	24,  // 126: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	26,  // 127: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	28,  // 128: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	33,  // 129: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	38,  // 130: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	52,  // 131: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	55,  // 132: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	57,  // 133: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	67,  // 134: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	94,  // 135: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	76,  // 136: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	78,  // 137: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	81,  // 138: shoal.Shoal.ZoneConfig:input_type -> shoal.ZoneConfigRequest
+	83,  // 139: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	85,  // 140: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
+	88,  // 141: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	90,  // 142: shoal.Shoal.SetProfile:input_type -> shoal.SetProfileRequest
+	69,  // 143: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	71,  // 144: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	73,  // 145: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	92,  // 146: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	59,  // 147: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	63,  // 148: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	61,  // 149: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
+	65,  // 150: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	45,  // 151: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	47,  // 152: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	49,  // 153: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	99,  // 154: shoal.Shoal.AddJob:input_type -> shoal.AddJobRequest
+	101, // 155: shoal.Shoal.RemoveJob:input_type -> shoal.RemoveJobRequest
+	103, // 156: shoal.Shoal.Jobs:input_type -> shoal.JobsRequest
+	106, // 157: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	108, // 158: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	37,  // 159: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
+	17,  // 160: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	19,  // 161: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	21,  // 162: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	23,  // 163: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	25,  // 164: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	27,  // 165: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	29,  // 166: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	34,  // 167: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
+	39,  // 168: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	53,  // 169: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	56,  // 170: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	58,  // 171: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	68,  // 172: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	95,  // 173: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	77,  // 174: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	79,  // 175: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	82,  // 176: shoal.Shoal.ZoneConfig:output_type -> shoal.ZoneConfigResponse
+	84,  // 177: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	87,  // 178: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
+	89,  // 179: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	91,  // 180: shoal.Shoal.SetProfile:output_type -> shoal.SetProfileResponse
+	70,  // 181: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	72,  // 182: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	74,  // 183: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	93,  // 184: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	60,  // 185: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	64,  // 186: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	62,  // 187: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
+	66,  // 188: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	46,  // 189: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	48,  // 190: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	50,  // 191: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	100, // 192: shoal.Shoal.AddJob:output_type -> shoal.AddJobResponse
+	102, // 193: shoal.Shoal.RemoveJob:output_type -> shoal.RemoveJobResponse
+	104, // 194: shoal.Shoal.Jobs:output_type -> shoal.JobsResponse
+	107, // 195: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	109, // 196: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	159, // [159:197] is the sub-list for method output_type
+	121, // [121:159] is the sub-list for method input_type
+	121, // [121:121] is the sub-list for extension type_name
+	121, // [121:121] is the sub-list for extension extendee
+	0,   // [0:121] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -8730,7 +8918,7 @@ func file_pb_shoal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   108,
+			NumMessages:   111,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -150,6 +150,7 @@ const (
 	Shoal_RelocateReplica_FullMethodName = "/shoal.Shoal/RelocateReplica"
 	Shoal_PolicyList_FullMethodName      = "/shoal.Shoal/PolicyList"
 	Shoal_PolicySet_FullMethodName       = "/shoal.Shoal/PolicySet"
+	Shoal_ZoneConfig_FullMethodName      = "/shoal.Shoal/ZoneConfig"
 	Shoal_Decisions_FullMethodName       = "/shoal.Shoal/Decisions"
 	Shoal_PlaceLeaders_FullMethodName    = "/shoal.Shoal/PlaceLeaders"
 	Shoal_SetNodeState_FullMethodName    = "/shoal.Shoal/SetNodeState"
@@ -192,6 +193,7 @@ type ShoalClient interface {
 	RelocateReplica(ctx context.Context, in *RelocateReplicaRequest, opts ...grpc.CallOption) (*RelocateReplicaResponse, error)
 	PolicyList(ctx context.Context, in *PolicyListRequest, opts ...grpc.CallOption) (*PolicyListResponse, error)
 	PolicySet(ctx context.Context, in *PolicySetRequest, opts ...grpc.CallOption) (*PolicySetResponse, error)
+	ZoneConfig(ctx context.Context, in *ZoneConfigRequest, opts ...grpc.CallOption) (*ZoneConfigResponse, error)
 	Decisions(ctx context.Context, in *DecisionsRequest, opts ...grpc.CallOption) (*DecisionsResponse, error)
 	PlaceLeaders(ctx context.Context, in *PlaceLeadersRequest, opts ...grpc.CallOption) (*PlaceLeadersResponse, error)
 	SetNodeState(ctx context.Context, in *SetNodeStateRequest, opts ...grpc.CallOption) (*SetNodeStateResponse, error)
@@ -384,6 +386,16 @@ func (c *shoalClient) PolicySet(ctx context.Context, in *PolicySetRequest, opts 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PolicySetResponse)
 	err := c.cc.Invoke(ctx, Shoal_PolicySet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shoalClient) ZoneConfig(ctx context.Context, in *ZoneConfigRequest, opts ...grpc.CallOption) (*ZoneConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ZoneConfigResponse)
+	err := c.cc.Invoke(ctx, Shoal_ZoneConfig_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -592,6 +604,7 @@ type ShoalServer interface {
 	RelocateReplica(context.Context, *RelocateReplicaRequest) (*RelocateReplicaResponse, error)
 	PolicyList(context.Context, *PolicyListRequest) (*PolicyListResponse, error)
 	PolicySet(context.Context, *PolicySetRequest) (*PolicySetResponse, error)
+	ZoneConfig(context.Context, *ZoneConfigRequest) (*ZoneConfigResponse, error)
 	Decisions(context.Context, *DecisionsRequest) (*DecisionsResponse, error)
 	PlaceLeaders(context.Context, *PlaceLeadersRequest) (*PlaceLeadersResponse, error)
 	SetNodeState(context.Context, *SetNodeStateRequest) (*SetNodeStateResponse, error)
@@ -668,6 +681,9 @@ func (UnimplementedShoalServer) PolicyList(context.Context, *PolicyListRequest) 
 }
 func (UnimplementedShoalServer) PolicySet(context.Context, *PolicySetRequest) (*PolicySetResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PolicySet not implemented")
+}
+func (UnimplementedShoalServer) ZoneConfig(context.Context, *ZoneConfigRequest) (*ZoneConfigResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ZoneConfig not implemented")
 }
 func (UnimplementedShoalServer) Decisions(context.Context, *DecisionsRequest) (*DecisionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Decisions not implemented")
@@ -1021,6 +1037,24 @@ func _Shoal_PolicySet_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ShoalServer).PolicySet(ctx, req.(*PolicySetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shoal_ZoneConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ZoneConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShoalServer).ZoneConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shoal_ZoneConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShoalServer).ZoneConfig(ctx, req.(*ZoneConfigRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1415,6 +1449,10 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PolicySet",
 			Handler:    _Shoal_PolicySet_Handler,
+		},
+		{
+			MethodName: "ZoneConfig",
+			Handler:    _Shoal_ZoneConfig_Handler,
 		},
 		{
 			MethodName: "Decisions",
