@@ -3028,9 +3028,12 @@ type NodeStats struct {
 	CpuCores float64 `protobuf:"fixed64,15,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
 	DiskBusy float64 `protobuf:"fixed64,16,opt,name=disk_busy,json=diskBusy,proto3" json:"disk_busy,omitempty"`
 	// The engine profile the node runs (storage presets: read, write, readwrite, scan, default).
-	Profile       string `protobuf:"bytes,17,opt,name=profile,proto3" json:"profile,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Profile string `protobuf:"bytes,17,opt,name=profile,proto3" json:"profile,omitempty"`
+	// The block cache's capacity and the engine's data block size (the usage model's cache in blocks).
+	BlockCacheCapacity uint64 `protobuf:"varint,18,opt,name=block_cache_capacity,json=blockCacheCapacity,proto3" json:"block_cache_capacity,omitempty"`
+	BlockBytes         uint32 `protobuf:"varint,19,opt,name=block_bytes,json=blockBytes,proto3" json:"block_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *NodeStats) Reset() {
@@ -3180,6 +3183,20 @@ func (x *NodeStats) GetProfile() string {
 		return x.Profile
 	}
 	return ""
+}
+
+func (x *NodeStats) GetBlockCacheCapacity() uint64 {
+	if x != nil {
+		return x.BlockCacheCapacity
+	}
+	return 0
+}
+
+func (x *NodeStats) GetBlockBytes() uint32 {
+	if x != nil {
+		return x.BlockBytes
+	}
+	return 0
 }
 
 type BackgroundTask struct {
@@ -3753,9 +3770,21 @@ type RangeLoad struct {
 	LatencyCounts      []uint64 `protobuf:"varint,12,rep,packed,name=latency_counts,json=latencyCounts,proto3" json:"latency_counts,omitempty"`
 	LatencyAtUnixNanos int64    `protobuf:"varint,13,opt,name=latency_at_unix_nanos,json=latencyAtUnixNanos,proto3" json:"latency_at_unix_nanos,omitempty"`
 	// The scans among the reads (read_qps counts them too): the range's mix for node profiles.
-	ScanQps       float64 `protobuf:"fixed64,14,opt,name=scan_qps,json=scanQps,proto3" json:"scan_qps,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ScanQps float64 `protobuf:"fixed64,14,opt,name=scan_qps,json=scanQps,proto3" json:"scan_qps,omitempty"`
+	// Access statistics for the usage model (node/accessstats), over the same window: the point reads
+	// measured by their block loads and those the block cache served alone, the bytes of their blocks
+	// and the part in the cache; the rows and blocks scans read per second; and the range's
+	// block-access histogram, hist_blocks[i] blocks read hist_rates[i] times a second each.
+	MeasuredReads             uint64    `protobuf:"varint,15,opt,name=measured_reads,json=measuredReads,proto3" json:"measured_reads,omitempty"`
+	MeasuredReadHits          uint64    `protobuf:"varint,16,opt,name=measured_read_hits,json=measuredReadHits,proto3" json:"measured_read_hits,omitempty"`
+	MeasuredBlockBytes        uint64    `protobuf:"varint,17,opt,name=measured_block_bytes,json=measuredBlockBytes,proto3" json:"measured_block_bytes,omitempty"`
+	MeasuredBlockBytesInCache uint64    `protobuf:"varint,18,opt,name=measured_block_bytes_in_cache,json=measuredBlockBytesInCache,proto3" json:"measured_block_bytes_in_cache,omitempty"`
+	ScanRowsQps               float64   `protobuf:"fixed64,19,opt,name=scan_rows_qps,json=scanRowsQps,proto3" json:"scan_rows_qps,omitempty"`
+	ScanBlocksQps             float64   `protobuf:"fixed64,20,opt,name=scan_blocks_qps,json=scanBlocksQps,proto3" json:"scan_blocks_qps,omitempty"`
+	HistRates                 []float64 `protobuf:"fixed64,21,rep,packed,name=hist_rates,json=histRates,proto3" json:"hist_rates,omitempty"`
+	HistBlocks                []float64 `protobuf:"fixed64,22,rep,packed,name=hist_blocks,json=histBlocks,proto3" json:"hist_blocks,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -3884,6 +3913,62 @@ func (x *RangeLoad) GetScanQps() float64 {
 		return x.ScanQps
 	}
 	return 0
+}
+
+func (x *RangeLoad) GetMeasuredReads() uint64 {
+	if x != nil {
+		return x.MeasuredReads
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetMeasuredReadHits() uint64 {
+	if x != nil {
+		return x.MeasuredReadHits
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetMeasuredBlockBytes() uint64 {
+	if x != nil {
+		return x.MeasuredBlockBytes
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetMeasuredBlockBytesInCache() uint64 {
+	if x != nil {
+		return x.MeasuredBlockBytesInCache
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetScanRowsQps() float64 {
+	if x != nil {
+		return x.ScanRowsQps
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetScanBlocksQps() float64 {
+	if x != nil {
+		return x.ScanBlocksQps
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetHistRates() []float64 {
+	if x != nil {
+		return x.HistRates
+	}
+	return nil
+}
+
+func (x *RangeLoad) GetHistBlocks() []float64 {
+	if x != nil {
+		return x.HistBlocks
+	}
+	return nil
 }
 
 type NodesRequest struct {
@@ -8122,7 +8207,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04held\x18\x04 \x01(\rR\x04held\x12\x18\n" +
 	"\aleading\x18\x05 \x01(\rR\aleading\x125\n" +
 	"\x17first_served_unix_nanos\x18\x06 \x01(\x03R\x14firstServedUnixNanos\x12&\n" +
-	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xbe\x05\n" +
+	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\x91\x06\n" +
 	"\tNodeStats\x12\x1f\n" +
 	"\vcpu_percent\x18\x01 \x01(\x01R\n" +
 	"cpuPercent\x12\x1d\n" +
@@ -8144,7 +8229,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x1bserved_block_bytes_in_cache\x18\x0e \x01(\x04R\x17servedBlockBytesInCache\x12\x1b\n" +
 	"\tcpu_cores\x18\x0f \x01(\x01R\bcpuCores\x12\x1b\n" +
 	"\tdisk_busy\x18\x10 \x01(\x01R\bdiskBusy\x12\x18\n" +
-	"\aprofile\x18\x11 \x01(\tR\aprofile\"\xff\x01\n" +
+	"\aprofile\x18\x11 \x01(\tR\aprofile\x120\n" +
+	"\x14block_cache_capacity\x18\x12 \x01(\x04R\x12blockCacheCapacity\x12\x1f\n" +
+	"\vblock_bytes\x18\x13 \x01(\rR\n" +
+	"blockBytes\"\xff\x01\n" +
 	"\x0eBackgroundTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
@@ -8187,7 +8275,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x13MaintenanceResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xde\x03\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xb3\x06\n" +
 	"\tRangeLoad\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x19\n" +
@@ -8204,7 +8292,17 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x0flatency_buckets\x18\v \x03(\rR\x0elatencyBuckets\x12%\n" +
 	"\x0elatency_counts\x18\f \x03(\x04R\rlatencyCounts\x121\n" +
 	"\x15latency_at_unix_nanos\x18\r \x01(\x03R\x12latencyAtUnixNanos\x12\x19\n" +
-	"\bscan_qps\x18\x0e \x01(\x01R\ascanQps\"\x0e\n" +
+	"\bscan_qps\x18\x0e \x01(\x01R\ascanQps\x12%\n" +
+	"\x0emeasured_reads\x18\x0f \x01(\x04R\rmeasuredReads\x12,\n" +
+	"\x12measured_read_hits\x18\x10 \x01(\x04R\x10measuredReadHits\x120\n" +
+	"\x14measured_block_bytes\x18\x11 \x01(\x04R\x12measuredBlockBytes\x12@\n" +
+	"\x1dmeasured_block_bytes_in_cache\x18\x12 \x01(\x04R\x19measuredBlockBytesInCache\x12\"\n" +
+	"\rscan_rows_qps\x18\x13 \x01(\x01R\vscanRowsQps\x12&\n" +
+	"\x0fscan_blocks_qps\x18\x14 \x01(\x01R\rscanBlocksQps\x12\x1d\n" +
+	"\n" +
+	"hist_rates\x18\x15 \x03(\x01R\thistRates\x12\x1f\n" +
+	"\vhist_blocks\x18\x16 \x03(\x01R\n" +
+	"histBlocks\"\x0e\n" +
 	"\fNodesRequest\"\\\n" +
 	"\rNodesResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12'\n" +
