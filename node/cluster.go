@@ -103,6 +103,8 @@ func (n *Node) engineStats() *pb.NodeStats {
 		CompactionDebtBytes:     es.CompactionDebtBytes,
 		CpuCores:                float64(runtime.NumCPU()),
 		Profile:                 n.eng.Profile(),
+		BlockCacheCapacity:      uint64(n.eng.CacheBytes()),
+		BlockBytes:              uint32(n.eng.BlockBytes()),
 	}
 	if p, ok := n.hist.Latest(); ok {
 		st.CpuPercent, st.DiskBusy = p.CPUPercent, p.DiskBusy
@@ -122,8 +124,10 @@ func (n *Node) localStats() *pb.NodeStats {
 		cur := loadMark{reads: r.Reads.Load(), writes: r.Writes.Load(), scans: r.Scans.Load(), at: now}
 		leader, term := r.LeaderTerm()
 		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}
+		var points uint64 // point reads (scans aside) since the last reading
 		if prev, ok := n.loadPrev[r.RangeID()]; ok {
 			if dt := now.Sub(prev.at).Seconds(); dt > 0.05 {
+				points = (cur.reads - prev.reads) - (cur.scans - prev.scans)
 				rl.ReadQps = float64(cur.reads-prev.reads) / dt
 				rl.WriteQps = float64(cur.writes-prev.writes) / dt
 				rl.ScanQps = float64(cur.scans-prev.scans) / dt
@@ -132,6 +136,7 @@ func (n *Node) localStats() *pb.NodeStats {
 			}
 		}
 		seen[r.RangeID()] = cur
+		n.fillAccess(rl, r, points, now)
 		// Every replica's latency window ends here; only the leader's travels (it serves the range).
 		lat := n.latency.take(r.RangeID(), now)
 		if rl.Leader {
@@ -150,6 +155,9 @@ func (n *Node) localStats() *pb.NodeStats {
 	}
 	n.loadPrev = seen
 	n.latency.retain(seen)
+	if n.access != nil {
+		n.access.Retain(func(id uint64) bool { _, ok := seen[id]; return ok })
+	}
 	n.bg.NoteLeading(st)
 	n.bg.FillStats(st)
 	return st

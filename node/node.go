@@ -29,6 +29,7 @@ import (
 	"github.com/shoaldb/shoal/bgtask"
 	"github.com/shoaldb/shoal/hints"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/node/autopilothost"
 	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/node/directory"
@@ -183,8 +184,9 @@ type Node struct {
 	initGate *initGate // `shoal init` reaching a node that waits to join (init.go)
 
 	loadMu   sync.Mutex
-	loadPrev map[uint64]loadMark // last counter readings per range, for QPS
-	latency  rangeLatency        // per-range request latency, for the decision log's p99
+	loadPrev map[uint64]loadMark  // last counter readings per range, for QPS
+	latency  rangeLatency         // per-range request latency, for the decision log's p99
+	access   *accessstats.Tracker // per-range access statistics for the usage model (access.go)
 
 	srv *grpc.Server // set by StartServing only
 
@@ -241,7 +243,7 @@ func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n.transport = transport.New(tc, (*raftHandler)(n))
 	// The observer reads n.hints and n.ap at each request, so the range layer may come first.
 	n.Service = kv.New(cfg.KV, kv.Deps{Cluster: clusterView{n}, Observer: observer{n}, Requests: n.reqGate, Logger: n.log})
-	n.scanJobs = jobs.New(cfg.Jobs, jobs.Deps{Ranges: n.Service, Store: n.Store, Logger: n.log})
+	n.scanJobs = jobs.New(cfg.Jobs, jobs.Deps{Ranges: n.Service, Store: n.Store, Logger: n.log, Cluster: n.jobLoads})
 	var err error
 	n.hints, err = readhints.New(cfg.Hints, readhints.Deps{Engine: eng, Store: n.Store, Conn: n.peerConn, Meta: n.Service, Region: n.regionOf, Logger: n.log})
 	if err != nil {
@@ -373,6 +375,8 @@ func (n *Node) Start(ctx context.Context) error {
 	rc.ProposalLimits = n.cfg.Admission.ProposalLimits()
 	rc.OnReplicaRemoved = n.hints.Forget
 	rc.Changes = n.Service.Changes()
+	n.access = accessstats.New(accessstats.Config{})
+	rc.Access = n.access
 	st := replica.NewStore(rc)
 	n.store.Store(st)
 	if err := st.Load(); err != nil {
