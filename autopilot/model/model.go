@@ -79,6 +79,9 @@ type Node struct {
 	CompactionsRunning uint32
 	L0Files            uint32
 	MemtableBytes      uint64
+	// CacheBytes is the block cache's capacity, BlockBytes the engine's data block size (0: not
+	// reported): the usage model's cache in blocks (usage.go).
+	CacheBytes, BlockBytes uint64
 
 	// Background work the node reports (package bgtask): its pending and running tasks, the engine's
 	// compaction-debt estimate, when each kind of task last completed, and the ranges it led when its
@@ -279,6 +282,8 @@ type Range struct {
 	// Latency is how long the leader took to serve the range's requests since its previous heartbeat
 	// (from a LatencyRecorder); nil when it served none or did not report it.
 	Latency *LatencyHistogram
+	// Access is the leader's access statistics for the usage model (usage.go); nil: not reported.
+	Access *Access
 }
 
 // QPS is read plus write requests per second.

@@ -18,8 +18,9 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	now 120s
 //	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB] [locality=zone=a]
 //	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
+//	       [cache=64MiB/4KiB]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system] [fenced]
-//	        [latency=990@2ms,10@40ms]
+//	        [latency=990@2ms,10@40ms] [hist=50x100,0.5x20000] [hits=90/100] [scanblocks=300]
 //	lead-zone [[a,m)] ZONE
 //
 // A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
@@ -28,7 +29,10 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // it has run), done= says a task of KIND completed AGO before now, led-before= lists the ranges the
 // node led before its last heavy task. latency= is the latency histogram the range's leader reported
 // at now: COUNT requests took DURATION, for each pair. Spans are [start,end) with bare keys; an empty
-// start or end is open. A range's leader defaults to its first voter. lead-zone asks that the ranges
+// start or end is open. A range's leader defaults to its first voter. cache= is a node's block cache
+// and block size; hist= a range's block-access histogram (RATExBLOCKS: BLOCKS blocks read RATE times
+// a second each), hits= its measured point reads served from the cache, scanblocks= the blocks its
+// scans read a second (usage.go). lead-zone asks that the ranges
 // of the span (without one: every range) be led in ZONE.
 func ParseCluster(text string) (*Cluster, error) {
 	p := &textParser{now: TextEpoch}
@@ -143,6 +147,10 @@ func (p *textParser) node(f []string) error {
 			n.Locality = v
 		case "profile":
 			n.Profile = v
+		case "cache":
+			if err := parseCache(n, v); err != nil {
+				return err
+			}
 		case "decommissioning":
 			n.Decommissioning = true
 		case "decommissioned":
@@ -239,6 +247,10 @@ func (p *textParser) rangeItem(f []string) error {
 		case "bytes":
 			if r.Bytes, err = ParseBytes(v); err != nil {
 				return fmt.Errorf("bytes: %v", err)
+			}
+		case "hist", "hits", "scanblocks":
+			if err := parseAccess(r, k, v); err != nil {
+				return err
 			}
 		case "reads":
 			if r.ReadQPS, err = strconv.ParseFloat(v, 64); err != nil {
