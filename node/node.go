@@ -243,7 +243,7 @@ func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n.transport = transport.New(tc, (*raftHandler)(n))
 	// The observer reads n.hints and n.ap at each request, so the range layer may come first.
 	n.Service = kv.New(cfg.KV, kv.Deps{Cluster: clusterView{n}, Observer: observer{n}, Requests: n.reqGate, Logger: n.log})
-	n.scanJobs = jobs.New(cfg.Jobs, jobs.Deps{Ranges: n.Service, Store: n.Store, Logger: n.log})
+	n.scanJobs = jobs.New(cfg.Jobs, jobs.Deps{Ranges: n.Service, Store: n.Store, Logger: n.log, Cluster: n.jobLoads})
 	var err error
 	n.hints, err = readhints.New(cfg.Hints, readhints.Deps{Engine: eng, Store: n.Store, Conn: n.peerConn, Meta: n.Service, Region: n.regionOf, Logger: n.log})
 	if err != nil {

@@ -52,6 +52,20 @@ type Config struct {
 	// Off stops this node from running jobs (the jobs stay stored; another node leading the meta
 	// range runs them).
 	Off bool
+
+	// Strategy is how runs meet the disks (default demand reads): see Strategy.
+	Strategy Strategy
+	// PlanSlot is the planner's time step (default 1m); PlanHorizon how far ahead it plans (default
+	// 2h); ReplanEvery how often it plans again when neither the jobs nor the nodes' budgets changed
+	// (default 10 slots).
+	PlanSlot, PlanHorizon, ReplanEvery time.Duration
+	// DiskBytesPerSec is a node's disk read bandwidth the plan shares out (default 200 MiB/s), and
+	// DiskShare the part of what the foreground leaves that the jobs may take (default 1).
+	DiskBytesPerSec int64
+	DiskShare       float64
+	// CacheBytes is, per node, the bytes of copies of spans the scheduler may hold for the runs
+	// (default 64 MiB).
+	CacheBytes int64
 }
 
 // WithDefaults fills the zero fields.
@@ -74,6 +88,27 @@ func (c Config) WithDefaults() Config {
 	if c.KeepRuns == 0 {
 		c.KeepRuns = 10
 	}
+	if c.Strategy == "" {
+		c.Strategy = DemandReads
+	}
+	if c.PlanSlot == 0 {
+		c.PlanSlot = time.Minute
+	}
+	if c.PlanHorizon == 0 {
+		c.PlanHorizon = 2 * time.Hour
+	}
+	if c.ReplanEvery == 0 {
+		c.ReplanEvery = 10 * c.PlanSlot
+	}
+	if c.DiskBytesPerSec == 0 {
+		c.DiskBytesPerSec = 200 << 20
+	}
+	if c.DiskShare == 0 {
+		c.DiskShare = 1
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 64 << 20
+	}
 	return c
 }
 
@@ -82,6 +117,12 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	if c.Tick < 0 || c.RateBytes < 0 || c.PageRows < 0 || c.ProgressEvery < 0 || c.StaleAfter < 0 || c.KeepRuns < 0 {
 		return errors.New("jobs: tick, rate, page rows, progress interval, staleness and kept runs must not be negative")
+	}
+	if _, err := ParseStrategy(string(c.Strategy)); err != nil {
+		return err
+	}
+	if c.PlanSlot < 0 || c.PlanHorizon < 0 || c.ReplanEvery < 0 || c.DiskBytesPerSec < 0 || c.DiskShare < 0 || c.DiskShare > 1 || c.CacheBytes < 0 {
+		return errors.New("jobs: plan slot, horizon, re-plan interval, disk bandwidth and cache must not be negative, the disk share within 0..1")
 	}
 	if c.StaleAfter > 0 && c.ProgressEvery > 0 && c.StaleAfter <= 2*c.ProgressEvery {
 		return fmt.Errorf("jobs: stale-after %v must exceed twice the progress interval %v", c.StaleAfter, c.ProgressEvery)
@@ -107,6 +148,8 @@ type Deps struct {
 	// and its id.
 	Store  func() *replica.Store
 	Logger *slog.Logger
+	// Cluster reports the live nodes' loads for the prefetch plan (nil: no plan, runs read on demand).
+	Cluster func() []NodeLoad
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -116,6 +159,12 @@ type Stats struct {
 	OnTime, Late, Failed, Abandoned uint64
 	Rows, Bytes                     uint64
 	Running                         int
+	// Refused counts due times the plan refused; Prefetches the copies begun, PrefetchBytes the bytes
+	// they read; CacheBytes the bytes runs read from copies; Held the bytes copies hold now.
+	Refused, Prefetches, PrefetchBytes, CacheBytes uint64
+	Held                                           int64
+	// PlanPeak is the last plan's highest disk bandwidth on one node (bytes/s).
+	PlanPeak float64
 }
 
 // Service is one node's part of the scan jobs: the RPCs on any node, the scheduler and runs on the
@@ -131,8 +180,13 @@ type Service struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // runs going on this node, by job
+	plan    *execPlan                     // the strategy's current plan (nil: none yet, or demand reads)
+	sizes   map[string]float64            // piece → the bytes a run or prefetch last read of it
 
-	onTime, late, failed, abandoned, rows, bytes atomic.Uint64
+	copies *sideCache
+
+	onTime, late, failed, abandoned, rows, bytes   atomic.Uint64
+	refused, prefetches, prefetchBytes, cacheBytes atomic.Uint64
 }
 
 // New prepares the jobs of a node; nothing runs until Start.
@@ -143,7 +197,9 @@ func New(cfg Config, deps Deps) *Service {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	s := &Service{cfg: cfg.WithDefaults(), deps: deps, log: deps.Logger, stop: stopper.New(), running: map[string]context.CancelFunc{}}
+	s := &Service{cfg: cfg.WithDefaults(), deps: deps, log: deps.Logger, stop: stopper.New(), running: map[string]context.CancelFunc{},
+		sizes: map[string]float64{}}
+	s.copies = newSideCache(s.cfg.CacheBytes)
 	s.whoami = s.fromStore
 	return s
 }
@@ -164,9 +220,14 @@ func (s *Service) Stop() { s.stop.Stop() }
 func (s *Service) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.running)
+	var peak float64
+	if s.plan != nil {
+		peak = s.plan.peak
+	}
 	s.mu.Unlock()
 	return Stats{OnTime: s.onTime.Load(), Late: s.late.Load(), Failed: s.failed.Load(), Abandoned: s.abandoned.Load(),
-		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n}
+		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n, Refused: s.refused.Load(), Prefetches: s.prefetches.Load(),
+		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(), PlanPeak: peak}
 }
 
 func (s *Service) fromStore() (uint64, bool) {
@@ -190,6 +251,7 @@ func (s *Service) tick(ctx context.Context) {
 		return
 	}
 	now := s.deps.Now()
+	ep := s.replan(ctx, jobs, now)
 	s.mu.Lock()
 	for name, cancel := range s.running {
 		if _, ok := jobs[name]; !ok {
@@ -207,15 +269,90 @@ func (s *Service) tick(ctx context.Context) {
 			next = time.UnixMilli(st.NextDueUnixMs)
 		}
 		d := Decide(st.Job, next, busy, now)
-		if !d.Start {
-			continue
+		verdict := admission(ep, name)
+		switch {
+		case !d.Start:
+			if !busy && st.Running == nil && st.Admission != verdict {
+				st.Admission = verdict
+				if err := s.saveState(ctx, st); err != nil {
+					s.log.Debug("jobs: could not record an admission", "job", name, "err", err)
+				}
+			}
+		case verdict != "" && verdict != admitted:
+			s.refuse(ctx, st, d, verdict)
+		default:
+			st.Admission = verdict
+			var rp *runPlan
+			if ep != nil {
+				rp = ep.runs[runKey{name, d.Due.UnixMilli()}]
+			}
+			s.start(ctx, self, st, d, now, rp)
 		}
-		s.start(ctx, self, st, d, now)
+	}
+	if ep != nil {
+		s.startFetches(ctx, ep, now)
+	}
+	s.copies.sweep(now)
+}
+
+const admitted = "admitted"
+
+// admission is the plan's verdict on a job: "" without a plan, "admitted", or why it was refused.
+func admission(ep *execPlan, name string) string {
+	switch {
+	case ep == nil:
+		return ""
+	case ep.refused[name] != "":
+		return ep.refused[name]
+	default:
+		return admitted
+	}
+}
+
+// replan returns the plan to follow: the current one, or a new one when the jobs or the nodes'
+// budgets changed or ReplanEvery passed. Demand reads follow none.
+func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now time.Time) *execPlan {
+	if s.cfg.Strategy == DemandReads || s.deps.Cluster == nil {
+		return nil
+	}
+	sig := s.signature(jobs, now)
+	s.mu.Lock()
+	cur := s.plan
+	s.mu.Unlock()
+	if cur != nil && cur.sig == sig && now.Sub(cur.made) < s.cfg.ReplanEvery {
+		return cur
+	}
+	ep, err := s.makePlan(ctx, jobs, now)
+	if err != nil {
+		s.log.Warn("jobs: could not plan the scan jobs' reads; following the last plan", "err", err)
+		return cur
+	}
+	ep.sig = sig
+	for k, n := range ep.readers {
+		s.copies.setReaders(k, n, ep.release[k])
+	}
+	s.mu.Lock()
+	s.plan = ep
+	s.mu.Unlock()
+	s.log.Debug("jobs: planned the scan jobs' reads", "strategy", s.cfg.Strategy, "prefetches", len(ep.fetches),
+		"refused", len(ep.refused), "peak_bytes_per_sec", int64(ep.peak))
+	return ep
+}
+
+// refuse passes a due time the plan refused: no run, the reason recorded in the job's state.
+func (s *Service) refuse(ctx context.Context, st *pb.JobState, d Decision, why string) {
+	st.NextDueUnixMs = d.Next.UnixMilli()
+	st.Skipped += d.Skipped
+	st.Refused++
+	st.Admission = why
+	s.refused.Add(1)
+	if err := s.saveState(ctx, st); err != nil {
+		s.log.Warn("jobs: could not record a refused run", "job", st.Job.Name, "err", err)
 	}
 }
 
 // start records a run of st's job as running on this node and starts it.
-func (s *Service) start(ctx context.Context, self uint64, st *pb.JobState, d Decision, now time.Time) {
+func (s *Service) start(ctx context.Context, self uint64, st *pb.JobState, d Decision, now time.Time, rp *runPlan) {
 	name := st.Job.Name
 	if old := st.Running; old != nil {
 		old.Error = fmt.Sprintf("abandoned: node %d recorded no progress after %s", old.NodeId, time.UnixMilli(old.ProgressUnixMs).UTC().Format(time.RFC3339))
@@ -238,7 +375,7 @@ func (s *Service) start(ctx context.Context, self uint64, st *pb.JobState, d Dec
 	// runCtx comes from the scheduler's context, which Stop cancels.
 	s.stop.Go(func(context.Context) {
 		defer cancel()
-		s.run(runCtx, st)
+		s.run(runCtx, st, rp)
 		s.mu.Lock()
 		delete(s.running, name)
 		s.mu.Unlock()

@@ -25,7 +25,7 @@ import (
 const pageAttempts = 20
 
 // run carries out one run of st's job (st.Running) and records its outcome.
-func (s *Service) run(ctx context.Context, st *pb.JobState) {
+func (s *Service) run(ctx context.Context, st *pb.JobState, rp *runPlan) {
 	job, r := st.Job, st.Running
 	var sink rowSink = &counter{}
 	var export *exporter
@@ -35,7 +35,7 @@ func (s *Service) run(ctx context.Context, st *pb.JobState) {
 	}
 	err := sink.open()
 	if err == nil {
-		err = s.read(ctx, st, sink)
+		err = s.read(ctx, st, sink, rp)
 	}
 	if export != nil {
 		if cerr := export.close(err == nil); err == nil {
@@ -86,8 +86,10 @@ func (s *Service) current(ctx context.Context, job *pb.ScanJob) (bool, error) {
 	return stored.CreatedUnixMs == job.CreatedUnixMs, nil
 }
 
-// read reads the job's span range by range, hands every row to sink, and records progress.
-func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink) error {
+// read reads the job's span range by range, hands every row to sink, and records progress. With a
+// plan (rp), the pieces it serves from copies are read from them, the rest from disk at the plan's
+// rate, and a piece the plan keeps is copied as it is read.
+func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *runPlan) (err error) {
 	job, r := st.Job, st.Running
 	start, end := job.Start, job.End
 	if job.Table != "" {
@@ -101,15 +103,45 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink) error
 	if rate == 0 {
 		rate = s.cfg.RateBytes
 	}
+	if rp != nil && rp.rate > 0 {
+		rate = rp.rate
+	}
 	if all, err := s.deps.Ranges.AllRanges(ctx); err == nil {
 		r.RangesTotal = int64(overlapping(all, start, end)) // progress only: splits may change it
 	}
 	pace := background.NewPacer(rate)
 	lastProgress := s.deps.Now()
 	cursor := bytes.Clone(start)
+	var fromDisk int64
+	keeping := map[string]bool{}
+	pieceBytes := map[string]int64{} // what this run read of each piece it read from the start
+	defer func() {
+		if err != nil {
+			return // a piece cut short is no measure of its size
+		}
+		s.mu.Lock()
+		for id, n := range pieceBytes {
+			s.sizes[id] = float64(n)
+		}
+		s.mu.Unlock()
+	}()
 	for {
 		if _, leads := s.whoami(); !leads {
 			return fmt.Errorf("this node no longer leads the meta range: the next leader runs the job")
+		}
+		pr := rp.at(cursor)
+		if pr != nil && pr.copyKey != "" {
+			next, err := s.fromCopy(pr, cursor, sink, r)
+			if err != nil {
+				return err
+			}
+			if next == nil {
+				return nil // the copy reached the span's end
+			}
+			if !bytes.Equal(next, cursor) {
+				cursor = next
+				continue
+			}
 		}
 		resp, desc, err := s.page(ctx, cursor, end, s.cfg.PageRows)
 		if err != nil {
@@ -124,9 +156,20 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink) error
 		}
 		r.Rows += int64(len(resp.Kvs))
 		r.Bytes += read
+		fromDisk += read
 		s.rows.Add(uint64(len(resp.Kvs)))
 		s.bytes.Add(uint64(read))
-		if err := pace.Wait(ctx, uint64(r.Bytes)); err != nil {
+		if pr != nil {
+			s.copies.noteRead(pr.node, read)
+			s.keep(pr, cursor, resp, desc, keeping)
+			if bytes.Equal(cursor, pr.start) {
+				pieceBytes[pr.id] = 0
+			}
+			if _, ok := pieceBytes[pr.id]; ok {
+				pieceBytes[pr.id] += read
+			}
+		}
+		if err := pace.Wait(ctx, uint64(fromDisk)); err != nil {
 			return fmt.Errorf("scan job %q: %w", job.Name, err)
 		}
 		switch {
@@ -151,6 +194,83 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink) error
 				s.log.Debug("jobs: could not record progress", "job", job.Name, "err", err)
 			}
 		}
+	}
+}
+
+// fromCopy hands sink the rows of pr's copy from cursor on and returns where the run goes on: the
+// piece's end once the copy is complete (nil at the keyspace's end), how far an unfinished copy got,
+// or cursor itself when there is no copy (the run reads from disk).
+func (s *Service) fromCopy(pr *pieceRead, cursor []byte, sink rowSink, r *pb.JobRun) ([]byte, error) {
+	key := pr.copyKey
+	rows, upTo, done, ok := s.copies.take(key)
+	pr.copyKey = "" // read once: a later visit of the piece (a retry) reads from disk
+	if !ok {
+		return cursor, nil
+	}
+	var n, count int64
+	for _, kv := range rows {
+		if bytes.Compare(kv.Key, cursor) < 0 {
+			continue
+		}
+		if err := sink.row(kv); err != nil {
+			return nil, err
+		}
+		n += int64(len(kv.Key) + len(kv.Value))
+		count++
+	}
+	r.Rows += count
+	r.Bytes += n
+	r.CacheBytes += n
+	s.rows.Add(uint64(count))
+	s.bytes.Add(uint64(n))
+	s.cacheBytes.Add(uint64(n))
+	if !done {
+		if bytes.Compare(upTo, cursor) > 0 {
+			return bytes.Clone(upTo), nil
+		}
+		return cursor, nil
+	}
+	s.copies.readDone(key)
+	s.mu.Lock()
+	if bytes.Equal(cursor, pr.start) {
+		s.sizes[pr.id] = float64(n)
+	}
+	s.mu.Unlock()
+	if len(pr.end) == 0 {
+		return nil, nil
+	}
+	return bytes.Clone(pr.end), nil
+}
+
+// keep copies a page a run read from disk into the copy its plan keeps of the piece, from the
+// piece's start only (a copy is whole or nothing).
+func (s *Service) keep(pr *pieceRead, cursor []byte, resp *pb.ScanResponse, desc *pb.RangeDescriptor, keeping map[string]bool) {
+	if pr.keepKey == "" {
+		return
+	}
+	if !keeping[pr.keepKey] {
+		if !bytes.Equal(cursor, pr.start) || !s.copies.begin(pr.keepKey, pr.piece, 0, time.Time{}, nil) {
+			pr.keepKey = ""
+			return
+		}
+		keeping[pr.keepKey] = true
+		s.mu.Lock()
+		rel := s.plan.releaseOf(pr.keepKey, s.cfg.PlanHorizon)
+		readers := s.plan.readersOf(pr.keepKey)
+		s.mu.Unlock()
+		s.copies.setReaders(pr.keepKey, readers, rel)
+	}
+	next := desc.EndKey
+	if resp.Truncated && len(resp.Kvs) > 0 {
+		next = append(bytes.Clone(resp.Kvs[len(resp.Kvs)-1].Key), 0)
+	}
+	if !s.copies.add(pr.keepKey, resp.Kvs, next) {
+		pr.keepKey = ""
+		return
+	}
+	if !resp.Truncated && (len(desc.EndKey) == 0 || (len(pr.end) > 0 && bytes.Compare(desc.EndKey, pr.end) >= 0)) {
+		s.copies.finish(pr.keepKey)
+		pr.keepKey = ""
 	}
 }
 

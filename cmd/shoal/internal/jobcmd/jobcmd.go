@@ -255,6 +255,9 @@ func printStatus(w io.Writer, j jobJSON) error {
 		fmt.Fprintf(w, "  span %s..%s\n", j.Span.Start, j.Span.End)
 	}
 	fmt.Fprintf(w, "  created %s, next due %s; %d runs, %d late, %d due times skipped\n", j.Created, j.NextDue, j.Runs, j.Late, j.Skipped)
+	if j.Admission != "" {
+		fmt.Fprintf(w, "  prefetch plan: %s; %d due times refused\n", j.Admission, j.Refused)
+	}
 	if r := j.Running; r != nil {
 		fmt.Fprintf(w, "  running on node %d since %s (due %s): %d rows, %s, ranges %d of %d read\n",
 			r.Node, r.Started, r.Due, r.Rows, cli.HumanBytes(uint64(r.Bytes)), r.RangesDone, r.RangesTotal)

@@ -20,6 +20,8 @@ type jobJSON struct {
 	Runs      int64     `json:"runs"`
 	Late      int64     `json:"late"`
 	Skipped   int64     `json:"skipped"`
+	Admission string    `json:"admission,omitempty"` // the prefetch plan's verdict: "admitted" or why not
+	Refused   int64     `json:"refused,omitempty"`   // due times the plan refused
 	Running   *runJSON  `json:"running"`
 	Last      []runJSON `json:"last"`
 }
@@ -42,6 +44,7 @@ type runJSON struct {
 	LateMs      int64  `json:"late_ms"`
 	Error       string `json:"error,omitempty"`
 	Output      string `json:"output,omitempty"`
+	CacheBytes  int64  `json:"cache_bytes,omitempty"` // read from a prefetched or kept copy
 }
 
 func timeText(ms int64) string {
@@ -56,7 +59,7 @@ func jobJSONOf(st *pb.JobState) jobJSON {
 	v := jobJSON{Name: j.Name, Span: spanJSON{Start: string(j.Start), End: string(j.End)}, Table: j.Table,
 		Every: (time.Duration(j.EveryMs) * time.Millisecond).String(), Deadline: (time.Duration(j.DeadlineMs) * time.Millisecond).String(),
 		Action: "count", OutputDir: j.OutputDir, Created: timeText(j.CreatedUnixMs), NextDue: timeText(st.NextDueUnixMs),
-		Runs: st.Runs, Late: st.Late, Skipped: st.Skipped, Last: []runJSON{}}
+		Runs: st.Runs, Late: st.Late, Skipped: st.Skipped, Admission: st.Admission, Refused: st.Refused, Last: []runJSON{}}
 	if j.OutputDir != "" {
 		v.Action = "export"
 	}
@@ -73,5 +76,5 @@ func jobJSONOf(st *pb.JobState) jobJSON {
 func runJSONOf(r *pb.JobRun) runJSON {
 	return runJSON{Due: timeText(r.DueUnixMs), Started: timeText(r.StartedUnixMs), Finished: timeText(r.FinishedUnixMs), Node: r.NodeId,
 		Rows: r.Rows, Bytes: r.Bytes, RangesDone: r.RangesDone, RangesTotal: r.RangesTotal, OnTime: r.OnTime, LateMs: r.LateMs,
-		Error: r.Error, Output: r.Output}
+		Error: r.Error, Output: r.Output, CacheBytes: r.CacheBytes}
 }

@@ -1,0 +1,266 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/shoaldb/shoal/node/background"
+	"github.com/shoaldb/shoal/pb"
+)
+
+// Copies of spans for the runs to read instead of the disk. Pebble's block cache cannot pin a block:
+// a span read ahead into it would be evicted by the foreground's reads before its run (the very
+// behaviour that makes naive caching evict the hot set, the other way round). So a copy is held by
+// the scheduler, beside the engine, in a budget of its own (Config.CacheBytes per node whose disk the
+// copy came from): the rows of one piece as a prefetch or a keeping run read them, released once every
+// run planned to read it has, or at its planned release time. The copy holds the rows as the read saw
+// them: a run served from it sees the span as of its prefetch, at most one period before its due time
+// (plan/prefetch never reads a copy ahead further), as a run reading on demand sees each page at its
+// own time.
+
+// copyEntry is one held copy: the rows of [piece.start, upTo).
+type copyEntry struct {
+	piece   piece
+	rows    []*pb.KeyValue
+	bytes   int64
+	upTo    []byte
+	done    bool
+	readers int
+	release time.Time
+	cancel  context.CancelFunc // the prefetch filling it (nil for a run's kept copy)
+}
+
+// sideCache holds the copies; one per scheduler.
+type sideCache struct {
+	mu     sync.Mutex
+	budget int64
+	used   map[uint64]int64 // by the node the copies came from
+	m      map[string]*copyEntry
+	// started remembers the copies begun (until their release), so that a copy read and released is
+	// not fetched again.
+	started map[string]time.Time
+	// read counts the bytes the jobs read from each node's disk (runs and prefetches): the part of a
+	// node's busy disk that is the jobs' own, not the foreground's.
+	read map[uint64]int64
+	mark map[uint64]rateMark
+}
+
+type rateMark struct {
+	bytes int64
+	at    time.Time
+	rate  float64
+}
+
+func newSideCache(budget int64) *sideCache {
+	return &sideCache{budget: budget, used: map[uint64]int64{}, m: map[string]*copyEntry{}, started: map[string]time.Time{},
+		read: map[uint64]int64{}, mark: map[uint64]rateMark{}}
+}
+
+// begin reserves a copy under key unless one was begun already.
+func (c *sideCache) begin(key string, p piece, readers int, release time.Time, cancel context.CancelFunc) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.started[key]; ok {
+		return false
+	}
+	c.started[key] = release
+	c.m[key] = &copyEntry{piece: p, upTo: p.start, readers: readers, release: release, cancel: cancel}
+	return true
+}
+
+// add appends the rows of a page (those inside the copy's piece) and says whether the copy still
+// fits the budget; a copy that does not is dropped whole.
+func (c *sideCache) add(key string, kvs []*pb.KeyValue, upTo []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[key]
+	if e == nil {
+		return false
+	}
+	var n int64
+	for _, kv := range kvs {
+		if e.piece.holds(kv.Key) {
+			e.rows = append(e.rows, kv)
+			n += int64(len(kv.Key) + len(kv.Value))
+		}
+	}
+	if c.used[e.piece.node]+n > c.budget {
+		c.dropLocked(key)
+		return false
+	}
+	e.bytes += n
+	c.used[e.piece.node] += n
+	e.upTo = upTo
+	return true
+}
+
+// finish marks a copy complete.
+func (c *sideCache) finish(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[key]; e != nil {
+		e.done, e.upTo, e.cancel = true, e.piece.end, nil
+	}
+}
+
+// take hands a run the copy under key: its rows, how far they go and whether it is complete. An
+// incomplete copy's prefetch stops here (the run reads the rest from disk) and the copy is dropped.
+func (c *sideCache) take(key string) (rows []*pb.KeyValue, upTo []byte, done, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[key]
+	if e == nil {
+		return nil, nil, false, false
+	}
+	rows, upTo, done = e.rows, e.upTo, e.done
+	if !done {
+		if e.cancel != nil {
+			e.cancel()
+		}
+		c.dropLocked(key)
+	}
+	return rows, upTo, done, true
+}
+
+// readDone notes that a planned reader has read the copy; the last one releases it.
+func (c *sideCache) readDone(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[key]; e != nil {
+		if e.readers--; e.readers <= 0 {
+			c.dropLocked(key)
+		}
+	}
+}
+
+// setReaders updates a copy's planned readers and release after a re-plan.
+func (c *sideCache) setReaders(key string, readers int, release time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[key]; e != nil {
+		e.readers, e.release = readers, release
+	}
+}
+
+// sweep releases the copies past their release time, and forgets begun copies long released.
+func (c *sideCache) sweep(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if !e.release.IsZero() && now.After(e.release) {
+			if e.cancel != nil {
+				e.cancel()
+			}
+			c.dropLocked(k)
+		}
+	}
+	for k, rel := range c.started {
+		if _, held := c.m[k]; !held && now.Sub(rel) > time.Hour {
+			delete(c.started, k)
+		}
+	}
+}
+
+func (c *sideCache) dropLocked(key string) {
+	if e := c.m[key]; e != nil {
+		c.used[e.piece.node] -= e.bytes
+		delete(c.m, key)
+	}
+}
+
+// held is the bytes the copies hold now, over every node.
+func (c *sideCache) held() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, u := range c.used {
+		n += u
+	}
+	return n
+}
+
+// noteRead counts bytes the jobs read from node's disk.
+func (c *sideCache) noteRead(node uint64, n int64) {
+	c.mu.Lock()
+	c.read[node] += n
+	c.mu.Unlock()
+}
+
+// rate is the bytes/s the jobs read from node's disk since the previous call at least a second ago.
+func (c *sideCache) rate(node uint64, now time.Time) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, cur := c.mark[node], c.read[node]
+	if dt := now.Sub(m.at).Seconds(); !m.at.IsZero() && dt < 1 {
+		return m.rate
+	} else if !m.at.IsZero() {
+		m.rate = float64(cur-m.bytes) / dt
+	}
+	m.bytes, m.at = cur, now
+	c.mark[node] = m
+	return m.rate
+}
+
+func (s *Service) jobRate(node uint64, now time.Time) float64 { return s.copies.rate(node, now) }
+
+// startFetches begins the plan's prefetches whose time has come.
+func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time) {
+	for _, f := range ep.fetches {
+		if now.Before(f.start) || !now.Before(f.end) {
+			continue
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		if !s.copies.begin(f.key, f.piece, ep.readers[f.key], ep.release[f.key], cancel) {
+			cancel()
+			continue
+		}
+		// A prefetch begun late reads faster so as to be done by its first run.
+		rate := max(f.rate, f.piece.size/max(f.end.Sub(now).Seconds(), 0.1))
+		s.prefetches.Add(1)
+		s.stop.Go(func(context.Context) {
+			defer cancel()
+			s.fetch(fctx, f.key, f.piece, int64(rate))
+		})
+	}
+}
+
+// fetch reads piece p into the copy under key at rate, on the range's leader.
+func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
+	pace := background.NewPacer(rate)
+	cursor := bytes.Clone(p.start)
+	var read int64
+	for {
+		resp, desc, err := s.page(ctx, cursor, p.end, s.cfg.PageRows)
+		if err != nil {
+			s.copies.take(key) // drops the partial copy
+			return
+		}
+		n := int64(0)
+		for _, kv := range resp.Kvs {
+			n += int64(len(kv.Key) + len(kv.Value))
+		}
+		read += n
+		s.copies.noteRead(p.node, n)
+		s.prefetchBytes.Add(uint64(n))
+		next := desc.EndKey
+		if resp.Truncated && len(resp.Kvs) > 0 {
+			next = append(bytes.Clone(resp.Kvs[len(resp.Kvs)-1].Key), 0)
+		}
+		if !s.copies.add(key, resp.Kvs, next) {
+			return
+		}
+		if !resp.Truncated && (len(desc.EndKey) == 0 || (len(p.end) > 0 && bytes.Compare(desc.EndKey, p.end) >= 0)) {
+			s.copies.finish(key)
+			s.mu.Lock()
+			s.sizes[p.id] = float64(read)
+			s.mu.Unlock()
+			return
+		}
+		cursor = bytes.Clone(next)
+		if err := pace.Wait(ctx, uint64(read)); err != nil {
+			return
+		}
+	}
+}

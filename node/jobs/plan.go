@@ -1,0 +1,362 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/plan/prefetch"
+)
+
+// Strategy is how the runs' reads meet the disks: what the scheduler asks of plan/prefetch.
+type Strategy string
+
+const (
+	// DemandReads: every run reads its span from disk at its job's rate when it is due (no plan).
+	DemandReads Strategy = "demand-reads"
+	// DemandCaching: a run reading a span from disk keeps a copy while the cache has room, later runs
+	// of the same data read the copy, idle copies are evicted largest first (PACMan's LIFE): the
+	// chapter's DemandPaging, followed as plan/prefetch lays it out.
+	DemandCaching Strategy = "demand-caching"
+	// Planned: plan/prefetch's planner (NetCachier): spans read ahead into the cache at a constant
+	// rate finishing at their first run, disk reads spread to their deadline, jobs whose reads no
+	// longer fit refused.
+	Planned Strategy = "planner"
+)
+
+// ParseStrategy checks a strategy's name (empty: demand reads).
+func ParseStrategy(s string) (Strategy, error) {
+	switch Strategy(s) {
+	case "", DemandReads:
+		return DemandReads, nil
+	case DemandCaching, Planned:
+		return Strategy(s), nil
+	}
+	return "", fmt.Errorf("jobs: unknown strategy %q (want %s, %s or %s)", s, DemandReads, DemandCaching, Planned)
+}
+
+func (s Strategy) solver() prefetch.Strategy {
+	if s == DemandCaching {
+		return prefetch.DemandPaging
+	}
+	return prefetch.Planner
+}
+
+// NodeLoad is what the plan needs of one live node, from its last load report.
+type NodeLoad struct {
+	ID uint64
+	// DiskBusy is the share of the last interval its disk was busy (0..1), every reader's.
+	DiskBusy float64
+	// Leads maps the ranges it leads to their approximate bytes.
+	Leads map[uint64]int64
+}
+
+// piece is the part of a job's span one range holds: the unit the plan reads, on the range's leader.
+type piece struct {
+	id         string
+	rangeID    uint64
+	start, end []byte // end empty: the keyspace's end
+	node       uint64
+	size       float64
+}
+
+func (p piece) holds(key []byte) bool {
+	return bytes.Compare(key, p.start) >= 0 && (len(p.end) == 0 || bytes.Compare(key, p.end) < 0)
+}
+
+// pieceRead says where one run reads one piece from.
+type pieceRead struct {
+	piece
+	copyKey string // a copy to read (prefetched, or kept by an earlier run); "" reads the disk
+	keepKey string // a disk read that keeps a copy under this key for later runs
+}
+
+// runPlan is how one run (a job's due time) reads its span.
+type runPlan struct {
+	pieces []pieceRead
+	// rate is the bytes/s of its disk reads (the sum of its pieces' planned rates); 0: the job's own.
+	rate int64
+}
+
+func (rp *runPlan) at(key []byte) *pieceRead {
+	if rp == nil {
+		return nil
+	}
+	for i := range rp.pieces {
+		if rp.pieces[i].holds(key) {
+			return &rp.pieces[i]
+		}
+	}
+	return nil
+}
+
+// fetchPlan is a planned prefetch: a piece read into the cache at a constant rate over [start, end).
+type fetchPlan struct {
+	key        string
+	piece      piece
+	start, end time.Time
+	rate       float64
+}
+
+type runKey struct {
+	job   string
+	dueMs int64
+}
+
+// execPlan is a plan turned into what the scheduler and the runs follow.
+type execPlan struct {
+	made    time.Time
+	sig     string
+	refused map[string]string // job → why its reads no longer fit
+	runs    map[runKey]*runPlan
+	fetches []fetchPlan
+	readers map[string]int       // copy → runs planned to read it
+	release map[string]time.Time // copy → when it is released whatever its readers
+	// peak is the plan's highest planned disk bandwidth on one node in one slot (bytes/s).
+	peak float64
+}
+
+// planJob is one planner job: one piece of one scan job.
+type planJob struct {
+	job   *pb.ScanJob
+	piece piece
+	due   time.Time // its first run in the window
+}
+
+// makePlan plans the runs of jobs over the next horizon from now with the configured strategy.
+func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, now time.Time) (*execPlan, error) {
+	all, err := s.deps.Ranges.AllRanges(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan the scan jobs: read the ranges: %w", err)
+	}
+	loads := s.cluster()
+	nodeIdx := map[uint64]int{}
+	leader := map[uint64]uint64{}
+	rangeBytes := map[uint64]int64{}
+	slot := s.cfg.PlanSlot
+	in := &prefetch.Instance{Slot: slot, Horizon: max(1, int(s.cfg.PlanHorizon/slot))}
+	for i, l := range loads {
+		nodeIdx[l.ID] = i
+		for r, b := range l.Leads {
+			leader[r], rangeBytes[r] = l.ID, b
+		}
+		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{s.budgetLeft(l, now)}, Cache: float64(s.cfg.CacheBytes)})
+	}
+	var pjs []planJob
+	spans := map[string]bool{}
+	names := make([]string, 0, len(jobs))
+	for n := range jobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		job := jobs[name].Job
+		start, end := job.Start, job.End
+		if job.Table != "" {
+			if start, end, err = s.tableSpan(ctx, job.Table); err != nil {
+				continue // the table is gone: its runs fail on their own
+			}
+		}
+		due := nextDue(jobs[name], now)
+		pieces := s.pieces(all, start, end, leader, rangeBytes)
+		total := 0.0
+		for _, p := range pieces {
+			total += p.size
+		}
+		rate := float64(job.RateBytes)
+		if rate == 0 {
+			rate = float64(s.cfg.RateBytes)
+		}
+		deadline := max(1, int(time.Duration(job.DeadlineMs)*time.Millisecond/slot))
+		dur := min(deadline, max(1, int(math.Ceil(total/rate/slot.Seconds()))))
+		period := max(1, int(math.Round(float64(time.Duration(job.EveryMs)*time.Millisecond)/float64(slot))))
+		first := max(0, int(due.Sub(now)/slot))
+		for _, p := range pieces {
+			if _, ok := nodeIdx[p.node]; !ok {
+				continue // no live leader known: read on demand
+			}
+			if !spans[p.id] {
+				spans[p.id] = true
+				in.Spans = append(in.Spans, prefetch.Span{ID: p.id, Node: nodeIdx[p.node], Size: p.size})
+			}
+			in.Jobs = append(in.Jobs, prefetch.Job{Name: fmt.Sprintf("%s#%d", name, len(pjs)), Span: p.id, Start: first,
+				Duration: dur, Deadline: deadline, Period: period})
+			pjs = append(pjs, planJob{job: job, piece: p, due: due})
+		}
+	}
+	if len(in.Nodes) == 0 || len(in.Jobs) == 0 {
+		return &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{}}, nil
+	}
+	sched, err := prefetch.Make(in, s.cfg.Strategy.solver(), prefetch.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("plan the scan jobs: %w", err)
+	}
+	ep := follow(in, sched, pjs, now)
+	if res, err := prefetch.Evaluate(in, &sched); err == nil {
+		ep.peak = res.Peak
+	}
+	return ep, nil
+}
+
+// follow turns a schedule into the runs' and prefetches' instructions in wall-clock time.
+func follow(in *prefetch.Instance, sched prefetch.Schedule, pjs []planJob, now time.Time) *execPlan {
+	ep := &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{},
+		readers: map[string]int{}, release: map[string]time.Time{}}
+	at := func(slot int) time.Time { return now.Add(time.Duration(slot) * in.Slot) }
+	for j, v := range sched.Verdicts {
+		if name := pjs[j].job.Name; !v.Admitted && ep.refused[name] == "" {
+			ep.refused[name] = v.Reason
+		}
+	}
+	dueOf := func(r prefetch.Run) time.Time {
+		pj, job := pjs[r.Job], in.Jobs[r.Job]
+		k := 0
+		if job.Period > 0 {
+			k = (r.Start - job.Start) / job.Period
+		}
+		return pj.due.Add(time.Duration(k) * time.Duration(pj.job.EveryMs) * time.Millisecond)
+	}
+	copyKey := func(item int) string {
+		it := sched.Items[item]
+		return fmt.Sprintf("%s@%d", in.Spans[it.Span].ID, dueOf(sched.Runs[it.Runs[0]]).UnixMilli())
+	}
+	for r, run := range sched.Runs {
+		pj := pjs[run.Job]
+		serve := sched.Serves[r]
+		if !serve.Admitted || ep.refused[pj.job.Name] != "" {
+			continue
+		}
+		key := runKey{pj.job.Name, dueOf(run).UnixMilli()}
+		rp := ep.runs[key]
+		if rp == nil {
+			rp = &runPlan{}
+			ep.runs[key] = rp
+		}
+		tr := sched.Transfers[serve.Transfer]
+		pr := pieceRead{piece: pj.piece}
+		ck := copyKey(run.Item)
+		switch {
+		case serve.Source == prefetch.FromCache:
+			pr.copyKey = ck
+			ep.readers[ck]++
+			ep.release[ck] = at(tr.Until + 1)
+		default:
+			rp.rate += int64(math.Ceil(tr.Rate))
+			if tr.Until > tr.End {
+				pr.keepKey = ck
+				ep.release[ck] = at(tr.Until + 1)
+			}
+		}
+		rp.pieces = append(rp.pieces, pr)
+	}
+	for _, tr := range sched.Prefetches() {
+		it := sched.Items[tr.Item]
+		ep.fetches = append(ep.fetches, fetchPlan{key: copyKey(tr.Item), piece: pjs[sched.Runs[it.Runs[0]].Job].piece,
+			start: at(tr.Start), end: at(tr.End), rate: tr.Rate})
+	}
+	return ep
+}
+
+// nextDue is the due time of a job's next run not yet started.
+func nextDue(st *pb.JobState, now time.Time) time.Time {
+	due := time.UnixMilli(st.Job.CreatedUnixMs)
+	if st.NextDueUnixMs > 0 {
+		due = time.UnixMilli(st.NextDueUnixMs)
+	}
+	if every := time.Duration(st.Job.EveryMs) * time.Millisecond; every > 0 && due.Before(now) {
+		due = due.Add(time.Duration(now.Sub(due)/every) * every)
+	}
+	return due
+}
+
+// pieces cuts [start, end) at the ranges' bounds, each piece sized by what a run last read of it or
+// else by its range's size (an upper bound when the span covers part of the range).
+func (s *Service) pieces(all []*pb.RangeDescriptor, start, end []byte, leader map[uint64]uint64, rangeBytes map[uint64]int64) []piece {
+	var out []piece
+	for _, d := range all {
+		if (len(d.EndKey) > 0 && bytes.Compare(d.EndKey, start) <= 0) || (len(end) > 0 && bytes.Compare(d.StartKey, end) >= 0) {
+			continue
+		}
+		p := piece{rangeID: d.RangeId, start: maxKey(d.StartKey, start), end: minEnd(d.EndKey, end), node: leader[d.RangeId]}
+		p.id = fmt.Sprintf("r%d:%x-%x", d.RangeId, p.start, p.end)
+		s.mu.Lock()
+		known, ok := s.sizes[p.id]
+		s.mu.Unlock()
+		p.size = float64(rangeBytes[d.RangeId])
+		if ok {
+			p.size = known
+		}
+		p.size = max(p.size, 4096)
+		out = append(out, p)
+	}
+	return out
+}
+
+func maxKey(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}
+
+// budgetLeft is the disk bandwidth node l's foreground leaves the jobs: the disk's bandwidth less the
+// busy share the jobs' own reads did not cause.
+func (s *Service) budgetLeft(l NodeLoad, now time.Time) float64 {
+	disk := float64(s.cfg.DiskBytesPerSec)
+	jobs := s.jobRate(l.ID, now) / disk
+	fg := min(1, max(0, l.DiskBusy-jobs))
+	return disk * (1 - fg) * s.cfg.DiskShare
+}
+
+// signature names what a plan depends on: the jobs' specs, and every node's budget in steps of a
+// tenth of the disk, so that a change of either re-plans.
+func (s *Service) signature(jobs map[string]*pb.JobState, now time.Time) string {
+	var b strings.Builder
+	names := make([]string, 0, len(jobs))
+	for n := range jobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		j := jobs[n].Job
+		fmt.Fprintf(&b, "%s/%d/%d/%d/%d;", n, j.CreatedUnixMs, j.EveryMs, j.DeadlineMs, j.RateBytes)
+	}
+	for _, l := range s.cluster() {
+		fmt.Fprintf(&b, "n%d=%d;", l.ID, int(10*s.budgetLeft(l, now)/float64(s.cfg.DiskBytesPerSec)))
+	}
+	return b.String()
+}
+
+func (s *Service) cluster() []NodeLoad {
+	if s.deps.Cluster == nil {
+		return nil
+	}
+	ls := s.deps.Cluster()
+	sort.Slice(ls, func(a, b int) bool { return ls[a].ID < ls[b].ID })
+	return ls
+}
+
+// releaseOf is when the plan releases the copy under key: its planned release, else the end of the
+// plan's horizon.
+func (ep *execPlan) releaseOf(key string, horizon time.Duration) time.Time {
+	if ep == nil {
+		return time.Now().Add(horizon)
+	}
+	if t, ok := ep.release[key]; ok {
+		return t
+	}
+	return ep.made.Add(horizon)
+}
+
+// readersOf is the runs the plan has read the copy under key.
+func (ep *execPlan) readersOf(key string) int {
+	if ep == nil {
+		return 0
+	}
+	return ep.readers[key]
+}
