@@ -67,6 +67,12 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_jobs_runs_running", "Scan-job runs going on this node now.", false, func(m node.Metrics) float64 { return float64(m.Jobs.Running) }},
 	{"shoal_jobs_read_rows_total", "Rows read by this node's scan-job runs.", true, func(m node.Metrics) float64 { return float64(m.Jobs.Rows) }},
 	{"shoal_jobs_read_bytes_total", "Bytes of keys and values read by this node's scan-job runs.", true, func(m node.Metrics) float64 { return float64(m.Jobs.Bytes) }},
+	{"shoal_jobs_refused_total", "Scan-job due times this node's prefetch plan refused (their reads no longer fit the disks' budgets).", true, func(m node.Metrics) float64 { return float64(m.Jobs.Refused) }},
+	{"shoal_jobs_prefetches_total", "Copies of scan-job spans this node began to read ahead.", true, func(m node.Metrics) float64 { return float64(m.Jobs.Prefetches) }},
+	{"shoal_jobs_prefetch_bytes_total", "Bytes this node's scan-job prefetches read.", true, func(m node.Metrics) float64 { return float64(m.Jobs.PrefetchBytes) }},
+	{"shoal_jobs_cache_bytes_total", "Bytes scan-job runs read from copies instead of the disks.", true, func(m node.Metrics) float64 { return float64(m.Jobs.CacheBytes) }},
+	{"shoal_jobs_copies_bytes", "Bytes of scan-job copies this node holds now.", false, func(m node.Metrics) float64 { return float64(m.Jobs.Held) }},
+	{"shoal_jobs_plan_peak_bytes_per_second", "The current scan-job plan's highest disk bandwidth on one node.", false, func(m node.Metrics) float64 { return m.Jobs.PlanPeak }},
 }
 
 func newNodeCollector(read func() node.Metrics) *nodeCollector {
