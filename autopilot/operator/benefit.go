@@ -28,6 +28,9 @@ const (
 	// MetricProfileMatched is the share of the served load (leaders' QPS) whose range's class, from
 	// its mix now, is the engine profile of its leader's node (node profiles).
 	MetricProfileMatched Metric = "profile.matched"
+	// MetricUsageGap is the measured usage (CPU share plus disk busy, model.Node.MeasuredUsage) of
+	// From minus To's: what packing by predicted usage (usage_balance) is meant to narrow.
+	MetricUsageGap Metric = "usage.gap"
 )
 
 // Benefit is a prediction: Metric, scoped by the fields it uses, is Before now and should change by
@@ -68,7 +71,7 @@ func formatValue(m Metric, v float64) string {
 		}
 		return model.FormatBytes(uint64(v))
 	}
-	if m == MetricProfileMatched {
+	if m == MetricProfileMatched || m == MetricUsageGap {
 		return fmt.Sprintf("%.0f%%", 100*v)
 	}
 	if v == math.Trunc(v) || m == MetricSpanMaxQPS || m == MetricQPSGap {
@@ -107,6 +110,8 @@ func Measure(b Benefit, c *model.Cluster) (value float64, detail string, ok bool
 		return pair(func(n *model.Node) float64 { return float64(n.Bytes) })
 	case MetricQPSGap:
 		return pair(func(n *model.Node) float64 { return n.QPS })
+	case MetricUsageGap:
+		return pair(func(n *model.Node) float64 { return n.MeasuredUsage() })
 	case MetricLiveVoters, MetricRangeReplicas:
 		r := c.Range(b.Range)
 		if r == nil {
