@@ -277,7 +277,10 @@ func (h *Host) Snapshot() *model.Cluster {
 		}
 		ranges = append(ranges, mr)
 	}
-	return model.NewCluster(now, nodes, ranges)
+	c := model.NewCluster(now, nodes, ranges)
+	// Without them lease_preference proposes nothing and rebalance balances as if none were set.
+	c.LeadZones, _ = records.LeadZones(ctx, h.deps.Ranges)
+	return c
 }
 
 // latencyOf is the latency histogram of a leader's range load (nil: none, or malformed).

@@ -1,7 +1,7 @@
 // Package records owns what the node layer keeps in the meta range besides range descriptors: the
 // autopilot's policy switches, nodes' admin states (drain, decommission), join records, the saved
-// decision log and scan jobs. Each lives under its own one-byte prefix of the meta keyspace; this
-// package is the only place that knows those keys.
+// decision log, scan jobs and leadership zone preferences. Each lives under its own one-byte prefix
+// of the meta keyspace; this package is the only place that knows those keys.
 //
 // It reads and writes through the range layer (MetaStore); it must never touch the engine.
 package records
