@@ -36,6 +36,8 @@ type Cluster struct {
 	t     testing.TB
 	Nodes []*Node
 	cfg   node.Config
+	// perNode is Options.PerNode.
+	perNode func(i int, cfg *node.Config)
 	// droppedInvalid sums, over the nodes' lives so far, the raft messages they dropped as invalid.
 	droppedInvalid atomic.Uint64
 }
@@ -46,6 +48,8 @@ type Options struct {
 	// Node is a template for each node's configuration (DataDir, Addr, Bootstrap and Join are filled
 	// in; the block cache is 16 MiB unless set).
 	Node node.Config
+	// PerNode, when set, adjusts node i's (from 0) configuration before it starts (its locality).
+	PerNode func(i int, cfg *node.Config)
 }
 
 // Start starts opts.Nodes nodes: the first bootstraps, the rest join it.
@@ -64,7 +68,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.Node.Storage.CacheBytes == 0 {
 		opts.Node.Storage.CacheBytes = 16 << 20
 	}
-	c := &Cluster{t: t, cfg: opts.Node}
+	c := &Cluster{t: t, cfg: opts.Node, perNode: opts.PerNode}
 	base := t.TempDir()
 	for i := 0; i < opts.Nodes; i++ {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -104,6 +108,9 @@ func (c *Cluster) startNode(n *Node, bootstrap, create bool) error {
 	}
 	cfg.DataDir, cfg.Addr = n.Dir, n.Addr
 	cfg.Storage.CreateIfMissing = create
+	if c.perNode != nil {
+		c.perNode(n.Index, &cfg)
+	}
 	nd, err := node.StartServing(context.Background(), cfg, n.lis)
 	if err != nil {
 		return err
