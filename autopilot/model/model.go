@@ -69,6 +69,9 @@ type Node struct {
 	CPUPercent float64
 	CPUCores   float64
 	DiskBusy   float64
+	// ReadQPS is the reads per second the node served at all its replicas, leader or not, as its
+	// heartbeat reported them; 0: not reported.
+	ReadQPS float64
 	// DiskCapacity is the size of the node's store volume in bytes; 0 means unknown.
 	DiskCapacity uint64
 	// DiskUsed is the number of bytes the node's store occupies.

@@ -16,10 +16,10 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // line ('#' starts a comment):
 //
 //	now 120s
-//	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [disk=40GiB/500GiB] [locality=zone=a]
+//	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [reads=300] [disk=40GiB/500GiB] [locality=zone=a]
 //	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
 //	       [cache=64MiB/4KiB]
-//	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [writes=500] [system] [fenced]
+//	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [replica-reads=300] [writes=500] [system] [fenced]
 //	        [latency=990@2ms,10@40ms] [hist=50x100,0.5x20000] [hits=90/100] [scanblocks=300]
 //	lead-zone [[a,m)] ZONE
 //
@@ -160,6 +160,10 @@ func (p *textParser) node(f []string) error {
 				return fmt.Errorf("silent: %v", err)
 			}
 			n.Live = s.d <= 10*time.Second
+		case "reads":
+			if n.ReadQPS, err = strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("reads: %v", err)
+			}
 		case "cpu":
 			if n.CPUPercent, err = strconv.ParseFloat(v, 64); err != nil {
 				return fmt.Errorf("cpu: %v", err)
@@ -255,6 +259,10 @@ func (p *textParser) rangeItem(f []string) error {
 		case "reads":
 			if r.ReadQPS, err = strconv.ParseFloat(v, 64); err != nil {
 				return fmt.Errorf("reads: %v", err)
+			}
+		case "replica-reads":
+			if r.ReplicaReadQPS, err = strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("replica-reads: %v", err)
 			}
 		case "writes":
 			if r.WriteQPS, err = strconv.ParseFloat(v, 64); err != nil {
