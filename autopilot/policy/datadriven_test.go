@@ -39,6 +39,10 @@ import (
 //	                                                   sample of what it received; a policy round runs after each window
 //	search range=ID                                    load_split's split-key search state for a range
 //	quiet                                              every range stops serving requests
+//	steady rounds=N [every=D]                          N rounds of propose, keep, finish and advance D (default 10s) on
+//	                                                   a workload that does not change; lists the operators and every
+//	                                                   leadership that came back to a node it had left
+//	usage                                              usage_balance's predicted usage per node at its last round
 func TestPolicies(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := &harness{}
@@ -154,6 +158,10 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 		}
 		h.rebuild(h.c.Now, ranges)
 		return loads(h.c), nil
+	case "steady":
+		return h.steady(t, td), nil
+	case "usage":
+		return h.usage(), nil
 	case "search":
 		var id uint64
 		td.ScanArgs(t, "range", &id)

@@ -93,6 +93,7 @@ type Config struct {
 	// LeasePreference configures lease_preference.
 	LeasePreference LeasePreferenceConfig
 	NodeProfiles    NodeProfilesConfig
+	UsageBalance    UsageBalanceConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -114,6 +115,7 @@ func (c Config) WithDefaults() Config {
 	c.Hotspot = c.Hotspot.withDefaults()
 	c.LeasePreference = c.LeasePreference.withDefaults()
 	c.NodeProfiles = c.NodeProfiles.withDefaults()
+	c.UsageBalance = c.UsageBalance.withDefaults()
 	c.MaxDiskUse = withDefaultDiskUse(c.MaxDiskUse)
 	return c
 }
@@ -202,6 +204,9 @@ var builtins = []builtin{
 	// Off until the profiles experiment (docs/design/profiles.md) shows where it pays; a node changes
 	// profile only under an in-process supervisor (node/supervisor).
 	{NameNodeProfiles, false, func(cfg Config, _ *SplitMemory) Policy { return NewNodeProfiles(cfg.NodeProfiles) }},
+	// Off until the usage experiment (docs/design/usage.md) shows where it pays; when on, rebalance
+	// leaves its load dimensions (served QPS, leadership counts) to it.
+	{NameUsageBalance, false, func(cfg Config, _ *SplitMemory) Policy { return NewUsageBalance(cfg.UsageBalance) }},
 }
 
 // DefaultOn reports whether the standard registry's policy name is switched on in a cluster whose
@@ -233,6 +238,9 @@ func Default(cfg Config) *Registry {
 	rr, _ := r.lookup(NameReadReplicas).(*ReadReplicas)
 	if rep != nil && rr != nil {
 		rep.keep = rr.Keeps
+	}
+	if rb, ok := r.lookup(NameRebalance).(*Rebalance); ok {
+		rb.yieldLoad = func() bool { return r.Enabled(NameUsageBalance) }
 	}
 	return r
 }

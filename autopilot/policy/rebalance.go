@@ -59,6 +59,9 @@ type Rebalance struct {
 	cfg     RebalanceConfig
 	maxDisk float64
 	active  map[string]bool
+	// yieldLoad, when it says so, leaves the load dimensions (served QPS and leadership counts) to
+	// usage_balance, which places leaderships by predicted usage (Default sets it).
+	yieldLoad func() bool
 }
 
 // NewRebalance returns the rebalance policy.
@@ -135,6 +138,9 @@ func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 	}
 	var out []*operator.Operator
 	for _, d := range p.dimensions() {
+		if (d.name == "qps" || d.name == "leaders") && p.yieldLoad != nil && p.yieldLoad() {
+			continue
+		}
 		for len(out) < p.cfg.MaxPerRound {
 			imb, gap, _, _ := d.spread(v, nodes)
 			switch {
