@@ -5,7 +5,7 @@
 // (a leadership transfer, then moving replicas) pays only when the hot spot outlasts the break-even
 // duration, where the penalty with the reconfiguration falls below the penalty without it. The
 // thesis measured the break-even offline (≥ 5 s at 95/5 on 8 nodes, ≈ 1.5 s at 50/50); here it is
-// fitted online from the hot spots measured so far.
+// fitted online from the hot spots measured so far (at most MaxFitPoints of them).
 //
 // It is a leaf: it sees utilizations, latency samples and measured penalties. It never reads a
 // cluster or moves anything; the hotspot_offload policy turns its verdicts into operators.
@@ -67,6 +67,15 @@ func (d *Detector) Observe(util map[uint64]float64) []uint64 {
 	return hot
 }
 
+// Hot reports whether node was in sustained skewed overload at the last Observe.
+func (d *Detector) Hot(node uint64) bool {
+	need := d.Sustain
+	if need <= 0 {
+		need = 3
+	}
+	return d.streak[node] >= need
+}
+
 // Penalty is Σ max(0, latency − slo) over samples (each one 500 ms window's latency, in ms).
 func Penalty(samples []float64, slo float64) float64 {
 	p := 0.0
@@ -96,16 +105,35 @@ type Breakeven struct {
 // ErrTooFew is returned by Fit with fewer than two measurements of each kind at distinct durations.
 var ErrTooFew = errors.New("hotspot: too few measured hot spots to fit a break-even")
 
-// Fit fits the two penalty lines by least squares and their crossing (at most the last 5 points
-// of each kind count: the thesis's controller trained on a handful).
+// MaxFitPoints bounds the measured hot spots a fit uses: the thesis's controller trained on a
+// handful, and a cluster's workload drifts.
+const MaxFitPoints = 5
+
+// Fit fits the two penalty lines by least squares and their crossing, from at most MaxFitPoints
+// of the latest points: the latest two of each kind, then the latest others.
 func Fit(points []Point) (Breakeven, error) {
 	var on, off [][2]float64
-	for _, p := range slices.Backward(points) {
-		if !math.IsNaN(p.On) && len(on) < 5 {
+	take := func(p Point, wantOn, wantOff bool) {
+		if wantOn && !math.IsNaN(p.On) {
 			on = append(on, [2]float64{p.DurationS, p.On})
 		}
-		if !math.IsNaN(p.Off) && len(off) < 5 {
+		if wantOff && !math.IsNaN(p.Off) {
 			off = append(off, [2]float64{p.DurationS, p.Off})
+		}
+	}
+	used := make([]bool, len(points))
+	for i := len(points) - 1; i >= 0; i-- {
+		p := points[i]
+		wantOn, wantOff := !math.IsNaN(p.On) && len(on) < 2, !math.IsNaN(p.Off) && len(off) < 2
+		if wantOn || wantOff {
+			take(p, wantOn, wantOff)
+			used[i] = true
+		}
+	}
+	for i := len(points) - 1; i >= 0 && len(on)+len(off) < MaxFitPoints; i-- {
+		if !used[i] {
+			take(points[i], true, false)
+			take(points[i], false, len(on)+len(off) < MaxFitPoints)
 		}
 	}
 	oa, ob, ok1 := line(on)

@@ -70,3 +70,37 @@ func TestPredictDuration(t *testing.T) {
 		}
 	}
 }
+
+// A fit uses at most MaxFitPoints measurements, the latest two of each kind among them: a workload
+// whose penalties changed is fitted from what it does now.
+func TestFitUsesTheLatestPoints(t *testing.T) {
+	nan := math.NaN()
+	old := []Point{{DurationS: 1, On: 9000, Off: nan}, {DurationS: 3, On: 9000, Off: nan}}
+	pts := append(old,
+		Point{DurationS: 2, On: nan, Off: 200}, Point{DurationS: 10, On: nan, Off: 1000},
+		Point{DurationS: 4, On: 580, Off: nan}, Point{DurationS: 20, On: 900, Off: nan},
+		Point{DurationS: 30, On: nan, Off: 3000})
+	b, err := Fit(pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Points != MaxFitPoints || math.Abs(b.OffB-100) > 1e-9 || math.Abs(b.OnB-20) > 1e-9 {
+		t.Fatalf("fit %+v: want 5 points, 100/s without, 20/s with", b)
+	}
+	if math.Abs(b.CrossS-6.25) > 1e-9 {
+		t.Fatalf("crossing %v, want 500/80 = 6.25 s", b.CrossS)
+	}
+}
+
+func TestHot(t *testing.T) {
+	d := Detector{Sustain: 2}
+	u := map[uint64]float64{1: 0.9, 2: 0.2, 3: 0.2}
+	d.Observe(u)
+	if d.Hot(1) {
+		t.Fatal("hot after one sample")
+	}
+	d.Observe(u)
+	if !d.Hot(1) || d.Hot(2) {
+		t.Fatal("n1 should be hot after two samples, n2 never")
+	}
+}
