@@ -3032,8 +3032,12 @@ type NodeStats struct {
 	// The block cache's capacity and the engine's data block size (the usage model's cache in blocks).
 	BlockCacheCapacity uint64 `protobuf:"varint,18,opt,name=block_cache_capacity,json=blockCacheCapacity,proto3" json:"block_cache_capacity,omitempty"`
 	BlockBytes         uint32 `protobuf:"varint,19,opt,name=block_bytes,json=blockBytes,proto3" json:"block_bytes,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The node's usage (CPU share plus disk busy, 1: saturated) and its cache's hit ratio as the usage
+	// model (plan/usage) predicts them from its ranges' loads and block-access histograms.
+	PredictedUsage    float64 `protobuf:"fixed64,20,opt,name=predicted_usage,json=predictedUsage,proto3" json:"predicted_usage,omitempty"`
+	PredictedHitRatio float64 `protobuf:"fixed64,21,opt,name=predicted_hit_ratio,json=predictedHitRatio,proto3" json:"predicted_hit_ratio,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeStats) Reset() {
@@ -3195,6 +3199,20 @@ func (x *NodeStats) GetBlockCacheCapacity() uint64 {
 func (x *NodeStats) GetBlockBytes() uint32 {
 	if x != nil {
 		return x.BlockBytes
+	}
+	return 0
+}
+
+func (x *NodeStats) GetPredictedUsage() float64 {
+	if x != nil {
+		return x.PredictedUsage
+	}
+	return 0
+}
+
+func (x *NodeStats) GetPredictedHitRatio() float64 {
+	if x != nil {
+		return x.PredictedHitRatio
 	}
 	return 0
 }
@@ -8207,7 +8225,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04held\x18\x04 \x01(\rR\x04held\x12\x18\n" +
 	"\aleading\x18\x05 \x01(\rR\aleading\x125\n" +
 	"\x17first_served_unix_nanos\x18\x06 \x01(\x03R\x14firstServedUnixNanos\x12&\n" +
-	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\x91\x06\n" +
+	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xea\x06\n" +
 	"\tNodeStats\x12\x1f\n" +
 	"\vcpu_percent\x18\x01 \x01(\x01R\n" +
 	"cpuPercent\x12\x1d\n" +
@@ -8232,7 +8250,9 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\aprofile\x18\x11 \x01(\tR\aprofile\x120\n" +
 	"\x14block_cache_capacity\x18\x12 \x01(\x04R\x12blockCacheCapacity\x12\x1f\n" +
 	"\vblock_bytes\x18\x13 \x01(\rR\n" +
-	"blockBytes\"\xff\x01\n" +
+	"blockBytes\x12'\n" +
+	"\x0fpredicted_usage\x18\x14 \x01(\x01R\x0epredictedUsage\x12.\n" +
+	"\x13predicted_hit_ratio\x18\x15 \x01(\x01R\x11predictedHitRatio\"\xff\x01\n" +
 	"\x0eBackgroundTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
