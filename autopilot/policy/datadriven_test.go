@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/autopilot/operator"
+	"github.com/shoaldb/shoal/plan/hotspot"
 )
 
 // TestPolicies runs the data-driven policy tests in testdata/. Each file describes clusters in the
@@ -24,7 +25,7 @@ import (
 // Commands:
 //
 //	new [factor=N] [qps-threshold=Q] [dead-after=D] [ranking=R] [join=S] [join-order=O] [join-sender=S] [serve-at-end=B]
-//	    [profile-sample=D] [profile-samples=N]
+//	    [profile-sample=D] [profile-samples=N] [hotspot-slo=D] [hotspot-seed=DUR:on|off:PENALTY/...]
 //	                                                   fresh policies (state and switches) and no pending operators
 //	cluster                                            replace the cluster with the one in the input (policy state is kept)
 //	switch NAME=on|off ...                             flip policy switches
@@ -78,6 +79,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 	switch td.Cmd {
 	case "new":
 		var cfg Config
+		var seed []hotspot.Point
 		for _, a := range td.CmdArgs {
 			v := a.SingleVal(t)
 			var err error
@@ -102,6 +104,10 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 				cfg.NodeProfiles.SampleEvery, err = time.ParseDuration(v)
 			case "profile-samples":
 				_, err = fmt.Sscan(v, &cfg.NodeProfiles.Samples)
+			case "hotspot-slo":
+				cfg.Hotspot.SLO, err = time.ParseDuration(v)
+			case "hotspot-seed":
+				seed, err = parseHotspotSeed(v)
 			default:
 				return "", fmt.Errorf("unknown argument %q", a.Key)
 			}
@@ -110,6 +116,12 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 			}
 		}
 		h.reset(cfg)
+		if len(seed) > 0 {
+			hs := h.reg.Policy(NameHotspot).(*HotspotOffload)
+			hs.Seed(seed)
+			be, _ := hs.BreakEven()
+			return fmt.Sprintf("ok\nhotspot_offload: %d measured hot spots, break-even %s\n", len(seed), fmtSeconds(be)), nil
+		}
 		return "ok\n", nil
 	case "cluster":
 		c, err := model.ParseCluster(td.Input)

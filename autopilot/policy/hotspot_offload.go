@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -13,12 +14,19 @@ import (
 
 // HotspotOffloadConfig configures hotspot_offload.
 type HotspotOffloadConfig struct {
-	// BreakEven: a hot spot predicted to last longer than this is offloaded; a shorter one is left
-	// alone (the reconfiguration would cost more than it saves). Default 5 s, the thesis's figure at
-	// 95/5 on 8 nodes.
+	// BreakEven is the break-even used until one is fitted from measured hot spots (and whenever
+	// the fit fails): a hot spot predicted to last longer is offloaded. Default 5 s, the thesis's
+	// figure at 95/5 on 8 nodes.
 	BreakEven time.Duration
 	// Sustain is how many rounds in a row a node must be in skewed overload. Default 3.
 	Sustain int
+	// SLO is the p99 latency the penalty counts from: P = Σ max(0, p99 − SLO) over 500 ms samples.
+	// Default 50 ms.
+	SLO time.Duration
+	// Explore is how many of the first hot spots are measured alternately without and with the
+	// offload (without first), to fit the break-even from. Default 4: two of each, the fewest a fit
+	// of two lines takes.
+	Explore int
 }
 
 func (c HotspotOffloadConfig) withDefaults() HotspotOffloadConfig {
@@ -28,35 +36,87 @@ func (c HotspotOffloadConfig) withDefaults() HotspotOffloadConfig {
 	if c.Sustain <= 0 {
 		c.Sustain = 3
 	}
+	if c.SLO <= 0 {
+		c.SLO = 50 * time.Millisecond
+	}
+	if c.Explore <= 0 {
+		c.Explore = 4
+	}
 	return c
 }
 
 // HotspotOffload relieves a node in skewed overload (Bekas, chapters 3 and 5; plan/hotspot): its
 // utilization (the busier of CPU and disk) at least 80 % and 1.3× the cluster's mean, for Sustain
-// rounds. A hot spot predicted (from how long it has lasted and how long past ones lasted) to
-// outlast the break-even is offloaded: its busiest led range's leadership goes to the least busy
-// of that range's other voters; when no voter is cooler, and the hot spot has lasted twice the
-// break-even, the busiest replica moves to the least busy node. One operator per hot node a round.
-// The break-even is configured, not yet fitted online from measured penalties (hotspot.Fit).
+// rounds. Each hot spot is an episode: the ranges the node led with load when it was detected, its
+// penalty P = Σ max(0, p99 − SLO) over 500 ms of the cluster's requests while it lasts, and its end
+// when those ranges' load falls below half of what it was. The first Explore episodes are measured
+// alternately without and with the offload; from then on the break-even is fitted online from the
+// last measured episodes (hotspot.Fit, at most 5 points) and a hot spot is offloaded once its
+// predicted duration (hotspot.PredictDuration, from the past episodes) exceeds it. Offloading moves
+// its busiest led range's leadership to the least busy voter (never out of the range's preferred
+// zone); when no voter is cooler and the hot spot is predicted to last twice the break-even, the
+// busiest replica moves to the least busy node. One operator per hot node a round. Every
+// abstention and every episode's measured penalty is a note in the decision log.
 type HotspotOffload struct {
-	cfg   HotspotOffloadConfig
-	det   hotspot.Detector
-	since map[uint64]time.Time // hot nodes: since when
-	past  []float64            // durations of the hot spots that ended, seconds
+	cfg      HotspotOffloadConfig
+	det      hotspot.Detector
+	episodes map[uint64]*episode // by hot node
+	past     []float64           // durations of the episodes that ended, seconds (the last 64)
+	points   []hotspot.Point     // their penalties, without or with the offload (the last 16)
+	explored int                 // episodes measured while exploring
+	notes    []Note
+}
+
+// episode is one hot spot on one node.
+type episode struct {
+	since    time.Time
+	last     time.Time // the last penalty sample
+	ranges   []uint64  // the node's led ranges with load at detection
+	load     float64   // their load at detection, ops/s
+	cool     int       // rounds in a row their load was below half of it
+	explore  bool      // measured for the fit: act is fixed
+	act      bool      // offload (decided, or fixed while exploring)
+	acted    bool      // an operator was proposed
+	noted    bool      // the abstention is in the decision log
+	penalty  float64   // Σ max(0, p99 − SLO) in ms, per 500 ms
+	worstP99 time.Duration
 }
 
 // NewHotspotOffload returns the hotspot_offload policy.
 func NewHotspotOffload(cfg HotspotOffloadConfig) *HotspotOffload {
 	cfg = cfg.withDefaults()
-	return &HotspotOffload{cfg: cfg, det: hotspot.Detector{Sustain: cfg.Sustain}, since: map[uint64]time.Time{}}
+	return &HotspotOffload{cfg: cfg, det: hotspot.Detector{Sustain: cfg.Sustain}, episodes: map[uint64]*episode{}}
 }
 
 // Name implements Policy.
 func (p *HotspotOffload) Name() string { return NameHotspot }
 
+// TakeNotes implements Noter.
+func (p *HotspotOffload) TakeNotes() []Note {
+	n := p.notes
+	p.notes = nil
+	return n
+}
+
+// Seed adds measured hot spots, as if the policy had measured them (tests, and a node that takes
+// over the autopilot with a record of them).
+func (p *HotspotOffload) Seed(points []hotspot.Point) {
+	for _, pt := range points {
+		p.record(pt)
+	}
+	p.explored = max(p.explored, min(len(p.points), p.cfg.Explore))
+}
+
+// BreakEven is the break-even in force: fitted from the measured hot spots, else the configured one.
+func (p *HotspotOffload) BreakEven() (seconds float64, fit *hotspot.Breakeven) {
+	if b, err := hotspot.Fit(p.points); err == nil {
+		return b.CrossS, &b
+	}
+	return p.cfg.BreakEven.Seconds(), nil
+}
+
 // Propose implements Policy.
 func (p *HotspotOffload) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
-	now := c.Now
 	util := map[uint64]float64{}
 	for _, n := range c.Nodes {
 		if n.Active() {
@@ -64,45 +124,176 @@ func (p *HotspotOffload) Propose(c *model.Cluster, pending []*operator.Operator)
 		}
 	}
 	hot := p.det.Observe(util)
-	for id, t := range p.since {
-		if !slices.Contains(hot, id) {
-			p.past = append(p.past, now.Sub(t).Seconds())
-			delete(p.since, id)
-		}
-	}
-	if len(p.past) > 64 {
-		p.past = p.past[len(p.past)-64:]
-	}
+	p99 := clusterP99(c)
+	p.measure(c, p99)
 	v := newView(c, pending)
 	defer v.release()
 	var ops []*operator.Operator
 	for _, id := range hot {
-		if _, ok := p.since[id]; !ok {
-			p.since[id] = now
-		}
-		age := now.Sub(p.since[id]).Seconds()
-		predicted := hotspot.PredictDuration(age, p.past)
-		if predicted <= p.cfg.BreakEven.Seconds() {
-			continue // over before an offload would pay
-		}
-		why := fmt.Sprintf("n%d at %.0f%% busy (cluster mean %.0f%%) for %.0fs, predicted to last %.0fs > break-even %s",
-			id, 100*util[id], 100*mean(util), age, predicted, p.cfg.BreakEven)
-		if op := p.offload(c, v, util, id, age, why); op != nil {
-			ops = append(ops, op)
-			for _, r := range op.Ranges() {
-				v.busy[r] = true
+		e := p.episodes[id]
+		if e == nil {
+			if p.moved(c, id) {
+				continue // the hot spot of another episode, moved here by its offload: not a new one
 			}
+			e = p.begin(c, id)
+		}
+		if op := p.decide(c, v, util, id, e); op != nil {
+			ops = append(ops, op)
+			v.add(op)
 		}
 	}
 	return ops
 }
 
-// offload moves load off node: a leadership to a cooler voter, else (a long hot spot) a replica.
-func (p *HotspotOffload) offload(c *model.Cluster, v *view, util map[uint64]float64, node uint64, age float64, why string) *operator.Operator {
-	led := v.candidatesIn(c.LedBy(node), func(r *model.Range) bool { return r.QPS() > 0 })
+// begin opens an episode on node: its led ranges with load, and whether it is measured for the fit.
+func (p *HotspotOffload) begin(c *model.Cluster, node uint64) *episode {
+	e := &episode{since: c.Now, last: c.Now}
+	for r := range c.LedBy(node) {
+		if r.Leader == node && !r.System && r.QPS() > 0 {
+			e.ranges = append(e.ranges, r.ID)
+			e.load += r.QPS()
+		}
+	}
+	if p.explored < p.cfg.Explore {
+		e.explore, e.act = true, p.explored%2 == 1
+		p.explored++
+	}
+	p.episodes[node] = e
+	return e
+}
+
+// moved reports whether node leads a range of another node's open episode.
+func (p *HotspotOffload) moved(c *model.Cluster, node uint64) bool {
+	for _, e := range p.episodes {
+		for _, id := range e.ranges {
+			if r := c.Range(id); r != nil && r.Leader == node {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// measure adds this round's penalty to every open episode and closes those whose load has gone.
+func (p *HotspotOffload) measure(c *model.Cluster, p99 time.Duration) {
+	excess := max(0, float64(p99-p.cfg.SLO)/float64(time.Millisecond))
+	for node, e := range p.episodes {
+		dt := min(c.Now.Sub(e.last), 5*time.Second)
+		e.last = c.Now
+		e.penalty += excess * dt.Seconds() / 0.5
+		e.worstP99 = max(e.worstP99, p99)
+		load := 0.0
+		for _, id := range e.ranges {
+			if r := c.Range(id); r != nil {
+				load += r.QPS()
+			}
+		}
+		if load < e.load/2 || e.load == 0 && !p.det.Hot(node) {
+			e.cool++
+		} else {
+			e.cool = 0
+		}
+		if e.cool >= 2 {
+			p.end(c, node, e)
+		}
+	}
+}
+
+// end closes an episode and records its penalty as a measured point.
+func (p *HotspotOffload) end(c *model.Cluster, node uint64, e *episode) {
+	delete(p.episodes, node)
+	d := c.Now.Sub(e.since).Seconds()
+	pt := hotspot.Point{DurationS: d, On: math.NaN(), Off: math.NaN()}
+	how := "without the offload"
+	if e.acted {
+		pt.On, how = e.penalty, "with the offload"
+	} else {
+		pt.Off = e.penalty
+	}
+	p.record(pt)
+	be, fit := p.BreakEven()
+	fitted := fmt.Sprintf("break-even %.1fs (configured: %d measured, fewer than two of each kind at two durations)", be, len(p.points))
+	if fit != nil {
+		fitted = fmt.Sprintf("break-even %s fitted from %d points (penalty without ≈ %.0f + %.0f·D, with ≈ %.0f + %.0f·D)",
+			fmtSeconds(be), fit.Points, fit.OffA, fit.OffB, fit.OnA, fit.OnB)
+	}
+	p.notes = append(p.notes, Note{What: fmt.Sprintf("hot spot on n%d over", node), Status: StatusMeasured,
+		Why: fmt.Sprintf("lasted %.1fs %s: penalty %.0f ms (SLO %s, worst p99 %s); %s", d, how, e.penalty,
+			p.cfg.SLO, e.worstP99.Round(time.Millisecond), fitted)})
+}
+
+// record keeps a measured point and its duration.
+func (p *HotspotOffload) record(pt hotspot.Point) {
+	p.points = append(p.points, pt)
+	if len(p.points) > 16 {
+		p.points = p.points[len(p.points)-16:]
+	}
+	p.past = append(p.past, pt.DurationS)
+	if len(p.past) > 64 {
+		p.past = p.past[len(p.past)-64:]
+	}
+}
+
+// Statuses of hotspot_offload's notes.
+const (
+	StatusMeasured  = "measured"
+	StatusAbstained = "abstained"
+)
+
+// decide offloads an episode's node when its mode says so, or notes that it abstains.
+func (p *HotspotOffload) decide(c *model.Cluster, v *view, util map[uint64]float64, node uint64, e *episode) *operator.Operator {
+	age := c.Now.Sub(e.since).Seconds()
+	be, fit := p.BreakEven()
+	predicted := hotspot.PredictDuration(age, p.past)
+	var why string
+	switch {
+	case e.explore && !e.act:
+		if !e.noted {
+			e.noted = true
+			p.notes = append(p.notes, Note{What: fmt.Sprintf("hot spot on n%d left alone", node), Status: StatusAbstained,
+				Why: fmt.Sprintf("exploring (%d of %d): measuring its penalty without the offload", p.explored, p.cfg.Explore)})
+		}
+		return nil
+	case e.explore:
+		why = fmt.Sprintf("exploring (%d of %d): measuring the penalty with the offload", p.explored, p.cfg.Explore)
+	case predicted <= be:
+		if !e.noted {
+			e.noted = true
+			p.notes = append(p.notes, Note{What: fmt.Sprintf("hot spot on n%d left alone", node), Status: StatusAbstained,
+				Why: fmt.Sprintf("at %.0fs predicted to last %s ≤ break-even %s: an offload would cost more than it saves",
+					age, fmtSeconds(predicted), fmtSeconds(be))})
+		}
+		return nil
+	default:
+		e.act = true
+		why = fmt.Sprintf("predicted to last %s > break-even %s", fmtSeconds(predicted), fmtSeconds(be))
+		if fit != nil {
+			without, with := fit.OffA+fit.OffB*predicted, fit.OnA+fit.OnB*predicted
+			why += fmt.Sprintf(", saves a predicted penalty of %.0f ms (%.0f without, %.0f with)", without-with, without, with)
+		}
+	}
+	why = fmt.Sprintf("n%d at %.0f%% busy (cluster mean %.0f%%, p99 %s) for %.0fs, %s",
+		node, 100*util[node], 100*mean(util), nodeP99(c, node).Round(time.Millisecond), age, why)
+	op := p.offload(c, v, util, node, max(predicted, age) >= 2*be, why)
+	if op != nil {
+		e.acted = true
+	}
+	return op
+}
+
+// offload moves load off node: a leadership to a cooler voter, else (when long is set: a hot spot
+// predicted to last twice the break-even) a replica.
+func (p *HotspotOffload) offload(c *model.Cluster, v *view, util map[uint64]float64, node uint64, long bool, why string) *operator.Operator {
+	led := v.candidatesIn(c.LedBy(node), func(r *model.Range) bool { return r.Leader == node && r.QPS() > 0 })
 	slices.SortStableFunc(led, func(a, b *model.Range) int { return cmp.Compare(b.QPS(), a.QPS()) })
 	for _, r := range led {
-		to := coolest(r.Voters(), util, node)
+		var voters []uint64
+		for _, id := range r.Voters() {
+			if n := c.Node(id); n != nil && !n.Busy() && !c.LeadsOutsideZone(r, node, id) {
+				voters = append(voters, id)
+			}
+		}
+		to := coolest(voters, util, node)
 		// Only a move that narrows the gap: one range carrying the whole load would just move the
 		// hot spot (splitting it is load_split's work).
 		if to != 0 && util[to] < util[node] && r.QPS() < v.at(node).qps-v.at(to).qps {
@@ -113,7 +304,7 @@ func (p *HotspotOffload) offload(c *model.Cluster, v *view, util map[uint64]floa
 			return op
 		}
 	}
-	if age < 2*p.cfg.BreakEven.Seconds() {
+	if !long {
 		return nil
 	}
 	held := v.candidatesIn(c.RangesOf(node), func(r *model.Range) bool { return r.QPS() > 0 })
@@ -126,12 +317,42 @@ func (p *HotspotOffload) offload(c *model.Cluster, v *view, util map[uint64]floa
 			}
 		}
 		slices.Sort(others)
-		if to := coolest(others, util, node); to != 0 && util[to] < util[node] {
+		if to := coolest(others, util, node); to != 0 && util[to] < util[node] && !narrowsZones(c, r, node, to) {
 			return operator.NewMoveReplica(NameHotspot, c.Now, c, r, node, to,
-				fmt.Sprintf("%s and no cooler voter: move r%d's replica (%.0f ops/s) to n%d (%.0f%% busy)", why, r.ID, r.QPS(), to, 100*util[to]))
+				fmt.Sprintf("%s, and no cooler voter: move r%d's replica (%.0f ops/s) to n%d (%.0f%% busy)", why, r.ID, r.QPS(), to, 100*util[to]))
 		}
 	}
 	return nil
+}
+
+// clusterP99 is the p99 of the requests every range's leader reported in its last heartbeat.
+func clusterP99(c *model.Cluster) time.Duration {
+	var all model.LatencyCounts
+	for _, r := range c.Ranges {
+		if !r.System {
+			all.Add(r.Latency)
+		}
+	}
+	return all.Quantile(0.99)
+}
+
+// nodeP99 is the p99 of the requests of the ranges node leads, from their last heartbeats.
+func nodeP99(c *model.Cluster, node uint64) time.Duration {
+	var all model.LatencyCounts
+	for r := range c.LedBy(node) {
+		if r.Leader == node {
+			all.Add(r.Latency)
+		}
+	}
+	return all.Quantile(0.99)
+}
+
+// fmtSeconds is "6.3s", or "never" for an infinite break-even.
+func fmtSeconds(s float64) string {
+	if math.IsInf(s, 1) {
+		return "never"
+	}
+	return fmt.Sprintf("%.1fs", s)
 }
 
 // coolest is the least busy of nodes other than not, among the active ones (0 if none).
