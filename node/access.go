@@ -5,6 +5,7 @@ import (
 
 	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/plan/usage"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
 )
@@ -36,4 +37,33 @@ func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, n
 		rl.HistRates = append(rl.HistRates, b.Rate)
 		rl.HistBlocks = append(rl.HistBlocks, b.Blocks)
 	}
+}
+
+// predictUsage is the node's usage and hit ratio as the usage model predicts them from st's ranges:
+// the point reads and scanned blocks of the ranges it leads, their merged block-access histograms
+// in its cache, and the writes every replica applies.
+func predictUsage(st *pb.NodeStats, m usage.Model) (u, hit float64) {
+	var l usage.Load
+	var hs []usage.Histogram
+	for _, rl := range st.Ranges {
+		l.Writes += rl.WriteQps
+		if !rl.Leader {
+			continue
+		}
+		l.Reads += max(rl.ReadQps-rl.ScanQps, 0)
+		l.Scans += rl.ScanBlocksQps
+		h := make(usage.Histogram, 0, len(rl.HistRates))
+		for i, r := range rl.HistRates {
+			if i < len(rl.HistBlocks) {
+				h = append(h, usage.Bucket{Rate: r, Blocks: rl.HistBlocks[i]})
+			}
+		}
+		hs = append(hs, h)
+	}
+	cache := 0.0
+	if st.BlockBytes > 0 {
+		cache = float64(st.BlockCacheCapacity) / float64(st.BlockBytes)
+	}
+	hit = usage.HitRatio(usage.Merge(hs...), cache)
+	return m.Predict(l, hit), hit
 }

@@ -158,6 +158,7 @@ func (n *Node) localStats() *pb.NodeStats {
 	if n.access != nil {
 		n.access.Retain(func(id uint64) bool { _, ok := seen[id]; return ok })
 	}
+	st.PredictedUsage, st.PredictedHitRatio = predictUsage(st, n.cfg.Autopilot.Policies.UsageBalance.Model)
 	n.bg.NoteLeading(st)
 	n.bg.FillStats(st)
 	return st
@@ -172,6 +173,7 @@ func (n *Node) currentStats() *pb.NodeStats {
 		prev[rl.RangeId] = rl
 	}
 	st := n.engineStats()
+	st.PredictedUsage, st.PredictedHitRatio = last.GetPredictedUsage(), last.GetPredictedHitRatio()
 	for _, r := range n.Store().Replicas() {
 		leader, term := r.LeaderTerm()
 		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}
