@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shoaldb/shoal/autopilot/executor"
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/autopilot/operator"
 	"github.com/shoaldb/shoal/plan/replicaplan"
@@ -16,11 +17,18 @@ import (
 type ReadReplicasConfig struct {
 	// MaxPerRound bounds the learners added or removed per round (snapshots cost). Default 2.
 	MaxPerRound int
-	// MinReads: a range whose popularity (reads, decayed) is below it gets no read replica. Default 100.
+	// MinReads: a range whose popularity (reads, decayed) is below it gets no read replica, and
+	// loses those it has. Default 100.
 	MinReads float64
 	// WarmUp is how long after it starts the policy only keeps the learners it finds (its popularity
 	// figures start empty, and a new autopilot must not remove the read replicas of the last). Default 30s.
 	WarmUp time.Duration
+	// Imbalance is γ: a node may serve up to (1+γ) times its share of the reads before a range read
+	// there gets a read replica elsewhere (eq. 4.2's cap). Default 0.2, the thesis's.
+	Imbalance float64
+	// MaxSnapshotsPerNode is the executor's bound on snapshots in flight per node (sender or
+	// receiver): the policy proposes no more than the slots free. Default the executor's.
+	MaxSnapshotsPerNode int
 }
 
 func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
@@ -33,36 +41,49 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 	if c.WarmUp <= 0 {
 		c.WarmUp = 30 * time.Second
 	}
+	if c.Imbalance <= 0 {
+		c.Imbalance = 0.2
+	}
+	if c.MaxSnapshotsPerNode <= 0 {
+		c.MaxSnapshotsPerNode = executor.DefaultMaxSnapshotsPerNode
+	}
 	return c
 }
 
 // ReadReplicas places read replicas (learners, which serve client.ReplicaRead and bounded-staleness
 // reads) where the reads are: Getafix (thesis chapter 4). Each round a range's popularity halves and
-// adds the round's reads (eq. 4.1); ModifiedBestFit (plan/replicaplan) packs the popularities onto
-// the active nodes at the optimal makespan with the fewest replicas, and the Hungarian mapping puts
-// the plan's logical nodes on the physical ones where most of those replicas already are. A range
-// gets a learner on each planned node that holds none of its replicas, and loses a learner it placed
-// on a node the plan no longer names (coldest first). The voters are the floor: they are never
-// added or removed here. It manages every learner of a range no operator works on, and those are
-// what replicate must leave alone (Keeps).
+// adds the round's reads per second (eq. 4.1). The replicas a range has, voters and learners, are pre-placed:
+// the routing spreads its reads over them by load, so they take its reads first, as far as each
+// node's room allows — (1+γ) times its share of all the reads, ModifiedBestFitPlaced in
+// plan/replicaplan — and only the reads left over get new learners, packed by ModifiedBestFit onto
+// the nodes with room. Nodes are ranked by the reads their heartbeats say they serve, least first,
+// so that ties go to the least loaded. A learner goes once its range cools: below MinReads, or below
+// half the popularity it had when the learner came, if the replicas left then take its reads within
+// rooms of γ/2 (a band, so that a learner is not removed for the load that added it). The voters
+// are the floor: never added or removed here. It proposes no more snapshots than the executor has
+// slots for. It manages every learner of a range no operator works on, and those are what replicate
+// must leave alone (Keeps).
 type ReadReplicas struct {
 	cfg     ReadReplicasConfig
 	pop     map[uint64]float64
 	last    time.Time
 	started time.Time
-	kept    map[uint64]map[uint64]bool // range → nodes of its read replicas
+	kept    map[uint64]map[uint64]float64 // range → nodes of its read replicas → its popularity when they came
 }
 
 // NewReadReplicas returns the read_replicas policy.
 func NewReadReplicas(cfg ReadReplicasConfig) *ReadReplicas {
-	return &ReadReplicas{cfg: cfg.withDefaults(), pop: map[uint64]float64{}, kept: map[uint64]map[uint64]bool{}}
+	return &ReadReplicas{cfg: cfg.withDefaults(), pop: map[uint64]float64{}, kept: map[uint64]map[uint64]float64{}}
 }
 
 // Name implements Policy.
 func (p *ReadReplicas) Name() string { return NameReadReplicas }
 
 // Keeps reports whether the learner of rangeID on node is a read replica this policy keeps.
-func (p *ReadReplicas) Keeps(rangeID, node uint64) bool { return p.kept[rangeID][node] }
+func (p *ReadReplicas) Keeps(rangeID, node uint64) bool {
+	_, ok := p.kept[rangeID][node]
+	return ok
+}
 
 // Propose implements Policy.
 func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
@@ -70,16 +91,17 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 	if p.started.IsZero() {
 		p.started = now
 	}
-	dt := 1.0
-	if !p.last.IsZero() {
-		dt = max(now.Sub(p.last).Seconds(), 0)
+	if !p.last.IsZero() && !now.After(p.last) {
+		return nil // the same model again: a round has not passed
 	}
 	p.last = now
 	ranges := c.UserRanges()
 	live := map[uint64]bool{}
 	for _, r := range ranges {
 		live[r.ID] = true
-		p.pop[r.ID] = replicaplan.Decay(p.pop[r.ID], (r.ReadQPS+r.ReplicaReadQPS)*dt)
+		// The round's reads per second, not its count: rounds need not be a second apart, and a
+		// range read at a steady rate x settles at a popularity of 2x whatever their length.
+		p.pop[r.ID] = replicaplan.Decay(p.pop[r.ID], r.ReadQPS+r.ReplicaReadQPS)
 	}
 	for id := range p.pop {
 		if !live[id] {
@@ -94,56 +116,244 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 	for _, r := range ranges {
 		if !v.busy[r.ID] {
 			for _, id := range r.Learners() {
-				p.keep(r.ID, id)
+				if !p.Keeps(r.ID, id) {
+					p.keep(r.ID, id, p.pop[r.ID])
+				}
 			}
 		}
 	}
 	if now.Sub(p.started) < p.cfg.WarmUp {
-		return nil // too early to judge popularity
+		// Too early to judge popularity: what the learners found now came with is unknown.
+		for id, nodes := range p.kept {
+			for n := range nodes {
+				nodes[n] = p.pop[id]
+			}
+		}
+		return nil
 	}
+	nodes := rankedNodes(c)
+	if len(nodes) == 0 {
+		return nil
+	}
+	free := p.snapshotSlots(c, pending)
+	ops := p.additions(c, v, ranges, nodes, free)
+	return append(ops, p.removals(c, v, ranges, nodes, free, p.cfg.MaxPerRound-len(ops))...)
+}
+
+func (p *ReadReplicas) keep(rangeID, node uint64, pop float64) {
+	if p.kept[rangeID] == nil {
+		p.kept[rangeID] = map[uint64]float64{}
+	}
+	p.kept[rangeID][node] = pop
+}
+
+// rankedNodes are the active nodes, the least read first (ties: the lower id): the order of the
+// plan's bins, so that its ties go to the least loaded node.
+func rankedNodes(c *model.Cluster) []uint64 {
+	loads := NodeReads(c)
 	var nodes []uint64
 	for _, n := range c.Nodes {
 		if n.Active() {
 			nodes = append(nodes, n.ID)
 		}
 	}
-	if len(nodes) == 0 {
+	slices.SortStableFunc(nodes, func(a, b uint64) int {
+		return cmp.Or(cmp.Compare(loads[a], loads[b]), cmp.Compare(a, b))
+	})
+	return nodes
+}
+
+// NodeReads is the reads per second each node serves, at every replica it holds: its heartbeat's
+// figure (model.Node.ReadQPS) when any node reports one, else estimated from the ranges — a range's
+// leader serves its ReadQPS, and its other replicas share its ReplicaReadQPS evenly.
+func NodeReads(c *model.Cluster) map[uint64]float64 {
+	out := map[uint64]float64{}
+	reported := false
+	for _, n := range c.Nodes {
+		out[n.ID] = n.ReadQPS
+		reported = reported || n.ReadQPS > 0
+	}
+	if reported {
+		return out
+	}
+	for _, r := range c.Ranges {
+		out[r.Leader] += r.ReadQPS
+		if k := len(r.Replicas) - 1; k > 0 && r.ReplicaReadQPS > 0 {
+			for _, rep := range r.Replicas {
+				if rep.Node != r.Leader {
+					out[rep.Node] += r.ReplicaReadQPS / float64(k)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// snapshotSlots is, per node, how many more snapshots the executor would let it send or receive:
+// its bound less the add-learner steps still to run in pending operators (the receiving node and
+// the range's leader, which sends).
+func (p *ReadReplicas) snapshotSlots(c *model.Cluster, pending []*operator.Operator) map[uint64]int {
+	free := map[uint64]int{}
+	for _, n := range c.Nodes {
+		free[n.ID] = p.cfg.MaxSnapshotsPerNode
+	}
+	for _, op := range pending {
+		for _, s := range op.Steps[min(op.StepsDone(), len(op.Steps)):] {
+			if al, ok := s.(operator.AddLearner); ok {
+				free[al.Node]--
+				if r := c.Range(op.RangeID); r != nil && r.Leader != 0 && r.Leader != al.Node {
+					free[r.Leader]--
+				}
+			}
+		}
+	}
+	return free
+}
+
+// takeSlot reserves a snapshot slot on the learner's node and on r's leader (the sender), if both
+// have one.
+func takeSlot(free map[uint64]int, r *model.Range, to uint64) bool {
+	if free[to] <= 0 || (r.Leader != 0 && r.Leader != to && free[r.Leader] <= 0) {
+		return false
+	}
+	free[to]--
+	if r.Leader != 0 && r.Leader != to {
+		free[r.Leader]--
+	}
+	return true
+}
+
+// plan is ModifiedBestFitPlaced over every range's popularity on the ranked nodes with rooms of
+// (1+gamma) times their share, each range's replicas on them pre-placed except those skip names.
+// It returns the plan, the rooms, and each node's bin.
+func (p *ReadReplicas) plan(ranges []*model.Range, nodes []uint64, gamma float64, skip func(rangeID, node uint64) bool) (replicaplan.Placed, []int, map[uint64]int, error) {
+	bin := make(map[uint64]int, len(nodes))
+	for i, n := range nodes {
+		bin[n] = i
+	}
+	segs := make([]replicaplan.Segment, 0, len(ranges))
+	placed := make(map[uint64][]int, len(ranges))
+	total := 0
+	for _, r := range ranges {
+		count := int(math.Round(p.pop[r.ID]))
+		if count <= 0 {
+			continue
+		}
+		segs = append(segs, replicaplan.Segment{ID: r.ID, Count: count})
+		total += count
+		for _, rep := range r.Replicas {
+			if b, ok := bin[rep.Node]; ok && (skip == nil || !skip(r.ID, rep.Node)) {
+				placed[r.ID] = append(placed[r.ID], b)
+			}
+		}
+	}
+	rooms, err := replicaplan.Rooms(total, len(nodes), nil, gamma)
+	if err != nil {
+		return replicaplan.Placed{}, nil, nil, err
+	}
+	pl, err := replicaplan.ModifiedBestFitPlaced(segs, rooms, placed)
+	return pl, rooms, bin, err
+}
+
+// additions proposes a learner for each range, hottest first, whose reads the plan cannot fit on
+// its replicas within the rooms: on the plan's node for it, if snapshot slots are free there and on
+// its leader. One a range a round, at most MaxPerRound.
+func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Range, nodes []uint64, free map[uint64]int) []*operator.Operator {
+	pl, rooms, bin, err := p.plan(ranges, nodes, p.cfg.Imbalance, nil)
+	if err != nil || pl.Created() == 0 {
 		return nil
 	}
-	want := p.plan(ranges, nodes)
-	var ops []*operator.Operator
-	// Coldest first for removals, hottest first for additions.
 	order := slices.Clone(ranges)
 	slices.SortStableFunc(order, func(a, b *model.Range) int { return cmp.Compare(p.pop[b.ID], p.pop[a.ID]) })
+	var ops []*operator.Operator
 	for _, r := range order {
 		if len(ops) >= p.cfg.MaxPerRound {
 			break
 		}
-		if v.busy[r.ID] {
+		if v.busy[r.ID] || p.pop[r.ID] < p.cfg.MinReads || p.cooling(r) {
 			continue
 		}
-		for _, n := range want[r.ID] {
-			if !r.HasReplica(n) {
-				op := operator.NewAddLearner(NameReadReplicas, now, r, n,
-					fmt.Sprintf("r%d is read %.0f/s (popularity %.0f): a read replica on n%d", r.ID, r.ReadQPS+r.ReplicaReadQPS, p.pop[r.ID], n))
-				op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
-				ops = append(ops, op)
-				p.keep(r.ID, n)
-				break
+		held := 0
+		for _, rep := range r.Replicas {
+			if b, ok := bin[rep.Node]; ok {
+				held += pl.Bins[b][r.ID]
 			}
 		}
+		for b, n := range nodes { // least read first
+			if !pl.New[b][r.ID] || r.HasReplica(n) || !takeSlot(free, r, n) {
+				continue
+			}
+			op := operator.NewAddLearner(NameReadReplicas, c.Now, r, n, fmt.Sprintf(
+				"r%d is read %.0f/s (popularity %.0f): its %d replicas take %d within rooms of %d (γ %.0f %%), a read replica on n%d the next %d (+%s; planned makespan %d)",
+				r.ID, r.ReadQPS+r.ReplicaReadQPS, p.pop[r.ID], len(r.Replicas), held, rooms[b], 100*p.cfg.Imbalance, n,
+				pl.Bins[b][r.ID], model.FormatBytes(r.Bytes), pl.Makespan()))
+			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
+			ops = append(ops, op)
+			p.keep(r.ID, n, p.pop[r.ID])
+			break
+		}
 	}
-	for i := len(order) - 1; i >= 0 && len(ops) < p.cfg.MaxPerRound; i-- {
-		r := order[i]
+	return ops
+}
+
+// cooling reports whether r's reads this round fell below half of what its popularity stands for
+// (a steady rate x gives a popularity of 2x): its popularity lags a hot set that moved away, and a
+// learner added now would serve little.
+func (p *ReadReplicas) cooling(r *model.Range) bool {
+	return r.ReadQPS+r.ReplicaReadQPS < p.pop[r.ID]/4
+}
+
+// removals proposes removing read replicas of ranges that cooled, coldest first, one a range a
+// round, at most budget: every learner of a range below MinReads, and a learner of a range below
+// half the popularity it had when the learner came unless the plan without the cooled learners
+// (rooms of γ/2) still needs new replicas for that range.
+func (p *ReadReplicas) removals(c *model.Cluster, v *view, ranges []*model.Range, nodes []uint64, free map[uint64]int, budget int) []*operator.Operator {
+	if budget <= 0 {
+		return nil
+	}
+	type key struct{ r, n uint64 }
+	cooled := map[key]bool{}
+	warm := false // a cooled learner of a range still above MinReads: the plan decides
+	for _, r := range ranges {
 		if v.busy[r.ID] {
 			continue
 		}
 		for _, n := range r.Learners() {
-			if !p.kept[r.ID][n] || slices.Contains(want[r.ID], n) {
+			if at, ok := p.kept[r.ID][n]; ok && (p.pop[r.ID] < p.cfg.MinReads || p.pop[r.ID] < at/2) {
+				cooled[key{r.ID, n}] = true
+				warm = warm || p.pop[r.ID] >= p.cfg.MinReads
+			}
+		}
+	}
+	if len(cooled) == 0 {
+		return nil
+	}
+	need := map[uint64]int{} // range → new replicas the plan still wants without its cooled learners
+	if warm {
+		pl, _, _, err := p.plan(ranges, nodes, p.cfg.Imbalance/2, func(r, n uint64) bool { return cooled[key{r, n}] })
+		if err != nil {
+			return nil
+		}
+		for _, news := range pl.New {
+			for id := range news {
+				need[id]++
+			}
+		}
+	}
+	order := slices.Clone(ranges)
+	slices.SortStableFunc(order, func(a, b *model.Range) int { return cmp.Compare(p.pop[a.ID], p.pop[b.ID]) })
+	var ops []*operator.Operator
+	for _, r := range order {
+		if len(ops) >= budget {
+			break
+		}
+		for _, n := range r.Learners() {
+			if !cooled[key{r.ID, n}] || (p.pop[r.ID] >= p.cfg.MinReads && need[r.ID] > 0) {
 				continue
 			}
-			op := operator.NewRemoveReplica(NameReadReplicas, now, c, r, n, 0,
-				fmt.Sprintf("r%d is read %.0f/s (popularity %.0f): its read replica on n%d is not needed", r.ID, r.ReadQPS+r.ReplicaReadQPS, p.pop[r.ID], n))
+			op := operator.NewRemoveReplica(NameReadReplicas, c.Now, c, r, n, 0, fmt.Sprintf(
+				"r%d is read %.0f/s (popularity %.0f, %.0f when the learner came): its read replica on n%d is not needed (−%s)",
+				r.ID, r.ReadQPS+r.ReplicaReadQPS, p.pop[r.ID], p.kept[r.ID][n], n, model.FormatBytes(r.Bytes)))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: -1}
 			ops = append(ops, op)
 			delete(p.kept[r.ID], n)
@@ -151,58 +361,4 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 		}
 	}
 	return ops
-}
-
-func (p *ReadReplicas) keep(rangeID, node uint64) {
-	if p.kept[rangeID] == nil {
-		p.kept[rangeID] = map[uint64]bool{}
-	}
-	p.kept[rangeID][node] = true
-}
-
-// plan returns, for each range popular enough, the active nodes ModifiedBestFit places it on
-// beyond its voters (the nodes that would serve its reads).
-func (p *ReadReplicas) plan(ranges []*model.Range, nodes []uint64) map[uint64][]uint64 {
-	var segs []replicaplan.Segment
-	for _, r := range ranges {
-		if pop := p.pop[r.ID]; pop >= p.cfg.MinReads {
-			segs = append(segs, replicaplan.Segment{ID: r.ID, Count: int(math.Round(pop))})
-		}
-	}
-	if len(segs) == 0 {
-		return nil
-	}
-	plan, err := replicaplan.ModifiedBestFit(segs, len(nodes), nil)
-	if err != nil {
-		return nil
-	}
-	hot := map[uint64]*model.Range{}
-	for _, r := range ranges {
-		hot[r.ID] = r
-	}
-	current := make([][]uint64, len(nodes))
-	for i, n := range nodes {
-		for _, s := range segs {
-			if hot[s.ID].HasReplica(n) {
-				current[i] = append(current[i], s.ID)
-			}
-		}
-	}
-	to, _, err := replicaplan.MapToNodes(plan, current)
-	if err != nil {
-		return nil
-	}
-	want := map[uint64][]uint64{}
-	for l, bin := range plan.Bins {
-		n := nodes[to[l]]
-		for id := range bin {
-			if r := hot[id]; r != nil && !slices.Contains(r.Voters(), n) {
-				want[id] = append(want[id], n)
-			}
-		}
-	}
-	for id := range want {
-		slices.Sort(want[id])
-	}
-	return want
 }
