@@ -243,6 +243,7 @@ func (h *Host) Snapshot() *model.Cluster {
 			mn.CompactionsRunning, mn.L0Files, mn.MemtableBytes = st.CompactionsRunning, st.L0Files, st.MemtableBytes
 			fillModelTasks(mn, st)
 			for _, rl := range st.Ranges {
+				mn.ReadQPS += rl.ReadQps // every replica's reads: where the node's read load comes from
 				// Two nodes may both claim a range for a heartbeat after a transfer: the later term's
 				// report is the current one.
 				if rl.Leader && (loads[rl.RangeId] == nil || rl.Term > loads[rl.RangeId].Term) {
