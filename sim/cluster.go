@@ -298,6 +298,9 @@ func (c *Cluster) Snapshot() *model.Cluster {
 			}
 		}
 		mn.DiskUsed = disk[n.id]
+		if c.replicaReads {
+			mn.ReadQPS = n.served // every read is served at some replica of the node's: its read load
+		}
 		nodes = append(nodes, mn)
 	}
 	c.last = model.NewClusterAfter(c.last, now, nodes, ranges)

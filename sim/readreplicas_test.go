@@ -81,7 +81,8 @@ func TestReplicaReadUnitsCountedAgainEqualFullCount(t *testing.T) {
 
 // TestReadReplicasScaleScenario runs the scale comparison small (20 nodes, 2 000 ranges, the same
 // reads per node): the policy's learners by popularity hold less than half the bytes of two learners
-// on every range, and leave the hottest node within the imbalance cap γ (20 %) of uniform's.
+// on every range, and leave the hottest node within the imbalance cap γ (20 %) of uniform's and of
+// the mean. (Here the voters take every range's reads within the rooms, so it adds none.)
 func TestReadReplicasScaleScenario(t *testing.T) {
 	sc, ok := Lookup("read-replicas-scale")
 	if !ok {
@@ -101,10 +102,10 @@ func TestReadReplicasScaleScenario(t *testing.T) {
 	if off.Learners != 2*2000 {
 		t.Fatalf("the uniform run has %d learners, want 4000", off.Learners)
 	}
-	if on.Learners == 0 || 2*on.LearnerBytes >= off.LearnerBytes {
+	if 2*on.LearnerBytes >= off.LearnerBytes {
 		t.Fatalf("the policy's learners hold %d bytes against uniform's %d", on.LearnerBytes, off.LearnerBytes)
 	}
-	if on.HottestNodeReads > 1.2*off.HottestNodeReads {
+	if on.HottestNodeReads > 1.2*off.HottestNodeReads || on.HottestNodeReads > 1.2*on.MeanNodeReads {
 		t.Fatalf("the hottest node reads %v/s with the policy, %v/s with uniform learners", on.HottestNodeReads, off.HottestNodeReads)
 	}
 }
