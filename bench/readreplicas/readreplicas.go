@@ -10,6 +10,7 @@ package readreplicas
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -45,7 +46,12 @@ type Options struct {
 	Settle  time.Duration // the most the policy gets to place its learners; default 60s
 	Measure time.Duration // the measured window of each arm; default 20s
 	Uniform []int         // learners per range of the uniform arms; default {0, 1, 2}
-	Seed    uint64        // default 1
+	// NoPopularity skips the read_replicas arm (the uniform arms alone).
+	NoPopularity bool
+	// Shift is how long each arm is followed after its hot set moves (the ranges' popularity ranks
+	// rotate by half, so the hottest ranges become cold ones and cold ones hot); default 60s.
+	Shift time.Duration
+	Seed  uint64 // default 1
 	// Progress, if set, gets a line now and then.
 	Progress func(string) `json:"-"`
 }
@@ -73,6 +79,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Measure <= 0 {
 		o.Measure = 20 * time.Second
+	}
+	if o.Shift <= 0 {
+		o.Shift = 60 * time.Second
 	}
 	if len(o.Uniform) == 0 {
 		o.Uniform = []int{0, 1, 2}
@@ -109,6 +118,20 @@ type Arm struct {
 	SettleS float64 `json:"settle_s"` // how long the learners took to settle (popularity)
 	// DataBytes sums every replica's bytes on disk (voters and learners) of the workload's ranges.
 	DataBytes uint64 `json:"replica_bytes"`
+	// NodeReads is each node's served reads per second in the measured window (every replica it
+	// holds, leader or not), in node order: how evenly the routing spread the load.
+	NodeReads []float64 `json:"node_reads_per_sec"`
+	// After the hot set moved: the reads' p99 over the Shift window, each 2-s window's p99, the
+	// seconds until p99 recovered (the first of three 2-s windows in a row at most twice the p99
+	// before the move, 10 ms at least; −1: not within the window), and the learners at its end.
+	ShiftP99Ms     float64   `json:"shift_p99_ms"`
+	ShiftWindowsMs []float64 `json:"shift_window_p99_ms"`
+	RecoverS       float64   `json:"recover_s"`
+	ShiftLearners  int       `json:"shift_learners"`
+	ShiftLearnerMB float64   `json:"shift_learner_mb"`
+	ShiftPerRange  []int     `json:"shift_learners_per_new_rank"`
+	ShiftReadsPerS float64   `json:"shift_reads_per_sec"`
+	ShiftErrors    int64     `json:"shift_errors"`
 }
 
 // Report is the experiment's result.
@@ -122,7 +145,10 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 	o = o.withDefaults()
 	rep := Report{Options: o}
 	rep.Options.Progress = nil
-	arms := []int{-1}
+	var arms []int
+	if !o.NoPopularity {
+		arms = append(arms, -1)
+	}
 	arms = append(arms, o.Uniform...)
 	for i, k := range arms {
 		a, err := runArm(ctx, filepath.Join(dir, fmt.Sprintf("arm%d", i)), o, k)
@@ -188,17 +214,91 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	w.take()
 	o.Progress(fmt.Sprintf("%s: measuring %v at %d reads/s", a.Name, o.Measure, o.Rate))
 	t0 := time.Now()
-	select {
-	case <-ctx.Done():
-		return a, ctx.Err()
-	case <-time.After(o.Measure):
+	before := nodeReads(c)
+	if err := sleep(ctx, o.Measure); err != nil {
+		return a, err
 	}
 	h, errs := w.take()
 	el := time.Since(t0).Seconds()
-	w.stop()
+	for i, n := range nodeReads(c) {
+		a.NodeReads = append(a.NodeReads, math.Round(float64(n-before[i])/el))
+	}
 	a.Reads, a.Errors, a.ReadsPerSec = h.TotalCount(), errs, float64(h.TotalCount())/el
 	a.P50Ms, a.P99Ms, a.MaxMs = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000
-	return a, a.fillLearners(ctx, c, cl, o)
+	if err := a.fillLearners(ctx, c, cl, o, ranks(o)); err != nil {
+		return a, err
+	}
+	o.Progress(fmt.Sprintf("%s: p99 %.1f ms, %d learners, node reads/s %v; moving the hot set", a.Name, a.P99Ms, a.Learners, a.NodeReads))
+	if err := a.followShift(ctx, c, cl, w, o); err != nil {
+		return a, err
+	}
+	w.stop()
+	return a, nil
+}
+
+// followShift moves the hot set (shifted ranks) and follows the reads' p99 in 2-s windows for
+// o.Shift: how long until it recovers, and the learners at the end.
+func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.Client, w *workload, o Options) error {
+	moved := shiftedRanks(o)
+	w.perm.Store(&moved)
+	w.take()
+	all := report.NewHist()
+	var errs int64
+	limit := max(2*a.P99Ms, 10)
+	good, t0 := 0, time.Now()
+	a.RecoverS = -1
+	for i := 0; time.Since(t0) < o.Shift; i++ {
+		if err := sleep(ctx, 2*time.Second); err != nil {
+			return err
+		}
+		h, e := w.take()
+		errs += e
+		all.Merge(h)
+		p99 := float64(h.ValueAtQuantile(99)) / 1000
+		a.ShiftWindowsMs = append(a.ShiftWindowsMs, p99)
+		if p99 <= limit && h.TotalCount() > 0 {
+			good++
+			if good == 3 && a.RecoverS < 0 {
+				a.RecoverS = float64(2 * (i - 2))
+			}
+		} else {
+			good = 0
+		}
+	}
+	el := time.Since(t0).Seconds()
+	a.ShiftP99Ms, a.ShiftErrors, a.ShiftReadsPerS = float64(all.ValueAtQuantile(99))/1000, errs, float64(all.TotalCount())/el
+	after := Arm{}
+	if err := after.fillLearners(ctx, c, cl, o, moved); err != nil {
+		return err
+	}
+	a.ShiftLearners, a.ShiftPerRange = after.Learners, after.PerRange
+	a.ShiftLearnerMB = math.Round(float64(after.LearnerBytes)/1e4) / 100
+	o.Progress(fmt.Sprintf("%s: after the move p99 %.1f ms, recovered after %.0f s, %d learners %v", a.Name, a.ShiftP99Ms, a.RecoverS, a.ShiftLearners, a.ShiftPerRange))
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// nodeReads is each node's reads served so far, over all its replicas.
+func nodeReads(c *benchutil.Cluster) []uint64 {
+	var out []uint64
+	for _, n := range c.Nodes() {
+		var sum uint64
+		if n != nil {
+			for _, r := range n.KV.Store().Replicas() {
+				sum += r.Reads.Load()
+			}
+		}
+		out = append(out, sum)
+	}
+	return out
 }
 
 // setUp readies a started cluster for an arm: the placement held still, the workload's ranges split
@@ -387,13 +487,13 @@ func learnerSets(rs []*pb.RangeStatus) []string {
 
 // fillLearners counts the learners of the workload's ranges and the bytes they hold: on each
 // learner's disk (its engine's estimate of the range's span) and as keys and values.
-func (a *Arm) fillLearners(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options) error {
+func (a *Arm) fillLearners(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options, perm []int) error {
 	rs, err := cl.UserRanges(ctx)
 	if err != nil {
 		return err
 	}
 	rank := map[string]int{}
-	for i, rg := range ranks(o) {
+	for i, rg := range perm {
 		rank[string(rangeStart(rg))] = i
 	}
 	a.PerRange = make([]int, o.Ranges)
@@ -444,6 +544,13 @@ func ranks(o Options) []int {
 	return rand.New(rand.NewPCG(o.Seed, 7)).Perm(o.Ranges)
 }
 
+// shiftedRanks is ranks rotated by half: the hot set moved to ranges that were cold.
+func shiftedRanks(o Options) []int {
+	r := ranks(o)
+	h := len(r) / 2
+	return append(slices.Clone(r[h:]), r[:h]...)
+}
+
 // workload issues o.Rate replica reads a second, zipfian over the ranges by rank and uniform over a
 // range's keys, from workers on a fixed schedule.
 type workload struct {
@@ -452,6 +559,7 @@ type workload struct {
 	// rebased is when the schedule last started again (unix nanoseconds): reads a worker is behind
 	// on are dropped, so that a backlog from before (an overloaded warm-up) does not count.
 	rebased atomic.Int64
+	perm    atomic.Pointer[[]int] // popularity rank → range
 	mu      sync.Mutex
 	hist    *hdrhistogram.Histogram
 	errs    int64
@@ -463,6 +571,7 @@ func startWorkload(ctx context.Context, cl *client.Client, o Options) *workload 
 	w := &workload{hist: report.NewHist()}
 	ctx, w.cancel = context.WithCancel(ctx)
 	perm := ranks(o)
+	w.perm.Store(&perm)
 	interval := time.Duration(float64(time.Second) * workers / float64(o.Rate))
 	w.rebased.Store(time.Now().UnixNano())
 	for k := range workers {
@@ -485,7 +594,7 @@ func startWorkload(ctx context.Context, cl *client.Client, o Options) *workload 
 				if ctx.Err() != nil {
 					return
 				}
-				key := rangeKey(perm[zipf.Uint64()], rng.IntN(o.KeysPerRange))
+				key := rangeKey((*w.perm.Load())[zipf.Uint64()], rng.IntN(o.KeysPerRange))
 				_, _, err := cl.Get(ctx, key, client.ReplicaRead())
 				lat := time.Since(next)
 				if ctx.Err() != nil {

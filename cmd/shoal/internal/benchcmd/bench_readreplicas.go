@@ -21,8 +21,10 @@ ranges of --keys keys, read at any replica (client.ReplicaRead, routed by load) 
 zipfian over the ranges (--zipf) and uniform within one. Arms, each on a fresh cluster: popularity
 (the read_replicas policy switched on; measured once its learners stay put for 10 s, at most
 --settle) and uniform-k for each --uniform k (k learners on every range, the policy off). Each arm
-reports its learners, the bytes they hold, and the p50/p99 of the reads over --measure, timed from
-each read's scheduled start. Prints JSON.`,
+reports its learners, the bytes they hold, each node's reads per second and the p50/p99 of the reads
+over --measure, timed from each read's scheduled start. Then the hot set moves (the ranges' ranks
+rotate by half) and each arm is followed for --shift: p99 per 2-s window, the seconds until it is
+back within twice the p99 before the move, and the learners at the end. Prints JSON.`,
 	Example: "  flock /tmp/bench.lock shoal bench read-replicas --nodes 5 --rate 700 --measure 20s",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,6 +50,8 @@ func init() {
 	f.DurationVar(&o.Settle, "settle", time.Minute, "the most the policy gets to place its learners")
 	f.DurationVar(&o.Measure, "measure", 20*time.Second, "the measured window of each arm")
 	f.IntSliceVar(&o.Uniform, "uniform", []int{0, 1, 2}, "learners per range of the uniform arms (0: the voters alone)")
+	f.DurationVar(&o.Shift, "shift", time.Minute, "how long each arm is followed after its hot set moves")
+	f.BoolVar(&o.NoPopularity, "no-popularity", false, "skip the read_replicas arm (the uniform arms alone)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the ranks and the keys")
 	benchCmd.AddCommand(benchReadReplicasCmd)
 }
