@@ -22,7 +22,9 @@ var adminNodesCmd = &cobra.Command{
 how many ranges each holds and leads, and its background tasks (compactions, backups, announced
 maintenance; "pending" ones wait for the node's leaderships to move). With --format json, print an
 array of objects with id, addr, http_addr, live, draining, state, range_count, leader_count,
-profile (the engine profile the node runs), tasks (as /api/nodes does).`,
+profile (the engine profile the node runs), tasks, usage (measured and predicted usage — CPU
+share plus disk busy, 1 is saturated — and the cache's predicted and observed hit ratio; as
+/api/nodes does). USAGE shows measured/predicted, HIT predicted/observed.`,
 	Example: `  shoal admin nodes
   shoal admin nodes --format json`,
 	Args: cli.Args(cobra.NoArgs),
@@ -36,7 +38,7 @@ profile (the engine profile the node runs), tasks (as /api/nodes does).`,
 			if cli.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
-			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS", "LOCALITY", "PROFILE", "TASKS"},
+			return writeTable(cmd.OutOrStdout(), []string{"ID", "ADDR", "HTTP", "STATE", "LIVE", "DRAINING", "RANGES", "LEADERS", "LOCALITY", "PROFILE", "USAGE", "HIT", "TASKS"},
 				len(out), func(i int) []string {
 					n := out[i]
 					tasks := strings.Join(n.Tasks, ", ")
@@ -51,8 +53,9 @@ profile (the engine profile the node runs), tasks (as /api/nodes does).`,
 					if profile == "" {
 						profile = "-"
 					}
+					use, hit := usageCells(n.Usage)
 					return []string{u64(n.ID), n.Addr, n.HTTPAddr, n.State, strconv.FormatBool(n.Live), strconv.FormatBool(n.Draining),
-						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10), loc, profile, tasks}
+						strconv.FormatUint(uint64(n.RangeCount), 10), strconv.FormatUint(uint64(n.LeaderCount), 10), loc, profile, use, hit, tasks}
 				})
 		})
 	},
@@ -298,4 +301,16 @@ func fencesText(fs []apijson.FenceJSON) string {
 		parts = append(parts, t)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// usageCells are a node's USAGE (measured/predicted) and HIT (predicted/observed) cells.
+func usageCells(u *apijson.UsageJSON) (usage, hit string) {
+	if u == nil {
+		return "-", "-"
+	}
+	obs := "-"
+	if u.ObservedHit != nil {
+		obs = fmt.Sprintf("%.0f%%", 100**u.ObservedHit)
+	}
+	return fmt.Sprintf("%.0f%%/%.0f%%", 100*u.Measured, 100*u.Predicted), fmt.Sprintf("%.0f%%/%s", 100*u.PredictedHit, obs)
 }

@@ -36,6 +36,39 @@ type NodeJSON struct {
 	Tasks []string `json:"tasks"`
 	// Join is the node's join into a running cluster (absent for nodes that never joined one).
 	Join *JoinJSON `json:"join,omitempty"`
+	// Usage is the node's usage (CPU share plus disk busy; 1: saturated) as measured and as the
+	// usage model predicts it from its ranges, and its cache's hit ratio, predicted and observed on
+	// the point reads it measured (absent before its first heartbeat, or without measured reads).
+	Usage *UsageJSON `json:"usage,omitempty"`
+}
+
+// UsageJSON is a node's measured and predicted usage and hit ratio (docs/design/usage.md).
+type UsageJSON struct {
+	Measured     float64  `json:"measured"`
+	Predicted    float64  `json:"predicted"`
+	PredictedHit float64  `json:"predicted_hit_ratio"`
+	ObservedHit  *float64 `json:"observed_hit_ratio,omitempty"`
+}
+
+// usageJSON is st's usage (nil when st reports neither CPU nor cache).
+func usageJSON(st *pb.NodeStats) *UsageJSON {
+	if st.GetCpuCores() == 0 && st.GetBlockBytes() == 0 {
+		return nil
+	}
+	u := &UsageJSON{Measured: st.GetDiskBusy(), Predicted: st.GetPredictedUsage(), PredictedHit: st.GetPredictedHitRatio()}
+	if st.GetCpuCores() > 0 {
+		u.Measured += st.GetCpuPercent() / 100 / st.GetCpuCores()
+	}
+	var reads, hits uint64
+	for _, rl := range st.GetRanges() {
+		reads += rl.GetMeasuredReads()
+		hits += rl.GetMeasuredReadHits()
+	}
+	if reads > 0 {
+		h := float64(hits) / float64(reads)
+		u.ObservedHit = &h
+	}
+	return u
 }
 
 // JoinJSON is a node's join: strategy, replicas to receive (target) and held, ranges led, and the
@@ -163,6 +196,7 @@ func NodesJSON(nodes []*pb.NodeStatus) []NodeJSON {
 			LeaderCount: n.GetLeaderCount(),
 			Tasks:       TasksText(n.GetStats().GetTasks()),
 			Join:        JoinStatusJSON(n.GetJoin()),
+			Usage:       usageJSON(n.GetStats()),
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
