@@ -68,7 +68,7 @@ var adminCmd = &cobra.Command{
   Cluster state     nodes, ranges, decisions (the autopilot's log), join-status NODE
   Ranges            split KEY, merge KEY, transfer-leader RANGE NODE
   Nodes             drain NODE, decommission NODE, activate NODE (undoes either)
-  Autopilot         policy list, policy set NAME on|off
+  Autopilot         policy list, policy set NAME on|off, zone-config [--lead-zone Z --start K --end K]
   Background work   compact NODE, backup NODE DIR, maintenance NODE --task T --duration D,
                     quorum-risk (the chance that busy nodes leave a range without a free majority)
 
