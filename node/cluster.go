@@ -109,6 +109,9 @@ func (n *Node) engineStats() *pb.NodeStats {
 	if p, ok := n.hist.Latest(); ok {
 		st.CpuPercent, st.DiskBusy = p.CPUPercent, p.DiskBusy
 	}
+	// The disk's busy share since the last sample (a heartbeat ago), not the history's 5-s point:
+	// hotspot_offload must see a hot spot within seconds.
+	st.DiskBusy = n.eng.DiskUtilization()
 	return st
 }
 
