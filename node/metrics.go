@@ -32,6 +32,11 @@ type Metrics struct {
 	AdmissionRequests, AdmissionWrites admission.Stats
 	// Jobs counts the scan-job runs this node carried out (node/jobs).
 	Jobs jobs.Stats
+	// PredictedUsage and MeasuredUsage are the node's usage (CPU share plus disk busy) as the usage
+	// model predicted it at the last heartbeat and as measured; AsksForNode that the autopilot here
+	// asks for one more node (usage_balance).
+	PredictedUsage, MeasuredUsage float64
+	AsksForNode                   bool
 }
 
 // cacheRatioWindow is the window of Metrics.CacheHitRatio.
@@ -51,6 +56,13 @@ func (n *Node) Metrics() Metrics {
 	if r, ok := n.dir.CacheHitRatio(n.NodeID(), cacheRatioWindow); ok {
 		m.CacheHitRatio = r
 	}
+	if hb, _ := n.dir.StatsOf(n.NodeID()); hb != nil {
+		m.PredictedUsage, m.MeasuredUsage = hb.PredictedUsage, hb.DiskBusy
+		if hb.CpuCores > 0 {
+			m.MeasuredUsage += hb.CpuPercent / 100 / hb.CpuCores
+		}
+	}
+	m.AsksForNode = n.ap.AsksForNode()
 	for _, r := range st.Replicas() {
 		m.Replicas++
 		if r.IsLeader() {

@@ -72,6 +72,14 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_jobs_prefetch_bytes_total", "Bytes this node's scan-job prefetches read.", true, func(m node.Metrics) float64 { return float64(m.Jobs.PrefetchBytes) }},
 	{"shoal_jobs_cache_bytes_total", "Bytes scan-job runs read from copies instead of the disks.", true, func(m node.Metrics) float64 { return float64(m.Jobs.CacheBytes) }},
 	{"shoal_jobs_copies_bytes", "Bytes of scan-job copies this node holds now.", false, func(m node.Metrics) float64 { return float64(m.Jobs.Held) }},
+	{"shoal_usage_predicted", "This node's usage (CPU share plus disk busy, 1: saturated) as the usage model predicts it from its ranges.", false, func(m node.Metrics) float64 { return m.PredictedUsage }},
+	{"shoal_usage_measured", "This node's measured usage (CPU share plus disk busy, 1: saturated).", false, func(m node.Metrics) float64 { return m.MeasuredUsage }},
+	{"shoal_usage_node_wanted", "1 when the autopilot on this node (the meta range's leader) asks for one more node: usage_balance predicts a node above its threshold with no move that lowers it.", false, func(m node.Metrics) float64 {
+		if m.AsksForNode {
+			return 1
+		}
+		return 0
+	}},
 	{"shoal_jobs_plan_peak_bytes_per_second", "The current scan-job plan's highest disk bandwidth on one node.", false, func(m node.Metrics) float64 { return m.Jobs.PlanPeak }},
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/model"
@@ -87,6 +88,8 @@ type UsageBalance struct {
 	moved  map[uint64]time.Time
 	asking bool
 	notes  []Note
+	// mu guards predicted and asking for Predicted, which a metrics scrape calls while Propose runs.
+	mu sync.Mutex
 	// predicted is every active node's predicted usage at the last round (Predicted).
 	predicted map[uint64]float64
 }
@@ -107,8 +110,10 @@ func (p *UsageBalance) TakeNotes() []Note {
 }
 
 // Predicted is every active node's predicted usage at the last round, and whether the policy asks
-// for a node. Call it from the goroutine that calls Propose.
+// for a node.
 func (p *UsageBalance) Predicted() (map[uint64]float64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	out := make(map[uint64]float64, len(p.predicted))
 	for k, v := range p.predicted {
 		out[k] = v
@@ -145,10 +150,12 @@ func (p *UsageBalance) Propose(c *model.Cluster, pending []*operator.Operator) [
 	v := newView(c, pending)
 	defer v.release()
 	nodes := p.nodes(v)
+	p.mu.Lock()
 	clear(p.predicted)
 	for _, un := range nodes {
 		p.predicted[un.n.ID] = un.u
 	}
+	p.mu.Unlock()
 	if len(nodes) < 2 {
 		p.active = false
 		return nil
@@ -352,6 +359,8 @@ func (p *UsageBalance) ask(nodes []*usageNode, moving bool) {
 			over = append(over, fmt.Sprintf("n%d %s", un.n.ID, pct(un.u)))
 		}
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case !p.asking && len(over) > 0 && !moving:
 		p.asking = true
