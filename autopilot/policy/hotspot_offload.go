@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/model"
@@ -58,7 +59,11 @@ func (c HotspotOffloadConfig) withDefaults() HotspotOffloadConfig {
 // busiest replica moves to the least busy node. One operator per hot node a round. Every
 // abstention and every episode's measured penalty is a note in the decision log.
 type HotspotOffload struct {
-	cfg      HotspotOffloadConfig
+	cfg HotspotOffloadConfig
+	// mu guards mode: SetMode comes from another goroutine than Propose's.
+	mu   sync.Mutex
+	mode HotspotMode
+
 	det      hotspot.Detector
 	episodes map[uint64]*episode // by hot node
 	past     []float64           // durations of the episodes that ended, seconds (the last 64)
@@ -80,6 +85,33 @@ type episode struct {
 	noted    bool      // the abstention is in the decision log
 	penalty  float64   // Σ max(0, p99 − SLO) in ms, per 500 ms
 	worstP99 time.Duration
+}
+
+// HotspotMode is how hotspot_offload decides. An experiment measures the penalty with and without
+// the offload on the same hot spots by switching between ModeAct and ModeObserve.
+type HotspotMode string
+
+// Modes of hotspot_offload.
+const (
+	ModeAuto    HotspotMode = "auto"    // explore, then act on the hot spots predicted to outlast the break-even
+	ModeAct     HotspotMode = "act"     // offload every hot spot (each measured with the offload)
+	ModeObserve HotspotMode = "observe" // offload none (each measured without)
+)
+
+// SetMode sets how the policy decides from the next hot spot on (ModeAuto by default).
+func (p *HotspotOffload) SetMode(m HotspotMode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode = m
+}
+
+func (p *HotspotOffload) currentMode() HotspotMode {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mode == "" {
+		return ModeAuto
+	}
+	return p.mode
 }
 
 // NewHotspotOffload returns the hotspot_offload policy.
@@ -154,9 +186,16 @@ func (p *HotspotOffload) begin(c *model.Cluster, node uint64) *episode {
 			e.load += r.QPS()
 		}
 	}
-	if p.explored < p.cfg.Explore {
-		e.explore, e.act = true, p.explored%2 == 1
-		p.explored++
+	switch p.currentMode() {
+	case ModeAct:
+		e.explore, e.act = true, true
+	case ModeObserve:
+		e.explore = true
+	default:
+		if p.explored < p.cfg.Explore {
+			e.explore, e.act = true, p.explored%2 == 1
+			p.explored++
+		}
 	}
 	p.episodes[node] = e
 	return e
@@ -240,6 +279,14 @@ const (
 	StatusAbstained = "abstained"
 )
 
+// exploring says why an episode's mode is fixed.
+func (p *HotspotOffload) exploring() string {
+	if m := p.currentMode(); m != ModeAuto {
+		return "mode " + string(m)
+	}
+	return fmt.Sprintf("exploring (%d of %d)", p.explored, p.cfg.Explore)
+}
+
 // decide offloads an episode's node when its mode says so, or notes that it abstains.
 func (p *HotspotOffload) decide(c *model.Cluster, v *view, util map[uint64]float64, node uint64, e *episode) *operator.Operator {
 	age := c.Now.Sub(e.since).Seconds()
@@ -251,11 +298,11 @@ func (p *HotspotOffload) decide(c *model.Cluster, v *view, util map[uint64]float
 		if !e.noted {
 			e.noted = true
 			p.notes = append(p.notes, Note{What: fmt.Sprintf("hot spot on n%d left alone", node), Status: StatusAbstained,
-				Why: fmt.Sprintf("exploring (%d of %d): measuring its penalty without the offload", p.explored, p.cfg.Explore)})
+				Why: fmt.Sprintf("%s: measuring its penalty without the offload", p.exploring())})
 		}
 		return nil
 	case e.explore:
-		why = fmt.Sprintf("exploring (%d of %d): measuring the penalty with the offload", p.explored, p.cfg.Explore)
+		why = fmt.Sprintf("%s: measuring the penalty with the offload", p.exploring())
 	case predicted <= be:
 		if !e.noted {
 			e.noted = true
