@@ -19,6 +19,7 @@ type Clients struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	newOp  func(worker int) func(context.Context) error
+	wait   func(context.Context) error // a pacer's schedule, or nil
 	wg     sync.WaitGroup
 
 	mu              sync.Mutex
@@ -39,7 +40,13 @@ type Second struct {
 // StartClients starts n clients; newOp makes worker w's operation (its own random source, its own
 // buffers).
 func StartClients(ctx context.Context, n int, newOp func(worker int) func(context.Context) error) *Clients {
-	c := &Clients{newOp: newOp, sec: report.NewHist(), phase: report.NewHist(), kinds: map[string]int64{}}
+	return StartPacedClients(ctx, n, nil, newOp)
+}
+
+// StartPacedClients is StartClients with every operation started only when wait returns (a pacer's
+// schedule; nil: at once): the time spent waiting is not the operation's latency.
+func StartPacedClients(ctx context.Context, n int, wait func(context.Context) error, newOp func(worker int) func(context.Context) error) *Clients {
+	c := &Clients{newOp: newOp, wait: wait, sec: report.NewHist(), phase: report.NewHist(), kinds: map[string]int64{}}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.Add(n)
 	return c
@@ -56,6 +63,9 @@ func (c *Clients) Add(n int) {
 		go func() {
 			defer c.wg.Done()
 			for c.ctx.Err() == nil {
+				if c.wait != nil && c.wait(c.ctx) != nil {
+					return // the run ended while waiting for a slot
+				}
 				t0 := time.Now()
 				err := op(c.ctx)
 				lat := time.Since(t0)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -30,6 +31,9 @@ type Options struct {
 	Duration time.Duration
 	Records  int
 	Threads  int
+	// Rate, when set, paces the workload at this many operations a second after the warm-up
+	// instead of the scenario's fraction of its measured throughput.
+	Rate float64
 	// Splits overrides the scenario's pre-split into equal ranges.
 	Splits int
 	// SurgeThreads overrides the client threads a surge adds; an error for a scenario without one.
@@ -75,11 +79,15 @@ func EffectiveDevice(sc Scenario, opts Options) *emudisk.Options {
 
 // Settings are the effective settings of a report.
 type Settings struct {
-	Nodes        int      `json:"nodes"`
-	Records      int      `json:"records"`
-	DurationS    float64  `json:"duration_s"`
-	WarmupS      float64  `json:"warmup_s"`
-	Threads      int      `json:"threads"`
+	Nodes     int     `json:"nodes"`
+	Records   int     `json:"records"`
+	DurationS float64 `json:"duration_s"`
+	WarmupS   float64 `json:"warmup_s"`
+	Threads   int     `json:"threads"`
+	// Pace and OfferedOps: the fraction of the warm-up's throughput offered after it, and the rate
+	// that made (the first run's measure, or --rate); 0 for a closed loop.
+	Pace         float64  `json:"pace,omitempty"`
+	OfferedOps   float64  `json:"offered_ops_per_s,omitempty"`
 	Splits       int      `json:"splits,omitempty"`
 	ValueBytes   int      `json:"value_bytes"`
 	ReadFraction float64  `json:"read_fraction"`
@@ -173,7 +181,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 	rep := &Report{Scenario: sc.Name, Policy: sc.Policy, Settings: Settings{
 		Nodes: sc.Nodes, Records: sc.Records, DurationS: sc.Duration.Seconds(), WarmupS: sc.Warmup.Seconds(), Threads: sc.Threads,
 		Splits: sc.Splits, ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, CacheBytes: cache,
-		Toggle: sc.Toggle, Hosts: opts.Hosts, Device: EffectiveDevice(sc, opts),
+		Toggle: sc.Toggle, Hosts: opts.Hosts, Device: EffectiveDevice(sc, opts), Pace: sc.Pace, OfferedOps: opts.Rate,
 	}}
 	if len(opts.Hosts) == 0 {
 		shape := shapeFor(memTableFor(cache), sc.RandomValues, rep.Settings.Device != nil)
@@ -208,7 +216,7 @@ func Run(ctx context.Context, sc Scenario, opts Options) (*Report, error) {
 				name += fmt.Sprintf("-plus%ds", int(off.Seconds()))
 			}
 			r := &run{sc: shifted(sc, off), opts: opts, v: v, settings: rep.Settings, dir: filepath.Join(opts.Dir, name),
-				label: fmt.Sprintf("run %d/%d %s", len(rep.Runs)+1, total, name)}
+				label: fmt.Sprintf("run %d/%d %s", len(rep.Runs)+1, total, name), offered: &rep.Settings.OfferedOps}
 			rr, err := r.run(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: %w", name, err)
@@ -280,6 +288,8 @@ func resolve(sc Scenario, opts Options) (Scenario, error) {
 	switch {
 	case opts.Dir == "" || opts.Out == "":
 		return sc, fmt.Errorf("Dir and Out are required")
+	case opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0):
+		return sc, fmt.Errorf("--rate %v: want a positive number of operations a second", opts.Rate)
 	case opts.SurgeThreads < 0:
 		return sc, fmt.Errorf("--surge-threads %d: want a positive number of client threads", opts.SurgeThreads)
 	case opts.SurgeThreads > 0 && sc.Surge == nil:
@@ -422,6 +432,8 @@ type run struct {
 	settings Settings
 	dir      string
 	label    string
+	// offered is the report's paced rate: 0 until the first paced run has measured it.
+	offered *float64
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -597,7 +609,8 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 	e.c.sample(hints) // the nodes' counters from here
 	e.start = time.Now()
 	seed := uint64(e.start.UnixNano())
-	e.clients = benchutil.StartClients(ctx, sc.Threads, func(w int) func(context.Context) error {
+	pace := &pacer{} // closed loop through the warm-up
+	e.clients = benchutil.StartPacedClients(ctx, sc.Threads, pace.wait, func(w int) func(context.Context) error {
 		rng := rand.New(rand.NewPCG(uint64(w)+1, seed))
 		zipf := rand.NewZipf(rng, 1.1, 1, uint64(max(sc.Records-1, 1)))
 		value := e.values(w, 'w')
@@ -663,6 +676,12 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 			p.HitRatio = &ratio
 		}
 		rr.Series = append(rr.Series, p)
+		if (sc.Pace > 0 || r.opts.Rate > 0) && s == max(int(sc.Warmup/time.Second), 1) {
+			if *r.offered == 0 {
+				*r.offered = paceRate(sc, r.opts, rr.Series)
+			}
+			pace.setRate(*r.offered)
+		}
 		r.progress("%s", benchutil.Bar(float64(s)/float64(secs), fmt.Sprintf("%2ds/%ds %6d ops/s p99 %.1fms", s, secs, p.Ops, p.P99Ms)))
 	}
 	cancel()

@@ -39,6 +39,10 @@ type Scenario struct {
 	Threads                     int
 	ReadFraction                float64
 	Duration, Warmup            time.Duration
+	// Pace, when set, paces the threads after the warm-up at this fraction of the throughput their
+	// closed loop reached over its second half (pace.go): the first run measures it, every run of
+	// the report offers that rate. 0: closed loop throughout.
+	Pace float64
 
 	// Policy is the autopilot policy the scenario is about: switched on for one run and off for
 	// another, or on for every variant; a scenario about no policy has variants. Pin sets other policies for every run (e.g. rebalance off,

@@ -51,7 +51,10 @@ func taskChecks(rr *RunReport, warmup float64, heavy bool) []Check {
 			if t.Node != 0 && nodeAt(rr.Series, i) != t.Node {
 				continue
 			}
-			d, b := rateOf(rr.Series, i, t.StartS, max(t.EndS, t.StartS+1), m.bytes), rateOf(rr.Series, i, from, t.StartS, m.bytes)
+			// The window runs to the midpoint of the second the task ended in: a compaction's
+			// bytes count when it finishes, and a full compaction's last one is most of them.
+			end := max(math.Ceil(t.EndS)-0.5, t.StartS+1)
+			d, b := rateOf(rr.Series, i, t.StartS, end, m.bytes), rateOf(rr.Series, i, from, t.StartS, m.bytes)
 			if b > 0 && d/b > best {
 				best, during, before, node, what = d/b, d, b, nodeAt(rr.Series, i), m.name
 			}

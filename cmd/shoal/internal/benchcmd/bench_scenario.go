@@ -21,6 +21,7 @@ var scenarioFlags struct {
 	out, dir             string
 	duration             time.Duration
 	records, threads     int
+	rate                 float64
 	splits, surgeThreads int
 	list, noEmulatedDisk bool
 	variants, hosts      []string
@@ -93,7 +94,7 @@ func runBenchScenario(cmd *cobra.Command, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "scenario %s: %s; data in %s\n", sc.Name, sc.Description, dir)
 	opts := scenario.Options{
-		Dir: dir, Out: fl.out, Duration: fl.duration, Records: fl.records, Threads: fl.threads, Splits: fl.splits,
+		Dir: dir, Out: fl.out, Duration: fl.duration, Records: fl.records, Threads: fl.threads, Rate: fl.rate, Splits: fl.splits,
 		SurgeThreads: fl.surgeThreads, Progress: os.Stderr, NoEmulatedDisk: fl.noEmulatedDisk, Variants: fl.variants,
 		TogglePairs: fl.pairs, ToggleWindow: fl.window, ToggleSkip: fl.skip, Hosts: fl.hosts,
 	}
@@ -156,6 +157,8 @@ func init() {
 	f.DurationVar(&scenarioFlags.duration, "duration", 0, "measured workload per run (default: the scenario's; event offsets scale with it)")
 	f.IntVar(&scenarioFlags.records, "records", 0, "records loaded before the workload (default: the scenario's)")
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
+	f.Float64Var(&scenarioFlags.rate, "rate", 0, "after the warm-up, offer this many operations a second across the threads instead of a closed loop "+
+		"(default: the scenario's; compaction, compaction-50 and backup offer 80 % of the throughput the first run's warm-up reached)")
 	f.IntVar(&scenarioFlags.surgeThreads, "surge-threads", 0, "client threads the load surge adds (join-surge; default 8: 16 -> 24)")
 	f.IntVar(&scenarioFlags.splits, "splits", 0, "pre-split the key space into this many equal ranges after loading (default: the scenario's; in the join scenarios a range is the unit of a move)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
