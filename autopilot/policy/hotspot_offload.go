@@ -186,11 +186,14 @@ func (p *HotspotOffload) begin(c *model.Cluster, node uint64) *episode {
 			e.load += r.QPS()
 		}
 	}
+	// Hot spots measured in a fixed mode count toward the exploration: they are its measurements.
 	switch p.currentMode() {
 	case ModeAct:
 		e.explore, e.act = true, true
+		p.explored = min(p.explored+1, p.cfg.Explore)
 	case ModeObserve:
 		e.explore = true
+		p.explored = min(p.explored+1, p.cfg.Explore)
 	default:
 		if p.explored < p.cfg.Explore {
 			e.explore, e.act = true, p.explored%2 == 1

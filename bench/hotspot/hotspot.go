@@ -1,0 +1,229 @@
+// Package hotspot is the cluster experiment of hot-spot offload (Bekas 2017, chapters 3 and 5): on
+// in-process nodes with emulated disks, an open-loop read workload over a few ranges; the ranges of
+// a key prefix led by one node get ten times their load for D seconds, for each D. Each hot spot is
+// run with the offload off (hotspot_offload observing only), on (offloading every hot spot), and,
+// once all of those are measured, decided online by the policy's fitted break-even. Each arm reports
+// the penalty P = Σ max(0, p99 − SLO) over 500 ms windows of the clients' reads, when the policy
+// detected the hot spot and whether it acted. It owns nothing but its workload and its report: it
+// acts on the cluster through the client, the nodes' admin API and the policy's mode, and asserts
+// nothing.
+package hotspot
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/scenario"
+	"github.com/shoaldb/shoal/client"
+)
+
+// Options shapes the experiment. Zero fields take the defaults of withDefaults.
+type Options struct {
+	Nodes        int   // default 5
+	Ranges       int   // user ranges; default 10
+	HotRanges    int   // ranges of the hot prefix, all led by one node; default 3
+	KeysPerRange int   // default 1000
+	ValueBytes   int   // default 1024
+	CacheBytes   int64 // each node's block cache; default 1 MiB, so reads reach the disk
+	IOPS         int   // each node's emulated disk; default 500
+	Rate         int   // reads per second of each range at rest; default 20
+	Factor       float64
+	// Durations of the hot spots; default 2, 5, 15 and 60 s.
+	Durations []time.Duration
+	Gap       time.Duration // at rest before each hot spot; default 8 s
+	Tail      time.Duration // measured after each hot spot (its backlog); default 5 s
+	SLO       time.Duration // the penalty's and the policy's; default 50 ms
+	Seed      uint64        // default 1
+	// Progress, if set, gets a line now and then.
+	Progress func(string) `json:"-"`
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Nodes, 5)
+	def(&o.Ranges, 10)
+	def(&o.HotRanges, 3)
+	def(&o.KeysPerRange, 1000)
+	def(&o.ValueBytes, 1024)
+	def(&o.IOPS, 500)
+	def(&o.Rate, 20)
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 1 << 20
+	}
+	if o.Factor <= 1 {
+		o.Factor = 10
+	}
+	if len(o.Durations) == 0 {
+		o.Durations = []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, 60 * time.Second}
+	}
+	if o.Gap <= 0 {
+		o.Gap = 8 * time.Second
+	}
+	if o.Tail <= 0 {
+		o.Tail = 5 * time.Second
+	}
+	if o.SLO <= 0 {
+		o.SLO = 50 * time.Millisecond
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	return o
+}
+
+// Arm is one hot spot, run one way.
+type Arm struct {
+	Mode      string  `json:"mode"` // "off", "on" or "auto"
+	DurationS float64 `json:"duration_s"`
+	// PenaltyMs is Σ max(0, p99 − SLO) over the 500 ms windows from the hot spot's start to Tail
+	// after its end; WindowP99Ms each window's p99.
+	PenaltyMs   float64   `json:"penalty_ms"`
+	P99Ms       float64   `json:"p99_ms"`
+	WindowP99Ms []float64 `json:"window_p99_ms"`
+	Reads       int64     `json:"reads"`
+	Errors      int64     `json:"errors"`
+	// DetectedS is when the policy first noted or offloaded the hot spot, from its start (−1: never).
+	DetectedS float64 `json:"detected_s"`
+	// Operators are the offload's operators in the arm; Decisions the policy's log lines.
+	Operators int      `json:"operators"`
+	Decisions []string `json:"decisions"`
+}
+
+// Result is one duration's arms and the verdict on the online choice.
+type Result struct {
+	DurationS float64 `json:"duration_s"`
+	Off       Arm     `json:"off"`
+	On        Arm     `json:"on"`
+	Auto      Arm     `json:"auto"`
+	// Pays: the offload's penalty was below the penalty without it. Chose: the online break-even
+	// acted. Correct: the two agree.
+	Pays    bool `json:"pays"`
+	Chose   bool `json:"chose_to_act"`
+	Correct bool `json:"correct"`
+}
+
+// Report is the experiment's result.
+type Report struct {
+	Options     Options   `json:"options"`
+	SteadyP99Ms float64   `json:"steady_p99_ms"`
+	Results     []Result  `json:"results"`
+	Correct     int       `json:"correct"`
+	LoadAvg     []float64 `json:"load_avg_start_end"`
+}
+
+// Run starts the cluster, loads it and runs every hot spot: each duration off then on, then each
+// duration decided online.
+func Run(ctx context.Context, dir string, o Options) (Report, error) {
+	o = o.withDefaults()
+	rep := Report{Options: o}
+	rep.Options.Progress = nil
+	rep.LoadAvg = append(rep.LoadAvg, loadAvg())
+	dev := scenario.DefaultDevice
+	dev.IOPS = o.IOPS
+	cfg := benchutil.NodeConfig{Autopilot: autopilot.Config{Policies: policy.Config{Hotspot: policy.HotspotOffloadConfig{SLO: o.SLO}}}}
+	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20, Device: &dev, Config: cfg})
+	if err != nil {
+		return rep, err
+	}
+	defer c.Stop()
+	cl, err := client.New(ctx, client.Config{Addrs: c.Addrs()})
+	if err != nil {
+		return rep, err
+	}
+	defer cl.Close()
+	x := &experiment{o: o, c: c, cl: cl}
+	if err := x.setUp(ctx); err != nil {
+		return rep, err
+	}
+	x.w = startWorkload(ctx, cl, o, x.hot)
+	defer x.w.stop()
+	if err := sleep(ctx, 2*o.Gap); err != nil {
+		return rep, err
+	}
+	rep.SteadyP99Ms = x.w.p99Since(time.Now().Add(-o.Gap))
+	o.Progress(fmt.Sprintf("steady p99 %.1f ms; hot prefix: %d ranges led by n%d", rep.SteadyP99Ms, len(x.hot), x.hotNode))
+	for _, d := range o.Durations {
+		r := Result{DurationS: d.Seconds()}
+		for _, mode := range []policy.HotspotMode{policy.ModeObserve, policy.ModeAct} {
+			a, err := x.arm(ctx, d, mode)
+			if err != nil {
+				return rep, err
+			}
+			if mode == policy.ModeAct {
+				r.On = a
+			} else {
+				r.Off = a
+			}
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	for i, d := range o.Durations {
+		a, err := x.arm(ctx, d, policy.ModeAuto)
+		if err != nil {
+			return rep, err
+		}
+		r := &rep.Results[i]
+		r.Auto = a
+		r.Pays, r.Chose = r.On.PenaltyMs < r.Off.PenaltyMs, a.Operators > 0
+		r.Correct = r.Pays == r.Chose
+		if r.Correct {
+			rep.Correct++
+		}
+	}
+	rep.LoadAvg = append(rep.LoadAvg, loadAvg())
+	return rep, nil
+}
+
+// loadAvg is the machine's one-minute load average (0 if unknown).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscan(strings.Fields(string(b))[0], &l)
+	return l
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// rangeKey is key i of range r; range r starts at rangeStart(r).
+func rangeKey(r, i int) []byte { return fmt.Appendf(nil, "hs/%03d/%06d", r, i) }
+func rangeStart(r int) []byte  { return fmt.Appendf(nil, "hs/%03d/", r) }
+
+// randomValues makes writer w's values: random, so that nothing compresses.
+func randomValues(o Options, w int) func() []byte {
+	rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
+	return func() []byte {
+		v := make([]byte, o.ValueBytes)
+		for i := range v {
+			v[i] = byte(rng.Uint32())
+		}
+		return v
+	}
+}
+
+// contains is slices.Contains for the hot set.
+func contains(s []int, v int) bool { return slices.Contains(s, v) }
