@@ -17,8 +17,8 @@ import (
 type ReadReplicasConfig struct {
 	// MaxPerRound bounds the learners added or removed per round (snapshots cost). Default 2.
 	MaxPerRound int
-	// MinReads: a range whose popularity (reads, decayed) is below it gets no read replica, and
-	// loses those it has. Default 100.
+	// MinReads: a range whose popularity (reads per second, decayed: twice a steady rate) is below
+	// it gets no read replica, and below half of it loses those it has. Default 100.
 	MinReads float64
 	// WarmUp is how long after it starts the policy only keeps the learners it finds (its popularity
 	// figures start empty, and a new autopilot must not remove the read replicas of the last). Default 30s.
@@ -57,9 +57,10 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 // node's room allows — (1+γ) times its share of all the reads, ModifiedBestFitPlaced in
 // plan/replicaplan — and only the reads left over get new learners, packed by ModifiedBestFit onto
 // the nodes with room. Nodes are ranked by the reads their heartbeats say they serve, least first,
-// so that ties go to the least loaded. A learner goes once its range cools: below MinReads, or below
-// half the popularity it had when the learner came, if the replicas left then take its reads within
-// rooms of γ/2 (a band, so that a learner is not removed for the load that added it). The voters
+// so that ties go to the least loaded; ranges too cold (or cooling) for a learner take their
+// replicas' rooms first. A learner goes once its range is cold (below MinReads/2), or below half the
+// popularity it had when the learner came if the replicas left then take all reads within rooms of
+// γ/2 (a band, so that a learner is not removed for the load that added it). The voters
 // are the floor: never added or removed here. It proposes no more snapshots than the executor has
 // slots for. It manages every learner of a range no operator works on, and those are what replicate
 // must leave alone (Keeps).
@@ -251,7 +252,15 @@ func (p *ReadReplicas) plan(ranges []*model.Range, nodes []uint64, gamma float64
 	if err != nil {
 		return replicaplan.Placed{}, nil, nil, err
 	}
-	pl, err := replicaplan.ModifiedBestFitPlaced(segs, rooms, placed)
+	// Ranges that would get no learner (too cold, or cooling) take their replicas' rooms first, so
+	// that what is left over falls on the ranges a learner would be added to.
+	fixed := map[uint64]bool{}
+	for _, r := range ranges {
+		if p.pop[r.ID] < p.cfg.MinReads || p.cooling(r) {
+			fixed[r.ID] = true
+		}
+	}
+	pl, err := replicaplan.ModifiedBestFitPlaced(segs, rooms, placed, fixed)
 	return pl, rooms, bin, err
 }
 
@@ -303,10 +312,15 @@ func (p *ReadReplicas) cooling(r *model.Range) bool {
 	return r.ReadQPS+r.ReplicaReadQPS < p.pop[r.ID]/4
 }
 
+// cold reports whether range id's popularity fell below half of MinReads: its learners go whatever
+// the plan (half, so that a range near MinReads does not gain and lose one by turns).
+func (p *ReadReplicas) cold(id uint64) bool { return p.pop[id] < p.cfg.MinReads/2 }
+
 // removals proposes removing read replicas of ranges that cooled, coldest first, one a range a
-// round, at most budget: every learner of a range below MinReads, and a learner of a range below
-// half the popularity it had when the learner came unless the plan without the cooled learners
-// (rooms of γ/2) still needs new replicas for that range.
+// round, at most budget: every learner of a cold range, and a learner of a range below half the
+// popularity it had when the learner came if the plan without such learners (rooms of γ/2, a band
+// below the additions' γ) needs no new replica anywhere: with one needed, which range's replica
+// the plan names is arbitrary where ranges share nodes, and removing one here would add one there.
 func (p *ReadReplicas) removals(c *model.Cluster, v *view, ranges []*model.Range, nodes []uint64, free map[uint64]int, budget int) []*operator.Operator {
 	if budget <= 0 {
 		return nil
@@ -319,26 +333,22 @@ func (p *ReadReplicas) removals(c *model.Cluster, v *view, ranges []*model.Range
 			continue
 		}
 		for _, n := range r.Learners() {
-			if at, ok := p.kept[r.ID][n]; ok && (p.pop[r.ID] < p.cfg.MinReads || p.pop[r.ID] < at/2) {
+			if at, ok := p.kept[r.ID][n]; ok && (p.cold(r.ID) || p.pop[r.ID] < at/2) {
 				cooled[key{r.ID, n}] = true
-				warm = warm || p.pop[r.ID] >= p.cfg.MinReads
+				warm = warm || !p.cold(r.ID)
 			}
 		}
 	}
 	if len(cooled) == 0 {
 		return nil
 	}
-	need := map[uint64]int{} // range → new replicas the plan still wants without its cooled learners
+	needed := false // the plan without the cooled learners still wants new replicas
 	if warm {
 		pl, _, _, err := p.plan(ranges, nodes, p.cfg.Imbalance/2, func(r, n uint64) bool { return cooled[key{r, n}] })
 		if err != nil {
 			return nil
 		}
-		for _, news := range pl.New {
-			for id := range news {
-				need[id]++
-			}
-		}
+		needed = pl.Created() > 0
 	}
 	order := slices.Clone(ranges)
 	slices.SortStableFunc(order, func(a, b *model.Range) int { return cmp.Compare(p.pop[a.ID], p.pop[b.ID]) })
@@ -348,7 +358,7 @@ func (p *ReadReplicas) removals(c *model.Cluster, v *view, ranges []*model.Range
 			break
 		}
 		for _, n := range r.Learners() {
-			if !cooled[key{r.ID, n}] || (p.pop[r.ID] >= p.cfg.MinReads && need[r.ID] > 0) {
+			if !cooled[key{r.ID, n}] || (!p.cold(r.ID) && needed) {
 				continue
 			}
 			op := operator.NewRemoveReplica(NameReadReplicas, c.Now, c, r, n, 0, fmt.Sprintf(

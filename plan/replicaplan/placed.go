@@ -63,23 +63,27 @@ func (p Placed) Created() int {
 // way), and the plan with fewer new replicas wins. The residual rooms are unequal, where Theorem 4.4
 // does not hold (the problem is then NP-hard, as bin packing): the test against a brute-force
 // optimum says how far from the fewest new replicas it lands.
-func ModifiedBestFitPlaced(segs []Segment, room []int, placed map[uint64][]int) (Placed, error) {
-	best, err := placedInOrder(segs, room, placed, false)
+//
+// The ranges in fixed are to get no new replica (the caller would not create one: too cold to be
+// worth it): they go to their replicas before every other range, so that what is left over falls
+// on the others where it can.
+func ModifiedBestFitPlaced(segs []Segment, room []int, placed map[uint64][]int, fixed map[uint64]bool) (Placed, error) {
+	best, err := placedInOrder(segs, room, placed, fixed, false)
 	if err != nil {
 		return best, err
 	}
 	if best.Created() == 0 {
 		return best, nil
 	}
-	if p, err := placedInOrder(segs, room, placed, true); err == nil && p.Created() < best.Created() {
+	if p, err := placedInOrder(segs, room, placed, fixed, true); err == nil && p.Created() < best.Created() {
 		return p, nil
 	}
 	return best, nil
 }
 
 // placedInOrder is ModifiedBestFitPlaced with the existing replicas filled in one order: most
-// popular first, or (ascending) least popular first.
-func placedInOrder(segs []Segment, room []int, placed map[uint64][]int, ascending bool) (Placed, error) {
+// popular first, or (ascending) least popular first, the fixed ranges before all others.
+func placedInOrder(segs []Segment, room []int, placed map[uint64][]int, fixed map[uint64]bool, ascending bool) (Placed, error) {
 	n := len(room)
 	if n == 0 {
 		return Placed{}, fmt.Errorf("replicaplan: no nodes")
@@ -110,18 +114,26 @@ func placedInOrder(segs []Segment, room []int, placed map[uint64][]int, ascendin
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	fillOrder := order
+	fillOrder := slices.Clone(order)
 	if ascending {
-		fillOrder = slices.Clone(order)
 		slices.Reverse(fillOrder)
 	}
+	slices.SortStableFunc(fillOrder, func(a, b Segment) int { // the fixed first, in that order
+		if fixed[a.ID] == fixed[b.ID] {
+			return 0
+		}
+		if fixed[a.ID] {
+			return -1
+		}
+		return 1
+	})
 	left := map[uint64]int{}
 	for _, s := range fillOrder {
 		if l := f.fill(s.ID, s.Count, placed[s.ID]); l > 0 {
 			left[s.ID] = l
 		}
 	}
-	for _, s := range order {
+	for _, s := range fillOrder {
 		for left[s.ID] > 0 {
 			moved := f.augment(s.ID, left[s.ID])
 			if moved == 0 {

@@ -76,12 +76,12 @@ func checkPlaced(t *testing.T, p Placed, segs []Segment, room []int, placed map[
 func TestPlacedThesisExample(t *testing.T) {
 	segs := []Segment{{1, 6}, {2, 3}, {3, 2}, {4, 1}}
 	room, _ := Rooms(12, 3, nil, 0)
-	p, err := ModifiedBestFitPlaced(segs, room, nil)
+	p, err := ModifiedBestFitPlaced(segs, room, nil, nil)
 	if err != nil || p.Created() != 5 || p.Makespan() != 4 {
 		t.Fatalf("nothing placed: %d new, makespan %d, %v", p.Created(), p.Makespan(), err)
 	}
 	placed := map[uint64][]int{1: {0, 2}}
-	p, err = ModifiedBestFitPlaced(segs, room, placed)
+	p, err = ModifiedBestFitPlaced(segs, room, placed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestPlacedAugments(t *testing.T) {
 	segs := []Segment{{1, 4}, {2, 4}}
 	room := []int{4, 4}
 	placed := map[uint64][]int{1: {0}, 2: {0, 1}}
-	p, err := ModifiedBestFitPlaced(segs, room, placed)
+	p, err := ModifiedBestFitPlaced(segs, room, placed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +105,10 @@ func TestPlacedAugments(t *testing.T) {
 	if p.Created() != 0 || p.Bins[0][1] != 4 || p.Bins[1][2] != 4 {
 		t.Fatalf("%d new: %v", p.Created(), p.Bins)
 	}
-	if _, err := ModifiedBestFitPlaced(segs, []int{3, 4}, placed); err == nil {
+	if _, err := ModifiedBestFitPlaced(segs, []int{3, 4}, placed, nil); err == nil {
 		t.Fatal("8 reads in a room of 7 accepted")
 	}
-	if _, err := ModifiedBestFitPlaced(segs, room, map[uint64][]int{1: {2}}); err == nil {
+	if _, err := ModifiedBestFitPlaced(segs, room, map[uint64][]int{1: {2}}, nil); err == nil {
 		t.Fatal("a replica on bin 2 of 2 accepted")
 	}
 }
@@ -159,7 +159,7 @@ func TestPlacedAgainstBruteForce(t *testing.T) {
 			gamma = 0
 		}
 		room, _ := Rooms(total, n, nil, gamma)
-		p, err := ModifiedBestFitPlaced(segs, room, placed)
+		p, err := ModifiedBestFitPlaced(segs, room, placed, nil)
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -203,7 +203,7 @@ func TestPlacedAtScale(t *testing.T) {
 	}
 	room, _ := Rooms(total, nodes, nil, 0.2)
 	t0 := time.Now()
-	p, err := ModifiedBestFitPlaced(segs, room, placed)
+	p, err := ModifiedBestFitPlaced(segs, room, placed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,5 +212,21 @@ func TestPlacedAtScale(t *testing.T) {
 	t.Logf("%d ranges on %d nodes: %d new replicas, makespan %d of room %d, in %v", ranges, nodes, p.Created(), p.Makespan(), room[0], el)
 	if p.Created() > ranges/10 || el > 5*time.Second {
 		t.Fatalf("%d new replicas in %v", p.Created(), el)
+	}
+}
+
+// Fixed ranges go to their replicas first: two ranges on the same bin that cannot both fit, the cold
+// one fixed, so the hot one's reads are the ones left over for a new replica.
+func TestPlacedFixedFirst(t *testing.T) {
+	segs := []Segment{{1, 6}, {2, 2}}
+	room := []int{6, 6}
+	placed := map[uint64][]int{1: {0}, 2: {0}}
+	p, err := ModifiedBestFitPlaced(segs, room, placed, map[uint64]bool{2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlaced(t, p, segs, room, placed)
+	if p.Created() != 1 || !p.New[1][1] || p.Bins[0][2] != 2 {
+		t.Fatalf("%d new (%v), want range 1's rest on bin 1", p.Created(), p.Bins)
 	}
 }
