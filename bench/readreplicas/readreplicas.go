@@ -132,6 +132,8 @@ type Arm struct {
 	ShiftPerRange  []int     `json:"shift_learners_per_new_rank"`
 	ShiftReadsPerS float64   `json:"shift_reads_per_sec"`
 	ShiftErrors    int64     `json:"shift_errors"`
+	// Decisions are read_replicas' decisions (popularity arm): time, operator, status and reason.
+	Decisions []string `json:"decisions,omitempty"`
 }
 
 // Report is the experiment's result.
@@ -221,7 +223,7 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	h, errs := w.take()
 	el := time.Since(t0).Seconds()
 	for i, n := range nodeReads(c) {
-		a.NodeReads = append(a.NodeReads, math.Round(float64(n-before[i])/el))
+		a.NodeReads = append(a.NodeReads, math.Round(float64(readsSince(before[i], n))/el))
 	}
 	a.Reads, a.Errors, a.ReadsPerSec = h.TotalCount(), errs, float64(h.TotalCount())/el
 	a.P50Ms, a.P99Ms, a.MaxMs = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000
@@ -233,6 +235,17 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 		return a, err
 	}
 	w.stop()
+	if uniform < 0 {
+		ds, _, err := cl.Decisions(ctx)
+		if err != nil {
+			return a, err
+		}
+		for _, d := range ds {
+			if d.Policy == policy.NameReadReplicas {
+				a.Decisions = append(a.Decisions, fmt.Sprintf("%s %s %s: %s", d.Time, d.Operator, d.Status, d.Reason))
+			}
+		}
+	}
 	return a, nil
 }
 
@@ -286,19 +299,33 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// nodeReads is each node's reads served so far, over all its replicas.
-func nodeReads(c *benchutil.Cluster) []uint64 {
-	var out []uint64
+// nodeReads is, per node, each of its replicas' reads served so far.
+func nodeReads(c *benchutil.Cluster) []map[uint64]uint64 {
+	var out []map[uint64]uint64
 	for _, n := range c.Nodes() {
-		var sum uint64
+		m := map[uint64]uint64{}
 		if n != nil {
 			for _, r := range n.KV.Store().Replicas() {
-				sum += r.Reads.Load()
+				m[r.RangeID()] = r.Reads.Load()
 			}
 		}
-		out = append(out, sum)
+		out = append(out, m)
 	}
 	return out
+}
+
+// readsSince sums a node's reads since before: a replica that came since (a new learner) counts
+// from zero.
+func readsSince(before, now map[uint64]uint64) uint64 {
+	var sum uint64
+	for id, n := range now {
+		if b := before[id]; n >= b {
+			sum += n - b
+		} else {
+			sum += n
+		}
+	}
+	return sum
 }
 
 // setUp readies a started cluster for an arm: the placement held still, the workload's ranges split
