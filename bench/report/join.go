@@ -8,7 +8,11 @@ import (
 )
 
 // JoinStep is one autopilot decision during the join, at its time from the join's start.
-type JoinStep struct {
+type JoinStep = Decision
+
+// Decision is one entry of the autopilot's decision log, at its time from a reference (a run's
+// start, a join's start).
+type Decision struct {
 	AtS      float64  `json:"at_s"`
 	Policy   string   `json:"policy"`
 	Operator string   `json:"operator"`

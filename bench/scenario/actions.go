@@ -46,6 +46,9 @@ const (
 	// MoveReplica moves a replica of the first user range to a node without one and returns when the
 	// move is done (a task event).
 	MoveReplica Action = "move replica"
+	// DecommissionLast marks the last node holding user replicas decommissioning and returns when it
+	// holds none (a task event: with the policy off it never does).
+	DecommissionLast Action = "decommission"
 	// PolicyOn and PolicyOff switch the scenario's policy (a Toggle's schedule).
 	PolicyOn  Action = "policy on"
 	PolicyOff Action = "policy off"
@@ -56,20 +59,21 @@ var actions = map[Action]struct {
 	do   func(ctx context.Context, e *env) (string, error)
 	task bool
 }{
-	TransferLeader:  {do: transferLeader},
-	KillLeader:      {do: killLeader},
-	Restart:         {do: restartKilled},
-	CompactBusiest:  {do: compactBusiest, task: true},
-	BackupBusiest:   {do: backupBusiest, task: true},
-	Gather:          {do: gather},
-	MoveLeaders:     {do: moveLeaders},
-	BalanceLeaders:  {do: balanceLeaders},
-	JoinNode:        {do: joinNode, task: true},
-	StartController: {do: startController},
-	LoadSurge:       {do: loadSurge},
-	MoveReplica:     {do: moveReplica, task: true},
-	PolicyOn:        {do: func(ctx context.Context, e *env) (string, error) { return "", e.cl.SetPolicy(ctx, e.sc.Policy, true) }},
-	PolicyOff:       {do: func(ctx context.Context, e *env) (string, error) { return "", e.cl.SetPolicy(ctx, e.sc.Policy, false) }},
+	TransferLeader:   {do: transferLeader},
+	KillLeader:       {do: killLeader},
+	Restart:          {do: restartKilled},
+	CompactBusiest:   {do: compactBusiest, task: true},
+	BackupBusiest:    {do: backupBusiest, task: true},
+	Gather:           {do: gather},
+	MoveLeaders:      {do: moveLeaders},
+	BalanceLeaders:   {do: balanceLeaders},
+	JoinNode:         {do: joinNode, task: true},
+	StartController:  {do: startController},
+	LoadSurge:        {do: loadSurge},
+	MoveReplica:      {do: moveReplica, task: true},
+	DecommissionLast: {do: decommissionLast, task: true},
+	PolicyOn:         {do: func(ctx context.Context, e *env) (string, error) { return "", e.cl.SetPolicy(ctx, e.sc.Policy, true) }},
+	PolicyOff:        {do: func(ctx context.Context, e *env) (string, error) { return "", e.cl.SetPolicy(ctx, e.sc.Policy, false) }},
 }
 
 // sortedUserRanges are the user ranges in key order.
@@ -297,6 +301,38 @@ func balanceLeaders(ctx context.Context, e *env) (string, error) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+func decommissionLast(ctx context.Context, e *env) (string, error) {
+	nodes, i, held := e.c.Nodes(), -1, 0
+	for j, n := range nodes {
+		if n == nil {
+			continue
+		}
+		if _, r := userReplicas(n); r > 0 {
+			i, held = j, r
+		}
+	}
+	if i < 0 {
+		return "", fmt.Errorf("no live node holds a user replica")
+	}
+	id := nodes[i].KV.NodeID()
+	start := time.Now()
+	if err := e.cl.SetNodeState(ctx, id, pb.NodeAdminState_NODE_DECOMMISSIONING); err != nil {
+		return fmt.Sprintf("n%d", id), err
+	}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, r := userReplicas(nodes[i]); r == 0 {
+			return fmt.Sprintf("n%d: %d replicas moved off in %.1fs", id, held, time.Since(start).Seconds()), nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("n%d", id), fmt.Errorf("n%d still holds replicas: %w", id, ctx.Err())
+		case <-tick.C:
 		}
 	}
 }

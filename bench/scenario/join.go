@@ -92,13 +92,33 @@ func follow(ctx context.Context, e *env, tr *joinTrace) (string, error) {
 	defer cancel()
 	if ds, err := decisionsSince(dctx, e, start); err == nil {
 		tr.mu.Lock()
-		for _, d := range ds {
-			tr.decisions = append(tr.decisions, JoinStep{AtS: report.Round1(d.Time.Sub(start).Seconds()), Policy: d.Policy, Operator: d.Operator,
-				Range: d.Range, Reason: d.Reason, Status: d.Status, Notes: d.Notes})
-		}
+		tr.decisions = append(tr.decisions, asDecisions(ds, start)...)
 		tr.mu.Unlock()
 	}
 	return desc, nil
+}
+
+// runDecisions is the decision log's entries since the measured workload started, or nil when the
+// log cannot be read (the meta leader killed by the scenario): a report without them says so by
+// their absence, and the run's figures do not depend on them.
+func runDecisions(e *env) []report.Decision {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ds, err := decisionsSince(ctx, e, e.start)
+	if err != nil {
+		return nil
+	}
+	return asDecisions(ds, e.start)
+}
+
+// asDecisions is the report's form of decision-log entries, timed from ref.
+func asDecisions(ds []decisions.Entry, ref time.Time) []report.Decision {
+	out := make([]report.Decision, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, report.Decision{AtS: report.Round1(d.Time.Sub(ref).Seconds()), Policy: d.Policy, Operator: d.Operator,
+			Range: d.Range, Reason: d.Reason, Status: d.Status, Notes: d.Notes})
+	}
+	return out
 }
 
 // decisionsSince reads the autopilot's decision log: the entries proposed at or after start.

@@ -133,6 +133,9 @@ type RunReport struct {
 	Join      *JoinReport   `json:"join,omitempty"`
 	ReadHints *ReadHintsRun `json:"read_hints,omitempty"`
 	Move      *MoveReport   `json:"move,omitempty"`
+	// Decisions are the autopilot's decisions proposed during the measured workload, at their time
+	// from its start: what the simulator's calibration compares its own with.
+	Decisions []report.Decision `json:"decisions,omitempty"`
 }
 
 // Label names the run across repetitions: its variant, or policy=on/off.
@@ -687,6 +690,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 	cancel()
 	e.clients.Stop()
 	<-evDone
+	rr.Decisions = runDecisions(e)
 	all, _ := e.clients.Phase()
 	var ops int64
 	for _, p := range rr.Series {

@@ -22,6 +22,16 @@ var scenarios = []Scenario{
 		Nodes: 3, Records: 20000, ValueBytes: 256, Threads: 8, ReadFraction: 0.9, Duration: 25 * time.Second,
 		Policy: policy.NameReplicate, Events: []Event{{8 * time.Second, KillLeader}, {15 * time.Second, Restart}},
 	},
+	// A node decommissioned under load: the fourth node starts empty (rebalance is off), so the
+	// replicas of the last node holding some all move to it, one snapshot stream into one node, as
+	// when a node is replaced.
+	{
+		Name: "decommission", Description: "4 nodes, 24 ranges, 144k records; at t=20s n3 is decommissioned, its 24 replicas moving to the empty n4; YCSB 90/10 zipfian; policy decommission (on only: off, nothing moves)",
+		Nodes: 4, Records: 144000, ValueBytes: 256, Splits: 24, Threads: 8, ReadFraction: 0.9, Duration: 80 * time.Second, Warmup: 8 * time.Second,
+		Policy: policy.NameDecommission, Variants: []Variant{{}},
+		Pin:    map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false},
+		Events: []Event{{20 * time.Second, DecommissionLast}},
+	},
 	// Shedding leadership ahead of heavy background work (the Papaioannou thesis, chapter 3,
 	// Figures 3.3–3.5): a task on the node that leads most ranges, shed_leadership on and off.
 	shed("compaction", 0.9, 100*time.Second, CompactBusiest,
