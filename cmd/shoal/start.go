@@ -18,6 +18,7 @@ import (
 
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/hints"
+	"github.com/shoaldb/shoal/plan/usage"
 	"github.com/shoaldb/shoal/server"
 	"github.com/shoaldb/shoal/storage"
 )
@@ -30,6 +31,7 @@ var startCfg = server.Config{}.WithDefaults()
 var startFlags struct {
 	authTokenFile string
 	printConfig   bool
+	usageModel    string
 }
 
 var startCmd = &cobra.Command{
@@ -117,6 +119,7 @@ func init() {
 	f.Var(sizeOf(&c.Background.HeavyCompactionBytes), "heavy-compaction-bytes", "an automatic compaction with at least this much input counts as heavy (its node sheds its leaderships)")
 	f.DurationVar(&c.Background.MaxPostpone, "max-postpone", c.Background.MaxPostpone, "longest a heavy background task waits for this node's leaderships to move before it runs anyway")
 	pc := &c.Autopilot.Policies
+	f.StringVar(&startFlags.usageModel, "usage-model", "", "the resource-usage model file that shoal bench usage-train wrote (usage_balance and the predicted usage in admin nodes); empty: the built-in default")
 	f.StringVar(&pc.Shed.Ranking, "shed-ranking", pc.Shed.Ranking, "who takes over a busy node's leaderships: mrc (most recently completed task), lsp (longest served), preferred (and give them back after)")
 	f.StringVar(&pc.Join.Strategy, "join-strategy", pc.Join.Strategy, "how a new node receives its share: incremental (one range at a time, serving each at once) or parallel (all at once, serving at the end); also how decommission empties a node")
 	f.StringVar(&pc.Join.Sender, "join-sender", pc.Join.Sender, "incremental joins: next sender round-robin or least-loaded")
@@ -162,6 +165,16 @@ func startConfig(flags *pflag.FlagSet) (server.Config, error) {
 	}
 	if cfg.HTTP == "" {
 		return cfg, cli.Usage(fmt.Errorf(`--http is empty: give an address, or "off" to disable HTTP`))
+	}
+	if path := startFlags.usageModel; path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return cfg, cli.Usage(fmt.Errorf("--usage-model: %w", err))
+		}
+		m, err := usage.LoadModel(path)
+		if err != nil {
+			return cfg, cli.Usage(fmt.Errorf("--usage-model: %w", err))
+		}
+		cfg.Node.Autopilot.Policies.UsageBalance.Model = m
 	}
 	// A profile sizes the cache and memtables that were not given: the defaults filled in before the
 	// flags were parsed make way for it.

@@ -1,0 +1,412 @@
+// Package usage trains the resource-usage model (plan/usage) on this machine: Cruz's procedure
+// (thesis §5.3.1), scaled to in-process nodes on emulated disks. Reads run at cache hit ratios from
+// 100 % down to about 15 % (uniform reads over a key prefix sized to the cache), then writes and
+// scans; for each, the offered rate that gives each usage level is found by binary search, and
+// every probe is a sample (its load, observed hit ratio and measured usage) for plan/usage's Fit.
+//
+// Usage is measured for the cluster as a whole: the process's CPU (user and system, the benchmark's
+// clients included) as a share of the machine's cores, plus every node's emulated-disk busy share;
+// the load is the cluster's (reads once, writes once per replica). The fitted costs are then a
+// node's on a machine of its own. It owns the benchmark's cluster and nothing else; it never
+// changes how the nodes run.
+package usage
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/client"
+	planusage "github.com/shoaldb/shoal/plan/usage"
+	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/emudisk"
+)
+
+// Options configures a training run; zero fields take defaults (Defaults).
+type Options struct {
+	Nodes      int
+	Records    int
+	ValueBytes int
+	CacheBytes int64
+	// Hits are the targeted hit ratios of the read probes; Levels the usage levels each searches.
+	Hits   []float64
+	Levels []float64
+	// Probe is one probe's measured window; Steps the binary search's probes per level.
+	Probe time.Duration
+	Steps int
+	// MaxRate bounds the search's offered rate (ops/s); Clients the concurrent clients.
+	MaxRate float64
+	Clients int
+	// ScanRows is the rows of one scan.
+	ScanRows int
+	Device   emudisk.Options
+	Progress func(string)
+}
+
+// Defaults fills the zero fields.
+func (o Options) Defaults() Options {
+	if o.Nodes <= 0 {
+		o.Nodes = 3
+	}
+	if o.Records <= 0 {
+		o.Records = 40000
+	}
+	if o.ValueBytes <= 0 {
+		o.ValueBytes = 1000
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 4 << 20
+	}
+	if len(o.Hits) == 0 {
+		o.Hits = []float64{1, 0.7, 0.4, 0.15}
+	}
+	if len(o.Levels) == 0 {
+		o.Levels = []float64{0.3, 0.6}
+	}
+	if o.Probe <= 0 {
+		o.Probe = 3 * time.Second
+	}
+	if o.Steps <= 0 {
+		o.Steps = 4
+	}
+	if o.MaxRate <= 0 {
+		o.MaxRate = 20000
+	}
+	if o.Clients <= 0 {
+		o.Clients = 32
+	}
+	if o.ScanRows <= 0 {
+		o.ScanRows = 100
+	}
+	if !o.Device.Enabled() {
+		o.Device = emudisk.Options{NoPageCache: true, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20,
+			IOPS: 2000, Latency: 200 * time.Microsecond}
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	return o
+}
+
+// Probe is one measured probe: what was asked and what was measured.
+type Probe struct {
+	Kind      string  `json:"kind"` // "read", "write", "scan"
+	TargetHit float64 `json:"target_hit,omitempty"`
+	Level     float64 `json:"level"`
+	Offered   float64 `json:"offered_ops"`
+	Achieved  float64 `json:"achieved_ops"`
+	Hit       float64 `json:"observed_hit"`
+	CPU       float64 `json:"cpu_share"`
+	Disk      float64 `json:"disk_busy"`
+	Usage     float64 `json:"usage"`
+	Errors    int64   `json:"errors"`
+	sample    planusage.Sample
+}
+
+// Report is a training run's outcome.
+type Report struct {
+	Model  planusage.Model `json:"model"`
+	Probes []Probe         `json:"probes"`
+	// FitMAE is the fitted model's mean absolute error over the probes (usage points), FitWorst its
+	// largest.
+	FitMAE   float64 `json:"fit_mae"`
+	FitWorst float64 `json:"fit_worst"`
+	Cores    int     `json:"cores"`
+}
+
+// Run trains a model in dir.
+func Run(ctx context.Context, dir string, o Options) (*Report, error) {
+	o = o.Defaults()
+	e, err := start(ctx, dir, o)
+	if err != nil {
+		return nil, err
+	}
+	defer e.stop()
+	rep := &Report{Cores: runtime.NumCPU()}
+	cacheRecords := float64(o.CacheBytes) / float64(o.ValueBytes+32)
+	for _, h := range o.Hits {
+		span := int(math.Min(float64(o.Records), math.Max(cacheRecords/h, 1)))
+		if h >= 1 {
+			span = int(cacheRecords / 2) // well inside the cache
+		}
+		op := func(rng *rand.Rand) error {
+			_, _, err := e.cl.Get(ctx, key(rng.IntN(span)))
+			return err
+		}
+		e.warm(ctx, op, 2*time.Second)
+		for _, lvl := range o.Levels {
+			ps, err := e.search(ctx, o, "read", h, lvl, op)
+			if err != nil {
+				return rep, err
+			}
+			rep.Probes = append(rep.Probes, ps...)
+		}
+	}
+	write := func(rng *rand.Rand) error {
+		v := make([]byte, o.ValueBytes)
+		for i := range v {
+			v[i] = byte(rng.Uint32())
+		}
+		return e.cl.Put(ctx, key(rng.IntN(o.Records)), v)
+	}
+	scan := func(rng *rand.Rand) error {
+		start := rng.IntN(max(o.Records-o.ScanRows, 1))
+		kvs, err := e.cl.Scan(ctx, key(start), key(start+o.ScanRows), o.ScanRows, false)
+		e.scanned.Add(int64(len(kvs)))
+		return err
+	}
+	for _, k := range []struct {
+		name string
+		op   func(*rand.Rand) error
+	}{{"write", write}, {"scan", scan}} {
+		for _, lvl := range o.Levels {
+			ps, err := e.search(ctx, o, k.name, 0, lvl, k.op)
+			if err != nil {
+				return rep, err
+			}
+			rep.Probes = append(rep.Probes, ps...)
+		}
+	}
+	samples := make([]planusage.Sample, len(rep.Probes))
+	for i, p := range rep.Probes {
+		samples[i] = p.sample
+	}
+	if rep.Model, err = planusage.Fit(samples); err != nil {
+		return rep, err
+	}
+	for _, s := range samples {
+		d := math.Abs(rep.Model.Predict(s.Load, s.Hit) - s.Usage)
+		rep.FitMAE += d / float64(len(samples))
+		rep.FitWorst = math.Max(rep.FitWorst, d)
+	}
+	return rep, nil
+}
+
+func key(i int) []byte { return fmt.Appendf(nil, "usage/%08d", i) }
+
+// env is a running training cluster.
+type env struct {
+	o       Options
+	c       *benchutil.Cluster
+	cl      *client.Client
+	scanned atomic.Int64
+}
+
+func start(ctx context.Context, dir string, o Options) (*env, error) {
+	// Nothing may move ranges while probes measure: placement is not what is being trained.
+	cfg := benchutil.NodeConfig{Autopilot: autopilot.Config{Policies: policy.Config{}}}
+	dev := o.Device
+	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20,
+		Device: &dev, Config: cfg})
+	if err != nil {
+		return nil, err
+	}
+	e := &env{o: o, c: c}
+	if e.cl, err = client.New(ctx, client.Config{Addrs: c.Addrs(), RequestTimeout: 10 * time.Second, MaxAttempts: 40}); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := e.load(ctx); err != nil {
+		e.stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) stop() {
+	if e.cl != nil {
+		e.cl.Close()
+	}
+	e.c.Stop()
+}
+
+// load writes the records unthrottled and compacts them, so that probes read tables on the
+// emulated disk.
+func (e *env) load(ctx context.Context) error {
+	o := e.o
+	o.Progress(fmt.Sprintf("waiting for %d voters", min(o.Nodes, 3)))
+	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, e.cl, min(o.Nodes, 3)) }); err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed} {
+		if err := e.cl.SetPolicy(ctx, p, false); err != nil {
+			return fmt.Errorf("switch %s off: %w", p, err)
+		}
+	}
+	for _, n := range e.c.Nodes() {
+		n.Eng.SetDeviceUnthrottled(true)
+	}
+	defer func() {
+		for _, n := range e.c.Nodes() {
+			n.Eng.SetDeviceUnthrottled(false)
+		}
+	}()
+	o.Progress(fmt.Sprintf("loading %d records of %d bytes", o.Records, o.ValueBytes))
+	if _, err := (benchutil.Load{Records: o.Records, Batch: 100, Writers: 4, Key: key,
+		Values: func(w int) func() []byte {
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			return func() []byte {
+				v := make([]byte, o.ValueBytes)
+				for i := range v {
+					v[i] = byte(rng.Uint32())
+				}
+				return v
+			}
+		}}).Run(ctx, e.cl); err != nil {
+		return err
+	}
+	for _, n := range e.c.Nodes() {
+		if err := n.Eng.CompactAll(ctx); err != nil {
+			return fmt.Errorf("compact: %w", err)
+		}
+	}
+	return nil
+}
+
+// warm runs op unpaced for d (the cache fills with the probe's working set).
+func (e *env) warm(ctx context.Context, op func(*rand.Rand) error, d time.Duration) {
+	e.run(ctx, op, 0, d)
+}
+
+// search finds, by binary search on the offered rate, the rate at which the measured usage is
+// level; every probe is returned.
+func (e *env) search(ctx context.Context, o Options, kind string, hit, level float64, op func(*rand.Rand) error) ([]Probe, error) {
+	lo, hi := 0.0, o.MaxRate
+	var out []Probe
+	for range o.Steps {
+		rate := (lo + hi) / 2
+		p, err := e.probe(ctx, kind, rate, op)
+		if err != nil {
+			return out, err
+		}
+		p.TargetHit, p.Level = hit, level
+		out = append(out, p)
+		o.Progress(fmt.Sprintf("%s hit %.2f level %.2f: offered %.0f/s, achieved %.0f/s, hit %.2f, usage %.2f (cpu %.2f, disk %.2f)",
+			kind, hit, level, rate, p.Achieved, p.Hit, p.Usage, p.CPU, p.Disk))
+		if p.Usage < level && p.Achieved >= 0.95*rate {
+			lo = rate
+		} else {
+			hi = rate
+		}
+	}
+	return out, nil
+}
+
+// probe runs op at rate for the probe window after a second's settling, and measures it.
+func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*rand.Rand) error) (Probe, error) {
+	e.run(ctx, op, rate, time.Second)
+	nodes := e.c.Nodes()
+	devBefore := make([]emudisk.Stats, len(nodes))
+	for i, n := range nodes {
+		devBefore[i] = n.Eng.DeviceStats()
+	}
+	cpu0, t0 := benchutil.ProcessCPU(), time.Now()
+	scanned0 := e.scanned.Load()
+	var reads, hits atomic.Uint64
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the owner: probe, which cancels and waits for it
+		defer wg.Done()
+		e.pollHits(pollCtx, &reads, &hits)
+	}()
+	done, errs := e.run(ctx, op, rate, e.o.Probe)
+	stopPoll()
+	wg.Wait()
+	dt := time.Since(t0).Seconds()
+	if ctx.Err() != nil {
+		return Probe{}, ctx.Err()
+	}
+	p := Probe{Kind: kind, Offered: rate, Achieved: float64(done) / dt, Errors: errs, Hit: 1}
+	p.CPU = (benchutil.ProcessCPU() - cpu0).Seconds() / dt / float64(runtime.NumCPU())
+	for i, n := range nodes {
+		p.Disk += storage.DeviceUtilization(e.o.Device, devBefore[i], n.Eng.DeviceStats(), time.Duration(dt*float64(time.Second)))
+	}
+	p.Usage = p.CPU + p.Disk
+	var l planusage.Load
+	switch kind {
+	case "read":
+		l.Reads = p.Achieved
+		if r := reads.Load(); r > 0 {
+			p.Hit = float64(hits.Load()) / float64(r)
+		}
+	case "write":
+		l.Writes = p.Achieved * float64(min(e.o.Nodes, 3)) // every replica applies it
+	case "scan":
+		rowBytes := float64(e.o.ValueBytes + len(key(0)))
+		l.Scans = float64(e.scanned.Load()-scanned0) * rowBytes / 4096 / dt
+	}
+	p.sample = planusage.Sample{Load: l, Hit: p.Hit, Usage: p.Usage}
+	return p, nil
+}
+
+// pollHits adds, about once a heartbeat, the measured point reads and cache hits every node
+// reported, until ctx ends.
+func (e *env) pollHits(ctx context.Context, reads, hits *atomic.Uint64) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ns, err := e.cl.Nodes(ctx)
+		if err != nil {
+			continue
+		}
+		for _, n := range ns {
+			for _, rl := range n.GetStats().GetRanges() {
+				reads.Add(rl.GetMeasuredReads())
+				hits.Add(rl.GetMeasuredReadHits())
+			}
+		}
+	}
+}
+
+// run runs op from the configured clients for d, paced to rate ops/s (0: as fast as they go), and
+// returns the operations that succeeded and failed.
+func (e *env) run(ctx context.Context, op func(*rand.Rand) error, rate float64, d time.Duration) (done, errs int64) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var next atomic.Int64 // the next operation's start, Unix nanos
+	next.Store(time.Now().UnixNano())
+	var ok, bad atomic.Int64
+	var wg sync.WaitGroup
+	for w := range e.o.Clients {
+		wg.Add(1)
+		go func() { // owned by run, which waits for every client
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			for ctx.Err() == nil {
+				if rate > 0 {
+					at := next.Add(int64(float64(time.Second)/rate)) - int64(float64(time.Second)/rate)
+					if wait := time.Until(time.Unix(0, at)); wait > 0 {
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(wait):
+						}
+					}
+				}
+				if err := op(rng); err != nil {
+					if ctx.Err() == nil {
+						bad.Add(1)
+					}
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return ok.Load(), bad.Load()
+}

@@ -1,0 +1,62 @@
+package benchcmd
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shoaldb/shoal/bench/usage"
+)
+
+var (
+	usageTrainFlags usage.Options
+	usageTrainOut   string
+)
+
+var benchUsageTrainCmd = &cobra.Command{
+	Use:   "usage-train",
+	Short: "Train the resource-usage model (plan/usage) on this machine's emulated disks",
+	Long: `Train the usage model that usage_balance and the nodes' predicted usage use, by the procedure of
+Cruz 2016, §5.3.1, scaled to in-process nodes on emulated disks: uniform reads over key prefixes
+sized for cache hit ratios from 100 % down to about 15 %, then writes and scans; for each, a binary
+search of the offered rate finds each usage level (--levels), and every probe is a sample (load,
+observed hit ratio, measured usage: the process's CPU share plus the nodes' disk busy). The costs
+fitted to the samples are written to --out, a versioned file that ` + "`shoal start --usage-model FILE`" + `
+loads. Prints JSON: the model, every probe, and the fit's mean and worst absolute error.`,
+	Example: "  flock /tmp/bench.lock shoal bench usage-train --out usage-model.json",
+	Args:    cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		return inTempDir(func(dir string) (any, error) {
+			o := usageTrainFlags
+			o.Progress = func(s string) { fmt.Fprintf(os.Stderr, "%s usage-train: %s\n", time.Now().Format(time.TimeOnly), s) }
+			rep, err := usage.Run(cmd.Context(), dir, o)
+			if err != nil {
+				return rep, err
+			}
+			if usageTrainOut != "" {
+				if err := rep.Model.Save(usageTrainOut); err != nil {
+					return rep, fmt.Errorf("save the model: %w", err)
+				}
+			}
+			return rep, nil
+		})
+	},
+}
+
+func init() {
+	f := benchUsageTrainCmd.Flags()
+	o := &usageTrainFlags
+	f.StringVar(&usageTrainOut, "out", "usage-model.json", "the model file to write (empty: print only)")
+	f.IntVar(&o.Nodes, "nodes", 3, "in-process nodes")
+	f.IntVar(&o.Records, "records", 40000, "records loaded")
+	f.IntVar(&o.ValueBytes, "value-bytes", 1000, "bytes of a value")
+	f.Int64Var(&o.CacheBytes, "cache-bytes", 4<<20, "each node's block cache")
+	f.Float64SliceVar(&o.Hits, "hits", []float64{1, 0.7, 0.4, 0.15}, "targeted hit ratios of the read probes")
+	f.Float64SliceVar(&o.Levels, "levels", []float64{0.3, 0.6}, "usage levels each search looks for")
+	f.DurationVar(&o.Probe, "probe", 3*time.Second, "one probe's measured window")
+	f.IntVar(&o.Steps, "steps", 4, "probes of each binary search")
+	f.IntVar(&o.Clients, "clients", 32, "concurrent clients")
+	benchCmd.AddCommand(benchUsageTrainCmd)
+}
