@@ -25,6 +25,7 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	planusage "github.com/shoaldb/shoal/plan/usage"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
@@ -47,8 +48,11 @@ type Options struct {
 	Clients int
 	// ScanRows is the rows of one scan.
 	ScanRows int
-	Device   emudisk.Options
-	Progress func(string)
+	// ValidateRates, when set, runs the accuracy experiment after training: every workload at each
+	// of these offered rates (ops/s), predicted against measured.
+	ValidateRates []float64
+	Device        emudisk.Options
+	Progress      func(string)
 }
 
 // Defaults fills the zero fields.
@@ -108,7 +112,10 @@ type Probe struct {
 	Disk      float64 `json:"disk_busy"`
 	Usage     float64 `json:"usage"`
 	Errors    int64   `json:"errors"`
-	sample    planusage.Sample
+	// Load is the cluster's load the heartbeats reported during the probe.
+	Load   planusage.Load `json:"load"`
+	sample planusage.Sample
+	polls  []heard
 }
 
 // Report is a training run's outcome.
@@ -120,6 +127,8 @@ type Report struct {
 	FitMAE   float64 `json:"fit_mae"`
 	FitWorst float64 `json:"fit_worst"`
 	Cores    int     `json:"cores"`
+	// Accuracy is the accuracy experiment's outcome (with ValidateRates).
+	Accuracy *Accuracy `json:"accuracy,omitempty"`
 }
 
 // Run trains a model in dir.
@@ -159,8 +168,7 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 	}
 	scan := func(rng *rand.Rand) error {
 		start := rng.IntN(max(o.Records-o.ScanRows, 1))
-		kvs, err := e.cl.Scan(ctx, key(start), key(start+o.ScanRows), o.ScanRows, false)
-		e.scanned.Add(int64(len(kvs)))
+		_, err := e.cl.Scan(ctx, key(start), key(start+o.ScanRows), o.ScanRows, false)
 		return err
 	}
 	for _, k := range []struct {
@@ -187,17 +195,20 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		rep.FitMAE += d / float64(len(samples))
 		rep.FitWorst = math.Max(rep.FitWorst, d)
 	}
-	return rep, nil
+	o.Progress(fmt.Sprintf("model %+v: fit mean error %.3f, worst %.3f", rep.Model, rep.FitMAE, rep.FitWorst))
+	if len(o.ValidateRates) > 0 {
+		rep.Accuracy, err = e.validate(ctx, rep.Model, o.ValidateRates)
+	}
+	return rep, err
 }
 
 func key(i int) []byte { return fmt.Appendf(nil, "usage/%08d", i) }
 
 // env is a running training cluster.
 type env struct {
-	o       Options
-	c       *benchutil.Cluster
-	cl      *client.Client
-	scanned atomic.Int64
+	o  Options
+	c  *benchutil.Cluster
+	cl *client.Client
 }
 
 func start(ctx context.Context, dir string, o Options) (*env, error) {
@@ -300,7 +311,8 @@ func (e *env) search(ctx context.Context, o Options, kind string, hit, level flo
 	return out, nil
 }
 
-// probe runs op at rate for the probe window after a second's settling, and measures it.
+// probe runs op at rate for the probe window after a second's settling, and measures it: the
+// usage from the process's CPU and the devices, the load and hit ratios from the nodes' heartbeats.
 func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*rand.Rand) error) (Probe, error) {
 	e.run(ctx, op, rate, time.Second)
 	nodes := e.c.Nodes()
@@ -309,14 +321,13 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 		devBefore[i] = n.Eng.DeviceStats()
 	}
 	cpu0, t0 := benchutil.ProcessCPU(), time.Now()
-	scanned0 := e.scanned.Load()
-	var reads, hits atomic.Uint64
+	var polls []heard
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // the owner: probe, which cancels and waits for it
 		defer wg.Done()
-		e.pollHits(pollCtx, &reads, &hits)
+		polls = e.poll(pollCtx)
 	}()
 	done, errs := e.run(ctx, op, rate, e.o.Probe)
 	stopPoll()
@@ -331,44 +342,93 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 		p.Disk += storage.DeviceUtilization(e.o.Device, devBefore[i], n.Eng.DeviceStats(), time.Duration(dt*float64(time.Second)))
 	}
 	p.Usage = p.CPU + p.Disk
-	var l planusage.Load
-	switch kind {
-	case "read":
-		l.Reads = p.Achieved
-		if r := reads.Load(); r > 0 {
-			p.Hit = float64(hits.Load()) / float64(r)
-		}
-	case "write":
-		l.Writes = p.Achieved * float64(min(e.o.Nodes, 3)) // every replica applies it
-	case "scan":
-		rowBytes := float64(e.o.ValueBytes + len(key(0)))
-		l.Scans = float64(e.scanned.Load()-scanned0) * rowBytes / 4096 / dt
+	h := sumHeard(polls)
+	if h.measured > 0 {
+		p.Hit = float64(h.hits) / float64(h.measured)
 	}
-	p.sample = planusage.Sample{Load: l, Hit: p.Hit, Usage: p.Usage}
+	p.Load = h.load
+	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage}
+	p.polls = polls
 	return p, nil
 }
 
-// pollHits adds, about once a heartbeat, the measured point reads and cache hits every node
-// reported, until ctx ends.
-func (e *env) pollHits(ctx context.Context, reads, hits *atomic.Uint64) {
+// heard is one reading of every node's last heartbeat.
+type heard struct {
+	stats []*pb.NodeStats
+}
+
+// heardSum is what a probe's readings say together: the cluster's load (the mean of the readings),
+// and the measured point reads and hits (summed).
+type heardSum struct {
+	load           planusage.Load
+	measured, hits uint64
+}
+
+func sumHeard(polls []heard) heardSum {
+	var s heardSum
+	for _, h := range polls {
+		for _, st := range h.stats {
+			l, _, _ := nodeLoad(st)
+			s.load.Reads += l.Reads / float64(len(polls))
+			s.load.Writes += l.Writes / float64(len(polls))
+			s.load.Scans += l.Scans / float64(len(polls))
+			for _, rl := range st.GetRanges() {
+				s.measured += rl.GetMeasuredReads()
+				s.hits += rl.GetMeasuredReadHits()
+			}
+		}
+	}
+	return s
+}
+
+// nodeLoad is a node's load as its heartbeat reports it (the point reads and scanned blocks of the
+// ranges it leads, the writes of every replica), its leaders' merged block-access histogram and its
+// cache in blocks: what the node itself predicts its usage from (node.predictUsage).
+func nodeLoad(st *pb.NodeStats) (planusage.Load, planusage.Histogram, float64) {
+	var l planusage.Load
+	var h planusage.Histogram
+	for _, rl := range st.GetRanges() {
+		l.Writes += rl.GetWriteQps()
+		if !rl.GetLeader() {
+			continue
+		}
+		l.Reads += max(rl.GetReadQps()-rl.GetScanQps(), 0)
+		l.Scans += rl.GetScanBlocksQps()
+		for i, r := range rl.GetHistRates() {
+			if i < len(rl.GetHistBlocks()) {
+				h = append(h, planusage.Bucket{Rate: r, Blocks: rl.GetHistBlocks()[i]})
+			}
+		}
+	}
+	cache := 0.0
+	if st.GetBlockBytes() > 0 {
+		cache = float64(st.GetBlockCacheCapacity()) / float64(st.GetBlockBytes())
+	}
+	return l, h, cache
+}
+
+// poll reads every node's last heartbeat about once a second until ctx ends.
+func (e *env) poll(ctx context.Context) []heard {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	var out []heard
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return out
 		case <-t.C:
 		}
 		ns, err := e.cl.Nodes(ctx)
 		if err != nil {
 			continue
 		}
+		var h heard
 		for _, n := range ns {
-			for _, rl := range n.GetStats().GetRanges() {
-				reads.Add(rl.GetMeasuredReads())
-				hits.Add(rl.GetMeasuredReadHits())
+			if n.GetStats() != nil {
+				h.stats = append(h.stats, n.GetStats())
 			}
 		}
+		out = append(out, h)
 	}
 }
 
@@ -409,4 +469,138 @@ func (e *env) run(ctx context.Context, op func(*rand.Rand) error, rate float64, 
 	}
 	wg.Wait()
 	return ok.Load(), bad.Load()
+}
+
+// Check is one accuracy probe: a workload at an offered rate, its measured usage and hit ratio, and
+// the model's predictions — from the nodes' loads and histograms by Che's approximation
+// (Predicted, PredictedHit), and at the observed hit ratio (PredictedAtHit: the model alone).
+type Check struct {
+	Workload       string  `json:"workload"`
+	Offered        float64 `json:"offered_ops"`
+	Achieved       float64 `json:"achieved_ops"`
+	Measured       float64 `json:"measured_usage"`
+	Predicted      float64 `json:"predicted_usage"`
+	PredictedAtHit float64 `json:"predicted_usage_at_observed_hit"`
+	ObservedHit    float64 `json:"observed_hit"`
+	PredictedHit   float64 `json:"predicted_hit"`
+}
+
+// Accuracy sums the checks: mean and worst absolute errors of usage (points of a node) and hit ratio.
+type Accuracy struct {
+	Checks     []Check `json:"checks"`
+	UsageMAE   float64 `json:"usage_mae"`
+	UsageWorst float64 `json:"usage_worst"`
+	WorstCheck string  `json:"usage_worst_check"`
+	// ModelMAE and ModelWorst: the model at the observed hit ratio (Che's approximation left out).
+	ModelMAE   float64 `json:"model_mae"`
+	ModelWorst float64 `json:"model_worst"`
+	HitMAE     float64 `json:"hit_mae"`
+	HitWorst   float64 `json:"hit_worst"`
+	// UsageMAENoScans is UsageMAE over the workloads without scans.
+	UsageMAENoScans float64 `json:"usage_mae_without_scans"`
+}
+
+// workloads are the accuracy experiment's mixes over the loaded records.
+func (e *env) workloads(ctx context.Context) []struct {
+	name string
+	op   func(*rand.Rand) error
+} {
+	o := e.o
+	n := o.Records
+	get := func(i int) error { _, _, err := e.cl.Get(ctx, key(i)); return err }
+	perm := rand.New(rand.NewPCG(5, 5)).Perm(n)
+	zipf := func(rng *rand.Rand) int { return int(rand.NewZipf(rng, 1.1, 1, uint64(n-1)).Uint64()) }
+	put := func(rng *rand.Rand) error {
+		v := make([]byte, o.ValueBytes)
+		for i := range v {
+			v[i] = byte(rng.Uint32())
+		}
+		return e.cl.Put(ctx, key(rng.IntN(n)), v)
+	}
+	scan := func(rng *rand.Rand) error {
+		s := rng.IntN(max(n-o.ScanRows, 1))
+		_, err := e.cl.Scan(ctx, key(s), key(s+o.ScanRows), o.ScanRows, false)
+		return err
+	}
+	return []struct {
+		name string
+		op   func(*rand.Rand) error
+	}{
+		{"uniform", func(rng *rand.Rand) error { return get(rng.IntN(n)) }},
+		{"zipfian", func(rng *rand.Rand) error { return get(perm[zipf(rng)]) }},
+		{"zipf-clustered", func(rng *rand.Rand) error { return get(zipf(rng)) }},
+		{"hotspot", func(rng *rand.Rand) error {
+			if rng.Float64() < 0.8 {
+				return get(rng.IntN(max(n/5, 1)))
+			}
+			return get(n/5 + rng.IntN(max(n-n/5, 1)))
+		}},
+		{"mix-50-50", func(rng *rand.Rand) error {
+			if rng.IntN(2) == 0 {
+				return put(rng)
+			}
+			return get(rng.IntN(n))
+		}},
+		{"scan-heavy", func(rng *rand.Rand) error {
+			if rng.Float64() < 0.9 {
+				return scan(rng)
+			}
+			return get(rng.IntN(n))
+		}},
+	}
+}
+
+// validate runs every workload at every rate and compares m's predictions with the measurements.
+func (e *env) validate(ctx context.Context, m planusage.Model, rates []float64) (*Accuracy, error) {
+	acc := &Accuracy{}
+	var scansErr float64
+	var nonScan int
+	for _, w := range e.workloads(ctx) {
+		e.warm(ctx, w.op, 2*time.Second)
+		for _, rate := range rates {
+			p, err := e.probe(ctx, w.name, rate, w.op)
+			if err != nil {
+				return acc, err
+			}
+			c := Check{Workload: w.name, Offered: rate, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit,
+				PredictedAtHit: m.Predict(p.Load, p.Hit)}
+			var reads, hitReads float64
+			for _, h := range p.polls {
+				for _, st := range h.stats {
+					l, hist, cache := nodeLoad(st)
+					hit := planusage.HitRatio(hist, cache)
+					c.Predicted += m.Predict(l, hit) / float64(len(p.polls))
+					reads += l.Reads
+					hitReads += l.Reads * hit
+				}
+			}
+			c.PredictedHit = 1
+			if reads > 0 {
+				c.PredictedHit = hitReads / reads
+			}
+			e.o.Progress(fmt.Sprintf("check %s at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f), hit observed %.2f predicted %.2f",
+				w.name, rate, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.ObservedHit, c.PredictedHit))
+			acc.Checks = append(acc.Checks, c)
+			if w.name != "scan-heavy" {
+				scansErr += math.Abs(c.Predicted - c.Measured)
+				nonScan++
+			}
+		}
+	}
+	k := float64(len(acc.Checks))
+	for _, c := range acc.Checks {
+		d, dm, dh := math.Abs(c.Predicted-c.Measured), math.Abs(c.PredictedAtHit-c.Measured), math.Abs(c.PredictedHit-c.ObservedHit)
+		acc.UsageMAE += d / k
+		acc.ModelMAE += dm / k
+		acc.HitMAE += dh / k
+		if d > acc.UsageWorst {
+			acc.UsageWorst, acc.WorstCheck = d, fmt.Sprintf("%s at %.0f/s", c.Workload, c.Offered)
+		}
+		acc.ModelWorst = math.Max(acc.ModelWorst, dm)
+		acc.HitWorst = math.Max(acc.HitWorst, dh)
+	}
+	if nonScan > 0 {
+		acc.UsageMAENoScans = scansErr / float64(nonScan)
+	}
+	return acc, nil
 }

@@ -24,7 +24,8 @@ sized for cache hit ratios from 100 % down to about 15 %, then writes and scans;
 search of the offered rate finds each usage level (--levels), and every probe is a sample (load,
 observed hit ratio, measured usage: the process's CPU share plus the nodes' disk busy). The costs
 fitted to the samples are written to --out, a versioned file that ` + "`shoal start --usage-model FILE`" + `
-loads. Prints JSON: the model, every probe, and the fit's mean and worst absolute error.`,
+loads. With --validate-rates, the accuracy experiment follows on the same cluster. Prints JSON: the
+model, every probe, the fit's mean and worst absolute error, and the accuracy checks.`,
 	Example: "  flock /tmp/bench.lock shoal bench usage-train --out usage-model.json",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,5 +59,6 @@ func init() {
 	f.DurationVar(&o.Probe, "probe", 3*time.Second, "one probe's measured window")
 	f.IntVar(&o.Steps, "steps", 4, "probes of each binary search")
 	f.IntVar(&o.Clients, "clients", 32, "concurrent clients")
+	f.Float64SliceVar(&o.ValidateRates, "validate-rates", nil, "after training, the accuracy experiment at these offered rates (ops/s): uniform, zipfian, zipf-clustered and hotspot reads, a 50/50 read/write mix and a scan-heavy mix, each predicted against measured")
 	benchCmd.AddCommand(benchUsageTrainCmd)
 }
