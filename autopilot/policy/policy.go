@@ -5,7 +5,8 @@
 // served load across nodes (rebalance), move leaderships off a node before its heavy background task
 // (shed_leadership), bring a new node in range by range (incremental_join), carry the read hints
 // switch (read_hints), and (off by default) add read replicas (read_replicas), offload hot spots
-// (hotspot_offload) and give node groups engine profiles that suit their ranges (node_profiles). A Registry keeps them in priority order with an on/off switch each
+// (hotspot_offload), give node groups engine profiles that suit their ranges (node_profiles) and pack
+// leaderships by predicted resource usage (usage_balance). A Registry keeps them in priority order with an on/off switch each
 // (`shoal admin policy set NAME on|off`); the registry alone says which switches are on by default
 // (DefaultOn).
 //
