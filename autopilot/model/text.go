@@ -16,7 +16,7 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // line ('#' starts a comment):
 //
 //	now 120s
-//	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [reads=300] [disk=40GiB/500GiB] [locality=zone=a]
+//	node 1 [down|dead|draining|decommissioning|decommissioned] [silent=70s] [cpu=35] [reads=300] [disk-busy=0.5] [disk=40GiB/500GiB] [locality=zone=a]
 //	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
 //	       [cache=64MiB/4KiB]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [replica-reads=300] [writes=500] [system] [fenced]
@@ -163,6 +163,10 @@ func (p *textParser) node(f []string) error {
 		case "reads":
 			if n.ReadQPS, err = strconv.ParseFloat(v, 64); err != nil {
 				return fmt.Errorf("reads: %v", err)
+			}
+		case "disk-busy":
+			if n.DiskBusy, err = strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("disk-busy: %v", err)
 			}
 		case "cpu":
 			if n.CPUPercent, err = strconv.ParseFloat(v, 64); err != nil {
