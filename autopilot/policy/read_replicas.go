@@ -29,6 +29,9 @@ type ReadReplicasConfig struct {
 	// MaxSnapshotsPerNode is the executor's bound on snapshots in flight per node (sender or
 	// receiver): the policy proposes no more than the slots free. Default the executor's.
 	MaxSnapshotsPerNode int
+	// EqualCapacity gives every node the same room, instead of rooms in proportion to each node's
+	// measured read capacity (Capacity-Aware ModifiedBestFit, §4.4.4).
+	EqualCapacity bool
 }
 
 func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
@@ -54,7 +57,8 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 // reads) where the reads are: Getafix (thesis chapter 4). Each round a range's popularity halves and
 // adds the round's reads per second (eq. 4.1). The replicas a range has, voters and learners, are pre-placed:
 // the routing spreads its reads over them by load, so they take its reads first, as far as each
-// node's room allows — (1+γ) times its share of all the reads, ModifiedBestFitPlaced in
+// node's room allows — (1+γ) times its share of all the reads, in proportion to its measured read
+// capacity (reads per second of disk busy time, §4.4.4), ModifiedBestFitPlaced in
 // plan/replicaplan — and only the reads left over get new learners, packed by ModifiedBestFit onto
 // the nodes with room. Nodes are ranked by the reads their heartbeats say they serve, least first,
 // so that ties go to the least loaded; ranges too cold (or cooling) for a learner take their
@@ -70,11 +74,15 @@ type ReadReplicas struct {
 	last    time.Time
 	started time.Time
 	kept    map[uint64]map[uint64]float64 // range → nodes of its read replicas → its popularity when they came
+	// capacity is each node's read capacity as measured (reads per second of its disk's busy time),
+	// a moving average over rounds.
+	capacity map[uint64]float64
 }
 
 // NewReadReplicas returns the read_replicas policy.
 func NewReadReplicas(cfg ReadReplicasConfig) *ReadReplicas {
-	return &ReadReplicas{cfg: cfg.withDefaults(), pop: map[uint64]float64{}, kept: map[uint64]map[uint64]float64{}}
+	return &ReadReplicas{cfg: cfg.withDefaults(), pop: map[uint64]float64{}, kept: map[uint64]map[uint64]float64{},
+		capacity: map[uint64]float64{}}
 }
 
 // Name implements Policy.
@@ -132,6 +140,7 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 		}
 		return nil
 	}
+	p.measureCapacity(c)
 	nodes := rankedNodes(c)
 	if len(nodes) == 0 {
 		return nil
@@ -185,6 +194,54 @@ func NodeReads(c *model.Cluster) map[uint64]float64 {
 					out[rep.Node] += r.ReplicaReadQPS / float64(k)
 				}
 			}
+		}
+	}
+	return out
+}
+
+// Capacity samples need enough reads and a busy enough disk to mean something.
+const (
+	capacityMinReads = 10
+	capacityMinBusy  = 0.05
+	capacityAlpha    = 0.3
+)
+
+// measureCapacity updates each node's read capacity from its heartbeat: the reads it served per
+// second of its disk's busy time (§4.4.4 estimates it from the CPU time queries took; reads here
+// miss the cache and wait on the disk). A node whose disk also serves compactions or snapshots
+// shows as smaller, as Getafix's stragglers do.
+func (p *ReadReplicas) measureCapacity(c *model.Cluster) {
+	for _, n := range c.Nodes {
+		if n.ReadQPS < capacityMinReads || n.DiskBusy < capacityMinBusy {
+			continue
+		}
+		sample := n.ReadQPS / n.DiskBusy
+		if old, ok := p.capacity[n.ID]; ok {
+			sample = old + capacityAlpha*(sample-old)
+		}
+		p.capacity[n.ID] = sample
+	}
+}
+
+// capacities are the ranked nodes' capacities for Rooms: nil (equal) when EqualCapacity is set or
+// no node has a figure; a node without one counts as the best measured (an idle node is presumed
+// able, as the routing presumes an unknown replica fast).
+func (p *ReadReplicas) capacities(nodes []uint64) []float64 {
+	if p.cfg.EqualCapacity {
+		return nil
+	}
+	best := 0.0
+	for _, n := range nodes {
+		best = max(best, p.capacity[n])
+	}
+	if best == 0 {
+		return nil
+	}
+	out := make([]float64, len(nodes))
+	for i, n := range nodes {
+		out[i] = best
+		if c, ok := p.capacity[n]; ok {
+			out[i] = c
 		}
 	}
 	return out
@@ -248,7 +305,7 @@ func (p *ReadReplicas) plan(ranges []*model.Range, nodes []uint64, gamma float64
 			}
 		}
 	}
-	rooms, err := replicaplan.Rooms(total, len(nodes), nil, gamma)
+	rooms, err := replicaplan.Rooms(total, len(nodes), p.capacities(nodes), gamma)
 	if err != nil {
 		return replicaplan.Placed{}, nil, nil, err
 	}
