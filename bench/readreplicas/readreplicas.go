@@ -29,6 +29,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // Options shapes the experiment. Zero fields take the defaults of withDefaults.
@@ -121,6 +122,9 @@ type Arm struct {
 	// NodeReads is each node's served reads per second in the measured window (every replica it
 	// holds, leader or not), in node order: how evenly the routing spread the load.
 	NodeReads []float64 `json:"node_reads_per_sec"`
+	// NodeDiskOps is each node's emulated-disk read and write operations per second in the window
+	// (its budget is Options.IOPS): what the node's reads cost its disk, and what else used it.
+	NodeDiskOps [][2]float64 `json:"node_disk_ops_per_sec"`
 	// After the hot set moved: the reads' p99 over the Shift window, each 2-s window's p99, the
 	// seconds until p99 recovered (the first of three 2-s windows in a row at most twice the p99
 	// before the move, 10 ms at least; −1: not within the window), and the learners at its end.
@@ -216,7 +220,7 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	w.take()
 	o.Progress(fmt.Sprintf("%s: measuring %v at %d reads/s", a.Name, o.Measure, o.Rate))
 	t0 := time.Now()
-	before := nodeReads(c)
+	before, devBefore := nodeReads(c), deviceStats(c)
 	if err := sleep(ctx, o.Measure); err != nil {
 		return a, err
 	}
@@ -224,6 +228,10 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	el := time.Since(t0).Seconds()
 	for i, n := range nodeReads(c) {
 		a.NodeReads = append(a.NodeReads, math.Round(float64(readsSince(before[i], n))/el))
+	}
+	for i, st := range deviceStats(c) {
+		b := devBefore[i]
+		a.NodeDiskOps = append(a.NodeDiskOps, [2]float64{math.Round(float64(st.ReadOps-b.ReadOps) / el), math.Round(float64(st.WriteOps-b.WriteOps) / el)})
 	}
 	a.Reads, a.Errors, a.ReadsPerSec = h.TotalCount(), errs, float64(h.TotalCount())/el
 	a.P50Ms, a.P99Ms, a.MaxMs = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000
@@ -310,6 +318,19 @@ func nodeReads(c *benchutil.Cluster) []map[uint64]uint64 {
 			}
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+// deviceStats is each node's emulated-disk counters.
+func deviceStats(c *benchutil.Cluster) []emudisk.Stats {
+	var out []emudisk.Stats
+	for _, n := range c.Nodes() {
+		var st emudisk.Stats
+		if n != nil {
+			st = n.Eng.DeviceStats()
+		}
+		out = append(out, st)
 	}
 	return out
 }
