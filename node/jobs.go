@@ -35,16 +35,17 @@ func (n *Node) Jobs(ctx context.Context, req *pb.JobsRequest) (*pb.JobsResponse,
 	return &pb.JobsResponse{Jobs: jobs, Error: kv.ToPBError(err)}, nil
 }
 
-// jobLoads is the scan jobs' view of the live nodes for their prefetch plan: each one's disk busy
-// share and the ranges it leads with their sizes, from the nodes' last load reports.
+// jobLoads is the scan jobs' view of the live nodes for their prefetch plan: the block bytes each
+// one's reads loaded from disk and the ranges it leads with their sizes, from the nodes' last load
+// reports.
 func (n *Node) jobLoads() []jobs.NodeLoad {
 	var out []jobs.NodeLoad
 	for _, id := range n.dir.LiveNodes(n.liveWindow()) {
-		st, ok := n.dir.StatsOf(id)
-		if !ok || st == nil {
+		st, _ := n.dir.StatsOf(id)
+		if st == nil {
 			continue
 		}
-		l := jobs.NodeLoad{ID: id, DiskBusy: st.DiskBusy, Leads: map[uint64]int64{}}
+		l := jobs.NodeLoad{ID: id, ReadBytes: st.ServedBlockBytes - min(st.ServedBlockBytes, st.ServedBlockBytesInCache), Leads: map[uint64]int64{}}
 		for _, rl := range st.Ranges {
 			if rl.Leader {
 				l.Leads[rl.RangeId] = int64(rl.Bytes)

@@ -27,12 +27,13 @@ type copyEntry struct {
 	bytes   int64
 	upTo    []byte
 	done    bool
-	readers int
 	release time.Time
 	cancel  context.CancelFunc // the prefetch filling it (nil for a run's kept copy)
 }
 
-// sideCache holds the copies; one per scheduler.
+// sideCache holds the copies; one per scheduler. A copy is held until its release time, the end of
+// the last run planned to read it, as plan/prefetch's model holds it (so the plan's cache budget is
+// what the copies take); runs do not release it earlier, as a re-plan may add a reader.
 type sideCache struct {
 	mu     sync.Mutex
 	budget int64
@@ -45,6 +46,8 @@ type sideCache struct {
 	// node's busy disk that is the jobs' own, not the foreground's.
 	read map[uint64]int64
 	mark map[uint64]rateMark
+	// load marks each node's reported disk reads, for their rate.
+	load map[uint64]rateMark
 }
 
 type rateMark struct {
@@ -55,18 +58,18 @@ type rateMark struct {
 
 func newSideCache(budget int64) *sideCache {
 	return &sideCache{budget: budget, used: map[uint64]int64{}, m: map[string]*copyEntry{}, started: map[string]time.Time{},
-		read: map[uint64]int64{}, mark: map[uint64]rateMark{}}
+		read: map[uint64]int64{}, mark: map[uint64]rateMark{}, load: map[uint64]rateMark{}}
 }
 
 // begin reserves a copy under key unless one was begun already.
-func (c *sideCache) begin(key string, p piece, readers int, release time.Time, cancel context.CancelFunc) bool {
+func (c *sideCache) begin(key string, p piece, release time.Time, cancel context.CancelFunc) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.started[key]; ok {
 		return false
 	}
 	c.started[key] = release
-	c.m[key] = &copyEntry{piece: p, upTo: p.start, readers: readers, release: release, cancel: cancel}
+	c.m[key] = &copyEntry{piece: p, upTo: p.start, release: release, cancel: cancel}
 	return true
 }
 
@@ -124,24 +127,21 @@ func (c *sideCache) take(key string) (rows []*pb.KeyValue, upTo []byte, done, ok
 	return rows, upTo, done, true
 }
 
-// readDone notes that a planned reader has read the copy; the last one releases it.
-func (c *sideCache) readDone(key string) {
+// extend moves a copy's release later when a re-plan has a run read it later.
+func (c *sideCache) extend(key string, release time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.m[key]; e != nil {
-		if e.readers--; e.readers <= 0 {
-			c.dropLocked(key)
-		}
+	if e := c.m[key]; e != nil && release.After(e.release) {
+		e.release = release
 	}
 }
 
-// setReaders updates a copy's planned readers and release after a re-plan.
-func (c *sideCache) setReaders(key string, readers int, release time.Time) {
+// begun reports whether a copy under key was begun (and not yet forgotten).
+func (c *sideCache) begun(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.m[key]; e != nil {
-		e.readers, e.release = readers, release
-	}
+	_, ok := c.started[key]
+	return ok
 }
 
 // sweep releases the copies past their release time, and forgets begun copies long released.
@@ -203,6 +203,22 @@ func (c *sideCache) rate(node uint64, now time.Time) float64 {
 	return m.rate
 }
 
+// loadRate is the bytes/s of a node's reported cumulative disk reads since the mark at least a
+// second before.
+func (c *sideCache) loadRate(node uint64, cur uint64, now time.Time) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.load[node]
+	if dt := now.Sub(m.at).Seconds(); !m.at.IsZero() && dt < 1 {
+		return m.rate
+	} else if !m.at.IsZero() && int64(cur) >= m.bytes {
+		m.rate = float64(int64(cur)-m.bytes) / dt
+	}
+	m.bytes, m.at = int64(cur), now
+	c.load[node] = m
+	return m.rate
+}
+
 func (s *Service) jobRate(node uint64, now time.Time) float64 { return s.copies.rate(node, now) }
 
 // startFetches begins the plan's prefetches whose time has come.
@@ -212,7 +228,7 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 			continue
 		}
 		fctx, cancel := context.WithCancel(ctx)
-		if !s.copies.begin(f.key, f.piece, ep.readers[f.key], ep.release[f.key], cancel) {
+		if !s.copies.begin(f.key, f.piece, ep.release[f.key], cancel) {
 			cancel()
 			continue
 		}

@@ -315,11 +315,14 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 	if s.cfg.Strategy == DemandReads || s.deps.Cluster == nil {
 		return nil
 	}
-	sig := s.signature(jobs, now)
+	specs, budgets := s.signature(jobs, now)
 	s.mu.Lock()
 	cur := s.plan
 	s.mu.Unlock()
-	if cur != nil && cur.sig == sig && now.Sub(cur.made) < s.cfg.ReplanEvery {
+	// The budgets' readings move a little all the time: a change of them re-plans no more often than
+	// every few slots, a change of the jobs at once.
+	if cur != nil && cur.sig == specs && now.Sub(cur.made) < s.cfg.ReplanEvery &&
+		(cur.budgets == budgets || now.Sub(cur.made) < 4*s.cfg.PlanSlot) {
 		return cur
 	}
 	ep, err := s.makePlan(ctx, jobs, now)
@@ -327,9 +330,10 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 		s.log.Warn("jobs: could not plan the scan jobs' reads; following the last plan", "err", err)
 		return cur
 	}
-	ep.sig = sig
-	for k, n := range ep.readers {
-		s.copies.setReaders(k, n, ep.release[k])
+	ep.sig, ep.budgets = specs, budgets
+	s.keepBegun(cur, ep, now)
+	for k, t := range ep.release {
+		s.copies.extend(k, t)
 	}
 	s.mu.Lock()
 	s.plan = ep
@@ -337,6 +341,29 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 	s.log.Debug("jobs: planned the scan jobs' reads", "strategy", s.cfg.Strategy, "prefetches", len(ep.fetches),
 		"refused", len(ep.refused), "peak_bytes_per_sec", int64(ep.peak))
 	return ep
+}
+
+// keepBegun carries over from the last plan the runs still to start that read a copy already begun:
+// a new plan, made from now, would group them anew (a run whose first reader started is the first of
+// a new item there) and read them from disk while the copy meant for them is held.
+func (s *Service) keepBegun(cur, ep *execPlan, now time.Time) {
+	if cur == nil {
+		return
+	}
+	for k, rp := range cur.runs {
+		if k.dueMs < now.Add(-s.cfg.Tick).UnixMilli() || ep.refused[k.job] != "" {
+			continue // started already, or refused now
+		}
+		for _, p := range rp.pieces {
+			if p.copyKey != "" && s.copies.begun(p.copyKey) {
+				ep.runs[k] = rp
+				if t, ok := cur.release[p.copyKey]; ok && t.After(ep.release[p.copyKey]) {
+					ep.release[p.copyKey] = t
+				}
+				break
+			}
+		}
+	}
 }
 
 // refuse passes a due time the plan refused: no run, the reason recorded in the job's state.

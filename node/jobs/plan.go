@@ -50,8 +50,9 @@ func (s Strategy) solver() prefetch.Strategy {
 // NodeLoad is what the plan needs of one live node, from its last load report.
 type NodeLoad struct {
 	ID uint64
-	// DiskBusy is the share of the last interval its disk was busy (0..1), every reader's.
-	DiskBusy float64
+	// ReadBytes counts the bytes of blocks the node's reads (its clients' and the jobs') loaded from
+	// disk rather than its block cache, since it started.
+	ReadBytes uint64
 	// Leads maps the ranges it leads to their approximate bytes.
 	Leads map[uint64]int64
 }
@@ -111,12 +112,12 @@ type runKey struct {
 // execPlan is a plan turned into what the scheduler and the runs follow.
 type execPlan struct {
 	made    time.Time
-	sig     string
+	sig     string            // the jobs' specs it was made for
+	budgets string            // the nodes' budgets it was made with, in tenths of the disk
 	refused map[string]string // job → why its reads no longer fit
 	runs    map[runKey]*runPlan
 	fetches []fetchPlan
-	readers map[string]int       // copy → runs planned to read it
-	release map[string]time.Time // copy → when it is released whatever its readers
+	release map[string]time.Time // copy → when it is released: the end of the last run reading it
 	// peak is the plan's highest planned disk bandwidth on one node in one slot (bytes/s).
 	peak float64
 }
@@ -172,7 +173,9 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 		if rate == 0 {
 			rate = float64(s.cfg.RateBytes)
 		}
-		deadline := max(1, int(time.Duration(job.DeadlineMs)*time.Millisecond/slot))
+		// A tenth of the deadline is kept back: a run starts up to a tick after its due time, and its
+		// last page and its record come after its reads.
+		deadline := max(1, int(time.Duration(job.DeadlineMs)*time.Millisecond*9/10/slot))
 		dur := min(deadline, max(1, int(math.Ceil(total/rate/slot.Seconds()))))
 		period := max(1, int(math.Round(float64(time.Duration(job.EveryMs)*time.Millisecond)/float64(slot))))
 		first := max(0, int(due.Sub(now)/slot))
@@ -205,8 +208,7 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 
 // follow turns a schedule into the runs' and prefetches' instructions in wall-clock time.
 func follow(in *prefetch.Instance, sched prefetch.Schedule, pjs []planJob, now time.Time) *execPlan {
-	ep := &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{},
-		readers: map[string]int{}, release: map[string]time.Time{}}
+	ep := &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{}, release: map[string]time.Time{}}
 	at := func(slot int) time.Time { return now.Add(time.Duration(slot) * in.Slot) }
 	for j, v := range sched.Verdicts {
 		if name := pjs[j].job.Name; !v.Admitted && ep.refused[name] == "" {
@@ -243,13 +245,12 @@ func follow(in *prefetch.Instance, sched prefetch.Schedule, pjs []planJob, now t
 		switch {
 		case serve.Source == prefetch.FromCache:
 			pr.copyKey = ck
-			ep.readers[ck]++
-			ep.release[ck] = at(tr.Until + 1)
+			ep.release[ck] = at(tr.Until)
 		default:
 			rp.rate += int64(math.Ceil(tr.Rate))
 			if tr.Until > tr.End {
 				pr.keepKey = ck
-				ep.release[ck] = at(tr.Until + 1)
+				ep.release[ck] = at(tr.Until)
 			}
 		}
 		rp.pieces = append(rp.pieces, pr)
@@ -305,18 +306,19 @@ func maxKey(a, b []byte) []byte {
 }
 
 // budgetLeft is the disk bandwidth node l's foreground leaves the jobs: the disk's bandwidth less the
-// busy share the jobs' own reads did not cause.
+// rate its reads missed the block cache at, the jobs' own reads (runs and prefetches) taken out. The
+// disk's busy share is no measure here: a run's paced reads queue on the device and make it look
+// saturated whatever their rate.
 func (s *Service) budgetLeft(l NodeLoad, now time.Time) float64 {
 	disk := float64(s.cfg.DiskBytesPerSec)
-	jobs := s.jobRate(l.ID, now) / disk
-	fg := min(1, max(0, l.DiskBusy-jobs))
-	return disk * (1 - fg) * s.cfg.DiskShare
+	fg := max(0, s.copies.loadRate(l.ID, l.ReadBytes, now)-s.jobRate(l.ID, now))
+	return max(0, disk-fg) * s.cfg.DiskShare
 }
 
 // signature names what a plan depends on: the jobs' specs, and every node's budget in steps of a
 // tenth of the disk, so that a change of either re-plans.
-func (s *Service) signature(jobs map[string]*pb.JobState, now time.Time) string {
-	var b strings.Builder
+func (s *Service) signature(jobs map[string]*pb.JobState, now time.Time) (specs, budgets string) {
+	var b, n strings.Builder
 	names := make([]string, 0, len(jobs))
 	for n := range jobs {
 		names = append(names, n)
@@ -327,9 +329,9 @@ func (s *Service) signature(jobs map[string]*pb.JobState, now time.Time) string 
 		fmt.Fprintf(&b, "%s/%d/%d/%d/%d;", n, j.CreatedUnixMs, j.EveryMs, j.DeadlineMs, j.RateBytes)
 	}
 	for _, l := range s.cluster() {
-		fmt.Fprintf(&b, "n%d=%d;", l.ID, int(10*s.budgetLeft(l, now)/float64(s.cfg.DiskBytesPerSec)))
+		fmt.Fprintf(&n, "n%d=%d;", l.ID, int(10*s.budgetLeft(l, now)/float64(s.cfg.DiskBytesPerSec)))
 	}
-	return b.String()
+	return b.String(), n.String()
 }
 
 func (s *Service) cluster() []NodeLoad {
@@ -351,12 +353,4 @@ func (ep *execPlan) releaseOf(key string, horizon time.Duration) time.Time {
 		return t
 	}
 	return ep.made.Add(horizon)
-}
-
-// readersOf is the runs the plan has read the copy under key.
-func (ep *execPlan) readersOf(key string) int {
-	if ep == nil {
-		return 0
-	}
-	return ep.readers[key]
 }

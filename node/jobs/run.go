@@ -230,7 +230,6 @@ func (s *Service) fromCopy(pr *pieceRead, cursor []byte, sink rowSink, r *pb.Job
 		}
 		return cursor, nil
 	}
-	s.copies.readDone(key)
 	s.mu.Lock()
 	if bytes.Equal(cursor, pr.start) {
 		s.sizes[pr.id] = float64(n)
@@ -249,16 +248,14 @@ func (s *Service) keep(pr *pieceRead, cursor []byte, resp *pb.ScanResponse, desc
 		return
 	}
 	if !keeping[pr.keepKey] {
-		if !bytes.Equal(cursor, pr.start) || !s.copies.begin(pr.keepKey, pr.piece, 0, time.Time{}, nil) {
+		s.mu.Lock()
+		rel := s.plan.releaseOf(pr.keepKey, s.cfg.PlanHorizon)
+		s.mu.Unlock()
+		if !bytes.Equal(cursor, pr.start) || !s.copies.begin(pr.keepKey, pr.piece, rel, nil) {
 			pr.keepKey = ""
 			return
 		}
 		keeping[pr.keepKey] = true
-		s.mu.Lock()
-		rel := s.plan.releaseOf(pr.keepKey, s.cfg.PlanHorizon)
-		readers := s.plan.readersOf(pr.keepKey)
-		s.mu.Unlock()
-		s.copies.setReaders(pr.keepKey, readers, rel)
 	}
 	next := desc.EndKey
 	if resp.Truncated && len(resp.Kvs) > 0 {
