@@ -10,7 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/operator"
+	"github.com/shoaldb/shoal/autopilot/policy"
 )
 
 // DefaultTolerance is the relative error within which a simulated figure counts as matching the real
@@ -116,6 +118,7 @@ func Calibrate(real *RealReport, opts CalibrateOptions) (*Calibration, error) {
 				simOn.Summary.P99Ms, simOff.Summary.P99Ms))
 	}
 	cal.bins(on.Series, simOn.Series, sc.Warmup, sc.Duration)
+	cal.events(on, simOn, offered)
 	cal.decisions(on, res, sc)
 	return cal, nil
 }
@@ -241,36 +244,108 @@ func (c *Calibration) bins(real, sim []Point, warmup, d time.Duration) {
 	}
 }
 
-// decisions compares what the policy-on runs decided from the scenario's first event after the
-// warm-up: counts per operator kind, the join's time and the mean interval between its moves, and
-// the sequence. A real report keeps a decision log only for joins (RealJoin.Timeline).
-func (c *Calibration) decisions(on *RealRun, res *Result, sc Scenario) {
-	if on.Join == nil {
-		c.Sequence.FirstDifference = -1
-		return
+// dec is one decision of a run's log, timed from the scenario's first event after the warm-up.
+type dec struct {
+	at                 float64
+	policy, kind, what string
+	ok                 bool    // it succeeded
+	took               float64 // proposal to its final status (simulated runs only; -1: unknown)
+}
+
+// realDecisions are the real policy-on run's decisions from the scenario's first event at start (s):
+// the run's decision log, or, in reports written before runs recorded one, the join's timeline.
+func realDecisions(on *RealRun, start float64) []dec {
+	var out []dec
+	add := func(at float64, d RealDecision) {
+		if at < start-0.05 { // the log rounds to a tenth
+			return
+		}
+		k := kindOf(d.Operator)
+		out = append(out, dec{at: at - start, policy: d.Policy, kind: k, what: d.Policy + " " + k + noteOf(d.Operator),
+			ok: d.Status == decisions.StatusSucceeded, took: -1})
 	}
-	start := epoch.Add(sc.Warmup)
-	for _, e := range sc.Events {
-		if e.At > sc.Warmup {
-			start = epoch.Add(e.At)
-			break
+	switch {
+	case len(on.Decisions) > 0:
+		for _, d := range on.Decisions {
+			add(d.AtS, d)
+		}
+	case on.Join != nil:
+		for _, d := range on.Join.Timeline {
+			add(on.Join.JoinStartS+d.AtS, d)
 		}
 	}
-	type dec struct {
-		at         float64
-		kind, what string
-	}
-	var real, sim []dec
-	for _, s := range on.Join.Timeline {
-		real = append(real, dec{at: s.AtS, kind: kindOf(s.Operator), what: s.Policy + " " + kindOf(s.Operator) + noteOf(s.Operator)})
-	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].at < out[j].at })
+	return out
+}
+
+// simDecisions are the simulated policy-on run's decisions from the scenario's first event.
+func simDecisions(res *Result, start time.Time) []dec {
+	var out []dec
 	for _, d := range res.Decisions[0] {
 		if d.Time.Before(start) {
 			continue
 		}
-		sim = append(sim, dec{at: d.Time.Sub(start).Seconds(), kind: d.Kind, what: d.Policy + " " + d.Kind + noteOf(d.Operator)})
+		took := -1.0
+		if !d.Finished.IsZero() {
+			took = d.Finished.Sub(d.Time).Seconds()
+		}
+		out = append(out, dec{at: d.Time.Sub(start).Seconds(), policy: d.Policy, kind: d.Kind,
+			what: d.Policy + " " + d.Kind + noteOf(d.Operator), ok: d.Status == decisions.StatusSucceeded, took: took})
 	}
-	sort.SliceStable(real, func(i, j int) bool { return real[i].at < real[j].at })
+	return out
+}
+
+// firstEvent is the scenario's first event after the warm-up, from the run's start (the warm-up's
+// end if none).
+func firstEvent(sc Scenario) time.Duration {
+	for _, e := range sc.Events {
+		if e.At > sc.Warmup {
+			return e.At
+		}
+	}
+	return sc.Warmup
+}
+
+// events compares the policy-on runs' events: how long each task event of the same action took
+// (a decommission: until the node held no replica), and after each leader killed, the seconds until
+// throughput was back to half the offered load (the election and the clients finding the new leader).
+func (c *Calibration) events(on *RealRun, sim RunReport, offered float64) {
+	for _, re := range on.Events {
+		var se *EventMark
+		for i := range sim.Events {
+			if sim.Events[i].Label == re.Label && math.Abs(sim.Events[i].T-re.T) < 1 {
+				se = &sim.Events[i]
+				break
+			}
+		}
+		if se == nil {
+			continue
+		}
+		if re.Task && se.Task && !re.Unfinished && !se.Unfinished {
+			c.figure(re.Label+": time to finish (s)", re.EndT-re.T, se.EndT-se.T, re.What)
+		}
+		if re.Label == string(KillLeader) {
+			c.figure("kill leader: seconds below half the offered load", belowHalf(on.Series, re.T, offered),
+				belowHalf(sim.Series, se.T, offered), "from the kill to the first second at half the load before it")
+		}
+	}
+}
+
+// belowHalf counts the seconds of series after at until the first that served half of offered.
+func belowHalf(series []Point, at, offered float64) float64 {
+	for _, p := range series {
+		if p.T > at && float64(p.Ops) >= offered/2 {
+			return math.Max(0, p.T-1-at)
+		}
+	}
+	return 0
+}
+
+// decisions compares what the policy-on runs decided from the scenario's first event after the
+// warm-up: counts and durations per operator kind, the join's figures, and the sequence.
+func (c *Calibration) decisions(on *RealRun, res *Result, sc Scenario) {
+	first := firstEvent(sc)
+	real, sim := realDecisions(on, first.Seconds()), simDecisions(res, epoch.Add(first))
 	count := func(ds []dec) map[string]int {
 		m := map[string]int{}
 		for _, d := range ds {
@@ -292,10 +367,73 @@ func (c *Calibration) decisions(on *RealRun, res *Result, sc Scenario) {
 	for _, k := range kinds {
 		c.figure("decisions: "+k, float64(rc[k]), float64(scount[k]), "")
 	}
+	for _, k := range kinds {
+		if k == "note" {
+			continue
+		}
+		rm, rn := meanDuration(real, k)
+		sm, sn := meanDuration(sim, k)
+		if rn == 0 && sn == 0 {
+			continue
+		}
+		tm, tn := trueDuration(sim, k)
+		c.figure(k+": mean duration (s)", rm, sm, fmt.Sprintf("to the policy's next decision, over %d real and %d simulated; "+
+			"simulated proposal to success %.3f s over %d", rn, sn, tm, tn))
+	}
+	if on.Join != nil {
+		c.joinFigures(on, real, sim)
+	}
+	c.sequence(real, sim)
+}
+
+// meanDuration is the mean time of the succeeded operators of kind k, each from its proposal to its
+// policy's next decision: a sequential policy (incremental_join, decommission) proposes its next
+// operator once the last one ended, so that interval is the operator's time plus a round's delay.
+// The log carries no end times (a real report keeps proposals and final statuses only); the
+// simulated runs' are derived the same way, their true times given beside.
+func meanDuration(ds []dec, k string) (float64, int) {
+	var sum float64
+	var n int
+	for i, d := range ds {
+		if d.kind != k || !d.ok {
+			continue
+		}
+		for _, next := range ds[i+1:] {
+			if next.policy == d.policy {
+				sum += next.at - d.at
+				n++
+				break
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / float64(n), n
+}
+
+// trueDuration is the mean time from proposal to success of the simulated operators of kind k.
+func trueDuration(ds []dec, k string) (float64, int) {
+	var sum float64
+	var n int
+	for _, d := range ds {
+		if d.kind == k && d.ok && d.took >= 0 {
+			sum += d.took
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / float64(n), n
+}
+
+// joinFigures are the join's time and the mean interval between its moves.
+func (c *Calibration) joinFigures(on *RealRun, real, sim []dec) {
 	moveGap := func(ds []dec) float64 {
 		var at []float64
 		for _, d := range ds {
-			if d.kind == operator.KindMoveReplica {
+			if d.kind == operator.KindMoveReplica && d.policy == policy.NameJoin {
 				at = append(at, d.at)
 			}
 		}
@@ -321,6 +459,10 @@ func (c *Calibration) decisions(on *RealRun, res *Result, sc Scenario) {
 		return to - from
 	}
 	c.figure("join: time to complete (s)", on.Join.JoinS, joinTime(sim), "")
+}
+
+// sequence sets the first decisions of both logs side by side.
+func (c *Calibration) sequence(real, sim []dec) {
 	c.Sequence = Sequence{FirstDifference: -1}
 	for i := 0; i < sequenceLength && (i < len(real) || i < len(sim)); i++ {
 		var r, s string
@@ -351,20 +493,36 @@ func kindOf(op string) string {
 	return "note"
 }
 
-// noteOf names a join note by its last word ("n4 partially joined" → " (joined)"), so that the
-// sequences compare notes by what they say, not by node.
+// noteOf names a note by what it says without its node ("n4 partially joined" → " (partially
+// joined)", "mark n3 decommissioned" → " (mark decommissioned)"), so that the sequences compare
+// notes by what they say, not by node.
 func noteOf(op string) string {
 	if kindOf(op) != "note" {
 		return ""
 	}
-	f := strings.Fields(op)
-	if len(f) == 0 {
+	var words []string
+	for _, w := range strings.Fields(op) {
+		if !isNodeName(w) {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
 		return ""
 	}
-	if len(f) > 2 {
-		return " (" + strings.Join(f[1:], " ") + ")"
+	return " (" + strings.Join(words, " ") + ")"
+}
+
+// isNodeName reports whether w is a node's name: "n" and digits.
+func isNodeName(w string) bool {
+	if len(w) < 2 || w[0] != 'n' {
+		return false
 	}
-	return " (" + f[len(f)-1] + ")"
+	for _, r := range w[1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteText prints the comparison: settings, one line per figure, the bins and the sequences.

@@ -79,6 +79,7 @@ func TestKindOfAndNoteOf(t *testing.T) {
 		{"n4 joining", "note", " (joining)"},
 		{"n4 partially joined", "note", " (partially joined)"},
 		{"n4 joined", "note", " (joined)"},
+		{"mark n3 decommissioned", "note", " (mark decommissioned)"},
 	} {
 		if k, n := kindOf(tc.op), noteOf(tc.op); k != tc.kind || n != tc.note {
 			t.Errorf("%q: kind %q note %q, want %q %q", tc.op, k, n, tc.kind, tc.note)

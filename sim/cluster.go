@@ -186,6 +186,7 @@ type clusterSpec struct {
 	gatherLeaders     bool // every user range led by the first node
 	replicaReads      bool // reads served at every replica (Cluster.replicaReads)
 	learners          int  // learners every user range starts with (uniform read replicas)
+	empty             int  // the last nodes that start without replicas
 }
 
 func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluster {
@@ -202,6 +203,7 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 	}
 	c.ranges[metaRangeID] = c.meta
 	c.nextRID = metaRangeID
+	holding := max(spec.nodes-spec.empty, rf)
 	for i := 0; i < spec.ranges; i++ {
 		c.nextRID++
 		r := &simRange{id: c.nextRID, lo: int64(i) * spec.records / int64(spec.ranges),
@@ -213,10 +215,10 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 			r.end = workload.Key(r.hi)
 		}
 		for k := 0; k < rf; k++ {
-			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%spec.nodes + 1)})
+			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%holding + 1)})
 		}
-		for k := rf; k < min(rf+spec.learners, spec.nodes); k++ {
-			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%spec.nodes + 1), Learner: true})
+		for k := rf; k < min(rf+spec.learners, holding); k++ {
+			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%holding + 1), Learner: true})
 		}
 		r.leader = r.reps[0].Node
 		if spec.gatherLeaders {
@@ -753,6 +755,21 @@ func (c *Cluster) restart(id uint64) {
 			c.elect(r)
 		}
 	}
+}
+
+// userReplicas counts the user ranges with a replica on node id.
+func (c *Cluster) userReplicas(id uint64) int {
+	n := c.node(id)
+	if n == nil {
+		return 0
+	}
+	k := 0
+	for _, r := range n.reps {
+		if !r.system {
+			k++
+		}
+	}
+	return k
 }
 
 func (c *Cluster) sortedReps(n *simNode) []*simRange {

@@ -58,7 +58,7 @@ func TestDecisionsUnchanged(t *testing.T) {
 
 var goldenHashes = map[string]string{
 	"compaction":   "fe4149e4aaa29d38f994823016ddaa5f8f1a037d4afe19e7047cd93573b9240e",
-	"decommission": "f7443ce9bcd3d2b6360c22dd4c6d00e6e2dd4704ccf264755c773e1e7b8dc3f5",
+	"decommission": "efccbc39e429de57d5e5a8ece650d0b737fb63afcf9d1d1e55555cd4961d37db",
 	"drain":        "9f33ee19db5e9728478fe984d93c2ef3d96b172abdcf9acefd16a202e8956826",
 	"hotspot":      "a8b3876dad5f3181669b832b460cf3076d8097551ef1721e6ed42e7e1919bae9",
 	"join":         "2f84a59108dfb297a0125bc3ac35f44a51d83f13342e5bab4eb58b19f5b21041",

@@ -9,7 +9,8 @@ import (
 )
 
 // RealReport is what calibration reads of a real run's report.json (bench/scenario's Report): the
-// settings that size the simulated run and, per run, its summary, series, events and join record.
+// settings that size the simulated run and, per run, its summary, series, events, decision log and
+// join record.
 // The per-run types are the shared leaf's (bench/report); the report's envelope is declared here,
 // as bench/scenario's carries settings of the node layers (emulated disks) the simulator must not
 // import (TestImportsNoNodeLayer).
@@ -39,6 +40,9 @@ type RealRun struct {
 	Series   []Point     `json:"series"`
 	Events   []EventMark `json:"events"`
 	Join     *RealJoin   `json:"join"`
+	// Decisions are the autopilot's decisions proposed during the measured workload, at their time
+	// from its start (empty in reports written before runs recorded them: then the join's timeline).
+	Decisions []RealDecision `json:"decisions"`
 }
 
 // Label is the run's variant, or policy=on/off.
@@ -51,6 +55,9 @@ func (r RealRun) Label() string {
 	}
 	return "policy=off"
 }
+
+// RealDecision is one entry of a real run's decision log, at its time from a reference.
+type RealDecision = report.Decision
 
 // RealJoin is a real join's record (the join scenario's score): when it started and took, and the
 // decisions made from its start.

@@ -147,9 +147,10 @@ type run struct {
 	ap   *autopilot.Autopilot
 	end  time.Time
 
-	tasks   []*task
-	killed  []uint64
-	taskSeq uint64
+	tasks    []*task
+	emptying []emptying
+	killed   []uint64
+	taskSeq  uint64
 
 	pending, wantReactive bool      // a wake is scheduled; it is to run a reactive round
 	last                  time.Time // the last snapshot the executor reconciled on
@@ -169,7 +170,7 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 	}
 	spec := clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3,
 		records: int64(sc.Ranges) * sc.RecordsPerRange, valueBytes: sc.ValueBytes, dist: dist, rate: rate,
-		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders, replicaReads: sc.ReplicaReads}
+		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders, replicaReads: sc.ReplicaReads, empty: sc.Empty}
 	if !on {
 		spec.learners = sc.OffLearners
 	}
@@ -257,8 +258,13 @@ func (r *run) wake(reactive bool) {
 	})
 }
 
-func (r *run) scheduleReconcile() { r.wake(false) }
-func (r *run) scheduleReactive()  { r.wake(true) }
+func (r *run) scheduleReconcile() {
+	if len(r.emptying) > 0 {
+		r.endTasks()
+	}
+	r.wake(false)
+}
+func (r *run) scheduleReactive() { r.wake(true) }
 
 func (r *run) decide(e decisions.Entry) {
 	r.decided = append(r.decided, Decision{Entry: e, Finished: r.loop.Now()})
@@ -321,8 +327,31 @@ func (r *run) fire(e Event) {
 	if err != nil {
 		mark.Error = err.Error()
 	}
-	mark.Task = e.Do == Compaction
+	mark.Task = e.Do == Compaction || e.Do == Decommission
+	mark.Unfinished = e.Do == Decommission && err == nil // until endTasks sees the node empty
 	r.events = append(r.events, mark)
+}
+
+// emptying is a decommission event waiting for its node to hold no user replica.
+type emptying struct {
+	node        uint64
+	event, held int
+}
+
+// endTasks ends the decommission events whose nodes hold no user replica any more (checked when a
+// step lands, as the real runner polls the node).
+func (r *run) endTasks() {
+	out := r.emptying[:0]
+	for _, e := range r.emptying {
+		if r.c.userReplicas(e.node) > 0 {
+			out = append(out, e)
+			continue
+		}
+		m := &r.events[e.event]
+		m.EndT, m.Unfinished = r.loop.Now().Sub(epoch).Seconds(), false
+		m.What += fmt.Sprintf(": %d replicas moved off in %.1fs", e.held, m.EndT-m.T)
+	}
+	r.emptying = out
 }
 
 func (r *run) do(e Event) (string, error) {
@@ -356,8 +385,19 @@ func (r *run) do(e Event) (string, error) {
 		r.scheduleReactive() // a new node's first load report pokes the autopilot
 		return fmt.Sprintf("n%d..n%d", first, len(c.nodes)), nil
 	case Decommission:
-		n := c.nodes[len(c.nodes)-1]
+		// As bench/scenario's: the last node holding user replicas; the event lasts until it
+		// holds none (endTasks).
+		var n *simNode
+		for _, x := range c.nodes {
+			if x.up && !x.gone && c.userReplicas(x.id) > 0 {
+				n = x
+			}
+		}
+		if n == nil {
+			return "", fmt.Errorf("no live node holds a user replica")
+		}
 		n.decomm = true
+		r.emptying = append(r.emptying, emptying{node: n.id, event: len(r.events), held: c.userReplicas(n.id)})
 		return fmt.Sprintf("n%d", n.id), nil
 	case Drain:
 		id := r.busiest()

@@ -33,8 +33,10 @@ type Scenario struct {
 	HotOps     float64
 	Duration   time.Duration
 	Warmup     time.Duration
-	// GatherLeaders starts with every user range led by the first node.
+	// GatherLeaders starts with every user range led by the first node. Empty is how many of the
+	// last nodes start with no replica (a node added before the data, rebalance off).
 	GatherLeaders bool
+	Empty         int
 	// ReplicaReads: clients read at any replica, a learner too (client.ReplicaRead), each replica
 	// taking an equal part of its range's reads. OffLearners is the learners every user range starts
 	// with in the policy-off run: uniform read replicas, the baseline of read_replicas.
@@ -59,7 +61,8 @@ const (
 	Restart    Action = "restart"
 	// JoinNodes adds N nodes (N < 1: that fraction of the nodes, rounded up).
 	JoinNodes Action = "nodes join"
-	// Decommission marks the last node decommissioning; Drain the node leading most ranges draining.
+	// Decommission marks the last node holding user replicas decommissioning (a task until it holds
+	// none); Drain the node leading most ranges draining.
 	Decommission Action = "decommission"
 	Drain        Action = "drain"
 	// Compaction starts a heavy task of N seconds on the node leading most user ranges.
@@ -97,10 +100,11 @@ var scenarios = []Scenario{
 		Duration: 120 * time.Second, Warmup: 10 * time.Second, Policy: policy.NameJoin, Pin: noMoves,
 		Params: func(p *Params) { p.SnapshotSendRate, p.SnapshotRecvRate = joinLink, joinLink },
 		Events: []Event{{At: 30 * time.Second, Do: JoinNodes, N: 1}}},
-	{Name: "decommission", Description: "4 nodes, 24 ranges; at t=10s the 4th node is decommissioned; policy decommission",
-		Nodes: 4, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
-		Duration: 120 * time.Second, Policy: policy.NameDecommission, Pin: noMoves,
-		Events: []Event{{At: 10 * time.Second, Do: Decommission}}},
+	{Name: "decommission", Description: "4 nodes, 24 ranges, 144k records, YCSB 90/10 zipfian; at t=20s n3, the last node holding user replicas, " +
+		"is decommissioned, its 24 replicas moving to the empty n4; policy decommission",
+		Nodes: 4, Empty: 1, Ranges: 24, RecordsPerRange: 144000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
+		Duration: 80 * time.Second, Warmup: 8 * time.Second, Policy: policy.NameDecommission, Pin: noMoves,
+		Events: []Event{{At: 20 * time.Second, Do: Decommission}}},
 	{Name: "drain", Description: "3 nodes, 24 ranges; at t=10s the node leading most ranges drains; policy drain",
 		Nodes: 3, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
 		Duration: 60 * time.Second, Policy: policy.NameDrain, Pin: noMoves,
