@@ -50,7 +50,8 @@ func (c HotspotOffloadConfig) withDefaults() HotspotOffloadConfig {
 // utilization (the busier of CPU and disk) at least 80 % and 1.3× the cluster's mean, for Sustain
 // rounds. Each hot spot is an episode: the ranges the node led with load when it was detected, its
 // penalty P = Σ max(0, p99 − SLO) over 500 ms of the cluster's requests while it lasts, and its end
-// when those ranges' load falls below half of what it was. The first Explore episodes are measured
+// when those ranges' load falls below half of what it was (or, when it was left alone, when the
+// node is no longer hot). The first Explore episodes are measured
 // alternately without and with the offload; from then on the break-even is fitted online from the
 // last measured episodes (hotspot.Fit, at most 5 points) and a hot spot is offloaded once its
 // predicted duration (hotspot.PredictDuration, from the past episodes) exceeds it. Offloading moves
@@ -79,6 +80,7 @@ type episode struct {
 	ranges   []uint64  // the node's led ranges with load at detection
 	load     float64   // their load at detection, ops/s
 	cool     int       // rounds in a row their load was below half of it
+	calm     int       // rounds in a row the node, left alone, was not hot
 	explore  bool      // measured for the fit: act is fixed
 	act      bool      // offload (decided, or fixed while exploring)
 	acted    bool      // an operator was proposed
@@ -235,7 +237,15 @@ func (p *HotspotOffload) measure(c *model.Cluster, p99 time.Duration) {
 		} else {
 			e.cool = 0
 		}
-		if e.cool >= 2 {
+		// A node left alone that is no longer hot has no hot spot left, whatever its ranges' load
+		// (an alarm its load did not bear out); one offloaded is cooler because of it, and its hot
+		// spot lasts as long as the load on the ranges it led.
+		if !e.acted && !p.det.Hot(node) {
+			e.calm++
+		} else {
+			e.calm = 0
+		}
+		if e.cool >= 2 || e.calm >= p.cfg.Sustain {
 			p.end(c, node, e)
 		}
 	}
@@ -296,6 +306,13 @@ func (p *HotspotOffload) decide(c *model.Cluster, v *view, util map[uint64]float
 	be, fit := p.BreakEven()
 	predicted := hotspot.PredictDuration(age, p.past)
 	var why string
+	// A fixed mode holds from the round it is set, for the episodes already open too.
+	switch p.currentMode() {
+	case ModeAct:
+		e.explore, e.act = true, true
+	case ModeObserve:
+		e.explore, e.act = true, false
+	}
 	switch {
 	case e.explore && !e.act:
 		if !e.noted {
@@ -357,9 +374,9 @@ func (p *HotspotOffload) offload(c *model.Cluster, v *view, util map[uint64]floa
 	if !long {
 		return nil
 	}
-	held := v.candidatesIn(c.RangesOf(node), func(r *model.Range) bool { return r.QPS() > 0 })
-	slices.SortStableFunc(held, func(a, b *model.Range) int { return cmp.Compare(b.QPS(), a.QPS()) })
-	for _, r := range held {
+	// The replicas whose load the node serves: those of the ranges it leads (the move takes the
+	// leadership along). A follower's replica costs it little, and moving it relieves nothing.
+	for _, r := range led {
 		var others []uint64
 		for id := range util {
 			if !r.HasReplica(id) {

@@ -3,25 +3,29 @@ package hotspot
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // experiment is one cluster's run.
 type experiment struct {
-	o       Options
-	c       *benchutil.Cluster
-	cl      *client.Client
-	w       *workload
-	hot     []int            // the hot prefix's ranges (indexes)
-	hotNode uint64           // the node leading them
-	ids     map[int]uint64   // range index → range id
-	voters  map[int][]uint64 // range index → its voters
-	leader  map[int]uint64   // the leader each range is placed on before a hot spot
+	o        Options
+	c        *benchutil.Cluster
+	cl       *client.Client
+	w        *workload
+	hot      []int            // the hot prefix's ranges (indexes)
+	hotNode  uint64           // the node leading them
+	metaNode uint64           // the meta range's leader (the autopilot's node)
+	ids      map[int]uint64   // range index → range id
+	voters   map[int][]uint64 // range index → its voters
+	leader   map[int]uint64   // the leader each range is placed on before a hot spot
 }
 
 // setUp waits for replication, holds the placement still (every placing policy off but
@@ -82,6 +86,17 @@ func (x *experiment) pickHot(ctx context.Context) error {
 	}
 	x.ids, x.voters, x.leader = map[int]uint64{}, map[int][]uint64{}, map[int]uint64{}
 	held := map[uint64]int{}
+	// The meta range's leader runs the autopilot, whose reads of the meta range keep its small
+	// cache's disk busy: it is neither the hot node nor given leaderships.
+	all, err := x.cl.Ranges(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range all {
+		if r.GetDesc().GetRangeId() == 1 {
+			x.metaNode = r.GetLeaderNodeId()
+		}
+	}
 	for _, r := range rs {
 		for i := 0; i < x.o.Ranges; i++ {
 			if string(r.GetDesc().GetStartKey()) == string(rangeStart(i)) {
@@ -99,11 +114,21 @@ func (x *experiment) pickHot(ctx context.Context) error {
 		return fmt.Errorf("found %d of the %d ranges", len(x.ids), x.o.Ranges)
 	}
 	for n, k := range held {
+		if n == x.metaNode {
+			continue
+		}
 		if x.hotNode == 0 || k > held[x.hotNode] || k == held[x.hotNode] && n < x.hotNode {
 			x.hotNode = n
 		}
 	}
 	leads := map[uint64]int{}
+	// rank orders a range's candidate leaders: the meta range's leader last, then by leaderships.
+	rank := func(n uint64) int {
+		if n == x.metaNode {
+			return 1 << 20
+		}
+		return leads[n]
+	}
 	for i := 0; i < x.o.Ranges; i++ {
 		if len(x.hot) < x.o.HotRanges && slices.Contains(x.voters[i], x.hotNode) {
 			x.hot = append(x.hot, i)
@@ -112,7 +137,7 @@ func (x *experiment) pickHot(ctx context.Context) error {
 		}
 		var best uint64
 		for _, v := range x.voters[i] {
-			if v != x.hotNode && (best == 0 || leads[v] < leads[best]) {
+			if v != x.hotNode && (best == 0 || rank(v) < rank(best)) {
 				best = v
 			}
 		}
@@ -132,10 +157,15 @@ func (x *experiment) place(ctx context.Context) error {
 		ok := true
 		for _, r := range rs {
 			for i, id := range x.ids {
-				if r.GetDesc().GetRangeId() == id && r.GetLeaderNodeId() != x.leader[i] {
-					ok = false
-					_ = x.cl.TransferLeader(ctx, id, x.leader[i])
+				if r.GetDesc().GetRangeId() != id || r.GetLeaderNodeId() == x.leader[i] {
+					continue
 				}
+				ok = false
+				if !hasVoter(r.GetDesc(), x.leader[i]) {
+					x.replaceVoter(ctx, r, x.leader[i]) // the offload moved the replica away
+					continue
+				}
+				_ = x.cl.TransferLeader(ctx, id, x.leader[i])
 			}
 		}
 		return ok
@@ -162,7 +192,9 @@ func (x *experiment) setMode(m policy.HotspotMode) error {
 func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.HotspotMode) (Arm, error) {
 	name := map[policy.HotspotMode]string{policy.ModeObserve: "off", policy.ModeAct: "on", policy.ModeAuto: "auto"}[mode]
 	a := Arm{Mode: name, DurationS: d.Seconds(), DetectedS: -1}
-	if err := x.setMode(mode); err != nil {
+	// Observing while the placement is restored and the cluster rests: a false alarm in between
+	// must not move what place puts back.
+	if err := x.setMode(policy.ModeObserve); err != nil {
 		return a, err
 	}
 	if err := x.place(ctx); err != nil {
@@ -171,16 +203,31 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	if err := sleep(ctx, x.o.Gap); err != nil {
 		return a, err
 	}
-	start := time.Now()
-	x.w.setHot(true)
-	if err := sleep(ctx, d); err != nil {
+	if err := x.setMode(mode); err != nil {
 		return a, err
 	}
+	before := x.deviceStats()
+	start := time.Now()
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan [][]float64, 1)
+	go func() { sampled <- x.sampleBusy(sctx) }()
+	x.w.setHot(true)
+	err := sleep(ctx, d)
 	x.w.setHot(false)
-	if err := sleep(ctx, x.o.Tail); err != nil {
+	if err == nil {
+		err = sleep(ctx, x.o.Tail)
+	}
+	stopSampling()
+	a.NodeBusy = <-sampled
+	if err != nil {
 		return a, err
 	}
 	end := time.Now()
+	el := end.Sub(start).Seconds()
+	for i, st := range x.deviceStats() {
+		a.NodeReadOps = append(a.NodeReadOps, math.Round(float64(st.ReadOps-before[i].ReadOps)/el))
+		a.NodeWriteOps = append(a.NodeWriteOps, math.Round(float64(st.WriteOps-before[i].WriteOps)/el))
+	}
 	a.WindowP99Ms, a.Reads, a.Errors = x.w.windows(start, end)
 	for _, p := range a.WindowP99Ms {
 		a.PenaltyMs += max(0, p-float64(x.o.SLO.Microseconds())/1000)
@@ -218,4 +265,69 @@ func (x *experiment) readDecisions(ctx context.Context, a *Arm, from, to time.Ti
 		a.Decisions = append(a.Decisions, fmt.Sprintf("+%.1fs %s %s [%s]: %s", at.Sub(from).Seconds(), e.Operator, "", e.Status, e.Reason))
 	}
 	return nil
+}
+
+// sampleBusy reads every node's reported utilization (the busier of CPU and disk, as the policy
+// sees it) each second until ctx ends: one row per second, one column per node id.
+func (x *experiment) sampleBusy(ctx context.Context) [][]float64 {
+	var rows [][]float64
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return rows
+		case <-t.C:
+		}
+		ns, err := x.cl.Nodes(ctx)
+		if err != nil {
+			continue
+		}
+		row := make([]float64, x.o.Nodes)
+		for _, n := range ns {
+			if id := n.GetDesc().GetNodeId(); id >= 1 && int(id) <= len(row) {
+				st := n.GetStats()
+				u := st.GetDiskBusy()
+				if st.GetCpuCores() > 0 {
+					u = max(u, st.GetCpuPercent()/(100*st.GetCpuCores()))
+				}
+				row[id-1] = math.Round(100*min(u, 1)) / 100
+			}
+		}
+		rows = append(rows, row)
+	}
+}
+
+// deviceStats is every node's emulated-disk counters, n1 first.
+func (x *experiment) deviceStats() []emudisk.Stats {
+	out := make([]emudisk.Stats, x.c.Len())
+	for i := range out {
+		out[i] = x.c.DeviceStats(i)
+	}
+	return out
+}
+
+// hasVoter reports whether node holds a voter of the range.
+func hasVoter(d *pb.RangeDescriptor, node uint64) bool {
+	for _, r := range d.GetReplicas() {
+		if r.GetNodeId() == node && !r.GetLearner() {
+			return true
+		}
+	}
+	return false
+}
+
+// replaceVoter gives the range a voter on node in place of one of its followers (one joint change),
+// so that its planned leader can lead it again.
+func (x *experiment) replaceVoter(ctx context.Context, r *pb.RangeStatus, node uint64) {
+	var out uint64
+	for _, rep := range r.GetDesc().GetReplicas() {
+		if id := rep.GetNodeId(); !rep.GetLearner() && id != r.GetLeaderNodeId() {
+			out = id
+		}
+	}
+	if out == 0 {
+		return
+	}
+	_, _ = x.c.Node(0).KV.RelocateReplica(ctx, &pb.RelocateReplicaRequest{RangeId: r.GetDesc().GetRangeId(), AddNodeId: node, RemoveNodeId: out})
 }

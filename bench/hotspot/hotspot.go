@@ -32,9 +32,9 @@ type Options struct {
 	HotRanges    int   // ranges of the hot prefix, all led by one node; default 3
 	KeysPerRange int   // default 1000
 	ValueBytes   int   // default 1024
-	CacheBytes   int64 // each node's block cache; default 1 MiB, so reads reach the disk
-	IOPS         int   // each node's emulated disk; default 500
-	Rate         int   // reads per second of each range at rest; default 20
+	CacheBytes   int64 // each node's block cache; default 2 MiB, so reads reach the disk
+	IOPS         int   // each node's emulated disk; default 1000
+	Rate         int   // reads per second of each range at rest; default 15
 	Factor       float64
 	// Durations of the hot spots; default 2, 5, 15 and 60 s.
 	Durations []time.Duration
@@ -57,10 +57,10 @@ func (o Options) withDefaults() Options {
 	def(&o.HotRanges, 3)
 	def(&o.KeysPerRange, 1000)
 	def(&o.ValueBytes, 1024)
-	def(&o.IOPS, 500)
-	def(&o.Rate, 20)
+	def(&o.IOPS, 1000)
+	def(&o.Rate, 15)
 	if o.CacheBytes <= 0 {
-		o.CacheBytes = 1 << 20
+		o.CacheBytes = 2 << 20
 	}
 	if o.Factor <= 1 {
 		o.Factor = 10
@@ -102,6 +102,13 @@ type Arm struct {
 	// Operators are the offload's operators in the arm; Decisions the policy's log lines.
 	Operators int      `json:"operators"`
 	Decisions []string `json:"decisions"`
+	// NodeBusy is each node's utilization as its heartbeats reported it, a row a second from the
+	// hot spot's start (node n1 first).
+	NodeBusy [][]float64 `json:"node_busy"`
+	// NodeReadOps and NodeWriteOps are each node's emulated-disk operations per second over the
+	// hot spot and its tail (n1 first).
+	NodeReadOps  []float64 `json:"node_read_ops_per_sec"`
+	NodeWriteOps []float64 `json:"node_write_ops_per_sec"`
 }
 
 // Result is one duration's arms and the verdict on the online choice.
@@ -133,8 +140,10 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 	rep := Report{Options: o}
 	rep.Options.Progress = nil
 	rep.LoadAvg = append(rep.LoadAvg, loadAvg())
+	// Operations, not bandwidth, bound the emulated disk: a node's utilization is then its reads'
+	// share of its IOPS, and a hot spot's load is what makes a node busy.
 	dev := scenario.DefaultDevice
-	dev.IOPS = o.IOPS
+	dev.IOPS, dev.ReadBytesPerSec = o.IOPS, 1<<30
 	cfg := benchutil.NodeConfig{Autopilot: autopilot.Config{Policies: policy.Config{Hotspot: policy.HotspotOffloadConfig{SLO: o.SLO}}}}
 	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20, Device: &dev, Config: cfg})
 	if err != nil {

@@ -1,0 +1,40 @@
+package hotspot
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestShortRun runs the experiment at a small scale (one 4-s hot spot): every arm covers the hot
+// spot and its tail in 500 ms windows and served reads, and the online choice is judged against
+// the penalties measured. It checks the experiment's mechanics, not the offload's figures.
+func TestShortRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 5-node cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	o := Options{Ranges: 6, KeysPerRange: 200, Durations: []time.Duration{4 * time.Second}, Gap: 3 * time.Second,
+		Tail: 2 * time.Second, Progress: func(s string) { t.Log(s) }}
+	rep, err := Run(ctx, t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 {
+		t.Fatalf("%d results, want 1", len(rep.Results))
+	}
+	r := rep.Results[0]
+	for _, a := range []Arm{r.Off, r.On, r.Auto} {
+		if len(a.WindowP99Ms) != 12 || a.Reads == 0 {
+			t.Errorf("%s: %d windows (want 12: 4 s + 2 s of 500 ms), %d reads", a.Mode, len(a.WindowP99Ms), a.Reads)
+		}
+		t.Logf("%s: penalty %.0f ms, detected %.1f s, %d operators, decisions %q, busy %v, read ops/s %v, write ops/s %v", a.Mode, a.PenaltyMs, a.DetectedS, a.Operators, a.Decisions, a.NodeBusy, a.NodeReadOps, a.NodeWriteOps)
+	}
+	if r.Off.Operators != 0 {
+		t.Errorf("off: %d operators, want none (the policy only observes)", r.Off.Operators)
+	}
+	if r.Correct != (r.Pays == r.Chose) {
+		t.Errorf("correct %v with pays %v and chose %v", r.Correct, r.Pays, r.Chose)
+	}
+}
