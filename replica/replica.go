@@ -545,14 +545,31 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 		return e
 	}
 	if r.leaseReadLocked(time.Now()) {
-		r.mu.Unlock()
 		r.store.leaseReads.Add(1)
-		return nil
+		commit := r.rn.BasicStatus().GetCommit()
+		if r.applied >= commit {
+			r.mu.Unlock()
+			return nil
+		}
+		// A follower learns of a commit as soon as the leader does, may apply the entry first and
+		// serve a read that sees it (a replica read, whose read index is older): a read under the
+		// lease waits for the leader's own commit index, so it is never older than what another
+		// replica has already shown.
+		b := &readBatch{index: commit, done: make(chan struct{})}
+		r.readsWait = append(r.readsWait, b)
+		r.mu.Unlock()
+		r.store.markReady(r)
+		return r.awaitRead(ctx, b)
 	}
 	r.store.readIndexReads.Add(1)
 	b := r.queueReadLocked()
 	r.mu.Unlock()
 	r.store.markReady(r)
+	return r.awaitRead(ctx, b)
+}
+
+// awaitRead waits for a read batch: released once applied far enough, or failed.
+func (r *Replica) awaitRead(ctx context.Context, b *readBatch) error {
 	select {
 	case <-b.done:
 		if b.err != nil {
