@@ -3,7 +3,8 @@
 // empty a decommissioning node (decommission), move leaderships off a draining node (drain), split ranges
 // by load (load_split), merge small cold neighbours (merge), even out replicas, bytes, leaderships and
 // served load across nodes (rebalance), move leaderships off a node before its heavy background task
-// (shed_leadership), bring a new node in range by range (incremental_join), carry the read hints
+// (shed_leadership), bring a new node in range by range (incremental_join), lead ranges in the zone
+// an operator prefers (lease_preference), carry the read hints
 // switch (read_hints), and (off by default) add read replicas (read_replicas), offload hot spots
 // (hotspot_offload), give node groups engine profiles that suit their ranges (node_profiles) and pack
 // leaderships by predicted resource usage (usage_balance). A Registry keeps them in priority order with an on/off switch each
