@@ -90,9 +90,20 @@ func (o Options) Defaults() Options {
 	if o.ScanRows <= 0 {
 		o.ScanRows = 100
 	}
-	if !o.Device.Enabled() {
-		o.Device = emudisk.Options{NoPageCache: true, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20,
-			IOPS: 2000, Latency: 200 * time.Microsecond}
+	// An emulated disk without the page cache; each budget not given takes the scenarios' default.
+	d := &o.Device
+	d.NoPageCache = true
+	if d.ReadBytesPerSec <= 0 {
+		d.ReadBytesPerSec = 64 << 20
+	}
+	if d.WriteBytesPerSec <= 0 {
+		d.WriteBytesPerSec = 64 << 20
+	}
+	if d.IOPS <= 0 {
+		d.IOPS = 2000
+	}
+	if d.Latency <= 0 {
+		d.Latency = 200 * time.Microsecond
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
@@ -139,6 +150,9 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer e.stop()
+	if err := e.load(ctx); err != nil {
+		return nil, err
+	}
 	rep := &Report{Cores: runtime.NumCPU()}
 	cacheRecords := float64(o.CacheBytes) / float64(o.ValueBytes+32)
 	for _, h := range o.Hits {
@@ -223,10 +237,6 @@ func start(ctx context.Context, dir string, o Options) (*env, error) {
 	e := &env{o: o, c: c}
 	if e.cl, err = client.New(ctx, client.Config{Addrs: c.Addrs(), RequestTimeout: 10 * time.Second, MaxAttempts: 40}); err != nil {
 		c.Stop()
-		return nil, err
-	}
-	if err := e.load(ctx); err != nil {
-		e.stop()
 		return nil, err
 	}
 	return e, nil

@@ -62,3 +62,42 @@ func init() {
 	f.Float64SliceVar(&o.ValidateRates, "validate-rates", nil, "after training, the accuracy experiment at these offered rates (ops/s): uniform, zipfian, zipf-clustered and hotspot reads, a 50/50 read/write mix and a scan-heavy mix, each predicted against measured")
 	benchCmd.AddCommand(benchUsageTrainCmd)
 }
+
+var usageBalanceFlags usage.BalanceOptions
+
+var benchUsageBalanceCmd = &cobra.Command{
+	Use:   "usage-balance",
+	Short: "usage_balance against rebalance on two tenants that differ in cache behaviour",
+	Long: `The balancer experiment of the usage model (Cruz 2016, §6.3), on in-process nodes with emulated
+disks: a hot tenant reads a few thousand records that every cache holds, a cold tenant reads
+uniformly over records far larger than a cache; every cold range starts led by the first node (by
+QPS the idlest, by usage the busiest). Closed-loop clients of both tenants run through two arms of
+one run: rebalance alone (usage_balance off), then usage_balance on; each arm is measured after it
+settles. Prints JSON: each arm's throughput and p99 per tenant, the leaders by tenant and node, the
+nodes' predicted usage, and usage_balance's gain.`,
+	Example: "  flock /tmp/bench.lock shoal bench usage-balance",
+	Args:    cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		return inTempDir(func(dir string) (any, error) {
+			o := usageBalanceFlags
+			o.Progress = func(s string) { fmt.Fprintf(os.Stderr, "%s usage-balance: %s\n", time.Now().Format(time.TimeOnly), s) }
+			return usage.Balance(cmd.Context(), dir, o)
+		})
+	},
+}
+
+func init() {
+	f := benchUsageBalanceCmd.Flags()
+	o := &usageBalanceFlags
+	f.IntVar(&o.Nodes, "nodes", 3, "in-process nodes")
+	f.IntVar(&o.HotRecords, "hot-records", 2000, "records of the hot tenant")
+	f.IntVar(&o.ColdRecords, "cold-records", 30000, "records of the cold tenant")
+	f.IntVar(&o.Ranges, "ranges", 3, "ranges per tenant")
+	f.IntVar(&o.HotClients, "hot-clients", 8, "closed-loop clients of the hot tenant")
+	f.IntVar(&o.ColdClients, "cold-clients", 16, "closed-loop clients of the cold tenant")
+	f.Int64Var(&o.CacheBytes, "cache-bytes", 4<<20, "each node's block cache")
+	f.IntVar(&o.Device.IOPS, "iops", 400, "each node's emulated disk's operations per second")
+	f.DurationVar(&o.Settle, "settle", time.Minute, "each arm's run before its window")
+	f.DurationVar(&o.Window, "window", 30*time.Second, "each arm's measured window")
+	benchCmd.AddCommand(benchUsageBalanceCmd)
+}
