@@ -232,10 +232,21 @@ func (c *Client) Nodes(ctx context.Context) ([]*pb.NodeStatus, error) {
 
 // Ranges returns the status of every range in the cluster.
 func (c *Client) Ranges(ctx context.Context) ([]*pb.RangeStatus, error) {
+	return c.ranges(ctx, &pb.RangesRequest{})
+}
+
+// AppliedIndexes returns the status of the ranges named, as the answering node knows them, without
+// their size estimates: a poll of how far their replicas there have applied (0 where it holds
+// none).
+func (c *Client) AppliedIndexes(ctx context.Context, ids []uint64) ([]*pb.RangeStatus, error) {
+	return c.ranges(ctx, &pb.RangesRequest{RangeIds: ids, WithoutSizes: true})
+}
+
+func (c *Client) ranges(ctx context.Context, req *pb.RangesRequest) ([]*pb.RangeStatus, error) {
 	var resp *pb.RangesResponse
 	err := c.run(ctx, opKind{name: "ranges"}, nil, "",
 		func(ctx context.Context, sc pb.ShoalClient, _ *pb.RequestHeader, _ target) (*pb.Error, error) {
-			r, err := sc.Ranges(ctx, &pb.RangesRequest{})
+			r, err := sc.Ranges(ctx, req)
 			resp = r
 			return r.GetError(), err
 		})

@@ -301,12 +301,24 @@ func (e *rangeEnv) run(td *datadriven.TestData) (string, error) {
 		resp, _ := e.s.RangeLookup(ctx, req)
 		fmt.Fprintf(&out, "lookup: %s\n", result(resp.Error, fmt.Sprintf("%s leader n%d", describe(resp.Range), resp.LeaderNodeId)))
 	case "ranges":
-		resp, _ := e.s.Ranges(ctx, &pb.RangesRequest{})
+		req := &pb.RangesRequest{}
+		if v, ok := arg("ids"); ok {
+			for _, id := range strings.Split(v, ",") {
+				n, _ := strconv.ParseUint(id, 10, 64)
+				req.RangeIds = append(req.RangeIds, n)
+			}
+		}
+		_, req.WithoutSizes = arg("without-sizes")
+		resp, _ := e.s.Ranges(ctx, req)
 		if resp.Error != nil {
 			fmt.Fprintf(&out, "ranges: %s\n", result(resp.Error, ""))
 		}
 		for _, r := range resp.Ranges {
-			fmt.Fprintf(&out, "%s leader n%d\n", describe(r.Desc), r.LeaderNodeId)
+			sized := ""
+			if _, show := arg("sizes"); show {
+				sized = fmt.Sprintf(" sized=%v", r.ApproxBytes > 0)
+			}
+			fmt.Fprintf(&out, "%s leader n%d%s\n", describe(r.Desc), r.LeaderNodeId, sized)
 		}
 	case "peer":
 		id := uint64(num("node"))

@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 	"github.com/shoaldb/shoal/replica"
 )
 
-// Ranges implements pb.ShoalServer: every range (meta first) with its best known leader.
-func (s *Service) Ranges(ctx context.Context, _ *pb.RangesRequest) (*pb.RangesResponse, error) {
+// Ranges implements pb.ShoalServer: every range (meta first) with its best known leader, or only
+// the ranges req names; without their size estimates when req asks.
+func (s *Service) Ranges(ctx context.Context, req *pb.RangesRequest) (*pb.RangesResponse, error) {
 	select {
 	case <-s.ready:
 	default:
@@ -29,13 +31,18 @@ func (s *Service) Ranges(ctx context.Context, _ *pb.RangesRequest) (*pb.RangesRe
 	if md := s.MetaDesc(); md != nil {
 		descs = append([]*pb.RangeDescriptor{md}, descs...)
 	}
+	if ids := req.GetRangeIds(); len(ids) > 0 {
+		descs = slices.DeleteFunc(descs, func(d *pb.RangeDescriptor) bool { return !slices.Contains(ids, d.RangeId) })
+	}
 	out := make([]*pb.RangeStatus, 0, len(descs))
 	for _, d := range descs {
 		rs := &pb.RangeStatus{Desc: d, LeaderNodeId: s.LeaderNodeOf(d.RangeId)}
 		if r := s.store.Replica(d.RangeId); r != nil {
 			st := r.Status()
 			rs.AppliedIndex = st.Applied
-			rs.ApproxBytes = r.ApproximateBytes()
+			if !req.GetWithoutSizes() {
+				rs.ApproxBytes = r.ApproximateBytes()
+			}
 		}
 		out = append(out, rs)
 	}

@@ -4145,8 +4145,13 @@ func (x *RangeStatus) GetApproxBytes() uint64 {
 	return 0
 }
 
+// RangesRequest lists every range, or with range_ids only those (ids the node does not know are left
+// out); without_sizes leaves approx_bytes 0, sparing an engine size estimate per range (a caller
+// polling applied indexes).
 type RangesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeIds      []uint64               `protobuf:"varint,1,rep,packed,name=range_ids,json=rangeIds,proto3" json:"range_ids,omitempty"`
+	WithoutSizes  bool                   `protobuf:"varint,2,opt,name=without_sizes,json=withoutSizes,proto3" json:"without_sizes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4179,6 +4184,20 @@ func (x *RangesRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RangesRequest.ProtoReflect.Descriptor instead.
 func (*RangesRequest) Descriptor() ([]byte, []int) {
 	return file_pb_shoal_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *RangesRequest) GetRangeIds() []uint64 {
+	if x != nil {
+		return x.RangeIds
+	}
+	return nil
+}
+
+func (x *RangesRequest) GetWithoutSizes() bool {
+	if x != nil {
+		return x.WithoutSizes
+	}
+	return false
 }
 
 type RangesResponse struct {
@@ -8331,8 +8350,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04desc\x18\x01 \x01(\v2\x16.shoal.RangeDescriptorR\x04desc\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\x04R\fleaderNodeId\x12#\n" +
 	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12!\n" +
-	"\fapprox_bytes\x18\x04 \x01(\x04R\vapproxBytes\"\x0f\n" +
-	"\rRangesRequest\"`\n" +
+	"\fapprox_bytes\x18\x04 \x01(\x04R\vapproxBytes\"Q\n" +
+	"\rRangesRequest\x12\x1b\n" +
+	"\trange_ids\x18\x01 \x03(\x04R\brangeIds\x12#\n" +
+	"\rwithout_sizes\x18\x02 \x01(\bR\fwithoutSizes\"`\n" +
 	"\x0eRangesResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12*\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x12.shoal.RangeStatusR\x06ranges\" \n" +

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -557,6 +558,9 @@ func (nd *node) Ranges(ctx context.Context, req *pb.RangesRequest) (*pb.RangesRe
 	resp := &pb.RangesResponse{}
 	perr, err := nd.serve(ctx, "Ranges", req, func() *pb.Error {
 		for _, rs := range append([]*rangeState{nd.c.meta}, nd.c.ranges...) {
+			if ids := req.GetRangeIds(); len(ids) > 0 && !slices.Contains(ids, rs.desc.GetRangeId()) {
+				continue
+			}
 			resp.Ranges = append(resp.Ranges, &pb.RangeStatus{Desc: proto.Clone(rs.desc).(*pb.RangeDescriptor), LeaderNodeId: rs.leader, AppliedIndex: 10})
 		}
 		return nil

@@ -235,7 +235,11 @@ func (cp *copier) caughtUp(ctx context.Context, frontier map[uint64]uint64) bool
 		return false
 	}
 	cp.lagChecked = time.Now()
-	all, err := cp.c.Ranges(ctx)
+	ids := make([]uint64, 0, len(frontier))
+	for r := range frontier {
+		ids = append(ids, r)
+	}
+	all, err := cp.c.AppliedIndexes(ctx, ids)
 	if err != nil {
 		return false
 	}
