@@ -481,6 +481,58 @@ func (RangeFeedEvent_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_pb_shoal_proto_rawDescGZIP(), []int{27, 0}
 }
 
+type IngestResult_Status int32
+
+const (
+	IngestResult_APPLIED   IngestResult_Status = 0 // the handler's writes and the position were committed together
+	IngestResult_DUPLICATE IngestResult_Status = 1 // the key's state already holds this position: nothing done
+	IngestResult_RETRY     IngestResult_Status = 2 // not applied; send again with the same position (error says where or why)
+	IngestResult_FAILED    IngestResult_Status = 3 // not applied and never will be as is (the handler refused it)
+)
+
+// Enum value maps for IngestResult_Status.
+var (
+	IngestResult_Status_name = map[int32]string{
+		0: "APPLIED",
+		1: "DUPLICATE",
+		2: "RETRY",
+		3: "FAILED",
+	}
+	IngestResult_Status_value = map[string]int32{
+		"APPLIED":   0,
+		"DUPLICATE": 1,
+		"RETRY":     2,
+		"FAILED":    3,
+	}
+)
+
+func (x IngestResult_Status) Enum() *IngestResult_Status {
+	p := new(IngestResult_Status)
+	*p = x
+	return p
+}
+
+func (x IngestResult_Status) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IngestResult_Status) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_shoal_proto_enumTypes[8].Descriptor()
+}
+
+func (IngestResult_Status) Type() protoreflect.EnumType {
+	return &file_pb_shoal_proto_enumTypes[8]
+}
+
+func (x IngestResult_Status) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IngestResult_Status.Descriptor instead.
+func (IngestResult_Status) EnumDescriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{99, 0}
+}
+
 type ReplicaDescriptor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -7088,6 +7140,472 @@ func (x *JobsResponse) GetJobs() []*JobState {
 	return nil
 }
 
+// StreamEvent is one event for a stream job: key is the job's key function's value (the state key the
+// event belongs to, by which it is routed), position its place among the key's events (1, 2, 3, … in
+// the producer's order: the state stores the last applied one, so a replay is not applied twice).
+type StreamEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Position      uint64                 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamEvent) Reset() {
+	*x = StreamEvent{}
+	mi := &file_pb_shoal_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamEvent) ProtoMessage() {}
+
+func (x *StreamEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
+func (*StreamEvent) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *StreamEvent) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *StreamEvent) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *StreamEvent) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// IngestRequest hands a batch of one job's events to a node. Aligned (the default): the node serves
+// only events whose key's range it leads, and answers RETRY with a NOT_LEADER or RANGE_MOVED error for
+// the others. Unaligned: the node serves every event, reading and writing state wherever it is.
+type IngestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Events        []*StreamEvent         `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	Unaligned     bool                   `protobuf:"varint,3,opt,name=unaligned,proto3" json:"unaligned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestRequest) Reset() {
+	*x = IngestRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestRequest) ProtoMessage() {}
+
+func (x *IngestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestRequest.ProtoReflect.Descriptor instead.
+func (*IngestRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *IngestRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *IngestRequest) GetEvents() []*StreamEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *IngestRequest) GetUnaligned() bool {
+	if x != nil {
+		return x.Unaligned
+	}
+	return false
+}
+
+type IngestResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        IngestResult_Status    `protobuf:"varint,1,opt,name=status,proto3,enum=shoal.IngestResult_Status" json:"status,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Output        []byte                 `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"` // the handler's output (APPLIED only)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestResult) Reset() {
+	*x = IngestResult{}
+	mi := &file_pb_shoal_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestResult) ProtoMessage() {}
+
+func (x *IngestResult) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestResult.ProtoReflect.Descriptor instead.
+func (*IngestResult) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *IngestResult) GetStatus() IngestResult_Status {
+	if x != nil {
+		return x.Status
+	}
+	return IngestResult_APPLIED
+}
+
+func (x *IngestResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *IngestResult) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+type IngestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Results       []*IngestResult        `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IngestResponse) Reset() {
+	*x = IngestResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IngestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IngestResponse) ProtoMessage() {}
+
+func (x *IngestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IngestResponse.ProtoReflect.Descriptor instead.
+func (*IngestResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *IngestResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *IngestResponse) GetResults() []*IngestResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type StreamStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamStatusRequest) Reset() {
+	*x = StreamStatusRequest{}
+	mi := &file_pb_shoal_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamStatusRequest) ProtoMessage() {}
+
+func (x *StreamStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamStatusRequest.ProtoReflect.Descriptor instead.
+func (*StreamStatusRequest) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{101}
+}
+
+type StreamTaskStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	RangeId       uint64                 `protobuf:"varint,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Events        uint64                 `protobuf:"varint,3,opt,name=events,proto3" json:"events,omitempty"`
+	LastUnixNanos int64                  `protobuf:"varint,4,opt,name=last_unix_nanos,json=lastUnixNanos,proto3" json:"last_unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamTaskStatus) Reset() {
+	*x = StreamTaskStatus{}
+	mi := &file_pb_shoal_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamTaskStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamTaskStatus) ProtoMessage() {}
+
+func (x *StreamTaskStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamTaskStatus.ProtoReflect.Descriptor instead.
+func (*StreamTaskStatus) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *StreamTaskStatus) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *StreamTaskStatus) GetRangeId() uint64 {
+	if x != nil {
+		return x.RangeId
+	}
+	return 0
+}
+
+func (x *StreamTaskStatus) GetEvents() uint64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
+func (x *StreamTaskStatus) GetLastUnixNanos() int64 {
+	if x != nil {
+		return x.LastUnixNanos
+	}
+	return 0
+}
+
+type StreamStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Jobs          []string               `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"` // jobs registered in this node's binary
+	Tasks         []*StreamTaskStatus    `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Applied       uint64                 `protobuf:"varint,4,opt,name=applied,proto3" json:"applied,omitempty"`
+	Duplicates    uint64                 `protobuf:"varint,5,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	Retries       uint64                 `protobuf:"varint,6,opt,name=retries,proto3" json:"retries,omitempty"`
+	Failed        uint64                 `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"`
+	LocalReads    uint64                 `protobuf:"varint,8,opt,name=local_reads,json=localReads,proto3" json:"local_reads,omitempty"`
+	RemoteReads   uint64                 `protobuf:"varint,9,opt,name=remote_reads,json=remoteReads,proto3" json:"remote_reads,omitempty"`
+	LocalWrites   uint64                 `protobuf:"varint,10,opt,name=local_writes,json=localWrites,proto3" json:"local_writes,omitempty"`
+	RemoteWrites  uint64                 `protobuf:"varint,11,opt,name=remote_writes,json=remoteWrites,proto3" json:"remote_writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamStatusResponse) Reset() {
+	*x = StreamStatusResponse{}
+	mi := &file_pb_shoal_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamStatusResponse) ProtoMessage() {}
+
+func (x *StreamStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_shoal_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamStatusResponse.ProtoReflect.Descriptor instead.
+func (*StreamStatusResponse) Descriptor() ([]byte, []int) {
+	return file_pb_shoal_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *StreamStatusResponse) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *StreamStatusResponse) GetJobs() []string {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *StreamStatusResponse) GetTasks() []*StreamTaskStatus {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *StreamStatusResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *StreamStatusResponse) GetDuplicates() uint64 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
+func (x *StreamStatusResponse) GetRetries() uint64 {
+	if x != nil {
+		return x.Retries
+	}
+	return 0
+}
+
+func (x *StreamStatusResponse) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *StreamStatusResponse) GetLocalReads() uint64 {
+	if x != nil {
+		return x.LocalReads
+	}
+	return 0
+}
+
+func (x *StreamStatusResponse) GetRemoteReads() uint64 {
+	if x != nil {
+		return x.RemoteReads
+	}
+	return 0
+}
+
+func (x *StreamStatusResponse) GetLocalWrites() uint64 {
+	if x != nil {
+		return x.LocalWrites
+	}
+	return 0
+}
+
+func (x *StreamStatusResponse) GetRemoteWrites() uint64 {
+	if x != nil {
+		return x.RemoteWrites
+	}
+	return 0
+}
+
 type RaftMessage struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	RangeId  uint64                 `protobuf:"varint,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
@@ -7102,7 +7620,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_pb_shoal_proto_msgTypes[97]
+	mi := &file_pb_shoal_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7114,7 +7632,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[97]
+	mi := &file_pb_shoal_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7127,7 +7645,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{97}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *RaftMessage) GetRangeId() uint64 {
@@ -7176,7 +7694,7 @@ type RaftMessageBatch struct {
 
 func (x *RaftMessageBatch) Reset() {
 	*x = RaftMessageBatch{}
-	mi := &file_pb_shoal_proto_msgTypes[98]
+	mi := &file_pb_shoal_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7188,7 +7706,7 @@ func (x *RaftMessageBatch) String() string {
 func (*RaftMessageBatch) ProtoMessage() {}
 
 func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[98]
+	mi := &file_pb_shoal_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7201,7 +7719,7 @@ func (x *RaftMessageBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessageBatch.ProtoReflect.Descriptor instead.
 func (*RaftMessageBatch) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{98}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *RaftMessageBatch) GetClusterId() string {
@@ -7233,7 +7751,7 @@ type RaftStreamAck struct {
 
 func (x *RaftStreamAck) Reset() {
 	*x = RaftStreamAck{}
-	mi := &file_pb_shoal_proto_msgTypes[99]
+	mi := &file_pb_shoal_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7245,7 +7763,7 @@ func (x *RaftStreamAck) String() string {
 func (*RaftStreamAck) ProtoMessage() {}
 
 func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[99]
+	mi := &file_pb_shoal_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7258,7 +7776,7 @@ func (x *RaftStreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftStreamAck.ProtoReflect.Descriptor instead.
 func (*RaftStreamAck) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{99}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{106}
 }
 
 // A snapshot travels as a stream of chunks: the first carries the header (the MsgSnap raft message),
@@ -7276,7 +7794,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_pb_shoal_proto_msgTypes[100]
+	mi := &file_pb_shoal_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7288,7 +7806,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[100]
+	mi := &file_pb_shoal_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7301,7 +7819,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{100}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *SnapshotChunk) GetHeader() *RaftMessage {
@@ -7348,7 +7866,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_pb_shoal_proto_msgTypes[101]
+	mi := &file_pb_shoal_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7360,7 +7878,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[101]
+	mi := &file_pb_shoal_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7373,7 +7891,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{101}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *SnapshotResponse) GetError() *Error {
@@ -7395,7 +7913,7 @@ type SplitTrigger struct {
 
 func (x *SplitTrigger) Reset() {
 	*x = SplitTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[102]
+	mi := &file_pb_shoal_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7407,7 +7925,7 @@ func (x *SplitTrigger) String() string {
 func (*SplitTrigger) ProtoMessage() {}
 
 func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[102]
+	mi := &file_pb_shoal_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7420,7 +7938,7 @@ func (x *SplitTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitTrigger.ProtoReflect.Descriptor instead.
 func (*SplitTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{102}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *SplitTrigger) GetSplitKey() []byte {
@@ -7462,7 +7980,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_pb_shoal_proto_msgTypes[103]
+	mi := &file_pb_shoal_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7474,7 +7992,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[103]
+	mi := &file_pb_shoal_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7487,7 +8005,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{103}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *Condition) GetKey() []byte {
@@ -7522,7 +8040,7 @@ type MetaUpdate struct {
 
 func (x *MetaUpdate) Reset() {
 	*x = MetaUpdate{}
-	mi := &file_pb_shoal_proto_msgTypes[104]
+	mi := &file_pb_shoal_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7534,7 +8052,7 @@ func (x *MetaUpdate) String() string {
 func (*MetaUpdate) ProtoMessage() {}
 
 func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[104]
+	mi := &file_pb_shoal_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7547,7 +8065,7 @@ func (x *MetaUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaUpdate.ProtoReflect.Descriptor instead.
 func (*MetaUpdate) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{104}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *MetaUpdate) GetRanges() []*RangeDescriptor {
@@ -7583,7 +8101,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_pb_shoal_proto_msgTypes[105]
+	mi := &file_pb_shoal_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7595,7 +8113,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[105]
+	mi := &file_pb_shoal_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7608,7 +8126,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{105}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -7728,7 +8246,7 @@ type FreezeForMerge struct {
 
 func (x *FreezeForMerge) Reset() {
 	*x = FreezeForMerge{}
-	mi := &file_pb_shoal_proto_msgTypes[106]
+	mi := &file_pb_shoal_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7740,7 +8258,7 @@ func (x *FreezeForMerge) String() string {
 func (*FreezeForMerge) ProtoMessage() {}
 
 func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[106]
+	mi := &file_pb_shoal_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7753,7 +8271,7 @@ func (x *FreezeForMerge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeForMerge.ProtoReflect.Descriptor instead.
 func (*FreezeForMerge) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{106}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *FreezeForMerge) GetLeftRangeId() uint64 {
@@ -7781,7 +8299,7 @@ type UnfreezeRange struct {
 
 func (x *UnfreezeRange) Reset() {
 	*x = UnfreezeRange{}
-	mi := &file_pb_shoal_proto_msgTypes[107]
+	mi := &file_pb_shoal_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7793,7 +8311,7 @@ func (x *UnfreezeRange) String() string {
 func (*UnfreezeRange) ProtoMessage() {}
 
 func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[107]
+	mi := &file_pb_shoal_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7806,7 +8324,7 @@ func (x *UnfreezeRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfreezeRange.ProtoReflect.Descriptor instead.
 func (*UnfreezeRange) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{107}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *UnfreezeRange) GetLeftRangeId() uint64 {
@@ -7836,7 +8354,7 @@ type MergeTrigger struct {
 
 func (x *MergeTrigger) Reset() {
 	*x = MergeTrigger{}
-	mi := &file_pb_shoal_proto_msgTypes[108]
+	mi := &file_pb_shoal_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7848,7 +8366,7 @@ func (x *MergeTrigger) String() string {
 func (*MergeTrigger) ProtoMessage() {}
 
 func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[108]
+	mi := &file_pb_shoal_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7861,7 +8379,7 @@ func (x *MergeTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeTrigger.ProtoReflect.Descriptor instead.
 func (*MergeTrigger) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{108}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *MergeTrigger) GetLeft() *RangeDescriptor {
@@ -7898,7 +8416,7 @@ type MergeAbort struct {
 
 func (x *MergeAbort) Reset() {
 	*x = MergeAbort{}
-	mi := &file_pb_shoal_proto_msgTypes[109]
+	mi := &file_pb_shoal_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7910,7 +8428,7 @@ func (x *MergeAbort) String() string {
 func (*MergeAbort) ProtoMessage() {}
 
 func (x *MergeAbort) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[109]
+	mi := &file_pb_shoal_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7923,7 +8441,7 @@ func (x *MergeAbort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeAbort.ProtoReflect.Descriptor instead.
 func (*MergeAbort) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{109}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *MergeAbort) GetRightRangeId() uint64 {
@@ -7958,7 +8476,7 @@ type ConfChangeContext struct {
 
 func (x *ConfChangeContext) Reset() {
 	*x = ConfChangeContext{}
-	mi := &file_pb_shoal_proto_msgTypes[110]
+	mi := &file_pb_shoal_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7970,7 +8488,7 @@ func (x *ConfChangeContext) String() string {
 func (*ConfChangeContext) ProtoMessage() {}
 
 func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_shoal_proto_msgTypes[110]
+	mi := &file_pb_shoal_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7983,7 +8501,7 @@ func (x *ConfChangeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfChangeContext.ProtoReflect.Descriptor instead.
 func (*ConfChangeContext) Descriptor() ([]byte, []int) {
-	return file_pb_shoal_proto_rawDescGZIP(), []int{110}
+	return file_pb_shoal_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *ConfChangeContext) GetProposalId() uint64 {
@@ -8550,7 +9068,50 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"W\n" +
 	"\fJobsResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12#\n" +
-	"\x04jobs\x18\x02 \x03(\v2\x0f.shoal.JobStateR\x04jobs\"\x92\x01\n" +
+	"\x04jobs\x18\x02 \x03(\v2\x0f.shoal.JobStateR\x04jobs\"Q\n" +
+	"\vStreamEvent\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x1a\n" +
+	"\bposition\x18\x02 \x01(\x04R\bposition\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"k\n" +
+	"\rIngestRequest\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12*\n" +
+	"\x06events\x18\x02 \x03(\v2\x12.shoal.StreamEventR\x06events\x12\x1c\n" +
+	"\tunaligned\x18\x03 \x01(\bR\tunaligned\"\xbb\x01\n" +
+	"\fIngestResult\x122\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x1a.shoal.IngestResult.StatusR\x06status\x12\"\n" +
+	"\x05error\x18\x02 \x01(\v2\f.shoal.ErrorR\x05error\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\fR\x06output\";\n" +
+	"\x06Status\x12\v\n" +
+	"\aAPPLIED\x10\x00\x12\r\n" +
+	"\tDUPLICATE\x10\x01\x12\t\n" +
+	"\x05RETRY\x10\x02\x12\n" +
+	"\n" +
+	"\x06FAILED\x10\x03\"c\n" +
+	"\x0eIngestResponse\x12\"\n" +
+	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12-\n" +
+	"\aresults\x18\x02 \x03(\v2\x13.shoal.IngestResultR\aresults\"\x15\n" +
+	"\x13StreamStatusRequest\"\x7f\n" +
+	"\x10StreamTaskStatus\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x19\n" +
+	"\brange_id\x18\x02 \x01(\x04R\arangeId\x12\x16\n" +
+	"\x06events\x18\x03 \x01(\x04R\x06events\x12&\n" +
+	"\x0flast_unix_nanos\x18\x04 \x01(\x03R\rlastUnixNanos\"\xea\x02\n" +
+	"\x14StreamStatusResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
+	"\x04jobs\x18\x02 \x03(\tR\x04jobs\x12-\n" +
+	"\x05tasks\x18\x03 \x03(\v2\x17.shoal.StreamTaskStatusR\x05tasks\x12\x18\n" +
+	"\aapplied\x18\x04 \x01(\x04R\aapplied\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\x05 \x01(\x04R\n" +
+	"duplicates\x12\x18\n" +
+	"\aretries\x18\x06 \x01(\x04R\aretries\x12\x16\n" +
+	"\x06failed\x18\a \x01(\x04R\x06failed\x12\x1f\n" +
+	"\vlocal_reads\x18\b \x01(\x04R\n" +
+	"localReads\x12!\n" +
+	"\fremote_reads\x18\t \x01(\x04R\vremoteReads\x12!\n" +
+	"\flocal_writes\x18\n" +
+	" \x01(\x04R\vlocalWrites\x12#\n" +
+	"\rremote_writes\x18\v \x01(\x04R\fremoteWrites\"\x92\x01\n" +
 	"\vRaftMessage\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x1b\n" +
 	"\tfrom_node\x18\x02 \x01(\x04R\bfromNode\x12\x17\n" +
@@ -8700,7 +9261,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\vMaintenance\x12\x19.shoal.MaintenanceRequest\x1a\x1a.shoal.MaintenanceResponse\x125\n" +
 	"\x06AddJob\x12\x14.shoal.AddJobRequest\x1a\x15.shoal.AddJobResponse\x12>\n" +
 	"\tRemoveJob\x12\x17.shoal.RemoveJobRequest\x1a\x18.shoal.RemoveJobResponse\x12/\n" +
-	"\x04Jobs\x12\x12.shoal.JobsRequest\x1a\x13.shoal.JobsResponse2\x8d\x01\n" +
+	"\x04Jobs\x12\x12.shoal.JobsRequest\x1a\x13.shoal.JobsResponse2\x89\x01\n" +
+	"\aStreams\x125\n" +
+	"\x06Ingest\x12\x14.shoal.IngestRequest\x1a\x15.shoal.IngestResponse\x12G\n" +
+	"\fStreamStatus\x12\x1a.shoal.StreamStatusRequest\x1a\x1b.shoal.StreamStatusResponse2\x8d\x01\n" +
 	"\rRaftTransport\x12?\n" +
 	"\n" +
 	"RaftStream\x12\x17.shoal.RaftMessageBatch\x1a\x14.shoal.RaftStreamAck(\x010\x01\x12;\n" +
@@ -8718,8 +9282,8 @@ func file_pb_shoal_proto_rawDescGZIP() []byte {
 	return file_pb_shoal_proto_rawDescData
 }
 
-var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
+var file_pb_shoal_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_pb_shoal_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
 var file_pb_shoal_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: shoal.ErrorCode
 	(ReadConsistency)(0),            // 1: shoal.ReadConsistency
@@ -8729,321 +9293,339 @@ var file_pb_shoal_proto_goTypes = []any{
 	(Compare_Op)(0),                 // 5: shoal.Compare.Op
 	(TxnOp_Type)(0),                 // 6: shoal.TxnOp.Type
 	(RangeFeedEvent_Kind)(0),        // 7: shoal.RangeFeedEvent.Kind
-	(*ReplicaDescriptor)(nil),       // 8: shoal.ReplicaDescriptor
-	(*RangeDescriptor)(nil),         // 9: shoal.RangeDescriptor
-	(*SpanFence)(nil),               // 10: shoal.SpanFence
-	(*NodeDescriptor)(nil),          // 11: shoal.NodeDescriptor
-	(*Error)(nil),                   // 12: shoal.Error
-	(*RequestHeader)(nil),           // 13: shoal.RequestHeader
-	(*KeyValue)(nil),                // 14: shoal.KeyValue
-	(*Mutation)(nil),                // 15: shoal.Mutation
-	(*GetRequest)(nil),              // 16: shoal.GetRequest
-	(*GetResponse)(nil),             // 17: shoal.GetResponse
-	(*PutRequest)(nil),              // 18: shoal.PutRequest
-	(*PutResponse)(nil),             // 19: shoal.PutResponse
-	(*DeleteRequest)(nil),           // 20: shoal.DeleteRequest
-	(*DeleteResponse)(nil),          // 21: shoal.DeleteResponse
-	(*CompareAndSwapRequest)(nil),   // 22: shoal.CompareAndSwapRequest
-	(*CompareAndSwapResponse)(nil),  // 23: shoal.CompareAndSwapResponse
-	(*BatchWriteRequest)(nil),       // 24: shoal.BatchWriteRequest
-	(*BatchWriteResponse)(nil),      // 25: shoal.BatchWriteResponse
-	(*ScanRequest)(nil),             // 26: shoal.ScanRequest
-	(*ScanResponse)(nil),            // 27: shoal.ScanResponse
-	(*TxnRequest)(nil),              // 28: shoal.TxnRequest
-	(*TxnResponse)(nil),             // 29: shoal.TxnResponse
-	(*Compare)(nil),                 // 30: shoal.Compare
-	(*TxnOp)(nil),                   // 31: shoal.TxnOp
-	(*TxnOpResult)(nil),             // 32: shoal.TxnOpResult
-	(*RangeFeedRequest)(nil),        // 33: shoal.RangeFeedRequest
-	(*RangeFeedBatch)(nil),          // 34: shoal.RangeFeedBatch
-	(*RangeFeedEvent)(nil),          // 35: shoal.RangeFeedEvent
-	(*WatchRequest)(nil),            // 36: shoal.WatchRequest
-	(*WatchResponse)(nil),           // 37: shoal.WatchResponse
-	(*RangeLookupRequest)(nil),      // 38: shoal.RangeLookupRequest
-	(*RangeLookupResponse)(nil),     // 39: shoal.RangeLookupResponse
-	(*NodeStatus)(nil),              // 40: shoal.NodeStatus
-	(*JoinStatus)(nil),              // 41: shoal.JoinStatus
-	(*NodeStats)(nil),               // 42: shoal.NodeStats
-	(*BackgroundTask)(nil),          // 43: shoal.BackgroundTask
-	(*TaskCompletion)(nil),          // 44: shoal.TaskCompletion
-	(*CompactRequest)(nil),          // 45: shoal.CompactRequest
-	(*CompactResponse)(nil),         // 46: shoal.CompactResponse
-	(*BackupRequest)(nil),           // 47: shoal.BackupRequest
-	(*BackupResponse)(nil),          // 48: shoal.BackupResponse
-	(*MaintenanceRequest)(nil),      // 49: shoal.MaintenanceRequest
-	(*MaintenanceResponse)(nil),     // 50: shoal.MaintenanceResponse
-	(*RangeLoad)(nil),               // 51: shoal.RangeLoad
-	(*NodesRequest)(nil),            // 52: shoal.NodesRequest
-	(*NodesResponse)(nil),           // 53: shoal.NodesResponse
-	(*RangeStatus)(nil),             // 54: shoal.RangeStatus
-	(*RangesRequest)(nil),           // 55: shoal.RangesRequest
-	(*RangesResponse)(nil),          // 56: shoal.RangesResponse
-	(*SplitRequest)(nil),            // 57: shoal.SplitRequest
-	(*SplitResponse)(nil),           // 58: shoal.SplitResponse
-	(*MergeRequest)(nil),            // 59: shoal.MergeRequest
-	(*MergeResponse)(nil),           // 60: shoal.MergeResponse
-	(*FenceRequest)(nil),            // 61: shoal.FenceRequest
-	(*FenceResponse)(nil),           // 62: shoal.FenceResponse
-	(*RangeCommandRequest)(nil),     // 63: shoal.RangeCommandRequest
-	(*RangeCommandResponse)(nil),    // 64: shoal.RangeCommandResponse
-	(*WaitAppliedRequest)(nil),      // 65: shoal.WaitAppliedRequest
-	(*WaitAppliedResponse)(nil),     // 66: shoal.WaitAppliedResponse
-	(*TransferLeaderRequest)(nil),   // 67: shoal.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),  // 68: shoal.TransferLeaderResponse
-	(*JoinRequest)(nil),             // 69: shoal.JoinRequest
-	(*JoinResponse)(nil),            // 70: shoal.JoinResponse
-	(*InitRequest)(nil),             // 71: shoal.InitRequest
-	(*InitResponse)(nil),            // 72: shoal.InitResponse
-	(*HeartbeatRequest)(nil),        // 73: shoal.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 74: shoal.HeartbeatResponse
-	(*PolicyStatus)(nil),            // 75: shoal.PolicyStatus
-	(*PolicyListRequest)(nil),       // 76: shoal.PolicyListRequest
-	(*PolicyListResponse)(nil),      // 77: shoal.PolicyListResponse
-	(*PolicySetRequest)(nil),        // 78: shoal.PolicySetRequest
-	(*PolicySetResponse)(nil),       // 79: shoal.PolicySetResponse
-	(*LeadZone)(nil),                // 80: shoal.LeadZone
-	(*ZoneConfigRequest)(nil),       // 81: shoal.ZoneConfigRequest
-	(*ZoneConfigResponse)(nil),      // 82: shoal.ZoneConfigResponse
-	(*DecisionsRequest)(nil),        // 83: shoal.DecisionsRequest
-	(*DecisionsResponse)(nil),       // 84: shoal.DecisionsResponse
-	(*PlaceLeadersRequest)(nil),     // 85: shoal.PlaceLeadersRequest
-	(*LeaderPlacement)(nil),         // 86: shoal.LeaderPlacement
-	(*PlaceLeadersResponse)(nil),    // 87: shoal.PlaceLeadersResponse
-	(*SetNodeStateRequest)(nil),     // 88: shoal.SetNodeStateRequest
-	(*SetNodeStateResponse)(nil),    // 89: shoal.SetNodeStateResponse
-	(*SetProfileRequest)(nil),       // 90: shoal.SetProfileRequest
-	(*SetProfileResponse)(nil),      // 91: shoal.SetProfileResponse
-	(*MetaCommandRequest)(nil),      // 92: shoal.MetaCommandRequest
-	(*MetaCommandResponse)(nil),     // 93: shoal.MetaCommandResponse
-	(*RelocateReplicaRequest)(nil),  // 94: shoal.RelocateReplicaRequest
-	(*RelocateReplicaResponse)(nil), // 95: shoal.RelocateReplicaResponse
-	(*ScanJob)(nil),                 // 96: shoal.ScanJob
-	(*JobRun)(nil),                  // 97: shoal.JobRun
-	(*JobState)(nil),                // 98: shoal.JobState
-	(*AddJobRequest)(nil),           // 99: shoal.AddJobRequest
-	(*AddJobResponse)(nil),          // 100: shoal.AddJobResponse
-	(*RemoveJobRequest)(nil),        // 101: shoal.RemoveJobRequest
-	(*RemoveJobResponse)(nil),       // 102: shoal.RemoveJobResponse
-	(*JobsRequest)(nil),             // 103: shoal.JobsRequest
-	(*JobsResponse)(nil),            // 104: shoal.JobsResponse
-	(*RaftMessage)(nil),             // 105: shoal.RaftMessage
-	(*RaftMessageBatch)(nil),        // 106: shoal.RaftMessageBatch
-	(*RaftStreamAck)(nil),           // 107: shoal.RaftStreamAck
-	(*SnapshotChunk)(nil),           // 108: shoal.SnapshotChunk
-	(*SnapshotResponse)(nil),        // 109: shoal.SnapshotResponse
-	(*SplitTrigger)(nil),            // 110: shoal.SplitTrigger
-	(*Condition)(nil),               // 111: shoal.Condition
-	(*MetaUpdate)(nil),              // 112: shoal.MetaUpdate
-	(*Command)(nil),                 // 113: shoal.Command
-	(*FreezeForMerge)(nil),          // 114: shoal.FreezeForMerge
-	(*UnfreezeRange)(nil),           // 115: shoal.UnfreezeRange
-	(*MergeTrigger)(nil),            // 116: shoal.MergeTrigger
-	(*MergeAbort)(nil),              // 117: shoal.MergeAbort
-	(*ConfChangeContext)(nil),       // 118: shoal.ConfChangeContext
+	(IngestResult_Status)(0),        // 8: shoal.IngestResult.Status
+	(*ReplicaDescriptor)(nil),       // 9: shoal.ReplicaDescriptor
+	(*RangeDescriptor)(nil),         // 10: shoal.RangeDescriptor
+	(*SpanFence)(nil),               // 11: shoal.SpanFence
+	(*NodeDescriptor)(nil),          // 12: shoal.NodeDescriptor
+	(*Error)(nil),                   // 13: shoal.Error
+	(*RequestHeader)(nil),           // 14: shoal.RequestHeader
+	(*KeyValue)(nil),                // 15: shoal.KeyValue
+	(*Mutation)(nil),                // 16: shoal.Mutation
+	(*GetRequest)(nil),              // 17: shoal.GetRequest
+	(*GetResponse)(nil),             // 18: shoal.GetResponse
+	(*PutRequest)(nil),              // 19: shoal.PutRequest
+	(*PutResponse)(nil),             // 20: shoal.PutResponse
+	(*DeleteRequest)(nil),           // 21: shoal.DeleteRequest
+	(*DeleteResponse)(nil),          // 22: shoal.DeleteResponse
+	(*CompareAndSwapRequest)(nil),   // 23: shoal.CompareAndSwapRequest
+	(*CompareAndSwapResponse)(nil),  // 24: shoal.CompareAndSwapResponse
+	(*BatchWriteRequest)(nil),       // 25: shoal.BatchWriteRequest
+	(*BatchWriteResponse)(nil),      // 26: shoal.BatchWriteResponse
+	(*ScanRequest)(nil),             // 27: shoal.ScanRequest
+	(*ScanResponse)(nil),            // 28: shoal.ScanResponse
+	(*TxnRequest)(nil),              // 29: shoal.TxnRequest
+	(*TxnResponse)(nil),             // 30: shoal.TxnResponse
+	(*Compare)(nil),                 // 31: shoal.Compare
+	(*TxnOp)(nil),                   // 32: shoal.TxnOp
+	(*TxnOpResult)(nil),             // 33: shoal.TxnOpResult
+	(*RangeFeedRequest)(nil),        // 34: shoal.RangeFeedRequest
+	(*RangeFeedBatch)(nil),          // 35: shoal.RangeFeedBatch
+	(*RangeFeedEvent)(nil),          // 36: shoal.RangeFeedEvent
+	(*WatchRequest)(nil),            // 37: shoal.WatchRequest
+	(*WatchResponse)(nil),           // 38: shoal.WatchResponse
+	(*RangeLookupRequest)(nil),      // 39: shoal.RangeLookupRequest
+	(*RangeLookupResponse)(nil),     // 40: shoal.RangeLookupResponse
+	(*NodeStatus)(nil),              // 41: shoal.NodeStatus
+	(*JoinStatus)(nil),              // 42: shoal.JoinStatus
+	(*NodeStats)(nil),               // 43: shoal.NodeStats
+	(*BackgroundTask)(nil),          // 44: shoal.BackgroundTask
+	(*TaskCompletion)(nil),          // 45: shoal.TaskCompletion
+	(*CompactRequest)(nil),          // 46: shoal.CompactRequest
+	(*CompactResponse)(nil),         // 47: shoal.CompactResponse
+	(*BackupRequest)(nil),           // 48: shoal.BackupRequest
+	(*BackupResponse)(nil),          // 49: shoal.BackupResponse
+	(*MaintenanceRequest)(nil),      // 50: shoal.MaintenanceRequest
+	(*MaintenanceResponse)(nil),     // 51: shoal.MaintenanceResponse
+	(*RangeLoad)(nil),               // 52: shoal.RangeLoad
+	(*NodesRequest)(nil),            // 53: shoal.NodesRequest
+	(*NodesResponse)(nil),           // 54: shoal.NodesResponse
+	(*RangeStatus)(nil),             // 55: shoal.RangeStatus
+	(*RangesRequest)(nil),           // 56: shoal.RangesRequest
+	(*RangesResponse)(nil),          // 57: shoal.RangesResponse
+	(*SplitRequest)(nil),            // 58: shoal.SplitRequest
+	(*SplitResponse)(nil),           // 59: shoal.SplitResponse
+	(*MergeRequest)(nil),            // 60: shoal.MergeRequest
+	(*MergeResponse)(nil),           // 61: shoal.MergeResponse
+	(*FenceRequest)(nil),            // 62: shoal.FenceRequest
+	(*FenceResponse)(nil),           // 63: shoal.FenceResponse
+	(*RangeCommandRequest)(nil),     // 64: shoal.RangeCommandRequest
+	(*RangeCommandResponse)(nil),    // 65: shoal.RangeCommandResponse
+	(*WaitAppliedRequest)(nil),      // 66: shoal.WaitAppliedRequest
+	(*WaitAppliedResponse)(nil),     // 67: shoal.WaitAppliedResponse
+	(*TransferLeaderRequest)(nil),   // 68: shoal.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),  // 69: shoal.TransferLeaderResponse
+	(*JoinRequest)(nil),             // 70: shoal.JoinRequest
+	(*JoinResponse)(nil),            // 71: shoal.JoinResponse
+	(*InitRequest)(nil),             // 72: shoal.InitRequest
+	(*InitResponse)(nil),            // 73: shoal.InitResponse
+	(*HeartbeatRequest)(nil),        // 74: shoal.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 75: shoal.HeartbeatResponse
+	(*PolicyStatus)(nil),            // 76: shoal.PolicyStatus
+	(*PolicyListRequest)(nil),       // 77: shoal.PolicyListRequest
+	(*PolicyListResponse)(nil),      // 78: shoal.PolicyListResponse
+	(*PolicySetRequest)(nil),        // 79: shoal.PolicySetRequest
+	(*PolicySetResponse)(nil),       // 80: shoal.PolicySetResponse
+	(*LeadZone)(nil),                // 81: shoal.LeadZone
+	(*ZoneConfigRequest)(nil),       // 82: shoal.ZoneConfigRequest
+	(*ZoneConfigResponse)(nil),      // 83: shoal.ZoneConfigResponse
+	(*DecisionsRequest)(nil),        // 84: shoal.DecisionsRequest
+	(*DecisionsResponse)(nil),       // 85: shoal.DecisionsResponse
+	(*PlaceLeadersRequest)(nil),     // 86: shoal.PlaceLeadersRequest
+	(*LeaderPlacement)(nil),         // 87: shoal.LeaderPlacement
+	(*PlaceLeadersResponse)(nil),    // 88: shoal.PlaceLeadersResponse
+	(*SetNodeStateRequest)(nil),     // 89: shoal.SetNodeStateRequest
+	(*SetNodeStateResponse)(nil),    // 90: shoal.SetNodeStateResponse
+	(*SetProfileRequest)(nil),       // 91: shoal.SetProfileRequest
+	(*SetProfileResponse)(nil),      // 92: shoal.SetProfileResponse
+	(*MetaCommandRequest)(nil),      // 93: shoal.MetaCommandRequest
+	(*MetaCommandResponse)(nil),     // 94: shoal.MetaCommandResponse
+	(*RelocateReplicaRequest)(nil),  // 95: shoal.RelocateReplicaRequest
+	(*RelocateReplicaResponse)(nil), // 96: shoal.RelocateReplicaResponse
+	(*ScanJob)(nil),                 // 97: shoal.ScanJob
+	(*JobRun)(nil),                  // 98: shoal.JobRun
+	(*JobState)(nil),                // 99: shoal.JobState
+	(*AddJobRequest)(nil),           // 100: shoal.AddJobRequest
+	(*AddJobResponse)(nil),          // 101: shoal.AddJobResponse
+	(*RemoveJobRequest)(nil),        // 102: shoal.RemoveJobRequest
+	(*RemoveJobResponse)(nil),       // 103: shoal.RemoveJobResponse
+	(*JobsRequest)(nil),             // 104: shoal.JobsRequest
+	(*JobsResponse)(nil),            // 105: shoal.JobsResponse
+	(*StreamEvent)(nil),             // 106: shoal.StreamEvent
+	(*IngestRequest)(nil),           // 107: shoal.IngestRequest
+	(*IngestResult)(nil),            // 108: shoal.IngestResult
+	(*IngestResponse)(nil),          // 109: shoal.IngestResponse
+	(*StreamStatusRequest)(nil),     // 110: shoal.StreamStatusRequest
+	(*StreamTaskStatus)(nil),        // 111: shoal.StreamTaskStatus
+	(*StreamStatusResponse)(nil),    // 112: shoal.StreamStatusResponse
+	(*RaftMessage)(nil),             // 113: shoal.RaftMessage
+	(*RaftMessageBatch)(nil),        // 114: shoal.RaftMessageBatch
+	(*RaftStreamAck)(nil),           // 115: shoal.RaftStreamAck
+	(*SnapshotChunk)(nil),           // 116: shoal.SnapshotChunk
+	(*SnapshotResponse)(nil),        // 117: shoal.SnapshotResponse
+	(*SplitTrigger)(nil),            // 118: shoal.SplitTrigger
+	(*Condition)(nil),               // 119: shoal.Condition
+	(*MetaUpdate)(nil),              // 120: shoal.MetaUpdate
+	(*Command)(nil),                 // 121: shoal.Command
+	(*FreezeForMerge)(nil),          // 122: shoal.FreezeForMerge
+	(*UnfreezeRange)(nil),           // 123: shoal.UnfreezeRange
+	(*MergeTrigger)(nil),            // 124: shoal.MergeTrigger
+	(*MergeAbort)(nil),              // 125: shoal.MergeAbort
+	(*ConfChangeContext)(nil),       // 126: shoal.ConfChangeContext
 }
 var file_pb_shoal_proto_depIdxs = []int32{
-	8,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
-	10,  // 1: shoal.RangeDescriptor.fences:type_name -> shoal.SpanFence
+	9,   // 0: shoal.RangeDescriptor.replicas:type_name -> shoal.ReplicaDescriptor
+	11,  // 1: shoal.RangeDescriptor.fences:type_name -> shoal.SpanFence
 	0,   // 2: shoal.Error.code:type_name -> shoal.ErrorCode
-	9,   // 3: shoal.Error.range:type_name -> shoal.RangeDescriptor
+	10,  // 3: shoal.Error.range:type_name -> shoal.RangeDescriptor
 	1,   // 4: shoal.RequestHeader.consistency:type_name -> shoal.ReadConsistency
-	13,  // 5: shoal.GetRequest.header:type_name -> shoal.RequestHeader
-	12,  // 6: shoal.GetResponse.error:type_name -> shoal.Error
-	13,  // 7: shoal.PutRequest.header:type_name -> shoal.RequestHeader
-	12,  // 8: shoal.PutResponse.error:type_name -> shoal.Error
-	13,  // 9: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
-	12,  // 10: shoal.DeleteResponse.error:type_name -> shoal.Error
-	13,  // 11: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
-	12,  // 12: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
-	13,  // 13: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
-	15,  // 14: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
-	12,  // 15: shoal.BatchWriteResponse.error:type_name -> shoal.Error
-	13,  // 16: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
-	12,  // 17: shoal.ScanResponse.error:type_name -> shoal.Error
-	14,  // 18: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
-	9,   // 19: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
-	13,  // 20: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
-	30,  // 21: shoal.TxnRequest.compares:type_name -> shoal.Compare
-	31,  // 22: shoal.TxnRequest.success:type_name -> shoal.TxnOp
-	31,  // 23: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
-	12,  // 24: shoal.TxnResponse.error:type_name -> shoal.Error
-	32,  // 25: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
+	14,  // 5: shoal.GetRequest.header:type_name -> shoal.RequestHeader
+	13,  // 6: shoal.GetResponse.error:type_name -> shoal.Error
+	14,  // 7: shoal.PutRequest.header:type_name -> shoal.RequestHeader
+	13,  // 8: shoal.PutResponse.error:type_name -> shoal.Error
+	14,  // 9: shoal.DeleteRequest.header:type_name -> shoal.RequestHeader
+	13,  // 10: shoal.DeleteResponse.error:type_name -> shoal.Error
+	14,  // 11: shoal.CompareAndSwapRequest.header:type_name -> shoal.RequestHeader
+	13,  // 12: shoal.CompareAndSwapResponse.error:type_name -> shoal.Error
+	14,  // 13: shoal.BatchWriteRequest.header:type_name -> shoal.RequestHeader
+	16,  // 14: shoal.BatchWriteRequest.mutations:type_name -> shoal.Mutation
+	13,  // 15: shoal.BatchWriteResponse.error:type_name -> shoal.Error
+	14,  // 16: shoal.ScanRequest.header:type_name -> shoal.RequestHeader
+	13,  // 17: shoal.ScanResponse.error:type_name -> shoal.Error
+	15,  // 18: shoal.ScanResponse.kvs:type_name -> shoal.KeyValue
+	10,  // 19: shoal.ScanResponse.range:type_name -> shoal.RangeDescriptor
+	14,  // 20: shoal.TxnRequest.header:type_name -> shoal.RequestHeader
+	31,  // 21: shoal.TxnRequest.compares:type_name -> shoal.Compare
+	32,  // 22: shoal.TxnRequest.success:type_name -> shoal.TxnOp
+	32,  // 23: shoal.TxnRequest.failure:type_name -> shoal.TxnOp
+	13,  // 24: shoal.TxnResponse.error:type_name -> shoal.Error
+	33,  // 25: shoal.TxnResponse.results:type_name -> shoal.TxnOpResult
 	4,   // 26: shoal.Compare.target:type_name -> shoal.Compare.Target
 	5,   // 27: shoal.Compare.op:type_name -> shoal.Compare.Op
 	6,   // 28: shoal.TxnOp.type:type_name -> shoal.TxnOp.Type
-	35,  // 29: shoal.RangeFeedBatch.events:type_name -> shoal.RangeFeedEvent
+	36,  // 29: shoal.RangeFeedBatch.events:type_name -> shoal.RangeFeedEvent
 	7,   // 30: shoal.RangeFeedEvent.kind:type_name -> shoal.RangeFeedEvent.Kind
-	9,   // 31: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
-	9,   // 32: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
-	35,  // 33: shoal.WatchResponse.event:type_name -> shoal.RangeFeedEvent
-	12,  // 34: shoal.RangeLookupResponse.error:type_name -> shoal.Error
-	9,   // 35: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
-	11,  // 36: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
-	11,  // 37: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
-	42,  // 38: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
-	41,  // 39: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
-	51,  // 40: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
-	43,  // 41: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
-	44,  // 42: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
-	12,  // 43: shoal.CompactResponse.error:type_name -> shoal.Error
-	12,  // 44: shoal.BackupResponse.error:type_name -> shoal.Error
-	12,  // 45: shoal.MaintenanceResponse.error:type_name -> shoal.Error
-	12,  // 46: shoal.NodesResponse.error:type_name -> shoal.Error
-	40,  // 47: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
-	9,   // 48: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
-	12,  // 49: shoal.RangesResponse.error:type_name -> shoal.Error
-	54,  // 50: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
-	12,  // 51: shoal.SplitResponse.error:type_name -> shoal.Error
-	9,   // 52: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
-	9,   // 53: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
-	12,  // 54: shoal.MergeResponse.error:type_name -> shoal.Error
-	9,   // 55: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
-	10,  // 56: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
-	12,  // 57: shoal.FenceResponse.error:type_name -> shoal.Error
-	9,   // 58: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
-	113, // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
-	12,  // 60: shoal.RangeCommandResponse.error:type_name -> shoal.Error
-	9,   // 61: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
-	12,  // 62: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
-	12,  // 63: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
-	11,  // 64: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
-	12,  // 65: shoal.JoinResponse.error:type_name -> shoal.Error
-	11,  // 66: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
-	12,  // 67: shoal.InitResponse.error:type_name -> shoal.Error
-	11,  // 68: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
-	42,  // 69: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
-	11,  // 70: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
-	9,   // 71: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
-	12,  // 72: shoal.HeartbeatResponse.error:type_name -> shoal.Error
-	11,  // 73: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
-	12,  // 74: shoal.PolicyListResponse.error:type_name -> shoal.Error
-	75,  // 75: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
-	12,  // 76: shoal.PolicySetResponse.error:type_name -> shoal.Error
-	80,  // 77: shoal.ZoneConfigRequest.lead:type_name -> shoal.LeadZone
-	12,  // 78: shoal.ZoneConfigResponse.error:type_name -> shoal.Error
-	80,  // 79: shoal.ZoneConfigResponse.leads:type_name -> shoal.LeadZone
-	12,  // 80: shoal.DecisionsResponse.error:type_name -> shoal.Error
-	86,  // 81: shoal.PlaceLeadersRequest.leaders:type_name -> shoal.LeaderPlacement
-	12,  // 82: shoal.PlaceLeadersResponse.error:type_name -> shoal.Error
+	10,  // 31: shoal.RangeFeedEvent.desc:type_name -> shoal.RangeDescriptor
+	10,  // 32: shoal.RangeFeedEvent.right:type_name -> shoal.RangeDescriptor
+	36,  // 33: shoal.WatchResponse.event:type_name -> shoal.RangeFeedEvent
+	13,  // 34: shoal.RangeLookupResponse.error:type_name -> shoal.Error
+	10,  // 35: shoal.RangeLookupResponse.range:type_name -> shoal.RangeDescriptor
+	12,  // 36: shoal.RangeLookupResponse.nodes:type_name -> shoal.NodeDescriptor
+	12,  // 37: shoal.NodeStatus.desc:type_name -> shoal.NodeDescriptor
+	43,  // 38: shoal.NodeStatus.stats:type_name -> shoal.NodeStats
+	42,  // 39: shoal.NodeStatus.join:type_name -> shoal.JoinStatus
+	52,  // 40: shoal.NodeStats.ranges:type_name -> shoal.RangeLoad
+	44,  // 41: shoal.NodeStats.tasks:type_name -> shoal.BackgroundTask
+	45,  // 42: shoal.NodeStats.last_completed:type_name -> shoal.TaskCompletion
+	13,  // 43: shoal.CompactResponse.error:type_name -> shoal.Error
+	13,  // 44: shoal.BackupResponse.error:type_name -> shoal.Error
+	13,  // 45: shoal.MaintenanceResponse.error:type_name -> shoal.Error
+	13,  // 46: shoal.NodesResponse.error:type_name -> shoal.Error
+	41,  // 47: shoal.NodesResponse.nodes:type_name -> shoal.NodeStatus
+	10,  // 48: shoal.RangeStatus.desc:type_name -> shoal.RangeDescriptor
+	13,  // 49: shoal.RangesResponse.error:type_name -> shoal.Error
+	55,  // 50: shoal.RangesResponse.ranges:type_name -> shoal.RangeStatus
+	13,  // 51: shoal.SplitResponse.error:type_name -> shoal.Error
+	10,  // 52: shoal.SplitResponse.left:type_name -> shoal.RangeDescriptor
+	10,  // 53: shoal.SplitResponse.right:type_name -> shoal.RangeDescriptor
+	13,  // 54: shoal.MergeResponse.error:type_name -> shoal.Error
+	10,  // 55: shoal.MergeResponse.merged:type_name -> shoal.RangeDescriptor
+	11,  // 56: shoal.FenceRequest.fence:type_name -> shoal.SpanFence
+	13,  // 57: shoal.FenceResponse.error:type_name -> shoal.Error
+	10,  // 58: shoal.FenceResponse.range:type_name -> shoal.RangeDescriptor
+	121, // 59: shoal.RangeCommandRequest.command:type_name -> shoal.Command
+	13,  // 60: shoal.RangeCommandResponse.error:type_name -> shoal.Error
+	10,  // 61: shoal.RangeCommandResponse.desc:type_name -> shoal.RangeDescriptor
+	13,  // 62: shoal.WaitAppliedResponse.error:type_name -> shoal.Error
+	13,  // 63: shoal.TransferLeaderResponse.error:type_name -> shoal.Error
+	12,  // 64: shoal.JoinRequest.node:type_name -> shoal.NodeDescriptor
+	13,  // 65: shoal.JoinResponse.error:type_name -> shoal.Error
+	12,  // 66: shoal.JoinResponse.nodes:type_name -> shoal.NodeDescriptor
+	13,  // 67: shoal.InitResponse.error:type_name -> shoal.Error
+	12,  // 68: shoal.HeartbeatRequest.node:type_name -> shoal.NodeDescriptor
+	43,  // 69: shoal.HeartbeatRequest.stats:type_name -> shoal.NodeStats
+	12,  // 70: shoal.HeartbeatRequest.known_nodes:type_name -> shoal.NodeDescriptor
+	10,  // 71: shoal.HeartbeatRequest.meta_desc:type_name -> shoal.RangeDescriptor
+	13,  // 72: shoal.HeartbeatResponse.error:type_name -> shoal.Error
+	12,  // 73: shoal.HeartbeatResponse.known_nodes:type_name -> shoal.NodeDescriptor
+	13,  // 74: shoal.PolicyListResponse.error:type_name -> shoal.Error
+	76,  // 75: shoal.PolicyListResponse.policies:type_name -> shoal.PolicyStatus
+	13,  // 76: shoal.PolicySetResponse.error:type_name -> shoal.Error
+	81,  // 77: shoal.ZoneConfigRequest.lead:type_name -> shoal.LeadZone
+	13,  // 78: shoal.ZoneConfigResponse.error:type_name -> shoal.Error
+	81,  // 79: shoal.ZoneConfigResponse.leads:type_name -> shoal.LeadZone
+	13,  // 80: shoal.DecisionsResponse.error:type_name -> shoal.Error
+	87,  // 81: shoal.PlaceLeadersRequest.leaders:type_name -> shoal.LeaderPlacement
+	13,  // 82: shoal.PlaceLeadersResponse.error:type_name -> shoal.Error
 	2,   // 83: shoal.SetNodeStateRequest.state:type_name -> shoal.NodeAdminState
-	12,  // 84: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
-	12,  // 85: shoal.SetProfileResponse.error:type_name -> shoal.Error
-	113, // 86: shoal.MetaCommandRequest.command:type_name -> shoal.Command
-	12,  // 87: shoal.MetaCommandResponse.error:type_name -> shoal.Error
+	13,  // 84: shoal.SetNodeStateResponse.error:type_name -> shoal.Error
+	13,  // 85: shoal.SetProfileResponse.error:type_name -> shoal.Error
+	121, // 86: shoal.MetaCommandRequest.command:type_name -> shoal.Command
+	13,  // 87: shoal.MetaCommandResponse.error:type_name -> shoal.Error
 	3,   // 88: shoal.RelocateReplicaRequest.step:type_name -> shoal.RelocateStep
-	12,  // 89: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
-	9,   // 90: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
-	96,  // 91: shoal.JobState.job:type_name -> shoal.ScanJob
-	97,  // 92: shoal.JobState.running:type_name -> shoal.JobRun
-	97,  // 93: shoal.JobState.last:type_name -> shoal.JobRun
-	96,  // 94: shoal.AddJobRequest.job:type_name -> shoal.ScanJob
-	12,  // 95: shoal.AddJobResponse.error:type_name -> shoal.Error
-	96,  // 96: shoal.AddJobResponse.job:type_name -> shoal.ScanJob
-	12,  // 97: shoal.RemoveJobResponse.error:type_name -> shoal.Error
-	12,  // 98: shoal.JobsResponse.error:type_name -> shoal.Error
-	98,  // 99: shoal.JobsResponse.jobs:type_name -> shoal.JobState
-	105, // 100: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
-	105, // 101: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
-	14,  // 102: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
-	12,  // 103: shoal.SnapshotResponse.error:type_name -> shoal.Error
-	9,   // 104: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 105: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 106: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
-	15,  // 107: shoal.Command.mutations:type_name -> shoal.Mutation
-	111, // 108: shoal.Command.condition:type_name -> shoal.Condition
-	110, // 109: shoal.Command.split:type_name -> shoal.SplitTrigger
-	112, // 110: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
-	114, // 111: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
-	115, // 112: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
-	116, // 113: shoal.Command.merge:type_name -> shoal.MergeTrigger
-	117, // 114: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
-	28,  // 115: shoal.Command.txn:type_name -> shoal.TxnRequest
-	10,  // 116: shoal.Command.set_fence:type_name -> shoal.SpanFence
-	9,   // 117: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
-	9,   // 118: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
-	9,   // 119: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
-	9,   // 120: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
-	36,  // 121: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
-	16,  // 122: shoal.Shoal.Get:input_type -> shoal.GetRequest
-	18,  // 123: shoal.Shoal.Put:input_type -> shoal.PutRequest
-	20,  // 124: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
-	22,  // 125: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
-	24,  // 126: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
-	26,  // 127: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
-	28,  // 128: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
-	33,  // 129: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
-	38,  // 130: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
-	52,  // 131: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
-	55,  // 132: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
-	57,  // 133: shoal.Shoal.Split:input_type -> shoal.SplitRequest
-	67,  // 134: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
-	94,  // 135: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
-	76,  // 136: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
-	78,  // 137: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
-	81,  // 138: shoal.Shoal.ZoneConfig:input_type -> shoal.ZoneConfigRequest
-	83,  // 139: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
-	85,  // 140: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
-	88,  // 141: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
-	90,  // 142: shoal.Shoal.SetProfile:input_type -> shoal.SetProfileRequest
-	69,  // 143: shoal.Shoal.Join:input_type -> shoal.JoinRequest
-	71,  // 144: shoal.Shoal.Init:input_type -> shoal.InitRequest
-	73,  // 145: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
-	92,  // 146: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
-	59,  // 147: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
-	63,  // 148: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
-	61,  // 149: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
-	65,  // 150: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
-	45,  // 151: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
-	47,  // 152: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
-	49,  // 153: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
-	99,  // 154: shoal.Shoal.AddJob:input_type -> shoal.AddJobRequest
-	101, // 155: shoal.Shoal.RemoveJob:input_type -> shoal.RemoveJobRequest
-	103, // 156: shoal.Shoal.Jobs:input_type -> shoal.JobsRequest
-	106, // 157: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
-	108, // 158: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
-	37,  // 159: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
-	17,  // 160: shoal.Shoal.Get:output_type -> shoal.GetResponse
-	19,  // 161: shoal.Shoal.Put:output_type -> shoal.PutResponse
-	21,  // 162: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
-	23,  // 163: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
-	25,  // 164: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
-	27,  // 165: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
-	29,  // 166: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
-	34,  // 167: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
-	39,  // 168: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
-	53,  // 169: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
-	56,  // 170: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
-	58,  // 171: shoal.Shoal.Split:output_type -> shoal.SplitResponse
-	68,  // 172: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
-	95,  // 173: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
-	77,  // 174: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
-	79,  // 175: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
-	82,  // 176: shoal.Shoal.ZoneConfig:output_type -> shoal.ZoneConfigResponse
-	84,  // 177: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
-	87,  // 178: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
-	89,  // 179: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
-	91,  // 180: shoal.Shoal.SetProfile:output_type -> shoal.SetProfileResponse
-	70,  // 181: shoal.Shoal.Join:output_type -> shoal.JoinResponse
-	72,  // 182: shoal.Shoal.Init:output_type -> shoal.InitResponse
-	74,  // 183: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
-	93,  // 184: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
-	60,  // 185: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
-	64,  // 186: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
-	62,  // 187: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
-	66,  // 188: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
-	46,  // 189: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
-	48,  // 190: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
-	50,  // 191: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
-	100, // 192: shoal.Shoal.AddJob:output_type -> shoal.AddJobResponse
-	102, // 193: shoal.Shoal.RemoveJob:output_type -> shoal.RemoveJobResponse
-	104, // 194: shoal.Shoal.Jobs:output_type -> shoal.JobsResponse
-	107, // 195: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
-	109, // 196: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
-	159, // [159:197] is the sub-list for method output_type
-	121, // [121:159] is the sub-list for method input_type
-	121, // [121:121] is the sub-list for extension type_name
-	121, // [121:121] is the sub-list for extension extendee
-	0,   // [0:121] is the sub-list for field type_name
+	13,  // 89: shoal.RelocateReplicaResponse.error:type_name -> shoal.Error
+	10,  // 90: shoal.RelocateReplicaResponse.range:type_name -> shoal.RangeDescriptor
+	97,  // 91: shoal.JobState.job:type_name -> shoal.ScanJob
+	98,  // 92: shoal.JobState.running:type_name -> shoal.JobRun
+	98,  // 93: shoal.JobState.last:type_name -> shoal.JobRun
+	97,  // 94: shoal.AddJobRequest.job:type_name -> shoal.ScanJob
+	13,  // 95: shoal.AddJobResponse.error:type_name -> shoal.Error
+	97,  // 96: shoal.AddJobResponse.job:type_name -> shoal.ScanJob
+	13,  // 97: shoal.RemoveJobResponse.error:type_name -> shoal.Error
+	13,  // 98: shoal.JobsResponse.error:type_name -> shoal.Error
+	99,  // 99: shoal.JobsResponse.jobs:type_name -> shoal.JobState
+	106, // 100: shoal.IngestRequest.events:type_name -> shoal.StreamEvent
+	8,   // 101: shoal.IngestResult.status:type_name -> shoal.IngestResult.Status
+	13,  // 102: shoal.IngestResult.error:type_name -> shoal.Error
+	13,  // 103: shoal.IngestResponse.error:type_name -> shoal.Error
+	108, // 104: shoal.IngestResponse.results:type_name -> shoal.IngestResult
+	111, // 105: shoal.StreamStatusResponse.tasks:type_name -> shoal.StreamTaskStatus
+	113, // 106: shoal.RaftMessageBatch.messages:type_name -> shoal.RaftMessage
+	113, // 107: shoal.SnapshotChunk.header:type_name -> shoal.RaftMessage
+	15,  // 108: shoal.SnapshotChunk.kvs:type_name -> shoal.KeyValue
+	13,  // 109: shoal.SnapshotResponse.error:type_name -> shoal.Error
+	10,  // 110: shoal.SplitTrigger.left:type_name -> shoal.RangeDescriptor
+	10,  // 111: shoal.SplitTrigger.right:type_name -> shoal.RangeDescriptor
+	10,  // 112: shoal.MetaUpdate.ranges:type_name -> shoal.RangeDescriptor
+	16,  // 113: shoal.Command.mutations:type_name -> shoal.Mutation
+	119, // 114: shoal.Command.condition:type_name -> shoal.Condition
+	118, // 115: shoal.Command.split:type_name -> shoal.SplitTrigger
+	120, // 116: shoal.Command.meta_update:type_name -> shoal.MetaUpdate
+	122, // 117: shoal.Command.freeze:type_name -> shoal.FreezeForMerge
+	123, // 118: shoal.Command.unfreeze:type_name -> shoal.UnfreezeRange
+	124, // 119: shoal.Command.merge:type_name -> shoal.MergeTrigger
+	125, // 120: shoal.Command.merge_abort:type_name -> shoal.MergeAbort
+	29,  // 121: shoal.Command.txn:type_name -> shoal.TxnRequest
+	11,  // 122: shoal.Command.set_fence:type_name -> shoal.SpanFence
+	10,  // 123: shoal.MergeTrigger.left:type_name -> shoal.RangeDescriptor
+	10,  // 124: shoal.MergeTrigger.right:type_name -> shoal.RangeDescriptor
+	10,  // 125: shoal.MergeTrigger.merged:type_name -> shoal.RangeDescriptor
+	10,  // 126: shoal.ConfChangeContext.desc:type_name -> shoal.RangeDescriptor
+	37,  // 127: shoal.Watcher.Watch:input_type -> shoal.WatchRequest
+	17,  // 128: shoal.Shoal.Get:input_type -> shoal.GetRequest
+	19,  // 129: shoal.Shoal.Put:input_type -> shoal.PutRequest
+	21,  // 130: shoal.Shoal.Delete:input_type -> shoal.DeleteRequest
+	23,  // 131: shoal.Shoal.CompareAndSwap:input_type -> shoal.CompareAndSwapRequest
+	25,  // 132: shoal.Shoal.BatchWrite:input_type -> shoal.BatchWriteRequest
+	27,  // 133: shoal.Shoal.Scan:input_type -> shoal.ScanRequest
+	29,  // 134: shoal.Shoal.Txn:input_type -> shoal.TxnRequest
+	34,  // 135: shoal.Shoal.RangeFeed:input_type -> shoal.RangeFeedRequest
+	39,  // 136: shoal.Shoal.RangeLookup:input_type -> shoal.RangeLookupRequest
+	53,  // 137: shoal.Shoal.Nodes:input_type -> shoal.NodesRequest
+	56,  // 138: shoal.Shoal.Ranges:input_type -> shoal.RangesRequest
+	58,  // 139: shoal.Shoal.Split:input_type -> shoal.SplitRequest
+	68,  // 140: shoal.Shoal.TransferLeader:input_type -> shoal.TransferLeaderRequest
+	95,  // 141: shoal.Shoal.RelocateReplica:input_type -> shoal.RelocateReplicaRequest
+	77,  // 142: shoal.Shoal.PolicyList:input_type -> shoal.PolicyListRequest
+	79,  // 143: shoal.Shoal.PolicySet:input_type -> shoal.PolicySetRequest
+	82,  // 144: shoal.Shoal.ZoneConfig:input_type -> shoal.ZoneConfigRequest
+	84,  // 145: shoal.Shoal.Decisions:input_type -> shoal.DecisionsRequest
+	86,  // 146: shoal.Shoal.PlaceLeaders:input_type -> shoal.PlaceLeadersRequest
+	89,  // 147: shoal.Shoal.SetNodeState:input_type -> shoal.SetNodeStateRequest
+	91,  // 148: shoal.Shoal.SetProfile:input_type -> shoal.SetProfileRequest
+	70,  // 149: shoal.Shoal.Join:input_type -> shoal.JoinRequest
+	72,  // 150: shoal.Shoal.Init:input_type -> shoal.InitRequest
+	74,  // 151: shoal.Shoal.Heartbeat:input_type -> shoal.HeartbeatRequest
+	93,  // 152: shoal.Shoal.MetaCommand:input_type -> shoal.MetaCommandRequest
+	60,  // 153: shoal.Shoal.Merge:input_type -> shoal.MergeRequest
+	64,  // 154: shoal.Shoal.RangeCommand:input_type -> shoal.RangeCommandRequest
+	62,  // 155: shoal.Shoal.Fence:input_type -> shoal.FenceRequest
+	66,  // 156: shoal.Shoal.WaitApplied:input_type -> shoal.WaitAppliedRequest
+	46,  // 157: shoal.Shoal.Compact:input_type -> shoal.CompactRequest
+	48,  // 158: shoal.Shoal.Backup:input_type -> shoal.BackupRequest
+	50,  // 159: shoal.Shoal.Maintenance:input_type -> shoal.MaintenanceRequest
+	100, // 160: shoal.Shoal.AddJob:input_type -> shoal.AddJobRequest
+	102, // 161: shoal.Shoal.RemoveJob:input_type -> shoal.RemoveJobRequest
+	104, // 162: shoal.Shoal.Jobs:input_type -> shoal.JobsRequest
+	107, // 163: shoal.Streams.Ingest:input_type -> shoal.IngestRequest
+	110, // 164: shoal.Streams.StreamStatus:input_type -> shoal.StreamStatusRequest
+	114, // 165: shoal.RaftTransport.RaftStream:input_type -> shoal.RaftMessageBatch
+	116, // 166: shoal.RaftTransport.Snapshot:input_type -> shoal.SnapshotChunk
+	38,  // 167: shoal.Watcher.Watch:output_type -> shoal.WatchResponse
+	18,  // 168: shoal.Shoal.Get:output_type -> shoal.GetResponse
+	20,  // 169: shoal.Shoal.Put:output_type -> shoal.PutResponse
+	22,  // 170: shoal.Shoal.Delete:output_type -> shoal.DeleteResponse
+	24,  // 171: shoal.Shoal.CompareAndSwap:output_type -> shoal.CompareAndSwapResponse
+	26,  // 172: shoal.Shoal.BatchWrite:output_type -> shoal.BatchWriteResponse
+	28,  // 173: shoal.Shoal.Scan:output_type -> shoal.ScanResponse
+	30,  // 174: shoal.Shoal.Txn:output_type -> shoal.TxnResponse
+	35,  // 175: shoal.Shoal.RangeFeed:output_type -> shoal.RangeFeedBatch
+	40,  // 176: shoal.Shoal.RangeLookup:output_type -> shoal.RangeLookupResponse
+	54,  // 177: shoal.Shoal.Nodes:output_type -> shoal.NodesResponse
+	57,  // 178: shoal.Shoal.Ranges:output_type -> shoal.RangesResponse
+	59,  // 179: shoal.Shoal.Split:output_type -> shoal.SplitResponse
+	69,  // 180: shoal.Shoal.TransferLeader:output_type -> shoal.TransferLeaderResponse
+	96,  // 181: shoal.Shoal.RelocateReplica:output_type -> shoal.RelocateReplicaResponse
+	78,  // 182: shoal.Shoal.PolicyList:output_type -> shoal.PolicyListResponse
+	80,  // 183: shoal.Shoal.PolicySet:output_type -> shoal.PolicySetResponse
+	83,  // 184: shoal.Shoal.ZoneConfig:output_type -> shoal.ZoneConfigResponse
+	85,  // 185: shoal.Shoal.Decisions:output_type -> shoal.DecisionsResponse
+	88,  // 186: shoal.Shoal.PlaceLeaders:output_type -> shoal.PlaceLeadersResponse
+	90,  // 187: shoal.Shoal.SetNodeState:output_type -> shoal.SetNodeStateResponse
+	92,  // 188: shoal.Shoal.SetProfile:output_type -> shoal.SetProfileResponse
+	71,  // 189: shoal.Shoal.Join:output_type -> shoal.JoinResponse
+	73,  // 190: shoal.Shoal.Init:output_type -> shoal.InitResponse
+	75,  // 191: shoal.Shoal.Heartbeat:output_type -> shoal.HeartbeatResponse
+	94,  // 192: shoal.Shoal.MetaCommand:output_type -> shoal.MetaCommandResponse
+	61,  // 193: shoal.Shoal.Merge:output_type -> shoal.MergeResponse
+	65,  // 194: shoal.Shoal.RangeCommand:output_type -> shoal.RangeCommandResponse
+	63,  // 195: shoal.Shoal.Fence:output_type -> shoal.FenceResponse
+	67,  // 196: shoal.Shoal.WaitApplied:output_type -> shoal.WaitAppliedResponse
+	47,  // 197: shoal.Shoal.Compact:output_type -> shoal.CompactResponse
+	49,  // 198: shoal.Shoal.Backup:output_type -> shoal.BackupResponse
+	51,  // 199: shoal.Shoal.Maintenance:output_type -> shoal.MaintenanceResponse
+	101, // 200: shoal.Shoal.AddJob:output_type -> shoal.AddJobResponse
+	103, // 201: shoal.Shoal.RemoveJob:output_type -> shoal.RemoveJobResponse
+	105, // 202: shoal.Shoal.Jobs:output_type -> shoal.JobsResponse
+	109, // 203: shoal.Streams.Ingest:output_type -> shoal.IngestResponse
+	112, // 204: shoal.Streams.StreamStatus:output_type -> shoal.StreamStatusResponse
+	115, // 205: shoal.RaftTransport.RaftStream:output_type -> shoal.RaftStreamAck
+	117, // 206: shoal.RaftTransport.Snapshot:output_type -> shoal.SnapshotResponse
+	167, // [167:207] is the sub-list for method output_type
+	127, // [127:167] is the sub-list for method input_type
+	127, // [127:127] is the sub-list for extension type_name
+	127, // [127:127] is the sub-list for extension extendee
+	0,   // [0:127] is the sub-list for field type_name
 }
 
 func init() { file_pb_shoal_proto_init() }
@@ -9056,10 +9638,10 @@ func file_pb_shoal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_shoal_proto_rawDesc), len(file_pb_shoal_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   111,
+			NumEnums:      9,
+			NumMessages:   118,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_pb_shoal_proto_goTypes,
 		DependencyIndexes: file_pb_shoal_proto_depIdxs,

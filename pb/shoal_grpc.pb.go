@@ -1538,6 +1538,150 @@ var Shoal_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	Streams_Ingest_FullMethodName       = "/shoal.Streams/Ingest"
+	Streams_StreamStatus_FullMethodName = "/shoal.Streams/StreamStatus"
+)
+
+// StreamsClient is the client API for Streams service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Streams runs stream jobs' tasks on the node (package stream, node/streamhost).
+type StreamsClient interface {
+	Ingest(ctx context.Context, in *IngestRequest, opts ...grpc.CallOption) (*IngestResponse, error)
+	StreamStatus(ctx context.Context, in *StreamStatusRequest, opts ...grpc.CallOption) (*StreamStatusResponse, error)
+}
+
+type streamsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewStreamsClient(cc grpc.ClientConnInterface) StreamsClient {
+	return &streamsClient{cc}
+}
+
+func (c *streamsClient) Ingest(ctx context.Context, in *IngestRequest, opts ...grpc.CallOption) (*IngestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IngestResponse)
+	err := c.cc.Invoke(ctx, Streams_Ingest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *streamsClient) StreamStatus(ctx context.Context, in *StreamStatusRequest, opts ...grpc.CallOption) (*StreamStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StreamStatusResponse)
+	err := c.cc.Invoke(ctx, Streams_StreamStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StreamsServer is the server API for Streams service.
+// All implementations must embed UnimplementedStreamsServer
+// for forward compatibility.
+//
+// Streams runs stream jobs' tasks on the node (package stream, node/streamhost).
+type StreamsServer interface {
+	Ingest(context.Context, *IngestRequest) (*IngestResponse, error)
+	StreamStatus(context.Context, *StreamStatusRequest) (*StreamStatusResponse, error)
+	mustEmbedUnimplementedStreamsServer()
+}
+
+// UnimplementedStreamsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedStreamsServer struct{}
+
+func (UnimplementedStreamsServer) Ingest(context.Context, *IngestRequest) (*IngestResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Ingest not implemented")
+}
+func (UnimplementedStreamsServer) StreamStatus(context.Context, *StreamStatusRequest) (*StreamStatusResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method StreamStatus not implemented")
+}
+func (UnimplementedStreamsServer) mustEmbedUnimplementedStreamsServer() {}
+func (UnimplementedStreamsServer) testEmbeddedByValue()                 {}
+
+// UnsafeStreamsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to StreamsServer will
+// result in compilation errors.
+type UnsafeStreamsServer interface {
+	mustEmbedUnimplementedStreamsServer()
+}
+
+func RegisterStreamsServer(s grpc.ServiceRegistrar, srv StreamsServer) {
+	// If the following call pancis, it indicates UnimplementedStreamsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Streams_ServiceDesc, srv)
+}
+
+func _Streams_Ingest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IngestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StreamsServer).Ingest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Streams_Ingest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StreamsServer).Ingest(ctx, req.(*IngestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Streams_StreamStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StreamStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StreamsServer).StreamStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Streams_StreamStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StreamsServer).StreamStatus(ctx, req.(*StreamStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Streams_ServiceDesc is the grpc.ServiceDesc for Streams service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Streams_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "shoal.Streams",
+	HandlerType: (*StreamsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Ingest",
+			Handler:    _Streams_Ingest_Handler,
+		},
+		{
+			MethodName: "StreamStatus",
+			Handler:    _Streams_StreamStatus_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "pb/shoal.proto",
+}
+
+const (
 	RaftTransport_RaftStream_FullMethodName = "/shoal.RaftTransport/RaftStream"
 	RaftTransport_Snapshot_FullMethodName   = "/shoal.RaftTransport/Snapshot"
 )
