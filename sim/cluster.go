@@ -31,6 +31,7 @@ type simNode struct {
 	taskDone map[string]time.Time
 	ledAtReq []uint64
 	profile  string               // the engine profile (SetProfile); "" the default
+	locality string               // "zone=…" (Scenario.Zones)
 	reps     map[uint64]*simRange // ranges with a replica here
 	ordered  []*simRange          // the same, in key order (as Cluster.each visits them)
 	// sendFree and recvFree are when the node's snapshot links are next idle (FIFO streams at the
@@ -173,6 +174,8 @@ type Cluster struct {
 	changed  []*simRange
 	reshaped bool
 	last     *model.Cluster // the last snapshot (NewClusterAfter)
+
+	leadZones []model.LeadZone // the operators' lead-zone preferences (Scenario.LeadZone)
 }
 
 // clusterSpec is what a cluster starts with.
@@ -187,6 +190,8 @@ type clusterSpec struct {
 	replicaReads      bool // reads served at every replica (Cluster.replicaReads)
 	learners          int  // learners every user range starts with (uniform read replicas)
 	empty             int  // the last nodes that start without replicas
+	zones             []string
+	leadZone          string
 }
 
 func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluster {
@@ -194,7 +199,13 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 		ranges: map[uint64]*simRange{}, touched: map[uint64]*simRange{}, hot: map[uint64]*simRange{}, records: spec.records, valueBytes: spec.valueBytes,
 		dist: spec.dist, rate: spec.rate, readFrac: spec.readFrac, replicaReads: spec.replicaReads}
 	for i := 0; i < spec.nodes; i++ {
-		c.addNode()
+		n := c.addNode()
+		if i < len(spec.zones) {
+			n.locality = "zone=" + spec.zones[i]
+		}
+	}
+	if spec.leadZone != "" {
+		c.leadZones = []model.LeadZone{{Zone: spec.leadZone}}
 	}
 	rf := min(spec.rf, spec.nodes)
 	c.meta = &simRange{id: metaRangeID, system: true, leader: 1, bytes: 1 << 20, owner: c}
@@ -289,7 +300,7 @@ func (c *Cluster) Snapshot() *model.Cluster {
 		*mn = model.Node{ID: n.id, Addr: n.addr, Live: c.live(n), LastHeartbeat: n.lastHB,
 			Draining: n.draining, Decommissioning: n.decomm, Decommissioned: n.gone,
 			CPUPercent: 100 * c.p.Cores * min(1, n.served/c.p.mu()), CPUCores: c.p.Cores, DiskCapacity: c.p.DiskBytes,
-			Tasks: n.tasks, LedBefore: n.ledAtReq, Join: n.join, Profile: n.profile}
+			Tasks: n.tasks, LedBefore: n.ledAtReq, Join: n.join, Profile: n.profile, Locality: n.locality}
 		if mn.Profile == "" {
 			mn.Profile = "default"
 		}
@@ -306,6 +317,7 @@ func (c *Cluster) Snapshot() *model.Cluster {
 		nodes = append(nodes, mn)
 	}
 	c.last = model.NewClusterAfter(c.last, now, nodes, ranges)
+	c.last.LeadZones = c.leadZones
 	return c.last
 }
 
@@ -446,7 +458,7 @@ func (c *Cluster) AddLearner(ctx context.Context, rangeID, node uint64) error {
 	from.snaps++
 	to.snaps++
 	c.inflight++
-	c.land(begin.Sub(c.now())+stream+time.Duration(c.p.ApplyFactor*float64(stream)), func() {
+	c.land(begin.Sub(c.now())+stream+c.p.snapshotTime(r.bytes), func() {
 		c.inflight--
 		from.snaps--
 		to.snaps--

@@ -48,7 +48,7 @@ func TestSnapshotsShareUnchangedRanges(t *testing.T) {
 func TestStepsLand(t *testing.T) {
 	p := DefaultParams()
 	stream := seconds(1000 * 1024 / p.snapshotRate())
-	snapshot := stream + time.Duration(p.ApplyFactor*float64(stream))
+	snapshot := stream + p.snapshotTime(1000*1024)
 	ctx := context.Background()
 	tests := []struct {
 		name    string

@@ -57,15 +57,15 @@ func TestDecisionsUnchanged(t *testing.T) {
 }
 
 var goldenHashes = map[string]string{
-	"compaction":   "fe4149e4aaa29d38f994823016ddaa5f8f1a037d4afe19e7047cd93573b9240e",
-	"decommission": "efccbc39e429de57d5e5a8ece650d0b737fb63afcf9d1d1e55555cd4961d37db",
-	"drain":        "9f33ee19db5e9728478fe984d93c2ef3d96b172abdcf9acefd16a202e8956826",
-	"hotspot":      "a8b3876dad5f3181669b832b460cf3076d8097551ef1721e6ed42e7e1919bae9",
-	"join":         "2f84a59108dfb297a0125bc3ac35f44a51d83f13342e5bab4eb58b19f5b21041",
-	"merge":        "0fda3660768da23e7a5de1b79927ee7587ebcb7d423a90d5b15a88870e3b0644",
-	"node-kill":    "8ed023fd4eb5a9d5b60fe3cff6d1d5d0ec903a3122913213b2b36097a0cc383e",
-	"node-loss":    "ad5dd864e0fbe5908926d0067351a82406b1d375c344177826c5c7c0c5b28677",
-	"read-hints":   "309b0264e7f4bc426b5cc4b6c6d73b7860135c2250d1815a3fc2695dd429c2b1",
-	"rebalance":    "c4750a7d80106b64847087bae5b5a2233f5595fb974c4d7500e756376a2cd559",
-	"scale":        "fc8abc10a3f74eb32e5e1e42a8e14d9e94e084d1bfec0c8d74f44e930d4ae2fd",
+	"compaction":   "87fe2aa04629dcda4f38314e741a6c1b4a787754c56e2bf75ce7f804a353f1fe",
+	"decommission": "59ace264d947e7e7ab74ce3ba11de5dde7dffdad9f92f667d71a232f28192ce3",
+	"drain":        "91871f38c02c0c84ea74568b9faaa2b82f441a7cabbac96cbdee92bb17a519ca",
+	"hotspot":      "d775b15ed6ad58f03fcfafe09adfa56e458a6ed2f8fd53ffd84d128237c5f655",
+	"join":         "bcd0e85364af667ea5e281c442cd609ca6dd73ddaec344b0f4d80882e371786e",
+	"merge":        "58a7a9f3a850683d460b35ef47f6e165c8e37ae50031b75e80ece8b54a117a16",
+	"node-kill":    "5d0ae95d8ff0c5f196b8f0bd9c90aff96672118e2fd0ec429e661de0deac1dad",
+	"node-loss":    "865e2e82e5f7dab315097493451225bf5661cf78ff286b23e60c834c4062834e",
+	"read-hints":   "5c2a0ce18c8c0475bf80cea30c05a1fcc1a0f9d227aa266f85af820d77fd7d8b",
+	"rebalance":    "c42c3e7ec9f1bd09ee186ded8e5069cd0b955db5473181f932f2d77894894486",
+	"scale":        "51c17a4397a567ae4b425ac8ba77f9ec5c7cd617e71d418063e4de52f8671afd",
 }

@@ -25,10 +25,16 @@ type Params struct {
 	// SnapshotSendRate and SnapshotRecvRate bound the snapshot bytes a node sends and receives per
 	// second, over all streams (the transport's rate limits; 32 MiB/s and unlimited by default).
 	SnapshotSendRate, SnapshotRecvRate float64
-	// ApplyFactor is the time a learner takes, after its snapshot streamed, to apply it and catch up
-	// with the log, as a fraction of the streaming time: docs/bench-move.md measured moves of 130 MiB
-	// and 1 GiB at 1.71× and 1.75× one snapshot's time at the configured rate.
-	ApplyFactor float64
+	// ApplyRate is how fast a learner, after its snapshot streamed, applies it and catches up with
+	// the log, in bytes per second: docs/bench-move.md measured moves of 130 MiB and 1 GiB at 1.71×
+	// and 1.75× one snapshot's time at 32 MiB/s, the apply taking 0.73× the streaming time, i.e.
+	// 32 MiB/s / 0.73. A rate of the receiver, not a factor of the streaming time: a slower link
+	// does not make the apply slower (the join's 4 MiB/s links made 1.7 MB moves 30 % too slow).
+	ApplyRate float64
+	// SnapshotSetup is a snapshot's fixed cost whatever its size: the sender's checkpoint, the
+	// stream's setup, the receiver's ingest and the learner's first appends. Fitted to the real
+	// decommission's 1.5 MB moves (Calibrated).
+	SnapshotSetup time.Duration
 	// ConfChange is a promotion's or removal's joint-consensus round; Transfer a leadership
 	// transfer; Split and Merge their raft commands. Guesses of a few raft rounds on a LAN.
 	ConfChange, Transfer, Split, Merge time.Duration
@@ -57,8 +63,8 @@ func DefaultParams() Params {
 		Cores: 2, OpsPerCore: 9000, WriteCost: 2.5, FollowerWriteCost: 1.5,
 		DiskBytes:        512 << 30,
 		SnapshotSendRate: operator.DefaultSnapshotRate, SnapshotRecvRate: 0,
-		ApplyFactor: 0.73,
-		ConfChange:  100 * time.Millisecond, Transfer: 300 * time.Millisecond,
+		ApplyRate: operator.DefaultSnapshotRate / 0.73, SnapshotSetup: Calibrated.SnapshotSetup,
+		ConfChange: 100 * time.Millisecond, Transfer: 300 * time.Millisecond,
 		Split: 100 * time.Millisecond, Merge: 500 * time.Millisecond,
 		ElectionMin: time.Second, ElectionMax: 2 * time.Second,
 		Heartbeat: time.Second, LiveWindow: 4 * time.Second,
@@ -82,6 +88,16 @@ func (p Params) validate() error {
 	return nil
 }
 
+// snapshotTime is how long a snapshot of b bytes takes from its start to the learner caught up,
+// beyond its streaming time: its setup and its apply.
+func (p Params) snapshotTime(b uint64) time.Duration {
+	d := p.SnapshotSetup
+	if p.ApplyRate > 0 {
+		d += seconds(float64(b) / p.ApplyRate)
+	}
+	return d
+}
+
 // mu is a node's service rate in read-equivalents per second.
 func (p Params) mu() float64 { return p.Cores * p.OpsPerCore }
 
@@ -95,4 +111,18 @@ func (p Params) snapshotRate() float64 {
 		r = operator.DefaultSnapshotRate
 	}
 	return r
+}
+
+// Calibrated are the figures fitted to real runs of `shoal bench scenario` on one 2-core machine
+// with emulated disks (docs/design/simulator.md, Calibration, gives the runs and the fit): what
+// DefaultParams and the scenarios node-kill, join and decommission take from them.
+var Calibrated = struct {
+	// SnapshotSetup: Params.SnapshotSetup.
+	SnapshotSetup time.Duration
+	// The offered load of the scenarios run for real: the 8 closed-loop threads' throughput after
+	// the warm-up and before the first event (median of the runs).
+	NodeKillOps, JoinOps, DecommissionOps float64
+}{
+	SnapshotSetup: 0,
+	NodeKillOps:   6000, JoinOps: 8000, DecommissionOps: 6000,
 }

@@ -14,18 +14,20 @@ import (
 var policyScenarios = map[string]struct {
 	scenario, kind string
 }{
-	policy.NameReplicate:    {"node-loss", operator.KindMoveReplica},
-	policy.NameDecommission: {"decommission", operator.KindMoveReplica},
-	policy.NameDrain:        {"drain", operator.KindTransferLeader},
-	policy.NameShed:         {"compaction", operator.KindTransferLeader},
-	policy.NameJoin:         {"join", operator.KindMoveReplica},
-	policy.NameLoadSplit:    {"hotspot", operator.KindSplit},
-	policy.NameMerge:        {"merge", operator.KindMerge},
-	policy.NameRebalance:    {"rebalance", operator.KindTransferLeader},
-	policy.NameReadHints:    {"read-hints", ""},
-	policy.NameReadReplicas: {"read-replicas", operator.KindAddLearner},
-	policy.NameHotspot:      {"hotspot-offload", operator.KindTransferLeader},
-	policy.NameNodeProfiles: {"node-profiles", operator.KindSetProfile},
+	policy.NameReplicate:       {"node-loss", operator.KindMoveReplica},
+	policy.NameDecommission:    {"decommission", operator.KindMoveReplica},
+	policy.NameDrain:           {"drain", operator.KindTransferLeader},
+	policy.NameShed:            {"compaction", operator.KindTransferLeader},
+	policy.NameJoin:            {"join", operator.KindMoveReplica},
+	policy.NameLoadSplit:       {"hotspot", operator.KindSplit},
+	policy.NameMerge:           {"merge", operator.KindMerge},
+	policy.NameRebalance:       {"rebalance", operator.KindTransferLeader},
+	policy.NameReadHints:       {"read-hints", ""},
+	policy.NameReadReplicas:    {"read-replicas", operator.KindAddLearner},
+	policy.NameHotspot:         {"hotspot-offload", operator.KindTransferLeader},
+	policy.NameNodeProfiles:    {"node-profiles", operator.KindSetProfile},
+	policy.NameLeasePreference: {"lease-preference", operator.KindTransferLeader},
+	policy.NameUsageBalance:    {"usage-balance", operator.KindTransferLeader},
 }
 
 // TestEveryPolicyRunsInTheSimulator: each registered policy, on, carries out at least one operator of

@@ -170,7 +170,8 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 	}
 	spec := clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3,
 		records: int64(sc.Ranges) * sc.RecordsPerRange, valueBytes: sc.ValueBytes, dist: dist, rate: rate,
-		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders, replicaReads: sc.ReplicaReads, empty: sc.Empty}
+		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders, replicaReads: sc.ReplicaReads, empty: sc.Empty,
+		zones: sc.Zones, leadZone: sc.LeadZone}
 	if !on {
 		spec.learners = sc.OffLearners
 	}
@@ -195,6 +196,9 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 		if err := r.ap.SetPolicy(sc.Policy, on); err != nil {
 			return nil, err
 		}
+	}
+	if sc.Setup != nil {
+		sc.Setup(r.ap)
 	}
 	c.maxSnaps = cfg.Executor.MaxSnapshotsPerNode
 	if r.ap.Policies().Enabled(policy.NameLoadSplit) {

@@ -45,8 +45,14 @@ type Scenario struct {
 	// Policy is the policy the scenario is about: run on, then off. Pin switches others for both runs.
 	Policy string
 	Pin    map[string]bool
-	// Autopilot and Params adjust the autopilot's configuration and the simulated hardware.
+	// Zones are the nodes' zones (node i+1's locality "zone=Zones[i]"); LeadZone, if set, asks
+	// that every user range be led in that zone (`shoal admin zone-config`).
+	Zones    []string
+	LeadZone string
+	// Autopilot and Params adjust the autopilot's configuration and the simulated hardware; Setup
+	// the autopilot once built (a policy's mode).
 	Autopilot func(*autopilot.Config)
+	Setup     func(*autopilot.Autopilot)
 	Params    func(*Params)
 	Events    []Event
 }
@@ -88,7 +94,7 @@ var pinLearners = map[string]bool{policy.NameRebalance: false, policy.NameMerge:
 // scenarios is the table. `shoal sim list` prints it.
 var scenarios = []Scenario{
 	{Name: "node-kill", Description: "3 nodes, one range; at t=8s the range's leader is killed, at t=15s restarted; policy replicate",
-		Nodes: 3, Ranges: 1, RecordsPerRange: 20000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
+		Nodes: 3, Ranges: 1, RecordsPerRange: 20000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.NodeKillOps, ReadFraction: 0.9,
 		Duration: 25 * time.Second, Policy: policy.NameReplicate,
 		Events: []Event{{At: 8 * time.Second, Do: KillLeader}, {At: 15 * time.Second, Do: Restart}}},
 	{Name: "node-loss", Description: "4 nodes, 24 ranges; at t=10s the first range's leader is killed for good; policy replicate (replaces it after 60 s)",
@@ -96,13 +102,13 @@ var scenarios = []Scenario{
 		Duration: 150 * time.Second, Policy: policy.NameReplicate, Pin: noMoves,
 		Events: []Event{{At: 10 * time.Second, Do: KillLeader}}},
 	{Name: "join", Description: "3 nodes, 24 ranges, 160k records, YCSB B zipfian; at t=30s a 4th node joins (4 MiB/s links); policy incremental_join",
-		Nodes: 3, Ranges: 24, RecordsPerRange: 160000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 8000, ReadFraction: 0.95,
+		Nodes: 3, Ranges: 24, RecordsPerRange: 160000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.JoinOps, ReadFraction: 0.95,
 		Duration: 120 * time.Second, Warmup: 10 * time.Second, Policy: policy.NameJoin, Pin: noMoves,
 		Params: func(p *Params) { p.SnapshotSendRate, p.SnapshotRecvRate = joinLink, joinLink },
 		Events: []Event{{At: 30 * time.Second, Do: JoinNodes, N: 1}}},
 	{Name: "decommission", Description: "4 nodes, 24 ranges, 144k records, YCSB 90/10 zipfian; at t=20s n3, the last node holding user replicas, " +
 		"is decommissioned, its 24 replicas moving to the empty n4; policy decommission",
-		Nodes: 4, Empty: 1, Ranges: 24, RecordsPerRange: 144000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
+		Nodes: 4, Empty: 1, Ranges: 24, RecordsPerRange: 144000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.DecommissionOps, ReadFraction: 0.9,
 		Duration: 80 * time.Second, Warmup: 8 * time.Second, Policy: policy.NameDecommission, Pin: noMoves,
 		Events: []Event{{At: 20 * time.Second, Do: Decommission}}},
 	{Name: "drain", Description: "3 nodes, 24 ranges; at t=10s the node leading most ranges drains; policy drain",
@@ -135,9 +141,23 @@ var scenarios = []Scenario{
 		ReadFraction: 1, Duration: 10 * time.Minute, Warmup: time.Minute, Policy: policy.NameReadReplicas,
 		ReplicaReads: true, OffLearners: 2, Pin: pinLearners,
 		Autopilot: func(c *autopilot.Config) { c.Policies.ReadReplicas.MaxPerRound = 50 }},
-	{Name: "hotspot-offload", Description: "4 nodes, 12 ranges all led by n1, 20000 ops/s zipfian; policy hotspot_offload (rebalance, merge and load_split off)",
+	{Name: "hotspot-offload", Description: "4 nodes, 12 ranges all led by n1, 20000 ops/s zipfian; policy hotspot_offload in act mode " +
+		"(its break-even is learnt from hot spots that come and go; this one stays) (rebalance, merge and load_split off)",
 		Nodes: 4, Ranges: 12, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 20000,
-		ReadFraction: 0.9, Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameHotspot, Pin: noMoves},
+		ReadFraction: 0.9, Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameHotspot, Pin: noMoves,
+		Setup: func(a *autopilot.Autopilot) {
+			if p, ok := a.Policies().Policy(policy.NameHotspot).(*policy.HotspotOffload); ok {
+				p.SetMode(policy.ModeAct)
+			}
+		}},
+	{Name: "usage-balance", Description: "4 nodes, 12 ranges all led by n1, 20000 ops/s zipfian; policy usage_balance (rebalance, merge and load_split off; " +
+		"the simulator has no block cache: usage is predicted from reads as misses)",
+		Nodes: 4, Ranges: 12, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 20000,
+		ReadFraction: 0.9, Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameUsageBalance, Pin: noMoves},
+	{Name: "lease-preference", Description: "3 nodes in zones b, c, a, 12 ranges all led by n1; every range is to be led in zone a (n3); policy lease_preference",
+		Nodes: 3, Ranges: 12, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000,
+		ReadFraction: 0.9, Duration: 30 * time.Second, GatherLeaders: true, Zones: []string{"b", "c", "a"}, LeadZone: "a",
+		Policy: policy.NameLeasePreference, Pin: noMoves},
 	{Name: "node-profiles", Description: "5 nodes, 10 ranges, 6000 ops/s zipfian, 95 % reads (every range reads): policy node_profiles " +
 		"(mix sampled every 5 s, a class after 3 samples) gives the nodes that lead them the read profile, one node at a time " +
 		"(the simulator models no engine: it shows the decisions, not their gain)",

@@ -95,11 +95,14 @@ var simCalibrateCmd = &cobra.Command{
 same name sized as the real run was (nodes, ranges, records, read fraction, duration and warm-up, event
 times scaled as the real runner scales them) with the offered load the real run served before its first
 event, and print each figure side by side with its relative error against --tolerance: throughput with
-the policy on and off, the worst 10-s throughput bin, the p99 ratio on/off, and for a join the decisions
-per operator kind, the join's time, the mean interval between its moves and the first 20 decisions in
-order. Writes DIR/calibration.json and the simulation's report.json, decisions.json and plots.`,
-	Example: "  shoal bench scenario join --variants incremental,no-join --duration 40s --out /tmp/join-real\n" +
-		"  shoal sim calibrate --report /tmp/join-real/report.json --out /tmp/join-cal",
+the policy on and off, each 10-s throughput bin after the warm-up (the worst as a figure), the p99 ratio
+on/off, how long each task event took (a decommission: until its node held no replica), the seconds a
+killed leader cost, and from the run's decision log (from the first event on) the decisions and the mean
+duration per operator kind (proposal to the policy's next decision: the log has no end times), a join's
+time and the first 20 decisions in order. Writes DIR/calibration.json and the simulation's report.json, decisions.json and plots.`,
+	Example: "  shoal bench scenario decommission --out /tmp/decom-real\n" +
+		"  shoal sim calibrate --report /tmp/decom-real/report.json --out /tmp/decom-cal\n" +
+		"  shoal bench scenario join --variants incremental,no-join --duration 40s --out /tmp/join-real",
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
 		if calibrateFlags.report == "" || calibrateFlags.out == "" {
