@@ -1,0 +1,202 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
+)
+
+// Mode says where a producer sends each event.
+type Mode int
+
+const (
+	// Aligned sends an event to the node leading its key's range (the range map is the partitioner).
+	Aligned Mode = iota
+	// Unaligned sends it to a node chosen by a hash of its key among the live nodes, regardless of
+	// leaders: the stream processor's own partitioner, the baseline.
+	Unaligned
+)
+
+func (m Mode) String() string {
+	if m == Unaligned {
+		return "unaligned"
+	}
+	return "aligned"
+}
+
+// ParseMode reads "aligned" or "unaligned".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "aligned":
+		return Aligned, nil
+	case "unaligned":
+		return Unaligned, nil
+	}
+	return Aligned, fmt.Errorf("mode %q: want aligned or unaligned", s)
+}
+
+// IngesterConfig configures a producer.
+type IngesterConfig struct {
+	// Client looks ranges and nodes up (required).
+	Client *client.Client
+	// DialOptions for the nodes' Streams service (default: insecure).
+	DialOptions []grpc.DialOption
+	// AuthToken, if the cluster requires one.
+	AuthToken string
+	Mode      Mode
+	// MaxBatch bounds the events of one Ingest call (default 512).
+	MaxBatch int
+}
+
+// Ack is an event's outcome: APPLIED or DUPLICATE (its effect is in the state once), or FAILED.
+type Ack struct {
+	Key      []byte
+	Position uint64
+	Status   pb.IngestResult_Status
+	Output   []byte
+	Err      string // FAILED: why
+}
+
+// Ingester produces events of one job: it gives each key's events positions 1, 2, 3, …, routes them by
+// key and sends each again, with its position, until it is acknowledged. One Ingester per key: two
+// producers of one key would reuse its positions.
+type Ingester struct {
+	cfg    IngesterConfig
+	job    *Job
+	routes routeCache
+
+	mu    sync.Mutex
+	next  map[string]uint64
+	conns map[string]*grpc.ClientConn
+	nodes []string // live nodes' addresses by id (Unaligned)
+}
+
+// NewIngester returns a producer of the registered job named job.
+func NewIngester(cfg IngesterConfig, job string) (*Ingester, error) {
+	j, ok := Lookup(job)
+	if !ok {
+		return nil, fmt.Errorf("no stream job %q in this binary (jobs: %v)", job, Names())
+	}
+	if cfg.Client == nil {
+		return nil, errors.New("stream ingester: no client")
+	}
+	if len(cfg.DialOptions) == 0 {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
+	return &Ingester{cfg: cfg, job: j, next: map[string]uint64{}, conns: map[string]*grpc.ClientConn{}}, nil
+}
+
+// Close closes the ingester's connections.
+func (in *Ingester) Close() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var errs []error
+	for _, c := range in.conns {
+		errs = append(errs, c.Close())
+	}
+	in.conns = map[string]*grpc.ClientConn{}
+	return errors.Join(errs...)
+}
+
+// Events turns payloads into events: each key's next positions, in order.
+func (in *Ingester) Events(values [][]byte) ([]Event, error) {
+	evs := make([]Event, len(values))
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for i, v := range values {
+		k, err := in.job.Key(v)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: key of event %d: %w", in.job.Name, i, err)
+		}
+		if bytes.Compare(k, in.job.Start) < 0 || bytes.Compare(k, in.job.End) >= 0 {
+			return nil, fmt.Errorf("job %s: key %q of event %d is outside the job's span", in.job.Name, k, i)
+		}
+		in.next[string(k)]++
+		evs[i] = Event{Key: k, Position: in.next[string(k)], Value: v}
+	}
+	return evs, nil
+}
+
+// Send produces values and returns their acknowledgements in order.
+func (in *Ingester) Send(ctx context.Context, values [][]byte) ([]Ack, error) {
+	evs, err := in.Events(values)
+	if err != nil {
+		return nil, err
+	}
+	return in.SendEvents(ctx, evs)
+}
+
+// SendEvents sends events with their positions (again, after an error: a replay is harmless) until
+// each is acknowledged or ctx ends.
+func (in *Ingester) SendEvents(ctx context.Context, evs []Event) ([]Ack, error) {
+	acks := make([]Ack, len(evs))
+	pending := make([]int, len(evs))
+	for i := range evs {
+		pending[i] = i
+	}
+	wait := 5 * time.Millisecond
+	var last error
+	for len(pending) > 0 {
+		if err := ctx.Err(); err != nil {
+			return acks, fmt.Errorf("stream %s: %d of %d events not acknowledged (last: %v): %w", in.job.Name, len(pending), len(evs), last, err)
+		}
+		groups, err := in.group(ctx, evs, pending)
+		if err != nil {
+			last = err
+			pending = in.pause(ctx, &wait, pending)
+			continue
+		}
+		var retry []int
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for addr, idx := range groups {
+			wg.Add(1)
+			go func(addr string, idx []int) {
+				defer wg.Done()
+				again, err := in.sendTo(ctx, addr, evs, idx, acks)
+				mu.Lock()
+				defer mu.Unlock()
+				retry = append(retry, again...)
+				if err != nil {
+					last = err
+				}
+			}(addr, idx)
+		}
+		wg.Wait()
+		sort.Ints(retry) // keep each key's events in order
+		if len(retry) > 0 {
+			retry = in.pause(ctx, &wait, retry)
+		} else {
+			wait = 5 * time.Millisecond
+		}
+		pending = retry
+	}
+	return acks, nil
+}
+
+// pause waits before a retry round, doubling up to 200ms.
+func (in *Ingester) pause(ctx context.Context, wait *time.Duration, pending []int) []int {
+	t := time.NewTimer(*wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	if *wait *= 2; *wait > 200*time.Millisecond {
+		*wait = 200 * time.Millisecond
+	}
+	return pending
+}
