@@ -37,6 +37,7 @@ import (
 	"github.com/shoaldb/shoal/node/history"
 	"github.com/shoaldb/shoal/node/jobs"
 	"github.com/shoaldb/shoal/node/readhints"
+	"github.com/shoaldb/shoal/node/streamhost"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/stopper"
@@ -178,6 +179,8 @@ type Node struct {
 	hist      *history.Recorder // the last hour of this node's stats (/api/history)
 	sweeper   *expiry.Sweeper
 	scanJobs  *jobs.Service
+	streams   *streamhost.Host // stream tasks next to the data (package stream)
+	streamsCl func()           // closes the streams host's client of the cluster
 
 	draining atomic.Bool
 	hbKick   chan struct{}
@@ -243,6 +246,9 @@ func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n.transport = transport.New(tc, (*raftHandler)(n))
 	// The observer reads n.hints and n.ap at each request, so the range layer may come first.
 	n.Service = kv.New(cfg.KV, kv.Deps{Cluster: clusterView{n}, Observer: observer{n}, Requests: n.reqGate, Logger: n.log})
+	remote, closeRemote := streamhost.SelfClient(func() string { return n.cfg.Addr }, cfg.AuthToken, cfg.DialOptions)
+	n.streams, n.streamsCl = streamhost.New(streamhost.Deps{Local: n.Service, Store: n.Store, NodeID: n.NodeID,
+		Resolve: n.dir.Resolve, Remote: remote, Logger: n.log}), closeRemote
 	n.scanJobs = jobs.New(cfg.Jobs, jobs.Deps{Ranges: n.Service, Store: n.Store, Logger: n.log, Cluster: n.jobLoads})
 	var err error
 	n.hints, err = readhints.New(cfg.Hints, readhints.Deps{Engine: eng, Store: n.Store, Conn: n.peerConn, Meta: n.Service, Region: n.regionOf, Logger: n.log})
@@ -285,6 +291,7 @@ func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
 	pb.RegisterShoalServer(s, n)
 	n.transport.Register(s)
 	n.hints.Register(s)
+	n.streams.Register(s)
 }
 
 // Config is the node's effective configuration (defaults applied).
@@ -301,6 +308,10 @@ func (n *Node) Engine() *storage.Engine { return n.eng }
 
 // Store is the node's replica store (nil before Start).
 func (n *Node) Store() *replica.Store { return n.store.Load() }
+
+// StreamStats are the node's stream-task counters: events applied, state accesses served here and
+// at other nodes.
+func (n *Node) StreamStats() streamhost.Stats { return n.streams.Stats() }
 
 // ExpiryStats is the expiry sweeper's work so far.
 func (n *Node) ExpiryStats() expiry.Stats { return n.sweeper.Stats() }
@@ -407,6 +418,8 @@ func (n *Node) Stop() {
 		// meta read of a switch, a leadership hunt after the meta range lost its quorum) gives up at
 		// once instead of at its own deadline.
 		n.Service.Stop()
+		n.streams.Stop()
+		n.streamsCl()
 		n.loops.Stop()
 		n.ap.Stop()
 		n.bg.Stop()

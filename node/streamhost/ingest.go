@@ -1,0 +1,137 @@
+package streamhost
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stream"
+)
+
+// Ingest implements pb.StreamsServer: it applies a batch's events, each key's in order and keys in
+// parallel. After an event of a key is not applied, the key's later events in the batch are answered
+// RETRY too, so that a producer resending them keeps their order.
+func (h *Host) Ingest(ctx context.Context, req *pb.IngestRequest) (*pb.IngestResponse, error) {
+	job, ok := stream.Lookup(req.GetJob())
+	if !ok {
+		return &pb.IngestResponse{Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT,
+			Message: fmt.Sprintf("no stream job %q on node %d (jobs: %v)", req.GetJob(), h.deps.NodeID(), stream.Names())}}, nil
+	}
+	if h.deps.Store() == nil || h.ctx.Err() != nil {
+		return &pb.IngestResponse{Error: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is not serving stream tasks"}}, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(h.ctx, cancel)()
+
+	byKey := map[string][]int{}
+	var keys []string
+	for i, ev := range req.GetEvents() {
+		k := string(ev.GetKey())
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], i)
+	}
+	results := make([]*pb.IngestResult, len(req.GetEvents()))
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(idx []int) {
+			defer func() { <-sem; wg.Done() }()
+			var blocked *pb.Error
+			for _, i := range idx {
+				if blocked != nil {
+					results[i] = &pb.IngestResult{Status: pb.IngestResult_RETRY, Error: blocked}
+					continue
+				}
+				results[i] = h.apply(ctx, job, req.Events[i], req.GetUnaligned())
+				if s := results[i].GetStatus(); s == pb.IngestResult_RETRY || s == pb.IngestResult_FAILED {
+					blocked = results[i].GetError()
+				}
+			}
+		}(byKey[k])
+	}
+	wg.Wait()
+	h.count(results)
+	return &pb.IngestResponse{Results: results}, nil
+}
+
+func (h *Host) count(results []*pb.IngestResult) {
+	for _, r := range results {
+		switch r.GetStatus() {
+		case pb.IngestResult_APPLIED:
+			h.applied.Add(1)
+		case pb.IngestResult_DUPLICATE:
+			h.dups.Add(1)
+		case pb.IngestResult_RETRY:
+			h.retries.Add(1)
+		default:
+			h.failed.Add(1)
+		}
+	}
+}
+
+// apply runs one event at its task: aligned, only if this node leads the key's range.
+func (h *Host) apply(ctx context.Context, job *stream.Job, pe *pb.StreamEvent, unaligned bool) *pb.IngestResult {
+	ev := stream.Event{Key: pe.GetKey(), Position: pe.GetPosition(), Value: pe.GetValue()}
+	if bytes.Compare(ev.Key, job.Start) < 0 || bytes.Compare(ev.Key, job.End) >= 0 || ev.Position == 0 {
+		return &pb.IngestResult{Status: pb.IngestResult_FAILED, Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT,
+			Message: fmt.Sprintf("event key %q outside job %s's span, or position 0", ev.Key, job.Name)}}
+	}
+	var rangeID uint64 // unaligned: one task per job on the node, wherever its keys live
+	if !unaligned {
+		r, misrouted := h.leading(ev.Key)
+		if misrouted != nil {
+			return &pb.IngestResult{Status: pb.IngestResult_RETRY, Error: misrouted}
+		}
+		rangeID = r.RangeID()
+	}
+	t := h.task(job.Name, rangeID)
+	res := stream.Apply(ctx, job, &nodeState{h: h, aligned: !unaligned}, ev)
+	if res.GetStatus() == pb.IngestResult_APPLIED {
+		t.events.Add(1)
+		t.last.Store(time.Now().UnixNano())
+	}
+	return res
+}
+
+// leading returns the local replica of key's range if it leads, else the error that sends the
+// producer to the leader (NOT_LEADER with its address) or to a fresh lookup (RANGE_MOVED).
+func (h *Host) leading(key []byte) (*replica.Replica, *pb.Error) {
+	st := h.deps.Store()
+	var r *replica.Replica
+	if st != nil {
+		r = st.ReplicaForKey(key)
+	}
+	if r == nil {
+		return nil, &pb.Error{Code: pb.ErrorCode_RANGE_MOVED, Message: fmt.Sprintf("node %d has no replica of the range of %q", h.deps.NodeID(), key)}
+	}
+	if !r.IsLeader() {
+		pe := &pb.Error{Code: pb.ErrorCode_NOT_LEADER, Message: fmt.Sprintf("node %d does not lead range %d", h.deps.NodeID(), r.RangeID())}
+		if l := r.LeaderNode(); l != 0 {
+			pe.LeaderNodeId = l
+			pe.LeaderAddr, _ = h.deps.Resolve(l)
+		}
+		return nil, pe
+	}
+	return r, nil
+}
+
+func (h *Host) task(job string, rangeID uint64) *task {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := taskKey{job, rangeID}
+	t, ok := h.tasks[k]
+	if !ok {
+		t = &task{}
+		h.tasks[k] = t
+	}
+	return t
+}
