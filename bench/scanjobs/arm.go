@@ -1,0 +1,256 @@
+package scanjobs
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
+)
+
+// runArm measures one strategy on a fresh cluster.
+func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, error) {
+	a := Arm{Strategy: strategy}
+	o.Progress(strategy + ": starting the cluster")
+	c, err := startCluster(ctx, dir, o, strategy)
+	if err != nil {
+		return a, err
+	}
+	defer c.Stop()
+	cl, err := client.New(ctx, client.Config{Addrs: c.Addrs()})
+	if err != nil {
+		return a, err
+	}
+	defer cl.Close()
+	if err := setUp(ctx, c, cl, o); err != nil {
+		return a, err
+	}
+	o.Progress(strategy + ": loaded; foreground on")
+	fg := startForeground(ctx, cl, o)
+	defer fg.stop()
+	time.Sleep(3 * time.Second)
+	added := time.Now()
+	if strategy != NoJobs {
+		if err := addJobs(ctx, cl, o); err != nil {
+			return a, err
+		}
+	}
+	// The first runs are due as the jobs are added, before any plan could read ahead: the window
+	// starts a period later.
+	sleep(ctx, time.Until(added.Add(o.Period)))
+	from := time.Now()
+	fg.reset()
+	dk := sampleDisks(ctx, c, from.Add(o.Measure))
+	until := time.Now()
+	a.Ops, a.Errors, a.P50Ms, a.P99Ms = fg.take()
+	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
+	if strategy == NoJobs {
+		return a, nil
+	}
+	sleep(ctx, o.MaxDeadline+time.Second) // the window's last runs finish
+	if err := a.countRuns(ctx, cl, from, until); err != nil {
+		return a, err
+	}
+	for _, n := range c.Nodes() {
+		if n == nil {
+			continue
+		}
+		st := n.KV.Metrics().Jobs
+		a.CopyBytes += st.CacheBytes
+		a.PrefetchBytes += st.PrefetchBytes
+		a.PlanPeak = max(a.PlanPeak, st.PlanPeak)
+	}
+	return a, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// addJobs adds the mix's jobs, each at its offset.
+func addJobs(ctx context.Context, cl *client.Client, o Options) error {
+	t0 := time.Now()
+	for _, j := range mix(o) {
+		sleep(ctx, time.Until(t0.Add(j.offset)))
+		job := &pb.ScanJob{Name: j.name, Start: []byte(spanStart(j.span)), End: []byte(spanEnd(j.span)),
+			EveryMs: o.Period.Milliseconds(), DeadlineMs: j.deadline.Milliseconds(), Count: true}
+		if _, _, err := cl.AddJob(ctx, job); err != nil {
+			return fmt.Errorf("add %s: %w", j.name, err)
+		}
+	}
+	return nil
+}
+
+// countRuns counts the runs due in [from, until − their deadline] from the jobs' states: those run,
+// those refused (due times passed with no run, recorded as refused) and skipped.
+func (a *Arm) countRuns(ctx context.Context, cl *client.Client, from, until time.Time) error {
+	states, err := cl.Jobs(ctx, "")
+	if err != nil {
+		return fmt.Errorf("job states: %w", err)
+	}
+	for _, st := range states {
+		deadline := time.Duration(st.Job.DeadlineMs) * time.Millisecond
+		every := time.Duration(st.Job.EveryMs) * time.Millisecond
+		created := time.UnixMilli(st.Job.CreatedUnixMs)
+		inWindow := func(due time.Time) bool { return !due.Before(from) && !due.Add(deadline).After(until) }
+		due := map[int64]*pb.JobRun{}
+		for _, r := range st.Last {
+			due[r.DueUnixMs] = r
+		}
+		all := true
+		for d := created; d.Before(until); d = d.Add(every) {
+			if !inWindow(d) {
+				continue
+			}
+			a.RunsDue++
+			r := due[d.UnixMilli()]
+			switch {
+			case r == nil && st.Admission != "" && st.Admission != "admitted":
+				a.RunsRefused++
+			case r == nil:
+				a.RunsSkipped++
+			case r.Error != "":
+				a.RunsFailed++
+			case r.OnTime:
+				a.RunsOnTime++
+				continue
+			default:
+				a.RunsLate++
+			}
+			all = false
+		}
+		if all {
+			a.JobsOnTime++
+		}
+		if st.Admission != "" && st.Admission != "admitted" {
+			a.Refused = append(a.Refused, st.Job.Name+": "+st.Admission)
+		}
+	}
+	sort.Strings(a.Refused)
+	return nil
+}
+
+// diskSample is the disks' reads over the window.
+type diskSample struct {
+	peak, mean float64
+	total      int64
+}
+
+// sampleDisks reads every node's emulated-disk counters each second until end.
+func sampleDisks(ctx context.Context, c *benchutil.Cluster, end time.Time) diskSample {
+	nodes := c.Len()
+	read := func() []int64 {
+		out := make([]int64, nodes)
+		for i := range nodes {
+			out[i] = c.DeviceStats(i).ReadBytes
+		}
+		return out
+	}
+	var ds diskSample
+	first := read()
+	last, lastAt := first, time.Now()
+	start := lastAt
+	for time.Now().Before(end) && ctx.Err() == nil {
+		sleep(ctx, time.Second)
+		cur, now := read(), time.Now()
+		for i := range cur {
+			ds.peak = max(ds.peak, float64(cur[i]-last[i])/now.Sub(lastAt).Seconds())
+		}
+		last, lastAt = cur, now
+	}
+	for i := range last {
+		ds.total += last[i] - first[i]
+	}
+	if el := lastAt.Sub(start).Seconds(); el > 0 {
+		ds.mean = float64(ds.total) / el / float64(nodes)
+	}
+	return ds
+}
+
+// foreground is the YCSB-B load: 95 % reads and 5 % updates of one row, Zipf over the rows (the hot
+// rows scattered over the spans), at a fixed rate, each operation timed from its scheduled start.
+type foreground struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	hist   *hdrhistogram.Histogram
+	ops    atomic.Int64
+	errs   atomic.Int64
+}
+
+func startForeground(ctx context.Context, cl *client.Client, o Options) *foreground {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &foreground{cancel: cancel, hist: hdrhistogram.New(1, 60_000_000, 3)}
+	rows := o.Spans * o.SpanRows
+	interval := time.Duration(float64(time.Second) * float64(o.Clients) / float64(o.Rate))
+	for w := range o.Clients {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			rng := rand.New(rand.NewSource(o.Seed*1000 + int64(w)))
+			z := rand.NewZipf(rng, 1.01, 1, uint64(rows-1))
+			perm := rand.New(rand.NewSource(o.Seed)).Perm(rows)
+			val := make([]byte, o.ValueBytes)
+			next := time.Now().Add(time.Duration(rng.Int63n(int64(interval))))
+			for ctx.Err() == nil {
+				sleep(ctx, time.Until(next))
+				r := perm[z.Uint64()]
+				key := rowKey(r/o.SpanRows, r%o.SpanRows)
+				var err error
+				if rng.Intn(100) < 5 {
+					rng.Read(val)
+					err = cl.Put(ctx, key, val)
+				} else {
+					_, _, err = cl.Get(ctx, key)
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				f.record(time.Since(next), err)
+				next = next.Add(interval)
+			}
+		}()
+	}
+	return f
+}
+
+func (f *foreground) record(lat time.Duration, err error) {
+	f.ops.Add(1)
+	if err != nil {
+		f.errs.Add(1)
+	}
+	f.mu.Lock()
+	_ = f.hist.RecordValue(max(1, lat.Microseconds()))
+	f.mu.Unlock()
+}
+
+// reset starts the measured window.
+func (f *foreground) reset() {
+	f.mu.Lock()
+	f.hist.Reset()
+	f.mu.Unlock()
+	f.ops.Store(0)
+	f.errs.Store(0)
+}
+
+func (f *foreground) take() (ops, errs int64, p50, p99 float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ops.Load(), f.errs.Load(), float64(f.hist.ValueAtQuantile(50)) / 1000, float64(f.hist.ValueAtQuantile(99)) / 1000
+}
+
+func (f *foreground) stop() {
+	f.cancel()
+	f.wg.Wait()
+}

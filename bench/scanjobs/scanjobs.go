@@ -1,0 +1,259 @@
+// Package scanjobs is the scheduled-scan-jobs scenario: recurring scan jobs with deadlines over a
+// foreground YCSB-B load, on in-process nodes with emulated disks, run once per strategy of
+// node/jobs (demand reads, demand caching, the prefetch planner) and once without jobs, each arm on
+// a fresh cluster. Per arm it reports the runs on time, the peak and total disk reads, the bytes read
+// from copies and the foreground's latency. It owns its clusters and its report, and must never
+// change what a strategy does: it only configures the nodes and watches them.
+package scanjobs
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node/jobs"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage/emudisk"
+)
+
+// NoJobs is the arm with the foreground load alone: its p99 is the one the others are compared with.
+const NoJobs = "no-jobs"
+
+// Options shape the scenario. Zero fields take the defaults.
+type Options struct {
+	Nodes int `json:"nodes"`
+	// Spans key spans of SpanRows rows of ValueBytes each; the jobs pick them by a Zipf popularity.
+	Spans      int `json:"spans"`
+	SpanRows   int `json:"span_rows"`
+	ValueBytes int `json:"value_bytes"`
+	// Jobs count jobs, every Period, their deadlines drawn in [MinDeadline, MaxDeadline], their first
+	// runs spread over Stagger; each reads at JobRate when it reads its span from disk.
+	Jobs        int           `json:"jobs"`
+	Period      time.Duration `json:"period_ns"`
+	MinDeadline time.Duration `json:"min_deadline_ns"`
+	MaxDeadline time.Duration `json:"max_deadline_ns"`
+	Stagger     time.Duration `json:"stagger_ns"`
+	JobRate     int64         `json:"job_rate"`
+	// DiskRate is each node's emulated disk read bandwidth (bytes/s), CacheBytes its block cache,
+	// CopyBytes the copies the jobs' plan may hold per node.
+	DiskRate   int64 `json:"disk_rate"`
+	CacheBytes int64 `json:"cache_bytes"`
+	CopyBytes  int64 `json:"copy_bytes"`
+	// Rate is the foreground's operations per second (95 % reads, 5 % updates, Zipf over the rows),
+	// from Clients workers.
+	Rate    int `json:"rate"`
+	Clients int `json:"clients"`
+	// Measure is the measured window, from one period after the jobs are added.
+	Measure    time.Duration `json:"measure_ns"`
+	Strategies []string      `json:"strategies"`
+	Seed       int64         `json:"seed"`
+
+	Progress func(string) `json:"-"`
+}
+
+func (o Options) withDefaults() Options {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&o.Nodes, 3)
+	def(&o.Spans, 6)
+	def(&o.SpanRows, 3000)
+	def(&o.ValueBytes, 1024)
+	def(&o.Jobs, 12)
+	def(&o.Rate, 300)
+	def(&o.Clients, 16)
+	defd := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defd(&o.Period, 15*time.Second)
+	defd(&o.MinDeadline, 2*time.Second)
+	defd(&o.MaxDeadline, 5*time.Second)
+	defd(&o.Stagger, 3*time.Second)
+	defd(&o.Measure, 45*time.Second)
+	def64 := func(p *int64, v int64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def64(&o.JobRate, 4<<20)
+	def64(&o.DiskRate, 12<<20)
+	def64(&o.CacheBytes, 4<<20)
+	def64(&o.CopyBytes, 24<<20)
+	if len(o.Strategies) == 0 {
+		o.Strategies = []string{NoJobs, string(jobs.DemandReads), string(jobs.DemandCaching), string(jobs.Planned)}
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	return o
+}
+
+// Arm is one strategy's outcome over the measured window.
+type Arm struct {
+	Strategy string `json:"strategy"`
+	// Runs due in the window (their deadline inside it): on time, late, failed, refused by the plan,
+	// skipped (due while the job's last run still went on); jobs with every such run on time.
+	RunsDue     int `json:"runs_due"`
+	RunsOnTime  int `json:"runs_on_time"`
+	RunsLate    int `json:"runs_late"`
+	RunsFailed  int `json:"runs_failed"`
+	RunsRefused int `json:"runs_refused"`
+	RunsSkipped int `json:"runs_skipped"`
+	JobsOnTime  int `json:"jobs_on_time"`
+	// Disk reads in the window: the highest one node read in one second, the mean per node, and the
+	// total over the nodes; the bytes runs read from copies, and the bytes prefetches read.
+	PeakReadBytesPerSec float64 `json:"peak_read_bytes_per_sec"`
+	MeanReadBytesPerSec float64 `json:"mean_read_bytes_per_sec"`
+	ReadBytes           int64   `json:"read_bytes"`
+	CopyBytes           uint64  `json:"copy_bytes"`
+	PrefetchBytes       uint64  `json:"prefetch_bytes"`
+	// PlanPeak is the meta leader's last plan's predicted peak (bytes/s).
+	PlanPeak float64 `json:"plan_peak"`
+	// The foreground over the window: operations, errors, p50 and p99 from each one's scheduled start.
+	Ops    int64   `json:"ops"`
+	Errors int64   `json:"errors"`
+	P50Ms  float64 `json:"p50_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	// Admission lists the jobs the plan refused, with the reason.
+	Refused []string `json:"refused,omitempty"`
+}
+
+// Report is the scenario's outcome.
+type Report struct {
+	Options Options `json:"options"`
+	Arms    []Arm   `json:"arms"`
+	// LoadAvg is the host's 1-minute load average before and after the arms.
+	LoadAvg [2]string `json:"load_avg"`
+}
+
+// Run runs every strategy's arm under dir.
+func Run(ctx context.Context, dir string, o Options) (Report, error) {
+	o = o.withDefaults()
+	rep := Report{Options: o}
+	rep.Options.Progress = nil
+	rep.LoadAvg[0] = loadAvg()
+	for i, s := range o.Strategies {
+		if s != NoJobs {
+			if _, err := jobs.ParseStrategy(s); err != nil {
+				return rep, err
+			}
+		}
+		a, err := runArm(ctx, filepath.Join(dir, fmt.Sprintf("arm%d", i)), o, s)
+		if err != nil {
+			return rep, fmt.Errorf("arm %s: %w", s, err)
+		}
+		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s, %d MiB read, p99 %.1f ms", s, a.RunsOnTime, a.RunsDue,
+			a.PeakReadBytesPerSec/(1<<20), a.ReadBytes>>20, a.P99Ms))
+		rep.Arms = append(rep.Arms, a)
+	}
+	rep.LoadAvg[1] = loadAvg()
+	return rep, nil
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// spanStart is the first key of span s, rowKey row i of it.
+func spanStart(s int) string { return fmt.Sprintf("usertable/s%02d/", s) }
+func spanEnd(s int) string   { return fmt.Sprintf("usertable/s%02d0", s) }
+func rowKey(s, i int) []byte { return fmt.Appendf(nil, "usertable/s%02d/%07d", s, i) }
+
+// jobSpec is one generated job: its span, deadline and first-run offset.
+type jobSpec struct {
+	name     string
+	span     int
+	deadline time.Duration
+	offset   time.Duration
+}
+
+// mix draws the jobs: spans by a Zipf popularity (a few inputs read by many jobs, as in the chapter's
+// traces), deadlines uniform in the range, first runs spread over the stagger.
+func mix(o Options) []jobSpec {
+	rng := rand.New(rand.NewSource(o.Seed))
+	z := rand.NewZipf(rng, 1.2, 1, uint64(o.Spans-1))
+	out := make([]jobSpec, o.Jobs)
+	for j := range out {
+		d := o.MinDeadline + time.Duration(rng.Int63n(int64(o.MaxDeadline-o.MinDeadline)+1))
+		out[j] = jobSpec{name: fmt.Sprintf("job%02d", j), span: int(z.Uint64()), deadline: d.Truncate(100 * time.Millisecond),
+			offset: time.Duration(rng.Int63n(int64(o.Stagger) + 1)).Truncate(100 * time.Millisecond)}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].offset < out[b].offset })
+	return out
+}
+
+// startCluster starts the arm's nodes with the strategy and its budgets.
+func startCluster(ctx context.Context, dir string, o Options, strategy string) (*benchutil.Cluster, error) {
+	cfg := benchutil.NodeConfig{}
+	cfg.Jobs = jobs.Config{Tick: 100 * time.Millisecond, PlanSlot: 500 * time.Millisecond, PlanHorizon: 2 * o.Period,
+		ReplanEvery: o.Period, DiskBytesPerSec: o.DiskRate, CacheBytes: o.CopyBytes, RateBytes: o.JobRate,
+		Strategy: jobs.DemandReads}
+	if strategy != NoJobs {
+		cfg.Jobs.Strategy = jobs.Strategy(strategy)
+	}
+	cfg.HeartbeatInterval = time.Second
+	// The TTL sweeper reads every range its node leads every 2 s: no row here expires, and on these
+	// disks its reads would be most of what they do.
+	cfg.Expiry.Off = true
+	dev := emudisk.Options{NoPageCache: true, ReadBytesPerSec: o.DiskRate, WriteBytesPerSec: 64 << 20}
+	return benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20, Device: &dev, Config: cfg})
+}
+
+// setUp replicates the ranges, splits the spans apart with their leaders spread over the nodes, loads
+// the rows and compacts them onto the emulated disks.
+func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options) error {
+	if err := benchutil.WaitFor(ctx, time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, min(3, o.Nodes)) }); err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	for s := 0; s < o.Spans; s++ {
+		left, right, err := cl.Split(ctx, []byte(spanStart(s)))
+		if err != nil {
+			return fmt.Errorf("split at span %d: %w", s, err)
+		}
+		_ = left
+		if err := cl.TransferLeader(ctx, right.RangeId, uint64(s%o.Nodes)+1); err != nil {
+			o.Progress(fmt.Sprintf("leader of span %d stays put: %v", s, err))
+		}
+	}
+	val := make([]byte, o.ValueBytes)
+	rng := rand.New(rand.NewSource(o.Seed))
+	for s := 0; s < o.Spans; s++ {
+		for i := 0; i < o.SpanRows; i += 200 {
+			var muts []*pb.Mutation
+			for k := i; k < min(o.SpanRows, i+200); k++ {
+				rng.Read(val)
+				muts = append(muts, &pb.Mutation{Key: rowKey(s, k), Value: append([]byte(nil), val...)})
+			}
+			if err := cl.WriteMany(ctx, muts); err != nil {
+				return fmt.Errorf("load span %d: %w", s, err)
+			}
+		}
+	}
+	for _, n := range c.Nodes() {
+		if n == nil {
+			continue
+		}
+		if err := n.Eng.CompactAll(ctx); err != nil {
+			return fmt.Errorf("compact: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package scanjobs
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestMix: the mix is the seed's, spans in range, deadlines and offsets in their bounds.
+func TestMix(t *testing.T) {
+	o := Options{}.withDefaults()
+	a, b := mix(o), mix(o)
+	if len(a) != o.Jobs {
+		t.Fatalf("%d jobs, want %d", len(a), o.Jobs)
+	}
+	spans := map[int]int{}
+	for i, j := range a {
+		if j != b[i] {
+			t.Fatalf("the same seed drew %v and %v", j, b[i])
+		}
+		if j.span < 0 || j.span >= o.Spans || j.deadline < o.MinDeadline || j.deadline > o.MaxDeadline || j.offset < 0 || j.offset > o.Stagger {
+			t.Fatalf("job out of bounds: %+v", j)
+		}
+		spans[j.span]++
+	}
+	if spans[0] < 2 {
+		t.Fatalf("the most popular span has %d jobs: %v", spans[0], spans)
+	}
+}
+
+// TestRunSmall runs a small scenario with demand reads and the planner: every arm measures the
+// foreground and the disks, and counts the runs due in its window.
+func TestRunSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two clusters, about a minute")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o := Options{Spans: 2, SpanRows: 500, Jobs: 3, Period: 4 * time.Second, MinDeadline: time.Second, MaxDeadline: 2 * time.Second,
+		Stagger: time.Second, Measure: 8 * time.Second, CacheBytes: 256 << 10, Rate: 50, Clients: 2, Strategies: []string{"demand-reads", "planner"},
+		Progress: func(s string) { t.Log(s) }}
+	rep, err := Run(ctx, t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rep.Arms {
+		t.Logf("%+v", a)
+		if a.RunsDue == 0 || a.Ops == 0 || a.ReadBytes < 1<<20 || a.PeakReadBytesPerSec <= 0 {
+			t.Fatalf("%s: an empty measure: %+v", a.Strategy, a)
+		}
+	}
+	if rep.Arms[1].CopyBytes == 0 {
+		t.Fatalf("the planner's runs read nothing from copies: %+v", rep.Arms[1])
+	}
+}
