@@ -1,0 +1,95 @@
+package jobs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/plan/prefetch"
+)
+
+// TestFollowSharedCopy: two jobs over one span, due a slot apart, on a node whose disk cannot serve
+// both runs at their speed: the planner reads the span ahead once, both runs read the copy, and the
+// copy is released when the later run ends; a third job that fits neither cache nor disk is refused.
+func TestFollowSharedCopy(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	slot := time.Second
+	in := &prefetch.Instance{Slot: slot, Horizon: 20,
+		Nodes: []prefetch.Node{{Bandwidth: []float64{1 << 20}, Cache: 4 << 20}},
+		Spans: []prefetch.Span{{ID: "a", Node: 0, Size: 3 << 20}, {ID: "big", Node: 0, Size: 16 << 20}},
+		Jobs: []prefetch.Job{
+			{Name: "x#0", Span: "a", Start: 6, Duration: 1, Deadline: 3, Period: 10},
+			{Name: "y#1", Span: "a", Start: 7, Duration: 1, Deadline: 3, Period: 10},
+			{Name: "z#2", Span: "big", Start: 4, Duration: 1, Deadline: 2, Period: 10},
+		}}
+	sched, err := prefetch.Make(in, prefetch.Planner, prefetch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := piece{id: "a", node: 1, size: 3 << 20}
+	pjs := []planJob{
+		{job: &pb.ScanJob{Name: "x", EveryMs: 10_000}, piece: pa, due: now.Add(6 * slot)},
+		{job: &pb.ScanJob{Name: "y", EveryMs: 10_000}, piece: pa, due: now.Add(7 * slot)},
+		{job: &pb.ScanJob{Name: "z", EveryMs: 10_000}, piece: piece{id: "big", node: 1, size: 16 << 20}, due: now.Add(4 * slot)},
+	}
+	ep := follow(in, sched, pjs, now)
+	if ep.refused["z"] == "" || ep.refused["x"] != "" || ep.refused["y"] != "" {
+		t.Fatalf("refused %v, want z alone", ep.refused)
+	}
+	x, y := ep.runs[runKey{"x", now.Add(6 * slot).UnixMilli()}], ep.runs[runKey{"y", now.Add(7 * slot).UnixMilli()}]
+	if x == nil || y == nil || len(x.pieces) != 1 || len(y.pieces) != 1 {
+		t.Fatalf("first runs of x and y not planned: %v %v", x, y)
+	}
+	key := x.pieces[0].copyKey
+	if key == "" || y.pieces[0].copyKey != key {
+		t.Fatalf("x reads copy %q, y copy %q: want one shared copy", key, y.pieces[0].copyKey)
+	}
+	var fetch *fetchPlan
+	for i := range ep.fetches {
+		if ep.fetches[i].key == key {
+			fetch = &ep.fetches[i]
+		}
+	}
+	if fetch == nil {
+		t.Fatalf("no prefetch of %q: %+v", key, ep.fetches)
+	}
+	if fetch.end.After(now.Add(6*slot)) || fetch.rate > 1<<20 {
+		t.Fatalf("prefetch %+v: want done by x's due time within the 1 MiB/s budget", fetch)
+	}
+	if rel := ep.release[key]; rel.Before(now.Add(8 * slot)) {
+		t.Fatalf("copy released at %v, before y's run ends", rel.Sub(now))
+	}
+}
+
+// TestSideCache: a copy is held within the budget, taken whole when complete, dropped with its
+// prefetch stopped when taken incomplete, and released at its time.
+func TestSideCache(t *testing.T) {
+	c := newSideCache(100)
+	p := piece{id: "p", start: []byte("a"), end: []byte("m"), node: 1}
+	t0 := time.Unix(0, 0)
+	stopped := false
+	if !c.begin("k", p, t0.Add(time.Minute), func() { stopped = true }) || c.begin("k", p, t0, nil) {
+		t.Fatal("begin: want the first only")
+	}
+	kv := func(k string, n int) *pb.KeyValue { return &pb.KeyValue{Key: []byte(k), Value: make([]byte, n)} }
+	if !c.add("k", []*pb.KeyValue{kv("b", 39), kv("z", 500)}, []byte("c")) || c.held() != 40 {
+		t.Fatalf("add: held %d, want 40 (the row outside the piece left out)", c.held())
+	}
+	rows, upTo, done, ok := c.take("k")
+	if !ok || done || len(rows) != 1 || string(upTo) != "c" || !stopped || c.held() != 0 {
+		t.Fatalf("take of an incomplete copy: %d rows to %q, done %v ok %v, prefetch stopped %v, held %d", len(rows), upTo, done, ok, stopped, c.held())
+	}
+	if !c.begin("k2", p, t0.Add(time.Minute), nil) || c.add("k2", []*pb.KeyValue{kv("b", 200)}, []byte("c")) {
+		t.Fatal("a copy over the budget was kept")
+	}
+	c.begin("k3", p, t0.Add(time.Minute), nil)
+	c.add("k3", []*pb.KeyValue{kv("b", 9)}, []byte("c"))
+	c.finish("k3")
+	if _, _, done, ok := c.take("k3"); !ok || !done {
+		t.Fatal("a complete copy was not taken whole")
+	}
+	c.sweep(t0.Add(2 * time.Minute))
+	if c.held() != 0 {
+		t.Fatalf("held %d after the release time", c.held())
+	}
+}
