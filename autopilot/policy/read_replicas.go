@@ -32,6 +32,10 @@ type ReadReplicasConfig struct {
 	// EqualCapacity gives every node the same room, instead of rooms in proportion to each node's
 	// measured read capacity (Capacity-Aware ModifiedBestFit, §4.4.4).
 	EqualCapacity bool
+	// Round is how long the reads of one popularity round are counted (the autopilot's rounds are
+	// shorter: the reads of those within one round add up). The policy plans once a round. Default
+	// 5s, the thesis's (§4.4.1): long enough that a round's reads are not noise.
+	Round time.Duration
 }
 
 func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
@@ -47,6 +51,9 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 	if c.Imbalance <= 0 {
 		c.Imbalance = 0.2
 	}
+	if c.Round <= 0 {
+		c.Round = 5 * time.Second
+	}
 	if c.MaxSnapshotsPerNode <= 0 {
 		c.MaxSnapshotsPerNode = executor.DefaultMaxSnapshotsPerNode
 	}
@@ -54,8 +61,8 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 }
 
 // ReadReplicas places read replicas (learners, which serve client.ReplicaRead and bounded-staleness
-// reads) where the reads are: Getafix (thesis chapter 4). Each round a range's popularity halves and
-// adds the round's reads per second (eq. 4.1). The replicas a range has, voters and learners, are pre-placed:
+// reads) where the reads are: Getafix (thesis chapter 4). Each round (Round, 5 s) a range's
+// popularity halves and adds the round's reads per second (eq. 4.1), and the policy plans. The replicas a range has, voters and learners, are pre-placed:
 // the routing spreads its reads over them by load, so they take its reads first, as far as each
 // node's room allows — (1+γ) times its share of all the reads, in proportion to its measured read
 // capacity (reads per second of disk busy time, §4.4.4), ModifiedBestFitPlaced in
@@ -71,7 +78,10 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 type ReadReplicas struct {
 	cfg     ReadReplicasConfig
 	pop     map[uint64]float64
-	last    time.Time
+	rate    map[uint64]float64 // the last round's reads per second
+	reads   map[uint64]float64 // reads counted so far in this round
+	last    time.Time          // the last model seen
+	round   time.Time          // when this round began
 	started time.Time
 	kept    map[uint64]map[uint64]float64 // range → nodes of its read replicas → its popularity when they came
 	// capacity is each node's read capacity as measured (reads per second of its disk's busy time),
@@ -81,8 +91,8 @@ type ReadReplicas struct {
 
 // NewReadReplicas returns the read_replicas policy.
 func NewReadReplicas(cfg ReadReplicasConfig) *ReadReplicas {
-	return &ReadReplicas{cfg: cfg.withDefaults(), pop: map[uint64]float64{}, kept: map[uint64]map[uint64]float64{},
-		capacity: map[uint64]float64{}}
+	return &ReadReplicas{cfg: cfg.withDefaults(), pop: map[uint64]float64{}, rate: map[uint64]float64{},
+		reads: map[uint64]float64{}, kept: map[uint64]map[uint64]float64{}, capacity: map[uint64]float64{}}
 }
 
 // Name implements Policy.
@@ -101,27 +111,25 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 		p.started = now
 	}
 	if !p.last.IsZero() && !now.After(p.last) {
-		return nil // the same model again: a round has not passed
+		return nil // the same model again: no time has passed
+	}
+	dt := 0.0 // the first model begins the first round
+	if !p.last.IsZero() {
+		dt = now.Sub(p.last).Seconds()
 	}
 	p.last = now
+	if p.round.IsZero() {
+		p.round = now
+	}
 	ranges := c.UserRanges()
-	live := map[uint64]bool{}
 	for _, r := range ranges {
-		live[r.ID] = true
-		// The round's reads per second, not its count: rounds need not be a second apart, and a
-		// range read at a steady rate x settles at a popularity of 2x whatever their length.
-		p.pop[r.ID] = replicaplan.Decay(p.pop[r.ID], r.ReadQPS+r.ReplicaReadQPS)
+		p.reads[r.ID] += (r.ReadQPS + r.ReplicaReadQPS) * dt
 	}
-	for id := range p.pop {
-		if !live[id] {
-			delete(p.pop, id)
-			delete(p.kept, id)
-		}
-	}
+	p.measureCapacity(c)
 	v := newView(c, pending)
 	defer v.release()
 	// Every learner of an idle range is a read replica it manages: an earlier autopilot's, one a
-	// split gave a new range, one an interrupted move left. The plan below keeps or removes it.
+	// split gave a new range, one an interrupted move left. The plan keeps or removes it.
 	for _, r := range ranges {
 		if !v.busy[r.ID] {
 			for _, id := range r.Learners() {
@@ -131,6 +139,12 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 			}
 		}
 	}
+	elapsed := now.Sub(p.round)
+	if elapsed < p.cfg.Round {
+		return nil // the round goes on
+	}
+	p.endRound(ranges, elapsed.Seconds())
+	p.round = now
 	if now.Sub(p.started) < p.cfg.WarmUp {
 		// Too early to judge popularity: what the learners found now came with is unknown.
 		for id, nodes := range p.kept {
@@ -140,7 +154,6 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 		}
 		return nil
 	}
-	p.measureCapacity(c)
 	nodes := rankedNodes(c)
 	if len(nodes) == 0 {
 		return nil
@@ -148,6 +161,25 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 	free := p.snapshotSlots(c, pending)
 	ops := p.additions(c, v, ranges, nodes, free)
 	return append(ops, p.removals(c, v, ranges, nodes, free, p.cfg.MaxPerRound-len(ops))...)
+}
+
+// endRound folds a round's reads into each range's popularity (eq. 4.1, in reads per second: a
+// range read at a steady rate x settles at 2x whatever the rounds' length) and forgets ranges gone.
+func (p *ReadReplicas) endRound(ranges []*model.Range, secs float64) {
+	live := map[uint64]bool{}
+	for _, r := range ranges {
+		live[r.ID] = true
+		p.rate[r.ID] = p.reads[r.ID] / secs
+		p.pop[r.ID] = replicaplan.Decay(p.pop[r.ID], p.rate[r.ID])
+	}
+	clear(p.reads)
+	for id := range p.pop {
+		if !live[id] {
+			delete(p.pop, id)
+			delete(p.rate, id)
+			delete(p.kept, id)
+		}
+	}
 }
 
 func (p *ReadReplicas) keep(rangeID, node uint64, pop float64) {
@@ -351,7 +383,7 @@ func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Rang
 			}
 			op := operator.NewAddLearner(NameReadReplicas, c.Now, r, n, fmt.Sprintf(
 				"r%d is read %.0f/s (popularity %.0f): its %d replicas take %d within rooms of %d (γ %.0f %%), a read replica on n%d the next %d (+%s; planned makespan %d)",
-				r.ID, r.ReadQPS+r.ReplicaReadQPS, p.pop[r.ID], len(r.Replicas), held, rooms[b], 100*p.cfg.Imbalance, n,
+				r.ID, p.rate[r.ID], p.pop[r.ID], len(r.Replicas), held, rooms[b], 100*p.cfg.Imbalance, n,
 				pl.Bins[b][r.ID], model.FormatBytes(r.Bytes), pl.Makespan()))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
 			ops = append(ops, op)
@@ -366,7 +398,7 @@ func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Rang
 // (a steady rate x gives a popularity of 2x): its popularity lags a hot set that moved away, and a
 // learner added now would serve little.
 func (p *ReadReplicas) cooling(r *model.Range) bool {
-	return r.ReadQPS+r.ReplicaReadQPS < p.pop[r.ID]/4
+	return p.rate[r.ID] < p.pop[r.ID]/4
 }
 
 // cold reports whether range id's popularity fell below half of MinReads: its learners go whatever
@@ -420,7 +452,7 @@ func (p *ReadReplicas) removals(c *model.Cluster, v *view, ranges []*model.Range
 			}
 			op := operator.NewRemoveReplica(NameReadReplicas, c.Now, c, r, n, 0, fmt.Sprintf(
 				"r%d is read %.0f/s (popularity %.0f, %.0f when the learner came): its read replica on n%d is not needed (−%s)",
-				r.ID, r.ReadQPS+r.ReplicaReadQPS, p.pop[r.ID], p.kept[r.ID][n], n, model.FormatBytes(r.Bytes)))
+				r.ID, p.rate[r.ID], p.pop[r.ID], p.kept[r.ID][n], n, model.FormatBytes(r.Bytes)))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: -1}
 			ops = append(ops, op)
 			delete(p.kept[r.ID], n)
