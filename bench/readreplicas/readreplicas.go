@@ -44,7 +44,7 @@ type Options struct {
 	IOPS    int
 	Rate    int           // replica reads per second, the same in every arm; default 700
 	Zipf    float64       // skew of the ranges' popularity (s > 1); default 1.1
-	Settle  time.Duration // the most the policy gets to place its learners; default 60s
+	Settle  time.Duration // the most the policy gets to place its learners; default 90s
 	Measure time.Duration // the measured window of each arm; default 20s
 	Uniform []int         // learners per range of the uniform arms; default {0, 1, 2}
 	// NoPopularity skips the read_replicas arm (the uniform arms alone).
@@ -76,7 +76,7 @@ func (o Options) withDefaults() Options {
 		o.Zipf = 1.1
 	}
 	if o.Settle <= 0 {
-		o.Settle = 60 * time.Second
+		o.Settle = 90 * time.Second
 	}
 	if o.Measure <= 0 {
 		o.Measure = 20 * time.Second
@@ -497,8 +497,12 @@ func hasReplica(d *pb.RangeDescriptor, node uint64) bool {
 	return false
 }
 
-// settle waits until the cluster's learners stay the same for 10 s, at most max; it returns how long
-// it waited.
+// settleFor is how long the learners must stay the same to count as settled: four of the policy's
+// rounds of 5 s.
+const settleFor = 20 * time.Second
+
+// settle waits until the cluster's learners stay the same for settleFor, at most max; it returns
+// how long it waited.
 func settle(ctx context.Context, cl *client.Client, max time.Duration) (time.Duration, error) {
 	t0 := time.Now()
 	last, since := "", time.Now()
@@ -510,7 +514,7 @@ func settle(ctx context.Context, cl *client.Client, max time.Duration) (time.Dur
 		now := fmt.Sprint(learnerSets(rs))
 		if now != last {
 			last, since = now, time.Now()
-		} else if time.Since(since) >= 10*time.Second && now != "[]" {
+		} else if time.Since(since) >= settleFor && now != "[]" {
 			return since.Sub(t0), nil
 		}
 		select {

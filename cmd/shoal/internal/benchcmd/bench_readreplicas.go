@@ -19,7 +19,7 @@ var benchReadReplicasCmd = &cobra.Command{
 nodes with emulated disks (no page cache, a small block cache, so reads reach the disk): --ranges
 ranges of --keys keys, read at any replica (client.ReplicaRead, routed by load) at a fixed --rate,
 zipfian over the ranges (--zipf) and uniform within one. Arms, each on a fresh cluster: popularity
-(the read_replicas policy switched on; measured once its learners stay put for 10 s, at most
+(the read_replicas policy switched on; measured once its learners stay put for 20 s, at most
 --settle) and uniform-k for each --uniform k (k learners on every range, the policy off). Each arm
 reports its learners, the bytes they hold, each node's reads per second and the p50/p99 of the reads
 over --measure, timed from each read's scheduled start. Then the hot set moves (the ranges' ranks
@@ -47,7 +47,7 @@ func init() {
 	f.IntVar(&o.IOPS, "iops", 500, "each node's emulated disk operations per second (its read capacity past the cache)")
 	f.IntVar(&o.Rate, "rate", 700, "replica reads per second, in every arm")
 	f.Float64Var(&o.Zipf, "zipf", 1.1, "skew of the ranges' popularity (> 1)")
-	f.DurationVar(&o.Settle, "settle", time.Minute, "the most the policy gets to place its learners")
+	f.DurationVar(&o.Settle, "settle", 90*time.Second, "the most the policy gets to place its learners")
 	f.DurationVar(&o.Measure, "measure", 20*time.Second, "the measured window of each arm")
 	f.IntSliceVar(&o.Uniform, "uniform", []int{0, 1, 2}, "learners per range of the uniform arms (0: the voters alone)")
 	f.DurationVar(&o.Shift, "shift", time.Minute, "how long each arm is followed after its hot set moves")
