@@ -1,0 +1,250 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/stream"
+	"github.com/shoaldb/shoal/test/testcluster"
+)
+
+// streamCluster starts three nodes with placement held still, splits the count job's span at the
+// given keys and gives each of its ranges a different leader (round robin over the nodes).
+func streamCluster(t *testing.T, splits ...string) (*testcluster.Cluster, *client.Client, context.Context) {
+	t.Helper()
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	testcluster.Hold(t, ctx, cl)
+	keys := append([]string{stream.CountPrefix}, splits...)
+	for _, k := range keys {
+		if _, _, err := cl.Split(ctx, []byte(k)); err != nil {
+			t.Fatalf("split at %q: %v", k, err)
+		}
+	}
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	for i, k := range keys {
+		moveLeader(t, ctx, c, cl, k, c.Nodes[i%len(c.Nodes)].Node.NodeID())
+	}
+	return c, cl, ctx
+}
+
+// moveLeader transfers the leadership of key's range to node and waits until the range reports it.
+func moveLeader(t *testing.T, ctx context.Context, c *testcluster.Cluster, cl *client.Client, key string, node uint64) {
+	t.Helper()
+	rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.LeaderNodeId == node {
+		return
+	}
+	if err := cl.TransferLeader(ctx, rs.Desc.RangeId, node); err != nil {
+		t.Fatalf("transfer range %d to node %d: %v", rs.Desc.RangeId, node, err)
+	}
+	testcluster.WaitFor(t, 20*time.Second, "the new leader in the range's status", func() bool {
+		rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
+		return err == nil && rs.LeaderNodeId == node
+	})
+}
+
+func streamStats(c *testcluster.Cluster) (local, remote uint64) {
+	for _, n := range c.Nodes {
+		st := n.Node.StreamStats()
+		local += st.LocalReads + st.LocalWrites
+		remote += st.RemoteReads + st.RemoteWrites
+	}
+	return local, remote
+}
+
+// countOf reads the count job's counter of payload p.
+func countOf(t *testing.T, ctx context.Context, cl *client.Client, p string) (count int, pos uint64) {
+	t.Helper()
+	raw, found, err := cl.Get(ctx, []byte(stream.CountPrefix+p))
+	if err != nil || !found {
+		t.Fatalf("counter %q: found %v, %v", p, found, err)
+	}
+	pos, data, _, err := stream.DecodeValue(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, pos
+}
+
+// TestStreamLocalStateAccess: with tasks aligned with ranges, every state access of the count job is
+// served by the node that runs the task; placed by a hash of the key, about one in three is (1/N).
+func TestStreamLocalStateAccess(t *testing.T) {
+	c, cl, ctx := streamCluster(t, stream.CountPrefix+"h", stream.CountPrefix+"q")
+	payloads := func(prefix string) [][]byte {
+		var vs [][]byte
+		for round := 0; round < 5; round++ {
+			for _, a := range "abcdefghijklmnopqrstuvwxyz" {
+				for i := 0; i < 6; i++ {
+					vs = append(vs, []byte(fmt.Sprintf("%c%s%d", a, prefix, i)))
+				}
+			}
+		}
+		return vs
+	}
+	share := map[stream.Mode]float64{}
+	for _, mode := range []stream.Mode{stream.Aligned, stream.Unaligned} {
+		in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, Mode: mode}, "count")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l0, r0 := streamStats(c)
+		acks, err := in.Send(ctx, payloads(mode.String()))
+		in.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range acks {
+			if a.Status != pb.IngestResult_APPLIED {
+				t.Fatalf("%s: event %q@%d: %v %s", mode, a.Key, a.Position, a.Status, a.Err)
+			}
+		}
+		l1, r1 := streamStats(c)
+		share[mode] = float64(l1-l0) / float64(l1-l0+r1-r0)
+		t.Logf("%s: %d local, %d remote state accesses (%.1f %% local)", mode, l1-l0, r1-r0, 100*share[mode])
+	}
+	if share[stream.Aligned] != 1 {
+		t.Errorf("aligned: %.3f of state accesses local, want 1", share[stream.Aligned])
+	}
+	if s := share[stream.Unaligned]; s < 0.15 || s > 0.55 {
+		t.Errorf("unaligned: %.3f of state accesses local, want about 1/3", s)
+	}
+	if n, _ := countOf(t, ctx, cl, "kaligned3"); n != 5 {
+		t.Errorf("counter kaligned3 = %d after 5 events", n)
+	}
+}
+
+// TestStreamExactlyOnceThroughMoves: a producer counts events on 60 keys while the span's leadership
+// moves twice and its range splits; replays of acknowledged events are sent too. Every acknowledged
+// event's effect must be applied exactly once: each counter equals its key's acknowledged events, and
+// each applied event saw the count its position says.
+func TestStreamExactlyOnceThroughMoves(t *testing.T) {
+	c, cl, ctx := streamCluster(t)
+	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	const keys = 60
+	var (
+		mu      sync.Mutex
+		acked   = map[string]uint64{} // payload → highest acknowledged position
+		replays []stream.Event
+		dups    int
+	)
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		for round := 0; ; round++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			var vs [][]byte
+			for k := 0; k < keys; k++ {
+				vs = append(vs, []byte(fmt.Sprintf("k%02d", (k*7+round)%keys)))
+			}
+			evs, err := in.Events(vs)
+			if err != nil {
+				errc <- err
+				return
+			}
+			if round%5 == 4 {
+				mu.Lock()
+				evs = append(evs, replays...) // sent again after their first acknowledgement
+				replays = nil
+				mu.Unlock()
+			}
+			acks, err := in.SendEvents(ctx, evs)
+			if err != nil {
+				errc <- err
+				return
+			}
+			mu.Lock()
+			for i, a := range acks {
+				p := string(a.Key[len(stream.CountPrefix):])
+				switch {
+				case a.Status == pb.IngestResult_APPLIED && string(a.Output) != strconv.FormatUint(a.Position, 10):
+					errc <- fmt.Errorf("event %s@%d applied with count %s", p, a.Position, a.Output)
+					mu.Unlock()
+					return
+				case a.Status == pb.IngestResult_DUPLICATE && a.Position > acked[p]:
+					errc <- fmt.Errorf("event %s@%d, never acknowledged, answered DUPLICATE", p, a.Position)
+					mu.Unlock()
+					return
+				case a.Status == pb.IngestResult_DUPLICATE:
+					dups++
+				case a.Status != pb.IngestResult_APPLIED:
+					errc <- fmt.Errorf("event %s@%d: %v %s", p, a.Position, a.Status, a.Err)
+					mu.Unlock()
+					return
+				}
+				acked[p] = max(acked[p], a.Position)
+				if i%17 == 0 {
+					replays = append(replays, evs[i])
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	others := func(key string) uint64 { // a node that does not lead key's range
+		rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Nodes[(c.NodeIndex(rs.LeaderNodeId)+1)%len(c.Nodes)].Node.NodeID()
+	}
+	time.Sleep(2 * time.Second)
+	moveLeader(t, ctx, c, cl, stream.CountPrefix, others(stream.CountPrefix))
+	time.Sleep(2 * time.Second)
+	if _, _, err := cl.Split(ctx, []byte(stream.CountPrefix+"k30")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	moveLeader(t, ctx, c, cl, stream.CountPrefix+"k45", others(stream.CountPrefix+"k45"))
+	time.Sleep(2 * time.Second)
+	close(done)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	total := uint64(0)
+	for p, n := range acked {
+		count, pos := countOf(t, ctx, cl, p)
+		if uint64(count) != n || pos != n {
+			t.Errorf("key %s: counter %d at position %d, want %d acknowledged events", p, count, pos, n)
+		}
+		total += n
+	}
+	if len(acked) != keys || dups == 0 {
+		t.Fatalf("%d keys acknowledged, %d replays answered DUPLICATE", len(acked), dups)
+	}
+	var retries uint64
+	for _, n := range c.Nodes {
+		retries += n.Node.StreamStats().Retries
+	}
+	t.Logf("%d events applied exactly once over %d keys, %d replays skipped, %d answers RETRY (re-routed)", total, keys, dups, retries)
+	if _, remote := streamStats(c); remote != 0 {
+		t.Errorf("%d state accesses went to another node; aligned tasks should have none", remote)
+	}
+	if retries == 0 {
+		t.Errorf("no event was re-routed: the moves happened while nothing was in flight?")
+	}
+}
