@@ -7,6 +7,7 @@ import (
 	"github.com/shoaldb/shoal/admission"
 	"github.com/shoaldb/shoal/node/autopilothost"
 	"github.com/shoaldb/shoal/node/jobs"
+	"github.com/shoaldb/shoal/node/streamhost"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/transport"
@@ -32,6 +33,8 @@ type Metrics struct {
 	AdmissionRequests, AdmissionWrites admission.Stats
 	// Jobs counts the scan-job runs this node carried out (node/jobs).
 	Jobs jobs.Stats
+	// Streams counts stream events and their state accesses, served here or at another node.
+	Streams streamhost.Stats
 	// PredictedUsage and MeasuredUsage are the node's usage (CPU share plus disk busy) as the usage
 	// model predicted it at the last heartbeat and as measured; AsksForNode that the autopilot here
 	// asks for one more node (usage_balance).
@@ -49,7 +52,7 @@ func (n *Node) Metrics() Metrics {
 		return Metrics{}
 	}
 	m := Metrics{Loop: st.LoopStats(), Engine: n.eng.Stats(), Transport: n.transport.Stats(), Active: st.ActiveReplicas(),
-		Operators: n.ap.OperatorCounts(), Jobs: n.scanJobs.Stats()}
+		Operators: n.ap.OperatorCounts(), Jobs: n.scanJobs.Stats(), Streams: n.streams.Stats()}
 	m.AdmissionRequests, m.AdmissionWrites = n.Admission()
 	m.DiskUtilization = n.eng.DiskUtilization()
 	m.CacheHitRatio = math.NaN()

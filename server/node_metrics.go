@@ -72,6 +72,10 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_jobs_prefetch_bytes_total", "Bytes this node's scan-job prefetches read.", true, func(m node.Metrics) float64 { return float64(m.Jobs.PrefetchBytes) }},
 	{"shoal_jobs_cache_bytes_total", "Bytes scan-job runs read from copies instead of the disks.", true, func(m node.Metrics) float64 { return float64(m.Jobs.CacheBytes) }},
 	{"shoal_jobs_copies_bytes", "Bytes of scan-job copies this node holds now.", false, func(m node.Metrics) float64 { return float64(m.Jobs.Held) }},
+	{"shoal_stream_events_applied_total", "Stream events whose effect this node's tasks committed.", true, func(m node.Metrics) float64 { return float64(m.Streams.Applied) }},
+	{"shoal_stream_events_retried_total", "Stream events this node answered RETRY (not led here, or not applied yet).", true, func(m node.Metrics) float64 { return float64(m.Streams.Retries) }},
+	{"shoal_stream_state_local_total", "Stream tasks' state reads and writes served by this node's own replicas (it led the key's range).", true, func(m node.Metrics) float64 { return float64(m.Streams.LocalReads + m.Streams.LocalWrites) }},
+	{"shoal_stream_state_remote_total", "Stream tasks' state reads and writes this node sent to another node.", true, func(m node.Metrics) float64 { return float64(m.Streams.RemoteReads + m.Streams.RemoteWrites) }},
 	{"shoal_usage_predicted", "This node's usage (CPU share plus disk busy, 1: saturated) as the usage model predicts it from its ranges.", false, func(m node.Metrics) float64 { return m.PredictedUsage }},
 	{"shoal_usage_measured", "This node's measured usage (CPU share plus disk busy, 1: saturated).", false, func(m node.Metrics) float64 { return m.MeasuredUsage }},
 	{"shoal_usage_node_wanted", "1 when the autopilot on this node (the meta range's leader) asks for one more node: usage_balance predicts a node above its threshold with no move that lowers it.", false, func(m node.Metrics) float64 {
@@ -81,6 +85,7 @@ var nodeMetricDefs = []metricDef{
 		return 0
 	}},
 	{"shoal_jobs_plan_peak_bytes_per_second", "The current scan-job plan's highest disk bandwidth on one node.", false, func(m node.Metrics) float64 { return m.Jobs.PlanPeak }},
+	{"shoal_jobs_plan_bound_bytes_per_second", "The LP relaxation's least peak disk bandwidth for the runs the current scan-job plan admits.", false, func(m node.Metrics) float64 { return m.Jobs.PlanBound }},
 }
 
 func newNodeCollector(read func() node.Metrics) *nodeCollector {
