@@ -66,7 +66,9 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 		st := n.KV.Metrics().Jobs
 		a.CopyBytes += st.CacheBytes
 		a.PrefetchBytes += st.PrefetchBytes
-		a.PlanPeak = max(a.PlanPeak, st.PlanPeak)
+		if st.PlanPeak > a.PlanPeak {
+			a.PlanPeak, a.PlanBound = st.PlanPeak, st.PlanBound
+		}
 	}
 	return a, nil
 }

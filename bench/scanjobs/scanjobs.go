@@ -121,8 +121,10 @@ type Arm struct {
 	ReadBytes           int64   `json:"read_bytes"`
 	CopyBytes           uint64  `json:"copy_bytes"`
 	PrefetchBytes       uint64  `json:"prefetch_bytes"`
-	// PlanPeak is the meta leader's last plan's predicted peak (bytes/s).
-	PlanPeak float64 `json:"plan_peak"`
+	// PlanPeak is the meta leader's last plan's predicted peak (bytes/s), PlanBound the LP
+	// relaxation's least peak for the runs that plan admits.
+	PlanPeak  float64 `json:"plan_peak"`
+	PlanBound float64 `json:"plan_bound"`
 	// The foreground over the window: operations, errors, p50 and p99 from each one's scheduled start.
 	Ops    int64   `json:"ops"`
 	Errors int64   `json:"errors"`

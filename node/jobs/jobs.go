@@ -163,8 +163,9 @@ type Stats struct {
 	// they read; CacheBytes the bytes runs read from copies; Held the bytes copies hold now.
 	Refused, Prefetches, PrefetchBytes, CacheBytes uint64
 	Held                                           int64
-	// PlanPeak is the last plan's highest disk bandwidth on one node (bytes/s).
-	PlanPeak float64
+	// PlanPeak is the last plan's highest disk bandwidth on one node (bytes/s), PlanBound the LP
+	// relaxation's least peak for the runs it admits.
+	PlanPeak, PlanBound float64
 }
 
 // Service is one node's part of the scan jobs: the RPCs on any node, the scheduler and runs on the
@@ -220,14 +221,14 @@ func (s *Service) Stop() { s.stop.Stop() }
 func (s *Service) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.running)
-	var peak float64
+	var peak, bound float64
 	if s.plan != nil {
-		peak = s.plan.peak
+		peak, bound = s.plan.peak, s.plan.bound
 	}
 	s.mu.Unlock()
 	return Stats{OnTime: s.onTime.Load(), Late: s.late.Load(), Failed: s.failed.Load(), Abandoned: s.abandoned.Load(),
 		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n, Refused: s.refused.Load(), Prefetches: s.prefetches.Load(),
-		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(), PlanPeak: peak}
+		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(), PlanPeak: peak, PlanBound: bound}
 }
 
 func (s *Service) fromStore() (uint64, bool) {

@@ -118,8 +118,9 @@ type execPlan struct {
 	runs    map[runKey]*runPlan
 	fetches []fetchPlan
 	release map[string]time.Time // copy → when it is released: the end of the last run reading it
-	// peak is the plan's highest planned disk bandwidth on one node in one slot (bytes/s).
-	peak float64
+	// peak is the plan's highest planned disk bandwidth on one node in one slot (bytes/s); bound the
+	// LP relaxation's least peak for the runs it admits.
+	peak, bound float64
 }
 
 // planJob is one planner job: one piece of one scan job.
@@ -202,6 +203,14 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 	ep := follow(in, sched, pjs, now)
 	if res, err := prefetch.Evaluate(in, &sched); err == nil {
 		ep.peak = res.Peak
+	}
+	// The LP's least peak for the runs this plan admits: how far the plan is from the best.
+	need := make([]bool, len(sched.Runs))
+	for r, sv := range sched.Serves {
+		need[r] = sv.Admitted
+	}
+	if b, err := prefetch.LowerBound(in, prefetch.Options{}, need); err == nil {
+		ep.bound = b
 	}
 	return ep, nil
 }
