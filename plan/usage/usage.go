@@ -112,7 +112,9 @@ type Load struct {
 // throughput at each hit ratio with splines; this model keeps one cost per kind of work, which the
 // same measurements fit by least squares (Fit), and extrapolates beyond them linearly.
 type Model struct {
-	Version  int     `json:"version"`
+	Version int `json:"version"`
+	// Idle is a node's usage with no load (its loops, heartbeats, background work).
+	Idle     float64 `json:"idle,omitempty"`
 	HitCost  float64 `json:"hit_cost"`  // usage per read/s served from the cache
 	MissCost float64 `json:"miss_cost"` // usage per read/s that missed
 	Write    float64 `json:"write_cost"`
@@ -131,27 +133,38 @@ var Default = Model{Version: modelVersion, HitCost: 1.0 / 40000, MissCost: 1.0 /
 
 // Predict is the node's usage for load at hit ratio hit.
 func (m Model) Predict(l Load, hit float64) float64 {
-	return l.Reads*hit*m.HitCost + l.Reads*(1-hit)*m.MissCost + l.Writes*m.Write + l.Scans*m.Scan
+	return m.Idle + l.Reads*hit*m.HitCost + l.Reads*(1-hit)*m.MissCost + l.Writes*m.Write + l.Scans*m.Scan
 }
 
 // Sample is one measurement for training: a node's load, its measured hit ratio and its measured
-// usage.
+// usage — or, with Nodes > 1, the sum of that many nodes' loads and usages (nodes measured together,
+// each idling at Idle).
 type Sample struct {
 	Load  Load
 	Hit   float64
 	Usage float64
+	Nodes float64 // 0: one node
 }
 
-// Fit fits a model's costs to samples by non-negative least squares over the four kinds of work (a
-// cost that comes out negative is dropped and the rest refitted). It needs at least four samples.
+// Fit fits a model's idle usage and costs to samples by non-negative least squares over the kinds of
+// work (a cost that comes out negative is dropped and the rest refitted; a kind of work no sample
+// did gets no cost). It needs at least five samples.
 func Fit(samples []Sample) (Model, error) {
-	if len(samples) < 4 {
-		return Model{}, fmt.Errorf("usage: %d samples: at least 4 are needed to fit 4 costs", len(samples))
+	if len(samples) < 5 {
+		return Model{}, fmt.Errorf("usage: %d samples: at least 5 are needed to fit an idle usage and 4 costs", len(samples))
 	}
 	feat := func(s Sample) []float64 {
-		return []float64{s.Load.Reads * s.Hit, s.Load.Reads * (1 - s.Hit), s.Load.Writes, s.Load.Scans}
+		return []float64{s.Load.Reads * s.Hit, s.Load.Reads * (1 - s.Hit), s.Load.Writes, s.Load.Scans, max(s.Nodes, 1)}
 	}
-	active := []int{0, 1, 2, 3}
+	var active []int
+	for k := range 5 {
+		for _, s := range samples {
+			if feat(s)[k] != 0 {
+				active = append(active, k)
+				break
+			}
+		}
+	}
 	var x []float64
 	for len(active) > 0 {
 		a := mat.NewDense(len(samples), len(active), nil)
@@ -167,7 +180,7 @@ func Fit(samples []Sample) (Model, error) {
 		if err := sol.SolveVec(a, b); err != nil {
 			return Model{}, fmt.Errorf("usage: fit: %w", err)
 		}
-		x = make([]float64, 4)
+		x = make([]float64, 5)
 		neg := -1
 		for j, k := range active {
 			x[k] = sol.AtVec(j)
@@ -180,7 +193,7 @@ func Fit(samples []Sample) (Model, error) {
 		}
 		active = slices.Delete(active, neg, neg+1)
 	}
-	return Model{Version: modelVersion, HitCost: x[0], MissCost: x[1], Write: x[2], Scan: x[3], Samples: len(samples)}, nil
+	return Model{Version: modelVersion, Idle: x[4], HitCost: x[0], MissCost: x[1], Write: x[2], Scan: x[3], Samples: len(samples)}, nil
 }
 
 // Save writes the model as a small versioned JSON file.

@@ -85,20 +85,22 @@ func TestHitRatioAgainstLRU(t *testing.T) {
 
 // Fit recovers the costs behind measurements with 0.5 % noise, and drops a kind of work that costs nothing.
 func TestFit(t *testing.T) {
-	want := Model{HitCost: 2e-5, MissCost: 1.5e-3, Write: 8e-5, Scan: 0}
+	want := Model{Idle: 0.04, HitCost: 2e-5, MissCost: 1.5e-3, Write: 8e-5, Scan: 0}
 	rng := rand.New(rand.NewPCG(3, 4))
 	var samples []Sample
 	for range 60 {
 		l := Load{Reads: rng.Float64() * 20000, Writes: rng.Float64() * 5000, Scans: rng.Float64() * 1000}
 		hit := 0.15 + 0.85*rng.Float64()
-		samples = append(samples, Sample{Load: l, Hit: hit, Usage: want.Predict(l, hit) * (1 + 0.005*rng.NormFloat64())})
+		// Three nodes measured together: their loads and usages summed, each idling.
+		u := want.Predict(l, hit) + 2*want.Idle
+		samples = append(samples, Sample{Load: l, Hit: hit, Nodes: 3, Usage: u * (1 + 0.005*rng.NormFloat64())})
 	}
 	got, err := Fit(samples)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("fitted %+v", got)
-	for name, pair := range map[string][2]float64{"hit": {got.HitCost, want.HitCost}, "miss": {got.MissCost, want.MissCost}, "write": {got.Write, want.Write}} {
+	for name, pair := range map[string][2]float64{"idle": {got.Idle, want.Idle}, "hit": {got.HitCost, want.HitCost}, "miss": {got.MissCost, want.MissCost}, "write": {got.Write, want.Write}} {
 		if math.Abs(pair[0]-pair[1]) > 0.1*pair[1] {
 			t.Errorf("%s cost %.3g, want %.3g within 10 %%", name, pair[0], pair[1])
 		}
@@ -106,8 +108,18 @@ func TestFit(t *testing.T) {
 	if got.Scan < 0 || got.Scan > 1e-5 {
 		t.Errorf("scan cost %.3g, want about 0 and never negative", got.Scan)
 	}
-	if _, err := Fit(samples[:3]); err == nil {
-		t.Error("3 samples fitted 4 costs")
+	if _, err := Fit(samples[:4]); err == nil {
+		t.Error("4 samples fitted an idle usage and 4 costs")
+	}
+	// No sample scanned nor missed: those costs stay 0 and the rest fit.
+	var cached []Sample
+	for _, s := range samples {
+		s.Load.Scans, s.Hit = 0, 1
+		s.Usage = want.Predict(s.Load, 1) + 2*want.Idle
+		cached = append(cached, s)
+	}
+	if m, err := Fit(cached); err != nil || m.Scan != 0 || m.MissCost != 0 || math.Abs(m.Write-want.Write) > 0.01*want.Write {
+		t.Errorf("fit without scans or misses: %+v, %v", m, err)
 	}
 }
 
