@@ -131,9 +131,9 @@ func TestStreamLocalStateAccess(t *testing.T) {
 }
 
 // TestStreamExactlyOnceThroughMoves: a producer counts events on 60 keys while the span's leadership
-// moves twice and its range splits; replays of acknowledged events are sent too. Every acknowledged
-// event's effect must be applied exactly once: each counter equals its key's acknowledged events, and
-// each applied event saw the count its position says.
+// moves twice and its range splits and merges again; replays of acknowledged events are sent too.
+// Every acknowledged event's effect must be applied exactly once: each counter equals its key's
+// acknowledged events, and each applied event saw the count its position says.
 func TestStreamExactlyOnceThroughMoves(t *testing.T) {
 	c, cl, ctx := streamCluster(t)
 	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
@@ -220,6 +220,10 @@ func TestStreamExactlyOnceThroughMoves(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	moveLeader(t, ctx, c, cl, stream.CountPrefix+"k45", others(stream.CountPrefix+"k45"))
+	time.Sleep(2 * time.Second)
+	if _, err := cl.Merge(ctx, []byte(stream.CountPrefix)); err != nil { // the split undone
+		t.Fatal(err)
+	}
 	time.Sleep(2 * time.Second)
 	close(done)
 	if err := <-errc; err != nil {
