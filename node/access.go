@@ -67,3 +67,12 @@ func predictUsage(st *pb.NodeStats, m usage.Model) (u, hit float64) {
 	hit = usage.HitRatio(usage.Merge(hs...), cache)
 	return m.Predict(l, hit), hit
 }
+
+// copyAccess puts the access statistics of the last heartbeat's report prev in rl (status pages
+// show the last window's, as they show its rates).
+func copyAccess(rl, prev *pb.RangeLoad) {
+	rl.MeasuredReads, rl.MeasuredReadHits = prev.MeasuredReads, prev.MeasuredReadHits
+	rl.MeasuredBlockBytes, rl.MeasuredBlockBytesInCache = prev.MeasuredBlockBytes, prev.MeasuredBlockBytesInCache
+	rl.ScanRowsQps, rl.ScanBlocksQps = prev.ScanRowsQps, prev.ScanBlocksQps
+	rl.HistRates, rl.HistBlocks = prev.HistRates, prev.HistBlocks
+}

@@ -182,6 +182,7 @@ func (n *Node) currentStats() *pb.NodeStats {
 		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}
 		if p := prev[r.RangeID()]; p != nil {
 			rl.ReadQps, rl.WriteQps, rl.ScanQps, rl.Bytes = p.ReadQps, p.WriteQps, p.ScanQps, p.Bytes
+			copyAccess(rl, p)
 		}
 		st.Ranges = append(st.Ranges, rl)
 	}
