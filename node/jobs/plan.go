@@ -149,7 +149,34 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 		}
 		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{s.budgetLeft(l, now)}, Cache: float64(s.cfg.CacheBytes)})
 	}
+	pjs := s.planJobs(ctx, in, jobs, all, nodeIdx, leader, rangeBytes, now)
+	if len(in.Nodes) == 0 || len(in.Jobs) == 0 {
+		return &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{}}, nil
+	}
+	sched, err := prefetch.Make(in, s.cfg.Strategy.solver(), prefetch.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("plan the scan jobs: %w", err)
+	}
+	ep := follow(in, sched, pjs, now)
+	if res, err := prefetch.Evaluate(in, &sched); err == nil {
+		ep.peak = res.Peak
+	}
+	// The LP's least peak for the runs this plan admits: how far the plan is from the best.
+	need := make([]bool, len(sched.Runs))
+	for r, sv := range sched.Serves {
+		need[r] = sv.Admitted
+	}
+	if b, err := prefetch.LowerBound(in, prefetch.Options{}, need); err == nil {
+		ep.bound = b
+	}
+	return ep, nil
+}
+
+// planJobs adds to in one planner job per piece of every job's span, and returns them in that order.
+func (s *Service) planJobs(ctx context.Context, in *prefetch.Instance, jobs map[string]*pb.JobState, all []*pb.RangeDescriptor,
+	nodeIdx map[uint64]int, leader map[uint64]uint64, rangeBytes map[uint64]int64, now time.Time) []planJob {
 	var pjs []planJob
+	slot := in.Slot
 	spans := map[string]bool{}
 	names := make([]string, 0, len(jobs))
 	for n := range jobs {
@@ -160,6 +187,7 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 		job := jobs[name].Job
 		start, end := job.Start, job.End
 		if job.Table != "" {
+			var err error
 			if start, end, err = s.tableSpan(ctx, job.Table); err != nil {
 				continue // the table is gone: its runs fail on their own
 			}
@@ -193,26 +221,7 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 			pjs = append(pjs, planJob{job: job, piece: p, due: due})
 		}
 	}
-	if len(in.Nodes) == 0 || len(in.Jobs) == 0 {
-		return &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{}}, nil
-	}
-	sched, err := prefetch.Make(in, s.cfg.Strategy.solver(), prefetch.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("plan the scan jobs: %w", err)
-	}
-	ep := follow(in, sched, pjs, now)
-	if res, err := prefetch.Evaluate(in, &sched); err == nil {
-		ep.peak = res.Peak
-	}
-	// The LP's least peak for the runs this plan admits: how far the plan is from the best.
-	need := make([]bool, len(sched.Runs))
-	for r, sv := range sched.Serves {
-		need[r] = sv.Admitted
-	}
-	if b, err := prefetch.LowerBound(in, prefetch.Options{}, need); err == nil {
-		ep.bound = b
-	}
-	return ep, nil
+	return pjs
 }
 
 // follow turns a schedule into the runs' and prefetches' instructions in wall-clock time.

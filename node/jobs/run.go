@@ -99,17 +99,10 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 			return err
 		}
 	}
-	rate := job.RateBytes
-	if rate == 0 {
-		rate = s.cfg.RateBytes
-	}
-	if rp != nil && rp.rate > 0 {
-		rate = rp.rate
-	}
 	if all, err := s.deps.Ranges.AllRanges(ctx); err == nil {
 		r.RangesTotal = int64(overlapping(all, start, end)) // progress only: splits may change it
 	}
-	pace := background.NewPacer(rate)
+	pace := background.NewPacer(s.diskRate(job, rp))
 	lastProgress := s.deps.Now()
 	cursor := bytes.Clone(start)
 	var fromDisk int64
@@ -135,7 +128,7 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 			if err != nil {
 				return err
 			}
-			if next == nil {
+			if next == nil || (len(end) > 0 && bytes.Compare(next, end) >= 0) {
 				return nil // the copy reached the span's end
 			}
 			if !bytes.Equal(next, cursor) {
@@ -143,22 +136,11 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 				continue
 			}
 		}
-		resp, desc, err := s.page(ctx, cursor, end, s.cfg.PageRows)
+		resp, desc, read, err := s.diskPage(ctx, cursor, end, sink, r)
 		if err != nil {
 			return err
 		}
-		var read int64
-		for _, p := range resp.Kvs {
-			if err := sink.row(p); err != nil {
-				return err
-			}
-			read += int64(len(p.Key) + len(p.Value))
-		}
-		r.Rows += int64(len(resp.Kvs))
-		r.Bytes += read
 		fromDisk += read
-		s.rows.Add(uint64(len(resp.Kvs)))
-		s.bytes.Add(uint64(read))
 		if pr != nil {
 			s.copies.noteRead(pr.node, read)
 			s.keep(pr, cursor, resp, desc, keeping)
@@ -184,17 +166,60 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 			}
 			cursor = bytes.Clone(desc.EndKey)
 		}
-		if now := s.deps.Now(); now.Sub(lastProgress) >= s.cfg.ProgressEvery {
-			lastProgress = now
-			r.ProgressUnixMs = now.UnixMilli()
-			if ok, err := s.current(ctx, job); err == nil && !ok {
-				return fmt.Errorf("scan job %q was removed", job.Name)
-			}
-			if err := s.saveState(ctx, st); err != nil {
-				s.log.Debug("jobs: could not record progress", "job", job.Name, "err", err)
-			}
+		if err := s.progress(ctx, st, &lastProgress); err != nil {
+			return err
 		}
 	}
+}
+
+// diskRate is the bytes/s a run reads from disk at: its plan's, else its job's, else the default.
+func (s *Service) diskRate(job *pb.ScanJob, rp *runPlan) int64 {
+	switch {
+	case rp != nil && rp.rate > 0:
+		return rp.rate
+	case job.RateBytes > 0:
+		return job.RateBytes
+	default:
+		return s.cfg.RateBytes
+	}
+}
+
+// diskPage reads the page at cursor through the range's leader, hands its rows to sink and counts
+// them in the run r.
+func (s *Service) diskPage(ctx context.Context, cursor, end []byte, sink rowSink, r *pb.JobRun) (*pb.ScanResponse, *pb.RangeDescriptor, int64, error) {
+	resp, desc, err := s.page(ctx, cursor, end, s.cfg.PageRows)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var read int64
+	for _, p := range resp.Kvs {
+		if err := sink.row(p); err != nil {
+			return nil, nil, 0, err
+		}
+		read += int64(len(p.Key) + len(p.Value))
+	}
+	r.Rows += int64(len(resp.Kvs))
+	r.Bytes += read
+	s.rows.Add(uint64(len(resp.Kvs)))
+	s.bytes.Add(uint64(read))
+	return resp, desc, read, nil
+}
+
+// progress records the run's progress once per ProgressEvery, and says when its job was removed.
+func (s *Service) progress(ctx context.Context, st *pb.JobState, last *time.Time) error {
+	now := s.deps.Now()
+	if now.Sub(*last) < s.cfg.ProgressEvery {
+		return nil
+	}
+	*last = now
+	st.Running.ProgressUnixMs = now.UnixMilli()
+	if ok, err := s.current(ctx, st.Job); err == nil && !ok {
+		return fmt.Errorf("scan job %q was removed", st.Job.Name)
+	}
+	if err := s.saveState(ctx, st); err != nil {
+		s.log.Debug("jobs: could not record progress", "job", st.Job.Name, "err", err)
+	}
+	return nil
 }
 
 // fromCopy hands sink the rows of pr's copy from cursor on and returns where the run goes on: the
