@@ -186,7 +186,9 @@ type clusterSpec struct {
 	dist              workload.Dist
 	rate              workload.Rate
 	readFrac          float64
-	gatherLeaders     bool // every user range led by the first node
+	gatherLeaders     bool // every user range led by the first node (leadBy: by that node)
+	leadBy            uint64
+	metaOn            []uint64
 	replicaReads      bool // reads served at every replica (Cluster.replicaReads)
 	learners          int  // learners every user range starts with (uniform read replicas)
 	empty             int  // the last nodes that start without replicas
@@ -212,6 +214,13 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 	for k := 0; k < rf; k++ {
 		c.meta.reps = append(c.meta.reps, model.Replica{Node: uint64(k + 1)})
 	}
+	if len(spec.metaOn) > 0 {
+		c.meta.reps = c.meta.reps[:0]
+		for _, id := range spec.metaOn {
+			c.meta.reps = append(c.meta.reps, model.Replica{Node: id})
+		}
+		c.meta.leader = spec.metaOn[0]
+	}
 	c.ranges[metaRangeID] = c.meta
 	c.nextRID = metaRangeID
 	holding := max(spec.nodes-spec.empty, rf)
@@ -232,10 +241,11 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%holding + 1), Learner: true})
 		}
 		r.leader = r.reps[0].Node
-		if spec.gatherLeaders {
-			r.leader = 1
-			if !r.hasReplica(1) {
-				r.reps[0].Node, r.leader = 1, 1
+		if by := spec.leadBy; by > 0 || spec.gatherLeaders {
+			by = max(by, 1)
+			r.leader = by
+			if !r.hasReplica(by) {
+				r.reps[0].Node = by
 			}
 		}
 		c.initRange(r)

@@ -57,15 +57,15 @@ func TestDecisionsUnchanged(t *testing.T) {
 }
 
 var goldenHashes = map[string]string{
-	"compaction":   "87fe2aa04629dcda4f38314e741a6c1b4a787754c56e2bf75ce7f804a353f1fe",
-	"decommission": "59ace264d947e7e7ab74ce3ba11de5dde7dffdad9f92f667d71a232f28192ce3",
-	"drain":        "91871f38c02c0c84ea74568b9faaa2b82f441a7cabbac96cbdee92bb17a519ca",
-	"hotspot":      "d775b15ed6ad58f03fcfafe09adfa56e458a6ed2f8fd53ffd84d128237c5f655",
-	"join":         "bcd0e85364af667ea5e281c442cd609ca6dd73ddaec344b0f4d80882e371786e",
-	"merge":        "58a7a9f3a850683d460b35ef47f6e165c8e37ae50031b75e80ece8b54a117a16",
-	"node-kill":    "5d0ae95d8ff0c5f196b8f0bd9c90aff96672118e2fd0ec429e661de0deac1dad",
-	"node-loss":    "865e2e82e5f7dab315097493451225bf5661cf78ff286b23e60c834c4062834e",
-	"read-hints":   "5c2a0ce18c8c0475bf80cea30c05a1fcc1a0f9d227aa266f85af820d77fd7d8b",
-	"rebalance":    "c42c3e7ec9f1bd09ee186ded8e5069cd0b955db5473181f932f2d77894894486",
-	"scale":        "51c17a4397a567ae4b425ac8ba77f9ec5c7cd617e71d418063e4de52f8671afd",
+	"compaction":   "342eb2ec3d46b4211140ea1eaaac03038b3bdac9f2fc58edf185f8194d8459b5",
+	"decommission": "d28c256136a9a63e3bc8c1a07fb230a09fcce09386673e0e79763efed05b2d03",
+	"drain":        "1b731bdceb455fb75810ecd475e1f9f0c0f0248bdd4d62e647db0d725422ccea",
+	"hotspot":      "9bb1d8c0308038fafa3882a4a988cb00fad9b0b8d9d4d96ed7baeacc0e9904e1",
+	"join":         "8386592a75619523f7d85aa3ffef48242915b3ae7469266b2ee20014891f5bd4",
+	"merge":        "64d334ecb7dd664656504701edced869b3ff9d526bf982aa8bd14a3bbd37ba37",
+	"node-kill":    "a1338f85d7cd8d81ad5fadfac7ece1d4e68d7631062538df5d65cca90e3de629",
+	"node-loss":    "f14c00c0094e07716385c0d30b5ffd5f5e8b629ad24c8103998dcda10b9580bb",
+	"read-hints":   "94fe43a566cac6d67afe89b1e395554e902dc00d5bc2ed27a948e3cc496fa938",
+	"rebalance":    "69e3e6e8226da51f3f126b9f7a7190ba71dc0d4eb89702557cc4aa0aadbf610b",
+	"scale":        "f17b6cca98e73cae7235346184f4471e8495bb2f9bb0290c6a0b10c00981fe78",
 }

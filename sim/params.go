@@ -35,8 +35,10 @@ type Params struct {
 	// stream's setup, the receiver's ingest and the learner's first appends. Fitted to the real
 	// decommission's 1.5 MB moves (Calibrated).
 	SnapshotSetup time.Duration
-	// ConfChange is a promotion's or removal's joint-consensus round; Transfer a leadership
-	// transfer; Split and Merge their raft commands. Guesses of a few raft rounds on a LAN.
+	// ConfChange is a promotion's or removal's configuration change until the executor sees it
+	// landed (a joint-consensus round, the range descriptor's update, the model's next view of it):
+	// fitted to the real decommission (Calibrated). Transfer a leadership transfer; Split and
+	// Merge their raft commands: guesses of a few raft rounds on a LAN.
 	ConfChange, Transfer, Split, Merge time.Duration
 	// ElectionMin and ElectionMax bound the randomized election timeout after a leader dies
 	// (replica.Config: 10 ticks of 100 ms, randomized up to twice that by etcd raft).
@@ -64,7 +66,7 @@ func DefaultParams() Params {
 		DiskBytes:        512 << 30,
 		SnapshotSendRate: operator.DefaultSnapshotRate, SnapshotRecvRate: 0,
 		ApplyRate: operator.DefaultSnapshotRate / 0.73, SnapshotSetup: Calibrated.SnapshotSetup,
-		ConfChange: 100 * time.Millisecond, Transfer: 300 * time.Millisecond,
+		ConfChange: Calibrated.ConfChange, Transfer: 300 * time.Millisecond,
 		Split: 100 * time.Millisecond, Merge: 500 * time.Millisecond,
 		ElectionMin: time.Second, ElectionMax: 2 * time.Second,
 		Heartbeat: time.Second, LiveWindow: 4 * time.Second,
@@ -117,12 +119,12 @@ func (p Params) snapshotRate() float64 {
 // with emulated disks (docs/design/simulator.md, Calibration, gives the runs and the fit): what
 // DefaultParams and the scenarios node-kill, join and decommission take from them.
 var Calibrated = struct {
-	// SnapshotSetup: Params.SnapshotSetup.
-	SnapshotSetup time.Duration
+	// SnapshotSetup and ConfChange: Params'.
+	SnapshotSetup, ConfChange time.Duration
 	// The offered load of the scenarios run for real: the 8 closed-loop threads' throughput after
 	// the warm-up and before the first event (median of the runs).
 	NodeKillOps, JoinOps, DecommissionOps float64
 }{
-	SnapshotSetup: 0,
-	NodeKillOps:   6000, JoinOps: 8000, DecommissionOps: 6000,
+	SnapshotSetup: 0, ConfChange: 900 * time.Millisecond,
+	NodeKillOps: 6000, JoinOps: 8000, DecommissionOps: 6000,
 }

@@ -171,7 +171,7 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 	spec := clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3,
 		records: int64(sc.Ranges) * sc.RecordsPerRange, valueBytes: sc.ValueBytes, dist: dist, rate: rate,
 		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders, replicaReads: sc.ReplicaReads, empty: sc.Empty,
-		zones: sc.Zones, leadZone: sc.LeadZone}
+		zones: sc.Zones, leadZone: sc.LeadZone, leadBy: sc.LeadBy, metaOn: sc.MetaOn}
 	if !on {
 		spec.learners = sc.OffLearners
 	}
@@ -228,6 +228,7 @@ func (r *run) cycle(reactive bool) {
 	if reactive {
 		r.ap.TickReactive(ctx, snap)
 	} else {
+		r.wantReactive = false // this round asks every policy; progress from here on asks again
 		r.ap.Tick(ctx, snap)
 	}
 	r.last = snap.Now
@@ -250,7 +251,13 @@ func (r *run) wake(reactive bool) {
 		reactive := r.wantReactive
 		r.wantReactive = false
 		if !r.last.Before(r.loop.Now()) {
-			return // a round ran at this instant: it asked every policy and reconciled
+			// A round ran at this instant: it asked every policy and reconciled. Progress its
+			// reconciliation reported asks for a reactive round a gap later (the real autopilot
+			// plans the next step of sequential work as soon as the last made progress).
+			if reactive {
+				r.wake(true)
+			}
+			return
 		}
 		if reactive {
 			r.cycle(true)

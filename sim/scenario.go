@@ -33,10 +33,13 @@ type Scenario struct {
 	HotOps     float64
 	Duration   time.Duration
 	Warmup     time.Duration
-	// GatherLeaders starts with every user range led by the first node. Empty is how many of the
-	// last nodes start with no replica (a node added before the data, rebalance off).
+	// GatherLeaders starts with every user range led by the first node (LeadBy: by that node).
+	// Empty is how many of the last nodes start with no user replica (a node added before the
+	// data, rebalance off); MetaOn the nodes of the meta range's replicas (default n1..n3).
 	GatherLeaders bool
+	LeadBy        uint64
 	Empty         int
+	MetaOn        []uint64
 	// ReplicaReads: clients read at any replica, a learner too (client.ReplicaRead), each replica
 	// taking an equal part of its range's reads. OffLearners is the learners every user range starts
 	// with in the policy-off run: uniform read replicas, the baseline of read_replicas.
@@ -107,8 +110,10 @@ var scenarios = []Scenario{
 		Params: func(p *Params) { p.SnapshotSendRate, p.SnapshotRecvRate = joinLink, joinLink },
 		Events: []Event{{At: 30 * time.Second, Do: JoinNodes, N: 1}}},
 	{Name: "decommission", Description: "4 nodes, 24 ranges, 144k records, YCSB 90/10 zipfian; at t=20s n3, the last node holding user replicas, " +
-		"is decommissioned, its 24 replicas moving to the empty n4; policy decommission",
-		Nodes: 4, Empty: 1, Ranges: 24, RecordsPerRange: 144000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.DecommissionOps, ReadFraction: 0.9,
+		"is decommissioned, its 24 replicas moving to n4 (which holds a meta replica only); policy decommission",
+		// As the real run places them: user ranges on n1–n3 led by n2, the meta range on n1, n2, n4.
+		Nodes: 4, Empty: 1, LeadBy: 2, MetaOn: []uint64{1, 2, 4}, Ranges: 24, RecordsPerRange: 144000 / 24, ValueBytes: 256,
+		Workload: "zipfian", OpsPerSec: Calibrated.DecommissionOps, ReadFraction: 0.9,
 		Duration: 80 * time.Second, Warmup: 8 * time.Second, Policy: policy.NameDecommission, Pin: noMoves,
 		Events: []Event{{At: 20 * time.Second, Do: Decommission}}},
 	{Name: "drain", Description: "3 nodes, 24 ranges; at t=10s the node leading most ranges drains; policy drain",
