@@ -160,6 +160,7 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 	}
 	free := p.snapshotSlots(c, pending)
 	ops := p.additions(c, v, ranges, nodes, free)
+	ops = append(ops, p.relief(c, v, nodes, free, p.cfg.MaxPerRound-len(ops))...)
 	return append(ops, p.removals(c, v, ranges, nodes, free, p.cfg.MaxPerRound-len(ops))...)
 }
 
@@ -388,10 +389,100 @@ func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Rang
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
 			ops = append(ops, op)
 			p.keep(r.ID, n, p.pop[r.ID])
+			v.busy[r.ID] = true // relief below adds no second learner this round
 			break
 		}
 	}
 	return ops
+}
+
+// relief proposes, for each node whose heartbeats show more reads than its room — (1+γ) times its
+// capacity's share of all reads — while the plan fits, a learner elsewhere for the range it serves
+// most of (hottest node first, one a node a round, at most budget): the plan assumes the routing
+// spreads a range's reads over its replicas as the rooms allow, and where it does not (clients
+// that do not route by load, one that splits evenly) the reads a node actually serves say so. The
+// learner goes to the least read node without a replica of the range, with snapshot slots free.
+func (p *ReadReplicas) relief(c *model.Cluster, v *view, nodes []uint64, free map[uint64]int, budget int) []*operator.Operator {
+	if budget <= 0 {
+		return nil
+	}
+	loads := NodeReads(c)
+	caps := p.capacities(nodes)
+	total, capSum := 0.0, 0.0
+	for i, n := range nodes {
+		total += loads[n]
+		capSum += 1
+		if caps != nil {
+			capSum += caps[i] - 1
+		}
+	}
+	if total <= 0 {
+		return nil
+	}
+	type over struct {
+		node   uint64
+		excess float64
+	}
+	var hot []over
+	for i, n := range nodes {
+		share := 1.0 / float64(len(nodes))
+		if caps != nil {
+			share = caps[i] / capSum
+		}
+		// Past the room by MinReads/2 reads a second at least (a popularity of MinReads): not for
+		// a few reads.
+		if room := (1 + p.cfg.Imbalance) * total * share; loads[n] > room+p.cfg.MinReads/2 {
+			hot = append(hot, over{n, loads[n] - room})
+		}
+	}
+	slices.SortStableFunc(hot, func(a, b over) int { return cmp.Compare(b.excess, a.excess) })
+	var ops []*operator.Operator
+	for _, h := range hot {
+		if len(ops) >= budget {
+			break
+		}
+		r, share := p.heaviestOn(c, v, h.node)
+		if r == nil {
+			continue
+		}
+		for _, n := range nodes { // least read first
+			if r.HasReplica(n) || !takeSlot(free, r, n) {
+				continue
+			}
+			op := operator.NewAddLearner(NameReadReplicas, c.Now, r, n, fmt.Sprintf(
+				"n%d serves %.0f reads/s, %.0f beyond its room; r%d is read %.0f/s there (of %.0f/s): a read replica on n%d (+%s)",
+				h.node, loads[h.node], h.excess, r.ID, share, p.rate[r.ID], n, model.FormatBytes(r.Bytes)))
+			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
+			ops = append(ops, op)
+			p.keep(r.ID, n, p.pop[r.ID])
+			v.busy[r.ID] = true
+			break
+		}
+	}
+	return ops
+}
+
+// heaviestOn is the idle range, popular enough for a learner, of which node serves the most reads
+// (its leader's ReadQPS, or an even part of the other replicas' ReplicaReadQPS), and that figure.
+func (p *ReadReplicas) heaviestOn(c *model.Cluster, v *view, node uint64) (*model.Range, float64) {
+	var best *model.Range
+	most := 0.0
+	for r := range c.RangesOf(node) {
+		if r.System || v.busy[r.ID] || p.pop[r.ID] < p.cfg.MinReads || p.cooling(r) {
+			continue
+		}
+		share := r.ReadQPS
+		if r.Leader != node {
+			share = 0
+			if k := len(r.Replicas) - 1; k > 0 {
+				share = r.ReplicaReadQPS / float64(k)
+			}
+		}
+		if share > most {
+			best, most = r, share
+		}
+	}
+	return best, most
 }
 
 // cooling reports whether r's reads this round fell below half of what its popularity stands for
