@@ -629,29 +629,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 	})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Events fire on their own goroutine so that a slow one (a restart) does not stall the sampler.
-	evDone := make(chan struct{})
-	var evMu sync.Mutex
-	go func() {
-		defer close(evDone)
-		for _, ev := range sc.Events {
-			select {
-			case <-wctx.Done():
-				return
-			case <-time.After(time.Until(e.start.Add(ev.At))):
-			}
-			at := time.Since(e.start).Seconds()
-			desc, err := actions[ev.Do].do(wctx, e)
-			m := EventMark{T: at, EndT: time.Since(e.start).Seconds(), What: strings.TrimSpace(string(ev.Do) + " " + desc), Label: string(ev.Do), Task: actions[ev.Do].task}
-			if err != nil {
-				m.Error = err.Error()
-			}
-			m.Unfinished = err != nil && wctx.Err() != nil
-			evMu.Lock()
-			rr.Events = append(rr.Events, m)
-			evMu.Unlock()
-		}
-	}()
+	evDone := fireEvents(wctx, e, &rr.Events)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	secs := max(int(sc.Duration/time.Second), 1)
@@ -704,6 +682,32 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 		rr.Device = &st
 	}
 	return rr, nil
+}
+
+// fireEvents fires the scenario's events at their offsets from the workload's start, each marked in
+// *marks, on a goroutine of its own so that a slow one (a restart) does not stall the sampler; the
+// channel closes when the last has returned or ctx ends. *marks is the goroutine's until then.
+func fireEvents(ctx context.Context, e *env, marks *[]EventMark) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, ev := range e.sc.Events {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(e.start.Add(ev.At))):
+			}
+			at := time.Since(e.start).Seconds()
+			desc, err := actions[ev.Do].do(ctx, e)
+			m := EventMark{T: at, EndT: time.Since(e.start).Seconds(), What: strings.TrimSpace(string(ev.Do) + " " + desc), Label: string(ev.Do), Task: actions[ev.Do].task}
+			if err != nil {
+				m.Error = err.Error()
+			}
+			m.Unfinished = err != nil && ctx.Err() != nil
+			*marks = append(*marks, m)
+		}
+	}()
+	return done
 }
 
 // score computes the run's scores.

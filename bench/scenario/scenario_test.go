@@ -214,7 +214,7 @@ func TestTable(t *testing.T) {
 			t.Errorf("scenario %s: no schedule", s.Name)
 		}
 	}
-	want := "backup compaction compaction-50 join join-surge leader-transfer move node-kill read-hints read-hints-cache-8m " +
+	want := "backup compaction compaction-50 decommission join join-surge leader-transfer move node-kill read-hints read-hints-cache-8m " +
 		"read-hints-fraction read-hints-kill read-hints-overhead"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("scenarios %s, want %s", got, want)
