@@ -93,3 +93,42 @@ func TestCalibrateRefusesAnUnknownScenario(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// testdata/decommission-real.json is the report.json of one real run, `shoal bench scenario
+// decommission` (load average 6–9), with the per-node seconds and device figures left out.
+const realDecommission = "testdata/decommission-real.json"
+
+// TestCalibrateDecommission: from the real run's decision log, the same 24 moves and the note
+// marking n3 decommissioned, in the same order, and the moves' mean duration (to the policy's next
+// decision) and the decommission's time within the tolerance: what ConfChange was fitted to. The
+// throughput is not held to it (docs/design/simulator.md, Calibration: the real run is bound by its
+// leader's disk, which the simulator does not model).
+func TestCalibrateDecommission(t *testing.T) {
+	real, err := ReadRealReport(realDecommission)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Figure{}
+	for _, f := range cal.Figures {
+		byName[f.Name] = f
+	}
+	if f := byName["decisions: move-replica"]; f.Real != 24 || f.Sim != 24 {
+		t.Errorf("moves: real %v, sim %v; want 24 each (n3's replicas)", f.Real, f.Sim)
+	}
+	for _, name := range []string{"move-replica: mean duration (s)", "decommission: time to finish (s)"} {
+		f, ok := byName[name]
+		if !ok || !f.Within {
+			t.Errorf("%s: %+v, want within %.0f %%", name, f, 100*cal.Tolerance)
+		}
+	}
+	if cal.Sequence.FirstDifference != -1 || len(cal.Sequence.Real) != sequenceLength {
+		t.Errorf("decision sequences differ at %d:\nreal %q\nsim  %q", cal.Sequence.FirstDifference, cal.Sequence.Real, cal.Sequence.Sim)
+	}
+	if len(cal.Bins) != 8 || cal.Bins[0].Error > cal.Tolerance || cal.Bins[0].Error < -cal.Tolerance {
+		t.Errorf("bins %+v: want 8 over 8–80 s, the first (before the event) within the tolerance", cal.Bins)
+	}
+}
