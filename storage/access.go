@@ -3,11 +3,8 @@ package storage
 import (
 	"bytes"
 	"fmt"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // BlockStats are the blocks one read loaded: their bytes (index, filter and point data blocks, as
@@ -74,11 +71,4 @@ func (e *Engine) Offset(lo, key []byte) (uint64, error) {
 		return 0, fmt.Errorf("engine offset of %q: %w", key, err)
 	}
 	return n, nil
-}
-
-// DeviceUtilization is the share of dt an emulated device with options o was busy between two
-// readings of its counters (what DiskUtilization reports for the engine's own device), for callers
-// that measure windows of their own.
-func DeviceUtilization(o emudisk.Options, a, b emudisk.Stats, dt time.Duration) float64 {
-	return deviceUtilization(o, a, b, dt)
 }

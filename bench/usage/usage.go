@@ -1,8 +1,10 @@
 // Package usage trains the resource-usage model (plan/usage) on this machine: Cruz's procedure
-// (thesis §5.3.1), scaled to in-process nodes on emulated disks. Reads run at cache hit ratios from
-// 100 % down to about 15 % (uniform reads over a key prefix sized to the cache), then writes and
-// scans; for each, the offered rate that gives each usage level is found by binary search, and
-// every probe is a sample (its load, observed hit ratio and measured usage) for plan/usage's Fit.
+// (thesis §5.3.1), scaled to in-process nodes on emulated disks. After an idle probe, reads run at
+// cache hit ratios from 100 % down to about 15 % (uniform reads over a key prefix sized to the
+// cache), then writes and scans; for each, an unpaced probe finds saturation and the offered rate
+// that gives each usage level is found by binary search; every probe is a sample (its load, observed
+// hit ratio and measured usage) for plan/usage's Fit. It also runs the accuracy experiment
+// (validate) and the balancer experiment (Balance).
 //
 // Usage is measured for the cluster as a whole: the process's CPU (user and system, the benchmark's
 // clients included) as a share of the machine's cores, plus every node's emulated-disk busy share;
@@ -27,7 +29,6 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
 	planusage "github.com/shoaldb/shoal/plan/usage"
-	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -37,14 +38,14 @@ type Options struct {
 	Records    int
 	ValueBytes int
 	CacheBytes int64
-	// Hits are the targeted hit ratios of the read probes; Levels the usage levels each searches.
+	// Hits are the targeted hit ratios of the read probes; Levels the usage levels each searches, as
+	// shares of the way from the idle cluster's usage to the usage at saturation.
 	Hits   []float64
 	Levels []float64
 	// Probe is one probe's measured window; Steps the binary search's probes per level.
 	Probe time.Duration
 	Steps int
-	// MaxRate bounds the search's offered rate (ops/s); Clients the concurrent clients.
-	MaxRate float64
+	// Clients is the concurrent clients.
 	Clients int
 	// ScanRows is the rows of one scan.
 	ScanRows int
@@ -80,9 +81,6 @@ func (o Options) Defaults() Options {
 	}
 	if o.Steps <= 0 {
 		o.Steps = 4
-	}
-	if o.MaxRate <= 0 {
-		o.MaxRate = 20000
 	}
 	if o.Clients <= 0 {
 		o.Clients = 32
@@ -154,6 +152,13 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Cores: runtime.NumCPU()}
+	idle, err := e.probe(ctx, "idle", -1, nil)
+	if err != nil {
+		return nil, err
+	}
+	e.idle = idle.Usage
+	e.report(idle)
+	rep.Probes = append(rep.Probes, idle)
 	cacheRecords := float64(o.CacheBytes) / float64(o.ValueBytes+32)
 	for _, h := range o.Hits {
 		span := int(math.Min(float64(o.Records), math.Max(cacheRecords/h, 1)))
@@ -165,13 +170,11 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 			return err
 		}
 		e.warm(ctx, op, 2*time.Second)
-		for _, lvl := range o.Levels {
-			ps, err := e.search(ctx, o, "read", h, lvl, op)
-			if err != nil {
-				return rep, err
-			}
-			rep.Probes = append(rep.Probes, ps...)
+		ps, err := e.search(ctx, o, "read", h, op)
+		if err != nil {
+			return rep, err
 		}
+		rep.Probes = append(rep.Probes, ps...)
 	}
 	write := func(rng *rand.Rand) error {
 		v := make([]byte, o.ValueBytes)
@@ -189,13 +192,11 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		name string
 		op   func(*rand.Rand) error
 	}{{"write", write}, {"scan", scan}} {
-		for _, lvl := range o.Levels {
-			ps, err := e.search(ctx, o, k.name, 0, lvl, k.op)
-			if err != nil {
-				return rep, err
-			}
-			rep.Probes = append(rep.Probes, ps...)
+		ps, err := e.search(ctx, o, k.name, 0, k.op)
+		if err != nil {
+			return rep, err
 		}
+		rep.Probes = append(rep.Probes, ps...)
 	}
 	samples := make([]planusage.Sample, len(rep.Probes))
 	for i, p := range rep.Probes {
@@ -223,11 +224,16 @@ type env struct {
 	o  Options
 	c  *benchutil.Cluster
 	cl *client.Client
+	// idle is the cluster's usage with no load (the first probe).
+	idle float64
 }
 
 func start(ctx context.Context, dir string, o Options) (*env, error) {
 	// Nothing may move ranges while probes measure: placement is not what is being trained.
 	cfg := benchutil.NodeConfig{Autopilot: autopilot.Config{Policies: policy.Config{}}}
+	// Read hints replay the leaders' reads on the followers: disk and CPU that are not the reads'
+	// own cost at their hit ratio.
+	cfg.Hints.Off = true
 	dev := o.Device
 	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20,
 		Device: &dev, Config: cfg})
@@ -297,33 +303,51 @@ func (e *env) warm(ctx context.Context, op func(*rand.Rand) error, d time.Durati
 	e.run(ctx, op, 0, d)
 }
 
-// search finds, by binary search on the offered rate, the rate at which the measured usage is
-// level; every probe is returned.
-func (e *env) search(ctx context.Context, o Options, kind string, hit, level float64, op func(*rand.Rand) error) ([]Probe, error) {
-	lo, hi := 0.0, o.MaxRate
-	var out []Probe
-	for range o.Steps {
-		rate := (lo + hi) / 2
-		p, err := e.probe(ctx, kind, rate, op)
-		if err != nil {
-			return out, err
-		}
-		p.TargetHit, p.Level = hit, level
-		out = append(out, p)
-		o.Progress(fmt.Sprintf("%s hit %.2f level %.2f: offered %.0f/s, achieved %.0f/s, hit %.2f, usage %.2f (cpu %.2f, disk %.2f)",
-			kind, hit, level, rate, p.Achieved, p.Hit, p.Usage, p.CPU, p.Disk))
-		if p.Usage < level && p.Achieved >= 0.95*rate {
-			lo = rate
-		} else {
-			hi = rate
+// search measures op unpaced (its saturation: the most it achieves and the usage then), then finds
+// by binary search, for each usage level, the offered rate at which the measured usage is that
+// share of the way from idle to saturation; every probe is returned.
+func (e *env) search(ctx context.Context, o Options, kind string, hit float64, op func(*rand.Rand) error) ([]Probe, error) {
+	top, err := e.probe(ctx, kind, 0, op)
+	if err != nil {
+		return nil, err
+	}
+	top.TargetHit, top.Level = hit, 1
+	out := []Probe{top}
+	e.report(top)
+	for _, level := range o.Levels {
+		want := e.idle + level*(top.Usage-e.idle)
+		lo, hi := 0.0, top.Achieved
+		for range o.Steps {
+			rate := (lo + hi) / 2
+			p, err := e.probe(ctx, kind, rate, op)
+			if err != nil {
+				return out, err
+			}
+			p.TargetHit, p.Level = hit, level
+			out = append(out, p)
+			e.report(p)
+			if p.Usage < want && p.Achieved >= 0.95*rate {
+				lo = rate
+			} else {
+				hi = rate
+			}
 		}
 	}
 	return out, nil
 }
 
+func (e *env) report(p Probe) {
+	e.o.Progress(fmt.Sprintf("%s hit %.2f level %.2f: offered %.0f/s, achieved %.0f/s, hit %.2f, usage %.2f (cpu %.2f, disk %.2f)",
+		p.Kind, p.TargetHit, p.Level, p.Offered, p.Achieved, p.Hit, p.Usage, p.CPU, p.Disk))
+}
+
 // probe runs op at rate for the probe window after a second's settling, and measures it: the
 // usage from the process's CPU and the devices, the load and hit ratios from the nodes' heartbeats.
 func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*rand.Rand) error) (Probe, error) {
+	if op == nil {
+		op = func(*rand.Rand) error { return nil } // the idle probe: nothing to run
+		rate = -1
+	}
 	e.run(ctx, op, rate, time.Second)
 	nodes := e.c.Nodes()
 	devBefore := make([]emudisk.Stats, len(nodes))
@@ -349,7 +373,7 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	p := Probe{Kind: kind, Offered: rate, Achieved: float64(done) / dt, Errors: errs, Hit: 1}
 	p.CPU = (benchutil.ProcessCPU() - cpu0).Seconds() / dt / float64(runtime.NumCPU())
 	for i, n := range nodes {
-		p.Disk += storage.DeviceUtilization(e.o.Device, devBefore[i], n.Eng.DeviceStats(), time.Duration(dt*float64(time.Second)))
+		p.Disk += busy(e.o.Device, devBefore[i], n.Eng.DeviceStats(), dt)
 	}
 	p.Usage = p.CPU + p.Disk
 	h := sumHeard(polls)
@@ -357,7 +381,7 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 		p.Hit = float64(h.hits) / float64(h.measured)
 	}
 	p.Load = h.load
-	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage}
+	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage, Nodes: float64(len(nodes))}
 	p.polls = polls
 	return p, nil
 }
@@ -450,6 +474,10 @@ func (e *env) run(ctx context.Context, op func(*rand.Rand) error, rate float64, 
 	var next atomic.Int64 // the next operation's start, Unix nanos
 	next.Store(time.Now().UnixNano())
 	var ok, bad atomic.Int64
+	if rate < 0 {
+		<-ctx.Done() // no load: the window passes
+		return 0, 0
+	}
 	var wg sync.WaitGroup
 	for w := range e.o.Clients {
 		wg.Add(1)
@@ -613,4 +641,21 @@ func (e *env) validate(ctx context.Context, m planusage.Model, rates []float64) 
 		acc.UsageMAENoScans = scansErr / float64(nonScan)
 	}
 	return acc, nil
+}
+
+// busy is the share of dt seconds a device with options o was busy between two readings: its
+// operations against its IOPS, its bytes against its bandwidth, whichever is higher (at most 1).
+// Unlike the engine's own reading it does not count a window with any wait for the budget as
+// saturated: over a probe's seconds a flush's burst would.
+func busy(o emudisk.Options, a, b emudisk.Stats, dt float64) float64 {
+	u := 0.0
+	share := func(n int64, rate float64) {
+		if rate > 0 && dt > 0 {
+			u = max(u, float64(n)/(rate*dt))
+		}
+	}
+	share(b.ReadOps+b.WriteOps-a.ReadOps-a.WriteOps, float64(o.IOPS))
+	share(b.ReadBytes-a.ReadBytes, float64(o.ReadBytesPerSec))
+	share(b.WriteBytes-a.WriteBytes, float64(o.WriteBytesPerSec))
+	return min(u, 1)
 }

@@ -20,8 +20,9 @@ var benchUsageTrainCmd = &cobra.Command{
 	Short: "Train the resource-usage model (plan/usage) on this machine's emulated disks",
 	Long: `Train the usage model that usage_balance and the nodes' predicted usage use, by the procedure of
 Cruz 2016, §5.3.1, scaled to in-process nodes on emulated disks: uniform reads over key prefixes
-sized for cache hit ratios from 100 % down to about 15 %, then writes and scans; for each, a binary
-search of the offered rate finds each usage level (--levels), and every probe is a sample (load,
+sized for cache hit ratios from 100 % down to about 15 %, then writes and scans (read hints off);
+for each, an unpaced probe finds saturation and a binary search of the offered rate finds each usage
+level (--levels) between idle and saturation; every probe, the idle one too, is a sample (load,
 observed hit ratio, measured usage: the process's CPU share plus the nodes' disk busy). The costs
 fitted to the samples are written to --out, a versioned file that ` + "`shoal start --usage-model FILE`" + `
 loads. With --validate-rates, the accuracy experiment follows on the same cluster. Prints JSON: the
@@ -55,7 +56,7 @@ func init() {
 	f.IntVar(&o.ValueBytes, "value-bytes", 1000, "bytes of a value")
 	f.Int64Var(&o.CacheBytes, "cache-bytes", 4<<20, "each node's block cache")
 	f.Float64SliceVar(&o.Hits, "hits", []float64{1, 0.7, 0.4, 0.15}, "targeted hit ratios of the read probes")
-	f.Float64SliceVar(&o.Levels, "levels", []float64{0.3, 0.6}, "usage levels each search looks for")
+	f.Float64SliceVar(&o.Levels, "levels", []float64{0.3, 0.6}, "usage levels each search looks for, as shares of the way from the idle cluster's usage to saturation")
 	f.DurationVar(&o.Probe, "probe", 3*time.Second, "one probe's measured window")
 	f.IntVar(&o.Steps, "steps", 4, "probes of each binary search")
 	f.IntVar(&o.Clients, "clients", 32, "concurrent clients")
