@@ -48,7 +48,8 @@ func (c HotspotOffloadConfig) withDefaults() HotspotOffloadConfig {
 
 // HotspotOffload relieves a node in skewed overload (Bekas, chapters 3 and 5; plan/hotspot): its
 // utilization (the busier of CPU and disk) at least 80 % and 1.3× the cluster's mean, for Sustain
-// rounds. Each hot spot is an episode: the ranges the node led with load when it was detected, its
+// rounds, while it serves at least 1.3× the mean node's requests (a node busy with other work —
+// compactions, the autopilot's own reads — is no hot spot a leadership could relieve). Each hot spot is an episode: the ranges the node led with load when it was detected, its
 // penalty P = Σ max(0, p99 − SLO) over 500 ms of the cluster's requests while it lasts, and its end
 // when those ranges' load falls below half of what it was (or, when it was left alone, when the
 // node is no longer hot). The first Explore episodes are measured
@@ -61,9 +62,10 @@ func (c HotspotOffloadConfig) withDefaults() HotspotOffloadConfig {
 // abstention and every episode's measured penalty is a note in the decision log.
 type HotspotOffload struct {
 	cfg HotspotOffloadConfig
-	// mu guards mode: SetMode comes from another goroutine than Propose's.
-	mu   sync.Mutex
-	mode HotspotMode
+	// mu guards mode and sloSet: SetMode and SetSLO come from another goroutine than Propose's.
+	mu     sync.Mutex
+	mode   HotspotMode
+	sloSet time.Duration
 
 	det      hotspot.Detector
 	episodes map[uint64]*episode // by hot node
@@ -105,6 +107,23 @@ func (p *HotspotOffload) SetMode(m HotspotMode) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mode = m
+}
+
+// SetSLO sets the latency the penalty counts from (an experiment sets it from the p99 it
+// measured at rest); 0 restores the configured one.
+func (p *HotspotOffload) SetSLO(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sloSet = d
+}
+
+func (p *HotspotOffload) slo() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sloSet > 0 {
+		return p.sloSet
+	}
+	return p.cfg.SLO
 }
 
 func (p *HotspotOffload) currentMode() HotspotMode {
@@ -158,6 +177,14 @@ func (p *HotspotOffload) Propose(c *model.Cluster, pending []*operator.Operator)
 		}
 	}
 	hot := p.det.Observe(util)
+	meanQPS, active := 0.0, 0
+	for _, n := range c.Nodes {
+		if n.Active() {
+			meanQPS += n.QPS
+			active++
+		}
+	}
+	meanQPS /= float64(max(active, 1))
 	p99 := clusterP99(c)
 	p.measure(c, p99)
 	v := newView(c, pending)
@@ -168,6 +195,9 @@ func (p *HotspotOffload) Propose(c *model.Cluster, pending []*operator.Operator)
 		if e == nil {
 			if p.moved(c, id) {
 				continue // the hot spot of another episode, moved here by its offload: not a new one
+			}
+			if n := c.Node(id); n == nil || n.QPS < hotspot.MinSkew*meanQPS {
+				continue // busy, but not with the requests it serves: no leadership would relieve it
 			}
 			e = p.begin(c, id)
 		}
@@ -220,7 +250,7 @@ func (p *HotspotOffload) moved(c *model.Cluster, node uint64) bool {
 
 // measure adds this round's penalty to every open episode and closes those whose load has gone.
 func (p *HotspotOffload) measure(c *model.Cluster, p99 time.Duration) {
-	excess := max(0, float64(p99-p.cfg.SLO)/float64(time.Millisecond))
+	excess := max(0, float64(p99-p.slo())/float64(time.Millisecond))
 	for node, e := range p.episodes {
 		dt := min(c.Now.Sub(e.last), 5*time.Second)
 		e.last = c.Now
@@ -271,7 +301,7 @@ func (p *HotspotOffload) end(c *model.Cluster, node uint64, e *episode) {
 	}
 	p.notes = append(p.notes, Note{What: fmt.Sprintf("hot spot on n%d over", node), Status: StatusMeasured,
 		Why: fmt.Sprintf("lasted %.1fs %s: penalty %.0f ms (SLO %s, worst p99 %s); %s", d, how, e.penalty,
-			p.cfg.SLO, e.worstP99.Round(time.Millisecond), fitted)})
+			p.slo(), e.worstP99.Round(time.Millisecond), fitted)})
 }
 
 // record keeps a measured point and its duration.

@@ -23,6 +23,7 @@ type experiment struct {
 	hot      []int            // the hot prefix's ranges (indexes)
 	hotNode  uint64           // the node leading them
 	metaNode uint64           // the meta range's leader (the autopilot's node)
+	slo      time.Duration    // the penalty's (and the policy's)
 	ids      map[int]uint64   // range index → range id
 	voters   map[int][]uint64 // range index → its voters
 	leader   map[int]uint64   // the leader each range is placed on before a hot spot
@@ -149,7 +150,9 @@ func (x *experiment) pickHot(ctx context.Context) error {
 
 // place moves every range's leadership to its planned node and waits until the ranges show it.
 func (x *experiment) place(ctx context.Context) error {
-	return benchutil.WaitFor(ctx, time.Minute, func() bool {
+	return benchutil.WaitFor(ctx, 3*time.Minute, func() bool {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
 		rs, err := x.cl.UserRanges(ctx)
 		if err != nil {
 			return false
@@ -172,7 +175,7 @@ func (x *experiment) place(ctx context.Context) error {
 	})
 }
 
-// setMode sets hotspot_offload's mode on the node running the autopilot.
+// setMode sets hotspot_offload's mode (and the experiment's SLO) on the node running the autopilot.
 func (x *experiment) setMode(m policy.HotspotMode) error {
 	for _, n := range x.c.Nodes() {
 		if n == nil {
@@ -180,6 +183,7 @@ func (x *experiment) setMode(m policy.HotspotMode) error {
 		}
 		if p, ok := n.KV.AutopilotPolicy(policy.NameHotspot).(*policy.HotspotOffload); ok {
 			p.SetMode(m)
+			p.SetSLO(x.slo)
 			return nil
 		}
 	}
@@ -230,7 +234,7 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	}
 	a.WindowP99Ms, a.Reads, a.Errors = x.w.windows(start, end)
 	for _, p := range a.WindowP99Ms {
-		a.PenaltyMs += max(0, p-float64(x.o.SLO.Microseconds())/1000)
+		a.PenaltyMs += max(0, p-float64(x.slo.Microseconds())/1000)
 	}
 	a.P99Ms = x.w.p99Between(start, end)
 	if err := x.readDecisions(ctx, &a, start, end.Add(3*time.Second)); err != nil {

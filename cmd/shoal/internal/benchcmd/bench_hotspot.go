@@ -51,7 +51,7 @@ func init() {
 	f.DurationSliceVar(&o.Durations, "durations", []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, 60 * time.Second}, "hot spot durations")
 	f.DurationVar(&o.Gap, "gap", 8*time.Second, "at rest before each hot spot")
 	f.DurationVar(&o.Tail, "tail", 5*time.Second, "measured after each hot spot's end")
-	f.DurationVar(&o.SLO, "slo", 50*time.Millisecond, "the latency the penalty counts from (and the policy's)")
+	f.DurationVar(&o.SLO, "slo", 50*time.Millisecond, "the latency the penalty counts from (and the policy's), at least: twice the p99 at rest if that is higher")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
 	benchCmd.AddCommand(benchHotspotCmd)
 }
