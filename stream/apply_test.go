@@ -73,7 +73,9 @@ func (m *memStore) count(t *testing.T, key string) int {
 func TestApplyExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	m := newMem()
-	ev := func(pos uint64) Event { return Event{Key: []byte(CountPrefix + "a"), Position: pos, Value: []byte("a")} }
+	ev := func(pos uint64) Event {
+		return Event{Key: []byte(CountPrefix + "a"), Position: pos, Value: []byte("a")}
+	}
 	want := []pb.IngestResult_Status{pb.IngestResult_APPLIED, pb.IngestResult_DUPLICATE, pb.IngestResult_RETRY, pb.IngestResult_APPLIED}
 	for i, pos := range []uint64{1, 1, 3, 2} {
 		if got := Apply(ctx, CountJob, m, ev(pos)); got.Status != want[i] {

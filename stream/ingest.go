@@ -56,6 +56,9 @@ type IngesterConfig struct {
 	Mode      Mode
 	// MaxBatch bounds the events of one Ingest call (default 512).
 	MaxBatch int
+	// Resume makes Send read the position a key's state holds the first time it sees the key, and
+	// go on after it: a producer that starts again (a new process) does not reuse positions.
+	Resume bool
 }
 
 // Ack is an event's outcome: APPLIED or DUPLICATE (its effect is in the state once), or FAILED.
@@ -132,6 +135,11 @@ func (in *Ingester) Events(values [][]byte) ([]Event, error) {
 
 // Send produces values and returns their acknowledgements in order.
 func (in *Ingester) Send(ctx context.Context, values [][]byte) ([]Ack, error) {
+	if in.cfg.Resume {
+		if err := in.resume(ctx, values); err != nil {
+			return nil, err
+		}
+	}
 	evs, err := in.Events(values)
 	if err != nil {
 		return nil, err
@@ -199,4 +207,36 @@ func (in *Ingester) pause(ctx context.Context, wait *time.Duration, pending []in
 		*wait = 200 * time.Millisecond
 	}
 	return pending
+}
+
+// resume learns the positions stored with the state of the keys of values not seen yet.
+func (in *Ingester) resume(ctx context.Context, values [][]byte) error {
+	for _, v := range values {
+		k, err := in.job.Key(v)
+		if err != nil {
+			return fmt.Errorf("job %s: key of an event: %w", in.job.Name, err)
+		}
+		in.mu.Lock()
+		_, seen := in.next[string(k)]
+		in.mu.Unlock()
+		if seen {
+			continue
+		}
+		raw, found, err := in.cfg.Client.Get(ctx, k)
+		if err != nil {
+			return fmt.Errorf("read the position of key %q: %w", k, err)
+		}
+		var pos uint64
+		if found {
+			if pos, _, _, err = DecodeValue(raw); err != nil {
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+		}
+		in.mu.Lock()
+		if _, seen := in.next[string(k)]; !seen {
+			in.next[string(k)] = pos
+		}
+		in.mu.Unlock()
+	}
+	return nil
 }
