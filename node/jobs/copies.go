@@ -170,6 +170,21 @@ func (c *sideCache) dropLocked(key string) {
 	}
 }
 
+// heldFor is the bytes node's copies hold now whose first run is due before now: a plan made from
+// now does not see them (their items began before its window) but they keep their cache until
+// released, so the plan gets the budget less them.
+func (c *sideCache) heldFor(node uint64, now time.Time) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for k, e := range c.m {
+		if e.piece.node == node && copyFirstDue(k).Before(now) {
+			n += e.bytes
+		}
+	}
+	return float64(n)
+}
+
 // held is the bytes the copies hold now, over every node.
 func (c *sideCache) held() int64 {
 	c.mu.Lock()
@@ -224,7 +239,7 @@ func (s *Service) jobRate(node uint64, now time.Time) float64 { return s.copies.
 // startFetches begins the plan's prefetches whose time has come.
 func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time) {
 	for _, f := range ep.fetches {
-		if now.Before(f.start) || !now.Before(f.end) {
+		if now.Before(f.start) || !now.Before(f.end) || (ep.wanted != nil && !ep.wanted[f.key]) {
 			continue
 		}
 		fctx, cancel := context.WithCancel(ctx)

@@ -333,6 +333,14 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 	}
 	ep.sig, ep.budgets = specs, budgets
 	s.keepBegun(cur, ep, now)
+	ep.wanted = map[string]bool{}
+	for _, rp := range ep.runs {
+		for _, p := range rp.pieces {
+			if p.copyKey != "" {
+				ep.wanted[p.copyKey] = true
+			}
+		}
+	}
 	for k, t := range ep.release {
 		s.copies.extend(k, t)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -118,6 +119,9 @@ type execPlan struct {
 	runs    map[runKey]*runPlan
 	fetches []fetchPlan
 	release map[string]time.Time // copy → when it is released: the end of the last run reading it
+	// wanted are the copies some run still to start reads (a run carried over from the last plan
+	// may read an older copy than the one this plan would fetch for it).
+	wanted map[string]bool
 	// peak is the plan's highest planned disk bandwidth on one node in one slot (bytes/s); bound the
 	// LP relaxation's least peak for the runs it admits.
 	peak, bound float64
@@ -147,7 +151,8 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 		for r, b := range l.Leads {
 			leader[r], rangeBytes[r] = l.ID, b
 		}
-		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{s.budgetLeft(l, now)}, Cache: float64(s.cfg.CacheBytes)})
+		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{s.budgetLeft(l, now)},
+			Cache: max(0, float64(s.cfg.CacheBytes)-s.copies.heldFor(l.ID, now))})
 	}
 	pjs := s.planJobs(ctx, in, jobs, all, nodeIdx, leader, rangeBytes, now)
 	if len(in.Nodes) == 0 || len(in.Jobs) == 0 {
@@ -279,6 +284,15 @@ func follow(in *prefetch.Instance, sched prefetch.Schedule, pjs []planJob, now t
 			start: at(tr.Start), end: at(tr.End), rate: tr.Rate})
 	}
 	return ep
+}
+
+// copyFirstDue is the due time of the first run of the copy under key ("<piece>@<unix ms>").
+func copyFirstDue(key string) time.Time {
+	ms, err := strconv.ParseInt(key[strings.LastIndexByte(key, '@')+1:], 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // nextDue is the due time of a job's next run not yet started.
