@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
@@ -14,15 +15,20 @@ import (
 
 // BalanceOptions configures the balancer experiment: two tenants whose ranges differ in cache
 // behaviour — "hot" reads a few thousand records that fit every cache, "cold" reads uniformly over
-// records far larger than a cache — with every cold range first led by one node; then rebalance
-// alone (usage_balance off), then usage_balance on, each measured after it settled. Zero fields take
-// the training's defaults or the ones below.
+// records far larger than a cache — every range offered the same reads per second, so that QPS and
+// leadership counts are even while every cold range is led by one node; then rebalance alone
+// (usage_balance off), then usage_balance on, each measured after it settled. Zero fields take the
+// training's defaults or the ones below.
 type BalanceOptions struct {
 	Options
 	HotRecords, ColdRecords int // defaults 2 000 and 30 000
-	Ranges                  int // per tenant; default 3
-	HotClients, ColdClients int // closed-loop clients per tenant; defaults 8 and 16
-	Settle, Window          time.Duration
+	// HotRanges and ColdRanges per tenant (defaults 6 and 3); the nodes lead
+	// (HotRanges+ColdRanges)/Nodes each, the first every cold range.
+	HotRanges, ColdRanges int
+	// RangeRate is the reads per second offered to every range (default 150), by Clients paced
+	// clients per tenant.
+	RangeRate      float64
+	Settle, Window time.Duration
 }
 
 // Arm is one arm's measured window.
@@ -59,9 +65,11 @@ func Balance(ctx context.Context, dir string, o BalanceOptions) (*BalanceReport,
 	}
 	def(&o.HotRecords, 2000)
 	def(&o.ColdRecords, 30000)
-	def(&o.Ranges, 3)
-	def(&o.HotClients, 8)
-	def(&o.ColdClients, 16)
+	def(&o.HotRanges, 6)
+	def(&o.ColdRanges, 3)
+	if o.RangeRate <= 0 {
+		o.RangeRate = 150
+	}
 	if o.Settle <= 0 {
 		o.Settle = time.Minute
 	}
@@ -84,13 +92,13 @@ func Balance(ctx context.Context, dir string, o BalanceOptions) (*BalanceReport,
 		_, _, err := e.cl.Get(ctx, tenantKey("cold", rng.IntN(o.ColdRecords)))
 		return err
 	}
-	pool := func(n int, op func(*rand.Rand) error) *benchutil.Clients {
-		return benchutil.StartClients(ctx, n, func(w int) func(context.Context) error {
+	pool := func(rate float64, op func(*rand.Rand) error) *benchutil.Clients {
+		return benchutil.StartPacedClients(ctx, o.Clients, pacer(rate), func(w int) func(context.Context) error {
 			rng := rand.New(rand.NewPCG(uint64(w), 17))
 			return func(context.Context) error { return op(rng) }
 		})
 	}
-	hc, cc := pool(o.HotClients, hot), pool(o.ColdClients, cold)
+	hc, cc := pool(o.RangeRate*float64(o.HotRanges), hot), pool(o.RangeRate*float64(o.ColdRanges), cold)
 	defer hc.Stop()
 	defer cc.Stop()
 	rep := &BalanceReport{}
@@ -163,11 +171,12 @@ func (e *env) twoTenants(ctx context.Context, o BalanceOptions) error {
 		}
 	}
 	for _, t := range []struct {
-		name string
-		n    int
-	}{{"hot", o.HotRecords}, {"cold", o.ColdRecords}} {
-		for r := 0; r < o.Ranges; r++ {
-			if _, _, err := e.cl.Split(ctx, tenantKey(t.name, r*t.n/o.Ranges)); err != nil {
+		name   string
+		n      int
+		ranges int
+	}{{"hot", o.HotRecords, o.HotRanges}, {"cold", o.ColdRecords, o.ColdRanges}} {
+		for r := 0; r < t.ranges; r++ {
+			if _, _, err := e.cl.Split(ctx, tenantKey(t.name, r*t.n/t.ranges)); err != nil {
 				return fmt.Errorf("split %s: %w", t.name, err)
 			}
 		}
@@ -208,12 +217,15 @@ func (e *env) twoTenants(ctx context.Context, o BalanceOptions) error {
 	for _, n := range e.c.Nodes() {
 		ids = append(ids, n.KV.NodeID())
 	}
+	// The first node leads every cold range; the hot ones fill the others up to the same count.
 	hotTurn := 0
 	for _, r := range rs {
 		to := ids[0]
 		if tenantOf(r.GetDesc()) == "hot" {
 			to = ids[1+hotTurn%(len(ids)-1)]
 			hotTurn++
+		} else if tenantOf(r.GetDesc()) == "" {
+			continue
 		}
 		if r.GetLeaderNodeId() != to {
 			if err := e.cl.TransferLeader(ctx, r.GetDesc().GetRangeId(), to); err != nil {
@@ -257,4 +269,30 @@ func (e *env) placement(ctx context.Context) (map[string]int, map[string]float64
 		pred[fmt.Sprintf("n%d", n.GetDesc().GetNodeId())] = n.GetStats().GetPredictedUsage()
 	}
 	return leaders, pred, nil
+}
+
+// pacer is a schedule of rate operations a second shared by a pool's clients: each waits for the
+// next slot (a client that falls behind does not make up for it later by a burst beyond a second).
+func pacer(rate float64) func(context.Context) error {
+	var mu sync.Mutex
+	next := time.Now()
+	step := time.Duration(float64(time.Second) / rate)
+	return func(ctx context.Context) error {
+		mu.Lock()
+		now := time.Now()
+		if next.Before(now.Add(-time.Second)) {
+			next = now.Add(-time.Second)
+		}
+		at := next
+		next = next.Add(step)
+		mu.Unlock()
+		if d := time.Until(at); d > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		return nil
+	}
 }

@@ -71,9 +71,10 @@ var benchUsageBalanceCmd = &cobra.Command{
 	Short: "usage_balance against rebalance on two tenants that differ in cache behaviour",
 	Long: `The balancer experiment of the usage model (Cruz 2016, §6.3), on in-process nodes with emulated
 disks: a hot tenant reads a few thousand records that every cache holds, a cold tenant reads
-uniformly over records far larger than a cache; every cold range starts led by the first node (by
-QPS the idlest, by usage the busiest). Closed-loop clients of both tenants run through two arms of
-one run: rebalance alone (usage_balance off), then usage_balance on; each arm is measured after it
+uniformly over records far larger than a cache; every range is offered the same reads per second
+(--range-rate) and every node leads as many ranges, the first every cold one: by QPS and counts the
+cluster is balanced, by usage it is not. Paced clients of both tenants run through two arms of one
+run: rebalance alone (usage_balance off), then usage_balance on; each arm is measured after it
 settles. Prints JSON: each arm's throughput and p99 per tenant, the leaders by tenant and node, the
 nodes' predicted usage, and usage_balance's gain.`,
 	Example: "  flock /tmp/bench.lock shoal bench usage-balance",
@@ -93,9 +94,10 @@ func init() {
 	f.IntVar(&o.Nodes, "nodes", 3, "in-process nodes")
 	f.IntVar(&o.HotRecords, "hot-records", 2000, "records of the hot tenant")
 	f.IntVar(&o.ColdRecords, "cold-records", 30000, "records of the cold tenant")
-	f.IntVar(&o.Ranges, "ranges", 3, "ranges per tenant")
-	f.IntVar(&o.HotClients, "hot-clients", 8, "closed-loop clients of the hot tenant")
-	f.IntVar(&o.ColdClients, "cold-clients", 16, "closed-loop clients of the cold tenant")
+	f.IntVar(&o.HotRanges, "hot-ranges", 6, "ranges of the hot tenant")
+	f.IntVar(&o.ColdRanges, "cold-ranges", 3, "ranges of the cold tenant (all led by the first node at the start)")
+	f.Float64Var(&o.RangeRate, "range-rate", 150, "reads per second offered to every range")
+	f.IntVar(&o.Clients, "clients", 32, "paced clients per tenant")
 	f.Int64Var(&o.CacheBytes, "cache-bytes", 4<<20, "each node's block cache")
 	f.IntVar(&o.Device.IOPS, "iops", 400, "each node's emulated disk's operations per second")
 	f.DurationVar(&o.Settle, "settle", time.Minute, "each arm's run before its window")
