@@ -52,6 +52,7 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	until := time.Now()
 	a.Ops, a.Errors, a.P50Ms, a.P99Ms = fg.take()
 	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
+	a.PeakNode, a.PeakSecond, a.Top5 = dk.node+1, dk.second, dk.top5()
 	if strategy == NoJobs {
 		return a, nil
 	}
@@ -126,9 +127,11 @@ func (a *Arm) countRuns(ctx context.Context, cl *client.Client, from, until time
 				a.RunsFailed++
 			case r.OnTime:
 				a.RunsOnTime++
+				a.countCopy(r)
 				continue
 			default:
 				a.RunsLate++
+				a.countCopy(r)
 			}
 			all = false
 		}
@@ -143,10 +146,27 @@ func (a *Arm) countRuns(ctx context.Context, cl *client.Client, from, until time
 	return nil
 }
 
+func (a *Arm) countCopy(r *pb.JobRun) {
+	switch {
+	case r.CacheBytes > 0 && r.CacheBytes == r.Bytes:
+		a.RunsFromCopy++
+	case r.CacheBytes > 0:
+		a.RunsPartCopy++
+	}
+}
+
 // diskSample is the disks' reads over the window.
 type diskSample struct {
-	peak, mean float64
-	total      int64
+	peak, mean   float64
+	node, second int
+	total        int64
+	seconds      []float64 // every node's every second
+}
+
+func (d diskSample) top5() []float64 {
+	s := append([]float64(nil), d.seconds...)
+	sort.Sort(sort.Reverse(sort.Float64Slice(s)))
+	return s[:min(5, len(s))]
 }
 
 // sampleDisks reads every node's emulated-disk counters each second until end.
@@ -167,7 +187,11 @@ func sampleDisks(ctx context.Context, c *benchutil.Cluster, end time.Time) diskS
 		sleep(ctx, time.Second)
 		cur, now := read(), time.Now()
 		for i := range cur {
-			ds.peak = max(ds.peak, float64(cur[i]-last[i])/now.Sub(lastAt).Seconds())
+			r := float64(cur[i]-last[i]) / now.Sub(lastAt).Seconds()
+			ds.seconds = append(ds.seconds, r)
+			if r > ds.peak {
+				ds.peak, ds.node, ds.second = r, i, int(now.Sub(start).Seconds())
+			}
 		}
 		last, lastAt = cur, now
 	}

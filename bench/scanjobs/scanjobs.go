@@ -114,13 +114,22 @@ type Arm struct {
 	RunsRefused int `json:"runs_refused"`
 	RunsSkipped int `json:"runs_skipped"`
 	JobsOnTime  int `json:"jobs_on_time"`
+	// RunsFromCopy counts the runs that read all their span from copies, RunsPartCopy those that read
+	// part of it.
+	RunsFromCopy int `json:"runs_from_copy"`
+	RunsPartCopy int `json:"runs_part_copy"`
 	// Disk reads in the window: the highest one node read in one second, the mean per node, and the
 	// total over the nodes; the bytes runs read from copies, and the bytes prefetches read.
 	PeakReadBytesPerSec float64 `json:"peak_read_bytes_per_sec"`
-	MeanReadBytesPerSec float64 `json:"mean_read_bytes_per_sec"`
-	ReadBytes           int64   `json:"read_bytes"`
-	CopyBytes           uint64  `json:"copy_bytes"`
-	PrefetchBytes       uint64  `json:"prefetch_bytes"`
+	// PeakNode and PeakSecond say where and when (seconds into the window) the peak was; Top5 are the
+	// five highest seconds of one node (bytes/s).
+	PeakNode            int       `json:"peak_node"`
+	PeakSecond          int       `json:"peak_second"`
+	Top5                []float64 `json:"top5"`
+	MeanReadBytesPerSec float64   `json:"mean_read_bytes_per_sec"`
+	ReadBytes           int64     `json:"read_bytes"`
+	CopyBytes           uint64    `json:"copy_bytes"`
+	PrefetchBytes       uint64    `json:"prefetch_bytes"`
 	// PlanPeak is the meta leader's last plan's predicted peak (bytes/s), PlanBound the LP
 	// relaxation's least peak for the runs that plan admits.
 	PlanPeak  float64 `json:"plan_peak"`

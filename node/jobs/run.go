@@ -102,7 +102,7 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 	if all, err := s.deps.Ranges.AllRanges(ctx); err == nil {
 		r.RangesTotal = int64(overlapping(all, start, end)) // progress only: splits may change it
 	}
-	pace := background.NewPacer(s.diskRate(job, rp))
+	pace := background.NewPacer(s.diskRate(job, rp, time.UnixMilli(r.DueUnixMs)))
 	lastProgress := s.deps.Now()
 	cursor := bytes.Clone(start)
 	var fromDisk int64
@@ -172,11 +172,20 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 	}
 }
 
-// diskRate is the bytes/s a run reads from disk at: its plan's, else its job's, else the default.
-func (s *Service) diskRate(job *pb.ScanJob, rp *runPlan) int64 {
+// diskRate is the bytes/s a run reads from disk at: its plan's; for a run the plan served from copies
+// that it must read from disk after all (a copy dropped or not done), the slowest that still ends by
+// nine tenths of its deadline; else its job's, else the default.
+func (s *Service) diskRate(job *pb.ScanJob, rp *runPlan, due time.Time) int64 {
 	switch {
 	case rp != nil && rp.rate > 0:
 		return rp.rate
+	case rp != nil && len(rp.pieces) > 0:
+		var size float64
+		for _, p := range rp.pieces {
+			size += p.size
+		}
+		left := due.Add(time.Duration(job.DeadlineMs) * time.Millisecond * 9 / 10).Sub(s.deps.Now())
+		return int64(size / max(left.Seconds(), 0.1))
 	case job.RateBytes > 0:
 		return job.RateBytes
 	default:
