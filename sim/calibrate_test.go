@@ -132,3 +132,41 @@ func TestCalibrateDecommission(t *testing.T) {
 		t.Errorf("bins %+v: want 8 over 8–80 s, the first (before the event) within the tolerance", cal.Bins)
 	}
 }
+
+// testdata/node-kill-real.json is the report.json of one real run, `shoal bench scenario node-kill`
+// (load average 3–8), the per-node seconds and device figures left out.
+const realNodeKill = "testdata/node-kill-real.json"
+
+// TestCalibrateNodeKill: with the failover time fitted (Params.ElectionMin/Max), the policy-on
+// run's 10-s throughput bins are within the tolerance and the seconds the kill cost within one of
+// the real run's (the series are per second).
+func TestCalibrateNodeKill(t *testing.T) {
+	real, err := ReadRealReport(realNodeKill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cal.Bins) != 2 {
+		t.Fatalf("%d bins over 5–25 s, want 2", len(cal.Bins))
+	}
+	for _, b := range cal.Bins {
+		if math.Abs(b.Error) > cal.Tolerance {
+			t.Errorf("bin %+v off by more than %.0f %%", b, 100*cal.Tolerance)
+		}
+	}
+	var found bool
+	for _, f := range cal.Figures {
+		if f.Name == "kill leader: seconds below half the offered load" {
+			found = true
+			if math.Abs(f.Sim-f.Real) > 1 {
+				t.Errorf("%s: real %v, sim %v; want within a second", f.Name, f.Real, f.Sim)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no figure for the killed leader: %+v", cal.Figures)
+	}
+}

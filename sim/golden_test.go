@@ -57,15 +57,15 @@ func TestDecisionsUnchanged(t *testing.T) {
 }
 
 var goldenHashes = map[string]string{
-	"compaction":   "342eb2ec3d46b4211140ea1eaaac03038b3bdac9f2fc58edf185f8194d8459b5",
-	"decommission": "d28c256136a9a63e3bc8c1a07fb230a09fcce09386673e0e79763efed05b2d03",
-	"drain":        "1b731bdceb455fb75810ecd475e1f9f0c0f0248bdd4d62e647db0d725422ccea",
-	"hotspot":      "9bb1d8c0308038fafa3882a4a988cb00fad9b0b8d9d4d96ed7baeacc0e9904e1",
-	"join":         "8386592a75619523f7d85aa3ffef48242915b3ae7469266b2ee20014891f5bd4",
-	"merge":        "64d334ecb7dd664656504701edced869b3ff9d526bf982aa8bd14a3bbd37ba37",
-	"node-kill":    "a1338f85d7cd8d81ad5fadfac7ece1d4e68d7631062538df5d65cca90e3de629",
-	"node-loss":    "f14c00c0094e07716385c0d30b5ffd5f5e8b629ad24c8103998dcda10b9580bb",
-	"read-hints":   "94fe43a566cac6d67afe89b1e395554e902dc00d5bc2ed27a948e3cc496fa938",
-	"rebalance":    "69e3e6e8226da51f3f126b9f7a7190ba71dc0d4eb89702557cc4aa0aadbf610b",
-	"scale":        "f17b6cca98e73cae7235346184f4471e8495bb2f9bb0290c6a0b10c00981fe78",
+	"compaction":   "cba454bb4a51b7d52d62161608c4db029d2d1693d379ca267fee0c8f4df0a0fd",
+	"decommission": "b11afa6fe47bd6d24d3a2baa735e90d76aa4d00251aceae3a46d4d6a220de485",
+	"drain":        "adec6f2c49f30c878d703eef0febfaebb1bce7d9a2fa684dd6da4a96907b6139",
+	"hotspot":      "a11669be687b4f36f951cd5f18385d93f2ecddf27e768f1f06eabe47feb36972",
+	"join":         "d5a4497219bde8469f1952f25cc903ee42a4b7a57115f244796e0e0e9de7641a",
+	"merge":        "bb4708d8cb252f067aac6189ca9042852a2124ac9145141d9b9b01e863e528f9",
+	"node-kill":    "8b7fc814b77a2a9841704f1a9d7fc73416439bfbafd5e8d854a62c862ce868c3",
+	"node-loss":    "c08c72cedad091f96eba46d8219228b16fc05ce81930c579a826afd8d5c9c523",
+	"read-hints":   "dc7564c44af98337b4d1805049cc0e0d7245fede24fc66afb864f575e5f681c4",
+	"rebalance":    "85d8c420f9350d03e73bb861c81daca8d29ef7580f96247b2fa032e36dbe995e",
+	"scale":        "172760d998c0d06a36180eb3ab40313aeb6d66e5cac8d70cfa2026ae38a4353b",
 }

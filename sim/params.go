@@ -40,8 +40,10 @@ type Params struct {
 	// fitted to the real decommission (Calibrated). Transfer a leadership transfer; Split and
 	// Merge their raft commands: guesses of a few raft rounds on a LAN.
 	ConfChange, Transfer, Split, Merge time.Duration
-	// ElectionMin and ElectionMax bound the randomized election timeout after a leader dies
-	// (replica.Config: 10 ticks of 100 ms, randomized up to twice that by etcd raft).
+	// ElectionMin and ElectionMax bound the time from a leader's death to its range's new leader
+	// serving clients: the randomized election timeout (replica.Config: 10 ticks of 100 ms, up to
+	// twice that), the pre-vote and vote rounds, the new leader's first lease round and the clients'
+	// retries. Fitted to the real node-kill (Calibrated).
 	ElectionMin, ElectionMax time.Duration
 	// Heartbeat is how often nodes report load and liveness; LiveWindow how long a node stays live
 	// after its last heartbeat (the node's default: four heartbeats).
@@ -68,7 +70,7 @@ func DefaultParams() Params {
 		ApplyRate: operator.DefaultSnapshotRate / 0.73, SnapshotSetup: Calibrated.SnapshotSetup,
 		ConfChange: Calibrated.ConfChange, Transfer: 300 * time.Millisecond,
 		Split: 100 * time.Millisecond, Merge: 500 * time.Millisecond,
-		ElectionMin: time.Second, ElectionMax: 2 * time.Second,
+		ElectionMin: Calibrated.ElectionMin, ElectionMax: Calibrated.ElectionMax,
 		Heartbeat: time.Second, LiveWindow: 4 * time.Second,
 		TaskCost: 0.5, TaskWait: 30 * time.Second,
 		LoadEpsilon:  0.02,
@@ -119,12 +121,12 @@ func (p Params) snapshotRate() float64 {
 // with emulated disks (docs/design/simulator.md, Calibration, gives the runs and the fit): what
 // DefaultParams and the scenarios node-kill, join and decommission take from them.
 var Calibrated = struct {
-	// SnapshotSetup and ConfChange: Params'.
-	SnapshotSetup, ConfChange time.Duration
+	// SnapshotSetup, ConfChange, ElectionMin and ElectionMax: Params'.
+	SnapshotSetup, ConfChange, ElectionMin, ElectionMax time.Duration
 	// The offered load of the scenarios run for real: the 8 closed-loop threads' throughput after
 	// the warm-up and before the first event (median of the runs).
 	NodeKillOps, JoinOps, DecommissionOps float64
 }{
-	SnapshotSetup: 0, ConfChange: 900 * time.Millisecond,
+	SnapshotSetup: 0, ConfChange: 900 * time.Millisecond, ElectionMin: 3 * time.Second, ElectionMax: 4 * time.Second,
 	NodeKillOps: 6000, JoinOps: 8000, DecommissionOps: 6000,
 }

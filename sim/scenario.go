@@ -97,7 +97,7 @@ var pinLearners = map[string]bool{policy.NameRebalance: false, policy.NameMerge:
 // scenarios is the table. `shoal sim list` prints it.
 var scenarios = []Scenario{
 	{Name: "node-kill", Description: "3 nodes, one range; at t=8s the range's leader is killed, at t=15s restarted; policy replicate",
-		Nodes: 3, Ranges: 1, RecordsPerRange: 20000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.NodeKillOps, ReadFraction: 0.9,
+		Nodes: 3, Ranges: 1, LeadBy: 2, RecordsPerRange: 20000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.NodeKillOps, ReadFraction: 0.9,
 		Duration: 25 * time.Second, Policy: policy.NameReplicate,
 		Events: []Event{{At: 8 * time.Second, Do: KillLeader}, {At: 15 * time.Second, Do: Restart}}},
 	{Name: "node-loss", Description: "4 nodes, 24 ranges; at t=10s the first range's leader is killed for good; policy replicate (replaces it after 60 s)",
