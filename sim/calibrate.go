@@ -44,12 +44,14 @@ type Calibration struct {
 	Tolerance float64 `json:"tolerance"`
 	// OfferedOpsPerS is the simulation's offered load: the real policy-on run's throughput after the
 	// warm-up and before its first event (a closed-loop client's rate, measured, not assumed).
-	OfferedOpsPerS float64  `json:"offered_ops_per_s"`
-	Figures        []Figure `json:"figures"`
-	Bins           []Bin    `json:"throughput_bins"`
-	Sequence       Sequence `json:"sequence"`
-	Settings       []string `json:"settings"`
-	Sim            *Result  `json:"-"`
+	OfferedOpsPerS float64 `json:"offered_ops_per_s"`
+	// OffOfferedOpsPerS is the policy-off simulation's, from the real policy-off run likewise.
+	OffOfferedOpsPerS float64  `json:"off_offered_ops_per_s,omitempty"`
+	Figures           []Figure `json:"figures"`
+	Bins              []Bin    `json:"throughput_bins"`
+	Sequence          Sequence `json:"sequence"`
+	Settings          []string `json:"settings"`
+	Sim               *Result  `json:"-"`
 }
 
 // Figure is one compared figure. Error is (sim − real) / real; Within says whether |Error| is within
@@ -92,19 +94,37 @@ func Calibrate(real *RealReport, opts CalibrateOptions) (*Calibration, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, offered, err := fitScenario(sc, real, on)
+	base := sc
+	sc, offered, err := fitScenario(base, real, on)
 	if err != nil {
 		return nil, err
 	}
-	res, err := Run(sc, Options{Seed: opts.Seed, OnlyPolicyOn: off == nil})
+	res, err := Run(sc, Options{Seed: opts.Seed, OnlyPolicyOn: true})
 	if err != nil {
 		return nil, err
+	}
+	var offOffered float64
+	if off != nil {
+		// Each simulated run at its real run's own load: on a shared machine the two real runs'
+		// steady states can differ by half.
+		scOff, o, err := fitScenario(base, real, off)
+		if err != nil {
+			return nil, err
+		}
+		resOff, err := Run(scOff, Options{Seed: opts.Seed, OnlyPolicyOff: true})
+		if err != nil {
+			return nil, err
+		}
+		offOffered = o
+		res.Report.Runs = append(res.Report.Runs, resOff.Report.Runs...)
+		res.Decisions = append(res.Decisions, resOff.Decisions...)
 	}
 	tol := opts.Tolerance
 	if tol <= 0 {
 		tol = DefaultTolerance
 	}
-	cal := &Calibration{Scenario: sc.Name, RealOn: on.Label(), Tolerance: tol, OfferedOpsPerS: round3(offered), Sim: res,
+	cal := &Calibration{Scenario: sc.Name, RealOn: on.Label(), Tolerance: tol, OfferedOpsPerS: round3(offered),
+		OffOfferedOpsPerS: round3(offOffered), Sim: res,
 		Settings: []string{fmt.Sprintf("%d nodes, %d ranges, %d records, %.0f %% reads, %v (warm-up %v), events at %s",
 			sc.Nodes, sc.Ranges, int64(sc.Ranges)*sc.RecordsPerRange, 100*sc.ReadFraction, sc.Duration, sc.Warmup, sc.Schedule())}}
 	simOn := res.Report.Runs[0]
@@ -531,8 +551,11 @@ func (c *Calibration) WriteText(w io.Writer) error {
 	if c.RealOff != "" {
 		fmt.Fprintf(w, " / %s", c.RealOff)
 	}
-	fmt.Fprintf(w, ", tolerance %.0f %%; simulated %s, offered %.0f ops/s (the real run's before its first event)\n",
-		100*c.Tolerance, strings.Join(c.Settings, "; "), c.OfferedOpsPerS)
+	fmt.Fprintf(w, ", tolerance %.0f %%; simulated %s, offered %.0f ops/s", 100*c.Tolerance, strings.Join(c.Settings, "; "), c.OfferedOpsPerS)
+	if c.RealOff != "" {
+		fmt.Fprintf(w, " / %.0f ops/s", c.OffOfferedOpsPerS)
+	}
+	fmt.Fprintln(w, " (each real run's before its first event)")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FIGURE\tREAL\tSIM\tERROR\tWITHIN\tNOTE")
 	for _, f := range c.Figures {

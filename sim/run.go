@@ -22,8 +22,8 @@ type Options struct {
 	Duration      time.Duration
 	Seed          uint64
 	Workload      string
-	// OnlyPolicyOn skips the policy-off run.
-	OnlyPolicyOn bool
+	// OnlyPolicyOn skips the policy-off run; OnlyPolicyOff the policy-on run.
+	OnlyPolicyOn, OnlyPolicyOff bool
 	// Wall, if set, reads the wall clock for the report's cost figures (nil: they stay zero, and
 	// the report is a pure function of the scenario, the options and the seed).
 	Wall func() time.Time
@@ -64,6 +64,9 @@ func Run(sc Scenario, opts Options) (*Result, error) {
 	ons := []bool{true}
 	if sc.Policy != "" && !opts.OnlyPolicyOn {
 		ons = append(ons, false)
+	}
+	if sc.Policy != "" && opts.OnlyPolicyOff {
+		ons = []bool{false}
 	}
 	var wallStart time.Time
 	if opts.Wall != nil {
