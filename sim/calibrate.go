@@ -72,6 +72,8 @@ type Bin struct {
 	Real  float64 `json:"real"`
 	Sim   float64 `json:"sim"`
 	Error float64 `json:"error"`
+	// Within: |Error| within the tolerance.
+	Within bool `json:"within"`
 }
 
 // Sequence is the first decisions of the policy-on runs from the scenario's first event on, as
@@ -253,6 +255,7 @@ func (c *Calibration) bins(real, sim []Point, warmup, d time.Duration) {
 		if b.Real > 0 {
 			b.Error = round3((b.Sim - b.Real) / b.Real)
 		}
+		b.Within = math.Abs(b.Error) <= c.Tolerance
 		c.Bins = append(c.Bins, b)
 		if worst < 0 || math.Abs(b.Error) > math.Abs(c.Bins[worst].Error) {
 			worst = len(c.Bins) - 1
@@ -564,10 +567,15 @@ func (c *Calibration) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "throughput by 10-s bin, policy on (ops/s; real / sim, error):")
+	fmt.Fprintln(w, "throughput by 10-s bin, policy on (ops/s; real / sim, error, within):")
+	inside := 0
 	for _, b := range c.Bins {
-		fmt.Fprintf(w, "  %3.0f-%3.0f s  %7.0f / %7.0f  %+6.1f %%\n", b.FromS, b.ToS, b.Real, b.Sim, 100*b.Error)
+		fmt.Fprintf(w, "  %3.0f-%3.0f s  %7.0f / %7.0f  %+6.1f %%  %s\n", b.FromS, b.ToS, b.Real, b.Sim, 100*b.Error, yesNo(b.Within))
+		if b.Within {
+			inside++
+		}
 	}
+	fmt.Fprintf(w, "  %d of %d bins within %.0f %%\n", inside, len(c.Bins), 100*c.Tolerance)
 	if len(c.Sequence.Real)+len(c.Sequence.Sim) > 0 {
 		fmt.Fprintf(w, "first %d decisions from the first event (real | sim):\n", sequenceLength)
 		for i := 0; i < len(c.Sequence.Real) || i < len(c.Sequence.Sim); i++ {
