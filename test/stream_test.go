@@ -130,6 +130,108 @@ func TestStreamLocalStateAccess(t *testing.T) {
 	}
 }
 
+// counting is a producer of the count job on a fixed set of keys, run until stopped, that checks
+// every acknowledgement as it comes and replays acknowledged events every fifth round.
+type counting struct {
+	keys  int
+	mu    sync.Mutex
+	acked map[string]uint64 // payload → highest acknowledged position
+	dups  int
+	lost  int // events answered DUPLICATE on their first acknowledgement
+	done  chan struct{}
+	errc  chan error
+}
+
+func startCounting(ctx context.Context, in *stream.Ingester, keys int) *counting {
+	r := &counting{keys: keys, acked: map[string]uint64{}, done: make(chan struct{}), errc: make(chan error, 1)}
+	go func() {
+		defer close(r.errc)
+		var replays []stream.Event
+		for round := 0; ; round++ {
+			select {
+			case <-r.done:
+				return
+			default:
+			}
+			var vs [][]byte
+			for k := 0; k < keys; k++ {
+				vs = append(vs, []byte(fmt.Sprintf("k%02d", (k*7+round)%keys)))
+			}
+			evs, err := in.Events(vs)
+			if err != nil {
+				r.errc <- err
+				return
+			}
+			if round%5 == 4 {
+				evs = append(evs, replays...) // sent again after their first acknowledgement
+				replays = nil
+			}
+			acks, err := in.SendEvents(ctx, evs)
+			if err == nil {
+				replays, err = r.check(evs, acks, replays)
+			}
+			if err != nil {
+				r.errc <- err
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// check records a round's acknowledgements: an APPLIED event saw the count its position says; a
+// DUPLICATE either was acknowledged before or was committed by an attempt whose answer was lost.
+func (r *counting) check(evs []stream.Event, acks []stream.Ack, replays []stream.Event) ([]stream.Event, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, a := range acks {
+		p := string(a.Key[len(stream.CountPrefix):])
+		switch {
+		case a.Status == pb.IngestResult_APPLIED && string(a.Output) != strconv.FormatUint(a.Position, 10):
+			return nil, fmt.Errorf("event %s@%d applied with count %s", p, a.Position, a.Output)
+		case a.Status == pb.IngestResult_DUPLICATE && a.Position > r.acked[p]:
+			r.lost++ // an attempt whose answer was lost (a killed node) had committed it
+		case a.Status == pb.IngestResult_DUPLICATE:
+			r.dups++
+		case a.Status != pb.IngestResult_APPLIED:
+			return nil, fmt.Errorf("event %s@%d: %v %s", p, a.Position, a.Status, a.Err)
+		}
+		r.acked[p] = max(r.acked[p], a.Position)
+		if i%17 == 0 {
+			replays = append(replays, evs[i])
+		}
+	}
+	return replays, nil
+}
+
+// stop ends the producer and checks the state: each counter equals its key's acknowledged events.
+func (r *counting) stop(t *testing.T, ctx context.Context, c *testcluster.Cluster, cl *client.Client) {
+	t.Helper()
+	close(r.done)
+	if err := <-r.errc; err != nil {
+		t.Fatal(err)
+	}
+	total := uint64(0)
+	for p, n := range r.acked {
+		count, pos := countOf(t, ctx, cl, p)
+		if uint64(count) != n || pos != n {
+			t.Errorf("key %s: counter %d at position %d, want %d acknowledged events", p, count, pos, n)
+		}
+		total += n
+	}
+	if len(r.acked) != r.keys || r.dups == 0 {
+		t.Fatalf("%d keys acknowledged, %d replays answered DUPLICATE", len(r.acked), r.dups)
+	}
+	var retries uint64
+	for _, n := range c.Nodes {
+		if c.Alive(n.Index) {
+			retries += n.Node.StreamStats().Retries
+		}
+	}
+	t.Logf("%d events applied exactly once over %d keys, %d replays skipped, %d found applied after a lost answer, %d answers RETRY (re-routed)",
+		total, r.keys, r.dups, r.lost, retries)
+}
+
 // TestStreamExactlyOnceThroughMoves: a producer counts events on 60 keys while the span's leadership
 // moves twice and its range splits and merges again; replays of acknowledged events are sent too.
 // Every acknowledged event's effect must be applied exactly once: each counter equals its key's
@@ -141,70 +243,7 @@ func TestStreamExactlyOnceThroughMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	const keys = 60
-	var (
-		mu      sync.Mutex
-		acked   = map[string]uint64{} // payload → highest acknowledged position
-		replays []stream.Event
-		dups    int
-	)
-	done := make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		defer close(errc)
-		for round := 0; ; round++ {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			var vs [][]byte
-			for k := 0; k < keys; k++ {
-				vs = append(vs, []byte(fmt.Sprintf("k%02d", (k*7+round)%keys)))
-			}
-			evs, err := in.Events(vs)
-			if err != nil {
-				errc <- err
-				return
-			}
-			if round%5 == 4 {
-				mu.Lock()
-				evs = append(evs, replays...) // sent again after their first acknowledgement
-				replays = nil
-				mu.Unlock()
-			}
-			acks, err := in.SendEvents(ctx, evs)
-			if err != nil {
-				errc <- err
-				return
-			}
-			mu.Lock()
-			for i, a := range acks {
-				p := string(a.Key[len(stream.CountPrefix):])
-				switch {
-				case a.Status == pb.IngestResult_APPLIED && string(a.Output) != strconv.FormatUint(a.Position, 10):
-					errc <- fmt.Errorf("event %s@%d applied with count %s", p, a.Position, a.Output)
-					mu.Unlock()
-					return
-				case a.Status == pb.IngestResult_DUPLICATE && a.Position > acked[p]:
-					errc <- fmt.Errorf("event %s@%d, never acknowledged, answered DUPLICATE", p, a.Position)
-					mu.Unlock()
-					return
-				case a.Status == pb.IngestResult_DUPLICATE:
-					dups++
-				case a.Status != pb.IngestResult_APPLIED:
-					errc <- fmt.Errorf("event %s@%d: %v %s", p, a.Position, a.Status, a.Err)
-					mu.Unlock()
-					return
-				}
-				acked[p] = max(acked[p], a.Position)
-				if i%17 == 0 {
-					replays = append(replays, evs[i])
-				}
-			}
-			mu.Unlock()
-		}
-	}()
+	run := startCounting(ctx, in, 60)
 	others := func(key string) uint64 { // a node that does not lead key's range
 		rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
 		if err != nil {
@@ -225,30 +264,42 @@ func TestStreamExactlyOnceThroughMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	close(done)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	total := uint64(0)
-	for p, n := range acked {
-		count, pos := countOf(t, ctx, cl, p)
-		if uint64(count) != n || pos != n {
-			t.Errorf("key %s: counter %d at position %d, want %d acknowledged events", p, count, pos, n)
-		}
-		total += n
-	}
-	if len(acked) != keys || dups == 0 {
-		t.Fatalf("%d keys acknowledged, %d replays answered DUPLICATE", len(acked), dups)
+	run.stop(t, ctx, c, cl)
+	if _, remote := streamStats(c); remote != 0 {
+		t.Errorf("%d state accesses went to another node; aligned tasks should have none", remote)
 	}
 	var retries uint64
 	for _, n := range c.Nodes {
 		retries += n.Node.StreamStats().Retries
 	}
-	t.Logf("%d events applied exactly once over %d keys, %d replays skipped, %d answers RETRY (re-routed)", total, keys, dups, retries)
-	if _, remote := streamStats(c); remote != 0 {
-		t.Errorf("%d state accesses went to another node; aligned tasks should have none", remote)
-	}
 	if retries == 0 {
 		t.Errorf("no event was re-routed: the moves happened while nothing was in flight?")
 	}
+}
+
+// TestStreamExactlyOnceThroughNodeKill: the node leading the count span is killed while events are
+// in flight to it and comes back 3 s later; the events it held are sent again with their positions to
+// the new leader. Every acknowledged event's effect is applied exactly once.
+func TestStreamExactlyOnceThroughNodeKill(t *testing.T) {
+	c, cl, ctx := streamCluster(t)
+	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	run := startCounting(ctx, in, 60)
+	time.Sleep(2 * time.Second)
+	rs, err := testcluster.RangeOf(ctx, cl, []byte(stream.CountPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := c.NodeIndex(rs.LeaderNodeId)
+	c.Kill(victim)
+	t.Logf("killed node %d, leader of range %d", rs.LeaderNodeId, rs.Desc.RangeId)
+	time.Sleep(3 * time.Second)
+	if err := c.TryRestart(victim); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	run.stop(t, ctx, c, cl)
 }
