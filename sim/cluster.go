@@ -176,6 +176,12 @@ type Cluster struct {
 	last     *model.Cluster // the last snapshot (NewClusterAfter)
 
 	leadZones []model.LeadZone // the operators' lead-zone preferences (Scenario.LeadZone)
+
+	// The requests per unit of offered rate that find no leader: now (lossNow, since lossAt) and
+	// integrated over the time since the last heartbeat (lossInt, from lossFrom), so that a second's
+	// throughput counts the part of it a range was leaderless, not the state at its end.
+	lossNow, lossInt float64
+	lossAt, lossFrom time.Time
 }
 
 // clusterSpec is what a cluster starts with.
@@ -544,6 +550,7 @@ func (c *Cluster) removeReplica(r *simRange, node uint64) {
 	r.gen++
 	r.changed()
 	if r.leader == node {
+		c.leaderless(r, true)
 		r.leader = 0 // the removed leader steps down; the others elect one
 		c.touch(r)
 		c.elect(r)
@@ -715,6 +722,29 @@ func (c *Cluster) RecordJoin(ctx context.Context, node uint64, j model.Join) err
 	return nil
 }
 
+// leaderless records that r loses (or, with lost false, gains) its leader now: its requests are
+// refused from here on (or served again).
+func (c *Cluster) leaderless(r *simRange, lost bool) {
+	if r.system {
+		return // clients' requests go to user ranges
+	}
+	c.accrueLoss()
+	if lost {
+		c.lossNow += r.share
+	} else {
+		c.lossNow = max(0, c.lossNow-r.share)
+	}
+}
+
+// accrueLoss adds the leaderless requests since lossAt to lossInt.
+func (c *Cluster) accrueLoss() {
+	now := c.now()
+	if !c.lossAt.IsZero() {
+		c.lossInt += c.lossNow * now.Sub(c.lossAt).Seconds()
+	}
+	c.lossAt = now
+}
+
 // elect schedules an election for a leaderless range: after a randomized election timeout a live
 // voter wins if the live voters are a quorum; otherwise the range waits for a voter to come back.
 func (c *Cluster) elect(r *simRange) {
@@ -740,6 +770,7 @@ func (c *Cluster) elect(r *simRange) {
 		if len(up) == 0 || 2*len(up) <= len(voters) {
 			return
 		}
+		c.leaderless(r, false)
 		r.leader = up[c.rnd.IntN(len(up))]
 		r.changed()
 		c.touch(r)
@@ -756,6 +787,7 @@ func (c *Cluster) kill(id uint64) {
 	c.topo++
 	for _, r := range c.sortedReps(n) {
 		if r.leader == id {
+			c.leaderless(r, true)
 			r.leader = 0
 			r.changed()
 			c.touch(r)

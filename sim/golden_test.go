@@ -63,9 +63,9 @@ var goldenHashes = map[string]string{
 	"hotspot":      "a11669be687b4f36f951cd5f18385d93f2ecddf27e768f1f06eabe47feb36972",
 	"join":         "d5a4497219bde8469f1952f25cc903ee42a4b7a57115f244796e0e0e9de7641a",
 	"merge":        "bb4708d8cb252f067aac6189ca9042852a2124ac9145141d9b9b01e863e528f9",
-	"node-kill":    "8b7fc814b77a2a9841704f1a9d7fc73416439bfbafd5e8d854a62c862ce868c3",
-	"node-loss":    "c08c72cedad091f96eba46d8219228b16fc05ce81930c579a826afd8d5c9c523",
+	"node-kill":    "c4964e80f50f367c84518484fd718f3d60b8f3422fb2324275938cadca6a983b",
+	"node-loss":    "07d4e9e76b0cfaf9cf38ed84f96fb3fb98bd1055f10282cdb32d28a3b4d4e654",
 	"read-hints":   "dc7564c44af98337b4d1805049cc0e0d7245fede24fc66afb864f575e5f681c4",
 	"rebalance":    "85d8c420f9350d03e73bb861c81daca8d29ef7580f96247b2fa032e36dbe995e",
-	"scale":        "172760d998c0d06a36180eb3ab40313aeb6d66e5cac8d70cfa2026ae38a4353b",
+	"scale":        "1e3384bb2ecbe599a18963d7fe44bebeb503cf12d32b0a970ca3cdd321706fcc",
 }

@@ -48,6 +48,14 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 		c.computeUnits()
 	}
 	total := c.rate.At(now.Sub(c.start))
+	// The mean leaderless share since the last heartbeat, against the share now (exact, from the
+	// count: lossNow's running sum only times the changes).
+	c.accrueLoss()
+	lossMean, lossEnd := c.unitReqs[0], c.unitReqs[0]
+	if dt := now.Sub(c.lossFrom).Seconds(); !c.lossFrom.IsZero() && dt > 0 {
+		lossMean = c.lossInt / dt
+	}
+	c.lossNow, c.lossInt, c.lossFrom = lossEnd, 0, now
 	running := map[uint64]bool{}
 	for _, t := range tasks {
 		if t.running {
@@ -91,6 +99,8 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 		}
 	}
 	offeredReqs += total * c.unitReqs[0] // leaderless ranges: all refused
+	// The second served what its leaderless part allowed over it, not at its end.
+	out.ops = min(offeredReqs, max(0, out.ops+(lossEnd-lossMean)*total))
 	out.errors = offeredReqs - out.ops
 	out.parts = parts
 	out.p50 = queueing.MixtureQuantile(parts, 0.50)
