@@ -170,3 +170,22 @@ func TestCalibrateNodeKill(t *testing.T) {
 		t.Errorf("no figure for the killed leader: %+v", cal.Figures)
 	}
 }
+
+// TestMeanDuration: a succeeded operator lasts from its proposal to its policy's next decision;
+// failed ones, other policies' decisions and an operator with no next decision do not count.
+func TestMeanDuration(t *testing.T) {
+	ds := []dec{
+		{at: 0, policy: "decommission", kind: "move-replica", ok: true},
+		{at: 0.5, policy: "rebalance", kind: "transfer-leader", ok: true},
+		{at: 1.4, policy: "decommission", kind: "move-replica", ok: false},
+		{at: 2.0, policy: "decommission", kind: "move-replica", ok: true},
+		{at: 3.2, policy: "decommission", kind: "note", ok: true},
+		{at: 4.0, policy: "decommission", kind: "move-replica", ok: true},
+	}
+	if m, n := meanDuration(ds, "move-replica"); n != 2 || math.Abs(m-(1.4+1.2)/2) > 1e-9 {
+		t.Fatalf("mean %.3f over %d, want 1.300 over 2", m, n)
+	}
+	if _, n := meanDuration(ds, "transfer-leader"); n != 0 {
+		t.Fatalf("%d transfers timed, want none (no next rebalance decision)", n)
+	}
+}

@@ -195,3 +195,21 @@ func TestSnapshotSlots(t *testing.T) {
 		t.Fatalf("no slot after the snapshots landed: %v", err)
 	}
 }
+
+// TestLeaderlessPartOfASecond: a second's throughput counts the part of it a range was leaderless,
+// not the state at the heartbeat: a leader killed half-way through a second costs half that
+// second's requests of its range, and the whole of the next.
+func TestLeaderlessPartOfASecond(t *testing.T) {
+	c := testCluster(t, 3, 3, 3000) // 1000 ops/s per range
+	c.heartbeat(nil)
+	c.loop.RunUntil(epoch.Add(500 * time.Millisecond))
+	c.kill(c.order[0].leader)
+	c.loop.RunUntil(epoch.Add(time.Second))
+	if s := c.heartbeat(nil); math.Abs(s.errors-500) > 1e-6 || math.Abs(s.ops-2500) > 1e-6 {
+		t.Fatalf("leaderless for half the second: served %.1f, refused %.1f; want 2500, 500", s.ops, s.errors)
+	}
+	c.loop.RunUntil(epoch.Add(2 * time.Second))
+	if s := c.heartbeat(nil); math.Abs(s.errors-1000) > 1e-6 {
+		t.Fatalf("leaderless all second: refused %.1f, want 1000", s.errors)
+	}
+}
