@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ type memStore struct {
 	versions  map[string]uint64
 	ambiguous int  // the next commits answer AMBIGUOUS
 	applyAmb  bool // … after applying
+	commits   int
 }
 
 func newMem() *memStore { return &memStore{vals: map[string][]byte{}, versions: map[string]uint64{}} }
@@ -37,6 +39,7 @@ func (m *memStore) Commit(_ context.Context, req *pb.TxnRequest) (bool, error) {
 			return false, nil
 		}
 	}
+	m.commits++
 	amb := m.ambiguous > 0
 	if amb {
 		m.ambiguous--
@@ -154,5 +157,62 @@ func TestHandlerWritesKeepOtherKeysPositions(t *testing.T) {
 	// The event's own key, untouched by the handler, still records the position.
 	if pos, _, present, _ := DecodeValue(m.vals["/s/x/a"]); pos != 1 || present {
 		t.Fatalf("event key: position %d present %v", pos, present)
+	}
+}
+
+func statuses(rs []*pb.IngestResult) []pb.IngestResult_Status {
+	var out []pb.IngestResult_Status
+	for _, r := range rs {
+		out = append(out, r.Status)
+	}
+	return out
+}
+
+// A key's run of events is committed in one transaction; repeats, gaps and refusals in it.
+func TestApplyRun(t *testing.T) {
+	ctx := context.Background()
+	m := newMem()
+	key := []byte(CountPrefix + "r")
+	ev := func(pos uint64, v string) Event { return Event{Key: key, Position: pos, Value: []byte(v)} }
+	job := &Job{Name: "refusing", Start: CountJob.Start, End: CountJob.End, Key: CountJob.Key,
+		Handle: func(ctx context.Context, s *State, e Event) ([]byte, error) {
+			if string(e.Value) == "bad" {
+				s.Put(e.Key, []byte("999")) // undone with the refusal
+				return nil, Refuse(fmt.Errorf("bad event"))
+			}
+			return CountJob.Handle(ctx, s, e)
+		}}
+	A, D, R, F := pb.IngestResult_APPLIED, pb.IngestResult_DUPLICATE, pb.IngestResult_RETRY, pb.IngestResult_FAILED
+	for _, c := range []struct {
+		evs  []Event
+		want []pb.IngestResult_Status
+		outs []string
+	}{
+		{[]Event{ev(1, ""), ev(2, ""), ev(2, ""), ev(3, "")}, []pb.IngestResult_Status{A, A, D, A}, []string{"1", "2", "", "3"}},
+		{[]Event{ev(2, ""), ev(4, "bad"), ev(5, ""), ev(7, ""), ev(8, "")}, []pb.IngestResult_Status{D, F, A, R, R}, []string{"", "", "4", "", ""}},
+		{[]Event{ev(6, ""), ev(7, "")}, []pb.IngestResult_Status{A, A}, []string{"5", "6"}},
+	} {
+		before := m.commits
+		rs := ApplyRun(ctx, job, m, c.evs)
+		if got := statuses(rs); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Fatalf("run %v: %v, want %v", c.evs, got, c.want)
+		}
+		for i, r := range rs {
+			if string(r.Output) != c.outs[i] {
+				t.Fatalf("run %v: event %d output %q, want %q", c.evs, i, r.Output, c.outs[i])
+			}
+		}
+		if m.commits != before+1 {
+			t.Fatalf("run %v: %d commits, want one", c.evs, m.commits-before)
+		}
+	}
+	// An ambiguous commit of a run that applied: every event of the run APPLIED, once.
+	m.ambiguous, m.applyAmb = 1, true
+	rs := ApplyRun(ctx, job, m, []Event{ev(8, ""), ev(9, "")})
+	if got := statuses(rs); fmt.Sprint(got) != fmt.Sprint([]pb.IngestResult_Status{A, A}) || string(rs[1].Output) != "8" {
+		t.Fatalf("ambiguous run: %v, outputs %q %q", got, rs[0].Output, rs[1].Output)
+	}
+	if n := m.count(t, string(key)); n != 8 {
+		t.Fatalf("count %d after 9 positions of which one refused, want 8", n)
 	}
 }

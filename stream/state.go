@@ -64,6 +64,22 @@ func (s *State) read(ctx context.Context, key []byte) (*slot, error) {
 	return sl, nil
 }
 
+// stateMark is the state's writes at one moment (State.mark), to undo a refused event's.
+type stateMark struct {
+	writes  map[string]*write
+	written int
+}
+
+func (s *State) mark() stateMark {
+	m := stateMark{writes: make(map[string]*write, len(s.writes)), written: len(s.written)}
+	for k, w := range s.writes {
+		m.writes[k] = w
+	}
+	return m
+}
+
+func (s *State) reset(m stateMark) { s.writes, s.written = m.writes, s.written[:m.written] }
+
 // Put sets key to value when the event commits.
 func (s *State) Put(key, value []byte) {
 	s.note(key, &write{data: append([]byte(nil), value...)})

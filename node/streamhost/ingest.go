@@ -12,9 +12,13 @@ import (
 	"github.com/shoaldb/shoal/stream"
 )
 
-// Ingest implements pb.StreamsServer: it applies a batch's events, each key's in order and keys in
-// parallel. After an event of a key is not applied, the key's later events in the batch are answered
-// RETRY too, so that a producer resending them keeps their order.
+// maxRun bounds the events of one key committed in one transaction.
+const maxRun = 64
+
+// Ingest implements pb.StreamsServer: it applies a batch's events, each key's in order (in runs of
+// up to maxRun committed together, stream.ApplyRun) and keys in parallel. After an event of a key is
+// not applied, the key's later events in the batch are answered RETRY too, so that a producer
+// resending them keeps their order.
 func (h *Host) Ingest(ctx context.Context, req *pb.IngestRequest) (*pb.IngestResponse, error) {
 	job, ok := stream.Lookup(req.GetJob())
 	if !ok {
@@ -46,14 +50,19 @@ func (h *Host) Ingest(ctx context.Context, req *pb.IngestRequest) (*pb.IngestRes
 		go func(idx []int) {
 			defer func() { <-sem; wg.Done() }()
 			var blocked *pb.Error
-			for _, i := range idx {
+			for len(idx) > 0 {
+				run := idx[:min(len(idx), maxRun)]
+				idx = idx[len(run):]
 				if blocked != nil {
-					results[i] = &pb.IngestResult{Status: pb.IngestResult_RETRY, Error: blocked}
+					for _, i := range run {
+						results[i] = &pb.IngestResult{Status: pb.IngestResult_RETRY, Error: blocked}
+					}
 					continue
 				}
-				results[i] = h.apply(ctx, job, req.Events[i], req.GetUnaligned())
-				if s := results[i].GetStatus(); s == pb.IngestResult_RETRY || s == pb.IngestResult_FAILED {
-					blocked = results[i].GetError()
+				for j, r := range h.apply(ctx, job, req.Events, run, req.GetUnaligned()) {
+					if results[run[j]] = r; r.GetStatus() == pb.IngestResult_RETRY {
+						blocked = r.GetError()
+					}
 				}
 			}
 		}(byKey[k])
@@ -78,26 +87,39 @@ func (h *Host) count(results []*pb.IngestResult) {
 	}
 }
 
-// apply runs one event at its task: aligned, only if this node leads the key's range.
-func (h *Host) apply(ctx context.Context, job *stream.Job, pe *pb.StreamEvent, unaligned bool) *pb.IngestResult {
-	ev := stream.Event{Key: pe.GetKey(), Position: pe.GetPosition(), Value: pe.GetValue()}
-	if bytes.Compare(ev.Key, job.Start) < 0 || bytes.Compare(ev.Key, job.End) >= 0 || ev.Position == 0 {
-		return &pb.IngestResult{Status: pb.IngestResult_FAILED, Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT,
-			Message: fmt.Sprintf("event key %q outside job %s's span, or position 0", ev.Key, job.Name)}}
+// apply runs events idx of one key at its task: aligned, only if this node leads the key's range.
+func (h *Host) apply(ctx context.Context, job *stream.Job, all []*pb.StreamEvent, idx []int, unaligned bool) []*pb.IngestResult {
+	same := func(r *pb.IngestResult) []*pb.IngestResult {
+		out := make([]*pb.IngestResult, len(idx))
+		for i := range out {
+			out[i] = r
+		}
+		return out
+	}
+	evs := make([]stream.Event, len(idx))
+	for j, i := range idx {
+		pe := all[i]
+		evs[j] = stream.Event{Key: pe.GetKey(), Position: pe.GetPosition(), Value: pe.GetValue()}
+		if bytes.Compare(evs[j].Key, job.Start) < 0 || bytes.Compare(evs[j].Key, job.End) >= 0 || evs[j].Position == 0 {
+			return same(&pb.IngestResult{Status: pb.IngestResult_FAILED, Error: &pb.Error{Code: pb.ErrorCode_INVALID_ARGUMENT,
+				Message: fmt.Sprintf("event key %q outside job %s's span, or position 0", evs[j].Key, job.Name)}})
+		}
 	}
 	var rangeID uint64 // unaligned: one task per job on the node, wherever its keys live
 	if !unaligned {
-		r, misrouted := h.leading(ev.Key)
+		r, misrouted := h.leading(evs[0].Key)
 		if misrouted != nil {
-			return &pb.IngestResult{Status: pb.IngestResult_RETRY, Error: misrouted}
+			return same(&pb.IngestResult{Status: pb.IngestResult_RETRY, Error: misrouted})
 		}
 		rangeID = r.RangeID()
 	}
 	t := h.task(job.Name, rangeID)
-	res := stream.Apply(ctx, job, &nodeState{h: h, aligned: !unaligned}, ev)
-	if res.GetStatus() == pb.IngestResult_APPLIED {
-		t.events.Add(1)
-		t.last.Store(time.Now().UnixNano())
+	res := stream.ApplyRun(ctx, job, &nodeState{h: h, aligned: !unaligned}, evs)
+	for _, r := range res {
+		if r.GetStatus() == pb.IngestResult_APPLIED {
+			t.events.Add(1)
+			t.last.Store(time.Now().UnixNano())
+		}
 	}
 	return res
 }
