@@ -354,3 +354,36 @@ func TestStreamExactlyOnceThroughNodeKill(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	run.stop(t, ctx, c, cl)
 }
+
+// TestStreamFollowsANewNode: a fourth node joins while the count job runs; a replica of the span's
+// range moves to it and its leadership follows. The new node's task takes the span's events at once
+// (every state access local, no event's effect lost or doubled).
+func TestStreamFollowsANewNode(t *testing.T) {
+	c, cl, ctx := streamCluster(t)
+	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	run := startCounting(ctx, in, 60)
+	time.Sleep(2 * time.Second)
+	i, err := c.AddNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := c.Nodes[i].Node.NodeID()
+	placeReplica(t, ctx, c, cl, stream.CountPrefix, id)
+	moved := time.Now()
+	moveLeader(t, ctx, c, cl, stream.CountPrefix, id)
+	testcluster.WaitFor(t, 10*time.Second, "the new node's task applying events", func() bool {
+		return c.Nodes[i].Node.StreamStats().Applied > 0
+	})
+	t.Logf("node %d applied its first events within %s of the leadership transfer's start", id, time.Since(moved).Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	run.stop(t, ctx, c, cl)
+	st := c.Nodes[i].Node.StreamStats()
+	if st.RemoteReads+st.RemoteWrites != 0 || st.LocalShare() != 1 {
+		t.Errorf("new node: %+v, want every state access local", st)
+	}
+	t.Logf("new node: %d events applied, %d local state accesses", st.Applied, st.LocalReads+st.LocalWrites)
+}
