@@ -148,7 +148,9 @@ func (in *Ingester) Send(ctx context.Context, values [][]byte) ([]Ack, error) {
 }
 
 // SendEvents sends events with their positions (again, after an error: a replay is harmless) until
-// each is acknowledged or ctx ends.
+// each is acknowledged or ctx ends. Events that Send or Events numbered and that were not
+// acknowledged must be sent again (this way) before the key's later events: positions are applied
+// without gaps, so a key whose event is dropped takes no more.
 func (in *Ingester) SendEvents(ctx context.Context, evs []Event) ([]Ack, error) {
 	acks := make([]Ack, len(evs))
 	pending := make([]int, len(evs))
