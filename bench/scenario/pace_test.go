@@ -110,4 +110,13 @@ func TestEventHeavierCountsTheLastSecond(t *testing.T) {
 	if len(cs) != 2 || cs[1].Verdict != report.Pass {
 		t.Fatalf("%v: want event_heavier pass", cs)
 	}
+	// No compaction at all in the window before it: the task is heavier, not unjudged.
+	for i := range rr.Series {
+		if rr.Series[i].T != 55 {
+			rr.Series[i].Nodes[0].CompactedBytes = 0
+		}
+	}
+	if cs := taskChecks(rr, 10, true); len(cs) != 2 || cs[1].Verdict != report.Pass {
+		t.Fatalf("nothing compacted before the task: %v, want event_heavier pass", cs)
+	}
 }

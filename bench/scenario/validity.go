@@ -55,6 +55,11 @@ func taskChecks(rr *RunReport, warmup float64, heavy bool) []Check {
 			// bytes count when it finishes, and a full compaction's last one is most of them.
 			end := max(math.Ceil(t.EndS)-0.5, t.StartS+1)
 			d, b := rateOf(rr.Series, i, t.StartS, end, m.bytes), rateOf(rr.Series, i, from, t.StartS, m.bytes)
+			if d > 0 && b == 0 {
+				// Nothing of the kind before it (a node whose automatic compactions paused): any
+				// amount is heavier, by a ratio taken against one byte a second.
+				b = 1
+			}
 			if b > 0 && d/b > best {
 				best, during, before, node, what = d/b, d, b, nodeAt(rr.Series, i), m.name
 			}
@@ -218,7 +223,7 @@ func printReport(w io.Writer, rep *Report) {
 	}
 	printChecks(w, rep.Scenario, rep.Checks)
 	if bad := failures(rep); len(bad) > 0 {
-		fmt.Fprintf(w, "*** %s: INVALID: %d validity report.NewCheck(s) failed; the figures above do not count:\n", rep.Scenario, len(bad))
+		fmt.Fprintf(w, "*** %s: INVALID: %d validity check(s) failed; the figures above do not count:\n", rep.Scenario, len(bad))
 		for _, b := range bad {
 			fmt.Fprintf(w, "***   %s\n", b)
 		}
