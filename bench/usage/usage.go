@@ -601,7 +601,7 @@ func (e *env) validate(ctx context.Context, m planusage.Model, rates []float64) 
 				return acc, err
 			}
 			c := Check{Workload: w.name, Offered: rate, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit,
-				PredictedAtHit: m.Predict(p.Load, p.Hit)}
+				PredictedAtHit: m.Predict(p.Load, p.Hit) + float64(len(e.c.Nodes())-1)*m.Idle} // every node idles
 			var reads, hitReads float64
 			for _, h := range p.polls {
 				for _, st := range h.stats {
