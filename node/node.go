@@ -94,6 +94,8 @@ type Config struct {
 	Jobs jobs.Config
 	// Admission bounds the client work the node holds.
 	Admission admission.Config
+	// Access tunes the per-range access statistics for the usage model (sampling, histogram window).
+	Access accessstats.Config
 	// Autopilot tunes the autopilot's policies; its replicate policy's dead-node timeout comes from
 	// DeadNodeTimeout.
 	Autopilot autopilot.Config
@@ -386,7 +388,7 @@ func (n *Node) Start(ctx context.Context) error {
 	rc.ProposalLimits = n.cfg.Admission.ProposalLimits()
 	rc.OnReplicaRemoved = n.hints.Forget
 	rc.Changes = n.Service.Changes()
-	n.access = accessstats.New(accessstats.Config{})
+	n.access = accessstats.New(n.cfg.Access)
 	rc.Access = n.access
 	st := replica.NewStore(rc)
 	n.store.Store(st)

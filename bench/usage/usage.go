@@ -234,6 +234,9 @@ func start(ctx context.Context, dir string, o Options) (*env, error) {
 	// Read hints replay the leaders' reads on the followers: disk and CPU that are not the reads'
 	// own cost at their hit ratio.
 	cfg.Hints.Off = true
+	// A histogram of the last 10–20 s: each accuracy workload runs longer than that before it is
+	// measured, so that the prediction is the workload's, not the one before's.
+	cfg.Access.Window = 10 * time.Second
 	dev := o.Device
 	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20,
 		Device: &dev, Config: cfg})
@@ -594,7 +597,7 @@ func (e *env) validate(ctx context.Context, m planusage.Model, rates []float64) 
 	var scansErr float64
 	var nonScan int
 	for _, w := range e.workloads(ctx) {
-		e.warm(ctx, w.op, 2*time.Second)
+		e.run(ctx, w.op, rates[0], 25*time.Second)
 		for _, rate := range rates {
 			p, err := e.probe(ctx, w.name, rate, w.op)
 			if err != nil {
