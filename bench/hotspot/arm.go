@@ -38,7 +38,7 @@ func (x *experiment) setUp(ctx context.Context) error {
 	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, x.cl, 3) }); err != nil {
 		return fmt.Errorf("3 voters on every range: %w", err)
 	}
-	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit, policy.NameShed, policy.NameUsageBalance} {
+	for _, p := range []string{policy.NameMerge, policy.NameLoadSplit, policy.NameShed, policy.NameUsageBalance} {
 		if err := x.cl.SetPolicy(ctx, p, false); err != nil {
 			return fmt.Errorf("switch %s off: %w", p, err)
 		}
@@ -47,6 +47,15 @@ func (x *experiment) setUp(ctx context.Context) error {
 		if _, _, err := x.cl.Split(ctx, rangeStart(r)); err != nil {
 			return fmt.Errorf("split at %q: %w", rangeStart(r), err)
 		}
+	}
+	// The split ranges keep their parent's three nodes: rebalance spreads them over every node
+	// (while they are empty) before it, too, is held still.
+	o.Progress("waiting for rebalance to spread the ranges' replicas")
+	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return x.spread(ctx) }); err != nil {
+		return fmt.Errorf("replicas on every node: %w", err)
+	}
+	if err := x.cl.SetPolicy(ctx, policy.NameRebalance, false); err != nil {
+		return fmt.Errorf("switch rebalance off: %w", err)
 	}
 	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, x.cl, 3) }); err != nil {
 		return fmt.Errorf("3 voters on every range after the splits: %w", err)
@@ -334,4 +343,28 @@ func (x *experiment) replaceVoter(ctx context.Context, r *pb.RangeStatus, node u
 		return
 	}
 	_, _ = x.c.Node(0).KV.RelocateReplica(ctx, &pb.RelocateReplicaRequest{RangeId: r.GetDesc().GetRangeId(), AddNodeId: node, RemoveNodeId: out})
+}
+
+// spread reports whether every node holds a voter of at least all but one of its share of the
+// user ranges (3 of every range, over the nodes).
+func (x *experiment) spread(ctx context.Context) bool {
+	rs, err := x.cl.UserRanges(ctx)
+	if err != nil {
+		return false
+	}
+	held := map[uint64]int{}
+	for _, r := range rs {
+		for _, rep := range r.GetDesc().GetReplicas() {
+			if !rep.GetLearner() {
+				held[rep.GetNodeId()]++
+			}
+		}
+	}
+	share := 3 * len(rs) / x.o.Nodes
+	for i := 1; i <= x.o.Nodes; i++ {
+		if held[uint64(i)] < share-1 {
+			return false
+		}
+	}
+	return true
 }

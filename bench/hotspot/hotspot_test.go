@@ -31,6 +31,13 @@ func TestShortRun(t *testing.T) {
 		}
 		t.Logf("%s: penalty %.0f ms, detected %.1f s, %d operators, decisions %q, busy %v, read ops/s %v, write ops/s %v", a.Mode, a.PenaltyMs, a.DetectedS, a.Operators, a.Decisions, a.NodeBusy, a.NodeReadOps, a.NodeWriteOps)
 	}
+	for _, a := range []Arm{r.Off, r.On, r.Auto} {
+		for i, ops := range a.NodeReadOps {
+			if ops == 0 && i+1 != 1 {
+				t.Logf("%s: n%d served no reads (it leads nothing)", a.Mode, i+1)
+			}
+		}
+	}
 	if r.Off.Operators != 0 {
 		t.Errorf("off: %d operators, want none (the policy only observes)", r.Off.Operators)
 	}
