@@ -236,16 +236,22 @@ func (p *HotspotOffload) begin(c *model.Cluster, node uint64) *episode {
 	return e
 }
 
-// moved reports whether node leads a range of another node's open episode.
+// moved reports whether most of node's load is ranges of other nodes' open episodes: the hot spot
+// moved here with them, and is theirs. A node hot with load of its own starts its own episode.
 func (p *HotspotOffload) moved(c *model.Cluster, node uint64) bool {
+	n := c.Node(node)
+	if n == nil {
+		return false
+	}
+	theirs := 0.0
 	for _, e := range p.episodes {
 		for _, id := range e.ranges {
 			if r := c.Range(id); r != nil && r.Leader == node {
-				return true
+				theirs += r.QPS()
 			}
 		}
 	}
-	return false
+	return theirs > 0 && theirs >= n.QPS/2
 }
 
 // measure adds this round's penalty to every open episode and closes those whose load has gone.
