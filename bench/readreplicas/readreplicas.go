@@ -126,8 +126,9 @@ type Arm struct {
 	// (its budget is Options.IOPS): what the node's reads cost its disk, and what else used it.
 	NodeDiskOps [][2]float64 `json:"node_disk_ops_per_sec"`
 	// After the hot set moved: the reads' p99 over the Shift window, each 2-s window's p99, the
-	// seconds until p99 recovered (the first of three 2-s windows in a row at most twice the p99
-	// before the move, 10 ms at least; −1: not within the window), and the learners at its end.
+	// seconds until p99 recovered (the end of the last 2-s window over twice the p99 before the
+	// move, 10 ms at least: within it from then on; 0: never over; −1: still over at the end), and
+	// the learners at its end.
 	ShiftP99Ms     float64   `json:"shift_p99_ms"`
 	ShiftWindowsMs []float64 `json:"shift_window_p99_ms"`
 	RecoverS       float64   `json:"recover_s"`
@@ -266,8 +267,7 @@ func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.
 	all := report.NewHist()
 	var errs int64
 	limit := max(2*a.P99Ms, 10)
-	good, t0 := 0, time.Now()
-	a.RecoverS = -1
+	t0 := time.Now()
 	for i := 0; time.Since(t0) < o.Shift; i++ {
 		if err := sleep(ctx, 2*time.Second); err != nil {
 			return err
@@ -277,14 +277,12 @@ func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.
 		all.Merge(h)
 		p99 := float64(h.ValueAtQuantile(99)) / 1000
 		a.ShiftWindowsMs = append(a.ShiftWindowsMs, p99)
-		if p99 <= limit && h.TotalCount() > 0 {
-			good++
-			if good == 3 && a.RecoverS < 0 {
-				a.RecoverS = float64(2 * (i - 2))
-			}
-		} else {
-			good = 0
+		if p99 > limit || h.TotalCount() == 0 {
+			a.RecoverS = float64(2 * (i + 1)) // p99 stays within the limit from the end of this window on
 		}
+	}
+	if n := len(a.ShiftWindowsMs); n > 0 && a.RecoverS >= float64(2*n) {
+		a.RecoverS = -1 // over the limit at the end
 	}
 	el := time.Since(t0).Seconds()
 	a.ShiftP99Ms, a.ShiftErrors, a.ShiftReadsPerS = float64(all.ValueAtQuantile(99))/1000, errs, float64(all.TotalCount())/el
