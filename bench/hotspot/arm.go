@@ -66,7 +66,7 @@ func (x *experiment) setUp(ctx context.Context) error {
 	o.Progress(fmt.Sprintf("loading %d ranges of %d keys", o.Ranges, o.KeysPerRange))
 	if _, err := (benchutil.Load{Records: o.Ranges * o.KeysPerRange, Batch: 100, Writers: 4,
 		Key:    func(i int) []byte { return rangeKey(i/o.KeysPerRange, i%o.KeysPerRange) },
-		Values: func(w int) func() []byte { return randomValues(o, w) }}).Run(ctx, x.cl); err != nil {
+		Values: benchutil.RandomValues(o.ValueBytes, o.Seed)}).Run(ctx, x.cl); err != nil {
 		return err
 	}
 	for _, n := range x.c.Nodes() {

@@ -12,7 +12,6 @@ package hotspot
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -226,18 +225,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 // rangeKey is key i of range r; range r starts at rangeStart(r).
 func rangeKey(r, i int) []byte { return fmt.Appendf(nil, "hs/%03d/%06d", r, i) }
 func rangeStart(r int) []byte  { return fmt.Appendf(nil, "hs/%03d/", r) }
-
-// randomValues makes writer w's values: random, so that nothing compresses.
-func randomValues(o Options, w int) func() []byte {
-	rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
-	return func() []byte {
-		v := make([]byte, o.ValueBytes)
-		for i := range v {
-			v[i] = byte(rng.Uint32())
-		}
-		return v
-	}
-}
 
 // contains is slices.Contains for the hot set.
 func contains(s []int, v int) bool { return slices.Contains(s, v) }

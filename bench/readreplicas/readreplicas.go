@@ -371,7 +371,7 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 	o.Progress(fmt.Sprintf("%s: loading %d ranges of %d keys", name, o.Ranges, o.KeysPerRange))
 	if _, err := (benchutil.Load{Records: o.Ranges * o.KeysPerRange, Batch: 100, Writers: 4,
 		Key:    func(i int) []byte { return rangeKey(i/o.KeysPerRange, i%o.KeysPerRange) },
-		Values: func(w int) func() []byte { return randomValues(o, w) }}).Run(ctx, cl); err != nil {
+		Values: benchutil.RandomValues(o.ValueBytes, o.Seed)}).Run(ctx, cl); err != nil {
 		return err
 	}
 	if uniform >= 0 {
@@ -393,19 +393,6 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 	}
 	unthrottled(c, false)
 	return nil
-}
-
-// randomValues makes writer w's values: random, so that the bytes a replica holds are the bytes
-// written (nothing compresses).
-func randomValues(o Options, w int) func() []byte {
-	rng := rand.New(rand.NewPCG(o.Seed, uint64(w)))
-	return func() []byte {
-		v := make([]byte, o.ValueBytes)
-		for i := range v {
-			v[i] = byte(rng.Uint32())
-		}
-		return v
-	}
 }
 
 // caughtUp reports whether every replica of every user range exists and has applied as far as its

@@ -190,16 +190,7 @@ func (e *env) twoTenants(ctx context.Context, o BalanceOptions) error {
 	}{{"hot", o.HotRecords}, {"cold", o.ColdRecords}} {
 		o.Progress(fmt.Sprintf("loading %d %s records", t.n, t.name))
 		if _, err := (benchutil.Load{Records: t.n, Batch: 100, Writers: 4, Key: func(i int) []byte { return tenantKey(t.name, i) },
-			Values: func(w int) func() []byte {
-				rng := rand.New(rand.NewPCG(uint64(w), 3))
-				return func() []byte {
-					v := make([]byte, o.ValueBytes)
-					for i := range v {
-						v[i] = byte(rng.Uint32())
-					}
-					return v
-				}
-			}}).Run(ctx, e.cl); err != nil {
+			Values: benchutil.RandomValues(o.ValueBytes, 3)}).Run(ctx, e.cl); err != nil {
 			return err
 		}
 	}

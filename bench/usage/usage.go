@@ -177,11 +177,7 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		rep.Probes = append(rep.Probes, ps...)
 	}
 	write := func(rng *rand.Rand) error {
-		v := make([]byte, o.ValueBytes)
-		for i := range v {
-			v[i] = byte(rng.Uint32())
-		}
-		return e.cl.Put(ctx, key(rng.IntN(o.Records)), v)
+		return e.cl.Put(ctx, key(rng.IntN(o.Records)), benchutil.RandomBytes(rng, o.ValueBytes))
 	}
 	scan := func(rng *rand.Rand) error {
 		start := rng.IntN(max(o.Records-o.ScanRows, 1))
@@ -281,16 +277,7 @@ func (e *env) load(ctx context.Context) error {
 	}()
 	o.Progress(fmt.Sprintf("loading %d records of %d bytes", o.Records, o.ValueBytes))
 	if _, err := (benchutil.Load{Records: o.Records, Batch: 100, Writers: 4, Key: key,
-		Values: func(w int) func() []byte {
-			rng := rand.New(rand.NewPCG(uint64(w), 9))
-			return func() []byte {
-				v := make([]byte, o.ValueBytes)
-				for i := range v {
-					v[i] = byte(rng.Uint32())
-				}
-				return v
-			}
-		}}).Run(ctx, e.cl); err != nil {
+		Values: benchutil.RandomValues(o.ValueBytes, 9)}).Run(ctx, e.cl); err != nil {
 		return err
 	}
 	for _, n := range e.c.Nodes() {
@@ -552,11 +539,7 @@ func (e *env) workloads(ctx context.Context) []struct {
 	perm := rand.New(rand.NewPCG(5, 5)).Perm(n)
 	zipf := func(rng *rand.Rand) int { return int(rand.NewZipf(rng, 1.1, 1, uint64(n-1)).Uint64()) }
 	put := func(rng *rand.Rand) error {
-		v := make([]byte, o.ValueBytes)
-		for i := range v {
-			v[i] = byte(rng.Uint32())
-		}
-		return e.cl.Put(ctx, key(rng.IntN(n)), v)
+		return e.cl.Put(ctx, key(rng.IntN(n)), benchutil.RandomBytes(rng, o.ValueBytes))
 	}
 	scan := func(rng *rand.Rand) error {
 		s := rng.IntN(max(n-o.ScanRows, 1))
