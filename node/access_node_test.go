@@ -3,27 +3,16 @@ package node
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/shoaldb/shoal/pb"
-	"github.com/shoaldb/shoal/storage"
 )
 
 // A node's heartbeat carries its leaders' access statistics — measured reads, a block-access
 // histogram — its cache's size, and its predicted usage.
 func TestHeartbeatCarriesAccess(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nd, err := StartServing(context.Background(), Config{DataDir: t.TempDir(), Addr: lis.Addr().String(), Bootstrap: true,
-		Storage: storage.Options{CacheBytes: 8 << 20}}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nd.Kill()
+	nd := startBootstrapped(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }

@@ -12,16 +12,7 @@ import (
 // TestDrainLeadershipsAloneReturnsAtOnce: a single node has nowhere to move its leaderships, so its
 // drain on shutdown returns at once (Ctrl-C on a one-node cluster stops it without a wait).
 func TestDrainLeadershipsAloneReturnsAtOnce(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nd, err := StartServing(context.Background(), Config{DataDir: t.TempDir(), Addr: lis.Addr().String(), Bootstrap: true,
-		Storage: storage.Options{CacheBytes: 8 << 20}}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nd.Kill()
+	nd := startBootstrapped(t)
 	leaders := func() int {
 		n := 0
 		for _, r := range nd.Store().Replicas() {
@@ -94,4 +85,21 @@ func TestDrainLeadershipsAllStopping(t *testing.T) {
 			t.Errorf("a drain of nodes stopping together took %v", took)
 		}
 	}
+}
+
+// startBootstrapped starts one bootstrapped node serving on a free loopback port, killed at the
+// test's end.
+func startBootstrapped(t *testing.T) *Node {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, err := StartServing(context.Background(), Config{DataDir: t.TempDir(), Addr: lis.Addr().String(), Bootstrap: true,
+		Storage: storage.Options{CacheBytes: 8 << 20}}, lis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nd.Kill)
+	return nd
 }

@@ -176,16 +176,7 @@ func TestInitRace(t *testing.T) {
 
 // TestInitBootstrapped: a node started with --bootstrap is initialized; Init tells so.
 func TestInitBootstrapped(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nd, err := StartServing(context.Background(), Config{DataDir: t.TempDir(), Addr: lis.Addr().String(), Bootstrap: true,
-		Storage: storage.Options{CacheBytes: 8 << 20}}, lis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nd.Kill()
+	nd := startBootstrapped(t)
 	resp := callInit(t, nd.cfg.Addr)
 	want := fmt.Sprintf("cluster is already initialized: node 1 (%s) belongs to cluster %s", nd.cfg.Addr, nd.ClusterID())
 	if !resp.AlreadyInitialized || resp.GetError().GetMessage() != want {
