@@ -193,6 +193,17 @@ type counting struct {
 	errc  chan error
 }
 
+// countIngester is an ingester of the count job, closed at the test's end.
+func countIngester(t *testing.T, cl *client.Client) *stream.Ingester {
+	t.Helper()
+	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close() })
+	return in
+}
+
 func startCounting(ctx context.Context, in *stream.Ingester, keys int) *counting {
 	r := &counting{keys: keys, acked: map[string]uint64{}, done: make(chan struct{}), errc: make(chan error, 1)}
 	go func() {
@@ -289,12 +300,7 @@ func (r *counting) stop(t *testing.T, ctx context.Context, c *testcluster.Cluste
 // acknowledged events, and each applied event saw the count its position says.
 func TestStreamExactlyOnceThroughMoves(t *testing.T) {
 	c, cl, ctx := streamCluster(t)
-	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	run := startCounting(ctx, in, 60)
+	run := startCounting(ctx, countIngester(t, cl), 60)
 	others := func(key string) uint64 { // a node that does not lead key's range
 		rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
 		if err != nil {
@@ -333,12 +339,7 @@ func TestStreamExactlyOnceThroughMoves(t *testing.T) {
 // the new leader. Every acknowledged event's effect is applied exactly once.
 func TestStreamExactlyOnceThroughNodeKill(t *testing.T) {
 	c, cl, ctx := streamCluster(t)
-	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	run := startCounting(ctx, in, 60)
+	run := startCounting(ctx, countIngester(t, cl), 60)
 	time.Sleep(2 * time.Second)
 	rs, err := testcluster.RangeOf(ctx, cl, []byte(stream.CountPrefix))
 	if err != nil {
@@ -360,12 +361,7 @@ func TestStreamExactlyOnceThroughNodeKill(t *testing.T) {
 // (every state access local, no event's effect lost or doubled).
 func TestStreamFollowsANewNode(t *testing.T) {
 	c, cl, ctx := streamCluster(t)
-	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	run := startCounting(ctx, in, 60)
+	run := startCounting(ctx, countIngester(t, cl), 60)
 	time.Sleep(2 * time.Second)
 	i, err := c.AddNode()
 	if err != nil {
