@@ -153,11 +153,33 @@ func Fit(samples []Sample) (Model, error) {
 	if len(samples) < 5 {
 		return Model{}, fmt.Errorf("usage: %d samples: at least 5 are needed to fit an idle usage and 4 costs", len(samples))
 	}
+	return fit(samples, -1)
+}
+
+// FitAtIdle fits the costs with a node's idle usage given (measured with no load) instead of
+// fitted: samples whose usage does not grow with their load (writes whose cost is the compactions
+// they set off, whatever their rate) would otherwise raise the fitted idle usage and lower every
+// cost with it. It needs at least four samples.
+func FitAtIdle(samples []Sample, idle float64) (Model, error) {
+	if len(samples) < 4 {
+		return Model{}, fmt.Errorf("usage: %d samples: at least 4 are needed to fit 4 costs", len(samples))
+	}
+	return fit(samples, max(idle, 0))
+}
+
+// fit solves the non-negative least squares; idle < 0 fits the idle usage as a fifth unknown.
+func fit(samples []Sample, idle float64) (Model, error) {
 	feat := func(s Sample) []float64 {
 		return []float64{s.Load.Reads * s.Hit, s.Load.Reads * (1 - s.Hit), s.Load.Writes, s.Load.Scans, max(s.Nodes, 1)}
 	}
+	target := func(s Sample) float64 { return s.Usage }
+	kinds := 5
+	if idle >= 0 {
+		kinds = 4 // the idle column is known: it leaves the target
+		target = func(s Sample) float64 { return s.Usage - idle*max(s.Nodes, 1) }
+	}
 	var active []int
-	for k := range 5 {
+	for k := range kinds {
 		for _, s := range samples {
 			if feat(s)[k] != 0 {
 				active = append(active, k)
@@ -165,7 +187,7 @@ func Fit(samples []Sample) (Model, error) {
 			}
 		}
 	}
-	var x []float64
+	x := make([]float64, 5)
 	for len(active) > 0 {
 		a := mat.NewDense(len(samples), len(active), nil)
 		b := mat.NewVecDense(len(samples), nil)
@@ -174,7 +196,7 @@ func Fit(samples []Sample) (Model, error) {
 			for j, k := range active {
 				a.Set(i, j, f[k])
 			}
-			b.SetVec(i, s.Usage)
+			b.SetVec(i, target(s))
 		}
 		var sol mat.VecDense
 		if err := sol.SolveVec(a, b); err != nil {
@@ -192,6 +214,9 @@ func Fit(samples []Sample) (Model, error) {
 			break
 		}
 		active = slices.Delete(active, neg, neg+1)
+	}
+	if idle >= 0 {
+		x[4] = idle
 	}
 	return Model{Version: modelVersion, Idle: x[4], HitCost: x[0], MissCost: x[1], Write: x[2], Scan: x[3], Samples: len(samples)}, nil
 }

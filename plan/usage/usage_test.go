@@ -123,6 +123,48 @@ func TestFit(t *testing.T) {
 	}
 }
 
+// With the idle usage measured, samples whose usage does not follow their load (writes whose cost
+// is the compactions they set off, flat whatever their rate) cost their own kind of work only: the
+// read costs come out as the read samples say, while the free fit raises its idle usage to meet
+// the flat samples and lowers the read costs with it.
+func TestFitAtIdle(t *testing.T) {
+	want := Model{Idle: 0.1, HitCost: 5e-5, MissCost: 2e-3}
+	rng := rand.New(rand.NewPCG(7, 8))
+	var samples []Sample
+	for range 30 {
+		l := Load{Reads: rng.Float64() * 2000}
+		hit := 0.15 + 0.85*rng.Float64()
+		samples = append(samples, Sample{Load: l, Hit: hit, Nodes: 3, Usage: want.Predict(l, hit) + 2*want.Idle})
+	}
+	for range 8 { // writes: usage about 2 whatever the rate
+		l := Load{Writes: 50 + rng.Float64()*200}
+		samples = append(samples, Sample{Load: l, Hit: 1, Nodes: 3, Usage: 1.8 + 0.4*rng.Float64()})
+	}
+	got, err := FitAtIdle(samples, want.Idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := Fit(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("at idle %+v; free %+v", got, free)
+	if got.Idle != want.Idle {
+		t.Errorf("idle %.3g, want the measured %.3g", got.Idle, want.Idle)
+	}
+	for name, pair := range map[string][2]float64{"hit": {got.HitCost, want.HitCost}, "miss": {got.MissCost, want.MissCost}} {
+		if math.Abs(pair[0]-pair[1]) > 0.05*pair[1] {
+			t.Errorf("%s cost %.3g, want %.3g within 5 %%", name, pair[0], pair[1])
+		}
+	}
+	if free.Idle <= want.Idle {
+		t.Errorf("free fit's idle %.3g: the flat write samples should raise it above %.3g", free.Idle, want.Idle)
+	}
+	if _, err := FitAtIdle(samples[:3], 0.1); err == nil {
+		t.Error("3 samples fitted 4 costs")
+	}
+}
+
 func TestModelFile(t *testing.T) {
 	dir := t.TempDir()
 	if m, err := LoadModel(filepath.Join(dir, "none.json")); err != nil || m != Default {
