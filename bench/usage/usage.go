@@ -138,6 +138,10 @@ type Report struct {
 	Cores    int     `json:"cores"`
 	// Accuracy is the accuracy experiment's outcome (with ValidateRates).
 	Accuracy *Accuracy `json:"accuracy,omitempty"`
+	// FreeFit is the model fitted with its idle usage as an unknown too (Model's idle is the idle
+	// probe's), and FreeFitAccuracy its accuracy on the same checks: for comparison only.
+	FreeFit         planusage.Model `json:"free_fit"`
+	FreeFitAccuracy *Accuracy       `json:"free_fit_accuracy,omitempty"`
 }
 
 // Run trains a model in dir.
@@ -198,7 +202,12 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 	for i, p := range rep.Probes {
 		samples[i] = p.sample
 	}
-	if rep.Model, err = planusage.Fit(samples); err != nil {
+	// The idle usage is measured (the idle probe), not fitted: the write probes' usage is their
+	// compactions', flat in their rate, and would raise a fitted idle and lower the read costs.
+	if rep.Model, err = planusage.FitAtIdle(samples, e.idle/float64(o.Nodes)); err != nil {
+		return rep, err
+	}
+	if rep.FreeFit, err = planusage.Fit(samples); err != nil {
 		return rep, err
 	}
 	for _, s := range samples {
@@ -206,11 +215,16 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		rep.FitMAE += d / float64(len(samples))
 		rep.FitWorst = math.Max(rep.FitWorst, d)
 	}
-	o.Progress(fmt.Sprintf("model %+v: fit mean error %.3f, worst %.3f", rep.Model, rep.FitMAE, rep.FitWorst))
+	o.Progress(fmt.Sprintf("model %+v: fit mean error %.3f, worst %.3f (free fit %+v)", rep.Model, rep.FitMAE, rep.FitWorst, rep.FreeFit))
 	if len(o.ValidateRates) > 0 {
-		rep.Accuracy, err = e.validate(ctx, rep.Model, o.ValidateRates)
+		vs, err := e.validate(ctx, o.ValidateRates)
+		if len(vs) > 0 {
+			rep.Accuracy = accuracy(rep.Model, vs, o.Nodes, o.Progress)
+			rep.FreeFitAccuracy = accuracy(rep.FreeFit, vs, o.Nodes, nil)
+		}
+		return rep, err
 	}
-	return rep, err
+	return rep, nil
 }
 
 func key(i int) []byte { return fmt.Appendf(nil, "usage/%08d", i) }
@@ -502,6 +516,7 @@ func (e *env) run(ctx context.Context, op func(*rand.Rand) error, rate float64, 
 // Check is one accuracy probe: a workload at an offered rate, its measured usage and hit ratio, and
 // the model's predictions — from the nodes' loads and histograms by Che's approximation
 // (Predicted, PredictedHit), and at the observed hit ratio (PredictedAtHit: the model alone).
+// Usage is the cluster's (every node's summed).
 type Check struct {
 	Workload       string  `json:"workload"`
 	Offered        float64 `json:"offered_ops"`
@@ -513,20 +528,43 @@ type Check struct {
 	PredictedHit   float64 `json:"predicted_hit"`
 }
 
-// Accuracy sums the checks: mean and worst absolute errors of usage (points of a node) and hit ratio.
+// Accuracy sums the checks, over all of them and over the read-only workloads (Reads).
 type Accuracy struct {
-	Checks     []Check `json:"checks"`
+	Checks []Check      `json:"checks"`
+	All    AccuracySums `json:"all"`
+	// Reads: uniform, zipfian, zipf-clustered and hotspot reads.
+	Reads AccuracySums `json:"reads"`
+}
+
+// AccuracySums are mean and worst absolute errors over a set of checks: usage in the cluster's
+// units (the sum of the nodes'), and per node in points (the cluster's error shared evenly by its
+// nodes, ×100: a node's own error is at least that on average), and hit ratio in points.
+type AccuracySums struct {
+	Checks     int     `json:"checks"`
 	UsageMAE   float64 `json:"usage_mae"`
 	UsageWorst float64 `json:"usage_worst"`
 	WorstCheck string  `json:"usage_worst_check"`
+	// NodePointsMAE and NodePointsWorst: UsageMAE and UsageWorst per node, in points.
+	NodePointsMAE   float64 `json:"node_points_mae"`
+	NodePointsWorst float64 `json:"node_points_worst"`
+	// RelativeMAE is the mean of |predicted − measured| / measured.
+	RelativeMAE float64 `json:"relative_mae"`
 	// ModelMAE and ModelWorst: the model at the observed hit ratio (Che's approximation left out).
 	ModelMAE   float64 `json:"model_mae"`
 	ModelWorst float64 `json:"model_worst"`
-	HitMAE     float64 `json:"hit_mae"`
-	HitWorst   float64 `json:"hit_worst"`
-	// UsageMAENoScans is UsageMAE over the workloads without scans.
-	UsageMAENoScans float64 `json:"usage_mae_without_scans"`
+	// HitPointsMAE and HitPointsWorst: predicted against observed hit ratio, in points.
+	HitPointsMAE   float64 `json:"hit_points_mae"`
+	HitPointsWorst float64 `json:"hit_points_worst"`
 }
+
+// validated is one accuracy probe with what the model needs to predict it.
+type validated struct {
+	workload string
+	p        Probe
+}
+
+// readOnly are the workloads of AccuracySums Reads.
+var readOnly = map[string]bool{"uniform": true, "zipfian": true, "zipf-clustered": true, "hotspot": true}
 
 // workloads are the accuracy experiment's mixes over the loaded records.
 func (e *env) workloads(ctx context.Context) []struct {
@@ -574,59 +612,92 @@ func (e *env) workloads(ctx context.Context) []struct {
 	}
 }
 
-// validate runs every workload at every rate and compares m's predictions with the measurements.
-func (e *env) validate(ctx context.Context, m planusage.Model, rates []float64) (*Accuracy, error) {
-	acc := &Accuracy{}
-	var scansErr float64
-	var nonScan int
+// validate runs every workload, first for 25 s at the first rate — longer than the nodes'
+// histograms remember (10–20 s), so that each workload is predicted from its own reads only and
+// the caches hold its blocks — then probes it at every rate.
+func (e *env) validate(ctx context.Context, rates []float64) ([]validated, error) {
+	var out []validated
 	for _, w := range e.workloads(ctx) {
 		e.run(ctx, w.op, rates[0], 25*time.Second)
 		for _, rate := range rates {
 			p, err := e.probe(ctx, w.name, rate, w.op)
 			if err != nil {
-				return acc, err
+				return out, err
 			}
-			c := Check{Workload: w.name, Offered: rate, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit,
-				PredictedAtHit: m.Predict(p.Load, p.Hit) + float64(len(e.c.Nodes())-1)*m.Idle} // every node idles
-			var reads, hitReads float64
-			for _, h := range p.polls {
-				for _, st := range h.stats {
-					l, hist, cache := nodeLoad(st)
-					hit := planusage.HitRatio(hist, cache)
-					c.Predicted += m.Predict(l, hit) / float64(len(p.polls))
-					reads += l.Reads
-					hitReads += l.Reads * hit
-				}
-			}
-			c.PredictedHit = 1
-			if reads > 0 {
-				c.PredictedHit = hitReads / reads
-			}
-			e.o.Progress(fmt.Sprintf("check %s at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f), hit observed %.2f predicted %.2f",
-				w.name, rate, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.ObservedHit, c.PredictedHit))
-			acc.Checks = append(acc.Checks, c)
-			if w.name != "scan-heavy" {
-				scansErr += math.Abs(c.Predicted - c.Measured)
-				nonScan++
-			}
+			p.Offered = rate
+			out = append(out, validated{workload: w.name, p: p})
 		}
 	}
-	k := float64(len(acc.Checks))
-	for _, c := range acc.Checks {
-		d, dm, dh := math.Abs(c.Predicted-c.Measured), math.Abs(c.PredictedAtHit-c.Measured), math.Abs(c.PredictedHit-c.ObservedHit)
-		acc.UsageMAE += d / k
-		acc.ModelMAE += dm / k
-		acc.HitMAE += dh / k
-		if d > acc.UsageWorst {
-			acc.UsageWorst, acc.WorstCheck = d, fmt.Sprintf("%s at %.0f/s", c.Workload, c.Offered)
+	return out, nil
+}
+
+// check is m's prediction of one accuracy probe: per heartbeat reading, every node's usage from its
+// load and the hit ratio Che's approximation gives its leaders' histograms in its cache.
+func check(m planusage.Model, v validated, nodes int) Check {
+	p := v.p
+	c := Check{Workload: v.workload, Offered: p.Offered, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit,
+		PredictedAtHit: m.Predict(p.Load, p.Hit) + float64(nodes-1)*m.Idle} // every node idles
+	var reads, hitReads float64
+	for _, h := range p.polls {
+		for _, st := range h.stats {
+			l, hist, cache := nodeLoad(st)
+			hit := planusage.HitRatio(hist, cache)
+			c.Predicted += m.Predict(l, hit) / float64(len(p.polls))
+			reads += l.Reads
+			hitReads += l.Reads * hit
 		}
-		acc.ModelWorst = math.Max(acc.ModelWorst, dm)
-		acc.HitWorst = math.Max(acc.HitWorst, dh)
 	}
-	if nonScan > 0 {
-		acc.UsageMAENoScans = scansErr / float64(nonScan)
+	c.PredictedHit = 1
+	if reads > 0 {
+		c.PredictedHit = hitReads / reads
 	}
-	return acc, nil
+	return c
+}
+
+// accuracy predicts every probe with m and sums the errors (progress, when set, hears each check).
+func accuracy(m planusage.Model, vs []validated, nodes int, progress func(string)) *Accuracy {
+	acc := &Accuracy{}
+	for _, v := range vs {
+		c := check(m, v, nodes)
+		if progress != nil {
+			progress(fmt.Sprintf("check %s at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f), hit observed %.2f predicted %.2f",
+				c.Workload, c.Offered, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.ObservedHit, c.PredictedHit))
+		}
+		acc.Checks = append(acc.Checks, c)
+	}
+	acc.All = sums(acc.Checks, nodes, func(Check) bool { return true })
+	acc.Reads = sums(acc.Checks, nodes, func(c Check) bool { return readOnly[c.Workload] })
+	return acc
+}
+
+// sums are the errors over the checks keep accepts.
+func sums(cs []Check, nodes int, keep func(Check) bool) AccuracySums {
+	var s AccuracySums
+	for _, c := range cs {
+		if !keep(c) {
+			continue
+		}
+		s.Checks++
+		d, dm, dh := math.Abs(c.Predicted-c.Measured), math.Abs(c.PredictedAtHit-c.Measured), 100*math.Abs(c.PredictedHit-c.ObservedHit)
+		s.UsageMAE += d
+		s.ModelMAE += dm
+		s.HitPointsMAE += dh
+		if c.Measured > 0 {
+			s.RelativeMAE += d / c.Measured
+		}
+		if d > s.UsageWorst {
+			s.UsageWorst, s.WorstCheck = d, fmt.Sprintf("%s at %.0f/s", c.Workload, c.Offered)
+		}
+		s.ModelWorst = max(s.ModelWorst, dm)
+		s.HitPointsWorst = max(s.HitPointsWorst, dh)
+	}
+	if s.Checks == 0 {
+		return s
+	}
+	k := float64(s.Checks)
+	s.UsageMAE, s.ModelMAE, s.HitPointsMAE, s.RelativeMAE = s.UsageMAE/k, s.ModelMAE/k, s.HitPointsMAE/k, s.RelativeMAE/k
+	s.NodePointsMAE, s.NodePointsWorst = 100*s.UsageMAE/float64(nodes), 100*s.UsageWorst/float64(nodes)
+	return s
 }
 
 // busy is the share of dt seconds a device with options o was busy between two readings: its

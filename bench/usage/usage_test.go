@@ -65,3 +65,27 @@ func TestPacer(t *testing.T) {
 		t.Fatalf("41 slots at 200/s took %v, want about 200 ms", d)
 	}
 }
+
+// The accuracy sums: usage errors in the cluster's units and per node in points, hit ratio errors
+// in points, the read-only workloads apart.
+func TestSums(t *testing.T) {
+	cs := []Check{
+		{Workload: "uniform", Measured: 1.0, Predicted: 1.3, PredictedAtHit: 1.1, ObservedHit: 0.5, PredictedHit: 0.45},
+		{Workload: "zipfian", Measured: 2.0, Predicted: 1.9, PredictedAtHit: 2.0, ObservedHit: 0.8, PredictedHit: 0.82},
+		{Workload: "scan-heavy", Measured: 2.0, Predicted: 3.0, PredictedAtHit: 3.0, ObservedHit: 0.1, PredictedHit: 0.1},
+	}
+	r := sums(cs, 3, func(c Check) bool { return readOnly[c.Workload] })
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if r.Checks != 2 || !near(r.UsageMAE, 0.2) || !near(r.UsageWorst, 0.3) || r.WorstCheck != "uniform at 0/s" {
+		t.Fatalf("reads: %+v", r)
+	}
+	if !near(r.NodePointsMAE, 100*0.2/3) || !near(r.HitPointsMAE, 3.5) || !near(r.HitPointsWorst, 5) || !near(r.ModelMAE, 0.05) {
+		t.Fatalf("reads per node and hit: %+v", r)
+	}
+	if !near(r.RelativeMAE, (0.3/1+0.1/2)/2) {
+		t.Fatalf("relative: %.4f", r.RelativeMAE)
+	}
+	if a := sums(cs, 3, func(Check) bool { return true }); a.Checks != 3 || !near(a.UsageWorst, 1) || a.WorstCheck != "scan-heavy at 0/s" {
+		t.Fatalf("all: %+v", a)
+	}
+}
