@@ -15,48 +15,74 @@ import (
 
 // BalanceOptions configures the balancer experiment: two tenants whose ranges differ in cache
 // behaviour — "hot" reads a few thousand records that fit every cache, "cold" reads uniformly over
-// records far larger than a cache — every range offered the same reads per second, so that QPS and
-// leadership counts are even while every cold range is led by one node; then rebalance alone
-// (usage_balance off), then usage_balance on, each measured after it settled. Zero fields take the
-// training's defaults or the ones below.
+// records far larger than a cache (every read a likely miss) — every range offered the same reads
+// per second and every node leading as many ranges, the first only cold ones: by QPS and counts the
+// cluster is balanced (rebalance leaves it so), by usage the first node carries most of the misses.
+// Each arm starts from that placement, settles at SettleRate, then steps the offered rate up until
+// a step misses the SLO; its throughput at the SLO is its last step that met it. Arm 1 is rebalance
+// alone (usage_balance off), arm 2 usage_balance on. Zero fields take the training's defaults or
+// the ones below.
 type BalanceOptions struct {
 	Options
 	HotRecords, ColdRecords int // defaults 2 000 and 30 000
-	// HotRanges and ColdRanges per tenant (defaults 6 and 3); the nodes lead
-	// (HotRanges+ColdRanges)/Nodes each, the first every cold range.
+	// HotRanges and ColdRanges per tenant (defaults 6 and 6); the nodes lead
+	// (HotRanges+ColdRanges)/Nodes each, the first only cold ones.
 	HotRanges, ColdRanges int
-	// RangeRate is the reads per second offered to every range (default 150), by Clients paced
-	// clients per tenant.
-	RangeRate      float64
-	Settle, Window time.Duration
+	// RangeRates are the reads per second offered to every range at each step, ascending (default
+	// 30, 45, 60, 80, 100, 130, 160, 200, 250); SettleRate the rate each arm settles at (default 60), by
+	// Clients paced clients per tenant.
+	RangeRates []float64
+	SettleRate float64
+	// Settle is each arm's run at SettleRate before its steps (default 45 s); each step runs Warm
+	// (default 5 s) before its measured Window (default 15 s).
+	Settle, Warm, Window time.Duration
+	// The SLO: each tenant's p99 at most SLOP99 (default 100 ms) and at least SLOServed of its
+	// offered reads served (default 0.95).
+	SLOP99    time.Duration
+	SLOServed float64
 }
 
-// Arm is one arm's measured window.
-type Arm struct {
-	Name string `json:"name"`
-	// Ops per second and p99 latency (ms) per tenant, and the leaders of each tenant's ranges by node.
-	HotOps  float64        `json:"hot_ops"`
-	ColdOps float64        `json:"cold_ops"`
-	HotP99  float64        `json:"hot_p99_ms"`
-	ColdP99 float64        `json:"cold_p99_ms"`
-	Errors  int64          `json:"errors"`
-	Leaders map[string]int `json:"leaders"` // "hot@n2": ranges of the tenant led by the node
-	// Predicted is each node's predicted usage from its heartbeat at the end of the window.
+// Step is one offered rate's measured window.
+type Step struct {
+	RangeRate float64 `json:"range_rate"`
+	Offered   float64 `json:"offered_ops"`
+	// Ops per second and p99 latency (ms) per tenant.
+	HotOps  float64 `json:"hot_ops"`
+	ColdOps float64 `json:"cold_ops"`
+	HotP99  float64 `json:"hot_p99_ms"`
+	ColdP99 float64 `json:"cold_p99_ms"`
+	Errors  int64   `json:"errors"`
+	Meets   bool    `json:"meets_slo"`
+	// Leaders of each tenant's ranges by node ("hot@n2": 3), and each node's predicted usage from
+	// its heartbeat, at the end of the window.
+	Leaders   map[string]int     `json:"leaders"`
 	Predicted map[string]float64 `json:"predicted_usage"`
+}
+
+// Arm is one arm: its starting placement, its steps, and the policies' decisions during it.
+type Arm struct {
+	Name    string         `json:"name"`
+	Start   map[string]int `json:"start_leaders"`
+	Settled map[string]int `json:"settled_leaders"`
+	Steps   []Step         `json:"steps"`
+	// AtSLO is the reads per second served at the highest step that met the SLO (0: none did), at
+	// AtSLORate a range.
+	AtSLO     float64 `json:"ops_at_slo"`
+	AtSLORate float64 `json:"range_rate_at_slo"`
+	// Moves are the decisions logged during the arm ("policy: operator").
+	Moves []string `json:"moves"`
 }
 
 // BalanceReport is the experiment's outcome.
 type BalanceReport struct {
-	Arms []Arm `json:"arms"`
-	// ColdGain is usage_balance's throughput of the cold tenant over rebalance's, TotalGain the same
-	// for both tenants' operations.
-	ColdGain  float64 `json:"cold_gain"`
-	TotalGain float64 `json:"total_gain"`
-	Decisions int     `json:"usage_balance_decisions"`
+	SLO  string `json:"slo"`
+	Arms []Arm  `json:"arms"`
+	// Gain is usage_balance's throughput at the SLO over rebalance's, less 1 (0 when rebalance met
+	// it at no step).
+	Gain float64 `json:"gain_at_slo"`
 }
 
-// Balance runs the balancer experiment in dir.
-func Balance(ctx context.Context, dir string, o BalanceOptions) (*BalanceReport, error) {
+func (o *BalanceOptions) defaults() {
 	o.Options = o.Options.Defaults()
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -66,16 +92,30 @@ func Balance(ctx context.Context, dir string, o BalanceOptions) (*BalanceReport,
 	def(&o.HotRecords, 2000)
 	def(&o.ColdRecords, 30000)
 	def(&o.HotRanges, 6)
-	def(&o.ColdRanges, 3)
-	if o.RangeRate <= 0 {
-		o.RangeRate = 150
+	def(&o.ColdRanges, 6)
+	if len(o.RangeRates) == 0 {
+		o.RangeRates = []float64{30, 45, 60, 80, 100, 130, 160, 200, 250}
 	}
-	if o.Settle <= 0 {
-		o.Settle = time.Minute
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
 	}
-	if o.Window <= 0 {
-		o.Window = 30 * time.Second
+	defDur(&o.Settle, 45*time.Second)
+	defDur(&o.Warm, 5*time.Second)
+	defDur(&o.Window, 15*time.Second)
+	defDur(&o.SLOP99, 100*time.Millisecond)
+	if o.SettleRate <= 0 {
+		o.SettleRate = 60
 	}
+	if o.SLOServed <= 0 {
+		o.SLOServed = 0.95
+	}
+}
+
+// Balance runs the balancer experiment in dir.
+func Balance(ctx context.Context, dir string, o BalanceOptions) (*BalanceReport, error) {
+	o.defaults()
 	e, err := start(ctx, dir, o.Options)
 	if err != nil {
 		return nil, err
@@ -84,6 +124,68 @@ func Balance(ctx context.Context, dir string, o BalanceOptions) (*BalanceReport,
 	if err := e.twoTenants(ctx, o); err != nil {
 		return nil, err
 	}
+	rep := &BalanceReport{SLO: fmt.Sprintf("p99 of each tenant ≤ %v and ≥ %.0f %% of its offered reads served", o.SLOP99, 100*o.SLOServed)}
+	for _, arm := range []struct {
+		name string
+		on   bool
+	}{{"rebalance", false}, {"usage_balance", true}} {
+		a, err := e.arm(ctx, o, arm.name, arm.on)
+		rep.Arms = append(rep.Arms, a)
+		if err != nil {
+			return rep, err
+		}
+	}
+	if off, on := rep.Arms[0], rep.Arms[1]; off.AtSLO > 0 {
+		rep.Gain = on.AtSLO/off.AtSLO - 1
+	}
+	return rep, nil
+}
+
+// arm places the leaders as the experiment starts them, switches usage_balance on or off
+// (rebalance on), settles and steps the rate up until a step misses the SLO.
+func (e *env) arm(ctx context.Context, o BalanceOptions, name string, usageOn bool) (Arm, error) {
+	a := Arm{Name: name}
+	if err := e.placeLeaders(ctx, o); err != nil {
+		return a, err
+	}
+	var err error
+	if a.Start, _, err = e.placement(ctx); err != nil {
+		return a, err
+	}
+	last := e.lastDecision(ctx)
+	if err := e.cl.SetPolicy(ctx, policy.NameUsageBalance, usageOn); err != nil {
+		return a, err
+	}
+	if err := e.cl.SetPolicy(ctx, policy.NameRebalance, true); err != nil {
+		return a, err
+	}
+	o.Progress(fmt.Sprintf("%s: leaders %v; settling %s at %.0f reads/s a range", name, a.Start, o.Settle, o.SettleRate))
+	if _, err := e.tenantsRun(ctx, o, o.SettleRate, 0, o.Settle); err != nil {
+		return a, err
+	}
+	if a.Settled, _, err = e.placement(ctx); err != nil {
+		return a, err
+	}
+	for _, rate := range o.RangeRates {
+		st, err := e.tenantsRun(ctx, o, rate, o.Warm, o.Window)
+		if err != nil {
+			return a, err
+		}
+		a.Steps = append(a.Steps, st)
+		o.Progress(fmt.Sprintf("%s at %.0f reads/s a range: hot %.0f ops/s (p99 %.1f ms), cold %.0f ops/s (p99 %.1f ms), errors %d, SLO met %v, leaders %v, predicted %v",
+			name, rate, st.HotOps, st.HotP99, st.ColdOps, st.ColdP99, st.Errors, st.Meets, st.Leaders, st.Predicted))
+		if !st.Meets {
+			break
+		}
+		a.AtSLO, a.AtSLORate = st.HotOps+st.ColdOps, rate
+	}
+	a.Moves = e.decisionsAfter(ctx, last)
+	return a, nil
+}
+
+// tenantsRun offers both tenants rate reads per second a range for warm and then window; the
+// window is measured (nothing is when it is the settling run: window only, no warm).
+func (e *env) tenantsRun(ctx context.Context, o BalanceOptions, rate float64, warm, window time.Duration) (Step, error) {
 	hot := func(rng *rand.Rand) error {
 		_, _, err := e.cl.Get(ctx, tenantKey("hot", rng.IntN(o.HotRecords)))
 		return err
@@ -92,59 +194,60 @@ func Balance(ctx context.Context, dir string, o BalanceOptions) (*BalanceReport,
 		_, _, err := e.cl.Get(ctx, tenantKey("cold", rng.IntN(o.ColdRecords)))
 		return err
 	}
-	pool := func(rate float64, op func(*rand.Rand) error) *benchutil.Clients {
+	pool := func(rate float64, op func(*rand.Rand) error, seed uint64) *benchutil.Clients {
 		return benchutil.StartPacedClients(ctx, o.Clients, pacer(rate), func(w int) func(context.Context) error {
-			rng := rand.New(rand.NewPCG(uint64(w), 17))
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
 			return func(context.Context) error { return op(rng) }
 		})
 	}
-	hc, cc := pool(o.RangeRate*float64(o.HotRanges), hot), pool(o.RangeRate*float64(o.ColdRanges), cold)
+	st := Step{RangeRate: rate, Offered: rate * float64(o.HotRanges+o.ColdRanges)}
+	hc, cc := pool(rate*float64(o.HotRanges), hot, 17), pool(rate*float64(o.ColdRanges), cold, 18)
 	defer hc.Stop()
 	defer cc.Stop()
-	rep := &BalanceReport{}
-	for _, arm := range []struct {
-		name string
-		on   bool
-	}{{"rebalance", false}, {"usage_balance", true}} {
-		if err := e.cl.SetPolicy(ctx, policy.NameUsageBalance, arm.on); err != nil {
-			return rep, err
-		}
-		o.Progress(fmt.Sprintf("%s: settling %s", arm.name, o.Settle))
-		if err := sleep(ctx, o.Settle); err != nil {
-			return rep, err
-		}
-		hc.Phase()
-		cc.Phase()
-		o.Progress(fmt.Sprintf("%s: measuring %s", arm.name, o.Window))
-		if err := sleep(ctx, o.Window); err != nil {
-			return rep, err
-		}
-		hh, he := hc.Phase()
-		ch, ce := cc.Phase()
-		a := Arm{Name: arm.name, HotOps: float64(hh.TotalCount()) / o.Window.Seconds(), ColdOps: float64(ch.TotalCount()) / o.Window.Seconds(),
-			HotP99: float64(hh.ValueAtQuantile(99)) / 1000, ColdP99: float64(ch.ValueAtQuantile(99)) / 1000, Errors: he + ce}
-		if a.Leaders, a.Predicted, err = e.placement(ctx); err != nil {
-			return rep, err
-		}
-		o.Progress(fmt.Sprintf("%s: hot %.0f ops/s (p99 %.1f ms), cold %.0f ops/s (p99 %.1f ms), leaders %v, predicted %v",
-			arm.name, a.HotOps, a.HotP99, a.ColdOps, a.ColdP99, a.Leaders, a.Predicted))
-		rep.Arms = append(rep.Arms, a)
+	if err := sleep(ctx, warm); err != nil {
+		return st, err
 	}
-	off, on := rep.Arms[0], rep.Arms[1]
-	if off.ColdOps > 0 {
-		rep.ColdGain = on.ColdOps/off.ColdOps - 1
+	hc.Phase()
+	cc.Phase()
+	if err := sleep(ctx, window); err != nil {
+		return st, err
 	}
-	if t := off.HotOps + off.ColdOps; t > 0 {
-		rep.TotalGain = (on.HotOps+on.ColdOps)/t - 1
+	hh, he := hc.Phase()
+	ch, ce := cc.Phase()
+	secs := window.Seconds()
+	st.HotOps, st.ColdOps = float64(hh.TotalCount())/secs, float64(ch.TotalCount())/secs
+	st.HotP99, st.ColdP99 = float64(hh.ValueAtQuantile(99))/1000, float64(ch.ValueAtQuantile(99))/1000
+	st.Errors = he + ce
+	slo := float64(o.SLOP99) / float64(time.Millisecond)
+	st.Meets = st.HotP99 <= slo && st.ColdP99 <= slo &&
+		st.HotOps >= o.SLOServed*rate*float64(o.HotRanges) && st.ColdOps >= o.SLOServed*rate*float64(o.ColdRanges)
+	var err error
+	st.Leaders, st.Predicted, err = e.placement(ctx)
+	return st, err
+}
+
+// lastDecision is the id of the decision log's newest entry (0: none, or the log is unreadable).
+func (e *env) lastDecision(ctx context.Context) uint64 {
+	ds, _, err := e.cl.Decisions(ctx)
+	if err != nil || len(ds) == 0 {
+		return 0
 	}
-	if ds, _, err := e.cl.Decisions(ctx); err == nil {
-		for _, d := range ds {
-			if d.Policy == policy.NameUsageBalance {
-				rep.Decisions++
-			}
+	return ds[len(ds)-1].ID
+}
+
+// decisionsAfter lists the decisions logged after id as "policy: operator".
+func (e *env) decisionsAfter(ctx context.Context, id uint64) []string {
+	ds, _, err := e.cl.Decisions(ctx)
+	if err != nil {
+		return []string{"decision log unreadable: " + err.Error()}
+	}
+	out := []string{}
+	for _, d := range ds {
+		if d.ID > id {
+			out = append(out, d.Policy+": "+d.Operator)
 		}
 	}
-	return rep, nil
+	return out
 }
 
 func tenantKey(t string, i int) []byte { return fmt.Appendf(nil, "%s/%08d", t, i) }
@@ -158,9 +261,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// twoTenants loads both tenants, splits each into Ranges ranges, and leads every cold range from
-// the first node and the hot ones from the others: by QPS the first node is the idlest, by usage
-// the busiest.
+// twoTenants splits each tenant into its ranges and loads it, compacted; the arms place the
+// leaders (placeLeaders). Merges, load splits and shed_leadership stay off throughout: the arms
+// compare two placements of the same ranges.
 func (e *env) twoTenants(ctx context.Context, o BalanceOptions) error {
 	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, e.cl, min(o.Nodes, 3)) }); err != nil {
 		return fmt.Errorf("replication: %w", err)
@@ -200,6 +303,17 @@ func (e *env) twoTenants(ctx context.Context, o BalanceOptions) error {
 		}
 		n.Eng.SetDeviceUnthrottled(false)
 	}
+	return nil
+}
+
+// placeLeaders leads the ranges as each arm starts: rebalance and usage_balance off, the first
+// node leading only cold ranges (leaderPlan), every node as many.
+func (e *env) placeLeaders(ctx context.Context, o BalanceOptions) error {
+	for _, p := range []string{policy.NameRebalance, policy.NameUsageBalance} {
+		if err := e.cl.SetPolicy(ctx, p, false); err != nil {
+			return fmt.Errorf("switch %s off: %w", p, err)
+		}
+	}
 	rs, err := e.cl.UserRanges(ctx)
 	if err != nil {
 		return err
@@ -208,24 +322,78 @@ func (e *env) twoTenants(ctx context.Context, o BalanceOptions) error {
 	for _, n := range e.c.Nodes() {
 		ids = append(ids, n.KV.NodeID())
 	}
-	// The first node leads every cold range; the hot ones fill the others up to the same count.
-	hotTurn := 0
+	var tenants []string
+	var ranges []*pb.RangeStatus
 	for _, r := range rs {
-		to := ids[0]
-		if tenantOf(r.GetDesc()) == "hot" {
-			to = ids[1+hotTurn%(len(ids)-1)]
-			hotTurn++
-		} else if tenantOf(r.GetDesc()) == "" {
-			continue
+		if t := tenantOf(r.GetDesc()); t != "" {
+			tenants = append(tenants, t)
+			ranges = append(ranges, r)
 		}
-		if r.GetLeaderNodeId() != to {
+	}
+	want := map[uint64]uint64{}
+	for i, n := range leaderPlan(tenants, len(ids)) {
+		r := ranges[i]
+		want[r.GetDesc().GetRangeId()] = ids[n]
+		if to := ids[n]; r.GetLeaderNodeId() != to {
 			if err := e.cl.TransferLeader(ctx, r.GetDesc().GetRangeId(), to); err != nil {
 				return fmt.Errorf("lead r%d from n%d: %w", r.GetDesc().GetRangeId(), to, err)
 			}
 		}
 	}
-	// rebalance is the baseline: on from here, as in a cluster where nobody tuned it.
-	return e.cl.SetPolicy(ctx, policy.NameRebalance, true)
+	// A transfer returns before every node's view has it: wait until the ranges list shows the plan
+	// (the arm reports the leaders it starts from either way).
+	_ = benchutil.WaitFor(ctx, 20*time.Second, func() bool {
+		rs, err := e.cl.UserRanges(ctx)
+		if err != nil {
+			return false
+		}
+		for _, r := range rs {
+			if to, ok := want[r.GetDesc().GetRangeId()]; ok && r.GetLeaderNodeId() != to {
+				return false
+			}
+		}
+		return true
+	})
+	return nil
+}
+
+// leaderPlan is the node (an index) that leads each range of tenants (each "hot" or "cold"): every
+// node leads as many (the ceiling of their mean), the first node only cold ones, the cold ones it
+// cannot take spread over the others first, then the hot ones on the nodes with the fewest.
+func leaderPlan(tenants []string, nodes int) []int {
+	per := (len(tenants) + nodes - 1) / nodes
+	out := make([]int, len(tenants))
+	count := make([]int, nodes)
+	next := 1 % nodes
+	for i, t := range tenants {
+		if t != "cold" {
+			continue
+		}
+		if count[0] < per {
+			out[i] = 0
+		} else {
+			out[i] = next
+			next = 1 + next%max(nodes-1, 1)
+		}
+		count[out[i]]++
+	}
+	for i, t := range tenants {
+		if t == "cold" {
+			continue
+		}
+		best := -1
+		for n := range nodes {
+			if count[n] < per && (best < 0 || count[n] < count[best]) {
+				best = n
+			}
+		}
+		if best < 0 {
+			best = nodes - 1
+		}
+		out[i] = best
+		count[best]++
+	}
+	return out
 }
 
 // tenantOf is the tenant whose keys a range holds ("" for neither): ranges start at the tenants'

@@ -3,6 +3,7 @@ package usage
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,5 +88,40 @@ func TestSums(t *testing.T) {
 	}
 	if a := sums(cs, 3, func(Check) bool { return true }); a.Checks != 3 || !near(a.UsageWorst, 1) || a.WorstCheck != "scan-heavy at 0/s" {
 		t.Fatalf("all: %+v", a)
+	}
+}
+
+// Every node leads as many ranges, the first only cold ones; the cold ones it cannot take spread
+// over the others, and the hot ones even out the counts.
+func TestLeaderPlan(t *testing.T) {
+	for _, c := range []struct {
+		hot, cold, nodes int
+		firstCold        int
+	}{{6, 6, 3, 4}, {6, 3, 3, 3}, {2, 6, 2, 4}, {9, 2, 3, 2}} {
+		var tenants []string
+		for range c.cold {
+			tenants = append(tenants, "cold")
+		}
+		for range c.hot {
+			tenants = append(tenants, "hot")
+		}
+		plan := leaderPlan(tenants, c.nodes)
+		count := make([]int, c.nodes)
+		coldOn := make([]int, c.nodes)
+		for i, n := range plan {
+			count[n]++
+			if tenants[i] == "cold" {
+				coldOn[n]++
+			}
+		}
+		if slices.Max(count)-slices.Min(count) > 1 {
+			t.Errorf("%+v: leaders per node %v, want as many", c, count)
+		}
+		if coldOn[0] != c.firstCold || coldOn[0] != count[0] && c.cold >= count[0] {
+			t.Errorf("%+v: the first node leads %d cold of %d, want %d and only cold", c, coldOn[0], count[0], c.firstCold)
+		}
+		if slices.Max(coldOn[1:])-slices.Min(coldOn[1:]) > 1 {
+			t.Errorf("%+v: cold ranges on the other nodes %v, want spread", c, coldOn[1:])
+		}
 	}
 }

@@ -68,15 +68,18 @@ var usageBalanceFlags usage.BalanceOptions
 
 var benchUsageBalanceCmd = &cobra.Command{
 	Use:   "usage-balance",
-	Short: "usage_balance against rebalance on two tenants that differ in cache behaviour",
+	Short: "usage_balance against rebalance on two tenants that differ in cache behaviour: throughput at a p99 SLO",
 	Long: `The balancer experiment of the usage model (Cruz 2016, §6.3), on in-process nodes with emulated
 disks: a hot tenant reads a few thousand records that every cache holds, a cold tenant reads
-uniformly over records far larger than a cache; every range is offered the same reads per second
-(--range-rate) and every node leads as many ranges, the first every cold one: by QPS and counts the
-cluster is balanced, by usage it is not. Paced clients of both tenants run through two arms of one
-run: rebalance alone (usage_balance off), then usage_balance on; each arm is measured after it
-settles. Prints JSON: each arm's throughput and p99 per tenant, the leaders by tenant and node, the
-nodes' predicted usage, and usage_balance's gain.`,
+uniformly over records far larger than a cache (its reads miss); every range is offered the same
+reads per second and every node leads as many ranges, the first only cold ones: by QPS and counts
+the cluster is balanced (rebalance leaves it so), by usage the first node carries most of the
+misses. Two arms of one run, each from that placement: rebalance alone (usage_balance off), then
+usage_balance on. Each settles at --settle-rate, then steps the offered rate a range through
+--range-rates until a step misses the SLO (each tenant's p99 ≤ --slo-p99 and ≥ --slo-served of its
+offered reads served); the arm's throughput at the SLO is its last step that met it. Prints JSON:
+every step's throughput and p99 per tenant, the leaders by tenant and node, the nodes' predicted
+usage, the decisions of each arm, and usage_balance's gain at the SLO.`,
 	Example: "  flock /tmp/bench.lock shoal bench usage-balance",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -95,12 +98,16 @@ func init() {
 	f.IntVar(&o.HotRecords, "hot-records", 2000, "records of the hot tenant")
 	f.IntVar(&o.ColdRecords, "cold-records", 30000, "records of the cold tenant")
 	f.IntVar(&o.HotRanges, "hot-ranges", 6, "ranges of the hot tenant")
-	f.IntVar(&o.ColdRanges, "cold-ranges", 3, "ranges of the cold tenant (all led by the first node at the start)")
-	f.Float64Var(&o.RangeRate, "range-rate", 150, "reads per second offered to every range")
+	f.IntVar(&o.ColdRanges, "cold-ranges", 6, "ranges of the cold tenant (the first node leads only cold ones at each arm's start)")
+	f.Float64SliceVar(&o.RangeRates, "range-rates", []float64{30, 45, 60, 80, 100, 130, 160, 200, 250}, "reads per second offered to every range at each step, ascending")
+	f.Float64Var(&o.SettleRate, "settle-rate", 60, "reads per second offered to every range while an arm settles")
 	f.IntVar(&o.Clients, "clients", 32, "paced clients per tenant")
 	f.Int64Var(&o.CacheBytes, "cache-bytes", 4<<20, "each node's block cache")
 	f.IntVar(&o.Device.IOPS, "iops", 400, "each node's emulated disk's operations per second")
-	f.DurationVar(&o.Settle, "settle", time.Minute, "each arm's run before its window")
-	f.DurationVar(&o.Window, "window", 30*time.Second, "each arm's measured window")
+	f.DurationVar(&o.Settle, "settle", 45*time.Second, "each arm's run at --settle-rate before its steps")
+	f.DurationVar(&o.Warm, "warm", 5*time.Second, "each step's run before its window")
+	f.DurationVar(&o.Window, "window", 15*time.Second, "each step's measured window")
+	f.DurationVar(&o.SLOP99, "slo-p99", 100*time.Millisecond, "the SLO: each tenant's p99 at most this")
+	f.Float64Var(&o.SLOServed, "slo-served", 0.95, "the SLO: each tenant served at least this share of its offered reads")
 	benchCmd.AddCommand(benchUsageBalanceCmd)
 }
