@@ -137,6 +137,9 @@ type Replica struct {
 	// before a restart, must not name one of its own.
 	nextProposalID uint64
 	proposals      map[uint64]*proposal
+	// confProposal is the id of the last configuration change proposed here; while it is in
+	// proposals raft holds it pending and would turn another conf change into an empty entry.
+	confProposal uint64
 	// appliedTerm is the term of the last entry applied (0 after a restart): a higher one resolves
 	// the orphaned proposals of the terms before it.
 	appliedTerm uint64
@@ -359,9 +362,10 @@ func (r *Replica) waitProposal(ctx context.Context, id uint64, p *proposal) (Res
 		return p.result, nil
 	case <-ctx.Done():
 		r.mu.Lock()
-		if p.gated == 0 {
-			// Ungated (system) proposals are forgotten: a conf change raft replaced by an empty entry
-			// would otherwise stay here forever and keep the range from quiescing.
+		if p.gated == 0 && id != r.confProposal {
+			// Ungated (system) proposals are forgotten, so that a lost one cannot keep the range from
+			// quiescing. A conf change stays until it applies or fails with its term: raft still holds
+			// it pending, and ChangeReplicas waits on it before proposing the next.
 			delete(r.proposals, id)
 		}
 		// A gated user write stays (and holds its share of the proposal gate) until it applies or
@@ -424,6 +428,7 @@ func (r *Replica) ChangeReplicas(ctx context.Context, newDesc *pb.RangeDescripto
 	}
 	p := &proposal{done: make(chan struct{}), term: r.rn.BasicStatus().GetTerm()}
 	r.proposals[id] = p
+	r.confProposal = id
 	r.mu.Unlock()
 	r.store.markReady(r)
 	_, err = r.waitProposal(ctx, id, p)
@@ -449,6 +454,9 @@ func (r *Replica) leaderErrLocked() error {
 // hung until its 10-s timeout (measured in the join scenario).
 func (r *Replica) confChangeAcceptedLocked() bool {
 	if len(r.log.ConfState().GetVotersOutgoing()) > 0 {
+		return false
+	}
+	if _, pending := r.proposals[r.confProposal]; pending {
 		return false
 	}
 	term, err := r.log.Term(r.applied)

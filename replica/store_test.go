@@ -942,4 +942,23 @@ func TestChangeReplicasWaitsUntilRaftTakesConfChanges(t *testing.T) {
 	if d := r.Desc(); len(d.Replicas) != 3 {
 		t.Fatalf("descriptor %v: want the two learners", d)
 	}
+	// A change that cannot commit (a second voter that never answers) stays pending in raft after
+	// its proposer gave up; the next one waits for it rather than being dropped by raft unseen.
+	d := r.Desc()
+	nd := proto.Clone(d).(*pb.RangeDescriptor)
+	nd.Replicas = append(nd.Replicas, &pb.ReplicaDescriptor{NodeId: 4, ReplicaId: nd.NextReplicaId})
+	nd.NextReplicaId, nd.Generation = nd.NextReplicaId+1, d.Generation+1
+	if err := r.ChangeReplicas(ctxT(t), nd, []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: proto.Uint64(nd.NextReplicaId - 1)}}); err != nil {
+		t.Fatalf("add a silent voter: %v", err)
+	}
+	short2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if err := addLearner(short2, 5); errCode(err) != pb.ErrorCode_TIMEOUT || !strings.Contains(err.Error(), "outcome unknown") {
+		t.Fatalf("conf change without a quorum: %v, want TIMEOUT (outcome unknown)", err)
+	}
+	short3, cancel3 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel3()
+	if err := addLearner(short3, 6); errCode(err) != pb.ErrorCode_TIMEOUT || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("conf change behind a pending one: %v, want TIMEOUT (not ready)", err)
+	}
 }
