@@ -45,25 +45,33 @@ func streamClusterOf(t *testing.T, n int, splits ...string) (*testcluster.Cluste
 	return c, cl, ctx
 }
 
-// placeReplica makes sure node holds a voter of key's range, moving a follower there if not.
+// placeReplica makes sure node holds a voter of key's range, moving a follower there if not. A
+// new node's join may move a replica of the range at the same time: the move then fails with
+// RANGE_MOVED and is planned again from the new descriptor.
 func placeReplica(t *testing.T, ctx context.Context, c *testcluster.Cluster, cl *client.Client, key string, node uint64) {
 	t.Helper()
-	rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var remove uint64
-	for _, r := range rs.Desc.Replicas {
-		if r.NodeId == node {
-			return
+	for attempt := 0; ; attempt++ {
+		rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if r.NodeId != rs.LeaderNodeId {
-			remove = r.NodeId
+		if replicaOnNode(rs.Desc, node) {
+			break
 		}
-	}
-	resp, err := c.Nodes[0].Node.RelocateReplica(ctx, &pb.RelocateReplicaRequest{RangeId: rs.Desc.RangeId, AddNodeId: node, RemoveNodeId: remove})
-	if err != nil || resp.GetError() != nil {
-		t.Fatalf("move range %d's replica from node %d to node %d: %v %v", rs.Desc.RangeId, remove, node, err, resp.GetError())
+		var remove uint64
+		for _, r := range rs.Desc.Replicas {
+			if r.NodeId != rs.LeaderNodeId {
+				remove = r.NodeId
+			}
+		}
+		resp, err := c.Nodes[0].Node.RelocateReplica(ctx, &pb.RelocateReplicaRequest{RangeId: rs.Desc.RangeId, AddNodeId: node, RemoveNodeId: remove})
+		if err == nil && resp.GetError().GetCode() == pb.ErrorCode_RANGE_MOVED && attempt < 5 {
+			continue
+		}
+		if err != nil || resp.GetError() != nil {
+			t.Fatalf("move range %d's replica from node %d to node %d: %v %v", rs.Desc.RangeId, remove, node, err, resp.GetError())
+		}
+		break
 	}
 	testcluster.WaitFor(t, 30*time.Second, "the moved replica in the range's status", func() bool {
 		rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
@@ -96,6 +104,15 @@ func moveLeader(t *testing.T, ctx context.Context, c *testcluster.Cluster, cl *c
 		rs, err := testcluster.RangeOf(ctx, cl, []byte(key))
 		return err == nil && rs.LeaderNodeId == node
 	})
+}
+
+func replicaOnNode(d *pb.RangeDescriptor, node uint64) bool {
+	for _, r := range d.Replicas {
+		if r.NodeId == node {
+			return true
+		}
+	}
+	return false
 }
 
 func streamStats(c *testcluster.Cluster) (local, remote uint64) {

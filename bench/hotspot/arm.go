@@ -241,7 +241,9 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 		a.NodeReadOps = append(a.NodeReadOps, math.Round(float64(st.ReadOps-before[i].ReadOps)/el))
 		a.NodeWriteOps = append(a.NodeWriteOps, math.Round(float64(st.WriteOps-before[i].WriteOps)/el))
 	}
-	a.WindowP99Ms, a.Reads, a.Errors = x.w.windows(start, end)
+	// The windows span the hot spot and its tail as planned, not as slept: on a loaded host the
+	// sleeps and the sampler's stop overrun, and an overrun would add a window to one arm only.
+	a.WindowP99Ms, a.Reads, a.Errors = x.w.windows(start, start.Add(d+x.o.Tail))
 	for _, p := range a.WindowP99Ms {
 		a.PenaltyMs += max(0, p-float64(x.slo.Microseconds())/1000)
 	}
