@@ -27,6 +27,7 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/pb"
 	planusage "github.com/shoaldb/shoal/plan/usage"
 	"github.com/shoaldb/shoal/storage/emudisk"
@@ -245,8 +246,10 @@ func start(ctx context.Context, dir string, o Options) (*env, error) {
 	// own cost at their hit ratio.
 	cfg.Hints.Off = true
 	// A histogram of the last 10–20 s: each accuracy workload runs longer than that before it is
-	// measured, so that the prediction is the workload's, not the one before's.
-	cfg.Access.Window = 10 * time.Second
+	// measured, so that the prediction is the workload's, not the one before's. So short a window
+	// needs more samples than the nodes' default (1 read in 16 over 1–2 min): 1 read in 4, and room
+	// for every block of a 64-MiB range.
+	cfg.Access = accessstats.Config{Window: 10 * time.Second, SampleEvery: 4, MaxKeys: 1024, MaxSlots: 1 << 15}
 	dev := o.Device
 	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20,
 		Device: &dev, Config: cfg})
