@@ -3853,8 +3853,13 @@ type RangeLoad struct {
 	ScanBlocksQps             float64   `protobuf:"fixed64,20,opt,name=scan_blocks_qps,json=scanBlocksQps,proto3" json:"scan_blocks_qps,omitempty"`
 	HistRates                 []float64 `protobuf:"fixed64,21,rep,packed,name=hist_rates,json=histRates,proto3" json:"hist_rates,omitempty"`
 	HistBlocks                []float64 `protobuf:"fixed64,22,rep,packed,name=hist_blocks,json=histBlocks,proto3" json:"hist_blocks,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// Stream events the leader's tasks applied in the range since its previous report (events/s), and
+	// a uniform sample of their keys (stream_align's input: where in the range the stream's load is).
+	StreamEventsQps    float64  `protobuf:"fixed64,23,opt,name=stream_events_qps,json=streamEventsQps,proto3" json:"stream_events_qps,omitempty"`
+	StreamSampleKeys   [][]byte `protobuf:"bytes,24,rep,name=stream_sample_keys,json=streamSampleKeys,proto3" json:"stream_sample_keys,omitempty"`
+	StreamSampleCounts []uint32 `protobuf:"varint,25,rep,packed,name=stream_sample_counts,json=streamSampleCounts,proto3" json:"stream_sample_counts,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -4037,6 +4042,27 @@ func (x *RangeLoad) GetHistRates() []float64 {
 func (x *RangeLoad) GetHistBlocks() []float64 {
 	if x != nil {
 		return x.HistBlocks
+	}
+	return nil
+}
+
+func (x *RangeLoad) GetStreamEventsQps() float64 {
+	if x != nil {
+		return x.StreamEventsQps
+	}
+	return 0
+}
+
+func (x *RangeLoad) GetStreamSampleKeys() [][]byte {
+	if x != nil {
+		return x.StreamSampleKeys
+	}
+	return nil
+}
+
+func (x *RangeLoad) GetStreamSampleCounts() []uint32 {
+	if x != nil {
+		return x.StreamSampleCounts
 	}
 	return nil
 }
@@ -8832,7 +8858,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x13MaintenanceResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xb3\x06\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xbf\a\n" +
 	"\tRangeLoad\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x19\n" +
@@ -8859,7 +8885,10 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\n" +
 	"hist_rates\x18\x15 \x03(\x01R\thistRates\x12\x1f\n" +
 	"\vhist_blocks\x18\x16 \x03(\x01R\n" +
-	"histBlocks\"\x0e\n" +
+	"histBlocks\x12*\n" +
+	"\x11stream_events_qps\x18\x17 \x01(\x01R\x0fstreamEventsQps\x12,\n" +
+	"\x12stream_sample_keys\x18\x18 \x03(\fR\x10streamSampleKeys\x120\n" +
+	"\x14stream_sample_counts\x18\x19 \x03(\rR\x12streamSampleCounts\"\x0e\n" +
 	"\fNodesRequest\"\\\n" +
 	"\rNodesResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12'\n" +
