@@ -53,8 +53,11 @@ type Options struct {
 	// ValidateRates, when set, runs the accuracy experiment after training: every workload at each
 	// of these offered rates (ops/s), predicted against measured.
 	ValidateRates []float64
-	Device        emudisk.Options
-	Progress      func(string)
+	// ValidateWarm is each accuracy workload's run at its first rate before its probes: longer
+	// than the histograms remember (10–20 s). Default 25 s.
+	ValidateWarm time.Duration
+	Device       emudisk.Options
+	Progress     func(string)
 }
 
 // Defaults fills the zero fields.
@@ -88,6 +91,9 @@ func (o Options) Defaults() Options {
 	}
 	if o.ScanRows <= 0 {
 		o.ScanRows = 100
+	}
+	if o.ValidateWarm <= 0 {
+		o.ValidateWarm = 25 * time.Second
 	}
 	// An emulated disk without the page cache; each budget not given takes the scenarios' default.
 	d := &o.Device
@@ -615,13 +621,13 @@ func (e *env) workloads(ctx context.Context) []struct {
 	}
 }
 
-// validate runs every workload, first for 25 s at the first rate — longer than the nodes'
+// validate runs every workload, first for ValidateWarm at the first rate — longer than the nodes'
 // histograms remember (10–20 s), so that each workload is predicted from its own reads only and
 // the caches hold its blocks — then probes it at every rate.
 func (e *env) validate(ctx context.Context, rates []float64) ([]validated, error) {
 	var out []validated
 	for _, w := range e.workloads(ctx) {
-		e.run(ctx, w.op, rates[0], 25*time.Second)
+		e.run(ctx, w.op, rates[0], e.o.ValidateWarm)
 		for _, rate := range rates {
 			p, err := e.probe(ctx, w.name, rate, w.op)
 			if err != nil {
