@@ -287,6 +287,10 @@ type Range struct {
 	Latency *LatencyHistogram
 	// Access is the leader's access statistics for the usage model (usage.go); nil: not reported.
 	Access *Access
+	// StreamQPS are the stream events the leader's tasks applied in the range a second (node/streamhost);
+	// StreamSample a uniform sample of their keys in the last window (nil: none reported).
+	StreamQPS    float64
+	StreamSample *KeySample
 }
 
 // QPS is read plus write requests per second.

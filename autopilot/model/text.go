@@ -21,6 +21,7 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	       [cache=64MiB/4KiB]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [replica-reads=300] [writes=500] [system] [fenced]
 //	        [latency=990@2ms,10@40ms] [hist=50x100,0.5x20000] [hits=90/100] [scanblocks=300]
+//	        [stream=3000] [stream-keys=c*40,d*10]
 //	lead-zone [[a,m)] ZONE
 //
 // A node is live and heard from at "now" unless stated otherwise: "down" is not live and silent for
@@ -32,7 +33,8 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // start or end is open. A range's leader defaults to its first voter. cache= is a node's block cache
 // and block size; hist= a range's block-access histogram (RATExBLOCKS: BLOCKS blocks read RATE times
 // a second each), hits= its measured point reads served from the cache, scanblocks= the blocks its
-// scans read a second (usage.go). lead-zone asks that the ranges
+// scans read a second (usage.go); stream= the stream events its leader's tasks applied a second and
+// stream-keys= a sample of their keys, KEY*COUNT (stream.go). lead-zone asks that the ranges
 // of the span (without one: every range) be led in ZONE.
 func ParseCluster(text string) (*Cluster, error) {
 	p := &textParser{now: TextEpoch}
@@ -256,6 +258,10 @@ func (p *textParser) rangeItem(f []string) error {
 			if r.Bytes, err = ParseBytes(v); err != nil {
 				return fmt.Errorf("bytes: %v", err)
 			}
+		case "stream", "stream-keys":
+			if err := parseStream(r, k, v); err != nil {
+				return err
+			}
 		case "hist", "hits", "scanblocks":
 			if err := parseAccess(r, k, v); err != nil {
 				return err
@@ -314,6 +320,9 @@ func (p *textParser) cluster() *Cluster {
 	for _, r := range p.ranges {
 		if r.Latency != nil {
 			r.Latency.At = p.now
+		}
+		if r.StreamSample != nil {
+			r.StreamSample.At = p.now
 		}
 	}
 	c := NewCluster(p.now, p.nodes, p.ranges)
@@ -459,6 +468,9 @@ func (c *Cluster) Format() string {
 		}
 		if r.ScanQPS != 0 {
 			fmt.Fprintf(&b, " scans=%g", r.ScanQPS)
+		}
+		if r.StreamQPS != 0 {
+			fmt.Fprintf(&b, " stream=%g", r.StreamQPS)
 		}
 		if r.System {
 			b.WriteString(" system")

@@ -25,6 +25,7 @@ const (
 	MetricNodeReplicas  Metric = "node.replicas"     // replicas on From
 	MetricSpanMaxQPS    Metric = "span.max-qps"      // highest QPS of a range in [Start, End)
 	MetricSpanRanges    Metric = "span.ranges"       // number of ranges in [Start, End)
+	MetricSpanMaxStream Metric = "span.max-events"   // highest stream events/s of a range in [Start, End)
 	// MetricProfileMatched is the share of the served load (leaders' QPS) whose range's class, from
 	// its mix now, is the engine profile of its leader's node (node profiles).
 	MetricProfileMatched Metric = "profile.matched"
@@ -74,7 +75,7 @@ func formatValue(m Metric, v float64) string {
 	if m == MetricProfileMatched || m == MetricUsageGap {
 		return fmt.Sprintf("%.0f%%", 100*v)
 	}
-	if v == math.Trunc(v) || m == MetricSpanMaxQPS || m == MetricQPSGap {
+	if v == math.Trunc(v) || m == MetricSpanMaxQPS || m == MetricSpanMaxStream || m == MetricQPSGap {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
@@ -153,6 +154,12 @@ func Measure(b Benefit, c *model.Cluster) (value float64, detail string, ok bool
 			100*Imbalance(left, right)), true
 	case MetricSpanRanges:
 		return float64(len(c.RangesIn(b.Start, b.End))), "", true
+	case MetricSpanMaxStream:
+		hi, n := 0.0, 0
+		for _, r := range c.RangesIn(b.Start, b.End) {
+			hi, n = math.Max(hi, r.StreamQPS), n+1
+		}
+		return hi, fmt.Sprintf("%d ranges", n), n > 0
 	case MetricProfileMatched:
 		matched, total := ProfileMatched(c)
 		if total <= 0 {

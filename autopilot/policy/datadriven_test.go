@@ -25,7 +25,7 @@ import (
 // Commands:
 //
 //	new [factor=N] [qps-threshold=Q] [dead-after=D] [ranking=R] [join=S] [join-order=O] [join-sender=S] [serve-at-end=B]
-//	    [profile-sample=D] [profile-samples=N] [hotspot-slo=D] [hotspot-seed=DUR:on|off:PENALTY/...]
+//	    [profile-sample=D] [profile-samples=N] [hotspot-slo=D] [hotspot-seed=DUR:on|off:PENALTY/...] [on=NAME]
 //	                                                   fresh policies (state and switches) and no pending operators
 //	cluster                                            replace the cluster with the one in the input (policy state is kept)
 //	switch NAME=on|off ...                             flip policy switches
@@ -80,6 +80,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 	case "new":
 		var cfg Config
 		var seed []hotspot.Point
+		var on []string
 		for _, a := range td.CmdArgs {
 			v := a.SingleVal(t)
 			var err error
@@ -108,6 +109,8 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 				cfg.Hotspot.SLO, err = time.ParseDuration(v)
 			case "hotspot-seed":
 				seed, err = parseHotspotSeed(v)
+			case "on":
+				on = append(on, v)
 			default:
 				return "", fmt.Errorf("unknown argument %q", a.Key)
 			}
@@ -116,6 +119,11 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 			}
 		}
 		h.reset(cfg)
+		for _, name := range on {
+			if err := h.reg.Set(name, true); err != nil {
+				return "", err
+			}
+		}
 		if len(seed) > 0 {
 			hs := h.reg.Policy(NameHotspot).(*HotspotOffload)
 			hs.Seed(seed)

@@ -96,6 +96,8 @@ type Config struct {
 	LeasePreference LeasePreferenceConfig
 	NodeProfiles    NodeProfilesConfig
 	UsageBalance    UsageBalanceConfig
+	// StreamAlign configures stream_align (stream tasks' coordinated elasticity).
+	StreamAlign StreamAlignConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -118,6 +120,7 @@ func (c Config) WithDefaults() Config {
 	c.LeasePreference = c.LeasePreference.withDefaults()
 	c.NodeProfiles = c.NodeProfiles.withDefaults()
 	c.UsageBalance = c.UsageBalance.withDefaults()
+	c.StreamAlign = c.StreamAlign.withDefaults()
 	c.MaxDiskUse = withDefaultDiskUse(c.MaxDiskUse)
 	return c
 }
@@ -194,6 +197,9 @@ var builtins = []builtin{
 	{NameShed, true, func(cfg Config, _ *SplitMemory) Policy { return NewShed(cfg.Shed) }},
 	{NameJoin, true, func(cfg Config, _ *SplitMemory) Policy { return NewIncrementalJoin(cfg.Join, cfg.Replicate.Factor) }},
 	{NameLoadSplit, true, func(cfg Config, s *SplitMemory) Policy { return NewLoadSplit(cfg.LoadSplit, s) }},
+	// Off until the Linear Road arms (docs/design/streams.md) show what it buys: its splits may cut a
+	// handler's writes away from its event's key (CROSS_RANGE).
+	{NameStreamAlign, false, func(cfg Config, s *SplitMemory) Policy { return NewStreamAlign(cfg.StreamAlign, s) }},
 	{NameMerge, true, func(cfg Config, s *SplitMemory) Policy { return NewMerge(cfg.Merge, s) }},
 	// Inert until an operator sets a zone preference (`shoal admin zone-config`).
 	{NameLeasePreference, true, func(cfg Config, _ *SplitMemory) Policy { return NewLeasePreference(cfg.LeasePreference) }},

@@ -1,0 +1,260 @@
+package policy
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+)
+
+// NameStreamAlign is the stream alignment controller's switch.
+const NameStreamAlign = "stream_align"
+
+// StatusFollows is the status of stream_align's notes: a stream's tasks follow another policy's move.
+const StatusFollows = "tasks follow"
+
+// StreamAlignConfig configures stream_align.
+type StreamAlignConfig struct {
+	// EventsThreshold is the stream load (events a second a range's tasks apply) above which the range
+	// is split where the events are. Default 2000.
+	EventsThreshold float64
+	// HotFor is how long a range must stay above the threshold before it is split. Default 5s.
+	HotFor time.Duration
+	// MinSamples is how many sampled events the recent windows must hold before a split. Default 256.
+	MinSamples uint64
+	// RecentWindows is how many recent windows of sampled event keys are kept. Default 5.
+	RecentWindows int
+	// MaxPredictedImbalance: no split if the samples put the halves' events further apart than this
+	// (one hot key cannot be split). Default 0.25.
+	MaxPredictedImbalance float64
+}
+
+func (c StreamAlignConfig) withDefaults() StreamAlignConfig {
+	if c.EventsThreshold <= 0 {
+		c.EventsThreshold = 2000
+	}
+	if c.HotFor <= 0 {
+		c.HotFor = 5 * time.Second
+	}
+	if c.MinSamples == 0 {
+		c.MinSamples = 256
+	}
+	if c.RecentWindows <= 0 {
+		c.RecentWindows = 5
+	}
+	if c.MaxPredictedImbalance <= 0 {
+		c.MaxPredictedImbalance = 0.25
+	}
+	return c
+}
+
+// StreamAlign is the alignment controller of stream tasks with ranges (Papaioannou's Amoeba, ch. 5
+// §5.4.4–5.4.5). In Shoal a job's task for a range runs at the range's leader because the producer
+// routes each event there (node/streamhost), so tasks follow every split, merge and leadership move
+// without being moved; what the controller adds is coordinated elasticity:
+//
+//   - The job's scale-out: a range whose tasks apply more than EventsThreshold events a second for
+//     HotFor is split at the median key of its recent events (from the leader's sample of event keys,
+//     as load_split does with requests), so the stream's load, not the range's size or request mix,
+//     decides where a second task starts. Both halves stay at the leader; rebalance spreads them.
+//   - The store's scale-out: when a node joins, incremental_join moves replicas to it, hottest range
+//     first, a replica then its leadership (replica-then-promote), and rebalance evens out the
+//     leaderships after; the range's task moves with the leadership. The controller does not
+//     duplicate those moves: it notes in the decision log each operator that carries a stream range's
+//     leadership (StatusFollows), so the tasks' move is accounted for.
+//
+// Its splits are remembered in the SplitMemory shared with load_split and merge, so merge leaves
+// them alone for a while. It never proposes for a range that has an operator pending.
+type StreamAlign struct {
+	cfg    StreamAlignConfig
+	splits *SplitMemory
+	ranges map[uint64]*streamRange
+	noted  map[*operator.Operator]bool
+	notes  []Note
+}
+
+type streamRange struct {
+	start, end []byte
+	hotSince   time.Time
+	lastSample time.Time
+	recent     []*model.KeySample
+}
+
+// NewStreamAlign returns the stream_align policy remembering its splits in splits (may be nil).
+func NewStreamAlign(cfg StreamAlignConfig, splits *SplitMemory) *StreamAlign {
+	if splits == nil {
+		splits = NewSplitMemory()
+	}
+	return &StreamAlign{cfg: cfg.withDefaults(), splits: splits, ranges: map[uint64]*streamRange{},
+		noted: map[*operator.Operator]bool{}}
+}
+
+// Name implements Policy.
+func (p *StreamAlign) Name() string { return NameStreamAlign }
+
+// TakeNotes implements Noter.
+func (p *StreamAlign) TakeNotes() []Note {
+	out := p.notes
+	p.notes = nil
+	return out
+}
+
+// Propose implements Policy.
+func (p *StreamAlign) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	v := newView(c, pending)
+	defer v.release()
+	p.noteMoves(c, pending)
+	seen := map[uint64]bool{}
+	var out []*operator.Operator
+	for _, r := range c.Ranges {
+		st := p.ranges[r.ID]
+		if r.System || (st == nil && r.StreamQPS == 0) {
+			continue
+		}
+		seen[r.ID] = true
+		if st == nil || !bytes.Equal(st.start, r.StartKey) || !bytes.Equal(st.end, r.EndKey) {
+			st = &streamRange{start: r.StartKey, end: r.EndKey} // new, or split or merged: start over
+			p.ranges[r.ID] = st
+		}
+		if s := r.StreamSample; s != nil && s.At.After(st.lastSample) {
+			st.lastSample = s.At
+			st.recent = append(st.recent, s)
+			if len(st.recent) > p.cfg.RecentWindows {
+				st.recent = st.recent[len(st.recent)-p.cfg.RecentWindows:]
+			}
+		}
+		if r.StreamQPS < p.cfg.EventsThreshold {
+			st.hotSince = time.Time{}
+			continue
+		}
+		if st.hotSince.IsZero() {
+			st.hotSince = c.Now
+		}
+		if v.busy[r.ID] || c.Now.Sub(st.hotSince) < p.cfg.HotFor {
+			continue
+		}
+		if op := p.split(c, r, st); op != nil {
+			p.splits.Remember(op.Steps[0].(operator.Split).Key, c.Now)
+			delete(p.ranges, r.ID)
+			v.add(op)
+			out = append(out, op)
+		}
+	}
+	for id := range p.ranges {
+		if !seen[id] {
+			delete(p.ranges, id)
+		}
+	}
+	return out
+}
+
+// split proposes r's split at the median key of its recent stream events, or nil when the samples are
+// too few or the median cannot halve the events (a hot key).
+func (p *StreamAlign) split(c *model.Cluster, r *model.Range, st *streamRange) *operator.Operator {
+	var size uint64
+	for _, s := range st.recent {
+		size += s.Size()
+	}
+	if size < p.cfg.MinSamples {
+		return nil
+	}
+	// Events come in whole keys: the median key goes to the right half, or (split after it, at the next
+	// sampled key) to the left; whichever halves the events better.
+	var key []byte
+	left := 0.0
+	for _, k := range medianKeys(st.recent, size) {
+		k = roundSplitKey(k, st.recent)
+		if bytes.Compare(k, r.StartKey) <= 0 || !r.ContainsKey(k) {
+			continue
+		}
+		if l := fractionBelow(st.recent, k); key == nil || operator.Imbalance(l, 1-l) < operator.Imbalance(left, 1-left) {
+			key, left = k, l
+		}
+	}
+	if key == nil || operator.Imbalance(left, 1-left) > p.cfg.MaxPredictedImbalance {
+		return nil
+	}
+	q := r.StreamQPS
+	lq, rq := q*left, q*(1-left)
+	op := operator.NewSplit(NameStreamAlign, c.Now, r, key, fmt.Sprintf(
+		"r%d's stream tasks applied %s events/s (threshold %s) for %s; split at the median of %d sampled "+
+			"events' keys, %s (%s of the events left of it): a second task starts there, at the same leader "+
+			"until rebalance moves a half", r.ID, fmtRate(q), fmtRate(p.cfg.EventsThreshold),
+		roundDur(c.Now.Sub(st.hotSince)), size, model.FormatKey(key), pct(left)))
+	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricSpanMaxStream, Span: r.Span(), Before: q,
+		Delta: math.Max(lq, rq) - q, Detail: fmt.Sprintf("left ≈ %s events/s, right ≈ %s", fmtRate(lq), fmtRate(rq)),
+		Start: r.StartKey, End: r.EndKey, Key: key}
+	return op
+}
+
+// medianKeys are the key of the size/2-th sampled event over samples, in key order, and the next
+// sampled key after it (if any).
+func medianKeys(samples []*model.KeySample, size uint64) [][]byte {
+	var all []model.KeyCount
+	for _, s := range samples {
+		all = append(all, s.Keys...)
+	}
+	slices.SortFunc(all, func(a, b model.KeyCount) int { return bytes.Compare(a.Key, b.Key) })
+	half, n := size/2, uint64(0)
+	for i, kc := range all {
+		if n += uint64(kc.Count); n > half {
+			for _, next := range all[i+1:] {
+				if !bytes.Equal(next.Key, kc.Key) {
+					return [][]byte{kc.Key, next.Key}
+				}
+			}
+			return [][]byte{kc.Key}
+		}
+	}
+	return nil
+}
+
+// noteMoves notes, once per operator, each pending operator of another policy that hands the
+// leadership of a range with stream load to another node (a join's, rebalance's, a drain's): the
+// range's tasks move with that leadership, since events are routed to the leader. A move that leaves
+// the leadership where it is moves no task and is not noted.
+func (p *StreamAlign) noteMoves(c *model.Cluster, pending []*operator.Operator) {
+	live := make(map[*operator.Operator]bool, len(pending))
+	for _, op := range pending {
+		live[op] = true
+		if op.Policy == NameStreamAlign || p.noted[op] {
+			continue
+		}
+		r := c.Range(op.RangeID)
+		if r == nil || r.StreamQPS == 0 {
+			continue
+		}
+		var to uint64
+		for n, d := range op.Influence {
+			if d.Leaders > 0 {
+				to = n
+			}
+		}
+		if to == 0 {
+			continue
+		}
+		p.noted[op] = true
+		how := "its leadership moves to a replica already there"
+		if op.Kind != operator.KindTransferLeader {
+			how = "a replica is added there first, then the leadership moves"
+		}
+		p.notes = append(p.notes, Note{What: fmt.Sprintf("r%d's stream tasks (%s events/s) move to n%d with its leadership",
+			r.ID, fmtRate(r.StreamQPS), to), Status: StatusFollows, Why: fmt.Sprintf(
+			"%s: %s (%s); events are routed to the leader, so the tasks start at n%d when the leadership does",
+			op.Policy, how, op.Reason, to)})
+	}
+	for op := range p.noted {
+		if !live[op] {
+			delete(p.noted, op)
+		}
+	}
+}
+
+// fmtRate formats an events-per-second rate.
+func fmtRate(q float64) string {
+	return fmt.Sprintf("%.0f", q)
+}
