@@ -213,6 +213,9 @@ func TestTable(t *testing.T) {
 		if s.Schedule() == "" {
 			t.Errorf("scenario %s: no schedule", s.Name)
 		}
+		if s.Pace < 0 || s.Pace >= 1 { // a paced load offers a share of what the closed loop reached
+			t.Errorf("scenario %s: pace %v, want a share in (0, 1) or 0 for a closed loop", s.Name, s.Pace)
+		}
 	}
 	want := "backup compaction compaction-50 decommission join join-surge leader-transfer move node-kill read-hints read-hints-cache-8m " +
 		"read-hints-fraction read-hints-kill read-hints-overhead"

@@ -158,7 +158,7 @@ func init() {
 	f.IntVar(&scenarioFlags.records, "records", 0, "records loaded before the workload (default: the scenario's)")
 	f.IntVar(&scenarioFlags.threads, "threads", 0, "workload threads (default: the scenario's)")
 	f.Float64Var(&scenarioFlags.rate, "rate", 0, "after the warm-up, offer this many operations a second across the threads instead of a closed loop "+
-		"(default: the scenario's; compaction, compaction-50 and backup offer 60 % of the throughput the first run's warm-up reached)")
+		"(default: the scenario's; compaction and backup offer 60 % of the throughput the first run's warm-up reached, compaction-50 45 %)")
 	f.IntVar(&scenarioFlags.surgeThreads, "surge-threads", 0, "client threads the load surge adds (join-surge; default 8: 16 -> 24)")
 	f.IntVar(&scenarioFlags.splits, "splits", 0, "pre-split the key space into this many equal ranges after loading (default: the scenario's; in the join scenarios a range is the unit of a move)")
 	f.BoolVar(&scenarioFlags.list, "list", false, "list the scenarios")
