@@ -69,7 +69,7 @@ type Arm struct {
 	// AtSLORate a range.
 	AtSLO     float64 `json:"ops_at_slo"`
 	AtSLORate float64 `json:"range_rate_at_slo"`
-	// Moves are the decisions logged during the arm ("policy: operator").
+	// Moves are the decisions logged during the arm ("policy: operator — reason").
 	Moves []string `json:"moves"`
 }
 
@@ -235,7 +235,7 @@ func (e *env) lastDecision(ctx context.Context) uint64 {
 	return ds[len(ds)-1].ID
 }
 
-// decisionsAfter lists the decisions logged after id as "policy: operator".
+// decisionsAfter lists the decisions logged after id as "policy: operator — reason".
 func (e *env) decisionsAfter(ctx context.Context, id uint64) []string {
 	ds, _, err := e.cl.Decisions(ctx)
 	if err != nil {
@@ -244,7 +244,7 @@ func (e *env) decisionsAfter(ctx context.Context, id uint64) []string {
 	out := []string{}
 	for _, d := range ds {
 		if d.ID > id {
-			out = append(out, d.Policy+": "+d.Operator)
+			out = append(out, d.Policy+": "+d.Operator+" — "+d.Reason)
 		}
 	}
 	return out
