@@ -182,6 +182,8 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 		return h.steady(t, td), nil
 	case "usage":
 		return h.usage(), nil
+	case "rekey-plan":
+		return h.rekeyPlan(td)
 	case "search":
 		var id uint64
 		td.ScanArgs(t, "range", &id)
@@ -194,6 +196,24 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) (string, error) {
 			st.Switches, model.FormatKey(st.Key)), nil
 	}
 	return "", fmt.Errorf("unknown command %q", td.Cmd)
+}
+
+// rekeyPlan hands the rekey policy a plan: "rekey-plan r2=n3 r5=n1".
+func (h *harness) rekeyPlan(td *datadriven.TestData) (string, error) {
+	var ls []Placement
+	for _, a := range td.CmdArgs {
+		var l Placement
+		if _, err := fmt.Sscanf(a.Key+"="+a.Vals[0], "r%d=n%d", &l.Range, &l.Node); err != nil {
+			return "", fmt.Errorf("placement %q: want rN=nM: %w", a.Key, err)
+		}
+		ls = append(ls, l)
+	}
+	queued, inPlace, refused := h.reg.Policy(NameRekey).(*Rekey).Request(h.c, ls, "re-key t: planned")
+	out := fmt.Sprintf("queued %d, in place %d, refused %d\n", queued, inPlace, len(refused))
+	for _, r := range refused {
+		out += "  " + r + "\n"
+	}
+	return out, nil
 }
 
 func (h *harness) propose(only string) []*operator.Operator {

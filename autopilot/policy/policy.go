@@ -3,7 +3,8 @@
 // empty a decommissioning node (decommission), move leaderships off a draining node (drain), split ranges
 // by load (load_split), merge small cold neighbours (merge), even out replicas, bytes, leaderships and
 // served load across nodes (rebalance), move leaderships off a node before its heavy background task
-// (shed_leadership), bring a new node in range by range (incremental_join), lead ranges in the zone
+// (shed_leadership), lead a re-key's new ranges where its plan put them (rekey), bring a new node in
+// range by range (incremental_join), lead ranges in the zone
 // an operator prefers (lease_preference), carry the read hints
 // switch (read_hints), and (off by default) add read replicas (read_replicas), offload hot spots
 // (hotspot_offload), give node groups engine profiles that suit their ranges (node_profiles) and pack
@@ -98,6 +99,8 @@ type Config struct {
 	UsageBalance    UsageBalanceConfig
 	// StreamAlign configures stream_align (stream tasks' coordinated elasticity).
 	StreamAlign StreamAlignConfig
+	// Rekey configures rekey (a re-key's planned leaderships).
+	Rekey RekeyConfig
 	// MaxDiskUse is the share of a node's disk beyond which no policy places a replica on it. Default 0.95.
 	MaxDiskUse float64
 }
@@ -121,6 +124,7 @@ func (c Config) WithDefaults() Config {
 	c.NodeProfiles = c.NodeProfiles.withDefaults()
 	c.UsageBalance = c.UsageBalance.withDefaults()
 	c.StreamAlign = c.StreamAlign.withDefaults()
+	c.Rekey = c.Rekey.withDefaults()
 	c.MaxDiskUse = withDefaultDiskUse(c.MaxDiskUse)
 	return c
 }
@@ -195,6 +199,8 @@ var builtins = []builtin{
 	{NameDecommission, true, func(cfg Config, _ *SplitMemory) Policy { return NewDecommission(cfg.Decommission, cfg.MaxDiskUse) }},
 	{NameDrain, true, func(cfg Config, _ *SplitMemory) Policy { return NewDrain(cfg.Drain) }},
 	{NameShed, true, func(cfg Config, _ *SplitMemory) Policy { return NewShed(cfg.Shed) }},
+	// Inert until a re-key hands over its plan (`shoal table rekey`).
+	{NameRekey, true, func(cfg Config, _ *SplitMemory) Policy { return NewRekey(cfg.Rekey) }},
 	{NameJoin, true, func(cfg Config, _ *SplitMemory) Policy { return NewIncrementalJoin(cfg.Join, cfg.Replicate.Factor) }},
 	{NameLoadSplit, true, func(cfg Config, s *SplitMemory) Policy { return NewLoadSplit(cfg.LoadSplit, s) }},
 	// Off until the Linear Road arms (docs/design/streams.md) show what it buys: its splits may cut a
