@@ -46,6 +46,12 @@ func TestTaskChecks(t *testing.T) {
 			t.Errorf("%s: %v, want task_window pass and event_heavier %s", tc.name, cs, tc.verdict)
 		}
 	}
+	// A backup rewrites nothing: compactions its node ran in the window do not make it heavier.
+	backup := compacted(0, 9<<20, 2)
+	backup.Events = []EventMark{{T: 40, EndT: 60, Label: string(BackupBusiest), Task: true}}
+	if cs := taskChecks(backup, 10, true); len(cs) != 2 || cs[1].Verdict != report.Fail {
+		t.Errorf("backup judged by its node's compactions: %v, want event_heavier fail", cs)
+	}
 	unfinished := &RunReport{Task: &TaskWindow{Missing: "the task was still running when the run ended"}}
 	if cs := taskChecks(unfinished, 10, true); len(cs) != 1 || cs[0].Verdict != report.Fail || cs[0].Note == "" {
 		t.Errorf("unfinished task: %v", cs)
