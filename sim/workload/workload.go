@@ -14,11 +14,14 @@
 package workload
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -213,8 +216,32 @@ const (
 	scrambledZetan = 26.46902820178302
 )
 
-// NewZipfian returns the scrambled zipfian over n records.
+// NewZipfian returns the scrambled zipfian over n records. A Zipfian is never changed once built,
+// so the last few built are shared: building one hashes and sorts a million ranks (a second under
+// the race detector), and a calibration or a test suite builds the same ones again and again.
 func NewZipfian(n int64) *Zipfian {
+	zipfians.Lock()
+	defer zipfians.Unlock()
+	for _, z := range zipfians.built {
+		if z.N == n {
+			return z
+		}
+	}
+	z := newZipfian(n)
+	zipfians.built = append(zipfians.built, z)
+	if len(zipfians.built) > 4 {
+		zipfians.built = zipfians.built[1:]
+	}
+	return z
+}
+
+// zipfians are the last Zipfians built (NewZipfian).
+var zipfians struct {
+	sync.Mutex
+	built []*Zipfian
+}
+
+func newZipfian(n int64) *Zipfian {
 	g := newGray(scrambledItems+1, scrambledZetan)
 	top := min(int64(1)<<20, max(4096, 16*n))
 	type hit struct {
@@ -228,7 +255,7 @@ func NewZipfian(n int64) *Zipfian {
 		hits[k] = hit{hash64(k) % n, c - prev}
 		prev = c
 	}
-	sort.Slice(hits, func(i, j int) bool { return hits[i].idx < hits[j].idx })
+	slices.SortFunc(hits, func(a, b hit) int { return cmp.Compare(a.idx, b.idx) }) // sort.Slice's order, without reflection
 	z := &Zipfian{N: n, idx: make([]int64, top), cum: make([]float64, top+1), rest: 1 - prev}
 	for i, h := range hits {
 		z.idx[i] = h.idx

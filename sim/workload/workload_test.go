@@ -149,3 +149,21 @@ func TestDiurnal(t *testing.T) {
 		}
 	}
 }
+
+// TestZipfianShared: NewZipfian hands out the one it built for the same size (they are never
+// changed), and one built afresh has the same shares to the last bit.
+func TestZipfianShared(t *testing.T) {
+	a, b := NewZipfian(30000), NewZipfian(30000)
+	if a != b {
+		t.Fatal("two Zipfians built for 30000 records")
+	}
+	fresh := newZipfian(30000)
+	for lo := int64(0); lo < 30000; lo += 2500 {
+		if x, y := a.Share(lo, lo+2500), fresh.Share(lo, lo+2500); x != y {
+			t.Fatalf("records [%d, %d): shared %v, fresh %v", lo, lo+2500, x, y)
+		}
+	}
+	if NewZipfian(20000) == a {
+		t.Fatal("another size got the same Zipfian")
+	}
+}
