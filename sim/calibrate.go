@@ -129,6 +129,10 @@ func Calibrate(real *RealReport, opts CalibrateOptions) (*Calibration, error) {
 		OffOfferedOpsPerS: round3(offOffered), Sim: res,
 		Settings: []string{fmt.Sprintf("%d nodes, %d ranges, %d records, %.0f %% reads, %v (warm-up %v), events at %s",
 			sc.Nodes, sc.Ranges, int64(sc.Ranges)*sc.RecordsPerRange, 100*sc.ReadFraction, sc.Duration, sc.Warmup, sc.Schedule())}}
+	if h := hostOf(sc); h.on() {
+		cal.Settings = append(cal.Settings, fmt.Sprintf("a closed loop of %d threads, think time %.3f ms (fitted to the real run before its first event), "+
+			"disks of %.0f IOPS, block caches of %.1f MiB", h.Threads, h.Think.Seconds()*1000, h.IOPS, h.CacheBytes/(1<<20)))
+	}
 	simOn := res.Report.Runs[0]
 	cal.figure("throughput, policy on (ops/s)", on.Summary.Throughput, simOn.Summary.Throughput, "")
 	if off != nil {
@@ -213,7 +217,82 @@ func fitScenario(sc Scenario, real *RealReport, on *RealRun) (Scenario, float64,
 		return sc, 0, fmt.Errorf("sim: calibrate: the real %s run served nothing between its warm-up and its first event", on.Label())
 	}
 	sc.OpsPerSec = sum / float64(n)
+	if err := fitThink(&sc, st.Threads, sc.OpsPerSec, until, on.PolicyOn); err != nil {
+		return sc, 0, err
+	}
 	return sc, sc.OpsPerSec, nil
+}
+
+// fitThink, for a scenario whose clients are a closed loop (Params.Host), sets the threads to the
+// real run's and fits their think time so that the simulated run serves the real one's throughput
+// between the warm-up and the first event (at until): the one figure taken from each run, as the
+// offered load of an open loop is. A closed loop serves X = N / (Z + R): with the response time R
+// of the last run, Z' = N/target − R is the next guess (a fixed point that converges in a few runs
+// of the scenario cut at until while R moves little with Z); if even Z = 0 serves less than the
+// target, the stations bind and Z stays 0.
+func fitThink(sc *Scenario, threads int, target, until float64, on bool) error {
+	h := hostOf(*sc)
+	if !h.on() {
+		return nil
+	}
+	if threads <= 0 {
+		threads = h.Threads
+	}
+	base := sc.Params
+	with := func(think float64) func(*Params) {
+		return func(p *Params) {
+			base(p)
+			h := *p.Host
+			h.Threads, h.Think = threads, seconds(think)
+			p.Host = &h
+		}
+	}
+	n := float64(threads)
+	z := 0.0
+	for i := 0; i < 8; i++ {
+		cut := *sc
+		cut.Params, cut.Duration = with(z), seconds(math.Ceil(until))
+		res, err := Run(cut, Options{Seed: 1, OnlyPolicyOn: on, OnlyPolicyOff: !on})
+		if err != nil {
+			return err
+		}
+		x := meanOps(res.Report.Runs[0].Series, sc.Warmup.Seconds(), until)
+		if x <= 0 || (z == 0 && x <= target) || math.Abs(x-target) <= thinkFitTolerance*target {
+			break
+		}
+		z = math.Max(0, z+n/target-n/x)
+	}
+	sc.Params = with(z)
+	return nil
+}
+
+// hostOf is the scenario's host model (nil: none).
+func hostOf(sc Scenario) *Host {
+	p := DefaultParams()
+	if sc.Params != nil {
+		sc.Params(&p)
+	}
+	return p.Host
+}
+
+// thinkFitTolerance is how close fitThink brings the simulated throughput before the first event
+// to the real one.
+const thinkFitTolerance = 0.005
+
+// meanOps is the mean of the series' seconds in (from, to].
+func meanOps(ps []Point, from, to float64) float64 {
+	var sum float64
+	var n int
+	for _, p := range ps {
+		if p.T > from && p.T <= to {
+			sum += float64(p.Ops)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 func (c *Calibration) figure(name string, real, sim float64, note string) {

@@ -56,7 +56,12 @@ func TestCalibrateJoin(t *testing.T) {
 		t.Errorf("decision sequences differ at %d:\nreal %q\nsim  %q", cal.Sequence.FirstDifference, cal.Sequence.Real, cal.Sequence.Sim)
 	}
 	if len(cal.Bins) != 4 {
-		t.Errorf("%d throughput bins over 3.3–40 s, want 4", len(cal.Bins))
+		t.Fatalf("%d throughput bins over 3.3–40 s, want 4", len(cal.Bins))
+	}
+	// The clients are a closed loop bound by the nodes' 250-IOPS disks: a fourth disk and caches
+	// over a smaller share of the data each serve more, as the real run did (2.1×).
+	if first, last := cal.Bins[0].Sim, cal.Bins[3].Sim; last < 1.5*first {
+		t.Errorf("simulated throughput %.0f ops/s before the join, %.0f after it: want the fourth node's capacity", first, last)
 	}
 	var text bytes.Buffer
 	if err := cal.WriteText(&text); err != nil {
@@ -100,9 +105,11 @@ const realDecommission = "testdata/decommission-real.json"
 
 // TestCalibrateDecommission: from the real run's decision log, the same 24 moves and the note
 // marking n3 decommissioned, in the same order, and the moves' mean duration (to the policy's next
-// decision) and the decommission's time within the tolerance: what ConfChange was fitted to. The
-// throughput is not held to it (docs/design/simulator.md, Calibration: the real run is bound by its
-// leader's disk, which the simulator does not model).
+// decision) and the decommission's time within the tolerance: what ConfChange was fitted to. Of
+// the throughput, the bin before the event (the clients' think time is fitted to it), and the moves
+// cost some: the leader's disk, which binds, reads the snapshots it streams through its cache. The
+// bins after the moves are not held to the tolerance (docs/design/simulator.md, Calibration: the
+// real run stayed a fifth lower, the simulated one recovers).
 func TestCalibrateDecommission(t *testing.T) {
 	real, err := ReadRealReport(realDecommission)
 	if err != nil {
@@ -129,7 +136,12 @@ func TestCalibrateDecommission(t *testing.T) {
 		t.Errorf("decision sequences differ at %d:\nreal %q\nsim  %q", cal.Sequence.FirstDifference, cal.Sequence.Real, cal.Sequence.Sim)
 	}
 	if len(cal.Bins) != 8 || cal.Bins[0].Error > cal.Tolerance || cal.Bins[0].Error < -cal.Tolerance {
-		t.Errorf("bins %+v: want 8 over 8–80 s, the first (before the event) within the tolerance", cal.Bins)
+		t.Fatalf("bins %+v: want 8 over 8–80 s, the first (before the event) within the tolerance", cal.Bins)
+	}
+	for _, b := range cal.Bins[1:4] {
+		if b.Sim >= 0.95*cal.Bins[0].Sim {
+			t.Errorf("bin %+v during the moves: want below the one before them (%.0f ops/s)", b, cal.Bins[0].Sim)
+		}
 	}
 }
 

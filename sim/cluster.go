@@ -43,6 +43,7 @@ type simNode struct {
 	// requests per second per unit of a range's share that its led ranges last reported at.
 	offered, served float64
 	perShare        float64
+	host            *hostNode // its disk and block cache (Params.Host)
 }
 
 // simRange is one simulated range: records [lo, hi) of the workload's key space.
@@ -75,6 +76,10 @@ type simRange struct {
 	uReps     []model.Replica
 	uShare    float64
 	unitDirty bool
+	// cached is the bytes of the range's blocks in its leader's block cache, which warmed at
+	// cacheAt (Params.Host; a new leader starts cold).
+	cached  float64
+	cacheAt uint64
 }
 
 func (r *simRange) changed() {
@@ -153,6 +158,7 @@ type Cluster struct {
 	// replicaReads: every replica, a learner too, serves an equal part of its range's reads.
 	replicaReads bool
 	sampleMin    float64 // ranges serving at least this much get key samples
+	hints        bool    // read hints on: replicas keep their caches warm (coldLeaders)
 	maxSnaps     int     // the executor's snapshots in flight per node
 	onLand       func()  // called when a step lands (the run schedules a reconciliation)
 	snapshots    int
@@ -471,6 +477,7 @@ func (c *Cluster) AddLearner(ctx context.Context, rangeID, node uint64) error {
 	}
 	stream := seconds(float64(r.bytes) / c.p.snapshotRate())
 	from.sendFree = begin.Add(stream)
+	c.addStream(from, to, begin, begin.Add(stream), float64(r.bytes))
 	from.snaps++
 	to.snaps++
 	c.inflight++

@@ -48,6 +48,10 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 		c.computeUnits()
 	}
 	total := c.rate.At(now.Sub(c.start))
+	if c.p.Host.on() {
+		c.coldLeaders()
+		total = c.closedLoop(now)
+	}
 	// The mean leaderless share since the last heartbeat, against the share now (exact, from the
 	// count: lossNow's running sum only times the changes).
 	c.accrueLoss()

@@ -59,6 +59,9 @@ type Params struct {
 	// ReconcileGap is the least time between two reconciliations of the executor triggered by steps
 	// landing (the real executor reconciles every 200 ms and when a call returns).
 	ReconcileGap time.Duration
+	// Host, if set with client threads, is the machine of a loopback cluster, the nodes' disks and
+	// caches and the closed loop of clients that drives them (host.go); nil: an open-loop rate.
+	Host *Host `json:",omitempty"`
 }
 
 // DefaultParams are the figures above.
@@ -123,11 +126,35 @@ func (p Params) snapshotRate() float64 {
 var Calibrated = struct {
 	// SnapshotSetup, ConfChange, ElectionMin and ElectionMax: Params'.
 	SnapshotSetup, ConfChange, ElectionMin, ElectionMax time.Duration
-	// The offered load of the scenarios run for real: the 8 closed-loop threads' throughput after
+	// The offered load of the scenarios run for real: the closed-loop threads' throughput after
 	// the warm-up and before the first event, policy on (median of the runs; calibrate takes each
-	// run's own). Join: the 40-s run of sim/testdata (load average 10–12).
+	// run's own). Join: the 40-s run of sim/testdata (load average 10–12). With Params.Host the
+	// threads set the load; these stay the reference a killed leader's recovery is measured to.
 	NodeKillOps, JoinOps, DecommissionOps float64
+	// WriteIOs and ScanShare: Host's, fitted to the real decommission's and join's 10-s throughput
+	// bins (docs/design/simulator.md, Calibration). The think time of each scenario's clients
+	// (Host.Think) as fitted to its real run before the first event (calibrate fits each run's
+	// own): 0 where the disks bind even without it.
+	WriteIOs, ScanShare                         float64
+	NodeKillThink, JoinThink, DecommissionThink time.Duration
 }{
 	SnapshotSetup: 0, ConfChange: 900 * time.Millisecond, ElectionMin: 3 * time.Second, ElectionMax: 4 * time.Second,
 	NodeKillOps: 6168, JoinOps: 1705, DecommissionOps: 3118,
+	WriteIOs: 1, ScanShare: 0.5,
+	NodeKillThink: time.Millisecond, JoinThink: 0, DecommissionThink: 0,
+}
+
+// loopback is bench/scenario's machine for a scenario run for real: threads closed-loop clients
+// with think time think, every node on the 2-core machine and on an emulated disk of iops
+// operations per second, 64 MiB/s each way and latency per operation, with a block cache of
+// cacheMiB less the eighth Pebble reserves for memtables (bench/scenario memTableFor), and
+// snapshot streams' operations of streamIO bytes (the readahead window, or a 4-KiB block).
+func loopback(threads int, think time.Duration, iops float64, latency time.Duration, cacheMiB, streamIO float64) func(*Params) {
+	return func(p *Params) {
+		p.Host = &Host{Threads: threads, Think: think, IOPS: iops, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20,
+			DiskLatency: latency, CacheBytes: cacheMiB * (1 << 20) * 7 / 8, BlockBytes: 4 << 10, RecordBytes: 300,
+			WriteIOs: Calibrated.WriteIOs, StreamIOBytes: streamIO,
+			ScanShare:   Calibrated.ScanShare,
+			SharedCores: 2}
+	}
 }

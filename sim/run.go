@@ -204,6 +204,7 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 		sc.Setup(r.ap)
 	}
 	c.maxSnaps = cfg.Executor.MaxSnapshotsPerNode
+	c.hints = r.ap.Policies().Enabled(policy.NameReadHints)
 	if r.ap.Policies().Enabled(policy.NameLoadSplit) {
 		c.sampleMin = cfg.Policies.LoadSplit.QPSThreshold / 2
 	}

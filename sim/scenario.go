@@ -99,6 +99,7 @@ var scenarios = []Scenario{
 	{Name: "node-kill", Description: "3 nodes, one range; at t=8s the range's leader is killed, at t=15s restarted; policy replicate",
 		Nodes: 3, Ranges: 1, LeadBy: 2, RecordsPerRange: 20000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.NodeKillOps, ReadFraction: 0.9,
 		Duration: 25 * time.Second, Policy: policy.NameReplicate,
+		Params: loopback(8, Calibrated.NodeKillThink, 2000, 200*time.Microsecond, 8, 4<<10),
 		Events: []Event{{At: 8 * time.Second, Do: KillLeader}, {At: 15 * time.Second, Do: Restart}}},
 	{Name: "node-loss", Description: "4 nodes, 24 ranges; at t=10s the first range's leader is killed for good; policy replicate (replaces it after 60 s)",
 		Nodes: 4, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
@@ -107,7 +108,10 @@ var scenarios = []Scenario{
 	{Name: "join", Description: "3 nodes, 24 ranges, 160k records, YCSB B zipfian; at t=30s a 4th node joins (4 MiB/s links); policy incremental_join",
 		Nodes: 3, Ranges: 24, RecordsPerRange: 160000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.JoinOps, ReadFraction: 0.95,
 		Duration: 120 * time.Second, Warmup: 10 * time.Second, Policy: policy.NameJoin, Pin: noMoves,
-		Params: func(p *Params) { p.SnapshotSendRate, p.SnapshotRecvRate = joinLink, joinLink },
+		Params: func(p *Params) {
+			p.SnapshotSendRate, p.SnapshotRecvRate = joinLink, joinLink
+			loopback(16, Calibrated.JoinThink, 250, 500*time.Microsecond, 16, 128<<10)(p) // bench/scenario joinDevice
+		},
 		Events: []Event{{At: 30 * time.Second, Do: JoinNodes, N: 1}}},
 	{Name: "decommission", Description: "4 nodes, 24 ranges, 144k records, YCSB 90/10 zipfian; at t=20s n3, the last node holding user replicas, " +
 		"is decommissioned, its 24 replicas moving to n4 (which holds a meta replica only); policy decommission",
@@ -115,6 +119,7 @@ var scenarios = []Scenario{
 		Nodes: 4, Empty: 1, LeadBy: 2, MetaOn: []uint64{1, 2, 4}, Ranges: 24, RecordsPerRange: 144000 / 24, ValueBytes: 256,
 		Workload: "zipfian", OpsPerSec: Calibrated.DecommissionOps, ReadFraction: 0.9,
 		Duration: 80 * time.Second, Warmup: 8 * time.Second, Policy: policy.NameDecommission, Pin: noMoves,
+		Params: loopback(8, Calibrated.DecommissionThink, 2000, 200*time.Microsecond, 8, 4<<10),
 		Events: []Event{{At: 20 * time.Second, Do: Decommission}}},
 	{Name: "drain", Description: "3 nodes, 24 ranges; at t=10s the node leading most ranges drains; policy drain",
 		Nodes: 3, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
