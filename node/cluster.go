@@ -153,6 +153,7 @@ func (n *Node) localStats() *pb.NodeStats {
 					rl.SampleCounts = append(rl.SampleCounts, kc.Count)
 				}
 			}
+			n.fillStreamLoad(rl, now)
 		}
 		st.Ranges = append(st.Ranges, rl)
 	}
@@ -161,6 +162,7 @@ func (n *Node) localStats() *pb.NodeStats {
 	if n.access != nil {
 		n.access.Retain(func(id uint64) bool { _, ok := seen[id]; return ok })
 	}
+	n.streams.Retain(func(id uint64) bool { _, ok := seen[id]; return ok })
 	st.PredictedUsage, st.PredictedHitRatio = predictUsage(st, n.cfg.Autopilot.Policies.UsageBalance.Model)
 	n.bg.NoteLeading(st)
 	n.bg.FillStats(st)
@@ -188,6 +190,20 @@ func (n *Node) currentStats() *pb.NodeStats {
 	}
 	n.bg.FillStats(st)
 	return st
+}
+
+// fillStreamLoad adds the stream events the node's tasks applied in rl's range since the last
+// heartbeat, and a sample of their keys (stream_align's input).
+func (n *Node) fillStreamLoad(rl *pb.RangeLoad, now time.Time) {
+	q, ks := n.streams.TakeLoad(rl.RangeId, now)
+	if ks == nil {
+		return
+	}
+	rl.StreamEventsQps, rl.StreamSampleAtUnixNanos = q, ks.At.UnixNano()
+	for _, kc := range ks.Keys {
+		rl.StreamSampleKeys = append(rl.StreamSampleKeys, kc.Key)
+		rl.StreamSampleCounts = append(rl.StreamSampleCounts, kc.Count)
+	}
 }
 
 // sampleShipQPS is the load above which a range's key sample travels in heartbeats.

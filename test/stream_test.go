@@ -24,7 +24,13 @@ func streamCluster(t *testing.T, splits ...string) (*testcluster.Cluster, *clien
 // first gets a replica there (one of its followers moved).
 func streamClusterOf(t *testing.T, n int, splits ...string) (*testcluster.Cluster, *client.Client, context.Context) {
 	t.Helper()
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: n})
+	return streamClusterWith(t, testcluster.Options{Nodes: n}, splits...)
+}
+
+// streamClusterWith is streamClusterOf with the cluster's options.
+func streamClusterWith(t *testing.T, opts testcluster.Options, splits ...string) (*testcluster.Cluster, *client.Client, context.Context) {
+	t.Helper()
+	c := testcluster.StartSafe(t, opts)
 	cl := c.Client()
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

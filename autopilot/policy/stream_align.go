@@ -26,7 +26,8 @@ type StreamAlignConfig struct {
 	HotFor time.Duration
 	// MinSamples is how many sampled events the recent windows must hold before a split. Default 256.
 	MinSamples uint64
-	// RecentWindows is how many recent windows of sampled event keys are kept. Default 5.
+	// RecentWindows is how many recent windows of sampled event keys, and of rates, are kept; the
+	// range's rate is their rates' mean. Default 5.
 	RecentWindows int
 	// MaxPredictedImbalance: no split if the samples put the halves' events further apart than this
 	// (one hot key cannot be split). Default 0.25.
@@ -82,6 +83,16 @@ type streamRange struct {
 	hotSince   time.Time
 	lastSample time.Time
 	recent     []*model.KeySample
+	rates      []float64 // the range's events/s in recent rounds
+}
+
+// rate is the mean of the recent rounds' events/s.
+func (st *streamRange) rate() float64 {
+	var sum float64
+	for _, q := range st.rates {
+		sum += q
+	}
+	return sum / float64(max(len(st.rates), 1))
 }
 
 // NewStreamAlign returns the stream_align policy remembering its splits in splits (may be nil).
@@ -127,8 +138,17 @@ func (p *StreamAlign) Propose(c *model.Cluster, pending []*operator.Operator) []
 				st.recent = st.recent[len(st.recent)-p.cfg.RecentWindows:]
 			}
 		}
-		if r.StreamQPS < p.cfg.EventsThreshold {
+		// Events come in batches, so one window's rate swings by half or more: the range is hot when the
+		// mean of its recent windows' rates is.
+		st.rates = append(st.rates, r.StreamQPS)
+		if len(st.rates) > p.cfg.RecentWindows {
+			st.rates = st.rates[len(st.rates)-p.cfg.RecentWindows:]
+		}
+		if st.rate() < p.cfg.EventsThreshold {
 			st.hotSince = time.Time{}
+			if st.rate() == 0 && len(st.rates) == p.cfg.RecentWindows {
+				delete(p.ranges, r.ID) // its stream has stopped
+			}
 			continue
 		}
 		if st.hotSince.IsZero() {
@@ -178,7 +198,7 @@ func (p *StreamAlign) split(c *model.Cluster, r *model.Range, st *streamRange) *
 	if key == nil || operator.Imbalance(left, 1-left) > p.cfg.MaxPredictedImbalance {
 		return nil
 	}
-	q := r.StreamQPS
+	q := st.rate()
 	lq, rq := q*left, q*(1-left)
 	op := operator.NewSplit(NameStreamAlign, c.Now, r, key, fmt.Sprintf(
 		"r%d's stream tasks applied %s events/s (threshold %s) for %s; split at the median of %d sampled "+

@@ -275,6 +275,7 @@ func (h *Host) Snapshot() *model.Cluster {
 			}
 			mr.Latency = latencyOf(rl)
 			mr.Access = accessOf(rl)
+			mr.StreamQPS, mr.StreamSample = rl.StreamEventsQps, streamSampleOf(rl)
 		}
 		ranges = append(ranges, mr)
 	}
@@ -282,6 +283,19 @@ func (h *Host) Snapshot() *model.Cluster {
 	// Without them lease_preference proposes nothing and rebalance balances as if none were set.
 	c.LeadZones, _ = records.LeadZones(ctx, h.deps.Ranges)
 	return c
+}
+
+// streamSampleOf is the sample of a leader's stream event keys (nil: none, or malformed).
+func streamSampleOf(rl *pb.RangeLoad) *model.KeySample {
+	if len(rl.StreamSampleKeys) == 0 || len(rl.StreamSampleKeys) != len(rl.StreamSampleCounts) {
+		return nil
+	}
+	ks := &model.KeySample{At: time.Unix(0, rl.StreamSampleAtUnixNanos)}
+	for i, k := range rl.StreamSampleKeys {
+		ks.Keys = append(ks.Keys, model.KeyCount{Key: k, Count: rl.StreamSampleCounts[i]})
+		ks.Requests += uint64(rl.StreamSampleCounts[i])
+	}
+	return ks
 }
 
 // latencyOf is the latency histogram of a leader's range load (nil: none, or malformed).

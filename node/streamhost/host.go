@@ -72,6 +72,8 @@ type Host struct {
 	localR, remoteR, localW, remoteW atomic.Uint64
 	mu                               sync.Mutex
 	tasks                            map[taskKey]*task
+	// loads maps range id → *rangeLoad: the stream load the heartbeat reports (load.go).
+	loads sync.Map
 }
 
 type taskKey struct {

@@ -115,11 +115,16 @@ func (h *Host) apply(ctx context.Context, job *stream.Job, all []*pb.StreamEvent
 	}
 	t := h.task(job.Name, rangeID)
 	res := stream.ApplyRun(ctx, job, &nodeState{h: h, aligned: !unaligned}, evs)
+	applied := 0
 	for _, r := range res {
 		if r.GetStatus() == pb.IngestResult_APPLIED {
+			applied++
 			t.events.Add(1)
 			t.last.Store(time.Now().UnixNano())
 		}
+	}
+	if rangeID != 0 && applied > 0 {
+		h.record(rangeID, evs[0].Key, applied)
 	}
 	return res
 }
