@@ -477,7 +477,7 @@ func (c *Cluster) AddLearner(ctx context.Context, rangeID, node uint64) error {
 	}
 	stream := seconds(float64(r.bytes) / c.p.snapshotRate())
 	from.sendFree = begin.Add(stream)
-	c.addStream(from, to, begin, begin.Add(stream), float64(r.bytes))
+	c.addStream(from, to, begin, begin.Add(stream), r)
 	from.snaps++
 	to.snaps++
 	c.inflight++

@@ -58,12 +58,12 @@ func TestDecisionsUnchanged(t *testing.T) {
 
 var goldenHashes = map[string]string{
 	"compaction":   "cba454bb4a51b7d52d62161608c4db029d2d1693d379ca267fee0c8f4df0a0fd",
-	"decommission": "0e2931cb7a7726453721cd4c0a73c77db8e3fa1e0c61000affd5c47385e44c01",
+	"decommission": "636dc7d3e36f83aebe8057df12624021417f7b1304fc7d40c622ce8278faa641",
 	"drain":        "adec6f2c49f30c878d703eef0febfaebb1bce7d9a2fa684dd6da4a96907b6139",
 	"hotspot":      "a11669be687b4f36f951cd5f18385d93f2ecddf27e768f1f06eabe47feb36972",
-	"join":         "8fe2f3dd1a14ae03d77f58e41dd40bfc46d63a51201e91252aaf7d3d48389b15",
+	"join":         "5e2dfd3f2547b61cf205af8ce94aa1421a1ff5e802572ec776e1e4af9ce4f3c3",
 	"merge":        "bb4708d8cb252f067aac6189ca9042852a2124ac9145141d9b9b01e863e528f9",
-	"node-kill":    "cbaa9fb917d48f9e1de2e99977b064b73830b8c98d8d83cd442cf92b46a60555",
+	"node-kill":    "82833122842713c4207fd751e04019df131ac6ba5a56a8c4ee189703dfd366f5",
 	"node-loss":    "07d4e9e76b0cfaf9cf38ed84f96fb3fb98bd1055f10282cdb32d28a3b4d4e654",
 	"read-hints":   "dc7564c44af98337b4d1805049cc0e0d7245fede24fc66afb864f575e5f681c4",
 	"rebalance":    "85d8c420f9350d03e73bb861c81daca8d29ef7580f96247b2fa032e36dbe995e",

@@ -26,10 +26,12 @@ type Host struct {
 	// a data block, RecordBytes a record's bytes in one (key, value, encoding).
 	CacheBytes, BlockBytes, RecordBytes float64
 	// WriteIOs is the disk operations a write costs each replica (raft log append and sync, the
-	// apply, their share of flushes and compactions): fitted. StreamIOBytes is the bytes of one
-	// disk operation of a snapshot stream (its sequential reads at the sender, writes at the
-	// receiver: the readahead window, or a block).
-	WriteIOs, StreamIOBytes float64
+	// apply, their share of flushes and compactions): fitted. A snapshot stream costs its sender a
+	// read operation per StreamReadBytes (the readahead window, or a block) and its receiver a
+	// write operation per StreamWriteBytes (the sstable it writes, syncs, ingests and compacts
+	// again): fitted, between a 4-KiB block per write (at which a 250-IOPS disk could not take the
+	// join's 4 MiB/s) and Pebble's 64-KiB buffered writes (at which ingesting costs nothing).
+	WriteIOs, StreamReadBytes, StreamWriteBytes float64
 	// ScanShare is the part of the cache a scan's blocks, read once, can take from the blocks the
 	// workload reads again: Pebble's cache is CLOCK-Pro, whose cold pages (read once) are evicted
 	// first, so a snapshot streamed through it evicts at most its cold share: fitted.
@@ -48,9 +50,9 @@ type hostNode struct {
 	// the block cache) and the workload's misses have not pushed out yet.
 	polluted float64
 	// curve is the cumulative read share of the node's led blocks, hottest first, normalised to
-	// 1; at ledTopo, over ledBytes.
+	// 1, over ledBytes; led are the bounds of the ranges it was built over (lo, hi pairs).
 	curve    []float64
-	ledTopo  uint64
+	led      []int64
 	ledBytes float64
 	hit      float64 // the last heartbeat's hit ratio
 	// streams are the snapshot bytes the node sends or receives, as intervals.
@@ -158,7 +160,7 @@ func (c *Cluster) diskStations(now time.Time, dt float64) []station {
 		}
 		hn.hit = hitRatio(hn.curve, cached/math.Max(hn.ledBytes, 1))
 		sent, recv := hn.streamed(now.Add(-c.p.Heartbeat), now)
-		iops := math.Max(h.IOPS-(sent+recv)/h.StreamIOBytes/dt, 0.05*h.IOPS)
+		iops := math.Max(h.IOPS-(sent/h.StreamReadBytes+recv/h.StreamWriteBytes)/dt, 0.05*h.IOPS)
 		bw := math.Max(h.ReadBytesPerSec-sent/dt, 0.05*h.ReadBytesPerSec)
 		miss := reads * (1 - hn.hit)
 		d := math.Max((miss+writes)/iops, miss*h.BlockBytes/bw)
@@ -235,10 +237,16 @@ func (c *Cluster) coldLeaders() {
 // ledCurve brings n's hit-ratio curve up to date with the ranges it leads: every block's read
 // share (the workload's share of its records), hottest first, cumulated and normalised.
 func (c *Cluster) ledCurve(n *simNode, hn *hostNode) {
-	if hn.curve != nil && hn.ledTopo == c.topo {
-		return
+	led := make([]int64, 0, 2*len(hn.led)+2)
+	for _, r := range n.ordered {
+		if !r.system && r.leader == n.id {
+			led = append(led, r.lo, r.hi)
+		}
 	}
-	hn.ledTopo = c.topo
+	if hn.curve != nil && slices.Equal(led, hn.led) {
+		return // the same ranges led: most steps that land move no leadership
+	}
+	hn.led = led
 	per := max(1, int64(c.p.Host.BlockBytes/c.p.Host.RecordBytes))
 	var shares []float64
 	hn.ledBytes = 0
@@ -287,13 +295,15 @@ func hitRatio(curve []float64, q float64) float64 {
 	return curve[i] + (f-float64(i))*(curve[i+1]-curve[i])
 }
 
-// addStream records a snapshot's bytes streamed over [from, to) from one node to another.
-func (c *Cluster) addStream(from, to *simNode, begin, end time.Time, bytes float64) {
+// addStream records r's snapshot streamed over [begin, end) from one node to another: its blocks'
+// bytes on disk (keys and encoding with the values) read at one and written at the other.
+func (c *Cluster) addStream(from, to *simNode, begin, end time.Time, r *simRange) {
 	if !c.p.Host.on() {
 		return
 	}
-	c.hostOf(from).streams = append(c.hostOf(from).streams, stream{from: begin, to: end, bytes: bytes, send: true})
-	c.hostOf(to).streams = append(c.hostOf(to).streams, stream{from: begin, to: end, bytes: bytes})
+	b := c.blockBytesOf(r)
+	c.hostOf(from).streams = append(c.hostOf(from).streams, stream{from: begin, to: end, bytes: b, send: true})
+	c.hostOf(to).streams = append(c.hostOf(to).streams, stream{from: begin, to: end, bytes: b})
 }
 
 // streamed is the snapshot bytes n sent and received over [from, to), each stream's bytes spread

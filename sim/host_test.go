@@ -76,7 +76,7 @@ func TestHitRatio(t *testing.T) {
 func hostCluster(t *testing.T, dist workload.Dist, iops float64) *Cluster {
 	t.Helper()
 	p := DefaultParams()
-	loopback(8, 0, iops, 500*time.Microsecond, 1, 128<<10)(&p)
+	loopback(8, 0, iops, 500*time.Microsecond, 1, 4<<10)(&p)
 	p.Host.CacheBytes = 8000 * 300 / 5
 	records := int64(24000)
 	return newCluster(p, des.New(epoch), 1, clusterSpec{nodes: 3, ranges: 24, rf: 3, records: records,
@@ -168,10 +168,10 @@ func TestSnapshotStreamCostsTheSender(t *testing.T) {
 	before := beat(c).ops
 	r := c.order[0]
 	from := c.node(r.leader)
-	c.addStream(from, c.node(r.reps[1].Node), c.now(), c.now().Add(time.Second), 8<<20)
+	c.addStream(from, c.node(r.reps[1].Node), c.now(), c.now().Add(time.Second), r)
 	during := beat(c).ops
 	if during >= 0.95*before || c.hostOf(from).polluted <= 0 {
-		t.Errorf("8 MiB streamed in a second from n%d: %.0f ops/s against %.0f before, %.0f B of its cache polluted",
+		t.Errorf("r%d streamed in a second from n%d: %.0f ops/s against %.0f before, %.0f B of its cache polluted", r.id,
 			from.id, during, before, c.hostOf(from).polluted)
 	}
 }

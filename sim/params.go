@@ -131,16 +131,16 @@ var Calibrated = struct {
 	// run's own). Join: the 40-s run of sim/testdata (load average 10–12). With Params.Host the
 	// threads set the load; these stay the reference a killed leader's recovery is measured to.
 	NodeKillOps, JoinOps, DecommissionOps float64
-	// WriteIOs and ScanShare: Host's, fitted to the real decommission's and join's 10-s throughput
-	// bins (docs/design/simulator.md, Calibration). The think time of each scenario's clients
+	// WriteIOs, ScanShare and StreamWriteBytes: Host's, fitted to the real decommission's and
+	// join's 10-s throughput bins (docs/design/simulator.md, Calibration). The think time of each scenario's clients
 	// (Host.Think) as fitted to its real run before the first event (calibrate fits each run's
 	// own): 0 where the disks bind even without it.
-	WriteIOs, ScanShare                         float64
+	WriteIOs, ScanShare, StreamWriteBytes       float64
 	NodeKillThink, JoinThink, DecommissionThink time.Duration
 }{
 	SnapshotSetup: 0, ConfChange: 900 * time.Millisecond, ElectionMin: 3 * time.Second, ElectionMax: 4 * time.Second,
 	NodeKillOps: 6168, JoinOps: 1705, DecommissionOps: 3118,
-	WriteIOs: 1, ScanShare: 0.5,
+	WriteIOs: 1, ScanShare: 0.45, StreamWriteBytes: 24 << 10,
 	NodeKillThink: time.Millisecond, JoinThink: 0, DecommissionThink: 0,
 }
 
@@ -148,12 +148,12 @@ var Calibrated = struct {
 // with think time think, every node on the 2-core machine and on an emulated disk of iops
 // operations per second, 64 MiB/s each way and latency per operation, with a block cache of
 // cacheMiB less the eighth Pebble reserves for memtables (bench/scenario memTableFor), and
-// snapshot streams' operations of streamIO bytes (the readahead window, or a 4-KiB block).
-func loopback(threads int, think time.Duration, iops float64, latency time.Duration, cacheMiB, streamIO float64) func(*Params) {
+// snapshot streams read in operations of streamRead bytes (the readahead window, or a 4-KiB block).
+func loopback(threads int, think time.Duration, iops float64, latency time.Duration, cacheMiB, streamRead float64) func(*Params) {
 	return func(p *Params) {
 		p.Host = &Host{Threads: threads, Think: think, IOPS: iops, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20,
 			DiskLatency: latency, CacheBytes: cacheMiB * (1 << 20) * 7 / 8, BlockBytes: 4 << 10, RecordBytes: 300,
-			WriteIOs: Calibrated.WriteIOs, StreamIOBytes: streamIO,
+			WriteIOs: Calibrated.WriteIOs, StreamReadBytes: streamRead, StreamWriteBytes: Calibrated.StreamWriteBytes,
 			ScanShare:   Calibrated.ScanShare,
 			SharedCores: 2}
 	}
