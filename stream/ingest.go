@@ -25,24 +25,34 @@ const (
 	// Unaligned sends it to a node chosen by a hash of its key among the live nodes, regardless of
 	// leaders: the stream processor's own partitioner, the baseline.
 	Unaligned
+	// Placed sends it to the node that led its key's range when the producer first looked the range
+	// up, and keeps sending there however the range later splits or moves (only a failed call makes
+	// it look again): tasks placed aligned once and never migrated, the second baseline. The node
+	// applies the events it gets wherever their state is (remote once the leadership has moved).
+	Placed
 )
 
 func (m Mode) String() string {
-	if m == Unaligned {
+	switch m {
+	case Unaligned:
 		return "unaligned"
+	case Placed:
+		return "placed"
 	}
 	return "aligned"
 }
 
-// ParseMode reads "aligned" or "unaligned".
+// ParseMode reads "aligned", "unaligned" or "placed".
 func ParseMode(s string) (Mode, error) {
 	switch s {
 	case "aligned":
 		return Aligned, nil
 	case "unaligned":
 		return Unaligned, nil
+	case "placed":
+		return Placed, nil
 	}
-	return Aligned, fmt.Errorf("mode %q: want aligned or unaligned", s)
+	return Aligned, fmt.Errorf("mode %q: want aligned, unaligned or placed", s)
 }
 
 // IngesterConfig configures a producer.

@@ -175,7 +175,9 @@ func (in *Ingester) sendTo(ctx context.Context, addr string, evs []Event, idx []
 		n := min(len(idx), in.cfg.MaxBatch)
 		batch := idx[:n]
 		idx = idx[n:]
-		req := &pb.IngestRequest{Job: in.job.Name, Unaligned: in.cfg.Mode == Unaligned}
+		// Placed events are applied where they land: a node answers them without checking that it
+		// leads their range, so their routes are never corrected (no NOT_LEADER, no RANGE_MOVED).
+		req := &pb.IngestRequest{Job: in.job.Name, Unaligned: in.cfg.Mode != Aligned}
 		for _, i := range batch {
 			req.Events = append(req.Events, &pb.StreamEvent{Key: evs[i].Key, Position: evs[i].Position, Value: evs[i].Value})
 		}

@@ -1,6 +1,7 @@
 package linearroad
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
@@ -18,9 +20,38 @@ import (
 	"github.com/shoaldb/shoal/stream"
 )
 
+// Arm is one of the benchmark's baselines: where the producer sends events and whether the
+// alignment controller (the stream_align policy) runs.
+type Arm struct {
+	Name       string
+	Mode       stream.Mode
+	Controller bool
+}
+
+// Arms are the baselines, in the order of a run: tasks placed by a hash of the key (state mostly
+// remote); tasks placed aligned once, never migrated; aligned with the controller (events follow
+// every leadership move, ranges split where the events are). "aligned" is the controller's routing
+// without the controller.
+var Arms = []Arm{
+	{Name: "unaligned", Mode: stream.Unaligned},
+	{Name: "placed", Mode: stream.Placed},
+	{Name: "controller", Mode: stream.Aligned, Controller: true},
+	{Name: "aligned", Mode: stream.Aligned},
+}
+
+// ParseArm looks an arm up by name.
+func ParseArm(name string) (Arm, error) {
+	for _, a := range Arms {
+		if a.Name == name {
+			return a, nil
+		}
+	}
+	return Arm{}, fmt.Errorf("arm %q: want unaligned, placed, controller or aligned", name)
+}
+
 // Config is one run.
 type Config struct {
-	Mode     stream.Mode
+	Arm      Arm
 	Nodes    int           // in-process nodes (default 3)
 	Ranges   int           // ranges of the segment span, leaders spread round robin (default 2 per node)
 	Vehicles int           // default 4000
@@ -30,6 +61,15 @@ type Config struct {
 	Warmup   time.Duration
 	Senders  int // producer goroutines, each owning a share of the segments (default 16)
 	Batch    int // events per Ingest call at most (default 64)
+	// JoinAt, when set, adds a node this far into the measured window: incremental_join moves
+	// replicas and leaderships to it (and rebalance evens out the rest) in every arm.
+	JoinAt time.Duration
+	// AlignEvents is stream_align's threshold in the controller arm, events/s per range (0: the
+	// policy's default).
+	AlignEvents float64
+	// AlignFor is how long a range must stay over AlignEvents before the controller splits it (0:
+	// the policy's default).
+	AlignFor time.Duration
 	Dir      string
 	Log      func(format string, args ...any)
 }
@@ -61,6 +101,7 @@ func (c Config) withDefaults() Config {
 
 // Result is a run's measurement over its measured window.
 type Result struct {
+	Arm          string  `json:"arm"`
 	Mode         string  `json:"mode"`
 	Nodes        int     `json:"nodes"`
 	Ranges       int     `json:"ranges"`
@@ -75,6 +116,16 @@ type Result struct {
 	LocalShare float64 `json:"local_share"`
 	Retries    uint64  `json:"retries"`
 	LoadAvg    string  `json:"loadavg"`
+	// With JoinAt: the events/s and local share before and after the node joined, and how many of
+	// the span's ranges the new node led at the end.
+	EventsPerSecBeforeJoin float64 `json:"events_per_sec_before_join,omitempty"`
+	EventsPerSecAfterJoin  float64 `json:"events_per_sec_after_join,omitempty"`
+	LocalShareAfterJoin    float64 `json:"local_share_after_join,omitempty"`
+	NewNodeLeads           int     `json:"new_node_leads,omitempty"`
+	// RangesAtEnd are the segment span's ranges at the end (more than Ranges: the controller split).
+	RangesAtEnd int `json:"ranges_at_end"`
+	// Splits are the stream_align splits the autopilot made during the run.
+	Splits int `json:"controller_splits"`
 }
 
 // Run starts cfg.Nodes in-process nodes, spreads the segment span's ranges and leaders over them,
@@ -90,7 +141,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	c, err := benchutil.StartCluster(ctx, dir, cfg.Nodes, benchutil.NodeSpec{})
+	spec := benchutil.NodeSpec{}
+	spec.Config.Autopilot.Policies.StreamAlign = policy.StreamAlignConfig{EventsThreshold: cfg.AlignEvents, HotFor: cfg.AlignFor}
+	c, err := benchutil.StartCluster(ctx, dir, cfg.Nodes, spec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -103,12 +156,62 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := setUp(ctx, cfg, c, cl); err != nil {
 		return Result{}, err
 	}
-	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, Mode: cfg.Mode, MaxBatch: cfg.Batch}, JobName)
+	if err := startArm(ctx, cfg, cl); err != nil {
+		return Result{}, err
+	}
+	in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, Mode: cfg.Arm.Mode, MaxBatch: cfg.Batch}, JobName)
 	if err != nil {
 		return Result{}, err
 	}
 	defer in.Close()
-	return measure(ctx, cfg, c, in)
+	r, err := measure(ctx, cfg, c, cl, in)
+	if err != nil {
+		return r, err
+	}
+	return r, finish(ctx, cfg, c, cl, &r)
+}
+
+// startArm lets the placement change during the run, the same in every arm (a joining node gets
+// its share, rebalance evens leaderships out), and switches the controller on in its arm.
+func startArm(ctx context.Context, cfg Config, cl *client.Client) error {
+	if err := cl.SetPolicy(ctx, policy.NameRebalance, true); err != nil {
+		return fmt.Errorf("switch rebalance on: %w", err)
+	}
+	if err := cl.SetPolicy(ctx, policy.NameStreamAlign, cfg.Arm.Controller); err != nil {
+		return fmt.Errorf("switch stream_align: %w", err)
+	}
+	return nil
+}
+
+// finish counts the span's ranges, the new node's leaderships and the controller's splits.
+func finish(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.Client, r *Result) error {
+	rs, err := cl.UserRanges(ctx)
+	if err != nil {
+		return err
+	}
+	var joined uint64
+	if cfg.JoinAt > 0 && c.Len() > cfg.Nodes {
+		joined = c.Node(c.Len() - 1).KV.NodeID()
+	}
+	for _, st := range rs {
+		d := st.GetDesc()
+		if bytes.HasPrefix(d.GetStartKey(), []byte(SegPrefix)) {
+			r.RangesAtEnd++
+			if joined != 0 && st.GetLeaderNodeId() == joined {
+				r.NewNodeLeads++
+			}
+		}
+	}
+	ds, _, err := cl.Decisions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if d.Policy == policy.NameStreamAlign && d.Status == decisions.StatusSucceeded {
+			r.Splits++
+		}
+	}
+	return nil
 }
 
 // setUp holds the placement still, splits the segment span into cfg.Ranges ranges and gives range j
@@ -174,7 +277,7 @@ type window struct {
 
 // measure runs the generator and the senders; the generator hands each report to the sender owning
 // its segment (one producer per key keeps the key's positions in order).
-func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, in *stream.Ingester) (Result, error) {
+func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.Client, in *stream.Ingester) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	queues := make([]chan Report, cfg.Senders)
@@ -206,8 +309,14 @@ func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, in *stream.I
 	before := stateAccesses(c)
 	w.measuring.Store(true)
 	start := time.Now()
+	j, err := joinDuring(ctx, cfg, c, &w)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return Result{}, err
+	}
 	select {
-	case <-time.After(cfg.Duration):
+	case <-time.After(time.Until(start.Add(cfg.Duration))):
 	case <-ctx.Done():
 	}
 	w.measuring.Store(false)
@@ -221,7 +330,40 @@ func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, in *stream.I
 		return Result{}, err
 	default:
 	}
-	return result(cfg, &w, elapsed, before, after, string(load)), nil
+	r := result(cfg, &w, elapsed, before, after, string(load))
+	if !j.at.IsZero() {
+		r.EventsPerSecBeforeJoin = float64(j.events) / j.at.Sub(start).Seconds()
+		r.EventsPerSecAfterJoin = float64(r.Events-j.events) / time.Since(j.at).Seconds()
+		if l, rem := after.local-j.acc.local, after.remote-j.acc.remote; l+rem > 0 {
+			r.LocalShareAfterJoin = float64(l) / float64(l+rem)
+		}
+	}
+	return r, nil
+}
+
+// joinMark is the measurement when a node joined.
+type joinMark struct {
+	at     time.Time
+	events int64
+	acc    accesses
+}
+
+// joinDuring adds a node cfg.JoinAt into the measured window (nothing without JoinAt).
+func joinDuring(ctx context.Context, cfg Config, c *benchutil.Cluster, w *window) (joinMark, error) {
+	if cfg.JoinAt <= 0 || cfg.JoinAt >= cfg.Duration {
+		return joinMark{}, nil
+	}
+	select {
+	case <-time.After(cfg.JoinAt):
+	case <-ctx.Done():
+		return joinMark{}, nil
+	}
+	j := joinMark{at: time.Now(), events: w.events.Load(), acc: stateAccesses(c)}
+	if _, err := c.Add(ctx); err != nil {
+		return j, fmt.Errorf("add a node: %w", err)
+	}
+	cfg.Log("a node joined at %s into the measured window", cfg.JoinAt)
+	return j, nil
 }
 
 func generate(ctx context.Context, cfg Config, queues []chan Report) {
@@ -294,7 +436,7 @@ func stateAccesses(c *benchutil.Cluster) accesses {
 }
 
 func result(cfg Config, w *window, elapsed time.Duration, before, after accesses, load string) Result {
-	r := Result{Mode: cfg.Mode.String(), Nodes: cfg.Nodes, Ranges: cfg.Ranges, Seconds: elapsed.Seconds(), Events: w.events.Load(),
+	r := Result{Arm: cfg.Arm.Name, Mode: cfg.Arm.Mode.String(), Nodes: cfg.Nodes, Ranges: cfg.Ranges, Seconds: elapsed.Seconds(), Events: w.events.Load(),
 		Tolls: int64(len(w.tolls)), Retries: after.retries - before.retries, LoadAvg: load}
 	if len(r.LoadAvg) > 0 && r.LoadAvg[len(r.LoadAvg)-1] == '\n' {
 		r.LoadAvg = r.LoadAvg[:len(r.LoadAvg)-1]

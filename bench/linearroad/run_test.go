@@ -4,33 +4,48 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/shoaldb/shoal/stream"
 )
 
-// TestRunMechanics runs both modes briefly on three in-process nodes: every report acknowledged,
-// toll notifications measured, all state accesses local when aligned and most remote when not.
+// TestRunMechanics runs the three arms briefly on three in-process nodes, a fourth joining 1 s into
+// the measured window: every report acknowledged and toll notifications measured in each arm; most
+// state accesses remote when unaligned; all local with the controller, which splits ranges over its
+// (lowered) threshold; placed tasks lose their locality once the new node leads a range of the span.
 func TestRunMechanics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts nodes")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	for _, m := range []stream.Mode{stream.Aligned, stream.Unaligned} {
-		r, err := Run(ctx, Config{Mode: m, Vehicles: 600, Segments: 12, Warmup: time.Second, Duration: 3 * time.Second,
-			Senders: 4, Dir: t.TempDir(), Log: t.Logf})
+	for _, name := range []string{"unaligned", "placed", "controller"} {
+		arm, err := ParseArm(name)
 		if err != nil {
-			t.Fatal(m, err)
+			t.Fatal(err)
+		}
+		r, err := Run(ctx, Config{Arm: arm, Vehicles: 600, Segments: 12, Warmup: time.Second, Duration: 8 * time.Second,
+			JoinAt: time.Second, AlignEvents: 300, AlignFor: time.Second, Senders: 4, Dir: t.TempDir(), Log: t.Logf})
+		if err != nil {
+			t.Fatal(name, err)
 		}
 		t.Logf("%+v", r)
 		if r.Events == 0 || r.Tolls == 0 || r.TollP99Ms <= 0 {
-			t.Fatalf("%s: nothing measured: %+v", m, r)
+			t.Fatalf("%s: nothing measured: %+v", name, r)
 		}
-		if m == stream.Aligned && r.LocalShare != 1 {
-			t.Errorf("aligned: %.3f of state accesses local, want 1", r.LocalShare)
-		}
-		if m == stream.Unaligned && r.LocalShare > 0.6 {
-			t.Errorf("unaligned: %.3f of state accesses local, want about 1/3", r.LocalShare)
+		switch name {
+		case "unaligned":
+			if r.LocalShare > 0.6 {
+				t.Errorf("unaligned: %.3f of state accesses local, want about 1/3", r.LocalShare)
+			}
+		case "placed":
+			if r.NewNodeLeads > 0 && r.LocalShareAfterJoin >= 1 {
+				t.Errorf("placed: the new node leads %d ranges, yet every state access after the join was local", r.NewNodeLeads)
+			}
+		case "controller":
+			if r.LocalShare != 1 {
+				t.Errorf("controller: %.3f of state accesses local, want 1", r.LocalShare)
+			}
+			if r.Splits == 0 || r.RangesAtEnd <= r.Ranges {
+				t.Errorf("controller: %d splits, %d ranges at the end of %d, want the span split", r.Splits, r.RangesAtEnd, r.Ranges)
+			}
 		}
 	}
 }

@@ -4,56 +4,59 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shoaldb/shoal/bench/linearroad"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
-	"github.com/shoaldb/shoal/stream"
 )
 
 var linearRoadFlags struct {
 	cfg  linearroad.Config
-	mode string
+	arms string
 }
 
 var benchLinearRoadCmd = &cobra.Command{
 	Use:   "linear-road",
-	Short: "A Linear-Road-style stream job with tasks aligned with the state's ranges against tasks placed by hash",
-	Long: `Reproduce Amoeba's comparison (Papaioannou 2021, ch. 5, §5.4.2) on in-process nodes: vehicles send
+	Short: "A Linear-Road-style stream job: tasks placed by hash, placed aligned once, and kept aligned by the controller, as arms of one run",
+	Long: `Reproduce Amoeba's comparison (Papaioannou 2021, ch. 5, §5.4) on in-process nodes: vehicles send
 position reports, each segment's task keeps the segment's statistics in Shoal (one key per segment,
 the span split into --ranges ranges with leaders spread over the nodes) and answers a report that
-enters the segment with a toll notification. --mode aligned sends each report to the node leading
-its segment's range (state reads and writes local); unaligned to a node chosen by a hash of the
-segment (state mostly remote, about 1/N local); both runs one after the other, each on a fresh
-cluster. Reports events per second, toll notifications' p50/p99 (a batch's round trip) and the
-share of state accesses served locally, over --duration after --warmup. Prints JSON.`,
-	Example: "  flock /tmp/bench.lock shoal bench linear-road --mode both --duration 30s",
+enters the segment with a toll notification. Each arm of --arms runs on a fresh cluster, one after
+the other, with the same placement changes (incremental_join and rebalance on; with --join-at a node
+joins during the measured window):
+  unaligned   each report goes to a node chosen by a hash of its segment (state mostly remote)
+  placed      to the node that led its segment's range when first looked up, never migrated: aligned
+              until a leadership moves, remote after
+  controller  to the range's current leader (tasks follow every move), with the stream_align policy
+              on: a range over --align-events events/s is split at the median of its events' keys
+  aligned     the controller's routing without the policy
+Reports per arm events per second, toll notifications' p50/p99 (a batch's round trip), the share of
+state accesses served locally, and with --join-at the same before and after the join. Prints JSON.`,
+	Example: "  flock /tmp/bench.lock shoal bench linear-road --duration 30s --join-at 10s",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		var modes []stream.Mode
-		switch linearRoadFlags.mode {
-		case "both":
-			modes = []stream.Mode{stream.Aligned, stream.Unaligned}
-		default:
-			m, err := stream.ParseMode(linearRoadFlags.mode)
+		var arms []linearroad.Arm
+		for _, name := range strings.Split(linearRoadFlags.arms, ",") {
+			a, err := linearroad.ParseArm(strings.TrimSpace(name))
 			if err != nil {
-				return cli.Usage(fmt.Errorf("--mode: %w (or both)", err))
+				return cli.Usage(fmt.Errorf("--arms: %w", err))
 			}
-			modes = []stream.Mode{m}
+			arms = append(arms, a)
 		}
 		return inTempDir(func(dir string) (any, error) {
 			var out []linearroad.Result
-			for i, m := range modes {
+			for i, a := range arms {
 				cfg := linearRoadFlags.cfg
-				cfg.Mode, cfg.Dir = m, filepath.Join(dir, fmt.Sprintf("run%d", i))
-				cfg.Log = func(f string, a ...any) {
-					fmt.Fprintf(os.Stderr, "%s linear-road %s: %s\n", time.Now().Format(time.TimeOnly), m, fmt.Sprintf(f, a...))
+				cfg.Arm, cfg.Dir = a, filepath.Join(dir, fmt.Sprintf("run%d", i))
+				cfg.Log = func(f string, args ...any) {
+					fmt.Fprintf(os.Stderr, "%s linear-road %s: %s\n", time.Now().Format(time.TimeOnly), a.Name, fmt.Sprintf(f, args...))
 				}
 				r, err := linearroad.Run(cmd.Context(), cfg)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", m, err)
+					return nil, fmt.Errorf("%s: %w", a.Name, err)
 				}
 				cfg.Log("%.0f events/s, toll p99 %.1f ms, %.1f %% of state accesses local", r.EventsPerSec, r.TollP99Ms, 100*r.LocalShare)
 				out = append(out, r)
@@ -66,7 +69,7 @@ share of state accesses served locally, over --duration after --warmup. Prints J
 func init() {
 	f := benchLinearRoadCmd.Flags()
 	c := &linearRoadFlags.cfg
-	f.StringVar(&linearRoadFlags.mode, "mode", "both", "aligned, unaligned or both")
+	f.StringVar(&linearRoadFlags.arms, "arms", "unaligned,placed,controller", "arms, in order: unaligned, placed, controller, aligned")
 	f.IntVar(&c.Nodes, "nodes", 3, "in-process nodes")
 	f.IntVar(&c.Ranges, "ranges", 0, "ranges of the segment span (0: two per node)")
 	f.IntVar(&c.Vehicles, "vehicles", 4000, "vehicles")
@@ -76,5 +79,7 @@ func init() {
 	f.IntVar(&c.Batch, "batch", 64, "reports per ingest call at most")
 	f.DurationVar(&c.Warmup, "warmup", 5*time.Second, "unmeasured start of each run")
 	f.DurationVar(&c.Duration, "duration", 30*time.Second, "measured window of each run")
+	f.DurationVar(&c.JoinAt, "join-at", 0, "add a node this far into the measured window (0: none)")
+	f.Float64Var(&c.AlignEvents, "align-events", 0, "stream_align's threshold in the controller arm, events/s per range (0: its default, 2000)")
 	benchCmd.AddCommand(benchLinearRoadCmd)
 }
