@@ -76,8 +76,9 @@ reads per second and every node leads as many ranges, the first only cold ones: 
 the cluster is balanced (rebalance leaves it so), by usage the first node carries most of the
 misses. Two arms of one run, each from that placement: rebalance alone (usage_balance off), then
 usage_balance on. Each settles at --settle-rate, then steps the offered rate a range through
---range-rates until a step misses the SLO (each tenant's p99 ≤ --slo-p99 and ≥ --slo-served of its
-offered reads served); the arm's throughput at the SLO is its last step that met it. Prints JSON:
+--range-rates until a step misses the SLO twice in a row (each tenant's p99 ≤ --slo-p99 and ≥
+--slo-served of its offered reads served); the arm's throughput at the SLO is its last step that
+met it. Prints JSON:
 every step's throughput and p99 per tenant, the leaders by tenant and node, the nodes' predicted
 usage, the decisions of each arm, and usage_balance's gain at the SLO.`,
 	Example: "  flock /tmp/bench.lock shoal bench usage-balance",
