@@ -97,7 +97,7 @@ func Calibrate(real *RealReport, opts CalibrateOptions) (*Calibration, error) {
 		return nil, err
 	}
 	base := sc
-	sc, offered, err := fitScenario(base, real, on)
+	sc, offered, err := fitScenario(base, real, on, opts.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func Calibrate(real *RealReport, opts CalibrateOptions) (*Calibration, error) {
 	if off != nil {
 		// Each simulated run at its real run's own load: on a shared machine the two real runs'
 		// steady states can differ by half.
-		scOff, o, err := fitScenario(base, real, off)
+		scOff, o, err := fitScenario(base, real, off, opts.Seed)
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +172,7 @@ func pickRuns(real *RealReport, opts CalibrateOptions) (on, off *RealRun, err er
 
 // fitScenario sizes sc as the real run was and sets its offered load to the real run's throughput
 // before its first event after the warm-up.
-func fitScenario(sc Scenario, real *RealReport, on *RealRun) (Scenario, float64, error) {
+func fitScenario(sc Scenario, real *RealReport, on *RealRun, seed uint64) (Scenario, float64, error) {
 	st := real.Settings
 	if st.DurationS > 0 {
 		d := time.Duration(st.DurationS * float64(time.Second))
@@ -217,7 +217,7 @@ func fitScenario(sc Scenario, real *RealReport, on *RealRun) (Scenario, float64,
 		return sc, 0, fmt.Errorf("sim: calibrate: the real %s run served nothing between its warm-up and its first event", on.Label())
 	}
 	sc.OpsPerSec = sum / float64(n)
-	if err := fitThink(&sc, st.Threads, sc.OpsPerSec, until, on.PolicyOn); err != nil {
+	if err := fitThink(&sc, st.Threads, sc.OpsPerSec, until, on.PolicyOn, seed); err != nil {
 		return sc, 0, err
 	}
 	return sc, sc.OpsPerSec, nil
@@ -230,7 +230,7 @@ func fitScenario(sc Scenario, real *RealReport, on *RealRun) (Scenario, float64,
 // of the last run, Z' = N/target − R is the next guess (a fixed point that converges in a few runs
 // of the scenario cut at until while R moves little with Z); if even Z = 0 serves less than the
 // target, the stations bind and Z stays 0.
-func fitThink(sc *Scenario, threads int, target, until float64, on bool) error {
+func fitThink(sc *Scenario, threads int, target, until float64, on bool, seed uint64) error {
 	h := hostOf(*sc)
 	if !h.on() {
 		return nil
@@ -252,7 +252,7 @@ func fitThink(sc *Scenario, threads int, target, until float64, on bool) error {
 	for i := 0; i < 8; i++ {
 		cut := *sc
 		cut.Params, cut.Duration = with(z), seconds(math.Ceil(until))
-		res, err := Run(cut, Options{Seed: 1, OnlyPolicyOn: on, OnlyPolicyOff: !on})
+		res, err := Run(cut, Options{Seed: seed, OnlyPolicyOn: on, OnlyPolicyOff: !on})
 		if err != nil {
 			return err
 		}
