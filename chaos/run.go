@@ -72,6 +72,11 @@ type Config struct {
 	Log io.Writer
 	// NodeArgs are more `shoal start` flags for every node.
 	NodeArgs []string
+	// Alongside, when set, is a second workload run beside the driver's under the same nemesis (a
+	// stream producer, say): it starts with the workload, reaching the nodes at addrs; healed is
+	// closed once every fault is healed and the cluster has recovered, when it should stop, check
+	// what it did and return. Its error is one of the run's problems.
+	Alongside func(ctx context.Context, addrs []string, healed <-chan struct{}) error
 
 	// net, when set, is the network to use instead of the one Mode picks (the overload benchmark's
 	// plain loopback).
@@ -430,6 +435,10 @@ func (r *run) exercise(ctx context.Context) error {
 			wl.run(w, stop)
 		}()
 	}
+	healed, alongside := make(chan struct{}), make(chan error, 1)
+	if cfg.Alongside != nil {
+		go func() { alongside <- cfg.Alongside(ctx, addrs, healed) }()
+	}
 	nm := newNemesis(r, rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Actions)
 	r.logf("workload and nemesis start")
 	wlStart := h.Now()
@@ -467,6 +476,17 @@ func (r *run) exercise(ctx context.Context) error {
 	}
 	r.report.Recovery = time.Since(healStart)
 	r.logf("recovered in %.1fs", r.report.Recovery.Seconds())
+	if cfg.Alongside != nil {
+		close(healed)
+		select {
+		case err := <-alongside:
+			if err != nil {
+				r.problem("the workload alongside: %v", err)
+			}
+		case <-time.After(cfg.RecoverTimeout):
+			r.problem("the workload alongside did not finish within %v of the recovery", cfg.RecoverTimeout)
+		}
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	fc, err := wl.finalRead(rctx, r.admin)

@@ -133,19 +133,27 @@ func streamStats(c *testcluster.Cluster) (local, remote uint64) {
 // countOf reads the count job's counter of payload p.
 func countOf(t *testing.T, ctx context.Context, cl *client.Client, p string) (count int, pos uint64) {
 	t.Helper()
+	count, pos, err := counted(ctx, cl, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return count, pos
+}
+
+// counted reads the count job's counter of payload p and the position stored with it.
+func counted(ctx context.Context, cl *client.Client, p string) (count int, pos uint64, err error) {
 	raw, found, err := cl.Get(ctx, []byte(stream.CountPrefix+p))
 	if err != nil || !found {
-		t.Fatalf("counter %q: found %v, %v", p, found, err)
+		return 0, 0, fmt.Errorf("counter %q: found %v, %v", p, found, err)
 	}
 	pos, data, _, err := stream.DecodeValue(raw)
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, err
 	}
-	n, err := strconv.Atoi(string(data))
-	if err != nil {
-		t.Fatal(err)
+	if count, err = strconv.Atoi(string(data)); err != nil {
+		return 0, 0, err
 	}
-	return n, pos
+	return count, pos, nil
 }
 
 // TestStreamLocalStateAccess: with tasks aligned with ranges, every state access of the count job is
@@ -292,20 +300,9 @@ func (r *counting) check(evs []stream.Event, acks []stream.Ack, replays []stream
 // stop ends the producer and checks the state: each counter equals its key's acknowledged events.
 func (r *counting) stop(t *testing.T, ctx context.Context, c *testcluster.Cluster, cl *client.Client) {
 	t.Helper()
-	close(r.done)
-	if err := <-r.errc; err != nil {
+	total, err := r.verify(ctx, cl)
+	if err != nil {
 		t.Fatal(err)
-	}
-	total := uint64(0)
-	for p, n := range r.acked {
-		count, pos := countOf(t, ctx, cl, p)
-		if uint64(count) != n || pos != n {
-			t.Errorf("key %s: counter %d at position %d, want %d acknowledged events", p, count, pos, n)
-		}
-		total += n
-	}
-	if len(r.acked) != r.keys || r.dups == 0 {
-		t.Fatalf("%d keys acknowledged, %d replays answered DUPLICATE", len(r.acked), r.dups)
 	}
 	var retries uint64
 	for _, n := range c.Nodes {
@@ -315,6 +312,35 @@ func (r *counting) stop(t *testing.T, ctx context.Context, c *testcluster.Cluste
 	}
 	t.Logf("%d events applied exactly once over %d keys, %d replays skipped, %d found applied after a lost answer, %d answers RETRY (re-routed)",
 		total, r.keys, r.dups, r.lost, retries)
+}
+
+// verify ends the producer and checks the state: each counter equals its key's acknowledged events
+// and holds the position of the last (no event lost, none applied twice). It returns the events
+// acknowledged.
+func (r *counting) verify(ctx context.Context, cl *client.Client) (uint64, error) {
+	close(r.done)
+	if err := <-r.errc; err != nil {
+		return 0, err
+	}
+	var total uint64
+	var wrong []string
+	for p, n := range r.acked {
+		count, pos, err := counted(ctx, cl, p)
+		if err != nil {
+			return 0, err
+		}
+		if uint64(count) != n || pos != n {
+			wrong = append(wrong, fmt.Sprintf("key %s: counter %d at position %d, want %d acknowledged events", p, count, pos, n))
+		}
+		total += n
+	}
+	if len(wrong) > 0 {
+		return total, fmt.Errorf("%d keys wrong: %v", len(wrong), wrong)
+	}
+	if len(r.acked) != r.keys || r.dups == 0 {
+		return total, fmt.Errorf("%d keys acknowledged, %d replays answered DUPLICATE", len(r.acked), r.dups)
+	}
+	return total, nil
 }
 
 // TestStreamExactlyOnceThroughMoves: a producer counts events on 60 keys while the span's leadership

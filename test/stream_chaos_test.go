@@ -1,0 +1,102 @@
+package test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/chaos"
+	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/stream"
+)
+
+// TestStreamExactlyOnceUnderChaos: the count job's producer runs beside the chaos suite's workload
+// on three `shoal start` processes while the nemesis kills nodes with -9 (restarting them 1–4 s
+// later), moves leaderships and splits ranges for 12 s; events in flight at a killed or moved leader
+// are sent again with their positions. After the faults are healed, every counter must equal its
+// key's acknowledged events and hold the last one's position — no event lost, none applied twice —
+// and the chaos run's own checks (porcupine, final read) must pass. CHAOS_SEED replays a seed,
+// SHOAL_BIN names a prebuilt binary.
+func TestStreamExactlyOnceUnderChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: not in -short mode")
+	}
+	seed := uint64(time.Now().UnixNano()) % 1_000_000_000
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("chaos seed %d (replay: CHAOS_SEED=%d go test ./test -run TestStreamExactlyOnceUnderChaos)", seed, seed)
+	bin := shoalBinary(t)
+	var total uint64
+	var run *counting
+	logw := &testLogWriter{t: t}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := chaos.Run(ctx, chaos.Config{
+		Seed: seed, Bin: bin, Dir: t.TempDir(), Mode: os.Getenv("CHAOS_MODE"), Workers: 2,
+		Duration: 12 * time.Second, MinInterval: 500 * time.Millisecond, MaxInterval: 1500 * time.Millisecond,
+		Actions: map[string]int{chaos.ActKill: 2, chaos.ActTransfer: 3, chaos.ActSplit: 1},
+		Log:     logw,
+		Alongside: func(ctx context.Context, addrs []string, healed <-chan struct{}) error {
+			cl, err := client.New(ctx, client.Config{Addrs: addrs, RequestTimeout: 2 * time.Second, MaxAttempts: 40})
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			in, err := stream.NewIngester(stream.IngesterConfig{Client: cl, MaxBatch: 64}, "count")
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			run = startCounting(ctx, in, 40)
+			<-healed
+			total, err = run.verify(ctx, cl)
+			return err
+		},
+	})
+	logw.flush()
+	if err != nil {
+		t.Fatalf("seed %d: the run could not be carried out: %v", seed, err)
+	}
+	t.Log(rep.Summary())
+	for _, p := range rep.Problems {
+		t.Errorf("%s", p)
+	}
+	if !rep.OK() && len(rep.Problems) == 0 {
+		t.Errorf("the chaos run's checks failed: %d lost, %d phantom, linearizable %q", len(rep.Lost), len(rep.Phantom), rep.Linearizable)
+	}
+	if rep.Actions[chaos.ActKill] == 0 || rep.Actions[chaos.ActTransfer] == 0 {
+		t.Errorf("the nemesis killed no node or moved no leadership (actions: %v)", rep.Actions)
+	}
+	if run != nil {
+		t.Logf("stream: %d events applied exactly once over %d keys, %d replays skipped, %d found applied after a lost answer",
+			total, run.keys, run.dups, run.lost)
+	}
+	if total == 0 {
+		t.Errorf("no stream event acknowledged")
+	}
+}
+
+// shoalBinary is SHOAL_BIN, or the shoal binary built (CGO_ENABLED=0) into the test's directory.
+func shoalBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("SHOAL_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "shoal")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/shoaldb/shoal/cmd/shoal")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the shoal binary: %v\n%s", err, out)
+	}
+	return bin
+}
