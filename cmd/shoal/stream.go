@@ -49,7 +49,7 @@ func init() {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withSession(cmd, func(s *session) error { return streamIngest(s, args[0], os.Stdin, cmd.OutOrStdout()) })
 		}}
-	ingest.Flags().StringVar(&streamIngestFlags.mode, "mode", "aligned", "aligned (to the range's leader) or unaligned (by a hash of the key)")
+	ingest.Flags().StringVar(&streamIngestFlags.mode, "mode", "aligned", "aligned (to the range's leader), unaligned (by a hash of the key) or placed (to the leader first seen, never updated)")
 	ingest.Flags().IntVar(&streamIngestFlags.batch, "batch", 256, "events per send")
 	ingest.Flags().BoolVar(&streamIngestFlags.quiet, "quiet", false, "print only the totals")
 	streamCmd.AddCommand(jobs, status, ingest)
