@@ -3855,11 +3855,12 @@ type RangeLoad struct {
 	HistBlocks                []float64 `protobuf:"fixed64,22,rep,packed,name=hist_blocks,json=histBlocks,proto3" json:"hist_blocks,omitempty"`
 	// Stream events the leader's tasks applied in the range since its previous report (events/s), and
 	// a uniform sample of their keys (stream_align's input: where in the range the stream's load is).
-	StreamEventsQps    float64  `protobuf:"fixed64,23,opt,name=stream_events_qps,json=streamEventsQps,proto3" json:"stream_events_qps,omitempty"`
-	StreamSampleKeys   [][]byte `protobuf:"bytes,24,rep,name=stream_sample_keys,json=streamSampleKeys,proto3" json:"stream_sample_keys,omitempty"`
-	StreamSampleCounts []uint32 `protobuf:"varint,25,rep,packed,name=stream_sample_counts,json=streamSampleCounts,proto3" json:"stream_sample_counts,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	StreamEventsQps         float64  `protobuf:"fixed64,23,opt,name=stream_events_qps,json=streamEventsQps,proto3" json:"stream_events_qps,omitempty"`
+	StreamSampleKeys        [][]byte `protobuf:"bytes,24,rep,name=stream_sample_keys,json=streamSampleKeys,proto3" json:"stream_sample_keys,omitempty"`
+	StreamSampleCounts      []uint32 `protobuf:"varint,25,rep,packed,name=stream_sample_counts,json=streamSampleCounts,proto3" json:"stream_sample_counts,omitempty"`
+	StreamSampleAtUnixNanos int64    `protobuf:"varint,26,opt,name=stream_sample_at_unix_nanos,json=streamSampleAtUnixNanos,proto3" json:"stream_sample_at_unix_nanos,omitempty"` // the end of the sample's window
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *RangeLoad) Reset() {
@@ -4065,6 +4066,13 @@ func (x *RangeLoad) GetStreamSampleCounts() []uint32 {
 		return x.StreamSampleCounts
 	}
 	return nil
+}
+
+func (x *RangeLoad) GetStreamSampleAtUnixNanos() int64 {
+	if x != nil {
+		return x.StreamSampleAtUnixNanos
+	}
+	return 0
 }
 
 type NodesRequest struct {
@@ -8858,7 +8866,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x13MaintenanceResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x17\n" +
-	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xbf\a\n" +
+	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\xfd\a\n" +
 	"\tRangeLoad\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\x04R\arangeId\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x19\n" +
@@ -8888,7 +8896,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"histBlocks\x12*\n" +
 	"\x11stream_events_qps\x18\x17 \x01(\x01R\x0fstreamEventsQps\x12,\n" +
 	"\x12stream_sample_keys\x18\x18 \x03(\fR\x10streamSampleKeys\x120\n" +
-	"\x14stream_sample_counts\x18\x19 \x03(\rR\x12streamSampleCounts\"\x0e\n" +
+	"\x14stream_sample_counts\x18\x19 \x03(\rR\x12streamSampleCounts\x12<\n" +
+	"\x1bstream_sample_at_unix_nanos\x18\x1a \x01(\x03R\x17streamSampleAtUnixNanos\"\x0e\n" +
 	"\fNodesRequest\"\\\n" +
 	"\rNodesResponse\x12\"\n" +
 	"\x05error\x18\x01 \x01(\v2\f.shoal.ErrorR\x05error\x12'\n" +
