@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -160,7 +162,14 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		suspects:    make(map[string]time.Time),
 		unreachable: make(map[string]string),
 	}
-	opts := append([]grpc.DialOption(nil), cfg.DialOptions...)
+	// gRPC's default reconnect backoff (1 s growing to 2 min) leaves the connection to a node that
+	// was down for a few seconds failing for seconds more after it serves again; meanwhile the ranges
+	// it leads again can only be reached through retries. A node restarts in seconds: redial soon.
+	opts := []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           grpcbackoff.Config{BaseDelay: redialMin, Multiplier: 1.6, Jitter: 0.2, MaxDelay: redialMax},
+		MinConnectTimeout: 5 * time.Second,
+	})}
+	opts = append(opts, cfg.DialOptions...)
 	// Responses may carry values up to the server's limit (8 MiB by default) or a scan's budget.
 	opts = append(opts, grpc.WithStatsHandler(&c.sent), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponseBytes)))
 	if cfg.AuthToken != "" {
@@ -206,6 +215,46 @@ type connPool struct {
 func newConnPool(opts []grpc.DialOption) *connPool {
 	return &connPool{opts: opts, conns: make(map[string]*grpc.ClientConn)}
 }
+
+// Reconnect backoff of the connection to one node (the first redial after about redialMin).
+const (
+	redialMin = 50 * time.Millisecond
+	redialMax = time.Second
+)
+
+// wake redials addr at once if its connection is waiting out a reconnect backoff: a server just
+// named it as a range's leader, so it serves again (a planned restart handing leaderships back).
+// With wait > 0 it then waits up to wait (within ctx) for the connection, since until it is up,
+// gRPC fails every call at once. It reports whether the connection is up.
+func (p *connPool) wake(ctx context.Context, addr string, wait time.Duration) bool {
+	p.mu.Lock()
+	cc := p.conns[addr]
+	p.mu.Unlock()
+	if cc == nil {
+		return false
+	}
+	s := cc.GetState()
+	if s != connectivity.TransientFailure {
+		return s == connectivity.Ready
+	}
+	cc.ResetConnectBackoff()
+	if wait <= 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	// The channel reports transient failure until a connection is ready (pick_first's sticky
+	// failure), so wait for Ready itself.
+	for s = cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// wakeWait bounds how long a call waits for the connection to a node named leader to come up.
+const wakeWait = 250 * time.Millisecond
 
 // get returns the stub for addr, creating its connection if needed.
 func (p *connPool) get(addr string) (pb.ShoalClient, error) {
@@ -258,6 +307,13 @@ func (c *Client) clearSuspect(addr string) {
 	c.mu.Lock()
 	delete(c.suspects, addr)
 	delete(c.unreachable, addr)
+	c.mu.Unlock()
+}
+
+// clearSuspectOnly stops avoiding addr without counting it as reached (nothing answered from it yet).
+func (c *Client) clearSuspectOnly(addr string) {
+	c.mu.Lock()
+	delete(c.suspects, addr)
 	c.mu.Unlock()
 }
 

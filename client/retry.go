@@ -359,6 +359,10 @@ func (c *Client) attempt(ctx context.Context, op opKind, t target, call rpcFunc)
 				c.cache.setLeader(t.entry.desc.GetRangeId(), perr.GetLeaderNodeId(), se.LeaderAddr)
 			}
 		}
+		if se.LeaderAddr != "" && se.LeaderAddr != t.addr && c.conns.wake(ctx, se.LeaderAddr, wakeWait) {
+			// A replica names the node as leader and it answers: whatever failed there before is over.
+			c.clearSuspectOnly(se.LeaderAddr)
+		}
 		return retryBackoff, se // run() decides whether to follow the hint at once
 	case pb.ErrorCode_RANGE_MOVED:
 		if t.routed {
@@ -536,6 +540,11 @@ func (c *Client) lookupOnce(ctx context.Context, key []byte) (*pb.RangeLookupRes
 			c.lastGood = addr
 			c.mu.Unlock()
 			e := c.cache.insert(d, resp.GetLeaderNodeId(), resp.GetNodes())
+			if a := c.cache.leaderAddrOf(e); a != "" {
+				// The meta range may name a leader it has not seen go: redial, but keep avoiding it
+				// until a replica's NOT_LEADER confirms it.
+				c.conns.wake(ctx, a, 0)
+			}
 			return resp, e, nil
 		}
 		if v == fail {

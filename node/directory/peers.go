@@ -3,8 +3,10 @@ package directory
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/shoaldb/shoal/pb"
 )
@@ -59,7 +61,13 @@ func (p *Peers) Conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	opts := WithToken(p.opts, p.token)
+	// A peer restarts in seconds; gRPC's default reconnect backoff (1 s growing to 2 min) would leave
+	// calls to it (forwarded requests, the autopilot's warm-up checks and transfers) failing for
+	// seconds after it serves again.
+	opts := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	})}, WithToken(p.opts, p.token)...)
 	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
