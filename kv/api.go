@@ -542,6 +542,9 @@ func (s *Service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequ
 	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	err := s.OnLeader(ctx, req.RangeId, func(r *replica.Replica) error {
+		if err := waitTransferee(ctx, r, req.NodeId); err != nil {
+			return err
+		}
 		if err := r.TransferLeadership(req.NodeId); err != nil {
 			return err
 		}
@@ -574,6 +577,26 @@ func (s *Service) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequ
 	}
 	s.cluster.MovedLeader(req.RangeId, req.NodeId)
 	return &pb.TransferLeaderResponse{}, nil
+}
+
+// transfereeWait bounds how long a transfer waits for its transferee to catch up before asking raft
+// anyway (raft then catches it up itself, with the range's writes stalled meanwhile).
+const transfereeWait = 5 * time.Second
+
+// waitTransferee waits, up to transfereeWait (half of what is left of ctx at most), until the voter
+// on node holds every committed entry of r's range and answers, so that the transfer's hand-over,
+// during which raft drops proposals, is one message exchange long.
+func waitTransferee(ctx context.Context, r *replica.Replica, node uint64) error {
+	wait := transfereeWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	for end := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		ok, err := r.TransfereeCaughtUp(node)
+		if ok || err != nil || time.Now().After(end) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // RelocateReplica implements pb.ShoalServer.

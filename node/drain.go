@@ -36,12 +36,24 @@ func (n *Node) DrainLeaderships(ctx context.Context) int {
 			if d == nil {
 				continue
 			}
+			// A voter that holds the whole log takes over at once; one catching up (a node just
+			// restarted, in a rolling restart) would stall the range's writes until it has caught up.
+			to := uint64(0)
 			for _, rd := range d.Replicas {
-				if !rd.Learner && takers[rd.NodeId] {
-					movable++
-					_ = r.TransferLeadership(rd.NodeId)
+				if rd.Learner || !takers[rd.NodeId] {
+					continue
+				}
+				if to == 0 {
+					to = rd.NodeId
+				}
+				if ok, _ := r.TransfereeCaughtUp(rd.NodeId); ok {
+					to = rd.NodeId
 					break
 				}
+			}
+			if to != 0 {
+				movable++
+				_ = r.TransferLeadership(to)
 			}
 		}
 		if left == 0 || movable == 0 {

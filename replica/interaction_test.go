@@ -53,6 +53,8 @@ import (
 //	                            a configuration change proposed by node; promote with remove is one
 //	                            joint change
 //	transfer-leader node range to=N
+//	caught-up node range to=N   whether the voter on N could take the leadership at once
+//	                            (TransfereeCaughtUp); prints without stabilizing
 //	truncate node range [index=I]
 //	                            truncate the log up to I (default: the replica's truncation point)
 //	partition nodes=(3,4)       cut the nodes off from every other (messages and snapshots are lost)
@@ -218,6 +220,13 @@ func (c *interaction) run(td *datadriven.TestData) error {
 			return err
 		}
 		return c.stabilize()
+	case "caught-up":
+		ok, err := r.TransfereeCaughtUp(c.uintArg(td, "to"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.out, "range %d: n%d caught up: %v\n", r.RangeID(), c.uintArg(td, "to"), ok)
+		return nil
 	case "truncate":
 		return c.truncate(td, r)
 	case "freeze":

@@ -302,6 +302,11 @@ func (r *Replica) checkUsableLocked() *Error {
 // (safe to retry): not proposed, or, if the leadership moved while it waited, overwritten by the
 // new leader's log (proposal.orphan); AMBIGUOUS and TIMEOUT mean it may or may not be applied.
 func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) {
+	return r.propose(ctx, cmd, false)
+}
+
+// propose is Propose; handedOver says a leadership hand-over was already waited for.
+func (r *Replica) propose(ctx context.Context, cmd *pb.Command, handedOver bool) (Result, error) {
 	r.mu.Lock()
 	if e := r.checkUsableLocked(); e != nil {
 		r.mu.Unlock()
@@ -340,7 +345,17 @@ func (r *Replica) Propose(ctx context.Context, cmd *pb.Command) (Result, error) 
 	}
 	if err := r.rn.Propose(data); err != nil {
 		p.release(r.store)
+		transferring := r.rn.BasicStatus().LeadTransferee != 0
 		r.mu.Unlock()
+		if transferring && !handedOver {
+			// Raft drops proposals while it hands the leadership over. Wait for the hand-over's end
+			// (a message exchange) rather than send the client into its retry back-off: once it
+			// is over, the new leader is named in the answer and the client goes there at once.
+			if e := r.awaitHandOver(ctx); e != nil {
+				return Result{}, e
+			}
+			return r.propose(ctx, cmd, true)
+		}
 		return Result{}, &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: proposal dropped: %v", r.rangeID, err)}
 	}
 	r.proposals[id] = p
@@ -504,6 +519,31 @@ func (r *Replica) RetryTransfer(targetNode uint64) error {
 	return nil
 }
 
+// TransfereeCaughtUp reports whether the voter on targetNode could take this replica's leadership
+// at once: it answers (raft's RecentActive), receives entries normally (no snapshot, no probing) and
+// holds every committed entry. Raft drops every proposal while a transfer runs, until the transferee
+// has caught up, so a transfer to a replica still catching up (a node just restarted) stalls the
+// range's writes for as long; waiting for this first keeps that stall to the hand-over itself.
+func (r *Replica) TransfereeCaughtUp(targetNode uint64) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	target, err := r.transfereeLocked(targetNode)
+	if err != nil {
+		return false, err
+	}
+	commit := r.rn.BasicStatus().GetCommit()
+	ok := false
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == target {
+			ok = pr.RecentActive && pr.State == tracker.StateReplicate && pr.Match >= commit
+		}
+	})
+	if !ok {
+		r.unquiesceLocked() // an idle range's leader heartbeats the transferee again, which catches it up
+	}
+	return ok, nil
+}
+
 // transfereeLocked is the replica id of the voter on targetNode, if this replica leads.
 func (r *Replica) transfereeLocked(targetNode uint64) (uint64, error) {
 	if e := r.checkUsableLocked(); e != nil {
@@ -580,6 +620,14 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 func (r *Replica) awaitRead(ctx context.Context, b *readBatch) error {
 	select {
 	case <-b.done:
+		if e := b.err; e != nil && e.Code == pb.ErrorCode_NOT_LEADER && e.LeaderNode == 0 {
+			// The leadership moved while the read waited, and the new leader has not spoken yet
+			// (a transfer: this replica stepped down on the transferee's vote request). Name it
+			// once it does, so that the client goes there instead of backing off.
+			if ne := r.awaitHandOver(ctx); ne != nil {
+				return ne
+			}
+		}
 		if b.err != nil {
 			return b.err
 		}
@@ -588,6 +636,36 @@ func (r *Replica) awaitRead(ctx context.Context, b *readBatch) error {
 		return &Error{Code: pb.ErrorCode_TIMEOUT, Msg: fmt.Sprintf("range %d: read barrier: %v", r.rangeID, ctx.Err())}
 	case <-r.store.stopper:
 		return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: "node stopping"}
+	}
+}
+
+// awaitHandOver waits, up to an election timeout, for a leadership hand-over under way here to end.
+// It returns NOT_LEADER naming the new leader once this replica has stepped down and heard from it
+// (or, at the bound, whatever it knows), and nil if this replica still leads with no transfer
+// running: the caller may propose again.
+func (r *Replica) awaitHandOver(ctx context.Context) error {
+	end := time.Now().Add(time.Duration(r.store.cfg.ElectionTicks) * r.store.cfg.TickInterval)
+	for {
+		r.mu.Lock()
+		if e := r.checkUsableLocked(); e != nil {
+			r.mu.Unlock()
+			return e
+		}
+		leading := r.state == raft.StateLeader
+		if leading && r.rn.BasicStatus().LeadTransferee == 0 {
+			r.mu.Unlock()
+			return nil
+		}
+		if !leading && (r.leader != 0 || time.Now().After(end) || ctx.Err() != nil) {
+			e := r.notLeaderLocked()
+			r.mu.Unlock()
+			return e
+		}
+		r.mu.Unlock()
+		if leading && (time.Now().After(end) || ctx.Err() != nil) {
+			return &Error{Code: pb.ErrorCode_UNAVAILABLE, Msg: fmt.Sprintf("range %d: leadership transfer under way", r.rangeID)}
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
