@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,18 +32,7 @@ func TestChaosShort(t *testing.T) {
 	}
 	t.Logf("chaos seed %d (replay: CHAOS_SEED=%d go test ./test -run TestChaosShort)", seed, seed)
 
-	bin := os.Getenv("SHOAL_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "shoal")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/shoaldb/shoal/cmd/shoal")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := build.CombinedOutput()
-		cancel()
-		if err != nil {
-			t.Fatalf("build the shoal binary: %v\n%s", err, out)
-		}
-	}
+	bin := shoalBinary(t)
 
 	dir := t.TempDir()
 	artifacts := os.Getenv("SHOAL_TEST_ARTIFACTS")

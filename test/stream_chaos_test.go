@@ -3,8 +3,6 @@ package test
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -82,21 +80,4 @@ func TestStreamExactlyOnceUnderChaos(t *testing.T) {
 	if total == 0 {
 		t.Errorf("no stream event acknowledged")
 	}
-}
-
-// shoalBinary is SHOAL_BIN, or the shoal binary built (CGO_ENABLED=0) into the test's directory.
-func shoalBinary(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("SHOAL_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "shoal")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/shoaldb/shoal/cmd/shoal")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the shoal binary: %v\n%s", err, out)
-	}
-	return bin
 }

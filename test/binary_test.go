@@ -1,0 +1,52 @@
+package test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMain removes the shoal binary the process-level suites share (shoalBinary) once every test ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	builtDir  string
+	builtBin  string
+	buildErr  error
+	buildOut  []byte
+)
+
+// shoalBinary is SHOAL_BIN, or the shoal binary (CGO_ENABLED=0) built once for every test of the
+// package that runs real processes.
+func shoalBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("SHOAL_BIN"); bin != "" {
+		return bin
+	}
+	buildOnce.Do(func() {
+		if builtDir, buildErr = os.MkdirTemp("", "shoal-test-bin-"); buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(builtDir, "shoal")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		build := exec.CommandContext(ctx, "go", "build", "-o", builtBin, "github.com/shoaldb/shoal/cmd/shoal")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		buildOut, buildErr = build.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build the shoal binary: %v\n%s", buildErr, buildOut)
+	}
+	return builtBin
+}
