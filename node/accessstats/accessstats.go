@@ -373,19 +373,33 @@ const headCount = 4
 // headLeast is the least count of a head slot: at least headCount, and more than any block of a
 // uniform range of blocks sampled mean times each (Poisson) would show but by chance: fewer than
 // one such block expected.
+//
+// The terms are computed from their logarithms: at a mean of a few hundred (a hot region's blocks
+// sampled that often) e^−mean underflows to 0, and the recurrence then never lowered the tail, so
+// the loop never ended — under the tracker's lock, hanging every read of the node.
 func headLeast(mean, blocks float64) float64 {
-	pmf := math.Exp(-mean) // P(count = 0)
-	tail := 1.0            // P(count ≥ k)
-	for k := 0.0; ; k++ {
+	tail := 1.0 // P(count ≥ k)
+	lnMean := math.Log(mean)
+	// Past mean + 40 standard deviations the tail is 0 in floating point whatever the terms say.
+	limit := math.Ceil(mean + 40*math.Sqrt(mean) + headCount)
+	for k := 0.0; k <= limit; k++ {
 		if k >= headCount && blocks*tail < 1 {
 			return k
 		}
+		lg, _ := math.Lgamma(k + 1)
+		pmf := math.Exp(k*lnMean - mean - lg) // P(count = k)
+		if mean == 0 {
+			pmf = 0
+			if k == 0 {
+				pmf = 1
+			}
+		}
 		tail -= pmf
-		pmf *= mean / (k + 1)
 		if tail <= 0 {
 			return math.Max(k+1, headCount)
 		}
 	}
+	return math.Max(limit, headCount)
 }
 
 // rankBin is a run of n tail blocks around a rank (ranks continue the head's: the first tail block
