@@ -75,27 +75,37 @@ func TestRollingRestartCompose(t *testing.T) {
 			type window struct {
 				node     int
 				from, to float64
+				events   []string // "+1.2s stopped": what happened when, from the window's start
 			}
 			var windows []window
 			for i := 1; i <= 3; i++ {
 				from := float64(time.Now().UnixMilli()) / 1000
+				var events []string
+				mark := func(what string) {
+					events = append(events, fmt.Sprintf("+%.1fs %s", float64(time.Now().UnixMilli())/1000-from, what))
+				}
 				host := grpcs[i-1]
 				if mode == "hooks" {
 					t.Logf("n%d: %s", i, strings.TrimSpace(run(t, "docker", "exec", container(i), "/shoal", "node", "prestop", "--host", host, "--grace", "20s")))
+					mark("prestop done")
 					compose("stop", fmt.Sprintf("node%d", i))
 				} else {
 					run(t, "docker", "kill", container(i))
 				}
+				mark("stopped")
 				time.Sleep(3 * time.Second)
 				compose("start", fmt.Sprintf("node%d", i))
+				mark("started")
 				waitFor(t, time.Minute, "the node serves again", func() bool {
 					return exec.Command(bin, "--host", host, "--timeout", "2s", "get", "rolling-probe").Run() == nil
 				})
+				mark("serves")
 				if mode == "hooks" {
 					t.Logf("n%d: %s", i, strings.TrimSpace(run(t, "docker", "exec", container(i), "/shoal", "node", "poststart", "--host", host)))
+					mark("poststart done")
 				}
 				time.Sleep(10 * time.Second)
-				windows = append(windows, window{i, from, float64(time.Now().UnixMilli()) / 1000})
+				windows = append(windows, window{i, from, float64(time.Now().UnixMilli()) / 1000, events})
 			}
 			if err := load.Wait(); err != nil {
 				t.Fatalf("load: %v\n%s", err, stdout.String())
@@ -124,16 +134,21 @@ func TestRollingRestartCompose(t *testing.T) {
 			p99, ops := median(steadyP99), median(steadyOps)
 			t.Logf("%s: steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", mode, ops, p99, rep.Operations[ycsb.OpRead].Count+rep.Operations[ycsb.OpUpdate].Count, rep.Errors, rep.ErrorSample)
 			for _, w := range windows {
-				worst, low := 0.0, 0
+				worst, low, over := 0.0, 0, []string{}
 				for _, p := range points {
 					if p.Phase == "run" && p.Unix > w.from && p.Unix <= w.to {
 						worst = max(worst, p.P99Ms)
 						if p.Throughput < ops/2 {
 							low++
 						}
+						if p.P99Ms > 1.5*p99 {
+							// The second ending at +x: where in the restart the p99 rose.
+							over = append(over, fmt.Sprintf("+%.0fs %.1fx", p.Unix-w.from, p.P99Ms/p99))
+						}
 					}
 				}
-				t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput", mode, w.node, worst, worst/p99, low)
+				t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput; %d s over 1.5x steady (%s); events: %s",
+					mode, w.node, worst, worst/p99, low, len(over), strings.Join(over, ", "), strings.Join(w.events, ", "))
 			}
 			if mode == "hooks" && rep.Errors != 0 {
 				t.Errorf("%d requests failed across the rolling restart through the hooks: %s", rep.Errors, rep.ErrorSample)
