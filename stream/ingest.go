@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shoaldb/shoal/client"
@@ -66,10 +67,18 @@ type IngesterConfig struct {
 	Mode      Mode
 	// MaxBatch bounds the events of one Ingest call (default 512).
 	MaxBatch int
+	// CallTimeout bounds one Ingest call (default DefaultCallTimeout). A call that outlives it is
+	// abandoned and its events are sent again (a replay is harmless): without a bound, one call
+	// that never returns (a node wedged, a connection that stalls) held up every later event.
+	CallTimeout time.Duration
 	// Resume makes Send read the position a key's state holds the first time it sees the key, and
 	// go on after it: a producer that starts again (a new process) does not reuse positions.
 	Resume bool
 }
+
+// DefaultCallTimeout bounds an Ingest call when IngesterConfig.CallTimeout is not set: a batch's
+// runs are each a read and a raft write, well within it on a healthy node.
+const DefaultCallTimeout = 10 * time.Second
 
 // Ack is an event's outcome: APPLIED or DUPLICATE (its effect is in the state once), or FAILED.
 type Ack struct {
@@ -109,6 +118,16 @@ func NewIngester(cfg IngesterConfig, job string) (*Ingester, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 512
 	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	// gRPC's default reconnect backoff (1 s growing to 2 min) leaves the connection to a node that
+	// was down for seconds failing for seconds more after it serves again, while it leads ranges
+	// again: redial soon, as the client does.
+	cfg.DialOptions = append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: 5 * time.Second,
+	})}, cfg.DialOptions...)
 	return &Ingester{cfg: cfg, job: j, next: map[string]uint64{}, conns: map[string]*grpc.ClientConn{}}, nil
 }
 

@@ -181,7 +181,9 @@ func (in *Ingester) sendTo(ctx context.Context, addr string, evs []Event, idx []
 		for _, i := range batch {
 			req.Events = append(req.Events, &pb.StreamEvent{Key: evs[i].Key, Position: evs[i].Position, Value: evs[i].Value})
 		}
-		resp, err := sc.Ingest(ctx, req)
+		cctx, cancel := context.WithTimeout(ctx, in.cfg.CallTimeout)
+		resp, err := sc.Ingest(cctx, req)
+		cancel()
 		if err == nil && resp.GetError() != nil {
 			err = fmt.Errorf("node %s: %s", addr, resp.GetError().GetMessage())
 		}
