@@ -3,7 +3,10 @@ package test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,13 +35,17 @@ func TestStreamExactlyOnceUnderChaos(t *testing.T) {
 	}
 	t.Logf("chaos seed %d (replay: CHAOS_SEED=%d go test ./test -run TestStreamExactlyOnceUnderChaos)", seed, seed)
 	bin := shoalBinary(t)
-	var total uint64
-	var run *counting
+	dir := t.TempDir()
+	var (
+		mu    sync.Mutex // the workload alongside may outlive chaos.Run's wait for it
+		total uint64
+		run   *counting
+	)
 	logw := &testLogWriter{t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := chaos.Run(ctx, chaos.Config{
-		Seed: seed, Bin: bin, Dir: t.TempDir(), Mode: os.Getenv("CHAOS_MODE"), Workers: 2,
+		Seed: seed, Bin: bin, Dir: dir, Mode: os.Getenv("CHAOS_MODE"), Workers: 2,
 		Duration: 12 * time.Second, MinInterval: 500 * time.Millisecond, MaxInterval: 1500 * time.Millisecond,
 		Actions: map[string]int{chaos.ActKill: 2, chaos.ActTransfer: 3, chaos.ActSplit: 1},
 		Log:     logw,
@@ -53,9 +60,15 @@ func TestStreamExactlyOnceUnderChaos(t *testing.T) {
 				return err
 			}
 			defer in.Close()
-			run = startCounting(ctx, in, 40)
+			r := startCounting(ctx, in, 40)
+			mu.Lock()
+			run = r
+			mu.Unlock()
 			<-healed
-			total, err = run.verify(ctx, cl)
+			n, err := r.verify(ctx, cl)
+			mu.Lock()
+			total = n
+			mu.Unlock()
 			return err
 		},
 	})
@@ -73,11 +86,28 @@ func TestStreamExactlyOnceUnderChaos(t *testing.T) {
 	if rep.Actions[chaos.ActKill] == 0 || rep.Actions[chaos.ActTransfer] == 0 {
 		t.Errorf("the nemesis killed no node or moved no leadership (actions: %v)", rep.Actions)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if run != nil {
+		run.mu.Lock()
 		t.Logf("stream: %d events applied exactly once over %d keys, %d replays skipped, %d found applied after a lost answer",
 			total, run.keys, run.dups, run.lost)
+		run.mu.Unlock()
 	}
 	if total == 0 {
 		t.Errorf("no stream event acknowledged")
+	}
+	if t.Failed() {
+		logTails(t, dir)
+	}
+}
+
+// logTails logs the last lines of each node's log in dir.
+func logTails(t *testing.T, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "n*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		t.Logf("last lines of %s:\n%s", filepath.Base(l), strings.Join(lines[max(0, len(lines)-30):], "\n"))
 	}
 }

@@ -222,7 +222,13 @@ type counting struct {
 	lost  int // events answered DUPLICATE on their first acknowledgement
 	done  chan struct{}
 	errc  chan error
+	// cancel ends the round in flight when it outlives finishWithin after the stop.
+	cancel context.CancelFunc
 }
+
+// finishWithin bounds how long a stopped producer may take to have its round in flight
+// acknowledged: on a healthy cluster a round takes well under a second.
+const finishWithin = 20 * time.Second
 
 // countIngester is an ingester of the count job, closed at the test's end.
 func countIngester(t *testing.T, cl *client.Client) *stream.Ingester {
@@ -237,6 +243,7 @@ func countIngester(t *testing.T, cl *client.Client) *stream.Ingester {
 
 func startCounting(ctx context.Context, in *stream.Ingester, keys int) *counting {
 	r := &counting{keys: keys, acked: map[string]uint64{}, done: make(chan struct{}), errc: make(chan error, 1)}
+	ctx, r.cancel = context.WithCancel(ctx)
 	go func() {
 		defer close(r.errc)
 		var replays []stream.Event
@@ -314,14 +321,32 @@ func (r *counting) stop(t *testing.T, ctx context.Context, c *testcluster.Cluste
 		total, r.keys, r.dups, r.lost, retries)
 }
 
+// finish waits for the stopped producer's round in flight, at most finishWithin, and returns its
+// error: events not acknowledged by then leave the counters unknown, a failure to report with the
+// producer's last error rather than a wait for the test's deadline.
+func (r *counting) finish() error {
+	defer r.cancel()
+	select {
+	case err := <-r.errc:
+		return err
+	case <-time.After(finishWithin):
+	}
+	r.cancel()
+	err := <-r.errc
+	return fmt.Errorf("the producer's round in flight was not acknowledged within %v of its stop: %w", finishWithin, err)
+}
+
 // verify ends the producer and checks the state: each counter equals its key's acknowledged events
 // and holds the position of the last (no event lost, none applied twice). It returns the events
 // acknowledged.
 func (r *counting) verify(ctx context.Context, cl *client.Client) (uint64, error) {
 	close(r.done)
-	if err := <-r.errc; err != nil {
+	if err := r.finish(); err != nil {
 		return 0, err
 	}
+	// The counters' reads are bounded too: a key that cannot be read is reported, not waited for.
+	ctx, cancel := context.WithTimeout(ctx, finishWithin)
+	defer cancel()
 	var total uint64
 	var wrong []string
 	for p, n := range r.acked {
