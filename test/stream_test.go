@@ -333,6 +333,9 @@ func (r *counting) finish() error {
 	}
 	r.cancel()
 	err := <-r.errc
+	if err == nil { // the round ended as the wait did
+		return nil
+	}
 	return fmt.Errorf("the producer's round in flight was not acknowledged within %v of its stop: %w", finishWithin, err)
 }
 
