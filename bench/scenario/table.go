@@ -95,8 +95,10 @@ const shedPace = 0.6
 
 // shedPace50 is compaction-50's share. At 50/50 the warm-up's closed loop overstates what the busiest
 // node sustains by more than at 90/10 (its writes' flushes and compactions come later): at 60 % the
-// node still sat at 1 800–2 000 of its disk's 2 000 IOPS before the task, and half the runs' steady
-// states failed the CV check (12–15 %) with dips where its disk queue grew.
+// node sat at 1 800–2 000 of its disk's 2 000 IOPS before the task, and half the runs' steady states
+// failed the CV check (12–15 %). At 45 % its disk still does ~1 900 operations a second, queued, but
+// on a quiet machine the rate is met to within 1 % a second; seconds the process is starved of CPU
+// still fail a run.
 const shedPace50 = 0.45
 
 // withPace is s offering the share pace of its warm-up's throughput.
