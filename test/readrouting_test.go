@@ -85,7 +85,7 @@ func TestReplicaReadsSpreadByLoad(t *testing.T) {
 			t.Fatalf("add learner on n%d: %v %v", id, err, resp.GetError())
 		}
 	}
-	link := &slowLink{delay: 30 * time.Millisecond, counts: make(map[string]int)}
+	link := &slowLink{delay: 60 * time.Millisecond, counts: make(map[string]int)}
 	cl, err := client.New(ctx, client.Config{Addrs: c.Addrs(), RequestTimeout: 3 * time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithChainUnaryInterceptor(link.intercept)}})
 	if err != nil {
@@ -139,9 +139,10 @@ func TestReplicaReadsSpreadByLoad(t *testing.T) {
 	read(4 * time.Second)
 	slowed := link.take("")
 	t.Logf("reads per node, %s slowed by %v: %v", favourite, link.delay, slowed)
-	// Half its fair share at most (a loaded machine slows every node, and the client keeps probing
-	// the slowed one to learn when it recovers), and less than any other node.
-	if s := share(slowed, favourite); s > 0.5/float64(len(c.Nodes)) {
+	// Below two thirds of its fair share (a loaded machine slows every node, which shrinks the
+	// delay's weight, and the client keeps probing the slowed one to learn when it recovers), and
+	// less than any other node.
+	if s := share(slowed, favourite); s > (2.0/3)/float64(len(c.Nodes)) {
 		t.Fatalf("the slowed node %s still served %.1f%% of the reads: %v", favourite, 100*s, slowed)
 	}
 	for _, n := range c.Nodes {

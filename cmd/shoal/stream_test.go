@@ -13,7 +13,7 @@ func TestStreamUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"stream", "ingest"}, "0 argument(s) given"},
-		{[]string{"stream", "ingest", "count", "--mode", "sideways"}, "want aligned or unaligned"},
+		{[]string{"stream", "ingest", "count", "--mode", "sideways"}, "want aligned, unaligned or placed"},
 		{[]string{"stream", "ingest", "no-such-job"}, `no stream job "no-such-job"`},
 		{[]string{"stream", "ingest", "count", "--batch", "0"}, "--batch 0"},
 		{[]string{"stream", "status", "extra"}, "1 argument(s) given"},
