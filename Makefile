@@ -22,9 +22,9 @@ demo: build
 
 # test/ holds the multi-node suites: one package whose tests run one after another and take the
 # longest. It starts at once beside the other packages, as two runs of the same test binary that
-# split its tests: the porcupine-checked, re-key and stream suites, then the rest (about equal
-# halves). Any failing run fails the target.
-SUITE_A := ^(TestChaosShort|TestLinearizable.*|TestTxn.*|TestRESPWatch.*|TestExpiry.*|TestRekey.*|TestStream.*)$$
+# split its tests: the porcupine-checked, re-key, stream, rolling-restart and backup-chain suites,
+# then the rest (about equal halves). Any failing run fails the target.
+SUITE_A := ^(TestChaosShort|TestLinearizable.*|TestTxn.*|TestRESPWatch.*|TestExpiry.*|TestRekey.*|TestStream.*|TestRollingRestart.*|TestIncrementalBackupChainRestores)$$
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test $(TESTFLAGS) -run '$(SUITE_A)' ./test/ & a=$$!; \
