@@ -218,7 +218,8 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		return rep, err
 	}
 	for _, s := range samples {
-		d := math.Abs(rep.Model.Predict(s.Load, s.Hit) - s.Usage)
+		// A sample is max(Nodes, 1) nodes measured together, each idling.
+		d := math.Abs(rep.Model.Predict(s.Load, s.Hit) + (max(s.Nodes, 1)-1)*rep.Model.Idle - s.Usage)
 		rep.FitMAE += d / float64(len(samples))
 		rep.FitWorst = math.Max(rep.FitWorst, d)
 	}
