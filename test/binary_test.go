@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -49,4 +50,18 @@ func shoalBinary(t *testing.T) string {
 		t.Fatalf("build the shoal binary: %v\n%s", buildErr, buildOut)
 	}
 	return builtBin
+}
+
+// chaosSeed is CHAOS_SEED, or one from the clock, logged with the command that replays it.
+func chaosSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano()) % 1_000_000_000
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("chaos seed %d (replay: CHAOS_SEED=%d go test ./test -run %s)", seed, seed, t.Name())
+	return seed
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,14 +22,7 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos suite: not in -short mode")
 	}
-	seed := uint64(time.Now().UnixNano()) % 1_000_000_000
-	if s := os.Getenv("CHAOS_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
-		}
-	}
-	t.Logf("chaos seed %d (replay: CHAOS_SEED=%d go test ./test -run TestChaosShort)", seed, seed)
+	seed := chaosSeed(t)
 
 	bin := shoalBinary(t)
 

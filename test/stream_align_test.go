@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ import (
 // keys k00–k59 at the start of its span, is split by the autopilot at the median of the events' keys —
 // not in the span's middle — while the producer runs; every acknowledged event's effect is applied exactly once across the split, and the new
 // range's events are applied by the task at its leader (no remote state access).
+// splitKeyOf finds a split operator's key in its description (`split r3: split at "/s/count/k3"`).
+var splitKeyOf = regexp.MustCompile(`split at "([^"]*)"`)
+
 func TestStreamAlignSplitsWhereTheEventsAre(t *testing.T) {
 	opts := testcluster.Options{Nodes: 3}
 	opts.Node.Autopilot.Policies.StreamAlign = policy.StreamAlignConfig{EventsThreshold: 50, HotFor: time.Second, MinSamples: 64}
@@ -34,22 +38,30 @@ func TestStreamAlignSplitsWhereTheEventsAre(t *testing.T) {
 		for _, d := range ds {
 			if d.Policy == policy.NameStreamAlign && d.Status == decisions.StatusSucceeded {
 				t.Logf("%s: %s (%s)", d.Operator, d.Reason, d.Predicted)
+				if m := splitKeyOf.FindStringSubmatch(d.Operator); m != nil {
+					key = []byte(m[1])
+				}
 				return true
 			}
 		}
 		return false
 	})
+	// One split is what is judged: at this threshold the halves would soon be split again.
+	if err := cl.SetPolicy(ctx, policy.NameStreamAlign, false); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(2 * time.Second) // events on both halves after the split
 	run.stop(t, ctx, c, cl)
 	ranges, err := cl.UserRanges(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := []byte(stream.CountPrefix)
+	found := false
 	for _, r := range ranges {
-		if k := r.GetDesc().GetStartKey(); bytes.HasPrefix(k, prefix) && len(k) > len(prefix) {
-			key = k
-		}
+		found = found || bytes.Equal(r.GetDesc().GetStartKey(), key)
+	}
+	if !found || !bytes.HasPrefix(key, []byte(stream.CountPrefix)) {
+		t.Fatalf("the split's key %q starts no range of the count span", key)
 	}
 	// The events' keys are k00…k59, uniform: the median is near k30.
 	if mid := strings.TrimPrefix(string(key), stream.CountPrefix); mid < "k20" || mid > "k40" {
