@@ -313,24 +313,10 @@ func (c *Calibration) figure(name string, real, sim float64, note string) {
 // bins compares the policy-on runs' throughput in 10-s bins after the warm-up, and adds the worst
 // bin as a figure.
 func (c *Calibration) bins(real, sim []Point, warmup, d time.Duration) {
-	mean := func(ps []Point, from, to float64) float64 {
-		var sum float64
-		var n int
-		for _, p := range ps {
-			if p.T > from && p.T <= to {
-				sum += float64(p.Ops)
-				n++
-			}
-		}
-		if n == 0 {
-			return 0
-		}
-		return sum / float64(n)
-	}
 	worst := -1
 	for from := warmup.Seconds(); from < d.Seconds(); from += calibrationBin.Seconds() {
 		to := math.Min(from+calibrationBin.Seconds(), d.Seconds())
-		b := Bin{FromS: round3(from), ToS: round3(to), Real: round3(mean(real, from, to)), Sim: round3(mean(sim, from, to))}
+		b := Bin{FromS: round3(from), ToS: round3(to), Real: round3(meanOps(real, from, to)), Sim: round3(meanOps(sim, from, to))}
 		if b.Real > 0 {
 			b.Error = round3((b.Sim - b.Real) / b.Real)
 		}

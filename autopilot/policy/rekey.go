@@ -89,18 +89,6 @@ func (p *Rekey) Request(c *model.Cluster, ls []Placement, reason string) (queued
 	return queued, inPlace, refused
 }
 
-// Planned returns the ranges with a plan still pursued, in id order.
-func (p *Rekey) Planned() []uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ids := make([]uint64, 0, len(p.plans))
-	for id := range p.plans {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
 // Propose implements Policy.
 func (p *Rekey) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	p.mu.Lock()
