@@ -196,7 +196,7 @@ func (p *NodeProfiles) sample(c *model.Cluster) {
 			s = &profileplan.Smoother{Alpha: p.cfg.Alpha, MinSeen: p.cfg.Samples}
 			p.smooth[r.ID] = s
 		}
-		s.Observe(operator.MixOf(r))
+		s.Observe(costMix(c, r))
 		seen[r.ID] = true
 	}
 	for id := range p.smooth {
@@ -205,6 +205,21 @@ func (p *NodeProfiles) sample(c *model.Cluster) {
 			delete(p.switching, id)
 		}
 	}
+}
+
+// costMix is r's mix with the blocks its scans read (its leader's access statistics), in blocks of
+// profileplan.RefBlockBytes: the leader's block size scales them, so that a range's cost does not
+// change when its leader's profile changes the block size.
+func costMix(c *model.Cluster, r *model.Range) profileplan.Mix {
+	m := operator.MixOf(r)
+	if r.Access == nil {
+		return m
+	}
+	m.ScanBlocks = r.Access.ScanBlocksQPS
+	if n := c.Node(r.Leader); n != nil && n.BlockBytes > 0 {
+		m.ScanBlocks *= float64(n.BlockBytes) / profileplan.RefBlockBytes
+	}
+	return m
 }
 
 // classOf is the class range id is planned with: its smoothed class once that has held for
@@ -297,7 +312,7 @@ func describePlan(plan profileplan.Plan, reprofiled int) string {
 			nodes = append(nodes, fmt.Sprintf("n%d leads nothing (keeps its profile)", a.Node))
 			continue
 		}
-		nodes = append(nodes, fmt.Sprintf("n%d %s (%s, %s)", a.Node, a.Profile, plural(len(a.Ranges), "range"), fmtQPS(a.Load)))
+		nodes = append(nodes, fmt.Sprintf("n%d %s (%s, %s)", a.Node, a.Profile, plural(len(a.Ranges), "range"), fmt.Sprintf("cost %.0f/s", a.Load)))
 	}
 	return fmt.Sprintf("classes: %s; nodes: %s; %s to move, %s to change profile",
 		strings.Join(parts, ", "), strings.Join(nodes, ", "), plural(plan.Moves, "leadership"), plural(reprofiled, "node"))

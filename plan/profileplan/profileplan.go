@@ -33,13 +33,25 @@ const (
 // Classes lists the classes a range can have, in a fixed order.
 var Classes = []Class{Read, Write, ReadWrite, Scan}
 
-// Mix is a range's requests per second by kind; Scans are also counted in Reads.
+// Mix is a range's requests per second by kind; Scans are also counted in Reads. ScanBlocks is
+// what its scans read per second, in blocks of RefBlockBytes (0: not measured).
 type Mix struct {
 	Reads, Writes, Scans float64
+	ScanBlocks           float64
 }
+
+// RefBlockBytes is the block a cost counts in: the read profile's data block.
+const RefBlockBytes = 32 << 10
 
 // Total is the range's requests per second.
 func (m Mix) Total() float64 { return m.Reads + m.Writes }
+
+// Cost is the range's load as the groups and LPT weigh it: a point read or a write is one unit, a
+// scan the blocks it reads (at least one). Counting requests alone, a scan of a hundred rows would
+// weigh as much as a point read, and the scan group would get too few nodes.
+func (m Mix) Cost() float64 {
+	return m.Reads - m.Scans + m.Writes + max(m.Scans, m.ScanBlocks)
+}
 
 // Threshold is the share above which a kind of request decides the class (the thesis's 60 %).
 const Threshold = 0.6
@@ -79,7 +91,8 @@ func (s *Smoother) Observe(m Mix) {
 	if s.seen == 0 {
 		s.mix = m
 	} else {
-		s.mix = Mix{Reads: a*m.Reads + (1-a)*s.mix.Reads, Writes: a*m.Writes + (1-a)*s.mix.Writes, Scans: a*m.Scans + (1-a)*s.mix.Scans}
+		s.mix = Mix{Reads: a*m.Reads + (1-a)*s.mix.Reads, Writes: a*m.Writes + (1-a)*s.mix.Writes,
+			Scans: a*m.Scans + (1-a)*s.mix.Scans, ScanBlocks: a*m.ScanBlocks + (1-a)*s.mix.ScanBlocks}
 	}
 	s.seen++
 }
@@ -116,7 +129,7 @@ type Assignment struct {
 	Node    uint64
 	Profile Class
 	Ranges  []uint64
-	Load    float64 // requests per second of its ranges
+	Load    float64 // the Cost of its ranges
 }
 
 // Plan is the target layout and what reaching it costs.
@@ -211,7 +224,7 @@ func LPT(ranges []Range, nodes int, max int) ([][]uint64, []float64) {
 	}
 	rs := slices.Clone(ranges)
 	slices.SortStableFunc(rs, func(a, b Range) int {
-		if c := cmp.Compare(b.Mix.Total(), a.Mix.Total()); c != 0 {
+		if c := cmp.Compare(b.Mix.Cost(), a.Mix.Cost()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
@@ -227,7 +240,7 @@ func LPT(ranges []Range, nodes int, max int) ([][]uint64, []float64) {
 		if best < 0 { // every node at the cap: a cap below ⌈ranges/nodes⌉ cannot hold them all
 			best = slices.Index(load, slices.Min(load))
 		}
-		out[best], load[best] = append(out[best], r.ID), load[best]+r.Mix.Total()
+		out[best], load[best] = append(out[best], r.ID), load[best]+r.Mix.Cost()
 	}
 	return out, load
 }
@@ -248,8 +261,8 @@ func Make(ranges []Range, nodes []Node) (Plan, error) {
 			c = Classify(r.Mix)
 		}
 		p.Classes[c]++
-		load[c] += r.Mix.Total()
-		total += r.Mix.Total()
+		load[c] += r.Mix.Cost()
+		total += r.Mix.Cost()
 		byClass[c] = append(byClass[c], r)
 	}
 	if total == 0 { // no load yet: count ranges instead, as the thesis groups by partitions

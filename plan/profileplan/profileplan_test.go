@@ -117,9 +117,9 @@ func bruteMakespan(rs []Range, k int) float64 {
 			return
 		}
 		for j := range k {
-			load[j] += rs[i].Mix.Total()
+			load[j] += rs[i].Mix.Cost()
 			walk(i + 1)
-			load[j] -= rs[i].Mix.Total()
+			load[j] -= rs[i].Mix.Cost()
 		}
 	}
 	walk(0)
@@ -173,6 +173,38 @@ func TestMakeIsStable(t *testing.T) {
 	}
 	if again.Moves != 0 || again.Reprofiled != 0 {
 		t.Fatalf("planning again from the plan: %d moves, %d reprofiled", again.Moves, again.Reprofiled)
+	}
+}
+
+// A scan weighs the blocks it reads: by requests the scan range is a sixth of the load and gets one
+// node of five; by the blocks its scans read, half, and its group grows.
+func TestMakeWeighsScansByBlocks(t *testing.T) {
+	rs := []Range{
+		{ID: 1, Mix: Mix{Reads: 500, Writes: 20}},
+		{ID: 2, Mix: Mix{Reads: 500, Writes: 20}},
+		{ID: 3, Mix: Mix{Reads: 100, Scans: 100}},
+		{ID: 4, Mix: Mix{Reads: 100, Scans: 100}},
+	}
+	var nodes []Node
+	for i := range 5 {
+		nodes = append(nodes, Node{ID: uint64(i + 1), Profile: Default})
+	}
+	groups := func() map[Class]int {
+		p, err := Make(rs, nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Groups
+	}
+	if g := groups(); g[Scan] != 1 || g[Read] != 4 {
+		t.Fatalf("scans unmeasured: groups %v, want read 4, scan 1", g)
+	}
+	rs[2].Mix.ScanBlocks, rs[3].Mix.ScanBlocks = 1040, 1040
+	if m := rs[2].Mix; m.Cost() != 1040 || m.Total() != 100 || Classify(m) != Scan {
+		t.Fatalf("mix %+v: cost %g, requests %g, class %s", m, m.Cost(), m.Total(), Classify(m))
+	}
+	if g := groups(); g[Scan] != 3 || g[Read] != 2 {
+		t.Fatalf("scans by blocks: groups %v, want read 2, scan 3", g)
 	}
 }
 
