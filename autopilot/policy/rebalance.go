@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/autopilot/operator"
@@ -21,6 +22,12 @@ type RebalanceConfig struct {
 	MinBytesGap uint64
 	// MaxPerRound bounds the operators proposed per round, over all dimensions. Default 4.
 	MaxPerRound int
+	// QPSSmoothing is the time constant of the average the served-load dimension balances (a range's
+	// QPS in the model is one heartbeat's). Default 20 s.
+	QPSSmoothing time.Duration
+	// LoadCooldown: a range whose leadership rebalance moved for load does not move for load again
+	// within it. Default 2 min.
+	LoadCooldown time.Duration
 }
 
 func (c RebalanceConfig) withDefaults() RebalanceConfig {
@@ -44,6 +51,12 @@ func (c RebalanceConfig) withDefaults() RebalanceConfig {
 	if c.MaxPerRound <= 0 {
 		c.MaxPerRound = 4
 	}
+	if c.QPSSmoothing <= 0 {
+		c.QPSSmoothing = 20 * time.Second
+	}
+	if c.LoadCooldown <= 0 {
+		c.LoadCooldown = 2 * time.Minute
+	}
 	return c
 }
 
@@ -53,12 +66,15 @@ func (c RebalanceConfig) withDefaults() RebalanceConfig {
 //
 // It does not thrash: a dimension starts rebalancing only above its High imbalance and stops below its
 // Low one; every move strictly narrows the gap between its two nodes (so a move can never be undone by
-// the next); leadership-count moves may not widen the served-load gap; and it plans with the influence
-// of pending operators, so it does not fix the same imbalance twice. System ranges stay where they are.
+// the next); leadership-count moves may not widen the served-load gap; served load is smoothed over
+// time, a range moved for load rests for a cooldown, and a node with a saturated disk takes no load
+// (see loadMemory); and it plans with the influence of pending operators, so it does not fix the same
+// imbalance twice. System ranges stay where they are.
 type Rebalance struct {
 	cfg     RebalanceConfig
 	maxDisk float64
 	active  map[string]bool
+	load    *loadMemory
 	// yieldLoad, when it says so, leaves the load dimensions (served QPS and leadership counts) to
 	// usage_balance, which places leaderships by predicted usage (Default sets it).
 	yieldLoad func() bool
@@ -66,7 +82,9 @@ type Rebalance struct {
 
 // NewRebalance returns the rebalance policy.
 func NewRebalance(cfg RebalanceConfig, maxDiskUse float64) *Rebalance {
-	return &Rebalance{cfg: cfg.withDefaults(), maxDisk: withDefaultDiskUse(maxDiskUse), active: map[string]bool{}}
+	cfg = cfg.withDefaults()
+	return &Rebalance{cfg: cfg, maxDisk: withDefaultDiskUse(maxDiskUse), active: map[string]bool{},
+		load: newLoadMemory(cfg.QPSSmoothing, cfg.LoadCooldown)}
 }
 
 // Name implements Policy.
@@ -119,6 +137,7 @@ func (d *dimension) spread(v *view, nodes []*model.Node) (imbalance, gap float64
 
 // Propose implements Policy.
 func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
+	p.load.update(c)
 	for _, n := range c.Nodes {
 		if n.Joining() {
 			return nil // incremental_join owns the placement while a node joins
@@ -136,6 +155,7 @@ func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*o
 		clear(p.active)
 		return nil
 	}
+	p.load.smoothView(v, nodes)
 	var out []*operator.Operator
 	for _, d := range p.dimensions() {
 		if (d.name == "qps" || d.name == "leaders") && p.yieldLoad != nil && p.yieldLoad() {
@@ -190,22 +210,26 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 	from := asc[len(asc)-1]
 	// The busiest node's candidates, once: scanning every range for every target is quadratic in a
 	// large cluster.
-	led := v.candidatesIn(v.c.LedBy(from.ID), func(r *model.Range) bool { return r.Leader == from.ID && r.QPS() > 0 })
+	led := v.candidatesIn(v.c.LedBy(from.ID), func(r *model.Range) bool {
+		return r.Leader == from.ID && p.load.qps(r) > 0 && p.load.settled(r)
+	})
 	for _, to := range asc[:len(asc)-1] {
 		gap := v.at(from.ID).qps - v.at(to.ID).qps
 		if gap < d.minGap {
 			break
 		}
-		if to.Busy() {
-			continue // never hand load to a node with a heavy background task
+		if to.Busy() || saturated(from, to) {
+			continue // never hand load to a node with a heavy background task or a saturated disk
 		}
 		var transfer, move *model.Range
 		for _, r := range led {
-			q := r.QPS()
+			q := p.load.qps(r)
 			if q >= gap {
 				continue
 			}
-			better := func(cur *model.Range) bool { return cur == nil || math.Abs(gap-2*q) < math.Abs(gap-2*cur.QPS()) }
+			better := func(cur *model.Range) bool {
+				return cur == nil || math.Abs(gap-2*q) < math.Abs(gap-2*p.load.qps(cur))
+			}
 			switch {
 			case v.c.LeadsOutsideZone(r, from.ID, to.ID):
 				continue // lease_preference keeps it in its zone
@@ -222,24 +246,31 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 		if transfer == nil && move == nil {
 			continue // why is a pass over every node: only for the target chosen
 		}
-		benefit := operator.Benefit{Metric: operator.MetricQPSGap, From: from.ID, To: to.ID, Before: gap}
-		why := p.why(v, d, nodes, from.ID, to.ID)
-		switch {
-		case transfer != nil:
-			op := operator.NewTransferLeader(NameRebalance, v.c.Now, transfer, to.ID,
-				fmt.Sprintf("%s: move r%d's leadership (%s) to n%d", why, transfer.ID, fmtQPS(transfer.QPS()), to.ID))
-			benefit.Delta = -2 * transfer.QPS()
-			op.PredictedBenefit = benefit
-			return op
-		case move != nil:
-			op := operator.NewMoveReplica(NameRebalance, v.c.Now, v.c, move, from.ID, to.ID,
-				fmt.Sprintf("%s: move r%d (%s) with its leadership to n%d", why, move.ID, fmtQPS(move.QPS()), to.ID))
-			benefit.Delta = -2 * move.QPS()
-			op.PredictedBenefit = benefit
-			return op
-		}
+		return p.loadMove(v, d, nodes, from, to, gap, transfer, move)
 	}
 	return nil
+}
+
+// loadMove is planQPS's operator: the transfer when there is one, else the move; both remembered so
+// the range rests for the cooldown.
+func (p *Rebalance) loadMove(v *view, d *dimension, nodes []*model.Node, from, to *model.Node, gap float64,
+	transfer, move *model.Range) *operator.Operator {
+	why := p.why(v, d, nodes, from.ID, to.ID)
+	var op *operator.Operator
+	r := transfer
+	if r != nil {
+		op = operator.NewTransferLeader(NameRebalance, v.c.Now, r, to.ID,
+			fmt.Sprintf("%s: move r%d's leadership (%s) to n%d", why, r.ID, fmtQPS(p.load.qps(r)), to.ID))
+	} else {
+		r = move
+		op = operator.NewMoveReplica(NameRebalance, v.c.Now, v.c, r, from.ID, to.ID,
+			fmt.Sprintf("%s: move r%d (%s) with its leadership to n%d", why, r.ID, fmtQPS(p.load.qps(r)), to.ID))
+	}
+	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricQPSGap, From: from.ID, To: to.ID, Before: gap,
+		Delta: -2 * p.load.qps(r)}
+	p.load.smoothInfluence(op, r)
+	p.load.moved(r, v.c.Now)
+	return op
 }
 
 // planReplicas moves the smallest suitable replica from the node with the most replicas to the one with
@@ -324,19 +355,19 @@ func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *ope
 	from := asc[len(asc)-1]
 	for _, to := range asc[:len(asc)-1] {
 		gap := v.at(from.ID).leaders - v.at(to.ID).leaders
-		if gap < 2 || to.Busy() {
+		if gap < 2 || to.Busy() || saturated(from, to) {
 			continue
 		}
 		qf, qt := v.at(from.ID).qps, v.at(to.ID).qps
 		tolerance := math.Max(math.Abs(qf-qt), math.Max(p.cfg.QPSLow*meanQPS, p.cfg.MinQPSGap))
 		var best *model.Range
 		for r := range v.c.LedBy(from.ID) {
-			q := r.QPS()
-			if r.Leader != from.ID || !r.IsVoter(to.ID) || r.System || v.busy[r.ID] ||
+			q := p.load.qps(r)
+			if r.Leader != from.ID || !r.IsVoter(to.ID) || r.System || v.busy[r.ID] || !p.load.settled(r) ||
 				math.Abs((qf-q)-(qt+q)) > tolerance || v.c.LeadsOutsideZone(r, from.ID, to.ID) {
 				continue
 			}
-			if best == nil || q < best.QPS() {
+			if best == nil || q < p.load.qps(best) {
 				best = r
 			}
 		}
@@ -345,9 +376,11 @@ func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *ope
 		}
 		op := operator.NewTransferLeader(NameRebalance, v.c.Now, best, to.ID,
 			fmt.Sprintf("%s: move r%d's leadership (%s) to n%d", p.why(v, d, nodes, from.ID, to.ID), best.ID,
-				fmtQPS(best.QPS()), to.ID))
+				fmtQPS(p.load.qps(best)), to.ID))
 		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricLeaderGap, From: from.ID, To: to.ID,
 			Before: float64(gap), Delta: -2}
+		p.load.smoothInfluence(op, best)
+		p.load.moved(best, v.c.Now)
 		return op
 	}
 	return nil
