@@ -35,13 +35,14 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
-	"github.com/shoaldb/shoal/bench/scenario"
 	"github.com/shoaldb/shoal/bench/ycsb"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/node/supervisor"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/plan/profileplan"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // Options shapes the experiment. Zero fields take the defaults of withDefaults.
@@ -53,10 +54,18 @@ type Options struct {
 	// (default 2).
 	Records         int64
 	SplitsPerTenant int
-	// Threads per tenant (closed loop). Default 4.
+	// Threads per tenant (closed loop). Default 2: the nodes wait on their disks, and more threads
+	// would only add CPU contention on a small machine.
 	Threads int
-	// MemoryBytes is each node's engine memory budget the profiles divide. Default 32 MiB.
+	// MemoryBytes is each node's engine memory budget the profiles divide. Default 8 MiB: the data
+	// a node leads is several times its block cache, as on the thesis's disk-bound RegionServers.
 	MemoryBytes int64
+	// Device is each node's emulated disk. Default Disk.
+	Device *emudisk.Options
+	// Homogeneous are the profiles of the homogeneous arms (default readwrite, read, write, scan);
+	// NoNodeProfiles leaves out node_profiles' arms (a probe of the homogeneous ones).
+	Homogeneous    []string
+	NoNodeProfiles bool
 	// Settle is the pause after a reconfiguration before an arm's window; Measure the window.
 	// Defaults 10 s and 30 s.
 	Settle, Measure time.Duration
@@ -82,10 +91,17 @@ func (o Options) withDefaults() Options {
 		o.SplitsPerTenant = 2
 	}
 	if o.Threads <= 0 {
-		o.Threads = 4
+		o.Threads = 2
 	}
 	if o.MemoryBytes <= 0 {
-		o.MemoryBytes = 32 << 20
+		o.MemoryBytes = 8 << 20
+	}
+	if o.Device == nil {
+		d := Disk
+		o.Device = &d
+	}
+	if len(o.Homogeneous) == 0 {
+		o.Homogeneous = []string{"readwrite", "read", "write", "scan"}
 	}
 	if o.Settle <= 0 {
 		o.Settle = 10 * time.Second
@@ -144,9 +160,17 @@ type Report struct {
 	// Gains are node_profiles' throughput over the best homogeneous arm's and the random-homogeneous
 	// one's (1.35: +35 %), and the scan tenant's (E) over the best homogeneous.
 	Gains map[string]float64 `json:"gains"`
-	// Errors are each tenant's failed operations over the whole run, with one error's text.
+	// Errors are each tenant's failed operations over the whole run, with one error's text;
+	// Failed their sum.
 	Errors map[string]string `json:"errors,omitempty"`
+	Failed int64             `json:"failed"`
 }
+
+// Disk is the default emulated disk: no page cache, 500 operations and 16 MiB a second each way,
+// 0.5 ms an operation. With 8 MiB engine budgets, a block cache miss costs a disk operation a
+// closed-loop client waits for, so the cache share and block size of a profile move throughput.
+var Disk = emudisk.Options{NoPageCache: true, ReadBytesPerSec: 16 << 20, WriteBytesPerSec: 16 << 20,
+	IOPS: 500, Latency: 500 * time.Microsecond}
 
 type experiment struct {
 	o       Options
@@ -192,6 +216,7 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 				rep.Errors = map[string]string{}
 			}
 			rep.Errors[e.tenants[i].Name] = fmt.Sprintf("%d: %s", r.Errors, r.ErrorSample)
+			rep.Failed += r.Errors
 		}
 	}
 	rep.Arms, rep.Reconfiguration = arms, reconf
@@ -200,14 +225,13 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 }
 
 func (e *experiment) start(ctx context.Context, dir string) error {
-	dev := scenario.DefaultDevice
 	for i := range e.o.Nodes {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}
 		cfg := node.Config{DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), Addr: lis.Addr().String(), Bootstrap: i == 0}
-		cfg.Storage = storage.Options{Profile: "readwrite", MemoryBytes: e.o.MemoryBytes, Device: &dev}
+		cfg.Storage = storage.Options{Profile: "readwrite", MemoryBytes: e.o.MemoryBytes, Device: e.o.Device}
 		// Samples every 3 s (the thesis: 30 s), a class after 3: the run's load is steady.
 		cfg.Autopilot.Policies.NodeProfiles.SampleEvery, cfg.Autopilot.Policies.NodeProfiles.Samples = 3*time.Second, 3
 		if i > 0 {
@@ -233,8 +257,12 @@ func (e *experiment) stop() {
 	}
 }
 
-// load creates the tenants' ranges (SplitsPerTenant a tenant) and inserts their records.
+// load creates the tenants' ranges (SplitsPerTenant a tenant) and inserts their records, with the
+// emulated disks' budgets lifted: the load is set-up, and on a disk of a few hundred operations a
+// second it would take most of the run.
 func (e *experiment) load(ctx context.Context) error {
+	e.unthrottle(true)
+	defer e.unthrottle(false)
 	base := ycsb.Config{Target: ycsb.TargetGRPC, Hosts: e.addrs, Records: e.o.Records, Threads: e.o.Threads,
 		MaxDuration: 30 * time.Minute, AbortAfterFailures: -1}
 	var err error
@@ -296,6 +324,13 @@ func (e *experiment) load(ctx context.Context) error {
 	return nil
 }
 
+// unthrottle lifts (true) or restores the budgets of the nodes' emulated disks, across restarts.
+func (e *experiment) unthrottle(on bool) {
+	for _, s := range e.sups {
+		s.SetDeviceUnthrottled(on)
+	}
+}
+
 // openDB is a go-ycsb database on the cluster (every tenant's properties are the same but for
 // their table, which each operation names).
 func (e *experiment) openDB() (goycsb.DB, error) {
@@ -353,13 +388,16 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	if err := e.balanceLeaders(ctx); err != nil {
 		return nil, reconf, err
 	}
-	for _, p := range []string{"readwrite", "read", "write", "scan"} {
+	for _, p := range e.o.Homogeneous {
 		if err := e.setAll(ctx, p); err != nil {
 			return nil, reconf, err
 		}
 		if err := window("homogeneous-" + p); err != nil {
 			return nil, reconf, err
 		}
+	}
+	if e.o.NoNodeProfiles {
+		return arms, reconf, nil
 	}
 	// Back to random-homogeneous, then node_profiles.
 	if err := e.setAll(ctx, "readwrite"); err != nil {
@@ -449,9 +487,13 @@ func cutKind(op string) (string, string, bool) {
 	return op, "", false
 }
 
-// setAll gives every node profile, one node at a time (the rolling restart).
+// setAll gives every node profile, one node at a time (the rolling restart), with the disks'
+// budgets lifted: a reconfiguration between arms is set-up (the settling time after it lets the
+// caches fill again); node_profiles' own reconfiguration runs on the budgeted disks.
 func (e *experiment) setAll(ctx context.Context, profile string) error {
 	e.o.Progress("every node to " + profile)
+	e.unthrottle(true)
+	defer e.unthrottle(false)
 	for i, s := range e.sups {
 		if err := s.SetProfile(ctx, profile); err != nil {
 			return fmt.Errorf("n%d to %s: %w", i+1, profile, err)
@@ -504,8 +546,8 @@ func (e *experiment) randomLeaders(ctx context.Context) (map[uint64]uint64, erro
 	return place, e.placeLeaders(ctx, place)
 }
 
-// balanceLeaders spreads the leaderships by load: each range, busiest first (its leader's last
-// report), to the voter leading the least load so far.
+// balanceLeaders spreads the leaderships by load: each range, costliest first (its leader's last
+// report), to the voter leading the least cost so far.
 func (e *experiment) balanceLeaders(ctx context.Context) error {
 	rs, err := e.userRanges(ctx)
 	if err != nil {
@@ -519,7 +561,9 @@ func (e *experiment) balanceLeaders(ctx context.Context) error {
 	for _, n := range ns {
 		for _, rl := range n.GetStats().GetRanges() {
 			if rl.Leader {
-				qps[rl.RangeId] = rl.ReadQps + rl.WriteQps
+				// The range's cost as node_profiles weighs it: a scan the blocks it reads.
+				qps[rl.RangeId] = profileplan.Mix{Reads: rl.ReadQps, Writes: rl.WriteQps, Scans: rl.ScanQps,
+					ScanBlocks: rl.ScanBlocksQps * float64(n.GetStats().GetBlockBytes()) / profileplan.RefBlockBytes}.Cost()
 			}
 		}
 	}
@@ -630,7 +674,7 @@ func (e *experiment) compare(rep *Report) {
 		byName[rep.Arms[i].Name] = &rep.Arms[i]
 	}
 	var best *Arm
-	for _, p := range []string{"readwrite", "read", "write", "scan"} {
+	for _, p := range e.o.Homogeneous {
 		if a := byName["homogeneous-"+p]; a != nil && (best == nil || a.Throughput > best.Throughput) {
 			best = a
 		}

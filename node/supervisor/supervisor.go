@@ -74,6 +74,9 @@ type Supervisor struct {
 	// Restarts counts the completed profile changes; LastError is the last failed one's ("" none).
 	restarts atomic.Int64
 	lastErr  atomic.Pointer[string]
+	// unthrottled lifts the emulated disk's budget of the running node and of every node opened
+	// while it is set (SetDeviceUnthrottled).
+	unthrottled atomic.Bool
 }
 
 // incarnation is one node and the calls it serves.
@@ -231,6 +234,16 @@ func (s *Supervisor) Node() *node.Node {
 	return nil
 }
 
+// SetDeviceUnthrottled lifts (true) or restores the budget of the emulated disk of the running node
+// and of the nodes a restart opens until it is restored (storage.Engine.SetDeviceUnthrottled):
+// a benchmark's own reconfigurations between measurements are set-up, not measurement.
+func (s *Supervisor) SetDeviceUnthrottled(on bool) {
+	s.unthrottled.Store(on)
+	if n := s.Node(); n != nil {
+		n.Engine().SetDeviceUnthrottled(on)
+	}
+}
+
 // Server is the gRPC server the supervisor serves its nodes on.
 func (s *Supervisor) Server() *grpc.Server { return s.srv }
 
@@ -344,6 +357,9 @@ func (s *Supervisor) restart(ctx context.Context, cfg node.Config) (*incarnation
 		}
 	}
 	inc.n.Advertise(cfg.Addr, cfg.HTTPAddr, cfg.RESPAddr)
+	if s.unthrottled.Load() {
+		inc.n.Engine().SetDeviceUnthrottled(true)
+	}
 	s.cur.Store(inc) // calls before Start are answered "node is starting" by the node itself
 	sctx, cancel := context.WithTimeout(ctx, node.DefaultStartTimeout)
 	defer cancel()
