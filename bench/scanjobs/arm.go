@@ -52,7 +52,8 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	until := time.Now()
 	a.Ops, a.Errors, a.P50Ms, a.P99Ms = fg.take()
 	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
-	a.PeakNode, a.PeakSecond, a.Top5 = dk.node+1, dk.second, dk.top5()
+	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()
+	a.Seconds = dk.seconds
 	if strategy == NoJobs {
 		return a, nil
 	}
@@ -110,6 +111,8 @@ func (a *Arm) countRuns(ctx context.Context, cl *client.Client, from, until time
 		due := map[int64]*pb.JobRun{}
 		for _, r := range st.Last {
 			due[r.DueUnixMs] = r
+			a.Runs = append(a.Runs, RunRecord{Job: st.Job.Name, Due: at(from, r.DueUnixMs), Started: at(from, r.StartedUnixMs),
+				Finished: at(from, r.FinishedUnixMs), Bytes: r.Bytes, CopyBytes: r.CacheBytes, OnTime: r.OnTime})
 		}
 		all := true
 		for d := created; d.Before(until); d = d.Add(every) {
@@ -146,6 +149,9 @@ func (a *Arm) countRuns(ctx context.Context, cl *client.Client, from, until time
 	return nil
 }
 
+// at is the seconds from from to a time in Unix milliseconds.
+func at(from time.Time, ms int64) float64 { return time.UnixMilli(ms).Sub(from).Seconds() }
+
 func (a *Arm) countCopy(r *pb.JobRun) {
 	switch {
 	case r.CacheBytes > 0 && r.CacheBytes == r.Bytes:
@@ -160,46 +166,107 @@ type diskSample struct {
 	peak, mean   float64
 	node, second int
 	total        int64
-	seconds      []float64 // every node's every second
+	seconds      []Second // every node's every second
 }
 
-func (d diskSample) top5() []float64 {
-	s := append([]float64(nil), d.seconds...)
-	sort.Sort(sort.Reverse(sort.Float64Slice(s)))
+// Second is one node's disk reads in one second of the window, by who read (bytes/s). Disk is what
+// the emulated device read; Served the blocks the node's reads (the foreground's and the jobs') loaded
+// from it, Other the rest (compactions, flushes' reads, snapshots streamed out); Prefetch and Runs the
+// bytes of keys and values the jobs' prefetches and runs read from its disk under a plan (blocks
+// carry 1.1–1.7× these), DemandRuns those the runs of every node read without a plan (not split by
+// node).
+type Second struct {
+	Node       int     `json:"node"`
+	Second     int     `json:"second"`
+	Disk       float64 `json:"disk"`
+	Served     float64 `json:"served"`
+	Other      float64 `json:"other"`
+	Prefetch   float64 `json:"prefetch"`
+	Runs       float64 `json:"runs"`
+	DemandRuns float64 `json:"demand_runs"`
+}
+
+// top are the five highest node-seconds.
+func (d diskSample) top() []Second {
+	s := append([]Second(nil), d.seconds...)
+	sort.SliceStable(s, func(a, b int) bool { return s[a].Disk > s[b].Disk })
 	return s[:min(5, len(s))]
 }
 
-// sampleDisks reads every node's emulated-disk counters each second until end.
-func sampleDisks(ctx context.Context, c *benchutil.Cluster, end time.Time) diskSample {
-	nodes := c.Len()
-	read := func() []int64 {
-		out := make([]int64, nodes)
-		for i := range nodes {
-			out[i] = c.DeviceStats(i).ReadBytes
-		}
-		return out
+func (d diskSample) top5() []float64 {
+	var out []float64
+	for _, s := range d.top() {
+		out = append(out, s.Disk)
 	}
+	return out
+}
+
+// diskMark is one reading of a node's counters.
+type diskMark struct {
+	disk, served, stream int64
+	prefetch, runs       int64
+	demand               int64 // every node's runs' disk bytes without a plan (same in every mark)
+}
+
+// readMarks reads every node's device and engine counters and the jobs' reads of its disk.
+func readMarks(c *benchutil.Cluster) []diskMark {
+	out := make([]diskMark, c.Len())
+	var demand int64
+	for i := range out {
+		out[i].disk = c.DeviceStats(i).ReadBytes
+		n := c.Node(i)
+		if n == nil {
+			continue
+		}
+		es := n.Eng.Stats()
+		out[i].served = int64(es.ServedBlockBytes - es.ServedBlockBytesInCache)
+		out[i].stream = int64(es.StreamBlockBytes)
+		js := n.KV.Metrics().Jobs
+		var planned int64
+		for id, r := range js.DiskReads {
+			if j := c.IndexOf(id); j >= 0 && j < len(out) {
+				out[j].prefetch += int64(r.Prefetch)
+				out[j].runs += int64(r.Run)
+			}
+			planned += int64(r.Run)
+		}
+		demand += int64(js.Bytes-js.CacheBytes) - planned
+	}
+	for i := range out {
+		out[i].demand = demand
+	}
+	return out
+}
+
+// sampleDisks reads every node's emulated-disk counters, and who read, each second until end.
+func sampleDisks(ctx context.Context, c *benchutil.Cluster, end time.Time) diskSample {
 	var ds diskSample
-	first := read()
+	first := readMarks(c)
 	last, lastAt := first, time.Now()
 	start := lastAt
 	for time.Now().Before(end) && ctx.Err() == nil {
 		sleep(ctx, time.Second)
-		cur, now := read(), time.Now()
+		cur, now := readMarks(c), time.Now()
+		dt := now.Sub(lastAt).Seconds()
+		sec := int(now.Sub(start).Seconds() + 0.5)
 		for i := range cur {
-			r := float64(cur[i]-last[i]) / now.Sub(lastAt).Seconds()
-			ds.seconds = append(ds.seconds, r)
-			if r > ds.peak {
-				ds.peak, ds.node, ds.second = r, i, int(now.Sub(start).Seconds())
+			rate := func(a, b int64) float64 { return float64(a-b) / dt }
+			s := Second{Node: i + 1, Second: sec, Disk: rate(cur[i].disk, last[i].disk), Served: rate(cur[i].served, last[i].served),
+				Prefetch: rate(cur[i].prefetch, last[i].prefetch), Runs: rate(cur[i].runs, last[i].runs),
+				DemandRuns: rate(cur[i].demand, last[i].demand)}
+			s.Other = max(0, s.Disk-s.Served-rate(cur[i].stream, last[i].stream))
+			ds.seconds = append(ds.seconds, s)
+			if s.Disk > ds.peak {
+				ds.peak, ds.node, ds.second = s.Disk, i, sec
 			}
 		}
 		last, lastAt = cur, now
 	}
 	for i := range last {
-		ds.total += last[i] - first[i]
+		ds.total += last[i].disk - first[i].disk
 	}
 	if el := lastAt.Sub(start).Seconds(); el > 0 {
-		ds.mean = float64(ds.total) / el / float64(nodes)
+		ds.mean = float64(ds.total) / el / float64(len(last))
 	}
 	return ds
 }

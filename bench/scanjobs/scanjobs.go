@@ -33,8 +33,10 @@ type Options struct {
 	Spans      int `json:"spans"`
 	SpanRows   int `json:"span_rows"`
 	ValueBytes int `json:"value_bytes"`
-	// Jobs count jobs, every Period, their deadlines drawn in [MinDeadline, MaxDeadline], their first
-	// runs spread over Stagger; each reads at JobRate when it reads its span from disk.
+	// Jobs count jobs, every Period, their deadlines drawn in [MinDeadline, MaxDeadline], half their
+	// first runs at once and the rest spread over Stagger; each reads at JobRate when it reads its span
+	// from disk. The defaults (6 MiB spans read at 6 MiB/s, deadlines 1.5–3 s) make runs that start
+	// together on one node ask more than its disk.
 	Jobs        int           `json:"jobs"`
 	Period      time.Duration `json:"period_ns"`
 	MinDeadline time.Duration `json:"min_deadline_ns"`
@@ -66,7 +68,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Nodes, 3)
 	def(&o.Spans, 6)
-	def(&o.SpanRows, 3000)
+	def(&o.SpanRows, 6000)
 	def(&o.ValueBytes, 1024)
 	def(&o.Jobs, 12)
 	def(&o.Rate, 300)
@@ -77,18 +79,18 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	defd(&o.Period, 15*time.Second)
-	defd(&o.MinDeadline, 2*time.Second)
-	defd(&o.MaxDeadline, 5*time.Second)
-	defd(&o.Stagger, 3*time.Second)
+	defd(&o.MinDeadline, 1500*time.Millisecond)
+	defd(&o.MaxDeadline, 3*time.Second)
+	defd(&o.Stagger, 2*time.Second)
 	defd(&o.Measure, 45*time.Second)
 	def64 := func(p *int64, v int64) {
 		if *p == 0 {
 			*p = v
 		}
 	}
-	def64(&o.JobRate, 4<<20)
+	def64(&o.JobRate, 6<<20)
 	def64(&o.DiskRate, 12<<20)
-	def64(&o.CacheBytes, 4<<20)
+	def64(&o.CacheBytes, 2<<20)
 	def64(&o.CopyBytes, 24<<20)
 	if len(o.Strategies) == 0 {
 		o.Strategies = []string{NoJobs, string(jobs.DemandReads), string(jobs.DemandCaching), string(jobs.Planned)}
@@ -123,13 +125,17 @@ type Arm struct {
 	PeakReadBytesPerSec float64 `json:"peak_read_bytes_per_sec"`
 	// PeakNode and PeakSecond say where and when (seconds into the window) the peak was; Top5 are the
 	// five highest seconds of one node (bytes/s).
-	PeakNode            int       `json:"peak_node"`
-	PeakSecond          int       `json:"peak_second"`
-	Top5                []float64 `json:"top5"`
-	MeanReadBytesPerSec float64   `json:"mean_read_bytes_per_sec"`
-	ReadBytes           int64     `json:"read_bytes"`
-	CopyBytes           uint64    `json:"copy_bytes"`
-	PrefetchBytes       uint64    `json:"prefetch_bytes"`
+	PeakNode   int       `json:"peak_node"`
+	PeakSecond int       `json:"peak_second"`
+	Top5       []float64 `json:"top5"`
+	// Top are those five seconds with their reads by source.
+	Top []Second `json:"top"`
+	// Seconds are every node's every second (not printed).
+	Seconds             []Second `json:"-"`
+	MeanReadBytesPerSec float64  `json:"mean_read_bytes_per_sec"`
+	ReadBytes           int64    `json:"read_bytes"`
+	CopyBytes           uint64   `json:"copy_bytes"`
+	PrefetchBytes       uint64   `json:"prefetch_bytes"`
 	// PlanPeak is the meta leader's last plan's predicted peak (bytes/s), PlanBound the LP
 	// relaxation's least peak for the runs that plan admits.
 	PlanPeak  float64 `json:"plan_peak"`
@@ -139,8 +145,18 @@ type Arm struct {
 	Errors int64   `json:"errors"`
 	P50Ms  float64 `json:"p50_ms"`
 	P99Ms  float64 `json:"p99_ms"`
+	// Runs are the runs the jobs' states keep, in seconds from the window's start (not printed).
+	Runs []RunRecord `json:"-"`
 	// Admission lists the jobs the plan refused, with the reason.
 	Refused []string `json:"refused,omitempty"`
+}
+
+// RunRecord is one run as its job's state keeps it, its times in seconds from the window's start.
+type RunRecord struct {
+	Job                    string
+	Due, Started, Finished float64
+	Bytes, CopyBytes       int64
+	OnTime                 bool
 }
 
 // Report is the scenario's outcome.
@@ -196,18 +212,22 @@ type jobSpec struct {
 	offset   time.Duration
 }
 
-// mix draws the jobs: spans by a Zipf popularity (a few inputs read by many jobs, as in the chapter's
-// traces), deadlines uniform in the range, first runs spread over the stagger.
+// mix draws the jobs after the chapter's traces (§6.2), scaled: spans by a Zipf popularity (a few
+// inputs read by many jobs), deadlines uniform in the range, and half the jobs' runs at the top of
+// the period (many runs start together) while the rest spread over the stagger.
 func mix(o Options) []jobSpec {
 	rng := rand.New(rand.NewSource(o.Seed))
 	z := rand.NewZipf(rng, 1.2, 1, uint64(o.Spans-1))
 	out := make([]jobSpec, o.Jobs)
 	for j := range out {
 		d := o.MinDeadline + time.Duration(rng.Int63n(int64(o.MaxDeadline-o.MinDeadline)+1))
-		out[j] = jobSpec{name: fmt.Sprintf("job%02d", j), span: int(z.Uint64()), deadline: d.Truncate(100 * time.Millisecond),
-			offset: time.Duration(rng.Int63n(int64(o.Stagger) + 1)).Truncate(100 * time.Millisecond)}
+		var off time.Duration
+		if rng.Intn(2) == 1 {
+			off = time.Duration(rng.Int63n(int64(o.Stagger) + 1)).Truncate(100 * time.Millisecond)
+		}
+		out[j] = jobSpec{name: fmt.Sprintf("job%02d", j), span: int(z.Uint64()), deadline: d.Truncate(100 * time.Millisecond), offset: off}
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].offset < out[b].offset })
+	sort.SliceStable(out, func(a, b int) bool { return out[a].offset < out[b].offset })
 	return out
 }
 

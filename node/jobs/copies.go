@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/pb"
 )
 
@@ -45,7 +44,9 @@ type sideCache struct {
 	// read counts the bytes the jobs read from each node's disk (runs and prefetches): the part of a
 	// node's busy disk that is the jobs' own, not the foreground's.
 	read map[uint64]int64
-	mark map[uint64]rateMark
+	// bySource splits read by who read: prefetches and runs (the scenario's per-second account).
+	bySource map[uint64]DiskReads
+	mark     map[uint64]rateMark
 	// load marks each node's reported disk reads, for their rate.
 	load map[uint64]rateMark
 }
@@ -58,7 +59,7 @@ type rateMark struct {
 
 func newSideCache(budget int64) *sideCache {
 	return &sideCache{budget: budget, used: map[uint64]int64{}, m: map[string]*copyEntry{}, started: map[string]time.Time{},
-		read: map[uint64]int64{}, mark: map[uint64]rateMark{}, load: map[uint64]rateMark{}}
+		read: map[uint64]int64{}, bySource: map[uint64]DiskReads{}, mark: map[uint64]rateMark{}, load: map[uint64]rateMark{}}
 }
 
 // begin reserves a copy under key unless one was begun already.
@@ -108,23 +109,30 @@ func (c *sideCache) finish(key string) {
 	}
 }
 
-// take hands a run the copy under key: its rows, how far they go and whether it is complete. An
-// incomplete copy's prefetch stops here (the run reads the rest from disk) and the copy is dropped.
-func (c *sideCache) take(key string) (rows []*pb.KeyValue, upTo []byte, done, ok bool) {
+// peek hands a run the copy under key as it is now: its rows, how far they go and whether it is
+// complete (ok false: no such copy, or dropped). A copy still being read keeps being read: its run
+// follows it (fromCopy) rather than reading the rest from the disk too.
+func (c *sideCache) peek(key string) (rows []*pb.KeyValue, upTo []byte, done, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.m[key]
 	if e == nil {
 		return nil, nil, false, false
 	}
-	rows, upTo, done = e.rows, e.upTo, e.done
-	if !done {
+	return e.rows, e.upTo, e.done, true
+}
+
+// drop stops and drops the copy under key (a prefetch that failed or was stopped: a copy is whole
+// or nothing).
+func (c *sideCache) drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[key]; e != nil && !e.done {
 		if e.cancel != nil {
 			e.cancel()
 		}
 		c.dropLocked(key)
 	}
-	return rows, upTo, done, true
 }
 
 // extend moves a copy's release later when a re-plan has a run read it later.
@@ -196,11 +204,29 @@ func (c *sideCache) held() int64 {
 	return n
 }
 
-// noteRead counts bytes the jobs read from node's disk.
-func (c *sideCache) noteRead(node uint64, n int64) {
+// noteRead counts bytes the jobs read from node's disk, by a prefetch or else by a run.
+func (c *sideCache) noteRead(node uint64, n int64, prefetch bool) {
 	c.mu.Lock()
 	c.read[node] += n
+	d := c.bySource[node]
+	if prefetch {
+		d.Prefetch += uint64(n)
+	} else {
+		d.Run += uint64(n)
+	}
+	c.bySource[node] = d
 	c.mu.Unlock()
+}
+
+// diskReads copies the per-node counts of the jobs' disk reads.
+func (c *sideCache) diskReads() map[uint64]DiskReads {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[uint64]DiskReads, len(c.bySource))
+	for k, v := range c.bySource {
+		out[k] = v
+	}
+	return out
 }
 
 // rate is the bytes/s the jobs read from node's disk since the previous call at least a second ago.
@@ -247,8 +273,9 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 			cancel()
 			continue
 		}
-		// A prefetch begun late reads faster so as to be done by its first run.
-		rate := max(f.rate, f.piece.size/max(f.end.Sub(now).Seconds(), 0.1))
+		// At the planned rate even when begun late (by up to a tick): a faster read would put the
+		// disk above the plan; a run that finds its copy short waits for it (fromCopy).
+		rate := f.rate
 		s.prefetches.Add(1)
 		s.stop.Go(func(context.Context) {
 			defer cancel()
@@ -257,15 +284,16 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 	}
 }
 
-// fetch reads piece p into the copy under key at rate, on the range's leader.
+// fetch reads piece p into the copy under key at rate, on the range's leader, in small pages.
 func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
-	pace := background.NewPacer(rate)
+	pace := newPacer(rate, s.cfg.PageRows)
 	cursor := bytes.Clone(p.start)
 	var read int64
 	for {
-		resp, desc, err := s.page(ctx, cursor, p.end, s.cfg.PageRows)
+		began := time.Now()
+		resp, desc, err := s.page(ctx, cursor, p.end, pace.rows())
 		if err != nil {
-			s.copies.take(key) // drops the partial copy
+			s.copies.drop(key)
 			return
 		}
 		n := int64(0)
@@ -273,7 +301,7 @@ func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 			n += int64(len(kv.Key) + len(kv.Value))
 		}
 		read += n
-		s.copies.noteRead(p.node, n)
+		s.copies.noteRead(p.node, n, true)
 		s.prefetchBytes.Add(uint64(n))
 		next := desc.EndKey
 		if resp.Truncated && len(resp.Kvs) > 0 {
@@ -290,7 +318,8 @@ func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 			return
 		}
 		cursor = bytes.Clone(next)
-		if err := pace.Wait(ctx, uint64(read)); err != nil {
+		if err := pace.wait(ctx, began, n, len(resp.Kvs)); err != nil {
+			s.copies.drop(key)
 			return
 		}
 	}

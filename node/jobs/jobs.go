@@ -166,7 +166,13 @@ type Stats struct {
 	// PlanPeak is the last plan's highest disk bandwidth on one node (bytes/s), PlanBound the LP
 	// relaxation's least peak for the runs it admits.
 	PlanPeak, PlanBound float64
+	// DiskReads are the bytes (of keys and values) the runs and prefetches this node led read from
+	// each node's disk, by node id: pieces under a plan only (demand reads are not split by node).
+	DiskReads map[uint64]DiskReads
 }
+
+// DiskReads splits the jobs' reads of one node's disk: by prefetches, and by runs.
+type DiskReads struct{ Prefetch, Run uint64 }
 
 // Service is one node's part of the scan jobs: the RPCs on any node, the scheduler and runs on the
 // meta range's leader.
@@ -228,7 +234,8 @@ func (s *Service) Stats() Stats {
 	s.mu.Unlock()
 	return Stats{OnTime: s.onTime.Load(), Late: s.late.Load(), Failed: s.failed.Load(), Abandoned: s.abandoned.Load(),
 		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n, Refused: s.refused.Load(), Prefetches: s.prefetches.Load(),
-		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(), PlanPeak: peak, PlanBound: bound}
+		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(), PlanPeak: peak, PlanBound: bound,
+		DiskReads: s.copies.diskReads()}
 }
 
 func (s *Service) fromStore() (uint64, bool) {

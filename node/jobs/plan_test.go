@@ -61,8 +61,8 @@ func TestFollowSharedCopy(t *testing.T) {
 	}
 }
 
-// TestSideCache: a copy is held within the budget, taken whole when complete, dropped with its
-// prefetch stopped when taken incomplete, and released at its time.
+// TestSideCache: a copy is held within the budget, seen as it grows, dropped whole with its prefetch
+// stopped, and released at its time.
 func TestSideCache(t *testing.T) {
 	c := newSideCache(100)
 	p := piece{id: "p", start: []byte("a"), end: []byte("m"), node: 1}
@@ -75,9 +75,13 @@ func TestSideCache(t *testing.T) {
 	if !c.add("k", []*pb.KeyValue{kv("b", 39), kv("z", 500)}, []byte("c")) || c.held() != 40 {
 		t.Fatalf("add: held %d, want 40 (the row outside the piece left out)", c.held())
 	}
-	rows, upTo, done, ok := c.take("k")
-	if !ok || done || len(rows) != 1 || string(upTo) != "c" || !stopped || c.held() != 0 {
-		t.Fatalf("take of an incomplete copy: %d rows to %q, done %v ok %v, prefetch stopped %v, held %d", len(rows), upTo, done, ok, stopped, c.held())
+	rows, upTo, done, ok := c.peek("k")
+	if !ok || done || len(rows) != 1 || string(upTo) != "c" || stopped || c.held() != 40 {
+		t.Fatalf("peek at an incomplete copy: %d rows to %q, done %v ok %v, prefetch stopped %v, held %d", len(rows), upTo, done, ok, stopped, c.held())
+	}
+	c.drop("k")
+	if _, _, _, ok := c.peek("k"); ok || !stopped || c.held() != 0 {
+		t.Fatalf("drop: still there %v, prefetch stopped %v, held %d", ok, stopped, c.held())
 	}
 	if !c.begin("k2", p, t0.Add(time.Minute), nil) || c.add("k2", []*pb.KeyValue{kv("b", 200)}, []byte("c")) {
 		t.Fatal("a copy over the budget was kept")
@@ -85,8 +89,9 @@ func TestSideCache(t *testing.T) {
 	c.begin("k3", p, t0.Add(time.Minute), nil)
 	c.add("k3", []*pb.KeyValue{kv("b", 9)}, []byte("c"))
 	c.finish("k3")
-	if _, _, done, ok := c.take("k3"); !ok || !done {
-		t.Fatal("a complete copy was not taken whole")
+	c.drop("k3")
+	if _, _, done, ok := c.peek("k3"); !ok || !done {
+		t.Fatal("a complete copy was dropped or not seen whole")
 	}
 	c.sweep(t0.Add(2 * time.Minute))
 	if c.held() != 0 {

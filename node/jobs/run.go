@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -102,14 +101,16 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 	if all, err := s.deps.Ranges.AllRanges(ctx); err == nil {
 		r.RangesTotal = int64(overlapping(all, start, end)) // progress only: splits may change it
 	}
-	pace := background.NewPacer(s.diskRate(job, rp, time.UnixMilli(r.DueUnixMs)))
+	pace := newPacer(s.diskRate(job, rp, time.UnixMilli(r.DueUnixMs)), s.cfg.PageRows)
 	lastProgress := s.deps.Now()
 	cursor := bytes.Clone(start)
-	var fromDisk int64
 	keeping := map[string]bool{}
 	pieceBytes := map[string]int64{} // what this run read of each piece it read from the start
 	defer func() {
 		if err != nil {
+			for k := range keeping {
+				s.copies.drop(k) // a kept copy cut short: its followers read the rest from disk
+			}
 			return // a piece cut short is no measure of its size
 		}
 		s.mu.Lock()
@@ -124,7 +125,7 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 		}
 		pr := rp.at(cursor)
 		if pr != nil && pr.copyKey != "" {
-			next, err := s.fromCopy(pr, cursor, sink, r)
+			next, err := s.fromCopy(ctx, pr, cursor, sink, r)
 			if err != nil {
 				return err
 			}
@@ -136,13 +137,13 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 				continue
 			}
 		}
-		resp, desc, read, err := s.diskPage(ctx, cursor, end, sink, r)
+		began := time.Now()
+		resp, desc, read, err := s.diskPage(ctx, cursor, end, pace.rows(), sink, r)
 		if err != nil {
 			return err
 		}
-		fromDisk += read
 		if pr != nil {
-			s.copies.noteRead(pr.node, read)
+			s.copies.noteRead(pr.node, read, false)
 			s.keep(pr, cursor, resp, desc, keeping)
 			if bytes.Equal(cursor, pr.start) {
 				pieceBytes[pr.id] = 0
@@ -151,7 +152,7 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 				pieceBytes[pr.id] += read
 			}
 		}
-		if err := pace.Wait(ctx, uint64(fromDisk)); err != nil {
+		if err := pace.wait(ctx, began, read, len(resp.Kvs)); err != nil {
 			return fmt.Errorf("scan job %q: %w", job.Name, err)
 		}
 		switch {
@@ -173,9 +174,14 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 }
 
 // diskRate is the bytes/s a run reads from disk at: its plan's; for a run the plan served from copies
-// that it must read from disk after all (a copy dropped or not done), the slowest that still ends by
-// nine tenths of its deadline; else its job's, else the default.
+// that it must read from disk after all (a copy dropped or stalled), the slowest that still ends by
+// nine tenths of its deadline, at most its job's rate (what reading on demand would take); else its
+// job's rate, else the default.
 func (s *Service) diskRate(job *pb.ScanJob, rp *runPlan, due time.Time) int64 {
+	own := job.RateBytes
+	if own <= 0 {
+		own = s.cfg.RateBytes
+	}
 	switch {
 	case rp != nil && rp.rate > 0:
 		return rp.rate
@@ -185,18 +191,16 @@ func (s *Service) diskRate(job *pb.ScanJob, rp *runPlan, due time.Time) int64 {
 			size += p.size
 		}
 		left := due.Add(time.Duration(job.DeadlineMs) * time.Millisecond * 9 / 10).Sub(s.deps.Now())
-		return int64(size / max(left.Seconds(), 0.1))
-	case job.RateBytes > 0:
-		return job.RateBytes
+		return min(own, int64(size/max(left.Seconds(), 0.1)))
 	default:
-		return s.cfg.RateBytes
+		return own
 	}
 }
 
-// diskPage reads the page at cursor through the range's leader, hands its rows to sink and counts
-// them in the run r.
-func (s *Service) diskPage(ctx context.Context, cursor, end []byte, sink rowSink, r *pb.JobRun) (*pb.ScanResponse, *pb.RangeDescriptor, int64, error) {
-	resp, desc, err := s.page(ctx, cursor, end, s.cfg.PageRows)
+// diskPage reads the page of up to limit rows at cursor through the range's leader, hands its rows
+// to sink and counts them in the run r.
+func (s *Service) diskPage(ctx context.Context, cursor, end []byte, limit int, sink rowSink, r *pb.JobRun) (*pb.ScanResponse, *pb.RangeDescriptor, int64, error) {
+	resp, desc, err := s.page(ctx, cursor, end, limit)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -231,48 +235,70 @@ func (s *Service) progress(ctx context.Context, st *pb.JobState, last *time.Time
 	return nil
 }
 
+// copyPoll is how often a run following a copy still being read looks for its new rows.
+const copyPoll = 20 * time.Millisecond
+
 // fromCopy hands sink the rows of pr's copy from cursor on and returns where the run goes on: the
-// piece's end once the copy is complete (nil at the keyspace's end), how far an unfinished copy got,
-// or cursor itself when there is no copy (the run reads from disk).
-func (s *Service) fromCopy(pr *pieceRead, cursor []byte, sink rowSink, r *pb.JobRun) ([]byte, error) {
+// piece's end once the copy is complete (nil at the keyspace's end), or cursor itself when there is
+// no copy (the run reads from disk). A copy still being read is followed as its prefetch (or the run
+// keeping it) reads on, rather than read from the disk a second time; only a copy dropped, or one
+// that did not grow for StaleAfter, leaves the rest to the disk (from how far the run got).
+func (s *Service) fromCopy(ctx context.Context, pr *pieceRead, cursor []byte, sink rowSink, r *pb.JobRun) ([]byte, error) {
 	key := pr.copyKey
-	rows, upTo, done, ok := s.copies.take(key)
 	pr.copyKey = "" // read once: a later visit of the piece (a retry) reads from disk
-	if !ok {
-		return cursor, nil
-	}
+	from := bytes.Clone(cursor)
 	var n, count int64
-	for _, kv := range rows {
-		if bytes.Compare(kv.Key, cursor) < 0 {
-			continue
+	seen, grew := 0, time.Now()
+	for {
+		rows, _, done, ok := s.copies.peek(key)
+		if !ok || (!done && len(rows) == seen && time.Since(grew) > s.cfg.StaleAfter) {
+			break // dropped or stalled: the rest from disk
 		}
-		if err := sink.row(kv); err != nil {
-			return nil, err
+		if len(rows) > seen {
+			grew = time.Now()
 		}
-		n += int64(len(kv.Key) + len(kv.Value))
-		count++
+		for _, kv := range rows[seen:] {
+			if bytes.Compare(kv.Key, cursor) < 0 {
+				continue
+			}
+			if err := sink.row(kv); err != nil {
+				return nil, err
+			}
+			n += int64(len(kv.Key) + len(kv.Value))
+			count++
+			cursor = append(bytes.Clone(kv.Key), 0)
+		}
+		seen = len(rows)
+		if done {
+			s.countCopy(r, n, count)
+			s.mu.Lock()
+			if bytes.Equal(from, pr.start) {
+				s.sizes[pr.id] = float64(n)
+			}
+			s.mu.Unlock()
+			if len(pr.end) == 0 {
+				return nil, nil
+			}
+			return bytes.Clone(pr.end), nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(copyPoll):
+		}
 	}
+	s.countCopy(r, n, count)
+	return cursor, nil
+}
+
+// countCopy counts rows a run read from a copy.
+func (s *Service) countCopy(r *pb.JobRun, n, count int64) {
 	r.Rows += count
 	r.Bytes += n
 	r.CacheBytes += n
 	s.rows.Add(uint64(count))
 	s.bytes.Add(uint64(n))
 	s.cacheBytes.Add(uint64(n))
-	if !done {
-		if bytes.Compare(upTo, cursor) > 0 {
-			return bytes.Clone(upTo), nil
-		}
-		return cursor, nil
-	}
-	s.mu.Lock()
-	if bytes.Equal(cursor, pr.start) {
-		s.sizes[pr.id] = float64(n)
-	}
-	s.mu.Unlock()
-	if len(pr.end) == 0 {
-		return nil, nil
-	}
-	return bytes.Clone(pr.end), nil
 }
 
 // keep copies a page a run read from disk into the copy its plan keeps of the piece, from the

@@ -18,7 +18,7 @@ var benchScanJobsCmd = &cobra.Command{
 	Long: `Reproduce NetCachier's comparison (Ghosh 2018, §6.5) on in-process nodes with emulated disks (no
 page cache, a small block cache, --disk-rate each): --spans spans of --span-rows rows, --jobs count
 jobs every --period over spans drawn by a Zipf popularity, deadlines in [--min-deadline,
---max-deadline], first runs spread over --stagger, under a YCSB-B foreground (95 % reads, 5 %
+--max-deadline], half the first runs at once and the rest spread over --stagger, under a YCSB-B foreground (95 % reads, 5 %
 updates, Zipf over the rows) at --rate. One arm per --strategies entry, each on a fresh cluster:
 no-jobs (the foreground alone), demand-reads, demand-caching, planner. Each arm is measured over
 --measure from one period after the jobs are added: runs due (on time, late, refused, skipped), jobs
@@ -40,16 +40,16 @@ func init() {
 	o := &scanJobsFlags
 	f.IntVar(&o.Nodes, "nodes", 3, "in-process nodes")
 	f.IntVar(&o.Spans, "spans", 6, "key spans the jobs read")
-	f.IntVar(&o.SpanRows, "span-rows", 3000, "rows per span")
+	f.IntVar(&o.SpanRows, "span-rows", 6000, "rows per span")
 	f.IntVar(&o.ValueBytes, "value-bytes", 1024, "bytes per value")
 	f.IntVar(&o.Jobs, "jobs", 12, "scan jobs")
 	f.DurationVar(&o.Period, "period", 15*time.Second, "every job's period")
-	f.DurationVar(&o.MinDeadline, "min-deadline", 2*time.Second, "shortest deadline")
-	f.DurationVar(&o.MaxDeadline, "max-deadline", 5*time.Second, "longest deadline")
-	f.DurationVar(&o.Stagger, "stagger", 3*time.Second, "the jobs' first runs spread over this long")
-	f.Int64Var(&o.JobRate, "job-rate", 4<<20, "bytes/s a run reads its span at from disk")
+	f.DurationVar(&o.MinDeadline, "min-deadline", 1500*time.Millisecond, "shortest deadline")
+	f.DurationVar(&o.MaxDeadline, "max-deadline", 3*time.Second, "longest deadline")
+	f.DurationVar(&o.Stagger, "stagger", 2*time.Second, "half the jobs' first runs at once, the rest spread over this long")
+	f.Int64Var(&o.JobRate, "job-rate", 6<<20, "bytes/s a run reads its span at from disk")
 	f.Int64Var(&o.DiskRate, "disk-rate", 12<<20, "each node's emulated disk read bandwidth (bytes/s)")
-	f.Int64Var(&o.CacheBytes, "cache-bytes", 4<<20, "each node's block cache")
+	f.Int64Var(&o.CacheBytes, "cache-bytes", 2<<20, "each node's block cache")
 	f.Int64Var(&o.CopyBytes, "copy-bytes", 24<<20, "per node, the copies the jobs' plan may hold")
 	f.IntVar(&o.Rate, "rate", 300, "foreground operations per second")
 	f.IntVar(&o.Clients, "clients", 16, "foreground workers")
