@@ -80,6 +80,11 @@ type simRange struct {
 	// cacheAt (Params.Host; a new leader starts cold).
 	cached  float64
 	cacheAt uint64
+	// shape is its block-access histogram per unit of reads, access the statistics its leader
+	// last reported, at reads accRead and hit ratio accHit (access.go; Params.Host).
+	shape           []model.AccessBucket
+	access          *model.Access
+	accRead, accHit float64
 }
 
 func (r *simRange) changed() {
@@ -206,6 +211,8 @@ type clusterSpec struct {
 	empty             int  // the last nodes that start without replicas
 	zones             []string
 	leadZone          string
+	bounds            []int64 // the ranges' first records and the last's end (nil: equal spans)
+	scatter           bool    // replicas on nodes drawn at random, led by the first drawn
 }
 
 func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluster {
@@ -240,6 +247,9 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 		c.nextRID++
 		r := &simRange{id: c.nextRID, lo: int64(i) * spec.records / int64(spec.ranges),
 			hi: int64(i+1) * spec.records / int64(spec.ranges)}
+		if len(spec.bounds) == spec.ranges+1 {
+			r.lo, r.hi = spec.bounds[i], spec.bounds[i+1]
+		}
 		if r.lo > 0 {
 			r.start = workload.Key(r.lo)
 		}
@@ -248,6 +258,11 @@ func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluste
 		}
 		for k := 0; k < rf; k++ {
 			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%holding + 1)})
+		}
+		if spec.scatter {
+			for k, j := range c.rnd.Perm(holding)[:rf] {
+				r.reps[k].Node = uint64(j + 1)
+			}
 		}
 		for k := rf; k < min(rf+spec.learners, holding); k++ {
 			r.reps = append(r.reps, model.Replica{Node: uint64((i+k)%holding + 1), Learner: true})
@@ -276,6 +291,7 @@ func (c *Cluster) initRange(r *simRange) {
 	r.owner = c
 	r.bytes = uint64(r.hi-r.lo) * c.valueBytes
 	r.share = c.dist.Share(r.lo, r.hi)
+	r.shape = nil
 	r.changed()
 }
 
@@ -333,6 +349,12 @@ func (c *Cluster) Snapshot() *model.Cluster {
 			}
 		}
 		mn.DiskUsed = disk[n.id]
+		if h := c.p.Host; h != nil && h.IOPS > 0 {
+			mn.CacheBytes, mn.BlockBytes = uint64(h.CacheBytes), uint64(h.BlockBytes)
+			if n.host != nil {
+				mn.DiskBusy = n.host.busy
+			}
+		}
 		if c.replicaReads {
 			mn.ReadQPS = n.served // every read is served at some replica of the node's: its read load
 		}
@@ -407,7 +429,7 @@ func (c *Cluster) viewOf(r *simRange) *model.Range {
 		}
 		r.view = &model.Range{ID: r.id, StartKey: r.start, EndKey: r.end, Generation: r.gen, System: r.system,
 			Replicas: r.shown, Leader: r.leader, ReadQPS: r.read, WriteQPS: r.write,
-			Bytes: r.bytes, Sample: r.sample}
+			Bytes: r.bytes, Sample: r.sample, Access: r.access}
 	}
 	return r.view
 }

@@ -60,7 +60,7 @@ var goldenHashes = map[string]string{
 	"compaction":   "cba454bb4a51b7d52d62161608c4db029d2d1693d379ca267fee0c8f4df0a0fd",
 	"decommission": "636dc7d3e36f83aebe8057df12624021417f7b1304fc7d40c622ce8278faa641",
 	"drain":        "adec6f2c49f30c878d703eef0febfaebb1bce7d9a2fa684dd6da4a96907b6139",
-	"hotspot":      "a11669be687b4f36f951cd5f18385d93f2ecddf27e768f1f06eabe47feb36972",
+	"hotspot":      "755c4c4c35ea39328a0c2cff8fcf2083e921d9b18a585de17fa506bd4e63eda6",
 	"join":         "5e2dfd3f2547b61cf205af8ce94aa1421a1ff5e802572ec776e1e4af9ce4f3c3",
 	"merge":        "bb4708d8cb252f067aac6189ca9042852a2124ac9145141d9b9b01e863e528f9",
 	"node-kill":    "82833122842713c4207fd751e04019df131ac6ba5a56a8c4ee189703dfd366f5",

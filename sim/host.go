@@ -44,6 +44,10 @@ type Host struct {
 // on reports whether the host model drives the load.
 func (h *Host) on() bool { return h != nil && h.Threads > 0 }
 
+// open reports whether the host is each node's own machine under an open loop at the offered rate:
+// no client threads, each node with its own cores (Params.Cores), disk and block cache (openDisks).
+func (h *Host) open() bool { return h != nil && h.Threads == 0 && h.IOPS > 0 }
+
 // hostNode is a node's disk and block cache state.
 type hostNode struct {
 	// polluted is the cache bytes that snapshot streams read through it (Pebble's iterators fill
@@ -52,9 +56,12 @@ type hostNode struct {
 	// curve is the cumulative read share of the node's led blocks, hottest first, normalised to
 	// 1, over ledBytes; led are the bounds of the ranges it was built over (lo, hi pairs).
 	curve    []float64
+	shares   []float64 // the led blocks' read shares, hottest first (not normalised)
 	led      []int64
 	ledBytes float64
 	hit      float64 // the last heartbeat's hit ratio
+	q        float64 // the share of the led blocks its cache holds (the hottest)
+	busy     float64 // the last heartbeat's disk busy share
 	// streams are the snapshot bytes the node sends or receives, as intervals.
 	streams []stream
 }
@@ -71,6 +78,7 @@ type station struct {
 	node         *simNode
 	demand       float64
 	missPerOp    float64 // disk reads per client request
+	writesPerOp  float64 // disk writes per client request (every replica's)
 	readsPerOp   float64 // reads of led ranges per client request
 	streamedRead float64 // snapshot bytes read through the cache in the last heartbeat
 }
@@ -107,6 +115,7 @@ func (c *Cluster) closedLoop(now time.Time) float64 {
 	}
 	x := mva(h.Threads, delay, demands)
 	for _, s := range stations {
+		c.hostOf(s.node).busy = min(1, x*s.demand)
 		c.warm(s, x*dt)
 	}
 	return x
@@ -158,13 +167,14 @@ func (c *Cluster) diskStations(now time.Time, dt float64) []station {
 				cached += r.cached
 			}
 		}
-		hn.hit = hitRatio(hn.curve, cached/math.Max(hn.ledBytes, 1))
+		hn.q = cached / math.Max(hn.ledBytes, 1)
+		hn.hit = hitRatio(hn.curve, hn.q)
 		sent, recv := hn.streamed(now.Add(-c.p.Heartbeat), now)
 		iops := math.Max(h.IOPS-(sent/h.StreamReadBytes+recv/h.StreamWriteBytes)/dt, 0.05*h.IOPS)
 		bw := math.Max(h.ReadBytesPerSec-sent/dt, 0.05*h.ReadBytesPerSec)
 		miss := reads * (1 - hn.hit)
 		d := math.Max((miss+writes)/iops, miss*h.BlockBytes/bw)
-		out = append(out, station{node: n, demand: d, missPerOp: miss, readsPerOp: reads, streamedRead: sent})
+		out = append(out, station{node: n, demand: d, missPerOp: miss, writesPerOp: writes, readsPerOp: reads, streamedRead: sent})
 	}
 	return out
 }
@@ -260,6 +270,7 @@ func (c *Cluster) ledCurve(n *simNode, hn *hostNode) {
 		}
 	}
 	slices.SortFunc(shares, func(a, b float64) int { return -compareFloat(a, b) })
+	hn.shares = shares
 	hn.curve = make([]float64, len(shares)+1)
 	for i, s := range shares {
 		hn.curve[i+1] = hn.curve[i] + s

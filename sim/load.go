@@ -47,11 +47,7 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 	if c.unitTopo != c.topo || c.unitWork == nil {
 		c.computeUnits()
 	}
-	total := c.rate.At(now.Sub(c.start))
-	if c.p.Host.on() {
-		c.coldLeaders()
-		total = c.closedLoop(now)
-	}
+	total, disks := c.offeredNow(now)
 	// The mean leaderless share since the last heartbeat, against the share now (exact, from the
 	// count: lossNow's running sum only times the changes).
 	c.accrueLoss()
@@ -79,10 +75,7 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 		if !n.up || n.gone {
 			n.served = 0
 		}
-		f := 0.0
-		if n.offered > 0 {
-			f = n.served / n.offered
-		}
+		f, disk := n.servedShare(disks)
 		reqs := total * c.unitReqs[n.id]
 		offeredReqs += reqs
 		out.ops += reqs * f
@@ -91,7 +84,7 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 			// Follower work takes capacity but is no client's request: the mean service time of a
 			// client request here is the node's work per request.
 			meanService := n.offered / reqs / mu
-			parts = append(parts, queueing.Part{Weight: q, Rate: (1 - n.served/mu) / meanService})
+			parts = append(parts, openParts(q, (1-n.served/mu)/meanService, disk)...)
 		}
 		if perShare := total * f; moved(n.perShare, perShare, c.p.LoadEpsilon) {
 			n.perShare = perShare
@@ -113,8 +106,42 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 		c.report(r)
 	}
 	c.touched = map[uint64]*simRange{}
+	if c.p.Host != nil && c.p.Host.IOPS > 0 {
+		c.reportAccess()
+	}
 	c.sampleHot(now)
 	return out
+}
+
+// offeredNow is the rate offered now: the workload's, or with client threads the closed loop's
+// throughput; under an open loop on the nodes' own machines (Host.open), their disks too.
+func (c *Cluster) offeredNow(now time.Time) (float64, []openDisk) {
+	total := c.rate.At(now.Sub(c.start))
+	switch {
+	case c.p.Host.on():
+		c.coldLeaders()
+		return c.closedLoop(now), nil
+	case c.p.Host.open():
+		c.coldLeaders()
+		return total, c.openDisks(now, total)
+	}
+	return total, nil
+}
+
+// servedShare is the share of its offered load n serves, its CPU's (n.served) or, if less, its
+// disk's (disks, index node ID; nil: no disk modelled), and its disk; n.served follows the disk.
+func (n *simNode) servedShare(disks []openDisk) (float64, openDisk) {
+	f := 0.0
+	if n.offered > 0 {
+		f = n.served / n.offered
+	}
+	disk := openDisk{served: 1}
+	if disks != nil {
+		disk = disks[n.id]
+		f = min(f, disk.served)
+		n.served = n.offered * f
+	}
+	return f, disk
 }
 
 // computeUnits is the work (in read-equivalents) and the client requests each node takes per unit

@@ -2,9 +2,11 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/operator"
+	"github.com/shoaldb/shoal/plan/usage"
 )
 
 // Params are the simulated hardware and the delays of the cluster's mechanisms: every figure the
@@ -157,4 +159,38 @@ func loopback(threads int, think time.Duration, iops float64, latency time.Durat
 			ScanShare:   Calibrated.ScanShare,
 			SharedCores: 2}
 	}
+}
+
+// ownMachines gives every node a machine of its own under an open loop (Host.open): its cores
+// (Params.Cores), a disk of iops operations per second, 64 MiB/s each way and latency per operation,
+// snapshot streams read in 128-KiB operations (readahead), and a block cache of cacheMiB less the
+// memtables' eighth.
+func ownMachines(iops float64, latency time.Duration, cacheMiB float64) func(*Params) {
+	return func(p *Params) {
+		p.Host = &Host{IOPS: iops, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20, DiskLatency: latency,
+			CacheBytes: cacheMiB * (1 << 20) * 7 / 8, BlockBytes: 4 << 10, RecordBytes: 300,
+			WriteIOs: Calibrated.WriteIOs, StreamReadBytes: 128 << 10, StreamWriteBytes: Calibrated.StreamWriteBytes,
+			ScanShare: Calibrated.ScanShare}
+	}
+}
+
+// machineModel is the usage model (plan/usage) of a node of p's cores with a disk of iops: what
+// `shoal bench usage-train` would fit on it. A read that hits is CPU, a miss CPU and a disk
+// operation, a write CPU on the leader and WriteIOs operations, a scanned block an operation.
+func machineModel(p Params, iops float64) usage.Model {
+	m := usage.Default
+	cpu := 1 / p.mu()
+	m.HitCost, m.MissCost = cpu, cpu+1/iops
+	m.Write = p.WriteCost*cpu + Calibrated.WriteIOs/iops
+	m.Scan = 1 / iops
+	return m
+}
+
+// geometric is n rates from first, each factor times the last, rounded.
+func geometric(first, factor float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.Round(first * math.Pow(factor, float64(i)))
+	}
+	return out
 }

@@ -78,6 +78,9 @@ type RunReport struct {
 	Operators map[string]OperatorTimes `json:"operators,omitempty"`
 	// Reads is where the reads were served at the end of the run (scenarios with replica reads).
 	Reads *ReadReport `json:"reads,omitempty"`
+	// Steps and AtSLO are the SLO search's (Scenario.Ramp).
+	Steps []StepReport `json:"steps,omitempty"`
+	AtSLO *SLOReport   `json:"at_slo,omitempty"`
 }
 
 // ReadReport is how a run's read replicas were placed and loaded at its end: Getafix's memory

@@ -52,7 +52,7 @@ func Run(sc Scenario, opts Options) (*Result, error) {
 	if err := p.validate(); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
-	records := int64(sc.Ranges) * sc.RecordsPerRange
+	records := sc.records()
 	res := &Result{Report: Report{Scenario: sc.Name, Policy: sc.Policy, Plots: []string{}, Settings: Settings{
 		Nodes: sc.Nodes, Records: records, DurationS: sc.Duration.Seconds(), WarmupS: sc.Warmup.Seconds(), Splits: sc.Ranges,
 		ValueBytes: sc.ValueBytes, ReadFraction: sc.ReadFraction, Workload: sc.Workload, OpsPerSec: sc.OpsPerSec,
@@ -122,10 +122,32 @@ func resolve(sc Scenario, opts Options) Scenario {
 	if sc.Warmup == 0 {
 		sc.Warmup = 5 * time.Second
 	}
+	if len(sc.Tenants) > 0 {
+		sc.Ranges, sc.Workload = 0, "tenants"
+		for _, t := range sc.Tenants {
+			sc.Ranges += t.Ranges
+		}
+	}
+	if sc.Ramp != nil {
+		sc.Duration, sc.Warmup = sc.Ramp.duration(), sc.Ramp.Settle
+	}
 	return sc
 }
 
+// records is the records of sc's key space.
+func (sc Scenario) records() int64 {
+	if len(sc.Tenants) > 0 {
+		_, bounds := tenantsDist(sc.Tenants)
+		return bounds[len(bounds)-1]
+	}
+	return int64(sc.Ranges) * sc.RecordsPerRange
+}
+
 func newDist(sc Scenario, records int64) (workload.Dist, error) {
+	if len(sc.Tenants) > 0 {
+		d, _ := tenantsDist(sc.Tenants)
+		return d, nil
+	}
 	if sc.Workload == "hotspot" {
 		hot, ops := sc.HotRecords, sc.HotOps
 		if hot <= 0 {
@@ -159,6 +181,7 @@ type run struct {
 	last                  time.Time // the last snapshot the executor reconciled on
 
 	series   []Point
+	ramp     *rampRec // the SLO search's steps (Scenario.Ramp)
 	events   []EventMark
 	hist     latencyHist
 	ops, err float64
@@ -171,15 +194,27 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 	if sc.Diurnal > 0 {
 		rate = workload.Diurnal{Mean: sc.OpsPerSec, Amplitude: sc.Diurnal, Period: sc.Duration}
 	}
-	spec := clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3,
-		records: int64(sc.Ranges) * sc.RecordsPerRange, valueBytes: sc.ValueBytes, dist: dist, rate: rate,
+	if sc.Ramp != nil {
+		rate = sc.Ramp
+	}
+	spec := clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3, scatter: sc.Scatter,
+		records: sc.records(), valueBytes: sc.ValueBytes, dist: dist, rate: rate,
 		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders, replicaReads: sc.ReplicaReads, empty: sc.Empty,
 		zones: sc.Zones, leadZone: sc.LeadZone, leadBy: sc.LeadBy, metaOn: sc.MetaOn}
 	if !on {
 		spec.learners = sc.OffLearners
 	}
+	if len(sc.Tenants) > 0 {
+		_, spec.bounds = tenantsDist(sc.Tenants)
+	}
 	c := newCluster(p, loop, seed, spec)
 	r := &run{sc: sc, p: p, on: on, loop: loop, c: c, end: epoch.Add(sc.Duration), hist: latencyHist{}}
+	if m := sc.Ramp; m != nil {
+		r.ramp = newRampRec(m)
+		for i := range m.Rates {
+			loop.At(epoch.Add(m.Settle+time.Duration(i+1)*(m.Warm+m.Measure)-time.Millisecond), func() { r.ramp.end(i, c, len(r.decided)) })
+		}
+	}
 	cfg := autopilot.Config{Executor: executor.Config{Inline: true, OnProgress: r.scheduleReactive},
 		DecisionLogSize: 1 << 16, OnDecision: r.decide}
 	if sc.Autopilot != nil {
@@ -303,6 +338,9 @@ func (r *run) heartbeat() {
 	r.series = append(r.series, Point{T: el.Seconds(), Ops: int64(math.Round(s.ops * r.p.Heartbeat.Seconds())),
 		Errors: int64(math.Round(s.errors * r.p.Heartbeat.Seconds())), P50Ms: ms(s.p50), P99Ms: ms(s.p99),
 		CPU: math.Round(s.cpuCores*100) / 100})
+	if r.ramp != nil {
+		r.ramp.add(el, s, r.p.Heartbeat.Seconds())
+	}
 	if el > r.sc.Warmup {
 		r.ops += s.ops * r.p.Heartbeat.Seconds()
 		r.err += s.errors * r.p.Heartbeat.Seconds()
@@ -450,6 +488,10 @@ func (r *run) report() RunReport {
 	}
 	if r.sc.ReplicaReads {
 		rep.Reads = r.c.readReport()
+	}
+	if r.ramp != nil {
+		steps, slo := r.ramp.report()
+		rep.Steps, rep.AtSLO = steps, &slo
 	}
 	if secs > 0 {
 		rep.Summary.Throughput = math.Round(r.ops/secs*10) / 10

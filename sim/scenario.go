@@ -54,6 +54,14 @@ type Scenario struct {
 	LeadZone string
 	// Autopilot and Params adjust the autopilot's configuration and the simulated hardware; Setup
 	// the autopilot once built (a policy's mode).
+	// Tenants, if set, replace Ranges, RecordsPerRange and Workload: the key space is the tenants'
+	// one after the other, each read uniformly (workload.Tenants). Scatter places every user range's
+	// replicas on nodes drawn from the seed, led by the first drawn (a cluster after a history of
+	// splits and moves), not round robin. Ramp steps the offered rate to find the highest that meets
+	// an SLO (ramp.go); it sets Duration and Warmup.
+	Tenants   []Tenant
+	Scatter   bool
+	Ramp      *Ramp
 	Autopilot func(*autopilot.Config)
 	Setup     func(*autopilot.Autopilot)
 	Params    func(*Params)
@@ -161,9 +169,22 @@ var scenarios = []Scenario{
 			}
 		}},
 	{Name: "usage-balance", Description: "4 nodes, 12 ranges all led by n1, 20000 ops/s zipfian; policy usage_balance (rebalance, merge and load_split off; " +
-		"the simulator has no block cache: usage is predicted from reads as misses)",
+		"no host model: the ranges report no access statistics, so it reads each range's blocks as uniform; usage-slo has caches and statistics)",
 		Nodes: 4, Ranges: 12, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 20000,
 		ReadFraction: 0.9, Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameUsageBalance, Pin: noMoves},
+	{Name: "usage-slo", Description: "30 nodes on their own machines (1 000-IOPS disks, 14 MiB block caches), two tenants read uniformly, " +
+		"every range offered the same rate: 90 hot ranges of 2 000 records (cacheable) and 90 cold ranges of 100 000 (they miss); " +
+		"replicas scattered from the seed; 5 min at 150 reads/s a range, then a ramp from 120 ×1.06 a step to the SLO " +
+		"(p99 ≤ 25 ms, 99 % served); policy usage_balance (rebalance on in both runs; merge and load_split off)",
+		Nodes: 30, ValueBytes: 256, ReadFraction: 1, Scatter: true,
+		Tenants: []Tenant{{Name: "hot", Ranges: 90, RecordsPerRange: 2000, Ops: 0.5}, {Name: "cold", Ranges: 90, RecordsPerRange: 100_000, Ops: 0.5}},
+		Ramp: &Ramp{Settle: 5 * time.Minute, SettleOps: 150 * 180, Rates: geometric(120*180, 1.06, 25),
+			Warm: 10 * time.Second, Measure: 20 * time.Second, P99: 25 * time.Millisecond, MinServed: 0.99},
+		Policy: policy.NameUsageBalance, Pin: map[string]bool{policy.NameMerge: false, policy.NameLoadSplit: false},
+		Params: ownMachines(1000, 200*time.Microsecond, 16),
+		Autopilot: func(c *autopilot.Config) {
+			c.Policies.UsageBalance.Model = machineModel(DefaultParams(), 1000)
+		}},
 	{Name: "lease-preference", Description: "3 nodes in zones b, c, a, 12 ranges all led by n1; every range is to be led in zone a (n3); policy lease_preference",
 		Nodes: 3, Ranges: 12, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000,
 		ReadFraction: 0.9, Duration: 30 * time.Second, GatherLeaders: true, Zones: []string{"b", "c", "a"}, LeadZone: "a",

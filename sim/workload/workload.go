@@ -109,6 +109,69 @@ func (h Hotspot) Sample(r *rand.Rand, lo, hi int64) int64 {
 	}
 }
 
+// Tenants lays tenants out one after the other: tenant i holds records [Ends[i-1], Ends[i]) (the
+// first from 0) and takes Ops[i] of the requests, spread uniformly over its records. Ops need not
+// sum to 1: they are shares of their sum.
+type Tenants struct {
+	Ends []int64
+	Ops  []float64
+}
+
+// Name implements Dist.
+func (Tenants) Name() string { return "tenants" }
+
+// weights are each tenant's share of the requests for records [lo, hi).
+func (t Tenants) weights(lo, hi int64) []float64 {
+	var sum float64
+	for _, o := range t.Ops {
+		sum += o
+	}
+	out := make([]float64, len(t.Ends))
+	from := int64(0)
+	for i, end := range t.Ends {
+		if n := end - from; n > 0 && sum > 0 {
+			out[i] = t.Ops[i] / sum * float64(clampLen(lo, hi, from, end)) / float64(n)
+		}
+		from = end
+	}
+	return out
+}
+
+// Share implements Dist (as weights' sum, without the slice: ledCurve asks it of every block).
+func (t Tenants) Share(lo, hi int64) float64 {
+	var sum, s float64
+	for _, o := range t.Ops {
+		sum += o
+	}
+	from := int64(0)
+	for i, end := range t.Ends {
+		if n := end - from; n > 0 && sum > 0 {
+			s += t.Ops[i] / sum * float64(clampLen(lo, hi, from, end)) / float64(n)
+		}
+		from = end
+	}
+	return s
+}
+
+// Sample implements Dist: a tenant by its share of [lo, hi), then a record of it uniformly.
+func (t Tenants) Sample(r *rand.Rand, lo, hi int64) int64 {
+	w := t.weights(lo, hi)
+	var sum float64
+	for _, x := range w {
+		sum += x
+	}
+	u := r.Float64() * sum
+	from := int64(0)
+	for i, end := range t.Ends {
+		a, b := max(lo, from), min(hi, end)
+		if u -= w[i]; b > a && (u < 0 || i == len(t.Ends)-1) {
+			return a + r.Int64N(b-a)
+		}
+		from = end
+	}
+	return lo + r.Int64N(hi-lo)
+}
+
 func clampLen(lo, hi, a, b int64) int64 { return max(0, min(hi, b)-max(lo, a)) }
 
 // gray is go-ycsb's zipfian generator over items ranks as a function of a uniform u (Gray et al.,

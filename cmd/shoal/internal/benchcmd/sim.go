@@ -74,6 +74,12 @@ decision log as DIR/decisions.json (policy on) and decisions-off.json (policy of
 				fmt.Printf("  %d learners (%.1f GB, %.3f replicas a range), hottest node %.0f reads/s (mean %.0f, utilization %.2f)\n",
 					x.Learners, float64(x.LearnerBytes)/1e9, x.ReplicasPerRange, x.HottestNodeReads, x.MeanNodeReads, x.HottestNodeUtil)
 			}
+			for i, st := range r.Steps {
+				fmt.Printf("  step %d: %s\n", i, st)
+			}
+			if s := r.AtSLO; s != nil {
+				fmt.Printf("  at the SLO: %.0f ops/s served (step %d, p99 %.2f ms)\n", s.ServedOps, s.Step, s.P99Ms)
+			}
 		}
 		fmt.Printf("simulated %v in %.1f s: %d events, %d snapshots, %d decisions (%.0f per second); wrote %s\n",
 			time.Duration(rep.Settings.DurationS*float64(time.Second)), rep.Sim.WallS, rep.Sim.Events, rep.Sim.Snapshots,
