@@ -54,6 +54,9 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
 	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()
 	a.Seconds = dk.seconds
+	for _, s := range dk.seconds {
+		a.JobsPeak = max(a.JobsPeak, s.Prefetch+s.Runs)
+	}
 	if strategy == NoJobs {
 		return a, nil
 	}

@@ -130,6 +130,9 @@ type Arm struct {
 	Top5       []float64 `json:"top5"`
 	// Top are those five seconds with their reads by source.
 	Top []Second `json:"top"`
+	// JobsPeak is the most one node's disk gave the jobs' prefetches and runs in one second under a
+	// plan (bytes of keys and values, as the plan counts them: its blocks carry more).
+	JobsPeak float64 `json:"jobs_peak"`
 	// Seconds are every node's every second (not printed).
 	Seconds             []Second `json:"-"`
 	MeanReadBytesPerSec float64  `json:"mean_read_bytes_per_sec"`
