@@ -174,11 +174,11 @@ var scenarios = []Scenario{
 		ReadFraction: 0.9, Duration: 60 * time.Second, GatherLeaders: true, Policy: policy.NameUsageBalance, Pin: noMoves},
 	{Name: "usage-slo", Description: "30 nodes on their own machines (1 000-IOPS disks, 14 MiB block caches), two tenants read uniformly, " +
 		"every range offered the same rate: 90 hot ranges of 2 000 records (cacheable) and 90 cold ranges of 100 000 (they miss); " +
-		"replicas scattered from the seed; 5 min at 150 reads/s a range, then a ramp from 120 ×1.06 a step to the SLO " +
+		"replicas scattered from the seed; 5 min at 150 reads/s a range, then a ramp from 120 ×1.06 a step (32 steps) to the SLO " +
 		"(p99 ≤ 25 ms, 99 % served); policy usage_balance (rebalance on in both runs; merge and load_split off)",
 		Nodes: 30, ValueBytes: 256, ReadFraction: 1, Scatter: true,
 		Tenants: []Tenant{{Name: "hot", Ranges: 90, RecordsPerRange: 2000, Ops: 0.5}, {Name: "cold", Ranges: 90, RecordsPerRange: 100_000, Ops: 0.5}},
-		Ramp: &Ramp{Settle: 5 * time.Minute, SettleOps: 150 * 180, Rates: geometric(120*180, 1.06, 25),
+		Ramp: &Ramp{Settle: 5 * time.Minute, SettleOps: 150 * 180, Rates: geometric(120*180, 1.06, 32),
 			Warm: 10 * time.Second, Measure: 20 * time.Second, P99: 25 * time.Millisecond, MinServed: 0.99},
 		Policy: policy.NameUsageBalance, Pin: map[string]bool{policy.NameMerge: false, policy.NameLoadSplit: false},
 		Params: ownMachines(1000, 200*time.Microsecond, 16),
