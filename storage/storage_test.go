@@ -573,8 +573,20 @@ func TestStatsAndApproximateBytes(t *testing.T) {
 	if st.DiskBytes == 0 {
 		t.Errorf("DiskBytes = 0 after a flush")
 	}
-	if n := e.ApproximateBytes([]byte("k"), []byte("l")); n == 0 {
+	n := e.ApproximateBytes([]byte("k"), []byte("l"))
+	if n == 0 {
 		t.Errorf("ApproximateBytes of flushed data = 0")
+	}
+	// The estimate is remembered until the tables change: a flush of more data shows at once.
+	for i := 100; i < 300; i++ {
+		put(t, e, fmt.Sprintf("k%03d", i), strings.Repeat("v", 100))
+	}
+	if again := e.ApproximateBytes([]byte("k"), []byte("l")); again != n {
+		t.Errorf("ApproximateBytes before the flush = %d, want the remembered %d (memtables are not counted)", again, n)
+	}
+	must(t, e.DB().Flush())
+	if after := e.ApproximateBytes([]byte("k"), []byte("l")); after <= n {
+		t.Errorf("ApproximateBytes after flushing 200 more keys = %d, not above %d", after, n)
 	}
 }
 

@@ -11,6 +11,7 @@ package expiry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -55,9 +56,10 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Stats counts the sweeper's work since start.
+// Stats counts the sweeper's work since start. Skipped counts the ranges a pass did not read: no
+// write applied since their last sweep and none of their keys due to expire.
 type Stats struct {
-	Passes, Scanned, Deleted uint64
+	Passes, Scanned, Deleted, Skipped uint64
 }
 
 // Sweeper is one node's expiry sweeper.
@@ -71,12 +73,29 @@ type Sweeper struct {
 	// sweeper's goroutine uses them.
 	nextDelete, nextScan time.Time
 
-	passes, scanned, deleted atomic.Uint64
+	passes, scanned, deleted, skipped atomic.Uint64
+	// swept remembers, per range, what its last complete sweep saw (only the sweeper's goroutine
+	// uses it): a range whose data has not changed since and whose next expiry has not come is not
+	// read again.
+	swept map[uint64]sweptState
+}
+
+// sweptState is what a range's last complete sweep saw: the range's generation and applied index
+// before it read, and the earliest expiry of the keys it left (0: none expires).
+type sweptState struct {
+	generation, applied uint64
+	nextExpiryMs        int64
+}
+
+// unchanged reports whether a sweep of r now would find what the last one found: nothing has been
+// applied to the range since (its data is as it was) and no key it left has expired yet.
+func (w sweptState) unchanged(generation, applied uint64, nowMs int64) bool {
+	return w.generation == generation && w.applied == applied && (w.nextExpiryMs == 0 || nowMs < w.nextExpiryMs)
 }
 
 // New prepares a sweeper over the node's engine and replica store; nothing runs until Start.
 func New(cfg Config, eng *storage.Engine, store func() *replica.Store, log *slog.Logger) *Sweeper {
-	return &Sweeper{cfg: cfg.WithDefaults(), eng: eng, store: store, log: log, stop: stopper.New()}
+	return &Sweeper{cfg: cfg.WithDefaults(), eng: eng, store: store, log: log, stop: stopper.New(), swept: map[uint64]sweptState{}}
 }
 
 // Start runs the passes until Stop.
@@ -92,7 +111,7 @@ func (s *Sweeper) Stop() { s.stop.Stop() }
 
 // Stats reports the work done so far.
 func (s *Sweeper) Stats() Stats {
-	return Stats{Passes: s.passes.Load(), Scanned: s.scanned.Load(), Deleted: s.deleted.Load()}
+	return Stats{Passes: s.passes.Load(), Scanned: s.scanned.Load(), Deleted: s.deleted.Load(), Skipped: s.skipped.Load()}
 }
 
 func (s *Sweeper) pass(ctx context.Context) {
@@ -101,6 +120,7 @@ func (s *Sweeper) pass(ctx context.Context) {
 		return
 	}
 	s.passes.Add(1)
+	led := map[uint64]bool{}
 	for _, r := range st.Replicas() {
 		if ctx.Err() != nil {
 			return
@@ -108,91 +128,128 @@ func (s *Sweeper) pass(ctx context.Context) {
 		if r.IsMeta() || !r.IsLeader() {
 			continue
 		}
-		if err := s.sweepRange(ctx, r); err != nil && ctx.Err() == nil {
-			// A split, a lost leadership or a full proposal queue: the next pass tries again.
-			s.log.Debug("expiry sweep of a range stopped", "range", r.RangeID(), "err", err)
+		led[r.RangeID()] = true
+		d := r.Desc()
+		if d == nil {
+			continue
+		}
+		// Read before the sweep's iterator: a write applied while it reads changes it.
+		gen, applied := d.GetGeneration(), r.Applied()
+		if w, ok := s.swept[r.RangeID()]; ok && w.unchanged(gen, applied, r.ClockMs()) {
+			s.skipped.Add(1)
+			continue
+		}
+		delete(s.swept, r.RangeID())
+		next, err := s.sweepRange(ctx, r)
+		if err != nil {
+			if ctx.Err() == nil {
+				// A split, a lost leadership or a full proposal queue: the next pass tries again.
+				s.log.Debug("expiry sweep of a range stopped", "range", r.RangeID(), "err", err)
+			}
+			continue
+		}
+		s.swept[r.RangeID()] = sweptState{generation: gen, applied: applied, nextExpiryMs: next}
+	}
+	for id := range s.swept {
+		if !led[id] {
+			delete(s.swept, id) // no longer led here (or gone): swept afresh if led again
 		}
 	}
 }
 
-// sweepRange deletes the expired keys of r, Batch per proposal, at the configured pace.
-func (s *Sweeper) sweepRange(ctx context.Context, r *replica.Replica) error {
+// sweepRange deletes the expired keys of r, Batch per proposal, at the configured pace. It returns
+// the earliest expiry of the keys it left (0: none expires).
+func (s *Sweeper) sweepRange(ctx context.Context, r *replica.Replica) (nextExpiryMs int64, err error) {
 	d := r.Desc()
 	if d == nil {
-		return nil
+		return 0, nil
 	}
 	lo, hi := storage.DataSpan(false, d.StartKey, d.EndKey)
 	it, err := s.eng.NewIter(lo, hi)
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("sweep r%d: %w", r.RangeID(), err)
 	}
 	defer it.Close()
 	now := r.ClockMs()
-	// Up to maxInFlight proposals wait for raft at once, so the pace, not one proposal's latency
-	// after another, sets the rate. They finish before the range's sweep returns.
-	inflight := make(chan struct{}, maxInFlight)
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
-	propose := func(ops []*pb.TxnOp) error {
-		if len(ops) == 0 {
-			return nil
-		}
-		if !s.pace(ctx, &s.nextDelete, len(ops), s.cfg.DeletesPerSecond) {
-			return ctx.Err()
-		}
-		select {
-		case inflight <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if e := failed.Load(); e != nil {
-			<-inflight
-			return *e
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-inflight }()
-			if err := s.delete(ctx, r, ops); err != nil {
-				failed.CompareAndSwap(nil, &err)
-			}
-		}()
-		return nil
-	}
-	defer wg.Wait()
+	p := &proposer{s: s, r: r, inflight: make(chan struct{}, maxInFlight)}
+	defer p.wg.Wait()
 	var ops []*pb.TxnOp
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		if n++; n%1024 == 0 {
 			if !s.pace(ctx, &s.nextScan, 1024, s.cfg.ScannedPerSecond) {
-				return ctx.Err()
+				return 0, ctx.Err()
 			}
 			s.scanned.Add(1024)
 		}
 		v, err := stored.Decode(it.Value())
-		if err != nil || !v.ExpiredAt(now) {
+		if err != nil {
 			continue // a corrupt value is the read path's to report, not the sweeper's to delete
+		}
+		if !v.ExpiredAt(now) {
+			if v.ExpireAtMs != 0 && (nextExpiryMs == 0 || v.ExpireAtMs < nextExpiryMs) {
+				nextExpiryMs = v.ExpireAtMs
+			}
+			continue
 		}
 		key := append([]byte(nil), storage.StripDataPrefix(it.Key())...)
 		ops = append(ops, &pb.TxnOp{Type: pb.TxnOp_DELETE, Key: key, OnlyExpired: true})
 		if len(ops) >= s.cfg.Batch {
-			if err := propose(ops); err != nil {
-				return err
+			if err := p.propose(ctx, ops); err != nil {
+				return 0, err
 			}
 			ops = nil
 		}
 	}
 	s.scanned.Add(uint64(n % 1024))
 	if err := it.Error(); err != nil {
-		return err
+		return 0, fmt.Errorf("sweep r%d: %w", r.RangeID(), err)
 	}
-	if err := propose(ops); err != nil {
-		return err
+	if err := p.propose(ctx, ops); err != nil {
+		return 0, err
 	}
-	wg.Wait()
-	if e := failed.Load(); e != nil {
+	p.wg.Wait()
+	if e := p.failed.Load(); e != nil {
+		return 0, *e
+	}
+	return nextExpiryMs, nil
+}
+
+// proposer proposes one range's sweep deletions, up to maxInFlight at once; the first failure
+// stops it.
+type proposer struct {
+	s        *Sweeper
+	r        *replica.Replica
+	inflight chan struct{}
+	wg       sync.WaitGroup
+	failed   atomic.Pointer[error]
+}
+
+// propose proposes the deletion of ops at the sweeper's pace, without waiting for it to apply.
+func (p *proposer) propose(ctx context.Context, ops []*pb.TxnOp) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	if !p.s.pace(ctx, &p.s.nextDelete, len(ops), p.s.cfg.DeletesPerSecond) {
+		return ctx.Err()
+	}
+	select {
+	case p.inflight <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if e := p.failed.Load(); e != nil {
+		<-p.inflight
 		return *e
 	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer func() { <-p.inflight }()
+		if err := p.s.delete(ctx, p.r, ops); err != nil {
+			p.failed.CompareAndSwap(nil, &err)
+		}
+	}()
 	return nil
 }
 

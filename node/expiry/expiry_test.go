@@ -61,3 +61,32 @@ func TestSweeper(t *testing.T) {
 		})
 	}
 }
+
+// TestSweeperSkipsUnchangedRanges: a range without writes since its last sweep and without a key
+// due to expire is not read again; a write makes the next pass read it, and a key given a TTL then
+// is still deleted.
+func TestSweeperSkipsUnchangedRanges(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 1, Node: node.Config{Expiry: expiry.Config{Interval: 50 * time.Millisecond}}})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 100; i++ {
+		if err := cl.Put(ctx, fmt.Appendf(nil, "k%03d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := c.Nodes[0].Node
+	testcluster.WaitFor(t, 10*time.Second, "passes skipping the unchanged range", func() bool { return n.ExpiryStats().Skipped >= 5 })
+	st := n.ExpiryStats()
+	testcluster.WaitFor(t, 10*time.Second, "five more passes", func() bool { return n.ExpiryStats().Passes >= st.Passes+5 })
+	if now := n.ExpiryStats(); now.Scanned != st.Scanned {
+		t.Fatalf("an unchanged range was read again: %d values scanned, then %d", st.Scanned, now.Scanned)
+	}
+	if err := cl.PutTTL(ctx, []byte("k050"), []byte("v"), 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, 10*time.Second, "the key given a TTL deleted", func() bool { return n.ExpiryStats().Deleted == 1 })
+	if now := n.ExpiryStats(); now.Scanned <= st.Scanned {
+		t.Fatalf("the range written since was not read again: %d values scanned", now.Scanned)
+	}
+}
