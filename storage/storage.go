@@ -160,6 +160,9 @@ type Engine struct {
 	compactionsDone    atomic.Int64
 	flushesDone        atomic.Int64
 	writeStalls        atomic.Int64
+	// lsmChanges counts the flushes, compactions and ingests that ended: the tables changed.
+	lsmChanges atomic.Int64
+	sizes      sizeMemo // ApproximateBytes' estimates since the last change of the tables
 
 	compLog compactionLog
 
@@ -568,12 +571,18 @@ func (e *Engine) SetDeviceUnthrottled(on bool) {
 	}
 }
 
-// ApproximateBytes estimates the on-disk size of [start, end).
+// ApproximateBytes estimates the on-disk size of [start, end): its tables' bytes, remembered until
+// the tables change (sizeMemo).
 func (e *Engine) ApproximateBytes(start, end []byte) uint64 {
+	version, now := e.lsmChanges.Load(), time.Now()
+	if n, ok := e.sizes.get(version, start, end, now); ok {
+		return n
+	}
 	n, err := e.db.EstimateDiskUsage(start, end)
 	if err != nil {
 		return 0
 	}
+	e.sizes.put(version, start, end, n, now)
 	return n
 }
 
@@ -588,6 +597,7 @@ func (e *Engine) eventListener() *pebble.EventListener {
 		CompactionEnd: func(info pebble.CompactionInfo) {
 			e.compactionsRunning.Add(-1)
 			e.compactionsDone.Add(1)
+			e.lsmChanges.Add(1)
 			e.compLog.add(info)
 			if l := e.listener.Load(); l != nil {
 				(*l).CompactionEnd(info.JobID)
@@ -600,11 +610,14 @@ func (e *Engine) eventListener() *pebble.EventListener {
 		},
 		FlushEnd: func(info pebble.FlushInfo) {
 			e.flushesDone.Add(1)
+			e.lsmChanges.Add(1)
 			if l := e.listener.Load(); l != nil {
 				(*l).FlushEnd(info.JobID)
 			}
 		},
 		WriteStallBegin: func(pebble.WriteStallBeginInfo) { e.writeStalls.Add(1) },
+		TableIngested:   func(pebble.TableIngestInfo) { e.lsmChanges.Add(1) },
+		DownloadEnd:     func(pebble.DownloadInfo) { e.lsmChanges.Add(1) },
 	}
 }
 
