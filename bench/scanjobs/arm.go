@@ -54,6 +54,7 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
 	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()
 	a.Seconds = dk.seconds
+	a.Compactions = compactions(c, from, until)
 	for _, s := range dk.seconds {
 		a.JobsPeak = max(a.JobsPeak, s.Prefetch+s.Runs)
 	}
@@ -162,6 +163,36 @@ func (a *Arm) countCopy(r *pb.JobRun) {
 	case r.CacheBytes > 0:
 		a.RunsPartCopy++
 	}
+}
+
+// Compaction is one compaction a node's engine ran in the window (times in seconds from its start):
+// its reads are the disk's "other" reads.
+type Compaction struct {
+	Node       int     `json:"node"`
+	Begin      float64 `json:"begin"`
+	End        float64 `json:"end"`
+	Reason     string  `json:"reason"`
+	From       int     `json:"from_level"`
+	To         int     `json:"to_level"`
+	InputBytes uint64  `json:"input_bytes"`
+}
+
+// compactions lists the compactions every node ran in [from, until].
+func compactions(c *benchutil.Cluster, from, until time.Time) []Compaction {
+	var out []Compaction
+	for i, n := range c.Nodes() {
+		if n == nil {
+			continue
+		}
+		for _, r := range n.Eng.CompactionsSince(from) {
+			if r.Begin.After(until) {
+				continue
+			}
+			out = append(out, Compaction{Node: i + 1, Begin: r.Begin.Sub(from).Seconds(), End: r.End.Sub(from).Seconds(),
+				Reason: r.Reason, From: r.FromLevel, To: r.ToLevel, InputBytes: r.InputBytes})
+		}
+	}
+	return out
 }
 
 // diskSample is the disks' reads over the window.

@@ -133,6 +133,8 @@ type Arm struct {
 	// JobsPeak is the most one node's disk gave the jobs' prefetches and runs in one second under a
 	// plan (bytes of keys and values, as the plan counts them: its blocks carry more).
 	JobsPeak float64 `json:"jobs_peak"`
+	// Compactions are those the nodes ran in the window.
+	Compactions []Compaction `json:"compactions"`
 	// Seconds are every node's every second (not printed).
 	Seconds             []Second `json:"-"`
 	MeanReadBytesPerSec float64  `json:"mean_read_bytes_per_sec"`
