@@ -113,15 +113,21 @@ func handle(ctx context.Context, s *stream.State, e stream.Event) ([]byte, error
 	if err != nil {
 		return nil, stream.Refuse(fmt.Errorf("segment %q: %w", e.Key, err))
 	}
-	st.observe(r)
-	var out []byte
-	if r.Crossing {
-		toll := Toll(st.PrevCars, st.PrevAvg, st.Accident)
-		st.Tolls += uint64(toll)
-		out = binary.AppendUvarint(binary.AppendUvarint(nil, uint64(r.Vehicle)), uint64(toll))
-	}
+	out := st.step(r)
 	s.Put(e.Key, st.encode())
 	return out, nil
+}
+
+// step applies a report to its segment's statistics and returns the event's output: a toll
+// notification (vehicle, toll) for a report entering the segment, none otherwise.
+func (st *Segment) step(r Report) []byte {
+	st.observe(r)
+	if !r.Crossing {
+		return nil
+	}
+	toll := Toll(st.PrevCars, st.PrevAvg, st.Accident)
+	st.Tolls += uint64(toll)
+	return binary.AppendUvarint(binary.AppendUvarint(nil, uint64(r.Vehicle)), uint64(toll))
 }
 
 // Segment is a segment's statistics as stored.

@@ -16,7 +16,6 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
-	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/stream"
 )
 
@@ -126,6 +125,25 @@ type Result struct {
 	RangesAtEnd int `json:"ranges_at_end"`
 	// Splits are the stream_align splits the autopilot made during the run.
 	Splits int `json:"controller_splits"`
+	// With JoinAt, seconds from the join (1-s bins; 0: never otherwise, -1: not back by the end of
+	// the window): until every later bin's state accesses were all local (JoinLocalS) and no later
+	// event was answered RETRY (JoinRoutedS); JoinAlignedS is the later of the two — from then on
+	// each event reached its range's leader at its first send and was applied there. JoinSettledS:
+	// until the span's ranges stopped splitting or changing leaders; JoinFirstEventS: until the new
+	// node's tasks applied their first events. EventsPerSecSettled: the bins after both (at least 3).
+	JoinLocalS      float64 `json:"join_local_100_s,omitempty"`
+	JoinRoutedS     float64 `json:"join_routed_s,omitempty"`
+	JoinAlignedS    float64 `json:"join_aligned_s,omitempty"`
+	JoinSettledS    float64 `json:"join_settled_s,omitempty"`
+	JoinFirstEventS float64 `json:"join_new_node_first_event_s,omitempty"`
+	// JoinRerouteMaxS is the longest run of one-second bins after the join with events answered
+	// RETRY: how long events went to a node no longer leading their range before they followed.
+	JoinRerouteMaxS     float64 `json:"join_reroute_max_s,omitempty"`
+	EventsPerSecSettled float64 `json:"events_per_sec_settled,omitempty"`
+	// Check is the exactly-once checker's verdict (check.go).
+	Check Check `json:"exactly_once"`
+	// Timeline are the measured window's one-second bins.
+	Timeline []Bin `json:"timeline"`
 }
 
 // Run starts cfg.Nodes in-process nodes, spreads the segment span's ranges and leaders over them,
@@ -164,9 +182,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer in.Close()
-	r, err := measure(ctx, cfg, c, cl, in)
+	r, chk, err := measure(ctx, cfg, c, cl, in)
 	if err != nil {
 		return r, err
+	}
+	if r.Check, err = chk.verify(ctx, func(ctx context.Context, k []byte) ([]byte, bool, error) { return cl.Get(ctx, k) }); err != nil {
+		return r, fmt.Errorf("exactly-once check: %w", err)
 	}
 	return r, finish(ctx, cfg, c, cl, &r)
 }
@@ -275,33 +296,61 @@ type window struct {
 	tolls     []time.Duration
 }
 
-// measure runs the generator and the senders; the generator hands each report to the sender owning
-// its segment (one producer per key keeps the key's positions in order).
-func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.Client, in *stream.Ingester) (Result, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// senders are the producers of a run and their checkers.
+type senders struct {
+	wg     sync.WaitGroup
+	errc   chan error
+	checks []*checker
+}
+
+// startSenders starts the generator and the senders; the generator hands each report to the sender
+// owning its segment (one producer per key keeps the key's positions in order).
+func startSenders(ctx context.Context, cancel context.CancelFunc, cfg Config, in *stream.Ingester, w *window) *senders {
+	s := &senders{errc: make(chan error, cfg.Senders)}
 	queues := make([]chan Report, cfg.Senders)
 	for i := range queues {
 		queues[i] = make(chan Report, 4*cfg.Batch)
-	}
-	var w window
-	var wg sync.WaitGroup
-	errc := make(chan error, cfg.Senders)
-	for i := range queues {
-		wg.Add(1)
+		chk := newChecker()
+		s.checks = append(s.checks, chk)
+		s.wg.Add(1)
 		go func(q chan Report) {
-			defer wg.Done()
-			if err := send(ctx, cfg, in, q, &w); err != nil && ctx.Err() == nil {
-				errc <- err
+			defer s.wg.Done()
+			if err := send(ctx, cfg, in, q, w, chk); err != nil && ctx.Err() == nil {
+				s.errc <- err
 				cancel()
 			}
 		}(queues[i])
 	}
-	wg.Add(1)
+	s.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer s.wg.Done()
 		generate(ctx, cfg, queues)
 	}()
+	return s
+}
+
+// stop waits for the senders (their context ended) and merges their checkers.
+func (s *senders) stop() (*checker, error) {
+	s.wg.Wait()
+	all := newChecker()
+	for _, c := range s.checks {
+		all.merge(c)
+	}
+	select {
+	case err := <-s.errc:
+		return all, err
+	default:
+		return all, nil
+	}
+}
+
+// measure runs the senders for the warm-up and the measured window, a sampler filling the window's
+// bins, and the join.
+func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.Client, in *stream.Ingester) (Result, *checker, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var w window
+	snd := startSenders(ctx, cancel, cfg, in, &w)
 	select {
 	case <-time.After(cfg.Warmup):
 	case <-ctx.Done():
@@ -309,36 +358,40 @@ func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.C
 	before := stateAccesses(c)
 	w.measuring.Store(true)
 	start := time.Now()
-	j, err := joinDuring(ctx, cfg, c, &w)
-	if err != nil {
-		cancel()
-		wg.Wait()
-		return Result{}, err
-	}
-	select {
-	case <-time.After(time.Until(start.Add(cfg.Duration))):
-	case <-ctx.Done():
+	smp := newSampler(cfg, c, cl, &w, start, before)
+	sctx, stopSampler := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		smp.run(sctx)
+	}()
+	j, jerr := joinDuring(ctx, cfg, c, &w)
+	if jerr == nil {
+		select {
+		case <-time.After(time.Until(start.Add(cfg.Duration))):
+		case <-ctx.Done():
+		}
 	}
 	w.measuring.Store(false)
 	elapsed := time.Since(start)
 	after := stateAccesses(c)
 	load, _ := os.ReadFile("/proc/loadavg")
+	stopSampler()
+	<-sampled
 	cancel()
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return Result{}, err
-	default:
+	chk, err := snd.stop()
+	if err = errors.Join(jerr, err); err != nil {
+		return Result{}, chk, err
 	}
 	r := result(cfg, &w, elapsed, before, after, string(load))
+	r.Timeline = smp.bins
 	if !j.at.IsZero() {
 		r.EventsPerSecBeforeJoin = float64(j.events) / j.at.Sub(start).Seconds()
-		r.EventsPerSecAfterJoin = float64(r.Events-j.events) / time.Since(j.at).Seconds()
-		if l, rem := after.local-j.acc.local, after.remote-j.acc.remote; l+rem > 0 {
-			r.LocalShareAfterJoin = float64(l) / float64(l+rem)
-		}
+		r.EventsPerSecAfterJoin = float64(r.Events-j.events) / (elapsed - j.at.Sub(start)).Seconds()
+		r.LocalShareAfterJoin = share(after.local-j.acc.local, after.remote-j.acc.remote)
+		r.joinFigures(j.at.Sub(start).Seconds())
 	}
-	return r, nil
+	return r, chk, nil
 }
 
 // joinMark is the measurement when a node joined.
@@ -382,40 +435,48 @@ func generate(ctx context.Context, cfg Config, queues []chan Report) {
 }
 
 // send sends its queue's reports in batches of what is waiting (up to cfg.Batch); a toll
-// notification's latency is its batch's round trip.
-func send(ctx context.Context, cfg Config, in *stream.Ingester, q chan Report, w *window) error {
+// notification's latency is its batch's round trip. Every batch's acknowledgements go to chk.
+func send(ctx context.Context, cfg Config, in *stream.Ingester, q chan Report, w *window, chk *checker) error {
 	for {
-		var batch [][]byte
+		var reps []Report
 		select {
 		case r := <-q:
-			batch = append(batch, r.Encode())
+			reps = append(reps, r)
 		case <-ctx.Done():
 			return nil
 		}
-		for len(batch) < cfg.Batch && len(q) > 0 {
-			batch = append(batch, (<-q).Encode())
+		for len(reps) < cfg.Batch && len(q) > 0 {
+			reps = append(reps, <-q)
 		}
-		start := time.Now()
-		acks, err := in.Send(ctx, batch)
+		values := make([][]byte, len(reps))
+		for i, r := range reps {
+			values[i] = r.Encode()
+		}
+		evs, err := in.Events(values)
 		if err != nil {
 			return err
 		}
-		lat := time.Since(start)
-		if !w.measuring.Load() {
-			continue
+		start := time.Now()
+		acks, err := in.SendEvents(ctx, evs)
+		chk.record(evs, reps, acks)
+		if err != nil {
+			return err
 		}
-		w.events.Add(int64(len(acks)))
-		w.mu.Lock()
-		for _, a := range acks {
-			if a.Status == pb.IngestResult_FAILED {
-				w.mu.Unlock()
-				return errors.New("event failed: " + a.Err)
-			}
-			if len(a.Output) > 0 {
-				w.tolls = append(w.tolls, lat)
-			}
+		if w.measuring.Load() {
+			w.add(acks, time.Since(start))
 		}
-		w.mu.Unlock()
+	}
+}
+
+// add counts a batch's events and its toll notifications' latency.
+func (w *window) add(acks []stream.Ack, lat time.Duration) {
+	w.events.Add(int64(len(acks)))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range acks {
+		if len(a.Output) > 0 {
+			w.tolls = append(w.tolls, lat)
+		}
 	}
 }
 
@@ -442,9 +503,7 @@ func result(cfg Config, w *window, elapsed time.Duration, before, after accesses
 		r.LoadAvg = r.LoadAvg[:len(r.LoadAvg)-1]
 	}
 	r.EventsPerSec = float64(r.Events) / r.Seconds
-	if l, rem := after.local-before.local, after.remote-before.remote; l+rem > 0 {
-		r.LocalShare = float64(l) / float64(l+rem)
-	}
+	r.LocalShare = share(after.local-before.local, after.remote-before.remote)
 	slices.Sort(w.tolls)
 	pct := func(p float64) float64 {
 		if len(w.tolls) == 0 {

@@ -7,9 +7,10 @@ import (
 )
 
 // TestRunMechanics runs the three arms briefly on three in-process nodes, a fourth joining 1 s into
-// the measured window: every report acknowledged and toll notifications measured in each arm; most
-// state accesses remote when unaligned; all local with the controller, which splits ranges over its
-// threshold (lowered to 100 events/s a range, below what a loaded host still sends); placed tasks lose their locality once the new node leads a range of the span.
+// the measured window: every report acknowledged exactly once (the checker) and toll notifications
+// measured in each arm; most state accesses remote when unaligned; all local with the controller,
+// which splits ranges over its threshold (lowered to 100 events/s a range, below what a loaded host
+// still sends); placed tasks lose their locality once the new node leads a range of the span.
 func TestRunMechanics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts nodes")
@@ -29,6 +30,12 @@ func TestRunMechanics(t *testing.T) {
 		t.Logf("%+v", r)
 		if r.Events == 0 || r.Tolls == 0 || r.TollP99Ms <= 0 {
 			t.Fatalf("%s: nothing measured: %+v", name, r)
+		}
+		if !r.Check.OK || r.Check.Acknowledged < uint64(r.Events) {
+			t.Errorf("%s: exactly-once check: %+v", name, r.Check)
+		}
+		if len(r.Timeline) < 6 {
+			t.Errorf("%s: %d one-second bins in 8 s", name, len(r.Timeline))
 		}
 		switch name {
 		case "unaligned":

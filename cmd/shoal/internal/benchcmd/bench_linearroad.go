@@ -34,7 +34,10 @@ joins during the measured window):
               on: a range over --align-events events/s is split at the median of its events' keys
   aligned     the controller's routing without the policy
 Reports per arm events per second, toll notifications' p50/p99 (a batch's round trip), the share of
-state accesses served locally, and with --join-at the same before and after the join. Prints JSON.`,
+state accesses served locally, one-second bins of the measured window, the exactly-once checker's
+verdict (each segment's stored statistics and each toll notification against a model advanced by the
+acknowledged reports), and with --join-at the throughput before and after the join and the seconds
+until alignment was back. Prints JSON, and a summary against the goals on stderr.`,
 	Example: "  flock /tmp/bench.lock shoal bench linear-road --duration 30s --join-at 10s",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,6 +63,9 @@ state accesses served locally, and with --join-at the same before and after the 
 				}
 				cfg.Log("%.0f events/s, toll p99 %.1f ms, %.1f %% of state accesses local", r.EventsPerSec, r.TollP99Ms, 100*r.LocalShare)
 				out = append(out, r)
+			}
+			for _, l := range linearroad.Summary(out) {
+				fmt.Fprintln(os.Stderr, "linear-road summary:", l)
 			}
 			return out, nil
 		})
