@@ -66,12 +66,14 @@ func TestBalanceShortRun(t *testing.T) {
 		return most
 	}
 	// usage_balance acts only on a predicted gap above its start gap: a starved host serves too few
-	// reads to open one, and then it rightly moves nothing.
+	// reads to open one, and then it rightly moves nothing. The gap may open late in the settling
+	// (the access statistics' window fills first), so the arm's last step is judged, not its settling.
 	ub := rep.Arms[1]
 	gap := predictedGap(ub.SettledPredicted)
 	start := policy.DefaultConfig().UsageBalance.StartGap
-	if m := mostCold(ub.Settled); m >= 4 && gap > start {
-		t.Errorf("usage_balance: a node still leads %d cold ranges after settling, with a predicted gap of %.2f (acts above %.2f)", m, gap, start)
+	end := ub.Steps[len(ub.Steps)-1].Leaders
+	if m := mostCold(end); m >= 4 && gap > start {
+		t.Errorf("usage_balance: a node still leads %d cold ranges at the arm's end, with a predicted gap of %.2f after settling (acts above %.2f)", m, gap, start)
 	} else if m >= 4 {
 		t.Logf("usage_balance: predicted gap %.2f, below its start gap %.2f on this host: no move expected", gap, start)
 	}
