@@ -97,10 +97,20 @@ func TestSharesMatchGoYCSB(t *testing.T) {
 func TestSampleStaysInsideAndFollowsShares(t *testing.T) {
 	const records = 100_000
 	r := randv2.New(randv2.NewPCG(3, 4))
+	var dists []Dist
 	for _, name := range []string{"uniform", "zipfian", "hotspot", "latest"} {
 		d, err := New(name, records)
 		if err != nil {
 			t.Fatal(err)
+		}
+		dists = append(dists, d)
+	}
+	// Two tenants: a small hot one (half the requests on 2 % of the records) and a large cold one.
+	dists = append(dists, Tenants{Ends: []int64{2000, records}, Ops: []float64{1, 1}})
+	for _, d := range dists {
+		name := d.Name()
+		if s := d.Share(0, records); math.Abs(s-1) > 1e-9 {
+			t.Errorf("%s: the shares of every record sum to %v", name, s)
 		}
 		for _, span := range [][2]int64{{0, records}, {40, 5000}, {90_000, records}} {
 			lo, hi := span[0], span[1]
