@@ -67,5 +67,5 @@ var goldenHashes = map[string]string{
 	"node-loss":    "07d4e9e76b0cfaf9cf38ed84f96fb3fb98bd1055f10282cdb32d28a3b4d4e654",
 	"read-hints":   "dc7564c44af98337b4d1805049cc0e0d7245fede24fc66afb864f575e5f681c4",
 	"rebalance":    "85d8c420f9350d03e73bb861c81daca8d29ef7580f96247b2fa032e36dbe995e",
-	"scale":        "1e3384bb2ecbe599a18963d7fe44bebeb503cf12d32b0a970ca3cdd321706fcc",
+	"scale":        "592e65e7195ab12e987c498bd732d5217bed1d18b9ff1ac8379fef270e512829",
 }
