@@ -58,7 +58,8 @@ type Scenario struct {
 	// one after the other, each read uniformly (workload.Tenants). Scatter places every user range's
 	// replicas on nodes drawn from the seed, led by the first drawn (a cluster after a history of
 	// splits and moves), not round robin. Ramp steps the offered rate to find the highest that meets
-	// an SLO (ramp.go); it sets Duration and Warmup.
+	// an SLO (ramp.go); it sets Duration and Warmup. Options' Ranges, Workload and Duration do not
+	// apply to what these set.
 	Tenants   []Tenant
 	Scatter   bool
 	Ramp      *Ramp
