@@ -25,8 +25,8 @@ type RebalanceConfig struct {
 	// QPSSmoothing is the time constant of the average the served-load dimension balances (a range's
 	// QPS in the model is one heartbeat's). Default 20 s.
 	QPSSmoothing time.Duration
-	// LoadCooldown: a range whose leadership rebalance moved for load does not move for load again
-	// within it. Default 2 min.
+	// LoadCooldown: a range whose leadership rebalance moved for load, or another policy placed, does
+	// not move for load within it. Default 2 min.
 	LoadCooldown time.Duration
 }
 
@@ -138,6 +138,7 @@ func (d *dimension) spread(v *view, nodes []*model.Node) (imbalance, gap float64
 // Propose implements Policy.
 func (p *Rebalance) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	p.load.update(c)
+	p.load.restPlaced(pending, c.Now)
 	for _, n := range c.Nodes {
 		if n.Joining() {
 			return nil // incremental_join owns the placement while a node joins
@@ -269,7 +270,7 @@ func (p *Rebalance) loadMove(v *view, d *dimension, nodes []*model.Node, from, t
 	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricQPSGap, From: from.ID, To: to.ID, Before: gap,
 		Delta: -2 * p.load.qps(r)}
 	p.load.smoothInfluence(op, r)
-	p.load.moved(r, v.c.Now)
+	p.load.moved(r.ID, v.c.Now)
 	return op
 }
 
@@ -380,7 +381,7 @@ func (p *Rebalance) planLeaders(v *view, d *dimension, nodes []*model.Node) *ope
 		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricLeaderGap, From: from.ID, To: to.ID,
 			Before: float64(gap), Delta: -2}
 		p.load.smoothInfluence(op, best)
-		p.load.moved(best, v.c.Now)
+		p.load.moved(best.ID, v.c.Now)
 		return op
 	}
 	return nil

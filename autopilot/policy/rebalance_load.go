@@ -16,7 +16,7 @@ import (
 // fewer requests exactly because it is busy: acting on raw figures moved leaderships back and forth
 // (in an experiment with every range offered the same rate, one range went between the same two nodes
 // three times). Rates are therefore smoothed (an exponential average with time constant tau), a range
-// whose leadership rebalance moved for load stays put for a cooldown, and a node whose disk is
+// whose leadership rebalance moved for load, or another policy placed, stays put for a cooldown, and a node whose disk is
 // saturated is no target for load however few requests it serves.
 type loadMemory struct {
 	tau      time.Duration
@@ -77,8 +77,25 @@ func (m *loadMemory) settled(r *model.Range) bool {
 	return !recent
 }
 
-// moved records that rebalance moved r's leadership for load now.
-func (m *loadMemory) moved(r *model.Range, now time.Time) { m.movedAt[r.ID] = now }
+// moved records that range id's leadership was moved for load, or placed by another policy, now.
+func (m *loadMemory) moved(id uint64, now time.Time) { m.movedAt[id] = now }
+
+// restPlaced rests the ranges whose leadership another policy is placing (a re-key's planned
+// leaders, a lease preference, a hot spot's offload, usage_balance): rebalance would otherwise undo
+// the placement as soon as it is done. The rest runs from the last round the operator was pending.
+func (m *loadMemory) restPlaced(pending []*operator.Operator, now time.Time) {
+	for _, op := range pending {
+		if op.Policy == NameRebalance {
+			continue
+		}
+		for _, d := range op.Influence {
+			if d.Leaders != 0 {
+				m.moved(op.RangeID, now)
+				break
+			}
+		}
+	}
+}
 
 // smoothView replaces the view's served load with the smoothed one, keeping the influence of the
 // operators in flight (the view's figure less the node's reported one).
