@@ -66,6 +66,6 @@ var goldenHashes = map[string]string{
 	"node-kill":    "82833122842713c4207fd751e04019df131ac6ba5a56a8c4ee189703dfd366f5",
 	"node-loss":    "07d4e9e76b0cfaf9cf38ed84f96fb3fb98bd1055f10282cdb32d28a3b4d4e654",
 	"read-hints":   "dc7564c44af98337b4d1805049cc0e0d7245fede24fc66afb864f575e5f681c4",
-	"rebalance":    "85d8c420f9350d03e73bb861c81daca8d29ef7580f96247b2fa032e36dbe995e",
-	"scale":        "592e65e7195ab12e987c498bd732d5217bed1d18b9ff1ac8379fef270e512829",
+	"rebalance":    "3a65dedefc71583ede232874c1a37f25c958d8942ba3335d877be02f8616dd1d",
+	"scale":        "6d664ed9f44f514b0f7400e8ec8e5b3e51ac97b80c2ea094ae31a08290aeda8b",
 }

@@ -214,6 +214,7 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 	led := v.candidatesIn(v.c.LedBy(from.ID), func(r *model.Range) bool {
 		return r.Leader == from.ID && p.load.qps(r) > 0 && p.load.settled(r)
 	})
+	margin := p.qpsMargin(v, nodes, d)
 	for _, to := range asc[:len(asc)-1] {
 		gap := v.at(from.ID).qps - v.at(to.ID).qps
 		if gap < d.minGap {
@@ -224,8 +225,11 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 		}
 		var transfer, move *model.Range
 		for _, r := range led {
+			// The target after the move must stay lighter than from was by the margin: a range
+			// worth nearly the whole gap only swaps which node is the busiest, and a later round
+			// would send it back.
 			q := p.load.qps(r)
-			if q >= gap {
+			if q > gap-margin {
 				continue
 			}
 			better := func(cur *model.Range) bool {
@@ -250,6 +254,16 @@ func (p *Rebalance) planQPS(v *view, d *dimension, nodes []*model.Node) *operato
 		return p.loadMove(v, d, nodes, from, to, gap, transfer, move)
 	}
 	return nil
+}
+
+// qpsMargin is how far below its source's load a load move must leave its target: the dimension's
+// Low tolerance of the mean, at least its minimum gap.
+func (p *Rebalance) qpsMargin(v *view, nodes []*model.Node, d *dimension) float64 {
+	var sum float64
+	for _, n := range nodes {
+		sum += v.at(n.ID).qps
+	}
+	return math.Max(d.minGap, d.low*sum/float64(len(nodes)))
 }
 
 // loadMove is planQPS's operator: the transfer when there is one, else the move; both remembered so
