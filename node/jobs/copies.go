@@ -3,6 +3,7 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -222,11 +223,7 @@ func (c *sideCache) noteRead(node uint64, n int64, prefetch bool) {
 func (c *sideCache) diskReads() map[uint64]DiskReads {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[uint64]DiskReads, len(c.bySource))
-	for k, v := range c.bySource {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.bySource)
 }
 
 // rate is the bytes/s the jobs read from node's disk since the previous call at least a second ago.

@@ -278,6 +278,10 @@ func (s *Service) tick(ctx context.Context) {
 		}
 		d := Decide(st.Job, next, busy, now)
 		verdict := admission(ep, name)
+		var rp *runPlan
+		if ep != nil && d.Start {
+			rp = ep.runs[runKey{name, d.Due.UnixMilli()}]
+		}
 		switch {
 		case !d.Start:
 			if !busy && st.Running == nil && st.Admission != verdict {
@@ -286,14 +290,11 @@ func (s *Service) tick(ctx context.Context) {
 					s.log.Debug("jobs: could not record an admission", "job", name, "err", err)
 				}
 			}
-		case verdict != "" && verdict != admitted:
+		case verdict != "" && verdict != admitted && rp == nil:
+			// A refused job's run is planned only when it reads a copy begun for it (keepBegun).
 			s.refuse(ctx, st, d, verdict)
 		default:
 			st.Admission = verdict
-			var rp *runPlan
-			if ep != nil {
-				rp = ep.runs[runKey{name, d.Due.UnixMilli()}]
-			}
 			s.start(ctx, self, st, d, now, rp)
 		}
 	}
@@ -361,14 +362,16 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 
 // keepBegun carries over from the last plan the runs still to start that read a copy already begun:
 // a new plan, made from now, would group them anew (a run whose first reader started is the first of
-// a new item there) and read them from disk while the copy meant for them is held.
+// a new item there) and read them from disk while the copy meant for them is held, or refuse their
+// job for want of the bandwidth to read it by then (the run still reads its copy; the refusal holds
+// for the job's later runs).
 func (s *Service) keepBegun(cur, ep *execPlan, now time.Time) {
 	if cur == nil {
 		return
 	}
 	for k, rp := range cur.runs {
-		if k.dueMs < now.Add(-s.cfg.Tick).UnixMilli() || ep.refused[k.job] != "" {
-			continue // started already, or refused now
+		if k.dueMs < now.Add(-s.cfg.Tick).UnixMilli() {
+			continue // started already
 		}
 		for _, p := range rp.pieces {
 			if p.copyKey != "" && s.copies.begun(p.copyKey) {

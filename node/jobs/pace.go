@@ -57,7 +57,11 @@ func (p *pacer) wait(ctx context.Context, began time.Time, n int64, rows int) er
 		p.next = began // behind: no catch-up
 	}
 	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
-	d := time.Until(p.next)
+	return sleepCtx(ctx, time.Until(p.next))
+}
+
+// sleepCtx sleeps d, or until ctx is done (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= time.Millisecond {
 		return ctx.Err()
 	}

@@ -98,3 +98,24 @@ func TestSideCache(t *testing.T) {
 		t.Fatalf("held %d after the release time", c.held())
 	}
 }
+
+// TestKeepBegunRefused: a run whose copy was begun keeps its instructions when a new plan refuses
+// its job (the new plan, made from now, cannot see the copy): it reads the copy, not nothing.
+func TestKeepBegunRefused(t *testing.T) {
+	s := New(Config{}, Deps{})
+	now := time.Now()
+	due := now.Add(time.Second)
+	p := piece{id: "p", start: []byte("a"), end: []byte("m"), node: 1}
+	rp := &runPlan{pieces: []pieceRead{{piece: p, copyKey: "k"}}}
+	cur := &execPlan{runs: map[runKey]*runPlan{{"a", due.UnixMilli()}: rp}, release: map[string]time.Time{"k": due.Add(time.Second)}}
+	ep := &execPlan{refused: map[string]string{"a": "no bandwidth"}, runs: map[runKey]*runPlan{}, release: map[string]time.Time{}}
+	s.keepBegun(cur, ep, now)
+	if len(ep.runs) != 0 {
+		t.Fatal("a run whose copy was never begun was carried over")
+	}
+	s.copies.begin("k", p, due.Add(time.Second), nil)
+	s.keepBegun(cur, ep, now)
+	if ep.runs[runKey{"a", due.UnixMilli()}] != rp || !ep.release["k"].Equal(due.Add(time.Second)) {
+		t.Fatalf("the run reading a begun copy was not carried over its job's refusal: %v", ep.runs)
+	}
+}

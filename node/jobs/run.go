@@ -281,10 +281,8 @@ func (s *Service) fromCopy(ctx context.Context, pr *pieceRead, cursor []byte, si
 			}
 			return bytes.Clone(pr.end), nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(copyPoll):
+		if err := sleepCtx(ctx, copyPoll); err != nil {
+			return nil, err
 		}
 	}
 	s.countCopy(r, n, count)
