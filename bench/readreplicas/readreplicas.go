@@ -125,6 +125,9 @@ type Arm struct {
 	// NodeDiskOps is each node's emulated-disk read and write operations per second in the window
 	// (its budget is Options.IOPS): what the node's reads cost its disk, and what else used it.
 	NodeDiskOps [][2]float64 `json:"node_disk_ops_per_sec"`
+	// NodeLeaders is each node's leaderships of the workload's ranges at the end of the window
+	// (placedVoters's, unless one moved).
+	NodeLeaders []int `json:"node_leaders"`
 	// After the hot set moved: the reads' p99 over the Shift window, each 2-s window's p99, the
 	// seconds until p99 recovered (the end of the last 2-s window over twice the p99 before the
 	// move, 10 ms at least: within it from then on; 0: never over; −1: still over at the end), and
@@ -239,7 +242,10 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	if err := a.fillLearners(ctx, c, cl, o, ranks(o)); err != nil {
 		return a, err
 	}
-	o.Progress(fmt.Sprintf("%s: p99 %.1f ms, %d learners, node reads/s %v; moving the hot set", a.Name, a.P99Ms, a.Learners, a.NodeReads))
+	if a.NodeLeaders, err = leadersPerNode(ctx, cl, o); err != nil {
+		return a, err
+	}
+	o.Progress(fmt.Sprintf("%s: p99 %.1f ms, %d learners, node reads/s %v, disk ops/s %v, leaders %v; moving the hot set", a.Name, a.P99Ms, a.Learners, a.NodeReads, a.NodeDiskOps, a.NodeLeaders))
 	if err := a.followShift(ctx, c, cl, w, o); err != nil {
 		return a, err
 	}
@@ -365,6 +371,23 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 			return fmt.Errorf("split at %q: %w", rangeStart(r), err)
 		}
 	}
+	if err := benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, 3) }); err != nil {
+		return fmt.Errorf("3 voters on every range after the splits: %w", err)
+	}
+	o.Progress(name + ": spreading the voters and leaders over every node")
+	// replicate would remove the learners the moves add before promoting them.
+	if err := cl.SetPolicy(ctx, policy.NameReplicate, false); err != nil {
+		return fmt.Errorf("switch replicate off: %w", err)
+	}
+	if err := place(ctx, c, cl, o); err != nil {
+		return err
+	}
+	if uniform < 0 {
+		// As in a cluster left to itself: replicate leaves the learners read_replicas keeps.
+		if err := cl.SetPolicy(ctx, policy.NameReplicate, true); err != nil {
+			return fmt.Errorf("switch replicate on: %w", err)
+		}
+	}
 	// The load, its compactions and the uniform learners' snapshots are set-up, not measurement:
 	// on a disk of a few hundred IOPS they would take most of a run.
 	unthrottled(c, true)
@@ -375,10 +398,7 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 		return err
 	}
 	if uniform >= 0 {
-		// replicate would remove learners no read_replicas keeps.
-		if err := cl.SetPolicy(ctx, policy.NameReplicate, false); err != nil {
-			return err
-		}
+		// replicate (off) would remove learners no read_replicas keeps.
 		if err := addUniform(ctx, c, cl, o, uniform); err != nil {
 			return err
 		}
@@ -392,7 +412,8 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 		}
 	}
 	unthrottled(c, false)
-	return nil
+	// A leadership lost while loading or compacting goes back.
+	return placeLeaders(ctx, cl, o)
 }
 
 // caughtUp reports whether every replica of every user range exists and has applied as far as its

@@ -41,3 +41,31 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("given values not kept: %+v", o)
 	}
 }
+
+// TestPlacementSpreadsVotersAndLeaders: on 5 nodes the 16 ranges' voters are three distinct nodes
+// each, every node holds 9 or 10 of them and leads 3 or 4 ranges (its leader one of its voters),
+// and n1, which leads the meta range, leads 3.
+func TestPlacementSpreadsVotersAndLeaders(t *testing.T) {
+	voters, leaders := map[uint64]int{}, map[uint64]int{}
+	for i := range 16 {
+		vs := placedVoters(i, 5)
+		if len(vs) != 3 || vs[0] == vs[1] || vs[1] == vs[2] || vs[0] == vs[2] {
+			t.Fatalf("range %d: voters %v", i, vs)
+		}
+		for _, n := range vs {
+			voters[n]++
+		}
+		leaders[vs[0]]++
+	}
+	for n := uint64(1); n <= 5; n++ {
+		if voters[n] < 9 || voters[n] > 10 || leaders[n] < 3 || leaders[n] > 4 {
+			t.Fatalf("n%d: %d voters, %d leaders", n, voters[n], leaders[n])
+		}
+	}
+	if leaders[1] != 3 {
+		t.Fatalf("n1 leads %d ranges, want 3", leaders[1])
+	}
+	if vs := placedVoters(0, 2); len(vs) != 2 {
+		t.Fatalf("2 nodes: voters %v", vs)
+	}
+}
