@@ -18,7 +18,8 @@ var benchReadReplicasCmd = &cobra.Command{
 	Long: `Reproduce Getafix's comparison with uniform replication (Ghosh 2018, §4.5.2) on in-process
 nodes with emulated disks (no page cache, a small block cache, so reads reach the disk): --ranges
 ranges of --keys keys, read at any replica (client.ReplicaRead, routed by load) at a fixed --rate,
-zipfian over the ranges (--zipf) and uniform within one. Arms, each on a fresh cluster: popularity
+zipfian over the ranges (--zipf) and uniform within one; every arm on the same placement, the
+voters and leaders spread over all nodes before the load. Arms, each on a fresh cluster: popularity
 (the read_replicas policy switched on; measured once its learners stay put for 20 s, at most
 --settle) and uniform-k for each --uniform k (k learners on every range, the policy off). Each arm
 reports its learners, the bytes they hold, each node's reads per second and the p50/p99 of the reads
