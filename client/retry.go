@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // sentTracker is a gRPC stats handler that records whether a call's request message was handed to the
@@ -93,14 +94,7 @@ func (b *backoff) wait(ctx context.Context) error {
 		b.next = maxBackoff
 	}
 	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return stopper.SleepContext(ctx, d)
 }
 
 // ctxError turns the caller's context ending into the error to return. last is the most recent

@@ -51,6 +51,22 @@ func (s *Stopper) Sleep(d time.Duration) bool {
 	}
 }
 
+// SleepContext sleeps d, or until ctx is done: then it returns ctx's error. For loops owned by a
+// context rather than a Stopper (benchmarks, paced jobs).
+func SleepContext(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // Context is a context cancelled by Stop; the caller must call cancel when done with it.
 func (s *Stopper) Context() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -42,3 +42,18 @@ func TestStopEndsEverything(t *testing.T) {
 		t.Fatal("Stopping not closed after Stop")
 	}
 }
+
+// SleepContext ends at its duration, or at once with the context's error when it is done.
+func TestSleepContext(t *testing.T) {
+	if err := SleepContext(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("a full sleep returned %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := SleepContext(ctx, time.Hour); err != context.Canceled {
+		t.Fatalf("a sleep under a cancelled context returned %v, want context.Canceled", err)
+	}
+	if err := SleepContext(ctx, 0); err != context.Canceled {
+		t.Fatalf("a zero sleep under a cancelled context returned %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -213,7 +214,7 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	if err := x.place(ctx); err != nil {
 		return a, fmt.Errorf("restore the placement: %w", err)
 	}
-	if err := sleep(ctx, x.o.Gap); err != nil {
+	if err := stopper.SleepContext(ctx, x.o.Gap); err != nil {
 		return a, err
 	}
 	if err := x.setMode(mode); err != nil {
@@ -225,10 +226,10 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	sampled := make(chan [][]float64, 1)
 	go func() { sampled <- x.sampleBusy(sctx) }()
 	x.w.setHot(true)
-	err := sleep(ctx, d)
+	err := stopper.SleepContext(ctx, d)
 	x.w.setHot(false)
 	if err == nil {
-		err = sleep(ctx, x.o.Tail)
+		err = stopper.SleepContext(ctx, x.o.Tail)
 	}
 	stopSampling()
 	a.NodeBusy = <-sampled
@@ -259,7 +260,7 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 // readDecisions fills the arm's detection time, operators and log lines from hotspot_offload's
 // decisions between from and to (the episode's closing note comes a few rounds after its end).
 func (x *experiment) readDecisions(ctx context.Context, a *Arm, from, to time.Time) error {
-	if err := sleep(ctx, to.Sub(time.Now())); err != nil {
+	if err := stopper.SleepContext(ctx, to.Sub(time.Now())); err != nil {
 		return err
 	}
 	ds, _, err := x.cl.Decisions(ctx)

@@ -22,6 +22,7 @@ import (
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/scenario"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // Options shapes the experiment. Zero fields take the defaults of withDefaults.
@@ -161,7 +162,7 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 	}
 	x.w = startWorkload(ctx, cl, o, x.hot)
 	defer x.w.stop()
-	if err := sleep(ctx, 2*o.Gap); err != nil {
+	if err := stopper.SleepContext(ctx, 2*o.Gap); err != nil {
 		return rep, err
 	}
 	rep.SteadyP99Ms = x.w.p99Since(time.Now().Add(-o.Gap))
@@ -211,15 +212,6 @@ func loadAvg() float64 {
 	var l float64
 	fmt.Sscan(strings.Fields(string(b))[0], &l)
 	return l
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // rangeKey is key i of range r; range r starts at rangeStart(r).

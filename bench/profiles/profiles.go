@@ -41,6 +41,7 @@ import (
 	"github.com/shoaldb/shoal/node/supervisor"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/plan/profileplan"
+	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
@@ -291,7 +292,7 @@ func (e *experiment) load(ctx context.Context) error {
 	if err := benchutil.WaitFor(ctx, 3*time.Minute, e.spread); err != nil {
 		return fmt.Errorf("replicas never spread over the nodes: %w", err)
 	}
-	if err := sleep(ctx, 5*time.Second); err != nil { // the last moves finish
+	if err := stopper.SleepContext(ctx, 5*time.Second); err != nil { // the last moves finish
 		return err
 	}
 	for _, p := range []string{policy.NameRebalance, policy.NameMerge, policy.NameLoadSplit} {
@@ -363,19 +364,19 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	var arms []Arm
 	var reconf Reconfiguration
 	window := func(name string) error {
-		if err := sleep(ctx, e.o.Settle); err != nil {
+		if err := stopper.SleepContext(ctx, e.o.Settle); err != nil {
 			return err
 		}
 		a := Arm{Name: name, Profiles: e.profiles(), From: now()}
 		e.o.Progress("measuring " + name)
-		if err := sleep(ctx, e.o.Measure); err != nil {
+		if err := stopper.SleepContext(ctx, e.o.Measure); err != nil {
 			return err
 		}
 		a.To = now()
 		arms = append(arms, a)
 		return nil
 	}
-	if err := sleep(ctx, e.o.Warmup); err != nil { // the tenants' first seconds: caches fill
+	if err := stopper.SleepContext(ctx, e.o.Warmup); err != nil { // the tenants' first seconds: caches fill
 		return nil, reconf, err
 	}
 	random, err := e.randomLeaders(ctx)
@@ -462,7 +463,7 @@ func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
 				return true, maps.Clone(count)
 			}
 		}
-		if sleep(ctx, time.Second) != nil {
+		if stopper.SleepContext(ctx, time.Second) != nil {
 			break
 		}
 	}
@@ -694,14 +695,3 @@ func (e *experiment) compare(rep *Report) {
 }
 
 func now() float64 { return float64(time.Now().UnixNano()) / 1e9 }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // The placement every arm measures on: a split's ranges keep their parent's three nodes, so
@@ -89,7 +90,7 @@ func placeRange(ctx context.Context, c *benchutil.Cluster, cl *client.Client, id
 			return fmt.Errorf("voters %v, want %v", have, want)
 		case slices.Contains(remove, r.GetLeaderNodeId()):
 			_ = cl.TransferLeader(ctx, id, missing(have, remove)[0]) // checked on the next round
-			if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			if err := stopper.SleepContext(ctx, 200*time.Millisecond); err != nil {
 				return err
 			}
 			continue
@@ -102,7 +103,7 @@ func placeRange(ctx context.Context, c *benchutil.Cluster, cl *client.Client, id
 		if err == nil && resp.GetError() == nil {
 			continue
 		}
-		if err := sleep(ctx, 500*time.Millisecond); err != nil { // a step refused: the next round sees why
+		if err := stopper.SleepContext(ctx, 500*time.Millisecond); err != nil { // a step refused: the next round sees why
 			return err
 		}
 	}

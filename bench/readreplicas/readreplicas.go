@@ -29,6 +29,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -225,7 +226,7 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	o.Progress(fmt.Sprintf("%s: measuring %v at %d reads/s", a.Name, o.Measure, o.Rate))
 	t0 := time.Now()
 	before, devBefore := nodeReads(c), deviceStats(c)
-	if err := sleep(ctx, o.Measure); err != nil {
+	if err := stopper.SleepContext(ctx, o.Measure); err != nil {
 		return a, err
 	}
 	h, errs := w.take()
@@ -275,7 +276,7 @@ func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.
 	limit := max(2*a.P99Ms, 10)
 	t0 := time.Now()
 	for i := 0; time.Since(t0) < o.Shift; i++ {
-		if err := sleep(ctx, 2*time.Second); err != nil {
+		if err := stopper.SleepContext(ctx, 2*time.Second); err != nil {
 			return err
 		}
 		h, e := w.take()
@@ -300,15 +301,6 @@ func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.
 	a.ShiftLearnerMB = math.Round(float64(after.LearnerBytes)/1e4) / 100
 	o.Progress(fmt.Sprintf("%s: after the move p99 %.1f ms, recovered after %.0f s, %d learners %v", a.Name, a.ShiftP99Ms, a.RecoverS, a.ShiftLearners, a.ShiftPerRange))
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // nodeReads is, per node, each of its replicas' reads served so far.

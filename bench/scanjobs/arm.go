@@ -14,6 +14,7 @@ import (
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // runArm measures one strategy on a fresh cluster.
@@ -45,7 +46,7 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	}
 	// The first runs are due as the jobs are added, before any plan could read ahead: the window
 	// starts a period later.
-	sleep(ctx, time.Until(added.Add(o.Period)))
+	stopper.SleepContext(ctx, time.Until(added.Add(o.Period)))
 	from := time.Now()
 	fg.reset()
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
@@ -61,7 +62,7 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	if strategy == NoJobs {
 		return a, nil
 	}
-	sleep(ctx, o.MaxDeadline+time.Second) // the window's last runs finish
+	stopper.SleepContext(ctx, o.MaxDeadline+time.Second) // the window's last runs finish
 	if err := a.countRuns(ctx, cl, from, until); err != nil {
 		return a, err
 	}
@@ -79,18 +80,11 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	return a, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
 // addJobs adds the mix's jobs, each at its offset.
 func addJobs(ctx context.Context, cl *client.Client, o Options) error {
 	t0 := time.Now()
 	for _, j := range mix(o) {
-		sleep(ctx, time.Until(t0.Add(j.offset)))
+		stopper.SleepContext(ctx, time.Until(t0.Add(j.offset)))
 		job := &pb.ScanJob{Name: j.name, Start: []byte(spanStart(j.span)), End: []byte(spanEnd(j.span)),
 			EveryMs: o.Period.Milliseconds(), DeadlineMs: j.deadline.Milliseconds(), Count: true}
 		if _, _, err := cl.AddJob(ctx, job); err != nil {
@@ -279,7 +273,7 @@ func sampleDisks(ctx context.Context, c *benchutil.Cluster, end time.Time) diskS
 	last, lastAt := first, time.Now()
 	start := lastAt
 	for time.Now().Before(end) && ctx.Err() == nil {
-		sleep(ctx, time.Second)
+		stopper.SleepContext(ctx, time.Second)
 		cur, now := readMarks(c), time.Now()
 		dt := now.Sub(lastAt).Seconds()
 		sec := int(now.Sub(start).Seconds() + 0.5)
@@ -331,7 +325,7 @@ func startForeground(ctx context.Context, cl *client.Client, o Options) *foregro
 			val := make([]byte, o.ValueBytes)
 			next := time.Now().Add(time.Duration(rng.Int63n(int64(interval))))
 			for ctx.Err() == nil {
-				sleep(ctx, time.Until(next))
+				stopper.SleepContext(ctx, time.Until(next))
 				r := perm[z.Uint64()]
 				key := rowKey(r/o.SpanRows, r%o.SpanRows)
 				var err error

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // A closed loop of client threads offers all the load the cluster can take: its throughput is the
@@ -54,14 +56,7 @@ func (p *pacer) wait(ctx context.Context) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return stopper.SleepContext(ctx, d)
 }
 
 // paceRate is the rate a paced scenario offers: opts' fixed rate, else the fraction sc.Pace of the

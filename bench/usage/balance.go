@@ -11,6 +11,7 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // BalanceOptions configures the balancer experiment: two tenants whose ranges differ in cache
@@ -210,12 +211,12 @@ func (e *env) tenantsRun(ctx context.Context, o BalanceOptions, rate float64, wa
 	hc, cc := pool(rate*float64(o.HotRanges), hot, 17), pool(rate*float64(o.ColdRanges), cold, 18)
 	defer hc.Stop()
 	defer cc.Stop()
-	if err := sleep(ctx, warm); err != nil {
+	if err := stopper.SleepContext(ctx, warm); err != nil {
 		return st, err
 	}
 	hc.Phase()
 	cc.Phase()
-	if err := sleep(ctx, window); err != nil {
+	if err := stopper.SleepContext(ctx, window); err != nil {
 		return st, err
 	}
 	hh, he := hc.Phase()
@@ -257,15 +258,6 @@ func (e *env) decisionsAfter(ctx context.Context, id uint64) []string {
 }
 
 func tenantKey(t string, i int) []byte { return fmt.Appendf(nil, "%s/%08d", t, i) }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
 
 // twoTenants splits each tenant into its ranges and loads it, compacted; the arms place the
 // leaders (placeLeaders). Merges, load splits and shed_leadership stay off throughout: the arms

@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"time"
+
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // chunkTime is how long one paced read's page lasts at its rate: a stream at rate r reads pages of
@@ -57,20 +59,5 @@ func (p *pacer) wait(ctx context.Context, began time.Time, n int64, rows int) er
 		p.next = began // behind: no catch-up
 	}
 	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
-	return sleepCtx(ctx, time.Until(p.next))
-}
-
-// sleepCtx sleeps d, or until ctx is done (its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= time.Millisecond {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return stopper.SleepContext(ctx, time.Until(p.next))
 }

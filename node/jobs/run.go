@@ -18,6 +18,7 @@ import (
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // pageAttempts bounds the tries of one page through range moves and elections.
@@ -281,7 +282,7 @@ func (s *Service) fromCopy(ctx context.Context, pr *pieceRead, cursor []byte, si
 			}
 			return bytes.Clone(pr.end), nil
 		}
-		if err := sleepCtx(ctx, copyPoll); err != nil {
+		if err := stopper.SleepContext(ctx, copyPoll); err != nil {
 			return nil, err
 		}
 	}
