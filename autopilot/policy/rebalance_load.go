@@ -43,21 +43,31 @@ func (m *loadMemory) update(c *model.Cluster) {
 		alpha = 1 - math.Exp(-float64(dt)/float64(m.tau))
 	}
 	m.at = c.Now
-	seen := make(map[uint64]float64, len(c.Ranges))
+	if fresh {
+		clear(m.rate)
+		clear(m.movedAt)
+	}
+	// In place, no map a round: this runs every round over every range.
 	clear(m.nodeRate)
 	for _, r := range c.Ranges {
 		q := r.QPS()
-		if old, ok := m.rate[r.ID]; ok && !fresh {
+		if old, ok := m.rate[r.ID]; ok {
 			q = old + alpha*(q-old)
 		}
-		seen[r.ID] = q
+		m.rate[r.ID] = q
 		if r.Leader != 0 {
 			m.nodeRate[r.Leader] += q
 		}
 	}
-	m.rate = seen
+	if len(m.rate) > len(c.Ranges) { // some ranges are gone (merged)
+		for id := range m.rate {
+			if c.Range(id) == nil {
+				delete(m.rate, id)
+			}
+		}
+	}
 	for id, t := range m.movedAt {
-		if _, ok := seen[id]; !ok || c.Now.Sub(t) >= m.cooldown || fresh {
+		if c.Now.Sub(t) >= m.cooldown || c.Range(id) == nil {
 			delete(m.movedAt, id)
 		}
 	}
