@@ -103,7 +103,7 @@ func (n *Node) engineStats() *pb.NodeStats {
 		CompactionDebtBytes:     es.CompactionDebtBytes,
 		CpuCores:                float64(runtime.NumCPU()),
 		Profile:                 n.eng.Profile(),
-		BlockCacheCapacity:      uint64(n.eng.CacheBytes()),
+		BlockCacheCapacity:      es.BlockCacheCapacity,
 		BlockBytes:              uint32(n.eng.BlockBytes()),
 	}
 	if p, ok := n.hist.Latest(); ok {

@@ -56,7 +56,8 @@ func (e *Engine) BlockBytes() int {
 	return 4096
 }
 
-// CacheBytes is the block cache's capacity.
+// CacheBytes is the block cache's size, memtables' reservation included (Stats.BlockCacheCapacity
+// is its room for blocks).
 func (e *Engine) CacheBytes() int64 { return e.po.Cache.MaxSize() }
 
 // Offset is how many bytes of the engine's tables lie in [lo, key): a key's position within a span at

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 )
@@ -45,5 +46,45 @@ func TestGetWithStats(t *testing.T) {
 	}
 	if e.BlockBytes() != 4096 || e.CacheBytes() != DefaultCacheBytes {
 		t.Fatalf("block %d, cache %d", e.BlockBytes(), e.CacheBytes())
+	}
+}
+
+// The room for blocks a node reports is the cache less the memtables Pebble reserves in it: reads
+// over more data than the cache fill it to that room and no further.
+func TestBlockCacheCapacityIsTheRoomForBlocks(t *testing.T) {
+	const cache, memtable = 4 << 20, 1 << 20
+	e, err := Open(t.TempDir(), Options{CreateIfMissing: true, CacheBytes: cache, MemTableBytes: memtable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	val := make([]byte, 1000)
+	const n = 12000 // 12 MB: three times the cache
+	key := func(i int) []byte { return append([]byte{prefixUser}, fmt.Sprintf("k%06d", i)...) }
+	for i := range n {
+		binary.LittleEndian.PutUint64(val, uint64(i)*0x9e3779b97f4a7c15) // distinct blocks
+		b := e.NewBatch()
+		if err := b.Set(key(i), val); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	room := e.Stats().BlockCacheCapacity
+	if room == 0 || room > cache-memtable {
+		t.Fatalf("room for blocks %d of a %d cache beside %d memtables: want at most one memtable's less", room, cache, memtable)
+	}
+	for i := range n {
+		if _, _, err := e.Get(key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := uint64(e.db.Metrics().BlockCache.Size)
+	if held > room+room/20 || held < room*3/4 {
+		t.Fatalf("cache holds %d bytes of blocks after reading 3x its size; reported room %d", held, room)
 	}
 }

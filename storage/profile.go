@@ -39,7 +39,10 @@ func Profiles() []string {
 }
 
 // withProfile applies o.Profile to the sizes left at zero. The memtables get their share of the
-// budget as two memtables' worth: Pebble keeps one filling and usually one flushing.
+// budget as two memtables' worth: Pebble keeps one filling and one flushing or kept for reuse. It
+// charges both to the block cache (Stats.BlockCacheCapacity), so the cache the profile sizes holds
+// the memtables' two on top of its share for blocks; without them a write profile's memtables
+// would take its whole cache.
 func (o Options) withProfile() Options {
 	p, ok := profiles[o.Profile]
 	if !ok {
@@ -49,11 +52,11 @@ func (o Options) withProfile() Options {
 	if budget == 0 {
 		budget = DefaultMemoryBytes
 	}
-	if o.CacheBytes == 0 {
-		o.CacheBytes = int64(p.cacheShare * float64(budget))
-	}
 	if o.MemTableBytes == 0 {
 		o.MemTableBytes = uint64(p.memTableShare * float64(budget) / 2)
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = int64(p.cacheShare*float64(budget)) + 2*int64(o.MemTableBytes)
 	}
 	if o.BlockBytes == 0 {
 		o.BlockBytes = p.blockBytes

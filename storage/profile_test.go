@@ -14,9 +14,11 @@ func TestProfiles(t *testing.T) {
 		mem   uint64
 		block int
 	}{
-		{"read", Options{Profile: "read", MemoryBytes: 1 << 30}, int64(0.55 * gib), uint64(0.10 * gib / 2), 32 << 10},
-		{"write", Options{Profile: "write", MemoryBytes: 1 << 30}, int64(0.10 * gib), uint64(0.55 * gib / 2), 64 << 10},
-		{"scan, default budget", Options{Profile: "scan"}, int64(0.55 * budget), uint64(0.10 * budget / 2), 128 << 10},
+		// The cache holds the two memtables Pebble reserves in it beside the profile's share for blocks.
+		{"read", Options{Profile: "read", MemoryBytes: 1 << 30}, int64(0.55*gib) + 2*int64(0.10*gib/2), uint64(0.10 * gib / 2), 32 << 10},
+		{"write", Options{Profile: "write", MemoryBytes: 1 << 30}, int64(0.10*gib) + 2*int64(0.55*gib/2), uint64(0.55 * gib / 2), 64 << 10},
+		{"scan, default budget", Options{Profile: "scan"}, int64(0.55*budget) + 2*int64(0.10*budget/2), uint64(0.10 * budget / 2), 128 << 10},
+		{"an explicit memtable size", Options{Profile: "read", MemTableBytes: 4 << 20}, int64(0.55*budget) + 8<<20, 4 << 20, 32 << 10},
 		{"an explicit cache wins", Options{Profile: "readwrite", CacheBytes: 8 << 20}, 8 << 20, uint64(0.20 * budget / 2), 32 << 10},
 		{"default", Options{Profile: ProfileDefault}, DefaultCacheBytes, DefaultMemTableBytes, 0},
 	} {

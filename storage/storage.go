@@ -137,6 +137,11 @@ type Stats struct {
 	ServedBlockBytesInCache uint64
 	// StreamBlockBytes is the bytes of the blocks the streams' reads loaded.
 	StreamBlockBytes uint64
+	// BlockCacheCapacity is the block cache's room for blocks: its size less what the memtables
+	// reserve in it. Pebble charges every memtable's arena to the block cache — the one filling, those
+	// flushing, and the one it keeps for reuse — so a cache of 4 MiB beside 1-MiB memtables holds
+	// about 2 MiB of blocks; a hit ratio predicted from the nominal size comes out high.
+	BlockCacheCapacity uint64
 }
 
 // Engine is one node's storage engine.
@@ -542,6 +547,7 @@ func (e *Engine) Stats() Stats {
 		DiskBytes:           disk + m.WAL.PhysicalSize,
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
 		CompactedBytes:      compacted,
+		BlockCacheCapacity:  blockRoom(e.po.Cache.MaxSize(), m.MemTable.Size+m.MemTable.ZombieSize),
 	}
 	for _, c := range m.CategoryStats {
 		switch {
@@ -553,6 +559,14 @@ func (e *Engine) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// blockRoom is a cache of size bytes less reserved bytes, never below zero.
+func blockRoom(size int64, reserved uint64) uint64 {
+	if size <= 0 || reserved >= uint64(size) {
+		return 0
+	}
+	return uint64(size) - reserved
 }
 
 // DeviceStats are the counters of the engine's emulated device (zero when it has none).
