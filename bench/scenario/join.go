@@ -223,7 +223,10 @@ func (e *env) meanMs(from, to int) (float64, bool) {
 
 // joinReport measures the run's join (nil when no node joined). For a surge it also marks the join
 // as the run's task event.
-func joinReport(rr *RunReport, e *env, warmup float64) *JoinReport {
+//
+// With a capacity probe (probe > 0) the join's figures are the paced part's: the probe's closed-loop
+// seconds are left out (capacityOf measures them).
+func joinReport(rr *RunReport, e *env, warmup, probe float64) *JoinReport {
 	tr := e.join
 	if tr == nil {
 		return nil
@@ -265,7 +268,50 @@ func joinReport(rr *RunReport, e *env, warmup float64) *JoinReport {
 			steadyTo = min(steadyTo, ev.T)
 		}
 	}
-	report.MeasureJoin(jr, rr.Series, e.perSec, warmup, steadyTo, start, end)
+	series, perSec := rr.Series, e.perSec
+	if probe > 0 {
+		n := min(int(probe), len(series))
+		series, perSec = series[:n], perSec[:min(n, len(perSec))]
+	}
+	report.MeasureJoin(jr, series, perSec, warmup, steadyTo, start, end)
 	jr.FullShareS = report.FullShareS(rr.Series, e.sc.Nodes, start, end)
 	return jr
+}
+
+// Capacity compares a paced run's closed-loop throughput at the end of its warm-up (caches warmed,
+// before the event) with that of its probe at the end of the run (after it): what the cluster
+// could serve before and after, which its paced seconds cannot show.
+type Capacity struct {
+	BeforeFromS float64 `json:"before_from_s"`
+	BeforeToS   float64 `json:"before_to_s"`
+	BeforeOps   float64 `json:"before_ops_per_s"`
+	AfterFromS  float64 `json:"after_from_s"`
+	AfterToS    float64 `json:"after_to_s"`
+	AfterOps    float64 `json:"after_ops_per_s"`
+	Ratio       float64 `json:"after_before"`
+}
+
+// capacityWindowS is the warm-up's closed-loop seconds the capacity before counts (its last), and
+// probeSkipS the probe's first seconds it leaves out (the paced queue turning into a closed loop).
+const (
+	capacityWindowS = 10
+	probeSkipS      = 2
+)
+
+// capacityOf measures the probes of a run paced from warmup with a closed-loop probe from probe to
+// its end; nil without a probe or with either window empty.
+func capacityOf(series []Point, warmup, probe float64) *Capacity {
+	if probe <= 0 || len(series) == 0 {
+		return nil
+	}
+	c := &Capacity{BeforeFromS: max(warmup-capacityWindowS, warmup/2), BeforeToS: warmup, AfterFromS: probe + probeSkipS,
+		AfterToS: series[len(series)-1].T}
+	s := seriesOf(series)
+	ops := func(p Point) float64 { return float64(p.Ops) }
+	c.BeforeOps, c.AfterOps = s.mean(c.BeforeFromS, c.BeforeToS, ops), s.mean(c.AfterFromS, c.AfterToS, ops)
+	if c.BeforeOps <= 0 || c.AfterOps <= 0 {
+		return nil
+	}
+	c.Ratio = c.AfterOps / c.BeforeOps
+	return c
 }

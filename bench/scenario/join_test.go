@@ -120,3 +120,52 @@ func TestBalanceLeadersTiny(t *testing.T) {
 		t.Errorf("leaders per node at the end = %v, want [2 2 2]", last)
 	}
 }
+
+// The capacity probes: the warm-up's last 10 closed-loop seconds against the probe's seconds after
+// its first two, the paced seconds between them left out; no probe, no figure.
+func TestCapacityOf(t *testing.T) {
+	var series []Point
+	for s := 1; s <= 40; s++ {
+		ops := int64(600) // paced
+		switch {
+		case s <= 10:
+			ops = 900 // the warm-up's first half: not counted
+		case s <= 20:
+			ops = 1000 // the warm-up's end
+		case s > 30 && s <= 32:
+			ops = 5000 // the probe's queue draining: skipped
+		case s > 32:
+			ops = 1500
+		}
+		series = append(series, Point{T: float64(s), Ops: ops})
+	}
+	c := capacityOf(series, 20, 30)
+	if c == nil || c.BeforeOps != 1000 || c.AfterOps != 1500 || c.Ratio != 1.5 {
+		t.Fatalf("capacity %+v, want 1000 before, 1500 after, ratio 1.5", c)
+	}
+	if c.BeforeFromS != 10 || c.AfterFromS != 32 || c.AfterToS != 40 {
+		t.Errorf("windows %+v, want before 10-20 s, after 32-40 s", c)
+	}
+	if c := capacityOf(series, 20, 0); c != nil {
+		t.Errorf("capacity without a probe: %+v, want none", c)
+	}
+}
+
+// The paced scenarios of the table: read-hints and join pace after their warm-up, join probes its
+// capacity after the join, and the backup's disks read ahead.
+func TestPacedTable(t *testing.T) {
+	rh, _ := Lookup("read-hints")
+	j, _ := Lookup("join")
+	b, _ := Lookup("backup")
+	if rh.Pace <= 0 || j.Pace <= 0 {
+		t.Errorf("paces: read-hints %v, join %v; want both paced", rh.Pace, j.Pace)
+	}
+	for _, ev := range j.Events {
+		if ev.Do == JoinNode && !(ev.At > j.Warmup && ev.At < j.Probe && j.Probe < j.Duration) {
+			t.Errorf("join at %v, warm-up %v, probe %v, duration %v: want warm-up < join < probe < end", ev.At, j.Warmup, j.Probe, j.Duration)
+		}
+	}
+	if b.Device == nil || b.Device.ReadaheadBytes == 0 {
+		t.Errorf("backup's device %+v: want readahead", b.Device)
+	}
+}

@@ -36,6 +36,10 @@ type ReadHintsRun struct {
 	P99First1sMs    float64  `json:"p99_first_1s_ms"`
 	P99First1sRatio float64  `json:"p99_first_1s_ratio"`
 	TimeToP99S      *float64 `json:"time_to_p99_1_5x_s"`
+	// The worst p99 of the first 5 s against the steady one, and the operations short of the steady
+	// rate summed over the first 10 s (with a paced load, the offered operations not served).
+	MaxP99First5sRatio float64 `json:"max_p99_first_5s_ratio"`
+	ShortfallOps10s    float64 `json:"shortfall_ops_first_10s"`
 	// Block-cache hit ratios: the old leader over the 10 s before the change, the new leader over the
 	// same 10 s (as a follower: hint replays and raft) and over the first 1 s and 5 s after it; the
 	// time until the new leader's ratio stays within half a point of the old one's for 3 s; its own
@@ -90,10 +94,14 @@ func analyzeReadHints(r RunReport, warmup float64, toggle *Toggle) *ReadHintsRun
 		out.First1sRatio, out.First5sRatio, out.First10sRatio = s.mean(T, T+1, ops)/st, s.mean(T, T+5, ops)/st, s.mean(T, T+10, ops)/st
 		out.WorstSecond, out.MaxP99After = s.min(T, T+10, ops)/st, s.max(T, T+5, p99)
 		out.TimeTo95S = s.firstRun(T, func(p Point) bool { return float64(p.Ops) >= 0.95*st }, true)
+		for _, p := range s.in(T, T+10) {
+			out.ShortfallOps10s += max(0, st-float64(p.Ops))
+		}
 	}
 	if out.SteadyP99Ms > 0 {
 		out.P99First1sMs = s.mean(T, T+1, p99)
 		out.P99First1sRatio = out.P99First1sMs / out.SteadyP99Ms
+		out.MaxP99First5sRatio = out.MaxP99After / out.SteadyP99Ms
 		out.TimeToP99S = s.firstRun(T, func(p Point) bool { return p.Ops > 0 && p.P99Ms <= 1.5*out.SteadyP99Ms }, false)
 	}
 	out.OldLeader, out.NewLeader = s.serving(T-10, T), s.serving(T+1, T+11)
@@ -304,11 +312,11 @@ func printReadHints(w io.Writer, label string, r *ReadHintsRun) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %s at %.0fs; steady %.0f ops/s p99 %.2f ms; worst second %.0f%%, first 1s %.0f%%, 5s %.0f%%, 10s %.0f%%; "+
-		"time to 95%% %s; p99 first second %.2fx steady, within 1.5x after %s; hit ratio old leader n%d %s, new leader n%d before %s, "+
+		"%.0f ops short in the first 10s; time to 95%% %s; p99 first second %.2fx steady, worst of the first 5s %.2fx, within 1.5x after %s; hit ratio old leader n%d %s, new leader n%d before %s, "+
 		"first 1s %s, 5s %s, back within 0.5 point after %s, its own level %s after %s; hints %.0f reads/s recorded, %.0f B/s shipped, "+
 		"%.0f applied/s per follower; CPU %.2f cores (%.0f us/op)\n",
 		label, r.Change, r.ChangeT, r.SteadyThroughput, r.SteadyP99Ms, 100*r.WorstSecond, 100*r.First1sRatio, 100*r.First5sRatio,
-		100*r.First10sRatio, fmtSecs(r.TimeTo95S), r.P99First1sRatio, fmtSecs(r.TimeToP99S), r.OldLeader, fmtRatio(r.OldLeaderHitRatio),
+		100*r.First10sRatio, r.ShortfallOps10s, fmtSecs(r.TimeTo95S), r.P99First1sRatio, r.MaxP99First5sRatio, fmtSecs(r.TimeToP99S), r.OldLeader, fmtRatio(r.OldLeaderHitRatio),
 		r.NewLeader, fmtRatio(r.NewLeaderHitRatioBefore), fmtRatio(r.NewLeaderHitRatioFirst1s), fmtRatio(r.NewLeaderHitRatioFirst5s),
 		fmtSecs(r.HitRatioRecoveryS), fmtRatio(r.NewLeaderLevel), fmtSecs(r.WarmUpS), r.RecordedPerSec, r.HintBytesPerSec,
 		r.AppliedPerSec, r.SteadyCPU, r.CPUPerOpUs)

@@ -133,6 +133,8 @@ type RunReport struct {
 	Join      *JoinReport   `json:"join,omitempty"`
 	ReadHints *ReadHintsRun `json:"read_hints,omitempty"`
 	Move      *MoveReport   `json:"move,omitempty"`
+	// Capacity is a paced run's closed-loop throughput before and after its event (Scenario.Probe).
+	Capacity *Capacity `json:"capacity,omitempty"`
 	// Decisions are the autopilot's decisions proposed during the measured workload, at their time
 	// from its start: what the simulator's calibration compares its own with.
 	Decisions []report.Decision `json:"decisions,omitempty"`
@@ -343,6 +345,7 @@ func resolve(sc Scenario, opts Options) (Scenario, error) {
 			sc.Offsets[i] = time.Duration(float64(sc.Offsets[i]) * f)
 		}
 		sc.Warmup = time.Duration(float64(sc.Warmup) * f)
+		sc.Probe = time.Duration(float64(sc.Probe) * f)
 		if sc.Surge != nil {
 			s := *sc.Surge
 			s.LearnFor = time.Duration(float64(s.LearnFor) * f)
@@ -657,11 +660,15 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 			p.HitRatio = &ratio
 		}
 		rr.Series = append(rr.Series, p)
-		if (sc.Pace > 0 || r.opts.Rate > 0) && s == max(int(sc.Warmup/time.Second), 1) {
+		paced := sc.Pace > 0 || r.opts.Rate > 0
+		if paced && s == max(int(sc.Warmup/time.Second), 1) {
 			if *r.offered == 0 {
 				*r.offered = paceRate(sc, r.opts, rr.Series)
 			}
 			pace.setRate(*r.offered)
+		}
+		if paced && sc.Probe > 0 && s == int(sc.Probe/time.Second) {
+			pace.setRate(0) // the capacity probe: closed loop to the end
 		}
 		r.progress("%s", benchutil.Bar(float64(s)/float64(secs), fmt.Sprintf("%2ds/%ds %6d ops/s p99 %.1fms", s, secs, p.Ops, p.P99Ms)))
 	}
@@ -719,7 +726,8 @@ func (r *run) score(ctx context.Context, rr *RunReport, e *env) {
 	case ScoreMove:
 		rr.Task, rr.Move = taskWindow(rr, e.perSec, warmup), scoreMove(ctx, rr, e)
 	case ScoreJoin:
-		rr.Join = joinReport(rr, e, warmup)
+		rr.Join = joinReport(rr, e, warmup, r.sc.Probe.Seconds())
+		rr.Capacity = capacityOf(rr.Series, warmup, r.sc.Probe.Seconds())
 	case ScoreReadHints:
 		rr.ReadHints = analyzeReadHints(*rr, warmup, r.sc.Toggle)
 	}
@@ -771,6 +779,10 @@ func (r *run) print(rr *RunReport) {
 		fmt.Fprintf(w, "%s: join %.1fs, first range served after %.1fs, full leader share after %.0fs, worst %ds bin %+.1f%% of %.0f ops/s "+
 			"(noise %+.1f%%), %d windows over p99 %.1fms, excess %.0fms, after/before %.2f\n", r.label, j.JoinS, j.FirstServedS,
 			j.FullShareS, report.DipBinS, 100*j.WorstDip, j.PreJoinThroughput, 100*j.DipNoise, j.ViolatingWindows, j.SLOThresholdMs, j.ExcessMs, j.PostJoinRatio)
+	}
+	if c := rr.Capacity; c != nil {
+		fmt.Fprintf(w, "%s: capacity (closed loop) %.0f ops/s over %.0f-%.0fs, %.0f ops/s over %.0f-%.0fs: after/before %.2f\n", r.label,
+			c.BeforeOps, c.BeforeFromS, c.BeforeToS, c.AfterOps, c.AfterFromS, c.AfterToS, c.Ratio)
 	}
 	if h := rr.ReadHints; h != nil {
 		printReadHints(w, r.label, h)

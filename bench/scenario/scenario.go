@@ -43,6 +43,10 @@ type Scenario struct {
 	// closed loop reached over its second half (pace.go): the first run measures it, every run of
 	// the report offers that rate. 0: closed loop throughout.
 	Pace float64
+	// Probe, with Pace, returns the threads to a closed loop from this offset to the end: a probe of
+	// the cluster's capacity after the paced measurement, to set against the warm-up's (a join's
+	// added capacity, which a paced load cannot show). 0: paced to the end.
+	Probe time.Duration
 
 	// Policy is the autopilot policy the scenario is about: switched on for one run and off for
 	// another, or on for every variant; a scenario about no policy has variants. Pin sets other policies for every run (e.g. rebalance off,
