@@ -20,7 +20,7 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	       [task=KIND:pending|running[:light][:in=BYTES][:age=D]]... [done=KIND@AGO]... [led-before=2,3]
 //	       [cache=64MiB/4KiB]
 //	range 2 [a,m) voters=1,2,3 [learners=4] [leader=1] [bytes=10MiB] [reads=2000] [replica-reads=300] [writes=500] [system] [fenced]
-//	        [latency=990@2ms,10@40ms] [hist=50x100,0.5x20000] [hits=90/100] [scanblocks=300]
+//	        [latency=990@2ms,10@40ms] [hist=50x100,0.5x20000] [hits=90/100] [scanblocks=300] [scanrows=5000]
 //	        [stream=3000] [stream-keys=c*40,d*10]
 //	lead-zone [[a,m)] ZONE
 //
@@ -33,9 +33,9 @@ var TextEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // start or end is open. A range's leader defaults to its first voter. cache= is a node's block cache
 // and block size; hist= a range's block-access histogram (RATExBLOCKS: BLOCKS blocks read RATE times
 // a second each), hits= its measured point reads served from the cache, scanblocks= the blocks its
-// scans read a second (usage.go); stream= the stream events its leader's tasks applied a second and
-// stream-keys= a sample of their keys, KEY*COUNT (stream.go). lead-zone asks that the ranges
-// of the span (without one: every range) be led in ZONE.
+// scans read a second and scanrows= the rows they returned a second (usage.go); stream= the stream
+// events its leader's tasks applied a second and stream-keys= a sample of their keys, KEY*COUNT
+// (stream.go). lead-zone asks that the ranges of the span (without one: every range) be led in ZONE.
 func ParseCluster(text string) (*Cluster, error) {
 	p := &textParser{now: TextEpoch}
 	for lineNo, line := range strings.Split(text, "\n") {
@@ -262,7 +262,7 @@ func (p *textParser) rangeItem(f []string) error {
 			if err := parseStream(r, k, v); err != nil {
 				return err
 			}
-		case "hist", "hits", "scanblocks":
+		case "hist", "hits", "scanblocks", "scanrows":
 			if err := parseAccess(r, k, v); err != nil {
 				return err
 			}

@@ -95,6 +95,12 @@ func parseAccess(r *Range, k, v string) error {
 			return fmt.Errorf("scanblocks: %v", err)
 		}
 		a.ScanBlocksQPS = x
+	case "scanrows":
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("scanrows: %v", err)
+		}
+		a.ScanRowsQPS = x
 	}
 	return nil
 }

@@ -16,6 +16,10 @@ import (
 // NameNodeProfiles is the node_profiles policy's switch.
 const NameNodeProfiles = "node_profiles"
 
+// DefaultRowBytes is the bytes of a scanned row a scan's cost counts by default: 1 KiB, YCSB's
+// ten 100-byte fields and a key.
+const DefaultRowBytes = 1 << 10
+
 // NodeProfilesConfig configures node_profiles.
 type NodeProfilesConfig struct {
 	// SampleEvery is how often each range's request mix is sampled into its smoothed mix. Default
@@ -39,6 +43,16 @@ type NodeProfilesConfig struct {
 	// GrowThreshold is Alg. 1's SubOptimalNodesThreshold: with more than this share of the nodes
 	// overloaded, nodes are asked for at once. Default 0.5 (the thesis's).
 	GrowThreshold float64
+	// RowBytes is the bytes of a row as a scan's cost counts them (rows × RowBytes): the heartbeats
+	// carry the rows scans return, not their bytes. Default DefaultRowBytes.
+	RowBytes float64
+	// Settle is how long a node restarted for a profile change must be back (live, with the profile,
+	// its compaction done) before the mixes are sampled and the plan made again: the leaderships it
+	// shed return in that time, and the samples before it would show them elsewhere. Default 10 s.
+	Settle time.Duration
+	// MaxAway bounds the wait for such a node: after it the policy samples and plans without it.
+	// Default 5 min (the supervisor's bound on the compaction after a block size change).
+	MaxAway time.Duration
 }
 
 func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
@@ -68,6 +82,15 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 	}
 	if c.GrowThreshold <= 0 {
 		c.GrowThreshold = 0.5
+	}
+	if c.RowBytes <= 0 {
+		c.RowBytes = DefaultRowBytes
+	}
+	if c.Settle <= 0 {
+		c.Settle = 10 * time.Second
+	}
+	if c.MaxAway <= 0 {
+		c.MaxAway = 5 * time.Minute
 	}
 	return c
 }
@@ -107,6 +130,9 @@ type NodeProfiles struct {
 	leadOn   map[uint64]uint64            // range → node planned to lead it
 	profile  map[uint64]profileplan.Class // node → planned profile
 	asked    map[uint64]asked             // node → the profile last asked for, and when
+	// away are the nodes restarting for a profile this policy asked for, from the ask until they
+	// have been back for Settle: no sample and no plan meanwhile (see hold).
+	away map[uint64]*away
 
 	resizer profileplan.Resizer
 	advice  string // the last cluster-size advice noted
@@ -123,10 +149,16 @@ type asked struct {
 	at      time.Time
 }
 
+type away struct {
+	profile  profileplan.Class
+	at, back time.Time // asked; back (zero: not yet)
+}
+
 // NewNodeProfiles returns the node_profiles policy.
 func NewNodeProfiles(cfg NodeProfilesConfig) *NodeProfiles {
 	cfg = cfg.withDefaults()
 	return &NodeProfiles{cfg: cfg, smooth: map[uint64]*profileplan.Smoother{}, asked: map[uint64]asked{}, switching: map[uint64]switching{},
+		away:    map[uint64]*away{},
 		resizer: profileplan.Resizer{Threshold: cfg.GrowThreshold}}
 }
 
@@ -150,15 +182,6 @@ func profileOf(n *model.Node) profileplan.Class {
 
 // Propose implements Policy.
 func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
-	if p.lastSample.IsZero() || c.Now.Sub(p.lastSample) >= p.cfg.SampleEvery {
-		p.sample(c)
-		p.replan(c)
-	}
-	if p.plan == nil {
-		return nil
-	}
-	v := newView(c, pending)
-	defer v.release()
 	restarting := map[uint64]bool{}
 	moves := 0
 	for _, op := range pending {
@@ -171,12 +194,27 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 			moves++
 		}
 	}
+	hold := p.hold(c, restarting)
+	if !hold && (p.lastSample.IsZero() || c.Now.Sub(p.lastSample) >= p.cfg.SampleEvery) {
+		p.sample(c)
+		p.replan(c)
+	}
+	if p.plan == nil {
+		return nil
+	}
+	v := newView(c, pending)
+	defer v.release()
 	var ops []*operator.Operator
-	if len(restarting) == 0 {
+	if !hold {
 		if op := p.reprofile(c, v); op != nil {
 			ops = append(ops, op)
 			v.add(op)
 			restarting[op.Steps[0].(operator.SetProfile).Node] = true
+		}
+	}
+	for id, a := range p.away {
+		if a.back.IsZero() {
+			restarting[id] = true
 		}
 	}
 	for _, op := range p.place(c, v, restarting, p.cfg.MaxMoves-moves) {
@@ -184,6 +222,41 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 		v.add(op)
 	}
 	return ops
+}
+
+// hold reports whether a node is restarting for a profile this policy asked for, or came back from
+// it less than Settle ago (restarting: the nodes a pending SetProfile operator names). Meanwhile the
+// policy neither samples nor plans nor restarts another node: the restarted node has shed its
+// leaderships, may be compacting its store for a new block size, and takes them back only then, so
+// the mixes and the active nodes it would see are the restart's, not the workload's — planning on
+// them moved leaderships that the restart was about to bring back, and asked for more restarts.
+// A node is back when it is live and active with the profile and no heavy task; a change that
+// failed (its operator ended, the profile did not change) or took longer than MaxAway ends the wait.
+func (p *NodeProfiles) hold(c *model.Cluster, restarting map[uint64]bool) bool {
+	for _, id := range slices.Sorted(maps.Keys(p.away)) {
+		a := p.away[id]
+		n := c.Node(id)
+		switch {
+		case n == nil || n.Decommissioned:
+			delete(p.away, id)
+		case !a.back.IsZero():
+			if c.Now.Sub(a.back) >= p.cfg.Settle {
+				delete(p.away, id)
+				p.notes = append(p.notes, Note{What: fmt.Sprintf("n%d", id), Status: "back",
+					Why: fmt.Sprintf("n%d back with profile %s %s after it was asked, settled for %s: sampling and planning again",
+						id, a.profile, a.back.Sub(a.at).Round(time.Second), c.Now.Sub(a.back).Round(time.Second))})
+			}
+		case profileOf(n) == a.profile && n.Active() && !n.Busy():
+			a.back = c.Now
+		case c.Now.Sub(a.at) >= p.cfg.MaxAway:
+			delete(p.away, id)
+			p.notes = append(p.notes, Note{What: fmt.Sprintf("n%d", id), Status: "not back",
+				Why: fmt.Sprintf("n%d not back with %s after %s: planning without waiting", id, a.profile, p.cfg.MaxAway)})
+		case profileOf(n) != a.profile && !restarting[id]:
+			delete(p.away, id) // its operator ended without the profile: refused or failed
+		}
+	}
+	return len(p.away) > 0 || len(restarting) > 0
 }
 
 // sample adds each user range's mix now to its smoothed mix and forgets ranges that are gone.
@@ -196,7 +269,7 @@ func (p *NodeProfiles) sample(c *model.Cluster) {
 			s = &profileplan.Smoother{Alpha: p.cfg.Alpha, MinSeen: p.cfg.Samples}
 			p.smooth[r.ID] = s
 		}
-		s.Observe(costMix(c, r))
+		s.Observe(p.costMix(r))
 		seen[r.ID] = true
 	}
 	for id := range p.smooth {
@@ -207,17 +280,14 @@ func (p *NodeProfiles) sample(c *model.Cluster) {
 	}
 }
 
-// costMix is r's mix with the blocks its scans read (its leader's access statistics), in blocks of
-// profileplan.RefBlockBytes: the leader's block size scales them, so that a range's cost does not
-// change when its leader's profile changes the block size.
-func costMix(c *model.Cluster, r *model.Range) profileplan.Mix {
+// costMix is r's mix with the bytes of the rows its scans return: the rows its leader's access
+// statistics count, times RowBytes. Not the blocks the scans load: those depend on the leader's
+// block size, so a range's cost would rise when its leader turned to the scan profile's 128 KiB
+// blocks, and the plan that gave it that profile would change with it.
+func (p *NodeProfiles) costMix(r *model.Range) profileplan.Mix {
 	m := operator.MixOf(r)
-	if r.Access == nil {
-		return m
-	}
-	m.ScanBlocks = r.Access.ScanBlocksQPS
-	if n := c.Node(r.Leader); n != nil && n.BlockBytes > 0 {
-		m.ScanBlocks *= float64(n.BlockBytes) / profileplan.RefBlockBytes
+	if r.Access != nil {
+		m.ScanBytes = r.Access.ScanRowsQPS * p.cfg.RowBytes
 	}
 	return m
 }
@@ -401,6 +471,7 @@ func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) *operator.Operator {
 		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, From: n.ID,
 			Before: fraction(before, total), Delta: fraction(p.gain(c, n.ID, want), total)}
 		p.asked[n.ID] = asked{profile: want, at: c.Now}
+		p.away[n.ID] = &away{profile: want, at: c.Now}
 		return op
 	}
 	return nil

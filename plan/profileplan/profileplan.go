@@ -33,24 +33,30 @@ const (
 // Classes lists the classes a range can have, in a fixed order.
 var Classes = []Class{Read, Write, ReadWrite, Scan}
 
-// Mix is a range's requests per second by kind; Scans are also counted in Reads. ScanBlocks is
-// what its scans read per second, in blocks of RefBlockBytes (0: not measured).
+// Mix is a range's requests per second by kind; Scans are also counted in Reads. ScanBytes are the
+// bytes of the rows its scans return per second — rows times the bytes of a row (0: not measured).
+// It is what the workload asks of the range, not what the engine loads to answer it: the blocks a
+// scan loads depend on the data block size of the leader's profile (a scan of a few rows loads a
+// whole 128 KiB block with the scan profile, a 32 KiB one with the read profile), and a cost that
+// moved with the profile would move the plan that set the profile.
 type Mix struct {
 	Reads, Writes, Scans float64
-	ScanBlocks           float64
+	ScanBytes            float64
 }
 
-// RefBlockBytes is the block a cost counts in: the read profile's data block.
+// RefBlockBytes is the unit a scan's bytes are counted in: the read profile's data block, about
+// what one point read from disk loads.
 const RefBlockBytes = 32 << 10
 
 // Total is the range's requests per second.
 func (m Mix) Total() float64 { return m.Reads + m.Writes }
 
 // Cost is the range's load as the groups and LPT weigh it: a point read or a write is one unit, a
-// scan the blocks it reads (at least one). Counting requests alone, a scan of a hundred rows would
-// weigh as much as a point read, and the scan group would get too few nodes.
+// scan the bytes of its rows in RefBlockBytes units (at least one). Counting requests alone, a scan
+// of a hundred rows would weigh as much as a point read, and the scan group would get too few
+// nodes. The cost depends on the workload only, never on the profile of the node serving it.
 func (m Mix) Cost() float64 {
-	return m.Reads - m.Scans + m.Writes + max(m.Scans, m.ScanBlocks)
+	return m.Reads - m.Scans + m.Writes + max(m.Scans, m.ScanBytes/RefBlockBytes)
 }
 
 // Threshold is the share above which a kind of request decides the class (the thesis's 60 %).
@@ -92,7 +98,7 @@ func (s *Smoother) Observe(m Mix) {
 		s.mix = m
 	} else {
 		s.mix = Mix{Reads: a*m.Reads + (1-a)*s.mix.Reads, Writes: a*m.Writes + (1-a)*s.mix.Writes,
-			Scans: a*m.Scans + (1-a)*s.mix.Scans, ScanBlocks: a*m.ScanBlocks + (1-a)*s.mix.ScanBlocks}
+			Scans: a*m.Scans + (1-a)*s.mix.Scans, ScanBytes: a*m.ScanBytes + (1-a)*s.mix.ScanBytes}
 	}
 	s.seen++
 }

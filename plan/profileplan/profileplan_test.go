@@ -176,9 +176,10 @@ func TestMakeIsStable(t *testing.T) {
 	}
 }
 
-// A scan weighs the blocks it reads: by requests the scan range is a sixth of the load and gets one
-// node of five; by the blocks its scans read, half, and its group grows.
-func TestMakeWeighsScansByBlocks(t *testing.T) {
+// A scan weighs the bytes of the rows it returns: by requests the scan range is a sixth of the load
+// and gets one node of five; by its rows' bytes (100 scans a second of 333 KiB each, about 330 rows
+// of 1 KiB: 1 040 units of 32 KiB, ten point reads a scan), half, and its group grows.
+func TestMakeWeighsScansByRowBytes(t *testing.T) {
 	rs := []Range{
 		{ID: 1, Mix: Mix{Reads: 500, Writes: 20}},
 		{ID: 2, Mix: Mix{Reads: 500, Writes: 20}},
@@ -199,12 +200,12 @@ func TestMakeWeighsScansByBlocks(t *testing.T) {
 	if g := groups(); g[Scan] != 1 || g[Read] != 4 {
 		t.Fatalf("scans unmeasured: groups %v, want read 4, scan 1", g)
 	}
-	rs[2].Mix.ScanBlocks, rs[3].Mix.ScanBlocks = 1040, 1040
+	rs[2].Mix.ScanBytes, rs[3].Mix.ScanBytes = 1040*RefBlockBytes, 1040*RefBlockBytes
 	if m := rs[2].Mix; m.Cost() != 1040 || m.Total() != 100 || Classify(m) != Scan {
 		t.Fatalf("mix %+v: cost %g, requests %g, class %s", m, m.Cost(), m.Total(), Classify(m))
 	}
 	if g := groups(); g[Scan] != 3 || g[Read] != 2 {
-		t.Fatalf("scans by blocks: groups %v, want read 2, scan 3", g)
+		t.Fatalf("scans by their rows' bytes: groups %v, want read 2, scan 3", g)
 	}
 }
 

@@ -1,0 +1,194 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/autopilot/model"
+	"github.com/shoaldb/shoal/autopilot/operator"
+	"github.com/shoaldb/shoal/plan/profileplan"
+)
+
+// profilesCluster is the eight ranges of testdata/node_profiles at now (seconds) with extra node
+// attributes (node id → "profile=scan cache=8MiB/128KiB") and r5's scan statistics.
+func profilesCluster(t *testing.T, now int, nodes map[int]string, r5Access string) *model.Cluster {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "now %ds\n", now)
+	for id := 1; id <= 5; id++ {
+		fmt.Fprintf(&b, "node %d %s\n", id, nodes[id])
+	}
+	b.WriteString(`range 1 [,) voters=1,2,3 system
+range 2 [a,b) voters=1,2,3 reads=900 writes=50
+range 3 [b,c) voters=2,3,4 reads=800 writes=100
+range 4 [c,d) voters=3,4,5 reads=50 writes=700
+range 6 [e,f) voters=5,1,2 reads=300 writes=300
+range 7 [f,g) voters=1,3,5 reads=600 writes=50
+range 8 [g,h) voters=2,4,1 reads=100 writes=500
+range 9 [h,i) voters=3,5,2 reads=200 scans=190 writes=5 scanrows=18240 scanblocks=760
+`)
+	fmt.Fprintf(&b, "range 5 [d,e) voters=4,5,1 reads=300 scans=290 writes=10 %s\n", r5Access)
+	c, err := model.ParseCluster(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// planOf is a plan as node → profile and ranges, for comparing plans.
+func planOf(p *profileplan.Plan) string {
+	var parts []string
+	for _, a := range p.Assignments {
+		parts = append(parts, fmt.Sprintf("n%d %s %v", a.Node, a.Profile, a.Ranges))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func notesOf(p *NodeProfiles, status string) []Note {
+	var out []Note
+	for _, n := range p.TakeNotes() {
+		if n.Status == status {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// A scan's cost is its rows times their bytes, so the plan made after the scan range's leader turned
+// to the scan profile is the plan that turned it. The blocks its scans load do change: 80 rows of
+// 1 KiB a scan load about 112 KiB with 32 KiB blocks (3.5 blocks) but 208 KiB with 128 KiB blocks
+// (1.6 blocks, 6.5 in 32 KiB units). A cost by loaded bytes, as the policy had, weighed r5 1 035
+// before and 1 905 after: the groups changed (read one node, write two) and the plan that gave n4
+// the scan profile was replaced because of it (this test fails with that cost).
+func TestNodeProfilesPlanHoldsAcrossItsOwnProfileChange(t *testing.T) {
+	const scans, rows = 290, 80 // r5's scans a second and rows a scan
+	access := func(blockKiB float64) string {
+		loaded := (rows + blockKiB) / blockKiB // blocks a scan loads: its rows, and on average one block more
+		return fmt.Sprintf("scanrows=%d scanblocks=%g", scans*rows, scans*loaded)
+	}
+	plan := func(nodes map[int]string, r5 string) (*NodeProfiles, *profileplan.Plan) {
+		p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+		for s := 0; s <= 20; s += 10 {
+			p.Propose(profilesCluster(t, s, nodes, r5), nil)
+		}
+		if p.plan == nil {
+			t.Fatal("no plan after three samples")
+		}
+		return p, p.plan
+	}
+	small := map[int]string{}
+	for id := 1; id <= 5; id++ {
+		small[id] = "cache=8MiB/32KiB"
+	}
+	p, before := plan(small, access(32))
+	var scanNode uint64
+	for _, a := range before.Assignments {
+		if a.Profile == profileplan.Scan {
+			scanNode = a.Node
+		}
+	}
+	if scanNode != 4 || p.leadOn[5] != 4 {
+		t.Fatalf("plan %s: want r5 led by n4 with the scan profile", planOf(before))
+	}
+	cost := p.smooth[5].Mix().Cost()
+	if want := float64(scans*rows) * 1024 / profileplan.RefBlockBytes; cost != max(want, scans)+20 {
+		t.Fatalf("r5's cost %g, want its rows' bytes in 32 KiB units (%g), its point reads and writes", cost, want)
+	}
+
+	// n4 runs the scan profile: 128 KiB blocks, and r5's scans load other blocks.
+	changed := map[int]string{}
+	for id, s := range small {
+		changed[id] = s
+	}
+	changed[4] = "profile=scan cache=8MiB/128KiB"
+	q, after := plan(changed, access(128))
+	if got := q.smooth[5].Mix().Cost(); got != cost {
+		t.Fatalf("r5's cost %g after n4 turned to scan, %g before", got, cost)
+	}
+	if planOf(after) != planOf(before) {
+		t.Fatalf("plan changed with n4's profile:\nbefore %s\nafter  %s", planOf(before), planOf(after))
+	}
+	if after.Reprofiled != before.Reprofiled-1 {
+		t.Fatalf("after n4's change %d nodes to reprofile, before %d", after.Reprofiled, before.Reprofiled)
+	}
+}
+
+// While the node it restarts for a profile is away — not live, then compacting its store — the
+// policy neither samples nor plans nor restarts another node; it carries on once the node has been
+// back for Settle, with the plan it had (the same nodes and classes: no new plan).
+func TestNodeProfilesNoReplanWhileRestartedNodeAway(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	none := map[int]string{}
+	r5 := "scanrows=27840"
+	var ops []*operator.Operator
+	for s := 0; s <= 20; s += 10 {
+		ops = p.Propose(profilesCluster(t, s, none, r5), nil)
+	}
+	if len(notesOf(p, "planned")) != 1 || len(ops) != 1 || ops[0].Kind != operator.KindSetProfile {
+		t.Fatalf("round 3: %v, want a plan and one profile change", ops)
+	}
+	sp := ops[0].Steps[0].(operator.SetProfile)
+	plan, sampled := p.plan, p.lastSample
+	pending := ops
+
+	at := func(s int, state string, pending []*operator.Operator) []*operator.Operator {
+		nodes := map[int]string{int(sp.Node): state}
+		return p.Propose(profilesCluster(t, s, nodes, r5), pending)
+	}
+	for _, step := range []struct {
+		s       int
+		state   string
+		pending []*operator.Operator
+		what    string
+	}{
+		{30, "down", pending, "restarting (not live)"},
+		{40, "down", pending, "still restarting"},
+		{50, "profile=" + sp.Profile + " task=compaction:running", nil, "back with the profile, compacting"},
+		{60, "profile=" + sp.Profile, nil, "back, done: settling"},
+	} {
+		got := at(step.s, step.state, step.pending)
+		for _, op := range got {
+			if op.Kind == operator.KindSetProfile {
+				t.Fatalf("%ds, n%d %s: %s", step.s, sp.Node, step.what, op)
+			}
+		}
+		if n := notesOf(p, "planned"); len(n) > 0 || p.plan != plan || p.lastSample != sampled {
+			t.Fatalf("%ds, n%d %s: planned or sampled (%v)", step.s, sp.Node, step.what, n)
+		}
+	}
+	// Settled: sampling again, the same plan, the next node's profile change.
+	got := at(70, "profile="+sp.Profile, nil)
+	notes := p.TakeNotes()
+	if !slices.ContainsFunc(notes, func(n Note) bool { return n.Status == "back" }) ||
+		slices.ContainsFunc(notes, func(n Note) bool { return n.Status == "planned" }) {
+		t.Fatalf("70s: notes %v, want n%d back and no new plan", notes, sp.Node)
+	}
+	if p.plan != plan || p.lastSample == sampled {
+		t.Fatal("70s: want a sample and the plan of 20s")
+	}
+	if len(got) == 0 || got[0].Kind != operator.KindSetProfile || got[0].Steps[0].(operator.SetProfile).Node == sp.Node {
+		t.Fatalf("70s: %v, want the next node's profile change", got)
+	}
+}
+
+// A profile change that ends without the profile (refused: no supervisor; or failed) ends the wait
+// at once: the policy samples and goes on with another node.
+func TestNodeProfilesRefusedChangeEndsTheHold(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	none := map[int]string{}
+	var ops []*operator.Operator
+	for s := 0; s <= 20; s += 10 {
+		ops = p.Propose(profilesCluster(t, s, none, "scanrows=27840"), nil)
+	}
+	if len(ops) != 1 || ops[0].Kind != operator.KindSetProfile {
+		t.Fatalf("round 3: %v, want one profile change", ops)
+	}
+	first := ops[0].Steps[0].(operator.SetProfile).Node
+	ops = p.Propose(profilesCluster(t, 30, none, "scanrows=27840"), nil) // its operator is gone, the profile unchanged
+	if p.away[first] != nil || len(ops) == 0 || ops[0].Kind != operator.KindSetProfile || ops[0].Steps[0].(operator.SetProfile).Node == first {
+		t.Fatalf("30s: %v: want n%d's wait ended and another node's profile change", ops, first)
+	}
+}
