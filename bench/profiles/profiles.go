@@ -432,7 +432,10 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 }
 
 // converge waits until node_profiles has changed at least one profile and then proposed nothing new
-// for 20 s with no operator of its running (at most Converge), and counts its operators.
+// for 20 s with no operator of its running and no node restarting (at most Converge), and counts
+// its operators. A SetProfile operator ends when the node runs the profile; its compaction and the
+// return of its leaderships follow, and the policy waits for them (and 10 s more) before it asks
+// for the next change.
 func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
 	deadline := time.Now().Add(e.o.Converge)
 	var last int
@@ -456,7 +459,7 @@ func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
 					setDone++
 				}
 			}
-			if n := opCount(count); n != last || running > 0 {
+			if n := opCount(count); n != last || running > 0 || e.restarting() {
 				last, quietSince = n, time.Now()
 			}
 			if setDone > 0 && running == 0 && time.Since(quietSince) > 20*time.Second {
@@ -468,6 +471,11 @@ func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
 		}
 	}
 	return false, maps.Clone(count)
+}
+
+// restarting reports whether a node's profile change is under way.
+func (e *experiment) restarting() bool {
+	return slices.ContainsFunc(e.sups, (*supervisor.Supervisor).Restarting)
 }
 
 func opCount(count map[string]int) int {
@@ -562,9 +570,9 @@ func (e *experiment) balanceLeaders(ctx context.Context) error {
 	for _, n := range ns {
 		for _, rl := range n.GetStats().GetRanges() {
 			if rl.Leader {
-				// The range's cost as node_profiles weighs it: a scan the blocks it reads.
+				// The range's cost as node_profiles weighs it: a scan the bytes of its rows.
 				qps[rl.RangeId] = profileplan.Mix{Reads: rl.ReadQps, Writes: rl.WriteQps, Scans: rl.ScanQps,
-					ScanBlocks: rl.ScanBlocksQps * float64(n.GetStats().GetBlockBytes()) / profileplan.RefBlockBytes}.Cost()
+					ScanBytes: rl.ScanRowsQps * policy.DefaultRowBytes}.Cost()
 			}
 		}
 	}

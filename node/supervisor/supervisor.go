@@ -258,6 +258,10 @@ func (s *Supervisor) LastError() string {
 	return ""
 }
 
+// Restarting reports whether a profile change Reprofile started is still under way (shedding,
+// reopening, compacting or taking its leaderships back).
+func (s *Supervisor) Restarting() bool { return s.pending.Load() }
+
 // Reprofile starts a change of the node's profile in the background (node.Config.Reprofile, what
 // the SetProfile RPC calls); it refuses while another change is under way.
 func (s *Supervisor) Reprofile(profile string) error {
