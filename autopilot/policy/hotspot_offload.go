@@ -48,8 +48,9 @@ func (c HotspotOffloadConfig) withDefaults() HotspotOffloadConfig {
 
 // HotspotOffload relieves a node in skewed overload (Bekas, chapters 3 and 5; plan/hotspot): its
 // utilization (the busier of CPU and disk) at least 80 % and 1.3× the cluster's mean, for Sustain
-// rounds, while it serves at least 1.3× the mean node's requests (a node busy with other work —
-// compactions, the autopilot's own reads — is no hot spot a leadership could relieve). Each hot spot is an episode: the ranges the node led with load when it was detected, its
+// rounds, while it serves at least 1.3× the mean node's user requests (a node busy with other
+// work — compactions, the meta range's lookups and the autopilot's own reads of it — is no hot
+// spot a leadership could relieve). Each hot spot is an episode: the ranges the node led with load when it was detected, its
 // penalty P = Σ max(0, p99 − SLO) over 500 ms of the cluster's requests while it lasts, and its end
 // when those ranges' load falls below half of what it was (or, when it was left alone, when the
 // node is no longer hot). The first Explore episodes are measured
@@ -177,14 +178,12 @@ func (p *HotspotOffload) Propose(c *model.Cluster, pending []*operator.Operator)
 		}
 	}
 	hot := p.det.Observe(util)
-	meanQPS, active := 0.0, 0
-	for _, n := range c.Nodes {
-		if n.Active() {
-			meanQPS += n.QPS
-			active++
-		}
+	served := userLoad(c)
+	meanQPS := 0.0
+	for id := range util {
+		meanQPS += served[id]
 	}
-	meanQPS /= float64(max(active, 1))
+	meanQPS /= float64(max(len(util), 1))
 	p99 := clusterP99(c)
 	p.measure(c, p99)
 	v := newView(c, pending)
@@ -196,8 +195,8 @@ func (p *HotspotOffload) Propose(c *model.Cluster, pending []*operator.Operator)
 			if p.moved(c, id) {
 				continue // the hot spot of another episode, moved here by its offload: not a new one
 			}
-			if n := c.Node(id); n == nil || n.QPS < hotspot.MinSkew*meanQPS {
-				continue // busy, but not with the requests it serves: no leadership would relieve it
+			if served[id] == 0 || served[id] < hotspot.MinSkew*meanQPS {
+				continue // busy, but not with the user requests it serves: no leadership would relieve it
 			}
 			e = p.begin(c, id)
 		}
@@ -426,6 +425,20 @@ func (p *HotspotOffload) offload(c *model.Cluster, v *view, util map[uint64]floa
 		}
 	}
 	return nil
+}
+
+// userLoad is each node's requests per second at the user ranges it leads. The system ranges'
+// load (the meta range's lookups, the autopilot's own reads of it every round) is left out: it is
+// no hot spot, and offload never moves a system range, so a node busy with it would start an
+// episode that nothing relieves and that would count the cluster's latency as its penalty.
+func userLoad(c *model.Cluster) map[uint64]float64 {
+	out := map[uint64]float64{}
+	for _, r := range c.Ranges {
+		if !r.System && r.Leader != 0 {
+			out[r.Leader] += r.QPS()
+		}
+	}
+	return out
 }
 
 // clusterP99 is the p99 of the requests every range's leader reported in its last heartbeat.
