@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
@@ -163,12 +165,17 @@ func (x *experiment) place(ctx context.Context) error {
 	return benchutil.WaitFor(ctx, 3*time.Minute, func() bool {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		rs, err := x.cl.UserRanges(ctx)
+		rs, err := x.cl.Ranges(ctx)
 		if err != nil {
 			return false
 		}
 		ok := true
 		for _, r := range rs {
+			// The meta range stays on the node the experiment leaves out of its arms.
+			if r.GetDesc().GetRangeId() == 1 && r.GetLeaderNodeId() != x.metaNode {
+				ok = false
+				_ = x.cl.TransferLeader(ctx, 1, x.metaNode)
+			}
 			for i, id := range x.ids {
 				if r.GetDesc().GetRangeId() != id || r.GetLeaderNodeId() == x.leader[i] {
 					continue
@@ -214,6 +221,12 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	if err := x.place(ctx); err != nil {
 		return a, fmt.Errorf("restore the placement: %w", err)
 	}
+	// Every node's utilization is sampled from the rest before the hot spot on: the rest's rows
+	// show which nodes stand busy without it.
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	sampled := make(chan []busyRow, 1)
+	go func() { sampled <- x.sampleBusy(sctx) }()
 	if err := stopper.SleepContext(ctx, x.o.Gap); err != nil {
 		return a, err
 	}
@@ -222,9 +235,6 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	}
 	before := x.deviceStats()
 	start := time.Now()
-	sctx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan [][]float64, 1)
-	go func() { sampled <- x.sampleBusy(sctx) }()
 	x.w.setHot(true)
 	err := stopper.SleepContext(ctx, d)
 	x.w.setHot(false)
@@ -232,7 +242,7 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 		err = stopper.SleepContext(ctx, x.o.Tail)
 	}
 	stopSampling()
-	a.NodeBusy = <-sampled
+	a.RestBusy, a.NodeBusy = splitBusy(<-sampled, start)
 	if err != nil {
 		return a, err
 	}
@@ -257,8 +267,29 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	return a, nil
 }
 
+// nodeNamed finds the node a hotspot_offload decision is about: the first "nN" of a note's
+// operator ("hot spot on nN …") or of an operator's reason ("nN at 95% busy …"; its operator names
+// the target).
+var nodeNamed = regexp.MustCompile(`\bn(\d+)\b`)
+
+// decisionNode is the node a decision is about (0 if it names none).
+func decisionNode(e client.Decision, op bool) uint64 {
+	s := e.Operator
+	if op {
+		s = e.Reason
+	}
+	m := nodeNamed.FindStringSubmatch(s)
+	if m == nil {
+		return 0
+	}
+	id, _ := strconv.ParseUint(m[1], 10, 64)
+	return id
+}
+
 // readDecisions fills the arm's detection time, operators and log lines from hotspot_offload's
 // decisions between from and to (the episode's closing note comes a few rounds after its end).
+// Detection and operators are the hot node's: a decision about another node (a false alarm, or the
+// node the offload moved load to) is logged and counted apart.
 func (x *experiment) readDecisions(ctx context.Context, a *Arm, from, to time.Time) error {
 	if err := stopper.SleepContext(ctx, to.Sub(time.Now())); err != nil {
 		return err
@@ -272,21 +303,57 @@ func (x *experiment) readDecisions(ctx context.Context, a *Arm, from, to time.Ti
 		if err != nil || e.Policy != policy.NameHotspot || at.Before(from) || at.After(to) {
 			continue
 		}
-		if a.DetectedS < 0 {
-			a.DetectedS = at.Sub(from).Seconds()
-		}
-		if e.Status != policy.StatusAbstained && e.Status != policy.StatusMeasured {
-			a.Operators++
+		op := e.Status != policy.StatusAbstained && e.Status != policy.StatusMeasured
+		if decisionNode(e, op) != x.hotNode {
+			if op {
+				a.OtherOperators++
+			}
+		} else {
+			if a.DetectedS < 0 {
+				a.DetectedS = at.Sub(from).Seconds()
+			}
+			if op {
+				a.Operators++
+			}
 		}
 		a.Decisions = append(a.Decisions, fmt.Sprintf("+%.1fs %s %s [%s]: %s", at.Sub(from).Seconds(), e.Operator, "", e.Status, e.Reason))
 	}
 	return nil
 }
 
+// busyRow is every node's utilization at one time (n1 first).
+type busyRow struct {
+	at time.Time
+	u  []float64
+}
+
+// splitBusy is the mean utilization of each node over the rows before start, and the rows from
+// start on.
+func splitBusy(rows []busyRow, start time.Time) (rest []float64, from [][]float64) {
+	n := 0
+	for _, r := range rows {
+		if !r.at.Before(start) {
+			from = append(from, r.u)
+			continue
+		}
+		if rest == nil {
+			rest = make([]float64, len(r.u))
+		}
+		for i, u := range r.u {
+			rest[i] += u
+		}
+		n++
+	}
+	for i := range rest {
+		rest[i] = math.Round(100*rest[i]/float64(n)) / 100
+	}
+	return rest, from
+}
+
 // sampleBusy reads every node's reported utilization (the busier of CPU and disk, as the policy
 // sees it) each second until ctx ends: one row per second, one column per node id.
-func (x *experiment) sampleBusy(ctx context.Context) [][]float64 {
-	var rows [][]float64
+func (x *experiment) sampleBusy(ctx context.Context) []busyRow {
+	var rows []busyRow
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -310,7 +377,7 @@ func (x *experiment) sampleBusy(ctx context.Context) [][]float64 {
 				row[id-1] = math.Round(100*min(u, 1)) / 100
 			}
 		}
-		rows = append(rows, row)
+		rows = append(rows, busyRow{at: time.Now(), u: row})
 	}
 }
 

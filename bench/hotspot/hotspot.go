@@ -99,11 +99,15 @@ type Arm struct {
 	Errors      int64     `json:"errors"`
 	// DetectedS is when the policy first noted or offloaded the hot spot, from its start (−1: never).
 	DetectedS float64 `json:"detected_s"`
-	// Operators are the offload's operators in the arm; Decisions the policy's log lines.
-	Operators int      `json:"operators"`
-	Decisions []string `json:"decisions"`
-	// NodeBusy is each node's utilization as its heartbeats reported it, a row a second from the
-	// hot spot's start (node n1 first).
+	// DetectedS and Operators are the hot node's: OtherOperators are the policy's operators for
+	// other nodes in the arm (a false alarm, or load the offload moved). Decisions are all the
+	// policy's log lines.
+	Operators      int      `json:"operators"`
+	OtherOperators int      `json:"other_operators"`
+	Decisions      []string `json:"decisions"`
+	// RestBusy is each node's mean utilization, as its heartbeats reported it, over the rest
+	// before the hot spot; NodeBusy a row a second from the hot spot's start (node n1 first).
+	RestBusy []float64   `json:"rest_busy"`
 	NodeBusy [][]float64 `json:"node_busy"`
 	// NodeReadOps and NodeWriteOps are each node's emulated-disk operations per second over the
 	// hot spot and its tail (n1 first).
@@ -126,12 +130,16 @@ type Result struct {
 
 // Report is the experiment's result.
 type Report struct {
-	Options     Options   `json:"options"`
-	SteadyP99Ms float64   `json:"steady_p99_ms"`
-	SLOMs       float64   `json:"slo_ms"` // the penalty's: --slo, or twice the p99 at rest if higher
-	Results     []Result  `json:"results"`
-	Correct     int       `json:"correct"`
-	LoadAvg     []float64 `json:"load_avg_start_end"`
+	Options     Options `json:"options"`
+	SteadyP99Ms float64 `json:"steady_p99_ms"`
+	SLOMs       float64 `json:"slo_ms"` // the penalty's: --slo, or twice the p99 at rest if higher
+	// HotNode leads the hot prefix; MetaNode leads the meta range (and runs the autopilot): it is
+	// kept out of every arm, neither hot nor leading a user range.
+	HotNode  uint64    `json:"hot_node"`
+	MetaNode uint64    `json:"meta_node"`
+	Results  []Result  `json:"results"`
+	Correct  int       `json:"correct"`
+	LoadAvg  []float64 `json:"load_avg_start_end"`
 }
 
 // Run starts the cluster, loads it and runs every hot spot: each duration off then on, then each
@@ -166,6 +174,7 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 		return rep, err
 	}
 	rep.SteadyP99Ms = x.w.p99Since(time.Now().Add(-o.Gap))
+	rep.HotNode, rep.MetaNode = x.hotNode, x.metaNode
 	// The SLO is at least twice the p99 at rest: on a shared machine the rest's own tail would
 	// otherwise count as penalty.
 	x.slo = max(o.SLO, time.Duration(2*rep.SteadyP99Ms*float64(time.Millisecond)))
