@@ -13,8 +13,9 @@ import (
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
-// TestStreamAlignSplitsWhereTheEventsAre: with stream_align on (its threshold lowered to 50 events/s
-// for 1 s: the test runs on loaded machines under -race), the count job's range, whose events are on
+// TestStreamAlignSplitsWhereTheEventsAre: with stream_align on (its floor lowered to 50 events/s for
+// 1 s, any latency taken for a backlog and no node deemed saturated: the test runs on loaded machines
+// under -race, and judges where the split goes, not when; testdata/stream_align judges when), the count job's range, whose events are on
 // keys k00–k59 at the start of its span, is split by the autopilot at the median of the events' keys —
 // not in the span's middle — while the producer runs; every acknowledged event's effect is applied exactly once across the split, and the new
 // range's events are applied by the task at its leader (no remote state access).
@@ -23,7 +24,8 @@ var splitKeyOf = regexp.MustCompile(`split at "([^"]*)"`)
 
 func TestStreamAlignSplitsWhereTheEventsAre(t *testing.T) {
 	opts := testcluster.Options{Nodes: 3}
-	opts.Node.Autopilot.Policies.StreamAlign = policy.StreamAlignConfig{EventsThreshold: 50, HotFor: time.Second, MinSamples: 64}
+	opts.Node.Autopilot.Policies.StreamAlign = policy.StreamAlignConfig{MinEvents: 50, BacklogLatency: time.Nanosecond,
+		Saturated: 2, HotFor: time.Second, MinSamples: 64}
 	c, cl, ctx := streamClusterWith(t, opts)
 	if err := cl.SetPolicy(ctx, policy.NameStreamAlign, true); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -63,14 +64,20 @@ type Config struct {
 	// JoinAt, when set, adds a node this far into the measured window: incremental_join moves
 	// replicas and leaderships to it (and rebalance evens out the rest) in every arm.
 	JoinAt time.Duration
-	// AlignEvents is stream_align's threshold in the controller arm, events/s per range (0: the
-	// policy's default).
-	AlignEvents float64
-	// AlignFor is how long a range must stay over AlignEvents before the controller splits it (0:
-	// the policy's default).
+	// AlignEvents, AlignLatency and AlignSaturated are stream_align's floor (events/s per range), its
+	// backlog latency (a range's p90) and the utilization at which it deems a node saturated, in the
+	// controller arm (0: the policy's defaults; AlignSaturated above 1: no node is ever saturated).
+	AlignEvents    float64
+	AlignLatency   time.Duration
+	AlignSaturated float64
+	// AlignFor is how long a range must stay hot before the controller splits it (0: the policy's
+	// default).
 	AlignFor time.Duration
-	Dir      string
-	Log      func(format string, args ...any)
+	// CPUProfile, when set, is where a CPU profile of the measured window is written (the nodes,
+	// their tasks and the producers all run in this process).
+	CPUProfile string
+	Dir        string
+	Log        func(format string, args ...any)
 }
 
 func (c Config) withDefaults() Config {
@@ -123,8 +130,13 @@ type Result struct {
 	NewNodeLeads           int     `json:"new_node_leads,omitempty"`
 	// RangesAtEnd are the segment span's ranges at the end (more than Ranges: the controller split).
 	RangesAtEnd int `json:"ranges_at_end"`
-	// Splits are the stream_align splits the autopilot made during the run.
-	Splits int `json:"controller_splits"`
+	// Splits are the stream_align splits the autopilot made during the run; Abstentions its notes
+	// of a backlogged range it did not split because no node had spare capacity.
+	Splits      int `json:"controller_splits"`
+	Abstentions int `json:"controller_abstentions"`
+	// CPUUtil is the process's CPU time over the measured window, a share of all the machine's cores
+	// (the nodes, their tasks and the producers share the process).
+	CPUUtil float64 `json:"cpu_util"`
 	// With JoinAt, seconds from the join (1-s bins; 0: never otherwise, -1: not back by the end of
 	// the window): until every later bin's state accesses were all local (JoinLocalS) and no later
 	// event was answered RETRY (JoinRoutedS); JoinAlignedS is the later of the two — from then on
@@ -160,7 +172,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		dir = d
 	}
 	spec := benchutil.NodeSpec{}
-	spec.Config.Autopilot.Policies.StreamAlign = policy.StreamAlignConfig{EventsThreshold: cfg.AlignEvents, HotFor: cfg.AlignFor}
+	spec.Config.Autopilot.Policies.StreamAlign = policy.StreamAlignConfig{MinEvents: cfg.AlignEvents,
+		BacklogLatency: cfg.AlignLatency, Saturated: cfg.AlignSaturated, HotFor: cfg.AlignFor}
 	c, err := benchutil.StartCluster(ctx, dir, cfg.Nodes, spec)
 	if err != nil {
 		return Result{}, err
@@ -228,8 +241,12 @@ func finish(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.Cl
 		return err
 	}
 	for _, d := range ds {
-		if d.Policy == policy.NameStreamAlign && d.Status == decisions.StatusSucceeded {
+		switch {
+		case d.Policy != policy.NameStreamAlign:
+		case d.Status == decisions.StatusSucceeded:
 			r.Splits++
+		case d.Status == policy.StatusAbstains:
+			r.Abstentions++
 		}
 	}
 	return nil
@@ -356,6 +373,11 @@ func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.C
 	case <-ctx.Done():
 	}
 	before := stateAccesses(c)
+	stopProfile, err := startProfile(cfg.CPUProfile)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	cpu0 := processCPU()
 	w.measuring.Store(true)
 	start := time.Now()
 	smp := newSampler(cfg, c, cl, &w, start, before)
@@ -374,6 +396,8 @@ func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.C
 	}
 	w.measuring.Store(false)
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
+	stopProfile()
 	after := stateAccesses(c)
 	load, _ := os.ReadFile("/proc/loadavg")
 	stopSampler()
@@ -385,6 +409,7 @@ func measure(ctx context.Context, cfg Config, c *benchutil.Cluster, cl *client.C
 	}
 	r := result(cfg, &w, elapsed, before, after, string(load))
 	r.Timeline = smp.bins
+	r.CPUUtil = cpu.Seconds() / elapsed.Seconds() / float64(runtime.NumCPU())
 	if !j.at.IsZero() {
 		r.EventsPerSecBeforeJoin = float64(j.events) / j.at.Sub(start).Seconds()
 		r.EventsPerSecAfterJoin = float64(r.Events-j.events) / (elapsed - j.at.Sub(start)).Seconds()

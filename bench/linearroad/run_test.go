@@ -23,7 +23,7 @@ func TestRunMechanics(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, err := Run(ctx, Config{Arm: arm, Vehicles: 600, Segments: 12, Warmup: time.Second, Duration: 8 * time.Second,
-			JoinAt: time.Second, AlignEvents: 100, AlignFor: time.Second, Senders: 4, Dir: t.TempDir(), Log: t.Logf})
+			JoinAt: time.Second, AlignEvents: 100, AlignFor: time.Second, AlignLatency: time.Microsecond, AlignSaturated: 2, Senders: 4, Dir: t.TempDir(), Log: t.Logf})
 		if err != nil {
 			t.Fatal(name, err)
 		}

@@ -14,8 +14,9 @@ import (
 )
 
 var linearRoadFlags struct {
-	cfg  linearroad.Config
-	arms string
+	cfg        linearroad.Config
+	arms       string
+	cpuProfile string
 }
 
 var benchLinearRoadCmd = &cobra.Command{
@@ -31,7 +32,9 @@ joins during the measured window):
   placed      to the node that led its segment's range when first looked up, never migrated: aligned
               until a leadership moves, remote after
   controller  to the range's current leader (tasks follow every move), with the stream_align policy
-              on: a range over --align-events events/s is split at the median of its events' keys
+              on: a range of at least --align-events events/s whose requests' p90 is over
+              --align-latency is split at the median of its events' keys while a node is below
+              --align-saturated utilization (all in-process nodes report the process's CPU)
   aligned     the controller's routing without the policy
 Reports per arm events per second, toll notifications' p50/p99 (a batch's round trip), the share of
 state accesses served locally, one-second bins of the measured window, the exactly-once checker's
@@ -54,6 +57,9 @@ until alignment was back. Prints JSON, and a summary against the goals on stderr
 			for i, a := range arms {
 				cfg := linearRoadFlags.cfg
 				cfg.Arm, cfg.Dir = a, filepath.Join(dir, fmt.Sprintf("run%d", i))
+				if p := linearRoadFlags.cpuProfile; p != "" {
+					cfg.CPUProfile = p + "." + a.Name
+				}
 				cfg.Log = func(f string, args ...any) {
 					fmt.Fprintf(os.Stderr, "%s linear-road %s: %s\n", time.Now().Format(time.TimeOnly), a.Name, fmt.Sprintf(f, args...))
 				}
@@ -86,6 +92,9 @@ func init() {
 	f.DurationVar(&c.Warmup, "warmup", 5*time.Second, "unmeasured start of each run")
 	f.DurationVar(&c.Duration, "duration", 30*time.Second, "measured window of each run")
 	f.DurationVar(&c.JoinAt, "join-at", 0, "add a node this far into the measured window (0: none)")
-	f.Float64Var(&c.AlignEvents, "align-events", 0, "stream_align's threshold in the controller arm, events/s per range (0: its default, 2000)")
+	f.Float64Var(&c.AlignEvents, "align-events", 0, "stream_align's floor in the controller arm, events/s per range (0: its default, 500)")
+	f.DurationVar(&c.AlignLatency, "align-latency", 0, "stream_align's backlog latency, a range's p90, in the controller arm (0: its default, 20ms)")
+	f.Float64Var(&c.AlignSaturated, "align-saturated", 0, "utilization at which stream_align deems a node saturated, in the controller arm (0: its default, 0.85; above 1: never)")
+	f.StringVar(&linearRoadFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of each arm's measured window to this file, suffixed with the arm's name")
 	benchCmd.AddCommand(benchLinearRoadCmd)
 }
