@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/client"
 )
 
 // TestShortRun runs the experiment at a small scale (one 4-s hot spot): every arm covers the hot
@@ -43,5 +45,38 @@ func TestShortRun(t *testing.T) {
 	}
 	if r.Correct != (r.Pays == r.Chose) {
 		t.Errorf("correct %v with pays %v and chose %v", r.Correct, r.Pays, r.Chose)
+	}
+}
+
+// A decision is attributed to the node it is about: a note's hot node (its operator), an
+// operator's source (its reason), not the operator's target.
+func TestDecisionNode(t *testing.T) {
+	for _, c := range []struct {
+		d    client.Decision
+		op   bool
+		want uint64
+	}{
+		{client.Decision{Operator: "hot spot on n3 left alone", Reason: "exploring (1 of 4)"}, false, 3},
+		{client.Decision{Operator: "hot spot on n12 over", Reason: "lasted 3.0s"}, false, 12},
+		{client.Decision{Operator: "transfer-leader r7: transfer-leader n2", Reason: "n4 at 100% busy (cluster mean 50%)"}, true, 4},
+		{client.Decision{Operator: "split r2", Reason: "no node"}, true, 0},
+	} {
+		if got := decisionNode(c.d, c.op); got != c.want {
+			t.Errorf("%+v: n%d, want n%d", c.d, got, c.want)
+		}
+	}
+}
+
+// The rows sampled before the hot spot are averaged per node; the rest are kept as they came.
+func TestSplitBusy(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	rows := []busyRow{{t0, []float64{1, 0.2}}, {t0.Add(time.Second), []float64{0.5, 0.4}},
+		{t0.Add(2 * time.Second), []float64{0.9, 0.1}}}
+	rest, from := splitBusy(rows, t0.Add(1500*time.Millisecond))
+	if len(rest) != 2 || rest[0] != 0.75 || rest[1] != 0.3 {
+		t.Errorf("rest %v, want [0.75 0.3]", rest)
+	}
+	if len(from) != 1 || from[0][0] != 0.9 {
+		t.Errorf("from %v, want [[0.9 0.1]]", from)
 	}
 }
