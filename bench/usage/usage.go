@@ -170,7 +170,7 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 	e.idle = idle.Usage
 	e.report(idle)
 	rep.Probes = append(rep.Probes, idle)
-	cacheRecords := float64(o.CacheBytes) / float64(o.ValueBytes+32)
+	cacheRecords := float64(blockRoom(o.CacheBytes)) / float64(o.ValueBytes+32)
 	for _, h := range o.Hits {
 		span := int(math.Min(float64(o.Records), math.Max(cacheRecords/h, 1)))
 		if h >= 1 {
@@ -258,7 +258,7 @@ func start(ctx context.Context, dir string, o Options) (*env, error) {
 	// for every block of a 64-MiB range.
 	cfg.Access = accessstats.Config{Window: 10 * time.Second, SampleEvery: 4, MaxKeys: 1024, MaxSlots: 1 << 15}
 	dev := o.Device
-	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20,
+	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: memTableBytes,
 		Device: &dev, Config: cfg})
 	if err != nil {
 		return nil, err
@@ -428,6 +428,15 @@ func sumHeard(polls []heard) heardSum {
 	}
 	return s
 }
+
+// memTableBytes is the nodes' memtable size: small, since Pebble charges the memtables to the
+// block cache (blockRoom).
+const memTableBytes = 1 << 20
+
+// blockRoom is the part of a node's cache of cacheBytes that holds blocks: Pebble reserves two
+// memtables in it (storage.Stats.BlockCacheCapacity). The read probes size their key spans for
+// their hit ratios by it.
+func blockRoom(cacheBytes int64) int64 { return max(cacheBytes-2*memTableBytes, cacheBytes/4) }
 
 // nodeLoad is a node's load as its heartbeat reports it (the point reads and scanned blocks of the
 // ranges it leads, the writes of every replica), its leaders' merged block-access histogram and its
