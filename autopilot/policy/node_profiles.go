@@ -98,9 +98,10 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 // NodeProfiles gives groups of nodes engine profiles that suit the ranges they lead (Cruz's MeT,
 // thesis chapter 3; plan/profileplan): every SampleEvery it samples each user range's request mix
 // into an exponentially smoothed one and classifies the range read, write, read/write or scan; when
-// the classes (or the active nodes) change it plans again: nodes per class in proportion to the
-// class's share of the load, each class's ranges spread over its nodes by LPT with a count cap,
-// matched to the current layout with the fewest moves. It then proposes, a round at a time:
+// the classes (or the nodes: all but dead or leaving ones) change it plans again: nodes per class
+// in proportion to the class's share of the load, each class's ranges spread over its nodes by LPT
+// with a count cap, matched to the current layout with the fewest moves. It then proposes, a round
+// at a time:
 //
 //   - a SetProfile operator for one node whose profile differs from the plan's (one node at a time
 //     in the cluster: the node restarts in process, masked by shedding its leaderships and warming
@@ -109,8 +110,8 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 //     range's leader on its planned node, once that node runs its planned profile, at most MaxMoves
 //     in flight.
 //
-// The plan holds until a class or the set of active nodes changes, so a steady workload converges
-// and then proposes nothing. Followers stay where they are: the leader serves the range's requests.
+// The plan holds until a class or the set of nodes changes, so a steady workload converges and
+// then proposes nothing; it is neither sampled nor made again while a node it restarts is away. Followers stay where they are: the leader serves the range's requests.
 // Alg. 1's cluster sizing is advice only (a note in the decision log: how many nodes MeT would add
 // or remove); nodes are never started or stopped here.
 type NodeProfiles struct {
@@ -313,20 +314,20 @@ func (p *NodeProfiles) classOf(id uint64, now profileplan.Class) profileplan.Cla
 	return had
 }
 
-// replan makes a new plan when the ranges' classes or the active nodes changed since the last one.
+// replan makes a new plan when the ranges' classes or the nodes (inPlan) changed since the last one.
 func (p *NodeProfiles) replan(c *model.Cluster) {
 	var ranges []profileplan.Range
 	classes := map[uint64]profileplan.Class{}
 	for _, r := range c.UserRanges() {
 		if s := p.smooth[r.ID]; s != nil && s.Ready() && s.Mix().Total() >= p.cfg.MinQPS {
 			classes[r.ID] = p.classOf(r.ID, profileplan.Classify(s.Mix()))
-			ranges = append(ranges, profileplan.Range{ID: r.ID, Mix: s.Mix(), Class: classes[r.ID]})
+			ranges = append(ranges, profileplan.Range{ID: r.ID, Mix: s.Mix(), Class: classes[r.ID], Voters: r.Voters()})
 		}
 	}
 	var nodes []profileplan.Node
 	var ids []string
 	for _, n := range c.Nodes {
-		if !n.Active() {
+		if !inPlan(c, n) {
 			continue
 		}
 		pn := profileplan.Node{ID: n.ID, Profile: profileOf(n)}
@@ -364,6 +365,15 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 		}
 	}
 	p.notes = append(p.notes, Note{What: "plan", Status: "planned", Why: describePlan(plan, reprofiled)})
+}
+
+// inPlan reports whether the plan counts node n: every node but a dead or leaving one. A node that
+// missed a few heartbeats (a disk-bound node's heartbeats run late) or is shedding its leaderships
+// for a restart is still one of the cluster's nodes: planning without it, and again with it a few
+// seconds later, gave it and then took from it a group's ranges. Leaderships go only to active
+// nodes (place), whatever the plan.
+func inPlan(c *model.Cluster, n *model.Node) bool {
+	return !n.Decommissioning && !n.Decommissioned && !n.Dead(c.Now, 0)
 }
 
 // describePlan is a plan in words: class shares, groups, each node's profile and load, and its

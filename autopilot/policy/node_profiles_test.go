@@ -192,3 +192,25 @@ func TestNodeProfilesRefusedChangeEndsTheHold(t *testing.T) {
 		t.Fatalf("30s: %v: want n%d's wait ended and another node's profile change", ops, first)
 	}
 }
+
+// A node that misses heartbeats for a few seconds (a disk-bound node's run late) stays in the plan;
+// a dead one leaves it, and the policy plans again without it.
+func TestNodeProfilesPlanKeepsASilentNode(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	r5 := "scanrows=27840"
+	for s := 0; s <= 20; s += 10 {
+		p.Propose(profilesCluster(t, s, nil, r5), nil) // its profile changes are not kept: refused
+	}
+	if n := notesOf(p, "planned"); len(n) != 1 {
+		t.Fatalf("20s: %d plans, want 1", len(n))
+	}
+	p.Propose(profilesCluster(t, 30, map[int]string{5: "down"}, r5), nil)
+	if n := notesOf(p, "planned"); len(n) != 0 {
+		t.Fatalf("30s, n5 silent for 5 s: planned again: %v", n)
+	}
+	p.Propose(profilesCluster(t, 40, map[int]string{5: "dead"}, r5), nil)
+	n := notesOf(p, "planned")
+	if len(n) != 1 || strings.Contains(n[0].Why, "n5 ") {
+		t.Fatalf("40s, n5 dead: plans %v, want one without n5", n)
+	}
+}

@@ -12,7 +12,8 @@
 //     from its peers' read hints as every restarted node does, and serves;
 //  4. when the profile's block size differs, it compacts its store, so that every table is written
 //     with it (Pebble applies a block size to the tables it writes; the thesis runs a major
-//     compaction after each reconfiguration) — as a follower, its leaderships still elsewhere;
+//     compaction after each reconfiguration) — as a follower, its leaderships still elsewhere, and
+//     reported as a heavy manual_compaction task, so that no policy hands it one meanwhile;
 //  5. it takes back the leaderships it shed, but the meta range's: the autopilot runs on its
 //     leader, and taking it back would move the autopilot (and its policies' memory) once more.
 //
@@ -35,6 +36,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/shoaldb/shoal/bgtask"
 	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -318,7 +320,12 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	if inc.n.Config().Storage.BlockBytes != oldBlock {
 		cstart := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, CompactTimeout)
-		if err := inc.n.Engine().CompactAll(cctx); err != nil {
+		// A heavy task in the node's heartbeats while it compacts: no policy gives it a leadership,
+		// and node_profiles waits for it before it samples, plans or restarts another node.
+		task := inc.n.Background().Begin(bgtask.KindManualCompaction, "profile "+profile+": rewrite with its block size", 0)
+		err := inc.n.Engine().CompactAll(cctx)
+		task.End()
+		if err != nil {
 			s.log.Warn("compaction after a profile change", "node", id, "err", err) // the new tables get the block size anyway
 		}
 		cancel()

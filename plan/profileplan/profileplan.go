@@ -115,13 +115,20 @@ func (s *Smoother) Ready() bool {
 	return s.seen >= n
 }
 
-// Range is one range as the plan sees it: its id and smoothed mix, and its class when the caller
-// decided it (with hysteresis); "" classifies the mix.
+// Range is one range as the plan sees it: its id and smoothed mix, its class when the caller
+// decided it (with hysteresis; "" classifies the mix), and the nodes holding a voting replica of it
+// (nil: unknown).
 type Range struct {
-	ID    uint64
-	Mix   Mix
-	Class Class
+	ID     uint64
+	Mix    Mix
+	Class  Class
+	Voters []uint64
 }
+
+// VoterSlack is how much a range may raise its group's highest load when it goes to a node of the
+// group that holds a voter of it rather than to the node LPT chose, which holds none: a leadership
+// transfer instead of a replica move, whose snapshot loads both nodes' disks.
+const VoterSlack = 0.1
 
 // Node is one node: its id, its current profile and the ranges it serves now.
 type Node struct {
@@ -254,6 +261,8 @@ func LPT(ranges []Range, nodes int, max int) ([][]uint64, []float64) {
 // Make plans the layout of ranges over nodes: classify, group, assign (LPT per group), and match the
 // result to the current layout (Alg. 3: each current node, in order of the most ranges it would keep,
 // takes the target set of its own profile, else of any profile, that overlaps its ranges most).
+// Last, a range planned on a node that holds no voter of it goes to a node of the same profile that
+// holds one, if its group stays within VoterSlack of its highest load (preferVoters).
 func Make(ranges []Range, nodes []Node) (Plan, error) {
 	if len(nodes) == 0 {
 		return Plan{}, fmt.Errorf("profileplan: no nodes")
@@ -297,7 +306,7 @@ func Make(ranges []Range, nodes []Node) (Plan, error) {
 			target = append(target, Assignment{Profile: c, Ranges: sets[i], Load: loads[i]})
 		}
 	}
-	p.Assignments = match(nodes, target)
+	p.Assignments = preferVoters(match(nodes, target), ranges)
 	holder := map[uint64]uint64{}
 	for _, n := range nodes {
 		for _, r := range n.Ranges {
@@ -319,6 +328,45 @@ func Make(ranges []Range, nodes []Node) (Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// preferVoters moves each range whose planned node holds no voter of it to the least loaded node of
+// the same profile that holds one, when that raises the group's highest load by at most VoterSlack.
+func preferVoters(as []Assignment, ranges []Range) []Assignment {
+	byID := map[uint64]Range{}
+	for _, r := range ranges {
+		byID[r.ID] = r
+	}
+	top := map[Class]float64{}
+	for _, a := range as {
+		top[a.Profile] = max(top[a.Profile], a.Load)
+	}
+	for i := range as {
+		for _, id := range slices.Clone(as[i].Ranges) {
+			r := byID[id]
+			if len(r.Voters) == 0 || slices.Contains(r.Voters, as[i].Node) {
+				continue
+			}
+			best := -1
+			for j := range as {
+				if j == i || as[j].Profile != as[i].Profile || !slices.Contains(r.Voters, as[j].Node) ||
+					as[j].Load+r.Mix.Cost() > top[as[i].Profile]*(1+VoterSlack) {
+					continue
+				}
+				if best < 0 || as[j].Load < as[best].Load {
+					best = j
+				}
+			}
+			if best < 0 {
+				continue
+			}
+			as[i].Ranges = slices.DeleteFunc(as[i].Ranges, func(x uint64) bool { return x == id })
+			as[i].Load -= r.Mix.Cost()
+			as[best].Ranges = append(as[best].Ranges, id)
+			as[best].Load += r.Mix.Cost()
+		}
+	}
+	return as
 }
 
 // match gives each node one target set (Alg. 3). Nodes pick in turn, the one that would keep the

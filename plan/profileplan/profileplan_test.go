@@ -209,6 +209,40 @@ func TestMakeWeighsScansByRowBytes(t *testing.T) {
 	}
 }
 
+// A range planned on a node without a voter of it goes to a node of its group that holds one, when
+// the group's highest load rises by at most VoterSlack; never to a node of another profile.
+func TestMakePrefersNodesHoldingAVoter(t *testing.T) {
+	read := func(id uint64, q float64, voters ...uint64) Range {
+		return Range{ID: id, Mix: Mix{Reads: q}, Voters: voters}
+	}
+	rs := []Range{
+		read(1, 100, 1, 2, 3), read(2, 100, 1, 2, 3),
+		read(3, 10, 2, 3), // LPT puts it beside r1, on n1, which holds no voter of it
+		read(4, 10, 3),    // only the write node holds a voter
+		{ID: 5, Mix: Mix{Writes: 100}, Voters: []uint64{1, 2, 3}},
+	}
+	nodes := []Node{{ID: 1, Profile: Read, Ranges: []uint64{1}}, {ID: 2, Profile: Read, Ranges: []uint64{2}},
+		{ID: 3, Profile: Write, Ranges: []uint64{5}}}
+	p, err := Make(rs, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[uint64]uint64{}
+	load := map[uint64]float64{}
+	for _, a := range p.Assignments {
+		for _, r := range a.Ranges {
+			on[r] = a.Node
+		}
+		load[a.Node] = a.Load
+	}
+	if on[1] != 1 || on[2] != 2 || on[5] != 3 || on[3] != 2 || on[4] != 2 {
+		t.Fatalf("ranges on nodes %v: want r1 n1, r2 and r3 n2 (a voter of r3), r4 n2 (LPT's), r5 n3", on)
+	}
+	if load[2] > 110*(1+VoterSlack) || load[1] != 100 {
+		t.Fatalf("read loads %v: LPT's highest was 110", load)
+	}
+}
+
 // Alg. 1: nodes are added 1, 2, 4, 8 while the cluster stays overloaded, one removed at a time when
 // it is underloaded, and the step starts again at 1.
 func TestResizer(t *testing.T) {
