@@ -218,6 +218,13 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	if err := x.setMode(policy.ModeObserve); err != nil {
 		return a, err
 	}
+	// A hot spot past the disk's rate leaves a backlog of reads that drains for a while after it:
+	// the next arm starts once it has (its rest would otherwise carry this arm's latency).
+	drained := time.Now()
+	if err := benchutil.WaitFor(ctx, 3*time.Minute, func() bool { return x.w.backlog() <= restBacklog }); err != nil {
+		return a, fmt.Errorf("the previous hot spot's backlog (%d reads) to drain: %w", x.w.backlog(), err)
+	}
+	a.DrainS = math.Round(10*time.Since(drained).Seconds()) / 10
 	if err := x.place(ctx); err != nil {
 		return a, fmt.Errorf("restore the placement: %w", err)
 	}
@@ -285,6 +292,10 @@ func decisionNode(e client.Decision, op bool) uint64 {
 	id, _ := strconv.ParseUint(m[1], 10, 64)
 	return id
 }
+
+// restBacklog is the most reads in flight that count as rest: the workload at rest has a few
+// (about 150 reads/s of a few ms each).
+const restBacklog = 8
 
 // readDecisions fills the arm's detection time, operators and log lines from hotspot_offload's
 // decisions between from and to (the episode's closing note comes a few rounds after its end).

@@ -97,6 +97,9 @@ type Arm struct {
 	WindowP99Ms []float64 `json:"window_p99_ms"`
 	Reads       int64     `json:"reads"`
 	Errors      int64     `json:"errors"`
+	// DrainS is how long the arm waited, before its rest, for the previous hot spot's backlog of
+	// reads to drain.
+	DrainS float64 `json:"drain_s"`
 	// DetectedS is when the policy first noted or offloaded the hot spot, from its start (−1: never).
 	DetectedS float64 `json:"detected_s"`
 	// DetectedS and Operators are the hot node's: OtherOperators are the policy's operators for

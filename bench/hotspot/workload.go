@@ -18,13 +18,14 @@ const window = 500 * time.Millisecond
 
 // workload reads at a fixed rate per range (an open loop: a read is due at its scheduled time and
 // its latency counts from then, so a backlog shows), the hot prefix's ranges Factor times faster
-// while hot. It records each read's latency in the 500 ms window it completed in. Its goroutines are
-// its own: stop ends them.
+// while hot. It records each read's latency, failed or not, in the 500 ms window it completed in.
+// Its goroutines are its own: stop ends them.
 type workload struct {
 	o      Options
 	cl     *client.Client
 	hotSet []int
 	hot    atomic.Bool
+	busy   atomic.Int64 // reads taken by a worker and not yet answered
 	jobs   chan job
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -60,6 +61,9 @@ func (w *workload) stop() {
 }
 
 func (w *workload) setHot(on bool) { w.hot.Store(on) }
+
+// backlog is the reads due and not yet answered: queued, or taken by a worker.
+func (w *workload) backlog() int { return len(w.jobs) + int(w.busy.Load()) }
 
 // schedule issues each range's reads at its rate, every 5 ms.
 func (w *workload) schedule(ctx context.Context) {
@@ -101,9 +105,11 @@ func (w *workload) serve(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case j := <-w.jobs:
+			w.busy.Add(1)
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			_, _, err := w.cl.Get(rctx, j.key)
 			cancel()
+			w.busy.Add(-1)
 			if ctx.Err() != nil {
 				return
 			}
@@ -116,9 +122,14 @@ func (w *workload) record(at time.Time, lat time.Duration, failed bool) {
 	i := int64(at.Sub(w.t0) / window)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// A read that failed (a client timeout, 10 s) still waited: its wait counts toward the window's
+	// p99 as a slow answer would, or a backlog past the timeout would lower the penalty. One never
+	// issued (the queue full) has no wait to count.
 	if failed {
 		w.errs[i]++
-		return
+		if lat == 0 {
+			return
+		}
 	}
 	h := w.hists[i]
 	if h == nil {
