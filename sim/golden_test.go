@@ -58,12 +58,12 @@ func TestDecisionsUnchanged(t *testing.T) {
 
 var goldenHashes = map[string]string{
 	"compaction":   "cba454bb4a51b7d52d62161608c4db029d2d1693d379ca267fee0c8f4df0a0fd",
-	"decommission": "636dc7d3e36f83aebe8057df12624021417f7b1304fc7d40c622ce8278faa641",
+	"decommission": "d5a2d83537fafdf06e877b368062290b788c19ab99e19a389b8d88d825b74619",
 	"drain":        "adec6f2c49f30c878d703eef0febfaebb1bce7d9a2fa684dd6da4a96907b6139",
 	"hotspot":      "755c4c4c35ea39328a0c2cff8fcf2083e921d9b18a585de17fa506bd4e63eda6",
-	"join":         "5e2dfd3f2547b61cf205af8ce94aa1421a1ff5e802572ec776e1e4af9ce4f3c3",
+	"join":         "4b7b862a403c2b1a27a3690e25909210a12a3a594f029b241bef787d158954f3",
 	"merge":        "bb4708d8cb252f067aac6189ca9042852a2124ac9145141d9b9b01e863e528f9",
-	"node-kill":    "82833122842713c4207fd751e04019df131ac6ba5a56a8c4ee189703dfd366f5",
+	"node-kill":    "3956c7fc95eda91540ce719d10a2d67191c107d0d00458551ed4c8ba0463c83b",
 	"node-loss":    "07d4e9e76b0cfaf9cf38ed84f96fb3fb98bd1055f10282cdb32d28a3b4d4e654",
 	"read-hints":   "dc7564c44af98337b4d1805049cc0e0d7245fede24fc66afb864f575e5f681c4",
 	"rebalance":    "3a65dedefc71583ede232874c1a37f25c958d8942ba3335d877be02f8616dd1d",

@@ -142,19 +142,19 @@ var Calibrated = struct {
 }{
 	SnapshotSetup: 0, ConfChange: 900 * time.Millisecond, ElectionMin: 3 * time.Second, ElectionMax: 4 * time.Second,
 	NodeKillOps: 6168, JoinOps: 1705, DecommissionOps: 3118,
-	WriteIOs: 1, ScanShare: 0.45, StreamWriteBytes: 24 << 10,
+	WriteIOs: 1, ScanShare: 0.3, StreamWriteBytes: 24 << 10,
 	NodeKillThink: time.Millisecond, JoinThink: 0, DecommissionThink: 0,
 }
 
 // loopback is bench/scenario's machine for a scenario run for real: threads closed-loop clients
 // with think time think, every node on the 2-core machine and on an emulated disk of iops
 // operations per second, 64 MiB/s each way and latency per operation, with a block cache of
-// cacheMiB less the eighth Pebble reserves for memtables (bench/scenario memTableFor), and
+// cacheMiB less what Pebble reserves in it for memtables (blockRoom), and
 // snapshot streams read in operations of streamRead bytes (the readahead window, or a 4-KiB block).
 func loopback(threads int, think time.Duration, iops float64, latency time.Duration, cacheMiB, streamRead float64) func(*Params) {
 	return func(p *Params) {
 		p.Host = &Host{Threads: threads, Think: think, IOPS: iops, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20,
-			DiskLatency: latency, CacheBytes: cacheMiB * (1 << 20) * 7 / 8, BlockBytes: 4 << 10, RecordBytes: 300,
+			DiskLatency: latency, CacheBytes: blockRoom(cacheMiB), BlockBytes: 4 << 10, RecordBytes: 300,
 			WriteIOs: Calibrated.WriteIOs, StreamReadBytes: streamRead, StreamWriteBytes: Calibrated.StreamWriteBytes,
 			ScanShare:   Calibrated.ScanShare,
 			SharedCores: 2}
@@ -164,15 +164,21 @@ func loopback(threads int, think time.Duration, iops float64, latency time.Durat
 // ownMachines gives every node a machine of its own under an open loop (Host.open): its cores
 // (Params.Cores), a disk of iops operations per second, 64 MiB/s each way and latency per operation,
 // snapshot streams read in 128-KiB operations (readahead), and a block cache of cacheMiB less the
-// memtables' eighth.
+// memtables' reservation (blockRoom).
 func ownMachines(iops float64, latency time.Duration, cacheMiB float64) func(*Params) {
 	return func(p *Params) {
 		p.Host = &Host{IOPS: iops, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20, DiskLatency: latency,
-			CacheBytes: cacheMiB * (1 << 20) * 7 / 8, BlockBytes: 4 << 10, RecordBytes: 300,
+			CacheBytes: blockRoom(cacheMiB), BlockBytes: 4 << 10, RecordBytes: 300,
 			WriteIOs: Calibrated.WriteIOs, StreamReadBytes: 128 << 10, StreamWriteBytes: Calibrated.StreamWriteBytes,
 			ScanShare: Calibrated.ScanShare}
 	}
 }
+
+// blockRoom is the bytes a block cache of cacheMiB holds for blocks beside the memtables a real
+// node of that cache runs: bench/scenario gives them an eighth of the cache each, and Pebble
+// charges two to the cache — the one filling and the one flushing or kept for reuse
+// (storage.Stats.BlockCacheCapacity).
+func blockRoom(cacheMiB float64) float64 { return cacheMiB * (1 << 20) * 3 / 4 }
 
 // machineModel is the usage model (plan/usage) of a node of p's cores with a disk of iops: what
 // `shoal bench usage-train` would fit on it. A read that hits is CPU, a miss CPU and a disk
