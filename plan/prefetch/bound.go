@@ -54,7 +54,7 @@ func LowerBound(in *Instance, opt Options, need []bool) (float64, error) {
 		if len(mine) == 0 {
 			continue
 		}
-		p, err := nodeBound(in, items, by, mine, n)
+		p, err := nodeBound(in, items, by, mine, n, opt.BoundRows)
 		if err != nil {
 			return 0, fmt.Errorf("prefetch: lower bound on node %d: %w", n, err)
 		}
@@ -63,21 +63,24 @@ func LowerBound(in *Instance, opt Options, need []bool) (float64, error) {
 	return bound, nil
 }
 
-// maxRows caps a node's LP: gonum's simplex factorizes its dense basis at every step, so the cost grows
-// with the cube of the rows.
+// maxRows caps a node's LP by default (Options.BoundRows): gonum's simplex factorizes its dense basis
+// at every step, so the cost grows with the cube of the rows.
 const maxRows = 60
 
 // perturb is the scale of the perturbations of the right-hand sides, in units of the largest item.
 const perturb = 1e-9
 
-// nodeBound solves node n's LP over blocks of slots, the shortest blocks that keep it within maxRows
+// nodeBound solves node n's LP over blocks of slots, the shortest blocks that keep it within rows
 // (one slot each on small instances, where the bound is the slot LP itself). Over a block the LP asks
 // only that the bytes fetched average at most P and fit the block's total budget, and checks the cache
 // at the block's last slot: a relaxation of the slot LP, so still a lower bound.
-func nodeBound(in *Instance, items []Item, by, mine []int, n int) (float64, error) {
+func nodeBound(in *Instance, items []Item, by, mine []int, n, rows int) (float64, error) {
+	if rows <= 0 {
+		rows = maxRows
+	}
 	for k := 1; ; k++ {
 		l := buildLP(in, items, by, mine, n, k)
-		if len(l.b) <= maxRows || k >= in.Horizon {
+		if len(l.b) <= rows || k >= in.Horizon {
 			return l.solve(in, items, mine)
 		}
 	}

@@ -89,6 +89,14 @@ func newPlanning(in *Instance, runs []Run, items []Item, active []bool) *plannin
 
 // choosePrefetches is Algorithm 6.2: items by descending r_ℓ/size; each is prefetched at the candidate
 // start time with the lowest resulting peak if that beats reading it on demand.
+//
+// Beyond the chapter, a prefetch may go on past its item's first run start while its runs follow the
+// copy as it fills (node/jobs does), as long as each still has its own duration after the copy's
+// last byte before its deadline (Evaluate's model of a run reading a copy). It ends at the first run
+// when that is as low a peak: the later end is only taken where it lowers the node's peak, as for a
+// copy whose earliest start is a few slots before its run (a span read again right after its last
+// copy's runs, which the chapter's prefetch, or a read in the run's own slots, must take in half the
+// time the run's deadline leaves).
 func (p *planning) choosePrefetches() {
 	type cand struct {
 		item int
@@ -112,30 +120,64 @@ func (p *planning) choosePrefetches() {
 		n := it.Node
 		reads := p.readLoad(c.item)
 		remote := p.score(n, func(t int) float64 { return reads[t] })
-		best, bestAt := peakScore{ok: false}, -1
-		for _, t := range p.candidates(c.item) {
-			tr := p.prefetch(c.item, t)
-			if !p.cacheFits(tr) {
-				continue
-			}
-			s := p.score(n, func(u int) float64 {
-				if u >= t && u < it.First {
-					return tr.Rate
-				}
-				return 0
-			})
-			if s.ok && (!best.ok || s.less(best)) {
-				best, bestAt = s, t
-			}
-		}
-		if best.ok && (!remote.ok || best.less(remote)) {
-			p.addPrefetch(c.item, bestAt)
+		if best, ok := p.bestPrefetch(c.item); ok && (!remote.ok || best.score.less(remote)) {
+			p.prefetchOf[c.item] = p.add(best.tr)
 			continue
 		}
 		for t, v := range reads {
 			p.tentative[n][t] += v
 		}
 	}
+}
+
+// placement is a prefetch with its score.
+type placement struct {
+	tr    Transfer
+	score peakScore
+}
+
+// bestPrefetch is item i's prefetch with the lowest node peak over the candidate start times and the
+// ends from its first run to lastEnd: the earliest end among the lowest peaks,
+// then the flattest profile. ok is false if none fits the budgets.
+func (p *planning) bestPrefetch(i int) (placement, bool) {
+	it := p.items[i]
+	var best placement
+	for end := it.First; end <= p.lastEnd(i); end++ {
+		for _, t := range p.candidates(i) {
+			tr := p.prefetch(i, t, end)
+			if !p.cacheFits(tr) {
+				continue
+			}
+			s := p.score(it.Node, func(u int) float64 {
+				if u >= tr.Start && u < tr.End {
+					return tr.Rate
+				}
+				return 0
+			})
+			if !s.ok {
+				continue
+			}
+			switch {
+			case !best.score.ok, s.global < best.score.global*(1-eps)-eps:
+				best = placement{tr, s}
+			case tr.End == best.tr.End && s.less(best.score):
+				best = placement{tr, s}
+			}
+		}
+	}
+	return best, best.score.ok
+}
+
+// lastEnd is the latest slot item i's prefetch may end at: the earliest of its active runs' deadlines
+// less their durations.
+func (p *planning) lastEnd(i int) int {
+	last := p.in.Horizon
+	for _, r := range p.items[i].Runs {
+		if run := p.runs[r]; p.active[run.Job] {
+			last = min(last, run.Deadline-(run.End-run.Start))
+		}
+	}
+	return max(last, p.items[i].First)
 }
 
 // readLoad is the bandwidth item i's active runs take, by slot, reading from disk at their own speed.
@@ -153,8 +195,9 @@ func (p *planning) readLoad(i int) map[int]float64 {
 }
 
 // candidates are the start times Algorithm 6.2 tries for item i: the earliest slot it may start, and
-// every slot inside its window where a planned copy on its node is released (the only times cache
-// space frees up).
+// every slot inside its window where a planned copy on its node is released (cache space frees up)
+// or where the reads on demand planned so far drop (a prefetch starting right after a read is not
+// stacked on it).
 func (p *planning) candidates(i int) []int {
 	it := p.items[i]
 	ts := []int{it.Earliest}
@@ -165,23 +208,33 @@ func (p *planning) candidates(i int) []int {
 			}
 		}
 	}
+	reads := p.tentative[it.Node]
+	for t := it.Earliest + 1; t < min(it.First, p.in.Horizon); t++ {
+		if reads[t] < reads[t-1]-eps*max(1, reads[t-1]) {
+			ts = append(ts, t)
+		}
+	}
 	slices.Sort(ts)
 	ts = slices.Compact(ts)
 	return slices.DeleteFunc(ts, func(t int) bool { return t >= it.First })
 }
 
-// peakScore ranks a placement: first by the node's peak over the whole window, then by the peak over the
-// slots the placement touches. ok is false when the placement exceeds the node's bandwidth budget.
+// peakScore ranks a placement: first by the node's peak over the whole window, then by what it adds
+// to the sum of the squared rates over the window, i.e. by the flatter profile. (Ranking ties by the
+// peak over the placement's own slots preferred reading a span on demand on slots that were quiet so
+// far over a slow prefetch under a peak another read set: in the scan-jobs scenario two runs of one
+// span then read it on demand on top of each other, at twice the peak.) ok is false when the
+// placement exceeds the node's bandwidth budget.
 type peakScore struct {
-	global, local float64
-	ok            bool
+	global, energy float64
+	ok             bool
 }
 
 func (a peakScore) less(b peakScore) bool {
 	if math.Abs(a.global-b.global) > eps*max(1, b.global) {
 		return a.global < b.global
 	}
-	return a.local < b.local-eps*max(1, b.local)
+	return a.energy < b.energy-eps*max(1, b.energy)
 }
 
 // score is node n's peak with add on top of what is planned and tentatively read on demand.
@@ -192,7 +245,7 @@ func (p *planning) score(n int, add func(t int) float64) peakScore {
 		a := add(t)
 		s.global = max(s.global, base+a)
 		if a > 0 {
-			s.local = max(s.local, base+a)
+			s.energy += a * (2*base + a)
 			if base+a > p.in.budget(n, t)*(1+eps)+eps {
 				s.ok = false
 			}
@@ -238,16 +291,12 @@ func (p *planning) add(tr Transfer) int {
 	return len(p.transfers) - 1
 }
 
-// addPrefetch plans item i's prefetch at a constant rate from slot at to its first run, held (pinned)
-// until its last run is done.
-func (p *planning) addPrefetch(i, at int) {
-	p.prefetchOf[i] = p.add(p.prefetch(i, at))
-}
-
-func (p *planning) prefetch(i, at int) Transfer {
+// prefetch is item i's prefetch at a constant rate over the slots [at, end), held (pinned) until its
+// last run is done.
+func (p *planning) prefetch(i, at, end int) Transfer {
 	it := p.items[i]
 	return Transfer{Kind: Prefetch, Item: i, Span: p.in.Spans[it.Span].ID, Node: it.Node, Run: -1,
-		Start: at, End: it.First, Rate: it.Size / (float64(it.First-at) * p.in.seconds()), Until: it.Last}
+		Start: at, End: end, Rate: it.Size / (float64(end-at) * p.in.seconds()), Until: max(it.Last, end)}
 }
 
 // admitJobs is Algorithm 6.1's loop: each job in turn is admitted if all its runs fit.
@@ -297,11 +346,12 @@ func (p *planning) fitJob(j int) {
 	p.admitted[j], p.reason[j] = true, ""
 }
 
-// copyFor is the transfer whose copy serves run r: its item's prefetch, or an earlier run's read that
-// kept a copy and is done before r starts; -1 if none.
+// copyFor is the transfer whose copy serves run r: its item's prefetch if it ends early enough for
+// the run (one planned for the other jobs' runs may not, for a job given a second chance), or an
+// earlier run's read that kept a copy and is done before r starts; -1 if none.
 func (p *planning) copyFor(r int) int {
 	run := p.runs[r]
-	if tr := p.prefetchOf[run.Item]; tr >= 0 {
+	if tr := p.prefetchOf[run.Item]; tr >= 0 && p.transfers[tr].End <= run.Deadline-(run.End-run.Start) {
 		return tr
 	}
 	if tr := p.copyOf[run.Item]; tr >= 0 && p.transfers[tr].End <= run.Start {

@@ -80,7 +80,7 @@ type Item struct {
 	Span     int
 	Node     int
 	Size     float64
-	First    int // the first run's start: a prefetch must be done by then
+	First    int // the first run's start: a prefetch ends then, or later while its runs follow the copy
 	Until    int // the last run's deadline: a run starting later needs a new copy
 	Last     int // the last run's end: no run reads a copy after it, so a copy is released then
 	Earliest int // the earliest slot a prefetch may start (Options.Lead)
@@ -96,6 +96,11 @@ type Options struct {
 	// Rounds is how many times the planner re-plans without the jobs it rejected, freeing what their
 	// prefetches held (the chapter's "repeat the algorithm a few times"); 0 means 3.
 	Rounds int
+	// BoundRows caps the rows of one node's LP in LowerBound, which averages over blocks of slots to
+	// stay within it: 0 means 60, cheap enough to compute beside every plan; a cap above the horizon's
+	// slots plus the node's copies gives the slot-by-slot LP, the tightest bound (seconds, not
+	// milliseconds, on a scenario's window).
+	BoundRows int
 }
 
 // Strategy names a way to serve the runs.
