@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,7 +170,12 @@ type Stats struct {
 	// DiskReads are the bytes (of keys and values) the runs and prefetches this node led read from
 	// each node's disk, by node id: pieces under a plan only (demand reads are not split by node).
 	DiskReads map[uint64]DiskReads
+	// Plans are the last plans this node made (at most keepPlans, oldest first; shared, read only).
+	Plans []PlanRecord
 }
+
+// keepPlans is how many plans' records Stats keeps.
+const keepPlans = 64
 
 // DiskReads splits the jobs' reads of one node's disk: by prefetches, and by runs.
 type DiskReads struct{ Prefetch, Run uint64 }
@@ -188,6 +194,7 @@ type Service struct {
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // runs going on this node, by job
 	plan    *execPlan                     // the strategy's current plan (nil: none yet, or demand reads)
+	plans   []PlanRecord                  // the last plans made, oldest first
 	sizes   map[string]float64            // piece → the bytes a run or prefetch last read of it
 
 	copies *sideCache
@@ -231,11 +238,12 @@ func (s *Service) Stats() Stats {
 	if s.plan != nil {
 		peak, bound = s.plan.peak, s.plan.bound
 	}
+	plans := slices.Clone(s.plans)
 	s.mu.Unlock()
 	return Stats{OnTime: s.onTime.Load(), Late: s.late.Load(), Failed: s.failed.Load(), Abandoned: s.abandoned.Load(),
 		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n, Refused: s.refused.Load(), Prefetches: s.prefetches.Load(),
 		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(), PlanPeak: peak, PlanBound: bound,
-		DiskReads: s.copies.diskReads()}
+		DiskReads: s.copies.diskReads(), Plans: plans}
 }
 
 func (s *Service) fromStore() (uint64, bool) {
@@ -354,6 +362,12 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 	}
 	s.mu.Lock()
 	s.plan = ep
+	if ep.record.Instance != nil {
+		s.plans = append(s.plans, ep.record)
+		if len(s.plans) > keepPlans {
+			s.plans = slices.Delete(s.plans, 0, len(s.plans)-keepPlans)
+		}
+	}
 	s.mu.Unlock()
 	s.log.Debug("jobs: planned the scan jobs' reads", "strategy", s.cfg.Strategy, "prefetches", len(ep.fetches),
 		"refused", len(ep.refused), "peak_bytes_per_sec", int64(ep.peak))

@@ -123,8 +123,21 @@ type execPlan struct {
 	// may read an older copy than the one this plan would fetch for it).
 	wanted map[string]bool
 	// peak is the plan's highest planned disk bandwidth on one node in one slot (bytes/s); bound the
-	// LP relaxation's least peak for the runs it admits.
+	// LP relaxation's least peak for the runs it admits (over blocks of slots: a cheap, looser bound).
 	peak, bound float64
+	// record is what the plan was made from, for its comparison with the slot-by-slot LP offline.
+	record PlanRecord
+}
+
+// PlanRecord is one plan the scheduler made: when, its planner's input and the runs it admits (by
+// the index of Instance.Runs), and its peak. Its LP bound slot by slot takes seconds, so it is not
+// computed beside every plan: the scenario computes it after its measured window.
+type PlanRecord struct {
+	Made     time.Time          `json:"made"`
+	Peak     float64            `json:"peak"`
+	Instance *prefetch.Instance `json:"instance"`
+	Admitted []bool             `json:"admitted"`
+	Strategy Strategy           `json:"strategy"`
 }
 
 // planJob is one planner job: one piece of one scan job.
@@ -174,6 +187,7 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 	if b, err := prefetch.LowerBound(in, prefetch.Options{}, need); err == nil {
 		ep.bound = b
 	}
+	ep.record = PlanRecord{Made: now, Peak: ep.peak, Instance: in, Admitted: need, Strategy: s.cfg.Strategy}
 	return ep, nil
 }
 
