@@ -13,7 +13,9 @@ import (
 
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node/jobs"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/plan/prefetch"
 	"github.com/shoaldb/shoal/stopper"
 )
 
@@ -66,6 +68,7 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	if err := a.countRuns(ctx, cl, from, until); err != nil {
 		return a, err
 	}
+	var plans []jobs.PlanRecord
 	for _, n := range c.Nodes() {
 		if n == nil {
 			continue
@@ -73,11 +76,45 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 		st := n.KV.Metrics().Jobs
 		a.CopyBytes += st.CacheBytes
 		a.PrefetchBytes += st.PrefetchBytes
-		if st.PlanPeak > a.PlanPeak {
-			a.PlanPeak, a.PlanBound = st.PlanPeak, st.PlanBound
+		plans = append(plans, st.Plans...)
+	}
+	a.checkPlans(plans, from, until)
+	return a, nil
+}
+
+// PlanCheck is one plan made in the window: when (seconds into it), its peak and its LP bound
+// (bytes/s), and their ratio.
+type PlanCheck struct {
+	Second float64 `json:"second"`
+	Peak   float64 `json:"peak"`
+	Bound  float64 `json:"bound"`
+	Ratio  float64 `json:"ratio"`
+}
+
+// checkPlans sets the plans made in [from, until] beside the slot-by-slot LP bound for the runs each
+// admits (computed here, after the window, as it takes about a second a plan).
+func (a *Arm) checkPlans(plans []jobs.PlanRecord, from, until time.Time) {
+	var ratios []float64
+	for _, p := range plans {
+		if p.Made.Before(from) || p.Made.After(until) || p.Instance == nil {
+			continue
+		}
+		b, err := prefetch.LowerBound(p.Instance, prefetch.Options{BoundRows: 1000}, p.Admitted)
+		if err != nil || b <= 0 {
+			continue // nothing admitted, or nothing to read
+		}
+		pc := PlanCheck{Second: p.Made.Sub(from).Seconds(), Peak: p.Peak, Bound: b, Ratio: p.Peak / b}
+		a.Plans = append(a.Plans, pc)
+		ratios = append(ratios, pc.Ratio)
+		if a.WorstPlan == nil || pc.Ratio > a.PlanPeak/a.PlanBound {
+			a.PlanPeak, a.PlanBound, a.WorstPlan = pc.Peak, pc.Bound, &p
 		}
 	}
-	return a, nil
+	if len(ratios) == 0 {
+		return
+	}
+	sort.Float64s(ratios)
+	a.PlanRatio, a.PlanRatioRange = ratios[len(ratios)/2], [2]float64{ratios[0], ratios[len(ratios)-1]}
 }
 
 // addJobs adds the mix's jobs, each at its offset.

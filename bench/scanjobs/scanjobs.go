@@ -141,10 +141,16 @@ type Arm struct {
 	ReadBytes           int64    `json:"read_bytes"`
 	CopyBytes           uint64   `json:"copy_bytes"`
 	PrefetchBytes       uint64   `json:"prefetch_bytes"`
-	// PlanPeak is the meta leader's last plan's predicted peak (bytes/s), PlanBound the LP
-	// relaxation's least peak for the runs that plan admits.
-	PlanPeak  float64 `json:"plan_peak"`
-	PlanBound float64 `json:"plan_bound"`
+	// Plans are the plans the meta leader made in the window, each with its peak and the slot-by-slot
+	// LP's least peak for the runs it admits; PlanRatio their ratios' median and PlanRatioRange the
+	// lowest and highest. PlanPeak and PlanBound are the plan with the highest ratio, WorstPlan its
+	// input (to reproduce it offline: plan/prefetch's TestScenarioWindow is one).
+	Plans          []PlanCheck      `json:"plans,omitempty"`
+	PlanRatio      float64          `json:"plan_ratio"`
+	PlanRatioRange [2]float64       `json:"plan_ratio_range"`
+	PlanPeak       float64          `json:"plan_peak"`
+	PlanBound      float64          `json:"plan_bound"`
+	WorstPlan      *jobs.PlanRecord `json:"worst_plan,omitempty"`
 	// The foreground over the window: operations, errors, p50 and p99 from each one's scheduled start.
 	Ops    int64   `json:"ops"`
 	Errors int64   `json:"errors"`
