@@ -88,3 +88,19 @@ func TestBlockCacheCapacityIsTheRoomForBlocks(t *testing.T) {
 		t.Fatalf("cache holds %d bytes of blocks after reading 3x its size; reported room %d", held, room)
 	}
 }
+
+func TestBlockRoomBytes(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want int64
+	}{
+		{Options{}, DefaultCacheBytes - 2*DefaultMemTableBytes},
+		{Options{CacheBytes: 4 << 20, MemTableBytes: 1 << 20}, 2 << 20},
+		{Options{CacheBytes: 2 << 20, MemTableBytes: 1 << 20}, 0},
+		{Options{CacheBytes: 1 << 20, MemTableBytes: 1 << 20}, 0},
+	} {
+		if got := tc.o.BlockRoomBytes(); got != tc.want {
+			t.Errorf("cache %d, memtables %d: room %d, want %d", tc.o.CacheBytes, tc.o.MemTableBytes, got, tc.want)
+		}
+	}
+}

@@ -561,6 +561,14 @@ func (e *Engine) Stats() Stats {
 	return st
 }
 
+// BlockRoomBytes is what of the block cache is left for blocks once Pebble has charged the
+// memtables to it — the one filling and the one flushing or kept for reuse — in steady state:
+// Stats.BlockCacheCapacity measures it. A cache of two memtables or less holds no blocks at all.
+func (o Options) BlockRoomBytes() int64 {
+	o = o.WithDefaults()
+	return max(o.CacheBytes-2*int64(o.MemTableBytes), 0)
+}
+
 // blockRoom is a cache of size bytes less reserved bytes, never below zero.
 func blockRoom(size int64, reserved uint64) uint64 {
 	if size <= 0 || reserved >= uint64(size) {

@@ -3,6 +3,7 @@ package benchutil
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"sync"
@@ -58,6 +59,10 @@ func StartNode(ctx context.Context, s NodeSpec) (*Node, error) {
 	cfg.Storage.CreateIfMissing = s.Create
 	cfg.Storage.CacheBytes, cfg.Storage.MemTableBytes = s.CacheBytes, s.MemTableBytes
 	cfg.Storage.Device = s.Device
+	if st := cfg.Storage.WithDefaults(); st.BlockRoomBytes() < st.CacheBytes/4 {
+		slog.Warn("the block cache leaves little room for blocks beside the memtables Pebble charges to it",
+			"node", addr, "cache_bytes", st.CacheBytes, "memtable_bytes", st.MemTableBytes, "room_bytes", st.BlockRoomBytes())
+	}
 	n, err := node.StartServing(ctx, cfg, s.Listener)
 	if err != nil {
 		return nil, err

@@ -103,7 +103,9 @@ func init() {
 	f.StringVar(&startFlags.authTokenFile, "auth-token-file", "", "read the required token from this file")
 	// Shadows the root's client --certs-dir with the server meaning of the same flag.
 	f.StringVar(&sc.CertsDir, "certs-dir", "", "TLS: ca.crt, node.crt, node.key; mutual TLS on gRPC, HTTPS, RESP over TLS (empty: clear text)")
-	f.Var(sizeOf(&c.Storage.CacheBytes), "cache-size", "block cache size (default 128MiB, or the profile's share of --memory-budget)")
+	f.Var(sizeOf(&c.Storage.CacheBytes), "cache-size", "block cache size, the memtables included: Pebble charges the one filling and the one flushing"+
+		" or kept for reuse to it, so with the default 32MiB memtables a 128MiB cache holds 64MiB of blocks;"+
+		" a --profile sizes it as its shares of --memory-budget for blocks and memtables together")
 	f.StringVar(&c.Storage.Profile, "profile", "", "engine preset for the node's workload: "+strings.Join(storage.Profiles(), ", ")+
 		" (read: 55% of --memory-budget to the block cache, 10% to memtables, 32KiB blocks; write: 10%, 55%, 64KiB; readwrite: 45%, 20%, 32KiB; scan: 55%, 10%, 128KiB); --cache-size wins over it")
 	f.Var(sizeOf(&c.Storage.MemoryBytes), "memory-budget", "the engine's memory a --profile divides between block cache and memtables (default 256MiB)")
@@ -231,6 +233,10 @@ func runStart(cmd *cobra.Command, _ []string) error {
 		}
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
 		return err
+	}
+	if st := cfg.Node.Storage.WithDefaults(); st.BlockRoomBytes() < st.CacheBytes/4 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: --cache-size %s leaves %s for blocks beside two memtables of %s (Pebble charges them to the cache); raise --cache-size\n",
+			formatSize(st.CacheBytes), formatSize(st.BlockRoomBytes()), formatSize(int64(st.MemTableBytes)))
 	}
 	parent := cmd.Context()
 	if parent == nil {
