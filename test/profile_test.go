@@ -145,10 +145,12 @@ func TestProfileChangeByRollingRestart(t *testing.T) {
 	if now == target || now.NodeID() != id {
 		t.Fatalf("node after the change: %p (n%d), before %p (n%d)", now, now.NodeID(), target, id)
 	}
-	// The profile's options: 55 % of the 32 MiB budget for the block cache, 128 KiB blocks.
+	// The profile's options: 55 % of the 32 MiB budget for the block cache's blocks, with the two
+	// memtables (10 % of it) Pebble charges to the cache on top; 128 KiB blocks.
 	budget := 32 << 20
-	wantCache := int64(0.55 * float64(budget))
-	if p, so := now.Engine().Profile(), now.Config().Storage; p != "scan" || so.CacheBytes != wantCache || so.BlockBytes != 128<<10 {
+	wantMem := uint64(0.10 * float64(budget) / 2)
+	wantCache := int64(0.55*float64(budget)) + 2*int64(wantMem)
+	if p, so := now.Engine().Profile(), now.Config().Storage; p != "scan" || so.CacheBytes != wantCache || so.MemTableBytes != wantMem || so.BlockBytes != 128<<10 {
 		t.Fatalf("engine profile %q, cache %d, block size %d; want scan, %d, %d", p, so.CacheBytes, so.BlockBytes, wantCache, 128<<10)
 	}
 	for _, r := range led {
