@@ -179,15 +179,24 @@ func (c *sideCache) dropLocked(key string) {
 	}
 }
 
-// heldFor is the bytes node's copies hold now whose first run is due before now: a plan made from
-// now does not see them (their items began before its window) but they keep their cache until
-// released, so the plan gets the budget less them.
-func (c *sideCache) heldFor(node uint64, now time.Time) float64 {
+// heldFor is the bytes node's copies hold now whose first run is due before now, or that carried
+// runs read: a plan made from now does not see them (their items began before its window, or their
+// runs are left out of it) but they keep their cache until released, so the plan gets the budget
+// less them.
+func (c *sideCache) heldFor(node uint64, now time.Time, carried map[runKey]string) float64 {
+	keys := map[string]bool{}
+	for _, k := range carried {
+		keys[k] = true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var n int64
 	for k, e := range c.m {
-		if e.piece.node == node && copyFirstDue(k).Before(now) {
+		switch {
+		case e.piece.node != node:
+		case keys[k]:
+			n += max(e.bytes, int64(e.piece.size)) // still filling, perhaps: all of it
+		case copyFirstDue(k).Before(now):
 			n += e.bytes
 		}
 	}

@@ -342,7 +342,7 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 		(cur.budgets == budgets || now.Sub(cur.made) < 4*s.cfg.PlanSlot) {
 		return cur
 	}
-	ep, err := s.makePlan(ctx, jobs, now)
+	ep, err := s.makePlan(ctx, jobs, now, s.carried(cur, now))
 	if err != nil {
 		s.log.Warn("jobs: could not plan the scan jobs' reads; following the last plan", "err", err)
 		return cur
@@ -378,10 +378,22 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 // a new plan, made from now, would group them anew (a run whose first reader started is the first of
 // a new item there) and read them from disk while the copy meant for them is held, or refuse their
 // job for want of the bandwidth to read it by then (the run still reads its copy; the refusal holds
-// for the job's later runs).
+// for the job's later runs). The new plan was made without them (makePlan).
 func (s *Service) keepBegun(cur, ep *execPlan, now time.Time) {
+	for k, key := range s.carried(cur, now) {
+		ep.runs[k] = cur.runs[k]
+		if t, ok := cur.release[key]; ok && t.After(ep.release[key]) {
+			ep.release[key] = t
+		}
+	}
+}
+
+// carried are the runs of the last plan still to start that read a copy already begun, with that
+// copy's key: they keep their instructions across a re-plan.
+func (s *Service) carried(cur *execPlan, now time.Time) map[runKey]string {
+	out := map[runKey]string{}
 	if cur == nil {
-		return
+		return out
 	}
 	for k, rp := range cur.runs {
 		if k.dueMs < now.Add(-s.cfg.Tick).UnixMilli() {
@@ -389,14 +401,12 @@ func (s *Service) keepBegun(cur, ep *execPlan, now time.Time) {
 		}
 		for _, p := range rp.pieces {
 			if p.copyKey != "" && s.copies.begun(p.copyKey) {
-				ep.runs[k] = rp
-				if t, ok := cur.release[p.copyKey]; ok && t.After(ep.release[p.copyKey]) {
-					ep.release[p.copyKey] = t
-				}
+				out[k] = p.copyKey
 				break
 			}
 		}
 	}
+	return out
 }
 
 // refuse passes a due time the plan refused: no run, the reason recorded in the job's state.

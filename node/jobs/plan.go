@@ -147,8 +147,12 @@ type planJob struct {
 	due   time.Time // its first run in the window
 }
 
-// makePlan plans the runs of jobs over the next horizon from now with the configured strategy.
-func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, now time.Time) (*execPlan, error) {
+// makePlan plans the runs of jobs over the next horizon from now with the configured strategy. The
+// carried runs (reading copies begun under the last plan, which they keep) are left out: a job's
+// first run planned is the one after, and their copies' bytes are taken from the cache budget. Else
+// the plan would read them again from disk in a slot or two (there is no time left to prefetch
+// them), reads that never happen but set its peak.
+func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, now time.Time, carried map[runKey]string) (*execPlan, error) {
 	all, err := s.deps.Ranges.AllRanges(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("plan the scan jobs: read the ranges: %w", err)
@@ -165,9 +169,9 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 			leader[r], rangeBytes[r] = l.ID, b
 		}
 		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{s.budgetLeft(l, now)},
-			Cache: max(0, float64(s.cfg.CacheBytes)-s.copies.heldFor(l.ID, now))})
+			Cache: max(0, float64(s.cfg.CacheBytes)-s.copies.heldFor(l.ID, now, carried))})
 	}
-	pjs := s.planJobs(ctx, in, jobs, all, nodeIdx, leader, rangeBytes, now)
+	pjs := s.planJobs(ctx, in, jobs, all, nodeIdx, leader, rangeBytes, now, carried)
 	if len(in.Nodes) == 0 || len(in.Jobs) == 0 {
 		return &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{}}, nil
 	}
@@ -193,7 +197,7 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 
 // planJobs adds to in one planner job per piece of every job's span, and returns them in that order.
 func (s *Service) planJobs(ctx context.Context, in *prefetch.Instance, jobs map[string]*pb.JobState, all []*pb.RangeDescriptor,
-	nodeIdx map[uint64]int, leader map[uint64]uint64, rangeBytes map[uint64]int64, now time.Time) []planJob {
+	nodeIdx map[uint64]int, leader map[uint64]uint64, rangeBytes map[uint64]int64, now time.Time, carried map[runKey]string) []planJob {
 	var pjs []planJob
 	slot := in.Slot
 	spans := map[string]bool{}
@@ -212,6 +216,9 @@ func (s *Service) planJobs(ctx context.Context, in *prefetch.Instance, jobs map[
 			}
 		}
 		due := nextDue(jobs[name], now)
+		if _, ok := carried[runKey{name, due.UnixMilli()}]; ok && job.EveryMs > 0 {
+			due = due.Add(time.Duration(job.EveryMs) * time.Millisecond)
+		}
 		pieces := s.pieces(all, start, end, leader, rangeBytes)
 		total := 0.0
 		for _, p := range pieces {

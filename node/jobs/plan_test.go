@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -120,5 +122,42 @@ func TestKeepBegunRefused(t *testing.T) {
 	s.keepBegun(cur, ep, now)
 	if ep.runs[runKey{"a", due.UnixMilli()}] != rp || !ep.release["k"].Equal(due.Add(time.Second)) {
 		t.Fatalf("the run reading a begun copy was not carried over its job's refusal: %v", ep.runs)
+	}
+}
+
+// TestCarriedLeftOut: a run that keeps reading a copy begun under the last plan is left out of the
+// next plan, which starts its job at the run after and takes the copy's bytes from the cache budget;
+// without it the plan would read the span from disk at once, a read that never happens.
+func TestCarriedLeftOut(t *testing.T) {
+	s := New(Config{PlanSlot: time.Second}, Deps{})
+	now := time.UnixMilli(1_000_000)
+	due := now.Add(1500 * time.Millisecond)
+	jobs := map[string]*pb.JobState{"a": {Job: &pb.ScanJob{Name: "a", Start: []byte("b"), End: []byte("c"), EveryMs: 10_000,
+		DeadlineMs: 2_000, CreatedUnixMs: due.UnixMilli()}, NextDueUnixMs: due.UnixMilli()}}
+	all := []*pb.RangeDescriptor{{RangeId: 1, StartKey: []byte("a"), EndKey: []byte("z")}}
+	plan := func(carried map[runKey]string) prefetch.Job {
+		in := &prefetch.Instance{Slot: time.Second, Horizon: 30}
+		s.planJobs(context.Background(), in, jobs, all, map[uint64]int{1: 0}, map[uint64]uint64{1: 1}, map[uint64]int64{1: 1 << 20}, now, carried)
+		if len(in.Jobs) != 1 {
+			t.Fatalf("%d planner jobs, want 1", len(in.Jobs))
+		}
+		return in.Jobs[0]
+	}
+	if j := plan(nil); j.Start != 1 {
+		t.Fatalf("first run at slot %d, want 1", j.Start)
+	}
+	key := fmt.Sprintf("p@%d", due.UnixMilli())
+	carried := map[runKey]string{{"a", due.UnixMilli()}: key}
+	if j := plan(carried); j.Start != 11 {
+		t.Fatalf("with its run carried, the job's first planned run is at slot %d, want 11", j.Start)
+	}
+	p := piece{id: "p", start: []byte("b"), end: []byte("c"), node: 1, size: 1000}
+	s.copies.begin(key, p, due.Add(time.Minute), nil)
+	s.copies.add(key, []*pb.KeyValue{{Key: []byte("b"), Value: make([]byte, 99)}}, []byte("b0"))
+	if got := s.copies.heldFor(1, now, carried); got != 1000 {
+		t.Fatalf("a carried copy filling holds %v of the budget, want its whole size 1000", got)
+	}
+	if got := s.copies.heldFor(1, now, nil); got != 0 {
+		t.Fatalf("a copy of a run still to come holds %v of the budget for a plan that reads it, want 0", got)
 	}
 }
