@@ -27,6 +27,7 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/node"
 	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/pb"
 	planusage "github.com/shoaldb/shoal/plan/usage"
@@ -362,7 +363,7 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 		op = func(*rand.Rand) error { return nil } // the idle probe: nothing to run
 		rate = -1
 	}
-	e.run(ctx, op, rate, time.Second)
+	e.run(ctx, op, rate, probeSettle)
 	nodes := e.c.Nodes()
 	devBefore := make([]emudisk.Stats, len(nodes))
 	for i, n := range nodes {
@@ -399,6 +400,12 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	p.polls = polls
 	return p, nil
 }
+
+// probeSettle is how long a probe runs its load before it measures. A heartbeat reports the
+// interval before it and the cluster's node list holds the last one received, so a reading lags
+// the load by up to two intervals: with a second of settling, a 3-s probe's load was two thirds
+// the previous probe's (a probe at 5 455 reads/s read as 8 731 after one at 10 917).
+const probeSettle = time.Second + 2*node.DefaultHeartbeatInterval
 
 // heard is one reading of every node's last heartbeat.
 type heard struct {
