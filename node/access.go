@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"time"
 
 	"github.com/shoaldb/shoal/node/accessstats"
@@ -10,9 +11,21 @@ import (
 	"github.com/shoaldb/shoal/storage"
 )
 
+// placeBudget bounds the time one heartbeat spends placing sampled keys in their ranges. Placing a
+// key reads table indexes, from disk once a node's hot reads have evicted them from its cache, and
+// on a saturated disk each such read waits behind the node's whole queue: a heartbeat that placed
+// every key arrived seconds late, so the autopilot saw a hot node's load and utilization only
+// after its hot spot had ended. Keys left when the budget is spent go unplaced (the histogram
+// has fewer samples for that window).
+const placeBudget = 50 * time.Millisecond
+
+// errPlaceBudget is the answer to a key placed after the heartbeat's placeBudget.
+var errPlaceBudget = errors.New("node: the heartbeat's time for placing sampled keys is spent")
+
 // fillAccess ends r's access-statistics window and puts its report in rl: the heartbeat carries it
-// to the autopilot's usage model. points is r's point reads since the previous report.
-func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, now time.Time) {
+// to the autopilot's usage model. points is r's point reads since the previous report; keys are
+// placed until placeBy (the heartbeat's placeBudget, shared by its ranges).
+func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, now, placeBy time.Time) {
 	if n.access == nil || r.IsMeta() {
 		return
 	}
@@ -22,7 +35,12 @@ func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, n
 	}
 	lo, _ := storage.DataSpan(false, d.StartKey, d.EndKey)
 	in := accessstats.Input{PointReads: points, BlockBytes: n.eng.BlockBytes(),
-		Offset: func(k []byte) (uint64, error) { return n.eng.Offset(lo, storage.UserDataKey(k)) }}
+		Offset: func(k []byte) (uint64, error) {
+			if time.Now().After(placeBy) {
+				return 0, errPlaceBudget
+			}
+			return n.eng.Offset(lo, storage.UserDataKey(k))
+		}}
 	if rl.Leader {
 		in.Bytes = r.ApproximateBytes()
 	}

@@ -123,6 +123,7 @@ func (n *Node) localStats() *pb.NodeStats {
 	n.loadMu.Lock()
 	defer n.loadMu.Unlock()
 	seen := make(map[uint64]loadMark, len(n.loadPrev))
+	placeBy := now.Add(placeBudget)
 	for _, r := range n.Store().Replicas() {
 		cur := loadMark{reads: r.Reads.Load(), writes: r.Writes.Load(), scans: r.Scans.Load(), at: now}
 		leader, term := r.LeaderTerm()
@@ -139,7 +140,7 @@ func (n *Node) localStats() *pb.NodeStats {
 			}
 		}
 		seen[r.RangeID()] = cur
-		n.fillAccess(rl, r, points, now)
+		n.fillAccess(rl, r, points, now, placeBy)
 		// Every replica's latency window ends here; only the leader's travels (it serves the range).
 		lat := n.latency.take(r.RangeID(), now)
 		if rl.Leader {
