@@ -152,11 +152,10 @@ func TestCapacityOf(t *testing.T) {
 }
 
 // The paced scenarios of the table: read-hints and join pace after their warm-up, join probes its
-// capacity after the join, and the backup's disks read ahead.
+// capacity after the join.
 func TestPacedTable(t *testing.T) {
 	rh, _ := Lookup("read-hints")
 	j, _ := Lookup("join")
-	b, _ := Lookup("backup")
 	if rh.Pace <= 0 || j.Pace <= 0 {
 		t.Errorf("paces: read-hints %v, join %v; want both paced", rh.Pace, j.Pace)
 	}
@@ -164,8 +163,5 @@ func TestPacedTable(t *testing.T) {
 		if ev.Do == JoinNode && !(ev.At > j.Warmup && ev.At < j.Probe && j.Probe < j.Duration) {
 			t.Errorf("join at %v, warm-up %v, probe %v, duration %v: want warm-up < join < probe < end", ev.At, j.Warmup, j.Probe, j.Duration)
 		}
-	}
-	if b.Device == nil || b.Device.ReadaheadBytes == 0 {
-		t.Errorf("backup's device %+v: want readahead", b.Device)
 	}
 }

@@ -39,9 +39,8 @@ var scenarios = []Scenario{
 			"(then 47s, 55s) a full compaction on the node leading most ranges; YCSB 90/10 zipfian; policy shed_leadership"),
 	withPace(shed("compaction-50", 0.5, 160*time.Second, CompactBusiest,
 		"as compaction, with YCSB 50/50 (160 s: writes make the compaction longer), offering 45 % of the warm-up's throughput"), shedPace50),
-	withDevice(shed("backup", 0.9, 120*time.Second, BackupBusiest,
-		"as compaction, with a backup of the node leading most ranges instead of the compaction, and the kernel's 128 KiB readahead "+
-			"for sequential reads on every disk"), &shedReadahead),
+	shed("backup", 0.9, 120*time.Second, BackupBusiest,
+		"as compaction, with a backup of the node leading most ranges instead of the compaction"),
 	// Read hints (Papaioannou & Magoutis; thesis chapter 4): one node serves every range, as the
 	// journal's single primary; its leaderships move at t=60s, with hints on and off.
 	withPace(readHints("read-hints", 32<<20, MoveLeaders, nil,
@@ -109,23 +108,6 @@ func withPace(s Scenario, pace float64) Scenario {
 	s.Pace = pace
 	return s
 }
-
-// withDevice is s on dev.
-func withDevice(s Scenario, dev *emudisk.Options) Scenario {
-	s.Device = dev
-	return s
-}
-
-// shedReadahead is the backup scenario's disk: the shedding scenarios' with the kernel's default
-// readahead of 128 KiB for sequential reads. Without it a backup's scan of the checkpoint costs one
-// operation per 4 KiB block, so on the node's 2 000 IOPS it read 1.5–3.9 MiB/s, no more than the
-// foreground's cache misses moved: a backup lighter than the background, which no real disk makes
-// it. With readahead it reads at the disk's bandwidth, the heavy sequential scan it is.
-var shedReadahead = func() emudisk.Options {
-	d := DefaultDevice
-	d.ReadaheadBytes = 128 << 10
-	return d
-}()
 
 // readHintsPace is the share of the warm-up's throughput read-hints offers after it. Closed-loop, the
 // serving node sat at its disk's IOPS limit and the 1-s throughput swung with it (CV 16–40 %). The
