@@ -228,10 +228,10 @@ func (s StoreShape) memTableOf(i int) uint64 {
 	return uint64(float64(s.MemTableBytes) * (1 + s.MemTableStagger*float64(i)))
 }
 
-// memTableFor sizes memtables for a block cache of cacheBytes: Pebble reserves the memtables' size
-// out of the block cache, so with the default 32 MiB memtables a small cache would hold nothing and
-// every read would miss. An eighth of the cache (at least 1 MiB, at most 32 MiB) leaves most of it
-// for blocks.
+// memTableFor sizes memtables for a block cache of cacheBytes: Pebble charges two memtables to the
+// block cache (the one filling, and the one flushing or kept for reuse), so with the default 32 MiB
+// memtables a small cache would hold nothing and every read would miss. An eighth of the cache (at
+// least 1 MiB, at most 32 MiB) leaves three quarters of it for blocks.
 func memTableFor(cacheBytes int64) uint64 {
 	return uint64(min(max(cacheBytes/8, 1<<20), 32<<20))
 }
