@@ -410,11 +410,14 @@ func (p *HotspotOffload) offload(c *model.Cluster, v *view, util map[uint64]floa
 		return nil
 	}
 	// The replicas whose load the node serves: those of the ranges it leads (the move takes the
-	// leadership along). A follower's replica costs it little, and moving it relieves nothing.
+	// leadership along). A follower's replica costs it little, and moving it relieves nothing. The
+	// move, too, must narrow the load gap: the range the node is left with after its transfers, or
+	// one that carries all its load, would only make its target the hot node (a disk's utilization
+	// lags the leaderships just given to it, so a target that looks cool may already be loaded).
 	for _, r := range led {
 		var others []uint64
 		for id := range util {
-			if !r.HasReplica(id) {
+			if to := v.at(id); !r.HasReplica(id) && to != nil && r.QPS() < v.at(node).qps-to.qps {
 				others = append(others, id)
 			}
 		}
