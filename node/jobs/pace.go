@@ -9,10 +9,8 @@ import (
 
 // chunkTime is how long one paced read's page lasts at its rate: a stream at rate r reads pages of
 // about r·chunkTime bytes, so that no second of it reads more than its rate and a page's burst at
-// the disk's speed stays short (a 1 000-row page of 1 KiB rows is a megabyte at once). A foreground
-// read arriving behind a page waits for it on the device: a 100-ms page of a 6 MiB/s run is 50 ms
-// of a 12 MiB/s disk, a 25-ms one 12 ms.
-const chunkTime = 25 * time.Millisecond
+// the disk's speed stays short (a 1 000-row page of 1 KiB rows is a megabyte at once).
+const chunkTime = 100 * time.Millisecond
 
 // minChunkRows is the fewest rows a paced page asks for (a page costs a request of its own).
 const minChunkRows = 16

@@ -9,7 +9,7 @@ import (
 // TestPacerNoCatchUp: pages are sized to the rate, and a stream that fell behind goes on at its
 // rate from where it is instead of reading ahead to its schedule.
 func TestPacerNoCatchUp(t *testing.T) {
-	p := newPacer(100_000, 1000) // 100 kB/s, pages of about 2.5 kB
+	p := newPacer(100_000, 1000) // 100 kB/s, pages of about 10 kB
 	if p.rows() != minChunkRows {
 		t.Fatalf("first page %d rows, want %d", p.rows(), minChunkRows)
 	}
@@ -23,8 +23,8 @@ func TestPacerNoCatchUp(t *testing.T) {
 	if got := p.next.Sub(began); got != 16*time.Millisecond {
 		t.Fatalf("next page %v after the late one began, want 16ms (its bytes at the rate)", got)
 	}
-	if got := p.rows(); got != 25 {
-		t.Fatalf("page of %d rows, want 25 (rate × %v ÷ 100 bytes)", got, chunkTime)
+	if got := p.rows(); got != 100 {
+		t.Fatalf("page of %d rows, want 100 (rate × %v ÷ 100 bytes)", got, chunkTime)
 	}
 	if got := newPacer(0, 1000).rows(); got != 1000 {
 		t.Fatalf("unpaced page %d rows, want 1000", got)
