@@ -45,7 +45,7 @@ func TestDrainLeadershipsAllStopping(t *testing.T) {
 			t.Fatal(err)
 		}
 		nd, err := StartServing(context.Background(), Config{DataDir: t.TempDir(), Addr: lis.Addr().String(), Bootstrap: join == nil,
-			Join: join, Storage: storage.Options{CacheBytes: 8 << 20}}, lis)
+			Join: join, Storage: storage.Options{CacheBytes: 8 << 20, MemTableBytes: 1 << 20}}, lis)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func startBootstrapped(t *testing.T) *Node {
 		t.Fatal(err)
 	}
 	nd, err := StartServing(context.Background(), Config{DataDir: t.TempDir(), Addr: lis.Addr().String(), Bootstrap: true,
-		Storage: storage.Options{CacheBytes: 8 << 20}}, lis)
+		Storage: storage.Options{CacheBytes: 8 << 20, MemTableBytes: 1 << 20}}, lis)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func waitingNodes(t *testing.T, n int) ([]string, <-chan *Node) {
 	ctx, cancel := context.WithCancel(context.Background())
 	for i := range n {
 		cfg := Config{DataDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), Addr: addrs[i], Join: addrs,
-			Storage: storage.Options{CacheBytes: 8 << 20}, HeartbeatInterval: 200 * time.Millisecond,
+			Storage: storage.Options{CacheBytes: 8 << 20, MemTableBytes: 1 << 20}, HeartbeatInterval: 200 * time.Millisecond,
 			KV: kv.Config{QueueInterval: 300 * time.Millisecond}, Raft: replica.Config{TickInterval: 50 * time.Millisecond}}
 		wg.Add(1)
 		go func() {
