@@ -31,6 +31,7 @@ import (
 	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/pb"
 	planusage "github.com/shoaldb/shoal/plan/usage"
+	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -171,7 +172,9 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 	e.idle = idle.Usage
 	e.report(idle)
 	rep.Probes = append(rep.Probes, idle)
-	cacheRecords := float64(blockRoom(o.CacheBytes)) / float64(o.ValueBytes+32)
+	// The probes' key spans are sized by the cache's room for blocks, not its nominal size.
+	room := storage.Options{CacheBytes: o.CacheBytes, MemTableBytes: memTableBytes}.BlockRoomBytes()
+	cacheRecords := float64(room) / float64(o.ValueBytes+32)
 	for _, h := range o.Hits {
 		span := int(math.Min(float64(o.Records), math.Max(cacheRecords/h, 1)))
 		if h >= 1 {
@@ -436,14 +439,9 @@ func sumHeard(polls []heard) heardSum {
 	return s
 }
 
-// memTableBytes is the nodes' memtable size: small, since Pebble charges the memtables to the
-// block cache (blockRoom).
+// memTableBytes is the nodes' memtable size: small, since Pebble charges two memtables to the
+// block cache (storage.Options.BlockRoomBytes).
 const memTableBytes = 1 << 20
-
-// blockRoom is the part of a node's cache of cacheBytes that holds blocks: Pebble reserves two
-// memtables in it (storage.Stats.BlockCacheCapacity). The read probes size their key spans for
-// their hit ratios by it.
-func blockRoom(cacheBytes int64) int64 { return max(cacheBytes-2*memTableBytes, cacheBytes/4) }
 
 // nodeLoad is a node's load as its heartbeat reports it (the point reads and scanned blocks of the
 // ranges it leads, the writes of every replica), its leaders' merged block-access histogram and its
