@@ -1,6 +1,6 @@
 // Package profiles is the cluster experiment of workload-aware node profiles (Cruz's MeT, thesis
 // chapter 3, §3.1 and §3.3.1): several YCSB tenants (A–F, each on its own key prefix, split into
-// ranges) run at once on in-process nodes with emulated disks, all through one run, while the
+// ranges; by default with the thesis's mixes, MixesThesis) run at once on in-process nodes with emulated disks, all through one run, while the
 // cluster goes through the arms:
 //
 //  1. random-homogeneous: every node the readwrite profile (the thesis's 60/40 split of the same
@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pingcap/go-ycsb/pkg/prop"
 	goycsb "github.com/pingcap/go-ycsb/pkg/ycsb"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
@@ -51,6 +52,8 @@ type Options struct {
 	Nodes int // default 5
 	// Tenants is ycsb.ParseTenants's spec; default "a:hotspot,b:hotspot,c:hotspot,d:latest,e:hotspot,f:hotspot".
 	Tenants string
+	// Mixes are the tenants' operation mixes: MixesThesis (default) or MixesYCSB.
+	Mixes string
 	// Records per tenant (default 20000) of YCSB's ten 100-byte fields; SplitsPerTenant ranges each
 	// (default 2).
 	Records         int64
@@ -84,6 +87,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Tenants == "" {
 		o.Tenants = "a:hotspot,b:hotspot,c:hotspot,d:latest,e:hotspot,f:hotspot"
+	}
+	if o.Mixes == "" {
+		o.Mixes = MixesThesis
 	}
 	if o.Records <= 0 {
 		o.Records = 20000
@@ -123,6 +129,45 @@ func (o Options) withDefaults() Options {
 		o.Progress = func(string) {}
 	}
 	return o
+}
+
+// The tenants' operation mixes.
+const (
+	// MixesThesis are YCSB's workloads as the thesis ran them (§3.1.1): B 100 % updates, D 5 % reads
+	// and 95 % inserts, on one thread (the thesis gave D a tenth of the threads and a rate cap, its
+	// log growing fast), and every update a blind write of the whole record (writeallfields: an
+	// HBase put), so that B and D are write ranges and A a read/write one at the store.
+	MixesThesis = "thesis"
+	// MixesYCSB are YCSB's core mixes with Shoal's partial updates: an update reads the record and
+	// compare-and-swaps it (bench/ycsb), so the store sees A and F read-heavy, B and D read-only
+	// but for a few writes, and no range write-heavy.
+	MixesYCSB = "ycsb"
+)
+
+// applyMixes sets the tenants' mixes (MixesThesis or MixesYCSB).
+func applyMixes(ts []ycsb.Tenant, mixes string) error {
+	switch mixes {
+	case MixesYCSB:
+		return nil
+	case MixesThesis:
+	default:
+		return fmt.Errorf("unknown mixes %q: use %s or %s", mixes, MixesThesis, MixesYCSB)
+	}
+	for i := range ts {
+		c := &ts[i].Config
+		c.Props[prop.WriteAllFields] = "true"
+		switch strings.ToLower(c.Workload) {
+		case "b":
+			c.Props[prop.ReadProportion], c.Props[prop.UpdateProportion] = "0", "1"
+		case "d":
+			c.Props[prop.ReadProportion], c.Props[prop.InsertProportion] = "0.05", "0.95"
+			c.Threads = max(1, c.Threads/2)
+		}
+		if _, err := c.Properties(); err != nil {
+			return fmt.Errorf("tenant %s: %w", ts[i].Name, err)
+		}
+	}
+	return nil
 }
 
 // Arm is one configuration's measured window.
@@ -270,6 +315,9 @@ func (e *experiment) load(ctx context.Context) error {
 	if e.tenants, err = ycsb.ParseTenants(e.o.Tenants, base); err != nil {
 		return err
 	}
+	if err := applyMixes(e.tenants, e.o.Mixes); err != nil {
+		return err
+	}
 	if err := benchutil.WaitFor(ctx, 2*time.Minute, e.replicated); err != nil {
 		return fmt.Errorf("cluster never fully replicated: %w", err)
 	}
@@ -304,7 +352,7 @@ func (e *experiment) load(ctx context.Context) error {
 	loads := make([]ycsb.Tenant, len(e.tenants))
 	for i, t := range e.tenants {
 		loads[i] = t
-		loads[i].Config.Load, loads[i].Config.Ops = true, 0
+		loads[i].Config.Load, loads[i].Config.Ops, loads[i].Config.Threads = true, 0, e.o.Threads
 	}
 	db, err := e.openDB()
 	if err != nil {

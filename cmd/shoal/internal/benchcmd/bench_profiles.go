@@ -47,6 +47,7 @@ func init() {
 	o := &profilesFlags
 	f.IntVar(&o.Nodes, "nodes", 5, "in-process nodes")
 	f.StringVar(&o.Tenants, "tenants", "a:hotspot,b:hotspot,c:hotspot,d:latest,e:hotspot,f:hotspot", "YCSB tenants, WORKLOAD[:DISTRIBUTION] comma-separated")
+	f.StringVar(&o.Mixes, "mixes", profiles.MixesThesis, "the tenants' mixes: thesis (B all updates, D 95 % inserts, blind updates of whole records, as the thesis ran YCSB) or ycsb (the core mixes, updates read-and-swap)")
 	f.Int64Var(&o.Records, "records", 20000, "records per tenant")
 	f.IntVar(&o.SplitsPerTenant, "splits", 2, "ranges per tenant")
 	f.IntVar(&o.Threads, "threads", 2, "client threads per tenant")
