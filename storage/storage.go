@@ -585,6 +585,10 @@ func (e *Engine) DeviceStats() emudisk.Stats {
 	return e.device.Stats()
 }
 
+// Device is the engine's emulated device, nil without one: I/O the node does beside the engine, on
+// files of its own (a backup's), is charged to it (emudisk.Stream).
+func (e *Engine) Device() *emudisk.Device { return e.device }
+
 // SetDeviceUnthrottled lifts (true) or restores the budget of the engine's emulated device
 // (emudisk.Device.SetUnthrottled); a no-op without one.
 func (e *Engine) SetDeviceUnthrottled(on bool) {

@@ -118,6 +118,7 @@ func (s *Service) writeBackup(ctx context.Context, dir string, parent *backups.P
 		},
 		OnRange: func(id uint64, what string) { s.log.Info("backup: range "+what, "range", id) },
 		Mark:    mark,
+		Disk:    s.deps.Engine.Device(),
 	})
 	if err != nil {
 		return "", err
@@ -127,6 +128,7 @@ func (s *Service) writeBackup(ctx context.Context, dir string, parent *backups.P
 	if err := backup.WriteManifest(dir, m); err != nil {
 		return "", err
 	}
+	chargeManifest(s.deps.Engine, dir)
 	if err := backups.Finish(s.deps.Engine, mark); err != nil {
 		s.log.Warn("backup: could not trim the change journal", "err", err)
 	}
@@ -137,6 +139,18 @@ func (s *Service) writeBackup(ctx context.Context, dir string, parent *backups.P
 	s.log.Info("backup complete", "dir", dir, "incremental", parent != nil, "method", m.Method, "ranges", len(m.Ranges), "keys", m.TotalKeys,
 		"deletes", m.TotalDeletes, "bytes", m.TotalBytes, "duration", time.Since(start).Round(time.Millisecond))
 	return string(data), nil
+}
+
+// chargeManifest charges the node's emulated disk (if any) for the manifest just written and synced
+// beside the files node/backups charged.
+func chargeManifest(eng *storage.Engine, dir string) {
+	st, err := os.Stat(filepath.Join(dir, backup.ManifestFile))
+	if err != nil {
+		return
+	}
+	w := eng.Device().WriteStream(st.Size())
+	w.Add(st.Size())
+	w.Sync()
 }
 
 // Pacer keeps a byte stream at or below a rate: backups and scan jobs read at it. Not safe for

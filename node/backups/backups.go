@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -32,6 +33,7 @@ import (
 	"github.com/shoaldb/shoal/backup"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage"
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // Source is the checkpoint a backup reads.
@@ -94,6 +96,35 @@ type Request struct {
 	OnRange func(rangeID uint64, what string)
 	// Mark is the journal mark BeginEpoch returned before the checkpoint (nil: journaling is off).
 	Mark *storage.JournalMark
+	// Disk is the node's emulated device (storage.Engine.Device; nil: none). The checkpoint's reads
+	// go through it already; the backup's files, which package backup writes with the OS's own
+	// calls, are charged to it too, as the buffered writes and syncs they are, so that a backup
+	// costs the node's disk what it writes and contends with the foreground's I/O there.
+	Disk *emudisk.Device
+}
+
+// fileChunk is the buffer of package backup's file writers and readers: the size of the writes and
+// reads it issues.
+const fileChunk = 256 << 10
+
+// meter charges the node's disk for one backup file as its writer's byte count grows.
+type meter struct {
+	s    *emudisk.Stream
+	seen uint64
+}
+
+func newMeter(d *emudisk.Device) *meter { return &meter{s: d.WriteStream(fileChunk)} }
+
+// to charges the bytes written since the last call, total being the file's bytes so far.
+func (m *meter) to(total uint64) {
+	m.s.Add(int64(total - m.seen))
+	m.seen = total
+}
+
+// synced charges the file's last bytes and its sync, once it is closed.
+func (m *meter) synced(total uint64) {
+	m.to(total)
+	m.s.Sync()
 }
 
 // rangeState is one range as the checkpoint holds it.
@@ -110,7 +141,7 @@ func Write(ctx context.Context, src Source, req Request) (*backup.Manifest, erro
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{src: src, req: req}
+	w := &writer{src: src, req: req, idxOut: newMeter(req.Disk)}
 	m := &backup.Manifest{}
 	if req.Mark != nil {
 		m.Journal = &backup.JournalMark{ID: req.Mark.ID, Epoch: req.Mark.Epoch}
@@ -136,6 +167,7 @@ func Write(ctx context.Context, src Source, req Request) (*backup.Manifest, erro
 				return nil, fmt.Errorf("parent backup %s: %w", p.Dir, err)
 			}
 			defer x.Close()
+			chargeParentIndexes(req.Disk, p.Dir)
 			w.parent = &cursor{r: x}
 			w.parent.advance()
 		}
@@ -161,7 +193,35 @@ func Write(ctx context.Context, src Source, req Request) (*backup.Manifest, erro
 	if m.Index, err = w.idx.Close(); err != nil {
 		return nil, err
 	}
+	w.idxOut.synced(m.Index.Bytes)
 	return m, nil
+}
+
+// chargeParentIndexes charges the node's disk for reading the key indexes a diff merges, the
+// parent's and its chain's back to the newest full one: backup.OpenImpliedIndex reads each through
+// once to check it, then again as the diff walks it. Both reads are charged when it opens them.
+func chargeParentIndexes(d *emudisk.Device, dir string) {
+	if d == nil {
+		return
+	}
+	c, err := backup.OpenChain(dir)
+	if err != nil {
+		return // OpenImpliedIndex read it a moment ago; nothing to charge if it is gone
+	}
+	for _, l := range slices.Backward(c.Links) {
+		idx := l.Manifest.Index
+		if idx == nil {
+			break
+		}
+		for range 2 {
+			s := d.ReadStream(fileChunk)
+			s.Add(int64(idx.Bytes))
+			s.Flush()
+		}
+		if !idx.Delta {
+			break
+		}
+	}
 }
 
 // readRanges reads the descriptors and applied indexes of req's ranges from the checkpoint, in key
@@ -201,6 +261,8 @@ type writer struct {
 	src          Source
 	req          Request
 	idx          *backup.IndexWriter
+	idxOut       *meter // the index's writes, charged to the node's disk
+	out          *meter // the current range file's
 	read         uint64 // bytes of keys and values read from the checkpoint
 	parent       *cursor
 	parentRanges map[uint64]backup.RangeEntry
@@ -232,6 +294,7 @@ func (w *writer) writeRange(ctx context.Context, rs rangeState) (backup.RangeEnt
 	if err != nil {
 		return e, err
 	}
+	w.out = newMeter(w.req.Disk)
 	switch {
 	case delta && unchanged(w.parentRanges[e.RangeID], e):
 		if w.journal == nil {
@@ -249,6 +312,8 @@ func (w *writer) writeRange(ctx context.Context, rs rangeState) (backup.RangeEnt
 	if err := f.Close(&e); err != nil {
 		return e, err
 	}
+	w.out.synced(e.Bytes)
+	w.idxOut.to(w.idx.Bytes())
 	return e, nil
 }
 
@@ -273,8 +338,11 @@ func (w *writer) copyIndex(e backup.RangeEntry) error {
 	return w.parent.err
 }
 
-// pace waits as the backup's rate asks after each key (or only checks ctx without a rate).
-func (w *writer) pace(ctx context.Context) error {
+// pace charges the node's disk for what the key took in the files, then waits as the backup's rate
+// asks (or only checks ctx without a rate).
+func (w *writer) pace(ctx context.Context, f *backup.Writer) error {
+	w.out.to(f.Bytes())
+	w.idxOut.to(w.idx.Bytes())
 	if w.req.Pace != nil {
 		return w.req.Pace(w.read)
 	}
@@ -317,7 +385,7 @@ func (w *writer) scan(ctx context.Context, rs rangeState, f *backup.Writer, delt
 				return err
 			}
 		}
-		if err := w.pace(ctx); err != nil {
+		if err := w.pace(ctx, f); err != nil {
 			return err
 		}
 	}

@@ -180,7 +180,7 @@ func (w *writer) readJournaled(ctx context.Context, rs rangeState, f *backup.Wri
 				return err
 			}
 		}
-		if err := w.pace(ctx); err != nil {
+		if err := w.pace(ctx, f); err != nil {
 			return err
 		}
 	}
