@@ -4,7 +4,8 @@
 // engine and opening it again on the same data; the supervisor makes that a rolling restart that
 // clients and peers see as a short absence of one follower:
 //
-//  1. the node sheds its leaderships (DrainLeaderships), so no range loses its leader;
+//  1. the node sheds its leaderships, each to the voter of its range leading the least load (then
+//     DrainLeaderships for any left), so no range loses its leader and no peer takes them all;
 //  2. the supervisor retires the node: new calls wait for the next node (at most AwaitTimeout, then
 //     UNAVAILABLE), the node stops, the calls it was serving end, and its engine closes;
 //  3. a new node opens the same data directory with the profile, behind the same gRPC server and
@@ -14,8 +15,10 @@
 //     with it (Pebble applies a block size to the tables it writes; the thesis runs a major
 //     compaction after each reconfiguration) — as a follower, its leaderships still elsewhere, and
 //     reported as a heavy manual_compaction task, so that no policy hands it one meanwhile;
-//  5. it takes back the leaderships it shed, but the meta range's: the autopilot runs on its
-//     leader, and taking it back would move the autopilot (and its policies' memory) once more.
+//  5. it waits (at most WarmWait) until its replays of the shed ranges' live read hints hit its
+//     cache about as often as their leaders' reads hit theirs, then takes back the leaderships it
+//     shed, but the meta range's: the autopilot runs on its leader, and taking it back would move
+//     the autopilot (and its policies' memory) once more.
 //
 // The package owns the node's incarnations and the forwarding of gRPC calls to the current one. It
 // must never read or write the node's data itself, and runs one restart at a time.
@@ -299,9 +302,12 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	id := old.n.NodeID()
 	oldBlock := old.n.Config().Storage.BlockBytes
 	led := old.n.LedRanges()
+	ref, _ := clusterStats(ctx, old.n) // the leaders' served bytes before: the warm-up's reference
 	sctx, cancel := context.WithTimeout(ctx, ShedTimeout)
+	spread := s.shed(sctx, old.n)
 	left := old.n.DrainLeaderships(sctx)
 	cancel()
+	shed := time.Since(start)
 	s.retire(old)
 	cfg := s.cfg
 	cfg.Storage.Profile = profile
@@ -316,26 +322,36 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 		return fmt.Errorf("n%d: profile %s: %w (running with the previous options)", id, profile, err)
 	}
 	s.cfg = cfg
+	reopened := time.Since(start)
 	compacted := time.Duration(0)
 	if inc.n.Config().Storage.BlockBytes != oldBlock {
-		cstart := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, CompactTimeout)
-		// A heavy task in the node's heartbeats while it compacts: no policy gives it a leadership,
-		// and node_profiles waits for it before it samples, plans or restarts another node.
-		task := inc.n.Background().Begin(bgtask.KindManualCompaction, "profile "+profile+": rewrite with its block size", 0)
-		err := inc.n.Engine().CompactAll(cctx)
-		task.End()
-		if err != nil {
-			s.log.Warn("compaction after a profile change", "node", id, "err", err) // the new tables get the block size anyway
-		}
-		cancel()
-		compacted = time.Since(cstart)
+		compacted = s.compact(ctx, inc.n, profile)
 	}
+	wstart := time.Now()
+	warm := s.warm(ctx, inc.n, led, ref)
+	warmed := time.Since(wstart)
 	back := s.takeBack(ctx, inc.n, led)
 	s.restarts.Add(1)
 	s.log.Info("engine profile changed", "node", id, "profile", profile, "took", time.Since(start).Round(time.Millisecond),
-		"compaction", compacted.Round(time.Millisecond), "led", len(led), "not_shed", left, "taken_back", back)
+		"shed", shed.Round(time.Millisecond), "reopened", reopened.Round(time.Millisecond), "compaction", compacted.Round(time.Millisecond),
+		"warm", warmed.Round(time.Millisecond), "led", len(led), "spread", spread, "not_shed", left, "warm_ranges", warm, "taken_back", back)
 	return nil
+}
+
+// compact rewrites n's store with its block size, as a follower: a heavy task in the node's
+// heartbeats while it runs, so that no policy gives it a leadership, and node_profiles waits for it
+// before it samples, plans or restarts another node. It returns how long it took.
+func (s *Supervisor) compact(ctx context.Context, n *node.Node, profile string) time.Duration {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, CompactTimeout)
+	defer cancel()
+	task := n.Background().Begin(bgtask.KindManualCompaction, "profile "+profile+": rewrite with its block size", 0)
+	err := n.Engine().CompactAll(cctx)
+	task.End()
+	if err != nil {
+		s.log.Warn("compaction after a profile change", "node", n.NodeID(), "err", err) // the new tables get the block size anyway
+	}
+	return time.Since(start)
 }
 
 // retire stops old from taking calls, waits (bounded) for those it serves, and closes it.

@@ -1,0 +1,173 @@
+package supervisor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shoaldb/shoal/hints"
+	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+)
+
+// The hand-overs around a restart: where the node's leaderships go while it is away, and when they
+// come back.
+
+// WarmWait bounds the wait, after a restart, for the node's cache to be warm for the ranges it takes
+// back (hints.DefaultTransferWait, what an autopilot transfer waits).
+const WarmWait = hints.DefaultTransferWait
+
+// warmMinReplays is how many recent replays a range's warmth must rest on (as an autopilot
+// transfer's: a receiver replays a recurring read at most once a second).
+const warmMinReplays = 8
+
+// minWarmReadQPS: a range serving fewer reads a second gets too few hints for its warmth to be
+// measured, so its return does not wait for it (a write-only range would wait WarmWait for nothing).
+const minWarmReadQPS = 1.0
+
+// cluster is what the nodes' heartbeats say, as a node's directory holds them.
+type cluster struct {
+	takers    map[uint64]bool      // live nodes not draining
+	load      map[uint64]float64   // node → the requests a second of the ranges it leads
+	rangeLoad map[uint64]float64   // range → its leader's requests a second
+	reads     map[uint64]float64   // range → its leader's reads a second
+	leader    map[uint64]uint64    // range → its leader's node
+	served    map[uint64][2]uint64 // node → the block bytes its reads loaded, and those found in its cache
+}
+
+// clusterStats reads n's view of the nodes.
+func clusterStats(ctx context.Context, n *node.Node) (cluster, error) {
+	c := cluster{takers: map[uint64]bool{}, load: map[uint64]float64{}, rangeLoad: map[uint64]float64{},
+		reads: map[uint64]float64{}, leader: map[uint64]uint64{}, served: map[uint64][2]uint64{}}
+	resp, err := n.Nodes(ctx, &pb.NodesRequest{})
+	if err != nil {
+		return c, fmt.Errorf("nodes: %w", err)
+	}
+	if pe := resp.GetError(); pe != nil {
+		return c, fmt.Errorf("nodes: %s", pe.GetMessage())
+	}
+	for _, ns := range resp.GetNodes() {
+		id := ns.GetDesc().GetNodeId()
+		if ns.GetLive() && !ns.GetDraining() && !ns.GetDecommissioned() {
+			c.takers[id] = true
+		}
+		st := ns.GetStats()
+		c.served[id] = [2]uint64{st.GetServedBlockBytes(), st.GetServedBlockBytesInCache()}
+		for _, rl := range st.GetRanges() {
+			if rl.GetLeader() {
+				q := rl.GetReadQps() + rl.GetWriteQps()
+				c.load[id] += q
+				c.rangeLoad[rl.GetRangeId()], c.reads[rl.GetRangeId()], c.leader[rl.GetRangeId()] = q, rl.GetReadQps(), id
+			}
+		}
+	}
+	return c, nil
+}
+
+// servedRatio is node's block-cache hit ratio as its own reads saw it since ref (since it started,
+// when it restarted in between).
+func (c cluster) servedRatio(ref cluster, node uint64) (float64, bool) {
+	now, then := c.served[node], ref.served[node]
+	if now[0] < then[0] || now[1] < then[1] {
+		then = [2]uint64{}
+	}
+	if now[0] == then[0] {
+		return 0, false
+	}
+	return float64(now[1]-then[1]) / float64(now[0]-then[0]), true
+}
+
+// shed hands n's leaderships, all at once, each to the voter of its range that leads the least load
+// (the heartbeats' requests a second, plus what shed gave it, busiest range first), among the live
+// nodes not draining. DrainLeaderships, which moves what is left, hands each to the first caught-up
+// voter in the range's descriptor: a node's ranges could all land on one peer for the restart. It
+// returns how many moved.
+func (s *Supervisor) shed(ctx context.Context, n *node.Node) int {
+	c, err := clusterStats(ctx, n)
+	if err != nil {
+		s.log.Warn("shedding by load: no view of the nodes; draining instead", "node", n.NodeID(), "err", err)
+		return 0
+	}
+	st := n.Store()
+	if st == nil {
+		return 0
+	}
+	led := n.LedRanges()
+	slices.SortFunc(led, func(a, b uint64) int { return cmp.Compare(c.rangeLoad[b], c.rangeLoad[a]) })
+	var moved atomic.Int64
+	var wg sync.WaitGroup
+	for _, id := range led {
+		r := st.Replica(id)
+		if r == nil {
+			continue
+		}
+		to := uint64(0)
+		for _, rd := range r.Desc().GetReplicas() {
+			if rd.Learner || rd.NodeId == n.NodeID() || !c.takers[rd.NodeId] {
+				continue
+			}
+			if to == 0 || c.load[rd.NodeId] < c.load[to] {
+				to = rd.NodeId
+			}
+		}
+		if to == 0 {
+			continue
+		}
+		c.load[to] += c.rangeLoad[id]
+		wg.Go(func() {
+			resp, err := n.TransferLeader(ctx, &pb.TransferLeaderRequest{RangeId: id, NodeId: to})
+			if err == nil && resp.GetError() == nil {
+				moved.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(moved.Load())
+}
+
+// warm waits, for all of ranges at once and at most WarmWait, until n's replays of each range's live
+// read hints (its leader ships them to its followers; an awaited range has them replayed in full)
+// find their blocks in n's cache at least 90 % as often as the reads the range's leader serves find
+// them in its own (the leader's node since ref): the reopen emptied the cache, and a compaction for
+// a new block size made stale what the start warmed, so a leadership taken back at once serves its
+// reads from the disk. Ranges serving almost no reads are not waited for, nor the meta range (not
+// taken back). It returns how many ranges were warm; without read hints it returns at once.
+func (s *Supervisor) warm(ctx context.Context, n *node.Node, ranges []uint64, ref cluster) int {
+	m := n.Hints()
+	if m == nil || !n.HintsOn() {
+		return 0
+	}
+	now, err := clusterStats(ctx, n)
+	if err != nil {
+		s.log.Warn("warm-up before taking leaderships back: no view of the nodes", "node", n.NodeID(), "err", err)
+		return 0
+	}
+	var warm atomic.Int64
+	var wg sync.WaitGroup
+	for _, id := range ranges {
+		if id == replica.MetaRangeID || now.reads[id] < minWarmReadQPS {
+			continue
+		}
+		crit := hints.DefaultWarmCriteria()
+		crit.MinReplays = warmMinReplays
+		if ratio, ok := now.servedRatio(ref, now.leader[id]); ok {
+			crit = crit.RelativeTo(ratio, 0.9)
+		}
+		wg.Go(func() {
+			_, err := m.WaitWarm(ctx, id, crit, WarmWait)
+			switch {
+			case err == nil:
+				warm.Add(1)
+			case !errors.Is(err, hints.ErrNotWarm):
+				s.log.Warn("warm-up before taking a leadership back", "node", n.NodeID(), "range", id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return int(warm.Load())
+}
