@@ -30,16 +30,20 @@ import (
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/stopper"
+	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // Options shapes the experiment. Zero fields take the defaults of withDefaults.
 type Options struct {
-	Nodes        int   // default 5
-	Ranges       int   // user ranges the keys are split into; default 16
-	KeysPerRange int   // default 2000
-	ValueBytes   int   // default 1024
-	CacheBytes   int64 // each node's block cache; default 2 MiB, so reads reach the disk
+	Nodes        int // default 5
+	Ranges       int // user ranges the keys are split into; default 16
+	KeysPerRange int // default 2000
+	ValueBytes   int // default 1024
+	// BlockRoomBytes is each node's block cache room for blocks: the cache is this plus the two
+	// memtables Pebble charges to it (storage.Options.BlockRoomBytes). Default 2 MiB, a tenth of
+	// the about 19 MB of replicas a node holds, so reads reach the disk.
+	BlockRoomBytes int64
 	// IOPS bounds each node's emulated disk (scenario.DefaultDevice otherwise): a node's service
 	// capacity for reads that miss its cache. Default 500.
 	IOPS    int
@@ -70,8 +74,8 @@ func (o Options) withDefaults() Options {
 	def(&o.ValueBytes, 1024)
 	def(&o.Rate, 700)
 	def(&o.IOPS, 500)
-	if o.CacheBytes <= 0 {
-		o.CacheBytes = 2 << 20
+	if o.BlockRoomBytes <= 0 {
+		o.BlockRoomBytes = 2 << 20
 	}
 	if o.Zipf <= 1 {
 		o.Zipf = 1.1
@@ -96,6 +100,12 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// memTableBytes is each node's memtable size: small, so the data goes to tables on the emulated disk.
+const memTableBytes = 1 << 20
+
+// cacheBytes is each node's block cache: the room for blocks plus the two memtables.
+func (o Options) cacheBytes() int64 { return benchutil.CacheBytesFor(o.BlockRoomBytes, memTableBytes) }
 
 // Arm is one configuration's result.
 type Arm struct {
@@ -126,6 +136,11 @@ type Arm struct {
 	// NodeDiskOps is each node's emulated-disk read and write operations per second in the window
 	// (its budget is Options.IOPS): what the node's reads cost its disk, and what else used it.
 	NodeDiskOps [][2]float64 `json:"node_disk_ops_per_sec"`
+	// NodeBlockRoomMB is each node's block cache room for blocks at the end of the window as its
+	// engine measures it (the cache less the memtables charged to it), NodeHitRatio the share of its
+	// block lookups in the window the cache served.
+	NodeBlockRoomMB []float64 `json:"node_block_room_mb"`
+	NodeHitRatio    []float64 `json:"node_block_hit_ratio"`
 	// NodeLeaders is each node's leaderships of the workload's ranges at the end of the window
 	// (placedVoters's, unless one moved).
 	NodeLeaders []int `json:"node_leaders"`
@@ -148,13 +163,15 @@ type Arm struct {
 // Report is the experiment's result.
 type Report struct {
 	Options Options `json:"options"`
-	Arms    []Arm   `json:"arms"`
+	// CacheBytes is each node's block cache: Options.BlockRoomBytes plus two memtables.
+	CacheBytes int64 `json:"cache_bytes"`
+	Arms       []Arm `json:"arms"`
 }
 
 // Run runs the popularity arm, then each uniform arm, each on a fresh cluster under dir.
 func Run(ctx context.Context, dir string, o Options) (Report, error) {
 	o = o.withDefaults()
-	rep := Report{Options: o}
+	rep := Report{Options: o, CacheBytes: o.cacheBytes()}
 	rep.Options.Progress = nil
 	var arms []int
 	if !o.NoPopularity {
@@ -191,8 +208,8 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	dev.IOPS = o.IOPS
 	cfg := benchutil.NodeConfig{Autopilot: autopilot.Config{Policies: policy.Config{
 		ReadReplicas: policy.ReadReplicasConfig{WarmUp: 3 * time.Second, MaxPerRound: 4}}}}
-	// Small memtables: the data goes to tables on the emulated disk, past the small block cache.
-	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20, Device: &dev, Config: cfg})
+	spec := benchutil.NodeSpec{CacheBytes: o.cacheBytes(), MemTableBytes: memTableBytes, Device: &dev, Config: cfg}
+	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, spec)
 	if err != nil {
 		return a, err
 	}
@@ -225,19 +242,13 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	w.take()
 	o.Progress(fmt.Sprintf("%s: measuring %v at %d reads/s", a.Name, o.Measure, o.Rate))
 	t0 := time.Now()
-	before, devBefore := nodeReads(c), deviceStats(c)
+	before, devBefore, engBefore := nodeReads(c), deviceStats(c), benchutil.EngineStats(c)
 	if err := stopper.SleepContext(ctx, o.Measure); err != nil {
 		return a, err
 	}
 	h, errs := w.take()
 	el := time.Since(t0).Seconds()
-	for i, n := range nodeReads(c) {
-		a.NodeReads = append(a.NodeReads, math.Round(float64(readsSince(before[i], n))/el))
-	}
-	for i, st := range deviceStats(c) {
-		b := devBefore[i]
-		a.NodeDiskOps = append(a.NodeDiskOps, [2]float64{math.Round(float64(st.ReadOps-b.ReadOps) / el), math.Round(float64(st.WriteOps-b.WriteOps) / el)})
-	}
+	a.fillNodes(c, before, devBefore, engBefore, el)
 	a.Reads, a.Errors, a.ReadsPerSec = h.TotalCount(), errs, float64(h.TotalCount())/el
 	a.P50Ms, a.P99Ms, a.MaxMs = float64(h.ValueAtQuantile(50))/1000, float64(h.ValueAtQuantile(99))/1000, float64(h.Max())/1000
 	if err := a.fillLearners(ctx, c, cl, o, ranks(o)); err != nil {
@@ -246,7 +257,8 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	if a.NodeLeaders, err = leadersPerNode(ctx, cl, o); err != nil {
 		return a, err
 	}
-	o.Progress(fmt.Sprintf("%s: p99 %.1f ms, %d learners, node reads/s %v, disk ops/s %v, leaders %v; moving the hot set", a.Name, a.P99Ms, a.Learners, a.NodeReads, a.NodeDiskOps, a.NodeLeaders))
+	o.Progress(fmt.Sprintf("%s: p99 %.1f ms, %d learners, node reads/s %v, disk ops/s %v, block room MB %v, hit ratio %v, leaders %v; moving the hot set",
+		a.Name, a.P99Ms, a.Learners, a.NodeReads, a.NodeDiskOps, a.NodeBlockRoomMB, a.NodeHitRatio, a.NodeLeaders))
 	if err := a.followShift(ctx, c, cl, w, o); err != nil {
 		return a, err
 	}
@@ -329,6 +341,19 @@ func deviceStats(c *benchutil.Cluster) []emudisk.Stats {
 		out = append(out, st)
 	}
 	return out
+}
+
+// fillNodes sets each node's reads, disk operations and block cache figures over the el seconds
+// since the samples before.
+func (a *Arm) fillNodes(c *benchutil.Cluster, before []map[uint64]uint64, devBefore []emudisk.Stats, engBefore []storage.Stats, el float64) {
+	for i, n := range nodeReads(c) {
+		a.NodeReads = append(a.NodeReads, math.Round(float64(readsSince(before[i], n))/el))
+	}
+	for i, st := range deviceStats(c) {
+		b := devBefore[i]
+		a.NodeDiskOps = append(a.NodeDiskOps, [2]float64{math.Round(float64(st.ReadOps-b.ReadOps) / el), math.Round(float64(st.WriteOps-b.WriteOps) / el)})
+	}
+	a.NodeBlockRoomMB, a.NodeHitRatio = benchutil.BlockCacheFigures(engBefore, benchutil.EngineStats(c))
 }
 
 // readsSince sums a node's reads since before: a replica that came since (a new learner) counts

@@ -3,6 +3,8 @@ package readreplicas
 import (
 	"slices"
 	"testing"
+
+	"github.com/shoaldb/shoal/storage"
 )
 
 func TestRanksArePermutationsBySeed(t *testing.T) {
@@ -39,6 +41,24 @@ func TestDefaults(t *testing.T) {
 	}
 	if o := (Options{Nodes: 3, Uniform: []int{1}}).withDefaults(); o.Nodes != 3 || !slices.Equal(o.Uniform, []int{1}) {
 		t.Fatalf("given values not kept: %+v", o)
+	}
+}
+
+// TestBlockRoom: the nodes' block cache leaves the intended room for blocks beside the memtables
+// Pebble charges to it, and that room is a small part of the replicas a node holds, so reads reach
+// the disk.
+func TestBlockRoom(t *testing.T) {
+	for _, room := range []int64{0, 256 << 10, 2 << 20, 8 << 20} {
+		o := Options{BlockRoomBytes: room}.withDefaults()
+		st := storage.Options{CacheBytes: o.cacheBytes(), MemTableBytes: memTableBytes}
+		if got := st.BlockRoomBytes(); got != o.BlockRoomBytes {
+			t.Fatalf("room %d: a %d-byte cache leaves %d for blocks", o.BlockRoomBytes, o.cacheBytes(), got)
+		}
+	}
+	o := Options{}.withDefaults()
+	perNode := int64(o.Ranges*o.KeysPerRange*o.ValueBytes*3) / int64(o.Nodes)
+	if o.BlockRoomBytes*8 > perNode {
+		t.Fatalf("default room %d against %d bytes of replicas a node: reads would not reach the disk", o.BlockRoomBytes, perNode)
 	}
 }
 

@@ -43,11 +43,14 @@ type Options struct {
 	MaxDeadline time.Duration `json:"max_deadline_ns"`
 	Stagger     time.Duration `json:"stagger_ns"`
 	JobRate     int64         `json:"job_rate"`
-	// DiskRate is each node's emulated disk read bandwidth (bytes/s), CacheBytes its block cache,
-	// CopyBytes the copies the jobs' plan may hold per node.
-	DiskRate   int64 `json:"disk_rate"`
-	CacheBytes int64 `json:"cache_bytes"`
-	CopyBytes  int64 `json:"copy_bytes"`
+	// DiskRate is each node's emulated disk read bandwidth (bytes/s). BlockRoomBytes is its block
+	// cache's room for blocks: the cache is this plus the two memtables Pebble charges to it
+	// (storage.Options.BlockRoomBytes); the default 2 MiB is a eighteenth of the 36 MiB of rows a node
+	// holds, so the jobs' and most of the foreground's reads reach the disk. CopyBytes is the copies
+	// the jobs' plan may hold per node, beside the engine: no part of the block cache.
+	DiskRate       int64 `json:"disk_rate"`
+	BlockRoomBytes int64 `json:"block_room_bytes"`
+	CopyBytes      int64 `json:"copy_bytes"`
 	// Rate is the foreground's operations per second (95 % reads, 5 % updates, Zipf over the rows),
 	// from Clients workers.
 	Rate    int `json:"rate"`
@@ -90,7 +93,7 @@ func (o Options) withDefaults() Options {
 	}
 	def64(&o.JobRate, 6<<20)
 	def64(&o.DiskRate, 12<<20)
-	def64(&o.CacheBytes, 2<<20)
+	def64(&o.BlockRoomBytes, 2<<20)
 	def64(&o.CopyBytes, 24<<20)
 	if len(o.Strategies) == 0 {
 		o.Strategies = []string{NoJobs, string(jobs.DemandReads), string(jobs.DemandCaching), string(jobs.Planned)}
@@ -103,6 +106,12 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// memTableBytes is each node's memtable size: small, so the rows go to tables on the emulated disk.
+const memTableBytes = 1 << 20
+
+// cacheBytes is each node's block cache: the room for blocks plus the two memtables.
+func (o Options) cacheBytes() int64 { return benchutil.CacheBytesFor(o.BlockRoomBytes, memTableBytes) }
 
 // Arm is one strategy's outcome over the measured window.
 type Arm struct {
@@ -151,6 +160,11 @@ type Arm struct {
 	PlanPeak       float64          `json:"plan_peak"`
 	PlanBound      float64          `json:"plan_bound"`
 	WorstPlan      *jobs.PlanRecord `json:"worst_plan,omitempty"`
+	// NodeBlockRoomMB is each node's block cache room for blocks at the end of the window as its
+	// engine measures it (the cache less the memtables charged to it), NodeHitRatio the share of its
+	// block lookups in the window the cache served.
+	NodeBlockRoomMB []float64 `json:"node_block_room_mb"`
+	NodeHitRatio    []float64 `json:"node_block_hit_ratio"`
 	// The foreground over the window: operations, errors, p50 and p99 from each one's scheduled start.
 	Ops    int64   `json:"ops"`
 	Errors int64   `json:"errors"`
@@ -173,7 +187,9 @@ type RunRecord struct {
 // Report is the scenario's outcome.
 type Report struct {
 	Options Options `json:"options"`
-	Arms    []Arm   `json:"arms"`
+	// CacheBytes is each node's block cache: Options.BlockRoomBytes plus two memtables.
+	CacheBytes int64 `json:"cache_bytes"`
+	Arms       []Arm `json:"arms"`
 	// LoadAvg is the host's 1-minute load average before and after the arms.
 	LoadAvg [2]string `json:"load_avg"`
 }
@@ -181,7 +197,7 @@ type Report struct {
 // Run runs every strategy's arm under dir.
 func Run(ctx context.Context, dir string, o Options) (Report, error) {
 	o = o.withDefaults()
-	rep := Report{Options: o}
+	rep := Report{Options: o, CacheBytes: o.cacheBytes()}
 	rep.Options.Progress = nil
 	rep.LoadAvg[0] = loadAvg()
 	for i, s := range o.Strategies {
@@ -256,7 +272,7 @@ func startCluster(ctx context.Context, dir string, o Options, strategy string) (
 	// disks its reads would be most of what they do.
 	cfg.Expiry.Off = true
 	dev := emudisk.Options{NoPageCache: true, ReadBytesPerSec: o.DiskRate, WriteBytesPerSec: 64 << 20}
-	return benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20, Device: &dev, Config: cfg})
+	return benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.cacheBytes(), MemTableBytes: memTableBytes, Device: &dev, Config: cfg})
 }
 
 // setUp replicates the ranges, splits the spans apart with their leaders spread over the nodes, loads

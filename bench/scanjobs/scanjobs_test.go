@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/storage"
 )
 
 // TestMix: the mix is the seed's, spans in range, deadlines and offsets in their bounds.
@@ -28,6 +30,24 @@ func TestMix(t *testing.T) {
 	}
 }
 
+// TestBlockRoom: the nodes' block cache leaves the intended room for blocks beside the memtables
+// Pebble charges to it, and that room is a small part of the rows a node holds, so the jobs' reads
+// reach the disk.
+func TestBlockRoom(t *testing.T) {
+	for _, room := range []int64{256 << 10, 2 << 20, 8 << 20} {
+		o := Options{BlockRoomBytes: room}.withDefaults()
+		st := storage.Options{CacheBytes: o.cacheBytes(), MemTableBytes: memTableBytes}
+		if got := st.BlockRoomBytes(); got != o.BlockRoomBytes {
+			t.Fatalf("room %d: a %d-byte cache leaves %d for blocks", o.BlockRoomBytes, o.cacheBytes(), got)
+		}
+	}
+	o := Options{}.withDefaults()
+	perNode := int64(o.Spans*o.SpanRows*o.ValueBytes) * int64(min(3, o.Nodes)) / int64(o.Nodes)
+	if o.BlockRoomBytes*8 > perNode {
+		t.Fatalf("default room %d against %d bytes of rows a node: reads would not reach the disk", o.BlockRoomBytes, perNode)
+	}
+}
+
 // TestRunSmall runs a small scenario with demand reads and the planner: every arm measures the
 // foreground and the disks, and counts the runs due in its window.
 func TestRunSmall(t *testing.T) {
@@ -37,7 +57,7 @@ func TestRunSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	o := Options{Spans: 2, SpanRows: 500, Jobs: 3, Period: 4 * time.Second, MinDeadline: time.Second, MaxDeadline: 2 * time.Second,
-		Stagger: time.Second, Measure: 8 * time.Second, CacheBytes: 256 << 10, Rate: 50, Clients: 2, Strategies: []string{"demand-reads", "planner"},
+		Stagger: time.Second, Measure: 8 * time.Second, BlockRoomBytes: 256 << 10, Rate: 50, Clients: 2, Strategies: []string{"demand-reads", "planner"},
 		Progress: func(s string) { t.Log(s) }}
 	rep, err := Run(ctx, t.TempDir(), o)
 	if err != nil {
@@ -47,6 +67,11 @@ func TestRunSmall(t *testing.T) {
 		t.Logf("%+v", a)
 		if a.RunsDue == 0 || a.Ops == 0 || a.ReadBytes < 1<<20 || a.PeakReadBytesPerSec <= 0 {
 			t.Fatalf("%s: an empty measure: %+v", a.Strategy, a)
+		}
+		for i, mb := range a.NodeBlockRoomMB { // the cache less at most both memtables, at least one
+			if room := mb * 1e6; room <= 0 || room > float64(rep.CacheBytes-memTableBytes)*1.01 {
+				t.Fatalf("%s: node %d has %.2f MB of room for blocks in a %d-byte cache", a.Strategy, i+1, mb, rep.CacheBytes)
+			}
 		}
 	}
 	if rep.Arms[1].CopyBytes == 0 {

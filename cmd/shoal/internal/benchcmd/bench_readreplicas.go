@@ -16,13 +16,15 @@ var benchReadReplicasCmd = &cobra.Command{
 	Use:   "read-replicas",
 	Short: "Learners placed by popularity (read_replicas) against the same learners on every range: learner bytes and read p99",
 	Long: `Reproduce Getafix's comparison with uniform replication (Ghosh 2018, §4.5.2) on in-process
-nodes with emulated disks (no page cache, a small block cache, so reads reach the disk): --ranges
+nodes with emulated disks (no page cache, a block cache with --block-room for blocks beside its two
+memtables, a tenth of a node's data, so reads reach the disk): --ranges
 ranges of --keys keys, read at any replica (client.ReplicaRead, routed by load) at a fixed --rate,
 zipfian over the ranges (--zipf) and uniform within one; every arm on the same placement, the
 voters and leaders spread over all nodes before the load. Arms, each on a fresh cluster: popularity
 (the read_replicas policy switched on; measured once its learners stay put for 20 s, at most
 --settle) and uniform-k for each --uniform k (k learners on every range, the policy off). Each arm
-reports its learners, the bytes they hold, each node's reads per second and the p50/p99 of the reads
+reports its learners, the bytes they hold, each node's reads per second, block room and hit ratio,
+and the p50/p99 of the reads
 over --measure, timed from each read's scheduled start. Then the hot set moves (the ranges' ranks
 rotate by half) and each arm is followed for --shift: p99 per 2-s window, the seconds until it is
 back within twice the p99 before the move, and the learners at the end. Prints JSON.`,
@@ -44,7 +46,7 @@ func init() {
 	f.IntVar(&o.Ranges, "ranges", 16, "user ranges")
 	f.IntVar(&o.KeysPerRange, "keys", 2000, "keys per range")
 	f.IntVar(&o.ValueBytes, "value-bytes", 1024, "bytes per value")
-	f.Int64Var(&o.CacheBytes, "cache-bytes", 2<<20, "each node's block cache")
+	f.Int64Var(&o.BlockRoomBytes, "block-room", 2<<20, "each node's block cache room for blocks (the cache is this plus its two 1-MiB memtables)")
 	f.IntVar(&o.IOPS, "iops", 500, "each node's emulated disk operations per second (its read capacity past the cache)")
 	f.IntVar(&o.Rate, "rate", 700, "replica reads per second, in every arm")
 	f.Float64Var(&o.Zipf, "zipf", 1.1, "skew of the ranges' popularity (> 1)")

@@ -16,14 +16,14 @@ var benchScanJobsCmd = &cobra.Command{
 	Use:   "scan-jobs",
 	Short: "Recurring scan jobs over a YCSB-B load: demand reads, demand caching and the prefetch planner on emulated disks",
 	Long: `Reproduce NetCachier's comparison (Ghosh 2018, §6.5) on in-process nodes with emulated disks (no
-page cache, a small block cache, --disk-rate each): --spans spans of --span-rows rows, --jobs count
+page cache, --disk-rate each, a block cache with --block-room for blocks beside its two memtables): --spans spans of --span-rows rows, --jobs count
 jobs every --period over spans drawn by a Zipf popularity, deadlines in [--min-deadline,
 --max-deadline], half the first runs at once and the rest spread over --stagger, under a YCSB-B foreground (95 % reads, 5 %
 updates, Zipf over the rows) at --rate. One arm per --strategies entry, each on a fresh cluster:
 no-jobs (the foreground alone), demand-reads, demand-caching, planner. Each arm is measured over
 --measure from one period after the jobs are added: runs due (on time, late, refused, skipped), jobs
 with every run on time, the highest disk reads of one node in one second, the bytes the disks read,
-the bytes runs read from copies, and the foreground's p50/p99. Prints JSON.`,
+the bytes runs read from copies, each node's block room and hit ratio, and the foreground's p50/p99. Prints JSON.`,
 	Example: "  flock /tmp/bench.lock shoal bench scan-jobs --measure 45s",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,7 +49,7 @@ func init() {
 	f.DurationVar(&o.Stagger, "stagger", 2*time.Second, "half the jobs' first runs at once, the rest spread over this long")
 	f.Int64Var(&o.JobRate, "job-rate", 6<<20, "bytes/s a run reads its span at from disk")
 	f.Int64Var(&o.DiskRate, "disk-rate", 12<<20, "each node's emulated disk read bandwidth (bytes/s)")
-	f.Int64Var(&o.CacheBytes, "cache-bytes", 2<<20, "each node's block cache")
+	f.Int64Var(&o.BlockRoomBytes, "block-room", 2<<20, "each node's block cache room for blocks (the cache is this plus its two 1-MiB memtables)")
 	f.Int64Var(&o.CopyBytes, "copy-bytes", 24<<20, "per node, the copies the jobs' plan may hold")
 	f.IntVar(&o.Rate, "rate", 300, "foreground operations per second")
 	f.IntVar(&o.Clients, "clients", 16, "foreground workers")

@@ -1,0 +1,35 @@
+package benchutil
+
+import (
+	"math"
+
+	"github.com/shoaldb/shoal/storage"
+)
+
+// CacheBytesFor is the block cache that leaves room bytes for blocks beside memtables of memTable
+// bytes: Pebble charges two of them to the cache, the one filling and the one flushing
+// (storage.Options.BlockRoomBytes is the inverse).
+func CacheBytesFor(room int64, memTable uint64) int64 { return room + 2*int64(memTable) }
+
+// EngineStats is each node's engine counters, in node order (zero for a stopped node).
+func EngineStats(c *Cluster) []storage.Stats {
+	out := make([]storage.Stats, c.Len())
+	for i, n := range c.Nodes() {
+		if n != nil {
+			out[i] = n.Eng.Stats()
+		}
+	}
+	return out
+}
+
+// BlockCacheFigures is, per node, its block cache's room for blocks in the now sample as its engine
+// measures it (MB, the cache less the memtables charged to it), and the share of the block lookups
+// between the two samples that the cache served.
+func BlockCacheFigures(before, now []storage.Stats) (roomMB, hitRatio []float64) {
+	for i, st := range now {
+		roomMB = append(roomMB, math.Round(float64(st.BlockCacheCapacity)/1e4)/100)
+		hits, misses := st.BlockCacheHits-before[i].BlockCacheHits, st.BlockCacheMisses-before[i].BlockCacheMisses
+		hitRatio = append(hitRatio, math.Round(1000*float64(hits)/float64(max(1, hits+misses)))/1000)
+	}
+	return roomMB, hitRatio
+}
