@@ -14,6 +14,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/stopper"
+	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -234,13 +235,17 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	defer stopSampling()
 	sampled := make(chan []busyRow, 1)
 	go func() { sampled <- x.sampleBusy(sctx) }()
+	rest := x.deviceStats()
 	if err := stopper.SleepContext(ctx, x.o.Gap); err != nil {
 		return a, err
 	}
 	if err := x.setMode(mode); err != nil {
 		return a, err
 	}
-	before := x.deviceStats()
+	before, cacheBefore := x.deviceStats(), x.cacheStats()
+	for i, st := range before {
+		a.RestReadOps = append(a.RestReadOps, math.Round(float64(st.ReadOps-rest[i].ReadOps)/x.o.Gap.Seconds()))
+	}
 	start := time.Now()
 	x.w.setHot(true)
 	err := stopper.SleepContext(ctx, d)
@@ -258,6 +263,10 @@ func (x *experiment) arm(ctx context.Context, d time.Duration, mode policy.Hotsp
 	for i, st := range x.deviceStats() {
 		a.NodeReadOps = append(a.NodeReadOps, math.Round(float64(st.ReadOps-before[i].ReadOps)/el))
 		a.NodeWriteOps = append(a.NodeWriteOps, math.Round(float64(st.WriteOps-before[i].WriteOps)/el))
+	}
+	for i, st := range x.cacheStats() {
+		hits, misses := st.BlockCacheHits-cacheBefore[i].BlockCacheHits, st.BlockCacheMisses-cacheBefore[i].BlockCacheMisses
+		a.NodeHitRatio = append(a.NodeHitRatio, math.Round(100*float64(hits)/float64(max(1, hits+misses)))/100)
 	}
 	// The windows span the hot spot and its tail as planned, not as slept: on a loaded host the
 	// sleeps and the sampler's stop overrun, and an overrun would add a window to one arm only.
@@ -397,6 +406,17 @@ func (x *experiment) deviceStats() []emudisk.Stats {
 	out := make([]emudisk.Stats, x.c.Len())
 	for i := range out {
 		out[i] = x.c.DeviceStats(i)
+	}
+	return out
+}
+
+// cacheStats is every node's engine counters, n1 first (zero for a node that is down).
+func (x *experiment) cacheStats() []storage.Stats {
+	out := make([]storage.Stats, x.c.Len())
+	for i := range out {
+		if n := x.c.Node(i); n != nil {
+			out[i] = n.Eng.Stats()
+		}
 	}
 	return out
 }

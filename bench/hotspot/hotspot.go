@@ -27,15 +27,19 @@ import (
 
 // Options shapes the experiment. Zero fields take the defaults of withDefaults.
 type Options struct {
-	Nodes        int   // default 5
-	Ranges       int   // user ranges; default 10
-	HotRanges    int   // ranges of the hot prefix, all led by one node; default 3
-	KeysPerRange int   // default 1000
-	ValueBytes   int   // default 1024
-	CacheBytes   int64 // each node's block cache; default 2 MiB, so reads reach the disk
-	IOPS         int   // each node's emulated disk; default 1000
-	Rate         int   // reads per second of each range at rest; default 15
-	Factor       float64
+	Nodes        int // default 5
+	Ranges       int // user ranges; default 10
+	HotRanges    int // ranges of the hot prefix, all led by one node; default 3
+	KeysPerRange int // default 1000
+	ValueBytes   int // default 1024
+	// BlockRoomBytes is each node's block cache's room for blocks; default 512 KiB, small beside
+	// the 6 MiB of data a node holds, so that most reads reach the disk. CacheBytes is set from it:
+	// the room and the two memtables Pebble charges to the cache (storage.Options.BlockRoomBytes).
+	BlockRoomBytes int64
+	CacheBytes     int64
+	IOPS           int // each node's emulated disk; default 1000
+	Rate           int // reads per second of each range at rest; default 15
+	Factor         float64
 	// Durations of the hot spots; default 2, 5, 15 and 60 s.
 	Durations []time.Duration
 	Gap       time.Duration // at rest before each hot spot; default 8 s
@@ -59,9 +63,10 @@ func (o Options) withDefaults() Options {
 	def(&o.ValueBytes, 1024)
 	def(&o.IOPS, 1000)
 	def(&o.Rate, 15)
-	if o.CacheBytes <= 0 {
-		o.CacheBytes = 2 << 20
+	if o.BlockRoomBytes <= 0 {
+		o.BlockRoomBytes = 512 << 10
 	}
+	o.CacheBytes = o.BlockRoomBytes + 2*memTableBytes
 	if o.Factor <= 1 {
 		o.Factor = 10
 	}
@@ -116,6 +121,10 @@ type Arm struct {
 	// hot spot and its tail (n1 first).
 	NodeReadOps  []float64 `json:"node_read_ops_per_sec"`
 	NodeWriteOps []float64 `json:"node_write_ops_per_sec"`
+	// RestReadOps is each node's disk reads per second over the rest before the hot spot;
+	// NodeHitRatio each node's block cache hit ratio over the hot spot and its tail.
+	RestReadOps  []float64 `json:"rest_read_ops_per_sec"`
+	NodeHitRatio []float64 `json:"node_hit_ratio"`
 }
 
 // Result is one duration's arms and the verdict on the online choice.
@@ -143,11 +152,14 @@ type Report struct {
 	SLOMs       float64 `json:"slo_ms"` // the penalty's: --slo, or twice the p99 at rest if higher
 	// HotNode leads the hot prefix; MetaNode leads the meta range (and runs the autopilot): it is
 	// kept out of every arm, neither hot nor leading a user range.
-	HotNode  uint64    `json:"hot_node"`
-	MetaNode uint64    `json:"meta_node"`
-	Results  []Result  `json:"results"`
-	Correct  int       `json:"correct"`
-	LoadAvg  []float64 `json:"load_avg_start_end"`
+	// BlockRoomBytes is each node's room for blocks in its cache as its engine reports it once
+	// the data is loaded (n1 first).
+	BlockRoomBytes []uint64  `json:"block_room_bytes"`
+	HotNode        uint64    `json:"hot_node"`
+	MetaNode       uint64    `json:"meta_node"`
+	Results        []Result  `json:"results"`
+	Correct        int       `json:"correct"`
+	LoadAvg        []float64 `json:"load_avg_start_end"`
 }
 
 // Run starts the cluster, loads it and runs every hot spot: each duration off then on, then each
@@ -162,7 +174,7 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 	dev := scenario.DefaultDevice
 	dev.IOPS, dev.ReadBytesPerSec = o.IOPS, 1<<30
 	cfg := benchutil.NodeConfig{Autopilot: autopilot.Config{Policies: policy.Config{Hotspot: policy.HotspotOffloadConfig{SLO: o.SLO}}}}
-	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: 1 << 20, Device: &dev, Config: cfg})
+	c, err := benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.CacheBytes, MemTableBytes: memTableBytes, Device: &dev, Config: cfg})
 	if err != nil {
 		return rep, err
 	}
@@ -183,6 +195,9 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 	}
 	rep.SteadyP99Ms = x.w.p99Since(time.Now().Add(-o.Gap))
 	rep.HotNode, rep.MetaNode = x.hotNode, x.metaNode
+	for _, st := range x.cacheStats() {
+		rep.BlockRoomBytes = append(rep.BlockRoomBytes, st.BlockCacheCapacity)
+	}
 	// The SLO is at least twice the p99 at rest: on a shared machine the rest's own tail would
 	// otherwise count as penalty.
 	x.slo = max(o.SLO, time.Duration(2*rep.SteadyP99Ms*float64(time.Millisecond)))
@@ -219,6 +234,10 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 	rep.LoadAvg = append(rep.LoadAvg, loadAvg())
 	return rep, nil
 }
+
+// memTableBytes is the nodes' memtable size: small, since Pebble charges two of them to the block
+// cache.
+const memTableBytes = 1 << 20
 
 // loadAvg is the machine's one-minute load average (0 if unknown).
 func loadAvg() float64 {

@@ -16,8 +16,8 @@ var benchHotspotCmd = &cobra.Command{
 	Use:   "hotspot",
 	Short: "Hot spots of several durations with the offload off, on, and decided by the online break-even: penalty per arm",
 	Long: `Reproduce the hot-spot offload experiment (Bekas 2017, chapters 3 and 5) on --nodes in-process nodes
-with emulated disks (--iops each, bandwidth unbounded, no page cache, a small block cache, so reads
-reach the disk):
+with emulated disks (--iops each, bandwidth unbounded, no page cache, --block-room of cache for
+blocks, small beside each node's data, so most reads reach the disk):
 --ranges ranges of --keys keys read at --rate reads/s each (an open loop, latency from each read's
 scheduled time); the --hot-ranges ranges of one node's prefix get --factor times their load for each
 --durations D. Each D runs off (hotspot_offload observing only) then on (offloading every hot spot);
@@ -44,7 +44,7 @@ func init() {
 	f.IntVar(&o.HotRanges, "hot-ranges", 3, "ranges of the hot prefix, all led by one node")
 	f.IntVar(&o.KeysPerRange, "keys", 1000, "keys per range")
 	f.IntVar(&o.ValueBytes, "value-bytes", 1024, "bytes per value")
-	f.Int64Var(&o.CacheBytes, "cache-bytes", 2<<20, "each node's block cache")
+	f.Int64Var(&o.BlockRoomBytes, "block-room", 512<<10, "each node's block cache's room for blocks (the cache is this and the two 1 MiB memtables Pebble charges to it)")
 	f.IntVar(&o.IOPS, "iops", 1000, "each node's emulated disk operations per second")
 	f.IntVar(&o.Rate, "rate", 15, "reads per second of each range at rest")
 	f.Float64Var(&o.Factor, "factor", 10, "the hot prefix's load, times its rate at rest")
