@@ -26,12 +26,23 @@ import (
 // It builds the image and starts real containers, so it runs only with SHOAL_DOCKER_TESTS=1:
 //
 //	SHOAL_DOCKER_TESTS=1 go test ./deploy -run TestRollingRestartCompose -v -timeout 20m
+//
+// SHOAL_ROLLING_REPORT=FILE writes the figures as JSON (rollingReport). SHOAL_ROLLING_IMAGE=NAME
+// uses an image built beforehand (`make docker IMAGE=NAME`, which also leaves deploy/shoal, the
+// host's client) instead of building one, so that a measured run spends no time building.
 func TestRollingRestartCompose(t *testing.T) {
 	if os.Getenv("SHOAL_DOCKER_TESTS") != "1" {
 		t.Skip("builds an image and starts containers: set SHOAL_DOCKER_TESTS=1")
 	}
-	image := "shoal:rolling-test"
-	run(t, "make", "-C", "..", "docker", "IMAGE="+image)
+	image := os.Getenv("SHOAL_ROLLING_IMAGE")
+	if image == "" {
+		image = "shoal:rolling-test"
+		run(t, "make", "-C", "..", "docker", "IMAGE="+image)
+	}
+	var report rollingReport
+	if path := os.Getenv("SHOAL_ROLLING_REPORT"); path != "" {
+		t.Cleanup(func() { writeReport(t, path, report) })
+	}
 	project := fmt.Sprintf("shoalroll%d", os.Getpid())
 	env := []string{"SHOAL_IMAGE=" + image}
 	var grpcs []string
@@ -72,11 +83,6 @@ func TestRollingRestartCompose(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(30 * time.Second) // the load phase, then a steady run phase
-			type window struct {
-				node     int
-				from, to float64
-				events   []string // "+1.2s stopped": what happened when, from the window's start
-			}
 			var windows []window
 			for i := 1; i <= 3; i++ {
 				from := float64(time.Now().UnixMilli()) / 1000
@@ -122,38 +128,110 @@ func TestRollingRestartCompose(t *testing.T) {
 			if err != nil {
 				t.Fatalf("timeline: %v", err)
 			}
-			var steadyP99, steadyOps []float64
-			for _, p := range points {
-				if p.Phase == "run" && p.Unix < windows[0].from {
-					steadyP99, steadyOps = append(steadyP99, p.P99Ms), append(steadyOps, p.Throughput)
-				}
+			m, err := summarize(mode, rep, points, windows)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if len(steadyP99) < 5 {
-				t.Fatalf("%d steady seconds before the first restart", len(steadyP99))
-			}
-			p99, ops := median(steadyP99), median(steadyOps)
-			t.Logf("%s: steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", mode, ops, p99, rep.Operations[ycsb.OpRead].Count+rep.Operations[ycsb.OpUpdate].Count, rep.Errors, rep.ErrorSample)
-			for _, w := range windows {
-				worst, low, over := 0.0, 0, []string{}
-				for _, p := range points {
-					if p.Phase == "run" && p.Unix > w.from && p.Unix <= w.to {
-						worst = max(worst, p.P99Ms)
-						if p.Throughput < ops/2 {
-							low++
-						}
-						if p.P99Ms > 1.5*p99 {
-							// The second ending at +x: where in the restart the p99 rose.
-							over = append(over, fmt.Sprintf("+%.0fs %.1fx", p.Unix-w.from, p.P99Ms/p99))
-						}
-					}
-				}
-				t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput; %d s over 1.5x steady (%s); events: %s",
-					mode, w.node, worst, worst/p99, low, len(over), strings.Join(over, ", "), strings.Join(w.events, ", "))
+			report.Modes = append(report.Modes, m)
+			t.Logf("%s: steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", mode, m.SteadyOps, m.SteadyP99Ms, m.Operations, m.Failed, rep.ErrorSample)
+			for _, r := range m.Restarts {
+				t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput (longest run %d s); %d s over 1.5x steady (%s); events: %s",
+					mode, r.Node, r.WorstP99Ms, r.WorstP99Ratio, r.SecondsBelowHalf, r.LongestBelowHalfS, len(r.Over), strings.Join(r.Over, ", "), strings.Join(r.Events, ", "))
 			}
 			if mode == "hooks" && rep.Errors != 0 {
 				t.Errorf("%d requests failed across the rolling restart through the hooks: %s", rep.Errors, rep.ErrorSample)
 			}
 		})
+	}
+}
+
+// window is one node's restart: from before its stop to 10 s after it serves again, in Unix seconds.
+type window struct {
+	node     int
+	from, to float64
+	events   []string // "+1.2s stopped": what happened when, from the window's start
+}
+
+// rollingReport is what SHOAL_ROLLING_REPORT receives: each mode's steady state and restarts.
+type rollingReport struct {
+	Modes []modeReport `json:"modes"`
+}
+
+type modeReport struct {
+	Mode        string  `json:"mode"` // "hooks" or "kill"
+	SteadyOps   float64 `json:"steady_ops_s"`
+	SteadyP99Ms float64 `json:"steady_p99_ms"`
+	Operations  int64   `json:"operations"`
+	Failed      int64   `json:"failed"`
+	// Restarts: one per node, in order.
+	Restarts []restartReport `json:"restarts"`
+	// Timeline is the load's 1-s points of the run phase.
+	Timeline []ycsb.Point `json:"timeline"`
+}
+
+type restartReport struct {
+	Node          int     `json:"node"`
+	WorstP99Ms    float64 `json:"worst_p99_ms"`
+	WorstP99Ratio float64 `json:"worst_p99_ratio"` // to the steady p99
+	// SecondsBelowHalf counts the seconds of the restart under half the steady throughput, and
+	// LongestBelowHalfS the longest run of them: the node's unavailability as the clients saw it.
+	SecondsBelowHalf  int      `json:"seconds_below_half"`
+	LongestBelowHalfS int      `json:"longest_below_half_s"`
+	Over              []string `json:"over_1_5x"` // "+7s 1.6x": the second ending 7 s in, its p99 ratio
+	Events            []string `json:"events"`
+}
+
+// summarize judges each restart window of a mode against the steady state before the first.
+func summarize(mode string, rep ycsb.Report, points []ycsb.Point, windows []window) (modeReport, error) {
+	var steadyP99, steadyOps []float64
+	m := modeReport{Mode: mode, Failed: rep.Errors, Operations: rep.Operations[ycsb.OpRead].Count + rep.Operations[ycsb.OpUpdate].Count}
+	for _, p := range points {
+		if p.Phase != "run" {
+			continue
+		}
+		m.Timeline = append(m.Timeline, p)
+		if p.Unix < windows[0].from {
+			steadyP99, steadyOps = append(steadyP99, p.P99Ms), append(steadyOps, p.Throughput)
+		}
+	}
+	if len(steadyP99) < 5 {
+		return m, fmt.Errorf("%d steady seconds before the first restart", len(steadyP99))
+	}
+	m.SteadyP99Ms, m.SteadyOps = median(steadyP99), median(steadyOps)
+	for _, w := range windows {
+		r := restartReport{Node: w.node, Events: w.events, Over: []string{}}
+		run := 0
+		for _, p := range m.Timeline {
+			if p.Unix <= w.from || p.Unix > w.to {
+				continue
+			}
+			r.WorstP99Ms = max(r.WorstP99Ms, p.P99Ms)
+			if p.Throughput < m.SteadyOps/2 {
+				r.SecondsBelowHalf++
+				run++
+				r.LongestBelowHalfS = max(r.LongestBelowHalfS, run)
+			} else {
+				run = 0
+			}
+			if p.P99Ms > 1.5*m.SteadyP99Ms {
+				// The second ending at +x: where in the restart the p99 rose.
+				r.Over = append(r.Over, fmt.Sprintf("+%.0fs %.1fx", p.Unix-w.from, p.P99Ms/m.SteadyP99Ms))
+			}
+		}
+		r.WorstP99Ratio = r.WorstP99Ms / m.SteadyP99Ms
+		m.Restarts = append(m.Restarts, r)
+	}
+	return m, nil
+}
+
+// writeReport writes the report as indented JSON.
+func writeReport(t *testing.T, path string, r rollingReport) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("report: %v", err)
 	}
 }
 
