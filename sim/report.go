@@ -78,6 +78,8 @@ type RunReport struct {
 	Operators map[string]OperatorTimes `json:"operators,omitempty"`
 	// Reads is where the reads were served at the end of the run (scenarios with replica reads).
 	Reads *ReadReport `json:"reads,omitempty"`
+	// Stream is the stream job's state accesses by placement (Scenario.Stream).
+	Stream *StreamReport `json:"stream,omitempty"`
 	// Steps and AtSLO are the SLO search's (Scenario.Ramp).
 	Steps []StepReport `json:"steps,omitempty"`
 	AtSLO *SLOReport   `json:"at_slo,omitempty"`

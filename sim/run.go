@@ -186,6 +186,7 @@ type run struct {
 	hist     latencyHist
 	ops, err float64
 	decided  []Decision
+	stream   *streamJob // Scenario.Stream
 }
 
 func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*run, error) {
@@ -244,6 +245,9 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 		c.sampleMin = cfg.Policies.LoadSplit.QPSThreshold / 2
 	}
 	c.onLand = r.scheduleReconcile
+	if sc.Stream {
+		r.stream = newStreamJob(c, streamReroute.Seconds(), sc.Warmup.Seconds())
+	}
 	loop.Every(p.Heartbeat, func() bool { r.heartbeat(); return loop.Now().Before(r.end) })
 	loop.Every(cfg.Interval, func() bool { r.cycle(false); return loop.Now().Before(r.end) })
 	for _, e := range sc.Events {
@@ -340,6 +344,12 @@ func (r *run) heartbeat() {
 		CPU: math.Round(s.cpuCores*100) / 100})
 	if r.ramp != nil {
 		r.ramp.add(el, s, r.p.Heartbeat.Seconds())
+	}
+	if r.stream != nil {
+		r.stream.count(r.c, r.c.rate.At(now.Sub(r.c.start)), r.p.Heartbeat.Seconds(), el > r.sc.Warmup)
+		if el > r.sc.Warmup && el.Seconds()-r.stream.winFrom >= streamWindow {
+			r.stream.closeWindow(el.Seconds())
+		}
 	}
 	if el > r.sc.Warmup {
 		r.ops += s.ops * r.p.Heartbeat.Seconds()
@@ -488,6 +498,12 @@ func (r *run) report() RunReport {
 	}
 	if r.sc.ReplicaReads {
 		rep.Reads = r.c.readReport()
+	}
+	if r.stream != nil {
+		if r.stream.win.events > 0 {
+			r.stream.closeWindow(r.sc.Duration.Seconds())
+		}
+		rep.Stream = r.stream.report()
 	}
 	if r.ramp != nil {
 		steps, slo := r.ramp.report()

@@ -60,6 +60,9 @@ type Scenario struct {
 	// splits and moves), not round robin. Ramp steps the offered rate to find the highest that meets
 	// an SLO (ramp.go); it sets Duration and Warmup. Options' Ranges, Workload and Duration do not
 	// apply to what these set.
+	// Stream makes every request an event of a stream job and counts its state accesses under the
+	// aligned, placed and unaligned placements (stream.go).
+	Stream    bool
 	Tenants   []Tenant
 	Scatter   bool
 	Ramp      *Ramp
@@ -198,6 +201,11 @@ var scenarios = []Scenario{
 		Autopilot: func(c *autopilot.Config) {
 			c.Policies.NodeProfiles.SampleEvery, c.Policies.NodeProfiles.Samples = 5*time.Second, 3
 		}},
+	{Name: "stream-64", Description: "64 nodes, 512 ranges, 64 000 stream events/s zipfian (each a state read and write); at t=60s 8 nodes join; " +
+		"policy incremental_join, rebalance on: the job's state accesses local under aligned, placed and unaligned tasks",
+		Nodes: 64, Ranges: 512, RecordsPerRange: 1000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 64_000, ReadFraction: 0.5,
+		Duration: 180 * time.Second, Warmup: 10 * time.Second, Policy: policy.NameJoin, Stream: true,
+		Events: []Event{{At: 60 * time.Second, Do: JoinNodes, N: 8}}},
 	{Name: "scale", Description: "1000 nodes, 100 000 ranges of 64 MiB, one simulated hour of a diurnal zipfian load (400 k ops/s ±50 %); " +
 		"a node fails at 5 min, 10 % more nodes join at 20 min; every policy on",
 		Nodes: 1000, Ranges: 100_000, RecordsPerRange: 1000, ValueBytes: 64 << 10, Workload: "zipfian", OpsPerSec: 400_000,
