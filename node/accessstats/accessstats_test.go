@@ -85,7 +85,8 @@ func TestHistogramPredictsHitRatio(t *testing.T) {
 // 10 000 blocks at 500 and 2 000 reads/s, 1 read in 16 or in 4 sampled — most blocks sampled once or
 // never. Uniform, zipfian (hot blocks scattered) and hotspot (80 % of the reads on the first 20 % of
 // the blocks) reads: the histogram predicts, through Che, the hit ratio of the true rates in a
-// cache of 1 024 blocks within 4 points at 1 in 4 (bench usage-train's setting) and 6 at 1 in 16.
+// cache of 1 024 blocks within 4 points at 1 in 4 (bench usage-train's setting) and 6 at 1 in 16
+// for LRU, within 6 for the nodes' CLOCK-Pro (5.2 at worst: the hot spot at 2 000 reads/s, 1 in 4).
 // Giving the blocks seen once or never one rate (Good–Turing's) was up to 19 points under at 1 in
 // 16 and 11 at 1 in 4.
 func TestHistogramShortWindow(t *testing.T) {
@@ -144,14 +145,23 @@ func TestHistogramShortWindow(t *testing.T) {
 				in.PointReads = uint64(perSec)
 				rep = tr.Take(1, in, now)
 			}
-			want, got := usage.HitRatio(truth, cache), usage.HitRatio(rep.Hist, cache)
-			t.Logf("%d reads/s, 1 in %d, %s: from the true rates %.4f, from the sampled histogram %.4f (%d buckets)", perSec, every, w.name, want, got, len(rep.Hist))
-			bound := 0.06 // 1 in 16: 300–600 samples of 10 000 blocks at 500 reads/s
-			if every == 4 {
-				bound = 0.04
-			}
-			if math.Abs(want-got) > bound {
-				t.Errorf("%d reads/s, %s: sampled histogram predicts %.4f, true rates %.4f", perSec, w.name, got, want)
+			// Che's approximation for LRU, and for the nodes' cache (CLOCK-Pro), which tells a
+			// hot block from a cold one more sharply: a hot spot's estimated tail costs it more.
+			for _, policy := range []struct {
+				name      string
+				hit       func(usage.Histogram, float64) float64
+				bound     float64 // 1 in 16: 300–600 samples of 10 000 blocks at 500 reads/s
+				bound1in4 float64
+			}{{"LRU", usage.HitRatioLRU, 0.06, 0.04}, {"CLOCK-Pro", usage.HitRatio, 0.06, 0.06}} {
+				want, got := policy.hit(truth, cache), policy.hit(rep.Hist, cache)
+				t.Logf("%d reads/s, 1 in %d, %s, %s: from the true rates %.4f, from the sampled histogram %.4f (%d buckets)", perSec, every, w.name, policy.name, want, got, len(rep.Hist))
+				bound := policy.bound
+				if every == 4 {
+					bound = policy.bound1in4
+				}
+				if math.Abs(want-got) > bound {
+					t.Errorf("%d reads/s, %s, %s: sampled histogram predicts %.4f, true rates %.4f", perSec, w.name, policy.name, got, want)
+				}
 			}
 		}
 	}

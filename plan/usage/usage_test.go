@@ -71,10 +71,77 @@ func TestHitRatioAgainstLRU(t *testing.T) {
 			trace[i] = lo
 		}
 		for _, c := range []int{100, 400, 1000} {
-			che, sim := HitRatio(h, float64(c)), lru(trace, c)
+			che, sim := HitRatioLRU(h, float64(c)), lru(trace, c)
 			t.Logf("zipf s=%.1f cache %d/%d: Che %.4f, LRU %.4f", s, c, blocks, che, sim)
 			if math.Abs(che-sim) > 0.02 {
 				t.Errorf("zipf s=%.1f cache %d: Che %.4f, LRU %.4f: more than 2 points apart", s, c, che, sim)
+			}
+		}
+	}
+	if HitRatioLRU(Histogram{{Rate: 1, Blocks: 10}}, 10) != 1 || HitRatioLRU(Histogram{{Rate: 1, Blocks: 10}}, 0) != 0 {
+		t.Error("a cache holding every block must always hit, an empty one never")
+	}
+}
+
+// irmTrace draws requests for blocks 0..len(w)-1 with probabilities in proportion to w, and
+// returns them with the histogram of their rates (1 000 reads a second in all).
+func irmTrace(w []float64, requests int, seed uint64) ([]int, Histogram) {
+	sum := 0.0
+	for _, x := range w {
+		sum += x
+	}
+	var h Histogram
+	cum := make([]float64, len(w))
+	acc := 0.0
+	for i := range w {
+		h = append(h, Bucket{Rate: w[i] / sum * 1000, Blocks: 1})
+		acc += w[i] / sum
+		cum[i] = acc
+	}
+	rng := rand.New(rand.NewPCG(1, seed))
+	trace := make([]int, requests)
+	for i := range trace {
+		u := rng.Float64()
+		lo, hi := 0, len(w)-1
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if cum[mid] < u {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		trace[i] = lo
+	}
+	return trace, h
+}
+
+// HitRatio against a simulation of Pebble's CLOCK-Pro (clockPro) on independent-reference traces:
+// uniform, zipfian and hot-spot (80 % of the reads on 20 % of the blocks) popularity, caches from
+// 5 % to 50 % of the blocks, within 3 points (within 1 but for a cache exactly the hot spot's size:
+// 2.7); on the skewed traces CLOCK-Pro hits more than LRU, and HitRatio says so.
+func TestHitRatioAgainstClockPro(t *testing.T) {
+	const blocks, requests = 2000, 300_000
+	popularity := map[string]func(i int) float64{
+		"uniform":  func(int) float64 { return 1 },
+		"zipf 0.8": func(i int) float64 { return 1 / math.Pow(float64(i+1), 0.8) },
+		"zipf 1.1": func(i int) float64 { return 1 / math.Pow(float64(i+1), 1.1) },
+		"hot spot": func(i int) float64 { return map[bool]float64{true: 16, false: 1}[i%5 == 0] },
+	}
+	for name, pop := range popularity {
+		w := make([]float64, blocks)
+		for i := range w {
+			w[i] = pop(i)
+		}
+		trace, h := irmTrace(w, requests, uint64(len(name)))
+		for _, c := range []int{100, 400, 1000} {
+			approx, sim, lruSim := HitRatio(h, float64(c)), clockPro(trace, c), lru(trace, c)
+			t.Logf("%s cache %d/%d: approximation %.4f, CLOCK-Pro %.4f (LRU %.4f, Che for LRU %.4f)", name, c, blocks, approx, sim, lruSim, HitRatioLRU(h, float64(c)))
+			if math.Abs(approx-sim) > 0.03 {
+				t.Errorf("%s cache %d: approximation %.4f, CLOCK-Pro %.4f: more than 3 points apart", name, c, approx, sim)
+			}
+			if name != "uniform" && c < 1000 && (sim <= lruSim || approx <= HitRatioLRU(h, float64(c))) {
+				t.Errorf("%s cache %d: CLOCK-Pro %.4f, its approximation %.4f, not above LRU %.4f", name, c, sim, approx, lruSim)
 			}
 		}
 	}
@@ -162,6 +229,48 @@ func TestFitAtIdle(t *testing.T) {
 	}
 	if _, err := FitAtIdle(samples[:3], 0.1); err == nil {
 		t.Error("3 samples fitted 4 costs")
+	}
+}
+
+// Cross-validation tells a fit that misses a term from one that has it: under load the nodes use a
+// background share that no load term carries. The fit with its idle usage fixed at the measured
+// one predicts samples it was not fitted to worse than the free fit (whose idle term takes the
+// background up, with the idle sample's error); without the background both predict them within
+// the noise.
+func TestCrossValidate(t *testing.T) {
+	costs := Model{HitCost: 3e-5, MissCost: 5e-4, Write: 2e-3}
+	const idle = 0.01
+	for _, background := range []float64{0, 0.15} {
+		rng := rand.New(rand.NewPCG(11, 12))
+		samples := []Sample{{Hit: 1, Nodes: 3, Usage: 3 * idle}} // the idle probe
+		for range 40 {
+			l := Load{Reads: rng.Float64() * 3000}
+			if rng.IntN(4) == 0 {
+				l = Load{Writes: rng.Float64() * 200}
+			}
+			hit := 0.15 + 0.85*rng.Float64()
+			u := costs.Predict(l, hit) + 3*(idle+background)
+			samples = append(samples, Sample{Load: l, Hit: hit, Nodes: 3, Usage: u + 0.01*rng.NormFloat64()})
+		}
+		loaded := func(s Sample) bool { return s.Load != Load{} }
+		atIdle, _, err := CrossValidate(samples, func(ss []Sample) (Model, error) { return FitAtIdle(ss, idle) }, loaded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		free, _, err := CrossValidate(samples, Fit, loaded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("background %.2f a node: held-out error at idle %.4f, free %.4f", background, atIdle, free)
+		if background == 0 && (atIdle > 0.02 || free > 0.02) {
+			t.Errorf("no background: held-out errors %.4f and %.4f, want both within the noise (0.01)", atIdle, free)
+		}
+		if background > 0 && (free > 0.03 || atIdle < 3*free) {
+			t.Errorf("background %.2f: held-out error at idle %.4f, free %.4f: want the free fit's within 3 times the noise and a third of the other's at most", background, atIdle, free)
+		}
+	}
+	if _, _, err := CrossValidate([]Sample{{}}, Fit, func(Sample) bool { return false }); err == nil {
+		t.Error("cross-validation with nothing left out gave no error")
 	}
 }
 
