@@ -10,7 +10,7 @@ import (
 	"github.com/shoaldb/shoal/autopilot/policy"
 )
 
-// TestBalanceShortRun runs the balancer experiment at a small scale (caches of 256 KiB, a cold
+// TestBalanceShortRun runs the balancer experiment at a small scale (room for 256 KiB of blocks, a cold
 // tenant of 3 MB): both arms start from the placement where one node leads only cold ranges, every
 // node as many, and each steps its rate up from there, stopping at the first step that misses the
 // SLO twice in a row. usage_balance moves cold leaderships off the node that led four once their
@@ -20,11 +20,13 @@ func TestBalanceShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
+	t.Parallel() // beside TestShortRun
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	o := BalanceOptions{HotRecords: 120, ColdRecords: 3000, RangeRates: []float64{20, 40}, SettleRate: 100,
 		Settle: 30 * time.Second, Warm: time.Second, Window: 2 * time.Second}
-	o.Clients, o.CacheBytes, o.Device.IOPS = 8, 256<<10, 400
+	// Room for 256 KiB of blocks beside the two 1-MiB memtables Pebble charges to the cache.
+	o.Clients, o.CacheBytes, o.Device.IOPS = 8, 2<<20+256<<10, 400
 	rep, err := Balance(ctx, t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -6,32 +6,62 @@ import (
 	"time"
 )
 
-// TestShortRun trains and validates at a small scale: a model comes out with the idle usage the
-// idle probe measured, and every workload gets a check at every rate, predicted from the nodes'
-// heartbeats.
+// TestShortRun trains and validates at a small scale, with heartbeats four times a second so that
+// its probes are short: a model comes out, the fit of the least held-out error (the at-idle fit's
+// idle usage the idle probe's), and every workload gets a check at every rate — the read-only ones
+// on the store as the training left it and again compacted — predicted from the nodes' heartbeats.
 func TestShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
+	t.Parallel() // beside TestBalanceShortRun: both mostly wait on paced clients and emulated disks
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	o := Options{Records: 2000, Hits: []float64{1}, Levels: []float64{0.5}, Steps: 1, Probe: 2500 * time.Millisecond,
-		Clients: 4, ValidateRates: []float64{50, 100}, ValidateWarm: 2 * time.Second}
+	o := Options{Records: 2000, Hits: []float64{1}, Levels: []float64{0.5}, Steps: 1, Probe: time.Second,
+		Heartbeat: 250 * time.Millisecond, Clients: 4, ValidateRates: []float64{50, 100}, ValidateWarm: time.Second}
+	start := time.Now()
 	rep, err := Run(ctx, t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Model.Samples != len(rep.Probes) || rep.Model.Idle != rep.Probes[0].Usage/3 {
-		t.Errorf("model %+v from %d probes, idle probe %.3f", rep.Model, len(rep.Probes), rep.Probes[0].Usage)
+	t.Logf("ran in %v", time.Since(start))
+	if len(rep.Fits) != 2 || rep.Fits[0].Name != "at-idle" || rep.Fits[0].Model.Idle != rep.Probes[0].Usage/3 {
+		t.Fatalf("fits %+v, idle probe %.3f", rep.Fits, rep.Probes[0].Usage)
+	}
+	for _, f := range rep.Fits {
+		if f.Name == rep.Chosen && f.Model != rep.Model {
+			t.Errorf("chosen %s: model %+v, its fit %+v", rep.Chosen, rep.Model, f.Model)
+		}
+		if f.CVMAE <= 0 || f.CVWorst < f.CVMAE || f.Accuracy == nil {
+			t.Errorf("fit %s: held-out error %.3f (worst %.3f), accuracy %v", f.Name, f.CVMAE, f.CVWorst, f.Accuracy)
+		}
+		for _, g := range rep.Fits {
+			if f.Name == rep.Chosen && g.CVMAE < f.CVMAE {
+				t.Errorf("chosen %s (held-out error %.3f), %s's is less (%.3f)", f.Name, f.CVMAE, g.Name, g.CVMAE)
+			}
+		}
+	}
+	if rep.Model.Samples != len(rep.Probes) {
+		t.Errorf("model %+v from %d probes", rep.Model, len(rep.Probes))
+	}
+	for _, p := range rep.Probes {
+		if len(p.IndexFilterBytes) != 3 {
+			t.Errorf("%s probe: index and filter bytes %v, want every node's", p.Kind, p.IndexFilterBytes)
+		}
 	}
 	acc := rep.Accuracy
-	if acc == nil || len(acc.Checks) != 12 || acc.Reads.Checks != 8 || acc.All.Checks != 12 {
+	if acc == nil || len(acc.Checks) != 20 || acc.Reads.Checks != 8 || acc.ReadsCompacted.Checks != 8 || acc.All.Checks != 20 {
 		t.Fatalf("accuracy %+v", acc)
 	}
 	for _, c := range acc.Checks {
-		if c.Achieved <= 0 || c.Measured <= 0 || c.Predicted <= 0 || c.PredictedHit < 0 || c.PredictedHit > 1 {
+		if c.Achieved <= 0 || c.Measured <= 0 || c.Predicted <= 0 {
 			t.Errorf("check %+v", c)
 		}
+		for _, h := range []float64{c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom} {
+			if h < 0 || h > 1 {
+				t.Errorf("check %+v: a predicted hit ratio out of [0, 1]", c)
+			}
+		}
 	}
-	t.Logf("model %+v; reads %+v; all %+v", rep.Model, acc.Reads, acc.All)
+	t.Logf("model (%s) %+v; reads %+v; compacted %+v; all %+v", rep.Chosen, rep.Model, acc.Reads, acc.ReadsCompacted, acc.All)
 }

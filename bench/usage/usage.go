@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
@@ -48,6 +50,13 @@ type Options struct {
 	// Probe is one probe's measured window; Steps the binary search's probes per level.
 	Probe time.Duration
 	Steps int
+	// Heartbeat is the nodes' heartbeat interval (default node.DefaultHeartbeatInterval); the
+	// probes read the heartbeats at that interval. Settle is how long a probe runs its load before
+	// it measures (default a second and two heartbeats: a heartbeat reports the interval before
+	// it, and the cluster's node list holds the last one received, so a reading lags the load by up
+	// to two intervals; with a second of settling, a 3-s probe's load was two thirds the previous
+	// probe's: one at 5 455 reads/s read as 8 731 after one at 10 917).
+	Heartbeat, Settle time.Duration
 	// Clients is the concurrent clients.
 	Clients int
 	// ScanRows is the rows of one scan.
@@ -87,6 +96,12 @@ func (o Options) Defaults() Options {
 	}
 	if o.Steps <= 0 {
 		o.Steps = 4
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = node.DefaultHeartbeatInterval
+	}
+	if o.Settle <= 0 {
+		o.Settle = time.Second + 2*o.Heartbeat
 	}
 	if o.Clients <= 0 {
 		o.Clients = 32
@@ -131,26 +146,47 @@ type Probe struct {
 	Usage     float64 `json:"usage"`
 	Errors    int64   `json:"errors"`
 	// Load is the cluster's load the heartbeats reported during the probe.
-	Load   planusage.Load `json:"load"`
-	sample planusage.Sample
-	polls  []heard
+	Load planusage.Load `json:"load"`
+	// IndexFilterBytes is each node's index and filter blocks of the tables that hold the records,
+	// after the probe (by node ID): room in the cache those blocks take from the data blocks.
+	IndexFilterBytes map[uint64]uint64 `json:"index_filter_bytes,omitempty"`
+	sample           planusage.Sample
+	polls            []heard
 }
 
 // Report is a training run's outcome.
 type Report struct {
+	// Model is the fit written: of Fits, the one with the least held-out error.
 	Model  planusage.Model `json:"model"`
+	Chosen string          `json:"chosen_fit"`
 	Probes []Probe         `json:"probes"`
-	// FitMAE is the fitted model's mean absolute error over the probes (usage points), FitWorst its
-	// largest.
+	// FitMAE is the written model's mean absolute error over the probes it was fitted to (the
+	// cluster's usage), FitWorst its largest.
 	FitMAE   float64 `json:"fit_mae"`
 	FitWorst float64 `json:"fit_worst"`
 	Cores    int     `json:"cores"`
-	// Accuracy is the accuracy experiment's outcome (with ValidateRates).
+	// Accuracy is the accuracy experiment's outcome for Model (with ValidateRates).
 	Accuracy *Accuracy `json:"accuracy,omitempty"`
-	// FreeFit is the model fitted with its idle usage as an unknown too (Model's idle is the idle
-	// probe's), and FreeFitAccuracy its accuracy on the same checks: for comparison only.
-	FreeFit         planusage.Model `json:"free_fit"`
-	FreeFitAccuracy *Accuracy       `json:"free_fit_accuracy,omitempty"`
+	// Fits are the ways of fitting the probes, each with its held-out error and its accuracy.
+	Fits []Candidate `json:"fits"`
+}
+
+// Candidate is one way of fitting the probes. "at-idle" fixes a node's idle usage at the idle
+// probe's (plan/usage FitAtIdle); "free" fits it too (Fit), so that it also carries what the nodes
+// use under any load that no load term does (their background: raft, heartbeats, the access
+// statistics' placing of sampled keys, the Go runtime). The training writes the one whose
+// leave-one-out error over the loaded probes is the least (CVMAE): chosen on the probes, not on
+// the accuracy experiment's checks, which measure it.
+type Candidate struct {
+	Name  string          `json:"name"`
+	Model planusage.Model `json:"model"`
+	// CVMAE and CVWorst: leave-one-out over the loaded probes, in the cluster's usage.
+	CVMAE   float64 `json:"cv_mae"`
+	CVWorst float64 `json:"cv_worst"`
+	// FitMAE: the error over the probes it was fitted to.
+	FitMAE   float64   `json:"fit_mae"`
+	FitWorst float64   `json:"fit_worst"`
+	Accuracy *Accuracy `json:"accuracy,omitempty"`
 }
 
 // Run trains a model in dir.
@@ -213,30 +249,66 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 	for i, p := range rep.Probes {
 		samples[i] = p.sample
 	}
-	// The idle usage is measured (the idle probe), not fitted: the write probes' usage is their
-	// compactions', flat in their rate, and would raise a fitted idle and lower the read costs.
-	if rep.Model, err = planusage.FitAtIdle(samples, e.idle/float64(o.Nodes)); err != nil {
+	if rep.Fits, err = fitCandidates(samples, e.idle/float64(o.Nodes)); err != nil {
 		return rep, err
 	}
-	if rep.FreeFit, err = planusage.Fit(samples); err != nil {
-		return rep, err
+	best := 0
+	for i, c := range rep.Fits {
+		o.Progress(fmt.Sprintf("fit %s %+v: held-out error %.3f (worst %.3f), on its own probes %.3f", c.Name, c.Model, c.CVMAE, c.CVWorst, c.FitMAE))
+		if c.CVMAE < rep.Fits[best].CVMAE {
+			best = i
+		}
 	}
-	for _, s := range samples {
-		// A sample is max(Nodes, 1) nodes measured together, each idling.
-		d := math.Abs(rep.Model.Predict(s.Load, s.Hit) + (max(s.Nodes, 1)-1)*rep.Model.Idle - s.Usage)
-		rep.FitMAE += d / float64(len(samples))
-		rep.FitWorst = math.Max(rep.FitWorst, d)
-	}
-	o.Progress(fmt.Sprintf("model %+v: fit mean error %.3f, worst %.3f (free fit %+v)", rep.Model, rep.FitMAE, rep.FitWorst, rep.FreeFit))
+	rep.Chosen, rep.Model = rep.Fits[best].Name, rep.Fits[best].Model
+	rep.FitMAE, rep.FitWorst = rep.Fits[best].FitMAE, rep.Fits[best].FitWorst
+	o.Progress(fmt.Sprintf("model (%s) %+v: fit mean error %.3f, worst %.3f", rep.Chosen, rep.Model, rep.FitMAE, rep.FitWorst))
 	if len(o.ValidateRates) > 0 {
 		vs, err := e.validate(ctx, o.ValidateRates)
 		if len(vs) > 0 {
-			rep.Accuracy = accuracy(rep.Model, vs, o.Nodes, o.Progress)
-			rep.FreeFitAccuracy = accuracy(rep.FreeFit, vs, o.Nodes, nil)
+			for i := range rep.Fits {
+				var progress func(string)
+				if i == best {
+					progress = o.Progress
+				}
+				rep.Fits[i].Accuracy = accuracy(rep.Fits[i].Model, vs, o.Nodes, progress)
+			}
+			rep.Accuracy = rep.Fits[best].Accuracy
 		}
 		return rep, err
 	}
 	return rep, nil
+}
+
+// fitCandidates fits the samples both ways (Candidate) and measures each one's error, held out
+// (leave-one-out over the loaded probes: the checks it is for are all under load) and on its own
+// samples.
+func fitCandidates(samples []planusage.Sample, idle float64) ([]Candidate, error) {
+	ways := []struct {
+		name string
+		fit  func([]planusage.Sample) (planusage.Model, error)
+	}{
+		{"at-idle", func(ss []planusage.Sample) (planusage.Model, error) { return planusage.FitAtIdle(ss, idle) }},
+		{"free", planusage.Fit},
+	}
+	loaded := func(s planusage.Sample) bool { return s.Load != planusage.Load{} }
+	var out []Candidate
+	for _, w := range ways {
+		m, err := w.fit(samples)
+		if err != nil {
+			return nil, fmt.Errorf("fit %s: %w", w.name, err)
+		}
+		c := Candidate{Name: w.name, Model: m}
+		if c.CVMAE, c.CVWorst, err = planusage.CrossValidate(samples, w.fit, loaded); err != nil {
+			return nil, fmt.Errorf("fit %s: %w", w.name, err)
+		}
+		for _, s := range samples {
+			d := math.Abs(m.PredictSample(s) - s.Usage)
+			c.FitMAE += d / float64(len(samples))
+			c.FitWorst = math.Max(c.FitWorst, d)
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 func key(i int) []byte { return fmt.Appendf(nil, "usage/%08d", i) }
@@ -256,6 +328,7 @@ func start(ctx context.Context, dir string, o Options) (*env, error) {
 	// Read hints replay the leaders' reads on the followers: disk and CPU that are not the reads'
 	// own cost at their hit ratio.
 	cfg.Hints.Off = true
+	cfg.HeartbeatInterval = o.Heartbeat
 	// A histogram of the last 10–20 s: each accuracy workload runs longer than that before it is
 	// measured, so that the prediction is the workload's, not the one before's. So short a window
 	// needs more samples than the nodes' default (1 read in 16 over 1–2 min): 1 read in 4, and room
@@ -359,14 +432,14 @@ func (e *env) report(p Probe) {
 		p.Kind, p.TargetHit, p.Level, p.Offered, p.Achieved, p.Hit, p.Usage, p.CPU, p.Disk))
 }
 
-// probe runs op at rate for the probe window after a second's settling, and measures it: the
+// probe runs op at rate for the probe window after Settle, and measures it: the
 // usage from the process's CPU and the devices, the load and hit ratios from the nodes' heartbeats.
 func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*rand.Rand) error) (Probe, error) {
 	if op == nil {
 		op = func(*rand.Rand) error { return nil } // the idle probe: nothing to run
 		rate = -1
 	}
-	e.run(ctx, op, rate, probeSettle)
+	e.run(ctx, op, rate, e.o.Settle)
 	nodes := e.c.Nodes()
 	devBefore := make([]emudisk.Stats, len(nodes))
 	for i, n := range nodes {
@@ -401,18 +474,37 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	p.Load = h.load
 	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage, Nodes: float64(len(nodes))}
 	p.polls = polls
+	p.IndexFilterBytes = e.indexFilterBytes()
 	return p, nil
 }
 
-// probeSettle is how long a probe runs its load before it measures. A heartbeat reports the
-// interval before it and the cluster's node list holds the last one received, so a reading lags
-// the load by up to two intervals: with a second of settling, a 3-s probe's load was two thirds
-// the previous probe's (a probe at 5 455 reads/s read as 8 731 after one at 10 917).
-const probeSettle = time.Second + 2*node.DefaultHeartbeatInterval
+// indexFilterBytes is every node's index and filter blocks of the tables that hold the records,
+// by node ID. A point read loads its table's filter and index blocks beside its data block; read
+// all over the records, they are the hottest blocks and stay in the cache, out of the data blocks'
+// room (after loading, 0.27 MB of a 2-MiB room: 13 %; more tables hold more).
+func (e *env) indexFilterBytes() map[uint64]uint64 {
+	lo, hi := storage.UserDataKey(key(0)), storage.UserDataKey(key(e.o.Records))
+	out := map[uint64]uint64{}
+	for _, n := range e.c.Nodes() {
+		levels, err := n.Eng.DB().SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, hi))
+		if err != nil {
+			continue // the node's prediction then has the whole room
+		}
+		for _, l := range levels {
+			for _, t := range l {
+				if t.Properties != nil {
+					out[n.KV.NodeID()] += t.Properties.IndexSize + t.Properties.FilterSize
+				}
+			}
+		}
+	}
+	return out
+}
 
-// heard is one reading of every node's last heartbeat.
+// heard is one reading of every node's last heartbeat (ids: the nodes', in the same order).
 type heard struct {
 	stats []*pb.NodeStats
+	ids   []uint64
 }
 
 // heardSum is what a probe's readings say together: the cluster's load (the mean of the readings),
@@ -426,7 +518,7 @@ func sumHeard(polls []heard) heardSum {
 	var s heardSum
 	for _, h := range polls {
 		for _, st := range h.stats {
-			l, _, _ := nodeLoad(st)
+			l, _, _ := nodeLoad(st, 0)
 			s.load.Reads += l.Reads / float64(len(polls))
 			s.load.Writes += l.Writes / float64(len(polls))
 			s.load.Scans += l.Scans / float64(len(polls))
@@ -445,8 +537,10 @@ const memTableBytes = 1 << 20
 
 // nodeLoad is a node's load as its heartbeat reports it (the point reads and scanned blocks of the
 // ranges it leads, the writes of every replica), its leaders' merged block-access histogram and its
-// cache in blocks: what the node itself predicts its usage from (node.predictUsage).
-func nodeLoad(st *pb.NodeStats) (planusage.Load, planusage.Histogram, float64) {
+// cache's room for data blocks in blocks: what the node itself predicts its usage from
+// (node.predictUsage), but that the room here leaves out the indexBytes its index and filter
+// blocks take.
+func nodeLoad(st *pb.NodeStats, indexBytes uint64) (planusage.Load, planusage.Histogram, float64) {
 	var l planusage.Load
 	var h planusage.Histogram
 	for _, rl := range st.GetRanges() {
@@ -463,15 +557,15 @@ func nodeLoad(st *pb.NodeStats) (planusage.Load, planusage.Histogram, float64) {
 		}
 	}
 	cache := 0.0
-	if st.GetBlockBytes() > 0 {
-		cache = float64(st.GetBlockCacheCapacity()) / float64(st.GetBlockBytes())
+	if room := st.GetBlockCacheCapacity(); st.GetBlockBytes() > 0 && room > indexBytes {
+		cache = float64(room-indexBytes) / float64(st.GetBlockBytes())
 	}
 	return l, h, cache
 }
 
-// poll reads every node's last heartbeat about once a second until ctx ends.
+// poll reads every node's last heartbeat once a heartbeat interval until ctx ends.
 func (e *env) poll(ctx context.Context) []heard {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(e.o.Heartbeat)
 	defer t.Stop()
 	var out []heard
 	for {
@@ -488,6 +582,7 @@ func (e *env) poll(ctx context.Context) []heard {
 		for _, n := range ns {
 			if n.GetStats() != nil {
 				h.stats = append(h.stats, n.GetStats())
+				h.ids = append(h.ids, n.GetDesc().GetNodeId())
 			}
 		}
 		out = append(out, h)
@@ -542,7 +637,9 @@ func (e *env) run(ctx context.Context, op func(*rand.Rand) error, rate float64, 
 // (Predicted, PredictedHit), and at the observed hit ratio (PredictedAtHit: the model alone).
 // Usage is the cluster's (every node's summed).
 type Check struct {
-	Workload       string  `json:"workload"`
+	Workload string `json:"workload"`
+	// Store is storeAsLeft or storeCompacted.
+	Store          string  `json:"store"`
 	Offered        float64 `json:"offered_ops"`
 	Achieved       float64 `json:"achieved_ops"`
 	Measured       float64 `json:"measured_usage"`
@@ -550,14 +647,21 @@ type Check struct {
 	PredictedAtHit float64 `json:"predicted_usage_at_observed_hit"`
 	ObservedHit    float64 `json:"observed_hit"`
 	PredictedHit   float64 `json:"predicted_hit"`
+	// PredictedHitLRU is Che's approximation for an LRU cache of the same room (plan/usage
+	// HitRatioLRU), PredictedHitWholeRoom the cache's policy in its whole room for blocks (the
+	// index and filter blocks' share left in): for comparison.
+	PredictedHitLRU       float64 `json:"predicted_hit_lru"`
+	PredictedHitWholeRoom float64 `json:"predicted_hit_whole_room"`
 }
 
 // Accuracy sums the checks, over all of them and over the read-only workloads (Reads).
 type Accuracy struct {
 	Checks []Check      `json:"checks"`
 	All    AccuracySums `json:"all"`
-	// Reads: uniform, zipfian, zipf-clustered and hotspot reads.
-	Reads AccuracySums `json:"reads"`
+	// Reads: uniform, zipfian, zipf-clustered and hotspot reads on the store as the training left
+	// it; ReadsCompacted the same once it is compacted.
+	Reads          AccuracySums `json:"reads"`
+	ReadsCompacted AccuracySums `json:"reads_compacted"`
 }
 
 // AccuracySums are mean and worst absolute errors over a set of checks: usage in the cluster's
@@ -583,8 +687,8 @@ type AccuracySums struct {
 
 // validated is one accuracy probe with what the model needs to predict it.
 type validated struct {
-	workload string
-	p        Probe
+	workload, store string
+	p               Probe
 }
 
 // readOnly are the workloads of AccuracySums Reads.
@@ -636,21 +740,49 @@ func (e *env) workloads(ctx context.Context) []struct {
 	}
 }
 
+// The stores the accuracy checks run on: as the training's write probes left it (tables in several
+// levels, a record often in more than one), and compacted again, as the training's read probes had
+// it.
+const (
+	storeAsLeft    = "as-left"
+	storeCompacted = "compacted"
+)
+
 // validate runs every workload, first for ValidateWarm at the first rate — longer than the nodes'
 // histograms remember (10–20 s), so that each workload is predicted from its own reads only and
-// the caches hold its blocks — then probes it at every rate.
+// the caches hold its blocks — then probes it at every rate. The read-only workloads run on the
+// store as the training left it, then again once it is compacted; the mixes follow.
 func (e *env) validate(ctx context.Context, rates []float64) ([]validated, error) {
 	var out []validated
-	for _, w := range e.workloads(ctx) {
-		e.run(ctx, w.op, rates[0], e.o.ValidateWarm)
-		for _, rate := range rates {
-			p, err := e.probe(ctx, w.name, rate, w.op)
-			if err != nil {
-				return out, err
+	ws := e.workloads(ctx)
+	runs := func(store string, keep func(name string) bool) error {
+		for _, w := range ws {
+			if !keep(w.name) {
+				continue
 			}
-			p.Offered = rate
-			out = append(out, validated{workload: w.name, p: p})
+			e.run(ctx, w.op, rates[0], e.o.ValidateWarm)
+			for _, rate := range rates {
+				p, err := e.probe(ctx, w.name, rate, w.op)
+				if err != nil {
+					return err
+				}
+				p.Offered = rate
+				out = append(out, validated{workload: w.name, store: store, p: p})
+			}
 		}
+		return nil
+	}
+	if err := runs(storeAsLeft, func(n string) bool { return readOnly[n] }); err != nil {
+		return out, err
+	}
+	e.o.Progress("compacting the store for the read checks again")
+	for _, n := range e.c.Nodes() {
+		if err := n.Eng.CompactAll(ctx); err != nil {
+			return out, fmt.Errorf("compact: %w", err)
+		}
+	}
+	if err := runs(storeCompacted, func(string) bool { return true }); err != nil {
+		return out, err
 	}
 	return out, nil
 }
@@ -659,21 +791,28 @@ func (e *env) validate(ctx context.Context, rates []float64) ([]validated, error
 // load and the hit ratio Che's approximation gives its leaders' histograms in its cache.
 func check(m planusage.Model, v validated, nodes int) Check {
 	p := v.p
-	c := Check{Workload: v.workload, Offered: p.Offered, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit,
+	c := Check{Workload: v.workload, Store: v.store, Offered: p.Offered, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit,
 		PredictedAtHit: m.Predict(p.Load, p.Hit) + float64(nodes-1)*m.Idle} // every node idles
-	var reads, hitReads float64
+	var reads, hitReads, lruReads, wholeReads float64
 	for _, h := range p.polls {
-		for _, st := range h.stats {
-			l, hist, cache := nodeLoad(st)
+		for i, st := range h.stats {
+			var index uint64
+			if i < len(h.ids) {
+				index = p.IndexFilterBytes[h.ids[i]]
+			}
+			l, hist, cache := nodeLoad(st, index)
+			_, _, whole := nodeLoad(st, 0)
 			hit := planusage.HitRatio(hist, cache)
 			c.Predicted += m.Predict(l, hit) / float64(len(p.polls))
 			reads += l.Reads
 			hitReads += l.Reads * hit
+			lruReads += l.Reads * planusage.HitRatioLRU(hist, cache)
+			wholeReads += l.Reads * planusage.HitRatio(hist, whole)
 		}
 	}
-	c.PredictedHit = 1
+	c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom = 1, 1, 1
 	if reads > 0 {
-		c.PredictedHit = hitReads / reads
+		c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom = hitReads/reads, lruReads/reads, wholeReads/reads
 	}
 	return c
 }
@@ -684,13 +823,14 @@ func accuracy(m planusage.Model, vs []validated, nodes int, progress func(string
 	for _, v := range vs {
 		c := check(m, v, nodes)
 		if progress != nil {
-			progress(fmt.Sprintf("check %s at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f), hit observed %.2f predicted %.2f",
-				c.Workload, c.Offered, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.ObservedHit, c.PredictedHit))
+			progress(fmt.Sprintf("check %s (%s) at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f), hit observed %.3f predicted %.3f (LRU %.3f, whole room %.3f)",
+				c.Workload, c.Store, c.Offered, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.ObservedHit, c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom))
 		}
 		acc.Checks = append(acc.Checks, c)
 	}
 	acc.All = sums(acc.Checks, nodes, func(Check) bool { return true })
-	acc.Reads = sums(acc.Checks, nodes, func(c Check) bool { return readOnly[c.Workload] })
+	acc.Reads = sums(acc.Checks, nodes, func(c Check) bool { return readOnly[c.Workload] && c.Store == storeAsLeft })
+	acc.ReadsCompacted = sums(acc.Checks, nodes, func(c Check) bool { return readOnly[c.Workload] && c.Store == storeCompacted })
 	return acc
 }
 

@@ -23,10 +23,14 @@ Cruz 2016, §5.3.1, scaled to in-process nodes on emulated disks: uniform reads 
 sized for cache hit ratios from 100 % down to about 15 %, then writes and scans (read hints off);
 for each, an unpaced probe finds saturation and a binary search of the offered rate finds each usage
 level (--levels) between idle and saturation; every probe, the idle one too, is a sample (load,
-observed hit ratio, measured usage: the process's CPU share plus the nodes' disk busy). The costs
-fitted to the samples are written to --out, a versioned file that ` + "`shoal start --usage-model FILE`" + `
-loads. With --validate-rates, the accuracy experiment follows on the same cluster. Prints JSON: the
-model, every probe, the fit's mean and worst absolute error, and the accuracy checks.`,
+observed hit ratio, measured usage: the process's CPU share plus the nodes' disk busy). The samples
+are fitted two ways — a node's idle usage fixed at the idle probe's, or fitted too (it then carries
+the nodes' background under load) — and the fit whose leave-one-out error over the loaded probes is
+the least is written to --out, a versioned file that ` + "`shoal start --usage-model FILE`" + ` loads.
+With --validate-rates, the accuracy experiment follows on the same cluster: the read workloads on
+the store as the training left it, then again compacted, then the mixes; every fit is scored.
+Prints JSON: the model, every probe, each fit's held-out and own-sample errors, and the accuracy
+checks.`,
 	Example: "  flock /tmp/bench.lock shoal bench usage-train --out usage-model.json",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
