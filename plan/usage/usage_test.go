@@ -42,34 +42,10 @@ func TestHitRatioAgainstLRU(t *testing.T) {
 	const blocks, requests = 2000, 300_000
 	for _, s := range []float64{0, 0.8, 1.1} {
 		w := make([]float64, blocks)
-		sum := 0.0
 		for i := range w {
 			w[i] = 1 / math.Pow(float64(i+1), s)
-			sum += w[i]
 		}
-		var h Histogram
-		cum := make([]float64, blocks)
-		acc := 0.0
-		for i := range w {
-			h = append(h, Bucket{Rate: w[i] / sum * 1000, Blocks: 1})
-			acc += w[i] / sum
-			cum[i] = acc
-		}
-		rng := rand.New(rand.NewPCG(1, uint64(s*10)))
-		trace := make([]int, requests)
-		for i := range trace {
-			u := rng.Float64()
-			lo, hi := 0, blocks-1
-			for lo < hi {
-				mid := (lo + hi) / 2
-				if cum[mid] < u {
-					lo = mid + 1
-				} else {
-					hi = mid
-				}
-			}
-			trace[i] = lo
-		}
+		trace, h := irmTrace(w, requests, uint64(s*10))
 		for _, c := range []int{100, 400, 1000} {
 			che, sim := HitRatioLRU(h, float64(c)), lru(trace, c)
 			t.Logf("zipf s=%.1f cache %d/%d: Che %.4f, LRU %.4f", s, c, blocks, che, sim)
