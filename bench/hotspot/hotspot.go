@@ -61,7 +61,7 @@ func (o Options) withDefaults() Options {
 	def(&o.HotRanges, 3)
 	def(&o.KeysPerRange, 1000)
 	def(&o.ValueBytes, 1024)
-	def(&o.IOPS, 1000)
+	def(&o.IOPS, 400)
 	def(&o.Rate, 15)
 	if o.BlockRoomBytes <= 0 {
 		o.BlockRoomBytes = 512 << 10

@@ -45,7 +45,7 @@ func init() {
 	f.IntVar(&o.KeysPerRange, "keys", 1000, "keys per range")
 	f.IntVar(&o.ValueBytes, "value-bytes", 1024, "bytes per value")
 	f.Int64Var(&o.BlockRoomBytes, "block-room", 512<<10, "each node's block cache's room for blocks (the cache is this and the two 1 MiB memtables Pebble charges to it)")
-	f.IntVar(&o.IOPS, "iops", 1000, "each node's emulated disk operations per second")
+	f.IntVar(&o.IOPS, "iops", 400, "each node's emulated disk operations per second")
 	f.IntVar(&o.Rate, "rate", 15, "reads per second of each range at rest")
 	f.Float64Var(&o.Factor, "factor", 10, "the hot prefix's load, times its rate at rest")
 	f.DurationSliceVar(&o.Durations, "durations", []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, 60 * time.Second}, "hot spot durations")
