@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/pingcap/go-ycsb/pkg/prop"
+	"github.com/pingcap/go-ycsb/pkg/util"
 	goycsb "github.com/pingcap/go-ycsb/pkg/ycsb"
 
 	"github.com/shoaldb/shoal/autopilot/policy"
@@ -322,11 +323,12 @@ func (e *experiment) load(ctx context.Context) error {
 		return fmt.Errorf("cluster never fully replicated: %w", err)
 	}
 	for _, t := range e.tenants {
-		for k := range e.o.SplitsPerTenant {
-			key := t.Name + "/"
-			if k > 0 { // YCSB keys are "user" and digits: split on the first digit
-				key += fmt.Sprintf("user%d", 10*k/e.o.SplitsPerTenant)
-			}
+		keys, err := splitKeys(t, e.o.Records, e.o.SplitsPerTenant)
+		if err != nil {
+			return err
+		}
+		for _, k := range append([]string{""}, keys...) {
+			key := t.Name + "/" + k
 			if _, _, err := e.cl.Split(ctx, []byte(key)); err != nil {
 				return fmt.Errorf("split at %s: %w", key, err)
 			}
@@ -371,6 +373,34 @@ func (e *experiment) load(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// splitKeys are the record keys that cut a tenant's records into splits ranges of as many records.
+// go-ycsb names record n its key prefix and n, or (insertorder hashed, the default) the FNV hash of
+// n: the hashes of the first twenty thousand all begin with a 6, so cutting on a first digit left
+// every tenant's first range empty and its load on one range. Inserts (D, E) are hashed alike.
+func splitKeys(t ycsb.Tenant, records int64, splits int) ([]string, error) {
+	p, err := t.Config.Properties()
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s: %w", t.Name, err)
+	}
+	hashed := p.GetString(prop.InsertOrder, prop.InsertOrderDefault) == "hashed"
+	pad := p.GetInt64(prop.ZeroPadding, prop.ZeroPaddingDefault)
+	prefix := p.GetString(prop.KeyPrefix, prop.KeyPrefixDefault)
+	keys := make([]string, records)
+	for n := range records {
+		k := n
+		if hashed {
+			k = util.Hash64(n)
+		}
+		keys[n] = fmt.Sprintf("%s%0*d", prefix, pad, k)
+	}
+	slices.Sort(keys)
+	var out []string
+	for k := 1; k < splits; k++ {
+		out = append(out, keys[int64(k)*records/int64(splits)])
+	}
+	return out, nil
 }
 
 // unthrottle lifts (true) or restores the budgets of the nodes' emulated disks, across restarts.

@@ -37,13 +37,15 @@ type cluster struct {
 	rangeLoad map[uint64]float64   // range → its leader's requests a second
 	reads     map[uint64]float64   // range → its leader's reads a second
 	leader    map[uint64]uint64    // range → its leader's node
+	addr      map[uint64]string    // node → its gRPC address
 	served    map[uint64][2]uint64 // node → the block bytes its reads loaded, and those found in its cache
 }
 
 // clusterStats reads n's view of the nodes.
 func clusterStats(ctx context.Context, n *node.Node) (cluster, error) {
 	c := cluster{takers: map[uint64]bool{}, load: map[uint64]float64{}, rangeLoad: map[uint64]float64{},
-		reads: map[uint64]float64{}, leader: map[uint64]uint64{}, served: map[uint64][2]uint64{}}
+		reads: map[uint64]float64{}, leader: map[uint64]uint64{}, served: map[uint64][2]uint64{},
+		addr: map[uint64]string{}}
 	resp, err := n.Nodes(ctx, &pb.NodesRequest{})
 	if err != nil {
 		return c, fmt.Errorf("nodes: %w", err)
@@ -56,6 +58,7 @@ func clusterStats(ctx context.Context, n *node.Node) (cluster, error) {
 		if ns.GetLive() && !ns.GetDraining() && !ns.GetDecommissioned() {
 			c.takers[id] = true
 		}
+		c.addr[id] = ns.GetDesc().GetAddr()
 		st := ns.GetStats()
 		c.served[id] = [2]uint64{st.GetServedBlockBytes(), st.GetServedBlockBytesInCache()}
 		for _, rl := range st.GetRanges() {
@@ -84,22 +87,19 @@ func (c cluster) servedRatio(ref cluster, node uint64) (float64, bool) {
 
 // shed hands n's leaderships, all at once, each to the voter of its range that leads the least load
 // (the heartbeats' requests a second, plus what shed gave it, busiest range first), among the live
-// nodes not draining. DrainLeaderships, which moves what is left, hands each to the first caught-up
-// voter in the range's descriptor: a node's ranges could all land on one peer for the restart. It
-// returns how many moved.
-func (s *Supervisor) shed(ctx context.Context, n *node.Node) int {
-	c, err := clusterStats(ctx, n)
-	if err != nil {
-		s.log.Warn("shedding by load: no view of the nodes; draining instead", "node", n.NodeID(), "err", err)
-		return 0
-	}
+// nodes not draining, once that voter's cache is warm for the range (warmTarget). DrainLeaderships,
+// which moves what is left, hands each at once to the first caught-up voter in the range's
+// descriptor: a node's ranges could all land on one peer, cold, for the restart. It returns how many
+// moved and how many targets were warm.
+func (s *Supervisor) shed(ctx context.Context, n *node.Node, c cluster) (moved, warm int) {
 	st := n.Store()
-	if st == nil {
-		return 0
+	if st == nil || len(c.takers) == 0 {
+		return 0, 0
 	}
 	led := n.LedRanges()
 	slices.SortFunc(led, func(a, b uint64) int { return cmp.Compare(c.rangeLoad[b], c.rangeLoad[a]) })
-	var moved atomic.Int64
+	ratio, known := c.servedRatio(cluster{}, n.NodeID())
+	var nMoved, nWarm atomic.Int64
 	var wg sync.WaitGroup
 	for _, id := range led {
 		r := st.Replica(id)
@@ -120,14 +120,40 @@ func (s *Supervisor) shed(ctx context.Context, n *node.Node) int {
 		}
 		c.load[to] += c.rangeLoad[id]
 		wg.Go(func() {
+			if c.reads[id] >= minWarmReadQPS && s.warmTarget(ctx, n, c.addr[to], id, ratio, known) {
+				nWarm.Add(1)
+			}
 			resp, err := n.TransferLeader(ctx, &pb.TransferLeaderRequest{RangeId: id, NodeId: to})
 			if err == nil && resp.GetError() == nil {
-				moved.Add(1)
+				nMoved.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	return int(moved.Load())
+	return int(nMoved.Load()), int(nWarm.Load())
+}
+
+// warmTarget asks the node at addr to wait, at most WarmWait, until its replays of rangeID's read
+// hints hit its cache at least 90 % as often as n's own reads hit n's (ratio, when known), as an
+// autopilot transfer does; it reports whether the target was warm.
+func (s *Supervisor) warmTarget(ctx context.Context, n *node.Node, addr string, rangeID uint64, ratio float64, known bool) bool {
+	if addr == "" || !n.HintsOn() {
+		return false
+	}
+	cc, err := s.peers(n).Conn(addr)
+	if err != nil {
+		return false
+	}
+	crit := hints.DefaultWarmCriteria()
+	crit.MinReplays = warmMinReplays
+	if known {
+		crit = crit.RelativeTo(ratio, 0.9)
+	}
+	_, warm, err := hints.NewClient(cc, n.ClusterID()).WaitWarm(ctx, rangeID, crit, WarmWait)
+	if err != nil {
+		s.log.Warn("warm-up before shedding a leadership", "node", n.NodeID(), "range", rangeID, "to", addr, "err", err)
+	}
+	return warm
 }
 
 // warm waits, for all of ranges at once and at most WarmWait, until n's replays of each range's live
@@ -150,7 +176,8 @@ func (s *Supervisor) warm(ctx context.Context, n *node.Node, ranges []uint64, re
 	var warm atomic.Int64
 	var wg sync.WaitGroup
 	for _, id := range ranges {
-		if id == replica.MetaRangeID || now.reads[id] < minWarmReadQPS {
+		// The range's reads as its leader reports them now, or as this node did before the restart.
+		if id == replica.MetaRangeID || max(now.reads[id], ref.reads[id]) < minWarmReadQPS {
 			continue
 		}
 		crit := hints.DefaultWarmCriteria()

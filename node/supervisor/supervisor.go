@@ -4,8 +4,9 @@
 // engine and opening it again on the same data; the supervisor makes that a rolling restart that
 // clients and peers see as a short absence of one follower:
 //
-//  1. the node sheds its leaderships, each to the voter of its range leading the least load (then
-//     DrainLeaderships for any left), so no range loses its leader and no peer takes them all;
+//  1. the node sheds its leaderships, each to the voter of its range leading the least load once
+//     that voter's cache is warm for it (read hints, at most WarmWait; then DrainLeaderships for any
+//     left), so no range loses its leader, no peer takes them all, and none takes one cold;
 //  2. the supervisor retires the node: new calls wait for the next node (at most AwaitTimeout, then
 //     UNAVAILABLE), the node stops, the calls it was serving end, and its engine closes;
 //  3. a new node opens the same data directory with the profile, behind the same gRPC server and
@@ -41,6 +42,7 @@ import (
 
 	"github.com/shoaldb/shoal/bgtask"
 	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/node/directory"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/transport"
@@ -82,6 +84,19 @@ type Supervisor struct {
 	// unthrottled lifts the emulated disk's budget of the running node and of every node opened
 	// while it is set (SetDeviceUnthrottled).
 	unthrottled atomic.Bool
+
+	peerMu   sync.Mutex
+	peerPool *directory.Peers // connections to the other nodes (their warmth before a shed), dialled as the node dials
+}
+
+// peers is the supervisor's pool of connections to the other nodes, with n's dial options.
+func (s *Supervisor) peers(n *node.Node) *directory.Peers {
+	s.peerMu.Lock()
+	defer s.peerMu.Unlock()
+	if s.peerPool == nil {
+		s.peerPool = directory.NewPeers(n.Config().DialOptions, n.Config().AuthToken)
+	}
+	return s.peerPool
 }
 
 // incarnation is one node and the calls it serves.
@@ -302,9 +317,13 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	id := old.n.NodeID()
 	oldBlock := old.n.Config().Storage.BlockBytes
 	led := old.n.LedRanges()
-	ref, _ := clusterStats(ctx, old.n) // the leaders' served bytes before: the warm-up's reference
+	// The nodes' loads and the leaders' served bytes before: where to shed, and the warm-up's reference.
+	ref, err := clusterStats(ctx, old.n)
+	if err != nil {
+		s.log.Warn("shedding by load: no view of the nodes; draining instead", "node", id, "err", err)
+	}
 	sctx, cancel := context.WithTimeout(ctx, ShedTimeout)
-	spread := s.shed(sctx, old.n)
+	spread, warmShed := s.shed(sctx, old.n, ref)
 	left := old.n.DrainLeaderships(sctx)
 	cancel()
 	shed := time.Since(start)
@@ -334,7 +353,7 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	s.restarts.Add(1)
 	s.log.Info("engine profile changed", "node", id, "profile", profile, "took", time.Since(start).Round(time.Millisecond),
 		"shed", shed.Round(time.Millisecond), "reopened", reopened.Round(time.Millisecond), "compaction", compacted.Round(time.Millisecond),
-		"warm", warmed.Round(time.Millisecond), "led", len(led), "spread", spread, "not_shed", left, "warm_ranges", warm, "taken_back", back)
+		"warm", warmed.Round(time.Millisecond), "led", len(led), "spread", spread, "warm_targets", warmShed, "not_shed", left, "warm_ranges", warm, "taken_back", back)
 	return nil
 }
 
@@ -439,6 +458,11 @@ func (s *Supervisor) Stop() {
 	s.cancel()
 	s.wg.Wait()
 	s.srv.Stop()
+	s.peerMu.Lock()
+	if s.peerPool != nil {
+		s.peerPool.Close()
+	}
+	s.peerMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if inc := s.cur.Swap(nil); inc != nil {
