@@ -32,6 +32,12 @@ type ReadReplicasConfig struct {
 	// EqualCapacity gives every node the same room, instead of rooms in proportion to each node's
 	// measured read capacity (Capacity-Aware ModifiedBestFit, §4.4.4).
 	EqualCapacity bool
+	// ReliefBusy is the share of time a node's disk must be busy before relief gives a range read
+	// there beyond the node's room a learner elsewhere. Below it the node serves those reads at
+	// leisure: they come fast (from its block cache, or as its leaderships' reads, which need no read
+	// index), which is why the routing sends them there, and a learner elsewhere would answer slower
+	// and take few of them. Default 0.5.
+	ReliefBusy float64
 	// Round is how long the reads of one popularity round are counted (the autopilot's rounds are
 	// shorter: the reads of those within one round add up). The policy plans once a round. Default
 	// 5s, the thesis's (§4.4.1): long enough that a round's reads are not noise.
@@ -53,6 +59,9 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 	}
 	if c.Round <= 0 {
 		c.Round = 5 * time.Second
+	}
+	if c.ReliefBusy <= 0 {
+		c.ReliefBusy = 0.5
 	}
 	if c.MaxSnapshotsPerNode <= 0 {
 		c.MaxSnapshotsPerNode = executor.DefaultMaxSnapshotsPerNode
@@ -397,7 +406,8 @@ func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Rang
 }
 
 // relief proposes, for each node whose heartbeats show more reads than its room — (1+γ) times its
-// capacity's share of all reads — while the plan fits, a learner elsewhere for the range it serves
+// capacity's share of all reads — and a disk busy ReliefBusy of the time at least, while the plan
+// fits, a learner elsewhere for the range it serves
 // most of (hottest node first, one a node a round, at most budget): the plan assumes the routing
 // spreads a range's reads over its replicas as the rooms allow, and where it does not (clients
 // that do not route by load, one that splits evenly) the reads a node actually serves say so. The
@@ -431,6 +441,9 @@ func (p *ReadReplicas) relief(c *model.Cluster, v *view, nodes []uint64, free ma
 		}
 		// Past the room by MinReads/2 reads a second at least (a popularity of MinReads): not for
 		// a few reads.
+		if nd := c.Node(n); nd == nil || nd.DiskBusy < p.cfg.ReliefBusy {
+			continue // its disk serves them at leisure (ReliefBusy)
+		}
 		if room := (1 + p.cfg.Imbalance) * total * share; loads[n] > room+p.cfg.MinReads/2 {
 			hot = append(hot, over{n, loads[n] - room})
 		}
