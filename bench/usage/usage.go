@@ -174,7 +174,9 @@ type Report struct {
 // Candidate is one way of fitting the probes. "at-idle" fixes a node's idle usage at the idle
 // probe's (plan/usage FitAtIdle); "free" fits it too (Fit), so that it also carries what the nodes
 // use under any load that no load term does (their background: raft, heartbeats, the access
-// statistics' placing of sampled keys, the Go runtime). The training writes the one whose
+// statistics' placing of sampled keys, the Go runtime); "by-kind" fits it and the read costs to
+// the read probes only, then the write and scan costs (FitByKind), so that the write probes, whose
+// usage is their compactions' whatever their rate, do not set it. The training writes the one whose
 // leave-one-out error over the loaded probes is the least (CVMAE): chosen on the probes, not on
 // the accuracy experiment's checks, which measure it.
 type Candidate struct {
@@ -187,6 +189,8 @@ type Candidate struct {
 	FitMAE   float64   `json:"fit_mae"`
 	FitWorst float64   `json:"fit_worst"`
 	Accuracy *Accuracy `json:"accuracy,omitempty"`
+	// Error says why the way could not fit these probes (too few of a kind); it is then not chosen.
+	Error string `json:"error,omitempty"`
 }
 
 // Run trains a model in dir.
@@ -252,8 +256,12 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 	if rep.Fits, err = fitCandidates(samples, e.idle/float64(o.Nodes)); err != nil {
 		return rep, err
 	}
-	best := 0
+	best := 0 // at-idle always fits
 	for i, c := range rep.Fits {
+		if c.Error != "" {
+			o.Progress(fmt.Sprintf("fit %s: %s", c.Name, c.Error))
+			continue
+		}
 		o.Progress(fmt.Sprintf("fit %s %+v: held-out error %.3f (worst %.3f), on its own probes %.3f", c.Name, c.Model, c.CVMAE, c.CVWorst, c.FitMAE))
 		if c.CVMAE < rep.Fits[best].CVMAE {
 			best = i
@@ -266,6 +274,9 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		vs, err := e.validate(ctx, o.ValidateRates)
 		if len(vs) > 0 {
 			for i := range rep.Fits {
+				if rep.Fits[i].Error != "" {
+					continue
+				}
 				var progress func(string)
 				if i == best {
 					progress = o.Progress
@@ -281,7 +292,8 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 
 // fitCandidates fits the samples both ways (Candidate) and measures each one's error, held out
 // (leave-one-out over the loaded probes: the checks it is for are all under load) and on its own
-// samples.
+// samples. A way that cannot fit them (too few samples of a kind) says why; the first, at-idle,
+// must fit.
 func fitCandidates(samples []planusage.Sample, idle float64) ([]Candidate, error) {
 	ways := []struct {
 		name string
@@ -289,17 +301,22 @@ func fitCandidates(samples []planusage.Sample, idle float64) ([]Candidate, error
 	}{
 		{"at-idle", func(ss []planusage.Sample) (planusage.Model, error) { return planusage.FitAtIdle(ss, idle) }},
 		{"free", planusage.Fit},
+		{"by-kind", planusage.FitByKind},
 	}
 	loaded := func(s planusage.Sample) bool { return s.Load != planusage.Load{} }
 	var out []Candidate
-	for _, w := range ways {
+	for i, w := range ways {
 		m, err := w.fit(samples)
-		if err != nil {
+		c := Candidate{Name: w.name, Model: m}
+		if err == nil {
+			c.CVMAE, c.CVWorst, err = planusage.CrossValidate(samples, w.fit, loaded)
+		}
+		if err != nil && i == 0 {
 			return nil, fmt.Errorf("fit %s: %w", w.name, err)
 		}
-		c := Candidate{Name: w.name, Model: m}
-		if c.CVMAE, c.CVWorst, err = planusage.CrossValidate(samples, w.fit, loaded); err != nil {
-			return nil, fmt.Errorf("fit %s: %w", w.name, err)
+		if err != nil {
+			out = append(out, Candidate{Name: w.name, Error: err.Error()})
+			continue
 		}
 		for _, s := range samples {
 			d := math.Abs(m.PredictSample(s) - s.Usage)

@@ -215,6 +215,41 @@ func FitAtIdle(samples []Sample, idle float64) (Model, error) {
 	return fit(samples, max(idle, 0))
 }
 
+// FitByKind fits the idle usage and the read costs to the samples that only read (and those with
+// no load), free (Fit), then the write and scan costs to the others with those fixed. Samples whose
+// usage does not follow their load — writes whose cost is the compactions they set off, flat
+// whatever their rate — then set their own cost only, not the idle term: the read samples, spread
+// over rates and hit ratios, say what a node uses under load beyond its reads (its background).
+// It needs at least five read samples.
+func FitByKind(samples []Sample) (Model, error) {
+	var reads, others []Sample
+	for _, s := range samples {
+		if s.Load.Writes == 0 && s.Load.Scans == 0 {
+			reads = append(reads, s)
+		} else {
+			others = append(others, s)
+		}
+	}
+	m, err := Fit(reads)
+	if err != nil {
+		return Model{}, fmt.Errorf("usage: by kind, the reads: %w", err)
+	}
+	if len(others) > 0 {
+		rest := make([]Sample, len(others))
+		for i, s := range others { // what their reads cost at the reads' fit leaves the target
+			reads := s.Load.Reads*s.Hit*m.HitCost + s.Load.Reads*(1-s.Hit)*m.MissCost
+			rest[i] = Sample{Load: Load{Writes: s.Load.Writes, Scans: s.Load.Scans}, Hit: 1, Usage: s.Usage - reads, Nodes: s.Nodes}
+		}
+		wm, err := fit(rest, m.Idle)
+		if err != nil {
+			return Model{}, fmt.Errorf("usage: by kind, the writes and scans: %w", err)
+		}
+		m.Write, m.Scan = wm.Write, wm.Scan
+	}
+	m.Samples = len(samples)
+	return m, nil
+}
+
 // PredictSample is the model's usage for a sample: its load at its hit ratio, and the idle usage
 // of every further node measured with it.
 func (m Model) PredictSample(s Sample) float64 {

@@ -206,6 +206,40 @@ func TestFitAtIdle(t *testing.T) {
 	if _, err := FitAtIdle(samples[:3], 0.1); err == nil {
 		t.Error("3 samples fitted 4 costs")
 	}
+	// By kind, with a background under load that the idle usage measured without load lacks: the
+	// read samples alone set the idle term (idle and background) and the read costs; the flat write
+	// samples set only the write cost, at their mean usage beyond the idle term.
+	const background = 0.05
+	var withBackground []Sample
+	for _, s := range samples {
+		if s.Load.Writes == 0 {
+			s.Usage += 3 * background
+		}
+		withBackground = append(withBackground, s)
+	}
+	byKind, err := FitByKind(withBackground)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("by kind %+v", byKind)
+	for name, pair := range map[string][2]float64{"idle": {byKind.Idle, want.Idle + background}, "hit": {byKind.HitCost, want.HitCost}, "miss": {byKind.MissCost, want.MissCost}} {
+		if math.Abs(pair[0]-pair[1]) > 0.05*pair[1] {
+			t.Errorf("by kind: %s %.3g, want %.3g within 5 %%", name, pair[0], pair[1])
+		}
+	}
+	var ww, wr float64
+	for _, s := range withBackground {
+		if s.Load.Writes > 0 {
+			ww += s.Load.Writes * s.Load.Writes
+			wr += s.Load.Writes * (s.Usage - 3*byKind.Idle)
+		}
+	}
+	if math.Abs(byKind.Write-wr/ww) > 1e-9 || byKind.Samples != len(withBackground) {
+		t.Errorf("by kind: write cost %.4g, want the writes' least squares %.4g; %d samples", byKind.Write, wr/ww, byKind.Samples)
+	}
+	if _, err := FitByKind(samples[30:]); err == nil {
+		t.Error("no read sample fitted the read costs")
+	}
 }
 
 // Cross-validation tells a fit that misses a term from one that has it: under load the nodes use a
