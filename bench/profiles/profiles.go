@@ -509,8 +509,14 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	return arms, reconf, nil
 }
 
-// converge waits until node_profiles has changed at least one profile and then proposed nothing new
-// for 20 s with no operator of its running and no node restarting (at most Converge), and counts
+// quietFor is how long node_profiles must propose nothing, run nothing and restart no node to have
+// converged: longer than its pause between two restarts (a node back, its Settle, the next sample),
+// 34 s in a run at 682e2b6, where 20 s of quiet ended the reconfiguration one restart early and
+// that restart fell in node_profiles' window.
+const quietFor = 45 * time.Second
+
+// converge waits until node_profiles has changed at least one profile and then stayed quiet for
+// quietFor with no operator of its running and no node restarting (at most Converge), and counts
 // its operators. A SetProfile operator ends when the node runs the profile; its compaction and the
 // return of its leaderships follow, and the policy waits for them (and 10 s more) before it asks
 // for the next change.
@@ -540,7 +546,7 @@ func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
 			if n := opCount(count); n != last || running > 0 || e.restarting() {
 				last, quietSince = n, time.Now()
 			}
-			if setDone > 0 && running == 0 && time.Since(quietSince) > 20*time.Second {
+			if setDone > 0 && running == 0 && time.Since(quietSince) > quietFor {
 				return true, maps.Clone(count)
 			}
 		}

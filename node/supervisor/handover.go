@@ -149,9 +149,12 @@ func (s *Supervisor) warmTarget(ctx context.Context, n *node.Node, addr string, 
 	if known {
 		crit = crit.RelativeTo(ratio, 0.9)
 	}
-	_, warm, err := hints.NewClient(cc, n.ClusterID()).WaitWarm(ctx, rangeID, crit, WarmWait)
-	if err != nil {
+	w, warm, err := hints.NewClient(cc, n.ClusterID()).WaitWarm(ctx, rangeID, crit, WarmWait)
+	switch {
+	case err != nil:
 		s.log.Warn("warm-up before shedding a leadership", "node", n.NodeID(), "range", rangeID, "to", addr, "err", err)
+	case !warm:
+		s.log.Info("shedding a leadership to a cold voter", "node", n.NodeID(), "range", rangeID, "to", addr, "warmth", w.String(), "unmet", crit.Check(w))
 	}
 	return warm
 }
@@ -186,11 +189,13 @@ func (s *Supervisor) warm(ctx context.Context, n *node.Node, ranges []uint64, re
 			crit = crit.RelativeTo(ratio, 0.9)
 		}
 		wg.Go(func() {
-			_, err := m.WaitWarm(ctx, id, crit, WarmWait)
+			w, err := m.WaitWarm(ctx, id, crit, WarmWait)
 			switch {
 			case err == nil:
 				warm.Add(1)
-			case !errors.Is(err, hints.ErrNotWarm):
+			case errors.Is(err, hints.ErrNotWarm):
+				s.log.Info("taking a leadership back cold", "node", n.NodeID(), "range", id, "warmth", w.String(), "unmet", err)
+			default:
 				s.log.Warn("warm-up before taking a leadership back", "node", n.NodeID(), "range", id, "err", err)
 			}
 		})
