@@ -361,9 +361,12 @@ func (p *HotspotOffload) decide(c *model.Cluster, v *view, util map[uint64]float
 	case predicted <= be:
 		if !e.noted {
 			e.noted = true
-			p.notes = append(p.notes, Note{What: fmt.Sprintf("hot spot on n%d left alone", node), Status: StatusAbstained,
-				Why: fmt.Sprintf("at %.0fs predicted to last %s ≤ break-even %s: an offload would cost more than it saves",
-					age, fmtSeconds(predicted), fmtSeconds(be))})
+			why := fmt.Sprintf("at %.0fs predicted to last %s ≤ break-even %s: an offload would cost more than it saves",
+				age, fmtSeconds(predicted), fmtSeconds(be))
+			if math.IsInf(be, 1) {
+				why = fmt.Sprintf("at %.0fs predicted to last %s; the measured hot spots fit no saving at any duration", age, fmtSeconds(predicted))
+			}
+			p.notes = append(p.notes, Note{What: fmt.Sprintf("hot spot on n%d left alone", node), Status: StatusAbstained, Why: why})
 		}
 		return nil
 	default:

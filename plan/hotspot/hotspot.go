@@ -142,16 +142,23 @@ func Fit(points []Point) (Breakeven, error) {
 		return Breakeven{}, fmt.Errorf("%w: %d with the offload, %d without", ErrTooFew, len(on), len(off))
 	}
 	b := Breakeven{OnA: oa, OnB: ob, OffA: fa, OffB: fb, Points: len(on) + len(off)}
+	// Acting pays at D when it saves something there: (fa − oa) + (fb − ob)·D > 0. Equal lines save
+	// nothing — hot spots that never crossed the SLO either way fit two lines at zero — so they
+	// never pay, as acting still moves leaderships.
 	switch {
-	case oa <= fa && ob <= fb:
-		b.CrossS = 0
-	case ob >= fb:
-		b.CrossS = math.Inf(1)
-	default:
+	case fb-ob > lineTolerance:
 		b.CrossS = max(0, (oa-fa)/(fb-ob))
+	case fb-ob >= -lineTolerance && fa-oa > lineTolerance:
+		b.CrossS = 0
+	default:
+		b.CrossS = math.Inf(1)
 	}
 	return b, nil
 }
+
+// lineTolerance is how far apart two fitted coefficients must be to differ (a penalty is in
+// milliseconds: this is far below one).
+const lineTolerance = 1e-6
 
 // line is the least-squares line through pts (false: fewer than two distinct x).
 func line(pts [][2]float64) (a, b float64, ok bool) {

@@ -57,6 +57,16 @@ func TestFitAndAct(t *testing.T) {
 	if !math.IsInf(never.CrossS, 1) || never.Act(1000) {
 		t.Fatalf("crossing %v: want never", never.CrossS)
 	}
+	// Nor when neither way crossed the SLO: both lines at zero save nothing at any duration.
+	zero, _ := Fit([]Point{{DurationS: 5, On: 0, Off: 0}, {DurationS: 15, On: 0, Off: 0}})
+	if !math.IsInf(zero.CrossS, 1) || zero.Act(60) {
+		t.Fatalf("both lines at zero: crossing %v, want never", zero.CrossS)
+	}
+	// A fixed saving at the same growth pays from the start.
+	always, _ := Fit([]Point{{DurationS: 5, On: 50, Off: 100}, {DurationS: 15, On: 150, Off: 200}})
+	if always.CrossS != 0 || !always.Act(1) {
+		t.Fatalf("a fixed saving: crossing %v, want 0", always.CrossS)
+	}
 	if _, err := Fit(pts[:1]); !errors.Is(err, ErrTooFew) {
 		t.Fatalf("one point: %v", err)
 	}
