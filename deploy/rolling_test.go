@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/bench/ycsb"
+	"github.com/shoaldb/shoal/server/apijson"
 )
 
 // TestRollingRestartCompose restarts every node of a 3-node compose cluster, one at a time, while a
@@ -83,6 +85,7 @@ func TestRollingRestartCompose(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(30 * time.Second) // the load phase, then a steady run phase
+			t.Logf("%s: leaders before the first restart: %s", mode, leaders(bin, grpcs))
 			var windows []window
 			for i := 1; i <= 3; i++ {
 				from := float64(time.Now().UnixMilli()) / 1000
@@ -111,6 +114,7 @@ func TestRollingRestartCompose(t *testing.T) {
 					mark("poststart done")
 				}
 				time.Sleep(10 * time.Second)
+				mark("leaders " + leaders(bin, grpcs))
 				windows = append(windows, window{i, from, float64(time.Now().UnixMilli()) / 1000, events})
 			}
 			if err := load.Wait(); err != nil {
@@ -222,6 +226,28 @@ func summarize(mode string, rep ycsb.Report, points []ycsb.Point, windows []wind
 		m.Restarts = append(m.Restarts, r)
 	}
 	return m, nil
+}
+
+// leaders is how many ranges each node leads ("n1:4 n2:3 n3:0"), or why that is unknown: where
+// the load stands after a restart.
+func leaders(bin string, hosts []string) string {
+	out, err := exec.Command(bin, "--host", strings.Join(hosts, ","), "--timeout", "5s", "--format", "json", "admin", "ranges").Output()
+	var ranges []apijson.RangeJSON
+	if err == nil {
+		err = json.Unmarshal(out, &ranges)
+	}
+	if err != nil {
+		return fmt.Sprintf("unknown (%v)", err)
+	}
+	led := map[uint64]int{}
+	for _, r := range ranges {
+		led[r.Leader]++
+	}
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(led)) {
+		parts = append(parts, fmt.Sprintf("n%d:%d", n, led[n]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // writeReport writes the report as indented JSON.
