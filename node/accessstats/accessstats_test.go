@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -48,15 +49,7 @@ func TestHistogramPredictsHitRatio(t *testing.T) {
 		for range secs {
 			for range perSec {
 				u := rng.Float64()
-				lo, hi := 0, blocks-1
-				for lo < hi {
-					mid := (lo + hi) / 2
-					if cum[mid] < u {
-						lo = mid + 1
-					} else {
-						hi = mid
-					}
-				}
+				lo := min(sort.SearchFloat64s(cum, u), blocks-1) // the first block whose cumulative share reaches u
 				n++
 				if tr.SampleRead(1, n) {
 					tr.PointRead(1, blockKey(uint64(perm[lo])), storage.BlockStats{Bytes: 4096, InCache: 4096})

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -78,15 +79,7 @@ func irmTrace(w []float64, requests int, seed uint64) ([]int, Histogram) {
 	trace := make([]int, requests)
 	for i := range trace {
 		u := rng.Float64()
-		lo, hi := 0, len(w)-1
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if cum[mid] < u {
-				lo = mid + 1
-			} else {
-				hi = mid
-			}
-		}
+		lo := min(sort.SearchFloat64s(cum, u), len(w)-1) // the first block whose cumulative share reaches u
 		trace[i] = lo
 	}
 	return trace, h
