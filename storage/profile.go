@@ -56,7 +56,7 @@ func (o Options) withProfile() Options {
 		o.MemTableBytes = uint64(p.memTableShare * float64(budget) / 2)
 	}
 	if o.CacheBytes == 0 {
-		o.CacheBytes = int64(p.cacheShare*float64(budget)) + 2*int64(o.MemTableBytes)
+		o.CacheBytes = CacheBytesFor(int64(p.cacheShare*float64(budget)), o.MemTableBytes)
 	}
 	if o.BlockBytes == 0 {
 		o.BlockBytes = p.blockBytes

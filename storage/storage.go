@@ -566,8 +566,16 @@ func (e *Engine) Stats() Stats {
 // Stats.BlockCacheCapacity measures it. A cache of two memtables or less holds no blocks at all.
 func (o Options) BlockRoomBytes() int64 {
 	o = o.WithDefaults()
-	return max(o.CacheBytes-2*int64(o.MemTableBytes), 0)
+	return max(o.CacheBytes-memTablesCharged(o.MemTableBytes), 0)
 }
+
+// CacheBytesFor is the block cache that leaves room bytes for blocks beside memtables of memTable
+// bytes (the inverse of BlockRoomBytes).
+func CacheBytesFor(room int64, memTable uint64) int64 { return room + memTablesCharged(memTable) }
+
+// memTablesCharged is what Pebble charges to the block cache for memtables of memTable bytes: the
+// one filling and the one flushing or kept for reuse.
+func memTablesCharged(memTable uint64) int64 { return 2 * int64(memTable) }
 
 // blockRoom is a cache of size bytes less reserved bytes, never below zero.
 func blockRoom(size int64, reserved uint64) uint64 {

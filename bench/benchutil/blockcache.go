@@ -6,11 +6,6 @@ import (
 	"github.com/shoaldb/shoal/storage"
 )
 
-// CacheBytesFor is the block cache that leaves room bytes for blocks beside memtables of memTable
-// bytes: Pebble charges two of them to the cache, the one filling and the one flushing
-// (storage.Options.BlockRoomBytes is the inverse).
-func CacheBytesFor(room int64, memTable uint64) int64 { return room + 2*int64(memTable) }
-
 // EngineStats is each node's engine counters, in node order (zero for a stopped node).
 func EngineStats(c *Cluster) []storage.Stats {
 	out := make([]storage.Stats, c.Len())

@@ -23,6 +23,7 @@ import (
 	"github.com/shoaldb/shoal/bench/scenario"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/stopper"
+	"github.com/shoaldb/shoal/storage"
 )
 
 // Options shapes the experiment. Zero fields take the defaults of withDefaults.
@@ -66,7 +67,7 @@ func (o Options) withDefaults() Options {
 	if o.BlockRoomBytes <= 0 {
 		o.BlockRoomBytes = 512 << 10
 	}
-	o.CacheBytes = o.BlockRoomBytes + 2*memTableBytes
+	o.CacheBytes = storage.CacheBytesFor(o.BlockRoomBytes, memTableBytes)
 	if o.Factor <= 1 {
 		o.Factor = 10
 	}

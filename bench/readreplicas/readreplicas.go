@@ -105,7 +105,7 @@ func (o Options) withDefaults() Options {
 const memTableBytes = 1 << 20
 
 // cacheBytes is each node's block cache: the room for blocks plus the two memtables.
-func (o Options) cacheBytes() int64 { return benchutil.CacheBytesFor(o.BlockRoomBytes, memTableBytes) }
+func (o Options) cacheBytes() int64 { return storage.CacheBytesFor(o.BlockRoomBytes, memTableBytes) }
 
 // Arm is one configuration's result.
 type Arm struct {

@@ -20,6 +20,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/node/jobs"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -111,7 +112,7 @@ func (o Options) withDefaults() Options {
 const memTableBytes = 1 << 20
 
 // cacheBytes is each node's block cache: the room for blocks plus the two memtables.
-func (o Options) cacheBytes() int64 { return benchutil.CacheBytesFor(o.BlockRoomBytes, memTableBytes) }
+func (o Options) cacheBytes() int64 { return storage.CacheBytesFor(o.BlockRoomBytes, memTableBytes) }
 
 // Arm is one strategy's outcome over the measured window.
 type Arm struct {
