@@ -3088,8 +3088,12 @@ type NodeStats struct {
 	// model (plan/usage) predicts them from its ranges' loads and block-access histograms.
 	PredictedUsage    float64 `protobuf:"fixed64,20,opt,name=predicted_usage,json=predictedUsage,proto3" json:"predicted_usage,omitempty"`
 	PredictedHitRatio float64 `protobuf:"fixed64,21,opt,name=predicted_hit_ratio,json=predictedHitRatio,proto3" json:"predicted_hit_ratio,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The bytes of the block cache that index and filter blocks take: the index and filter blocks of
+	// the tables the ranges the node leads lie in (node/accessstats.IndexFilter), at most the cache's
+	// room. The usage model's room for data blocks is block_cache_capacity less this.
+	IndexFilterBytes uint64 `protobuf:"varint,22,opt,name=index_filter_bytes,json=indexFilterBytes,proto3" json:"index_filter_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeStats) Reset() {
@@ -3265,6 +3269,13 @@ func (x *NodeStats) GetPredictedUsage() float64 {
 func (x *NodeStats) GetPredictedHitRatio() float64 {
 	if x != nil {
 		return x.PredictedHitRatio
+	}
+	return 0
+}
+
+func (x *NodeStats) GetIndexFilterBytes() uint64 {
+	if x != nil {
+		return x.IndexFilterBytes
 	}
 	return 0
 }
@@ -8796,7 +8807,7 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\x04held\x18\x04 \x01(\rR\x04held\x12\x18\n" +
 	"\aleading\x18\x05 \x01(\rR\aleading\x125\n" +
 	"\x17first_served_unix_nanos\x18\x06 \x01(\x03R\x14firstServedUnixNanos\x12&\n" +
-	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\xea\x06\n" +
+	"\x0fdone_unix_nanos\x18\a \x01(\x03R\rdoneUnixNanos\"\x98\x07\n" +
 	"\tNodeStats\x12\x1f\n" +
 	"\vcpu_percent\x18\x01 \x01(\x01R\n" +
 	"cpuPercent\x12\x1d\n" +
@@ -8823,7 +8834,8 @@ const file_pb_shoal_proto_rawDesc = "" +
 	"\vblock_bytes\x18\x13 \x01(\rR\n" +
 	"blockBytes\x12'\n" +
 	"\x0fpredicted_usage\x18\x14 \x01(\x01R\x0epredictedUsage\x12.\n" +
-	"\x13predicted_hit_ratio\x18\x15 \x01(\x01R\x11predictedHitRatio\"\xff\x01\n" +
+	"\x13predicted_hit_ratio\x18\x15 \x01(\x01R\x11predictedHitRatio\x12,\n" +
+	"\x12index_filter_bytes\x18\x16 \x01(\x04R\x10indexFilterBytes\"\xff\x01\n" +
 	"\x0eBackgroundTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
