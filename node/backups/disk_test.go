@@ -47,6 +47,12 @@ func TestBackupChargesNodeDisk(t *testing.T) {
 	if after.ReadBytes-before.ReadBytes < int64(m.TotalBytes) {
 		t.Errorf("full: the device read %d bytes, less than the %d backed up", after.ReadBytes-before.ReadBytes, m.TotalBytes)
 	}
+	// The checkpoint's tables are read ahead: a few windows, not an operation per 4-KiB block.
+	reads, windows := after.ReadOps-before.ReadOps, after.ReadaheadOps-before.ReadaheadOps
+	t.Logf("full: %d bytes backed up, %d read in %d operations (%d windows)", m.TotalBytes, after.ReadBytes-before.ReadBytes, reads, windows)
+	if windows == 0 || reads > int64(m.TotalBytes)/(32<<10) {
+		t.Errorf("full: %d read operations (%d windows) for %d bytes: want the tables read ahead", reads, windows, m.TotalBytes)
+	}
 
 	for i := range 100 {
 		s.put(fmt.Sprintf("k%05d", i*7), "changed")

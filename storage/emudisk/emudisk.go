@@ -19,6 +19,8 @@
 package emudisk
 
 import (
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +130,11 @@ type Device struct {
 	unthrottled                                       atomic.Bool
 	// pc is the modeled page cache (Options.PageCacheBytes with NoPageCache), nil without one.
 	pc *pageCache
+	// raDirs maps a directory to the readahead window of the files opened under it (ReadAheadUnder).
+	raDirs struct {
+		sync.Mutex
+		m map[string]int64
+	}
 }
 
 // NewDevice returns a device with the given options; clock nil means the real clock.
@@ -153,6 +160,46 @@ func NewDevice(o Options, clock Clock) *Device {
 // way (`--fast-load`): the load is set-up, not measurement, and on a disk of a few hundred IOPS it
 // would take most of a run's time.
 func (d *Device) SetUnthrottled(on bool) { d.unthrottled.Store(on) }
+
+// ReadAheadUnder makes every file opened under dir, until undo is called, a sequential reader's: a
+// read its current window does not cover fetches a new window of window bytes in one operation charged
+// for them, and the reads inside it are free (Options.ReadaheadBytes, for these files alone). A caller
+// that reads a directory's tables start to end (a backup reading its checkpoint) gets the kernel's
+// readahead a real disk gives it, while the engine's own files, read at random, keep one operation
+// per read. Files already open stay as they are. A nil device does nothing.
+func (d *Device) ReadAheadUnder(dir string, window int64) (undo func()) {
+	if d == nil || window <= 0 {
+		return func() {}
+	}
+	dir = filepath.Clean(dir)
+	d.raDirs.Lock()
+	defer d.raDirs.Unlock()
+	if d.raDirs.m == nil {
+		d.raDirs.m = map[string]int64{}
+	}
+	d.raDirs.m[dir] = window
+	return func() {
+		d.raDirs.Lock()
+		delete(d.raDirs.m, dir)
+		d.raDirs.Unlock()
+	}
+}
+
+// readaheadFor returns the readahead window ReadAheadUnder set for a file named name (0: none).
+func (d *Device) readaheadFor(name string) int64 {
+	d.raDirs.Lock()
+	defer d.raDirs.Unlock()
+	if len(d.raDirs.m) == 0 {
+		return 0
+	}
+	name = filepath.Clean(name)
+	for dir, w := range d.raDirs.m {
+		if strings.HasPrefix(name, dir+string(filepath.Separator)) {
+			return w
+		}
+	}
+	return 0
+}
 
 // Options returns the device's options.
 func (d *Device) Options() Options { return d.opts }

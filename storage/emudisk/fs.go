@@ -25,8 +25,11 @@ func (fs *emuFS) wrap(name string, f vfs.File, err error, dir bool) (vfs.File, e
 	if err != nil || f == nil {
 		return f, err
 	}
-	ef := &file{f: f, d: fs.d, fd: f.Fd(), dir: dir}
+	ef := &file{f: f, d: fs.d, fd: f.Fd(), dir: dir, raBytes: fs.d.opts.ReadaheadBytes}
 	ef.lowDirty.Store(math.MaxInt64)
+	if w := fs.d.readaheadFor(name); w > 0 && !dir {
+		ef.seq, ef.raBytes = true, w // every read is a sequential reader's (ReadAheadUnder)
+	}
 	if !dir && fs.d.pc != nil {
 		ef.pc = fs.d.pc.opened(name, ef)
 	}
@@ -133,10 +136,13 @@ type file struct {
 	lowDirty atomic.Int64
 
 	// seq: opened for sequential reads, so every read outside the readahead window starts a new one.
+	// raBytes is the file's readahead window: Options.ReadaheadBytes, or its directory's
+	// (Device.ReadAheadUnder).
 	// ra is the window [lo, hi) the last readahead fetched (see Options.ReadaheadBytes); size is the
 	// file's size once sized (-1 if Stat failed), to clip windows at the end of the file.
-	seq bool
-	ra  struct {
+	seq     bool
+	raBytes int64
+	ra      struct {
 		sync.Mutex
 		lo, hi, size int64
 		sized        bool
@@ -248,7 +254,7 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	}
 	window := int64(0)
 	if f.seq {
-		window = max(int64(n), f.d.opts.ReadaheadBytes)
+		window = max(int64(n), f.raBytes)
 	}
 	if !f.readahead(off, int64(n), window) {
 		f.d.charge(opRead, int64(n))
@@ -260,8 +266,7 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 // window already covers it; when it does not and window > 0, one operation fetches a new window of
 // that many bytes from off (at least n, at most to the end of the file).
 func (f *file) readahead(off, n, window int64) bool {
-	ra := f.d.opts.ReadaheadBytes
-	if ra <= 0 || f.dir {
+	if f.raBytes <= 0 || f.dir {
 		return false
 	}
 	f.ra.Lock()
@@ -353,7 +358,7 @@ func (f *file) SyncTo(length int64) (bool, error) {
 // through, uncharged (it is a hint, not a read the caller waits for).
 func (f *file) Prefetch(offset, length int64) error {
 	if f.d.opts.NoPageCache {
-		if ra := f.d.opts.ReadaheadBytes; ra > 0 && length > 0 {
+		if ra := f.raBytes; ra > 0 && length > 0 {
 			w := min(length, ra)
 			f.readahead(offset, w, w)
 		}
