@@ -57,33 +57,66 @@ func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, n
 	}
 }
 
-// predictUsage is the node's usage and hit ratio as the usage model predicts them from st's ranges:
-// the point reads and scanned blocks of the ranges it leads, their merged block-access histograms
-// in its cache, and the writes every replica applies.
+// predictUsage is the node's usage and hit ratio as the usage model predicts them from st's ranges
+// (HeardLoad).
 func predictUsage(st *pb.NodeStats, m usage.Model) (u, hit float64) {
+	l, h, room := HeardLoad(st)
+	hit = usage.HitRatio(h, room)
+	return m.Predict(l, hit), hit
+}
+
+// HeardLoad is a node's load as its report st gives it — the point reads and scanned blocks of the
+// ranges it leads, the writes every replica applies — its leaders' merged block-access histogram,
+// and its cache's room for data blocks (DataBlockRoom): what the usage model predicts it from.
+func HeardLoad(st *pb.NodeStats) (usage.Load, usage.Histogram, float64) {
 	var l usage.Load
-	var hs []usage.Histogram
-	for _, rl := range st.Ranges {
-		l.Writes += rl.WriteQps
-		if !rl.Leader {
+	var h usage.Histogram
+	for _, rl := range st.GetRanges() {
+		l.Writes += rl.GetWriteQps()
+		if !rl.GetLeader() {
 			continue
 		}
-		l.Reads += max(rl.ReadQps-rl.ScanQps, 0)
-		l.Scans += rl.ScanBlocksQps
-		h := make(usage.Histogram, 0, len(rl.HistRates))
-		for i, r := range rl.HistRates {
-			if i < len(rl.HistBlocks) {
-				h = append(h, usage.Bucket{Rate: r, Blocks: rl.HistBlocks[i]})
+		l.Reads += max(rl.GetReadQps()-rl.GetScanQps(), 0)
+		l.Scans += rl.GetScanBlocksQps()
+		for i, r := range rl.GetHistRates() {
+			if i < len(rl.GetHistBlocks()) {
+				h = append(h, usage.Bucket{Rate: r, Blocks: rl.GetHistBlocks()[i]})
 			}
 		}
-		hs = append(hs, h)
 	}
-	cache := 0.0
-	if st.BlockBytes > 0 {
-		cache = float64(st.BlockCacheCapacity) / float64(st.BlockBytes)
+	return l, h, DataBlockRoom(st)
+}
+
+// DataBlockRoom is the room st's block cache has for data blocks, in blocks: its room for blocks
+// less what index and filter blocks take (0: not reported).
+func DataBlockRoom(st *pb.NodeStats) float64 {
+	room, idx := st.GetBlockCacheCapacity(), st.GetIndexFilterBytes()
+	if st.GetBlockBytes() == 0 || room <= idx {
+		return 0
 	}
-	hit = usage.HitRatio(usage.Merge(hs...), cache)
-	return m.Predict(l, hit), hit
+	return float64(room-idx) / float64(st.GetBlockBytes())
+}
+
+// appendDataSpan appends r's span of user data to spans.
+func appendDataSpan(spans []accessstats.Span, r *replica.Replica) []accessstats.Span {
+	d := r.Desc()
+	if d == nil || r.IsMeta() {
+		return spans
+	}
+	lo, hi := storage.DataSpan(false, d.StartKey, d.EndKey)
+	return append(spans, accessstats.Span{Lo: lo, Hi: hi})
+}
+
+// indexFilterBytes is the block cache's bytes of index and filter blocks for the tables of led,
+// at most room (the cache cannot give them more). A failure to list the tables reports none: the
+// prediction then has the whole room, as a node of a version without the measure.
+func (n *Node) indexFilterBytes(led []accessstats.Span, room uint64, now time.Time) uint64 {
+	b, err := n.indexFilter.Bytes(n.eng.DB(), led, now)
+	if err != nil {
+		n.log.Debug("index and filter bytes", "err", err)
+		return 0
+	}
+	return min(b, room)
 }
 
 // copyAccess puts the access statistics of the last heartbeat's report prev in rl (status pages

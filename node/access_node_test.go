@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/storage"
 )
 
 // A node's heartbeat carries its leaders' access statistics — measured reads, a block-access
@@ -45,9 +48,37 @@ func TestHeartbeatCarriesAccess(t *testing.T) {
 			measured += rl.MeasuredReads
 			hist = hist || rl.Leader && len(rl.HistRates) > 0 && len(rl.HistRates) == len(rl.HistBlocks)
 		}
-		if measured > 0 && hist && st.BlockCacheCapacity > 0 && st.BlockCacheCapacity <= 7<<20 && st.BlockBytes > 0 && st.PredictedUsage > 0 {
+		if measured > 0 && hist && st.BlockCacheCapacity > 0 && st.BlockCacheCapacity <= 7<<20 && st.BlockBytes > 0 && st.PredictedUsage > 0 &&
+			st.IndexFilterBytes > 0 {
+			checkIndexFilter(t, nd, st)
 			return
 		}
 	}
-	t.Fatal("no heartbeat with measured reads, a histogram, the cache's room beside its memtables and a predicted usage in 30 s")
+	t.Fatal("no heartbeat with measured reads, a histogram, the cache's room beside its memtables, index and filter bytes and a predicted usage in 30 s")
+}
+
+// checkIndexFilter: st's index and filter bytes are those of the tables that hold the user data the
+// node leads (all of it, on one node): the compacted store's tables do not change, so the heartbeat
+// read their properties; and the room for data blocks the prediction used leaves them out.
+func checkIndexFilter(t *testing.T, nd *Node, st *pb.NodeStats) {
+	t.Helper()
+	lo, hi := storage.DataSpan(false, nil, nil)
+	levels, err := nd.Engine().DB().SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, hi))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64
+	for _, l := range levels {
+		for _, tb := range l {
+			want += tb.Properties.IndexSize + tb.Properties.FilterSize
+		}
+	}
+	if st.IndexFilterBytes != min(want, st.BlockCacheCapacity) {
+		t.Fatalf("heartbeat's index and filter bytes %d, the user data's tables have %d (room %d)", st.IndexFilterBytes, want, st.BlockCacheCapacity)
+	}
+	room := DataBlockRoom(st)
+	if whole := float64(st.BlockCacheCapacity) / float64(st.BlockBytes); room <= 0 || room >= whole {
+		t.Fatalf("room for data blocks %.1f of a cache of %.1f blocks with %d bytes of index and filter", room, whole, st.IndexFilterBytes)
+	}
+	t.Logf("index and filter blocks %d bytes of a room of %d", st.IndexFilterBytes, st.BlockCacheCapacity)
 }

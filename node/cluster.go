@@ -12,6 +12,7 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -124,6 +125,7 @@ func (n *Node) localStats() *pb.NodeStats {
 	defer n.loadMu.Unlock()
 	seen := make(map[uint64]loadMark, len(n.loadPrev))
 	placeBy := now.Add(placeBudget)
+	var led []accessstats.Span // the user data the node's reads go to
 	for _, r := range n.Store().Replicas() {
 		cur := loadMark{reads: r.Reads.Load(), writes: r.Writes.Load(), scans: r.Scans.Load(), at: now}
 		leader, term := r.LeaderTerm()
@@ -145,6 +147,7 @@ func (n *Node) localStats() *pb.NodeStats {
 		lat := n.latency.take(r.RangeID(), now)
 		if rl.Leader {
 			rl.Bytes = r.ApproximateBytes()
+			led = appendDataSpan(led, r)
 			fillLatency(rl, lat)
 			// Every leader's window ends here; only busy ranges ship their sample (load_split's input).
 			if ks := n.ap.TakeSample(r.RangeID(), now); ks != nil && rl.ReadQps+rl.WriteQps >= sampleShipQPS {
@@ -164,6 +167,7 @@ func (n *Node) localStats() *pb.NodeStats {
 		n.access.Retain(func(id uint64) bool { _, ok := seen[id]; return ok })
 	}
 	n.streams.Retain(func(id uint64) bool { _, ok := seen[id]; return ok })
+	st.IndexFilterBytes = n.indexFilterBytes(led, st.BlockCacheCapacity, now)
 	st.PredictedUsage, st.PredictedHitRatio = predictUsage(st, n.cfg.Autopilot.Policies.UsageBalance.Model)
 	n.bg.NoteLeading(st)
 	n.bg.FillStats(st)
@@ -180,6 +184,7 @@ func (n *Node) currentStats() *pb.NodeStats {
 	}
 	st := n.engineStats()
 	st.PredictedUsage, st.PredictedHitRatio = last.GetPredictedUsage(), last.GetPredictedHitRatio()
+	st.IndexFilterBytes = last.GetIndexFilterBytes()
 	for _, r := range n.Store().Replicas() {
 		leader, term := r.LeaderTerm()
 		rl := &pb.RangeLoad{RangeId: r.RangeID(), Leader: leader, Term: term}

@@ -192,6 +192,8 @@ type Node struct {
 	loadPrev map[uint64]loadMark  // last counter readings per range, for QPS
 	latency  rangeLatency         // per-range request latency, for the decision log's p99
 	access   *accessstats.Tracker // per-range access statistics for the usage model (access.go)
+	// indexFilter measures the cache's bytes of index and filter blocks for the usage model (access.go).
+	indexFilter accessstats.IndexFilter
 
 	srv *grpc.Server // set by StartServing only
 
