@@ -83,8 +83,9 @@ type Node struct {
 	L0Files            uint32
 	MemtableBytes      uint64
 	// CacheBytes is the block cache's capacity, BlockBytes the engine's data block size (0: not
-	// reported): the usage model's cache in blocks (usage.go).
-	CacheBytes, BlockBytes uint64
+	// reported), IndexFilterBytes the part of the cache index and filter blocks take: the usage
+	// model's cache is CacheBytes less IndexFilterBytes, in blocks (usage.go).
+	CacheBytes, BlockBytes, IndexFilterBytes uint64
 
 	// Background work the node reports (package bgtask): its pending and running tasks, the engine's
 	// compaction-debt estimate, when each kind of task last completed, and the ranges it led when its

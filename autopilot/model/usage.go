@@ -30,12 +30,17 @@ func (a *Access) HitRatio() (float64, bool) {
 	return float64(a.MeasuredHits) / float64(a.MeasuredReads), true
 }
 
-// CacheBlocks is how many data blocks the node's block cache holds (0: not reported).
+// CacheBlocks is how many data blocks the node's block cache holds: its room less what index and
+// filter blocks take (0: not reported). A node whose index and filter blocks fill it holds a
+// block at least (a node that reports a cache is not one that reports none).
 func (n *Node) CacheBlocks() float64 {
 	if n.BlockBytes == 0 {
 		return 0
 	}
-	return float64(n.CacheBytes) / float64(n.BlockBytes)
+	if n.IndexFilterBytes >= n.CacheBytes {
+		return 1
+	}
+	return float64(n.CacheBytes-n.IndexFilterBytes) / float64(n.BlockBytes)
 }
 
 // MeasuredUsage is the node's usage as the usage model counts it: its CPU as a share of its cores
@@ -48,18 +53,24 @@ func (n *Node) MeasuredUsage() float64 {
 	return cpu + n.DiskBusy
 }
 
-// parseCache reads a node's cache=SIZE/BLOCK (ParseCluster).
+// parseCache reads a node's cache=SIZE/BLOCK[/INDEXFILTER] (ParseCluster): INDEXFILTER is the
+// part of the cache index and filter blocks take.
 func parseCache(n *Node, v string) error {
-	size, block, ok := strings.Cut(v, "/")
-	if !ok {
-		return fmt.Errorf("cache: want SIZE/BLOCK, e.g. 64MiB/4KiB")
+	f := strings.Split(v, "/")
+	if len(f) < 2 || len(f) > 3 {
+		return fmt.Errorf("cache: want SIZE/BLOCK[/INDEXFILTER], e.g. 64MiB/4KiB or 64MiB/4KiB/8MiB")
 	}
 	var err error
-	if n.CacheBytes, err = ParseBytes(size); err != nil {
+	if n.CacheBytes, err = ParseBytes(f[0]); err != nil {
 		return fmt.Errorf("cache: %v", err)
 	}
-	if n.BlockBytes, err = ParseBytes(block); err != nil {
+	if n.BlockBytes, err = ParseBytes(f[1]); err != nil {
 		return fmt.Errorf("cache block: %v", err)
+	}
+	if len(f) == 3 {
+		if n.IndexFilterBytes, err = ParseBytes(f[2]); err != nil {
+			return fmt.Errorf("cache index and filter: %v", err)
+		}
 	}
 	return nil
 }

@@ -239,7 +239,7 @@ func (h *Host) Snapshot() *model.Cluster {
 			mn.CPUPercent, mn.CPUCores, mn.DiskBusy = st.CpuPercent, st.CpuCores, st.DiskBusy
 			mn.DiskUsed, mn.Profile = st.DiskBytes, st.Profile
 			mn.BlockCacheHits, mn.BlockCacheMisses = st.BlockCacheHits, st.BlockCacheMisses
-			mn.CacheBytes, mn.BlockBytes = st.BlockCacheCapacity, uint64(st.BlockBytes)
+			mn.CacheBytes, mn.BlockBytes, mn.IndexFilterBytes = st.BlockCacheCapacity, uint64(st.BlockBytes), st.IndexFilterBytes
 			mn.CompactionsRunning, mn.L0Files, mn.MemtableBytes = st.CompactionsRunning, st.L0Files, st.MemtableBytes
 			fillModelTasks(mn, st)
 			for _, rl := range st.Ranges {
