@@ -23,8 +23,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
@@ -147,8 +145,8 @@ type Probe struct {
 	Errors    int64   `json:"errors"`
 	// Load is the cluster's load the heartbeats reported during the probe.
 	Load planusage.Load `json:"load"`
-	// IndexFilterBytes is each node's index and filter blocks of the tables that hold the records,
-	// after the probe (by node ID): room in the cache those blocks take from the data blocks.
+	// IndexFilterBytes is the room in each node's cache its index and filter blocks take from the
+	// data blocks, as its last heartbeat of the probe reported it (by node ID; node/accessstats).
 	IndexFilterBytes map[uint64]uint64 `json:"index_filter_bytes,omitempty"`
 	sample           planusage.Sample
 	polls            []heard
@@ -491,28 +489,20 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	p.Load = h.load
 	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage, Nodes: float64(len(nodes))}
 	p.polls = polls
-	p.IndexFilterBytes = e.indexFilterBytes()
+	p.IndexFilterBytes = lastIndexFilter(polls)
 	return p, nil
 }
 
-// indexFilterBytes is every node's index and filter blocks of the tables that hold the records,
-// by node ID. A point read loads its table's filter and index blocks beside its data block; read
-// all over the records, they are the hottest blocks and stay in the cache, out of the data blocks'
-// room (after loading, 0.27 MB of a 2-MiB room: 13 %; more tables hold more).
-func (e *env) indexFilterBytes() map[uint64]uint64 {
-	lo, hi := storage.UserDataKey(key(0)), storage.UserDataKey(key(e.o.Records))
-	out := map[uint64]uint64{}
-	for _, n := range e.c.Nodes() {
-		levels, err := n.Eng.DB().SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, hi))
-		if err != nil {
-			continue // the node's prediction then has the whole room
-		}
-		for _, l := range levels {
-			for _, t := range l {
-				if t.Properties != nil {
-					out[n.KV.NodeID()] += t.Properties.IndexSize + t.Properties.FilterSize
-				}
-			}
+// lastIndexFilter is every node's index and filter bytes in the last of polls, by node ID.
+func lastIndexFilter(polls []heard) map[uint64]uint64 {
+	if len(polls) == 0 {
+		return nil
+	}
+	h := polls[len(polls)-1]
+	out := make(map[uint64]uint64, len(h.ids))
+	for i, st := range h.stats {
+		if i < len(h.ids) {
+			out[h.ids[i]] = st.GetIndexFilterBytes()
 		}
 	}
 	return out
@@ -535,7 +525,7 @@ func sumHeard(polls []heard) heardSum {
 	var s heardSum
 	for _, h := range polls {
 		for _, st := range h.stats {
-			l, _, _ := nodeLoad(st, 0)
+			l, _, _ := node.HeardLoad(st)
 			s.load.Reads += l.Reads / float64(len(polls))
 			s.load.Writes += l.Writes / float64(len(polls))
 			s.load.Scans += l.Scans / float64(len(polls))
@@ -551,34 +541,6 @@ func sumHeard(polls []heard) heardSum {
 // memTableBytes is the nodes' memtable size: small, since Pebble charges two memtables to the
 // block cache (storage.Options.BlockRoomBytes).
 const memTableBytes = 1 << 20
-
-// nodeLoad is a node's load as its heartbeat reports it (the point reads and scanned blocks of the
-// ranges it leads, the writes of every replica), its leaders' merged block-access histogram and its
-// cache's room for data blocks in blocks: what the node itself predicts its usage from
-// (node.predictUsage), but that the room here leaves out the indexBytes its index and filter
-// blocks take.
-func nodeLoad(st *pb.NodeStats, indexBytes uint64) (planusage.Load, planusage.Histogram, float64) {
-	var l planusage.Load
-	var h planusage.Histogram
-	for _, rl := range st.GetRanges() {
-		l.Writes += rl.GetWriteQps()
-		if !rl.GetLeader() {
-			continue
-		}
-		l.Reads += max(rl.GetReadQps()-rl.GetScanQps(), 0)
-		l.Scans += rl.GetScanBlocksQps()
-		for i, r := range rl.GetHistRates() {
-			if i < len(rl.GetHistBlocks()) {
-				h = append(h, planusage.Bucket{Rate: r, Blocks: rl.GetHistBlocks()[i]})
-			}
-		}
-	}
-	cache := 0.0
-	if room := st.GetBlockCacheCapacity(); st.GetBlockBytes() > 0 && room > indexBytes {
-		cache = float64(room-indexBytes) / float64(st.GetBlockBytes())
-	}
-	return l, h, cache
-}
 
 // poll reads every node's last heartbeat once a heartbeat interval until ctx ends.
 func (e *env) poll(ctx context.Context) []heard {
@@ -812,13 +774,9 @@ func check(m planusage.Model, v validated, nodes int) Check {
 		PredictedAtHit: m.Predict(p.Load, p.Hit) + float64(nodes-1)*m.Idle} // every node idles
 	var reads, hitReads, lruReads, wholeReads float64
 	for _, h := range p.polls {
-		for i, st := range h.stats {
-			var index uint64
-			if i < len(h.ids) {
-				index = p.IndexFilterBytes[h.ids[i]]
-			}
-			l, hist, cache := nodeLoad(st, index)
-			_, _, whole := nodeLoad(st, 0)
+		for _, st := range h.stats {
+			l, hist, cache := node.HeardLoad(st)
+			whole := wholeRoom(st)
 			hit := planusage.HitRatio(hist, cache)
 			c.Predicted += m.Predict(l, hit) / float64(len(p.polls))
 			reads += l.Reads
@@ -832,6 +790,14 @@ func check(m planusage.Model, v validated, nodes int) Check {
 		c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom = hitReads/reads, lruReads/reads, wholeReads/reads
 	}
 	return c
+}
+
+// wholeRoom is st's cache's room for blocks, in blocks, index and filter blocks included.
+func wholeRoom(st *pb.NodeStats) float64 {
+	if st.GetBlockBytes() == 0 {
+		return 0
+	}
+	return float64(st.GetBlockCacheCapacity()) / float64(st.GetBlockBytes())
 }
 
 // accuracy predicts every probe with m and sums the errors (progress, when set, hears each check).

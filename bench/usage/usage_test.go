@@ -27,23 +27,12 @@ func TestBusy(t *testing.T) {
 	}
 }
 
-// A node's load from its heartbeat: its leaders' point reads and scanned blocks, every replica's
-// writes, its leaders' histograms and its cache in blocks.
-func TestNodeLoad(t *testing.T) {
+// A probe's readings together: the cluster's load is their mean.
+func TestSumHeard(t *testing.T) {
 	st := &pb.NodeStats{BlockCacheCapacity: 4096 * 10, BlockBytes: 4096, Ranges: []*pb.RangeLoad{
 		{Leader: true, ReadQps: 100, ScanQps: 10, ScanBlocksQps: 30, WriteQps: 5, HistRates: []float64{1}, HistBlocks: []float64{90}},
 		{ReadQps: 70, WriteQps: 7, HistRates: []float64{3}, HistBlocks: []float64{1}},
 	}}
-	l, h, cache := nodeLoad(st, 0)
-	if l.Reads != 90 || l.Scans != 30 || l.Writes != 12 || len(h) != 1 || cache != 10 {
-		t.Fatalf("load %+v, histogram %v, cache %.0f", l, h, cache)
-	}
-	if _, _, c := nodeLoad(st, 4096*4); c != 6 {
-		t.Fatalf("4 blocks of index and filter in a room of 10: %.0f blocks for data, want 6", c)
-	}
-	if _, _, c := nodeLoad(st, 4096*11); c != 0 {
-		t.Fatalf("index and filter above the room: %.0f blocks for data, want 0", c)
-	}
 	s := sumHeard([]heard{{stats: []*pb.NodeStats{st}}, {stats: []*pb.NodeStats{{}}}})
 	if math.Abs(s.load.Reads-45) > 1e-9 {
 		t.Fatalf("two readings, one idle: %.1f reads/s, want their mean 45", s.load.Reads)
