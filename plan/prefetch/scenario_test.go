@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// scenarioWindow is the window node/jobs plans in `shoal bench scan-jobs` (the defaults, seed 1) when
-// it plans 2.25 s after the first runs were due: 3 nodes, 6 spans of 6 000 rows of 1 KiB (span s on
-// node s mod 3), 12 jobs every 15 s reading at 6 MiB/s (2 slots of 0.5 s) with nine tenths of their
+// scenarioWindow is a window node/jobs planned in `shoal bench scan-jobs` with 6 spans and 12 jobs
+// (Zipf 1.2, seed 1), 2.25 s after the first runs were due: 3 nodes, 6 spans of 6 000 rows of 1 KiB
+// (span s on node s mod 3), 12 jobs every 15 s reading at 6 MiB/s (2 slots of 0.5 s) with nine tenths of their
 // deadlines, 10 MiB/s of disk left by the foreground and 24 MiB of cache per node. The plan the
 // scenario reported from this window had 3.30 times the LP bound's peak: on node 1, span 1's runs at
 // slots 26 and 29 need two copies, and the second could be read only in the 3 slots before its run
