@@ -58,6 +58,9 @@ type Step struct {
 	// its heartbeat, at the end of the window.
 	Leaders   map[string]int     `json:"leaders"`
 	Predicted map[string]float64 `json:"predicted_usage"`
+	// IndexFilter is each node's bytes of index and filter blocks from its heartbeat, which its
+	// prediction and usage_balance leave out of its cache's room for data blocks.
+	IndexFilter map[string]uint64 `json:"index_filter_bytes"`
 }
 
 // Arm is one arm: its starting placement, its steps, and the policies' decisions during it.
@@ -66,8 +69,9 @@ type Arm struct {
 	Start   map[string]int `json:"start_leaders"`
 	Settled map[string]int `json:"settled_leaders"`
 	// SettledPredicted is each node's predicted usage from its heartbeat at the end of the settling.
-	SettledPredicted map[string]float64 `json:"settled_predicted_usage"`
-	Steps            []Step             `json:"steps"`
+	SettledPredicted   map[string]float64 `json:"settled_predicted_usage"`
+	SettledIndexFilter map[string]uint64  `json:"settled_index_filter_bytes"`
+	Steps              []Step             `json:"steps"`
 	// AtSLO is the reads per second served at the highest step that met the SLO (0: none did), at
 	// AtSLORate a range.
 	AtSLO     float64 `json:"ops_at_slo"`
@@ -152,7 +156,7 @@ func (e *env) arm(ctx context.Context, o BalanceOptions, name string, usageOn bo
 		return a, err
 	}
 	var err error
-	if a.Start, _, err = e.placement(ctx); err != nil {
+	if a.Start, _, _, err = e.placement(ctx); err != nil {
 		return a, err
 	}
 	last := e.lastDecision(ctx)
@@ -166,7 +170,7 @@ func (e *env) arm(ctx context.Context, o BalanceOptions, name string, usageOn bo
 	if _, err := e.tenantsRun(ctx, o, o.SettleRate, 0, o.Settle); err != nil {
 		return a, err
 	}
-	if a.Settled, a.SettledPredicted, err = e.placement(ctx); err != nil {
+	if a.Settled, a.SettledPredicted, a.SettledIndexFilter, err = e.placement(ctx); err != nil {
 		return a, err
 	}
 	// A step that misses is run once more (a window of a shared machine can miss by a pause that
@@ -229,7 +233,7 @@ func (e *env) tenantsRun(ctx context.Context, o BalanceOptions, rate float64, wa
 	st.Meets = st.HotP99 <= slo && st.ColdP99 <= slo &&
 		st.HotOps >= o.SLOServed*rate*float64(o.HotRanges) && st.ColdOps >= o.SLOServed*rate*float64(o.ColdRanges)
 	var err error
-	st.Leaders, st.Predicted, err = e.placement(ctx)
+	st.Leaders, st.Predicted, st.IndexFilter, err = e.placement(ctx)
 	return st, err
 }
 
@@ -405,11 +409,12 @@ func tenantOf(d *pb.RangeDescriptor) string {
 	return ""
 }
 
-// placement is how many ranges of each tenant each node leads, and each node's predicted usage.
-func (e *env) placement(ctx context.Context) (map[string]int, map[string]float64, error) {
+// placement is how many ranges of each tenant each node leads, and each node's predicted usage and
+// index and filter bytes.
+func (e *env) placement(ctx context.Context) (map[string]int, map[string]float64, map[string]uint64, error) {
 	rs, err := e.cl.UserRanges(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	leaders := map[string]int{}
 	for _, r := range rs {
@@ -419,13 +424,14 @@ func (e *env) placement(ctx context.Context) (map[string]int, map[string]float64
 	}
 	ns, err := e.cl.Nodes(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	pred := map[string]float64{}
+	pred, index := map[string]float64{}, map[string]uint64{}
 	for _, n := range ns {
-		pred[fmt.Sprintf("n%d", n.GetDesc().GetNodeId())] = n.GetStats().GetPredictedUsage()
+		id := fmt.Sprintf("n%d", n.GetDesc().GetNodeId())
+		pred[id], index[id] = n.GetStats().GetPredictedUsage(), n.GetStats().GetIndexFilterBytes()
 	}
-	return leaders, pred, nil
+	return leaders, pred, index, nil
 }
 
 // pacer is a schedule of rate operations a second shared by a pool's clients: each waits for the

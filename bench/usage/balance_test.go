@@ -56,6 +56,13 @@ func TestBalanceShortRun(t *testing.T) {
 				t.Errorf("%s: step %d missed the SLO once and was not run again", a.Name, i-1)
 			}
 		}
+		indexed := false
+		for _, b := range a.SettledIndexFilter {
+			indexed = indexed || b > 0
+		}
+		if !indexed {
+			t.Errorf("%s: no node reports index and filter bytes after settling: %v", a.Name, a.SettledIndexFilter)
+		}
 		t.Logf("%s: start %v, settled %v (predicted %v), steps %+v, at SLO %.0f ops/s, moves %v", a.Name, a.Start, a.Settled, a.SettledPredicted, a.Steps, a.AtSLO, a.Moves)
 	}
 	mostCold := func(leaders map[string]int) int {
