@@ -5,8 +5,9 @@
 // clients and peers see as a short absence of one follower:
 //
 //  1. the node sheds its leaderships, each to the voter of its range leading the least load once
-//     that voter's cache is warm for it (read hints, at most WarmWait; then DrainLeaderships for any
-//     left), so no range loses its leader, no peer takes them all, and none takes one cold;
+//     that voter is warm for it (its read hints flowing and, where measurable, its replays hitting
+//     the cache; at most WarmWait; then DrainLeaderships for any left), so no range loses its
+//     leader, no peer takes them all, and none takes one cold;
 //  2. the supervisor retires the node: new calls wait for the next node (at most AwaitTimeout, then
 //     UNAVAILABLE), the node stops, the calls it was serving end, and its engine closes;
 //  3. a new node opens the same data directory with the profile, behind the same gRPC server and
@@ -16,10 +17,10 @@
 //     with it (Pebble applies a block size to the tables it writes; the thesis runs a major
 //     compaction after each reconfiguration) — as a follower, its leaderships still elsewhere, and
 //     reported as a heavy manual_compaction task, so that no policy hands it one meanwhile;
-//  5. it waits (at most WarmWait) until its replays of the shed ranges' live read hints hit its
-//     cache about as often as their leaders' reads hit theirs, then takes back the leaderships it
-//     shed, but the meta range's: the autopilot runs on its leader, and taking it back would move
-//     the autopilot (and its policies' memory) once more.
+//  5. it waits (at most WarmWait) until the shed ranges' live read hints reach it and, where
+//     measurable, its replays hit its cache about as often as their leaders' reads hit theirs, then
+//     takes back the leaderships it shed, but the meta range's: the autopilot runs on its leader,
+//     and taking it back would move the autopilot (and its policies' memory) once more.
 //
 // The package owns the node's incarnations and the forwarding of gRPC calls to the current one. It
 // must never read or write the node's data itself, and runs one restart at a time.
