@@ -26,8 +26,8 @@ const WarmWait = hints.DefaultTransferWait
 // warmMinReplays is how many measured replays (replays that read a block: found it in the cache or
 // not) a range's hit ratio must rest on before it is judged. Fewer, with hints flowing, means the
 // range's reads touch no block the cache could lack — served from the memtables, or repeats of keys
-// replayed within the second — so there is nothing to warm: a run of the profiles experiment waited
-// its full 5 s for 11 of 12 shed targets that way, each having applied hundreds of hints.
+// replayed within the second — so there is nothing to warm (TestProfileChangeByRollingRestart's
+// targets had applied 535 hints, none of whose replays read a block, and each shed waited 5 s).
 const warmMinReplays = 8
 
 // warmShare: a warm cache's replays hit at least this share of the reference hit ratio (the reads

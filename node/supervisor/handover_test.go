@@ -36,8 +36,8 @@ func TestWaitWarm(t *testing.T) {
 		warm     bool
 		asks     int
 	}{
-		// The case a profiles run met for 11 of 12 shed targets: hundreds of hints applied, none of
-		// their replays read a block (memtables, or keys replayed within the second). Nothing to warm.
+		// TestProfileChangeByRollingRestart's shed targets: hundreds of hints applied, none of their
+		// replays read a block (memtables, or keys replayed within the second). Nothing to warm.
 		{"flowing, no block read measured", []hints.Warmth{flowingWarmth(0, math.NaN())}, 0.95, true, true, 1},
 		{"flowing, too few replays to judge", []hints.Warmth{flowingWarmth(warmMinReplays-1, 0.1)}, 0.95, true, true, 1},
 		{"flowing, replays hit as the reference", []hints.Warmth{flowingWarmth(40, 0.9)}, 0.95, true, true, 1},
