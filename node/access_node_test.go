@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
+	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/storage"
 )
@@ -63,15 +62,13 @@ func TestHeartbeatCarriesAccess(t *testing.T) {
 func checkIndexFilter(t *testing.T, nd *Node, st *pb.NodeStats) {
 	t.Helper()
 	lo, hi := storage.DataSpan(false, nil, nil)
-	levels, err := nd.Engine().DB().SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, hi))
+	tables, err := accessstats.ReadIndexFilter(nd.Engine().DB(), lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want uint64
-	for _, l := range levels {
-		for _, tb := range l {
-			want += tb.Properties.IndexSize + tb.Properties.FilterSize
-		}
+	for _, b := range tables {
+		want += b
 	}
 	if st.IndexFilterBytes != min(want, st.BlockCacheCapacity) {
 		t.Fatalf("heartbeat's index and filter bytes %d, the user data's tables have %d (room %d)", st.IndexFilterBytes, want, st.BlockCacheCapacity)

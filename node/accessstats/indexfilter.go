@@ -118,18 +118,29 @@ func (f *IndexFilter) unknown(ts []Table) (lo, hi []byte, ok bool) {
 // readProps reads the properties of the physical tables overlapping [lo, hi] into the memo.
 func (f *IndexFilter) readProps(db *pebble.DB, lo, hi []byte) error {
 	end := append(append([]byte(nil), hi...), 0) // hi inclusive
-	levels, err := db.SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, end))
-	if err != nil {
-		return fmt.Errorf("accessstats: table properties: %w", err)
+	m, err := ReadIndexFilter(db, lo, end)
+	for n, b := range m {
+		f.known[n] = b
 	}
+	return err
+}
+
+// ReadIndexFilter reads the index and filter bytes of db's physical tables overlapping the user keys
+// [lo, hi) from their properties, by table number (virtual tables left out).
+func ReadIndexFilter(db *pebble.DB, lo, hi []byte) (map[uint64]uint64, error) {
+	levels, err := db.SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, hi))
+	if err != nil {
+		return nil, fmt.Errorf("accessstats: table properties: %w", err)
+	}
+	out := map[uint64]uint64{}
 	for _, l := range levels {
 		for _, t := range l {
 			if !t.Virtual && t.Properties != nil {
-				f.known[uint64(t.FileNum)] = t.Properties.IndexSize + t.Properties.FilterSize
+				out[uint64(t.FileNum)] = t.Properties.IndexSize + t.Properties.FilterSize
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // Overlapping is the tables of ts whose user keys overlap one of spans.

@@ -9,19 +9,16 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// propsSum is the index and filter bytes of db's physical tables overlapping [lo, hi), read
-// directly.
+// propsSum is the index and filter bytes of db's physical tables overlapping [lo, hi).
 func propsSum(t *testing.T, db *pebble.DB, lo, hi []byte) uint64 {
 	t.Helper()
-	levels, err := db.SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, hi))
+	m, err := ReadIndexFilter(db, lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sum uint64
-	for _, l := range levels {
-		for _, tb := range l {
-			sum += tb.Properties.IndexSize + tb.Properties.FilterSize
-		}
+	for _, b := range m {
+		sum += b
 	}
 	return sum
 }
