@@ -65,6 +65,12 @@ type Config struct {
 	Ops int64
 	// Threads is the number of concurrent workers of both phases.
 	Threads int
+	// Rate paces the run phase at this many operations a second over all workers, as YCSB's target
+	// does: the k-th operation starts no earlier than k/Rate seconds into the phase, and a worker
+	// behind that schedule goes on at once (0: every worker as fast as the store answers). A
+	// closed loop keeps the store saturated, so every other cost (a restart, a compaction) shows as
+	// latency; a paced load leaves headroom. Latencies are each operation's own.
+	Rate float64
 	// Load runs the load phase (inserting Records records) before the run phase.
 	Load bool
 	// MaxDuration bounds each phase: a phase still running then is stopped and its report marked
@@ -136,6 +142,7 @@ type Report struct {
 	Records      int64              `json:"records"`
 	Ops          int64              `json:"ops"`
 	Threads      int                `json:"threads"`
+	Rate         float64            `json:"rate_ops_s,omitempty"` // the run phase's pace (Config.Rate); absent: unpaced
 	Distribution string             `json:"distribution"`
 	StartedAt    time.Time          `json:"started_at"`
 	DurationS    float64            `json:"duration_s"`
@@ -199,6 +206,9 @@ func Run(ctx context.Context, cfg Config, db goycsb.DB) (*Report, error) {
 	if cfg.System == "" {
 		cfg.System = System(cfg.Target)
 	}
+	if !(cfg.Rate >= 0) {
+		return nil, fmt.Errorf("ycsb: rate %v must be 0 (unpaced) or positive", cfg.Rate)
+	}
 	p, err := cfg.Properties()
 	if err != nil {
 		return nil, err
@@ -221,6 +231,7 @@ func Run(ctx context.Context, cfg Config, db goycsb.DB) (*Report, error) {
 		Hosts:        cfg.Hosts,
 		Records:      cfg.Records,
 		Threads:      cfg.Threads,
+		Rate:         cfg.Rate,
 		Distribution: p.GetString(prop.RequestDistribution, prop.RequestDistributionDefault),
 		StartedAt:    time.Now().UTC(),
 		Operations:   map[string]OpStats{},
@@ -298,6 +309,10 @@ func runPhase(ctx context.Context, cfg Config, name string, total int64, op func
 	pctx, cancel := context.WithTimeout(ctx, cfg.MaxDuration)
 	defer cancel()
 
+	rate := 0.0 // the load phase inserts as fast as it can
+	if name == "run" {
+		rate = cfg.Rate
+	}
 	var claimed, done, errCount atomic.Int64
 	var aborted, succeeded atomic.Bool
 	threads := make([]*threadState, cfg.Threads)
@@ -347,7 +362,11 @@ func runPhase(ctx context.Context, cfg Config, name string, total int64, op func
 			tctx = mdb.InitThread(context.WithValue(tctx, threadKey{}, st), id, cfg.Threads)
 			defer wl.CleanupThread(tctx)
 			defer mdb.CleanupThread(tctx)
-			for pctx.Err() == nil && claimed.Add(1) <= total {
+			for pctx.Err() == nil {
+				k := claimed.Add(1)
+				if k > total || !pace(pctx, start, k-1, rate) {
+					break
+				}
 				st.calls = st.calls[:0]
 				mdb.mu.Lock()
 				err := op(tctx)
@@ -401,6 +420,26 @@ func runPhase(ctx context.Context, cfg Config, name string, total int64, op func
 			cfg.Target, normalizeWorkload(cfg.Workload), name, res.done, total, res.dur.Seconds(), res.throughput(), res.errors)
 	}
 	return res
+}
+
+// pace waits until operation k (from 0) of a phase started at start is due at rate operations a
+// second (rate 0: at once); false when ctx ended first.
+func pace(ctx context.Context, start time.Time, k int64, rate float64) bool {
+	if rate <= 0 {
+		return true
+	}
+	wait := time.Until(start.Add(time.Duration(float64(k) / rate * float64(time.Second))))
+	if wait <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(minLatencyUs, maxLatencyUs, sigFigs) }

@@ -424,3 +424,25 @@ func TestOpenTargets(t *testing.T) {
 		t.Fatal("unknown target accepted")
 	}
 }
+
+// TestRunPaced: with a rate, the run phase never gets ahead of its schedule (the k-th operation no
+// earlier than k/rate seconds in), and the report says it was paced.
+func TestRunPaced(t *testing.T) {
+	cfg := Config{Workload: "b", Target: TargetGRPC, Records: 50, Ops: 60, Threads: 4, Load: true, Rate: 300}
+	_, db := fakeDB(t, cfg)
+	rep, err := Run(context.Background(), cfg, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Ops != cfg.Ops || rep.Rate != cfg.Rate {
+		t.Fatalf("%d ops at rate %v, want %d at %v", rep.Ops, rep.Rate, cfg.Ops, cfg.Rate)
+	}
+	if least := float64(cfg.Ops-1) / cfg.Rate; rep.DurationS < least {
+		t.Errorf("run phase took %.3fs: ahead of a %v ops/s schedule (at least %.3fs)", rep.DurationS, cfg.Rate, least)
+	}
+	checkConsistent(t, "run", rep.Ops, rep.Errors, rep.Operations, rep.DurationS, rep.Throughput)
+	cfg.Rate = -1
+	if _, err := Run(context.Background(), cfg, db); err == nil {
+		t.Error("a negative rate was accepted")
+	}
+}

@@ -37,6 +37,7 @@ var ycsbFlags struct {
 	records          int64
 	ops              int64
 	threads          int
+	rate             float64
 	load             bool
 	timeline         string
 	timelineInterval time.Duration
@@ -114,6 +115,7 @@ func init() {
 	f.Int64Var(&ycsbFlags.records, "records", 10000, "records to load and to choose keys from")
 	f.Int64Var(&ycsbFlags.ops, "ops", 100000, "operations of the run phase")
 	f.IntVar(&ycsbFlags.threads, "threads", 16, "concurrent workers")
+	f.Float64Var(&ycsbFlags.rate, "rate", 0, "pace the run phase at this many operations a second over all workers, as YCSB's target does (0: as fast as the store answers)")
 	f.BoolVar(&ycsbFlags.load, "load", true, "run the load phase before the run phase")
 	f.StringVar(&ycsbFlags.timeline, "timeline", "", "write a timeline of both phases to this JSON file (a point per --timeline-interval: operations, throughput, p50 and p99)")
 	f.DurationVar(&ycsbFlags.timelineInterval, "timeline-interval", time.Second, "the length of one point of --timeline (at least 10ms)")
@@ -205,7 +207,7 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 	}
 	cfg := ycsb.Config{
 		Workload: fl.workload, Target: fl.target, Hosts: hosts, System: strings.TrimSpace(fl.system), RedisMode: redisMode,
-		Records: fl.records, Ops: fl.ops, Threads: fl.threads, Load: fl.load,
+		Records: fl.records, Ops: fl.ops, Threads: fl.threads, Rate: fl.rate, Load: fl.load,
 		MaxDuration: fl.maxDuration, Timeline: fl.timeline != "", TimelineInterval: fl.timelineInterval, Props: props,
 		Progress: cmd.ErrOrStderr(), ProgressInterval: fl.progressInterval,
 	}
