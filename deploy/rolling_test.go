@@ -32,6 +32,9 @@ import (
 // SHOAL_ROLLING_REPORT=FILE writes the figures as JSON (rollingReport). SHOAL_ROLLING_IMAGE=NAME
 // uses an image built beforehand (`make docker IMAGE=NAME`, which also leaves deploy/shoal, the
 // host's client) instead of building one, so that a measured run spends no time building.
+// SHOAL_ROLLING_LOGS=DIR keeps each node's log and each mode's autopilot decisions there.
+// SHOAL_ROLLING_RATE=N paces the load at N operations a second (default rollingRate; 0: a closed
+// loop, every thread as fast as the cluster answers).
 func TestRollingRestartCompose(t *testing.T) {
 	if os.Getenv("SHOAL_DOCKER_TESTS") != "1" {
 		t.Skip("builds an image and starts containers: set SHOAL_DOCKER_TESTS=1")
@@ -40,6 +43,14 @@ func TestRollingRestartCompose(t *testing.T) {
 	if image == "" {
 		image = "shoal:rolling-test"
 		run(t, "make", "-C", "..", "docker", "IMAGE="+image)
+	}
+	rate := float64(rollingRate)
+	if v := os.Getenv("SHOAL_ROLLING_RATE"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 {
+			t.Fatalf("SHOAL_ROLLING_RATE=%q: want operations a second, 0 for a closed loop", v)
+		}
+		rate = r
 	}
 	var report rollingReport
 	if path := os.Getenv("SHOAL_ROLLING_REPORT"); path != "" {
@@ -62,7 +73,11 @@ func TestRollingRestartCompose(t *testing.T) {
 		return runEnv(t, env, composeCmd[0], append(append(composeCmd[1:], "-p", project, "-f", "compose.yaml"), args...)...)
 	}
 	compose("up", "-d")
+	logDir := os.Getenv("SHOAL_ROLLING_LOGS")
 	t.Cleanup(func() {
+		if logDir != "" {
+			saveLogs(t, logDir, composeCmd, env, project)
+		}
 		down := exec.Command(composeCmd[0], append(composeCmd[1:], "-p", project, "-f", "compose.yaml", "down", "-v")...)
 		down.Env = append(os.Environ(), env...)
 		_ = down.Run()
@@ -78,12 +93,14 @@ func TestRollingRestartCompose(t *testing.T) {
 			out := t.TempDir()
 			tl := filepath.Join(out, "timeline.json")
 			load := exec.Command(bin, "--format", "json", "bench", "ycsb", "--workload", "b", "--hosts", strings.Join(grpcs, ","),
-				"--records", "2000", "--ops", "1000000000", "--threads", "8", "--max-duration", "110s", "--timeline", tl)
+				"--records", "2000", "--ops", "1000000000", "--threads", "8", "--rate", strconv.FormatFloat(rate, 'f', -1, 64),
+				"--max-duration", "110s", "--timeline", tl)
 			var stdout bytes.Buffer
 			load.Stdout = &stdout
 			if err := load.Start(); err != nil {
 				t.Fatal(err)
 			}
+			stopSampling := sampleLeaders(bin, grpcs)
 			time.Sleep(30 * time.Second) // the load phase, then a steady run phase
 			t.Logf("%s: leaders before the first restart: %s", mode, leaders(bin, grpcs))
 			var windows []window
@@ -117,7 +134,14 @@ func TestRollingRestartCompose(t *testing.T) {
 				mark("leaders " + leaders(bin, grpcs))
 				windows = append(windows, window{i, from, float64(time.Now().UnixMilli()) / 1000, events})
 			}
-			if err := load.Wait(); err != nil {
+			err := load.Wait()
+			samples := stopSampling()
+			if logDir != "" {
+				if out, derr := exec.Command(bin, "--host", strings.Join(grpcs, ","), "--timeout", "10s", "--format", "json", "admin", "decisions").Output(); derr == nil {
+					_ = os.WriteFile(filepath.Join(logDir, mode+"-decisions.json"), out, 0o644)
+				}
+			}
+			if err != nil {
 				t.Fatalf("load: %v\n%s", err, stdout.String())
 			}
 			var rep ycsb.Report
@@ -136,8 +160,10 @@ func TestRollingRestartCompose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			m.Rate = rate
+			m.Leaders = samples
 			report.Modes = append(report.Modes, m)
-			t.Logf("%s: steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", mode, m.SteadyOps, m.SteadyP99Ms, m.Operations, m.Failed, rep.ErrorSample)
+			t.Logf("%s (rate %.0f ops/s, 0: closed loop): steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", mode, rate, m.SteadyOps, m.SteadyP99Ms, m.Operations, m.Failed, rep.ErrorSample)
 			for _, r := range m.Restarts {
 				t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput (longest run %d s); %d s over 1.5x steady (%s); events: %s",
 					mode, r.Node, r.WorstP99Ms, r.WorstP99Ratio, r.SecondsBelowHalf, r.LongestBelowHalfS, len(r.Over), strings.Join(r.Over, ", "), strings.Join(r.Events, ", "))
@@ -148,6 +174,13 @@ func TestRollingRestartCompose(t *testing.T) {
 		})
 	}
 }
+
+// rollingRate is the load's default pace: about half of what 8 closed-loop threads drove through
+// the compose cluster on a 2-core host (7 700–10 300 operations a second), so that the steady state
+// has headroom. In a closed loop the host's two cores are saturated, and every cost of a restart —
+// the container's and the process's start, the catch-up, the autopilot moving with the meta range —
+// comes out of the clients' latency.
+const rollingRate = 5000
 
 // window is one node's restart: from before its stop to 10 s after it serves again, in Unix seconds.
 type window struct {
@@ -162,7 +195,8 @@ type rollingReport struct {
 }
 
 type modeReport struct {
-	Mode        string  `json:"mode"` // "hooks" or "kill"
+	Mode        string  `json:"mode"`       // "hooks" or "kill"
+	Rate        float64 `json:"rate_ops_s"` // the load's pace; 0: a closed loop
 	SteadyOps   float64 `json:"steady_ops_s"`
 	SteadyP99Ms float64 `json:"steady_p99_ms"`
 	Operations  int64   `json:"operations"`
@@ -171,6 +205,14 @@ type modeReport struct {
 	Restarts []restartReport `json:"restarts"`
 	// Timeline is the load's 1-s points of the run phase.
 	Timeline []ycsb.Point `json:"timeline"`
+	// Leaders is which node led each range, polled every second through the run.
+	Leaders []leaderSample `json:"leaders"`
+}
+
+// leaderSample is each range's leader at one moment (range id → node id; 0 unknown).
+type leaderSample struct {
+	Unix    float64           `json:"unix"`
+	Leaders map[uint64]uint64 `json:"leaders"`
 }
 
 type restartReport struct {
@@ -248,6 +290,58 @@ func leaders(bin string, hosts []string) string {
 		parts = append(parts, fmt.Sprintf("n%d:%d", n, led[n]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// sampleLeaders polls each range's leader every second until the returned stop is called, which
+// returns the samples: where the load stood at each second of the restarts.
+func sampleLeaders(bin string, hosts []string) (stop func() []leaderSample) {
+	done := make(chan struct{})
+	res := make(chan []leaderSample, 1)
+	go func() {
+		var samples []leaderSample
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				res <- samples
+				return
+			case <-tick.C:
+			}
+			at := float64(time.Now().UnixMilli()) / 1000
+			out, err := exec.Command(bin, "--host", strings.Join(hosts, ","), "--timeout", "2s", "--format", "json", "admin", "ranges").Output()
+			var ranges []apijson.RangeJSON
+			if err != nil || json.Unmarshal(out, &ranges) != nil {
+				continue
+			}
+			s := leaderSample{Unix: at, Leaders: map[uint64]uint64{}}
+			for _, r := range ranges {
+				s.Leaders[r.ID] = r.Leader
+			}
+			samples = append(samples, s)
+		}
+	}()
+	return func() []leaderSample {
+		close(done)
+		return <-res
+	}
+}
+
+// saveLogs writes each node's log to dir (node1.log …).
+func saveLogs(t *testing.T, dir string, composeCmd, env []string, project string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("logs: %v", err)
+		return
+	}
+	for i := 1; i <= 3; i++ {
+		cmd := exec.Command(composeCmd[0], append(composeCmd[1:], "-p", project, "-f", "compose.yaml", "logs", "--no-color", "-t", fmt.Sprintf("node%d", i))...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Logf("logs of node%d: %v", i, err)
+		}
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d.log", i)), out, 0o644)
+	}
 }
 
 // writeReport writes the report as indented JSON.
