@@ -46,9 +46,9 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 			return a, err
 		}
 	}
-	// The first runs are due as the jobs are added, before any plan could read ahead: the window
-	// starts a period later.
-	stopper.SleepContext(ctx, time.Until(added.Add(o.Period)))
+	// The first runs are due as the jobs are added, before any plan could read ahead, and under a
+	// heavy mix their reads on demand reach into the next period: the window starts two periods later.
+	stopper.SleepContext(ctx, time.Until(added.Add(2*o.Period)))
 	from := time.Now()
 	fg.reset()
 	engBefore := benchutil.EngineStats(c)
@@ -60,6 +60,9 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()
 	a.Seconds = dk.seconds
 	a.Compactions = compactions(c, from, until)
+	if a.SpanLeaders, a.LeadersMoved, err = spanLeaders(ctx, cl, o); err != nil {
+		return a, err
+	}
 	for _, s := range dk.seconds {
 		a.JobsPeak = max(a.JobsPeak, s.Prefetch+s.Runs)
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/node/jobs"
@@ -60,7 +61,8 @@ type Options struct {
 	// from Clients workers.
 	Rate    int `json:"rate"`
 	Clients int `json:"clients"`
-	// Measure is the measured window, from one period after the jobs are added.
+	// Measure is the measured window, from two periods after the jobs are added: the first runs are
+	// due as they are added, before any plan, and their reads on demand may reach into the next period.
 	Measure    time.Duration `json:"measure_ns"`
 	Strategies []string      `json:"strategies"`
 	Seed       int64         `json:"seed"`
@@ -168,6 +170,10 @@ type Arm struct {
 	PlanPeak       float64          `json:"plan_peak"`
 	PlanBound      float64          `json:"plan_bound"`
 	WorstPlan      *jobs.PlanRecord `json:"worst_plan,omitempty"`
+	// SpanLeaders is each span's leader at the end of the window, LeadersMoved how many are not where
+	// setUp placed them (span s on node s mod Nodes + 1).
+	SpanLeaders  []uint64 `json:"span_leaders"`
+	LeadersMoved int      `json:"leaders_moved"`
 	// NodeBlockRoomMB is each node's block cache room for blocks at the end of the window as its
 	// engine measures it (the cache less the memtables charged to it), NodeHitRatio the share of its
 	// block lookups in the window the cache served.
@@ -218,8 +224,8 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 		if err != nil {
 			return rep, fmt.Errorf("arm %s: %w", s, err)
 		}
-		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s, %d MiB read, p99 %.1f ms", s, a.RunsOnTime, a.RunsDue,
-			a.PeakReadBytesPerSec/(1<<20), a.ReadBytes>>20, a.P99Ms))
+		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s, %d MiB read, p99 %.1f ms, %d span leaders moved", s, a.RunsOnTime,
+			a.RunsDue, a.PeakReadBytesPerSec/(1<<20), a.ReadBytes>>20, a.P99Ms, a.LeadersMoved))
 		rep.Arms = append(rep.Arms, a)
 	}
 	rep.LoadAvg[1] = loadAvg()
@@ -288,11 +294,21 @@ func startCluster(ctx context.Context, dir string, o Options, strategy string) (
 	return benchutil.StartCluster(ctx, dir, o.Nodes, benchutil.NodeSpec{CacheBytes: o.cacheBytes(), MemTableBytes: memTableBytes, Device: &dev, Config: cfg})
 }
 
+// pinned are the policies that would move the spans' leaders or reshape their ranges under the jobs'
+// load (rebalance and shed_leadership move leaderships off a busy disk, merge and load_split change
+// the ranges): every arm keeps the placement setUp makes, so the strategies are compared on it.
+var pinned = []string{policy.NameRebalance, policy.NameShed, policy.NameMerge, policy.NameLoadSplit}
+
 // setUp replicates the ranges, splits the spans apart with their leaders spread over the nodes, loads
 // the rows and compacts them onto the emulated disks.
 func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options) error {
 	if err := benchutil.WaitFor(ctx, time.Minute, func() bool { return benchutil.FullyReplicated(ctx, cl, min(3, o.Nodes)) }); err != nil {
 		return fmt.Errorf("replication: %w", err)
+	}
+	for _, p := range pinned {
+		if err := cl.SetPolicy(ctx, p, false); err != nil {
+			return fmt.Errorf("switch %s off: %w", p, err)
+		}
 	}
 	for s := 0; s < o.Spans; s++ {
 		left, right, err := cl.Split(ctx, []byte(spanStart(s)))
@@ -327,4 +343,25 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 		}
 	}
 	return nil
+}
+
+// spanLeaders returns, per span, the node leading its range (0 if unknown), and how many spans are
+// led elsewhere than setUp placed them.
+func spanLeaders(ctx context.Context, cl *client.Client, o Options) ([]uint64, int, error) {
+	rs, err := cl.Ranges(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ranges: %w", err)
+	}
+	out, moved := make([]uint64, o.Spans), 0
+	for s := range out {
+		for _, r := range rs {
+			if string(r.GetDesc().GetStartKey()) == spanStart(s) {
+				out[s] = r.LeaderNodeId
+			}
+		}
+		if out[s] != uint64(s%o.Nodes)+1 {
+			moved++
+		}
+	}
+	return out, moved, nil
 }

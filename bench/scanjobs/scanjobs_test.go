@@ -68,6 +68,9 @@ func TestRunSmall(t *testing.T) {
 		if a.RunsDue == 0 || a.Ops == 0 || a.ReadBytes < 1<<20 || a.PeakReadBytesPerSec <= 0 {
 			t.Fatalf("%s: an empty measure: %+v", a.Strategy, a)
 		}
+		if a.LeadersMoved != 0 {
+			t.Fatalf("%s: %d spans' leaders moved from where the set-up put them: %v", a.Strategy, a.LeadersMoved, a.SpanLeaders)
+		}
 		for i, mb := range a.NodeBlockRoomMB { // the cache less at most both memtables, at least one
 			if room := mb * 1e6; room <= 0 || room > float64(rep.CacheBytes-memTableBytes)*1.01 {
 				t.Fatalf("%s: node %d has %.2f MB of room for blocks in a %d-byte cache", a.Strategy, i+1, mb, rep.CacheBytes)

@@ -21,7 +21,7 @@ jobs every --period over spans drawn by a Zipf popularity, deadlines in [--min-d
 --max-deadline], half the first runs at once and the rest spread over --stagger, under a YCSB-B foreground (95 % reads, 5 %
 updates, Zipf over the rows) at --rate. One arm per --strategies entry, each on a fresh cluster:
 no-jobs (the foreground alone), demand-reads, demand-caching, planner. Each arm is measured over
---measure from one period after the jobs are added: runs due (on time, late, refused, skipped), jobs
+--measure from two periods after the jobs are added: runs due (on time, late, refused, skipped), jobs
 with every run on time, the highest disk reads of one node in one second, the bytes the disks read,
 the bytes runs read from copies, each node's block room and hit ratio, and the foreground's p50/p99. Prints JSON.`,
 	Example: "  flock /tmp/bench.lock shoal bench scan-jobs --measure 45s",
