@@ -38,6 +38,11 @@ type ReadReplicasConfig struct {
 	// index), which is why the routing sends them there, and a learner elsewhere would answer slower
 	// and take few of them. Default 0.5.
 	ReliefBusy float64
+	// SaturatedBusy is the share of time past which a node's disk counts as saturated: the reads the
+	// node serves are then capped by its disk and understate what is asked of it (the rest waits in
+	// its queue), so relief acts on it while it serves more than the mean node, however near its
+	// room, provided some node's disk is below ReliefBusy to take a learner. Default 0.9.
+	SaturatedBusy float64
 	// Round is how long the reads of one popularity round are counted (the autopilot's rounds are
 	// shorter: the reads of those within one round add up). The policy plans once a round. Default
 	// 5s, the thesis's (§4.4.1): long enough that a round's reads are not noise.
@@ -62,6 +67,9 @@ func (c ReadReplicasConfig) withDefaults() ReadReplicasConfig {
 	}
 	if c.ReliefBusy <= 0 {
 		c.ReliefBusy = 0.5
+	}
+	if c.SaturatedBusy <= 0 {
+		c.SaturatedBusy = 0.9
 	}
 	if c.MaxSnapshotsPerNode <= 0 {
 		c.MaxSnapshotsPerNode = executor.DefaultMaxSnapshotsPerNode
@@ -406,16 +414,63 @@ func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Rang
 }
 
 // relief proposes, for each node whose heartbeats show more reads than its room — (1+γ) times its
-// capacity's share of all reads — and a disk busy ReliefBusy of the time at least, while the plan
-// fits, a learner elsewhere for the range it serves
-// most of (hottest node first, one a node a round, at most budget): the plan assumes the routing
-// spreads a range's reads over its replicas as the rooms allow, and where it does not (clients
-// that do not route by load, one that splits evenly) the reads a node actually serves say so. The
-// learner goes to the least read node without a replica of the range, with snapshot slots free.
+// capacity's share of all reads — and a disk busy ReliefBusy of the time at least, or a saturated
+// disk (SaturatedBusy) and more reads than the mean node while another node's disk has room, a
+// learner elsewhere for the range it serves most of (hottest node first, one a node a round, at
+// most budget): the plan assumes the routing spreads a range's reads over its replicas as the rooms
+// allow, and where it does not (clients that do not route by load, one that splits evenly) the reads
+// a node actually serves say so. A saturated disk caps what its node serves, so that the reads it
+// is asked for and cannot serve show in neither the plan nor the rooms: the load that remains is its
+// disk's. The learner goes to the least read node without a replica of the range, with snapshot
+// slots free (for a saturated node: one whose disk is below ReliefBusy).
 func (p *ReadReplicas) relief(c *model.Cluster, v *view, nodes []uint64, free map[uint64]int, budget int) []*operator.Operator {
 	if budget <= 0 {
 		return nil
 	}
+	hot, loads := p.overloaded(c, nodes)
+	var ops []*operator.Operator
+	for _, h := range hot {
+		if len(ops) >= budget {
+			break
+		}
+		r, share := p.heaviestOn(c, v, h.node)
+		if r == nil {
+			continue
+		}
+		for _, n := range nodes { // least read first
+			if r.HasReplica(n) || (h.saturated && !p.spare(c, n)) || !takeSlot(free, r, n) {
+				continue
+			}
+			why := fmt.Sprintf("n%d serves %.0f reads/s, %.0f beyond its room", h.node, loads[h.node], h.excess)
+			if h.saturated {
+				why = fmt.Sprintf("n%d's disk is saturated (busy %.0f %%) serving %.0f reads/s, above the mean %.0f, n%d's busy %.0f %%",
+					h.node, 100*c.Node(h.node).DiskBusy, loads[h.node], h.mean, n, 100*c.Node(n).DiskBusy)
+			}
+			op := operator.NewAddLearner(NameReadReplicas, c.Now, r, n, fmt.Sprintf(
+				"%s; r%d is read %.0f/s there (of %.0f/s): a read replica on n%d (+%s)",
+				why, r.ID, share, p.rate[r.ID], n, model.FormatBytes(r.Bytes)))
+			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
+			ops = append(ops, op)
+			p.keep(r.ID, n, p.pop[r.ID])
+			v.busy[r.ID] = true
+			break
+		}
+	}
+	return ops
+}
+
+// overNode is a node relief acts on: its reads beyond its room (negative for a saturated node
+// within it), and whether it acts because the node's disk is saturated.
+type overNode struct {
+	node      uint64
+	excess    float64
+	mean      float64
+	saturated bool
+}
+
+// overloaded lists the nodes relief acts on, the furthest beyond its room first, and every node's
+// reads.
+func (p *ReadReplicas) overloaded(c *model.Cluster, nodes []uint64) ([]overNode, map[uint64]float64) {
 	loads := NodeReads(c)
 	caps := p.capacities(nodes)
 	total, capSum := 0.0, 0.0
@@ -427,52 +482,36 @@ func (p *ReadReplicas) relief(c *model.Cluster, v *view, nodes []uint64, free ma
 		}
 	}
 	if total <= 0 {
-		return nil
+		return nil, loads
 	}
-	type over struct {
-		node   uint64
-		excess float64
-	}
-	var hot []over
+	spare := slices.ContainsFunc(nodes, func(n uint64) bool { return p.spare(c, n) })
+	var hot []overNode
 	for i, n := range nodes {
 		share := 1.0 / float64(len(nodes))
 		if caps != nil {
 			share = caps[i] / capSum
 		}
-		// Past the room by MinReads/2 reads a second at least (a popularity of MinReads): not for
-		// a few reads.
-		if nd := c.Node(n); nd == nil || nd.DiskBusy < p.cfg.ReliefBusy {
+		nd := c.Node(n)
+		if nd == nil || nd.DiskBusy < p.cfg.ReliefBusy {
 			continue // its disk serves them at leisure (ReliefBusy)
 		}
-		if room := (1 + p.cfg.Imbalance) * total * share; loads[n] > room+p.cfg.MinReads/2 {
-			hot = append(hot, over{n, loads[n] - room})
+		room := (1 + p.cfg.Imbalance) * total * share
+		mean := total / float64(len(nodes))
+		switch {
+		case loads[n] > room+p.cfg.MinReads/2: // past the room by a popularity of MinReads: not for a few reads
+			hot = append(hot, overNode{node: n, excess: loads[n] - room, mean: mean})
+		case nd.DiskBusy >= p.cfg.SaturatedBusy && loads[n] > mean && spare:
+			hot = append(hot, overNode{node: n, excess: loads[n] - room, mean: mean, saturated: true})
 		}
 	}
-	slices.SortStableFunc(hot, func(a, b over) int { return cmp.Compare(b.excess, a.excess) })
-	var ops []*operator.Operator
-	for _, h := range hot {
-		if len(ops) >= budget {
-			break
-		}
-		r, share := p.heaviestOn(c, v, h.node)
-		if r == nil {
-			continue
-		}
-		for _, n := range nodes { // least read first
-			if r.HasReplica(n) || !takeSlot(free, r, n) {
-				continue
-			}
-			op := operator.NewAddLearner(NameReadReplicas, c.Now, r, n, fmt.Sprintf(
-				"n%d serves %.0f reads/s, %.0f beyond its room; r%d is read %.0f/s there (of %.0f/s): a read replica on n%d (+%s)",
-				h.node, loads[h.node], h.excess, r.ID, share, p.rate[r.ID], n, model.FormatBytes(r.Bytes)))
-			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
-			ops = append(ops, op)
-			p.keep(r.ID, n, p.pop[r.ID])
-			v.busy[r.ID] = true
-			break
-		}
-	}
-	return ops
+	slices.SortStableFunc(hot, func(a, b overNode) int { return cmp.Compare(b.excess, a.excess) })
+	return hot, loads
+}
+
+// spare reports whether node n's disk is busy less than ReliefBusy: room for a saturated node's reads.
+func (p *ReadReplicas) spare(c *model.Cluster, n uint64) bool {
+	nd := c.Node(n)
+	return nd != nil && nd.Active() && nd.DiskBusy < p.cfg.ReliefBusy
 }
 
 // heaviestOn is the idle range, popular enough for a learner, of which node serves the most reads
