@@ -19,6 +19,8 @@ import (
 	// go-ycsb's core workload, registered as "core".
 	_ "github.com/pingcap/go-ycsb/pkg/workload"
 	goycsb "github.com/pingcap/go-ycsb/pkg/ycsb"
+
+	"github.com/shoaldb/shoal/stopper"
 )
 
 // Defaults of Config.
@@ -428,18 +430,8 @@ func pace(ctx context.Context, start time.Time, k int64, rate float64) bool {
 	if rate <= 0 {
 		return true
 	}
-	wait := time.Until(start.Add(time.Duration(float64(k) / rate * float64(time.Second))))
-	if wait <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	due := start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
+	return stopper.SleepContext(ctx, time.Until(due)) == nil
 }
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(minLatencyUs, maxLatencyUs, sigFigs) }
