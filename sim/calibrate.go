@@ -170,6 +170,27 @@ func pickRuns(real *RealReport, opts CalibrateOptions) (on, off *RealRun, err er
 	return on, off, nil
 }
 
+// atRealTimes moves each event to the time its real counterpart fired, the i-th of an action to the
+// real run's i-th event of that label: a report written under an earlier schedule of the scenario
+// keeps its own times.
+func atRealTimes(events []Event, real []EventMark) {
+	seen := map[Action]int{}
+	for i := range events {
+		n := seen[events[i].Do]
+		seen[events[i].Do]++
+		for _, re := range real {
+			if re.Label != string(events[i].Do) {
+				continue
+			}
+			if n == 0 {
+				events[i].At = time.Duration(re.T * float64(time.Second)).Round(time.Millisecond)
+				break
+			}
+			n--
+		}
+	}
+}
+
 // fitScenario sizes sc as the real run was and sets its offered load to the real run's throughput
 // before its first event after the warm-up.
 func fitScenario(sc Scenario, real *RealReport, on *RealRun, seed uint64) (Scenario, float64, error) {
@@ -183,6 +204,7 @@ func fitScenario(sc Scenario, real *RealReport, on *RealRun, seed uint64) (Scena
 		}
 		sc.Duration = d
 	}
+	atRealTimes(sc.Events, on.Events)
 	if st.WarmupS > 0 {
 		sc.Warmup = time.Duration(st.WarmupS * float64(time.Second))
 	}

@@ -436,9 +436,12 @@ func (r *run) do(e Event) (string, error) {
 		}
 		r.killed = nil
 		return strings.Join(done, ","), nil
-	case JoinNodes:
+	case JoinNodes, JoinNode:
 		k := int(e.N)
-		if e.N < 1 {
+		switch {
+		case e.Do == JoinNode:
+			k = 1
+		case e.N < 1:
 			k = int(math.Ceil(e.N * float64(len(c.nodes))))
 		}
 		first := uint64(len(c.nodes) + 1)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot"
 	"github.com/shoaldb/shoal/autopilot/policy"
+	"github.com/shoaldb/shoal/bench/scenario/shape"
 )
 
 // Scenario is one simulated experiment: a cluster, its data and workload, events at offsets of the
@@ -72,22 +73,25 @@ type Scenario struct {
 	Events    []Event
 }
 
-// Action is what an event does.
-type Action string
+// Action is what an event does: bench/scenario's vocabulary (shape), of which the simulator models
+// the actions below, and two of its own.
+type Action = shape.Action
 
 // The actions of events.
 const (
 	// KillLeader stops the node leading the first user range; Restart restarts the killed nodes.
-	KillLeader Action = "kill leader"
-	Restart    Action = "restart"
-	// JoinNodes adds N nodes (N < 1: that fraction of the nodes, rounded up).
+	KillLeader = shape.KillLeader
+	Restart    = shape.Restart
+	// JoinNodes adds N nodes (N < 1: that fraction of the nodes, rounded up); JoinNode one, as a
+	// real run's event does.
 	JoinNodes Action = "nodes join"
+	JoinNode         = shape.JoinNode
 	// Decommission marks the last node holding user replicas decommissioning (a task until it holds
 	// none); Drain the node leading most ranges draining.
-	Decommission Action = "decommission"
+	Decommission        = shape.DecommissionLast
 	Drain        Action = "drain"
 	// Compaction starts a heavy task of N seconds on the node leading most user ranges.
-	Compaction Action = "full compaction"
+	Compaction = shape.CompactBusiest
 )
 
 // Event is an action at an offset of the run.
@@ -97,9 +101,6 @@ type Event struct {
 	N  float64
 }
 
-// joinLink is bench/scenario's join link: every node sends and receives snapshots at 4 MiB/s.
-const joinLink = 4 << 20
-
 var noMoves = map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false}
 
 // pinLearners is noMoves with replicate off too: it would remove the uniform learners as strays.
@@ -108,39 +109,18 @@ var pinLearners = map[string]bool{policy.NameRebalance: false, policy.NameMerge:
 
 // scenarios is the table. `shoal sim list` prints it.
 var scenarios = []Scenario{
-	{Name: "node-kill", Description: "3 nodes, one range; at t=8s the range's leader is killed, at t=15s restarted; policy replicate",
-		Nodes: 3, Ranges: 1, LeadBy: 2, RecordsPerRange: 20000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.NodeKillOps, ReadFraction: 0.9,
-		Duration: 25 * time.Second, Policy: policy.NameReplicate,
-		Params: loopback(8, Calibrated.NodeKillThink, 2000, 200*time.Microsecond, 8, 4<<10),
-		Events: []Event{{At: 8 * time.Second, Do: KillLeader}, {At: 15 * time.Second, Do: Restart}}},
+	mirroredNodeKill(),
 	{Name: "node-loss", Description: "4 nodes, 24 ranges; at t=10s the first range's leader is killed for good; policy replicate (replaces it after 60 s)",
 		Nodes: 4, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
 		Duration: 150 * time.Second, Policy: policy.NameReplicate, Pin: noMoves,
 		Events: []Event{{At: 10 * time.Second, Do: KillLeader}}},
-	{Name: "join", Description: "3 nodes, 24 ranges, 160k records, YCSB B zipfian; at t=30s a 4th node joins (4 MiB/s links); policy incremental_join",
-		Nodes: 3, Ranges: 24, RecordsPerRange: 160000 / 24, ValueBytes: 256, Workload: "zipfian", OpsPerSec: Calibrated.JoinOps, ReadFraction: 0.95,
-		Duration: 120 * time.Second, Warmup: 10 * time.Second, Policy: policy.NameJoin, Pin: noMoves,
-		Params: func(p *Params) {
-			p.SnapshotSendRate, p.SnapshotRecvRate = joinLink, joinLink
-			loopback(16, Calibrated.JoinThink, 250, 500*time.Microsecond, 16, 128<<10)(p) // bench/scenario joinDevice
-		},
-		Events: []Event{{At: 30 * time.Second, Do: JoinNodes, N: 1}}},
-	{Name: "decommission", Description: "4 nodes, 24 ranges, 144k records, YCSB 90/10 zipfian; at t=20s n3, the last node holding user replicas, " +
-		"is decommissioned, its 24 replicas moving to n4 (which holds a meta replica only); policy decommission",
-		// As the real run places them: user ranges on n1–n3 led by n2, the meta range on n1, n2, n4.
-		Nodes: 4, Empty: 1, LeadBy: 2, MetaOn: []uint64{1, 2, 4}, Ranges: 24, RecordsPerRange: 144000 / 24, ValueBytes: 256,
-		Workload: "zipfian", OpsPerSec: Calibrated.DecommissionOps, ReadFraction: 0.9,
-		Duration: 80 * time.Second, Warmup: 8 * time.Second, Policy: policy.NameDecommission, Pin: noMoves,
-		Params: loopback(8, Calibrated.DecommissionThink, 2000, 200*time.Microsecond, 8, 4<<10),
-		Events: []Event{{At: 20 * time.Second, Do: Decommission}}},
+	mirroredJoin(),
+	mirroredDecommission(),
 	{Name: "drain", Description: "3 nodes, 24 ranges; at t=10s the node leading most ranges drains; policy drain",
 		Nodes: 3, Ranges: 24, RecordsPerRange: 6000, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 6000, ReadFraction: 0.9,
 		Duration: 60 * time.Second, Policy: policy.NameDrain, Pin: noMoves,
 		Events: []Event{{At: 10 * time.Second, Do: Drain}}},
-	{Name: "compaction", Description: "3 nodes, 6 ranges, 160k records; at t=30s a 40-s full compaction on the node leading most ranges; policy shed_leadership",
-		Nodes: 3, Ranges: 6, RecordsPerRange: 160000 / 6, ValueBytes: 256, Workload: "zipfian", OpsPerSec: 12000, ReadFraction: 0.9,
-		Duration: 90 * time.Second, Warmup: 10 * time.Second, Policy: policy.NameShed, Pin: noMoves,
-		Events: []Event{{At: 30 * time.Second, Do: Compaction, N: 40}}},
+	mirroredCompaction(),
 	{Name: "hotspot", Description: "3 nodes, 4 ranges; 90 % of 9000 ops/s on 2 % of the first range's records; policy load_split",
 		Nodes: 3, Ranges: 4, RecordsPerRange: 25000, ValueBytes: 256, Workload: "hotspot", HotRecords: 500, OpsPerSec: 9000,
 		ReadFraction: 0.9, Duration: 120 * time.Second, Policy: policy.NameLoadSplit},

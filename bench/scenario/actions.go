@@ -13,45 +13,31 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/backup"
+	"github.com/shoaldb/shoal/bench/scenario/shape"
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/pb"
 )
 
-// Action is what an event does; its name labels the event in the report and the plots.
-type Action string
+// Action is what an event does (shape's vocabulary, shared with the simulator).
+type Action = shape.Action
 
-// The actions a scenario's events can take.
+// The actions a scenario's events can take (shape documents each).
 const (
-	// TransferLeader moves the first user range's leadership to another live voter.
-	TransferLeader Action = "transfer leader"
-	// KillLeader kills the node leading the first user range (or, after Gather, every range);
-	// Restart restarts every node killed so far.
-	KillLeader Action = "kill leader"
-	Restart    Action = "restart"
-	// CompactBusiest and BackupBusiest run a full compaction or a backup on the node leading most
-	// user ranges, and return when it is done (task events).
-	CompactBusiest Action = "full compaction"
-	BackupBusiest  Action = "backup"
-	// Gather moves every user range's leadership to the node leading most of them (the journal's
-	// single primary); MoveLeaders moves all of them from it to the next node, at once.
-	Gather      Action = "gather"
-	MoveLeaders Action = "move leaders"
-	// BalanceLeaders spreads the user ranges' leaderships evenly: range i in key order to node i mod n.
-	BalanceLeaders Action = "balance leaders"
-	// JoinNode starts one more node and returns when the autopilot has completed its join.
-	JoinNode Action = "node joins"
-	// StartController starts the surge's controller; LoadSurge adds the surge's client threads.
-	StartController Action = "controller"
-	LoadSurge       Action = "load surge"
-	// MoveReplica moves a replica of the first user range to a node without one and returns when the
-	// move is done (a task event).
-	MoveReplica Action = "move replica"
-	// DecommissionLast marks the last node holding user replicas decommissioning and returns when it
-	// holds none (a task event: with the policy off it never does).
-	DecommissionLast Action = "decommission"
-	// PolicyOn and PolicyOff switch the scenario's policy (a Toggle's schedule).
-	PolicyOn  Action = "policy on"
-	PolicyOff Action = "policy off"
+	TransferLeader   = shape.TransferLeader
+	KillLeader       = shape.KillLeader
+	Restart          = shape.Restart
+	CompactBusiest   = shape.CompactBusiest
+	BackupBusiest    = shape.BackupBusiest
+	Gather           = shape.Gather
+	MoveLeaders      = shape.MoveLeaders
+	BalanceLeaders   = shape.BalanceLeaders
+	JoinNode         = shape.JoinNode
+	StartController  = shape.StartController
+	LoadSurge        = shape.LoadSurge
+	MoveReplica      = shape.MoveReplica
+	DecommissionLast = shape.DecommissionLast
+	PolicyOn         = shape.PolicyOn
+	PolicyOff        = shape.PolicyOff
 )
 
 // actions maps each action to what it does; a task action's event is a task window (ScoreTask).

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/scenario/shape"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -81,10 +82,7 @@ type Variant struct {
 }
 
 // Event is an action fired at an offset from the start of the measured workload.
-type Event struct {
-	At time.Duration
-	Do Action
-}
+type Event = shape.Event
 
 // Toggle switches the scenario's policy in an ABBA schedule after the warm-up: Pairs pairs of
 // windows of Window, (on, off | off, on | on, off | …), so that a linear drift over the run cancels
@@ -125,13 +123,27 @@ const (
 // DefaultDevice is the emulated disk every node of a scenario gets unless the scenario or the
 // invocation says otherwise (storage/emudisk): no OS page cache, so the block cache is the node's
 // only cache; 64 MiB/s each way, 2000 IOPS and 200 µs per operation, a modest network-attached SSD
-// whose three copies fit within one small machine's real disk.
-var DefaultDevice = emudisk.Options{
-	NoPageCache:      true,
-	ReadBytesPerSec:  64 << 20,
-	WriteBytesPerSec: 64 << 20,
-	IOPS:             2000,
-	Latency:          200 * time.Microsecond,
+// whose three copies fit within one small machine's real disk (shape.DefaultDevice).
+var DefaultDevice = device(shape.DefaultDevice)
+
+// device is d as the emulated device's options.
+func device(d shape.Device) emudisk.Options {
+	return emudisk.Options{NoPageCache: d.NoPageCache, ReadBytesPerSec: d.ReadBytesPerSec, WriteBytesPerSec: d.WriteBytesPerSec,
+		IOPS: d.IOPS, Latency: d.Latency, ReadaheadBytes: d.ReadaheadBytes}
+}
+
+// fromShape is the scenario of sh's size, load and schedule; the caller adds what a real run needs
+// beyond it (the policy, pins, variants, node settings, the score). A shape's link rate is applied
+// by the variants' node settings (join), not here.
+func fromShape(sh shape.Shape, desc string) Scenario {
+	s := Scenario{Name: sh.Name, Description: desc, Nodes: sh.Nodes, CacheBytes: sh.CacheBytes,
+		Records: sh.Records, ValueBytes: sh.ValueBytes, Splits: sh.Splits, Threads: sh.Threads, ReadFraction: sh.ReadFraction,
+		Duration: sh.Duration, Warmup: sh.Warmup, Pace: sh.Pace, Probe: sh.Probe, Events: append([]Event(nil), sh.Events...)}
+	if sh.Device != nil {
+		d := device(*sh.Device)
+		s.Device = &d
+	}
+	return s
 }
 
 // Lookup returns the named scenario of the table.

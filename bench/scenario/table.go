@@ -6,6 +6,7 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/scenario/shape"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
@@ -15,23 +16,16 @@ var scenarios = []Scenario{
 	{
 		Name: "leader-transfer", Description: "3 nodes; at t=8s the user range's leadership moves to another node; policy rebalance",
 		Nodes: 3, Records: 20000, ValueBytes: 256, Threads: 8, ReadFraction: 0.9, Duration: 20 * time.Second,
-		Policy: policy.NameRebalance, Events: []Event{{8 * time.Second, TransferLeader}},
+		Policy: policy.NameRebalance, Events: []Event{{At: 8 * time.Second, Do: TransferLeader}},
 	},
-	{
-		Name: "node-kill", Description: "3 nodes; at t=8s the user range's leader is killed, at t=15s restarted; policy replicate",
-		Nodes: 3, Records: 20000, ValueBytes: 256, Threads: 8, ReadFraction: 0.9, Duration: 25 * time.Second,
-		Policy: policy.NameReplicate, Events: []Event{{8 * time.Second, KillLeader}, {15 * time.Second, Restart}},
-	},
+	withPolicy(fromShape(shape.NodeKill, "3 nodes; at t=8s the user range's leader is killed, at t=15s restarted; policy replicate"),
+		policy.NameReplicate, nil, nil),
 	// A node decommissioned under load: the fourth node starts empty (rebalance is off), so the
 	// replicas of the last node holding some all move to it, one snapshot stream into one node, as
 	// when a node is replaced.
-	{
-		Name: "decommission", Description: "4 nodes, 24 ranges, 144k records; at t=20s n3 is decommissioned, its 24 replicas moving to the empty n4; YCSB 90/10 zipfian; policy decommission (on only: off, nothing moves)",
-		Nodes: 4, Records: 144000, ValueBytes: 256, Splits: 24, Threads: 8, ReadFraction: 0.9, Duration: 80 * time.Second, Warmup: 8 * time.Second,
-		Policy: policy.NameDecommission, Variants: []Variant{{}},
-		Pin:    map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false},
-		Events: []Event{{20 * time.Second, DecommissionLast}},
-	},
+	withPolicy(fromShape(shape.Decommission, "4 nodes, 24 ranges, 144k records; at t=20s n3 is decommissioned, its 24 replicas moving "+
+		"to the empty n4; YCSB 90/10 zipfian; policy decommission (on only: off, nothing moves)"),
+		policy.NameDecommission, noMoves(), []Variant{{}}),
 	// Shedding leadership ahead of heavy background work (the Papaioannou thesis, chapter 3,
 	// Figures 3.3–3.5): a task on the node that leads most ranges, shed_leadership on and off.
 	shed("compaction", 0.9, 120*time.Second, CompactBusiest,
@@ -63,13 +57,13 @@ var scenarios = []Scenario{
 		Pin: map[string]bool{policy.NameRebalance: false, policy.NameLoadSplit: false, policy.NameMerge: false, policy.NameReplicate: false,
 			policy.NameJoin: false},
 		Variants: []Variant{moveRate(32<<20, false), moveRate(8<<20, true)},
-		Events:   []Event{{20 * time.Second, MoveReplica}}, Score: ScoreMove,
+		Events:   []Event{{At: 20 * time.Second, Do: MoveReplica}}, Score: ScoreMove,
 	},
 	// A node joining a loaded cluster (the thesis, chapter 2, Figures 2.3–2.7).
-	pacedJoin(join("join", "3 nodes, 160k records (~3x the block cache), 24 ranges (leaderships balanced at t=0), YCSB B zipfian; closed loop "+
-		"for 30 s, then offering 60 % of the warm-up's throughput; at t=55s a 4th node joins: incremental, parallel, parallel throttled to the "+
-		"incremental rate, sequential serving at the end; closed loop again from 110 s (capacity after the join against the warm-up's)", 130*time.Second, nil)),
-	join("join-surge", "as join, but the offered load rises from 16 to 24 threads at t=30s and a latency controller adds the 4th node (incremental vs parallel; Figure 2.7)",
+	join("3 nodes, 160k records (~3x the block cache), 24 ranges (leaderships balanced at t=0), YCSB B zipfian; closed loop " +
+		"for 30 s, then offering 60 % of the warm-up's throughput; at t=55s a 4th node joins: incremental, parallel, parallel throttled to the " +
+		"incremental rate, sequential serving at the end; closed loop again from 110 s (capacity after the join against the warm-up's)"),
+	joinSurge("as join, but the offered load rises from 16 to 24 threads at t=30s and a latency controller adds the 4th node (incremental vs parallel; Figure 2.7)",
 		150*time.Second, &Surge{Threads: 8, LearnFor: 16 * time.Second, TriggerWindows: 3}),
 }
 
@@ -79,21 +73,27 @@ var scenarios = []Scenario{
 // leadership is gathered on that node first: the ranges' first leader leads them all only while no
 // election moved one during the load (on a busy machine one run in six started with 2 and 4).
 func shed(name string, reads float64, d time.Duration, task Action, desc string) Scenario {
-	return Scenario{Name: name, Description: desc,
-		Nodes: 3, CacheBytes: 16 << 20, Records: 160000, ValueBytes: 256, RandomValues: true, Splits: 6, Threads: 8, ReadFraction: reads,
-		Duration: d, Warmup: 20 * time.Second, Pace: shedPace, Policy: policy.NameShed, Score: ScoreTask,
-		Pin:    map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false},
-		Events: []Event{{0, Gather}, {40 * time.Second, task}}, Offsets: []time.Duration{0, 7 * time.Second, 15 * time.Second}}
+	s := withPolicy(fromShape(shape.Compaction, desc), policy.NameShed, noMoves(), nil)
+	s.Name, s.ReadFraction, s.Duration, s.RandomValues, s.Score = name, reads, d, true, ScoreTask
+	s.Offsets = []time.Duration{0, 7 * time.Second, 15 * time.Second}
+	for i := range s.Events {
+		if s.Events[i].Do == shape.CompactBusiest {
+			s.Events[i].Do = task
+		}
+	}
+	return s
 }
 
-// shedPace is the share of the closed loop's throughput the shedding scenarios offer after the
-// warm-up. Closed-loop, the node leading every range sits at its emulated disk's IOPS limit and the
-// 1-s throughput swings with every wobble of it (a coefficient of variation near 20 %). The
-// warm-up's throughput runs 10–20 % above what the node sustains later, and at four fifths of it
-// the node was still at 2 000 IOPS (the runs on a busy machine then missed the rate by a fifth):
-// at 60 % the steady state is the offered rate, and a task that takes more than about a quarter
-// of the node's capacity shows as the rate not met, and any interference as latency.
-const shedPace = 0.6
+// withPolicy is s about policy p, with the policies pin sets and the variants vs (nil: p on and off).
+func withPolicy(s Scenario, p string, pin map[string]bool, vs []Variant) Scenario {
+	s.Policy, s.Pin, s.Variants = p, pin, vs
+	return s
+}
+
+// noMoves pins off the policies that would move leaderships or ranges beside the scenario's own.
+func noMoves() map[string]bool {
+	return map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false}
+}
 
 // shedPace50 is compaction-50's share. At 50/50 the warm-up's closed loop overstates what the busiest
 // node sustains by more than at 90/10 (its writes' flushes and compactions come later): at 60 % the
@@ -116,24 +116,6 @@ func withPace(s Scenario, pace float64) Scenario {
 // up: its cost shows as the rate not met, as latency and as the hit ratio.
 const readHintsPace = 0.7
 
-// pacedJoin paces a join scenario (join-surge's closed loop is its surge): a 30-s closed-loop
-// warm-up (the caches warm for ~20 s), 60 % of its throughput offered from then, the join at 55 s,
-// and a closed-loop probe from 110 s, whose throughput against the warm-up's is the capacity the
-// fourth node added. Closed-loop throughout, the nodes sat at their disks' 250 IOPS and the 1-s
-// throughput swung by 11–18 %, so no steady state held to judge the join against.
-func pacedJoin(s Scenario) Scenario {
-	s.Warmup, s.Pace, s.Probe = 30*time.Second, joinPace, 110*time.Second
-	for i := range s.Events {
-		if s.Events[i].Do == JoinNode {
-			s.Events[i].At = 55 * time.Second
-		}
-	}
-	return s
-}
-
-// joinPace is the share of the warm-up's closed-loop throughput the join scenario offers.
-const joinPace = 0.6
-
 // moveRate is the move scenario's variant of a snapshot rate for every node.
 func moveRate(rate int64, optional bool) Variant {
 	return Variant{Name: fmt.Sprintf("rate-%dMiB", rate>>20), Optional: optional,
@@ -155,7 +137,7 @@ func readHints(name string, cache int64, change Action, variants []Variant, desc
 	return Scenario{Name: name, Description: desc,
 		Nodes: 3, CacheBytes: cache, KV: readHintsKV, Records: 160000, ValueBytes: 1000, Splits: 6, Threads: 8, ReadFraction: 1,
 		Duration: 90 * time.Second, Warmup: 20 * time.Second, Policy: policy.NameReadHints, Pin: readHintsPin, Variants: variants,
-		Events: []Event{{0, Gather}, {60 * time.Second, change}}, Score: ScoreReadHints}
+		Events: []Event{{At: 0, Do: Gather}, {At: 60 * time.Second, Do: change}}, Score: ScoreReadHints}
 }
 
 // fractionVariants apply each fraction of the hints (fixed), and one runs without hints at all.
@@ -184,18 +166,9 @@ func readHintsOverhead() Scenario {
 	return s
 }
 
-// joinLink models each node's network link in the join scenarios: every node sends snapshots at most
-// this fast and receives them at most this fast from all senders together. Slow enough that moving
-// the new node's share takes a while on one machine, as streaming tens of GB does on a real cluster;
-// and since the receiver's link bounds a parallel join as much as one sender at full speed bounds an
-// incremental one, the strategies differ in scheduling, not bandwidth (the chapter, §2.2).
-const joinLink = 4 << 20
-
-// joinDevice makes the nodes disk-bound, so that a fourth node adds capacity although every node
-// shares the same two cores: 250 random-read IOPS, the chapter's disk, and the kernel's default
-// readahead of 128 KiB for sequential reads (a streamed range, a compaction).
-var joinDevice = emudisk.Options{NoPageCache: true, ReadBytesPerSec: 64 << 20, WriteBytesPerSec: 64 << 20, IOPS: 250,
-	Latency: 500 * time.Microsecond, ReadaheadBytes: 128 << 10}
+// joinLink is each node's snapshot link in the join scenarios (shape.Join): every node sends
+// snapshots at most this fast and receives them at most this fast from all senders together.
+const joinLink = shape.JoinLinkBytesPerSec
 
 func joinStrategy(s string, atEnd bool, sendRate int64) func(*benchutil.NodeConfig) {
 	return func(c *benchutil.NodeConfig) {
@@ -206,30 +179,31 @@ func joinStrategy(s string, atEnd bool, sendRate int64) func(*benchutil.NodeConf
 	}
 }
 
-// join is a scenario of a fourth node joining: at t=30s (join), or when the surge's controller
-// decides. Each of the 24 ranges (~1.7 MB) is a unit of transfer, as the chapter's token ranges are.
-func join(name, desc string, d time.Duration, surge *Surge) Scenario {
-	s := Scenario{Name: name, Description: desc,
-		Nodes: 3, CacheBytes: 16 << 20, Device: &joinDevice, Records: 160000, ValueBytes: 256, Splits: 24, Threads: 16, ReadFraction: 0.95,
-		Duration: d, Warmup: 10 * time.Second, Policy: policy.NameJoin, Score: ScoreJoin,
-		Pin: map[string]bool{policy.NameRebalance: false, policy.NameMerge: false, policy.NameLoadSplit: false},
-		Variants: []Variant{
-			{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
-			{Name: "parallel", KV: joinStrategy(policy.JoinParallel, false, joinLink)},
-			// The chapter's controls: parallel with each sender at a third of the link (the same
-			// aggregate as one incremental sender), and sequential moves that serve only at the end.
-			{Name: "parallel-throttled", KV: joinStrategy(policy.JoinParallel, false, joinLink/3)},
-			{Name: "sequential-at-end", KV: joinStrategy(policy.JoinIncremental, true, joinLink)},
-			// The floor: the node starts but the policy is off, so it receives nothing.
-			{Name: "no-join", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Optional: true},
-		},
-		Events: []Event{{0, BalanceLeaders}, {30 * time.Second, JoinNode}}}
-	if surge != nil { // Figure 2.7: incremental and parallel; the controls by name
-		s.Surge = surge
-		s.Events = []Event{{0, BalanceLeaders}, {10 * time.Second, StartController}, {30 * time.Second, LoadSurge}}
-		for i := 2; i < len(s.Variants); i++ {
-			s.Variants[i].Optional = true
-		}
+// join is the join scenario (shape.Join). Each of the 24 ranges (~1.7 MB) is a unit of transfer, as
+// the chapter's token ranges are.
+func join(desc string) Scenario {
+	s := withPolicy(fromShape(shape.Join, desc), policy.NameJoin, noMoves(), []Variant{
+		{Name: "incremental", KV: joinStrategy(policy.JoinIncremental, false, joinLink)},
+		{Name: "parallel", KV: joinStrategy(policy.JoinParallel, false, joinLink)},
+		// The chapter's controls: parallel with each sender at a third of the link (the same
+		// aggregate as one incremental sender), and sequential moves that serve only at the end.
+		{Name: "parallel-throttled", KV: joinStrategy(policy.JoinParallel, false, joinLink/3)},
+		{Name: "sequential-at-end", KV: joinStrategy(policy.JoinIncremental, true, joinLink)},
+		// The floor: the node starts but the policy is off, so it receives nothing.
+		{Name: "no-join", KV: joinStrategy(policy.JoinIncremental, false, joinLink), PolicyOff: true, Optional: true},
+	})
+	s.Score = ScoreJoin
+	return s
+}
+
+// joinSurge is join in a closed loop throughout (10-s warm-up), for d, where the 4th node comes
+// when the surge's controller decides (Figure 2.7): incremental and parallel, the controls by name.
+func joinSurge(desc string, d time.Duration, surge *Surge) Scenario {
+	s := join(desc)
+	s.Name, s.Duration, s.Warmup, s.Pace, s.Probe, s.Surge = "join-surge", d, 10*time.Second, 0, 0, surge
+	s.Events = []Event{{At: 0, Do: BalanceLeaders}, {At: 10 * time.Second, Do: StartController}, {At: 30 * time.Second, Do: LoadSurge}}
+	for i := 2; i < len(s.Variants); i++ {
+		s.Variants[i].Optional = true
 	}
 	return s
 }
