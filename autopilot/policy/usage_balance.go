@@ -29,8 +29,10 @@ type UsageBalanceConfig struct {
 	// Model predicts usage; zero (Version 0): usage.Default.
 	Model usage.Model
 	// AskAbove: a node whose predicted usage stays above it once no move helps asks for a node.
-	// Default 0.8.
-	AskAbove float64
+	// Default 0.8. WithdrawBelow: the ask ends once every node is below it (default AskAbove less
+	// 0.1): near saturation the predictions cross AskAbove back and forth from one round to the
+	// next, and an orchestrator scaling on the ask would see it come and go.
+	AskAbove, WithdrawBelow float64
 	// StartGap and StopGap: balancing starts when the gap between the most and the least used
 	// node's predicted usage exceeds StartGap and, once started, goes on until it is below StopGap.
 	// Defaults 0.20 and 0.10.
@@ -55,6 +57,12 @@ func (c UsageBalanceConfig) withDefaults() UsageBalanceConfig {
 		}
 	}
 	def(&c.AskAbove, 0.8)
+	if c.WithdrawBelow <= 0 || c.WithdrawBelow > c.AskAbove {
+		c.WithdrawBelow = c.AskAbove - 0.1
+		if c.WithdrawBelow <= 0 {
+			c.WithdrawBelow = c.AskAbove / 2
+		}
+	}
 	def(&c.StartGap, 0.20)
 	def(&c.StopGap, 0.10)
 	def(&c.MinGain, 0.03)
@@ -354,10 +362,12 @@ func (p *UsageBalance) operator(v *view, nodes []*usageNode, hi *usageNode, m *m
 // that ends.
 func (p *UsageBalance) ask(nodes []*usageNode, moving bool) {
 	var over []string
+	busy := false // a node at or above WithdrawBelow: an ask stands
 	for _, un := range sortedByID(nodes) {
 		if un.u > p.cfg.AskAbove {
 			over = append(over, fmt.Sprintf("n%d %s", un.n.ID, pct(un.u)))
 		}
+		busy = busy || un.u >= p.cfg.WithdrawBelow
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -366,10 +376,10 @@ func (p *UsageBalance) ask(nodes []*usageNode, moving bool) {
 		p.asking = true
 		p.notes = append(p.notes, Note{What: fmt.Sprintf("%d nodes: one more wanted", len(nodes)), Status: StatusAsksForNode,
 			Why: fmt.Sprintf("predicted usage above %s with no move that lowers it: %s", pct(p.cfg.AskAbove), strings.Join(over, ", "))})
-	case p.asking && len(over) == 0:
+	case p.asking && !busy:
 		p.asking = false
 		p.notes = append(p.notes, Note{What: fmt.Sprintf("%d nodes suffice", len(nodes)), Status: StatusNodeNoLongerNeeded,
-			Why: fmt.Sprintf("every node's predicted usage is below %s", pct(p.cfg.AskAbove))})
+			Why: fmt.Sprintf("every node's predicted usage is below %s", pct(p.cfg.WithdrawBelow))})
 	}
 }
 
