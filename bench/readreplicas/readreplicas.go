@@ -41,14 +41,18 @@ type Options struct {
 	KeysPerRange int // default 2000
 	ValueBytes   int // default 1024
 	// BlockRoomBytes is each node's block cache room for blocks: the cache is this plus the two
-	// memtables Pebble charges to it (storage.Options.BlockRoomBytes). Default 2 MiB, a tenth of
-	// the about 19 MB of replicas a node holds, so reads reach the disk.
+	// memtables Pebble charges to it (storage.Options.BlockRoomBytes). Default 512 KiB: the index
+	// and filter blocks and a part of one range, against the about 19 MB of replicas a node holds,
+	// so a hot range's reads reach the disk as a cold one's do.
 	BlockRoomBytes int64
 	// IOPS bounds each node's emulated disk (scenario.DefaultDevice otherwise): a node's service
-	// capacity for reads that miss its cache. Default 500.
-	IOPS    int
-	Rate    int           // replica reads per second, the same in every arm; default 700
-	Zipf    float64       // skew of the ranges' popularity (s > 1); default 1.1
+	// capacity for reads that miss its cache. Default 250.
+	IOPS int
+	// Rate is the replica reads per second, the same in every arm; default 1200: about 0.95 disk
+	// operations a read, so about 90 % of the five disks' operations, more than the three disks
+	// under the hot set can serve (see Seed).
+	Rate    int
+	Zipf    float64       // skew of the ranges' popularity (s > 1); default 2
 	Settle  time.Duration // the most the policy gets to place its learners; default 90s
 	Measure time.Duration // the measured window of each arm; default 20s
 	Uniform []int         // learners per range of the uniform arms; default {0, 1, 2}
@@ -57,7 +61,13 @@ type Options struct {
 	// Shift is how long each arm is followed after its hot set moves (the ranges' popularity ranks
 	// rotate by half, so the hottest ranges become cold ones and cold ones hot); default 60s.
 	Shift time.Duration
-	Seed  uint64 // default 1
+	// Seed orders the ranges' popularity (and the keys' values). Default 2380: its ranking puts the
+	// three hottest ranges (86 % of the reads at zipf 2) on the same three voters, n1–n3, and after
+	// the move the three hottest on n3–n5, as ranges split from one parent keep its nodes. Voters
+	// alone can carry any reads the five disks can unless the ranges of some three nodes get more
+	// than 3/5 of them (a flow bound: the routing may send every other read elsewhere). At zipf 1.1
+	// with seed 1 no three nodes' ranges did, and learners only moved reads.
+	Seed uint64
 	// Progress, if set, gets a line now and then.
 	Progress func(string) `json:"-"`
 }
@@ -72,13 +82,13 @@ func (o Options) withDefaults() Options {
 	def(&o.Ranges, 16)
 	def(&o.KeysPerRange, 2000)
 	def(&o.ValueBytes, 1024)
-	def(&o.Rate, 700)
-	def(&o.IOPS, 500)
+	def(&o.Rate, 1200)
+	def(&o.IOPS, 250)
 	if o.BlockRoomBytes <= 0 {
-		o.BlockRoomBytes = 2 << 20
+		o.BlockRoomBytes = 512 << 10
 	}
 	if o.Zipf <= 1 {
-		o.Zipf = 1.1
+		o.Zipf = 2
 	}
 	if o.Settle <= 0 {
 		o.Settle = 90 * time.Second
@@ -93,7 +103,7 @@ func (o Options) withDefaults() Options {
 		o.Uniform = []int{0, 1, 2}
 	}
 	if o.Seed == 0 {
-		o.Seed = 1
+		o.Seed = 2380
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}

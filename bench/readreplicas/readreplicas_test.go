@@ -1,6 +1,7 @@
 package readreplicas
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestArmNames(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	o := Options{}.withDefaults()
-	if o.Nodes != 5 || o.Ranges != 16 || o.Rate != 700 || o.IOPS != 500 || !slices.Equal(o.Uniform, []int{0, 1, 2}) || o.Zipf <= 1 {
+	if o.Nodes != 5 || o.Ranges != 16 || o.Rate != 1200 || o.IOPS != 250 || !slices.Equal(o.Uniform, []int{0, 1, 2}) || o.Zipf <= 1 {
 		t.Fatalf("defaults %+v", o)
 	}
 	if o := (Options{Nodes: 3, Uniform: []int{1}}).withDefaults(); o.Nodes != 3 || !slices.Equal(o.Uniform, []int{1}) {
@@ -88,4 +89,42 @@ func TestPlacementSpreadsVotersAndLeaders(t *testing.T) {
 	if vs := placedVoters(0, 2); len(vs) != 2 {
 		t.Fatalf("2 nodes: voters %v", vs)
 	}
+}
+
+// TestDefaultHotSetOutgrowsItsVoters: with the default workload the ranges whose voters are the same
+// three nodes get more than 3/5 of the reads, before the hot set moves and after: more than those
+// three disks can serve while the five can serve all (the routing may send every other read to the
+// other two), so the voters alone cannot carry the load that replicas spread.
+func TestDefaultHotSetOutgrowsItsVoters(t *testing.T) {
+	o := Options{}.withDefaults()
+	for name, perm := range map[string][]int{"before the move": ranks(o), "after": shiftedRanks(o)} {
+		share := zipfShares(o)
+		onVoters := map[[3]uint64]float64{} // the reads of the ranges on each set of voters
+		for rank, r := range perm {
+			vs := sorted(placedVoters(r, o.Nodes))
+			onVoters[[3]uint64(vs)] += share[rank]
+		}
+		most := 0.0
+		for _, s := range onVoters {
+			most = max(most, s)
+		}
+		if most <= 3.0/float64(o.Nodes) {
+			t.Fatalf("%s: the most the ranges of three voters get is %.2f of the reads: the voters alone can carry them", name, most)
+		}
+	}
+}
+
+// zipfShares is each popularity rank's share of the reads, as math/rand/v2's Zipf draws them over
+// the ranks with v = 1: in proportion to (1 + rank)^−s.
+func zipfShares(o Options) []float64 {
+	out := make([]float64, o.Ranges)
+	sum := 0.0
+	for k := range out {
+		out[k] = math.Pow(float64(1+k), -o.Zipf)
+		sum += out[k]
+	}
+	for k := range out {
+		out[k] /= sum
+	}
+	return out
 }
