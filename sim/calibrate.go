@@ -202,9 +202,15 @@ func fitScenario(sc Scenario, real *RealReport, on *RealRun, seed uint64) (Scena
 		for i := range sc.Events {
 			sc.Events[i].At = time.Duration(float64(sc.Events[i].At) * f) // as the real runner scales them
 		}
+		sc.Probe = time.Duration(float64(sc.Probe) * f)
 		sc.Duration = d
 	}
 	atRealTimes(sc.Events, on.Events)
+	// Paced as the real run was, at the rate it offered; a report of a closed loop, not at all.
+	sc.Pace, sc.Offered = st.Pace, st.OfferedOps
+	if sc.Pace <= 0 && sc.Offered <= 0 {
+		sc.Probe = 0
+	}
 	if st.WarmupS > 0 {
 		sc.Warmup = time.Duration(st.WarmupS * float64(time.Second))
 	}

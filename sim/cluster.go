@@ -157,6 +157,7 @@ type Cluster struct {
 
 	records    int64
 	valueBytes uint64
+	pace       pacing // closed-loop clients' pacing (Scenario.Pace)
 	dist       workload.Dist
 	rate       workload.Rate
 	readFrac   float64
@@ -213,12 +214,13 @@ type clusterSpec struct {
 	leadZone          string
 	bounds            []int64 // the ranges' first records and the last's end (nil: equal spans)
 	scatter           bool    // replicas on nodes drawn at random, led by the first drawn
+	pace              pacing
 }
 
 func newCluster(p Params, loop *des.Loop, seed uint64, spec clusterSpec) *Cluster {
 	c := &Cluster{p: p, loop: loop, rnd: rand.New(rand.NewPCG(seed, seed^0x5151)), start: loop.Now(),
 		ranges: map[uint64]*simRange{}, touched: map[uint64]*simRange{}, hot: map[uint64]*simRange{}, records: spec.records, valueBytes: spec.valueBytes,
-		dist: spec.dist, rate: spec.rate, readFrac: spec.readFrac, replicaReads: spec.replicaReads}
+		dist: spec.dist, rate: spec.rate, readFrac: spec.readFrac, replicaReads: spec.replicaReads, pace: spec.pace}
 	for i := 0; i < spec.nodes; i++ {
 		n := c.addNode()
 		if i < len(spec.zones) {

@@ -61,7 +61,7 @@ var goldenHashes = map[string]string{
 	"decommission": "d5a2d83537fafdf06e877b368062290b788c19ab99e19a389b8d88d825b74619",
 	"drain":        "adec6f2c49f30c878d703eef0febfaebb1bce7d9a2fa684dd6da4a96907b6139",
 	"hotspot":      "755c4c4c35ea39328a0c2cff8fcf2083e921d9b18a585de17fa506bd4e63eda6",
-	"join":         "f8f0f2176d7d7c3ea216985fcfaed7c964d79a45e81b86f249781910c7fdce39",
+	"join":         "758f7775bc67666a90680876da107893db213afe826b021982b49aebb29de701",
 	"merge":        "bb4708d8cb252f067aac6189ca9042852a2124ac9145141d9b9b01e863e528f9",
 	"node-kill":    "3956c7fc95eda91540ce719d10a2d67191c107d0d00458551ed4c8ba0463c83b",
 	"node-loss":    "07d4e9e76b0cfaf9cf38ed84f96fb3fb98bd1055f10282cdb32d28a3b4d4e654",

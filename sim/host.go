@@ -113,7 +113,7 @@ func (c *Cluster) closedLoop(now time.Time) float64 {
 		}
 		demands = append(demands, work/(h.SharedCores*c.p.OpsPerCore))
 	}
-	x := mva(h.Threads, delay, demands)
+	x := c.pace.offer(now.Sub(c.start), mva(h.Threads, delay, demands))
 	for _, s := range stations {
 		c.hostOf(s.node).busy = min(1, x*s.demand)
 		c.warm(s, x*dt)
@@ -341,4 +341,35 @@ func (hn *hostNode) streamed(from, to time.Time) (sent, recv float64) {
 	}
 	hn.streams = keep
 	return sent, recv
+}
+
+// pacing paces closed-loop clients as bench/scenario's pacer does: after the warm-up they offer
+// share of the throughput served over its second half (or rate, when set), at most what the
+// closed loop would serve; from probe (0: never) they run closed-loop again.
+type pacing struct {
+	share, rate    float64
+	warmup, probe  time.Duration
+	sum, heartbeat float64 // the warm-up's second half: throughput summed, heartbeats counted
+}
+
+// offer is the throughput served at el into the run when the closed loop would serve x.
+func (p *pacing) offer(el time.Duration, x float64) float64 {
+	switch {
+	case p.share <= 0 && p.rate <= 0:
+		return x
+	case el < p.warmup:
+		if el >= p.warmup/2 {
+			p.sum, p.heartbeat = p.sum+x, p.heartbeat+1
+		}
+		return x
+	case p.probe > 0 && el >= p.probe:
+		return x
+	}
+	if p.rate <= 0 && p.heartbeat > 0 {
+		p.rate = p.share * p.sum / p.heartbeat
+	}
+	if p.rate <= 0 {
+		return x
+	}
+	return math.Min(x, p.rate)
 }

@@ -10,7 +10,7 @@ import (
 // The scenarios bench/scenario also runs on a real cluster take their size, data, load and
 // schedule from the same shape; what is the simulator's own (the offered load or the fitted
 // clients' think time, where the real run placed its replicas, a task's length) is set here.
-// A shape's Pace and Probe are not modelled: the simulated clients run closed-loop throughout.
+// A shape's Pace and Probe apply to closed-loop clients (onLoopback); an open loop offers its rate.
 
 // mirror is the simulated scenario of sh: its nodes, ranges, records, read share, duration and
 // events. Gathering leaderships becomes the cluster's starting placement, balancing them its
@@ -18,7 +18,7 @@ import (
 func mirror(sh shape.Shape, desc string) Scenario {
 	sc := Scenario{Name: sh.Name, Description: desc, Nodes: sh.Nodes, Ranges: sh.Ranges(),
 		RecordsPerRange: int64(sh.Records / sh.Ranges()), ValueBytes: uint64(sh.ValueBytes), Workload: "zipfian",
-		ReadFraction: sh.ReadFraction, Duration: sh.Duration, Warmup: sh.Warmup}
+		ReadFraction: sh.ReadFraction, Duration: sh.Duration, Warmup: sh.Warmup, Pace: sh.Pace, Probe: sh.Probe}
 	for _, e := range sh.Events {
 		switch e.Do {
 		case shape.Gather:

@@ -30,6 +30,10 @@ type RealSettings struct {
 	Threads      int     `json:"threads"`
 	Splits       int     `json:"splits"`
 	ReadFraction float64 `json:"read_fraction"`
+	// Pace and OfferedOps: a paced run's share of its warm-up's throughput and the rate that made
+	// (0: a closed loop throughout).
+	Pace       float64 `json:"pace"`
+	OfferedOps float64 `json:"offered_ops_per_s"`
 }
 
 // RealRun is one real run: a variant, or the policy on or off.

@@ -201,7 +201,8 @@ func newRun(sc Scenario, p Params, dist workload.Dist, seed uint64, on bool) (*r
 	spec := clusterSpec{nodes: sc.Nodes, ranges: sc.Ranges, rf: 3, scatter: sc.Scatter,
 		records: sc.records(), valueBytes: sc.ValueBytes, dist: dist, rate: rate,
 		readFrac: sc.ReadFraction, gatherLeaders: sc.GatherLeaders, replicaReads: sc.ReplicaReads, empty: sc.Empty,
-		zones: sc.Zones, leadZone: sc.LeadZone, leadBy: sc.LeadBy, metaOn: sc.MetaOn}
+		zones: sc.Zones, leadZone: sc.LeadZone, leadBy: sc.LeadBy, metaOn: sc.MetaOn,
+		pace: pacing{share: sc.Pace, rate: sc.Offered, warmup: sc.Warmup, probe: sc.Probe}}
 	if !on {
 		spec.learners = sc.OffLearners
 	}

@@ -63,7 +63,13 @@ type Scenario struct {
 	// apply to what these set.
 	// Stream makes every request an event of a stream job and counts its state accesses under the
 	// aligned, placed and unaligned placements (stream.go).
-	Stream    bool
+	Stream bool
+	// Pace, for closed-loop clients (Params.Host), offers after the warm-up that share of the
+	// throughput they served over its second half, or Offered when set; from Probe (0: never) they
+	// return to a closed loop — as bench/scenario paces a real run (shape.Shape).
+	Pace      float64
+	Offered   float64
+	Probe     time.Duration
 	Tenants   []Tenant
 	Scatter   bool
 	Ramp      *Ramp
