@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -97,26 +98,30 @@ func DataBlockRoom(st *pb.NodeStats) float64 {
 	return float64(room-idx) / float64(st.GetBlockBytes())
 }
 
-// appendDataSpan appends r's span of user data to spans.
-func appendDataSpan(spans []accessstats.Span, r *replica.Replica) []accessstats.Span {
-	d := r.Desc()
-	if d == nil || r.IsMeta() {
-		return spans
-	}
-	lo, hi := storage.DataSpan(false, d.StartKey, d.EndKey)
-	return append(spans, accessstats.Span{Lo: lo, Hi: hi})
-}
+// indexFilterEvery is how often the node measures the bytes of its index and filter blocks. The
+// measure runs on a loop of its own, not in the heartbeat: a new table's properties are a disk read,
+// which on a saturated disk waits behind the node's whole queue (see placeBudget).
+const indexFilterEvery = 2 * time.Second
 
-// indexFilterBytes is the block cache's bytes of index and filter blocks for the tables of led,
-// at most room (the cache cannot give them more). A failure to list the tables reports none: the
-// prediction then has the whole room, as a node of a version without the measure.
-func (n *Node) indexFilterBytes(led []accessstats.Span, room uint64, now time.Time) uint64 {
-	b, err := n.indexFilter.Bytes(n.eng.DB(), led, now)
+// measureIndexFilter measures the block cache's bytes of index and filter blocks of the tables the
+// ranges the node leads lie in; the heartbeat reports the last measure, at most the cache's room.
+// A failure keeps the last measure.
+func (n *Node) measureIndexFilter(context.Context) {
+	var led []accessstats.Span
+	for _, r := range n.Store().Replicas() {
+		d := r.Desc()
+		if leader, _ := r.LeaderTerm(); !leader || d == nil || r.IsMeta() {
+			continue
+		}
+		lo, hi := storage.DataSpan(false, d.StartKey, d.EndKey)
+		led = append(led, accessstats.Span{Lo: lo, Hi: hi})
+	}
+	b, err := n.indexFilter.Bytes(n.eng.DB(), led, time.Now())
 	if err != nil {
 		n.log.Debug("index and filter bytes", "err", err)
-		return 0
+		return
 	}
-	return min(b, room)
+	n.indexFilterBytes.Store(b)
 }
 
 // copyAccess puts the access statistics of the last heartbeat's report prev in rl (status pages

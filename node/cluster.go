@@ -12,7 +12,6 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -125,7 +124,6 @@ func (n *Node) localStats() *pb.NodeStats {
 	defer n.loadMu.Unlock()
 	seen := make(map[uint64]loadMark, len(n.loadPrev))
 	placeBy := now.Add(placeBudget)
-	var led []accessstats.Span // the user data the node's reads go to
 	for _, r := range n.Store().Replicas() {
 		cur := loadMark{reads: r.Reads.Load(), writes: r.Writes.Load(), scans: r.Scans.Load(), at: now}
 		leader, term := r.LeaderTerm()
@@ -147,7 +145,6 @@ func (n *Node) localStats() *pb.NodeStats {
 		lat := n.latency.take(r.RangeID(), now)
 		if rl.Leader {
 			rl.Bytes = r.ApproximateBytes()
-			led = appendDataSpan(led, r)
 			fillLatency(rl, lat)
 			// Every leader's window ends here; only busy ranges ship their sample (load_split's input).
 			if ks := n.ap.TakeSample(r.RangeID(), now); ks != nil && rl.ReadQps+rl.WriteQps >= sampleShipQPS {
@@ -167,7 +164,7 @@ func (n *Node) localStats() *pb.NodeStats {
 		n.access.Retain(func(id uint64) bool { _, ok := seen[id]; return ok })
 	}
 	n.streams.Retain(func(id uint64) bool { _, ok := seen[id]; return ok })
-	st.IndexFilterBytes = n.indexFilterBytes(led, st.BlockCacheCapacity, now)
+	st.IndexFilterBytes = min(n.indexFilterBytes.Load(), st.BlockCacheCapacity)
 	st.PredictedUsage, st.PredictedHitRatio = predictUsage(st, n.cfg.Autopilot.Policies.UsageBalance.Model)
 	n.bg.NoteLeading(st)
 	n.bg.FillStats(st)

@@ -192,8 +192,10 @@ type Node struct {
 	loadPrev map[uint64]loadMark  // last counter readings per range, for QPS
 	latency  rangeLatency         // per-range request latency, for the decision log's p99
 	access   *accessstats.Tracker // per-range access statistics for the usage model (access.go)
-	// indexFilter measures the cache's bytes of index and filter blocks for the usage model (access.go).
-	indexFilter accessstats.IndexFilter
+	// indexFilter measures the cache's bytes of index and filter blocks for the usage model, off the
+	// heartbeat (access.go); indexFilterBytes is its last measure.
+	indexFilter      accessstats.IndexFilter
+	indexFilterBytes atomic.Uint64
 
 	srv *grpc.Server // set by StartServing only
 
@@ -408,6 +410,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.heartbeatLoop()
 	n.loops.Every(5*time.Second, n.refreshDirectory)
 	n.loops.Every(time.Second, n.ap.Watch)
+	n.loops.Every(indexFilterEvery, n.measureIndexFilter)
 	n.hist.Record(time.Now())
 	n.loops.Every(n.hist.Interval(), func(context.Context) { n.hist.Record(time.Now()) })
 	n.log.Info("node started", "node", n.ident.NodeID, "cluster", n.ident.ClusterID, "addr", n.cfg.Addr, "replicas", len(st.Replicas()))
