@@ -245,7 +245,16 @@ func fitScenario(sc Scenario, real *RealReport, on *RealRun, seed uint64) (Scena
 		return sc, 0, fmt.Errorf("sim: calibrate: the real %s run served nothing between its warm-up and its first event", on.Label())
 	}
 	sc.OpsPerSec = sum / float64(n)
-	if err := fitThink(&sc, st.Threads, sc.OpsPerSec, until, on.PolicyOn, seed); err != nil {
+	from, target := st.WarmupS, sc.OpsPerSec
+	if sc.Pace > 0 || sc.Offered > 0 {
+		// Paced after the warm-up, the real clients show their closed loop only in it: fit the
+		// think time to its second half, what the real pacer measures too.
+		from, until = st.WarmupS/2, st.WarmupS
+		if target = meanOps(on.Series, from, until); target <= 0 {
+			return sc, 0, fmt.Errorf("sim: calibrate: the real %s run served nothing in its warm-up's second half", on.Label())
+		}
+	}
+	if err := fitThink(&sc, st.Threads, target, from, until, on.PolicyOn, seed); err != nil {
 		return sc, 0, err
 	}
 	return sc, sc.OpsPerSec, nil
@@ -253,12 +262,12 @@ func fitScenario(sc Scenario, real *RealReport, on *RealRun, seed uint64) (Scena
 
 // fitThink, for a scenario whose clients are a closed loop (Params.Host), sets the threads to the
 // real run's and fits their think time so that the simulated run serves the real one's throughput
-// between the warm-up and the first event (at until): the one figure taken from each run, as the
+// from from to until (the warm-up to the first event; a paced run's warm-up's second half): the one figure taken from each run, as the
 // offered load of an open loop is. A closed loop serves X = N / (Z + R): with the response time R
 // of the last run, Z' = N/target − R is the next guess (a fixed point that converges in a few runs
 // of the scenario cut at until while R moves little with Z); if even Z = 0 serves less than the
 // target, the stations bind and Z stays 0.
-func fitThink(sc *Scenario, threads int, target, until float64, on bool, seed uint64) error {
+func fitThink(sc *Scenario, threads int, target, from, until float64, on bool, seed uint64) error {
 	h := hostOf(*sc)
 	if !h.on() {
 		return nil
@@ -284,7 +293,7 @@ func fitThink(sc *Scenario, threads int, target, until float64, on bool, seed ui
 		if err != nil {
 			return err
 		}
-		x := meanOps(res.Report.Runs[0].Series, sc.Warmup.Seconds(), until)
+		x := meanOps(res.Report.Runs[0].Series, from, until)
 		if x <= 0 || (z == 0 && x <= target) || math.Abs(x-target) <= thinkFitTolerance*target {
 			break
 		}

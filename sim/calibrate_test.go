@@ -211,3 +211,38 @@ func TestMeanDuration(t *testing.T) {
 		t.Fatalf("%d transfers timed, want none (no next rebalance decision)", n)
 	}
 }
+
+// testdata/join-real-paced.json is the report.json of one real run of the paced join, `shoal bench
+// scenario join --variants incremental` (closed loop for 30 s, then 60 % of it, 1 925 ops/s,
+// offered; the join at 55 s; closed loop again from 110 s), recorded after every fit, the fields
+// calibration does not read left out.
+const realJoinPaced = "testdata/join-real-paced.json"
+
+// TestCalibratePacedJoin: a paced real run is simulated paced at the rate it offered, so every bin
+// between the warm-up and the probe serves that rate as the real run did (within the tolerance),
+// and the join's decisions are the same kinds in the same order.
+func TestCalibratePacedJoin(t *testing.T) {
+	real, err := ReadRealReport(realJoinPaced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cal.Sequence.FirstDifference != -1 {
+		t.Errorf("decision sequences differ at %d:\nreal %q\nsim  %q", cal.Sequence.FirstDifference, cal.Sequence.Real, cal.Sequence.Sim)
+	}
+	paced := 0
+	for _, b := range cal.Bins {
+		if b.FromS >= 30 && b.ToS <= 100 {
+			paced++
+			if math.Abs(b.Sim-1925.24) > 1 || math.Abs(b.Error) > cal.Tolerance {
+				t.Errorf("paced bin %+v: want the offered 1 925 ops/s, within the tolerance of the real", b)
+			}
+		}
+	}
+	if paced != 7 {
+		t.Errorf("%d paced bins in %+v, want 7 (30–100 s)", paced, cal.Bins)
+	}
+}
