@@ -18,14 +18,7 @@ const realJoin = "testdata/join-real-40s.json"
 // on it: the offered load is the real run's throughput before the join, the join's decisions are the
 // same kinds in the same order, and every figure's error is (sim − real) / real.
 func TestCalibrateJoin(t *testing.T) {
-	real, err := ReadRealReport(realJoin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cal := calibrated(t, realJoin)
 	if cal.RealOn != "incremental" || cal.RealOff != "no-join" {
 		t.Fatalf("runs compared: %s / %s, want incremental / no-join", cal.RealOn, cal.RealOff)
 	}
@@ -121,14 +114,7 @@ func TestCalibrateDecommission(t *testing.T) {
 }
 
 func checkDecommissionCalibration(t *testing.T, path string) {
-	real, err := ReadRealReport(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cal := calibrated(t, path)
 	byName := map[string]Figure{}
 	for _, f := range cal.Figures {
 		byName[f.Name] = f
@@ -163,14 +149,7 @@ const realNodeKill = "testdata/node-kill-real.json"
 // run's 10-s throughput bins are within the tolerance and the seconds the kill cost within one of
 // the real run's (the series are per second).
 func TestCalibrateNodeKill(t *testing.T) {
-	real, err := ReadRealReport(realNodeKill)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cal := calibrated(t, realNodeKill)
 	if len(cal.Bins) != 2 {
 		t.Fatalf("%d bins over 5–25 s, want 2", len(cal.Bins))
 	}
@@ -222,14 +201,7 @@ const realJoinPaced = "testdata/join-real-paced.json"
 // between the warm-up and the probe serves that rate as the real run did (within the tolerance),
 // and the join's decisions are the same kinds in the same order.
 func TestCalibratePacedJoin(t *testing.T) {
-	real, err := ReadRealReport(realJoinPaced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cal := calibrated(t, realJoinPaced)
 	if cal.Sequence.FirstDifference != -1 {
 		t.Errorf("decision sequences differ at %d:\nreal %q\nsim  %q", cal.Sequence.FirstDifference, cal.Sequence.Real, cal.Sequence.Sim)
 	}
@@ -245,4 +217,18 @@ func TestCalibratePacedJoin(t *testing.T) {
 	if paced != 7 {
 		t.Errorf("%d paced bins in %+v, want 7 (30–100 s)", paced, cal.Bins)
 	}
+}
+
+// calibrated is the calibration, seed 1, of the real report at path.
+func calibrated(t *testing.T, path string) *Calibration {
+	t.Helper()
+	real, err := ReadRealReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Calibrate(real, CalibrateOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cal
 }
