@@ -343,7 +343,7 @@ func (p *ReadReplicas) plan(ranges []*model.Range, nodes []uint64, gamma float64
 	placed := make(map[uint64][]int, len(ranges))
 	total := 0
 	for _, r := range ranges {
-		count := int(math.Round(p.pop[r.ID]))
+		count := int(math.Round(p.weight(r)))
 		if count <= 0 {
 			continue
 		}
@@ -363,7 +363,7 @@ func (p *ReadReplicas) plan(ranges []*model.Range, nodes []uint64, gamma float64
 	// that what is left over falls on the ranges a learner would be added to.
 	fixed := map[uint64]bool{}
 	for _, r := range ranges {
-		if p.pop[r.ID] < p.cfg.MinReads || p.cooling(r) {
+		if p.weight(r) < p.cfg.MinReads || p.cooling(r) {
 			fixed[r.ID] = true
 		}
 	}
@@ -371,22 +371,19 @@ func (p *ReadReplicas) plan(ranges []*model.Range, nodes []uint64, gamma float64
 	return pl, rooms, bin, err
 }
 
-// additions proposes a learner for each range, hottest first, whose reads the plan cannot fit on
-// its replicas within the rooms: on the plan's node for it, if snapshot slots are free there and on
-// its leader. One a range a round, at most MaxPerRound.
+// additions proposes learners for each range, hottest first (by weight), whose reads the plan cannot
+// fit on its replicas within the rooms: on each of the plan's nodes for it, if snapshot slots are
+// free there and on its leader, at most MaxPerRound in all.
 func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Range, nodes []uint64, free map[uint64]int) []*operator.Operator {
 	pl, rooms, bin, err := p.plan(ranges, nodes, p.cfg.Imbalance, nil)
 	if err != nil || pl.Created() == 0 {
 		return nil
 	}
 	order := slices.Clone(ranges)
-	slices.SortStableFunc(order, func(a, b *model.Range) int { return cmp.Compare(p.pop[b.ID], p.pop[a.ID]) })
+	slices.SortStableFunc(order, func(a, b *model.Range) int { return cmp.Compare(p.weight(b), p.weight(a)) })
 	var ops []*operator.Operator
 	for _, r := range order {
-		if len(ops) >= p.cfg.MaxPerRound {
-			break
-		}
-		if v.busy[r.ID] || p.pop[r.ID] < p.cfg.MinReads || p.cooling(r) {
+		if v.busy[r.ID] || p.weight(r) < p.cfg.MinReads || p.cooling(r) {
 			continue
 		}
 		held := 0
@@ -395,19 +392,23 @@ func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Rang
 				held += pl.Bins[b][r.ID]
 			}
 		}
+		// Every learner the plan names for the range at once (a hot set that moved needs them now),
+		// as far as MaxPerRound and the snapshot slots allow.
 		for b, n := range nodes { // least read first
+			if len(ops) >= p.cfg.MaxPerRound {
+				return ops
+			}
 			if !pl.New[b][r.ID] || r.HasReplica(n) || !takeSlot(free, r, n) {
 				continue
 			}
 			op := operator.NewAddLearner(NameReadReplicas, c.Now, r, n, fmt.Sprintf(
-				"r%d is read %.0f/s (popularity %.0f): its %d replicas take %d within rooms of %d (γ %.0f %%), a read replica on n%d the next %d (+%s; planned makespan %d)",
-				r.ID, p.rate[r.ID], p.pop[r.ID], len(r.Replicas), held, rooms[b], 100*p.cfg.Imbalance, n,
+				"r%d is read %.0f/s (%s): its %d replicas take %d within rooms of %d (γ %.0f %%), a read replica on n%d the next %d (+%s; planned makespan %d)",
+				r.ID, p.rate[r.ID], p.popText(r), len(r.Replicas), held, rooms[b], 100*p.cfg.Imbalance, n,
 				pl.Bins[b][r.ID], model.FormatBytes(r.Bytes), pl.Makespan()))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
 			ops = append(ops, op)
-			p.keep(r.ID, n, p.pop[r.ID])
-			v.busy[r.ID] = true // relief below adds no second learner this round
-			break
+			p.keep(r.ID, n, p.weight(r))
+			v.busy[r.ID] = true // relief below adds no other learner this round
 		}
 	}
 	return ops
@@ -451,7 +452,7 @@ func (p *ReadReplicas) relief(c *model.Cluster, v *view, nodes []uint64, free ma
 				why, r.ID, share, p.rate[r.ID], n, model.FormatBytes(r.Bytes)))
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
 			ops = append(ops, op)
-			p.keep(r.ID, n, p.pop[r.ID])
+			p.keep(r.ID, n, p.weight(r))
 			v.busy[r.ID] = true
 			break
 		}
@@ -520,7 +521,7 @@ func (p *ReadReplicas) heaviestOn(c *model.Cluster, v *view, node uint64) (*mode
 	var best *model.Range
 	most := 0.0
 	for r := range c.RangesOf(node) {
-		if r.System || v.busy[r.ID] || p.pop[r.ID] < p.cfg.MinReads || p.cooling(r) {
+		if r.System || v.busy[r.ID] || p.weight(r) < p.cfg.MinReads || p.cooling(r) {
 			continue
 		}
 		share := r.ReadQPS
@@ -535,6 +536,28 @@ func (p *ReadReplicas) heaviestOn(c *model.Cluster, v *view, node uint64) (*mode
 		}
 	}
 	return best, most
+}
+
+// weight is the popularity range r counts at in the plan and against MinReads: its popularity, or
+// what the round's reads would settle at (twice the rate) where that is more — a range newly hot
+// counts at its reads now, not after the rounds eq. 4.1 takes to catch up — and the latter alone for
+// a cooling range, whose popularity stands for reads that went elsewhere and would fill its
+// replicas' rooms with them. Removals judge by the popularity (slow to fall: a learner is not
+// removed for a round's dip).
+func (p *ReadReplicas) weight(r *model.Range) float64 {
+	now := 2 * p.rate[r.ID]
+	if p.cooling(r) {
+		return now
+	}
+	return max(p.pop[r.ID], now)
+}
+
+// popText is r's popularity for a reason, with the weight the plan counts it at where that differs.
+func (p *ReadReplicas) popText(r *model.Range) string {
+	if w := p.weight(r); math.Round(w) != math.Round(p.pop[r.ID]) {
+		return fmt.Sprintf("popularity %.0f, counted at %.0f as read now", p.pop[r.ID], w)
+	}
+	return fmt.Sprintf("popularity %.0f", p.pop[r.ID])
 }
 
 // cooling reports whether r's reads this round fell below half of what its popularity stands for
