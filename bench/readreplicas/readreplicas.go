@@ -48,9 +48,10 @@ type Options struct {
 	// IOPS bounds each node's emulated disk (scenario.DefaultDevice otherwise): a node's service
 	// capacity for reads that miss its cache. Default 250.
 	IOPS int
-	// Rate is the replica reads per second, the same in every arm; default 1200: about 0.95 disk
-	// operations a read, so about 90 % of the five disks' operations, more than the three disks
-	// under the hot set can serve (see Seed).
+	// Rate is the replica reads per second, the same in every arm; default 1000: at about 0.95 disk
+	// operations a read (opsPerRead), 76 % of the five disks' operations, more than the three disks
+	// under the hot set can serve (see Seed). At 1200 (91 %) a moved hot set's backlog drained at
+	// the few per cent the disks had to spare, and no arm that had to react could recover.
 	Rate    int
 	Zipf    float64       // skew of the ranges' popularity (s > 1); default 2
 	Settle  time.Duration // the most the policy gets to place its learners; default 90s
@@ -82,7 +83,7 @@ func (o Options) withDefaults() Options {
 	def(&o.Ranges, 16)
 	def(&o.KeysPerRange, 2000)
 	def(&o.ValueBytes, 1024)
-	def(&o.Rate, 1200)
+	def(&o.Rate, 1000)
 	def(&o.IOPS, 250)
 	if o.BlockRoomBytes <= 0 {
 		o.BlockRoomBytes = 512 << 10
@@ -110,6 +111,10 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// opsPerRead is the emulated-disk operations a replica read costs at the default block room, as
+// the cluster experiment measured it (0.95–1.0): what the default rate is sized by.
+const opsPerRead = 0.95
 
 // memTableBytes is each node's memtable size: small, so the data goes to tables on the emulated disk.
 const memTableBytes = 1 << 20
@@ -154,10 +159,14 @@ type Arm struct {
 	// NodeLeaders is each node's leaderships of the workload's ranges at the end of the window
 	// (placedVoters's, unless one moved).
 	NodeLeaders []int `json:"node_leaders"`
-	// After the hot set moved: the reads' p99 over the Shift window, each 2-s window's p99, the
-	// seconds until p99 recovered (the end of the last 2-s window over twice the p99 before the
-	// move, 10 ms at least: within it from then on; 0: never over; −1: still over at the end), and
-	// the learners at its end.
+	// After the hot set moved (at MovedAt): the reads' p99 over the Shift window, each 1-s window's
+	// p99 (the reads completed in it, each timed from its scheduled start, so a backlog counts as
+	// the wait it is), the seconds until p99 recovered (the end of the last 1-s window over twice the
+	// p99 before the move, 10 ms at least: within it from then on; 0: never over; −1: still over at
+	// the end), and the learners at its end. ShiftNodeReads and ShiftNodeDiskOps are each node's
+	// reads and disk operations per second over the window's last 10 s, ShiftLearnerReads each
+	// learner's reads per second then ("r10@n2 150/s"): whether the reads went to the new learners.
+	MovedAt        time.Time `json:"moved_at"`
 	ShiftP99Ms     float64   `json:"shift_p99_ms"`
 	ShiftWindowsMs []float64 `json:"shift_window_p99_ms"`
 	RecoverS       float64   `json:"recover_s"`
@@ -166,6 +175,10 @@ type Arm struct {
 	ShiftPerRange  []int     `json:"shift_learners_per_new_rank"`
 	ShiftReadsPerS float64   `json:"shift_reads_per_sec"`
 	ShiftErrors    int64     `json:"shift_errors"`
+	// ShiftNodeReads, ShiftNodeDiskOps, ShiftLearnerReads: see MovedAt.
+	ShiftNodeReads    []float64    `json:"shift_node_reads_per_sec"`
+	ShiftNodeDiskOps  [][2]float64 `json:"shift_node_disk_ops_per_sec"`
+	ShiftLearnerReads []string     `json:"shift_learner_reads"`
 	// Decisions are read_replicas' decisions (popularity arm): time, operator, status and reason.
 	Decisions []string `json:"decisions,omitempty"`
 }
@@ -280,25 +293,41 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 		}
 		for _, d := range ds {
 			if d.Policy == policy.NameReadReplicas {
-				a.Decisions = append(a.Decisions, fmt.Sprintf("%s %s %s: %s", d.Time, d.Operator, d.Status, d.Reason))
+				a.Decisions = append(a.Decisions, fmt.Sprintf("%s %s %s: %s", sinceMove(d.Time, a.MovedAt), d.Operator, d.Status, d.Reason))
 			}
 		}
 	}
 	return a, nil
 }
 
-// followShift moves the hot set (shifted ranks) and follows the reads' p99 in 2-s windows for
-// o.Shift: how long until it recovers, and the learners at the end.
+// shiftWindow is the length of the windows the reads' p99 is followed in after the hot set moves.
+const shiftWindow = time.Second
+
+// shiftTail is the end of the shift window whose per-node and per-learner reads are reported: where
+// the reads went once the learners came.
+const shiftTail = 10 * time.Second
+
+// followShift moves the hot set (shifted ranks) and follows the reads' p99 in 1-s windows for
+// o.Shift: how long until it recovers, where the reads went over its last 10 s, and the learners at
+// the end.
 func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.Client, w *workload, o Options) error {
 	moved := shiftedRanks(o)
 	w.perm.Store(&moved)
 	w.take()
+	a.MovedAt = time.Now()
 	all := report.NewHist()
 	var errs int64
 	limit := max(2*a.P99Ms, 10)
-	t0 := time.Now()
-	for i := 0; time.Since(t0) < o.Shift; i++ {
-		if err := stopper.SleepContext(ctx, 2*time.Second); err != nil {
+	n := max(int(o.Shift/shiftWindow), 1)
+	tail := max(n-int(shiftTail/shiftWindow), 0)
+	var before []map[uint64]uint64
+	var devBefore []emudisk.Stats
+	var tailAt time.Time
+	for i := range n {
+		if i == tail {
+			before, devBefore, tailAt = nodeReads(c), deviceStats(c), time.Now()
+		}
+		if err := stopper.SleepContext(ctx, time.Until(a.MovedAt.Add(time.Duration(i+1)*shiftWindow))); err != nil {
 			return err
 		}
 		h, e := w.take()
@@ -307,22 +336,60 @@ func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.
 		p99 := float64(h.ValueAtQuantile(99)) / 1000
 		a.ShiftWindowsMs = append(a.ShiftWindowsMs, p99)
 		if p99 > limit || h.TotalCount() == 0 {
-			a.RecoverS = float64(2 * (i + 1)) // p99 stays within the limit from the end of this window on
+			a.RecoverS = (time.Duration(i+1) * shiftWindow).Seconds() // within the limit from the end of this window on
 		}
 	}
-	if n := len(a.ShiftWindowsMs); n > 0 && a.RecoverS >= float64(2*n) {
+	if a.RecoverS >= (time.Duration(n) * shiftWindow).Seconds() {
 		a.RecoverS = -1 // over the limit at the end
 	}
-	el := time.Since(t0).Seconds()
+	el := time.Since(a.MovedAt).Seconds()
 	a.ShiftP99Ms, a.ShiftErrors, a.ShiftReadsPerS = float64(all.ValueAtQuantile(99))/1000, errs, float64(all.TotalCount())/el
+	a.fillShiftTail(c, before, devBefore, time.Since(tailAt).Seconds())
 	after := Arm{}
 	if err := after.fillLearners(ctx, c, cl, o, moved); err != nil {
 		return err
 	}
 	a.ShiftLearners, a.ShiftPerRange = after.Learners, after.PerRange
 	a.ShiftLearnerMB = math.Round(float64(after.LearnerBytes)/1e4) / 100
-	o.Progress(fmt.Sprintf("%s: after the move p99 %.1f ms, recovered after %.0f s, %d learners %v", a.Name, a.ShiftP99Ms, a.RecoverS, a.ShiftLearners, a.ShiftPerRange))
+	o.Progress(fmt.Sprintf("%s: after the move p99 %.1f ms, recovered after %.0f s, %d learners %v, last %v: node reads/s %v, disk ops/s %v, learners' reads/s %v",
+		a.Name, a.ShiftP99Ms, a.RecoverS, a.ShiftLearners, a.ShiftPerRange, shiftTail, a.ShiftNodeReads, a.ShiftNodeDiskOps, a.ShiftLearnerReads))
 	return nil
+}
+
+// fillShiftTail sets each node's reads and disk operations per second, and each learner's reads, over
+// the el seconds since the samples before (the shift window's tail).
+func (a *Arm) fillShiftTail(c *benchutil.Cluster, before []map[uint64]uint64, devBefore []emudisk.Stats, el float64) {
+	if before == nil || el <= 0 {
+		return
+	}
+	tailArm := Arm{}
+	tailArm.fillNodes(c, before, devBefore, benchutil.EngineStats(c), el)
+	a.ShiftNodeReads, a.ShiftNodeDiskOps = tailArm.NodeReads, tailArm.NodeDiskOps
+	for i, nd := range c.Nodes() {
+		if nd == nil {
+			continue
+		}
+		id := nd.KV.NodeID()
+		for _, r := range nd.KV.Store().Replicas() {
+			d := r.Desc()
+			if r.IsMeta() || d == nil || !slices.Contains(learnerNodes(d), id) {
+				continue
+			}
+			got := readsSince(map[uint64]uint64{r.RangeID(): before[i][r.RangeID()]}, map[uint64]uint64{r.RangeID(): r.Reads.Load()})
+			a.ShiftLearnerReads = append(a.ShiftLearnerReads, fmt.Sprintf("r%d@n%d %.0f/s", r.RangeID(), id, float64(got)/el))
+		}
+	}
+	sort.Strings(a.ShiftLearnerReads)
+}
+
+// sinceMove is a decision's time as seconds since the hot set moved ("+4.2s", "-30.1s"), or as
+// logged if it does not parse.
+func sinceMove(at string, moved time.Time) string {
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil || moved.IsZero() {
+		return at
+	}
+	return fmt.Sprintf("%+.1fs", t.Sub(moved).Seconds())
 }
 
 // nodeReads is, per node, each of its replicas' reads served so far.

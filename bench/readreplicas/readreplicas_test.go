@@ -37,7 +37,7 @@ func TestArmNames(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	o := Options{}.withDefaults()
-	if o.Nodes != 5 || o.Ranges != 16 || o.Rate != 1200 || o.IOPS != 250 || !slices.Equal(o.Uniform, []int{0, 1, 2}) || o.Zipf <= 1 {
+	if o.Nodes != 5 || o.Ranges != 16 || o.Rate != 1000 || o.IOPS != 250 || !slices.Equal(o.Uniform, []int{0, 1, 2}) || o.Zipf <= 1 {
 		t.Fatalf("defaults %+v", o)
 	}
 	if o := (Options{Nodes: 3, Uniform: []int{1}}).withDefaults(); o.Nodes != 3 || !slices.Equal(o.Uniform, []int{1}) {
@@ -110,6 +110,32 @@ func TestDefaultHotSetOutgrowsItsVoters(t *testing.T) {
 		}
 		if most <= 3.0/float64(o.Nodes) {
 			t.Fatalf("%s: the most the ranges of three voters get is %.2f of the reads: the voters alone can carry them", name, most)
+		}
+	}
+}
+
+// TestDefaultLoadLeavesHeadroom: the default rate costs the five disks at most 80 % of their
+// operations (a backlog built while learners are on their way drains at what is left), yet the
+// ranges on the busiest three voters, before the move and after, ask more of those three disks than
+// they have: replicas elsewhere are needed.
+func TestDefaultLoadLeavesHeadroom(t *testing.T) {
+	o := Options{}.withDefaults()
+	ops := float64(o.Rate) * opsPerRead
+	if all := float64(o.Nodes * o.IOPS); ops > 0.8*all {
+		t.Fatalf("%d reads/s cost %.0f of the disks' %.0f operations/s: above 80 %%", o.Rate, ops, all)
+	}
+	for name, perm := range map[string][]int{"before the move": ranks(o), "after": shiftedRanks(o)} {
+		share := zipfShares(o)
+		onVoters := map[[3]uint64]float64{}
+		for rank, r := range perm {
+			onVoters[[3]uint64(sorted(placedVoters(r, o.Nodes)))] += share[rank]
+		}
+		most := 0.0
+		for _, s := range onVoters {
+			most = max(most, s)
+		}
+		if need := most * ops; need <= float64(3*o.IOPS) {
+			t.Fatalf("%s: the busiest three voters' ranges cost %.0f operations/s, within their disks' %d", name, need, 3*o.IOPS)
 		}
 	}
 }

@@ -26,8 +26,9 @@ voters and leaders spread over all nodes before the load. Arms, each on a fresh 
 reports its learners, the bytes they hold, each node's reads per second, block room and hit ratio,
 and the p50/p99 of the reads
 over --measure, timed from each read's scheduled start. Then the hot set moves (the ranges' ranks
-rotate by half) and each arm is followed for --shift: p99 per 2-s window, the seconds until it is
-back within twice the p99 before the move, and the learners at the end. Prints JSON.`,
+rotate by half) and each arm is followed for --shift: p99 per 1-s window, the seconds until it is
+back within twice the p99 before the move, where the reads went over its last 10 s, and the
+learners at the end. Prints JSON.`,
 	Example: "  flock /tmp/bench.lock shoal bench read-replicas --measure 20s --uniform 0,1,2",
 	Args:    cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,7 +49,7 @@ func init() {
 	f.IntVar(&o.ValueBytes, "value-bytes", 1024, "bytes per value")
 	f.Int64Var(&o.BlockRoomBytes, "block-room", 512<<10, "each node's block cache room for blocks (the cache is this plus its two 1-MiB memtables)")
 	f.IntVar(&o.IOPS, "iops", 250, "each node's emulated disk operations per second (its read capacity past the cache)")
-	f.IntVar(&o.Rate, "rate", 1200, "replica reads per second, in every arm")
+	f.IntVar(&o.Rate, "rate", 1000, "replica reads per second, in every arm (1000: about 76 % of the five disks' operations)")
 	f.Float64Var(&o.Zipf, "zipf", 2, "skew of the ranges' popularity (> 1)")
 	f.DurationVar(&o.Settle, "settle", 90*time.Second, "the most the policy gets to place its learners")
 	f.DurationVar(&o.Measure, "measure", 20*time.Second, "the measured window of each arm")
