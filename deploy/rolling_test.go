@@ -34,7 +34,11 @@ import (
 // host's client) instead of building one, so that a measured run spends no time building.
 // SHOAL_ROLLING_LOGS=DIR keeps each node's log and each mode's autopilot decisions there.
 // SHOAL_ROLLING_RATE=N paces the load at N operations a second (default rollingRate, 0: a closed
-// loop, every thread as fast as the cluster answers).
+// loop, every thread as fast as the cluster answers). SHOAL_ROLLING_MODES picks the passes (default
+// "hooks,kill"; rollingModes): "noop" runs no-op hooks (the docker exec without the drain), "+compose"
+// stops and starts through docker-compose instead of the docker CLI, "+low" starts a node at a low CPU
+// weight until it serves. Each second's CPU (host, each container, the load, the rest) and the
+// test's own commands are logged beside the latency.
 func TestRollingRestartCompose(t *testing.T) {
 	if os.Getenv("SHOAL_DOCKER_TESTS") != "1" {
 		t.Skip("builds an image and starts containers: set SHOAL_DOCKER_TESTS=1")
@@ -86,92 +90,93 @@ func TestRollingRestartCompose(t *testing.T) {
 	waitFor(t, 2*time.Minute, "the cluster serves writes", func() bool {
 		return exec.Command(bin, "--host", strings.Join(grpcs, ","), "put", "rolling-probe", "x").Run() == nil
 	})
-	container := func(i int) string { return strings.TrimSpace(compose("ps", "-q", fmt.Sprintf("node%d", i))) }
-
-	for _, mode := range []string{"hooks", "kill"} {
-		t.Run(mode, func(t *testing.T) {
-			out := t.TempDir()
-			tl := filepath.Join(out, "timeline.json")
-			load := exec.Command(bin, "--format", "json", "bench", "ycsb", "--workload", "b", "--hosts", strings.Join(grpcs, ","),
-				"--records", "2000", "--ops", "1000000000", "--threads", "8", "--rate", strconv.FormatFloat(rate, 'f', -1, 64),
-				"--max-duration", "110s", "--timeline", tl)
-			var stdout bytes.Buffer
-			load.Stdout = &stdout
-			if err := load.Start(); err != nil {
-				t.Fatal(err)
-			}
-			stopSampling := sampleLeaders(bin, grpcs)
-			time.Sleep(30 * time.Second) // the load phase, then a steady run phase
-			t.Logf("%s: leaders before the first restart: %s", mode, leaders(bin, grpcs))
-			var windows []window
-			for i := 1; i <= 3; i++ {
-				from := float64(time.Now().UnixMilli()) / 1000
-				var events []string
-				mark := func(what string) {
-					events = append(events, fmt.Sprintf("+%.1fs %s", float64(time.Now().UnixMilli())/1000-from, what))
-				}
-				host := grpcs[i-1]
-				if mode == "hooks" {
-					t.Logf("n%d: %s", i, strings.TrimSpace(run(t, "docker", "exec", container(i), "/shoal", "node", "prestop", "--host", host, "--grace", "20s")))
-					mark("prestop done")
-					compose("stop", fmt.Sprintf("node%d", i))
-				} else {
-					run(t, "docker", "kill", container(i))
-				}
-				mark("stopped")
-				time.Sleep(3 * time.Second)
-				compose("start", fmt.Sprintf("node%d", i))
-				mark("started")
-				waitFor(t, time.Minute, "the node serves again", func() bool {
-					return exec.Command(bin, "--host", host, "--timeout", "2s", "get", "rolling-probe").Run() == nil
-				})
-				mark("serves")
-				if mode == "hooks" {
-					t.Logf("n%d: %s", i, strings.TrimSpace(run(t, "docker", "exec", container(i), "/shoal", "node", "poststart", "--host", host)))
-					mark("poststart done")
-				}
-				time.Sleep(10 * time.Second)
-				mark("leaders " + leaders(bin, grpcs))
-				windows = append(windows, window{i, from, float64(time.Now().UnixMilli()) / 1000, events})
-			}
-			err := load.Wait()
-			samples := stopSampling()
-			if logDir != "" {
-				if out, derr := exec.Command(bin, "--host", strings.Join(grpcs, ","), "--timeout", "10s", "--format", "json", "admin", "decisions").Output(); derr == nil {
-					_ = os.WriteFile(filepath.Join(logDir, mode+"-decisions.json"), out, 0o644)
-				}
-			}
-			if err != nil {
-				t.Fatalf("load: %v\n%s", err, stdout.String())
-			}
-			var rep ycsb.Report
-			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-				t.Fatalf("load report: %v\n%s", err, stdout.String())
-			}
-			var points []ycsb.Point
-			b, err := os.ReadFile(tl)
-			if err == nil {
-				err = json.Unmarshal(b, &points)
-			}
-			if err != nil {
-				t.Fatalf("timeline: %v", err)
-			}
-			m, err := summarize(mode, rep, points, windows)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.Rate = rate
-			m.Leaders = samples
+	ids := make([]string, 3)
+	for i := range ids {
+		// Resolved once, before the load: every later docker-compose call is a Python start on
+		// the host's two cores, in the seconds being measured.
+		ids[i] = strings.TrimSpace(compose("ps", "-q", fmt.Sprintf("node%d", i+1)))
+	}
+	h := &harness{t: t, compose: compose, ids: ids, grpcs: grpcs, bin: bin}
+	for _, spec := range rollingModes(t) {
+		t.Run(spec.name, func(t *testing.T) {
+			h.t = t
+			m := h.runMode(spec, rate, logDir)
 			report.Modes = append(report.Modes, m)
-			t.Logf("%s (rate %.0f ops/s, 0: closed loop): steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", mode, rate, m.SteadyOps, m.SteadyP99Ms, m.Operations, m.Failed, rep.ErrorSample)
-			for _, r := range m.Restarts {
-				t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput (longest run %d s); %d s over 1.5x steady (%s); events: %s",
-					mode, r.Node, r.WorstP99Ms, r.WorstP99Ratio, r.SecondsBelowHalf, r.LongestBelowHalfS, len(r.Over), strings.Join(r.Over, ", "), strings.Join(r.Events, ", "))
-			}
-			if mode == "hooks" && rep.Errors != 0 {
-				t.Errorf("%d requests failed across the rolling restart through the hooks: %s", rep.Errors, rep.ErrorSample)
-			}
 		})
+	}
+}
+
+// runMode runs the load and restarts every node once in the way spec says; it returns the figures.
+func (h *harness) runMode(spec rollMode, rate float64, logDir string) modeReport {
+	t, bin, grpcs := h.t, h.bin, h.grpcs
+	out := t.TempDir()
+	tl := filepath.Join(out, "timeline.json")
+	load := exec.Command(bin, "--format", "json", "bench", "ycsb", "--workload", "b", "--hosts", strings.Join(grpcs, ","),
+		"--records", "2000", "--ops", "1000000000", "--threads", "8", "--rate", strconv.FormatFloat(rate, 'f', -1, 64),
+		"--max-duration", "110s", "--timeline", tl)
+	var stdout bytes.Buffer
+	load.Stdout = &stdout
+	if err := load.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopSampling := sampleLeaders(bin, grpcs)
+	stopCPU := sampleCPU(h.ids, load.Process.Pid)
+	time.Sleep(30 * time.Second) // the load phase, then a steady run phase
+	t.Logf("%s: leaders before the first restart: %s", spec.name, leaders(bin, grpcs))
+	h.spans = nil
+	var windows []window
+	for i := 1; i <= 3; i++ {
+		windows = append(windows, h.restart(spec, i))
+	}
+	err := load.Wait()
+	samples, cpu := stopSampling(), stopCPU()
+	if logDir != "" {
+		if out, derr := exec.Command(bin, "--host", strings.Join(grpcs, ","), "--timeout", "10s", "--format", "json", "admin", "decisions").Output(); derr == nil {
+			_ = os.WriteFile(filepath.Join(logDir, spec.name+"-decisions.json"), out, 0o644)
+		}
+	}
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, stdout.String())
+	}
+	var rep ycsb.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("load report: %v\n%s", err, stdout.String())
+	}
+	var points []ycsb.Point
+	b, err := os.ReadFile(tl)
+	if err == nil {
+		err = json.Unmarshal(b, &points)
+	}
+	if err != nil {
+		t.Fatalf("timeline: %v", err)
+	}
+	m, err := summarize(spec.name, rep, points, windows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Rate, m.Leaders, m.CPU, m.Commands = rate, samples, cpu, h.spans
+	m.Quiet = quietSeconds(m, h.spans)
+	h.logMode(m, rep)
+	if spec.action == "hooks" && rep.Errors != 0 {
+		t.Errorf("%d requests failed across the rolling restart through the hooks: %s", rep.Errors, rep.ErrorSample)
+	}
+	return m
+}
+
+// logMode logs a mode's figures: the steady state, each restart, the quiet seconds' noise, and
+// every second of the restarts with its CPU and the commands that ran in it.
+func (h *harness) logMode(m modeReport, rep ycsb.Report) {
+	t := h.t
+	t.Logf("%s (rate %.0f ops/s, 0: closed loop): steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", m.Mode, m.Rate, m.SteadyOps, m.SteadyP99Ms, m.Operations, m.Failed, rep.ErrorSample)
+	for _, r := range m.Restarts {
+		t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput (longest run %d s); %d s over 1.5x steady (%s); events: %s",
+			m.Mode, r.Node, r.WorstP99Ms, r.WorstP99Ratio, r.SecondsBelowHalf, r.LongestBelowHalfS, len(r.Over), strings.Join(r.Over, ", "), strings.Join(r.Events, ", "))
+	}
+	q := m.Quiet
+	t.Logf("%s noise: steady phase %d of %d s over 1.5x (worst %.2fx); quiet seconds after the first restart %d of %d over 1.5x (worst %.2fx)",
+		m.Mode, q.SteadyOver, q.Steady, q.SteadyWorst, q.QuietOver, q.Quiet, q.QuietWorst)
+	for _, line := range secondTable(m) {
+		t.Log(line)
 	}
 }
 
@@ -207,6 +212,11 @@ type modeReport struct {
 	Timeline []ycsb.Point `json:"timeline"`
 	// Leaders is which node led each range, polled every second through the run.
 	Leaders []leaderSample `json:"leaders"`
+	// CPU is what the host, each node, the load generator and the rest spent each second.
+	CPU []cpuSample `json:"cpu"`
+	// Commands are the test's commands against the cluster, when each ran.
+	Commands []commandSpan `json:"commands"`
+	Quiet    quietReport   `json:"quiet"`
 }
 
 // leaderSample is each range's leader at one moment (range id → node id; 0 unknown).
