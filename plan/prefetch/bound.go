@@ -45,6 +45,10 @@ func LowerBound(in *Instance, opt Options, need []bool) (float64, error) {
 	}
 	bound := 0.0
 	for n := range in.Nodes {
+		// Every schedule's peak counts the base load, also in slots no item may be fetched in.
+		for t := 0; t < in.Horizon; t++ {
+			bound = max(bound, in.base(n, t))
+		}
 		var mine []int
 		for i, it := range items {
 			if it.Node == n && by[i] > 0 {
@@ -88,12 +92,13 @@ func nodeBound(in *Instance, items []Item, by, mine []int, n, rows int) (float64
 
 // nodeLP is one node's LP in standard form (A·x = b, x ≥ 0), in units where the largest item is 1:
 // column 0 is P, then X[i][β] (an item's bytes fetched in block β), then a slack per row and an
-// artificial per size row whose big cost drives it out — slacks and artificials make the first basis,
-// so no phase one is needed.
+// artificial per ≥ row (the size rows, and the peak rows of blocks with a base load) whose big cost
+// drives it out — slacks and artificials make the first basis, so no phase one is needed.
 type nodeLP struct {
 	A              *mat.Dense
 	b, c           []float64
 	basic          []int
+	art            []int // by row: its artificial's column (the ≥ rows), or −1
 	vars, sizeRow  int
 	unit, rateUnit float64
 }
@@ -141,10 +146,19 @@ func buildLP(in *Instance, items []Item, by, mine []int, n, k int) nodeLP {
 		if len(budget.coef) == 0 {
 			continue
 		}
-		rows = append(rows, peak)
+		base := 0.0
 		for t := from; t < to; t++ {
-			budget.b += in.budget(n, t) / l.rateUnit
+			base += in.base(n, t) / l.rateUnit
+			budget.b += max(0, in.budget(n, t)-in.base(n, t)) / l.rateUnit
 		}
+		if base > 0 {
+			// Σ x + base ≤ P·(to−from), as a ≥ row so that its right-hand side stays positive.
+			for col, v := range peak.coef {
+				peak.coef[col] = -v
+			}
+			peak.b, peak.slack = base, -1
+		}
+		rows = append(rows, peak)
 		if budget.b < room {
 			rows = append(rows, budget)
 		}
@@ -161,9 +175,15 @@ func buildLP(in *Instance, items []Item, by, mine []int, n, k int) nodeLP {
 		rows = append(rows, r)
 	}
 	m := len(rows)
-	ncol := l.vars + m + (m - l.sizeRow)
+	arts := 0
+	for _, r := range rows {
+		if r.slack < 0 {
+			arts++
+		}
+	}
+	ncol := l.vars + m + arts
 	l.A = mat.NewDense(m, ncol, nil)
-	l.b, l.c, l.basic = make([]float64, m), make([]float64, ncol), make([]int, m)
+	l.b, l.c, l.basic, l.art = make([]float64, m), make([]float64, ncol), make([]int, m), make([]int, m)
 	l.c[0] = 1
 	bigM := 1e4 * (1 + float64(len(mine)))
 	// Peak rows have a zero right-hand side and many rows tie, so the simplex's pivots degenerate and
@@ -176,12 +196,13 @@ func buildLP(in *Instance, items []Item, by, mine []int, n, k int) nodeLP {
 		}
 		l.b[j] = r.b + r.slack*perturb*(1+rng.Float64())
 		l.A.Set(j, l.vars+j, r.slack)
-		l.basic[j] = l.vars + j
-		if j >= l.sizeRow {
-			art := l.vars + m + j - l.sizeRow
+		l.basic[j], l.art[j] = l.vars+j, -1
+		if r.slack < 0 {
+			art := l.vars + m + arts - 1
+			arts--
 			l.A.Set(j, art, 1)
 			l.c[art] = bigM
-			l.basic[j] = art
+			l.basic[j], l.art[j] = art, art
 		}
 	}
 	return l
@@ -194,7 +215,7 @@ func (l nodeLP) solve(in *Instance, items []Item, mine []int) (float64, error) {
 		return 0, fmt.Errorf("simplex over %d rows and %d columns: %w", m, ncol, err)
 	}
 	for j := l.sizeRow; j < m; j++ {
-		if x[l.vars+m+j-l.sizeRow] > 1e-7 {
+		if x[l.art[j]] > 1e-7 {
 			return 0, fmt.Errorf("span %s: %w", in.Spans[items[mine[j-l.sizeRow]].Span].ID, ErrInfeasible)
 		}
 	}

@@ -13,10 +13,10 @@ type Result struct {
 	OnTime     int     `json:"on_time"`      // admitted runs done by their deadline
 	Jobs       int     `json:"jobs"`         // jobs with a run in the horizon
 	JobsOnTime int     `json:"jobs_on_time"` // of those, the ones with every run admitted and on time
-	Peak       float64 `json:"peak"`         // bytes/s: the most disk bandwidth the runs take on one node in one slot
+	Peak       float64 `json:"peak"`         // bytes/s: the most disk bandwidth the runs (and the node's base load) take on one node in one slot
 	PeakNode   int     `json:"peak_node"`
 	PeakSlot   int     `json:"peak_slot"`
-	DiskBytes  float64 `json:"disk_bytes"` // bytes read from disk inside the horizon
+	DiskBytes  float64 `json:"disk_bytes"` // bytes the schedule's transfers read from disk inside the horizon
 	// Overload is the most the planned rates ask above a node's bandwidth budget in one slot (bytes/s; 0
 	// if never). Where they do, the evaluator shares the budget in proportion and transfers run late.
 	Overload float64 `json:"overload"`
@@ -34,7 +34,8 @@ type flow struct {
 
 // Evaluate runs s over in's horizon, slot by slot: each transfer asks for its rate from its start until
 // its bytes are read; a node whose budget cannot give every transfer its rate gives each the same share
-// of what it asks. A run reading its own transfer is done when the transfer is; a run reading a copy is
+// of what it asks (the budget less the node's base load, which is served first and counts in the
+// peak). A run reading its own transfer is done when the transfer is; a run reading a copy is
 // done its own duration after both its start and the copy's last byte.
 func Evaluate(in *Instance, s *Schedule) (Result, error) {
 	if err := in.Validate(); err != nil {
@@ -58,12 +59,15 @@ func Evaluate(in *Instance, s *Schedule) (Result, error) {
 			}
 		}
 		used := make([]float64, len(in.Nodes))
+		for n := range used {
+			used[n] = in.base(n, t)
+		}
 		for k, tr := range s.Transfers {
 			f := &flows[k]
 			if tr.Start > t || f.left <= 0 {
 				continue
 			}
-			rate := tr.Rate * min(1, in.budget(tr.Node, t)/asked[tr.Node])
+			rate := tr.Rate * min(1, max(0, in.budget(tr.Node, t)-in.base(tr.Node, t))/asked[tr.Node])
 			got := min(f.left, rate*sec)
 			if got >= f.left*(1-eps) {
 				f.done = float64(t) + f.left/(rate*sec)
@@ -140,12 +144,13 @@ func check(s *Schedule) error {
 	return nil
 }
 
-// overload is the most a schedule's planned rates ask above a bandwidth budget and its copies hold
-// above a cache budget, on any node in any slot.
+// overload is the most a schedule's planned rates ask above a bandwidth budget (less the node's base
+// load) and its copies hold above a cache budget, on any node in any slot.
 func overload(in *Instance, s *Schedule) (bw, cache float64) {
 	for n := range in.Nodes {
 		rates := make([]float64, in.Horizon)
 		held := make([]float64, in.Horizon)
+
 		for _, tr := range s.Transfers {
 			if tr.Node != n {
 				continue
@@ -158,7 +163,7 @@ func overload(in *Instance, s *Schedule) (bw, cache float64) {
 			}
 		}
 		for t := range rates {
-			bw = max(bw, rates[t]-in.budget(n, t))
+			bw = max(bw, rates[t]-max(0, in.budget(n, t)-in.base(n, t)))
 			cache = max(cache, held[t]-in.Nodes[n].Cache)
 		}
 	}

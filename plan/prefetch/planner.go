@@ -12,8 +12,8 @@ const eps = 1e-9
 
 // planning is one round of the chapter's Algorithm 6.1 over the jobs still in the running.
 //
-// Invariant: bw and cache hold exactly the rates and held bytes of the live transfers; every live transfer
-// fits its node's budgets in every slot it covers.
+// Invariant: bw holds each node's base load (Node.Base) plus the rates of the live transfers, cache
+// their held bytes; every live transfer fits its node's budgets in every slot it covers.
 type planning struct {
 	in     *Instance
 	runs   []Run
@@ -78,6 +78,11 @@ func newPlanning(in *Instance, runs []Run, items []Item, active []bool) *plannin
 		return g
 	}
 	p.bw, p.tentative, p.cache = grid(), grid(), grid()
+	for n := range p.bw {
+		for t := range p.bw[n] {
+			p.bw[n][t] = in.base(n, t)
+		}
+	}
 	for i := range p.prefetchOf {
 		p.prefetchOf[i], p.copyOf[i] = -1, -1
 	}
@@ -128,6 +133,39 @@ func (p *planning) choosePrefetches() {
 			p.tentative[n][t] += v
 		}
 	}
+	p.smooth()
+}
+
+// smoothRounds bounds smooth's passes over the nodes.
+const smoothRounds = 8
+
+// smooth places the prefetches again one at a time, each beside all the others: the greedy placed
+// each beside only those ahead of it in its order, so a copy placed early may sit under a peak that
+// later ones built, where a slower or shifted prefetch would lower it. A prefetch is moved only when
+// the move lowers its node's peak, or keeps it and flattens the node's profile (less sum of squared
+// rates): each move lowers the node's (peak, squares) pair, so the passes end.
+func (p *planning) smooth() {
+	for round := 0; round < smoothRounds; round++ {
+		moved := false
+		for i, k := range p.prefetchOf {
+			if k < 0 {
+				continue
+			}
+			tr := p.transfers[k]
+			p.reserve(tr, -1)
+			old := p.score(tr.Node, tr.rateAt)
+			if best, ok := p.bestPrefetch(i); ok && best.score.less(old) {
+				p.transfers[k] = best.tr
+				p.reserve(best.tr, 1)
+				moved = true
+				continue
+			}
+			p.reserve(tr, 1)
+		}
+		if !moved {
+			return
+		}
+	}
 }
 
 // placement is a prefetch with its score.
@@ -148,12 +186,7 @@ func (p *planning) bestPrefetch(i int) (placement, bool) {
 			if !p.cacheFits(tr) {
 				continue
 			}
-			s := p.score(it.Node, func(u int) float64 {
-				if u >= tr.Start && u < tr.End {
-					return tr.Rate
-				}
-				return 0
-			})
+			s := p.score(it.Node, tr.rateAt)
 			if !s.ok {
 				continue
 			}
@@ -194,28 +227,20 @@ func (p *planning) readLoad(i int) map[int]float64 {
 	return load
 }
 
-// candidates are the start times Algorithm 6.2 tries for item i: the earliest slot it may start, and
-// every slot inside its window where a planned copy on its node is released (cache space frees up)
-// or where the reads on demand planned so far drop (a prefetch starting right after a read is not
-// stacked on it).
+// candidates are the start times tried for item i: every slot from the earliest it may start to its
+// first run. The chapter tries only the slots where a planned copy on the node is released (where
+// cache space frees up), a subset of these, to keep its search small; on a window of tens of slots
+// every slot costs little, and a slot between those is often where a prefetch spreads flattest
+// beside the others (a prefetch starting right after another one's end, not stacked on it).
 func (p *planning) candidates(i int) []int {
 	it := p.items[i]
-	ts := []int{it.Earliest}
-	for k, tr := range p.prefetchOf {
-		if tr >= 0 && p.items[k].Node == it.Node {
-			if u := p.transfers[tr].Until; u > it.Earliest && u < it.First {
-				ts = append(ts, u)
-			}
-		}
+	var ts []int
+	for t := it.Earliest; t < min(it.First, p.in.Horizon); t++ {
+		ts = append(ts, t)
 	}
-	reads := p.tentative[it.Node]
-	for t := it.Earliest + 1; t < min(it.First, p.in.Horizon); t++ {
-		if reads[t] < reads[t-1]-eps*max(1, reads[t-1]) {
-			ts = append(ts, t)
-		}
+	if len(ts) == 0 {
+		ts = append(ts, it.Earliest)
 	}
-	slices.Sort(ts)
-	ts = slices.Compact(ts)
 	return slices.DeleteFunc(ts, func(t int) bool { return t >= it.First })
 }
 

@@ -52,6 +52,10 @@ type Node struct {
 	Bandwidth []float64
 	// Cache is the bytes of cache prefetched and paged-in copies may hold at once.
 	Cache float64
+	// Base is the disk bandwidth (bytes/s) transfers planned before this window still take in each
+	// slot (prefetches in flight): it counts in the node's peak and comes out of its budget. Slots
+	// past the slice have none.
+	Base []float64
 }
 
 // Instance is a planning window.
@@ -74,8 +78,9 @@ type Run struct {
 	Item     int // the copy of its span it shares with overlapping runs (see Items)
 }
 
-// Item is one copy of a span: the runs of the span whose windows overlap read the same data, and a run
-// that starts after every earlier run of the span is done sees data written since, so it needs a new copy.
+// Item is one copy of a span: the runs of the span whose windows overlap read the same data, and so
+// may runs due later whose leads reach back to before the copy's first run (shares); another run needs
+// a new copy, fetched after the last one's first run.
 type Item struct {
 	Span     int
 	Node     int
@@ -145,6 +150,11 @@ func (in *Instance) Validate() error {
 				return fmt.Errorf("prefetch: node %d: bandwidth %v in slot %d", n, b, t)
 			}
 		}
+		for t, b := range node.Base {
+			if b < 0 || math.IsNaN(b) {
+				return fmt.Errorf("prefetch: node %d: base load %v in slot %d", n, b, t)
+			}
+		}
 	}
 	seen := map[string]bool{}
 	for _, s := range in.Spans {
@@ -184,11 +194,37 @@ func (in *Instance) budget(n, t int) float64 {
 	}
 }
 
+// base is the bandwidth earlier transfers take on node n in slot t.
+func (in *Instance) base(n, t int) float64 {
+	if b := in.Nodes[n].Base; t < len(b) {
+		return b[t]
+	}
+	return 0
+}
+
 func (in *Instance) seconds() float64 { return in.Slot.Seconds() }
 
 // rate is the bytes/s a run reads at its own speed.
 func (in *Instance) rate(r Run) float64 {
 	return in.Spans[r.Span].Size / (float64(r.End-r.Start) * in.seconds())
+}
+
+// shares says whether run (of a job with the given lead, so its copy may be fetched from earliest on)
+// reads item it's copy: when its window overlaps the item's runs' (the same data), or when it is due
+// soon after them — before as long again as they have from the first run's start to their deadline
+// — and the copy may still be fetched within its own lead before it, as a copy of its own would be,
+// so it is never older than what its job's previous run saw, at the cost of at most half of the
+// item's window for the prefetch. Else it needs a copy of its own, read after the item's first run
+// began: a separate copy of the same data, read just after the first, would make two reads of what
+// one copy holds, in the few slots between the two.
+func shares(it Item, run Run, lead, earliest int) bool {
+	switch {
+	case run.Start < it.Until:
+		return true
+	case lead <= 0 || earliest >= it.First || run.Start >= 2*it.Until-it.First:
+		return false
+	}
+	return 2*(it.First-max(it.Earliest, earliest)) >= it.First-it.Earliest
 }
 
 // Runs expands the jobs into their runs inside the horizon, in start order, and groups them into items.
@@ -222,13 +258,6 @@ func (in *Instance) Runs(opt Options) ([]Run, []Item) {
 	open := map[int]int{} // span → its latest item
 	for r := range runs {
 		run := &runs[r]
-		if i, ok := open[run.Span]; ok && run.Start < items[i].Until {
-			items[i].Runs = append(items[i].Runs, r)
-			items[i].Until = max(items[i].Until, run.Deadline)
-			items[i].Last = max(items[i].Last, run.End)
-			run.Item = i
-			continue
-		}
 		lead := opt.Lead
 		if lead == 0 {
 			lead = in.Jobs[run.Job].Period
@@ -236,6 +265,17 @@ func (in *Instance) Runs(opt Options) ([]Run, []Item) {
 		earliest := 0
 		if lead > 0 {
 			earliest = max(0, run.Start-lead)
+		}
+		if i, ok := open[run.Span]; ok && shares(items[i], *run, lead, earliest) {
+			it := &items[i]
+			if run.Start >= it.Until {
+				it.Earliest = max(it.Earliest, earliest) // no older than a copy of its own
+			}
+			it.Runs = append(it.Runs, r)
+			it.Until = max(it.Until, run.Deadline)
+			it.Last = max(it.Last, run.End)
+			run.Item = i
+			continue
 		}
 		if i, ok := open[run.Span]; ok {
 			// The copy for this run must not be fetched before the previous copy's runs began: it would
@@ -282,6 +322,14 @@ type Transfer struct {
 	// arrive over [Start, End) and holds all of them until Until. Until ≤ Start for a read that keeps
 	// no copy.
 	Until int
+}
+
+// rateAt is the bandwidth tr takes in slot t.
+func (tr Transfer) rateAt(t int) float64 {
+	if t >= tr.Start && t < tr.End {
+		return tr.Rate
+	}
+	return 0
 }
 
 // Held is the bytes tr's copy holds in the cache at the end of slot t, for a span of size bytes.
