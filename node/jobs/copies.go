@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"math"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ type copyEntry struct {
 	done    bool
 	release time.Time
 	cancel  context.CancelFunc // the prefetch filling it (nil for a run's kept copy)
+	rate    float64            // the prefetch's bytes/s (0 for a run's kept copy)
 }
 
 // sideCache holds the copies; one per scheduler. A copy is held until its release time, the end of
@@ -73,6 +75,40 @@ func (c *sideCache) begin(key string, p piece, release time.Time, cancel context
 	c.started[key] = release
 	c.m[key] = &copyEntry{piece: p, upTo: p.start, release: release, cancel: cancel}
 	return true
+}
+
+// setRate records the rate the prefetch filling the copy under key reads at.
+func (c *sideCache) setRate(key string, rate float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[key]; e != nil {
+		e.rate = rate
+	}
+}
+
+// inFlight is the disk bandwidth node's prefetches still filling take in each of the next slots
+// (bytes/s): each at its rate until the rest of its piece is read at it. A plan made from now does
+// not see them (their runs are carried over, out of its window), yet they read beside what it plans,
+// so it gets them as its base load and plans its own prefetches around them.
+func (c *sideCache) inFlight(node uint64, slot time.Duration, slots int) []float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []float64
+	for _, e := range c.m {
+		if e.piece.node != node || e.done || e.cancel == nil || e.rate <= 0 {
+			continue
+		}
+		left := max(0, e.piece.size-float64(e.bytes)) / e.rate // seconds
+		n := min(slots, int(math.Ceil(left/slot.Seconds())))
+		for len(out) < n {
+			out = append(out, 0)
+		}
+		for t := 0; t < n; t++ {
+			// The last slot only for the part of it the prefetch still reads.
+			out[t] += e.rate * min(1, left/slot.Seconds()-float64(t))
+		}
+	}
+	return out
 }
 
 // add appends the rows of a page (those inside the copy's piece) and says whether the copy still
@@ -282,6 +318,7 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 		// At the planned rate even when begun late (by up to a tick): a faster read would put the
 		// disk above the plan; a run that finds its copy short waits for it (fromCopy).
 		rate := f.rate
+		s.copies.setRate(f.key, rate)
 		s.prefetches.Add(1)
 		s.stop.Go(func(context.Context) {
 			defer cancel()
@@ -293,6 +330,7 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 // fetch reads piece p into the copy under key at rate, on the range's leader, in small pages.
 func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 	pace := newPacer(rate, s.cfg.PageRows)
+	pace.maxBytes = fetchPageBytes
 	cursor := bytes.Clone(p.start)
 	var read int64
 	for {

@@ -15,6 +15,12 @@ const chunkTime = 100 * time.Millisecond
 // minChunkRows is the fewest rows a paced page asks for (a page costs a request of its own).
 const minChunkRows = 16
 
+// fetchPageBytes bounds a prefetch's page, whatever its rate. A page is read at the disk's speed,
+// and reads arriving meanwhile queue behind it: a prefetch reads ahead of need, so its pages are
+// kept small enough for a disk to absorb without making the foreground's reads wait (an emulated
+// disk of 12 MiB/s serves 10 ms, 126 KiB, without queueing), paying in requests instead.
+const fetchPageBytes = 32 << 10
+
 // pacer meters a stream of reads at a rate in small pages, without catching up: a stream that fell
 // behind (its reads queued on a busy disk, or it started late) goes on at its rate from where it is
 // rather than reading at the disk's speed until it is back on its schedule. Not safe for concurrent
@@ -22,6 +28,7 @@ const minChunkRows = 16
 type pacer struct {
 	rate     float64 // bytes/s; <= 0 does not pace
 	maxRows  int
+	maxBytes float64   // a page's most bytes, once its rows' size is known (0: no bound)
 	next     time.Time // when the next page may begin
 	rowBytes float64   // the mean bytes of a row read so far (0: none read yet)
 }
@@ -38,7 +45,11 @@ func (p *pacer) rows() int {
 	if p.rowBytes == 0 {
 		return min(p.maxRows, minChunkRows) // the first page measures the rows
 	}
-	return min(p.maxRows, max(minChunkRows, int(p.rate*chunkTime.Seconds()/p.rowBytes)))
+	want := p.rate * chunkTime.Seconds()
+	if p.maxBytes > 0 {
+		want = min(want, p.maxBytes)
+	}
+	return min(p.maxRows, max(minChunkRows, int(want/p.rowBytes)))
 }
 
 // wait records a page of n bytes in rows rows that began at began, and sleeps until the next page

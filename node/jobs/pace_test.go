@@ -30,3 +30,24 @@ func TestPacerNoCatchUp(t *testing.T) {
 		t.Fatalf("unpaced page %d rows, want 1000", got)
 	}
 }
+
+// TestPacerPageBytes: a bounded stream's pages stay within the bound at any rate, down to the fewest
+// rows a page asks for.
+func TestPacerPageBytes(t *testing.T) {
+	for _, tc := range []struct {
+		rate     int64
+		rowBytes float64
+		want     int
+	}{
+		{rate: 6 << 20, rowBytes: 1024, want: fetchPageBytes / 1024}, // 629 KB of rate·chunkTime, bounded
+		{rate: 100_000, rowBytes: 1024, want: minChunkRows},          // 10 kB: below the bound, at least 16 rows
+		{rate: 6 << 20, rowBytes: 100, want: 327},                    // 32 KiB of 100-byte rows
+		{rate: 6 << 20, rowBytes: 8192, want: minChunkRows},          // rows larger than a page: the fewest
+	} {
+		p := newPacer(tc.rate, 1000)
+		p.maxBytes, p.rowBytes = fetchPageBytes, tc.rowBytes
+		if got := p.rows(); got != tc.want {
+			t.Errorf("rate %d, rows of %v bytes: %d rows a page, want %d", tc.rate, tc.rowBytes, got, tc.want)
+		}
+	}
+}

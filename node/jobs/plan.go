@@ -169,7 +169,8 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 			leader[r], rangeBytes[r] = l.ID, b
 		}
 		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{s.budgetLeft(l, now)},
-			Cache: max(0, float64(s.cfg.CacheBytes)-s.copies.heldFor(l.ID, now, carried))})
+			Cache: max(0, float64(s.cfg.CacheBytes)-s.copies.heldFor(l.ID, now, carried)),
+			Base:  s.copies.inFlight(l.ID, slot, in.Horizon)})
 	}
 	pjs := s.planJobs(ctx, in, jobs, all, nodeIdx, leader, rangeBytes, now, carried)
 	if len(in.Nodes) == 0 || len(in.Jobs) == 0 {

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -159,5 +160,37 @@ func TestCarriedLeftOut(t *testing.T) {
 	}
 	if got := s.copies.heldFor(1, now, nil); got != 0 {
 		t.Fatalf("a copy of a run still to come holds %v of the budget for a plan that reads it, want 0", got)
+	}
+}
+
+// TestInFlight: a prefetch still filling is the next plan's base load on its node, at its rate until
+// the rest of its piece is read; a complete copy, a run's kept copy and other nodes' copies are not.
+func TestInFlight(t *testing.T) {
+	c := newSideCache(1 << 20)
+	t0 := time.Unix(0, 0)
+	p := piece{id: "p", start: []byte("a"), end: []byte("m"), node: 1, size: 1000}
+	c.begin("fetch", p, t0.Add(time.Minute), func() {})
+	c.setRate("fetch", 200)                                                                   // 1 000 bytes at 200 B/s
+	c.add("fetch", []*pb.KeyValue{{Key: []byte("b"), Value: make([]byte, 299)}}, []byte("c")) // 300 read: 3.5 s left
+	c.begin("kept", p, t0.Add(time.Minute), nil)                                              // a run's kept copy
+	c.begin("done", p, t0.Add(time.Minute), func() {})
+	c.setRate("done", 500)
+	c.finish("done")
+	q := p
+	q.node = 2
+	c.begin("other", q, t0.Add(time.Minute), func() {})
+	c.setRate("other", 100)
+	got := c.inFlight(1, time.Second, 10)
+	want := []float64{200, 200, 200, 100}
+	if len(got) != len(want) {
+		t.Fatalf("base load %v, want %v", got, want)
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-9 {
+			t.Fatalf("base load %v, want %v", got, want)
+		}
+	}
+	if got := c.inFlight(1, time.Second, 2); len(got) != 2 {
+		t.Fatalf("base load %v over a 2-slot horizon", got)
 	}
 }
