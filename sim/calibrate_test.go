@@ -198,8 +198,9 @@ func TestMeanDuration(t *testing.T) {
 const realJoinPaced = "testdata/join-real-paced.json"
 
 // TestCalibratePacedJoin: a paced real run is simulated paced at the rate it offered, so every bin
-// between the warm-up and the probe serves that rate as the real run did (within the tolerance),
-// and the join's decisions are the same kinds in the same order.
+// between the warm-up and the probe is within the tolerance of the real run, the bins clear of the
+// join's moves (55–70 s: its streams take the new node's disk and pollute the senders' caches)
+// serve exactly that rate, and the join's decisions are the same kinds in the same order.
 func TestCalibratePacedJoin(t *testing.T) {
 	cal := calibrated(t, realJoinPaced)
 	if cal.Sequence.FirstDifference != -1 {
@@ -209,7 +210,8 @@ func TestCalibratePacedJoin(t *testing.T) {
 	for _, b := range cal.Bins {
 		if b.FromS >= 30 && b.ToS <= 100 {
 			paced++
-			if math.Abs(b.Sim-1925.24) > 1 || math.Abs(b.Error) > cal.Tolerance {
+			moving := b.ToS > 55 && b.FromS < 70
+			if (!moving && math.Abs(b.Sim-1925.24) > 1) || math.Abs(b.Error) > cal.Tolerance {
 				t.Errorf("paced bin %+v: want the offered 1 925 ops/s, within the tolerance of the real", b)
 			}
 		}

@@ -57,15 +57,15 @@ func TestDecisionsUnchanged(t *testing.T) {
 }
 
 var goldenHashes = map[string]string{
-	"compaction":   "2e8890819a2c9e011d1cf485453aeeceab687389e5ab19dbe56851859d8a3809",
-	"decommission": "d5a2d83537fafdf06e877b368062290b788c19ab99e19a389b8d88d825b74619",
-	"drain":        "adec6f2c49f30c878d703eef0febfaebb1bce7d9a2fa684dd6da4a96907b6139",
-	"hotspot":      "755c4c4c35ea39328a0c2cff8fcf2083e921d9b18a585de17fa506bd4e63eda6",
-	"join":         "758f7775bc67666a90680876da107893db213afe826b021982b49aebb29de701",
-	"merge":        "bb4708d8cb252f067aac6189ca9042852a2124ac9145141d9b9b01e863e528f9",
-	"node-kill":    "3956c7fc95eda91540ce719d10a2d67191c107d0d00458551ed4c8ba0463c83b",
-	"node-loss":    "07d4e9e76b0cfaf9cf38ed84f96fb3fb98bd1055f10282cdb32d28a3b4d4e654",
-	"read-hints":   "dc7564c44af98337b4d1805049cc0e0d7245fede24fc66afb864f575e5f681c4",
-	"rebalance":    "3a65dedefc71583ede232874c1a37f25c958d8942ba3335d877be02f8616dd1d",
-	"scale":        "6d664ed9f44f514b0f7400e8ec8e5b3e51ac97b80c2ea094ae31a08290aeda8b",
+	"compaction":   "c49f56380859107e124ebb6e3f466aa2958224d7f9554d5b53c8928498cf3ddd",
+	"decommission": "164d57b758cdf54b19fb4fce26e8771a4605dafe70698bd6c88326eab4aa3e89",
+	"drain":        "7c9113223dc680070a905654819347719a93b98a897e9ec2fa6ee03651dbc1f1",
+	"hotspot":      "a2624c7dacb18ac73145ab65c01dcccd8feeaf170836e061d12c8578b731bb9d",
+	"join":         "e6e74a037076a262049384f07879e4789714f7480e4ade50df03cd903e2fbac9",
+	"merge":        "8714f5e8cb4c48b2e0e8512da55b8fb3ff40d0d4695a69fdc5510d50c383e29d",
+	"node-kill":    "93cad9f432aaade5931a7bff1eef3e21ed9e35d680d56915f951d89995e5e568",
+	"node-loss":    "bb72f66e75c6f4831a0ded7d3c760d055ef6daf0385954c8b738078a1f0c3caf",
+	"read-hints":   "0b954f8ceff2e2908f5a91a841c9ad5351173e6db25de2e638cf4d78651712e4",
+	"rebalance":    "f93c263d879938dac4e37ab7a3a68b1b4307eea8b808176b96a50c7d99e5e2d0",
+	"scale":        "60562fd9e0cd98ae5e472d4f225209ce7e452ff377301b633690c7a25ca09171",
 }

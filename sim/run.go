@@ -281,36 +281,48 @@ func (r *run) cycle(reactive bool) {
 
 // wake asks for a reconciliation (a step landed) and, if reactive, a reactive round (an operator made
 // progress): both on one snapshot, at once or ReconcileGap after the last one, so that the steps
-// landing and the progress reported meanwhile share it. The real autopilot reconciles when a call
-// returns and runs a reactive round at most every 100 ms; the gap bounds the snapshots per second
-// the simulation pays for.
+// landing and the progress reported meanwhile share it. The gap bounds the snapshots per second the
+// simulation pays for; the real executor reconciles when a call returns.
 func (r *run) wake(reactive bool) {
 	r.wantReactive = r.wantReactive || reactive
 	if r.pending {
 		return
 	}
 	r.pending = true
-	r.loop.At(r.last.Add(r.p.ReconcileGap), func() {
+	r.loop.At(r.last.Add(r.p.ReconcileGap), r.woken)
+}
+
+// woken is a wake's reconciliation. Progress that reconciliation reports runs a reactive round at
+// the same instant, not a gap later: the real executor reconciles as a step's call returns and its
+// progress report runs the reactive round at once (the loop's 100-ms floor is between reactive
+// rounds), so the next step of sequential work (a join's next move) is planned with no gap.
+func (r *run) woken() {
+	reactive := r.wantReactive
+	r.wantReactive = false
+	if !r.last.Before(r.loop.Now()) {
+		// A round ran at this instant: it asked every policy and reconciled. Progress its
+		// reconciliation reported asks for a reactive round a gap later.
 		r.pending = false
-		reactive := r.wantReactive
-		r.wantReactive = false
-		if !r.last.Before(r.loop.Now()) {
-			// A round ran at this instant: it asked every policy and reconciled. Progress its
-			// reconciliation reported asks for a reactive round a gap later (the real autopilot
-			// plans the next step of sequential work as soon as the last made progress).
-			if reactive {
-				r.wake(true)
-			}
-			return
-		}
 		if reactive {
-			r.cycle(true)
-			return
+			r.wake(true)
 		}
+		return
+	}
+	if reactive {
+		r.cycle(true)
+	} else {
 		snap := r.c.Snapshot()
 		r.last = snap.Now
-		r.ap.Executor().Reconcile(snap)
-	})
+		r.ap.Executor().Reconcile(snap) // progress here only flags wantReactive: pending is set
+		if r.wantReactive {
+			r.wantReactive = false
+			r.cycle(true)
+		}
+	}
+	r.pending = false
+	if r.wantReactive {
+		r.wake(true)
+	}
 }
 
 func (r *run) scheduleReconcile() {
