@@ -319,18 +319,34 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 	var ranges []profileplan.Range
 	classes := map[uint64]profileplan.Class{}
 	for _, r := range c.UserRanges() {
-		if s := p.smooth[r.ID]; s != nil && s.Ready() && s.Mix().Total() >= p.cfg.MinQPS {
-			classes[r.ID] = p.classOf(r.ID, profileplan.Classify(s.Mix()))
-			ranges = append(ranges, profileplan.Range{ID: r.ID, Mix: s.Mix(), Class: classes[r.ID], Voters: r.Voters()})
+		s := p.smooth[r.ID]
+		if s == nil || !s.Ready() {
+			continue
 		}
+		had, planned := p.classes[r.ID]
+		switch {
+		case s.Mix().Total() >= p.cfg.MinQPS:
+			classes[r.ID] = p.classOf(r.ID, profileplan.Classify(s.Mix()))
+		case planned:
+			// A planned range whose load fell below MinQPS keeps its class and place: its mix is too
+			// thin to classify, and leaving the plan and coming back made a new plan each time (a
+			// scan tenant's cold range hovering about 1 request/s re-planned every few samples).
+			classes[r.ID] = had
+		default:
+			continue
+		}
+		ranges = append(ranges, profileplan.Range{ID: r.ID, Mix: s.Mix(), Class: classes[r.ID], Voters: r.Voters()})
 	}
+	meta := metaLeader(c)
 	var nodes []profileplan.Node
 	var ids []string
 	for _, n := range c.Nodes {
 		if !inPlan(c, n) {
 			continue
 		}
-		pn := profileplan.Node{ID: n.ID, Profile: profileOf(n)}
+		// The autopilot's node keeps its profile if a group has it: restarting it moves the autopilot,
+		// and the next one starts without these samples and plans again from the restart's layout.
+		pn := profileplan.Node{ID: n.ID, Profile: profileOf(n), Pinned: n.ID == meta}
 		for r := range c.LedBy(n.ID) {
 			if _, ok := classes[r.ID]; ok {
 				pn.Ranges = append(pn.Ranges, r.ID)
@@ -443,12 +459,7 @@ func (p *NodeProfiles) advise(c *model.Cluster) {
 // goes last: the autopilot runs there, and its restart moves the autopilot to another node, which
 // starts without this policy's samples.
 func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) *operator.Operator {
-	var meta uint64
-	for _, r := range c.Ranges {
-		if r.System {
-			meta = r.Leader
-		}
-	}
+	meta := metaLeader(c)
 	nodes := sortedNodes(c.Nodes, func(a, b *model.Node) bool { return a.ID != meta && b.ID == meta })
 	for _, n := range nodes {
 		want, ok := p.profile[n.ID]

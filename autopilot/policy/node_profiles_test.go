@@ -214,3 +214,71 @@ func TestNodeProfilesPlanKeepsASilentNode(t *testing.T) {
 		t.Fatalf("40s, n5 dead: plans %v, want one without n5", n)
 	}
 }
+
+// A planned range whose load falls below MinQPS keeps its class and its place, and the plan holds:
+// dropping it and taking it back when its load returned made a new plan each time.
+func TestNodeProfilesIdleRangeKeepsItsPlace(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	cluster := func(s int, r4 string) *model.Cluster {
+		c, err := model.ParseCluster(fmt.Sprintf(`now %ds
+node 1
+node 2
+node 3
+range 1 [,) voters=1,2,3 system
+range 2 [a,b) voters=1,2,3 reads=900 writes=50
+range 3 [b,c) voters=1,2,3 reads=50 writes=700
+range 4 [c,d) voters=1,2,3 %s
+`, s, r4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for s := 0; s <= 20; s += 10 {
+		p.Propose(cluster(s, "reads=10 writes=300"), nil)
+	}
+	plan := p.plan
+	if plan == nil || len(notesOf(p, "planned")) != 1 || p.classes[4] != profileplan.Write {
+		t.Fatalf("20s: plan %v, classes %v: want one plan with r4 a write range", plan, p.classes)
+	}
+	for s := 30; s <= 200; s += 10 {
+		p.Propose(cluster(s, "reads=0 writes=0"), nil)
+		if n := notesOf(p, "planned"); len(n) > 0 || p.plan != plan || p.classes[4] != profileplan.Write {
+			t.Fatalf("%ds, r4 idle (smoothed %.2f requests/s): planned again %v, r4 %q", s, p.smooth[4].Mix().Total(), n, p.classes[4])
+		}
+	}
+	if p.smooth[4].Mix().Total() >= p.cfg.MinQPS {
+		t.Fatalf("r4's smoothed load %.2f never fell below MinQPS", p.smooth[4].Mix().Total())
+	}
+}
+
+// The node leading the meta range (the autopilot's) keeps its profile when a group has it, though it
+// leads a range of another class: restarting it would move the autopilot, whose successor starts
+// without the samples and plans again in the middle of the reconfiguration.
+func TestNodeProfilesAutopilotsNodeKeepsItsProfile(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	for s := 0; s <= 20; s += 10 {
+		c, err := model.ParseCluster(fmt.Sprintf(`now %ds
+node 1 profile=readwrite
+node 2 profile=readwrite
+node 3 profile=readwrite
+node 4 profile=readwrite
+range 1 [,) voters=1,2,3 system
+range 2 [a,b) voters=1,2,3 reads=900
+range 3 [b,c) voters=2,3,4 reads=300 writes=300
+range 4 [c,d) voters=3,4,1 writes=700
+range 5 [d,e) voters=4,1,2 reads=800
+`, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range p.Propose(c, nil) {
+			if sp, ok := op.Steps[0].(operator.SetProfile); ok && sp.Node == 1 {
+				t.Fatalf("%ds: %s: the autopilot's node restarted", s, op)
+			}
+		}
+	}
+	if p.plan == nil || p.profile[1] != profileplan.ReadWrite || p.leadOn[2] == 1 {
+		t.Fatalf("plan %v: want n1 to keep readwrite and r2 (read) led elsewhere", p.plan)
+	}
+}

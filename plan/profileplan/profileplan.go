@@ -130,11 +130,14 @@ type Range struct {
 // transfer instead of a replica move, whose snapshot loads both nodes' disks.
 const VoterSlack = 0.1
 
-// Node is one node: its id, its current profile and the ranges it serves now.
+// Node is one node: its id, its current profile and the ranges it serves now. Pinned marks a node
+// whose profile change costs more than the others' (the node_profiles policy pins the node the
+// autopilot runs on: its restart moves the autopilot, which starts again without its samples).
 type Node struct {
 	ID      uint64
 	Profile Class
 	Ranges  []uint64
+	Pinned  bool
 }
 
 // Assignment is one node's part of a plan.
@@ -369,8 +372,10 @@ func preferVoters(as []Assignment, ranges []Range) []Assignment {
 	return as
 }
 
-// match gives each node one target set (Alg. 3). Nodes pick in turn, the one that would keep the
-// most of its ranges first; a node prefers the set of its own profile when it keeps as many ranges.
+// match gives each node one target set (Alg. 3). A pinned node picks first, among the sets of its
+// own profile the one that keeps the most of its ranges (it keeps its profile, if a set has it); then
+// nodes pick in turn, the one that would keep the most of its ranges first; a node prefers the set
+// of its own profile when it keeps as many ranges.
 func match(nodes []Node, target []Assignment) []Assignment {
 	left := slices.Clone(target)
 	for len(left) < len(nodes) {
@@ -378,20 +383,32 @@ func match(nodes []Node, target []Assignment) []Assignment {
 	}
 	free := slices.Clone(nodes)
 	out := make([]Assignment, 0, len(nodes))
+	for i := 0; i < len(free); i++ {
+		n := free[i]
+		if !n.Pinned {
+			continue
+		}
+		bj, bestKeep := -1, -1
+		for j, t := range left {
+			if k := kept(n, t); t.Profile == n.Profile && k > bestKeep {
+				bj, bestKeep = j, k
+			}
+		}
+		if bj < 0 {
+			continue
+		}
+		a := left[bj]
+		a.Node = n.ID
+		out = append(out, a)
+		free = slices.Delete(free, i, i+1)
+		left = slices.Delete(left, bj, bj+1)
+		i--
+	}
 	for len(free) > 0 {
 		bi, bj, bestKeep, bestSame := -1, -1, -1, false
 		for i, n := range free {
-			have := map[uint64]bool{}
-			for _, r := range n.Ranges {
-				have[r] = true
-			}
 			for j, t := range left {
-				keep := 0
-				for _, r := range t.Ranges {
-					if have[r] {
-						keep++
-					}
-				}
+				keep := kept(n, t)
 				same := t.Profile == n.Profile
 				if keep > bestKeep || (keep == bestKeep && same && !bestSame) {
 					bi, bj, bestKeep, bestSame = i, j, keep, same
@@ -406,6 +423,17 @@ func match(nodes []Node, target []Assignment) []Assignment {
 	}
 	slices.SortFunc(out, func(a, b Assignment) int { return cmp.Compare(a.Node, b.Node) })
 	return out
+}
+
+// kept is how many of n's ranges target set t keeps on it.
+func kept(n Node, t Assignment) int {
+	k := 0
+	for _, r := range t.Ranges {
+		if slices.Contains(n.Ranges, r) {
+			k++
+		}
+	}
+	return k
 }
 
 // Resizer is Alg. 1: how many nodes to add (positive) or remove (negative) after each decision

@@ -243,6 +243,39 @@ func TestMakePrefersNodesHoldingAVoter(t *testing.T) {
 	}
 }
 
+// A pinned node keeps its profile when a target set has it, even where another node would keep
+// more of that set's ranges; unpinned, the matching follows the ranges alone.
+func TestMakeKeepsThePinnedNodesProfile(t *testing.T) {
+	rs := []Range{
+		{ID: 1, Mix: Mix{Reads: 500}}, {ID: 2, Mix: Mix{Reads: 400}},
+		{ID: 3, Mix: Mix{Reads: 50, Writes: 50}}, {ID: 4, Mix: Mix{Writes: 300}},
+	}
+	nodes := []Node{
+		{ID: 1, Profile: ReadWrite, Ranges: []uint64{1}}, // the autopilot's node, leading a read range
+		{ID: 2, Profile: ReadWrite, Ranges: []uint64{3}},
+		{ID: 3, Profile: ReadWrite, Ranges: []uint64{2, 4}},
+		{ID: 4, Profile: ReadWrite},
+	}
+	profiles := func(nodes []Node) map[uint64]Class {
+		p, err := Make(rs, nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[uint64]Class{}
+		for _, a := range p.Assignments {
+			out[a.Node] = a.Profile
+		}
+		return out
+	}
+	if got := profiles(nodes); got[1] != Read || got[2] != ReadWrite {
+		t.Fatalf("unpinned: profiles %v, want n1 read (it leads r1), n2 readwrite (r3)", got)
+	}
+	nodes[0].Pinned = true
+	if got := profiles(nodes); got[1] != ReadWrite || got[2] == ReadWrite {
+		t.Fatalf("n1 pinned: profiles %v, want n1 readwrite and n2 another", got)
+	}
+}
+
 // Alg. 1: nodes are added 1, 2, 4, 8 while the cluster stays overloaded, one removed at a time when
 // it is underloaded, and the step starts again at 1.
 func TestResizer(t *testing.T) {
