@@ -18,11 +18,13 @@
 package profiles
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net"
 	"path/filepath"
@@ -175,6 +177,9 @@ func applyMixes(ts []ycsb.Tenant, mixes string) error {
 type Arm struct {
 	Name     string            `json:"name"`
 	Profiles map[uint64]string `json:"profiles"` // node → profile during the window
+	// Nodes are the nodes' engines as they run in the window (the sizes the profile applied), the
+	// ranges each leads at its start, and the block cache's hit ratio over it.
+	Nodes map[uint64]*NodeEngine `json:"nodes"`
 	// Throughput is the operations per second of all tenants over the window; PerTenant each
 	// tenant's; Errors the failed operations.
 	Throughput float64            `json:"throughput_ops_s"`
@@ -183,15 +188,30 @@ type Arm struct {
 	From, To   float64            `json:"-"`
 }
 
+// NodeEngine is one node in an arm's window: the engine it runs (its profile and the sizes that
+// profile applied: block cache with the memtables' charge, one memtable, data block), the user
+// ranges it leads at the window's start (tenant/index, by start key), and its block cache's hit
+// ratio over the window (-1: the engine was replaced meanwhile or read nothing).
+type NodeEngine struct {
+	Profile     string   `json:"profile"`
+	CacheMiB    float64  `json:"cache_mib"`
+	MemTableMiB float64  `json:"memtable_mib"`
+	BlockKiB    int      `json:"block_kib"`
+	Leads       []string `json:"leads"`
+	HitRatio    float64  `json:"hit_ratio"`
+}
+
 // Reconfiguration is the node_profiles arm's transition: the level before the switch, its 10-s bins
 // until converged, the lowest bin's share of the level, and the failed operations.
 type Reconfiguration struct {
 	BeforeOpsS float64   `json:"before_ops_s"`
 	BinsOpsS   []float64 `json:"bins_ops_s"`
-	MinShare   float64   `json:"min_share"`
-	Errors     int64     `json:"errors"`
-	TookS      float64   `json:"took_s"`
-	Converged  bool      `json:"converged"`
+	// TenantBinsOpsS are the same bins per tenant: which tenant a dip is.
+	TenantBinsOpsS map[string][]float64 `json:"tenant_bins_ops_s"`
+	MinShare       float64              `json:"min_share"`
+	Errors         int64                `json:"errors"`
+	TookS          float64              `json:"took_s"`
+	Converged      bool                 `json:"converged"`
 	// Operators counts node_profiles' operators by kind and outcome; Plans are its plans as the
 	// decision log states them (class shares, groups, nodes).
 	Operators map[string]int `json:"operators"`
@@ -445,12 +465,14 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 		if err := stopper.SleepContext(ctx, e.o.Settle); err != nil {
 			return err
 		}
-		a := Arm{Name: name, Profiles: e.profiles(), From: now()}
+		a := Arm{Name: name, Profiles: e.profiles(), Nodes: e.engines(ctx), From: now()}
+		before := e.cacheCounts()
 		e.o.Progress("measuring " + name)
 		if err := stopper.SleepContext(ctx, e.o.Measure); err != nil {
 			return err
 		}
 		a.To = now()
+		hitRatios(a.Nodes, before, e.cacheCounts())
 		arms = append(arms, a)
 		return nil
 	}
@@ -459,6 +481,9 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	}
 	random, err := e.randomLeaders(ctx)
 	if err != nil {
+		return nil, reconf, err
+	}
+	if err := e.placeLeaders(ctx, random); err != nil {
 		return nil, reconf, err
 	}
 	if err := window("random-homogeneous"); err != nil {
@@ -605,6 +630,68 @@ func (e *experiment) profiles() map[uint64]string {
 	return out
 }
 
+// engines are the nodes' engines now and the user ranges each leads (tenant/index).
+func (e *experiment) engines(ctx context.Context) map[uint64]*NodeEngine {
+	out := map[uint64]*NodeEngine{}
+	for _, s := range e.sups {
+		n := s.Node()
+		if n == nil {
+			continue
+		}
+		st := n.Config().Storage
+		out[n.NodeID()] = &NodeEngine{Profile: n.Engine().Profile(), CacheMiB: mib(n.Engine().CacheBytes()),
+			MemTableMiB: mib(int64(st.MemTableBytes)), BlockKiB: n.Engine().BlockBytes() >> 10, HitRatio: -1}
+	}
+	rs, err := e.userRanges(ctx)
+	if err != nil {
+		return out
+	}
+	slices.SortFunc(rs, func(a, b *pb.RangeStatus) int { return bytes.Compare(a.Desc.StartKey, b.Desc.StartKey) })
+	ordinal := map[string]int{}
+	for _, r := range rs {
+		tenant, _, _ := strings.Cut(string(r.Desc.StartKey), "/")
+		name := fmt.Sprintf("%s/%d", tenant, ordinal[tenant])
+		ordinal[tenant]++
+		if ne := out[r.LeaderNodeId]; ne != nil {
+			ne.Leads = append(ne.Leads, name)
+		}
+	}
+	return out
+}
+
+func mib(b int64) float64 { return math.Round(float64(b)/(1<<20)*100) / 100 }
+
+// cacheCount is one engine's block cache hits and misses so far.
+type cacheCount struct {
+	engine       *storage.Engine
+	hits, misses int64
+}
+
+func (e *experiment) cacheCounts() map[uint64]cacheCount {
+	out := map[uint64]cacheCount{}
+	for _, s := range e.sups {
+		if n := s.Node(); n != nil {
+			st := n.Engine().Stats()
+			out[n.NodeID()] = cacheCount{n.Engine(), st.BlockCacheHits, st.BlockCacheMisses}
+		}
+	}
+	return out
+}
+
+// hitRatios sets each node's hit ratio between two counts of the same engine.
+func hitRatios(nodes map[uint64]*NodeEngine, before, after map[uint64]cacheCount) {
+	for id, ne := range nodes {
+		b, ok1 := before[id]
+		a, ok2 := after[id]
+		if !ok1 || !ok2 || a.engine != b.engine {
+			continue
+		}
+		if n := (a.hits - b.hits) + (a.misses - b.misses); n > 0 {
+			ne.HitRatio = math.Round(float64(a.hits-b.hits)/float64(n)*1000) / 1000
+		}
+	}
+}
+
 // userRanges are the user ranges with their voters and leader.
 func (e *experiment) userRanges(ctx context.Context) ([]*pb.RangeStatus, error) {
 	rs, err := e.cl.Ranges(ctx)
@@ -624,19 +711,43 @@ func voters(r *pb.RangeStatus) []uint64 {
 	return out
 }
 
-// randomLeaders gives each user range a leader drawn at random among its voters, and returns the
-// placement.
+// randomLeaders gives each user range a leader drawn at random among its voters, no node leading
+// more than ⌈ranges/nodes⌉ of them — HBase's randomized balancer, which the thesis's
+// Random-Homogeneous ran, spreads the regions evenly by count, blind to their load — and returns
+// the placement.
 func (e *experiment) randomLeaders(ctx context.Context) (map[uint64]uint64, error) {
 	rs, err := e.userRanges(ctx)
 	if err != nil {
 		return nil, err
 	}
-	place := map[uint64]uint64{}
-	for _, r := range rs {
-		v := voters(r)
-		place[r.Desc.RangeId] = v[e.rng.IntN(len(v))]
+	return randomPlacement(rs, len(e.sups), e.rng), nil
+}
+
+// randomPlacement draws, in a random order of the ranges, each one's leader at random among its
+// voters leading fewer than ⌈ranges/nodes⌉ so far; a draw that leaves a range whose voters are all
+// full is drawn again (the last of 100 draws is kept as it is).
+func randomPlacement(rs []*pb.RangeStatus, nodes int, rng *rand.Rand) map[uint64]uint64 {
+	limit := (len(rs) + nodes - 1) / max(nodes, 1)
+	var place map[uint64]uint64
+	for range 100 {
+		led := map[uint64]int{}
+		place = map[uint64]uint64{}
+		full := false
+		for _, i := range rng.Perm(len(rs)) {
+			v := voters(rs[i])
+			open := slices.DeleteFunc(slices.Clone(v), func(id uint64) bool { return led[id] >= limit })
+			if len(open) == 0 {
+				open, full = v, true
+			}
+			to := open[rng.IntN(len(open))]
+			place[rs[i].Desc.RangeId] = to
+			led[to]++
+		}
+		if !full {
+			break
+		}
 	}
-	return place, e.placeLeaders(ctx, place)
+	return place
 }
 
 // balanceLeaders spreads the leaderships by load: each range, costliest first (its leader's last
@@ -749,9 +860,15 @@ func (e *experiment) score(reports []*ycsb.Report, arms []Arm, reconf *Reconfigu
 			reconf.MinShare = 1
 			for t := a.From; t < a.To; t += 10 {
 				end := min(t+10, a.To)
-				ops, _, _ := sum(t, end)
+				ops, _, per := sum(t, end)
 				bin := float64(ops) / (end - t)
 				reconf.BinsOpsS = append(reconf.BinsOpsS, bin)
+				if reconf.TenantBinsOpsS == nil {
+					reconf.TenantBinsOpsS = map[string][]float64{}
+				}
+				for _, tn := range e.tenants {
+					reconf.TenantBinsOpsS[tn.Name] = append(reconf.TenantBinsOpsS[tn.Name], math.Round(float64(per[tn.Name])/(end-t)))
+				}
 				if reconf.BeforeOpsS > 0 && end-t >= 5 {
 					reconf.MinShare = min(reconf.MinShare, bin/reconf.BeforeOpsS)
 				}
