@@ -385,7 +385,7 @@ func match(nodes []Node, target []Assignment) []Assignment {
 	out := make([]Assignment, 0, len(nodes))
 	for i := 0; i < len(free); i++ {
 		n := free[i]
-		if !n.Pinned {
+		if !n.Pinned || n.Profile == Default { // a default node has no group to keep (only padding)
 			continue
 		}
 		bj, bestKeep := -1, -1
