@@ -34,7 +34,7 @@ func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, n
 	if d == nil {
 		return
 	}
-	lo, _ := storage.DataSpan(false, d.StartKey, d.EndKey)
+	lo, hi := storage.DataSpan(false, d.StartKey, d.EndKey)
 	in := accessstats.Input{PointReads: points, BlockBytes: n.eng.BlockBytes(),
 		Offset: func(k []byte) (uint64, error) {
 			if time.Now().After(placeBy) {
@@ -44,6 +44,9 @@ func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, n
 		}}
 	if rl.Leader {
 		in.Bytes = r.ApproximateBytes()
+		if ts, err := n.eng.Tables(lo, hi, false); err == nil { // in memory: the tables' list
+			in.Upper = accessstats.UpperShare(ts)
+		}
 	}
 	rep := n.access.Take(r.RangeID(), in, now)
 	rl.MeasuredReads, rl.MeasuredReadHits = rep.Measured, rep.Hits
@@ -116,7 +119,7 @@ func (n *Node) measureIndexFilter(context.Context) {
 		lo, hi := storage.DataSpan(false, d.StartKey, d.EndKey)
 		led = append(led, accessstats.Span{Lo: lo, Hi: hi})
 	}
-	b, err := n.indexFilter.Bytes(n.eng.DB(), led, time.Now())
+	b, err := n.indexFilter.Bytes(n.eng, led, time.Now())
 	if err != nil {
 		n.log.Debug("index and filter bytes", "err", err)
 		return

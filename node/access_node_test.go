@@ -62,7 +62,7 @@ func TestHeartbeatCarriesAccess(t *testing.T) {
 func checkIndexFilter(t *testing.T, nd *Node, st *pb.NodeStats) {
 	t.Helper()
 	lo, hi := storage.DataSpan(false, nil, nil)
-	tables, err := accessstats.ReadIndexFilter(nd.Engine().DB(), lo, hi)
+	tables, err := accessstats.ReadIndexFilter(nd.Engine(), lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,3 +73,46 @@ func (e *Engine) Offset(lo, key []byte) (uint64, error) {
 	}
 	return n, nil
 }
+
+// TableInfo is one of the engine's tables: its level (0 the newest), number, size and user-key
+// bounds (both inclusive), whether it is virtual, and, when its properties were read, the bytes of
+// its index and filter blocks (IndexFilterBytes, with HasProps).
+type TableInfo struct {
+	Level             int
+	Num, Size         uint64
+	Smallest, Largest []byte
+	Virtual           bool
+	IndexFilterBytes  uint64
+	HasProps          bool
+}
+
+// Tables lists the engine's tables whose user keys overlap [lo, hi) (every table when both are
+// nil). Listing is in memory; with props it also reads each physical table's properties, a disk
+// read for a table whose properties are not loaded yet, so callers read them rarely and remember
+// them by table number. A virtual table's properties are Pebble's scaled estimates, without index
+// and filter sizes: HasProps stays false.
+func (e *Engine) Tables(lo, hi []byte, props bool) ([]TableInfo, error) {
+	var opts []pebble.SSTablesOption
+	if props {
+		opts = append(opts, pebble.WithProperties())
+	}
+	if lo != nil || hi != nil {
+		opts = append(opts, pebble.WithKeyRangeFilter(lo, hi))
+	}
+	levels, err := e.db.SSTables(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("engine tables [%q, %q): %w", lo, hi, err)
+	}
+	var out []TableInfo
+	for l, ts := range levels {
+		for _, t := range ts {
+			ti := TableInfo{Level: l, Num: uint64(t.FileNum), Size: t.Size, Smallest: t.Smallest.UserKey,
+				Largest: t.Largest.UserKey, Virtual: t.Virtual}
+			if props && !t.Virtual && t.Properties != nil {
+				ti.IndexFilterBytes, ti.HasProps = t.Properties.IndexSize+t.Properties.FilterSize, true
+			}
+			out = append(out, ti)
+		}
+	}
+	return out, nil
+}

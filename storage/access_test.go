@@ -104,3 +104,41 @@ func TestBlockRoomBytes(t *testing.T) {
 		}
 	}
 }
+
+// Tables lists the tables of a span by level, with their index and filter bytes only when asked.
+func TestTables(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	b := e.NewBatch()
+	for i := range 2000 {
+		if err := b.Set(UserDataKey(fmt.Appendf(nil, "k%05d", i)), make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CompactAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := DataSpan(false, nil, nil)
+	plain, err := e.Tables(lo, hi, false)
+	if err != nil || len(plain) == 0 {
+		t.Fatalf("tables: %v, %v", plain, err)
+	}
+	withProps, err := e.Tables(lo, hi, true)
+	if err != nil || len(withProps) != len(plain) {
+		t.Fatalf("tables with properties: %d, %v; without: %d", len(withProps), err, len(plain))
+	}
+	for i, ti := range withProps {
+		if ti.Level != 6 || ti.Size == 0 || !ti.HasProps || ti.IndexFilterBytes == 0 || plain[i].HasProps {
+			t.Fatalf("table %+v (without properties %+v): want level 6, a size, index and filter bytes only when asked", ti, plain[i])
+		}
+	}
+	if none, err := e.Tables(UserDataKey([]byte("z")), UserDataKey([]byte("zz")), false); err != nil || len(none) != 0 {
+		t.Fatalf("a span without data: %v, %v", none, err)
+	}
+}

@@ -160,6 +160,9 @@ type Input struct {
 	Bytes      uint64
 	BlockBytes int
 	Offset     func(key []byte) (uint64, error)
+	// Upper is the range's data in the levels above its bottom one per byte of its bottom level's
+	// (UpperShare): the blocks a point read loads beside its bottom-level block (multiLevel).
+	Upper float64
 }
 
 // Report is one range's statistics over the window since its previous report.
@@ -227,7 +230,37 @@ func (t *Tracker) Take(rangeID uint64, in Input, now time.Time) Report {
 	}
 	r.Hist = histogram(all, s.cur.samples+s.prev.samples, s.cur.reads+s.prev.reads, s.cur.secs+s.prev.secs,
 		float64(in.Bytes)/float64(bb))
+	r.Hist = multiLevel(r.Hist, in.Upper, 1/float64(t.cfg.SampleEvery))
 	return r
+}
+
+// multiLevel is h, a range's blocks by their reads, as the block cache sees them when upper of the
+// range's bytes per byte of its bottom level lie in the levels above it. Che's approximation counts
+// one block per read, which holds on a compacted store; on one that has not compacted since it was
+// written, a rewritten key lies in more than one level, and each level's block is its own item in
+// the cache, with its own rate.
+//
+// h spans the range's bytes in every level (Input.Bytes, and the offsets the keys are placed by,
+// count them all), so 1/(1 + upper) of each bucket's blocks are the bottom level's. A key with a
+// newer version above is read from that level by a get, which stops at the newest version, and
+// from every level by a sampled read, an iterator: a bottom block keeps the reads of its keys that
+// have none above (1 − f of them, f = min(upper, 1)) and the sampled share of the others'. The
+// blocks above share the gets of the keys they hold (f of each bucket's reads) and take the
+// bucket's rate: a block above holds keys written since the last compaction, which for writes
+// spread like the reads are as popular as a bottom block's (for a hot key range written
+// elsewhere they are less: the prediction then keeps too many of them cached).
+func multiLevel(h usage.Histogram, upper, sampled float64) usage.Histogram {
+	if upper <= 0 || len(h) == 0 {
+		return h
+	}
+	f, bottom := math.Min(upper, 1), 1/(1+upper)
+	out := make(usage.Histogram, 0, 2*len(h))
+	for _, b := range h {
+		r, n := b.Rate/bottom, b.Blocks*bottom // per bottom block: all its keys' reads
+		out = append(out, usage.Bucket{Rate: r * (1 - f*(1-sampled)), Blocks: n},
+			usage.Bucket{Rate: r * f / upper, Blocks: n * upper})
+	}
+	return out
 }
 
 // histogram turns slot counts into block-access buckets: samples/reads/secs give the share of the

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
+	"github.com/shoaldb/shoal/storage"
 )
 
 // IndexFilter measures the bytes a node's block cache gives to index and filter blocks, which the
@@ -33,41 +33,31 @@ type IndexFilter struct {
 	read  time.Time         // when properties were last read
 }
 
-// Table is one of the engine's tables as IndexFilter sees it: its number, size and user-key
-// bounds (both inclusive), and whether it is virtual.
-type Table struct {
-	Num               uint64
-	Size              uint64
-	Smallest, Largest []byte
-	Virtual           bool
+// Tables lists an engine's tables overlapping [lo, hi) (storage.Engine.Tables), with their index
+// and filter bytes when props.
+type Tables interface {
+	Tables(lo, hi []byte, props bool) ([]storage.TableInfo, error)
 }
 
 // Span is a span of engine keys [Lo, Hi).
 type Span struct{ Lo, Hi []byte }
 
-// Bytes is the index and filter bytes of db's tables that overlap spans, at now.
-func (f *IndexFilter) Bytes(db *pebble.DB, spans []Span, now time.Time) (uint64, error) {
+// Bytes is the index and filter bytes of eng's tables that overlap spans, at now.
+func (f *IndexFilter) Bytes(eng Tables, spans []Span, now time.Time) (uint64, error) {
 	if len(spans) == 0 {
 		return 0, nil
 	}
-	levels, err := db.SSTables()
+	all, err := eng.Tables(nil, nil, false)
 	if err != nil {
 		return 0, fmt.Errorf("accessstats: list tables: %w", err)
 	}
-	var ts []Table
-	for _, l := range levels {
-		for _, t := range l {
-			ts = append(ts, Table{Num: uint64(t.FileNum), Size: t.Size, Smallest: t.Smallest.UserKey,
-				Largest: t.Largest.UserKey, Virtual: t.Virtual})
-		}
-	}
-	ts = Overlapping(ts, spans)
+	ts := Overlapping(all, spans)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.forget(ts)
 	if lo, hi, ok := f.unknown(ts); ok && !now.Before(f.read.Add(f.every())) {
 		f.read = now
-		if err := f.readProps(db, lo, hi); err != nil {
+		if err := f.readProps(eng, lo, hi); err != nil {
 			return 0, err
 		}
 	}
@@ -82,7 +72,7 @@ func (f *IndexFilter) every() time.Duration {
 }
 
 // forget drops the tables no longer among ts (compacted away), so the memo holds live tables only.
-func (f *IndexFilter) forget(ts []Table) {
+func (f *IndexFilter) forget(ts []storage.TableInfo) {
 	if f.known == nil {
 		f.known = map[uint64]uint64{}
 	}
@@ -99,7 +89,7 @@ func (f *IndexFilter) forget(ts []Table) {
 
 // unknown is the span of user keys [lo, hi] that covers ts's tables whose properties are not known
 // (false: none).
-func (f *IndexFilter) unknown(ts []Table) (lo, hi []byte, ok bool) {
+func (f *IndexFilter) unknown(ts []storage.TableInfo) (lo, hi []byte, ok bool) {
 	for _, t := range ts {
 		if _, seen := f.known[t.Num]; seen || t.Virtual {
 			continue
@@ -116,36 +106,34 @@ func (f *IndexFilter) unknown(ts []Table) (lo, hi []byte, ok bool) {
 }
 
 // readProps reads the properties of the physical tables overlapping [lo, hi] into the memo.
-func (f *IndexFilter) readProps(db *pebble.DB, lo, hi []byte) error {
+func (f *IndexFilter) readProps(eng Tables, lo, hi []byte) error {
 	end := append(append([]byte(nil), hi...), 0) // hi inclusive
-	m, err := ReadIndexFilter(db, lo, end)
+	m, err := ReadIndexFilter(eng, lo, end)
 	for n, b := range m {
 		f.known[n] = b
 	}
 	return err
 }
 
-// ReadIndexFilter reads the index and filter bytes of db's physical tables overlapping the user keys
-// [lo, hi) from their properties, by table number (virtual tables left out).
-func ReadIndexFilter(db *pebble.DB, lo, hi []byte) (map[uint64]uint64, error) {
-	levels, err := db.SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(lo, hi))
+// ReadIndexFilter reads the index and filter bytes of eng's physical tables overlapping the user
+// keys [lo, hi) from their properties, by table number (virtual tables left out).
+func ReadIndexFilter(eng Tables, lo, hi []byte) (map[uint64]uint64, error) {
+	ts, err := eng.Tables(lo, hi, true)
 	if err != nil {
 		return nil, fmt.Errorf("accessstats: table properties: %w", err)
 	}
 	out := map[uint64]uint64{}
-	for _, l := range levels {
-		for _, t := range l {
-			if !t.Virtual && t.Properties != nil {
-				out[uint64(t.FileNum)] = t.Properties.IndexSize + t.Properties.FilterSize
-			}
+	for _, t := range ts {
+		if t.HasProps {
+			out[t.Num] = t.IndexFilterBytes
 		}
 	}
 	return out, nil
 }
 
 // Overlapping is the tables of ts whose user keys overlap one of spans.
-func Overlapping(ts []Table, spans []Span) []Table {
-	var out []Table
+func Overlapping(ts []storage.TableInfo, spans []Span) []storage.TableInfo {
+	var out []storage.TableInfo
 	for _, t := range ts {
 		for _, s := range spans {
 			if bytes.Compare(t.Smallest, s.Hi) < 0 && bytes.Compare(t.Largest, s.Lo) >= 0 {
@@ -159,7 +147,7 @@ func Overlapping(ts []Table, spans []Span) []Table {
 
 // Estimate is the index and filter bytes of ts: known's for the tables it knows, the known tables'
 // bytes per table byte for the others (0 when it knows none).
-func Estimate(ts []Table, known map[uint64]uint64) uint64 {
+func Estimate(ts []storage.TableInfo, known map[uint64]uint64) uint64 {
 	var sum, knownSize, knownBytes, otherSize uint64
 	for _, t := range ts {
 		if b, ok := known[t.Num]; ok && !t.Virtual {
@@ -174,4 +162,27 @@ func Estimate(ts []Table, known map[uint64]uint64) uint64 {
 		sum += uint64(float64(otherSize) * float64(knownBytes) / float64(knownSize))
 	}
 	return sum
+}
+
+// UpperShare is the bytes of ts's tables above the deepest level among them per byte of that
+// level's (0 when they all lie in one level, or none): of a range's tables, how much of its data a
+// point read may find above the bottom level (Input.Upper). Tables count whole, so at the range's
+// edges a table it shares with a neighbour counts in full.
+func UpperShare(ts []storage.TableInfo) float64 {
+	bottom := -1
+	for _, t := range ts {
+		bottom = max(bottom, t.Level)
+	}
+	var up, down uint64
+	for _, t := range ts {
+		if t.Level == bottom {
+			down += t.Size
+		} else {
+			up += t.Size
+		}
+	}
+	if down == 0 {
+		return 0
+	}
+	return float64(up) / float64(down)
 }

@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/shoaldb/shoal/storage"
 )
 
-// propsSum is the index and filter bytes of db's physical tables overlapping [lo, hi).
-func propsSum(t *testing.T, db *pebble.DB, lo, hi []byte) uint64 {
+// propsSum is the index and filter bytes of e's physical tables overlapping [lo, hi).
+func propsSum(t *testing.T, e *storage.Engine, lo, hi []byte) uint64 {
 	t.Helper()
-	m, err := ReadIndexFilter(db, lo, hi)
+	m, err := ReadIndexFilter(e, lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,14 +23,18 @@ func propsSum(t *testing.T, db *pebble.DB, lo, hi []byte) uint64 {
 }
 
 // fill writes keys prefix000000.. of 100 bytes and flushes them into a table.
-func fill(t *testing.T, db *pebble.DB, prefix string, n int) {
+func fill(t *testing.T, e *storage.Engine, prefix string, n int) {
 	t.Helper()
+	b := e.NewBatch()
 	for i := 0; i < n; i++ {
-		if err := db.Set(fmt.Appendf(nil, "%s%06d", prefix, i), make([]byte, 100), pebble.NoSync); err != nil {
+		if err := b.Set(fmt.Appendf(nil, "%s%06d", prefix, i), make([]byte, 100)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := db.Flush(); err != nil {
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DB().Flush(); err != nil { // the engine flushes on its own only when its memtable is full
 		t.Fatal(err)
 	}
 }
@@ -40,7 +43,7 @@ func fill(t *testing.T, db *pebble.DB, prefix string, n int) {
 // every Every (estimating them at the known tables' bytes per byte until then) and forgets tables
 // compacted away.
 func TestIndexFilterBytes(t *testing.T) {
-	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), DisableAutomaticCompactions: true})
+	db, err := storage.Open(t.TempDir(), storage.Options{CreateIfMissing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func TestIndexFilterBytes(t *testing.T) {
 		t.Fatalf("a and b after Every: %d bytes, %d tables known; want %d, 2", got, len(f.known), exact)
 	}
 	// Compacted into new tables: the old ones are forgotten, the new ones read at the next chance.
-	if err := db.Compact(t.Context(), []byte("a"), []byte("c"), false); err != nil {
+	if err := db.DB().Compact(t.Context(), []byte("a"), []byte("c"), false); err != nil {
 		t.Fatal(err)
 	}
 	f.Bytes(db, ab, t0.Add(12*time.Second))
@@ -85,7 +88,7 @@ func TestIndexFilterBytes(t *testing.T) {
 // Estimate: known tables count their bytes, others the known bytes per table byte; virtual tables
 // are always estimated.
 func TestIndexFilterEstimate(t *testing.T) {
-	ts := []Table{{Num: 1, Size: 1000}, {Num: 2, Size: 3000}, {Num: 3, Size: 500, Virtual: true}}
+	ts := []storage.TableInfo{{Num: 1, Size: 1000}, {Num: 2, Size: 3000}, {Num: 3, Size: 500, Virtual: true}}
 	if got := Estimate(ts, map[uint64]uint64{1: 10, 3: 999}); got != 10+30+5 {
 		t.Fatalf("estimate %d, want 45", got)
 	}
@@ -93,7 +96,7 @@ func TestIndexFilterEstimate(t *testing.T) {
 		t.Fatalf("nothing known: %d", got)
 	}
 	spans := []Span{{Lo: []byte("c"), Hi: []byte("e")}}
-	tables := []Table{{Num: 1, Smallest: []byte("a"), Largest: []byte("c")}, {Num: 2, Smallest: []byte("e"), Largest: []byte("f")},
+	tables := []storage.TableInfo{{Num: 1, Smallest: []byte("a"), Largest: []byte("c")}, {Num: 2, Smallest: []byte("e"), Largest: []byte("f")},
 		{Num: 3, Smallest: []byte("d"), Largest: []byte("d")}}
 	if got := Overlapping(tables, spans); len(got) != 2 || got[0].Num != 1 || got[1].Num != 3 {
 		t.Fatalf("overlapping [c, e): %+v", got)
