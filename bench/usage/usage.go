@@ -148,8 +148,11 @@ type Probe struct {
 	// IndexFilterBytes is the room in each node's cache its index and filter blocks take from the
 	// data blocks, as its last heartbeat of the probe reported it (by node ID; node/accessstats).
 	IndexFilterBytes map[uint64]uint64 `json:"index_filter_bytes,omitempty"`
-	sample           planusage.Sample
-	polls            []heard
+	// Upper is the records' bytes above the bottom level per byte of it, the most of any node's at
+	// the probe's end (accessstats.UpperShare): how far from compacted the store was.
+	Upper  float64 `json:"upper_share"`
+	sample planusage.Sample
+	polls  []heard
 }
 
 // Report is a training run's outcome.
@@ -490,6 +493,14 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage, Nodes: float64(len(nodes))}
 	p.polls = polls
 	p.IndexFilterBytes = lastIndexFilter(polls)
+	lo, hi := storage.DataSpan(false, nil, nil)
+	for _, n := range nodes {
+		ts, err := n.Eng.Tables(lo, hi, false)
+		if err != nil {
+			return p, fmt.Errorf("probe %s: %w", kind, err)
+		}
+		p.Upper = max(p.Upper, accessstats.UpperShare(ts))
+	}
 	return p, nil
 }
 
@@ -631,6 +642,14 @@ type Check struct {
 	// index and filter blocks' share left in): for comparison.
 	PredictedHitLRU       float64 `json:"predicted_hit_lru"`
 	PredictedHitWholeRoom float64 `json:"predicted_hit_whole_room"`
+	// Upper is the probe's Probe.Upper.
+	Upper float64 `json:"upper_share"`
+	// PredictedSampledHit is PredictedHit as the sampled reads measure it. A sampled read is an
+	// iterator, which loads a block of every level holding its key, where a get stops at the
+	// newest: it hits only when all are cached. With a share f = min(Upper, 1) of the keys also
+	// above the bottom level, each block cached with the probability H the prediction gives, that
+	// is H − f·H·(1 − H) (on a compacted store H itself).
+	PredictedSampledHit float64 `json:"predicted_sampled_hit"`
 }
 
 // Accuracy sums the checks, over all of them and over the read-only workloads (Reads).
@@ -659,9 +678,12 @@ type AccuracySums struct {
 	// ModelMAE and ModelWorst: the model at the observed hit ratio (Che's approximation left out).
 	ModelMAE   float64 `json:"model_mae"`
 	ModelWorst float64 `json:"model_worst"`
-	// HitPointsMAE and HitPointsWorst: predicted against observed hit ratio, in points.
-	HitPointsMAE   float64 `json:"hit_points_mae"`
-	HitPointsWorst float64 `json:"hit_points_worst"`
+	// HitPointsMAE and HitPointsWorst: predicted against observed hit ratio, in points;
+	// SampledHitPointsMAE and SampledHitPointsWorst the same with PredictedSampledHit.
+	HitPointsMAE          float64 `json:"hit_points_mae"`
+	HitPointsWorst        float64 `json:"hit_points_worst"`
+	SampledHitPointsMAE   float64 `json:"sampled_hit_points_mae"`
+	SampledHitPointsWorst float64 `json:"sampled_hit_points_worst"`
 }
 
 // validated is one accuracy probe with what the model needs to predict it.
@@ -770,7 +792,7 @@ func (e *env) validate(ctx context.Context, rates []float64) ([]validated, error
 // load and the hit ratio Che's approximation gives its leaders' histograms in its cache.
 func check(m planusage.Model, v validated, nodes int) Check {
 	p := v.p
-	c := Check{Workload: v.workload, Store: v.store, Offered: p.Offered, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit,
+	c := Check{Workload: v.workload, Store: v.store, Offered: p.Offered, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit, Upper: p.Upper,
 		PredictedAtHit: m.Predict(p.Load, p.Hit) + float64(nodes-1)*m.Idle} // every node idles
 	var reads, hitReads, lruReads, wholeReads float64
 	for _, h := range p.polls {
@@ -789,6 +811,7 @@ func check(m planusage.Model, v validated, nodes int) Check {
 	if reads > 0 {
 		c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom = hitReads/reads, lruReads/reads, wholeReads/reads
 	}
+	c.PredictedSampledHit = c.PredictedHit - math.Min(c.Upper, 1)*c.PredictedHit*(1-c.PredictedHit)
 	return c
 }
 
@@ -806,8 +829,8 @@ func accuracy(m planusage.Model, vs []validated, nodes int, progress func(string
 	for _, v := range vs {
 		c := check(m, v, nodes)
 		if progress != nil {
-			progress(fmt.Sprintf("check %s (%s) at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f), hit observed %.3f predicted %.3f (LRU %.3f, whole room %.3f)",
-				c.Workload, c.Store, c.Offered, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.ObservedHit, c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom))
+			progress(fmt.Sprintf("check %s (%s, upper %.3f) at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f), hit observed %.3f predicted %.3f (as sampled %.3f; LRU %.3f, whole room %.3f)",
+				c.Workload, c.Store, c.Upper, c.Offered, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.ObservedHit, c.PredictedHit, c.PredictedSampledHit, c.PredictedHitLRU, c.PredictedHitWholeRoom))
 		}
 		acc.Checks = append(acc.Checks, c)
 	}
@@ -829,6 +852,9 @@ func sums(cs []Check, nodes int, keep func(Check) bool) AccuracySums {
 		s.UsageMAE += d
 		s.ModelMAE += dm
 		s.HitPointsMAE += dh
+		ds := 100 * math.Abs(c.PredictedSampledHit-c.ObservedHit)
+		s.SampledHitPointsMAE += ds
+		s.SampledHitPointsWorst = max(s.SampledHitPointsWorst, ds)
 		if c.Measured > 0 {
 			s.RelativeMAE += d / c.Measured
 		}
@@ -843,6 +869,7 @@ func sums(cs []Check, nodes int, keep func(Check) bool) AccuracySums {
 	}
 	k := float64(s.Checks)
 	s.UsageMAE, s.ModelMAE, s.HitPointsMAE, s.RelativeMAE = s.UsageMAE/k, s.ModelMAE/k, s.HitPointsMAE/k, s.RelativeMAE/k
+	s.SampledHitPointsMAE /= k
 	s.NodePointsMAE, s.NodePointsWorst = 100*s.UsageMAE/float64(nodes), 100*s.UsageWorst/float64(nodes)
 	return s
 }
