@@ -225,6 +225,10 @@
       cell(r, s ? bytes(s.disk_bytes) : "–", "num", "disk");
       cell(r, m && m.capacity_bytes ? pct(1 - m.available_bytes / m.capacity_bytes) + " of " + bytes(m.capacity_bytes) : "–", "num", "volume");
       cell(r, pct(d ? d.hit : null), "num", "hit");
+      // The usage model's figures (docs/design/usage.md): measured / predicted usage, 100 % saturated.
+      const u = n.usage;
+      const uc = cell(r, u ? pct(u.measured) + " / " + pct(u.predicted) : "–", "num", "usage");
+      if (u) uc.title = "hit ratio predicted " + pct(u.predicted_hit_ratio) + ", observed " + pct(u.observed_hit_ratio);
       cell(r, s ? s.l0_files : "–", "num", "l0");
       cell(r, s ? ago(s.heartbeat_ms) : "–", "muted", "heartbeat");
       r.addEventListener("click", (ev) => {
