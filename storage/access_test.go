@@ -9,23 +9,7 @@ import (
 // A sampled read reports the blocks it loaded: from disk once, then from the cache; its value and
 // absence agree with Get; a key's offset grows with the key.
 func TestGetWithStats(t *testing.T) {
-	e, err := Open(t.TempDir(), Options{CreateIfMissing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	b := e.NewBatch()
-	for i := range 2000 {
-		if err := b.Set(UserDataKey(fmt.Appendf(nil, "k%05d", i)), make([]byte, 100)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Commit(true); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.CompactAll(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e := compactedRecords(t)
 	k := UserDataKey([]byte("k01000"))
 	v, found, first, err := e.GetWithStats(k)
 	if err != nil || !found || len(v) != 100 {
@@ -107,23 +91,7 @@ func TestBlockRoomBytes(t *testing.T) {
 
 // Tables lists the tables of a span by level, with their index and filter bytes only when asked.
 func TestTables(t *testing.T) {
-	e, err := Open(t.TempDir(), Options{CreateIfMissing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	b := e.NewBatch()
-	for i := range 2000 {
-		if err := b.Set(UserDataKey(fmt.Appendf(nil, "k%05d", i)), make([]byte, 100)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Commit(true); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.CompactAll(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e := compactedRecords(t)
 	lo, hi := DataSpan(false, nil, nil)
 	plain, err := e.Tables(lo, hi, false)
 	if err != nil || len(plain) == 0 {
@@ -141,4 +109,27 @@ func TestTables(t *testing.T) {
 	if none, err := e.Tables(UserDataKey([]byte("z")), UserDataKey([]byte("zz")), false); err != nil || len(none) != 0 {
 		t.Fatalf("a span without data: %v, %v", none, err)
 	}
+}
+
+// compactedRecords is an engine holding records k00000…k01999 of 100 bytes, compacted.
+func compactedRecords(t *testing.T) *Engine {
+	t.Helper()
+	e, err := Open(t.TempDir(), Options{CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	b := e.NewBatch()
+	for i := range 2000 {
+		if err := b.Set(UserDataKey(fmt.Appendf(nil, "k%05d", i)), make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CompactAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
