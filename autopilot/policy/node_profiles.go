@@ -360,9 +360,17 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 	if len(ranges) == 0 || len(nodes) == 0 || (p.plan != nil && key == p.nodesKey && maps.Equal(classes, p.classes)) {
 		return
 	}
-	plan, err := profileplan.Make(ranges, nodes)
-	if err != nil {
-		return
+	// The same nodes and the same groups: only the ranges whose class changed move (Update);
+	// otherwise a new plan from the current layout.
+	plan, ok := profileplan.Plan{}, false
+	if p.plan != nil && key == p.nodesKey {
+		plan, ok = profileplan.Update(*p.plan, ranges, nodes)
+	}
+	if !ok {
+		var err error
+		if plan, err = profileplan.Make(ranges, nodes); err != nil {
+			return
+		}
 	}
 	p.plan, p.classes, p.nodesKey = &plan, classes, key
 	p.leadOn, p.profile = map[uint64]uint64{}, map[uint64]profileplan.Class{}

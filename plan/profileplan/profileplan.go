@@ -14,6 +14,7 @@ package profileplan
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 )
@@ -270,6 +271,26 @@ func Make(ranges []Range, nodes []Node) (Plan, error) {
 	if len(nodes) == 0 {
 		return Plan{}, fmt.Errorf("profileplan: no nodes")
 	}
+	p, served := grouped(ranges, len(nodes))
+	var target []Assignment
+	for _, c := range Classes {
+		k := p.Groups[c]
+		if k == 0 {
+			continue
+		}
+		sets, loads := LPT(served[c], k, 0)
+		for i := range sets {
+			target = append(target, Assignment{Profile: c, Ranges: sets[i], Load: loads[i]})
+		}
+	}
+	p.Assignments = preferVoters(match(nodes, target), ranges)
+	p.count(nodes)
+	return p, nil
+}
+
+// grouped classifies ranges and sizes the groups of n nodes: the plan's Classes, Shares and Groups,
+// and the ranges each group serves (a class without nodes merged into the nearest one's).
+func grouped(ranges []Range, n int) (Plan, map[Class][]Range) {
 	p := Plan{Classes: map[Class]int{}, Shares: map[Class]float64{}}
 	byClass := map[Class][]Range{}
 	load, total := map[Class]float64{}, 0.0
@@ -284,42 +305,35 @@ func Make(ranges []Range, nodes []Node) (Plan, error) {
 		byClass[c] = append(byClass[c], r)
 	}
 	if total == 0 { // no load yet: count ranges instead, as the thesis groups by partitions
-		for c, n := range p.Classes {
-			load[c] = float64(n)
+		for c, k := range p.Classes {
+			load[c] = float64(k)
 		}
 		total = float64(len(ranges))
 	}
 	for c, l := range load {
 		p.Shares[c] = l / total
 	}
-	p.Groups = Groups(load, len(nodes))
+	p.Groups = Groups(load, n)
 	served := map[Class][]Range{}
 	for _, c := range Classes {
 		m := Merge(c, p.Groups)
 		served[m] = append(served[m], byClass[c]...)
 	}
-	var target []Assignment
-	for _, c := range Classes {
-		k := p.Groups[c]
-		if k == 0 {
-			continue
-		}
-		sets, loads := LPT(served[c], k, 0)
-		for i := range sets {
-			target = append(target, Assignment{Profile: c, Ranges: sets[i], Load: loads[i]})
-		}
-	}
-	p.Assignments = preferVoters(match(nodes, target), ranges)
+	return p, served
+}
+
+// count sets Moves and Reprofiled: the ranges the plan puts on another node than nodes' current
+// layout, and the nodes whose profile it changes.
+func (p *Plan) count(nodes []Node) {
 	holder := map[uint64]uint64{}
+	profile := map[uint64]Class{}
 	for _, n := range nodes {
 		for _, r := range n.Ranges {
 			holder[r] = n.ID
 		}
-	}
-	profile := map[uint64]Class{}
-	for _, n := range nodes {
 		profile[n.ID] = n.Profile
 	}
+	p.Moves, p.Reprofiled = 0, 0
 	for _, a := range p.Assignments {
 		if profile[a.Node] != a.Profile {
 			p.Reprofiled++
@@ -330,7 +344,83 @@ func Make(ranges []Range, nodes []Node) (Plan, error) {
 			}
 		}
 	}
-	return p, nil
+}
+
+// Update brings plan prev to ranges with the fewest moves, when the groups come out as prev's (the
+// same nodes per class, on the same nodes): each range stays on its planned node while its class
+// is still that node's profile; a range new to the plan or whose class changed goes to the least
+// loaded node of its group, one holding a voter of it if that raises the group's highest load by
+// at most VoterSlack; ranges gone leave. Making the plan again instead re-ran LPT on loads that had
+// drifted, and moved ranges of unchanged classes between the nodes of a group. ok is false when
+// the groups or the nodes differ from prev's: then Make plans afresh.
+func Update(prev Plan, ranges []Range, nodes []Node) (p Plan, ok bool) {
+	p, served := grouped(ranges, len(nodes))
+	if !maps.Equal(p.Groups, prev.Groups) || len(prev.Assignments) != len(nodes) {
+		return p, false
+	}
+	at := map[uint64]int{}     // node → its index in p.Assignments
+	was := map[uint64]uint64{} // range → its node in prev
+	for i, a := range prev.Assignments {
+		if !slices.ContainsFunc(nodes, func(n Node) bool { return n.ID == a.Node }) {
+			return p, false
+		}
+		at[a.Node] = i
+		p.Assignments = append(p.Assignments, Assignment{Node: a.Node, Profile: a.Profile})
+		for _, r := range a.Ranges {
+			was[r] = a.Node
+		}
+	}
+	var moved []Range
+	for _, c := range Classes {
+		for _, r := range served[c] {
+			if n, ok := was[r.ID]; ok && p.Assignments[at[n]].Profile == c {
+				a := &p.Assignments[at[n]]
+				a.Ranges, a.Load = append(a.Ranges, r.ID), a.Load+r.Mix.Cost()
+				continue
+			}
+			moved = append(moved, r)
+		}
+	}
+	slices.SortStableFunc(moved, func(a, b Range) int { return cmp.Compare(b.Mix.Cost(), a.Mix.Cost()) })
+	for _, r := range moved {
+		place(p.Assignments, r, Merge(classOf(r), p.Groups))
+	}
+	p.count(nodes)
+	return p, true
+}
+
+func classOf(r Range) Class {
+	if r.Class != "" {
+		return r.Class
+	}
+	return Classify(r.Mix)
+}
+
+// place puts r on the least loaded node of profile c, or on the least loaded of them holding a voter
+// of r when that keeps the group's highest load within VoterSlack of what it would be.
+func place(as []Assignment, r Range, c Class) {
+	best, voter := -1, -1
+	top := 0.0
+	for i, a := range as {
+		if a.Profile != c {
+			continue
+		}
+		top = max(top, a.Load)
+		if best < 0 || a.Load < as[best].Load {
+			best = i
+		}
+		if slices.Contains(r.Voters, a.Node) && (voter < 0 || a.Load < as[voter].Load) {
+			voter = i
+		}
+	}
+	if best < 0 {
+		return
+	}
+	limit := max(top, as[best].Load+r.Mix.Cost()) * (1 + VoterSlack)
+	if voter >= 0 && as[voter].Load+r.Mix.Cost() <= limit {
+		best = voter
+	}
+	as[best].Ranges, as[best].Load = append(as[best].Ranges, r.ID), as[best].Load+r.Mix.Cost()
 }
 
 // preferVoters moves each range whose planned node holds no voter of it to the least loaded node of

@@ -276,6 +276,63 @@ func TestMakeKeepsThePinnedNodesProfile(t *testing.T) {
 	}
 }
 
+// Update moves only the range whose class changed, to the least loaded node of its group, while
+// the groups stay as they were; the ranges of unchanged classes stay where the plan put them,
+// though their loads drifted. When the groups change it declines, and Make plans afresh.
+func TestUpdateMovesOnlyRangesThatChangedClass(t *testing.T) {
+	rs := []Range{
+		{ID: 1, Mix: Mix{Reads: 500}}, {ID: 2, Mix: Mix{Reads: 400}}, {ID: 3, Mix: Mix{Reads: 100}},
+		{ID: 4, Mix: Mix{Reads: 100}}, {ID: 5, Mix: Mix{Writes: 300}}, {ID: 6, Mix: Mix{Reads: 100, Writes: 100}},
+	}
+	var nodes []Node
+	for i := range 4 {
+		nodes = append(nodes, Node{ID: uint64(i + 1), Profile: Default})
+	}
+	prev, err := Make(rs, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := func(p Plan) map[uint64]uint64 {
+		out := map[uint64]uint64{}
+		for _, a := range p.Assignments {
+			for _, r := range a.Ranges {
+				out[r] = a.Node
+			}
+		}
+		return out
+	}
+	before := on(prev)
+	now := make([]Node, len(prev.Assignments)) // the cluster as the plan left it
+	for i, a := range prev.Assignments {
+		now[i] = Node{ID: a.Node, Profile: a.Profile, Ranges: a.Ranges}
+	}
+	// r2's load drifted and r3 turned write: read 900 → 2 nodes, write 400 → 1, read/write 200 → 1,
+	// as before.
+	rs[1].Mix.Reads, rs[2].Mix = 700, Mix{Writes: 100}
+	p, ok := Update(prev, rs, now)
+	if !ok {
+		t.Fatalf("groups %v, before %v: Update declined", p.Groups, prev.Groups)
+	}
+	after := on(p)
+	writeNode := before[5]
+	for id, n := range after {
+		switch {
+		case id == 3 && n != writeNode:
+			t.Errorf("r3 (now write) on n%d, want the write node n%d", n, writeNode)
+		case id != 3 && n != before[id]:
+			t.Errorf("r%d moved from n%d to n%d", id, before[id], n)
+		}
+	}
+	if p.Moves != 1 || p.Reprofiled != 0 || len(after) != len(rs) {
+		t.Fatalf("%d moves, %d reprofiled, %d ranges placed: want 1, 0, %d", p.Moves, p.Reprofiled, len(after), len(rs))
+	}
+	// r6 turns read: no read/write range is left, the groups change, Update declines.
+	rs[5].Mix = Mix{Reads: 200}
+	if _, ok := Update(prev, rs, now); ok {
+		t.Fatal("groups changed, Update did not decline")
+	}
+}
+
 // Alg. 1: nodes are added 1, 2, 4, 8 while the cluster stays overloaded, one removed at a time when
 // it is underloaded, and the step starts again at 1.
 func TestResizer(t *testing.T) {
