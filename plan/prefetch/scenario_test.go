@@ -9,10 +9,9 @@ import (
 // scenarioWindow is a window node/jobs planned in `shoal bench scan-jobs` with 6 spans and 12 jobs
 // (Zipf 1.2, seed 1), 2.25 s after the first runs were due: 3 nodes, 6 spans of 6 000 rows of 1 KiB
 // (span s on node s mod 3), 12 jobs every 15 s reading at 6 MiB/s (2 slots of 0.5 s) with nine tenths of their
-// deadlines, 10 MiB/s of disk left by the foreground and 24 MiB of cache per node. The plan the
-// scenario reported from this window had 3.30 times the LP bound's peak: on node 1, span 1's runs at
-// slots 26 and 29 need two copies, and the second could be read only in the 3 slots before its run
-// (or its run's own 3), at 4 MiB/s, where the LP spreads it over all 6.
+// deadlines, 10 MiB/s of disk left by the foreground and 24 MiB of cache per node. On node 1, span
+// 1's runs at slots 26 and 29 share one copy: as two copies, the second could be read only in the 3
+// slots between them (or its run's own 3), at 4 MiB/s, 3.30 times the LP's peak.
 func scenarioWindow() *Instance {
 	in := &Instance{Slot: 500 * time.Millisecond, Horizon: 60}
 	for n := 0; n < 3; n++ {
