@@ -34,7 +34,7 @@ func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, n
 	if d == nil {
 		return
 	}
-	lo, hi := storage.DataSpan(false, d.StartKey, d.EndKey)
+	lo, _ := storage.DataSpan(false, d.StartKey, d.EndKey)
 	in := accessstats.Input{PointReads: points, BlockBytes: n.eng.BlockBytes(),
 		Offset: func(k []byte) (uint64, error) {
 			if time.Now().After(placeBy) {
@@ -44,9 +44,7 @@ func (n *Node) fillAccess(rl *pb.RangeLoad, r *replica.Replica, points uint64, n
 		}}
 	if rl.Leader {
 		in.Bytes = r.ApproximateBytes()
-		if ts, err := n.eng.Tables(lo, hi, false); err == nil { // in memory: the tables' list
-			in.Upper = accessstats.UpperShare(ts)
-		}
+		in.Upper = n.indexFilter.Upper(lo) // listed with the index and filter bytes (≤ 2 s old)
 	}
 	rep := n.access.Take(r.RangeID(), in, now)
 	rl.MeasuredReads, rl.MeasuredReadHits = rep.Measured, rep.Hits

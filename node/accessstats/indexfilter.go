@@ -29,8 +29,9 @@ type IndexFilter struct {
 	Every time.Duration
 
 	mu    sync.Mutex
-	known map[uint64]uint64 // table number → its index and filter blocks' bytes
-	read  time.Time         // when properties were last read
+	known map[uint64]uint64  // table number → its index and filter blocks' bytes
+	read  time.Time          // when properties were last read
+	upper map[string]float64 // a span's start → its UpperShare, as of the last Bytes
 }
 
 // Tables lists an engine's tables overlapping [lo, hi) (storage.Engine.Tables), with their index
@@ -52,8 +53,13 @@ func (f *IndexFilter) Bytes(eng Tables, spans []Span, now time.Time) (uint64, er
 		return 0, fmt.Errorf("accessstats: list tables: %w", err)
 	}
 	ts := Overlapping(all, spans)
+	upper := make(map[string]float64, len(spans))
+	for _, s := range spans {
+		upper[string(s.Lo)] = UpperShare(Overlapping(ts, []Span{s}))
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.upper = upper
 	f.forget(ts)
 	if lo, hi, ok := f.unknown(ts); ok && !now.Before(f.read.Add(f.every())) {
 		f.read = now
@@ -62,6 +68,15 @@ func (f *IndexFilter) Bytes(eng Tables, spans []Span, now time.Time) (uint64, er
 		}
 	}
 	return Estimate(ts, f.known), nil
+}
+
+// Upper is the UpperShare of the span starting at lo as the last Bytes listed its tables (0 when
+// it was not among its spans): one listing of the tables serves every range, where each range's
+// own would scan all of them.
+func (f *IndexFilter) Upper(lo []byte) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.upper[string(lo)]
 }
 
 func (f *IndexFilter) every() time.Duration {

@@ -83,6 +83,23 @@ func TestIndexFilterBytes(t *testing.T) {
 	if got, _ = f.Bytes(db, ab, t0.Add(30*time.Second)); got != exact {
 		t.Fatalf("after the compaction: %d bytes, want %d", got, exact)
 	}
+	// Compacted, the span's tables lie in one level; a fifth of a rewritten into a table above it
+	// is a share of that table's size per byte of the level below.
+	if u := f.Upper(ab[0].Lo); u != 0 {
+		t.Fatalf("compacted span: upper share %.3f", u)
+	}
+	fill(t, db, "a", 2000)
+	f.Bytes(db, ab, t0.Add(31*time.Second))
+	ts, err := db.Tables([]byte("a"), []byte("c"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, want := f.Upper(ab[0].Lo), UpperShare(ts); u != want || u < 0.1 || u > 0.3 {
+		t.Fatalf("a fifth of a rewritten above: upper share %.3f, its tables' %.3f", u, want)
+	}
+	if u := f.Upper([]byte("b")); u != 0 {
+		t.Fatalf("a span not asked for: %.3f", u)
+	}
 }
 
 // Estimate: known tables count their bytes, others the known bytes per table byte; virtual tables
