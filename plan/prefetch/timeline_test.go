@@ -1,6 +1,7 @@
 package prefetch
 
 import (
+	"math/rand/v2"
 	"testing"
 )
 
@@ -63,5 +64,34 @@ func TestTimeline(t *testing.T) {
 				t.Errorf("demand reads peak %v, want %v (the base load counts)", dr.Peak, tc.demandReadPk)
 			}
 		})
+	}
+}
+
+// With base loads on the nodes, the LP bound stays at most every strategy's peak, and an admitted
+// job still makes its deadline within the budgets the base leaves.
+func TestBaseLoadBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 17))
+	for k := 0; k < 60; k++ {
+		in := randomInstance(rng)
+		for n := range in.Nodes {
+			base := make([]float64, rng.IntN(in.Horizon))
+			for t := range base {
+				base[t] = 400 * rng.Float64()
+			}
+			in.Nodes[n].Base = base
+		}
+		for _, s := range Strategies {
+			_, res := mustMake(t, in, s)
+			if s == Planner && (res.OnTime != res.Admitted || res.Overload > 1e-6 || res.CacheOverflow > 1e-6) {
+				t.Fatalf("instance %d: %d runs admitted, %d on time; overload %v, cache overflow %v", k, res.Admitted, res.OnTime, res.Overload, res.CacheOverflow)
+			}
+			lb, err := LowerBound(in, Options{}, res.RunOnTime)
+			if err != nil {
+				t.Fatalf("instance %d: %s: bound over its %d on-time runs: %v", k, s, res.OnTime, err)
+			}
+			if lb > res.Peak*(1+1e-6)+1e-6 {
+				t.Fatalf("instance %d: %s: lower bound %v above its peak %v", k, s, lb, res.Peak)
+			}
+		}
 	}
 }
