@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,13 +26,16 @@ type rollMode struct {
 	// lowStart starts the container with a CPU weight of lowShares, raised back to Docker's
 	// default once the node serves: the peers keep the cores while it opens its store.
 	lowStart bool
+	// rate paces this pass's load (operations a second, 0: a closed loop); -1: SHOAL_ROLLING_RATE's.
+	rate float64
 }
 
 // lowShares is a starting container's cgroup CPU weight (Docker's default is 1024).
 const lowShares = 128
 
 // rollingModes parses SHOAL_ROLLING_MODES ("hooks,kill" by default): a comma-separated list of
-// actions (hooks, noop, kill), each with optional "+compose" and "+low" (rollMode).
+// actions (hooks, noop, kill), each with optional "+compose" and "+low" (rollMode) and "@N", the
+// pass's own pace in operations a second (hooks@1500).
 func rollingModes(t *testing.T) []rollMode {
 	v := os.Getenv("SHOAL_ROLLING_MODES")
 	if v == "" {
@@ -39,8 +43,17 @@ func rollingModes(t *testing.T) []rollMode {
 	}
 	var modes []rollMode
 	for _, name := range strings.Split(v, ",") {
-		parts := strings.Split(strings.TrimSpace(name), "+")
-		m := rollMode{name: strings.Join(parts, "+"), action: parts[0]}
+		name = strings.TrimSpace(name)
+		m := rollMode{name: name, rate: -1}
+		if spec, pace, ok := strings.Cut(name, "@"); ok {
+			r, err := strconv.ParseFloat(pace, 64)
+			if err != nil || r < 0 {
+				t.Fatalf("SHOAL_ROLLING_MODES: %q: want @operations a second", name)
+			}
+			name, m.rate = spec, r
+		}
+		parts := strings.Split(name, "+")
+		m.action = parts[0]
 		if !slices.Contains([]string{"hooks", "noop", "kill"}, m.action) {
 			t.Fatalf("SHOAL_ROLLING_MODES: %q: want hooks, noop or kill, each with optional +compose, +low", name)
 		}
@@ -215,13 +228,13 @@ func secondTable(m modeReport) []string {
 }
 
 func TestRollingModesParse(t *testing.T) {
-	t.Setenv("SHOAL_ROLLING_MODES", "noop, hooks+compose,hooks+low,kill")
+	t.Setenv("SHOAL_ROLLING_MODES", "noop, hooks+compose,hooks+low@1500,kill")
 	got := rollingModes(t)
 	want := []rollMode{
-		{name: "noop", action: "noop"},
-		{name: "hooks+compose", action: "hooks", viaCompose: true},
-		{name: "hooks+low", action: "hooks", lowStart: true},
-		{name: "kill", action: "kill"},
+		{name: "noop", action: "noop", rate: -1},
+		{name: "hooks+compose", action: "hooks", viaCompose: true, rate: -1},
+		{name: "hooks+low@1500", action: "hooks", lowStart: true, rate: 1500},
+		{name: "kill", action: "kill", rate: -1},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)

@@ -37,7 +37,7 @@ import (
 // loop, every thread as fast as the cluster answers). SHOAL_ROLLING_MODES picks the passes (default
 // "hooks,kill"; rollingModes): "noop" runs no-op hooks (the docker exec without the drain), "+compose"
 // stops and starts through docker-compose instead of the docker CLI, "+low" starts a node at a low CPU
-// weight until it serves. Each second's CPU (host, each container, the load, the rest) and the
+// weight until it serves, "@N" paces that pass alone (hooks@1500). Each second's CPU (host, each container, the load, the rest) and the
 // test's own commands are logged beside the latency.
 func TestRollingRestartCompose(t *testing.T) {
 	if os.Getenv("SHOAL_DOCKER_TESTS") != "1" {
@@ -100,7 +100,11 @@ func TestRollingRestartCompose(t *testing.T) {
 	for _, spec := range rollingModes(t) {
 		t.Run(spec.name, func(t *testing.T) {
 			h.t = t
-			m := h.runMode(spec, rate, logDir)
+			r := rate
+			if spec.rate >= 0 {
+				r = spec.rate
+			}
+			m := h.runMode(spec, r, logDir)
 			report.Modes = append(report.Modes, m)
 		})
 	}
