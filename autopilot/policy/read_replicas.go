@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shoaldb/shoal/autopilot/executor"
@@ -176,9 +177,10 @@ func (p *ReadReplicas) Propose(c *model.Cluster, pending []*operator.Operator) [
 		return nil
 	}
 	free := p.snapshotSlots(c, pending)
-	ops := p.additions(c, v, ranges, nodes, free)
-	ops = append(ops, p.relief(c, v, nodes, free, p.cfg.MaxPerRound-len(ops))...)
-	return append(ops, p.removals(c, v, ranges, nodes, free, p.cfg.MaxPerRound-len(ops))...)
+	ops, added := p.additions(c, v, ranges, nodes, free)
+	relief := p.relief(c, v, nodes, free, p.cfg.MaxPerRound-added)
+	ops = append(ops, relief...)
+	return append(ops, p.removals(c, v, ranges, nodes, free, p.cfg.MaxPerRound-added-len(relief))...)
 }
 
 // endRound folds a round's reads into each range's popularity (eq. 4.1, in reads per second: a
@@ -374,15 +376,19 @@ func (p *ReadReplicas) plan(ranges []*model.Range, nodes []uint64, gamma float64
 // additions proposes learners for each range, hottest first (by weight), whose reads the plan cannot
 // fit on its replicas within the rooms: on each of the plan's nodes for it, if snapshot slots are
 // free there and on its leader, at most MaxPerRound in all.
-func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Range, nodes []uint64, free map[uint64]int) []*operator.Operator {
+func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Range, nodes []uint64, free map[uint64]int) ([]*operator.Operator, int) {
 	pl, rooms, bin, err := p.plan(ranges, nodes, p.cfg.Imbalance, nil)
 	if err != nil || pl.Created() == 0 {
-		return nil
+		return nil, 0
 	}
 	order := slices.Clone(ranges)
 	slices.SortStableFunc(order, func(a, b *model.Range) int { return cmp.Compare(p.weight(b), p.weight(a)) })
 	var ops []*operator.Operator
+	added := 0
 	for _, r := range order {
+		if added >= p.cfg.MaxPerRound {
+			break
+		}
 		if v.busy[r.ID] || p.weight(r) < p.cfg.MinReads || p.cooling(r) {
 			continue
 		}
@@ -393,25 +399,44 @@ func (p *ReadReplicas) additions(c *model.Cluster, v *view, ranges []*model.Rang
 			}
 		}
 		// Every learner the plan names for the range at once (a hot set that moved needs them now),
-		// as far as MaxPerRound and the snapshot slots allow.
+		// as far as MaxPerRound and the snapshot slots allow: one operator, its steps one after the
+		// other (the executor runs one operator a range).
+		var steps []operator.Step
+		var parts []string
 		for b, n := range nodes { // least read first
-			if len(ops) >= p.cfg.MaxPerRound {
-				return ops
+			if added+len(steps) >= p.cfg.MaxPerRound {
+				break
 			}
 			if !pl.New[b][r.ID] || r.HasReplica(n) || !takeSlot(free, r, n) {
 				continue
 			}
-			op := operator.NewAddLearner(NameReadReplicas, c.Now, r, n, fmt.Sprintf(
-				"r%d is read %.0f/s (%s): its %d replicas take %d within rooms of %d (γ %.0f %%), a read replica on n%d the next %d (+%s; planned makespan %d)",
-				r.ID, p.rate[r.ID], p.popText(r), len(r.Replicas), held, rooms[b], 100*p.cfg.Imbalance, n,
-				pl.Bins[b][r.ID], model.FormatBytes(r.Bytes), pl.Makespan()))
-			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: 1}
-			ops = append(ops, op)
-			p.keep(r.ID, n, p.weight(r))
-			v.busy[r.ID] = true // relief below adds no other learner this round
+			steps = append(steps, operator.AddLearner{Node: n})
+			parts = append(parts, fmt.Sprintf("n%d the next %d within a room of %d", n, pl.Bins[b][r.ID], rooms[b]))
 		}
+		if len(steps) == 0 {
+			continue
+		}
+		op := operator.New(operator.KindAddLearner, NameReadReplicas, c.Now, r, fmt.Sprintf(
+			"r%d is read %.0f/s (%s): its %d replicas take %d within rooms (γ %.0f %%), %s on %s (+%s each; planned makespan %d)",
+			r.ID, p.rate[r.ID], p.popText(r), len(r.Replicas), held, 100*p.cfg.Imbalance, readReplicas(len(steps)),
+			strings.Join(parts, ", "), model.FormatBytes(r.Bytes), pl.Makespan()), steps...)
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricRangeReplicas, Range: r.ID, Before: float64(len(r.Replicas)), Delta: float64(len(steps))}
+		ops = append(ops, op)
+		for _, st := range steps {
+			p.keep(r.ID, st.(operator.AddLearner).Node, p.weight(r))
+		}
+		added += len(steps)
+		v.busy[r.ID] = true // relief below adds no other learner this round
 	}
-	return ops
+	return ops, added
+}
+
+// readReplicas says "a read replica" or "n read replicas".
+func readReplicas(n int) string {
+	if n == 1 {
+		return "a read replica"
+	}
+	return fmt.Sprintf("%d read replicas", n)
 }
 
 // relief proposes, for each node whose heartbeats show more reads than its room — (1+γ) times its
