@@ -9,12 +9,14 @@ package readreplicas
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/shoaldb/shoal/autopilot"
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/report"
@@ -161,9 +164,9 @@ type Arm struct {
 	NodeLeaders []int `json:"node_leaders"`
 	// After the hot set moved (at MovedAt): the reads' p99 over the Shift window, each 1-s window's
 	// p99 (the reads completed in it, each timed from its scheduled start, so a backlog counts as
-	// the wait it is), the seconds until p99 recovered (the end of the last 1-s window over twice the
-	// p99 before the move, 10 ms at least: within it from then on; 0: never over; −1: still over at
-	// the end), and the learners at its end. ShiftNodeReads and ShiftNodeDiskOps are each node's
+	// the wait it is), the seconds until p99 recovered (see recovery: the end of the last 1-s window
+	// over twice the p99 before the move, 10 ms at least, whose 5-s span is over it too; 0: never
+	// over; −1: still over at the end), and the learners at its end. ShiftNodeReads and ShiftNodeDiskOps are each node's
 	// reads and disk operations per second over the window's last 10 s, ShiftLearnerReads each
 	// learner's reads per second then ("r10@n2 150/s"): whether the reads went to the new learners.
 	MovedAt        time.Time `json:"moved_at"`
@@ -287,13 +290,17 @@ func runArm(ctx context.Context, dir string, o Options, uniform int) (Arm, error
 	}
 	w.stop()
 	if uniform < 0 {
-		ds, _, err := cl.Decisions(ctx)
+		_, raw, err := cl.Decisions(ctx)
 		if err != nil {
 			return a, err
 		}
+		var ds []decisions.Entry
+		if err := json.Unmarshal(raw, &ds); err != nil {
+			return a, fmt.Errorf("decisions: %w", err)
+		}
 		for _, d := range ds {
 			if d.Policy == policy.NameReadReplicas {
-				a.Decisions = append(a.Decisions, fmt.Sprintf("%s %s %s: %s", sinceMove(d.Time, a.MovedAt), d.Operator, d.Status, d.Reason))
+				a.Decisions = append(a.Decisions, fmt.Sprintf("%s %s %s%s: %s", sinceMove(d.Time, a.MovedAt), d.Operator, d.Status, stepTimes(d.Steps), d.Reason))
 			}
 		}
 	}
@@ -306,6 +313,39 @@ const shiftWindow = time.Second
 // shiftTail is the end of the shift window whose per-node and per-learner reads are reported: where
 // the reads went once the learners came.
 const shiftTail = 10 * time.Second
+
+// recoverySpan is how many windows a window's excess must stand for to count (see recovery).
+const recoverySpan = 5
+
+// recovery is the windows after the move until the reads' p99 is back within limit (ms): the end
+// of the last window over it (or with no read completed) whose span — it and the span−1 windows
+// after it, or the last span windows at the end — is over it too. A single second's noise (a
+// window's p99 is its ten slowest reads) does not count unless it moves the p99 of its span; a
+// backlog does. 0: none over; −1: the last span is over (not back at the end).
+func recovery(windows []*hdrhistogram.Histogram, limit float64, span int) float64 {
+	n := len(windows)
+	span = min(span, n)
+	over := func(from, to int) bool { // the windows [from, to) merged
+		h := report.NewHist()
+		for _, w := range windows[from:to] {
+			if w.TotalCount() == 0 {
+				return true
+			}
+			h.Merge(w)
+		}
+		return float64(h.ValueAtQuantile(99))/1000 > limit
+	}
+	if n == 0 || over(n-span, n) {
+		return -1
+	}
+	for i := n - 1; i >= 0; i-- {
+		from := min(i, n-span)
+		if over(i, i+1) && over(from, from+span) {
+			return float64(i + 1)
+		}
+	}
+	return 0
+}
 
 // followShift moves the hot set (shifted ranks) and follows the reads' p99 in 1-s windows for
 // o.Shift: how long until it recovers, where the reads went over its last 10 s, and the learners at
@@ -323,6 +363,7 @@ func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.
 	var before []map[uint64]uint64
 	var devBefore []emudisk.Stats
 	var tailAt time.Time
+	windows := make([]*hdrhistogram.Histogram, 0, n)
 	for i := range n {
 		if i == tail {
 			before, devBefore, tailAt = nodeReads(c), deviceStats(c), time.Now()
@@ -333,15 +374,10 @@ func (a *Arm) followShift(ctx context.Context, c *benchutil.Cluster, cl *client.
 		h, e := w.take()
 		errs += e
 		all.Merge(h)
-		p99 := float64(h.ValueAtQuantile(99)) / 1000
-		a.ShiftWindowsMs = append(a.ShiftWindowsMs, p99)
-		if p99 > limit || h.TotalCount() == 0 {
-			a.RecoverS = (time.Duration(i+1) * shiftWindow).Seconds() // within the limit from the end of this window on
-		}
+		windows = append(windows, h)
+		a.ShiftWindowsMs = append(a.ShiftWindowsMs, float64(h.ValueAtQuantile(99))/1000)
 	}
-	if a.RecoverS >= (time.Duration(n) * shiftWindow).Seconds() {
-		a.RecoverS = -1 // over the limit at the end
-	}
+	a.RecoverS = recovery(windows, limit, recoverySpan) * shiftWindow.Seconds()
 	el := time.Since(a.MovedAt).Seconds()
 	a.ShiftP99Ms, a.ShiftErrors, a.ShiftReadsPerS = float64(all.ValueAtQuantile(99))/1000, errs, float64(all.TotalCount())/el
 	a.fillShiftTail(c, before, devBefore, time.Since(tailAt).Seconds())
@@ -382,14 +418,25 @@ func (a *Arm) fillShiftTail(c *benchutil.Cluster, before []map[uint64]uint64, de
 	sort.Strings(a.ShiftLearnerReads)
 }
 
-// sinceMove is a decision's time as seconds since the hot set moved ("+4.2s", "-30.1s"), or as
-// logged if it does not parse.
-func sinceMove(at string, moved time.Time) string {
-	t, err := time.Parse(time.RFC3339Nano, at)
-	if err != nil || moved.IsZero() {
-		return at
+// stepTimes is how long each of a decision's steps took (" [add-learner n2 4.1s]"): where a
+// learner's time went.
+func stepTimes(steps []decisions.StepTiming) string {
+	if len(steps) == 0 {
+		return ""
 	}
-	return fmt.Sprintf("%+.1fs", t.Sub(moved).Seconds())
+	var parts []string
+	for _, st := range steps {
+		parts = append(parts, fmt.Sprintf("%s %.1fs", st.Step, st.TookS))
+	}
+	return " [" + strings.Join(parts, ", ") + "]"
+}
+
+// sinceMove is a decision's time as seconds since the hot set moved ("+4.2s", "-30.1s").
+func sinceMove(at time.Time, moved time.Time) string {
+	if moved.IsZero() {
+		return at.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("%+.1fs", at.Sub(moved).Seconds())
 }
 
 // nodeReads is, per node, each of its replicas' reads served so far.

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/shoaldb/shoal/bench/report"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -153,4 +156,53 @@ func zipfShares(o Options) []float64 {
 		out[k] /= sum
 	}
 	return out
+}
+
+// TestRecovery: a backlog's windows count until the last of them, a single second's noise does
+// not, a stall (no read completed) does, and a p99 still over at the end is −1.
+func TestRecovery(t *testing.T) {
+	window := func(fastMs, slowMs int64, slow int) *hdrhistogram.Histogram {
+		h := report.NewHist()
+		for i := range 1000 {
+			v := fastMs
+			if i < slow {
+				v = slowMs
+			}
+			_ = h.RecordValue(v * 1000)
+		}
+		return h
+	}
+	calm := func(k int) []*hdrhistogram.Histogram {
+		var out []*hdrhistogram.Histogram
+		for range k {
+			out = append(out, window(5, 5, 0))
+		}
+		return out
+	}
+	backlog := func(k int) []*hdrhistogram.Histogram {
+		var out []*hdrhistogram.Histogram
+		for range k {
+			out = append(out, window(3000, 3000, 0))
+		}
+		return out
+	}
+	noisy := append(calm(20), window(5, 100, 20))
+	noisy = append(noisy, calm(20)...)
+	stalled := append(calm(10), report.NewHist())
+	stalled = append(stalled, calm(20)...)
+	for _, tt := range []struct {
+		name    string
+		windows []*hdrhistogram.Histogram
+		want    float64
+	}{
+		{"calm", calm(30), 0},
+		{"a backlog for 12 s", append(backlog(12), calm(30)...), 12},
+		{"one noisy second", noisy, 0},
+		{"a stall at 10 s", stalled, 11},
+		{"over at the end", append(calm(30), backlog(3)...), -1},
+	} {
+		if got := recovery(tt.windows, 20, recoverySpan); got != tt.want {
+			t.Errorf("%s: recovery %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }
