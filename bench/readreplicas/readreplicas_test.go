@@ -101,17 +101,7 @@ func TestPlacementSpreadsVotersAndLeaders(t *testing.T) {
 func TestDefaultHotSetOutgrowsItsVoters(t *testing.T) {
 	o := Options{}.withDefaults()
 	for name, perm := range map[string][]int{"before the move": ranks(o), "after": shiftedRanks(o)} {
-		share := zipfShares(o)
-		onVoters := map[[3]uint64]float64{} // the reads of the ranges on each set of voters
-		for rank, r := range perm {
-			vs := sorted(placedVoters(r, o.Nodes))
-			onVoters[[3]uint64(vs)] += share[rank]
-		}
-		most := 0.0
-		for _, s := range onVoters {
-			most = max(most, s)
-		}
-		if most <= 3.0/float64(o.Nodes) {
+		if most := busiestVoters(o, perm); most <= 3.0/float64(o.Nodes) {
 			t.Fatalf("%s: the most the ranges of three voters get is %.2f of the reads: the voters alone can carry them", name, most)
 		}
 	}
@@ -128,19 +118,25 @@ func TestDefaultLoadLeavesHeadroom(t *testing.T) {
 		t.Fatalf("%d reads/s cost %.0f of the disks' %.0f operations/s: above 80 %%", o.Rate, ops, all)
 	}
 	for name, perm := range map[string][]int{"before the move": ranks(o), "after": shiftedRanks(o)} {
-		share := zipfShares(o)
-		onVoters := map[[3]uint64]float64{}
-		for rank, r := range perm {
-			onVoters[[3]uint64(sorted(placedVoters(r, o.Nodes)))] += share[rank]
-		}
-		most := 0.0
-		for _, s := range onVoters {
-			most = max(most, s)
-		}
-		if need := most * ops; need <= float64(3*o.IOPS) {
+		if need := busiestVoters(o, perm) * ops; need <= float64(3*o.IOPS) {
 			t.Fatalf("%s: the busiest three voters' ranges cost %.0f operations/s, within their disks' %d", name, need, 3*o.IOPS)
 		}
 	}
+}
+
+// busiestVoters is the largest share of the reads that the ranges on one set of three voters get,
+// with the ranks perm.
+func busiestVoters(o Options, perm []int) float64 {
+	share := zipfShares(o)
+	onVoters := map[[3]uint64]float64{}
+	for rank, r := range perm {
+		onVoters[[3]uint64(sorted(placedVoters(r, o.Nodes)))] += share[rank]
+	}
+	most := 0.0
+	for _, s := range onVoters {
+		most = max(most, s)
+	}
+	return most
 }
 
 // zipfShares is each popularity rank's share of the reads, as math/rand/v2's Zipf draws them over
