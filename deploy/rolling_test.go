@@ -37,8 +37,8 @@ import (
 // loop, every thread as fast as the cluster answers). SHOAL_ROLLING_MODES picks the passes (default
 // "hooks,kill"; rollingModes): "noop" runs no-op hooks (the docker exec without the drain), "+compose"
 // stops and starts through docker-compose instead of the docker CLI, "+low" starts a node at a low CPU
-// weight until it serves, "@N" paces that pass alone (hooks@1500). Each second's CPU (host, each container, the load, the rest) and the
-// test's own commands are logged beside the latency.
+// weight until it serves, "@N" paces that pass alone (hooks@1500). Each second's CPU (the host, each
+// container, the load, the rest) and the test's own commands are logged beside the latency.
 func TestRollingRestartCompose(t *testing.T) {
 	if os.Getenv("SHOAL_DOCKER_TESTS") != "1" {
 		t.Skip("builds an image and starts containers: set SHOAL_DOCKER_TESTS=1")
