@@ -66,13 +66,24 @@ func readCPU(ids []string, loadPid int) cpuCounters {
 
 // sampleCPU records a cpuSample every second until the returned stop is called, which returns them.
 func sampleCPU(ids []string, loadPid int) (stop func() []cpuSample) {
+	prev, prevAt := readCPU(ids, loadPid), time.Now()
+	return sampleEvery(func() (cpuSample, bool) {
+		cur, at := readCPU(ids, loadPid), time.Now()
+		s := cpuDelta(prev, cur, at.Sub(prevAt).Seconds(), at)
+		prev, prevAt = cur, at
+		return s, true
+	})
+}
+
+// sampleEvery calls f every second, on a goroutine of its own, until the returned stop is called,
+// which returns what f gave (a false from f: nothing that second).
+func sampleEvery[T any](f func() (T, bool)) (stop func() []T) {
 	done := make(chan struct{})
-	res := make(chan []cpuSample, 1)
+	res := make(chan []T, 1)
 	go func() {
-		var samples []cpuSample
+		var samples []T
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
-		prev, prevAt := readCPU(ids, loadPid), time.Now()
 		for {
 			select {
 			case <-done:
@@ -80,12 +91,12 @@ func sampleCPU(ids []string, loadPid int) (stop func() []cpuSample) {
 				return
 			case <-tick.C:
 			}
-			cur, at := readCPU(ids, loadPid), time.Now()
-			samples = append(samples, cpuDelta(prev, cur, at.Sub(prevAt).Seconds(), at))
-			prev, prevAt = cur, at
+			if v, ok := f(); ok {
+				samples = append(samples, v)
+			}
 		}
 	}()
-	return func() []cpuSample {
+	return func() []T {
 		close(done)
 		return <-res
 	}

@@ -309,36 +309,19 @@ func leaders(bin string, hosts []string) string {
 // sampleLeaders polls each range's leader every second until the returned stop is called, which
 // returns the samples: where the load stood at each second of the restarts.
 func sampleLeaders(bin string, hosts []string) (stop func() []leaderSample) {
-	done := make(chan struct{})
-	res := make(chan []leaderSample, 1)
-	go func() {
-		var samples []leaderSample
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				res <- samples
-				return
-			case <-tick.C:
-			}
-			at := float64(time.Now().UnixMilli()) / 1000
-			out, err := exec.Command(bin, "--host", strings.Join(hosts, ","), "--timeout", "2s", "--format", "json", "admin", "ranges").Output()
-			var ranges []apijson.RangeJSON
-			if err != nil || json.Unmarshal(out, &ranges) != nil {
-				continue
-			}
-			s := leaderSample{Unix: at, Leaders: map[uint64]uint64{}}
-			for _, r := range ranges {
-				s.Leaders[r.ID] = r.Leader
-			}
-			samples = append(samples, s)
+	return sampleEvery(func() (leaderSample, bool) {
+		at := float64(time.Now().UnixMilli()) / 1000
+		out, err := exec.Command(bin, "--host", strings.Join(hosts, ","), "--timeout", "2s", "--format", "json", "admin", "ranges").Output()
+		var ranges []apijson.RangeJSON
+		if err != nil || json.Unmarshal(out, &ranges) != nil {
+			return leaderSample{}, false
 		}
-	}()
-	return func() []leaderSample {
-		close(done)
-		return <-res
-	}
+		s := leaderSample{Unix: at, Leaders: map[uint64]uint64{}}
+		for _, r := range ranges {
+			s.Leaders[r.ID] = r.Leader
+		}
+		return s, true
+	})
 }
 
 // saveLogs writes each node's log to dir (node1.log …).
