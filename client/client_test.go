@@ -552,3 +552,35 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("err = %v, want ErrClosed", err)
 	}
 }
+
+// TestUnavailableLeaderIsForgotten: the node the cache names as leader answers UNAVAILABLE (a node
+// restarting answers "node is starting" until its store is open) after the leadership moved; the
+// client asks another voter instead of waiting the node out.
+func TestUnavailableLeaderIsForgotten(t *testing.T) {
+	cl := clienttest.New(t, 3)
+	c := newClient(t, cl, client.Config{Addrs: cl.Addrs()})
+	if err := c.Put(ctx(t), []byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	_, leader := cl.Range("a")
+	next := leader%3 + 1
+	cl.SetLeader(clienttest.FirstRangeID, next)
+	cl.SetFault(func(call clienttest.Call) *clienttest.Fault {
+		if call.Node == leader {
+			return &clienttest.Fault{Err: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "node is starting"}}
+		}
+		return nil
+	})
+	cl.ResetCalls()
+	for i := range 5 {
+		if err := c.Put(ctx(t), []byte("a"), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cl.CallsTo(leader, "Put"); got != 1 {
+		t.Errorf("puts to the starting node = %d, want 1 (then the new leader is learned)", got)
+	}
+	if got := cl.CallsTo(next, "Put"); got != 5 {
+		t.Errorf("puts to the new leader = %d, want 5", got)
+	}
+}

@@ -343,6 +343,11 @@ func (c *Client) attempt(ctx context.Context, op opKind, t target, call rpcFunc)
 	c.clearSuspect(t.addr)
 	se := fromPB(perr)
 	if se == nil {
+		if t.routed && !op.anyReplica() && c.cache.leaderAddrOf(t.entry) == "" {
+			// Only the leader serves this op: remember where it is (the voter asked in turn after
+			// the cached leader was forgotten).
+			c.cache.setLeader(t.entry.desc.GetRangeId(), 0, t.addr)
+		}
 		return done, nil
 	}
 	se.Message = describe(op, t, se.Message)
@@ -367,7 +372,15 @@ func (c *Client) attempt(ctx context.Context, op opKind, t target, call rpcFunc)
 			return retryNow, se
 		}
 		return retryBackoff, se
-	case pb.ErrorCode_UNAVAILABLE, pb.ErrorCode_OVERLOADED, pb.ErrorCode_FENCED:
+	case pb.ErrorCode_UNAVAILABLE:
+		if t.routed && t.addr == c.cache.leaderAddrOf(t.entry) {
+			// The node the cache names as leader cannot serve: a node restarting answers "node is
+			// starting" for as long as it opens its store, which retrying it would wait out. The next
+			// attempt asks the voters in turn, and one that knows the leader names it.
+			c.cache.setLeader(t.entry.desc.GetRangeId(), 0, "")
+		}
+		return retryBackoff, se
+	case pb.ErrorCode_OVERLOADED, pb.ErrorCode_FENCED:
 		return retryBackoff, se
 	case pb.ErrorCode_AMBIGUOUS, pb.ErrorCode_TIMEOUT:
 		if op.write {
