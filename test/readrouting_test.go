@@ -54,8 +54,9 @@ func (s *slowLink) take(slow string) map[string]int {
 
 // TestReplicaReadsSpreadByLoad reads one hot range, with three voters and two learners, from eight
 // goroutines at any replica: every replica serves reads, most going where they finish first (the
-// leader, which needs no read index from another node); once that node answers 30 ms late, the
-// client sends it only the odd probe and the other four share the reads.
+// leader, which needs no read index from another node); once that node answers late (60 ms, or four
+// times the mean read's cost on a slower host), the client sends it only the odd probe and the other
+// four share the reads.
 func TestReplicaReadsSpreadByLoad(t *testing.T) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 5})
 	admin := c.Client()
@@ -135,6 +136,15 @@ func TestReplicaReadsSpreadByLoad(t *testing.T) {
 		}
 	}
 
+	// The delay must dwarf what a read costs on this machine now: under a loaded host a follower's
+	// read index can take longer than a fixed delay on the leader, and the test would then measure the
+	// host, not the routing. Eight closed-loop readers over three seconds give the mean cost.
+	total := 0
+	for _, n := range even {
+		total += n
+	}
+	mean := 8 * 3 * time.Second / time.Duration(max(total, 1))
+	link.delay = max(60*time.Millisecond, 4*mean)
 	link.take(favourite)
 	read(4 * time.Second)
 	slowed := link.take("")
