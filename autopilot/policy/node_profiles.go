@@ -293,8 +293,9 @@ func (p *NodeProfiles) costMix(r *model.Range) profileplan.Mix {
 	return m
 }
 
-// classOf is the class range id is planned with: its smoothed class once that has held for
-// Samples/2 samples in a row (at least 2), else the class it had.
+// classOf is the class range id is planned with: its smoothed class (with Reclassify's hysteresis
+// about the class it had) once that has held for Samples/2 samples in a row (at least 2), else the
+// class it had.
 func (p *NodeProfiles) classOf(id uint64, now profileplan.Class) profileplan.Class {
 	had, ok := p.classes[id]
 	if !ok || had == now {
@@ -326,7 +327,7 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 		had, planned := p.classes[r.ID]
 		switch {
 		case s.Mix().Total() >= p.cfg.MinQPS:
-			classes[r.ID] = p.classOf(r.ID, profileplan.Classify(s.Mix()))
+			classes[r.ID] = p.classOf(r.ID, profileplan.Reclassify(had, s.Mix()))
 		case planned:
 			// A planned range whose load fell below MinQPS keeps its class and place: its mix is too
 			// thin to classify, and leaving the plan and coming back made a new plan each time (a

@@ -80,6 +80,44 @@ func Classify(m Mix) Class {
 	return ReadWrite
 }
 
+// Band is the hysteresis of Reclassify: a range keeps its class until its mix is past the
+// threshold by this much. A YCSB F range (half reads, half read-modify-writes: two reads a write,
+// 67 % reads) sampled every few seconds swings between about 55 % and 70 %, and classified at 60 %
+// alone it flipped between read and read/write and moved between their nodes each time.
+const Band = 0.1
+
+// Reclassify is m's class for a range that had class had: had while m is within Band of it — a
+// read or scan range stays while more than Threshold−Band of its requests are reads (and, for a
+// scan range, of its reads scans; for a read one, at most Threshold+Band), a write range while more
+// than Threshold−Band are writes, a read/write range until reads or writes pass Threshold+Band —
+// else Classify(m). An unplanned range (had "") or one with no load is classified afresh.
+func Reclassify(had Class, m Mix) Class {
+	t := m.Total()
+	if t <= 0 {
+		return Classify(m)
+	}
+	reads, writes, scans := m.Reads/t, m.Writes/t, 0.0
+	if m.Reads > 0 {
+		scans = m.Scans / m.Reads
+	}
+	lo, hi := Threshold-Band, Threshold+Band
+	keep := false
+	switch had {
+	case Read:
+		keep = reads > lo && scans <= hi
+	case Scan:
+		keep = reads > lo && scans > lo
+	case Write:
+		keep = writes > lo
+	case ReadWrite:
+		keep = reads <= hi && writes <= hi
+	}
+	if keep {
+		return had
+	}
+	return Classify(m)
+}
+
 // Smoother smooths a range's mix exponentially over its samples (the newest weighs most) and says
 // when it has seen enough of them to decide: the thesis samples every 30 s and decides after six.
 type Smoother struct {

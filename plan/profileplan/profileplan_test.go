@@ -25,6 +25,34 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// A range keeps its class while its mix stays within Band of it, and changes once past it: F's
+// reads swinging between 55 % and 70 % keep it read (or read/write) whichever it started as.
+func TestReclassify(t *testing.T) {
+	for _, tc := range []struct {
+		had  Class
+		m    Mix
+		want Class
+	}{
+		{Read, Mix{Reads: 55, Writes: 45}, Read},           // below 60 %, within the band
+		{Read, Mix{Reads: 49, Writes: 51}, ReadWrite},      // past it
+		{ReadWrite, Mix{Reads: 68, Writes: 32}, ReadWrite}, // above 60 %, within the band
+		{ReadWrite, Mix{Reads: 71, Writes: 29}, Read},
+		{ReadWrite, Mix{Reads: 25, Writes: 75}, Write},
+		{Write, Mix{Reads: 45, Writes: 55}, Write},
+		{Write, Mix{Reads: 60, Writes: 40}, ReadWrite},
+		{Scan, Mix{Reads: 90, Scans: 55, Writes: 10}, Scan}, // 61 % of reads scans, then 55/90
+		{Scan, Mix{Reads: 90, Scans: 40, Writes: 10}, Read},
+		{Read, Mix{Reads: 90, Scans: 62, Writes: 10}, Read}, // 69 % scans: not past 70 %
+		{Read, Mix{Reads: 90, Scans: 72, Writes: 10}, Scan},
+		{"", Mix{Reads: 55, Writes: 45}, ReadWrite},
+		{Read, Mix{}, ReadWrite},
+	} {
+		if got := Reclassify(tc.had, tc.m); got != tc.want {
+			t.Errorf("Reclassify(%s, %+v) = %s, want %s", tc.had, tc.m, got, tc.want)
+		}
+	}
+}
+
 // A spike in one sample does not flip a range's class once smoothed; six samples make it ready.
 func TestSmoother(t *testing.T) {
 	var s Smoother
