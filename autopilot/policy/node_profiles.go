@@ -153,6 +153,8 @@ type asked struct {
 type away struct {
 	profile  profileplan.Class
 	at, back time.Time // asked; back (zero: not yet)
+	// ended is the view in which its operator was first seen gone without the profile (zero: not).
+	ended time.Time
 }
 
 // NewNodeProfiles returns the node_profiles policy.
@@ -232,7 +234,8 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 // the mixes and the active nodes it would see are the restart's, not the workload's — planning on
 // them moved leaderships that the restart was about to bring back, and asked for more restarts.
 // A node is back when it is live and active with the profile and no heavy task; a change that
-// failed (its operator ended, the profile did not change) or took longer than MaxAway ends the wait.
+// failed (its operator ended and a later view still shows the old profile) or took longer than
+// MaxAway ends the wait.
 func (p *NodeProfiles) hold(c *model.Cluster, restarting map[uint64]bool) bool {
 	for _, id := range slices.Sorted(maps.Keys(p.away)) {
 		a := p.away[id]
@@ -253,8 +256,19 @@ func (p *NodeProfiles) hold(c *model.Cluster, restarting map[uint64]bool) bool {
 			delete(p.away, id)
 			p.notes = append(p.notes, Note{What: fmt.Sprintf("n%d", id), Status: "not back",
 				Why: fmt.Sprintf("n%d not back with %s after %s: planning without waiting", id, a.profile, p.cfg.MaxAway)})
-		case profileOf(n) != a.profile && !restarting[id]:
-			delete(p.away, id) // its operator ended without the profile: refused or failed
+		case restarting[id]:
+			a.ended = time.Time{}
+		case profileOf(n) != a.profile:
+			// Its operator ended without the profile in this view. The view may be older than the
+			// executor's, which ended it on a heartbeat showing the profile (the snapshot is taken
+			// before the pending operators are read): only a later view without it shows the change
+			// refused or failed. Ending the wait on the first, another node was restarted while this
+			// one compacted.
+			if a.ended.IsZero() {
+				a.ended = c.Now
+			} else if c.Now.After(a.ended) {
+				delete(p.away, id)
+			}
 		}
 	}
 	return len(p.away) > 0 || len(restarting) > 0
