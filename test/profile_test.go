@@ -97,30 +97,16 @@ func TestProfileChangeByRollingRestart(t *testing.T) {
 		}
 	}
 
-	// A writer and a reader run through the change; every request must succeed.
+	// Four writers, each reading too, run through the change; every request must succeed. Several
+	// at once keep writes in flight on the node as it sheds its ranges and stops: one it proposed as
+	// leader must be answered, not failed "ambiguous: node stopping".
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	var written atomic.Int64
 	wctx, stop := context.WithCancel(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; wctx.Err() == nil; i++ {
-			k := []byte(fmt.Sprintf("k%d-w%05d", i%4, i))
-			if err := cl.Put(wctx, k, []byte(fmt.Sprint(i))); err != nil {
-				if wctx.Err() == nil {
-					failed.Add(1)
-					t.Logf("put %s: %v", k, err)
-				}
-				continue
-			}
-			if _, found, err := cl.Get(wctx, []byte(fmt.Sprintf("k%d-%03d", i%4, i%400))); (err != nil || !found) && wctx.Err() == nil {
-				failed.Add(1)
-				t.Logf("get: found %v, %v", found, err)
-			}
-			written.Store(int64(i + 1))
-		}
-	}()
+	for w := range 4 {
+		wg.Go(func() { writeAndRead(wctx, t, cl, w, &written, &failed) })
+	}
 	time.Sleep(500 * time.Millisecond)
 
 	// The autopilot's path: the SetProfile RPC on the node itself.
@@ -194,5 +180,25 @@ func TestProfileChangeByRollingRestart(t *testing.T) {
 	}
 	if resp, err = pb.NewShoalClient(cc).SetProfile(ctx, &pb.SetProfileRequest{NodeId: id, Profile: "fast"}); err != nil || resp.Error == nil {
 		t.Fatalf("an unknown profile was not refused: %v, %v", resp, err)
+	}
+}
+
+// writeAndRead is writer w of TestProfileChangeByRollingRestart: puts of fresh keys, each followed
+// by a get of a loaded one, until ctx ends, counting what it wrote and what failed.
+func writeAndRead(ctx context.Context, t *testing.T, cl *client.Client, w int, written, failed *atomic.Int64) {
+	for i := 0; ctx.Err() == nil; i++ {
+		k := []byte(fmt.Sprintf("k%d-w%d-%05d", i%4, w, i))
+		if err := cl.Put(ctx, k, []byte(fmt.Sprint(i))); err != nil {
+			if ctx.Err() == nil {
+				failed.Add(1)
+				t.Logf("put %s: %v", k, err)
+			}
+			continue
+		}
+		if _, found, err := cl.Get(ctx, []byte(fmt.Sprintf("k%d-%03d", i%4, i%400))); (err != nil || !found) && ctx.Err() == nil {
+			failed.Add(1)
+			t.Logf("get: found %v, %v", found, err)
+		}
+		written.Add(1)
 	}
 }

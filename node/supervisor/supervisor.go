@@ -9,7 +9,9 @@
 //     the cache; at most WarmWait; then DrainLeaderships for any left), so no range loses its
 //     leader, no peer takes them all, and none takes one cold;
 //  2. the supervisor retires the node: new calls wait for the next node (at most AwaitTimeout, then
-//     UNAVAILABLE), the node stops, the calls it was serving end, and its engine closes;
+//     UNAVAILABLE), the unary calls it serves finish while it still runs (at most DrainTimeout: a
+//     write it proposed before it shed the range is answered, not failed as ambiguous), then its
+//     streams end, the node stops and its engine closes;
 //  3. a new node opens the same data directory with the profile, behind the same gRPC server and
 //     listener (the supervisor forwards the server's calls to whichever node runs), warms its cache
 //     from its peers' read hints as every restarted node does, and serves;
@@ -82,6 +84,8 @@ type Supervisor struct {
 	// Restarts counts the completed profile changes; LastError is the last failed one's ("" none).
 	restarts atomic.Int64
 	lastErr  atomic.Pointer[string]
+	spansMu  sync.Mutex
+	spans    []Span // the profile changes, from the ask to the leaderships back
 	// unthrottled lifts the emulated disk's budget of the running node and of every node opened
 	// while it is set (SetDeviceUnthrottled).
 	unthrottled atomic.Bool
@@ -104,7 +108,8 @@ func (s *Supervisor) peers(n *node.Node) *directory.Peers {
 type incarnation struct {
 	n        *node.Node
 	impls    map[string]any
-	inflight atomic.Int64
+	inflight atomic.Int64 // calls and streams forwarded to it
+	calls    atomic.Int64 // of them, unary calls: what retire lets finish before the node stops
 	retiring atomic.Bool
 	retired  chan struct{} // closed when the node is retired: ends the streams forwarded to it
 }
@@ -115,34 +120,41 @@ const AwaitTimeout = 10 * time.Second
 // await is enter, waiting (within ctx, at most AwaitTimeout) while no node runs: a call that meets
 // the restart is served by the next node instead of failing. The client cannot tell a transport
 // error after sending a write from a write that failed half-way, so it would report it ambiguous.
-func (s *Supervisor) await(ctx context.Context, service string) (*incarnation, any) {
+func (s *Supervisor) await(ctx context.Context, service string, unary bool) (*incarnation, any) {
 	deadline := time.Now().Add(AwaitTimeout)
 	for {
-		if inc, impl := s.enter(service); inc != nil || ctx.Err() != nil || time.Now().After(deadline) || s.ctx.Err() != nil {
+		if inc, impl := s.enter(service, unary); inc != nil || ctx.Err() != nil || time.Now().After(deadline) || s.ctx.Err() != nil {
 			return inc, impl
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// enter counts a call to the current node and returns it with the service's implementation, or nil
-// while none runs.
-func (s *Supervisor) enter(service string) (*incarnation, any) {
+// enter counts a call to the current node (a unary one also among its calls) and returns it with
+// the service's implementation, or nil while none runs. The counts go up before retiring is read,
+// and retire sets retiring before it reads them: either it waits for this call or the call leaves.
+func (s *Supervisor) enter(service string, unary bool) (*incarnation, any) {
 	inc := s.cur.Load()
 	if inc == nil {
 		return nil, nil
 	}
 	inc.inflight.Add(1)
-	if inc.retiring.Load() { // retire saw no call of ours: leave it alone
-		inc.inflight.Add(-1)
-		return nil, nil
+	if unary {
+		inc.calls.Add(1)
 	}
-	impl := inc.impls[service]
-	if impl == nil {
-		inc.inflight.Add(-1)
-		return nil, nil
+	if impl := inc.impls[service]; impl != nil && !inc.retiring.Load() {
+		return inc, impl
 	}
-	return inc, impl
+	inc.leave(unary) // retiring (and retire saw no call of ours), or no such service
+	return nil, nil
+}
+
+// leave uncounts a call enter counted.
+func (inc *incarnation) leave(unary bool) {
+	if unary {
+		inc.calls.Add(-1)
+	}
+	inc.inflight.Add(-1)
 }
 
 // capture records the services a node registers.
@@ -211,11 +223,11 @@ func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
 		h := m.Handler
 		fd.Methods[i] = grpc.MethodDesc{MethodName: m.MethodName,
 			Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-				inc, impl := s.await(ctx, d.ServiceName)
+				inc, impl := s.await(ctx, d.ServiceName, true)
 				if inc == nil {
 					return nil, errRestarting
 				}
-				defer inc.inflight.Add(-1)
+				defer inc.leave(true)
 				return h(impl, ctx, dec, ic)
 			}}
 	}
@@ -224,7 +236,7 @@ func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
 		h := sd.Handler
 		fs := sd
 		fs.Handler = func(_ any, stream grpc.ServerStream) error {
-			inc, impl := s.await(stream.Context(), d.ServiceName)
+			inc, impl := s.await(stream.Context(), d.ServiceName, false)
 			if inc == nil {
 				return errRestarting
 			}
@@ -232,7 +244,7 @@ func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
 			// forwarded call returns, gRPC ends the stream, and the handler's Recv fails.
 			done := make(chan error, 1)
 			go func() {
-				defer inc.inflight.Add(-1)
+				defer inc.leave(false)
 				done <- h(impl, stream)
 			}()
 			select {
@@ -267,6 +279,20 @@ func (s *Supervisor) SetDeviceUnthrottled(on bool) {
 
 // Server is the gRPC server the supervisor serves its nodes on.
 func (s *Supervisor) Server() *grpc.Server { return s.srv }
+
+// Span is one profile change: the profile, and from when it began (its shedding) to when it ended
+// (its leaderships taken back, or the failure).
+type Span struct {
+	Profile    string
+	Start, End time.Time
+}
+
+// Spans are the profile changes that ended, oldest first: whether two nodes' restarts overlapped.
+func (s *Supervisor) Spans() []Span {
+	s.spansMu.Lock()
+	defer s.spansMu.Unlock()
+	return slices.Clone(s.spans)
+}
 
 // Restarts is how many profile changes completed.
 func (s *Supervisor) Restarts() int64 { return s.restarts.Load() }
@@ -315,6 +341,11 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 		return nil
 	}
 	start := time.Now()
+	defer func() {
+		s.spansMu.Lock()
+		s.spans = append(s.spans, Span{Profile: profile, Start: start, End: time.Now()})
+		s.spansMu.Unlock()
+	}()
 	id := old.n.NodeID()
 	oldBlock := old.n.Config().Storage.BlockBytes
 	led := old.n.LedRanges()
@@ -331,10 +362,10 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	s.retire(old)
 	cfg := s.cfg
 	cfg.Storage.Profile = profile
-	inc, err := s.restart(ctx, cfg)
+	inc, rewrite, err := s.restart(ctx, cfg, oldBlock)
 	if err != nil {
 		// Back with the options that opened before, so the node is not lost to a bad profile.
-		prev, perr := s.restart(ctx, s.cfg)
+		prev, _, perr := s.restart(ctx, s.cfg, oldBlock)
 		if perr != nil {
 			return fmt.Errorf("n%d: profile %s: %w; reopening with the previous options: %v", id, profile, err, perr)
 		}
@@ -344,8 +375,8 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	s.cfg = cfg
 	reopened := time.Since(start)
 	compacted := time.Duration(0)
-	if inc.n.Config().Storage.BlockBytes != oldBlock {
-		compacted = s.compact(ctx, inc.n, profile)
+	if rewrite != nil {
+		compacted = s.compact(ctx, inc.n, rewrite)
 	}
 	wstart := time.Now()
 	warm := s.warm(ctx, inc.n, led, ref)
@@ -358,14 +389,14 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	return nil
 }
 
-// compact rewrites n's store with its block size, as a follower: a heavy task in the node's
-// heartbeats while it runs, so that no policy gives it a leadership, and node_profiles waits for it
-// before it samples, plans or restarts another node. It returns how long it took.
-func (s *Supervisor) compact(ctx context.Context, n *node.Node, profile string) time.Duration {
+// compact rewrites n's store with its block size, as a follower, and then ends task, the heavy task
+// restart began before the node's first heartbeat: while it shows, no policy gives the node a
+// leadership, and node_profiles waits for it before it samples, plans or restarts another node. It
+// returns how long it took.
+func (s *Supervisor) compact(ctx context.Context, n *node.Node, task *bgtask.Handle) time.Duration {
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, CompactTimeout)
 	defer cancel()
-	task := n.Background().Begin(bgtask.KindManualCompaction, "profile "+profile+": rewrite with its block size", 0)
 	err := n.Engine().CompactAll(cctx)
 	task.End()
 	if err != nil {
@@ -374,10 +405,12 @@ func (s *Supervisor) compact(ctx context.Context, n *node.Node, profile string) 
 	return time.Since(start)
 }
 
-// retire stops old from taking calls, waits (bounded) for those it serves, and closes it.
+// retire stops old from taking calls, lets the unary calls it serves finish while it still runs
+// (quiesce), then cuts its streams, stops it, waits (bounded) for the calls left and closes it.
 func (s *Supervisor) retire(old *incarnation) {
-	old.retiring.Store(true)
-	s.cur.CompareAndSwap(old, nil)
+	if k := s.quiesce(old, DrainTimeout); k > 0 {
+		s.log.Warn("stopping the node with requests still running", "node", old.n.NodeID(), "calls", k)
+	}
 	close(old.retired)
 	old.n.Stop()
 	deadline := time.Now().Add(RetireTimeout)
@@ -392,11 +425,37 @@ func (s *Supervisor) retire(old *incarnation) {
 	}
 }
 
-// restart opens and starts a node of cfg behind the server.
-func (s *Supervisor) restart(ctx context.Context, cfg node.Config) (*incarnation, error) {
+// DrainTimeout bounds the wait for the unary calls a retiring node serves, before it stops.
+const DrainTimeout = 5 * time.Second
+
+// quiesce stops old from taking calls — new ones wait in await for the next node — and waits, at
+// most timeout, for the unary calls it serves; it returns how many are left. The node still runs
+// meanwhile: its raft streams stay open, so a write it proposed as leader before it shed the
+// range, committed by the new leader, is applied here and answered. Stopping it first failed such
+// a write "ambiguous: node stopping", an outcome the client cannot retry.
+func (s *Supervisor) quiesce(old *incarnation, timeout time.Duration) int64 {
+	old.retiring.Store(true)
+	s.cur.CompareAndSwap(old, nil)
+	deadline := time.Now().Add(timeout)
+	for old.calls.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	return old.calls.Load()
+}
+
+// restart opens and starts a node of cfg behind the server. When its data block size differs from
+// oldBlock it returns the heavy task of the compaction that will rewrite the store, begun before
+// the node starts: begun after, a heartbeat between the start and the compaction showed the node
+// back and idle with its new profile, and node_profiles restarted the next node while this one
+// compacted.
+func (s *Supervisor) restart(ctx context.Context, cfg node.Config, oldBlock int) (*incarnation, *bgtask.Handle, error) {
 	inc, descs, err := s.open(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var rewrite *bgtask.Handle
+	if inc.n.Config().Storage.BlockBytes != oldBlock {
+		rewrite = inc.n.Background().Begin(bgtask.KindManualCompaction, "profile "+cfg.Storage.Profile+": rewrite with its block size", 0)
 	}
 	for name := range descs {
 		if s.first[name] == nil {
@@ -412,9 +471,9 @@ func (s *Supervisor) restart(ctx context.Context, cfg node.Config) (*incarnation
 	defer cancel()
 	if err := inc.n.Start(sctx); err != nil {
 		s.retire(inc)
-		return nil, err
+		return nil, nil, err
 	}
-	return inc, nil
+	return inc, rewrite, nil
 }
 
 // takeBack moves the leaderships of ranges back to n, one at a time, and returns how many it leads
