@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pingcap/go-ycsb/pkg/prop"
@@ -185,7 +186,11 @@ type Arm struct {
 	Throughput float64            `json:"throughput_ops_s"`
 	PerTenant  map[string]float64 `json:"per_tenant_ops_s"`
 	Errors     int64              `json:"errors"`
-	From, To   float64            `json:"-"`
+	// CPUCores is the process's CPU over the window (nodes and clients all run in it) in cores of
+	// the machine's NumCPU: near NumCPU the arms are CPU-bound, and an engine profile can move
+	// throughput only by what it saves of CPU.
+	CPUCores float64 `json:"cpu_cores"`
+	From, To float64 `json:"-"`
 }
 
 // NodeEngine is one node in an arm's window: the engine it runs (its profile and the sizes that
@@ -199,6 +204,12 @@ type NodeEngine struct {
 	BlockKiB    int      `json:"block_kib"`
 	Leads       []string `json:"leads"`
 	HitRatio    float64  `json:"hit_ratio"`
+	// ReadOpsS and WriteOpsS are its emulated disk's operations a second over the window (writes
+	// with syncs), WaitS the seconds its callers waited on the disk's budget a second (above 1: more
+	// than one caller queued on average): how disk-bound the node was.
+	ReadOpsS  float64 `json:"disk_read_ops_s"`
+	WriteOpsS float64 `json:"disk_write_ops_s"`
+	WaitS     float64 `json:"disk_wait_s"`
 }
 
 // Reconfiguration is the node_profiles arm's transition: the level before the switch, its 10-s bins
@@ -216,6 +227,20 @@ type Reconfiguration struct {
 	// decision log states them (class shares, groups, nodes).
 	Operators map[string]int `json:"operators"`
 	Plans     []string       `json:"plans"`
+	// Restarts are the nodes' profile changes in it (seconds from the switch, from the shedding to
+	// the leaderships back), and Overlapping the pairs of them that overlapped in time: the policy
+	// restarts one node at a time, so it must be 0.
+	Restarts    []RestartSpan `json:"restarts"`
+	Overlapping int           `json:"overlapping_restarts"`
+}
+
+// RestartSpan is one node's profile change.
+type RestartSpan struct {
+	Node     int     `json:"node"`
+	Profile  string  `json:"profile"`
+	From, To float64 `json:"-"`
+	FromS    float64 `json:"from_s"`
+	ToS      float64 `json:"to_s"`
 }
 
 // Report is the experiment's result.
@@ -466,12 +491,13 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 			return err
 		}
 		a := Arm{Name: name, Profiles: e.profiles(), Nodes: e.engines(ctx), From: now()}
-		before := e.cacheCounts()
+		before, cpu := e.cacheCounts(), cpuSeconds()
 		e.o.Progress("measuring " + name)
 		if err := stopper.SleepContext(ctx, e.o.Measure); err != nil {
 			return err
 		}
 		a.To = now()
+		a.CPUCores = math.Round((cpuSeconds()-cpu)/(a.To-a.From)*100) / 100
 		hitRatios(a.Nodes, before, e.cacheCounts())
 		arms = append(arms, a)
 		return nil
@@ -527,6 +553,7 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 		}
 	}
 	reconf.TookS = now() - start
+	reconf.Restarts, reconf.Overlapping = e.restartsSince(start)
 	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
 	if err := window("node_profiles"); err != nil {
 		return nil, reconf, err
@@ -580,6 +607,31 @@ func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
 		}
 	}
 	return false, maps.Clone(count)
+}
+
+// restartsSince are the nodes' profile changes that began at or after start (Unix seconds), by
+// start, and how many pairs of them overlapped in time.
+func (e *experiment) restartsSince(start float64) ([]RestartSpan, int) {
+	var out []RestartSpan
+	for i, s := range e.sups {
+		for _, sp := range s.Spans() {
+			from, to := float64(sp.Start.UnixNano())/1e9, float64(sp.End.UnixNano())/1e9
+			if from >= start {
+				out = append(out, RestartSpan{Node: i + 1, Profile: sp.Profile, From: from, To: to,
+					FromS: math.Round((from-start)*10) / 10, ToS: math.Round((to-start)*10) / 10})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b RestartSpan) int { return cmp.Compare(a.From, b.From) })
+	overlapping := 0
+	for i := range out {
+		for _, b := range out[i+1:] {
+			if b.From < out[i].To {
+				overlapping++
+			}
+		}
+	}
+	return out, overlapping
 }
 
 // restarting reports whether a node's profile change is under way.
@@ -659,12 +711,23 @@ func (e *experiment) engines(ctx context.Context) map[uint64]*NodeEngine {
 	return out
 }
 
+// cpuSeconds is the process's user and system CPU time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
 func mib(b int64) float64 { return math.Round(float64(b)/(1<<20)*100) / 100 }
 
 // cacheCount is one engine's block cache hits and misses so far.
 type cacheCount struct {
 	engine       *storage.Engine
 	hits, misses int64
+	disk         emudisk.Stats
+	at           float64
 }
 
 func (e *experiment) cacheCounts() map[uint64]cacheCount {
@@ -672,7 +735,7 @@ func (e *experiment) cacheCounts() map[uint64]cacheCount {
 	for _, s := range e.sups {
 		if n := s.Node(); n != nil {
 			st := n.Engine().Stats()
-			out[n.NodeID()] = cacheCount{n.Engine(), st.BlockCacheHits, st.BlockCacheMisses}
+			out[n.NodeID()] = cacheCount{n.Engine(), st.BlockCacheHits, st.BlockCacheMisses, n.Engine().DeviceStats(), now()}
 		}
 	}
 	return out
@@ -688,6 +751,11 @@ func hitRatios(nodes map[uint64]*NodeEngine, before, after map[uint64]cacheCount
 		}
 		if n := (a.hits - b.hits) + (a.misses - b.misses); n > 0 {
 			ne.HitRatio = math.Round(float64(a.hits-b.hits)/float64(n)*1000) / 1000
+		}
+		if d := a.at - b.at; d > 0 {
+			round := func(x float64) float64 { return math.Round(x/d*100) / 100 }
+			ne.ReadOpsS, ne.WriteOpsS = round(float64(a.disk.ReadOps-b.disk.ReadOps)), round(float64(a.disk.WriteOps-b.disk.WriteOps))
+			ne.WaitS = round((a.disk.Throttled - b.disk.Throttled).Seconds())
 		}
 	}
 }
