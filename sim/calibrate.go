@@ -3,8 +3,10 @@ package sim
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -49,9 +51,12 @@ type Calibration struct {
 	OffOfferedOpsPerS float64  `json:"off_offered_ops_per_s,omitempty"`
 	Figures           []Figure `json:"figures"`
 	Bins              []Bin    `json:"throughput_bins"`
-	Sequence          Sequence `json:"sequence"`
-	Settings          []string `json:"settings"`
-	Sim               *Result  `json:"-"`
+	// Caches are each node's block-cache misses and disk operations per second in the same bins,
+	// when the real report sampled its nodes (the simulation's loopback host always does).
+	Caches   []CacheBin `json:"cache_bins,omitempty"`
+	Sequence Sequence   `json:"sequence"`
+	Settings []string   `json:"settings"`
+	Sim      *Result    `json:"-"`
 }
 
 // Figure is one compared figure. Error is (sim − real) / real; Within says whether |Error| is within
@@ -74,6 +79,19 @@ type Bin struct {
 	Error float64 `json:"error"`
 	// Within: |Error| within the tolerance.
 	Within bool `json:"within"`
+}
+
+// CacheBin is one node's mean block-cache misses and disk operations per second over [FromS, ToS), real
+// and simulated. A real miss is any block's (index and filter blocks too), a simulated one a read's
+// data block: the gap between them is what the cache model lacks.
+type CacheBin struct {
+	FromS      float64 `json:"from_s"`
+	ToS        float64 `json:"to_s"`
+	Node       uint64  `json:"node"`
+	RealMisses float64 `json:"real_misses_per_s"`
+	SimMisses  float64 `json:"sim_misses_per_s"`
+	RealDisk   float64 `json:"real_disk_ops_per_s"`
+	SimDisk    float64 `json:"sim_disk_ops_per_s"`
 }
 
 // Sequence is the first decisions of the policy-on runs from the scenario's first event on, as
@@ -144,6 +162,7 @@ func Calibrate(real *RealReport, opts CalibrateOptions) (*Calibration, error) {
 				simOn.Summary.P99Ms, simOff.Summary.P99Ms))
 	}
 	cal.bins(on.Series, simOn.Series, sc.Warmup, sc.Duration)
+	cal.caches(on.Series, simOn.Series)
 	cal.events(on, simOn, offered)
 	cal.decisions(on, res, sc)
 	return cal, nil
@@ -367,6 +386,49 @@ func (c *Calibration) bins(real, sim []Point, warmup, d time.Duration) {
 		b := c.Bins[worst]
 		c.figure(fmt.Sprintf("throughput, worst 10-s bin, policy on (%.0f-%.0f s)", b.FromS, b.ToS), b.Real, b.Sim, "")
 	}
+}
+
+// caches compares each node's misses and disk operations per second in the bins of bins, if the
+// real series sampled its nodes.
+func (c *Calibration) caches(real, sim []Point) {
+	ids := map[uint64]bool{}
+	for _, p := range real {
+		for _, n := range p.Nodes {
+			if n.Node != 0 {
+				ids[n.Node] = true
+			}
+		}
+	}
+	for _, b := range c.Bins {
+		for _, id := range slices.Sorted(maps.Keys(ids)) {
+			rm, rd := nodeRates(real, id, b.FromS, b.ToS)
+			sm, sd := nodeRates(sim, id, b.FromS, b.ToS)
+			c.Caches = append(c.Caches, CacheBin{FromS: b.FromS, ToS: b.ToS, Node: id, RealMisses: round3(rm), SimMisses: round3(sm), RealDisk: round3(rd), SimDisk: round3(sd)})
+		}
+	}
+}
+
+// nodeRates is node id's mean misses and disk operations per second over the points in [from, to).
+func nodeRates(ps []Point, id uint64, from, to float64) (misses, disk float64) {
+	var n float64
+	prev := 0.0
+	for _, p := range ps {
+		dt := p.T - prev
+		prev = p.T
+		if p.T <= from || p.T > to || dt <= 0 {
+			continue
+		}
+		n += dt
+		for _, s := range p.Nodes {
+			if s.Node == id {
+				misses, disk = misses+float64(s.Misses), disk+float64(s.DiskOps)
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return misses / n, disk / n
 }
 
 // dec is one decision of a run's log, timed from the scenario's first event after the warm-up.
@@ -678,6 +740,12 @@ func (c *Calibration) WriteText(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "  %d of %d bins within %.0f %%\n", inside, len(c.Bins), 100*c.Tolerance)
+	if len(c.Caches) > 0 {
+		fmt.Fprintln(w, "per node by 10-s bin (real / sim): block-cache misses per s (real: every block; sim: reads' data blocks), disk operations per s:")
+		for _, b := range c.Caches {
+			fmt.Fprintf(w, "  %3.0f-%3.0f s  n%d  misses %7.0f / %7.0f  disk %5.0f / %5.0f\n", b.FromS, b.ToS, b.Node, b.RealMisses, b.SimMisses, b.RealDisk, b.SimDisk)
+		}
+	}
 	if len(c.Sequence.Real)+len(c.Sequence.Sim) > 0 {
 		fmt.Fprintf(w, "first %d decisions from the first event (real | sim):\n", sequenceLength)
 		for i := 0; i < len(c.Sequence.Real) || i < len(c.Sequence.Sim); i++ {

@@ -234,3 +234,40 @@ func calibrated(t *testing.T, path string) *Calibration {
 	}
 	return cal
 }
+
+// TestCacheBins: a simulated loopback run records each node's cache lookups and disk operations per
+// second, the cluster's hit ratio is their sum's, and calibration averages them per node over its
+// bins as it does the real run's.
+func TestCacheBins(t *testing.T) {
+	sc, ok := Lookup("join")
+	if !ok {
+		t.Fatal("no join scenario")
+	}
+	res, err := Run(sc, Options{Seed: 1, OnlyPolicyOn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := res.Report.Runs[0].Series
+	var sawFourth bool
+	for _, p := range series[len(series)/2:] {
+		var h, m int64
+		for _, n := range p.Nodes {
+			if n.Hits < 0 || n.Misses < 0 || n.DiskOps < n.Misses {
+				t.Fatalf("t=%v n%d: hits %d misses %d disk ops %d", p.T, n.Node, n.Hits, n.Misses, n.DiskOps)
+			}
+			h, m = h+n.Hits, m+n.Misses
+			sawFourth = sawFourth || n.Node == 4 && n.Hits > 0
+		}
+		if p.HitRatio == nil || math.Abs(*p.HitRatio-float64(h)/float64(h+m)) > 1e-9 {
+			t.Fatalf("t=%v: hit ratio %v, want %d of %d", p.T, p.HitRatio, h, h+m)
+		}
+	}
+	if !sawFourth {
+		t.Fatal("the joined node never served a read from its cache")
+	}
+	pts := []Point{{T: 1, Nodes: []NodeSecond{{Node: 2, Misses: 10, DiskOps: 30}}}, {T: 2, Nodes: []NodeSecond{{Node: 2, Misses: 20, DiskOps: 50}}},
+		{T: 3, Nodes: []NodeSecond{{Node: 0, Misses: 99}}}}
+	if m, d := nodeRates(pts, 2, 0, 3); m != 10 || d != 80.0/3 {
+		t.Fatalf("node 2 over (0, 3]: %v misses/s, %v disk ops/s; want 10 and 26.67 (down in the third second)", m, d)
+	}
+}

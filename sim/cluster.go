@@ -194,6 +194,10 @@ type Cluster struct {
 	// throughput counts the part of it a range was leaderless, not the state at its end.
 	lossNow, lossInt float64
 	lossAt, lossFrom time.Time
+
+	// cache is the loopback host's last heartbeat per live node: its reads, cache hits and disk
+	// operations (closedLoop), for the run's series.
+	cache []NodeSecond
 }
 
 // clusterSpec is what a cluster starts with.

@@ -114,11 +114,22 @@ func (c *Cluster) closedLoop(now time.Time) float64 {
 		demands = append(demands, work/(h.SharedCores*c.p.OpsPerCore))
 	}
 	x := c.pace.offer(now.Sub(c.start), mva(h.Threads, delay, demands))
+	c.cache = c.cache[:0]
 	for _, s := range stations {
 		c.hostOf(s.node).busy = min(1, x*s.demand)
+		c.cache = append(c.cache, cacheSecond(s, x*dt))
 		c.warm(s, x*dt)
 	}
 	return x
+}
+
+// cacheSecond is what a node's station did over a heartbeat of requests, as a real node's second
+// records it (bench/scenario): block-cache lookups of its led ranges' reads split into hits and
+// misses, and its disk operations (misses and writes).
+func cacheSecond(s station, requests float64) NodeSecond {
+	reads, misses := s.readsPerOp*requests, s.missPerOp*requests
+	return NodeSecond{Node: s.node.id, Hits: int64(math.Round(reads - misses)), Misses: int64(math.Round(misses)),
+		DiskOps: int64(math.Round((s.missPerOp + s.writesPerOp) * requests))}
 }
 
 // mva is the throughput of a closed network of n customers with think time z at queues of the

@@ -17,6 +17,7 @@ type second struct {
 	ops, errors float64 // per second
 	p50, p99    time.Duration
 	cpuCores    float64
+	nodes       []NodeSecond    // the loopback host's nodes' caches and disks (Host.on), else nil
 	parts       []queueing.Part // each serving node's share of requests and sojourn rate
 }
 
@@ -100,6 +101,9 @@ func (c *Cluster) heartbeat(tasks []*task) second {
 	out.ops = min(offeredReqs, max(0, out.ops+(lossEnd-lossMean)*total))
 	out.errors = offeredReqs - out.ops
 	out.parts = parts
+	if c.p.Host.on() {
+		out.nodes = slices.Clone(c.cache)
+	}
 	out.p50 = queueing.MixtureQuantile(parts, 0.50)
 	out.p99 = queueing.MixtureQuantile(parts, 0.99)
 	for _, r := range c.sortedTouched() {

@@ -56,9 +56,10 @@ type SimInfo struct {
 // A run's summary, seconds and events are the shared report format's (bench/report), so that the
 // tools reading real reports read simulated ones.
 type (
-	Summary   = report.Summary
-	Point     = report.Point
-	EventMark = report.EventMark
+	Summary    = report.Summary
+	Point      = report.Point
+	NodeSecond = report.NodeSecond
+	EventMark  = report.EventMark
 )
 
 // OperatorTimes is how long the succeeded operators of one kind took, submission to success.
