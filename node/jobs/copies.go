@@ -327,10 +327,10 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 	}
 }
 
-// fetch reads piece p into the copy under key at rate, on the range's leader, in small pages.
+// fetch reads piece p into the copy under key at rate, on the range's leader, in pages of about
+// chunkTime at that rate (pace.go).
 func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 	pace := newPacer(rate, s.cfg.PageRows)
-	pace.maxBytes = fetchPageBytes
 	cursor := bytes.Clone(p.start)
 	var read int64
 	for {

@@ -31,21 +31,22 @@ func TestPacerNoCatchUp(t *testing.T) {
 	}
 }
 
-// TestPacerPageBytes: a bounded stream's pages stay within the bound at any rate, down to the fewest
-// rows a page asks for.
-func TestPacerPageBytes(t *testing.T) {
+// TestPacerPageRows: a page is about chunkTime at the stream's rate, within the fewest and the most
+// rows a page asks for, whatever its rows' size.
+func TestPacerPageRows(t *testing.T) {
 	for _, tc := range []struct {
 		rate     int64
 		rowBytes float64
 		want     int
 	}{
-		{rate: 6 << 20, rowBytes: 1024, want: fetchPageBytes / 1024}, // 629 KB of rate·chunkTime, bounded
-		{rate: 100_000, rowBytes: 1024, want: minChunkRows},          // 10 kB: below the bound, at least 16 rows
-		{rate: 6 << 20, rowBytes: 100, want: 327},                    // 32 KiB of 100-byte rows
-		{rate: 6 << 20, rowBytes: 8192, want: minChunkRows},          // rows larger than a page: the fewest
+		{rate: 6 << 20, rowBytes: 1024, want: 614},   // 629 KB of rate·chunkTime
+		{rate: 1_700_000, rowBytes: 1024, want: 166}, // a prefetch's rate in the scan-jobs scenario
+		{rate: 100_000, rowBytes: 1024, want: 16},    // 10 kB: at least minChunkRows
+		{rate: 64 << 20, rowBytes: 1024, want: 1000}, // at most maxRows
+		{rate: 6 << 20, rowBytes: 65536, want: 16},   // rows larger than a page: the fewest
 	} {
 		p := newPacer(tc.rate, 1000)
-		p.maxBytes, p.rowBytes = fetchPageBytes, tc.rowBytes
+		p.rowBytes = tc.rowBytes
 		if got := p.rows(); got != tc.want {
 			t.Errorf("rate %d, rows of %v bytes: %d rows a page, want %d", tc.rate, tc.rowBytes, got, tc.want)
 		}
