@@ -51,10 +51,16 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	stopper.SleepContext(ctx, time.Until(added.Add(2*o.Period)))
 	from := time.Now()
 	fg.reset()
-	engBefore := benchutil.EngineStats(c)
+	engBefore, cpuBefore := benchutil.EngineStats(c), benchutil.ProcessCPU()
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
 	until := time.Now()
-	a.NodeBlockRoomMB, a.NodeHitRatio = benchutil.BlockCacheFigures(engBefore, benchutil.EngineStats(c))
+	a.CPUSeconds = (benchutil.ProcessCPU() - cpuBefore).Seconds() / until.Sub(from).Seconds()
+	engAfter := benchutil.EngineStats(c)
+	a.NodeBlockRoomMB, a.NodeHitRatio = benchutil.BlockCacheFigures(engBefore, engAfter)
+	for i := range engAfter {
+		a.ServedBlockBytes += engAfter[i].ServedBlockBytes - engBefore[i].ServedBlockBytes
+		a.ServedInCacheBytes += engAfter[i].ServedBlockBytesInCache - engBefore[i].ServedBlockBytesInCache
+	}
 	a.Ops, a.Errors, a.P50Ms, a.P99Ms = fg.take()
 	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
 	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()

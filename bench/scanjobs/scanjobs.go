@@ -9,6 +9,7 @@ package scanjobs
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -179,6 +180,19 @@ type Arm struct {
 	// block lookups in the window the cache served.
 	NodeBlockRoomMB []float64 `json:"node_block_room_mb"`
 	NodeHitRatio    []float64 `json:"node_block_hit_ratio"`
+	// ServedBlockBytes are the bytes of the blocks the nodes' reads (the foreground's and the jobs')
+	// looked up in the window, ServedInCacheBytes those the block cache held. FgHitRatio is
+	// ServedInCacheBytes over the blocks the foreground alone looks up for as many operations (the
+	// no-jobs arm's per operation): the foreground's share of its blocks found in the cache if the
+	// jobs found none of theirs there (a span's scan finds about the cached share of the hot rows'
+	// blocks: a few per cent of its own), so an upper bound; in the no-jobs arm it is exact.
+	ServedBlockBytes   uint64  `json:"served_block_bytes"`
+	ServedInCacheBytes uint64  `json:"served_in_cache_bytes"`
+	FgHitRatio         float64 `json:"fg_hit_ratio"`
+	// CPUSeconds is the process's CPU time per second of the window (the nodes, the foreground's
+	// client and the jobs together: the same foreground in every arm, so an arm's excess over the
+	// no-jobs arm's is what its jobs cost).
+	CPUSeconds float64 `json:"cpu_seconds_per_sec"`
 	// The foreground over the window: operations, errors, p50 and p99 from each one's scheduled start.
 	Ops    int64   `json:"ops"`
 	Errors int64   `json:"errors"`
@@ -224,12 +238,28 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 		if err != nil {
 			return rep, fmt.Errorf("arm %s: %w", s, err)
 		}
-		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s, %d MiB read, p99 %.1f ms, %d span leaders moved", s, a.RunsOnTime,
-			a.RunsDue, a.PeakReadBytesPerSec/(1<<20), a.ReadBytes>>20, a.P99Ms, a.LeadersMoved))
+		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s, %d MiB read, p99 %.1f ms, CPU %.2f s/s, %d span leaders moved", s,
+			a.RunsOnTime, a.RunsDue, a.PeakReadBytesPerSec/(1<<20), a.ReadBytes>>20, a.P99Ms, a.CPUSeconds, a.LeadersMoved))
 		rep.Arms = append(rep.Arms, a)
 	}
 	rep.LoadAvg[1] = loadAvg()
+	fgHitRatios(rep.Arms)
 	return rep, nil
+}
+
+// fgHitRatios sets every arm's FgHitRatio from the no-jobs arm's block lookups per operation.
+func fgHitRatios(arms []Arm) {
+	var perOp float64
+	for _, a := range arms {
+		if a.Strategy == NoJobs && a.Ops > 0 {
+			perOp = float64(a.ServedBlockBytes) / float64(a.Ops)
+		}
+	}
+	for i := range arms {
+		if fg := perOp * float64(arms[i].Ops); fg > 0 {
+			arms[i].FgHitRatio = math.Round(1000*float64(arms[i].ServedInCacheBytes)/fg) / 1000
+		}
+	}
 }
 
 func loadAvg() string {

@@ -81,3 +81,21 @@ func TestRunSmall(t *testing.T) {
 		t.Fatalf("the planner's runs read nothing from copies: %+v", rep.Arms[1])
 	}
 }
+
+// TestFgHitRatios: the no-jobs arm's ratio is its own hit ratio; another arm's is its cached bytes
+// over the foreground's lookups for its operations; without a no-jobs arm none is set.
+func TestFgHitRatios(t *testing.T) {
+	arms := []Arm{
+		{Strategy: NoJobs, Ops: 1000, ServedBlockBytes: 8000, ServedInCacheBytes: 2000},
+		{Strategy: "planner", Ops: 500, ServedBlockBytes: 9000, ServedInCacheBytes: 1500},
+	}
+	fgHitRatios(arms)
+	if arms[0].FgHitRatio != 0.25 || arms[1].FgHitRatio != 0.375 {
+		t.Fatalf("fg hit ratios %v and %v, want 0.25 and 0.375", arms[0].FgHitRatio, arms[1].FgHitRatio)
+	}
+	alone := []Arm{{Strategy: "planner", Ops: 500, ServedBlockBytes: 9000, ServedInCacheBytes: 1500}}
+	fgHitRatios(alone)
+	if alone[0].FgHitRatio != 0 {
+		t.Fatalf("without a no-jobs arm: %v", alone[0].FgHitRatio)
+	}
+}
