@@ -68,7 +68,8 @@ func prefetchRun(t *testing.T, strategy jobs.Strategy) prefetchOutcome {
 		cfg.Storage.CacheBytes = 2 << 20
 		c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: cfg})
 		cl := c.Client()
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		// Bounds the setup and the window on a loaded host (an idle one takes about 40 s).
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		// Replicas made before the rows are written: no snapshot reads the disks later.
 		testcluster.WaitFor(t, 30*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
@@ -102,16 +103,22 @@ func prefetchRun(t *testing.T, strategy jobs.Strategy) prefetchOutcome {
 		disk := deviceReads(c)
 		time.Sleep(12 * time.Second) // two periods
 		out.diskBytes = deviceReads(c) - disk - idle
-		time.Sleep(4 * time.Second) // the window's last runs finish
-		states, err := cl.Jobs(ctx, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The window's last runs finish: within their deadline on an idle host, later on a loaded one
+		// (a run still going is no outcome yet, and counting only those done after a fixed pause
+		// counted too few where the host was slow), so the wait is for them, bounded.
+		until := from.Add(12 * time.Second)
+		var states []*pb.JobState
+		testcluster.WaitFor(t, 60*time.Second, "the window's runs finish", func() bool {
+			var err error
+			states, err = cl.Jobs(ctx, "")
+			return err == nil && windowDone(states, until)
+		})
 		for _, st := range states {
 			if st.Job.Name == "too-big" {
 				checkRefused(t, strategy, st)
 				continue
 			}
+			t.Logf("%s: %d runs, %d late, %d skipped, %d refused, admission %q", st.Job.Name, st.Runs, st.Late, st.Skipped, st.Refused, st.Admission)
 			for _, r := range st.Last {
 				if time.UnixMilli(r.DueUnixMs).Before(from) || time.UnixMilli(r.DueUnixMs).After(from.Add(12*time.Second)) {
 					continue
@@ -128,6 +135,21 @@ func prefetchRun(t *testing.T, strategy jobs.Strategy) prefetchOutcome {
 		}
 	})
 	return out
+}
+
+// windowDone reports whether jobs a and b have no run due by until still to start or going.
+func windowDone(states []*pb.JobState, until time.Time) bool {
+	seen := 0
+	for _, st := range states {
+		if st.Job.Name != "a" && st.Job.Name != "b" {
+			continue
+		}
+		seen++
+		if time.UnixMilli(st.NextDueUnixMs).Before(until) || (st.Running != nil && !time.UnixMilli(st.Running.DueUnixMs).After(until)) {
+			return false
+		}
+	}
+	return seen == 2
 }
 
 // checkRefused: under the planner the job is refused with a reason and never runs; on demand it runs.
