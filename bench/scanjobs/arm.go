@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"runtime/metrics"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -51,10 +52,13 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	stopper.SleepContext(ctx, time.Until(added.Add(2*o.Period)))
 	from := time.Now()
 	fg.reset()
-	engBefore, cpuBefore := benchutil.EngineStats(c), benchutil.ProcessCPU()
+	engBefore, cpuBefore, gcBefore := benchutil.EngineStats(c), benchutil.ProcessCPU(), goRuntime()
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
 	until := time.Now()
-	a.CPUSeconds = (benchutil.ProcessCPU() - cpuBefore).Seconds() / until.Sub(from).Seconds()
+	secs := until.Sub(from).Seconds()
+	a.CPUSeconds = (benchutil.ProcessCPU() - cpuBefore).Seconds() / secs
+	gcAfter := goRuntime()
+	a.GCCPUSeconds, a.HeapLiveMB = (gcAfter.gcCPU-gcBefore.gcCPU)/secs, gcAfter.liveMB
 	engAfter := benchutil.EngineStats(c)
 	a.NodeBlockRoomMB, a.NodeHitRatio = benchutil.BlockCacheFigures(engBefore, engAfter)
 	for i := range engAfter {
@@ -91,6 +95,23 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	}
 	a.checkPlans(plans, from, until)
 	return a, nil
+}
+
+// goStats are the process's garbage collector's figures: the CPU it has used (seconds) and the
+// heap live after its last cycle (MB).
+type goStats struct{ gcCPU, liveMB float64 }
+
+func goRuntime() goStats {
+	m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(m)
+	var g goStats
+	if m[0].Value.Kind() == metrics.KindFloat64 {
+		g.gcCPU = m[0].Value.Float64()
+	}
+	if m[1].Value.Kind() == metrics.KindUint64 {
+		g.liveMB = float64(m[1].Value.Uint64()) / 1e6
+	}
+	return g
 }
 
 // PlanCheck is one plan made in the window: when (seconds into it), its peak and its LP bound

@@ -193,6 +193,11 @@ type Arm struct {
 	// client and the jobs together: the same foreground in every arm, so an arm's excess over the
 	// no-jobs arm's is what its jobs cost).
 	CPUSeconds float64 `json:"cpu_seconds_per_sec"`
+	// GCCPUSeconds is the part of it the Go garbage collector took (its workers and the assists it
+	// asked of allocating goroutines, the foreground's requests among them), HeapLiveMB the heap live
+	// after the window's last cycle (the copies held in it).
+	GCCPUSeconds float64 `json:"gc_cpu_seconds_per_sec"`
+	HeapLiveMB   float64 `json:"heap_live_mb"`
 	// The foreground over the window: operations, errors, p50 and p99 from each one's scheduled start.
 	Ops    int64   `json:"ops"`
 	Errors int64   `json:"errors"`

@@ -2,6 +2,7 @@ package scanjobs
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -97,5 +98,15 @@ func TestFgHitRatios(t *testing.T) {
 	fgHitRatios(alone)
 	if alone[0].FgHitRatio != 0 {
 		t.Fatalf("without a no-jobs arm: %v", alone[0].FgHitRatio)
+	}
+}
+
+// TestGoRuntime: the garbage collector's CPU grows with a collection, and the live heap is read.
+func TestGoRuntime(t *testing.T) {
+	before := goRuntime()
+	runtime.GC()
+	after := goRuntime()
+	if after.gcCPU <= before.gcCPU || after.liveMB <= 0 {
+		t.Fatalf("gc CPU %v then %v, live heap %v MB", before.gcCPU, after.gcCPU, after.liveMB)
 	}
 }
