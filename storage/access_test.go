@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
+
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // A sampled read reports the blocks it loaded: from disk once, then from the cache; its value and
@@ -132,4 +134,44 @@ func compactedRecords(t *testing.T) *Engine {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// A key's offset is estimated once while the tables stay the same — an estimate reads a table's
+// properties from disk — and anew once they change.
+func TestOffsetRemembered(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{CreateIfMissing: true, Device: &emudisk.Options{NoPageCache: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	put := func(prefix string, n int) {
+		b := e.NewBatch()
+		for i := range n {
+			if err := b.Set(UserDataKey(fmt.Appendf(nil, "%s%05d", prefix, i)), make([]byte, 100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("k", 2000)
+	if err := e.CompactAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lo, k := UserDataKey(nil), UserDataKey([]byte("k01000"))
+	r0 := e.DeviceStats().ReadOps
+	first, err := e.Offset(lo, k)
+	r1 := e.DeviceStats().ReadOps
+	again, _ := e.Offset(lo, k)
+	if r2 := e.DeviceStats().ReadOps; r1 == r0 || r2 != r1 || again != first || first == 0 {
+		t.Fatalf("offset %d (%v) with %d device reads, again %d with %d: want it read once, then remembered", first, err, r1-r0, again, r2-r1)
+	}
+	put("a", 2000) // keys before k, in a new table
+	if err := e.DB().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := e.Offset(lo, k); after <= first {
+		t.Fatalf("offset %d after a table of keys before it was flushed, %d before: want it estimated anew", after, first)
+	}
 }

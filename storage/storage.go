@@ -168,6 +168,7 @@ type Engine struct {
 	// lsmChanges counts the flushes, compactions and ingests that ended: the tables changed.
 	lsmChanges atomic.Int64
 	sizes      sizeMemo // ApproximateBytes' estimates since the last change of the tables
+	offsets    sizeMemo // Offset's estimates, apart: sampled keys would crowd the ranges' sizes out
 
 	compLog compactionLog
 
