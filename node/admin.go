@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"time"
 
 	"github.com/shoaldb/shoal/kv"
+	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 )
@@ -31,6 +33,9 @@ func (n *Node) Backup(ctx context.Context, req *pb.BackupRequest) (*pb.BackupRes
 func (n *Node) Maintenance(ctx context.Context, req *pb.MaintenanceRequest) (*pb.MaintenanceResponse, error) {
 	if pe := n.notReady(); pe != nil {
 		return &pb.MaintenanceResponse{Error: pe}, nil
+	}
+	if req.Task == background.PostStartTask && !req.End {
+		return n.postStart(ctx, time.Duration(req.DurationMs)*time.Millisecond), nil
 	}
 	return n.bg.Maintenance(ctx, req)
 }

@@ -220,15 +220,17 @@ type loadMark struct {
 
 func (n *Node) sendHeartbeats(ctx context.Context) {
 	st := n.localStats()
-	n.dir.RecordStats(n.ident.NodeID, st, n.draining.Load(), 0, nil)
+	// A node catching up after its start takes no leadership yet, as a draining one (catchup.go).
+	noLeads := n.draining.Load() || n.catchingUp.Load()
+	n.dir.RecordStats(n.ident.NodeID, st, noLeads, 0, nil)
 	n.dir.Heard(n.ident.NodeID, time.Now())
 	req := &pb.HeartbeatRequest{ClusterId: n.ident.ClusterID, Node: n.selfDesc(), Stats: st, KnownNodes: n.dir.All(),
-		SentUnixNanos: time.Now().UnixNano(), Draining: n.draining.Load()}
+		SentUnixNanos: time.Now().UnixNano(), Draining: noLeads}
 	if r := n.Store().Replica(replica.MetaRangeID); r != nil {
 		req.MetaDesc = r.Desc()
 		req.MetaLeaderNodeId = r.LeaderNode()
 		if req.MetaLeaderNodeId != 0 {
-			n.dir.RecordStats(n.ident.NodeID, nil, n.draining.Load(), req.MetaLeaderNodeId, req.MetaDesc)
+			n.dir.RecordStats(n.ident.NodeID, nil, noLeads, req.MetaLeaderNodeId, req.MetaDesc)
 		}
 	}
 	// Wake quiesced replicas led from nodes that went silent, so their groups elect a new leader.

@@ -185,8 +185,12 @@ type Node struct {
 	streamsCl func()           // closes the streams host's client of the cluster
 
 	draining atomic.Bool
-	hbKick   chan struct{}
-	initGate *initGate // `shoal init` reaching a node that waits to join (init.go)
+	// catchingUp is true from the start until the replicas have caught up with their peers
+	// (catchup.go); catchUpDone closes then.
+	catchingUp  atomic.Bool
+	catchUpDone chan struct{}
+	hbKick      chan struct{}
+	initGate    *initGate // `shoal init` reaching a node that waits to join (init.go)
 
 	loadMu   sync.Mutex
 	loadPrev map[uint64]loadMark  // last counter readings per range, for QPS
@@ -233,7 +237,8 @@ func New(cfg Config) (*Node, error) {
 
 func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n := &Node{cfg: cfg, eng: eng, log: cfg.Logger, ready: make(chan struct{}), loops: stopper.New(),
-		hbKick: make(chan struct{}, 1), initGate: newInitGate()}
+		hbKick: make(chan struct{}, 1), initGate: newInitGate(), catchUpDone: make(chan struct{})}
+	n.catchingUp.Store(true)
 	n.dir = directory.New()
 	n.sweeper = expiry.New(cfg.Expiry, eng, n.Store, cfg.Logger)
 	n.peers = directory.NewPeers(cfg.DialOptions, cfg.AuthToken)
@@ -401,6 +406,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.hints.WarmAfterRestart(ctx, n.ident.NodeID, n.ident.ClusterID)
 	st.Start()
+	n.loops.Go(n.catchUp)
 	n.Service.Start(n.ident.NodeID, st)
 	close(n.ready)
 	n.hints.Start(n.ident.NodeID, n.ident.ClusterID)

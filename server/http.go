@@ -67,15 +67,18 @@ type httpDeps struct {
 	ready  *atomic.Bool
 	// stopping reports that the node is draining for a stop (nil: never): readiness turns false first.
 	stopping func() bool
-	metrics  http.Handler
-	auth     tokenChecker
+	// catchingUp reports that the node's replicas are still catching up after its start (nil:
+	// never): an orchestrator's rolling restart stops the next node only once this one is ready.
+	catchingUp func() bool
+	metrics    http.Handler
+	auth       tokenChecker
 	// history is the node's recent stats (nil: none kept); the caller wires its latencies in.
 	history *history.Recorder
 }
 
 // newHTTPHandler builds the node's HTTP surface:
 //
-//	/healthz       200 "ok" once the node serves, 503 before and once it drains for a stop (open)
+//	/healthz       200 "ok" once the node serves and its replicas caught up, 503 before and once it drains for a stop (open)
 //	/metrics       Prometheus exposition (open)
 //	/api/nodes     node list, JSON (token)
 //	/api/ranges    range list, JSON (token)
@@ -99,6 +102,11 @@ func newHTTPHandler(d httpDeps) http.Handler {
 		if d.stopping != nil && d.stopping() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("stopping\n"))
+			return
+		}
+		if d.catchingUp != nil && d.catchingUp() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("catching up\n"))
 			return
 		}
 		w.Write([]byte("ok\n"))

@@ -93,6 +93,20 @@ func TestHTTPHealthz(t *testing.T) {
 	if code, _, body := get(t, stopping.URL+"/healthz", ""); code != http.StatusServiceUnavailable || strings.TrimSpace(body) != "stopping" {
 		t.Fatalf("healthz while stopping = %d %q, want 503 stopping", code, body)
 	}
+	// A node whose replicas still catch up after its start is not ready either: a rolling restart
+	// stops the next node only once this one holds what its ranges committed while it was down.
+	var catching atomic.Bool
+	catching.Store(true)
+	starting := httptest.NewServer(newHTTPHandler(httpDeps{status: fakeStatus{}, ready: &r, catchingUp: catching.Load,
+		metrics: newMetrics().handler(), auth: newTokenChecker("")}))
+	defer starting.Close()
+	if code, _, body := get(t, starting.URL+"/healthz", ""); code != http.StatusServiceUnavailable || strings.TrimSpace(body) != "catching up" {
+		t.Fatalf("healthz while catching up = %d %q, want 503 catching up", code, body)
+	}
+	catching.Store(false)
+	if code, _, body := get(t, starting.URL+"/healthz", ""); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+		t.Fatalf("healthz once caught up = %d %q, want 200 ok", code, body)
+	}
 }
 
 func TestHTTPAPI(t *testing.T) {

@@ -137,12 +137,13 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	pb.RegisterWatcherServer(p.grpcServer, p.watch)
 	p.httpServer = &http.Server{
 		Handler: newHTTPHandler(httpDeps{
-			status:   p.node,
-			ready:    &p.ready,
-			stopping: p.node.Stopping,
-			metrics:  p.metrics.handler(),
-			auth:     p.auth,
-			history:  hist,
+			status:     p.node,
+			ready:      &p.ready,
+			stopping:   p.node.Stopping,
+			catchingUp: p.node.CatchingUp,
+			metrics:    p.metrics.handler(),
+			auth:       p.auth,
+			history:    hist,
 		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 	}

@@ -89,3 +89,64 @@ func TestPreStopHandsOverLeadershipsWithoutFailedRequests(t *testing.T) {
 		t.Fatalf("%d of %d writes failed across prestop and the kill; first: %v", failed.Load(), writes.Load(), firstErr.Load())
 	}
 }
+
+// TestPostStartWaitsForCatchUp: a node restarted after missing writes answers poststart only once
+// each of its replicas has applied what its range's leader had applied before the restart, reports
+// itself taking no leadership until then, and takes leaderships again afterwards.
+func TestPostStartWaitsForCatchUp(t *testing.T) {
+	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, at := range []string{"k100", "k200"} {
+		if _, _, err := cl.Split(ctx, []byte(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	c.Kill(2)
+	for i := range 900 {
+		if err := cl.Put(ctx, []byte(fmt.Sprintf("k%03d", i%300)), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[uint64]uint64{} // range → its leader's applied index before node 3 is back
+	for _, i := range []int{0, 1} {
+		for _, r := range c.Nodes[i].Node.Store().Replicas() {
+			if r.IsLeader() {
+				want[r.RangeID()] = r.Applied()
+			}
+		}
+	}
+	c.Restart(2)
+	n3 := c.Nodes[2].Node
+	resp, err := rawStubs(t, c)[2].Maintenance(ctx, &pb.MaintenanceRequest{Task: background.PostStartTask, DurationMs: 20_000})
+	if err != nil || resp.GetError() != nil {
+		t.Fatalf("poststart: %v %v", err, resp.GetError())
+	}
+	t.Logf("poststart: %s", resp.GetOutcome())
+	if !strings.HasPrefix(resp.GetOutcome(), "replicas caught up") || n3.CatchingUp() {
+		t.Fatalf("poststart = %q, catching up = %v", resp.GetOutcome(), n3.CatchingUp())
+	}
+	for id, a := range want {
+		r := n3.Store().Replica(id)
+		if r == nil {
+			t.Fatalf("node 3 has no replica of r%d", id)
+		}
+		if got := r.Applied(); got < a {
+			t.Fatalf("r%d on node 3 applied %d when poststart answered, its leader %d before the restart", id, got, a)
+		}
+	}
+	testcluster.WaitFor(t, 10*time.Second, "node 3 takes leaderships again", func() bool {
+		nodes, err := cl.Nodes(ctx)
+		if err != nil {
+			return false
+		}
+		for _, ns := range nodes {
+			if ns.GetDesc().GetNodeId() == n3.NodeID() {
+				return ns.GetLive() && !ns.GetDraining()
+			}
+		}
+		return false
+	})
+}

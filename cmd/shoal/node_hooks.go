@@ -53,8 +53,9 @@ var postStartCmd = &cobra.Command{
 	Long: `After the node at --host started, wait (up to --wait) until it serves, then say what its start was
 and do what that calls for:
 
-  restart      the node came back with its store and its node id: nothing to do; its replicas
-               catch up from their peers' logs.
+  restart      the node came back with its store and its node id: its replicas catch up from
+               their peers' logs; poststart returns once they have (the node reports not ready
+               and takes no leadership until then, at most 30 s).
   replacement  a new node id at the address of a node that is gone (its volume was lost): the old id
                is decommissioned, so its replicas are re-created from their peers now instead of
                after the dead-node timeout.
@@ -165,7 +166,7 @@ func runPostStart(cmd *cobra.Command, _ []string) error {
 		case "growth":
 			outcome = "a new node: the autopilot's join streams ranges to it (shoal admin nodes shows its progress)"
 		default:
-			outcome = "restarted with its store: its replicas catch up from their peers"
+			outcome = "restarted with its store: " + caughtUp(ctx, c)
 		}
 		return hookLine(cmd, map[string]any{"node": self, "start": kind, "replaces": gone, "outcome": outcome}, "node %d: %s\n", self, outcome)
 	})
@@ -174,6 +175,27 @@ func runPostStart(cmd *cobra.Command, _ []string) error {
 		return unclassified(err) // the session itself (a flag's value is a usage error, exit 2)
 	}
 	return err
+}
+
+// caughtUp asks the restarted node to answer once its replicas have caught up with their peers
+// (within what is left of --wait), so that an orchestrator moves on to the next node only then, and
+// says how that went.
+func caughtUp(ctx context.Context, c pb.ShoalClient) string {
+	d := postStartFlags.wait
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl) - time.Second // the answer's own time
+	}
+	if d <= 0 {
+		return "its replicas catch up from their peers"
+	}
+	resp, err := c.Maintenance(ctx, &pb.MaintenanceRequest{Task: background.PostStartTask, DurationMs: d.Milliseconds()})
+	if err == nil && resp.GetError() != nil {
+		err = errors.New(resp.GetError().GetMessage())
+	}
+	if err != nil {
+		return fmt.Sprintf("its replicas catch up from their peers (not waited for: %v)", err)
+	}
+	return resp.GetOutcome()
 }
 
 // memberID waits until the node answers as a member of a cluster and returns its id; 0 and why when

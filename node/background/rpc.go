@@ -158,6 +158,11 @@ func (s *Service) Maintenance(ctx context.Context, req *pb.MaintenanceRequest) (
 // autopilot gives it none back), and reports not ready, so load balancers stop sending it clients.
 const PreStopTask = "prestop"
 
+// PostStartTask is what `shoal node poststart` (a Kubernetes postStart hook) asks a restarted node:
+// it answers once the node's replicas have caught up with their peers, or after the announcement's
+// duration. The node answers it itself (node.Maintenance): it starts no task.
+const PostStartTask = "poststart"
+
 // preStop drains the node's leaderships for at most d and says how it went. Running out of time is
 // not an error: the stop goes ahead, and the leaderships left are handed over on SIGTERM or lost to an
 // election.
