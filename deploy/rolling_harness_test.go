@@ -130,7 +130,9 @@ func (h *harness) restart(spec rollMode, i int) window {
 		h.do("stop", "docker", "stop", "-t", "30", id)
 	}
 	mark("stopped")
+	stopped := nowUnix()
 	time.Sleep(3 * time.Second)
+	start := nowUnix()
 	if spec.lowStart {
 		h.do("cpu-shares low", "docker", "update", "--cpu-shares", fmt.Sprint(lowShares), id)
 	}
@@ -144,6 +146,7 @@ func (h *harness) restart(spec rollMode, i int) window {
 		return exec.Command(h.bin, "--host", host, "--timeout", "2s", "get", "rolling-probe").Run() == nil
 	})
 	mark("serves")
+	started := nowUnix()
 	if spec.lowStart {
 		h.do("cpu-shares default", "docker", "update", "--cpu-shares", "1024", id)
 	}
@@ -151,12 +154,14 @@ func (h *harness) restart(spec rollMode, i int) window {
 	case "hooks":
 		t.Logf("n%d: %s", i, strings.TrimSpace(h.do("poststart", "docker", "exec", id, "/shoal", "node", "poststart", "--host", host)))
 		mark("poststart done")
+		started = nowUnix()
 	case "noop":
 		h.do("poststart (no-op)", "docker", "exec", id, "/shoal", "version")
+		started = nowUnix()
 	}
 	time.Sleep(10 * time.Second)
 	mark("leaders " + leaders(h.bin, h.grpcs))
-	return window{i, from, nowUnix(), events}
+	return window{node: i, from: from, to: nowUnix(), events: events, stopped: stopped, start: start, started: started}
 }
 
 // quietReport is how noisy the 1-s p99 is without a restart: the steady phase's seconds, and the
@@ -252,6 +257,20 @@ func TestQuietSecondsSkipsCommands(t *testing.T) {
 	want := quietReport{Steady: 4, SteadyOver: 1, SteadyWorst: 2, Quiet: 4, QuietOver: 1, QuietWorst: 1.75}
 	if q != want {
 		t.Fatalf("got %+v, want %+v", q, want)
+	}
+}
+
+func TestWorstRatioOverlap(t *testing.T) {
+	var tl []ycsb.Point
+	for i, p99 := range []float64{2, 6, 3, 8, 2} {
+		tl = append(tl, ycsb.Point{Unix: float64(101 + i), P99Ms: p99}) // the second (100+i, 101+i]
+	}
+	// [102.5, 103.2] overlaps the seconds ending at 103 and 104: 3 and 8 ms.
+	if got := worstRatio(tl, 102.5, 103.2, 2); got != 4 {
+		t.Fatalf("worst ratio = %v, want 4", got)
+	}
+	if got := worstRatio(tl, 200, 201, 2); got != 0 {
+		t.Fatalf("worst ratio outside the timeline = %v, want 0", got)
 	}
 }
 

@@ -173,8 +173,8 @@ func (h *harness) logMode(m modeReport, rep ycsb.Report) {
 	t := h.t
 	t.Logf("%s (rate %.0f ops/s, 0: closed loop): steady %.0f ops/s, p99 %.2f ms; %d operations, %d failed (%s)", m.Mode, m.Rate, m.SteadyOps, m.SteadyP99Ms, m.Operations, m.Failed, rep.ErrorSample)
 	for _, r := range m.Restarts {
-		t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady; %d s below half the steady throughput (longest run %d s); %d s over 1.5x steady (%s); events: %s",
-			m.Mode, r.Node, r.WorstP99Ms, r.WorstP99Ratio, r.SecondsBelowHalf, r.LongestBelowHalfS, len(r.Over), strings.Join(r.Over, ", "), strings.Join(r.Events, ", "))
+		t.Logf("%s n%d: worst 1-s p99 %.2f ms = %.2fx steady (stopping %.2fx, starting %.2fx); %d s below half the steady throughput (longest run %d s); %d s over 1.5x steady (%s); events: %s",
+			m.Mode, r.Node, r.WorstP99Ms, r.WorstP99Ratio, r.StoppingP99Ratio, r.StartingP99Ratio, r.SecondsBelowHalf, r.LongestBelowHalfS, len(r.Over), strings.Join(r.Over, ", "), strings.Join(r.Events, ", "))
 	}
 	q := m.Quiet
 	t.Logf("%s noise: steady phase %d of %d s over 1.5x (worst %.2fx); quiet seconds after the first restart %d of %d over 1.5x (worst %.2fx)",
@@ -196,6 +196,9 @@ type window struct {
 	node     int
 	from, to float64
 	events   []string // "+1.2s stopped": what happened when, from the window's start
+	// stopped is when the stop ended (from: prestop's start); start to started spans the start,
+	// from before docker start to poststart's end (to the node serving again without hooks).
+	stopped, start, started float64
 }
 
 // rollingReport is what SHOAL_ROLLING_REPORT receives: each mode's steady state and restarts.
@@ -235,10 +238,14 @@ type restartReport struct {
 	WorstP99Ratio float64 `json:"worst_p99_ratio"` // to the steady p99
 	// SecondsBelowHalf counts the seconds of the restart under half the steady throughput, and
 	// LongestBelowHalfS the longest run of them: the node's unavailability as the clients saw it.
-	SecondsBelowHalf  int      `json:"seconds_below_half"`
-	LongestBelowHalfS int      `json:"longest_below_half_s"`
-	Over              []string `json:"over_1_5x"` // "+7s 1.6x": the second ending 7 s in, its p99 ratio
-	Events            []string `json:"events"`
+	SecondsBelowHalf  int `json:"seconds_below_half"`
+	LongestBelowHalfS int `json:"longest_below_half_s"`
+	// StoppingP99Ratio is the worst p99 ratio of the seconds that overlap the stop (prestop to the
+	// stop's end), StartingP99Ratio of those that overlap the start (docker start to poststart's end).
+	StoppingP99Ratio float64  `json:"stopping_p99_ratio"`
+	StartingP99Ratio float64  `json:"starting_p99_ratio"`
+	Over             []string `json:"over_1_5x"` // "+7s 1.6x": the second ending 7 s in, its p99 ratio
+	Events           []string `json:"events"`
 }
 
 // summarize judges each restart window of a mode against the steady state before the first.
@@ -279,9 +286,23 @@ func summarize(mode string, rep ycsb.Report, points []ycsb.Point, windows []wind
 			}
 		}
 		r.WorstP99Ratio = r.WorstP99Ms / m.SteadyP99Ms
+		r.StoppingP99Ratio = worstRatio(m.Timeline, w.from, w.stopped, m.SteadyP99Ms)
+		r.StartingP99Ratio = worstRatio(m.Timeline, w.start, w.started, m.SteadyP99Ms)
 		m.Restarts = append(m.Restarts, r)
 	}
 	return m, nil
+}
+
+// worstRatio is the worst p99 against steady among the 1-s points (each ending at its Unix) that
+// overlap [from, to]; 0 when none does.
+func worstRatio(timeline []ycsb.Point, from, to, steady float64) float64 {
+	worst := 0.0
+	for _, p := range timeline {
+		if p.Unix > from && p.Unix-1 < to {
+			worst = max(worst, p.P99Ms/steady)
+		}
+	}
+	return worst
 }
 
 // leaders is how many ranges each node leads ("n1:4 n2:3 n3:0"), or why that is unknown: where
