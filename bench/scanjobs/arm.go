@@ -66,6 +66,7 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 		a.ServedInCacheBytes += engAfter[i].ServedBlockBytesInCache - engBefore[i].ServedBlockBytesInCache
 	}
 	a.Ops, a.Errors, a.P50Ms, a.P99Ms = fg.take()
+	a.PeriodP99Ms = fg.partP99()
 	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
 	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()
 	a.Seconds = dk.seconds
@@ -375,13 +376,18 @@ type foreground struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	hist   *hdrhistogram.Histogram
-	ops    atomic.Int64
-	errs   atomic.Int64
+	// parts are the window's periods' own histograms (a period long each from the reset), to see
+	// whether the p99 is steady over the window or one period's.
+	parts   []*hdrhistogram.Histogram
+	from    time.Time
+	partLen time.Duration
+	ops     atomic.Int64
+	errs    atomic.Int64
 }
 
 func startForeground(ctx context.Context, cl *client.Client, o Options) *foreground {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &foreground{cancel: cancel, hist: hdrhistogram.New(1, 60_000_000, 3)}
+	f := &foreground{cancel: cancel, hist: hdrhistogram.New(1, 60_000_000, 3), from: time.Now(), partLen: o.Period}
 	rows := o.Spans * o.SpanRows
 	interval := time.Duration(float64(time.Second) * float64(o.Clients) / float64(o.Rate))
 	for w := range o.Clients {
@@ -420,8 +426,15 @@ func (f *foreground) record(lat time.Duration, err error) {
 	if err != nil {
 		f.errs.Add(1)
 	}
+	us := max(1, lat.Microseconds())
 	f.mu.Lock()
-	_ = f.hist.RecordValue(max(1, lat.Microseconds()))
+	_ = f.hist.RecordValue(us)
+	if i := int(time.Since(f.from) / f.partLen); i >= 0 {
+		for len(f.parts) <= i {
+			f.parts = append(f.parts, hdrhistogram.New(1, 60_000_000, 3))
+		}
+		_ = f.parts[i].RecordValue(us)
+	}
 	f.mu.Unlock()
 }
 
@@ -429,6 +442,7 @@ func (f *foreground) record(lat time.Duration, err error) {
 func (f *foreground) reset() {
 	f.mu.Lock()
 	f.hist.Reset()
+	f.parts, f.from = nil, time.Now()
 	f.mu.Unlock()
 	f.ops.Store(0)
 	f.errs.Store(0)
@@ -438,6 +452,17 @@ func (f *foreground) take() (ops, errs int64, p50, p99 float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.ops.Load(), f.errs.Load(), float64(f.hist.ValueAtQuantile(50)) / 1000, float64(f.hist.ValueAtQuantile(99)) / 1000
+}
+
+// partP99 is the p99 of each period of the window so far (ms).
+func (f *foreground) partP99() []float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []float64
+	for _, h := range f.parts {
+		out = append(out, float64(h.ValueAtQuantile(99))/1000)
+	}
+	return out
 }
 
 func (f *foreground) stop() {

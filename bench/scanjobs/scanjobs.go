@@ -203,6 +203,9 @@ type Arm struct {
 	Errors int64   `json:"errors"`
 	P50Ms  float64 `json:"p50_ms"`
 	P99Ms  float64 `json:"p99_ms"`
+	// PeriodP99Ms is the p99 of each period of the window (the last one cut short by the window's
+	// end): a steady arm's are alike.
+	PeriodP99Ms []float64 `json:"period_p99_ms"`
 	// Runs are the runs the jobs' states keep, in seconds from the window's start (not printed).
 	Runs []RunRecord `json:"-"`
 	// Admission lists the jobs the plan refused, with the reason.

@@ -2,9 +2,12 @@ package scanjobs
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/shoaldb/shoal/storage"
 )
@@ -108,5 +111,24 @@ func TestGoRuntime(t *testing.T) {
 	after := goRuntime()
 	if after.gcCPU <= before.gcCPU || after.liveMB <= 0 {
 		t.Fatalf("gc CPU %v then %v, live heap %v MB", before.gcCPU, after.gcCPU, after.liveMB)
+	}
+}
+
+// TestPeriodP99: an operation counts in the window's histogram and in its period's, periods with
+// none reading 0, and a reset starts the periods again.
+func TestPeriodP99(t *testing.T) {
+	f := &foreground{hist: hdrhistogram.New(1, 60_000_000, 3), from: time.Now().Add(-25 * time.Second), partLen: 10 * time.Second}
+	f.record(2*time.Millisecond, nil)
+	near := func(got, want float64) bool { return math.Abs(got-want) < 0.01 } // the histogram's precision
+	if got := f.partP99(); len(got) != 3 || got[0] != 0 || got[1] != 0 || !near(got[2], 2) {
+		t.Fatalf("period p99s %v, want [0 0 2]", got)
+	}
+	f.reset()
+	f.record(5*time.Millisecond, nil)
+	if got := f.partP99(); len(got) != 1 || !near(got[0], 5) {
+		t.Fatalf("after a reset: %v, want [5]", got)
+	}
+	if _, _, _, p99 := f.take(); !near(p99, 5) {
+		t.Fatalf("window p99 %v, want 5", p99)
 	}
 }
