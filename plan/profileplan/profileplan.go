@@ -14,7 +14,6 @@ package profileplan
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 )
@@ -384,8 +383,26 @@ func (p *Plan) count(nodes []Node) {
 	}
 }
 
-// Update brings plan prev to ranges with the fewest moves, when the groups come out as prev's (the
-// same nodes per class, on the same nodes): each range stays on its planned node while its class
+// nearGroups reports whether the groups the loads ask for now are those of prev give or take one
+// node a class, with the same classes: then the groups stay. The shares move with the plan itself —
+// a class served by nodes of its profile does more, and the others' shares fall while their nodes
+// restart — so re-sizing on them gave a class's second node to another class and restarted a node
+// the plan had just set (the read group's second node turned scan after the scan node made E
+// faster and the read restarts slowed C).
+func nearGroups(now, prev map[Class]int) bool {
+	if len(now) != len(prev) {
+		return false
+	}
+	for c, k := range now {
+		if j, ok := prev[c]; !ok || k-j > 1 || j-k > 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// Update brings plan prev to ranges with the fewest moves, when the groups come out as prev's give
+// or take a node a class (nearGroups; prev's are kept) on the same nodes: each range stays on its planned node while its class
 // is still that node's profile; a range new to the plan or whose class changed goes to the least
 // loaded node of its group, one holding a voter of it if that raises the group's highest load by
 // at most VoterSlack; ranges gone leave. Making the plan again instead re-ran LPT on loads that had
@@ -393,9 +410,10 @@ func (p *Plan) count(nodes []Node) {
 // the groups or the nodes differ from prev's: then Make plans afresh.
 func Update(prev Plan, ranges []Range, nodes []Node) (p Plan, ok bool) {
 	p, served := grouped(ranges, len(nodes))
-	if !maps.Equal(p.Groups, prev.Groups) || len(prev.Assignments) != len(nodes) {
+	if !nearGroups(p.Groups, prev.Groups) || len(prev.Assignments) != len(nodes) {
 		return p, false
 	}
+	p.Groups = prev.Groups
 	at := map[uint64]int{}     // node → its index in p.Assignments
 	was := map[uint64]uint64{} // range → its node in prev
 	for i, a := range prev.Assignments {

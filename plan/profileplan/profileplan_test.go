@@ -1,6 +1,7 @@
 package profileplan
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -373,5 +374,49 @@ func TestResizer(t *testing.T) {
 	got = append(got, r.Next(0.1, true), r.Next(0.1, true), r.Next(0.1, false))
 	if want := []int{0, 1, 2, 4, 8, -1, -1, 1}; !slices.Equal(got, want) {
 		t.Fatalf("steps %v, want %v", got, want)
+	}
+}
+
+// The groups stay while the loads ask for each class's within one node of them: a class made faster
+// by the plan (more scans done) does not take the read group's second node. A class that appears
+// plans afresh.
+func TestUpdateKeepsGroupsWithinOneNode(t *testing.T) {
+	rs := []Range{
+		{ID: 1, Mix: Mix{Reads: 600}}, {ID: 2, Mix: Mix{Reads: 300}}, {ID: 3, Mix: Mix{Reads: 200, Scans: 200}},
+		{ID: 4, Mix: Mix{Writes: 150}}, {ID: 5, Mix: Mix{Reads: 100, Writes: 100}},
+	}
+	var nodes []Node
+	for i := range 5 {
+		nodes = append(nodes, Node{ID: uint64(i + 1), Profile: Default})
+	}
+	prev, err := Make(rs, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev.Groups[Read] != 2 || prev.Groups[Scan] != 1 {
+		t.Fatalf("groups %v: want read 2, scan 1", prev.Groups)
+	}
+	now := make([]Node, len(prev.Assignments))
+	for i, a := range prev.Assignments {
+		now[i] = Node{ID: a.Node, Profile: a.Profile, Ranges: a.Ranges}
+	}
+	// Scans tripled and reads halved: the loads alone would give scan two nodes and read one.
+	rs[0].Mix.Reads, rs[1].Mix.Reads, rs[2].Mix = 300, 150, Mix{Reads: 900, Scans: 900}
+	if g, _ := grouped(rs, 5); g.Groups[Scan] != 2 || g.Groups[Read] != 1 {
+		t.Fatalf("groups by load %v: want scan 2, read 1", g.Groups)
+	}
+	p, ok := Update(prev, rs, now)
+	if !ok || !maps.Equal(p.Groups, prev.Groups) || p.Reprofiled != 0 || p.Moves != 0 {
+		t.Fatalf("Update: ok %v, groups %v (before %v), %d reprofiled, %d moves: want the groups kept, nothing changed",
+			ok, p.Groups, prev.Groups, p.Reprofiled, p.Moves)
+	}
+	rs = append(rs, Range{ID: 6, Mix: Mix{Writes: 50}}) // no new class: kept
+	if _, ok := Update(prev, rs, now); !ok {
+		t.Fatal("a write range added to the write group: Update declined")
+	}
+	rs[3].Mix = Mix{Reads: 150} // the write class is gone
+	rs[5].Mix = Mix{Reads: 50}
+	if _, ok := Update(prev, rs, now); ok {
+		t.Fatal("the write class gone: Update kept the groups")
 	}
 }
