@@ -131,6 +131,11 @@ type NodeProfiles struct {
 	leadOn   map[uint64]uint64            // range → node planned to lead it
 	profile  map[uint64]profileplan.Class // node → planned profile
 	asked    map[uint64]asked             // node → the profile last asked for, and when
+	// moved is when a replica move of each range was last proposed: another waits RetryAfter. A
+	// move adds a learner whose snapshot loads two disks; retried each round after it failed (its
+	// promotion timed out on a seek-bound disk), nine moves of one range in four minutes starved
+	// the hot range's node.
+	moved map[uint64]time.Time
 	// away are the nodes restarting for a profile this policy asked for, from the ask until they
 	// have been back for Settle: no sample and no plan meanwhile (see hold).
 	away map[uint64]*away
@@ -155,12 +160,32 @@ type away struct {
 	at, back time.Time // asked; back (zero: not yet)
 	// ended is the view in which its operator was first seen gone without the profile (zero: not).
 	ended time.Time
+	// led are the user ranges it led when asked: the supervisor takes them back last. up is when it
+	// was first seen live and active with the profile and no heavy task (zero: not yet).
+	led []uint64
+	up  time.Time
+}
+
+// TakeBackWait bounds how long a node restarted for a profile, up with it, may take to lead again
+// the ranges it led before the policy counts it back anyway: the supervisor's warm-up (5 s at most)
+// and its returns, one at a time (a return may fail: the range stays with another voter).
+const TakeBackWait = 30 * time.Second
+
+// returned reports whether every range of a.led that node still holds a voter of is led by it.
+func (a *away) returned(c *model.Cluster, node uint64) bool {
+	for _, id := range a.led {
+		if r := c.Range(id); r != nil && r.IsVoter(node) && r.Leader != node {
+			return false
+		}
+	}
+	return true
 }
 
 // NewNodeProfiles returns the node_profiles policy.
 func NewNodeProfiles(cfg NodeProfilesConfig) *NodeProfiles {
 	cfg = cfg.withDefaults()
 	return &NodeProfiles{cfg: cfg, smooth: map[uint64]*profileplan.Smoother{}, asked: map[uint64]asked{}, switching: map[uint64]switching{},
+		moved:   map[uint64]time.Time{},
 		away:    map[uint64]*away{},
 		resizer: profileplan.Resizer{Threshold: cfg.GrowThreshold}}
 }
@@ -251,7 +276,15 @@ func (p *NodeProfiles) hold(c *model.Cluster, restarting map[uint64]bool) bool {
 						id, a.profile, a.back.Sub(a.at).Round(time.Second), c.Now.Sub(a.back).Round(time.Second))})
 			}
 		case profileOf(n) == a.profile && n.Active() && !n.Busy():
-			a.back = c.Now
+			// Up with the profile; back once it leads its ranges again (or TakeBackWait after): an
+			// earlier end let the next node shed while this one was still taking its leaderships
+			// back, and two restarts overlapped.
+			if a.up.IsZero() {
+				a.up = c.Now
+			}
+			if a.returned(c, id) || c.Now.Sub(a.up) >= TakeBackWait {
+				a.back = c.Now
+			}
 		case c.Now.Sub(a.at) >= p.cfg.MaxAway:
 			delete(p.away, id)
 			p.notes = append(p.notes, Note{What: fmt.Sprintf("n%d", id), Status: "not back",
@@ -515,7 +548,13 @@ func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) *operator.Operator {
 		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, From: n.ID,
 			Before: fraction(before, total), Delta: fraction(p.gain(c, n.ID, want), total)}
 		p.asked[n.ID] = asked{profile: want, at: c.Now}
-		p.away[n.ID] = &away{profile: want, at: c.Now}
+		a := &away{profile: want, at: c.Now}
+		for r := range c.LedBy(n.ID) {
+			if !r.System {
+				a.led = append(a.led, r.ID)
+			}
+		}
+		p.away[n.ID] = a
 		return op
 	}
 	return nil
@@ -563,6 +602,9 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 		if n := c.Node(to); n == nil || !n.Active() || n.Busy() || profileOf(n) != p.profile[to] {
 			continue
 		}
+		if at, ok := p.moved[id]; ok && !r.IsVoter(to) && c.Now.Sub(at) < p.cfg.RetryAfter {
+			continue
+		}
 		todo = append(todo, r)
 	}
 	slices.SortFunc(todo, func(a, b *model.Range) int {
@@ -586,6 +628,7 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 			op = operator.NewTransferLeader(NameNodeProfiles, c.Now, r, to, why)
 		} else {
 			op = operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, r.Leader, to, why+"; move its leader's replica there")
+			p.moved[r.ID] = c.Now
 		}
 		op.Priority = operator.PriorityLow
 		q, now := r.QPS()+r.ReplicaReadQPS, profileplan.Classify(operator.MixOf(r))

@@ -16,6 +16,15 @@ import (
 // attributes (node id → "profile=scan cache=8MiB/128KiB") and r5's scan statistics.
 func profilesCluster(t *testing.T, now int, nodes map[int]string, r5Access string) *model.Cluster {
 	t.Helper()
+	c, err := model.ParseCluster(profilesText(now, nodes, r5Access))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// profilesText is profilesCluster's text.
+func profilesText(now int, nodes map[int]string, r5Access string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "now %ds\n", now)
 	for id := 1; id <= 5; id++ {
@@ -31,11 +40,7 @@ range 8 [g,h) voters=2,4,1 reads=100 writes=500
 range 9 [h,i) voters=3,5,2 reads=200 scans=190 writes=5 scanrows=18240 scanblocks=760
 `)
 	fmt.Fprintf(&b, "range 5 [d,e) voters=4,5,1 reads=300 scans=290 writes=10 %s\n", r5Access)
-	c, err := model.ParseCluster(b.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return b.String()
 }
 
 // planOf is a plan as node → profile and ranges, for comparing plans.
@@ -326,5 +331,91 @@ range 5 [d,e) voters=4,1,2 reads=800
 	}
 	if p.plan == nil || p.profile[1] != profileplan.ReadWrite || p.leadOn[2] == 1 {
 		t.Fatalf("plan %v: want n1 to keep readwrite and r2 (read) led elsewhere", p.plan)
+	}
+}
+
+// A node restarted for a profile is back only once it leads again the ranges it led when asked (the
+// supervisor takes them back after its warm-up), or TakeBackWait after it came up: counted back
+// when it came up, the next node shed while this one still took its leaderships back.
+func TestNodeProfilesWaitsForTheLeadershipsBack(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	r5 := "scanrows=27840"
+	var ops []*operator.Operator
+	for s := 0; s <= 20; s += 10 {
+		ops = p.Propose(profilesCluster(t, s, nil, r5), nil)
+	}
+	sp := ops[0].Steps[0].(operator.SetProfile)
+	if sp.Node != 2 {
+		t.Fatalf("20s: %s, want n2 first (it leads r3 and r8)", ops[0])
+	}
+	up := map[int]string{2: "profile=" + sp.Profile}
+	notYet := func(s int) *model.Cluster { // n2 up with the profile, r3 still led by n3
+		c, err := model.ParseCluster(strings.Replace(profilesText(s, up, r5), "range 3 [b,c) voters=2,3,4", "range 3 [b,c) voters=2,3,4 leader=3", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, s := range []int{21, 31, 45} {
+		for _, op := range p.Propose(notYet(s), nil) {
+			if op.Kind == operator.KindSetProfile {
+				t.Fatalf("%ds, n2 up but r3 not back: %s", s, op)
+			}
+		}
+	}
+	// r3 back at 46 s: settled 10 s later, then the next node.
+	for _, s := range []int{46, 55} {
+		for _, op := range p.Propose(profilesCluster(t, s, up, r5), nil) {
+			if op.Kind == operator.KindSetProfile {
+				t.Fatalf("%ds, n2 back at 46s, settling: %s", s, op)
+			}
+		}
+	}
+	got := p.Propose(profilesCluster(t, 56, up, r5), nil)
+	if len(got) == 0 || got[0].Kind != operator.KindSetProfile {
+		t.Fatalf("56s: %v, want the next node's profile change", got)
+	}
+	// Without r3's return, TakeBackWait after n2 came up counts it back.
+	q := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	for s := 0; s <= 20; s += 10 {
+		q.Propose(profilesCluster(t, s, nil, r5), nil)
+	}
+	q.Propose(notYet(21), nil)
+	q.Propose(notYet(21+int(TakeBackWait/time.Second)), nil)
+	if a := q.away[2]; a == nil || a.back.IsZero() {
+		t.Fatalf("n2 not counted back %s after it came up", TakeBackWait)
+	}
+}
+
+// A replica move of a range is proposed again only RetryAfter after the last: one that failed
+// (its learner's promotion timed out) was proposed every round, each time loading two disks with a
+// snapshot.
+func TestNodeProfilesRetriesAMoveAfterAWhile(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	r5 := "scanrows=27840"
+	nodes := map[int]string{1: "profile=read", 2: "profile=read", 3: "profile=write", 4: "profile=scan", 5: "profile=readwrite"}
+	moves := func(s int) []string {
+		var out []string
+		for _, op := range p.Propose(profilesCluster(t, s, nodes, r5), nil) {
+			if op.Kind == operator.KindMoveReplica {
+				out = append(out, fmt.Sprintf("r%d", op.RangeID))
+			}
+		}
+		return out
+	}
+	var first []string
+	for s := 0; s <= 20; s += 10 {
+		first = moves(s)
+	}
+	if len(first) == 0 {
+		t.Fatalf("20s: no replica move (plan %s)", planOf(p.plan))
+	}
+	for _, s := range []int{21, 40, 79} { // the moves ended without moving anything
+		if got := moves(s); len(got) > 0 {
+			t.Fatalf("%ds: moves %v again, %s after the first", s, got, time.Duration(s-20)*time.Second)
+		}
+	}
+	if got := moves(80); !slices.Equal(got, first) {
+		t.Fatalf("80s: moves %v, want %v again a minute after", got, first)
 	}
 }
