@@ -545,20 +545,28 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	}
 	start := now()
 	reconf.Converged, reconf.Operators = e.converge(ctx)
+	// Not converged: a restart under way ends before the window (at most its bound), which would
+	// otherwise measure a node without its leaderships.
+	_ = benchutil.WaitFor(ctx, time.Minute, func() bool { return !e.restarting() })
+	reconf.TookS = now() - start
+	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
+	err = window("node_profiles")
+	reconf.Restarts, reconf.Overlapping = e.restartsSince(start)
+	reconf.Plans = e.plans(ctx)
+	return arms, reconf, err
+}
+
+// plans are node_profiles' plans, profile changes and waits as its decision log states them.
+func (e *experiment) plans(ctx context.Context) []string {
+	var out []string
 	if ds, _, err := e.cl.Decisions(ctx); err == nil {
 		for _, d := range ds {
-			if d.Policy == policy.NameNodeProfiles && (d.Operator == "plan" || strings.HasPrefix(d.Operator, "set-profile")) {
-				reconf.Plans = append(reconf.Plans, d.Operator+": "+d.Reason)
+			if d.Policy == policy.NameNodeProfiles && (d.Operator == "plan" || strings.HasPrefix(d.Operator, "set-profile") || d.Status == "back") {
+				out = append(out, d.Operator+": "+d.Reason)
 			}
 		}
 	}
-	reconf.TookS = now() - start
-	reconf.Restarts, reconf.Overlapping = e.restartsSince(start)
-	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
-	if err := window("node_profiles"); err != nil {
-		return nil, reconf, err
-	}
-	return arms, reconf, nil
+	return out
 }
 
 // quietFor is how long node_profiles must propose nothing, run nothing and restart no node to have
