@@ -272,9 +272,9 @@ func multiLevel(h usage.Histogram, upper, sampled float64) usage.Histogram {
 // tail, and Che's approximation then predicts too few hits for a skewed workload (15 points under a
 // zipfian 1.1 in 10–20 s of 1-in-16 samples). So the span is cut into regions of adjacent blocks,
 // each with enough samples to say its own rate (a hot key range is a hot region), and within a
-// region the tail's rates fall as a power of their rank, continuing the region's head, with one
-// exponent for the range: the one whose expected number of distinct blocks sampled is the number
-// the sample saw (occupancy matching: a uniform tail shows many distinct blocks, a skewed one few).
+// region the tail's rates fall as a power of their rank, continuing the region's head, with the
+// exponent whose expected number of distinct blocks sampled is the number the sample saw
+// (occupancy matching: a uniform tail shows many distinct blocks, a skewed one few; tailExponents).
 // Rates group in half-octaves, each bucket at its mean rate, so the histogram stays small whatever
 // the range's size.
 func histogram(slots map[uint64]uint32, samples, reads, secs, blocks float64) usage.Histogram {
