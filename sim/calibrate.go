@@ -92,6 +92,10 @@ type CacheBin struct {
 	SimMisses  float64 `json:"sim_misses_per_s"`
 	RealDisk   float64 `json:"real_disk_ops_per_s"`
 	SimDisk    float64 `json:"sim_disk_ops_per_s"`
+	// RealReads and SimReads are the read operations among them (the real run's: 0 when its report
+	// predates recording them).
+	RealReads float64 `json:"real_disk_reads_per_s"`
+	SimReads  float64 `json:"sim_disk_reads_per_s"`
 }
 
 // Sequence is the first decisions of the policy-on runs from the scenario's first event on, as
@@ -401,15 +405,16 @@ func (c *Calibration) caches(real, sim []Point) {
 	}
 	for _, b := range c.Bins {
 		for _, id := range slices.Sorted(maps.Keys(ids)) {
-			rm, rd := nodeRates(real, id, b.FromS, b.ToS)
-			sm, sd := nodeRates(sim, id, b.FromS, b.ToS)
-			c.Caches = append(c.Caches, CacheBin{FromS: b.FromS, ToS: b.ToS, Node: id, RealMisses: round3(rm), SimMisses: round3(sm), RealDisk: round3(rd), SimDisk: round3(sd)})
+			r, s := nodeRates(real, id, b.FromS, b.ToS), nodeRates(sim, id, b.FromS, b.ToS)
+			c.Caches = append(c.Caches, CacheBin{FromS: b.FromS, ToS: b.ToS, Node: id, RealMisses: round3(r.misses), SimMisses: round3(s.misses),
+				RealDisk: round3(r.disk), SimDisk: round3(s.disk), RealReads: round3(r.reads), SimReads: round3(s.reads)})
 		}
 	}
 }
 
-// nodeRates is node id's mean misses and disk operations per second over the points in [from, to).
-func nodeRates(ps []Point, id uint64, from, to float64) (misses, disk float64) {
+// nodeRates is node id's mean misses, disk operations and disk reads per second over the points in
+// [from, to).
+func nodeRates(ps []Point, id uint64, from, to float64) (out struct{ misses, disk, reads float64 }) {
 	var n float64
 	prev := 0.0
 	for _, p := range ps {
@@ -421,14 +426,16 @@ func nodeRates(ps []Point, id uint64, from, to float64) (misses, disk float64) {
 		n += dt
 		for _, s := range p.Nodes {
 			if s.Node == id {
-				misses, disk = misses+float64(s.Misses), disk+float64(s.DiskOps)
+				out.misses += float64(s.Misses)
+				out.disk += float64(s.DiskOps)
+				out.reads += float64(s.DiskReads)
 			}
 		}
 	}
-	if n == 0 {
-		return 0, 0
+	if n > 0 {
+		out.misses, out.disk, out.reads = out.misses/n, out.disk/n, out.reads/n
 	}
-	return misses / n, disk / n
+	return out
 }
 
 // dec is one decision of a run's log, timed from the scenario's first event after the warm-up.
@@ -741,9 +748,10 @@ func (c *Calibration) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "  %d of %d bins within %.0f %%\n", inside, len(c.Bins), 100*c.Tolerance)
 	if len(c.Caches) > 0 {
-		fmt.Fprintln(w, "per node by 10-s bin (real / sim): block-cache misses per s (real: every block; sim: reads' data blocks), disk operations per s:")
+		fmt.Fprintln(w, "per node by 10-s bin (real / sim): block-cache misses per s (real: every block; sim: reads' data blocks), disk operations per s, reads among them:")
 		for _, b := range c.Caches {
-			fmt.Fprintf(w, "  %3.0f-%3.0f s  n%d  misses %7.0f / %7.0f  disk %5.0f / %5.0f\n", b.FromS, b.ToS, b.Node, b.RealMisses, b.SimMisses, b.RealDisk, b.SimDisk)
+			fmt.Fprintf(w, "  %3.0f-%3.0f s  n%d  misses %7.0f / %7.0f  disk %5.0f / %5.0f  reads %5.0f / %5.0f\n", b.FromS, b.ToS, b.Node,
+				b.RealMisses, b.SimMisses, b.RealDisk, b.SimDisk, b.RealReads, b.SimReads)
 		}
 	}
 	if len(c.Sequence.Real)+len(c.Sequence.Sim) > 0 {

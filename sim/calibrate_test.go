@@ -252,7 +252,7 @@ func TestCacheBins(t *testing.T) {
 	for _, p := range series[len(series)/2:] {
 		var h, m int64
 		for _, n := range p.Nodes {
-			if n.Hits < 0 || n.Misses < 0 || n.DiskOps < n.Misses {
+			if n.Hits < 0 || n.Misses < 0 || n.DiskOps < n.Misses || n.DiskReads != n.Misses {
 				t.Fatalf("t=%v n%d: hits %d misses %d disk ops %d", p.T, n.Node, n.Hits, n.Misses, n.DiskOps)
 			}
 			h, m = h+n.Hits, m+n.Misses
@@ -265,9 +265,9 @@ func TestCacheBins(t *testing.T) {
 	if !sawFourth {
 		t.Fatal("the joined node never served a read from its cache")
 	}
-	pts := []Point{{T: 1, Nodes: []NodeSecond{{Node: 2, Misses: 10, DiskOps: 30}}}, {T: 2, Nodes: []NodeSecond{{Node: 2, Misses: 20, DiskOps: 50}}},
+	pts := []Point{{T: 1, Nodes: []NodeSecond{{Node: 2, Misses: 10, DiskOps: 30, DiskReads: 12}}}, {T: 2, Nodes: []NodeSecond{{Node: 2, Misses: 20, DiskOps: 50, DiskReads: 18}}},
 		{T: 3, Nodes: []NodeSecond{{Node: 0, Misses: 99}}}}
-	if m, d := nodeRates(pts, 2, 0, 3); m != 10 || d != 80.0/3 {
-		t.Fatalf("node 2 over (0, 3]: %v misses/s, %v disk ops/s; want 10 and 26.67 (down in the third second)", m, d)
+	if r := nodeRates(pts, 2, 0, 3); r.misses != 10 || r.disk != 80.0/3 || r.reads != 10 {
+		t.Fatalf("node 2 over (0, 3]: %+v per s; want 10 misses, 26.67 disk ops, 10 reads (down in the third second)", r)
 	}
 }

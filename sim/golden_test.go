@@ -58,10 +58,10 @@ func TestDecisionsUnchanged(t *testing.T) {
 
 var goldenHashes = map[string]string{
 	"compaction":   "c49f56380859107e124ebb6e3f466aa2958224d7f9554d5b53c8928498cf3ddd",
-	"decommission": "8606aa1c38c858b2b59575fc42b5332c289897148115d56ffcca7d9a0859f6b0",
+	"decommission": "441708503878114ed5ba065c2b6239d5dcd82ebd6fb314a7490083106df001c6",
 	"drain":        "7c9113223dc680070a905654819347719a93b98a897e9ec2fa6ee03651dbc1f1",
 	"hotspot":      "b8e027cc6414633094546422b2b2fb67f30f7e1c410256bb8dc17125682d2f42",
-	"join":         "769475688adcba2a87cbce65d99662ffb820e0b5074764514f69e6a07b13d961",
+	"join":         "956ee730cb2cf31b0d1f76de892cc63bf526374baacc0781321f05bfc3cebb2b",
 	"merge":        "8714f5e8cb4c48b2e0e8512da55b8fb3ff40d0d4695a69fdc5510d50c383e29d",
 	"node-kill":    "ed93a7ebb2593943d3339b819b7a6e1e4d4c476d08c5a094a5b631633f2685d9",
 	"node-loss":    "bb72f66e75c6f4831a0ded7d3c760d055ef6daf0385954c8b738078a1f0c3caf",

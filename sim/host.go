@@ -125,11 +125,11 @@ func (c *Cluster) closedLoop(now time.Time) float64 {
 
 // cacheSecond is what a node's station did over a heartbeat of requests, as a real node's second
 // records it (bench/scenario): block-cache lookups of its led ranges' reads split into hits and
-// misses, and its disk operations (misses and writes).
+// misses, and its disk operations (misses and writes) and reads among them (misses).
 func cacheSecond(s station, requests float64) NodeSecond {
 	reads, misses := s.readsPerOp*requests, s.missPerOp*requests
 	return NodeSecond{Node: s.node.id, Hits: int64(math.Round(reads - misses)), Misses: int64(math.Round(misses)),
-		DiskOps: int64(math.Round((s.missPerOp + s.writesPerOp) * requests))}
+		DiskOps: int64(math.Round((s.missPerOp + s.writesPerOp) * requests)), DiskReads: int64(math.Round(misses))}
 }
 
 // mva is the throughput of a closed network of n customers with think time z at queues of the

@@ -52,6 +52,8 @@ type NodeSecond struct {
 	Compacting int64  `json:"compacting,omitempty"`
 	DiskOps    int64  `json:"disk_ops,omitempty"`
 	DiskBytes  int64  `json:"disk_bytes,omitempty"`
+	// DiskReads are the read operations among DiskOps (a block-cache miss, a readahead window).
+	DiskReads int64 `json:"disk_reads,omitempty"`
 	// CompactedBytes are the bytes the engine's compactions wrote in the second.
 	CompactedBytes int64   `json:"compacted_bytes,omitempty"`
 	DiskWaitMs     float64 `json:"disk_wait_ms,omitempty"`

@@ -25,10 +25,11 @@ type cluster struct {
 }
 
 type nodeMark struct {
-	n                                    *benchutil.Node // the node the marks were read from: a restart starts them again
-	hits, misses                         int64
-	recorded, applied, sent, drop, snap  uint64
-	devOps, devWait, devBytes, compacted int64
+	n                                   *benchutil.Node // the node the marks were read from: a restart starts them again
+	hits, misses                        int64
+	recorded, applied, sent, drop, snap uint64
+	devOps, devReads, devWait, devBytes int64
+	compacted                           int64
 }
 
 var errNotLocal = errors.New("this event needs in-process nodes (not with --hosts)")
@@ -65,7 +66,7 @@ func (c *cluster) sample(hints bool) []NodeSecond {
 		all, dev := n.KV.Metrics(), c.DeviceStats(i)
 		m := all.Engine
 		cur := nodeMark{n: n, hits: m.BlockCacheHits, misses: m.BlockCacheMisses, snap: all.Transport.SnapshotBytesSent,
-			devOps: dev.ReadOps + dev.WriteOps, devWait: int64(dev.Throttled), devBytes: dev.ReadBytes + dev.WriteBytes,
+			devOps: dev.ReadOps + dev.WriteOps, devReads: dev.ReadOps, devWait: int64(dev.Throttled), devBytes: dev.ReadBytes + dev.WriteBytes,
 			compacted: int64(m.CompactedBytes)}
 		if h := n.KV.Hints(); h != nil && hints {
 			hm := h.Metrics()
@@ -73,12 +74,13 @@ func (c *cluster) sample(hints bool) []NodeSecond {
 		}
 		p := c.last[i]
 		if p.n != n {
-			p = nodeMark{n: n, devOps: cur.devOps, devWait: cur.devWait, devBytes: cur.devBytes, compacted: cur.compacted}
+			p = nodeMark{n: n, devOps: cur.devOps, devReads: cur.devReads, devWait: cur.devWait, devBytes: cur.devBytes, compacted: cur.compacted}
 		}
 		ns := &out[i]
 		ns.Node, ns.Compacting = n.KV.NodeID(), m.CompactionsRunning
 		ns.Hits, ns.Misses, ns.DiskOps, ns.DiskBytes = cur.hits-p.hits, cur.misses-p.misses, cur.devOps-p.devOps, cur.devBytes-p.devBytes
 		ns.CompactedBytes = cur.compacted - p.compacted
+		ns.DiskReads = cur.devReads - p.devReads
 		ns.DiskWaitMs = math.Round(float64(cur.devWait-p.devWait)/float64(time.Millisecond)*10) / 10
 		ns.Recorded, ns.Applied, ns.BytesSent, ns.Dropped = cur.recorded-p.recorded, cur.applied-p.applied, cur.sent-p.sent, cur.drop-p.drop
 		ns.Leaders, ns.Replicas = userReplicas(n)
