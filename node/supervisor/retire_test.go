@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/shoaldb/shoal/pb"
 )
 
 // blocking is a service whose call waits until released, and records it was served.
@@ -99,5 +101,37 @@ func TestQuiesceIsBounded(t *testing.T) {
 	}
 	if got, _ := s.enter("svc", true); got != nil {
 		t.Fatal("a retiring node took a call")
+	}
+}
+
+// kvLike is a service whose responses carry an Error, as Shoal's do.
+type kvLike struct{}
+
+func (kvLike) Put(context.Context, *pb.PutRequest) (*pb.PutResponse, error) {
+	return &pb.PutResponse{}, nil
+}
+
+// A call whose response carries an Error, arriving while no node runs, is answered within
+// AnswerWait with UNAVAILABLE in its response — which the client retries as a request not served —
+// rather than held until its client's attempt times out (which the client reports ambiguous).
+func TestRestartingAnswerInTheResponse(t *testing.T) {
+	s := &Supervisor{log: slog.Default(), first: map[string]any{"kv": kvLike{}}}
+	s.ctx = context.Background()
+	desc := &grpc.ServiceDesc{ServiceName: "kv", HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{{MethodName: "Put",
+		Handler: func(srv any, ctx context.Context, _ func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			return srv.(kvLike).Put(ctx, &pb.PutRequest{})
+		}}}}
+	start := time.Now()
+	v, err := s.forward(desc).Methods[0].Handler(nil, context.Background(), nil, nil)
+	took := time.Since(start)
+	resp, ok := v.(*pb.PutResponse)
+	if err != nil || !ok || resp.GetError().GetCode() != pb.ErrorCode_UNAVAILABLE {
+		t.Fatalf("no node running: %v, %v; want a PutResponse with UNAVAILABLE", v, err)
+	}
+	if took < AnswerWait || took > AnswerWait+time.Second {
+		t.Fatalf("answered after %s, want after about %s", took, AnswerWait)
+	}
+	if restartingAnswer(kvLike{}, "Get") != nil || restartingAnswer(&blocking{}, "call") != nil {
+		t.Fatal("an answer for a method the service lacks or whose response has no Error")
 	}
 }

@@ -8,8 +8,9 @@
 //     that voter is warm for it (its read hints flowing and, where measurable, its replays hitting
 //     the cache; at most WarmWait; then DrainLeaderships for any left), so no range loses its
 //     leader, no peer takes them all, and none takes one cold;
-//  2. the supervisor retires the node: new calls wait for the next node (at most AwaitTimeout, then
-//     UNAVAILABLE), the unary calls it serves finish while it still runs (at most DrainTimeout: a
+//  2. the supervisor retires the node: new calls wait for the next node (at most AnswerWait, then
+//     answered UNAVAILABLE "node is restarting" in their response, which the client retries
+//     elsewhere; a call whose response has no error field at most AwaitTimeout), the unary calls it serves finish while it still runs (at most DrainTimeout: a
 //     write it proposed before it shed the range is answered, not failed as ambiguous), then its
 //     streams end, the node stops and its engine closes;
 //  3. a new node opens the same data directory with the profile, behind the same gRPC server and
@@ -34,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -117,11 +119,18 @@ type incarnation struct {
 // AwaitTimeout bounds how long a call that arrives between two nodes waits for the next one.
 const AwaitTimeout = 10 * time.Second
 
+// AnswerWait bounds that wait for a unary call whose response carries an Error: then it is answered
+// UNAVAILABLE "node is restarting" in its response, which a client retries elsewhere as a request
+// not served. Held for AwaitTimeout, a write outlived its client's attempt (5 s) while a node
+// closed and reopened its engine on a slow disk (15 s at 150 operations a second), and the
+// client, which cannot tell an unanswered write from one applied, reported it ambiguous.
+const AnswerWait = time.Second
+
 // await is enter, waiting (within ctx, at most AwaitTimeout) while no node runs: a call that meets
 // the restart is served by the next node instead of failing. The client cannot tell a transport
 // error after sending a write from a write that failed half-way, so it would report it ambiguous.
-func (s *Supervisor) await(ctx context.Context, service string, unary bool) (*incarnation, any) {
-	deadline := time.Now().Add(AwaitTimeout)
+func (s *Supervisor) await(ctx context.Context, service string, unary bool, bound time.Duration) (*incarnation, any) {
+	deadline := time.Now().Add(bound)
 	for {
 		if inc, impl := s.enter(service, unary); inc != nil || ctx.Err() != nil || time.Now().After(deadline) || s.ctx.Err() != nil {
 			return inc, impl
@@ -221,9 +230,16 @@ func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
 	fd.Methods = make([]grpc.MethodDesc, len(d.Methods))
 	for i, m := range d.Methods {
 		h := m.Handler
+		answer, bound := restartingAnswer(s.first[d.ServiceName], m.MethodName), AwaitTimeout
+		if answer != nil {
+			bound = AnswerWait
+		}
 		fd.Methods[i] = grpc.MethodDesc{MethodName: m.MethodName,
 			Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-				inc, impl := s.await(ctx, d.ServiceName, true)
+				inc, impl := s.await(ctx, d.ServiceName, true, bound)
+				if inc == nil && answer != nil {
+					return answer(), nil
+				}
 				if inc == nil {
 					return nil, errRestarting
 				}
@@ -236,7 +252,7 @@ func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
 		h := sd.Handler
 		fs := sd
 		fs.Handler = func(_ any, stream grpc.ServerStream) error {
-			inc, impl := s.await(stream.Context(), d.ServiceName, false)
+			inc, impl := s.await(stream.Context(), d.ServiceName, false, AwaitTimeout)
 			if inc == nil {
 				return errRestarting
 			}
@@ -257,6 +273,34 @@ func (s *Supervisor) forward(d *grpc.ServiceDesc) *grpc.ServiceDesc {
 		fd.Streams[i] = fs
 	}
 	return &fd
+}
+
+// restartingAnswer returns, for a method of impl (a service implementation) whose response has an
+// Error field (*pb.Error), a function making that response with UNAVAILABLE "node is restarting";
+// nil for any other method. A gRPC status would not do: the client cannot tell UNAVAILABLE from the
+// server from a connection that broke under a sent write.
+func restartingAnswer(impl any, method string) func() any {
+	if impl == nil {
+		return nil
+	}
+	m, ok := reflect.TypeOf(impl).MethodByName(method)
+	if !ok || m.Type.NumOut() != 2 {
+		return nil
+	}
+	out := m.Type.Out(0)
+	if out.Kind() != reflect.Pointer || out.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	f, ok := out.Elem().FieldByName("Error")
+	if !ok || f.Type != reflect.TypeOf((*pb.Error)(nil)) {
+		return nil
+	}
+	return func() any {
+		v := reflect.New(out.Elem())
+		v.Elem().FieldByIndex(f.Index).Set(reflect.ValueOf(&pb.Error{Code: pb.ErrorCode_UNAVAILABLE,
+			Message: "node is restarting with a new engine profile"}))
+		return v.Interface()
+	}
 }
 
 // Node is the node running now (nil while a restart has none running).
