@@ -121,6 +121,31 @@ func TestNodeProfilesPlanHoldsAcrossItsOwnProfileChange(t *testing.T) {
 	}
 }
 
+// awayStep is a round while a node restarted for a profile is away: its state, the pending
+// operators, and what the round stands for.
+type awayStep struct {
+	s       int
+	state   string
+	pending []*operator.Operator
+	what    string
+}
+
+// proposeAway runs the rounds of steps on the profilesCluster (the node sp names in the step's
+// state), fails on any profile change proposed in them, and calls check (if any) after each.
+func proposeAway(t *testing.T, p *NodeProfiles, sp operator.SetProfile, r5 string, steps []awayStep, check func(awayStep)) {
+	t.Helper()
+	for _, step := range steps {
+		for _, op := range p.Propose(profilesCluster(t, step.s, map[int]string{int(sp.Node): step.state}, r5), step.pending) {
+			if op.Kind == operator.KindSetProfile {
+				t.Fatalf("%ds, n%d %s: %s while n%d is away", step.s, sp.Node, step.what, op, sp.Node)
+			}
+		}
+		if check != nil {
+			check(step)
+		}
+	}
+}
+
 // While the node it restarts for a profile is away — not live, then compacting its store — the
 // policy neither samples nor plans nor restarts another node; it carries on once the node has been
 // back for Settle, with the plan it had (the same nodes and classes: no new plan).
@@ -139,33 +164,18 @@ func TestNodeProfilesNoReplanWhileRestartedNodeAway(t *testing.T) {
 	plan, sampled := p.plan, p.lastSample
 	pending := ops
 
-	at := func(s int, state string, pending []*operator.Operator) []*operator.Operator {
-		nodes := map[int]string{int(sp.Node): state}
-		return p.Propose(profilesCluster(t, s, nodes, r5), pending)
-	}
-	for _, step := range []struct {
-		s       int
-		state   string
-		pending []*operator.Operator
-		what    string
-	}{
+	proposeAway(t, p, sp, r5, []awayStep{
 		{30, "down", pending, "restarting (not live)"},
 		{40, "down", pending, "still restarting"},
 		{50, "profile=" + sp.Profile + " task=compaction:running", nil, "back with the profile, compacting"},
 		{60, "profile=" + sp.Profile, nil, "back, done: settling"},
-	} {
-		got := at(step.s, step.state, step.pending)
-		for _, op := range got {
-			if op.Kind == operator.KindSetProfile {
-				t.Fatalf("%ds, n%d %s: %s", step.s, sp.Node, step.what, op)
-			}
-		}
+	}, func(step awayStep) {
 		if n := notesOf(p, "planned"); len(n) > 0 || p.plan != plan || p.lastSample != sampled {
 			t.Fatalf("%ds, n%d %s: planned or sampled (%v)", step.s, sp.Node, step.what, n)
 		}
-	}
+	})
 	// Settled: sampling again, the same plan, the next node's profile change.
-	got := at(70, "profile="+sp.Profile, nil)
+	got := p.Propose(profilesCluster(t, 70, map[int]string{int(sp.Node): "profile=" + sp.Profile}, r5), nil)
 	notes := p.TakeNotes()
 	if !slices.ContainsFunc(notes, func(n Note) bool { return n.Status == "back" }) ||
 		slices.ContainsFunc(notes, func(n Note) bool { return n.Status == "planned" }) {
@@ -208,36 +218,20 @@ func TestNodeProfilesRefusedChangeEndsTheHold(t *testing.T) {
 // can see the operator gone and the node still with its old profile. Taking that for a refused
 // change restarted the next node while this one compacted (two restarts overlapped in a run).
 func TestNodeProfilesOneRestartAtATime(t *testing.T) {
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	r5 := "scanrows=27840"
-	var ops []*operator.Operator
-	for s := 0; s <= 20; s += 10 {
-		ops = p.Propose(profilesCluster(t, s, nil, r5), nil)
-	}
+	p, ops := planned(t, r5)
 	if len(ops) != 1 || ops[0].Kind != operator.KindSetProfile {
 		t.Fatalf("20s: %v, want one profile change", ops)
 	}
 	sp := ops[0].Steps[0].(operator.SetProfile)
-	for _, step := range []struct {
-		s       int
-		state   string
-		pending []*operator.Operator
-		what    string
-	}{
+	proposeAway(t, p, sp, r5, []awayStep{
 		{21, "", ops, "restarting, its heartbeat not yet changed"},
 		{22, "", nil, "the executor ended the operator on a heartbeat newer than this view"},
 		{23, "profile=" + sp.Profile + " task=compaction:running", nil, "back with the profile, compacting"},
 		{40, "profile=" + sp.Profile + " task=compaction:running", nil, "still compacting"},
 		{41, "profile=" + sp.Profile, nil, "compacted: settling"},
 		{50, "profile=" + sp.Profile, nil, "settling"},
-	} {
-		got := p.Propose(profilesCluster(t, step.s, map[int]string{int(sp.Node): step.state}, r5), step.pending)
-		for _, op := range got {
-			if op.Kind == operator.KindSetProfile {
-				t.Fatalf("%ds, n%d %s: %s while n%d restarts", step.s, sp.Node, step.what, op, sp.Node)
-			}
-		}
-	}
+	}, nil)
 	got := p.Propose(profilesCluster(t, 51, map[int]string{int(sp.Node): "profile=" + sp.Profile}, r5), nil)
 	if len(got) == 0 || got[0].Kind != operator.KindSetProfile || got[0].Steps[0].(operator.SetProfile).Node == sp.Node {
 		t.Fatalf("51s, n%d settled: %v, want the next node's profile change", sp.Node, got)
@@ -338,12 +332,8 @@ range 5 [d,e) voters=4,1,2 reads=800
 // supervisor takes them back after its warm-up), or TakeBackWait after it came up: counted back
 // when it came up, the next node shed while this one still took its leaderships back.
 func TestNodeProfilesWaitsForTheLeadershipsBack(t *testing.T) {
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	r5 := "scanrows=27840"
-	var ops []*operator.Operator
-	for s := 0; s <= 20; s += 10 {
-		ops = p.Propose(profilesCluster(t, s, nil, r5), nil)
-	}
+	p, ops := planned(t, r5)
 	sp := ops[0].Steps[0].(operator.SetProfile)
 	if sp.Node != 2 {
 		t.Fatalf("20s: %s, want n2 first (it leads r3 and r8)", ops[0])
@@ -418,4 +408,16 @@ func TestNodeProfilesRetriesAMoveAfterAWhile(t *testing.T) {
 	if got := moves(80); !slices.Equal(got, first) {
 		t.Fatalf("80s: moves %v, want %v again a minute after", got, first)
 	}
+}
+
+// planned is a policy after the three rounds (0, 10, 20 s) of profilesCluster that make its plan,
+// and the operators of the third.
+func planned(t *testing.T, r5 string) (*NodeProfiles, []*operator.Operator) {
+	t.Helper()
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	var ops []*operator.Operator
+	for s := 0; s <= 20; s += 10 {
+		ops = p.Propose(profilesCluster(t, s, nil, r5), nil)
+	}
+	return p, ops
 }

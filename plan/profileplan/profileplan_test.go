@@ -313,14 +313,7 @@ func TestUpdateMovesOnlyRangesThatChangedClass(t *testing.T) {
 		{ID: 1, Mix: Mix{Reads: 500}}, {ID: 2, Mix: Mix{Reads: 400}}, {ID: 3, Mix: Mix{Reads: 100}},
 		{ID: 4, Mix: Mix{Reads: 100}}, {ID: 5, Mix: Mix{Writes: 300}}, {ID: 6, Mix: Mix{Reads: 100, Writes: 100}},
 	}
-	var nodes []Node
-	for i := range 4 {
-		nodes = append(nodes, Node{ID: uint64(i + 1), Profile: Default})
-	}
-	prev, err := Make(rs, nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prev := makeOnDefault(t, rs, 4)
 	on := func(p Plan) map[uint64]uint64 {
 		out := map[uint64]uint64{}
 		for _, a := range p.Assignments {
@@ -385,14 +378,7 @@ func TestUpdateKeepsGroupsWithinOneNode(t *testing.T) {
 		{ID: 1, Mix: Mix{Reads: 600}}, {ID: 2, Mix: Mix{Reads: 300}}, {ID: 3, Mix: Mix{Reads: 200, Scans: 200}},
 		{ID: 4, Mix: Mix{Writes: 150}}, {ID: 5, Mix: Mix{Reads: 100, Writes: 100}},
 	}
-	var nodes []Node
-	for i := range 5 {
-		nodes = append(nodes, Node{ID: uint64(i + 1), Profile: Default})
-	}
-	prev, err := Make(rs, nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prev := makeOnDefault(t, rs, 5)
 	if prev.Groups[Read] != 2 || prev.Groups[Scan] != 1 {
 		t.Fatalf("groups %v: want read 2, scan 1", prev.Groups)
 	}
@@ -419,4 +405,18 @@ func TestUpdateKeepsGroupsWithinOneNode(t *testing.T) {
 	if _, ok := Update(prev, rs, now); ok {
 		t.Fatal("the write class gone: Update kept the groups")
 	}
+}
+
+// makeOnDefault is Make's plan of rs on n nodes n1… running the default profile.
+func makeOnDefault(t *testing.T, rs []Range, n int) Plan {
+	t.Helper()
+	var nodes []Node
+	for i := range n {
+		nodes = append(nodes, Node{ID: uint64(i + 1), Profile: Default})
+	}
+	p, err := Make(rs, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
