@@ -22,6 +22,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/node/jobs"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage"
 	"github.com/shoaldb/shoal/storage/emudisk"
 )
@@ -315,6 +316,24 @@ func mix(o Options) []jobSpec {
 	return out
 }
 
+// loadAttempts bounds the tries of one batch of the load: a leader that steps down on a starved
+// host (its quorum silent for an election timeout) leaves a batch unanswered, and the arm's
+// cluster would be lost for one batch that an election later would take.
+const loadAttempts = 5
+
+// writeRetrying writes muts, again after a failure: the same keys with the same values, so a batch
+// applied before its answer was lost is only written twice.
+func writeRetrying(ctx context.Context, cl *client.Client, muts []*pb.Mutation) error {
+	var err error
+	for attempt := 0; attempt < loadAttempts; attempt++ {
+		if err = cl.WriteMany(ctx, muts); err == nil || ctx.Err() != nil {
+			return err
+		}
+		stopper.SleepContext(ctx, time.Second)
+	}
+	return fmt.Errorf("%d attempts: %w", loadAttempts, err)
+}
+
 // startCluster starts the arm's nodes with the strategy and its budgets.
 func startCluster(ctx context.Context, dir string, o Options, strategy string) (*benchutil.Cluster, error) {
 	cfg := benchutil.NodeConfig{}
@@ -367,7 +386,7 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 				rng.Read(val)
 				muts = append(muts, &pb.Mutation{Key: rowKey(s, k), Value: append([]byte(nil), val...)})
 			}
-			if err := cl.WriteMany(ctx, muts); err != nil {
+			if err := writeRetrying(ctx, cl, muts); err != nil {
 				return fmt.Errorf("load span %d: %w", s, err)
 			}
 		}
