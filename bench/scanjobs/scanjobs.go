@@ -184,9 +184,9 @@ type Arm struct {
 	// ServedBlockBytes are the bytes of the blocks the nodes' reads (the foreground's and the jobs')
 	// looked up in the window, ServedInCacheBytes those the block cache held. FgHitRatio is
 	// ServedInCacheBytes over the blocks the foreground alone looks up for as many operations (the
-	// no-jobs arm's per operation): the foreground's share of its blocks found in the cache if the
-	// jobs found none of theirs there (a span's scan finds about the cached share of the hot rows'
-	// blocks: a few per cent of its own), so an upper bound; in the no-jobs arm it is exact.
+	// no-jobs arm's per operation): exact in the no-jobs arm; with jobs it counts their own hits too
+	// (a page's index blocks, a block whose rows two pages read) and is no bound (1.1–1.4 measured):
+	// the foreground's own share needs the jobs' reads in an engine category of their own.
 	ServedBlockBytes   uint64  `json:"served_block_bytes"`
 	ServedInCacheBytes uint64  `json:"served_in_cache_bytes"`
 	FgHitRatio         float64 `json:"fg_hit_ratio"`
