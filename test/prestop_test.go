@@ -9,27 +9,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/node/background"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/test/testcluster"
 )
 
-// TestPreStopHandsOverLeadershipsWithoutFailedRequests: the orchestrator's prestop announcement on
-// the node that leads every range moves all its leaderships to peers while writers keep writing;
-// no write fails, the node reports that it is stopping (readiness), and the autopilot gives it no
-// leadership back. Killing it afterwards costs the ranges no election: the writes go on.
-func TestPreStopHandsOverLeadershipsWithoutFailedRequests(t *testing.T) {
+// threeRanges starts 3 nodes and splits the key space at k100 and k200, 3 voters on every range; the
+// context ends with the test, after 2 minutes at most.
+func threeRanges(t *testing.T) (*testcluster.Cluster, *client.Client, context.Context) {
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
 	cl := c.Client()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	for _, at := range []string{"k100", "k200"} {
 		if _, _, err := cl.Split(ctx, []byte(at)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	return c, cl, ctx
+}
+
+// TestPreStopHandsOverLeadershipsWithoutFailedRequests: the orchestrator's prestop announcement on
+// the node that leads every range moves all its leaderships to peers while writers keep writing;
+// no write fails, the node reports that it is stopping (readiness), and the autopilot gives it no
+// leadership back. Killing it afterwards costs the ranges no election: the writes go on.
+func TestPreStopHandsOverLeadershipsWithoutFailedRequests(t *testing.T) {
+	c, cl, ctx := threeRanges(t)
 	target := c.Nodes[0].Node
 	testcluster.WaitFor(t, 60*time.Second, "node 1 leads every range", func() bool {
 		rs, err := cl.Ranges(ctx)
@@ -94,16 +101,7 @@ func TestPreStopHandsOverLeadershipsWithoutFailedRequests(t *testing.T) {
 // each of its replicas has applied what its range's leader had applied before the restart, reports
 // itself taking no leadership until then, and takes leaderships again afterwards.
 func TestPostStartWaitsForCatchUp(t *testing.T) {
-	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3})
-	cl := c.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for _, at := range []string{"k100", "k200"} {
-		if _, _, err := cl.Split(ctx, []byte(at)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
+	c, cl, ctx := threeRanges(t)
 	c.Kill(2)
 	for i := range 900 {
 		if err := cl.Put(ctx, []byte(fmt.Sprintf("k%03d", i%300)), []byte(fmt.Sprint(i))); err != nil {
