@@ -20,7 +20,7 @@ import (
 // filter bytes) against the share of the measured reads that hit. Within 5 points each; on this
 // machine within 2.8 (the hotspot's, rich), 1.3 on average. With one tail exponent a range, fitted
 // where the hot region ends and to chance, the hotspot's was 7.6 points high, uniform reads' 2.3:
-// 2.6 on average.
+// 2.6 on average. Under the race detector only the busy node's budget runs.
 func TestHistogramAgainstPebbleCache(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads a store of 20 MB several times")
@@ -66,7 +66,11 @@ func TestHistogramAgainstPebbleCache(t *testing.T) {
 		Offset: func(k []byte) (uint64, error) { return e.Offset(lo, storage.UserDataKey(k)) }}
 	perm := rand.New(rand.NewPCG(5, 5)).Perm(n)
 	for _, w := range pebbleWorkloads(n, perm) {
-		for _, keys := range []int{1024, 15} {
+		budgets := []int{1024, 15}
+		if raceEnabled {
+			budgets = budgets[1:] // the thin sample the estimator must not read as skew
+		}
+		for _, keys := range budgets {
 			rng := rand.New(rand.NewPCG(2, uint64(keys)))
 			draw := w.draw(rng)
 			for range 10000 { // the cache takes the workload's blocks

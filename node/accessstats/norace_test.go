@@ -1,0 +1,5 @@
+//go:build !race
+
+package accessstats
+
+const raceEnabled = false
