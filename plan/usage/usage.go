@@ -316,7 +316,13 @@ func fit(samples []Sample, idle float64) (Model, error) {
 		}
 		var sol mat.VecDense
 		if err := sol.SolveVec(a, b); err != nil {
-			return Model{}, fmt.Errorf("usage: fit: %w", err)
+			// Rank-deficient: a term the samples barely exercise (a few misses among cached reads)
+			// cannot be told from the others. It leaves the fit with a zero cost, as a negative one does.
+			if len(active) == 1 {
+				return Model{}, fmt.Errorf("usage: fit: %w", err)
+			}
+			active = slices.Delete(active, weakest(a), weakest(a)+1)
+			continue
 		}
 		x = make([]float64, 5)
 		neg := -1
@@ -335,6 +341,18 @@ func fit(samples []Sample, idle float64) (Model, error) {
 		x[4] = idle
 	}
 	return Model{Version: modelVersion, Idle: x[4], HitCost: x[0], MissCost: x[1], Write: x[2], Scan: x[3], Samples: len(samples)}, nil
+}
+
+// weakest is the column of a with the least norm: the term the samples say least about.
+func weakest(a *mat.Dense) int {
+	_, cols := a.Dims()
+	best, at := math.Inf(1), 0
+	for j := range cols {
+		if n := mat.Norm(a.ColView(j), 2); n < best {
+			best, at = n, j
+		}
+	}
+	return at
 }
 
 // Save writes the model as a small versioned JSON file.

@@ -352,3 +352,19 @@ func TestPackAgainstOptimum(t *testing.T) {
 	}
 	t.Logf("worst packing / optimum over 40 instances: %.3f", worst)
 }
+
+// TestFitDropsAnUnidentifiableTerm: cached reads with a sliver of misses proportional to them give
+// a miss column collinear with the hit column; the fit drops the weaker term instead of failing.
+func TestFitDropsAnUnidentifiableTerm(t *testing.T) {
+	var samples []Sample
+	for _, r := range []float64{100, 200, 300, 400} {
+		samples = append(samples, Sample{Load: Load{Reads: r}, Hit: 0.999, Nodes: 3, Usage: 0.3 + r*0.001})
+	}
+	m, err := FitAtIdle(samples, 0.1)
+	if err != nil {
+		t.Fatalf("fit: %v", err)
+	}
+	if m.MissCost != 0 || math.Abs(m.HitCost-0.001/0.999) > 1e-6 {
+		t.Fatalf("model %+v: want the hit cost alone (%.6f), no miss cost", m, 0.001/0.999)
+	}
+}
