@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/shoaldb/shoal/bench/report"
 	"math"
 	"sort"
 	"strings"
@@ -354,7 +355,7 @@ func (r *run) heartbeat() {
 	el := now.Sub(epoch)
 	r.series = append(r.series, Point{T: el.Seconds(), Ops: int64(math.Round(s.ops * r.p.Heartbeat.Seconds())),
 		Errors: int64(math.Round(s.errors * r.p.Heartbeat.Seconds())), P50Ms: ms(s.p50), P99Ms: ms(s.p99),
-		CPU: math.Round(s.cpuCores*100) / 100, Nodes: s.nodes, HitRatio: clusterHit(s.nodes)})
+		CPU: math.Round(s.cpuCores*100) / 100, Nodes: s.nodes, HitRatio: report.ClusterHitRatio(s.nodes)})
 	if r.ramp != nil {
 		r.ramp.add(el, s, r.p.Heartbeat.Seconds())
 	}
@@ -372,20 +373,6 @@ func (r *run) heartbeat() {
 		}
 		r.hist.add(s.parts)
 	}
-}
-
-// clusterHit is the hit ratio of every node's block cache together (Point.HitRatio), nil without
-// lookups.
-func clusterHit(nodes []NodeSecond) *float64 {
-	var h, m int64
-	for _, n := range nodes {
-		h, m = h+n.Hits, m+n.Misses
-	}
-	if h+m == 0 {
-		return nil
-	}
-	r := float64(h) / float64(h+m)
-	return &r
 }
 
 func (r *run) finishTask(t *task) {

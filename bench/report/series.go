@@ -74,3 +74,17 @@ func (n NodeSecond) HitRatio() (float64, bool) {
 	}
 	return float64(n.Hits) / float64(n.Hits+n.Misses), true
 }
+
+// ClusterHitRatio is the hit ratio of every node's block cache together over a second (Point.HitRatio),
+// nil when none was looked up.
+func ClusterHitRatio(nodes []NodeSecond) *float64 {
+	var h, m int64
+	for _, n := range nodes {
+		h, m = h+n.Hits, m+n.Misses
+	}
+	if h+m == 0 {
+		return nil
+	}
+	r := float64(h) / float64(h+m)
+	return &r
+}

@@ -651,14 +651,7 @@ func (r *run) measure(ctx context.Context, e *env) (*RunReport, error) {
 		p := Point{T: float64(s), Ops: sec.Ops, Errors: sec.Errors, P50Ms: report.Quantile(sec.Hist, 50), P99Ms: report.Quantile(sec.Hist, 99),
 			Nodes: e.c.sample(hints)}
 		p.CPU, p.Steal = cpu.Second()
-		var h, m int64
-		for _, n := range p.Nodes {
-			h, m = h+n.Hits, m+n.Misses
-		}
-		if h+m > 0 {
-			ratio := float64(h) / float64(h+m)
-			p.HitRatio = &ratio
-		}
+		p.HitRatio = report.ClusterHitRatio(p.Nodes)
 		rr.Series = append(rr.Series, p)
 		paced := sc.Pace > 0 || r.opts.Rate > 0
 		if paced && s == max(int(sc.Warmup/time.Second), 1) {
