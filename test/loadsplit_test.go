@@ -181,7 +181,9 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 		nKeys     = 1000
 		threshold = 250.0 // ops/s; the default 2500 is beyond a -race cluster on a shared 2-core machine
 		rate      = 450.0 // ops/s the workload aims at: hot, and each half (~225) below the threshold
-		workers   = 24
+		// Enough workers that each one's share of the rate (7 ops/s) allows ~140 ms an operation: on
+		// a loaded -race host 24 workers (53 ms each) fell short of the threshold.
+		workers = 64
 		// off: no split during this much hot load; on: a split within it. The on side needs HotFor
 		// (3 s) plus MinSamples and SettleSamples at the sampled rate, about 15–21 s under -race: the
 		// window leaves room for that, so the comparison judges the policy, not the host's speed.
@@ -212,7 +214,7 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 	}})
 	cl := c.Client()
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
 	users, err := cl.UserRanges(ctx)
@@ -230,19 +232,29 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 	testcluster.WaitFor(t, 15*time.Second, "the user range to report load above the threshold", func() bool {
 		return leaderQPS(ctx, cl, hot) >= threshold
 	})
+	// As on the on side, time is counted in seconds the range was hot: the off phase lasts until the
+	// range has been above the threshold for the whole window, however long a loaded host takes.
 	var qs []float64
-	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(time.Second) {
-		qs = append(qs, leaderQPS(ctx, cl, hot))
+	offHot, offStart := 0, time.Now()
+	for offHot < int(window/time.Second) {
+		if time.Since(offStart) > 4*window {
+			sort.Float64s(qs)
+			t.Skipf("the machine is too slow: r%d was above %.0f ops/s for only %d s of %v (median %.0f)", hot, threshold,
+				offHot, time.Since(offStart).Round(time.Second), qs[len(qs)/2])
+		}
+		time.Sleep(time.Second)
+		q := leaderQPS(ctx, cl, hot)
+		qs = append(qs, q)
+		if q >= threshold {
+			offHot++
+		}
 		if rs, err := cl.UserRanges(ctx); err == nil && len(rs) != 1 {
 			t.Fatalf("with load_split off the hot range was split: %d user ranges", len(rs))
 		}
 	}
 	sort.Float64s(qs)
-	t.Logf("load_split off: r%d reported %.0f–%.0f ops/s (median %.0f) for %v; workload errors %d", hot, qs[0], qs[len(qs)-1],
-		qs[len(qs)/2], window, wl.errs.Load())
-	if med := qs[len(qs)/2]; med < threshold {
-		t.Fatalf("the range was not hot while load_split was off (median %.0f ops/s < threshold %.0f): the machine is too slow for the workload", med, threshold)
-	}
+	t.Logf("load_split off: r%d reported %.0f–%.0f ops/s (median %.0f), above the threshold for %d s of %v; workload errors %d",
+		hot, qs[0], qs[len(qs)-1], qs[len(qs)/2], offHot, time.Since(offStart).Round(time.Second), wl.errs.Load())
 	if ds, err := decisionsBy(ctx, cl, policy.NameLoadSplit); err != nil || len(ds) != 0 {
 		t.Fatalf("load_split decisions while it was off (%v):%s", err, formatDecisions(ds))
 	}
