@@ -35,7 +35,7 @@ func (n *Node) Maintenance(ctx context.Context, req *pb.MaintenanceRequest) (*pb
 		return &pb.MaintenanceResponse{Error: pe}, nil
 	}
 	if req.Task == background.PostStartTask && !req.End {
-		return n.postStart(ctx, time.Duration(req.DurationMs)*time.Millisecond), nil
+		return n.catchUp.PostStart(ctx, time.Duration(req.DurationMs)*time.Millisecond), nil
 	}
 	return n.bg.Maintenance(ctx, req)
 }

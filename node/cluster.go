@@ -220,8 +220,8 @@ type loadMark struct {
 
 func (n *Node) sendHeartbeats(ctx context.Context) {
 	st := n.localStats()
-	// A node catching up after its start takes no leadership yet, as a draining one (catchup.go).
-	noLeads := n.draining.Load() || n.catchingUp.Load()
+	// A node catching up after its start takes no leadership yet, as a draining one (package catchup).
+	noLeads := n.draining.Load() || n.catchUp.CatchingUp()
 	n.dir.RecordStats(n.ident.NodeID, st, noLeads, 0, nil)
 	n.dir.Heard(n.ident.NodeID, time.Now())
 	req := &pb.HeartbeatRequest{ClusterId: n.ident.ClusterID, Node: n.selfDesc(), Stats: st, KnownNodes: n.dir.All(),

@@ -32,6 +32,7 @@ import (
 	"github.com/shoaldb/shoal/node/accessstats"
 	"github.com/shoaldb/shoal/node/autopilothost"
 	"github.com/shoaldb/shoal/node/background"
+	"github.com/shoaldb/shoal/node/catchup"
 	"github.com/shoaldb/shoal/node/directory"
 	"github.com/shoaldb/shoal/node/expiry"
 	"github.com/shoaldb/shoal/node/history"
@@ -185,12 +186,9 @@ type Node struct {
 	streamsCl func()           // closes the streams host's client of the cluster
 
 	draining atomic.Bool
-	// catchingUp is true from the start until the replicas have caught up with their peers
-	// (catchup.go); catchUpDone closes then.
-	catchingUp  atomic.Bool
-	catchUpDone chan struct{}
-	hbKick      chan struct{}
-	initGate    *initGate // `shoal init` reaching a node that waits to join (init.go)
+	catchUp  *catchup.Tracker // catching up after the start, until the replicas reach their peers
+	hbKick   chan struct{}
+	initGate *initGate // `shoal init` reaching a node that waits to join (init.go)
 
 	loadMu   sync.Mutex
 	loadPrev map[uint64]loadMark  // last counter readings per range, for QPS
@@ -237,8 +235,9 @@ func New(cfg Config) (*Node, error) {
 
 func newNode(cfg Config, eng *storage.Engine) (*Node, error) {
 	n := &Node{cfg: cfg, eng: eng, log: cfg.Logger, ready: make(chan struct{}), loops: stopper.New(),
-		hbKick: make(chan struct{}, 1), initGate: newInitGate(), catchUpDone: make(chan struct{})}
-	n.catchingUp.Store(true)
+		hbKick: make(chan struct{}, 1), initGate: newInitGate()}
+	n.catchUp = catchup.New(catchup.Deps{Self: n.NodeID, Replicas: func() []catchup.Replica { return catchup.FromStore(n.Store(), n.NodeID()) },
+		Ask: catchup.OverRPC(n.peerClient), CaughtUp: n.kickHeartbeat, Logger: cfg.Logger})
 	n.dir = directory.New()
 	n.sweeper = expiry.New(cfg.Expiry, eng, n.Store, cfg.Logger)
 	n.peers = directory.NewPeers(cfg.DialOptions, cfg.AuthToken)
@@ -344,6 +343,10 @@ func (n *Node) History() *history.Recorder { return n.hist }
 // Background is the node's background-task tracker (status pages and tests).
 func (n *Node) Background() *bgtask.Tracker { return n.bg.Tracker() }
 
+// CatchingUp reports whether the node's replicas are still catching up after its start (package
+// catchup): readiness is false and the node takes no leadership.
+func (n *Node) CatchingUp() bool { return n.catchUp.CatchingUp() }
+
 // Stopping reports whether the node is on its way out: it is draining its leaderships for a stop
 // (SIGTERM), or an orchestrator announced the stop (background.PreStopTask). Readiness turns false.
 func (n *Node) Stopping() bool { return n.draining.Load() || n.bg.PreStopped() }
@@ -406,7 +409,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.hints.WarmAfterRestart(ctx, n.ident.NodeID, n.ident.ClusterID)
 	st.Start()
-	n.loops.Go(n.catchUp)
+	n.loops.Go(n.catchUp.Run)
 	n.Service.Start(n.ident.NodeID, st)
 	close(n.ready)
 	n.hints.Start(n.ident.NodeID, n.ident.ClusterID)
