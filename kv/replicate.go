@@ -175,19 +175,34 @@ func (s *Service) updateMeta(ctx context.Context, d *pb.RangeDescriptor) {
 	}
 }
 
-// waitCaughtUp waits until the learner replicaID has (almost) the leader's whole log.
+// waitCaughtUp waits until the learner replicaID has (almost) the leader's whole log. A timeout
+// says how far behind the learner last was and how long it was waited for, so a stuck snapshot
+// (lag unchanged) can be told from a caller's budget running out on a slow one (lag falling).
 func (s *Service) waitCaughtUp(ctx context.Context, r *replica.Replica, replicaID uint64) error {
+	start := time.Now()
+	lag, first, seen := uint64(0), uint64(0), false
 	for {
 		st := r.Status()
 		if !st.IsLeader {
 			return errCode(pb.ErrorCode_NOT_LEADER, "lost leadership while a learner caught up")
 		}
-		if lag, ok := st.LaggingPeers[replicaID]; ok && lag <= 2 {
-			return nil
+		if l, ok := st.LaggingPeers[replicaID]; ok {
+			if l <= 2 {
+				return nil
+			}
+			if !seen {
+				first, seen = l, true
+			}
+			lag = l
 		}
 		select {
 		case <-ctx.Done():
-			return errCode(pb.ErrorCode_TIMEOUT, fmt.Sprintf("range %d: learner %d did not catch up in time", r.RangeID(), replicaID))
+			behind := "not yet in the leader's progress"
+			if seen {
+				behind = fmt.Sprintf("%d entries behind (%d when first seen)", lag, first)
+			}
+			return errCode(pb.ErrorCode_TIMEOUT, fmt.Sprintf("range %d: learner %d did not catch up in %v: %s",
+				r.RangeID(), replicaID, time.Since(start).Round(time.Millisecond), behind))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
