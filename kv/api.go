@@ -351,7 +351,7 @@ func (s *Service) scan(ctx context.Context, r *replica.Replica, req *pb.ScanRequ
 	if limit == 0 {
 		limit = defaultScanLimit
 	}
-	kvs, desc, truncated, err := r.Scan(req.Start, req.End, limit, maxScanResponseSize, req.Reverse)
+	kvs, desc, truncated, err := r.ScanFor(readSource(ctx), req.Start, req.End, limit, maxScanResponseSize, req.Reverse)
 	if err != nil {
 		return &pb.ScanResponse{Error: s.PBError(err)}
 	}

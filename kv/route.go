@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage"
 )
 
 // forwardedKey marks a node-to-node call that was already forwarded once: the receiver serves it
@@ -44,6 +45,30 @@ func (s *Service) forwardedNotLeader(rangeID uint64) *pb.Error {
 
 func markForwarded(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+}
+
+// readSourceKey labels a scan job's reads on their way to the range's leader, so that its engine
+// counts their blocks apart from the foreground's (storage.ReadJobs).
+const readSourceKey = "x-shoal-read-source"
+
+type jobReadKey struct{}
+
+// JobRead marks the reads made with ctx as a scan job's (its runs and prefetches), both when this
+// node serves them and when they are forwarded to another.
+func JobRead(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(context.WithValue(ctx, jobReadKey{}, true), readSourceKey, "jobs")
+}
+
+// readSource is whom a read made with ctx serves: a scan job's if JobRead marked it here or on the
+// node that forwarded it, else the foreground.
+func readSource(ctx context.Context) storage.ReadSource {
+	if v, _ := ctx.Value(jobReadKey{}).(bool); v {
+		return storage.ReadJobs
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(readSourceKey)) > 0 && md.Get(readSourceKey)[0] == "jobs" {
+		return storage.ReadJobs
+	}
+	return storage.ReadForeground
 }
 
 // OnLeader runs local on this node's replica of rangeID if it leads the range; otherwise it calls

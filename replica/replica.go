@@ -750,6 +750,12 @@ func (r *Replica) GetStored(key []byte) (stored.Value, bool, error) {
 // Scan reads up to limit pairs of [start, end) clamped to the range's span from the local state
 // machine. truncated reports that the limit (or maxBytes) stopped it inside the range.
 func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool) (kvs []*pb.KeyValue, desc *pb.RangeDescriptor, truncated bool, err error) {
+	return r.ScanFor(storage.ReadForeground, start, end, limit, maxBytes, reverse)
+}
+
+// ScanFor is Scan for reads of src: the engine counts a scan job's block reads apart
+// (storage.ReadJobs).
+func (r *Replica) ScanFor(src storage.ReadSource, start, end []byte, limit int, maxBytes int, reverse bool) (kvs []*pb.KeyValue, desc *pb.RangeDescriptor, truncated bool, err error) {
 	r.mu.Lock()
 	if e := r.checkUsableLocked(); e != nil {
 		r.mu.Unlock()
@@ -774,7 +780,7 @@ func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool)
 		return nil, desc, false, nil
 	}
 	elo, ehi := storage.DataSpan(r.IsMeta(), lo, hi)
-	it, err := r.store.eng.NewIter(elo, ehi)
+	it, err := r.store.eng.NewIterFor(elo, ehi, src)
 	if err != nil {
 		return nil, desc, false, err
 	}

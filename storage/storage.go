@@ -137,6 +137,11 @@ type Stats struct {
 	ServedBlockBytesInCache uint64
 	// StreamBlockBytes is the bytes of the blocks the streams' reads loaded.
 	StreamBlockBytes uint64
+	// JobBlockBytes and JobBlockBytesInCache are the part of ServedBlockBytes and
+	// ServedBlockBytesInCache that the scan jobs' reads (NewIterFor with ReadJobs: their runs and
+	// prefetches) loaded: the served bytes less them are the foreground's alone.
+	JobBlockBytes        uint64
+	JobBlockBytesInCache uint64
 	// BlockCacheCapacity is the block cache's room for blocks: its size less what the memtables
 	// reserve in it. Pebble charges every memtable's arena to the block cache — the one filling, those
 	// flushing, and the one it keeps for reuse — so a cache of 4 MiB beside 1-MiB memtables holds
@@ -446,7 +451,28 @@ type Iterator struct{ it *pebble.Iterator }
 
 // NewIter returns an iterator over [lower, upper) of the live engine.
 func (e *Engine) NewIter(lower, upper []byte) (*Iterator, error) {
-	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	return e.NewIterFor(lower, upper, ReadForeground)
+}
+
+// ReadSource says whom a read serves, so that Stats can tell the scan jobs' block reads from the
+// rest of the node's own.
+type ReadSource uint8
+
+const (
+	// ReadForeground is every read but the scan jobs': clients', replays', raft's.
+	ReadForeground ReadSource = iota
+	// ReadJobs is a scan job's run or prefetch.
+	ReadJobs
+)
+
+// NewIterFor is NewIter for reads of src: a scan job's iterator loads its blocks under a category of
+// its own (still counted in ServedBlockBytes, and apart in JobBlockBytes).
+func (e *Engine) NewIterFor(lower, upper []byte, src ReadSource) (*Iterator, error) {
+	o := &pebble.IterOptions{LowerBound: lower, UpperBound: upper}
+	if src == ReadJobs {
+		o.Category = jobsCategory
+	}
+	it, err := e.db.NewIter(o)
 	if err != nil {
 		return nil, fmt.Errorf("engine iterator: %w", err)
 	}
@@ -528,6 +554,9 @@ var pebbleBackgroundCategory = map[string]bool{"pebble-compaction": true, "pebbl
 // Pebble's per-category stats.
 var streamCategory = block.RegisterCategory("stream", block.NonLatencySensitiveQoSLevel)
 
+// jobsCategory labels the block reads of the scan jobs' iterators (ReadJobs).
+var jobsCategory = block.RegisterCategory("jobs", block.NonLatencySensitiveQoSLevel)
+
 // Stats reads the engine's counters.
 func (e *Engine) Stats() Stats {
 	m := e.db.Metrics()
@@ -557,6 +586,10 @@ func (e *Engine) Stats() Stats {
 		case !pebbleBackgroundCategory[c.Category.String()]:
 			st.ServedBlockBytes += c.CategoryStats.BlockBytes
 			st.ServedBlockBytesInCache += c.CategoryStats.BlockBytesInCache
+			if c.Category == jobsCategory {
+				st.JobBlockBytes += c.CategoryStats.BlockBytes
+				st.JobBlockBytesInCache += c.CategoryStats.BlockBytesInCache
+			}
 		}
 	}
 	return st

@@ -920,3 +920,41 @@ var rewritingReasons = map[string]bool{"default": true, "elision-only": true, "r
 // rewritesData reports whether a compaction of this reason (CompactionRecord.Reason, Pebble's)
 // writes new tables, whose blocks the block cache does not hold when it ends.
 func rewritesData(reason string) bool { return rewritingReasons[reason] }
+
+// TestJobReadsCountApart: a scan job's iterator (ReadJobs) loads its blocks as the node's own reads
+// and also apart as the jobs', so the foreground's are the served bytes less the jobs'.
+func TestJobReadsCountApart(t *testing.T) {
+	e, _ := openNew(t)
+	b := e.NewBatch()
+	for i := 0; i < 2000; i++ {
+		must(t, b.Set([]byte(fmt.Sprintf("k%05d", i)), bytes.Repeat([]byte("v"), 200)))
+	}
+	must(t, b.Commit(true))
+	must(t, e.DB().Flush())
+	scan := func(src ReadSource) {
+		t.Helper()
+		it, err := e.NewIterFor(nil, nil, src)
+		must(t, err)
+		for it.First(); it.Valid(); it.Next() {
+		}
+		must(t, it.Close())
+	}
+	before := e.Stats()
+	scan(ReadJobs)
+	job := e.Stats()
+	if job.JobBlockBytes <= before.JobBlockBytes {
+		t.Fatalf("the job's blocks were not counted as the jobs': %+v", job)
+	}
+	if job.ServedBlockBytes-before.ServedBlockBytes != job.JobBlockBytes-before.JobBlockBytes {
+		t.Fatalf("served grew by %d, the jobs' by %d: want the same", job.ServedBlockBytes-before.ServedBlockBytes, job.JobBlockBytes-before.JobBlockBytes)
+	}
+	scan(ReadForeground)
+	fg := e.Stats()
+	if fg.JobBlockBytes != job.JobBlockBytes || fg.JobBlockBytesInCache != job.JobBlockBytesInCache {
+		t.Fatalf("a foreground scan counted as the jobs': %d -> %d bytes", job.JobBlockBytes, fg.JobBlockBytes)
+	}
+	if fg.ServedBlockBytes <= job.ServedBlockBytes || fg.ServedBlockBytesInCache <= job.ServedBlockBytesInCache {
+		t.Fatalf("the foreground scan after the job's: served %d -> %d, in cache %d -> %d", job.ServedBlockBytes, fg.ServedBlockBytes,
+			job.ServedBlockBytesInCache, fg.ServedBlockBytesInCache)
+	}
+}

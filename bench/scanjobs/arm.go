@@ -64,8 +64,11 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	for i := range engAfter {
 		a.ServedBlockBytes += engAfter[i].ServedBlockBytes - engBefore[i].ServedBlockBytes
 		a.ServedInCacheBytes += engAfter[i].ServedBlockBytesInCache - engBefore[i].ServedBlockBytesInCache
+		a.JobBlockBytes += engAfter[i].JobBlockBytes - engBefore[i].JobBlockBytes
+		a.JobInCacheBytes += engAfter[i].JobBlockBytesInCache - engBefore[i].JobBlockBytesInCache
 	}
 	a.Ops, a.Errors, a.P50Ms, a.P99Ms = fg.take()
+	a.fgHitRatio()
 	a.PeriodP99Ms = fg.partP99()
 	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
 	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()
@@ -269,7 +272,7 @@ type diskSample struct {
 
 // Second is one node's disk reads in one second of the window, by who read (bytes/s). Disk is what
 // the emulated device read; Served the blocks the node's reads (the foreground's and the jobs') loaded
-// from it, Other the rest (compactions, flushes' reads, snapshots streamed out); Prefetch and Runs the
+// from it, JobBlocks their part the jobs' reads loaded, Other the rest (compactions, flushes' reads, snapshots streamed out); Prefetch and Runs the
 // bytes of keys and values the jobs' prefetches and runs read from its disk under a plan (blocks
 // carry 1.1–1.7× these), DemandRuns those the runs of every node read without a plan (not split by
 // node).
@@ -278,6 +281,7 @@ type Second struct {
 	Second     int     `json:"second"`
 	Disk       float64 `json:"disk"`
 	Served     float64 `json:"served"`
+	JobBlocks  float64 `json:"job_blocks"`
 	Other      float64 `json:"other"`
 	Prefetch   float64 `json:"prefetch"`
 	Runs       float64 `json:"runs"`
@@ -302,6 +306,7 @@ func (d diskSample) top5() []float64 {
 // diskMark is one reading of a node's counters.
 type diskMark struct {
 	disk, served, stream int64
+	jobBlocks            int64 // of served, the jobs' reads'
 	prefetch, runs       int64
 	demand               int64 // every node's runs' disk bytes without a plan (same in every mark)
 }
@@ -319,6 +324,7 @@ func readMarks(c *benchutil.Cluster) []diskMark {
 		es := n.Eng.Stats()
 		out[i].served = int64(es.ServedBlockBytes - es.ServedBlockBytesInCache)
 		out[i].stream = int64(es.StreamBlockBytes)
+		out[i].jobBlocks = int64(es.JobBlockBytes - es.JobBlockBytesInCache)
 		js := n.KV.Metrics().Jobs
 		var planned int64
 		for id, r := range js.DiskReads {
@@ -350,7 +356,8 @@ func sampleDisks(ctx context.Context, c *benchutil.Cluster, end time.Time) diskS
 		for i := range cur {
 			rate := func(a, b int64) float64 { return float64(a-b) / dt }
 			s := Second{Node: i + 1, Second: sec, Disk: rate(cur[i].disk, last[i].disk), Served: rate(cur[i].served, last[i].served),
-				Prefetch: rate(cur[i].prefetch, last[i].prefetch), Runs: rate(cur[i].runs, last[i].runs),
+				JobBlocks: rate(cur[i].jobBlocks, last[i].jobBlocks),
+				Prefetch:  rate(cur[i].prefetch, last[i].prefetch), Runs: rate(cur[i].runs, last[i].runs),
 				DemandRuns: rate(cur[i].demand, last[i].demand)}
 			s.Other = max(0, s.Disk-s.Served-rate(cur[i].stream, last[i].stream))
 			ds.seconds = append(ds.seconds, s)

@@ -182,14 +182,17 @@ type Arm struct {
 	NodeBlockRoomMB []float64 `json:"node_block_room_mb"`
 	NodeHitRatio    []float64 `json:"node_block_hit_ratio"`
 	// ServedBlockBytes are the bytes of the blocks the nodes' reads (the foreground's and the jobs')
-	// looked up in the window, ServedInCacheBytes those the block cache held. FgHitRatio is
-	// ServedInCacheBytes over the blocks the foreground alone looks up for as many operations (the
-	// no-jobs arm's per operation): exact in the no-jobs arm; with jobs it counts their own hits too
-	// (a page's index blocks, a block whose rows two pages read) and is no bound (1.1–1.4 measured):
-	// the foreground's own share needs the jobs' reads in an engine category of their own.
+	// looked up in the window, ServedInCacheBytes those the block cache held; JobBlockBytes and
+	// JobInCacheBytes their part the jobs' reads (runs and prefetches, labelled as theirs on the node
+	// that served them) looked up. FgHitRatio is the foreground's alone: (ServedInCacheBytes −
+	// JobInCacheBytes) ÷ (ServedBlockBytes − JobBlockBytes), in every arm; FgBlockBytesPerOp the
+	// foreground's lookups per operation (alike in every arm when the jobs' reads are all labelled).
 	ServedBlockBytes   uint64  `json:"served_block_bytes"`
 	ServedInCacheBytes uint64  `json:"served_in_cache_bytes"`
+	JobBlockBytes      uint64  `json:"job_block_bytes"`
+	JobInCacheBytes    uint64  `json:"job_in_cache_bytes"`
 	FgHitRatio         float64 `json:"fg_hit_ratio"`
+	FgBlockBytesPerOp  float64 `json:"fg_block_bytes_per_op"`
 	// CPUSeconds is the process's CPU time per second of the window (the nodes, the foreground's
 	// client and the jobs together: the same foreground in every arm, so an arm's excess over the
 	// no-jobs arm's is what its jobs cost).
@@ -252,22 +255,19 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 		rep.Arms = append(rep.Arms, a)
 	}
 	rep.LoadAvg[1] = loadAvg()
-	fgHitRatios(rep.Arms)
 	return rep, nil
 }
 
-// fgHitRatios sets every arm's FgHitRatio from the no-jobs arm's block lookups per operation.
-func fgHitRatios(arms []Arm) {
-	var perOp float64
-	for _, a := range arms {
-		if a.Strategy == NoJobs && a.Ops > 0 {
-			perOp = float64(a.ServedBlockBytes) / float64(a.Ops)
-		}
+// fgHitRatio sets the arm's foreground hit ratio and block lookups per operation from its block
+// lookups less the jobs'.
+func (a *Arm) fgHitRatio() {
+	fg := float64(a.ServedBlockBytes) - float64(a.JobBlockBytes)
+	if fg <= 0 {
+		return
 	}
-	for i := range arms {
-		if fg := perOp * float64(arms[i].Ops); fg > 0 {
-			arms[i].FgHitRatio = math.Round(1000*float64(arms[i].ServedInCacheBytes)/fg) / 1000
-		}
+	a.FgHitRatio = math.Round(1000*(float64(a.ServedInCacheBytes)-float64(a.JobInCacheBytes))/fg) / 1000
+	if a.Ops > 0 {
+		a.FgBlockBytesPerOp = math.Round(fg / float64(a.Ops))
 	}
 }
 

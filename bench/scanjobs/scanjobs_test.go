@@ -72,6 +72,10 @@ func TestRunSmall(t *testing.T) {
 		if a.RunsDue == 0 || a.Ops == 0 || a.ReadBytes < 1<<20 || a.PeakReadBytesPerSec <= 0 {
 			t.Fatalf("%s: an empty measure: %+v", a.Strategy, a)
 		}
+		// The runs read spans led by every node: their blocks count as the jobs' on each, forwarded or not.
+		if a.JobBlockBytes == 0 || a.JobBlockBytes >= a.ServedBlockBytes || a.FgHitRatio < 0 || a.FgHitRatio > 1 {
+			t.Fatalf("%s: the jobs' block lookups %d of %d, foreground hit ratio %v", a.Strategy, a.JobBlockBytes, a.ServedBlockBytes, a.FgHitRatio)
+		}
 		if a.LeadersMoved != 0 {
 			t.Fatalf("%s: %d spans' leaders moved from where the set-up put them: %v", a.Strategy, a.LeadersMoved, a.SpanLeaders)
 		}
@@ -86,21 +90,18 @@ func TestRunSmall(t *testing.T) {
 	}
 }
 
-// TestFgHitRatios: the no-jobs arm's ratio is its own hit ratio; another arm's is its cached bytes
-// over the foreground's lookups for its operations; without a no-jobs arm none is set.
-func TestFgHitRatios(t *testing.T) {
-	arms := []Arm{
-		{Strategy: NoJobs, Ops: 1000, ServedBlockBytes: 8000, ServedInCacheBytes: 2000},
-		{Strategy: "planner", Ops: 500, ServedBlockBytes: 9000, ServedInCacheBytes: 1500},
+// TestFgHitRatio: an arm's foreground hit ratio is its cached block bytes over its looked-up ones,
+// both less the jobs'; without lookups none is set.
+func TestFgHitRatio(t *testing.T) {
+	a := Arm{Strategy: "planner", Ops: 500, ServedBlockBytes: 9000, ServedInCacheBytes: 6000, JobBlockBytes: 5000, JobInCacheBytes: 4500}
+	a.fgHitRatio()
+	if a.FgHitRatio != 0.375 || a.FgBlockBytesPerOp != 8 {
+		t.Fatalf("fg hit ratio %v, %v bytes an operation: want 0.375 and 8", a.FgHitRatio, a.FgBlockBytesPerOp)
 	}
-	fgHitRatios(arms)
-	if arms[0].FgHitRatio != 0.25 || arms[1].FgHitRatio != 0.375 {
-		t.Fatalf("fg hit ratios %v and %v, want 0.25 and 0.375", arms[0].FgHitRatio, arms[1].FgHitRatio)
-	}
-	alone := []Arm{{Strategy: "planner", Ops: 500, ServedBlockBytes: 9000, ServedInCacheBytes: 1500}}
-	fgHitRatios(alone)
-	if alone[0].FgHitRatio != 0 {
-		t.Fatalf("without a no-jobs arm: %v", alone[0].FgHitRatio)
+	none := Arm{Strategy: NoJobs}
+	none.fgHitRatio()
+	if none.FgHitRatio != 0 {
+		t.Fatalf("without lookups: %v", none.FgHitRatio)
 	}
 }
 
