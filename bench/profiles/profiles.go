@@ -865,14 +865,34 @@ func (e *experiment) balanceLeaders(ctx context.Context) error {
 	return e.placeLeaders(ctx, place)
 }
 
+// placeLeaders moves each range's leadership to its node in place, each transfer tried up to
+// placeTries times: right after the arms' rolling restarts a node may still be catching up on its
+// seek-bound disk (15 s in a run), and one transfer that timed out lost a whole invocation.
 func (e *experiment) placeLeaders(ctx context.Context, place map[uint64]uint64) error {
-	for id, to := range place {
-		if err := e.cl.TransferLeader(ctx, id, to); err != nil {
+	if err := benchutil.WaitFor(ctx, time.Minute, e.replicated); err != nil {
+		return fmt.Errorf("ranges not fully replicated before placing their leaders: %w", err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(place)) {
+		to := place[id]
+		var err error
+		for try := range placeTries {
+			if err = e.cl.TransferLeader(ctx, id, to); err == nil {
+				break
+			}
+			e.o.Progress(fmt.Sprintf("r%d to n%d, try %d: %v", id, to, try+1, err))
+			if serr := stopper.SleepContext(ctx, 2*time.Second); serr != nil {
+				return serr
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("r%d to n%d: %w", id, to, err)
 		}
 	}
 	return nil
 }
+
+// placeTries bounds the attempts of one leadership transfer of placeLeaders.
+const placeTries = 5
 
 // replicated reports whether every range has its voters (three, or one a node) and a leader.
 func (e *experiment) replicated() bool {
