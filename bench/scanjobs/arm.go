@@ -53,6 +53,7 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	from := time.Now()
 	fg.reset()
 	engBefore, cpuBefore, gcBefore := benchutil.EngineStats(c), benchutil.ProcessCPU(), goRuntime()
+	shortBefore := copiesShort(c)
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
 	until := time.Now()
 	secs := until.Sub(from).Seconds()
@@ -60,6 +61,14 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	gcAfter := goRuntime()
 	a.GCCPUSeconds, a.HeapLiveMB = (gcAfter.gcCPU-gcBefore.gcCPU)/secs, gcAfter.liveMB
 	engAfter := benchutil.EngineStats(c)
+	for why, n := range copiesShort(c) {
+		if n > shortBefore[why] {
+			if a.CopiesShort == nil {
+				a.CopiesShort = map[string]uint64{}
+			}
+			a.CopiesShort[why] = n - shortBefore[why]
+		}
+	}
 	a.NodeBlockRoomMB, a.NodeHitRatio = benchutil.BlockCacheFigures(engBefore, engAfter)
 	for i := range engAfter {
 		a.ServedBlockBytes += engAfter[i].ServedBlockBytes - engBefore[i].ServedBlockBytes
@@ -99,6 +108,21 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	}
 	a.checkPlans(plans, from, until)
 	return a, nil
+}
+
+// copiesShort sums the nodes' counts of copies cut short and of runs that read from disk what their
+// plan served from a copy, by why.
+func copiesShort(c *benchutil.Cluster) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, n := range c.Nodes() {
+		if n == nil {
+			continue
+		}
+		for why, k := range n.KV.Metrics().Jobs.CopiesShort {
+			out[why] += k
+		}
+	}
+	return out
 }
 
 // goStats are the process's garbage collector's figures: the CPU it has used (seconds) and the

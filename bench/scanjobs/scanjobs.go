@@ -162,6 +162,9 @@ type Arm struct {
 	ReadBytes           int64    `json:"read_bytes"`
 	CopyBytes           uint64   `json:"copy_bytes"`
 	PrefetchBytes       uint64   `json:"prefetch_bytes"`
+	// CopiesShort counts, over the window, the copies cut short and the runs that read from disk what
+	// their plan served from a copy, by why (node/jobs Stats.CopiesShort).
+	CopiesShort map[string]uint64 `json:"copies_short,omitempty"`
 	// Plans are the plans the meta leader made in the window, each with its peak and the slot-by-slot
 	// LP's least peak for the runs it admits; PlanRatio their ratios' median and PlanRatioRange the
 	// lowest and highest. PlanPeak and PlanBound are the plan with the highest ratio, WorstPlan its

@@ -52,7 +52,33 @@ type sideCache struct {
 	mark     map[uint64]rateMark
 	// load marks each node's reported disk reads, for their rate.
 	load map[uint64]rateMark
+	// readers counts the runs reading each copy now: a copy is not released under them.
+	readers map[string]int
+	// runs are the runs reading from disk now, by run: the next plan's base load beside the
+	// prefetches still filling.
+	runs map[string]diskRun
+	// short counts why a run read from disk what its plan served from a copy (ShortReasons).
+	short map[string]uint64
 }
+
+// diskRun is a run reading a piece from disk: the rest of it at its rate.
+type diskRun struct {
+	node       uint64
+	rate, left float64 // bytes/s, bytes
+}
+
+// Why a run read from disk what its plan served from a copy (Stats.CopiesShort): its copy was dropped
+// over the budget (shortBudget), its prefetch failed (shortFailed), the run keeping it failed
+// (shortKeeper), it was released unfinished (shortReleased), the run found it gone (shortGone), or
+// the copy stopped growing and the run gave up on it (shortStalled).
+const (
+	shortBudget   = "budget"
+	shortFailed   = "prefetch_failed"
+	shortKeeper   = "keeper_failed"
+	shortReleased = "released_unfinished"
+	shortGone     = "gone"
+	shortStalled  = "stalled"
+)
 
 type rateMark struct {
 	bytes int64
@@ -62,7 +88,8 @@ type rateMark struct {
 
 func newSideCache(budget int64) *sideCache {
 	return &sideCache{budget: budget, used: map[uint64]int64{}, m: map[string]*copyEntry{}, started: map[string]time.Time{},
-		read: map[uint64]int64{}, bySource: map[uint64]DiskReads{}, mark: map[uint64]rateMark{}, load: map[uint64]rateMark{}}
+		read: map[uint64]int64{}, bySource: map[uint64]DiskReads{}, mark: map[uint64]rateMark{}, load: map[uint64]rateMark{},
+		readers: map[string]int{}, runs: map[string]diskRun{}, short: map[string]uint64{}}
 }
 
 // begin reserves a copy under key unless one was begun already.
@@ -86,29 +113,78 @@ func (c *sideCache) setRate(key string, rate float64) {
 	}
 }
 
-// inFlight is the disk bandwidth node's prefetches still filling take in each of the next slots
-// (bytes/s): each at its rate until the rest of its piece is read at it. A plan made from now does
-// not see them (their runs are carried over, out of its window), yet they read beside what it plans,
-// so it gets them as its base load and plans its own prefetches around them.
+// inFlight is the disk bandwidth node's prefetches still filling, and the runs reading from its disk
+// now, take in each of the next slots (bytes/s): each at its rate until the rest of its piece is read
+// at it. A plan made from now does not see them (their runs started, or are carried over, out of its
+// window), yet they read beside what it plans — a run whose copy was cut short reads the rest at up to
+// its job's rate — so it gets them as its base load and plans its own prefetches around them.
 func (c *sideCache) inFlight(node uint64, slot time.Duration, slots int) []float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []float64
-	for _, e := range c.m {
-		if e.piece.node != node || e.done || e.cancel == nil || e.rate <= 0 {
-			continue
-		}
-		left := max(0, e.piece.size-float64(e.bytes)) / e.rate // seconds
+	add := func(rate, bytes float64) {
+		left := max(0, bytes) / rate // seconds
 		n := min(slots, int(math.Ceil(left/slot.Seconds())))
 		for len(out) < n {
 			out = append(out, 0)
 		}
 		for t := 0; t < n; t++ {
-			// The last slot only for the part of it the prefetch still reads.
-			out[t] += e.rate * min(1, left/slot.Seconds()-float64(t))
+			// The last slot only for the part of it still read.
+			out[t] += rate * min(1, left/slot.Seconds()-float64(t))
+		}
+	}
+	for _, e := range c.m {
+		if e.piece.node == node && !e.done && e.cancel != nil && e.rate > 0 {
+			add(e.rate, e.piece.size-float64(e.bytes))
+		}
+	}
+	for _, r := range c.runs {
+		if r.node == node && r.rate > 0 {
+			add(r.rate, r.left)
 		}
 	}
 	return out
+}
+
+// reading records that run reads from node's disk at rate, left bytes of its piece still to read
+// (none: it no longer does).
+func (c *sideCache) reading(run string, node uint64, rate, left float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if left <= 0 || rate <= 0 {
+		delete(c.runs, run)
+		return
+	}
+	c.runs[run] = diskRun{node: node, rate: rate, left: left}
+}
+
+// follow and unfollow count a run reading the copy under key: sweep keeps it while one does.
+func (c *sideCache) follow(key string) {
+	c.mu.Lock()
+	c.readers[key]++
+	c.mu.Unlock()
+}
+
+func (c *sideCache) unfollow(key string) {
+	c.mu.Lock()
+	if c.readers[key]--; c.readers[key] <= 0 {
+		delete(c.readers, key)
+	}
+	c.mu.Unlock()
+}
+
+// fellShort counts a run reading from disk what its plan served from a copy, for why.
+func (c *sideCache) fellShort(why string) {
+	c.mu.Lock()
+	c.short[why]++
+	c.mu.Unlock()
+}
+
+// shortCounts copies the counts of fellShort and of the copies cut short, by why.
+func (c *sideCache) shortCounts() map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.short)
 }
 
 // add appends the rows of a page (those inside the copy's piece) and says whether the copy still
@@ -128,6 +204,7 @@ func (c *sideCache) add(key string, kvs []*pb.KeyValue, upTo []byte) bool {
 		}
 	}
 	if c.used[e.piece.node]+n > c.budget {
+		c.short[shortBudget]++
 		c.dropLocked(key)
 		return false
 	}
@@ -160,14 +237,15 @@ func (c *sideCache) peek(key string) (rows []*pb.KeyValue, upTo []byte, done, ok
 }
 
 // drop stops and drops the copy under key (a prefetch that failed or was stopped: a copy is whole
-// or nothing).
-func (c *sideCache) drop(key string) {
+// or nothing), counting why.
+func (c *sideCache) drop(key, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.m[key]; e != nil && !e.done {
 		if e.cancel != nil {
 			e.cancel()
 		}
+		c.short[why]++
 		c.dropLocked(key)
 	}
 }
@@ -189,14 +267,19 @@ func (c *sideCache) begun(key string) bool {
 	return ok
 }
 
-// sweep releases the copies past their release time, and forgets begun copies long released.
+// sweep releases the copies past their release time, and forgets begun copies long released. A copy
+// a run still reads is kept (and its prefetch goes on) until the run is done: a run that started or
+// read late would otherwise read the rest from disk, a read no plan has.
 func (c *sideCache) sweep(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, e := range c.m {
-		if !e.release.IsZero() && now.After(e.release) {
+		if !e.release.IsZero() && now.After(e.release) && c.readers[k] == 0 {
 			if e.cancel != nil {
 				e.cancel()
+			}
+			if !e.done {
+				c.short[shortReleased]++
 			}
 			c.dropLocked(k)
 		}
@@ -337,7 +420,7 @@ func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 		began := time.Now()
 		resp, desc, err := s.page(ctx, cursor, p.end, pace.rows())
 		if err != nil {
-			s.copies.drop(key)
+			s.copies.drop(key, shortFailed)
 			return
 		}
 		n := int64(0)
@@ -363,7 +446,7 @@ func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 		}
 		cursor = bytes.Clone(next)
 		if err := pace.wait(ctx, began, n, len(resp.Kvs)); err != nil {
-			s.copies.drop(key)
+			s.copies.drop(key, shortFailed)
 			return
 		}
 	}

@@ -170,6 +170,11 @@ type Stats struct {
 	// DiskReads are the bytes (of keys and values) the runs and prefetches this node led read from
 	// each node's disk, by node id: pieces under a plan only (demand reads are not split by node).
 	DiskReads map[uint64]DiskReads
+	// CopiesShort counts the copies cut short, by why (budget: dropped over the copies' budget;
+	// prefetch_failed; keeper_failed: the run keeping it failed; released_unfinished: released at its
+	// time, unfinished, with no run reading it), and the runs that read from disk what their plan
+	// served from a copy (gone: the copy was not there; stalled: it stopped growing for StaleAfter).
+	CopiesShort map[string]uint64
 	// Plans are the last plans this node made (at most keepPlans, oldest first; shared, read only).
 	Plans []PlanRecord
 }
@@ -243,7 +248,7 @@ func (s *Service) Stats() Stats {
 	return Stats{OnTime: s.onTime.Load(), Late: s.late.Load(), Failed: s.failed.Load(), Abandoned: s.abandoned.Load(),
 		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n, Refused: s.refused.Load(), Prefetches: s.prefetches.Load(),
 		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(), PlanPeak: peak, PlanBound: bound,
-		DiskReads: s.copies.diskReads(), Plans: plans}
+		DiskReads: s.copies.diskReads(), CopiesShort: s.copies.shortCounts(), Plans: plans}
 }
 
 func (s *Service) fromStore() (uint64, bool) {

@@ -85,7 +85,7 @@ func TestSideCache(t *testing.T) {
 	if !ok || done || len(rows) != 1 || string(upTo) != "c" || stopped || c.held() != 40 {
 		t.Fatalf("peek at an incomplete copy: %d rows to %q, done %v ok %v, prefetch stopped %v, held %d", len(rows), upTo, done, ok, stopped, c.held())
 	}
-	c.drop("k")
+	c.drop("k", shortFailed)
 	if _, _, _, ok := c.peek("k"); ok || !stopped || c.held() != 0 {
 		t.Fatalf("drop: still there %v, prefetch stopped %v, held %d", ok, stopped, c.held())
 	}
@@ -95,7 +95,7 @@ func TestSideCache(t *testing.T) {
 	c.begin("k3", p, t0.Add(time.Minute), nil)
 	c.add("k3", []*pb.KeyValue{kv("b", 9)}, []byte("c"))
 	c.finish("k3")
-	c.drop("k3")
+	c.drop("k3", shortFailed)
 	if _, _, done, ok := c.peek("k3"); !ok || !done {
 		t.Fatal("a complete copy was dropped or not seen whole")
 	}
@@ -192,5 +192,56 @@ func TestInFlight(t *testing.T) {
 	}
 	if got := c.inFlight(1, time.Second, 2); len(got) != 2 {
 		t.Fatalf("base load %v over a 2-slot horizon", got)
+	}
+}
+
+// TestSweepKeepsReadCopy: a copy past its release time is kept while a run reads it (its prefetch
+// goes on), and released once the run is done; one released unfinished with no reader is counted.
+func TestSweepKeepsReadCopy(t *testing.T) {
+	c := newSideCache(1 << 20)
+	t0 := time.Unix(0, 0)
+	p := piece{id: "p", start: []byte("a"), end: []byte("m"), node: 1, size: 1000}
+	stopped := false
+	c.begin("k", p, t0.Add(time.Second), func() { stopped = true })
+	c.add("k", []*pb.KeyValue{{Key: []byte("b"), Value: make([]byte, 99)}}, []byte("c"))
+	c.follow("k")
+	c.sweep(t0.Add(2 * time.Second))
+	if _, _, _, ok := c.peek("k"); !ok || stopped {
+		t.Fatalf("a copy a run reads was released under it: held %v, prefetch stopped %v", ok, stopped)
+	}
+	c.unfollow("k")
+	c.sweep(t0.Add(2 * time.Second))
+	if _, _, _, ok := c.peek("k"); ok || !stopped {
+		t.Fatalf("the copy outlived its last reader: held %v, prefetch stopped %v", ok, stopped)
+	}
+	if got := c.shortCounts()[shortReleased]; got != 1 {
+		t.Fatalf("released unfinished counted %d times, want 1", got)
+	}
+	c.begin("big", p, t0.Add(time.Minute), nil)
+	c.add("big", []*pb.KeyValue{{Key: []byte("b"), Value: make([]byte, 2<<20)}}, []byte("c"))
+	if got := c.shortCounts()[shortBudget]; got != 1 {
+		t.Fatalf("a copy over the budget counted %d times, want 1", got)
+	}
+}
+
+// TestInFlightRuns: a run reading from disk (the rest of a piece whose copy was cut short, or a
+// planned disk read) is the next plan's base load on its node at its rate until its piece is read.
+func TestInFlightRuns(t *testing.T) {
+	c := newSideCache(1 << 20)
+	c.reading("a@1", 1, 400, 1000) // 2.5 s left
+	c.reading("b@1", 2, 100, 1000) // another node's
+	got := c.inFlight(1, time.Second, 10)
+	want := []float64{400, 400, 200}
+	if len(got) != len(want) {
+		t.Fatalf("base load %v, want %v", got, want)
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-9 {
+			t.Fatalf("base load %v, want %v", got, want)
+		}
+	}
+	c.reading("a@1", 0, 0, 0) // done
+	if got := c.inFlight(1, time.Second, 10); len(got) != 0 {
+		t.Fatalf("a run done still loads its node: %v", got)
 	}
 }

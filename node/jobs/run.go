@@ -102,15 +102,19 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 	if all, err := s.deps.Ranges.AllRanges(ctx); err == nil {
 		r.RangesTotal = int64(overlapping(all, start, end)) // progress only: splits may change it
 	}
-	pace := newPacer(s.diskRate(job, rp, time.UnixMilli(r.DueUnixMs)), s.cfg.PageRows)
+	rate := s.diskRate(job, rp, time.UnixMilli(r.DueUnixMs))
+	pace := newPacer(rate, s.cfg.PageRows)
 	lastProgress := s.deps.Now()
 	cursor := bytes.Clone(start)
 	keeping := map[string]bool{}
 	pieceBytes := map[string]int64{} // what this run read of each piece it read from the start
+	onPiece := map[string]int64{}    // what it read of each piece, from copies and disk
+	runID := fmt.Sprintf("%s@%d", job.Name, r.DueUnixMs)
+	defer s.copies.reading(runID, 0, 0, 0)
 	defer func() {
 		if err != nil {
 			for k := range keeping {
-				s.copies.drop(k) // a kept copy cut short: its followers read the rest from disk
+				s.copies.drop(k, shortKeeper) // a kept copy cut short: its followers read the rest from disk
 			}
 			return // a piece cut short is no measure of its size
 		}
@@ -126,10 +130,12 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 		}
 		pr := rp.at(cursor)
 		if pr != nil && pr.copyKey != "" {
+			copied := r.CacheBytes
 			next, err := s.fromCopy(ctx, pr, cursor, sink, r)
 			if err != nil {
 				return err
 			}
+			onPiece[pr.id] += r.CacheBytes - copied
 			if next == nil || (len(end) > 0 && bytes.Compare(next, end) >= 0) {
 				return nil // the copy reached the span's end
 			}
@@ -145,6 +151,9 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 		}
 		if pr != nil {
 			s.copies.noteRead(pr.node, read, false)
+			// The rest of the piece at this rate is the next plan's base load on its node.
+			onPiece[pr.id] += read
+			s.copies.reading(runID, pr.node, float64(rate), pr.size-float64(onPiece[pr.id]))
 			s.keep(pr, cursor, resp, desc, keeping)
 			if bytes.Equal(cursor, pr.start) {
 				pieceBytes[pr.id] = 0
@@ -250,10 +259,17 @@ func (s *Service) fromCopy(ctx context.Context, pr *pieceRead, cursor []byte, si
 	from := bytes.Clone(cursor)
 	var n, count int64
 	seen, grew := 0, time.Now()
+	s.copies.follow(key)
+	defer s.copies.unfollow(key)
 	for {
 		rows, _, done, ok := s.copies.peek(key)
-		if !ok || (!done && len(rows) == seen && time.Since(grew) > s.cfg.StaleAfter) {
-			break // dropped or stalled: the rest from disk
+		if !ok {
+			s.copies.fellShort(shortGone)
+			break // dropped: the rest from disk
+		}
+		if !done && len(rows) == seen && time.Since(grew) > s.cfg.StaleAfter {
+			s.copies.fellShort(shortStalled)
+			break // stalled: the rest from disk
 		}
 		if len(rows) > seen {
 			grew = time.Now()
