@@ -417,6 +417,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.sweeper.Start()
 	n.scanJobs.Start()
 	n.heartbeatLoop()
+	n.loops.Every(n.cfg.Raft.TickInterval, newSilenceWatch(n.ident.NodeID, n.dir, n.Store, n.cfg.HeartbeatInterval, n.cfg.Raft).check)
 	n.loops.Every(5*time.Second, n.refreshDirectory)
 	n.loops.Every(time.Second, n.ap.Watch)
 	n.loops.Every(indexFilterEvery, n.measureIndexFilter)

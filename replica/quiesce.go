@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"time"
+
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
@@ -113,15 +115,61 @@ func (s *Store) tickActive() {
 }
 
 // WakeReplicasLedBy wakes every quiesced replica whose leader is on node (called when that node
-// stops heartbeating), so the group notices and elects another leader.
+// has fallen silent), so the group notices and elects another leader.
+//
+// A sleeping replica's election clock stood still; a woken one first catches up on the ticks it
+// missed since a raft message from node last arrived, an election timeout at most, as if it had
+// ticked all along. Without that it would campaign only a whole election timeout after the wake-up,
+// and a peer woken a little later would still refuse its votes as within its leader's lease: the
+// range stayed leaderless for the node's silence plus one to two election timeouts more (4-5 s
+// with 1-s heartbeats). The leader's lease stays sound: the ticks counted start at the last
+// message from the leader's node, so they never exceed what a ticking follower's clock would show.
 func (s *Store) WakeReplicasLedBy(node uint64) {
+	missed := s.missedTicks(node)
 	for _, r := range s.Replicas() {
 		r.mu.Lock()
-		if r.quiesced && r.nodeOfLocked(r.leader) == node {
+		woken := false
+		if r.quiesced && !r.destroyed && r.nodeOfLocked(r.leader) == node {
 			r.unquiesceLocked()
+			for range missed {
+				r.rn.Tick()
+			}
+			woken = true
 		}
 		r.mu.Unlock()
+		if woken {
+			s.markReady(r)
+		}
 	}
+}
+
+// missedTicks is how many ticks have passed since a raft message from node last arrived, an
+// election timeout at most (none when none arrived since the store started: a replica loaded at
+// start waits out its own vote blackout).
+func (s *Store) missedTicks(node uint64) int {
+	s.heardMu.Lock()
+	at, ok := s.heard[node]
+	s.heardMu.Unlock()
+	if !ok || s.cfg.TickInterval <= 0 {
+		return 0
+	}
+	return min(int(time.Since(at)/s.cfg.TickInterval), s.cfg.ElectionTicks)
+}
+
+// heardFrom records the arrival of msgs from their nodes.
+func (s *Store) heardFrom(msgs []*pb.RaftMessage) {
+	if len(msgs) == 0 {
+		return
+	}
+	now := time.Now()
+	s.heardMu.Lock()
+	last := uint64(0)
+	for _, m := range msgs {
+		if m.FromNode != last {
+			s.heard[m.FromNode], last = now, m.FromNode
+		}
+	}
+	s.heardMu.Unlock()
 }
 
 // ActiveReplicas counts replicas that are ticking (not quiesced).
@@ -129,4 +177,11 @@ func (s *Store) ActiveReplicas() int {
 	s.activeMu.Lock()
 	defer s.activeMu.Unlock()
 	return len(s.active)
+}
+
+// Quiesced reports whether the replica sleeps (is not ticked).
+func (r *Replica) Quiesced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.quiesced
 }

@@ -161,6 +161,10 @@ type Store struct {
 	activeMu sync.Mutex
 	active   map[uint64]*Replica // replicas that are ticked (not quiesced)
 	wake     chan struct{}
+	// heard is when a raft message from each node last arrived (quiesce.go: the clock a sleeping
+	// replica woken for a silent leader catches up by).
+	heardMu sync.Mutex
+	heard   map[uint64]time.Time
 
 	proposalGate *admission.Gate // see Config.ProposalLimits
 	commitSince  atomic.Int64    // unix nanos when the log writer's current commit began; 0 when none runs
@@ -193,6 +197,7 @@ func NewStore(cfg Config) *Store {
 		dirty:      make(map[uint64]*Replica),
 		spareDirty: make(map[uint64]*Replica),
 		active:     make(map[uint64]*Replica),
+		heard:      make(map[uint64]time.Time),
 		wake:       make(chan struct{}, 1),
 		snapSem:    make(chan struct{}, cfg.MaxConcurrentSnapshots),
 		stopper:    make(chan struct{}),
@@ -501,6 +506,7 @@ func (s *Store) markReadyLocked(r *Replica) { s.markReady(r) }
 
 // HandleRaftMessages implements transport.Handler.
 func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
+	s.heardFrom(msgs)
 	for _, m := range msgs {
 		msg := &raftpb.Message{}
 		if err := proto.Unmarshal(m.Message, msg); err != nil {
@@ -589,6 +595,7 @@ func (s *Store) replicaForMessage(rangeID uint64, msg *raftpb.Message) *Replica 
 
 // HandleSnapshot implements transport.Handler: it installs a snapshot received in full.
 func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error {
+	s.heardFrom([]*pb.RaftMessage{header})
 	msg, desc, err := validate.SnapshotHeader(header)
 	if err != nil {
 		return err
