@@ -217,7 +217,7 @@ func (s *Service) ScanMeta(ctx context.Context, start, end []byte, limit int) ([
 		if err := r.ReadBarrier(ctx); err != nil {
 			return err
 		}
-		kvs, _, _, err := r.Scan(start, end, limit, 0, false)
+		kvs, _, _, err := r.ScanFor(readSource(ctx), start, end, limit, 0, false)
 		out = kvs
 		return err
 	}, func(ctx context.Context, c pb.ShoalClient) (*pb.Error, error) {

@@ -27,6 +27,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/shoaldb/shoal/kv"
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -266,6 +267,9 @@ func (s *Service) tick(ctx context.Context) {
 	if !leads {
 		return
 	}
+	// The scheduler's reads of the meta range (the jobs, the ranges) are the jobs' too, not the
+	// foreground's, in the engine's block accounting.
+	ctx = kv.JobRead(ctx)
 	jobs, err := s.load(ctx, "")
 	if err != nil {
 		s.log.Debug("jobs: read the jobs from the meta range", "err", err)

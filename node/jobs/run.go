@@ -26,6 +26,7 @@ const pageAttempts = 20
 
 // run carries out one run of st's job (st.Running) and records its outcome.
 func (s *Service) run(ctx context.Context, st *pb.JobState, rp *runPlan) {
+	ctx = kv.JobRead(ctx) // its meta reads too (the ranges, the job's record): see page
 	job, r := st.Job, st.Running
 	var sink rowSink = &counter{}
 	var export *exporter
