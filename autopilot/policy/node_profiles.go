@@ -352,6 +352,13 @@ func (p *NodeProfiles) costMix(r *model.Range) profileplan.Mix {
 	return m
 }
 
+// requests is about how many requests a smoothed mix rests on: its rate over one sample times the
+// samples the exponential smoothing weighs, (2−α)/α (three at α = 0.5). The class's hysteresis
+// widens with the noise of so few (profileplan.NoiseBand).
+func (p *NodeProfiles) requests(m profileplan.Mix) float64 {
+	return m.Total() * p.cfg.SampleEvery.Seconds() * (2 - p.cfg.Alpha) / p.cfg.Alpha
+}
+
 // classOf is the class range id is planned with: its smoothed class (with Reclassify's hysteresis
 // about the class it had) once that has held for Samples/2 samples in a row (at least 2), else the
 // class it had.
@@ -386,7 +393,7 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 		had, planned := p.classes[r.ID]
 		switch {
 		case s.Mix().Total() >= p.cfg.MinQPS:
-			classes[r.ID] = p.classOf(r.ID, profileplan.Reclassify(had, s.Mix()))
+			classes[r.ID] = p.classOf(r.ID, profileplan.ReclassifyBand(had, s.Mix(), profileplan.NoiseBand(p.requests(s.Mix()))))
 		case planned:
 			// A planned range whose load fell below MinQPS keeps its class and place: its mix is too
 			// thin to classify, and leaving the plan and coming back made a new plan each time (a

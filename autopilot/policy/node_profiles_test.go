@@ -410,6 +410,51 @@ func TestNodeProfilesNoMoveOfARangeComingBack(t *testing.T) {
 	}
 }
 
+// A range of a few requests a second keeps its class through its samples' noise, one of hundreds
+// does not: sampled every 3 s (as the experiment does), an A range of 6 requests a second, half
+// reads, whose samples show 83 % reads three times in a row stays read/write — with the fixed
+// 10-point band it turned read, then write, each a new plan and leadership moves (three plans in
+// the 50 s after a run's last restart); at 600 requests a second the same shares turn it read.
+func TestNodeProfilesNoisyRangeKeepsItsClass(t *testing.T) {
+	classAfter := func(scale int) profileplan.Class {
+		// The nodes run the profiles of their ranges' classes: no restart holds the samples.
+		p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3})
+		round := 0
+		propose := func(reads, writes int) {
+			c, err := model.ParseCluster(fmt.Sprintf(`now %ds
+node 1 profile=read
+node 2 profile=write
+node 3 profile=readwrite
+range 1 [,) voters=1,2,3 system
+range 2 [a,b) voters=1,2,3 reads=900 writes=50
+range 3 [b,c) voters=2,3,1 reads=50 writes=700
+range 4 [c,d) voters=3,1,2 reads=%d writes=%d
+`, 3*round, reads*scale, writes*scale))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Propose(c, nil)
+			round++
+		}
+		for range 3 {
+			propose(3, 3)
+		}
+		if p.classes[4] != profileplan.ReadWrite {
+			t.Fatalf("×%d: r4 planned %q, want readwrite", scale, p.classes[4])
+		}
+		for range 3 {
+			propose(5, 1)
+		}
+		return p.classes[4]
+	}
+	if got := classAfter(1); got != profileplan.ReadWrite {
+		t.Errorf("6 requests/s, three samples at 83 %% reads: r4 %s, want readwrite", got)
+	}
+	if got := classAfter(100); got != profileplan.Read {
+		t.Errorf("600 requests/s, three samples at 83 %% reads: r4 %s, want read", got)
+	}
+}
+
 // A replica move of a range is proposed again only RetryAfter after the last: one that failed
 // (its learner's promotion timed out) was proposed every round, each time loading two disks with a
 // snapshot.

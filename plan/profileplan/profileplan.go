@@ -85,12 +85,33 @@ func Classify(m Mix) Class {
 // alone it flipped between read and read/write and moved between their nodes each time.
 const Band = 0.1
 
-// Reclassify is m's class for a range that had class had: had while m is within Band of it — a
-// read or scan range stays while more than Threshold−Band of its requests are reads (and, for a
-// scan range, of its reads scans; for a read one, at most Threshold+Band), a write range while more
-// than Threshold−Band are writes, a read/write range until reads or writes pass Threshold+Band —
+// MaxBand bounds NoiseBand: a class with a mix 30 points past its threshold changes however few
+// requests show it.
+const MaxBand = 0.3
+
+// NoiseBand is the hysteresis for a mix measured over requests requests: Band plus two standard
+// errors of a share near one half (1/√requests), at most MaxBand. Sampled every 3 s, a range of
+// 6 requests a second smoothed over about three samples rests on some 50 requests, and its shares
+// swing by ±14 points from sampling alone: with Band only, ranges of A (half reads) and F (two
+// thirds) turned read, read/write and write in turn, each change a new plan and two leadership
+// moves (three plans in the 50 s after a reconfiguration's last restart). At the thesis's 30-s
+// samples or hundreds of requests a second it is Band.
+func NoiseBand(requests float64) float64 {
+	if requests <= 0 {
+		return MaxBand
+	}
+	return min(MaxBand, Band+1/math.Sqrt(requests))
+}
+
+// Reclassify is ReclassifyBand with Band.
+func Reclassify(had Class, m Mix) Class { return ReclassifyBand(had, m, Band) }
+
+// ReclassifyBand is m's class for a range that had class had: had while m is within band of it — a
+// read or scan range stays while more than Threshold−band of its requests are reads (and, for a
+// scan range, of its reads scans; for a read one, at most Threshold+band), a write range while more
+// than Threshold−band are writes, a read/write range until reads or writes pass Threshold+band —
 // else Classify(m). An unplanned range (had "") or one with no load is classified afresh.
-func Reclassify(had Class, m Mix) Class {
+func ReclassifyBand(had Class, m Mix, band float64) Class {
 	t := m.Total()
 	if t <= 0 {
 		return Classify(m)
@@ -99,7 +120,7 @@ func Reclassify(had Class, m Mix) Class {
 	if m.Reads > 0 {
 		scans = m.Scans / m.Reads
 	}
-	lo, hi := Threshold-Band, Threshold+Band
+	lo, hi := Threshold-band, Threshold+band
 	keep := false
 	switch had {
 	case Read:

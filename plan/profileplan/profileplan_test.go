@@ -54,6 +54,28 @@ func TestReclassify(t *testing.T) {
 	}
 }
 
+// The hysteresis widens with the noise of few requests: an A range (half reads) whose sampled mix
+// shows 80 % reads keeps read/write on 54 requests, turns read on thousands, and the band never
+// passes MaxBand.
+func TestNoiseBand(t *testing.T) {
+	m := Mix{Reads: 80, Writes: 20}
+	if got := ReclassifyBand(ReadWrite, m, NoiseBand(54)); got != ReadWrite {
+		t.Errorf("80 %% reads on 54 requests (band %.2f): %s, want readwrite", NoiseBand(54), got)
+	}
+	if got := ReclassifyBand(ReadWrite, m, NoiseBand(5400)); got != Read {
+		t.Errorf("80 %% reads on 5 400 requests (band %.2f): %s, want read", NoiseBand(5400), got)
+	}
+	if b := NoiseBand(1e9); b < Band || b > Band+0.001 {
+		t.Errorf("band on a billion requests %.4f, want Band", b)
+	}
+	if NoiseBand(0) != MaxBand || NoiseBand(1) != MaxBand {
+		t.Errorf("band on no or one request %.2f, %.2f, want MaxBand", NoiseBand(0), NoiseBand(1))
+	}
+	if got := ReclassifyBand(Write, Mix{Reads: 95, Writes: 5}, NoiseBand(1)); got != Read {
+		t.Errorf("a write range at 95 %% reads on one request: %s, want read (past MaxBand)", got)
+	}
+}
+
 // A spike in one sample does not flip a range's class once smoothed; six samples make it ready.
 func TestSmoother(t *testing.T) {
 	var s Smoother
