@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -386,16 +387,33 @@ func runEnv(t *testing.T, env []string, name string, args ...string) string {
 	return string(out)
 }
 
+// pickedPorts are the ports freePorts gave out, so that no two nodes get the same one.
+var pickedPorts = map[int]bool{}
+
+// freePorts picks n ports, free when picked, below Linux's ephemeral range (32768 and up): a port
+// of that range can become the source port of an outgoing connection (a started node dialling a
+// peer that is not up yet) before the node that is to listen on it starts, which kept node 3 from
+// ever starting (address already in use) in one run.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	const lo, span = 20000, 12000
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	start := rand.IntN(span)
+	for i := 0; i < span && len(ports) < n; i++ {
+		p := lo + (start+i)%span
+		if pickedPorts[p] {
+			continue
 		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		pickedPorts[p] = true
+		ports = append(ports, p)
+	}
+	if len(ports) < n {
+		t.Fatalf("found %d free ports in [%d, %d), want %d", len(ports), lo, lo+span, n)
 	}
 	return ports
 }
