@@ -41,8 +41,8 @@ func TestShortRun(t *testing.T) {
 			t.Errorf("fit %s: held-out error %.3f (worst %.3f), accuracy %v", f.Name, f.CVMAE, f.CVWorst, f.Accuracy)
 		}
 		for _, g := range rep.Fits[:2] {
-			if f.Name == rep.Chosen && g.CVMAE < f.CVMAE {
-				t.Errorf("chosen %s (held-out error %.3f), %s's is less (%.3f)", f.Name, f.CVMAE, g.Name, g.CVMAE)
+			if f.Name == rep.Chosen && g.CVMAE*(1+fitTie) < f.CVMAE {
+				t.Errorf("chosen %s (held-out error %.3f), %s's is less by more than a tie (%.3f)", f.Name, f.CVMAE, g.Name, g.CVMAE)
 			}
 		}
 	}
@@ -69,4 +69,21 @@ func TestShortRun(t *testing.T) {
 		}
 	}
 	t.Logf("model (%s) %+v; reads %+v; compacted %+v; all %+v", rep.Chosen, rep.Model, acc.Reads, acc.ReadsCompacted, acc.All)
+}
+
+func TestChooseFitPrefersTheConstrainedFitOnATie(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fits []Candidate
+		want string
+	}{
+		{"free wins by far", []Candidate{{Name: "at-idle", CVMAE: 0.10}, {Name: "free", CVMAE: 0.05}, {Name: "by-kind", CVMAE: 0.08}}, "free"},
+		{"free and by-kind tie", []Candidate{{Name: "at-idle", CVMAE: 0.10}, {Name: "free", CVMAE: 0.050}, {Name: "by-kind", CVMAE: 0.051}}, "by-kind"},
+		{"all tie", []Candidate{{Name: "at-idle", CVMAE: 0.052}, {Name: "free", CVMAE: 0.050}, {Name: "by-kind", CVMAE: 0.051}}, "at-idle"},
+		{"by-kind cannot fit", []Candidate{{Name: "at-idle", CVMAE: 0.10}, {Name: "free", CVMAE: 0.05}, {Name: "by-kind", Error: "too few"}}, "free"},
+	} {
+		if got := tc.fits[chooseFit(tc.fits)].Name; got != tc.want {
+			t.Errorf("%s: chose %s, want %s", tc.name, got, tc.want)
+		}
+	}
 }
