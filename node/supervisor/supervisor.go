@@ -47,6 +47,7 @@ import (
 
 	"github.com/shoaldb/shoal/bgtask"
 	"github.com/shoaldb/shoal/node"
+	"github.com/shoaldb/shoal/node/catchup"
 	"github.com/shoaldb/shoal/node/directory"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -537,8 +538,18 @@ func rewrites(profile string, oldBlock, newBlock int) bool {
 }
 
 // takeBack moves the leaderships of ranges back to n, one at a time, and returns how many it leads
-// again. A range whose voters no longer include n is skipped, and so is the meta range.
+// again. A range whose voters no longer include n is skipped, and so is the meta range. It first
+// waits for n to have caught up (at most catchup.Bound): until then n's heartbeats say it takes no
+// leadership, and the autopilot moves away any it is given.
 func (s *Supervisor) takeBack(ctx context.Context, n *node.Node, ranges []uint64) int {
+	wctx, cancel := context.WithTimeout(ctx, catchup.Bound)
+	for n.CatchingUp() && wctx.Err() == nil {
+		select {
+		case <-wctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
 	back := 0
 	for _, id := range ranges {
 		if ctx.Err() != nil {
