@@ -19,8 +19,7 @@ import (
 const forwardedKey = "x-shoal-forwarded"
 
 func isForwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(forwardedKey)) > 0
+	return len(metadata.ValueFromIncomingContext(ctx, forwardedKey)) > 0
 }
 
 // errNoForward is what a remote closure returns for a request that was itself forwarded here: it is
@@ -65,7 +64,8 @@ func readSource(ctx context.Context) storage.ReadSource {
 	if v, _ := ctx.Value(jobReadKey{}).(bool); v {
 		return storage.ReadJobs
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(readSourceKey)) > 0 && md.Get(readSourceKey)[0] == "jobs" {
+	// One key, not the whole metadata copied (FromIncomingContext): this runs on every scan.
+	if v := metadata.ValueFromIncomingContext(ctx, readSourceKey); len(v) > 0 && v[0] == "jobs" {
 		return storage.ReadJobs
 	}
 	return storage.ReadForeground
