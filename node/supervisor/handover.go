@@ -99,13 +99,16 @@ type cluster struct {
 	leader    map[uint64]uint64    // range → its leader's node
 	addr      map[uint64]string    // node → its gRPC address
 	served    map[uint64][2]uint64 // node → the block bytes its reads loaded, and those found in its cache
+	// scanned is range → its reads and, of them, scans a second, summed over the replicas that
+	// served them: which ranges a block size for scans serves better.
+	scanned map[uint64][2]float64
 }
 
 // clusterStats reads n's view of the nodes.
 func clusterStats(ctx context.Context, n *node.Node) (cluster, error) {
 	c := cluster{takers: map[uint64]bool{}, load: map[uint64]float64{}, rangeLoad: map[uint64]float64{},
 		reads: map[uint64]float64{}, leader: map[uint64]uint64{}, served: map[uint64][2]uint64{},
-		addr: map[uint64]string{}}
+		addr: map[uint64]string{}, scanned: map[uint64][2]float64{}}
 	resp, err := n.Nodes(ctx, &pb.NodesRequest{})
 	if err != nil {
 		return c, fmt.Errorf("nodes: %w", err)
@@ -122,6 +125,8 @@ func clusterStats(ctx context.Context, n *node.Node) (cluster, error) {
 		st := ns.GetStats()
 		c.served[id] = [2]uint64{st.GetServedBlockBytes(), st.GetServedBlockBytesInCache()}
 		for _, rl := range st.GetRanges() {
+			sc := c.scanned[rl.GetRangeId()]
+			c.scanned[rl.GetRangeId()] = [2]float64{sc[0] + rl.GetReadQps(), sc[1] + rl.GetScanQps()}
 			if rl.GetLeader() {
 				q := rl.GetReadQps() + rl.GetWriteQps()
 				c.load[id] += q

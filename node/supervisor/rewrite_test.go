@@ -1,6 +1,16 @@
 package supervisor
 
-import "testing"
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/storage"
+)
 
 // A profile change rewrites the store when its blocks shrink (point reads load less) or grow for
 // the scan profile (scans seek less); the write profile's larger blocks wait for its own flushes and
@@ -23,4 +33,138 @@ func TestRewritesOnlyWhatReadsFaster(t *testing.T) {
 			t.Errorf("%s, %d KiB → %d KiB blocks: rewrite %v, want %v", c.profile, c.oldKiB, c.newKiB, got, c.want)
 		}
 	}
+}
+
+// For the scan profile only the ranges whose reads are mostly scans are rewritten: a range of point
+// reads reads no faster from larger blocks, and the whole store's rewrite kept the node without
+// its leaderships for two minutes on a seek-bound disk. Shrinking blocks, or without a view of the
+// reads, the whole store is.
+func TestRewriteSpansAreTheScannedRanges(t *testing.T) {
+	desc := func(id uint64, start, end string) *pb.RangeDescriptor {
+		return &pb.RangeDescriptor{RangeId: id, StartKey: []byte(start), EndKey: []byte(end)}
+	}
+	descs := []*pb.RangeDescriptor{
+		desc(replica.MetaRangeID, "", ""),
+		desc(2, "a", "b"), // 95 % of its reads are scans: rewritten
+		desc(3, "b", "c"), // half: a point-read range as the classifier counts it
+		desc(4, "c", "d"), // all scans, but one every two seconds
+		desc(5, "d", "e"), // no stats
+		desc(6, "e", ""),  // scans on its followers too, the last range of the keyspace
+	}
+	c := cluster{scanned: map[uint64][2]float64{
+		replica.MetaRangeID: {50, 50},
+		2:                   {40, 38},
+		3:                   {40, 20},
+		4:                   {0.5, 0.5},
+		6:                   {10, 9},
+	}}
+	got := rewriteSpans(descs, c, true, "scan")
+	lo2, hi2 := storage.DataSpan(false, []byte("a"), []byte("b"))
+	lo6, hi6 := storage.DataSpan(false, []byte("e"), nil)
+	want := []span{{lo2, hi2}, {lo6, hi6}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("scan profile rewrites %q, want %q", got, want)
+	}
+	if got := rewriteSpans(descs, cluster{scanned: map[uint64][2]float64{}}, true, "scan"); got == nil || len(got) != 0 {
+		t.Fatalf("no range scans: rewrites %q, want nothing (not the whole store)", got)
+	}
+	if got := rewriteSpans(descs, c, false, "scan"); got != nil {
+		t.Fatalf("no view of the reads: rewrites %q, want the whole store", got)
+	}
+	if got := rewriteSpans(descs, c, true, "read"); got != nil {
+		t.Fatalf("blocks shrinking for the read profile: rewrites %q, want the whole store", got)
+	}
+}
+
+// compactSpans rewrites the tables of the spans it is given with the engine's block size, and
+// leaves the others' tables as they are. Each span has its bottom-level table (as a snapshot's
+// ingest leaves it) and a flushed table of later writes over it: Pebble's manual compaction
+// rewrites a bottom-level table only where newer data overlaps it.
+func TestCompactSpansRewritesOnlyTheirTables(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := storage.Options{Profile: "readwrite", MemoryBytes: 8 << 20, CreateIfMissing: true}
+	e, err := storage.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := map[string]span{}
+	for _, name := range []string{"a", "b"} {
+		lo, hi := storage.DataSpan(false, []byte(name), []byte(name+"~"))
+		spans[name] = span{lo, hi}
+		i := 0
+		err := e.IngestSpan(ctx, lo, hi, func() ([]byte, []byte, bool) {
+			i++
+			return append(append([]byte{}, lo...), fmt.Sprintf("/%06d", i)...), make([]byte, 1000), i <= 2000
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		b := e.NewBatch()
+		for i := 1; i <= 2000; i += 100 {
+			if err := b.Set(append(append([]byte{}, spans[name].lo...), fmt.Sprintf("/%06d", i)...), make([]byte, 1000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if err := e.DB().Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dataBlocks(t, e, spans)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Profile = "scan"
+	if e, err = storage.Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := compactSpans(ctx, e, []span{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := dataBlocks(t, e, spans); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("no span: tables %v, want them as they were, %v", got, before)
+	}
+	if err := compactSpans(ctx, e, []span{spans["a"]}); err != nil {
+		t.Fatal(err)
+	}
+	after := dataBlocks(t, e, spans)
+	// 2 MB of rows: about 60 blocks of 32 KiB, 15 of 128 KiB.
+	if after["a"][1] > before["a"][1]/3 || after["a"][0] == before["a"][0] {
+		t.Fatalf("span a: tables %v after its compaction, were %v: want it rewritten with 128 KiB blocks", after["a"], before["a"])
+	}
+	if after["b"] != before["b"] {
+		t.Fatalf("span b: tables %v, were %v: want them untouched", after["b"], before["b"])
+	}
+}
+
+// dataBlocks is, for each span, the sum of its tables' numbers (which a rewrite changes) and of
+// their data blocks.
+func dataBlocks(t *testing.T, e *storage.Engine, spans map[string]span) map[string][2]uint64 {
+	t.Helper()
+	out := map[string][2]uint64{}
+	for name, sp := range spans {
+		levels, err := e.DB().SSTables(pebble.WithProperties(), pebble.WithKeyRangeFilter(sp.lo, sp.hi))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum [2]uint64
+		for _, ts := range levels {
+			for _, tb := range ts {
+				sum[0] += uint64(tb.FileNum)
+				sum[1] += tb.Properties.NumDataBlocks
+			}
+		}
+		if sum[1] == 0 {
+			t.Fatalf("span %s: no data blocks", name)
+		}
+		out[name] = sum
+	}
+	return out
 }

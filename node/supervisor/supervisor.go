@@ -396,6 +396,7 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	led := old.n.LedRanges()
 	// The nodes' loads and the leaders' served bytes before: where to shed, and the warm-up's reference.
 	ref, err := clusterStats(ctx, old.n)
+	known := err == nil
 	if err != nil {
 		s.log.Warn("shedding by load: no view of the nodes; draining instead", "node", id, "err", err)
 	}
@@ -419,9 +420,13 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	}
 	s.cfg = cfg
 	reopened := time.Since(start)
-	compacted := time.Duration(0)
+	compacted, rewritten := time.Duration(0), "none"
 	if rewrite != nil {
-		compacted = s.compact(ctx, inc.n, rewrite)
+		spans := rewriteSpans(descsOf(inc.n.Store().Replicas()), ref, known, profile)
+		compacted, rewritten = s.compact(ctx, inc.n, rewrite, spans), "store"
+		if spans != nil {
+			rewritten = fmt.Sprintf("%d scanned ranges", len(spans))
+		}
 	}
 	wstart := time.Now()
 	warm := s.warm(ctx, inc.n, led, ref)
@@ -429,20 +434,20 @@ func (s *Supervisor) SetProfile(ctx context.Context, profile string) error {
 	back := s.takeBack(ctx, inc.n, led)
 	s.restarts.Add(1)
 	s.log.Info("engine profile changed", "node", id, "profile", profile, "took", time.Since(start).Round(time.Millisecond),
-		"shed", shed.Round(time.Millisecond), "reopened", reopened.Round(time.Millisecond), "compaction", compacted.Round(time.Millisecond),
+		"shed", shed.Round(time.Millisecond), "reopened", reopened.Round(time.Millisecond), "compaction", compacted.Round(time.Millisecond), "rewritten", rewritten,
 		"warm", warmed.Round(time.Millisecond), "led", len(led), "spread", spread, "warm_targets", warmShed, "not_shed", left, "warm_ranges", warm, "taken_back", back)
 	return nil
 }
 
-// compact rewrites n's store with its block size, as a follower, and then ends task, the heavy task
-// restart began before the node's first heartbeat: while it shows, no policy gives the node a
-// leadership, and node_profiles waits for it before it samples, plans or restarts another node. It
-// returns how long it took.
-func (s *Supervisor) compact(ctx context.Context, n *node.Node, task *bgtask.Handle) time.Duration {
+// compact rewrites spans of n's store (nil: all of it, rewriteSpans) with its block size, as a
+// follower, and then ends task, the heavy task restart began before the node's first heartbeat:
+// while it shows, no policy gives the node a leadership, and node_profiles waits for it before it
+// samples, plans or restarts another node. It returns how long it took.
+func (s *Supervisor) compact(ctx context.Context, n *node.Node, task *bgtask.Handle, spans []span) time.Duration {
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, CompactTimeout)
 	defer cancel()
-	err := n.Engine().CompactAll(cctx)
+	err := compactSpans(cctx, n.Engine(), spans)
 	task.End()
 	if err != nil {
 		s.log.Warn("compaction after a profile change", "node", n.NodeID(), "err", err) // the new tables get the block size anyway
