@@ -55,3 +55,7 @@ func (n *Node) jobLoads() []jobs.NodeLoad {
 	}
 	return out
 }
+
+// ScanJobs is the node's scan jobs (package node/jobs): their counters, for samplers that read them
+// more often than the metrics endpoint does.
+func (n *Node) ScanJobs() *jobs.Service { return n.scanJobs }
