@@ -236,20 +236,30 @@ func (s *Service) Start() {
 // record stays "running" until another node finds it abandoned and runs the job again.
 func (s *Service) Stop() { s.stop.Stop() }
 
-// Stats reads the counters.
+// Stats reads the counters, the current plan's peak and LP bound (computed once per plan when first
+// asked for: tens of milliseconds of CPU) and the last plans.
 func (s *Service) Stats() Stats {
+	st := s.Counters()
+	s.mu.Lock()
+	if s.plan != nil {
+		st.PlanPeak = s.plan.peak
+	}
+	st.Plans = slices.Clone(s.plans)
+	s.mu.Unlock()
+	st.PlanBound = s.planBound()
+	return st
+}
+
+// Counters reads the counters alone (Stats without the plan's figures): cheap enough to sample every
+// second.
+func (s *Service) Counters() Stats {
 	s.mu.Lock()
 	n := len(s.running)
-	var peak, bound float64
-	if s.plan != nil {
-		peak, bound = s.plan.peak, s.plan.bound
-	}
-	plans := slices.Clone(s.plans)
 	s.mu.Unlock()
 	return Stats{OnTime: s.onTime.Load(), Late: s.late.Load(), Failed: s.failed.Load(), Abandoned: s.abandoned.Load(),
 		Rows: s.rows.Load(), Bytes: s.bytes.Load(), Running: n, Refused: s.refused.Load(), Prefetches: s.prefetches.Load(),
-		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(), PlanPeak: peak, PlanBound: bound,
-		DiskReads: s.copies.diskReads(), CopiesShort: s.copies.shortCounts(), Plans: plans}
+		PrefetchBytes: s.prefetchBytes.Load(), CacheBytes: s.cacheBytes.Load(), Held: s.copies.held(),
+		DiskReads: s.copies.diskReads(), CopiesShort: s.copies.shortCounts()}
 }
 
 func (s *Service) fromStore() (uint64, bool) {
@@ -335,20 +345,20 @@ func admission(ep *execPlan, name string) string {
 	}
 }
 
-// replan returns the plan to follow: the current one, or a new one when the jobs or the nodes'
-// budgets changed or ReplanEvery passed. Demand reads follow none.
+// replan returns the plan to follow: the current one, or a new one when the jobs changed, the nodes'
+// budgets moved out of what it needs (budgetsMoved) or ReplanEvery passed. Demand reads follow none.
 func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now time.Time) *execPlan {
 	if s.cfg.Strategy == DemandReads || s.deps.Cluster == nil {
 		return nil
 	}
-	specs, budgets := s.signature(jobs, now)
+	specs := signature(jobs)
 	s.mu.Lock()
 	cur := s.plan
 	s.mu.Unlock()
-	// The budgets' readings move a little all the time: a change of them re-plans no more often than
-	// every few slots, a change of the jobs at once.
+	// The budgets' readings move all the time: a move out of the plan's needs re-plans no more often
+	// than every few slots, a change of the jobs at once.
 	if cur != nil && cur.sig == specs && now.Sub(cur.made) < s.cfg.ReplanEvery &&
-		(cur.budgets == budgets || now.Sub(cur.made) < 4*s.cfg.PlanSlot) {
+		(now.Sub(cur.made) < 4*s.cfg.PlanSlot || !s.budgetsMoved(cur, now)) {
 		return cur
 	}
 	ep, err := s.makePlan(ctx, jobs, now, s.carried(cur, now))
@@ -356,7 +366,7 @@ func (s *Service) replan(ctx context.Context, jobs map[string]*pb.JobState, now 
 		s.log.Warn("jobs: could not plan the scan jobs' reads; following the last plan", "err", err)
 		return cur
 	}
-	ep.sig, ep.budgets = specs, budgets
+	ep.sig = specs
 	s.keepBegun(cur, ep, now)
 	ep.wanted = map[string]bool{}
 	for _, rp := range ep.runs {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoaldb/shoal/pb"
@@ -114,7 +115,6 @@ type runKey struct {
 type execPlan struct {
 	made    time.Time
 	sig     string            // the jobs' specs it was made for
-	budgets string            // the nodes' budgets it was made with, in tenths of the disk
 	refused map[string]string // job → why its reads no longer fit
 	runs    map[runKey]*runPlan
 	fetches []fetchPlan
@@ -123,8 +123,14 @@ type execPlan struct {
 	// may read an older copy than the one this plan would fetch for it).
 	wanted map[string]bool
 	// peak is the plan's highest planned disk bandwidth on one node in one slot (bytes/s); bound the
-	// LP relaxation's least peak for the runs it admits (over blocks of slots: a cheap, looser bound).
+	// LP relaxation's least peak for the runs it admits (over blocks of slots: a looser bound), set
+	// once by planBound.
 	peak, bound float64
+	boundOnce   sync.Once
+	// need is, by node id, the most the plan asks of the node's disk in one slot (bytes/s), and
+	// budgets the bandwidth each node's foreground left the jobs when it was made: a plan is redone
+	// when a node's budget falls below its need, or rises by a tenth of the disk while jobs are refused.
+	need, budgets map[uint64]float64
 	// record is what the plan was made from, for its comparison with the slot-by-slot LP offline.
 	record PlanRecord
 }
@@ -163,18 +169,20 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 	rangeBytes := map[uint64]int64{}
 	slot := s.cfg.PlanSlot
 	in := &prefetch.Instance{Slot: slot, Horizon: max(1, int(s.cfg.PlanHorizon/slot))}
+	budgets := make(map[uint64]float64, len(loads))
 	for i, l := range loads {
 		nodeIdx[l.ID] = i
 		for r, b := range l.Leads {
 			leader[r], rangeBytes[r] = l.ID, b
 		}
-		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{s.budgetLeft(l, now)},
+		budgets[l.ID] = s.budgetLeft(l, now)
+		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{budgets[l.ID]},
 			Cache: max(0, float64(s.cfg.CacheBytes)-s.copies.heldFor(l.ID, now, carried)),
 			Base:  s.copies.inFlight(l.ID, slot, in.Horizon)})
 	}
 	pjs := s.planJobs(ctx, in, jobs, all, nodeIdx, leader, rangeBytes, now, carried)
 	if len(in.Nodes) == 0 || len(in.Jobs) == 0 {
-		return &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{}}, nil
+		return &execPlan{made: now, refused: map[string]string{}, runs: map[runKey]*runPlan{}, budgets: budgets}, nil
 	}
 	sched, err := prefetch.Make(in, s.cfg.Strategy.solver(), prefetch.Options{})
 	if err != nil {
@@ -184,16 +192,59 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 	if res, err := prefetch.Evaluate(in, &sched); err == nil {
 		ep.peak = res.Peak
 	}
-	// The LP's least peak for the runs this plan admits: how far the plan is from the best.
+	ep.need, ep.budgets = nodeNeeds(in, sched, loads), budgets
+	// The LP's least peak for the runs this plan admits is not computed here: over blocks of slots it
+	// still takes 75–150 ms of one core on the scenario's 36 jobs, on the scheduler's tick at every
+	// plan, beside the foreground. Stats computes it for the current plan when asked (planBound).
 	need := make([]bool, len(sched.Runs))
 	for r, sv := range sched.Serves {
 		need[r] = sv.Admitted
 	}
-	if b, err := prefetch.LowerBound(in, prefetch.Options{}, need); err == nil {
-		ep.bound = b
-	}
 	ep.record = PlanRecord{Made: now, Peak: ep.peak, Instance: in, Admitted: need, Strategy: s.cfg.Strategy}
 	return ep, nil
+}
+
+// nodeNeeds is, by node id, the most disk bandwidth the schedule asks of the node in one slot, its
+// base load included: the budget below which the plan no longer fits it (replan).
+func nodeNeeds(in *prefetch.Instance, sched prefetch.Schedule, loads []NodeLoad) map[uint64]float64 {
+	out := make(map[uint64]float64, len(loads))
+	for n, l := range loads {
+		slots := make([]float64, in.Horizon)
+		for t := range slots {
+			if b := in.Nodes[n].Base; t < len(b) {
+				slots[t] = b[t]
+			}
+		}
+		for _, tr := range sched.Transfers {
+			if tr.Node != n {
+				continue
+			}
+			for t := max(0, tr.Start); t < min(tr.End, in.Horizon); t++ {
+				slots[t] += tr.Rate
+			}
+		}
+		for _, v := range slots {
+			out[l.ID] = max(out[l.ID], v)
+		}
+	}
+	return out
+}
+
+// planBound is the LP relaxation's least peak (over blocks of slots) for the runs the current plan
+// admits, computed once per plan when first asked for (0 without a plan, or if it cannot be had).
+func (s *Service) planBound() float64 {
+	s.mu.Lock()
+	ep := s.plan
+	s.mu.Unlock()
+	if ep == nil || ep.record.Instance == nil {
+		return 0
+	}
+	ep.boundOnce.Do(func() {
+		if b, err := prefetch.LowerBound(ep.record.Instance, prefetch.Options{}, ep.record.Admitted); err == nil {
+			ep.bound = b
+		}
+	})
+	return ep.bound
 }
 
 // planJobs adds to in one planner job per piece of every job's span, and returns them in that order.
@@ -369,10 +420,9 @@ func (s *Service) budgetLeft(l NodeLoad, now time.Time) float64 {
 	return max(0, disk-fg) * s.cfg.DiskShare
 }
 
-// signature names what a plan depends on: the jobs' specs, and every node's budget in steps of a
-// tenth of the disk, so that a change of either re-plans.
-func (s *Service) signature(jobs map[string]*pb.JobState, now time.Time) (specs, budgets string) {
-	var b, n strings.Builder
+// signature names the jobs' specs a plan was made for: a change of them re-plans at once.
+func signature(jobs map[string]*pb.JobState) string {
+	var b strings.Builder
 	names := make([]string, 0, len(jobs))
 	for n := range jobs {
 		names = append(names, n)
@@ -382,10 +432,31 @@ func (s *Service) signature(jobs map[string]*pb.JobState, now time.Time) (specs,
 		j := jobs[n].Job
 		fmt.Fprintf(&b, "%s/%d/%d/%d/%d;", n, j.CreatedUnixMs, j.EveryMs, j.DeadlineMs, j.RateBytes)
 	}
-	for _, l := range s.cluster() {
-		fmt.Fprintf(&n, "n%d=%d;", l.ID, int(10*s.budgetLeft(l, now)/float64(s.cfg.DiskBytesPerSec)))
+	return b.String()
+}
+
+// budgetsMoved says whether the nodes' budgets moved enough since ep was made to plan again: a node
+// whose budget fell below what ep asks of its disk in some slot (the plan no longer fits it), a node
+// that joined or left, or, while ep refuses jobs, a budget risen by a tenth of the disk (they may fit
+// now). Budgets that move a little all the time while the plan fits them leave it be: each plan costs
+// CPU beside the foreground, and the plan they would give places the same prefetches.
+func (s *Service) budgetsMoved(ep *execPlan, now time.Time) bool {
+	loads := s.cluster()
+	if len(loads) != len(ep.budgets) {
+		return true
 	}
-	return b.String(), n.String()
+	tenth := float64(s.cfg.DiskBytesPerSec) / 10
+	for _, l := range loads {
+		was, ok := ep.budgets[l.ID]
+		if !ok {
+			return true
+		}
+		cur := s.budgetLeft(l, now)
+		if cur < ep.need[l.ID] || (len(ep.refused) > 0 && cur >= was+tenth) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Service) cluster() []NodeLoad {

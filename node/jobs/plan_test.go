@@ -245,3 +245,45 @@ func TestInFlightRuns(t *testing.T) {
 		t.Fatalf("a run done still loads its node: %v", got)
 	}
 }
+
+// TestReplanOnBudgets: a plan is redone when a node's budget falls below what the plan asks of its
+// disk, or rises by a tenth of the disk while jobs are refused, or a node leaves; not when the
+// budget moves while the plan still fits it.
+func TestReplanOnBudgets(t *testing.T) {
+	loads := []NodeLoad{{ID: 1}}
+	s := New(Config{DiskBytesPerSec: 10 << 20}, Deps{Cluster: func() []NodeLoad { return loads }})
+	ep := &execPlan{refused: map[string]string{}, need: map[uint64]float64{1: 4 << 20}, budgets: map[uint64]float64{1: 10 << 20}}
+	t0 := time.Unix(1000, 0)
+	if s.budgetsMoved(ep, t0) {
+		t.Fatal("re-plans with the budget as planned")
+	}
+	loads[0].ReadBytes += 5 << 20 // the foreground reads 5 MiB/s: 5 left, above the 4 needed
+	if s.budgetsMoved(ep, t0.Add(time.Second)) {
+		t.Fatal("re-plans for a budget that still fits the plan")
+	}
+	loads[0].ReadBytes += 7 << 20 // 7 MiB/s: 3 left
+	if !s.budgetsMoved(ep, t0.Add(2*time.Second)) {
+		t.Fatal("keeps a plan that no longer fits its node's budget")
+	}
+	ep.refused["j"] = "no room"
+	ep.budgets[1] = 3 << 20
+	if !s.budgetsMoved(ep, t0.Add(3*time.Second)) { // the foreground stopped: 10 left
+		t.Fatal("keeps refusing jobs with a tenth of the disk more to plan them in")
+	}
+	loads = nil
+	if !s.budgetsMoved(&execPlan{budgets: map[uint64]float64{1: 1}}, t0.Add(4*time.Second)) {
+		t.Fatal("keeps a plan for a node that left")
+	}
+}
+
+// TestNodeNeeds: what a plan asks of a node's disk is its highest slot, base load included.
+func TestNodeNeeds(t *testing.T) {
+	in := &prefetch.Instance{Slot: time.Second, Horizon: 6, Nodes: []prefetch.Node{{Base: []float64{3, 1}}, {}}}
+	sched := prefetch.Schedule{Transfers: []prefetch.Transfer{
+		{Node: 0, Start: 1, End: 3, Rate: 4}, {Node: 0, Start: 2, End: 4, Rate: 2}, {Node: 1, Start: 0, End: 9, Rate: 1},
+	}}
+	got := nodeNeeds(in, sched, []NodeLoad{{ID: 7}, {ID: 9}})
+	if got[7] != 6 || got[9] != 1 {
+		t.Fatalf("needs %v, want 7: 6 (slot 2: 4+2), 9: 1", got)
+	}
+}
