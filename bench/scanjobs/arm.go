@@ -118,7 +118,7 @@ func copiesShort(c *benchutil.Cluster) map[string]uint64 {
 		if n == nil {
 			continue
 		}
-		for why, k := range n.KV.Metrics().Jobs.CopiesShort {
+		for why, k := range n.KV.ScanJobs().Counters().CopiesShort {
 			out[why] += k
 		}
 	}
@@ -349,7 +349,9 @@ func readMarks(c *benchutil.Cluster) []diskMark {
 		out[i].served = int64(es.ServedBlockBytes - es.ServedBlockBytesInCache)
 		out[i].stream = int64(es.StreamBlockBytes)
 		out[i].jobBlocks = int64(es.JobBlockBytes - es.JobBlockBytesInCache)
-		js := n.KV.Metrics().Jobs
+		// Counters, not Metrics: the jobs' Stats computes the current plan's LP bound when first
+		// asked for, CPU the sampler would add in the measured window.
+		js := n.KV.ScanJobs().Counters()
 		var planned int64
 		for id, r := range js.DiskReads {
 			if j := c.IndexOf(id); j >= 0 && j < len(out) {
