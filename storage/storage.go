@@ -126,8 +126,11 @@ type Stats struct {
 	MemtableBytes       uint64
 	DiskBytes           uint64
 	CompactionDebtBytes uint64
-	// CompactedBytes are the bytes compactions have written since the engine opened.
-	CompactedBytes uint64
+	// CompactedBytes are the bytes compactions have written since the engine opened, counted when
+	// each ends; CompactingBytes the bytes the compactions running have written so far. Their sum
+	// grows as compactions write (a long compaction's bytes fall in the seconds that wrote them).
+	CompactedBytes  uint64
+	CompactingBytes int64
 	// ServedBlockBytes is the bytes of the blocks the engine's reads loaded (Pebble's per-category
 	// stats: index, filter and point data blocks), ServedBlockBytesInCache the part found in the block
 	// cache, both without the streams' reads (NewStreamIter) and Pebble's compactions': their ratio is
@@ -577,6 +580,7 @@ func (e *Engine) Stats() Stats {
 		DiskBytes:           disk + m.WAL.PhysicalSize,
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
 		CompactedBytes:      compacted,
+		CompactingBytes:     m.Compact.InProgressBytes,
 		BlockCacheCapacity:  blockRoom(e.po.Cache.MaxSize(), m.MemTable.Size+m.MemTable.ZombieSize),
 	}
 	for _, c := range m.CategoryStats {
