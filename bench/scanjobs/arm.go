@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
 	"runtime/metrics"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,12 +55,16 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	stopper.SleepContext(ctx, time.Until(added.Add(2*o.Period)))
 	from := time.Now()
 	fg.reset()
-	engBefore, cpuBefore, gcBefore := benchutil.EngineStats(c), benchutil.ProcessCPU(), goRuntime()
+	engBefore, cpuBefore, gcBefore, hostBefore := benchutil.EngineStats(c), benchutil.ProcessCPU(), goRuntime(), hostBusy()
 	shortBefore := copiesShort(c)
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
 	until := time.Now()
 	secs := until.Sub(from).Seconds()
-	a.CPUSeconds = (benchutil.ProcessCPU() - cpuBefore).Seconds() / secs
+	own := (benchutil.ProcessCPU() - cpuBefore).Seconds()
+	a.CPUSeconds = own / secs
+	if host := hostBusy() - hostBefore; hostBefore > 0 {
+		a.OtherCPUSeconds = max(0, host-own) / secs
+	}
 	gcAfter := goRuntime()
 	a.GCCPUSeconds, a.HeapLiveMB = (gcAfter.gcCPU-gcBefore.gcCPU)/secs, gcAfter.liveMB
 	engAfter := benchutil.EngineStats(c)
@@ -123,6 +130,30 @@ func copiesShort(c *benchutil.Cluster) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// hostBusy is the CPU time (seconds) every process on the host has used, from /proc/stat's first
+// line (user, nice, system, irq, softirq and steal, in the kernel's 100 ticks a second); 0 where it
+// cannot be read.
+func hostBusy() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var busy float64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return 0
+		}
+		busy += v
+	}
+	return busy / 100
 }
 
 // goStats are the process's garbage collector's figures: the CPU it has used (seconds) and the

@@ -200,6 +200,9 @@ type Arm struct {
 	// client and the jobs together: the same foreground in every arm, so an arm's excess over the
 	// no-jobs arm's is what its jobs cost).
 	CPUSeconds float64 `json:"cpu_seconds_per_sec"`
+	// OtherCPUSeconds is the CPU time per second the host's other processes took over the window: a
+	// p99 is compared with the no-jobs arm's only when they left both arms alike.
+	OtherCPUSeconds float64 `json:"other_cpu_seconds_per_sec"`
 	// GCCPUSeconds is the part of it the Go garbage collector took (its workers and the assists it
 	// asked of allocating goroutines, the foreground's requests among them), HeapLiveMB the heap live
 	// after the window's last cycle (the copies held in it).
@@ -253,8 +256,8 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 		if err != nil {
 			return rep, fmt.Errorf("arm %s: %w", s, err)
 		}
-		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s, %d MiB read, p99 %.1f ms, CPU %.2f s/s, %d span leaders moved", s,
-			a.RunsOnTime, a.RunsDue, a.PeakReadBytesPerSec/(1<<20), a.ReadBytes>>20, a.P99Ms, a.CPUSeconds, a.LeadersMoved))
+		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s, %d MiB read, p99 %.1f ms, CPU %.2f s/s (others %.2f), %d span leaders moved", s,
+			a.RunsOnTime, a.RunsDue, a.PeakReadBytesPerSec/(1<<20), a.ReadBytes>>20, a.P99Ms, a.CPUSeconds, a.OtherCPUSeconds, a.LeadersMoved))
 		rep.Arms = append(rep.Arms, a)
 	}
 	rep.LoadAvg[1] = loadAvg()
