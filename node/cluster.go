@@ -12,7 +12,6 @@ import (
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/kv"
-	"github.com/shoaldb/shoal/node/directory"
 	"github.com/shoaldb/shoal/node/records"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -261,52 +260,6 @@ func (n *Node) sendHeartbeats(ctx context.Context) {
 		}(nd)
 	}
 	wg.Wait()
-}
-
-// silenceWatch wakes the quiesced replicas led from a node that fell silent, so that their groups
-// elect a new leader: a sleeping follower hears nothing from a dead leader, and only the node's
-// silence tells it. A node is silent once neither its heartbeats nor the answers to ours arrived
-// for a heartbeat interval plus half an election timeout (1.5 s by default): both come once an
-// interval, so a live node is seldom late by that much, and a wake-up it did not need costs the
-// range at most an election. It checks every raft tick (a silence is seen within one of crossing
-// the bound; it was checked with the heartbeats, after twice their interval and an election
-// timeout, which left a killed node's ranges leaderless 4-5 s) and wakes a silent node's replicas
-// again once every heartbeat interval (a replica may fall asleep again under a leader that
-// quiesces it while late).
-type silenceWatch struct {
-	self    uint64
-	dir     *directory.Directory
-	store   func() *replica.Store
-	after   time.Duration // silence past which a node's replicas are woken
-	again   time.Duration // how often a still-silent node's replicas are woken again
-	wokenAt map[uint64]time.Time
-}
-
-func newSilenceWatch(self uint64, dir *directory.Directory, store func() *replica.Store, heartbeat time.Duration, rc replica.Config) *silenceWatch {
-	election := time.Duration(rc.ElectionTicks) * rc.TickInterval
-	return &silenceWatch{self: self, dir: dir, store: store, after: heartbeat + election/2, again: heartbeat,
-		wokenAt: map[uint64]time.Time{}}
-}
-
-// check runs on one goroutine (the node's loop for it).
-func (w *silenceWatch) check(context.Context) {
-	st := w.store()
-	if st == nil {
-		return
-	}
-	now := time.Now()
-	for _, nd := range w.dir.All() {
-		id := nd.NodeId
-		if id == w.self || now.Sub(w.dir.LastHeard(id)) <= w.after {
-			delete(w.wokenAt, id)
-			continue
-		}
-		if at, ok := w.wokenAt[id]; ok && now.Sub(at) < w.again {
-			continue
-		}
-		w.wokenAt[id] = now
-		st.WakeReplicasLedBy(id)
-	}
 }
 
 // refreshDirectory reloads node descriptors from the meta range (the source of truth).

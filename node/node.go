@@ -38,6 +38,7 @@ import (
 	"github.com/shoaldb/shoal/node/history"
 	"github.com/shoaldb/shoal/node/jobs"
 	"github.com/shoaldb/shoal/node/readhints"
+	"github.com/shoaldb/shoal/node/silence"
 	"github.com/shoaldb/shoal/node/streamhost"
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -417,7 +418,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.sweeper.Start()
 	n.scanJobs.Start()
 	n.heartbeatLoop()
-	n.loops.Every(n.cfg.Raft.TickInterval, newSilenceWatch(n.ident.NodeID, n.dir, n.Store, n.cfg.HeartbeatInterval, n.cfg.Raft).check)
+	n.loops.Every(n.cfg.Raft.TickInterval, silence.New(n.ident.NodeID, n.dir, st, n.cfg.HeartbeatInterval, n.cfg.Raft).Check)
 	n.loops.Every(5*time.Second, n.refreshDirectory)
 	n.loops.Every(time.Second, n.ap.Watch)
 	n.loops.Every(indexFilterEvery, n.measureIndexFilter)
