@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 )
@@ -54,13 +55,19 @@ func TestShortRun(t *testing.T) {
 			t.Errorf("%s probe: index and filter bytes %v, want every node's", p.Kind, p.IndexFilterBytes)
 		}
 	}
+	if nc := rep.NoCompaction; nc == nil || nc.Name != rep.Chosen || nc.Model.Compact != 0 || nc.Accuracy == nil {
+		t.Errorf("the written fit without its compaction term: %+v", nc)
+	}
 	acc := rep.Accuracy
 	if acc == nil || len(acc.Checks) != 20 || acc.Reads.Checks != 8 || acc.ReadsCompacted.Checks != 8 || acc.All.Checks != 20 {
 		t.Fatalf("accuracy %+v", acc)
 	}
 	for _, c := range acc.Checks {
-		if c.Achieved <= 0 || c.Measured <= 0 || c.Predicted <= 0 {
+		if c.Achieved <= 0 || c.Measured <= 0 || c.Predicted <= 0 || c.PredictedAtCompaction <= 0 || c.Saturated != (c.Achieved < 0.9*c.Offered) {
 			t.Errorf("check %+v", c)
+		}
+		if at := rep.Model.PredictAt(c.Load, c.PredictedHit, c.PredictedCompaction) + 2*rep.Model.Idle; math.Abs(at-c.Predicted) > 1e-6*c.Predicted {
+			t.Errorf("check %s: predicted %.4f, the model at its load and predicted hit ratio %.4f", c.Workload, c.Predicted, at)
 		}
 		for _, h := range []float64{c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom} {
 			if h < 0 || h > 1 {

@@ -143,6 +143,10 @@ type Probe struct {
 	Disk      float64 `json:"disk_busy"`
 	Usage     float64 `json:"usage"`
 	Errors    int64   `json:"errors"`
+	// Compaction is the bytes a second every node's compactions wrote during the probe (as they
+	// wrote them: compactionWritten), WriteStalls the write stalls the nodes' engines began in it.
+	Compaction  float64 `json:"compaction_bytes_per_s"`
+	WriteStalls int64   `json:"write_stalls,omitempty"`
 	// Load is the cluster's load the heartbeats reported during the probe.
 	Load planusage.Load `json:"load"`
 	// IndexFilterBytes is the room in each node's cache its index and filter blocks take from the
@@ -171,6 +175,9 @@ type Report struct {
 	Accuracy *Accuracy `json:"accuracy,omitempty"`
 	// Fits are the ways of fitting the probes, each with its held-out error and its accuracy.
 	Fits []Candidate `json:"fits"`
+	// NoCompaction is the written fit's way of fitting without the compaction term (the probes'
+	// compactions unmeasured: their cost falls on the writes and scans), for comparison.
+	NoCompaction *Candidate `json:"no_compaction_term,omitempty"`
 }
 
 // Candidate is one way of fitting the probes. "at-idle" fixes a node's idle usage at the idle
@@ -267,6 +274,7 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 	}
 	best := chooseFit(rep.Fits)
 	rep.Chosen, rep.Model = rep.Fits[best].Name, rep.Fits[best].Model
+	rep.NoCompaction = withoutCompaction(samples, e.idle/float64(o.Nodes), rep.Chosen)
 	rep.FitMAE, rep.FitWorst = rep.Fits[best].FitMAE, rep.Fits[best].FitWorst
 	o.Progress(fmt.Sprintf("model (%s) %+v: fit mean error %.3f, worst %.3f", rep.Chosen, rep.Model, rep.FitMAE, rep.FitWorst))
 	if len(o.ValidateRates) > 0 {
@@ -283,6 +291,9 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 				rep.Fits[i].Accuracy = accuracy(rep.Fits[i].Model, vs, o.Nodes, progress)
 			}
 			rep.Accuracy = rep.Fits[best].Accuracy
+			if nc := rep.NoCompaction; nc != nil && nc.Error == "" {
+				nc.Accuracy = accuracy(nc.Model, vs, o.Nodes, nil)
+			}
 		}
 		return rep, err
 	}
@@ -323,37 +334,67 @@ func chooseFit(fits []Candidate) int {
 // samples. A way that cannot fit them (too few samples of a kind) says why; the first, at-idle,
 // must fit.
 func fitCandidates(samples []planusage.Sample, idle float64) ([]Candidate, error) {
-	ways := []struct {
-		name string
-		fit  func([]planusage.Sample) (planusage.Model, error)
-	}{
-		{"at-idle", func(ss []planusage.Sample) (planusage.Model, error) { return planusage.FitAtIdle(ss, idle) }},
-		{"free", planusage.Fit},
-		{"by-kind", planusage.FitByKind},
-	}
-	loaded := func(s planusage.Sample) bool { return s.Load != planusage.Load{} }
 	var out []Candidate
-	for i, w := range ways {
-		m, err := w.fit(samples)
-		c := Candidate{Name: w.name, Model: m}
-		if err == nil {
-			c.CVMAE, c.CVWorst, err = planusage.CrossValidate(samples, w.fit, loaded)
-		}
-		if err != nil && i == 0 {
-			return nil, fmt.Errorf("fit %s: %w", w.name, err)
-		}
-		if err != nil {
-			out = append(out, Candidate{Name: w.name, Error: err.Error()})
-			continue
-		}
-		for _, s := range samples {
-			d := math.Abs(m.PredictSample(s) - s.Usage)
-			c.FitMAE += d / float64(len(samples))
-			c.FitWorst = math.Max(c.FitWorst, d)
+	for i, w := range fitWays(idle) {
+		c := candidate(samples, w.name, w.fit)
+		if c.Error != "" && i == 0 {
+			return nil, fmt.Errorf("fit %s: %s", w.name, c.Error)
 		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// fitWay is one way of fitting the probes (Candidate).
+type fitWay struct {
+	name string
+	fit  func([]planusage.Sample) (planusage.Model, error)
+}
+
+// fitWays are the ways of fitting, in Report.Fits' order; idle is a node's idle usage measured.
+func fitWays(idle float64) []fitWay {
+	return []fitWay{
+		{"at-idle", func(ss []planusage.Sample) (planusage.Model, error) { return planusage.FitAtIdle(ss, idle) }},
+		{"free", planusage.Fit},
+		{"by-kind", planusage.FitByKind},
+	}
+}
+
+// candidate fits samples one way and measures its errors, held out (leave-one-out over the loaded
+// probes: the checks it is for are all under load) and on its own samples; Error says why it
+// could not fit them.
+func candidate(samples []planusage.Sample, name string, fit func([]planusage.Sample) (planusage.Model, error)) Candidate {
+	loaded := func(s planusage.Sample) bool { return s.Load != planusage.Load{} }
+	m, err := fit(samples)
+	c := Candidate{Name: name, Model: m}
+	if err == nil {
+		c.CVMAE, c.CVWorst, err = planusage.CrossValidate(samples, fit, loaded)
+	}
+	if err != nil {
+		return Candidate{Name: name, Error: err.Error()}
+	}
+	for _, s := range samples {
+		d := math.Abs(m.PredictSample(s) - s.Usage)
+		c.FitMAE += d / float64(len(samples))
+		c.FitWorst = math.Max(c.FitWorst, d)
+	}
+	return c
+}
+
+// withoutCompaction is the way named fitted to samples with their compactions unmeasured.
+func withoutCompaction(samples []planusage.Sample, idle float64, name string) *Candidate {
+	blind := make([]planusage.Sample, len(samples))
+	for i, s := range samples {
+		s.Compaction = 0
+		blind[i] = s
+	}
+	for _, w := range fitWays(idle) {
+		if w.name == name {
+			c := candidate(blind, name, w.fit)
+			return &c
+		}
+	}
+	return nil
 }
 
 func key(i int) []byte { return fmt.Appendf(nil, "usage/%08d", i) }
@@ -473,8 +514,8 @@ func (e *env) search(ctx context.Context, o Options, kind string, hit float64, o
 }
 
 func (e *env) report(p Probe) {
-	e.o.Progress(fmt.Sprintf("%s hit %.2f level %.2f: offered %.0f/s, achieved %.0f/s, hit %.2f, usage %.2f (cpu %.2f, disk %.2f)",
-		p.Kind, p.TargetHit, p.Level, p.Offered, p.Achieved, p.Hit, p.Usage, p.CPU, p.Disk))
+	e.o.Progress(fmt.Sprintf("%s hit %.2f level %.2f: offered %.0f/s, achieved %.0f/s, hit %.2f, usage %.2f (cpu %.2f, disk %.2f), compactions %.1f MB/s, %d stalls",
+		p.Kind, p.TargetHit, p.Level, p.Offered, p.Achieved, p.Hit, p.Usage, p.CPU, p.Disk, p.Compaction/1e6, p.WriteStalls))
 }
 
 // probe runs op at rate for the probe window after Settle, and measures it: the
@@ -487,8 +528,9 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	e.run(ctx, op, rate, e.o.Settle)
 	nodes := e.c.Nodes()
 	devBefore := make([]emudisk.Stats, len(nodes))
+	engBefore := make([]storage.Stats, len(nodes))
 	for i, n := range nodes {
-		devBefore[i] = n.Eng.DeviceStats()
+		devBefore[i], engBefore[i] = n.Eng.DeviceStats(), n.Eng.Stats()
 	}
 	cpu0, t0 := benchutil.ProcessCPU(), time.Now()
 	var polls []heard
@@ -510,6 +552,9 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	p.CPU = (benchutil.ProcessCPU() - cpu0).Seconds() / dt / float64(runtime.NumCPU())
 	for i, n := range nodes {
 		p.Disk += busy(e.o.Device, devBefore[i], n.Eng.DeviceStats(), dt)
+		es := n.Eng.Stats()
+		p.Compaction += (compactionWritten(es) - compactionWritten(engBefore[i])) / dt
+		p.WriteStalls += es.WriteStalls - engBefore[i].WriteStalls
 	}
 	p.Usage = p.CPU + p.Disk
 	h := sumHeard(polls)
@@ -517,7 +562,7 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 		p.Hit = float64(h.hits) / float64(h.measured)
 	}
 	p.Load = h.load
-	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage, Nodes: float64(len(nodes))}
+	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage, Nodes: float64(len(nodes)), Compaction: p.Compaction}
 	p.polls = polls
 	p.IndexFilterBytes = lastIndexFilter(polls)
 	lo, hi := storage.DataSpan(false, nil, nil)
@@ -529,6 +574,13 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 		p.Upper = max(p.Upper, accessstats.UpperShare(ts))
 	}
 	return p, nil
+}
+
+// compactionWritten is the bytes an engine's compactions have written, those running included: a
+// compaction of tens of megabytes runs for seconds, and counted when it ends its bytes would fall
+// in one probe (3 s) at many times the rate they were written at and leave the others at none.
+func compactionWritten(st storage.Stats) float64 {
+	return float64(st.CompactedBytes) + float64(st.CompactingBytes)
 }
 
 // lastIndexFilter is every node's index and filter bytes in the last of polls, by node ID.
@@ -671,6 +723,20 @@ type Check struct {
 	PredictedHitWholeRoom float64 `json:"predicted_hit_whole_room"`
 	// Upper is the probe's Probe.Upper.
 	Upper float64 `json:"upper_share"`
+	// Compaction is the bytes a second the nodes' compactions wrote (Probe.Compaction),
+	// PredictedCompaction the model's for the load (its writes times CompactPerWrite), which
+	// Predicted takes; PredictedAtCompaction is Predicted with the compactions measured instead.
+	Compaction float64 `json:"compaction_bytes_per_s"`
+	// Load is the cluster's load the heartbeats reported (Probe.Load): with PredictedHit, the
+	// reads' hit ratio, the model's terms of Predicted (it is linear in them).
+	Load                  planusage.Load `json:"load"`
+	PredictedCompaction   float64        `json:"predicted_compaction_bytes_per_s"`
+	PredictedAtCompaction float64        `json:"predicted_usage_at_measured_compaction"`
+	WriteStalls           int64          `json:"write_stalls,omitempty"`
+	// Saturated: the cluster served less than 90 % of the offered rate. The model is trained
+	// below saturation (the thesis's procedure stops at 80 % usage); past it the offered load
+	// queues, and what was served and measured is what the check predicts from.
+	Saturated bool `json:"saturated,omitempty"`
 	// PredictedSampledHit is PredictedHit as the sampled reads measure it. A sampled read is an
 	// iterator, which loads a block of every level holding its key, where a get stops at the
 	// newest: it hits only when all are cached. With a share f = min(Upper, 1) of the keys also
@@ -687,6 +753,8 @@ type Accuracy struct {
 	// it; ReadsCompacted the same once it is compacted.
 	Reads          AccuracySums `json:"reads"`
 	ReadsCompacted AccuracySums `json:"reads_compacted"`
+	// BelowSaturation: every check that served at least 90 % of its offered rate (Check.Saturated).
+	BelowSaturation AccuracySums `json:"below_saturation"`
 }
 
 // AccuracySums are mean and worst absolute errors over a set of checks: usage in the cluster's
@@ -705,6 +773,10 @@ type AccuracySums struct {
 	// ModelMAE and ModelWorst: the model at the observed hit ratio (Che's approximation left out).
 	ModelMAE   float64 `json:"model_mae"`
 	ModelWorst float64 `json:"model_worst"`
+	// AtCompactionNodePointsMAE and AtCompactionNodePointsWorst: NodePointsMAE and
+	// NodePointsWorst with the compactions measured (Check.PredictedAtCompaction).
+	AtCompactionNodePointsMAE   float64 `json:"at_compaction_node_points_mae"`
+	AtCompactionNodePointsWorst float64 `json:"at_compaction_node_points_worst"`
 	// HitPointsMAE and HitPointsWorst: predicted against observed hit ratio, in points;
 	// SampledHitPointsMAE and SampledHitPointsWorst the same with PredictedSampledHit.
 	HitPointsMAE          float64 `json:"hit_points_mae"`
@@ -820,7 +892,8 @@ func (e *env) validate(ctx context.Context, rates []float64) ([]validated, error
 func check(m planusage.Model, v validated, nodes int) Check {
 	p := v.p
 	c := Check{Workload: v.workload, Store: v.store, Offered: p.Offered, Achieved: p.Achieved, Measured: p.Usage, ObservedHit: p.Hit, Upper: p.Upper,
-		PredictedAtHit: m.Predict(p.Load, p.Hit) + float64(nodes-1)*m.Idle} // every node idles
+		PredictedAtHit: m.Predict(p.Load, p.Hit) + float64(nodes-1)*m.Idle, // every node idles
+		Compaction:     p.Compaction, WriteStalls: p.WriteStalls, Saturated: p.Achieved < 0.9*p.Offered, Load: p.Load}
 	var reads, hitReads, lruReads, wholeReads float64
 	for _, h := range p.polls {
 		for _, st := range h.stats {
@@ -828,12 +901,15 @@ func check(m planusage.Model, v validated, nodes int) Check {
 			whole := wholeRoom(st)
 			hit := planusage.HitRatio(hist, cache)
 			c.Predicted += m.Predict(l, hit) / float64(len(p.polls))
+			c.PredictedAtCompaction += m.PredictAt(l, hit, 0) / float64(len(p.polls))
+			c.PredictedCompaction += m.CompactionOf(l) / float64(len(p.polls))
 			reads += l.Reads
 			hitReads += l.Reads * hit
 			lruReads += l.Reads * planusage.HitRatioLRU(hist, cache)
 			wholeReads += l.Reads * planusage.HitRatio(hist, whole)
 		}
 	}
+	c.PredictedAtCompaction += p.Compaction * m.Compact
 	c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom = 1, 1, 1
 	if reads > 0 {
 		c.PredictedHit, c.PredictedHitLRU, c.PredictedHitWholeRoom = hitReads/reads, lruReads/reads, wholeReads/reads
@@ -856,14 +932,16 @@ func accuracy(m planusage.Model, vs []validated, nodes int, progress func(string
 	for _, v := range vs {
 		c := check(m, v, nodes)
 		if progress != nil {
-			progress(fmt.Sprintf("check %s (%s, upper %.3f) at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f), hit observed %.3f predicted %.3f (as sampled %.3f; LRU %.3f, whole room %.3f)",
-				c.Workload, c.Store, c.Upper, c.Offered, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.ObservedHit, c.PredictedHit, c.PredictedSampledHit, c.PredictedHitLRU, c.PredictedHitWholeRoom))
+			progress(fmt.Sprintf("check %s (%s, upper %.3f) at %.0f/s: achieved %.0f/s, usage measured %.2f predicted %.2f (at observed hit %.2f, at measured compactions %.2f), compactions %.1f MB/s predicted %.1f, hit observed %.3f predicted %.3f (as sampled %.3f; LRU %.3f, whole room %.3f)",
+				c.Workload, c.Store, c.Upper, c.Offered, c.Achieved, c.Measured, c.Predicted, c.PredictedAtHit, c.PredictedAtCompaction, c.Compaction/1e6, c.PredictedCompaction/1e6,
+				c.ObservedHit, c.PredictedHit, c.PredictedSampledHit, c.PredictedHitLRU, c.PredictedHitWholeRoom))
 		}
 		acc.Checks = append(acc.Checks, c)
 	}
 	acc.All = sums(acc.Checks, nodes, func(Check) bool { return true })
 	acc.Reads = sums(acc.Checks, nodes, func(c Check) bool { return readOnly[c.Workload] && c.Store == storeAsLeft })
 	acc.ReadsCompacted = sums(acc.Checks, nodes, func(c Check) bool { return readOnly[c.Workload] && c.Store == storeCompacted })
+	acc.BelowSaturation = sums(acc.Checks, nodes, func(c Check) bool { return !c.Saturated })
 	return acc
 }
 
@@ -889,6 +967,9 @@ func sums(cs []Check, nodes int, keep func(Check) bool) AccuracySums {
 			s.UsageWorst, s.WorstCheck = d, fmt.Sprintf("%s at %.0f/s", c.Workload, c.Offered)
 		}
 		s.ModelWorst = max(s.ModelWorst, dm)
+		dc := math.Abs(c.PredictedAtCompaction - c.Measured)
+		s.AtCompactionNodePointsMAE += dc
+		s.AtCompactionNodePointsWorst = max(s.AtCompactionNodePointsWorst, dc)
 		s.HitPointsWorst = max(s.HitPointsWorst, dh)
 	}
 	if s.Checks == 0 {
@@ -898,6 +979,7 @@ func sums(cs []Check, nodes int, keep func(Check) bool) AccuracySums {
 	s.UsageMAE, s.ModelMAE, s.HitPointsMAE, s.RelativeMAE = s.UsageMAE/k, s.ModelMAE/k, s.HitPointsMAE/k, s.RelativeMAE/k
 	s.SampledHitPointsMAE /= k
 	s.NodePointsMAE, s.NodePointsWorst = 100*s.UsageMAE/float64(nodes), 100*s.UsageWorst/float64(nodes)
+	s.AtCompactionNodePointsMAE, s.AtCompactionNodePointsWorst = 100*s.AtCompactionNodePointsMAE/k/float64(nodes), 100*s.AtCompactionNodePointsWorst/float64(nodes)
 	return s
 }
 

@@ -155,23 +155,35 @@ type Load struct {
 }
 
 // Model predicts a node's usage, as a share of the node (1: saturated), from its load and hit
-// ratio: a read that hits costs CPU, a miss costs CPU and a random disk read, a write its CPU and its
-// share of the log and compactions, a scanned block a sequential read. The thesis fits usage along
-// throughput at each hit ratio with splines; this model keeps one cost per kind of work, which the
-// same measurements fit by least squares (Fit), and extrapolates beyond them linearly.
+// ratio: a read that hits costs CPU, a miss costs CPU and a random disk read, a write its CPU, its
+// log and its flush, a scanned block a sequential read, and a byte compactions write the reads and
+// writes of merging tables. On an LSM a write's cost is mostly its compaction debt, paid later and
+// in bursts: a node's compactions are predicted as its writes times the bytes compactions wrote
+// per write in training (its write amplification), or taken as measured when the node measures
+// them (PredictAt). The thesis fits usage along throughput at each hit ratio with splines; this
+// model keeps one cost per kind of work, which the same measurements fit by least squares (Fit),
+// and extrapolates beyond them linearly.
 type Model struct {
 	Version int `json:"version"`
 	// Idle is a node's usage with no load (its loops, heartbeats, background work).
 	Idle     float64 `json:"idle,omitempty"`
 	HitCost  float64 `json:"hit_cost"`  // usage per read/s served from the cache
 	MissCost float64 `json:"miss_cost"` // usage per read/s that missed
-	Write    float64 `json:"write_cost"`
-	Scan     float64 `json:"scan_cost"` // per scanned block/s
+	// Write is the usage per write/s beside the compactions it sets off (Compact).
+	Write float64 `json:"write_cost"`
+	Scan  float64 `json:"scan_cost"` // per scanned block/s
+	// Compact is the usage per byte/s compactions write (their reads of the tables they merge
+	// ride along); CompactPerWrite the bytes compactions wrote per write the samples served (a
+	// write's bytes times the store's write amplification). A model without them (0) carries its
+	// compactions in Write.
+	Compact         float64 `json:"compact_cost,omitempty"`
+	CompactPerWrite float64 `json:"compact_bytes_per_write,omitempty"`
 	// Samples is how many measurements the model was fitted on (0: the built-in default).
 	Samples int `json:"samples"`
 }
 
-// modelVersion is the file format's version.
+// modelVersion is the file format's version. A file without the compaction fields is the same
+// version: it predicts as it did, its compactions in its write cost.
 const modelVersion = 1
 
 // Default is the model used when none was trained on the machine: a node saturates at about 40 000
@@ -179,24 +191,36 @@ const modelVersion = 1
 // writes or 4 000 scanned blocks a second.
 var Default = Model{Version: modelVersion, HitCost: 1.0 / 40000, MissCost: 1.0 / 500, Write: 1.0 / 10000, Scan: 1.0 / 4000}
 
-// Predict is the node's usage for load at hit ratio hit.
+// Predict is the node's usage for load at hit ratio hit, its compactions those its writes set off
+// on average (CompactPerWrite).
 func (m Model) Predict(l Load, hit float64) float64 {
-	return m.Idle + l.Reads*hit*m.HitCost + l.Reads*(1-hit)*m.MissCost + l.Writes*m.Write + l.Scans*m.Scan
+	return m.PredictAt(l, hit, l.Writes*m.CompactPerWrite)
 }
 
-// Sample is one measurement for training: a node's load, its measured hit ratio and its measured
-// usage — or, with Nodes > 1, the sum of that many nodes' loads and usages (nodes measured together,
-// each idling at Idle).
+// PredictAt is the node's usage for load at hit ratio hit with its compactions writing compaction
+// bytes a second (measured: the debt of writes served before, which the node is paying now).
+func (m Model) PredictAt(l Load, hit, compaction float64) float64 {
+	return m.Idle + l.Reads*hit*m.HitCost + l.Reads*(1-hit)*m.MissCost + l.Writes*m.Write + l.Scans*m.Scan + compaction*m.Compact
+}
+
+// CompactionOf is the bytes a second compactions write for load, as Predict takes them.
+func (m Model) CompactionOf(l Load) float64 { return l.Writes * m.CompactPerWrite }
+
+// Sample is one measurement for training: a node's load, its measured hit ratio, the bytes a
+// second its compactions wrote and its measured usage — or, with Nodes > 1, the sum of that many
+// nodes' loads, compactions and usages (nodes measured together, each idling at Idle).
 type Sample struct {
-	Load  Load
-	Hit   float64
-	Usage float64
-	Nodes float64 // 0: one node
+	Load       Load
+	Hit        float64
+	Compaction float64
+	Usage      float64
+	Nodes      float64 // 0: one node
 }
 
 // Fit fits a model's idle usage and costs to samples by non-negative least squares over the kinds of
-// work (a cost that comes out negative is dropped and the rest refitted; a kind of work no sample
-// did gets no cost). It needs at least five samples.
+// work, compactions one of them (a cost that comes out negative is dropped and the rest refitted; a
+// kind of work no sample did gets no cost), and measures the bytes compactions wrote per write
+// (compactedPerWrite). It needs at least five samples.
 func Fit(samples []Sample) (Model, error) {
 	if len(samples) < 5 {
 		return Model{}, fmt.Errorf("usage: %d samples: at least 5 are needed to fit an idle usage and 4 costs", len(samples))
@@ -238,22 +262,38 @@ func FitByKind(samples []Sample) (Model, error) {
 		rest := make([]Sample, len(others))
 		for i, s := range others { // what their reads cost at the reads' fit leaves the target
 			reads := s.Load.Reads*s.Hit*m.HitCost + s.Load.Reads*(1-s.Hit)*m.MissCost
-			rest[i] = Sample{Load: Load{Writes: s.Load.Writes, Scans: s.Load.Scans}, Hit: 1, Usage: s.Usage - reads, Nodes: s.Nodes}
+			rest[i] = Sample{Load: Load{Writes: s.Load.Writes, Scans: s.Load.Scans}, Hit: 1, Compaction: s.Compaction, Usage: s.Usage - reads, Nodes: s.Nodes}
 		}
 		wm, err := fit(rest, m.Idle)
 		if err != nil {
 			return Model{}, fmt.Errorf("usage: by kind, the writes and scans: %w", err)
 		}
-		m.Write, m.Scan = wm.Write, wm.Scan
+		m.Write, m.Scan, m.Compact = wm.Write, wm.Scan, wm.Compact
 	}
+	m.CompactPerWrite = compactedPerWrite(samples)
 	m.Samples = len(samples)
 	return m, nil
 }
 
-// PredictSample is the model's usage for a sample: its load at its hit ratio, and the idle usage
-// of every further node measured with it.
+// PredictSample is the model's usage for a sample: its load at its hit ratio with its measured
+// compactions, and the idle usage of every further node measured with it.
 func (m Model) PredictSample(s Sample) float64 {
-	return m.Predict(s.Load, s.Hit) + (max(s.Nodes, 1)-1)*m.Idle
+	return m.PredictAt(s.Load, s.Hit, s.Compaction) + (max(s.Nodes, 1)-1)*m.Idle
+}
+
+// compactedPerWrite is the bytes compactions wrote per write over samples of equal length: every
+// byte compacted is some write's debt, paid in the sample that wrote it or in a later one (a read
+// or scan sample measured while compactions ran on), so the sums are taken over them all.
+func compactedPerWrite(samples []Sample) float64 {
+	var compacted, writes float64
+	for _, s := range samples {
+		compacted += s.Compaction
+		writes += s.Load.Writes
+	}
+	if writes <= 0 {
+		return 0
+	}
+	return compacted / writes
 }
 
 // CrossValidate is fit's leave-one-out error: each sample that held says is left out in turn, the
@@ -283,15 +323,16 @@ func CrossValidate(samples []Sample, fit func([]Sample) (Model, error), held fun
 	return mae / float64(n), worst, nil
 }
 
-// fit solves the non-negative least squares; idle < 0 fits the idle usage as a fifth unknown.
+// fit solves the non-negative least squares; idle < 0 fits the idle usage as a sixth unknown.
 func fit(samples []Sample, idle float64) (Model, error) {
+	const idleCol = 5
 	feat := func(s Sample) []float64 {
-		return []float64{s.Load.Reads * s.Hit, s.Load.Reads * (1 - s.Hit), s.Load.Writes, s.Load.Scans, max(s.Nodes, 1)}
+		return []float64{s.Load.Reads * s.Hit, s.Load.Reads * (1 - s.Hit), s.Load.Writes, s.Load.Scans, s.Compaction, max(s.Nodes, 1)}
 	}
 	target := func(s Sample) float64 { return s.Usage }
-	kinds := 5
+	kinds := idleCol + 1
 	if idle >= 0 {
-		kinds = 4 // the idle column is known: it leaves the target
+		kinds = idleCol // the idle column is known: it leaves the target
 		target = func(s Sample) float64 { return s.Usage - idle*max(s.Nodes, 1) }
 	}
 	var active []int
@@ -303,7 +344,7 @@ func fit(samples []Sample, idle float64) (Model, error) {
 			}
 		}
 	}
-	x := make([]float64, 5)
+	x := make([]float64, idleCol+1)
 	for len(active) > 0 {
 		a := mat.NewDense(len(samples), len(active), nil)
 		b := mat.NewVecDense(len(samples), nil)
@@ -324,7 +365,7 @@ func fit(samples []Sample, idle float64) (Model, error) {
 			active = slices.Delete(active, weakest(a), weakest(a)+1)
 			continue
 		}
-		x = make([]float64, 5)
+		x = make([]float64, idleCol+1)
 		neg := -1
 		for j, k := range active {
 			x[k] = sol.AtVec(j)
@@ -338,9 +379,10 @@ func fit(samples []Sample, idle float64) (Model, error) {
 		active = slices.Delete(active, neg, neg+1)
 	}
 	if idle >= 0 {
-		x[4] = idle
+		x[idleCol] = idle
 	}
-	return Model{Version: modelVersion, Idle: x[4], HitCost: x[0], MissCost: x[1], Write: x[2], Scan: x[3], Samples: len(samples)}, nil
+	return Model{Version: modelVersion, Idle: x[idleCol], HitCost: x[0], MissCost: x[1], Write: x[2], Scan: x[3], Compact: x[4],
+		CompactPerWrite: compactedPerWrite(samples), Samples: len(samples)}, nil
 }
 
 // weakest is the column of a with the least norm: the term the samples say least about.

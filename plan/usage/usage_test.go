@@ -159,6 +159,81 @@ func TestFit(t *testing.T) {
 	}
 }
 
+// The compaction term is recovered when compactions do not follow the writes of the moment: they
+// come in bursts, paid in the samples that wrote and in later ones that only scan. Every fit finds
+// the cost of a compacted byte and the write's own cost within 10 %, and the bytes compacted per
+// write are the samples' sums' ratio; Predict charges a write that ratio's compactions, PredictAt
+// the compactions measured. Without the term (the compactions unmeasured) the write cost absorbs
+// them and the fit predicts its samples several times worse.
+func TestFitRecoversCompaction(t *testing.T) {
+	want := Model{Idle: 0.05, HitCost: 3e-5, MissCost: 1.2e-3, Write: 2e-4, Scan: 4e-4, Compact: 6e-8}
+	rng := rand.New(rand.NewPCG(21, 22))
+	var samples []Sample
+	var compacted, writes float64
+	add := func(l Load, hit, compaction float64) {
+		u := want.PredictAt(l, hit, compaction) + 2*want.Idle
+		samples = append(samples, Sample{Load: l, Hit: hit, Compaction: compaction, Nodes: 3, Usage: u * (1 + 0.005*rng.NormFloat64())})
+		compacted += compaction
+		writes += l.Writes
+	}
+	for range 30 { // reads only, on a compacted store
+		add(Load{Reads: rng.Float64() * 2000}, 0.15+0.85*rng.Float64(), 0)
+	}
+	for range 15 { // writes: 0 to 3 times 20 MB a write's average, whatever their rate
+		l := Load{Writes: 100 + rng.Float64()*1500}
+		add(l, 1, l.Writes*20e3*3*rng.Float64())
+	}
+	for range 10 { // scans, while the writes' compactions run on (or not)
+		add(Load{Scans: rng.Float64() * 1000}, 1, float64(rng.IntN(2))*rng.Float64()*40e6)
+	}
+	for name, f := range map[string]func([]Sample) (Model, error){
+		"free": Fit, "by-kind": FitByKind, "at-idle": func(ss []Sample) (Model, error) { return FitAtIdle(ss, want.Idle) },
+	} {
+		got, err := f(samples)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: %+v", name, got)
+		for term, pair := range map[string][2]float64{"compact": {got.Compact, want.Compact}, "write": {got.Write, want.Write},
+			"scan": {got.Scan, want.Scan}, "idle": {got.Idle, want.Idle}} {
+			if math.Abs(pair[0]-pair[1]) > 0.1*pair[1] {
+				t.Errorf("%s: %s cost %.3g, want %.3g within 10 %%", name, term, pair[0], pair[1])
+			}
+		}
+		if math.Abs(got.CompactPerWrite-compacted/writes) > 1e-9*got.CompactPerWrite {
+			t.Errorf("%s: %.0f bytes compacted a write, want the sums' ratio %.0f", name, got.CompactPerWrite, compacted/writes)
+		}
+	}
+	m, err := FitByKind(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Load{Reads: 100, Writes: 1000}
+	if got, at := m.Predict(l, 0.5), m.PredictAt(l, 0.5, m.CompactionOf(l)); got != at || m.CompactionOf(l) != 1000*m.CompactPerWrite {
+		t.Errorf("Predict %.4f, PredictAt with the writes' compactions %.4f", got, at)
+	}
+	if m.PredictAt(l, 0.5, 0) >= m.Predict(l, 0.5) {
+		t.Error("no compaction measured predicts no less than the writes' average compactions")
+	}
+	blind := make([]Sample, len(samples))
+	for i, s := range samples {
+		s.Compaction = 0
+		blind[i] = s
+	}
+	withTerm, _, err := CrossValidate(samples, FitByKind, func(s Sample) bool { return s.Load.Writes > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, _, err := CrossValidate(blind, FitByKind, func(s Sample) bool { return s.Load.Writes > 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("held-out error on the write samples: %.4f with the compaction term, %.4f without", withTerm, without)
+	if without < 3*withTerm {
+		t.Errorf("held-out error on the write samples %.4f with the compaction term, %.4f without: want it 3 times lower with it", withTerm, without)
+	}
+}
+
 // With the idle usage measured, samples whose usage does not follow their load (writes whose cost
 // is the compactions they set off, flat whatever their rate) cost their own kind of work only: the
 // read costs come out as the read samples say, while the free fit raises its idle usage to meet
