@@ -22,9 +22,10 @@ import (
 
 // TestRollingRestartCompose restarts every node of a 3-node compose cluster, one at a time, while a
 // YCSB B load runs from the host: first through the hooks an orchestrator runs (shoal node prestop,
-// a stop, a start, shoal node poststart), then with a plain kill. Through the hooks no request may
-// fail; the figures (each restart's worst 1-s p99 against the steady state, and seconds below half
-// the steady throughput after a kill) are logged, not asserted: they are wall-clock figures.
+// a stop, a start, shoal node poststart), then with a plain kill of a node that leads a user range
+// (given one by a leadership transfer 3 s before when it leads none). Through the hooks no request
+// may fail; the figures (each restart's worst 1-s p99 against the steady state, and seconds below
+// half the steady throughput after a kill) are logged, not asserted: they are wall-clock figures.
 //
 // It builds the image and starts real containers, so it runs only with SHOAL_DOCKER_TESTS=1:
 //
@@ -194,9 +195,10 @@ const rollingRate = 0
 
 // window is one node's restart: from before its stop to 10 s after it serves again, in Unix seconds.
 type window struct {
-	node     int
-	from, to float64
-	events   []string // "+1.2s stopped": what happened when, from the window's start
+	node int
+	// begin is when the restart's first command ran (a kill's leadership placement; else from).
+	begin, from, to float64
+	events          []string // "+1.2s stopped": what happened when, from the window's start
 	// stopped is when the stop ended (from: prestop's start); start to started spans the start,
 	// from before docker start to poststart's end (to the node serving again without hooks).
 	stopped, start, started float64
@@ -258,7 +260,7 @@ func summarize(mode string, rep ycsb.Report, points []ycsb.Point, windows []wind
 			continue
 		}
 		m.Timeline = append(m.Timeline, p)
-		if p.Unix < windows[0].from {
+		if p.Unix < windows[0].begin {
 			steadyP99, steadyOps = append(steadyP99, p.P99Ms), append(steadyOps, p.Throughput)
 		}
 	}
