@@ -584,3 +584,30 @@ func TestUnavailableLeaderIsForgotten(t *testing.T) {
 		t.Errorf("puts to the new leader = %d, want 5", got)
 	}
 }
+
+// TestDeadLeaderFailsOverWithoutALookup: the leader's node dies; the client tries the range's other
+// voters from its cache instead of looking the range up again (a dead node often leads the meta
+// range too, and the lookup would wait out its election).
+func TestDeadLeaderFailsOverWithoutALookup(t *testing.T) {
+	cl := clienttest.New(t, 3)
+	c := newClient(t, cl, client.Config{Addrs: cl.Addrs()})
+	if err := c.Put(ctx(t), []byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	_, leader := cl.Range("a")
+	next := leader%3 + 1
+	cl.StopNode(leader)
+	cl.SetLeader(clienttest.FirstRangeID, next)
+	cl.ResetCalls()
+	for i := range 3 {
+		if _, _, err := c.Get(ctx(t), []byte("a")); err != nil {
+			t.Fatalf("get %d after the leader died: %v", i, err)
+		}
+	}
+	if got := cl.Calls("RangeLookup"); got != 0 {
+		t.Errorf("range lookups after the leader died = %d, want 0 (the cached voters are tried)", got)
+	}
+	if got := cl.CallsTo(next, "Get"); got != 3 {
+		t.Errorf("gets served by the new leader = %d, want 3", got)
+	}
+}

@@ -404,6 +404,19 @@ func describe(op opKind, t target, msg string) string {
 	return fmt.Sprintf("%s (%s): %s", op.name, where, msg)
 }
 
+// otherVoterToTry reports whether e names a voter at an address other than addr that is not suspect.
+func (c *Client) otherVoterToTry(e rangeEntry, addr string) bool {
+	for _, r := range e.desc.GetReplicas() {
+		if r.GetLearner() {
+			continue
+		}
+		if a := c.cache.nodeAddr(r.GetNodeId()); a != "" && a != addr && !c.isSuspect(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // classifyTransport classifies a gRPC-level failure. sent says whether the request reached the
 // transport; if it did not, the server never saw it and any op may be retried.
 func (c *Client) classifyTransport(ctx context.Context, op opKind, t target, gerr error, sent bool) (verdict, error) {
@@ -439,9 +452,11 @@ func (c *Client) classifyTransport(ctx context.Context, op opKind, t target, ger
 		// A message over a gRPC size limit fails the same way every time: do not retry it.
 		return fail, newError(pb.ErrorCode_INVALID_ARGUMENT, fmt.Sprintf("%s: %s", where, st.Message()), gerr)
 	}
-	if t.routed && (code == codes.Unavailable || !sent) {
-		// The cached descriptor may predate replicas added since (a range first cached with one
-		// replica): look it up again so the next attempt can pick another replica.
+	if t.routed && (code == codes.Unavailable || !sent) && !c.otherVoterToTry(t.entry, t.addr) {
+		// The cached descriptor names no other voter to try; it may predate replicas added since
+		// (a range first cached with one replica): look it up again. While it names one, the next
+		// attempt goes there without a lookup: a killed node often leads the meta range too, and a
+		// lookup would wait out that range's election as well as the user range's.
 		c.cache.evict(t.entry.desc)
 	}
 	if !sent {
