@@ -12,9 +12,9 @@
 //     the switch until it converged are checked against the level just before it (reconfiguration
 //     cost), then the converged cluster is measured.
 //
-// Every node's store is compacted, with the disks' budgets lifted, before each arm's window, so that
-// no arm inherits the compaction debt of the ones before it (node_profiles' own reconfiguration
-// runs on the budgeted disks). Nodes change profile by the in-process rolling restart
+// Every node's store is compacted, with the disks' budgets lifted, before each arm's leaders are
+// placed, so that no arm inherits the compaction debt of the ones before it (node_profiles'
+// reconfiguration runs on the budgeted disks, and its window measures the debt it left). Nodes change profile by the in-process rolling restart
 // (node/supervisor), in every arm. It owns
 // nothing but its workload, orchestration and report: it acts through the client, the nodes'
 // supervisors and the policy switches, and asserts nothing.
@@ -418,7 +418,7 @@ func (e *experiment) load(ctx context.Context) error {
 }
 
 // compact compacts every node's store with the disks' budgets lifted (set-up, not measurement),
-// before the load's first arm and before each arm's window: the arms ran in one order on one
+// after the load and before each arm's leaders are placed: the arms ran in one order on one
 // cluster, and the same random placement measured 259 ops/s first and 149 ops/s 2.5 min later
 // (a run at 96dacef), its disks doing more operations a request (reads 1.8 → 2.9, writes 0.9 → 1.9) — the
 // restarts' and earlier arms' compaction debt, most likely, which each later arm inherited.
@@ -504,9 +504,19 @@ func (e *experiment) work(ctx context.Context) ([]*ycsb.Report, error) {
 func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	var arms []Arm
 	var reconf Reconfiguration
-	window := func(name string) error {
-		if err := e.compact(ctx); err != nil {
-			return err
+	// window measures an arm. With a placement (every arm but node_profiles' own) it first compacts
+	// every node and then places the arm's leaders: compacted after they were placed, leaderships
+	// moved (a run at 5a3fbe0: n3 led nothing in the four windows before the switch, n1 five ranges
+	// of a random placement that gives none more than three). node_profiles' window is measured as
+	// its reconfiguration left the cluster, its compaction debt its own.
+	window := func(name string, place map[uint64]uint64) error {
+		if place != nil {
+			if err := e.compact(ctx); err != nil {
+				return err
+			}
+			if err := e.placeLeaders(ctx, place); err != nil {
+				return err
+			}
 		}
 		if err := stopper.SleepContext(ctx, e.o.Settle); err != nil {
 			return err
@@ -530,20 +540,18 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	if err != nil {
 		return nil, reconf, err
 	}
-	if err := e.placeLeaders(ctx, random); err != nil {
+	if err := window("random-homogeneous", random); err != nil {
 		return nil, reconf, err
 	}
-	if err := window("random-homogeneous"); err != nil {
-		return nil, reconf, err
-	}
-	if err := e.balanceLeaders(ctx); err != nil {
+	balanced, err := e.balanceLeaders(ctx)
+	if err != nil {
 		return nil, reconf, err
 	}
 	for _, p := range e.o.Homogeneous {
 		if err := e.setAll(ctx, p); err != nil {
 			return nil, reconf, err
 		}
-		if err := window("homogeneous-" + p); err != nil {
+		if err := window("homogeneous-"+p, balanced); err != nil {
 			return nil, reconf, err
 		}
 	}
@@ -554,10 +562,7 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	if err := e.setAll(ctx, "readwrite"); err != nil {
 		return nil, reconf, err
 	}
-	if err := e.placeLeaders(ctx, random); err != nil {
-		return nil, reconf, err
-	}
-	if err := window("before-node_profiles"); err != nil {
+	if err := window("before-node_profiles", random); err != nil {
 		return nil, reconf, err
 	}
 	e.o.Progress("node_profiles on")
@@ -571,7 +576,7 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	_ = benchutil.WaitFor(ctx, time.Minute, func() bool { return !e.restarting() })
 	reconf.TookS = now() - start
 	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
-	err = window("node_profiles")
+	err = window("node_profiles", nil)
 	reconf.Restarts, reconf.Overlapping = e.restartsSince(start)
 	reconf.Plans = e.plans(ctx)
 	return arms, reconf, err
@@ -848,15 +853,16 @@ func randomPlacement(rs []*pb.RangeStatus, nodes int, rng *rand.Rand) map[uint64
 }
 
 // balanceLeaders spreads the leaderships by load: each range, costliest first (its leader's last
-// report), to the voter leading the least cost so far.
-func (e *experiment) balanceLeaders(ctx context.Context) error {
+// report), to the voter leading the least cost so far. It returns the placement, which every
+// homogeneous arm places again after its compaction.
+func (e *experiment) balanceLeaders(ctx context.Context) (map[uint64]uint64, error) {
 	rs, err := e.userRanges(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ns, err := e.cl.Nodes(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	qps := map[uint64]float64{}
 	for _, n := range ns {
@@ -883,7 +889,7 @@ func (e *experiment) balanceLeaders(ctx context.Context) error {
 		load[best] += qps[r.Desc.RangeId]
 	}
 	e.o.Progress(fmt.Sprintf("leaders balanced by load: %v", load))
-	return e.placeLeaders(ctx, place)
+	return place, e.placeLeaders(ctx, place)
 }
 
 // placeLeaders moves each range's leadership to its node in place, each transfer tried up to
