@@ -553,17 +553,24 @@ func TestClosed(t *testing.T) {
 	}
 }
 
+// cachedLeader starts a 3-node fake cluster and a client that has written key "a", so it caches the
+// range and its leader; next is the node the tests move the leadership to.
+func cachedLeader(t *testing.T) (cl *clienttest.Cluster, c *client.Client, leader, next uint64) {
+	t.Helper()
+	cl = clienttest.New(t, 3)
+	c = newClient(t, cl, client.Config{Addrs: cl.Addrs()})
+	if err := c.Put(ctx(t), []byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	_, leader = cl.Range("a")
+	return cl, c, leader, leader%3 + 1
+}
+
 // TestUnavailableLeaderIsForgotten: the node the cache names as leader answers UNAVAILABLE (a node
 // restarting answers "node is starting" until its store is open) after the leadership moved; the
 // client asks another voter instead of waiting the node out.
 func TestUnavailableLeaderIsForgotten(t *testing.T) {
-	cl := clienttest.New(t, 3)
-	c := newClient(t, cl, client.Config{Addrs: cl.Addrs()})
-	if err := c.Put(ctx(t), []byte("a"), []byte("1")); err != nil {
-		t.Fatal(err)
-	}
-	_, leader := cl.Range("a")
-	next := leader%3 + 1
+	cl, c, leader, next := cachedLeader(t)
 	cl.SetLeader(clienttest.FirstRangeID, next)
 	cl.SetFault(func(call clienttest.Call) *clienttest.Fault {
 		if call.Node == leader {
@@ -589,13 +596,7 @@ func TestUnavailableLeaderIsForgotten(t *testing.T) {
 // voters from its cache instead of looking the range up again (a dead node often leads the meta
 // range too, and the lookup would wait out its election).
 func TestDeadLeaderFailsOverWithoutALookup(t *testing.T) {
-	cl := clienttest.New(t, 3)
-	c := newClient(t, cl, client.Config{Addrs: cl.Addrs()})
-	if err := c.Put(ctx(t), []byte("a"), []byte("1")); err != nil {
-		t.Fatal(err)
-	}
-	_, leader := cl.Range("a")
-	next := leader%3 + 1
+	cl, c, leader, next := cachedLeader(t)
 	cl.StopNode(leader)
 	cl.SetLeader(clienttest.FirstRangeID, next)
 	cl.ResetCalls()
