@@ -376,6 +376,8 @@ func fit(samples []Sample, idle float64) (Model, error) {
 		if neg < 0 {
 			break
 		}
+		// A negative cost is dropped and the rest refitted; with none left every cost is zero.
+		clear(x)
 		active = slices.Delete(active, neg, neg+1)
 	}
 	if idle >= 0 {

@@ -443,3 +443,27 @@ func TestFitDropsAnUnidentifiableTerm(t *testing.T) {
 		t.Fatalf("model %+v: want the hit cost alone (%.6f), no miss cost", m, 0.001/0.999)
 	}
 }
+
+// TestFitNeverKeepsANegativeCost: scans measured below the idle usage (noise at a low rate) make
+// the lone remaining cost negative; the fit drops it rather than keep it, so no prediction falls
+// below the idle usage.
+func TestFitNeverKeepsANegativeCost(t *testing.T) {
+	const idle = 0.1
+	var samples []Sample
+	for i := range 7 {
+		l := Load{Scans: 200 * float64(i+1)}
+		samples = append(samples, Sample{Load: l, Hit: 1, Nodes: 3, Usage: 3*idle - 0.01*float64(i)})
+	}
+	m, err := FitAtIdle(samples, idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]float64{"hit": m.HitCost, "miss": m.MissCost, "write": m.Write, "scan": m.Scan, "compact": m.Compact} {
+		if c < 0 {
+			t.Errorf("%s cost %g: negative", name, c)
+		}
+	}
+	if p := m.Predict(Load{Scans: 1000}, 1); p < 0 {
+		t.Errorf("predicted %g for scans alone: below zero", p)
+	}
+}
