@@ -55,6 +55,34 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	stopper.SleepContext(ctx, time.Until(added.Add(2*o.Period)))
 	from := time.Now()
 	fg.reset()
+	until, err := a.measureWindow(ctx, c, cl, o, fg, from)
+	if err != nil {
+		return a, err
+	}
+	if strategy == NoJobs {
+		return a, nil
+	}
+	stopper.SleepContext(ctx, o.MaxDeadline+time.Second) // the window's last runs finish
+	if err := a.countRuns(ctx, cl, from, until); err != nil {
+		return a, err
+	}
+	var plans []jobs.PlanRecord
+	for _, n := range c.Nodes() {
+		if n == nil {
+			continue
+		}
+		st := n.KV.Metrics().Jobs
+		a.CopyBytes += st.CacheBytes
+		a.PrefetchBytes += st.PrefetchBytes
+		plans = append(plans, st.Plans...)
+	}
+	a.checkPlans(plans, from, until)
+	return a, nil
+}
+
+// measureWindow samples the disks, the engines and the host from from until the window's end and
+// fills in the arm's figures; it returns when the window ended.
+func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options, fg *foreground, from time.Time) (time.Time, error) {
 	engBefore, cpuBefore, gcBefore, hostBefore := benchutil.EngineStats(c), benchutil.ProcessCPU(), goRuntime(), hostBusy()
 	shortBefore := copiesShort(c)
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
@@ -90,31 +118,14 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()
 	a.Seconds = dk.seconds
 	a.Compactions = compactions(c, from, until)
+	var err error
 	if a.SpanLeaders, a.LeadersMoved, err = spanLeaders(ctx, cl, o); err != nil {
-		return a, err
+		return until, err
 	}
 	for _, s := range dk.seconds {
 		a.JobsPeak = max(a.JobsPeak, s.Prefetch+s.Runs)
 	}
-	if strategy == NoJobs {
-		return a, nil
-	}
-	stopper.SleepContext(ctx, o.MaxDeadline+time.Second) // the window's last runs finish
-	if err := a.countRuns(ctx, cl, from, until); err != nil {
-		return a, err
-	}
-	var plans []jobs.PlanRecord
-	for _, n := range c.Nodes() {
-		if n == nil {
-			continue
-		}
-		st := n.KV.Metrics().Jobs
-		a.CopyBytes += st.CacheBytes
-		a.PrefetchBytes += st.PrefetchBytes
-		plans = append(plans, st.Plans...)
-	}
-	a.checkPlans(plans, from, until)
-	return a, nil
+	return until, nil
 }
 
 // copiesShort sums the nodes' counts of copies cut short and of runs that read from disk what their

@@ -258,25 +258,10 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		}
 		rep.Probes = append(rep.Probes, ps...)
 	}
-	samples := make([]planusage.Sample, len(rep.Probes))
-	for i, p := range rep.Probes {
-		samples[i] = p.sample
-	}
-	if rep.Fits, err = fitCandidates(samples, e.idle/float64(o.Nodes)); err != nil {
+	best, err := rep.fit(o, e.idle/float64(o.Nodes))
+	if err != nil {
 		return rep, err
 	}
-	for _, c := range rep.Fits {
-		if c.Error != "" {
-			o.Progress(fmt.Sprintf("fit %s: %s", c.Name, c.Error))
-			continue
-		}
-		o.Progress(fmt.Sprintf("fit %s %+v: held-out error %.3f (worst %.3f), on its own probes %.3f", c.Name, c.Model, c.CVMAE, c.CVWorst, c.FitMAE))
-	}
-	best := chooseFit(rep.Fits)
-	rep.Chosen, rep.Model = rep.Fits[best].Name, rep.Fits[best].Model
-	rep.NoCompaction = withoutCompaction(samples, e.idle/float64(o.Nodes), rep.Chosen)
-	rep.FitMAE, rep.FitWorst = rep.Fits[best].FitMAE, rep.Fits[best].FitWorst
-	o.Progress(fmt.Sprintf("model (%s) %+v: fit mean error %.3f, worst %.3f", rep.Chosen, rep.Model, rep.FitMAE, rep.FitWorst))
 	if len(o.ValidateRates) > 0 {
 		vs, err := e.validate(ctx, o.ValidateRates)
 		if len(vs) > 0 {
@@ -298,6 +283,32 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// fit fits every candidate model to the report's probes, writes the chosen one into the report and
+// returns its index in rep.Fits.
+func (rep *Report) fit(o Options, idlePerNode float64) (int, error) {
+	var err error
+	samples := make([]planusage.Sample, len(rep.Probes))
+	for i, p := range rep.Probes {
+		samples[i] = p.sample
+	}
+	if rep.Fits, err = fitCandidates(samples, idlePerNode); err != nil {
+		return 0, err
+	}
+	for _, c := range rep.Fits {
+		if c.Error != "" {
+			o.Progress(fmt.Sprintf("fit %s: %s", c.Name, c.Error))
+			continue
+		}
+		o.Progress(fmt.Sprintf("fit %s %+v: held-out error %.3f (worst %.3f), on its own probes %.3f", c.Name, c.Model, c.CVMAE, c.CVWorst, c.FitMAE))
+	}
+	best := chooseFit(rep.Fits)
+	rep.Chosen, rep.Model = rep.Fits[best].Name, rep.Fits[best].Model
+	rep.NoCompaction = withoutCompaction(samples, idlePerNode, rep.Chosen)
+	rep.FitMAE, rep.FitWorst = rep.Fits[best].FitMAE, rep.Fits[best].FitWorst
+	o.Progress(fmt.Sprintf("model (%s) %+v: fit mean error %.3f, worst %.3f", rep.Chosen, rep.Model, rep.FitMAE, rep.FitWorst))
+	return best, nil
 }
 
 // fitTie is how much larger (relative) a fit's held-out error may be than the least and still be
