@@ -348,6 +348,10 @@ func (n *Node) Background() *bgtask.Tracker { return n.bg.Tracker() }
 // catchup): readiness is false and the node takes no leadership.
 func (n *Node) CatchingUp() bool { return n.catchUp.CatchingUp() }
 
+// WaitCaughtUp waits until the node's replicas have caught up after its start or ctx ends; it
+// reports whether they have.
+func (n *Node) WaitCaughtUp(ctx context.Context) bool { return n.catchUp.Wait(ctx) }
+
 // Stopping reports whether the node is on its way out: it is draining its leaderships for a stop
 // (SIGTERM), or an orchestrator announced the stop (background.PreStopTask). Readiness turns false.
 func (n *Node) Stopping() bool { return n.draining.Load() || n.bg.PreStopped() }

@@ -724,6 +724,15 @@ func (e *Engine) CompactAll(ctx context.Context) error {
 	return nil
 }
 
+// CompactSpan compacts the engine keys [lo, hi) down to the bottom level, like CompactAll for one
+// span (a range's data: DataSpan). Pebble rewrites only the tables that overlap newer data there.
+func (e *Engine) CompactSpan(ctx context.Context, lo, hi []byte) error {
+	if err := e.db.Compact(ctx, lo, hi, false); err != nil {
+		return fmt.Errorf("compact [%q, %q): %w", lo, hi, err)
+	}
+	return nil
+}
+
 // Checkpoint writes a consistent point-in-time copy of the engine into dir (which must not exist),
 // hard-linking tables where it can; the WAL is flushed first so the copy holds every committed write.
 func (e *Engine) Checkpoint(dir string) error {

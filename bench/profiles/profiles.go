@@ -14,10 +14,10 @@
 //
 // Every node's store is compacted, with the disks' budgets lifted, before each arm's leaders are
 // placed, so that no arm inherits the compaction debt of the ones before it (node_profiles'
-// reconfiguration runs on the budgeted disks, and its window measures the debt it left). Nodes change profile by the in-process rolling restart
-// (node/supervisor), in every arm. It owns
-// nothing but its workload, orchestration and report: it acts through the client, the nodes'
-// supervisors and the policy switches, and asserts nothing.
+// reconfiguration runs on the budgeted disks, and its window measures the debt it left). Nodes
+// change profile by the in-process rolling restart (node/supervisor), in every arm. It owns nothing
+// but its workload, orchestration and report: it acts through the client, the nodes' supervisors
+// and the policy switches, and asserts nothing.
 package profiles
 
 import (
@@ -419,8 +419,8 @@ func (e *experiment) load(ctx context.Context) error {
 
 // compact compacts every node's store with the disks' budgets lifted (set-up, not measurement),
 // after the load and before each arm's leaders are placed: the arms ran in one order on one
-// cluster, and the same random placement measured 259 ops/s first and 149 ops/s 2.5 min later
-// (a run at 96dacef), its disks doing more operations a request (reads 1.8 → 2.9, writes 0.9 → 1.9) — the
+// cluster, and without it the same random placement measured 259 ops/s first and 149 ops/s 2.5 min
+// later, its disks doing more operations a request (reads 1.8 → 2.9, writes 0.9 → 1.9): the
 // restarts' and earlier arms' compaction debt, most likely, which each later arm inherited.
 func (e *experiment) compact(ctx context.Context) error {
 	e.o.Progress("compacting every node")
@@ -506,8 +506,8 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	var reconf Reconfiguration
 	// window measures an arm. With a placement (every arm but node_profiles' own) it first compacts
 	// every node and then places the arm's leaders: compacted after they were placed, leaderships
-	// moved (a run at 5a3fbe0: n3 led nothing in the four windows before the switch, n1 five ranges
-	// of a random placement that gives none more than three). node_profiles' window is measured as
+	// moved (n3 led nothing in the four windows before the switch, n1 five ranges of a random
+	// placement that gives none more than three). node_profiles' window is measured as
 	// its reconfiguration left the cluster, its compaction debt its own.
 	window := func(name string, place map[uint64]uint64) error {
 		if place != nil {

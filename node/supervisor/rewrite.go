@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/plan/profileplan"
@@ -61,8 +60,8 @@ func compactSpans(ctx context.Context, e *storage.Engine, spans []span) error {
 		return e.CompactAll(ctx)
 	}
 	for _, sp := range spans {
-		if err := e.DB().Compact(ctx, sp.lo, sp.hi, false); err != nil {
-			return fmt.Errorf("compact [%q, %q): %w", sp.lo, sp.hi, err)
+		if err := e.CompactSpan(ctx, sp.lo, sp.hi); err != nil {
+			return err
 		}
 	}
 	return nil

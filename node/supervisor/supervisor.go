@@ -548,12 +548,7 @@ func rewrites(profile string, oldBlock, newBlock int) bool {
 // leadership, and the autopilot moves away any it is given.
 func (s *Supervisor) takeBack(ctx context.Context, n *node.Node, ranges []uint64) int {
 	wctx, cancel := context.WithTimeout(ctx, catchup.Bound)
-	for n.CatchingUp() && wctx.Err() == nil {
-		select {
-		case <-wctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	n.WaitCaughtUp(wctx)
 	cancel()
 	back := 0
 	for _, id := range ranges {

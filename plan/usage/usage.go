@@ -194,7 +194,7 @@ var Default = Model{Version: modelVersion, HitCost: 1.0 / 40000, MissCost: 1.0 /
 // Predict is the node's usage for load at hit ratio hit, its compactions those its writes set off
 // on average (CompactPerWrite).
 func (m Model) Predict(l Load, hit float64) float64 {
-	return m.PredictAt(l, hit, l.Writes*m.CompactPerWrite)
+	return m.PredictAt(l, hit, m.CompactionOf(l))
 }
 
 // PredictAt is the node's usage for load at hit ratio hit with its compactions writing compaction
