@@ -144,7 +144,7 @@ type Probe struct {
 	Usage     float64 `json:"usage"`
 	Errors    int64   `json:"errors"`
 	// Compaction is the bytes a second every node's compactions wrote during the probe (as they
-	// wrote them: compactionWritten), WriteStalls the write stalls the nodes' engines began in it.
+	// wrote them: storage.Stats.CompactionWritten), WriteStalls the write stalls the nodes' engines began in it.
 	Compaction  float64 `json:"compaction_bytes_per_s"`
 	WriteStalls int64   `json:"write_stalls,omitempty"`
 	// Load is the cluster's load the heartbeats reported during the probe.
@@ -564,7 +564,7 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	for i, n := range nodes {
 		p.Disk += busy(e.o.Device, devBefore[i], n.Eng.DeviceStats(), dt)
 		es := n.Eng.Stats()
-		p.Compaction += (compactionWritten(es) - compactionWritten(engBefore[i])) / dt
+		p.Compaction += (es.CompactionWritten() - engBefore[i].CompactionWritten()) / dt
 		p.WriteStalls += es.WriteStalls - engBefore[i].WriteStalls
 	}
 	p.Usage = p.CPU + p.Disk
@@ -575,7 +575,11 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 	p.Load = h.load
 	p.sample = planusage.Sample{Load: h.load, Hit: p.Hit, Usage: p.Usage, Nodes: float64(len(nodes)), Compaction: p.Compaction}
 	p.polls = polls
-	p.IndexFilterBytes = lastIndexFilter(polls)
+	if p.IndexFilterBytes = lastIndexFilter(polls); len(p.IndexFilterBytes) < len(nodes) {
+		// A probe's last reading can be cut off by its end, and right after the cluster starts a
+		// node may not have been heard yet: read until every node is, for a few heartbeats.
+		p.IndexFilterBytes = e.indexFilterOfAll(ctx, len(nodes))
+	}
 	lo, hi := storage.DataSpan(false, nil, nil)
 	for _, n := range nodes {
 		ts, err := n.Eng.Tables(lo, hi, false)
@@ -585,13 +589,6 @@ func (e *env) probe(ctx context.Context, kind string, rate float64, op func(*ran
 		p.Upper = max(p.Upper, accessstats.UpperShare(ts))
 	}
 	return p, nil
-}
-
-// compactionWritten is the bytes an engine's compactions have written, those running included: a
-// compaction of tens of megabytes runs for seconds, and counted when it ends its bytes would fall
-// in one probe (3 s) at many times the rate they were written at and leave the others at none.
-func compactionWritten(st storage.Stats) float64 {
-	return float64(st.CompactedBytes) + float64(st.CompactingBytes)
 }
 
 // lastIndexFilter is every node's index and filter bytes in the last of polls, by node ID.
@@ -604,6 +601,26 @@ func lastIndexFilter(polls []heard) map[uint64]uint64 {
 	for i, st := range h.stats {
 		if i < len(h.ids) {
 			out[h.ids[i]] = st.GetIndexFilterBytes()
+		}
+	}
+	return out
+}
+
+// indexFilterOfAll reads the nodes' heartbeats until all n have been heard, for at most 20
+// heartbeats, and returns every heard node's index and filter bytes.
+func (e *env) indexFilterOfAll(ctx context.Context, n int) map[uint64]uint64 {
+	var out map[uint64]uint64
+	for range 20 {
+		if ns, err := e.cl.Nodes(ctx); err == nil {
+			out = lastIndexFilter([]heard{heardOf(ns)})
+			if len(out) >= n {
+				return out
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(e.o.Heartbeat):
 		}
 	}
 	return out
@@ -658,15 +675,20 @@ func (e *env) poll(ctx context.Context) []heard {
 		if err != nil {
 			continue
 		}
-		var h heard
-		for _, n := range ns {
-			if n.GetStats() != nil {
-				h.stats = append(h.stats, n.GetStats())
-				h.ids = append(h.ids, n.GetDesc().GetNodeId())
-			}
-		}
-		out = append(out, h)
+		out = append(out, heardOf(ns))
 	}
+}
+
+// heardOf is one reading of the nodes that have been heard from among ns.
+func heardOf(ns []*pb.NodeStatus) heard {
+	var h heard
+	for _, n := range ns {
+		if n.GetStats() != nil {
+			h.stats = append(h.stats, n.GetStats())
+			h.ids = append(h.ids, n.GetDesc().GetNodeId())
+		}
+	}
+	return h
 }
 
 // run runs op from the configured clients for d, paced to rate ops/s (0: as fast as they go), and
