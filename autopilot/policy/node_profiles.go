@@ -139,6 +139,15 @@ type NodeProfiles struct {
 	// away are the nodes restarting for a profile this policy asked for, from the ask until they
 	// have been back for Settle: no sample and no plan meanwhile (see hold).
 	away map[uint64]*away
+	// deferred is when each node due to change profile was first left to restart later, while
+	// place moves a range it leads to that range's planned node (restartOrder).
+	deferred map[uint64]time.Time
+	// unsettled is when a policy without a plan last saw a node away (not active, or busy), and
+	// unsettledSince when it first did (elsewhere).
+	unsettled, unsettledSince time.Time
+	// inherit are the classes a policy without a plan reads from the layout (inherited): each
+	// range's hysteresis starts from it.
+	inherit map[uint64]profileplan.Class
 
 	resizer profileplan.Resizer
 	advice  string // the last cluster-size advice noted
@@ -169,7 +178,7 @@ type away struct {
 // TakeBackWait bounds how long a node restarted for a profile, up with it, may take to lead again
 // the ranges it led before the policy counts it back anyway: the supervisor's warm-up (5 s at most)
 // and its returns, one at a time (a return may fail: the range stays with another voter).
-const TakeBackWait = 30 * time.Second
+const TakeBackWait = 45 * time.Second
 
 // returned reports whether every range of a.led that node still holds a voter of is led by it.
 func (a *away) returned(c *model.Cluster, node uint64) bool {
@@ -185,8 +194,8 @@ func (a *away) returned(c *model.Cluster, node uint64) bool {
 func NewNodeProfiles(cfg NodeProfilesConfig) *NodeProfiles {
 	cfg = cfg.withDefaults()
 	return &NodeProfiles{cfg: cfg, smooth: map[uint64]*profileplan.Smoother{}, asked: map[uint64]asked{}, switching: map[uint64]switching{},
-		moved:   map[uint64]time.Time{},
-		away:    map[uint64]*away{},
+		moved: map[uint64]time.Time{},
+		away:  map[uint64]*away{}, deferred: map[uint64]time.Time{},
 		resizer: profileplan.Resizer{Threshold: cfg.GrowThreshold}}
 }
 
@@ -223,6 +232,7 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 		}
 	}
 	hold, waiting := p.hold(c, restarting)
+	hold = hold || p.elsewhere(c)
 	if !hold && (p.lastSample.IsZero() || c.Now.Sub(p.lastSample) >= p.cfg.SampleEvery) {
 		p.sample(c)
 		p.replan(c)
@@ -319,6 +329,50 @@ func (p *NodeProfiles) hold(c *model.Cluster, restarting map[uint64]bool) (hold,
 	return len(p.away) > 0 || len(restarting) > 0, waiting
 }
 
+// ReturnWait is how long after a node restarted for a profile is active again it may still be
+// taking its leaderships back: its supervisor's warm-up (supervisor.ReturnWarmWait) and returns.
+const ReturnWait = 25 * time.Second
+
+// elsewhere reports whether a policy without a plan should wait for a node to come back: one not
+// active (shedding, down, catching up) or rewriting its store for a new block size was most
+// likely restarted for a profile by an earlier autopilot — the meta leader's restart moves the
+// autopilot here, and this policy knows nothing of it. Until that node has been active and idle for
+// Settle and ReturnWait (its leaderships back), and at most MaxAway, it neither samples nor plans,
+// and it forgets the samples taken while the node shed: run F's new autopilot planned on them
+// while the node restarted, and restarted it again.
+func (p *NodeProfiles) elsewhere(c *model.Cluster) bool {
+	if p.plan != nil {
+		return false
+	}
+	for _, n := range c.Nodes {
+		if inPlan(c, n) && (!n.Active() || rewriting(n)) {
+			if p.unsettledSince.IsZero() {
+				p.unsettledSince = c.Now
+				clear(p.smooth)
+			}
+			p.unsettled = c.Now
+		}
+	}
+	switch {
+	case p.unsettled.IsZero() || c.Now.Sub(p.unsettledSince) >= p.cfg.MaxAway:
+		return false
+	case c.Now.Sub(p.unsettled) < p.cfg.Settle+ReturnWait:
+		return true
+	}
+	p.notes = append(p.notes, Note{What: "nodes", Status: "back", Why: fmt.Sprintf(
+		"every node active and idle for %s: sampling and planning", (p.cfg.Settle + ReturnWait).Round(time.Second))})
+	p.unsettled, p.unsettledSince = time.Time{}, time.Time{}
+	return false
+}
+
+// rewriting reports whether n runs the compaction a profile change with a new block size begins
+// (node/supervisor names it "profile P: …").
+func rewriting(n *model.Node) bool {
+	return slices.ContainsFunc(n.Tasks, func(t model.Task) bool {
+		return t.Kind == "manual_compaction" && strings.HasPrefix(t.Name, "profile ")
+	})
+}
+
 // sample adds each user range's mix now to its smoothed mix and forgets ranges that are gone.
 func (p *NodeProfiles) sample(c *model.Cluster) {
 	p.lastSample = c.Now
@@ -383,6 +437,9 @@ func (p *NodeProfiles) classOf(id uint64, now profileplan.Class) profileplan.Cla
 
 // replan makes a new plan when the ranges' classes or the nodes (inPlan) changed since the last one.
 func (p *NodeProfiles) replan(c *model.Cluster) {
+	if p.plan == nil {
+		p.inherit = inherited(c)
+	}
 	var ranges []profileplan.Range
 	classes := map[uint64]profileplan.Class{}
 	for _, r := range c.UserRanges() {
@@ -391,6 +448,9 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 			continue
 		}
 		had, planned := p.classes[r.ID]
+		if !planned {
+			had = p.inherit[r.ID]
+		}
 		switch {
 		case s.Mix().Total() >= p.cfg.MinQPS:
 			classes[r.ID] = p.classOf(r.ID, profileplan.ReclassifyBand(had, s.Mix(), profileplan.NoiseBand(p.requests(s.Mix()))))
@@ -430,8 +490,11 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 	// The same nodes and the same groups: only the ranges whose class changed move (Update);
 	// otherwise a new plan from the current layout.
 	plan, ok := profileplan.Plan{}, false
-	if p.plan != nil && key == p.nodesKey {
+	switch {
+	case p.plan != nil && key == p.nodesKey:
 		plan, ok = profileplan.Update(*p.plan, ranges, nodes)
+	case p.plan == nil && len(p.inherit) > 0:
+		plan, ok = profileplan.Update(layoutPlan(nodes, classes), ranges, nodes)
 	}
 	if !ok {
 		var err error
@@ -456,6 +519,50 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 		}
 	}
 	p.notes = append(p.notes, Note{What: "plan", Status: "planned", Why: describePlan(plan, reprofiled)})
+}
+
+// inherited are the classes a policy without a plan starts from: when the nodes run more than one
+// of the classes' profiles — an earlier autopilot's plan, the meta leader's restart having moved the
+// autopilot here — each user range's class is its leader's profile, the class its hysteresis
+// starts from, and the groups go on from that plan (layoutPlan) instead of planning afresh: run F's
+// new autopilot classed a range read/write that the first had read, and restarted a node again.
+// Nil on a cluster of one profile, whose ranges are classed from their mixes alone.
+func inherited(c *model.Cluster) map[uint64]profileplan.Class {
+	running := map[profileplan.Class]bool{}
+	for _, n := range c.Nodes {
+		if inPlan(c, n) && slices.Contains(profileplan.Classes, profileOf(n)) {
+			running[profileOf(n)] = true
+		}
+	}
+	if len(running) < 2 {
+		return nil
+	}
+	out := map[uint64]profileplan.Class{}
+	for _, r := range c.UserRanges() {
+		if n := c.Node(r.Leader); n != nil && slices.Contains(profileplan.Classes, profileOf(n)) {
+			out[r.ID] = profileOf(n)
+		}
+	}
+	return out
+}
+
+// layoutPlan is the plan the nodes' profiles and leaderships show: each node its profile and the
+// classed ranges it leads, a group the nodes of a profile leading any of them.
+func layoutPlan(nodes []profileplan.Node, classes map[uint64]profileplan.Class) profileplan.Plan {
+	p := profileplan.Plan{Groups: map[profileplan.Class]int{}}
+	for _, n := range nodes {
+		a := profileplan.Assignment{Node: n.ID, Profile: n.Profile}
+		for _, r := range n.Ranges {
+			if _, ok := classes[r]; ok {
+				a.Ranges = append(a.Ranges, r)
+			}
+		}
+		if len(a.Ranges) > 0 {
+			p.Groups[n.Profile]++
+		}
+		p.Assignments = append(p.Assignments, a)
+	}
+	return p
 }
 
 // inPlan reports whether the plan counts node n: every node but a dead or leaving one. A node that
@@ -529,14 +636,10 @@ func (p *NodeProfiles) advise(c *model.Cluster) {
 	p.advice = why
 }
 
-// reprofile proposes the profile change of the first node (by id) whose profile differs from its
-// planned one, carried by one of its ranges that no operator holds. The node leading the meta range
-// goes last: the autopilot runs there, and its restart moves the autopilot to another node, which
-// starts without this policy's samples.
+// reprofile proposes the profile change of the first node in restartOrder whose profile differs
+// from its planned one, carried by one of its ranges that no operator holds.
 func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) *operator.Operator {
-	meta := metaLeader(c)
-	nodes := sortedNodes(c.Nodes, func(a, b *model.Node) bool { return a.ID != meta && b.ID == meta })
-	for _, n := range nodes {
+	for _, n := range p.restartOrder(c) {
 		want, ok := p.profile[n.ID]
 		if !ok || !n.Active() || profileOf(n) == want {
 			continue
@@ -574,9 +677,91 @@ func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) *operator.Operator {
 			}
 		}
 		p.away[n.ID] = a
+		clear(p.deferred)
 		return op
 	}
 	return nil
+}
+
+// restartOrder is the order in which nodes change profile. The node leading the meta range goes
+// last: the autopilot runs there, and its restart moves the autopilot to another node, which starts
+// without this policy's samples. Before it, the node leading the least load goes first: a restart
+// hands its leaderships to peers and takes them back to a reopened cache, so the node leading the
+// hot ranges restarts last, when they are led where the plan wants them or its peers are done. A
+// node still leading a range planned on another node that is ready for it (running its planned
+// profile, back, the range movable there) is left out while place moves the range — one hand-over
+// to a warm voter instead of three (away, back cold, then to its planned node) — at most
+// RetryAfter: a move that keeps failing must not hold the reconfiguration.
+func (p *NodeProfiles) restartOrder(c *model.Cluster) []*model.Node {
+	meta := metaLeader(c)
+	led := map[uint64]float64{}
+	var out []*model.Node
+	waits := false
+	for _, n := range c.Nodes {
+		if p.leavesFirst(c, n.ID) {
+			if _, ok := p.deferred[n.ID]; !ok {
+				p.deferred[n.ID] = c.Now
+			}
+			if c.Now.Sub(p.deferred[n.ID]) < p.cfg.RetryAfter {
+				waits = true
+				continue
+			}
+		} else {
+			delete(p.deferred, n.ID)
+		}
+		for r := range c.LedBy(n.ID) {
+			if !r.System {
+				led[n.ID] += r.QPS()
+			}
+		}
+		out = append(out, n)
+	}
+	slices.SortStableFunc(out, func(a, b *model.Node) int {
+		if x := cmp.Compare(boolInt(a.ID == meta), boolInt(b.ID == meta)); x != 0 {
+			return x
+		}
+		if x := cmp.Compare(led[a.ID], led[b.ID]); x != 0 {
+			return x
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if waits { // the meta range's leader stays last
+		out = slices.DeleteFunc(out, func(n *model.Node) bool { return n.ID == meta })
+	}
+	return out
+}
+
+// leavesFirst reports whether node, due to change profile, leads a user range planned on another
+// node that is ready to lead it: running its planned profile, active, idle, not away for a restart,
+// and a voter of the range (a transfer) or without a replica move of it tried within RetryAfter.
+func (p *NodeProfiles) leavesFirst(c *model.Cluster, node uint64) bool {
+	if want, ok := p.profile[node]; !ok || c.Node(node) == nil || profileOf(c.Node(node)) == want {
+		return false
+	}
+	for r := range c.LedBy(node) {
+		to, ok := p.leadOn[r.ID]
+		if r.System || !ok || to == node {
+			continue
+		}
+		m := c.Node(to)
+		if m == nil || !m.Active() || m.Busy() || profileOf(m) != p.profile[to] {
+			continue
+		}
+		if a := p.away[to]; a != nil && a.back.IsZero() {
+			continue
+		}
+		if at, tried := p.moved[r.ID]; r.IsVoter(to) || !tried || c.Now.Sub(at) >= p.cfg.RetryAfter {
+			return true
+		}
+	}
+	return false
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // gain is the load that becomes matched when node runs profile, among the ranges it leads now.

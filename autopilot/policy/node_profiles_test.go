@@ -342,12 +342,12 @@ func TestNodeProfilesWaitsForTheLeadershipsBack(t *testing.T) {
 	r5 := "scanrows=27840"
 	p, ops := planned(t, r5)
 	sp := ops[0].Steps[0].(operator.SetProfile)
-	if sp.Node != 2 {
-		t.Fatalf("20s: %s, want n2 first (it leads r3 and r8)", ops[0])
+	if sp.Node != 4 {
+		t.Fatalf("20s: %s, want n4 first (it leads the least load, r5)", ops[0])
 	}
-	up := map[int]string{2: "profile=" + sp.Profile}
-	notYet := func(s int) *model.Cluster { // n2 up with the profile, r3 still led by n3
-		c, err := model.ParseCluster(strings.Replace(profilesText(s, up, r5), "range 3 [b,c) voters=2,3,4", "range 3 [b,c) voters=2,3,4 leader=3", 1))
+	up := map[int]string{4: "profile=" + sp.Profile}
+	notYet := func(s int) *model.Cluster { // n4 up with the profile, r5 still led by n5
+		c, err := model.ParseCluster(strings.Replace(profilesText(s, up, r5), "range 5 [d,e) voters=4,5,1", "range 5 [d,e) voters=4,5,1 leader=5", 1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,37 +356,40 @@ func TestNodeProfilesWaitsForTheLeadershipsBack(t *testing.T) {
 	for _, s := range []int{21, 31, 45} {
 		for _, op := range p.Propose(notYet(s), nil) {
 			if op.Kind == operator.KindSetProfile {
-				t.Fatalf("%ds, n2 up but r3 not back: %s", s, op)
+				t.Fatalf("%ds, n4 up but r5 not back: %s", s, op)
 			}
 		}
 	}
-	// r3 back at 46 s: the next node.
+	// r5 back at 46 s: the next node.
 	got := p.Propose(profilesCluster(t, 46, up, r5), nil)
 	if len(got) == 0 || got[0].Kind != operator.KindSetProfile {
-		t.Fatalf("46s, r3 back: %v, want the next node's profile change", got)
+		t.Fatalf("46s, r5 back: %v, want the next node's profile change", got)
 	}
-	// Without r3's return, TakeBackWait after n2 came up counts it back.
+	// Without r5's return, TakeBackWait after n4 came up counts it back.
 	q := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	for s := 0; s <= 20; s += 10 {
 		q.Propose(profilesCluster(t, s, nil, r5), nil)
 	}
 	q.Propose(notYet(21), nil)
 	q.Propose(notYet(21+int(TakeBackWait/time.Second)), nil)
-	if a := q.away[2]; a == nil || a.back.IsZero() {
-		t.Fatalf("n2 not counted back %s after it came up", TakeBackWait)
+	if a := q.away[4]; a == nil || a.back.IsZero() {
+		t.Fatalf("n4 not counted back %s after it came up", TakeBackWait)
 	}
 }
 
 // A range the restarting node led when asked is not moved while it is away: its supervisor takes the
 // leadership back once the node is up, from whichever node holds it, and the move would be undone —
-// two more hand-overs to a cold cache. It moves once the node is back.
+// two more hand-overs to a cold cache. It moves once the node is back. (restartOrder restarts such
+// a node only while the range's planned node is not ready; here n3 becomes ready meanwhile.)
 func TestNodeProfilesNoMoveOfARangeComingBack(t *testing.T) {
 	r5 := "scanrows=27840"
-	p, ops := planned(t, r5)
-	sp := ops[0].Steps[0].(operator.SetProfile)
-	if sp.Node != 2 || p.leadOn[8] != 3 {
-		t.Fatalf("20s: %s, plan %s: want n2 first, r8 (which it leads) planned on n3", ops[0], planOf(p.plan))
+	p, _ := planned(t, r5)
+	if p.leadOn[8] != 3 {
+		t.Fatalf("plan %s: want r8 (led by n2) planned on n3", planOf(p.plan))
 	}
+	// n2 was asked (for read) when it led r3 and r8; n4's change is done.
+	delete(p.away, 4)
+	p.away[2] = &away{profile: profileplan.Read, at: p.lastSample, led: []uint64{3, 8}}
 	moves := func(s int, nodes map[int]string, r8 string) []string {
 		c, err := model.ParseCluster(strings.Replace(profilesText(s, nodes, r5), "range 8 [g,h) voters=2,4,1", "range 8 [g,h) voters=2,4,1"+r8, 1))
 		if err != nil {
@@ -401,11 +404,11 @@ func TestNodeProfilesNoMoveOfARangeComingBack(t *testing.T) {
 		return out
 	}
 	// n2 restarting, r8 shed to n4; n3 already runs write (its planned profile).
-	if got := moves(21, map[int]string{2: "down", 3: "profile=write"}, " leader=4"); len(got) > 0 {
+	if got := moves(21, map[int]string{2: "down", 3: "profile=write", 4: "profile=scan"}, " leader=4"); len(got) > 0 {
 		t.Fatalf("21s, n2 away: %v, want r8 left for n2 to take back", got)
 	}
 	// n2 back with r8: now it moves to n3.
-	if got := moves(30, map[int]string{2: "profile=" + sp.Profile, 3: "profile=write"}, ""); len(got) != 1 {
+	if got := moves(30, map[int]string{2: "profile=read", 3: "profile=write", 4: "profile=scan"}, ""); len(got) != 1 {
 		t.Fatalf("30s, n2 back: %v, want r8's move to n3", got)
 	}
 }
@@ -498,4 +501,71 @@ func planned(t *testing.T, r5 string) (*NodeProfiles, []*operator.Operator) {
 		ops = p.Propose(profilesCluster(t, s, nil, r5), nil)
 	}
 	return p, ops
+}
+
+// A new autopilot — the meta leader's restart moved it — continues the plan the nodes' profiles and
+// leaderships show: it neither samples nor plans while a node is away (down, then rewriting its
+// store) and for Settle and ReturnWait after, classes each range from its leader's profile with
+// the hysteresis (r7, 58 % reads on a read node, stays read), keeps the groups and restarts no node.
+func TestNodeProfilesNewAutopilotContinuesThePlan(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3})
+	cluster := func(s int, n2 string) *model.Cluster {
+		c, err := model.ParseCluster(fmt.Sprintf(`now %ds
+node 1 profile=read
+node 2 %s
+node 3 profile=write
+node 4 profile=scan
+node 5 profile=readwrite
+range 1 [,) voters=5,2,3 system
+range 2 [a,b) voters=1,2,3 reads=900 writes=50
+range 3 [b,c) voters=2,3,4 reads=800 writes=100
+range 4 [c,d) voters=3,4,5 reads=50 writes=700
+range 5 [d,e) voters=4,5,1 reads=300 scans=290 writes=10 scanrows=27840
+range 6 [e,f) voters=5,1,2 reads=300 writes=300
+range 7 [f,g) voters=1,3,5 reads=580 writes=420
+`, s, n2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	s := 0
+	for ; s <= 12; s += 3 { // n2 down
+		if ops := p.Propose(cluster(s, "down"), nil); len(ops) > 0 || len(p.smooth) > 0 {
+			t.Fatalf("%ds, n2 down: %v, %d ranges sampled", s, ops, len(p.smooth))
+		}
+	}
+	// n2 up, rewriting its store for a block size, then idle.
+	rewriting := cluster(s, "profile=read")
+	rewriting.Node(2).Tasks = []model.Task{{Kind: "manual_compaction", Name: "profile read: rewrite with its block size", Running: true, Heavy: true}}
+	if p.Propose(rewriting, nil); len(p.smooth) > 0 {
+		t.Fatalf("%ds, n2 rewriting: sampled", s)
+	}
+	back := s
+	for s += 3; p.plan == nil && s < 120; s += 3 {
+		for _, op := range p.Propose(cluster(s, "profile=read"), nil) {
+			t.Fatalf("%ds: %s", s, op)
+		}
+		if p.plan == nil && len(p.smooth) > 0 && s-back < int((p.cfg.Settle+ReturnWait)/time.Second) {
+			t.Fatalf("%ds: sampled %ds after n2 was back", s, s-back)
+		}
+	}
+	if p.plan == nil {
+		t.Fatal("no plan")
+	}
+	for _, a := range p.plan.Assignments {
+		if n := cluster(s, "profile=read").Node(a.Node); len(a.Ranges) > 0 && profileOf(n) != a.Profile {
+			t.Errorf("plan %s: n%d %s, runs %s", planOf(p.plan), a.Node, a.Profile, profileOf(n))
+		}
+	}
+	if p.classes[7] != profileplan.Read {
+		t.Errorf("r7 (58 %% reads, led by a read node) %s, want read", p.classes[7])
+	}
+	for end := s + 30; s < end; s += 3 {
+		for _, op := range p.Propose(cluster(s, "profile=read"), nil) {
+			if op.Kind == operator.KindSetProfile {
+				t.Fatalf("%ds: %s", s, op)
+			}
+		}
+	}
 }

@@ -235,6 +235,9 @@ type Reconfiguration struct {
 	// restarts one node at a time, so it must be 0.
 	Restarts    []RestartSpan `json:"restarts"`
 	Overlapping int           `json:"overlapping_restarts"`
+	// LeaderMoves are the user ranges' leadership changes in it, "12s c/0 n4→n2" (seconds from the
+	// switch, tenant/index, polled every second): which hand-over a bin's dip follows.
+	LeaderMoves []string `json:"leader_moves"`
 }
 
 // RestartSpan is one node's profile change.
@@ -570,16 +573,57 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 		return nil, reconf, err
 	}
 	start := now()
+	wctx, stopWatch := context.WithCancel(ctx)
+	var moves []string
+	var watch sync.WaitGroup
+	watch.Go(func() { moves = e.watchLeaders(wctx, start) })
 	reconf.Converged, reconf.Operators = e.converge(ctx)
 	// Not converged: a restart under way ends before the window (at most its bound), which would
 	// otherwise measure a node without its leaderships.
 	_ = benchutil.WaitFor(ctx, time.Minute, func() bool { return !e.restarting() })
 	reconf.TookS = now() - start
+	stopWatch()
+	watch.Wait()
+	reconf.LeaderMoves = moves
 	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
 	err = window("node_profiles", nil)
 	reconf.Restarts, reconf.Overlapping = e.restartsSince(start)
 	reconf.Plans = e.plans(ctx)
 	return arms, reconf, err
+}
+
+// watchLeaders polls the user ranges' leaders every second until ctx ends and returns their
+// changes, with the seconds since start.
+func (e *experiment) watchLeaders(ctx context.Context, start float64) []string {
+	var out []string
+	last := map[string]uint64{}
+	for ctx.Err() == nil {
+		if rs, err := e.userRanges(ctx); err == nil {
+			for name, leader := range rangeNames(rs) {
+				if was, ok := last[name]; ok && was != leader {
+					out = append(out, fmt.Sprintf("%.0fs %s n%d→n%d", now()-start, name, was, leader))
+				}
+				last[name] = leader
+			}
+		}
+		if stopper.SleepContext(ctx, time.Second) != nil {
+			break
+		}
+	}
+	return out
+}
+
+// rangeNames are the user ranges' leaders by name, tenant/index by start key.
+func rangeNames(rs []*pb.RangeStatus) map[string]uint64 {
+	slices.SortFunc(rs, func(a, b *pb.RangeStatus) int { return bytes.Compare(a.Desc.StartKey, b.Desc.StartKey) })
+	out := map[string]uint64{}
+	ordinal := map[string]int{}
+	for _, r := range rs {
+		tenant, _, _ := strings.Cut(string(r.Desc.StartKey), "/")
+		out[fmt.Sprintf("%s/%d", tenant, ordinal[tenant])] = r.LeaderNodeId
+		ordinal[tenant]++
+	}
+	return out
 }
 
 // plans are node_profiles' plans, profile changes and waits as its decision log states them.
@@ -732,13 +776,9 @@ func (e *experiment) engines(ctx context.Context) map[uint64]*NodeEngine {
 	if err != nil {
 		return out
 	}
-	slices.SortFunc(rs, func(a, b *pb.RangeStatus) int { return bytes.Compare(a.Desc.StartKey, b.Desc.StartKey) })
-	ordinal := map[string]int{}
-	for _, r := range rs {
-		tenant, _, _ := strings.Cut(string(r.Desc.StartKey), "/")
-		name := fmt.Sprintf("%s/%d", tenant, ordinal[tenant])
-		ordinal[tenant]++
-		if ne := out[r.LeaderNodeId]; ne != nil {
+	names := rangeNames(rs)
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if ne := out[names[name]]; ne != nil {
 			ne.Leads = append(ne.Leads, name)
 		}
 	}

@@ -50,7 +50,7 @@ func TestWaitWarm(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeNode{seen: tc.seen}
-			_, err := waitWarm(f.wait, tc.ref, tc.refKnown)
+			_, err := waitWarm(f.wait, tc.ref, tc.refKnown, WarmWait)
 			if (err == nil) != tc.warm {
 				t.Errorf("warm = %v (%v), want %v", err == nil, err, tc.warm)
 			}

@@ -20,7 +20,7 @@
 //     with it (Pebble applies a block size to the tables it writes; the thesis runs a major
 //     compaction after each reconfiguration) — as a follower, its leaderships still elsewhere, and
 //     reported as a heavy manual_compaction task, so that no policy hands it one meanwhile;
-//  5. it waits (at most WarmWait) until the shed ranges' live read hints reach it and, where
+//  5. it waits (at most ReturnWarmWait) until the shed ranges' live read hints reach it and, where
 //     measurable, its replays hit its cache about as often as their leaders' reads hit theirs, then
 //     takes back the leaderships it shed, but the meta range's: the autopilot runs on its leader,
 //     and taking it back would move the autopilot (and its policies' memory) once more.
