@@ -410,15 +410,27 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 	}
 }
 
+// turnPage is page for a prefetch of a piece on node: in that node's disk turn (diskTurns). The
+// pacing counts from before the wait, so a turn taken late does not push the prefetch's schedule.
+func (s *Service) turnPage(ctx context.Context, node uint64, cursor, end []byte, limit int) (*pb.ScanResponse, *pb.RangeDescriptor, error) {
+	release, err := s.turns.take(ctx, node)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer release()
+	return s.page(ctx, cursor, end, limit)
+}
+
 // fetch reads piece p into the copy under key at rate, on the range's leader, in pages of about
-// chunkTime at that rate (pace.go).
+// chunkTime at that rate and at least prefetchPageBytes, in its node's disk turn (pace.go).
 func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 	pace := newPacer(rate, s.cfg.PageRows)
+	pace.minBytes = prefetchPageBytes
 	cursor := bytes.Clone(p.start)
 	var read int64
 	for {
 		began := time.Now()
-		resp, desc, err := s.page(ctx, cursor, p.end, pace.rows())
+		resp, desc, err := s.turnPage(ctx, p.node, cursor, p.end, pace.rows())
 		if err != nil {
 			s.copies.drop(key, shortFailed)
 			return

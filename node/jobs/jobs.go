@@ -204,6 +204,8 @@ type Service struct {
 	sizes   map[string]float64            // piece → the bytes a run or prefetch last read of it
 
 	copies *sideCache
+	// turns: one prefetch page at a time on each node's disk (pace.go).
+	turns diskTurns
 
 	onTime, late, failed, abandoned, rows, bytes   atomic.Uint64
 	refused, prefetches, prefetchBytes, cacheBytes atomic.Uint64

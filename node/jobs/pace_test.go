@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -51,4 +53,83 @@ func TestPacerPageRows(t *testing.T) {
 			t.Errorf("rate %d, rows of %v bytes: %d rows a page, want %d", tc.rate, tc.rowBytes, got, tc.want)
 		}
 	}
+}
+
+// TestPacerPrefetchPages: a prefetch's pages are at least prefetchPageBytes once its rows are
+// measured (a planned rate of 0.5 MB/s would read 48-row pages), larger at a rate above it, and still
+// metered at its rate: the page's bytes set when the next begins.
+func TestPacerPrefetchPages(t *testing.T) {
+	p := newPacer(501_600, 1000)
+	p.minBytes = prefetchPageBytes
+	if got := p.rows(); got != minChunkRows {
+		t.Fatalf("first page %d rows, want %d (the rows' size unknown)", got, minChunkRows)
+	}
+	p.rowBytes = 1045
+	if got := p.rows(); got != 125 {
+		t.Fatalf("0.5 MB/s in rows of 1045 bytes: %d rows a page, want 125 (128 KiB)", got)
+	}
+	fast := newPacer(6<<20, 1000)
+	fast.minBytes, fast.rowBytes = prefetchPageBytes, 1024
+	if got := fast.rows(); got != 614 {
+		t.Fatalf("6 MiB/s: %d rows a page, want 614 (chunkTime at the rate)", got)
+	}
+	began := time.Now()
+	p.next = began
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the wait returns at once; its schedule is still set
+	_ = p.wait(ctx, began, 125*1045, 125)
+	if d := p.next.Sub(began); d < 259*time.Millisecond || d > 262*time.Millisecond {
+		t.Fatalf("a 128-KiB page at 0.5 MB/s set the next page %v later, want about 260 ms", d)
+	}
+}
+
+// One prefetch page at a time reads from a node's disk; pages on other nodes go on beside it, and a
+// page whose context ends while it waits gives up its wait.
+func TestDiskTurns(t *testing.T) {
+	var turns diskTurns
+	ctx := context.Background()
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release, err := turns.take(ctx, 1)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := inside.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(5 * time.Millisecond)
+			inside.Add(-1)
+			release()
+		}()
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Fatalf("%d pages read node 1's disk at once, want 1", most.Load())
+	}
+
+	release, err := turns.take(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := turns.take(ctx, 2)
+	if err != nil {
+		t.Fatalf("node 2's turn waited for node 1's: %v", err)
+	}
+	other()
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := turns.take(short, 1); err == nil {
+		t.Fatal("a second page on node 1 got a turn while the first held it")
+	}
+	release()
+	again, err := turns.take(ctx, 1)
+	if err != nil {
+		t.Fatalf("node 1's turn after its release: %v", err)
+	}
+	again()
 }

@@ -275,6 +275,8 @@ func (s *Service) fromCopy(ctx context.Context, pr *pieceRead, cursor []byte, si
 		if len(rows) > seen {
 			grew = time.Now()
 		}
+		// The cursor moves once a batch, not once a row: it is only where the disk takes over.
+		var last []byte
 		for _, kv := range rows[seen:] {
 			if bytes.Compare(kv.Key, cursor) < 0 {
 				continue
@@ -284,7 +286,10 @@ func (s *Service) fromCopy(ctx context.Context, pr *pieceRead, cursor []byte, si
 			}
 			n += int64(len(kv.Key) + len(kv.Value))
 			count++
-			cursor = append(bytes.Clone(kv.Key), 0)
+			last = kv.Key
+		}
+		if last != nil {
+			cursor = append(bytes.Clone(last), 0)
 		}
 		seen = len(rows)
 		if done {
