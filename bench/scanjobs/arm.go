@@ -40,6 +40,11 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	if err := setUp(ctx, c, cl, o); err != nil {
 		return a, err
 	}
+	// The load and the compaction starve the host for seconds, and leaders it cannot keep are elected
+	// elsewhere: each arm starts from the same placement.
+	if a.LeadersReplaced, err = placeLeaders(ctx, cl, o); err != nil {
+		return a, err
+	}
 	o.Progress(strategy + ": loaded; foreground on")
 	fg := startForeground(ctx, cl, o)
 	defer fg.stop()
@@ -53,6 +58,9 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 	// The first runs are due as the jobs are added, before any plan could read ahead, and under a
 	// heavy mix their reads on demand reach into the next period: the window starts two periods later.
 	stopper.SleepContext(ctx, time.Until(added.Add(2*o.Period)))
+	if _, a.LeadersMovedBefore, err = spanLeaders(ctx, cl, o); err != nil {
+		return a, err
+	}
 	from := time.Now()
 	fg.reset()
 	until, err := a.measureWindow(ctx, c, cl, o, fg, from)
@@ -116,6 +124,9 @@ func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *clien
 	a.PeriodP99Ms = fg.partP99()
 	a.PeakReadBytesPerSec, a.MeanReadBytesPerSec, a.ReadBytes = dk.peak, dk.mean, dk.total
 	a.PeakNode, a.PeakSecond, a.Top5, a.Top = dk.node+1, dk.second, dk.top5(), dk.top()
+	if p := peakLessOther(dk.seconds); p.Node > 0 {
+		a.PeakLessOther, a.PeakLessOtherNode, a.PeakLessOtherSecond = p.Disk-p.Other, p.Node, p.Second
+	}
 	a.Seconds = dk.seconds
 	a.Compactions = compactions(c, from, until)
 	var err error
@@ -352,6 +363,18 @@ type Second struct {
 	Prefetch   float64 `json:"prefetch"`
 	Runs       float64 `json:"runs"`
 	DemandRuns float64 `json:"demand_runs"`
+}
+
+// peakLessOther is the node-second whose disk read the most less its Other (compactions' reads);
+// zero without any.
+func peakLessOther(seconds []Second) Second {
+	var best Second
+	for _, s := range seconds {
+		if best.Node == 0 || s.Disk-s.Other > best.Disk-best.Other {
+			best = s
+		}
+	}
+	return best
 }
 
 // top are the five highest node-seconds.

@@ -151,6 +151,13 @@ type Arm struct {
 	Top5       []float64 `json:"top5"`
 	// Top are those five seconds with their reads by source.
 	Top []Second `json:"top"`
+	// PeakLessOther is the highest node-second of the disk's reads less its Other (compactions',
+	// flushes' and snapshots' reads): the foreground's and the jobs' blocks alone, the chapter's
+	// inter-tier transfers plus the foreground. Not the goal's figure (that is the disk's peak, every
+	// reader included); it says how much of a peak a compaction beside it made.
+	PeakLessOther       float64 `json:"peak_less_other"`
+	PeakLessOtherNode   int     `json:"peak_less_other_node"`
+	PeakLessOtherSecond int     `json:"peak_less_other_second"`
 	// JobsPeak is the most one node's disk gave the jobs' prefetches and runs in one second under a
 	// plan (bytes of keys and values, as the plan counts them: its blocks carry more).
 	JobsPeak float64 `json:"jobs_peak"`
@@ -176,9 +183,13 @@ type Arm struct {
 	PlanBound      float64          `json:"plan_bound"`
 	WorstPlan      *jobs.PlanRecord `json:"worst_plan,omitempty"`
 	// SpanLeaders is each span's leader at the end of the window, LeadersMoved how many are not where
-	// setUp placed them (span s on node s mod Nodes + 1).
-	SpanLeaders  []uint64 `json:"span_leaders"`
-	LeadersMoved int      `json:"leaders_moved"`
+	// setUp placed them (span s on node s mod Nodes + 1). LeadersReplaced is how many had moved by
+	// the end of setUp (its load and compaction) and were transferred back before the foreground
+	// began; LeadersMovedBefore how many were off their place again at the window's start.
+	SpanLeaders        []uint64 `json:"span_leaders"`
+	LeadersMoved       int      `json:"leaders_moved"`
+	LeadersReplaced    int      `json:"leaders_replaced"`
+	LeadersMovedBefore int      `json:"leaders_moved_before"`
 	// NodeBlockRoomMB is each node's block cache room for blocks at the end of the window as its
 	// engine measures it (the cache less the memtables charged to it), NodeHitRatio the share of its
 	// block lookups in the window the cache served.
@@ -256,8 +267,9 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 		if err != nil {
 			return rep, fmt.Errorf("arm %s: %w", s, err)
 		}
-		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s, %d MiB read, p99 %.1f ms, CPU %.2f s/s (others %.2f), %d span leaders moved", s,
-			a.RunsOnTime, a.RunsDue, a.PeakReadBytesPerSec/(1<<20), a.ReadBytes>>20, a.P99Ms, a.CPUSeconds, a.OtherCPUSeconds, a.LeadersMoved))
+		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s (%.1f without compactions), %d MiB read, p99 %.1f ms, CPU %.2f s/s (others %.2f), span leaders moved %d/%d/%d (set-up, before, end)", s,
+			a.RunsOnTime, a.RunsDue, a.PeakReadBytesPerSec/(1<<20), a.PeakLessOther/(1<<20), a.ReadBytes>>20, a.P99Ms, a.CPUSeconds, a.OtherCPUSeconds,
+			a.LeadersReplaced, a.LeadersMovedBefore, a.LeadersMoved))
 		rep.Arms = append(rep.Arms, a)
 	}
 	rep.LoadAvg[1] = loadAvg()
@@ -408,6 +420,45 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 	return nil
 }
 
+// placeLeaders transfers each span's leadership back to the node setUp placed it on where it has
+// moved, and returns how many it moved back. Transfers that fail are left as they are: the report's
+// counts of moved leaders say so.
+func placeLeaders(ctx context.Context, cl *client.Client, o Options) (int, error) {
+	leaders, _, err := spanLeaders(ctx, cl, o)
+	if err != nil {
+		return 0, err
+	}
+	rs, err := cl.Ranges(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ranges: %w", err)
+	}
+	moved := 0
+	for _, s := range misplaced(leaders, o.Nodes) {
+		for _, r := range rs {
+			if string(r.GetDesc().GetStartKey()) != spanStart(s) {
+				continue
+			}
+			if err := cl.TransferLeader(ctx, r.GetDesc().GetRangeId(), uint64(s%o.Nodes)+1); err != nil {
+				o.Progress(fmt.Sprintf("leader of span %d not moved back: %v", s, err))
+				continue
+			}
+			moved++
+		}
+	}
+	return moved, nil
+}
+
+// misplaced lists the spans whose leader (0: unknown) is not node s mod nodes + 1.
+func misplaced(leaders []uint64, nodes int) []int {
+	var out []int
+	for s, l := range leaders {
+		if l != uint64(s%nodes)+1 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // spanLeaders returns, per span, the node leading its range (0 if unknown), and how many spans are
 // led elsewhere than setUp placed them.
 func spanLeaders(ctx context.Context, cl *client.Client, o Options) ([]uint64, int, error) {
@@ -415,16 +466,13 @@ func spanLeaders(ctx context.Context, cl *client.Client, o Options) ([]uint64, i
 	if err != nil {
 		return nil, 0, fmt.Errorf("ranges: %w", err)
 	}
-	out, moved := make([]uint64, o.Spans), 0
+	out := make([]uint64, o.Spans)
 	for s := range out {
 		for _, r := range rs {
 			if string(r.GetDesc().GetStartKey()) == spanStart(s) {
 				out[s] = r.LeaderNodeId
 			}
 		}
-		if out[s] != uint64(s%o.Nodes)+1 {
-			moved++
-		}
 	}
-	return out, moved, nil
+	return out, len(misplaced(out, o.Nodes)), nil
 }

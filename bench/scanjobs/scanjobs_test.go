@@ -133,3 +133,28 @@ func TestPeriodP99(t *testing.T) {
 		t.Fatalf("window p99 %v, want 5", p99)
 	}
 }
+
+// TestPeakLessOther: the peak without compactions is the node-second with the most reads less their
+// Other, not the disk's peak second less its own Other.
+func TestPeakLessOther(t *testing.T) {
+	if p := peakLessOther(nil); p.Node != 0 {
+		t.Fatalf("no seconds gave %+v", p)
+	}
+	secs := []Second{
+		{Node: 1, Second: 3, Disk: 4e6, Other: 1.5e6}, // the disk's peak, beside a compaction: 2.5e6
+		{Node: 2, Second: 5, Disk: 3e6, Other: 0},     // the highest without one
+		{Node: 3, Second: 3, Disk: 2e6, Other: 0.1e6},
+	}
+	if p := peakLessOther(secs); p.Node != 2 || p.Second != 5 || p.Disk-p.Other != 3e6 {
+		t.Fatalf("peak less other %+v, want node 2's 3e6 at second 5", p)
+	}
+}
+
+// TestMisplaced: span s belongs on node s mod nodes + 1; an unknown leader (0) is misplaced too.
+func TestMisplaced(t *testing.T) {
+	got := misplaced([]uint64{1, 2, 3, 1, 1, 0}, 3)
+	want := []int{4, 5}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("misplaced %v, want %v", got, want)
+	}
+}
