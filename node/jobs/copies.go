@@ -410,17 +410,6 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 	}
 }
 
-// turnPage is page for a prefetch of a piece on node: in that node's disk turn (diskTurns). The
-// pacing counts from before the wait, so a turn taken late does not push the prefetch's schedule.
-func (s *Service) turnPage(ctx context.Context, node uint64, cursor, end []byte, limit int) (*pb.ScanResponse, *pb.RangeDescriptor, error) {
-	release, err := s.turns.take(ctx, node)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer release()
-	return s.page(ctx, cursor, end, limit)
-}
-
 // fetch reads piece p into the copy under key at rate, on the range's leader, in pages of about
 // chunkTime at that rate and at least prefetchPageBytes, in its node's disk turn (pace.go).
 func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {

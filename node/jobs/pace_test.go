@@ -2,10 +2,14 @@ package jobs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shoaldb/shoal/pb"
 )
 
 // TestPacerNoCatchUp: pages are sized to the rate, and a stream that fell behind goes on at its
@@ -132,4 +136,50 @@ func TestDiskTurns(t *testing.T) {
 		t.Fatalf("node 1's turn after its release: %v", err)
 	}
 	again()
+}
+
+// failingScans fails a range's first scans, as a range being elected does, and says when each did.
+type failingScans struct {
+	*fakeRanges
+	fails  int
+	failed chan struct{}
+}
+
+func (f *failingScans) Scan(ctx context.Context, req *pb.ScanRequest) (*pb.ScanResponse, error) {
+	f.mu.Lock()
+	fail := f.fails > 0
+	f.fails--
+	f.mu.Unlock()
+	if fail {
+		f.failed <- struct{}{}
+		return nil, errors.New("no leader yet")
+	}
+	return f.fakeRanges.Scan(ctx, req)
+}
+
+// A prefetch page holds its node's disk turn for each attempt, not through the backoff between
+// them: another prefetch of the node reads while the first waits for its range.
+func TestTurnPageBackoffOutOfTurn(t *testing.T) {
+	f := &failingScans{fakeRanges: newFakeRanges(10), fails: 1, failed: make(chan struct{}, 1)}
+	s := New(Config{}, Deps{Ranges: f})
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		resp, _, err := s.turnPage(ctx, 1, []byte("k"), []byte("l"), 5)
+		if err == nil && len(resp.Kvs) != 5 {
+			err = fmt.Errorf("%d rows, want 5", len(resp.Kvs))
+		}
+		done <- err
+	}()
+	<-f.failed
+	short, cancel := context.WithTimeout(ctx, 40*time.Millisecond) // the backoff is 50 ms
+	defer cancel()
+	release, err := s.turns.take(short, 1)
+	if err != nil {
+		t.Fatalf("node 1's turn held through the failed page's backoff: %v", err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

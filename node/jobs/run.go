@@ -355,6 +355,13 @@ func (s *Service) keep(pr *pieceRead, cursor []byte, resp *pb.ScanResponse, desc
 // page reads up to limit rows of [cursor, end) from the range holding cursor, on its leader, through
 // the range layer's ordinary scan; it returns the answer and the range that served it.
 func (s *Service) page(ctx context.Context, cursor, end []byte, limit int) (*pb.ScanResponse, *pb.RangeDescriptor, error) {
+	return s.turnPage(ctx, 0, cursor, end, limit)
+}
+
+// turnPage is page for a prefetch of a piece on node (0: none), each attempt in that node's disk turn
+// (diskTurns) and the backoff between attempts out of it, so that a range being elected or moved
+// holds up no other prefetch of the node.
+func (s *Service) turnPage(ctx context.Context, node uint64, cursor, end []byte, limit int) (*pb.ScanResponse, *pb.RangeDescriptor, error) {
 	// Labelled as the jobs' reads, here and on the leader it is forwarded to: its engine counts their
 	// blocks apart, so the foreground's hit ratio is measured without them.
 	ctx = kv.JobRead(ctx)
@@ -376,6 +383,12 @@ func (s *Service) page(ctx context.Context, cursor, end []byte, limit int) (*pb.
 		}
 		req := &pb.ScanRequest{Header: &pb.RequestHeader{RangeId: desc.RangeId}, Start: cursor, End: minEnd(desc.EndKey, end), Limit: int64(limit)}
 		var resp *pb.ScanResponse
+		release := func() {}
+		if node != 0 {
+			if release, err = s.turns.take(ctx, node); err != nil {
+				return nil, nil, err
+			}
+		}
 		err = s.deps.Ranges.OnLeader(ctx, desc.RangeId, func(*replica.Replica) error {
 			r, err := s.deps.Ranges.Scan(ctx, req)
 			if err != nil {
@@ -391,6 +404,7 @@ func (s *Service) page(ctx context.Context, cursor, end []byte, limit int) (*pb.
 			resp = r
 			return r.Error, nil
 		})
+		release()
 		if err != nil {
 			lastErr = err
 			if code := kv.ToPBError(err).Code; code == pb.ErrorCode_INVALID_ARGUMENT || ctx.Err() != nil {
