@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +12,13 @@ import (
 	"time"
 )
 
-// TestMain removes the shoal binary the process-level suites share (shoalBinary) once every test ran.
+// TestMain keeps the in-process nodes' logs to warnings and errors unless SHOAL_TEST_LOG=info (at
+// info, the suite's nodes print tens of thousands of lines, and a failing test's message drowns in
+// them), and removes the shoal binary the process-level suites share (shoalBinary) once every test ran.
 func TestMain(m *testing.M) {
+	if os.Getenv("SHOAL_TEST_LOG") != "info" {
+		slog.SetLogLoggerLevel(slog.LevelWarn)
+	}
 	code := m.Run()
 	if builtDir != "" {
 		os.RemoveAll(builtDir)
