@@ -220,7 +220,7 @@ func profileOf(n *model.Node) profileplan.Class {
 // Propose implements Policy.
 func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) []*operator.Operator {
 	restarting := map[uint64]bool{}
-	moves := 0
+	moves, copies := 0, 0
 	for _, op := range pending {
 		for _, s := range op.Steps {
 			if sp, ok := s.(operator.SetProfile); ok {
@@ -229,6 +229,9 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 		}
 		if op.Policy == NameNodeProfiles && op.Kind != operator.KindSetProfile {
 			moves++
+		}
+		if op.Policy == NameNodeProfiles && op.Kind == operator.KindMoveReplica {
+			copies++
 		}
 	}
 	hold, waiting := p.hold(c, restarting)
@@ -255,7 +258,7 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 			restarting[id] = true
 		}
 	}
-	for _, op := range p.place(c, v, restarting, p.cfg.MaxMoves-moves) {
+	for _, op := range p.place(c, v, restarting, p.cfg.MaxMoves-moves, copies == 0) {
 		ops = append(ops, op)
 		v.add(op)
 	}
@@ -792,8 +795,11 @@ func fraction(x, total float64) float64 {
 }
 
 // place proposes up to budget operators that move leaderships to their planned nodes, busiest
-// ranges first, each to a node that already runs its planned profile and is not restarting.
-func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bool, budget int) []*operator.Operator {
+// ranges first, each to a node that already runs its planned profile and is not restarting. A
+// replica move only when snapshot is true (none in flight): its snapshot is read from the leader's disk and
+// written to the target's, and two at once from the node leading tenant C's hot range took C from
+// 165 to 82 ops/s for the 20 s they ran.
+func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bool, budget int, snapshot bool) []*operator.Operator {
 	if budget <= 0 {
 		return nil
 	}
@@ -839,9 +845,13 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 		why := fmt.Sprintf("r%d is %s (%s): lead it on n%d (profile %s) rather than n%d (profile %s)",
 			r.ID, cl, mixText(p.smooth[r.ID].Mix()), to, p.profile[to], r.Leader, profileOf(c.Node(r.Leader)))
 		var op *operator.Operator
-		if r.IsVoter(to) {
+		switch {
+		case r.IsVoter(to):
 			op = operator.NewTransferLeader(NameNodeProfiles, c.Now, r, to, why)
-		} else {
+		case !snapshot:
+			continue
+		default:
+			snapshot = false
 			op = operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, r.Leader, to, why+"; move its leader's replica there")
 			p.moved[r.ID] = c.Now
 		}

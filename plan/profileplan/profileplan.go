@@ -288,8 +288,11 @@ func Merge(c Class, groups map[Class]int) Class {
 }
 
 // LPT spreads ranges over nodes: heaviest first, each to the least loaded node that holds fewer than
-// max ranges (Alg. 2; max = ⌈ranges/nodes⌉ balances the count as well as the load). It returns each
-// node's ranges in nodes' order.
+// max ranges (Alg. 2; max = ⌈ranges/nodes⌉ balances the count as well as the load). The cap yields
+// where keeping it would put a range on a node already above the mean load while another node,
+// with it, stays at or below the mean: a hot range's node then leads it alone. Capped, the fifth
+// read range went beside tenant C's hot range (95 of the group's 146 units) and its writes took
+// that node's disk from C's reads. It returns each node's ranges in nodes' order.
 func LPT(ranges []Range, nodes int, max int) ([][]uint64, []float64) {
 	if nodes <= 0 {
 		return nil, nil
@@ -297,6 +300,11 @@ func LPT(ranges []Range, nodes int, max int) ([][]uint64, []float64) {
 	if max <= 0 {
 		max = (len(ranges) + nodes - 1) / nodes
 	}
+	total := 0.0
+	for _, r := range ranges {
+		total += r.Mix.Cost()
+	}
+	mean := total / float64(nodes)
 	rs := slices.Clone(ranges)
 	slices.SortStableFunc(rs, func(a, b Range) int {
 		if c := cmp.Compare(b.Mix.Cost(), a.Mix.Cost()); c != 0 {
@@ -312,8 +320,12 @@ func LPT(ranges []Range, nodes int, max int) ([][]uint64, []float64) {
 				best = i
 			}
 		}
-		if best < 0 { // every node at the cap: a cap below ⌈ranges/nodes⌉ cannot hold them all
-			best = slices.Index(load, slices.Min(load))
+		least := slices.Index(load, slices.Min(load))
+		switch {
+		case best < 0: // every node at the cap: a cap below ⌈ranges/nodes⌉ cannot hold them all
+			best = least
+		case load[best] > mean && load[least]+r.Mix.Cost() <= mean:
+			best = least
 		}
 		out[best], load[best] = append(out[best], r.ID), load[best]+r.Mix.Cost()
 	}
@@ -494,10 +506,22 @@ func place(as []Assignment, r Range, c Class) {
 		return
 	}
 	limit := max(top, as[best].Load+r.Mix.Cost()) * (1 + VoterSlack)
-	if voter >= 0 && as[voter].Load+r.Mix.Cost() <= limit {
+	if voter >= 0 && as[voter].Load+r.Mix.Cost() <= limit && !soleTop(as, voter) {
 		best = voter
 	}
 	as[best].Ranges, as[best].Load = append(as[best].Ranges, r.ID), as[best].Load+r.Mix.Cost()
+}
+
+// soleTop reports whether as[i] alone carries its group's highest load. It takes no range for the
+// voter it holds (VoterSlack): a few units more there went beside the group's hot range, whose
+// node's disk the small range's writes then shared (tenant A's range beside C's hot one halved C).
+func soleTop(as []Assignment, i int) bool {
+	for j, a := range as {
+		if j != i && a.Profile == as[i].Profile && a.Load >= as[i].Load {
+			return false
+		}
+	}
+	return true
 }
 
 // preferVoters moves each range whose planned node holds no voter of it to the least loaded node of
@@ -520,7 +544,7 @@ func preferVoters(as []Assignment, ranges []Range) []Assignment {
 			best := -1
 			for j := range as {
 				if j == i || as[j].Profile != as[i].Profile || !slices.Contains(r.Voters, as[j].Node) ||
-					as[j].Load+r.Mix.Cost() > top[as[i].Profile]*(1+VoterSlack) {
+					as[j].Load+r.Mix.Cost() > top[as[i].Profile]*(1+VoterSlack) || soleTop(as, j) {
 					continue
 				}
 				if best < 0 || as[j].Load < as[best].Load {

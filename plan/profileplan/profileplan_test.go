@@ -124,7 +124,8 @@ func TestGroups(t *testing.T) {
 	}
 }
 
-// LPT keeps its cap and stays within Graham's 4/3 of the optimal makespan (checked by brute force on
+// LPT keeps its cap — but on a node left at or below the mean load, rather than a range beside a
+// node above it — and stays within Graham's 4/3 of the optimal makespan (checked by brute force on
 // small random instances).
 func TestLPT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -147,10 +148,14 @@ func TestLPT(t *testing.T) {
 		if placed != n {
 			t.Fatalf("trial %d: %d ranges assigned of %d", trial, placed, n)
 		}
-		capped, _ := LPT(rs, k, 0)
-		for _, s := range capped {
-			if len(s) > (n+k-1)/k {
-				t.Fatalf("trial %d: %d ranges on a node, cap %d", trial, len(s), (n+k-1)/k)
+		capped, cloads := LPT(rs, k, 0)
+		total := 0.0
+		for _, r := range rs {
+			total += r.Mix.Cost()
+		}
+		for i, s := range capped {
+			if len(s) > (n+k-1)/k && cloads[i] > total/float64(k)+1e-9 {
+				t.Fatalf("trial %d: %d ranges on a node, cap %d, its load %v above the mean %v", trial, len(s), (n+k-1)/k, cloads[i], total/float64(k))
 			}
 		}
 	}
@@ -441,4 +446,22 @@ func makeOnDefault(t *testing.T, rs []Range, n int) Plan {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A hot range's node leads it alone: the cap (⌈5/2⌉ = 3) gives way rather than put a fifth range
+// beside it, and a reclassified range with a voter there goes to the other node of its group.
+func TestLPTKeepsAHotRangeAlone(t *testing.T) {
+	read := func(id uint64, q float64, voters ...uint64) Range {
+		return Range{ID: id, Mix: Mix{Reads: q}, Voters: voters}
+	}
+	rs := []Range{read(1, 95), read(2, 15), read(3, 14), read(4, 12), read(5, 10)}
+	sets, loads := LPT(rs, 2, 0)
+	if !slices.Equal(sets[0], []uint64{1}) || len(sets[1]) != 4 {
+		t.Fatalf("LPT %v (loads %v): want r1 alone", sets, loads)
+	}
+	as := []Assignment{{Node: 1, Profile: Read, Ranges: []uint64{1}, Load: 95}, {Node: 2, Profile: Read, Ranges: []uint64{2, 3}, Load: 29}}
+	place(as, read(6, 7, 1, 3), Read)
+	if len(as[0].Ranges) != 1 {
+		t.Fatalf("placed beside the hot range: %+v", as)
+	}
 }
