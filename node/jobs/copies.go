@@ -414,7 +414,7 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 // chunkTime at that rate and at least prefetchPageBytes, in its node's disk turn (pace.go).
 func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 	pace := newPacer(rate, s.cfg.PageRows)
-	pace.minBytes = prefetchPageBytes
+	pace.minBytes, pace.phase = prefetchPageBytes, phaseOf(key)
 	cursor := bytes.Clone(p.start)
 	var read int64
 	for {

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -37,6 +38,10 @@ type pacer struct {
 	next     time.Time // when the next page may begin
 	rowBytes float64   // the mean bytes of a row read so far (0: none read yet)
 	minBytes float64   // the least a page asks for once rows are measured (0: chunkTime at the rate)
+	// phase, in (0, 1], sizes the second page (the first sized by rows): that fraction of the others,
+	// so that streams begun together at one rate read their pages at different moments (0: whole).
+	phase float64
+	pages int // pages recorded so far
 }
 
 func newPacer(rate int64, maxRows int) *pacer {
@@ -52,12 +57,17 @@ func (p *pacer) rows() int {
 		return min(p.maxRows, minChunkRows) // the first page measures the rows
 	}
 	want := max(p.rate*chunkTime.Seconds(), p.minBytes)
-	return min(p.maxRows, max(minChunkRows, int(want/p.rowBytes)))
+	n := min(p.maxRows, max(minChunkRows, int(want/p.rowBytes)))
+	if p.pages == 1 && p.phase > 0 && p.phase < 1 {
+		return max(1, int(float64(n)*p.phase))
+	}
+	return n
 }
 
 // wait records a page of n bytes in rows rows that began at began, and sleeps until the next page
 // may begin: the page's bytes at the rate after the later of its own beginning and its slot.
 func (p *pacer) wait(ctx context.Context, began time.Time, n int64, rows int) error {
+	p.pages++
 	if rows > 0 && n > 0 {
 		cur := float64(n) / float64(rows)
 		if p.rowBytes == 0 {
@@ -74,6 +84,17 @@ func (p *pacer) wait(ctx context.Context, began time.Time, n int64, rows int) er
 	}
 	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
 	return stopper.SleepContext(ctx, time.Until(p.next))
+}
+
+// phaseOf is a prefetch's page phase (pacer.phase) from its copy's key. The scenario's plans begin a
+// node's four prefetches in one slot at one rate: whole pages would come in lockstep, each burst four
+// pages long, and with turns still one after another: the device's banked idle time (10 ms of its
+// bandwidth) spent at once, and a foreground read then waiting at the disk's rate. Spread, each page
+// alone leaves most of the bank to the foreground. From the key, not at random, so a re-plan keeps it.
+func phaseOf(key string) float64 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return float64(h.Sum32()%1000+1) / 1000
 }
 
 // diskTurns lets one prefetch page at a time read from each node's disk. A page's blocks go to the

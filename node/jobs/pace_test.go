@@ -183,3 +183,30 @@ func TestTurnPageBackoffOutOfTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A prefetch's second page is its phase's fraction of a page, the others whole: streams begun
+// together read their pages at different moments, each still at its rate. A phase comes from the
+// copy's key, in (0, 1].
+func TestPacerPhase(t *testing.T) {
+	p := newPacer(501_600, 1000)
+	p.minBytes, p.phase, p.rowBytes = prefetchPageBytes, 0.3, 1045
+	p.pages = 1
+	if got := p.rows(); got != 37 {
+		t.Fatalf("second page %d rows, want 37 (0.3 of 125)", got)
+	}
+	p.pages = 2
+	if got := p.rows(); got != 125 {
+		t.Fatalf("third page %d rows, want 125", got)
+	}
+	seen := map[float64]bool{}
+	for _, k := range []string{"c/job01@1/s0", "c/job02@1/s1", "c/job03@1/s2", "c/job04@1/s3"} {
+		ph := phaseOf(k)
+		if ph <= 0 || ph > 1 || ph != phaseOf(k) {
+			t.Fatalf("phase of %q: %v", k, ph)
+		}
+		seen[ph] = true
+	}
+	if len(seen) < 3 {
+		t.Fatalf("four keys gave %d phases", len(seen))
+	}
+}
