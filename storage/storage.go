@@ -200,18 +200,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	marker := filepath.Join(dir, markerFile)
-	_, statErr := os.Stat(marker)
-	exists := statErr == nil
-	if !exists {
-		if !opts.CreateIfMissing {
-			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-				return nil, fmt.Errorf("data directory %s is not empty but has no %s marker: it is not a Shoal store or it is corrupt; refusing to start (move it away to start fresh)", dir, markerFile)
-			}
-			return nil, fmt.Errorf("%w in %s: start with --bootstrap (new cluster) or --join (an existing cluster, or a new one that `shoal init` creates) to create one", ErrNoStore, dir)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create data directory %s: %w", dir, err)
-		}
+	exists, err := prepareDir(dir, marker, opts.CreateIfMissing)
+	if err != nil {
+		return nil, err
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -235,30 +226,8 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
-	po := &pebble.Options{
-		Cache:                       cache,
-		MemTableSize:                opts.MemTableBytes,
-		L0CompactionThreshold:       4,
-		L0StopWritesThreshold:       24,
-		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
-		ErrorIfNotExists:            exists,
-		FS:                          fs,
-		EventListener:               e.eventListener(),
-		Logger:                      quietLogger{},
-		FormatMajorVersion:          pebble.FormatNewest,
-		MemTableStopWritesThreshold: 4,
-		LBaseMaxBytes:               opts.LBaseMaxBytes,
-	}
-	// Pebble fills the levels below from the first (doubling) and FlushSplitBytes from it (2×).
-	po.TargetFileSizes[0] = opts.TargetFileBytes
-	// Bloom filters on every level: a point read (a GET, a raft-log lookup) then skips the tables
-	// that cannot hold its key, instead of searching each L0 file's index.
-	for i := range po.Levels {
-		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-		if opts.BlockBytes > 0 {
-			po.Levels[i].BlockSize = opts.BlockBytes
-		}
-	}
+	po := pebbleOptions(opts, cache, fs, exists)
+	po.EventListener = e.eventListener()
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		lock.Close()
@@ -282,6 +251,52 @@ func Open(dir string, opts Options) (*Engine, error) {
 		}
 	}
 	return e, nil
+}
+
+// prepareDir says whether dir holds a store (its marker file exists); when it does not, it refuses
+// a directory with other files in it, and creates dir if create is set.
+func prepareDir(dir, marker string, create bool) (exists bool, err error) {
+	if _, err := os.Stat(marker); err == nil {
+		return true, nil
+	}
+	if !create {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			return false, fmt.Errorf("data directory %s is not empty but has no %s marker: it is not a Shoal store or it is corrupt; refusing to start (move it away to start fresh)", dir, markerFile)
+		}
+		return false, fmt.Errorf("%w in %s: start with --bootstrap (new cluster) or --join (an existing cluster, or a new one that `shoal init` creates) to create one", ErrNoStore, dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	return false, nil
+}
+
+// pebbleOptions are the engine's Pebble options for opts, without the event listener.
+func pebbleOptions(opts Options, cache *pebble.Cache, fs vfs.FS, exists bool) *pebble.Options {
+	po := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                opts.MemTableBytes,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
+		ErrorIfNotExists:            exists,
+		FS:                          fs,
+		Logger:                      quietLogger{},
+		FormatMajorVersion:          pebble.FormatNewest,
+		MemTableStopWritesThreshold: 4,
+		LBaseMaxBytes:               opts.LBaseMaxBytes,
+	}
+	// Pebble fills the levels below from the first (doubling) and FlushSplitBytes from it (2×).
+	po.TargetFileSizes[0] = opts.TargetFileBytes
+	// Bloom filters on every level: a point read (a GET, a raft-log lookup) then skips the tables
+	// that cannot hold its key, instead of searching each L0 file's index.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		if opts.BlockBytes > 0 {
+			po.Levels[i].BlockSize = opts.BlockBytes
+		}
+	}
+	return po
 }
 
 func writeMarker(path string) error {
