@@ -263,26 +263,33 @@ func Run(ctx context.Context, dir string, o Options) (*Report, error) {
 		return rep, err
 	}
 	if len(o.ValidateRates) > 0 {
-		vs, err := e.validate(ctx, o.ValidateRates)
-		if len(vs) > 0 {
-			for i := range rep.Fits {
-				if rep.Fits[i].Error != "" {
-					continue
-				}
-				var progress func(string)
-				if i == best {
-					progress = o.Progress
-				}
-				rep.Fits[i].Accuracy = accuracy(rep.Fits[i].Model, vs, o.Nodes, progress)
-			}
-			rep.Accuracy = rep.Fits[best].Accuracy
-			if nc := rep.NoCompaction; nc != nil && nc.Error == "" {
-				nc.Accuracy = accuracy(nc.Model, vs, o.Nodes, nil)
-			}
-		}
-		return rep, err
+		return rep, rep.validate(ctx, e, o, best)
 	}
 	return rep, nil
+}
+
+// validate runs the checks at o's rates and gives every fit, and the written one without its
+// compaction term, its accuracy on them (the checks done before an error count).
+func (rep *Report) validate(ctx context.Context, e *env, o Options, best int) error {
+	vs, err := e.validate(ctx, o.ValidateRates)
+	if len(vs) == 0 {
+		return err
+	}
+	for i := range rep.Fits {
+		if rep.Fits[i].Error != "" {
+			continue
+		}
+		var progress func(string)
+		if i == best {
+			progress = o.Progress
+		}
+		rep.Fits[i].Accuracy = accuracy(rep.Fits[i].Model, vs, o.Nodes, progress)
+	}
+	rep.Accuracy = rep.Fits[best].Accuracy
+	if nc := rep.NoCompaction; nc != nil && nc.Error == "" {
+		nc.Accuracy = accuracy(nc.Model, vs, o.Nodes, nil)
+	}
+	return err
 }
 
 // fit fits every candidate model to the report's probes, writes the chosen one into the report and
