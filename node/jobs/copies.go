@@ -411,10 +411,10 @@ func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time)
 }
 
 // fetch reads piece p into the copy under key at rate, on the range's leader, in pages of about
-// chunkTime at that rate and at least prefetchPageBytes, in its node's disk turn (pace.go).
+// chunkTime at that rate and at most prefetchBurst of its disk, in its node's disk turn (pace.go).
 func (s *Service) fetch(ctx context.Context, key string, p piece, rate int64) {
 	pace := newPacer(rate, s.cfg.PageRows)
-	pace.minBytes, pace.phase = prefetchPageBytes, phaseOf(key)
+	pace.maxBytes, pace.phase = float64(s.cfg.DiskBytesPerSec)*prefetchBurst.Seconds(), phaseOf(key)
 	cursor := bytes.Clone(p.start)
 	var read int64
 	for {

@@ -17,16 +17,14 @@ const chunkTime = 100 * time.Millisecond
 // minChunkRows is the fewest rows a paced page asks for (a page costs a request of its own).
 const minChunkRows = 16
 
-// prefetchPageBytes is the least a prefetch's page asks for: a page costs a request, a range lookup
-// and a new engine iterator (its index blocks looked up again) whatever its size, and on 1-KiB rows
-// through the nodes' scan path the CPU a megabyte costs falls from about 80 ms in 32-row pages to 52
-// in 128-row and 40 in 512-row ones. A prefetch at a planned rate of a few hundred kB/s would read
-// pages of 30–60 rows at chunkTime; its rows wait in a copy, not in a run, so it reads fewer, larger
-// pages at the same rate. 128 KiB is about 10 ms of the scenario's 12 MiB/s disk, and the disk queues
-// no more behind a larger page: the engine reads it block by block, each block one device request,
-// and prefetches take turns on a node's disk (diskTurns), so a foreground read waits behind at most
-// one block of theirs.
-const prefetchPageBytes = 128 << 10
+// prefetchBurst bounds a prefetch's page by what its node's disk reads in that time: the engine reads
+// a page block by block at the disk's speed, and a page of 10 ms of it (128 KiB at 12 MiB/s) spends
+// the device's banked idle time, so the foreground's misses after it wait at the disk's rate instead of
+// passing at once; pages of a few ms leave most of it. Pages stay about chunkTime at their rate below
+// that (at the scenario's 0.4–0.5 MB/s a prefetch, 48-row pages of 4 ms of its disk): a page costs a
+// request, a range lookup and an iterator whatever its size (1-KiB rows: about 80 ms of CPU a
+// megabyte in 32-row pages, 52 in 128-row ones), but that is CPU, not the disk the foreground waits on.
+const prefetchBurst = 4 * time.Millisecond
 
 // pacer meters a stream of reads at a rate in small pages, without catching up: a stream that fell
 // behind (its reads queued on a busy disk, or it started late) goes on at its rate from where it is
@@ -37,7 +35,7 @@ type pacer struct {
 	maxRows  int
 	next     time.Time // when the next page may begin
 	rowBytes float64   // the mean bytes of a row read so far (0: none read yet)
-	minBytes float64   // the least a page asks for once rows are measured (0: chunkTime at the rate)
+	maxBytes float64   // the most a page asks for once rows are measured (0: chunkTime at the rate)
 	// phase, in (0, 1], sizes the second page (the first sized by rows): that fraction of the others,
 	// so that streams begun together at one rate read their pages at different moments (0: whole).
 	phase float64
@@ -56,7 +54,10 @@ func (p *pacer) rows() int {
 	if p.rowBytes == 0 {
 		return min(p.maxRows, minChunkRows) // the first page measures the rows
 	}
-	want := max(p.rate*chunkTime.Seconds(), p.minBytes)
+	want := p.rate * chunkTime.Seconds()
+	if p.maxBytes > 0 {
+		want = min(want, p.maxBytes)
+	}
 	n := min(p.maxRows, max(minChunkRows, int(want/p.rowBytes)))
 	if p.pages == 1 && p.phase > 0 && p.phase < 1 {
 		return max(1, int(float64(n)*p.phase))

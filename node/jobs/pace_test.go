@@ -59,31 +59,32 @@ func TestPacerPageRows(t *testing.T) {
 	}
 }
 
-// TestPacerPrefetchPages: a prefetch's pages are at least prefetchPageBytes once its rows are
-// measured (a planned rate of 0.5 MB/s would read 48-row pages), larger at a rate above it, and still
-// metered at its rate: the page's bytes set when the next begins.
+// TestPacerPrefetchPages: a prefetch's pages are at most prefetchBurst of its disk once its rows are
+// measured (a 6 MiB/s prefetch on a 12 MiB/s disk: 50 kB, not 629), chunkTime at its rate below that,
+// and still metered at its rate: the page's bytes set when the next begins.
 func TestPacerPrefetchPages(t *testing.T) {
-	p := newPacer(501_600, 1000)
-	p.minBytes = prefetchPageBytes
-	if got := p.rows(); got != minChunkRows {
+	burst := float64(12<<20) * prefetchBurst.Seconds()
+	fast := newPacer(6<<20, 1000)
+	fast.maxBytes = burst
+	if got := fast.rows(); got != minChunkRows {
 		t.Fatalf("first page %d rows, want %d (the rows' size unknown)", got, minChunkRows)
 	}
-	p.rowBytes = 1045
-	if got := p.rows(); got != 125 {
-		t.Fatalf("0.5 MB/s in rows of 1045 bytes: %d rows a page, want 125 (128 KiB)", got)
+	fast.rowBytes = 1024
+	if got := fast.rows(); got != 49 {
+		t.Fatalf("6 MiB/s on a 12 MiB/s disk: %d rows a page, want 49 (4 ms of the disk)", got)
 	}
-	fast := newPacer(6<<20, 1000)
-	fast.minBytes, fast.rowBytes = prefetchPageBytes, 1024
-	if got := fast.rows(); got != 614 {
-		t.Fatalf("6 MiB/s: %d rows a page, want 614 (chunkTime at the rate)", got)
+	p := newPacer(300_000, 1000)
+	p.maxBytes, p.rowBytes = burst, 1000
+	if got := p.rows(); got != 30 {
+		t.Fatalf("0.3 MB/s: %d rows a page, want 30 (chunkTime at the rate)", got)
 	}
 	began := time.Now()
-	p.next = began
+	fast.next = began
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the wait returns at once; its schedule is still set
-	_ = p.wait(ctx, began, 125*1045, 125)
-	if d := p.next.Sub(began); d < 259*time.Millisecond || d > 262*time.Millisecond {
-		t.Fatalf("a 128-KiB page at 0.5 MB/s set the next page %v later, want about 260 ms", d)
+	_ = fast.wait(ctx, began, 49*1024, 49)
+	if d := fast.next.Sub(began); d < 7*time.Millisecond || d > 9*time.Millisecond {
+		t.Fatalf("a 49-kB page at 6 MiB/s set the next page %v later, want about 8 ms", d)
 	}
 }
 
@@ -188,15 +189,15 @@ func TestTurnPageBackoffOutOfTurn(t *testing.T) {
 // together read their pages at different moments, each still at its rate. A phase comes from the
 // copy's key, in (0, 1].
 func TestPacerPhase(t *testing.T) {
-	p := newPacer(501_600, 1000)
-	p.minBytes, p.phase, p.rowBytes = prefetchPageBytes, 0.3, 1045
+	p := newPacer(1_000_000, 1000)
+	p.phase, p.rowBytes = 0.3, 1000
 	p.pages = 1
-	if got := p.rows(); got != 37 {
-		t.Fatalf("second page %d rows, want 37 (0.3 of 125)", got)
+	if got := p.rows(); got != 30 {
+		t.Fatalf("second page %d rows, want 30 (0.3 of 100)", got)
 	}
 	p.pages = 2
-	if got := p.rows(); got != 125 {
-		t.Fatalf("third page %d rows, want 125", got)
+	if got := p.rows(); got != 100 {
+		t.Fatalf("third page %d rows, want 100", got)
 	}
 	seen := map[float64]bool{}
 	for _, k := range []string{"c/job01@1/s0", "c/job02@1/s1", "c/job03@1/s2", "c/job04@1/s3"} {
