@@ -176,7 +176,7 @@ type away struct {
 }
 
 // TakeBackWait bounds how long a node restarted for a profile, up with it, may take to lead again
-// the ranges it led before the policy counts it back anyway: the supervisor's warm-up (5 s at most)
+// the ranges it led before the policy counts it back anyway: the supervisor's warm-up (20 s at most)
 // and its returns, one at a time (a return may fail: the range stays with another voter).
 const TakeBackWait = 45 * time.Second
 
