@@ -107,24 +107,10 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 	pace := newPacer(rate, s.cfg.PageRows)
 	lastProgress := s.deps.Now()
 	cursor := bytes.Clone(start)
-	keeping := map[string]bool{}
-	pieceBytes := map[string]int64{} // what this run read of each piece it read from the start
-	onPiece := map[string]int64{}    // what it read of each piece, from copies and disk
-	runID := fmt.Sprintf("%s@%d", job.Name, r.DueUnixMs)
-	defer s.copies.reading(runID, 0, 0, 0)
-	defer func() {
-		if err != nil {
-			for k := range keeping {
-				s.copies.drop(k, shortKeeper) // a kept copy cut short: its followers read the rest from disk
-			}
-			return // a piece cut short is no measure of its size
-		}
-		s.mu.Lock()
-		for id, n := range pieceBytes {
-			s.sizes[id] = float64(n)
-		}
-		s.mu.Unlock()
-	}()
+	t := &runPieces{runID: fmt.Sprintf("%s@%d", job.Name, r.DueUnixMs), rate: rate,
+		keeping: map[string]bool{}, fromStart: map[string]int64{}, read: map[string]int64{}}
+	defer s.copies.reading(t.runID, 0, 0, 0)
+	defer func() { s.endPieces(t, err) }()
 	for {
 		if _, leads := s.whoami(); !leads {
 			return fmt.Errorf("this node no longer leads the meta range: the next leader runs the job")
@@ -136,7 +122,7 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 			if err != nil {
 				return err
 			}
-			onPiece[pr.id] += r.CacheBytes - copied
+			t.read[pr.id] += r.CacheBytes - copied
 			if next == nil || (len(end) > 0 && bytes.Compare(next, end) >= 0) {
 				return nil // the copy reached the span's end
 			}
@@ -151,17 +137,7 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 			return err
 		}
 		if pr != nil {
-			s.copies.noteRead(pr.node, read, false)
-			// The rest of the piece at this rate is the next plan's base load on its node.
-			onPiece[pr.id] += read
-			s.copies.reading(runID, pr.node, float64(rate), pr.size-float64(onPiece[pr.id]))
-			s.keep(pr, cursor, resp, desc, keeping)
-			if bytes.Equal(cursor, pr.start) {
-				pieceBytes[pr.id] = 0
-			}
-			if _, ok := pieceBytes[pr.id]; ok {
-				pieceBytes[pr.id] += read
-			}
+			s.notePage(t, pr, cursor, resp, desc, read)
 		}
 		if err := pace.wait(ctx, began, read, len(resp.Kvs)); err != nil {
 			return fmt.Errorf("scan job %q: %w", job.Name, err)
@@ -182,6 +158,48 @@ func (s *Service) read(ctx context.Context, st *pb.JobState, sink rowSink, rp *r
 			return err
 		}
 	}
+}
+
+// runPieces is what one run of a job knows of the plan's pieces it reads.
+type runPieces struct {
+	runID     string
+	rate      int64            // the run's disk rate, bytes/s
+	keeping   map[string]bool  // the copies it keeps as it reads
+	fromStart map[string]int64 // what it read of each piece it read from the piece's start
+	read      map[string]int64 // what it read of each piece, from copies and disk
+}
+
+// notePage records a page of piece pr read from disk: the node's disk reads, the rest of the piece
+// at the run's rate (the next plan's base load on that node), the copy kept of it, and the piece's
+// size when the run read it from its start.
+func (s *Service) notePage(t *runPieces, pr *pieceRead, cursor []byte, resp *pb.ScanResponse, desc *pb.RangeDescriptor, read int64) {
+	s.copies.noteRead(pr.node, read, false)
+	t.read[pr.id] += read
+	s.copies.reading(t.runID, pr.node, float64(t.rate), pr.size-float64(t.read[pr.id]))
+	s.keep(pr, cursor, resp, desc, t.keeping)
+	if bytes.Equal(cursor, pr.start) {
+		t.fromStart[pr.id] = 0
+	}
+	if _, ok := t.fromStart[pr.id]; ok {
+		t.fromStart[pr.id] += read
+	}
+}
+
+// endPieces ends a run's pieces: after an error its kept copies are dropped (their followers read
+// the rest from disk) and no piece's size is learnt (a piece cut short is no measure of it); else the
+// pieces read whole give their sizes.
+func (s *Service) endPieces(t *runPieces, err error) {
+	if err != nil {
+		for k := range t.keeping {
+			s.copies.drop(k, shortKeeper)
+		}
+		return
+	}
+	s.mu.Lock()
+	for id, n := range t.fromStart {
+		s.sizes[id] = float64(n)
+	}
+	s.mu.Unlock()
 }
 
 // diskRate is the bytes/s a run reads from disk at: its plan's; for a run the plan served from copies
