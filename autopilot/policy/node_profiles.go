@@ -438,11 +438,9 @@ func (p *NodeProfiles) classOf(id uint64, now profileplan.Class) profileplan.Cla
 	return had
 }
 
-// replan makes a new plan when the ranges' classes or the nodes (inPlan) changed since the last one.
-func (p *NodeProfiles) replan(c *model.Cluster) {
-	if p.plan == nil {
-		p.inherit = inherited(c)
-	}
+// planRanges are the user ranges a plan places, with their classes: those whose smoothed mix is
+// ready and busy enough to classify, and planned ones whose load fell below MinQPS.
+func (p *NodeProfiles) planRanges(c *model.Cluster) ([]profileplan.Range, map[uint64]profileplan.Class) {
 	var ranges []profileplan.Range
 	classes := map[uint64]profileplan.Class{}
 	for _, r := range c.UserRanges() {
@@ -467,6 +465,12 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 		}
 		ranges = append(ranges, profileplan.Range{ID: r.ID, Mix: s.Mix(), Class: classes[r.ID], Voters: r.Voters()})
 	}
+	return ranges, classes
+}
+
+// planNodes are the nodes a plan places ranges on, each with the classified ranges it leads, and the
+// key that names that set of nodes.
+func (p *NodeProfiles) planNodes(c *model.Cluster, classes map[uint64]profileplan.Class) ([]profileplan.Node, string) {
 	meta := metaLeader(c)
 	var nodes []profileplan.Node
 	var ids []string
@@ -485,8 +489,17 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 		nodes = append(nodes, pn)
 		ids = append(ids, fmt.Sprint(n.ID))
 	}
+	return nodes, strings.Join(ids, ",")
+}
+
+// replan makes a new plan when the ranges' classes or the nodes (inPlan) changed since the last one.
+func (p *NodeProfiles) replan(c *model.Cluster) {
+	if p.plan == nil {
+		p.inherit = inherited(c)
+	}
+	ranges, classes := p.planRanges(c)
+	nodes, key := p.planNodes(c, classes)
 	p.advise(c)
-	key := strings.Join(ids, ",")
 	if len(ranges) == 0 || len(nodes) == 0 || (p.plan != nil && key == p.nodesKey && maps.Equal(classes, p.classes)) {
 		return
 	}
