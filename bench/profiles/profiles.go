@@ -511,35 +511,12 @@ func (e *experiment) work(ctx context.Context) ([]*ycsb.Report, error) {
 func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	var arms []Arm
 	var reconf Reconfiguration
-	// window measures an arm. With a placement (every arm but node_profiles' own) it first compacts
-	// every node and then places the arm's leaders: compacted after they were placed, leaderships
-	// moved (n3 led nothing in the four windows before the switch, n1 five ranges of a random
-	// placement that gives none more than three). node_profiles' window is measured as
-	// its reconfiguration left the cluster, its compaction debt its own.
 	window := func(name string, place map[uint64]uint64) error {
-		if place != nil {
-			if err := e.compact(ctx); err != nil {
-				return err
-			}
-			if err := e.placeLeaders(ctx, place); err != nil {
-				return err
-			}
+		a, err := e.window(ctx, name, place)
+		if err == nil {
+			arms = append(arms, a)
 		}
-		if err := stopper.SleepContext(ctx, e.o.Settle); err != nil {
-			return err
-		}
-		a := Arm{Name: name, Profiles: e.profiles(), Nodes: e.engines(ctx), Unplaced: e.unplaced, From: now()}
-		e.unplaced = nil
-		before, cpu := e.cacheCounts(), cpuSeconds()
-		e.o.Progress("measuring " + name)
-		if err := stopper.SleepContext(ctx, e.o.Measure); err != nil {
-			return err
-		}
-		a.To = now()
-		a.CPUCores = math.Round((cpuSeconds()-cpu)/(a.To-a.From)*100) / 100
-		hitRatios(a.Nodes, before, e.cacheCounts())
-		arms = append(arms, a)
-		return nil
+		return err
 	}
 	if err := stopper.SleepContext(ctx, e.o.Warmup); err != nil { // the tenants' first seconds: caches fill
 		return nil, reconf, err
@@ -573,11 +550,55 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	if err := window("before-node_profiles", random); err != nil {
 		return nil, reconf, err
 	}
-	e.o.Progress("node_profiles on")
-	if err := e.cl.SetPolicy(ctx, policy.NameNodeProfiles, true); err != nil {
+	reconf, start, err := e.reconfigure(ctx)
+	if err != nil {
 		return nil, reconf, err
 	}
-	start := now()
+	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
+	err = window("node_profiles", nil)
+	reconf.Restarts, reconf.Overlapping = e.restartsSince(start)
+	reconf.Plans = e.plans(ctx)
+	return arms, reconf, err
+}
+
+// window measures an arm. With a placement (every arm but node_profiles' own) it first compacts
+// every node and then places the arm's leaders: compacted after they were placed, leaderships
+// moved (n3 led nothing in the four windows before the switch, n1 five ranges of a random
+// placement that gives none more than three). node_profiles' window is measured as its
+// reconfiguration left the cluster, its compaction debt its own.
+func (e *experiment) window(ctx context.Context, name string, place map[uint64]uint64) (Arm, error) {
+	if place != nil {
+		if err := e.compact(ctx); err != nil {
+			return Arm{}, err
+		}
+		if err := e.placeLeaders(ctx, place); err != nil {
+			return Arm{}, err
+		}
+	}
+	if err := stopper.SleepContext(ctx, e.o.Settle); err != nil {
+		return Arm{}, err
+	}
+	a := Arm{Name: name, Profiles: e.profiles(), Nodes: e.engines(ctx), Unplaced: e.unplaced, From: now()}
+	e.unplaced = nil
+	before, cpu := e.cacheCounts(), cpuSeconds()
+	e.o.Progress("measuring " + name)
+	if err := stopper.SleepContext(ctx, e.o.Measure); err != nil {
+		return Arm{}, err
+	}
+	a.To = now()
+	a.CPUCores = math.Round((cpuSeconds()-cpu)/(a.To-a.From)*100) / 100
+	hitRatios(a.Nodes, before, e.cacheCounts())
+	return a, nil
+}
+
+// reconfigure turns node_profiles on and waits for it to converge (or for its bound), watching the
+// leaderships it moves; start is when it was turned on.
+func (e *experiment) reconfigure(ctx context.Context) (reconf Reconfiguration, start float64, err error) {
+	e.o.Progress("node_profiles on")
+	if err := e.cl.SetPolicy(ctx, policy.NameNodeProfiles, true); err != nil {
+		return reconf, 0, err
+	}
+	start = now()
 	wctx, stopWatch := context.WithCancel(ctx)
 	var moves []string
 	var watch sync.WaitGroup
@@ -590,11 +611,7 @@ func (e *experiment) arms(ctx context.Context) ([]Arm, Reconfiguration, error) {
 	stopWatch()
 	watch.Wait()
 	reconf.LeaderMoves = moves
-	arms = append(arms, Arm{Name: "reconfiguring", From: start, To: now()})
-	err = window("node_profiles", nil)
-	reconf.Restarts, reconf.Overlapping = e.restartsSince(start)
-	reconf.Plans = e.plans(ctx)
-	return arms, reconf, err
+	return reconf, start, nil
 }
 
 // watchLeaders polls the user ranges' leaders every second until ctx ends and returns their
