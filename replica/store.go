@@ -263,21 +263,22 @@ func (s *Store) Load() error {
 	return nil
 }
 
-// newReplica builds a replica from its state on disk (or an empty, uninitialized one).
-//
-// Everything is read from one engine snapshot: replicaForMessage may build a replica while the
-// split that creates the range is committing, and a mix of pre- and post-split state (hard state
-// commit 0, applied index 10) makes raft panic.
-// A follower that comes back (a restarted node) acknowledges the leader's probe and raft then sends
-// it as much of its backlog as may be in flight, at once, under the replica's mutex: the entries read
-// from the log, then encoded, while the range's reads and writes wait. A backlog of 2 MB (a closed
-// loop's writes over a 5-s restart) held a leader's range for 27-29 ms in the compose rolling restart.
+// maxAppendBytes and maxInflightAppendBytes bound a leader's appends to a follower: a follower that
+// comes back (a restarted node) acknowledges the leader's probe and raft then sends it as much of
+// its backlog as may be in flight, at once, under the replica's mutex: the entries read from the
+// log, then encoded, while the range's reads and writes wait. A backlog of 2 MB (a closed loop's
+// writes over a 5-s restart) held a leader's range for 27-29 ms in the compose rolling restart.
 // Bounding the bytes in flight spreads it over the follower's acknowledgements, a bounded step each.
 const (
 	maxAppendBytes         = 64 << 10
 	maxInflightAppendBytes = 256 << 10
 )
 
+// newReplica builds a replica from its state on disk (or an empty, uninitialized one).
+//
+// Everything is read from one engine snapshot: replicaForMessage may build a replica while the
+// split that creates the range is committing, and a mix of pre- and post-split state (hard state
+// commit 0, applied index 10) makes raft panic.
 func (s *Store) newReplica(rangeID, replicaID uint64) (*Replica, error) {
 	snap := s.eng.NewSnapshot()
 	defer snap.Close()
