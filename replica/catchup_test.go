@@ -18,13 +18,7 @@ import (
 // reads and writes wait.
 func TestCatchUpBacklogSentInBoundedSteps(t *testing.T) {
 	env := newStoreEnv(t)
-	desc := userDesc(FirstUserRangeID, "", "")
-	desc.Replicas = append(desc.Replicas, &pb.ReplicaDescriptor{NodeId: 2, ReplicaId: 2, Learner: true})
-	desc.NextReplicaId = 3
-	boot := NewStore(Config{NodeID: 1, Engine: env.eng, Transport: env.tr})
-	if err := boot.Bootstrap(desc, nil); err != nil {
-		t.Fatal(err)
-	}
+	env.bootstrapWithLearner(t)
 	s := env.startWith(Config{TickInterval: time.Hour, LogTruncateThreshold: 1 << 20})
 	r := s.Replica(FirstUserRangeID)
 	lead(t, r) // the learner does not vote: node 1 alone is a quorum

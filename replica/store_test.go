@@ -548,11 +548,11 @@ func TestStoreRemovedReplicaStopsTicking(t *testing.T) {
 	}
 }
 
-// TestStoreSnapshotToLearnerAfterTruncation makes the leader truncate its log, then has a learner on
-// node 2 reject an append so that it needs entries that are gone: the store must stream a snapshot
-// whose metadata and data agree. A restart afterwards recovers the truncated log.
-func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
-	env := newStoreEnv(t)
+// bootstrapWithLearner bootstraps the first user range on node 1, with a learner on node 2: node 1
+// alone is its quorum, and node 2 receives its appends (or its snapshot). It returns the range's
+// descriptor.
+func (env *storeEnv) bootstrapWithLearner(t *testing.T) *pb.RangeDescriptor {
+	t.Helper()
 	desc := userDesc(FirstUserRangeID, "", "")
 	desc.Replicas = append(desc.Replicas, &pb.ReplicaDescriptor{NodeId: 2, ReplicaId: 2, Learner: true})
 	desc.NextReplicaId = 3
@@ -560,6 +560,15 @@ func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
 	if err := boot.Bootstrap(desc, nil); err != nil {
 		t.Fatal(err)
 	}
+	return desc
+}
+
+// TestStoreSnapshotToLearnerAfterTruncation makes the leader truncate its log, then has a learner on
+// node 2 reject an append so that it needs entries that are gone: the store must stream a snapshot
+// whose metadata and data agree. A restart afterwards recovers the truncated log.
+func TestStoreSnapshotToLearnerAfterTruncation(t *testing.T) {
+	env := newStoreEnv(t)
+	desc := env.bootstrapWithLearner(t)
 	s := env.startWith(Config{TickInterval: time.Hour, LogTruncateThreshold: 4})
 	r := s.Replica(FirstUserRangeID)
 	lead(t, r) // the learner does not vote: node 1 alone is a quorum
