@@ -341,8 +341,8 @@ const ReturnWait = 25 * time.Second
 // likely restarted for a profile by an earlier autopilot — the meta leader's restart moves the
 // autopilot here, and this policy knows nothing of it. Until that node has been active and idle for
 // Settle and ReturnWait (its leaderships back), and at most MaxAway, it neither samples nor plans,
-// and it forgets the samples taken while the node shed: run F's new autopilot planned on them
-// while the node restarted, and restarted it again.
+// and it forgets the samples taken while the node shed: a new autopilot that planned on them
+// while the node restarted restarted it again.
 func (p *NodeProfiles) elsewhere(c *model.Cluster) bool {
 	if p.plan != nil {
 		return false
@@ -369,10 +369,10 @@ func (p *NodeProfiles) elsewhere(c *model.Cluster) bool {
 }
 
 // rewriting reports whether n runs the compaction a profile change with a new block size begins
-// (node/supervisor names it "profile P: …").
+// (profileplan.RewriteTaskName).
 func rewriting(n *model.Node) bool {
 	return slices.ContainsFunc(n.Tasks, func(t model.Task) bool {
-		return t.Kind == "manual_compaction" && strings.HasPrefix(t.Name, "profile ")
+		return t.Kind == "manual_compaction" && profileplan.IsRewriteTask(t.Name)
 	})
 }
 
@@ -540,8 +540,9 @@ func (p *NodeProfiles) replan(c *model.Cluster) {
 // inherited are the classes a policy without a plan starts from: when the nodes run more than one
 // of the classes' profiles — an earlier autopilot's plan, the meta leader's restart having moved the
 // autopilot here — each user range's class is its leader's profile, the class its hysteresis
-// starts from, and the groups go on from that plan (layoutPlan) instead of planning afresh: run F's
-// new autopilot classed a range read/write that the first had read, and restarted a node again.
+// starts from, and the groups go on from that plan (layoutPlan) instead of planning afresh: planned
+// afresh, a new autopilot classed a range read/write that the first had read, and restarted a node
+// again.
 // Nil on a cluster of one profile, whose ranges are classed from their mixes alone.
 func inherited(c *model.Cluster) map[uint64]profileplan.Class {
 	running := map[profileplan.Class]bool{}

@@ -23,6 +23,16 @@ func profilesCluster(t *testing.T, now int, nodes map[int]string, r5Access strin
 	return c
 }
 
+// parseClusterf is model.ParseCluster of the text format makes with args; a bad text fails t.
+func parseClusterf(t *testing.T, format string, args ...any) *model.Cluster {
+	t.Helper()
+	c, err := model.ParseCluster(fmt.Sprintf(format, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // profilesText is profilesCluster's text.
 func profilesText(now int, nodes map[int]string, r5Access string) string {
 	var b strings.Builder
@@ -272,7 +282,7 @@ func TestNodeProfilesPlanKeepsASilentNode(t *testing.T) {
 func TestNodeProfilesIdleRangeKeepsItsPlace(t *testing.T) {
 	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	cluster := func(s int, r4 string) *model.Cluster {
-		c, err := model.ParseCluster(fmt.Sprintf(`now %ds
+		c := parseClusterf(t, `now %ds
 node 1
 node 2
 node 3
@@ -280,10 +290,7 @@ range 1 [,) voters=1,2,3 system
 range 2 [a,b) voters=1,2,3 reads=900 writes=50
 range 3 [b,c) voters=1,2,3 reads=50 writes=700
 range 4 [c,d) voters=1,2,3 %s
-`, s, r4))
-		if err != nil {
-			t.Fatal(err)
-		}
+`, s, r4)
 		return c
 	}
 	for s := 0; s <= 20; s += 10 {
@@ -310,7 +317,7 @@ range 4 [c,d) voters=1,2,3 %s
 func TestNodeProfilesAutopilotsNodeKeepsItsProfile(t *testing.T) {
 	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	for s := 0; s <= 20; s += 10 {
-		c, err := model.ParseCluster(fmt.Sprintf(`now %ds
+		c := parseClusterf(t, `now %ds
 node 1 profile=readwrite
 node 2 profile=readwrite
 node 3 profile=readwrite
@@ -320,10 +327,7 @@ range 2 [a,b) voters=1,2,3 reads=900
 range 3 [b,c) voters=2,3,4 reads=300 writes=300
 range 4 [c,d) voters=3,4,1 writes=700
 range 5 [d,e) voters=4,1,2 reads=800
-`, s))
-		if err != nil {
-			t.Fatal(err)
-		}
+`, s)
 		for _, op := range p.Propose(c, nil) {
 			if sp, ok := op.Steps[0].(operator.SetProfile); ok && sp.Node == 1 {
 				t.Fatalf("%ds: %s: the autopilot's node restarted", s, op)
@@ -424,7 +428,7 @@ func TestNodeProfilesNoisyRangeKeepsItsClass(t *testing.T) {
 		p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3})
 		round := 0
 		propose := func(reads, writes int) {
-			c, err := model.ParseCluster(fmt.Sprintf(`now %ds
+			c := parseClusterf(t, `now %ds
 node 1 profile=read
 node 2 profile=write
 node 3 profile=readwrite
@@ -432,10 +436,7 @@ range 1 [,) voters=1,2,3 system
 range 2 [a,b) voters=1,2,3 reads=900 writes=50
 range 3 [b,c) voters=2,3,1 reads=50 writes=700
 range 4 [c,d) voters=3,1,2 reads=%d writes=%d
-`, 3*round, reads*scale, writes*scale))
-			if err != nil {
-				t.Fatal(err)
-			}
+`, 3*round, reads*scale, writes*scale)
 			p.Propose(c, nil)
 			round++
 		}
@@ -518,7 +519,7 @@ func planned(t *testing.T, r5 string) (*NodeProfiles, []*operator.Operator) {
 func TestNodeProfilesNewAutopilotContinuesThePlan(t *testing.T) {
 	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3})
 	cluster := func(s int, n2 string) *model.Cluster {
-		c, err := model.ParseCluster(fmt.Sprintf(`now %ds
+		c := parseClusterf(t, `now %ds
 node 1 profile=read
 node 2 %s
 node 3 profile=write
@@ -531,10 +532,7 @@ range 4 [c,d) voters=3,4,5 reads=50 writes=700
 range 5 [d,e) voters=4,5,1 reads=300 scans=290 writes=10 scanrows=27840
 range 6 [e,f) voters=5,1,2 reads=300 writes=300
 range 7 [f,g) voters=1,3,5 reads=580 writes=420
-`, s, n2))
-		if err != nil {
-			t.Fatal(err)
-		}
+`, s, n2)
 		return c
 	}
 	s := 0
@@ -545,7 +543,7 @@ range 7 [f,g) voters=1,3,5 reads=580 writes=420
 	}
 	// n2 up, rewriting its store for a block size, then idle.
 	rewriting := cluster(s, "profile=read")
-	rewriting.Node(2).Tasks = []model.Task{{Kind: "manual_compaction", Name: "profile read: rewrite with its block size", Running: true, Heavy: true}}
+	rewriting.Node(2).Tasks = []model.Task{{Kind: "manual_compaction", Name: profileplan.RewriteTaskName("read"), Running: true, Heavy: true}}
 	if p.Propose(rewriting, nil); len(p.smooth) > 0 {
 		t.Fatalf("%ds, n2 rewriting: sampled", s)
 	}

@@ -297,6 +297,9 @@ func loadAvg() string {
 	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
+// homeOf is the node setUp places span s's leadership on, of nodes.
+func homeOf(s, nodes int) uint64 { return uint64(s%nodes) + 1 }
+
 // spanStart is the first key of span s, rowKey row i of it.
 func spanStart(s int) string { return fmt.Sprintf("usertable/s%02d/", s) }
 func spanEnd(s int) string   { return fmt.Sprintf("usertable/s%02d0", s) }
@@ -391,7 +394,7 @@ func setUp(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Optio
 			return fmt.Errorf("split at span %d: %w", s, err)
 		}
 		_ = left
-		if err := cl.TransferLeader(ctx, right.RangeId, uint64(s%o.Nodes)+1); err != nil {
+		if err := cl.TransferLeader(ctx, right.RangeId, homeOf(s, o.Nodes)); err != nil {
 			o.Progress(fmt.Sprintf("leader of span %d stays put: %v", s, err))
 		}
 	}
@@ -438,7 +441,7 @@ func placeLeaders(ctx context.Context, cl *client.Client, o Options) (int, error
 			if string(r.GetDesc().GetStartKey()) != spanStart(s) {
 				continue
 			}
-			if err := cl.TransferLeader(ctx, r.GetDesc().GetRangeId(), uint64(s%o.Nodes)+1); err != nil {
+			if err := cl.TransferLeader(ctx, r.GetDesc().GetRangeId(), homeOf(s, o.Nodes)); err != nil {
 				o.Progress(fmt.Sprintf("leader of span %d not moved back: %v", s, err))
 				continue
 			}
@@ -452,7 +455,7 @@ func placeLeaders(ctx context.Context, cl *client.Client, o Options) (int, error
 func misplaced(leaders []uint64, nodes int) []int {
 	var out []int
 	for s, l := range leaders {
-		if l != uint64(s%nodes)+1 {
+		if l != homeOf(s, nodes) {
 			out = append(out, s)
 		}
 	}

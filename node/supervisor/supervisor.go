@@ -50,6 +50,7 @@ import (
 	"github.com/shoaldb/shoal/node/catchup"
 	"github.com/shoaldb/shoal/node/directory"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/plan/profileplan"
 	"github.com/shoaldb/shoal/replica"
 	"github.com/shoaldb/shoal/transport"
 )
@@ -505,7 +506,7 @@ func (s *Supervisor) restart(ctx context.Context, cfg node.Config, oldBlock int)
 	}
 	var rewrite *bgtask.Handle
 	if rewrites(cfg.Storage.Profile, oldBlock, inc.n.Config().Storage.BlockBytes) {
-		rewrite = inc.n.Background().Begin(bgtask.KindManualCompaction, "profile "+cfg.Storage.Profile+": rewrite with its block size", 0)
+		rewrite = inc.n.Background().Begin(bgtask.KindManualCompaction, profileplan.RewriteTaskName(cfg.Storage.Profile), 0)
 	}
 	for name := range descs {
 		if s.first[name] == nil {

@@ -16,7 +16,21 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
+
+// rewriteTaskPrefix begins the name of the heavy task a node runs while it rewrites its store with
+// a new profile's block size (RewriteTaskName, IsRewriteTask).
+const rewriteTaskPrefix = "profile "
+
+// RewriteTaskName names the task a node's store rewrite for profile runs as: the node announces it,
+// and node_profiles waits on a node that runs it.
+func RewriteTaskName(profile string) string {
+	return rewriteTaskPrefix + profile + ": rewrite with its block size"
+}
+
+// IsRewriteTask reports whether a task of that name is a store rewrite for a profile.
+func IsRewriteTask(name string) bool { return strings.HasPrefix(name, rewriteTaskPrefix) }
 
 // Class is a range's access pattern, and the engine profile that suits it.
 type Class string
