@@ -1,7 +1,13 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/plan/profileplan"
@@ -53,18 +59,99 @@ func rewriteSpans(descs []*pb.RangeDescriptor, c cluster, known bool, profile st
 	return scanSpans(descs, c)
 }
 
-// compactSpans compacts each of spans of e down to its bottom level, or the whole store when
-// spans is nil.
-func compactSpans(ctx context.Context, e *storage.Engine, spans []span) error {
-	if spans == nil {
-		return e.CompactAll(ctx)
+// RewriteShare is the share of the disk's time a profile's rewrite takes: after each piece it
+// pauses (1/RewriteShare − 1) times as long as the piece took. At the disk's full budget the scan
+// node's rewrite was the lowest 10-s bins of a reconfiguration (55–62 % of the level before it):
+// the node follows the ranges it shed meanwhile, and its appends and syncs, which the ranges'
+// writes wait on when another voter is slow, queued behind the compaction's reads and writes.
+const RewriteShare = 0.5
+
+// pacer runs pieces of work at a share of the time: after a piece that took d it sleeps
+// d·(1/share − 1). now and sleep are the clock (a fake one in tests).
+type pacer struct {
+	share float64
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// realPacer paces at RewriteShare on the wall clock.
+var realPacer = pacer{share: RewriteShare, now: time.Now, sleep: sleepCtx}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("pause between rewrite pieces: %w", ctx.Err())
+	case <-t.C:
+		return nil
 	}
-	for _, sp := range spans {
-		if err := e.CompactSpan(ctx, sp.lo, sp.hi); err != nil {
+}
+
+// run compacts each piece with compact, pausing after each but the last.
+func (p pacer) run(ctx context.Context, pieces []span, compact func(ctx context.Context, lo, hi []byte) error) error {
+	for i, sp := range pieces {
+		start := p.now()
+		if err := compact(ctx, sp.lo, sp.hi); err != nil {
+			return fmt.Errorf("rewrite piece %d of %d: %w", i+1, len(pieces), err)
+		}
+		if i == len(pieces)-1 || p.share >= 1 || p.share <= 0 {
+			continue
+		}
+		if err := p.sleep(ctx, time.Duration(float64(p.now().Sub(start))*(1/p.share-1))); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// wholeStore is the engine key span CompactAll compacts.
+var wholeStore = span{[]byte{0x00}, []byte{0xff}}
+
+// pieces splits each of spans (nil: the whole store) at the start keys of the tables of the lowest
+// level holding any of it: a manual compaction takes whole tables, so that is the least it can
+// rewrite at a time (a table of the levels above spanning several pieces goes with the first).
+func pieces(e *storage.Engine, spans []span) ([]span, error) {
+	if spans == nil {
+		spans = []span{wholeStore}
+	}
+	var out []span
+	for _, sp := range spans {
+		levels, err := e.DB().SSTables(pebble.WithKeyRangeFilter(sp.lo, sp.hi))
+		if err != nil {
+			return nil, fmt.Errorf("tables of [%q, %q): %w", sp.lo, sp.hi, err)
+		}
+		var cuts [][]byte
+		for l := len(levels) - 1; l >= 0 && cuts == nil; l-- {
+			for _, t := range levels[l] {
+				if k := t.Smallest.UserKey; bytes.Compare(k, sp.lo) > 0 && bytes.Compare(k, sp.hi) < 0 {
+					cuts = append(cuts, slices.Clone(k))
+				}
+			}
+			if len(levels[l]) > 0 && cuts == nil {
+				cuts = [][]byte{}
+			}
+		}
+		slices.SortFunc(cuts, bytes.Compare)
+		cuts = slices.CompactFunc(cuts, bytes.Equal)
+		lo := sp.lo
+		for _, k := range cuts {
+			out = append(out, span{lo, k})
+			lo = k
+		}
+		out = append(out, span{lo, sp.hi})
+	}
+	return out, nil
+}
+
+// compactSpans compacts each of spans of e down to its bottom level, or the whole store when
+// spans is nil, a table's worth at a time at RewriteShare of the time (pieces, pacer).
+func compactSpans(ctx context.Context, e *storage.Engine, spans []span) error {
+	ps, err := pieces(e, spans)
+	if err != nil {
+		return err
+	}
+	return realPacer.run(ctx, ps, e.CompactSpan)
 }
 
 // descsOf are the descriptors of the replicas of r.

@@ -1,9 +1,12 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -167,4 +170,94 @@ func dataBlocks(t *testing.T, e *storage.Engine, spans map[string]span) map[stri
 		out[name] = sum
 	}
 	return out
+}
+
+// A rewrite runs its pieces in order at its share of the time: after a piece that took d it pauses
+// d·(1/share − 1), and not after the last, so the disk is the foreground's for the rest.
+func TestPacerRunsPiecesAtItsShare(t *testing.T) {
+	took := []time.Duration{2 * time.Second, 500 * time.Millisecond, 3 * time.Second}
+	for _, c := range []struct {
+		share float64
+		want  []time.Duration
+	}{
+		{0.5, []time.Duration{2 * time.Second, 500 * time.Millisecond}},
+		{0.25, []time.Duration{6 * time.Second, 1500 * time.Millisecond}},
+		{1, nil},
+	} {
+		now := time.Unix(0, 0)
+		var slept []time.Duration
+		var done []string
+		p := pacer{share: c.share, now: func() time.Time { return now },
+			sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); now = now.Add(d); return nil }}
+		ps := []span{{[]byte("a"), []byte("b")}, {[]byte("b"), []byte("c")}, {[]byte("c"), []byte("d")}}
+		err := p.run(context.Background(), ps, func(_ context.Context, lo, hi []byte) error {
+			now = now.Add(took[len(done)])
+			done = append(done, string(lo)+string(hi))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(done) != "[ab bc cd]" || fmt.Sprint(slept) != fmt.Sprint(c.want) {
+			t.Errorf("share %.2f: pieces %v, pauses %v; want [ab bc cd], %v", c.share, done, slept, c.want)
+		}
+		busy := 5500 * time.Millisecond
+		if got := now.Sub(time.Unix(0, 0)); c.share < 1 && got < time.Duration(float64(busy-took[2])/c.share)+took[2] {
+			t.Errorf("share %.2f: took %v, less than its pieces at that share", c.share, got)
+		}
+	}
+	// A cancelled rewrite stops in its pause, with the context's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls := 0
+	err := realPacer.run(ctx, []span{{[]byte("a"), []byte("b")}, {[]byte("b"), []byte("c")}},
+		func(context.Context, []byte, []byte) error { calls++; time.Sleep(time.Millisecond); return nil })
+	if !errors.Is(err, context.Canceled) || calls != 1 {
+		t.Fatalf("cancelled: %d pieces, err %v; want 1, context.Canceled", calls, err)
+	}
+}
+
+// A span is rewritten a bottom-level table at a time: its pieces start at its tables' first keys
+// and cover it without gap; the whole store's cover all engine keys.
+func TestPiecesAreTheBottomTables(t *testing.T) {
+	ctx := context.Background()
+	e, err := storage.Open(t.TempDir(), storage.Options{Profile: "readwrite", MemoryBytes: 8 << 20, CreateIfMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	starts := map[string][]byte{}
+	for _, name := range []string{"a", "b", "c"} {
+		lo, hi := storage.DataSpan(false, []byte(name), []byte(name+"~"))
+		i := 0
+		err := e.IngestSpan(ctx, lo, hi, func() ([]byte, []byte, bool) {
+			i++
+			return append(append([]byte{}, lo...), fmt.Sprintf("/%06d", i)...), make([]byte, 100), i <= 100
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts[name] = lo // an ingested table starts at its span (its range deletion clears it)
+	}
+	lo, hi := storage.DataSpan(false, []byte("a"), []byte("c~"))
+	got, err := pieces(e, []span{{lo, hi}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []span{{lo, starts["b"]}, {starts["b"], starts["c"]}, {starts["c"], hi}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("pieces %q, want %q", got, want)
+	}
+	all, err := pieces(e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 3 || !bytes.Equal(all[0].lo, wholeStore.lo) || !bytes.Equal(all[len(all)-1].hi, wholeStore.hi) {
+		t.Fatalf("whole store: pieces %q, want at least 3 from %q to %q", all, wholeStore.lo, wholeStore.hi)
+	}
+	for i := 1; i < len(all); i++ {
+		if !bytes.Equal(all[i-1].hi, all[i].lo) {
+			t.Fatalf("whole store: pieces %q leave a gap at %d", all, i)
+		}
+	}
 }
