@@ -181,6 +181,9 @@ type Store struct {
 	replicaReads, boundedLocalReads            atomic.Uint64
 	droppedInvalid                             atomic.Uint64
 
+	// loaded: Load has built every replica on disk. Raft traffic before it is dropped (see Load).
+	loaded atomic.Bool
+
 	snapSem chan struct{}
 	stopper chan struct{}
 	wg      sync.WaitGroup
@@ -211,7 +214,13 @@ func NewStore(cfg Config) *Store {
 // NodeID is the store's node.
 func (s *Store) NodeID() uint64 { return s.cfg.NodeID }
 
-// Load creates a replica for every range that has a descriptor on disk.
+// Load creates a replica for every range that has a descriptor on disk. Until it returns, the store
+// drops raft messages and refuses snapshots, as a lossy network would (raft resends): the node hands
+// the store to its transport before loading it, and a message for a range not yet loaded built a
+// second replica of the range beside the one Load then stored. That one could acknowledge appends
+// the serving replica never held: the leader counted a match beyond the follower's log and its
+// heartbeats were dropped as invalid ("heartbeat commits N+1 beyond last index N") until the
+// leadership moved; it could also vote without the restart's blackout below.
 func (s *Store) Load() error {
 	lo, hi := storage.RaftKeyspaceSpan()
 	it, err := s.eng.NewIter(lo, hi)
@@ -260,6 +269,7 @@ func (s *Store) Load() error {
 		s.replicas[id] = r
 		s.mu.Unlock()
 	}
+	s.loaded.Store(true)
 	return nil
 }
 
@@ -516,8 +526,24 @@ func (s *Store) markReady(r *Replica) {
 // markReadyLocked is markReady for callers holding r.mu (the dirty set has its own lock).
 func (s *Store) markReadyLocked(r *Replica) { s.markReady(r) }
 
+// takesTraffic reports whether the store takes raft messages and snapshots: once it has loaded its
+// replicas (see Load) and until it stops. A stopped store's replicas would step messages no loop
+// answers, and a retired node's streams may deliver a few after its store stopped, even after its
+// engine closed.
+func (s *Store) takesTraffic() bool {
+	select {
+	case <-s.stopper:
+		return false
+	default:
+		return s.loaded.Load()
+	}
+}
+
 // HandleRaftMessages implements transport.Handler.
 func (s *Store) HandleRaftMessages(msgs []*pb.RaftMessage) {
+	if !s.takesTraffic() {
+		return
+	}
 	s.heardFrom(msgs)
 	for _, m := range msgs {
 		msg := &raftpb.Message{}
@@ -607,6 +633,9 @@ func (s *Store) replicaForMessage(rangeID uint64, msg *raftpb.Message) *Replica 
 
 // HandleSnapshot implements transport.Handler: it installs a snapshot received in full.
 func (s *Store) HandleSnapshot(header *pb.RaftMessage, kvs []*pb.KeyValue) error {
+	if !s.takesTraffic() {
+		return fmt.Errorf("range %d: node %d is not running (loading or stopped); retry later", header.GetRangeId(), s.cfg.NodeID)
+	}
 	s.heardFrom([]*pb.RaftMessage{header})
 	msg, desc, err := validate.SnapshotHeader(header)
 	if err != nil {
