@@ -46,6 +46,7 @@ type clusterStatus interface {
 	Nodes(context.Context, *pb.NodesRequest) (*pb.NodesResponse, error)
 	Ranges(context.Context, *pb.RangesRequest) (*pb.RangesResponse, error)
 	Decisions(context.Context, *pb.DecisionsRequest) (*pb.DecisionsResponse, error)
+	Jobs(context.Context, *pb.JobsRequest) (*pb.JobsResponse, error)
 }
 
 // nodeIdentity is the node whose HTTP surface this is (node.Node; the tests' fakes may not be one).
@@ -83,35 +84,66 @@ type httpDeps struct {
 //	/api/nodes     node list, JSON (token)
 //	/api/ranges    range list, JSON (token)
 //	/api/decisions the autopilot's decision log, JSON (token)
+//	/api/jobs      the scan jobs with their counts, run going on and last outcomes, JSON (token)
 //	/api/stats     load of every node and the ranges' health, for the dashboard, JSON (token; statsJSON)
 //	/api/history   the last hour of every node's stats (?node=local: this node's), JSON (token; historyJSON)
 //	/debug/pprof/  Go profiling (token)
 //	/              the dashboard page (open; it sends the token, if the user gives one, to /api/)
 //	/assets/       the dashboard's script and style sheet (open)
 func newHTTPHandler(d httpDeps) http.Handler {
-	hist := d.history
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		if !d.ready.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("not ready\n"))
-			return
-		}
-		if d.stopping != nil && d.stopping() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("stopping\n"))
-			return
-		}
-		if d.catchingUp != nil && d.catchingUp() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte("catching up\n"))
-			return
-		}
-		w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", d.healthz)
 	mux.Handle("GET /metrics", d.metrics)
+	d.listAPI(mux)
+	mux.HandleFunc("GET /api/stats", d.api(d.stats))
+	mux.HandleFunc("GET /api/history", d.apiRequest(d.historyAPI))
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, errorJSON{Error: "no such API endpoint: " + r.URL.Path})
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		serveWebFile(w, r, "index.html")
+	})
+	mux.HandleFunc("GET /assets/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if ext := path.Ext(name); ext != ".js" && ext != ".css" {
+			http.NotFound(w, r)
+			return
+		}
+		serveWebFile(w, r, name)
+	})
+	return d.auth.httpMiddleware(mux, "/api/", "/debug/")
+}
+
+// healthz answers /healthz: ok once the node serves and its replicas caught up, until it drains for a stop.
+func (d *httpDeps) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if !d.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("not ready\n"))
+		return
+	}
+	if d.stopping != nil && d.stopping() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("stopping\n"))
+		return
+	}
+	if d.catchingUp != nil && d.catchingUp() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("catching up\n"))
+		return
+	}
+	w.Write([]byte("ok\n"))
+}
+
+// listAPI adds the endpoints that answer what the CLI's lists print: nodes, ranges, the decision log
+// and the scan jobs.
+func (d *httpDeps) listAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/nodes", d.api(func(ctx context.Context, w http.ResponseWriter) {
 		resp, err := d.status.Nodes(ctx, &pb.NodesRequest{})
 		if msg, code := apiError(err, resp.GetError()); code != 0 {
@@ -142,73 +174,67 @@ func newHTTPHandler(d httpDeps) http.Handler {
 		w.WriteHeader(http.StatusOK)
 		w.Write(append(raw, '\n'))
 	}))
-	mux.HandleFunc("GET /api/stats", d.api(func(ctx context.Context, w http.ResponseWriter) {
-		var ranges *pb.RangesResponse
-		var rangesErr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			ranges, rangesErr = d.status.Ranges(ctx, &pb.RangesRequest{})
-		}()
-		resp, err := d.status.Nodes(ctx, &pb.NodesRequest{})
-		<-done
+	// The same call as `shoal job list`: any node answers from the meta range.
+	mux.HandleFunc("GET /api/jobs", d.api(func(ctx context.Context, w http.ResponseWriter) {
+		resp, err := d.status.Jobs(ctx, &pb.JobsRequest{})
 		if msg, code := apiError(err, resp.GetError()); code != 0 {
-			writeJSON(w, code, errorJSON{Error: "node stats: " + msg})
+			writeJSON(w, code, errorJSON{Error: "list scan jobs: " + msg})
 			return
 		}
-		factor := history.DefaultFactor
-		if hist != nil {
-			factor = hist.Factor()
-		}
-		st := buildStats(ctx, resp.GetNodes(), fetchNodeMetrics, time.Now())
-		if msg, code := apiError(rangesErr, ranges.GetError()); code != 0 {
-			st.HealthError = "list ranges: " + msg
-		} else {
-			st.Health = rangeHealth(resp.GetNodes(), ranges.GetRanges(), factor)
-		}
-		writeJSON(w, http.StatusOK, st)
+		writeJSON(w, http.StatusOK, apijson.JobsJSON(resp.GetJobs()))
 	}))
-	mux.HandleFunc("GET /api/history", d.apiRequest(func(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-		if hist == nil {
-			writeJSON(w, http.StatusNotFound, errorJSON{Error: "this node keeps no history"})
-			return
-		}
-		since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
-		self := localHistory(hist, d.status.(nodeIdentity).NodeID(), since)
-		if r.URL.Query().Get("node") == "local" {
-			writeJSON(w, http.StatusOK, self)
-			return
-		}
-		resp, err := d.status.Nodes(ctx, &pb.NodesRequest{})
-		if msg, code := apiError(err, resp.GetError()); code != 0 {
-			writeJSON(w, code, errorJSON{Error: "list nodes: " + msg})
-			return
-		}
-		fetch := func(ctx context.Context, addr string) (historyJSON, error) {
-			return fetchHistory(ctx, addr, r.Header.Get("Authorization"), since)
-		}
-		writeJSON(w, http.StatusOK, buildHistory(ctx, resp.GetNodes(), self, fetch, time.Now()))
-	}))
-	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, errorJSON{Error: "no such API endpoint: " + r.URL.Path})
-	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		serveWebFile(w, r, "index.html")
-	})
-	mux.HandleFunc("GET /assets/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
-		if ext := path.Ext(name); ext != ".js" && ext != ".css" {
-			http.NotFound(w, r)
-			return
-		}
-		serveWebFile(w, r, name)
-	})
-	return d.auth.httpMiddleware(mux, "/api/", "/debug/")
+}
+
+// stats answers /api/stats.
+func (d *httpDeps) stats(ctx context.Context, w http.ResponseWriter) {
+	var ranges *pb.RangesResponse
+	var rangesErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ranges, rangesErr = d.status.Ranges(ctx, &pb.RangesRequest{})
+	}()
+	resp, err := d.status.Nodes(ctx, &pb.NodesRequest{})
+	<-done
+	if msg, code := apiError(err, resp.GetError()); code != 0 {
+		writeJSON(w, code, errorJSON{Error: "node stats: " + msg})
+		return
+	}
+	factor := history.DefaultFactor
+	if d.history != nil {
+		factor = d.history.Factor()
+	}
+	st := buildStats(ctx, resp.GetNodes(), fetchNodeMetrics, time.Now())
+	if msg, code := apiError(rangesErr, ranges.GetError()); code != 0 {
+		st.HealthError = "list ranges: " + msg
+	} else {
+		st.Health = rangeHealth(resp.GetNodes(), ranges.GetRanges(), factor)
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// historyAPI answers /api/history.
+func (d *httpDeps) historyAPI(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	hist := d.history
+	if hist == nil {
+		writeJSON(w, http.StatusNotFound, errorJSON{Error: "this node keeps no history"})
+		return
+	}
+	since, _ := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	self := localHistory(hist, d.status.(nodeIdentity).NodeID(), since)
+	if r.URL.Query().Get("node") == "local" {
+		writeJSON(w, http.StatusOK, self)
+		return
+	}
+	resp, err := d.status.Nodes(ctx, &pb.NodesRequest{})
+	if msg, code := apiError(err, resp.GetError()); code != 0 {
+		writeJSON(w, code, errorJSON{Error: "list nodes: " + msg})
+		return
+	}
+	fetch := func(ctx context.Context, addr string) (historyJSON, error) {
+		return fetchHistory(ctx, addr, r.Header.Get("Authorization"), since)
+	}
+	writeJSON(w, http.StatusOK, buildHistory(ctx, resp.GetNodes(), self, fetch, time.Now()))
 }
 
 // api wraps a JSON API handler: it answers 503 until the node serves and bounds the call by

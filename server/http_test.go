@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/server/apijson"
 )
 
 // fakeStatus serves a fixed cluster view, or fails.
@@ -44,6 +45,22 @@ func (f fakeStatus) Ranges(context.Context, *pb.RangesRequest) (*pb.RangesRespon
 	return &pb.RangesResponse{Error: f.perr, Ranges: []*pb.RangeStatus{
 		{Desc: &pb.RangeDescriptor{RangeId: 2, StartKey: []byte("a"), Generation: 4,
 			Replicas: []*pb.ReplicaDescriptor{{NodeId: 1}, {NodeId: 2, Learner: true}}}, LeaderNodeId: 1},
+	}}, nil
+}
+
+func (f fakeStatus) Jobs(context.Context, *pb.JobsRequest) (*pb.JobsResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &pb.JobsResponse{Error: f.perr, Jobs: []*pb.JobState{
+		{Job: &pb.ScanJob{Name: "orders-count", Start: []byte("o/"), End: []byte{'o', 0xff}, EveryMs: 3600_000, DeadlineMs: 600_000, Count: true},
+			Running: &pb.JobRun{DueUnixMs: 7200_000, StartedUnixMs: 7200_250, ProgressUnixMs: 7201_000, NodeId: 2, Rows: 40, RangesDone: 1, RangesTotal: 3},
+			Last: []*pb.JobRun{
+				{DueUnixMs: 3600_000, FinishedUnixMs: 4300_000, Error: "range 7: unavailable"},
+				{DueUnixMs: 0, FinishedUnixMs: 100_000, OnTime: true, Rows: 120},
+			},
+			NextDueUnixMs: 10800_000, Runs: 3, Late: 2, Refused: 1, Admission: "admitted"},
+		{Job: &pb.ScanJob{Name: "export", Start: []byte("a"), End: []byte("b"), EveryMs: 1000, DeadlineMs: 500, OutputDir: "/x"}},
 	}}, nil
 }
 
@@ -147,6 +164,31 @@ func TestHTTPAPI(t *testing.T) {
 	}
 }
 
+// /api/jobs lists the jobs by name with their counts, the run going on and the last outcomes.
+func TestHTTPJobs(t *testing.T) {
+	srv := newTestHTTP(t, "", fakeStatus{}, true)
+	code, h, body := get(t, srv.URL+"/api/jobs", "")
+	var jobs []apijson.JobJSON
+	if err := json.Unmarshal([]byte(body), &jobs); code != 200 || h.Get("Content-Type") != "application/json" || err != nil {
+		t.Fatalf("/api/jobs = %d %s (%v)", code, body, err)
+	}
+	if len(jobs) != 2 || jobs[0].Name != "export" || jobs[0].Action != "export" || jobs[0].Running != nil || jobs[0].Last == nil {
+		t.Fatalf("/api/jobs = %s", body)
+	}
+	j := jobs[1]
+	if j.Every != "1h0m0s" || j.Deadline != "10m0s" || j.Action != "count" || j.Span.Start != "o/" || j.Span.EndEncoding != apijson.Base64 ||
+		j.NextDue != "1970-01-01T03:00:00Z" || j.Runs != 3 || j.OnTime != 1 || j.Late != 2 || j.LastFailed != 1 || j.Refused != 1 || j.Admission != "admitted" {
+		t.Fatalf("orders-count = %+v", j)
+	}
+	r := j.Running
+	if r == nil || r.Outcome != "running" || r.Progress != "1970-01-01T02:00:01Z" || r.Node != 2 || r.RangesDone != 1 || r.RangesTotal != 3 || r.Finished != "" {
+		t.Fatalf("running = %+v", r)
+	}
+	if len(j.Last) != 2 || j.Last[0].Outcome != "failed" || j.Last[0].Error == "" || j.Last[1].Outcome != "on time" || j.Last[1].Rows != 120 {
+		t.Fatalf("last = %+v", j.Last)
+	}
+}
+
 func TestHTTPAPIErrors(t *testing.T) {
 	for _, tc := range []struct {
 		status clusterStatus
@@ -157,7 +199,7 @@ func TestHTTPAPIErrors(t *testing.T) {
 		{fakeStatus{perr: &pb.Error{Code: pb.ErrorCode_UNAVAILABLE, Message: "no quorum"}}, http.StatusServiceUnavailable, "no quorum"},
 	} {
 		srv := newTestHTTP(t, "", tc.status, true)
-		for _, path := range []string{"/api/nodes", "/api/ranges"} {
+		for _, path := range []string{"/api/nodes", "/api/ranges", "/api/jobs"} {
 			code, h, body := get(t, srv.URL+path, "")
 			var e errorJSON
 			if code != tc.code || h.Get("Content-Type") != "application/json" || json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Error, tc.msg) {
@@ -181,7 +223,9 @@ func TestHTTPAuth(t *testing.T) {
 		{"/api/ranges", testToken, 401},
 		{"/api/nope", "", 401},
 		{"/debug/pprof/", "", 401},
+		{"/api/jobs", "", 401},
 		{"/api/nodes", "Bearer " + testToken, 200},
+		{"/api/jobs", "Bearer " + testToken, 200},
 		{"/api/ranges", "Bearer " + testToken, 200},
 		{"/debug/pprof/", "Bearer " + testToken, 200},
 	} {

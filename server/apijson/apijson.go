@@ -1,6 +1,7 @@
-// Package apijson owns the JSON shapes of the admin views that users and scripts read: the node list and
-// the range list. The HTTP API (/api/nodes, /api/ranges) and the CLI (`shoal admin nodes|ranges
-// --format json`) both emit them through this package, so the two can never drift apart (DESIGN.md §5).
+// Package apijson owns the JSON shapes of the admin views that users and scripts read: the node list,
+// the range list and the scan jobs. The HTTP API (/api/nodes, /api/ranges, /api/jobs) and the CLI
+// (`shoal admin nodes|ranges --format json`) both emit them through this package, so the two can never
+// drift apart (DESIGN.md §5).
 //
 // It only converts wire types; it must never fetch anything itself.
 package apijson

@@ -1,9 +1,10 @@
 // Shoal dashboard: loads the last hour every node keeps (/api/history), then polls this node's JSON API
 // every second and draws nodes, ranges and their health, charts of the whole cluster or of one node,
-// and the autopilot's decision log. No libraries, no network access beyond this node's /api/.
+// the scan jobs and the autopilot's decision log. No libraries, no network access beyond this node's /api/.
 //
 // Elements carry data attributes for tests and scripts: #nodes rows data-node-id/data-live/data-state/
-// data-admin, #ranges rows data-range-id/data-leader/data-replicas/data-learners/data-health, #decisions
+// data-admin, #ranges rows data-range-id/data-leader/data-replicas/data-learners/data-health, #jobs rows
+// data-job/data-runs/data-running/data-outcome (the last run's: on time, late, failed), #decisions
 // rows data-decision-id/data-status, every chart's <svg> data-points (points drawn) and
 // data-history-points (of them, those from /api/history), #health data-under-replicated/
 // data-unavailable/data-leaderless, #history-status data-loaded/data-points/data-from, body data-view.
@@ -847,6 +848,77 @@
     svg.dataset.points = entries.length;
   }
 
+  // ---------- scan jobs ----------
+
+  // goDuration shortens a Go duration ("1h0m0s" → "1h", "10m0s" → "10m").
+  function goDuration(d) {
+    return String(d || "–").replace(/([hm])0s$/, "$1").replace(/h0m$/, "h");
+  }
+
+  function jobKey(k, enc) {
+    return enc ? "base64:" + k : k;
+  }
+
+  function jobReads(j) {
+    const what = j.action === "export" ? "export to " + j.output_dir : "count";
+    if (j.table) return ["table " + j.table, what];
+    return ["[" + jobKey(j.span.start, j.span.start_encoding) + ", " + jobKey(j.span.end, j.span.end_encoding) + ")", what];
+  }
+
+  // until says how far t (RFC 3339) is from now: "in 12 s", or how long ago it passed.
+  function until(t) {
+    const at = Date.parse(t);
+    if (!isFinite(at)) return "–";
+    const s = (at - Date.now()) / 1000;
+    const mag = Math.abs(s);
+    const text = mag < 120 ? mag.toFixed(0) + " s" : mag < 7200 ? (mag / 60).toFixed(0) + " min" : (mag / 3600).toFixed(1) + " h";
+    return s >= 0 ? "in " + text : text + " ago";
+  }
+
+  function jobRunning(r) {
+    if (!r) return ["–", ""];
+    const ranges = r.ranges_total ? r.ranges_done + "/" + r.ranges_total + " ranges" : r.ranges_done + " ranges";
+    return ["node " + r.node + ": " + ranges + ", " + num(r.rows) + " rows", bytes(r.bytes) + " since " + clock(Date.parse(r.started)) +
+      (r.progress ? "; recorded " + ago(Date.parse(r.progress)) : "")];
+  }
+
+  function renderJobs(jobs) {
+    fill("jobs", jobs, (row, j) => {
+      const last = j.last.length ? j.last[0] : null;
+      row.dataset.job = j.name;
+      row.dataset.runs = j.runs;
+      row.dataset.running = String(!!j.running);
+      row.dataset.outcome = last ? last.outcome : "";
+      cell(row, j.name, "", "name");
+      twoLine(row, jobReads(j), "reads");
+      cell(row, goDuration(j.every) + " / " + goDuration(j.deadline), "", "schedule");
+      cell(row, until(j.next_due), "", "next-due").title = j.next_due;
+      cell(row, j.runs, "num", "runs");
+      cell(row, j.on_time, "num", "on-time");
+      cell(row, j.late + (j.last_failed ? " (" + j.last_failed + ")" : ""), "num" + (j.late ? " warn" : ""), "late");
+      const refused = cell(row, j.refused, "num" + (j.refused ? " warn" : ""), "refused");
+      if (j.admission && j.admission !== "admitted") {
+        const d = document.createElement("div");
+        d.className = "detail";
+        d.textContent = j.admission;
+        refused.appendChild(d);
+      }
+      twoLine(row, jobRunning(j.running), "running");
+      if (!last) {
+        cell(row, "none yet", "muted", "last");
+        return;
+      }
+      const td = pill(row, last.outcome + (last.outcome === "late" ? " by " + ms(last.late_ms / 1000) : ""),
+        last.outcome === "on time" ? "ok" : last.outcome === "late" ? "warn" : "bad", "last");
+      const took = Date.parse(last.finished) - Date.parse(last.started);
+      const d = document.createElement("div");
+      d.className = "detail";
+      d.textContent = last.error || num(last.rows) + " rows, " + bytes(last.bytes) + (last.cache_bytes ? " (" + bytes(last.cache_bytes) + " from a copy)" : "") +
+        (isFinite(took) ? " in " + ms(took / 1000) : "") + ", " + clock(Date.parse(last.finished));
+      td.appendChild(d);
+    }, "no scan jobs (shoal job add)");
+  }
+
   // ---------- the poll loop ----------
 
   function showErrors(errs) {
@@ -862,10 +934,10 @@
 
   async function refresh() {
     if (historyState === "pending") loadHistory(); // not awaited: the polls go on meanwhile
-    const [nodes, ranges, stats, decisions] = await Promise.allSettled(
-      ["/api/nodes", "/api/ranges", "/api/stats", "/api/decisions"].map(get));
+    const [nodes, ranges, stats, decisions, jobs] = await Promise.allSettled(
+      ["/api/nodes", "/api/ranges", "/api/stats", "/api/decisions", "/api/jobs"].map(get));
     const errs = [];
-    for (const r of [nodes, ranges, stats, decisions]) if (r.status === "rejected") errs.push(String(r.reason.message || r.reason));
+    for (const r of [nodes, ranges, stats, decisions, jobs]) if (r.status === "rejected") errs.push(String(r.reason.message || r.reason));
     const st = stats.status === "fulfilled" ? stats.value : null;
     if (st) {
       addLive(st);
@@ -886,6 +958,7 @@
       lastDecisions = decisions.value;
       renderDecisions(lastDecisions);
     }
+    if (jobs.status === "fulfilled") renderJobs(jobs.value);
     drawCharts();
     renderNodeDetail();
     if (st) {
