@@ -50,6 +50,10 @@ type NodeProfilesConfig struct {
 	// its compaction done) before the mixes are sampled and the plan made again: the leaderships it
 	// shed return in that time, and the samples before it would show them elsewhere. Default 10 s.
 	Settle time.Duration
+	// HotShare: a user range whose cost is at least this share of all user ranges' is hot, and no
+	// replica move reads its snapshot off the node leading it (place). Default a node's share,
+	// 1/nodes: such a range alone loads a node as much as the cluster's mean.
+	HotShare float64
 	// MaxAway bounds the wait for such a node: after it the policy samples and plans without it.
 	// Default 5 min (the supervisor's bound on the compaction after a block size change).
 	MaxAway time.Duration
@@ -810,13 +814,75 @@ func fraction(x, total float64) float64 {
 
 // place proposes up to budget operators that move leaderships to their planned nodes, busiest
 // ranges first, each to a node that already runs its planned profile and is not restarting. A
-// replica move only when snapshot is true (none in flight): its snapshot is read from the leader's disk and
-// written to the target's, and two at once from the node leading tenant C's hot range took C from
-// 165 to 82 ops/s for the 20 s they ran.
+// replica move only when snapshot is true (none in flight): its snapshot is read from the leader's
+// disk and written to the target's, and two at once from the node leading the hot range took that
+// range's tenant from 165 to 82 ops/s for the 20 s they ran. Nor from a node leading a hot range
+// (hotLeaders) other than the moving one: the range's leadership goes first to a voter on a node
+// leading none (quietVoter), whose disk then sends the snapshot, or, with none, the move waits.
 func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bool, budget int, snapshot bool) []*operator.Operator {
 	if budget <= 0 {
 		return nil
 	}
+	todo := p.toPlace(c, v, restarting)
+	before, total := operator.ProfileMatched(c)
+	hot := p.hotLeaders(c)
+	var ops []*operator.Operator
+	for _, r := range todo {
+		if len(ops) == budget {
+			break
+		}
+		to := p.leadOn[r.ID]
+		cl := p.classes[r.ID]
+		why := fmt.Sprintf("r%d is %s (%s): lead it on n%d (profile %s) rather than n%d (profile %s)",
+			r.ID, cl, mixText(p.smooth[r.ID].Mix()), to, p.profile[to], r.Leader, profileOf(c.Node(r.Leader)))
+		var op *operator.Operator
+		switch {
+		case r.IsVoter(to):
+			op = operator.NewTransferLeader(NameNodeProfiles, c.Now, r, to, why)
+		case !snapshot:
+			continue
+		case hot[r.Leader] != 0 && hot[r.Leader] != r.ID:
+			// Its snapshot would be read off the disk of the node serving a hot range: first lead it
+			// on a voter whose node serves none, or wait.
+			w := p.quietVoter(c, v, r, hot, restarting)
+			if w == 0 {
+				continue
+			}
+			op = operator.NewTransferLeader(NameNodeProfiles, c.Now, r, w, why+fmt.Sprintf(
+				"; first lead it on n%d: a replica move reads its snapshot off its leader's disk, and n%d leads hot r%d", w, r.Leader, hot[r.Leader]))
+			to = w
+		default:
+			snapshot = false
+			op = operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, r.Leader, to, why+"; move its leader's replica there")
+			p.moved[r.ID] = c.Now
+		}
+		op.Priority = operator.PriorityLow
+		q, now := r.QPS()+r.ReplicaReadQPS, profileplan.Classify(operator.MixOf(r))
+		if from := v.at(r.Leader); p.profile[to] == p.profile[r.Leader] && from != nil {
+			// Within a group: LPT evens the group's load, so that is what the move changes.
+			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricQPSGap, From: r.Leader, To: to,
+				Before: from.qps - v.at(to).qps, Delta: -2 * r.QPS()}
+			ops = append(ops, op)
+			continue
+		}
+		delta := 0.0
+		if string(now) == c.Node(to).Profile {
+			delta += q
+		}
+		if string(now) == c.Node(r.Leader).Profile {
+			delta -= q
+		}
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, Range: r.ID, From: r.Leader, To: to,
+			Before: fraction(before, total), Delta: fraction(delta, total)}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// toPlace are the ranges place may move, busiest first: led elsewhere than planned, idle, their
+// planned node ready (active, idle, running its planned profile), neither node restarting, and
+// not tried as a replica move within RetryAfter.
+func (p *NodeProfiles) toPlace(c *model.Cluster, v *view, restarting map[uint64]bool) []*model.Range {
 	// The ranges a node restarting for a profile led when asked: its supervisor takes them back
 	// once it is up, from whichever node leads them, so a move meanwhile would be undone — two more
 	// hand-overs of the range, each to a cold cache. They move once it is back.
@@ -848,48 +914,59 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	before, total := operator.ProfileMatched(c)
-	var ops []*operator.Operator
-	for _, r := range todo {
-		if len(ops) == budget {
-			break
-		}
-		to := p.leadOn[r.ID]
-		cl := p.classes[r.ID]
-		why := fmt.Sprintf("r%d is %s (%s): lead it on n%d (profile %s) rather than n%d (profile %s)",
-			r.ID, cl, mixText(p.smooth[r.ID].Mix()), to, p.profile[to], r.Leader, profileOf(c.Node(r.Leader)))
-		var op *operator.Operator
-		switch {
-		case r.IsVoter(to):
-			op = operator.NewTransferLeader(NameNodeProfiles, c.Now, r, to, why)
-		case !snapshot:
-			continue
-		default:
-			snapshot = false
-			op = operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, r.Leader, to, why+"; move its leader's replica there")
-			p.moved[r.ID] = c.Now
-		}
-		op.Priority = operator.PriorityLow
-		q, now := r.QPS()+r.ReplicaReadQPS, profileplan.Classify(operator.MixOf(r))
-		if from := v.at(r.Leader); p.profile[to] == p.profile[r.Leader] && from != nil {
-			// Within a group: LPT evens the group's load, so that is what the move changes.
-			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricQPSGap, From: r.Leader, To: to,
-				Before: from.qps - v.at(to).qps, Delta: -2 * r.QPS()}
-			ops = append(ops, op)
-			continue
-		}
-		delta := 0.0
-		if string(now) == c.Node(to).Profile {
-			delta += q
-		}
-		if string(now) == c.Node(r.Leader).Profile {
-			delta -= q
-		}
-		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, Range: r.ID, From: r.Leader, To: to,
-			Before: fraction(before, total), Delta: fraction(delta, total)}
-		ops = append(ops, op)
+	return todo
+}
+
+// hotLeaders maps each node leading a hot range to that range (the hottest, if several): a user
+// range whose cost (costMix) is at least HotShare of the user ranges' total. Such a range loads its
+// node's disk near its budget, so any other disk work there shows in its requests: a replica move's
+// snapshot read off that node (the leader sends it) took the hot range's tenant to 55–65 % of its
+// level for the 10–20 s it ran.
+func (p *NodeProfiles) hotLeaders(c *model.Cluster) map[uint64]uint64 {
+	cost := map[uint64]float64{}
+	total := 0.0
+	for _, r := range c.UserRanges() {
+		cost[r.ID] = p.costMix(r).Cost()
+		total += cost[r.ID]
 	}
-	return ops
+	share := p.cfg.HotShare
+	if share <= 0 {
+		share = 1 / float64(max(1, len(c.Nodes)))
+	}
+	out := map[uint64]uint64{}
+	for _, r := range c.UserRanges() {
+		if total <= 0 || cost[r.ID] < share*total || cost[r.ID] < p.cfg.MinQPS {
+			continue
+		}
+		if h := out[r.Leader]; h == 0 || cost[r.ID] > cost[h] {
+			out[r.Leader] = r.ID
+		}
+	}
+	return out
+}
+
+// quietVoter is the voter of r (0: none) to lead it before its replica move, so that the move's
+// snapshot is read off a disk that serves no hot range: live, active, idle, not restarting nor
+// taking back its leaderships, leading no hot range; the one leading the least load.
+func (p *NodeProfiles) quietVoter(c *model.Cluster, v *view, r *model.Range, hot map[uint64]uint64, restarting map[uint64]bool) uint64 {
+	best, load := uint64(0), 0.0
+	for _, id := range r.Voters() {
+		n := c.Node(id)
+		if id == r.Leader || hot[id] != 0 || restarting[id] || n == nil || !n.Active() || n.Busy() {
+			continue
+		}
+		if a := p.away[id]; a != nil && a.back.IsZero() {
+			continue
+		}
+		q := 0.0
+		if l := v.at(id); l != nil {
+			q = l.qps
+		}
+		if best == 0 || q < load {
+			best, load = id, q
+		}
+	}
+	return best
 }
 
 // mixText is a mix in words: "80% reads, 90% of them scans".

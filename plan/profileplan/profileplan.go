@@ -578,7 +578,8 @@ func preferVoters(as []Assignment, ranges []Range) []Assignment {
 }
 
 // match gives each node one target set (Alg. 3). A pinned node picks first, among the sets of its
-// own profile the one that keeps the most of its ranges (it keeps its profile, if a set has it); then
+// own profile the one that keeps the most of its ranges and then takes the fewest from other nodes
+// (takenFrom; it keeps its profile, if a set has it); then
 // nodes pick in turn, the one that would keep the most of its ranges first; a node prefers the set
 // of its own profile when it keeps as many ranges.
 func match(nodes []Node, target []Assignment) []Assignment {
@@ -593,10 +594,11 @@ func match(nodes []Node, target []Assignment) []Assignment {
 		if !n.Pinned || n.Profile == Default { // a default node has no group to keep (only padding)
 			continue
 		}
-		bj, bestKeep := -1, -1
+		bj, bestKeep, bestTaken := -1, -1, 0
 		for j, t := range left {
-			if k := kept(n, t); t.Profile == n.Profile && k > bestKeep {
-				bj, bestKeep = j, k
+			k, taken := kept(n, t), takenFrom(nodes, n, t)
+			if t.Profile == n.Profile && (k > bestKeep || k == bestKeep && taken < bestTaken) {
+				bj, bestKeep, bestTaken = j, k, taken
 			}
 		}
 		if bj < 0 {
@@ -628,6 +630,20 @@ func match(nodes []Node, target []Assignment) []Assignment {
 	}
 	slices.SortFunc(out, func(a, b Assignment) int { return cmp.Compare(a.Node, b.Node) })
 	return out
+}
+
+// takenFrom is how many of target set t's ranges nodes other than n lead: what n taking t moves
+// away from them. Among sets keeping as many of its ranges, a pinned node takes the one taking
+// least: picking the first, a meta leader leading no user range took the hot range's set and the
+// hot range moved to it by a replica move, its snapshot read off its own busy disk.
+func takenFrom(nodes []Node, n Node, t Assignment) int {
+	k := 0
+	for _, m := range nodes {
+		if m.ID != n.ID {
+			k += kept(m, t)
+		}
+	}
+	return k
 }
 
 // kept is how many of n's ranges target set t keeps on it.
