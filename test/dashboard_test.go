@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shoaldb/shoal/client"
+	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/server"
 	"github.com/shoaldb/shoal/server/apijson"
 )
@@ -557,8 +558,33 @@ func TestDashboardToken(t *testing.T) {
 	}
 	// The history travels with the token too.
 	poll("the history", `document.getElementById("history-status").dataset.loaded === "true"`)
+	checkJobsTable(t, nodes[0].grpc, base, token, poll)
 	if errs := jsErrors(); len(errs) > 0 {
 		t.Errorf("script errors on the page: %v", errs)
+	}
+}
+
+// checkJobsTable checks the scan-jobs table: its empty state, then a job added through the client
+// with its first run's outcome (due when added), as /api/jobs has it.
+func checkJobsTable(t *testing.T, grpcAddr, base, token string, poll func(what, expr string)) {
+	t.Helper()
+	poll("the jobs' empty state", `(document.querySelector("#jobs tbody td.muted")?.textContent || "").startsWith("no scan jobs")`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Addrs: []string{grpcAddr}, AuthToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	job := &pb.ScanJob{Name: "page-count", Start: []byte("page/"), End: []byte("page0"), EveryMs: 3600_000, DeadlineMs: 600_000, Count: true}
+	if _, _, err := cl.AddJob(ctx, job); err != nil {
+		t.Fatalf("AddJob: %v", err)
+	}
+	poll("the job's first run on the page", `document.querySelector('#jobs tr[data-job="page-count"]')?.dataset.outcome === "on time"`)
+	var api []apijson.JobJSON
+	apiGet(t, base+"/api/jobs", token, &api)
+	if len(api) != 1 || api[0].Name != job.Name || api[0].Runs < 1 || api[0].Last[0].Outcome != "on time" {
+		t.Errorf("/api/jobs = %+v", api)
 	}
 }
 
