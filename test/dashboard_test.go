@@ -559,6 +559,7 @@ func TestDashboardToken(t *testing.T) {
 	// The history travels with the token too.
 	poll("the history", `document.getElementById("history-status").dataset.loaded === "true"`)
 	checkJobsTable(t, nodes[0].grpc, base, token, poll)
+	screenshot(t, bctx, "-jobs")
 	if errs := jsErrors(); len(errs) > 0 {
 		t.Errorf("script errors on the page: %v", errs)
 	}
