@@ -80,13 +80,14 @@ func JobsJSON(jobs []*pb.JobState) []JobJSON {
 		if st.GetJob() == nil {
 			continue
 		}
-		out = append(out, jobJSON(st))
+		out = append(out, Job(st))
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-func jobJSON(st *pb.JobState) JobJSON {
+// Job converts one job state (its Job set).
+func Job(st *pb.JobState) JobJSON {
 	j := st.GetJob()
 	v := JobJSON{Name: j.GetName(), Table: j.GetTable(), Every: durationText(j.GetEveryMs()), Deadline: durationText(j.GetDeadlineMs()),
 		Action: "count", OutputDir: j.GetOutputDir(), RateBytes: j.GetRateBytes(), Created: msText(j.GetCreatedUnixMs()),

@@ -17,6 +17,7 @@ import (
 	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/cmd/shoal/internal/cli"
 	"github.com/shoaldb/shoal/pb"
+	"github.com/shoaldb/shoal/server/apijson"
 )
 
 // Commands returns the root's `job` command.
@@ -111,7 +112,7 @@ shorter than the period is allowed, with a warning. With --format json, print th
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", warning)
 			}
 			if cli.JSON() {
-				return cli.WriteJSON(cmd.OutOrStdout(), jobJSONOf(&pb.JobState{Job: stored, NextDueUnixMs: stored.CreatedUnixMs}))
+				return cli.WriteJSON(cmd.OutOrStdout(), apijson.Job(&pb.JobState{Job: stored, NextDueUnixMs: stored.CreatedUnixMs}))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "added job %s: %s every %v, due within %v\n", stored.Name, what(stored), f.every, f.deadline)
 			return nil
@@ -130,10 +131,7 @@ var listCmd = &cobra.Command{
 			if err != nil {
 				return err
 			}
-			out := make([]jobJSON, 0, len(jobs))
-			for _, st := range jobs {
-				out = append(out, jobJSONOf(st))
-			}
+			out := apijson.JobsJSON(jobs)
 			if cli.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), out)
 			}
@@ -147,8 +145,9 @@ var statusCmd = &cobra.Command{
 	Short: "Show a scan job: the run in progress and the last outcomes",
 	Long: `Show a scan job: its settings, the run in progress (rows, bytes and ranges read so far, as its node
 last recorded them) and the last runs (started, finished, rows, bytes, on time or late by how much).
-With --format json, print {"name","span","table","every","deadline","action","output_dir","created",
-"next_due","runs","late","skipped","running","last"}.`,
+With --format json, print the object /api/jobs lists: {"name","span","table","every","deadline","action",
+"output_dir","rate_bytes","created","next_due","runs","on_time","late","last_failed","skipped","refused",
+"admission","running","last"}; a run has "outcome" (running, on time, late or failed).`,
 	Args: cli.Args(cobra.ExactArgs(1)),
 	RunE: func(cmd *cobra.Command, args []string) error {
 		return withJobs(cmd, func(ctx context.Context, j Jobs) error {
@@ -159,7 +158,7 @@ With --format json, print {"name","span","table","every","deadline","action","ou
 			if len(jobs) == 0 {
 				return fmt.Errorf("no scan job named %q: `shoal job list` shows them", args[0])
 			}
-			v := jobJSONOf(jobs[0])
+			v := apijson.Job(jobs[0])
 			if cli.JSON() {
 				return cli.WriteJSON(cmd.OutOrStdout(), v)
 			}
@@ -216,7 +215,7 @@ func what(j *pb.ScanJob) string {
 
 func spanText(start, end []byte) string { return fmt.Sprintf("%q..%q", start, end) }
 
-func printList(w io.Writer, jobs []jobJSON) error {
+func printList(w io.Writer, jobs []apijson.JobJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tREADS\tEVERY\tDEADLINE\tDOES\tNEXT DUE\tRUNS\tLATE\tLAST")
 	for _, j := range jobs {
@@ -236,7 +235,7 @@ func printList(w io.Writer, jobs []jobJSON) error {
 	return tw.Flush()
 }
 
-func outcome(r runJSON) string {
+func outcome(r apijson.RunJSON) string {
 	switch {
 	case r.Error != "":
 		return "failed: " + r.Error
@@ -247,7 +246,7 @@ func outcome(r runJSON) string {
 	}
 }
 
-func printStatus(w io.Writer, j jobJSON) error {
+func printStatus(w io.Writer, j apijson.JobJSON) error {
 	fmt.Fprintf(w, "job %s: %s, every %s, due within %s\n", j.Name, j.Action, j.Every, j.Deadline)
 	if j.Table != "" {
 		fmt.Fprintf(w, "  table %s, span %s..%s\n", j.Table, j.Span.Start, j.Span.End)
