@@ -7,6 +7,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -744,6 +746,30 @@ func (e *Engine) CompactAll(ctx context.Context) error {
 		return fmt.Errorf("full compaction: %w", err)
 	}
 	return nil
+}
+
+// BottomTableStarts are the first keys, strictly inside [lo, hi) and in order, of the tables of
+// the lowest level holding any of the span: the places a manual compaction of the span can be cut
+// at, each piece rewriting whole tables of that level (CompactSpan takes whole tables).
+func (e *Engine) BottomTableStarts(lo, hi []byte) ([][]byte, error) {
+	levels, err := e.db.SSTables(pebble.WithKeyRangeFilter(lo, hi))
+	if err != nil {
+		return nil, fmt.Errorf("tables of [%q, %q): %w", lo, hi, err)
+	}
+	var cuts [][]byte
+	for l := len(levels) - 1; l >= 0; l-- {
+		if len(levels[l]) == 0 {
+			continue
+		}
+		for _, t := range levels[l] {
+			if k := t.Smallest.UserKey; bytes.Compare(k, lo) > 0 && bytes.Compare(k, hi) < 0 {
+				cuts = append(cuts, slices.Clone(k))
+			}
+		}
+		break
+	}
+	slices.SortFunc(cuts, bytes.Compare)
+	return slices.CompactFunc(cuts, bytes.Equal), nil
 }
 
 // CompactSpan compacts the engine keys [lo, hi) down to the bottom level, like CompactAll for one

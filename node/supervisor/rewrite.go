@@ -1,17 +1,14 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/plan/profileplan"
 	"github.com/shoaldb/shoal/replica"
+	"github.com/shoaldb/shoal/stopper"
 	"github.com/shoaldb/shoal/storage"
 )
 
@@ -75,18 +72,7 @@ type pacer struct {
 }
 
 // realPacer paces at RewriteShare on the wall clock.
-var realPacer = pacer{share: RewriteShare, now: time.Now, sleep: sleepCtx}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("pause between rewrite pieces: %w", ctx.Err())
-	case <-t.C:
-		return nil
-	}
-}
+var realPacer = pacer{share: RewriteShare, now: time.Now, sleep: stopper.SleepContext}
 
 // run compacts each piece with compact, pausing after each but the last.
 func (p pacer) run(ctx context.Context, pieces []span, compact func(ctx context.Context, lo, hi []byte) error) error {
@@ -99,7 +85,7 @@ func (p pacer) run(ctx context.Context, pieces []span, compact func(ctx context.
 			continue
 		}
 		if err := p.sleep(ctx, time.Duration(float64(p.now().Sub(start))*(1/p.share-1))); err != nil {
-			return err
+			return fmt.Errorf("pause after rewrite piece %d of %d: %w", i+1, len(pieces), err)
 		}
 	}
 	return nil
@@ -117,23 +103,10 @@ func pieces(e *storage.Engine, spans []span) ([]span, error) {
 	}
 	var out []span
 	for _, sp := range spans {
-		levels, err := e.DB().SSTables(pebble.WithKeyRangeFilter(sp.lo, sp.hi))
+		cuts, err := e.BottomTableStarts(sp.lo, sp.hi)
 		if err != nil {
-			return nil, fmt.Errorf("tables of [%q, %q): %w", sp.lo, sp.hi, err)
+			return nil, err
 		}
-		var cuts [][]byte
-		for l := len(levels) - 1; l >= 0 && cuts == nil; l-- {
-			for _, t := range levels[l] {
-				if k := t.Smallest.UserKey; bytes.Compare(k, sp.lo) > 0 && bytes.Compare(k, sp.hi) < 0 {
-					cuts = append(cuts, slices.Clone(k))
-				}
-			}
-			if len(levels[l]) > 0 && cuts == nil {
-				cuts = [][]byte{}
-			}
-		}
-		slices.SortFunc(cuts, bytes.Compare)
-		cuts = slices.CompactFunc(cuts, bytes.Equal)
 		lo := sp.lo
 		for _, k := range cuts {
 			out = append(out, span{lo, k})
