@@ -261,9 +261,7 @@ func TestDashboard(t *testing.T) {
 	screenshot(t, bctx, "")
 
 	// One node's view: its figures, and its line alone in the per-node charts.
-	if err := chromedp.Run(bctx, chromedp.Click(`#nodes tbody tr[data-node-id="2"] td[data-col=id]`, chromedp.ByQuery)); err != nil {
-		t.Fatalf("click node 2: %v", err)
-	}
+	clickNow(t, bctx, `#nodes tbody tr[data-node-id="2"] td[data-col=id]`)
 	poll("node 2's view", `document.body.dataset.view === "2" && !document.getElementById("node-detail").hidden &&
 		document.getElementById("node-detail").dataset.nodeId === "2" &&
 		document.querySelector("#nd-figures [data-col=mem]").textContent.endsWith("B") &&
@@ -271,9 +269,7 @@ func TestDashboard(t *testing.T) {
 		document.querySelector('#chart-cpu path[data-series="n2"]') !== null &&
 		+document.getElementById("chart-throughput").dataset.historyPoints >= 2`)
 	screenshot(t, bctx, "-node")
-	if err := chromedp.Run(bctx, chromedp.Click(`#nd-close`, chromedp.ByQuery)); err != nil {
-		t.Fatal(err)
-	}
+	clickNow(t, bctx, `#nd-close`)
 	poll("the cluster's view again", `document.body.dataset.view === "all" && document.getElementById("node-detail").hidden`)
 
 	// The health view: with node 3 gone, every range lacks a voter; none lacks a quorum.
@@ -783,4 +779,20 @@ func joinIDs(ids []uint64, sep string) string {
 		s[i] = strconv.FormatUint(id, 10)
 	}
 	return strings.Join(s, sep)
+}
+
+// clickNow clicks the element selector finds, found and clicked in one script: the page rebuilds
+// its tables at every refresh, and chromedp's Click — find the node, then scroll to it, then press
+// the mouse over it, each a call of its own — failed on a row replaced in between ("Could not find
+// node with given id").
+func clickNow(t *testing.T, bctx context.Context, selector string) {
+	t.Helper()
+	var found bool
+	script := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, selector)
+	if err := chromedp.Run(bctx, chromedp.Evaluate(script, &found)); err != nil {
+		t.Fatalf("click %s: %v", selector, err)
+	}
+	if !found {
+		t.Fatalf("click %s: no such element", selector)
+	}
 }

@@ -53,21 +53,29 @@ func startSupervised(t *testing.T, n int) ([]*supervisor.Supervisor, []string) {
 	return sups, addrs
 }
 
-// TestProfileChangeByRollingRestart: a node asked to change its engine profile (the SetProfile
-// RPC the autopilot's actuator sends) sheds its leaderships, reopens its engine with the profile on
-// the same data, and takes its leaderships back; its data is intact, its heartbeats report the
-// profile, and a writer running all along sees no failed request.
-func TestProfileChangeByRollingRestart(t *testing.T) {
+// startSupervisedHeld starts three supervised nodes and a client, waits for three voters on every
+// range and holds the autopilot's placement policies, so that only the test moves leaderships.
+func startSupervisedHeld(t *testing.T, ctx context.Context) ([]*supervisor.Supervisor, []string, *client.Client) {
+	t.Helper()
 	sups, addrs := startSupervised(t, 3)
 	cl, err := client.New(context.Background(), client.Config{Addrs: addrs, RequestTimeout: 10 * time.Second, MaxAttempts: 40})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return benchutil.FullyReplicated(ctx, cl, 3) })
 	testcluster.Hold(t, ctx, cl)
+	return sups, addrs, cl
+}
+
+// TestProfileChangeByRollingRestart: a node asked to change its engine profile (the SetProfile
+// RPC the autopilot's actuator sends) sheds its leaderships, reopens its engine with the profile on
+// the same data, and takes its leaderships back; its data is intact, its heartbeats report the
+// profile, and a writer running all along sees no failed request.
+func TestProfileChangeByRollingRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sups, addrs, cl := startSupervisedHeld(t, ctx)
 
 	// Four ranges; the target node leads two of them.
 	for _, k := range []string{"k1", "k2", "k3"} {

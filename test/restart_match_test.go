@@ -8,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoaldb/shoal/bench/benchutil"
-	"github.com/shoaldb/shoal/client"
 	"github.com/shoaldb/shoal/node/supervisor"
 	"github.com/shoaldb/shoal/replica"
-	"github.com/shoaldb/shoal/test/testcluster"
 )
 
 // TestRestartKeepsWhatItAcknowledged: across in-process restarts of supervised nodes under
@@ -22,16 +19,9 @@ import (
 // one acknowledged an entry the serving replica never held, and the leader's heartbeats committing
 // it were dropped ("heartbeat commits N+1 beyond last index N") until the leadership moved.
 func TestRestartKeepsWhatItAcknowledged(t *testing.T) {
-	sups, addrs := startSupervised(t, 3)
-	cl, err := client.New(context.Background(), client.Config{Addrs: addrs, RequestTimeout: 10 * time.Second, MaxAttempts: 40})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return benchutil.FullyReplicated(ctx, cl, 3) })
-	testcluster.Hold(t, ctx, cl)
+	sups, _, cl := startSupervisedHeld(t, ctx)
 	// Several ranges: a restarted node loads them one by one while its peers' appends arrive.
 	for i := 1; i < 8; i++ {
 		if _, _, err := cl.Split(ctx, []byte(fmt.Sprintf("m%d", i))); err != nil {
