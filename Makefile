@@ -2,7 +2,7 @@
 GO       ?= go
 BIN      := bin/shoal
 PKGS     := ./...
-# Race-enabled test run; the whole suite takes 12–18 minutes on 2 cores from an empty build cache.
+# Race-enabled test run; the whole suite takes 10-25 minutes on 2 cores from an empty build cache, depending on the host.
 TESTFLAGS ?= -race -count=1 -timeout 25m
 
 .PHONY: all build demo test test-short vet fmt proto clean
