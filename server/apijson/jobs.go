@@ -64,12 +64,8 @@ type RunJSON struct {
 	CacheBytes  int64  `json:"cache_bytes"` // read from a prefetched or kept copy rather than the disk
 }
 
-func msText(ms int64) string {
-	if ms == 0 {
-		return ""
-	}
-	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
-}
+// msText is a time in milliseconds since the epoch as unixText writes one.
+func msText(ms int64) string { return unixText(ms * int64(time.Millisecond)) }
 
 func durationText(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
 
