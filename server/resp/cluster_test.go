@@ -1093,9 +1093,18 @@ func testSplitTransfer(t *testing.T, c *tcluster) {
 			t.Fatalf("after split+transfer: SET %s: %v", k, err)
 		}
 	}
-	stale.ReloadState(ctx)
-	if m, err := stale.MasterForKey(ctx, hi); err != nil || m.Options().Addr != newAddr {
-		t.Fatalf("after reload the client sends slot %d to %v (%v), want %s", resp.Slot([]byte(hi)), m, err, newAddr)
+	// go-redis reloads its slot map in the background (ReloadState returns at once, and does
+	// nothing while an earlier reload is still under way): ask until the new map is there.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		stale.ReloadState(ctx)
+		m, err := stale.MasterForKey(ctx, hi)
+		if err == nil && m.Options().Addr == newAddr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after reload the client sends slot %d to %v (%v), want %s", resp.Slot([]byte(hi)), m, err, newAddr)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	// The cluster-aware client's map still says the old leader: it gets MOVED and follows it.
