@@ -476,10 +476,21 @@ func buildStats(ctx context.Context, nodes []*pb.NodeStatus, fetch metricsFetche
 		}
 		out.Nodes = append(out.Nodes, ns)
 	}
-	// Read the live nodes' metrics in parallel (the slowest bounds the answer).
+	fetchAllMetrics(ctx, out.Nodes, addrs, fetch)
+	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].ID < out.Nodes[j].ID })
+	for _, r := range ranges {
+		out.Ranges = append(out.Ranges, *r)
+	}
+	sort.Slice(out.Ranges, func(i, j int) bool { return out.Ranges[i].ID < out.Ranges[j].ID })
+	return out
+}
+
+// fetchAllMetrics reads the live nodes' metrics in parallel (the slowest bounds the answer); addrs[i]
+// is the HTTP address of nodes[i].
+func fetchAllMetrics(ctx context.Context, nodes []nodeStatsJSON, addrs []string, fetch metricsFetcher) {
 	var wg sync.WaitGroup
-	for i := range out.Nodes {
-		ns, addr := &out.Nodes[i], addrs[i]
+	for i := range nodes {
+		ns, addr := &nodes[i], addrs[i]
 		switch {
 		case addr == "":
 			ns.MetricsError = "HTTP is off on this node"
@@ -499,12 +510,6 @@ func buildStats(ctx context.Context, nodes []*pb.NodeStatus, fetch metricsFetche
 		}
 	}
 	wg.Wait()
-	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].ID < out.Nodes[j].ID })
-	for _, r := range ranges {
-		out.Ranges = append(out.Ranges, *r)
-	}
-	sort.Slice(out.Ranges, func(i, j int) bool { return out.Ranges[i].ID < out.Ranges[j].ID })
-	return out
 }
 
 // rangeHealth checks every range against the nodes' liveness: the same rules as the nodes'
