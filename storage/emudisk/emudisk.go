@@ -10,7 +10,9 @@
 //     the rest dropped: a node with a bounded page cache of its own);
 //   - a per-device I/O budget: token buckets for read bytes/s, write bytes/s and operations/s (reads,
 //     writes and syncs share the IOPS bucket), plus a fixed latency added to every operation. A caller
-//     sleeps until its tokens are there, so a compaction or a backup on one node slows that node only.
+//     sleeps until its tokens are there, so a compaction or a backup on one node slows that node only;
+//   - an idle class (MarkIdle): operations on a marked OS thread are served only when no foreground
+//     operation waits for the budget, as Linux serves an IOPRIO_CLASS_IDLE thread.
 //
 // It must never change what a file holds or what an operation returns: it only delays calls and
 // drops clean cached pages, and every error comes from the wrapped filesystem. It never throttles
@@ -74,6 +76,11 @@ type Stats struct {
 	// added latency. Both are summed over callers, so they can exceed wall-clock time.
 	Throttled time.Duration `json:"throttled_ns"`
 	Latency   time.Duration `json:"latency_ns"`
+	// IdleOps counts the operations charged in the idle class (MarkIdle; included in ReadOps and
+	// WriteOps); IdleWait the total time they waited for the foreground and for their tokens (not in
+	// Throttled, which counts the foreground's queueing alone).
+	IdleOps  int64         `json:"idle_ops,omitempty"`
+	IdleWait time.Duration `json:"idle_wait_ns,omitempty"`
 	// Fadvises counts posix_fadvise calls made to drop or keep pages out of the page cache;
 	// FadviseErrors the ones that failed (they are otherwise ignored: the bypass is best-effort).
 	Fadvises      int64 `json:"fadvises"`
@@ -94,6 +101,7 @@ func (s Stats) Add(o Stats) Stats {
 		Fadvises: s.Fadvises + o.Fadvises, FadviseErrors: s.FadviseErrors + o.FadviseErrors,
 		ReadaheadOps: s.ReadaheadOps + o.ReadaheadOps, ReadaheadHits: s.ReadaheadHits + o.ReadaheadHits,
 		PageCacheHits: s.PageCacheHits + o.PageCacheHits, PageCacheMisses: s.PageCacheMisses + o.PageCacheMisses,
+		IdleOps: s.IdleOps + o.IdleOps, IdleWait: s.IdleWait + o.IdleWait,
 	}
 }
 
@@ -128,6 +136,11 @@ type Device struct {
 	readaheadOps, readaheadHits                       atomic.Int64
 	pageCacheHits, pageCacheMisses                    atomic.Int64
 	unthrottled                                       atomic.Bool
+	idleOps, idleWait                                 atomic.Int64
+	// idle holds the threads marked idle-class (MarkIdle); idleMarked counts their marks, so that
+	// charge looks its caller up only while some thread is marked.
+	idle       idleThreads
+	idleMarked atomic.Int64
 	// pc is the modeled page cache (Options.PageCacheBytes with NoPageCache), nil without one.
 	pc *pageCache
 	// raDirs maps a directory to the readahead window of the files opened under it (ReadAheadUnder).
@@ -213,6 +226,7 @@ func (d *Device) Stats() Stats {
 		Fadvises: d.fadvises.Load(), FadviseErrors: d.fadviseErrors.Load(),
 		ReadaheadOps: d.readaheadOps.Load(), ReadaheadHits: d.readaheadHits.Load(),
 		PageCacheHits: d.pageCacheHits.Load(), PageCacheMisses: d.pageCacheMisses.Load(),
+		IdleOps: d.idleOps.Load(), IdleWait: time.Duration(d.idleWait.Load()),
 	}
 }
 
@@ -243,7 +257,8 @@ const (
 )
 
 // charge takes the tokens of one operation and makes the caller wait for them plus the device's
-// latency. It returns the wait it requested.
+// latency. It returns the wait it requested. An operation on a thread marked idle-class (MarkIdle)
+// waits instead until no foreground operation does (chargeIdle).
 func (d *Device) charge(kind op, n int64) time.Duration {
 	if n < 0 {
 		n = 0
@@ -262,15 +277,15 @@ func (d *Device) charge(kind op, n int64) time.Duration {
 	if d.unthrottled.Load() {
 		return 0
 	}
+	if d.callerIdle() {
+		return d.chargeIdle(kind, n)
+	}
 	d.mu.Lock()
 	now := d.clock.Now()
 	wait := d.iops.take(now, 1)
 	var bw time.Duration
-	switch kind {
-	case opRead:
-		bw = d.readBytes.take(now, float64(n))
-	case opWrite:
-		bw = d.writeBytes.take(now, float64(n))
+	if b := d.bandwidth(kind); b != nil {
+		bw = b.take(now, float64(n))
 	}
 	d.mu.Unlock()
 	// The operation is done when both its bandwidth and its IOPS share are there.
@@ -282,6 +297,17 @@ func (d *Device) charge(kind op, n int64) time.Duration {
 		return total
 	}
 	return 0
+}
+
+// refill adds the tokens accrued since the last refill, up to the burst (a new bucket starts full).
+func (b *bucket) refill(now time.Time) {
+	if b.last.IsZero() {
+		b.last, b.tokens = now, b.burst
+	}
+	if el := now.Sub(b.last); el > 0 {
+		b.tokens = min(b.burst, b.tokens+el.Seconds()*b.rate)
+		b.last = now
+	}
 }
 
 // bucket is a token bucket that lends: take always succeeds and returns how long the caller must
@@ -306,13 +332,7 @@ func (b *bucket) take(now time.Time, n float64) time.Duration {
 	if b.rate <= 0 {
 		return 0
 	}
-	if b.last.IsZero() {
-		b.last, b.tokens = now, b.burst
-	}
-	if el := now.Sub(b.last); el > 0 {
-		b.tokens = min(b.burst, b.tokens+el.Seconds()*b.rate)
-		b.last = now
-	}
+	b.refill(now)
 	b.tokens -= n
 	if b.tokens >= 0 {
 		return 0

@@ -13,12 +13,13 @@ import (
 
 // fakeClock records every requested sleep; with advance it also moves its time forward by it, as if
 // the caller had slept (a single caller's timeline), otherwise time stands still (callers arriving
-// together).
+// together). With minSleep a sleep lasts at least that long, as the real clock's do.
 type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	advance bool
-	sleeps  []time.Duration
+	mu       sync.Mutex
+	now      time.Time
+	advance  bool
+	minSleep time.Duration
+	sleeps   []time.Duration
 }
 
 func newFakeClock(advance bool) *fakeClock {
@@ -36,7 +37,7 @@ func (c *fakeClock) Sleep(d time.Duration) {
 	defer c.mu.Unlock()
 	c.sleeps = append(c.sleeps, d)
 	if c.advance {
-		c.now = c.now.Add(d)
+		c.now = c.now.Add(max(d, c.minSleep))
 	}
 }
 
