@@ -753,8 +753,8 @@ func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool)
 	return r.ScanFor(storage.ReadForeground, start, end, limit, maxBytes, reverse)
 }
 
-// ScanFor is Scan for reads of src: the engine counts a scan job's block reads apart
-// (storage.ReadJobs).
+// ScanFor is Scan for reads of src: the engine counts a scan job's block reads apart and reads them
+// in the idle I/O class (storage.ReadJobs, Engine.IterateFor).
 func (r *Replica) ScanFor(src storage.ReadSource, start, end []byte, limit int, maxBytes int, reverse bool) (kvs []*pb.KeyValue, desc *pb.RangeDescriptor, truncated bool, err error) {
 	r.mu.Lock()
 	if e := r.checkUsableLocked(); e != nil {
@@ -780,14 +780,20 @@ func (r *Replica) ScanFor(src storage.ReadSource, start, end []byte, limit int, 
 		return nil, desc, false, nil
 	}
 	elo, ehi := storage.DataSpan(r.IsMeta(), lo, hi)
-	it, err := r.store.eng.NewIterFor(elo, ehi, src)
-	if err != nil {
-		return nil, desc, false, err
-	}
-	defer it.Close()
-	if a := r.store.cfg.Access; a != nil && !r.IsMeta() {
-		defer func() { a.Scanned(r.rangeID, len(kvs), it.BlockStats()) }() // before Close: deferred later
-	}
+	err = r.store.eng.IterateFor(elo, ehi, src, func(it *storage.Iterator) error {
+		if a := r.store.cfg.Access; a != nil && !r.IsMeta() {
+			defer func() { a.Scanned(r.rangeID, len(kvs), it.BlockStats()) }() // before the iterator closes
+		}
+		var serr error
+		kvs, truncated, serr = r.scanIter(it, limit, maxBytes, reverse)
+		return serr
+	})
+	return kvs, desc, truncated, err
+}
+
+// scanIter reads up to limit pairs (or maxBytes) from it, forwards or in reverse, skipping expired
+// values of user data; truncated reports that a bound stopped it before the iterator's end.
+func (r *Replica) scanIter(it *storage.Iterator, limit, maxBytes int, reverse bool) (kvs []*pb.KeyValue, truncated bool, err error) {
 	plain, now := r.IsMeta(), r.ClockMs()
 	size := 0
 	valid := it.First()
@@ -798,13 +804,13 @@ func (r *Replica) ScanFor(src storage.ReadSource, start, end []byte, limit int, 
 	}
 	for ; valid; valid = step() {
 		if (limit > 0 && len(kvs) >= limit) || (maxBytes > 0 && size >= maxBytes) {
-			return kvs, desc, true, it.Error()
+			return kvs, true, it.Error()
 		}
 		v := it.Value()
 		if !plain {
 			sv, live, err := stored.Live(v, now)
 			if err != nil {
-				return kvs, desc, false, fmt.Errorf("range %d: key %q: %w", r.rangeID, it.Key(), err)
+				return kvs, false, fmt.Errorf("range %d: key %q: %w", r.rangeID, it.Key(), err)
 			}
 			if !live {
 				continue
@@ -816,7 +822,7 @@ func (r *Replica) ScanFor(src storage.ReadSource, start, end []byte, limit int, 
 		size += len(k) + len(v)
 		kvs = append(kvs, &pb.KeyValue{Key: k, Value: v})
 	}
-	return kvs, desc, false, it.Error()
+	return kvs, false, it.Error()
 }
 
 // ApproximateBytes estimates the range's data size on disk.

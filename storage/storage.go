@@ -147,6 +147,9 @@ type Stats struct {
 	// prefetches) loaded: the served bytes less them are the foreground's alone.
 	JobBlockBytes        uint64
 	JobBlockBytesInCache uint64
+	// IOPrioErrors counts the failed calls that put a scan job's reading thread in the kernel's idle
+	// I/O class or back (IterateFor; best-effort: the read goes on).
+	IOPrioErrors int64
 	// BlockCacheCapacity is the block cache's room for blocks: its size less what the memtables
 	// reserve in it. Pebble charges every memtable's arena to the block cache — the one filling, those
 	// flushing, and the one it keeps for reuse — so a cache of 4 MiB beside 1-MiB memtables holds
@@ -182,6 +185,8 @@ type Engine struct {
 	compactionsDone    atomic.Int64
 	flushesDone        atomic.Int64
 	writeStalls        atomic.Int64
+	// ioprioErrors counts the failed calls that set or restored a thread's kernel I/O class (IterateFor).
+	ioprioErrors atomic.Int64
 	// lsmChanges counts the flushes, compactions and ingests that ended: the tables changed.
 	lsmChanges atomic.Int64
 	sizes      sizeMemo // ApproximateBytes' estimates since the last change of the tables
@@ -493,7 +498,9 @@ const (
 )
 
 // NewIterFor is NewIter for reads of src: a scan job's iterator loads its blocks under a category of
-// its own (still counted in ServedBlockBytes, and apart in JobBlockBytes).
+// its own (still counted in ServedBlockBytes, and apart in JobBlockBytes). Its reads are the
+// foreground's to the disk: a scan job reads through IterateFor, which also puts them in the idle
+// I/O class.
 func (e *Engine) NewIterFor(lower, upper []byte, src ReadSource) (*Iterator, error) {
 	o := &pebble.IterOptions{LowerBound: lower, UpperBound: upper}
 	if src == ReadJobs {
@@ -599,6 +606,7 @@ func (e *Engine) Stats() Stats {
 		CompactionsDone:     e.compactionsDone.Load(),
 		FlushesDone:         e.flushesDone.Load(),
 		WriteStalls:         e.writeStalls.Load(),
+		IOPrioErrors:        e.ioprioErrors.Load(),
 		L0Files:             m.Levels[0].TablesCount,
 		MemtableBytes:       m.MemTable.Size,
 		DiskBytes:           disk + m.WAL.PhysicalSize,

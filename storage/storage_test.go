@@ -933,11 +933,11 @@ func TestJobReadsCountApart(t *testing.T) {
 	must(t, e.DB().Flush())
 	scan := func(src ReadSource) {
 		t.Helper()
-		it, err := e.NewIterFor(nil, nil, src)
-		must(t, err)
-		for it.First(); it.Valid(); it.Next() {
-		}
-		must(t, it.Close())
+		must(t, e.IterateFor(nil, nil, src, func(it *Iterator) error {
+			for it.First(); it.Valid(); it.Next() {
+			}
+			return it.Error()
+		}))
 	}
 	before := e.Stats()
 	scan(ReadJobs)

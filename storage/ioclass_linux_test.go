@@ -1,0 +1,77 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/shoaldb/shoal/storage/emudisk"
+)
+
+// TestJobReadsIdleClass: on a real Pebble engine over an emulated disk with no page cache, a scan
+// job's reads (IterateFor with ReadJobs) are charged to the device in its idle class, each one of
+// them, while its thread is in the kernel's idle I/O class (or the failure counted); a foreground
+// scan's are not; and the thread leaves with the I/O priority it came with.
+func TestJobReadsIdleClass(t *testing.T) {
+	dir := t.TempDir()
+	dev := &emudisk.Options{NoPageCache: true, ReadBytesPerSec: 1 << 30, WriteBytesPerSec: 1 << 30}
+	o := Options{CreateIfMissing: true, Device: dev, CacheBytes: 4 << 20, MemTableBytes: 1 << 20}
+	e, err := Open(dir, o)
+	must(t, err)
+	b := e.NewBatch()
+	for i := 0; i < 4000; i++ {
+		must(t, b.Set([]byte(fmt.Sprintf("k%05d", i)), bytes.Repeat([]byte("v"), 500)))
+	}
+	must(t, b.Commit(true))
+	must(t, e.DB().Flush())
+	must(t, e.Close())
+	e, err = Open(dir, o) // a cold block cache: every block is a device read
+	must(t, err)
+	defer e.Close()
+	// Pebble loads the tables' stats on a goroutine of its own after opening: its reads are the
+	// foreground's, and must be done before the scans are counted.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if m := e.DB().Metrics(); m.Table.InitialStatsCollectionComplete && m.Table.PendingStatsCollectionCount == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Pebble's table stats still loading after 10 s")
+		}
+	}
+
+	runtime.LockOSThread() // the same thread before, in and after the job's scan
+	defer runtime.UnlockOSThread()
+	prioBefore, prioErr := threadIOPrio()
+	scan := func(src ReadSource, lo, hi string, in func()) (reads, idle int64) {
+		t.Helper()
+		before := e.DeviceStats()
+		must(t, e.IterateFor([]byte(lo), []byte(hi), src, func(it *Iterator) error {
+			for it.First(); it.Valid(); it.Next() {
+			}
+			in()
+			return it.Error()
+		}))
+		after := e.DeviceStats()
+		return after.ReadOps - before.ReadOps, after.IdleOps - before.IdleOps
+	}
+	reads, idle := scan(ReadJobs, "k00000", "k02000", func() {
+		if p, err := threadIOPrio(); err == nil && p>>ioprioClassShift != ioprioClassIdle && e.Stats().IOPrioErrors == 0 {
+			t.Errorf("in a job's scan the thread's I/O priority is %#x, not the idle class, and no error was counted", p)
+		}
+	})
+	if reads == 0 || idle != reads {
+		t.Fatalf("a job's scan: %d device reads, %d of them idle-class; want all", reads, idle)
+	}
+	if p, err := threadIOPrio(); prioErr == nil && (err != nil || p != prioBefore) {
+		t.Fatalf("after a job's scan the thread's I/O priority is %#x (%v), was %#x", p, err, prioBefore)
+	}
+	reads, idle = scan(ReadForeground, "k02000", "k04000", func() {})
+	if reads == 0 || idle != 0 {
+		t.Fatalf("a foreground scan: %d device reads, %d of them idle-class; want none", reads, idle)
+	}
+	if n := e.Stats().IOPrioErrors; n != 0 {
+		t.Logf("ioprio calls failed %d times (best-effort)", n)
+	}
+}
