@@ -21,6 +21,7 @@ import (
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/plan/prefetch"
 	"github.com/shoaldb/shoal/stopper"
+	"github.com/shoaldb/shoal/storage/emudisk"
 )
 
 // runArm measures one strategy on a fresh cluster.
@@ -92,8 +93,9 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 // fills in the arm's figures; it returns when the window ended.
 func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options, fg *foreground, from time.Time) (time.Time, error) {
 	engBefore, cpuBefore, gcBefore, hostBefore := benchutil.EngineStats(c), benchutil.ProcessCPU(), goRuntime(), hostBusy()
-	shortBefore := copiesShort(c)
+	shortBefore, devBefore := copiesShort(c), deviceStats(c)
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
+	a.deviceWaits(devBefore, deviceStats(c))
 	until := time.Now()
 	secs := until.Sub(from).Seconds()
 	own := (benchutil.ProcessCPU() - cpuBefore).Seconds()
@@ -137,6 +139,28 @@ func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *clien
 		a.JobsPeak = max(a.JobsPeak, s.Prefetch+s.Runs)
 	}
 	return until, nil
+}
+
+// deviceStats sums the nodes' emulated devices' counters.
+func deviceStats(c *benchutil.Cluster) emudisk.Stats {
+	var st emudisk.Stats
+	for i := range c.Nodes() {
+		st = st.Add(c.DeviceStats(i))
+	}
+	return st
+}
+
+// deviceWaits sets the arm's idle-class operations and the mean waits of both classes between two
+// readings of the devices' counters.
+func (a *Arm) deviceWaits(before, after emudisk.Stats) {
+	a.IdleOps = after.IdleOps - before.IdleOps
+	if a.IdleOps > 0 {
+		a.IdleWaitMs = float64(after.IdleWait-before.IdleWait) / float64(a.IdleOps) / 1e6
+	}
+	ops := after.ReadOps + after.WriteOps - before.ReadOps - before.WriteOps - a.IdleOps
+	if ops > 0 {
+		a.FgWaitMs = float64(after.Throttled-before.Throttled) / float64(ops) / 1e6
+	}
 }
 
 // copiesShort sums the nodes' counts of copies cut short and of runs that read from disk what their

@@ -207,6 +207,13 @@ type Arm struct {
 	JobInCacheBytes    uint64  `json:"job_in_cache_bytes"`
 	FgHitRatio         float64 `json:"fg_hit_ratio"`
 	FgBlockBytesPerOp  float64 `json:"fg_block_bytes_per_op"`
+	// IdleOps are the disk operations the nodes' devices served in the idle class in the window (the
+	// jobs' reads: storage.Engine.IterateFor), IdleWaitMs their mean wait for the foreground and for
+	// their tokens; FgWaitMs the mean wait of the other operations (the foreground's, compactions',
+	// flushes') for the disk's budget (emudisk Stats.Throttled over their count).
+	IdleOps    int64   `json:"idle_ops"`
+	IdleWaitMs float64 `json:"idle_wait_ms"`
+	FgWaitMs   float64 `json:"fg_wait_ms"`
 	// CPUSeconds is the process's CPU time per second of the window (the nodes, the foreground's
 	// client and the jobs together: the same foreground in every arm, so an arm's excess over the
 	// no-jobs arm's is what its jobs cost).
@@ -267,9 +274,9 @@ func Run(ctx context.Context, dir string, o Options) (Report, error) {
 		if err != nil {
 			return rep, fmt.Errorf("arm %s: %w", s, err)
 		}
-		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s (%.1f without compactions), %d MiB read, p99 %.1f ms, CPU %.2f s/s (others %.2f), span leaders moved %d/%d/%d (set-up, before, end)", s,
+		o.Progress(fmt.Sprintf("%s: %d/%d runs on time, peak %.1f MiB/s (%.1f without compactions), %d MiB read, p99 %.1f ms, CPU %.2f s/s (others %.2f), span leaders moved %d/%d/%d (set-up, before, end), %d idle-class disk ops waiting %.2f ms each, the others %.3f ms", s,
 			a.RunsOnTime, a.RunsDue, a.PeakReadBytesPerSec/(1<<20), a.PeakLessOther/(1<<20), a.ReadBytes>>20, a.P99Ms, a.CPUSeconds, a.OtherCPUSeconds,
-			a.LeadersReplaced, a.LeadersMovedBefore, a.LeadersMoved))
+			a.LeadersReplaced, a.LeadersMovedBefore, a.LeadersMoved, a.IdleOps, a.IdleWaitMs, a.FgWaitMs))
 		rep.Arms = append(rep.Arms, a)
 	}
 	rep.LoadAvg[1] = loadAvg()
