@@ -648,12 +648,14 @@ func rangeNames(rs []*pb.RangeStatus) map[string]uint64 {
 	return out
 }
 
-// plans are node_profiles' plans, profile changes and waits as its decision log states them.
+// plans are node_profiles' plans, profile changes and waits (a restart's hand-over or a move's
+// wait for a quiet voter cut short) as its decision log states them.
 func (e *experiment) plans(ctx context.Context) []string {
 	var out []string
 	if ds, _, err := e.cl.Decisions(ctx); err == nil {
 		for _, d := range ds {
-			if d.Policy == policy.NameNodeProfiles && (d.Operator == "plan" || strings.HasPrefix(d.Operator, "set-profile") || d.Status == "back") {
+			if d.Policy == policy.NameNodeProfiles && (d.Operator == "plan" || strings.HasPrefix(d.Operator, "set-profile") ||
+				slices.Contains([]string{"back", "not back", "hand-over incomplete", "quiet wait over"}, d.Status)) {
 				out = append(out, d.Operator+": "+d.Reason)
 			}
 		}
