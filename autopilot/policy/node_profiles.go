@@ -57,9 +57,10 @@ type NodeProfilesConfig struct {
 	// MaxAway bounds the wait for such a node: after it the policy samples and plans without it.
 	// Default 5 min (the supervisor's bound on the compaction after a block size change).
 	MaxAway time.Duration
-	// WarmUp: a node that came up from a restart less than this ago takes no leadership of a hot
-	// range and none of another restart's hand-over (its cache holds only what its warm-up and a few
-	// seconds of hints brought). Default 1 min.
+	// WarmUp: a node that came up from a restart less than this ago takes no hot range in another
+	// restart's hand-over, and another range only if no warm voter can (its cache holds what its
+	// warm-up and a few seconds of hints brought). Default 30 s: a minute excluded the last two
+	// restarted nodes, and a hot range went to the one voter left, beside a scan range.
 	WarmUp time.Duration
 	// HandOverWait bounds the hand-over before a restart (handOver): after it the node restarts
 	// anyway, and its supervisor sheds what it still leads. Default 30 s; negative: no hand-over,
@@ -113,7 +114,7 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 		c.MaxAway = 5 * time.Minute
 	}
 	if c.WarmUp <= 0 {
-		c.WarmUp = time.Minute
+		c.WarmUp = 30 * time.Second
 	}
 	if c.HandOverWait == 0 {
 		c.HandOverWait = 30 * time.Second
@@ -941,8 +942,8 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 
 // toPlace are the ranges place may move, busiest first: led elsewhere than planned, idle, their
 // planned node ready (active, idle, running its planned profile), neither node restarting, not
-// tried as a replica move within RetryAfter, and, for a hot range, the planned node neither up from
-// a restart within WarmUp nor carrying a range a restart handed over (hotBlocked).
+// tried as a replica move within RetryAfter, and, for a hot range, the planned node not carrying a
+// range a restart handed over (hotBlocked).
 func (p *NodeProfiles) toPlace(c *model.Cluster, v *view, restarting map[uint64]bool) []*model.Range {
 	// The ranges a node restarting for a profile led when asked: its supervisor takes them back
 	// once it is up, from whichever node leads them, so a move meanwhile would be undone — two more

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -89,20 +90,26 @@ func (p *NodeProfiles) handOver(c *model.Cluster, v *view, id uint64) []*operato
 
 // handOverTarget is the voter of r (led by node from, about to restart) to lead it meanwhile, and
 // why it (0: none fits). A candidate is live, active, idle and not away for a restart. It is warm
-// and free when it did not come up from a restart within WarmUp, carries no range another restart
-// is to get back (carrying), and is not beside a hot range (besideHot). A hot range goes only to a
-// warm and free voter (or waits); another range goes to one if any, else to any candidate: it must
-// leave anyway. Among the best, the node the plan gives r, else the one leading the least cost
-// (load: what it leads, with the hand-overs to it).
+// and free (tier 0) when it did not come up from a restart within WarmUp, carries no range another
+// restart is to get back (carrying), and is not beside a hot range (besideHot). A hot range goes
+// only to a warm and free voter (or waits); another range to the best tier there is: a warming or
+// carrying node (1) before one beside a hot range (2), whose tenant is most of the requests. Within
+// a tier, the node the plan gives r, else the one leading the least cost (load: what it leads, with
+// the hand-overs to it) — for a hot range the one whose disk is the least busy first: the disks
+// bound this cluster, and a node leading a scan range costs little by the plan and keeps its disk
+// near its budget (the hot range handed beside one ran at a sixth of its level).
 func (p *NodeProfiles) handOverTarget(c *model.Cluster, v *view, from uint64, r *model.Range, hot map[uint64]bool, load map[uint64]float64) (uint64, string) {
-	best, bestTier := uint64(0), 2
+	best, bestTier := uint64(0), 3
 	for _, id := range r.Voters() {
 		n := c.Node(id)
 		if id == from || n == nil || !n.Active() || n.Busy() || p.away[id] != nil {
 			continue
 		}
 		tier := 0
-		if p.warming(c, id) || p.carrying(c, v, id, from) || p.besideHot(c, v, id, r, hot) {
+		switch {
+		case p.besideHot(c, v, id, r, hot):
+			tier = 2
+		case p.warming(c, id) || p.carrying(c, v, id, from):
 			tier = 1
 		}
 		if tier > 0 && hot[r.ID] {
@@ -110,11 +117,9 @@ func (p *NodeProfiles) handOverTarget(c *model.Cluster, v *view, from uint64, r 
 		}
 		switch {
 		case best == 0 || tier < bestTier:
-		case tier > bestTier:
+		case tier > bestTier, p.leadOn[r.ID] == best:
 			continue
-		case p.leadOn[r.ID] == best:
-			continue
-		case p.leadOn[r.ID] != id && load[id] >= load[best]:
+		case p.leadOn[r.ID] != id && !lighter(c, id, best, load, hot[r.ID]):
 			continue
 		}
 		best, bestTier = id, tier
@@ -125,9 +130,19 @@ func (p *NodeProfiles) handOverTarget(c *model.Cluster, v *view, from uint64, r 
 	case p.leadOn[r.ID] == best && bestTier == 0:
 		return best, "the node the plan gives it"
 	case bestTier == 0:
-		return best, fmt.Sprintf("the voter leading the least cost (%.0f/s) among those warm and free of other hand-overs", load[best])
+		return best, fmt.Sprintf("the voter leading the least cost (%.0f/s, disk %s busy) among those warm and free of other hand-overs",
+			load[best], pct(c.Node(best).DiskBusy))
 	}
-	return best, fmt.Sprintf("no voter warm and free of other hand-overs: the one leading the least cost (%.0f/s)", load[best])
+	return best, fmt.Sprintf("no voter warm and free of other hand-overs: the best left, leading %.0f/s", load[best])
+}
+
+// lighter reports whether node a is a lighter target than b: its load (cost) lower, or, for a hot
+// range (byDisk), its disk busy less by at least a tenth of its time, else its load lower.
+func lighter(c *model.Cluster, a, b uint64, load map[uint64]float64, byDisk bool) bool {
+	if da, db := c.Node(a).DiskBusy, c.Node(b).DiskBusy; byDisk && math.Abs(da-db) >= 0.1 {
+		return da < db
+	}
+	return load[a] < load[b]
 }
 
 // warming reports whether node came up from a restart for a profile less than WarmUp ago.
@@ -241,11 +256,12 @@ func (p *NodeProfiles) ledCost(c *model.Cluster) map[uint64]float64 {
 	return out
 }
 
-// hotBlocked reports whether hot range r may not be led on node to now: to came up from a restart
-// within WarmUp (cold but for the ranges it follows), or leads a range a restart handed over and is
-// to get back (the hot range would share its node with that load).
+// hotBlocked reports whether hot range r may not be led on node to now: to leads a range a restart
+// handed over and is to get back (the hot range would share its node with that load). A node just
+// up from a restart may take it: holding the range off its planned node for WarmUp kept it beside
+// a scan range for a minute at a fifth of its level, and the transfer waits for warmth anyway.
 func (p *NodeProfiles) hotBlocked(c *model.Cluster, v *view, r *model.Range, to uint64, hot map[uint64]bool) bool {
-	return hot[r.ID] && (p.warming(c, to) || p.carrying(c, v, to, 0))
+	return hot[r.ID] && p.carrying(c, v, to, 0)
 }
 
 func rangeList(rs []*model.Range) string {

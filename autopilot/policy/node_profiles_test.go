@@ -629,9 +629,9 @@ range 6 [e,f) voters=4,5,1 reads=400 writes=10
 	}
 }
 
-// place leads no hot range on a node up from a restart within WarmUp, nor on one carrying a range a
-// restart handed over: r2 waits for n3 to warm.
-func TestNodeProfilesHotRangeWaitsForAWarmNode(t *testing.T) {
+// place leads no hot range on a node carrying a range a restart handed over: r2 waits until n5,
+// restarting, has r3 back from n3.
+func TestNodeProfilesHotRangeNotPlacedBesideAHandOver(t *testing.T) {
 	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	c := parseClusterf(t, `now 100s
 node 1
@@ -641,6 +641,7 @@ node 4
 node 5
 range 1 [,) voters=1,2,3 system
 range 2 [a,b) voters=2,3,4 reads=3000 writes=10
+range 3 [b,c) voters=3,5,1 reads=100 writes=10
 range 6 [e,f) voters=4,5,1 reads=400 writes=10
 `)
 	p.leadOn = map[uint64]uint64{2: 3}
@@ -650,12 +651,37 @@ range 6 [e,f) voters=4,5,1 reads=400 writes=10
 		defer v.release()
 		return p.toPlace(c, v, map[uint64]bool{})
 	}
-	p.upAt[3] = c.Now.Add(-10 * time.Second)
+	t0 := c.Now.Add(-20 * time.Second)
+	p.away[5] = &away{profile: profileplan.Read, at: t0, asked: t0, led: []uint64{3}, to: map[uint64]uint64{3: 3}}
 	if todo := toPlace(); len(todo) != 0 {
-		t.Fatalf("to place %v with n3 up 10 s ago, want none", todo)
+		t.Fatalf("to place %v with n3 carrying n5's r3, want none", todo)
 	}
-	p.upAt[3] = c.Now.Add(-p.cfg.WarmUp)
+	p.away[5].back = c.Now
 	if todo := toPlace(); len(todo) != 1 || todo[0].ID != 2 {
-		t.Fatalf("to place %v with n3 warm, want r2", todo)
+		t.Fatalf("to place %v with n5 back, want r2", todo)
+	}
+}
+
+// A restart's hot range goes to the voter whose disk is the least busy, whatever the plan's cost:
+// n3 leads less by cost, but its disk (a scan range's) is busy 90 % of the time.
+func TestNodeProfilesHotRangeToTheQuietestDisk(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	c := parseClusterf(t, `now 100s
+node 1
+node 2
+node 3 disk-busy=0.9
+node 4 disk-busy=0.3
+node 5
+range 1 [,) voters=1,2,3 system
+range 2 [a,b) voters=2,3,4 reads=3000 writes=10
+range 3 [b,c) voters=3,5,1 reads=100 writes=10
+range 6 [e,f) voters=4,5,1 reads=400 writes=10
+`)
+	p.away[2] = &away{profile: profileplan.Read, at: c.Now, to: map[uint64]uint64{}}
+	v := newView(c, nil)
+	defer v.release()
+	ops := p.handOver(c, v, 2)
+	if len(ops) != 1 || ops[0].RangeID != 2 || ops[0].Steps[0].(operator.TransferLeader).To != 4 {
+		t.Fatalf("hand-over %v, want r2 to n4 (n3's disk busier)", ops)
 	}
 }

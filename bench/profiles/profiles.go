@@ -232,8 +232,9 @@ type Reconfiguration struct {
 	// decision log states them (class shares, groups, nodes).
 	Operators map[string]int `json:"operators"`
 	Plans     []string       `json:"plans"`
-	// Restarts are the nodes' profile changes in it (seconds from the switch, from the shedding to
-	// the leaderships back), and Overlapping the pairs of them that overlapped in time: the policy
+	// Restarts are the nodes' profile changes in it (seconds from the switch, from the ask to the
+	// end of its supervisor's part: the hand-over before it and the returns after it are
+	// node_profiles' transfers, in LeaderMoves), and Overlapping the pairs of them that overlapped in time: the policy
 	// restarts one node at a time, so it must be 0.
 	Restarts    []RestartSpan `json:"restarts"`
 	Overlapping int           `json:"overlapping_restarts"`
