@@ -12,8 +12,8 @@ import (
 
 // TestJobReadsIdleClass: on a real Pebble engine over an emulated disk with no page cache, a scan
 // job's reads (IterateFor with ReadJobs) are charged to the device in its idle class, each one of
-// them, while its thread is in the kernel's idle I/O class (or the failure counted); a foreground
-// scan's are not; and the thread leaves with the I/O priority it came with.
+// them, its thread's kernel I/O priority untouched (the device is the node's disk); a foreground
+// scan's are not.
 func TestJobReadsIdleClass(t *testing.T) {
 	dir := t.TempDir()
 	dev := &emudisk.Options{NoPageCache: true, ReadBytesPerSec: 1 << 30, WriteBytesPerSec: 1 << 30}
@@ -57,21 +57,48 @@ func TestJobReadsIdleClass(t *testing.T) {
 		return after.ReadOps - before.ReadOps, after.IdleOps - before.IdleOps
 	}
 	reads, idle := scan(ReadJobs, "k00000", "k02000", func() {
-		if p, err := threadIOPrio(); err == nil && p>>ioprioClassShift != ioprioClassIdle && e.Stats().IOPrioErrors == 0 {
-			t.Errorf("in a job's scan the thread's I/O priority is %#x, not the idle class, and no error was counted", p)
+		if p, err := threadIOPrio(); prioErr == nil && (err != nil || p != prioBefore) {
+			t.Errorf("in a job's scan on an emulated disk the thread's I/O priority is %#x (%v), was %#x", p, err, prioBefore)
 		}
 	})
 	if reads == 0 || idle != reads {
 		t.Fatalf("a job's scan: %d device reads, %d of them idle-class; want all", reads, idle)
 	}
-	if p, err := threadIOPrio(); prioErr == nil && (err != nil || p != prioBefore) {
-		t.Fatalf("after a job's scan the thread's I/O priority is %#x (%v), was %#x", p, err, prioBefore)
-	}
 	reads, idle = scan(ReadForeground, "k02000", "k04000", func() {})
 	if reads == 0 || idle != 0 {
 		t.Fatalf("a foreground scan: %d device reads, %d of them idle-class; want none", reads, idle)
 	}
-	if n := e.Stats().IOPrioErrors; n != 0 {
-		t.Logf("ioprio calls failed %d times (best-effort)", n)
+}
+
+// TestJobReadsKernelIdleClass: on an engine without an emulated disk, a scan job's reads run on a
+// thread in the kernel's idle I/O class (or the failure is counted), and the thread leaves with the
+// I/O priority it came with; a foreground scan's thread keeps its own.
+func TestJobReadsKernelIdleClass(t *testing.T) {
+	e, _ := openNew(t)
+	put(t, e, "a", "1", "b", "2")
+	runtime.LockOSThread() // the same thread before, in and after the scans
+	defer runtime.UnlockOSThread()
+	before, err := threadIOPrio()
+	if err != nil {
+		t.Skipf("ioprio_get: %v", err)
+	}
+	var in int
+	must(t, e.IterateFor(nil, nil, ReadJobs, func(it *Iterator) error {
+		in, err = threadIOPrio()
+		return err
+	}))
+	if in>>ioprioClassShift != ioprioClassIdle && e.Stats().IOPrioErrors == 0 {
+		t.Fatalf("in a job's scan the thread's I/O priority is %#x, not the idle class, and no error was counted", in)
+	}
+	t.Logf("I/O priority %#x, in a job's scan %#x; ioprio failures %d", before, in, e.Stats().IOPrioErrors)
+	if after, err := threadIOPrio(); err != nil || after != before {
+		t.Fatalf("after a job's scan the thread's I/O priority is %#x (%v), was %#x", after, err, before)
+	}
+	must(t, e.IterateFor(nil, nil, ReadForeground, func(it *Iterator) error {
+		in, err = threadIOPrio()
+		return err
+	}))
+	if in != before {
+		t.Fatalf("in a foreground scan the thread's I/O priority is %#x, was %#x", in, before)
 	}
 }
