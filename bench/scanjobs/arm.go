@@ -154,6 +154,7 @@ func deviceStats(c *benchutil.Cluster) emudisk.Stats {
 // readings of the devices' counters.
 func (a *Arm) deviceWaits(before, after emudisk.Stats) {
 	a.IdleOps = after.IdleOps - before.IdleOps
+	a.IdleWaitMaxMs = float64(after.IdleWaitMax) / 1e6
 	if a.IdleOps > 0 {
 		a.IdleWaitMs = float64(after.IdleWait-before.IdleWait) / float64(a.IdleOps) / 1e6
 	}

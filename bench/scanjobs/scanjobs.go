@@ -214,6 +214,9 @@ type Arm struct {
 	IdleOps    int64   `json:"idle_ops"`
 	IdleWaitMs float64 `json:"idle_wait_ms"`
 	FgWaitMs   float64 `json:"fg_wait_ms"`
+	// IdleWaitMaxMs is the longest wait of one idle-class operation on any node since the arm's
+	// cluster started.
+	IdleWaitMaxMs float64 `json:"idle_wait_max_ms"`
 	// CPUSeconds is the process's CPU time per second of the window (the nodes, the foreground's
 	// client and the jobs together: the same foreground in every arm, so an arm's excess over the
 	// no-jobs arm's is what its jobs cost).

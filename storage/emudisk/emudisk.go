@@ -81,6 +81,8 @@ type Stats struct {
 	// Throttled, which counts the foreground's queueing alone).
 	IdleOps  int64         `json:"idle_ops,omitempty"`
 	IdleWait time.Duration `json:"idle_wait_ns,omitempty"`
+	// IdleWaitMax is the longest wait of one idle operation.
+	IdleWaitMax time.Duration `json:"idle_wait_max_ns,omitempty"`
 	// Fadvises counts posix_fadvise calls made to drop or keep pages out of the page cache;
 	// FadviseErrors the ones that failed (they are otherwise ignored: the bypass is best-effort).
 	Fadvises      int64 `json:"fadvises"`
@@ -101,7 +103,7 @@ func (s Stats) Add(o Stats) Stats {
 		Fadvises: s.Fadvises + o.Fadvises, FadviseErrors: s.FadviseErrors + o.FadviseErrors,
 		ReadaheadOps: s.ReadaheadOps + o.ReadaheadOps, ReadaheadHits: s.ReadaheadHits + o.ReadaheadHits,
 		PageCacheHits: s.PageCacheHits + o.PageCacheHits, PageCacheMisses: s.PageCacheMisses + o.PageCacheMisses,
-		IdleOps: s.IdleOps + o.IdleOps, IdleWait: s.IdleWait + o.IdleWait,
+		IdleOps: s.IdleOps + o.IdleOps, IdleWait: s.IdleWait + o.IdleWait, IdleWaitMax: max(s.IdleWaitMax, o.IdleWaitMax),
 	}
 }
 
@@ -136,7 +138,7 @@ type Device struct {
 	readaheadOps, readaheadHits                       atomic.Int64
 	pageCacheHits, pageCacheMisses                    atomic.Int64
 	unthrottled                                       atomic.Bool
-	idleOps, idleWait                                 atomic.Int64
+	idleOps, idleWait, idleWaitMax                    atomic.Int64
 	// idle holds the threads marked idle-class (MarkIdle); idleMarked counts their marks, so that
 	// charge looks its caller up only while some thread is marked.
 	idle       idleThreads
@@ -227,6 +229,7 @@ func (d *Device) Stats() Stats {
 		ReadaheadOps: d.readaheadOps.Load(), ReadaheadHits: d.readaheadHits.Load(),
 		PageCacheHits: d.pageCacheHits.Load(), PageCacheMisses: d.pageCacheMisses.Load(),
 		IdleOps: d.idleOps.Load(), IdleWait: time.Duration(d.idleWait.Load()),
+		IdleWaitMax: time.Duration(d.idleWaitMax.Load()),
 	}
 }
 

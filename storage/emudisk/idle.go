@@ -11,13 +11,17 @@ import (
 // class locks its goroutine to its OS thread and marks that thread (MarkIdle); charge looks the
 // calling thread up.
 //
-// Invariant: an idle operation takes its tokens only when every bucket it draws from is out of debt
-// and keeps, after it, idleReserve of its burst (or, for an operation larger than that, only from a
-// full bucket): a foreground operation arriving after it finds the reserve, and the most it can owe
-// because of idle operations is the part of one operation beyond a full bucket.
+// Invariant: an idle operation takes its tokens only when every bucket it draws from holds at least
+// idleReserve of its burst (so is out of debt), whatever the operation's size: a foreground operation
+// arriving after it finds the reserve less that one operation, and the most it can owe because of idle
+// operations is the part of one operation beyond the reserve. The threshold does not grow with the
+// size: idle readers polling for tokens would otherwise keep a larger read (an index block) waiting
+// behind their smaller ones for as long as they read, and a foreground read sharing its block load
+// (Pebble's read handles) with it.
 
-// idleReserve is the share of a bucket's burst an idle operation leaves for the foreground: half of
-// the 10 ms bank, so a foreground miss arriving right after an idle read passes without waiting.
+// idleReserve is the share of a bucket's burst an idle operation needs banked before it starts: half
+// of the 10 ms bank (5 ms of the disk), so a foreground miss arriving right after an idle block read
+// (a fraction of that) passes without waiting.
 const idleReserve = 0.5
 
 // idleThreads are the OS threads marked idle-class, by thread id, with how many marks each holds.
@@ -68,8 +72,8 @@ func (d *Device) callerIdle() bool {
 }
 
 // chargeIdle charges one idle-class operation: it waits, in steps the clock may oversleep, until the
-// buckets can serve it and keep their reserve (tryIdle), then pays any part of it beyond a full bucket
-// like a foreground caller, and the latency. It returns its total wait.
+// buckets hold their reserve (tryIdle), then pays any part of it beyond what they held like a
+// foreground caller, and the latency. It returns its total wait.
 func (d *Device) chargeIdle(kind op, n int64) time.Duration {
 	d.idleOps.Add(1)
 	var waited time.Duration
@@ -86,6 +90,9 @@ func (d *Device) chargeIdle(kind op, n int64) time.Duration {
 		waited += wait
 	}
 	d.idleWait.Add(int64(waited))
+	for cur := d.idleWaitMax.Load(); int64(waited) > cur && !d.idleWaitMax.CompareAndSwap(cur, int64(waited)); {
+		cur = d.idleWaitMax.Load()
+	}
 	d.latency.Add(int64(d.opts.Latency))
 	if d.opts.Latency > 0 {
 		d.clock.Sleep(d.opts.Latency)
@@ -93,17 +100,17 @@ func (d *Device) chargeIdle(kind op, n int64) time.Duration {
 	return waited + d.opts.Latency
 }
 
-// tryIdle takes an idle operation's tokens if every bucket it draws from can serve it now and keep
-// its reserve, and returns the wait its own size beyond a full bucket costs (debt); otherwise it
-// takes nothing and returns how long until they could (wait > 0).
+// tryIdle takes an idle operation's tokens if every bucket it draws from holds its reserve now, and
+// returns the wait its own size beyond what the bucket held costs (debt); otherwise it takes nothing
+// and returns how long until they could (wait > 0).
 func (d *Device) tryIdle(kind op, n int64) (wait, debt time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.clock.Now()
 	bw := d.bandwidth(kind)
-	wait = d.iops.idleWait(now, 1)
+	wait = d.iops.idleWait(now)
 	if bw != nil {
-		wait = max(wait, bw.idleWait(now, float64(n)))
+		wait = max(wait, bw.idleWait(now))
 	}
 	if wait > 0 {
 		return wait, 0
@@ -126,14 +133,14 @@ func (d *Device) bandwidth(kind op) *bucket {
 	return nil
 }
 
-// idleWait is how long, from now, until the bucket holds n tokens plus its reserve (at most a full
-// bucket): 0 when an idle operation of n may take them now. It refills the bucket to now.
-func (b *bucket) idleWait(now time.Time, n float64) time.Duration {
+// idleWait is how long, from now, until the bucket holds its reserve: 0 when an idle operation may
+// take its tokens now. It refills the bucket to now.
+func (b *bucket) idleWait(now time.Time) time.Duration {
 	if b.rate <= 0 {
 		return 0
 	}
 	b.refill(now)
-	need := min(n+idleReserve*b.burst, b.burst)
+	need := idleReserve * b.burst
 	if b.tokens >= need {
 		return 0
 	}
