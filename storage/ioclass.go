@@ -13,11 +13,11 @@ import (
 // the device's idle class (emudisk.Device.MarkIdle: served only when no foreground read waits); the
 // kernel's is left alone, as in-process nodes share the real disk and its idle class would make one
 // node's jobs wait for every node's I/O in flight (mq-deadline dispatches an idle request only when
-// no other is queued or in flight), and a foreground read of a block such a read is loading waits
-// with it: with it, a scenario's foreground p99 beside jobs reading on demand rose to 0.45–2.1 s. Without one, on Linux, the thread goes in the kernel's idle
-// class (ioprio_set IOPRIO_CLASS_IDLE, best-effort: a failure is counted in Stats.IOPrioErrors). The
-// mark is undone, and the thread unlocked, before IterateFor returns, so neither a locked thread nor a
-// marked one outlives the call.
+// no other is queued or in flight), and a foreground read of a block such a read is loading with
+// them. Without one, on Linux, the thread goes in the kernel's idle class (ioprio_set
+// IOPRIO_CLASS_IDLE, best-effort: a failure is counted in Stats.IOPrioErrors). The mark is undone,
+// and the thread unlocked, before IterateFor returns, so neither a locked thread nor a marked one
+// outlives the call.
 //
 // fn must use the iterator on this goroutine only and not keep it: reads made elsewhere are the
 // foreground's, and the iterator is closed when fn returns.
