@@ -57,23 +57,6 @@ type NodeProfilesConfig struct {
 	// MaxAway bounds the wait for such a node: after it the policy samples and plans without it.
 	// Default 5 min (the supervisor's bound on the compaction after a block size change).
 	MaxAway time.Duration
-	// WarmUp: a node that came up from a restart less than this ago takes no hot range in another
-	// restart's hand-over, and another range only if no warm voter can (its cache holds what its
-	// warm-up and a few seconds of hints brought). Default 30 s: a minute excluded the last two
-	// restarted nodes, and a hot range went to the one voter left, beside a scan range.
-	WarmUp time.Duration
-	// HandOverWait bounds the hand-over before a restart (handOver): after it the node restarts
-	// anyway, and its supervisor sheds what it still leads. Default 30 s; negative: no hand-over,
-	// the supervisor sheds them all and takes them back.
-	HandOverWait time.Duration
-	// ReturnAfter is how long a restarted node is up (live, active, with its profile, no heavy task)
-	// before the ranges it handed over are given back: its cache warms from their leaders' read
-	// hints meanwhile (each transfer then waits for warmth, as every autopilot transfer does).
-	// Default 10 s.
-	ReturnAfter time.Duration
-	// QuietWait bounds how long a replica move waits for a quiet voter (place): after it the move
-	// reads its snapshot off the hot range's node. Default 2 min.
-	QuietWait time.Duration
 }
 
 func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
@@ -113,18 +96,6 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 	if c.MaxAway <= 0 {
 		c.MaxAway = 5 * time.Minute
 	}
-	if c.WarmUp <= 0 {
-		c.WarmUp = 30 * time.Second
-	}
-	if c.HandOverWait == 0 {
-		c.HandOverWait = 30 * time.Second
-	}
-	if c.ReturnAfter <= 0 {
-		c.ReturnAfter = 10 * time.Second
-	}
-	if c.QuietWait <= 0 {
-		c.QuietWait = 2 * time.Minute
-	}
 	return c
 }
 
@@ -137,9 +108,8 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 // at a time:
 //
 //   - a SetProfile operator for one node whose profile differs from the plan's (one node at a time
-//     in the cluster: the node restarts in process), after leadership transfers that hand the user
-//     ranges it leads to warm voters free of other restarts' load (handOver), which it gets back
-//     once up with the profile (returnLed);
+//     in the cluster: the node restarts in process, masked by shedding its leaderships and warming
+//     its cache);
 //   - leadership transfers (to a voter) and replica moves (that carry the leadership) that put each
 //     range's leader on its planned node, once that node runs its planned profile, at most MaxMoves
 //     in flight.
@@ -182,11 +152,6 @@ type NodeProfiles struct {
 	// inherit are the classes a policy without a plan reads from the layout (inherited): each
 	// range's hysteresis starts from it.
 	inherit map[uint64]profileplan.Class
-	// upAt is when each node restarted for a profile was last seen up with it: for WarmUp after, it
-	// takes no hot range and no other restart's hand-over.
-	upAt map[uint64]time.Time
-	// quietSince is when each range's replica move first found no quiet voter (place).
-	quietSince map[uint64]time.Time
 
 	resizer profileplan.Resizer
 	advice  string // the last cluster-size advice noted
@@ -204,22 +169,14 @@ type asked struct {
 }
 
 type away struct {
-	profile profileplan.Class
-	// at is when its hand-over began, asked when its SetProfile was proposed (zero: handing over),
-	// back when it was back (zero: not yet).
-	at, asked, back time.Time
+	profile  profileplan.Class
+	at, back time.Time // asked; back (zero: not yet)
 	// ended is the view in which its operator was first seen gone without the profile (zero: not).
 	ended time.Time
-	// led are the user ranges it led when its hand-over began, but those handed to another node the
-	// plan gives them: they come back to it once it is up (returnLed). up is when it was first seen
-	// live and active with the profile and no heavy task (zero: not yet).
+	// led are the user ranges it led when asked: the supervisor takes them back last. up is when it
+	// was first seen live and active with the profile and no heavy task (zero: not yet).
 	led []uint64
 	up  time.Time
-	// to is where its hand-over gave each range (handOver). supervised: no hand-over, its
-	// supervisor sheds its leaderships and takes them back (the meta range's leader: its restart
-	// moves the autopilot, and the next one would not give them back).
-	to         map[uint64]uint64
-	supervised bool
 }
 
 // TakeBackWait bounds how long a node restarted for a profile, up with it, may take to lead again
@@ -243,7 +200,6 @@ func NewNodeProfiles(cfg NodeProfilesConfig) *NodeProfiles {
 	return &NodeProfiles{cfg: cfg, smooth: map[uint64]*profileplan.Smoother{}, asked: map[uint64]asked{}, switching: map[uint64]switching{},
 		moved: map[uint64]time.Time{},
 		away:  map[uint64]*away{}, deferred: map[uint64]time.Time{},
-		upAt: map[uint64]time.Time{}, quietSince: map[uint64]time.Time{},
 		resizer: profileplan.Resizer{Threshold: cfg.GrowThreshold}}
 }
 
@@ -294,16 +250,11 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 	v := newView(c, pending)
 	defer v.release()
 	var ops []*operator.Operator
-	switch n := p.handingOver(); {
-	case n != 0:
-		ops = p.handOver(c, v, n)
-	case !waiting:
-		ops = p.reprofile(c, v)
-	}
-	ops = append(ops, p.returnLed(c, v)...)
-	for _, op := range ops {
-		if sp, ok := op.Steps[0].(operator.SetProfile); ok {
-			restarting[sp.Node] = true
+	if !waiting {
+		if op := p.reprofile(c, v); op != nil {
+			ops = append(ops, op)
+			v.add(op)
+			restarting[op.Steps[0].(operator.SetProfile).Node] = true
 		}
 	}
 	for id, a := range p.away {
@@ -338,9 +289,6 @@ func (p *NodeProfiles) hold(c *model.Cluster, restarting map[uint64]bool) (hold,
 		switch {
 		case n == nil || n.Decommissioned:
 			delete(p.away, id)
-		case a.asked.IsZero() && c.Now.Sub(a.at) < p.cfg.MaxAway:
-			// Handing its leaderships over (handOver): not restarting yet, but its ranges are the
-			// hand-over's, not the workload's.
 		case !a.back.IsZero():
 			if c.Now.Sub(a.back) >= p.cfg.Settle {
 				delete(p.away, id)
@@ -358,7 +306,6 @@ func (p *NodeProfiles) hold(c *model.Cluster, restarting map[uint64]bool) (hold,
 			// back, and two restarts overlapped.
 			if a.up.IsZero() {
 				a.up = c.Now
-				p.upAt[id] = c.Now
 			}
 			if a.returned(c, id) || c.Now.Sub(a.up) >= TakeBackWait {
 				a.back = c.Now
@@ -710,10 +657,9 @@ func (p *NodeProfiles) advise(c *model.Cluster) {
 	p.advice = why
 }
 
-// reprofile begins the profile change of the first node in restartOrder whose profile differs
-// from its planned one and that has a range to carry the change: its hand-over (handOver), and its
-// SetProfile once that is done.
-func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) []*operator.Operator {
+// reprofile proposes the profile change of the first node in restartOrder whose profile differs
+// from its planned one, carried by one of its ranges that no operator holds.
+func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) *operator.Operator {
 	for _, n := range p.restartOrder(c) {
 		want, ok := p.profile[n.ID]
 		if !ok || !n.Active() || profileOf(n) == want {
@@ -722,51 +668,40 @@ func (p *NodeProfiles) reprofile(c *model.Cluster, v *view) []*operator.Operator
 		if a := p.asked[n.ID]; a.profile == want && c.Now.Sub(a.at) < p.cfg.RetryAfter {
 			continue // asked already: it is restarting, or it cannot (no supervisor)
 		}
-		if len(v.candidatesIn(c.RangesOf(n.ID), func(r *model.Range) bool { return r.HasReplica(n.ID) })) == 0 {
+		carriers := v.candidatesIn(c.RangesOf(n.ID), func(r *model.Range) bool { return r.HasReplica(n.ID) })
+		if len(carriers) == 0 {
 			continue
 		}
-		a := &away{profile: want, at: c.Now, to: map[uint64]uint64{}, supervised: p.cfg.HandOverWait < 0 || n.ID == metaLeader(c)}
+		var served []string
+		load := 0.0
+		for r, node := range p.leadOn {
+			if node == n.ID {
+				served = append(served, fmt.Sprintf("r%d", r))
+				if rr := c.Range(r); rr != nil {
+					load += rr.QPS() + rr.ReplicaReadQPS
+				}
+			}
+		}
+		slices.Sort(served)
+		op := operator.NewSetProfile(NameNodeProfiles, c.Now, carriers[0], n.ID, string(want),
+			fmt.Sprintf("n%d is to lead %s ranges %s (%s) but runs profile %s: restart it with %s",
+				n.ID, want, strings.Join(served, ","), fmtQPS(load), profileOf(n), want))
+		op.Priority = operator.PriorityLow
+		before, total := operator.ProfileMatched(c)
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, From: n.ID,
+			Before: fraction(before, total), Delta: fraction(p.gain(c, n.ID, want), total)}
+		p.asked[n.ID] = asked{profile: want, at: c.Now}
+		a := &away{profile: want, at: c.Now}
 		for r := range c.LedBy(n.ID) {
-			if to, planned := p.leadOn[r.ID]; !r.System && (!planned || to == n.ID || a.supervised) {
+			if !r.System {
 				a.led = append(a.led, r.ID)
 			}
 		}
 		p.away[n.ID] = a
 		clear(p.deferred)
-		return p.handOver(c, v, n.ID)
+		return op
 	}
 	return nil
-}
-
-// setProfile proposes node n's SetProfile, carried by one of its ranges that no operator holds (nil:
-// none).
-func (p *NodeProfiles) setProfile(c *model.Cluster, v *view, n *model.Node, a *away) *operator.Operator {
-	carriers := v.candidatesIn(c.RangesOf(n.ID), func(r *model.Range) bool { return r.HasReplica(n.ID) })
-	if len(carriers) == 0 {
-		return nil
-	}
-	want := a.profile
-	var served []string
-	load := 0.0
-	for r, node := range p.leadOn {
-		if node == n.ID {
-			served = append(served, fmt.Sprintf("r%d", r))
-			if rr := c.Range(r); rr != nil {
-				load += rr.QPS() + rr.ReplicaReadQPS
-			}
-		}
-	}
-	slices.Sort(served)
-	op := operator.NewSetProfile(NameNodeProfiles, c.Now, carriers[0], n.ID, string(want),
-		fmt.Sprintf("n%d is to lead %s ranges %s (%s) but runs profile %s: restart it with %s",
-			n.ID, want, strings.Join(served, ","), fmtQPS(load), profileOf(n), want))
-	op.Priority = operator.PriorityLow
-	before, total := operator.ProfileMatched(c)
-	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, From: n.ID,
-		Before: fraction(before, total), Delta: fraction(p.gain(c, n.ID, want, a.led), total)}
-	p.asked[n.ID] = asked{profile: want, at: c.Now}
-	a.asked = c.Now
-	return op
 }
 
 // restartOrder is the order in which nodes change profile. The node leading the meta range goes
@@ -850,27 +785,20 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// gain is the load that becomes matched when node runs profile, among the ranges it leads now and
-// those it handed over for the restart and gets back (led), against where they are led now.
-func (p *NodeProfiles) gain(c *model.Cluster, node uint64, profile profileplan.Class, led []uint64) float64 {
-	ids := slices.Clone(led)
-	for r := range c.LedBy(node) {
-		if !slices.Contains(ids, r.ID) {
-			ids = append(ids, r.ID)
-		}
-	}
+// gain is the load that becomes matched when node runs profile, among the ranges it leads now.
+func (p *NodeProfiles) gain(c *model.Cluster, node uint64, profile profileplan.Class) float64 {
+	n := c.Node(node)
 	g := 0.0
-	for _, id := range ids {
-		r := c.Range(id)
-		if r == nil || r.System || c.Node(r.Leader) == nil {
+	for r := range c.LedBy(node) {
+		if r.System {
 			continue
 		}
 		cl := profileplan.Classify(operator.MixOf(r))
 		q := r.QPS() + r.ReplicaReadQPS
-		if cl == profile {
+		switch {
+		case cl == profile && profileOf(n) != cl:
 			g += q
-		}
-		if profileOf(c.Node(r.Leader)) == cl {
+		case cl != profile && profileOf(n) == cl:
 			g -= q
 		}
 	}
@@ -890,8 +818,7 @@ func fraction(x, total float64) float64 {
 // disk and written to the target's, and two at once from the node leading the hot range took that
 // range's tenant from 165 to 82 ops/s for the 20 s they ran. Nor from a node leading a hot range
 // (hotLeaders) other than the moving one: the range's leadership goes first to a voter on a node
-// leading none (quietVoter), whose disk then sends the snapshot, or, with none, the move waits, at
-// most QuietWait (offHot).
+// leading none (quietVoter), whose disk then sends the snapshot, or, with none, the move waits.
 func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bool, budget int, snapshot bool) []*operator.Operator {
 	if budget <= 0 {
 		return nil
@@ -916,17 +843,21 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 			continue
 		case hot[r.Leader] != 0 && hot[r.Leader] != r.ID:
 			// Its snapshot would be read off the disk of the node serving a hot range: first lead it
-			// on a voter whose node serves none, or wait (at most QuietWait).
-			if op, to = p.offHot(c, v, r, hot, restarting, why); op == nil {
+			// on a voter whose node serves none, or wait.
+			w := p.quietVoter(c, v, r, hot, restarting)
+			if w == 0 {
 				continue
 			}
-			snapshot = snapshot && op.Kind != operator.KindMoveReplica
+			op = operator.NewTransferLeader(NameNodeProfiles, c.Now, r, w, why+fmt.Sprintf(
+				"; first lead it on n%d: a replica move reads its snapshot off its leader's disk, and n%d leads hot r%d", w, r.Leader, hot[r.Leader]))
+			to = w
 		default:
 			snapshot = false
 			op = operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, r.Leader, to, why+"; move its leader's replica there")
 			p.moved[r.ID] = c.Now
 		}
 		op.Priority = operator.PriorityLow
+		q, now := r.QPS()+r.ReplicaReadQPS, profileplan.Classify(operator.MixOf(r))
 		if from := v.at(r.Leader); p.profile[to] == p.profile[r.Leader] && from != nil {
 			// Within a group: LPT evens the group's load, so that is what the move changes.
 			op.PredictedBenefit = operator.Benefit{Metric: operator.MetricQPSGap, From: r.Leader, To: to,
@@ -934,16 +865,23 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 			ops = append(ops, op)
 			continue
 		}
-		op.PredictedBenefit = matchedBenefit(c, r, to, before, total)
+		delta := 0.0
+		if string(now) == c.Node(to).Profile {
+			delta += q
+		}
+		if string(now) == c.Node(r.Leader).Profile {
+			delta -= q
+		}
+		op.PredictedBenefit = operator.Benefit{Metric: operator.MetricProfileMatched, Range: r.ID, From: r.Leader, To: to,
+			Before: fraction(before, total), Delta: fraction(delta, total)}
 		ops = append(ops, op)
 	}
 	return ops
 }
 
 // toPlace are the ranges place may move, busiest first: led elsewhere than planned, idle, their
-// planned node ready (active, idle, running its planned profile), neither node restarting, not
-// tried as a replica move within RetryAfter, and, for a hot range, the planned node not carrying a
-// range a restart handed over (hotBlocked).
+// planned node ready (active, idle, running its planned profile), neither node restarting, and
+// not tried as a replica move within RetryAfter.
 func (p *NodeProfiles) toPlace(c *model.Cluster, v *view, restarting map[uint64]bool) []*model.Range {
 	// The ranges a node restarting for a profile led when asked: its supervisor takes them back
 	// once it is up, from whichever node leads them, so a move meanwhile would be undone — two more
@@ -956,7 +894,6 @@ func (p *NodeProfiles) toPlace(c *model.Cluster, v *view, restarting map[uint64]
 			}
 		}
 	}
-	hot := p.hotRanges(c)
 	var todo []*model.Range
 	for id, to := range p.leadOn {
 		r := c.Range(id)
@@ -967,9 +904,6 @@ func (p *NodeProfiles) toPlace(c *model.Cluster, v *view, restarting map[uint64]
 			continue
 		}
 		if at, ok := p.moved[id]; ok && !r.IsVoter(to) && c.Now.Sub(at) < p.cfg.RetryAfter {
-			continue
-		}
-		if p.hotBlocked(c, v, r, to, hot) {
 			continue
 		}
 		todo = append(todo, r)
@@ -989,45 +923,26 @@ func (p *NodeProfiles) toPlace(c *model.Cluster, v *view, restarting map[uint64]
 // snapshot read off that node (the leader sends it) took the hot range's tenant to 55–65 % of its
 // level for the 10–20 s it ran.
 func (p *NodeProfiles) hotLeaders(c *model.Cluster) map[uint64]uint64 {
-	hot := p.hotRanges(c)
+	cost := map[uint64]float64{}
+	total := 0.0
+	for _, r := range c.UserRanges() {
+		cost[r.ID] = p.costMix(r).Cost()
+		total += cost[r.ID]
+	}
+	share := p.cfg.HotShare
+	if share <= 0 {
+		share = 1 / float64(max(1, len(c.Nodes)))
+	}
 	out := map[uint64]uint64{}
 	for _, r := range c.UserRanges() {
-		if !hot[r.ID] {
+		if total <= 0 || cost[r.ID] < share*total || cost[r.ID] < p.cfg.MinQPS {
 			continue
 		}
-		if h := out[r.Leader]; h == 0 || p.costMix(r).Cost() > p.costMix(c.Range(h)).Cost() {
+		if h := out[r.Leader]; h == 0 || cost[r.ID] > cost[h] {
 			out[r.Leader] = r.ID
 		}
 	}
 	return out
-}
-
-// offHot is the operator that starts the move of r, led on a node leading hot range hot[r.Leader],
-// and the node it leads r on (nil: it waits): a transfer to a quiet voter (quietVoter), whose disk
-// then sends the snapshot; with none for QuietWait, the replica move off the hot range's node,
-// noted in the decision log (a move must not wait unbounded).
-func (p *NodeProfiles) offHot(c *model.Cluster, v *view, r *model.Range, hot map[uint64]uint64, restarting map[uint64]bool, why string) (*operator.Operator, uint64) {
-	if w := p.quietVoter(c, v, r, hot, restarting); w != 0 {
-		delete(p.quietSince, r.ID)
-		return operator.NewTransferLeader(NameNodeProfiles, c.Now, r, w, why+fmt.Sprintf(
-			"; first lead it on n%d: a replica move reads its snapshot off its leader's disk, and n%d leads hot r%d", w, r.Leader, hot[r.Leader])), w
-	}
-	since, ok := p.quietSince[r.ID]
-	if !ok {
-		p.quietSince[r.ID] = c.Now
-		return nil, 0
-	}
-	if c.Now.Sub(since) < p.cfg.QuietWait {
-		return nil, 0
-	}
-	delete(p.quietSince, r.ID)
-	to := p.leadOn[r.ID]
-	p.notes = append(p.notes, Note{What: fmt.Sprintf("r%d", r.ID), Status: "quiet wait over",
-		Why: fmt.Sprintf("no voter of r%d on a node leading no hot range for %s: its replica move to n%d reads its snapshot off n%d, which leads hot r%d",
-			r.ID, c.Now.Sub(since).Round(time.Second), to, r.Leader, hot[r.Leader])})
-	p.moved[r.ID] = c.Now
-	return operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, r.Leader, to, why+fmt.Sprintf(
-		"; move its leader's replica there: no quiet voter for %s", c.Now.Sub(since).Round(time.Second))), to
 }
 
 // quietVoter is the voter of r (0: none) to lead it before its replica move, so that the move's

@@ -53,14 +53,6 @@ range 9 [h,i) voters=3,5,2 reads=200 scans=190 writes=5 scanrows=18240 scanblock
 	return b.String()
 }
 
-// supervisorSheds is cfg without the policy's hand-over before a restart: the node's supervisor
-// sheds its leaderships and takes them back. These tests are of the plan and of one restart at a
-// time; testdata/node_profiles_handover is of the hand-over.
-func supervisorSheds(cfg NodeProfilesConfig) NodeProfilesConfig {
-	cfg.HandOverWait = -1
-	return cfg
-}
-
 // planOf is a plan as node → profile and ranges, for comparing plans.
 func planOf(p *profileplan.Plan) string {
 	var parts []string
@@ -93,7 +85,7 @@ func TestNodeProfilesPlanHoldsAcrossItsOwnProfileChange(t *testing.T) {
 		return fmt.Sprintf("scanrows=%d scanblocks=%g", scans*rows, scans*loaded)
 	}
 	plan := func(nodes map[int]string, r5 string) (*NodeProfiles, *profileplan.Plan) {
-		p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+		p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 		for s := 0; s <= 20; s += 10 {
 			p.Propose(profilesCluster(t, s, nodes, r5), nil)
 		}
@@ -170,7 +162,7 @@ func proposeAway(t *testing.T, p *NodeProfiles, sp operator.SetProfile, r5 strin
 // node restarted has been back for Settle, and the plan is the one it had (the same nodes and
 // classes: no new plan).
 func TestNodeProfilesNoReplanWhileRestartedNodeAway(t *testing.T) {
-	p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	none := map[int]string{}
 	r5 := "scanrows=27840"
 	var ops []*operator.Operator
@@ -220,7 +212,7 @@ func TestNodeProfilesNoReplanWhileRestartedNodeAway(t *testing.T) {
 // once a later view than the one its end was first seen in still shows the old profile: the policy
 // samples and goes on with another node.
 func TestNodeProfilesRefusedChangeEndsTheHold(t *testing.T) {
-	p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	none := map[int]string{}
 	var ops []*operator.Operator
 	for s := 0; s <= 20; s += 10 {
@@ -266,7 +258,7 @@ func TestNodeProfilesOneRestartAtATime(t *testing.T) {
 // A node that misses heartbeats for a few seconds (a disk-bound node's run late) stays in the plan;
 // a dead one leaves it, and the policy plans again without it.
 func TestNodeProfilesPlanKeepsASilentNode(t *testing.T) {
-	p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	r5 := "scanrows=27840"
 	for s := 0; s <= 20; s += 10 {
 		p.Propose(profilesCluster(t, s, nil, r5), nil) // its profile changes are not kept: refused
@@ -288,7 +280,7 @@ func TestNodeProfilesPlanKeepsASilentNode(t *testing.T) {
 // A planned range whose load falls below MinQPS keeps its class and its place, and the plan holds:
 // dropping it and taking it back when its load returned made a new plan each time.
 func TestNodeProfilesIdleRangeKeepsItsPlace(t *testing.T) {
-	p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	cluster := func(s int, r4 string) *model.Cluster {
 		c := parseClusterf(t, `now %ds
 node 1
@@ -323,7 +315,7 @@ range 4 [c,d) voters=1,2,3 %s
 // leads a range of another class: restarting it would move the autopilot, whose successor starts
 // without the samples and plans again in the middle of the reconfiguration.
 func TestNodeProfilesAutopilotsNodeKeepsItsProfile(t *testing.T) {
-	p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	for s := 0; s <= 20; s += 10 {
 		c := parseClusterf(t, `now %ds
 node 1 profile=readwrite
@@ -378,7 +370,7 @@ func TestNodeProfilesWaitsForTheLeadershipsBack(t *testing.T) {
 		t.Fatalf("46s, r5 back: %v, want the next node's profile change", got)
 	}
 	// Without r5's return, TakeBackWait after n4 came up counts it back.
-	q := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+	q := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	for s := 0; s <= 20; s += 10 {
 		q.Propose(profilesCluster(t, s, nil, r5), nil)
 	}
@@ -401,7 +393,7 @@ func TestNodeProfilesNoMoveOfARangeComingBack(t *testing.T) {
 	}
 	// n2 was asked (for read) when it led r3 and r8; n4's change is done.
 	delete(p.away, 4)
-	p.away[2] = &away{profile: profileplan.Read, at: p.lastSample, asked: p.lastSample, led: []uint64{3, 8}}
+	p.away[2] = &away{profile: profileplan.Read, at: p.lastSample, led: []uint64{3, 8}}
 	moves := func(s int, nodes map[int]string, r8 string) []string {
 		c, err := model.ParseCluster(strings.Replace(profilesText(s, nodes, r5), "range 8 [g,h) voters=2,4,1", "range 8 [g,h) voters=2,4,1"+r8, 1))
 		if err != nil {
@@ -433,7 +425,7 @@ func TestNodeProfilesNoMoveOfARangeComingBack(t *testing.T) {
 func TestNodeProfilesNoisyRangeKeepsItsClass(t *testing.T) {
 	classAfter := func(scale int) profileplan.Class {
 		// The nodes run the profiles of their ranges' classes: no restart holds the samples.
-		p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3}))
+		p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3})
 		round := 0
 		propose := func(reads, writes int) {
 			c := parseClusterf(t, `now %ds
@@ -471,7 +463,7 @@ range 4 [c,d) voters=3,1,2 reads=%d writes=%d
 // (its learner's promotion timed out) was proposed every round, each time loading two disks with a
 // snapshot. One replica move at a time.
 func TestNodeProfilesRetriesAMoveAfterAWhile(t *testing.T) {
-	p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	r5 := "scanrows=27840"
 	nodes := map[int]string{1: "profile=read", 2: "profile=read", 3: "profile=write", 4: "profile=scan", 5: "profile=readwrite"}
 	moves := func(s int) []string {
@@ -512,7 +504,7 @@ func TestNodeProfilesRetriesAMoveAfterAWhile(t *testing.T) {
 // and the operators of the third.
 func planned(t *testing.T, r5 string) (*NodeProfiles, []*operator.Operator) {
 	t.Helper()
-	p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3}))
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
 	var ops []*operator.Operator
 	for s := 0; s <= 20; s += 10 {
 		ops = p.Propose(profilesCluster(t, s, nil, r5), nil)
@@ -525,7 +517,7 @@ func planned(t *testing.T, r5 string) (*NodeProfiles, []*operator.Operator) {
 // store) and for Settle and ReturnWait after, classes each range from its leader's profile with
 // the hysteresis (r7, 58 % reads on a read node, stays read), keeps the groups and restarts no node.
 func TestNodeProfilesNewAutopilotContinuesThePlan(t *testing.T) {
-	p := NewNodeProfiles(supervisorSheds(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3}))
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3})
 	cluster := func(s int, n2 string) *model.Cluster {
 		c := parseClusterf(t, `now %ds
 node 1 profile=read
@@ -581,107 +573,5 @@ range 7 [f,g) voters=1,3,5 reads=580 writes=420
 				t.Fatalf("%ds: %s", s, op)
 			}
 		}
-	}
-}
-
-// A restart's hot range goes to a voter of its own: not to one carrying a range another restart
-// handed over and is to get back (n3, though it leads less), nor to one up from a restart within
-// WarmUp; with none it waits, and HandOverWait after the hand-over began the node restarts anyway,
-// noted. Without the rule, r2 went to n3, beside n5's r3.
-func TestNodeProfilesHotRangeNotBesideAHandOver(t *testing.T) {
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
-	c := parseClusterf(t, `now 100s
-node 1
-node 2
-node 3
-node 4
-node 5
-range 1 [,) voters=1,2,3 system
-range 2 [a,b) voters=2,3,4 reads=3000 writes=10
-range 3 [b,c) voters=3,5,1 reads=100 writes=10
-range 6 [e,f) voters=4,5,1 reads=400 writes=10
-`)
-	t0 := c.Now.Add(-40 * time.Second)
-	p.away[5] = &away{profile: profileplan.Read, at: t0, asked: t0, up: t0.Add(20 * time.Second), led: []uint64{3}, to: map[uint64]uint64{3: 3}}
-	p.away[2] = &away{profile: profileplan.Read, at: c.Now, to: map[uint64]uint64{}}
-	handOver := func() []*operator.Operator {
-		v := newView(c, nil)
-		defer v.release()
-		return p.handOver(c, v, 2)
-	}
-	ops := handOver()
-	if len(ops) != 1 || ops[0].RangeID != 2 || ops[0].Steps[0].(operator.TransferLeader).To != 4 {
-		t.Fatalf("hand-over %v, want r2 to n4 (n3 carries n5's r3)", ops)
-	}
-	delete(p.away[2].to, 2)
-	p.upAt[4] = c.Now.Add(-10 * time.Second)
-	if ops := handOver(); len(ops) != 0 {
-		t.Fatalf("hand-over %v with n4 up 10 s ago, want r2 to wait", ops)
-	}
-	p.TakeNotes()
-	c.Now = c.Now.Add(p.cfg.HandOverWait)
-	ops = handOver()
-	if len(ops) != 1 || ops[0].Kind != operator.KindSetProfile {
-		t.Fatalf("after HandOverWait %v, want n2's SetProfile", ops)
-	}
-	if notes := notesOf(p, "hand-over incomplete"); len(notes) != 1 || !strings.Contains(notes[0].Why, "r2") {
-		t.Fatalf("notes %v, want one on r2 left", notes)
-	}
-}
-
-// place leads no hot range on a node carrying a range a restart handed over: r2 waits until n5,
-// restarting, has r3 back from n3.
-func TestNodeProfilesHotRangeNotPlacedBesideAHandOver(t *testing.T) {
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
-	c := parseClusterf(t, `now 100s
-node 1
-node 2 profile=read
-node 3 profile=read
-node 4
-node 5
-range 1 [,) voters=1,2,3 system
-range 2 [a,b) voters=2,3,4 reads=3000 writes=10
-range 3 [b,c) voters=3,5,1 reads=100 writes=10
-range 6 [e,f) voters=4,5,1 reads=400 writes=10
-`)
-	p.leadOn = map[uint64]uint64{2: 3}
-	p.profile = map[uint64]profileplan.Class{3: profileplan.Read}
-	toPlace := func() []*model.Range {
-		v := newView(c, nil)
-		defer v.release()
-		return p.toPlace(c, v, map[uint64]bool{})
-	}
-	t0 := c.Now.Add(-20 * time.Second)
-	p.away[5] = &away{profile: profileplan.Read, at: t0, asked: t0, led: []uint64{3}, to: map[uint64]uint64{3: 3}}
-	if todo := toPlace(); len(todo) != 0 {
-		t.Fatalf("to place %v with n3 carrying n5's r3, want none", todo)
-	}
-	p.away[5].back = c.Now
-	if todo := toPlace(); len(todo) != 1 || todo[0].ID != 2 {
-		t.Fatalf("to place %v with n5 back, want r2", todo)
-	}
-}
-
-// A restart's hot range goes to the voter whose disk is the least busy, whatever the plan's cost:
-// n3 leads less by cost, but its disk (a scan range's) is busy 90 % of the time.
-func TestNodeProfilesHotRangeToTheQuietestDisk(t *testing.T) {
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
-	c := parseClusterf(t, `now 100s
-node 1
-node 2
-node 3 disk-busy=0.9
-node 4 disk-busy=0.3
-node 5
-range 1 [,) voters=1,2,3 system
-range 2 [a,b) voters=2,3,4 reads=3000 writes=10
-range 3 [b,c) voters=3,5,1 reads=100 writes=10
-range 6 [e,f) voters=4,5,1 reads=400 writes=10
-`)
-	p.away[2] = &away{profile: profileplan.Read, at: c.Now, to: map[uint64]uint64{}}
-	v := newView(c, nil)
-	defer v.release()
-	ops := p.handOver(c, v, 2)
-	if len(ops) != 1 || ops[0].RangeID != 2 || ops[0].Steps[0].(operator.TransferLeader).To != 4 {
-		t.Fatalf("hand-over %v, want r2 to n4 (n3's disk busier)", ops)
 	}
 }

@@ -232,9 +232,8 @@ type Reconfiguration struct {
 	// decision log states them (class shares, groups, nodes).
 	Operators map[string]int `json:"operators"`
 	Plans     []string       `json:"plans"`
-	// Restarts are the nodes' profile changes in it (seconds from the switch, from the ask to the
-	// end of its supervisor's part: the hand-over before it and the returns after it are
-	// node_profiles' transfers, in LeaderMoves), and Overlapping the pairs of them that overlapped in time: the policy
+	// Restarts are the nodes' profile changes in it (seconds from the switch, from the shedding to
+	// the leaderships back), and Overlapping the pairs of them that overlapped in time: the policy
 	// restarts one node at a time, so it must be 0.
 	Restarts    []RestartSpan `json:"restarts"`
 	Overlapping int           `json:"overlapping_restarts"`
@@ -649,14 +648,12 @@ func rangeNames(rs []*pb.RangeStatus) map[string]uint64 {
 	return out
 }
 
-// plans are node_profiles' plans, profile changes and waits (a restart's hand-over or a move's
-// wait for a quiet voter cut short) as its decision log states them.
+// plans are node_profiles' plans, profile changes and waits as its decision log states them.
 func (e *experiment) plans(ctx context.Context) []string {
 	var out []string
 	if ds, _, err := e.cl.Decisions(ctx); err == nil {
 		for _, d := range ds {
-			if d.Policy == policy.NameNodeProfiles && (d.Operator == "plan" || strings.HasPrefix(d.Operator, "set-profile") ||
-				slices.Contains([]string{"back", "not back", "hand-over incomplete", "quiet wait over"}, d.Status)) {
+			if d.Policy == policy.NameNodeProfiles && (d.Operator == "plan" || strings.HasPrefix(d.Operator, "set-profile") || d.Status == "back") {
 				out = append(out, d.Operator+": "+d.Reason)
 			}
 		}

@@ -4,13 +4,10 @@
 // engine and opening it again on the same data; the supervisor makes that a rolling restart that
 // clients and peers see as a short absence of one follower:
 //
-//  1. the node sheds the leaderships it still leads, each to the voter of its range leading the
-//     least load once that voter is warm for it (its read hints flowing and, where measurable, its
-//     replays hitting the cache; at most WarmWait; then DrainLeaderships for any left), so no range
-//     loses its leader, no peer takes them all, and none takes one cold. Under node_profiles that
-//     is the meta range and what a hand-over left: the policy hands a node's user ranges over
-//     before it asks for the profile, to voters it chooses (not just restarted, not carrying
-//     another restart's ranges), and gives them back itself;
+//  1. the node sheds its leaderships, each to the voter of its range leading the least load once
+//     that voter is warm for it (its read hints flowing and, where measurable, its replays hitting
+//     the cache; at most WarmWait; then DrainLeaderships for any left), so no range loses its
+//     leader, no peer takes them all, and none takes one cold;
 //  2. the supervisor retires the node: new calls wait for the next node (at most AnswerWait, then
 //     answered UNAVAILABLE "node is restarting" in their response, which the client retries
 //     elsewhere; a call whose response has no error field at most AwaitTimeout), the unary calls it serves finish while it still runs (at most DrainTimeout: a
