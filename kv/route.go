@@ -52,21 +52,35 @@ const readSourceKey = "x-shoal-read-source"
 
 type jobReadKey struct{}
 
-// JobRead marks the reads made with ctx as a scan job's (its runs and prefetches), both when this
-// node serves them and when they are forwarded to another.
-func JobRead(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(context.WithValue(ctx, jobReadKey{}, true), readSourceKey, "jobs")
+// readSourceNames are the values of readSourceKey on the wire.
+var readSourceNames = map[storage.ReadSource]string{storage.ReadJobs: "jobs", storage.ReadPrefetch: "prefetch"}
+
+// JobRead marks the reads made with ctx as a scan job's run (storage.ReadJobs), both when this node
+// serves them and when they are forwarded to another.
+func JobRead(ctx context.Context) context.Context { return markRead(ctx, storage.ReadJobs) }
+
+// PrefetchRead marks the reads made with ctx as a scan job's prefetch (storage.ReadPrefetch: the
+// disk's idle class), here and where they are forwarded.
+func PrefetchRead(ctx context.Context) context.Context { return markRead(ctx, storage.ReadPrefetch) }
+
+func markRead(ctx context.Context, src storage.ReadSource) context.Context {
+	return metadata.AppendToOutgoingContext(context.WithValue(ctx, jobReadKey{}, src), readSourceKey, readSourceNames[src])
 }
 
-// readSource is whom a read made with ctx serves: a scan job's if JobRead marked it here or on the
-// node that forwarded it, else the foreground.
+// readSource is whom a read made with ctx serves: a scan job's run or prefetch if JobRead or
+// PrefetchRead marked it here or on the node that forwarded it (the last mark wins), else the
+// foreground.
 func readSource(ctx context.Context) storage.ReadSource {
-	if v, _ := ctx.Value(jobReadKey{}).(bool); v {
-		return storage.ReadJobs
+	if v, ok := ctx.Value(jobReadKey{}).(storage.ReadSource); ok {
+		return v
 	}
 	// One key, not the whole metadata copied (FromIncomingContext): this runs on every scan.
-	if v := metadata.ValueFromIncomingContext(ctx, readSourceKey); len(v) > 0 && v[0] == "jobs" {
-		return storage.ReadJobs
+	if v := metadata.ValueFromIncomingContext(ctx, readSourceKey); len(v) > 0 {
+		for src, name := range readSourceNames {
+			if v[len(v)-1] == name {
+				return src
+			}
+		}
 	}
 	return storage.ReadForeground
 }

@@ -753,8 +753,8 @@ func (r *Replica) Scan(start, end []byte, limit int, maxBytes int, reverse bool)
 	return r.ScanFor(storage.ReadForeground, start, end, limit, maxBytes, reverse)
 }
 
-// ScanFor is Scan for reads of src: the engine counts a scan job's block reads apart and reads them
-// in the idle I/O class (storage.ReadJobs, Engine.IterateFor).
+// ScanFor is Scan for reads of src: the engine counts a scan job's block reads apart and reads
+// a prefetch's in the idle I/O class (storage.ReadJobs, storage.ReadPrefetch, Engine.IterateFor).
 func (r *Replica) ScanFor(src storage.ReadSource, start, end []byte, limit int, maxBytes int, reverse bool) (kvs []*pb.KeyValue, desc *pb.RangeDescriptor, truncated bool, err error) {
 	r.mu.Lock()
 	if e := r.checkUsableLocked(); e != nil {

@@ -6,8 +6,8 @@ import (
 )
 
 // IterateFor runs fn over an iterator of [lower, upper) of the live engine for reads of src, and
-// closes the iterator when fn returns. A scan job's iterator (ReadJobs) counts its blocks apart (as
-// NewIterFor's), and its reads go in the idle I/O class: Pebble reads a block on the goroutine that
+// closes the iterator when fn returns. A scan job's iterator counts its blocks apart (as
+// NewIterFor's), and a prefetch's (ReadPrefetch) reads go in the idle I/O class: Pebble reads a block on the goroutine that
 // moves the iterator, and file reads carry no caller, so fn runs on this goroutine locked to its OS
 // thread, which is marked idle-class for the disk. With an emulated device (Options.Device) that is
 // the device's idle class (emudisk.Device.MarkIdle: served only when no foreground read waits); the
@@ -21,8 +21,14 @@ import (
 //
 // fn must use the iterator on this goroutine only and not keep it: reads made elsewhere are the
 // foreground's, and the iterator is closed when fn returns.
+//
+// A job's run (ReadJobs) stays in the foreground's class: a read that waits in the idle class holds
+// up every reader of the block or table it is loading (Pebble shares a load among its readers), and
+// runs read from disk on demand the data the foreground reads too, so with demand reads the
+// foreground's p99 rose from tens of milliseconds to seconds. A prefetch reads at a planned rate
+// within the disk's spare budget, so it seldom waits.
 func (e *Engine) IterateFor(lower, upper []byte, src ReadSource, fn func(*Iterator) error) (err error) {
-	if src == ReadJobs {
+	if src == ReadPrefetch {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		if e.device != nil {

@@ -11,9 +11,9 @@ import (
 )
 
 // TestJobReadsIdleClass: on a real Pebble engine over an emulated disk with no page cache, a scan
-// job's reads (IterateFor with ReadJobs) are charged to the device in its idle class, each one of
+// job's prefetch (IterateFor with ReadPrefetch) is charged to the device in its idle class, each one of
 // them, its thread's kernel I/O priority untouched (the device is the node's disk); a foreground
-// scan's are not.
+// scan's and a job's run's (ReadJobs) are not.
 func TestJobReadsIdleClass(t *testing.T) {
 	dir := t.TempDir()
 	dev := &emudisk.Options{NoPageCache: true, ReadBytesPerSec: 1 << 30, WriteBytesPerSec: 1 << 30}
@@ -56,7 +56,7 @@ func TestJobReadsIdleClass(t *testing.T) {
 		after := e.DeviceStats()
 		return after.ReadOps - before.ReadOps, after.IdleOps - before.IdleOps
 	}
-	reads, idle := scan(ReadJobs, "k00000", "k02000", func() {
+	reads, idle := scan(ReadPrefetch, "k00000", "k02000", func() {
 		if p, err := threadIOPrio(); prioErr == nil && (err != nil || p != prioBefore) {
 			t.Errorf("in a job's scan on an emulated disk the thread's I/O priority is %#x (%v), was %#x", p, err, prioBefore)
 		}
@@ -64,13 +64,18 @@ func TestJobReadsIdleClass(t *testing.T) {
 	if reads == 0 || idle != reads {
 		t.Fatalf("a job's scan: %d device reads, %d of them idle-class; want all", reads, idle)
 	}
-	reads, idle = scan(ReadForeground, "k02000", "k04000", func() {})
-	if reads == 0 || idle != 0 {
-		t.Fatalf("a foreground scan: %d device reads, %d of them idle-class; want none", reads, idle)
+	for _, c := range []struct {
+		src    ReadSource
+		lo, hi string
+	}{{ReadForeground, "k02000", "k03000"}, {ReadJobs, "k03000", "k04000"}} {
+		reads, idle = scan(c.src, c.lo, c.hi, func() {})
+		if reads == 0 || idle != 0 {
+			t.Fatalf("a scan of source %d: %d device reads, %d of them idle-class; want none", c.src, reads, idle)
+		}
 	}
 }
 
-// TestJobReadsKernelIdleClass: on an engine without an emulated disk, a scan job's reads run on a
+// TestJobReadsKernelIdleClass: on an engine without an emulated disk, a scan job's prefetch runs on a
 // thread in the kernel's idle I/O class (or the failure is counted), and the thread leaves with the
 // I/O priority it came with; a foreground scan's thread keeps its own.
 func TestJobReadsKernelIdleClass(t *testing.T) {
@@ -83,7 +88,7 @@ func TestJobReadsKernelIdleClass(t *testing.T) {
 		t.Skipf("ioprio_get: %v", err)
 	}
 	var in int
-	must(t, e.IterateFor(nil, nil, ReadJobs, func(it *Iterator) error {
+	must(t, e.IterateFor(nil, nil, ReadPrefetch, func(it *Iterator) error {
 		in, err = threadIOPrio()
 		return err
 	}))

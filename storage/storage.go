@@ -493,17 +493,24 @@ type ReadSource uint8
 const (
 	// ReadForeground is every read but the scan jobs': clients', replays', raft's.
 	ReadForeground ReadSource = iota
-	// ReadJobs is a scan job's run or prefetch.
+	// ReadJobs is a scan job's run (and its scheduler's reads): counted apart, the foreground's
+	// class at the disk.
 	ReadJobs
+	// ReadPrefetch is a scan job's prefetch: counted with the jobs' reads, and read in the disk's
+	// idle class (IterateFor).
+	ReadPrefetch
 )
 
-// NewIterFor is NewIter for reads of src: a scan job's iterator loads its blocks under a category of
-// its own (still counted in ServedBlockBytes, and apart in JobBlockBytes). Its reads are the
-// foreground's to the disk: a scan job reads through IterateFor, which also puts them in the idle
-// I/O class.
+// jobs reports whether src's block reads count as the scan jobs'.
+func (src ReadSource) jobs() bool { return src == ReadJobs || src == ReadPrefetch }
+
+// NewIterFor is NewIter for reads of src: a scan job's iterator (ReadJobs, ReadPrefetch) loads its
+// blocks under a category of its own (still counted in ServedBlockBytes, and apart in
+// JobBlockBytes). Its reads are the foreground's to the disk: a prefetch reads through IterateFor,
+// which also puts them in the idle I/O class.
 func (e *Engine) NewIterFor(lower, upper []byte, src ReadSource) (*Iterator, error) {
 	o := &pebble.IterOptions{LowerBound: lower, UpperBound: upper}
-	if src == ReadJobs {
+	if src.jobs() {
 		o.Category = jobsCategory
 	}
 	it, err := e.db.NewIter(o)
@@ -588,7 +595,7 @@ var pebbleBackgroundCategory = map[string]bool{"pebble-compaction": true, "pebbl
 // Pebble's per-category stats.
 var streamCategory = block.RegisterCategory("stream", block.NonLatencySensitiveQoSLevel)
 
-// jobsCategory labels the block reads of the scan jobs' iterators (ReadJobs).
+// jobsCategory labels the block reads of the scan jobs' iterators (ReadJobs, ReadPrefetch).
 var jobsCategory = block.RegisterCategory("jobs", block.NonLatencySensitiveQoSLevel)
 
 // Stats reads the engine's counters.

@@ -921,7 +921,7 @@ var rewritingReasons = map[string]bool{"default": true, "elision-only": true, "r
 // writes new tables, whose blocks the block cache does not hold when it ends.
 func rewritesData(reason string) bool { return rewritingReasons[reason] }
 
-// TestJobReadsCountApart: a scan job's iterator (ReadJobs) loads its blocks as the node's own reads
+// TestJobReadsCountApart: a scan job's iterator (ReadJobs, ReadPrefetch) loads its blocks as the node's own reads
 // and also apart as the jobs', so the foreground's are the served bytes less the jobs'.
 func TestJobReadsCountApart(t *testing.T) {
 	e, _ := openNew(t)
@@ -941,6 +941,7 @@ func TestJobReadsCountApart(t *testing.T) {
 	}
 	before := e.Stats()
 	scan(ReadJobs)
+	scan(ReadPrefetch)
 	job := e.Stats()
 	if job.JobBlockBytes <= before.JobBlockBytes {
 		t.Fatalf("the job's blocks were not counted as the jobs': %+v", job)
