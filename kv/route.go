@@ -76,10 +76,11 @@ func readSource(ctx context.Context) storage.ReadSource {
 	}
 	// One key, not the whole metadata copied (FromIncomingContext): this runs on every scan.
 	if v := metadata.ValueFromIncomingContext(ctx, readSourceKey); len(v) > 0 {
-		for src, name := range readSourceNames {
-			if v[len(v)-1] == name {
-				return src
-			}
+		switch v[len(v)-1] {
+		case readSourceNames[storage.ReadJobs]:
+			return storage.ReadJobs
+		case readSourceNames[storage.ReadPrefetch]:
+			return storage.ReadPrefetch
 		}
 	}
 	return storage.ReadForeground

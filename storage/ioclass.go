@@ -7,9 +7,9 @@ import (
 
 // IterateFor runs fn over an iterator of [lower, upper) of the live engine for reads of src, and
 // closes the iterator when fn returns. A scan job's iterator counts its blocks apart (as
-// NewIterFor's), and a prefetch's (ReadPrefetch) reads go in the idle I/O class: Pebble reads a block on the goroutine that
-// moves the iterator, and file reads carry no caller, so fn runs on this goroutine locked to its OS
-// thread, which is marked idle-class for the disk. With an emulated device (Options.Device) that is
+// NewIterFor's), and a prefetch's (ReadPrefetch) reads go in the idle I/O class: Pebble reads a
+// block on the goroutine that moves the iterator, and file reads carry no caller, so fn runs on this
+// goroutine locked to its OS thread, which is marked idle-class for the disk. With an emulated device (Options.Device) that is
 // the device's idle class (emudisk.Device.MarkIdle: served only when no foreground read waits); the
 // kernel's is left alone, as in-process nodes share the real disk and its idle class would make one
 // node's jobs wait for every node's I/O in flight (mq-deadline dispatches an idle request only when

@@ -210,6 +210,15 @@ func (c *Cluster) IndexOf(id uint64) int {
 	return -1
 }
 
+// TotalDeviceStats sums every node's emulated-disk counters since the cluster started.
+func (c *Cluster) TotalDeviceStats() emudisk.Stats {
+	var sum emudisk.Stats
+	for i := range c.Nodes() {
+		sum = sum.Add(c.DeviceStats(i))
+	}
+	return sum
+}
+
 // DeviceStats are node i's emulated-disk counters since the cluster started, across kills.
 func (c *Cluster) DeviceStats(i int) emudisk.Stats {
 	c.mu.Lock()

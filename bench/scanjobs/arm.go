@@ -93,9 +93,9 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 // fills in the arm's figures; it returns when the window ended.
 func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options, fg *foreground, from time.Time) (time.Time, error) {
 	engBefore, cpuBefore, gcBefore, hostBefore := benchutil.EngineStats(c), benchutil.ProcessCPU(), goRuntime(), hostBusy()
-	shortBefore, devBefore := copiesShort(c), deviceStats(c)
+	shortBefore, devBefore := copiesShort(c), c.TotalDeviceStats()
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
-	a.deviceWaits(devBefore, deviceStats(c))
+	a.deviceWaits(devBefore, c.TotalDeviceStats())
 	until := time.Now()
 	secs := until.Sub(from).Seconds()
 	own := (benchutil.ProcessCPU() - cpuBefore).Seconds()
@@ -139,15 +139,6 @@ func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *clien
 		a.JobsPeak = max(a.JobsPeak, s.Prefetch+s.Runs)
 	}
 	return until, nil
-}
-
-// deviceStats sums the nodes' emulated devices' counters.
-func deviceStats(c *benchutil.Cluster) emudisk.Stats {
-	var st emudisk.Stats
-	for i := range c.Nodes() {
-		st = st.Add(c.DeviceStats(i))
-	}
-	return st
 }
 
 // deviceWaits sets the arm's idle-class operations and the mean waits of both classes between two

@@ -146,11 +146,10 @@ func (c *cluster) levelBytes() []int64 {
 
 // deviceStats sums the emulated-disk counters of every node since the cluster started.
 func (c *cluster) deviceStats() emudisk.Stats {
-	var sum emudisk.Stats
-	for i := 0; c.local() && i < c.Len(); i++ {
-		sum = sum.Add(c.DeviceStats(i))
+	if !c.local() {
+		return emudisk.Stats{}
 	}
-	return sum
+	return c.TotalDeviceStats()
 }
 
 // settle waits until no engine has compacted for two seconds in a row (or limit passes): right after
