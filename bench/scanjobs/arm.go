@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,6 +91,10 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 // measureWindow samples the disks, the engines and the host from from until the window's end and
 // fills in the arm's figures; it returns when the window ended.
 func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options, fg *foreground, from time.Time) (time.Time, error) {
+	stopProfiles, err := startProfiles(o.ProfileDir, a.Strategy)
+	if err != nil {
+		return time.Time{}, err
+	}
 	engBefore, cpuBefore, gcBefore, hostBefore := benchutil.EngineStats(c), benchutil.ProcessCPU(), goRuntime(), hostBusy()
 	shortBefore, devBefore := copiesShort(c), c.TotalDeviceStats()
 	dk := sampleDisks(ctx, c, from.Add(o.Measure))
@@ -104,7 +107,9 @@ func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *clien
 		a.OtherCPUSeconds = max(0, host-own) / secs
 	}
 	gcAfter := goRuntime()
-	a.GCCPUSeconds, a.HeapLiveMB = (gcAfter.gcCPU-gcBefore.gcCPU)/secs, gcAfter.liveMB
+	stopProfiles()
+	a.GCCPUSeconds, a.HeapLiveMB = (gcAfter.gcCPU()-gcBefore.gcCPU())/secs, gcAfter.liveMB()
+	a.Runtime = runtimeBetween(gcBefore, gcAfter, secs)
 	engAfter := benchutil.EngineStats(c)
 	for why, n := range copiesShort(c) {
 		if n > shortBefore[why] {
@@ -131,7 +136,6 @@ func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *clien
 	}
 	a.Seconds = dk.seconds
 	a.Compactions = compactions(c, from, until)
-	var err error
 	if a.SpanLeaders, a.LeadersMoved, err = spanLeaders(ctx, cl, o); err != nil {
 		return until, err
 	}
@@ -192,23 +196,6 @@ func hostBusy() float64 {
 		busy += v
 	}
 	return busy / 100
-}
-
-// goStats are the process's garbage collector's figures: the CPU it has used (seconds) and the
-// heap live after its last cycle (MB).
-type goStats struct{ gcCPU, liveMB float64 }
-
-func goRuntime() goStats {
-	m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/heap/live:bytes"}}
-	metrics.Read(m)
-	var g goStats
-	if m[0].Value.Kind() == metrics.KindFloat64 {
-		g.gcCPU = m[0].Value.Float64()
-	}
-	if m[1].Value.Kind() == metrics.KindUint64 {
-		g.liveMB = float64(m[1].Value.Uint64()) / 1e6
-	}
-	return g
 }
 
 // PlanCheck is one plan made in the window: when (seconds into it), its peak and its LP bound

@@ -68,6 +68,9 @@ type Options struct {
 	Measure    time.Duration `json:"measure_ns"`
 	Strategies []string      `json:"strategies"`
 	Seed       int64         `json:"seed"`
+	// ProfileDir, when set (else from the environment's SHOAL_SCANJOBS_PROFILES), takes each arm's
+	// CPU, mutex and heap profiles of its window (goruntime.go).
+	ProfileDir string `json:"-"`
 
 	Progress func(string) `json:"-"`
 }
@@ -112,6 +115,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
+	}
+	if o.ProfileDir == "" {
+		o.ProfileDir = os.Getenv(profileEnv)
 	}
 	return o
 }
@@ -229,6 +235,9 @@ type Arm struct {
 	// after the window's last cycle (the copies held in it).
 	GCCPUSeconds float64 `json:"gc_cpu_seconds_per_sec"`
 	HeapLiveMB   float64 `json:"heap_live_mb"`
+	// Runtime is the rest of the Go runtime's account of the window: GC cycles and pauses,
+	// allocations, scheduling latencies, mutex waits.
+	Runtime Runtime `json:"runtime"`
 	// The foreground over the window: operations, errors, p50 and p99 from each one's scheduled start.
 	Ops    int64   `json:"ops"`
 	Errors int64   `json:"errors"`

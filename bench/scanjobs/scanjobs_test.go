@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -105,13 +106,36 @@ func TestFgHitRatio(t *testing.T) {
 	}
 }
 
-// TestGoRuntime: the garbage collector's CPU grows with a collection, and the live heap is read.
+// TestGoRuntime: the garbage collector's CPU and cycles grow with a collection, the live heap is
+// read, allocations are counted, and the scheduling latencies' quantiles are ordered.
 func TestGoRuntime(t *testing.T) {
 	before := goRuntime()
+	sink := make([][]byte, 0, 1000)
+	for i := 0; i < 1000; i++ {
+		sink = append(sink, make([]byte, 1024))
+	}
 	runtime.GC()
 	after := goRuntime()
-	if after.gcCPU <= before.gcCPU || after.liveMB <= 0 {
-		t.Fatalf("gc CPU %v then %v, live heap %v MB", before.gcCPU, after.gcCPU, after.liveMB)
+	if after.gcCPU() <= before.gcCPU() || after.liveMB() <= 0 {
+		t.Fatalf("gc CPU %v then %v, live heap %v MB", before.gcCPU(), after.gcCPU(), after.liveMB())
+	}
+	r := runtimeBetween(before, after, 1)
+	if r.GCCycles < 1 || r.AllocMBPerSec < 1 || r.AllocsPerSec < 1000 || r.SchedP999Us < r.SchedP99Us || len(sink) != 1000 {
+		t.Fatalf("runtime %+v", r)
+	}
+}
+
+// TestHistogram: a window's histogram from two readings, its count, sum, max and quantiles.
+func TestHistogram(t *testing.T) {
+	b := []float64{math.Inf(-1), 0, 1, 2, 4, math.Inf(1)}
+	a := &metrics.Float64Histogram{Counts: []uint64{0, 1, 0, 0, 0}, Buckets: b}
+	z := &metrics.Float64Histogram{Counts: []uint64{0, 91, 8, 1, 0}, Buckets: b}
+	h := histDelta(a, z)
+	if h.count() != 99 || h.sum() != 90*0.5+8*1.5+3 || h.max() != 4 || h.quantile(0.5) != 1 || h.quantile(0.95) != 2 || h.quantile(0.99) != 4 || h.above(1) != 9 {
+		t.Fatalf("count %d sum %v max %v p50 %v p99 %v above 1: %v", h.count(), h.sum(), h.max(), h.quantile(0.5), h.quantile(0.99), h.above(1))
+	}
+	if e := histDelta(nil, z); e.count() != 0 || e.quantile(0.99) != 0 {
+		t.Fatalf("no reading: %+v", e)
 	}
 }
 
