@@ -164,8 +164,9 @@ type Service struct {
 	frozenMu    sync.Mutex
 	frozenSince map[uint64]time.Time // ranges this node leads that are frozen for a merge, since when
 
-	ready chan struct{}
-	loops *stopper.Stopper // the queues; Stop also ends every wait for a leader
+	ready    chan struct{}
+	loops    *stopper.Stopper // the queues; Stop also ends every wait for a leader
+	inflight requestCount     // admitted client requests still running (Drain)
 }
 
 // New prepares the range layer; it serves once Start gives it the node's identity and replicas.

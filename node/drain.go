@@ -66,3 +66,13 @@ func (n *Node) DrainLeaderships(ctx context.Context) int {
 		}
 	}
 }
+
+// DrainRequests refuses new client requests with UNAVAILABLE (their clients retry another node:
+// nothing of them ran) and waits until those in flight have answered or ctx ends; it returns how many
+// still run. A stopping node calls it after DrainLeaderships and before Stop, so that a write it
+// forwards to the new leader finishes rather than being cut, which its client could only report as
+// ambiguous.
+func (n *Node) DrainRequests(ctx context.Context) int {
+	n.draining.Store(true)
+	return n.Service.Drain(ctx)
+}

@@ -5,7 +5,8 @@
 // registers its services on the gRPC server this package runs.
 //
 // Shutdown order (Run, once its context is cancelled): the RESP listener (its connections closed,
-// in-flight commands cancelled), node.Stop, then gRPC GracefulStop (bounded by
+// in-flight commands cancelled), the node's leaderships handed over, its client requests in flight
+// answered (new ones refused), node.Stop, then gRPC GracefulStop (bounded by
 // grpcStopTimeout, then Stop), then HTTP Shutdown, then the engine's Close. The engine closes last so
 // that nothing can write to it after it is closed.
 package server
@@ -35,6 +36,8 @@ import (
 const (
 	// drainTimeout bounds the leadership handoff on shutdown.
 	drainTimeout = 5 * time.Second
+	// requestDrainTimeout bounds the wait for client requests in flight on shutdown.
+	requestDrainTimeout = 2 * time.Second
 	// grpcStopTimeout bounds GracefulStop: long-lived raft streams from peers would otherwise hold it.
 	grpcStopTimeout = time.Second
 	// httpStopTimeout bounds HTTP Shutdown (a slow /debug/pprof/profile, a stuck dashboard).
@@ -309,17 +312,7 @@ func (p *process) stop() error {
 		p.respLis.Close()
 	}
 	if p.node != nil && p.started {
-		// Hand leaderships to peers first so clients retry once instead of waiting for an election.
-		// DrainLeaderships returns at once when no other live node can take them (a single node).
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		if left := p.node.DrainLeaderships(ctx); left > 0 {
-			if ctx.Err() != nil {
-				fmt.Fprintf(os.Stderr, "shoal: %d leaderships still here after %v of draining; stopping anyway\n", left, drainTimeout)
-			} else {
-				fmt.Fprintf(os.Stderr, "shoal: no other live node can take this node's %d leaderships; stopping without moving them\n", left)
-			}
-		}
-		cancel()
+		p.drainNode()
 		p.node.Stop()
 	}
 	if p.watch != nil {
@@ -355,6 +348,28 @@ func (p *process) stop() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// drainNode hands the node's leaderships to peers, then lets its client requests in flight answer
+// while new ones are refused, each step bounded; what is left when a bound runs out is reported, and
+// the stop goes on.
+func (p *process) drainNode() {
+	// Hand leaderships to peers first so clients retry once instead of waiting for an election.
+	// DrainLeaderships returns at once when no other live node can take them (a single node).
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	if left := p.node.DrainLeaderships(ctx); left > 0 {
+		if ctx.Err() != nil {
+			fmt.Fprintf(os.Stderr, "shoal: %d leaderships still here after %v of draining; stopping anyway\n", left, drainTimeout)
+		} else {
+			fmt.Fprintf(os.Stderr, "shoal: no other live node can take this node's %d leaderships; stopping without moving them\n", left)
+		}
+	}
+	cancel()
+	ctx, cancel = context.WithTimeout(context.Background(), requestDrainTimeout)
+	if left := p.node.DrainRequests(ctx); left > 0 {
+		fmt.Fprintf(os.Stderr, "shoal: %d client requests still running after %v; stopping anyway\n", left, requestDrainTimeout)
+	}
+	cancel()
 }
 
 // advertisedAddr is the address to advertise for a listener: its real address, with an unspecified

@@ -16,7 +16,7 @@ import (
 )
 
 // TestRollingRestartThroughPreStop restarts every node of a 3-node cluster in turn, as an
-// orchestrator does through the hooks (prestop, stop, start), while readers and writers run a 95/5
+// orchestrator does through the hooks (prestop, SIGTERM, start), while readers and writers run a 95/5
 // mix; no request may fail. The leaderships per node over time and each restart's worst 250-ms p99
 // are logged, not asserted (wall-clock figures; the compose test in deploy/ measures them).
 func TestRollingRestartThroughPreStop(t *testing.T) {
@@ -99,7 +99,7 @@ func TestRollingRestartThroughPreStop(t *testing.T) {
 			t.Fatalf("prestop: %v %v", err, resp.GetError())
 		}
 		event("prestop done: " + resp.GetOutcome() + leaders())
-		if err := c.KillWait(i); err != nil {
+		if err := c.StopGracefully(i); err != nil {
 			t.Fatal(err)
 		}
 		event("stopped" + leaders())

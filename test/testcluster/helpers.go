@@ -42,6 +42,42 @@ func (c *Cluster) KillWait(i int) error {
 	}()
 	n.srv.Stop()
 	c.countDropped(n)
+	return c.closeAfter(i, done)
+}
+
+// StopGracefully stops node i as `shoal start` does on SIGTERM: its leaderships handed to peers (up
+// to 5 s), its client requests in flight answered while new ones are refused (up to 2 s), the node
+// stopped, its gRPC server stopped gracefully (up to 1 s, then cut), and its engine closed.
+func (c *Cluster) StopGracefully(i int) error {
+	n := c.Nodes[i]
+	if !n.alive {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	n.Node.DrainLeaderships(ctx)
+	cancel()
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	n.Node.DrainRequests(ctx)
+	cancel()
+	n.Node.Stop()
+	done := make(chan struct{})
+	go func() {
+		n.srv.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second): // peers' raft streams hold a graceful stop
+		n.srv.Stop()
+	}
+	c.countDropped(n)
+	return c.closeAfter(i, done)
+}
+
+// closeAfter closes node i's engine once done (its gRPC handlers returned) is closed, and marks the
+// node stopped; if the handlers do not return within StopTimeout it leaves the engine open and says so.
+func (c *Cluster) closeAfter(i int, done <-chan struct{}) error {
+	n := c.Nodes[i]
 	select {
 	case <-done:
 	case <-time.After(StopTimeout):
