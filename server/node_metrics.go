@@ -42,6 +42,7 @@ var nodeMetricDefs = []metricDef{
 	{"shoal_storage_stream_block_bytes_total", "Bytes of the blocks read to stream ranges out of this node (raft snapshots).", true, func(m node.Metrics) float64 { return float64(m.Engine.StreamBlockBytes) }},
 	{"shoal_storage_block_cache_hit_ratio", "Block cache hit ratio over about the last 10 s (NaN without lookups).", false, func(m node.Metrics) float64 { return m.CacheHitRatio }},
 	{"shoal_storage_disk_utilization", "Share of the disk's capacity in use over its last sample (emulated device budget, or Linux io_ticks; 0 when unknown).", false, func(m node.Metrics) float64 { return m.DiskUtilization }},
+	{"shoal_storage_ioprio_errors_total", "Failed calls that put a prefetch's reading thread in the kernel's idle I/O class (the read then ran in the normal class).", true, func(m node.Metrics) float64 { return float64(m.Engine.IOPrioErrors) }},
 	{"shoal_storage_compactions_total", "Compactions completed.", true, func(m node.Metrics) float64 { return float64(m.Engine.CompactionsDone) }},
 	{"shoal_storage_compactions_running", "Compactions running now.", false, func(m node.Metrics) float64 { return float64(m.Engine.CompactionsRunning) }},
 	{"shoal_storage_flushes_total", "Memtable flushes completed.", true, func(m node.Metrics) float64 { return float64(m.Engine.FlushesDone) }},
