@@ -103,10 +103,11 @@ type process struct {
 	fatal chan error // listener failures while serving
 }
 
+// run opens the store, listens, serves, starts the node, then serves until ctx ends or something
+// fails; the caller undoes it with stop, whatever run returned.
 func (p *process) run(ctx context.Context, out io.Writer) error {
-	cfg := p.cfg
 	// Open the store first: a missing or locked store is refused before anything listens.
-	nc := cfg.Node
+	nc := p.cfg.Node
 	if p.tls != nil {
 		nc.DialOptions = []grpc.DialOption{p.tls.dialOption()}
 	}
@@ -120,6 +121,24 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	p.buildServers(advertise, httpAddr)
+	// Serve before Start: joining and the first raft elections need the gRPC server up, and /healthz
+	// answers 503 until the node is ready.
+	p.serve()
+	if done, err := p.startNode(ctx); done || err != nil {
+		return err
+	}
+	if err := p.serveRESP(advertise); err != nil {
+		return err
+	}
+	p.ready.Store(true)
+	fmt.Fprintf(out, "shoal node %d ready grpc=%s http=%s\n", p.node.NodeID(), advertise, httpAddr)
+	return p.wait(ctx)
+}
+
+// buildServers makes the gRPC and HTTP servers of the node and registers its metrics.
+func (p *process) buildServers(advertise, httpAddr string) {
+	cfg := p.cfg
 	p.node.Advertise(advertise, httpAdvertised(httpAddr), p.respAddr)
 	p.metrics.reg.MustRegister(newNodeCollector(p.node.Metrics))
 	if h := p.node.Hints(); h != nil {
@@ -153,9 +172,10 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	if p.tls != nil {
 		p.httpServer.TLSConfig = p.tls.serverConfig(tls.VerifyClientCertIfGiven)
 	}
+}
 
-	// Serve before Start: joining and the first raft elections need the gRPC server up, and /healthz
-	// answers 503 until the node is ready.
+// serve starts the gRPC and HTTP servers on their listeners; a server that fails sends on p.fatal.
+func (p *process) serve() {
 	p.fatal = make(chan error, 3)
 	go func() {
 		if err := p.grpcServer.Serve(p.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -173,7 +193,11 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 			}
 		}()
 	}
+}
 
+// startNode starts the node; done reports that ctx ended first (a stop while starting, not a
+// failure), err that the start or a server failed.
+func (p *process) startNode(ctx context.Context) (done bool, err error) {
 	startCtx, cancelStart := context.WithCancel(ctx)
 	defer cancelStart()
 	started := make(chan error, 1)
@@ -183,44 +207,51 @@ func (p *process) run(ctx context.Context, out io.Writer) error {
 	case err := <-started:
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil // stopped while starting: not a failure
+				return true, nil // stopped while starting: not a failure
 			}
-			return fmt.Errorf("start node: %w", err)
+			return true, fmt.Errorf("start node: %w", err)
 		}
 	case err := <-p.fatal:
 		cancelStart()
 		<-started
-		return err
+		return true, err
 	case <-ctx.Done():
 		<-started // Start honours its context
+		return true, nil
+	}
+	return false, nil
+}
+
+// serveRESP serves the Redis protocol once the node does (with --resp): its commands go straight to
+// the node's API.
+func (p *process) serveRESP(advertise string) error {
+	if p.respLis == nil {
 		return nil
 	}
-
-	if p.respLis != nil {
-		// RESP serves once the node does: its commands go straight to the node's API.
-		p.resp, err = resp.New(resp.Config{
-			Node:          p.node,
-			GRPCAddr:      advertise,
-			Advertise:     p.respAddr,
-			AuthToken:     cfg.Node.AuthToken,
-			MaxKeyBytes:   cfg.Node.KV.MaxKeyBytes,
-			MaxValueBytes: cfg.Node.KV.MaxValueBytes,
-			DialOptions:   p.respDialOptions(),
-			Observe:       p.metrics.observeRESP,
-		})
-		if err != nil {
-			return err
-		}
-		go func() {
-			if err := p.resp.Serve(p.respLis); err != nil {
-				p.fatal <- fmt.Errorf("RESP server on %s: %w", p.respLis.Addr(), err)
-			}
-		}()
+	var err error
+	p.resp, err = resp.New(resp.Config{
+		Node:          p.node,
+		GRPCAddr:      advertise,
+		Advertise:     p.respAddr,
+		AuthToken:     p.cfg.Node.AuthToken,
+		MaxKeyBytes:   p.cfg.Node.KV.MaxKeyBytes,
+		MaxValueBytes: p.cfg.Node.KV.MaxValueBytes,
+		DialOptions:   p.respDialOptions(),
+		Observe:       p.metrics.observeRESP,
+	})
+	if err != nil {
+		return err
 	}
+	go func() {
+		if err := p.resp.Serve(p.respLis); err != nil {
+			p.fatal <- fmt.Errorf("RESP server on %s: %w", p.respLis.Addr(), err)
+		}
+	}()
+	return nil
+}
 
-	p.ready.Store(true)
-	fmt.Fprintf(out, "shoal node %d ready grpc=%s http=%s\n", p.node.NodeID(), advertise, httpAddr)
-
+// wait serves until ctx ends, a server fails, or the raft loop stops on a storage failure.
+func (p *process) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return nil
