@@ -493,140 +493,36 @@ func (p *IncrementalJoin) transfer(c *model.Cluster, v *view, n *model.Node) *op
 // move moves the next replica to n: from the next sender in the schedule (incremental) or from a
 // non-leader voter of each range (parallel and serve-at-end, so that leadership stays put).
 func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target int, keepLeader bool) *operator.Operator {
-	// A range's snapshot always streams from its Raft leader. While the node is to take leaderships
-	// (incremental, under its leader share), the sender of a range is therefore its leader, whose
-	// replica leaves with the leadership: the senders that take turns are the nodes that stream.
-	// A sender's ranges come from the model's per-node index: scanning every range for every joining
-	// node made a 10 % scale-out quadratic.
-	offers := func(sender uint64) iter.Seq[*model.Range] {
-		if keepLeader {
-			return c.RangesOf(sender)
-		}
-		return c.LedBy(sender)
-	}
-	eligible := func(sender uint64, r *model.Range) bool {
-		return !r.System && !r.HasReplica(n.ID) && !v.busy[r.ID] && r.IsVoter(sender) &&
-			(keepLeader && r.Leader != sender || !keepLeader && r.Leader == sender)
-	}
-	// first is the sender's range that the configured order puts first (nil: it has none to give).
-	first := func(sender uint64) *model.Range {
-		var best *model.Range
-		for r := range offers(sender) {
-			if !eligible(sender, r) {
-				continue
-			}
-			if p.cfg.Order != OrderHottest {
-				return r
-			}
-			if best == nil || r.QPS() > best.QPS() {
-				best = r
-			}
-		}
-		return best
-	}
-	// The senders are the live nodes with a range to give, in c.Nodes' order. Most choices need a
-	// few of them only (the next in turn, the most loaded): listing them all for every move, a pass
-	// over every node's ranges, was most of a 10 % scale-out's cost at 1 000 nodes.
-	isSender := func(sn *model.Node) bool {
-		if !sn.Live {
-			return false
-		}
-		for r := range offers(sn.ID) {
-			if eligible(sn.ID, r) {
-				return true
-			}
-		}
-		return false
-	}
-	senders := func() []*model.Node {
-		var out []*model.Node
-		for _, sn := range c.Nodes {
-			if isSender(sn) {
-				out = append(out, sn)
-			}
-		}
-		return out
-	}
+	ss := joinSenders{c: c, v: v, n: n, keepLeader: keepLeader, hottest: p.cfg.Order == OrderHottest}
 	var from *model.Node
 	// The join's first move comes from the autopilot's own node (it leads the meta range) when it can:
 	// that node has surely heard of the newcomer, where another may not have yet and refuse the move.
 	if v.at(n.ID).replicas == 0 {
-		if self := c.Node(metaLeader(c)); self != nil && isSender(self) {
+		if self := c.Node(metaLeader(c)); self != nil && ss.isSender(self) {
 			from = self
 			if !keepLeader && p.cfg.Sender != SenderLeastLoaded {
 				p.next[n.ID] = 1 // the turn after the only sender's
 			}
 		}
 	}
-	switch {
-	case from != nil:
-	case keepLeader:
-		// Parallel: spread the moves over the senders with the most replicas left. The most loaded
-		// live node is nearly always a sender; if not, the list decides.
-		for _, sn := range c.Nodes {
-			if sn.Live && (from == nil || v.lessLoaded(from, sn)) {
-				from = sn
-			}
-		}
-		if from != nil && !isSender(from) {
-			from = nil
-			for _, sn := range senders() {
-				if from == nil || v.lessLoaded(from, sn) {
-					from = sn
-				}
-			}
+	if from == nil {
+		var fallback bool
+		switch {
+		case keepLeader:
+			from = ss.mostLoaded()
+		case p.cfg.Sender == SenderLeastLoaded:
+			from, fallback = ss.leastBusy(), true
+		default:
+			from, fallback = p.inTurn(ss), true
 		}
 		if from == nil {
-			return nil
-		}
-	case p.cfg.Sender == SenderLeastLoaded:
-		all := senders()
-		if len(all) == 0 {
-			return p.move(c, v, n, target, true) // no live leader to stream a range with its leadership
-		}
-		from = sortedNodes(all, func(a, b *model.Node) bool {
-			if v.at(a.ID).qps != v.at(b.ID).qps {
-				return v.at(a.ID).qps < v.at(b.ID).qps
-			}
-			return a.ID < b.ID
-		})[0]
-	default:
-		i, started := p.next[n.ID]
-		var list []*model.Node
-		if started {
-			// Turn i goes to the i-th sender; only when there are no more than i of them does the
-			// turn wrap around, and only then does it take counting them all.
-			for _, sn := range c.Nodes {
-				if isSender(sn) {
-					if len(list) == i {
-						from = sn
-						break
-					}
-					list = append(list, sn)
-				}
-			}
-		} else if list = senders(); len(list) > 0 {
-			// The turns start with the sender of the hottest range.
-			firsts := make([]*model.Range, len(list))
-			for k, sn := range list {
-				firsts[k] = first(sn.ID)
-			}
-			for k := range list {
-				if firsts[k].QPS() > firsts[i].QPS() {
-					i = k
-				}
-			}
-		}
-		if from == nil {
-			if len(list) == 0 {
+			if fallback {
 				return p.move(c, v, n, target, true) // no live leader to stream a range with its leadership
 			}
-			i %= len(list)
-			from = list[i]
+			return nil
 		}
-		p.next[n.ID] = i + 1
 	}
-	r := first(from.ID)
+	r := ss.first(from.ID)
 	why := fmt.Sprintf("joining n%d (%d of %d replicas): move r%d (%s) from n%d", n.ID, v.at(n.ID).replicas+1,
 		target, r.ID, fmtQPS(r.QPS()), from.ID)
 	if !keepLeader && r.Leader == from.ID {
@@ -636,6 +532,150 @@ func (p *IncrementalJoin) move(c *model.Cluster, v *view, n *model.Node, target 
 	op.PredictedBenefit = operator.Benefit{Metric: operator.MetricNodeReplicas, From: from.ID, To: n.ID,
 		Before: float64(v.at(from.ID).replicas), Delta: -1}
 	return op
+}
+
+// inTurn is the sender whose turn it is (nil: none): turn i goes to the i-th sender, and the turns
+// start with the sender of the hottest range.
+func (p *IncrementalJoin) inTurn(ss joinSenders) *model.Node {
+	i, started := p.next[ss.n.ID]
+	var from *model.Node
+	var list []*model.Node
+	if started {
+		// Only when there are no more than i senders does the turn wrap around, and only then does
+		// it take counting them all.
+		for _, sn := range ss.c.Nodes {
+			if ss.isSender(sn) {
+				if len(list) == i {
+					from = sn
+					break
+				}
+				list = append(list, sn)
+			}
+		}
+	} else if list = ss.all(); len(list) > 0 {
+		firsts := make([]*model.Range, len(list))
+		for k, sn := range list {
+			firsts[k] = ss.first(sn.ID)
+		}
+		for k := range list {
+			if firsts[k].QPS() > firsts[i].QPS() {
+				i = k
+			}
+		}
+	}
+	if from == nil {
+		if len(list) == 0 {
+			return nil
+		}
+		i %= len(list)
+		from = list[i]
+	}
+	p.next[ss.n.ID] = i + 1
+	return from
+}
+
+// joinSenders are the nodes that can send a joining node n a range, and the range each sends first.
+//
+// A range's snapshot always streams from its Raft leader. While the node is to take leaderships
+// (incremental, under its leader share: keepLeader false), the sender of a range is therefore its
+// leader, whose replica leaves with the leadership: the senders that take turns are the nodes that
+// stream. A sender's ranges come from the model's per-node index: scanning every range for every
+// joining node made a 10 % scale-out quadratic.
+type joinSenders struct {
+	c          *model.Cluster
+	v          *view
+	n          *model.Node
+	keepLeader bool
+	hottest    bool // the sender's hottest range goes first (else the first eligible one)
+}
+
+func (ss joinSenders) offers(sender uint64) iter.Seq[*model.Range] {
+	if ss.keepLeader {
+		return ss.c.RangesOf(sender)
+	}
+	return ss.c.LedBy(sender)
+}
+
+func (ss joinSenders) eligible(sender uint64, r *model.Range) bool {
+	return !r.System && !r.HasReplica(ss.n.ID) && !ss.v.busy[r.ID] && r.IsVoter(sender) &&
+		(ss.keepLeader && r.Leader != sender || !ss.keepLeader && r.Leader == sender)
+}
+
+// first is the sender's range that the configured order puts first (nil: it has none to give).
+func (ss joinSenders) first(sender uint64) *model.Range {
+	var best *model.Range
+	for r := range ss.offers(sender) {
+		if !ss.eligible(sender, r) {
+			continue
+		}
+		if !ss.hottest {
+			return r
+		}
+		if best == nil || r.QPS() > best.QPS() {
+			best = r
+		}
+	}
+	return best
+}
+
+// isSender reports whether sn is live with a range to give. Most choices need a few senders only
+// (the next in turn, the most loaded): listing them all for every move, a pass over every node's
+// ranges, was most of a 10 % scale-out's cost at 1 000 nodes.
+func (ss joinSenders) isSender(sn *model.Node) bool {
+	if !sn.Live {
+		return false
+	}
+	for r := range ss.offers(sn.ID) {
+		if ss.eligible(sn.ID, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// all lists the senders in c.Nodes' order.
+func (ss joinSenders) all() []*model.Node {
+	var out []*model.Node
+	for _, sn := range ss.c.Nodes {
+		if ss.isSender(sn) {
+			out = append(out, sn)
+		}
+	}
+	return out
+}
+
+// mostLoaded is the sender with the most replicas left (nil: none), for parallel moves. The most
+// loaded live node is nearly always a sender; if not, the list decides.
+func (ss joinSenders) mostLoaded() *model.Node {
+	var from *model.Node
+	for _, sn := range ss.c.Nodes {
+		if sn.Live && (from == nil || ss.v.lessLoaded(from, sn)) {
+			from = sn
+		}
+	}
+	if from != nil && !ss.isSender(from) {
+		from = nil
+		for _, sn := range ss.all() {
+			if from == nil || ss.v.lessLoaded(from, sn) {
+				from = sn
+			}
+		}
+	}
+	return from
+}
+
+// leastBusy is the sender serving the fewest requests (nil: none).
+func (ss joinSenders) leastBusy() *model.Node {
+	all := ss.all()
+	if len(all) == 0 {
+		return nil
+	}
+	return sortedNodes(all, func(a, b *model.Node) bool {
+		if ss.v.at(a.ID).qps != ss.v.at(b.ID).qps {
+			return ss.v.at(a.ID).qps < ss.v.at(b.ID).qps
+		}
+		return a.ID < b.ID
+	})[0]
 }
 
 // newerJoin reports whether record a is further along than b (nil: no record).
