@@ -83,6 +83,15 @@ type Stats struct {
 	IdleWait time.Duration `json:"idle_wait_ns,omitempty"`
 	// IdleWaitMax is the longest wait of one idle operation.
 	IdleWaitMax time.Duration `json:"idle_wait_max_ns,omitempty"`
+	// IdleWindowFills counts the real reads of idle readers' windows (window.go), IdleWindowHits the
+	// idle reads served from one (each still charged in IdleOps).
+	IdleWindowFills int64 `json:"idle_window_fills,omitempty"`
+	IdleWindowHits  int64 `json:"idle_window_hits,omitempty"`
+	// ReadTime is the total time the wrapped files took to answer the reads not in the idle class
+	// (the foreground's, compactions'), TimedReads their count: the host's own disk and its
+	// syscalls as those readers find them, before the device's wait.
+	ReadTime   time.Duration `json:"read_time_ns,omitempty"`
+	TimedReads int64         `json:"timed_reads,omitempty"`
 	// Fadvises counts posix_fadvise calls made to drop or keep pages out of the page cache;
 	// FadviseErrors the ones that failed (they are otherwise ignored: the bypass is best-effort).
 	Fadvises      int64 `json:"fadvises"`
@@ -104,6 +113,8 @@ func (s Stats) Add(o Stats) Stats {
 		ReadaheadOps: s.ReadaheadOps + o.ReadaheadOps, ReadaheadHits: s.ReadaheadHits + o.ReadaheadHits,
 		PageCacheHits: s.PageCacheHits + o.PageCacheHits, PageCacheMisses: s.PageCacheMisses + o.PageCacheMisses,
 		IdleOps: s.IdleOps + o.IdleOps, IdleWait: s.IdleWait + o.IdleWait, IdleWaitMax: max(s.IdleWaitMax, o.IdleWaitMax),
+		IdleWindowFills: s.IdleWindowFills + o.IdleWindowFills, IdleWindowHits: s.IdleWindowHits + o.IdleWindowHits,
+		ReadTime: s.ReadTime + o.ReadTime, TimedReads: s.TimedReads + o.TimedReads,
 	}
 }
 
@@ -143,6 +154,10 @@ type Device struct {
 	// charge looks its caller up only while some thread is marked.
 	idle       idleThreads
 	idleMarked atomic.Int64
+	// windows are the idle readers' read-ahead windows (window.go); readTime and timedReads the
+	// other reads' time at the wrapped file, and their count.
+	windows              idleWindows
+	readTime, timedReads atomic.Int64
 	// pc is the modeled page cache (Options.PageCacheBytes with NoPageCache), nil without one.
 	pc *pageCache
 	// raDirs maps a directory to the readahead window of the files opened under it (ReadAheadUnder).
@@ -229,7 +244,9 @@ func (d *Device) Stats() Stats {
 		ReadaheadOps: d.readaheadOps.Load(), ReadaheadHits: d.readaheadHits.Load(),
 		PageCacheHits: d.pageCacheHits.Load(), PageCacheMisses: d.pageCacheMisses.Load(),
 		IdleOps: d.idleOps.Load(), IdleWait: time.Duration(d.idleWait.Load()),
-		IdleWaitMax: time.Duration(d.idleWaitMax.Load()),
+		IdleWaitMax:     time.Duration(d.idleWaitMax.Load()),
+		IdleWindowFills: d.windows.fills.Load(), IdleWindowHits: d.windows.hits.Load(),
+		ReadTime: time.Duration(d.readTime.Load()), TimedReads: d.timedReads.Load(),
 	}
 }
 
@@ -262,7 +279,10 @@ const (
 // charge takes the tokens of one operation and makes the caller wait for them plus the device's
 // latency. It returns the wait it requested. An operation on a thread marked idle-class (MarkIdle)
 // waits instead until no foreground operation does (chargeIdle).
-func (d *Device) charge(kind op, n int64) time.Duration {
+func (d *Device) charge(kind op, n int64) time.Duration { return d.chargeAs(kind, n, d.callerIdle()) }
+
+// chargeAs is charge for a caller already known to be idle-class or not.
+func (d *Device) chargeAs(kind op, n int64, idle bool) time.Duration {
 	if n < 0 {
 		n = 0
 	}
@@ -280,7 +300,7 @@ func (d *Device) charge(kind op, n int64) time.Duration {
 	if d.unthrottled.Load() {
 		return 0
 	}
-	if d.callerIdle() {
+	if idle {
 		return d.chargeIdle(kind, n)
 	}
 	d.mu.Lock()

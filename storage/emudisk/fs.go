@@ -64,8 +64,9 @@ func (fs *emuFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	}
 	f, err := fs.FS.Open(name, opts...)
 	ef, err := fs.wrap(name, f, err, false)
-	if err == nil && seq {
-		ef.(*file).seq = true
+	if err == nil {
+		ef.(*file).seq = ef.(*file).seq || seq
+		ef.(*file).readOnly = true
 	}
 	return ef, err
 }
@@ -149,6 +150,8 @@ type file struct {
 	}
 	// pc is the file in the device's modeled page cache (Options.PageCacheBytes), nil without one.
 	pc *pcFile
+	// readOnly: opened with Open, so never written through this handle (window.go).
+	readOnly bool
 }
 
 var _ vfs.File = (*file)(nil)
@@ -248,8 +251,9 @@ func (f *file) Read(p []byte) (int, error) {
 // ReadAt reads at off, then drops the pages read and charges one read, unless the read falls in the
 // readahead window or starts a new one (see Options.ReadaheadBytes).
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
-	n, err := f.f.ReadAt(p, off)
-	if f.cachedRead(off, n) {
+	idle := f.d.callerIdle()
+	n, err, windowed := f.readAt(p, off, idle)
+	if !windowed && f.cachedRead(off, n) {
 		return n, err
 	}
 	window := int64(0)
@@ -257,7 +261,7 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 		window = max(int64(n), f.raBytes)
 	}
 	if !f.readahead(off, int64(n), window) {
-		f.d.charge(opRead, int64(n))
+		f.d.chargeAs(opRead, int64(n), idle)
 	}
 	return n, err
 }
@@ -379,6 +383,9 @@ func (f *file) Fd() uintptr { return f.fd }
 // Close drops whatever written pages are still cached (best-effort) and closes the file.
 func (f *file) Close() error {
 	f.dropWritten()
+	if f.readOnly {
+		f.d.windows.forget(f)
+	}
 	if f.pc != nil {
 		f.d.pc.closed(f.pc, f)
 	}
