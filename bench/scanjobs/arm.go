@@ -157,6 +157,10 @@ func (a *Arm) deviceWaits(before, after emudisk.Stats) {
 	if ops > 0 {
 		a.FgWaitMs = float64(after.Throttled-before.Throttled) / float64(ops) / 1e6
 	}
+	if n := after.TimedReads - before.TimedReads; n > 0 {
+		a.HostReadUs = float64(after.ReadTime-before.ReadTime) / float64(n) / 1e3
+	}
+	a.IdleWindowFills = after.IdleWindowFills - before.IdleWindowFills
 }
 
 // copiesShort sums the nodes' counts of copies cut short and of runs that read from disk what their

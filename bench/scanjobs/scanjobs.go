@@ -223,6 +223,12 @@ type Arm struct {
 	// IdleWaitMaxMs is the longest wait of one idle-class operation on any node since the arm's
 	// cluster started.
 	IdleWaitMaxMs float64 `json:"idle_wait_max_ms"`
+	// HostReadUs is the mean time the host's disk took to answer one read not in the idle class (the
+	// foreground's misses, compactions'), before the device's wait: whether the jobs' real reads slow
+	// the foreground's on the disk the in-process nodes share. IdleWindowFills are the real reads the
+	// idle readers made, a window of blocks each (emudisk window.go).
+	HostReadUs      float64 `json:"host_read_us"`
+	IdleWindowFills int64   `json:"idle_window_fills"`
 	// CPUSeconds is the process's CPU time per second of the window (the nodes, the foreground's
 	// client and the jobs together: the same foreground in every arm, so an arm's excess over the
 	// no-jobs arm's is what its jobs cost).
