@@ -623,36 +623,9 @@ func NewClusterAfter(prev *Cluster, now time.Time, nodes []*Node, ranges []*Rang
 // nodes, a range becoming a system range, an ID beyond the dense index, a replica on an unknown
 // node): then the full pass runs.
 func (c *Cluster) patch(prev *Cluster, same bool) bool {
-	if prev.nodeAt == nil || prev.rangeAt == nil || prev.strays || len(prev.Nodes) != len(c.Nodes) ||
-		len(prev.Ranges) != len(c.Ranges) {
+	changed, renamed, ok := c.patchable(prev, same)
+	if !ok {
 		return false
-	}
-	for i, n := range c.Nodes {
-		if prev.Nodes[i].ID != n.ID {
-			return false
-		}
-	}
-	var changed []int
-	renamed := false // a range of another ID took a place: rangeAt changes
-	for i, r := range c.Ranges {
-		if same {
-			break // prev's own ranges: none changed
-		}
-		if r == prev.Ranges[i] {
-			continue
-		}
-		old := prev.Ranges[i]
-		if r.System != old.System || r.ID >= uint64(len(prev.rangeAt)) || r.Leader >= uint64(len(prev.nodeAt)) ||
-			r.Leader != 0 && prev.nodeAt[r.Leader] == nil {
-			return false
-		}
-		for _, rep := range r.Replicas {
-			if rep.Node >= uint64(len(prev.nodeAt)) || prev.nodeAt[rep.Node] == nil {
-				return false
-			}
-		}
-		renamed = renamed || r.ID != old.ID
-		changed = append(changed, i)
 	}
 	prev.indexNodes()
 	c.nodeAt = make([]*Node, len(prev.nodeAt))
@@ -671,97 +644,147 @@ func (c *Cluster) patch(prev *Cluster, same bool) bool {
 			c.rangeAt[c.Ranges[i].ID] = int32(i)
 		}
 	}
-	// The index: prev's lists, a node's copied before its first change.
-	dense := prev.perNodeAt
-	var copied []bool
-	own := func(n uint64) *nodeRanges {
-		if copied == nil {
-			dense = append([]nodeRanges(nil), prev.perNodeAt...)
-			copied = make([]bool, len(dense))
-		}
-		nr := &dense[n]
-		if !copied[n] {
-			copied[n] = true
-			nr.held = append(make([]int32, 0, len(nr.held)+4), nr.held...)
-			nr.led = append(make([]int32, 0, len(nr.led)+4), nr.led...)
-		}
-		return nr
-	}
-	var resum []uint64 // nodes whose QPS is summed again, once each
-	queued := make([]bool, len(c.nodeAt))
-	again := func(n uint64) {
-		if !queued[n] {
-			queued[n] = true
-			resum = append(resum, n)
-		}
-	}
+	pt := patcher{c: c, dense: prev.perNodeAt, queued: make([]bool, len(c.nodeAt))}
 	for _, i := range changed {
-		old, r := prev.Ranges[i], c.Ranges[i]
-		pos := int32(i)
-		if old.Latency != nil {
-			c.latencies--
-		}
-		if r.Latency != nil {
-			c.latencies++
-		}
-		for _, rep := range old.Replicas {
-			n := c.nodeAt[rep.Node]
-			n.Replicas--
-			n.Bytes -= old.Bytes
-			if !rep.Learner {
-				n.Voters--
-				if !old.System {
-					c.userVoters--
-				}
-			}
-			if !r.HasReplica(rep.Node) {
-				nr := own(rep.Node)
-				nr.held = without(nr.held, pos)
-			}
-		}
-		for _, rep := range r.Replicas {
-			n := c.nodeAt[rep.Node]
-			n.Replicas++
-			n.Bytes += r.Bytes
-			if !rep.Learner {
-				n.Voters++
-				if !r.System {
-					c.userVoters++
-				}
-			}
-			if !old.HasReplica(rep.Node) {
-				nr := own(rep.Node)
-				nr.held = inserted(nr.held, pos)
-			}
-		}
-		switch {
-		case old.Leader != r.Leader:
-			if old.Leader != 0 {
-				nr := own(old.Leader)
-				nr.led = without(nr.led, pos)
-				c.nodeAt[old.Leader].Leaders--
-				again(old.Leader)
-			}
-			if r.Leader != 0 {
-				nr := own(r.Leader)
-				nr.led = inserted(nr.led, pos)
-				c.nodeAt[r.Leader].Leaders++
-				again(r.Leader)
-			}
-		case r.Leader != 0 && old.QPS() != r.QPS():
-			again(r.Leader)
-		}
+		pt.apply(prev.Ranges[i], c.Ranges[i], int32(i))
 	}
-	for _, id := range resum {
+	for _, id := range pt.resum {
 		n := c.nodeAt[id]
 		n.QPS = 0
-		for _, p := range dense[id].led {
+		for _, p := range pt.dense[id].led {
 			n.QPS += c.Ranges[p].QPS()
 		}
 	}
-	c.perNodeOnce.Do(func() { c.perNodeAt = dense })
+	c.perNodeOnce.Do(func() { c.perNodeAt = pt.dense })
 	c.follow(prev, changed)
 	return true
+}
+
+// patchable lists the positions of c's ranges that differ from prev's, and whether one of another ID
+// took a place (renamed); ok is false when c cannot be patched from prev: other nodes, another range
+// count, or a range naming a node prev does not know.
+func (c *Cluster) patchable(prev *Cluster, same bool) (changed []int, renamed, ok bool) {
+	if prev.nodeAt == nil || prev.rangeAt == nil || prev.strays || len(prev.Nodes) != len(c.Nodes) ||
+		len(prev.Ranges) != len(c.Ranges) {
+		return nil, false, false
+	}
+	for i, n := range c.Nodes {
+		if prev.Nodes[i].ID != n.ID {
+			return nil, false, false
+		}
+	}
+	if same {
+		return nil, false, true // prev's own ranges: none changed
+	}
+	for i, r := range c.Ranges {
+		if r == prev.Ranges[i] {
+			continue
+		}
+		old := prev.Ranges[i]
+		if r.System != old.System || r.ID >= uint64(len(prev.rangeAt)) || r.Leader >= uint64(len(prev.nodeAt)) ||
+			r.Leader != 0 && prev.nodeAt[r.Leader] == nil {
+			return nil, false, false
+		}
+		for _, rep := range r.Replicas {
+			if rep.Node >= uint64(len(prev.nodeAt)) || prev.nodeAt[rep.Node] == nil {
+				return nil, false, false
+			}
+		}
+		renamed = renamed || r.ID != old.ID
+		changed = append(changed, i)
+	}
+	return changed, renamed, true
+}
+
+// patcher carries a patch's per-node index (prev's lists, a node's copied before its first change)
+// and the nodes whose QPS is summed again, once each.
+type patcher struct {
+	c      *Cluster
+	dense  []nodeRanges
+	copied []bool
+	resum  []uint64
+	queued []bool
+}
+
+// own is node n's lists, copied on first use so that prev's stay as they were.
+func (pt *patcher) own(n uint64) *nodeRanges {
+	if pt.copied == nil {
+		pt.dense = append([]nodeRanges(nil), pt.dense...)
+		pt.copied = make([]bool, len(pt.dense))
+	}
+	nr := &pt.dense[n]
+	if !pt.copied[n] {
+		pt.copied[n] = true
+		nr.held = append(make([]int32, 0, len(nr.held)+4), nr.held...)
+		nr.led = append(make([]int32, 0, len(nr.led)+4), nr.led...)
+	}
+	return nr
+}
+
+func (pt *patcher) again(n uint64) {
+	if !pt.queued[n] {
+		pt.queued[n] = true
+		pt.resum = append(pt.resum, n)
+	}
+}
+
+// apply moves the counts and the index from old to r, the range at position pos.
+func (pt *patcher) apply(old, r *Range, pos int32) {
+	c := pt.c
+	if old.Latency != nil {
+		c.latencies--
+	}
+	if r.Latency != nil {
+		c.latencies++
+	}
+	pt.count(old, r, pos, -1)
+	pt.count(r, old, pos, +1)
+	switch {
+	case old.Leader != r.Leader:
+		if old.Leader != 0 {
+			nr := pt.own(old.Leader)
+			nr.led = without(nr.led, pos)
+			c.nodeAt[old.Leader].Leaders--
+			pt.again(old.Leader)
+		}
+		if r.Leader != 0 {
+			nr := pt.own(r.Leader)
+			nr.led = inserted(nr.led, pos)
+			c.nodeAt[r.Leader].Leaders++
+			pt.again(r.Leader)
+		}
+	case r.Leader != 0 && old.QPS() != r.QPS():
+		pt.again(r.Leader)
+	}
+}
+
+// count adds sign times x's replicas to their nodes' counts, and for a node holding no replica of
+// other, removes (sign −1) or inserts (sign +1) position pos in its list.
+func (pt *patcher) count(x, other *Range, pos int32, sign int) {
+	c := pt.c
+	for _, rep := range x.Replicas {
+		n := c.nodeAt[rep.Node]
+		n.Replicas += sign
+		if sign < 0 {
+			n.Bytes -= x.Bytes
+		} else {
+			n.Bytes += x.Bytes
+		}
+		if !rep.Learner {
+			n.Voters += sign
+			if !x.System {
+				c.userVoters += sign
+			}
+		}
+		if !other.HasReplica(rep.Node) {
+			nr := pt.own(rep.Node)
+			if sign < 0 {
+				nr.held = without(nr.held, pos)
+			} else {
+				nr.held = inserted(nr.held, pos)
+			}
+		}
+	}
 }
 
 // Node returns the node with id, or nil.
