@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/magiconair/properties"
 	goycsb "github.com/pingcap/go-ycsb/pkg/ycsb"
 
 	"github.com/spf13/cobra"
@@ -162,26 +163,73 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	fl := ycsbFlags
+	cfg, err := ycsbConfig(cmd)
+	if err != nil {
+		return err
+	}
+	p, err := cfg.Properties()
+	if err != nil {
+		return cli.Usage(err)
+	}
+
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	db, err := openYCSB(ctx, cfg, p)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if fl.target == ycsb.TargetEtcd && ycsb.IsScanWorkload(fl.workload) {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning: go-ycsb's etcd binding fails its scans (it compares the range's total key count with the scan limit); expect SCAN errors")
+	}
+	if fl.tenants != "" {
+		return runTenants(cmd, ctx, fl.tenants, cfg, db)
+	}
+	rep, runErr := ycsb.Run(ctx, cfg, db)
+	if rep == nil {
+		return runErr
+	}
+	if err := writeYCSBReport(cmd, rep); err != nil {
+		return err
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			return errors.New("interrupted: the report covers the operations done so far")
+		}
+		return runErr
+	}
+	return nil
+}
+
+// ycsbConfig checks the flags of `bench ycsb` and makes the run's configuration; a bad flag is a
+// usage error.
+func ycsbConfig(cmd *cobra.Command) (ycsb.Config, error) {
+	fl := ycsbFlags
 	switch fl.target {
 	case ycsb.TargetGRPC, ycsb.TargetTable, ycsb.TargetEtcd, ycsb.TargetRESP:
 	default:
-		return cli.Usage(fmt.Errorf("invalid --target %q: use grpc, table, resp or etcd", fl.target))
+		return ycsb.Config{}, cli.Usage(fmt.Errorf("invalid --target %q: use grpc, table, resp or etcd", fl.target))
 	}
 	redisMode := ""
 	switch {
 	case fl.target == ycsb.TargetRESP:
 		if fl.redisMode != ycsb.RedisModeCluster && fl.redisMode != ycsb.RedisModePlain {
-			return cli.Usage(fmt.Errorf("invalid --redis-mode %q: use cluster or plain", fl.redisMode))
+			return ycsb.Config{}, cli.Usage(fmt.Errorf("invalid --redis-mode %q: use cluster or plain", fl.redisMode))
 		}
 		redisMode = fl.redisMode
 	case cmd.Flags().Changed("redis-mode"):
-		return cli.Usage(fmt.Errorf("--redis-mode applies to --target resp only"))
+		return ycsb.Config{}, cli.Usage(fmt.Errorf("--redis-mode applies to --target resp only"))
 	}
 	props := map[string]string{}
 	for _, kv := range fl.props {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || strings.TrimSpace(k) == "" {
-			return cli.Usage(fmt.Errorf("invalid --prop %q: use KEY=VALUE", kv))
+			return ycsb.Config{}, cli.Usage(fmt.Errorf("invalid --prop %q: use KEY=VALUE", kv))
 		}
 		props[strings.TrimSpace(k)] = v
 	}
@@ -189,13 +237,13 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 		props["requestdistribution"] = fl.distribution
 	}
 	if fl.timelineInterval < 10*time.Millisecond {
-		return cli.Usage(fmt.Errorf("invalid --timeline-interval %v: must be at least 10ms", fl.timelineInterval))
+		return ycsb.Config{}, cli.Usage(fmt.Errorf("invalid --timeline-interval %v: must be at least 10ms", fl.timelineInterval))
 	}
 	if fl.maxDuration <= 0 {
-		return cli.Usage(fmt.Errorf("invalid --max-duration %v: must be positive", fl.maxDuration))
+		return ycsb.Config{}, cli.Usage(fmt.Errorf("invalid --max-duration %v: must be positive", fl.maxDuration))
 	}
 	if fl.progressInterval <= 0 {
-		return cli.Usage(fmt.Errorf("invalid --progress-interval %v: must be positive", fl.progressInterval))
+		return ycsb.Config{}, cli.Usage(fmt.Errorf("invalid --progress-interval %v: must be positive", fl.progressInterval))
 	}
 	hostList := fl.hosts
 	if hostList == "" && fl.target == ycsb.TargetGRPC {
@@ -211,43 +259,33 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 		MaxDuration: fl.maxDuration, Timeline: fl.timeline != "", TimelineInterval: fl.timelineInterval, Props: props,
 		Progress: cmd.ErrOrStderr(), ProgressInterval: fl.progressInterval,
 	}
-	p, err := cfg.Properties()
-	if err != nil {
-		return cli.Usage(err)
-	}
+	return cfg, nil
+}
 
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+// openYCSB opens the run's binding and checks that its target answers (30 s at most).
+func openYCSB(ctx context.Context, cfg ycsb.Config, p *properties.Properties) (goycsb.DB, error) {
+	fl, hosts := ycsbFlags, cfg.Hosts
 	db, err := ycsb.Open(fl.target, hosts, cli.Global.AuthToken, p)
 	if err != nil {
 		if fl.target == ycsb.TargetRESP { // the redis binding pings its server when it is created
-			return fmt.Errorf("%s at %s does not answer: %w", fl.target, strings.Join(hosts, ","), err)
+			return nil, fmt.Errorf("%s at %s does not answer: %w", fl.target, strings.Join(hosts, ","), err)
 		}
-		return err
+		return nil, err
 	}
-	defer db.Close()
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = ycsb.Probe(pctx, db, p)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%s at %s does not answer: %w", fl.target, strings.Join(hosts, ","), err)
+		db.Close()
+		return nil, fmt.Errorf("%s at %s does not answer: %w", fl.target, strings.Join(hosts, ","), err)
 	}
+	return db, nil
+}
 
-	if fl.target == ycsb.TargetEtcd && ycsb.IsScanWorkload(fl.workload) {
-		fmt.Fprintln(cmd.ErrOrStderr(), "warning: go-ycsb's etcd binding fails its scans (it compares the range's total key count with the scan limit); expect SCAN errors")
-	}
-	if fl.tenants != "" {
-		return runTenants(cmd, ctx, fl.tenants, cfg, db)
-	}
-	rep, runErr := ycsb.Run(ctx, cfg, db)
-	if rep == nil {
-		return runErr
-	}
+// writeYCSBReport writes the run's timeline (--timeline) and its report, as text or JSON, and warns
+// of failed operations.
+func writeYCSBReport(cmd *cobra.Command, rep *ycsb.Report) error {
+	fl := ycsbFlags
 	if fl.timeline != "" {
 		b, err := json.MarshalIndent(rep.Timeline, "", "  ")
 		if err != nil {
@@ -274,12 +312,6 @@ func runBenchYCSB(cmd *cobra.Command, _ []string) error {
 			sample = rep.Load.ErrorSample
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: some operations failed, e.g. %s\n", sample)
-	}
-	if runErr != nil {
-		if errors.Is(runErr, context.Canceled) {
-			return errors.New("interrupted: the report covers the operations done so far")
-		}
-		return runErr
 	}
 	return nil
 }
