@@ -31,7 +31,7 @@ const (
 	ErrorCode_OK               ErrorCode = 0
 	ErrorCode_NOT_LEADER       ErrorCode = 1 // retry at leader_addr (if set) or after a range lookup
 	ErrorCode_RANGE_MOVED      ErrorCode = 2 // the key is not in this range any more (split/merge): refresh the range cache
-	ErrorCode_UNAVAILABLE      ErrorCode = 3 // no quorum / node not ready: retry with backoff
+	ErrorCode_UNAVAILABLE      ErrorCode = 3 // no quorum / node not ready or stopping: retry with backoff
 	ErrorCode_OVERLOADED       ErrorCode = 4 // admission control: retry with backoff
 	ErrorCode_INVALID_ARGUMENT ErrorCode = 5 // never retry
 	ErrorCode_TIMEOUT          ErrorCode = 6 // the request may or may not have been applied
