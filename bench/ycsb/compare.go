@@ -38,38 +38,8 @@ func Compare(reports []*Report, opts CompareOptions) string {
 			}
 		}
 	}
-	rs := append([]*Report(nil), reports...)
-	sort.SliceStable(rs, func(i, j int) bool {
-		if rs[i].Workload != rs[j].Workload {
-			return rs[i].Workload < rs[j].Workload
-		}
-		bi, iok := rank[rs[i].System]
-		bj, jok := rank[rs[j].System]
-		switch {
-		case iok != jok:
-			return jok // the baselines last within a workload
-		case iok && bi != bj:
-			return bi < bj // in the order given
-		}
-		return rs[i].System < rs[j].System
-	})
-	// baseline[b][workload] is the first report of baseline system b on that workload.
-	baseline := map[string]map[string]*Report{}
-	allOps := map[string]OpStats{}
-	for _, r := range rs {
-		if _, ok := rank[r.System]; ok {
-			if baseline[r.System] == nil {
-				baseline[r.System] = map[string]*Report{}
-			}
-			if baseline[r.System][r.Workload] == nil {
-				baseline[r.System][r.Workload] = r
-			}
-		}
-		for op := range r.Operations {
-			allOps[op] = OpStats{}
-		}
-	}
-	ops := opNames(allOps)
+	rs := sortedReports(reports, rank)
+	baseline, ops := baselineReports(rs, rank)
 	// The baselines with reports get ratio columns; with none, the first named one still does (its
 	// cells are "—"), as a document with a single baseline always had them.
 	var bases []string
@@ -96,6 +66,58 @@ func Compare(reports []*Report, opts CompareOptions) string {
 	if !failed {
 		b.WriteString("No operation failed in any run.\n\n")
 	}
+	writeResults(&b, rs, ops, bases, baseline, failed)
+	if len(rs) > 0 && truncatedAny(rs) {
+		b.WriteString("\nA report marked (truncated) hit its maximum duration before finishing its operations.\n")
+	}
+	return b.String()
+}
+
+// sortedReports orders the reports by workload, then the systems that are no baseline by name, then
+// the baselines in the order given (rank).
+func sortedReports(reports []*Report, rank map[string]int) []*Report {
+	rs := append([]*Report(nil), reports...)
+	sort.SliceStable(rs, func(i, j int) bool {
+		if rs[i].Workload != rs[j].Workload {
+			return rs[i].Workload < rs[j].Workload
+		}
+		bi, iok := rank[rs[i].System]
+		bj, jok := rank[rs[j].System]
+		switch {
+		case iok != jok:
+			return jok // the baselines last within a workload
+		case iok && bi != bj:
+			return bi < bj // in the order given
+		}
+		return rs[i].System < rs[j].System
+	})
+	return rs
+}
+
+// baselineReports indexes each baseline's first report per workload (baseline[b][workload]) and
+// lists the operations any report has.
+func baselineReports(rs []*Report, rank map[string]int) (map[string]map[string]*Report, []string) {
+	baseline := map[string]map[string]*Report{}
+	allOps := map[string]OpStats{}
+	for _, r := range rs {
+		if _, ok := rank[r.System]; ok {
+			if baseline[r.System] == nil {
+				baseline[r.System] = map[string]*Report{}
+			}
+			if baseline[r.System][r.Workload] == nil {
+				baseline[r.System][r.Workload] = r
+			}
+		}
+		for op := range r.Operations {
+			allOps[op] = OpStats{}
+		}
+	}
+	return baseline, opNames(allOps)
+}
+
+// writeResults writes the results table: a row per report, a p99 column per operation, the errors
+// (when any failed) and the throughput over each baseline's on the same workload.
+func writeResults(b *strings.Builder, rs []*Report, ops, bases []string, baseline map[string]map[string]*Report, failed bool) {
 	header := []string{"Workload", "System", "Throughput (ops/s)"}
 	align := []string{"---", "---", "---:"}
 	for _, op := range ops {
@@ -110,8 +132,8 @@ func Compare(reports []*Report, opts CompareOptions) string {
 		header = append(header, fmt.Sprintf("Throughput / %s", base))
 		align = append(align, "---:")
 	}
-	writeRow(&b, header)
-	writeRow(&b, align)
+	writeRow(b, header)
+	writeRow(b, align)
 	for _, r := range rs {
 		row := []string{strings.ToUpper(r.Workload), systemLabel(r), fmt.Sprintf("%.0f", r.Throughput)}
 		for _, op := range ops {
@@ -132,12 +154,8 @@ func Compare(reports []*Report, opts CompareOptions) string {
 				row = append(row, ratio(r.Throughput, base.Throughput))
 			}
 		}
-		writeRow(&b, row)
+		writeRow(b, row)
 	}
-	if len(rs) > 0 && truncatedAny(rs) {
-		b.WriteString("\nA report marked (truncated) hit its maximum duration before finishing its operations.\n")
-	}
-	return b.String()
 }
 
 func writeRow(b *strings.Builder, cells []string) {
