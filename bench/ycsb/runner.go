@@ -310,86 +310,25 @@ func runPhase(ctx context.Context, cfg Config, name string, total int64, op func
 	wl goycsb.Workload, mdb *measuredDB, tl *timeline) phaseResult {
 	pctx, cancel := context.WithTimeout(ctx, cfg.MaxDuration)
 	defer cancel()
-
-	rate := 0.0 // the load phase inserts as fast as it can
+	ph := &phase{cfg: cfg, name: name, total: total, tl: tl, cancel: cancel, start: time.Now()}
 	if name == "run" {
-		rate = cfg.Rate
+		ph.rate = cfg.Rate // the load phase inserts as fast as it can
 	}
-	var claimed, done, errCount atomic.Int64
-	var aborted, succeeded atomic.Bool
-	threads := make([]*threadState, cfg.Threads)
-	start := time.Now()
-	tl.startPhase(name, start)
+	tl.startPhase(name, ph.start)
 
 	stopProgress := make(chan struct{})
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		if cfg.Progress == nil && tl == nil {
-			return
-		}
-		progress := time.NewTicker(cfg.ProgressInterval)
-		defer progress.Stop()
-		second := time.NewTicker(cfg.TimelineInterval)
-		defer second.Stop()
-		last, lastT := int64(0), start
-		for {
-			select {
-			case <-stopProgress:
-				return
-			case now := <-second.C:
-				tl.flush(now)
-			case now := <-progress.C:
-				if cfg.Progress == nil {
-					continue
-				}
-				d := done.Load()
-				rate := float64(d-last) / now.Sub(lastT).Seconds()
-				fmt.Fprintf(cfg.Progress, "[%s %s %s] %5.1fs: %d/%d ops, %.0f ops/s, %d errors\n",
-					cfg.Target, "workload "+normalizeWorkload(cfg.Workload), name,
-					now.Sub(start).Seconds(), d, total, rate, errCount.Load())
-				last, lastT = d, now
-			}
-		}
+		ph.report(stopProgress)
 	}()
 
+	threads := make([]*threadState, cfg.Threads)
 	var wg sync.WaitGroup
-	for i := 0; i < cfg.Threads; i++ {
+	for i := range cfg.Threads {
 		st := newThreadState()
 		threads[i] = st
-		wg.Add(1)
-		go func(id int) {
-			defer wg.Done()
-			tctx := wl.InitThread(pctx, id, cfg.Threads)
-			tctx = mdb.InitThread(context.WithValue(tctx, threadKey{}, st), id, cfg.Threads)
-			defer wl.CleanupThread(tctx)
-			defer mdb.CleanupThread(tctx)
-			for pctx.Err() == nil {
-				k := claimed.Add(1)
-				if k > total || !pace(pctx, start, k-1, rate) {
-					break
-				}
-				st.calls = st.calls[:0]
-				mdb.mu.Lock()
-				err := op(tctx)
-				mdb.mu.Unlock()
-				if pctx.Err() != nil {
-					return // stopped mid-operation: its outcome is not a measurement
-				}
-				kind, lat, opErr := st.classify(err)
-				st.record(kind, lat, opErr)
-				tl.record(lat, opErr != nil)
-				if opErr != nil {
-					errCount.Add(1)
-				} else {
-					succeeded.Store(true)
-				}
-				if d := done.Add(1); cfg.AbortAfterFailures > 0 && d >= cfg.AbortAfterFailures && !succeeded.Load() {
-					aborted.Store(true)
-					cancel()
-				}
-			}
-		}(i)
+		wg.Go(func() { ph.thread(pctx, i, st, op, wl, mdb) })
 	}
 	wg.Wait()
 	end := time.Now()
@@ -397,7 +336,101 @@ func runPhase(ctx context.Context, cfg Config, name string, total int64, op func
 	<-progressDone
 	tl.flush(end)
 
-	res := phaseResult{done: done.Load(), errors: errCount.Load(), dur: end.Sub(start), ops: map[string]OpStats{}, aborted: aborted.Load()}
+	res := phaseResult{done: ph.done.Load(), errors: ph.errCount.Load(), dur: end.Sub(ph.start), aborted: ph.aborted.Load()}
+	res.ops, res.errSample = mergeThreads(threads)
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "[%s workload %s %s] done: %d/%d ops in %.1fs, %.0f ops/s, %d errors\n",
+			cfg.Target, normalizeWorkload(cfg.Workload), name, res.done, total, res.dur.Seconds(), res.throughput(), res.errors)
+	}
+	return res
+}
+
+// phase is one phase (load or run) under way: its operations claimed, done and failed.
+type phase struct {
+	cfg    Config
+	name   string
+	total  int64
+	rate   float64 // operations a second (0: as fast as the threads go)
+	tl     *timeline
+	cancel context.CancelFunc
+	start  time.Time
+
+	claimed, done, errCount atomic.Int64
+	aborted, succeeded      atomic.Bool
+}
+
+// report flushes the timeline every TimelineInterval and prints progress every ProgressInterval
+// until stop is closed.
+func (ph *phase) report(stop <-chan struct{}) {
+	cfg := ph.cfg
+	if cfg.Progress == nil && ph.tl == nil {
+		return
+	}
+	progress := time.NewTicker(cfg.ProgressInterval)
+	defer progress.Stop()
+	second := time.NewTicker(cfg.TimelineInterval)
+	defer second.Stop()
+	last, lastT := int64(0), ph.start
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-second.C:
+			ph.tl.flush(now)
+		case now := <-progress.C:
+			if cfg.Progress == nil {
+				continue
+			}
+			d := ph.done.Load()
+			rate := float64(d-last) / now.Sub(lastT).Seconds()
+			fmt.Fprintf(cfg.Progress, "[%s %s %s] %5.1fs: %d/%d ops, %.0f ops/s, %d errors\n",
+				cfg.Target, "workload "+normalizeWorkload(cfg.Workload), ph.name,
+				now.Sub(ph.start).Seconds(), d, ph.total, rate, ph.errCount.Load())
+			last, lastT = d, now
+		}
+	}
+}
+
+// thread runs operations as thread id until the phase's operations are all claimed or pctx ends.
+func (ph *phase) thread(pctx context.Context, id int, st *threadState, op func(context.Context) error,
+	wl goycsb.Workload, mdb *measuredDB) {
+	threads := ph.cfg.Threads
+	tctx := wl.InitThread(pctx, id, threads)
+	tctx = mdb.InitThread(context.WithValue(tctx, threadKey{}, st), id, threads)
+	defer wl.CleanupThread(tctx)
+	defer mdb.CleanupThread(tctx)
+	for pctx.Err() == nil {
+		k := ph.claimed.Add(1)
+		if k > ph.total || !pace(pctx, ph.start, k-1, ph.rate) {
+			break
+		}
+		st.calls = st.calls[:0]
+		mdb.mu.Lock()
+		err := op(tctx)
+		mdb.mu.Unlock()
+		if pctx.Err() != nil {
+			return // stopped mid-operation: its outcome is not a measurement
+		}
+		kind, lat, opErr := st.classify(err)
+		st.record(kind, lat, opErr)
+		ph.tl.record(lat, opErr != nil)
+		if opErr != nil {
+			ph.errCount.Add(1)
+		} else {
+			ph.succeeded.Store(true)
+		}
+		if d := ph.done.Add(1); ph.cfg.AbortAfterFailures > 0 && d >= ph.cfg.AbortAfterFailures && !ph.succeeded.Load() {
+			ph.aborted.Store(true)
+			ph.cancel()
+		}
+	}
+}
+
+// mergeThreads sums the threads' counts and histograms per operation, and keeps the first error
+// sample found.
+func mergeThreads(threads []*threadState) (map[string]OpStats, string) {
+	ops := map[string]OpStats{}
+	sample := ""
 	merged := map[string]*hdrhistogram.Histogram{}
 	counts := map[string]*opCount{}
 	for _, st := range threads {
@@ -409,19 +442,15 @@ func runPhase(ctx context.Context, cfg Config, name string, total int64, op func
 			counts[k].n += c.n
 			counts[k].errs += c.errs
 			merged[k].Merge(st.hists[k])
-			if res.errSample == "" && st.errSample != "" {
-				res.errSample = st.errSample
+			if sample == "" && st.errSample != "" {
+				sample = st.errSample
 			}
 		}
 	}
 	for k, c := range counts {
-		res.ops[k] = stats(c, merged[k])
+		ops[k] = stats(c, merged[k])
 	}
-	if cfg.Progress != nil {
-		fmt.Fprintf(cfg.Progress, "[%s workload %s %s] done: %d/%d ops in %.1fs, %.0f ops/s, %d errors\n",
-			cfg.Target, normalizeWorkload(cfg.Workload), name, res.done, total, res.dur.Seconds(), res.throughput(), res.errors)
-	}
-	return res
+	return ops, sample
 }
 
 // pace waits until operation k (from 0) of a phase started at start is due at rate operations a
