@@ -285,7 +285,33 @@ func (b *Buffer) drain(p *pacer) []hint.RangeHints {
 }
 
 func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []hint.RangeHints {
-	var recorded, distinct int
+	recorded, distinct := b.accumulate(s, n, p)
+	b.c.recorded.Add(uint64(recorded))
+	b.c.summarized.Add(uint64(recorded - distinct))
+	if distinct == 0 {
+		b.resetScratch()
+		return nil
+	}
+	if b.cfg.RecurringOnly {
+		b.recent.rotate(monoNow(), int64(b.cfg.RecurWindow))
+	}
+	ids := b.ids[:0]
+	for id, acc := range b.byRange {
+		if len(acc.hints) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	b.ids = ids
+	kept, keyBytes := b.keep(ids)
+	out := b.copyOut(ids, monoTime(first), kept, keyBytes)
+	b.resetScratch()
+	return out
+}
+
+// accumulate counts the segment's first n entries into the per-range accumulators, one hint per
+// distinct descriptor; it returns the valid entries and the distinct hints among them.
+func (b *Buffer) accumulate(s *segment, n int, p *pacer) (recorded, distinct int) {
 	for i := 0; i < n; i++ {
 		if i%drainPaceEvery == drainPaceEvery-1 {
 			p.pace()
@@ -316,26 +342,13 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []hint.Rang
 		acc.hashes = append(acc.hashes, h)
 		distinct++
 	}
-	b.c.recorded.Add(uint64(recorded))
-	b.c.summarized.Add(uint64(recorded - distinct))
-	if distinct == 0 {
-		b.resetScratch()
-		return nil
-	}
-	if b.cfg.RecurringOnly {
-		b.recent.rotate(monoNow(), int64(b.cfg.RecurWindow))
-	}
-	captured := monoTime(first)
-	ids := b.ids[:0]
-	for id, acc := range b.byRange {
-		if len(acc.hints) > 0 {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	b.ids = ids
-	// Keep the ranges' hints, withholding one-off reads when RecurringOnly, and size the copy.
-	var kept, keyBytes, withheld int
+	return recorded, distinct
+}
+
+// keep keeps the ranges' hints, withholding one-off reads when RecurringOnly, and sizes their copy:
+// the hints kept and the bytes of their keys.
+func (b *Buffer) keep(ids []uint64) (kept, keyBytes int) {
+	withheld := 0
 	for _, id := range ids {
 		acc := b.byRange[id]
 		if !b.cfg.RecurringOnly {
@@ -359,6 +372,12 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []hint.Rang
 		kept += k
 	}
 	b.c.drop(DropSenderOneOff, uint64(withheld))
+	return kept, keyBytes
+}
+
+// copyOut copies the kept hints of ranges ids out of the segment's arena, which the next window
+// reuses, into one arena of their own.
+func (b *Buffer) copyOut(ids []uint64, captured time.Time, kept, keyBytes int) []hint.RangeHints {
 	arena := make([]byte, 0, keyBytes)
 	hints := make([]hint.Hint, 0, kept)
 	hashes := make([]uint64, 0, kept)
@@ -384,7 +403,6 @@ func (b *Buffer) summarize(s *segment, n int, first int64, p *pacer) []hint.Rang
 		out = append(out, hint.RangeHints{RangeID: id, CapturedAt: captured, Hints: hints[start:len(hints):len(hints)],
 			Hashes: hashes[start:len(hashes):len(hashes)]})
 	}
-	b.resetScratch()
 	return out
 }
 
