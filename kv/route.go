@@ -130,34 +130,12 @@ func (s *Service) OnLeader(ctx context.Context, rangeID uint64, local func(*repl
 			hint = 0
 			if target != 0 && target != s.nodeID {
 				tried[target]++
-				addr, ok := s.cluster.Resolve(target)
-				if ok {
-					c, err := s.cluster.Client(addr)
-					if err == nil {
-						pe, err := remote(markForwarded(ctx), c)
-						switch {
-						case errors.Is(err, errNoForward):
-							// This request was forwarded here already: answer it with what this node
-							// knows of the leader rather than hold the forwarding node's call (after a
-							// few short rounds when no leader is known, for a local election).
-							if !(r != nil && r.LeaderNode() == 0 && rounds < 3) {
-								return &pbError{s.forwardedNotLeader(rangeID)}
-							}
-							lastErr = &pbError{s.forwardedNotLeader(rangeID)}
-						case err != nil:
-							lastErr = fmt.Errorf("node %d (%s): %w", target, addr, err)
-						case pe == nil:
-							if rangeID != replica.MetaRangeID {
-								s.cluster.SetLeader(rangeID, target)
-							}
-							return nil
-						case pe.Code == pb.ErrorCode_NOT_LEADER || pe.Code == pb.ErrorCode_UNAVAILABLE:
-							lastErr = &pbError{pe}
-							hint = pe.LeaderNodeId
-						default:
-							return &pbError{pe}
-						}
-					}
+				done, err, last, named := s.forward(ctx, rangeID, r, target, rounds, remote)
+				if done {
+					return err
+				}
+				if last != nil {
+					lastErr, hint = last, named
 				}
 			} else if r != nil {
 				// Nobody is known to lead: make sure this replica's group is campaigning.
@@ -172,17 +150,7 @@ func (s *Service) OnLeader(ctx context.Context, rangeID uint64, local func(*repl
 		}
 		select {
 		case <-ctx.Done():
-			if lastErr == nil {
-				lastErr = ctx.Err()
-			}
-			var typed *pbError
-			var re *replica.Error
-			if errors.As(lastErr, &typed) || errors.As(lastErr, &re) {
-				return fmt.Errorf("range %d: no leader reachable: %w", rangeID, lastErr)
-			}
-			// A transport failure or our own deadline: nothing reached a leader, so the caller may retry
-			// (INTERNAL would tell it a server bug happened and a write's outcome is unknown).
-			return errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("range %d: no leader reachable: %v", rangeID, lastErr))
+			return noLeaderReachable(ctx, rangeID, lastErr)
 		case <-s.loops.Stopping():
 			return errCode(pb.ErrorCode_UNAVAILABLE, "node stopping")
 		case <-time.After(backoff):
@@ -191,6 +159,58 @@ func (s *Service) OnLeader(ctx context.Context, rangeID uint64, local func(*repl
 			backoff *= 2
 		}
 	}
+}
+
+// forward sends a request for range rangeID to node target once (r: this node's replica, nil for
+// none; rounds: OnLeader's rounds so far). done says OnLeader returns err; otherwise last is the
+// failure to remember (nil: no attempt was made) and hint the leader the answer named (0: none).
+func (s *Service) forward(ctx context.Context, rangeID uint64, r *replica.Replica, target uint64, rounds int,
+	remote func(context.Context, pb.ShoalClient) (*pb.Error, error)) (done bool, err, last error, hint uint64) {
+	addr, ok := s.cluster.Resolve(target)
+	if !ok {
+		return false, nil, nil, 0
+	}
+	c, err := s.cluster.Client(addr)
+	if err != nil {
+		return false, nil, nil, 0
+	}
+	pe, err := remote(markForwarded(ctx), c)
+	switch {
+	case errors.Is(err, errNoForward):
+		// This request was forwarded here already: answer it with what this node knows of the
+		// leader rather than hold the forwarding node's call (after a few short rounds when no
+		// leader is known, for a local election).
+		if !(r != nil && r.LeaderNode() == 0 && rounds < 3) {
+			return true, &pbError{s.forwardedNotLeader(rangeID)}, nil, 0
+		}
+		return false, nil, &pbError{s.forwardedNotLeader(rangeID)}, 0
+	case err != nil:
+		return false, nil, fmt.Errorf("node %d (%s): %w", target, addr, err), 0
+	case pe == nil:
+		if rangeID != replica.MetaRangeID {
+			s.cluster.SetLeader(rangeID, target)
+		}
+		return true, nil, nil, 0
+	case pe.Code == pb.ErrorCode_NOT_LEADER || pe.Code == pb.ErrorCode_UNAVAILABLE:
+		return false, nil, &pbError{pe}, pe.LeaderNodeId
+	default:
+		return true, &pbError{pe}, nil, 0
+	}
+}
+
+// noLeaderReachable is OnLeader's error once ctx ended with last the last failure (nil: none).
+func noLeaderReachable(ctx context.Context, rangeID uint64, last error) error {
+	if last == nil {
+		last = ctx.Err()
+	}
+	var typed *pbError
+	var re *replica.Error
+	if errors.As(last, &typed) || errors.As(last, &re) {
+		return fmt.Errorf("range %d: no leader reachable: %w", rangeID, last)
+	}
+	// A transport failure or our own deadline: nothing reached a leader, so the caller may retry
+	// (INTERNAL would tell it a server bug happened and a write's outcome is unknown).
+	return errCode(pb.ErrorCode_UNAVAILABLE, fmt.Sprintf("range %d: no leader reachable: %v", rangeID, last))
 }
 
 // pickProbeNode returns a live node other than this one, preferring those tried least.
