@@ -184,13 +184,10 @@ func (h histogram) above(v float64) float64 {
 	return float64(n)
 }
 
-// profileEnv names a directory for each arm's profiles of its window (Options.ProfileDir): CPU, and
-// the mutex and heap profiles at its start and end (cumulative: `go tool pprof -diff_base` of the
-// two gives the window's contention and, with -sample_index=alloc_space, its allocations).
-const profileEnv = "SHOAL_SCANJOBS_PROFILES"
-
 // startProfiles profiles the window of arm into dir until the returned func is called; nothing
-// for "".
+// for "" (Options.ProfileDir). It writes a CPU profile of the window, and the mutex and heap
+// profiles at its start and end (cumulative: `go tool pprof -diff_base` of the two gives the
+// window's contention and, with -sample_index=alloc_space, its allocations).
 func startProfiles(dir, arm string) (stop func(), err error) {
 	if dir == "" {
 		return func() {}, nil

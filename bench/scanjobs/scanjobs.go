@@ -68,8 +68,8 @@ type Options struct {
 	Measure    time.Duration `json:"measure_ns"`
 	Strategies []string      `json:"strategies"`
 	Seed       int64         `json:"seed"`
-	// ProfileDir, when set (else from the environment's SHOAL_SCANJOBS_PROFILES), takes each arm's
-	// CPU, mutex and heap profiles of its window (goruntime.go).
+	// ProfileDir, when set, takes each arm's CPU, mutex and heap profiles of its window
+	// (goruntime.go).
 	ProfileDir string `json:"-"`
 
 	Progress func(string) `json:"-"`
@@ -115,9 +115,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
-	}
-	if o.ProfileDir == "" {
-		o.ProfileDir = os.Getenv(profileEnv)
 	}
 	return o
 }

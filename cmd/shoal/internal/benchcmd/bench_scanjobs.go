@@ -57,5 +57,6 @@ func init() {
 	f.DurationVar(&o.Measure, "measure", d.Measure, "the measured window of each arm")
 	f.StringSliceVar(&o.Strategies, "strategies", nil, "arms to run (default no-jobs,demand-reads,demand-caching,planner)")
 	f.Int64Var(&o.Seed, "seed", d.Seed, "seed of the job mix and the foreground")
+	f.StringVar(&o.ProfileDir, "profile-dir", "", "write each arm's CPU profile of its window, and its mutex and heap profiles at the window's start and end, into this directory (none by default)")
 	benchCmd.AddCommand(benchScanJobsCmd)
 }
