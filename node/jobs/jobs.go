@@ -282,6 +282,14 @@ func (s *Service) tick(ctx context.Context) {
 	// The scheduler's reads of the meta range (the jobs, the ranges) are the jobs' too, not the
 	// foreground's, in the engine's block accounting.
 	ctx = kv.JobRead(ctx)
+	// A run records its outcome, then leaves s.running: the runs going before the read count as
+	// going this tick, since the states read may predate their outcomes (busy).
+	s.mu.Lock()
+	ranAtRead := make(map[string]bool, len(s.running))
+	for name := range s.running {
+		ranAtRead[name] = true
+	}
+	s.mu.Unlock()
 	jobs, err := s.load(ctx, "")
 	if err != nil {
 		s.log.Debug("jobs: read the jobs from the meta range", "err", err)
@@ -300,7 +308,7 @@ func (s *Service) tick(ctx context.Context) {
 		s.mu.Lock()
 		_, mine := s.running[name]
 		s.mu.Unlock()
-		busy := mine || heldElsewhere(st.Running, self, now, s.cfg.StaleAfter)
+		busy := runGoing(mine, ranAtRead[name], st.Running, self, now, s.cfg.StaleAfter)
 		var next time.Time
 		if st.NextDueUnixMs > 0 {
 			next = time.UnixMilli(st.NextDueUnixMs)

@@ -55,6 +55,14 @@ func Lateness(due time.Time, deadline time.Duration, finished time.Time) (onTime
 	return false, late
 }
 
+// runGoing reports whether a run of a job is going, at one tick of the scheduler: one this node runs
+// now (running); one it ran when the tick read the job's state (ranAtRead), which may since have
+// recorded its outcome and ended, so that the state read is stale and abandoning its run would
+// overwrite that outcome; or another node's that still records progress (heldElsewhere).
+func runGoing(running, ranAtRead bool, run *pb.JobRun, self uint64, now time.Time, staleAfter time.Duration) bool {
+	return running || ranAtRead || heldElsewhere(run, self, now, staleAfter)
+}
+
 // heldElsewhere reports whether run (a job's recorded run in progress) belongs to another node that
 // still records progress: the scheduler leaves it alone. A run of this node that this node does not
 // know (it restarted), or one whose node fell silent for staleAfter, is abandoned.

@@ -83,6 +83,31 @@ func TestHeldElsewhere(t *testing.T) {
 	}
 }
 
+// TestRunGoing: a run this node ran when the tick read the job's state counts as going even once it has
+// ended, so that the tick never abandons it over the outcome it recorded meanwhile.
+func TestRunGoing(t *testing.T) {
+	const stale = 5 * time.Second
+	mine := &pb.JobRun{NodeId: 1, ProgressUnixMs: t0.UnixMilli()}
+	for _, tc := range []struct {
+		name               string
+		running, ranAtRead bool
+		run                *pb.JobRun
+		want               bool
+	}{
+		{"running here now", true, true, mine, true},
+		{"ended between the read and the check: the state read is stale", false, true, mine, true},
+		{"not running here at the read: the state read is its last", false, false, mine, false},
+		{"another node's, recording progress", false, false, &pb.JobRun{NodeId: 2, ProgressUnixMs: t0.UnixMilli()}, true},
+		{"no run", false, false, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runGoing(tc.running, tc.ranAtRead, tc.run, 1, t0, stale); got != tc.want {
+				t.Fatalf("runGoing = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestCheck(t *testing.T) {
 	good := func() *pb.ScanJob {
 		return &pb.ScanJob{Name: "j", Start: []byte("a"), End: []byte("b"), EveryMs: 60000, DeadlineMs: 10000, Count: true}
