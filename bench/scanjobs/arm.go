@@ -91,7 +91,7 @@ func runArm(ctx context.Context, dir string, o Options, strategy string) (Arm, e
 // measureWindow samples the disks, the engines and the host from from until the window's end and
 // fills in the arm's figures; it returns when the window ended.
 func (a *Arm) measureWindow(ctx context.Context, c *benchutil.Cluster, cl *client.Client, o Options, fg *foreground, from time.Time) (time.Time, error) {
-	stopProfiles, err := startProfiles(o.ProfileDir, a.Strategy)
+	stopProfiles, err := startProfiles(o.ProfileDir, a.Strategy, o.Progress)
 	if err != nil {
 		return time.Time{}, err
 	}

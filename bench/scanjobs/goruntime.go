@@ -185,20 +185,24 @@ func (h histogram) above(v float64) float64 {
 }
 
 // startProfiles profiles the window of arm into dir until the returned func is called; nothing
-// for "" (Options.ProfileDir). It writes a CPU profile of the window, and the mutex and heap
+// for "" (Options.ProfileDir). A profile that cannot be written is reported to warn. It writes a CPU profile of the window, and the mutex and heap
 // profiles at its start and end (cumulative: `go tool pprof -diff_base` of the two gives the
 // window's contention and, with -sample_index=alloc_space, its allocations).
-func startProfiles(dir, arm string) (stop func(), err error) {
+func startProfiles(dir, arm string, warn func(string)) (stop func(), err error) {
 	if dir == "" {
 		return func() {}, nil
 	}
 	write := func(name, what string) {
 		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return
+		if err == nil {
+			err = pprof.Lookup(what).WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 		}
-		defer f.Close()
-		_ = pprof.Lookup(what).WriteTo(f, 0)
+		if err != nil {
+			warn(fmt.Sprintf("profile %s: %v", name, err))
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("profiles: %w", err)
@@ -217,7 +221,9 @@ func startProfiles(dir, arm string) (stop func(), err error) {
 	prev := runtime.SetMutexProfileFraction(10)
 	return func() {
 		pprof.StopCPUProfile()
-		f.Close()
+		if err := f.Close(); err != nil {
+			warn(fmt.Sprintf("profile cpu-%s.pprof: %v", arm, err))
+		}
 		runtime.GC()
 		write("heap-"+arm+"-end.pprof", "heap")
 		write("mutex-"+arm+".pprof", "mutex")
