@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -44,50 +45,49 @@ func (s *Service) admit(req proto.Message) (admittedRequest, *pb.Error) {
 // through it then finishes, where cutting it would leave its client an ambiguous outcome.
 func (s *Service) Drain(ctx context.Context) int { return s.inflight.drain(ctx) }
 
-// requestCount counts the admitted requests still running, and refuses new ones once draining.
+// requestCount counts the admitted requests still running, and refuses new ones once draining. It
+// is lock-free, as the request gate is: every request passes through it twice.
 type requestCount struct {
-	mu      sync.Mutex
-	closing bool
-	n       int
-	idle    chan struct{} // closed when closing and n reaches 0
+	n       atomic.Int64
+	closing atomic.Bool
+	once    sync.Once
+	idle    chan struct{} // made by drain; closed once closing and n reaches 0
+	made    sync.Once
+}
+
+func (c *requestCount) idleCh() chan struct{} {
+	c.made.Do(func() { c.idle = make(chan struct{}) })
+	return c.idle
 }
 
 func (c *requestCount) enter() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closing {
+	c.n.Add(1)
+	if c.closing.Load() {
+		c.leave()
 		return false
 	}
-	c.n++
 	return true
 }
 
 func (c *requestCount) leave() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n--
-	if c.closing && c.n == 0 {
-		close(c.idle)
+	// A request that raced drain's flag (counted, then saw it) leaves here too: whichever decrement
+	// or check finds 0 after the flag is set closes idle, once.
+	if c.n.Add(-1) == 0 && c.closing.Load() {
+		c.once.Do(func() { close(c.idleCh()) })
 	}
 }
 
 func (c *requestCount) drain(ctx context.Context) int {
-	c.mu.Lock()
-	if !c.closing {
-		c.closing, c.idle = true, make(chan struct{})
-		if c.n == 0 {
-			close(c.idle)
-		}
+	idle := c.idleCh()
+	c.closing.Store(true)
+	if c.n.Load() == 0 {
+		c.once.Do(func() { close(idle) })
 	}
-	idle := c.idle
-	c.mu.Unlock()
 	select {
 	case <-idle:
 	case <-ctx.Done():
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
+	return int(c.n.Load())
 }
 
 // grow counts memory the request came to hold after admission (a scan's result).

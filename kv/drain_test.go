@@ -2,6 +2,8 @@ package kv
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,5 +47,52 @@ func TestDrainWaitsForRequestsInFlight(t *testing.T) {
 	}
 	if st := s.gate.Stats(); st.InFlight != 0 || st.Bytes != 0 {
 		t.Fatalf("request gate holds %d requests, %d bytes after every request answered", st.InFlight, st.Bytes)
+	}
+}
+
+// TestDrainUnderConcurrentRequests: with requests arriving from many goroutines, Drain returns only
+// once none admitted is still running, and none is admitted once it returned.
+func TestDrainUnderConcurrentRequests(t *testing.T) {
+	s := New(Config{}, Deps{})
+	var running, admittedAfter atomic.Int64
+	var drained atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				was := drained.Load()
+				adm, refused := s.admit(&pb.GetRequest{Key: []byte("k")})
+				if refused != nil {
+					continue
+				}
+				if was {
+					admittedAfter.Add(1)
+				}
+				running.Add(1)
+				time.Sleep(50 * time.Microsecond)
+				running.Add(-1)
+				adm.done()
+			}
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	left := s.Drain(ctx)
+	drained.Store(true)
+	if n := running.Load(); left != 0 || n != 0 {
+		t.Errorf("Drain returned with %d counted and %d requests running, want 0 and 0", left, n)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if n := admittedAfter.Load(); n != 0 {
+		t.Errorf("%d requests admitted after Drain returned", n)
 	}
 }
