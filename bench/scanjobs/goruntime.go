@@ -34,16 +34,29 @@ type Runtime struct {
 	MutexWait float64 `json:"mutex_wait_seconds_per_sec"`
 }
 
+// The runtime metrics read, by their position in a reading (goStats).
+const (
+	rmGCCPU = iota
+	rmHeapLive
+	rmGCCycles
+	rmGCPauses
+	rmAssistCPU
+	rmAllocBytes
+	rmAllocObjects
+	rmSchedLatencies
+	rmMutexWait
+)
+
 var runtimeSamples = []string{
-	"/cpu/classes/gc/total:cpu-seconds",
-	"/gc/heap/live:bytes",
-	"/gc/cycles/total:gc-cycles",
-	"/sched/pauses/total/gc:seconds",
-	"/cpu/classes/gc/mark/assist:cpu-seconds",
-	"/gc/heap/allocs:bytes",
-	"/gc/heap/allocs:objects",
-	"/sched/latencies:seconds",
-	"/sync/mutex/wait/total:seconds",
+	rmGCCPU:          "/cpu/classes/gc/total:cpu-seconds",
+	rmHeapLive:       "/gc/heap/live:bytes",
+	rmGCCycles:       "/gc/cycles/total:gc-cycles",
+	rmGCPauses:       "/sched/pauses/total/gc:seconds",
+	rmAssistCPU:      "/cpu/classes/gc/mark/assist:cpu-seconds",
+	rmAllocBytes:     "/gc/heap/allocs:bytes",
+	rmAllocObjects:   "/gc/heap/allocs:objects",
+	rmSchedLatencies: "/sched/latencies:seconds",
+	rmMutexWait:      "/sync/mutex/wait/total:seconds",
 }
 
 // goStats is one reading of the runtime's metrics.
@@ -75,25 +88,25 @@ func (g goStats) hist(i int) *metrics.Float64Histogram {
 	return g.s[i].Value.Float64Histogram()
 }
 
-func (g goStats) gcCPU() float64  { return g.float(0) }
-func (g goStats) liveMB() float64 { return g.float(1) / 1e6 }
+func (g goStats) gcCPU() float64  { return g.float(rmGCCPU) }
+func (g goStats) liveMB() float64 { return g.float(rmHeapLive) / 1e6 }
 
 // runtimeBetween is the runtime's account of the secs seconds between two readings.
 func runtimeBetween(a, b goStats, secs float64) Runtime {
 	var r Runtime
-	r.GCCycles = uint64(b.float(2) - a.float(2))
-	pauses := histDelta(a.hist(3), b.hist(3))
+	r.GCCycles = uint64(b.float(rmGCCycles) - a.float(rmGCCycles))
+	pauses := histDelta(a.hist(rmGCPauses), b.hist(rmGCPauses))
 	r.GCPauseMs, r.GCPauseMaxMs = 1000*pauses.sum(), 1000*pauses.max()
-	r.GCAssistCPU = (b.float(4) - a.float(4)) / secs
-	r.AllocMBPerSec = (b.float(5) - a.float(5)) / 1e6 / secs
-	r.AllocsPerSec = (b.float(6) - a.float(6)) / secs
-	lat := histDelta(a.hist(7), b.hist(7))
+	r.GCAssistCPU = (b.float(rmAssistCPU) - a.float(rmAssistCPU)) / secs
+	r.AllocMBPerSec = (b.float(rmAllocBytes) - a.float(rmAllocBytes)) / 1e6 / secs
+	r.AllocsPerSec = (b.float(rmAllocObjects) - a.float(rmAllocObjects)) / secs
+	lat := histDelta(a.hist(rmSchedLatencies), b.hist(rmSchedLatencies))
 	if n := lat.count(); n > 0 {
 		r.SchedMeanUs = 1e6 * lat.sum() / float64(n)
 		r.SchedP99Us, r.SchedP999Us = 1e6*lat.quantile(0.99), 1e6*lat.quantile(0.999)
 		r.SchedOver1ms = lat.above(1e-3) / float64(n)
 	}
-	r.MutexWait = (b.float(8) - a.float(8)) / secs
+	r.MutexWait = (b.float(rmMutexWait) - a.float(rmMutexWait)) / secs
 	return r
 }
 
