@@ -32,6 +32,9 @@ const (
 	// MetricUsageGap is the measured usage (CPU share plus disk busy, model.Node.MeasuredUsage) of
 	// From minus To's: what packing by predicted usage (usage_balance) is meant to narrow.
 	MetricUsageGap Metric = "usage.gap"
+	// MetricVoterWrites is the writes per second of the ranges with a voter on From: under Raft each
+	// voter syncs and compacts them, whichever node leads (node profiles keep them off read nodes).
+	MetricVoterWrites Metric = "node.voter-writes"
 )
 
 // Benefit is a prediction: Metric, scoped by the fields it uses, is Before now and should change by
@@ -75,7 +78,7 @@ func formatValue(m Metric, v float64) string {
 	if m == MetricProfileMatched || m == MetricUsageGap {
 		return fmt.Sprintf("%.0f%%", 100*v)
 	}
-	if v == math.Trunc(v) || m == MetricSpanMaxQPS || m == MetricSpanMaxStream || m == MetricQPSGap {
+	if v == math.Trunc(v) || m == MetricSpanMaxQPS || m == MetricSpanMaxStream || m == MetricQPSGap || m == MetricVoterWrites {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
@@ -160,6 +163,17 @@ func Measure(b Benefit, c *model.Cluster) (value float64, detail string, ok bool
 			hi, n = math.Max(hi, r.StreamQPS), n+1
 		}
 		return hi, fmt.Sprintf("%d ranges", n), n > 0
+	case MetricVoterWrites:
+		if c.Node(b.From) == nil {
+			return 0, "", false
+		}
+		w := 0.0
+		for _, r := range c.Ranges {
+			if r.IsVoter(b.From) {
+				w += r.WriteQPS
+			}
+		}
+		return w, "", true
 	case MetricProfileMatched:
 		matched, total := ProfileMatched(c)
 		if total <= 0 {

@@ -115,7 +115,10 @@ func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
 //     in flight.
 //
 // The plan holds until a class or the set of nodes changes, so a steady workload converges and
-// then proposes nothing; it is neither sampled nor made again while a node it restarts is away. Followers stay where they are: the leader serves the range's requests.
+// then proposes nothing; it is neither sampled nor made again while a node it restarts is away. Once
+// every node runs its planned profile, the voters of ranges that take writes move, one replica
+// move at a time, off the nodes whose profile suits writes least (voterMove): under Raft every
+// voter syncs and compacts its range's writes.
 // Alg. 1's cluster sizing is advice only (a note in the decision log: how many nodes MeT would add
 // or remove); nodes are never started or stopped here.
 type NodeProfiles struct {
@@ -140,6 +143,10 @@ type NodeProfiles struct {
 	// promotion timed out on a seek-bound disk), nine moves of one range in four minutes starved
 	// the hot range's node.
 	moved map[uint64]time.Time
+	// votersOff is the last voter move voterMove proposed for each range: the range's next waits
+	// RetryAfter while the voter it moved is still there (the move failed or runs), and not once it
+	// is gone.
+	votersOff map[uint64]voterOff
 	// away are the nodes restarting for a profile this policy asked for, from the ask until they
 	// have been back for Settle: no sample and no plan meanwhile (see hold).
 	away map[uint64]*away
@@ -198,8 +205,8 @@ func (a *away) returned(c *model.Cluster, node uint64) bool {
 func NewNodeProfiles(cfg NodeProfilesConfig) *NodeProfiles {
 	cfg = cfg.withDefaults()
 	return &NodeProfiles{cfg: cfg, smooth: map[uint64]*profileplan.Smoother{}, asked: map[uint64]asked{}, switching: map[uint64]switching{},
-		moved: map[uint64]time.Time{},
-		away:  map[uint64]*away{}, deferred: map[uint64]time.Time{},
+		moved: map[uint64]time.Time{}, votersOff: map[uint64]voterOff{},
+		away: map[uint64]*away{}, deferred: map[uint64]time.Time{},
 		resizer: profileplan.Resizer{Threshold: cfg.GrowThreshold}}
 }
 
@@ -265,6 +272,16 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 	for _, op := range p.place(c, v, restarting, p.cfg.MaxMoves-moves, copies == 0) {
 		ops = append(ops, op)
 		v.add(op)
+		moves++
+		if op.Kind == operator.KindMoveReplica {
+			copies++
+		}
+	}
+	if !hold && moves < p.cfg.MaxMoves && copies == 0 {
+		if op := p.voterMove(c, v, restarting); op != nil {
+			ops = append(ops, op)
+			v.add(op)
+		}
 	}
 	return ops
 }

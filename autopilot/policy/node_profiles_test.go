@@ -515,7 +515,8 @@ func planned(t *testing.T, r5 string) (*NodeProfiles, []*operator.Operator) {
 // A new autopilot — the meta leader's restart moved it — continues the plan the nodes' profiles and
 // leaderships show: it neither samples nor plans while a node is away (down, then rewriting its
 // store) and for Settle and ReturnWait after, classes each range from its leader's profile with
-// the hysteresis (r7, 58 % reads on a read node, stays read), keeps the groups and restarts no node.
+// the hysteresis (r7, 58 % reads on a read node, stays read), keeps the groups and restarts no node;
+// it moves no leadership (the voters of ranges with writes may move off read nodes).
 func TestNodeProfilesNewAutopilotContinuesThePlan(t *testing.T) {
 	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 3 * time.Second, Samples: 3})
 	cluster := func(s int, n2 string) *model.Cluster {
@@ -550,7 +551,11 @@ range 7 [f,g) voters=1,3,5 reads=580 writes=420
 	back := s
 	for s += 3; p.plan == nil && s < 120; s += 3 {
 		for _, op := range p.Propose(cluster(s, "profile=read"), nil) {
-			t.Fatalf("%ds: %s", s, op)
+			// The plan's round may move a voter of a range with writes off a read node (voterMove):
+			// the layout places leaders, not followers.
+			if p.plan == nil || op.PredictedBenefit.Metric != operator.MetricVoterWrites {
+				t.Fatalf("%ds: %s", s, op)
+			}
 		}
 		if p.plan == nil && len(p.smooth) > 0 && s-back < int((p.cfg.Settle+ReturnWait)/time.Second) {
 			t.Fatalf("%ds: sampled %ds after n2 was back", s, s-back)
