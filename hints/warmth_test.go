@@ -58,20 +58,22 @@ func TestWarmthTracksReplays(t *testing.T) {
 		t.Fatalf("warmth before any hint: %+v", w)
 	}
 	keys := manyKeys("hot", 50)
-	old := hint.RangeHints{RangeID: 5, CapturedAt: time.Now().Add(-300 * time.Millisecond), Hints: pointHints(keys...)}
+	old := hint.RangeHints{RangeID: 5, CapturedAt: time.Now().Add(-time.Hour), Hints: pointHints(keys...)}
 	a.Receive([]hint.RangeHints{old}, time.Now())
 	eventually(t, 5*time.Second, "first batch", func() bool { return a.Warmth(5).HintsApplied == 50 })
 	w := a.Warmth(5)
-	if w.HitRatio != 0 || w.Replays != 50 || w.ApplyLag < 300*time.Millisecond {
+	if w.HitRatio != 0 || w.Replays != 50 || w.ApplyLag < time.Hour {
 		t.Fatalf("after a cold batch: %+v", w)
 	}
 	// The same hot set again, twice: the window (2 batches) then holds only hits.
+	captured := time.Now()
 	for i := 0; i < 2; i++ {
 		a.Receive([]hint.RangeHints{rangeOf(5, keys...)}, time.Now())
 	}
 	eventually(t, 5*time.Second, "later batches", func() bool { return a.Warmth(5).HintsApplied == 150 })
 	w = a.Warmth(5)
-	if w.HitRatio != 1 || w.Replays != 100 || w.ApplyLag > 200*time.Millisecond {
+	// The lag is the last batch's: captured after `captured`, so never more than the time since.
+	if w.HitRatio != 1 || w.Replays != 100 || w.ApplyLag > time.Since(captured) {
 		t.Fatalf("after warm batches: %+v", w)
 	}
 	a.Forget(5)
@@ -123,7 +125,7 @@ func TestWaitWarm(t *testing.T) {
 		start := time.Now()
 		w, err := a.WaitWarm(context.Background(), 1, crit, 150*time.Millisecond)
 		el := time.Since(start)
-		if !errors.Is(err, ErrNotWarm) || !strings.Contains(err.Error(), "hit ratio 0.00") || el < 150*time.Millisecond || el > 2*time.Second {
+		if !errors.Is(err, ErrNotWarm) || !strings.Contains(err.Error(), "hit ratio 0.00") || el < 150*time.Millisecond || el > 10*time.Second {
 			t.Fatalf("WaitWarm: %v after %v", err, el)
 		}
 		if !w.Known || w.Replays != 40 {
