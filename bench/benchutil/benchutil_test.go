@@ -56,7 +56,9 @@ func TestErrorKind(t *testing.T) {
 	}
 }
 
-// The clients count every operation in its second and its phase, and the failures by kind.
+// The clients count every operation in its second and its phase, and the failures by kind. The test
+// waits for the operations it counts on (worker 1 fails every second one), not for a fixed time that
+// a stalled host may not run them in.
 func TestClients(t *testing.T) {
 	c := StartClients(t.Context(), 2, func(w int) func(context.Context) error {
 		i := 0
@@ -69,10 +71,23 @@ func TestClients(t *testing.T) {
 			return nil
 		}
 	})
-	time.Sleep(100 * time.Millisecond)
+	errorsReach := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if e, _, _ := c.Errors(); e >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				c.Stop()
+				t.Fatalf("fewer than %d failed operations in 10 s", n)
+			}
+		}
+	}
+	errorsReach(1) // worker 1's first failure follows its first success
 	sec := c.Second()
+	e0, _, _ := c.Errors()
 	c.Add(1)
-	time.Sleep(50 * time.Millisecond)
+	errorsReach(e0 + 2) // two failures of worker 1 after the second ended: a success between them
 	c.Stop()
 	h, errs := c.Phase()
 	total, kinds, first := c.Errors()
