@@ -838,19 +838,7 @@ func TestStoreProposalAdmission(t *testing.T) {
 // The commit watchdog fails the node once a raft-loop commit has been blocked past the timeout, and
 // leaves a commit that finishes in time alone.
 func TestStoreCommitStallWatchdog(t *testing.T) {
-	env := newStoreEnv(t)
-	stalled := make(chan time.Duration, 1)
-	s := env.startWith(Config{TickInterval: time.Hour, CommitStallTimeout: 200 * time.Millisecond,
-		OnCommitStall: func(d time.Duration) { stalled <- d }})
-	// A commit in progress for less than the timeout: nothing happens.
-	s.commitSince.Store(time.Now().UnixNano())
-	time.Sleep(100 * time.Millisecond)
-	s.commitSince.Store(0)
-	select {
-	case d := <-stalled:
-		t.Fatalf("watchdog fired on a commit that took 100 ms: %v", d)
-	case <-time.After(300 * time.Millisecond):
-	}
+	s, stalled := startCommitWithinTimeout(t)
 	// One blocked for longer (as on a disk full for sstables only, where Pebble blocks without error).
 	s.commitSince.Store(time.Now().Add(-time.Second).UnixNano())
 	select {
@@ -862,6 +850,37 @@ func TestStoreCommitStallWatchdog(t *testing.T) {
 		t.Fatal("watchdog did not fire on a commit blocked for 1 s with a 200 ms timeout")
 	}
 	s.commitSince.Store(0)
+}
+
+// startCommitWithinTimeout starts a store with a 200-ms commit watchdog and holds a commit in
+// progress for half that: the watchdog must not fire. A host that stalls the test (or the watchdog
+// between its reading of the commit's start and of the clock) makes the commit last past the timeout
+// as the watchdog sees it, and it then fires as it should, once per store, reporting that: that
+// attempt proves nothing, and the next runs on a new store. Fired under the timeout is a failure.
+func startCommitWithinTimeout(t *testing.T) (*Store, chan time.Duration) {
+	const timeout = 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		stalled := make(chan time.Duration, 1)
+		s := newStoreEnv(t).startWith(Config{TickInterval: time.Hour, CommitStallTimeout: timeout,
+			OnCommitStall: func(d time.Duration) { stalled <- d }})
+		began := time.Now()
+		s.commitSince.Store(began.UnixNano())
+		time.Sleep(timeout / 2)
+		s.commitSince.Store(0)
+		held := time.Since(began)
+		select {
+		case d := <-stalled:
+			if d < timeout {
+				t.Fatalf("watchdog fired on a commit in progress for %v (%v as the test saw it), under the %v timeout", d, held, timeout)
+			}
+			if attempt == 10 {
+				t.Fatalf("a commit meant to last %v lasted %v as the watchdog saw it on every attempt", timeout/2, d)
+			}
+			t.Logf("a commit meant to last %v lasted %v as the watchdog saw it (%v as the test did): again on a new store", timeout/2, d, held)
+		case <-time.After(300 * time.Millisecond):
+			return s, stalled
+		}
+	}
 }
 
 // installOnLearner hands a snapshot for replica 2 to a store of its own as node 2, waits for the
