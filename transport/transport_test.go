@@ -632,7 +632,7 @@ func TestSnapshotRateLimit(t *testing.T) {
 	if took < time.Second {
 		t.Fatalf("snapshot took %v, rate limit not respected", took)
 	}
-	if took > 4*time.Second {
+	if took > 10*time.Second {
 		t.Fatalf("snapshot took %v, limiter far too slow", took)
 	}
 }
@@ -677,16 +677,17 @@ func TestTokenBucket(t *testing.T) {
 	if err := b.wait(cctx, 1_000_000); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("wait = %v, want deadline exceeded", err)
 	}
-	if took := time.Since(start); took > time.Second {
+	// A wait for its tokens would take 1 000 s: far longer than any stall of the host.
+	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("canceled wait took %v", took)
 	}
-	// The canceled reservation was returned: a small request right after is served promptly.
+	// The canceled reservation was returned: a small request right after is served promptly (a kept
+	// one would make it wait 1 000 s).
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
 	start = time.Now()
-	if err := b.wait(ctx, 10); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 100*time.Millisecond {
-		t.Fatalf("small wait after a canceled one took %v", took)
+	if err := b.wait(sctx, 10); err != nil {
+		t.Fatalf("small wait after a canceled one: %v after %v", err, time.Since(start))
 	}
 }
 
@@ -719,7 +720,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("Close hung")
 	}
 	select {
@@ -727,7 +728,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		if err == nil {
 			t.Fatal("snapshot succeeded despite Close")
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("SendSnapshot not canceled by Close")
 	}
 	if err := a.tr.SendSnapshot(context.Background(), msg(1, 2, 0), &sliceSource{}); err == nil {
@@ -757,8 +758,11 @@ func TestSendBoundedBytes(t *testing.T) {
 	}
 	// The sender goroutine takes one message at a time off the queue while it tries to connect, so a
 	// few more than 64 KiB / 16 KiB may pass; never anywhere near the 100 the queue length allows.
-	if accepted < 3 || accepted > 10 {
-		t.Errorf("accepted %d messages of 16 KiB with a 64 KiB bound", accepted)
+	// Each failed connection discards the queue, and then room is made for more: a host that stalls
+	// this loop for the sender's backoffs lets more pass, as many as the sender discarded.
+	discarded := int(a.tr.Stats().MessagesDropped) - (100 - accepted)
+	if accepted < 3 || accepted > 10+discarded {
+		t.Errorf("accepted %d messages of 16 KiB with a 64 KiB bound (%d discarded by the sender)", accepted, discarded)
 	}
 	a.tr.Close()
 }
