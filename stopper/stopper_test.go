@@ -33,7 +33,8 @@ func TestStopEndsEverything(t *testing.T) {
 	if s.Sleep(time.Hour) {
 		t.Fatal("Sleep after Stop waited")
 	}
-	if took := time.Since(start); took > time.Second {
+	// Far from the hour Sleep was asked for, however slowly the host runs.
+	if took := time.Since(start); took > time.Minute {
 		t.Fatalf("Stop took %v", took)
 	}
 	select {
