@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -188,6 +189,8 @@ func TestPlacedAgainstBruteForce(t *testing.T) {
 
 // At the simulator's scale (20 000 ranges with three voters each on 200 nodes, zipfian reads) a
 // plan takes well under a second, and a γ of 20 % leaves only the hottest ranges to new replicas.
+// The time is the process's CPU time, which a host busy with other work does not lengthen, as it
+// does the wall-clock time.
 func TestPlacedAtScale(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const nodes, ranges = 200, 20000
@@ -202,17 +205,27 @@ func TestPlacedAtScale(t *testing.T) {
 		total += c
 	}
 	room, _ := Rooms(total, nodes, nil, 0.2)
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), cpuTime(t)
 	p, err := ModifiedBestFitPlaced(segs, room, placed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	el := time.Since(t0)
+	cpu, el := cpuTime(t)-cpu0, time.Since(t0)
 	checkPlaced(t, p, segs, room, placed)
-	t.Logf("%d ranges on %d nodes: %d new replicas, makespan %d of room %d, in %v", ranges, nodes, p.Created(), p.Makespan(), room[0], el)
-	if p.Created() > ranges/10 || el > 5*time.Second {
-		t.Fatalf("%d new replicas in %v", p.Created(), el)
+	t.Logf("%d ranges on %d nodes: %d new replicas, makespan %d of room %d, in %v (%v of CPU)", ranges, nodes, p.Created(), p.Makespan(), room[0], el, cpu)
+	if p.Created() > ranges/10 || cpu > 5*time.Second {
+		t.Fatalf("%d new replicas in %v of CPU", p.Created(), cpu)
 	}
+}
+
+// cpuTime is the CPU time the process has used so far.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Fixed ranges go to their replicas first: two ranges on the same bin that cannot both fit, the cold
