@@ -17,7 +17,9 @@ func TestRunAloneStopsAtOnce(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the node leads its ranges by now
 	start := time.Now()
 	n.stop(t)
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("a single node took %v to stop", took)
+	// Waiting out the drain timeout (5 s) is what a node with somewhere to move its leaderships
+	// may do; a host that stalls for seconds must not pass for that.
+	if took := time.Since(start); took >= 5*time.Second {
+		t.Errorf("a single node took %v to stop, the drain timeout or more", took)
 	}
 }
