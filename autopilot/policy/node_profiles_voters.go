@@ -29,7 +29,7 @@ func (p *NodeProfiles) voterMove(c *model.Cluster, v *view, restarting map[uint6
 			return nil
 		}
 	}
-	hot := p.hotLeaders(c)
+	hot, held := p.hotLeaders(c), p.writeVoters(c)
 	for _, r := range p.withWrites(c, v) {
 		if h := hot[r.Leader]; h != 0 && h != r.ID {
 			continue
@@ -40,7 +40,7 @@ func (p *NodeProfiles) voterMove(c *model.Cluster, v *view, restarting map[uint6
 				voters = append(voters, id)
 			}
 		}
-		from, to, ok := profileplan.VoterMove(p.classes[r.ID], p.leadOn[r.ID], voters, p.voterCandidates(c, r), p.plannedProfile)
+		from, to, ok := profileplan.VoterMove(p.classes[r.ID], p.leadOn[r.ID], voters, p.voterCandidates(c, r, held), p.plannedProfile)
 		if !ok {
 			continue
 		}
@@ -89,9 +89,8 @@ func (p *NodeProfiles) withWrites(c *model.Cluster, v *view) []*model.Range {
 	return out
 }
 
-// voterCandidates are the nodes that may take a voter of r: in the plan, live, active, idle, holding
-// no replica of it; those holding the fewest voters of ranges with writes first.
-func (p *NodeProfiles) voterCandidates(c *model.Cluster, r *model.Range) []uint64 {
+// writeVoters counts, per node, the voters of planned ranges of a class that takes writes.
+func (p *NodeProfiles) writeVoters(c *model.Cluster) map[uint64]int {
 	held := map[uint64]int{}
 	for id, cl := range p.classes {
 		if w := c.Range(id); w != nil && profileplan.TakesWrites(cl) {
@@ -100,6 +99,12 @@ func (p *NodeProfiles) voterCandidates(c *model.Cluster, r *model.Range) []uint6
 			}
 		}
 	}
+	return held
+}
+
+// voterCandidates are the nodes that may take a voter of r: in the plan, live, active, idle, holding
+// no replica of it; those holding the fewest voters of ranges with writes (held) first.
+func (p *NodeProfiles) voterCandidates(c *model.Cluster, r *model.Range, held map[uint64]int) []uint64 {
 	var out []uint64
 	for _, n := range c.Nodes {
 		if _, planned := p.profile[n.ID]; !planned || !n.Live || !n.Active() || n.Busy() || r.HasReplica(n.ID) {
