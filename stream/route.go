@@ -27,18 +27,20 @@ type routeCache struct {
 	entries []*routeEntry // by start key
 }
 
-func (rc *routeCache) get(key []byte) *routeEntry {
+// leader is the cached leader address of key's range ("" if none). It copies the address under
+// the lock: setLeader changes an entry in place while other senders read it.
+func (rc *routeCache) leader(key []byte) string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	i := sort.Search(len(rc.entries), func(i int) bool { return bytes.Compare(rc.entries[i].start, key) > 0 }) - 1
 	if i < 0 {
-		return nil
+		return ""
 	}
 	e := rc.entries[i]
 	if len(e.end) != 0 && bytes.Compare(key, e.end) >= 0 {
-		return nil
+		return ""
 	}
-	return e
+	return e.leader
 }
 
 // insert adds e, dropping the entries it overlaps (older views of a split or merge).
@@ -80,8 +82,8 @@ func (rc *routeCache) setLeader(key []byte, addr string) {
 
 // leaderOf returns the address of the node leading key's range, looking it up when not cached.
 func (in *Ingester) leaderOf(ctx context.Context, key []byte) (string, error) {
-	if e := in.routes.get(key); e != nil && e.leader != "" {
-		return e.leader, nil
+	if l := in.routes.leader(key); l != "" {
+		return l, nil
 	}
 	resp, err := in.cfg.Client.Lookup(ctx, key)
 	if err != nil {
@@ -96,8 +98,9 @@ func (in *Ingester) leaderOf(ctx context.Context, key []byte) (string, error) {
 	if e.leader == "" {
 		return "", fmt.Errorf("range of %q: no replica address", key)
 	}
+	leader := e.leader // e is shared once inserted
 	in.routes.insert(e)
-	return e.leader, nil
+	return leader, nil
 }
 
 // nodeFor returns the unaligned target of key: a hash of the key among the live nodes.
