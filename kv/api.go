@@ -615,6 +615,8 @@ func (s *Service) RelocateReplica(ctx context.Context, req *pb.RelocateReplicaRe
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
 	}
+	ctx, cancel := withReplyMargin(ctx)
+	defer cancel()
 	resp := &pb.RelocateReplicaResponse{}
 	err := s.OnLeader(ctx, req.RangeId, func(r *replica.Replica) error {
 		d, err := s.relocateLocal(ctx, r, req.AddNodeId, req.RemoveNodeId, req.Step)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shoaldb/shoal/pb"
 	"github.com/shoaldb/shoal/replica"
@@ -60,4 +61,19 @@ func WithTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, defaultOpTimeout)
+}
+
+// withReplyMargin ends ctx a little before its deadline (a tenth of what is left, at most 1 s), so
+// that a handler that waits until then still answers with its own typed error — a TIMEOUT saying
+// what it waited for — before the caller's deadline turns the call into a bare DeadlineExceeded.
+func withReplyMargin(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, deadline.Add(-replyMargin(time.Until(deadline))))
+}
+
+func replyMargin(left time.Duration) time.Duration {
+	return max(0, min(time.Second, left/10))
 }
