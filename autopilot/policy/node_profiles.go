@@ -57,6 +57,10 @@ type NodeProfilesConfig struct {
 	// MaxAway bounds the wait for such a node: after it the policy samples and plans without it.
 	// Default 5 min (the supervisor's bound on the compaction after a block size change).
 	MaxAway time.Duration
+	// KeepVoters leaves the voters of ranges with writes where they are (no voterMove): for a
+	// cluster whose voters another policy places, e.g. rebalance by replica count, which would
+	// move them back. Default false: they move off the read nodes, before any restart.
+	KeepVoters bool
 }
 
 func (c NodeProfilesConfig) withDefaults() NodeProfilesConfig {
@@ -138,15 +142,15 @@ type NodeProfiles struct {
 	leadOn   map[uint64]uint64            // range → node planned to lead it
 	profile  map[uint64]profileplan.Class // node → planned profile
 	asked    map[uint64]asked             // node → the profile last asked for, and when
-	// moved is when a replica move of each range was last proposed: another waits RetryAfter. A
-	// move adds a learner whose snapshot loads two disks; retried each round after it failed (its
-	// promotion timed out on a seek-bound disk), nine moves of one range in four minutes starved
-	// the hot range's node.
-	moved map[uint64]time.Time
-	// votersOff is the last voter move voterMove proposed for each range: the range's next waits
-	// RetryAfter while the voter it moved is still there (the move failed or runs), and not once it
-	// is gone.
-	votersOff map[uint64]voterOff
+	// moved is when a replica move of each range was last proposed, and how many in a row: another
+	// waits moveWait. A move adds a learner whose snapshot loads two disks; retried each round after
+	// it failed (its promotion timed out on a seek-bound disk), nine moves of one range in four
+	// minutes starved the hot range's node.
+	moved map[uint64]moveTry
+	// votersOff is the node the last voter move of each range takes its voter off: the range's next
+	// waits moveWait (from moved) while that voter is still there (the move failed or runs), and
+	// not once it is gone.
+	votersOff map[uint64]uint64
 	// away are the nodes restarting for a profile this policy asked for, from the ask until they
 	// have been back for Settle: no sample and no plan meanwhile (see hold).
 	away map[uint64]*away
@@ -205,7 +209,7 @@ func (a *away) returned(c *model.Cluster, node uint64) bool {
 func NewNodeProfiles(cfg NodeProfilesConfig) *NodeProfiles {
 	cfg = cfg.withDefaults()
 	return &NodeProfiles{cfg: cfg, smooth: map[uint64]*profileplan.Smoother{}, asked: map[uint64]asked{}, switching: map[uint64]switching{},
-		moved: map[uint64]time.Time{}, votersOff: map[uint64]voterOff{},
+		moved: map[uint64]moveTry{}, votersOff: map[uint64]uint64{},
 		away: map[uint64]*away{}, deferred: map[uint64]time.Time{},
 		resizer: profileplan.Resizer{Threshold: cfg.GrowThreshold}}
 }
@@ -257,7 +261,19 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 	v := newView(c, pending)
 	defer v.release()
 	var ops []*operator.Operator
-	if !waiting {
+	// The voters of ranges with writes move first, before any restart: a move needs no node
+	// restarted, its gain (the read nodes' disks freed of writes) lands at once and lifts the level
+	// the restarts' hand-overs then dip from. A restart waits while a replica move of this policy
+	// runs (two disks loaded by its snapshot) or one is proposed.
+	if !hold && moves < p.cfg.MaxMoves && copies == 0 {
+		if op := p.voterMove(c, v, restarting); op != nil {
+			ops = append(ops, op)
+			v.add(op)
+			moves++
+			copies++
+		}
+	}
+	if !waiting && copies == 0 {
 		if op := p.reprofile(c, v); op != nil {
 			ops = append(ops, op)
 			v.add(op)
@@ -275,12 +291,6 @@ func (p *NodeProfiles) Propose(c *model.Cluster, pending []*operator.Operator) [
 		moves++
 		if op.Kind == operator.KindMoveReplica {
 			copies++
-		}
-	}
-	if !hold && moves < p.cfg.MaxMoves && copies == 0 {
-		if op := p.voterMove(c, v, restarting); op != nil {
-			ops = append(ops, op)
-			v.add(op)
 		}
 	}
 	return ops
@@ -788,7 +798,7 @@ func (p *NodeProfiles) leavesFirst(c *model.Cluster, node uint64) bool {
 		if a := p.away[to]; a != nil && a.back.IsZero() {
 			continue
 		}
-		if at, tried := p.moved[r.ID]; r.IsVoter(to) || !tried || c.Now.Sub(at) >= p.cfg.RetryAfter {
+		if m, tried := p.moved[r.ID]; r.IsVoter(to) || !tried || c.Now.Sub(m.at) >= p.moveWait(m) {
 			return true
 		}
 	}
@@ -871,7 +881,7 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 		default:
 			snapshot = false
 			op = operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, r.Leader, to, why+"; move its leader's replica there")
-			p.moved[r.ID] = c.Now
+			p.noteMove(r.ID, c.Now)
 		}
 		op.Priority = operator.PriorityLow
 		q, now := r.QPS()+r.ReplicaReadQPS, profileplan.Classify(operator.MixOf(r))
@@ -920,7 +930,7 @@ func (p *NodeProfiles) toPlace(c *model.Cluster, v *view, restarting map[uint64]
 		if n := c.Node(to); n == nil || !n.Active() || n.Busy() || profileOf(n) != p.profile[to] {
 			continue
 		}
-		if at, ok := p.moved[id]; ok && !r.IsVoter(to) && c.Now.Sub(at) < p.cfg.RetryAfter {
+		if m, ok := p.moved[id]; ok && !r.IsVoter(to) && c.Now.Sub(m.at) < p.moveWait(m) {
 			continue
 		}
 		todo = append(todo, r)
@@ -997,4 +1007,32 @@ func mixText(m profileplan.Mix) string {
 		s += fmt.Sprintf(", %s of them scans", pct(m.Scans/m.Reads))
 	}
 	return s + ", " + fmtQPS(t)
+}
+
+// moveTry is when a replica move of a range was last proposed, and how many were proposed in a row,
+// each soon after the wait of the one before ran out (it had not done what it was for).
+type moveTry struct {
+	at    time.Time
+	tries int
+}
+
+// maxMoveBackoff bounds the doubling of a range's replica move wait.
+const maxMoveBackoff = 8
+
+// moveWait is how long after m the range's next replica move waits: RetryAfter, doubled for each
+// earlier move in the row (at most maxMoveBackoff times). Each try streams a snapshot to the target
+// and its learner is removed again when it fails: in the experiment the moves onto a saturated
+// disk failed over and over, once a minute, each time loading two disks for nothing.
+func (p *NodeProfiles) moveWait(m moveTry) time.Duration {
+	return p.cfg.RetryAfter * time.Duration(min(1<<max(m.tries-1, 0), maxMoveBackoff))
+}
+
+// noteMove records a replica move of range id proposed at now: one in a row with the last when it
+// comes within twice the last one's wait, else the first of a new row.
+func (p *NodeProfiles) noteMove(id uint64, now time.Time) {
+	m, tries := p.moved[id], 1
+	if !m.at.IsZero() && now.Sub(m.at) < 2*p.moveWait(m) {
+		tries = m.tries + 1
+	}
+	p.moved[id] = moveTry{at: now, tries: tries}
 }

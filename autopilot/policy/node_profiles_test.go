@@ -53,6 +53,11 @@ range 9 [h,i) voters=3,5,2 reads=200 scans=190 writes=5 scanrows=18240 scanblock
 	return b.String()
 }
 
+// restartsOnly is the configuration of the tests of the rolling restarts: the voters stay where
+// profilesText puts them (KeepVoters), else the moves of the write ranges' voters off the read
+// nodes, which come first, would precede every restart (testdata/node_profiles shows them).
+var restartsOnly = NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3, KeepVoters: true}
+
 // planOf is a plan as node → profile and ranges, for comparing plans.
 func planOf(p *profileplan.Plan) string {
 	var parts []string
@@ -162,7 +167,7 @@ func proposeAway(t *testing.T, p *NodeProfiles, sp operator.SetProfile, r5 strin
 // node restarted has been back for Settle, and the plan is the one it had (the same nodes and
 // classes: no new plan).
 func TestNodeProfilesNoReplanWhileRestartedNodeAway(t *testing.T) {
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	p := NewNodeProfiles(restartsOnly)
 	none := map[int]string{}
 	r5 := "scanrows=27840"
 	var ops []*operator.Operator
@@ -212,7 +217,7 @@ func TestNodeProfilesNoReplanWhileRestartedNodeAway(t *testing.T) {
 // once a later view than the one its end was first seen in still shows the old profile: the policy
 // samples and goes on with another node.
 func TestNodeProfilesRefusedChangeEndsTheHold(t *testing.T) {
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	p := NewNodeProfiles(restartsOnly)
 	none := map[int]string{}
 	var ops []*operator.Operator
 	for s := 0; s <= 20; s += 10 {
@@ -258,7 +263,7 @@ func TestNodeProfilesOneRestartAtATime(t *testing.T) {
 // A node that misses heartbeats for a few seconds (a disk-bound node's run late) stays in the plan;
 // a dead one leaves it, and the policy plans again without it.
 func TestNodeProfilesPlanKeepsASilentNode(t *testing.T) {
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	p := NewNodeProfiles(restartsOnly)
 	r5 := "scanrows=27840"
 	for s := 0; s <= 20; s += 10 {
 		p.Propose(profilesCluster(t, s, nil, r5), nil) // its profile changes are not kept: refused
@@ -370,7 +375,7 @@ func TestNodeProfilesWaitsForTheLeadershipsBack(t *testing.T) {
 		t.Fatalf("46s, r5 back: %v, want the next node's profile change", got)
 	}
 	// Without r5's return, TakeBackWait after n4 came up counts it back.
-	q := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	q := NewNodeProfiles(restartsOnly)
 	for s := 0; s <= 20; s += 10 {
 		q.Propose(profilesCluster(t, s, nil, r5), nil)
 	}
@@ -500,11 +505,34 @@ func TestNodeProfilesRetriesAMoveAfterAWhile(t *testing.T) {
 	}
 }
 
-// planned is a policy after the three rounds (0, 10, 20 s) of profilesCluster that make its plan,
+// A range whose replica moves keep failing (their learner's snapshot never applies) is moved again
+// after RetryAfter, then twice that, four times, at most eight — its voter moves and the moves that
+// carry its leadership alike: each try streams a snapshot onto the target's disk for nothing.
+func TestNodeProfilesBacksOffAFailingMove(t *testing.T) {
+	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	nodes := map[int]string{1: "profile=read", 2: "profile=read", 3: "profile=write", 4: "profile=scan", 5: "profile=readwrite"}
+	var first uint64
+	var at []int
+	for s := 0; s <= 1200; s += 5 {
+		for _, op := range p.Propose(profilesCluster(t, s, nodes, "scanrows=27840"), nil) {
+			if op.Kind != operator.KindMoveReplica || (first != 0 && op.RangeID != first) {
+				continue
+			}
+			first = op.RangeID // the moves end without moving anything
+			at = append(at, s)
+		}
+	}
+	want := []int{20, 80, 200, 440, 920}
+	if !slices.Equal(at, want) {
+		t.Fatalf("r%d's replica moves proposed at %v s, want %v (RetryAfter 60 s, doubling)", first, at, want)
+	}
+}
+
+// planned is a policy of the restarts (restartsOnly) after the three rounds (0, 10, 20 s) of profilesCluster that make its plan,
 // and the operators of the third.
 func planned(t *testing.T, r5 string) (*NodeProfiles, []*operator.Operator) {
 	t.Helper()
-	p := NewNodeProfiles(NodeProfilesConfig{SampleEvery: 10 * time.Second, Samples: 3})
+	p := NewNodeProfiles(restartsOnly)
 	var ops []*operator.Operator
 	for s := 0; s <= 20; s += 10 {
 		ops = p.Propose(profilesCluster(t, s, nil, r5), nil)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/shoaldb/shoal/autopilot/model"
 	"github.com/shoaldb/shoal/autopilot/operator"
@@ -16,18 +15,16 @@ import (
 // last (profileplan.VoterMove) — to a node that suits them better and holds none. Under Raft each
 // voter syncs and compacts its range's writes: every node of the experiment spent 40–65 of its 150
 // disk operations a second on the writing tenants whatever it led, and the read nodes' point reads
-// queued behind them. It waits for the reconfiguration: no node restarting or away, none back for
-// less than Settle (Propose's hold), every node running its planned profile. The ranges with the
-// most writes go first; a move that has not taken its voter off is retried only after RetryAfter;
+// queued behind them. It runs between restarts only: no node restarting or away, none back for
+// less than Settle (Propose's hold). The ranks are the planned profiles, so the moves need no
+// restart and come before them: the plan is matched to the current leaders, and most of the
+// ranges its read nodes are to lead they lead already. Neither the leader's voter nor the planned
+// leader's moves. The ranges with the most writes go first; a move that has not taken its voter
+// off is retried only after moveWait (RetryAfter, doubling while the range's moves keep failing);
 // none reads its snapshot off the node leading a hot range.
 func (p *NodeProfiles) voterMove(c *model.Cluster, v *view, restarting map[uint64]bool) *operator.Operator {
-	if len(restarting) != 0 {
+	if p.cfg.KeepVoters || len(restarting) != 0 {
 		return nil
-	}
-	for _, n := range c.Nodes {
-		if pr, planned := p.profile[n.ID]; planned && inPlan(c, n) && (!n.Active() || n.Busy() || profileOf(n) != pr) {
-			return nil
-		}
 	}
 	hot, held := p.hotLeaders(c), p.writeVoters(c)
 	for _, r := range p.withWrites(c, v) {
@@ -44,7 +41,8 @@ func (p *NodeProfiles) voterMove(c *model.Cluster, v *view, restarting map[uint6
 		if !ok {
 			continue
 		}
-		p.votersOff[r.ID] = voterOff{node: from, at: c.Now}
+		p.votersOff[r.ID] = from
+		p.noteMove(r.ID, c.Now) // place's replica move of it waits as after its own: the same snapshot
 		op := operator.NewMoveReplica(NameNodeProfiles, c.Now, c, r, from, to, fmt.Sprintf(
 			"r%d is %s (%.0f writes/s): each voter syncs and compacts its writes; move its voter from n%d (profile %s) to n%d (profile %s)",
 			r.ID, p.classes[r.ID], r.WriteQPS, from, p.profile[from], to, p.profile[to]))
@@ -56,15 +54,9 @@ func (p *NodeProfiles) voterMove(c *model.Cluster, v *view, restarting map[uint6
 	return nil
 }
 
-// voterOff is a voter move proposed: the node it takes the voter off, and when.
-type voterOff struct {
-	node uint64
-	at   time.Time
-}
-
 // withWrites are the planned ranges of a class that takes writes that voterMove may move: led by
-// the live node planned to lead them (place moves a leader first), not under another operator, not within RetryAfter of a voter move that has not taken
-// its voter off; most writes first.
+// a live node (the move runs from the leader), not under another operator, not within moveWait
+// of a voter move that has not taken its voter off; most writes first.
 func (p *NodeProfiles) withWrites(c *model.Cluster, v *view) []*model.Range {
 	var out []*model.Range
 	for id, cl := range p.classes {
@@ -72,10 +64,10 @@ func (p *NodeProfiles) withWrites(c *model.Cluster, v *view) []*model.Range {
 		if r == nil || !profileplan.TakesWrites(cl) || v.busy[id] {
 			continue
 		}
-		if n := c.Node(r.Leader); n == nil || !n.Live || r.Leader != p.leadOn[id] {
+		if n := c.Node(r.Leader); n == nil || !n.Live {
 			continue
 		}
-		if off, ok := p.votersOff[id]; ok && r.IsVoter(off.node) && c.Now.Sub(off.at) < p.cfg.RetryAfter {
+		if off, ok := p.votersOff[id]; ok && r.IsVoter(off) && c.Now.Sub(p.moved[id].at) < p.moveWait(p.moved[id]) {
 			continue
 		}
 		out = append(out, r)
