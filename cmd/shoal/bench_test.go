@@ -260,3 +260,25 @@ func TestBenchPoolCompare(t *testing.T) {
 		}
 	}
 }
+
+// MeT's experiment runs as a scenario: listed, and flags of the declarative scenarios that it does
+// not take are refused before any node starts.
+func TestBenchScenarioNodeProfiles(t *testing.T) {
+	code, out, errOut := benchRun(t, "bench", "scenario", "list")
+	if code != 0 || !strings.Contains(out, "node-profiles") || !strings.Contains(out, "shoal bench profiles --warmup 20s") {
+		t.Fatalf("list: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", t.TempDir(), "--repeat", "2"}, "--repeat does not apply to node-profiles"},
+		{[]string{"--out", t.TempDir(), "--variants", "x"}, "--variants does not apply"},
+		{nil, "--out is required"},
+	} {
+		code, _, errOut := benchRun(t, append([]string{"bench", "scenario", "node-profiles"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}

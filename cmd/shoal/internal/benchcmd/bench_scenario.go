@@ -40,7 +40,9 @@ policy on and then off, each on a fresh cluster. Writes DIR/report.json (the set
 summary, per-second series, events and scores) and PNG timelines, the runs overlaid (throughput.png,
 latency.png, hit_ratio.png; for the read-hints scenarios node_hit_ratio.png and
 new_leader_hit_ratio.png; for move snapshot.png). --duration rescales the scenario's event offsets
-with it. "shoal bench scenario list" (or --list) prints the scenarios.
+with it. "shoal bench scenario list" (or --list) prints the scenarios. node-profiles is MeT's
+experiment, shoal bench profiles with the settings of docs/design/profiles.md: DIR/report.json is
+its JSON (--records and --threads per tenant apply).
 
 Every run checks its footing and prints the verdicts: the 1-s throughput before its first event has
 a coefficient of variation and a largest periodic component of at most 10 %, the runs' steady
@@ -76,6 +78,9 @@ func runBenchScenario(cmd *cobra.Command, args []string) error {
 	if fl.list || args[0] == "list" {
 		return listScenarios(cmd.OutOrStdout())
 	}
+	if args[0] == nodeProfilesScenario {
+		return runNodeProfilesScenario(cmd)
+	}
 	sc, ok := scenario.Lookup(args[0])
 	if !ok {
 		return fmt.Errorf("unknown scenario %q (see shoal bench scenario list)", args[0])
@@ -83,15 +88,11 @@ func runBenchScenario(cmd *cobra.Command, args []string) error {
 	if fl.out == "" {
 		return fmt.Errorf("--out is required")
 	}
-	dir := fl.dir
-	if dir == "" {
-		d, err := benchutil.TempDir()
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := scenarioDataDir(fl.dir)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	fmt.Fprintf(os.Stderr, "scenario %s: %s; data in %s\n", sc.Name, sc.Description, dir)
 	opts := scenario.Options{
 		Dir: dir, Out: fl.out, Duration: fl.duration, Records: fl.records, Threads: fl.threads, Rate: fl.rate, Splits: fl.splits,
@@ -140,6 +141,7 @@ func listScenarios(w io.Writer) error {
 	for _, s := range scenario.List() {
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", s.Name, s.Policy, s.Duration, s.Score, s.Schedule(), s.VariantNames())
 	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", nodeProfilesScenario, "node_profiles", "~35m", "profiles", "-", "-")
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -147,6 +149,7 @@ func listScenarios(w io.Writer) error {
 	for _, s := range scenario.List() {
 		fmt.Fprintf(w, "%s: %s\n", s.Name, s.Description)
 	}
+	fmt.Fprintf(w, "%s: %s\n", nodeProfilesScenario, nodeProfilesDescription)
 	return nil
 }
 
@@ -241,4 +244,17 @@ break without any join. One report is enough for --compare when it holds several
 		}
 		return nil
 	},
+}
+
+// scenarioDataDir is where a scenario's nodes keep their data: dir (kept), or a temporary directory
+// that cleanup removes.
+func scenarioDataDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := benchutil.TempDir()
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
 }
