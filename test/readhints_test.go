@@ -342,8 +342,11 @@ func TestWarmBeforeTransfer(t *testing.T) {
 // TestWarmAfterRestart: a follower that restarts replays its peers' hot-key summary before its raft
 // groups start, so it comes back with the hot set in its cache instead of empty.
 func TestWarmAfterRestart(t *testing.T) {
+	// The warm-up's bound is generous here: what is checked is that the restarted node replays a
+	// peer's hot keys, and under -race on a busy host one range's share of the default 2 s (500 ms)
+	// did not cover dialing a peer and replaying its summary.
 	c := testcluster.StartSafe(t, testcluster.Options{Nodes: 3, Node: node.Config{
-		Hints: readhints.Config{FixedFraction: true},
+		Hints: readhints.Config{FixedFraction: true, RestartWarm: 20 * time.Second},
 	}})
 	ctx, cl, hot, rs := hotRange(t, c, 5000, 100)
 	rangeID, leader := rs.GetDesc().GetRangeId(), c.NodeIndex(rs.LeaderNodeId)
