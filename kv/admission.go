@@ -85,9 +85,12 @@ func (c *requestCount) drain(ctx context.Context) int {
 	}
 	select {
 	case <-idle:
+		// Every admitted request has left: a count above 0 now is a refused request between its
+		// increment and its leave.
+		return 0
 	case <-ctx.Done():
+		return int(c.n.Load())
 	}
-	return int(c.n.Load())
 }
 
 // grow counts memory the request came to hold after admission (a scan's result).
