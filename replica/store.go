@@ -1091,6 +1091,7 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 		defer s.wg.Done()
 		defer func() { <-s.snapSem }()
 		defer engSnap.Close()
+		start := time.Now()
 		lo, hi := storage.DataSpan(r.IsMeta(), desc.StartKey, desc.EndKey)
 		src, err := snapstream.New(engSnap, lo, hi)
 		status := raft.SnapshotFinish
@@ -1106,9 +1107,15 @@ func (s *Store) startSnapshotLocked(r *Replica, m *raftpb.Message, toNode uint64
 			err = s.cfg.Transport.SendSnapshot(ctx, header, src) // closes src
 			cancel()
 		}
+		// Info, not Debug: a replica move waits on these, and a slow or refused snapshot is what an
+		// operator needs to see when a move times out.
 		if err != nil {
 			status = raft.SnapshotFailure
-			s.cfg.Logger.Debug("snapshot failed", "range", r.rangeID, "to", toNode, "err", err)
+			s.cfg.Logger.Info("snapshot failed", "range", r.rangeID, "to", toNode, "index", meta.GetMetadata().GetIndex(),
+				"took", time.Since(start).Round(time.Millisecond), "err", err)
+		} else {
+			s.cfg.Logger.Info("snapshot sent", "range", r.rangeID, "to", toNode, "index", meta.GetMetadata().GetIndex(),
+				"took", time.Since(start).Round(time.Millisecond))
 		}
 		r.mu.Lock()
 		if !r.destroyed {
