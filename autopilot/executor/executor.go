@@ -128,6 +128,9 @@ type running struct {
 	deadline  time.Time // model time by which the whole operator must be done
 
 	issued       bool      // the current step's call was made
+	issuedAt     time.Time // model time the current step's call was made
+	stepTimeout  time.Duration
+	stepBytes    uint64    // the range's bytes when the current step was issued
 	stepDeadline time.Time // model time by which the current step must show as finished
 	inflight     bool      // the current step's call has not returned
 	callDone     bool      // a result is waiting to be looked at
@@ -148,6 +151,7 @@ type Executor struct {
 	mu     sync.Mutex
 	ops    map[uint64]*running // by range ID
 	slots  map[uint64]int      // AddLearner calls in flight per node
+	rates  *snapshotRates      // the snapshot rate budgeted per receiving node
 	last   *model.Cluster
 	ctx    context.Context // cancelled by Stop; parent of every Actuator call
 	cancel context.CancelFunc
@@ -164,8 +168,10 @@ func New(src model.Source, act Actuator, log *decisions.Log, cfg Config) *Execut
 		log = decisions.NewLog(0, 0)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Executor{cfg: cfg.WithDefaults(), src: src, act: act, log: log, ops: map[uint64]*running{},
-		slots: map[uint64]int{}, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+	cfg = cfg.WithDefaults()
+	return &Executor{cfg: cfg, src: src, act: act, log: log, ops: map[uint64]*running{},
+		slots: map[uint64]int{}, rates: newSnapshotRates(cfg.Timeouts.SnapshotRate), ctx: ctx, cancel: cancel,
+		wake: make(chan struct{}, 1)}
 }
 
 // Log returns the decision log the executor records into.
@@ -250,7 +256,7 @@ func (e *Executor) Submit(op *operator.Operator) error {
 	}
 	timeout := op.Timeout
 	if r := e.rangeLocked(op.RangeID); r != nil {
-		timeout = max(timeout, e.cfg.Timeouts.Total(op.Steps, r))
+		timeout = max(timeout, e.totalLocked(op.Steps, r))
 	}
 	if timeout <= 0 {
 		timeout = time.Duration(len(op.Steps)) * e.cfg.Timeouts.Base
@@ -399,6 +405,7 @@ func (e *Executor) advanceLocked(c *model.Cluster, rs *running) {
 				return // the executor is stopping and canceled the call: Stop records it as stopped
 			}
 			rs.callDone = false
+			e.learnLocked(rs, c.Now, rs.callErr != nil)
 			if rs.callErr != nil && !operator.Finished(op.Steps[rs.step], c, r) {
 				e.finishLocked(rs, fmt.Sprintf("%s: %s: %v", decisions.StatusFailed, op.Steps[rs.step], rs.callErr), c.Now)
 				return
@@ -431,8 +438,9 @@ func (e *Executor) advanceLocked(c *model.Cluster, rs *running) {
 		}
 		if rs.issued {
 			if c.Now.After(rs.stepDeadline) {
+				e.learnLocked(rs, c.Now, true)
 				e.finishLocked(rs, fmt.Sprintf("%s: %s took longer than %s", decisions.StatusTimedOut, step,
-					e.cfg.Timeouts.Step(step, r)), c.Now)
+					rs.stepTimeout), c.Now)
 			}
 			return
 		}
@@ -462,8 +470,9 @@ func (e *Executor) issueLocked(c *model.Cluster, r *model.Range, rs *running) bo
 			e.slots[n]++
 		}
 	}
-	timeout := e.cfg.Timeouts.Step(step, r)
+	timeout := e.timeoutLocked(step, r)
 	rs.issued, rs.waiting, rs.inflight = true, "", true
+	rs.issuedAt, rs.stepTimeout, rs.stepBytes = c.Now, timeout, r.Bytes
 	rs.stepDeadline = c.Now.Add(timeout)
 	ctx, cancel := context.WithTimeout(e.ctx, timeout)
 	rs.cancel = cancel

@@ -95,9 +95,12 @@ func TestTimeoutsScaleWithBytes(t *testing.T) {
 	if got := slow.Step(AddLearner{Node: 4}, r); got != 65*time.Second {
 		t.Fatalf("64 MiB at 1 MiB/s: %s, want 65s", got)
 	}
+	if got := tm.Step(PromoteVoter{Node: 4}, r); got != 14*time.Second {
+		t.Fatalf("promote-voter of 64 MiB (it may wait for the snapshot): %s, want 14s", got)
+	}
 	op := NewAddReplica("replicate", c.Now, r, 4, "test")
-	if op.Timeout != 24*time.Second {
-		t.Fatalf("operator timeout %s, want 24s (14s + 10s)", op.Timeout)
+	if op.Timeout != 28*time.Second {
+		t.Fatalf("operator timeout %s, want 28s (14s + 14s)", op.Timeout)
 	}
 }
 

@@ -325,8 +325,9 @@ func (s Merge) Influence(r *model.Range, inf Influence) {
 // Timeout implements Step: the base plus the snapshot transfer time.
 func (s AddLearner) Timeout(r *model.Range, t Timeouts) time.Duration { return t.transfer(r.Bytes) }
 
-// Timeout implements Step.
-func (s PromoteVoter) Timeout(r *model.Range, t Timeouts) time.Duration { return t.base() }
+// Timeout implements Step: a promotion waits for its learner to catch up, which takes the snapshot's
+// time when the add-learner's call ended before the snapshot arrived.
+func (s PromoteVoter) Timeout(r *model.Range, t Timeouts) time.Duration { return t.transfer(r.Bytes) }
 
 // Timeout implements Step.
 func (s RemoveReplica) Timeout(r *model.Range, t Timeouts) time.Duration { return t.base() }
