@@ -231,7 +231,10 @@ type Reconfiguration struct {
 	// Operators counts node_profiles' operators by kind and outcome; Plans are its plans as the
 	// decision log states them (class shares, groups, nodes).
 	Operators map[string]int `json:"operators"`
-	Plans     []string       `json:"plans"`
+	// OtherOperators counts the other policies' operators begun in it, "policy kind status": a
+	// policy that moves back what node_profiles moves shows here.
+	OtherOperators map[string]int `json:"other_operators"`
+	Plans          []string       `json:"plans"`
 	// Restarts are the nodes' profile changes in it (seconds from the switch, from the shedding to
 	// the leaderships back), and Overlapping the pairs of them that overlapped in time: the policy
 	// restarts one node at a time, so it must be 0.
@@ -603,7 +606,7 @@ func (e *experiment) reconfigure(ctx context.Context) (reconf Reconfiguration, s
 	var moves []string
 	var watch sync.WaitGroup
 	watch.Go(func() { moves = e.watchLeaders(wctx, start) })
-	reconf.Converged, reconf.Operators = e.converge(ctx)
+	reconf.Converged, reconf.Operators, reconf.OtherOperators = e.converge(ctx, start)
 	// Not converged: a restart under way ends before the window (at most its bound), which would
 	// otherwise measure a node without its leaderships.
 	_ = benchutil.WaitFor(ctx, time.Minute, func() bool { return !e.restarting() })
@@ -669,21 +672,26 @@ const quietFor = 45 * time.Second
 
 // converge waits until node_profiles has changed at least one profile and then stayed quiet for
 // quietFor with no operator of its running and no node restarting (at most Converge), and counts
-// its operators. A SetProfile operator ends when the node runs the profile; its compaction and the
+// its operators and the other policies' begun since start. A SetProfile operator ends when the node runs the profile; its compaction and the
 // return of its leaderships follow, and the policy waits for them (and 10 s more) before it asks
 // for the next change.
-func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
+func (e *experiment) converge(ctx context.Context, start float64) (bool, map[string]int, map[string]int) {
 	deadline := time.Now().Add(e.o.Converge)
 	var last int
 	quietSince := time.Now()
-	count := map[string]int{}
+	count, others := map[string]int{}, map[string]int{}
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		ds, _, err := e.cl.Decisions(ctx)
 		if err == nil {
 			clear(count)
+			clear(others)
 			running, setDone := 0, 0
 			for _, d := range ds {
 				kind, _, _ := cutKind(d.Operator)
+				if at, err := time.Parse(time.RFC3339Nano, d.Time); err == nil && d.Policy != policy.NameNodeProfiles &&
+					d.Range != 0 && float64(at.UnixNano())/1e9 >= start {
+					others[d.Policy+" "+kind+" "+d.Status]++
+				}
 				if d.Policy != policy.NameNodeProfiles || !slices.Contains([]string{"set-profile", "transfer-leader", "move-replica"}, kind) {
 					continue // notes (plans, advice) are no operators
 				}
@@ -699,14 +707,14 @@ func (e *experiment) converge(ctx context.Context) (bool, map[string]int) {
 				last, quietSince = n, time.Now()
 			}
 			if setDone > 0 && running == 0 && time.Since(quietSince) > quietFor {
-				return true, maps.Clone(count)
+				return true, maps.Clone(count), maps.Clone(others)
 			}
 		}
 		if stopper.SleepContext(ctx, time.Second) != nil {
 			break
 		}
 	}
-	return false, maps.Clone(count)
+	return false, maps.Clone(count), maps.Clone(others)
 }
 
 // restartsSince are the nodes' profile changes that began at or after start (Unix seconds), by
