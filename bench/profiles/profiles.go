@@ -24,6 +24,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -41,6 +42,7 @@ import (
 	"github.com/pingcap/go-ycsb/pkg/util"
 	goycsb "github.com/pingcap/go-ycsb/pkg/ycsb"
 
+	"github.com/shoaldb/shoal/autopilot/decisions"
 	"github.com/shoaldb/shoal/autopilot/policy"
 	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/ycsb"
@@ -234,7 +236,10 @@ type Reconfiguration struct {
 	// OtherOperators counts the other policies' operators begun in it, "policy kind status": a
 	// policy that moves back what node_profiles moves shows here.
 	OtherOperators map[string]int `json:"other_operators"`
-	Plans          []string       `json:"plans"`
+	// Unsuccessful are node_profiles' operators that ended otherwise than succeeded, as the decision
+	// log has them: each step's time and error, and the executor's notes (at most 30).
+	Unsuccessful []string `json:"unsuccessful,omitempty"`
+	Plans        []string `json:"plans"`
 	// Restarts are the nodes' profile changes in it (seconds from the switch, from the shedding to
 	// the leaderships back), and Overlapping the pairs of them that overlapped in time: the policy
 	// restarts one node at a time, so it must be 0.
@@ -607,6 +612,7 @@ func (e *experiment) reconfigure(ctx context.Context) (reconf Reconfiguration, s
 	var watch sync.WaitGroup
 	watch.Go(func() { moves = e.watchLeaders(wctx, start) })
 	reconf.Converged, reconf.Operators, reconf.OtherOperators = e.converge(ctx, start)
+	reconf.Unsuccessful = e.unsuccessful(ctx)
 	// Not converged: a restart under way ends before the window (at most its bound), which would
 	// otherwise measure a node without its leaderships.
 	_ = benchutil.WaitFor(ctx, time.Minute, func() bool { return !e.restarting() })
@@ -692,7 +698,7 @@ func (e *experiment) converge(ctx context.Context, start float64) (bool, map[str
 					d.Range != 0 && float64(at.UnixNano())/1e9 >= start {
 					others[d.Policy+" "+kind+" "+d.Status]++
 				}
-				if d.Policy != policy.NameNodeProfiles || !slices.Contains([]string{"set-profile", "transfer-leader", "move-replica"}, kind) {
+				if d.Policy != policy.NameNodeProfiles || !slices.Contains(operatorKinds, kind) {
 					continue // notes (plans, advice) are no operators
 				}
 				count[kind+" "+d.Status]++
@@ -715,6 +721,41 @@ func (e *experiment) converge(ctx context.Context, start float64) (bool, map[str
 		}
 	}
 	return false, maps.Clone(count), maps.Clone(others)
+}
+
+// operatorKinds are the kinds of node_profiles' operators (its other entries are notes: plans, advice).
+var operatorKinds = []string{"set-profile", "transfer-leader", "move-replica"}
+
+// unsuccessful are node_profiles' operators that ended otherwise than succeeded, with their steps
+// and notes, as the decision log holds them now.
+func (e *experiment) unsuccessful(ctx context.Context) []string {
+	_, raw, err := e.cl.Decisions(ctx)
+	if err != nil {
+		return []string{fmt.Sprintf("decision log unread: %v", err)}
+	}
+	var entries []decisions.Entry
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return []string{fmt.Sprintf("decision log unread: %v", err)}
+	}
+	var out []string
+	for _, d := range entries {
+		kind, _, _ := cutKind(d.Operator)
+		if d.Policy != policy.NameNodeProfiles || !slices.Contains(operatorKinds, kind) ||
+			slices.Contains([]string{"succeeded", "running", "pending"}, d.Status) {
+			continue
+		}
+		line := fmt.Sprintf("%s r%d %s: %s", d.Time.Format("15:04:05"), d.Range, d.Operator, d.Status)
+		for _, st := range d.Steps {
+			line += fmt.Sprintf("; %s %.1fs %s", st.Step, st.TookS, st.Error)
+		}
+		if len(d.Notes) > 0 {
+			line += "; notes: " + strings.Join(d.Notes, " | ")
+		}
+		if out = append(out, line); len(out) == 30 {
+			break
+		}
+	}
+	return out
 }
 
 // restartsSince are the nodes' profile changes that began at or after start (Unix seconds), by
