@@ -147,6 +147,9 @@ type NodeProfiles struct {
 	// it failed (its promotion timed out on a seek-bound disk), nine moves of one range in four
 	// minutes starved the hot range's node.
 	moved map[uint64]moveTry
+	// transferred is the same for the leadership transfers to a planned node: the next waits
+	// TransferRetry, doubling.
+	transferred map[uint64]moveTry
 	// votersOff is the node the last voter move of each range takes its voter off: the range's next
 	// waits moveWait (from moved) while that voter is still there (the move failed or runs), and
 	// not once it is gone.
@@ -209,7 +212,7 @@ func (a *away) returned(c *model.Cluster, node uint64) bool {
 func NewNodeProfiles(cfg NodeProfilesConfig) *NodeProfiles {
 	cfg = cfg.withDefaults()
 	return &NodeProfiles{cfg: cfg, smooth: map[uint64]*profileplan.Smoother{}, asked: map[uint64]asked{}, switching: map[uint64]switching{},
-		moved: map[uint64]moveTry{}, votersOff: map[uint64]uint64{},
+		moved: map[uint64]moveTry{}, transferred: map[uint64]moveTry{}, votersOff: map[uint64]uint64{},
 		away: map[uint64]*away{}, deferred: map[uint64]time.Time{},
 		resizer: profileplan.Resizer{Threshold: cfg.GrowThreshold}}
 }
@@ -866,6 +869,7 @@ func (p *NodeProfiles) place(c *model.Cluster, v *view, restarting map[uint64]bo
 		switch {
 		case r.IsVoter(to):
 			op = operator.NewTransferLeader(NameNodeProfiles, c.Now, r, to, why)
+			noteTry(p.transferred, r.ID, c.Now, TransferRetry)
 		case !snapshot:
 			continue
 		case hot[r.Leader] != 0 && hot[r.Leader] != r.ID:
@@ -931,6 +935,9 @@ func (p *NodeProfiles) toPlace(c *model.Cluster, v *view, restarting map[uint64]
 			continue
 		}
 		if m, ok := p.moved[id]; ok && !r.IsVoter(to) && c.Now.Sub(m.at) < p.moveWait(m) {
+			continue
+		}
+		if m, ok := p.transferred[id]; ok && r.IsVoter(to) && c.Now.Sub(m.at) < m.wait(TransferRetry) {
 			continue
 		}
 		todo = append(todo, r)
@@ -1023,16 +1030,31 @@ const maxMoveBackoff = 8
 // earlier move in the row (at most maxMoveBackoff times). Each try streams a snapshot to the target
 // and its learner is removed again when it fails: in the experiment the moves onto a saturated
 // disk failed over and over, once a minute, each time loading two disks for nothing.
-func (p *NodeProfiles) moveWait(m moveTry) time.Duration {
-	return p.cfg.RetryAfter * time.Duration(min(1<<max(m.tries-1, 0), maxMoveBackoff))
+func (p *NodeProfiles) moveWait(m moveTry) time.Duration { return m.wait(p.cfg.RetryAfter) }
+
+// wait is how long after m the next try waits: base, doubled for each earlier try in the row (at
+// most maxMoveBackoff times).
+func (m moveTry) wait(base time.Duration) time.Duration {
+	return base * time.Duration(min(1<<max(m.tries-1, 0), maxMoveBackoff))
 }
 
-// noteMove records a replica move of range id proposed at now: one in a row with the last when it
-// comes within twice the last one's wait, else the first of a new row.
-func (p *NodeProfiles) noteMove(id uint64, now time.Time) {
-	m, tries := p.moved[id], 1
-	if !m.at.IsZero() && now.Sub(m.at) < 2*p.moveWait(m) {
-		tries = m.tries + 1
+// noteTry records in tries a try for range id proposed at now: one in a row with the last when it
+// comes within twice the last one's wait (from base), else the first of a new row.
+func noteTry(tries map[uint64]moveTry, id uint64, now time.Time, base time.Duration) {
+	m, n := tries[id], 1
+	if !m.at.IsZero() && now.Sub(m.at) < 2*m.wait(base) {
+		n = m.tries + 1
 	}
-	p.moved[id] = moveTry{at: now, tries: tries}
+	tries[id] = moveTry{at: now, tries: n}
 }
+
+// noteMove records a replica move of range id proposed at now.
+func (p *NodeProfiles) noteMove(id uint64, now time.Time) {
+	noteTry(p.moved, id, now, p.cfg.RetryAfter)
+}
+
+// TransferRetry is how long after a leadership transfer of a range this policy proposed it proposes
+// the next, doubling while they keep coming (at most maxMoveBackoff times): a transfer to a voter
+// that does not catch up (its disk saturated) holds the range's proposals for each hand-over, and
+// one retried every round to such a node timed out 20 times in 200 s.
+const TransferRetry = 20 * time.Second

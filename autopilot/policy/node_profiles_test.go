@@ -528,6 +528,31 @@ func TestNodeProfilesBacksOffAFailingMove(t *testing.T) {
 	}
 }
 
+// A range whose leadership transfers to its planned node keep coming (they time out: the voter
+// there does not catch up) is transferred again after TransferRetry, then twice, four times… as
+// long, at most eight times.
+func TestNodeProfilesBacksOffAFailingTransfer(t *testing.T) {
+	p := NewNodeProfiles(restartsOnly)
+	nodes := map[int]string{1: "profile=read", 2: "profile=read", 3: "profile=write", 4: "profile=scan", 5: "profile=readwrite"}
+	var first uint64
+	var at []int
+	for s := 0; s <= 700; s += 5 {
+		// r7, a read range planned on n2, led by its voter on the write node.
+		text := strings.Replace(profilesText(s, nodes, "scanrows=27840"), "[f,g) voters=1,3,5 ", "[f,g) voters=2,3,5 leader=3 ", 1)
+		for _, op := range p.Propose(parseClusterf(t, "%s", text), nil) {
+			if op.Kind != operator.KindTransferLeader || (first != 0 && op.RangeID != first) {
+				continue
+			}
+			first = op.RangeID // the transfers end without moving anything
+			at = append(at, s)
+		}
+	}
+	want := []int{20, 40, 80, 160, 320, 480, 640}
+	if !slices.Equal(at, want) {
+		t.Fatalf("r%d's transfers proposed at %v s, want %v (TransferRetry 20 s, doubling, at most 160 s)", first, at, want)
+	}
+}
+
 // planned is a policy of the restarts (restartsOnly) after the three rounds (0, 10, 20 s) of profilesCluster that make its plan,
 // and the operators of the third.
 func planned(t *testing.T, r5 string) (*NodeProfiles, []*operator.Operator) {
