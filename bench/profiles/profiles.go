@@ -217,6 +217,9 @@ type NodeEngine struct {
 	ReadOpsS  float64 `json:"disk_read_ops_s"`
 	WriteOpsS float64 `json:"disk_write_ops_s"`
 	WaitS     float64 `json:"disk_wait_s"`
+	// WriteStalls are the engine's write stalls in the window (Pebble held every write of the node:
+	// too many L0 tables or memtables waiting to flush), a small memtable's cost under writes.
+	WriteStalls int64 `json:"write_stalls"`
 }
 
 // Reconfiguration is the node_profiles arm's transition: the level before the switch, its 10-s bins
@@ -871,6 +874,7 @@ func mib(b int64) float64 { return math.Round(float64(b)/(1<<20)*100) / 100 }
 type cacheCount struct {
 	engine       *storage.Engine
 	hits, misses int64
+	stalls       int64
 	disk         emudisk.Stats
 	at           float64
 }
@@ -880,7 +884,7 @@ func (e *experiment) cacheCounts() map[uint64]cacheCount {
 	for _, s := range e.sups {
 		if n := s.Node(); n != nil {
 			st := n.Engine().Stats()
-			out[n.NodeID()] = cacheCount{n.Engine(), st.BlockCacheHits, st.BlockCacheMisses, n.Engine().DeviceStats(), now()}
+			out[n.NodeID()] = cacheCount{n.Engine(), st.BlockCacheHits, st.BlockCacheMisses, st.WriteStalls, n.Engine().DeviceStats(), now()}
 		}
 	}
 	return out
@@ -894,6 +898,7 @@ func hitRatios(nodes map[uint64]*NodeEngine, before, after map[uint64]cacheCount
 		if !ok1 || !ok2 || a.engine != b.engine {
 			continue
 		}
+		ne.WriteStalls = a.stalls - b.stalls
 		if n := (a.hits - b.hits) + (a.misses - b.misses); n > 0 {
 			ne.HitRatio = math.Round(float64(a.hits-b.hits)/float64(n)*1000) / 1000
 		}
