@@ -9,7 +9,8 @@ import (
 )
 
 // MinSnapshotRate is the lowest snapshot rate a step is budgeted at, however slow the snapshots into
-// a node were: below it a range's snapshot would be given hours.
+// a node were: below it a range's snapshot would be given hours. The transport accepts no lower
+// --snapshot-rate either (transport.MinSnapshotRate, a layer the autopilot does not import).
 const MinSnapshotRate = 64 << 10
 
 // snapshotRates are the rates (bytes/s) the executor budgets a snapshot into each node at. They start
@@ -49,8 +50,8 @@ func (s *snapshotRates) observe(node, bytes uint64, took, timeout time.Duration,
 		// (not the leader, refused) comes at once.
 		after := max(MinSnapshotRate, min(before, shown)/2)
 		s.rates[node] = after
-		return fmt.Sprintf("the learner on n%d did not catch up in %v (%s): snapshots into n%d budgeted at %s from now (were %s)",
-			node, took.Round(time.Second), mib(bytes), node, mibps(after), mibps(before))
+		return fmt.Sprintf("the learner on n%d did not catch up in %v (%s): snapshots into n%d budgeted at %s/s from now (were %s/s)",
+			node, took.Round(time.Second), model.FormatBytes(bytes), node, model.FormatBytes(uint64(after)), model.FormatBytes(uint64(before)))
 	case !failed && shown > before:
 		s.rates[node] = min(s.max, shown)
 	}
@@ -87,10 +88,6 @@ func (e *Executor) totalLocked(steps []operator.Step, r *model.Range) time.Durat
 	}
 	return d
 }
-
-func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-func mibps(r float64) string { return fmt.Sprintf("%.2f MiB/s", r/(1<<20)) }
 
 // learnLocked tells the rates how the current step's call ended at now: failed, or not.
 // Successes teach only an add-learner's rate: a promotion after the snapshot arrived is quick

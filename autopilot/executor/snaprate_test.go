@@ -70,7 +70,7 @@ func TestTimedOutSnapshotGivesTheNextMoreTime(t *testing.T) {
 	f.Advance(6 * time.Second) // past the add-learner's 5 s (64 MiB at 32 MiB/s, twice, plus 1 s)
 	e.Reconcile(f.Snapshot())
 	en := entry(t, e, op.ID)
-	if !strings.Contains(strings.Join(en.Notes, "\n"), "snapshots into n4 budgeted at 5.33 MiB/s") {
+	if !strings.Contains(strings.Join(en.Notes, "\n"), "snapshots into n4 budgeted at 5.33MiB/s") {
 		t.Fatalf("status %q, notes %q: want the lowered rate (64 MiB in 6 s, halved)", en.Status, en.Notes)
 	}
 	c = f.Snapshot()

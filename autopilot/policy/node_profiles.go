@@ -1016,8 +1016,9 @@ func mixText(m profileplan.Mix) string {
 	return s + ", " + fmtQPS(t)
 }
 
-// moveTry is when a replica move of a range was last proposed, and how many were proposed in a row,
-// each soon after the wait of the one before ran out (it had not done what it was for).
+// moveTry is when a range's replica move (or, in transferred, its leadership transfer) was last
+// proposed, and how many were proposed in a row, each soon after the wait of the one before ran out
+// (it had not done what it was for).
 type moveTry struct {
 	at    time.Time
 	tries int
@@ -1055,6 +1056,6 @@ func (p *NodeProfiles) noteMove(id uint64, now time.Time) {
 
 // TransferRetry is how long after a leadership transfer of a range this policy proposed it proposes
 // the next, doubling while they keep coming (at most maxMoveBackoff times): a transfer to a voter
-// that does not catch up (its disk saturated) holds the range's proposals for each hand-over, and
-// one retried every round to such a node timed out 20 times in 200 s.
+// that does not catch up (behind on its log) holds the range's proposals for each hand-over, and
+// in one run of the experiment, 20 transfers to one node timed out in a 5-min reconfiguration.
 const TransferRetry = 20 * time.Second
