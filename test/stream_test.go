@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -446,6 +447,13 @@ func TestStreamFollowsANewNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := c.Nodes[i].Node.NodeID()
+	// placeReplica asks the first node, which refuses a node it has not heard of yet.
+	testcluster.WaitFor(t, 10*time.Second, "the first node knowing the new one", func() bool {
+		resp, err := c.Nodes[0].Node.Nodes(ctx, &pb.NodesRequest{})
+		return err == nil && resp.GetError() == nil && slices.ContainsFunc(resp.GetNodes(), func(n *pb.NodeStatus) bool {
+			return n.GetDesc().GetNodeId() == id
+		})
+	})
 	placeReplica(t, ctx, c, cl, stream.CountPrefix, id)
 	moved := time.Now()
 	moveLeader(t, ctx, c, cl, stream.CountPrefix, id)
