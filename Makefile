@@ -26,10 +26,16 @@ demo: build
 # then the rest (about equal halves). Any failing run fails the target.
 SUITE_A := ^(TestChaosShort|TestLinearizable.*|TestTxn.*|TestRESPWatch.*|TestExpiry.*|TestRekey.*|TestStream.*|TestRollingRestart.*|TestIncrementalBackupChainRestores)$$
 # The packages are compiled once before the three runs start: run side by side on an empty build
-# cache, each would compile the same race-instrumented dependencies again.
+# cache, each would compile the same race-instrumented dependencies again. The suites that run node
+# processes (chaos) get the shoal binary linked from those packages (SHOAL_BIN): race-instrumented
+# under -race, so a data race in a node fails its run, and a link where a build of their own would
+# compile every dependency again without -race.
+TESTBIN := $(CURDIR)/bin/shoal-test
 test:
 	$(GO) vet $(PKGS)
 	$(GO) build $(filter -race,$(TESTFLAGS)) $(PKGS)
+	$(GO) build $(filter -race,$(TESTFLAGS)) -o $(TESTBIN) ./cmd/shoal
+	export SHOAL_BIN=$(TESTBIN); \
 	$(GO) test $(TESTFLAGS) -run '$(SUITE_A)' ./test/ & a=$$!; \
 	$(GO) test $(TESTFLAGS) -skip '$(SUITE_A)' ./test/ & b=$$!; \
 	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -v '/test$$'); rest=$$?; \

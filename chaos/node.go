@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -281,6 +282,32 @@ func (n *node) tail(lines int) string {
 		}
 	}
 	return string(b)
+}
+
+// raceHeader begins each report of the Go race detector, which a node built with -race writes to
+// its stderr (the node's log) when it sees a data race, and goes on running.
+const raceHeader = "WARNING: DATA RACE"
+
+// firstRace returns the first race detector report in the node's log, at most maxLines lines of it,
+// and how many reports the log holds; "" and 0 when it holds none (always so for a binary built
+// without -race).
+func (n *node) firstRace(maxLines int) (string, int) {
+	b, err := os.ReadFile(n.log)
+	if err != nil {
+		return "", 0
+	}
+	count := bytes.Count(b, []byte(raceHeader))
+	i := bytes.Index(b, []byte(raceHeader))
+	if i < 0 {
+		return "", 0
+	}
+	lines := strings.SplitN(string(b[i:]), "\n", maxLines+1)
+	for j, l := range lines {
+		if j > 0 && strings.HasPrefix(l, "==================") { // the report's closing rule
+			return strings.Join(lines[:j], "\n"), count
+		}
+	}
+	return strings.Join(lines[:min(len(lines), maxLines)], "\n"), count
 }
 
 func nodeDir(base string, i int) string { return filepath.Join(base, fmt.Sprintf("n%d", i+1)) }

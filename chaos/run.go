@@ -253,6 +253,18 @@ func (r *run) checkCrashes() {
 	}
 }
 
+// checkRaces records a problem for each node whose log holds a race detector's report: with a
+// binary built with -race (make test builds the suite's so), a data race in a node fails the run as
+// a lost write does, though no operation showed it. It reads the logs once the nodes have stopped,
+// so that a race in their shutdown counts too.
+func (r *run) checkRaces() {
+	for _, n := range r.nodes {
+		if first, count := n.firstRace(40); count > 0 {
+			r.problem("%s: the race detector reported %d data race(s) (%s); the first:\n%s", n.name(), count, n.log, first)
+		}
+	}
+}
+
 // Run runs the chaos suite once. The error reports a run that could not be carried out (no
 // cluster, no network); what the run found is in the Report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
@@ -286,6 +298,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.logf("mode %s, %d nodes, %d workers, %v of nemesis", r.net.Mode(), cfg.Nodes, cfg.Workers, cfg.Duration)
 	defer func() {
 		r.stopAll()
+		r.checkRaces()
 		if err := r.net.Close(); err != nil {
 			r.problem("network cleanup: %v", err)
 		}

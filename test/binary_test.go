@@ -34,8 +34,9 @@ var (
 	buildOut  []byte
 )
 
-// shoalBinary is SHOAL_BIN, or the shoal binary (CGO_ENABLED=0) built once for every test of the
-// package that runs real processes.
+// shoalBinary is SHOAL_BIN (make test links one from its race-instrumented packages, so that a
+// race in a node process shows in its log and fails a chaos run), or the shoal binary
+// (CGO_ENABLED=0) built once for every test of the package that runs real processes.
 func shoalBinary(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("SHOAL_BIN"); bin != "" {

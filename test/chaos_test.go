@@ -17,7 +17,8 @@ import (
 // CAP_NET_ADMIN), 25 s of workload while the nemesis does every kind of fault at least once, then
 // porcupine over the history and a final read of every acknowledged write. `make chaos` runs the
 // long version. CHAOS_SEED replays a seed, CHAOS_MODE forces netns or loopback, SHOAL_BIN names a
-// prebuilt binary (otherwise the test builds one with CGO_ENABLED=0).
+// prebuilt binary (make test gives a race-instrumented one; otherwise the test builds one with
+// CGO_ENABLED=0).
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos suite: not in -short mode")
