@@ -68,12 +68,17 @@ func streamDial() ([]grpc.DialOption, error) {
 	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))}, nil
 }
 
-func streamJobs(s *session) error {
+// nodeStatuses asks every node for its Streams status, dialed as the root's flags say.
+func nodeStatuses(s *session) ([]*pb.StreamStatusResponse, error) {
 	opts, err := streamDial()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sts, err := stream.NodeStatus(s.ctx, s.c, opts, cli.Global.AuthToken)
+	return stream.NodeStatus(s.ctx, s.c, opts, cli.Global.AuthToken)
+}
+
+func streamJobs(s *session) error {
+	sts, err := nodeStatuses(s)
 	if err != nil {
 		return err
 	}
@@ -99,11 +104,7 @@ func streamJobs(s *session) error {
 }
 
 func streamStatus(s *session) error {
-	opts, err := streamDial()
-	if err != nil {
-		return err
-	}
-	sts, err := stream.NodeStatus(s.ctx, s.c, opts, cli.Global.AuthToken)
+	sts, err := nodeStatuses(s)
 	if err != nil {
 		return err
 	}
