@@ -41,7 +41,8 @@ const metaRangeID = 1
 type Config struct {
 	// Seed drives every random choice of the driver. Required (0 is a valid seed but not a default).
 	Seed uint64
-	// Bin is the shoal binary the nodes run (built with CGO_ENABLED=0). Required.
+	// Bin is the shoal binary the nodes run (make test's is built with -race, make chaos's with
+	// CGO_ENABLED=0). Required.
 	Bin string
 	// Dir holds the nodes' data directories and logs. Required; the caller removes it.
 	Dir string
