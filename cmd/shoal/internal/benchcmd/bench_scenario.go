@@ -14,6 +14,7 @@ import (
 
 	"github.com/shoaldb/shoal/bench/analysis"
 	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/profiles"
 	"github.com/shoaldb/shoal/bench/scenario"
 )
 
@@ -42,7 +43,8 @@ latency.png, hit_ratio.png; for the read-hints scenarios node_hit_ratio.png and
 new_leader_hit_ratio.png; for move snapshot.png). --duration rescales the scenario's event offsets
 with it. "shoal bench scenario list" (or --list) prints the scenarios. node-profiles is MeT's
 experiment, shoal bench profiles with the settings of docs/design/profiles.md: DIR/report.json is
-its JSON (--records and --threads per tenant apply).
+its JSON (--records and --threads per tenant apply); with --repeat N, DIR/repeat.json holds each
+goal figure's median and range over the N runs, each goal judged on the median.
 
 Every run checks its footing and prints the verdicts: the 1-s throughput before its first event has
 a coefficient of variation and a largest periodic component of at most 10 %, the runs' steady
@@ -194,7 +196,8 @@ repetitions: per run label (variant, or policy=on/off), each figure's mean, stan
 minimum and maximum, and the SLO windows recounted against one threshold for all of them
 (*_common); for read-hints-overhead, the pairs of toggled windows of every run pooled into one cost
 with its 95 % confidence interval (all pairs, and those whose windows the host stole little from).
-All reports must be of one scenario.
+All reports must be of one scenario. Reports of node-profiles give its repeat.json instead: each goal
+figure's median and range, each goal judged on the median.
 
 With --compare A,B it pairs instead: the k-th run of A and the k-th run of B in each report (they
 ran side by side) make a pair, and it prints every run's SLO score (the 1-s p99 windows over the
@@ -226,6 +229,12 @@ break without any join. One report is enough for --compare when it holds several
 			out = c
 		case poolFlags.control != "" || poolFlags.thresholdMs != 0:
 			return fmt.Errorf("--control and --threshold go with --compare")
+		case profilesReports(args):
+			reps, err := profiles.LoadReports(args)
+			if err != nil {
+				return err
+			}
+			out = profiles.Summarize(reps)
 		default:
 			rr, err := analysis.Pool(args)
 			if err != nil {
@@ -244,6 +253,13 @@ break without any join. One report is enough for --compare when it holds several
 		}
 		return nil
 	},
+}
+
+// profilesReports reports whether the first of paths is a report of the node-profiles experiment
+// (the others must be too: profiles.LoadReports says which is not).
+func profilesReports(paths []string) bool {
+	b, err := os.ReadFile(paths[0])
+	return err == nil && profiles.IsReport(b)
 }
 
 // scenarioDataDir is where a scenario's nodes keep their data: dir (kept), or a temporary directory

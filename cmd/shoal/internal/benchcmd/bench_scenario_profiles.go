@@ -35,9 +35,11 @@ func nodeProfilesOptions() profiles.Options {
 }
 
 // runNodeProfilesScenario runs it: --records and --threads (per tenant) apply, --data-dir keeps
-// the nodes' data; DIR/report.json is bench profiles' JSON.
+// the nodes' data; DIR/report.json is bench profiles' JSON. With --repeat N it runs N times on fresh
+// clusters (DIR/rep-1 … DIR/rep-N) and writes DIR/repeat.json: each goal figure's median and range,
+// judged on the median (profiles.Summarize).
 func runNodeProfilesScenario(cmd *cobra.Command) error {
-	for _, name := range []string{"duration", "rate", "splits", "surge-threads", "no-emulated-disk", "variants", "hosts", "pairs", "window", "skip", "repeat"} {
+	for _, name := range []string{"duration", "rate", "splits", "surge-threads", "no-emulated-disk", "variants", "hosts", "pairs", "window", "skip"} {
 		if cmd.Flags().Changed(name) {
 			return fmt.Errorf("--%s does not apply to %s (its settings: shoal bench profiles --help)", name, nodeProfilesScenario)
 		}
@@ -46,35 +48,70 @@ func runNodeProfilesScenario(cmd *cobra.Command) error {
 	if fl.out == "" {
 		return fmt.Errorf("--out is required")
 	}
-	if err := os.MkdirAll(fl.out, 0o755); err != nil {
-		return err
+	if fl.repeat < 1 {
+		return fmt.Errorf("--repeat %d: want at least 1", fl.repeat)
 	}
 	dir, cleanup, err := scenarioDataDir(fl.dir)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	o := nodeProfilesOptions()
-	o.Records, o.Threads = int64(fl.records), fl.threads
-	o.Progress = func(s string) {
-		fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().Format(time.TimeOnly), nodeProfilesScenario, s)
-	}
 	fmt.Fprintf(os.Stderr, "scenario %s: %s; data in %s\n", nodeProfilesScenario, nodeProfilesDescription, dir)
-	rep, err := profiles.Run(cmd.Context(), dir, o)
-	if err != nil {
+	out := cmd.OutOrStdout()
+	if fl.repeat == 1 {
+		rep, err := runNodeProfilesOnce(cmd, dir, fl.out, "")
+		if err != nil {
+			return err
+		}
+		printProfilesSummary(out, rep)
+		fmt.Fprintf(out, "wrote %s\n", filepath.Join(fl.out, "report.json"))
+		return nil
+	}
+	var reps []profiles.Report
+	for i := 1; i <= fl.repeat; i++ {
+		name := fmt.Sprintf("rep-%d", i)
+		rep, err := runNodeProfilesOnce(cmd, filepath.Join(dir, name), filepath.Join(fl.out, name), fmt.Sprintf("%d/%d ", i, fl.repeat))
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(out, "%s:\n", name)
+		printProfilesSummary(out, rep)
+		reps = append(reps, rep)
+	}
+	sum := profiles.Summarize(reps)
+	if err := sum.Print(out); err != nil {
 		return err
 	}
-	path := filepath.Join(fl.out, "report.json")
+	path := filepath.Join(fl.out, "repeat.json")
+	if err := sum.Write(path); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %s and %d reports under %s/rep-*\n", path, len(reps), fl.out)
+	return nil
+}
+
+// runNodeProfilesOnce runs the experiment once with its nodes under dataDir and writes
+// out/report.json; label prefixes its progress lines (which repetition).
+func runNodeProfilesOnce(cmd *cobra.Command, dataDir, out, label string) (profiles.Report, error) {
+	for _, d := range []string{out, dataDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return profiles.Report{}, err
+		}
+	}
+	o := nodeProfilesOptions()
+	o.Records, o.Threads = int64(scenarioFlags.records), scenarioFlags.threads
+	o.Progress = func(s string) {
+		fmt.Fprintf(os.Stderr, "%s %s%s: %s\n", time.Now().Format(time.TimeOnly), label, nodeProfilesScenario, s)
+	}
+	rep, err := profiles.Run(cmd.Context(), dataDir, o)
+	if err != nil {
+		return rep, err
+	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
-		return err
+		return rep, err
 	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	printProfilesSummary(cmd.OutOrStdout(), rep)
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", path)
-	return nil
+	return rep, os.WriteFile(filepath.Join(out, "report.json"), append(b, '\n'), 0o644)
 }
 
 // printProfilesSummary prints each arm's throughput and node_profiles' gains and cost.
