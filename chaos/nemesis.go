@@ -96,8 +96,13 @@ func (nm *nemesis) impaired() int {
 // maxImpaired is how many nodes may be down or paused at once: a majority stays up.
 func (nm *nemesis) maxImpaired() int { return (len(nm.r.nodes) - 1) / 2 }
 
-// loop acts until deadline, then ends every fault it caused.
+// loop acts until deadline, then ends every fault it caused. An action kind not yet covered at the
+// deadline (the cover waits for each kind to be possible: a partition for the one before to heal, a
+// split for no other action in flight) extends the run until it is, by at most the run's length
+// again: a short run that missed a kind would have tested less than it says.
 func (nm *nemesis) loop(ctx context.Context, deadline time.Time) {
+	hard := deadline.Add(time.Until(deadline))
+	extended := false
 	next := time.Now().Add(nm.interval())
 	// slow logs a step of the loop that held it up (a fault would then end late).
 	slow := func(what string, since time.Time) {
@@ -135,8 +140,18 @@ func (nm *nemesis) loop(ctx context.Context, deadline time.Time) {
 		nm.collect(false)
 		nm.r.checkCrashes()
 		slow("checking for crashes", t)
-		if now.After(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil || now.After(hard) {
 			break
+		}
+		if now.After(deadline) {
+			if len(nm.cover) == 0 {
+				break
+			}
+			if !extended {
+				extended = true
+				nm.r.logf("nemesis: %v not done yet at the end of the run: going on until they are, at most until %.1fs",
+					nm.cover, hard.Sub(nm.r.t0).Seconds())
+			}
 		}
 		if !now.Before(next) {
 			t := time.Now()
@@ -145,7 +160,7 @@ func (nm *nemesis) loop(ctx context.Context, deadline time.Time) {
 			next = time.Now().Add(nm.interval())
 		}
 		wake := next
-		if deadline.Before(wake) {
+		if deadline.Before(wake) && !extended {
 			wake = deadline
 		}
 		for _, u := range nm.undos {
