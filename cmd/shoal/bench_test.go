@@ -272,13 +272,62 @@ func TestBenchScenarioNodeProfiles(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--out", t.TempDir(), "--repeat", "2"}, "--repeat does not apply to node-profiles"},
+		{[]string{"--out", t.TempDir(), "--repeat", "0"}, "--repeat 0: want at least 1"},
 		{[]string{"--out", t.TempDir(), "--variants", "x"}, "--variants does not apply"},
+		{[]string{"--out", t.TempDir(), "--rate", "5"}, "--rate does not apply"},
 		{nil, "--out is required"},
 	} {
 		code, _, errOut := benchRun(t, append([]string{"bench", "scenario", "node-profiles"}, tc.args...)...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// bench pool on reports of the node-profiles experiment summarizes them as --repeat does: each goal
+// figure's median and range, judged on the median; another scenario's report among them is refused.
+func TestBenchPoolNodeProfiles(t *testing.T) {
+	dir := t.TempDir()
+	report := func(name string, np, best, rnd, minShare float64, failed int) string {
+		rep := map[string]any{"options": map[string]any{}, "best_homogeneous": "homogeneous-scan", "failed": failed,
+			"arms": []map[string]any{{"name": "random-homogeneous", "throughput_ops_s": rnd},
+				{"name": "homogeneous-scan", "throughput_ops_s": best}, {"name": "node_profiles", "throughput_ops_s": np}},
+			"gains":           map[string]float64{"over_best_homogeneous": np / best, "over_random_homogeneous": np / rnd},
+			"reconfiguration": map[string]any{"min_share": minShare, "converged": true}}
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b, c := report("a.json", 420, 300, 200, 0.95, 0), report("b.json", 300, 300, 200, 0.80, 0), report("c.json", 450, 300, 210, 0.92, 0)
+	out := filepath.Join(dir, "repeat.json")
+	code, stdout, stderr := benchRun(t, "bench", "pool", "--out", out, a, b, c)
+	if code != 0 || !strings.Contains(stdout, "3 runs of the experiment") ||
+		!strings.Contains(stdout, "median 1.40 (range 1.00–1.50") || !strings.Contains(stdout, "goal ≥ 1.35 on the median: met") ||
+		!strings.Contains(stdout, "goal ≥ 2.00 on the median: met") || !strings.Contains(stdout, "goal ≥ 0.90 on the median: met") {
+		t.Fatalf("bench pool: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rr struct {
+		Runs int             `json:"runs"`
+		Met  map[string]bool `json:"met"`
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rr); err != nil || rr.Runs != 3 || !rr.Met["over_best_homogeneous"] {
+		t.Errorf("repeat.json: %v, %+v", err, rr)
+	}
+	other := filepath.Join(dir, "join.json")
+	if err := os.WriteFile(other, []byte(`{"scenario": "join", "runs": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := benchRun(t, "bench", "pool", a, other); code == 0 || !strings.Contains(stderr, "not a report of the node-profiles experiment") {
+		t.Errorf("a join report among node-profiles ones: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -70,9 +70,15 @@ func runNodeProfilesScenario(cmd *cobra.Command) error {
 	var reps []profiles.Report
 	for i := 1; i <= fl.repeat; i++ {
 		name := fmt.Sprintf("rep-%d", i)
-		rep, err := runNodeProfilesOnce(cmd, filepath.Join(dir, name), filepath.Join(fl.out, name), fmt.Sprintf("%d/%d ", i, fl.repeat))
+		data := filepath.Join(dir, name)
+		rep, err := runNodeProfilesOnce(cmd, data, filepath.Join(fl.out, name), fmt.Sprintf("%d/%d ", i, fl.repeat))
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+		if fl.dir == "" { // the next run needs the disk more than this one's stores, unless --data-dir asked to keep them
+			if err := os.RemoveAll(data); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(out, "%s:\n", name)
 		printProfilesSummary(out, rep)
