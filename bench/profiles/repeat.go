@@ -6,6 +6,9 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"github.com/shoaldb/shoal/bench/benchutil"
+	"github.com/shoaldb/shoal/bench/report"
 )
 
 // MeT's results (Cruz 2016, §3.5) as this experiment's goals: node_profiles' throughput at least
@@ -18,27 +21,16 @@ const (
 	GoalMinShare   = 0.9
 )
 
-// Spread is one figure over repeated runs: the median (the mean of the middle two for an even
-// count), the smallest and largest, and each run's value in run order.
+// Spread is one figure over repeated runs: report.Spread's median (the mean of the middle two for
+// an even count) and range, and each run's value in run order.
 type Spread struct {
-	Median float64   `json:"median"`
-	Min    float64   `json:"min"`
-	Max    float64   `json:"max"`
-	Runs   []float64 `json:"runs"`
+	report.Spread
+	Runs []float64 `json:"runs"`
 }
 
 // spreadOf is the Spread of vs (zero for none).
 func spreadOf(vs []float64) Spread {
-	if len(vs) == 0 {
-		return Spread{}
-	}
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return Spread{Median: m, Min: s[0], Max: s[len(s)-1], Runs: slices.Clone(vs)}
+	return Spread{Spread: report.SpreadOf(vs), Runs: slices.Clone(vs)}
 }
 
 // Repeated is the experiment's figures over repeated runs, judged on their medians: one run is
@@ -148,13 +140,7 @@ func (r Repeated) Print(w io.Writer) error {
 }
 
 // Write writes r as indented JSON to path.
-func (r Repeated) Write(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
+func (r Repeated) Write(path string) error { return benchutil.WriteJSON(path, r) }
 
 // IsReport reports whether the JSON in b is a report of this experiment (its reconfiguration and
 // gains), not of another scenario.

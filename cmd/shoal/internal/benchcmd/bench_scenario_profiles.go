@@ -1,7 +1,6 @@
 package benchcmd
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shoaldb/shoal/bench/benchutil"
 	"github.com/shoaldb/shoal/bench/profiles"
 )
 
@@ -113,11 +113,7 @@ func runNodeProfilesOnce(cmd *cobra.Command, dataDir, out, label string) (profil
 	if err != nil {
 		return rep, err
 	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return rep, err
-	}
-	return rep, os.WriteFile(filepath.Join(out, "report.json"), append(b, '\n'), 0o644)
+	return rep, benchutil.WriteJSON(filepath.Join(out, "report.json"), rep)
 }
 
 // printProfilesSummary prints each arm's throughput and node_profiles' gains and cost.
