@@ -73,6 +73,9 @@ type Config struct {
 	// AlignFor is how long a range must stay hot before the controller splits it (0: the policy's
 	// default).
 	AlignFor time.Duration
+	// AlignSamples is how many sampled events a range's recent windows must hold before the controller
+	// splits it (0: the policy's default, 256 — five one-second windows at about 50 events/s).
+	AlignSamples uint64
 	// CPUProfile, when set, is where a CPU profile of the measured window is written (the nodes,
 	// their tasks and the producers all run in this process).
 	CPUProfile string
@@ -173,7 +176,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	spec := benchutil.NodeSpec{}
 	spec.Config.Autopilot.Policies.StreamAlign = policy.StreamAlignConfig{MinEvents: cfg.AlignEvents,
-		BacklogLatency: cfg.AlignLatency, Saturated: cfg.AlignSaturated, HotFor: cfg.AlignFor}
+		BacklogLatency: cfg.AlignLatency, Saturated: cfg.AlignSaturated, HotFor: cfg.AlignFor,
+		MinSamples: cfg.AlignSamples}
 	c, err := benchutil.StartCluster(ctx, dir, cfg.Nodes, spec)
 	if err != nil {
 		return Result{}, err

@@ -94,6 +94,7 @@ func init() {
 	f.DurationVar(&c.JoinAt, "join-at", 0, "add a node this far into the measured window (0: none)")
 	f.Float64Var(&c.AlignEvents, "align-events", 0, "stream_align's floor in the controller arm, events/s per range (0: its default, 500)")
 	f.DurationVar(&c.AlignLatency, "align-latency", 0, "stream_align's backlog latency, a range's p90, in the controller arm (0: its default, 20ms)")
+	f.Uint64Var(&c.AlignSamples, "align-samples", 0, "sampled events a range's recent windows must hold before stream_align splits it, in the controller arm (0: its default, 256)")
 	f.Float64Var(&c.AlignSaturated, "align-saturated", 0, "utilization at which stream_align deems a node saturated, in the controller arm (0: its default, 0.85; above 1: never)")
 	f.StringVar(&linearRoadFlags.cpuProfile, "cpuprofile", "", "write a CPU profile of each arm's measured window to this file, suffixed with the arm's name")
 	benchCmd.AddCommand(benchLinearRoadCmd)
