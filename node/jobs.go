@@ -36,7 +36,7 @@ func (n *Node) Jobs(ctx context.Context, req *pb.JobsRequest) (*pb.JobsResponse,
 }
 
 // jobLoads is the scan jobs' view of the live nodes for their prefetch plan: the block bytes each
-// one's foreground reads loaded from disk and the ranges it leads with their sizes, from the nodes' last load
+// one's reads loaded from disk and the ranges it leads with their sizes, from the nodes' last load
 // reports.
 func (n *Node) jobLoads() []jobs.NodeLoad {
 	var out []jobs.NodeLoad

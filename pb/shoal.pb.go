@@ -3072,8 +3072,7 @@ type NodeStats struct {
 	LastCompleted       []*TaskCompletion `protobuf:"bytes,11,rep,name=last_completed,json=lastCompleted,proto3" json:"last_completed,omitempty"`
 	LedBefore           []uint64          `protobuf:"varint,12,rep,packed,name=led_before,json=ledBefore,proto3" json:"led_before,omitempty"`
 	// The bytes of the blocks the node's own reads loaded (not the snapshots it streamed out, nor its
-	// compactions, nor the scan jobs' runs and prefetches) and the part found in the block cache: its
-	// cache's hit ratio as its clients see it, and the disk reads its foreground makes.
+	// compactions) and the part found in the block cache: its cache's hit ratio as its clients see it.
 	ServedBlockBytes        uint64 `protobuf:"varint,13,opt,name=served_block_bytes,json=servedBlockBytes,proto3" json:"served_block_bytes,omitempty"`
 	ServedBlockBytesInCache uint64 `protobuf:"varint,14,opt,name=served_block_bytes_in_cache,json=servedBlockBytesInCache,proto3" json:"served_block_bytes_in_cache,omitempty"`
 	// cpu_percent (above) is the process's CPU over the last history interval, in % of one core, of

@@ -44,9 +44,12 @@ type sideCache struct {
 	// started remembers the copies begun (until their release), so that a copy read and released is
 	// not fetched again.
 	started map[string]time.Time
-	// bySource counts the bytes the jobs read from each node's disk, by who read: prefetches and runs
-	// (the scenario's per-second account).
+	// read counts the bytes the jobs read from each node's disk (runs and prefetches): the part of a
+	// node's busy disk that is the jobs' own, not the foreground's.
+	read map[uint64]int64
+	// bySource splits read by who read: prefetches and runs (the scenario's per-second account).
 	bySource map[uint64]DiskReads
+	mark     map[uint64]rateMark
 	// load marks each node's reported disk reads, for their rate.
 	load map[uint64]rateMark
 	// readers counts the runs reading each copy now: a copy is not released under them.
@@ -85,7 +88,7 @@ type rateMark struct {
 
 func newSideCache(budget int64) *sideCache {
 	return &sideCache{budget: budget, used: map[uint64]int64{}, m: map[string]*copyEntry{}, started: map[string]time.Time{},
-		bySource: map[uint64]DiskReads{}, load: map[uint64]rateMark{},
+		read: map[uint64]int64{}, bySource: map[uint64]DiskReads{}, mark: map[uint64]rateMark{}, load: map[uint64]rateMark{},
 		readers: map[string]int{}, runs: map[string]diskRun{}, short: map[string]uint64{}}
 }
 
@@ -333,6 +336,7 @@ func (c *sideCache) held() int64 {
 // noteRead counts bytes the jobs read from node's disk, by a prefetch or else by a run.
 func (c *sideCache) noteRead(node uint64, n int64, prefetch bool) {
 	c.mu.Lock()
+	c.read[node] += n
 	d := c.bySource[node]
 	if prefetch {
 		d.Prefetch += uint64(n)
@@ -350,6 +354,21 @@ func (c *sideCache) diskReads() map[uint64]DiskReads {
 	return maps.Clone(c.bySource)
 }
 
+// rate is the bytes/s the jobs read from node's disk since the previous call at least a second ago.
+func (c *sideCache) rate(node uint64, now time.Time) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, cur := c.mark[node], c.read[node]
+	if dt := now.Sub(m.at).Seconds(); !m.at.IsZero() && dt < 1 {
+		return m.rate
+	} else if !m.at.IsZero() {
+		m.rate = float64(cur-m.bytes) / dt
+	}
+	m.bytes, m.at = cur, now
+	c.mark[node] = m
+	return m.rate
+}
+
 // loadRate is the bytes/s of a node's reported cumulative disk reads since the mark at least a
 // second before.
 func (c *sideCache) loadRate(node uint64, cur uint64, now time.Time) float64 {
@@ -365,6 +384,8 @@ func (c *sideCache) loadRate(node uint64, cur uint64, now time.Time) float64 {
 	c.load[node] = m
 	return m.rate
 }
+
+func (s *Service) jobRate(node uint64, now time.Time) float64 { return s.copies.rate(node, now) }
 
 // startFetches begins the plan's prefetches whose time has come.
 func (s *Service) startFetches(ctx context.Context, ep *execPlan, now time.Time) {

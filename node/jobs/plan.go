@@ -52,8 +52,8 @@ func (s Strategy) solver() prefetch.Strategy {
 // NodeLoad is what the plan needs of one live node, from its last load report.
 type NodeLoad struct {
 	ID uint64
-	// ReadBytes counts the bytes of blocks the node's foreground reads (its clients', not the jobs'
-	// runs and prefetches) loaded from disk rather than its block cache, since it started.
+	// ReadBytes counts the bytes of blocks the node's reads (its clients' and the jobs') loaded from
+	// disk rather than its block cache, since it started.
 	ReadBytes uint64
 	// Leads maps the ranges it leads to their approximate bytes.
 	Leads map[uint64]int64
@@ -411,15 +411,12 @@ func maxKey(a, b []byte) []byte {
 }
 
 // budgetLeft is the disk bandwidth node l's foreground leaves the jobs: the disk's bandwidth less the
-// rate its foreground's reads missed the block cache at. The node counts the jobs' own reads (runs and
-// prefetches) apart in the same engine counters (storage's jobs category), so the split is made on one
-// reading: a count of the jobs' reads kept here could not be taken out of a report that lags it by a
-// heartbeat (a run's last second would read as the foreground's once the run has ended).
-// The disk's busy share is no measure either: a run's paced reads queue on the device and make it look
+// rate its reads missed the block cache at, the jobs' own reads (runs and prefetches) taken out. The
+// disk's busy share is no measure here: a run's paced reads queue on the device and make it look
 // saturated whatever their rate.
 func (s *Service) budgetLeft(l NodeLoad, now time.Time) float64 {
 	disk := float64(s.cfg.DiskBytesPerSec)
-	fg := s.copies.loadRate(l.ID, l.ReadBytes, now)
+	fg := max(0, s.copies.loadRate(l.ID, l.ReadBytes, now)-s.jobRate(l.ID, now))
 	return max(0, disk-fg) * s.cfg.DiskShare
 }
 
