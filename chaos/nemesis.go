@@ -98,9 +98,10 @@ func (nm *nemesis) maxImpaired() int { return (len(nm.r.nodes) - 1) / 2 }
 
 // loop acts until deadline, then ends every fault it caused. An action kind not yet covered at the
 // deadline (the cover waits for each kind to be possible: a partition for the one before to heal, a
-// split for no other action in flight) extends the run until it is, by at most the run's length
-// again: a short run that missed a kind would have tested less than it says.
-func (nm *nemesis) loop(ctx context.Context, deadline time.Time) {
+// split for no other action in flight), or too few acknowledged writes (acked says how many and
+// whether they are enough), extends the run until both are done, by at most the run's length again:
+// a short run that missed a kind, or wrote little, would have tested less than it says.
+func (nm *nemesis) loop(ctx context.Context, deadline time.Time, acked func() (int, bool)) {
 	hard := deadline.Add(time.Until(deadline))
 	extended := false
 	next := time.Now().Add(nm.interval())
@@ -144,13 +145,21 @@ func (nm *nemesis) loop(ctx context.Context, deadline time.Time) {
 			break
 		}
 		if now.After(deadline) {
-			if len(nm.cover) == 0 {
+			n, enough := acked()
+			if len(nm.cover) == 0 && enough {
 				break
 			}
 			if !extended {
 				extended = true
-				nm.r.logf("nemesis: %v not done yet at the end of the run: going on until they are, at most until %.1fs",
-					nm.cover, hard.Sub(nm.r.t0).Seconds())
+				var missing []string
+				if len(nm.cover) > 0 {
+					missing = append(missing, fmt.Sprintf("actions %v not done yet", nm.cover))
+				}
+				if !enough {
+					missing = append(missing, fmt.Sprintf("only %d acknowledged writes", n))
+				}
+				nm.r.logf("nemesis: %s at the end of the run: going on, at most until %.1fs",
+					strings.Join(missing, " and "), hard.Sub(nm.r.t0).Seconds())
 			}
 		}
 		if !now.Before(next) {

@@ -55,6 +55,10 @@ type Config struct {
 	Workers int
 	// Duration is how long the workload runs under the nemesis. Default 30 s.
 	Duration time.Duration
+	// MinAcked is how many acknowledged writes of unique keys the run must see: one with fewer at
+	// Duration (a starved host, a long outage) goes on under the nemesis until it has them, by at most
+	// Duration again, as it does for an action kind not yet covered. 0: no floor.
+	MinAcked int
 	// MinInterval and MaxInterval bound the pause between two nemesis actions. Default 0.4–1.6 s.
 	MinInterval, MaxInterval time.Duration
 	// Epoch is how long the contended keys keep their names (see workload.go). Default 5 s.
@@ -105,6 +109,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Duration == 0 {
 		c.Duration = 30 * time.Second
+	}
+	if c.MinAcked < 0 {
+		return c, fmt.Errorf("chaos: at least %d acknowledged writes: want 0 or more", c.MinAcked)
 	}
 	if c.MinInterval == 0 {
 		c.MinInterval = 400 * time.Millisecond
@@ -456,7 +463,10 @@ func (r *run) exercise(ctx context.Context) error {
 	nm := newNemesis(r, rand.New(rand.NewPCG(cfg.Seed, 2)), cfg.Actions)
 	r.logf("workload and nemesis start")
 	wlStart := h.Now()
-	nm.loop(ctx, time.Now().Add(cfg.Duration))
+	nm.loop(ctx, time.Now().Add(cfg.Duration), func() (int, bool) {
+		n := wl.ackedCount()
+		return n, n >= cfg.MinAcked
+	})
 	close(stop)
 	wg.Wait()
 	r.report.Duration = time.Since(wl.t0)

@@ -78,6 +78,13 @@ func (wl *workload) maxGap(from, to int64) (gap time.Duration, at time.Duration)
 	return gap, at
 }
 
+// ackedCount is how many writes of unique keys have been acknowledged so far.
+func (wl *workload) ackedCount() int {
+	wl.mu.Lock()
+	defer wl.mu.Unlock()
+	return len(wl.acked)
+}
+
 func (wl *workload) epochNow() int {
 	e := int(time.Since(wl.t0) / wl.epoch)
 	wl.mu.Lock()

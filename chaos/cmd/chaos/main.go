@@ -31,6 +31,7 @@ func run() int {
 		runs     = flag.Int("runs", 50, "number of runs")
 		seed     = flag.Uint64("seed", 0, "seed of the first run (0: from the clock); -seed S -runs 1 replays run S")
 		duration = flag.Duration("duration", 30*time.Second, "workload time under the nemesis, per run")
+		minAcked = flag.Int("min-acked", 0, "acknowledged writes a run must see: one with fewer goes on under the nemesis for them, up to twice -duration")
 		mode     = flag.String("mode", "auto", "auto, netns or loopback")
 		nodes    = flag.Int("nodes", 3, "nodes per cluster")
 		workers  = flag.Int("workers", 6, "concurrent clients")
@@ -78,7 +79,8 @@ func run() int {
 	for i := 0; i < *runs && ctx.Err() == nil; i++ {
 		s := *seed + uint64(i)
 		fmt.Printf("=== run %d/%d seed %d\n", i+1, *runs, s)
-		rep, err := one(ctx, s, binPath, *mode, *nodes, *workers, *duration, *out, *verbose, *keep)
+		base := chaos.Config{Bin: binPath, Mode: *mode, Nodes: *nodes, Workers: *workers, Duration: *duration, MinAcked: *minAcked}
+		rep, err := one(ctx, s, base, *out, *verbose, *keep)
 		if rep == nil {
 			rep = &chaos.Report{Seed: s}
 		}
@@ -150,8 +152,9 @@ func overloadBench(ctx context.Context, bin, out string, factor float64, d time.
 // slowAfter is the unavailability (max-gap or recovery) beyond which a passing run's logs are kept.
 const slowAfter = 15 * time.Second
 
-// one runs seed s in a temporary directory, keeping its logs under out if it fails.
-func one(ctx context.Context, s uint64, binPath, mode string, nodes, workers int, d time.Duration, out string, verbose, keepAll bool) (*chaos.Report, error) {
+// one runs seed s of the run base describes in a temporary directory, keeping its logs under out if
+// it fails.
+func one(ctx context.Context, s uint64, base chaos.Config, out string, verbose, keepAll bool) (*chaos.Report, error) {
 	dir, err := os.MkdirTemp("", fmt.Sprintf("shoal-chaos-%d-", s))
 	if err != nil {
 		return nil, err
@@ -159,9 +162,9 @@ func one(ctx context.Context, s uint64, binPath, mode string, nodes, workers int
 	defer os.RemoveAll(dir)
 	var log strings.Builder
 	w := &tee{buf: &log, verbose: verbose}
-	rep, err := chaos.Run(ctx, chaos.Config{
-		Seed: s, Bin: binPath, Dir: dir, Mode: mode, Nodes: nodes, Workers: workers, Duration: d, Log: w,
-	})
+	cfg := base
+	cfg.Seed, cfg.Dir, cfg.Log = s, dir, w
+	rep, err := chaos.Run(ctx, cfg)
 	failed := err != nil || rep == nil || !rep.OK()
 	// A run that passed but left the workload without a successful operation, or the cluster
 	// unhealthy after the final heal, for a long time is worth a look: its logs are kept too.
