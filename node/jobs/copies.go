@@ -298,28 +298,40 @@ func (c *sideCache) dropLocked(key string) {
 	}
 }
 
-// heldFor is the bytes node's copies hold now whose first run is due before now, or that carried
-// runs read: a plan made from now does not see them (their items began before its window, or their
-// runs are left out of it) but they keep their cache until released, so the plan gets the budget
-// less them.
-func (c *sideCache) heldFor(node uint64, now time.Time, carried map[runKey]string) float64 {
+// heldFor is what node's copies hold in each of horizon slots from now, of those a plan made from now
+// does not see: copies whose first run is due before now (their items began before its window) and
+// those carried runs read (their runs are left out of it). Each holds its bytes (a carried copy still
+// filling, its whole size) until the slot of its release, at least the first, and its room is the
+// plan's after that; each slot's sum is at most budget.
+func (c *sideCache) heldFor(node uint64, now time.Time, carried map[runKey]string, slot time.Duration, horizon int) []float64 {
 	keys := map[string]bool{}
 	for _, k := range carried {
 		keys[k] = true
 	}
+	held := make([]float64, horizon)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var n int64
 	for k, e := range c.m {
+		var b int64
 		switch {
 		case e.piece.node != node:
+			continue
 		case keys[k]:
-			n += max(e.bytes, int64(e.piece.size)) // still filling, perhaps: all of it
+			b = max(e.bytes, int64(e.piece.size))
 		case copyFirstDue(k).Before(now):
-			n += e.bytes
+			b = e.bytes
+		default:
+			continue
+		}
+		until := min(horizon, max(1, int(math.Ceil(float64(e.release.Sub(now))/float64(slot)))))
+		for t := range until {
+			held[t] += float64(b)
 		}
 	}
-	return float64(n)
+	for t := range held {
+		held[t] = min(held[t], float64(c.budget))
+	}
+	return held
 }
 
 // held is the bytes the copies hold now, over every node.

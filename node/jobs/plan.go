@@ -177,8 +177,8 @@ func (s *Service) makePlan(ctx context.Context, jobs map[string]*pb.JobState, no
 		}
 		budgets[l.ID] = s.budgetLeft(l, now)
 		in.Nodes = append(in.Nodes, prefetch.Node{Bandwidth: []float64{budgets[l.ID]},
-			Cache: max(0, float64(s.cfg.CacheBytes)-s.copies.heldFor(l.ID, now, carried)),
-			Base:  s.copies.inFlight(l.ID, slot, in.Horizon)})
+			Cache: float64(s.cfg.CacheBytes), Held: s.copies.heldFor(l.ID, now, carried, slot, in.Horizon),
+			Base: s.copies.inFlight(l.ID, slot, in.Horizon)})
 	}
 	pjs := s.planJobs(ctx, in, jobs, all, nodeIdx, leader, rangeBytes, now, carried)
 	if len(in.Nodes) == 0 || len(in.Jobs) == 0 {

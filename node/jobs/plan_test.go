@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,11 +156,20 @@ func TestCarriedLeftOut(t *testing.T) {
 	p := piece{id: "p", start: []byte("b"), end: []byte("c"), node: 1, size: 1000}
 	s.copies.begin(key, p, due.Add(time.Minute), nil)
 	s.copies.add(key, []*pb.KeyValue{{Key: []byte("b"), Value: make([]byte, 99)}}, []byte("b0"))
-	if got := s.copies.heldFor(1, now, carried); got != 1000 {
-		t.Fatalf("a carried copy filling holds %v of the budget, want its whole size 1000", got)
+	// Released a minute after due, 61.5 s from now: the slots of a 30-s window hold it all along.
+	if got := s.copies.heldFor(1, now, carried, time.Second, 30); got[0] != 1000 || got[29] != 1000 {
+		t.Fatalf("a carried copy filling holds %v of the budget, want its whole size 1000 in every slot", got)
 	}
-	if got := s.copies.heldFor(1, now, nil); got != 0 {
+	if got := s.copies.heldFor(1, now, nil, time.Second, 30); slices.Max(got) != 0 {
 		t.Fatalf("a copy of a run still to come holds %v of the budget for a plan that reads it, want 0", got)
+	}
+	// A copy whose run began before now holds its bytes until the slot of its release, then frees them.
+	past := fmt.Sprintf("q@%d", now.Add(-time.Second).UnixMilli())
+	s.copies.begin(past, piece{id: "q", start: []byte("d"), end: []byte("e"), node: 1, size: 500}, now.Add(2500*time.Millisecond), nil)
+	s.copies.add(past, []*pb.KeyValue{{Key: []byte("d"), Value: make([]byte, 199)}}, []byte("e"))
+	got := s.copies.heldFor(1, now, nil, time.Second, 30)
+	if want := []float64{200, 200, 200, 0}; !slices.Equal(got[:4], want) || slices.Max(got[3:]) != 0 {
+		t.Fatalf("a copy released 2.5 s from now holds %v by 1-s slot, want 200 in the first three and none after", got)
 	}
 }
 

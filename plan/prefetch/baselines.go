@@ -83,7 +83,7 @@ func makeRoom(in *Instance, s *Schedule, caches [][]*cached, n, at int, size flo
 			idle += c.size
 		}
 	}
-	budget := in.Nodes[n].Cache * (1 + eps)
+	budget := (in.Nodes[n].Cache - in.held(n, at)) * (1 + eps)
 	if used+size <= budget {
 		return true
 	}

@@ -150,7 +150,9 @@ func overload(in *Instance, s *Schedule) (bw, cache float64) {
 	for n := range in.Nodes {
 		rates := make([]float64, in.Horizon)
 		held := make([]float64, in.Horizon)
-
+		for t := range held {
+			held[t] = in.held(n, t)
+		}
 		for _, tr := range s.Transfers {
 			if tr.Node != n {
 				continue

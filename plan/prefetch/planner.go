@@ -80,7 +80,7 @@ func newPlanning(in *Instance, runs []Run, items []Item, active []bool) *plannin
 	p.bw, p.tentative, p.cache = grid(), grid(), grid()
 	for n := range p.bw {
 		for t := range p.bw[n] {
-			p.bw[n][t] = in.base(n, t)
+			p.bw[n][t], p.cache[n][t] = in.base(n, t), in.held(n, t)
 		}
 	}
 	for i := range p.prefetchOf {

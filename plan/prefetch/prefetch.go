@@ -52,6 +52,11 @@ type Node struct {
 	Bandwidth []float64
 	// Cache is the bytes of cache prefetched and paged-in copies may hold at once.
 	Cache float64
+	// Held is the bytes of Cache that copies made before this window still hold in each slot (until
+	// their release): the room each frees is the plan's from then on. A plan made just after a period's
+	// runs that counted them for the whole window had to squeeze the next period's prefetches into
+	// what was left. Slots past the slice hold none.
+	Held []float64
 	// Base is the disk bandwidth (bytes/s) transfers planned before this window still take in each
 	// slot (prefetches in flight): it counts in the node's peak and comes out of its budget. Slots
 	// past the slice have none.
@@ -155,6 +160,11 @@ func (in *Instance) Validate() error {
 				return fmt.Errorf("prefetch: node %d: base load %v in slot %d", n, b, t)
 			}
 		}
+		for t, h := range node.Held {
+			if h < 0 || h > node.Cache || math.IsNaN(h) {
+				return fmt.Errorf("prefetch: node %d: %v bytes held in slot %d of a cache of %v", n, h, t, node.Cache)
+			}
+		}
 	}
 	seen := map[string]bool{}
 	for _, s := range in.Spans {
@@ -200,6 +210,26 @@ func (in *Instance) base(n, t int) float64 {
 		return b[t]
 	}
 	return 0
+}
+
+// held is the cache node n's earlier copies hold in slot t (Node.Held).
+func (in *Instance) held(n, t int) float64 {
+	if h := in.Nodes[n].Held; t >= 0 && t < len(h) {
+		return h[t]
+	}
+	return 0
+}
+
+// leastHeld is the least node n's earlier copies hold in any slot of [from, to).
+func (in *Instance) leastHeld(n, from, to int) float64 {
+	least := math.Inf(1)
+	for t := from; t < to; t++ {
+		least = min(least, in.held(n, t))
+	}
+	if math.IsInf(least, 1) {
+		return 0
+	}
+	return least
 }
 
 func (in *Instance) seconds() float64 { return in.Slot.Seconds() }

@@ -67,6 +67,12 @@ func TestKnownPeaks(t *testing.T) {
 			in:    oneNode(8, nil, 1000, []Span{a, b}, job("x", "a", 6, 1, 1), job("y", "b", 6, 1, 1)),
 			want:  map[Strategy]float64{Planner: 150, DemandReads: 900, DemandPaging: 900},
 			bound: 900.0 / 7, prefetc: 2},
+		{name: "an earlier copy holds the cache until slot 3: the prefetch starts there",
+			in: &Instance{Slot: time.Second, Horizon: 8, Nodes: []Node{{Cache: 1000, Held: []float64{1000, 1000, 1000}}},
+				Spans: []Span{a}, Jobs: []Job{job("x", "a", 6, 1, 1)}},
+			want:  map[Strategy]float64{Planner: 200, DemandReads: 600, DemandPaging: 600},
+			bytes: map[Strategy]float64{Planner: 600, DemandReads: 600, DemandPaging: 600},
+			bound: 600.0 / 4, prefetc: 1},
 		{name: "no cache: nothing is prefetched; the LP may hold half the span",
 			in:    oneNode(8, nil, 300, []Span{a}, job("x", "a", 6, 1, 1)),
 			want:  map[Strategy]float64{Planner: 600, DemandReads: 600, DemandPaging: 600},
@@ -287,6 +293,8 @@ func TestValidate(t *testing.T) {
 		{"empty span", func(in *Instance) { in.Spans[0].Size = 0 }},
 		{"no slot", func(in *Instance) { in.Slot = 0 }},
 		{"negative budget", func(in *Instance) { in.Nodes[0].Bandwidth = []float64{-1} }},
+		{"negative bytes held", func(in *Instance) { in.Nodes[0].Held = []float64{-1} }},
+		{"more held than the cache", func(in *Instance) { in.Nodes[0].Held = []float64{11} }},
 	} {
 		in := good()
 		if err := in.Validate(); err != nil {
