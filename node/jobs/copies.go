@@ -302,7 +302,8 @@ func (c *sideCache) dropLocked(key string) {
 // does not see: copies whose first run is due before now (their items began before its window) and
 // those carried runs read (their runs are left out of it). Each holds its bytes (a carried copy still
 // filling, its whole size) until the slot of its release, at least the first, and its room is the
-// plan's after that; each slot's sum is at most budget.
+// plan's after that; one without a release time or that a run reads now, all along. Each slot's sum
+// is at most budget.
 func (c *sideCache) heldFor(node uint64, now time.Time, carried map[runKey]string, slot time.Duration, horizon int) []float64 {
 	keys := map[string]bool{}
 	for _, k := range carried {
@@ -324,6 +325,9 @@ func (c *sideCache) heldFor(node uint64, now time.Time, carried map[runKey]strin
 			continue
 		}
 		until := min(horizon, max(1, int(math.Ceil(float64(e.release.Sub(now))/float64(slot)))))
+		if e.release.IsZero() || c.readers[k] > 0 {
+			until = horizon // sweep keeps it: no release time, or a run reads it still
+		}
 		for t := range until {
 			held[t] += float64(b)
 		}

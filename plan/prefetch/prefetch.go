@@ -53,9 +53,9 @@ type Node struct {
 	// Cache is the bytes of cache prefetched and paged-in copies may hold at once.
 	Cache float64
 	// Held is the bytes of Cache that copies made before this window still hold in each slot (until
-	// their release): the room each frees is the plan's from then on. A plan made just after a period's
-	// runs that counted them for the whole window had to squeeze the next period's prefetches into
-	// what was left. Slots past the slice hold none.
+	// their release), never more than in the slot before: the room each frees is the plan's from then
+	// on. A plan made just after a period's runs that counted them for the whole window had to squeeze
+	// the next period's prefetches into what was left. Slots past the slice hold none.
 	Held []float64
 	// Base is the disk bandwidth (bytes/s) transfers planned before this window still take in each
 	// slot (prefetches in flight): it counts in the node's peak and comes out of its budget. Slots
@@ -163,6 +163,11 @@ func (in *Instance) Validate() error {
 		for t, h := range node.Held {
 			if h < 0 || h > node.Cache || math.IsNaN(h) {
 				return fmt.Errorf("prefetch: node %d: %v bytes held in slot %d of a cache of %v", n, h, t, node.Cache)
+			}
+			// Earlier copies only free their room: the baselines check a copy they keep against the
+			// room at its first slot.
+			if t > 0 && h > node.Held[t-1] {
+				return fmt.Errorf("prefetch: node %d: %v bytes held in slot %d, more than the %v of the slot before", n, h, t, node.Held[t-1])
 			}
 		}
 	}

@@ -152,6 +152,18 @@ func randomInstance(rng *rand.Rand) *Instance {
 		in.Jobs = append(in.Jobs, Job{Name: fmt.Sprint("j", j), Span: in.Spans[rng.IntN(spans)].ID,
 			Start: rng.IntN(in.Horizon / 2), Duration: dur, Deadline: dur + rng.IntN(4), Period: period})
 	}
+	// Half the nodes have earlier copies, freeing their room over the first slots (drawn last, so
+	// the rest of each instance is as it was without them).
+	for n := range in.Nodes {
+		if rng.IntN(2) == 0 {
+			continue
+		}
+		held := in.Nodes[n].Cache * rng.Float64()
+		for range rng.IntN(in.Horizon) {
+			in.Nodes[n].Held = append(in.Nodes[n].Held, held)
+			held *= rng.Float64()
+		}
+	}
 	return in
 }
 
@@ -295,6 +307,7 @@ func TestValidate(t *testing.T) {
 		{"negative budget", func(in *Instance) { in.Nodes[0].Bandwidth = []float64{-1} }},
 		{"negative bytes held", func(in *Instance) { in.Nodes[0].Held = []float64{-1} }},
 		{"more held than the cache", func(in *Instance) { in.Nodes[0].Held = []float64{11} }},
+		{"held rising", func(in *Instance) { in.Nodes[0].Held = []float64{1, 2} }},
 	} {
 		in := good()
 		if err := in.Validate(); err != nil {
