@@ -186,10 +186,10 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 		workers = 64
 		// off: no split during this much hot load; on: a split within it. The on side needs HotFor
 		// (3 s) plus MinSamples and SettleSamples at the sampled rate, about 15–21 s under -race, and
-		// 32 s once on a host so loaded that the workload's rate hovered at the threshold (median 274
-		// ops/s) and each dip restarted HotFor: the window leaves room for that, so the comparison
-		// judges the policy, not the host's speed.
-		window = 40 * time.Second
+		// 32 and 46 s on hosts so loaded that the workload's rate hovered at the threshold (median 274
+		// and 327 ops/s, 116–684) and each dip restarted HotFor: the window leaves room for that, so
+		// the comparison judges the policy, not the host's speed.
+		window = 60 * time.Second
 		maxImb = 0.30
 	)
 	seed := time.Now().UnixNano()
@@ -216,7 +216,7 @@ func TestLoadSplitSplitsAZipfianHotRange(t *testing.T) {
 	}})
 	cl := c.Client()
 	testcluster.WaitFor(t, 60*time.Second, "3 voters on every range", func() bool { return c.FullyReplicated(cl, 3) })
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 
 	users, err := cl.UserRanges(ctx)
