@@ -10,7 +10,8 @@ import (
 // the measured window: every report acknowledged exactly once (the checker) and toll notifications
 // measured in each arm; most state accesses remote when unaligned; all local with the controller,
 // which splits ranges over its threshold (lowered to 25 events/s a range and 64 sampled events: a
-// loaded host under -race sent about 50 a range, 300 over six ranges); placed tasks lose their locality once the new node leads a range of the span.
+// loaded host under -race sent about 50 a range, 300 over six ranges); placed tasks lose their
+// locality once the new node leads a range of the span.
 func TestRunMechanics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts nodes")

@@ -129,9 +129,9 @@ func buildLP(in *Instance, items []Item, by, mine []int, n, k int) nodeLP {
 		from, to := β*k, min((β+1)*k, in.Horizon)
 		peak := row{coef: map[int]float64{0: -float64(to - from)}, slack: 1}
 		budget := row{coef: map[int]float64{}, slack: 1}
-		// Earlier copies' bytes come out of the block's cache where they hold least: the row stays
-		// looser than the budget in each of its slots, and the bound a lower bound.
-		held := row{coef: map[int]float64{}, b: (in.Nodes[n].Cache - in.leastHeld(n, from, to)) / l.unit, slack: 1}
+		// The row is the cache at the block's last slot, where earlier copies hold least (Held never
+		// rises): the budget of that slot.
+		held := row{coef: map[int]float64{}, b: (in.Nodes[n].Cache - in.held(n, to-1)) / l.unit, slack: 1}
 		room, heldMax := 0.0, 0.0
 		for _, i := range mine {
 			if β >= lo(i) && β < hi(i) {

@@ -54,8 +54,8 @@ type Node struct {
 	Cache float64
 	// Held is the bytes of Cache that copies made before this window still hold in each slot (until
 	// their release), never more than in the slot before: the room each frees is the plan's from then
-	// on. A plan made just after a period's runs that counted them for the whole window had to squeeze
-	// the next period's prefetches into what was left. Slots past the slice hold none.
+	// on, so a plan made while a period's copies are still held need not squeeze the next period's
+	// prefetches into what they leave. Slots past the slice hold none.
 	Held []float64
 	// Base is the disk bandwidth (bytes/s) transfers planned before this window still take in each
 	// slot (prefetches in flight): it counts in the node's peak and comes out of its budget. Slots
@@ -223,18 +223,6 @@ func (in *Instance) held(n, t int) float64 {
 		return h[t]
 	}
 	return 0
-}
-
-// leastHeld is the least node n's earlier copies hold in any slot of [from, to).
-func (in *Instance) leastHeld(n, from, to int) float64 {
-	least := math.Inf(1)
-	for t := from; t < to; t++ {
-		least = min(least, in.held(n, t))
-	}
-	if math.IsInf(least, 1) {
-		return 0
-	}
-	return least
 }
 
 func (in *Instance) seconds() float64 { return in.Slot.Seconds() }
